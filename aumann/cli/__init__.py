@@ -1,0 +1,53 @@
+"""The ``aumann`` command line: parses arguments, builds objects, calls the library.
+
+Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
+parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
+Add a module to ``_COMMAND_MODULES`` to add a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from aumann import __version__
+from aumann.errors import AumannError
+
+_COMMAND_MODULES = (
+    "aumann.cli.attribute",
+    "aumann.cli.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aumann",
+        description="Aumann–Shapley attribution of emergent macro indicators to agents and steps.",
+    )
+    parser.add_argument("--version", action="version", version=f"aumann {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except AumannError as exc:
+        print(f"aumann: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("aumann: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from aumann.cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""Run manifests: what produced a result (package versions, config, seeds, git revision).
+
+Every command that writes results writes ``manifest.json`` beside them. Values whose key looks like
+a secret (api key, token, password) are redacted before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_PACKAGES = ("aumann", "numpy", "torch", "mesa", "networkx", "pydantic", "openai", "duckdb", "pandas")
+_SECRET = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+
+
+def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision(start: Path | None = None) -> str | None:
+    """The git commit of the source tree aumann was imported from (``None`` outside a checkout)."""
+    where = start or Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=False
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where, capture_output=True, text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def redact(obj: Any) -> Any:
+    """A copy of ``obj`` with the values of secret-looking keys replaced by ``"<redacted>"``."""
+    if isinstance(obj, Mapping):
+        return {k: ("<redacted>" if _SECRET.search(str(k)) and v else redact(v)) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [redact(v) for v in obj]
+    return obj
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "model_dump"):
+        return _jsonable(obj.model_dump())
+    if hasattr(obj, "item") and callable(obj.item):
+        try:
+            return obj.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(obj, str | int | float | bool) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def build_manifest(
+    command: str, config: Mapping[str, Any] | None = None, seeds: Any = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "command": command,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "git_revision": git_revision(),
+        "config": _jsonable(redact(dict(config or {}))),
+        "seeds": _jsonable(seeds),
+        **_jsonable(redact(dict(extra or {}))),
+    }
+
+
+def write_manifest(
+    out_dir: str | os.PathLike[str],
+    command: str,
+    config: Mapping[str, Any] | None = None,
+    seeds: Any = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``manifest.json`` into ``out_dir`` (created if missing) atomically; return its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "manifest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(build_manifest(command, config, seeds, extra), indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = ["build_manifest", "git_revision", "package_versions", "redact", "write_manifest"]

@@ -1,0 +1,1 @@
+"""Simulation layer (Mesa observer hook, LLM decision backends, smoothing, forks)."""

@@ -1,0 +1,1 @@
+"""LLM decision backends."""
