@@ -172,7 +172,7 @@ class Heat(Indicator):
         return torch.log1p(z.mean(dim=-2).prod(dim=-1))
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
-        T, n, D = values.shape
+        _, n, D = values.shape
         m = values.mean(axis=1, dtype=np.float64)  # (T, D)
         h = m.prod(axis=1)  # (T,)
         others = np.empty_like(m)
