@@ -167,7 +167,7 @@ class Panel:
                 f"panel has {int(bad.sum())} NaN/inf value(s) in live rows; first at step {self.steps[t]!r}, "
                 f"agent {self.agent_ids[i]!r}, feature {self.features[d]!r}"
             )
-        self._agent_index: dict[Any, int] | None = None
+        self._agent_index: np.ndarray | None = None
 
     # ------------------------------------------------------------------ shape
     @property
@@ -175,15 +175,15 @@ class Panel:
         return self.values.shape  # type: ignore[return-value]
 
     @property
-    def T(self) -> int:  # noqa: N802 - the paper's notation
+    def T(self) -> int:
         return self.values.shape[0]
 
     @property
-    def N(self) -> int:  # noqa: N802
+    def N(self) -> int:
         return self.values.shape[1]
 
     @property
-    def D(self) -> int:  # noqa: N802
+    def D(self) -> int:
         return self.values.shape[2]
 
     @property
@@ -219,22 +219,26 @@ class Panel:
         return self.values[:, :, self.feature_index(name)]
 
     def agent_index(self, ids: Iterable[Hashable]) -> np.ndarray:
-        """Row positions of the given agent ids (in the order given)."""
+        """Row positions of the given agent ids (in the order given); vectorised (sorted lookup)."""
         if self._agent_index is None:
-            self._agent_index = {k: i for i, k in enumerate(self.agent_ids.tolist())}
-        idx = self._agent_index
-        out = []
-        missing = []
-        for k in ids:
-            key = k.item() if hasattr(k, "item") else k
-            j = idx.get(key)
-            if j is None:
-                missing.append(key)
-            else:
-                out.append(j)
-        if missing:
-            raise UnknownAgentError(f"{len(missing)} unknown agent id(s), e.g. {missing[:5]}")
-        return np.asarray(out, dtype=np.int64)
+            self._agent_index = np.argsort(self.agent_ids, kind="stable")
+        sorter = self._agent_index
+        wanted = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
+        if wanted.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        try:
+            pos = np.searchsorted(self.agent_ids, wanted, sorter=sorter)
+        except TypeError:
+            raise UnknownAgentError(
+                f"agent ids of type {wanted.dtype} cannot match this panel's ids ({self.agent_ids.dtype})"
+            ) from None
+        pos = np.clip(pos, 0, self.N - 1)
+        rows = sorter[pos]
+        ok = self.agent_ids[rows] == wanted
+        if not np.all(ok):
+            missing = wanted[~ok][:5].tolist()
+            raise UnknownAgentError(f"{int((~ok).sum())} unknown agent id(s), e.g. {missing}")
+        return rows.astype(np.int64)
 
     # ------------------------------------------------------------------ derived panels
     def _derive(self, **changes: Any) -> Panel:
