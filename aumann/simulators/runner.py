@@ -15,7 +15,9 @@ backends and caches are shared (not copied) by ``deepcopy``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import itertools
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,13 +93,38 @@ def checkpoint(model: Any) -> Any:
             or holds open files/sockets); the message names the cause.
     """
     try:
-        return copy.deepcopy(model)
+        branch = copy.deepcopy(model)
     except Exception as exc:  # deepcopy failures surface as many types
         raise CheckpointError(
             f"cannot checkpoint {type(model).__name__} with copy.deepcopy: {type(exc).__name__}: {exc}. "
             f"Models using mesa.experimental signals/observables or holding open resources cannot be "
             f"forked; keep such state outside the model or implement __deepcopy__."
         ) from exc
+    _continue_id_counters(model, branch)
+    return branch
+
+
+_COUNT = re.compile(r"count\((-?\d+)\)")
+
+
+def _continue_id_counters(model: Any, branch: Any) -> None:
+    """Give the copy the original's next ``unique_id``.
+
+    Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
+    which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
+    collide with living agents. The copy continues where the original is, so agents created after
+    the fork get the same ids in the factual and the counterfactual branch.
+    """
+    seen: set[int] = set()
+    for agent in getattr(model, "agents", ()):
+        ids = getattr(type(agent), "_ids", None)
+        if not isinstance(ids, MutableMapping) or id(ids) in seen:
+            continue
+        seen.add(id(ids))
+        counter = ids.get(model) if model in ids else None
+        m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
+        if m is not None:
+            ids[branch] = itertools.count(int(m.group(1)))
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,9 @@ def test_seeded_specs_are_deterministic_and_independent():
 def test_serial_and_process_pool_give_identical_results():
     specs = seeded_specs(2026, 4)
     serial = LocalExecutor(max_workers=1).map(fork_spec_run, specs)
-    pooled = LocalExecutor(max_workers=2).map(fork_spec_run, specs)
+    # "fork" keeps the test fast (spawned workers would each re-import torch via aumann.attribution);
+    # the library default is "spawn", which the Ray test's workers exercise in the same way
+    pooled = LocalExecutor(max_workers=2, mp_context="fork").map(fork_spec_run, specs)
     for (v1, r1), (v2, r2) in zip(serial, pooled, strict=True):
         np.testing.assert_array_equal(v1, v2)
         assert r1 == r2
@@ -128,3 +130,13 @@ def test_ray_executor_without_ray_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ExecutorError, match=r"aumann\[ray\]"):
         RayExecutor()
+
+
+def test_agents_created_in_a_fork_get_fresh_ids_matching_the_factual_branch():
+    model = BoltzmannWealth(5, seed=3, churn=True)
+    simulate(model, steps=2, recorder=REC)  # churn happens at steps 3, 6, ...
+    branch = fork(model, steps=4, recorder=REC)
+    factual = simulate(model, steps=4, recorder=REC)
+    ids = [a.unique_id for a in branch.model.agents]
+    assert len(ids) == len(set(ids))  # no collision with living agents
+    assert branch.panel.equals(factual) and {6, 7} <= set(factual.agent_ids.tolist())  # newcomers
