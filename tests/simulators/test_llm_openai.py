@@ -89,12 +89,15 @@ def test_out_of_range_falls_back_to_the_offline_policy_when_given():
     assert (b.usage.failures, b.usage.fallbacks, b.usage.decisions) == (2, 1, 1)
 
 
-def test_429_then_success_backs_off_exponentially():
+def test_429_then_success_backs_off_exponentially(caplog):
+    caplog.set_level(logging.DEBUG)
     waits = []
     script = Script(429, 429, GOOD)
     b = OpenAIBackend(model="m", client=client_for(script), max_retries=3, backoff=0.1, sleep=waits.append)
     assert b.decide(MSGS, Work).consumption == 0.3
     assert waits == [0.1, 0.2] and (b.usage.calls, b.usage.failures, b.usage.retries) == (3, 2, 2)
+    assert "rate limited (HTTP 429)" in caplog.text  # retries are logged ...
+    assert SECRET not in caplog.text and SECRET[:8] not in caplog.text  # ... without the key
 
 
 def test_persistent_5xx_raises_unavailable_after_retries():
