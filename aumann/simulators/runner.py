@@ -176,30 +176,84 @@ def fork(
     return ForkResult(rec.panel(), branch)
 
 
-def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> Intervention:
-    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+@dataclass(frozen=True)
+class ForAgents:
+    """An intervention calling ``action(agent)`` on the agents whose ``unique_id`` is in ``ids``.
 
-    Example:
-        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
-        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    Picklable when ``action`` is (a top-level function or ``functools.partial``), so it can be
+    shipped to process-pool or Ray workers by :func:`fork_many`.
 
     Raises (when applied):
         UnknownAgentError: an id with no live agent in the model.
     """
-    wanted = list(ids)
 
-    def _intervene(model: Any) -> None:
+    ids: tuple[Hashable, ...]
+    action: Callable[[Any], None]
+
+    def __call__(self, model: Any) -> None:
         by_id = {a.unique_id: a for a in model.agents}
-        missing = [i for i in wanted if i not in by_id]
+        missing = [i for i in self.ids if i not in by_id]
         if missing:
             raise UnknownAgentError(
                 f"intervention names {len(missing)} agent id(s) not in the model, e.g. {missing[:5]}; "
                 f"the model has {len(by_id)} agents with ids {sorted(by_id)[:10]}..."
             )
-        for i in wanted:
-            action(by_id[i])
-
-    return _intervene
+        for i in self.ids:
+            self.action(by_id[i])
 
 
-__all__ = ["ForkResult", "checkpoint", "for_agents", "fork", "simulate"]
+def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAgents:
+    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+
+    Example:
+        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
+        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    """
+    return ForAgents(tuple(ids), action)
+
+
+def _fork_task(spec: tuple) -> ForkResult:
+    model, intervention, steps, recorder, context, repeat, keep_model = spec
+    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat)
+    return res if keep_model else ForkResult(res.panel, None)
+
+
+def fork_many(
+    model: Any,
+    interventions: Mapping[str, Intervention | None],
+    *,
+    steps: int,
+    recorder: Any,
+    executor: Any = None,
+    context: Mapping[str, ContextFn] | None = None,
+    repeat: bool = False,
+    keep_models: bool = False,
+) -> dict[str, ForkResult]:
+    """Fork ``model`` once per named intervention and run the branches through an executor.
+
+    Every branch starts from the same checkpoint (same ``rng`` state: common random numbers), so
+    differences between branches come from the interventions alone. Include ``None`` for the
+    factual continuation.
+
+    Args:
+        model: the model at the fork point (left untouched).
+        interventions: name → ``g(model)`` or ``None``.
+        steps, recorder, context, repeat: as in :func:`fork`.
+        executor: anything with ``.map(fn, specs)`` (default: serial ``LocalExecutor(0)``). Process
+            pools need picklable models, recorders and interventions (top-level functions,
+            :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
+        keep_models: also return each branch's final model (costly to ship back from workers).
+
+    Returns:
+        name → ForkResult (``model`` is ``None`` unless ``keep_models``).
+    """
+    from aumann.simulators.executors import LocalExecutor
+
+    steps = _check_steps(steps)
+    names = list(interventions)
+    executor = executor or LocalExecutor(max_workers=0)
+    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models) for n in names]
+    return dict(zip(names, executor.map(_fork_task, specs), strict=True))
+
+
+__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "simulate"]

@@ -95,3 +95,8 @@ def fork_spec_run(spec):
     model = BoltzmannWealth(n=6, seed=seed)
     panel = simulate(model, steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
     return panel.values, float(spec.rng().normal())
+
+
+def give_ten(agent) -> None:
+    """A picklable intervention action."""
+    agent.wealth += 10

@@ -140,3 +140,20 @@ def test_agents_created_in_a_fork_get_fresh_ids_matching_the_factual_branch():
     ids = [a.unique_id for a in branch.model.agents]
     assert len(ids) == len(set(ids))  # no collision with living agents
     assert branch.panel.equals(factual) and {6, 7} <= set(factual.agent_ids.tolist())  # newcomers
+
+
+def test_fork_many_serial_and_process_pool_agree_and_match_single_forks():
+    from aumann.simulators import fork_many
+    from tests.simulators.models import give_ten
+
+    model = BoltzmannWealth(6, seed=8)
+    simulate(model, steps=3, recorder=REC)
+    arms = {"factual": None, "windfall": for_agents([2, 4], give_ten)}
+    serial = fork_many(model, arms, steps=4, recorder=REC, keep_models=True)
+    pooled = fork_many(model, arms, steps=4, recorder=REC,
+                       executor=LocalExecutor(max_workers=2, mp_context="fork"))
+    for name, intervention in arms.items():
+        single = fork(model, intervention=intervention, steps=4, recorder=REC).panel
+        assert serial[name].panel.equals(single) and pooled[name].panel.equals(single)
+    assert pooled["factual"].model is None and serial["factual"].model is not None
+    assert serial["windfall"].panel.values.sum() == serial["factual"].panel.values.sum() + 4 * 20
