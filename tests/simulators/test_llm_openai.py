@@ -53,6 +53,7 @@ def test_success_returns_a_validated_instance_and_counts_tokens():
     assert body["response_format"] == {"type": "json_object"}
     u = b.usage
     assert (u.calls, u.prompt_tokens, u.completion_tokens, u.failures, u.decisions) == (1, 11, 7, 0, 1)
+    assert u.as_dict()["total_tokens"] == 18 and u.as_dict()["cache_hits"] == 0
 
 
 @pytest.mark.parametrize("reply", ['```json\n{"work": 0.6, "consumption": 0.3}\n```',
