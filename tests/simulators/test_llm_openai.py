@@ -269,3 +269,13 @@ def test_backends_are_shared_not_copied_by_deepcopy():
 
     b = backend(Script(GOOD), cache=ResponseCache(":memory:"))
     assert copy.deepcopy(b) is b and copy.deepcopy(b.cache) is b.cache
+
+
+def test_concurrency_limit_holds_across_caller_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with LoopbackServer(lambda body: GOOD, delay=0.15) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, concurrency=2)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(lambda s: b.decide(MSGS, Work, seed=s), range(6)))
+    assert srv.calls == 6 and 1 <= srv.max_in_flight <= 2  # never more than `concurrency` in flight
