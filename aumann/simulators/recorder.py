@@ -359,7 +359,9 @@ class FeatureRecorder(_RecorderBase):
                 ) from None
             raise FeatureValueError(f"feature {name!r} raised AttributeError at capture {t}: {exc}") from exc
         col = _as_float_column(name, raw, len(agents), t)
-        if not math.isfinite(float(col.sum())) or not np.isfinite(col).all():
+        with np.errstate(over="ignore"):
+            total = float(col.sum())
+        if not math.isfinite(total):  # fast path; the full check names the culprit
             _check_finite(name, col, [getattr(a, "unique_id", None) for a in agents], t)
         return col
 
