@@ -22,7 +22,7 @@ from aumann.simulators import (
     seeded_specs,
     simulate,
 )
-from tests.simulators.models import BoltzmannWealth, SIRNetwork, fork_spec_run
+from tests.simulators.models import BoltzmannWealth, SIRNetwork, fork_spec_run, wealth_run
 
 REC = FeatureRecorder({"wealth": "wealth"})
 
@@ -107,14 +107,12 @@ def test_ray_executor_matches_the_local_pool():
     import ray
 
     specs = seeded_specs(7, 3)
-    local = LocalExecutor(max_workers=1).map(fork_spec_run, specs)
+    local = LocalExecutor(max_workers=1).map(wealth_run, specs)
     try:
-        remote = RayExecutor(num_cpus=2).map(fork_spec_run, specs)
+        remote = RayExecutor(num_cpus=1).map(wealth_run, specs)
     finally:
         ray.shutdown()
-    for (v1, r1), (v2, r2) in zip(local, remote, strict=True):
-        np.testing.assert_array_equal(v1, v2)
-        assert r1 == r2
+    assert remote == local and len({str(w) for w, _ in local}) == 3
 
 
 def test_ray_executor_without_ray_says_how_to_install(monkeypatch):
