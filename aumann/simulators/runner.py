@@ -23,7 +23,7 @@ from typing import Any
 
 from aumann.errors import UnknownAgentError
 from aumann.simulators.errors import CheckpointError, SimulationError
-from aumann.simulators.recorder import ContextFn, _check_steps
+from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
 Intervention = Callable[[Any], None]
