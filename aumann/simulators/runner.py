@@ -37,6 +37,7 @@ def simulate(
     observers: Sequence[Observer] = (),
     progress: bool = False,
     context: Mapping[str, ContextFn] | None = None,
+    initial: bool = False,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
@@ -48,6 +49,8 @@ def simulate(
         progress: show a Rich progress bar.
         context: mapping name → ``fn(model)`` (number or array), recorded per step into
             ``Panel.context`` (world state such as prices; never attributed).
+        initial: also capture the state before the first step, as the panel's first row (the
+            panel then has T + 1 steps; useful for a "pre-event" baseline).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -71,7 +74,9 @@ def simulate(
         task = bar.add_task(f"simulate {type(model).__name__}", total=steps)
         bar.start()
     try:
-        with recorder.recording(model, steps=steps, context=context) as rec:
+        with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
+            if initial:
+                rec.capture(model)
             for t in range(steps):
                 model.step()
                 rec.capture(model)
