@@ -36,6 +36,7 @@ handles live only in the users table, and :func:`write_build_outputs` blanks the
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import tempfile
 import time
@@ -172,13 +173,13 @@ def _prefilter(topics: Sequence[Topic]) -> str:
 
 def _epoch_day(iso: str) -> int:
     try:
-        return int(pd.Timestamp(iso, tz="UTC").value // (sql.US_PER_DAY * 1000))
+        return (_dt.date.fromisoformat(iso) - _dt.date(1970, 1, 1)).days
     except (ValueError, TypeError) as exc:
         raise IngestError(f"day {iso!r} is not an ISO date YYYY-MM-DD") from exc
 
 
 def _iso(day: int) -> str:
-    return (pd.Timestamp(0, tz="UTC") + pd.Timedelta(days=int(day))).strftime("%Y-%m-%d")
+    return (_dt.date(1970, 1, 1) + _dt.timedelta(days=int(day))).isoformat()
 
 
 def _load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
