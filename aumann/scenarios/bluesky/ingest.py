@@ -6,7 +6,7 @@ spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Pytho
 1. Each file's container is detected (:mod:`.jetstream`): JSONL, zstd-compressed JSONL, or
    per-message zstd frames (decoded first, with ``zstd_dictionary`` when the frames need one).
 2. Every non-blank line becomes one row; a line is a valid event iff ``did`` is a JSON string,
-   ``time_us`` a positive JSON integer, ``kind`` a JSON string and, for ``kind = "commit"``,
+   ``time_us`` a positive JSON integer (before year 10000), ``kind`` a JSON string and, for ``kind = "commit"``,
    ``commit.collection``, ``commit.operation`` and ``commit.rkey`` are present. All other lines
    (truncated JSON, binary garbage, invalid UTF-8, wrong types, non-objects) are
    ``malformed_lines``, counted exactly, never fatal. Blank lines are skipped and not counted.

@@ -27,7 +27,7 @@ SCAN = f"""
 CREATE OR REPLACE TEMP TABLE ev AS
 SELECT
   coalesce(starts_with(did, 'did:') AND json_type(time_us) IN ('UBIGINT', 'BIGINT')
-           AND json_type(kind) = 'VARCHAR' AND TRY_CAST(time_us AS BIGINT) > 0
+           AND json_type(kind) = 'VARCHAR' AND TRY_CAST(time_us AS BIGINT) BETWEEN 1 AND 253402300799999999
            AND (kind->>'$' <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
                                           AND commit.rkey IS NOT NULL)), false) AS ok,
   did,
