@@ -70,7 +70,8 @@ def test_synthetic_capture_exact(capture_files):
     counts, report = ingest(files, profiles=prof, options=_opts())
     rep = report.to_dict()
     assert rep["events"]["by_kind"] == dict(cap.kinds)
-    got_ops = Counter({(c, o): n for c, ops in rep["events"]["by_collection_operation"].items() for o, n in ops.items()})
+    by_co = rep["events"]["by_collection_operation"]
+    got_ops = Counter({(c, o): n for c, ops in by_co.items() for o, n in ops.items()})
     assert got_ops == cap.coll_ops
     assert rep["events"]["by_kind"]["sync"] == 1  # unknown kind counted, not dropped
     assert rep["events"]["by_collection_operation"]["fm.teal.alpha.feed.play"] == {"create": 1}

@@ -47,7 +47,7 @@ EDGE_LINES = {
 def test_each_malformed_line_is_counted_once(tmp_path: Path, name: str):
     f = tmp_path / "day.jsonl"
     f.write_bytes(GOOD + b"\n" + EDGE_LINES[name] + b"\n\n" + GOOD2 + b"\n")
-    counts, report = ingest([f], options=IngestOptions(threads=1))
+    _counts, report = ingest([f], options=IngestOptions(threads=1))
     assert report.malformed_lines == 1, name
     assert report.valid_events == 2 and report.by_kind == {"commit": 2}
 
@@ -82,7 +82,7 @@ def test_utf8_text_and_facets_match(tmp_path: Path):
 
 
 def _reference(tmp_path: Path):
-    cap, expected = build()
+    cap, _expected = build()
     files = cap.write(tmp_path / "plain")
     prof = tmp_path / "profiles.csv"
     prof.write_text(PROFILES_CSV)

@@ -70,7 +70,7 @@ class DailyWriter:
             while len(self._open) >= self.max_open:
                 oldest = next(iter(self._open))
                 self._open.pop(oldest).close()  # type: ignore[attr-defined]
-            fh = open(self.out / name, "ab")  # noqa: SIM115 - kept open across messages
+            fh = open(self.out / name, "ab")
         self._open[name] = fh  # most recently used last
         return fh
 
@@ -182,16 +182,20 @@ def websocket_connect(url: str) -> Iterator[str | bytes]:
         ) from exc
     try:
         with connect(url, max_size=None, open_timeout=30) as ws:
-            for msg in ws:
-                yield msg
+            yield from ws
     except ConnectionClosed as exc:
         raise ConnectionError(str(exc)) from exc
 
 
 def capture(out_dir: str | os.PathLike[str], *, collections: Sequence[str] = DEFAULT_COLLECTIONS,
             duration_s: float | None = None, endpoint: str = DEFAULT_ENDPOINT, cursor: int | None = None,
-            rewind_s: float = 5.0, connect: Callable[[str], Iterator[str | bytes]] | None = None) -> CaptureStats:
-    """Record the live stream into ``out_dir`` for ``duration_s`` seconds (forever if ``None``)."""
+            rewind_s: float = 5.0, connect: Callable[[str], Iterator[str | bytes]] | None = None,
+            max_messages: int | None = None) -> CaptureStats:
+    """Record the live stream into ``out_dir`` for ``duration_s`` seconds (forever if ``None``).
+
+    ``connect(url)`` yields one connection's messages (default: a websocket); ``max_messages``
+    stops after that many messages.
+    """
     if connect is None:
         try:
             import websockets  # noqa: F401
@@ -204,7 +208,7 @@ def capture(out_dir: str | os.PathLike[str], *, collections: Sequence[str] = DEF
     deadline = None if duration_s is None else time.monotonic() + duration_s
     stream = resilient_stream(connect, endpoint=endpoint, collections=collections, cursor=cursor,
                               rewind_s=rewind_s, stats=stats)
-    written = record(stream, out_dir, deadline=deadline)
+    written = record(stream, out_dir, deadline=deadline, max_messages=max_messages)
     written.reconnects = stats.reconnects
     return written
 
