@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -124,7 +125,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=300.0, help="size of the generated JSONL in MB")
     ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep", type=Path, default=None, help="write the file here and keep it")
+    ap.add_argument("--keep", type=Path, default=None, help="write the file here (reused if it exists)")
     args = ap.parse_args()
 
     import duckdb
@@ -136,22 +137,30 @@ def main() -> None:
         if not path.exists():
             t = time.perf_counter()
             n = generate(path, int(args.mb * 1e6), seed=args.seed)
-            print(f"generated {n:,} lines, {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - t:.1f} s")
+            took = time.perf_counter() - t
+            print(f"generated {n:,} lines, {path.stat().st_size / 1e6:.1f} MB in {took:.1f} s")
         size_mb = path.stat().st_size / 1e6
         con = duckdb.connect()
         con.execute(f"SET threads = {args.threads}")
-        t = time.perf_counter()
-        con.execute("SELECT count(*) FROM read_csv(?, columns={'l': 'VARCHAR'}, delim='\x1e', quote='', "
-                    "escape='', header=false, auto_detect=false, ignore_errors=true)", [str(path)]).fetchall()
-        ref = time.perf_counter() - t
-        t = time.perf_counter()
+        # Reference: DuckDB parsing the envelope of every line (no extraction, no tables).
+        w, c = time.perf_counter(), time.process_time()
+        con.execute("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, "
+                    "columns={'did': 'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, "
+                    "format='newline_delimited', ignore_errors=true)", [str(path)]).fetchall()
+        ref_wall, ref_cpu = time.perf_counter() - w, time.process_time() - c
+        w, c = time.perf_counter(), time.process_time()
         counts, report = ingest([path], options=IngestOptions(threads=args.threads))
-        took = time.perf_counter() - t
-        print(f"reference (DuckDB line scan): {size_mb / ref:8.1f} MB/s")
-        print(f"ingest:                       {size_mb / took:8.1f} MB/s  ({took:.2f} s, "
-              f"{counts.n_users:,} users, {report.malformed_lines} malformed lines)")
-        print(f"ratio ingest / line scan:     {ref / took:8.2f}")
-        print(f"target >= 300 MB/s: {'met' if size_mb / took >= 300 else 'NOT met'}")
+        wall, cpu = time.perf_counter() - w, time.process_time() - c
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"machine: {os.cpu_count()} cores, load average {load:.1f} during the run, DuckDB threads={args.threads}")
+        print(f"reference (DuckDB envelope scan): {size_mb / ref_wall:8.1f} MB/s wall, "
+              f"{size_mb / ref_cpu:8.1f} MB per CPU-s")
+        print(f"ingest:                           {size_mb / wall:8.1f} MB/s wall, "
+              f"{size_mb / cpu:8.1f} MB per CPU-s  ({wall:.2f} s wall, {cpu:.2f} CPU-s; {counts.n_users:,} users, "
+              f"{report.malformed_lines} malformed lines)")
+        print(f"ingest on {args.threads} idle cores (CPU-bound estimate): {args.threads * size_mb / cpu:8.1f} MB/s")
+        print(f"ratio ingest / reference (wall):  {ref_wall / wall:8.2f}")
+        print(f"target >= 300 MB/s wall: {'met' if size_mb / wall >= 300 else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -18,27 +18,40 @@ US_PER_DAY = 86_400_000_000
 COLUMNS = (
     "{'did': 'VARCHAR', 'time_us': 'JSON', 'kind': 'JSON', "
     "'commit': 'STRUCT(rev VARCHAR, operation VARCHAR, collection VARCHAR, rkey VARCHAR, "
-    "record STRUCT(text JSON, reply JSON, subject JSON, facets JSON, tags JSON))', "
+    "record STRUCT(text JSON, reply JSON, subject VARCHAR, facets JSON, tags JSON))', "
     "'identity': 'JSON', 'account': 'JSON'}"
 )
 
-# One row per non-blank line; ``ok`` = a well-formed Jetstream envelope.
+# One row per non-blank line; ``ok`` = a well-formed Jetstream envelope. A JSON column holds the
+# value's (normalised) JSON text, so: ``time_us`` is an integer iff its text casts to BIGINT and has
+# no '.' (floats print as 1.5 / 100000.0, strings keep their quotes); ``kind`` is a string iff its
+# text starts with '"'; ``did`` (VARCHAR) is a DID string iff it starts with "did:" (a number or an
+# object would read as its JSON text). ``record.subject`` as VARCHAR is a follow's DID string or a
+# like's / repost's strongRef object re-serialised as normalised JSON (escaped slashes undone), so
+# the subject's author is its 3rd '/'-separated part either way.
 SCAN = f"""
 CREATE OR REPLACE TEMP TABLE ev AS
+WITH raw AS (
+  SELECT did, time_us::VARCHAR AS t_txt, kind::VARCHAR AS k_txt, commit, identity, account
+  FROM read_json(?, columns={COLUMNS}, format='newline_delimited', ignore_errors=true,
+                 maximum_object_size=67108864, compression=?)),
+typed AS (
+  SELECT *, CASE WHEN NOT contains(t_txt, '.') THEN TRY_CAST(t_txt AS BIGINT) END AS time_us,
+         CASE WHEN starts_with(k_txt, '"') THEN k_txt[2:-2] END AS kind
+  FROM raw)
 SELECT
-  coalesce(starts_with(did, 'did:') AND json_type(time_us) IN ('UBIGINT', 'BIGINT')
-           AND json_type(kind) = 'VARCHAR' AND TRY_CAST(time_us AS BIGINT) BETWEEN 1 AND 253402300799999999
-           AND (kind->>'$' <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
-                                          AND commit.rkey IS NOT NULL)), false) AS ok,
+  coalesce(starts_with(did, 'did:') AND time_us BETWEEN 1 AND 253402300799999999 AND kind IS NOT NULL
+           AND (kind <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
+                                     AND commit.rkey IS NOT NULL)), false) AS ok,
   did,
-  TRY_CAST(time_us AS BIGINT) AS time_us,
-  TRY_CAST(time_us AS BIGINT) // {US_PER_DAY} AS day,
-  kind->>'$' AS kind,
+  time_us,
+  time_us // {US_PER_DAY} AS day,
+  kind,
   commit.collection AS collection,
   commit.operation AS operation,
   commit.rkey AS rkey,
   hash(did, kind, commit.collection, commit.rkey, commit.operation, commit.rev, identity, account) AS key,
-  CASE WHEN kind->>'$' = 'identity' THEN identity->>'$.handle' END AS handle,
+  CASE WHEN kind = 'identity' THEN identity->>'$.handle' END AS handle,
   CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
        THEN commit.record.text->>'$' END AS text,
   CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
@@ -47,12 +60,13 @@ SELECT
             AND (commit.record.facets IS NOT NULL OR commit.record.tags IS NOT NULL)
        THEN list_concat(coalesce(commit.record.facets->>'$[*].features[*].tag', []),
                         coalesce(commit.record.tags->>'$[*]', [])) END AS tags,
+  CASE WHEN commit.collection = 'app.bsky.feed.repost' AND starts_with(commit.record.subject, '{{')
+       THEN json_extract_string(commit.record.subject, '$.uri') END AS subject_uri,
   CASE WHEN commit.collection IN ('app.bsky.feed.like', 'app.bsky.feed.repost')
-       THEN commit.record.subject->>'$.uri'
-       WHEN commit.collection = 'app.bsky.graph.follow' AND json_type(commit.record.subject) = 'VARCHAR'
-       THEN commit.record.subject->>'$' END AS subject
-FROM read_json(?, columns={COLUMNS}, format='newline_delimited', ignore_errors=true,
-               maximum_object_size=67108864, compression=?)
+            AND starts_with(commit.record.subject, '{{')
+       THEN split_part(commit.record.subject, '/', 3)
+       WHEN commit.collection = 'app.bsky.graph.follow' THEN commit.record.subject END AS target
+FROM typed
 """
 
 FILE_STATS = "SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid FROM ev"
@@ -84,10 +98,8 @@ INSERT INTO acts SELECT DISTINCT did FROM ev
   WHERE ok AND kind = 'commit' AND starts_with(collection, 'app.bsky.') AND {win};
 INSERT INTO eng
   WITH e AS (
-    SELECT did, CASE WHEN collection IN ('app.bsky.feed.like', 'app.bsky.feed.repost')
-                     THEN split_part(subject, '/', 3)
-                     WHEN collection = 'app.bsky.graph.follow' THEN subject
-                     WHEN collection = 'app.bsky.feed.post' THEN split_part(parent_uri, '/', 3) END AS target
+    SELECT did, CASE WHEN collection = 'app.bsky.feed.post' THEN split_part(parent_uri, '/', 3)
+                     ELSE target END AS target
     FROM ev WHERE ok AND operation = 'create' AND {win}
       AND collection IN ('app.bsky.feed.like', 'app.bsky.feed.repost', 'app.bsky.graph.follow',
                          'app.bsky.feed.post'))
@@ -104,11 +116,11 @@ INSERT INTO tposts
 INSERT INTO replies SELECT key, did, day, parent_uri FROM ev
   WHERE ok AND collection = 'app.bsky.feed.post' AND operation = 'create' AND parent_uri IS NOT NULL
     AND split_part(parent_uri, '/', 3) <> did AND {win};
-INSERT INTO reposts SELECT key, did, day, subject FROM ev
-  WHERE ok AND collection = 'app.bsky.feed.repost' AND operation = 'create' AND subject IS NOT NULL AND {win};
-INSERT INTO fcreates SELECT key, did, rkey, day, subject FROM ev
+INSERT INTO reposts SELECT key, did, day, subject_uri FROM ev
+  WHERE ok AND collection = 'app.bsky.feed.repost' AND operation = 'create' AND subject_uri IS NOT NULL AND {win};
+INSERT INTO fcreates SELECT key, did, rkey, day, target FROM ev
   WHERE ok AND collection = 'app.bsky.graph.follow' AND operation = 'create'
-    AND starts_with(subject, 'did:') AND subject <> did AND {win};
+    AND starts_with(target, 'did:') AND target <> did AND {win};
 INSERT INTO fdeletes SELECT DISTINCT did, rkey FROM ev
   WHERE ok AND collection = 'app.bsky.graph.follow' AND operation = 'delete' AND {win};
 INSERT INTO handles SELECT did, handle, time_us FROM ev
