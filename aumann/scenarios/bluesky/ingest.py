@@ -20,8 +20,9 @@ spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Pytho
    the last day seen, or ``days=(first, last)`` (events outside are counted, not used).
 5. Per user u, day t, topic k (:mod:`.topics`): ``posts`` = u's topic-k post creates + u's repost
    creates whose subject is a topic-k post seen anywhere in the input (reposts inherit the subject
-   post's topic); ``replies_received`` = reply creates by others whose ``reply.parent`` URI is a
-   topic-k post of u seen in the input (author = 3rd ``/``-part of the AT-URI); per user and day,
+   post's topic); ``replies_received`` = reply creates by other accounts (filtered ones included)
+   whose ``reply.parent`` URI is a topic-k post of u seen in the input (author = 3rd ``/``-part of
+   the AT-URI; self-replies, i.e. thread continuations, are not "received"); per user and day,
    ``follows_received`` = follow creates with ``subject = u`` (self-follows excluded).
 6. Users = DIDs with ≥ 1 ``app.bsky.*`` commit in the window, then the filters
    (:mod:`.filters`). Followers come from the profile snapshot CSV (``did, followers_count[,
@@ -291,6 +292,7 @@ def ingest(
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
+        con.execute("SET enable_progress_bar = false")
         con.execute(f"SET temp_directory = {_lit(str(tmp / 'spill'))}")
         if options.threads:
             con.execute(f"SET threads = {int(options.threads)}")
