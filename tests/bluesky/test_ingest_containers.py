@@ -164,3 +164,40 @@ def test_corrupt_frames_are_counted_and_decoding_resynchronises(tmp_path: Path):
     assert (st.frames, st.malformed_frames) == (51, 2)
     _, report = ingest([f], options=IngestOptions(threads=1))
     assert report.valid_events == 49 and report.malformed_frames == 2 and report.malformed_lines == 2
+
+
+def _lines(n: int) -> list[bytes]:
+    return [GOOD.replace(b'"k1"', b'"k%d"' % i).replace(b'"r1"', b'"r%d"' % i) for i in range(n)]
+
+
+def test_truncated_zstd_stream_is_reported_and_keeps_what_decodes(tmp_path: Path):
+    data = zstandard.ZstdCompressor(level=3).compress(b"\n".join(_lines(2000)) + b"\n")
+    f = tmp_path / "cut.jsonl.zst"
+    f.write_bytes(data[: len(data) * 2 // 3])  # a capture killed mid-write
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert report.damaged_files == 1 and "truncated" in report.files[0]["damaged_stream"]
+    assert 0 < report.valid_events < 2000
+    assert report.malformed_lines <= 1  # at most the line cut by the damage
+    assert report.valid_events + report.malformed_lines == report.rows_read
+
+
+def test_damaged_zstd_stream_falls_back_to_what_decodes(tmp_path: Path):
+    cctx = zstandard.ZstdCompressor(level=3)
+    good = cctx.compress(b"\n".join(_lines(100)) + b"\n")
+    bad = bytearray(cctx.compress(b"\n".join(_lines(3000)[100:]) + b"\n"))
+    bad[len(bad) // 2: len(bad) // 2 + 40] = b"\xff" * 40  # corrupt the second frame's data
+    f = tmp_path / "bad.jsonl.zst"
+    f.write_bytes(good + bytes(bad))
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert report.damaged_files == 1 and report.files[0]["damaged_stream"]
+    assert report.valid_events >= 100
+    assert report.valid_events + report.malformed_lines == report.rows_read
+
+
+def test_complete_zstd_streams_are_not_flagged(tmp_path: Path):
+    from aumann.scenarios.bluesky.jetstream import zstd_stream_problem
+
+    cctx = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    f = tmp_path / "ok.jsonl.zst"
+    f.write_bytes(cctx.compress(b"\n".join(_lines(500)) + b"\n") + cctx.compress(b"\n".join(_lines(3)) + b"\n"))
+    assert zstd_stream_problem(f) is None

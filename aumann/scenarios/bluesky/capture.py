@@ -174,7 +174,7 @@ def resilient_stream(
 def websocket_connect(url: str) -> Iterator[str | bytes]:
     """Yield messages from one live websocket connection (needs ``aumann[capture]``)."""
     try:
-        from websockets.exceptions import ConnectionClosed
+        from websockets.exceptions import WebSocketException
         from websockets.sync.client import connect
     except ImportError as exc:
         raise CaptureDependencyError(
@@ -183,8 +183,8 @@ def websocket_connect(url: str) -> Iterator[str | bytes]:
     try:
         with connect(url, max_size=None, open_timeout=30) as ws:
             yield from ws
-    except ConnectionClosed as exc:
-        raise ConnectionError(str(exc)) from exc
+    except WebSocketException as exc:  # closed connection, failed handshake, bad status: reconnect
+        raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def capture(out_dir: str | os.PathLike[str], *, collections: Sequence[str] = DEFAULT_COLLECTIONS,

@@ -52,7 +52,12 @@ from aumann.errors import IngestError
 from aumann.scenarios.bluesky import ingest_sql as sql
 from aumann.scenarios.bluesky.counts import RawCounts
 from aumann.scenarios.bluesky.filters import FILTER_ORDER, FilterConfig, apply_filters
-from aumann.scenarios.bluesky.jetstream import decode_frames_to_jsonl, detect_container
+from aumann.scenarios.bluesky.jetstream import (
+    decode_frames_to_jsonl,
+    decode_zstd_stream_to_jsonl,
+    detect_container,
+    zstd_stream_problem,
+)
 from aumann.scenarios.bluesky.topics import Topic, keyword_regex, load_topics
 
 FOLLOWERS_NOTE = (
@@ -98,6 +103,7 @@ class IngestReport:
     rows_read: int = 0
     valid_events: int = 0
     malformed_frames: int = 0
+    damaged_files: int = 0
     out_of_window_events: int = 0
     events_per_day: dict[str, int] = field(default_factory=dict)
     users_seen: int = 0
@@ -125,6 +131,7 @@ class IngestReport:
             "rows_read": self.rows_read,
             "valid_events": self.valid_events,
             "malformed_frames": self.malformed_frames,
+            "damaged_files": self.damaged_files,
             "out_of_window_events": self.out_of_window_events,
             "events_per_day": dict(sorted(self.events_per_day.items())),
             "users_seen": self.users_seen,
@@ -187,8 +194,13 @@ def _load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> N
     p = Path(path)
     if not p.is_file():
         raise IngestError(f"profile snapshot {str(p)!r} does not exist or is not a file")
-    cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
-                                      [str(p)]).fetchall()]
+    import duckdb
+
+    try:
+        cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
+                                          [str(p)]).fetchall()]
+    except duckdb.Error as exc:
+        raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {exc}") from exc
     missing = [c for c in ("did", "followers_count") if c not in cols]
     if missing:
         raise IngestError(f"profile snapshot {str(p)!r} lacks columns {missing}; it has {cols} "
@@ -214,12 +226,33 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     src, compression, frames_bad = path, "none", 0
     if container == "zstd":
         compression = "zstd"
+        problem = zstd_stream_problem(path)
+        if problem is not None:
+            entry["damaged_stream"] = problem
+            report.damaged_files += 1
     elif container == "zstd-frames":
         src = tmp / f"frames-{len(report.files)}.jsonl"
         st = decode_frames_to_jsonl(path, src, options.zstd_dictionary)
         frames_bad = st.malformed_frames
         entry.update(frames=st.frames, malformed_frames=st.malformed_frames, decoded_bytes=st.bytes_out)
-    con.execute(sql.SCAN, [str(src), compression])
+    import duckdb
+
+    try:
+        con.execute(sql.SCAN, [str(src), compression])
+    except duckdb.Error as exc:
+        if container != "zstd":
+            raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
+        # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes.
+        src = tmp / f"zstd-{len(report.files)}.jsonl"
+        st = decode_zstd_stream_to_jsonl(path, src)
+        if "damaged_stream" not in entry:
+            report.damaged_files += 1
+        entry.update(decoded_bytes=st.bytes_out, damaged_stream=st.error or entry.get("damaged_stream"))
+        container = "zstd-damaged"
+        try:
+            con.execute(sql.SCAN, [str(src), "none"])
+        except duckdb.Error as exc2:
+            raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     rows, valid = con.execute(sql.FILE_STATS).fetchone()
     dups = 0
     for kind, coll, op, n, uniq in con.execute(sql.BY_KIND).fetchall():
@@ -231,7 +264,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     for d, n in con.execute(sql.BY_DAY).fetchall():
         day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
     con.execute(sql.STORE.format(win=win, topics=topics_sql[0], prefilter=topics_sql[1]))
-    if container == "zstd-frames":
+    if src != path:
         src.unlink(missing_ok=True)
     malformed = int(rows - valid) + frames_bad
     entry.update(rows=int(rows), valid=int(valid), malformed=malformed, duplicates=dups)
@@ -241,7 +274,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     report.malformed_lines += malformed
     report.malformed_frames += frames_bad
     report.duplicates += dups
-    report.bytes += int(entry.get("decoded_bytes", size)) if container == "zstd-frames" else size
+    report.bytes += int(entry.get("decoded_bytes", size)) if container.startswith("zstd-") else size
 
 
 def ingest(
@@ -287,6 +320,8 @@ def ingest(
     win = "true" if window is None else f"day BETWEEN {window[0]} AND {window[1]}"
     report = IngestReport()
     t0 = time.perf_counter()
+    if options.temp_dir is not None:
+        Path(options.temp_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=options.temp_dir, prefix="aumann-ingest-") as tmpname:
         tmp = Path(tmpname)
         con = duckdb.connect()

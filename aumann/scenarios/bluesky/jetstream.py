@@ -223,6 +223,72 @@ def decode_frames_to_jsonl(
                              bytes_out=out_bytes)
 
 
+def zstd_stream_problem(path: str | os.PathLike[str]) -> str | None:
+    """``None`` if ``path`` is a sequence of complete zstd frames, else what is wrong with it.
+
+    Walks the frame and block headers with seeks (a few bytes per 128 KiB block), so a capture cut
+    mid-write is noticed without decompressing it.
+    """
+    size = Path(path).stat().st_size
+    with open(path, "rb") as fh:
+        pos = 0
+        while pos < size:
+            fh.seek(pos)
+            head = fh.read(18)
+            if head[:4] != ZSTD_MAGIC:
+                return f"no zstd frame at byte {pos}"
+            fhd = head[4]
+            single, checksum, did_flag, fcs_flag = (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3, fhd >> 6
+            off = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[did_flag] + ((1 if single else 0), 2, 4, 8)[fcs_flag]
+            while True:
+                fh.seek(off)
+                b = fh.read(3)
+                if len(b) < 3:
+                    return f"truncated: the frame at byte {pos} ends early"
+                h = b[0] | (b[1] << 8) | (b[2] << 16)
+                btype = (h >> 1) & 3
+                if btype == 3:
+                    return f"damaged block header at byte {off}"
+                off += 3 + (1 if btype == 1 else h >> 3)
+                if h & 1:
+                    break
+            pos = off + (4 if checksum else 0)
+        return None if pos == size else f"truncated: the last frame needs {pos - size} more bytes"
+
+
+@dataclass(frozen=True)
+class StreamDecodeStats:
+    """What decoding a (possibly damaged) zstd stream recovered."""
+
+    bytes_out: int
+    error: str | None
+
+
+def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+                                *, chunk_size: int = 1 << 16) -> StreamDecodeStats:
+    """Decompress a zstd stream to ``dst`` up to the first error (a truncated or damaged file).
+
+    What decoded is kept; a line cut by the damage stays cut, so the ingester counts it as malformed.
+    """
+    import zstandard
+
+    out_bytes = 0
+    error = None
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+        while True:
+            try:
+                chunk = reader.read(chunk_size)
+            except zstandard.ZstdError as exc:
+                error = str(exc)
+                break
+            if not chunk:
+                break
+            out.write(chunk)
+            out_bytes += len(chunk)
+    return StreamDecodeStats(bytes_out=out_bytes, error=error)
+
+
 def write_frames(messages: list[bytes], dst: str | os.PathLike[str], dictionary: bytes | None = None,
                  level: int = 3) -> Path:
     """Write ``messages`` as back-to-back independent zstd frames (the ``zstd-frames`` container).
@@ -247,10 +313,13 @@ __all__ = [
     "ZSTD_MAGIC",
     "Container",
     "FramedDecodeStats",
+    "StreamDecodeStats",
     "ZstdDictionaryError",
     "decode_frames_to_jsonl",
+    "decode_zstd_stream_to_jsonl",
     "detect_container",
     "frame_dictionary_id",
     "iter_frames",
     "write_frames",
+    "zstd_stream_problem",
 ]
