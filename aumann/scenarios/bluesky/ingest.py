@@ -41,6 +41,7 @@ import datetime as _dt
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,7 +387,9 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     users = con.execute(sql.USERS).df()
     report.users_seen = len(users)
     if have_profiles:
-        prof = con.execute("SELECT did, followers_count, created_at, handle AS snap_handle FROM prof").df()
+        with warnings.catch_warnings():  # duckdb's TIMESTAMPTZ → pandas conversion uses a deprecated pandas call
+            warnings.filterwarnings("ignore", message="The inplace keyword")
+            prof = con.execute("SELECT did, followers_count, created_at, handle AS snap_handle FROM prof").df()
         users = users.merge(prof, on="did", how="left")
     else:
         users["followers_count"] = pd.NA
