@@ -43,7 +43,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +52,17 @@ import pandas as pd
 from aumann.errors import IngestError
 from aumann.scenarios.bluesky import ingest_sql as sql
 from aumann.scenarios.bluesky.counts import RawCounts
-from aumann.scenarios.bluesky.filters import FILTER_ORDER, FilterConfig, apply_filters
+from aumann.scenarios.bluesky.filters import FilterConfig, apply_filters
+from aumann.scenarios.bluesky.ingest_report import FOLLOWERS_NOTE, IngestReport
 from aumann.scenarios.bluesky.jetstream import (
     decode_frames_to_jsonl,
     decode_zstd_stream_to_jsonl,
     detect_container,
     zstd_stream_problem,
 )
+from aumann.scenarios.bluesky.profiles import load_profiles
 from aumann.scenarios.bluesky.topics import Topic, keyword_regex, load_topics
 
-FOLLOWERS_NOTE = (
-    "followers: profile snapshot where given (followers_source='snapshot'); otherwise distinct "
-    "followers whose follow was created and not deleted inside the window "
-    "(followers_source='window_follows'), a lower bound on the true count"
-)
 _MAX_DAYS = 400
 
 
@@ -89,64 +86,6 @@ class IngestOptions:
     memory_limit: str | None = None
     temp_dir: str | os.PathLike[str] | None = None
     progress: bool = False
-
-
-@dataclass
-class IngestReport:
-    """What the ingester read, skipped and dropped (``to_dict`` is ``ingest_report.json``)."""
-
-    by_kind: dict[str, int] = field(default_factory=dict)
-    by_collection_operation: dict[str, dict[str, int]] = field(default_factory=dict)
-    malformed_lines: int = 0
-    dropped_users: dict[str, int] = field(default_factory=dict)
-    days: list[str] = field(default_factory=list)
-    duplicates: int = 0
-    rows_read: int = 0
-    valid_events: int = 0
-    malformed_frames: int = 0
-    damaged_files: int = 0
-    out_of_window_events: int = 0
-    events_per_day: dict[str, int] = field(default_factory=dict)
-    users_seen: int = 0
-    users_kept: int = 0
-    filter_notes: dict[str, int] = field(default_factory=dict)
-    followers_source: dict[str, int] = field(default_factory=dict)
-    profiles: dict[str, int] = field(default_factory=dict)
-    files: list[dict[str, Any]] = field(default_factory=list)
-    bytes: int = 0
-    seconds: float = 0.0
-
-    @property
-    def throughput_mb_s(self) -> float:
-        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "events": {"by_kind": dict(sorted(self.by_kind.items())),
-                       "by_collection_operation": {c: dict(sorted(o.items())) for c, o in
-                                                   sorted(self.by_collection_operation.items())}},
-            "malformed_lines": self.malformed_lines,
-            "dropped_users": dict(self.dropped_users),
-            "days": list(self.days),
-            "duplicates": self.duplicates,
-            "rows_read": self.rows_read,
-            "valid_events": self.valid_events,
-            "malformed_frames": self.malformed_frames,
-            "damaged_files": self.damaged_files,
-            "out_of_window_events": self.out_of_window_events,
-            "events_per_day": dict(sorted(self.events_per_day.items())),
-            "users_seen": self.users_seen,
-            "users_kept": self.users_kept,
-            "filter_order": list(FILTER_ORDER),
-            "filter_notes": dict(self.filter_notes),
-            "followers_source": dict(self.followers_source),
-            "followers_note": FOLLOWERS_NOTE,
-            "profiles": dict(self.profiles),
-            "files": list(self.files),
-            "bytes": self.bytes,
-            "seconds": round(self.seconds, 3),
-            "throughput_mb_s": round(self.throughput_mb_s, 1),
-        }
 
 
 def _lit(s: str) -> str:
@@ -189,34 +128,6 @@ def _epoch_day(iso: str) -> int:
 
 def _iso(day: int) -> str:
     return (_dt.date(1970, 1, 1) + _dt.timedelta(days=int(day))).isoformat()
-
-
-def _load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
-    p = Path(path)
-    if not p.is_file():
-        raise IngestError(f"profile snapshot {str(p)!r} does not exist or is not a file")
-    import duckdb
-
-    try:
-        cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
-                                          [str(p)]).fetchall()]
-    except duckdb.Error as exc:
-        raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {exc}") from exc
-    missing = [c for c in ("did", "followers_count") if c not in cols]
-    if missing:
-        raise IngestError(f"profile snapshot {str(p)!r} lacks columns {missing}; it has {cols} "
-                          "(needs did, followers_count; optional created_at, handle)")
-    con.execute(sql.PROFILES.format(
-        created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
-        handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
-    con.execute(sql.PROFILES_CLEAN)
-    rows, valid, bad_dates = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE starts_with(did, 'did:') AND followers_count >= 0), "
-        "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "
-        "AND TRY_CAST(created_raw AS TIMESTAMPTZ) IS NULL) FROM prof_raw").fetchone()
-    uniq = con.execute("SELECT count(*) FROM prof").fetchone()[0]
-    report.profiles = {"rows": int(rows), "invalid_rows": int(rows - valid), "duplicate_dids": int(valid - uniq),
-                       "unparseable_created_at": int(bad_dates)}
 
 
 def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, topics_sql: tuple[str, str],
@@ -336,7 +247,7 @@ def ingest(
             con.execute(f"SET memory_limit = {_lit(options.memory_limit)}")
         con.execute(sql.CREATE_STORE)
         if profiles is not None:
-            _load_profiles(con, profiles, report)
+            load_profiles(con, profiles, report)
         topics_sql = (_topics_expr(topic_list), _prefilter(topic_list))
         day_counts: dict[int, int] = {}
         progress = _progress(options.progress, len(paths))
