@@ -162,3 +162,28 @@ def test_errors_are_typed(tmp_path):
         ingest([bad], options=_opts())
     with pytest.raises(IngestError, match="ISO date"):
         ingest([bad], options=IngestOptions(days=("April", "2026-04-11")))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_counts_invariant_to_line_order_and_replays(capture_files, tmp_path, seed):
+    """Shuffling lines within each day file and replaying random events changes nothing but `duplicates`."""
+    cap, expected, files, prof = capture_files
+    rng = np.random.default_rng(seed)
+    shuffled, injected = [], 0
+    for f in files:
+        lines = [x for x in f.read_bytes().split(b"\n") if x]
+        valid = [x for x in lines if x.startswith(b'{"did":"did:plc:') and b'"kind":"commit"' in x]
+        extra = [valid[i] for i in rng.choice(len(valid), size=3, replace=False)]
+        injected += len(extra)
+        lines = lines + extra
+        order = rng.permutation(len(lines))
+        g = tmp_path / f"shuffled-{seed}" / f.name
+        g.parent.mkdir(exist_ok=True)
+        g.write_bytes(b"\n".join(lines[i] for i in order) + b"\n")
+        shuffled.append(g)
+    counts, report = ingest(shuffled, profiles=prof, options=_opts())
+    assert _daily_dict(counts) == expected["daily"]
+    assert _follows_dict(counts) == expected["follows"]
+    assert report.by_kind == dict(cap.kinds)
+    assert report.duplicates == cap.duplicates + injected
+    assert report.malformed_lines == cap.malformed
