@@ -137,6 +137,7 @@ def build() -> tuple[Capture, dict]:
     cap.repost(C, 7 * h, "rp1", post_uri(B, "p3"))                     # C: earth-day-climate repost
     cap.repost(D, 86400 + 1 * h, "rp2", post_uri(A, "p1"))             # D: tariffs repost on day 1
     cap.repost(D, 86400 + 2 * h, "rp3", post_uri("did:plc:unseen00000000000000000", "zzz"))  # unseen subject
+    cap.post(D, 86400 + 7 * h, "r4", "nice shot", parent=post_uri(A, "p2"))  # reply on a day A posted nothing
     cap.like(C, 8 * h, "l1", post_uri(A, "p2"))
     cap.follow(D, 9 * h, "f1", A)
     cap.follow(C, 86400 + 3 * h, "f2", A)
@@ -176,6 +177,7 @@ def build() -> tuple[Capture, dict]:
         # (user, day, topic): (posts, replies_received)
         (0, 0, "trump-tariffs"): (2, 2),
         (0, 0, "the-masters"): (1, 0),
+        (0, 1, "the-masters"): (0, 1),
         (1, 0, "earth-day-climate"): (1, 0),
         (2, 0, "trump-tariffs"): (1, 0),
         (2, 0, "earth-day-climate"): (1, 0),
