@@ -170,3 +170,9 @@ def test_capture_with_fake_connection_writes_daily_files(tmp_path):
     names = sorted(p.name for p in tmp_path.glob("*.jsonl"))
     assert names == ["2026-04-10.jsonl", "2026-04-11.jsonl", "2026-04-12.jsonl"]
     assert [len((tmp_path / n).read_text().splitlines()) for n in names] == [4, 4, 2]
+
+
+def test_capture_command_without_websockets_fails_clearly(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "websockets", None)
+    with pytest.raises(CaptureDependencyError, match="pip install"):
+        _run(["bluesky", "capture", "--out", str(tmp_path / "cap"), "--duration", "1"])

@@ -201,3 +201,22 @@ def test_complete_zstd_streams_are_not_flagged(tmp_path: Path):
     f = tmp_path / "ok.jsonl.zst"
     f.write_bytes(cctx.compress(b"\n".join(_lines(500)) + b"\n") + cctx.compress(b"\n".join(_lines(3)) + b"\n"))
     assert zstd_stream_problem(f) is None
+
+
+GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "bluesky" / \
+    "jetstream_v1_golden_20260525.jsonl"
+
+
+@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+def test_real_sample_reads_the_same_from_every_container(tmp_path: Path):
+    raw = GOLDEN.read_bytes()
+    z = tmp_path / "golden.jsonl.zst"
+    z.write_bytes(zstandard.ZstdCompressor(level=3).compress(raw))
+    zdict = _dictionary()
+    framed = write_frames([m for m in raw.split(b"\n") if m], tmp_path / "golden.zframes", zdict.as_bytes())
+    reports = [ingest([f], options=IngestOptions(threads=1, zstd_dictionary=zdict.as_bytes()))[1].to_dict()
+               for f in (GOLDEN, z, framed)]
+    for r in reports:
+        assert r["events"] == reports[0]["events"]
+        assert r["events"]["by_kind"] == {"commit": 8, "identity": 1, "account": 1}
+        assert r["malformed_lines"] == 0 and r["users_kept"] == 4
