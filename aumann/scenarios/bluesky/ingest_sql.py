@@ -34,7 +34,7 @@ CREATE OR REPLACE TEMP TABLE ev AS
 WITH raw AS (
   SELECT did, time_us::VARCHAR AS t_txt, kind::VARCHAR AS k_txt, commit, identity, account
   FROM read_json(?, columns={COLUMNS}, format='newline_delimited', ignore_errors=true,
-                 maximum_object_size=67108864, compression=?)),
+                 maximum_object_size=16777216, compression=?)),
 typed AS (
   SELECT *, CASE WHEN NOT contains(t_txt, '.') THEN TRY_CAST(t_txt AS BIGINT) END AS time_us,
          CASE WHEN starts_with(k_txt, '"') THEN k_txt[2:-2] END AS kind
