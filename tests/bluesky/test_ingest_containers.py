@@ -220,3 +220,13 @@ def test_real_sample_reads_the_same_from_every_container(tmp_path: Path):
         assert r["events"] == reports[0]["events"]
         assert r["events"]["by_kind"] == {"commit": 8, "identity": 1, "account": 1}
         assert r["malformed_lines"] == 0 and r["users_kept"] == 4
+
+
+def test_empty_and_blank_files_are_harmless(tmp_path: Path):
+    empty, blank, good = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    empty.write_bytes(b"")
+    blank.write_bytes(b"\n\n  \n")
+    good.write_bytes(GOOD + b"\n")
+    _, report = ingest([empty, blank, good], options=IngestOptions(threads=1))
+    assert [f["rows"] for f in report.files] == [0, 0, 1]
+    assert report.malformed_lines == 0 and report.valid_events == 1
