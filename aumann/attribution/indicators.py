@@ -42,10 +42,16 @@ Context = Mapping[str, torch.Tensor] | None
 
 @dataclass(frozen=True)
 class PooledForm:
-    """f(z) = rho(mean_i psi(z_i)): ``psi(z[..., N, D]) -> [..., N, P]``, ``rho(m[..., P]) -> [...]``."""
+    """f(z) = rho(mean_i psi(z_i)): ``psi(z[..., N, D]) -> [..., N, P]``, ``rho(m[..., P]) -> [...]``.
+
+    ``linear_psi=True`` declares psi linear (psi(z) = z A): then every agent's gradient at a point
+    of the path is the same vector A ∇ρ(m)/n, so the path integral needs only the per-step means
+    (O(N + K) instead of O(N·K)).
+    """
 
     psi: Callable[[torch.Tensor], torch.Tensor]
     rho: Callable[[torch.Tensor], torch.Tensor]
+    linear_psi: bool = False
 
 
 class Indicator:
@@ -138,7 +144,7 @@ class Lin(Indicator):
 
     name = "lin"
     has_closed_form = True
-    pooled = PooledForm(psi=lambda z: z.sum(dim=-1, keepdim=True), rho=lambda m: m[..., 0])
+    pooled = PooledForm(psi=lambda z: z.sum(dim=-1, keepdim=True), rho=lambda m: m[..., 0], linear_psi=True)
 
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return _g(z).mean(dim=-1)
@@ -167,7 +173,7 @@ class Heat(Indicator):
 
     name = "heat"
     has_closed_form = True
-    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)))
+    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True)
 
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return torch.log1p(z.mean(dim=-2).prod(dim=-1))

@@ -123,10 +123,9 @@ class Panel:
             raise DuplicateIdError(f"feature names must be unique; got {feats}")
         self.features: tuple[str, ...] = tuple(feats)
 
-        self.agent_ids: np.ndarray = _unique_labels(
-            np.arange(N) if agent_ids is None else agent_ids, "agent_ids", N
-        )
-        self.steps: np.ndarray = _unique_labels(np.arange(T) if steps is None else steps, "steps", T)
+        # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
+        self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else _unique_labels(agent_ids, "agent_ids", N)
+        self.steps: np.ndarray = np.arange(T) if steps is None else _unique_labels(steps, "steps", T)
 
         self.groups: dict[str, np.ndarray] = {}
         for name, labels in (groups or {}).items():

@@ -21,7 +21,9 @@ def test_closed_form_matches_autograd_path_integral(name, n):
     closed = attribute(f, panel)
     assert closed.provenance["closed_form"] is True
     # the paper's rule (midpoint, K = 300); Gauss-Legendre is checked in test_per_feature_closed_form...
-    path = attribute(f, panel, method=AumannShapley(steps=300, rule="midpoint", closed_form=False))
+    path = attribute(f, panel, method=AumannShapley(steps=300, rule="midpoint", closed_form=False,
+                                                    pooled_fast_path=False))
+    assert path.provenance["integrator"] == "autograd"
     assert np.abs(path.phi - closed.phi).mean(axis=1).max() <= 1e-7
     for seed in range(5):
         assert spearmanr(path.phi[seed], closed.phi[seed]).statistic == pytest.approx(1.0)
@@ -34,8 +36,8 @@ def test_closed_form_matches_autograd_path_integral(name, n):
 def test_per_feature_closed_form_matches_path(name, rng):
     panel = Panel(np.abs(rng.normal(size=(3, 40, 4))))
     closed = attribute(indicators.get(name), panel, per_feature=True)
-    path = attribute(indicators.get(name), panel, method=AumannShapley(steps=64, closed_form=False),
-                     per_feature=True)
+    path = attribute(indicators.get(name), panel, method=AumannShapley(steps=64, closed_form=False,
+                                                                        pooled_fast_path=False), per_feature=True)
     np.testing.assert_allclose(closed.phi_features, path.phi_features, atol=1e-10)
     np.testing.assert_allclose(closed.phi_features.sum(2), closed.phi, atol=1e-14)
 
@@ -62,3 +64,17 @@ def test_gradcheck_float64(name, rng):
     assert torch.autograd.gradcheck(f, (z,))
     if name != "gini":  # gini is piecewise linear in g: its second derivative is zero a.e.
         assert torch.autograd.gradgradcheck(f, (z,))
+
+
+@pytest.mark.parametrize("name", ["lin", "heat"])
+@pytest.mark.parametrize("baseline", ["zero", "mean", "pre-event", "previous", "array"])
+@pytest.mark.parametrize("rule", ["gauss-legendre", "midpoint"])
+def test_pooled_linear_fast_path_equals_autograd(name, baseline, rule, rng):
+    z = np.abs(rng.normal(size=(3, 60, 3)))
+    base = np.abs(rng.normal(size=(60, 3))) * 0.3 if baseline == "array" else baseline
+    kw = {"steps": 13, "rule": rule, "closed_form": False}
+    fast = attribute(indicators.get(name), Panel(z), baseline=base, method=AumannShapley(**kw), per_feature=True)
+    slow = attribute(indicators.get(name), Panel(z), baseline=base, per_feature=True,
+                     method=AumannShapley(**kw, pooled_fast_path=False))
+    assert fast.provenance["integrator"] == "pooled-linear" and slow.provenance["integrator"] == "autograd"
+    np.testing.assert_allclose(fast.phi_features, slow.phi_features, rtol=1e-10, atol=1e-14)
