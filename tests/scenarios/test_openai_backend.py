@@ -12,12 +12,9 @@ import json
 import re
 
 import httpx
-import pytest
 
-pytest.importorskip("openai")
-
-from aumann.simulators.llm import OfflineBackend, OpenAIBackend, ResponseCache  # noqa: E402
-from tests.scenarios.conftest import tiny_config  # noqa: E402
+from aumann.simulators.llm import OfflineBackend, OpenAIBackend, ResponseCache
+from tests.scenarios.conftest import tiny_config
 
 
 def _num(pattern: str, text: str) -> float:

@@ -26,7 +26,7 @@ def study_dir(tmp_path_factory):
 
 
 def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
-    _, _, out, res = study_dir
+    _, _, out, _res = study_dir
     with open(out / "faithfulness.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0].keys()) == FAITHFULNESS_COLUMNS
@@ -42,7 +42,7 @@ def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
 
 
 def test_run_records_are_consistent(study_dir):
-    sc, cfg, _, res = study_dir
+    _sc, cfg, _, res = study_dir
     sizes = StudySizes.of(cfg)
     assert (sizes.k_del, sizes.top_k, sizes.k_drop) == (4, 4, 4)
     for rec, arr in zip(res.records, res.arrays):
@@ -78,7 +78,8 @@ def test_resume_skips_finished_runs(study_dir):
     sc, cfg, out, res = study_dir
     again = run_study(sc, cfg, out_dir=out)
     assert (again.resumed, again.computed) == (2, 0)
-    assert json.dumps(again.records, sort_keys=True, default=str) == json.dumps(res.records, sort_keys=True, default=str)
+    dump = lambda recs: json.dumps(recs, sort_keys=True, default=str)  # noqa: E731
+    assert dump(again.records) == dump(res.records)
     # a changed config is not mistaken for a finished run
     _, cfg2 = tiny_config("social-llm", agents=8, steps=6, runs=1, seed=cfg.seed + 1)
     third = run_study(sc, cfg2, out_dir=out)
