@@ -18,7 +18,16 @@ from aumann.simulators.errors import (
 )
 from aumann.simulators.executors import LocalExecutor, RayExecutor, RunSpec, seeded_specs
 from aumann.simulators.recorder import ArrayRecorder, FeatureRecorder, Recording
-from aumann.simulators.runner import ForkResult, checkpoint, for_agents, fork, simulate
+from aumann.simulators.runner import (
+    ForAgents,
+    ForkResult,
+    checkpoint,
+    for_agents,
+    fork,
+    fork_many,
+    indicator_values,
+    simulate,
+)
 
 __all__ = [
     "ArrayRecorder",
@@ -26,6 +35,7 @@ __all__ = [
     "ExecutorError",
     "FeatureRecorder",
     "FeatureValueError",
+    "ForAgents",
     "ForkResult",
     "LocalExecutor",
     "RayExecutor",
@@ -36,6 +46,8 @@ __all__ = [
     "checkpoint",
     "for_agents",
     "fork",
+    "fork_many",
+    "indicator_values",
     "seeded_specs",
     "simulate",
 ]

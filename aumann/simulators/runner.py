@@ -15,13 +15,15 @@ backends and caches are shared (not copied) by ``deepcopy``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import itertools
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aumann.errors import UnknownAgentError
 from aumann.simulators.errors import CheckpointError, SimulationError
-from aumann.simulators.recorder import ContextFn, _check_steps
+from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
 Intervention = Callable[[Any], None]
@@ -35,6 +37,7 @@ def simulate(
     observers: Sequence[Observer] = (),
     progress: bool = False,
     context: Mapping[str, ContextFn] | None = None,
+    initial: bool = False,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
@@ -46,6 +49,8 @@ def simulate(
         progress: show a Rich progress bar.
         context: mapping name → ``fn(model)`` (number or array), recorded per step into
             ``Panel.context`` (world state such as prices; never attributed).
+        initial: also capture the state before the first step, as the panel's first row (the
+            panel then has T + 1 steps; useful for a "pre-event" baseline).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -69,7 +74,9 @@ def simulate(
         task = bar.add_task(f"simulate {type(model).__name__}", total=steps)
         bar.start()
     try:
-        with recorder.recording(model, steps=steps, context=context) as rec:
+        with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
+            if initial:
+                rec.capture(model)
             for t in range(steps):
                 model.step()
                 rec.capture(model)
@@ -91,21 +98,66 @@ def checkpoint(model: Any) -> Any:
             or holds open files/sockets); the message names the cause.
     """
     try:
-        return copy.deepcopy(model)
+        branch = copy.deepcopy(model)
     except Exception as exc:  # deepcopy failures surface as many types
         raise CheckpointError(
             f"cannot checkpoint {type(model).__name__} with copy.deepcopy: {type(exc).__name__}: {exc}. "
             f"Models using mesa.experimental signals/observables or holding open resources cannot be "
             f"forked; keep such state outside the model or implement __deepcopy__."
         ) from exc
+    _continue_id_counters(model, branch)
+    return branch
+
+
+_COUNT = re.compile(r"count\((-?\d+)\)")
+
+
+def _continue_id_counters(model: Any, branch: Any) -> None:
+    """Give the copy the original's next ``unique_id``.
+
+    Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
+    which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
+    collide with living agents. The copy continues where the original is, so agents created after
+    the fork get the same ids in the factual and the counterfactual branch.
+    """
+    seen: set[int] = set()
+    for agent in getattr(model, "agents", ()):
+        ids = getattr(type(agent), "_ids", None)
+        if not isinstance(ids, MutableMapping) or id(ids) in seen:
+            continue
+        seen.add(id(ids))
+        counter = ids.get(model) if model in ids else None
+        m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
+        if m is not None:
+            ids[branch] = itertools.count(int(m.group(1)))
 
 
 @dataclass(frozen=True)
 class ForkResult:
-    """What a fork returns: the recorded panel of the continuation and the final model."""
+    """What a fork returns: the recorded panel of the continuation, the final model, and the
+    indicator per step (``f_values`` (T,), when an indicator was given)."""
 
     panel: Any
     model: Any
+    f_values: Any = None
+
+
+def indicator_values(f: Callable[..., Any], panel: Any):
+    """f evaluated on every step of ``panel`` (absent rows at 0.0; context passed when present).
+
+    Returns a float64 numpy array of shape (T,).
+    """
+    import numpy as np
+    import torch
+
+    z = torch.as_tensor(panel.values)
+    ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+    with torch.no_grad():
+        out = f(z, ctx) if ctx else f(z)
+    arr = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
+    if arr.shape != (panel.T,):
+        raise SimulationError(f"indicator returned shape {arr.shape}; expected one value per step ({panel.T},)")
+    return arr
 
 
 def fork(
@@ -116,6 +168,7 @@ def fork(
     recorder: Any,
     context: Mapping[str, ContextFn] | None = None,
     repeat: bool = False,
+    indicator: Callable[..., Any] | None = None,
 ) -> ForkResult:
     """Branch a run: copy ``model``, apply ``intervention``, step ``steps`` times recording.
 
@@ -128,51 +181,112 @@ def fork(
         recorder: recorder for the continuation.
         context: per-step world state to record, as in :func:`simulate`.
         repeat: apply the intervention before every step instead of once.
+        indicator: a batched torch indicator ``f(z[..., N, D])`` (an engine ``Indicator`` or any
+            callable) evaluated on each recorded step into ``ForkResult.f_values``.
 
     Returns:
-        ForkResult(panel, model) -- the model is the forked copy after its last step.
+        ForkResult(panel, model, f_values) -- the model is the forked copy after its last step.
     """
     steps = _check_steps(steps)
-    branch = checkpoint(model)
-    if intervention is None:
-        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
-    if not callable(intervention):
+    if intervention is not None and not callable(intervention):
         raise SimulationError(f"intervention must be a callable g(model); got {intervention!r}")
-    if not repeat:
-        intervention(branch)
-        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
-    with recorder.recording(branch, steps=steps, context=context) as rec:
-        for _ in range(steps):
+    branch = checkpoint(model)
+    if intervention is None or not repeat:
+        if intervention is not None:
             intervention(branch)
-            branch.step()
-            rec.capture(branch)
-    return ForkResult(rec.panel(), branch)
+        panel = simulate(branch, steps, recorder, context=context)
+    else:
+        with recorder.recording(branch, steps=steps, context=context) as rec:
+            for _ in range(steps):
+                intervention(branch)
+                branch.step()
+                rec.capture(branch)
+        panel = rec.panel()
+    f_values = None if indicator is None else indicator_values(indicator, panel)
+    return ForkResult(panel, branch, f_values)
 
 
-def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> Intervention:
-    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+@dataclass(frozen=True)
+class ForAgents:
+    """An intervention calling ``action(agent)`` on the agents whose ``unique_id`` is in ``ids``.
 
-    Example:
-        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
-        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    Picklable when ``action`` is (a top-level function or ``functools.partial``), so it can be
+    shipped to process-pool or Ray workers by :func:`fork_many`.
 
     Raises (when applied):
         UnknownAgentError: an id with no live agent in the model.
     """
-    wanted = list(ids)
 
-    def _intervene(model: Any) -> None:
+    ids: tuple[Hashable, ...]
+    action: Callable[[Any], None]
+
+    def __call__(self, model: Any) -> None:
         by_id = {a.unique_id: a for a in model.agents}
-        missing = [i for i in wanted if i not in by_id]
+        missing = [i for i in self.ids if i not in by_id]
         if missing:
             raise UnknownAgentError(
                 f"intervention names {len(missing)} agent id(s) not in the model, e.g. {missing[:5]}; "
                 f"the model has {len(by_id)} agents with ids {sorted(by_id)[:10]}..."
             )
-        for i in wanted:
-            action(by_id[i])
-
-    return _intervene
+        for i in self.ids:
+            self.action(by_id[i])
 
 
-__all__ = ["ForkResult", "checkpoint", "for_agents", "fork", "simulate"]
+def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAgents:
+    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+
+    Example:
+        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
+        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    """
+    return ForAgents(tuple(ids), action)
+
+
+def _fork_task(spec: tuple) -> ForkResult:
+    model, intervention, steps, recorder, context, repeat, keep_model, indicator = spec
+    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
+               indicator=indicator)
+    return res if keep_model else ForkResult(res.panel, None, res.f_values)
+
+
+def fork_many(
+    model: Any,
+    interventions: Mapping[str, Intervention | None],
+    *,
+    steps: int,
+    recorder: Any,
+    executor: Any = None,
+    context: Mapping[str, ContextFn] | None = None,
+    repeat: bool = False,
+    keep_models: bool = False,
+    indicator: Callable[..., Any] | None = None,
+) -> dict[str, ForkResult]:
+    """Fork ``model`` once per named intervention and run the branches through an executor.
+
+    Every branch starts from the same checkpoint (same ``rng`` state: common random numbers), so
+    differences between branches come from the interventions alone. Include ``None`` for the
+    factual continuation.
+
+    Args:
+        model: the model at the fork point (left untouched).
+        interventions: name → ``g(model)`` or ``None``.
+        steps, recorder, context, repeat: as in :func:`fork`.
+        executor: anything with ``.map(fn, specs)`` (default: serial ``LocalExecutor(0)``). Process
+            pools need picklable models, recorders and interventions (top-level functions,
+            :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
+        keep_models: also return each branch's final model (costly to ship back from workers).
+        indicator: evaluated per step of each branch into ``ForkResult.f_values``.
+
+    Returns:
+        name → ForkResult (``model`` is ``None`` unless ``keep_models``).
+    """
+    from aumann.simulators.executors import LocalExecutor
+
+    steps = _check_steps(steps)
+    names = list(interventions)
+    executor = executor or LocalExecutor(max_workers=0)
+    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models, indicator) for n in names]
+    return dict(zip(names, executor.map(_fork_task, specs), strict=True))
+
+
+__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "indicator_values", "simulate"]
