@@ -136,9 +136,10 @@ class GameKernel:
 
 
 def _to_player_order(perms: np.ndarray, marg_pos: np.ndarray) -> np.ndarray:
+    c, n = perms.shape
     out = np.empty_like(marg_pos)
-    for row in range(perms.shape[0]):  # one scatter per permutation (rows are permutations)
-        out[row, perms[row]] = marg_pos[row]
+    flat = perms + (np.arange(c, dtype=perms.dtype) * n)[:, None] if c > 1 else perms
+    out.reshape(-1)[flat.reshape(-1)] = marg_pos.reshape(-1)  # rows are permutations: one scatter
     return out
 
 
