@@ -101,7 +101,7 @@ def captum_cell(z: np.ndarray, m: int, cap: float) -> tuple[float, bool]:
 def shap_cell(z: np.ndarray, m: int, cap: float) -> tuple[float, bool]:
     import shap
 
-    T, N, D = z.shape
+    T, N, _ = z.shape
     zt = [torch.as_tensor(z[t]) for t in range(T)]
 
     def explain(t: int, pairs: int) -> None:
@@ -169,8 +169,8 @@ def main() -> None:
             if e:
                 ext.append(key)
         if N <= 12:
-            row["exact_shapley"] = timed(lambda: attribute(HEAT, Panel(z), method=ExactShapley()), 3)
-            row["exact_banzhaf"] = timed(lambda: attribute(HEAT, Panel(z), method=ExactBanzhaf()), 3)
+            row["exact_shapley"] = timed(lambda z=z: attribute(HEAT, Panel(z), method=ExactShapley()), 3)
+            row["exact_banzhaf"] = timed(lambda z=z: attribute(HEAT, Panel(z), method=ExactBanzhaf()), 3)
         if N <= 100_000:
             row["captum_svs"], e = captum_cell(z, m, args.peer_cap)
             if e:
@@ -185,7 +185,7 @@ def main() -> None:
         print(f"N={N:>8}: " + ", ".join(f"{k}={v:.3g}" for k, v in row.items() if isinstance(v, float)), flush=True)
         if N == 10_000:  # equal N and m against Captum (one step, m = 10)
             zz = z[:1]
-            ours10 = timed(lambda: attribute(HEAT, Panel(zz), method=SampledShapley(permutations=10), rng=0), 3)
+            ours10 = timed(lambda zz=zz: attribute(HEAT, Panel(zz), method=SampledShapley(permutations=10), rng=0), 3)
             cap10, e = captum_cell(zz, 10, max(args.peer_cap, 120.0))
             targets["captum_vs_ours_N1e4_m10"] = {"ours_s": ours10, "captum_s": cap10, "captum_extrapolated": e,
                                                   "speedup": cap10 / ours10}
@@ -201,7 +201,7 @@ def main() -> None:
                               "ratio_vs_panel_sum": row["loo"] / row["np_sum_panel"],
                               "ratio_per_step": row["loo"] / T / row["np_sum_step"]}
             if args.big and N >= 10**6:
-                t = timed(lambda: attribute(HEAT, Panel(z[:1]), method=SampledShapley(permutations=1000), rng=0))
+                t = timed(lambda z=z: attribute(HEAT, Panel(z[:1]), method=SampledShapley(permutations=1000), rng=0))
                 targets["sampled_shapley_m1000_N1e6_one_step_measured_s"] = t
     cols = ["N", "ours_closed", "ours_path30", "loo", "sampled_shapley", "sampled_banzhaf", "exact_shapley",
             "exact_banzhaf", "captum_svs", "shap_permutation", "extrapolated", "np_sum_panel", "perm_gather_cumsum"]
