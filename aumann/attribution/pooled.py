@@ -275,7 +275,7 @@ class QuadraticKernel(GameKernel):
     s: np.ndarray
     s0: np.ndarray
     C: np.ndarray
-    block: int = 512
+    block: int = 64  # small blocks keep the b×b triangle in cache
     kind: str = "quadratic"
 
     def __post_init__(self) -> None:
