@@ -180,6 +180,8 @@ def test_game_errors():
 def test_fast_true_without_structure_errors(rng):
     with pytest.raises(GameError, match="no fast path"):
         attribute("gini", Panel(positive_panel(rng, 1, 4)), method=SampledShapley(permutations=4, fast=True), rng=0)
+    with pytest.raises(MethodError, match="per_feature"):
+        attribute("heat", Panel(positive_panel(rng, 1, 4)), method=LeaveOneOut(), per_feature=True)
     with pytest.raises(MethodError, match="fast must be"):
         LeaveOneOut(fast="yes")  # type: ignore[arg-type]
 
