@@ -108,3 +108,20 @@ def test_resimulation_reference_game_runs():
     # the re-simulation game's v(N) − v(∅) is the full deletion drop, which Σφ reproduces (efficiency)
     assert np.isfinite(rec["methods"]["sampled_shapley"]["sum_phi"])
     assert "ablations" not in rec
+
+
+def test_an_interrupted_study_resumes_where_it_stopped(tmp_path):
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4, runs=2, study={"ablations": False})
+
+    def crash_in_second_run(r, msg):
+        if r == 1 and msg == "deletion forks":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_study(sc, cfg, out_dir=tmp_path, progress=crash_in_second_run)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run-000.json", "run-000.npz"]
+    res = run_study(sc, cfg, out_dir=tmp_path)
+    assert (res.resumed, res.computed) == (1, 1)
+    fresh = run_study(sc, cfg)
+    assert [r["methods"]["aumann_shapley"]["deletion_auc"] for r in res.records] == \
+        [r["methods"]["aumann_shapley"]["deletion_auc"] for r in fresh.records]
