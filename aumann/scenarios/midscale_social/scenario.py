@@ -43,14 +43,14 @@ class MidScaleConfig(ScenarioConfig):
     fixture: str | None = None
     ba_m: int = Field(3, ge=1)
     post_slope: float = 2.0
-    attention_amplitude: float = Field(0.5, ge=0, lt=1)
+    attention_amplitude: float = Field(0.2, ge=0, lt=1)
     exposure_scale: float = Field(1.0, gt=0)
     like_radius: float = 0.3
     agree_width: float = Field(0.05, gt=0)
     alpha: float = 0.5
     mu: float = 0.3
-    feedback: float = 0.3
-    influence_gain: float = 1.0
+    feedback: float = 1.0
+    influence_gain: float = 2.0
     risk_scale: float = Field(10.0, gt=0)
     risk_exposure_ref: float = Field(10.0, gt=0)
     risk_tau: float = Field(0.3, ge=0)
