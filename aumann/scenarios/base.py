@@ -232,6 +232,20 @@ class Scenario:
                                   f"({config.agents}, {len(self.features)})")
         return out
 
+    def resimulation_game(self, model: Any, config: ScenarioConfig, *, original: bool = False) -> Any:
+        """The re-simulation coalition game at the step ``model`` is about to take.
+
+        v(S) = f(z') where z' is recorded after re-simulating the step with every agent outside S at
+        the baseline action (a :class:`~aumann.attribution.FunctionGame`; forks are cached per
+        coalition). ``original=True`` values coalitions with the original indicator.
+        """
+        from aumann.scenarios.deletion import DeletionOracle
+        from aumann.scenarios.study import resimulation_game
+
+        f, f_orig = self.indicators(config)
+        return resimulation_game(DeletionOracle(self, config, model, f, f_orig), config.agents,
+                                 which=1 if original else 0)
+
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:
         """(C² surrogate, original) indicators for ``config``."""

@@ -76,11 +76,13 @@ def step_values(f: Any, panel: Any) -> np.ndarray:
     return out
 
 
-def _resim_game(oracle: DeletionOracle, n: int):
+def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0):
+    """v(S): the indicator (``which`` 0: attributed, 1: original) after re-simulating the target step
+    with the agents outside S at the baseline action."""
     from aumann.attribution import FunctionGame
 
     def v(masks: np.ndarray) -> np.ndarray:
-        return np.array([oracle.values(np.flatnonzero(~m))[0] for m in np.asarray(masks, dtype=bool)])
+        return np.array([oracle.values(np.flatnonzero(~m))[which] for m in np.asarray(masks, dtype=bool)])
 
     return FunctionGame(v, n_players=n, name="resimulation")
 
@@ -113,7 +115,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     oracle = DeletionOracle(scenario, config, model_before, f, f_orig)
     ceil_perm = st.ceiling_permutations or st.permutations
     if st.reference_game == "resimulation":
-        game = _resim_game(oracle, N)
+        game = resimulation_game(oracle, N)
         ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_ref)
         ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_ceil)
     else:
@@ -313,5 +315,18 @@ def extended_table(result: StudyResult) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["ATTRIBUTED", "FAITHFULNESS_COLUMNS", "METHODS", "StudyResult", "StudySizes", "analyse_run",
-           "atomic_write_text", "config_digest", "extended_table", "faithfulness_table", "run_study", "step_values"]
+__all__ = [
+    "ATTRIBUTED",
+    "FAITHFULNESS_COLUMNS",
+    "METHODS",
+    "StudyResult",
+    "StudySizes",
+    "analyse_run",
+    "atomic_write_text",
+    "config_digest",
+    "extended_table",
+    "faithfulness_table",
+    "resimulation_game",
+    "run_study",
+    "step_values",
+]

@@ -125,3 +125,14 @@ def test_an_interrupted_study_resumes_where_it_stopped(tmp_path):
     fresh = run_study(sc, cfg)
     assert [r["methods"]["aumann_shapley"]["deletion_auc"] for r in res.records] == \
         [r["methods"]["aumann_shapley"]["deletion_auc"] for r in fresh.records]
+
+
+def test_resimulation_game_values_are_forks():
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4)
+    run = sc.simulate(cfg, rng=1, keep_from=0)
+    game = sc.resimulation_game(run.before(3), cfg)
+    f = sc.indicator(cfg)
+    full = game.full_value()
+    assert full == pytest.approx(float(evaluate(f, run.panel.values[3])))  # nobody removed: the factual step
+    z_empty, ctx = sc.step_with_baseline(run.before(3), cfg, range(6))
+    assert game.empty_value() == pytest.approx(float(evaluate(f, z_empty, ctx)))
