@@ -1,4 +1,4 @@
-"""Rank agreement between attributions (used when :mod:`aumann.attribution.metrics` is absent).
+"""Rank agreement between attributions (:mod:`aumann.attribution.metrics` when scipy is present).
 
 * Kendall τ-b between two score vectors a, b (ties handled as in τ-b):
   τ = (C − D) / sqrt((n₀ − n₁)(n₀ − n₂)), over all pairs i < j, with C/D the concordant/discordant
@@ -59,9 +59,11 @@ def top_overlap(a: np.ndarray, b: np.ndarray, k: int, by: str = "value") -> int:
     return len(_top(np.asarray(a, dtype=np.float64), k, by) & _top(np.asarray(b, dtype=np.float64), k, by))
 
 
-try:  # prefer the attribution package's metrics when they exist (same definitions)
-    from aumann.attribution.metrics import kendall_tau, topk_jaccard  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on which branches are merged
+try:  # prefer the attribution package's metrics (same definitions); they need scipy
+    import scipy.stats  # noqa: F401
+
+    from aumann.attribution.metrics import kendall_tau, topk_jaccard
+except ImportError:  # pragma: no cover - scipy is a dev extra; the local versions need numpy only
     kendall_tau = _kendall_tau
     topk_jaccard = _topk_jaccard
 

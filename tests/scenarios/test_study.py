@@ -136,3 +136,12 @@ def test_resimulation_game_values_are_forks():
     assert full == pytest.approx(float(evaluate(f, run.panel.values[3])))  # nobody removed: the factual step
     z_empty, ctx = sc.step_with_baseline(run.before(3), cfg, range(6))
     assert game.empty_value() == pytest.approx(float(evaluate(f, z_empty, ctx)))
+
+
+def test_local_rank_metrics_match_the_attribution_metrics(rng):
+    from aumann.scenarios import ranking
+
+    a, b = rng.normal(size=40), rng.normal(size=40)
+    b[:5] = b[0]  # ties
+    assert ranking._kendall_tau(a, b) == pytest.approx(ranking.kendall_tau(a, b))
+    assert ranking._topk_jaccard(a, a + 0.1 * b, 10) == pytest.approx(ranking.topk_jaccard(a, a + 0.1 * b, 10))
