@@ -3,7 +3,7 @@
 Examples::
 
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
-    aumann run social-llm --runs 3 --seed 7 --out results/social
+    aumann run social-llm --runs 3 --seed 7 --out runs/social
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default results/<scenario>-seed<S>)")
+    p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     p.set_defaults(func=run)
 
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_ablations:
         study["ablations"] = False
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, study=study or None)
-    out = args.out or Path("results") / f"{sc.name}-seed{config.seed}"
+    out = args.out or Path("runs") / f"{sc.name}-seed{config.seed}"
     backend, label = _backend(args, out)
     done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
     if done:
