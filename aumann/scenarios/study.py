@@ -88,8 +88,14 @@ def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0):
 
 
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
-                *, tick: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The study on one simulated run: (JSON-able record, arrays for plots and the run directory)."""
+                *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
+
+    With ``attribution_prefix`` the :class:`~aumann.attribution.Attribution` objects are saved as
+    ``<prefix>-aumann_shapley.npz`` (every step, per-agent baselines), ``-sampled_shapley.npz``,
+    ``-sampled_shapley_ceiling.npz`` and ``-leave_one_out.npz`` (step t*); ``Attribution.load`` reads them.
+    """
     from aumann.attribution import AumannShapley, LeaveOneOut, SampledShapley, attribute
 
     tick = tick or (lambda _msg: None)
@@ -123,7 +129,12 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm), baseline=z0, rng=g_ceil)
     phi["sampled_shapley"] = ss.phi[0]
     phi_ceiling = ss2.phi[0]
-    phi["leave_one_out"] = attribute(f, pt, method=LeaveOneOut(), baseline=z0).phi[0]
+    loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)
+    phi["leave_one_out"] = loo.phi[0]
+    if attribution_prefix is not None:
+        for label, res in (("aumann_shapley", res_all), ("sampled_shapley", ss), ("sampled_shapley_ceiling", ss2),
+                           ("leave_one_out", loo)):
+            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
 
     tick("deletion forks")
     f_full = (float(fv[ts]), float(fov[ts]))
@@ -265,7 +276,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         if tick:
             tick("simulate")
         run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
-        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick)
+        prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
+        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
         if out is not None:
             run.panel.save(out / "panels" / f"run-{r:03d}")

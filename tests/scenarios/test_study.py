@@ -36,7 +36,8 @@ def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
     assert -1 <= float(ours["kendall_tau"]) <= 1 and 0 <= float(ours["jaccard_top10"]) <= 1
     assert rows[1]["kendall_tau"] == ""  # the reference row has no agreement with itself
     for name in ("report.md", "macro_curve.png", "attribution_heatmap.png", "deletion_curves.png",
-                 "path_ablation.csv", "f_sensitivity.csv", "baseline_ablation.csv", "faithfulness_extended.csv"):
+                 "path_ablation.csv", "f_sensitivity.csv", "baseline_ablation.csv", "faithfulness_extended.csv",
+                 "attributions/run-001-aumann_shapley.npz", "attributions/run-001-leave_one_out.npz"):
         assert (out / name).is_file(), name
     assert (out / "runs" / "run-000.json").is_file() and (out / "runs" / "run-001.npz").is_file()
 
@@ -74,8 +75,11 @@ def test_deletion_point_is_an_independent_fork(study_dir):
     assert drop == pytest.approx(arr["curve_aumann_shapley"][1])
 
 
-def test_resume_skips_finished_runs(study_dir):
+def test_resume_skips_finished_runs(study_dir, tmp_path):
+    import shutil
+
     sc, cfg, out, res = study_dir
+    out = shutil.copytree(out, tmp_path / "copy")  # the module's directory stays as the first study wrote it
     again = run_study(sc, cfg, out_dir=out)
     assert (again.resumed, again.computed) == (2, 0)
     dump = lambda recs: json.dumps(recs, sort_keys=True, default=str)  # noqa: E731
@@ -145,3 +149,14 @@ def test_local_rank_metrics_match_the_attribution_metrics(rng):
     b[:5] = b[0]  # ties
     assert ranking._kendall_tau(a, b) == pytest.approx(ranking.kendall_tau(a, b))
     assert ranking._topk_jaccard(a, a + 0.1 * b, 10) == pytest.approx(ranking.topk_jaccard(a, a + 0.1 * b, 10))
+
+
+def test_saved_attributions_load_back(study_dir):
+    from aumann.attribution import Attribution
+
+    _, cfg, out, res = study_dir
+    a = Attribution.load(out / "attributions" / "run-000-aumann_shapley.npz")
+    assert a.phi.shape == (cfg.steps, cfg.agents)
+    np.testing.assert_array_equal(a.phi, res.arrays[0]["phi_all"])
+    s = Attribution.load(out / "attributions" / "run-000-sampled_shapley.npz")
+    np.testing.assert_array_equal(s.phi[0], res.arrays[0]["phi_sampled_shapley"])
