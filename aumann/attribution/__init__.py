@@ -25,6 +25,19 @@ _LAZY = {
     "Problem": ("aumann.attribution.problem", "Problem"),
     "resolve_baseline": ("aumann.attribution.problem", "resolve_baseline"),
     "Attribution": ("aumann.attribution.result", "Attribution"),
+    "metrics": ("aumann.attribution.metrics", None),
+    "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
+    "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
+    "GameError": ("aumann.attribution.games", "GameError"),
+    "MaskedIndicatorGame": ("aumann.attribution.games", "MaskedIndicatorGame"),
+    "AgentwiseIndicator": ("aumann.attribution.pooled", "AgentwiseIndicator"),
+    "QuadraticIndicator": ("aumann.attribution.pooled", "QuadraticIndicator"),
+    "SampledBanzhaf": ("aumann.attribution.sampled", "SampledBanzhaf"),
+    "SampledShapley": ("aumann.attribution.sampled", "SampledShapley"),
+    "CoalitionMethod": ("aumann.attribution.semivalues", "CoalitionMethod"),
+    "ExactBanzhaf": ("aumann.attribution.semivalues", "ExactBanzhaf"),
+    "ExactShapley": ("aumann.attribution.semivalues", "ExactShapley"),
+    "LeaveOneOut": ("aumann.attribution.semivalues", "LeaveOneOut"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +46,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution.indicators import Indicator, PooledForm
     from aumann.attribution.path import AumannShapley, quadrature
     from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
+    from aumann.attribution import metrics
+    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
+    from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
     from aumann.attribution.result import Attribution
+    from aumann.attribution.sampled import SampledBanzhaf, SampledShapley
+    from aumann.attribution.semivalues import CoalitionMethod, ExactBanzhaf, ExactShapley, LeaveOneOut
 
 
 def __getattr__(name: str) -> Any:
@@ -53,15 +71,28 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BASELINES",
+    "AgentwiseIndicator",
     "Attribution",
     "AttributionMethod",
     "AumannShapley",
+    "CoalitionGame",
+    "CoalitionMethod",
+    "ExactBanzhaf",
+    "ExactShapley",
+    "FunctionGame",
+    "GameError",
     "Indicator",
+    "LeaveOneOut",
+    "MaskedIndicatorGame",
     "Panel",
     "PooledForm",
     "Problem",
+    "QuadraticIndicator",
+    "SampledBanzhaf",
+    "SampledShapley",
     "attribute",
     "indicators",
+    "metrics",
     "quadrature",
     "resolve_baseline",
 ]
