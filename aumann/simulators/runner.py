@@ -1,0 +1,178 @@
+"""The runner owns the step loop: ``simulate`` records a run; ``checkpoint`` and ``fork`` branch it.
+
+``simulate(model, steps=T, recorder=rec)`` calls ``model.step()`` T times and ``rec.capture(model)``
+after each, then returns the :class:`~aumann.attribution.Panel`. Nothing patches the model.
+
+Counterfactual forks: ``fork(model, intervention=g, steps=k, recorder=rec)`` deep-copies the model
+at its current step t (Mesa 3 models, including their ``rng``, deep-copy bit-identically), applies
+``g(copy)`` (e.g. force a set of agents to a baseline action), steps k times recording, and returns
+the panel and the final model. The original model is untouched, so the factual run can continue.
+With LLM decisions served from a :class:`~aumann.simulators.llm.ResponseCache` (mode ``replay`` or a
+warm ``record``), a fork with no intervention replays the factual continuation exactly; decision
+backends and caches are shared (not copied) by ``deepcopy``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aumann.errors import UnknownAgentError
+from aumann.simulators.errors import CheckpointError, SimulationError
+from aumann.simulators.recorder import ContextFn, _check_steps
+
+Observer = Callable[[Any, int], None]
+Intervention = Callable[[Any], None]
+
+
+def simulate(
+    model: Any,
+    steps: int,
+    recorder: Any,
+    *,
+    observers: Sequence[Observer] = (),
+    progress: bool = False,
+    context: Mapping[str, ContextFn] | None = None,
+):
+    """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
+
+    Args:
+        model: any object with ``step()`` (a ``mesa.Model``); agents are read through the recorder.
+        steps: number of steps T (positive int).
+        recorder: a :class:`FeatureRecorder` or :class:`ArrayRecorder`.
+        observers: extra callables ``obs(model, t)`` called after each capture (t = 0 … T-1).
+        progress: show a Rich progress bar.
+        context: mapping name → ``fn(model)`` (number or array), recorded per step into
+            ``Panel.context`` (world state such as prices; never attributed).
+
+    Returns:
+        Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
+
+    Raises:
+        StepsMismatchError: ``steps`` is not a positive int.
+        UnknownAttributeError, FeatureValueError: a feature cannot be read or is not a finite number.
+    """
+    steps = _check_steps(steps)
+    if not callable(getattr(model, "step", None)):
+        raise SimulationError(f"model {type(model).__name__} has no step() method")
+    if not hasattr(recorder, "recording"):
+        raise SimulationError(
+            f"recorder must be a FeatureRecorder or ArrayRecorder; got {type(recorder).__name__}"
+        )
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task(f"simulate {type(model).__name__}", total=steps)
+        bar.start()
+    try:
+        with recorder.recording(model, steps=steps, context=context) as rec:
+            for t in range(steps):
+                model.step()
+                rec.capture(model)
+                for obs in observers:
+                    obs(model, t)
+                if bar is not None:
+                    bar.advance(task)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return rec.panel()
+
+
+def checkpoint(model: Any) -> Any:
+    """A deep copy of ``model`` (its agents, space and ``rng`` state) to fork from.
+
+    Raises:
+        CheckpointError: the model cannot be deep-copied (e.g. it uses Mesa's experimental signals,
+            or holds open files/sockets); the message names the cause.
+    """
+    try:
+        return copy.deepcopy(model)
+    except Exception as exc:  # deepcopy failures surface as many types
+        raise CheckpointError(
+            f"cannot checkpoint {type(model).__name__} with copy.deepcopy: {type(exc).__name__}: {exc}. "
+            f"Models using mesa.experimental signals/observables or holding open resources cannot be "
+            f"forked; keep such state outside the model or implement __deepcopy__."
+        ) from exc
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """What a fork returns: the recorded panel of the continuation and the final model."""
+
+    panel: Any
+    model: Any
+
+
+def fork(
+    model: Any,
+    *,
+    intervention: Intervention | None = None,
+    steps: int,
+    recorder: Any,
+    context: Mapping[str, ContextFn] | None = None,
+    repeat: bool = False,
+) -> ForkResult:
+    """Branch a run: copy ``model``, apply ``intervention``, step ``steps`` times recording.
+
+    Args:
+        model: the model at the fork point (left untouched).
+        intervention: ``g(model_copy)`` applied once before the first forked step (or before every
+            step with ``repeat=True``, which forces e.g. a baseline action each step); ``None``
+            continues the factual run.
+        steps: number of steps to run after the fork.
+        recorder: recorder for the continuation.
+        context: per-step world state to record, as in :func:`simulate`.
+        repeat: apply the intervention before every step instead of once.
+
+    Returns:
+        ForkResult(panel, model) -- the model is the forked copy after its last step.
+    """
+    steps = _check_steps(steps)
+    branch = checkpoint(model)
+    if intervention is None:
+        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
+    if not callable(intervention):
+        raise SimulationError(f"intervention must be a callable g(model); got {intervention!r}")
+    if not repeat:
+        intervention(branch)
+        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
+    with recorder.recording(branch, steps=steps, context=context) as rec:
+        for _ in range(steps):
+            intervention(branch)
+            branch.step()
+            rec.capture(branch)
+    return ForkResult(rec.panel(), branch)
+
+
+def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> Intervention:
+    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+
+    Example:
+        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
+        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+
+    Raises (when applied):
+        UnknownAgentError: an id with no live agent in the model.
+    """
+    wanted = list(ids)
+
+    def _intervene(model: Any) -> None:
+        by_id = {a.unique_id: a for a in model.agents}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise UnknownAgentError(
+                f"intervention names {len(missing)} agent id(s) not in the model, e.g. {missing[:5]}; "
+                f"the model has {len(by_id)} agents with ids {sorted(by_id)[:10]}..."
+            )
+        for i in wanted:
+            action(by_id[i])
+
+    return _intervene
+
+
+__all__ = ["ForkResult", "checkpoint", "for_agents", "fork", "simulate"]
