@@ -1,0 +1,132 @@
+"""The original's rule-based household policy (``--policy_model complex``): EconAgent's offline default.
+
+With β = 0.1, γ = 0.1, h = 1, wealth W, interest rate r, price P, and the income fields the original
+policy reads (I = this month's ``income`` field, I₋ = last month's; see below):
+
+* work propensity  p = min(1, (s·168 / (W(1 + r) + 1e-8))^γ)  (the model then draws ℓ = 1[U ≤ p]);
+* consumption, by a rule fixed per agent at initialisation:
+    - rule 0:  c = (P / (W + I + 1e-8))^β;
+    - rule 1 (buffer stock): g = I/(I₋ + 1e-8) − 1, d = W/(I₋ + 1e-8) − h/(1+r),
+      c = [1 + (d − g·h/(1+r)) / (1 + g + 1e-8)] · I / (W + I + 1e-8);
+  then discretised as the original does, ⌊c / 0.02⌋ clipped to 0 … 50 (a floor by design of the
+  rule, not the LLM-parsing truncation bug);
+* investment (ours; the original has no investment decision):
+  x = clip(κ_i (1 − c) + (r − 12 π_m), 0, 1) rounded to the 0.02 grid, where κ_i ∈ [0.2, 0.8] is a
+  per-agent propensity drawn at initialisation and π_m = ln(P_t / P_{t−1}) last month's price
+  inflation: a household invests a share of what it does not plan to spend, more when the real
+  rate r − 12 π_m is high.
+
+The income fields: the original never resets ``income`` on months without work, and its policy reads
+that stale value. Our model resets the recorded income to 0 (README, "Deviations") but keeps the
+original's stale value as ``income_seen`` for this policy, so the rule behaves exactly as before.
+
+The policy is deterministic given its inputs (the work draw happens in the model with the model's
+seeded generator), so a run with this policy is reproducible from the seed alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from aumann.scenarios.econagent.prompts import N_GRID, EconDecision, Reflection, snap_to_grid
+
+BETA = 0.1
+GAMMA = 0.1
+HORIZON = 1.0
+EPS = 1e-8
+
+
+def work_propensity(skill: float, wealth: float, rate: float, *, gamma: float = GAMMA) -> float:
+    """p = min(1, (168 s / (W (1 + r) + 1e-8))^γ)."""
+    ratio = 168.0 * skill / (wealth * (1.0 + rate) + EPS)
+    return float(min(1.0, ratio**gamma))
+
+
+def consumption_rule(rule: int, *, price: float, wealth: float, income: float, income_prev: float, rate: float,
+                     beta: float = BETA, horizon: float = HORIZON) -> float:
+    """The original's consumption rate (rule 0: price-to-resources; rule 1: buffer stock), on the grid."""
+    if rule == 0:
+        c = (price / (wealth + income + EPS)) ** beta
+    else:
+        h1 = horizon / (1.0 + rate)
+        g = income / (income_prev + EPS) - 1.0
+        d = wealth / (income_prev + EPS) - h1
+        c = (1.0 + (d - h1 * g) / (1.0 + g + EPS)) * income / (wealth + income + EPS)
+    if not math.isfinite(c):
+        c = 0.0 if c != c else (1.0 if c > 0 else 0.0)
+    k = min(max(math.floor(c / 0.02 + 1e-9), 0), N_GRID)
+    return k / N_GRID
+
+
+def investment_rule(propensity: float, consumption: float, *, rate: float, inflation: float) -> float:
+    """x = clip(κ (1 − c) + (r − 12 π_m), 0, 1), rounded to the 0.02 grid (ours; see module docstring)."""
+    x = propensity * (1.0 - consumption) + (rate - 12.0 * inflation)
+    return snap_to_grid(min(1.0, max(0.0, x)))
+
+
+def rule_policy(context: Mapping[str, Any] | None, schema: type, rng: np.random.Generator | None = None) -> Any:
+    """The offline policy ``policy(context, schema, rng)`` for :class:`OfflineBackend`.
+
+    Args:
+        context: the household's observation (``skill, wealth, interest_rate, price, price_prev,
+            income_seen, income_seen_prev, rule, propensity``; plus the quarter's numbers for a
+            reflection).
+        schema: :class:`EconDecision` or :class:`Reflection`.
+        rng: unused (the rule is deterministic); accepted for the backend contract.
+
+    Returns:
+        An instance of ``schema``.
+    """
+    ctx = dict(context or {})
+    if schema is Reflection:
+        return Reflection(text=reflection_text(ctx))
+    rate = float(ctx["interest_rate"])
+    wealth = float(ctx["wealth"])
+    work = work_propensity(float(ctx["skill"]), wealth, rate)
+    cons = consumption_rule(int(ctx["rule"]), price=float(ctx["price"]), wealth=wealth,
+                            income=float(ctx["income_seen"]), income_prev=float(ctx["income_seen_prev"]), rate=rate)
+    infl = math.log(float(ctx["price"]) / float(ctx["price_prev"]))
+    inv = investment_rule(float(ctx["propensity"]), cons, rate=rate, inflation=infl)
+    # work is a probability; EconDecision rounds it to the grid like an LLM answer would be
+    return EconDecision(work=work, consumption=cons, investment=inv)
+
+
+def reflection_text(ctx: Mapping[str, Any]) -> str:
+    """A deterministic quarterly note (what an offline household 'reflects'): the quarter's numbers."""
+    return (
+        f"Over the last quarter the price of essential goods moved from ${ctx.get('price_start', 0):,.2f} to "
+        f"${ctx.get('price', 0):,.2f}; I worked {ctx.get('months_worked', 0)} of 3 months and my savings are "
+        f"${ctx.get('wealth', 0):,.2f} at an interest rate of {ctx.get('interest_rate', 0):.2%}."
+    )
+
+
+class PolicyBackend:
+    """A decision backend that serves a policy ``policy(context, schema, rng)`` and ignores the messages.
+
+    Same contract as :class:`aumann.simulators.llm.OfflineBackend`: ``decide(messages, schema, *,
+    context=None, seed=None) -> schema instance``; ``rng = numpy.random.default_rng(seed)``.
+    """
+
+    def __init__(self, policy: Any = rule_policy) -> None:
+        self.policy = policy
+
+    def decide(self, messages: list[dict], schema: type, *, context: Mapping | None = None,
+               seed: int | None = None) -> Any:
+        out = self.policy(context, schema, np.random.default_rng(seed))
+        return out if isinstance(out, schema) else schema.model_validate(out)
+
+
+__all__ = [
+    "BETA",
+    "GAMMA",
+    "PolicyBackend",
+    "consumption_rule",
+    "investment_rule",
+    "reflection_text",
+    "rule_policy",
+    "work_propensity",
+]
