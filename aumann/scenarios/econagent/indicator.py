@@ -8,24 +8,30 @@ into the month G, the money scale M = 168 · mean skill (the mean monthly wage),
 log inflation π₋ and the predecessor's inflation-surprise variance h₋ (Tang et al., RiskMetrics,
 λ = 0.94) up to last month:
 
-* excess demand  E = ⌈φ⌉₊,  φ = (D − S) / max(D, S),  D = Σ_i c_i (W_i + C_i) / (P · 168N)
-  (requested goods: W_i + C_i is the wealth before shopping), S = (G + Σ_i ℓ_i) / (168N);
-* budget stress  B = (1/N) Σ_i ⌈C_i − I_i⌉₊ / (W_i + C_i + κM)  (spending beyond own earnings, as a
-  share of the resources held before shopping);
-* concentration  K = Σ_{i,j} |W_i − W_j| / (2N² (W̄ + κM))  (Gini of wealth, κ keeps it finite at 0);
-* systemic gap   U = ⌈u − u_n⌉₊,  u = 1 − (1/N) Σ_i ℓ_i / 168,  u_n = 0.04 (the Taylor rule's
-  natural rate): unemployment above its natural level;
-* instability    H = [λ h₋ + (1 − λ)(π̂ − π₋)²] / s_π²,  π̂ = ln(1 + a_π φ), a_π = 0.05 the expected
-  monthly price change given φ (E U(0, 0.1 φ)), s_π = 0.05: the predecessor's inflation-surprise
-  variance with this month's surprise predicted from the households' excess demand;
+* excess demand  E = ⌈D − S⌉₊ in units of full-employment output 168N:
+  D = Σ_i c_i (W_i + C_i) / (P · 168N) the goods requested (W_i + C_i is the wealth before shopping,
+  so c_i (W_i + C_i) is exactly the household's request) and S = (G + Σ_i ℓ_i) / (168N) the goods on
+  offer. (The model's own imbalance φ = (D − S)/max(D, S) is a ratio that is discontinuous where
+  D = S = 0, which the baseline action reaches when the stock is empty, so f uses the difference.)
+* budget stress  B = (1/N) Σ_i ⌈(C_i − I_i) / R_i⌉₊,  R_i = (1 − x_i) W_i + C_i + κM: spending beyond
+  own earnings as a share of the liquid resources held before shopping (wealth not placed at
+  interest; κM keeps it finite), so investing more raises the stress of a household that dissaves;
+* concentration  K = (1/(2N²)) Σ_{i,j} |W_i − W_j| / (W̄ + κM)  (Gini of wealth; κ keeps it finite);
+* systemic gap   U = ⌈σ* − σ̄⌉₊,  σ̄ = (1/N) Σ_i σ_i, σ* = 0.1: the population's saving rate
+  below a prudent level (the original's money is created only by wages and destroyed by purchases,
+  so a low aggregate saving rate drains the money stock);
+* instability    H = [λ h₋ + (1 − λ)(π̂ − π₋)²] / s_π²,  π̂ = a_π (D − S), a_π = 0.05 the expected
+  monthly price change per unit of excess demand (E U(0, 0.1 φ) = 0.05 φ, φ ≈ D − S near full
+  employment), s_π = 0.05: the predecessor's inflation-surprise variance with this month's surprise
+  predicted from the households' excess demand;
 
   f = (1 + ln(1 + W̄ / M)) · (w_E E + w_B B + w_K K + w_U U + w_H H),   W̄ = (1/N) Σ_i W_i.
 
-**Original (non-smooth)**: ⌈x⌉₊ = max(x, 0), |x|, max(D, S) as written. **C² surrogate**
-(temperature τ > 0; every piece is C^∞): ⌈x⌉₊ → τ softplus(x/τ), |x| → √(x² + τ²) − τ (in units of
-M), max(D, S) → (D + S + √((D − S)² + τ²)) / 2. Each surrogate converges uniformly to the original as
-τ → 0, with gaps at most τ ln 2 (hinge), τ (abs) and τ/2 (max); :func:`smoothing_gap` reports the
-realised gap on a panel.
+**Original (non-smooth)**: ⌈x⌉₊ = max(x, 0) and |x| as written. **C² surrogate** (temperature
+τ > 0; every piece is C^∞): ⌈x⌉₊ → τ softplus(x/τ) and |x| → √(x² + τ²) − τ (x the wealth
+difference in units of W̄ + κM). Each surrogate converges uniformly to the original as τ → 0, with
+gaps at most τ ln 2 (hinge) and τ (abs), so |f_τ − f_0| ≤ A·τ(ln 2 (w_E + w_B + w_U) + w_K / 2).
+:func:`smoothing_gap` reports the realised gap on a panel.
 
 Attribution baseline (the card's baseline action: no work, no consumption, no investment at the
 target step, wealth preserved): z⁰_{i,t} = (0, 0, 0, 0, 0, 0, W_{i,t−1}); see
@@ -58,18 +64,14 @@ def _abs(x: torch.Tensor, tau: float) -> torch.Tensor:
     return x.abs() if tau == 0 else torch.sqrt(x * x + tau * tau) - tau
 
 
-def _max(a: torch.Tensor, b: torch.Tensor, tau: float) -> torch.Tensor:
-    return torch.maximum(a, b) if tau == 0 else 0.5 * (a + b + torch.sqrt((a - b) ** 2 + tau * tau))
-
-
 class MacroPressure(Indicator):
     """The wealth-amplified macro-pressure risk (module docstring); ``tau = 0`` is the original.
 
     Args:
         tau: temperature of the smooth surrogates (0 gives the non-smooth original).
         weights: (w_E, w_B, w_K, w_U, w_H), non-negative.
-        kappa: κ, the money floor (in units of M) in budget-stress and Gini denominators.
-        natural_unemployment: u_n.
+        kappa: κ, the money floor (in units of M) in the budget-stress and Gini denominators.
+        target_saving: σ*, the aggregate saving rate below which the systemic gap opens.
         lam: λ of the RiskMetrics variance.
         price_response: a_π (half the original's maximum monthly price change).
         inflation_scale: s_π.
@@ -79,7 +81,7 @@ class MacroPressure(Indicator):
     uses_context = True
 
     def __init__(self, *, tau: float = 0.05, weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0, 1.0),
-                 kappa: float = 0.1, natural_unemployment: float = 0.04, lam: float = 0.94,
+                 kappa: float = 0.1, target_saving: float = 0.1, lam: float = 0.94,
                  price_response: float = 0.05, inflation_scale: float = 0.05, name: str | None = None) -> None:
         if not (tau >= 0 and math.isfinite(tau)):
             raise IndicatorError(f"tau must be a finite number ≥ 0; got {tau!r}")
@@ -90,7 +92,7 @@ class MacroPressure(Indicator):
         self.tau = float(tau)
         self.weights = tuple(float(w) for w in weights)
         self.kappa = float(kappa)
-        self.natural_unemployment = float(natural_unemployment)
+        self.target_saving = float(target_saving)
         self.lam = float(lam)
         self.price_response = float(price_response)
         self.inflation_scale = float(inflation_scale)
@@ -120,25 +122,25 @@ class MacroPressure(Indicator):
         ctx = self._context(z, context)
         tau = self.tau
         n = z.shape[-2]
-        C, I, c, _x, ell, _s, W = z.unbind(-1)  # each (..., N)
+        C, I, c, x, ell, sigma, W = z.unbind(-1)  # each (..., N)
         M = ctx["wage_scale"][..., None]
         P = ctx["price"][..., None]
         cap = HOURS * n
         demand = (c * (W + C) / P).sum(-1) / cap
         supply = (ctx["stock"] + ell.sum(-1)) / cap
-        phi = (demand - supply) / (_max(demand, supply, tau) + (1e-12 if tau == 0 else 0.0))
-        excess = _hinge(phi, tau)
-        stress = (M * _hinge((C - I) / M, tau) / (W + C + self.kappa * M)).mean(-1)
-        dW = (W[..., :, None] - W[..., None, :]) / M[..., None]
-        gini = M[..., 0] * _abs(dW, tau).sum((-1, -2)) / (2 * n * n * (W.mean(-1) + self.kappa * M[..., 0]))
-        unemp = 1.0 - ell.mean(-1) / HOURS
-        gap = _hinge(unemp - self.natural_unemployment, tau)
-        pi_hat = torch.log1p(self.price_response * phi)
+        excess = _hinge(demand - supply, tau)
+        liquid = (1.0 - x) * W + C + self.kappa * M
+        stress = _hinge((C - I) / liquid, tau).mean(-1)
+        scale = W.mean(-1, keepdim=True) + self.kappa * M  # (..., 1)
+        dW = (W[..., :, None] - W[..., None, :]) / scale[..., None]
+        gini = _abs(dW, tau).sum((-1, -2)) / (2 * n * n)
+        gap = _hinge(self.target_saving - sigma.mean(-1), tau)
+        pi_hat = self.price_response * (demand - supply)
         inst = (self.lam * ctx["vol_prev"] + (1 - self.lam) * (pi_hat - ctx["inflation_prev"]) ** 2)
         inst = inst / self.inflation_scale**2
         amp = 1.0 + torch.log1p(W.mean(-1) / M[..., 0])
         return {"excess_demand": excess, "budget_stress": stress, "concentration": gini, "systemic_gap": gap,
-                "instability": inst, "amplification": amp, "imbalance": phi}
+                "instability": inst, "amplification": amp, "demand": demand, "supply": supply}
 
     def forward(self, z: torch.Tensor, context: Mapping[str, Any] | None = None) -> torch.Tensor:
         p = self.parts(z, context)
@@ -148,7 +150,7 @@ class MacroPressure(Indicator):
     def original(self) -> MacroPressure:
         """The same indicator with the non-smooth original operations (τ = 0)."""
         return MacroPressure(tau=0.0, weights=self.weights, kappa=self.kappa,
-                             natural_unemployment=self.natural_unemployment, lam=self.lam,
+                             target_saving=self.target_saving, lam=self.lam,
                              price_response=self.price_response, inflation_scale=self.inflation_scale)
 
 

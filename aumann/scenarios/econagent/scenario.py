@@ -28,11 +28,11 @@ class IndicatorConfig(BaseModel):
     tau: float = Field(0.05, gt=0)
     weights: tuple[float, float, float, float, float] = (1.0, 1.0, 1.0, 1.0, 1.0)
     kappa: float = Field(0.1, gt=0)
-    natural_unemployment: float = 0.04
+    target_saving: float = 0.1
 
     def build(self) -> MacroPressure:
         return MacroPressure(tau=self.tau, weights=self.weights, kappa=self.kappa,
-                             natural_unemployment=self.natural_unemployment)
+                             target_saving=self.target_saving)
 
 
 class EconAgentConfig(BaseModel):
