@@ -1,0 +1,185 @@
+"""Coalition games: what the Shapley-family baselines explain.
+
+The default game is baseline masking of the engine's problem. Per step t the players are the N
+agents and
+
+    v_t(S) = f(z_t with every agent outside S set to its baseline z⁰_{i,t}),
+
+evaluated on all N agents (agents are never removed; the scale stays N), with the same baseline and
+per-step context the Aumann–Shapley path integral used. So v_t(N) − v_t(∅) = Δv_t and every method
+explains the same change.
+
+Any other game plugs in through :class:`CoalitionGame`: a batched callable ``v(masks[B, N]) -> [B]``
+(boolean masks, True = member). Wrap a plain function with :class:`FunctionGame`, e.g. a game that
+re-simulates a model with non-members taking a baseline action, and call
+``method.attribute_game(game, rng=...)``.
+
+Games with structure (pooled, agent-wise or quadratic indicators, see :mod:`aumann.attribution.pooled`)
+hand the methods a fast kernel; ``kernel(fast=False)`` forces plain evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from aumann.attribution.pooled import (
+    DEFAULT_MEMORY_BUDGET,
+    AdditiveKernel,
+    AgentwiseIndicator,
+    GameKernel,
+    GenericKernel,
+    QuadraticIndicator,
+    QuadraticKernel,
+)
+from aumann.attribution.problem import Problem
+from aumann.errors import IndicatorError, MethodError
+
+
+class GameError(MethodError):
+    """A coalition game that is malformed or returns the wrong thing."""
+
+
+class CoalitionGame:
+    """A cooperative game on N players, evaluated in batches.
+
+    Subclasses implement :meth:`__call__` (``masks`` bool (B, N) → float64 (B,)); they may override
+    :meth:`kernel` to offer a fast path. ``player_ids`` label the players in results.
+    """
+
+    n_players: int
+    player_ids: np.ndarray
+    name: str = "game"
+    row_bytes: int = 64  # working memory per evaluated coalition, for batching
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must implement __call__(masks[B, N]) -> [B]")
+
+    def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
+        """The primitives coalition methods use (plain evaluation unless a subclass knows better)."""
+        if fast is True:
+            raise GameError(f"game {self.name!r} declares no fast path (pooled, agent-wise or quadratic "
+                            "indicator); use fast=None or fast=False")
+        return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes, memory_budget=memory_budget)
+
+    def checked(self, masks: np.ndarray) -> np.ndarray:
+        """``self(masks)`` with the output checked: float64 of shape (B,), finite."""
+        masks = np.asarray(masks, dtype=bool)
+        if masks.ndim != 2 or masks.shape[1] != self.n_players:
+            raise GameError(f"coalition masks must have shape (B, N) = (B, {self.n_players}); got {masks.shape}")
+        out = self(masks)
+        if isinstance(out, torch.Tensor):
+            out = out.detach().cpu().numpy()
+        out = np.asarray(out, dtype=np.float64)
+        if out.shape != (masks.shape[0],):
+            raise GameError(f"game {self.name!r} returned shape {out.shape} for {masks.shape[0]} coalitions; "
+                            f"v(masks[B, N]) must return shape (B,)")
+        if not np.all(np.isfinite(out)):
+            raise GameError(f"game {self.name!r} returned NaN/inf")
+        return out
+
+    def empty_value(self) -> float:
+        return float(self.checked(np.zeros((1, self.n_players), dtype=bool))[0])
+
+    def full_value(self) -> float:
+        return float(self.checked(np.ones((1, self.n_players), dtype=bool))[0])
+
+
+class FunctionGame(CoalitionGame):
+    """A user game from a batched function ``v(masks: bool[B, N]) -> [B]`` (numpy or torch out).
+
+    Args:
+        fn: the batched value function.
+        n_players: N.
+        player_ids: labels of the players (default 0..N−1).
+        name: a name for messages and provenance.
+
+    Example:
+        >>> import numpy as np
+        >>> w = np.array([1.0, 2.0, 3.0])
+        >>> game = FunctionGame(lambda m: (m * w).sum(axis=1) ** 2, n_players=3)
+        >>> float(game.full_value())
+        36.0
+    """
+
+    def __init__(self, fn: Callable[[np.ndarray], Any], n_players: int, *,
+                 player_ids: Sequence[Any] | np.ndarray | None = None, name: str | None = None) -> None:
+        if not callable(fn):
+            raise GameError(f"a game needs a callable v(masks[B, N]) -> [B]; got {type(fn).__name__}")
+        if int(n_players) < 1:
+            raise GameError(f"a game needs at least one player; got n_players={n_players}")
+        self.fn = fn
+        self.n_players = int(n_players)
+        self.player_ids = np.arange(self.n_players) if player_ids is None else np.asarray(player_ids)
+        if self.player_ids.shape != (self.n_players,):
+            raise GameError(f"player_ids must have length n_players = {self.n_players}; got {self.player_ids.shape}")
+        self.name = name or getattr(fn, "__name__", "game")
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        return self.fn(masks)
+
+
+class MaskedIndicatorGame(CoalitionGame):
+    """v_t(S) = f(z_t with agents outside S at the baseline z⁰_t), for step index ``t`` of a problem."""
+
+    def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+        T, N, D = problem.shape
+        if not 0 <= t < T:
+            raise GameError(f"step index {t} is outside the panel's {T} steps")
+        self.problem = problem
+        self.t = int(t)
+        self.n_players = N
+        self.player_ids = problem.panel.agent_ids
+        self.name = problem.f.name
+        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]))  # (N, D)
+        self.b = torch.as_tensor(np.ascontiguousarray(problem.baseline_at(t))).to(self.x.dtype)
+        self.row_bytes = 4 * N * D * self.x.element_size()
+        self.memory_budget = memory_budget
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        B = masks.shape[0]
+        out = np.empty(B, dtype=np.float64)
+        step = max(1, self.memory_budget // self.row_bytes)
+        with torch.no_grad():
+            for s in range(0, B, step):
+                m = torch.as_tensor(masks[s:s + step])[..., None]
+                z = torch.where(m, self.x, self.b)  # (b, N, D)
+                t_idx = np.full(z.shape[0], self.t, dtype=np.int64)
+                out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).numpy()
+        return out
+
+    def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
+        f = self.problem.f
+        structured = not f.uses_context and (
+            isinstance(f, AgentwiseIndicator | QuadraticIndicator) or f.pooled is not None)
+        if fast is False or (fast is None and not structured):
+            return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes,
+                                 memory_budget=memory_budget)
+        if not structured:
+            why = "it reads the per-step context" if f.uses_context else "it declares no pooled form"
+            raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
+        x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
+        with torch.no_grad():
+            if isinstance(f, QuadraticIndicator):
+                q = (lambda z: f.q(z)) if f.q is not None else (lambda z: torch.zeros(z.shape[:-1], dtype=z.dtype))
+                arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
+                return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
+                                       C=f.C.to(torch.float64).numpy())
+            if isinstance(f, AgentwiseIndicator):
+                a, b, rho = _np(f.psi(x64)), _np(f.psi(b64)), f.rho
+            else:
+                n = self.n_players
+                a, b, rho = _np(f.pooled.psi(x64)) / n, _np(f.pooled.psi(b64)) / n, f.pooled.rho
+        if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
+            raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {a.shape}")
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget)
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float64).numpy()
+
+
+__all__ = ["CoalitionGame", "FunctionGame", "GameError", "MaskedIndicatorGame"]

@@ -1,0 +1,229 @@
+"""The Shapley family on the masked game: leave-one-out, exact Shapley and exact Banzhaf.
+
+A semivalue of player i is a weighted mean of marginal contributions over coalitions S ∌ i:
+
+    φ_i = Σ_{S ⊆ N∖{i}} w(|S|) · (v(S ∪ {i}) − v(S))
+
+* Shapley:       w(s) = s! (N − s − 1)! / N!   (efficient: Σ_i φ_i = v(N) − v(∅))
+* Banzhaf:       w(s) = 1 / 2^{N−1}            (symmetry, dummy, linearity; not efficient)
+* leave-one-out: φ_i = v(N) − v(N ∖ {i})     (only S = N ∖ {i}; not efficient)
+
+Exact methods enumerate all 2^N coalitions (batched; N ≤ ``max_players``, default 20). The game is
+per step t the baseline-masked indicator of :mod:`aumann.attribution.games` (the same baseline as
+the Aumann–Shapley path integral), or any :class:`~aumann.attribution.games.CoalitionGame` through
+``method.attribute_game(game, rng=...)``.
+
+``n_evals`` counts evaluations of v the estimator uses: LOO N + 1 per step, exact methods 2^N per
+step. The f(z_t), f(z⁰_t) evaluations that fill ``Attribution.delta_v`` are diagnostics, not counted.
+
+References: Shapley (1953); Banzhaf (1965); Wang & Jia (2023), arXiv:2205.15466.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from aumann.attribution.games import CoalitionGame, GameError, MaskedIndicatorGame
+from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
+from aumann.attribution.problem import AttributionMethod, Problem
+from aumann.attribution.result import Attribution
+from aumann.errors import MethodError
+from aumann.seeding import RNGLike, describe, spawn
+
+
+@dataclass
+class Estimate:
+    """One game's estimate: φ (N,), standard errors (N,) or None, evaluations, notes for provenance."""
+
+    phi: np.ndarray
+    stderr: np.ndarray | None
+    n_evals: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class CoalitionMethod(AttributionMethod):
+    """Shared driver: one game per step, a kernel per game, an :class:`Estimate` per kernel.
+
+    Subclasses implement :meth:`estimate`. ``fast`` picks the kernel: ``None`` (default) uses a
+    structured fast path when the indicator declares one, ``False`` always evaluates v on masks,
+    ``True`` requires the fast path.
+    """
+
+    def __init__(self, *, fast: bool | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+        if fast not in (None, True, False):
+            raise MethodError(f"fast must be None, True or False; got {fast!r}")
+        if int(memory_budget) < 2**16:
+            raise MethodError(f"memory_budget must be at least 65536 bytes; got {memory_budget}")
+        self.fast = fast
+        self.memory_budget = int(memory_budget)
+
+    def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def _run(self, game: CoalitionGame, rng: np.random.Generator) -> tuple[Estimate, float, float]:
+        kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
+        ends = kernel.values(np.array([[False] * game.n_players, [True] * game.n_players]))
+        v0, vN = float(ends[0]), float(ends[1])
+        est = self.estimate(kernel, v0, vN, rng)
+        est.info["path"] = kernel.kind
+        return est, v0, vN
+
+    def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
+        """Attribute every step of ``problem`` (called by :func:`aumann.attribution.attribute`)."""
+        t0 = time.perf_counter()
+        T, N, _ = problem.shape
+        gens = spawn(rng, T)
+        phi = np.empty((T, N))
+        se = np.empty((T, N))
+        has_se = True
+        evals = 0
+        infos = []
+        for t in range(T):
+            game = MaskedIndicatorGame(problem, t, memory_budget=self.memory_budget)
+            est, _, _ = self._run(game, gens[t])
+            phi[t] = est.phi
+            if est.stderr is None:
+                has_se = False
+            else:
+                se[t] = est.stderr
+            evals += est.n_evals
+            infos.append(est.info)
+        prov = {**self.params(), "game": "baseline-masking", "per_step": _merge(infos),
+                "seconds": time.perf_counter() - t0}
+        return problem.result(phi, method=self.name, provenance=prov, stderr=se if has_se else None,
+                              n_evals=evals, satisfies_efficiency=self.satisfies_efficiency, rng=rng)
+
+    def attribute_game(self, game: CoalitionGame, *, rng: RNGLike = None) -> Attribution:
+        """Attribute a user :class:`CoalitionGame`; the result has one step (T = 1).
+
+        ``delta_v`` is v(N) − v(∅), ``f_values`` v(N), ``f_baseline`` v(∅); agent ids are the game's
+        ``player_ids``.
+        """
+        if not isinstance(game, CoalitionGame):
+            raise GameError(f"attribute_game needs a CoalitionGame (wrap a function with FunctionGame(fn, "
+                            f"n_players=N)); got {type(game).__name__}")
+        t0 = time.perf_counter()
+        est, v0, vN = self._run(game, spawn(rng, 1)[0])
+        prov = {**self.params(), "game": game.name, "seed": describe(rng), **est.info,
+                "seconds": time.perf_counter() - t0}
+        return Attribution(
+            phi=est.phi[None, :], delta_v=np.array([vN - v0]), f_values=np.array([vN]), f_baseline=np.array([v0]),
+            agent_ids=np.asarray(game.player_ids), steps=np.array([0]), features=(),
+            stderr=None if est.stderr is None else est.stderr[None, :], n_evals=est.n_evals,
+            satisfies_efficiency=self.satisfies_efficiency, method=self.name, provenance=prov,
+        )
+
+
+def _merge(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-step notes as lists (a single value when every step agrees)."""
+    out: dict[str, Any] = {}
+    for key in infos[0] if infos else []:
+        vals = [i.get(key) for i in infos]
+        out[key] = vals[0] if all(v == vals[0] for v in vals) else vals
+    return out
+
+
+class LeaveOneOut(CoalitionMethod):
+    """φ_i = v(N) − v(N ∖ {i}); N + 1 evaluations of v per step (O(N) on pooled indicators).
+
+    Example:
+        >>> import numpy as np
+        >>> from aumann.attribution import Panel, attribute, LeaveOneOut
+        >>> res = attribute("lin", Panel(np.ones((4, 2))), method=LeaveOneOut())
+        >>> res.phi.round(3).tolist()
+        [[0.5, 0.5, 0.5, 0.5]]
+    """
+
+    name: ClassVar[str] = "leave_one_out"
+    satisfies_efficiency: ClassVar[bool] = False
+    exact: ClassVar[bool] = True
+
+    def estimate(self, kernel, v0, vN, rng):
+        return Estimate(phi=np.asarray(kernel.loo(vN), dtype=np.float64), stderr=None, n_evals=kernel.n + 1)
+
+    def __repr__(self) -> str:
+        return "LeaveOneOut()"
+
+
+class _Enumeration(CoalitionMethod):
+    def __init__(self, *, max_players: int = 20, fast: bool | None = None,
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget)
+        if int(max_players) < 1:
+            raise MethodError(f"max_players must be ≥ 1; got {max_players}")
+        self.max_players = int(max_players)
+
+    def params(self):
+        return {"max_players": self.max_players}
+
+    def weights(self, n: int) -> np.ndarray:
+        """w(s) for s = 0..n (w(n) is never used: no coalition of size n leaves a player out)."""
+        raise NotImplementedError
+
+    def estimate(self, kernel, v0, vN, rng):
+        n = kernel.n
+        if n > self.max_players:
+            raise MethodError(
+                f"{type(self).__name__} enumerates all 2^N coalitions: N = {n} agents would need 2^{n} = "
+                f"{2.0**n:.3g} evaluations per step (limit max_players={self.max_players}). Use "
+                f"{'SampledShapley(permutations=m)' if self.name == 'exact_shapley' else 'SampledBanzhaf(samples=m)'}"
+                " for an estimate with standard errors, or AumannShapley() (linear in N)")
+        codes = np.arange(2**n, dtype=np.int64)
+        bits = ((codes[:, None] >> np.arange(n)) & 1).astype(bool)  # (2^N, N)
+        vals = np.empty(2**n)
+        rows = max(1, self.memory_budget // (16 * n + 64))
+        for s in range(0, 2**n, rows):
+            vals[s:s + rows] = kernel.values(bits[s:s + rows])
+        w = self.weights(n)[bits.sum(axis=1)]  # weight of each coalition by its size
+        phi = np.empty(n)
+        for i in range(n):
+            without = codes[~bits[:, i]]
+            phi[i] = np.dot(w[without], vals[without | (1 << i)] - vals[without])
+        return Estimate(phi=phi, stderr=None, n_evals=2**n)
+
+
+class ExactShapley(_Enumeration):
+    """Exact Shapley values by enumerating all 2^N coalitions per step (N ≤ ``max_players``, default 20).
+
+    Example:
+        >>> import numpy as np
+        >>> from aumann.attribution import Panel, attribute, ExactShapley
+        >>> res = attribute("pairwise", Panel(np.array([[1.0], [1.0], [2.0]])), method=ExactShapley())
+        >>> [round(float(p), 6) for p in res.phi[0]]   # Appendix A: 1/6, 1/6, 2/9
+        [0.166667, 0.166667, 0.222222]
+    """
+
+    name: ClassVar[str] = "exact_shapley"
+    satisfies_efficiency: ClassVar[bool] = True
+    exact: ClassVar[bool] = True
+
+    def weights(self, n):
+        return np.array([1.0 / (n * math.comb(n - 1, s)) for s in range(n)] + [0.0])
+
+    def __repr__(self) -> str:
+        return f"ExactShapley(max_players={self.max_players})"
+
+
+class ExactBanzhaf(_Enumeration):
+    """Exact Banzhaf values, φ_i = 2^{1−N} Σ_{S∌i} (v(S∪i) − v(S)), by enumeration (N ≤ ``max_players``)."""
+
+    name: ClassVar[str] = "exact_banzhaf"
+    satisfies_efficiency: ClassVar[bool] = False
+    exact: ClassVar[bool] = True
+
+    def weights(self, n):
+        return np.full(n + 1, 2.0 ** (1 - n))
+
+    def __repr__(self) -> str:
+        return f"ExactBanzhaf(max_players={self.max_players})"
+
+
+__all__ = ["CoalitionMethod", "Estimate", "ExactBanzhaf", "ExactShapley", "LeaveOneOut"]

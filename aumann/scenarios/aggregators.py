@@ -1,0 +1,77 @@
+"""Alternative macro indicators for the f-sensitivity ablation (paper, Appendix R, Table f-sensitivity).
+
+Each scenario supplies a per-agent, non-negative risk score r_i(z_i) (a C² function of agent i's
+features) and an opinion coordinate o_i(z_i). From them:
+
+* f₁ weighted sum:        f₁ = (1/N) Σ_i r_i
+* f₂ log-aggregate:       f₂ = log(1 + Σ_i r_i)
+* f₃ pairwise interaction: f₃ = (1/N) Σ_i r_i + (1/N²) Σ_{i<j} r_i r_j (o_i − o_j)²
+  computed in O(N) as [(Σ r)(Σ r o²) − (Σ r o)²] / N².
+
+All three are C² when r and o are. f₁ and f₂ are pooled (f = ρ(mean_i ψ(z_i))); so is f₃ with
+ψ = (r, r o, r o²).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from aumann.attribution import Indicator, PooledForm
+
+Score = Callable[[torch.Tensor], torch.Tensor]  # z[..., N, D] -> [..., N]
+
+
+class WeightedSum(Indicator):
+    """f₁ = (1/N) Σ_i r_i."""
+
+    def __init__(self, score: Score, name: str = "weighted_sum") -> None:
+        self.score = score
+        self.name = name
+        self.pooled = PooledForm(psi=lambda z: score(z)[..., None], rho=lambda m: m[..., 0])
+
+    def forward(self, z, context=None):
+        return self.score(z).mean(dim=-1)
+
+
+class LogAggregate(Indicator):
+    """f₂ = log(1 + Σ_i r_i)."""
+
+    def __init__(self, score: Score, n_agents: int, name: str = "log_aggregate") -> None:
+        self.score = score
+        self.name = name
+        self.pooled = PooledForm(psi=lambda z: score(z)[..., None], rho=lambda m: torch.log1p(n_agents * m[..., 0]))
+
+    def forward(self, z, context=None):
+        return torch.log1p(self.score(z).sum(dim=-1))
+
+
+class PairwiseInteraction(Indicator):
+    """f₃ = mean r + (1/N²) Σ_{i<j} r_i r_j (o_i − o_j)²."""
+
+    def __init__(self, score: Score, opinion: Score, name: str = "pairwise_interaction") -> None:
+        self.score = score
+        self.opinion = opinion
+        self.name = name
+
+        def psi(z):
+            r, o = score(z), opinion(z)
+            return torch.stack([r, r * o, r * o * o], dim=-1)
+
+        self.pooled = PooledForm(psi=psi, rho=lambda m: m[..., 0] + m[..., 0] * m[..., 2] - m[..., 1] ** 2)
+
+    def forward(self, z, context=None):
+        r, o = self.score(z), self.opinion(z)
+        n = z.shape[-2]
+        s0, s1, s2 = r.sum(-1), (r * o).sum(-1), (r * o * o).sum(-1)
+        return r.mean(-1) + (s0 * s2 - s1**2) / n**2
+
+
+def standard_aggregators(score: Score, opinion: Score, n_agents: int) -> dict[str, Indicator]:
+    """{"weighted_sum": f₁, "log_aggregate": f₂, "pairwise_interaction": f₃}."""
+    return {"weighted_sum": WeightedSum(score), "log_aggregate": LogAggregate(score, n_agents),
+            "pairwise_interaction": PairwiseInteraction(score, opinion)}
+
+
+__all__ = ["LogAggregate", "PairwiseInteraction", "WeightedSum", "standard_aggregators"]
