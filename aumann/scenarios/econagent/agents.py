@@ -5,8 +5,9 @@ context, seed)``): the rule-based policy of the original (offline default) or an
 LLM. The messages follow the original's memory: a deque of the last 3 turns
 ``[u_{t−1}, a_{t−1}, u_t]``; in months with ``t % 3 == 0`` (t > 0) the last quarterly reflection is
 inserted, ``[u_{t−1}, a_{t−1}, refl_q, refl_a, u_t]``; a reflection runs after months with
-``(t + 1) % 3 == 0`` over the last 7 turns. A reply that fails validation falls back to the
-original's ``work = 1, consumption = 0.5`` (investment 0.5) and is counted in ``model.llm_errors``.
+``(t + 1) % 3 == 0`` over the last 7 turns. A reply that fails validation (after the backend's own
+retries) falls back to the original's ``work = 1, consumption = 0.5`` (investment 0.5) and is counted
+in ``model.llm_errors``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 
 import mesa
 
-from aumann.errors import LLMError
 from aumann.scenarios.econagent.prompts import (
     FALLBACK,
+    DecisionParseError,
     EconDecision,
     Reflection,
     decision_prompt,
@@ -27,6 +28,19 @@ from aumann.scenarios.econagent.prompts import (
 )
 
 HOURS = 168.0
+
+
+def _invalid_reply_errors() -> tuple[type[Exception], ...]:
+    from pydantic import ValidationError
+
+    from aumann.simulators.llm import MalformedResponseError, PolicyError
+
+    return (MalformedResponseError, PolicyError, DecisionParseError, ValidationError)
+
+
+INVALID_REPLY = _invalid_reply_errors()
+"""Replies that fall back to the original's default decision (counted). Other backend errors
+(authentication, budget, cache miss, unavailable server) propagate: they are not model answers."""
 
 
 class Household(mesa.Agent):
@@ -40,7 +54,7 @@ class Household(mesa.Agent):
     """
 
     def __init__(self, model: mesa.Model, *, skill: float, name: str, age: int, city: str, rule: int,
-                 propensity: float, memory: bool) -> None:
+                 propensity: float) -> None:
         super().__init__(model)
         self.skill = float(skill)
         self.expected_skill = float(skill)
@@ -70,7 +84,6 @@ class Household(mesa.Agent):
         self.decision: EconDecision | None = None
         self.works = False
         self.forced_baseline = False
-        self.memory = memory
         self.dialog: deque[dict[str, str]] = deque(maxlen=3)
         self.dialog4ref: deque[dict[str, str]] = deque(maxlen=7)
         self.reflection: list[dict[str, str]] = []
@@ -104,24 +117,21 @@ class Household(mesa.Agent):
     def decide(self, step: int, seed: int) -> EconDecision:
         """Ask the backend for this month's decision; fall back (and count) on an invalid reply."""
         obs = self.observation()
-        messages: list[dict[str, str]] = []
-        user = {"role": "user", "content": decision_prompt(obs)} if self.memory else None
-        if self.memory:
-            history = list(self.dialog)
-            if step % 3 == 0 and step > 0 and self.reflection:
-                history = [*history, *self.reflection]
-            messages = [*history, user]
+        user = {"role": "user", "content": decision_prompt(obs)}
+        history = list(self.dialog)
+        if step % 3 == 0 and step > 0 and self.reflection:
+            history = [*history, *self.reflection]
+        messages = [*history, user]
         try:
             decision = self.model.backend.decide(messages, EconDecision, context=obs, seed=seed)
             if not isinstance(decision, EconDecision):
                 decision = EconDecision.model_validate(decision)
-        except (LLMError, ValueError):
+        except INVALID_REPLY:
             decision = FALLBACK
             self.model.llm_errors += 1
-        if self.memory:
-            answer = {"role": "assistant", "content": render_decision(decision)}
-            self.dialog.extend([user, answer])
-            self.dialog4ref.extend([user, answer])
+        answer = {"role": "assistant", "content": render_decision(decision)}
+        self.dialog.extend([user, answer])
+        self.dialog4ref.extend([user, answer])
         self.decision = decision
         return decision
 
@@ -129,16 +139,15 @@ class Household(mesa.Agent):
         """The quarterly reflection over the last 7 turns (stored and inserted into the next request)."""
         ctx = {"price_start": self.price_quarter_start, "price": self.model.price, "wealth": self.wealth,
                "months_worked": self.months_worked_quarter, "interest_rate": self.model.interest_rate}
-        messages = reflection_messages(list(self.dialog4ref)) if self.memory else []
+        messages = reflection_messages(list(self.dialog4ref))
         try:
             out = self.model.backend.decide(messages, Reflection, context=ctx, seed=seed)
             text = out.text if isinstance(out, Reflection) else Reflection.model_validate(out).text
-        except (LLMError, ValueError):
+        except INVALID_REPLY:
             text = ""
             self.model.llm_errors += 1
-        if self.memory:
-            self.reflection = [{"role": "user", "content": messages[-1]["content"]},
-                               {"role": "assistant", "content": text}]
+        self.reflection = [{"role": "user", "content": messages[-1]["content"]},
+                           {"role": "assistant", "content": text}]
         self.months_worked_quarter = 0
         self.price_quarter_start = self.model.price
 

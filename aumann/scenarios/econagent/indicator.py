@@ -49,6 +49,7 @@ import torch
 
 from aumann.attribution.indicators import Indicator
 from aumann.errors import IndicatorError
+from aumann.simulators import smoothing
 
 FEATURES = ("consumption", "income", "consumption_rate", "investment_rate", "labor", "saving_rate", "wealth")
 CONTEXT = ("price", "stock", "wage_scale", "inflation_prev", "vol_prev")
@@ -57,11 +58,11 @@ HOURS = 168.0
 
 
 def _hinge(x: torch.Tensor, tau: float) -> torch.Tensor:
-    return torch.clamp(x, min=0.0) if tau == 0 else tau * torch.nn.functional.softplus(x / tau)
+    return torch.clamp(x, min=0.0) if tau == 0 else smoothing.softplus(x, beta=1.0 / tau)
 
 
 def _abs(x: torch.Tensor, tau: float) -> torch.Tensor:
-    return x.abs() if tau == 0 else torch.sqrt(x * x + tau * tau) - tau
+    return x.abs() if tau == 0 else smoothing.smooth_abs(x, eps=tau) - tau
 
 
 class MacroPressure(Indicator):
@@ -154,6 +155,21 @@ class MacroPressure(Indicator):
                              price_response=self.price_response, inflation_scale=self.inflation_scale)
 
 
+def agent_score(z: torch.Tensor, tau: float = 0.05) -> torch.Tensor:
+    """A per-household, context-free risk score r_i ≥ 0 for the f-sensitivity aggregators (…, N).
+
+    r_i = ⌈(C_i − I_i) / ((1 − x_i) W_i + C_i + 1)⌉₊ + c_i: the household's budget stress (money floor
+    of one dollar instead of κM, which needs the context) plus its consumption propensity.
+    """
+    C, I, c, x, _ell, _s, W = z.unbind(-1)
+    return _hinge((C - I) / ((1.0 - x) * W + C + 1.0), tau) + c
+
+
+def wealth_position(z: torch.Tensor) -> torch.Tensor:
+    """The 'opinion' coordinate of the pairwise aggregator: log wealth, o_i = log(1 + W_i / 1000)."""
+    return torch.log1p(z[..., FEATURES.index("wealth")] / 1000.0)
+
+
 def _panel_context(panel: Any) -> dict[str, torch.Tensor]:
     missing = [k for k in CONTEXT if k not in panel.context]
     if missing:
@@ -202,4 +218,14 @@ def baseline_features(panel: Any, *, initial_wealth: np.ndarray | float = 0.0) -
     return base
 
 
-__all__ = ["CONTEXT", "FEATURES", "PARTS", "MacroPressure", "baseline_features", "evaluate", "smoothing_gap"]
+__all__ = [
+    "CONTEXT",
+    "FEATURES",
+    "PARTS",
+    "MacroPressure",
+    "agent_score",
+    "baseline_features",
+    "evaluate",
+    "smoothing_gap",
+    "wealth_position",
+]

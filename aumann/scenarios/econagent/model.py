@@ -81,26 +81,26 @@ class EconModel(mesa.Model):
         n_agents: number of households (the paper's scenario: 10; the original's run: 100).
         backend: a decision backend (``decide(messages, schema, *, context, seed)``); default the
             original's rule-based policy.
-        seed: root seed of the model's generator (skills, work draws, orders, wage and price draws).
+        rng: seed or ``numpy.random.Generator`` of the model (skills, work draws, orders, wage and
+            price draws, decision seeds).
         max_wage_inflation: 0.05 in the original.
         max_price_inflation: 0.10 in the original.
         period: months per year (12).
         initial_rate: r_0 = 0.03.
-        memory: keep the LLM dialogue memory and build prompts (on by default).
     """
 
-    def __init__(self, n_agents: int = 10, *, backend: Any = None, seed: int | None = 0,
+    def __init__(self, n_agents: int = 10, *, backend: Any = None, rng: Any = 0,
                  max_wage_inflation: float = 0.05, max_price_inflation: float = 0.10, period: int = 12,
-                 initial_rate: float = 0.03, memory: bool = True) -> None:
+                 initial_rate: float = 0.03) -> None:
         if isinstance(n_agents, bool) or not isinstance(n_agents, int) or n_agents < 2:
             raise SimulationError(f"EconAgent needs n_agents ≥ 2 households; got {n_agents!r}")
         if period < 1:
             raise SimulationError(f"period must be ≥ 1 month; got {period!r}")
-        super().__init__(seed=seed)
+        super().__init__(rng=rng)
         if backend is None:
-            from aumann.scenarios.econagent.policy import PolicyBackend
+            from aumann.scenarios.econagent.policy import offline_backend
 
-            backend = PolicyBackend()
+            backend = offline_backend()
         if not callable(getattr(backend, "decide", None)):
             raise SimulationError(f"backend must have decide(messages, schema, ...); got {type(backend).__name__}")
         self.backend = backend
@@ -116,7 +116,7 @@ class EconModel(mesa.Model):
             base = NAMES[names[i] % len(NAMES)]
             name = base if names[i] < len(NAMES) else f"{base} {names[i] // len(NAMES) + 1}"
             a = Household(self, skill=skills[i], name=name, age=int(ages[i]), city="New York City",
-                          rule=int(rules[i]), propensity=float(props[i]), memory=memory)
+                          rule=int(rules[i]), propensity=float(props[i]))
             a.offer = self._offer_for(a)
         self.households: list[Household] = sorted(self.agents, key=lambda a: a.unique_id)
         self.t = 0

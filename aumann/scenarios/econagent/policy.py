@@ -104,28 +104,19 @@ def reflection_text(ctx: Mapping[str, Any]) -> str:
     )
 
 
-class PolicyBackend:
-    """A decision backend that serves a policy ``policy(context, schema, rng)`` and ignores the messages.
+def offline_backend():
+    """The offline default: :class:`~aumann.simulators.llm.OfflineBackend` serving :func:`rule_policy`."""
+    from aumann.simulators.llm import OfflineBackend
 
-    Same contract as :class:`aumann.simulators.llm.OfflineBackend`: ``decide(messages, schema, *,
-    context=None, seed=None) -> schema instance``; ``rng = numpy.random.default_rng(seed)``.
-    """
-
-    def __init__(self, policy: Any = rule_policy) -> None:
-        self.policy = policy
-
-    def decide(self, messages: list[dict], schema: type, *, context: Mapping | None = None,
-               seed: int | None = None) -> Any:
-        out = self.policy(context, schema, np.random.default_rng(seed))
-        return out if isinstance(out, schema) else schema.model_validate(out)
+    return OfflineBackend(rule_policy, name="econagent-rule-policy")
 
 
 __all__ = [
     "BETA",
     "GAMMA",
-    "PolicyBackend",
     "consumption_rule",
     "investment_rule",
+    "offline_backend",
     "reflection_text",
     "rule_policy",
     "work_propensity",

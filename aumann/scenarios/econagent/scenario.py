@@ -1,23 +1,28 @@
-"""EconAgent scenario: configuration, feature and context recorders, a run, and registration.
+"""EconAgent scenario: configuration, recorders, baseline action, registration in the scenario registry.
 
->>> from aumann.scenarios.econagent.scenario import EconAgentConfig, run_panel
->>> panel = run_panel(EconAgentConfig(n_agents=10, steps=6, seed=1))      # doctest: +SKIP
->>> panel.shape
+Features (recorded after each month, in this order): consumption, income, consumption_rate,
+investment_rate, labor, saving_rate, wealth. World context (held fixed by the indicator, never
+attributed): price, stock, wage_scale, inflation_prev, vol_prev, plus diagnostics (the
+predecessor's risk_h, the model's imbalance φ, the interest rate, demand and supply).
+
+>>> from aumann import scenarios
+>>> sc = scenarios.get("econagent")
+>>> cfg = sc.load_config(agents=10, steps=6)
+>>> sc.simulate(cfg, rng=1).panel.shape
 (6, 10, 7)
 """
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from aumann.errors import ConfigError
-from aumann.scenarios.econagent.indicator import FEATURES, MacroPressure
-
-CONFIG_PATH = Path(__file__).resolve().parents[3] / "configs" / "econagent.toml"
+from aumann.scenarios import register
+from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.scenarios.econagent.indicator import FEATURES, MacroPressure, agent_score, wealth_position
 
 
 class IndicatorConfig(BaseModel):
@@ -30,60 +35,46 @@ class IndicatorConfig(BaseModel):
     kappa: float = Field(0.1, gt=0)
     target_saving: float = 0.1
 
-    def build(self) -> MacroPressure:
-        return MacroPressure(tau=self.tau, weights=self.weights, kappa=self.kappa,
+    def build(self, *, smooth: bool = True) -> MacroPressure:
+        return MacroPressure(tau=self.tau if smooth else 0.0, weights=self.weights, kappa=self.kappa,
                              target_saving=self.target_saving)
 
 
-class EconAgentConfig(BaseModel):
-    """The EconAgent run: N households, T months, seed, economy parameters, indicator."""
+class EconAgentConfig(ScenarioConfig):
+    """The EconAgent run: N households, T months, the economy's parameters and the indicator."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    n_agents: int = Field(10, ge=2, le=1000)
-    steps: int = Field(36, ge=1)
+    agents: int = Field(10, ge=2, le=1000)
+    steps: int = Field(36, ge=2)
+    runs: int = Field(1, ge=1)
     seed: int = 0
     max_wage_inflation: float = 0.05
     max_price_inflation: float = 0.10
     period: int = Field(12, ge=1)
     initial_rate: float = 0.03
-    memory: bool = True
-    indicator: IndicatorConfig = IndicatorConfig()
-
-    @classmethod
-    def from_toml(cls, path: str | Path = CONFIG_PATH) -> EconAgentConfig:
-        """Load ``configs/econagent.toml`` (or another file with the same keys)."""
-        path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"EconAgent config {str(path)!r} not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"EconAgent config {str(path)!r} is not valid TOML: {exc}") from None
-        try:
-            return cls.model_validate(data.get("econagent", data))
-        except ValidationError as exc:
-            raise ConfigError(f"invalid EconAgent config {str(path)!r}: {exc}") from None
+    indicator: IndicatorConfig = Field(default_factory=IndicatorConfig)
 
 
-def build_model(config: EconAgentConfig | None = None, *, seed: int | None = None, backend: Any = None):
-    """A fresh :class:`EconModel` for ``config`` (``seed`` overrides ``config.seed``)."""
+def build_model(config: EconAgentConfig, rng: Any = None, backend: Any = None):
+    """A fresh :class:`EconModel` (``rng``: seed or Generator; ``backend``: None = rule policy)."""
     from aumann.scenarios.econagent.model import EconModel
 
-    cfg = config or EconAgentConfig()
-    return EconModel(cfg.n_agents, backend=backend, seed=cfg.seed if seed is None else seed,
-                     max_wage_inflation=cfg.max_wage_inflation, max_price_inflation=cfg.max_price_inflation,
-                     period=cfg.period, initial_rate=cfg.initial_rate, memory=cfg.memory)
+    return EconModel(config.agents, backend=backend, rng=rng if rng is not None else config.seed,
+                     max_wage_inflation=config.max_wage_inflation, max_price_inflation=config.max_price_inflation,
+                     period=config.period, initial_rate=config.initial_rate)
 
 
-FEATURE_ATTRS: dict[str, str] = {name: name for name in FEATURES}
-"""Feature name → Household attribute (identical names)."""
+def make_recorder(config: Any = None):
+    """A FeatureRecorder for the seven features (households ordered by ``unique_id``)."""
+    from aumann.simulators import FeatureRecorder
+
+    return FeatureRecorder({name: name for name in FEATURES}, agents=lambda m: m.households)
+
 
 CONTEXT_KEYS = ("price", "stock", "wage_scale", "inflation_prev", "vol_prev", "risk_h", "imbalance", "rate",
                 "demand", "supply")
 
 
-def _ctx(key: str):
+def _reader(key: str):
     src = {"stock": "carried"}.get(key, key)
 
     def read(model: Any) -> float:
@@ -93,45 +84,75 @@ def _ctx(key: str):
     return read
 
 
-CONTEXT_FNS = {k: _ctx(k) for k in CONTEXT_KEYS}
-"""Per-step world state recorded into ``Panel.context`` (held fixed by the indicator, never attributed)."""
+CONTEXT_FNS = {k: _reader(k) for k in CONTEXT_KEYS}
+"""Per-step world state recorded into ``Panel.context``."""
 
 
-def recorder():
-    """A FeatureRecorder for the seven features, in the card's order."""
-    from aumann.simulators import FeatureRecorder
-
-    return FeatureRecorder(dict(FEATURE_ATTRS))
+def context(config: Any = None) -> dict[str, Any]:
+    return dict(CONTEXT_FNS)
 
 
-def run_panel(config: EconAgentConfig | None = None, *, seed: int | None = None, backend: Any = None,
+def baseline_action(model: Any, positions: Sequence[int]) -> None:
+    """Force the households at panel positions ``positions`` to the baseline action next month."""
+    hh = model.households
+    model.force_baseline([hh[int(p)].unique_id for p in positions])
+
+
+def baseline_features_now(model: Any, config: Any = None) -> np.ndarray:
+    """(N, D) features under the baseline action in the coming month: zeros, wealth kept."""
+    out = np.zeros((len(model.households), len(FEATURES)))
+    out[:, FEATURES.index("wealth")] = [a.wealth for a in model.households]
+    return out
+
+
+def aggregators(config: EconAgentConfig) -> dict[str, Any]:
+    """f-sensitivity aggregators over a per-household score (stress + consumption propensity)."""
+    from aumann.scenarios.aggregators import standard_aggregators
+
+    tau = config.indicator.tau
+    return standard_aggregators(lambda z: agent_score(z, tau), wealth_position, config.agents)
+
+
+def run_panel(config: EconAgentConfig | None = None, *, rng: Any = None, backend: Any = None,
               progress: bool = False):
     """Simulate ``config.steps`` months and return the (T, N, 7) Panel with the world context."""
     from aumann.simulators import simulate
 
     cfg = config or EconAgentConfig()
-    model = build_model(cfg, seed=seed, backend=backend)
-    return simulate(model, steps=cfg.steps, recorder=recorder(), context=CONTEXT_FNS, progress=progress)
+    model = build_model(cfg, rng, backend)
+    return simulate(model, steps=cfg.steps, recorder=make_recorder(cfg), context=CONTEXT_FNS, progress=progress)
 
 
-def baseline_action(ids: Any):
-    """An intervention ``g(model)`` forcing households ``ids`` to the baseline action next month."""
-
-    def _force(model: Any) -> None:
-        model.force_baseline(ids)
-
-    return _force
-
+ECONAGENT = register(Scenario(
+    name="econagent",
+    description="EconAgent (Li et al. 2024): N=10 households, 2018 brackets, rationing, Taylor rule; "
+                "wealth-amplified macro-pressure risk",
+    config_model=EconAgentConfig,
+    build_model=build_model,
+    make_recorder=make_recorder,
+    features=FEATURES,
+    indicator=lambda cfg: cfg.indicator.build(),
+    original=lambda cfg: cfg.indicator.build(smooth=False),
+    baseline_action=baseline_action,
+    baseline_features_fn=baseline_features_now,
+    context=context,
+    aggregators=aggregators,
+    config_file="econagent.toml",
+    baseline_description="no work, no consumption, no investment at the target step; wealth preserved "
+                         "(no tax, no redistribution credit, no interest)",
+    tags=("llm", "economy"),
+))
 
 __all__ = [
-    "CONFIG_PATH",
     "CONTEXT_FNS",
     "CONTEXT_KEYS",
-    "FEATURE_ATTRS",
+    "ECONAGENT",
     "EconAgentConfig",
     "IndicatorConfig",
+    "aggregators",
     "baseline_action",
+    "baseline_features_now",
     "build_model",
-    "recorder",
+    "make_recorder",
     "run_panel",
 ]
