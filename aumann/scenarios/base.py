@@ -255,8 +255,10 @@ def evaluate(indicator: Any, z: np.ndarray, context: Mapping[str, np.ndarray] | 
     ctx = None
     if context:
         lead = zt.shape[:-2]
-        ctx = {k: torch.as_tensor(np.asarray(v, dtype=np.float64)).expand(*lead, *np.shape(v)) for k, v in
-               context.items()}
+        ctx = {}
+        for k, v in context.items():
+            tv = torch.as_tensor(np.asarray(v, dtype=np.float64))
+            ctx[k] = tv.expand(*lead, *tv.shape) if len(lead) else tv
     with torch.no_grad():
         return indicator(zt, ctx).double().numpy()
 
