@@ -174,6 +174,7 @@ class EconModel(mesa.Model):
         wage_scale = HOURS * float(np.mean([a.skill for a in hh]))
         carried = self.stock
         forced = np.array([a.forced_baseline for a in hh])
+        money_before = self.money()
 
         # 1. decisions ---------------------------------------------------------------
         seeds = self.rng.integers(0, 2**31 - 1, size=n)
@@ -300,7 +301,9 @@ class EconModel(mesa.Model):
             a.forced_baseline = False
         self._record(t, price=price, new_price=new_price, wage_scale=wage_scale, carried=carried, supply=supply,
                      demand=demand, imbalance=imbalance, lump=lump, interest_paid=interest_paid,
-                     taxes=float(taxes.sum()), workers=int(works.sum()))
+                     taxes=float(taxes.sum()), workers=int(works.sum()), money_before=money_before,
+                     income_total=float(incomes.sum()), consumption_total=float(sum(a.consumption for a in hh)),
+                     sold=float(supply - self.stock))
 
     def _record(self, t: int, **kw: float) -> None:
         """Keep the month's world state; update the predecessor's inflation-surprise variance h_t."""
