@@ -118,10 +118,10 @@ class Household(mesa.Agent):
         """Ask the backend for this month's decision; fall back (and count) on an invalid reply."""
         obs = self.observation()
         user = {"role": "user", "content": decision_prompt(obs)}
-        history = list(self.dialog)
+        self.dialog.append(user)  # maxlen 3: [u_{t−1}, a_{t−1}, u_t]
+        messages = list(self.dialog)
         if step % 3 == 0 and step > 0 and self.reflection:
-            history = [*history, *self.reflection]
-        messages = [*history, user]
+            messages = [*messages[:-1], *self.reflection, user]
         try:
             decision = self.model.backend.decide(messages, EconDecision, context=obs, seed=seed)
             if not isinstance(decision, EconDecision):
@@ -130,7 +130,7 @@ class Household(mesa.Agent):
             decision = FALLBACK
             self.model.llm_errors += 1
         answer = {"role": "assistant", "content": render_decision(decision)}
-        self.dialog.extend([user, answer])
+        self.dialog.append(answer)
         self.dialog4ref.extend([user, answer])
         self.decision = decision
         return decision

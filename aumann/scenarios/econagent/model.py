@@ -143,7 +143,9 @@ class EconModel(mesa.Model):
 
     @property
     def date(self) -> str:
-        return f"{2001 + self.t // 12}.{self.t % 12 + 1:02d}"
+        """The current month ``YYYY.MM`` (month t = 1 is 2001.01; during a step, the month being decided)."""
+        m = max(self.t - 1, 0)
+        return f"{2001 + m // 12}.{m % 12 + 1:02d}"
 
     def _offer_for(self, a: Household) -> str:
         band = int(np.searchsorted(SALARY_BANDS, a.skill * HOURS, side="right")) - 1
