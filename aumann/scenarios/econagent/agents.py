@@ -46,7 +46,7 @@ INVALID_REPLY = _invalid_reply_errors()
 class Household(mesa.Agent):
     """One household of the EconAgent economy.
 
-    Attributes (recorded features in bold in the README): ``skill`` (wage per hour), ``wealth``,
+    Attributes (the recorded features are listed in the README): ``skill`` (wage per hour), ``wealth``,
     ``income`` (this month's pre-tax labour income, 0 when idle), ``labor`` (hours, 0 or 168),
     ``consumption`` (money spent this month), ``consumption_rate``, ``investment_rate``,
     ``saving_rate``; plus ``tax_paid``, ``redistribution``, ``income_seen`` (the original's stale
