@@ -237,6 +237,20 @@ class Scenario:
         """(C² surrogate, original) indicators for ``config``."""
         return self.indicator(config), self.original(config)
 
+    def surrogate(self, config: ScenarioConfig) -> Any:
+        """The C² indicator bound to its original (:class:`aumann.simulators.smoothing.Surrogate`)."""
+        from aumann.simulators.smoothing import Surrogate
+
+        f, f_orig = self.indicators(config)
+        return Surrogate(f_orig, f, name=getattr(f, "name", self.name))
+
+    def gap_report(self, config: ScenarioConfig, panel: Any, *, ranks: bool = False, **attribute_kwargs: Any) -> Any:
+        """Smoothing-gap report of the scenario's surrogate on a recorded panel
+        (:func:`aumann.simulators.smoothing.gap_report`; ``ranks=True`` also compares attributions)."""
+        from aumann.simulators.smoothing import gap_report
+
+        return gap_report(self.surrogate(config), panel, ranks=ranks, attribute_kwargs=attribute_kwargs or None)
+
 
 def target_step(f_values: np.ndarray) -> int:
     """t* = argmax_{t ≥ ⌈T/2⌉} f(z_t) (0-based panel position; the first maximum on ties)."""

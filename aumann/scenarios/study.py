@@ -159,9 +159,13 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     rec["ceiling"] = {"kendall_tau": float(kendall_tau(phi_ceiling, phi["sampled_shapley"])),
                       "jaccard_top10": float(topk_jaccard(phi_ceiling, phi["sampled_shapley"], sizes.top_k))}
     rec["forks"] = oracle.forks
+    gap = scenario.gap_report(config, pt, ranks=True, method=as_method, baseline=z0).as_dict()
     rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
                             "max_rel": float(np.max(np.abs(fv - fov) / np.maximum(np.abs(fov), 1e-12))),
-                            "t_star_abs": float(abs(fv[ts] - fov[ts]))}
+                            "t_star_abs": float(abs(fv[ts] - fov[ts])),
+                            "t_star_kendall_tau": gap.get("mean_kendall_tau", math.nan),
+                            "t_star_top_k_jaccard": gap.get("mean_top_k_jaccard", math.nan),
+                            "note": gap.get("rank_note")}
     if st.ablations:
         from aumann.scenarios.ablations import run_ablations
 

@@ -10,7 +10,7 @@ Influence-weighted propagation risk (our definition; the paper names it without 
     f(z) = log(1 + c · mean_i π_i · (1 + mean_i e_i / e_ref))  +  (1/N) Σ_i (s_i − s̄)²
 
 Original (non-smooth): e(s) = max(|s| − τ, 0). C² surrogate: e_β(s) = softplus(β(|s|_ε − τ))/β with
-|s|_ε = sqrt(s² + ε²) − ε. Defaults c = 10, e_ref = 10, τ = 0.3, β = 20, ε = 0.01. The surrogate is
+|s|_ε = sqrt(s² + ε²). Defaults c = 10, e_ref = 10, τ = 0.3, β = 20, ε = 0.01. The surrogate is
 pooled: ψ(z_i) = (π_i, e_i, s_i, s_i²), ρ(m) = log(1 + c m₀ (1 + m₁/e_ref)) + m₃ − m₂², so masking
 games cost O(N) per permutation (running sums).
 
@@ -28,6 +28,7 @@ from aumann.attribution import Indicator, PooledForm
 from aumann.scenarios import register
 from aumann.scenarios.aggregators import standard_aggregators
 from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.simulators.smoothing import smooth_abs, softplus
 
 FEATURES = ("belief", "exposure", "posting", "reshare", "influence")
 
@@ -70,8 +71,7 @@ class PropagationRisk(Indicator):
     def extremity(self, s: torch.Tensor) -> torch.Tensor:
         if not self.smooth:
             return torch.relu(s.abs() - self.tau)
-        sabs = torch.sqrt(s * s + self.eps**2) - self.eps
-        return torch.nn.functional.softplus(self.sharpness * (sabs - self.tau)) / self.sharpness
+        return softplus(smooth_abs(s, self.eps) - self.tau, self.sharpness)
 
     def agent_score(self, z: torch.Tensor) -> torch.Tensor:
         """π_i = w_i (p_i + r_i) e(s_i), shape (…, N)."""

@@ -1,0 +1,126 @@
+"""``aumann run SCENARIO``: simulate, attribute, run the faithfulness study and the ablations, report.
+
+Examples::
+
+    aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
+    aumann run social-llm --runs 3 --seed 7 --out results/social
+    aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
+
+The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
+ablation tables, ``runs/run-XXX.{json,npz}`` (one per finished run, written atomically),
+``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
+same ``--out`` resumes: finished runs are read back, not recomputed.
+
+The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
+``--base-url``/``--model`` are given, ``AUMANN_LLM_BASE_URL``/``OPENAI_BASE_URL`` and
+``AUMANN_LLM_MODEL`` from the environment — here, at the edge, and nowhere else. Responses are cached
+in ``<out>/llm-cache.sqlite``; the key never reaches logs, caches or the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aumann.errors import ConfigError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
+    p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
+    p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
+    p.add_argument("--config", type=Path, default=None, help="a TOML config (default configs/<scenario>.toml)")
+    p.add_argument("--backend", choices=("offline", "openai"), default="offline",
+                   help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
+    p.add_argument("--model", default=None, help="LLM model name (openai backend)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (openai backend)")
+    p.add_argument("--max-calls", type=int, default=None, help="cap on LLM requests (cost guard)")
+    p.add_argument("--permutations", type=int, default=None, help="sampled-Shapley permutations (default 1000)")
+    p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
+                   help="reference game for sampled Shapley (default: masking)")
+    p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--out", type=Path, default=None, help="run directory (default results/<scenario>-seed<S>)")
+    p.set_defaults(func=run)
+
+
+def _backend(args: argparse.Namespace, out: Path) -> tuple[Any, str]:
+    if args.backend == "offline":
+        return None, "offline"
+    from aumann.simulators.llm import OpenAIBackend, ResponseCache
+
+    api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("AUMANN_LLM_API_KEY")
+    base_url = args.base_url or os.environ.get("AUMANN_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    model = args.model or os.environ.get("AUMANN_LLM_MODEL")
+    if not model:
+        raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
+    out.mkdir(parents=True, exist_ok=True)
+    backend = OpenAIBackend(model=model, base_url=base_url, api_key=api_key,
+                            cache=ResponseCache(out / "llm-cache.sqlite"), max_calls=args.max_calls)
+    return backend, f"openai:{model}@{base_url or 'default'}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from aumann import scenarios
+    from aumann.manifest import write_manifest
+    from aumann.scenarios.report import headline_markdown, write_outputs
+    from aumann.scenarios.study import config_digest, run_study
+
+    console = Console(stderr=True)
+    sc = scenarios.get(args.scenario)
+    study: dict[str, Any] = {}
+    if args.permutations is not None:
+        study["permutations"] = args.permutations
+    if args.reference_game is not None:
+        study["reference_game"] = args.reference_game
+    if args.no_ablations:
+        study["ablations"] = False
+    config = sc.load_config(args.config, runs=args.runs, seed=args.seed, study=study or None)
+    out = args.out or Path("results") / f"{sc.name}-seed{config.seed}"
+    backend, label = _backend(args, out)
+    done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
+    if done:
+        console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
+                      f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
+    stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
+              "ablations", "done")
+    t0 = time.perf_counter()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task(f"{sc.name}: {config.runs} run(s)", total=config.runs * len(stages))
+
+        def progress(r: int, msg: str) -> None:
+            if msg == "resumed":
+                bar.advance(task, len(stages))
+            else:
+                bar.advance(task, 1)
+            bar.update(task, description=f"{sc.name} run {r + 1}/{config.runs}: {msg}")
+
+        result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
+    seconds = time.perf_counter() - t0
+    command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
+    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
+                          baseline=sc.baseline_description, plots=not args.no_plots)
+    extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
+             "backend": label.split("@")[0], "scenario": sc.name}
+    if backend is not None and hasattr(backend, "usage"):
+        extra["llm_usage"] = backend.usage.as_dict()
+    write_manifest(out, command, config.model_dump(mode="json"),
+                   seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
+                   extra=extra)
+    console.print(headline_markdown(files["tables"]["faithfulness"]))
+    console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
+                  f"results in {out} (report.md, faithfulness.csv)")
+    return 0
+
+
+__all__ = ["register", "run"]
