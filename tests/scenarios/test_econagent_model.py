@@ -133,3 +133,18 @@ def test_bad_arguments_raise_typed_errors():
         EconModel(1)
     with pytest.raises(SimulationError, match="decide"):
         EconModel(3, backend=object())
+
+
+def test_predecessor_inflation_surprise_variance(run36):
+    """h_s of Tang et al. recomputed from the price path: π_s = Δ ln P_s (s ≥ 2), e_s = π_s − π_{s−1}
+    (s ≥ 3), h_3 = e_3², h_s = λ h_{s−1} + (1 − λ) e_{s−1}² (s ≥ 4), λ = 0.94."""
+    model, panel = run36
+    P = np.asarray(model.prices)  # P_0 … P_T
+    T = len(P) - 1
+    pi = {s: np.log(P[s]) - np.log(P[s - 1]) for s in range(2, T + 1)}
+    e = {s: pi[s] - pi[s - 1] for s in range(3, T + 1)}
+    h = {1: 0.0, 2: 0.0, 3: e[3] ** 2}
+    for s in range(4, T + 1):
+        h[s] = 0.94 * h[s - 1] + 0.06 * e[s - 1] ** 2
+    np.testing.assert_allclose(panel.context["risk_h"], [h[s] for s in range(1, T + 1)], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(panel.context["vol_prev"][1:], [h[s] for s in range(1, T)], rtol=1e-12, atol=0)
