@@ -205,8 +205,9 @@ def decision_prompt(obs: dict[str, Any]) -> str:
 REFLECTION_PROMPT = (
     "Given the previous quarter's economic environment, reflect on the labor, consumption, and financial "
     "markets, as well as their dynamics. What conclusions have you drawn? Your answer must be less than "
-    "200 words!"
+    "200 words! Reply in JSON format: {\"text\": \"<your reflection>\"}."
 )
+"""The original's reflection request; the JSON envelope is ours (structured backends validate replies)."""
 
 
 def reflection_messages(history: list[dict[str, str]]) -> list[dict[str, str]]:
