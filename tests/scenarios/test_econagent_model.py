@@ -148,3 +148,17 @@ def test_predecessor_inflation_surprise_variance(run36):
         h[s] = 0.94 * h[s - 1] + 0.06 * e[s - 1] ** 2
     np.testing.assert_allclose(panel.context["risk_h"], [h[s] for s in range(1, T + 1)], rtol=1e-12, atol=0)
     np.testing.assert_allclose(panel.context["vol_prev"][1:], [h[s] for s in range(1, T)], rtol=1e-12, atol=0)
+
+
+def test_rule_policy_draws_binary_work_with_the_propensity():
+    from aumann.scenarios.econagent.policy import rule_policy
+    from aumann.scenarios.econagent.prompts import EconDecision
+
+    ctx = {"skill": 100.0, "wealth": 168_000.0, "interest_rate": 0.03, "price": 100.0, "price_prev": 100.0,
+           "income_seen": 16_800.0, "income_seen_prev": 16_800.0, "rule": 0, "propensity": 0.5}
+    p = (0.1 / 1.03) ** 0.1
+    works = [rule_policy(ctx, EconDecision, np.random.default_rng(s)).work for s in range(4000)]
+    assert set(works) == {0.0, 1.0}
+    assert abs(np.mean(works) - p) < 4 * np.sqrt(p * (1 - p) / 4000)
+    a = rule_policy(ctx, EconDecision, np.random.default_rng(5))
+    assert a == rule_policy(ctx, EconDecision, np.random.default_rng(5))

@@ -192,7 +192,8 @@ class EconModel(mesa.Model):
             a.investment_rate = d.investment
         draws = self.rng.uniform(size=n)
         for j, a in enumerate(hh):
-            works[j] = (not forced[j]) and draws[j] <= a.decision.work
+            w = 0.0 if forced[j] else a.decision.work
+            works[j] = w >= 1.0 or (w > 0.0 and draws[j] <= w)
 
         # 2. labour --------------------------------------------------------------------
         for j in self.rng.permutation(n):

@@ -3,7 +3,8 @@
 With β = 0.1, γ = 0.1, h = 1, wealth W, interest rate r, price P, and the income fields the original
 policy reads (I = this month's ``income`` field, I₋ = last month's; see below):
 
-* work propensity  p = min(1, (s·168 / (W(1 + r) + 1e-8))^γ)  (the model then draws ℓ = 1[U ≤ p]);
+* work: ℓ = 1[U < p], p = min(1, (s·168 / (W(1 + r) + 1e-8))^γ), drawn here from the backend's
+  seeded generator as in the original (so the returned ``work`` is 0 or 1, not a grid-rounded p);
 * consumption, by a rule fixed per agent at initialisation:
     - rule 0:  c = (P / (W + I + 1e-8))^β;
     - rule 1 (buffer stock): g = I/(I₋ + 1e-8) − 1, d = W/(I₋ + 1e-8) − h/(1+r),
@@ -20,8 +21,8 @@ The income fields: the original never resets ``income`` on months without work, 
 that stale value. Our model resets the recorded income to 0 (README, "Deviations") but keeps the
 original's stale value as ``income_seen`` for this policy, so the rule behaves exactly as before.
 
-The policy is deterministic given its inputs (the work draw happens in the model with the model's
-seeded generator), so a run with this policy is reproducible from the seed alone.
+The policy is deterministic given its inputs and the generator the backend derives from the decision
+seed (which the model draws from its own seeded generator), so a run is reproducible from the seed.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def rule_policy(context: Mapping[str, Any] | None, schema: type, rng: np.random.
             income_seen, income_seen_prev, rule, propensity``; plus the quarter's numbers for a
             reflection).
         schema: :class:`EconDecision` or :class:`Reflection`.
-        rng: unused (the rule is deterministic); accepted for the backend contract.
+        rng: the generator of the work draw (``OfflineBackend`` seeds it from the decision seed).
 
     Returns:
         An instance of ``schema``.
@@ -86,12 +87,14 @@ def rule_policy(context: Mapping[str, Any] | None, schema: type, rng: np.random.
         return Reflection(text=reflection_text(ctx))
     rate = float(ctx["interest_rate"])
     wealth = float(ctx["wealth"])
-    work = work_propensity(float(ctx["skill"]), wealth, rate)
+    # the original draws the binary labour action inside the policy: l = 1[U < p] (U from the seeded rng)
+    p = work_propensity(float(ctx["skill"]), wealth, rate)
+    gen = rng if rng is not None else np.random.default_rng(0)
+    work = float(gen.uniform() < p)
     cons = consumption_rule(int(ctx["rule"]), price=float(ctx["price"]), wealth=wealth,
                             income=float(ctx["income_seen"]), income_prev=float(ctx["income_seen_prev"]), rate=rate)
     infl = math.log(float(ctx["price"]) / float(ctx["price_prev"]))
     inv = investment_rule(float(ctx["propensity"]), cons, rate=rate, inflation=infl)
-    # work is a probability; EconDecision rounds it to the grid like an LLM answer would be
     return EconDecision(work=work, consumption=cons, investment=inv)
 
 
