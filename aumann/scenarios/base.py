@@ -244,12 +244,13 @@ class Scenario:
         f, f_orig = self.indicators(config)
         return Surrogate(f_orig, f, name=getattr(f, "name", self.name))
 
-    def gap_report(self, config: ScenarioConfig, panel: Any, *, ranks: bool = False, **attribute_kwargs: Any) -> Any:
+    def gap_report(self, config: ScenarioConfig, panel: Any, *, ranks: bool = False, k: int | None = None,
+                   **attribute_kwargs: Any) -> Any:
         """Smoothing-gap report of the scenario's surrogate on a recorded panel
         (:func:`aumann.simulators.smoothing.gap_report`; ``ranks=True`` also compares attributions)."""
         from aumann.simulators.smoothing import gap_report
 
-        return gap_report(self.surrogate(config), panel, ranks=ranks, attribute_kwargs=attribute_kwargs or None)
+        return gap_report(self.surrogate(config), panel, ranks=ranks, k=k, attribute_kwargs=attribute_kwargs or None)
 
 
 def target_step(f_values: np.ndarray) -> int:

@@ -43,7 +43,7 @@ class SocialLLMConfig(ScenarioConfig):
     runs: int = Field(10, ge=1)
     seed: int = 57
     network: Literal["ba", "mixed"] = "ba"
-    ba_m: int = Field(2, ge=1)
+    ba_m: int = Field(4, ge=1)
     init_low: float = -0.5
     init_high: float = 0.5
     post0: float = 0.5

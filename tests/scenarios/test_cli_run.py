@@ -1,0 +1,60 @@
+"""``aumann run``: a tiny config end to end through the command, then a resume."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from aumann.cli import run as run_cmd
+from aumann.errors import ConfigError
+
+TINY = """
+agents = 6
+steps = 4
+runs = 2
+seed = 3
+[study]
+permutations = 20
+random_orderings = 2
+path_orders = 2
+quadrature_steps = 8
+"""
+
+
+def _invoke(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+def test_run_writes_the_run_directory_and_resumes(tmp_path, capsys):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    assert _invoke("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots") == 0
+    for name in ("faithfulness.csv", "faithfulness.md", "path_ablation.md", "f_sensitivity.csv",
+                 "baseline_ablation.csv", "report.md", "manifest.json", "runs/run-001.json"):
+        assert (out / name).is_file(), name
+    assert (out / "panels" / "run-000.npz").is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["agents"] == 6 and manifest["seeds"]["root"] == 3
+    assert manifest["computed_runs"] == 2
+    capsys.readouterr()
+    assert _invoke("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--runs", "2") == 0
+    err = capsys.readouterr().err
+    assert "resuming" in err and "0 run(s) computed, 2 resumed" in err.replace("\n", " ")
+
+
+def test_openai_backend_needs_a_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("AUMANN_LLM_MODEL", raising=False)
+    with pytest.raises(ConfigError, match="model"):
+        _invoke("social-llm", "--backend", "openai", "--out", str(tmp_path), "--runs", "1")
+
+
+def test_run_is_registered_as_a_command():
+    import aumann.cli as cli
+
+    assert "aumann.cli.run" in cli._COMMAND_MODULES
