@@ -18,7 +18,7 @@ from aumann.simulators.errors import (
 )
 from aumann.simulators.executors import LocalExecutor, RayExecutor, RunSpec, seeded_specs
 from aumann.simulators.recorder import ArrayRecorder, FeatureRecorder, Recording
-from aumann.simulators.runner import ForkResult, checkpoint, for_agents, fork, simulate
+from aumann.simulators.runner import ForAgents, ForkResult, checkpoint, for_agents, fork, fork_many, simulate
 
 __all__ = [
     "ArrayRecorder",
@@ -26,6 +26,7 @@ __all__ = [
     "ExecutorError",
     "FeatureRecorder",
     "FeatureValueError",
+    "ForAgents",
     "ForkResult",
     "LocalExecutor",
     "RayExecutor",
@@ -36,6 +37,7 @@ __all__ = [
     "checkpoint",
     "for_agents",
     "fork",
+    "fork_many",
     "seeded_specs",
     "simulate",
 ]

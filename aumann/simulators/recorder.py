@@ -147,6 +147,7 @@ class Recording:
         self.captured = 0
         self._context = _ContextBuffer(context, steps)
         self._step_labels: list[Any] = []
+        self.features: tuple[str, ...] = tuple(getattr(recorder, "features", ()))
         self._panel: Any = None
         self._closed = False
 
@@ -185,7 +186,7 @@ class Recording:
         if alive is not None and alive.all():
             alive = None
         self._panel = Panel(
-            values, features=self.recorder.features, agent_ids=ids, steps=self._steps_axis(),
+            values, features=self.features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=self._context.result(self.captured),
             meta={"recorder": type(self.recorder).__name__},
         )
@@ -358,7 +359,9 @@ class FeatureRecorder(_RecorderBase):
                 ) from None
             raise FeatureValueError(f"feature {name!r} raised AttributeError at capture {t}: {exc}") from exc
         col = _as_float_column(name, raw, len(agents), t)
-        if not math.isfinite(float(col.sum())) or not np.isfinite(col).all():
+        with np.errstate(over="ignore"):
+            total = float(col.sum())
+        if not math.isfinite(total):  # fast path; the full check names the culprit
             _check_finite(name, col, [getattr(a, "unique_id", None) for a in agents], t)
         return col
 
@@ -416,7 +419,7 @@ class ArrayRecorder(_RecorderBase):
             raise FeatureValueError(f"ArrayRecorder needs a callable fn(model) -> mapping; got {fn!r}")
         self.fn = fn
         self._given_features = None if features is None else tuple(str(f) for f in features)
-        self.features = self._given_features or ()
+        self.features = self._given_features or ()  # the features of a recording live on the Recording
         self.alive_fn = alive
         self.agent_ids = agent_ids
 
@@ -444,7 +447,7 @@ class ArrayRecorder(_RecorderBase):
                 raise UnknownAttributeError(
                     f"features {missing} not returned by the array function; it returned {list(cols)}"
                 )
-            self.features = feats
+            rec.features = feats
             first = np.asarray(cols[feats[0]])
             if first.ndim != 1:
                 raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
@@ -460,7 +463,7 @@ class ArrayRecorder(_RecorderBase):
             if mask.shape != (n,):
                 raise FeatureValueError(f"alive mask has shape {mask.shape}; expected ({n},)")
             rec._alive[t] = mask
-        for d, name in enumerate(self.features):
+        for d, name in enumerate(rec.features):
             if name not in cols:
                 raise UnknownAttributeError(
                     f"feature {name!r} missing from the array function's output at capture {t}; "

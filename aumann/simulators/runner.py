@@ -15,7 +15,9 @@ backends and caches are shared (not copied) by ``deepcopy``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import itertools
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,13 +93,38 @@ def checkpoint(model: Any) -> Any:
             or holds open files/sockets); the message names the cause.
     """
     try:
-        return copy.deepcopy(model)
+        branch = copy.deepcopy(model)
     except Exception as exc:  # deepcopy failures surface as many types
         raise CheckpointError(
             f"cannot checkpoint {type(model).__name__} with copy.deepcopy: {type(exc).__name__}: {exc}. "
             f"Models using mesa.experimental signals/observables or holding open resources cannot be "
             f"forked; keep such state outside the model or implement __deepcopy__."
         ) from exc
+    _continue_id_counters(model, branch)
+    return branch
+
+
+_COUNT = re.compile(r"count\((-?\d+)\)")
+
+
+def _continue_id_counters(model: Any, branch: Any) -> None:
+    """Give the copy the original's next ``unique_id``.
+
+    Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
+    which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
+    collide with living agents. The copy continues where the original is, so agents created after
+    the fork get the same ids in the factual and the counterfactual branch.
+    """
+    seen: set[int] = set()
+    for agent in getattr(model, "agents", ()):
+        ids = getattr(type(agent), "_ids", None)
+        if not isinstance(ids, MutableMapping) or id(ids) in seen:
+            continue
+        seen.add(id(ids))
+        counter = ids.get(model) if model in ids else None
+        m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
+        if m is not None:
+            ids[branch] = itertools.count(int(m.group(1)))
 
 
 @dataclass(frozen=True)
@@ -149,30 +176,84 @@ def fork(
     return ForkResult(rec.panel(), branch)
 
 
-def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> Intervention:
-    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+@dataclass(frozen=True)
+class ForAgents:
+    """An intervention calling ``action(agent)`` on the agents whose ``unique_id`` is in ``ids``.
 
-    Example:
-        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
-        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    Picklable when ``action`` is (a top-level function or ``functools.partial``), so it can be
+    shipped to process-pool or Ray workers by :func:`fork_many`.
 
     Raises (when applied):
         UnknownAgentError: an id with no live agent in the model.
     """
-    wanted = list(ids)
 
-    def _intervene(model: Any) -> None:
+    ids: tuple[Hashable, ...]
+    action: Callable[[Any], None]
+
+    def __call__(self, model: Any) -> None:
         by_id = {a.unique_id: a for a in model.agents}
-        missing = [i for i in wanted if i not in by_id]
+        missing = [i for i in self.ids if i not in by_id]
         if missing:
             raise UnknownAgentError(
                 f"intervention names {len(missing)} agent id(s) not in the model, e.g. {missing[:5]}; "
                 f"the model has {len(by_id)} agents with ids {sorted(by_id)[:10]}..."
             )
-        for i in wanted:
-            action(by_id[i])
-
-    return _intervene
+        for i in self.ids:
+            self.action(by_id[i])
 
 
-__all__ = ["ForkResult", "checkpoint", "for_agents", "fork", "simulate"]
+def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAgents:
+    """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+
+    Example:
+        >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
+        >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
+    """
+    return ForAgents(tuple(ids), action)
+
+
+def _fork_task(spec: tuple) -> ForkResult:
+    model, intervention, steps, recorder, context, repeat, keep_model = spec
+    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat)
+    return res if keep_model else ForkResult(res.panel, None)
+
+
+def fork_many(
+    model: Any,
+    interventions: Mapping[str, Intervention | None],
+    *,
+    steps: int,
+    recorder: Any,
+    executor: Any = None,
+    context: Mapping[str, ContextFn] | None = None,
+    repeat: bool = False,
+    keep_models: bool = False,
+) -> dict[str, ForkResult]:
+    """Fork ``model`` once per named intervention and run the branches through an executor.
+
+    Every branch starts from the same checkpoint (same ``rng`` state: common random numbers), so
+    differences between branches come from the interventions alone. Include ``None`` for the
+    factual continuation.
+
+    Args:
+        model: the model at the fork point (left untouched).
+        interventions: name → ``g(model)`` or ``None``.
+        steps, recorder, context, repeat: as in :func:`fork`.
+        executor: anything with ``.map(fn, specs)`` (default: serial ``LocalExecutor(0)``). Process
+            pools need picklable models, recorders and interventions (top-level functions,
+            :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
+        keep_models: also return each branch's final model (costly to ship back from workers).
+
+    Returns:
+        name → ForkResult (``model`` is ``None`` unless ``keep_models``).
+    """
+    from aumann.simulators.executors import LocalExecutor
+
+    steps = _check_steps(steps)
+    names = list(interventions)
+    executor = executor or LocalExecutor(max_workers=0)
+    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models) for n in names]
+    return dict(zip(names, executor.map(_fork_task, specs), strict=True))
+
+
+__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "simulate"]

@@ -72,16 +72,23 @@ class LoopbackServer:
     def __init__(self, reply: Callable[[dict], str], delay: float = 0.0) -> None:
         outer = self
         self.reply, self.delay, self.calls = reply, delay, 0
+        self.in_flight = self.max_in_flight = 0
+        lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
 
             def do_POST(self):
-                outer.calls += 1
+                with lock:
+                    outer.calls += 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if outer.delay:
                     time.sleep(outer.delay)
+                with lock:
+                    outer.in_flight -= 1
                 data = json.dumps(completion(outer.reply(body))).encode()
                 try:
                     self.send_response(200)

@@ -95,3 +95,17 @@ def fork_spec_run(spec):
     model = BoltzmannWealth(n=6, seed=seed)
     panel = simulate(model, steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
     return panel.values, float(spec.rng().normal())
+
+
+def give_ten(agent) -> None:
+    """A picklable intervention action."""
+    agent.wealth += 10
+
+
+def wealth_run(spec):
+    """A light seeded run (no Panel, so workers need not import torch): final wealth by agent id."""
+    seed = int(spec.seed.generate_state(1)[0])
+    model = BoltzmannWealth(n=6, seed=seed)
+    for _ in range(5):
+        model.step()
+    return [a.wealth for a in sorted(model.agents, key=lambda a: a.unique_id)], float(spec.rng().normal())

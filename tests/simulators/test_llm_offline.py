@@ -77,3 +77,18 @@ def test_parse_json_object(text, expected):
 def test_parse_json_object_rejects(text):
     with pytest.raises(ValueError):
         parse_json_object(text)
+
+
+def test_request_seed_is_stable_and_distinct():
+    from aumann.simulators.llm import request_seed
+
+    seeds = {request_seed(7, agent, step) for agent in range(20) for step in range(20)}
+    assert len(seeds) == 400 and all(0 <= s < 2**31 for s in seeds)
+    assert request_seed(7, 3, 10) == request_seed(7, 3, 10) != request_seed(8, 3, 10)
+
+
+def test_usage_reset_returns_the_counts():
+    b = OfflineBackend(noisy_policy)
+    b.decide(MSGS, Post, context={"p": 0.1})
+    before = b.usage.reset()
+    assert before["calls"] == 1 and b.usage.calls == 0 and b.usage.decisions == 0

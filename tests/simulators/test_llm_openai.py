@@ -53,6 +53,7 @@ def test_success_returns_a_validated_instance_and_counts_tokens():
     assert body["response_format"] == {"type": "json_object"}
     u = b.usage
     assert (u.calls, u.prompt_tokens, u.completion_tokens, u.failures, u.decisions) == (1, 11, 7, 0, 1)
+    assert u.as_dict()["total_tokens"] == 18 and u.as_dict()["cache_hits"] == 0
 
 
 @pytest.mark.parametrize("reply", ['```json\n{"work": 0.6, "consumption": 0.3}\n```',
@@ -89,12 +90,15 @@ def test_out_of_range_falls_back_to_the_offline_policy_when_given():
     assert (b.usage.failures, b.usage.fallbacks, b.usage.decisions) == (2, 1, 1)
 
 
-def test_429_then_success_backs_off_exponentially():
+def test_429_then_success_backs_off_exponentially(caplog):
+    caplog.set_level(logging.DEBUG)
     waits = []
     script = Script(429, 429, GOOD)
     b = OpenAIBackend(model="m", client=client_for(script), max_retries=3, backoff=0.1, sleep=waits.append)
     assert b.decide(MSGS, Work).consumption == 0.3
     assert waits == [0.1, 0.2] and (b.usage.calls, b.usage.failures, b.usage.retries) == (3, 2, 2)
+    assert "rate limited (HTTP 429)" in caplog.text  # retries are logged ...
+    assert SECRET not in caplog.text and SECRET[:8] not in caplog.text  # ... without the key
 
 
 def test_persistent_5xx_raises_unavailable_after_retries():
@@ -265,3 +269,13 @@ def test_backends_are_shared_not_copied_by_deepcopy():
 
     b = backend(Script(GOOD), cache=ResponseCache(":memory:"))
     assert copy.deepcopy(b) is b and copy.deepcopy(b.cache) is b.cache
+
+
+def test_concurrency_limit_holds_across_caller_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with LoopbackServer(lambda body: GOOD, delay=0.15) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, concurrency=2)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(lambda s: b.decide(MSGS, Work, seed=s), range(6)))
+    assert srv.calls == 6 and 1 <= srv.max_in_flight <= 2  # never more than `concurrency` in flight

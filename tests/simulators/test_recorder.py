@@ -170,3 +170,14 @@ def test_array_path_bad_input():
         simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth[: 5 - m.steps + 1]}))
     with pytest.raises(FeatureValueError, match="non-finite"):
         simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth * np.inf}))
+
+
+def test_progress_bar_runs_and_records_the_same():
+    a = simulate(BoltzmannWealth(4, seed=9), steps=3, recorder=FeatureRecorder({"w": "wealth"}), progress=True)
+    b = simulate(BoltzmannWealth(4, seed=9), steps=3, recorder=FeatureRecorder({"w": "wealth"}))
+    assert a.equals(b)
+
+
+def test_huge_finite_values_are_not_mistaken_for_inf():
+    panel = simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"big": lambda a: 1e308}))
+    assert np.all(panel.values == 1e308)

@@ -25,6 +25,7 @@ from aumann.simulators.llm.base import (
     PolicyError,
     Usage,
     parse_json_object,
+    request_seed,
 )
 from aumann.simulators.llm.cache import CachedResponse, ResponseCache
 from aumann.simulators.llm.offline import OfflineBackend
@@ -59,4 +60,5 @@ __all__ = [
     "ResponseCache",
     "Usage",
     "parse_json_object",
+    "request_seed",
 ]

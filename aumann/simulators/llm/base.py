@@ -24,7 +24,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -124,8 +124,17 @@ class Usage:
             for k, v in counts.items():
                 setattr(self, k, getattr(self, k) + v)
 
+    def reset(self) -> dict[str, int]:
+        """Zero every counter (e.g. between runs); returns the counts before the reset."""
+        with self._lock:
+            before = self.as_dict()
+            for k in before:
+                if k != "total_tokens":
+                    setattr(self, k, 0)
+        return before
+
     def as_dict(self) -> dict[str, int]:
-        d = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         d["total_tokens"] = self.total_tokens
         return d
 
@@ -166,6 +175,19 @@ def canonical_json(obj: Any) -> str:
 def stable_hash(obj: Any) -> str:
     """sha256 hex digest of :func:`canonical_json` -- stable across processes and runs."""
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def request_seed(root_seed: int, *keys: Any) -> int:
+    """A stable 31-bit request seed for one decision, e.g. ``request_seed(run_seed, agent_id, step)``.
+
+    Derived by hashing, so it is the same in every process and independent of call order; pass it
+    as ``decide(..., seed=...)`` so that offline policies and servers see a per-decision seed.
+
+    Example:
+        >>> request_seed(7, 3, 10) == request_seed(7, 3, 10) != request_seed(7, 4, 10)
+        True
+    """
+    return int(stable_hash({"root": root_seed, "keys": list(keys)})[:8], 16) & 0x7FFFFFFF
 
 
 def check_messages(messages: Any) -> Messages:
@@ -235,5 +257,6 @@ __all__ = [
     "canonical_json",
     "check_messages",
     "parse_json_object",
+    "request_seed",
     "stable_hash",
 ]
