@@ -155,10 +155,14 @@ def test_rule_policy_draws_binary_work_with_the_propensity():
     from aumann.scenarios.econagent.prompts import EconDecision
 
     ctx = {"skill": 100.0, "wealth": 168_000.0, "interest_rate": 0.03, "price": 100.0, "price_prev": 100.0,
-           "income_seen": 16_800.0, "income_seen_prev": 16_800.0, "rule": 0, "propensity": 0.5}
+           "income_seen": 16_800.0, "rule": 1, "propensity": 0.5}
     p = (0.1 / 1.03) ** 0.1
     works = [rule_policy(ctx, EconDecision, np.random.default_rng(s)).work for s in range(4000)]
     assert set(works) == {0.0, 1.0}
     assert abs(np.mean(works) - p) < 4 * np.sqrt(p * (1 - p) / 4000)
     a = rule_policy(ctx, EconDecision, np.random.default_rng(5))
     assert a == rule_policy(ctx, EconDecision, np.random.default_rng(5))
+    # buffer-stock rule with I = l·168s: an idle month (l = 0) plans no consumption, as in the original
+    for s in range(20):
+        d = rule_policy(ctx, EconDecision, np.random.default_rng(s))
+        assert (d.consumption == 0.0) == (d.work == 0.0)

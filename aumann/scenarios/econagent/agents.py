@@ -70,7 +70,6 @@ class Household(mesa.Agent):
         self.tax_paid = 0.0
         self.redistribution = 0.0
         self.income_seen = 0.0
-        self.income_seen_prev = 0.0
         self.requested = 0.0
         self.shortage = False
         self.invested_sum = 0.0  # Σ of this year's monthly investment rates (annual interest uses the mean)
@@ -110,8 +109,7 @@ class Household(mesa.Agent):
             "price_change": "up" if price > price_prev else ("down" if price < price_prev else ""),
             "wealth": self.wealth, "interest_rate": m.interest_rate, "investment_last": self.investment_rate,
             # rule-policy inputs (the original's policy reads the stale income field)
-            "skill": self.skill, "income_seen": self.income_seen, "income_seen_prev": self.income_seen_prev,
-            "rule": self.rule, "propensity": self.propensity,
+            "skill": self.skill, "income_seen": self.income_seen, "rule": self.rule, "propensity": self.propensity,
         }
 
     def decide(self, step: int, seed: int) -> EconDecision:

@@ -198,7 +198,6 @@ class EconModel(mesa.Model):
         # 2. labour --------------------------------------------------------------------
         for j in self.rng.permutation(n):
             a = hh[j]
-            a.income_seen_prev = a.income_seen
             a.skill_last = a.skill
             if works[j]:
                 a.income = HOURS * a.skill

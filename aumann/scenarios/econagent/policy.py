@@ -1,7 +1,8 @@
 """The original's rule-based household policy (``--policy_model complex``): EconAgent's offline default.
 
-With β = 0.1, γ = 0.1, h = 1, wealth W, interest rate r, price P, and the income fields the original
-policy reads (I = this month's ``income`` field, I₋ = last month's; see below):
+With β = 0.1, γ = 0.1, h = 1, wealth W, interest rate r, last month's price P, skill s, and the
+incomes the original policy uses (I = l·168s this month's income given the labour draw l, and
+I₋ = the household's ``income`` field, which the original leaves stale; see below):
 
 * work: ℓ = 1[U < p], p = min(1, (s·168 / (W(1 + r) + 1e-8))^γ), drawn here from the backend's
   seeded generator as in the original (so the returned ``work`` is 0 or 1, not a grid-rounded p);
@@ -17,9 +18,9 @@ policy reads (I = this month's ``income`` field, I₋ = last month's; see below)
   inflation: a household invests a share of what it does not plan to spend, more when the real
   rate r − 12 π_m is high.
 
-The income fields: the original never resets ``income`` on months without work, and its policy reads
-that stale value. Our model resets the recorded income to 0 (README, "Deviations") but keeps the
-original's stale value as ``income_seen`` for this policy, so the rule behaves exactly as before.
+The income field: the original never resets ``income`` on months without work, and its policy reads
+that stale value as I₋. Our model resets the recorded income to 0 (README, "Deviations") but keeps
+the original's stale value as ``income_seen`` for this policy, so the rule behaves as before.
 
 The policy is deterministic given its inputs and the generator the backend derives from the decision
 seed (which the model draws from its own seeded generator), so a run is reproducible from the seed.
@@ -74,8 +75,7 @@ def rule_policy(context: Mapping[str, Any] | None, schema: type, rng: np.random.
 
     Args:
         context: the household's observation (``skill, wealth, interest_rate, price, price_prev,
-            income_seen, income_seen_prev, rule, propensity``; plus the quarter's numbers for a
-            reflection).
+            income_seen, rule, propensity``; plus the quarter's numbers for a reflection).
         schema: :class:`EconDecision` or :class:`Reflection`.
         rng: the generator of the work draw (``OfflineBackend`` seeds it from the decision seed).
 
@@ -91,8 +91,11 @@ def rule_policy(context: Mapping[str, Any] | None, schema: type, rng: np.random.
     p = work_propensity(float(ctx["skill"]), wealth, rate)
     gen = rng if rng is not None else np.random.default_rng(0)
     work = float(gen.uniform() < p)
-    cons = consumption_rule(int(ctx["rule"]), price=float(ctx["price"]), wealth=wealth,
-                            income=float(ctx["income_seen"]), income_prev=float(ctx["income_seen_prev"]), rate=rate)
+    # the original feeds the consumption rule this month's prospective income l·168s as I and the
+    # (stale) income field as I₋
+    income = work * 168.0 * float(ctx["skill"])
+    cons = consumption_rule(int(ctx["rule"]), price=float(ctx["price"]), wealth=wealth, income=income,
+                            income_prev=float(ctx["income_seen"]), rate=rate)
     infl = math.log(float(ctx["price"]) / float(ctx["price_prev"]))
     inv = investment_rule(float(ctx["propensity"]), cons, rate=rate, inflation=infl)
     return EconDecision(work=work, consumption=cons, investment=inv)
