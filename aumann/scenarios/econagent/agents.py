@@ -146,6 +146,7 @@ class Household(mesa.Agent):
             self.model.llm_errors += 1
         self.reflection = [{"role": "user", "content": messages[-1]["content"]},
                            {"role": "assistant", "content": text}]
+        self.dialog4ref.extend(self.reflection)  # as in the original, later reflections see this one
         self.months_worked_quarter = 0
         self.price_quarter_start = self.model.price
 
