@@ -115,3 +115,14 @@ def test_schema_is_the_json_contract():
     assert set(schema["required"]) == {"work", "consumption", "investment"}
     for key in ("work", "consumption", "investment"):
         assert schema["properties"][key]["minimum"] == 0 and schema["properties"][key]["maximum"] == 1
+
+
+def test_second_reflection_sees_the_first():
+    server = _Server()
+    model = EconModel(2, backend=_backend(server), rng=4)
+    for _ in range(6):
+        model.step()
+    refl = [b["messages"] for b in server.bodies if b["messages"][-1]["content"].startswith("Given the previous")]
+    assert len(refl) == 4  # after months 3 and 6, two households each
+    assert len(refl[2]) == 8  # dialog4ref (maxlen 7) + the request
+    assert any(m["content"] == "Prices fell; I keep working." for m in refl[2])
