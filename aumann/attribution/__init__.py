@@ -3,7 +3,7 @@
 >>> from aumann.attribution import Panel, attribute, indicators, AumannShapley
 """
 
-from aumann.attribution import indicators
+from aumann.attribution import indicators, metrics
 from aumann.attribution.engine import attribute
 from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
 from aumann.attribution.indicators import Indicator, PooledForm
@@ -38,6 +38,7 @@ __all__ = [
     "SampledShapley",
     "attribute",
     "indicators",
+    "metrics",
     "quadrature",
     "resolve_baseline",
 ]

@@ -136,8 +136,10 @@ class GameKernel:
 
 
 def _to_player_order(perms: np.ndarray, marg_pos: np.ndarray) -> np.ndarray:
+    c, n = perms.shape
     out = np.empty_like(marg_pos)
-    np.put_along_axis(out, perms, marg_pos, axis=1)
+    flat = perms + (np.arange(c, dtype=perms.dtype) * n)[:, None] if c > 1 else perms
+    out.reshape(-1)[flat.reshape(-1)] = marg_pos.reshape(-1)  # rows are permutations: one scatter
     return out
 
 
@@ -214,6 +216,7 @@ class AdditiveKernel(GameKernel):
         self.b = np.ascontiguousarray(self.b, dtype=np.float64)
         self.n, self.p = self.a.shape
         self.delta = self.a - self.b
+        self.delta_t = np.ascontiguousarray(self.delta.T)  # (P, N)
         self.sum_b = self.b.sum(axis=0)
         self.sum_a = self.sum_b + self.delta.sum(axis=0)
 
@@ -229,22 +232,28 @@ class AdditiveKernel(GameKernel):
     def prefix_marginals(self, perms, reverse):
         v0 = float(self._rho(self.sum_b[None])[0])
         vN = float(self._rho(self.sum_a[None])[0])
-        g = self.delta[perms]  # (c, N, P)
-        np.cumsum(g, axis=1, out=g)
-        g += self.sum_b  # g[:, k] = sums of the coalition π[:k+1]
-        vals = self._rho(g)  # (c, N)
+        # (P, c, N) layout: the gather and the cumulative sum run over contiguous agent rows
+        g = np.take(self.delta_t, perms, axis=1)
+        g[:, :, 0] += self.sum_b[:, None]
+        np.cumsum(g, axis=2, out=g)  # g[:, p, k] = sums of the coalition π_p[:k+1]
+        vals = self._rho_t(g)  # (c, N)
         marg = np.empty_like(vals)
         marg[:, 0] = vals[:, 0] - v0
         np.subtract(vals[:, 1:], vals[:, :-1], out=marg[:, 1:])
         out_f = _to_player_order(perms, marg)
         if not reverse:
             return out_f, None
-        # suffix π[k+1:] has sums Σ_a + Σ_b − g[:, k]; π[k] joins it, reaching π[k:]
-        np.subtract(self.sum_a + self.sum_b, g, out=g)
-        u = self._rho(g)  # u[:, k] = v(π[k+1:])
+        # the suffix π[k+1:] has sums Σ_a + Σ_b − g[:, k]; π[k] joins it, reaching π[k:]
+        np.subtract((self.sum_a + self.sum_b)[:, None, None], g, out=g)
+        u = self._rho_t(g)  # u[:, k] = v(π[k+1:])
         marg[:, 0] = vN - u[:, 0]
         np.subtract(u[:, :-1], u[:, 1:], out=marg[:, 1:])
         return out_f, _to_player_order(perms, marg)
+
+    def _rho_t(self, g: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            out = self.rho(torch.from_numpy(g).permute(1, 2, 0))
+        return out.detach().to(torch.float64).numpy()
 
     def flip_marginals(self, masks):
         m = masks.astype(np.float64)
@@ -266,7 +275,7 @@ class QuadraticKernel(GameKernel):
     s: np.ndarray
     s0: np.ndarray
     C: np.ndarray
-    block: int = 512
+    block: int = 64  # small blocks keep the b×b triangle in cache
     kind: str = "quadratic"
 
     def __post_init__(self) -> None:

@@ -79,6 +79,9 @@ class CoalitionMethod(AttributionMethod):
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
         """Attribute every step of ``problem`` (called by :func:`aumann.attribution.attribute`)."""
         t0 = time.perf_counter()
+        if problem.per_feature:
+            raise MethodError(f"{type(self).__name__} attributes to agents (coalitions of agents), not to features; "
+                              "per_feature=True is available with AumannShapley()")
         T, N, _ = problem.shape
         gens = spawn(rng, T)
         phi = np.empty((T, N))

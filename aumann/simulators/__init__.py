@@ -18,7 +18,16 @@ from aumann.simulators.errors import (
 )
 from aumann.simulators.executors import LocalExecutor, RayExecutor, RunSpec, seeded_specs
 from aumann.simulators.recorder import ArrayRecorder, FeatureRecorder, Recording
-from aumann.simulators.runner import ForAgents, ForkResult, checkpoint, for_agents, fork, fork_many, simulate
+from aumann.simulators.runner import (
+    ForAgents,
+    ForkResult,
+    checkpoint,
+    for_agents,
+    fork,
+    fork_many,
+    indicator_values,
+    simulate,
+)
 
 __all__ = [
     "ArrayRecorder",
@@ -38,6 +47,7 @@ __all__ = [
     "for_agents",
     "fork",
     "fork_many",
+    "indicator_values",
     "seeded_specs",
     "simulate",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 
 from aumann.errors import UnknownAgentError
 from aumann.simulators.errors import CheckpointError, SimulationError
-from aumann.simulators.recorder import ContextFn, _check_steps
+from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
 Intervention = Callable[[Any], None]
@@ -37,6 +37,7 @@ def simulate(
     observers: Sequence[Observer] = (),
     progress: bool = False,
     context: Mapping[str, ContextFn] | None = None,
+    initial: bool = False,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
@@ -48,6 +49,8 @@ def simulate(
         progress: show a Rich progress bar.
         context: mapping name → ``fn(model)`` (number or array), recorded per step into
             ``Panel.context`` (world state such as prices; never attributed).
+        initial: also capture the state before the first step, as the panel's first row (the
+            panel then has T + 1 steps; useful for a "pre-event" baseline).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -71,7 +74,9 @@ def simulate(
         task = bar.add_task(f"simulate {type(model).__name__}", total=steps)
         bar.start()
     try:
-        with recorder.recording(model, steps=steps, context=context) as rec:
+        with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
+            if initial:
+                rec.capture(model)
             for t in range(steps):
                 model.step()
                 rec.capture(model)
@@ -129,10 +134,30 @@ def _continue_id_counters(model: Any, branch: Any) -> None:
 
 @dataclass(frozen=True)
 class ForkResult:
-    """What a fork returns: the recorded panel of the continuation and the final model."""
+    """What a fork returns: the recorded panel of the continuation, the final model, and the
+    indicator per step (``f_values`` (T,), when an indicator was given)."""
 
     panel: Any
     model: Any
+    f_values: Any = None
+
+
+def indicator_values(f: Callable[..., Any], panel: Any):
+    """f evaluated on every step of ``panel`` (absent rows at 0.0; context passed when present).
+
+    Returns a float64 numpy array of shape (T,).
+    """
+    import numpy as np
+    import torch
+
+    z = torch.as_tensor(panel.values)
+    ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+    with torch.no_grad():
+        out = f(z, ctx) if ctx else f(z)
+    arr = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
+    if arr.shape != (panel.T,):
+        raise SimulationError(f"indicator returned shape {arr.shape}; expected one value per step ({panel.T},)")
+    return arr
 
 
 def fork(
@@ -143,6 +168,7 @@ def fork(
     recorder: Any,
     context: Mapping[str, ContextFn] | None = None,
     repeat: bool = False,
+    indicator: Callable[..., Any] | None = None,
 ) -> ForkResult:
     """Branch a run: copy ``model``, apply ``intervention``, step ``steps`` times recording.
 
@@ -155,25 +181,29 @@ def fork(
         recorder: recorder for the continuation.
         context: per-step world state to record, as in :func:`simulate`.
         repeat: apply the intervention before every step instead of once.
+        indicator: a batched torch indicator ``f(z[..., N, D])`` (an engine ``Indicator`` or any
+            callable) evaluated on each recorded step into ``ForkResult.f_values``.
 
     Returns:
-        ForkResult(panel, model) -- the model is the forked copy after its last step.
+        ForkResult(panel, model, f_values) -- the model is the forked copy after its last step.
     """
     steps = _check_steps(steps)
-    branch = checkpoint(model)
-    if intervention is None:
-        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
-    if not callable(intervention):
+    if intervention is not None and not callable(intervention):
         raise SimulationError(f"intervention must be a callable g(model); got {intervention!r}")
-    if not repeat:
-        intervention(branch)
-        return ForkResult(simulate(branch, steps, recorder, context=context), branch)
-    with recorder.recording(branch, steps=steps, context=context) as rec:
-        for _ in range(steps):
+    branch = checkpoint(model)
+    if intervention is None or not repeat:
+        if intervention is not None:
             intervention(branch)
-            branch.step()
-            rec.capture(branch)
-    return ForkResult(rec.panel(), branch)
+        panel = simulate(branch, steps, recorder, context=context)
+    else:
+        with recorder.recording(branch, steps=steps, context=context) as rec:
+            for _ in range(steps):
+                intervention(branch)
+                branch.step()
+                rec.capture(branch)
+        panel = rec.panel()
+    f_values = None if indicator is None else indicator_values(indicator, panel)
+    return ForkResult(panel, branch, f_values)
 
 
 @dataclass(frozen=True)
@@ -213,9 +243,10 @@ def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAge
 
 
 def _fork_task(spec: tuple) -> ForkResult:
-    model, intervention, steps, recorder, context, repeat, keep_model = spec
-    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat)
-    return res if keep_model else ForkResult(res.panel, None)
+    model, intervention, steps, recorder, context, repeat, keep_model, indicator = spec
+    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
+               indicator=indicator)
+    return res if keep_model else ForkResult(res.panel, None, res.f_values)
 
 
 def fork_many(
@@ -228,6 +259,7 @@ def fork_many(
     context: Mapping[str, ContextFn] | None = None,
     repeat: bool = False,
     keep_models: bool = False,
+    indicator: Callable[..., Any] | None = None,
 ) -> dict[str, ForkResult]:
     """Fork ``model`` once per named intervention and run the branches through an executor.
 
@@ -243,6 +275,7 @@ def fork_many(
             pools need picklable models, recorders and interventions (top-level functions,
             :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
         keep_models: also return each branch's final model (costly to ship back from workers).
+        indicator: evaluated per step of each branch into ``ForkResult.f_values``.
 
     Returns:
         name → ForkResult (``model`` is ``None`` unless ``keep_models``).
@@ -252,8 +285,8 @@ def fork_many(
     steps = _check_steps(steps)
     names = list(interventions)
     executor = executor or LocalExecutor(max_workers=0)
-    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models) for n in names]
+    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models, indicator) for n in names]
     return dict(zip(names, executor.map(_fork_task, specs), strict=True))
 
 
-__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "simulate"]
+__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "indicator_values", "simulate"]

@@ -75,6 +75,9 @@ def test_counterfactual_fork_changes_the_indicator_and_its_attribution():
     phi_f, phi_c = attribute(f, factual), attribute(f, levelled)
     assert not np.allclose(phi_f.f_values, phi_c.f_values)
     np.testing.assert_allclose(phi_c.phi.sum(axis=1), phi_c.delta_v, rtol=1e-10)
+    # the fork can report the indicator itself; it matches the engine's f(z_t)
+    direct = fork(model, steps=4, recorder=rec, indicator=f)
+    np.testing.assert_allclose(direct.f_values, phi_f.f_values, rtol=1e-12)
 
 
 def test_gap_report_with_rank_agreement_on_a_recorded_run():

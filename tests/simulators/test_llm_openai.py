@@ -279,3 +279,14 @@ def test_concurrency_limit_holds_across_caller_threads():
         with ThreadPoolExecutor(max_workers=6) as pool:
             list(pool.map(lambda s: b.decide(MSGS, Work, seed=s), range(6)))
     assert srv.calls == 6 and 1 <= srv.max_in_flight <= 2  # never more than `concurrency` in flight
+
+
+def test_retry_after_is_honoured_up_to_the_cap():
+    def limited(after):
+        return lambda r: httpx.Response(429, headers={"retry-after": after}, json={"error": {"message": "slow"}})
+
+    waits = []
+    script = Script(limited("0.5"), limited("3"), GOOD)
+    b = OpenAIBackend(model="m", client=client_for(script), max_retries=2, backoff=0.1, backoff_max=2.0,
+                      sleep=waits.append)
+    assert b.decide(MSGS, Work).work == 0.6 and waits == [0.5, 2.0]  # the server's wait, capped

@@ -181,3 +181,12 @@ def test_progress_bar_runs_and_records_the_same():
 def test_huge_finite_values_are_not_mistaken_for_inf():
     panel = simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"big": lambda a: 1e308}))
     assert np.all(panel.values == 1e308)
+
+
+def test_initial_state_can_be_captured_first():
+    with_initial = simulate(BoltzmannWealth(5, seed=6), steps=3, recorder=FeatureRecorder({"w": "wealth"}),
+                            initial=True)
+    plain = simulate(BoltzmannWealth(5, seed=6), steps=3, recorder=FeatureRecorder({"w": "wealth"}))
+    assert with_initial.T == 4 and list(with_initial.steps) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(with_initial.values[0], np.ones((5, 1)))  # everyone starts with 1
+    np.testing.assert_array_equal(with_initial.values[1:], plain.values)

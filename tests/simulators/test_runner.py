@@ -155,3 +155,6 @@ def test_fork_many_serial_and_process_pool_agree_and_match_single_forks():
         assert serial[name].panel.equals(single) and pooled[name].panel.equals(single)
     assert pooled["factual"].model is None and serial["factual"].model is not None
     assert serial["windfall"].panel.values.sum() == serial["factual"].panel.values.sum() + 4 * 20
+    total = fork_many(model, arms, steps=4, recorder=REC, indicator=lambda z: z[..., 0].sum(-1))
+    np.testing.assert_array_equal(total["windfall"].f_values, serial["windfall"].panel.values.sum(axis=(1, 2)))
+    np.testing.assert_array_equal(total["factual"].f_values, np.full(4, 6.0))  # wealth is conserved

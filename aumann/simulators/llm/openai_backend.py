@@ -11,7 +11,8 @@ The only module that imports ``openai``. Each decision is one chat-completions r
 Failures: 401/403 and 404 raise :class:`LLMAuthenticationError` / :class:`ModelNotFoundError` at
 once (never retried, message names the base URL and model, never the key); other 4xx raise
 :class:`LLMRequestError`. 429, 5xx, connection errors and timeouts are retried, as are malformed or
-schema-invalid replies, with exponential backoff ``backoff · 2^k`` (capped at ``backoff_max``).
+schema-invalid replies, with exponential backoff ``backoff · 2^k`` (or the server's ``Retry-After``
+when longer; capped at ``backoff_max``).
 The SDK's own retries are disabled (``max_retries=0``) so every attempt is counted in
 :attr:`OpenAIBackend.usage`. After ``max_retries`` retries the backend uses ``fallback`` (e.g. an
 :class:`OfflineBackend`) when given, counted in ``usage.fallbacks``, else raises
@@ -74,9 +75,17 @@ class CallEstimate:
 
 
 class _Retryable(Exception):
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, wait: float = 0.0) -> None:
         super().__init__(detail)
         self.kind = kind  # "unavailable" | "malformed"
+        self.wait = wait  # the server's Retry-After, in seconds (0 when absent)
+
+
+def _retry_after(exc: Any) -> float:
+    try:
+        return max(0.0, float(exc.response.headers.get("retry-after", 0)))
+    except (AttributeError, TypeError, ValueError):
+        return 0.0
 
 
 class OpenAIBackend:
@@ -273,7 +282,9 @@ class OpenAIBackend:
                 f"not found (HTTP 404): {self._where()}: {self._redact(exc.message)}{hint}"
             ) from None
         except openai.RateLimitError as exc:
-            raise _Retryable("unavailable", f"rate limited (HTTP 429): {self._redact(exc.message)}") from None
+            raise _Retryable(
+                "unavailable", f"rate limited (HTTP 429): {self._redact(exc.message)}", _retry_after(exc)
+            ) from None
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 408:
                 raise _Retryable(
@@ -341,16 +352,17 @@ class OpenAIBackend:
 
         last = ""
         kind = "unavailable"
+        wait = 0.0
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self.usage.add(retries=1)
-                self.sleep(min(self.backoff * 2 ** (attempt - 1), self.backoff_max))
+                self.sleep(min(max(self.backoff * 2 ** (attempt - 1), wait), self.backoff_max))
             try:
                 text, pt, ct = self._send(body)
                 out = self._validate(text, schema)
             except _Retryable as exc:
                 self.usage.add(failures=1)
-                kind, last = exc.kind, str(exc)
+                kind, last, wait = exc.kind, str(exc), exc.wait
                 logger.warning("LLM attempt %d/%d failed for %s: %s", attempt + 1, self.max_retries + 1,
                                self._where(), last)
                 continue

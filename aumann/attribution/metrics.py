@@ -1,0 +1,267 @@
+"""Agreement and faithfulness metrics for attributions.
+
+Every function accepts :class:`~aumann.attribution.result.Attribution` objects or numpy arrays. Two
+Attributions are aligned by agent id (the second is reordered to the first's ids; a different set
+of ids is a :class:`MetricError` naming the ids that differ). ``step`` picks one step (by position);
+without it, elementwise metrics use the whole (T, N) φ and ranking metrics use Φ_i = Σ_t φ_{i,t}.
+
+Definitions, normalisation and direction (↑ = higher means closer / more faithful):
+
+* ``mae``                mean_i |φ̂_i − φ_i|, in the units of f; unnormalised. ↓
+* ``cosine``             ⟨φ̂, φ⟩ / (‖φ̂‖ ‖φ‖) ∈ [−1, 1]; scale-free. ↑
+* ``efficiency_error``   |Σ_i φ̂_{i,t} − Δv_t| per step, units of f (``relative=True``: / |Δv_t|). ↓
+* ``kendall_tau``        Kendall τ-b ∈ [−1, 1] of φ̂ vs φ; with ``k``, on the reference's top-k agents
+                         (largest φ, or largest |φ| with ``by="abs"``). ↑
+* ``spearman``           Spearman ρ ∈ [−1, 1]. ↑
+* ``topk_jaccard``       |top_k(φ̂) ∩ top_k(φ)| / |top_k(φ̂) ∪ top_k(φ)| ∈ [0, 1]. ↑
+* ``deletion_curve``     delete (put into the baseline state) agents in decreasing order of φ̂ and
+                         record the indicator F(k) after deleting the top k. Normalised drop
+                         D(k) = (F(0) − F(k)) / (F(0) − F(N)) ∈ ℝ (1 = the whole change removed).
+  ``deletion_auc``       the trapezoid area under D against k/N ∈ [0, 1]. ↑ (a faithful attribution
+                         removes the change with the first agents it names)
+  ``drop_at_k``          D(k). ↑
+
+A *deletion oracle* is a callable ``oracle(deleted_ids) -> float`` that puts the given agents into
+their baseline state and returns the indicator; :func:`masking_oracle` builds the baseline-masking one
+for an indicator and a panel (the same game the coalition methods explain); a simulator can supply one
+that re-runs the model with those agents taking a baseline action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aumann.attribution.result import Attribution
+from aumann.errors import ShapeError
+
+
+class MetricError(ShapeError):
+    """Attributions that cannot be compared: different agents, steps or shapes, or a bad parameter."""
+
+
+Scores = Attribution | np.ndarray | Sequence[float]
+
+
+def _align(est: Scores, ref: Scores) -> tuple[Any, Any]:
+    if isinstance(est, Attribution) and isinstance(ref, Attribution):
+        a, b = np.asarray(est.agent_ids), np.asarray(ref.agent_ids)
+        if est.T != ref.T:
+            raise MetricError(f"the attributions have different numbers of steps: {est.T} vs {ref.T}")
+        if not np.array_equal(a, b):
+            sa, sb = set(a.tolist()), set(b.tolist())
+            if sa != sb or len(sa) != len(a):
+                only_a, only_b = sorted(map(str, sa - sb))[:5], sorted(map(str, sb - sa))[:5]
+                raise MetricError(f"the attributions cover different agents: {len(a)} vs {len(b)} ids; only in "
+                                  f"the first: {only_a}, only in the second: {only_b}")
+            pos = {v: i for i, v in enumerate(b.tolist())}
+            order = np.array([pos[v] for v in a.tolist()])
+            return est.phi, ref.phi[:, order]
+        return est.phi, ref.phi
+    return (est.phi if isinstance(est, Attribution) else np.asarray(est, dtype=np.float64),
+            ref.phi if isinstance(ref, Attribution) else np.asarray(ref, dtype=np.float64))
+
+
+def _pick(x: np.ndarray, step: int | None, rank: bool, is_attr: bool) -> np.ndarray:
+    if step is not None:
+        if x.ndim != 2:
+            raise MetricError(f"step= needs (T, N) attributions; got shape {x.shape}")
+        if not -x.shape[0] <= step < x.shape[0]:
+            raise MetricError(f"step {step} is outside the {x.shape[0]} steps")
+        return x[step]
+    if rank and x.ndim == 2:
+        if is_attr:
+            return x.sum(axis=0)
+        raise MetricError(f"ranking metrics compare agents: pass 1-D scores (N,) or step=; got shape {x.shape}")
+    return x
+
+
+def _pair(est: Scores, ref: Scores, step: int | None, rank: bool) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _align(est, ref)
+    a = _pick(np.asarray(a, dtype=np.float64), step, rank, isinstance(est, Attribution))
+    b = _pick(np.asarray(b, dtype=np.float64), step, rank, isinstance(ref, Attribution))
+    if a.shape != b.shape:
+        raise MetricError(f"cannot compare attributions of shapes {a.shape} and {b.shape} (same agents needed)")
+    if a.size == 0:
+        raise MetricError("cannot compare empty attributions")
+    return a, b
+
+
+def mae(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
+    """Mean absolute error over agents (and steps). Lower is better."""
+    a, b = _pair(estimate, reference, step, rank=False)
+    return float(np.mean(np.abs(a - b)))
+
+
+def cosine(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
+    """Cosine similarity of the flattened attribution vectors, in [−1, 1]. Higher is better."""
+    a, b = _pair(estimate, reference, step, rank=False)
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        raise MetricError("cosine similarity is undefined for an all-zero attribution")
+    return float(np.dot(a.ravel(), b.ravel()) / (na * nb))
+
+
+def efficiency_error(attribution: Attribution | np.ndarray, delta_v: np.ndarray | float | None = None, *,
+                     relative: bool = False) -> np.ndarray:
+    """Per-step |Σ_i φ_{i,t} − Δv_t| (÷ |Δv_t| with ``relative``). Lower is better.
+
+    Args:
+        attribution: an :class:`Attribution`, or φ as (N,) or (T, N) with ``delta_v`` given.
+        delta_v: Δv_t (scalar or (T,)); taken from the Attribution when omitted.
+        relative: divide by |Δv_t|.
+    """
+    if isinstance(attribution, Attribution):
+        phi = attribution.phi
+        dv = attribution.delta_v if delta_v is None else np.atleast_1d(np.asarray(delta_v, dtype=np.float64))
+    else:
+        if delta_v is None:
+            raise MetricError("efficiency_error on an array needs delta_v")
+        phi = np.atleast_2d(np.asarray(attribution, dtype=np.float64))
+        dv = np.atleast_1d(np.asarray(delta_v, dtype=np.float64))
+    if dv.shape != (phi.shape[0],):
+        raise MetricError(f"delta_v must have one value per step ({phi.shape[0]}); got shape {dv.shape}")
+    err = np.abs(phi.sum(axis=1) - dv)
+    return err / np.maximum(np.abs(dv), np.finfo(np.float64).tiny) if relative else err
+
+
+def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
+    if by not in ("value", "abs"):
+        raise MetricError(f"by must be 'value' or 'abs'; got {by!r}")
+    if not 1 <= k <= x.size:
+        raise MetricError(f"k must be between 1 and the number of agents ({x.size}); got {k}")
+    key = np.abs(x) if by == "abs" else x
+    return np.argsort(-key, kind="stable")[:k]
+
+
+def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by: str = "value",
+                step: int | None = None) -> float:
+    """Kendall τ-b of the estimate against the reference, in [−1, 1]; higher is better.
+
+    With ``k``, τ is computed on the reference's top-k agents only (Appendix D's top-k τ).
+    """
+    from scipy.stats import kendalltau
+
+    a, b = _pair(estimate, reference, step, rank=True)
+    if k is not None:
+        if k < 2:
+            raise MetricError(f"top-k Kendall τ needs k ≥ 2; got {k}")
+        idx = _top(b, k, by)
+        a, b = a[idx], b[idx]
+    return float(kendalltau(a, b).statistic)
+
+
+def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
+    """Spearman rank correlation, in [−1, 1]; higher is better."""
+    from scipy.stats import spearmanr
+
+    a, b = _pair(estimate, reference, step, rank=True)
+    return float(spearmanr(a, b).statistic)
+
+
+def topk_jaccard(estimate: Scores, reference: Scores, k: int, *, by: str = "value",
+                 step: int | None = None) -> float:
+    """|top_k(est) ∩ top_k(ref)| / |top_k(est) ∪ top_k(ref)|, in [0, 1]; higher is better."""
+    a, b = _pair(estimate, reference, step, rank=True)
+    sa, sb = set(_top(a, k, by).tolist()), set(_top(b, k, by).tolist())
+    return len(sa & sb) / len(sa | sb)
+
+
+@dataclass(frozen=True)
+class DeletionCurve:
+    """Indicator after deleting the top-k agents, for each k in ``ks`` (0 and N included).
+
+    Attributes:
+        ks: numbers of deleted agents (increasing, from 0 to N).
+        values: F(k), the oracle's indicator after deleting the top k.
+        drop: D(k) = (F(0) − F(k)) / (F(0) − F(N)).
+        auc: trapezoid area under D against k/N. Higher is more faithful.
+    """
+
+    ks: np.ndarray
+    values: np.ndarray
+    drop: np.ndarray
+    auc: float
+
+    def drop_at(self, k: int) -> float:
+        hit = np.flatnonzero(self.ks == k)
+        if not hit.size:
+            raise MetricError(f"k = {k} is not on this curve; its ks are {self.ks.tolist()[:10]}...")
+        return float(self.drop[hit[0]])
+
+
+def _scores_and_ids(scores: Scores, step: int | None) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(scores, Attribution):
+        return _pick(scores.phi, step, True, True), np.asarray(scores.agent_ids)
+    x = _pick(np.asarray(scores, dtype=np.float64), step, True, False)
+    return x, np.arange(x.size)
+
+
+def deletion_curve(scores: Scores, oracle: Callable[[np.ndarray], float], *, ks: Sequence[int] | None = None,
+                   step: int | None = None) -> DeletionCurve:
+    """Delete agents in decreasing order of ``scores`` and record the indicator.
+
+    Args:
+        scores: an Attribution (agent ids are passed to the oracle) or (N,) scores (positions are passed).
+        oracle: ``oracle(deleted_ids) -> float``: the indicator with those agents in the baseline state.
+        ks: numbers of agents to delete (default: about 20 evenly spaced values); 0 and N are added.
+        step: one step of the attribution (default Φ_i = Σ_t φ_{i,t}).
+    """
+    x, ids = _scores_and_ids(scores, step)
+    n = x.size
+    grid = np.unique(np.linspace(0, n, min(n, 20) + 1).round().astype(int)) if ks is None else np.asarray(ks)
+    if grid.size and (grid.min() < 0 or grid.max() > n):
+        raise MetricError(f"ks must lie between 0 and N = {n}; got {grid.min()}..{grid.max()}")
+    grid = np.unique(np.concatenate([[0, n], grid.astype(int)]))
+    order = ids[np.argsort(-x, kind="stable")]
+    values = np.array([float(oracle(order[:k])) for k in grid])
+    span = values[0] - values[-1]
+    if span == 0:
+        raise MetricError("deleting every agent does not change the indicator (F(0) = F(N)); the deletion curve "
+                          "cannot be normalised")
+    drop = (values[0] - values) / span
+    xs = grid / n
+    auc = float(np.sum((drop[1:] + drop[:-1]) * np.diff(xs)) / 2)
+    return DeletionCurve(ks=grid, values=values, drop=drop, auc=auc)
+
+
+def deletion_auc(scores: Scores, oracle: Callable[[np.ndarray], float], *, ks: Sequence[int] | None = None,
+                 step: int | None = None) -> float:
+    """Area under the normalised deletion drop curve (see :func:`deletion_curve`). Higher is better."""
+    return deletion_curve(scores, oracle, ks=ks, step=step).auc
+
+
+def drop_at_k(scores: Scores, oracle: Callable[[np.ndarray], float], k: int, *, step: int | None = None) -> float:
+    """D(k): the share of the change F(0) − F(N) removed by deleting the top-k agents. Higher is better."""
+    return deletion_curve(scores, oracle, ks=[k], step=step).drop_at(k)
+
+
+def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero") -> Callable[[np.ndarray], float]:
+    """The baseline-masking deletion oracle of step ``step``: F(deleted) = v_t(N ∖ deleted).
+
+    Deleted agents are given by id (the panel's ``agent_ids``).
+    """
+    from aumann.attribution.games import MaskedIndicatorGame
+    from aumann.attribution.indicators import as_indicator
+    from aumann.attribution.panel import Panel
+    from aumann.attribution.problem import Problem
+
+    panel = panel if isinstance(panel, Panel) else Panel(panel)
+    game = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step)
+
+    def oracle(deleted: np.ndarray) -> float:
+        mask = np.ones((1, panel.N), dtype=bool)
+        if len(deleted):
+            mask[0, panel.agent_index(np.asarray(deleted))] = False
+        return float(game.checked(mask)[0])
+
+    return oracle
+
+
+__all__ = [
+    "DeletionCurve", "MetricError", "cosine", "deletion_auc", "deletion_curve", "drop_at_k", "efficiency_error",
+    "kendall_tau", "mae", "masking_oracle", "spearman", "topk_jaccard",
+]

@@ -1,0 +1,106 @@
+"""Agreement and deletion metrics on hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aumann.attribution import ExactShapley, FunctionGame, Panel, attribute
+from aumann.attribution import metrics as M
+from aumann.attribution.result import Attribution
+
+
+def _attr(phi, ids, delta_v=None):
+    phi = np.atleast_2d(np.asarray(phi, dtype=float))
+    dv = phi.sum(axis=1) if delta_v is None else np.asarray(delta_v, dtype=float)
+    return Attribution(phi=phi, delta_v=dv, f_values=dv, f_baseline=np.zeros_like(dv), agent_ids=np.asarray(ids),
+                       steps=np.arange(phi.shape[0]), features=("x",))
+
+
+def test_mae_cosine_by_hand():
+    assert M.mae([1.0, 2.0, 3.0], [1.0, 0.0, 4.0]) == pytest.approx((0 + 2 + 1) / 3)
+    assert M.cosine([1.0, 0.0], [1.0, 1.0]) == pytest.approx(1 / np.sqrt(2))
+    assert M.cosine([1.0, 2.0], [-2.0, -4.0]) == pytest.approx(-1.0)
+    with pytest.raises(M.MetricError, match="all-zero"):
+        M.cosine([0.0, 0.0], [1.0, 2.0])
+
+
+def test_alignment_by_agent_id_and_mismatch_errors():
+    a = _attr([1.0, 2.0, 3.0], ["x", "y", "z"])
+    b = _attr([3.0, 1.0, 2.0], ["z", "x", "y"])  # same numbers, another order
+    assert M.mae(a, b) == 0.0
+    assert M.kendall_tau(a, b) == pytest.approx(1.0)
+    with pytest.raises(M.MetricError, match=r"only in the first: \['y'\]"):
+        M.mae(a, _attr([1.0, 2.0, 3.0], ["x", "w", "z"]))
+    with pytest.raises(M.MetricError, match="shapes"):
+        M.mae([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(M.MetricError, match="steps"):
+        M.mae(a, _attr([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], ["x", "y", "z"]))
+    with pytest.raises(M.MetricError, match="1-D"):
+        M.spearman(np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_rank_metrics_by_hand():
+    ref = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
+    est = np.array([4.0, 5.0, 3.0, 2.0, 1.0])  # one discordant pair among 10
+    assert M.kendall_tau(est, ref) == pytest.approx((9 - 1) / 10)
+    # reference's top 3 = agents 0, 1, 2: pairs (0,1) discordant, (0,2), (1,2) concordant → τ = 1/3
+    assert M.kendall_tau(est, ref, k=3) == pytest.approx(1 / 3)
+    assert M.spearman(est, ref) == pytest.approx(1 - 6 * 2 / (5 * 24))
+    assert M.topk_jaccard(est, ref, 2) == 1.0
+    assert M.topk_jaccard([1.0, 0.0, 2.0], [3.0, 2.0, 1.0], 2) == pytest.approx(1 / 3)
+    assert M.topk_jaccard([-9.0, 0.0, 2.0], [-3.0, 2.0, 1.0], 1, by="abs") == 1.0
+    with pytest.raises(M.MetricError, match="k must be"):
+        M.topk_jaccard(est, ref, 9)
+    with pytest.raises(M.MetricError, match="k ≥ 2"):
+        M.kendall_tau(est, ref, k=1)
+
+
+def test_step_selection_and_efficiency_error():
+    a = _attr([[1.0, 2.0], [3.0, -1.0]], [0, 1], delta_v=[3.5, 2.0])
+    np.testing.assert_allclose(M.efficiency_error(a), [0.5, 0.0])
+    np.testing.assert_allclose(M.efficiency_error(a, relative=True), [0.5 / 3.5, 0.0])
+    np.testing.assert_allclose(M.efficiency_error([1.0, 2.0], 4.0), [1.0])
+    assert M.mae(a, np.array([[1.0, 2.0], [0.0, 0.0]]), step=0) == 0.0
+    assert M.kendall_tau(a, a) == pytest.approx(1.0)  # on Φ_i = Σ_t φ
+    with pytest.raises(M.MetricError, match="delta_v"):
+        M.efficiency_error([1.0, 2.0])
+    with pytest.raises(M.MetricError, match="outside"):
+        M.mae(a, a, step=5)
+
+
+def test_deletion_curve_by_hand():
+    w = np.array([3.0, 1.0, 2.0])
+    oracle = lambda deleted: float(w.sum() - w[np.asarray(deleted, dtype=int)].sum())  # noqa: E731
+    curve = M.deletion_curve(w, oracle)
+    np.testing.assert_array_equal(curve.ks, [0, 1, 2, 3])
+    np.testing.assert_allclose(curve.values, [6.0, 3.0, 1.0, 0.0])
+    np.testing.assert_allclose(curve.drop, [0.0, 0.5, 5 / 6, 1.0])
+    # trapezoids over k/N: (0 + .5)/2 + (.5 + 5/6)/2 + (5/6 + 1)/2, each × 1/3
+    assert curve.auc == pytest.approx((0.5 + 0.5 + 5 / 6 + 5 / 6 + 1) / 6)
+    worst = M.deletion_auc(-w, oracle)  # the reverse ranking removes the change last
+    assert worst < curve.auc
+    assert M.drop_at_k(w, oracle, 1) == pytest.approx(0.5)
+    with pytest.raises(M.MetricError, match="F\\(0\\) = F\\(N\\)"):
+        M.deletion_curve(w, lambda d: 1.0)
+    with pytest.raises(M.MetricError, match="between 0 and N"):
+        M.deletion_curve(w, oracle, ks=[5])
+
+
+def test_masking_oracle_matches_the_masked_game_and_passes_ids(rng):
+    z = np.abs(rng.normal(size=(4, 2))) + 0.1
+    panel = Panel(z, agent_ids=np.array([10, 20, 30, 40]))
+    oracle = M.masking_oracle("heat", panel)
+    kept = z[[0, 2]]
+    expected = np.log1p(np.prod(np.vstack([kept, np.zeros((2, 2))]).mean(axis=0)))
+    assert oracle(np.array([20, 40])) == pytest.approx(expected)
+    res = attribute("heat", panel, method=ExactShapley())
+    curve = M.deletion_curve(res, oracle)
+    assert curve.drop[-1] == pytest.approx(1.0) and curve.values[0] == pytest.approx(res.f_values[0])
+
+
+def test_metrics_on_a_user_game_attribution():
+    game = FunctionGame(lambda m: (m * [1.0, 2.0, 3.0]).sum(1), n_players=3, player_ids=["a", "b", "c"])
+    res = ExactShapley().attribute_game(game)
+    assert M.mae(res, np.array([[1.0, 2.0, 3.0]])) == pytest.approx(0.0, abs=1e-15)
+    assert M.efficiency_error(res)[0] < 1e-15
