@@ -41,14 +41,13 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from aumann.attribution import indicators
+    from aumann.attribution import indicators, metrics
     from aumann.attribution.engine import attribute
+    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm
     from aumann.attribution.path import AumannShapley, quadrature
-    from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
-    from aumann.attribution import metrics
-    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
+    from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
     from aumann.attribution.result import Attribution
     from aumann.attribution.sampled import SampledBanzhaf, SampledShapley
     from aumann.attribution.semivalues import CoalitionMethod, ExactBanzhaf, ExactShapley, LeaveOneOut
