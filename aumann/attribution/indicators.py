@@ -28,6 +28,7 @@ coalition methods keep running sums (O(N) per permutation) instead of re-evaluat
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,7 @@ class PooledForm:
     linear_psi: bool = False
 
 
-class Indicator:
+class Indicator(ABC):
     """Base class of macro indicators. Subclasses implement :meth:`forward`.
 
     Class attributes declare capabilities: ``pooled`` (a :class:`PooledForm` or ``None``) and
@@ -67,8 +68,9 @@ class Indicator:
     uses_context: bool = False
     has_closed_form: bool = False
 
+    @abstractmethod
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement forward(z, context)")
+        """f(z[..., N, D]) -> [...] (a subclass's one required method)."""
 
     def __call__(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return self.forward(z, context)
