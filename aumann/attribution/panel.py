@@ -175,15 +175,15 @@ class Panel:
         return self.values.shape  # type: ignore[return-value]
 
     @property
-    def T(self) -> int:  # noqa: N802 - the paper's notation
+    def T(self) -> int:
         return self.values.shape[0]
 
     @property
-    def N(self) -> int:  # noqa: N802
+    def N(self) -> int:
         return self.values.shape[1]
 
     @property
-    def D(self) -> int:  # noqa: N802
+    def D(self) -> int:
         return self.values.shape[2]
 
     @property

@@ -1,0 +1,66 @@
+"""The entry point: ``attribute(f, panel, method=..., rng=...) -> Attribution``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aumann.attribution.indicators import as_indicator
+from aumann.attribution.panel import Panel
+from aumann.attribution.path import AumannShapley
+from aumann.attribution.problem import AttributionMethod, Problem
+from aumann.attribution.result import Attribution
+from aumann.errors import MethodError
+from aumann.seeding import RNGLike
+
+
+def attribute(
+    f: Any,
+    panel: Panel | Any,
+    method: AttributionMethod | type[AttributionMethod] | None = None,
+    *,
+    baseline: Any = "zero",
+    rng: RNGLike = None,
+    per_feature: bool = False,
+    progress: bool = False,
+) -> Attribution:
+    """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
+
+    Args:
+        f: an :class:`~aumann.attribution.indicators.Indicator`, a registered indicator name, or any
+            batched torch callable ``f(z[..., N, D]) -> [...]`` (optionally ``f(z, context)``).
+        panel: a :class:`Panel` (or an array of shape (T, N, D) / (N, D), wrapped in one).
+        method: an attribution method object (default :class:`AumannShapley` — its closed form when
+            the indicator has one and the baseline is zero, else the path integral).
+        baseline: ``"zero"`` | ``"mean"`` | ``"pre-event"`` | ``"previous"`` | an array of shape (D,),
+            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline.
+        rng: seed or Generator for sampled methods (recorded in provenance).
+        per_feature: also return per-feature attributions (``Attribution.phi_features``).
+        progress: show a progress bar for long computations.
+
+    Returns:
+        An :class:`Attribution` with ``.phi`` (T, N), ``.delta_v``, ``.efficiency_gap`` and provenance.
+
+    Example:
+        >>> import numpy as np
+        >>> from aumann.attribution import Panel, attribute, indicators
+        >>> z = np.abs(np.random.default_rng(0).normal(size=(14, 1000, 3)))
+        >>> res = attribute(indicators.get("heat"), Panel(z, features=["a", "b", "c"]))
+        >>> res.phi.shape
+        (14, 1000)
+    """
+    if not isinstance(panel, Panel):
+        panel = Panel(panel)
+    if method is None:
+        method = AumannShapley()
+    elif isinstance(method, type) and issubclass(method, AttributionMethod):
+        method = method()
+    if not isinstance(method, AttributionMethod):
+        raise MethodError(
+            f"method must be an attribution method object such as AumannShapley(), SampledShapley(...); "
+            f"got {method!r}"
+        )
+    problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress)
+    return method.attribute(problem, rng=rng)
+
+
+__all__ = ["attribute"]

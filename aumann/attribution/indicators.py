@@ -1,0 +1,358 @@
+"""Macro indicators (value functions): batched torch callables ``f(z[..., N, D]) -> [...]``.
+
+An indicator maps the agents' features at one step to a scalar; leading batch dimensions let many
+integration points or coalitions evaluate in one call. It is evaluated at the scale n of whatever
+panel it is given (the full population or a subset z_S), so the same code serves both.
+
+Built-in indicators (paper, Section 3.1; g_i := Σ_d z_{i,d}, m_d := mean_i z_{i,d}, any D):
+
+* ``lin``  f = (1/n) Σ_i g_i                                  (linear over agents; pooled)
+* ``heat`` f = log(1 + Π_d m_d)                               (multiplicative-saturating; pooled)
+* ``var``  f = (1/n) Σ_i (g_i − ḡ)²                          (population variance; pooled)
+* ``gini`` f = (1/(2n²)) Σ_{i,j} |g_i − g_j|                  (Gini mean difference; sort-based)
+* ``pairwise`` f = (1/n²) Σ_{i<j} g_i g_j                     (Appendix A counterexample)
+
+Closed forms (Appendix F; valid for the zero baseline z⁰ = 0), per feature d:
+
+* lin:  φ_{i,d} = z_{i,d} / n
+* heat: φ_{i,d} = z_{i,d} · (Π_{d'≠d} m_{d'}) / n · log(1 + H) / (D·H),  H = Π_d m_d
+  (→ z_{i,d} Π_{d'≠d} m_{d'} / (nD) as H → 0; for D = 3 this is Eq. phi-heat)
+* var:  φ_{i,d} = z_{i,d} (g_i − ḡ) / n
+* gini: φ_{i,d} = z_{i,d} (2k_i − n − 1) / n², k_i the (average, for ties) rank of g_i
+* pairwise: φ_{i,d} = z_{i,d} (Σ_k g_k − g_i) / (2n²)
+
+Pooled indicators f = ρ(mean_i ψ(z_i)) declare ψ and ρ in :class:`PooledForm`, which lets
+coalition methods keep running sums (O(N) per permutation) instead of re-evaluating f.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from aumann.errors import IndicatorError, UnknownIndicatorError
+
+Context = Mapping[str, torch.Tensor] | None
+
+
+@dataclass(frozen=True)
+class PooledForm:
+    """f(z) = rho(mean_i psi(z_i)): ``psi(z[..., N, D]) -> [..., N, P]``, ``rho(m[..., P]) -> [...]``."""
+
+    psi: Callable[[torch.Tensor], torch.Tensor]
+    rho: Callable[[torch.Tensor], torch.Tensor]
+
+
+class Indicator:
+    """Base class of macro indicators. Subclasses implement :meth:`forward`.
+
+    Class attributes declare capabilities: ``pooled`` (a :class:`PooledForm` or ``None``) and
+    ``uses_context`` (whether :meth:`forward` reads the per-step world context). A subclass with a
+    zero-baseline closed form overrides :meth:`closed_form` and sets ``has_closed_form = True``.
+    """
+
+    name: str = "indicator"
+    pooled: PooledForm | None = None
+    uses_context: bool = False
+    has_closed_form: bool = False
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(z, context)")
+
+    def __call__(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        return self.forward(z, context)
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray,
+                                                                                      np.ndarray]:
+        """Zero-baseline Aumann–Shapley attribution of a (T, N, D) array.
+
+        Returns ``(phi, f_values, f_baseline)`` with phi of shape (T, N, D) if ``per_feature`` else
+        (T, N), and f_values = f(z_t), f_baseline = f(0) as (T,) arrays.
+        """
+        raise IndicatorError(f"indicator {self.name!r} has no closed form")
+
+    # linear combinations keep closed forms (the linearity axiom holds for them too)
+    def __add__(self, other: Indicator) -> Indicator:
+        return LinearCombination([(1.0, self), (1.0, as_indicator(other))])
+
+    def __sub__(self, other: Indicator) -> Indicator:
+        return LinearCombination([(1.0, self), (-1.0, as_indicator(other))])
+
+    def __mul__(self, w: float) -> Indicator:
+        return LinearCombination([(float(w), self)])
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _accepts_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.name == "context" for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+class FunctionIndicator(Indicator):
+    """Wraps a plain batched torch callable ``fn(z)`` or ``fn(z, context)``."""
+
+    def __init__(self, fn: Callable[..., torch.Tensor], name: str | None = None,
+                 pooled: PooledForm | None = None) -> None:
+        if not callable(fn):
+            raise IndicatorError(f"an indicator must be callable; got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.uses_context = _accepts_context(fn)
+        self.pooled = pooled
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        return self.fn(z, context) if self.uses_context else self.fn(z)
+
+
+def as_indicator(f: Any) -> Indicator:
+    """An :class:`Indicator` for ``f``: itself, or a wrapped callable."""
+    if isinstance(f, Indicator):
+        return f
+    if isinstance(f, str):
+        return get(f)
+    return FunctionIndicator(f)
+
+
+# ---------------------------------------------------------------------- built-ins
+def _g(z: torch.Tensor) -> torch.Tensor:
+    return z.sum(dim=-1)
+
+
+class Lin(Indicator):
+    """f = (1/n) Σ_i Σ_d z_{i,d}: linear over agents (Definition 2 holds)."""
+
+    name = "lin"
+    has_closed_form = True
+    pooled = PooledForm(psi=lambda z: z.sum(dim=-1, keepdim=True), rho=lambda m: m[..., 0])
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        return _g(z).mean(dim=-1)
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        n = values.shape[1]
+        f = values.sum(axis=(1, 2)) / n
+        phi = values / n if per_feature else values.sum(axis=2) / n
+        return phi, f, np.zeros_like(f)
+
+
+def _log1p_over(h: np.ndarray, d: int) -> np.ndarray:
+    """log(1 + h) / (d·h), continuous at h = 0 (value 1/d)."""
+    h = np.asarray(h, dtype=np.float64)
+    small = np.abs(h) < 1e-8
+    safe = np.where(small, 1.0, h)
+    return np.where(small, (1.0 - h / 2.0) / d, np.log1p(safe) / (d * safe))
+
+
+class Heat(Indicator):
+    """f = log(1 + Π_d m_d): multiplicative reach × activity × resonance with log saturation.
+
+    Requires 1 + τ^D Π_d m_d > 0 along the path (true for non-negative features).
+    """
+
+    name = "heat"
+    has_closed_form = True
+    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)))
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        return torch.log1p(z.mean(dim=-2).prod(dim=-1))
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        _, n, D = values.shape
+        m = values.mean(axis=1, dtype=np.float64)  # (T, D)
+        h = m.prod(axis=1)  # (T,)
+        others = np.empty_like(m)
+        for d in range(D):
+            others[:, d] = np.prod(np.delete(m, d, axis=1), axis=1)
+        coef = others / n * _log1p_over(h, D)[:, None]  # (T, D): φ_{i,d} = z_{i,d} coef_d
+        f = np.log1p(h)
+        coef = coef.astype(values.dtype, copy=False)
+        phi = values * coef[:, None, :] if per_feature else np.matmul(values, coef[:, :, None])[..., 0]
+        return phi, f, np.zeros_like(f)
+
+
+class Var(Indicator):
+    """f = (1/n) Σ_i (g_i − ḡ)²: population variance of the additive composite."""
+
+    name = "var"
+    has_closed_form = True
+    pooled = PooledForm(
+        psi=lambda z: torch.stack((_g(z), _g(z) ** 2), dim=-1),
+        rho=lambda m: m[..., 1] - m[..., 0] ** 2,
+    )
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        g = _g(z)
+        return ((g - g.mean(dim=-1, keepdim=True)) ** 2).mean(dim=-1)
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        n = values.shape[1]
+        g = values.sum(axis=2)  # (T, N)
+        dev = g - g.mean(axis=1, keepdims=True)
+        f = (dev**2).mean(axis=1)
+        phi = values * (dev / n)[:, :, None] if per_feature else g * dev / n
+        return phi, f, np.zeros_like(f)
+
+
+def average_ranks(g: np.ndarray) -> np.ndarray:
+    """1-based ranks along the last axis, ties given their average rank (symmetric)."""
+    order = np.argsort(g, axis=-1, kind="stable")
+    sorted_g = np.take_along_axis(g, order, axis=-1)
+    n = g.shape[-1]
+    ranks_sorted = np.broadcast_to(np.arange(1, n + 1, dtype=np.float64), g.shape).copy()
+    # average over runs of equal values
+    new_run = np.ones(g.shape, dtype=bool)
+    new_run[..., 1:] = sorted_g[..., 1:] != sorted_g[..., :-1]
+    if not new_run.all():
+        flat_g = sorted_g.reshape(-1, n)
+        flat_r = ranks_sorted.reshape(-1, n)
+        flat_new = new_run.reshape(-1, n)
+        for row in range(flat_g.shape[0]):
+            starts = np.flatnonzero(flat_new[row])
+            if starts.size == n:
+                continue
+            ends = np.append(starts[1:], n)
+            sums = np.add.reduceat(flat_r[row], starts)
+            flat_r[row] = np.repeat(sums / (ends - starts), ends - starts)
+        ranks_sorted = flat_r.reshape(g.shape)
+    ranks = np.empty_like(ranks_sorted)
+    np.put_along_axis(ranks, order, ranks_sorted, axis=-1)
+    return ranks
+
+
+class Gini(Indicator):
+    """f = (1/(2n²)) Σ_{i,j} |g_i − g_j| = (1/n²) Σ_k (2k − n − 1) g_(k): absolute Gini mean difference.
+
+    C² except at ties; its gradient is rank-constant along the zero-baseline ray, so the closed form
+    is exact (paper, footnote to Assumption 1). The torch form sorts, O(n log n).
+    """
+
+    name = "gini"
+    has_closed_form = True
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        g = _g(z)
+        n = g.shape[-1]
+        coef = 2.0 * torch.arange(1, n + 1, dtype=g.dtype, device=g.device) - n - 1
+        return (torch.sort(g, dim=-1).values * coef).sum(dim=-1) / n**2
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        n = values.shape[1]
+        g = values.sum(axis=2)
+        w = (2.0 * average_ranks(g) - n - 1) / n**2  # (T, N)
+        f = (w * g).sum(axis=1)
+        phi = values * w[:, :, None] if per_feature else g * w
+        return phi, f, np.zeros_like(f)
+
+
+class Pairwise(Indicator):
+    """f = (1/n²) Σ_{i<j} g_i g_j: the minimal quadratic-interaction family of Appendix A."""
+
+    name = "pairwise"
+    has_closed_form = True
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        g = _g(z)
+        n = g.shape[-1]
+        return (g.sum(dim=-1) ** 2 - (g**2).sum(dim=-1)) / (2 * n**2)
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        n = values.shape[1]
+        g = values.sum(axis=2)
+        s = g.sum(axis=1, keepdims=True)
+        w = (s - g) / (2 * n**2)
+        f = (s[:, 0] ** 2 - (g**2).sum(axis=1)) / (2 * n**2)
+        phi = values * w[:, :, None] if per_feature else g * w
+        return phi, f, np.zeros_like(f)
+
+
+class LinearCombination(Indicator):
+    """Σ_k w_k f_k; its closed form is the combination of closed forms when every part has one."""
+
+    def __init__(self, terms: list[tuple[float, Indicator]]) -> None:
+        flat: list[tuple[float, Indicator]] = []
+        for w, ind in terms:
+            if isinstance(ind, LinearCombination):
+                flat.extend((w * w2, i2) for w2, i2 in ind.terms)
+            else:
+                flat.append((float(w), ind))
+        self.terms = flat
+        self.name = " + ".join(f"{w:g}*{i.name}" for w, i in flat)
+        self.uses_context = any(i.uses_context for _, i in flat)
+        self.has_closed_form = all(i.has_closed_form for _, i in flat)
+
+    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+        return sum(w * i(z, context) for w, i in self.terms)  # type: ignore[return-value]
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        parts = [(w, i.closed_form(values, per_feature=per_feature)) for w, i in self.terms]
+        phi = sum(w * p[0] for w, p in parts)
+        f = sum(w * p[1] for w, p in parts)
+        f0 = sum(w * p[2] for w, p in parts)
+        return phi, f, f0
+
+
+# ---------------------------------------------------------------------- registry
+_REGISTRY: dict[str, Callable[..., Indicator]] = {}
+
+
+def register(indicator: Indicator | Callable[..., Indicator], name: str | None = None, *,
+             overwrite: bool = False) -> Indicator | Callable[..., Indicator]:
+    """Register an indicator instance (or a factory taking keyword parameters) under ``name``.
+
+    Usable as a decorator on an :class:`Indicator` subclass. Returns its argument.
+    """
+    if isinstance(indicator, Indicator):
+        key = name or indicator.name
+        factory: Callable[..., Indicator] = lambda _ind=indicator: _ind  # noqa: E731
+    elif callable(indicator):
+        key = name or getattr(indicator, "name", None) or getattr(indicator, "__name__", None)
+        factory = indicator
+    else:
+        raise IndicatorError(f"cannot register {indicator!r}: not an Indicator or factory")
+    if not key or not isinstance(key, str):
+        raise IndicatorError("an indicator needs a name to be registered")
+    if key in _REGISTRY and not overwrite:
+        raise IndicatorError(f"indicator {key!r} is already registered (pass overwrite=True to replace)")
+    _REGISTRY[key] = factory
+    return indicator
+
+
+def get(name: str, **params: Any) -> Indicator:
+    """The registered indicator called ``name`` (factories receive ``params``)."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownIndicatorError(
+            f"unknown indicator {name!r}; registered indicators are {sorted(_REGISTRY)}"
+        ) from None
+    ind = factory(**params) if params else factory()
+    return as_indicator(ind)
+
+
+def names() -> list[str]:
+    """Names of all registered indicators."""
+    return sorted(_REGISTRY)
+
+
+for _cls in (Lin, Heat, Var, Gini, Pairwise):
+    register(_cls)
+
+__all__ = [
+    "FunctionIndicator", "Gini", "Heat", "Indicator", "Lin", "LinearCombination", "Pairwise",
+    "PooledForm", "Var", "as_indicator", "average_ranks", "get", "names", "register",
+]

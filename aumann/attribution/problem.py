@@ -1,0 +1,180 @@
+"""What every method explains: an indicator, a panel, and a baseline, prepared once.
+
+:class:`Problem` resolves the baseline, holds dead rows at the baseline, evaluates the indicator in
+batches with per-step context, checks what the indicator returns, and assembles the
+:class:`~aumann.attribution.result.Attribution`. Methods (the path integral, the Shapley family)
+only decide *where* to evaluate f and how to weigh what comes back.
+
+Baselines z⁰ (``baseline=`` in :func:`aumann.attribution.attribute`):
+
+* ``"zero"`` (default): z⁰ = 0; closed forms apply.
+* ``"mean"``: one vector, the mean over all (live) agents and steps.
+* ``"pre-event"``: each agent's features at the first step, z⁰_{i,t} = z_{i,0}.
+* ``"previous"``: the previous step, z⁰_{i,t} = z_{i,t−1}, so Φ_t attributes the change at t
+  (at t = 0 the baseline is z_0 itself and the attribution is zero).
+* an array of shape (D,), (N, D) or (T, N, D).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from aumann.attribution.indicators import Indicator
+from aumann.attribution.panel import Panel
+from aumann.attribution.result import Attribution
+from aumann.errors import BaselineError, IndicatorError
+from aumann.seeding import RNGLike
+
+BASELINES = ("zero", "mean", "pre-event", "previous")
+_ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean": "mean",
+            "population_mean": "mean", "prev": "previous", "previous-step": "previous", "0": "zero"}
+
+
+def resolve_baseline(spec: Any, panel: Panel) -> tuple[np.ndarray, str]:
+    """The baseline as an array broadcastable to (T, N, D) (leading dims may be 1) and its label."""
+    T, N, D = panel.shape
+    if spec is None:
+        spec = "zero"
+    if isinstance(spec, str):
+        key = _ALIASES.get(spec.lower(), spec.lower())
+        if key == "zero":
+            return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
+        if key == "mean":
+            live = panel.values if panel.alive is None else panel.values[panel.alive]
+            return live.reshape(-1, D).mean(axis=0).reshape(1, 1, D).astype(panel.dtype), "mean"
+        if key == "pre-event":
+            return panel.values[:1].copy(), "pre-event"
+        if key == "previous":
+            return np.concatenate([panel.values[:1], panel.values[:-1]], axis=0), "previous"
+        raise BaselineError(f"unknown baseline {spec!r}; use one of {list(BASELINES)} or an array of shape "
+                            f"(D,) = ({D},), (N, D) = ({N}, {D}) or (T, N, D) = ({T}, {N}, {D})")
+    if hasattr(spec, "detach"):
+        spec = spec.detach().cpu().numpy()
+    arr = np.asarray(spec, dtype=panel.dtype)
+    if arr.shape == (D,):
+        arr = arr.reshape(1, 1, D)
+    elif arr.shape == (N, D):
+        arr = arr[None]
+    elif arr.shape != (T, N, D):
+        raise BaselineError(f"baseline array of shape {arr.shape} does not fit the panel; expected (D,) = ({D},), "
+                            f"(N, D) = ({N}, {D}) or (T, N, D) = ({T}, {N}, {D})")
+    if not np.all(np.isfinite(arr)):
+        raise BaselineError("baseline contains NaN or inf")
+    label = "zero" if not np.any(arr) else f"array{tuple(arr.shape)}"
+    return arr, label
+
+
+@dataclass
+class Problem:
+    """An indicator, a panel and a baseline, ready for a method."""
+
+    f: Indicator
+    panel: Panel
+    x: np.ndarray  # (T, N, D), dead rows replaced by the baseline
+    baseline: np.ndarray  # broadcastable to (T, N, D)
+    baseline_label: str
+    per_feature: bool = False
+    progress: bool = False
+    _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, f: Indicator, panel: Panel, baseline: Any = "zero", *, per_feature: bool = False,
+              progress: bool = False) -> Problem:
+        base, label = resolve_baseline(baseline, panel)
+        x = panel.values
+        if panel.alive is not None and not panel.alive.all():
+            x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
+        ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+        return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
+                   progress=progress, _ctx=ctx)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.panel.shape
+
+    @property
+    def baseline_is_zero(self) -> bool:
+        return self.baseline_label == "zero"
+
+    def baseline_at(self, t: int) -> np.ndarray:
+        """(N, D) baseline of step t."""
+        b = self.baseline[t if self.baseline.shape[0] > 1 else 0]
+        return np.broadcast_to(b, self.shape[1:])
+
+    def baseline_full(self) -> np.ndarray:
+        """(T, N, D) baseline (a broadcast view when possible)."""
+        return np.broadcast_to(self.baseline, self.shape)
+
+    def context_for(self, t_idx: np.ndarray | Sequence[int]) -> dict[str, torch.Tensor] | None:
+        if not self._ctx:
+            return None
+        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64))
+        return {k: v[idx] for k, v in self._ctx.items()}
+
+    def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
+        """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
+        out = self.f(z, self.context_for(t_idx))
+        if not isinstance(out, torch.Tensor):
+            raise IndicatorError(f"indicator {self.f.name!r} returned {type(out).__name__}; it must return a "
+                                 "torch tensor of shape z.shape[:-2]")
+        if out.shape != z.shape[:-2]:
+            raise IndicatorError(f"indicator {self.f.name!r} returned shape {tuple(out.shape)} for input "
+                                 f"{tuple(z.shape)}; a batched indicator maps (..., N, D) to (...) — reduce over "
+                                 "agents and features, keep the leading batch dimensions")
+        if not torch.isfinite(out.detach()).all():
+            raise IndicatorError(f"indicator {self.f.name!r} returned NaN/inf on a batch of shape "
+                                 f"{tuple(z.shape)} (steps {np.unique(np.asarray(t_idx)).tolist()[:5]})")
+        return out
+
+    def values_at(self, which: str, chunk: int) -> np.ndarray:
+        """f(z_t) (``which="x"``) or f(z⁰_t) (``"baseline"``) for every step, in chunks of steps."""
+        T = self.shape[0]
+        out = np.empty(T, dtype=np.float64)
+        src = self.x if which == "x" else self.baseline_full()
+        with torch.no_grad():
+            for s in range(0, T, chunk):
+                idx = np.arange(s, min(T, s + chunk))
+                z = torch.as_tensor(np.ascontiguousarray(src[idx]))
+                out[idx] = self.evaluate(z, idx).double().numpy()
+        return out
+
+    def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any],
+               f_values: np.ndarray | None = None, f_baseline: np.ndarray | None = None,
+               phi_features: np.ndarray | None = None, stderr: np.ndarray | None = None,
+               n_evals: int | None = None, satisfies_efficiency: bool = True,
+               rng: RNGLike = None) -> Attribution:
+        from aumann.seeding import describe
+
+        chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
+        fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
+        fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
+                "dtype": str(self.panel.dtype), "seed": describe(rng), **provenance}
+        return Attribution(
+            phi=np.asarray(phi), delta_v=fv - fb, f_values=fv, f_baseline=fb,
+            agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
+            phi_features=phi_features if self.per_feature else None, stderr=stderr, n_evals=n_evals,
+            satisfies_efficiency=satisfies_efficiency, method=method, provenance=prov,
+            groups=dict(self.panel.groups),
+        )
+
+
+class AttributionMethod(ABC):
+    """An attribution method: hyperparameters in ``__init__``, one verb, declared capabilities."""
+
+    name: ClassVar[str] = "method"
+    satisfies_efficiency: ClassVar[bool] = False
+    exact: ClassVar[bool] = False
+
+    @abstractmethod
+    def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
+        """Attribute ``problem`` and return an :class:`Attribution`."""
+
+
+__all__ = ["BASELINES", "AttributionMethod", "Problem", "resolve_baseline"]

@@ -1,0 +1,274 @@
+"""Attribution: the one result type (φ over steps × agents, with Δv, efficiency gap and provenance).
+
+φ_{i,t} is agent i's share of the macro change Δv_t = f(z_t) − f(z⁰_t) at step t. Methods that
+satisfy efficiency (Aumann–Shapley, Shapley) give Σ_i φ_{i,t} = Δv_t; the efficiency gap
+|Σ_i φ_{i,t} − Δv_t| is the practical diagnostic (quadrature error for the path integral, Monte-Carlo
+error for nothing — sampled Shapley is efficient per permutation). Aggregations follow by
+linearity: Φ_i = Σ_t φ_{i,t} (*who drove it*), Φ_t = Σ_i φ_{i,t} (*when did it turn*), and the
+group share R_G = Σ_{i∈G} φ̃_i with φ̃ = φ/Δv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import ShapeError, UnknownFeatureError, ZeroDeltaVError
+
+_FORMAT = "aumann.attribution/1"
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, str | int | float | bool) or v is None:
+        return v
+    return repr(v)
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """Per-step, per-agent attributions with named axes, diagnostics and provenance.
+
+    Attributes:
+        phi: (T, N) attributions φ_{i,t} (axes ``("step", "agent")``).
+        delta_v: (T,) Δv_t = f(z_t) − f(z⁰_t).
+        f_values: (T,) f(z_t).
+        f_baseline: (T,) f(z⁰_t).
+        agent_ids, steps, features: axis labels.
+        phi_features: (T, N, D) per-feature attributions when asked for, else ``None``.
+        stderr: (T, N) standard errors for sampled methods, else ``None``.
+        n_evals: evaluations of the value function spent (coalition methods), else ``None``.
+        satisfies_efficiency: whether the method satisfies Σ_i φ = Δv by construction.
+        method: method name (``"aumann_shapley"``, ``"sampled_shapley"``, ...).
+        provenance: method parameters (K, quadrature rule, substitution power, baseline, seed,
+            dtype, closed form or path integral, ...).
+        groups: agent groups carried over from the panel.
+    """
+
+    phi: np.ndarray
+    delta_v: np.ndarray
+    f_values: np.ndarray
+    f_baseline: np.ndarray
+    agent_ids: np.ndarray
+    steps: np.ndarray
+    features: tuple[str, ...]
+    phi_features: np.ndarray | None = None
+    stderr: np.ndarray | None = None
+    n_evals: int | None = None
+    satisfies_efficiency: bool = True
+    method: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    groups: dict[str, np.ndarray] = field(default_factory=dict)
+
+    dims = ("step", "agent")
+
+    def __post_init__(self) -> None:
+        phi = np.asarray(self.phi)
+        if phi.ndim != 2:
+            raise ShapeError(f"phi must have dims {self.dims} (2-D); got shape {phi.shape}")
+        T, N = phi.shape
+        for name in ("delta_v", "f_values", "f_baseline"):
+            if np.asarray(getattr(self, name)).shape != (T,):
+                raise ShapeError(f"{name} must have shape (T,) = ({T},); got {np.asarray(getattr(self, name)).shape}")
+        if len(self.agent_ids) != N or len(self.steps) != T:
+            raise ShapeError(f"labels do not match phi {phi.shape}: {len(self.steps)} steps, "
+                             f"{len(self.agent_ids)} agent ids")
+        if self.phi_features is not None and self.phi_features.shape != (T, N, len(self.features)):
+            raise ShapeError(f"phi_features must be (T, N, D) = {(T, N, len(self.features))}; "
+                             f"got {self.phi_features.shape}")
+        if self.stderr is not None and np.asarray(self.stderr).shape != (T, N):
+            raise ShapeError(f"stderr must be (T, N) = {(T, N)}; got {np.asarray(self.stderr).shape}")
+
+    # ------------------------------------------------------------------ diagnostics
+    @property
+    def T(self) -> int:
+        return self.phi.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.phi.shape[1]
+
+    @property
+    def efficiency_gap(self) -> np.ndarray:
+        """(T,) |Σ_i φ_{i,t} − Δv_t|."""
+        return np.abs(self.phi.sum(axis=1) - self.delta_v)
+
+    @property
+    def max_efficiency_gap(self) -> float:
+        """The worst step's efficiency gap."""
+        return float(self.efficiency_gap.max())
+
+    @property
+    def relative_efficiency_gap(self) -> np.ndarray:
+        """(T,) |Σ_i φ − Δv| / max(|Δv|, tiny); the diagnostic for choosing K."""
+        scale = np.maximum(np.abs(self.delta_v), np.finfo(np.float64).tiny)
+        return self.efficiency_gap / scale
+
+    # ------------------------------------------------------------------ normalisation and aggregation
+    def shares(self) -> np.ndarray:
+        """(T, N) normalised attributions φ̃ = φ / Δv (sum to one per step for efficient methods).
+
+        Raises:
+            ZeroDeltaVError: at steps where Δv = 0 (nothing to normalise by).
+        """
+        zero = self.delta_v == 0
+        if np.any(zero):
+            bad = [self.steps[t].item() if hasattr(self.steps[t], "item") else self.steps[t]
+                   for t in np.nonzero(zero)[0][:5]]
+            raise ZeroDeltaVError(
+                f"cannot normalise by Δv = f(z) − f(z⁰) = 0 at {int(zero.sum())} step(s), e.g. {bad}; "
+                "use .phi (unnormalised) or another baseline"
+            )
+        return self.phi / self.delta_v[:, None]
+
+    def by_agent(self) -> np.ndarray:
+        """(N,) Φ_i = Σ_t φ_{i,t}: who drove it."""
+        return self.phi.sum(axis=0)
+
+    def by_step(self) -> np.ndarray:
+        """(T,) Φ_t = Σ_i φ_{i,t}: when did it turn."""
+        return self.phi.sum(axis=1)
+
+    def _group_labels(self, group: str | np.ndarray) -> np.ndarray:
+        if isinstance(group, str):
+            if group not in self.groups:
+                raise UnknownFeatureError(f"unknown group {group!r}; this result has groups {list(self.groups)}")
+            return self.groups[group]
+        labels = np.asarray(group)
+        if labels.shape != (self.N,):
+            raise ShapeError(f"group labels must have shape (N,) = ({self.N},); got {labels.shape}")
+        return labels
+
+    def group_shares(self, group: str | np.ndarray, *, per_step: bool = False) -> dict[Hashable, Any]:
+        """R_G: the share of the normalised attribution carried by each group label.
+
+        With ``per_step=False`` (default) the shares are of the whole run, Σ_{t, i∈G} φ / Σ_t Δv;
+        with ``per_step=True`` each label maps to a (T,) array of per-step shares. Shares of
+        signed indicators (var, gini) are net shares and may leave [0, 1].
+        """
+        labels = self._group_labels(group)
+        out: dict[Hashable, Any] = {}
+        if per_step:
+            shares = self.shares()
+            for g in np.unique(labels):
+                out[g.item() if hasattr(g, "item") else g] = shares[:, labels == g].sum(axis=1)
+            return out
+        total = float(self.delta_v.sum())
+        if total == 0:
+            raise ZeroDeltaVError("cannot normalise group shares: Σ_t Δv_t = 0")
+        phi_i = self.by_agent()
+        for g in np.unique(labels):
+            out[g.item() if hasattr(g, "item") else g] = float(phi_i[labels == g].sum() / total)
+        return out
+
+    def group_totals(self, group: str | np.ndarray) -> dict[Hashable, np.ndarray]:
+        """Unnormalised per-step group sums Σ_{i∈G} φ_{i,t}, as (T,) arrays."""
+        labels = self._group_labels(group)
+        return {(g.item() if hasattr(g, "item") else g): self.phi[:, labels == g].sum(axis=1)
+                for g in np.unique(labels)}
+
+    def feature_phi(self, name: str) -> np.ndarray:
+        """(T, N) attributions of one feature (needs ``per_feature=True``)."""
+        if self.phi_features is None:
+            raise UnknownFeatureError("per-feature attributions were not computed; call attribute(..., "
+                                      "per_feature=True)")
+        if name not in self.features:
+            raise UnknownFeatureError(f"unknown feature {name!r}; features are {list(self.features)}")
+        return self.phi_features[:, :, self.features.index(name)]
+
+    # ------------------------------------------------------------------ export
+    def to_pandas(self, *, include_ids: bool = True):
+        """Long table: one row per (step, agent) with φ (and stderr, per-feature φ, groups)."""
+        import pandas as pd
+
+        T, N = self.phi.shape
+        cols: dict[str, Any] = {
+            "step": np.repeat(self.steps, N),
+            "agent": np.tile(self.agent_ids if include_ids else np.arange(N), T),
+            "phi": self.phi.reshape(-1),
+        }
+        if self.stderr is not None:
+            cols["stderr"] = np.asarray(self.stderr).reshape(-1)
+        if self.phi_features is not None:
+            for d, name in enumerate(self.features):
+                cols[f"phi_{name}"] = self.phi_features[:, :, d].reshape(-1)
+        for g, labels in self.groups.items():
+            cols[f"group_{g}"] = np.tile(labels, T)
+        return pd.DataFrame(cols)
+
+    def to_parquet(self, path: str | os.PathLike[str], *, include_ids: bool = True) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df = self.to_pandas(include_ids=include_ids)
+        df.attrs = {}
+        tmp = path.with_name(path.name + ".tmp")
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+        return path
+
+    def summary(self) -> dict[str, Any]:
+        """A small JSON-able summary: method, provenance, Δv, worst gap, shape."""
+        return {
+            "method": self.method, "T": self.T, "N": self.N, "features": list(self.features),
+            "delta_v": self.delta_v.tolist(), "max_efficiency_gap": self.max_efficiency_gap,
+            "satisfies_efficiency": self.satisfies_efficiency, "n_evals": self.n_evals,
+            "provenance": _jsonable(self.provenance),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save losslessly to one ``.npz`` file."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"phi": self.phi, "delta_v": self.delta_v, "f_values": self.f_values,
+                  "f_baseline": self.f_baseline, "agent_ids": self.agent_ids, "steps": self.steps}
+        if self.phi_features is not None:
+            arrays["phi_features"] = self.phi_features
+        if self.stderr is not None:
+            arrays["stderr"] = np.asarray(self.stderr)
+        for k, v in self.groups.items():
+            arrays[f"group::{k}"] = v
+        meta = {"format": _FORMAT, "features": list(self.features), "n_evals": self.n_evals,
+                "satisfies_efficiency": self.satisfies_efficiency, "method": self.method,
+                "provenance": _jsonable(self.provenance)}
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Attribution:
+        with np.load(Path(path), allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        meta = json.loads(bytes(data.pop("__meta__")).decode())
+        groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
+        return cls(
+            phi=data["phi"], delta_v=data["delta_v"], f_values=data["f_values"], f_baseline=data["f_baseline"],
+            agent_ids=data["agent_ids"], steps=data["steps"], features=tuple(meta["features"]),
+            phi_features=data.get("phi_features"), stderr=data.get("stderr"), n_evals=meta["n_evals"],
+            satisfies_efficiency=meta["satisfies_efficiency"], method=meta["method"],
+            provenance=meta["provenance"], groups=groups,
+        )
+
+    def __repr__(self) -> str:
+        extra = f", n_evals={self.n_evals}" if self.n_evals is not None else ""
+        return (f"Attribution(method={self.method!r}, T={self.T}, N={self.N}, "
+                f"max_efficiency_gap={self.max_efficiency_gap:.3g}{extra})")
+
+
+__all__ = ["Attribution"]
