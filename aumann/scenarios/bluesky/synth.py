@@ -83,8 +83,8 @@ class SynthConfig(BaseModel):
         "earth-day-climate": 0.06, "wrestlemania": 0.04})
     post_scale: float = 0.25
     post_shape: float = 0.6
-    participation_follower_gamma: float = 1.0
-    reply_beta: float = 0.65
+    participation_follower_gamma: float = 0.0
+    reply_beta: float = 0.5
     reply_shape: float = 0.5
     replies_per_post: float = 0.46
     # follows received
