@@ -68,16 +68,32 @@ def _tier_shares(share: np.ndarray, code: np.ndarray) -> dict[str, float]:
 
 
 def _top10(share: np.ndarray) -> np.ndarray:
+    """Positions of the 10 largest shares (ties by position), O(n)."""
     k = min(10, share.shape[0])
-    return np.argsort(-share, kind="stable")[:k]
+    if share.shape[0] > 64:
+        cut = np.partition(share, share.shape[0] - k)[share.shape[0] - k]
+        cand = np.flatnonzero(share >= cut)
+    else:
+        cand = np.arange(share.shape[0])
+    return cand[np.argsort(-share[cand], kind="stable")[:k]]
+
+
+def _topic_counts(counts: RawCounts, topic: str) -> tuple[np.ndarray, np.ndarray]:
+    """(days, U) posts and replies-received matrices of one topic (bincount: fast at 10^6 users)."""
+    d = counts.daily[counts.daily["topic"] == topic]
+    flat = d["day"].to_numpy(np.int64) * counts.n_users + d["user"].to_numpy(np.int64)
+    shape = (len(counts.days), counts.n_users)
+    size = shape[0] * shape[1]
+    return tuple(np.bincount(flat, weights=d[c].to_numpy(np.float64), minlength=size).astype(np.int64)
+                 .reshape(shape) for c in ("posts", "replies_received"))  # type: ignore[return-value]
 
 
 def prepare_topic(counts: RawCounts, topic: str, indicator_names: list[str], *, pool_fraction: float = 0.05,
                   k_min: int = 100) -> TopicData:
     """Window panel, pools, tiers, anchors and the full-panel attribution of every indicator."""
     panel = counts.window_panel(topic)
-    posts_d = counts.topic_matrix(topic, "posts")
-    replies = counts.topic_matrix(topic, "replies_received").sum(0)
+    posts_d, replies_d = _topic_counts(counts, topic)
+    replies = replies_d.sum(0)
     posts = posts_d.sum(0)
     followers = counts.followers()
     active = int(np.median((posts_d > 0).sum(1)))  # median daily active users: K of the topic pools

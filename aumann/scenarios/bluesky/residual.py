@@ -33,12 +33,18 @@ def best_scalar(phi_s: np.ndarray, phi_full: np.ndarray) -> tuple[float, float]:
     b = np.asarray(phi_full, dtype=np.float64).ravel()
     if a.shape != b.shape:
         raise ShapeError(f"subset shares {a.shape} and full shares {b.shape} must align over S")
-    bb = float(b @ b)
-    na = float(np.linalg.norm(a))
+    bb = _dot(b, b)
+    na = np.sqrt(_dot(a, a))
     if bb == 0.0 or na == 0.0:
         raise ZeroDeltaVError("rescaling residual undefined: a share vector is identically zero on S")
-    c = float(a @ b) / bb
-    return c, float(np.linalg.norm(a - c * b) / na)
+    c = _dot(a, b) / bb
+    r = a - c * b
+    return c, float(np.sqrt(_dot(r, r)) / na)
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    # elementwise product + pairwise sum: no BLAS call (BLAS threads can contend with torch's)
+    return float(np.sum(x * y))
 
 
 def residual_law_var(g_s: np.ndarray, m_full: float) -> float:
@@ -47,12 +53,12 @@ def residual_law_var(g_s: np.ndarray, m_full: float) -> float:
     m_s = float(g.mean())
     u = g * (g - m_s)
     v = g * (g - m_full)
-    nu = float(np.linalg.norm(u))
-    vv = float(v @ v)
+    nu = np.sqrt(_dot(u, u))
+    vv = _dot(v, v)
     if nu == 0.0 or vv == 0.0:
         raise ZeroDeltaVError("residual law undefined: zero variance on S or in the full panel")
-    perp = g - (float(v @ g) / vv) * v
-    return abs(m_s - m_full) * float(np.linalg.norm(perp)) / nu
+    perp = g - (_dot(v, g) / vv) * v
+    return float(abs(m_s - m_full) * np.sqrt(_dot(perp, perp)) / nu)
 
 
 def closed_form_phi(name: str, z: np.ndarray) -> np.ndarray:

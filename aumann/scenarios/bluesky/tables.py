@@ -193,8 +193,9 @@ def write_tables(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, sy
             ["N", *[f"{p} {k}" for p in ("BIAS_v", "RAND") for k in TIER_LABELS]], rows), synthetic)
 
         # topics-jaccard ------------------------------------------------------------------------
-        jj = _agg(runs[(runs.protocol == "BIAS_visibility") & (runs.indicator == "heat")], ["topic", "size"],
-                  "jaccard10")
+        jv = runs[(runs.protocol == "BIAS_visibility") & (runs.indicator == "heat")]
+        jj = (_agg(jv, ["topic", "size"], "jaccard10") if "jaccard10" in jv and jv["jaccard10"].notna().any()
+              else pd.DataFrame(columns=["topic", "size", "mean", "std", "n"]))
         sizes = sorted(jj["size"].unique())
         piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
         rows = [[t] + [f"{piv.get((t, s), np.nan):.2f}" for s in sizes] for t in topics]
@@ -204,7 +205,7 @@ def write_tables(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, sy
         # kol-anchors ---------------------------------------------------------------------------
         rows, recs = [], []
         hb = head[(head.protocol == "BIAS_visibility") & (head.indicator == "heat")]
-        for t in topics:
+        for t in topics if len(hb) else []:
             for label, col in (("followers (G_top)", "R_top"), ("topic posts (G_2)", "A_posts"),
                                ("replies received (G_3)", "A_replies")):
                 a = _agg(hb[hb.topic == t], ["topic"], col)
