@@ -103,3 +103,12 @@ def test_unknown_topic_is_a_clear_error(study_dirs, tmp_path) -> None:
     counts, _, _ = study_dirs
     with pytest.raises(StudyError, match="unknown topics"):
         run_study(counts, tmp_path, StudyConfig(topics=["nope"]), log=lambda *_: None)
+
+
+def test_shipped_config_loads_and_bad_config_is_typed(tmp_path) -> None:
+    cfg = StudyConfig.from_toml(Path(__file__).parents[2] / "configs" / "bluesky-study.toml")
+    assert cfg.sizes[-1] == "full" and cfg.seeds == list(range(10)) and cfg.deepset_settings.steps == 120
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[study]\nprotocols = ['BIAS_nope']\n")
+    with pytest.raises(StudyError, match="invalid study config"):
+        StudyConfig.from_toml(bad)
