@@ -52,6 +52,7 @@ class DeepSetSettings(BaseModel):
     power: float = 4.0  # tau = u^power
     seed: int = 0
     n_subset: int = 100
+    reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
 
 
 class StudyConfig(BaseModel):

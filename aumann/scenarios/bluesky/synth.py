@@ -71,8 +71,8 @@ class SynthConfig(BaseModel):
     sigma_f: float = 2.3
     tail_fraction: float = 0.0003
     tail_xmin: float = 1000.0
-    tail_alpha: float = 0.9
-    max_followers: int = 1_500_000
+    tail_alpha: float = 1.0
+    max_followers: int = 3_000_000
     # activity
     mu_events: float = 1.95
     sigma_events: float = 1.12
