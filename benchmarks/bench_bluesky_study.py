@@ -24,7 +24,7 @@ GOAL_SECONDS = 600.0
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=1_671_587)
-    ap.add_argument("--out", type=Path, default=Path("/tmp/bsky-bench"))
+    ap.add_argument("--out", type=Path, default=Path("/tmp/aumann-bsky-bench"))
     ap.add_argument("--deepset", action="store_true")
     ap.add_argument("--keep", action="store_true", help="reuse finished cells (resume) instead of a fresh run")
     args = ap.parse_args()

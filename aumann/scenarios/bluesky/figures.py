@@ -46,7 +46,8 @@ def write_figures(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, s
     paths: list[Path] = []
     fulls = [c for c in cells if c["protocol"] == "FULL" and "daily" in c]
     if fulls:
-        fig, axes = plt.subplots(1, len(fulls), figsize=(3.2 * len(fulls), 4.2), squeeze=False)
+        fig, axes = plt.subplots(1, len(fulls), figsize=(3.8 * len(fulls), 4.4), squeeze=False)
+        fig.subplots_adjust(wspace=0.55)
         for ax, c in zip(axes[0], fulls):
             d = c["daily"]
             m = np.abs(np.asarray(d["heatmap_M"], dtype=np.float64)).T  # (bins, days)
@@ -61,7 +62,7 @@ def write_figures(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, s
             ax.set_xticks(ticks, [d["days"][i][5:] for i in ticks], fontsize=7, rotation=45)
             ax.set_yticks([0, 9, 49, 99], ["top 1%", "10%", "50%", "100%"], fontsize=7)
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02).ax.tick_params(labelsize=6)
-        fig.suptitle(f"log10 |M(t, p)|: f_heat attribution by follower-percentile bin × day{tag}", fontsize=10)
+        fig.suptitle(f"log10 |M(t, p)|: f_heat attribution by follower-percentile bin × day{tag}", fontsize=10, y=1.04)
         paths.append(_save(fig, out / "heatmap.png"))
         plt.close(fig)
 
