@@ -1,15 +1,55 @@
 """Attribution: panels in, attributions out.
 
 >>> from aumann.attribution import Panel, attribute, indicators, AumannShapley
+
+``Panel`` is numpy-only; everything else (which needs torch) is imported on first use, so that
+building or loading panels (e.g. in worker processes) does not pay for importing torch.
 """
 
-from aumann.attribution import indicators
-from aumann.attribution.engine import attribute
-from aumann.attribution.indicators import Indicator, PooledForm
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from aumann.attribution.panel import Panel
-from aumann.attribution.path import AumannShapley, quadrature
-from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
-from aumann.attribution.result import Attribution
+
+_LAZY = {
+    "indicators": ("aumann.attribution.indicators", None),
+    "attribute": ("aumann.attribution.engine", "attribute"),
+    "Indicator": ("aumann.attribution.indicators", "Indicator"),
+    "PooledForm": ("aumann.attribution.indicators", "PooledForm"),
+    "AumannShapley": ("aumann.attribution.path", "AumannShapley"),
+    "quadrature": ("aumann.attribution.path", "quadrature"),
+    "BASELINES": ("aumann.attribution.problem", "BASELINES"),
+    "AttributionMethod": ("aumann.attribution.problem", "AttributionMethod"),
+    "Problem": ("aumann.attribution.problem", "Problem"),
+    "resolve_baseline": ("aumann.attribution.problem", "resolve_baseline"),
+    "Attribution": ("aumann.attribution.result", "Attribution"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aumann.attribution import indicators
+    from aumann.attribution.engine import attribute
+    from aumann.attribution.indicators import Indicator, PooledForm
+    from aumann.attribution.path import AumannShapley, quadrature
+    from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
+    from aumann.attribution.result import Attribution
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'aumann.attribution' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BASELINES",

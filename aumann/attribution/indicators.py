@@ -145,8 +145,9 @@ class Lin(Indicator):
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
-        f = values.sum(axis=(1, 2)) / n
-        phi = values / n if per_feature else values.sum(axis=2) / n
+        g = torch.as_tensor(values).sum(dim=-1)  # (T, N); torch reductions stream at memory speed
+        f = g.sum(dim=1).double().numpy() / n
+        phi = values / n if per_feature else (g / n).numpy()
         return phi, f, np.zeros_like(f)
 
 
@@ -173,15 +174,19 @@ class Heat(Indicator):
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         _, n, D = values.shape
-        m = values.mean(axis=1, dtype=np.float64)  # (T, D)
+        x = torch.as_tensor(values)
+        m = x.sum(dim=1).double().numpy() / n  # (T, D); one streaming pass
         h = m.prod(axis=1)  # (T,)
         others = np.empty_like(m)
         for d in range(D):
             others[:, d] = np.prod(np.delete(m, d, axis=1), axis=1)
         coef = others / n * _log1p_over(h, D)[:, None]  # (T, D): φ_{i,d} = z_{i,d} coef_d
         f = np.log1p(h)
-        coef = coef.astype(values.dtype, copy=False)
-        phi = values * coef[:, None, :] if per_feature else np.matmul(values, coef[:, :, None])[..., 0]
+        c = torch.as_tensor(coef, dtype=x.dtype)
+        if per_feature:
+            phi = (x * c[:, None, :]).numpy()
+        else:  # batched matrix-vector product: one more streaming pass, no (T, N, D) temporary
+            phi = torch.bmm(x, c[:, :, None])[..., 0].numpy()
         return phi, f, np.zeros_like(f)
 
 
@@ -201,10 +206,11 @@ class Var(Indicator):
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
-        g = values.sum(axis=2)  # (T, N)
-        dev = g - g.mean(axis=1, keepdims=True)
-        f = (dev**2).mean(axis=1)
-        phi = values * (dev / n)[:, :, None] if per_feature else g * dev / n
+        g = torch.as_tensor(values).sum(dim=-1)  # (T, N)
+        dev = g - g.mean(dim=1, keepdim=True)
+        f = (dev * dev).mean(dim=1).double().numpy()
+        w = (dev / n).numpy()
+        phi = values * w[:, :, None] if per_feature else g.numpy() * w
         return phi, f, np.zeros_like(f)
 
 

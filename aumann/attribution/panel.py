@@ -164,8 +164,8 @@ class Panel:
                 bad &= self.alive[..., None]
             t, i, d = (int(v[0]) for v in np.nonzero(bad))
             raise NonFiniteError(
-                f"panel has {int(bad.sum())} NaN/inf value(s) in live rows; first at step {self.steps[t]!r}, "
-                f"agent {self.agent_ids[i]!r}, feature {self.features[d]!r}"
+                f"panel has {int(bad.sum())} NaN/inf value(s) in live rows; first at step {self.steps[t].item()!r}, "
+                f"agent {self.agent_ids[i].item()!r}, feature {self.features[d]!r}"
             )
         self._agent_index: np.ndarray | None = None
 

@@ -146,54 +146,83 @@ class AumannShapley(AttributionMethod):
 
     # ------------------------------------------------------------------ the integral
     def _integrate(self, problem: Problem, steps: int) -> np.ndarray:
-        """(T, N, D) per-feature attributions by quadrature with ``steps`` points."""
+        """(T, N, D) per-feature attributions by quadrature with ``steps`` points.
+
+        G_t = Σ_k w_k ∇f(z⁰_t + τ_k δ_t) and φ_t = δ_t ⊙ G_t. Batches are blocks of whole steps
+        (all K points of several steps in one call) when they fit the memory budget, else chunks of
+        points within one step; both are slices, never gathers.
+        """
         T, N, D = problem.shape
         nodes, weights = quadrature(steps, self.rule, self.power)
         dtype = torch.float32 if problem.x.dtype == np.float32 else torch.float64
         x = torch.as_tensor(problem.x)
-        delta = x - torch.as_tensor(np.ascontiguousarray(problem.baseline))  # (T|1→T, N, D)
-        if delta.shape[0] != T:
-            delta = delta.expand(T, N, D)
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline))
-        if base.shape[0] != T:
-            base = base.expand(T, *base.shape[1:])
-        base = base.expand(T, N, D)
-        # G[t] = Σ_k w_k ∇f(z⁰_t + τ_k δ_t); φ = δ ⊙ G
+        base = torch.as_tensor(np.ascontiguousarray(problem.baseline)).to(dtype)  # (T|1, N|1, D)
+        zero_base = problem.baseline_is_zero
+        tau = torch.as_tensor(nodes, dtype=dtype)
+        w = torch.as_tensor(weights, dtype=dtype)
         grad_sum = torch.zeros((T, N, D), dtype=dtype)
         item_bytes = N * D * (4 if dtype == torch.float32 else 8)
         per_batch = max(1, int(self.memory_budget // (6 * item_bytes)))
-        pairs = [(t, k) for t in range(T) for k in range(steps)]
-        tau_all = torch.as_tensor(nodes, dtype=dtype)
-        w_all = torch.as_tensor(weights, dtype=dtype)
-        progress = _progress(problem.progress, len(pairs), f"path integral K={steps}")
+
+        def base_of(t0: int, t1: int) -> torch.Tensor:
+            b = base if base.shape[0] == 1 else base[t0:t1]
+            return b.expand(t1 - t0, N, D)
+
+        def grad_of(z: torch.Tensor, t_idx: np.ndarray) -> torch.Tensor | None:
+            z = z.detach().requires_grad_(True)
+            out = problem.evaluate(z, t_idx)
+            if not out.requires_grad:
+                raise IndicatorError(
+                    f"indicator {problem.f.name!r} returned a value with no gradient w.r.t. z; the path "
+                    "integral needs a differentiable torch function (no numpy, no .detach(), no .item())"
+                )
+            (g,) = torch.autograd.grad(out.sum(), z, allow_unused=True)
+            return g  # None: f does not depend on z at all (every agent is a dummy)
+
+        steps_per_batch = per_batch // steps
+        total = T * steps
+        progress = _progress(problem.progress, total, f"path integral K={steps}")
         try:
-            for s in range(0, len(pairs), per_batch):
-                chunk = pairs[s:s + per_batch]
-                t_idx = np.fromiter((p[0] for p in chunk), dtype=np.int64, count=len(chunk))
-                k_idx = np.fromiter((p[1] for p in chunk), dtype=np.int64, count=len(chunk))
-                tt = torch.as_tensor(t_idx)
-                tau = tau_all[torch.as_tensor(k_idx)].view(-1, 1, 1)
-                z = (base[tt] + tau * delta[tt]).detach().requires_grad_(True)
-                out = problem.evaluate(z, t_idx)
-                if not out.requires_grad:
-                    raise IndicatorError(
-                        f"indicator {problem.f.name!r} returned a value with no gradient w.r.t. z; the path "
-                        "integral needs a differentiable torch function (no numpy, no .detach(), no .item())"
-                    )
-                (grad,) = torch.autograd.grad(out.sum(), z, allow_unused=True)
-                if grad is None:  # f does not depend on z at all: every agent is a dummy
-                    continue
-                if not torch.isfinite(grad).all():
-                    raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the path "
-                                         f"(steps {np.unique(t_idx).tolist()[:5]}); is it C¹ there?")
-                wk = w_all[torch.as_tensor(k_idx)].view(-1, 1, 1)
-                grad_sum.index_add_(0, tt, (wk * grad).to(dtype))
-                if progress is not None:
-                    progress[0].advance(progress[1], len(chunk))
+            if steps_per_batch >= 1:  # whole steps per call: z has shape (tb·K, N, D)
+                for t0 in range(0, T, steps_per_batch):
+                    t1 = min(T, t0 + steps_per_batch)
+                    xb = x[t0:t1]
+                    bb = base_of(t0, t1)
+                    if zero_base:
+                        z = tau.view(1, -1, 1, 1) * xb.unsqueeze(1)
+                    else:
+                        z = bb.unsqueeze(1) + tau.view(1, -1, 1, 1) * (xb - bb).unsqueeze(1)
+                    t_idx = np.repeat(np.arange(t0, t1), steps)
+                    g = grad_of(z.reshape(-1, N, D), t_idx)
+                    if g is not None:
+                        grad_sum[t0:t1] += torch.einsum("k,tknd->tnd", w, g.view(t1 - t0, steps, N, D))
+                    if progress is not None:
+                        progress[0].advance(progress[1], (t1 - t0) * steps)
+            else:  # chunks of points within one step: z has shape (kc, N, D)
+                for t in range(T):
+                    xt = x[t]
+                    bt = base_of(t, t + 1)[0]
+                    dt = xt if zero_base else xt - bt
+                    for k0 in range(0, steps, per_batch):
+                        k1 = min(steps, k0 + per_batch)
+                        tk = tau[k0:k1].view(-1, 1, 1)
+                        z = tk * dt if zero_base else bt + tk * dt
+                        g = grad_of(z, np.full(k1 - k0, t))
+                        if g is not None:
+                            if k1 - k0 == 1:
+                                grad_sum[t].add_(g[0], alpha=float(w[k0]))
+                            else:
+                                grad_sum[t] += torch.einsum("k,knd->nd", w[k0:k1], g)
+                        if progress is not None:
+                            progress[0].advance(progress[1], k1 - k0)
         finally:
             if progress is not None:
                 progress[0].stop()
-        return (delta.to(dtype) * grad_sum).numpy()
+        if not torch.isfinite(grad_sum).all():
+            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path; "
+                                 "is it C¹ between the baseline and the panel?")
+        delta = x - base if not zero_base else x
+        return (delta.expand(T, N, D) * grad_sum).numpy()
 
 
 def _progress(enabled: bool, total: int, label: str) -> Any:

@@ -18,6 +18,7 @@ from aumann.errors import AumannError
 _COMMAND_MODULES = (
     "aumann.cli.attribute",
     "aumann.cli.demo",
+    "aumann.cli.bluesky",
 )
 
 

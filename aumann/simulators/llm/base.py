@@ -1,0 +1,262 @@
+"""The decision interface agents depend on, its errors, usage accounting and JSON parsing.
+
+Agents call ``backend.decide(messages, schema, context=..., seed=...)`` and get back a validated
+instance of the pydantic model ``schema``; they never import ``openai``. Two backends implement it:
+:class:`~aumann.simulators.llm.OfflineBackend` (a deterministic policy, the default, no server) and
+:class:`~aumann.simulators.llm.OpenAIBackend` (any OpenAI-compatible server, with a response cache).
+
+Error tree (all :class:`aumann.errors.LLMError`):
+
+* LLMAuthenticationError -- the server rejected the key (401/403); raised once, never retried
+* ModelNotFoundError     -- the server does not know the model or path (404); raised once
+* LLMRequestError        -- another non-retryable rejection (400, 422, ...)
+* BackendUnavailableError -- 429/5xx/connection errors/timeouts persisted through all retries
+* MalformedResponseError -- the reply was not JSON or failed the schema after all retries
+* BudgetExceededError    -- a call or token cap would be exceeded (cost guard)
+* CacheMissError         -- replay mode and the request is not in the cache
+* PolicyError            -- an offline policy returned something that is not a valid ``schema``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel
+
+from aumann.errors import LLMError
+
+Messages = list[dict[str, str]]
+
+
+class LLMAuthenticationError(LLMError):
+    """The server rejected the API key (HTTP 401/403). Never retried."""
+
+
+class ModelNotFoundError(LLMError):
+    """The server does not serve this model, or the base URL path is wrong (HTTP 404). Never retried."""
+
+
+class LLMRequestError(LLMError):
+    """A non-retryable rejection of the request (HTTP 400, 422, ...)."""
+
+
+class BackendUnavailableError(LLMError):
+    """Rate limits, server errors, timeouts or refused connections persisted through every retry."""
+
+
+class MalformedResponseError(LLMError):
+    """The reply was not a JSON object valid for the schema, after every retry."""
+
+
+class BudgetExceededError(LLMError):
+    """A call or token cap of the cost guard would be exceeded."""
+
+
+class CacheMissError(LLMError):
+    """Replay mode: the request is not in the response cache (nothing is sent to the server)."""
+
+
+class PolicyError(LLMError):
+    """An offline policy returned a value that does not validate against the schema."""
+
+
+@runtime_checkable
+class DecisionBackend(Protocol):
+    """What agents depend on: structured decisions validated by a pydantic model."""
+
+    def decide(
+        self,
+        messages: Messages,
+        schema: type[BaseModel],
+        *,
+        context: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> BaseModel:
+        """Return an instance of ``schema`` for the OpenAI-style chat ``messages``.
+
+        ``context`` is the structured observation an offline policy reads; ``seed`` makes the
+        decision reproducible (passed to the server as the request seed).
+        """
+        ...
+
+
+@dataclass
+class Usage:
+    """Per-backend accounting, safe to read at any time (``backend.usage``).
+
+    Attributes:
+        calls: HTTP requests sent (every attempt counts, successful or not).
+        prompt_tokens, completion_tokens: tokens reported by the server for successful calls.
+        cache_hits: decisions served from the response cache (no request sent).
+        failures: failed attempts (HTTP errors, timeouts, malformed or invalid replies).
+        retries: attempts repeated after a retryable failure.
+        fallbacks: decisions served by the fallback backend after giving up.
+        decisions: decisions returned to callers.
+        planned_calls: requests a dry run would have sent (cache misses in dry-run mode).
+        planned_prompt_tokens: rough prompt-token estimate of those (characters / 4).
+    """
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    decisions: int = 0
+    planned_calls: int = 0
+    planned_prompt_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for k, v in counts.items():
+                setattr(self, k, getattr(self, k) + v)
+
+    def reset(self) -> dict[str, int]:
+        """Zero every counter (e.g. between runs); returns the counts before the reset."""
+        with self._lock:
+            before = self.as_dict()
+            for k in before:
+                if k != "total_tokens":
+                    setattr(self, k, 0)
+        return before
+
+    def as_dict(self) -> dict[str, int]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        d["total_tokens"] = self.total_tokens
+        return d
+
+    def __deepcopy__(self, memo: dict) -> Usage:
+        return self  # shared across forks: one account per backend
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, BaseModel):
+        return _jsonable(obj.model_dump(mode="json"))
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, str | int | float | bool) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, numpy converted) used for hashing and cache keys."""
+    return json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def stable_hash(obj: Any) -> str:
+    """sha256 hex digest of :func:`canonical_json` -- stable across processes and runs."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def request_seed(root_seed: int, *keys: Any) -> int:
+    """A stable 31-bit request seed for one decision, e.g. ``request_seed(run_seed, agent_id, step)``.
+
+    Derived by hashing, so it is the same in every process and independent of call order; pass it
+    as ``decide(..., seed=...)`` so that offline policies and servers see a per-decision seed.
+
+    Example:
+        >>> request_seed(7, 3, 10) == request_seed(7, 3, 10) != request_seed(7, 4, 10)
+        True
+    """
+    return int(stable_hash({"root": root_seed, "keys": list(keys)})[:8], 16) & 0x7FFFFFFF
+
+
+def check_messages(messages: Any) -> Messages:
+    """Validate OpenAI-style chat messages: a non-empty list of {"role", "content"} string dicts."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
+        raise LLMRequestError(
+            "messages must be a non-empty list of {'role': ..., 'content': ...} dicts; "
+            f"got {messages!r:.80}"
+        )
+    out: Messages = []
+    for k, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(
+            m.get("content"), str
+        ):
+            raise LLMRequestError(f"message {k} must be a dict with str 'role' and 'content'; got {m!r:.80}")
+        out.append(dict(m))
+    return out
+
+
+def check_schema(schema: Any) -> type[BaseModel]:
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        raise LLMRequestError(f"schema must be a pydantic BaseModel subclass; got {schema!r}")
+    return schema
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_json_object(text: str | None) -> Any:
+    """Parse a model reply into JSON with :func:`json.loads` (never ``eval``).
+
+    Accepts bare JSON, a ```json fenced block, or prose around one ``{...}`` object.
+
+    Raises:
+        ValueError: no JSON object could be parsed.
+    """
+    if text is None:
+        raise ValueError("empty reply (no content)")
+    s = text.strip()
+    m = _FENCE.search(s)
+    if m:
+        s = m.group(1).strip()
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        i, j = s.find("{"), s.rfind("}")
+        if i == -1 or j <= i:
+            raise ValueError(f"reply is not JSON: {text[:120]!r}") from None
+        try:
+            return json.loads(s[i : j + 1])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"reply is not JSON ({exc.msg}): {text[:120]!r}") from None
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "BudgetExceededError",
+    "CacheMissError",
+    "DecisionBackend",
+    "LLMAuthenticationError",
+    "LLMRequestError",
+    "MalformedResponseError",
+    "Messages",
+    "ModelNotFoundError",
+    "PolicyError",
+    "Usage",
+    "canonical_json",
+    "check_messages",
+    "parse_json_object",
+    "request_seed",
+    "stable_hash",
+]

@@ -1,0 +1,297 @@
+"""Observer hook: capture named per-agent features after every step into a (T, N, D) buffer.
+
+A recording fills ``values[t, i, d] = feature_d(agent_i)`` after step ``t`` (float64), with the
+agent axis fixed by ``unique_id`` in ascending order, and returns the engine's
+:class:`~aumann.attribution.Panel`. Nothing patches the user's model: the runner
+(:func:`aumann.simulators.simulate`) or the user calls :meth:`Recording.capture` explicitly.
+
+Agents that enter or leave mid-run keep one fixed row each. ``alive[t, i]`` is ``True`` when agent
+``i`` was present at capture ``t``; absent rows hold ``0.0`` in ``values`` (and the attribution
+engine holds them at the baseline, so they receive zero attribution). When every agent is present
+at every step the panel's ``alive`` is ``None``.
+
+Two paths:
+
+* :class:`FeatureRecorder` -- per-agent extractors (attribute names or ``fn(agent) -> number``),
+  like Mesa ``DataCollector`` agent reporters. One Python call per agent per feature per step.
+* :class:`ArrayRecorder` (also ``FeatureRecorder.from_arrays``) -- for vectorised models that keep
+  agent state in numpy arrays: ``fn(model) -> {name: array (N,)}`` is copied column-wise into the
+  preallocated buffer, with no per-agent Python loop. The agent axis is fixed at the first capture.
+
+World state that is not attributed (prices, rates) is recorded with ``context={name: fn(model)}``
+into ``Panel.context`` (leading dimension T).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from aumann.simulators.errors import FeatureValueError, UnknownAttributeError
+from aumann.simulators.recording import (
+    FeatureFn,
+    Recording,
+    _as_float_column,
+    _check_finite,
+    _default_agents,
+    _RecorderBase,
+)
+
+
+class FeatureRecorder(_RecorderBase):
+    """Per-agent feature extractors, captured after every step into a preallocated (T, N, D) buffer.
+
+    Args:
+        features: ordered mapping feature name → attribute name (``"wealth"``) or callable
+            ``fn(agent) -> number``. The panel's features keep this order.
+        agents: ``fn(model) -> iterable of agents`` (default ``model.agents``). Agents are keyed by
+            ``agent.unique_id`` and sorted ascending in the panel.
+
+    Raises:
+        FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
+
+    Example:
+        >>> rec = FeatureRecorder({"wealth": "wealth", "deg": lambda a: len(a.neighbors)})  # doctest: +SKIP
+        >>> panel = simulate(model, steps=50, recorder=rec)                                # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        features: Mapping[str, str | FeatureFn],
+        *,
+        agents: Callable[[Any], Iterable[Any]] | None = None,
+    ) -> None:
+        if not isinstance(features, Mapping) or not features:
+            raise FeatureValueError(
+                f"features must be a non-empty mapping name -> attribute name or fn(agent); got {features!r}"
+            )
+        self.features = tuple(str(k) for k in features)
+        self._specs = dict(features)
+        self._getters: list[Callable[[Any], Any]] = []
+        for name, spec in features.items():
+            if isinstance(spec, str):
+                self._getters.append(operator.attrgetter(spec))
+            elif callable(spec):
+                self._getters.append(spec)
+            else:
+                raise FeatureValueError(
+                    f"feature {name!r} must be an attribute name (str) or a callable fn(agent); got {spec!r}"
+                )
+        self.agents = agents or _default_agents
+
+    @classmethod
+    def from_arrays(
+        cls,
+        fn: Callable[[Any], Mapping[str, Any]],
+        *,
+        features: Iterable[str] | None = None,
+        alive: Callable[[Any], Any] | None = None,
+        agent_ids: Callable[[Any], Any] | Any = None,
+    ) -> ArrayRecorder:
+        """The vectorised path: see :class:`ArrayRecorder` (same arguments)."""
+        return ArrayRecorder(fn, features=features, alive=alive, agent_ids=agent_ids)
+
+    @classmethod
+    def from_datacollector(cls, datacollector: Any, *, agents: Callable[[Any], Iterable[Any]] | None = None):
+        """A recorder with the agent reporters of an existing Mesa ``DataCollector``.
+
+        Reporter kinds Mesa accepts (attribute names, functions, methods, ``[fn, [params]]``) are
+        all supported, as Mesa normalises them into callables. Reporters must return numbers.
+        """
+        reporters = getattr(datacollector, "agent_reporters", None)
+        if not reporters:
+            raise FeatureValueError(
+                f"{type(datacollector).__name__} has no agent reporters; "
+                f"give DataCollector(agent_reporters={{...}})"
+            )
+        return cls(dict(reporters), agents=agents)
+
+    def __repr__(self) -> str:
+        return f"FeatureRecorder(features={list(self.features)})"
+
+    # ---------------------------------------------------------------- recording internals
+    def _start(self, rec: Recording, model: Any) -> None:
+        agents = list(self.agents(model))
+        cap = max(len(agents), 1)
+        rec._ids = []  # type: ignore[attr-defined]
+        rec._col = {}  # type: ignore[attr-defined]
+        rec._values = np.zeros((rec.steps, cap, len(self.features)), dtype=np.float64)  # type: ignore[attr-defined]
+        rec._alive = np.zeros((rec.steps, cap), dtype=bool)  # type: ignore[attr-defined]
+
+    def _columns_for(self, rec: Any, agents: list[Any], t: int) -> np.ndarray:
+        col = rec._col
+        out = np.empty(len(agents), dtype=np.int64)
+        for k, a in enumerate(agents):
+            try:
+                uid = a.unique_id
+            except AttributeError:
+                raise UnknownAttributeError(
+                    f"agent {a!r} has no 'unique_id'; the recorder keys agent rows by unique_id"
+                ) from None
+            j = col.get(uid)
+            if j is None:
+                if not isinstance(uid, Hashable):
+                    raise FeatureValueError(f"agent unique_id {uid!r} is not hashable")
+                j = col[uid] = len(rec._ids)
+                rec._ids.append(uid)
+            out[k] = j
+        n = len(rec._ids)
+        if n > rec._values.shape[1]:  # grow the agent axis (amortised doubling)
+            cap = max(n, 2 * rec._values.shape[1])
+            grow = cap - rec._values.shape[1]
+            rec._values = np.concatenate(
+                [rec._values, np.zeros((rec.steps, grow, rec._values.shape[2]), np.float64)], axis=1
+            )
+            rec._alive = np.concatenate([rec._alive, np.zeros((rec.steps, grow), bool)], axis=1)
+        if np.unique(out).size != out.size:
+            raise FeatureValueError(f"duplicate agent unique_id at capture {t}; ids must be unique")
+        return out
+
+    def _extract(self, name: str, getter: Callable[[Any], Any], agents: list[Any], t: int) -> np.ndarray:
+        try:
+            raw = [getter(a) for a in agents]
+        except AttributeError as exc:
+            spec = self._specs[name]
+            if isinstance(spec, str):
+                have = sorted(k for k in vars(agents[0]) if not k.startswith("_")) if agents else []
+                raise UnknownAttributeError(
+                    f"feature {name!r}: agents of type {type(agents[0]).__name__} have no attribute "
+                    f"{spec!r}; available attributes: {have}"
+                ) from None
+            raise FeatureValueError(f"feature {name!r} raised AttributeError at capture {t}: {exc}") from exc
+        col = _as_float_column(name, raw, len(agents), t)
+        with np.errstate(over="ignore"):
+            total = float(col.sum())
+        if not math.isfinite(total):  # fast path; the full check names the culprit
+            _check_finite(name, col, [getattr(a, "unique_id", None) for a in agents], t)
+        return col
+
+    def _capture(self, rec: Any, model: Any, t: int) -> None:
+        agents = list(self.agents(model))
+        cols = self._columns_for(rec, agents, t)
+        if not agents:
+            return
+        for d, (name, getter) in enumerate(zip(self.features, self._getters)):
+            rec._values[t, cols, d] = self._extract(name, getter, agents, t)
+        rec._alive[t, cols] = True
+
+    def _result(self, rec: Any):
+        n = len(rec._ids)
+        if n == 0:
+            raise FeatureValueError("no agents were ever present during the recording; nothing to record")
+        ids = rec._ids
+        try:
+            order = sorted(range(n), key=lambda j: ids[j])
+        except TypeError:
+            raise FeatureValueError(
+                f"agent unique_ids cannot be sorted (mixed types? e.g. {ids[:3]!r}); use comparable ids"
+            ) from None
+        pos = np.asarray(order, dtype=np.int64)
+        values = rec._values[:, pos]
+        alive = rec._alive[:, pos]
+        return values, np.asarray([ids[j] for j in order]), alive
+
+
+class ArrayRecorder(_RecorderBase):
+    """Vectorised recorder: whole feature columns per step, no per-agent Python loop.
+
+    Args:
+        fn: ``fn(model) -> {feature name: array-like of shape (N,)}``. N must not change during a
+            recording (keep a fixed row per agent and report presence with ``alive``).
+        features: feature order (default: the keys of the first ``fn(model)`` call, in order).
+            Keys of ``fn(model)`` that are not listed are ignored.
+        alive: optional ``fn(model) -> bool array (N,)``; absent rows are stored as 0.0.
+        agent_ids: an array of N ids, or ``fn(model) -> array (N,)`` read at the first capture
+            (default ``0 … N-1``). Rows are reordered to ascending id.
+
+    Example:
+        >>> rec = ArrayRecorder(lambda m: {"wealth": m.wealth, "deg": m.degree})   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Mapping[str, Any]],
+        *,
+        features: Iterable[str] | None = None,
+        alive: Callable[[Any], Any] | None = None,
+        agent_ids: Callable[[Any], Any] | Any = None,
+    ) -> None:
+        if not callable(fn):
+            raise FeatureValueError(f"ArrayRecorder needs a callable fn(model) -> mapping; got {fn!r}")
+        self.fn = fn
+        self._given_features = None if features is None else tuple(str(f) for f in features)
+        self.features = self._given_features or ()  # the features of a recording live on the Recording
+        self.alive_fn = alive
+        self.agent_ids = agent_ids
+
+    def __repr__(self) -> str:
+        return f"ArrayRecorder(features={list(self.features) or 'from first capture'})"
+
+    def _start(self, rec: Any, model: Any) -> None:
+        rec._values = None
+        rec._alive = None
+        rec._n = None
+        rec._ids_value = None
+
+    def _capture(self, rec: Any, model: Any, t: int) -> None:
+        cols = self.fn(model)
+        if not isinstance(cols, Mapping):
+            raise FeatureValueError(
+                f"ArrayRecorder fn must return a mapping name -> array; got {type(cols).__name__}"
+            )
+        if rec._values is None:
+            feats = self._given_features or tuple(str(k) for k in cols)
+            if not feats:
+                raise FeatureValueError("ArrayRecorder fn returned no feature columns")
+            missing = [f for f in feats if f not in cols]
+            if missing:
+                raise UnknownAttributeError(
+                    f"features {missing} not returned by the array function; it returned {list(cols)}"
+                )
+            rec.features = feats
+            first = np.asarray(cols[feats[0]])
+            if first.ndim != 1:
+                raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
+            rec._n = first.shape[0]
+            rec._values = np.zeros((rec.steps, rec._n, len(feats)), dtype=np.float64)
+            rec._alive = np.ones((rec.steps, rec._n), dtype=bool)
+            ids_spec = self.agent_ids
+            rec._ids_value = ids_spec(model) if callable(ids_spec) else ids_spec
+        n = rec._n
+        mask = None
+        if self.alive_fn is not None:
+            mask = np.asarray(self.alive_fn(model), dtype=bool)
+            if mask.shape != (n,):
+                raise FeatureValueError(f"alive mask has shape {mask.shape}; expected ({n},)")
+            rec._alive[t] = mask
+        for d, name in enumerate(rec.features):
+            if name not in cols:
+                raise UnknownAttributeError(
+                    f"feature {name!r} missing from the array function's output at capture {t}; "
+                    f"got {list(cols)}"
+                )
+            col = _as_float_column(name, cols[name], n, t)
+            _check_finite(name, col, None, t, mask)
+            if mask is None:
+                rec._values[t, :, d] = col
+            else:
+                rec._values[t, :, d] = np.where(mask, col, 0.0)
+
+    def _result(self, rec: Any):
+        if rec._values is None:
+            raise FeatureValueError("nothing was captured")
+        n = rec._n
+        ids = np.arange(n) if rec._ids_value is None else np.asarray(rec._ids_value)
+        if ids.shape != (n,):
+            raise FeatureValueError(f"agent_ids has shape {ids.shape}; expected ({n},)")
+        order = np.argsort(ids, kind="stable")
+        if np.all(order == np.arange(n)):
+            return rec._values, ids, rec._alive
+        return rec._values[:, order], ids[order], rec._alive[:, order]
+
+
+__all__ = ["ArrayRecorder", "FeatureRecorder", "Recording"]

@@ -1,0 +1,224 @@
+"""Scoped recordings: the (T, N, D) capture buffer machinery shared by every recorder.
+
+A :class:`Recording` is made by ``recorder.recording(model, steps=T)``; it counts captures,
+records per-step context (``fn(model)`` → number or array, stacked over T) and Mesa's step labels,
+checks on exit that exactly T steps were captured, and builds the
+:class:`~aumann.attribution.Panel`. Recorders implement ``_start`` / ``_capture`` / ``_result``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from aumann.simulators.errors import FeatureValueError, StepsMismatchError, UnknownAttributeError
+
+_OK = object()
+FeatureFn = Callable[[Any], float]
+ContextFn = Callable[[Any], Any]
+
+
+def _check_steps(steps: Any) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or int(steps) < 1:
+        raise StepsMismatchError(f"steps must be a positive integer; got {steps!r}")
+    return int(steps)
+
+
+def _default_agents(model: Any) -> Iterable[Any]:
+    try:
+        return model.agents
+    except AttributeError:
+        raise UnknownAttributeError(
+            f"model {type(model).__name__} has no 'agents' attribute (Mesa >= 3 models do); "
+            f"pass FeatureRecorder(..., agents=fn) with fn(model) -> iterable of agents"
+        ) from None
+
+
+def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
+    if isinstance(raw, list):  # numpy would turn None into nan and "1.5" into 1.5: reject both
+        bad = next((v for v in raw if v is None or isinstance(v, str | bytes)), _OK)
+        if bad is not _OK:
+            raise FeatureValueError(
+                f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "
+                f"at capture {step}; features must return int, float or bool"
+            )
+    try:
+        col = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.asarray(raw, dtype=object).ravel()
+        bad = next((v for v in arr if not _is_number(v)), None)
+        raise FeatureValueError(
+            f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "
+            f"at capture {step}; features must return int, float or bool"
+        ) from None
+    if col.shape != (n,):
+        raise FeatureValueError(f"feature {name!r} gave shape {col.shape} at capture {step}; expected ({n},)")
+    return col
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(v, str | bytes)
+
+
+def _check_finite(name: str, col: np.ndarray, ids: Any, step: int, mask: np.ndarray | None = None) -> None:
+    ok = np.isfinite(col)
+    if mask is not None:
+        ok |= ~mask
+    if not ok.all():
+        j = int(np.flatnonzero(~ok)[0])
+        agent = ids[j] if ids is not None else j
+        raise FeatureValueError(
+            f"feature {name!r} returned {float(col[j])!r} for agent {agent!r} at capture {step}; "
+            f"{int((~ok).sum())} non-finite value(s) -- features must be finite numbers"
+        )
+
+
+class _ContextBuffer:
+    """Per-step world state: name -> fn(model) -> number or array, stacked over T."""
+
+    def __init__(self, context: Mapping[str, ContextFn] | None, steps: int) -> None:
+        self.fns = dict(context or {})
+        for name, fn in self.fns.items():
+            if not callable(fn):
+                raise FeatureValueError(f"context {name!r} must be a callable fn(model); got {fn!r}")
+        self.steps = steps
+        self.data: dict[str, np.ndarray] = {}
+
+    def capture(self, model: Any, t: int) -> None:
+        for name, fn in self.fns.items():
+            raw = fn(model)
+            try:
+                val = np.asarray(raw, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise FeatureValueError(
+                    f"context {name!r} returned a non-numeric value {raw!r} at capture {t}"
+                ) from None
+            if not np.all(np.isfinite(val)):
+                raise FeatureValueError(
+                    f"context {name!r} returned a non-finite value {raw!r} at capture {t}"
+                )
+            buf = self.data.get(name)
+            if buf is None:
+                buf = self.data[name] = np.zeros((self.steps, *val.shape), dtype=np.float64)
+            if buf.shape[1:] != val.shape:
+                raise FeatureValueError(
+                    f"context {name!r} changed shape from {buf.shape[1:]} to {val.shape} at capture {t}"
+                )
+            buf[t] = val
+
+    def result(self, n: int) -> dict[str, np.ndarray]:
+        return {k: v[:n] for k, v in self.data.items()}
+
+
+class Recording:
+    """One scoped recording of ``steps`` captures (made by ``recorder.recording(...)``).
+
+    Call :meth:`capture` once after every step, then :meth:`panel`.
+    """
+
+    def __init__(self, recorder: _RecorderBase, steps: int, context: Mapping[str, ContextFn] | None) -> None:
+        self.recorder = recorder
+        self.steps = steps
+        self.captured = 0
+        self._context = _ContextBuffer(context, steps)
+        self._step_labels: list[Any] = []
+        self.features: tuple[str, ...] = tuple(getattr(recorder, "features", ()))
+        self._panel: Any = None
+        self._closed = False
+
+    def capture(self, model: Any) -> None:
+        """Record the model's current state as the next step."""
+        if self._closed:
+            raise StepsMismatchError("this recording is closed; start a new one with recorder.recording(...)")
+        if self.captured >= self.steps:
+            raise StepsMismatchError(
+                f"capture {self.captured + 1} exceeds the declared steps={self.steps}; "
+                f"declare more steps in recording(model, steps=...)"
+            )
+        t = self.captured
+        self.recorder._capture(self, model, t)
+        self._context.capture(model, t)
+        self._step_labels.append(getattr(model, "steps", None))
+        self.captured += 1
+
+    def _steps_axis(self) -> np.ndarray:
+        labels = self._step_labels
+        if all(isinstance(s, int | np.integer) and not isinstance(s, bool) for s in labels):
+            arr = np.asarray(labels, dtype=np.int64)
+            if arr.size <= 1 or np.all(np.diff(arr) > 0):
+                return arr
+        return np.arange(len(labels), dtype=np.int64)
+
+    def _finalise(self) -> None:
+        from aumann.attribution.panel import Panel
+
+        if self.captured != self.steps:
+            raise StepsMismatchError(
+                f"recording declared steps={self.steps} but captured {self.captured} step(s); "
+                f"call rec.capture(model) exactly once per step"
+            )
+        values, ids, alive = self.recorder._result(self)
+        if alive is not None and alive.all():
+            alive = None
+        self._panel = Panel(
+            values, features=self.features, agent_ids=ids, steps=self._steps_axis(),
+            alive=alive, context=self._context.result(self.captured),
+            meta={"recorder": type(self.recorder).__name__},
+        )
+
+    def panel(self):
+        """The recorded :class:`~aumann.attribution.Panel` (after the ``with`` block has exited)."""
+        if self._panel is None:
+            if self._closed:
+                raise StepsMismatchError("the recording failed or was discarded; no panel to return")
+            self._finalise()
+            self._closed = True
+        return self._panel
+
+
+class _RecorderBase:
+    features: tuple[str, ...]
+
+    @contextmanager
+    def recording(
+        self, model: Any, steps: int, *, context: Mapping[str, ContextFn] | None = None
+    ) -> Iterator[Recording]:
+        """Scope one recording of ``steps`` captures; validates the count and builds the panel on exit.
+
+        Example:
+            >>> with recorder.recording(model, steps=5) as rec:      # doctest: +SKIP
+            ...     for _ in range(5):
+            ...         model.step()
+            ...         rec.capture(model)
+            >>> panel = rec.panel()                                  # doctest: +SKIP
+        """
+        rec = Recording(self, _check_steps(steps), context)
+        self._start(rec, model)
+        try:
+            yield rec
+        except BaseException:
+            rec._closed = True
+            raise
+        rec._finalise()
+        rec._closed = True
+
+    def _start(self, rec: Recording, model: Any) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _capture(self, rec: Recording, model: Any, t: int) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _result(self, rec: Recording):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+
+
+__all__ = ["ContextFn", "FeatureFn", "Recording"]

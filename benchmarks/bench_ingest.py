@@ -1,0 +1,167 @@
+"""Ingestion throughput benchmark: a generated Jetstream-shaped JSONL through `ingest`.
+
+Generates ``--mb`` MB (default 300) of Jetstream v1 events with the event mix of the specs file
+(likes 62 %, posts 13 % of which 45 % replies, reposts 9 %, follows 8 %, deletes, identity,
+account, non-Bluesky collections, ~0.1 % malformed lines), runs :func:`ingest` on it and prints
+MB/s of JSON. Target: ≥ 300 MB/s on 2 cores. A reference in the same run: DuckDB counting the
+lines of the same file (the cost of just reading it), so the ratio is machine independent.
+
+Run: ``python benchmarks/bench_ingest.py --mb 300 --threads 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+_ALPH = "234567abcdefghijklmnopqrstuvwxyz"
+_WORDS = ("the", "a", "today", "really", "news", "people", "think", "game", "love", "vote", "great",
+          "weather", "music", "city", "morning", "coffee", "art", "book", "film", "cat", "dog")
+_TOPIC_WORDS = ("tariffs", "Claude Mythos", "the Masters", "Earth Day", "WrestleMania", "climate")
+
+
+def _tid(rng: np.random.Generator, n: int) -> list[str]:
+    idx = rng.integers(0, 32, size=(n, 13))
+    return ["".join(_ALPH[j] for j in row) for row in idx]
+
+
+def generate(path: Path, target_bytes: int, seed: int = 0, day: str = "2026-04-20") -> int:
+    """Write a Jetstream-shaped JSONL of about ``target_bytes`` bytes; return the number of lines."""
+    rng = np.random.default_rng(seed)
+    n_users = 200_000
+    dids = [f"did:plc:{''.join(_ALPH[j] for j in row)}" for row in rng.integers(0, 32, size=(n_users, 24))]
+    t0 = int(np.datetime64(day, "us").astype(np.int64))
+    lines = 0
+    written = 0
+    recent_posts: list[str] = []
+    with open(path, "w", encoding="utf-8") as fh:
+        while written < target_bytes:
+            batch = 20_000
+            actors = rng.zipf(1.6, size=batch) % n_users
+            targets = rng.zipf(1.4, size=batch) % n_users
+            kinds = rng.random(batch)
+            times = t0 + np.sort(rng.integers(0, 86_400_000_000, size=batch))
+            rkeys = _tid(rng, batch)
+            revs = _tid(rng, batch)
+            out = []
+            for i in range(batch):
+                did, tgt, k, tu = dids[actors[i]], dids[targets[i]], kinds[i], int(times[i])
+                if k < 0.62:
+                    uri = recent_posts[int(rng.integers(len(recent_posts)))] if recent_posts else \
+                        f"at://{tgt}/app.bsky.feed.post/{rkeys[i]}"
+                    rec = {"$type": "app.bsky.feed.like", "createdAt": "2026-04-20T12:00:00.000Z",
+                           "subject": {"cid": "bafyreib" + revs[i] * 4, "uri": uri}}
+                    ev = {"collection": "app.bsky.feed.like", "operation": "create", "record": rec}
+                elif k < 0.75:
+                    words = [_WORDS[j] for j in rng.integers(0, len(_WORDS), size=12)]
+                    if rng.random() < 0.05:
+                        words[3] = _TOPIC_WORDS[int(rng.integers(len(_TOPIC_WORDS)))]
+                    rec = {"$type": "app.bsky.feed.post", "createdAt": "2026-04-20T12:00:00.000Z",
+                           "langs": ["en"], "text": " ".join(words)}
+                    if rng.random() < 0.45 and recent_posts:
+                        p = recent_posts[int(rng.integers(len(recent_posts)))]
+                        rec["reply"] = {"parent": {"cid": "bafyreic" + revs[i] * 4, "uri": p},
+                                        "root": {"cid": "bafyreic" + revs[i] * 4, "uri": p}}
+                    if rng.random() < 0.02:
+                        rec["facets"] = [{"index": {"byteStart": 0, "byteEnd": 8},
+                                          "features": [{"$type": "app.bsky.richtext.facet#tag", "tag": "Tariffs"}]}]
+                    uri = f"at://{did}/app.bsky.feed.post/{rkeys[i]}"
+                    if len(recent_posts) < 5000:
+                        recent_posts.append(uri)
+                    else:
+                        recent_posts[int(rng.integers(5000))] = uri
+                    ev = {"collection": "app.bsky.feed.post", "operation": "create", "record": rec}
+                elif k < 0.84:
+                    uri = recent_posts[int(rng.integers(len(recent_posts)))] if recent_posts else \
+                        f"at://{tgt}/app.bsky.feed.post/{rkeys[i]}"
+                    rec = {"$type": "app.bsky.feed.repost", "createdAt": "2026-04-20T12:00:00.000Z",
+                           "subject": {"cid": "bafyreid" + revs[i] * 4, "uri": uri}}
+                    ev = {"collection": "app.bsky.feed.repost", "operation": "create", "record": rec}
+                elif k < 0.92:
+                    rec = {"$type": "app.bsky.graph.follow", "createdAt": "2026-04-20T12:00:00.000Z",
+                           "subject": tgt}
+                    ev = {"collection": "app.bsky.graph.follow", "operation": "create", "record": rec}
+                elif k < 0.96:
+                    coll = ("app.bsky.feed.like", "app.bsky.graph.follow", "app.bsky.feed.post")[i % 3]
+                    ev = {"collection": coll, "operation": "delete"}
+                elif k < 0.97:
+                    line = {"did": did, "time_us": tu, "kind": "identity",
+                            "identity": {"did": did, "seq": i, "time": "2026-04-20T12:00:00.000Z"}}
+                    out.append(json.dumps(line, separators=(",", ":")))
+                    continue
+                elif k < 0.98:
+                    line = {"did": did, "time_us": tu, "kind": "account",
+                            "account": {"active": True, "did": did, "seq": i, "time": "2026-04-20T12:00:00.000Z"}}
+                    out.append(json.dumps(line, separators=(",", ":")))
+                    continue
+                elif k < 0.999:
+                    ev = {"collection": "fm.teal.alpha.feed.play", "operation": "create",
+                          "record": {"$type": "fm.teal.alpha.feed.play", "trackName": "song"}}
+                else:
+                    out.append('{"did":"did:plc:broken","time_us":17')
+                    continue
+                commit = {"rev": revs[i], "operation": ev["operation"], "collection": ev["collection"],
+                          "rkey": rkeys[i]}
+                if "record" in ev:
+                    commit["record"] = ev["record"]
+                    commit["cid"] = "bafyrei" + rkeys[i] * 4
+                out.append(json.dumps({"did": did, "time_us": tu, "kind": "commit", "commit": commit},
+                                      separators=(",", ":")))
+            chunk = "\n".join(out) + "\n"
+            fh.write(chunk)
+            written += len(chunk.encode())
+            lines += len(out)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=float, default=300.0, help="size of the generated JSONL in MB")
+    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", type=Path, default=None, help="write the file here (reused if it exists)")
+    args = ap.parse_args()
+
+    import duckdb
+
+    from aumann.scenarios.bluesky.ingest import IngestOptions, ingest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.keep or Path(tmp) / "2026-04-20.jsonl"
+        if not path.exists():
+            t = time.perf_counter()
+            n = generate(path, int(args.mb * 1e6), seed=args.seed)
+            took = time.perf_counter() - t
+            print(f"generated {n:,} lines, {path.stat().st_size / 1e6:.1f} MB in {took:.1f} s")
+        size_mb = path.stat().st_size / 1e6
+        con = duckdb.connect()
+        con.execute(f"SET threads = {args.threads}")
+        # Reference: DuckDB parsing the envelope of every line (no extraction, no tables).
+        w, c = time.perf_counter(), time.process_time()
+        con.execute("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, "
+                    "columns={'did': 'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, "
+                    "format='newline_delimited', ignore_errors=true)", [str(path)]).fetchall()
+        ref_wall, ref_cpu = time.perf_counter() - w, time.process_time() - c
+        w, c = time.perf_counter(), time.process_time()
+        counts, report = ingest([path], options=IngestOptions(threads=args.threads))
+        wall, cpu = time.perf_counter() - w, time.process_time() - c
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"machine: {os.cpu_count()} cores, load average {load:.1f} during the run, DuckDB threads={args.threads}")
+        print(f"reference (DuckDB envelope scan): {size_mb / ref_wall:8.1f} MB/s wall, "
+              f"{size_mb / ref_cpu:8.1f} MB per CPU-s")
+        print(f"ingest:                           {size_mb / wall:8.1f} MB/s wall, "
+              f"{size_mb / cpu:8.1f} MB per CPU-s  ({wall:.2f} s wall, {cpu:.2f} CPU-s; {counts.n_users:,} users, "
+              f"{report.malformed_lines} malformed lines)")
+        print(f"ingest on {args.threads} idle cores (CPU-bound estimate): {args.threads * size_mb / cpu:8.1f} MB/s")
+        print(f"ratio ingest / reference (wall):  {ref_wall / wall:8.2f}")
+        print(f"target >= 300 MB/s wall: {'met' if size_mb / wall >= 300 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

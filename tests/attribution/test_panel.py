@@ -1,0 +1,92 @@
+import numpy as np
+import pytest
+import torch
+
+from aumann.attribution import Panel
+from aumann.errors import (
+    DuplicateIdError,
+    EmptyPanelError,
+    NonFiniteError,
+    PanelError,
+    ShapeError,
+    UnknownAgentError,
+    UnknownFeatureError,
+)
+
+
+def test_shapes_and_defaults(rng):
+    p = Panel(rng.normal(size=(5, 3)))
+    assert p.shape == (1, 5, 3)
+    assert p.features == ("f0", "f1", "f2")
+    assert p.agent_ids.tolist() == [0, 1, 2, 3, 4]
+    assert p.dtype == np.float64
+
+
+def test_dtype_preserved_and_ints_become_float64(rng):
+    assert Panel(rng.normal(size=(2, 4, 3)).astype(np.float32)).dtype == np.float32
+    assert Panel(np.ones((2, 4, 3), dtype=np.int32)).dtype == np.float64
+    t = torch.ones(2, 4, 3, dtype=torch.float32)
+    assert Panel(t).dtype == np.float32
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4, 5)])
+def test_wrong_rank(shape):
+    with pytest.raises(ShapeError, match=r"\(T, N, D\)"):
+        Panel(np.ones(shape))
+
+
+def test_empty():
+    with pytest.raises(EmptyPanelError):
+        Panel(np.ones((2, 0, 3)))
+
+
+def test_nan_in_live_rows_rejected_but_allowed_in_dead_rows():
+    v = np.ones((2, 3, 2))
+    v[1, 2, 0] = np.nan
+    with pytest.raises(NonFiniteError, match="agent 2"):
+        Panel(v)
+    alive = np.ones((2, 3), dtype=bool)
+    alive[1, 2] = False
+    assert Panel(v, alive=alive).alive.sum() == 5
+
+
+def test_duplicates_and_unknown_names():
+    with pytest.raises(DuplicateIdError):
+        Panel(np.ones((3, 2)), agent_ids=["a", "b", "a"])
+    with pytest.raises(DuplicateIdError):
+        Panel(np.ones((3, 2)), features=["x", "x"])
+    p = Panel(np.ones((3, 2)), features=["x", "y"])
+    with pytest.raises(UnknownFeatureError, match=r"\['x', 'y'\]"):
+        p.feature("z")
+    with pytest.raises(UnknownAgentError):
+        p.subset([7])
+    with pytest.raises(PanelError):
+        Panel([["a", "b"]])
+
+
+def test_subset_carries_groups_and_keeps_order(rng):
+    v = rng.normal(size=(4, 6, 2))
+    p = Panel(v, agent_ids=list("uvwxyz"), groups={"tier": list("ttmmll")})
+    s = p.subset(["z", "u", "x"])
+    assert s.agent_ids.tolist() == ["z", "u", "x"]
+    assert s.groups["tier"].tolist() == ["l", "t", "m"]
+    np.testing.assert_array_equal(s.values, v[:, [5, 0, 3]])
+
+
+def test_save_load_roundtrip(tmp_path, rng):
+    v = rng.normal(size=(3, 4, 2)).astype(np.float32)
+    alive = np.ones((3, 4), dtype=bool)
+    alive[0, 1] = False
+    p = Panel(v, features=["a", "b"], agent_ids=["p", "q", "r", "s"], steps=[10, 20, 30],
+              groups={"tier": ["top", "mid", "tail", "tail"]}, alive=alive,
+              context={"price": np.array([1.0, 1.1, 1.2])}, meta={"synthetic": True})
+    path = p.save(tmp_path / "panel.npz")
+    q = Panel.load(path)
+    assert q.equals(p)
+    assert q.dtype == np.float32
+    assert q.meta == {"synthetic": True}
+
+
+def test_context_shape_checked():
+    with pytest.raises(ShapeError, match="context 'price'"):
+        Panel(np.ones((2, 3, 1)), context={"price": np.ones(3)})

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+
+from aumann.attribution import Panel, attribute, indicators
+from aumann.attribution.result import Attribution
+from aumann.errors import ShapeError, ZeroDeltaVError
+
+
+def _panel(rng, T=3, N=50):
+    v = np.abs(rng.normal(size=(T, N, 3)))
+    tiers = np.array(["top"] * 5 + ["mid"] * 15 + ["tail"] * (N - 20))
+    return Panel(v, features=["a", "b", "c"], groups={"tier": tiers})
+
+
+def test_aggregations_and_group_shares(rng):
+    p = _panel(rng)
+    res = attribute(indicators.get("heat"), p)
+    np.testing.assert_allclose(res.by_step(), res.delta_v, rtol=1e-12)
+    np.testing.assert_allclose(res.by_agent(), res.phi.sum(0))
+    shares = res.group_shares("tier")
+    assert set(shares) == {"top", "mid", "tail"}
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
+    per_step = res.group_shares("tier", per_step=True)
+    np.testing.assert_allclose(sum(per_step.values()), np.ones(3), atol=1e-12)
+    np.testing.assert_allclose(res.shares().sum(1), 1.0, atol=1e-12)
+
+
+def test_shares_with_zero_delta_v_raise():
+    p = Panel(np.zeros((4, 2)))
+    res = attribute(indicators.get("lin"), p)
+    assert res.phi.shape == (1, 4)
+    with pytest.raises(ZeroDeltaVError, match="Δv"):
+        res.shares()
+
+
+def test_export_and_roundtrip(tmp_path, rng):
+    res = attribute(indicators.get("var"), _panel(rng), per_feature=True)
+    df = res.to_pandas()
+    assert len(df) == 3 * 50 and {"step", "agent", "phi", "phi_a", "group_tier"} <= set(df.columns)
+    res.to_parquet(tmp_path / "a.parquet")
+    back = Attribution.load(res.save(tmp_path / "a"))
+    np.testing.assert_array_equal(back.phi, res.phi)
+    np.testing.assert_array_equal(back.phi_features, res.phi_features)
+    assert back.provenance["indicator"] == "var" and back.method == "aumann_shapley"
+
+
+def test_constructor_validates_shapes():
+    with pytest.raises(ShapeError):
+        Attribution(phi=np.ones((2, 3)), delta_v=np.ones(3), f_values=np.ones(2), f_baseline=np.ones(2),
+                    agent_ids=np.arange(3), steps=np.arange(2), features=("a",))

@@ -1,0 +1,51 @@
+import json
+
+import numpy as np
+import pytest
+
+from aumann.attribution import Attribution, Panel
+from aumann.cli import main
+
+
+def test_attribute_command_writes_results_and_manifest(tmp_path, rng, capsys):
+    panel = Panel(np.abs(rng.normal(size=(3, 50, 3))), features=["a", "b", "c"],
+                  groups={"tier": ["top"] * 5 + ["tail"] * 45})
+    src = panel.save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--steps", "12",
+                 "--out", str(out)]) == 0
+    res = Attribution.load(out / "attribution.npz")
+    assert res.phi.shape == (3, 50) and res.provenance["steps"] == 12
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["max_efficiency_gap"] < 1e-10 and set(summary["tier_shares"]) == {"top", "tail"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["command"] == "aumann attribute" and "torch" in manifest["packages"]
+    assert (out / "phi_by_step.csv").read_text().startswith("step,delta_v")
+
+
+def test_attribute_command_errors_are_clear(tmp_path, capsys):
+    assert main(["attribute", str(tmp_path / "missing.npz"), "--indicator", "heat", "--out", str(tmp_path)]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    src = Panel(np.ones((3, 2))).save(tmp_path / "p.npz")
+    assert main(["attribute", str(src), "--indicator", "nope", "--out", str(tmp_path / "o")]) == 1
+    assert "registered indicators are" in capsys.readouterr().err
+
+
+def test_demo_runs_small(tmp_path, capsys):
+    assert main(["demo", "--agents", "2000", "--steps", "3", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "summary.json").read_text())
+    assert out["synthetic"] is True and len(out["rows"]) == 5
+
+
+def test_manifest_redacts_secrets(tmp_path):
+    from aumann.manifest import write_manifest
+
+    path = write_manifest(tmp_path, "x", config={"api_key": "sk-secret", "nested": {"token": "t0k"}, "k": 1})
+    text = path.read_text()
+    assert "sk-secret" not in text and "t0k" not in text and '"k": 1' in text
+
+
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "aumann" in capsys.readouterr().out

@@ -1,0 +1,80 @@
+"""An LLM-agent Mesa model: a recorded run replays bit-identically from the cache with no request,
+and a fork served from the cache reproduces the factual continuation."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import mesa
+import numpy as np
+import pytest
+from pydantic import BaseModel, Field
+
+from aumann.simulators import FeatureRecorder, fork, simulate
+from aumann.simulators.llm import CacheMissError, OpenAIBackend, ResponseCache, request_seed
+from tests.simulators.llm_fakes import Script, client_for, completion
+
+
+class Effort(BaseModel):
+    effort: float = Field(ge=0, le=1)
+
+
+class Worker(mesa.Agent):
+    def __init__(self, model):
+        super().__init__(model)
+        self.output = 0.0
+
+    def step(self):
+        msgs = [{"role": "user", "content": f"Step {self.model.steps}. Your output so far: {self.output:.3f}."}]
+        d = self.model.backend.decide(msgs, Effort, seed=request_seed(self.model.seed, self.unique_id,
+                                                                       self.model.steps))
+        self.output += d.effort * (1.0 + self.model.rng.random())
+
+
+class Firm(mesa.Model):
+    def __init__(self, backend, n=4, seed=0):
+        super().__init__(rng=seed)
+        self.seed, self.backend = seed, backend
+        Worker.create_agents(self, n)
+
+    def step(self):
+        self.agents.shuffle_do("step")
+
+
+def noisy_server():
+    """A server whose answers differ on every request (so a re-request would change the run)."""
+    rng = np.random.default_rng(123)
+    return Script(lambda r: httpx.Response(200, json=completion(json.dumps({"effort": float(rng.random())}))))
+
+
+REC = FeatureRecorder({"output": "output"})
+
+
+def test_replayed_run_is_bit_identical_and_sends_nothing(tmp_path):
+    path = tmp_path / "run.sqlite"
+    live = noisy_server()
+    recorded = simulate(Firm(OpenAIBackend(model="m", client=client_for(live), cache=ResponseCache(path))),
+                        steps=5, recorder=REC)
+    assert live.calls == 20
+
+    dead = Script(503)
+    backend = OpenAIBackend(model="m", client=client_for(dead), cache=ResponseCache(path, mode="replay"))
+    replayed = simulate(Firm(backend), steps=5, recorder=REC)
+    assert replayed.equals(recorded) and dead.calls == 0 and backend.usage.cache_hits == 20
+
+    with pytest.raises(CacheMissError):  # a longer run needs decisions that were never recorded
+        simulate(Firm(backend), steps=6, recorder=REC)
+    assert dead.calls == 0
+
+
+def test_fork_from_the_cache_replays_the_factual_continuation(tmp_path):
+    path = tmp_path / "fork.sqlite"
+    live = noisy_server()
+    model = Firm(OpenAIBackend(model="m", client=client_for(live), cache=ResponseCache(path)))
+    simulate(model, steps=3, recorder=REC)
+    factual_tail = fork(model, steps=3, recorder=REC)  # records steps 4..6 into the cache
+    calls = live.calls
+    again = fork(model, steps=3, recorder=REC)          # same branch: served from the cache
+    assert again.panel.equals(factual_tail.panel) and live.calls == calls
+    assert again.model.backend is model.backend  # deepcopy shares the backend and its cache

@@ -1,0 +1,192 @@
+"""The observer hook: shapes, ordering, alive mask, context, the array path and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aumann.errors import SimulationError, UnknownFeatureError
+from aumann.simulators import (
+    ArrayRecorder,
+    FeatureRecorder,
+    FeatureValueError,
+    StepsMismatchError,
+    UnknownAttributeError,
+    simulate,
+)
+from tests.simulators.models import BoltzmannWealth, SIRNetwork, VectorModel
+
+
+def _manual_trace(model, steps):
+    """Independent reference: step by hand and read every agent's wealth into a dict per step."""
+    out = []
+    for _ in range(steps):
+        model.step()
+        out.append({a.unique_id: float(a.wealth) for a in model.agents})
+    return out
+
+
+def test_panel_matches_a_hand_recorded_trace():
+    panel = simulate(BoltzmannWealth(8, seed=3), steps=6,
+                     recorder=FeatureRecorder({"wealth": "wealth", "twice": lambda a: 2 * a.wealth}))
+    trace = _manual_trace(BoltzmannWealth(8, seed=3), 6)
+    assert panel.values.shape == (6, 8, 2) and panel.values.dtype == np.float64
+    assert panel.features == ("wealth", "twice")
+    assert list(panel.agent_ids) == sorted(trace[0])
+    for t, snap in enumerate(trace):
+        np.testing.assert_array_equal(panel.values[t, :, 0], [snap[i] for i in panel.agent_ids])
+    np.testing.assert_array_equal(panel.values[..., 1], 2 * panel.values[..., 0])
+    assert panel.alive is None  # nobody entered or left
+    assert list(panel.steps) == [1, 2, 3, 4, 5, 6]  # Mesa's model.steps after each step
+    assert panel.values[..., 0].sum(axis=1).tolist() == [8.0] * 6  # wealth is conserved
+
+
+def test_agents_entering_and_leaving_keep_fixed_rows_with_alive_mask():
+    model = BoltzmannWealth(6, seed=1, churn=True)
+    trace = _manual_trace(BoltzmannWealth(6, seed=1, churn=True), 7)
+    panel = simulate(model, steps=7, recorder=FeatureRecorder({"wealth": "wealth"}))
+    all_ids = sorted({i for snap in trace for i in snap})
+    assert list(panel.agent_ids) == all_ids and panel.N == 8  # 6 initial + 2 newcomers
+    assert panel.alive is not None
+    for t, snap in enumerate(trace):
+        for j, uid in enumerate(panel.agent_ids):
+            assert panel.alive[t, j] == (uid in snap)
+            assert panel.values[t, j, 0] == snap.get(uid, 0.0)  # dead rows hold 0.0
+    assert not panel.alive.all() and panel.alive.any(axis=0).all()
+
+
+def test_context_and_observers_are_called_per_step():
+    seen = []
+    model = SIRNetwork(10, seed=2)
+    panel = simulate(
+        model, steps=4, recorder=FeatureRecorder({"state": "state"}),
+        context={"infected": lambda m: sum(a.state == 1.0 for a in m.agents), "pair": lambda m: [1.0, 2.0]},
+        observers=[lambda m, t: seen.append((t, m.steps))],
+    )
+    assert seen == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert panel.context["pair"].shape == (4, 2)
+    np.testing.assert_array_equal(panel.context["infected"], (panel.values[..., 0] == 1.0).sum(axis=1))
+
+
+def test_manual_recording_scope():
+    model = BoltzmannWealth(5, seed=0)
+    rec_ = FeatureRecorder({"wealth": "wealth"})
+    with rec_.recording(model, steps=3) as rec:
+        for _ in range(3):
+            model.step()
+            rec.capture(model)
+    assert rec.panel().shape == (3, 5, 1)
+    with pytest.raises(StepsMismatchError, match="declared steps=3 but captured 2"):
+        with rec_.recording(model, steps=3) as rec:
+            for _ in range(2):
+                model.step()
+                rec.capture(model)
+    with pytest.raises(StepsMismatchError, match="exceeds the declared steps=1"):
+        with rec_.recording(model, steps=1) as rec:
+            rec.capture(model)
+            rec.capture(model)
+
+
+@pytest.mark.parametrize("steps", [0, -2, 2.5, "3", True])
+def test_bad_steps_are_typed_errors(steps):
+    with pytest.raises(StepsMismatchError, match="positive integer"):
+        simulate(BoltzmannWealth(3), steps=steps, recorder=FeatureRecorder({"w": "wealth"}))
+
+
+def test_unknown_attribute_names_what_is_valid():
+    with pytest.raises(UnknownAttributeError, match=r"'welth'.*available attributes.*wealth") as info:
+        simulate(BoltzmannWealth(3), steps=2, recorder=FeatureRecorder({"w": "welth"}))
+    assert isinstance(info.value, SimulationError) and isinstance(info.value, UnknownFeatureError)
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [(lambda a: "rich", "non-numeric value 'rich'"), (lambda a: None, "non-numeric value None"),
+     (lambda a: float("nan") if a.unique_id == 2 else 1.0, "nan.*agent 2"),
+     (lambda a: float("inf"), "inf")],
+    ids=["str", "none", "nan", "inf"],
+)
+def test_non_numeric_or_non_finite_feature_values(fn, match):
+    with pytest.raises(FeatureValueError, match=match):
+        simulate(BoltzmannWealth(3), steps=2, recorder=FeatureRecorder({"bad": fn}))
+
+
+def test_bad_recorder_construction():
+    with pytest.raises(FeatureValueError, match="non-empty mapping"):
+        FeatureRecorder({})
+    with pytest.raises(FeatureValueError, match=r"attribute name .* or a callable"):
+        FeatureRecorder({"w": 3})
+    with pytest.raises(SimulationError, match="recorder must be"):
+        simulate(BoltzmannWealth(3), steps=1, recorder={"w": "wealth"})
+
+
+def test_datacollector_adapter_uses_its_agent_reporters():
+    import mesa
+
+    dc = mesa.DataCollector(agent_reporters={"wealth": "wealth", "double": lambda a: 2 * a.wealth})
+    panel = simulate(BoltzmannWealth(4, seed=5), steps=3, recorder=FeatureRecorder.from_datacollector(dc))
+    ref = simulate(BoltzmannWealth(4, seed=5), steps=3,
+                   recorder=FeatureRecorder({"wealth": "wealth", "double": lambda a: 2 * a.wealth}))
+    assert panel.equals(ref.__class__(ref.values, features=ref.features, agent_ids=ref.agent_ids,
+                                      steps=ref.steps, meta=panel.meta))
+
+
+def test_array_path_equals_per_agent_path_and_handles_alive():
+    class Wrapped:  # the same vectorised state exposed as agents, for the per-agent reference
+        def __init__(self, m):
+            self.m = m
+            self.steps = 0
+
+        def step(self):
+            self.m.step()
+            self.steps = self.m.steps
+
+        @property
+        def agents(self):
+            from types import SimpleNamespace
+
+            return [SimpleNamespace(unique_id=i, wealth=w) for i, w in enumerate(self.m.wealth)]
+
+    arr = simulate(VectorModel(50, seed=4), steps=5,
+                   recorder=FeatureRecorder.from_arrays(lambda m: {"wealth": m.wealth, "sq": m.wealth**2}))
+    ref = simulate(Wrapped(VectorModel(50, seed=4)), steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
+    np.testing.assert_array_equal(arr.values[..., 0], ref.values[..., 0])
+    np.testing.assert_array_equal(arr.values[..., 1], ref.values[..., 0] ** 2)
+    assert isinstance(FeatureRecorder.from_arrays(lambda m: {}), ArrayRecorder)
+
+    masked = simulate(VectorModel(50, seed=4), steps=5,
+                      recorder=ArrayRecorder(lambda m: {"wealth": m.wealth}, alive=lambda m: m.active,
+                                             agent_ids=np.arange(50)[::-1]))
+    assert list(masked.agent_ids) == list(range(50))  # reordered ascending
+    w = ref.values[..., 0][:, ::-1]
+    np.testing.assert_array_equal(masked.values[..., 0], np.where(w > -1.0, w, 0.0))
+    np.testing.assert_array_equal(masked.alive, w > -1.0)
+
+
+def test_array_path_bad_input():
+    with pytest.raises(UnknownAttributeError, match=r"\['income'\].*returned \['wealth'\]"):
+        simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"wealth": m.wealth}, features=["income"]))
+    with pytest.raises(FeatureValueError, match=r"shape \(4,\).*expected \(5,\)"):
+        simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth[: 5 - m.steps + 1]}))
+    with pytest.raises(FeatureValueError, match="non-finite"):
+        simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth * np.inf}))
+
+
+def test_progress_bar_runs_and_records_the_same():
+    a = simulate(BoltzmannWealth(4, seed=9), steps=3, recorder=FeatureRecorder({"w": "wealth"}), progress=True)
+    b = simulate(BoltzmannWealth(4, seed=9), steps=3, recorder=FeatureRecorder({"w": "wealth"}))
+    assert a.equals(b)
+
+
+def test_huge_finite_values_are_not_mistaken_for_inf():
+    panel = simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"big": lambda a: 1e308}))
+    assert np.all(panel.values == 1e308)
+
+
+def test_initial_state_can_be_captured_first():
+    with_initial = simulate(BoltzmannWealth(5, seed=6), steps=3, recorder=FeatureRecorder({"w": "wealth"}),
+                            initial=True)
+    plain = simulate(BoltzmannWealth(5, seed=6), steps=3, recorder=FeatureRecorder({"w": "wealth"}))
+    assert with_initial.T == 4 and list(with_initial.steps) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(with_initial.values[0], np.ones((5, 1)))  # everyone starts with 1
+    np.testing.assert_array_equal(with_initial.values[1:], plain.values)

@@ -1,0 +1,160 @@
+"""Forks and executors: a no-op fork replays the factual run; interventions change only the branch;
+serial, process-pool and Ray executors give identical results."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import numpy as np
+import pytest
+
+from aumann.errors import UnknownAgentError
+from aumann.simulators import (
+    CheckpointError,
+    ExecutorError,
+    FeatureRecorder,
+    LocalExecutor,
+    RayExecutor,
+    checkpoint,
+    for_agents,
+    fork,
+    seeded_specs,
+    simulate,
+)
+from tests.simulators.models import BoltzmannWealth, SIRNetwork, fork_spec_run, wealth_run
+
+REC = FeatureRecorder({"wealth": "wealth"})
+
+
+def test_noop_fork_replays_the_factual_continuation_bit_identically():
+    model = BoltzmannWealth(8, seed=11)
+    simulate(model, steps=4, recorder=REC)
+    branch = fork(model, steps=5, recorder=REC)
+    factual = simulate(model, steps=5, recorder=REC)  # the original continues untouched by the fork
+    assert branch.panel.equals(factual)
+    assert list(factual.steps) == [5, 6, 7, 8, 9] and branch.model.steps == model.steps
+
+
+def test_intervention_changes_only_the_branch():
+    model = SIRNetwork(14, seed=5)
+    simulate(model, steps=2, recorder=FeatureRecorder({"s": "state"}))
+    before = checkpoint(model)
+    infected = [a.unique_id for a in model.agents if a.state == 1.0]
+    assert infected  # the seed gives an outbreak to stop
+    cured = fork(model, intervention=for_agents(infected, lambda a: setattr(a, "state", 2.0)),
+                 steps=4, recorder=FeatureRecorder({"s": "state"}))
+    assert (cured.panel.values == 1.0).sum() == 0  # nobody left to infect anyone
+    assert [a.state for a in model.agents] == [a.state for a in before.agents]  # factual untouched
+
+
+def test_repeated_intervention_forces_an_action_every_step():
+    model = BoltzmannWealth(6, seed=2)
+    res = fork(model, intervention=for_agents([1], lambda a: setattr(a, "wealth", 0)), steps=4,
+               recorder=REC, repeat=True)
+    # agent 1 is zeroed before every step, so it can only hold what others gave it during that step
+    assert res.panel.values[:, 0, 0].max() <= 5
+
+
+def test_bad_fork_inputs():
+    model = BoltzmannWealth(4)
+    with pytest.raises(UnknownAgentError, match="not in the model"):
+        fork(model, intervention=for_agents([999], lambda a: None), steps=1, recorder=REC)
+
+    class Unforkable(BoltzmannWealth):
+        def __deepcopy__(self, memo):
+            raise TypeError("cannot pickle '_thread.lock' object")
+
+    with pytest.raises(CheckpointError, match=r"cannot checkpoint Unforkable.*_thread.lock"):
+        fork(Unforkable(3), steps=1, recorder=REC)
+
+
+def test_checkpoint_is_a_deep_copy():
+    model = BoltzmannWealth(4, seed=1)
+    cp = checkpoint(model)
+    assert cp is not model and next(iter(cp.agents)) is not next(iter(model.agents))
+    assert copy.deepcopy(cp).rng.random() == cp.rng.random() == model.rng.random()
+
+
+def test_seeded_specs_are_deterministic_and_independent():
+    a, b = seeded_specs(42, 3), seeded_specs(42, ["x", "y", "z"])
+    assert [s.rng().normal() for s in a] == [s.rng().normal() for s in b]
+    assert len({s.rng().normal() for s in a}) == 3
+    assert [s.params for s in b] == ["x", "y", "z"]
+
+
+def test_serial_and_process_pool_give_identical_results():
+    specs = seeded_specs(2026, 4)
+    serial = LocalExecutor(max_workers=1).map(fork_spec_run, specs)
+    # "fork" keeps the test fast (spawned workers would each re-import torch via aumann.attribution);
+    # the library default is "spawn", which the Ray test's workers exercise in the same way
+    pooled = LocalExecutor(max_workers=2, mp_context="fork").map(fork_spec_run, specs)
+    for (v1, r1), (v2, r2) in zip(serial, pooled, strict=True):
+        np.testing.assert_array_equal(v1, v2)
+        assert r1 == r2
+    assert not np.array_equal(serial[0][0], serial[1][0])  # distinct seeds → distinct runs
+
+
+def test_local_executor_rejects_bad_worker_counts():
+    with pytest.raises(ExecutorError, match="max_workers"):
+        LocalExecutor(max_workers=-1)
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_ray_executor_matches_the_local_pool():
+    import ray
+
+    specs = seeded_specs(7, 3)
+    local = LocalExecutor(max_workers=1).map(wealth_run, specs)
+    try:
+        remote = RayExecutor(num_cpus=1).map(wealth_run, specs)
+    finally:
+        ray.shutdown()
+    assert remote == local and len({str(w) for w, _ in local}) == 3
+
+
+def test_ray_executor_without_ray_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray":
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ExecutorError, match=r"aumann\[ray\]"):
+        RayExecutor()
+
+
+def test_agents_created_in_a_fork_get_fresh_ids_matching_the_factual_branch():
+    model = BoltzmannWealth(5, seed=3, churn=True)
+    simulate(model, steps=2, recorder=REC)  # churn happens at steps 3, 6, ...
+    branch = fork(model, steps=4, recorder=REC)
+    factual = simulate(model, steps=4, recorder=REC)
+    ids = [a.unique_id for a in branch.model.agents]
+    assert len(ids) == len(set(ids))  # no collision with living agents
+    assert branch.panel.equals(factual) and {6, 7} <= set(factual.agent_ids.tolist())  # newcomers
+
+
+def test_fork_many_serial_and_process_pool_agree_and_match_single_forks():
+    from aumann.simulators import fork_many
+    from tests.simulators.models import give_ten
+
+    model = BoltzmannWealth(6, seed=8)
+    simulate(model, steps=3, recorder=REC)
+    arms = {"factual": None, "windfall": for_agents([2, 4], give_ten)}
+    serial = fork_many(model, arms, steps=4, recorder=REC, keep_models=True)
+    pooled = fork_many(model, arms, steps=4, recorder=REC,
+                       executor=LocalExecutor(max_workers=2, mp_context="fork"))
+    for name, intervention in arms.items():
+        single = fork(model, intervention=intervention, steps=4, recorder=REC).panel
+        assert serial[name].panel.equals(single) and pooled[name].panel.equals(single)
+    assert pooled["factual"].model is None and serial["factual"].model is not None
+    assert serial["windfall"].panel.values.sum() == serial["factual"].panel.values.sum() + 4 * 20
+    total = fork_many(model, arms, steps=4, recorder=REC, indicator=lambda z: z[..., 0].sum(-1))
+    np.testing.assert_array_equal(total["windfall"].f_values, serial["windfall"].panel.values.sum(axis=(1, 2)))
+    np.testing.assert_array_equal(total["factual"].f_values, np.full(4, 6.0))  # wealth is conserved
