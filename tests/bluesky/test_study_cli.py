@@ -112,3 +112,14 @@ def test_shipped_config_loads_and_bad_config_is_typed(tmp_path) -> None:
     bad.write_text("[study]\nprotocols = ['BIAS_nope']\n")
     with pytest.raises(StudyError, match="invalid study config"):
         StudyConfig.from_toml(bad)
+
+
+def test_topic_without_activity_is_skipped_and_reported(tmp_path) -> None:
+    from aumann.scenarios.bluesky.synth import SynthConfig, generate
+
+    counts = generate(SynthConfig(users=3000, seed=5, participation={"mythos": 0.05, "wrestlemania": 0.0}))
+    counts.save(tmp_path / "c")
+    cfg = StudyConfig(sizes=[100, "full"], seeds=[0], topics=["mythos", "wrestlemania"])
+    s = run_study(tmp_path / "c", tmp_path / "o", cfg, log=lambda *_: None)
+    assert "wrestlemania" in s["topics_skipped"] and s["topics"] == ["mythos", "wrestlemania"]
+    assert (tmp_path / "o" / "tables" / "flip-main.csv").exists()

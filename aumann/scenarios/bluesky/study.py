@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aumann.errors import ConfigError
+from aumann.errors import ConfigError, ZeroDeltaVError
 from aumann.manifest import write_manifest
 from aumann.scenarios.bluesky.counts import RawCounts
 from aumann.scenarios.bluesky.protocols import PROTOCOLS
@@ -165,6 +165,7 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
     n_skip = len(jobs) - len(todo)
     if n_skip:
         log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
+    topics_skipped: dict[str, str] = {}
     bar = _progress_bar(progress, len(todo))
     t_grid = time.perf_counter()
     try:
@@ -172,8 +173,15 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
             mine = [j for j in todo if j[0] == topic]
             if not mine and not cfg.export_per_user:
                 continue
-            data = prepare_topic(counts, topic, list(cfg.indicators), pool_fraction=cfg.pool_fraction,
-                                 k_min=cfg.k_min)
+            try:
+                data = prepare_topic(counts, topic, list(cfg.indicators), pool_fraction=cfg.pool_fraction,
+                                     k_min=cfg.k_min)
+            except ZeroDeltaVError as exc:
+                log(f"topic {topic!r} skipped: {exc}")
+                topics_skipped[topic] = str(exc)
+                if bar is not None:
+                    bar[0].advance(bar[1], len(mine))
+                continue
             daily_panel = counts.daily_panel(topic) if any(j[3] for j in mine) else None
             for _, protocol, size, daily in mine:
                 if protocol == "FULL":
@@ -193,6 +201,7 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
             bar[0].stop()
     grid_seconds = time.perf_counter() - t_grid
 
+    jobs = [j for j in jobs if j[0] not in topics_skipped]
     cells = [json.loads(path_of(*j[:3]).read_text()) for j in jobs]
     summary_tables = tables.write_tables(cells, out / "tables", synthetic=synthetic,
                                          headline_size=cfg.headline_size, days=list(counts.days))
@@ -201,7 +210,8 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
         "synthetic": synthetic,
         "data": "SYNTHETIC panel (not real Bluesky data)" if synthetic else "ingested capture",
         "users": counts.n_users, "topics": topics, "protocols": list(cfg.protocols), "sizes": sizes,
-        "sizes_skipped": skipped, "seeds": cfg.seeds, "indicators": list(cfg.indicators),
+        "sizes_skipped": skipped, "topics_skipped": topics_skipped, "seeds": cfg.seeds,
+        "indicators": list(cfg.indicators),
         "cells": len(jobs), "cells_skipped_on_resume": n_skip, **summary_tables,
         "figures": [str(p.relative_to(out)) for p in fig_paths],
         "timings": {"grid_seconds": grid_seconds, "cells_computed": len(todo)},
