@@ -166,6 +166,7 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
     if n_skip:
         log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
     topics_skipped: dict[str, str] = {}
+    computed = 0
     bar = _progress_bar(progress, len(todo))
     t_grid = time.perf_counter()
     try:
@@ -191,6 +192,7 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
                                      daily_panel if daily else None)
                 cell.update({"key": key_of(protocol, daily), "synthetic": synthetic})
                 _write_json(path_of(topic, protocol, size), cell)
+                computed += 1
                 if bar is not None:
                     bar[0].advance(bar[1])
             if cfg.export_per_user:
@@ -214,7 +216,7 @@ def run_study(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
         "indicators": list(cfg.indicators),
         "cells": len(jobs), "cells_skipped_on_resume": n_skip, **summary_tables,
         "figures": [str(p.relative_to(out)) for p in fig_paths],
-        "timings": {"grid_seconds": grid_seconds, "cells_computed": len(todo)},
+        "timings": {"grid_seconds": grid_seconds, "cells_computed": computed},
     }
     if cfg.deepset:
         from aumann.scenarios.bluesky.deepset import run_deepset
