@@ -123,3 +123,20 @@ def test_topic_without_activity_is_skipped_and_reported(tmp_path) -> None:
     s = run_study(tmp_path / "c", tmp_path / "o", cfg, log=lambda *_: None)
     assert "wrestlemania" in s["topics_skipped"] and s["topics"] == ["mythos", "wrestlemania"]
     assert (tmp_path / "o" / "tables" / "flip-main.csv").exists()
+
+
+def test_study_runs_on_an_ingested_capture(tmp_path) -> None:
+    """The real 10-event Jetstream sample: build-panel, then study (tiny U: sizes skipped, topics without
+    activity skipped and reported, never a crash)."""
+    from aumann.cli import main
+
+    sample = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "bluesky" / \
+        "jetstream_v1_golden_20260525.jsonl"
+    if not sample.exists():
+        pytest.skip("the shared Jetstream sample is not on this machine")
+    assert main(["bluesky", "build-panel", str(sample), "--out", str(tmp_path / "c")]) == 0
+    s = run_study(tmp_path / "c", tmp_path / "o", StudyConfig(), log=lambda *_: None)
+    assert s["synthetic"] is False and s["data"] == "ingested capture"
+    assert s["sizes_skipped"] == [100, 1000, 10000, 100000, 1000000]
+    assert set(s["topics_skipped"]) <= set(s["topics"])
+    assert (tmp_path / "o" / "summary.json").exists() and (tmp_path / "o" / "manifest.json").exists()
