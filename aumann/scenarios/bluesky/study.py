@@ -102,10 +102,21 @@ def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
     return h.hexdigest()[:16]
 
 
+def _finite(obj: Any) -> Any:
+    """NaN/inf → None (JSON has neither), recursively."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _write_json(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, allow_nan=False) + "\n")
+    tmp.write_text(json.dumps(_finite(obj), indent=1, allow_nan=False) + "\n")
     os.replace(tmp, path)
 
 
