@@ -11,6 +11,6 @@ def test_readme_python_blocks_run():
     assert len(blocks) >= 3
     ns: dict = {}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), ns)  # noqa: S102 - our own documentation
+        exec(compile(block, str(README), "exec"), ns)
     assert ns["res"].phi.shape[1] == 20          # the Mesa example's attribution
     assert ns["ss"].n_evals > 0 and 0.0 < ns["metrics"].kendall_tau(ns["ours"], ns["ss"]) <= 1.0
