@@ -75,7 +75,7 @@ def _one_path(kind: str, n: int, k: int) -> dict:
 
     from aumann.attribution import AumannShapley, Panel, attribute, indicators
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(int(os.environ.get("AUMANN_BENCH_THREADS", 0)) or max(1, os.cpu_count() or 1))
     z = _features(n, 1)[0]
     f = indicators.get("heat")
     x = torch.as_tensor(z)
@@ -143,7 +143,8 @@ def k_convergence(n: int, ks: list[int], repeats: int) -> list[dict]:
     rows = []
     for rule in ("midpoint", "gauss-legendre"):
         for k in ks:
-            m = AumannShapley(steps=k, rule=rule, closed_form=False)
+            # the generic autograd integrator (heat's pooled fast path would make K almost free)
+            m = AumannShapley(steps=k, rule=rule, closed_form=False, pooled_fast_path=False)
             res = attribute(f, panel, method=m)
             sec = _best(lambda m=m: attribute(f, panel, method=m), repeats)
             err = float(np.abs(res.phi - exact).sum() / np.abs(exact).sum())
@@ -160,7 +161,14 @@ def main() -> None:
     ap.add_argument("--one", choices=("ours", "ours_pooled", "plain", "captum"), help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--k", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's); 1 avoids OpenMP wake-up costs on a busy box")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        os.environ["AUMANN_BENCH_THREADS"] = str(args.threads)
     if args.one:
         print(json.dumps(_one_path(args.one, args.n, args.k)))
         return

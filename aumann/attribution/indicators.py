@@ -193,8 +193,11 @@ class Heat(Indicator):
         c = torch.as_tensor(coef, dtype=x.dtype)
         if per_feature:
             phi = (x * c[:, None, :]).numpy()
-        else:  # batched matrix-vector product: one more streaming pass, no (T, N, D) temporary
-            phi = torch.bmm(x, c[:, :, None])[..., 0].numpy()
+        else:  # one matrix-vector product per step into the output: one streaming pass, no temporary
+            out = torch.empty(x.shape[:2], dtype=x.dtype)
+            for t in range(x.shape[0]):
+                torch.mv(x[t], c[t], out=out[t])
+            phi = out.numpy()
         return phi, f, np.zeros_like(f)
 
 
