@@ -136,7 +136,9 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--cap", type=float, default=60.0, help="max projected seconds per (method, seed) run")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     ns = [int(float(n)) for n in args.ns.split(",")]
     if args.quick:
         ns, args.T, args.seeds, args.cap = [n for n in ns if n <= 1000], 2, 2, min(args.cap, 10.0)
