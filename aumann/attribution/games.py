@@ -135,7 +135,9 @@ class MaskedIndicatorGame(CoalitionGame):
         self.player_ids = problem.panel.agent_ids
         self.name = problem.f.name
         self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]))  # (N, D)
-        self.b = torch.as_tensor(np.ascontiguousarray(problem.baseline_at(t))).to(self.x.dtype)
+        base = problem.baseline[t if problem.baseline.shape[0] > 1 else 0]  # (N, D) or (1, D)
+        # a shared baseline row stays a broadcast view (no (N, D) copy per step)
+        self.b = torch.as_tensor(np.ascontiguousarray(base)).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
 

@@ -70,8 +70,7 @@ class CoalitionMethod(AttributionMethod):
 
     def _run(self, game: CoalitionGame, rng: np.random.Generator) -> tuple[Estimate, float, float]:
         kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
-        ends = kernel.values(np.array([[False] * game.n_players, [True] * game.n_players]))
-        v0, vN = float(ends[0]), float(ends[1])
+        v0, vN = kernel.ends()
         est = self.estimate(kernel, v0, vN, rng)
         est.info["path"] = kernel.kind
         return est, v0, vN
@@ -86,12 +85,13 @@ class CoalitionMethod(AttributionMethod):
         gens = spawn(rng, T)
         phi = np.empty((T, N))
         se = np.empty((T, N))
+        ends = np.empty((T, 2))
         has_se = True
         evals = 0
         infos = []
         for t in range(T):
             game = MaskedIndicatorGame(problem, t, memory_budget=self.memory_budget)
-            est, _, _ = self._run(game, gens[t])
+            est, ends[t, 0], ends[t, 1] = self._run(game, gens[t])
             phi[t] = est.phi
             if est.stderr is None:
                 has_se = False
@@ -101,8 +101,10 @@ class CoalitionMethod(AttributionMethod):
             infos.append(est.info)
         prov = {**self.params(), "game": "baseline-masking", "per_step": _merge(infos),
                 "seconds": time.perf_counter() - t0}
+        # f(z_t) = v_t(N) and f(z⁰_t) = v_t(∅): the game already has them
         return problem.result(phi, method=self.name, provenance=prov, stderr=se if has_se else None,
-                              n_evals=evals, satisfies_efficiency=self.satisfies_efficiency, rng=rng)
+                              n_evals=evals, satisfies_efficiency=self.satisfies_efficiency, rng=rng,
+                              f_values=ends[:, 1], f_baseline=ends[:, 0])
 
     def attribute_game(self, game: CoalitionGame, *, rng: RNGLike = None) -> Attribution:
         """Attribute a user :class:`CoalitionGame`; the result has one step (T = 1).
