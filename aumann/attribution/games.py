@@ -20,6 +20,7 @@ hand the methods a fast kernel; ``kernel(fast=False)`` forces plain evaluation.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ class GameError(MethodError):
     """A coalition game that is malformed or returns the wrong thing."""
 
 
-class CoalitionGame:
+class CoalitionGame(ABC):
     """A cooperative game on N players, evaluated in batches.
 
     Subclasses implement :meth:`__call__` (``masks`` bool (B, N) → float64 (B,)); they may override
@@ -55,8 +56,9 @@ class CoalitionGame:
     name: str = "game"
     row_bytes: int = 64  # working memory per evaluated coalition, for batching
 
+    @abstractmethod
     def __call__(self, masks: np.ndarray) -> np.ndarray:
-        raise NotImplementedError(f"{type(self).__name__} must implement __call__(masks[B, N]) -> [B]")
+        """v(S) for a batch of coalitions: ``masks`` bool (B, N) → float64 (B,)."""
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         """The primitives coalition methods use (plain evaluation unless a subclass knows better)."""

@@ -30,6 +30,7 @@ All kernels compute in float64 and never evaluate f through torch autograd.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -111,14 +112,15 @@ class QuadraticIndicator(Indicator):
 
 
 # ---------------------------------------------------------------------- kernels
-class GameKernel:
+class GameKernel(ABC):
     """The four primitives a coalition method needs (see the module docstring)."""
 
     n: int
     kind: str = "generic"
 
+    @abstractmethod
     def values(self, masks: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """v(S) for a batch of coalitions (B, N) → (B,)."""
 
     def ends(self) -> tuple[float, float]:
         """(v(∅), v(N))."""
@@ -129,15 +131,17 @@ class GameKernel:
         """How many permutations ``prefix_marginals`` should get at once."""
         return 1
 
+    @abstractmethod
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """(c, N) marginals in player order along ``perms`` (and along the reversed perms, or None)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def flip_marginals(self, masks: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """v(S ∪ {i}) − v(S \\ {i}) for every player i and coalition in ``masks`` (B, N) → (B, N)."""
 
+    @abstractmethod
     def loo(self, v_full: float) -> np.ndarray:
-        raise NotImplementedError
+        """v(N) − v(N \\ {i}) for every player i → (N,)."""
 
 
 def _to_player_order(perms: np.ndarray, marg_pos: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -62,8 +63,9 @@ class CoalitionMethod(AttributionMethod):
         self.fast = fast
         self.memory_budget = int(memory_budget)
 
+    @abstractmethod
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
-        raise NotImplementedError
+        """φ (and standard errors, evaluations spent) for one step's game kernel."""
 
     def params(self) -> dict[str, Any]:
         return {}
@@ -169,9 +171,9 @@ class _Enumeration(CoalitionMethod):
     def params(self):
         return {"max_players": self.max_players}
 
+    @abstractmethod
     def weights(self, n: int) -> np.ndarray:
         """w(s) for s = 0..n (w(n) is never used: no coalition of size n leaves a player out)."""
-        raise NotImplementedError
 
     def estimate(self, kernel, v0, vN, rng):
         n = kernel.n

@@ -8,6 +8,7 @@ checks on exit that exactly T steps were captured, and builds the
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -183,7 +184,7 @@ class Recording:
         return self._panel
 
 
-class _RecorderBase:
+class _RecorderBase(ABC):
     features: tuple[str, ...]
 
     @contextmanager
@@ -209,14 +210,17 @@ class _RecorderBase:
         rec._finalise()
         rec._closed = True
 
-    def _start(self, rec: Recording, model: Any) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _start(self, rec: Recording, model: Any) -> None:
+        """Prepare buffers for ``rec`` (first sight of the model)."""
 
-    def _capture(self, rec: Recording, model: Any, t: int) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _capture(self, rec: Recording, model: Any, t: int) -> None:
+        """Copy the model's state at step ``t`` into ``rec``."""
 
-    def _result(self, rec: Recording):  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _result(self, rec: Recording):
+        """Build the Panel from ``rec``."""
 
 
 

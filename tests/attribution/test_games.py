@@ -49,7 +49,7 @@ def test_game_validation(rng):
         n_players = 2
         player_ids = np.arange(2)
 
-    with pytest.raises(NotImplementedError, match="__call__"):
-        Bare().checked(np.ones((1, 2), dtype=bool))
+    with pytest.raises(TypeError, match="__call__"):  # abstract: a game without v(S) cannot exist
+        Bare()
     with pytest.raises(GameError, match="no fast path"):
         game.kernel(fast=True)
