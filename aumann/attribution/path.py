@@ -30,6 +30,7 @@ import torch
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
+from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
 
 Rule = Literal["gauss-legendre", "midpoint"]
@@ -224,7 +225,7 @@ class AumannShapley(AttributionMethod):
 
         steps_per_batch = per_batch // steps
         total = T * steps
-        progress = _progress(problem.progress, total, f"path integral K={steps}")
+        progress = progress_bar(problem.progress, total, f"path integral K={steps}")
         try:
             if steps_per_batch >= 1:  # whole steps per call: z has shape (tb·K, N, D)
                 for t0 in range(0, T, steps_per_batch):
@@ -240,7 +241,7 @@ class AumannShapley(AttributionMethod):
                     if g is not None:
                         grad_sum[t0:t1] += torch.einsum("k,tknd->tnd", w, g.view(t1 - t0, steps, N, D))
                     if progress is not None:
-                        progress[0].advance(progress[1], (t1 - t0) * steps)
+                        progress.advance((t1 - t0) * steps)
             else:  # chunks of points within one step: z has shape (kc, N, D)
                 for t in range(T):
                     xt = x[t]
@@ -260,27 +261,15 @@ class AumannShapley(AttributionMethod):
                             else:
                                 grad_sum[t] += torch.einsum("k,knd->nd", w[k0:k1], g)
                         if progress is not None:
-                            progress[0].advance(progress[1], k1 - k0)
+                            progress.advance(k1 - k0)
         finally:
             if progress is not None:
-                progress[0].stop()
+                progress.stop()
         if not torch.isfinite(grad_sum).all():
             raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path; "
                                  "is it C¹ between the baseline and the panel?")
         delta = x - base if not zero_base else x
         return (delta.expand(T, N, D) * grad_sum).numpy()
-
-
-def _progress(enabled: bool, total: int, label: str) -> Any:
-    if not enabled or total < 2:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    transient=True)
-    task = prog.add_task(label, total=total)
-    prog.start()
-    return prog, task
 
 
 __all__ = ["AumannShapley", "quadrature"]

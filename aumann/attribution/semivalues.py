@@ -34,6 +34,7 @@ from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.errors import MethodError
+from aumann.progress import progress_bar
 from aumann.seeding import RNGLike, describe, spawn
 
 
@@ -91,9 +92,12 @@ class CoalitionMethod(AttributionMethod):
         has_se = True
         evals = 0
         infos = []
+        bar = progress_bar(problem.progress, T, f"{self.name}: steps")
         for t in range(T):
             game = MaskedIndicatorGame(problem, t, memory_budget=self.memory_budget)
             est, ends[t, 0], ends[t, 1] = self._run(game, gens[t])
+            if bar is not None:
+                bar.advance()
             phi[t] = est.phi
             if est.stderr is None:
                 has_se = False
@@ -101,6 +105,8 @@ class CoalitionMethod(AttributionMethod):
                 se[t] = est.stderr
             evals += est.n_evals
             infos.append(est.info)
+        if bar is not None:
+            bar.stop()
         prov = {**self.params(), "game": "baseline-masking", "per_step": _merge(infos),
                 "seconds": time.perf_counter() - t0}
         # f(z_t) = v_t(N) and f(z⁰_t) = v_t(∅): the game already has them
