@@ -31,7 +31,7 @@ class BoltzmannWealth(mesa.Model):
     def step(self) -> None:
         self.agents.shuffle_do("step")
         if self.churn and self.steps % 3 == 0:
-            leaver = self.agents.select(lambda a: a.wealth == min(b.wealth for b in self.agents))[0]
+            leaver = next(iter(self.agents.select(lambda a: a.wealth == min(b.wealth for b in self.agents))))
             heir = self.random.choice([a for a in self.agents if a is not leaver])
             heir.wealth += leaver.wealth
             leaver.remove()
