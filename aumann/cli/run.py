@@ -7,7 +7,7 @@ Examples::
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
-ablation tables, ``runs/run-XXX.{json,npz}`` (one per finished run, written atomically),
+ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
 ``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
 same ``--out`` resumes: finished runs are read back, not recomputed.
 

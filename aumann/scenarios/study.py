@@ -16,7 +16,7 @@ Per run r (seeds spawned from the config's root seed):
    agreement of the two sampled-Shapley runs;
 6. the ablations (:mod:`aumann.scenarios.ablations`).
 
-Each run is written atomically to ``runs/run-XXX.json`` (+ ``.npz`` arrays) as soon as it finishes;
+Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes;
 :func:`run_study` skips runs already on disk with the same config (resume).
 """
 
