@@ -1,23 +1,46 @@
-"""The exception tree. Every error aumann raises for bad input is one of these.
+"""The exception tree: every exception class aumann defines lives here.
 
 * AumannError(Exception)
-  * PanelError(AumannError, ValueError)        -- a recorded panel is malformed
-    * ShapeError                               -- wrong rank / mismatched shapes
-    * NonFiniteError                           -- NaN or inf in live rows
-    * EmptyPanelError                          -- no steps, agents or features
-    * DuplicateIdError                         -- agent ids or feature names repeat
-  * UnknownFeatureError(AumannError, KeyError) -- a feature name the panel does not have
-  * UnknownAgentError(AumannError, KeyError)   -- an agent id the panel does not have
-  * BaselineError(AumannError, ValueError)     -- a baseline that does not fit the panel
-  * IndicatorError(AumannError, ValueError)    -- an indicator that misbehaves (shape, NaN, no grad)
+  * PanelError(AumannError, ValueError)          -- a recorded panel is malformed
+    * ShapeError                                 -- wrong rank / mismatched shapes
+    * NonFiniteError                             -- NaN or inf in live rows
+    * EmptyPanelError                            -- no steps, agents or features
+    * DuplicateIdError                           -- agent ids or feature names repeat
+  * AttributionFileError(AumannError, ValueError) -- a saved attribution that cannot be read
+  * UnknownFeatureError(AumannError, KeyError)   -- a feature name the panel does not have
+    * UnknownAttributeError(.., SimulationError) -- a recorded attribute the agents do not have
+  * UnknownAgentError(AumannError, KeyError)     -- an agent id the panel does not have
+  * BaselineError(AumannError, ValueError)       -- a baseline that does not fit the panel
+  * IndicatorError(AumannError, ValueError)      -- an indicator that misbehaves (shape, NaN, no grad)
     * UnknownIndicatorError(IndicatorError, KeyError)
-    * ClosedFormUnavailable                    -- closed form asked for but not valid here
+    * ClosedFormUnavailable                      -- closed form asked for but not valid here
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
-  * MethodError(AumannError, ValueError)       -- a method's parameters or limits
-  * ConfigError(AumannError, ValueError)       -- a config file or CLI option
-  * SimulationError(AumannError, RuntimeError) -- the simulation layer (recorder, runner, forks)
-  * LLMError(AumannError, RuntimeError)        -- decision backends (auth, model, cache miss, budget)
-  * IngestError(AumannError, ValueError)       -- data ingestion (files, event lines)
+  * MethodError(AumannError, ValueError)         -- a method's parameters or limits
+    * GameError                                  -- a coalition game that is malformed or misused
+  * MetricError(AumannError, ValueError)         -- attributions that cannot be compared
+  * ConfigError(AumannError, ValueError)         -- a config file or CLI option
+    * UnknownScenarioError                       -- a scenario name that is not registered
+    * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
+    * SynthError                                 -- invalid synthetic-panel settings
+    * ProtocolError                              -- unknown sampling protocol / invalid request
+    * StudyError                                 -- invalid cross-scale study settings
+  * SimulationError(AumannError, RuntimeError)   -- the simulation layer (recorder, runner, forks)
+    * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
+    * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
+    * CheckpointError                            -- a model that cannot be checkpointed or forked
+    * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
+  * LLMError(AumannError, RuntimeError)          -- decision backends
+    * LLMAuthenticationError                     -- HTTP 401/403; never retried
+    * ModelNotFoundError                         -- HTTP 404; never retried
+    * LLMRequestError                            -- other non-retryable rejections (400, 422, ...)
+    * BackendUnavailableError                    -- rate limits / server errors / timeouts persisted
+    * MalformedResponseError                     -- a reply that is not valid for the schema
+    * BudgetExceededError                        -- a call / token / cost cap would be exceeded
+    * CacheMissError                             -- replay mode: the request is not in the cache
+    * PolicyError                                -- an offline policy returned an invalid value
+    * DecisionParseError                         -- a reply that is not a valid scenario decision
+  * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
+    * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
 """
 
 from __future__ import annotations
@@ -53,6 +76,10 @@ class DuplicateIdError(PanelError):
     """Agent ids or feature names that are not unique."""
 
 
+class AttributionFileError(AumannError, ValueError):
+    """A saved attribution file that is missing, damaged or not an aumann attribution."""
+
+
 class UnknownFeatureError(_PlainKeyErrorMessage, AumannError, KeyError):
     """A feature name that the panel does not have."""
 
@@ -85,39 +112,150 @@ class MethodError(AumannError, ValueError):
     """Bad method parameters, or a method used beyond its limits (e.g. exact Shapley at large N)."""
 
 
+class GameError(MethodError):
+    """A coalition game that is malformed (masks of the wrong shape, non-finite values) or misused."""
+
+
+class MetricError(AumannError, ValueError):
+    """Attributions that cannot be compared: different agents, steps or shapes, or a bad parameter."""
+
+
 class ConfigError(AumannError, ValueError):
     """A configuration file or command-line option that is invalid."""
+
+
+class UnknownScenarioError(ConfigError):
+    """A scenario name that is not registered."""
+
+
+class CaptureDependencyError(ConfigError):
+    """The optional ``websockets`` package (``aumann[capture]``) is not installed."""
+
+
+class SynthError(ConfigError):
+    """Invalid synthetic-panel settings."""
+
+
+class ProtocolError(ConfigError):
+    """Unknown sampling protocol or invalid sampling request."""
+
+
+class StudyError(ConfigError):
+    """Invalid cross-scale study settings."""
 
 
 class SimulationError(AumannError, RuntimeError):
     """The simulation layer: recorder, runner, forks and executors."""
 
 
+class UnknownAttributeError(UnknownFeatureError, SimulationError):
+    """A feature given by attribute name that an agent does not have."""
+
+
+class FeatureValueError(SimulationError, ValueError):
+    """A feature extractor returned a non-numeric or non-finite value, or a wrongly shaped array."""
+
+
+class StepsMismatchError(SimulationError, ValueError):
+    """The number of captured steps differs from the number declared (or steps is not a positive int)."""
+
+
+class CheckpointError(SimulationError):
+    """A model that cannot be checkpointed (deep-copied) or shipped to a worker (pickled)."""
+
+
+class ExecutorError(SimulationError):
+    """An executor that cannot run: a missing optional dependency or a failed worker."""
+
+
 class LLMError(AumannError, RuntimeError):
     """Decision backends: authentication, unknown model, replay cache miss, budget exhausted."""
+
+
+class LLMAuthenticationError(LLMError):
+    """The server rejected the API key (HTTP 401/403). Never retried."""
+
+
+class ModelNotFoundError(LLMError):
+    """The server does not serve this model, or the base URL path is wrong (HTTP 404). Never retried."""
+
+
+class LLMRequestError(LLMError):
+    """A non-retryable rejection of the request (HTTP 400, 422, ...)."""
+
+
+class BackendUnavailableError(LLMError):
+    """Rate limits, server errors, timeouts or refused connections persisted through every retry."""
+
+
+class MalformedResponseError(LLMError):
+    """The reply was not a JSON object valid for the schema, after every retry."""
+
+
+class BudgetExceededError(LLMError):
+    """A call, token or cost cap of the cost guard would be exceeded."""
+
+
+class CacheMissError(LLMError):
+    """Replay mode: the request is not in the response cache (nothing is sent to the server)."""
+
+
+class PolicyError(LLMError):
+    """An offline policy returned a value that does not validate against the schema."""
+
+
+class DecisionParseError(LLMError):
+    """A model reply that is not a valid scenario decision (bad JSON, missing keys, out of range)."""
 
 
 class IngestError(AumannError, ValueError):
     """Data ingestion: unreadable files, unusable inputs."""
 
 
+class ZstdDictionaryError(IngestError):
+    """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
+
+
 __all__ = [
+    "AttributionFileError",
     "AumannError",
+    "BackendUnavailableError",
     "BaselineError",
+    "BudgetExceededError",
+    "CacheMissError",
+    "CaptureDependencyError",
+    "CheckpointError",
     "ClosedFormUnavailable",
     "ConfigError",
+    "DecisionParseError",
     "DuplicateIdError",
     "EmptyPanelError",
+    "ExecutorError",
+    "FeatureValueError",
+    "GameError",
     "IndicatorError",
     "IngestError",
+    "LLMAuthenticationError",
     "LLMError",
+    "LLMRequestError",
+    "MalformedResponseError",
     "MethodError",
+    "MetricError",
+    "ModelNotFoundError",
     "NonFiniteError",
     "PanelError",
+    "PolicyError",
+    "ProtocolError",
     "ShapeError",
     "SimulationError",
+    "StepsMismatchError",
+    "StudyError",
+    "SynthError",
     "UnknownAgentError",
+    "UnknownAttributeError",
     "UnknownFeatureError",
     "UnknownIndicatorError",
+    "UnknownScenarioError",
     "ZeroDeltaVError",
+    "ZstdDictionaryError",
 ]

@@ -7,7 +7,6 @@ a secret (api key, token, password) are redacted before anything is written.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import re
@@ -17,6 +16,8 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from aumann.io import write_json
 
 _PACKAGES = ("aumann", "numpy", "torch", "mesa", "networkx", "pydantic", "openai", "duckdb", "pandas")
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
@@ -104,11 +105,7 @@ def write_manifest(
     """Write ``manifest.json`` into ``out_dir`` (created if missing) atomically; return its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "manifest.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(build_manifest(command, config, seeds, extra), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_json(out / "manifest.json", build_manifest(command, config, seeds, extra), indent=2)
 
 
 __all__ = ["build_manifest", "git_revision", "package_versions", "redact", "write_manifest"]

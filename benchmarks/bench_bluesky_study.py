@@ -29,8 +29,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="reuse finished cells (resume) instead of a fresh run")
     args = ap.parse_args()
 
-    from aumann.scenarios.bluesky.study import StudyConfig, run_study
-    from aumann.scenarios.bluesky.synth import SynthConfig, generate, write_synth
+    from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
+    from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
 
     counts_dir, study_dir = args.out / "counts", args.out / "study"
     if not args.keep and study_dir.exists():
@@ -41,7 +41,7 @@ def main() -> None:
     synth_s = time.perf_counter() - t0
     del counts
     t0 = time.perf_counter()
-    s = run_study(counts_dir, study_dir, StudyConfig(deepset=args.deepset), progress=False)
+    s = run_crossscale(counts_dir, study_dir, CrossScaleConfig(deepset=args.deepset), progress=False)
     study_s = time.perf_counter() - t0
     grid_s = s["timings"]["grid_seconds"]
     print(f"load average: {os.getloadavg()}  (cores: {os.cpu_count()})")

@@ -130,7 +130,7 @@ def main() -> None:
 
     import duckdb
 
-    from aumann.scenarios.bluesky.ingest import IngestOptions, ingest
+    from aumann.data.bluesky.ingest import IngestOptions, ingest
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "2026-04-20.jsonl"

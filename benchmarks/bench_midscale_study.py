@@ -33,7 +33,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from aumann import scenarios
     from aumann.attribution import MaskedIndicatorGame, Problem
-    from aumann.scenarios.study import run_study
+    from aumann.studies.faithfulness import run_study
 
     sc = scenarios.get("midscale-social")
     cfg = sc.load_config(runs=args.runs, study={"permutations": args.permutations})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from aumann.attribution.panel import Panel
+from aumann.panel import Panel
 
 _LAZY = {
     "indicators": ("aumann.attribution.indicators", None),

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from aumann.attribution.indicators import as_indicator
-from aumann.attribution.panel import Panel
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.errors import MethodError
+from aumann.panel import Panel
 from aumann.seeding import RNGLike
 
 

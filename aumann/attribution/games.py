@@ -37,11 +37,7 @@ from aumann.attribution.pooled import (
     QuadraticKernel,
 )
 from aumann.attribution.problem import Problem
-from aumann.errors import IndicatorError, MethodError
-
-
-class GameError(MethodError):
-    """A coalition game that is malformed or returns the wrong thing."""
+from aumann.errors import GameError, IndicatorError
 
 
 class CoalitionGame(ABC):

@@ -369,7 +369,48 @@ def names() -> list[str]:
 for _cls in (Lin, Heat, Var, Gini, Pairwise):
     register(_cls)
 
+# ---------------------------------------------------------------------- evaluation on numpy batches
+def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, context_batched: bool = False) -> np.ndarray:
+    """The indicator ``f`` on a batch ``z`` of shape (..., N, D) → float64 numpy array of shape (...).
+
+    The one place indicators are evaluated outside the engine (recorded panels, forks, deletion
+    curves, smoothing gaps). ``f`` may be an :class:`Indicator`, a registered name or a plain batched
+    callable (see :func:`as_indicator`); the context is passed whenever the indicator takes it.
+
+    Args:
+        f: the indicator.
+        z: (..., N, D) values (numpy or torch; converted to float64).
+        context: per-step world state {name: array}. By default one step's state, broadcast to every
+            element of the batch; with ``context_batched=True`` each array already has the batch's
+            leading dimensions (e.g. a recorded panel's context with leading T for a (T, N, D) batch).
+        context_batched: see ``context``.
+
+    Raises:
+        IndicatorError: ``f`` returns something that is not a tensor of shape z.shape[:-2].
+    """
+    ind = as_indicator(f)
+    zt = torch.as_tensor(np.asarray(z, dtype=np.float64)) if not isinstance(z, torch.Tensor) else z.double()
+    if zt.ndim < 2:
+        raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
+    lead = tuple(zt.shape[:-2])
+    ctx = None
+    if context:
+        ctx = {}
+        for k, v in context.items():
+            tv = torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v,
+                                            dtype=np.float64))
+            ctx[k] = tv if (context_batched or not lead) else tv.expand(*lead, *tv.shape)
+    with torch.no_grad():
+        out = ind(zt, ctx)
+    if not isinstance(out, torch.Tensor):
+        raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
+    if tuple(out.shape) != lead:
+        raise IndicatorError(f"indicator {ind.name!r} returned shape {tuple(out.shape)} for a batch of shape "
+                             f"{tuple(zt.shape)}; expected {lead}: one value per step (per batch element)")
+    return out.detach().to(torch.float64).cpu().numpy()
+
+
 __all__ = [
     "FunctionIndicator", "Gini", "Heat", "Indicator", "Lin", "LinearCombination", "Pairwise",
-    "PooledForm", "Var", "as_indicator", "average_ranks", "get", "names", "register",
+    "PooledForm", "Var", "as_indicator", "average_ranks", "evaluate", "get", "names", "register",
 ]

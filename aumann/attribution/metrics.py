@@ -20,6 +20,17 @@ Definitions, normalisation and direction (↑ = higher means closer / more faith
   ``deletion_auc``       the trapezoid area under D against k/N ∈ [0, 1]. ↑ (a faithful attribution
                          removes the change with the first agents it names)
   ``drop_at_k``          D(k). ↑
+* ``rank_agents``        agent positions by descending φ (``by="value"``) or descending |φ| (``by="abs"``),
+                         ties broken by position — the one ordering every ranking metric uses.
+* ``topk_overlap``       |top_k(φ̂) ∩ top_k(φ)| ∈ {0, …, k} (the paper's "top-10 overlap"). ↑
+
+The faithfulness study's deletion metrics (f = the indicator before deletion, f_k = after the top-k
+agents are deleted by some oracle; both in the units of f; normalised by f, not by F(0) − F(N)):
+
+* ``relative_drop``       (f − f_k) / f for each k (NaN when f = 0: reported, not hidden).
+* ``mean_relative_drop``  (1/K_del) Σ_{k=1}^{K_del} (f − f_k) / f — the ``deletion_auc`` column of
+                          ``faithfulness.csv``. ↑
+* ``relative_drop_at_k``  100 · (f − f_k) / f — the ``drop_at_5`` column (k = 5), in percent. ↑
 
 A *deletion oracle* is a callable ``oracle(deleted_ids) -> float`` that puts the given agents into
 their baseline state and returns the indicator; :func:`masking_oracle` builds the baseline-masking one
@@ -36,12 +47,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.result import Attribution
-from aumann.errors import ShapeError
-
-
-class MetricError(ShapeError):
-    """Attributions that cannot be compared: different agents, steps or shapes, or a bad parameter."""
-
+from aumann.errors import MetricError
 
 Scores = Attribution | np.ndarray | Sequence[float]
 
@@ -128,13 +134,31 @@ def efficiency_error(attribution: Attribution | np.ndarray, delta_v: np.ndarray 
     return err / np.maximum(np.abs(dv), np.finfo(np.float64).tiny) if relative else err
 
 
+RANK_BY = ("value", "abs")
+
+
+def rank_agents(scores: np.ndarray, by: str = "value") -> np.ndarray:
+    """Agent positions in decreasing order of ``scores`` (``by="value"``: who pushed f up first) or of
+    ``|scores|`` (``by="abs"``: largest effect either way first); ties keep position order.
+
+    >>> rank_agents(np.array([0.1, -0.5, 0.3])).tolist(), rank_agents(np.array([0.1, -0.5, 0.3]), "abs").tolist()
+    ([2, 0, 1], [1, 2, 0])
+    """
+    if by not in RANK_BY:
+        raise MetricError(f"by must be 'value' or 'abs'; got {by!r}")
+    x = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 1:
+        raise MetricError(f"rank_agents takes one score per agent (N,); got shape {x.shape}")
+    key = np.abs(x) if by == "abs" else x
+    return np.argsort(-key, kind="stable")
+
+
 def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
-    if by not in ("value", "abs"):
+    if by not in RANK_BY:
         raise MetricError(f"by must be 'value' or 'abs'; got {by!r}")
     if not 1 <= k <= x.size:
         raise MetricError(f"k must be between 1 and the number of agents ({x.size}); got {k}")
-    key = np.abs(x) if by == "abs" else x
-    return np.argsort(-key, kind="stable")[:k]
+    return rank_agents(x, by)[:k]
 
 
 def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by: str = "value",
@@ -168,6 +192,41 @@ def topk_jaccard(estimate: Scores, reference: Scores, k: int, *, by: str = "valu
     a, b = _pair(estimate, reference, step, rank=True)
     sa, sb = set(_top(a, k, by).tolist()), set(_top(b, k, by).tolist())
     return len(sa & sb) / len(sa | sb)
+
+
+def topk_overlap(estimate: Scores, reference: Scores, k: int, *, by: str = "value",
+                 step: int | None = None) -> int:
+    """|top_k(est) ∩ top_k(ref)|, an integer in [0, k] (the paper's "top-10 overlap"); higher is better."""
+    a, b = _pair(estimate, reference, step, rank=True)
+    return len(set(_top(a, k, by).tolist()) & set(_top(b, k, by).tolist()))
+
+
+# ---------------------------------------------------------------------- the study's deletion metrics
+def relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> np.ndarray:
+    """(f − f_k) / f for each entry of ``f_k`` (NaN where f = 0: a zero indicator cannot be normalised,
+    and the tables report that instead of hiding it)."""
+    fk = np.asarray(f_k, dtype=np.float64)
+    if f == 0 or not np.isfinite(f):
+        return np.full_like(fk, np.nan)
+    return (float(f) - fk) / float(f)
+
+
+def mean_relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> float:
+    """(1/K) Σ_{k=1}^{K} (f − f_k) / f over the K = len(f_k) deletion depths k = 1 … K (f_k: the
+    indicator after the top-k agents are deleted). The ``deletion_auc`` column of the study."""
+    fk = np.asarray(f_k, dtype=np.float64)
+    if fk.ndim != 1 or fk.size == 0:
+        raise MetricError(f"mean_relative_drop needs f_k for k = 1 … K as a non-empty 1-D array; got shape {fk.shape}")
+    return float(np.mean(relative_drop(f, fk)))
+
+
+def relative_drop_at_k(f: float, f_k: np.ndarray | Sequence[float], k: int) -> float:
+    """100 · (f − f_k) / f in percent, with ``f_k[k − 1]`` the indicator after deleting the top k agents.
+    The ``drop_at_5`` column of the study (k = 5)."""
+    fk = np.asarray(f_k, dtype=np.float64)
+    if not 1 <= k <= fk.size:
+        raise MetricError(f"k must be between 1 and the deletion depth {fk.size}; got {k}")
+    return float(100.0 * relative_drop(f, fk[k - 1 : k])[0])
 
 
 @dataclass(frozen=True)
@@ -216,7 +275,7 @@ def deletion_curve(scores: Scores, oracle: Callable[[np.ndarray], float], *, ks:
     if grid.size and (grid.min() < 0 or grid.max() > n):
         raise MetricError(f"ks must lie between 0 and N = {n}; got {grid.min()}..{grid.max()}")
     grid = np.unique(np.concatenate([[0, n], grid.astype(int)]))
-    order = ids[np.argsort(-x, kind="stable")]
+    order = ids[rank_agents(x)]
     values = np.array([float(oracle(order[:k])) for k in grid])
     span = values[0] - values[-1]
     if span == 0:
@@ -246,8 +305,8 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
     """
     from aumann.attribution.games import MaskedIndicatorGame
     from aumann.attribution.indicators import as_indicator
-    from aumann.attribution.panel import Panel
     from aumann.attribution.problem import Problem
+    from aumann.panel import Panel
 
     panel = panel if isinstance(panel, Panel) else Panel(panel)
     game = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step)
@@ -262,6 +321,22 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
 
 
 __all__ = [
-    "DeletionCurve", "MetricError", "cosine", "deletion_auc", "deletion_curve", "drop_at_k", "efficiency_error",
-    "kendall_tau", "mae", "masking_oracle", "spearman", "topk_jaccard",
+    "RANK_BY",
+    "DeletionCurve",
+    "MetricError",
+    "cosine",
+    "deletion_auc",
+    "deletion_curve",
+    "drop_at_k",
+    "efficiency_error",
+    "kendall_tau",
+    "mae",
+    "masking_oracle",
+    "mean_relative_drop",
+    "rank_agents",
+    "relative_drop",
+    "relative_drop_at_k",
+    "spearman",
+    "topk_jaccard",
+    "topk_overlap",
 ]

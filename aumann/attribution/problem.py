@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from aumann.attribution.indicators import Indicator
-from aumann.attribution.panel import Panel
 from aumann.attribution.result import Attribution
 from aumann.errors import BaselineError, IndicatorError
+from aumann.panel import Panel
 from aumann.seeding import RNGLike
 
 BASELINES = ("zero", "mean", "pre-event", "previous")

@@ -10,7 +10,6 @@ group share R_G = Σ_{i∈G} φ̃_i with φ̃ = φ/Δv.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import ShapeError, UnknownFeatureError, ZeroDeltaVError
+from aumann.errors import AttributionFileError, ShapeError, UnknownFeatureError, ZeroDeltaVError
+from aumann.io import atomic_path, read_npz, write_npz
 
 _FORMAT = "aumann.attribution/1"
 
@@ -214,9 +214,8 @@ class Attribution:
         path.parent.mkdir(parents=True, exist_ok=True)
         df = self.to_pandas(include_ids=include_ids)
         df.attrs = {}
-        tmp = path.with_name(path.name + ".tmp")
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            df.to_parquet(tmp, index=False)
         return path
 
     def summary(self) -> dict[str, Any]:
@@ -245,17 +244,13 @@ class Attribution:
         meta = {"format": _FORMAT, "features": list(self.features), "n_evals": self.n_evals,
                 "satisfies_efficiency": self.satisfies_efficiency, "method": self.method,
                 "provenance": _jsonable(self.provenance)}
-        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, path)
-        return path
+        return write_npz(path, arrays, meta=meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Attribution:
-        with np.load(Path(path), allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-        meta = json.loads(bytes(data.pop("__meta__")).decode())
+        data, meta = read_npz(path, error=AttributionFileError, what="attribution file")
+        if meta is None or meta.get("format") != _FORMAT:
+            raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file")
         groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
         return cls(
             phi=data["phi"], delta_v=data["delta_v"], f_values=data["f_values"], f_baseline=data["f_baseline"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -34,10 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import pandas as pd
     from rich.console import Console
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, Panel, attribute, indicators
+    from aumann.io import atomic_path, plain, write_json
     from aumann.manifest import write_manifest
 
     if not args.panel.exists():
@@ -53,15 +54,14 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     res.save(out / "attribution.npz")
-    steps = [s.item() if hasattr(s, "item") else s for s in res.steps]
-    rows = ["step,delta_v,sum_phi,efficiency_gap"] + [
-        f"{s},{dv!r},{sp!r},{g!r}" for s, dv, sp, g in zip(steps, res.delta_v, res.by_step(), res.efficiency_gap)
-    ]
-    (out / "phi_by_step.csv").write_text("\n".join(rows) + "\n")
+    table = pd.DataFrame({"step": plain(res.steps), "delta_v": res.delta_v, "sum_phi": res.by_step(),
+                          "efficiency_gap": res.efficiency_gap})
+    with atomic_path(out / "phi_by_step.csv") as tmp:
+        table.to_csv(tmp, index=False, float_format="%.17g")
     summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel)}
     if "tier" in res.groups and np.all(res.delta_v != 0):
         summary["tier_shares"] = res.group_shares("tier")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    write_json(out / "summary.json", summary, indent=2)
     write_manifest(out, "aumann attribute", config=vars(args), seeds=None,
                    extra={"panel_meta": panel.meta})
 

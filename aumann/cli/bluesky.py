@@ -1,25 +1,20 @@
-"""``aumann bluesky ...``: the Bluesky cross-scale study's commands.
+"""``aumann bluesky ...``: argument parsing for the Bluesky commands.
 
-This module builds the ``bluesky`` command group and its ingestion subcommands (``build-panel``,
-``capture``). Other subcommands plug in without editing this file: every entry of
-``SUBCOMMAND_PROVIDERS`` names a module and the registration functions in it; each function takes
-the group's ``subparsers`` object, adds one parser and sets ``func`` (``run(args) -> int``), the
-same contract as a top-level command module. The study's module
-``aumann.scenarios.bluesky.cli_study`` provides ``register_synth`` and ``register_study``; a
-provider module that does not exist (yet) is skipped, a missing function in it is skipped too.
+``build-panel`` and ``capture`` call :mod:`aumann.data.bluesky` (ingestion), ``synth`` calls
+:mod:`aumann.data.bluesky.synth`, ``study`` calls :mod:`aumann.studies.crossscale` (the cross-scale
+study). Each subcommand adds one parser and sets ``func`` (``run(args) -> int``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-SUBCOMMAND_PROVIDERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("aumann.scenarios.bluesky.cli_study", ("register_synth", "register_study")),
-)
+from aumann.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,16 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="bluesky_command", metavar="SUBCOMMAND")
     _register_build_panel(sub)
     _register_capture(sub)
-    for module_name, functions in SUBCOMMAND_PROVIDERS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue
-            raise
-        for fn in functions:
-            if hasattr(module, fn):
-                getattr(module, fn)(sub)
+    register_synth(sub)
+    register_study(sub)
 
     def _help(args: argparse.Namespace) -> int:
         parser.print_help()
@@ -76,8 +63,6 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
 
 
 def _parse_days(text: str | None) -> tuple[str, str] | None:
-    from aumann.errors import ConfigError
-
     if text is None:
         return None
     parts = text.split(":")
@@ -87,9 +72,9 @@ def _parse_days(text: str | None) -> tuple[str, str] | None:
 
 
 def run_build_panel(args: argparse.Namespace) -> int:
-    from aumann.scenarios.bluesky.build import write_build_outputs
-    from aumann.scenarios.bluesky.filters import load_filters
-    from aumann.scenarios.bluesky.ingest import IngestOptions, ingest
+    from aumann.data.bluesky.build import write_build_outputs
+    from aumann.data.bluesky.filters import load_filters
+    from aumann.data.bluesky.ingest import IngestOptions, ingest
 
     options = IngestOptions(days=_parse_days(args.days), zstd_dictionary=args.zstd_dictionary,
                             threads=args.threads, memory_limit=args.memory_limit, temp_dir=args.temp_dir,
@@ -111,7 +96,7 @@ def run_build_panel(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- capture
 def _register_capture(sub: argparse._SubParsersAction) -> None:
-    from aumann.scenarios.bluesky.capture import DEFAULT_COLLECTIONS, DEFAULT_ENDPOINT
+    from aumann.data.bluesky.capture import DEFAULT_COLLECTIONS, DEFAULT_ENDPOINT
 
     p = sub.add_parser(
         "capture", help="record the live Jetstream into daily YYYY-MM-DD.jsonl files (needs aumann[capture])",
@@ -129,8 +114,8 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
 
 
 def run_capture(args: argparse.Namespace) -> int:
+    from aumann.data.bluesky.capture import capture
     from aumann.manifest import write_manifest
-    from aumann.scenarios.bluesky.capture import capture
 
     stats = capture(args.out, collections=args.collections, duration_s=args.duration, endpoint=args.endpoint,
                     cursor=args.cursor, rewind_s=args.rewind)
@@ -141,4 +126,94 @@ def run_capture(args: argparse.Namespace) -> int:
                           "files": stats.files})
     print(f"{stats.messages:,} messages ({stats.unparsed} without time_us), {stats.reconnects} reconnects "
           f"→ {args.out}", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- synth, study
+
+def _size(text: str) -> int | str:
+    if text == "full":
+        return text
+    try:
+        return int(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be an integer (1e3 allowed) or 'full'; got {text!r}") from None
+
+
+def register_synth(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``synth``: write a calibrated SYNTHETIC RawCounts directory."""
+    p = subparsers.add_parser("synth", help="generate a calibrated SYNTHETIC Bluesky-like panel of raw counts",
+                              description="Generate SYNTHETIC raw counts (heavy-tailed followers, sparse topic "
+                              "activity, replies concentrated on large accounts, five topics) and calibration.json.")
+    p.add_argument("--users", type=int, default=1_671_587, help="number of users (default 1,671,587)")
+    p.add_argument("--days", type=int, default=14, help="days from 2026-04-07 (default 14)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.set_defaults(func=run_synth)
+    return p
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
+    from aumann.manifest import write_manifest
+
+    try:
+        cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)
+    except ValueError as exc:
+        raise ConfigError(f"invalid synth settings: {exc}") from exc
+    t0 = time.perf_counter()
+    counts = generate(cfg)
+    gen_s = time.perf_counter() - t0
+    cal = write_synth(counts, args.out)
+    write_manifest(args.out, "aumann bluesky synth", config=cfg.model_dump(), seeds=[cfg.seed],
+                   extra={"synthetic": True, "generate_seconds": gen_s})
+    f = cal["followers"]["achieved"]
+    print(f"SYNTHETIC panel: {counts.n_users:,} users, {len(counts.days)} days, {len(counts.daily):,} topic rows, "
+          f"generated in {gen_s:.1f} s -> {args.out}")
+    print(f"followers P(F<=1)={f['P(F<=1)']:.3f} p95={f['p95']:.0f} p99={f['p99']:.0f} max={f['max']:,} "
+          "(targets 0.5 / ~95-100 / 400-600 / ~1e6); see calibration.json")
+    return 0
+
+
+def register_study(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``study``: the cross-scale study over a RawCounts directory."""
+    p = subparsers.add_parser("study", help="run (or resume) the cross-scale attribution study",
+                              description="Tiers, sampling protocols, sizes and seeds; attribution at each scale; "
+                              "tables, figures, summary.json. Finished cells are reused on rerun.")
+    p.add_argument("counts", type=Path, help="RawCounts directory (from build-panel or synth)")
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--config", type=Path, default=None, help="study config TOML (default: built-in grid)")
+    p.add_argument("--sizes", nargs="+", type=_size, default=None, help="panel sizes, e.g. 100 1000 full")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="subset seeds (default 0..9)")
+    p.add_argument("--topics", nargs="+", default=None, help="topics (default: all in the counts)")
+    p.add_argument("--protocols", nargs="+", default=None, help="sampling protocols (default: all four)")
+    p.add_argument("--deepset", action="store_true", help="also train and attribute the learned DeepSet indicator")
+    p.add_argument("--export-per-user", action="store_true",
+                   help="also write full-panel per-user shares keyed by opaque index (no DIDs/handles)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_study_cmd)
+    return p
+
+
+def run_study_cmd(args: argparse.Namespace) -> int:
+    from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
+
+    cfg = CrossScaleConfig.from_toml(args.config) if args.config else CrossScaleConfig()
+    updates: dict[str, Any] = {}
+    for name in ("sizes", "seeds", "topics", "protocols"):
+        if getattr(args, name) is not None:
+            updates[name] = getattr(args, name)
+    if args.deepset:
+        updates["deepset"] = True
+    if args.export_per_user:
+        updates["export_per_user"] = True
+    try:
+        cfg = CrossScaleConfig.model_validate({**cfg.model_dump(), **updates})
+    except ValueError as exc:
+        raise ConfigError(f"invalid study settings: {exc}") from exc
+    summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress)
+    keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
+            "cells_skipped_on_resume", "timings")
+    print(json.dumps({k: summary.get(k) for k in keys}, indent=1))
+    print(f"tables, figures and summary.json in {args.out}")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -22,7 +21,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, attribute, indicators
-    from aumann.demo import heavy_tailed_panel
+    from aumann.data.synthetic import heavy_tailed_panel
+    from aumann.io import write_json
     from aumann.manifest import write_manifest
 
     con = Console()
@@ -48,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
                      "max_efficiency_gap": res.max_efficiency_gap})
     con.print(tab)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "summary.json").write_text(json.dumps({"synthetic": True, "rows": rows}, indent=2) + "\n")
+        write_json(args.out / "summary.json", {"synthetic": True, "rows": rows}, indent=2)
         write_manifest(args.out, "aumann demo", config=vars(args), seeds={"seed": args.seed})
     return 0

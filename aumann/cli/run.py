@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann import scenarios
     from aumann.manifest import write_manifest
-    from aumann.scenarios.report import headline_markdown, write_outputs
-    from aumann.scenarios.study import config_digest, run_study
+    from aumann.studies.faithfulness import config_digest, run_study
+    from aumann.studies.report import headline_markdown, write_outputs
 
     console = Console(stderr=True)
     sc = scenarios.get(args.scenario)

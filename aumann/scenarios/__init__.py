@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from aumann.errors import ConfigError
+from aumann.errors import ConfigError, UnknownScenarioError
 
 _REGISTRY: dict[str, object] = {}
 
@@ -25,10 +25,6 @@ _BUILTIN: dict[str, str] = {
     "midscale-social": "aumann.scenarios.midscale_social.scenario",
     "econagent": "aumann.scenarios.econagent.scenario",
 }
-
-
-class UnknownScenarioError(ConfigError):
-    """A scenario name that is not registered."""
 
 
 def register(scenario):

@@ -2,7 +2,8 @@
 
 A :class:`Scenario` binds
 
-* a pydantic config model (a subclass of :class:`ScenarioConfig`, loaded from ``configs/<name>.toml``),
+* a pydantic config model (a subclass of :class:`ScenarioConfig`) over its packaged TOML defaults
+  (``aumann/configs/<name>.toml``; user files and ``--set`` overrides layer over them),
 * ``build_model(config, rng, backend) -> model``: a fresh model (a ``mesa.Model`` or any object
   with ``step()``), seeded from ``rng``; ``backend`` is a
   :class:`~aumann.simulators.llm.DecisionBackend` or ``None`` for the scenario's offline policy,
@@ -32,7 +33,6 @@ counterfactual fork re-simulating step t starts from it.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,15 +41,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aumann import configs
 from aumann.errors import ConfigError, SimulationError
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
 IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
-
-#: The repository's ``configs/`` folder (scenario TOMLs live there).
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-
 
 class StudyConfig(BaseModel):
     """Parameters of the faithfulness study and the ablations (the ``[study]`` table of a config).
@@ -146,32 +143,26 @@ class Scenario:
     tags: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ config
-    def load_config(self, path: str | Path | None = None, **overrides: Any) -> ScenarioConfig:
-        """The scenario's config: its TOML (``path`` or ``configs/<config_file>``), then ``overrides``.
+    def load_config(self, path: str | Path | None = None, *, assignments: Sequence[str] = (),
+                    **overrides: Any) -> ScenarioConfig:
+        """The scenario's config: packaged defaults, then the file ``path``, then ``overrides``, then
+        ``assignments`` — each layer changes only the keys it sets (tables merge key by key).
 
-        Overrides are top-level fields (``agents=6``) or ``study={...}`` (merged into ``[study]``).
+        Args:
+            path: a TOML file laid over the packaged defaults (``aumann/configs/<config_file>``).
+            assignments: ``KEY=VALUE`` strings (``--set``), dotted keys for tables
+                (``study.permutations=200``); values are TOML literals or plain strings.
+            **overrides: top-level fields (``agents=6``) or ``study={...}``; ``None`` values are ignored.
 
         Raises:
-            ConfigError: unreadable TOML or invalid values (the message lists what pydantic rejected).
+            ConfigError: an unreadable or malformed file, an unknown key, or an invalid value (the
+                message lists what the config model rejected).
         """
-        data: dict[str, Any] = {}
-        src = Path(path) if path is not None else (CONFIG_DIR / self.config_file if self.config_file else None)
-        if src is not None:
-            if not src.is_file():
-                if path is not None:
-                    raise ConfigError(f"config file {str(src)!r} for scenario {self.name!r} does not exist")
-            else:
-                try:
-                    data = tomllib.loads(src.read_text(encoding="utf-8"))
-                except tomllib.TOMLDecodeError as exc:
-                    raise ConfigError(f"config file {str(src)!r} is not valid TOML: {exc}") from exc
-        for key, val in overrides.items():
-            if val is None:
-                continue
-            if key == "study" and isinstance(val, Mapping):
-                data["study"] = {**data.get("study", {}), **val}
-            else:
-                data[key] = val
+        data: dict[str, Any] = configs.load_toml(configs.path(self.config_file)) if self.config_file else {}
+        if path is not None:
+            data = configs.deep_merge(data, configs.load_toml(path, what=f"config file for scenario {self.name!r}"))
+        data = configs.deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
+        data = configs.apply_assignments(data, assignments)
         try:
             return self.config_model.model_validate(data)
         except ValidationError as exc:
@@ -232,28 +223,14 @@ class Scenario:
                                   f"({config.agents}, {len(self.features)})")
         return out
 
-    def resimulation_game(self, model: Any, config: ScenarioConfig, *, original: bool = False) -> Any:
-        """The re-simulation coalition game at the step ``model`` is about to take.
-
-        v(S) = f(z') where z' is recorded after re-simulating the step with every agent outside S at
-        the baseline action (a :class:`~aumann.attribution.FunctionGame`; forks are cached per
-        coalition). ``original=True`` values coalitions with the original indicator.
-        """
-        from aumann.scenarios.deletion import DeletionOracle
-        from aumann.scenarios.study import resimulation_game
-
-        f, f_orig = self.indicators(config)
-        return resimulation_game(DeletionOracle(self, config, model, f, f_orig), config.agents,
-                                 which=1 if original else 0)
-
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:
         """(C² surrogate, original) indicators for ``config``."""
         return self.indicator(config), self.original(config)
 
     def surrogate(self, config: ScenarioConfig) -> Any:
-        """The C² indicator bound to its original (:class:`aumann.simulators.smoothing.Surrogate`)."""
-        from aumann.simulators.smoothing import Surrogate
+        """The C² indicator bound to its original (:class:`aumann.attribution.smoothing.Surrogate`)."""
+        from aumann.attribution.smoothing import Surrogate
 
         f, f_orig = self.indicators(config)
         return Surrogate(f_orig, f, name=getattr(f, "name", self.name))
@@ -261,8 +238,8 @@ class Scenario:
     def gap_report(self, config: ScenarioConfig, panel: Any, *, ranks: bool = False, k: int | None = None,
                    **attribute_kwargs: Any) -> Any:
         """Smoothing-gap report of the scenario's surrogate on a recorded panel
-        (:func:`aumann.simulators.smoothing.gap_report`; ``ranks=True`` also compares attributions)."""
-        from aumann.simulators.smoothing import gap_report
+        (:func:`aumann.attribution.smoothing.gap_report`; ``ranks=True`` also compares attributions)."""
+        from aumann.attribution.smoothing import gap_report
 
         return gap_report(self.surrogate(config), panel, ranks=ranks, k=k, attribute_kwargs=attribute_kwargs or None)
 
@@ -276,20 +253,4 @@ def target_step(f_values: np.ndarray) -> int:
     return start + int(np.argmax(f_values[start:]))
 
 
-def evaluate(indicator: Any, z: np.ndarray, context: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """f on a batch z (..., N, D) with one step's context broadcast to the batch → numpy (...)."""
-    import torch
-
-    zt = torch.as_tensor(np.asarray(z, dtype=np.float64))
-    ctx = None
-    if context:
-        lead = zt.shape[:-2]
-        ctx = {}
-        for k, v in context.items():
-            tv = torch.as_tensor(np.asarray(v, dtype=np.float64))
-            ctx[k] = tv.expand(*lead, *tv.shape) if len(lead) else tv
-    with torch.no_grad():
-        return indicator(zt, ctx).double().numpy()
-
-
-__all__ = ["CONFIG_DIR", "Scenario", "ScenarioConfig", "ScenarioRun", "StudyConfig", "evaluate", "target_step"]
+__all__ = ["Scenario", "ScenarioConfig", "ScenarioRun", "StudyConfig", "target_step"]

@@ -5,11 +5,11 @@ Public surface::
     from aumann.simulators import FeatureRecorder, ArrayRecorder, simulate, fork, checkpoint
     panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))
 
-``aumann.simulators.smoothing`` (torch) and ``aumann.simulators.llm`` (pydantic; openai lazily) are
+``aumann.attribution.smoothing`` (torch) and ``aumann.simulators.llm`` (pydantic; openai lazily) are
 imported on demand so that ``import aumann.simulators`` stays light.
 """
 
-from aumann.simulators.errors import (
+from aumann.errors import (
     CheckpointError,
     ExecutorError,
     FeatureValueError,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.simulators.errors import ExecutorError
+from aumann.errors import ExecutorError
 
 
 @dataclass(frozen=True)

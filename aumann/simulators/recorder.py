@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.simulators.errors import FeatureValueError, UnknownAttributeError
+from aumann.errors import FeatureValueError, UnknownAttributeError
 from aumann.simulators.recording import (
     FeatureFn,
     Recording,

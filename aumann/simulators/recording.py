@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.simulators.errors import FeatureValueError, StepsMismatchError, UnknownAttributeError
+from aumann.errors import FeatureValueError, StepsMismatchError, UnknownAttributeError
 
 _OK = object()
 FeatureFn = Callable[[Any], float]
@@ -158,7 +158,7 @@ class Recording:
         return np.arange(len(labels), dtype=np.int64)
 
     def _finalise(self) -> None:
-        from aumann.attribution.panel import Panel
+        from aumann.panel import Panel
 
         if self.captured != self.steps:
             raise StepsMismatchError(

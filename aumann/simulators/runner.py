@@ -21,8 +21,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMappin
 from dataclasses import dataclass
 from typing import Any
 
-from aumann.errors import UnknownAgentError
-from aumann.simulators.errors import CheckpointError, SimulationError
+from aumann.errors import CheckpointError, SimulationError, UnknownAgentError
 from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
@@ -143,21 +142,13 @@ class ForkResult:
 
 
 def indicator_values(f: Callable[..., Any], panel: Any):
-    """f evaluated on every step of ``panel`` (absent rows at 0.0; context passed when present).
+    """f evaluated on every step of ``panel`` with that step's context → float64 numpy array (T,).
 
-    Returns a float64 numpy array of shape (T,).
+    (Absent rows hold 0.0 in a recorded panel.) Uses :func:`aumann.attribution.indicators.evaluate`.
     """
-    import numpy as np
-    import torch
+    from aumann.attribution.indicators import evaluate
 
-    z = torch.as_tensor(panel.values)
-    ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
-    with torch.no_grad():
-        out = f(z, ctx) if ctx else f(z)
-    arr = np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
-    if arr.shape != (panel.T,):
-        raise SimulationError(f"indicator returned shape {arr.shape}; expected one value per step ({panel.T},)")
-    return arr
+    return evaluate(f, panel.values, panel.context, context_batched=True)
 
 
 def fork(

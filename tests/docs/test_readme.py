@@ -1,9 +1,10 @@
 """The README's Python examples run as written (in order, sharing one namespace)."""
 
 import re
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.paths import REPO
+
+README = REPO / "README.md"
 
 
 def test_readme_python_blocks_run():

@@ -13,10 +13,10 @@ from aumann.scenarios.econagent.indicator import (
     FEATURES,
     MacroPressure,
     baseline_features,
-    evaluate,
     smoothing_gap,
 )
 from aumann.scenarios.econagent.scenario import EconAgentConfig, run_panel
+from aumann.simulators import indicator_values
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def _reference_original(z: np.ndarray, ctx: dict[str, float], *, kappa=0.1, targ
 
 
 def test_original_matches_a_loop_reference_on_the_recorded_panel(panel):
-    fo = evaluate(MacroPressure(tau=0.05).original(), panel)
+    fo = indicator_values(MacroPressure(tau=0.05).original(), panel)
     for t in (0, 7, 20, 35):
         ctx = {k: float(panel.context[k][t]) for k in CONTEXT}
         assert fo[t] == pytest.approx(_reference_original(panel.values[t], ctx), rel=1e-12)

@@ -45,7 +45,8 @@ def test_runnable_through_the_framework_with_consistent_baselines():
 
 
 def test_tiny_faithfulness_study_runs():
-    from aumann.scenarios.study import faithfulness_table, run_study
+    from aumann.studies.faithfulness import run_study
+    from aumann.studies.tables import faithfulness_table
 
     sc = scenarios.get("econagent")
     cfg = sc.load_config(agents=4, steps=6, study={"permutations": 40, "ablations": False, "random_orderings": 3})

@@ -77,13 +77,13 @@ def test_original_is_the_hinge_and_the_surrogate_is_close():
 
 @pytest.mark.parametrize("name", ["social-llm", "midscale-social"])
 def test_gap_report_on_a_recorded_panel(name):
-    from tests.scenarios.conftest import tiny_config
+    from tests.tiny import tiny_config
 
     sc, cfg = tiny_config(name, steps=4)
     panel = sc.simulate(cfg, rng=0).panel
     rep = sc.gap_report(cfg, panel)
     f, f_o = sc.indicators(cfg)
-    from aumann.scenarios.study import step_values
+    from aumann.simulators import indicator_values as step_values
 
     np.testing.assert_allclose(rep.abs_gap, np.abs(step_values(f, panel) - step_values(f_o, panel)), atol=1e-12)
     assert rep.max_gap >= rep.mean_gap >= 0

@@ -11,7 +11,7 @@ import pytest
 from aumann.errors import ConfigError
 from aumann.scenarios.midscale_social.fixture import FIXTURE_PATH, generate_fixture, load_fixture
 from aumann.simulators.llm import OfflineBackend
-from tests.scenarios.conftest import tiny_config
+from tests.tiny import tiny_config
 
 
 def test_committed_fixture_is_the_offline_generators_output():

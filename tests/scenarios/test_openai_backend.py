@@ -14,7 +14,7 @@ import re
 import httpx
 
 from aumann.simulators.llm import OfflineBackend, OpenAIBackend, ResponseCache
-from tests.scenarios.conftest import tiny_config
+from tests.tiny import tiny_config
 
 
 def _num(pattern: str, text: str) -> float:

@@ -8,7 +8,7 @@ import pytest
 from aumann import scenarios
 from aumann.errors import ConfigError
 from aumann.scenarios.base import Scenario, target_step
-from tests.scenarios.conftest import tiny_config
+from tests.tiny import tiny_config
 
 
 def test_builtins_are_registered():
@@ -49,7 +49,7 @@ def test_smoke_every_scenario(scenario_name):
     assert tuple(run.panel.features) == sc.features
     assert np.all(np.isfinite(run.panel.values))
     f, f_orig = sc.indicators(cfg)
-    from aumann.scenarios.study import step_values
+    from aumann.simulators import indicator_values as step_values
 
     fv, fo = step_values(f, run.panel), step_values(f_orig, run.panel)
     assert np.all(np.isfinite(fv)) and np.all(np.isfinite(fo))

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from aumann.attribution import AumannShapley, attribute, indicators
+from aumann.attribution.smoothing import fraction_above, gap_report, max_surrogate
 from aumann.simulators import FeatureRecorder, for_agents, fork, simulate
-from aumann.simulators.smoothing import fraction_above, gap_report, max_surrogate
 
 
 class Trader(mesa.Agent):

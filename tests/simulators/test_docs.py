@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "simulators.md"
+from tests.paths import REPO
+
+DOC = REPO / "docs" / "simulators.md"
 
 
 def test_docs_examples_run():

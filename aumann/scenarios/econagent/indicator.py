@@ -47,9 +47,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution import smoothing
 from aumann.attribution.indicators import Indicator
 from aumann.errors import IndicatorError
-from aumann.simulators import smoothing
+from aumann.simulators import indicator_values
 
 FEATURES = ("consumption", "income", "consumption_rate", "investment_rate", "labor", "saving_rate", "wealth")
 CONTEXT = ("price", "stock", "wage_scale", "inflation_prev", "vol_prev")
@@ -177,13 +178,6 @@ def _panel_context(panel: Any) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(np.asarray(panel.context[k], dtype=np.float64)) for k in CONTEXT}
 
 
-def evaluate(indicator: MacroPressure, panel: Any) -> np.ndarray:
-    """f(z_t) for every step of a recorded EconAgent panel → (T,)."""
-    z = torch.as_tensor(np.asarray(panel.values, dtype=np.float64))
-    with torch.no_grad():
-        return indicator(z, _panel_context(panel)).numpy()
-
-
 def smoothing_gap(panel: Any, surrogate: MacroPressure | None = None) -> dict[str, Any]:
     """The gap between the C² surrogate and the original on a recorded panel.
 
@@ -192,8 +186,9 @@ def smoothing_gap(panel: Any, surrogate: MacroPressure | None = None) -> dict[st
         "max_rel_gap"}`` with rel_gap = |f_smooth − f_orig| / max(|f_orig|, 1e-12).
     """
     surrogate = surrogate or MacroPressure()
-    fs = evaluate(surrogate, panel)
-    fo = evaluate(surrogate.original(), panel)
+    _panel_context(panel)  # a clear error when the panel was recorded without the scenario's context
+    fs = indicator_values(surrogate, panel)
+    fo = indicator_values(surrogate.original(), panel)
     gap = np.abs(fs - fo)
     rel = gap / np.maximum(np.abs(fo), 1e-12)
     return {"tau": surrogate.tau, "smooth": fs, "original": fo, "abs_gap": gap, "rel_gap": rel,
@@ -225,7 +220,6 @@ __all__ = [
     "MacroPressure",
     "agent_score",
     "baseline_features",
-    "evaluate",
     "smoothing_gap",
     "wealth_position",
 ]

@@ -23,17 +23,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from aumann.errors import LLMError
+from aumann.errors import DecisionParseError
 
 GRID = 0.02
 N_GRID = 50  # rates are k·0.02 with k = 0 … 50
 
 BRACKET_CUTOFFS = (0.0, 9700.0, 39475.0, 84200.0, 160725.0, 204100.0, 510300.0)
 BRACKET_RATES = (0.10, 0.12, 0.22, 0.24, 0.32, 0.35, 0.37)
-
-
-class DecisionParseError(LLMError):
-    """A model reply that is not a valid EconAgent decision (bad JSON, missing keys, out of [0, 1])."""
 
 
 def snap_to_grid(value: float) -> float:

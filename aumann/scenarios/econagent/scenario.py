@@ -107,7 +107,7 @@ def baseline_features_now(model: Any, config: Any = None) -> np.ndarray:
 
 def aggregators(config: EconAgentConfig) -> dict[str, Any]:
     """f-sensitivity aggregators over a per-household score (stress + consumption propensity)."""
-    from aumann.scenarios.aggregators import standard_aggregators
+    from aumann.attribution.aggregators import standard_aggregators
 
     tau = config.indicator.tau
     return standard_aggregators(lambda z: agent_score(z, tau), wealth_position, config.agents)

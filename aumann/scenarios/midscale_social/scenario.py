@@ -25,10 +25,10 @@ import torch
 from pydantic import Field
 
 from aumann.attribution import Indicator, PooledForm
+from aumann.attribution.aggregators import standard_aggregators
+from aumann.attribution.smoothing import smooth_abs, softplus
 from aumann.scenarios import register
-from aumann.scenarios.aggregators import standard_aggregators
 from aumann.scenarios.base import Scenario, ScenarioConfig
-from aumann.simulators.smoothing import smooth_abs, softplus
 
 FEATURES = ("belief", "exposure", "posting", "reshare", "influence")
 

@@ -9,8 +9,8 @@ Risky-expression risk (our definition; the predecessor used belief variance alon
     f(z)  = (1/N) Σ_i (b_i − b̄)²  +  λ (1/N) Σ_i x_i · e(b_i)            polarization + risky expression
 
 with the extremity e. Original (non-smooth): e(b) = max(|b| − τ, 0). C² surrogate:
-e_β(b) = softplus(β (|b|_ε − τ)) / β with |b|_ε = sqrt(b² + ε²) (``aumann.simulators.smoothing``; C^∞, → the original as
-β → ∞, ε → 0; 0 ≤ e_β − e ≤ log(2)/β + ε per agent). Defaults λ = 1, τ = 0.5, β = 20, ε = 0.01,
+e_β(b) = softplus(β (|b|_ε − τ)) / β with |b|_ε = sqrt(b² + ε²) (``aumann.attribution.smoothing``; C^∞,
+→ the original as β → ∞, ε → 0; 0 ≤ e_β − e ≤ log(2)/β + ε per agent). Defaults λ = 1, τ = 0.5, β = 20, ε = 0.01,
 η = 0.5. The surrogate is pooled: ψ(z_i) = (b_i, b_i², x_i e_β(b_i)), ρ(m) = m₁ − m₀² + λ m₂.
 
 Baseline action: neutral and silent at the target step (belief 0, no post, no views, no reactions),
@@ -27,10 +27,10 @@ import torch
 from pydantic import Field
 
 from aumann.attribution import Indicator, PooledForm
+from aumann.attribution.aggregators import standard_aggregators
+from aumann.attribution.smoothing import smooth_abs, softplus
 from aumann.scenarios import register
-from aumann.scenarios.aggregators import standard_aggregators
 from aumann.scenarios.base import Scenario, ScenarioConfig
-from aumann.simulators.smoothing import smooth_abs, softplus
 
 FEATURES = ("belief", "posted", "views", "likes", "dislikes")
 

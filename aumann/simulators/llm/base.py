@@ -30,41 +30,19 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
-from aumann.errors import LLMError
+from aumann.errors import (  # noqa: F401 - re-exported by aumann.simulators.llm
+    BackendUnavailableError,
+    BudgetExceededError,
+    CacheMissError,
+    LLMAuthenticationError,
+    LLMError,
+    LLMRequestError,
+    MalformedResponseError,
+    ModelNotFoundError,
+    PolicyError,
+)
 
 Messages = list[dict[str, str]]
-
-
-class LLMAuthenticationError(LLMError):
-    """The server rejected the API key (HTTP 401/403). Never retried."""
-
-
-class ModelNotFoundError(LLMError):
-    """The server does not serve this model, or the base URL path is wrong (HTTP 404). Never retried."""
-
-
-class LLMRequestError(LLMError):
-    """A non-retryable rejection of the request (HTTP 400, 422, ...)."""
-
-
-class BackendUnavailableError(LLMError):
-    """Rate limits, server errors, timeouts or refused connections persisted through every retry."""
-
-
-class MalformedResponseError(LLMError):
-    """The reply was not a JSON object valid for the schema, after every retry."""
-
-
-class BudgetExceededError(LLMError):
-    """A call or token cap of the cost guard would be exceeded."""
-
-
-class CacheMissError(LLMError):
-    """Replay mode: the request is not in the response cache (nothing is sent to the server)."""
-
-
-class PolicyError(LLMError):
-    """An offline policy returned a value that does not validate against the schema."""
 
 
 @runtime_checkable

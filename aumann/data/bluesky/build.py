@@ -1,0 +1,77 @@
+"""Write what ``aumann bluesky build-panel`` produces from a :class:`RawCounts` and its report.
+
+Layout of ``out/``::
+
+    users.parquet, daily.parquet, follows.parquet, counts.json   RawCounts.save (opaque user ids)
+    panels/window/<topic>.npz                                     T = 1 Panel per topic
+    panels/daily/<topic>.npz                                      T = len(days) Panel per topic
+    ingest_report.json                                            events, malformed lines, drops, days
+    identifiers.parquet                                           only with export_identifiers
+    manifest.json
+
+Privacy (paper, Appendix I): every table and panel is keyed by the opaque index ``user``. By
+default the ``did`` column of ``users.parquet`` is written empty and ``handle`` as null, so no file
+carries a DID or handle; ``export_identifiers=True`` writes the real values into ``users.parquet``
+and also a separate ``identifiers.parquet`` (``user, did, handle``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from aumann.data.bluesky.counts import RawCounts
+from aumann.io import atomic_path, write_json
+
+
+def redact_identifiers(counts: RawCounts) -> RawCounts:
+    """A copy of ``counts`` whose users table carries no DIDs or handles."""
+    users = counts.users.copy()
+    users["did"] = ""
+    users["handle"] = None
+    meta = dict(counts.meta, identifiers="redacted")
+    return dataclasses.replace(counts, users=users, meta=meta)
+
+
+def write_build_outputs(
+    counts: RawCounts,
+    report: dict[str, Any],
+    out_dir: str | os.PathLike[str],
+    *,
+    export_identifiers: bool = False,
+    command: str = "aumann bluesky build-panel",
+    config: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Write raw counts, per-topic window and daily panels, the report and a manifest; return paths."""
+    from aumann.manifest import write_manifest
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    if export_identifiers:
+        ids = counts.users[["user", "did", "handle"]]
+        with atomic_path(out / "identifiers.parquet") as tmp:
+            ids.to_parquet(tmp, index=False)
+        written["identifiers"] = out / "identifiers.parquet"
+        saved = counts
+    else:
+        saved = redact_identifiers(counts)
+        (out / "identifiers.parquet").unlink(missing_ok=True)
+    written["counts"] = saved.save(out)
+    for topic in counts.topics:
+        written[f"window/{topic}"] = counts.window_panel(topic).save(out / "panels" / "window" / f"{topic}.npz")
+        written[f"daily/{topic}"] = counts.daily_panel(topic).save(out / "panels" / "daily" / f"{topic}.npz")
+    rep = out / "ingest_report.json"
+    write_json(rep, report, indent=2)
+    written["report"] = rep
+    written["manifest"] = write_manifest(
+        out, command, config or {}, seeds=None,
+        extra={"outputs": sorted(str(p.relative_to(out)) for p in written.values()),
+               "synthetic": False, "identifiers": "exported" if export_identifiers else "redacted"},
+    )
+    return written
+
+
+__all__ = ["redact_identifiers", "write_build_outputs"]

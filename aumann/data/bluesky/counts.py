@@ -1,0 +1,159 @@
+"""Raw per-user per-day counts: the one format that ingestion and the synthetic generator produce.
+
+Both ``aumann bluesky build-panel`` (real Jetstream captures) and ``aumann bluesky synth`` (the
+calibrated synthetic panel) produce a :class:`RawCounts`; the study only ever reads this format.
+
+Tables (pandas, stored as Parquet):
+
+* ``users``: ``user`` (int64 opaque index 0..U-1, the row order), ``did`` (str), ``followers``
+  (int64), ``followers_source`` ("snapshot" | "window_follows" | "synthetic"), ``created_at``
+  (UTC timestamp or NaT), ``handle`` (str or None).
+* ``daily``: long format, one row per (user, day, topic) with any activity: ``user``, ``day``
+  (int64 index into ``days``), ``topic`` (str), ``posts`` (topic posts + topic reposts that day),
+  ``replies_received`` (replies received that day to the user's topic posts).
+* ``follows``: ``user``, ``day``, ``follows_received``.
+
+Features (paper, Section 3.1): a = log(1 + followers), b = log(1 + topic posts),
+c = log(1 + topic replies received). The **window panel** (T = 1) sums b and c over all days; the
+**per-day panel** (T = len(days)) keeps days apart. Tiers are by followers: top 1 % / next 9 % /
+bottom 90 % (ties broken by the opaque index, deterministically).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aumann.errors import IngestError
+from aumann.io import atomic_path, write_json
+from aumann.panel import Panel
+
+FEATURES = ("a", "b", "c")
+TIER_LABELS = ("top", "mid", "tail")
+_USER_COLS = ("user", "did", "followers", "followers_source", "created_at", "handle")
+_DAILY_COLS = ("user", "day", "topic", "posts", "replies_received")
+_FOLLOW_COLS = ("user", "day", "follows_received")
+
+
+def tiers_by_rank(score: np.ndarray, fractions: tuple[float, float] = (0.01, 0.09)) -> np.ndarray:
+    """Labels "top"/"mid"/"tail": top ``fractions[0]`` by score, next ``fractions[1]``, the rest.
+
+    Sizes are ``round(U * f)``; ties are broken by index (stable sort), deterministically.
+    """
+    score = np.asarray(score)
+    u = score.shape[0]
+    order = np.argsort(-score, kind="stable")
+    n_top = round(u * fractions[0])
+    n_mid = round(u * (fractions[0] + fractions[1])) - n_top
+    labels = np.full(u, "tail", dtype="<U4")
+    labels[order[:n_top]] = "top"
+    labels[order[n_top:n_top + n_mid]] = "mid"
+    return labels
+
+
+@dataclass
+class RawCounts:
+    """Raw counts for U users over ``days`` and ``topics`` (see the module docstring)."""
+
+    users: pd.DataFrame
+    daily: pd.DataFrame
+    follows: pd.DataFrame
+    days: list[str]
+    topics: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, df, cols in (("users", self.users, _USER_COLS), ("daily", self.daily, _DAILY_COLS),
+                               ("follows", self.follows, _FOLLOW_COLS)):
+            missing = [c for c in cols if c not in df.columns]
+            if missing:
+                raise IngestError(f"RawCounts.{name} lacks columns {missing}; has {list(df.columns)}")
+        u = len(self.users)
+        if u == 0:
+            raise IngestError("RawCounts has no users (everything filtered out?)")
+        if not np.array_equal(self.users["user"].to_numpy(), np.arange(u)):
+            raise IngestError("RawCounts.users['user'] must be 0..U-1 in row order")
+        unknown = sorted(set(self.daily["topic"].unique()) - set(self.topics))
+        if unknown:
+            raise IngestError(f"daily counts name topics {unknown} not in topics {self.topics}")
+
+    @property
+    def n_users(self) -> int:
+        return len(self.users)
+
+    # ------------------------------------------------------------------ panels
+    def followers(self) -> np.ndarray:
+        return self.users["followers"].to_numpy(dtype=np.int64)
+
+    def tiers(self) -> np.ndarray:
+        """Follower tiers (top 1 % / next 9 % / bottom 90 %) over all users."""
+        return tiers_by_rank(self.followers().astype(np.float64))
+
+    def topic_matrix(self, topic: str, column: str) -> np.ndarray:
+        """(len(days), U) int64 matrix of one daily column for one topic."""
+        if topic not in self.topics:
+            raise IngestError(f"unknown topic {topic!r}; topics are {self.topics}")
+        out = np.zeros((len(self.days), self.n_users), dtype=np.int64)
+        d = self.daily[self.daily["topic"] == topic]
+        np.add.at(out, (d["day"].to_numpy(np.int64), d["user"].to_numpy(np.int64)),
+                  d[column].to_numpy(np.int64))
+        return out
+
+    def _panel(self, b: np.ndarray, c: np.ndarray, steps: list[str], topic: str, kind: str) -> Panel:
+        a = np.log1p(self.followers().astype(np.float64))
+        t = b.shape[0]
+        values = np.empty((t, self.n_users, 3), dtype=np.float64)
+        values[:, :, 0] = a[None, :]
+        values[:, :, 1] = np.log1p(b)
+        values[:, :, 2] = np.log1p(c)
+        return Panel(
+            values, features=list(FEATURES), agent_ids=np.arange(self.n_users), steps=steps,
+            groups={"tier": self.tiers()},
+            meta={"topic": topic, "panel": kind, "synthetic": bool(self.meta.get("synthetic", False))},
+        )
+
+    def window_panel(self, topic: str) -> Panel:
+        """T = 1 panel: a = log1p(followers), b/c = log1p(window totals)."""
+        posts = self.topic_matrix(topic, "posts").sum(0, keepdims=True)
+        replies = self.topic_matrix(topic, "replies_received").sum(0, keepdims=True)
+        label = f"{self.days[0]}..{self.days[-1]}" if self.days else "window"
+        return self._panel(posts, replies, [label], topic, "window")
+
+    def daily_panel(self, topic: str) -> Panel:
+        """T = len(days) panel: a = log1p(followers), b/c = log1p(that day's counts)."""
+        return self._panel(self.topic_matrix(topic, "posts"), self.topic_matrix(topic, "replies_received"),
+                           list(self.days), topic, "daily")
+
+    # ------------------------------------------------------------------ io
+    def save(self, out_dir: str | os.PathLike[str]) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("users", "daily", "follows"):
+            with atomic_path(out / f"{name}.parquet") as tmp:
+                getattr(self, name).to_parquet(tmp, index=False)
+        meta = {"days": self.days, "topics": self.topics, "meta": self.meta, "format": "aumann.rawcounts/1"}
+        write_json(out / "counts.json", meta, indent=2)
+        return out
+
+    @classmethod
+    def load(cls, in_dir: str | os.PathLike[str]) -> RawCounts:
+        src = Path(in_dir)
+        if not (src / "counts.json").exists():
+            raise IngestError(f"{str(src)!r} holds no raw counts (counts.json missing); "
+                              "make them with `aumann bluesky build-panel` or `aumann bluesky synth`")
+        meta = json.loads((src / "counts.json").read_text())
+        return cls(
+            users=pd.read_parquet(src / "users.parquet"),
+            daily=pd.read_parquet(src / "daily.parquet"),
+            follows=pd.read_parquet(src / "follows.parquet"),
+            days=list(meta["days"]), topics=list(meta["topics"]), meta=dict(meta.get("meta") or {}),
+        )
+
+
+__all__ = ["FEATURES", "TIER_LABELS", "RawCounts", "tiers_by_rank"]

@@ -1,0 +1,120 @@
+"""User filters for the Bluesky panel: account age, bot-like handles, non-self engagement.
+
+Applied in this order; a user that fails several filters is counted under the first one, so the
+per-filter counts in ``ingest_report.json`` sum to the number of users dropped:
+
+1. ``account_age``: the profile snapshot's ``created_at`` is known and later than
+   ``window_start − min_account_age_days`` (unknown ages pass and are counted as ``age_unknown``).
+2. ``bot_handle``: the handle (snapshot, else an identity event's ``handle``) matches one of
+   ``bot_handle_patterns`` (Python regexes, searched case-insensitively; the defaults are
+   word-boundary aware, see ``configs/bluesky-ingest.toml``). Unknown handles pass.
+3. ``no_engagement``: the user performed or received no engagement event (like, repost, reply,
+   follow) whose actor DID differs from the DID of the subject's / parent's author.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aumann import configs
+from aumann.errors import ConfigError
+
+FILTER_ORDER = ("account_age", "bot_handle", "no_engagement")
+
+DEFAULT_BOT_PATTERNS = (
+    r"(?<![a-z0-9])bots?(?![a-z])",
+    r"(?<![a-z0-9])[a-z0-9]*(?<!ro)(?<!ab)(?<!sa)(?<!tur)(?<!ca)(?<!tal)bot(?![a-z])",
+)
+
+
+class FilterConfig(BaseModel):
+    """The ``[filters]`` table of the ingest config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_account_age_days: float = Field(default=7.0, ge=0)
+    bot_handle_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
+    require_non_self_engagement: bool = True
+
+    @field_validator("bot_handle_patterns")
+    @classmethod
+    def _compile(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"bad bot handle regex {p!r}: {exc}") from exc
+        return v
+
+    def bot_regex(self) -> re.Pattern[str] | None:
+        if not self.bot_handle_patterns:
+            return None
+        return re.compile("|".join(f"(?:{p})" for p in self.bot_handle_patterns), re.IGNORECASE)
+
+    def is_bot_handle(self, handle: str | None) -> bool:
+        """Whether ``handle`` matches a bot pattern (``False`` for unknown handles)."""
+        rx = self.bot_regex()
+        return bool(handle) and rx is not None and rx.search(handle) is not None
+
+
+def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
+    """Load ``[filters]`` from a TOML file (default: the packaged ``bluesky-ingest.toml``).
+
+    Raises:
+        ConfigError: unreadable TOML or invalid values.
+    """
+    p = Path(path) if path is not None else configs.path("bluesky-ingest.toml")
+    data = configs.load_toml(p, what="filters file")
+    try:
+        return FilterConfig(**data.get("filters", {}))
+    except ValidationError as exc:
+        raise ConfigError(f"invalid [filters] in {str(p)!r}: {exc}") from exc
+
+
+def apply_filters(
+    users: pd.DataFrame, window_start: pd.Timestamp, config: FilterConfig
+) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
+    """Which users pass.
+
+    Args:
+        users: columns ``created_at`` (UTC timestamps or NaT), ``handle`` (str or None),
+            ``engaged`` (bool: ≥ 1 non-self engagement event).
+        window_start: 00:00 UTC of the first day of the window.
+        config: the filter settings.
+
+    Returns:
+        ``(keep, dropped, notes)``: a bool mask, users dropped per filter (``FILTER_ORDER``), and
+        counts of users a filter could not judge (``age_unknown``, ``handle_unknown``).
+    """
+    n = len(users)
+    created = pd.to_datetime(users["created_at"], utc=True)
+    cutoff = window_start - pd.Timedelta(days=config.min_account_age_days)
+    age_known = created.notna().to_numpy()
+    too_young = age_known & (created > cutoff).fillna(False).to_numpy(dtype=bool)
+    handles = users["handle"]
+    handle_known = handles.notna().to_numpy() & (handles.fillna("").astype(str) != "").to_numpy()
+    rx = config.bot_regex()
+    if rx is None:
+        bot = np.zeros(n, dtype=bool)
+    else:
+        bot = np.fromiter((bool(h) and rx.search(h) is not None for h in handles.fillna("").astype(str)),
+                          dtype=bool, count=n)
+    no_eng = ~users["engaged"].to_numpy(dtype=bool) if config.require_non_self_engagement \
+        else np.zeros(n, dtype=bool)
+    keep = np.ones(n, dtype=bool)
+    dropped: dict[str, int] = {}
+    for name, fail in zip(FILTER_ORDER, (too_young, bot, no_eng)):
+        hit = keep & fail
+        dropped[name] = int(hit.sum())
+        keep &= ~fail
+    notes = {"age_unknown": int((~age_known).sum()), "handle_unknown": int((~handle_known).sum())}
+    return keep, dropped, notes
+
+
+__all__ = ["FILTER_ORDER", "FilterConfig", "apply_filters", "load_filters"]

@@ -1,0 +1,347 @@
+"""Jetstream v1 capture files → :class:`RawCounts` (raw per-user per-day counts per topic).
+
+Pipeline (streaming, memory-bounded: DuckDB scans each file once with an explicit column spec and
+spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Python objects):
+
+1. Each file's container is detected (:mod:`.jetstream`): JSONL, zstd-compressed JSONL, or
+   per-message zstd frames (decoded first, with ``zstd_dictionary`` when the frames need one).
+2. Every non-blank line becomes one row; a line is a valid event iff ``did`` is a JSON string,
+   ``time_us`` a positive JSON integer (before year 10000), ``kind`` a JSON string and, for ``kind = "commit"``,
+   ``commit.collection``, ``commit.operation`` and ``commit.rkey`` are present. All other lines
+   (truncated JSON, binary garbage, invalid UTF-8, wrong types, non-objects) are
+   ``malformed_lines``, counted exactly, never fatal. Blank lines are skipped and not counted.
+3. Valid events are counted by ``kind`` and by ``collection × operation`` (unknown kinds and
+   non-Bluesky collections included) after removing duplicates on
+   ``(did, kind, collection, rkey, operation, rev, seq)`` (a 64-bit hash; ``seq`` tells identity /
+   account events apart). Duplicates are counted within each file (capture files are bucketed by
+   ``time_us``, so reconnect replays land in the same file); the stored rows behind the panel are
+   deduplicated across all files.
+4. Days are UTC days of ``time_us`` (never ``createdAt``): the contiguous range from the first to
+   the last day seen, or ``days=(first, last)`` (events outside are counted, not used).
+5. Per user u, day t, topic k (:mod:`.topics`): ``posts`` = u's topic-k post creates + u's repost
+   creates whose subject is a topic-k post seen anywhere in the input (reposts inherit the subject
+   post's topic); ``replies_received`` = reply creates by other accounts (filtered ones included)
+   whose ``reply.parent`` URI is a topic-k post of u seen in the input (author = 3rd ``/``-part of
+   the AT-URI; self-replies, i.e. thread continuations, are not "received"); per user and day,
+   ``follows_received`` = follow creates with ``subject = u`` (self-follows excluded).
+6. Users = DIDs with ≥ 1 ``app.bsky.*`` commit in the window, then the filters
+   (:mod:`.filters`). Followers come from the profile snapshot CSV (``did, followers_count[,
+   created_at, handle]``; ``followers_source = "snapshot"``) or else are the distinct followers
+   whose follow was created in the window and not deleted in it (``"window_follows"``): a
+   **lower bound** on the true follower count, since follows made before the window are unseen.
+
+Privacy: all count tables are keyed by opaque indices 0..U-1 (users sorted by DID); DIDs and
+handles live only in the users table, and :func:`write_build_outputs` blanks them there unless
+``export_identifiers`` is set (then they also go to ``identifiers.parquet``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aumann.data.bluesky import ingest_sql as sql
+from aumann.data.bluesky.counts import RawCounts
+from aumann.data.bluesky.filters import FilterConfig, apply_filters
+from aumann.data.bluesky.ingest_report import FOLLOWERS_NOTE, IngestReport
+from aumann.data.bluesky.jetstream import (
+    decode_frames_to_jsonl,
+    decode_zstd_stream_to_jsonl,
+    detect_container,
+    zstd_stream_problem,
+)
+from aumann.data.bluesky.profiles import load_profiles
+from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
+from aumann.errors import IngestError
+
+_MAX_DAYS = 400
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How to run the ingester (none of these change the counts, except ``days``).
+
+    Attributes:
+        days: optional inclusive window ``("YYYY-MM-DD", "YYYY-MM-DD")``; default: first to last
+            day seen.
+        zstd_dictionary: dictionary file (or bytes) for per-message zstd frames.
+        threads: DuckDB threads (default: DuckDB's choice).
+        memory_limit: DuckDB memory limit, e.g. ``"4GB"``; beyond it DuckDB spills to disk (the JSON
+            reader alone needs ~32 MB per thread; 150 MB ingests the 300 MB benchmark file).
+        temp_dir: where to spill and to decode framed files (default: a fresh temporary folder).
+        progress: show a Rich progress bar over files.
+    """
+
+    days: tuple[str, str] | None = None
+    zstd_dictionary: str | os.PathLike[str] | bytes | None = None
+    threads: int | None = None
+    memory_limit: str | None = None
+    temp_dir: str | os.PathLike[str] | None = None
+    progress: bool = False
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _topics_expr(topics: Sequence[Topic]) -> str:
+    parts = []
+    for t in topics:
+        conds = []
+        rx = keyword_regex(t)
+        if rx is not None:
+            conds.append(f"coalesce(regexp_matches(text, {_lit(rx)}), false)")
+        if t.hashtags:
+            conds.append(f"list_has_any(ntags, [{', '.join(_lit(h) for h in t.hashtags)}])")
+        parts.append(f"CASE WHEN {' OR '.join(conds)} THEN {_lit(t.name)} END")
+    return "[" + ", ".join(parts) + "]::VARCHAR[]"
+
+
+def _prefilter(topics: Sequence[Topic]) -> str:
+    """A cheap test that a post can match any topic (one regex over all keywords)."""
+    words = [k for t in topics for k in t.keywords]
+    tags = sorted({h for t in topics for h in t.hashtags})
+    conds = []
+    if words:
+        rx = keyword_regex(Topic(name="any", keywords=words))
+        conds.append(f"coalesce(regexp_matches(text, {_lit(rx)}), false)")
+    if tags:
+        conds.append(f"list_has_any(list_transform(coalesce(tags, []), lambda t: lower(ltrim(t, '#'))), "
+                     f"[{', '.join(_lit(h) for h in tags)}])")
+    return " OR ".join(conds) or "false"
+
+
+def _epoch_day(iso: str) -> int:
+    try:
+        return (_dt.date.fromisoformat(iso) - _dt.date(1970, 1, 1)).days
+    except (ValueError, TypeError) as exc:
+        raise IngestError(f"day {iso!r} is not an ISO date YYYY-MM-DD") from exc
+
+
+def _iso(day: int) -> str:
+    return (_dt.date(1970, 1, 1) + _dt.timedelta(days=int(day))).isoformat()
+
+
+def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, topics_sql: tuple[str, str],
+               report: IngestReport, day_counts: dict[int, int]) -> None:
+    container = detect_container(path)
+    size = path.stat().st_size
+    entry: dict[str, Any] = {"path": str(path), "container": container, "bytes": size}
+    src, compression, frames_bad = path, "none", 0
+    if container == "zstd":
+        compression = "zstd"
+        problem = zstd_stream_problem(path)
+        if problem is not None:
+            entry["damaged_stream"] = problem
+            report.damaged_files += 1
+    elif container == "zstd-frames":
+        src = tmp / f"frames-{len(report.files)}.jsonl"
+        st = decode_frames_to_jsonl(path, src, options.zstd_dictionary)
+        frames_bad = st.malformed_frames
+        entry.update(frames=st.frames, malformed_frames=st.malformed_frames, decoded_bytes=st.bytes_out)
+    import duckdb
+
+    try:
+        con.execute(sql.SCAN, [str(src), compression])
+    except duckdb.Error as exc:
+        if container != "zstd":
+            raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
+        # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes.
+        src = tmp / f"zstd-{len(report.files)}.jsonl"
+        st = decode_zstd_stream_to_jsonl(path, src)
+        if "damaged_stream" not in entry:
+            report.damaged_files += 1
+        entry.update(decoded_bytes=st.bytes_out, damaged_stream=st.error or entry.get("damaged_stream"))
+        container = "zstd-damaged"
+        try:
+            con.execute(sql.SCAN, [str(src), "none"])
+        except duckdb.Error as exc2:
+            raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
+    rows, valid = con.execute(sql.FILE_STATS).fetchone()
+    dups = 0
+    for kind, coll, op, n, uniq in con.execute(sql.BY_KIND).fetchall():
+        dups += int(n - uniq)
+        report.by_kind[kind] = report.by_kind.get(kind, 0) + int(uniq)
+        if kind == "commit":
+            ops = report.by_collection_operation.setdefault(coll, {})
+            ops[op] = ops.get(op, 0) + int(uniq)
+    for d, n in con.execute(sql.BY_DAY).fetchall():
+        day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
+    con.execute(sql.STORE.format(win=win, topics=topics_sql[0], prefilter=topics_sql[1]))
+    if src != path:
+        src.unlink(missing_ok=True)
+    malformed = int(rows - valid) + frames_bad
+    entry.update(rows=int(rows), valid=int(valid), malformed=malformed, duplicates=dups)
+    report.files.append(entry)
+    report.rows_read += int(rows)
+    report.valid_events += int(valid)
+    report.malformed_lines += malformed
+    report.malformed_frames += frames_bad
+    report.duplicates += dups
+    report.bytes += int(entry.get("decoded_bytes", size)) if container.startswith("zstd-") else size
+
+
+def ingest(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    profiles: str | os.PathLike[str] | None = None,
+    topics: Sequence[Topic] | str | os.PathLike[str] | None = None,
+    filters: FilterConfig | None = None,
+    options: IngestOptions | None = None,
+) -> tuple[RawCounts, IngestReport]:
+    """Ingest Jetstream v1 files into raw counts (see the module docstring for every rule).
+
+    Args:
+        files: JSONL / ``.jsonl.zst`` / zstd-frame files, typically one per UTC day.
+        profiles: optional profile snapshot CSV (``did, followers_count[, created_at, handle]``).
+        topics: topics, or a directory of topic TOML files (default ``configs/topics``).
+        filters: user filters (default :class:`FilterConfig`: 7 days, default bot patterns,
+            non-self engagement required).
+        options: :class:`IngestOptions`.
+
+    Returns:
+        ``(counts, report)``.
+
+    Raises:
+        IngestError: no files, a missing file, no valid events, or no user left after filtering.
+    """
+    import duckdb
+
+    options = options or IngestOptions()
+    filters = filters or FilterConfig()
+    topic_list = list(topics) if isinstance(topics, list | tuple) else load_topics(topics)
+    paths = [Path(f) for f in files]
+    if not paths:
+        raise IngestError("no input files given; pass Jetstream JSONL / .jsonl.zst / zstd-frame files")
+    for p in paths:
+        if not p.is_file():
+            raise IngestError(f"input file {str(p)!r} does not exist or is not a file")
+    window = None
+    if options.days is not None:
+        window = (_epoch_day(options.days[0]), _epoch_day(options.days[1]))
+        if window[1] < window[0]:
+            raise IngestError(f"days {options.days} end before they start")
+    win = "true" if window is None else f"day BETWEEN {window[0]} AND {window[1]}"
+    report = IngestReport()
+    t0 = time.perf_counter()
+    if options.temp_dir is not None:
+        Path(options.temp_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=options.temp_dir, prefix="aumann-ingest-") as tmpname:
+        tmp = Path(tmpname)
+        # A file-backed database, so the per-file and stored tables can be evicted to disk
+        # under ``memory_limit`` (a day of the real stream is tens of GB of JSON).
+        con = duckdb.connect(str(tmp / "ingest.duckdb"))
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = false")
+        con.execute("SET enable_progress_bar = false")
+        con.execute(f"SET temp_directory = {_lit(str(tmp / 'spill'))}")
+        if options.threads:
+            con.execute(f"SET threads = {int(options.threads)}")
+        if options.memory_limit:
+            con.execute(f"SET memory_limit = {_lit(options.memory_limit)}")
+        con.execute(sql.CREATE_STORE)
+        if profiles is not None:
+            load_profiles(con, profiles, report)
+        topics_sql = (_topics_expr(topic_list), _prefilter(topic_list))
+        day_counts: dict[int, int] = {}
+        progress = _progress(options.progress, len(paths))
+        with progress as bar:
+            task = bar.add_task("ingest", total=len(paths)) if bar is not None else None
+            for p in paths:
+                _scan_file(con, p, options, tmp, win, topics_sql, report, day_counts)
+                if bar is not None:
+                    bar.advance(task)
+        counts = _finish(con, report, day_counts, window, topic_list, filters, profiles is not None, paths)
+        con.close()
+    report.seconds = time.perf_counter() - t0
+    return counts, report
+
+
+class _NoBar:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _progress(enabled: bool, n: int):
+    if not enabled:
+        return _NoBar()
+    from rich.progress import Progress
+
+    return Progress(transient=False)
+
+
+def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple[int, int] | None,
+            topics: Sequence[Topic], filters: FilterConfig, have_profiles: bool,
+            paths: Sequence[Path]) -> RawCounts:
+    report.events_per_day = {_iso(d): n for d, n in sorted(day_counts.items())}
+    if report.valid_events == 0:
+        raise IngestError(f"no valid Jetstream events in {len(paths)} file(s) "
+                          f"({report.malformed_lines} malformed lines)")
+    if window is None:
+        lo, hi = min(day_counts), max(day_counts)
+        if hi - lo + 1 > _MAX_DAYS:
+            raise IngestError(f"events span {hi - lo + 1} days ({_iso(lo)} .. {_iso(hi)}); "
+                              "pass --days FIRST:LAST to choose the window")
+    else:
+        lo, hi = window
+        report.out_of_window_events = sum(n for d, n in day_counts.items() if d < lo or d > hi)
+    report.days = [_iso(d) for d in range(lo, hi + 1)]
+    users = con.execute(sql.USERS).df()
+    report.users_seen = len(users)
+    if have_profiles:
+        with warnings.catch_warnings():  # duckdb's TIMESTAMPTZ → pandas conversion uses a deprecated pandas call
+            warnings.filterwarnings("ignore", message="The inplace keyword")
+            prof = con.execute("SELECT did, followers_count, created_at, handle AS snap_handle FROM prof").df()
+        users = users.merge(prof, on="did", how="left")
+    else:
+        users["followers_count"] = pd.NA
+        users["created_at"] = pd.NaT
+        users["snap_handle"] = None
+    snap = users["followers_count"].notna()
+    users["handle"] = users["snap_handle"].where(users["snap_handle"].notna(), users["event_handle"])
+    users["handle"] = users["handle"].astype(object).where(users["handle"].notna(), None)
+    users["followers"] = users["followers_count"].where(snap, users["window_followers"]).astype("int64")
+    users["followers_source"] = ["snapshot" if s else "window_follows" for s in snap]
+    users["created_at"] = pd.to_datetime(users["created_at"], utc=True).astype("datetime64[ns, UTC]")
+    window_start = pd.Timestamp(report.days[0], tz="UTC")
+    keep, dropped, notes = apply_filters(users, window_start, filters)
+    report.dropped_users = dropped
+    report.filter_notes = notes
+    kept = users.loc[keep, ["did", "followers", "followers_source", "created_at", "handle"]].reset_index(drop=True)
+    report.users_kept = len(kept)
+    report.followers_source = {k: int(v) for k, v in kept["followers_source"].value_counts().items()}
+    if kept.empty:
+        raise IngestError(f"no user passes the filters ({report.users_seen} seen; dropped {dropped})")
+    kept.insert(0, "user", pd.RangeIndex(len(kept)).to_numpy().astype("int64"))
+    con.register("kept", kept[["user", "did"]])
+    daily = con.execute(sql.DAILY, [lo]).df()
+    follows = con.execute(sql.FOLLOWS, [lo]).df()
+    con.unregister("kept")
+    in_days = (daily["day"] >= 0) & (daily["day"] <= hi - lo)
+    daily = daily.loc[in_days].reset_index(drop=True)
+    follows = follows.loc[(follows["day"] >= 0) & (follows["day"] <= hi - lo)].reset_index(drop=True)
+    for df, cols in ((daily, ("user", "day", "posts", "replies_received")), (follows, ("user", "day",
+                                                                                         "follows_received"))):
+        for c in cols:
+            df[c] = df[c].astype("int64")
+    daily["topic"] = daily["topic"].astype(str)
+    meta = {"synthetic": False, "source": [str(p) for p in paths], "followers_note": FOLLOWERS_NOTE,
+            "topics": {t.name: {"keywords": t.keywords, "hashtags": t.hashtags} for t in topics},
+            "filters": filters.model_dump(), "identifiers": "present"}
+    return RawCounts(users=kept, daily=daily, follows=follows, days=report.days,
+                     topics=[t.name for t in topics], meta=meta)
+
+
+__all__ = ["FOLLOWERS_NOTE", "IngestOptions", "IngestReport", "ingest"]

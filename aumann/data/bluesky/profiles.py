@@ -1,0 +1,48 @@
+"""The optional profile snapshot CSV: ``did, followers_count[, created_at, handle]``.
+
+Rows whose ``did`` does not start with ``did:`` or whose ``followers_count`` is not a non-negative
+integer are skipped and counted (``invalid_rows``); a DID listed twice keeps its row with the most
+followers (``duplicate_dids``); an unparseable ``created_at`` reads as unknown
+(``unparseable_created_at``). The table ``prof`` is left in the DuckDB connection.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aumann.data.bluesky import ingest_sql as sql
+from aumann.data.bluesky.ingest_report import IngestReport
+from aumann.errors import IngestError
+
+
+def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
+    """Load the snapshot into table ``prof`` of ``con`` and record its statistics in ``report``."""
+    p = Path(path)
+    if not p.is_file():
+        raise IngestError(f"profile snapshot {str(p)!r} does not exist or is not a file")
+    import duckdb
+
+    try:
+        cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
+                                          [str(p)]).fetchall()]
+    except duckdb.Error as exc:
+        raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {exc}") from exc
+    missing = [c for c in ("did", "followers_count") if c not in cols]
+    if missing:
+        raise IngestError(f"profile snapshot {str(p)!r} lacks columns {missing}; it has {cols} "
+                          "(needs did, followers_count; optional created_at, handle)")
+    con.execute(sql.PROFILES.format(
+        created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
+        handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
+    con.execute(sql.PROFILES_CLEAN)
+    rows, valid, bad_dates = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE starts_with(did, 'did:') AND followers_count >= 0), "
+        "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "
+        "AND TRY_CAST(created_raw AS TIMESTAMPTZ) IS NULL) FROM prof_raw").fetchone()
+    uniq = con.execute("SELECT count(*) FROM prof").fetchone()[0]
+    report.profiles = {"rows": int(rows), "invalid_rows": int(rows - valid), "duplicate_dids": int(valid - uniq),
+                       "unparseable_created_at": int(bad_dates)}
+
+
+__all__ = ["load_profiles"]

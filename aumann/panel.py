@@ -1,0 +1,364 @@
+"""Panel: a recorded run, T steps × N agents × D named features.
+
+A panel is what every simulator, ingester and attribution method passes around. It holds
+
+* ``values``: a numpy array of shape (T, N, D) (an (N, D) input becomes T = 1);
+* ``features``: D unique names; ``agent_ids``: N unique ids; ``steps``: T labels;
+* ``groups``: optional named agent labelings, e.g. ``{"tier": ["top", "tail", ...]}`` (length N);
+* ``alive``: optional bool mask (T, N) for agents that enter or leave; dead rows are not
+  validated and hold the baseline during attribution (so they receive zero attribution);
+* ``context``: optional per-step world state that indicators may read but that is never
+  attributed, as a mapping name → array with leading dimension T.
+
+The input dtype is preserved for floating arrays (float32 stays float32); anything else becomes
+float64. Panels are immutable by convention: methods return new panels.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import (
+    DuplicateIdError,
+    EmptyPanelError,
+    NonFiniteError,
+    PanelError,
+    ShapeError,
+    UnknownAgentError,
+    UnknownFeatureError,
+)
+from aumann.io import read_npz, write_npz
+
+_FORMAT = "aumann.panel/1"
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype == object:
+        raise PanelError("panel values must be numeric; got an object array (ragged or mixed input?)")
+    if not np.issubdtype(arr.dtype, np.floating):
+        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+            raise PanelError(f"panel values must be numeric; got dtype {arr.dtype}")
+        arr = arr.astype(np.float64)
+    elif arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    return arr
+
+
+def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
+    arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
+    if arr.dtype == object:
+        arr = arr.astype(str)
+    uniq, counts = np.unique(arr, return_counts=True)
+    if uniq.shape[0] != n:
+        dup = uniq[counts > 1][:5].tolist()
+        raise DuplicateIdError(f"{what} must be unique; repeated: {dup}")
+    return arr
+
+
+class Panel:
+    """T steps × N agents × D named features, with agent ids, step labels, groups and an alive mask.
+
+    Args:
+        values: array-like (numpy, torch or nested lists) of shape (T, N, D) or (N, D).
+        features: D feature names (default ``f0 … f{D-1}``).
+        agent_ids: N unique agent ids (default ``0 … N-1``).
+        steps: T step labels (default ``0 … T-1``).
+        groups: mapping name → N labels per agent (e.g. tiers).
+        alive: bool mask (T, N); rows with ``False`` are excluded from validation and held at the
+            baseline during attribution.
+        context: mapping name → array with leading dimension T (per-step world state).
+        meta: free-form JSON-serialisable metadata (e.g. ``{"synthetic": True}``).
+
+    Raises:
+        ShapeError, EmptyPanelError, NonFiniteError, DuplicateIdError: on malformed input.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Panel(np.ones((2, 3)), features=["a", "b", "c"])
+        >>> p.shape
+        (1, 2, 3)
+    """
+
+    __slots__ = ("_agent_index", "agent_ids", "alive", "context", "features", "groups", "meta", "steps",
+                 "values")
+
+    def __init__(
+        self,
+        values: Any,
+        features: Sequence[str] | None = None,
+        agent_ids: Sequence[Hashable] | None = None,
+        steps: Sequence[Hashable] | None = None,
+        groups: Mapping[str, Sequence[Hashable]] | None = None,
+        alive: Any = None,
+        context: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        arr = _to_numpy(values)
+        if arr.ndim == 2:
+            arr = arr[None]
+        if arr.ndim != 3:
+            raise ShapeError(
+                f"panel values must have shape (T, N, D) or (N, D) (steps × agents × features); "
+                f"got {arr.ndim} dimensions with shape {arr.shape}"
+            )
+        T, N, D = arr.shape
+        if T == 0 or N == 0 or D == 0:
+            raise EmptyPanelError(f"empty panel: shape (T, N, D) = {arr.shape}; need at least one of each")
+        self.values: np.ndarray = arr
+
+        feats = [f"f{d}" for d in range(D)] if features is None else [str(f) for f in features]
+        if len(feats) != D:
+            raise ShapeError(f"{len(feats)} feature names given for D = {D} features: {feats}")
+        if len(set(feats)) != D:
+            raise DuplicateIdError(f"feature names must be unique; got {feats}")
+        self.features: tuple[str, ...] = tuple(feats)
+
+        # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
+        self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else _unique_labels(agent_ids, "agent_ids", N)
+        self.steps: np.ndarray = np.arange(T) if steps is None else _unique_labels(steps, "steps", T)
+
+        self.groups: dict[str, np.ndarray] = {}
+        for name, labels in (groups or {}).items():
+            g = np.asarray(labels)
+            if g.ndim != 1 or g.shape[0] != N:
+                raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
+            self.groups[str(name)] = g.astype(str) if g.dtype == object else g
+
+        if alive is None:
+            self.alive: np.ndarray | None = None
+        else:
+            mask = np.asarray(_to_numpy(alive) if hasattr(alive, "detach") else alive)
+            if mask.ndim == 1 and T == 1:
+                mask = mask[None]
+            if mask.shape != (T, N):
+                raise ShapeError(f"alive mask must have shape (T, N) = {(T, N)}; got {mask.shape}")
+            self.alive = mask.astype(bool)
+
+        self.context: dict[str, np.ndarray] = {}
+        for name, c in (context or {}).items():
+            carr = _to_numpy(c)
+            if carr.ndim == 0 or carr.shape[0] != T:
+                raise ShapeError(
+                    f"context {name!r} must have leading dimension T = {T}; got shape {carr.shape}"
+                )
+            if not np.all(np.isfinite(carr)):
+                raise NonFiniteError(f"context {name!r} contains NaN or inf")
+            self.context[str(name)] = carr
+        self.meta: dict[str, Any] = dict(meta or {})
+
+        live = arr if self.alive is None else arr[self.alive]
+        if not np.all(np.isfinite(live)):
+            bad = ~np.isfinite(arr)
+            if self.alive is not None:
+                bad &= self.alive[..., None]
+            t, i, d = (int(v[0]) for v in np.nonzero(bad))
+            raise NonFiniteError(
+                f"panel has {int(bad.sum())} NaN/inf value(s) in live rows; first at step {self.steps[t].item()!r}, "
+                f"agent {self.agent_ids[i].item()!r}, feature {self.features[d]!r}"
+            )
+        self._agent_index: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.values.shape  # type: ignore[return-value]
+
+    @property
+    def T(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def D(self) -> int:
+        return self.values.shape[2]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def __repr__(self) -> str:
+        extra = []
+        if self.groups:
+            extra.append(f"groups={list(self.groups)}")
+        if self.alive is not None:
+            extra.append(f"alive={int(self.alive.sum())}/{self.alive.size}")
+        if self.context:
+            extra.append(f"context={list(self.context)}")
+        tail = (", " + ", ".join(extra)) if extra else ""
+        return (f"Panel(T={self.T}, N={self.N}, D={self.D}, features={list(self.features)}, "
+                f"dtype={self.dtype}{tail})")
+
+    # ------------------------------------------------------------------ lookup
+    def feature_index(self, name: str | Iterable[str]) -> int | list[int]:
+        """Position(s) of feature name(s); :class:`UnknownFeatureError` names the valid ones."""
+        if not isinstance(name, str):
+            return [self.feature_index(n) for n in name]  # type: ignore[misc]
+        try:
+            return self.features.index(name)
+        except ValueError:
+            raise UnknownFeatureError(
+                f"unknown feature {name!r}; this panel has {list(self.features)}"
+            ) from None
+
+    def feature(self, name: str) -> np.ndarray:
+        """The (T, N) slice of one feature."""
+        return self.values[:, :, self.feature_index(name)]
+
+    def agent_index(self, ids: Iterable[Hashable]) -> np.ndarray:
+        """Row positions of the given agent ids (in the order given); vectorised (sorted lookup)."""
+        if self._agent_index is None:
+            self._agent_index = np.argsort(self.agent_ids, kind="stable")
+        sorter = self._agent_index
+        wanted = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
+        if wanted.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        try:
+            pos = np.searchsorted(self.agent_ids, wanted, sorter=sorter)
+        except TypeError:
+            raise UnknownAgentError(
+                f"agent ids of type {wanted.dtype} cannot match this panel's ids ({self.agent_ids.dtype})"
+            ) from None
+        pos = np.clip(pos, 0, self.N - 1)
+        rows = sorter[pos]
+        ok = self.agent_ids[rows] == wanted
+        if not np.all(ok):
+            missing = wanted[~ok][:5].tolist()
+            raise UnknownAgentError(f"{int((~ok).sum())} unknown agent id(s), e.g. {missing}")
+        return rows.astype(np.int64)
+
+    # ------------------------------------------------------------------ derived panels
+    def _derive(self, **changes: Any) -> Panel:
+        kw: dict[str, Any] = {
+            "values": self.values, "features": self.features, "agent_ids": self.agent_ids,
+            "steps": self.steps, "groups": self.groups, "alive": self.alive, "context": self.context,
+            "meta": self.meta,
+        }
+        kw.update(changes)
+        return Panel(**kw)
+
+    def take_agents(self, positions: Sequence[int] | np.ndarray) -> Panel:
+        """The panel restricted to the agents at the given row positions (order kept)."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.ndim != 1:
+            raise ShapeError(f"agent positions must be 1-D; got shape {pos.shape}")
+        if pos.size == 0:
+            raise EmptyPanelError("subset with no agents")
+        if pos.min() < 0 or pos.max() >= self.N:
+            raise UnknownAgentError(f"agent positions out of range [0, {self.N})")
+        return self._derive(
+            values=self.values[:, pos],
+            agent_ids=self.agent_ids[pos],
+            groups={k: v[pos] for k, v in self.groups.items()},
+            alive=None if self.alive is None else self.alive[:, pos],
+        )
+
+    def subset(self, agent_ids: Iterable[Hashable]) -> Panel:
+        """The restricted panel z_S: only the agents with these ids, groups carried over.
+
+        The restricted panel is a panel of its own scale n = |S|: an indicator evaluated on it
+        averages over n agents, which is what the cross-scale study needs.
+        """
+        return self.take_agents(self.agent_index(agent_ids))
+
+    def select_features(self, names: Sequence[str]) -> Panel:
+        """The panel with only these features, in this order."""
+        idx = self.feature_index(list(names))
+        return self._derive(values=self.values[:, :, idx], features=[self.features[i] for i in idx])
+
+    def select_steps(self, positions: Sequence[int] | slice) -> Panel:
+        """The panel restricted to some steps (by position)."""
+        pos = np.arange(self.T)[positions] if isinstance(positions, slice) else np.asarray(positions)
+        return self._derive(
+            values=self.values[pos], steps=self.steps[pos],
+            alive=None if self.alive is None else self.alive[pos],
+            context={k: v[pos] for k, v in self.context.items()},
+        )
+
+    def astype(self, dtype: Any) -> Panel:
+        return self._derive(values=self.values.astype(dtype))
+
+    def with_groups(self, **groups: Sequence[Hashable]) -> Panel:
+        """A copy with extra (or replaced) agent groups."""
+        return self._derive(groups={**self.groups, **groups})
+
+    def to_torch(self, device: Any = None):
+        """``values`` as a torch tensor (shares memory on CPU)."""
+        import torch
+
+        return torch.as_tensor(self.values, device=device)
+
+    # ------------------------------------------------------------------ equality / io
+    def equals(self, other: Panel) -> bool:
+        """True when both panels hold the same values, labels, groups, mask, context and dtype."""
+        if not isinstance(other, Panel):
+            return False
+        same = (
+            self.values.dtype == other.values.dtype
+            and np.array_equal(self.values, other.values)
+            and self.features == other.features
+            and np.array_equal(self.agent_ids, other.agent_ids)
+            and np.array_equal(self.steps, other.steps)
+            and self.groups.keys() == other.groups.keys()
+            and all(np.array_equal(self.groups[k], other.groups[k]) for k in self.groups)
+            and self.context.keys() == other.context.keys()
+            and all(np.array_equal(self.context[k], other.context[k]) for k in self.context)
+            and self.meta == other.meta
+        )
+        if not same:
+            return False
+        if (self.alive is None) != (other.alive is None):
+            return False
+        return self.alive is None or np.array_equal(self.alive, other.alive)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {
+            "values": self.values, "agent_ids": self.agent_ids, "steps": self.steps,
+        }
+        if self.alive is not None:
+            arrays["alive"] = self.alive
+        for k, v in self.groups.items():
+            arrays[f"group::{k}"] = v
+        for k, v in self.context.items():
+            arrays[f"context::{k}"] = v
+        meta = {"format": _FORMAT, "features": list(self.features), "meta": self.meta}
+        write_npz(path, arrays, meta=meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Panel:
+        """Load a panel written by :meth:`save`."""
+        path = Path(path)
+        if not path.exists() and path.with_suffix(".npz").exists():
+            path = path.with_suffix(".npz")
+        data, meta = read_npz(path, error=PanelError, what="panel file")
+        if meta is None:
+            raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
+        if meta.get("format") != _FORMAT:
+            raise PanelError(f"{str(path)!r}: unsupported panel format {meta.get('format')!r}")
+        groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
+        context = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("context::")}
+        return cls(
+            data["values"], features=meta["features"], agent_ids=data["agent_ids"], steps=data["steps"],
+            groups=groups, alive=data.get("alive"), context=context, meta=meta.get("meta") or {},
+        )
+
+
+__all__ = ["Panel"]

@@ -1,1 +1,0 @@
-"""Bluesky cross-scale study: Jetstream ingestion, calibrated synthetic panel, sampling protocols, the study."""

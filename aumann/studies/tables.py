@@ -1,0 +1,92 @@
+"""The faithfulness study's tables, built from the finished runs' records (nothing is recomputed).
+
+* :func:`faithfulness_table` — the headline table (``faithfulness.csv``): per method, mean and std over
+  runs of ``deletion_auc`` = (1/K_del) Σ_{k=1}^{K_del} (f − f_k)/f, ``drop_at_5`` = 100 · (f − f_5)/f
+  (f_k: the indicator after the top-k agents take the baseline action and t* is re-simulated; agents
+  ranked by signed φ), Kendall τ and top-10 Jaccard against sampled Shapley, and the noise ceiling;
+* :func:`extended_table` — the original indicator's deletion metrics and the |φ| ordering beside them;
+* :func:`path_table`, :func:`pair_table` — the ablation tables.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudyResult
+
+
+def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
+    """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs."""
+    recs = result.records
+    ceil_tau = float(np.nanmean([r["ceiling"]["kendall_tau"] for r in recs]))
+    ceil_j = float(np.nanmean([r["ceiling"]["jaccard_top10"] for r in recs]))
+    rows = []
+    for m in METHODS:
+        row: dict[str, Any] = {"scenario": result.scenario, "method": m}
+        for col in ("deletion_auc", "drop_at_5", "kendall_tau", "jaccard_top10"):
+            vals = np.array([r["methods"][m][col] for r in recs], dtype=np.float64)
+            ok = vals[np.isfinite(vals)]
+            row[col] = float(ok.mean()) if ok.size else math.nan
+            row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
+        row["kendall_tau_ceiling"] = ceil_tau
+        row["jaccard_ceiling"] = ceil_j
+        rows.append({k: row[k] for k in FAITHFULNESS_COLUMNS})
+    return rows
+
+
+def extended_table(result: StudyResult) -> list[dict[str, Any]]:
+    """Per method: the original indicator's deletion metrics and the magnitude ordering (mean ± std)."""
+    rows = []
+    cols = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original", "deletion_auc_magnitude",
+            "drop_at_5_magnitude")
+    for m in METHODS:
+        row: dict[str, Any] = {"scenario": result.scenario, "method": m}
+        for col in cols:
+            vals = np.array([r["methods"][m][col] for r in result.records], dtype=np.float64)
+            row[col] = float(np.nanmean(vals))
+            row[f"{col}_std"] = float(np.nanstd(vals))
+        rows.append(row)
+    return rows
+
+
+def _summ(vals: list[float]) -> tuple[float, float]:
+    arr = np.asarray(vals, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    return (float(arr.mean()), float(arr.min())) if arr.size else (float("nan"), float("nan"))
+
+
+def path_table(scenario: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table path-ablation row: Kendall τ (mean, min over orders × runs) and mean top-k overlap."""
+    recs = [r["ablations"]["path"] for r in records if "ablations" in r]
+    if not recs:
+        return []
+    taus = [t for r in recs for t in r["kendall_tau_orders"]]
+    ovs = [o for r in recs for o in r["top_overlap_orders"]]
+    mean, mn = _summ(taus)
+    return [{"scenario": scenario, "kendall_tau_mean": mean, "kendall_tau_min": mn,
+             "top_overlap": float(np.mean(ovs)), "top_k": recs[0]["top_k"],
+             "kendall_tau_average_path": float(np.mean([r["kendall_tau_average_path"] for r in recs]))}]
+
+
+def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:
+    """Tables f-sensitivity (``which="f_sensitivity"``) and baseline-ablation (``"baseline"``)."""
+    recs = [r["ablations"][which] for r in records if "ablations" in r and r["ablations"].get(which)]
+    if not recs:
+        return []
+    rows = []
+    for pair in recs[0]:
+        metrics = recs[0][pair].keys()
+        row: dict[str, Any] = {"scenario": scenario, "pair": pair}
+        for m in metrics:
+            mean, mn = _summ([r[pair][m] for r in recs])
+            row[m] = mean
+            if m == "kendall_tau":
+                row["kendall_tau_min"] = mn
+        rows.append(row)
+    return rows
+
+
+__all__ = ["extended_table", "faithfulness_table", "pair_table", "path_table"]

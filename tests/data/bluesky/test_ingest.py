@@ -1,0 +1,189 @@
+"""Jetstream ingestion: the real 10-event sample and a synthetic capture with hand-known counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aumann.data.bluesky.filters import FilterConfig
+from aumann.data.bluesky.ingest import IngestOptions, ingest
+from aumann.errors import IngestError
+from tests.data.bluesky.jetstream_builder import MALFORMED_LINES, PROFILES_CSV, A, B, C, D, H, build
+from tests.paths import JETSTREAM_SAMPLE
+
+GOLDEN = JETSTREAM_SAMPLE
+
+
+def _opts() -> IngestOptions:
+    return IngestOptions(threads=1)
+
+
+@pytest.fixture
+def capture_files(tmp_path: Path):
+    cap, expected = build()
+    files = cap.write(tmp_path / "capture")
+    prof = tmp_path / "profiles.csv"
+    prof.write_text(PROFILES_CSV)
+    return cap, expected, files, prof
+
+
+def _daily_dict(counts) -> dict:
+    return {(int(r.user), int(r.day), r.topic): (int(r.posts), int(r.replies_received))
+            for r in counts.daily.itertuples()}
+
+
+def _follows_dict(counts) -> dict:
+    return {(int(r.user), int(r.day)): int(r.follows_received) for r in counts.follows.itertuples()}
+
+
+@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+def test_real_golden_sample_exact_counts():
+    counts, report = ingest([GOLDEN], options=_opts())
+    rep = report.to_dict()
+    assert rep["events"]["by_kind"] == {"commit": 8, "identity": 1, "account": 1}
+    assert rep["events"]["by_collection_operation"] == {
+        "app.bsky.actor.profile": {"update": 1},
+        "app.bsky.feed.like": {"create": 1},
+        "app.bsky.feed.post": {"create": 1},
+        "app.bsky.feed.repost": {"create": 1},
+        "app.bsky.graph.block": {"create": 1},
+        "app.bsky.graph.follow": {"create": 1},
+        "org.hypercerts.claim.activity": {"delete": 1},
+        "place.stream.broadcast.origin": {"update": 1},
+    }
+    assert rep["malformed_lines"] == 0 and rep["duplicates"] == 0
+    assert rep["days"] == ["2026-05-25"]
+    # six app.bsky actors; the profile updater and the blocker have no non-self engagement
+    assert rep["users_seen"] == 6 and rep["users_kept"] == 4
+    assert rep["dropped_users"] == {"account_age": 0, "bot_handle": 0, "no_engagement": 2}
+    assert set(counts.users["did"]) == {"did:plc:mcc5yghbk7tixqryac2yxku7", "did:plc:q235v55g5unth4zjjdpacfdr",
+                                        "did:plc:eizxoqcsvvvarxeb3pjkblrp", "did:plc:mxwlsvdgs6tn75lq6jrr2vp7"}
+    assert counts.daily.empty  # no topic posts in the sample
+
+
+def test_synthetic_capture_exact(capture_files):
+    cap, expected, files, prof = capture_files
+    counts, report = ingest(files, profiles=prof, options=_opts())
+    rep = report.to_dict()
+    assert rep["events"]["by_kind"] == dict(cap.kinds)
+    by_co = rep["events"]["by_collection_operation"]
+    got_ops = Counter({(c, o): n for c, ops in by_co.items() for o, n in ops.items()})
+    assert got_ops == cap.coll_ops
+    assert rep["events"]["by_kind"]["sync"] == 1  # unknown kind counted, not dropped
+    assert rep["events"]["by_collection_operation"]["fm.teal.alpha.feed.play"] == {"create": 1}
+    assert rep["malformed_lines"] == cap.malformed == len(MALFORMED_LINES)
+    assert rep["duplicates"] == cap.duplicates == 1
+    assert rep["rows_read"] == sum(cap.kinds.values()) + cap.malformed + cap.duplicates
+    assert rep["days"] == ["2026-04-10", "2026-04-11"]
+    assert rep["dropped_users"] == expected["dropped"]
+    assert rep["users_seen"] == 9 and rep["users_kept"] == 5
+    assert rep["profiles"] == {"rows": 6, "invalid_rows": 2, "duplicate_dids": 0, "unparseable_created_at": 0}
+    assert _daily_dict(counts) == expected["daily"]
+    assert _follows_dict(counts) == expected["follows"]
+    users = counts.users
+    assert list(users["user"]) == [0, 1, 2, 3, 4]
+    for u, (did, followers, source) in expected["users"].items():
+        row = users.iloc[u]
+        assert (row["did"], int(row["followers"]), row["followers_source"]) == (did, followers, source)
+    assert users.loc[0, "handle"] == "alice.bsky.social" and users.loc[1, "handle"] == "abbott.bsky.social"
+    assert users.loc[0, "created_at"] == pd.Timestamp("2020-01-01", tz="UTC")
+    assert pd.isna(users.loc[3, "created_at"]) and users.loc[3, "handle"] is None
+    assert str(users["created_at"].dtype) == "datetime64[ns, UTC]"
+    for col in ("user", "day", "posts", "replies_received"):
+        assert counts.daily[col].dtype == np.int64
+    assert counts.topics == ["earth-day-climate", "mythos", "the-masters", "trump-tariffs", "wrestlemania"]
+    assert counts.meta["synthetic"] is False
+
+
+def test_window_panel_and_daily_panel_values(capture_files):
+    _, _, files, prof = capture_files
+    counts, _ = ingest(files, profiles=prof, options=_opts())
+    w = counts.window_panel("trump-tariffs")
+    assert w.shape == (1, 5, 3)
+    np.testing.assert_allclose(w.values[0, :, 0], np.log1p([1000, 50, 7, 0, 1]))
+    np.testing.assert_allclose(w.values[0, :, 1], np.log1p([2, 0, 1, 1, 0]))
+    np.testing.assert_allclose(w.values[0, :, 2], np.log1p([2, 0, 0, 0, 0]))
+    d = counts.daily_panel("mythos")
+    assert d.shape == (2, 5, 3)
+    np.testing.assert_allclose(d.values[:, 4, 1], np.log1p([1, 1]))
+
+
+def test_without_profiles_followers_are_window_follows_lower_bound(capture_files):
+    _, _, files, _ = capture_files
+    counts, report = ingest(files, options=_opts())
+    assert set(counts.users["followers_source"]) == {"window_follows"}
+    followers = dict(zip(counts.users["did"], counts.users["followers"]))
+    # A: followed by D and B in the window; C's follow was deleted in the window.
+    assert followers[A] == 2 and followers[B] == 1 and followers[H] == 1 and followers[C] == 0 and followers[D] == 0
+    # without the snapshot F's age is unknown, so F passes the age filter and is kept
+    assert report.dropped_users == {"account_age": 0, "bot_handle": 1, "no_engagement": 2}
+    assert report.filter_notes["age_unknown"] == report.users_seen
+
+
+def test_days_window_restricts_and_counts_out_of_window(capture_files):
+    cap, _, files, prof = capture_files
+    counts, report = ingest(files, profiles=prof, options=IngestOptions(threads=1, days=("2026-04-11", "2026-04-11")))
+    assert report.days == ["2026-04-11"]
+    assert report.out_of_window_events == report.events_per_day["2026-04-10"]
+    # D's repost of A's topic post seen on day 0 is outside the window: A's post is not seen → nothing
+    assert set(counts.daily["topic"]) <= {"mythos"}
+    assert report.to_dict()["events"]["by_kind"] == dict(cap.kinds)  # counts cover every event read
+
+
+def test_filters_can_be_relaxed(capture_files):
+    _, _, files, prof = capture_files
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=False)
+    counts, report = ingest(files, profiles=prof, filters=cfg, options=_opts())
+    assert report.dropped_users == {"account_age": 0, "bot_handle": 0, "no_engagement": 0}
+    assert counts.n_users == 9
+
+
+def test_duplicates_across_files_do_not_double_count(capture_files, tmp_path):
+    _, expected, files, prof = capture_files
+    copy = tmp_path / "again.jsonl"
+    copy.write_bytes(files[0].read_bytes())
+    counts, _ = ingest([*files, copy], profiles=prof, options=_opts())
+    assert _daily_dict(counts) == expected["daily"]
+    assert _follows_dict(counts) == expected["follows"]
+
+
+def test_errors_are_typed(tmp_path):
+    with pytest.raises(IngestError, match="no input files"):
+        ingest([], options=_opts())
+    with pytest.raises(IngestError, match="does not exist"):
+        ingest([tmp_path / "missing.jsonl"], options=_opts())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n{\n")
+    with pytest.raises(IngestError, match=r"no valid Jetstream events.*\(2 malformed"):
+        ingest([bad], options=_opts())
+    with pytest.raises(IngestError, match="ISO date"):
+        ingest([bad], options=IngestOptions(days=("April", "2026-04-11")))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_counts_invariant_to_line_order_and_replays(capture_files, tmp_path, seed):
+    """Shuffling lines within each day file and replaying random events changes nothing but `duplicates`."""
+    cap, expected, files, prof = capture_files
+    rng = np.random.default_rng(seed)
+    shuffled, injected = [], 0
+    for f in files:
+        lines = [x for x in f.read_bytes().split(b"\n") if x]
+        valid = [x for x in lines if x.startswith(b'{"did":"did:plc:') and b'"kind":"commit"' in x]
+        extra = [valid[i] for i in rng.choice(len(valid), size=3, replace=False)]
+        injected += len(extra)
+        lines = lines + extra
+        order = rng.permutation(len(lines))
+        g = tmp_path / f"shuffled-{seed}" / f.name
+        g.parent.mkdir(exist_ok=True)
+        g.write_bytes(b"\n".join(lines[i] for i in order) + b"\n")
+        shuffled.append(g)
+    counts, report = ingest(shuffled, profiles=prof, options=_opts())
+    assert _daily_dict(counts) == expected["daily"]
+    assert _follows_dict(counts) == expected["follows"]
+    assert report.by_kind == dict(cap.kinds)
+    assert report.duplicates == cap.duplicates + injected
+    assert report.malformed_lines == cap.malformed

@@ -1,0 +1,102 @@
+"""Topic matching (SQL and Python forms agree) and the user filters (bot handles without false positives)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from aumann.data.bluesky.filters import FilterConfig, apply_filters, load_filters
+from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
+from aumann.errors import ConfigError
+
+TEXTS = [
+    "Tariffs are up", "TARIFFS!", "tariffed goods", "new tariff: 25%", "the trade   war is on", "tradewar",
+    "#tariffs", "pre-tariff prices", "Earth Day 2026", "earthday", "climate-change", "climates", "the Masters",
+    "The Mastersons", "Masters tournament", "WrestleMania 42", "wwe", "awwe", "wwe's", "Claude Mythos", "mythology",
+    "Ünïcode: climate 🌍", "", "golf at Augusta National", "liberation day", "liberation-day",
+]
+
+
+def test_default_topics_are_the_five_study_topics():
+    names = [t.name for t in load_topics()]
+    assert names == ["earth-day-climate", "mythos", "the-masters", "trump-tariffs", "wrestlemania"]
+    for t in load_topics():
+        assert t.keywords and t.hashtags
+
+
+@pytest.mark.parametrize("topic", load_topics(), ids=lambda t: t.name)
+def test_sql_and_python_keyword_rules_agree(topic: Topic):
+    rx = keyword_regex(topic)
+    con = duckdb.connect()
+    sql_hits = [bool(con.execute("SELECT regexp_matches(?, ?)", [t, rx]).fetchone()[0]) for t in TEXTS]
+    py_hits = [topic.matches(t) for t in TEXTS]
+    assert sql_hits == py_hits
+
+
+def test_keyword_rule_is_whole_word_and_case_insensitive():
+    tariffs = next(t for t in load_topics() if t.name == "trump-tariffs")
+    assert tariffs.matches("TARIFFS!") and tariffs.matches("new tariff: 25%") and tariffs.matches("the trade   war")
+    assert not tariffs.matches("tariffed goods") and not tariffs.matches("tradewar")
+    assert tariffs.matches("x", ["#TradeWar"]) and not tariffs.matches("x", ["trade"])
+    masters = next(t for t in load_topics() if t.name == "the-masters")
+    assert masters.matches("watching The Masters") and not masters.matches("The Mastersons")
+
+
+def test_topic_config_errors(tmp_path: Path):
+    (tmp_path / "bad.toml").write_text('name = "Bad Name"\nkeywords = ["x"]\n')
+    with pytest.raises(ConfigError, match=r"bad\.toml"):
+        load_topics(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="holds no"):
+        load_topics(empty)
+    (empty / "t.toml").write_text("keywords = []\nhashtags = []\n")
+    with pytest.raises(ConfigError, match="neither keywords nor hashtags"):
+        load_topics(empty)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_topics(tmp_path / "nope")
+
+
+BOTS = ["newsbot.bsky.social", "bot-alerts.bsky.social", "my-bot.bsky.social", "weatherbot2.bsky.social",
+        "bots.example.com", "bot.bsky.social", "feed_bot.example.org", "NewsBot.bsky.social"]
+NOT_BOTS = ["nonlinearbotanist.bsky.social", "abbott.bsky.social", "robotics-lab.bsky.social", "robot.bsky.social",
+            "talbot.bsky.social", "abbot.bsky.social", "sabotage.bsky.social", "botanist.bsky.social",
+            "cabot-cove.com", "turbot.fish", "bottle.bsky.social", "alice.bsky.social"]
+
+
+@pytest.mark.parametrize("handle", BOTS)
+def test_bot_handles_are_caught(handle: str):
+    assert load_filters().is_bot_handle(handle)
+
+
+@pytest.mark.parametrize("handle", NOT_BOTS)
+def test_ordinary_words_containing_bot_pass(handle: str):
+    assert not load_filters().is_bot_handle(handle)
+
+
+def test_default_config_file_equals_builtin_defaults():
+    assert load_filters() == FilterConfig()
+
+
+def test_apply_filters_counts_each_user_once_in_order():
+    users = pd.DataFrame({
+        "created_at": pd.to_datetime(["2026-04-09", "2020-01-01", None, "2026-04-09", None], utc=True),
+        "handle": ["newsbot.bsky.social", "newsbot.bsky.social", "abbott.bsky.social", None, None],
+        "engaged": [False, True, True, True, False],
+    })
+    keep, dropped, notes = apply_filters(users, pd.Timestamp("2026-04-10", tz="UTC"), FilterConfig())
+    assert keep.tolist() == [False, False, True, False, False]
+    assert dropped == {"account_age": 2, "bot_handle": 1, "no_engagement": 1}
+    assert notes == {"age_unknown": 2, "handle_unknown": 2}
+
+
+def test_filter_config_errors(tmp_path: Path):
+    with pytest.raises(Exception, match="bad bot handle regex"):
+        FilterConfig(bot_handle_patterns=["(unclosed"])
+    bad = tmp_path / "f.toml"
+    bad.write_text("[filters]\nmin_account_age_days = -1\n")
+    with pytest.raises(ConfigError, match="invalid"):
+        load_filters(bad)

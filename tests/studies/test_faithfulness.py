@@ -1,0 +1,142 @@
+"""The faithfulness study end to end on tiny configs: tables, exact columns, resume, ablations."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from aumann.attribution.indicators import evaluate
+from aumann.attribution.metrics import rank_agents, relative_drop
+from aumann.evaluation.ablations import vertex_path_attribution
+from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudySizes, run_study
+from aumann.studies.report import write_outputs
+from tests.tiny import tiny_config
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    sc, cfg = tiny_config("social-llm", agents=8, steps=6, runs=2)
+    res = run_study(sc, cfg, out_dir=out)
+    write_outputs(res, out, command="test", seconds=0.0, plots=True)
+    return sc, cfg, out, res
+
+
+def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
+    _, _, out, _res = study_dir
+    with open(out / "faithfulness.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0].keys()) == FAITHFULNESS_COLUMNS
+    assert [r["method"] for r in rows] == list(METHODS)
+    assert all(r["scenario"] == "social-llm" for r in rows)
+    ours = rows[0]
+    assert -1 <= float(ours["kendall_tau"]) <= 1 and 0 <= float(ours["jaccard_top10"]) <= 1
+    assert rows[1]["kendall_tau"] == ""  # the reference row has no agreement with itself
+    for name in ("report.md", "macro_curve.png", "attribution_heatmap.png", "deletion_curves.png",
+                 "path_ablation.csv", "f_sensitivity.csv", "baseline_ablation.csv", "faithfulness_extended.csv",
+                 "attributions/run-001-aumann_shapley.npz", "attributions/run-001-leave_one_out.npz"):
+        assert (out / name).is_file(), name
+    assert (out / "runs" / "run-000.json").is_file() and (out / "runs" / "run-001.npz").is_file()
+
+
+def test_run_records_are_consistent(study_dir):
+    _sc, cfg, _, res = study_dir
+    sizes = StudySizes.of(cfg)
+    assert (sizes.k_del, sizes.top_k, sizes.k_drop) == (4, 4, 4)
+    for rec, arr in zip(res.records, res.arrays):
+        ts = rec["t_star"]
+        assert ts >= 3 and arr["f_values"][ts] == arr["f_values"][3:].max()
+        # Aumann–Shapley is efficient: Σ_i φ_i = f(z_t*) − f(z⁰)
+        assert rec["efficiency_gap"] < 1e-5 * abs(rec["delta_v"])
+        assert rec["methods"]["aumann_shapley"]["sum_phi"] == pytest.approx(rec["delta_v"], rel=1e-5)
+        assert rec["methods"]["sampled_shapley"]["sum_phi"] == pytest.approx(rec["delta_v"], abs=1e-8)
+        for m in METHODS:
+            assert len(arr[f"curve_{m}"]) == sizes.k_del
+        # AUC is the mean of the curve and Drop@k its k-th point (in %)
+        m = rec["methods"]["aumann_shapley"]
+        assert m["deletion_auc"] == pytest.approx(float(np.mean(arr["curve_aumann_shapley"])))
+        assert m["drop_at_5"] == pytest.approx(100 * arr["curve_aumann_shapley"][sizes.k_drop - 1])
+
+
+def test_deletion_point_is_an_independent_fork(study_dir):
+    sc, cfg, _, res = study_dir
+    rec, arr = res.records[0], res.arrays[0]
+    ts = rec["t_star"]
+    run = sc.simulate(cfg, rng=np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(1)[0].spawn(2)[0]),
+                      keep_from=0)
+    np.testing.assert_allclose(run.panel.values[ts].sum(), res.panels[0].values[ts].sum())
+    order = rank_agents(arr["phi_aumann_shapley"])
+    z, ctx = sc.step_with_baseline(run.before(ts), cfg, order[:2])
+    f = sc.indicator(cfg)
+    drop = relative_drop(rec["f_t_star"], np.array([evaluate(f, z, ctx)]))[0]
+    assert drop == pytest.approx(arr["curve_aumann_shapley"][1])
+
+
+def test_resume_skips_finished_runs(study_dir, tmp_path):
+    import shutil
+
+    sc, cfg, out, res = study_dir
+    out = shutil.copytree(out, tmp_path / "copy")  # the module's directory stays as the first study wrote it
+    again = run_study(sc, cfg, out_dir=out)
+    assert (again.resumed, again.computed) == (2, 0)
+    dump = lambda recs: json.dumps(recs, sort_keys=True, default=str)  # noqa: E731
+    assert dump(again.records) == dump(res.records)
+    # a changed config is not mistaken for a finished run
+    _, cfg2 = tiny_config("social-llm", agents=8, steps=6, runs=1, seed=cfg.seed + 1)
+    third = run_study(sc, cfg2, out_dir=out)
+    assert (third.resumed, third.computed) == (0, 1)
+
+
+def test_vertex_path_equals_the_masking_kernel_and_is_efficient(rng):
+    sc, cfg = tiny_config("midscale-social", agents=12, steps=5)
+    run = sc.simulate(cfg, rng=2, keep_from=0)
+    f = sc.indicator(cfg)
+    z, z0 = run.panel.values[4], sc.baseline_features(run.before(4), cfg)
+    order = rng.permutation(12)
+    phi = vertex_path_attribution(f, z, z0, order, chunk=5)
+    assert phi.sum() == pytest.approx(float(evaluate(f, z) - evaluate(f, z0)), abs=1e-10)
+    from aumann.attribution import MaskedIndicatorGame, Problem
+
+    kernel = MaskedIndicatorGame(Problem.build(f, run.panel.select_steps([4]), z0), 0).kernel()
+    np.testing.assert_allclose(kernel.prefix_marginals(order[None], reverse=False)[0][0], phi, atol=1e-10)
+
+
+def test_resimulation_reference_game_runs():
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, study={"permutations": 6, "reference_game": "resimulation",
+                                                                   "ablations": False, "random_orderings": 2})
+    res = run_study(sc, cfg)
+    rec = res.records[0]
+    # the re-simulation game's v(N) − v(∅) is the full deletion drop, which Σφ reproduces (efficiency)
+    assert np.isfinite(rec["methods"]["sampled_shapley"]["sum_phi"])
+    assert "ablations" not in rec
+
+
+def test_an_interrupted_study_resumes_where_it_stopped(tmp_path):
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4, runs=2, study={"ablations": False})
+
+    def crash_in_second_run(r, msg):
+        if r == 1 and msg == "deletion forks":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_study(sc, cfg, out_dir=tmp_path, progress=crash_in_second_run)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run-000.json", "run-000.npz"]
+    res = run_study(sc, cfg, out_dir=tmp_path)
+    assert (res.resumed, res.computed) == (1, 1)
+    fresh = run_study(sc, cfg)
+    assert [r["methods"]["aumann_shapley"]["deletion_auc"] for r in res.records] == \
+        [r["methods"]["aumann_shapley"]["deletion_auc"] for r in fresh.records]
+
+
+def test_saved_attributions_load_back(study_dir):
+    from aumann.attribution import Attribution
+
+    _, cfg, out, res = study_dir
+    a = Attribution.load(out / "attributions" / "run-000-aumann_shapley.npz")
+    assert a.phi.shape == (cfg.steps, cfg.agents)
+    np.testing.assert_array_equal(a.phi, res.arrays[0]["phi_all"])
+    s = Attribution.load(out / "attributions" / "run-000-sampled_shapley.npz")
+    np.testing.assert_array_equal(s.phi[0], res.arrays[0]["phi_sampled_shapley"])
