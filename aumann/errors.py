@@ -38,6 +38,7 @@
     * BudgetExceededError                        -- a call / token / cost cap would be exceeded
     * CacheMissError                             -- replay mode: the request is not in the cache
     * PolicyError                                -- an offline policy returned an invalid value
+    * RetryableLLMError                          -- one failed attempt, retried inside the backend
     * DecisionParseError                         -- a reply that is not a valid scenario decision
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
@@ -204,6 +205,16 @@ class PolicyError(LLMError):
     """An offline policy returned a value that does not validate against the schema."""
 
 
+class RetryableLLMError(LLMError):
+    """One failed attempt that the backend retries (never escapes it): ``kind`` is ``"unavailable"``
+    or ``"malformed"``; ``wait`` is the server's Retry-After in seconds (0 when absent)."""
+
+    def __init__(self, kind: str, detail: str, wait: float = 0.0) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.wait = wait
+
+
 class DecisionParseError(LLMError):
     """A model reply that is not a valid scenario decision (bad JSON, missing keys, out of range)."""
 
@@ -246,6 +257,7 @@ __all__ = [
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "RetryableLLMError",
     "ShapeError",
     "SimulationError",
     "StepsMismatchError",

@@ -1,4 +1,14 @@
-"""Rich progress bars for long computations (only when asked for; transient)."""
+"""The one progress helper: Rich progress bars for long work, only when asked for.
+
+>>> bar = progress_bar(False, 10, "nothing shown")   # disabled → None; callers write `if bar:`
+>>> bar is None
+True
+
+A :class:`Bar` has one task: ``advance(n)``, ``describe(text)`` (the label shown beside it), ``stop()``;
+it is also a context manager. Transient bars (the default, for work inside a library call) vanish
+when done; command-level bars (``transient=False``) stay on screen as a record. Bars write to stderr
+so that a command's stdout stays clean.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +16,40 @@ from typing import Any
 
 
 class Bar:
-    """A started Rich progress bar with one task; ``advance(n)`` and ``stop()``."""
+    """A started Rich progress bar with one task."""
 
-    def __init__(self, total: int, label: str) -> None:
+    def __init__(self, total: int, label: str, *, transient: bool = True, console: Any = None) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._prog: Any = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                   TimeElapsedColumn(), transient=True)
+                                   TimeElapsedColumn(), transient=transient,
+                                   console=console or Console(stderr=True))
         self._task = self._prog.add_task(label, total=total)
         self._prog.start()
 
     def advance(self, n: int = 1) -> None:
         self._prog.advance(self._task, n)
 
+    def describe(self, text: str) -> None:
+        """Replace the label shown beside the bar (e.g. the stage a run is in)."""
+        self._prog.update(self._task, description=text)
+
     def stop(self) -> None:
         self._prog.stop()
 
+    def __enter__(self) -> Bar:
+        return self
 
-def progress_bar(enabled: bool, total: int, label: str) -> Bar | None:
-    """A :class:`Bar` when ``enabled`` and there is more than one unit of work, else ``None``."""
-    if not enabled or total < 2:
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def progress_bar(enabled: bool, total: int, label: str, *, transient: bool = True, minimum: int = 2) -> Bar | None:
+    """A :class:`Bar` when ``enabled`` and there are at least ``minimum`` units of work, else ``None``."""
+    if not enabled or total < minimum:
         return None
-    return Bar(total, label)
+    return Bar(total, label, transient=transient)
 
 
 __all__ = ["Bar", "progress_bar"]

@@ -26,6 +26,10 @@ _LAZY = {
     "resolve_baseline": ("aumann.attribution.problem", "resolve_baseline"),
     "Attribution": ("aumann.attribution.result", "Attribution"),
     "metrics": ("aumann.attribution.metrics", None),
+    "smoothing": ("aumann.attribution.smoothing", None),
+    "aggregators": ("aumann.attribution.aggregators", None),
+    "Surrogate": ("aumann.attribution.smoothing", "Surrogate"),
+    "evaluate": ("aumann.attribution.indicators", "evaluate"),
     "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
@@ -41,16 +45,17 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from aumann.attribution import indicators, metrics
+    from aumann.attribution import aggregators, indicators, metrics, smoothing
     from aumann.attribution.engine import attribute
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
-    from aumann.attribution.indicators import Indicator, PooledForm
+    from aumann.attribution.indicators import Indicator, PooledForm, evaluate
     from aumann.attribution.path import AumannShapley, quadrature
     from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
     from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
     from aumann.attribution.result import Attribution
     from aumann.attribution.sampled import SampledBanzhaf, SampledShapley
     from aumann.attribution.semivalues import CoalitionMethod, ExactBanzhaf, ExactShapley, LeaveOneOut
+    from aumann.attribution.smoothing import Surrogate
 
 
 def __getattr__(name: str) -> Any:
@@ -89,9 +94,13 @@ __all__ = [
     "QuadraticIndicator",
     "SampledBanzhaf",
     "SampledShapley",
+    "Surrogate",
+    "aggregators",
     "attribute",
+    "evaluate",
     "indicators",
     "metrics",
     "quadrature",
     "resolve_baseline",
+    "smoothing",
 ]

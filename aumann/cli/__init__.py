@@ -1,5 +1,8 @@
 """The ``aumann`` command line: parses arguments, builds objects, calls the library.
 
+Every :class:`~aumann.errors.AumannError` becomes one line on stderr and exit code 2; ``aumann --debug
+COMMAND ...`` shows the traceback instead.
+
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
 Add a module to ``_COMMAND_MODULES`` to add a command.
@@ -29,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Aumann–Shapley attribution of emergent macro indicators to agents and steps.",
     )
     parser.add_argument("--version", action="version", version=f"aumann {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (default: one line on stderr, exit code 2)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -44,8 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except AumannError as exc:
+        if args.debug:
+            raise
         print(f"aumann: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130

@@ -35,7 +35,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
     p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
     p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
-    p.add_argument("--config", type=Path, default=None, help="a TOML config (default configs/<scenario>.toml)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
+                        "--set agents=200); values are TOML literals or plain strings")
+    p.add_argument("--agents", type=int, default=None, help="number of agents N (shortcut for --set agents=N)")
+    p.add_argument("--steps", type=int, default=None, help="number of steps T (shortcut for --set steps=T)")
     p.add_argument("--backend", choices=("offline", "openai"), default="offline",
                    help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
     p.add_argument("--model", default=None, help="LLM model name (openai backend)")
@@ -68,10 +74,10 @@ def _backend(args: argparse.Namespace, out: Path) -> tuple[Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aumann import scenarios
     from aumann.manifest import write_manifest
+    from aumann.progress import Bar
     from aumann.studies.faithfulness import config_digest, run_study
     from aumann.studies.report import headline_markdown, write_outputs
 
@@ -84,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         study["reference_game"] = args.reference_game
     if args.no_ablations:
         study["ablations"] = False
-    config = sc.load_config(args.config, runs=args.runs, seed=args.seed, study=study or None)
+    config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
+                            study=study or None, assignments=args.assignments)
     out = args.out or Path("runs") / f"{sc.name}-seed{config.seed}"
     backend, label = _backend(args, out)
     done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
@@ -94,16 +101,11 @@ def run(args: argparse.Namespace) -> int:
     stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
               "ablations", "done")
     t0 = time.perf_counter()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar:
-        task = bar.add_task(f"{sc.name}: {config.runs} run(s)", total=config.runs * len(stages))
+    with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
 
         def progress(r: int, msg: str) -> None:
-            if msg == "resumed":
-                bar.advance(task, len(stages))
-            else:
-                bar.advance(task, 1)
-            bar.update(task, description=f"{sc.name} run {r + 1}/{config.runs}: {msg}")
+            bar.advance(len(stages) if msg == "resumed" else 1)
+            bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
 
         result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
     seconds = time.perf_counter() - t0

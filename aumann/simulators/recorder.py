@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,29 @@ from aumann.simulators.recording import (
     _default_agents,
     _RecorderBase,
 )
+
+
+@dataclass
+class _RowBuffer:
+    """A FeatureRecorder's capture buffer: one row per agent ever seen (grown by doubling)."""
+
+    steps: int
+    values: np.ndarray
+    alive: np.ndarray
+    ids: list[Any] = field(default_factory=list)
+    col: dict[Any, int] = field(default_factory=dict)
+
+
+@dataclass
+class _ArrayBuffer:
+    """An ArrayRecorder's capture buffer: fixed N rows, allocated at the first capture."""
+
+    steps: int
+    features: tuple[str, ...] = ()
+    values: np.ndarray | None = None
+    alive: np.ndarray | None = None
+    n: int | None = None
+    ids_value: Any = None
 
 
 class FeatureRecorder(_RecorderBase):
@@ -114,16 +138,13 @@ class FeatureRecorder(_RecorderBase):
         return f"FeatureRecorder(features={list(self.features)})"
 
     # ---------------------------------------------------------------- recording internals
-    def _start(self, rec: Recording, model: Any) -> None:
-        agents = list(self.agents(model))
-        cap = max(len(agents), 1)
-        rec._ids = []  # type: ignore[attr-defined]
-        rec._col = {}  # type: ignore[attr-defined]
-        rec._values = np.zeros((rec.steps, cap, len(self.features)), dtype=np.float64)  # type: ignore[attr-defined]
-        rec._alive = np.zeros((rec.steps, cap), dtype=bool)  # type: ignore[attr-defined]
+    def _start(self, model: Any, steps: int) -> _RowBuffer:
+        cap = max(len(list(self.agents(model))), 1)
+        return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
+                          alive=np.zeros((steps, cap), dtype=bool))
 
-    def _columns_for(self, rec: Any, agents: list[Any], t: int) -> np.ndarray:
-        col = rec._col
+    def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
+        col = rec.col
         out = np.empty(len(agents), dtype=np.int64)
         for k, a in enumerate(agents):
             try:
@@ -136,17 +157,17 @@ class FeatureRecorder(_RecorderBase):
             if j is None:
                 if not isinstance(uid, Hashable):
                     raise FeatureValueError(f"agent unique_id {uid!r} is not hashable")
-                j = col[uid] = len(rec._ids)
-                rec._ids.append(uid)
+                j = col[uid] = len(rec.ids)
+                rec.ids.append(uid)
             out[k] = j
-        n = len(rec._ids)
-        if n > rec._values.shape[1]:  # grow the agent axis (amortised doubling)
-            cap = max(n, 2 * rec._values.shape[1])
-            grow = cap - rec._values.shape[1]
-            rec._values = np.concatenate(
-                [rec._values, np.zeros((rec.steps, grow, rec._values.shape[2]), np.float64)], axis=1
+        n = len(rec.ids)
+        if n > rec.values.shape[1]:  # grow the agent axis (amortised doubling)
+            cap = max(n, 2 * rec.values.shape[1])
+            grow = cap - rec.values.shape[1]
+            rec.values = np.concatenate(
+                [rec.values, np.zeros((rec.steps, grow, rec.values.shape[2]), np.float64)], axis=1
             )
-            rec._alive = np.concatenate([rec._alive, np.zeros((rec.steps, grow), bool)], axis=1)
+            rec.alive = np.concatenate([rec.alive, np.zeros((rec.steps, grow), bool)], axis=1)
         if np.unique(out).size != out.size:
             raise FeatureValueError(f"duplicate agent unique_id at capture {t}; ids must be unique")
         return out
@@ -170,20 +191,20 @@ class FeatureRecorder(_RecorderBase):
             _check_finite(name, col, [getattr(a, "unique_id", None) for a in agents], t)
         return col
 
-    def _capture(self, rec: Any, model: Any, t: int) -> None:
+    def _capture(self, rec: _RowBuffer, model: Any, t: int) -> None:
         agents = list(self.agents(model))
         cols = self._columns_for(rec, agents, t)
         if not agents:
             return
         for d, (name, getter) in enumerate(zip(self.features, self._getters)):
-            rec._values[t, cols, d] = self._extract(name, getter, agents, t)
-        rec._alive[t, cols] = True
+            rec.values[t, cols, d] = self._extract(name, getter, agents, t)
+        rec.alive[t, cols] = True
 
-    def _result(self, rec: Any):
-        n = len(rec._ids)
+    def _result(self, rec: _RowBuffer):
+        n = len(rec.ids)
         if n == 0:
             raise FeatureValueError("no agents were ever present during the recording; nothing to record")
-        ids = rec._ids
+        ids = rec.ids
         try:
             order = sorted(range(n), key=lambda j: ids[j])
         except TypeError:
@@ -191,9 +212,9 @@ class FeatureRecorder(_RecorderBase):
                 f"agent unique_ids cannot be sorted (mixed types? e.g. {ids[:3]!r}); use comparable ids"
             ) from None
         pos = np.asarray(order, dtype=np.int64)
-        values = rec._values[:, pos]
-        alive = rec._alive[:, pos]
-        return values, np.asarray([ids[j] for j in order]), alive
+        values = rec.values[:, pos]
+        alive = rec.alive[:, pos]
+        return values, np.asarray([ids[j] for j in order]), alive, self.features
 
 
 class ArrayRecorder(_RecorderBase):
@@ -224,26 +245,23 @@ class ArrayRecorder(_RecorderBase):
             raise FeatureValueError(f"ArrayRecorder needs a callable fn(model) -> mapping; got {fn!r}")
         self.fn = fn
         self._given_features = None if features is None else tuple(str(f) for f in features)
-        self.features = self._given_features or ()  # the features of a recording live on the Recording
+        self.features = self._given_features or ()  # without given features, each recording reads them from fn
         self.alive_fn = alive
         self.agent_ids = agent_ids
 
     def __repr__(self) -> str:
         return f"ArrayRecorder(features={list(self.features) or 'from first capture'})"
 
-    def _start(self, rec: Any, model: Any) -> None:
-        rec._values = None
-        rec._alive = None
-        rec._n = None
-        rec._ids_value = None
+    def _start(self, model: Any, steps: int) -> _ArrayBuffer:
+        return _ArrayBuffer(steps=steps)
 
-    def _capture(self, rec: Any, model: Any, t: int) -> None:
+    def _capture(self, rec: _ArrayBuffer, model: Any, t: int) -> None:
         cols = self.fn(model)
         if not isinstance(cols, Mapping):
             raise FeatureValueError(
                 f"ArrayRecorder fn must return a mapping name -> array; got {type(cols).__name__}"
             )
-        if rec._values is None:
+        if rec.values is None:
             feats = self._given_features or tuple(str(k) for k in cols)
             if not feats:
                 raise FeatureValueError("ArrayRecorder fn returned no feature columns")
@@ -256,18 +274,18 @@ class ArrayRecorder(_RecorderBase):
             first = np.asarray(cols[feats[0]])
             if first.ndim != 1:
                 raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
-            rec._n = first.shape[0]
-            rec._values = np.zeros((rec.steps, rec._n, len(feats)), dtype=np.float64)
-            rec._alive = np.ones((rec.steps, rec._n), dtype=bool)
+            rec.n = first.shape[0]
+            rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=np.float64)
+            rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids
-            rec._ids_value = ids_spec(model) if callable(ids_spec) else ids_spec
-        n = rec._n
+            rec.ids_value = ids_spec(model) if callable(ids_spec) else ids_spec
+        n = rec.n
         mask = None
         if self.alive_fn is not None:
             mask = np.asarray(self.alive_fn(model), dtype=bool)
             if mask.shape != (n,):
                 raise FeatureValueError(f"alive mask has shape {mask.shape}; expected ({n},)")
-            rec._alive[t] = mask
+            rec.alive[t] = mask
         for d, name in enumerate(rec.features):
             if name not in cols:
                 raise UnknownAttributeError(
@@ -277,21 +295,21 @@ class ArrayRecorder(_RecorderBase):
             col = _as_float_column(name, cols[name], n, t)
             _check_finite(name, col, None, t, mask)
             if mask is None:
-                rec._values[t, :, d] = col
+                rec.values[t, :, d] = col
             else:
-                rec._values[t, :, d] = np.where(mask, col, 0.0)
+                rec.values[t, :, d] = np.where(mask, col, 0.0)
 
-    def _result(self, rec: Any):
-        if rec._values is None:
+    def _result(self, rec: _ArrayBuffer):
+        if rec.values is None:
             raise FeatureValueError("nothing was captured")
-        n = rec._n
-        ids = np.arange(n) if rec._ids_value is None else np.asarray(rec._ids_value)
+        n = rec.n
+        ids = np.arange(n) if rec.ids_value is None else np.asarray(rec.ids_value)
         if ids.shape != (n,):
             raise FeatureValueError(f"agent_ids has shape {ids.shape}; expected ({n},)")
         order = np.argsort(ids, kind="stable")
         if np.all(order == np.arange(n)):
-            return rec._values, ids, rec._alive
-        return rec._values[:, order], ids[order], rec._alive[:, order]
+            return rec.values, ids, rec.alive, rec.features
+        return rec.values[:, order], ids[order], rec.alive[:, order], rec.features
 
 
 __all__ = ["ArrayRecorder", "FeatureRecorder", "Recording"]

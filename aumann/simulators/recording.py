@@ -3,7 +3,10 @@
 A :class:`Recording` is made by ``recorder.recording(model, steps=T)``; it counts captures,
 records per-step context (``fn(model)`` → number or array, stacked over T) and Mesa's step labels,
 checks on exit that exactly T steps were captured, and builds the
-:class:`~aumann.attribution.Panel`. Recorders implement ``_start`` / ``_capture`` / ``_result``.
+:class:`~aumann.attribution.Panel`. Recorders implement ``_start(model, steps) -> buffer``,
+``_capture(buffer, model, t)`` and ``_result(buffer) -> (values, ids, alive, features)``: the buffer is
+the recorder's own object, held by the Recording and handed back to it; neither side touches the
+other's attributes.
 """
 
 from __future__ import annotations
@@ -124,13 +127,14 @@ class Recording:
     Call :meth:`capture` once after every step, then :meth:`panel`.
     """
 
-    def __init__(self, recorder: _RecorderBase, steps: int, context: Mapping[str, ContextFn] | None) -> None:
+    def __init__(self, recorder: _RecorderBase, steps: int, context: Mapping[str, ContextFn] | None,
+                 buffer: Any) -> None:
         self.recorder = recorder
         self.steps = steps
         self.captured = 0
+        self._buffer = buffer
         self._context = _ContextBuffer(context, steps)
         self._step_labels: list[Any] = []
-        self.features: tuple[str, ...] = tuple(getattr(recorder, "features", ()))
         self._panel: Any = None
         self._closed = False
 
@@ -144,7 +148,7 @@ class Recording:
                 f"declare more steps in recording(model, steps=...)"
             )
         t = self.captured
-        self.recorder._capture(self, model, t)
+        self.recorder._capture(self._buffer, model, t)
         self._context.capture(model, t)
         self._step_labels.append(getattr(model, "steps", None))
         self.captured += 1
@@ -165,14 +169,20 @@ class Recording:
                 f"recording declared steps={self.steps} but captured {self.captured} step(s); "
                 f"call rec.capture(model) exactly once per step"
             )
-        values, ids, alive = self.recorder._result(self)
+        values, ids, alive, features = self.recorder._result(self._buffer)
+        self._buffer = None  # the panel owns the arrays now
         if alive is not None and alive.all():
             alive = None
         self._panel = Panel(
-            values, features=self.features, agent_ids=ids, steps=self._steps_axis(),
+            values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=self._context.result(self.captured),
             meta={"recorder": type(self.recorder).__name__},
         )
+
+    def discard(self) -> None:
+        """Close a recording that failed; :meth:`panel` then raises."""
+        self._closed = True
+        self._buffer = None
 
     def panel(self):
         """The recorded :class:`~aumann.attribution.Panel` (after the ``with`` block has exited)."""
@@ -200,27 +210,26 @@ class _RecorderBase(ABC):
             ...         rec.capture(model)
             >>> panel = rec.panel()                                  # doctest: +SKIP
         """
-        rec = Recording(self, _check_steps(steps), context)
-        self._start(rec, model)
+        steps = _check_steps(steps)
+        rec = Recording(self, steps, context, self._start(model, steps))
         try:
             yield rec
         except BaseException:
-            rec._closed = True
+            rec.discard()
             raise
-        rec._finalise()
-        rec._closed = True
+        rec.panel()
 
     @abstractmethod
-    def _start(self, rec: Recording, model: Any) -> None:
-        """Prepare buffers for ``rec`` (first sight of the model)."""
+    def _start(self, model: Any, steps: int) -> Any:
+        """A fresh buffer for one recording of ``steps`` captures (first sight of the model)."""
 
     @abstractmethod
-    def _capture(self, rec: Recording, model: Any, t: int) -> None:
-        """Copy the model's state at step ``t`` into ``rec``."""
+    def _capture(self, buffer: Any, model: Any, t: int) -> None:
+        """Copy the model's state at step ``t`` into ``buffer``."""
 
     @abstractmethod
-    def _result(self, rec: Recording):
-        """Build the Panel from ``rec``."""
+    def _result(self, buffer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, tuple[str, ...]]:
+        """(values (T, N, D), agent ids (N,), alive (T, N) or None, feature names) from ``buffer``."""
 
 
 

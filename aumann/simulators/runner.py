@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aumann.errors import CheckpointError, SimulationError, UnknownAgentError
+from aumann.progress import progress_bar
 from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
@@ -65,13 +66,7 @@ def simulate(
         raise SimulationError(
             f"recorder must be a FeatureRecorder or ArrayRecorder; got {type(recorder).__name__}"
         )
-    bar = None
-    if progress:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task(f"simulate {type(model).__name__}", total=steps)
-        bar.start()
+    bar = progress_bar(progress, steps, f"simulate {type(model).__name__}")
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
             if initial:
@@ -82,7 +77,7 @@ def simulate(
                 for obs in observers:
                     obs(model, t)
                 if bar is not None:
-                    bar.advance(task)
+                    bar.advance()
     finally:
         if bar is not None:
             bar.stop()

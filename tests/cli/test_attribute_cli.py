@@ -24,10 +24,10 @@ def test_attribute_command_writes_results_and_manifest(tmp_path, rng, capsys):
 
 
 def test_attribute_command_errors_are_clear(tmp_path, capsys):
-    assert main(["attribute", str(tmp_path / "missing.npz"), "--indicator", "heat", "--out", str(tmp_path)]) == 1
+    assert main(["attribute", str(tmp_path / "missing.npz"), "--indicator", "heat", "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
     src = Panel(np.ones((3, 2))).save(tmp_path / "p.npz")
-    assert main(["attribute", str(src), "--indicator", "nope", "--out", str(tmp_path / "o")]) == 1
+    assert main(["attribute", str(src), "--indicator", "nope", "--out", str(tmp_path / "o")]) == 2
     assert "registered indicators are" in capsys.readouterr().err
 
 

@@ -63,6 +63,6 @@ def test_run_is_registered_as_a_command():
 def test_unknown_scenario_is_a_clear_error_through_the_main_cli(capsys):
     from aumann.cli import main
 
-    assert main(["run", "no-such-scenario"]) == 1
+    assert main(["run", "no-such-scenario"]) == 2
     err = capsys.readouterr().err
     assert "UnknownScenarioError" in err and "social-llm" in err

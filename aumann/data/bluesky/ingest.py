@@ -62,6 +62,7 @@ from aumann.data.bluesky.jetstream import (
 from aumann.data.bluesky.profiles import load_profiles
 from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
 from aumann.errors import IngestError
+from aumann.progress import progress_bar
 
 _MAX_DAYS = 400
 
@@ -253,33 +254,19 @@ def ingest(
             load_profiles(con, profiles, report)
         topics_sql = (_topics_expr(topic_list), _prefilter(topic_list))
         day_counts: dict[int, int] = {}
-        progress = _progress(options.progress, len(paths))
-        with progress as bar:
-            task = bar.add_task("ingest", total=len(paths)) if bar is not None else None
+        bar = progress_bar(options.progress, len(paths), "ingest files", transient=False, minimum=1)
+        try:
             for p in paths:
                 _scan_file(con, p, options, tmp, win, topics_sql, report, day_counts)
                 if bar is not None:
-                    bar.advance(task)
+                    bar.advance()
+        finally:
+            if bar is not None:
+                bar.stop()
         counts = _finish(con, report, day_counts, window, topic_list, filters, profiles is not None, paths)
         con.close()
     report.seconds = time.perf_counter() - t0
     return counts, report
-
-
-class _NoBar:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _progress(enabled: bool, n: int):
-    if not enabled:
-        return _NoBar()
-    from rich.progress import Progress
-
-    return Progress(transient=False)
 
 
 def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple[int, int] | None,

@@ -40,6 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from aumann.errors import RetryableLLMError
 from aumann.simulators.llm.base import (
     BackendUnavailableError,
     BudgetExceededError,
@@ -72,13 +73,6 @@ class CallEstimate:
     calls: int
     prompt_tokens: int
     cache_hits: int
-
-
-class _Retryable(Exception):
-    def __init__(self, kind: str, detail: str, wait: float = 0.0) -> None:
-        super().__init__(detail)
-        self.kind = kind  # "unavailable" | "malformed"
-        self.wait = wait  # the server's Retry-After, in seconds (0 when absent)
 
 
 def _retry_after(exc: Any) -> float:
@@ -230,8 +224,8 @@ class OpenAIBackend:
         except ValueError as exc:  # json errors and pydantic ValidationError (a ValueError)
             if isinstance(exc, ValidationError):
                 errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-                raise _Retryable("malformed", f"reply fails {schema.__name__}: {errs}") from None
-            raise _Retryable("malformed", str(exc)) from None
+                raise RetryableLLMError("malformed", f"reply fails {schema.__name__}: {errs}") from None
+            raise RetryableLLMError("malformed", str(exc)) from None
 
     def _check_budget(self) -> None:
         with self._lock:
@@ -282,12 +276,12 @@ class OpenAIBackend:
                 f"not found (HTTP 404): {self._where()}: {self._redact(exc.message)}{hint}"
             ) from None
         except openai.RateLimitError as exc:
-            raise _Retryable(
+            raise RetryableLLMError(
                 "unavailable", f"rate limited (HTTP 429): {self._redact(exc.message)}", _retry_after(exc)
             ) from None
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 408:
-                raise _Retryable(
+                raise RetryableLLMError(
                     "unavailable", f"server error (HTTP {exc.status_code}): {self._redact(exc.message)}"
                 ) from None
             self.usage.add(failures=1)
@@ -295,10 +289,10 @@ class OpenAIBackend:
                 f"request rejected (HTTP {exc.status_code}) by {self._where()}: {self._redact(exc.message)}"
             ) from None
         except openai.APITimeoutError:
-            raise _Retryable("unavailable", f"timed out after {self.timeout:g}s") from None
+            raise RetryableLLMError("unavailable", f"timed out after {self.timeout:g}s") from None
         except openai.APIConnectionError as exc:
             detail = self._redact(str(exc.__cause__ or exc))
-            raise _Retryable("unavailable", f"cannot connect to {self.base_url}: {detail}") from None
+            raise RetryableLLMError("unavailable", f"cannot connect to {self.base_url}: {detail}") from None
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -306,7 +300,7 @@ class OpenAIBackend:
         try:
             text = resp.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
-            raise _Retryable("malformed", "reply has no choices[0].message.content") from None
+            raise RetryableLLMError("malformed", "reply has no choices[0].message.content") from None
         return text, pt, ct
 
     # ------------------------------------------------------------------ the interface
@@ -336,7 +330,7 @@ class OpenAIBackend:
             if hit is not None:
                 try:
                     out = self._validate(hit.text, schema)
-                except _Retryable as exc:
+                except RetryableLLMError as exc:
                     raise MalformedResponseError(f"cached reply {key[:12]} is invalid: {exc}") from None
                 self.usage.add(cache_hits=1, decisions=1)
                 return out
@@ -360,7 +354,7 @@ class OpenAIBackend:
             try:
                 text, pt, ct = self._send(body)
                 out = self._validate(text, schema)
-            except _Retryable as exc:
+            except RetryableLLMError as exc:
                 self.usage.add(failures=1)
                 kind, last, wait = exc.kind, str(exc), exc.wait
                 logger.warning("LLM attempt %d/%d failed for %s: %s", attempt + 1, self.max_retries + 1,

@@ -29,6 +29,7 @@ from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import StudyError, ZeroDeltaVError
 from aumann.io import atomic_path, write_json
 from aumann.manifest import write_manifest
+from aumann.progress import progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
 
 INDICATORS = ("lin", "heat", "var", "gini")
@@ -172,7 +173,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
     topics_skipped: dict[str, str] = {}
     computed = 0
-    bar = _progress_bar(progress, len(todo))
+    bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
     t_grid = time.perf_counter()
     try:
         for topic in topics:
@@ -186,7 +187,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                 log(f"topic {topic!r} skipped: {exc}")
                 topics_skipped[topic] = str(exc)
                 if bar is not None:
-                    bar[0].advance(bar[1], len(mine))
+                    bar.advance(len(mine))
                 continue
             daily_panel = counts.daily_panel(topic) if any(j[3] for j in mine) else None
             for _, protocol, size, daily in mine:
@@ -199,13 +200,13 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                 _write_json(path_of(topic, protocol, size), cell)
                 computed += 1
                 if bar is not None:
-                    bar[0].advance(bar[1])
+                    bar.advance()
             if cfg.export_per_user:
                 _export_per_user(out, data)
             del data, daily_panel
     finally:
         if bar is not None:
-            bar[0].stop()
+            bar.stop()
     grid_seconds = time.perf_counter() - t_grid
 
     jobs = [j for j in jobs if j[0] not in topics_skipped]
@@ -242,16 +243,6 @@ def _export_per_user(out: Path, data: Any) -> None:
                        **{f"share_{k}": v["share"] for k, v in data.full.items()}})
     with atomic_path(out / "per_user" / f"{data.topic}.parquet") as tmp:
         df.to_parquet(tmp, index=False)
-
-
-def _progress_bar(enabled: bool, total: int) -> Any:
-    if not enabled or total == 0:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(TextColumn("study cells"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    prog.start()
-    return prog, prog.add_task("cells", total=total)
 
 
 __all__ = ["DEFAULT_SIZES", "INDICATORS", "CrossScaleConfig", "DeepSetSettings", "StudyError", "plan", "run_crossscale"]

@@ -1,0 +1,99 @@
+"""Packaged defaults and how user configs layer over them (``--config``, ``--set``, ``--agents``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aumann import configs, scenarios
+from aumann.errors import ConfigError
+
+
+def test_packaged_defaults_are_package_data():
+    for name in ("social-llm.toml", "midscale-social.toml", "econagent.toml", "bluesky-ingest.toml",
+                 "bluesky-study.toml"):
+        assert configs.path(name).is_file(), name
+    topics = sorted(p.name for p in configs.path("topics").glob("*.toml"))
+    assert "mythos.toml" in topics and len(topics) == 5
+    with pytest.raises(ConfigError, match="no packaged config 'nope.toml'"):
+        configs.path("nope.toml")
+
+
+def test_deep_merge_changes_only_the_keys_given():
+    base = {"agents": 10, "study": {"permutations": 1000, "k_del": 5}, "tags": [1, 2]}
+    out = configs.deep_merge(base, {"study": {"permutations": 50}, "tags": [3]})
+    assert out == {"agents": 10, "study": {"permutations": 50, "k_del": 5}, "tags": [3]}
+    assert base["study"]["permutations"] == 1000  # the defaults are not mutated
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("agents=200", {"agents": 200}),
+    ("study.permutations=200", {"study": {"permutations": 200}}),
+    ("interaction=synchronous", {"interaction": "synchronous"}),
+    ("study.ablations=false", {"study": {"ablations": False}}),
+    ('name="a b"', {"name": "a b"}),
+    ("x=0.25", {"x": 0.25}),
+])
+def test_assignments_parse_toml_literals_or_strings(text, expected):
+    assert configs.parse_assignment(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["agents", "=3", "study..k=1", ".x=1"])
+def test_malformed_assignments_are_config_errors_naming_the_input(bad):
+    with pytest.raises(ConfigError, match="KEY=VALUE") as err:
+        configs.parse_assignment(bad)
+    assert repr(bad) in str(err.value)
+
+
+def test_a_user_file_overrides_only_what_it_sets(tmp_path):
+    sc = scenarios.get("social-llm")
+    default = sc.load_config()
+    user = tmp_path / "user.toml"
+    user.write_text("[study]\npermutations = 7\n")
+    cfg = sc.load_config(user)
+    assert cfg.study.permutations == 7
+    assert cfg.agents == default.agents and cfg.steps == default.steps  # kept from the packaged defaults
+    assert cfg.study.quadrature_steps == default.study.quadrature_steps
+
+
+def test_set_and_shortcuts_layer_last(tmp_path):
+    sc = scenarios.get("social-llm")
+    user = tmp_path / "user.toml"
+    user.write_text("agents = 9\n")
+    cfg = sc.load_config(user, agents=None, steps=5, assignments=["study.permutations=11", "agents=7"])
+    assert (cfg.agents, cfg.steps, cfg.study.permutations) == (7, 5, 11)
+
+
+def test_unknown_keys_and_bad_values_name_the_key(tmp_path):
+    sc = scenarios.get("social-llm")
+    with pytest.raises(ConfigError, match="no_such_key"):
+        sc.load_config(assignments=["no_such_key=1"])
+    with pytest.raises(ConfigError, match="permutations"):
+        sc.load_config(assignments=["study.permutations=-3"])
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00binary", b"agents = = 3\n"])
+def test_binary_or_malformed_toml_is_a_config_error_naming_the_file(tmp_path, content):
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        scenarios.get("social-llm").load_config(bad)
+    assert "bad.toml" in str(err.value)
+
+
+def test_cli_set_and_agents_reach_the_manifest(tmp_path):
+    from aumann.cli import main
+
+    out = tmp_path / "run"
+    rc = main(["run", "social-llm", "--runs", "1", "--agents", "6", "--steps", "4", "--no-plots", "--no-ablations",
+               "--set", "study.permutations=12", "--set", "study.random_orderings=2", "--set", "seed=5",
+               "--out", str(out)])
+    assert rc == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    cfg = manifest["config"]
+    assert (cfg["agents"], cfg["steps"], cfg["seed"], cfg["study"]["permutations"]) == (6, 4, 5, 12)
+    assert cfg["study"]["random_orderings"] == 2 and cfg["study"]["ablations"] is False
+    # the merged config holds the packaged defaults for everything not set
+    default = scenarios.get("social-llm").load_config()
+    assert cfg["study"]["quadrature_steps"] == default.study.quadrature_steps
