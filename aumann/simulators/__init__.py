@@ -1,11 +1,11 @@
-"""Simulation layer: Mesa observer hook, runner and forks, executors, smoothing, LLM backends.
+"""Simulation layer: Mesa observer hook, runner and forks, executors, LLM backends.
 
 Public surface::
 
     from aumann.simulators import FeatureRecorder, ArrayRecorder, simulate, fork, checkpoint
     panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))
 
-``aumann.attribution.smoothing`` (torch) and ``aumann.simulators.llm`` (pydantic; openai lazily) are
+``aumann.simulators.llm`` (pydantic; openai lazily) is
 imported on demand so that ``import aumann.simulators`` stays light.
 """
 
