@@ -29,6 +29,8 @@
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
+    * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
+      * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
   * LLMError(AumannError, RuntimeError)          -- decision backends
     * LLMAuthenticationError                     -- HTTP 401/403; never retried
     * ModelNotFoundError                         -- HTTP 404; never retried
@@ -169,6 +171,14 @@ class ExecutorError(SimulationError):
     """An executor that cannot run: a missing optional dependency or a failed worker."""
 
 
+class StepMapError(SimulationError, ValueError):
+    """A scenario's step map G(λ) that misbehaves: wrong shape, NaN/inf, or no gradient in λ."""
+
+
+class StepMapUnavailable(StepMapError):
+    """Action attribution asked of a scenario that provides no ``step_map``."""
+
+
 class LLMError(AumannError, RuntimeError):
     """Decision backends: authentication, unknown model, replay cache miss, budget exhausted."""
 
@@ -260,6 +270,8 @@ __all__ = [
     "RetryableLLMError",
     "ShapeError",
     "SimulationError",
+    "StepMapError",
+    "StepMapUnavailable",
     "StepsMismatchError",
     "StudyError",
     "SynthError",

@@ -24,6 +24,11 @@ A :class:`Scenario` binds
   so attribution (path from z⁰ to z) and deletion (re-simulate with the baseline action) remove
   the same thing.
 * ``aggregators(config)`` (optional): alternative indicators for the f-sensitivity ablation.
+* ``step_map(model, config) -> StepMap`` (optional): the step about to be taken by ``model`` as a
+  torch function G of participation intensities λ ∈ [0, 1]^N (λ_i = 1: agent i's recorded action,
+  λ_i = 0: its baseline action) returning the features after the step, equal to the simulator at
+  the corners of the cube. It enables action attribution through the simulator
+  (:func:`aumann.evaluation.action_attribution`); see :class:`StepMap`.
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.checkpoints[t]`` is a deep copy of the model *before* step t, so a
@@ -114,6 +119,48 @@ class ScenarioRun:
 
 
 @dataclass(frozen=True)
+class StepMap:
+    """One step of a scenario as a differentiable map of the agents' participation intensities.
+
+    G(λ) for λ ∈ [0, 1]^N: λ_i = 1 is agent i's recorded action at the step, λ_i = 0 its baseline
+    action; G returns the features after the step. At a corner 1_S of the cube G must equal the
+    simulator's step with the agents outside S at the baseline action (``exact=True``: at every
+    corner; ``exact=False``: at least at λ = 1, the factual step, and λ = 0, everyone at the
+    baseline action — ``holds`` says what G keeps at its recorded value, and the G-vs-fork gap at
+    other corners is measured, not assumed). In between, λ_i enters where the simulator's own
+    baseline switch for agent i does (its activity volumes and its state entering the step are
+    scaled by λ_i, selected outputs are mixed λ_i · new + (1 − λ_i) · kept).
+
+    Attributes:
+        fn: ``fn(lam)`` with ``lam`` (B, N) → features (B, N, D) (torch, differentiable in ``lam``).
+        n_agents: N (the panel's agent order).
+        context: the step's world state {name: value} passed to the indicator (held fixed: it is the
+            same in every fork of the step for the built-in scenarios).
+        switches: optional ``switches(lam)`` (B, N) → (B, M): signed distances of the clip
+            arguments of G to their thresholds; their zero crossings along the path are kinks, which
+            the quadrature puts on panel boundaries (:mod:`aumann.attribution.participation`).
+        exact: G equals the simulator at every corner of the cube.
+        holds: what G holds at recorded values (empty when nothing is held).
+    """
+
+    fn: Callable[[Any], Any]
+    n_agents: int
+    context: Mapping[str, Any] = field(default_factory=dict)
+    switches: Callable[[Any], Any] | None = None
+    exact: bool = True
+    holds: str = ""
+
+    def __call__(self, lam: Any) -> Any:
+        """Features (B, N, D) after the step at intensities ``lam`` (B, N) (or (N,) → (N, D))."""
+        import torch
+
+        lam = torch.as_tensor(lam, dtype=torch.float64)
+        single = lam.ndim == 1
+        out = self.fn(lam[None] if single else lam)
+        return out[0] if single else out
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A registered, runnable scenario (see the module docstring for each field's contract).
 
@@ -138,6 +185,7 @@ class Scenario:
     baseline_features_fn: Callable[[Any, Any], np.ndarray] | None = None
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
+    step_map: Callable[[Any, Any], StepMap] | None = None
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
@@ -253,4 +301,4 @@ def target_step(f_values: np.ndarray) -> int:
     return start + int(np.argmax(f_values[start:]))
 
 
-__all__ = ["Scenario", "ScenarioConfig", "ScenarioRun", "StudyConfig", "target_step"]
+__all__ = ["Scenario", "ScenarioConfig", "ScenarioRun", "StepMap", "StudyConfig", "target_step"]

@@ -28,6 +28,9 @@ income I_i, consumption rate c_i, investment rate x_i, labour ℓ_i (hours), sav
 A household flagged with :meth:`EconModel.force_baseline` takes the baseline action next month: no
 work, no consumption, no investment, and its wealth preserved (no tax, no redistribution credit, no
 interest), so its features become exactly :func:`~aumann.scenarios.econagent.indicator.baseline_features`.
+
+``model.last_trace`` keeps the last month's ``works`` (who worked) and ``consumption_order`` (the random
+shopping order), which the step map (:mod:`.stepmap`) reads.
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class EconModel(mesa.Model):
         self._pred_h = 0.0  # predecessor's RiskMetrics variance h_t of inflation surprises
         self._pred_e: list[float] = []
         self.history: list[dict[str, float]] = []
+        self.last_trace: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -235,7 +239,9 @@ class EconModel(mesa.Model):
 
         # 4. consumption with shortage rationing ------------------------------------------
         demand = 0.0
-        for j in self.rng.permutation(n):
+        order = self.rng.permutation(n)
+        self.last_trace = {"works": works.copy(), "consumption_order": order.copy()}
+        for j in order:
             a = hh[j]
             c = a.consumption_rate
             a.consumption = 0.0

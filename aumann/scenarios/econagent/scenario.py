@@ -105,6 +105,13 @@ def baseline_features_now(model: Any, config: Any = None) -> np.ndarray:
     return out
 
 
+def step_map(model: Any, config: Any = None):
+    """The coming month as a torch map of participation intensities (:mod:`.stepmap`; exact at every corner)."""
+    from aumann.scenarios.econagent.stepmap import econ_step_map
+
+    return econ_step_map(model, config, CONTEXT_FNS)
+
+
 def aggregators(config: EconAgentConfig) -> dict[str, Any]:
     """f-sensitivity aggregators over a per-household score (stress + consumption propensity)."""
     from aumann.attribution.aggregators import standard_aggregators
@@ -137,6 +144,7 @@ ECONAGENT = register(Scenario(
     baseline_features_fn=baseline_features_now,
     context=context,
     aggregators=aggregators,
+    step_map=step_map,
     config_file="econagent.toml",
     baseline_description="no work, no consumption, no investment at the target step; wealth preserved "
                          "(no tax, no redistribution credit, no interest)",
@@ -155,4 +163,5 @@ __all__ = [
     "build_model",
     "make_recorder",
     "run_panel",
+    "step_map",
 ]

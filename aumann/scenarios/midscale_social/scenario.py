@@ -127,6 +127,12 @@ def _baseline_action(model, positions) -> None:
     model.force_baseline(positions)
 
 
+def _step_map(model, cfg: MidScaleConfig):
+    from aumann.scenarios.midscale_social.stepmap import midscale_step_map
+
+    return midscale_step_map(model, cfg)
+
+
 def _baseline_features(model, cfg: MidScaleConfig) -> np.ndarray:
     out = np.zeros((cfg.agents, len(FEATURES)))
     out[:, 4] = model.influence
@@ -146,6 +152,7 @@ MIDSCALE_SOCIAL = register(Scenario(
     baseline_features_fn=_baseline_features,
     context=lambda cfg: {"attention": lambda m: m.attention},
     aggregators=_aggregators,
+    step_map=_step_map,
     config_file="midscale-social.toml",
     baseline_description="neutral and disengaged at the target step: belief 0, no posting, no resharing, "
                          "exposure 0; influence weight kept",

@@ -25,6 +25,10 @@ Deviations from the predecessor (its quirks, spec §12.5), each deliberate:
 Baseline action (``force_baseline``): at the forced step the agent is neutral and silent — its
 belief is set to 0, it does not post, view or react, and it gets no author feedback, so after the
 step its features are all zero (belief 0, posted 0, views 0, likes 0, dislikes 0).
+
+``model.last_trace`` keeps the last step's decisions — ``{"posts": [author, ...], "views": [(viewer,
+author, "like" | "dislike" | None), ...]}`` in the order they happened — which the step map
+(:mod:`.stepmap`) holds at their recorded values.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class SocialModel(mesa.Model):
             self.neighbours = None
         self.forced: set[int] = set()
         self.n_decisions = 0
+        self.last_trace: dict[str, list] = {"posts": [], "views": []}
 
     # ------------------------------------------------------------------ helpers
     def force_baseline(self, positions: Iterable[int]) -> None:
@@ -109,6 +114,8 @@ class SocialModel(mesa.Model):
             if self._decide("post", streams[i], ctx).post:
                 posts[i] = {"belief": a.belief, "views": 0, "likes": 0, "dislikes": 0}
                 a.posted = 1
+        trace: dict[str, list] = {"posts": sorted(posts), "views": []}
+        self.last_trace = trace
         if not posts:
             for a in agents:
                 a.post_boost = min(1.0, a.post_preference * cfg.silent_boost)
@@ -140,7 +147,9 @@ class SocialModel(mesa.Model):
                 post["views"] += 1
                 a.views += 1
                 dec = self._decide("interact", streams[i], ctx)
-                if dec.interact and dec.action in ("like", "dislike"):
+                acted = dec.interact and dec.action in ("like", "dislike")
+                trace["views"].append((i, j, dec.action if acted else None))
+                if acted:
                     post["likes" if dec.action == "like" else "dislikes"] += 1
                     if dec.action == "like":
                         a.likes += 1

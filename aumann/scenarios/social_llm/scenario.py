@@ -132,6 +132,12 @@ def _baseline_action(model, positions) -> None:
     model.force_baseline(positions)
 
 
+def _step_map(model, cfg: SocialLLMConfig):
+    from aumann.scenarios.social_llm.stepmap import social_step_map
+
+    return social_step_map(model, cfg)
+
+
 def _baseline_features(model, cfg: SocialLLMConfig) -> np.ndarray:
     return np.zeros((cfg.agents, len(FEATURES)))
 
@@ -148,6 +154,7 @@ SOCIAL_LLM = register(Scenario(
     baseline_action=_baseline_action,
     baseline_features_fn=_baseline_features,
     aggregators=_aggregators,
+    step_map=_step_map,
     config_file="social-llm.toml",
     baseline_description="neutral and silent at the target step: belief 0, no post, no views, no reactions",
 ))
