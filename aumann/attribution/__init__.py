@@ -19,6 +19,8 @@ _LAZY = {
     "Indicator": ("aumann.attribution.indicators", "Indicator"),
     "PooledForm": ("aumann.attribution.indicators", "PooledForm"),
     "AumannShapley": ("aumann.attribution.path", "AumannShapley"),
+    "DiagonalIntegral": ("aumann.attribution.participation", "DiagonalIntegral"),
+    "diagonal_path_integral": ("aumann.attribution.participation", "diagonal_path_integral"),
     "quadrature": ("aumann.attribution.path", "quadrature"),
     "BASELINES": ("aumann.attribution.problem", "BASELINES"),
     "AttributionMethod": ("aumann.attribution.problem", "AttributionMethod"),
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution.engine import attribute
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
+    from aumann.attribution.participation import DiagonalIntegral, diagonal_path_integral
     from aumann.attribution.path import AumannShapley, quadrature
     from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
     from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
@@ -81,6 +84,7 @@ __all__ = [
     "AumannShapley",
     "CoalitionGame",
     "CoalitionMethod",
+    "DiagonalIntegral",
     "ExactBanzhaf",
     "ExactShapley",
     "FunctionGame",
@@ -97,6 +101,7 @@ __all__ = [
     "Surrogate",
     "aggregators",
     "attribute",
+    "diagonal_path_integral",
     "evaluate",
     "indicators",
     "metrics",

@@ -167,9 +167,11 @@ def _locate_kinks(c: _Counter, grid: int, xtol: float, max_iter: int) -> np.ndar
     if sw.size == 0:
         return np.zeros(0)
     sign = np.sign(sw)
+    # a switch that is exactly 0 on a grid point between opposite signs crosses there
+    on_grid = taus[1:-1][np.any((sign[1:-1] == 0) & (sign[:-2] * sign[2:] < 0), axis=1)]
     cell, fn = np.nonzero(sign[:-1] * sign[1:] < 0)
     if cell.size == 0:
-        return np.zeros(0)
+        return on_grid
     a, b = taus[cell], taus[cell + 1]
     fa, fb = sw[cell, fn], sw[cell + 1, fn]
     side = np.zeros(cell.size, dtype=np.int8)
@@ -196,7 +198,7 @@ def _locate_kinks(c: _Counter, grid: int, xtol: float, max_iter: int) -> np.ndar
                 if side[k] == 1:
                     fa[k] /= 2
                 side[k] = 1
-    roots = np.unique(np.round((a + b) / 2, 14))
+    roots = np.unique(np.concatenate([np.round((a + b) / 2, 14), on_grid]))
     return roots[(roots > 0) & (roots < 1)]
 
 

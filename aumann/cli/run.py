@@ -5,8 +5,11 @@ Examples::
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
     aumann run social-llm --runs 3 --seed 7 --out runs/social
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
+    aumann run midscale-social --runs 2 --permutations 200 --resimulation-reference
 
-The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
+The run directory holds ``faithfulness.csv`` (+ ``.md``; rows include ``action_aumann_shapley`` for
+scenarios with a step map, ``llm_judge`` and, with ``--resimulation-reference``,
+``sampled_shapley_resimulation``), ``faithfulness_extended.csv``, ``action_attribution.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
 ``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
 same ``--out`` resumes: finished runs are read back, not recomputed.
@@ -50,6 +53,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--permutations", type=int, default=None, help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
+    p.add_argument("--resimulation-reference", action="store_true",
+                   help="also run sampled Shapley on the re-simulation game (row sampled_shapley_resimulation; "
+                        "permutations·(N−1)+2 forks per run, twice for its noise ceiling) = --set "
+                        "study.resimulation_reference=true")
+    p.add_argument("--judge", choices=("auto", "heuristic", "llm", "off"), default=None,
+                   help="the llm_judge row: auto (the LLM backend when there is one, else the heuristic stand-in), "
+                        "heuristic, llm or off (= --set study.judge=...)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
@@ -78,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann import scenarios
     from aumann.manifest import write_manifest
     from aumann.progress import Bar
-    from aumann.studies.faithfulness import config_digest, run_study
+    from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
 
     console = Console(stderr=True)
@@ -90,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
         study["reference_game"] = args.reference_game
     if args.no_ablations:
         study["ablations"] = False
+    if args.resimulation_reference:
+        study["resimulation_reference"] = True
+    if args.judge is not None:
+        study["judge"] = args.judge
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=args.assignments)
     out = args.out or Path("runs") / f"{sc.name}-seed{config.seed}"
@@ -98,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if done:
         console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
-    stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
-              "ablations", "done")
+    stages = study_stages(sc, config)
     t0 = time.perf_counter()
     with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
 

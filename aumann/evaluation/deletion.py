@@ -1,4 +1,4 @@
-"""Deletion faithfulness through the simulator: force the top-k agents to the baseline action, re-simulate t*.
+"""Deletion faithfulness under two oracles: re-simulation (through the simulator) and masking (on the panel).
 
 For a ranking π of the agents (by φ at t*, see :func:`aumann.attribution.metrics.rank_agents`) and
 k = 1 … K_del, the agents π[:k] take the scenario's baseline action at t* in a counterfactual fork
@@ -11,6 +11,12 @@ f = f(z_{t*}) to f_k. The study reports (formulas in :mod:`aumann.attribution.me
 for the attributed (C²) indicator and, beside it, the original indicator. Random is the mean curve
 over ``random_orderings`` uniformly random orderings. Forks with the same deleted set are computed
 once (rankings often share prefixes).
+
+:class:`MaskingOracle` is the same test on the game the feature-level methods explain: the deleted
+agents' feature rows at t* are set to their baseline rows z⁰ and everyone else's rows stay as
+recorded — nothing is re-simulated, so what a deleted agent's action did to others stays in.
+:func:`deletion_summary` reports both (``deletion_auc``/``drop_at_k`` from re-simulation,
+``deletion_auc_masking``/``drop_at_k_masking`` from masking; same formulas).
 
 :class:`DeletionOracle` also defines the *re-simulation game* (:func:`resimulation_game`):
 v(S) = f after re-simulating t* with every agent outside S at the baseline action.
@@ -42,26 +48,59 @@ class DeletionOracle:
     _cache: dict[frozenset[int], tuple[float, float]] = field(default_factory=dict)
     forks: int = 0
 
-    def values(self, deleted: Sequence[int]) -> tuple[float, float]:
-        """(f_k, f_k original) after re-simulating t* with ``deleted`` at the baseline action."""
+    def values(self, deleted: Sequence[int], *, cache: bool = True) -> tuple[float, float]:
+        """(f_k, f_k original) after re-simulating t* with ``deleted`` at the baseline action
+        (``cache=False``: fork anyway and keep nothing, for games that visit many one-off coalitions)."""
         key = frozenset(int(i) for i in deleted)
-        if key not in self._cache:
-            z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key))
-            self.forks += 1
-            self._cache[key] = (float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx)))
-        return self._cache[key]
+        if key in self._cache:
+            return self._cache[key]
+        z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key))
+        self.forks += 1
+        out = (float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx)))
+        if cache:
+            self._cache[key] = out
+        return out
+
+    def cached(self) -> dict[frozenset[int], tuple[float, float]]:
+        """The deleted sets forked so far (with ``cache=True``) and their (f, f original)."""
+        return dict(self._cache)
 
     def curve(self, order: Sequence[int], k_max: int) -> np.ndarray:
         """(k_max, 2) array of (f_k, f_k original) for k = 1 … k_max."""
         return np.array([self.values(order[:k]) for k in range(1, k_max + 1)])
 
 
-def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0) -> FunctionGame:
+@dataclass
+class MaskingOracle:
+    """Deletion by masking at t*: the deleted agents' feature rows set to their baseline rows z⁰,
+    everyone else's rows as recorded, nothing re-simulated (the game the feature methods explain)."""
+
+    f: Any
+    f_original: Any
+    z: np.ndarray
+    z0: np.ndarray
+    context: dict[str, Any] | None = None
+
+    def curve(self, order: Sequence[int], k_max: int) -> np.ndarray:
+        """(k_max, 2) array of (f_k, f_k original) for k = 1 … k_max (one batched evaluation)."""
+        z, z0 = np.asarray(self.z, dtype=np.float64), np.asarray(self.z0, dtype=np.float64)
+        batch = np.repeat(z[None], k_max, axis=0)
+        order = np.asarray(order, dtype=np.int64)
+        for k in range(1, k_max + 1):
+            batch[k - 1, order[:k]] = z0[order[:k]]
+        return np.stack([evaluate(self.f, batch, self.context), evaluate(self.f_original, batch, self.context)],
+                        axis=1)
+
+
+def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0, *, cache: bool = False) -> FunctionGame:
     """v(S): the indicator (``which`` 0: attributed, 1: original) after re-simulating the target step
-    with the agents outside S at the baseline action (forks cached per coalition by the oracle)."""
+    with the agents outside S at the baseline action. Every evaluation is a fork (counted in
+    ``oracle.forks``); coalitions are not cached unless ``cache`` (sampled coalitions rarely repeat,
+    and caching m·N of them would hold m·N sets of up to N ids)."""
 
     def v(masks: np.ndarray) -> np.ndarray:
-        return np.array([oracle.values(np.flatnonzero(~m))[which] for m in np.asarray(masks, dtype=bool)])
+        return np.array([oracle.values(np.flatnonzero(~m), cache=cache)[which]
+                         for m in np.asarray(masks, dtype=bool)])
 
     return FunctionGame(v, n_players=n, name="resimulation")
 
@@ -74,26 +113,41 @@ def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, o
                              which=1 if original else 0)
 
 
+def _summary(f_full: tuple[float, float], curve: np.ndarray, k_drop: int, suffix: str = "") -> dict[str, Any]:
+    return {f"curve{suffix}": relative_drop(f_full[0], curve[:, 0]),
+            f"deletion_auc{suffix}": mean_relative_drop(f_full[0], curve[:, 0]),
+            f"drop_at_k{suffix}": relative_drop_at_k(f_full[0], curve[:, 0], k_drop),
+            **({} if suffix else {"curve_original": relative_drop(f_full[1], curve[:, 1]),
+                                  "deletion_auc_original": mean_relative_drop(f_full[1], curve[:, 1]),
+                                  "drop_at_k_original": relative_drop_at_k(f_full[1], curve[:, 1], k_drop)})}
+
+
 def deletion_summary(oracle: DeletionOracle, f_full: tuple[float, float], order: Sequence[int], k_del: int,
-                     k_drop: int) -> dict[str, Any]:
-    """Deletion curve, ``deletion_auc`` and ``drop_at_k`` (smooth and original) for one ordering."""
-    curve = oracle.curve(order, k_del)
-    return {"curve": relative_drop(f_full[0], curve[:, 0]), "curve_original": relative_drop(f_full[1], curve[:, 1]),
-            "deletion_auc": mean_relative_drop(f_full[0], curve[:, 0]),
-            "drop_at_k": relative_drop_at_k(f_full[0], curve[:, 0], k_drop),
-            "deletion_auc_original": mean_relative_drop(f_full[1], curve[:, 1]),
-            "drop_at_k_original": relative_drop_at_k(f_full[1], curve[:, 1], k_drop)}
+                     k_drop: int, masking: MaskingOracle | None = None) -> dict[str, Any]:
+    """Deletion curve, ``deletion_auc`` and ``drop_at_k`` (smooth and original) for one ordering; with
+    ``masking`` also ``curve_masking``, ``deletion_auc_masking`` and ``drop_at_k_masking``."""
+    out = _summary(f_full, oracle.curve(order, k_del), k_drop)
+    if masking is not None:
+        out.update(_summary(f_full, masking.curve(order, k_del), k_drop, "_masking"))
+    return out
+
+
+def random_orderings(rng: np.random.Generator, n_agents: int, orderings: int) -> list[np.ndarray]:
+    """The Random row's orderings: ``orderings`` uniformly random permutations of the agents."""
+    return [rng.permutation(n_agents) for _ in range(orderings)]
 
 
 def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents: int, k_del: int, k_drop: int,
-                   orderings: int, rng: np.random.Generator) -> dict[str, Any]:
-    """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings."""
-    curves = np.mean([oracle.curve(rng.permutation(n_agents), k_del) for _ in range(orderings)], axis=0)
-    return {"curve": relative_drop(f_full[0], curves[:, 0]), "curve_original": relative_drop(f_full[1], curves[:, 1]),
-            "deletion_auc": mean_relative_drop(f_full[0], curves[:, 0]),
-            "drop_at_k": relative_drop_at_k(f_full[0], curves[:, 0], k_drop),
-            "deletion_auc_original": mean_relative_drop(f_full[1], curves[:, 1]),
-            "drop_at_k_original": relative_drop_at_k(f_full[1], curves[:, 1], k_drop)}
+                   orderings: int, rng: np.random.Generator, masking: MaskingOracle | None = None,
+                   orders: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
+    """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings
+    (``orders`` given: those orderings instead of drawing from ``rng``)."""
+    orders = random_orderings(rng, n_agents, orderings) if orders is None else list(orders)
+    out = _summary(f_full, np.mean([oracle.curve(o, k_del) for o in orders], axis=0), k_drop)
+    if masking is not None:
+        out.update(_summary(f_full, np.mean([masking.curve(o, k_del) for o in orders], axis=0), k_drop, "_masking"))
+    return out
 
 
-__all__ = ["DeletionOracle", "deletion_summary", "random_summary", "resimulation_game", "scenario_resimulation_game"]
+__all__ = ["DeletionOracle", "MaskingOracle", "deletion_summary", "random_orderings", "random_summary",
+           "resimulation_game", "scenario_resimulation_game"]

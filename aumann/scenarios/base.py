@@ -68,6 +68,16 @@ class StudyConfig(BaseModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        action_attribution: run ``action_aumann_shapley`` (the re-simulation game through the
+            scenario's step map) when the scenario has a ``step_map``.
+        action_tol: its adaptive quadrature's efficiency budget, relative to Δv (``None``: one pass
+            of ``quadrature_steps`` points).
+        resimulation_reference: also run sampled Shapley on the re-simulation game
+            (``sampled_shapley_resimulation``; ``permutations`` · (N − 1) + 2 forks per run, twice for
+            its noise ceiling) and its agreement with ``action_aumann_shapley``. Off by default.
+        judge: the ``llm_judge`` row: ``"auto"`` (the run's LLM backend when it has one, else the
+            heuristic stand-in), ``"heuristic"``, ``"llm"`` (needs an LLM backend) or ``"off"``.
+        judge_candidates: the judge sees all agents up to this N, a stated shortlist of this many above.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +91,11 @@ class StudyConfig(BaseModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    action_attribution: bool = True
+    action_tol: float | None = Field(1e-6, gt=0)
+    resimulation_reference: bool = False
+    judge: str = Field("auto", pattern="^(auto|heuristic|llm|off)$")
+    judge_candidates: int = Field(50, ge=1)
 
 
 class ScenarioConfig(BaseModel):

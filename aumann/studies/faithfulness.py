@@ -10,11 +10,21 @@ Per run r (seeds spawned from the config's root seed):
    v(S) = f(z⁰ + 1_S ⊙ (z − z⁰)) with ``permutations`` permutations, or the re-simulation game in
    which non-members take the baseline action and t* is replayed), ``leave_one_out``; a second
    sampled-Shapley run with an independent seed gives the noise ceiling;
-4. deletion (:mod:`aumann.evaluation.deletion`) by each method's ranking (descending φ; descending |φ|
-   reported beside it), and Random (mean over ``random_orderings`` orderings);
-5. agreement with the reference: Kendall τ and top-k Jaccard (k = min(10, N/2)); the ceiling is the
-   agreement of the two sampled-Shapley runs;
-6. the ablations (:mod:`aumann.evaluation.ablations`).
+4. when the scenario has a step map: ``action_aumann_shapley``, the Aumann–Shapley value of the
+   re-simulation game through the simulator (:func:`aumann.evaluation.action_attribution`); with
+   ``resimulation_reference``, sampled Shapley on the re-simulation game
+   (``sampled_shapley_resimulation``, two seeds for its noise ceiling); and the ``llm_judge`` row
+   (:mod:`aumann.evaluation.judge`; the heuristic stand-in offline);
+5. deletion (:mod:`aumann.evaluation.deletion`) by each method's ranking (descending φ; descending |φ|
+   reported beside it), and Random (mean over ``random_orderings`` orderings), under both oracles:
+   re-simulation (``deletion_auc``, ``drop_at_5``) and masking (``deletion_auc_masking``,
+   ``drop_at_5_masking``);
+6. agreement with the reference: Kendall τ and top-k Jaccard (k = min(10, N/2)); the ceiling is the
+   agreement of the two sampled-Shapley runs; on the re-simulation game, the agreement of
+   ``action_aumann_shapley`` (and the others) with ``sampled_shapley_resimulation``;
+7. the ablations (:mod:`aumann.evaluation.ablations`).
+
+The run record's JSON structure is documented in ``docs/scenarios.md`` ("Run records").
 
 Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes;
 :func:`run_study` skips runs already on disk with the same config (resume).
@@ -33,15 +43,27 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
-from aumann.evaluation.deletion import DeletionOracle, deletion_summary, random_summary, resimulation_game
+from aumann.errors import ConfigError
+from aumann.evaluation.deletion import (
+    DeletionOracle,
+    MaskingOracle,
+    deletion_summary,
+    random_orderings,
+    random_summary,
+    resimulation_game,
+)
 from aumann.io import plain, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
 
-METHODS = ("aumann_shapley", "sampled_shapley", "leave_one_out", "random")
+METHODS = ("aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley",
+           "sampled_shapley_resimulation", "llm_judge", "random")
+"""Every row the table can have, in table order (a run has the ones its scenario and config enable)."""
 ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "leave_one_out")
-FAITHFULNESS_COLUMNS = ("scenario", "method", "deletion_auc", "drop_at_5", "kendall_tau", "jaccard_top10",
-                        "deletion_auc_std", "drop_at_5_std", "kendall_tau_std", "jaccard_top10_std",
+"""The feature-game (masking) methods every run has."""
+FAITHFULNESS_COLUMNS = ("scenario", "method", "deletion_auc", "drop_at_5", "deletion_auc_masking", "drop_at_5_masking",
+                        "kendall_tau", "jaccard_top10", "deletion_auc_std", "drop_at_5_std",
+                        "deletion_auc_masking_std", "drop_at_5_masking_std", "kendall_tau_std", "jaccard_top10_std",
                         "kendall_tau_ceiling", "jaccard_ceiling")
 
 
@@ -68,21 +90,67 @@ def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def has_action_row(scenario: Scenario, config: ScenarioConfig) -> bool:
+    """Whether runs of ``scenario`` under ``config`` get the ``action_aumann_shapley`` row."""
+    return bool(config.study.action_attribution and scenario.step_map is not None)
+
+
+def judge_backend(config: ScenarioConfig, backend: Any) -> Any:
+    """The judge of the ``llm_judge`` row (``None`` when ``study.judge = "off"``).
+
+    ``"auto"``: the run's LLM backend when it has one (not an offline policy), else the heuristic
+    stand-in; ``"llm"`` requires an LLM backend (:class:`ConfigError` otherwise).
+    """
+    from aumann.evaluation.judge import heuristic_backend
+    from aumann.simulators.llm import OfflineBackend
+
+    mode = config.study.judge
+    is_llm = backend is not None and not isinstance(backend, OfflineBackend)
+    if mode == "off":
+        return None
+    if mode == "llm" and not is_llm:
+        raise ConfigError("study.judge = 'llm' needs an LLM backend (--backend openai ...); use 'heuristic' or "
+                          "'auto' for the offline stand-in")
+    return backend if (mode == "llm" or (mode == "auto" and is_llm)) else heuristic_backend()
+
+
+def study_stages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...]:
+    """The progress messages one run of the study emits, in order (for progress bars)."""
+    st = config.study
+    return ("simulate", "attribute (all steps)", "sampled Shapley (reference)",
+            *(("action attribution",) if has_action_row(scenario, config) else ()),
+            *(("re-simulation reference",) if st.resimulation_reference else ()),
+            *(("judge",) if st.judge != "off" else ()),
+            "deletion forks", *(("ablations",) if st.ablations else ()), "done")
+
+
+def _jaccard_sets(a: np.ndarray, b: np.ndarray) -> float:
+    sa, sb = {int(x) for x in a}, {int(x) for x in b}
+    return len(sa & sb) / len(sa | sb) if sa | sb else float("nan")
+
+
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                judge: Any = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
 
     With ``attribution_prefix`` the :class:`~aumann.attribution.Attribution` objects are saved as
     ``<prefix>-aumann_shapley.npz`` (every step, per-agent baselines), ``-sampled_shapley.npz``,
-    ``-sampled_shapley_ceiling.npz`` and ``-leave_one_out.npz`` (step t*); ``Attribution.load`` reads them.
+    ``-sampled_shapley_ceiling.npz``, ``-leave_one_out.npz`` and, when computed,
+    ``-action_aumann_shapley.npz`` and ``-sampled_shapley_resimulation.npz`` (step t*);
+    ``Attribution.load`` reads them. ``judge``: the judge backend of the ``llm_judge`` row
+    (:func:`judge_backend`; ``None``: no such row).
     """
+    import time
+
     from aumann.attribution import AumannShapley, LeaveOneOut, SampledShapley, attribute
+    from aumann.evaluation.action import action_attribution, step_map_gap
 
     tick = tick or (lambda _msg: None)
     st = config.study
     sizes = StudySizes.of(config)
     g_ref, g_ceil, g_rand, g_abl = (np.random.default_rng(s) for s in seq.spawn(4))
+    g_rr, g_rr_ceil, g_judge = (np.random.default_rng(s) for s in seq.spawn(3))
     f, f_orig = scenario.indicators(config)
     panel = run.panel
     T, N, _ = panel.shape
@@ -112,46 +180,142 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     phi_ceiling = ss2.phi[0]
     loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)
     phi["leave_one_out"] = loo.phi[0]
-    if attribution_prefix is not None:
-        for label, res in (("aumann_shapley", res_all), ("sampled_shapley", ss), ("sampled_shapley_ceiling", ss2),
-                           ("leave_one_out", loo)):
-            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
-
-    tick("deletion forks")
+    saved = {"aumann_shapley": res_all, "sampled_shapley": ss, "sampled_shapley_ceiling": ss2, "leave_one_out": loo}
     f_full = (float(fv[ts]), float(fov[ts]))
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
-                           "delta_v": float(res_all.delta_v[ts]), "methods": {}}
+                           "delta_v": float(res_all.delta_v[ts]), "methods": {}, "cost": {}}
     arrays: dict[str, np.ndarray] = {"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi,
                                      "phi_ceiling": phi_ceiling}
-    for name in ATTRIBUTED:
-        by_val = deletion_summary(oracle, f_full, rank_agents(phi[name], "value"), sizes.k_del, sizes.k_drop)
-        by_mag = deletion_summary(oracle, f_full, rank_agents(phi[name], "abs"), sizes.k_del, sizes.k_drop)
-        ref = phi["sampled_shapley"]
+    rec["cost"]["sampled_shapley"] = {"game": st.reference_game, "evaluations": int(ss.n_evals or 0),
+                                      "seconds": float(ss.provenance.get("seconds", math.nan))}
+
+    if has_action_row(scenario, config):
+        tick("action attribution")
+        act = action_attribution(scenario, model_before, config, steps=st.quadrature_steps, tol=st.action_tol,
+                                 step=ts, agent_ids=panel.agent_ids)
+        phi["action_aumann_shapley"] = act.phi[0]
+        saved["action_aumann_shapley"] = act
+        p = act.provenance
+        rec["action"] = {k: p[k] for k in ("steps", "tol", "grad_evals", "value_evals", "step_evals", "panels",
+                                           "kinks", "converged", "phi_change", "exact_map", "holds", "delta_v_map",
+                                           "map_efficiency_gap", "fork_gap", "feature_gap", "seconds")}
+        rec["action"].update({"delta_v": float(act.delta_v[0]), "sum_phi": float(act.phi.sum()),
+                              "efficiency_gap": float(act.efficiency_gap[0]),
+                              "relative_efficiency_gap": float(act.relative_efficiency_gap[0])})
+        rec["cost"]["action_aumann_shapley"] = {"game": "resimulation", "step_evals": int(p["step_evals"]),
+                                                "grad_evals": int(p["grad_evals"]), "seconds": float(p["seconds"])}
+
+    phi_ceiling_rr = None
+    if st.resimulation_reference:
+        tick("re-simulation reference")
+        if st.reference_game == "resimulation":  # the reference row already plays this game
+            rr, rr2, rr_seconds = ss, ss2, float(ss.provenance.get("seconds", math.nan))
+        else:
+            t_rr = time.perf_counter()
+            game = resimulation_game(oracle, N)
+            rr = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_rr)
+            rr_seconds = time.perf_counter() - t_rr
+            rr2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_rr_ceil)
+        phi["sampled_shapley_resimulation"] = rr.phi[0]
+        phi_ceiling_rr = rr2.phi[0]
+        saved["sampled_shapley_resimulation"] = rr
+        rec["cost"]["sampled_shapley_resimulation"] = {"game": "resimulation", "step_evals": int(rr.n_evals or 0),
+                                                       "seconds": rr_seconds}
+        arrays["phi_ceiling_resimulation"] = phi_ceiling_rr
+
+    judged = None
+    if judge is not None:
+        from aumann.evaluation.judge import ask_judge, judge_trace
+
+        tick("judge")
+        trace = judge_trace(scenario.features, panel.values[ts - 1] if ts > 0 else None, panel.values[ts], z0,
+                            fv[: ts + 1], ts, sizes.k_del, agent_ids=panel.agent_ids,
+                            max_candidates=st.judge_candidates, indicator=getattr(f, "name", "f"))
+        judged = ask_judge(trace, judge, seed=int(g_judge.integers(2**31)))
+        arrays["judge_ranking"] = judged.ranking
+
+    if attribution_prefix is not None:
+        for label, res in saved.items():
+            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
+
+    tick("deletion forks")
+    ctx_t = {k: np.asarray(v)[ts] for k, v in panel.context.items()} if panel.context else None
+    masking = MaskingOracle(f, f_orig, panel.values[ts], z0, ctx_t)
+    ref = phi["sampled_shapley"]
+    orders: dict[str, np.ndarray] = {}
+    for name in (m for m in METHODS if m in phi):
+        orders[name] = rank_agents(phi[name], "value")
+        by_val = deletion_summary(oracle, f_full, orders[name], sizes.k_del, sizes.k_drop, masking)
+        by_mag = deletion_summary(oracle, f_full, rank_agents(phi[name], "abs"), sizes.k_del, sizes.k_drop, masking)
         agree = name != "sampled_shapley"
         rec["methods"][name] = {
             "deletion_auc": by_val["deletion_auc"], "drop_at_5": by_val["drop_at_k"],
+            "deletion_auc_masking": by_val["deletion_auc_masking"], "drop_at_5_masking": by_val["drop_at_k_masking"],
             "deletion_auc_original": by_val["deletion_auc_original"],
             "drop_at_5_original": by_val["drop_at_k_original"],
             "deletion_auc_magnitude": by_mag["deletion_auc"], "drop_at_5_magnitude": by_mag["drop_at_k"],
+            "deletion_auc_masking_magnitude": by_mag["deletion_auc_masking"],
+            "drop_at_5_masking_magnitude": by_mag["drop_at_k_masking"],
             "kendall_tau": float(kendall_tau(phi[name], ref)) if agree else math.nan,
             "jaccard_top10": float(topk_jaccard(phi[name], ref, sizes.top_k)) if agree else math.nan,
             "sum_phi": float(np.sum(phi[name])),
         }
         arrays[f"phi_{name}"] = phi[name]
-        arrays[f"curve_{name}"] = by_val["curve"]
-        arrays[f"curve_original_{name}"] = by_val["curve_original"]
+        for key in ("curve", "curve_masking", "curve_original"):
+            arrays[f"{key}_{name}"] = by_val[key]
         arrays[f"curve_magnitude_{name}"] = by_mag["curve"]
-    rnd = random_summary(oracle, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand)
+    if judged is not None:
+        orders["llm_judge"] = judged.ranking
+        jd = deletion_summary(oracle, f_full, judged.ranking, sizes.k_del, sizes.k_drop, masking)
+        rec["methods"]["llm_judge"] = {
+            "deletion_auc": jd["deletion_auc"], "drop_at_5": jd["drop_at_k"],
+            "deletion_auc_masking": jd["deletion_auc_masking"], "drop_at_5_masking": jd["drop_at_k_masking"],
+            "deletion_auc_original": jd["deletion_auc_original"], "drop_at_5_original": jd["drop_at_k_original"],
+            "deletion_auc_magnitude": math.nan, "drop_at_5_magnitude": math.nan,
+            "deletion_auc_masking_magnitude": math.nan, "drop_at_5_masking_magnitude": math.nan,
+            "kendall_tau": math.nan,
+            "jaccard_top10": _jaccard_sets(judged.ranking[: sizes.top_k], rank_agents(ref)[: sizes.top_k]),
+            "sum_phi": math.nan,
+        }
+        for key in ("curve", "curve_masking", "curve_original"):
+            arrays[f"{key}_llm_judge"] = jd[key]
+        rec["judge"] = {**judged.summary(), "k": sizes.k_del, "top_k": sizes.top_k,
+                        "overlap": {m: len({int(x) for x in judged.ranking[: sizes.top_k]}
+                                           & {int(x) for x in rank_agents(phi[m])[: sizes.top_k]})
+                                    for m in METHODS if m in phi}}
+    rnd = random_summary(oracle, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand, masking,
+                         orders=random_orderings(g_rand, N, st.random_orderings))
     rec["methods"]["random"] = {"deletion_auc": rnd["deletion_auc"], "drop_at_5": rnd["drop_at_k"],
+                                "deletion_auc_masking": rnd["deletion_auc_masking"],
+                                "drop_at_5_masking": rnd["drop_at_k_masking"],
                                 "deletion_auc_original": rnd["deletion_auc_original"],
                                 "drop_at_5_original": rnd["drop_at_k_original"],
                                 "deletion_auc_magnitude": rnd["deletion_auc"], "drop_at_5_magnitude": rnd["drop_at_k"],
+                                "deletion_auc_masking_magnitude": rnd["deletion_auc_masking"],
+                                "drop_at_5_masking_magnitude": rnd["drop_at_k_masking"],
                                 "kendall_tau": math.nan, "jaccard_top10": math.nan, "sum_phi": math.nan}
-    arrays["curve_random"] = rnd["curve"]
-    arrays["curve_original_random"] = rnd["curve_original"]
+    for key in ("curve", "curve_masking", "curve_original"):
+        arrays[f"{key}_random"] = rnd[key]
     rec["ceiling"] = {"kendall_tau": float(kendall_tau(phi_ceiling, phi["sampled_shapley"])),
                       "jaccard_top10": float(topk_jaccard(phi_ceiling, phi["sampled_shapley"], sizes.top_k))}
+    if phi_ceiling_rr is not None:
+        rr_ref = phi["sampled_shapley_resimulation"]
+        rec["resimulation_reference"] = {
+            "permutations": st.permutations,
+            "agreement": {m: {"kendall_tau": float(kendall_tau(phi[m], rr_ref)),
+                              "jaccard_top10": float(topk_jaccard(phi[m], rr_ref, sizes.top_k))}
+                          for m in METHODS if m in phi and m != "sampled_shapley_resimulation"},
+            "ceiling": {"kendall_tau": float(kendall_tau(phi_ceiling_rr, rr_ref)),
+                        "jaccard_top10": float(topk_jaccard(phi_ceiling_rr, rr_ref, sizes.top_k))},
+        }
+    if "action_aumann_shapley" in phi:
+        sm = scenario.step_map(model_before, config)
+        deleted = list({frozenset(int(i) for i in o[:k]) for name, o in orders.items()
+                        for k in range(1, sizes.k_del + 1)})
+        vals = [oracle.values(sorted(d))[0] for d in deleted]
+        rec["action"]["coalition_gap"] = step_map_gap(sm, f, [sorted(d) for d in deleted], vals,
+                                                      scale=rec["action"]["delta_v"], n_features=panel.D)
     rec["forks"] = oracle.forks
     gap = scenario.gap_report(config, pt, ranks=True, method=as_method, baseline=z0).as_dict()
     rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
@@ -196,6 +360,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
     """
     digest = config_digest(scenario, config, backend_label)
+    judge = judge_backend(config, backend)
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
     records, arrays, panels = [], [], []
@@ -222,7 +387,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             tick("simulate")
         run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
-        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
+        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix, judge=judge)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
         rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
         if out is not None:
@@ -247,5 +412,8 @@ __all__ = [
     "StudySizes",
     "analyse_run",
     "config_digest",
+    "has_action_row",
+    "judge_backend",
     "run_study",
+    "study_stages",
 ]

@@ -3,8 +3,14 @@
 * :func:`faithfulness_table` — the headline table (``faithfulness.csv``): per method, mean and std over
   runs of ``deletion_auc`` = (1/K_del) Σ_{k=1}^{K_del} (f − f_k)/f, ``drop_at_5`` = 100 · (f − f_5)/f
   (f_k: the indicator after the top-k agents take the baseline action and t* is re-simulated; agents
-  ranked by signed φ), Kendall τ and top-10 Jaccard against sampled Shapley, and the noise ceiling;
+  ranked by signed φ), the same two under the masking oracle (``deletion_auc_masking``,
+  ``drop_at_5_masking``: the top-k agents' feature rows set to their baseline rows, nothing
+  re-simulated), Kendall τ and top-10 Jaccard against sampled Shapley, and the noise ceiling;
 * :func:`extended_table` — the original indicator's deletion metrics and the |φ| ordering beside them;
+* :func:`action_table` — per run: action attribution's efficiency against the forks, the G-vs-fork
+  gaps and its cost next to sampled Shapley's on the re-simulation game;
+* :func:`resimulation_table` — agreement with sampled Shapley on the re-simulation game (when run);
+* :func:`judge_table` — the judge's top-k overlap with each method (when run);
 * :func:`path_table`, :func:`pair_table` — the ablation tables.
 """
 
@@ -18,37 +24,111 @@ import numpy as np
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudyResult
 
 
+def methods_of(result: StudyResult) -> list[str]:
+    """The rows the runs have, in table order (:data:`METHODS`)."""
+    present = set().union(*(r["methods"] for r in result.records)) if result.records else set()
+    return [m for m in METHODS if m in present]
+
+
+def _stats(vals: list[Any]) -> tuple[float, float]:
+    arr = np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+    ok = arr[np.isfinite(arr)]
+    return (float(ok.mean()), float(ok.std())) if ok.size else (math.nan, math.nan)
+
+
 def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
-    """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs."""
+    """One row per method the runs have (:data:`METHODS` order): mean and std over runs."""
     recs = result.records
-    ceil_tau = float(np.nanmean([r["ceiling"]["kendall_tau"] for r in recs]))
-    ceil_j = float(np.nanmean([r["ceiling"]["jaccard_top10"] for r in recs]))
+    ceil_tau = _stats([r["ceiling"]["kendall_tau"] for r in recs])[0]
+    ceil_j = _stats([r["ceiling"]["jaccard_top10"] for r in recs])[0]
     rows = []
-    for m in METHODS:
+    for m in methods_of(result):
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
-        for col in ("deletion_auc", "drop_at_5", "kendall_tau", "jaccard_top10"):
-            vals = np.array([r["methods"][m][col] for r in recs], dtype=np.float64)
-            ok = vals[np.isfinite(vals)]
-            row[col] = float(ok.mean()) if ok.size else math.nan
-            row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
+        for col in ("deletion_auc", "drop_at_5", "deletion_auc_masking", "drop_at_5_masking", "kendall_tau",
+                    "jaccard_top10"):
+            row[col], row[f"{col}_std"] = _stats([r["methods"][m].get(col) for r in recs if m in r["methods"]])
         row["kendall_tau_ceiling"] = ceil_tau
         row["jaccard_ceiling"] = ceil_j
         rows.append({k: row[k] for k in FAITHFULNESS_COLUMNS})
     return rows
 
 
+EXTENDED_COLUMNS = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original",
+                    "deletion_auc_magnitude", "drop_at_5_magnitude", "deletion_auc_masking_magnitude",
+                    "drop_at_5_masking_magnitude")
+
+
 def extended_table(result: StudyResult) -> list[dict[str, Any]]:
-    """Per method: the original indicator's deletion metrics and the magnitude ordering (mean ± std)."""
+    """Per method: the original indicator's deletion metrics and the magnitude (|φ|) ordering under both
+    oracles (mean ± std; NaN where a method has no values to order by magnitude, e.g. the judge)."""
     rows = []
-    cols = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original", "deletion_auc_magnitude",
-            "drop_at_5_magnitude")
-    for m in METHODS:
+    for m in methods_of(result):
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
-        for col in cols:
-            vals = np.array([r["methods"][m][col] for r in result.records], dtype=np.float64)
-            row[col] = float(np.nanmean(vals))
-            row[f"{col}_std"] = float(np.nanstd(vals))
+        for col in EXTENDED_COLUMNS:
+            row[col], row[f"{col}_std"] = _stats([r["methods"][m].get(col) for r in result.records
+                                                  if m in r["methods"]])
         rows.append(row)
+    return rows
+
+
+ACTION_COLUMNS = ("run", "t_star", "delta_v", "sum_phi", "relative_efficiency_gap", "map_efficiency_gap", "fork_gap",
+                  "feature_gap", "coalition_gap_max", "coalition_gap_mean", "coalitions", "exact_map", "converged",
+                  "grad_evals", "value_evals", "step_evals", "kinks", "panels", "seconds",
+                  "resimulation_shapley_step_evals", "resimulation_shapley_seconds")
+
+
+def action_table(result: StudyResult) -> list[dict[str, Any]]:
+    """Per run: ``action_aumann_shapley``'s efficiency against the fork-measured Δv, the G-vs-fork gaps
+    (corners, the deletion coalitions), its cost, and sampled Shapley's cost on the same game (when run)."""
+    rows = []
+    for i, r in enumerate(result.records):
+        a = r.get("action")
+        if not a:
+            continue
+        gap = a.get("coalition_gap") or {}
+        rr = r.get("cost", {}).get("sampled_shapley_resimulation") or {}
+        row = {"run": r.get("run", i), "t_star": r["t_star"],
+               **{k: a.get(k) for k in ACTION_COLUMNS if k in a},
+               "coalition_gap_max": gap.get("max_rel"), "coalition_gap_mean": gap.get("mean_rel"),
+               "coalitions": gap.get("coalitions"),
+               "resimulation_shapley_step_evals": rr.get("step_evals"),
+               "resimulation_shapley_seconds": rr.get("seconds")}
+        row["exact_map"], row["converged"] = int(bool(a.get("exact_map"))), int(bool(a.get("converged")))
+        rows.append({k: (math.nan if row.get(k) is None else row[k]) for k in ACTION_COLUMNS})
+    return rows
+
+
+def resimulation_table(result: StudyResult) -> list[dict[str, Any]]:
+    """Agreement of each method with ``sampled_shapley_resimulation`` (Kendall τ, top-k Jaccard; mean
+    and std over runs) and that game's noise ceiling (two seeds)."""
+    recs = [r["resimulation_reference"] for r in result.records if r.get("resimulation_reference")]
+    if not recs:
+        return []
+    tau_c, j_c = _stats([r["ceiling"]["kendall_tau"] for r in recs])[0], _stats(
+        [r["ceiling"]["jaccard_top10"] for r in recs])[0]
+    rows = []
+    for m in (m for m in METHODS if m in recs[0]["agreement"]):
+        row: dict[str, Any] = {"scenario": result.scenario, "method": m}
+        for col in ("kendall_tau", "jaccard_top10"):
+            row[col], row[f"{col}_std"] = _stats([r["agreement"][m][col] for r in recs if m in r["agreement"]])
+        row.update({"kendall_tau_ceiling": tau_c, "jaccard_ceiling": j_c, "permutations": recs[0]["permutations"]})
+        rows.append(row)
+    return rows
+
+
+def judge_table(result: StudyResult) -> list[dict[str, Any]]:
+    """Top-k overlap |top_k(judge) ∩ top_k(method)| per method (mean and std over runs), with the judge."""
+    recs = [r["judge"] for r in result.records if r.get("judge")]
+    if not recs:
+        return []
+    rows = []
+    for m in (m for m in METHODS if m in recs[0]["overlap"]):
+        mean, std = _stats([r["overlap"][m] for r in recs if m in r["overlap"]])
+        rows.append({"scenario": result.scenario, "judge": recs[0]["judge"], "method": m,
+                     "top_k": recs[0]["top_k"], "overlap": mean, "overlap_std": std,
+                     "candidates": recs[0]["candidates"], "shortlist": recs[0]["shortlist"],
+                     "invalid": float(np.mean([r["invalid"] for r in recs])),
+                     "filled": float(np.mean([r["filled"] for r in recs]))})
     return rows
 
 
@@ -89,4 +169,5 @@ def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list
     return rows
 
 
-__all__ = ["extended_table", "faithfulness_table", "pair_table", "path_table"]
+__all__ = ["ACTION_COLUMNS", "EXTENDED_COLUMNS", "action_table", "extended_table", "faithfulness_table",
+           "judge_table", "methods_of", "pair_table", "path_table", "resimulation_table"]

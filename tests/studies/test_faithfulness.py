@@ -30,7 +30,8 @@ def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
     with open(out / "faithfulness.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0].keys()) == FAITHFULNESS_COLUMNS
-    assert [r["method"] for r in rows] == list(METHODS)
+    # resimulation reference off by default; social-llm has a step map; the judge is the offline stand-in
+    assert [r["method"] for r in rows] == [m for m in METHODS if m != "sampled_shapley_resimulation"]
     assert all(r["scenario"] == "social-llm" for r in rows)
     ours = rows[0]
     assert -1 <= float(ours["kendall_tau"]) <= 1 and 0 <= float(ours["jaccard_top10"]) <= 1

@@ -43,6 +43,10 @@ def midscale_step_map(model: Any, config: Any) -> StepMap:
     src, dst = torch.as_tensor(model.src), torch.as_tensor(model.dst)
     adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(src.numel(), dtype=torch.float64),
                                   (n, n), check_invariants=True).coalesce()  # A_ij = number of edges j → i
+    n_edges = src.numel()
+    senders = torch.sparse_coo_tensor(torch.stack([src, torch.arange(n_edges)]),
+                                      torch.ones(n_edges, dtype=torch.float64), (n, n_edges),
+                                      check_invariants=True).coalesce()  # S_ie = [src_e = i]
 
     def col(a: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float64))[:, None]
@@ -58,7 +62,7 @@ def midscale_step_map(model: Any, config: Any) -> StepMap:
         return torch.sparse.mm(adj, v)
 
     def per_sender(v: torch.Tensor) -> torch.Tensor:  # Σ over edges e with src_e = i of v_e
-        return torch.zeros((n, v.shape[1]), dtype=v.dtype).index_add(0, src, v)
+        return torch.sparse.mm(senders, v)
 
     def agree(d: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid((config.like_radius - d.abs()) / config.agree_width)
