@@ -18,3 +18,40 @@ def test_resimulation_game_values_are_forks():
     assert full == pytest.approx(float(evaluate(f, run.panel.values[3])))  # nobody removed: the factual step
     z_empty, ctx = sc.step_with_baseline(run.before(3), cfg, range(6))
     assert game.empty_value() == pytest.approx(float(evaluate(f, z_empty, ctx)))
+
+
+def test_masking_oracle_sets_rows_to_the_baseline_and_re_simulates_nothing(rng):
+    import numpy as np
+
+    from aumann.attribution.metrics import masking_oracle
+    from aumann.evaluation.deletion import MaskingOracle
+
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4)
+    run = sc.simulate(cfg, rng=2, keep_from=0)
+    f, fo = sc.indicators(cfg)
+    z, z0 = run.panel.values[3], sc.baseline_features(run.before(3), cfg)
+    ctx = {k: np.asarray(v)[3] for k, v in run.panel.context.items()}
+    order = rng.permutation(10)
+    curve = MaskingOracle(f, fo, z, z0, ctx).curve(order, 6)
+    # the same values from the attribution layer's masking oracle (the game the feature methods explain)
+    ref = masking_oracle(f, run.panel.select_steps([3]), baseline=z0)
+    np.testing.assert_allclose(curve[:, 0], [ref(order[:k]) for k in range(1, 7)], rtol=1e-12)
+    zk = z.copy()
+    zk[order[:2]] = z0[order[:2]]
+    assert curve[1, 1] == pytest.approx(float(evaluate(fo, zk, ctx)))
+
+
+def test_the_resimulation_game_forks_every_coalition_and_keeps_none():
+    import numpy as np
+
+    from aumann.evaluation.deletion import DeletionOracle, resimulation_game
+
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4)
+    run = sc.simulate(cfg, rng=1, keep_from=0)
+    oracle = DeletionOracle(sc, cfg, run.before(3), *sc.indicators(cfg))
+    game = resimulation_game(oracle, 6)
+    masks = np.array([[True] * 6, [True] * 6, [False] + [True] * 5])
+    vals = game.checked(masks)
+    assert oracle.forks == 3 and oracle.cached() == {} and vals[0] == vals[1]
+    oracle.values([0])  # the deletion curves do cache
+    assert oracle.cached()[frozenset({0})][0] == pytest.approx(vals[2])

@@ -54,8 +54,8 @@ def test_run_records_are_consistent(study_dir):
         assert rec["efficiency_gap"] < 1e-5 * abs(rec["delta_v"])
         assert rec["methods"]["aumann_shapley"]["sum_phi"] == pytest.approx(rec["delta_v"], rel=1e-5)
         assert rec["methods"]["sampled_shapley"]["sum_phi"] == pytest.approx(rec["delta_v"], abs=1e-8)
-        for m in METHODS:
-            assert len(arr[f"curve_{m}"]) == sizes.k_del
+        for m in rec["methods"]:
+            assert len(arr[f"curve_{m}"]) == len(arr[f"curve_masking_{m}"]) == sizes.k_del
         # AUC is the mean of the curve and Drop@k its k-th point (in %)
         m = rec["methods"]["aumann_shapley"]
         assert m["deletion_auc"] == pytest.approx(float(np.mean(arr["curve_aumann_shapley"])))
@@ -141,3 +141,77 @@ def test_saved_attributions_load_back(study_dir):
     np.testing.assert_array_equal(a.phi, res.arrays[0]["phi_all"])
     s = Attribution.load(out / "attributions" / "run-000-sampled_shapley.npz")
     np.testing.assert_array_equal(s.phi[0], res.arrays[0]["phi_sampled_shapley"])
+
+
+def test_both_games_are_scored_and_the_report_says_which_is_which(study_dir):
+    _, _, out, res = study_dir
+    with open(out / "faithfulness.csv", newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    for r in rows.values():
+        for col in ("deletion_auc", "drop_at_5", "deletion_auc_masking", "drop_at_5_masking"):
+            float(r[col])  # plain numbers, both oracles, every row
+    report = (out / "report.md").read_text()
+    assert "**Re-simulation**" in report and "**Masking**" in report and "signed φ" in report and "|φ|" in report
+    assert "## Action attribution through the simulator" in report and "## LLM-as-judge" in report
+    assert "heuristic stand-in" in report and "not an LLM" in report
+    rec, arr = res.records[0], res.arrays[0]
+    m = rec["methods"]["aumann_shapley"]
+    assert m["deletion_auc_masking"] == pytest.approx(float(np.mean(arr["curve_masking_aumann_shapley"])))
+    # the masking curve is the indicator with the top-k rows at their baseline rows, nothing re-simulated
+    sc, cfg, _, _ = study_dir
+    ts = rec["t_star"]
+    order = rank_agents(arr["phi_aumann_shapley"])
+    z = res.panels[0].values[ts].copy()
+    run = sc.simulate(cfg, rng=np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(2)[0].spawn(2)[0]),
+                      keep_from=0)
+    z0 = sc.baseline_features(run.before(ts), cfg)
+    z[order[:3]] = z0[order[:3]]
+    drop = relative_drop(rec["f_t_star"], np.array([evaluate(sc.indicator(cfg), z)]))[0]
+    assert drop == pytest.approx(arr["curve_masking_aumann_shapley"][2])
+
+
+def test_action_row_records_efficiency_gaps_and_cost(study_dir):
+    _, cfg, out, res = study_dir
+    for rec in res.records:
+        a = rec["action"]
+        assert a["relative_efficiency_gap"] <= 1e-6 and a["converged"] and a["fork_gap"] < 1e-10
+        assert a["coalition_gap"]["coalitions"] > 0 and not a["exact_map"] and "recorded" in a["holds"]
+        assert rec["cost"]["action_aumann_shapley"]["step_evals"] > 0
+        assert set(rec["judge"]["overlap"]) == {"aumann_shapley", "sampled_shapley", "leave_one_out",
+                                                "action_aumann_shapley"}
+    with open(out / "action_attribution.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2 and all(float(r["step_evals"]) > 0 and r["exact_map"] == "0" for r in rows)
+    assert (out / "judge_overlap.csv").is_file() and not (out / "resimulation_agreement.csv").exists()
+    text = (out / "runs" / "run-000.json").read_text()
+    assert "NaN" not in text and json.loads(text)["action"]["steps"] == cfg.study.quadrature_steps
+
+
+def test_resimulation_reference_from_the_config_key_gives_its_row_agreement_and_ceiling(tmp_path):
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4, runs=1, assignments=[
+        "study.resimulation_reference=true", "study.permutations=6", "study.ablations=false", "study.judge='off'"])
+    assert cfg.study.resimulation_reference
+    res = run_study(sc, cfg, out_dir=tmp_path)
+    write_outputs(res, tmp_path, command="test", seconds=0.0, plots=False)
+    rec = res.records[0]
+    assert "sampled_shapley_resimulation" in rec["methods"] and "llm_judge" not in rec["methods"]
+    rr = rec["resimulation_reference"]
+    assert set(rr["agreement"]) == {"aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley"}
+    assert -1 <= rr["agreement"]["action_aumann_shapley"]["kendall_tau"] <= 1
+    assert -1 <= rr["ceiling"]["kendall_tau"] <= 1
+    cost = rec["cost"]["sampled_shapley_resimulation"]
+    assert cost["step_evals"] == 6 * 9 + 2 and cost["seconds"] > 0  # m·(N − 1) + 2 forks
+    # on an exact step map, the re-simulation game's Shapley value sums to the action value's Δv
+    assert rec["methods"]["sampled_shapley_resimulation"]["sum_phi"] == pytest.approx(rec["action"]["delta_v"])
+    with open(tmp_path / "resimulation_agreement.csv", newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    assert float(rows["action_aumann_shapley"]["kendall_tau_ceiling"]) == pytest.approx(rr["ceiling"]["kendall_tau"])
+    assert "## Agreement on the re-simulation game" in (tmp_path / "report.md").read_text()
+
+
+def test_llm_judge_without_an_llm_backend_is_a_config_error():
+    from aumann.errors import ConfigError
+
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, assignments=["study.judge='llm'"])
+    with pytest.raises(ConfigError, match="LLM backend"):
+        run_study(sc, cfg)

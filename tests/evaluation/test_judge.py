@@ -1,0 +1,96 @@
+"""The LLM-as-judge row: trace, candidates and shortlist, the heuristic stand-in, reply cleaning, the
+OpenAI-compatible path with its response cache."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from aumann.errors import MethodError
+from aumann.evaluation.judge import (
+    JudgeVerdict,
+    ask_judge,
+    heuristic_backend,
+    heuristic_judge,
+    judge_messages,
+    judge_trace,
+)
+from aumann.simulators.llm import OfflineBackend, OpenAIBackend, ResponseCache
+from tests.simulators.llm_fakes import Script, client_for
+
+FEATS = ("belief", "posting")
+
+
+def _trace(n=6, k=3, max_candidates=50, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.uniform(0, 1, (n, 2))
+    z0 = np.zeros((n, 2))
+    return judge_trace(FEATS, z * 0.5, z, z0, [0.1, 0.3, 0.2], 2, k, max_candidates=max_candidates,
+                       agent_ids=np.arange(100, 100 + n), indicator="risk"), z, z0
+
+
+def test_small_populations_show_every_agent_and_the_prompt_carries_the_trace():
+    trace, z, _ = _trace()
+    assert [r["id"] for r in trace["candidates"]] == list(range(100, 106)) and not trace["shortlist"]
+    assert trace["rule"] == "all 6 agents"
+    msgs = judge_messages(trace)
+    user = msgs[-1]["content"]
+    assert "t=1: 0.3" in user and "id 103:" in user and '"agents"' in user and "exactly 3" in user
+    assert json.dumps(round(float(z[3, 0]), 6)) in user
+
+
+def test_large_populations_get_the_stated_shortlist_of_largest_footprints():
+    trace, z, z0 = _trace(n=80, k=5, max_candidates=20)
+    assert trace["shortlist"] and len(trace["candidates"]) == 20 and "shortlist of the 20 of 80" in trace["rule"]
+    spread = z.std(axis=0)
+    foot = (np.abs(z - z0) / spread).sum(axis=1)
+    assert {r["position"] for r in trace["candidates"]} == set(np.argsort(-foot)[:20].tolist())
+
+
+def test_the_heuristic_stand_in_is_deterministic_and_ranks_by_normalised_footprint():
+    trace, z, z0 = _trace()
+    out = heuristic_judge(trace)
+    d = z - z0
+    expected = np.argsort(-(d / np.abs(d).max(axis=0)).sum(axis=1), kind="stable")[:3] + 100
+    assert out["agents"] == expected.tolist()
+    res = ask_judge(trace)  # default judge: the stand-in, as an OfflineBackend named "heuristic"
+    assert res.judge == "heuristic" and res.invalid == 0 and res.filled == 0
+    assert (res.ranking + 100).tolist() == out["agents"]
+    assert ask_judge(trace).ranking.tolist() == res.ranking.tolist()
+    assert isinstance(heuristic_backend(), OfflineBackend)
+
+
+def test_a_bad_reply_is_cleaned_counted_and_completed_never_trusted():
+    trace, _, _ = _trace()
+    liar = OfflineBackend(lambda ctx, schema, rng: {"agents": [104, 104, 999, "x", 101]})
+    res = ask_judge(trace, liar)
+    assert res.ranking.tolist() == [4, 1, 0]  # 104, 101, then completed from the candidate order
+    assert (res.invalid, res.filled) == (2, 1)  # the repeat and the unknown id; "x" is not an id at all
+    assert res.summary()["ranking"] == [4, 1, 0]
+
+
+def test_bad_k_is_a_typed_error():
+    with pytest.raises(MethodError):
+        judge_trace(FEATS, None, np.ones((3, 2)), np.zeros((3, 2)), [1.0], 0, 4)
+    with pytest.raises(MethodError):
+        judge_trace(FEATS, None, np.ones((30, 2)), np.zeros((30, 2)), [1.0], 0, 5, max_candidates=3)
+
+
+def test_the_llm_judge_goes_through_the_openai_backend_and_its_cache(tmp_path):
+    trace, _, _ = _trace()
+    script = Script('{"agents": [105, 100, 102]}')
+    cache = ResponseCache(tmp_path / "judge.sqlite")
+    llm = OpenAIBackend(model="judge-model", client=client_for(script), cache=cache, sleep=lambda s: None)
+    first = ask_judge(trace, llm, seed=7)
+    assert first.ranking.tolist() == [5, 0, 2] and first.judge == "openai:judge-model"
+    body = script.bodies[0]
+    assert body["seed"] == 7 and "most responsible" in body["messages"][1]["content"]
+    again = ask_judge(trace, llm, seed=7)  # served from the response cache: no second request
+    assert again.ranking.tolist() == [5, 0, 2] and script.calls == 1 and llm.usage.cache_hits == 1
+
+
+def test_verdict_schema_drops_unusable_entries():
+    assert JudgeVerdict.model_validate({"agents": [1, "2", None, "x"]}).agents == [1, 2]
+    assert JudgeVerdict.model_validate({"agents": "3"}).agents == []
