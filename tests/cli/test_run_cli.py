@@ -66,3 +66,20 @@ def test_unknown_scenario_is_a_clear_error_through_the_main_cli(capsys):
     assert main(["run", "no-such-scenario"]) == 2
     err = capsys.readouterr().err
     assert "UnknownScenarioError" in err and "social-llm" in err
+
+
+def test_resimulation_reference_flag_and_judge_option(tmp_path):
+    import csv
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.replace("runs = 2", "runs = 1").replace("permutations = 20", "permutations = 4"))
+    out = tmp_path / "out"
+    assert _invoke("midscale-social", "--config", str(cfg), "--out", str(out), "--no-plots", "--no-ablations",
+                   "--resimulation-reference", "--judge", "off") == 0
+    with open(out / "faithfulness.csv", newline="") as fh:
+        methods = [r["method"] for r in csv.DictReader(fh)]
+    assert methods == ["aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley",
+                       "sampled_shapley_resimulation", "random"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["study"]["resimulation_reference"] is True
+    assert (out / "resimulation_agreement.csv").is_file() and (out / "action_attribution.csv").is_file()
