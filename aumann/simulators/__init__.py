@@ -13,9 +13,12 @@ from aumann.errors import (
     CheckpointError,
     ExecutorError,
     FeatureValueError,
+    ReplayDivergedError,
+    ReplayUnavailableError,
     StepsMismatchError,
     UnknownAttributeError,
 )
+from aumann.simulators.branching import default_step, override_next_step, state_digest
 from aumann.simulators.executors import LocalExecutor, RayExecutor, RunSpec, seeded_specs
 from aumann.simulators.recorder import ArrayRecorder, FeatureRecorder, Recording
 from aumann.simulators.runner import (
@@ -26,6 +29,7 @@ from aumann.simulators.runner import (
     fork,
     fork_many,
     indicator_values,
+    replay,
     simulate,
 )
 
@@ -40,14 +44,20 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "Recording",
+    "ReplayDivergedError",
+    "ReplayUnavailableError",
     "RunSpec",
     "StepsMismatchError",
     "UnknownAttributeError",
     "checkpoint",
+    "default_step",
     "for_agents",
     "fork",
     "fork_many",
     "indicator_values",
+    "override_next_step",
+    "replay",
     "seeded_specs",
     "simulate",
+    "state_digest",
 ]
