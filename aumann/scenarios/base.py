@@ -71,6 +71,9 @@ class StudyConfig(BaseModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        fork_strategy: how checkpoints and deletion forks are made: ``"auto"`` (a checked copy when
+            the model copies faithfully, else a replay from the scenario's factory), ``"copy"`` or
+            ``"replay"``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,6 +87,7 @@ class StudyConfig(BaseModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
 
 
 class ScenarioConfig(BaseModel):
@@ -114,6 +118,7 @@ class _Deferred:
     steps: int
     step: Callable[[Any], None] | None
     digest: list
+    copy_error: str
 
 
 @dataclass
@@ -145,6 +150,11 @@ class ScenarioRun:
             if diff is not None:
                 raise ReplayDivergedError(f"replaying the run to step {t} does not reproduce it: {diff}; the "
                                           f"scenario's build_model and step must be deterministic given the rng")
+            from aumann.simulators.branching import lineage
+
+            lin = lineage(model)
+            if lin is not None:
+                lin.copy_error = ckpt.copy_error  # its forks replay too, without trying to copy again
             self.checkpoints[t] = ckpt = model
         return ckpt
 
@@ -216,7 +226,7 @@ class Scenario:
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
-                 keep_from: int | None = None, progress: bool = False) -> ScenarioRun:
+                 keep_from: int | None = None, progress: bool = False, strategy: str = "auto") -> ScenarioRun:
         """Run the scenario for ``config.steps`` steps and record the panel.
 
         Args:
@@ -226,6 +236,9 @@ class Scenario:
             keep_from: keep checkpoints before every step t ≥ keep_from (default ⌈T/2⌉, the
                 steps a target t* can fall on); 0 keeps all.
             progress: show a progress bar.
+            strategy: how checkpoints are kept: ``"auto"`` (checked copies when the model copies
+                faithfully, else replays), ``"copy"`` (raise :class:`~aumann.errors.CheckpointError`
+                when it does not) or ``"replay"``.
         """
         from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
@@ -237,8 +250,10 @@ class Scenario:
         initial = copy.deepcopy(gen)
         model = self.build_model(config, gen, backend)
         factory = self.factory(config, initial, backend)
+        if strategy not in ("auto", "copy", "replay"):
+            raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
         ckpts: dict[int, Any] = {}
-        mode: dict[str, str] = {}
+        mode: dict[str, str] = {"strategy": "replay", "why": "fork_strategy='replay'"} if strategy == "replay" else {}
 
         def _take(m: Any, t: int) -> None:
             if mode.get("strategy") != "replay":
@@ -246,9 +261,11 @@ class Scenario:
                     ckpts[t] = checkpoint(m, strategy="copy", factory=factory, step=self.step)
                     mode["strategy"] = "copy"
                     return
-                except CheckpointError:
-                    mode["strategy"] = "replay"  # decided once per run: the same model copies alike
-            ckpts[t] = _Deferred(factory, t, self.step, state_digest(m))
+                except CheckpointError as exc:
+                    if strategy == "copy":
+                        raise
+                    mode["strategy"], mode["why"] = "replay", str(exc)  # decided once: the model copies alike
+            ckpts[t] = _Deferred(factory, t, self.step, state_digest(m), mode["why"])
 
         if keep <= 0:
             _take(model, 0)
@@ -338,8 +355,11 @@ class Scenario:
 
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:
-        """(C² surrogate, original) indicators for ``config``."""
-        return self.indicator(config), self.original(config)
+        """(C² surrogate, original) indicators for ``config`` (plain callables are wrapped as
+        :class:`~aumann.attribution.Indicator`, named after the function)."""
+        from aumann.attribution.indicators import as_indicator
+
+        return as_indicator(self.indicator(config)), as_indicator(self.original(config))
 
     def surrogate(self, config: ScenarioConfig) -> Any:
         """The C² indicator bound to its original (:class:`aumann.attribution.smoothing.Surrogate`)."""

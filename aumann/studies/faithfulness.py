@@ -241,7 +241,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         sim_seq, study_seq = seq.spawn(2)
         if tick:
             tick("simulate")
-        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
+        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
+                                strategy=config.study.fork_strategy)
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
