@@ -142,6 +142,7 @@ class Lineage:
     factory: Callable[[], Any] | None = None
     segments: list[tuple] = field(default_factory=list)
     copy_error: str | None = None
+    verified: tuple | None = None  # (steps, agents) at which a copy of this very model passed the check
 
     def steps(self) -> int:
         return sum(s[2] if s[0] == "repeat" else s[1] for s in self.segments if s[0] != "apply")
@@ -514,8 +515,20 @@ def _continue_id_counters(model: Any, branch: Any) -> None:
             ids[branch] = itertools.count(int(m.group(1)))
 
 
+def _verify_key(model: Any) -> tuple:
+    agents = getattr(model, "agents", None)
+    try:
+        n = len(agents) if agents is not None else -1
+    except TypeError:
+        n = -1
+    return getattr(model, "steps", None), n
+
+
 def copy_model(model: Any) -> Any:
     """A deep copy of ``model``, repaired for Mesa's cell spaces and DEVS events, and checked.
+
+    The check is skipped when a copy of this same model (same step, same number of agents) was
+    checked before — a checkpoint forked many times (the deletion study) is checked once.
 
     Raises:
         CheckpointError: the copy failed (``RecursionError``, an object that cannot be copied) or
@@ -538,9 +551,14 @@ def copy_model(model: Any) -> Any:
                               f"keep them outside the model, implement __deepcopy__, or fork by replay "
                               f"(factory=...)") from exc
     _continue_id_counters(model, branch)
-    problem = copy_problem(model, branch, ctx.cells)
-    if problem is not None:
-        raise CheckpointError(f"cannot checkpoint {name} by copying: the copy {problem}")
+    lin = lineage(model, create=True)
+    key = _verify_key(model)
+    if lin is None or lin.verified != key:
+        problem = copy_problem(model, branch, ctx.cells)
+        if problem is not None:
+            raise CheckpointError(f"cannot checkpoint {name} by copying: the copy {problem}")
+        if lin is not None:
+            lin.verified = key
     return branch
 
 
