@@ -108,3 +108,27 @@ def test_study_by_replay_matches_the_study_by_copy():
     assert a["fork_strategy"] == "copy" and b["fork_strategy"] == "replay"
     for key in ("t_star", "f_t_star", "methods", "ceiling", "forks", "players"):
         assert a[key] == b[key], key
+
+
+def test_a_model_that_cannot_be_copied_is_studied_by_replay():
+    import dataclasses
+    import threading
+
+    from aumann.studies.faithfulness import run_study
+
+    sc = scenarios.load(f"{EXAMPLES / 'boltzmann_wealth.py'}:scenario")
+
+    def locked(cfg, rng, backend=None):
+        model = sc.build_model(cfg, rng, backend)
+        model.lock = threading.Lock()  # deepcopy cannot copy a lock
+        return model
+
+    uncopyable = dataclasses.replace(sc, build_model=locked)
+    cfg = sc.load_config(agents=10, steps=4, runs=1, width=4, height=4,
+                         study={"permutations": 20, "random_orderings": 2, "k_del": 3, "ablations": False})
+    run = uncopyable.simulate(cfg, rng=np.random.default_rng(1), keep_from=0)
+    assert run.strategy == "replay" and not hasattr(run.checkpoints[2], "agents")  # kept as a recipe
+    assert hasattr(run.before(2), "lock") and run.before(2).steps == 2
+    replayed, copied = run_study(uncopyable, cfg).records[0], run_study(sc, cfg).records[0]
+    assert (replayed["fork_strategy"], copied["fork_strategy"]) == ("replay", "copy")
+    assert replayed["methods"] == copied["methods"] and replayed["forks"] == copied["forks"]
