@@ -3,7 +3,11 @@
 Public surface::
 
     from aumann.simulators import FeatureRecorder, ArrayRecorder, simulate, fork, checkpoint
-    panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))
+    panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))   # step=fn for any stepping
+    branch = fork(model, steps=5, recorder=rec, factory=make_model)   # a checked copy, else a replay
+
+Forks (``checkpoint``, ``fork``, ``fork_many``, ``replay``) are made by checked copy or by replay
+(:mod:`aumann.simulators.branching`); ``override_next_step`` scopes a baseline action to one step.
 
 ``aumann.simulators.llm`` (pydantic; openai lazily) is
 imported on demand so that ``import aumann.simulators`` stays light.
