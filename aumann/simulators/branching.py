@@ -188,6 +188,9 @@ def record(model: Any, segment: tuple) -> None:
     last = lin.segments[-1] if lin.segments else None
     if segment[0] == "step" and last is not None and last[0] == "step" and last[2] is segment[2]:
         lin.segments[-1] = ("step", last[1] + segment[1], segment[2])
+    elif (segment[0] == "repeat" and last is not None and last[0] == "repeat" and last[1] is segment[1]
+          and last[3] is segment[3]):
+        lin.segments[-1] = ("repeat", segment[1], last[2] + segment[2], segment[3])
     else:
         lin.segments.append(segment)
 

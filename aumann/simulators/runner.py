@@ -93,21 +93,19 @@ def simulate(
             f"recorder must be a FeatureRecorder or ArrayRecorder; got {type(recorder).__name__}"
         )
     bar = progress_bar(progress, steps, f"simulate {type(model).__name__}")
-    done = 0
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
             if initial:
                 rec.capture(model)
             for t in range(steps):
                 advance(model, step)
-                done += 1
+                branching.record(model, ("step", 1, step))  # the history is exact at every observer call
                 rec.capture(model)
                 for obs in observers:
                     obs(model, t)
                 if bar is not None:
                     bar.advance()
     finally:
-        branching.record(model, ("step", done, step))
         if bar is not None:
             bar.stop()
     return rec.panel()
@@ -245,16 +243,12 @@ def fork(
             branching.record(branch, ("apply", intervention))
         panel = simulate(branch, steps, recorder, context=context, step=step)
     else:
-        done = 0
-        try:
-            with recorder.recording(branch, steps=steps, context=context) as rec:
-                for _ in range(steps):
-                    intervention(branch)
-                    advance(branch, step)
-                    done += 1
-                    rec.capture(branch)
-        finally:
-            branching.record(branch, ("repeat", intervention, done, step))
+        with recorder.recording(branch, steps=steps, context=context) as rec:
+            for _ in range(steps):
+                intervention(branch)
+                advance(branch, step)
+                branching.record(branch, ("repeat", intervention, 1, step))
+                rec.capture(branch)
         panel = rec.panel()
     f_values = None if indicator is None else indicator_values(indicator, panel)
     return ForkResult(panel, branch, f_values, how)

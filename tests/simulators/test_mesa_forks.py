@@ -190,3 +190,37 @@ def test_random_streams_are_not_shared_with_the_original():
     assert branch.random is not model.random and branch.rng is not model.rng
     assert branch.random.random() == model.random.random()
     assert np.array_equal(branch.rng.random(3), model.rng.random(3))
+
+
+class _NoCounter:
+    """A model without a ``steps`` counter: only the recorded history tells how far it went."""
+
+    def __init__(self, seed: int = 0) -> None:
+        from tests.simulators.models import BoltzmannWealth
+
+        self.inner = BoltzmannWealth(5, seed=seed)
+        self.lock = threading.Lock()  # forces replay
+
+    @property
+    def agents(self):
+        return self.inner.agents
+
+    def step(self) -> None:
+        self.inner.step()
+
+
+def test_checkpoints_taken_during_a_run_know_their_history():
+    rec = FeatureRecorder({"wealth": "wealth"})
+    model = _NoCounter(2)
+    mid = {}
+
+    def keep(m, t):
+        if t == 2:  # after the third step, while simulate() is still running
+            mid[t] = checkpoint(m, factory=lambda: _NoCounter(2))
+
+    simulate(model, 5, rec, observers=[keep])
+    at3 = mid[2]  # replayed from the factory through the three steps recorded so far
+    factual = _NoCounter(2)
+    simulate(factual, 3, rec)
+    assert [a.wealth for a in at3.agents] == [a.wealth for a in factual.agents]
+    assert fork(at3, steps=2, recorder=rec).panel.equals(simulate(factual, 2, rec))
