@@ -244,14 +244,14 @@ class Scenario:
         from aumann.seeding import as_generator
         from aumann.simulators import checkpoint, simulate, state_digest
 
+        if strategy not in ("auto", "copy", "replay"):
+            raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
         T = config.steps
         keep = math.ceil(T / 2) if keep_from is None else int(keep_from)
         gen = as_generator(rng)
         initial = copy.deepcopy(gen)
         model = self.build_model(config, gen, backend)
         factory = self.factory(config, initial, backend)
-        if strategy not in ("auto", "copy", "replay"):
-            raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
         ckpts: dict[int, Any] = {}
         mode: dict[str, str] = {"strategy": "replay", "why": "fork_strategy='replay'"} if strategy == "replay" else {}
 
