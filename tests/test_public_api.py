@@ -144,6 +144,7 @@ PUBLIC = {
         "PanelError",
         "PolicyError",
         "ProtocolError",
+        "ReportError",
         "RetryableLLMError",
         "ShapeError",
         "SimulationError",
