@@ -44,6 +44,7 @@ class PageResult:
     log_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     height: int = 0
+    values: dict[str, Any] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[str]:
@@ -109,9 +110,19 @@ class _Pipe:
                 return out
 
 
+#: counts the canvases drawn, shadow DOMs included (Bokeh draws into shadow roots)
+CANVASES = """(() => { let n = 0; const walk = (root) => root.querySelectorAll('*').forEach((el) => {
+  if (el.tagName === 'CANVAS' && el.width > 0 && el.height > 0) n++; if (el.shadowRoot) walk(el.shadowRoot); });
+  walk(document); return n; })()"""
+
+
 def open_page(path: str | os.PathLike[str], *, width: int = 1280, settle: float = 2.0, max_height: int = 16000,
-              timeout: float = 90.0) -> PageResult:
-    """Open ``path`` from disk in headless Chromium; return a full-page screenshot and what went wrong."""
+              timeout: float = 90.0, evaluate: dict[str, str] | None = None) -> PageResult:
+    """Open ``path`` from disk in headless Chromium; return a full-page screenshot and what went wrong.
+
+    ``evaluate`` maps names to JavaScript expressions evaluated once the page has settled
+    (their values land in ``PageResult.values``).
+    """
     exe = chromium_path()
     if exe is None:
         raise FileNotFoundError("no chromium executable on PATH")
@@ -155,6 +166,9 @@ def open_page(path: str | os.PathLike[str], *, width: int = 1280, settle: float 
         shot = pipe.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session=sid,
                          timeout=timeout)
         res = PageResult(png=base64.b64decode(shot["data"]), height=height)
+        for name, expr in (evaluate or {}).items():
+            out = pipe.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=sid)
+            res.values[name] = out.get("result", {}).get("value")
         for e in pipe.events:
             m, p = e.get("method"), e.get("params", {})
             if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
@@ -194,7 +208,8 @@ def pixel_stats(png: bytes) -> tuple[float, float]:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    r = open_page(sys.argv[1])
+    r = open_page(sys.argv[1], evaluate={"canvases": CANVASES})
     Path(sys.argv[2]).write_bytes(r.png)
-    print(json.dumps({"errors": r.errors, "requests": sorted(set(u.split(":")[0] for u in r.requests)),
+    print(json.dumps({"errors": r.errors, "canvases": r.values.get("canvases"),
+                      "requests": sorted(set(u.split(":")[0] for u in r.requests)),
                       "height": r.height, "pixel_std_nonwhite": pixel_stats(r.png)}, indent=1))
