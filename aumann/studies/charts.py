@@ -197,10 +197,17 @@ class Charts:
             p.legend.click_policy = "hide"
             p.legend.location = "top_left"
             p.legend.background_fill_alpha = 0.7
+            if sum(1 for s in series if s.legend) > 4:  # many series: the legend goes beside the plot
+                p.add_layout(p.legend[0], "right")
+                p.legend.spacing = 0
+                p.legend.padding = 4
         if integer_x or bars is not None:
             from bokeh.models import SingleIntervalTicker
 
-            span = max((max(s.x) for s in series if len(s.x)), default=10)
+            xs = [float(np.max(s.x)) for s in series if len(s.x)]
+            if bars is not None and len(bars[0]):
+                xs.append(float(np.max(bars[0])))
+            span = max(xs, default=10.0)
             p.xaxis.ticker = SingleIntervalTicker(interval=max(1, math.ceil(float(span) / 12)))
         if xlabels is not None:
             step = max(1, len(xlabels) // 10)
