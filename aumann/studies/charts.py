@@ -149,7 +149,7 @@ class Charts:
             ax.set_xticks(ticks, [xlabels[i] for i in ticks], rotation=30, fontsize=8)
         ax.grid(alpha=0.25)
         handles, _ = ax.get_legend_handles_labels()
-        if handles:
+        if len(handles) > 1:
             ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1)
         return _png(fig)
 
@@ -197,7 +197,9 @@ class Charts:
             p.legend.click_policy = "hide"
             p.legend.location = "top_left"
             p.legend.background_fill_alpha = 0.7
-            if sum(1 for s in series if s.legend) > 4:  # many series: the legend goes beside the plot
+            if len(p.legend[0].items) <= 1:  # one series: the title says what it is
+                p.legend.visible = False
+            elif sum(1 for s in series if s.legend) > 4:  # many series: the legend goes beside the plot
                 p.add_layout(p.legend[0], "right")
                 p.legend.spacing = 0
                 p.legend.padding = 4

@@ -59,6 +59,7 @@ from aumann.studies.sections import (
     load_attribution,
     merged_table,
     pct_cell,
+    pct_text,
     read_csv,
     read_json,
     timing_table,
@@ -407,7 +408,7 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
     ours = row.get("aumann_shapley", {})
     rnd = row.get("random", {})
     cards = [Card("Top driver (run 0)", f"agent {id_cell(a0.agent_ids[best]).text}",
-                  f"Φ = {fmt(float(phi0[best]))}" + (f", {100 * phi0[best] / tot0:.1f}% of Σ_t Δv_t" if tot0 else "")),
+                  f"Φ = {fmt(float(phi0[best]))}" + (f", {pct_text(phi0[best] / tot0)} of Σ_t Δv_t" if tot0 else "")),
              Card("When (run 0)", f"t* = {ts0}", f"f(z_t*) = {fmt(float(rec0['f_t_star']))}; Φ_t* = "
                   f"{fmt(float(a0.by_step()[ts0]))}")]
     if "kendall_tau" in ours:
@@ -580,7 +581,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     best = int(top_order(phi_i, 1)[0])
     cards = [Card("Top driver", f"agent {id_cell(att.agent_ids[best]).text}",
                   f"Φ = {fmt(float(phi_i[best]))}"
-                  + (f", {100 * phi_i[best] / total:.1f}% of Σ_t Δv_t" if total else "")),
+                  + (f", {pct_text(phi_i[best] / total)} of Σ_t Δv_t" if total else "")),
              Card("When", f"t* = {steps_lbl[ts]}", f"Δv(t*) = {fmt(float(att.delta_v[ts]))}"),
              Card("Efficiency gap", fmt(float(att.max_efficiency_gap), 2), "max |Σφ − Δv| over steps"),
              Card("Cost", llm_card, f"{calls_text(manifest)} · wall {seconds_text(total_s)}")]
@@ -588,7 +589,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         g0 = next(iter(att.groups))
         sh = att.group_shares(g0)
         lead = max(sh, key=lambda key: sh[key])
-        cards.insert(1, Card(f"Largest {g0} share", f"{lead}: {100 * sh[lead]:.1f}%",
+        cards.insert(1, Card(f"Largest {g0} share", f"{lead}: {pct_text(sh[lead])}",
                              f"of Σ_t Δv_t; {int(np.sum(np.asarray(att.groups[g0]) == lead)):,} agents"))
     what = "demo" if demo else "attribution"
     return Document(

@@ -76,7 +76,14 @@ def signed_cell(v: float, scale: float) -> Cell:
 def pct_cell(v: float | None) -> Cell:
     if v is None or not math.isfinite(v):
         return Cell("–", sort=None)
-    return Cell(f"{100 * v:.1f}%".replace("-", "−"), sort=float(v))
+    return Cell(pct_text(v), sort=float(v))
+
+
+def pct_text(v: float) -> str:
+    """A share as a percentage: one decimal, or two significant digits below 0.1 % (N = 10⁶ agents)."""
+    p = 100 * float(v)
+    text = f"{p:.1f}%" if abs(p) >= 0.1 or p == 0 else f"{p:.2g}%"
+    return text.replace("-", "−")
 
 
 def merged_table(rows: Sequence[dict[str, Any]], *, caption: str = "", drop: Sequence[str] = ("scenario",),
@@ -232,5 +239,5 @@ def load_attribution(path: Path) -> Any:
 
 
 __all__ = ["calls_text", "concentration_table", "group_share_table", "id_cell", "llm_blocks", "load_attribution",
-           "merged_table", "pct_cell", "read_csv", "read_json", "signed_cell", "timing_table", "top_order",
+           "merged_table", "pct_cell", "pct_text", "read_csv", "read_json", "signed_cell", "timing_table", "top_order",
            "who_table"]
