@@ -112,15 +112,20 @@ class Charts:
     def lines(self, title: str, series: Sequence[Line], *, xlabel: str, ylabel: str, points: Sequence[Point] = (),
               bars: tuple[Sequence[float], Sequence[float], str] | None = None, caption: str = "",
               md_ref: str | None = None, synthetic: bool = False, height: int = 300,
-              xlabels: Sequence[str] | None = None, logy: bool = False, integer_x: bool = False) -> Figure:
-        """A line chart (optionally over bars), with labelled points (e.g. ``t*``)."""
+              xlabels: Sequence[str] | None = None, logy: bool = False, integer_x: bool = False,
+              legend_at: str = "top_left") -> Figure:
+        """A line chart (optionally over bars), with labelled points (e.g. ``t*``).
+
+        ``legend_at``: ``"top_left"`` or ``"bottom_right"`` (where rising curves leave room).
+        """
         if self.interactive:
-            html = self._bokeh_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x)
+            html = self._bokeh_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
+                                     legend_at)
             return Figure(title, html=html, caption=caption, md_ref=md_ref, synthetic=synthetic)
-        png = self._mpl_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x)
+        png = self._mpl_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at)
         return Figure(title, png=png, caption=caption, md_ref=md_ref, synthetic=synthetic)
 
-    def _mpl_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x) -> bytes:
+    def _mpl_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at) -> bytes:
         plt = _plt()
         fig, ax = plt.subplots(figsize=(6.4, height / 88))
         if bars is not None:
@@ -150,10 +155,12 @@ class Charts:
         ax.grid(alpha=0.25)
         handles, _ = ax.get_legend_handles_labels()
         if len(handles) > 1:
-            ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1)
+            ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1,
+                      loc="lower right" if legend_at == "bottom_right" else "best")
         return _png(fig)
 
-    def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x) -> str:
+    def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
+                     legend_at) -> str:
         from bokeh.models import ColumnDataSource, HoverTool, Label, Span
         from bokeh.plotting import figure
 
@@ -195,7 +202,7 @@ class Charts:
         if p.legend:
             p.legend.label_text_font_size = "9px"
             p.legend.click_policy = "hide"
-            p.legend.location = "top_left"
+            p.legend.location = legend_at
             p.legend.background_fill_alpha = 0.7
             if len(p.legend[0].items) <= 1:  # one series: the title says what it is
                 p.legend.visible = False

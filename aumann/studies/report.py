@@ -9,7 +9,8 @@ Files written by :func:`write_outputs`:
   magnitude ordering beside the attributed indicator's;
 * ``path_ablation``, ``f_sensitivity``, ``baseline_ablation`` (``.csv`` / ``.md``);
 * ``macro_curve.png`` (f over steps per run, t* marked, original indicator dashed),
-  ``attribution_heatmap.png`` (agent × step φ of run 0, the 30 agents with the largest Σ_t |φ|),
+  ``attribution_heatmap.png`` (agent × step φ of run 0, the 20 agents with the largest signed
+  Φ_i = Σ_t φ_{i,t}, top first: the agents of the report's who-table),
   ``deletion_curves.png`` (mean normalised drop vs k per method);
 * ``manifest.json`` (config, seeds, versions, wall time per stage), then ``report.html`` (one
   self-contained page: who, when, how sure, cost) and its plain-text twin ``report.md``
@@ -122,12 +123,14 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     plt.close(fig)
 
     phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
-    top = np.argsort(-np.abs(phi).sum(axis=0))[: min(30, phi.shape[1])]
+    top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
     fig, ax = plt.subplots(figsize=(8, 5))
     lim = float(np.abs(phi[:, top]).max()) or 1.0
     im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
     ax.axvline(result.records[0]["t_star"], color="k", lw=1)
-    ax.set(xlabel="step t", ylabel="agent (top by Σ|φ|)", yticks=range(len(top)), yticklabels=[str(i) for i in top],
+    ids = _agent_ids(result, phi.shape[1])
+    ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
+           yticklabels=[str(ids[i]) for i in top],
            title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
     ax.tick_params(axis="y", labelsize=6)
     fig.colorbar(im, ax=ax, label="φ_{i,t}")
@@ -151,6 +154,18 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return paths
+
+
+def _agent_ids(result: StudyResult, n: int) -> list[Any]:
+    """Run 0's agent ids (from its panel, or its saved attribution on resume); positions as a last resort."""
+    panel = result.panels[0] if result.panels else None
+    if panel is not None:
+        return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
+    path = result.out_dir / "attributions" / "run-000-aumann_shapley.npz" if result.out_dir is not None else None
+    if path is not None and path.is_file():
+        with np.load(path, allow_pickle=False) as z:
+            return [i.item() for i in z["agent_ids"]]
+    return list(range(n))
 
 
 def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: float, description: str = "",
