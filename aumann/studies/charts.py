@@ -116,7 +116,7 @@ class Charts:
               legend_at: str = "top_left") -> Figure:
         """A line chart (optionally over bars), with labelled points (e.g. ``t*``).
 
-        ``legend_at``: ``"top_left"`` or ``"bottom_right"`` (where rising curves leave room).
+        ``legend_at``: ``"top_left"``, ``"bottom_right"`` (inside the plot) or ``"outside"`` (beside it).
         """
         if self.interactive:
             html = self._bokeh_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
@@ -156,7 +156,7 @@ class Charts:
         handles, _ = ax.get_legend_handles_labels()
         if len(handles) > 1:
             ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1,
-                      loc="lower right" if legend_at == "bottom_right" else "best")
+                      loc="lower right" if legend_at == "bottom_right" else "best")  # "best" avoids the data
         return _png(fig)
 
     def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
@@ -202,11 +202,11 @@ class Charts:
         if p.legend:
             p.legend.label_text_font_size = "9px"
             p.legend.click_policy = "hide"
-            p.legend.location = legend_at
+            p.legend.location = legend_at if legend_at != "outside" else "top_left"
             p.legend.background_fill_alpha = 0.7
             if len(p.legend[0].items) <= 1:  # one series: the title says what it is
                 p.legend.visible = False
-            elif sum(1 for s in series if s.legend) > 4:  # many series: the legend goes beside the plot
+            elif legend_at == "outside" or sum(1 for s in series if s.legend) > 4:  # beside the plot
                 p.add_layout(p.legend[0], "right")
                 p.legend.spacing = 0
                 p.legend.padding = 4

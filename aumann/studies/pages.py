@@ -338,7 +338,7 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
                    for m, c in curves.items()]
             figs.append(charts.lines(_VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})"),
                                      ser, xlabel="k (agents deleted at t*)", ylabel="drop (f − f_k)/f  [%]",
-                                     integer_x=True, legend_at="bottom_right",
+                                     integer_x=True, legend_at="outside",
                                      caption="Mean over runs.", synthetic=synthetic,
                                      md_ref="deletion_curves.png" if variant == "deletion" and
                                      (d / "deletion_curves.png").is_file() else None))
