@@ -312,7 +312,7 @@ _JS = r"""
 def _cell_html(v: Any) -> str:
     if isinstance(v, Cell):
         cls = [c for c in (v.cls, "num" if _is_num(v) else "") if c]
-        text = _inline(v.text)
+        text = html.escape(v.text, quote=False) if "id" in v.cls.split() else _inline(v.text)  # ids verbatim
         if v.bar is not None and math.isfinite(v.bar):
             w = min(abs(v.bar), 1.0) * 100
             side = "pos" if v.bar >= 0 else "neg"

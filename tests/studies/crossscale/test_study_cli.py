@@ -168,3 +168,10 @@ def test_report_page_of_the_study(study_dirs) -> None:
     assert "tier-shares" in htmlcheck.tables(page)
     md = (out / "report.md").read_text(encoding="utf-8")
     assert md.splitlines()[2].startswith("> **SYNTHETIC") and "## Who drove it [SYNTHETIC]" in md
+    # `aumann report` rewrites it from the cells (static figures this time)
+    from aumann.cli import main
+
+    assert main(["report", str(out), "--static"]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in page and "Bokeh" not in page
+    assert [int(r[1]["text"]) for r in htmlcheck.tables(page)[f"who-{topic}"]["rows"]] == top.tolist()
