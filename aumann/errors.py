@@ -46,6 +46,7 @@
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
+  * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
 """
 
 from __future__ import annotations
@@ -250,6 +251,10 @@ class ZstdDictionaryError(IngestError):
     """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
 
 
+class ReportError(AumannError, ValueError):
+    """A directory that is not a finished run directory, or one whose result files cannot be read."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
@@ -283,6 +288,7 @@ __all__ = [
     "ProtocolError",
     "ReplayDivergedError",
     "ReplayUnavailableError",
+    "ReportError",
     "RetryableLLMError",
     "ScenarioLoadError",
     "ShapeError",

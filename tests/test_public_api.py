@@ -103,7 +103,7 @@ PUBLIC = {
         "scenario_resimulation_game",
         "vertex_path_attribution",
     ],
-    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "run_study", "write_outputs"],
+    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "render_report", "run_study", "write_outputs"],
     "aumann.studies.crossscale": ["CrossScaleConfig", "DeepSetSettings", "run_crossscale"],
     "aumann.data": [],
     "aumann.io": [
@@ -154,6 +154,7 @@ PUBLIC = {
         "ProtocolError",
         "ReplayDivergedError",
         "ReplayUnavailableError",
+        "ReportError",
         "RetryableLLMError",
         "ScenarioLoadError",
         "ShapeError",
