@@ -4,6 +4,11 @@ Examples::
 
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
     aumann run social-llm --runs 3 --seed 7 --out runs/social
+    aumann run docs/examples/wolf_sheep.py:scenario --runs 2        # a Scenario in a file
+    aumann run my_package.scenarios:scenario          # a Scenario (or a factory returning one) in a module
+    aumann run --list                                 # built-in, registered and installed scenarios
+
+Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
     aumann run midscale-social --runs 2 --permutations 200 --resimulation-reference
 
@@ -11,7 +16,8 @@ The run directory holds ``faithfulness.csv`` (+ ``.md``; rows include ``action_a
 scenarios with a step map, ``llm_judge`` and, with ``--resimulation-reference``,
 ``sampled_shapley_resimulation``), ``faithfulness_extended.csv``, ``action_attribution.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
-``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
+``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page: who drove it,
+when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``. Re-running the same command with the
 same ``--out`` resumes: finished runs are read back, not recomputed.
 
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
@@ -35,7 +41,10 @@ from aumann.errors import ConfigError
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="a scenario name (social-llm, midscale-social, econagent, or an installed one), or where one "
+                        "lives: package.module:attribute or path/to/file.py:attribute")
+    p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
     p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
     p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=Path, default=None,
@@ -61,7 +70,9 @@ def register(subparsers: Any) -> None:
                    help="the llm_judge row: auto (the LLM backend when there is one, else the heuristic stand-in), "
                         "heuristic, llm or off (= --set study.judge=...)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
+    p.add_argument("--static", action="store_true",
+                   help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
     p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     p.set_defaults(func=run)
 
@@ -86,12 +97,18 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from aumann import scenarios
-    from aumann.manifest import write_manifest
-    from aumann.progress import Bar
+    from aumann.progress import Bar, StageTimer
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
 
     console = Console(stderr=True)
+    if args.list:
+        for name, description in scenarios.describe():
+            print(f"{name}\t{description}")
+        return 0
+    if args.scenario is None:
+        raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
+                          "package.module:attribute / path/to/file.py:attribute")
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:
@@ -113,28 +130,33 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = study_stages(sc, config)
+    timer = StageTimer()
     t0 = time.perf_counter()
     with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
 
         def progress(r: int, msg: str) -> None:
+            if msg in ("done", "resumed"):
+                timer.stop()
+            else:
+                timer.start(msg)
             bar.advance(len(stages) if msg == "resumed" else 1)
             bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
 
         result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
+    timer.stop()
     seconds = time.perf_counter() - t0
     command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
-    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
-                          baseline=sc.baseline_description, plots=not args.no_plots)
-    extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
-             "backend": label.split("@")[0], "scenario": sc.name}
+    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds}
     if backend is not None and hasattr(backend, "usage"):
         extra["llm_usage"] = backend.usage.as_dict()
-    write_manifest(out, command, config.model_dump(mode="json"),
-                   seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
-                   extra=extra)
+    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
+                          baseline=sc.baseline_description, plots=not args.no_plots,
+                          config=config.model_dump(mode="json"),
+                          seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
+                          extra=extra, interactive=False if args.static else None)
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
-                  f"results in {out} (report.md, faithfulness.csv)")
+                  f"results in {out} (report.html, report.md, faithfulness.csv)")
     return 0
 
 

@@ -20,6 +20,12 @@ recorded — nothing is re-simulated, so what a deleted agent's action did to ot
 
 :class:`DeletionOracle` also defines the *re-simulation game* (:func:`resimulation_game`):
 v(S) = f after re-simulating t* with every agent outside S at the baseline action.
+
+Forks start from the run's checkpoint before t*: a checked copy where the model copies faithfully,
+else a replay from the scenario's factory (``aumann.simulators.fork(..., strategy="auto")``). In
+populations with births and deaths (``Scenario.baseline_action_by="id"``) only the agents present
+before t* can take the baseline action: they are the players, and ``agent_ids`` (the run panel's
+agent axis) maps panel positions to the agents acted on.
 """
 
 from __future__ import annotations
@@ -45,16 +51,18 @@ class DeletionOracle:
     model_before: Any
     f: Any
     f_original: Any
+    agent_ids: Any = None
     _cache: dict[frozenset[int], tuple[float, float]] = field(default_factory=dict)
     forks: int = 0
 
     def values(self, deleted: Sequence[int], *, cache: bool = True) -> tuple[float, float]:
-        """(f_k, f_k original) after re-simulating t* with ``deleted`` at the baseline action
-        (``cache=False``: fork anyway and keep nothing, for games that visit many one-off coalitions)."""
+        """(f_k, f_k original) after re-simulating t* with ``deleted`` (panel positions) at the baseline
+        action (``cache=False``: fork anyway and keep nothing, for games that visit many one-off coalitions)."""
         key = frozenset(int(i) for i in deleted)
         if key in self._cache:
             return self._cache[key]
-        z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key))
+        z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
+                                                  agent_ids=self.agent_ids)
         self.forks += 1
         out = (float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx)))
         if cache:
@@ -92,25 +100,36 @@ class MaskingOracle:
                         axis=1)
 
 
-def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0, *, cache: bool = False) -> FunctionGame:
+def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0,
+                      players: Sequence[int] | None = None, *, cache: bool = False) -> FunctionGame:
     """v(S): the indicator (``which`` 0: attributed, 1: original) after re-simulating the target step
     with the agents outside S at the baseline action. Every evaluation is a fork (counted in
     ``oracle.forks``); coalitions are not cached unless ``cache`` (sampled coalitions rarely repeat,
-    and caching m·N of them would hold m·N sets of up to N ids)."""
+    and caching m·N of them would hold m·N sets of up to N ids).
+
+    The players are panel positions ``players`` (default ``0 … n−1``); player j is position ``players[j]``.
+    """
+    pos = np.arange(n) if players is None else np.asarray(players, dtype=np.int64)
 
     def v(masks: np.ndarray) -> np.ndarray:
-        return np.array([oracle.values(np.flatnonzero(~m), cache=cache)[which]
-                         for m in np.asarray(masks, dtype=bool)])
+        return np.array([oracle.values(pos[~m], cache=cache)[which] for m in np.asarray(masks, dtype=bool)])
 
-    return FunctionGame(v, n_players=n, name="resimulation")
+    return FunctionGame(v, n_players=len(pos), name="resimulation")
 
 
-def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, original: bool = False) -> FunctionGame:
+def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, original: bool = False,
+                               agent_ids: Any = None) -> FunctionGame:
     """The re-simulation coalition game of ``scenario`` at the step ``model`` is about to take
-    (``original=True`` values coalitions with the original indicator instead of the C² surrogate)."""
+    (``original=True`` values coalitions with the original indicator instead of the C² surrogate).
+
+    For populations with births and deaths pass the run panel's ``agent_ids``: the players are the
+    agents among them present in ``model`` (see :meth:`Scenario.present`)."""
     f, f_orig = scenario.indicators(config)
-    return resimulation_game(DeletionOracle(scenario, config, model, f, f_orig), config.agents,
-                             which=1 if original else 0)
+    oracle = DeletionOracle(scenario, config, model, f, f_orig, agent_ids=agent_ids)
+    if agent_ids is None:
+        return resimulation_game(oracle, config.agents, which=1 if original else 0)
+    return resimulation_game(oracle, len(agent_ids), which=1 if original else 0,
+                             players=scenario.present(model, agent_ids))
 
 
 def _summary(f_full: tuple[float, float], curve: np.ndarray, k_drop: int, suffix: str = "") -> dict[str, Any]:
@@ -132,16 +151,19 @@ def deletion_summary(oracle: DeletionOracle, f_full: tuple[float, float], order:
     return out
 
 
-def random_orderings(rng: np.random.Generator, n_agents: int, orderings: int) -> list[np.ndarray]:
-    """The Random row's orderings: ``orderings`` uniformly random permutations of the agents."""
-    return [rng.permutation(n_agents) for _ in range(orderings)]
+def random_orderings(rng: np.random.Generator, n_agents: int | Sequence[int], orderings: int) -> list[np.ndarray]:
+    """The Random row's orderings: ``orderings`` uniformly random permutations of the agents (an int:
+    positions 0 … n−1; a sequence: those positions)."""
+    pool = np.asarray(n_agents, dtype=np.int64) if not isinstance(n_agents, int | np.integer) else int(n_agents)
+    return [rng.permutation(pool) for _ in range(orderings)]
 
 
-def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents: int, k_del: int, k_drop: int,
-                   orderings: int, rng: np.random.Generator, masking: MaskingOracle | None = None,
+def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents: int | Sequence[int], k_del: int,
+                   k_drop: int, orderings: int, rng: np.random.Generator, masking: MaskingOracle | None = None,
                    orders: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
-    """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings
-    (``orders`` given: those orderings instead of drawing from ``rng``)."""
+    """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings of
+    ``n_agents`` agents (an int: positions 0 … n−1; a sequence: those positions), or over ``orders``
+    when given (e.g. the same orderings for both oracles)."""
     orders = random_orderings(rng, n_agents, orderings) if orders is None else list(orders)
     out = _summary(f_full, np.mean([oracle.curve(o, k_del) for o in orders], axis=0), k_drop)
     if masking is not None:

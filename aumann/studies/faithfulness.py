@@ -76,8 +76,10 @@ class StudySizes:
     k_drop: int
 
     @classmethod
-    def of(cls, config: ScenarioConfig) -> StudySizes:
-        n = config.agents
+    def of(cls, config: ScenarioConfig, n: int | None = None) -> StudySizes:
+        """Sizes for ``n`` players (default ``config.agents``; the agents present before t* when the
+        population has births and deaths)."""
+        n = config.agents if n is None else int(n)
         k_del = config.study.k_del or max(1, min(20, n // 2))
         top_k = config.study.top_k or max(1, min(10, n // 2))
         return cls(k_del=min(k_del, n), top_k=min(top_k, n), k_drop=min(5, k_del))
@@ -148,17 +150,24 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
     tick = tick or (lambda _msg: None)
     st = config.study
-    sizes = StudySizes.of(config)
     g_ref, g_ceil, g_rand, g_abl = (np.random.default_rng(s) for s in seq.spawn(4))
     g_rr, g_rr_ceil, g_judge = (np.random.default_rng(s) for s in seq.spawn(3))
     f, f_orig = scenario.indicators(config)
     panel = run.panel
     T, N, _ = panel.shape
+    ids = panel.agent_ids
     fv, fov = indicator_values(f, panel), indicator_values(f_orig, panel)
     ts = target_step(fv)
     # per-agent baselines for every step we hold a checkpoint for (all steps when keep_from=0)
-    z0_all = np.stack([scenario.baseline_features(run.before(t), config) if t in run.checkpoints
+    z0_all = np.stack([scenario.baseline_features(run.before(t), config, agent_ids=ids) if t in run.checkpoints
                        else np.zeros((N, panel.D)) for t in range(T)])
+    model_before = run.before(ts)
+    # the players: agents that can take the baseline action at t* (all N for fixed populations)
+    players = scenario.present(model_before, ids)
+    everyone = len(players) == N
+    is_player = np.zeros(N, dtype=bool)
+    is_player[players] = True
+    sizes = StudySizes.of(config, n=len(players))
     tick("attribute (all steps)")
     as_method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
     res_all = attribute(f, panel, method=as_method, baseline=z0_all)
@@ -166,31 +175,43 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     z0 = z0_all[ts]
     phi = {"aumann_shapley": res_all.phi[ts]}
     tick("sampled Shapley (reference)")
-    model_before = run.before(ts)
-    oracle = DeletionOracle(scenario, config, model_before, f, f_orig)
+    oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=ids)
     ceil_perm = st.ceiling_permutations or st.permutations
     if st.reference_game == "resimulation":
-        game = resimulation_game(oracle, N)
+        game = resimulation_game(oracle, N, players=None if everyone else players)
         ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_ref)
         ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_ceil)
+        phi["sampled_shapley"], phi_ceiling = np.zeros(N), np.zeros(N)
+        phi["sampled_shapley"][players], phi_ceiling[players] = ss.phi[0], ss2.phi[0]
     else:
         ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations), baseline=z0, rng=g_ref)
         ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm), baseline=z0, rng=g_ceil)
-    phi["sampled_shapley"] = ss.phi[0]
-    phi_ceiling = ss2.phi[0]
+        phi["sampled_shapley"] = ss.phi[0]
+        phi_ceiling = ss2.phi[0]
     loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)
     phi["leave_one_out"] = loo.phi[0]
     saved = {"aumann_shapley": res_all, "sampled_shapley": ss, "sampled_shapley_ceiling": ss2, "leave_one_out": loo}
     f_full = (float(fv[ts]), float(fov[ts]))
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
-                           "delta_v": float(res_all.delta_v[ts]), "methods": {}, "cost": {}}
+                           "delta_v": float(res_all.delta_v[ts]), "methods": {}, "cost": {},
+                           "fork_strategy": run.strategy, "players": len(players), "k_del": sizes.k_del,
+                           "top_k": sizes.top_k}
+
+    def ranked(values: np.ndarray, by: str) -> np.ndarray:
+        order = rank_agents(values, by)
+        return order if everyone else order[is_player[order]]
+
+    def agree(a: np.ndarray, b: np.ndarray, how: Any, *extra: Any) -> float:
+        return float(how(a, b, *extra) if everyone else how(a[players], b[players], *extra))
+
     arrays: dict[str, np.ndarray] = {"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi,
                                      "phi_ceiling": phi_ceiling}
     rec["cost"]["sampled_shapley"] = {"game": st.reference_game, "evaluations": int(ss.n_evals or 0),
                                       "seconds": float(ss.provenance.get("seconds", math.nan))}
 
-    if has_action_row(scenario, config):
+    # step maps describe fixed populations (every agent a player); with births and deaths there is no such row
+    if has_action_row(scenario, config) and everyone:
         tick("action attribution")
         act = action_attribution(scenario, model_before, config, steps=st.quadrature_steps, tol=st.action_tol,
                                  step=ts, agent_ids=panel.agent_ids)
@@ -213,12 +234,12 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             rr, rr2, rr_seconds = ss, ss2, float(ss.provenance.get("seconds", math.nan))
         else:
             t_rr = time.perf_counter()
-            game = resimulation_game(oracle, N)
+            game = resimulation_game(oracle, N, players=None if everyone else players)
             rr = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_rr)
             rr_seconds = time.perf_counter() - t_rr
             rr2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_rr_ceil)
-        phi["sampled_shapley_resimulation"] = rr.phi[0]
-        phi_ceiling_rr = rr2.phi[0]
+        phi["sampled_shapley_resimulation"], phi_ceiling_rr = np.zeros(N), np.zeros(N)
+        phi["sampled_shapley_resimulation"][players], phi_ceiling_rr[players] = rr.phi[0], rr2.phi[0]
         saved["sampled_shapley_resimulation"] = rr
         rec["cost"]["sampled_shapley_resimulation"] = {"game": "resimulation", "step_evals": int(rr.n_evals or 0),
                                                        "seconds": rr_seconds}
@@ -229,11 +250,13 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         from aumann.evaluation.judge import ask_judge, judge_trace
 
         tick("judge")
-        trace = judge_trace(scenario.features, panel.values[ts - 1] if ts > 0 else None, panel.values[ts], z0,
-                            fv[: ts + 1], ts, sizes.k_del, agent_ids=panel.agent_ids,
-                            max_candidates=st.judge_candidates, indicator=getattr(f, "name", "f"))
+        trace = judge_trace(scenario.features, panel.values[ts - 1][players] if ts > 0 else None,
+                            panel.values[ts][players], z0[players], fv[: ts + 1], ts, sizes.k_del,
+                            agent_ids=np.asarray(ids)[players], max_candidates=st.judge_candidates,
+                            indicator=getattr(f, "name", "f"))
         judged = ask_judge(trace, judge, seed=int(g_judge.integers(2**31)))
-        arrays["judge_ranking"] = judged.ranking
+        judge_order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
+        arrays["judge_ranking"] = judge_order
 
     if attribution_prefix is not None:
         for label, res in saved.items():
@@ -245,10 +268,10 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     ref = phi["sampled_shapley"]
     orders: dict[str, np.ndarray] = {}
     for name in (m for m in METHODS if m in phi):
-        orders[name] = rank_agents(phi[name], "value")
+        orders[name] = ranked(phi[name], "value")
         by_val = deletion_summary(oracle, f_full, orders[name], sizes.k_del, sizes.k_drop, masking)
-        by_mag = deletion_summary(oracle, f_full, rank_agents(phi[name], "abs"), sizes.k_del, sizes.k_drop, masking)
-        agree = name != "sampled_shapley"
+        by_mag = deletion_summary(oracle, f_full, ranked(phi[name], "abs"), sizes.k_del, sizes.k_drop, masking)
+        compare = name != "sampled_shapley"
         rec["methods"][name] = {
             "deletion_auc": by_val["deletion_auc"], "drop_at_5": by_val["drop_at_k"],
             "deletion_auc_masking": by_val["deletion_auc_masking"], "drop_at_5_masking": by_val["drop_at_k_masking"],
@@ -257,8 +280,8 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             "deletion_auc_magnitude": by_mag["deletion_auc"], "drop_at_5_magnitude": by_mag["drop_at_k"],
             "deletion_auc_masking_magnitude": by_mag["deletion_auc_masking"],
             "drop_at_5_masking_magnitude": by_mag["drop_at_k_masking"],
-            "kendall_tau": float(kendall_tau(phi[name], ref)) if agree else math.nan,
-            "jaccard_top10": float(topk_jaccard(phi[name], ref, sizes.top_k)) if agree else math.nan,
+            "kendall_tau": agree(phi[name], ref, kendall_tau) if compare else math.nan,
+            "jaccard_top10": agree(phi[name], ref, topk_jaccard, sizes.top_k) if compare else math.nan,
             "sum_phi": float(np.sum(phi[name])),
         }
         arrays[f"phi_{name}"] = phi[name]
@@ -266,8 +289,8 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             arrays[f"{key}_{name}"] = by_val[key]
         arrays[f"curve_magnitude_{name}"] = by_mag["curve"]
     if judged is not None:
-        orders["llm_judge"] = judged.ranking
-        jd = deletion_summary(oracle, f_full, judged.ranking, sizes.k_del, sizes.k_drop, masking)
+        orders["llm_judge"] = judge_order
+        jd = deletion_summary(oracle, f_full, judge_order, sizes.k_del, sizes.k_drop, masking)
         rec["methods"]["llm_judge"] = {
             "deletion_auc": jd["deletion_auc"], "drop_at_5": jd["drop_at_k"],
             "deletion_auc_masking": jd["deletion_auc_masking"], "drop_at_5_masking": jd["drop_at_k_masking"],
@@ -275,17 +298,19 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             "deletion_auc_magnitude": math.nan, "drop_at_5_magnitude": math.nan,
             "deletion_auc_masking_magnitude": math.nan, "drop_at_5_masking_magnitude": math.nan,
             "kendall_tau": math.nan,
-            "jaccard_top10": _jaccard_sets(judged.ranking[: sizes.top_k], rank_agents(ref)[: sizes.top_k]),
+            "jaccard_top10": _jaccard_sets(judge_order[: sizes.top_k], ranked(ref, "value")[: sizes.top_k]),
             "sum_phi": math.nan,
         }
         for key in ("curve", "curve_masking", "curve_original"):
             arrays[f"{key}_llm_judge"] = jd[key]
-        rec["judge"] = {**judged.summary(), "k": sizes.k_del, "top_k": sizes.top_k,
-                        "overlap": {m: len({int(x) for x in judged.ranking[: sizes.top_k]}
-                                           & {int(x) for x in rank_agents(phi[m])[: sizes.top_k]})
+        rec["judge"] = {**judged.summary(), "ranking": [int(x) for x in judge_order], "k": sizes.k_del,
+                        "top_k": sizes.top_k,
+                        "overlap": {m: len({int(x) for x in judge_order[: sizes.top_k]}
+                                           & {int(x) for x in ranked(phi[m], "value")[: sizes.top_k]})
                                     for m in METHODS if m in phi}}
-    rnd = random_summary(oracle, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand, masking,
-                         orders=random_orderings(g_rand, N, st.random_orderings))
+    pool = N if everyone else players
+    rnd = random_summary(oracle, f_full, pool, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand, masking,
+                         orders=random_orderings(g_rand, pool, st.random_orderings))
     rec["methods"]["random"] = {"deletion_auc": rnd["deletion_auc"], "drop_at_5": rnd["drop_at_k"],
                                 "deletion_auc_masking": rnd["deletion_auc_masking"],
                                 "drop_at_5_masking": rnd["drop_at_k_masking"],
@@ -297,22 +322,21 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                                 "kendall_tau": math.nan, "jaccard_top10": math.nan, "sum_phi": math.nan}
     for key in ("curve", "curve_masking", "curve_original"):
         arrays[f"{key}_random"] = rnd[key]
-    rec["ceiling"] = {"kendall_tau": float(kendall_tau(phi_ceiling, phi["sampled_shapley"])),
-                      "jaccard_top10": float(topk_jaccard(phi_ceiling, phi["sampled_shapley"], sizes.top_k))}
+    rec["ceiling"] = {"kendall_tau": agree(phi_ceiling, phi["sampled_shapley"], kendall_tau),
+                      "jaccard_top10": agree(phi_ceiling, phi["sampled_shapley"], topk_jaccard, sizes.top_k)}
     if phi_ceiling_rr is not None:
         rr_ref = phi["sampled_shapley_resimulation"]
         rec["resimulation_reference"] = {
             "permutations": st.permutations,
-            "agreement": {m: {"kendall_tau": float(kendall_tau(phi[m], rr_ref)),
-                              "jaccard_top10": float(topk_jaccard(phi[m], rr_ref, sizes.top_k))}
+            "agreement": {m: {"kendall_tau": agree(phi[m], rr_ref, kendall_tau),
+                              "jaccard_top10": agree(phi[m], rr_ref, topk_jaccard, sizes.top_k)}
                           for m in METHODS if m in phi and m != "sampled_shapley_resimulation"},
-            "ceiling": {"kendall_tau": float(kendall_tau(phi_ceiling_rr, rr_ref)),
-                        "jaccard_top10": float(topk_jaccard(phi_ceiling_rr, rr_ref, sizes.top_k))},
+            "ceiling": {"kendall_tau": agree(phi_ceiling_rr, rr_ref, kendall_tau),
+                        "jaccard_top10": agree(phi_ceiling_rr, rr_ref, topk_jaccard, sizes.top_k)},
         }
     if "action_aumann_shapley" in phi:
         sm = scenario.step_map(model_before, config)
-        deleted = list({frozenset(int(i) for i in o[:k]) for name, o in orders.items()
-                        for k in range(1, sizes.k_del + 1)})
+        deleted = list({frozenset(int(i) for i in o[:k]) for o in orders.values() for k in range(1, sizes.k_del + 1)})
         vals = [oracle.values(sorted(d))[0] for d in deleted]
         rec["action"]["coalition_gap"] = step_map_gap(sm, f, [sorted(d) for d in deleted], vals,
                                                       scale=rec["action"]["delta_v"], n_features=panel.D)
@@ -385,7 +409,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         sim_seq, study_seq = seq.spawn(2)
         if tick:
             tick("simulate")
-        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
+        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
+                                strategy=config.study.fork_strategy)
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix, judge=judge)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})

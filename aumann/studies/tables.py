@@ -36,6 +36,17 @@ def _stats(vals: list[Any]) -> tuple[float, float]:
     return (float(ok.mean()), float(ok.std())) if ok.size else (math.nan, math.nan)
 
 
+def _floats(vals: list[Any]) -> np.ndarray:
+    """Record values as floats: a metric that was NaN is ``None`` in a record (JSON has no NaN)."""
+    return np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+
+
+def _nanmean(vals: list[Any]) -> float:
+    arr = _floats(vals)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else math.nan
+
+
 def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
     """One row per method the runs have (:data:`METHODS` order): mean and std over runs."""
     recs = result.records
@@ -133,7 +144,7 @@ def judge_table(result: StudyResult) -> list[dict[str, Any]]:
 
 
 def _summ(vals: list[float]) -> tuple[float, float]:
-    arr = np.asarray(vals, dtype=np.float64)
+    arr = _floats(vals)
     arr = arr[np.isfinite(arr)]
     return (float(arr.mean()), float(arr.min())) if arr.size else (float("nan"), float("nan"))
 
@@ -147,8 +158,8 @@ def path_table(scenario: str, records: list[dict[str, Any]]) -> list[dict[str, A
     ovs = [o for r in recs for o in r["top_overlap_orders"]]
     mean, mn = _summ(taus)
     return [{"scenario": scenario, "kendall_tau_mean": mean, "kendall_tau_min": mn,
-             "top_overlap": float(np.mean(ovs)), "top_k": recs[0]["top_k"],
-             "kendall_tau_average_path": float(np.mean([r["kendall_tau_average_path"] for r in recs]))}]
+             "top_overlap": _nanmean(ovs), "top_k": recs[0]["top_k"],
+             "kendall_tau_average_path": _nanmean([r["kendall_tau_average_path"] for r in recs])}]
 
 
 def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:

@@ -108,8 +108,9 @@ def baseline_features_now(model: Any, config: Any = None) -> np.ndarray:
 def step_map(model: Any, config: Any = None):
     """The coming month as a torch map of participation intensities (:mod:`.stepmap`; exact at every corner)."""
     from aumann.scenarios.econagent.stepmap import econ_step_map
+    from aumann.simulators import fork
 
-    return econ_step_map(model, config, CONTEXT_FNS)
+    return econ_step_map(model, config, CONTEXT_FNS, lambda m: fork(m, steps=1, recorder=make_recorder(config)).model)
 
 
 def aggregators(config: EconAgentConfig) -> dict[str, Any]:

@@ -26,7 +26,7 @@ participant count and the max(Y, C) of the saving rate.
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,12 +37,10 @@ from aumann.scenarios.econagent.agents import HOURS
 from aumann.scenarios.econagent.prompts import BRACKET_CUTOFFS, BRACKET_RATES
 
 
-def econ_step_map(model: Any, config: Any, context_fns: Any) -> StepMap:
-    """The month ``model`` (an :class:`EconModel` before some month) is about to take, as a StepMap."""
-    replay = copy.deepcopy(model)
-    for a in replay.households:
-        a.forced_baseline = False
-    replay.step()  # the factual month, to read its decisions and shopping order (``model`` is not touched)
+def econ_step_map(model: Any, config: Any, context_fns: Any, factual: Callable[[Any], Any]) -> StepMap:
+    """The month ``model`` (an :class:`EconModel` before some month) is about to take, as a StepMap;
+    ``factual(model)`` returns a branch of ``model`` after the factual month (``model`` is not touched)."""
+    replay = factual(model)  # to read the month's decisions and shopping order
     hh, rh = model.households, replay.households
     works = torch.as_tensor(np.asarray(replay.last_trace["works"], dtype=np.float64))
     order = [int(j) for j in replay.last_trace["consumption_order"]]

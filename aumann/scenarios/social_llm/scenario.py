@@ -134,8 +134,9 @@ def _baseline_action(model, positions) -> None:
 
 def _step_map(model, cfg: SocialLLMConfig):
     from aumann.scenarios.social_llm.stepmap import social_step_map
+    from aumann.simulators import fork
 
-    return social_step_map(model, cfg)
+    return social_step_map(model, cfg, lambda m: fork(m, steps=1, recorder=_recorder(cfg)).model)
 
 
 def _baseline_features(model, cfg: SocialLLMConfig) -> np.ndarray:

@@ -28,7 +28,7 @@ declared as switching functions.
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,12 +40,10 @@ HOLDS = ("same-step decisions at their recorded values: who posted, which posts 
          "order, and like / dislike / ignore")
 
 
-def social_step_map(model: Any, config: Any) -> StepMap:
-    """The step ``model`` (a :class:`SocialModel` before some step) is about to take, as a StepMap."""
-    replay = copy.deepcopy(model)
-    replay.forced = set()
-    replay.step()  # the factual step, to read its decisions (a deep copy: ``model`` is not touched)
-    trace = replay.last_trace
+def social_step_map(model: Any, config: Any, factual: Callable[[Any], Any]) -> StepMap:
+    """The step ``model`` (a :class:`SocialModel` before some step) is about to take, as a StepMap;
+    ``factual(model)`` returns a branch of ``model`` after the factual step (``model`` is not touched)."""
+    trace = factual(model).last_trace
     n = len(model.people)
     b0 = torch.as_tensor(np.array([a.belief for a in model.people], dtype=np.float64))
     posts = list(trace["posts"])
