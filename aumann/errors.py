@@ -17,6 +17,9 @@
   * ConfigError(AumannError, ValueError)       -- a config file or CLI option
   * SimulationError(AumannError, RuntimeError) -- the simulation layer (recorder, runner, forks)
   * LLMError(AumannError, RuntimeError)        -- decision backends (auth, model, cache miss, budget)
+    * ResponseTooLargeError                    -- a reply body over the configured size cap
+    * RetryAfterTooLongError                   -- the server asked to wait longer than allowed
+    * ResponseCacheError(LLMError, ConfigError) -- a corrupted, foreign or unusable response cache file
   * IngestError(AumannError, ValueError)       -- data ingestion (files, event lines)
 """
 
@@ -97,6 +100,18 @@ class LLMError(AumannError, RuntimeError):
     """Decision backends: authentication, unknown model, replay cache miss, budget exhausted."""
 
 
+class ResponseTooLargeError(LLMError):
+    """A reply body larger than the backend's ``max_response_bytes`` (rejected, counted, never stored)."""
+
+
+class RetryAfterTooLongError(LLMError):
+    """The server's ``Retry-After`` asks for a longer wait than the backend's ``retry_after_max``."""
+
+
+class ResponseCacheError(LLMError, ConfigError):
+    """The response cache file is corrupted, not an aumann cache, or cannot be read or written."""
+
+
 class IngestError(AumannError, ValueError):
     """Data ingestion: unreadable files, unusable inputs."""
 
@@ -114,6 +129,9 @@ __all__ = [
     "MethodError",
     "NonFiniteError",
     "PanelError",
+    "ResponseCacheError",
+    "ResponseTooLargeError",
+    "RetryAfterTooLongError",
     "ShapeError",
     "SimulationError",
     "UnknownAgentError",
