@@ -11,6 +11,12 @@ of ``numpy.random.SeedSequence(root_seed)`` (``.spawn``), so a run's random numb
 
 ``fn`` must be a picklable top-level function; specs must be picklable (a Mesa model holding a
 ``DataCollector`` with agent reporters is not).
+
+``map(fn, specs, on_result=None, return_exceptions=False)``: results in spec order;
+``on_result(index, result)`` is called as each one finishes (in the caller's process, e.g. to move
+a progress bar or merge usage); with ``return_exceptions=True`` a failed spec's exception is
+returned in its place and every other spec still runs. :func:`make_executor` builds one from the
+CLI's ``--executor`` / ``--workers``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from aumann.simulators.errors import ExecutorError
+
+OnResult = Callable[[int, Any], None] | None
 
 
 @dataclass(frozen=True)
@@ -67,17 +75,41 @@ class LocalExecutor:
         self.max_workers = max_workers
         self.mp_context = mp_context
 
-    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any]) -> list[Any]:
-        """``[fn(s) for s in specs]``, computed by the pool, in spec order."""
+    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any], *, on_result: OnResult = None,
+            return_exceptions: bool = False) -> list[Any]:
+        """``[fn(s) for s in specs]``, computed by the pool, in spec order (see the module docstring)."""
         specs = list(specs)
         if self.max_workers in (0, 1) or len(specs) <= 1:
-            return [fn(s) for s in specs]
+            out = []
+            for i, s in enumerate(specs):
+                try:
+                    res = fn(s)
+                except Exception as exc:
+                    if not return_exceptions:
+                        raise
+                    res = exc
+                if on_result is not None:
+                    on_result(i, res)
+                out.append(res)
+            return out
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = mp.get_context(self.mp_context)
+        results: list[Any] = [None] * len(specs)
         with ProcessPoolExecutor(max_workers=self.max_workers, mp_context=ctx) as pool:
-            return list(pool.map(fn, specs))
+            futures = {pool.submit(fn, s): i for i, s in enumerate(specs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                exc = fut.exception()
+                results[i] = exc if exc is not None else fut.result()
+                if on_result is not None:
+                    on_result(i, results[i])
+        if not return_exceptions:
+            for res in results:
+                if isinstance(res, BaseException):
+                    raise res
+        return results
 
     def __repr__(self) -> str:
         return f"LocalExecutor(max_workers={self.max_workers})"
@@ -121,14 +153,53 @@ class RayExecutor:
                 ray.init(num_cpus=self.num_cpus, **kw)
         return ray
 
-    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any]) -> list[Any]:
-        """``[fn(s) for s in specs]``, computed as Ray tasks, in spec order."""
+    @property
+    def max_workers(self) -> int | None:
+        return self.num_cpus
+
+    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any], *, on_result: OnResult = None,
+            return_exceptions: bool = False) -> list[Any]:
+        """``[fn(s) for s in specs]``, computed as Ray tasks, in spec order (see the module docstring)."""
         ray = self._ensure()
         remote = ray.remote(fn)
-        return list(ray.get([remote.remote(s) for s in specs]))
+        refs = [remote.remote(s) for s in specs]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                i = index[ref]
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as exc:  # RayTaskError: hand back the task's own exception
+                    results[i] = getattr(exc, "cause", None) or exc
+                if on_result is not None:
+                    on_result(i, results[i])
+        if not return_exceptions:
+            for res in results:
+                if isinstance(res, BaseException):
+                    raise res
+        return results
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r})"
 
 
-__all__ = ["LocalExecutor", "RayExecutor", "RunSpec", "seeded_specs"]
+def make_executor(kind: str = "local", workers: int | None = None) -> LocalExecutor | RayExecutor | None:
+    """The executor for ``--executor KIND --workers N``: ``None`` for a serial local run (N ≤ 1),
+    a :class:`LocalExecutor` process pool, or a :class:`RayExecutor` (N CPUs; ``None``: all).
+
+    Raises:
+        ExecutorError: an unknown kind, a bad worker count, or Ray not installed.
+    """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise ExecutorError(f"--workers must be an int >= 0; got {workers!r}")
+    if kind == "local":
+        return None if workers is None or workers <= 1 else LocalExecutor(max_workers=workers)
+    if kind == "ray":
+        return RayExecutor(num_cpus=workers or None)
+    raise ExecutorError(f"unknown executor {kind!r}; choose 'local' (process pool) or 'ray'")
+
+
+__all__ = ["LocalExecutor", "RayExecutor", "RunSpec", "make_executor", "seeded_specs"]

@@ -36,13 +36,19 @@ FEATURES = ("belief", "posted", "views", "likes", "dislikes")
 
 
 class SocialLLMConfig(ScenarioConfig):
-    """SocialLLM parameters (defaults: the predecessor's config values, spec §1)."""
+    """SocialLLM parameters (defaults: the predecessor's config values, spec §1).
+
+    ``interaction``: ``"sequential"`` (default; each reaction sees the counters and belief left by
+    the previous ones) or ``"synchronous"`` (every reaction of a step sees the state at the start of
+    the interaction phase; one batch of requests per step). See ``model.py``.
+    """
 
     agents: int = Field(20, ge=2)
     steps: int = Field(30, ge=2)
     runs: int = Field(10, ge=1)
     seed: int = 57
     network: Literal["ba", "mixed"] = "ba"
+    interaction: Literal["sequential", "synchronous"] = "sequential"
     ba_m: int = Field(4, ge=1)
     init_low: float = -0.5
     init_high: float = 0.5
