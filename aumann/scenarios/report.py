@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.manifest import redact_command
 from aumann.scenarios.ablations import pair_table, path_table
 from aumann.scenarios.study import ATTRIBUTED, FAITHFULNESS_COLUMNS, StudyResult, atomic_write_text, extended_table
 from aumann.scenarios.study import faithfulness_table as _faithfulness_rows
@@ -153,14 +154,40 @@ def _mean(recs: Sequence[dict[str, Any]], key: str) -> float:
     return float(vals.mean()) if vals.size else math.nan
 
 
+def llm_usage_markdown(llm_usage: dict[str, Any] | None) -> str:
+    """The report's "LLM usage" section from the manifest fields ``llm_usage`` and ``llm``."""
+    if not llm_usage or "llm_usage" not in llm_usage:
+        return ""
+    u, info = llm_usage["llm_usage"], llm_usage.get("llm", {})
+    rows = [{"": "factual runs", "calls": u["calls"], "decisions": u["decisions"]},
+            {"": "forks and re-simulations", "calls": u["fork_calls"], "decisions": u["fork_decisions"]}]
+    lines = ["\n## LLM usage\n"]
+    if info.get("backend") == "offline":
+        lines.append("Offline policy: every decision made in Python, nothing sent (0 calls).\n")
+    else:
+        lines.append(f"Model `{info.get('model')}` at {', '.join(info.get('endpoints', []))}; structured output "
+                     f"`{info.get('structured_output')}`; concurrency {info.get('concurrency')}.\n")
+    lines.append(to_markdown(rows))
+    cost = (f"${u['cost_usd']:.4f}" if info.get("price_note") is None else
+            f"$0 reported -- {info.get('price_note')}")
+    lines.append(f"\nCache hits {u['cache_hits']}, retries {u['retries']}, failed attempts {u['failures']}; "
+                 f"tokens {u['prompt_tokens']} prompt + {u['completion_tokens']} completion; latency p50 "
+                 f"{u['latency_p50_s']:.3f} s, p95 {u['latency_p95_s']:.3f} s; cost {cost}. Totals over "
+                 f"{info.get('invocations', 1)} invocation(s) in this run directory (a resumed run adds to what "
+                 f"earlier ones spent; see `llm-usage.json`).\n")
+    return "\n".join(lines)
+
+
 def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str, Any]]], *, command: str,
-                 seconds: float, description: str = "", baseline: str = "", plots: Sequence[Path] = ()) -> Path:
+                 seconds: float, description: str = "", baseline: str = "", plots: Sequence[Path] = (),
+                 llm_usage: dict[str, Any] | None = None) -> Path:
     """report.md: what ran, the headline table, the extended deletion table, ablations and plots."""
     recs = result.records
     gaps = [r["smoothing_gap"]["max_rel"] for r in recs]
     eff = [r["efficiency_gap"] for r in recs]
     parts = [f"# {result.scenario}: attribution and deletion faithfulness\n",
-             f"{description}\n", f"Command: `{command}`  \nRuns: {len(recs)} ({result.resumed} resumed, "
+             f"{description}\n",
+             f"Command: `{redact_command(command)}`  \nRuns: {len(recs)} ({result.resumed} resumed, "
              f"{result.computed} computed), wall time {seconds:.1f} s.  \n"
              f"Baseline action: {baseline}.  \n"
              f"t* per run: {[r['t_star'] for r in recs]}; K_del = {result.sizes.k_del}, "
@@ -174,7 +201,8 @@ def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str
              f"Aumann–Shapley efficiency gap at t*: max {max(eff):.3g}.\n",
              "\n## Path ablation (straight vs random-permutation piecewise-linear)\n",
              to_markdown(tables["path_ablation"]), "\n## f-sensitivity\n", to_markdown(tables["f_sensitivity"]),
-             "\n## Baseline ablation (agents ranked by |φ|)\n", to_markdown(tables["baseline_ablation"])]
+             "\n## Baseline ablation (agents ranked by |φ|)\n", to_markdown(tables["baseline_ablation"]),
+             llm_usage_markdown(llm_usage)]
     if plots:
         parts.append("\n## Plots\n")
         parts += [f"![{p.stem}]({p.name})\n" for p in plots]
@@ -184,15 +212,16 @@ def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str
 
 
 def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: float, description: str = "",
-                  baseline: str = "", plots: bool = True) -> dict[str, Any]:
-    """Tables, plots and the report for a finished study."""
+                  baseline: str = "", plots: bool = True,
+                  llm_usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tables, plots and the report for a finished study (``llm_usage``: the manifest's LLM fields)."""
     out = Path(out)
     tables = write_tables(result, out)
     pngs = write_plots(result, out) if plots else []
     report = write_report(result, out, tables, command=command, seconds=seconds, description=description,
-                          baseline=baseline, plots=pngs)
+                          baseline=baseline, plots=pngs, llm_usage=llm_usage)
     return {"tables": tables, "plots": pngs, "report": report}
 
 
-__all__ = ["headline_markdown", "to_csv", "to_markdown", "write_outputs", "write_plots", "write_report",
-           "write_tables"]
+__all__ = ["headline_markdown", "llm_usage_markdown", "to_csv", "to_markdown", "write_outputs", "write_plots",
+           "write_report", "write_tables"]

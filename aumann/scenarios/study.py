@@ -260,7 +260,8 @@ class StudyResult:
 
 
 def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path | None = None, backend: Any = None,
-              backend_label: str = "offline", progress: Any = None, executor: Any = None) -> StudyResult:
+              backend_label: str = "offline", progress: Any = None, executor: Any = None,
+              write: bool = True) -> StudyResult:
     """Run (or resume) the faithfulness study for ``config.runs`` runs.
 
     Args:
@@ -275,6 +276,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             compute, the runs go to it in parallel; with one, its forks (deletion, re-simulation
             game) do. Results are bit-identical to the serial study. A parallel run's LLM usage is
             merged back into ``backend.usage``; caps are split evenly over the runs in flight.
+        write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
     """
     from aumann.simulators.llm.usage import Usage, usage_of
 
@@ -307,7 +309,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                                                               and executor.max_workers in (0, 1))
     if parallel:
         account = usage_of(backend)
-        specs = [(scenario.name, config, r, seq, out, _share_budget(backend, len(todo)), digest) for r, seq in todo]
+        dest = out if write else None
+        specs = [(scenario.name, config, r, seq, dest, _share_budget(backend, len(todo)), digest) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
             r = todo[i][0]
@@ -330,8 +333,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     else:
         for r, seq in todo:
             tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
-            rec, arr, panel, delta = compute_run(scenario, config, r, seq, out, backend, digest, tick=tick,
-                                                 executor=executor)
+            rec, arr, panel, delta = compute_run(scenario, config, r, seq, out if write else None, backend, digest,
+                                                 tick=tick, executor=executor)
             spent.merge(delta)
             records[r], arrays[r], panels[r] = rec, arr, panel
             computed += 1

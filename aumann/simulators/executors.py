@@ -5,7 +5,8 @@ of ``numpy.random.SeedSequence(root_seed)`` (``.spawn``), so a run's random numb
 (root seed, index) and results are identical serial, in a process pool, or on Ray.
 
 * :class:`LocalExecutor` -- ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` start method, so
-  no forked torch/thread state); ``max_workers`` of 0 or 1 runs serially in-process.
+  no forked torch/thread state), started on first use and kept for later calls until
+  :meth:`~LocalExecutor.close`; ``max_workers`` of 0 or 1 runs serially in-process.
 * :class:`RayExecutor` -- the optional extra ``aumann[ray]``; ``ray`` is imported lazily and a local
   instance is started if none is running.
 
@@ -74,6 +75,34 @@ class LocalExecutor:
             raise ExecutorError(f"max_workers must be None or an int >= 0; got {max_workers!r}")
         self.max_workers = max_workers
         self.mp_context = mp_context
+        self._pool: Any = None
+
+    def _get_pool(self) -> Any:
+        """The process pool, started on first use and kept for later ``map`` calls (workers import
+        the package once); :meth:`close` (or garbage collection) shuts it down."""
+        if self._pool is None:
+            import multiprocessing as mp
+            import weakref
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(max_workers=self.max_workers, mp_context=mp.get_context(self.mp_context))
+            weakref.finalize(self, self._pool.shutdown, wait=True)
+        return self._pool
+
+    def close(self) -> None:
+        """Shut the worker processes down (a later ``map`` starts new ones)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {"max_workers": self.max_workers, "mp_context": self.mp_context, "_pool": None}
 
     def map(self, fn: Callable[[Any], Any], specs: Sequence[Any], *, on_result: OnResult = None,
             return_exceptions: bool = False) -> list[Any]:
@@ -92,19 +121,17 @@ class LocalExecutor:
                     on_result(i, res)
                 out.append(res)
             return out
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
 
-        ctx = mp.get_context(self.mp_context)
         results: list[Any] = [None] * len(specs)
-        with ProcessPoolExecutor(max_workers=self.max_workers, mp_context=ctx) as pool:
-            futures = {pool.submit(fn, s): i for i, s in enumerate(specs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                exc = fut.exception()
-                results[i] = exc if exc is not None else fut.result()
-                if on_result is not None:
-                    on_result(i, results[i])
+        pool = self._get_pool()
+        futures = {pool.submit(fn, s): i for i, s in enumerate(specs)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            exc = fut.exception()
+            results[i] = exc if exc is not None else fut.result()
+            if on_result is not None:
+                on_result(i, results[i])
         if not return_exceptions:
             for res in results:
                 if isinstance(res, BaseException):
@@ -140,6 +167,7 @@ class RayExecutor:
         self.address = address
         self.num_cpus = num_cpus
         self.init_kwargs = dict(init_kwargs or {})
+        self._started = False
 
     def _ensure(self):
         import ray
@@ -151,7 +179,16 @@ class RayExecutor:
                 ray.init(address=self.address, **kw)
             else:
                 ray.init(num_cpus=self.num_cpus, **kw)
+            self._started = True
         return ray
+
+    def close(self) -> None:
+        """Shut down the Ray instance this executor started (an attached cluster is left alone)."""
+        if self._started:
+            import ray
+
+            ray.shutdown()
+            self._started = False
 
     @property
     def max_workers(self) -> int | None:

@@ -134,6 +134,13 @@ def _recorder(cfg: SocialLLMConfig):
     return FeatureRecorder({name: name for name in FEATURES}, agents=lambda m: m.people)
 
 
+def _offline_backend():
+    from aumann.scenarios.social_llm.agents import rule_policy
+    from aumann.simulators.llm import OfflineBackend
+
+    return OfflineBackend(rule_policy, name="social-llm-rule-policy")
+
+
 def _baseline_action(model, positions) -> None:
     model.force_baseline(positions)
 
@@ -154,6 +161,7 @@ SOCIAL_LLM = register(Scenario(
     baseline_action=_baseline_action,
     baseline_features_fn=_baseline_features,
     aggregators=_aggregators,
+    offline_backend=_offline_backend,
     config_file="social-llm.toml",
     baseline_description="neutral and silent at the target step: belief 0, no post, no views, no reactions",
 ))

@@ -95,7 +95,8 @@ class Usage:
         retries: attempts repeated after a retryable failure.
         fallbacks: decisions served by the fallback backend after giving up.
         decisions, fork_decisions: decisions returned to callers (factual runs / forks).
-        planned_calls: requests that missed the cache (sent, or in a dry run only counted).
+        planned_calls: requests that missed the cache (sent, or in a dry run only counted);
+            ``fork_planned_calls`` the part of them made inside forks.
         planned_prompt_tokens, planned_completion_tokens: a dry run's estimates (characters / 4).
         rounds, fork_rounds: Σ over decision batches of ⌈requests sent / concurrency⌉ (the ideal
             wall time of a run is ``rounds`` × the latency).
@@ -115,6 +116,7 @@ class Usage:
     planned_completion_tokens: int = 0
     fork_calls: int = 0
     fork_decisions: int = 0
+    fork_planned_calls: int = 0
     rounds: int = 0
     fork_rounds: int = 0
     cost_usd: float = 0.0
@@ -168,6 +170,8 @@ class Usage:
                 if not v:
                     continue
                 if forked:
+                    if k == "planned_calls":
+                        self.fork_planned_calls += v
                     k = _FORKED.get(k, k)
                 setattr(self, k, getattr(self, k) + v)
 
