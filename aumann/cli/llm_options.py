@@ -90,7 +90,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any) -> tuple[A
     cache_path = out / "llm-cache.sqlite"
     fallback = None
     if args.dry_run:
-        cache = ResponseCache(cache_path) if cache_path.is_file() else None
+        cache = ResponseCache(cache_path, mode="replay") if cache_path.is_file() else None  # read, never write
         if scenario.offline_backend is None:
             raise ConfigError(f"scenario {scenario.name!r} has no offline policy to put in the loop of a dry run")
         fallback = scenario.offline_backend()

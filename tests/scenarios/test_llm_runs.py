@@ -153,9 +153,31 @@ def test_dry_run_prints_the_estimate_and_sends_and_writes_nothing(tmp_path, caps
     assert "nothing was sent" in text and "requests after the cache" in text and "cost: ~$" in text
     assert "at concurrency 8 and 0.5 s per request" in text
     calls = int(text.split("requests after the cache: ")[1].split(" ")[0].replace(",", ""))
-    assert calls > 0
+    assert calls > 0 and "~$" in text
     with pytest.raises(Exception, match="--dry-run estimates an LLM run"):
         _invoke("social-llm", "--out", str(out), "--dry-run")
+
+
+def test_dry_run_counts_the_requests_after_the_cache(tmp_path, capsys):
+    import shutil
+
+    cfg = _cfg(tmp_path)
+    out = tmp_path / "warm"
+    with LoopbackLLM() as srv:
+        args = ["social-llm", "--config", str(cfg), "--out", str(out), "--backend", "openai", "--model", "m",
+                "--base-url", srv.base_url]
+        assert _invoke(*args, "--no-plots") == 0
+        shutil.rmtree(out / "runs")  # the answers stay in the cache, the runs are to be computed again
+        capsys.readouterr()
+        assert _invoke(*args, "--dry-run") == 0
+        assert srv.stats()["requests"] == json.loads((out / "llm-usage.json").read_text())["manifest"]["calls"] + \
+            json.loads((out / "llm-usage.json").read_text())["manifest"]["fork_calls"]  # the dry run sent nothing
+    text = capsys.readouterr().out
+    import re
+
+    m = re.search(r"requests after the cache: (\d+) .*; (\d+) served by the cache; (\d+) decisions", text)
+    # the run replays the recorded answers, so the cache answers every request: nothing left to send
+    assert m and int(m.group(1)) == 0 and int(m.group(2)) == int(m.group(3)) > 0 and "1 run(s) to compute" in text
 
 
 def test_run_records_usage_stops_cleanly_at_the_cap_and_a_resume_adds_to_it(tmp_path, monkeypatch, capsys):

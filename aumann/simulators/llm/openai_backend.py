@@ -732,15 +732,15 @@ class OpenAIBackend:
                     except _Retryable as exc:
                         results[p.index] = MalformedResponseError(f"cached reply {p.key[:12]} is invalid: {exc}")
             misses = [p for p in prepared if p.index not in texts]
+            if self.dry_run:
+                hits += self._dry(misses, results)
+                misses = []
             if misses and self.cache is not None and self.cache.mode == "replay":
                 for p in misses:
                     results[p.index] = CacheMissError(
                         f"replay cache miss for {self._where()} (key {p.key[:12]}, {len(p.messages)} message(s), "
                         f"last: {self._redact(p.messages[-1]['content'][:80])!r}, seed={p.seed}); record it first "
                         f"with ResponseCache({self.cache.path!r}, mode='record')")
-                misses = []
-            if self.dry_run:
-                hits += self._dry(misses, results)
                 misses = []
             if misses:
                 pool = self._executor()
