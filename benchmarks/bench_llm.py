@@ -277,7 +277,7 @@ def main() -> None:
     ap.add_argument("--econ-steps", type=int, default=6)
     ap.add_argument("--social-steps", type=int, default=5)
     ap.add_argument("--today-n", type=int, default=200)
-    ap.add_argument("--today-steps", type=int, default=1)
+    ap.add_argument("--today-steps", type=int, default=2)
     ap.add_argument("--cpu-n", type=int, default=2000)
     ap.add_argument("--old", default=None, help="source tree of the previous version (for cpu and today)")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")

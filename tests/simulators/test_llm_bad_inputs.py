@@ -122,12 +122,13 @@ def test_retry_after_beyond_the_maximum_is_a_typed_error_naming_the_wait():
 
 
 def test_retry_after_as_an_http_date_is_honoured():
+    import time
     from email.utils import formatdate
 
-    from aumann.simulators.llm.openai_backend import _retry_after
+    from aumann.simulators.llm.replies import retry_after
 
-    assert 8 < _retry_after({"retry-after": formatdate(__import__("time").time() + 10, usegmt=True)}) <= 10
-    assert _retry_after({"retry-after-ms": "250"}) == 0.25 and _retry_after({"retry-after": "soon"}) == 0.0
+    assert 8 < retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)}) <= 10
+    assert retry_after({"retry-after-ms": "250"}) == 0.25 and retry_after({"retry-after": "soon"}) == 0.0
 
 
 def test_a_reply_whose_fields_were_coerced_away_is_not_cached_as_a_good_answer(tmp_path):
@@ -208,3 +209,14 @@ def test_a_broken_usage_ledger_is_a_typed_error_naming_the_file(tmp_path):
     path.write_text('{"usage": {"calls": 3')
     with pytest.raises(ConfigError, match=r"llm-usage\.json.*unreadable"):
         load_ledger(path)
+
+
+def test_http_library_log_lines_never_show_a_key_from_the_url(caplog):
+    import logging as lg
+
+    caplog.set_level(lg.DEBUG)
+    with LoopbackLLM(lambda body: '{"post": true}') as srv:
+        b = OpenAIBackend(model="m", base_url=f"{srv.base_url}?api_key={SECRET}", transport=httpx.HTTPTransport())
+        assert b.decide(MSGS, Post).post is True
+    assert "HTTP Request: POST" in caplog.text  # httpx logged the request line ...
+    _no_secret(caplog.text)  # ... without the key

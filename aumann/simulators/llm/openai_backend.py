@@ -58,22 +58,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from aumann.errors import ResponseTooLargeError, RetryAfterTooLongError
+from aumann.errors import ResponseTooLargeError
 from aumann.simulators.llm.base import (
     BackendUnavailableError,
     BudgetExceededError,
     CacheMissError,
-    LLMAuthenticationError,
     LLMError,
     LLMRequestError,
     MalformedResponseError,
     Messages,
-    ModelNotFoundError,
     check_messages,
     check_schema,
     parse_json_object,
@@ -83,6 +80,7 @@ from aumann.simulators.llm.endpoints import Endpoint, EndpointPool, parse_endpoi
 from aumann.simulators.llm.prices import Price, load_prices, price_for
 from aumann.simulators.llm.ratelimit import RateLimiter
 from aumann.simulators.llm.redaction import Redactor, protect_logs
+from aumann.simulators.llm.replies import ModeUnsupported, Retryable, interpret
 from aumann.simulators.llm.schemas import SchemaInfo, coerced_away, schema_info
 from aumann.simulators.llm.transport import (
     HttpxTransport,
@@ -113,18 +111,6 @@ class CallEstimate:
     fork_rounds: int = 0
 
 
-class _Retryable(Exception):
-    def __init__(self, kind: str, detail: str, wait: float = 0.0, size: int | None = None) -> None:
-        super().__init__(detail)
-        self.kind = kind  # "unavailable" | "malformed" | "too_large"
-        self.wait = wait  # the server's Retry-After, in seconds (0 when absent)
-        self.size = size
-
-
-class _Unsupported(Exception):
-    """The server rejected the structured-output mode."""
-
-
 @dataclass(slots=True)
 class _Request:
     index: int
@@ -136,33 +122,6 @@ class _Request:
     scope: str | None
     key: str
     chars: int
-
-
-def _retry_after(headers: Mapping[str, str]) -> float:
-    value = headers.get("retry-after")
-    if value is None:
-        ms = headers.get("retry-after-ms")
-        try:
-            return max(0.0, float(ms) / 1000.0) if ms is not None else 0.0
-        except ValueError:
-            return 0.0
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return 0.0
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        data = json.loads(body)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", err) if isinstance(err, dict) else err
-        return str(msg)[:500]
-    except (ValueError, AttributeError):
-        return body[:500].decode("utf-8", "replace")
 
 
 class OpenAIBackend:
@@ -425,16 +384,16 @@ class OpenAIBackend:
         try:
             raw = parse_json_object(text)
         except ValueError as exc:
-            raise _Retryable("malformed", self._redact(exc)) from None
+            raise Retryable("malformed", self._redact(exc)) from None
         try:
             obj = req.schema.model_validate(raw)
         except ValidationError as exc:
             errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-            raise _Retryable("malformed", self._redact(f"reply fails {req.schema.__name__}: {errs}")) from None
+            raise Retryable("malformed", self._redact(f"reply fails {req.schema.__name__}: {errs}")) from None
         lost = coerced_away(raw, obj, req.info)
         if lost:
             shown = {k: raw[k] for k in lost}
-            raise _Retryable("malformed", self._redact(
+            raise Retryable("malformed", self._redact(
                 f"reply fails {req.schema.__name__}: field(s) {lost} coerced away (the reply gave "
                 f"{json.dumps(shown)[:120]}, validation kept None); not accepted as an answer")) from None
         return obj
@@ -487,62 +446,18 @@ class OpenAIBackend:
         except Exception:  # best effort only: the listing is a hint in an error message
             return None
 
-    def _interpret(self, reply: Any, ep: Endpoint, mode: str) -> tuple[str | None, int, int]:
-        status = reply.status
-        if status == 200:
-            try:
-                data = json.loads(reply.body)
-            except ValueError:
-                raise _Retryable("malformed", self._redact(
-                    f"reply body is not JSON: {reply.body[:160].decode('utf-8', 'replace')!r}")) from None
-            usage = data.get("usage") if isinstance(data, dict) else None
-            pt = ct = 0
-            if isinstance(usage, dict):
-                pt = int(usage.get("prompt_tokens") or 0)
-                ct = int(usage.get("completion_tokens") or 0)
-            try:
-                text = data["choices"][0]["message"]["content"]
-            except (KeyError, IndexError, TypeError):
-                text = None
-            if not isinstance(text, str):
-                self._account_tokens(pt, ct)
-                raise _Retryable("malformed", self._redact(
-                    f"reply has no choices[0].message.content: {reply.body[:160].decode('utf-8', 'replace')!r}"))
-            return text, pt, ct
-        detail = self._redact(_error_text(reply.body))
-        if status == 401:
-            raise LLMAuthenticationError(
-                f"the server at {ep.public} rejected the API key (HTTP 401) for model {self.model!r}: {detail}. "
-                f"Check the key given to the backend (keys are read from the environment only by the CLI/config).")
-        if status == 403:
-            raise LLMAuthenticationError(
-                f"the server at {ep.public} denied access (HTTP 403) to model {self.model!r}: {detail}")
-        if status == 404:
-            models = self._list_models(ep)
-            hint = (f"; models this server lists: {models}" if models else
-                    "; check the model name and that base_url ends with the API root (e.g. .../v1)")
-            raise ModelNotFoundError(f"not found (HTTP 404): model {self.model!r} at {ep.public}: {detail}{hint}")
-        if status == 429:
-            wait = _retry_after(reply.headers)
-            if wait > self.retry_after_max:
-                raise RetryAfterTooLongError(
-                    f"the server at {ep.public} rate-limits model {self.model!r} (HTTP 429) and asks to wait "
-                    f"Retry-After = {wait:g} s, longer than retry_after_max = {self.retry_after_max:g} s; lower "
-                    f"--concurrency/--rpm/--tpm or raise the maximum wait ({detail})")
-            raise _Retryable("unavailable", f"rate limited (HTTP 429): {detail}", wait)
-        if status >= 500 or status == 408:
+    def _interpret(self, reply: Any, ep: Endpoint, mode: str) -> tuple[str, int, int]:
+        if reply.status >= 500 or reply.status == 408:
             self.endpoints.failure(ep)
-            wait = _retry_after(reply.headers)
-            if wait > self.retry_after_max:
-                raise RetryAfterTooLongError(
-                    f"the server at {ep.public} is unavailable (HTTP {status}) and asks to wait Retry-After = "
-                    f"{wait:g} s, longer than retry_after_max = {self.retry_after_max:g} s ({detail})")
-            raise _Retryable("unavailable", f"server error (HTTP {status}): {detail}", wait)
-        low = detail.lower()
-        if (status in (400, 422) and mode != "none" and self.structured_output == "auto"
-                and ("response_format" in low or "json_schema" in low or "structured" in low)):
-            raise _Unsupported(detail)
-        raise LLMRequestError(f"request rejected (HTTP {status}) by model {self.model!r} at {ep.public}: {detail}")
+        try:
+            return interpret(reply, where=ep.public, model=self.model, redact=self._redact,
+                             retry_after_max=self.retry_after_max,
+                             negotiable=self.structured_output == "auto" and mode != "none",
+                             list_models=lambda: self._list_models(ep))
+        except Retryable as exc:
+            if exc.tokens:
+                self._account_tokens(*exc.tokens)
+            raise
 
     def _account_tokens(self, pt: int, ct: int) -> None:
         cost = self.price.cost(pt, ct) if self.price is not None else 0.0
@@ -582,13 +497,13 @@ class OpenAIBackend:
                                                         self._headers(ep), self.timeout, self.max_response_bytes)
                     except ReplyTooLarge as exc:
                         seen = f"{exc.size} bytes announced" if exc.size else "cut off while reading"
-                        raise _Retryable("too_large", f"reply body over max_response_bytes = "
+                        raise Retryable("too_large", f"reply body over max_response_bytes = "
                                          f"{self.max_response_bytes} bytes ({seen}); rejected, not stored",
                                          size=exc.size) from None
                     except TransportFailure as exc:
                         self.endpoints.failure(ep, hard=exc.kind == "connect")
                         detail = self._redact(exc.detail)
-                        raise _Retryable("unavailable", detail if exc.kind == "timeout" else
+                        raise Retryable("unavailable", detail if exc.kind == "timeout" else
                                          f"cannot connect to {ep.public}: {detail}") from None
                     latency = time.perf_counter() - t0
                 text, pt, ct = self._interpret(reply, ep, mode)
@@ -603,7 +518,7 @@ class OpenAIBackend:
                 if self._redactor.secrets and self._redactor.contains_secret(text):
                     text = self._redact(text)
                 return text, obj, pt, ct
-            except _Unsupported as exc:
+            except ModeUnsupported as exc:
                 nxt = _FALLBACK_CHAIN.get(mode)
                 self.usage.add(failures=1, retries=1)
                 if nxt is not None and self._mode == mode:
@@ -613,7 +528,7 @@ class OpenAIBackend:
                     if nxt == "none":
                         self._mode_final = True
                 continue  # same attempt number: a mode negotiation is not a retry of the decision
-            except _Retryable as exc:
+            except Retryable as exc:
                 self.usage.add(failures=1)
                 kind, last, wait = exc.kind, str(exc), exc.wait
                 logger.warning("LLM attempt %d/%d failed for %s: %s", attempt + 1, self.max_retries + 1,
@@ -729,7 +644,7 @@ class OpenAIBackend:
                     try:
                         results[p.index] = self._validate(texts[p.index], p)
                         hits += 1
-                    except _Retryable as exc:
+                    except Retryable as exc:
                         results[p.index] = MalformedResponseError(f"cached reply {p.key[:12]} is invalid: {exc}")
             misses = [p for p in prepared if p.index not in texts]
             if self.dry_run:
@@ -762,7 +677,7 @@ class OpenAIBackend:
                         try:
                             results[p.index] = self._validate(texts[p.index], p)
                             hits += 1
-                        except _Retryable as exc:
+                        except Retryable as exc:
                             results[p.index] = MalformedResponseError(f"cached reply {p.key[:12]} is invalid: {exc}")
                 sent_keys = {id(p) for p in to_send}
                 self.usage.add(planned_calls=len(to_send), rounds=math.ceil(len(to_send) / self.concurrency))
@@ -776,7 +691,7 @@ class OpenAIBackend:
                         results[p.index] = self._use_fallback(p, exc)
                     except LLMError as exc:
                         results[p.index] = exc
-                    except _Retryable as exc:  # a joined request whose cached text fails this schema
+                    except Retryable as exc:  # a joined request whose cached text fails this schema
                         results[p.index] = MalformedResponseError(str(exc))
             if self.cache is not None:
                 self.cache.flush()

@@ -47,7 +47,10 @@ class Redactor:
 _registered: set[str] = set()
 _installed = False
 _reg_lock = threading.Lock()
-_LOGGERS = ("httpx", "httpcore", "urllib3", "openai", "aumann")
+# a logger's filters see only the records logged on that very logger (not its children's): list them
+_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy",
+            "urllib3", "urllib3.connectionpool", "openai", "openai._base_client", "aumann",
+            "aumann.simulators.llm.openai_backend", "aumann.simulators.llm.endpoints", "aumann.simulators.llm.cache")
 
 
 class _RedactingFilter(logging.Filter):
