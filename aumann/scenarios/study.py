@@ -274,8 +274,10 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
         executor: ``LocalExecutor`` / ``RayExecutor`` (``.map(fn, specs)``): with two or more runs to
             compute, the runs go to it in parallel; with one, its forks (deletion, re-simulation
-            game) do. Results are bit-identical to the serial study. A parallel run's LLM usage is
-            merged back into ``backend.usage``; caps are split evenly over the runs in flight.
+            game) do (offline policy; an LLM backend's forks run on threads sharing its request
+            pool). Results are bit-identical to the serial study. A parallel run's LLM usage is
+            merged back into ``backend.usage``; each worker gets 1/W of the backend's concurrency
+            and rate limits (W workers) and an equal share of what is left of its caps.
         write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
     """
     from aumann.simulators.llm.usage import Usage, usage_of
@@ -310,7 +312,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     if parallel:
         account = usage_of(backend)
         dest = out if write else None
-        specs = [(scenario.name, config, r, seq, dest, _share_budget(backend, len(todo)), digest) for r, seq in todo]
+        share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
+        specs = [(scenario.name, config, r, seq, dest, share, digest) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
             r = todo[i][0]
@@ -369,9 +372,10 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
     account = shared if shared is not None else usage_of(run.model)
     prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
-    with account.fork_scope() if account is not None else contextlib.nullcontext():
+    threads = _fork_threads(backend)
+    with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
-                               fork_threads=_fork_threads(backend), executor=executor)
+                               fork_threads=threads, executor=executor if threads == 1 else None)
     rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
     if out is not None:
         rec_path = out / "runs" / f"run-{r:03d}.json"
@@ -407,14 +411,19 @@ def compute_run_task(spec: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray]
             backend.close()
 
 
-def _share_budget(backend: Any, parts: int) -> Any:
-    """A copy of ``backend`` whose caps allow 1/``parts`` of what is left (for runs in parallel)."""
-    if backend is None or parts <= 1 or not any(getattr(backend, k, None) is not None
-                                                for k in ("max_calls", "max_tokens", "max_cost")):
+def _share_budget(backend: Any, parts: int, workers: int) -> Any:
+    """A copy of an LLM ``backend`` for runs in parallel: its caps allow 1/``parts`` of what is left,
+    and its concurrency and rate limits are 1/``workers`` of the backend's, so the totals hold."""
+    if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
         return backend
     import copy
 
+    from aumann.simulators.llm.ratelimit import RateLimiter
+
     b = copy.copy(backend)
+    b.concurrency = max(1, backend.concurrency // workers)
+    lim = backend.limiter
+    b.limiter = RateLimiter(lim.rpm / workers if lim.rpm else None, lim.tpm / workers if lim.tpm else None)
     u = backend.usage
     if b.max_calls is not None:
         b.max_calls = u.total_calls + max(0, b.max_calls - u.total_calls) // parts

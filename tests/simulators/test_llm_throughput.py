@@ -213,3 +213,40 @@ def test_usage_merge_copy_and_fork_scope():
                        "decisions", "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd",
                        "fork_decisions", "fork_calls"]
     assert all(type(x) in (int, float) for x in d.values()) and abs(d["latency_p50_s"] - 0.2) < 0.003
+
+
+def test_cost_cap_stops_before_spending_past_it_and_counts_earlier_spend():
+    from aumann.simulators.llm import BudgetExceededError, Price
+
+    price = Price(input=1000.0, output=1000.0)  # $0.001 per token: a request here costs ~$0.02
+    with LoopbackLLM(_reply) as srv:
+        b = _backend(srv, concurrency=1, price=price, max_cost=0.2)
+        with pytest.raises(BudgetExceededError, match=r"cost cap reached.*max_cost=\$0\.2"):
+            b.decide_many(_reqs(40))
+        spent = b.usage.cost_usd
+        sent = srv.stats()["requests"]
+    assert 0 < spent <= 0.2 and sent == b.usage.calls and sent < 40
+    assert b.describe()["price_usd_per_mtok"] == {"input": 1000.0, "output": 1000.0}
+    with LoopbackLLM(_reply) as srv:  # a resumed run: its account starts with what was spent
+        again = _backend(srv, price=price, max_cost=0.2)
+        again.usage.merge(b.usage)
+        with pytest.raises(BudgetExceededError):
+            again.decide_many(_reqs(5, offset=100))
+        assert again.usage.cost_usd <= 0.2 and srv.stats()["requests"] < 5  # the earlier spend counts
+
+
+def test_a_backend_pickles_for_worker_processes_with_its_settings_and_secrets_intact(tmp_path):
+    import pickle
+
+    from aumann.scenarios.study import _share_budget
+
+    b = OpenAIBackend(model="m", base_url=["http://a.test:1/v1", "http://u:k-123456@b.test:2/v1"], concurrency=32,
+                      rpm=600, tpm=6000, max_calls=100, cache=ResponseCache(tmp_path / "c.sqlite"))
+    b.usage.add(calls=40)
+    share = _share_budget(b, parts=3, workers=2)
+    c = pickle.loads(pickle.dumps(share))
+    assert c.base_urls == ["http://a.test:1/v1", "http://***@b.test:2/v1"]
+    assert c.endpoints.endpoints[1].api_key == "k-123456"
+    assert (c.concurrency, c.limiter.rpm, c.limiter.tpm, c.max_calls) == (16, 300, 3000, 40 + 60 // 3)
+    assert c.cache.path == b.cache.path and c.usage.calls == 40 and c._redactor.secrets == ("k-123456",)
+    assert (b.concurrency, b.limiter.rpm, b.max_calls) == (32, 600, 100)  # the parent's backend is untouched

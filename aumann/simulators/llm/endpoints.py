@@ -135,5 +135,15 @@ class EndpointPool:
     def public(self) -> list[str]:
         return [e.public for e in self.endpoints]
 
+    def __getstate__(self) -> dict:  # picklable for worker processes (health is not carried over)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "clock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self.clock = time.monotonic
+        for e in self.endpoints:
+            e.failures, e.down_until = 0, 0.0
+
 
 __all__ = ["Endpoint", "EndpointPool", "parse_endpoint"]

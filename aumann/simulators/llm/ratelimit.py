@@ -54,6 +54,12 @@ class TokenBucket:
                 self._cond.wait(pause)
                 waited += pause
 
+    def __getstate__(self) -> dict:  # picklable for worker processes: a full bucket there
+        return {"rate": self.rate, "capacity": self.capacity}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["rate"], state["capacity"])
+
     def adjust(self, delta: float) -> None:
         """Give back (``delta > 0``) or take (``delta < 0``) units after the fact."""
         with self._cond:
