@@ -217,6 +217,8 @@ def _aumann(argv: list[str], env: dict | None = None) -> float:
 def section_workers(args) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        if args.workers_llm_only:
+            return _workers_llm(args, tmp, rows)
         cfg = Path(tmp) / "w.toml"
         cfg.write_text("agents = 20\nsteps = 30\nruns = 4\nseed = 1\n[study]\npermutations = 200\n")
         for label, extra in (("serial", []), ("--workers 2", ["--workers", "2"])):
@@ -230,18 +232,24 @@ def section_workers(args) -> list[dict]:
         same = [x.read_bytes() for x in a] == [y.read_bytes() for y in b]
         rows.append({"what": "run files identical", "value": same})
         print(rows[-1], flush=True)
-        with server(args.latency, args.jitter, args.errors) as url:
-            cfg2 = Path(tmp) / "l.toml"
-            cfg2.write_text('agents = 20\nsteps = 10\nruns = 4\nseed = 1\ninteraction = "synchronous"\n'
-                            "[study]\npermutations = 100\nrandom_orderings = 5\nablations = false\n")
-            for label, extra in (("serial", []), ("--workers 2", ["--workers", "2"])):
-                la = load()
-                wall = _aumann(["run", "social-llm", "--config", str(cfg2), "--out", f"{tmp}/llm{label[-1]}",
-                                "--no-plots", "--backend", "openai", "--model", "bench", "--base-url", url,
-                                "--concurrency", str(args.concurrency), *extra])
-                rows.append({"what": f"LLM social-llm synchronous N=20 T=10, 4 runs, {label}", "wall_s": wall,
-                             "load": la})
-                print(rows[-1], flush=True)
+        return _workers_llm(args, tmp, rows)
+
+
+def _workers_llm(args, tmp: str, rows: list[dict]) -> list[dict]:
+    latency = args.workers_latency or args.latency
+    with server(latency, args.jitter * latency / args.latency, args.errors) as url:
+        mode = args.workers_interaction
+        cfg2 = Path(tmp) / "l.toml"
+        cfg2.write_text(f'agents = 20\nsteps = 10\nruns = 4\nseed = 1\ninteraction = "{mode}"\n'
+                        "[study]\npermutations = 50\nrandom_orderings = 5\nablations = false\n")
+        for label, extra in (("serial", []), ("--workers 2", ["--workers", "2"])):
+            la = load()
+            wall = _aumann(["run", "social-llm", "--config", str(cfg2), "--out", f"{tmp}/llm-{mode}{label[-1]}",
+                            "--no-plots", "--backend", "openai", "--model", "bench", "--base-url", url,
+                            "--concurrency", str(args.concurrency), *extra])
+            rows.append({"what": f"LLM social-llm {mode} N=20 T=10, 4 runs, {latency:g} s latency, {label}",
+                         "wall_s": wall, "load": la})
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -279,6 +287,9 @@ def main() -> None:
     ap.add_argument("--today-n", type=int, default=200)
     ap.add_argument("--today-steps", type=int, default=2)
     ap.add_argument("--cpu-n", type=int, default=2000)
+    ap.add_argument("--workers-latency", type=float, default=None, help="latency of the LLM part of --section workers")
+    ap.add_argument("--workers-llm-only", action="store_true", help="--section workers: only the LLM study")
+    ap.add_argument("--workers-interaction", default="synchronous", choices=("synchronous", "sequential"))
     ap.add_argument("--old", default=None, help="source tree of the previous version (for cpu and today)")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = ap.parse_args()
