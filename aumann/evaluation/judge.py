@@ -182,6 +182,36 @@ def heuristic_backend() -> Any:
     return OfflineBackend(heuristic_judge, name="heuristic")
 
 
+class JudgeFallback:
+    """A backend's fallback that also knows the judge: :class:`JudgeVerdict` requests get the heuristic
+    stand-in, every other request goes to ``inner`` (the scenario's offline policy). A dry run puts
+    the fallback in the loop in place of the model, and the scenario's policy cannot answer a judge."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.judge = heuristic_backend()
+        self.name = getattr(inner, "name", "fallback")
+
+    def decide(self, messages: Any, schema: Any, *, context: Mapping[str, Any] | None = None,
+               seed: int | None = None, **kw: Any) -> Any:
+        if schema is JudgeVerdict:
+            return self.judge.decide(messages, schema, context=context, seed=seed)
+        return self.inner.decide(messages, schema, context=context, seed=seed, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # during unpickling, before __dict__ is filled
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def with_judge_fallback(backend: Any) -> Any:
+    """``backend``, its ``fallback`` (when it has one) made judge-aware (:class:`JudgeFallback`, once)."""
+    fb = getattr(backend, "fallback", None)
+    if fb is not None and not isinstance(fb, JudgeFallback):
+        backend.fallback = JudgeFallback(fb)
+    return backend
+
+
 def _name(backend: Any) -> str:
     name = str(getattr(backend, "name", type(backend).__name__))
     model = getattr(backend, "model", None)
@@ -223,5 +253,5 @@ def ask_judge(trace: Mapping[str, Any], backend: Any = None, *, seed: int | None
                        reply=list(verdict.agents))
 
 
-__all__ = ["SYSTEM", "JudgeResult", "JudgeVerdict", "ask_judge", "heuristic_backend", "heuristic_judge",
-           "judge_messages", "judge_trace"]
+__all__ = ["SYSTEM", "JudgeFallback", "JudgeResult", "JudgeVerdict", "ask_judge", "heuristic_backend",
+           "heuristic_judge", "judge_messages", "judge_trace", "with_judge_fallback"]

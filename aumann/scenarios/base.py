@@ -33,6 +33,8 @@ A :class:`Scenario` binds
   λ_i = 0: its baseline action) returning the features after the step, equal to the simulator at
   the corners of the cube. It enables action attribution through the simulator
   (:func:`aumann.evaluation.action_attribution`); see :class:`StepMap`.
+* ``offline_backend()`` (optional): a DecisionBackend answering like the scenario's offline policy
+  from the decision ``context`` (``aumann run --dry-run`` puts it in the loop to count requests).
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.before(t)`` is the model *before* step t, so a counterfactual fork
@@ -247,6 +249,7 @@ class Scenario:
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
     step_map: Callable[[Any, Any], StepMap] | None = None
+    offline_backend: Callable[[], Any] | None = None
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()

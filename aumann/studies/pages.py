@@ -42,6 +42,7 @@ from aumann.studies.action_sections import (
     table_columns_note,
 )
 from aumann.studies.charts import Charts, Line, Point
+from aumann.studies.faithfulness import read_timing, with_timing
 from aumann.studies.page import (
     Card,
     Cards,
@@ -202,7 +203,7 @@ def _load_runs(d: Path, n_runs: int) -> tuple[list[dict[str, Any]], list[dict[st
                 arrs.append({k: z[k] for k in z.files})
         except (OSError, ValueError, EOFError) as exc:
             raise ReportError(f"run arrays {str(npz)!r} cannot be read ({type(exc).__name__})") from exc
-        recs.append(rec)
+        recs.append(with_timing(rec, read_timing(d, r)))  # the seconds live beside the record
     return recs, arrs
 
 

@@ -92,7 +92,7 @@ def action_table(result: StudyResult) -> list[dict[str, Any]]:
     """Per run: ``action_aumann_shapley``'s efficiency against the fork-measured Δv, the G-vs-fork gaps
     (corners, the deletion coalitions), its cost, and sampled Shapley's cost on the same game (when run)."""
     rows = []
-    for i, r in enumerate(result.records):
+    for i, r in enumerate(result.timed_records()):
         a = r.get("action")
         if not a:
             continue

@@ -94,3 +94,30 @@ def test_the_llm_judge_goes_through_the_openai_backend_and_its_cache(tmp_path):
 def test_verdict_schema_drops_unusable_entries():
     assert JudgeVerdict.model_validate({"agents": [1, "2", None, "x"]}).agents == [1, 2]
     assert JudgeVerdict.model_validate({"agents": "3"}).agents == []
+
+
+def _seven(ctx, schema, rng):
+    return {"agents": [7]}
+
+
+def test_a_dry_runs_fallback_answers_the_judge_with_the_stand_in_and_everything_else_as_before():
+    import pickle
+
+    from aumann.evaluation.judge import JudgeFallback, with_judge_fallback
+
+    class Decision(JudgeVerdict):
+        pass
+
+    inner = OfflineBackend(_seven, name="scenario-policy")
+    backend = OpenAIBackend(model="m", api_key="k", dry_run=True, fallback=inner)
+    assert with_judge_fallback(with_judge_fallback(backend)) is backend
+    assert isinstance(backend.fallback, JudgeFallback) and backend.fallback.inner is inner  # wrapped once
+    trace, _, _ = _trace(k=2)
+    res = ask_judge(trace, backend, seed=3)
+    assert res.reply == heuristic_judge(trace)["agents"] and res.filled == 0  # the stand-in answered
+    assert backend.estimate().calls == 1  # and the judge request is counted as planned
+    other = backend.fallback.decide([{"role": "user", "content": "x"}], Decision, context={})
+    assert other.agents == [7]  # other schemas: the scenario's policy
+    again = pickle.loads(pickle.dumps(backend.fallback))  # worker processes get it too
+    assert again.decide([{"role": "user", "content": "x"}], JudgeVerdict, context=trace).agents == res.reply
+    assert again.decide([{"role": "user", "content": "x"}], Decision, context={}).agents == [7]

@@ -200,7 +200,14 @@ def test_resimulation_reference_from_the_config_key_gives_its_row_agreement_and_
     assert -1 <= rr["agreement"]["action_aumann_shapley"]["kendall_tau"] <= 1
     assert -1 <= rr["ceiling"]["kendall_tau"] <= 1
     cost = rec["cost"]["sampled_shapley_resimulation"]
-    assert cost["step_evals"] == 6 * 9 + 2 and cost["seconds"] > 0  # m·(N − 1) + 2 forks
+    assert cost["step_evals"] == 6 * 9 + 2 and "seconds" not in cost  # m·(N − 1) + 2 forks; no wall time in records
+    seconds = json.loads((tmp_path / "timings" / "run-000.json").read_text())["seconds"]
+    assert seconds["sampled_shapley_resimulation"] > 0 and seconds["action_aumann_shapley"] > 0
+    assert res.timed_records()[0]["cost"]["sampled_shapley_resimulation"]["seconds"] == seconds[
+        "sampled_shapley_resimulation"]
+    with open(tmp_path / "action_attribution.csv", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["resimulation_shapley_seconds"]) == pytest.approx(seconds["sampled_shapley_resimulation"])
     # on an exact step map, the re-simulation game's Shapley value sums to the action value's Δv
     assert rec["methods"]["sampled_shapley_resimulation"]["sum_phi"] == pytest.approx(rec["action"]["delta_v"])
     with open(tmp_path / "resimulation_agreement.csv", newline="") as fh:
