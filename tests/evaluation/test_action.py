@@ -58,6 +58,23 @@ def test_step_map_reproduces_the_forks_at_both_ends_and_exact_maps_at_every_corn
             assert sm.holds  # a map that is not exact says what it holds
 
 
+@pytest.mark.parametrize("interaction", ["sequential", "synchronous"])
+def test_social_llm_step_map_replays_the_recorded_reactions_in_both_interaction_modes(interaction):
+    # reactions are decided in waves (sequential) or one batch (synchronous); the trace the map holds
+    # lists them in sequential order, so G(1) is the factual step and G(0) everyone at the baseline
+    sc, cfg = tiny_config("social-llm", steps=4, interaction=interaction)
+    run = sc.simulate(cfg, rng=5, keep_from=0)
+    model = run.before(3)
+    sm = build_step_map(sc, model, cfg)
+    n, d = cfg.agents, len(sc.features)
+    with torch.no_grad():
+        g = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=d).numpy()
+    z_empty, _ = sc.step_with_baseline(model, cfg, range(n))
+    np.testing.assert_allclose(g[0], run.panel.values[3], atol=1e-9, rtol=1e-12)
+    np.testing.assert_allclose(g[1], z_empty, atol=1e-9, rtol=1e-12)
+    assert run.panel.values[3][:, 3:].sum() > 0  # the step had likes or dislikes to replay
+
+
 @pytest.mark.parametrize("name", WITH_MAPS)
 def test_action_attribution_is_efficient_against_the_forks(name):
     sc, cfg = tiny_config(name, steps=5)
