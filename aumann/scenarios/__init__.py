@@ -1,7 +1,7 @@
 """Runnable scenarios: an explicit registry of :class:`~aumann.scenarios.base.Scenario` objects.
 
 Each built-in scenario lives in its own folder (``social_llm/``, ``midscale_social/``,
-``econagent/``) whose ``scenario.py`` calls :func:`register`. Importing :mod:`aumann.scenarios`
+``econagent/``, ``megascale_social/``) whose ``scenario.py`` calls :func:`register`. Importing :mod:`aumann.scenarios`
 imports none of them; :func:`get` and :func:`names` import the built-in modules on first use. No
 entry points, no dotted paths from configs: user scenarios are added with ``register(scenario)``.
 
@@ -24,6 +24,7 @@ _BUILTIN: dict[str, str] = {
     "social-llm": "aumann.scenarios.social_llm.scenario",
     "midscale-social": "aumann.scenarios.midscale_social.scenario",
     "econagent": "aumann.scenarios.econagent.scenario",
+    "megascale-social": "aumann.scenarios.megascale_social.scenario",
 }
 
 

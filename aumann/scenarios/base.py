@@ -24,6 +24,12 @@ A :class:`Scenario` binds
   so attribution (path from z⁰ to z) and deletion (re-simulate with the baseline action) remove
   the same thing.
 * ``aggregators(config)`` (optional): alternative indicators for the f-sensitivity ablation.
+* ``baseline_all_fn(run, config)`` (optional): the per-agent baselines of every step at once, an array
+  broadcastable to (T, N, D) — (N, D) when the baseline does not depend on the step. Without it the
+  study stacks ``baseline_features`` of a checkpoint before every step (and keeps them all).
+* ``analysis(config, run, study)`` (optional): the scenario's own analysis beside the standard study
+  (e.g. a second indicator, scale checks); it returns ``{"record": {...}, "arrays": {...},
+  "tables": {name: rows}}`` that the study stores with the run and the report writes out.
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.checkpoints[t]`` is a deep copy of the model *before* step t, so a
@@ -63,6 +69,8 @@ class StudyConfig(BaseModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        log_k_grid: also delete along the log-spaced grid k = 1, 3, 10, 30, …, 10⁵ (k ≤ N/2) and report
+            ``deletion_auc_logk``, the mean relative drop over the grid (an extra column).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -76,6 +84,7 @@ class StudyConfig(BaseModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    log_k_grid: bool = False
 
 
 class ScenarioConfig(BaseModel):
@@ -138,6 +147,8 @@ class Scenario:
     baseline_features_fn: Callable[[Any, Any], np.ndarray] | None = None
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
+    baseline_all_fn: Callable[[Any, Any], np.ndarray] | None = None
+    analysis: Callable[[Any, Any, Mapping[str, Any]], Mapping[str, Any]] | None = None
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
@@ -222,6 +233,21 @@ class Scenario:
             raise SimulationError(f"scenario {self.name!r}: baseline features have shape {out.shape}; expected "
                                   f"({config.agents}, {len(self.features)})")
         return out
+
+    def baselines(self, run: ScenarioRun, config: ScenarioConfig) -> np.ndarray:
+        """Per-agent baselines of every step of ``run``: (T, N, D), or (N, D) when step-independent.
+
+        ``baseline_all_fn`` when the scenario has one; else the baseline features of the checkpoint
+        before each step (steps without a checkpoint get the zero baseline)."""
+        T, N, D = run.panel.shape
+        if self.baseline_all_fn is not None:
+            out = np.asarray(self.baseline_all_fn(run, config))
+            if out.shape not in ((N, D), (T, N, D)):
+                raise SimulationError(f"scenario {self.name!r}: baselines have shape {out.shape}; expected "
+                                      f"({N}, {D}) or ({T}, {N}, {D})")
+            return out
+        return np.stack([self.baseline_features(run.before(t), config) if t in run.checkpoints
+                         else np.zeros((N, D)) for t in range(T)])
 
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:

@@ -33,7 +33,16 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
-from aumann.evaluation.deletion import DeletionOracle, deletion_summary, random_summary, resimulation_game
+from aumann.evaluation.deletion import (
+    DeletionOracle,
+    MaskingOracle,
+    deletion_summary,
+    grid_summary,
+    log_k_grid,
+    random_grid_summary,
+    random_summary,
+    resimulation_game,
+)
 from aumann.io import plain, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
@@ -70,7 +79,7 @@ def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str
 
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                backend_label: str = "offline") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
 
     With ``attribution_prefix`` the :class:`~aumann.attribution.Attribution` objects are saved as
@@ -85,17 +94,17 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     g_ref, g_ceil, g_rand, g_abl = (np.random.default_rng(s) for s in seq.spawn(4))
     f, f_orig = scenario.indicators(config)
     panel = run.panel
-    T, N, _ = panel.shape
+    _, N, _ = panel.shape
     fv, fov = indicator_values(f, panel), indicator_values(f_orig, panel)
     ts = target_step(fv)
-    # per-agent baselines for every step we hold a checkpoint for (all steps when keep_from=0)
-    z0_all = np.stack([scenario.baseline_features(run.before(t), config) if t in run.checkpoints
-                       else np.zeros((N, panel.D)) for t in range(T)])
+    # per-agent baselines for every step: the scenario's own (e.g. step-independent (N, D)), or stacked
+    # from a checkpoint before each step (all steps are kept when keep_from=0)
+    z0_all = scenario.baselines(run, config)
     tick("attribute (all steps)")
     as_method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
     res_all = attribute(f, panel, method=as_method, baseline=z0_all)
     pt = panel.select_steps([ts])
-    z0 = z0_all[ts]
+    z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
     phi = {"aumann_shapley": res_all.phi[ts]}
     tick("sampled Shapley (reference)")
     model_before = run.before(ts)
@@ -119,14 +128,21 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
     tick("deletion forks")
     f_full = (float(fv[ts]), float(fov[ts]))
+    masking = MaskingOracle(f, f_orig, pt.values[0], z0, {k: np.asarray(v)[0] for k, v in pt.context.items()})
+    grid = log_k_grid(N) if st.log_k_grid else None
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
-                           "delta_v": float(res_all.delta_v[ts]), "methods": {}}
+                           "delta_v": float(res_all.delta_v[ts]), "methods": {},
+                           "policy": "offline policy" if backend_label == "offline" else f"LLM ({backend_label})"}
+    if grid is not None:
+        rec["log_k_grid"] = grid
     arrays: dict[str, np.ndarray] = {"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi,
                                      "phi_ceiling": phi_ceiling}
     for name in ATTRIBUTED:
-        by_val = deletion_summary(oracle, f_full, rank_agents(phi[name], "value"), sizes.k_del, sizes.k_drop)
+        order = rank_agents(phi[name], "value")
+        by_val = deletion_summary(oracle, f_full, order, sizes.k_del, sizes.k_drop)
         by_mag = deletion_summary(oracle, f_full, rank_agents(phi[name], "abs"), sizes.k_del, sizes.k_drop)
+        by_mask = deletion_summary(masking, f_full, order, sizes.k_del, sizes.k_drop)
         ref = phi["sampled_shapley"]
         agree = name != "sampled_shapley"
         rec["methods"][name] = {
@@ -134,6 +150,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             "deletion_auc_original": by_val["deletion_auc_original"],
             "drop_at_5_original": by_val["drop_at_k_original"],
             "deletion_auc_magnitude": by_mag["deletion_auc"], "drop_at_5_magnitude": by_mag["drop_at_k"],
+            "deletion_auc_masking": by_mask["deletion_auc"], "drop_at_5_masking": by_mask["drop_at_k"],
             "kendall_tau": float(kendall_tau(phi[name], ref)) if agree else math.nan,
             "jaccard_top10": float(topk_jaccard(phi[name], ref, sizes.top_k)) if agree else math.nan,
             "sum_phi": float(np.sum(phi[name])),
@@ -142,14 +159,34 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         arrays[f"curve_{name}"] = by_val["curve"]
         arrays[f"curve_original_{name}"] = by_val["curve_original"]
         arrays[f"curve_magnitude_{name}"] = by_mag["curve"]
+        arrays[f"curve_masking_{name}"] = by_mask["curve"]
+        if grid is not None:
+            g_res, g_mask = grid_summary(oracle, f_full, order, grid), grid_summary(masking, f_full, order, grid)
+            rec["methods"][name].update({"deletion_auc_logk": g_res["deletion_auc_logk"],
+                                         "deletion_auc_logk_masking": g_mask["deletion_auc_logk"]})
+            arrays[f"curve_logk_{name}"] = g_res["curve"]
+            arrays[f"curve_logk_masking_{name}"] = g_mask["curve"]
+    # further streams are spawned after the first four, so they never perturb the streams above
+    g_rand_mask, g_rand_grid, g_scenario = (np.random.default_rng(s) for s in seq.spawn(3))
     rnd = random_summary(oracle, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand)
+    rnd_mask = random_summary(masking, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand_mask)
     rec["methods"]["random"] = {"deletion_auc": rnd["deletion_auc"], "drop_at_5": rnd["drop_at_k"],
                                 "deletion_auc_original": rnd["deletion_auc_original"],
                                 "drop_at_5_original": rnd["drop_at_k_original"],
                                 "deletion_auc_magnitude": rnd["deletion_auc"], "drop_at_5_magnitude": rnd["drop_at_k"],
+                                "deletion_auc_masking": rnd_mask["deletion_auc"],
+                                "drop_at_5_masking": rnd_mask["drop_at_k"],
                                 "kendall_tau": math.nan, "jaccard_top10": math.nan, "sum_phi": math.nan}
     arrays["curve_random"] = rnd["curve"]
     arrays["curve_original_random"] = rnd["curve_original"]
+    arrays["curve_masking_random"] = rnd_mask["curve"]
+    if grid is not None:
+        g_res = random_grid_summary(oracle, f_full, N, grid, st.random_orderings, g_rand_grid)
+        g_mask = random_grid_summary(masking, f_full, N, grid, st.random_orderings, g_rand_grid)
+        rec["methods"]["random"].update({"deletion_auc_logk": g_res["deletion_auc_logk"],
+                                         "deletion_auc_logk_masking": g_mask["deletion_auc_logk"]})
+        arrays["curve_logk_random"] = g_res["curve"]
+        arrays["curve_logk_masking_random"] = g_mask["curve"]
     rec["ceiling"] = {"kendall_tau": float(kendall_tau(phi_ceiling, phi["sampled_shapley"])),
                       "jaccard_top10": float(topk_jaccard(phi_ceiling, phi["sampled_shapley"], sizes.top_k))}
     rec["forks"] = oracle.forks
@@ -165,6 +202,15 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
         tick("ablations")
         rec["ablations"] = run_ablations(scenario, config, panel, ts, z0, phi["aumann_shapley"], g_abl, sizes.top_k)
+    if scenario.analysis is not None:
+        tick("scenario analysis")
+        out = scenario.analysis(config, run, {
+            "t_star": ts, "z0": z0, "phi": phi, "f_values": fv, "f_original_values": fov, "rng": g_scenario,
+            "backend_label": backend_label, "sizes": sizes, "tick": tick, "deletion_forks": oracle.forks,
+            "scenario": scenario})
+        rec["analysis"] = dict(out.get("record", {}))
+        rec["analysis"]["tables"] = {k: list(v) for k, v in out.get("tables", {}).items()}
+        arrays.update({f"analysis_{k}": np.asarray(v) for k, v in out.get("arrays", {}).items()})
     return rec, arrays
 
 
@@ -220,9 +266,12 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         sim_seq, study_seq = seq.spawn(2)
         if tick:
             tick("simulate")
-        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
+        # every step's checkpoint is kept only when the per-step baselines are built from them
+        keep = 0 if scenario.baseline_all_fn is None else None
+        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=keep)
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
-        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
+        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
+                               backend_label=backend_label)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
         rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
         if out is not None:

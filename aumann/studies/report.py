@@ -27,7 +27,7 @@ import numpy as np
 
 from aumann.io import atomic_path, write_text
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS, StudyResult
-from aumann.studies.tables import extended_table, faithfulness_table, pair_table, path_table
+from aumann.studies.tables import extended_table, extra_columns, faithfulness_table, pair_table, path_table
 
 
 def _fmt(v: Any) -> str:
@@ -87,11 +87,29 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
         "f_sensitivity": pair_table(result.scenario, result.records, "f_sensitivity"),
         "baseline_ablation": pair_table(result.scenario, result.records, "baseline"),
     }
+    tables.update(analysis_tables(result))
     for name, rows in tables.items():
-        cols = FAITHFULNESS_COLUMNS if name == "faithfulness" else None
+        cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows)
         write_text(out / f"{name}.csv", to_csv(rows, cols))
         write_text(out / f"{name}.md", to_markdown(rows, cols))
     return tables
+
+
+def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    cols: list[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    return cols
+
+
+def analysis_tables(result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+    """The scenario analysis' tables (``rec["analysis"]["tables"]``) of every run, with a ``run`` column;
+    each is written as ``<name>.csv`` / ``.md`` (names must not clash with the study's own tables)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rec in result.records:
+        for name, rows in (rec.get("analysis") or {}).get("tables", {}).items():
+            out.setdefault(name, []).extend({"run": rec.get("run", 0), **r} for r in rows)
+    return {k: [{c: (math.nan if v is None else v) for c, v in r.items()} for r in rows] for k, rows in out.items()}
 
 
 def write_plots(result: StudyResult, out: Path) -> list[Path]:
@@ -150,6 +168,11 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     return paths
 
 
+def _policy(rec: dict[str, Any]) -> str:
+    """What made the decisions of a run: the scenario's own label, else the study's ("offline policy" / LLM)."""
+    return str((rec.get("analysis") or {}).get("policy") or rec.get("policy") or "offline policy")
+
+
 def _mean(recs: Sequence[dict[str, Any]], key: str) -> float:
     vals = np.array([r["smoothing_gap"].get(key, math.nan) for r in recs], dtype=np.float64)
     vals = vals[np.isfinite(vals)]
@@ -165,6 +188,7 @@ def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str
     parts = [f"# {result.scenario}: attribution and deletion faithfulness\n",
              f"{description}\n", f"Command: `{command}`  \nRuns: {len(recs)} ({result.resumed} resumed, "
              f"{result.computed} computed), wall time {seconds:.1f} s.  \n"
+             f"Decisions: {'; '.join(sorted({_policy(r) for r in recs}))}.  \n"
              f"Baseline action: {baseline}.  \n"
              f"t* per run: {[r['t_star'] for r in recs]}; K_del = {result.sizes.k_del}, "
              f"top-k = {result.sizes.top_k}.\n",
@@ -178,6 +202,12 @@ def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str
              "\n## Path ablation (straight vs random-permutation piecewise-linear)\n",
              to_markdown(tables["path_ablation"]), "\n## f-sensitivity\n", to_markdown(tables["f_sensitivity"]),
              "\n## Baseline ablation (agents ranked by |φ|)\n", to_markdown(tables["baseline_ablation"])]
+    study_tables = {"faithfulness", "faithfulness_extended", "path_ablation", "f_sensitivity", "baseline_ablation"}
+    extra = [k for k in tables if k not in study_tables]
+    if extra:
+        parts.append("\n## Scenario analysis\n")
+        for name in extra:
+            parts += [f"\n### {name.replace('_', ' ')}\n", to_markdown(tables[name], _columns(tables[name]))]
     if plots:
         parts.append("\n## Plots\n")
         parts += [f"![{p.stem}]({p.name})\n" for p in plots]

@@ -1,0 +1,357 @@
+"""The MegaScale-Social model: a ``mesa.Model`` holding arrays, not 10⁶ Python agents.
+
+* :class:`World` — immutable: the follower network (CSR), persona ids, influence
+  w_i = log(1 + followers_i) and the initial views. Shared by every fork (``deepcopy`` returns it).
+* :class:`Population` — the small dynamic state: view ``belief`` (float32), ``posted`` and
+  ``reshared`` today (bool), ``seen`` (posts seen today, int32) and the feed's ``lean`` (float32),
+  plus the trending prototype. About 14 bytes per agent: 14 MB at 10⁶, which is what a fork copies.
+* :class:`MegaScaleSocial` — ``Model(rng=)``, ``step()``, ``steps``, a Mesa ``DataCollector`` with
+  model-level reporters (the macro series); ``model.agents`` stays **empty** — agents are rows, and
+  ``model.agent(i)`` returns a read-only :class:`AgentView` for inspection.
+
+One step t (σ the logistic function; every random draw is a counter-based uniform keyed by
+(seed, t, purpose, agent), :mod:`.counter`):
+
+1. **keys**: persona × stance bucket(belief) × volume bucket(seen yesterday) × lean bucket(yesterday's
+   feed lean); one request per occupied key, one batch through the decision backend
+   (:class:`~.archetypes.ArchetypeDecider`) → table (post p_k, reshare q_k, stance shift δ_k);
+2. **post**: P_i = σ(logit p_{k(i)} + β_w (w_i − w̄) + β_b (|b_i| − |b̂_{k(i)}|)) (b̂ the bucket's
+   representative view; the belief residual is 0 in per-agent mode), posted_i = [u_i < P_i];
+3. **feed**: what i sees today is today's posts and yesterday's reshares of the accounts it follows,
+   x_j = posted_j + reshared_j(t − 1): seen_i = Σ_j F_ij x_j, and its lean
+   L_i = (Σ_j F_ij x_j b_j + λ b_trend) / (seen_i + λ) (b_trend: yesterday's trending view);
+4. **reshare**: reshared_i = [u'_i < q_{k(i)} · (1 − e^{−seen_i / e₀})];
+5. **view**: b_i ← clip(b_i + η δ_{k(i)} (1 − |b_i|) + μ (L_i − b_i)(1 − e^{−seen_i / e₀}), −1, 1);
+6. **trending** for tomorrow: the x-weighted mean view of today's feed items and the prototype
+   nearest to it (inflammatory when most of them are extreme, |b| > 0.6).
+
+Baseline action (``force_baseline``): the agent is neutral and disengaged for the step: it posts and
+reshares nothing, reads nothing (seen 0, lean 0), and its view is 0; its influence is kept.
+
+Features recorded after each step (float32): ``belief``, ``exposure`` = log(1 + seen), ``posted``,
+``reshared``, ``influence``, ``risk`` = σ(κ(belief − θ)) (the smooth risky-stance score the
+propagation-risk indicator pools; κ, θ from the config).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import mesa
+import numpy as np
+
+from aumann.errors import ConfigError, SimulationError
+from aumann.scenarios.megascale_social import counter
+from aumann.scenarios.megascale_social.archetypes import ArchetypeDecider, ArchetypeSpec
+from aumann.scenarios.megascale_social.features import FEATURES
+from aumann.scenarios.megascale_social.fixture import Fixture, load_fixture
+from aumann.scenarios.megascale_social.network import Network, barabasi_albert, read_edge_list
+
+_POST, _RESHARE = 1, 2  # counter streams
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@dataclass(frozen=True, eq=False)
+class World:
+    """The static part of the society, shared by every fork (immutable by convention)."""
+
+    network: Network
+    persona: np.ndarray  # int16 (N,)
+    influence: np.ndarray  # float32 (N,) log(1 + followers)
+    belief0: np.ndarray  # float32 (N,) initial views
+    fixture: Fixture
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def n(self) -> int:
+        return self.network.n
+
+    def __deepcopy__(self, memo: dict) -> World:
+        return self
+
+    @classmethod
+    def build(cls, network: Network, fixture: Fixture, rng: np.random.Generator) -> World:
+        """Assign personas (by the fixture's shares) and initial views to the agents of ``network``."""
+        n = network.n
+        shares = np.array([p.share for p in fixture.personas], dtype=np.float64)
+        persona = rng.choice(len(shares), size=n, p=shares / shares.sum()).astype(np.int16)
+        mean = np.array([p.traits.belief_mean for p in fixture.personas])[persona]
+        sd = np.array([p.traits.belief_sd for p in fixture.personas])[persona]
+        belief0 = np.clip(mean + sd * rng.standard_normal(n), -1.0, 1.0).astype(np.float32)
+        influence = np.log1p(network.follower_count()).astype(np.float32)
+        return cls(network=network, persona=persona, influence=influence, belief0=belief0, fixture=fixture)
+
+    @classmethod
+    def from_networkx(cls, graph: Any, fixture: Fixture | None = None, rng: Any = None) -> World:
+        """A world on a networkx graph (directed u → v: u follows v; undirected: mutual follows)."""
+        return cls.build(Network.from_networkx(graph), fixture or load_fixture(), np.random.default_rng(rng))
+
+    @classmethod
+    def from_edges(cls, follower: Any, followee: Any, n: int | None = None, *, fixture: Fixture | None = None,
+                   rng: Any = None, mutual: bool = False) -> World:
+        """A world on a real follower edge list (``follower[k]`` follows ``followee[k]``)."""
+        net = Network.from_edges(np.asarray(follower), np.asarray(followee), n, mutual=mutual)
+        return cls.build(net, fixture or load_fixture(), np.random.default_rng(rng))
+
+
+@dataclass
+class Population:
+    """The dynamic state (what a fork copies)."""
+
+    belief: np.ndarray
+    posted: np.ndarray
+    reshared: np.ndarray
+    seen: np.ndarray
+    lean: np.ndarray
+    trend_belief: float = 0.0
+    trending: int = 0
+
+    @classmethod
+    def initial(cls, world: World, trending: int) -> Population:
+        n = world.n
+        return cls(belief=world.belief0.copy(), posted=np.zeros(n, bool), reshared=np.zeros(n, bool),
+                   seen=np.zeros(n, np.int32), lean=np.zeros(n, np.float32), trending=trending)
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """A read-only snapshot of one agent (``model.agent(i)``); never registered in ``model.agents``."""
+
+    unique_id: int
+    persona: str
+    belief: float
+    posted: bool
+    reshared: bool
+    seen: int
+    lean: float
+    influence: float
+    followers: int
+    following: int
+
+
+def nearest_prototype(fixture: Fixture, stance: float, extreme_share: float) -> int:
+    """The prototype whose stance is nearest ``stance``; inflammatory when most feed items are extreme."""
+    want = 1.0 if extreme_share > 0.5 else 0.0
+    best, best_d = 0, np.inf
+    for p in fixture.prototypes:
+        d = abs(p.stance - stance) + 0.5 * abs(p.intensity - want)
+        if d < best_d - 1e-12:
+            best, best_d = p.id, d
+    return best
+
+
+def world_for(config: Any, rng: np.random.Generator, fixture: Fixture | None = None) -> World:
+    """The world a config describes (network from ``config.network``), drawn from ``rng``."""
+    fx = fixture or load_fixture(config.fixture)
+    if config.network == "ba":
+        net = barabasi_albert(config.agents, config.ba_m, rng)
+    else:
+        net = read_edge_list(config.network, mutual=config.edge_list_mutual)
+        if net.n != config.agents:
+            raise ConfigError(f"the follower edge list {config.network!r} has {net.n} agents but agents = "
+                              f"{config.agents}; set agents = {net.n}")
+    return World.build(net, fx, rng)
+
+
+class MegaScaleSocial(mesa.Model):
+    """The MegaScale-Social society (see the module docstring).
+
+    Args:
+        config: a :class:`~aumann.scenarios.megascale_social.config.MegaScaleConfig` (default: its defaults
+            with ``agents`` agents).
+        rng: seed or numpy Generator (Mesa's ``Model(rng=)``); one root seed → network, initial views,
+            counter-based step draws.
+        backend: the decision backend (``None``: the offline policy behind an ``OfflineBackend``).
+        world: a prebuilt :class:`World` (e.g. ``World.from_networkx``); default: built from the config.
+        mode: ``"archetype"`` (one request per occupied key) or ``"agent"`` (one per agent).
+        constant: a fixed (post, reshare, stance_shift) answer for every agent (the LLM ablation).
+        decider: share an existing :class:`ArchetypeDecider` (and its ledger).
+        agents: N when no config is given.
+        step_key: the counter-based generator's key (default: drawn from ``rng``); equal worlds and step
+            keys give equal draws, so two runs then differ only by their decisions (ablation, fidelity).
+
+    Example:
+        >>> m = MegaScaleSocial(agents=2000, rng=0)
+        >>> for _ in range(3):
+        ...     m.step()
+        >>> m.steps, len(m.agents), m.agent(0).unique_id
+        (3, 0, 0)
+    """
+
+    def __init__(self, config: Any = None, *, rng: Any = None, backend: Any = None, world: World | None = None,
+                 mode: str = "archetype", constant: Any = None, decider: ArchetypeDecider | None = None,
+                 agents: int | None = None, step_key: int | None = None) -> None:
+        super().__init__(rng=rng)
+        if config is None:
+            from aumann.scenarios.megascale_social.config import MegaScaleConfig
+
+            config = MegaScaleConfig(agents=agents or (world.n if world is not None else 1000))
+        self.config = config
+        root = int(self.rng.integers(2**63))
+        net_seq, _, step_seq = np.random.SeedSequence(root).spawn(3)
+        self.world = world if world is not None else world_for(config, np.random.default_rng(net_seq))
+        if self.world.n != config.agents:
+            raise ConfigError(f"the world has {self.world.n} agents but config.agents = {config.agents}")
+        fx = self.world.fixture
+        self.spec = ArchetypeSpec(len(fx.personas), tuple(config.stance_edges), tuple(config.volume_edges),
+                                  tuple(config.lean_edges))
+        if decider is None:
+            if backend is None:
+                from aumann.scenarios.megascale_social.policy import offline_backend
+
+                backend = offline_backend()
+            decider = ArchetypeDecider(fx, self.spec, backend, mode=mode, constant=constant)
+        self.decider = decider
+        self.backend = decider.backend
+        self.step_key = int(step_seq.generate_state(2, np.uint64)[0]) if step_key is None else int(step_key)
+        self.pop = Population.initial(self.world, nearest_prototype(fx, 0.0, 0.0))
+        self._forced: np.ndarray | None = None
+        self._is_fork = False
+        self.answer_sum = np.zeros(3)  # Σ over live agents and steps of (post, reshare, shift): the mean answer
+        self.answer_count = 0
+        self.last: dict[str, float] = {}
+        self._w_mean = float(self.world.influence.mean(dtype=np.float64))
+        self._b_rep = np.abs(self.spec.stance_representative()).astype(np.float32)
+        self.datacollector = mesa.DataCollector(model_reporters={
+            "endorse_share": lambda m: m.last.get("endorse_share", float("nan")),
+            "mean_belief": lambda m: m.last.get("mean_belief", float("nan")),
+            "post_rate": lambda m: m.last.get("post_rate", float("nan")),
+            "reshare_rate": lambda m: m.last.get("reshare_rate", float("nan")),
+            "archetypes": lambda m: m.last.get("archetypes", float("nan")),
+            "requests": lambda m: m.last.get("requests", float("nan")),
+            "trending": lambda m: m.last.get("trending", float("nan")),
+        })
+
+    # ------------------------------------------------------------------ forks
+    def __deepcopy__(self, memo: dict) -> MegaScaleSocial:
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        new._is_fork = True  # a copy that steps is a counterfactual fork (its decisions are counted apart)
+        return new
+
+    @property
+    def n(self) -> int:
+        return self.world.n
+
+    def force_baseline(self, positions: Any) -> None:
+        """Make the agents at these positions take the baseline action in the next step."""
+        idx = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
+        forced = np.zeros(self.n, dtype=bool)
+        if idx.size:
+            if idx.min() < 0 or idx.max() >= self.n:
+                raise SimulationError(f"baseline positions must lie in [0, {self.n}); got {int(idx.min())} … "
+                                      f"{int(idx.max())}")
+            forced[idx] = True
+        self._forced = forced
+
+    def agent(self, i: int) -> AgentView:
+        """A read-only view of agent ``i`` (not a Mesa agent; ``model.agents`` stays empty)."""
+        i = int(i)
+        if not 0 <= i < self.n:
+            raise SimulationError(f"agent {i} is not in [0, {self.n})")
+        w, p = self.world, self.pop
+        return AgentView(unique_id=i, persona=w.fixture.personas[int(w.persona[i])].name, belief=float(p.belief[i]),
+                         posted=bool(p.posted[i]), reshared=bool(p.reshared[i]), seen=int(p.seen[i]),
+                         lean=float(p.lean[i]), influence=float(w.influence[i]),
+                         followers=int(w.network.follower_count()[i]), following=int(w.network.following_count()[i]))
+
+    # ------------------------------------------------------------------ the step
+    def keys(self) -> np.ndarray:
+        """Every agent's archetype key for the coming step (int32, (N,))."""
+        p = self.pop
+        return self.spec.encode(self.world.persona, p.belief, p.seen, p.lean)
+
+    def _answers(self, t: int, live: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(post, reshare, shift) per agent (float32) and the number of requests made."""
+        p, w = self.pop, self.world
+        if self.decider.mode == "agent":
+            idx = np.arange(self.n) if live is None else np.flatnonzero(live)
+            ans = np.zeros((self.n, 3))
+            ans[idx] = self.decider.decide_agents(w.persona[idx], p.belief[idx], p.seen[idx], p.lean[idx], p.trending,
+                                                  t, self._is_fork)
+            a = ans.astype(np.float32)
+            return a[:, 0], a[:, 1], a[:, 2], int(idx.size)
+        keys = self.keys()
+        counts = np.bincount(keys if live is None else keys[live], minlength=self.spec.n_keys)
+        occ = np.flatnonzero(counts)
+        table = np.zeros((self.spec.n_keys, 3), dtype=np.float32)
+        table[occ] = self.decider.decide_keys(occ, p.trending, t, self._is_fork)
+        return table[keys, 0], table[keys, 1], table[keys, 2], 0 if self.decider.constant is not None else int(occ.size)
+
+    def step(self) -> None:
+        cfg, w, p = self.config, self.world, self.pop
+        t = self.steps - 1
+        n = self.n
+        forced = self._forced
+        live = None if forced is None or not forced.any() else ~forced
+        post_k, resh_k, shift_k, requests = self._answers(t, live)
+        for j, col in enumerate((post_k, resh_k, shift_k)):
+            self.answer_sum[j] += float(col.sum(dtype=np.float64) if live is None else col[live].sum(dtype=np.float64))
+        self.answer_count += n if live is None else int(live.sum())
+        b = p.belief
+        # 2. post: broadcast + individualise
+        eps = np.float32(1e-6)
+        pk = np.clip(post_k, eps, 1 - eps)
+        logit = np.log(pk / (1 - pk))
+        logit += np.float32(cfg.influence_slope) * (w.influence - np.float32(self._w_mean))
+        if self.decider.mode == "archetype" and self.decider.constant is None:
+            s_bucket = np.searchsorted(np.asarray(self.spec.stance_edges, np.float32), b, side="right")
+            logit += np.float32(cfg.belief_slope) * (np.abs(b) - self._b_rep[s_bucket])
+        posted = counter.uniforms(self.step_key, t, _POST, n) < _sigmoid(logit)
+        if live is not None:
+            posted &= live
+        # 3. feed: today's posts and yesterday's reshares of the accounts i follows
+        x = (posted | p.reshared)
+        if live is not None:
+            x &= live
+        xf = x.astype(np.float32)
+        both = np.empty((n, 2), dtype=np.float32)
+        both[:, 0] = xf
+        both[:, 1] = xf * b
+        fed = w.network.follows() @ both
+        seen = np.rint(fed[:, 0]).astype(np.int32)
+        lam = np.float32(cfg.trending_weight)
+        lean = (fed[:, 1] + lam * np.float32(p.trend_belief)) / (fed[:, 0] + lam)
+        sat = 1.0 - np.exp(-fed[:, 0] / np.float32(cfg.exposure_scale))
+        # 4. reshare
+        reshared = counter.uniforms(self.step_key, t, _RESHARE, n) < resh_k * sat
+        # 5. view
+        nb = b + np.float32(cfg.stance_rate) * shift_k * (1 - np.abs(b))
+        nb += np.float32(cfg.social_pull) * (lean - b) * sat
+        np.clip(nb, -1.0, 1.0, out=nb)
+        if live is not None:
+            for arr in (reshared, nb, lean):
+                arr[forced] = 0
+            seen[forced] = 0
+        # 6. trending for tomorrow
+        nx = int(x.sum())
+        tb = float(np.dot(xf, b.astype(np.float64))) / nx if nx else p.trend_belief
+        extreme = float(np.count_nonzero(x & (np.abs(b) > 0.6))) / nx if nx else 0.0
+        self.pop = replace(p, belief=nb.astype(np.float32, copy=False), posted=posted, reshared=reshared, seen=seen,
+                           lean=lean.astype(np.float32, copy=False), trend_belief=tb,
+                           trending=nearest_prototype(w.fixture, tb, extreme))
+        self._forced = None
+        self.last = {"endorse_share": float(np.mean(nb > self.config.risk_threshold)),
+                     "mean_belief": float(nb.mean(dtype=np.float64)), "post_rate": float(posted.mean()),
+                     "reshare_rate": float(reshared.mean()), "archetypes": float(requests), "requests": float(requests),
+                     "trending": float(self.pop.trending)}
+        self.datacollector.collect(self)
+
+    # ------------------------------------------------------------------ recording
+    def features(self) -> dict[str, np.ndarray]:
+        """The feature columns after the last step (the recorder's array path)."""
+        p, cfg = self.pop, self.config
+        risk = _sigmoid(np.float32(cfg.risk_sharpness) * (p.belief - np.float32(cfg.risk_threshold)))
+        return {"belief": p.belief, "exposure": np.log1p(p.seen.astype(np.float32)), "posted": p.posted,
+                "reshared": p.reshared, "influence": self.world.influence, "risk": risk}
+
+
+__all__ = ["FEATURES", "AgentView", "MegaScaleSocial", "Population", "World", "nearest_prototype", "world_for"]
