@@ -143,8 +143,12 @@ class NetworkQuadratic(Indicator):
 
     # ------------------------------------------------------------------ numpy helpers
     def r_numpy(self, z: np.ndarray) -> np.ndarray:
+        """r(z) (N,) in float64 for an (N, D) array (no autograd graph)."""
+        arr = np.asarray(z, dtype=np.float64)
+        if not arr.flags.writeable:
+            arr = arr.copy()
         with torch.no_grad():
-            return self.r(torch.as_tensor(np.asarray(z, dtype=np.float64))).double().numpy()
+            return self.r(torch.from_numpy(arr)).double().numpy()
 
     def value(self, z: np.ndarray) -> float:
         """f at one (N, D) array (float64, no torch graph)."""

@@ -5,6 +5,8 @@ Examples::
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
     aumann run social-llm --runs 3 --seed 7 --out runs/social
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
+    aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode record
+    aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode replay
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
@@ -14,7 +16,9 @@ same ``--out`` resumes: finished runs are read back, not recomputed.
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
 ``--base-url``/``--model`` are given, ``AUMANN_LLM_BASE_URL``/``OPENAI_BASE_URL`` and
 ``AUMANN_LLM_MODEL`` from the environment — here, at the edge, and nowhere else. Responses are cached
-in ``<out>/llm-cache.sqlite``; the key never reaches logs, caches or the manifest.
+in ``<out>/llm-cache.sqlite`` (or ``--cache PATH``); ``--cache-mode replay`` serves a recorded cache
+only (a miss is an error, nothing is sent), so a recorded run re-runs bit-identically offline. The
+key never reaches logs, caches or the manifest.
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", default=None, help="LLM model name (openai backend)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (openai backend)")
     p.add_argument("--max-calls", type=int, default=None, help="cap on LLM requests (cost guard)")
+    p.add_argument("--concurrency", type=int, default=8, help="LLM requests in flight at once (default 8)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="the LLM response cache (SQLite; default <out>/llm-cache.sqlite)")
+    p.add_argument("--cache-mode", choices=("record", "replay", "off"), default="record",
+                   help="record: read through, store new replies (default); replay: serve the cache only, a miss "
+                        "is an error and nothing is sent (bit-identical offline re-runs); off: no cache")
     p.add_argument("--permutations", type=int, default=None, help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
@@ -58,18 +68,46 @@ def register(subparsers: Any) -> None:
 
 def _backend(args: argparse.Namespace, out: Path) -> tuple[Any, str]:
     if args.backend == "offline":
+        if args.cache is not None or args.cache_mode != "record":
+            raise ConfigError("--cache/--cache-mode apply to an LLM backend: add --backend openai --model NAME")
         return None, "offline"
     from aumann.simulators.llm import OpenAIBackend, ResponseCache
 
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be an int >= 1; got {args.concurrency}")
     api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("AUMANN_LLM_API_KEY")
     base_url = args.base_url or os.environ.get("AUMANN_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
     model = args.model or os.environ.get("AUMANN_LLM_MODEL")
     if not model:
         raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
+    cache_path = args.cache if args.cache is not None else out / "llm-cache.sqlite"
+    if args.cache_mode == "replay" and not Path(cache_path).is_file():
+        raise ConfigError(f"--cache-mode replay needs a recorded cache; {str(cache_path)!r} does not exist "
+                          "(record one first with --cache-mode record)")
     out.mkdir(parents=True, exist_ok=True)
-    backend = OpenAIBackend(model=model, base_url=base_url, api_key=api_key,
-                            cache=ResponseCache(out / "llm-cache.sqlite"), max_calls=args.max_calls)
+    cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode)
+    backend = OpenAIBackend(model=model, base_url=base_url, api_key=api_key, cache=cache, max_calls=args.max_calls,
+                            concurrency=args.concurrency)
     return backend, f"openai:{model}@{base_url or 'default'}"
+
+
+def _llm_usage(result: Any, backend: Any) -> dict[str, Any]:
+    """``llm_usage`` of the manifest: the scenario's own account of its runs when it keeps one (decisions
+    split into the factual runs and the forks; summed over runs, latency quantiles the worst run's), else
+    the backend's counters."""
+    accounts = [a for a in ((r.get("analysis") or {}).get("llm_usage") for r in result.records) if a]
+    if accounts:
+        total: dict[str, Any] = {}
+        for a in accounts:
+            for k, v in a.items():
+                if k.startswith("latency"):
+                    total[k] = max(total.get(k, 0.0), v)
+                elif isinstance(v, int | float):
+                    total[k] = total.get(k, 0) + v
+        return total
+    if backend is not None and hasattr(backend, "usage"):
+        return backend.usage.as_dict()
+    return {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,9 +151,14 @@ def run(args: argparse.Namespace) -> int:
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots)
     extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
-             "backend": label.split("@")[0], "scenario": sc.name}
-    if backend is not None and hasattr(backend, "usage"):
-        extra["llm_usage"] = backend.usage.as_dict()
+             "backend": label.split("@")[0], "scenario": sc.name,
+             "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy") or r.get("policy")
+                                              or "offline policy") for r in result.records}))}
+    usage = _llm_usage(result, backend)
+    if usage:
+        extra["llm_usage"] = usage
+    if backend is not None and getattr(backend, "cache", None) is not None:
+        extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
     write_manifest(out, command, config.model_dump(mode="json"),
                    seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
                    extra=extra)

@@ -26,7 +26,7 @@ import numpy as np
 
 from aumann.attribution import FunctionGame
 from aumann.attribution.indicators import as_indicator, evaluate
-from aumann.attribution.metrics import log_k_grid, mean_relative_drop, relative_drop, relative_drop_at_k
+from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.scenarios.base import Scenario
 
 

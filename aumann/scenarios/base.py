@@ -27,6 +27,10 @@ A :class:`Scenario` binds
 * ``baseline_all_fn(run, config)`` (optional): the per-agent baselines of every step at once, an array
   broadcastable to (T, N, D) — (N, D) when the baseline does not depend on the step. Without it the
   study stacks ``baseline_features`` of a checkpoint before every step (and keeps them all).
+* ``resimulate_fn(model, config, positions)`` (optional): what :meth:`Scenario.step_with_baseline`
+  returns — the features (N, D) and context after the coming step with ``positions`` at the
+  baseline action — computed faster than a full fork (e.g. re-simulating only the agents whose inputs
+  change); it must equal the fork exactly.
 * ``analysis(config, run, study)`` (optional): the scenario's own analysis beside the standard study
   (e.g. a second indicator, scale checks); it returns ``{"record": {...}, "arrays": {...},
   "tables": {name: rows}}`` that the study stores with the run and the report writes out.
@@ -148,6 +152,7 @@ class Scenario:
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
     baseline_all_fn: Callable[[Any, Any], np.ndarray] | None = None
+    resimulate_fn: Callable[[Any, Any, Sequence[int]], tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
     analysis: Callable[[Any, Any, Mapping[str, Any]], Mapping[str, Any]] | None = None
     config_file: str | None = None
     baseline_description: str = ""
@@ -213,10 +218,13 @@ class Scenario:
     def step_with_baseline(self, model: Any, config: ScenarioConfig, positions: Sequence[int]) -> tuple[
             np.ndarray, dict[str, np.ndarray]]:
         """Fork ``model`` (a model before some step), force ``positions`` to the baseline action,
-        re-simulate that one step and return its features (N, D) and context {name: array}."""
+        re-simulate that one step and return its features (N, D) and context {name: array}
+        (``resimulate_fn`` when the scenario has a faster exact way)."""
         from aumann.simulators import fork
 
         pos = [int(p) for p in positions]
+        if self.resimulate_fn is not None:
+            return self.resimulate_fn(model, config, pos)
         ctx = self.context(config) if self.context is not None else None
         res = fork(model, intervention=(lambda m: self.baseline_action(m, pos)) if pos else None, steps=1,
                    recorder=self.make_recorder(config), context=ctx)

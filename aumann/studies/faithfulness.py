@@ -32,13 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
+from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
 from aumann.evaluation.deletion import (
     DeletionOracle,
     MaskingOracle,
     deletion_summary,
     grid_summary,
-    log_k_grid,
     random_grid_summary,
     random_summary,
     resimulation_game,

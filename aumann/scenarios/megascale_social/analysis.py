@@ -45,6 +45,28 @@ def _rel(f_full: float, vals: np.ndarray) -> np.ndarray:
     return (f_full - np.asarray(vals)) / f_full if f_full != 0 else np.full(np.shape(vals), math.nan)
 
 
+USAGE_KEYS = ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
+              "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls")
+
+
+def llm_usage(model: Any, ledger: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``llm_usage`` (the keys of the manifest): the backend's counters, with ``decisions`` /
+    ``fork_decisions`` from the decider's ledger (factual run vs forks) and ``decisions_per_step``.
+
+    The backend's counters include the scale checks (fidelity, LLM ablation) made with it; ``calls``
+    of the offline policy count policy evaluations (nothing is sent)."""
+    raw = dict(model.backend.usage.as_dict()) if hasattr(getattr(model, "backend", None), "usage") else {}
+    out: dict[str, Any] = {k: raw.get(k, 0) for k in USAGE_KEYS}
+    for k in ("latency_p50_s", "latency_p95_s", "cost_usd"):
+        out[k] = float(raw.get(k, 0.0))
+    out["decisions"] = int(ledger["decisions"])
+    out["fork_decisions"] = int(ledger["fork_decisions"])
+    out["fork_calls"] = int(raw.get("fork_calls", 0))
+    out["decisions_per_step_max"] = int(ledger["max_decisions_per_step"])
+    out["backend_requests"] = int(ledger["backend_requests"])
+    return out
+
+
 def analyse(cfg: Any, run: Any, study: dict[str, Any]) -> dict[str, Any]:
     """The scenario analysis (see the module docstring); returns record, arrays and tables."""
     tick = study.get("tick") or (lambda _m: None)
@@ -180,6 +202,7 @@ def analyse(cfg: Any, run: Any, study: dict[str, Any]) -> dict[str, Any]:
     led = model.decider.ledger.as_dict()
     tables["decisions"] = [{"step": t, "requests": n} for t, n in enumerate(led["decisions_per_step"])]
     record["decisions"] = {k: v for k, v in led.items() if k != "decisions_per_step"}
+    record["llm_usage"] = llm_usage(model, led)
     record["archetype_keys"] = int(model.spec.n_keys)
     record["timings"] = timings
     record["ranking_note"] = ("deletion rankings: descending φ (ties by position, "

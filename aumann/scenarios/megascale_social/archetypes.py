@@ -83,20 +83,29 @@ class ArchetypeSpec:
         return P * S * V * L
 
     # ------------------------------------------------------------------ codec
-    def encode(self, persona: np.ndarray, belief: np.ndarray, count: np.ndarray, lean: np.ndarray) -> np.ndarray:
-        """int32 keys (N,) from persona ids, beliefs, posts seen and feed leans."""
+    def encode(self, persona: np.ndarray, belief: np.ndarray, count: np.ndarray, lean: np.ndarray, *,
+               stance: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """int32 keys (N,) from persona ids, beliefs, posts seen and feed leans (``stance=True``: also the
+        stance bucket of each agent). A bucket is the number of edges ≤ the value."""
         _, S, V, L = self.shape
-        s = np.searchsorted(np.asarray(self.stance_edges, dtype=np.float32), belief, side="right")
-        v = np.searchsorted(np.asarray(self.volume_edges, dtype=np.float32), count, side="right")
-        lb = np.searchsorted(np.asarray(self.lean_edges, dtype=np.float32), lean, side="right")
-        lb = np.where(v == 0, (L - 1) // 2, lb)
+
+        def bucket(x: np.ndarray, edges: Sequence[float], dtype: Any) -> np.ndarray:
+            out = np.zeros(x.shape, dtype=np.int8)
+            for e in edges:
+                out += x >= np.asarray(e, dtype=dtype)
+            return out
+
+        s = bucket(belief, self.stance_edges, belief.dtype)
+        v = bucket(count, self.volume_edges, count.dtype)
+        lb = bucket(lean, self.lean_edges, lean.dtype)
+        lb[v == 0] = (L - 1) // 2
         key = persona.astype(np.int32) * S
         key += s
         key *= V
         key += v
         key *= L
         key += lb
-        return key
+        return (key, s) if stance else key
 
     def decode(self, keys: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(persona, stance bucket, volume bucket, lean bucket) of each key."""

@@ -152,6 +152,7 @@ _PROTOTYPES: list[tuple[float, float, str]] = [
                "SHARE BEFORE THEY DELETE THIS."),
 ]
 _ZIPF = 0.8
+_QUIETER = 1.2  # shift of the activity and resharing log-odds below the ranges above
 
 
 def generate_fixture(seed: int = 0) -> dict[str, Any]:
@@ -165,6 +166,8 @@ def generate_fixture(seed: int = 0) -> dict[str, Any]:
     personas = []
     for (name, card), share in zip(_PERSONAS, weights):
         traits = {k: round(float(rng.uniform(lo, hi)), 3) for k, (lo, hi) in zip(keys, _RANGES[name])}
+        traits["activity"] = round(traits["activity"] - _QUIETER, 3)  # about 1 post in 10 agent-days overall
+        traits["resharing"] = round(traits["resharing"] - _QUIETER, 3)
         personas.append({"name": name, "card": card, "share": round(float(share), 6), "traits": traits})
     prototypes = [{"id": i, "stance": s, "intensity": it, "text": text} for i, (s, it, text) in enumerate(_PROTOTYPES)]
     return {"generator": (f"aumann.scenarios.megascale_social.fixture.generate_fixture(seed={seed}): hand-written "

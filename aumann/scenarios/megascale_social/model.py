@@ -49,11 +49,16 @@ from aumann.scenarios.megascale_social.features import FEATURES
 from aumann.scenarios.megascale_social.fixture import Fixture, load_fixture
 from aumann.scenarios.megascale_social.network import Network, barabasi_albert, read_edge_list
 
-_POST, _RESHARE = 1, 2  # counter streams
+_DRAWS = 1  # counter stream of the step's two Bernoulli draws (post, reshare)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    q = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(q / (1 - q))
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,7 +238,7 @@ class MegaScaleSocial(mesa.Model):
         new = cls.__new__(cls)
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            setattr(new, k, copy.deepcopy(v, memo))
+            setattr(new, k, None if k == "_factual" else copy.deepcopy(v, memo))
         new._is_fork = True  # a copy that steps is a counterfactual fork (its decisions are counted apart)
         return new
 
@@ -269,22 +274,56 @@ class MegaScaleSocial(mesa.Model):
         p = self.pop
         return self.spec.encode(self.world.persona, p.belief, p.seen, p.lean)
 
-    def _answers(self, t: int, live: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """(post, reshare, shift) per agent (float32) and the number of requests made."""
+    def _answers(self, t: int, live: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """Per agent: (logit P(post) before individualisation, reshare p, stance shift) as an (N, 3) float32
+        array, the belief residual term of the individualisation, and the number of decisions made."""
         p, w = self.pop, self.world
         if self.decider.mode == "agent":
             idx = np.arange(self.n) if live is None else np.flatnonzero(live)
             ans = np.zeros((self.n, 3))
             ans[idx] = self.decider.decide_agents(w.persona[idx], p.belief[idx], p.seen[idx], p.lean[idx], p.trending,
                                                   t, self._is_fork)
-            a = ans.astype(np.float32)
-            return a[:, 0], a[:, 1], a[:, 2], int(idx.size)
-        keys = self.keys()
+            ans[:, 0] = _logit(ans[:, 0])
+            return ans.astype(np.float32), np.zeros(self.n, np.float32), int(idx.size)
+        keys, sb = self.spec.encode(w.persona, p.belief, p.seen, p.lean, stance=True)
         counts = np.bincount(keys if live is None else keys[live], minlength=self.spec.n_keys)
         occ = np.flatnonzero(counts)
-        table = np.zeros((self.spec.n_keys, 3), dtype=np.float32)
-        table[occ] = self.decider.decide_keys(occ, p.trending, t, self._is_fork)
-        return table[keys, 0], table[keys, 1], table[keys, 2], 0 if self.decider.constant is not None else int(occ.size)
+        table = self._table(occ, t)
+        resid = np.zeros(self.n, np.float32)
+        if self.decider.constant is None:  # the belief residual within the stance bucket
+            resid = np.abs(p.belief) - self._b_rep[sb]
+            resid *= np.float32(self.config.belief_slope)
+        n_dec = 0 if self.decider.constant is not None else int(occ.size)
+        return table[keys], resid, n_dec
+
+    def _table(self, keys: np.ndarray, t: int) -> np.ndarray:
+        """(n_keys, 3) float32 policy table (logit P(post), P(reshare), shift) with the rows of ``keys`` filled."""
+        table = np.zeros((self.spec.n_keys, 3), dtype=np.float64)
+        table[keys] = self.decider.decide_keys(keys, self.pop.trending, t, self._is_fork)
+        table[:, 0] = _logit(table[:, 0])
+        return table.astype(np.float32)
+
+    def _feed(self, b: np.ndarray, cnt: np.ndarray, ssum: np.ndarray, resh_k: np.ndarray, shift_k: np.ndarray,
+              u_resh: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Phase B of a step for any subset of agents (elementwise; the same numbers for a subset as
+        for everyone): seen, lean, reshared, new view."""
+        cfg = self.config
+        seen = np.rint(cnt).astype(np.int32)
+        lam = np.float32(cfg.trending_weight)
+        lean = ssum.copy()
+        lean += lam * np.float32(self.pop.trend_belief)
+        lean /= cnt + lam
+        sat = -np.expm1(cnt * np.float32(-1.0 / cfg.exposure_scale))
+        reshared = u_resh < resh_k * sat
+        nb = shift_k * (1 - np.abs(b))
+        nb *= np.float32(cfg.stance_rate)
+        nb += b
+        pull = lean - b
+        pull *= sat
+        pull *= np.float32(cfg.social_pull)
+        nb += pull
+        np.clip(nb, -1.0, 1.0, out=nb)
+        return seen, lean, reshared, nb
 
     def step(self) -> None:
         cfg, w, p = self.config, self.world, self.pop
@@ -292,66 +331,138 @@ class MegaScaleSocial(mesa.Model):
         n = self.n
         forced = self._forced
         live = None if forced is None or not forced.any() else ~forced
-        post_k, resh_k, shift_k, requests = self._answers(t, live)
-        for j, col in enumerate((post_k, resh_k, shift_k)):
-            self.answer_sum[j] += float(col.sum(dtype=np.float64) if live is None else col[live].sum(dtype=np.float64))
-        self.answer_count += n if live is None else int(live.sum())
+        ans, resid, requests = self._answers(t, live)
+        post_logit, resh_k, shift_k = ans[:, 0], ans[:, 1], ans[:, 2]
+        rows = ans if live is None else ans[live]
+        self.answer_sum += rows.sum(axis=0, dtype=np.float64) * np.array([0.0, 1.0, 1.0])
+        self.answer_sum[0] += float(_sigmoid(rows[:, 0]).sum(dtype=np.float64))
+        self.answer_count += rows.shape[0]
         b = p.belief
-        # 2. post: broadcast + individualise
-        eps = np.float32(1e-6)
-        pk = np.clip(post_k, eps, 1 - eps)
-        logit = np.log(pk / (1 - pk))
-        logit += np.float32(cfg.influence_slope) * (w.influence - np.float32(self._w_mean))
-        if self.decider.mode == "archetype" and self.decider.constant is None:
-            s_bucket = np.searchsorted(np.asarray(self.spec.stance_edges, np.float32), b, side="right")
-            logit += np.float32(cfg.belief_slope) * (np.abs(b) - self._b_rep[s_bucket])
-        posted = counter.uniforms(self.step_key, t, _POST, n) < _sigmoid(logit)
+        u_post, u_resh = counter.uniform_pair(self.step_key, t, _DRAWS, n)
+        # 2. post: broadcast + individualise (influence offset, belief residual), Bernoulli draw
+        logit = post_logit + self._influence_offset()
+        logit += resid
+        posted = u_post < _sigmoid(logit)
         if live is not None:
             posted &= live
         # 3. feed: today's posts and yesterday's reshares of the accounts i follows
-        x = (posted | p.reshared)
+        x = posted | p.reshared
         if live is not None:
             x &= live
         xf = x.astype(np.float32)
-        both = np.empty((n, 2), dtype=np.float32)
-        both[:, 0] = xf
-        both[:, 1] = xf * b
-        fed = w.network.follows() @ both
-        seen = np.rint(fed[:, 0]).astype(np.int32)
-        lam = np.float32(cfg.trending_weight)
-        lean = (fed[:, 1] + lam * np.float32(p.trend_belief)) / (fed[:, 0] + lam)
-        sat = 1.0 - np.exp(-fed[:, 0] / np.float32(cfg.exposure_scale))
-        # 4. reshare
-        reshared = counter.uniforms(self.step_key, t, _RESHARE, n) < resh_k * sat
-        # 5. view
-        nb = b + np.float32(cfg.stance_rate) * shift_k * (1 - np.abs(b))
-        nb += np.float32(cfg.social_pull) * (lean - b) * sat
-        np.clip(nb, -1.0, 1.0, out=nb)
+        F = w.network.follows()
+        cnt = F @ xf
+        ssum = F @ (xf * b)
+        # 4. reshare, 5. view
+        seen, lean, reshared, nb = self._feed(b, cnt, ssum, resh_k, shift_k, u_resh)
         if live is not None:
             for arr in (reshared, nb, lean):
                 arr[forced] = 0
             seen[forced] = 0
         # 6. trending for tomorrow
-        nx = int(x.sum())
+        nx = int(np.count_nonzero(x))
         tb = float(np.dot(xf, b.astype(np.float64))) / nx if nx else p.trend_belief
         extreme = float(np.count_nonzero(x & (np.abs(b) > 0.6))) / nx if nx else 0.0
-        self.pop = replace(p, belief=nb.astype(np.float32, copy=False), posted=posted, reshared=reshared, seen=seen,
-                           lean=lean.astype(np.float32, copy=False), trend_belief=tb,
+        self.pop = replace(p, belief=nb, posted=posted, reshared=reshared, seen=seen, lean=lean, trend_belief=tb,
                            trending=nearest_prototype(w.fixture, tb, extreme))
         self._forced = None
-        self.last = {"endorse_share": float(np.mean(nb > self.config.risk_threshold)),
-                     "mean_belief": float(nb.mean(dtype=np.float64)), "post_rate": float(posted.mean()),
-                     "reshare_rate": float(reshared.mean()), "archetypes": float(requests), "requests": float(requests),
-                     "trending": float(self.pop.trending)}
+        self.last = {"endorse_share": float(np.count_nonzero(nb > np.float32(cfg.risk_threshold))) / n,
+                     "mean_belief": float(nb.mean(dtype=np.float64)), "post_rate": float(np.count_nonzero(posted)) / n,
+                     "reshare_rate": float(np.count_nonzero(reshared)) / n, "archetypes": float(requests),
+                     "requests": float(requests), "trending": float(self.pop.trending)}
         self.datacollector.collect(self)
 
+    # ------------------------------------------------------------------ counterfactual step (deletion)
+    def counterfactual_features(self, positions: Any) -> dict[str, np.ndarray]:
+        """The features after the coming step if the agents at ``positions`` took the baseline action —
+        exactly what a fork that forces them and steps records, without re-simulating the agents whose
+        inputs do not change.
+
+        Within one step a forced agent changes only its own outcome and what its followers see (its
+        post and reshare vanish from their feed); everyone's decisions and counter-based draws are
+        otherwise those of the factual step, and tomorrow's trending item is not read until tomorrow.
+        So the factual step is computed once (and kept on this model, which must not be stepped),
+        and each counterfactual recomputes only the forced agents and their followers — the same
+        float32 operations on the same operands, hence the same bits (tested against a full fork).
+        The followers' decisions go through the decider (cache hits) and count as fork decisions."""
+        if self.decider.mode != "archetype" or self.decider.constant is not None:
+            raise SimulationError("incremental counterfactual steps need archetype decisions; fork the model instead")
+        fac = self._factual_step()
+        idx = np.unique(np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions,
+                                   dtype=np.int64))
+        if idx.size and (idx[0] < 0 or idx[-1] >= self.n):
+            raise SimulationError(f"baseline positions must lie in [0, {self.n}); got {int(idx[0])} … {int(idx[-1])}")
+        feats = {k: v.copy() for k, v in fac["features"].items()}
+        if not idx.size:
+            return feats
+        w, p = self.world, self.pop
+        followers = w.network.followers_of(idx)
+        forced = np.zeros(self.n, dtype=bool)
+        forced[idx] = True
+        U = followers[~forced[followers]]
+        if U.size:
+            x = fac["x"].copy()
+            x[idx] = False
+            xf = x.astype(np.float32)
+            FU = w.network.follows()[U]
+            cnt = FU @ xf
+            ssum = FU @ (xf * p.belief)
+            keys = fac["keys"][U]
+            table = self._fork_table(np.unique(keys))
+            ans = table[keys]
+            seen, _, reshared, nb = self._feed(p.belief[U], cnt, ssum, ans[:, 1], ans[:, 2], fac["u_resh"][U])
+            self._write_features(feats, U, nb, seen, fac["posted"][U], reshared)
+        off = np.zeros(idx.size, dtype=bool)
+        self._write_features(feats, idx, np.zeros(idx.size, np.float32), np.zeros(idx.size, np.int32), off, off)
+        return feats
+
+    def _fork_table(self, keys: np.ndarray) -> np.ndarray:
+        t, was = self.steps, self._is_fork
+        self._is_fork = True
+        try:
+            return self._table(keys, t)
+        finally:
+            self._is_fork = was
+
+    def _write_features(self, feats: dict[str, np.ndarray], rows: np.ndarray, belief: np.ndarray, seen: np.ndarray,
+                        posted: np.ndarray, reshared: np.ndarray) -> None:
+        cols = self._feature_columns(belief, seen, posted, reshared)
+        for k, v in cols.items():
+            if k != "influence":
+                feats[k][rows] = v
+
+    def _factual_step(self) -> dict[str, Any]:
+        """The coming step's factual outcome, computed on a copy and kept (for counterfactual_features)."""
+        if getattr(self, "_factual", None) is None:
+            branch = copy.deepcopy(self)  # a fork: its decisions count as fork decisions
+            branch.step()
+            _, u_resh = counter.uniform_pair(self.step_key, self.steps, _DRAWS, self.n)
+            keys = self.spec.encode(self.world.persona, self.pop.belief, self.pop.seen, self.pop.lean)
+            q = branch.pop
+            self._factual = {"x": q.posted | self.pop.reshared, "posted": q.posted, "u_resh": u_resh, "keys": keys,
+                             "features": {k: np.array(v, copy=True) for k, v in branch.features().items()}}
+        return self._factual
+
+    def _influence_offset(self) -> np.ndarray:
+        """β_w (w_i − w̄), float32 (static: cached on the shared world)."""
+        key = ("influence_offset", float(self.config.influence_slope))
+        if key not in self.world.cache:
+            off = (self.world.influence - np.float32(self._w_mean)) * np.float32(self.config.influence_slope)
+            self.world.cache[key] = off.astype(np.float32)
+        return self.world.cache[key]
+
     # ------------------------------------------------------------------ recording
+    def _feature_columns(self, belief: np.ndarray, seen: np.ndarray, posted: np.ndarray,
+                         reshared: np.ndarray) -> dict[str, np.ndarray]:
+        cfg = self.config
+        risk = _sigmoid(np.float32(cfg.risk_sharpness) * (belief - np.float32(cfg.risk_threshold)))
+        return {"belief": belief, "exposure": np.log1p(seen.astype(np.float32)), "posted": posted,
+                "reshared": reshared, "influence": self.world.influence, "risk": risk}
+
     def features(self) -> dict[str, np.ndarray]:
         """The feature columns after the last step (the recorder's array path)."""
-        p, cfg = self.pop, self.config
-        risk = _sigmoid(np.float32(cfg.risk_sharpness) * (p.belief - np.float32(cfg.risk_threshold)))
-        return {"belief": p.belief, "exposure": np.log1p(p.seen.astype(np.float32)), "posted": p.posted,
-                "reshared": p.reshared, "influence": self.world.influence, "risk": risk}
+        p = self.pop
+        return self._feature_columns(p.belief, p.seen, p.posted, p.reshared)
 
 
 __all__ = ["FEATURES", "AgentView", "MegaScaleSocial", "Population", "World", "nearest_prototype", "world_for"]

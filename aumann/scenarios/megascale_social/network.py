@@ -42,6 +42,7 @@ class Network:
         indptr, indices: CSR of F (int64 / int32); row i lists the accounts i follows, ascending.
         node_ids: the original node labels (for graphs loaded from networkx or an edge list).
         source: how the network was made (for provenance).
+        mutual: every follow is reciprocated (F = Fᵀ): set when the edges were made mutual on construction.
     """
 
     n: int
@@ -49,6 +50,7 @@ class Network:
     indices: np.ndarray
     node_ids: np.ndarray | None = None
     source: str = ""
+    mutual: bool = False  # every follow is reciprocated (F symmetric), e.g. preferential-attachment graphs
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -67,6 +69,18 @@ class Network:
         """How many accounts each agent follows (row sums of F), int64 (n,)."""
         return np.diff(self.indptr)
 
+    def followers_of(self, agents: np.ndarray) -> np.ndarray:
+        """The agents that follow any of ``agents`` (sorted, unique): the rows of F with a 1 in those columns."""
+        if "FT" not in self._cache:
+            self._cache["FT"] = self.follows().T.tocsr()  # row j of Fᵀ: j's followers
+        FT = self._cache["FT"]
+        a = np.asarray(agents, dtype=np.int64)
+        starts, ends = FT.indptr[a], FT.indptr[a + 1]
+        if not a.size:
+            return np.zeros(0, dtype=np.int64)
+        parts = [FT.indices[s:e] for s, e in zip(starts, ends)]
+        return np.unique(np.concatenate(parts).astype(np.int64)) if parts else np.zeros(0, dtype=np.int64)
+
     def follower_count(self) -> np.ndarray:
         """How many followers each agent has (column sums of F), int64 (n,)."""
         if "followers" not in self._cache:
@@ -78,6 +92,9 @@ class Network:
         cascade indicator (only the symmetric part of F enters a quadratic form)."""
         if "A" not in self._cache:
             F = self.follows().astype(np.float64)
+            if self.mutual:  # F is symmetric and has no self-loops already
+                self._cache["A"] = F
+                return F
             A = ((F + F.T) * 0.5).tocsr()
             A.setdiag(0.0)
             A.eliminate_zeros()
@@ -119,12 +136,16 @@ class Network:
         if mutual:
             u, v = np.concatenate([u, v]), np.concatenate([v, u])
         keep = u != v
-        code = np.unique(u[keep] * n + v[keep])  # sorted by (follower, followee): CSR order
+        code = u[keep] * n + v[keep]
+        code.sort()  # (follower, followee) order = CSR order; a plain sort (np.unique hashes first: far slower)
+        if code.size:
+            code = code[np.concatenate(([True], code[1:] != code[:-1]))]
         rows, cols = code // n, code % n
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
         idx_dtype = np.int32 if n < 2**31 else np.int64
-        return cls(n=n, indptr=indptr, indices=cols.astype(idx_dtype), node_ids=node_ids, source=source)
+        return cls(n=n, indptr=indptr, indices=cols.astype(idx_dtype), node_ids=node_ids, source=source,
+                   mutual=mutual)
 
     @classmethod
     def from_networkx(cls, graph: Any) -> Network:

@@ -44,6 +44,12 @@ def _baseline_action(model, positions) -> None:
     model.force_baseline(positions)
 
 
+def _resimulate(model, cfg: MegaScaleConfig, positions) -> tuple[np.ndarray, dict]:
+    """The coming step with ``positions`` at the baseline action (incremental; equal to a full fork)."""
+    feats = model.counterfactual_features(positions)
+    return np.stack([np.asarray(feats[k], dtype=np.float32) for k in FEATURES], axis=1), {}
+
+
 def _baseline_all(run, cfg: MegaScaleConfig) -> np.ndarray:
     return baseline_features(run.model, cfg)  # static: one (N, D) array for every step
 
@@ -75,6 +81,7 @@ MEGASCALE_SOCIAL = register(Scenario(
     baseline_action=_baseline_action,
     baseline_features_fn=baseline_features,
     baseline_all_fn=_baseline_all,
+    resimulate_fn=_resimulate,
     aggregators=_aggregators,
     analysis=_analysis,
     config_file="megascale-social.toml",
