@@ -42,6 +42,7 @@
     * DecisionParseError                         -- a reply that is not a valid scenario decision
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
+  * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
 """
 
 from __future__ import annotations
@@ -227,6 +228,10 @@ class ZstdDictionaryError(IngestError):
     """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
 
 
+class ReportError(AumannError, ValueError):
+    """A directory that is not a finished run directory, or one whose result files cannot be read."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
@@ -257,6 +262,7 @@ __all__ = [
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "ReportError",
     "RetryableLLMError",
     "ShapeError",
     "SimulationError",

@@ -100,7 +100,7 @@ PUBLIC = {
         "scenario_resimulation_game",
         "vertex_path_attribution",
     ],
-    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "run_study", "write_outputs"],
+    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "render_report", "run_study", "write_outputs"],
     "aumann.studies.crossscale": ["CrossScaleConfig", "DeepSetSettings", "run_crossscale"],
     "aumann.data": [],
     "aumann.io": [
@@ -148,6 +148,7 @@ PUBLIC = {
         "PanelError",
         "PolicyError",
         "ProtocolError",
+        "ReportError",
         "RetryableLLMError",
         "ShapeError",
         "SimulationError",

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "attribute",
         help="attribute a saved panel with the Aumann–Shapley engine",
         description="Attribute a macro indicator to every agent and step of a saved panel (.npz written "
-        "by Panel.save). Writes attribution.npz, phi_by_step.csv, summary.json and manifest.json.",
+        "by Panel.save). Writes attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json "
+        "and the reports report.html (one self-contained page) and report.md.",
     )
     p.add_argument("panel", type=Path, help="panel file written by Panel.save (.npz)")
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")
     p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
+    p.add_argument("--no-report", action="store_true", help="skip report.html / report.md (aumann report writes them)")
     p.set_defaults(func=run)
 
 
@@ -40,17 +43,23 @@ def run(args: argparse.Namespace) -> int:
     from aumann.attribution import AumannShapley, Panel, attribute, indicators
     from aumann.io import atomic_path, plain, write_json
     from aumann.manifest import write_manifest
+    from aumann.progress import StageTimer
+    from aumann.studies.pages import render_report, write_top_agents
 
     if not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    timer = StageTimer()
+    timer.start("load panel")
     panel = Panel.load(args.panel)
     f = indicators.get(args.indicator)
     closed = {"auto": None, "closed": True, "path": False}[args.method]
     method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
+    timer.start("attribute")
     t0 = time.perf_counter()
     res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
     seconds = time.perf_counter() - t0
 
+    timer.start("write results")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     res.save(out / "attribution.npz")
@@ -58,12 +67,18 @@ def run(args: argparse.Namespace) -> int:
                           "efficiency_gap": res.efficiency_gap})
     with atomic_path(out / "phi_by_step.csv") as tmp:
         table.to_csv(tmp, index=False, float_format="%.17g")
-    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel)}
+    write_top_agents(out, res, panel)
+    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel),
+               "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0):
         summary["tier_shares"] = res.group_shares("tier")
     write_json(out / "summary.json", summary, indent=2)
+    timer.stop()
     write_manifest(out, "aumann attribute", config=vars(args), seeds=None,
-                   extra={"panel_meta": panel.meta})
+                   extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
+                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"]})
+    if not args.no_report:
+        render_report(out, interactive=False if args.static else None)
 
     con = Console()
     tab = Table(title=f"{f.name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
@@ -72,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
     tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
                 f"{res.delta_v[0]:.6g}")
     con.print(tab)
-    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, summary.json, manifest.json")
+    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json"
+              + ("" if args.no_report else ", report.html, report.md"))
     return 0

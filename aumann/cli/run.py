@@ -10,7 +10,8 @@ Examples::
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
-``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
+``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page: who drove it,
+when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``. Re-running the same command with the
 same ``--out`` resumes: finished runs are read back, not recomputed.
 
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
@@ -61,7 +62,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
+    p.add_argument("--static", action="store_true",
+                   help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
     p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     p.set_defaults(func=run)
 
@@ -114,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from aumann import scenarios
-    from aumann.manifest import write_manifest
-    from aumann.progress import Bar
+    from aumann.progress import Bar, StageTimer
     from aumann.studies.faithfulness import config_digest, run_study
     from aumann.studies.report import headline_markdown, write_outputs
 
@@ -138,33 +140,39 @@ def run(args: argparse.Namespace) -> int:
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
               "ablations", "done")
+    timer = StageTimer()
     t0 = time.perf_counter()
     with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
 
         def progress(r: int, msg: str) -> None:
+            if msg in ("done", "resumed"):
+                timer.stop()
+            else:
+                timer.start(msg)
             bar.advance(len(stages) if msg == "resumed" else 1)
             bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
 
         result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
+    timer.stop()
     seconds = time.perf_counter() - t0
     command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
-    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
-                          baseline=sc.baseline_description, plots=not args.no_plots)
-    extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
-             "backend": label.split("@")[0], "scenario": sc.name,
-             "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy") or r.get("policy")
-                                              or "offline policy") for r in result.records}))}
+    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds,
+                             "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
+                                                             or r.get("policy") or "offline policy")
+                                                         for r in result.records}))}
     usage = _llm_usage(result, backend)
     if usage:
         extra["llm_usage"] = usage
     if backend is not None and getattr(backend, "cache", None) is not None:
         extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
-    write_manifest(out, command, config.model_dump(mode="json"),
-                   seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
-                   extra=extra)
+    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
+                          baseline=sc.baseline_description, plots=not args.no_plots,
+                          config=config.model_dump(mode="json"),
+                          seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
+                          extra=extra, interactive=False if args.static else None)
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
-                  f"results in {out} (report.md, faithfulness.csv)")
+                  f"results in {out} (report.html, report.md, faithfulness.csv)")
     return 0
 
 

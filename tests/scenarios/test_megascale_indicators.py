@@ -26,9 +26,10 @@ def state():
 
 
 def test_propagation_risk_closed_forms_match_the_path_integral(state):
-    cfg, run, x, z0 = state
+    cfg, _, x, z0 = state
     f = SC.indicator(cfg)
     phi, f1, f0, info = f.exact(x, z0)
+    assert info["scalar_change"] < 1e-13
     assert f1 == pytest.approx(float(evaluate(f, x))) and abs(phi.sum() - (f1 - f0)) < 1e-13
     engine = attribute(f, Panel(x[None]), method=AumannShapley(steps=64, closed_form=False), baseline=z0)
     assert engine.provenance["integrator"] == "pooled-linear"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 
 import mesa
@@ -52,7 +53,7 @@ def test_is_a_mesa_model_with_arrays_and_no_agent_objects():
     view = m.agent(5)
     assert view.unique_id == 5 and view.persona in {p.name for p in m.world.fixture.personas}
     assert view.belief == pytest.approx(float(m.pop.belief[5])) and view.followers >= 0
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         view.belief = 0.0  # read-only
     with pytest.raises(SimulationError):
         m.agent(m.n)

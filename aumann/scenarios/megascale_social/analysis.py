@@ -55,7 +55,12 @@ def llm_usage(model: Any, ledger: dict[str, Any]) -> dict[str, Any]:
 
     The backend's counters include the scale checks (fidelity, LLM ablation) made with it; ``calls``
     of the offline policy count policy evaluations (nothing is sent)."""
-    raw = dict(model.backend.usage.as_dict()) if hasattr(getattr(model, "backend", None), "usage") else {}
+    backend = getattr(model, "backend", None)
+    raw = dict(backend.usage.as_dict()) if hasattr(backend, "usage") else {}
+    offline = getattr(backend, "name", "") != "openai"
+    if offline:  # the offline policy sends nothing: its "calls" are policy evaluations
+        raw["policy_evaluations"] = raw.get("calls", 0)
+        raw["calls"] = raw["planned_calls"] = 0
     out: dict[str, Any] = {k: raw.get(k, 0) for k in USAGE_KEYS}
     for k in ("latency_p50_s", "latency_p95_s", "cost_usd"):
         out[k] = float(raw.get(k, 0.0))
@@ -64,6 +69,8 @@ def llm_usage(model: Any, ledger: dict[str, Any]) -> dict[str, Any]:
     out["fork_calls"] = int(raw.get("fork_calls", 0))
     out["decisions_per_step_max"] = int(ledger["max_decisions_per_step"])
     out["backend_requests"] = int(ledger["backend_requests"])
+    if offline:
+        out["policy_evaluations"] = int(raw.get("policy_evaluations", 0))
     return out
 
 
