@@ -73,6 +73,8 @@ class StudyConfig(BaseModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        antithetic: pair every sampled permutation with its reverse (``permutations`` counts both; the
+            reverse reuses the forward pass's running sums, so a pair costs little more than one).
         log_k_grid: also delete along the log-spaced grid k = 1, 3, 10, 30, …, 10⁵ (k ≤ N/2) and report
             ``deletion_auc_logk``, the mean relative drop over the grid (an extra column).
     """
@@ -88,6 +90,7 @@ class StudyConfig(BaseModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    antithetic: bool = False
     log_k_grid: bool = False
 
 

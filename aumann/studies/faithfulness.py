@@ -114,8 +114,11 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_ref)
         ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_ceil)
     else:
-        ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations), baseline=z0, rng=g_ref)
-        ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm), baseline=z0, rng=g_ceil)
+        anti = st.antithetic and st.permutations % 2 == 0 and ceil_perm % 2 == 0
+        ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations, antithetic=anti), baseline=z0,
+                       rng=g_ref)
+        ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm, antithetic=anti), baseline=z0,
+                        rng=g_ceil)
     phi["sampled_shapley"] = ss.phi[0]
     phi_ceiling = ss2.phi[0]
     loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)

@@ -135,10 +135,11 @@ def analyse(cfg: Any, run: Any, study: dict[str, Any]) -> dict[str, Any]:
     g_ref, g_ceil, g_rand = (np.random.default_rng(s) for s in np.random.SeedSequence(
         list(rng.integers(2**32, size=4))).spawn(3))
     t0 = time.perf_counter()
-    ss = attribute(fc, pt, method=SampledShapley(permutations=m), baseline=z0, rng=g_ref)
+    anti = bool(cfg.study.antithetic) and m % 2 == 0
+    ss = attribute(fc, pt, method=SampledShapley(permutations=m, antithetic=anti), baseline=z0, rng=g_ref)
     timings["cascade_sampled_shapley"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ss2 = attribute(fc, pt, method=SampledShapley(permutations=m), baseline=z0, rng=g_ceil)
+    ss2 = attribute(fc, pt, method=SampledShapley(permutations=m, antithetic=anti), baseline=z0, rng=g_ceil)
     timings["cascade_sampled_shapley_ceiling"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     loo = attribute(fc, pt, method=LeaveOneOut(), baseline=z0)

@@ -18,6 +18,7 @@ class LargeScale(BaseModel):
             and the log-k grid).
         path_orders: random orders of the path ablation.
         ablations: run the path / f-sensitivity / baseline ablations at all.
+        antithetic: sampled Shapley in antithetic pairs (each permutation and its reverse; m unchanged).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -26,6 +27,7 @@ class LargeScale(BaseModel):
     random_orderings: int = Field(3, ge=1)
     path_orders: int = Field(4, ge=1)
     ablations: bool = True
+    antithetic: bool = True
 
 
 class MegaScaleConfig(ScenarioConfig):
@@ -76,6 +78,7 @@ class MegaScaleConfig(ScenarioConfig):
             st.random_orderings = min(st.random_orderings, self.large.random_orderings)
             st.path_orders = min(st.path_orders, self.large.path_orders)
             st.ablations = st.ablations and self.large.ablations
+            st.antithetic = st.antithetic or self.large.antithetic
         return self
 
     def effective(self) -> dict[str, Any]:

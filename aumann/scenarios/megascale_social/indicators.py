@@ -42,6 +42,7 @@ import torch
 
 from aumann.attribution import Indicator, PooledForm
 from aumann.attribution.network import NetworkQuadratic
+from aumann.attribution.pooled import GameKernel
 from aumann.scenarios.megascale_social.features import INFLUENCE, POSTED, RESHARED, RISK, B
 
 
@@ -75,6 +76,20 @@ class PropagationRisk(Indicator):
         else:
             self.pooled = PooledForm(psi=self._psi_original, rho=self._rho)
             self.has_closed_form = False
+
+    def masking_kernel(self, x: np.ndarray, b: np.ndarray, *, memory_budget: int = 256 * 2**20) -> Any:
+        """The masking game's kernel (:class:`ProductMeansKernel`) for the smooth indicator; the generic
+        running-sum kernel for the original."""
+        from aumann.attribution.pooled import AdditiveKernel
+
+        n = x.shape[0]
+        with torch.no_grad():
+            a = self.pooled.psi(torch.as_tensor(np.asarray(x, dtype=np.float64))).double().numpy()
+            b0 = self.pooled.psi(torch.as_tensor(np.array(np.broadcast_to(b, x.shape), dtype=np.float64))
+                                 ).double().numpy()
+        if not self.smooth:
+            return AdditiveKernel(a=a / n, b=b0 / n, rho=self._rho, memory_budget=memory_budget)
+        return ProductMeansKernel(a, b0, scale=self.scale, memory_budget=memory_budget)
 
     def _psi_original(self, z: torch.Tensor) -> torch.Tensor:
         s = (z[..., B] > self.threshold).to(z.dtype)
@@ -143,6 +158,115 @@ class PropagationRisk(Indicator):
             "scalar_nodes": nodes, "scalar_change": change}
 
 
+_POOL: Any = None
+
+
+def _pool() -> Any:
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aumann-prodmeans")
+    return _POOL
+
+
+class ProductMeansKernel(GameKernel):
+    """The masking game of f_prop: v(S) = log(1 + c Π_k m_k(S)), m_k(S) = (Σ_{i∈S} a_ik + Σ_{i∉S} b_ik) / n.
+
+    A column whose a − b vanishes for every agent (influence: the baseline keeps it) is a constant
+    factor; only the others are gathered along each permutation, accumulated in place and multiplied
+    — two running sums at N = 10⁶ instead of three, no torch round trip. The permutations of one
+    chunk are processed on two threads (numpy releases the GIL; each permutation's row is written by
+    one thread, so the numbers do not depend on the threading). ``values``, ``flip_marginals`` and
+    ``loo`` use the generic running-sum kernel; they agree to rounding (tested).
+    """
+
+    kind = "product-of-means"
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, *, scale: float, memory_budget: int = 256 * 2**20) -> None:
+        from aumann.attribution.pooled import AdditiveKernel
+
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        self.n, self.p = a.shape
+        n = self.n
+        self.c = float(scale)
+        d = a - b
+        moving = np.flatnonzero(np.any(d != 0, axis=0))
+        fixed = np.setdiff1d(np.arange(self.p), moving)
+        self.sum_b = b.sum(axis=0) / n
+        self.sum_a = self.sum_b + d.sum(axis=0) / n
+        self.moving = moving
+        self.coef = self.c * float(np.prod(self.sum_b[fixed])) if fixed.size else self.c
+        self.dm = np.ascontiguousarray(d[:, moving].T) / n  # (P_moving, N)
+        self.memory_budget = int(memory_budget)
+        self._generic = AdditiveKernel(a=a / n, b=b / n, rho=self._rho_torch, memory_budget=memory_budget)
+
+    def _rho_torch(self, m: torch.Tensor) -> torch.Tensor:
+        return torch.log1p(self.c * m.prod(dim=-1))
+
+    def ends(self) -> tuple[float, float]:
+        return (float(np.log1p(self.c * np.prod(self.sum_b))), float(np.log1p(self.c * np.prod(self.sum_a))))
+
+    def values(self, masks: np.ndarray) -> np.ndarray:
+        return self._generic.values(masks)
+
+    def flip_marginals(self, masks: np.ndarray) -> np.ndarray:
+        return self._generic.flip_marginals(masks)
+
+    def loo(self, v_full: float) -> np.ndarray:
+        return self._generic.loo(v_full)
+
+    def chunk_permutations(self) -> int:
+        per = 8 * self.n * (self.moving.size + 3)
+        return int(max(1, min(8, self.memory_budget // max(1, per))))
+
+    def _one(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None) -> None:
+        v0, vN = self.ends()
+        if not self.moving.size:
+            out_f[:] = 0.0
+            if out_r is not None:
+                out_r[:] = 0.0
+            return
+        g = np.take(self.dm, perm, axis=1)  # (P_moving, N) in permutation order
+        g[:, 0] += self.sum_b[self.moving]
+        np.cumsum(g, axis=1, out=g)  # running means of the moving columns
+        h = np.array(g[0]) if self.moving.size > 1 else g[0].copy()
+        for k in range(1, self.moving.size):
+            h *= g[k]
+        h *= self.coef
+        np.log1p(h, out=h)
+        marg = np.empty_like(h)
+        marg[0] = h[0] - v0
+        np.subtract(h[1:], h[:-1], out=marg[1:])
+        out_f[perm] = marg
+        if out_r is None:
+            return
+        # reversed permutation: the suffix π[k+1:] has means sum_a + sum_b − g[:, k]; π[k] joins it
+        tot = (self.sum_a + self.sum_b)[self.moving][:, None]
+        np.subtract(tot, g, out=g)
+        h = g[0].copy()
+        for k in range(1, self.moving.size):
+            h *= g[k]
+        h *= self.coef
+        np.log1p(h, out=h)  # h[k] = v(π[k+1:])
+        marg[0] = vN - h[0]
+        np.subtract(h[:-1], h[1:], out=marg[1:])
+        out_r[perm] = marg
+
+    def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        perms = np.asarray(perms)
+        c = perms.shape[0]
+        fwd = np.empty((c, self.n))
+        rev = np.empty((c, self.n)) if reverse else None
+        jobs = [(perms[j], fwd[j], None if rev is None else rev[j]) for j in range(c)]
+        if c == 1:
+            self._one(*jobs[0])
+        else:
+            list(_pool().map(lambda job: self._one(*job), jobs))
+        return fwd, rev
+
+
 def _r_smooth(z: torch.Tensor) -> torch.Tensor:
     return z[..., INFLUENCE] * z[..., RISK] * (z[..., POSTED] + z[..., RESHARED])
 
@@ -183,4 +307,4 @@ def cascade_indicator(world: Any, config: Any, *, smooth: bool = True) -> Cascad
                            smooth=smooth, check=False)
 
 
-__all__ = ["CascadePressure", "PropagationRisk", "cascade_indicator", "indicator"]
+__all__ = ["CascadePressure", "ProductMeansKernel", "PropagationRisk", "cascade_indicator", "indicator"]
