@@ -124,3 +124,14 @@ def test_indicators_take_float32_batches(state):
     assert out32.dtype == torch.float64
     assert float(out32[0]) == pytest.approx(float(evaluate(f, x)), rel=1e-6)
     assert isinstance(f, PropagationRisk)
+
+
+def test_visibility_biased_draws_follow_the_weights():
+    from aumann.scenarios.megascale_social.analysis_scale import _draw
+
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    rng = np.random.default_rng(0)
+    first = np.bincount([_draw(rng, 4, 1, p)[0] for _ in range(20_000)], minlength=4) / 20_000
+    np.testing.assert_allclose(first, p, atol=0.015)  # a single draw picks i with probability p_i
+    two = [tuple(_draw(rng, 4, 2, p)) for _ in range(2000)]
+    assert all(len(set(t)) == 2 for t in two)  # without replacement

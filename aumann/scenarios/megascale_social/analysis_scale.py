@@ -27,6 +27,15 @@ def _shares_rows(name: str, panel: str, n: int, shares: list[dict[str, float]], 
     return row
 
 
+def _draw(rng: np.random.Generator, n: int, size: int, p: np.ndarray | None) -> np.ndarray:
+    """``size`` of ``n`` agents without replacement, sorted: uniformly, or by successive sampling with
+    probabilities ∝ p (Efraimidis–Spirakis keys log(u)/p, the ``size`` largest: O(N) per draw)."""
+    if p is None:
+        return np.sort(rng.choice(n, size=size, replace=False))
+    keys = np.log(rng.random(n)) / p
+    return np.sort(np.argpartition(-keys, size - 1)[:size])
+
+
 def tier_table(cfg: Any, world: Any, x: np.ndarray, z0: np.ndarray, phi_prop: np.ndarray, phi_casc: np.ndarray,
                rng: np.random.Generator) -> list[dict[str, Any]]:
     """R_G by influence tier: the full population next to visibility-biased and uniform small panels.
@@ -47,7 +56,7 @@ def tier_table(cfg: Any, world: Any, x: np.ndarray, z0: np.ndarray, phi_prop: np
         sp_prop, sp_casc, comp = [], [], []
         skipped_p = skipped_c = 0
         for _ in range(cfg.tier_panel_draws):
-            S = np.sort(rng.choice(n, size=size, replace=False, p=p))
+            S = _draw(rng, n, size, p)
             comp.append(np.bincount(tier[S], minlength=3) / size)
             phi, f1, f0, _ = fp.exact(x[S], z0[S])
             if f1 != f0:
