@@ -110,9 +110,11 @@ class LoopbackLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 256
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 512  # the listen backlog: 64 concurrent clients must not be refused
+
+        self.server = Server(("127.0.0.1", port), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

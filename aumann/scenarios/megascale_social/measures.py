@@ -14,12 +14,11 @@ TIERS = (("top_1pct", 0.01), ("next_9pct", 0.10), ("tail_90pct", 1.0))
 
 
 def policy_label(backend_label: str, model: Any) -> str:
-    """"offline policy", or which LLM (and how its cache was used) made the decisions."""
+    """"offline policy", or which LLM made the decisions (recorded or replayed alike: how the response
+    cache was used is in ``manifest.json`` → ``llm_cache``)."""
     if backend_label == "offline":
         return "offline policy"
-    cache = getattr(getattr(model, "backend", None), "cache", None)
-    mode = getattr(cache, "mode", None)
-    return f"LLM {backend_label.split('@')[0]}" + (f" (response cache: {mode})" if mode else "")
+    return f"LLM {backend_label.split('@')[0]}"  # the same for a recorded run and its replay (cache: manifest)
 
 
 def influence_tiers(influence: np.ndarray) -> np.ndarray:
