@@ -20,6 +20,7 @@
   * MetricError(AumannError, ValueError)         -- attributions that cannot be compared
   * ConfigError(AumannError, ValueError)         -- a config file or CLI option
     * UnknownScenarioError                       -- a scenario name that is not registered
+    * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
     * ProtocolError                              -- unknown sampling protocol / invalid request
@@ -28,6 +29,8 @@
     * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
+      * ReplayUnavailableError                   -- a fork by replay without a factory / known history
+      * ReplayDivergedError                      -- a replay that does not reproduce the model
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
   * LLMError(AumannError, RuntimeError)          -- decision backends
     * LLMAuthenticationError                     -- HTTP 401/403; never retried
@@ -40,6 +43,7 @@
     * PolicyError                                -- an offline policy returned an invalid value
     * RetryableLLMError                          -- one failed attempt, retried inside the backend
     * DecisionParseError                         -- a reply that is not a valid scenario decision
+  * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
@@ -130,6 +134,11 @@ class UnknownScenarioError(ConfigError):
     """A scenario name that is not registered."""
 
 
+class ScenarioLoadError(ConfigError):
+    """A user scenario spec (``package.module:attribute`` or ``path/file.py:attribute``) that cannot be
+    loaded, or whose attribute is neither a Scenario nor a factory returning one."""
+
+
 class CaptureDependencyError(ConfigError):
     """The optional ``websockets`` package (``aumann[capture]``) is not installed."""
 
@@ -164,6 +173,16 @@ class StepsMismatchError(SimulationError, ValueError):
 
 class CheckpointError(SimulationError):
     """A model that cannot be checkpointed (deep-copied) or shipped to a worker (pickled)."""
+
+
+class ReplayUnavailableError(CheckpointError):
+    """A fork by replay with no way to rebuild the model: pass ``factory=`` (a callable returning the
+    model in its initial state) or run it through a Scenario."""
+
+
+class ReplayDivergedError(CheckpointError):
+    """A replayed model that is not in the original's state (a factory without the seed, a step
+    function or intervention that is not deterministic)."""
 
 
 class ExecutorError(SimulationError):
@@ -220,6 +239,10 @@ class DecisionParseError(LLMError):
     """A model reply that is not a valid scenario decision (bad JSON, missing keys, out of range)."""
 
 
+class OptionalDependencyError(AumannError, ImportError):
+    """An optional extra that a feature needs is not installed (the message names the pip extra)."""
+
+
 class IngestError(AumannError, ValueError):
     """Data ingestion: unreadable files, unusable inputs."""
 
@@ -259,11 +282,15 @@ __all__ = [
     "MetricError",
     "ModelNotFoundError",
     "NonFiniteError",
+    "OptionalDependencyError",
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "ReplayDivergedError",
+    "ReplayUnavailableError",
     "ReportError",
     "RetryableLLMError",
+    "ScenarioLoadError",
     "ShapeError",
     "SimulationError",
     "StepsMismatchError",

@@ -4,6 +4,11 @@ Examples::
 
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
     aumann run social-llm --runs 3 --seed 7 --out runs/social
+    aumann run docs/examples/wolf_sheep.py:scenario --runs 2        # a Scenario in a file
+    aumann run my_package.scenarios:scenario          # a Scenario (or a factory returning one) in a module
+    aumann run --list                                 # built-in, registered and installed scenarios
+
+Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode record
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode replay
@@ -37,7 +42,10 @@ from aumann.errors import ConfigError
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="a scenario name (social-llm, midscale-social, econagent, or an installed one), or where one "
+                        "lives: package.module:attribute or path/to/file.py:attribute")
+    p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
     p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
     p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=Path, default=None,
@@ -122,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
     from aumann.studies.report import headline_markdown, write_outputs
 
     console = Console(stderr=True)
+    if args.list:
+        for name, description in scenarios.describe():
+            print(f"{name}\t{description}")
+        return 0
+    if args.scenario is None:
+        raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
+                          "package.module:attribute / path/to/file.py:attribute")
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:

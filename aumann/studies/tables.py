@@ -18,6 +18,17 @@ import numpy as np
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudyResult
 
 
+def _floats(vals: list[Any]) -> np.ndarray:
+    """Record values as floats: a metric that was NaN is ``None`` in a record (JSON has no NaN)."""
+    return np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+
+
+def _nanmean(vals: list[Any]) -> float:
+    arr = _floats(vals)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else math.nan
+
+
 def _mean_std(vals: list[Any]) -> tuple[float, float]:
     arr = np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
     ok = arr[np.isfinite(arr)]
@@ -77,7 +88,7 @@ def extended_table(result: StudyResult) -> list[dict[str, Any]]:
 
 
 def _summ(vals: list[float]) -> tuple[float, float]:
-    arr = np.asarray(vals, dtype=np.float64)
+    arr = _floats(vals)
     arr = arr[np.isfinite(arr)]
     return (float(arr.mean()), float(arr.min())) if arr.size else (float("nan"), float("nan"))
 
@@ -91,8 +102,8 @@ def path_table(scenario: str, records: list[dict[str, Any]]) -> list[dict[str, A
     ovs = [o for r in recs for o in r["top_overlap_orders"]]
     mean, mn = _summ(taus)
     return [{"scenario": scenario, "kendall_tau_mean": mean, "kendall_tau_min": mn,
-             "top_overlap": float(np.mean(ovs)), "top_k": recs[0]["top_k"],
-             "kendall_tau_average_path": float(np.mean([r["kendall_tau_average_path"] for r in recs]))}]
+             "top_overlap": _nanmean(ovs), "top_k": recs[0]["top_k"],
+             "kendall_tau_average_path": _nanmean([r["kendall_tau_average_path"] for r in recs])}]
 
 
 def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ to the backend.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,6 +233,9 @@ class ArchetypeDecider:
         self.constant = None if constant is None else np.asarray(constant, dtype=np.float64)
         self.request_seed = int(request_seed)
         self.ledger = DecisionLedger()
+        self.owner: Any = None  # weakref to the factual model (see MegaScaleSocial._is_fork)
+        self.forcing_fork = False
+        self.factual_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._memo: dict[tuple, tuple[float, float, float]] = {}
         self._systems = [system_message(fixture.topic, p.card) for p in fixture.personas]
         self._traits = [p.traits.model_dump() for p in fixture.personas]
@@ -241,6 +245,15 @@ class ArchetypeDecider:
 
     def __deepcopy__(self, memo: dict) -> ArchetypeDecider:
         return self  # shared by forks: one backend, one ledger
+
+    def __getstate__(self) -> dict:  # picklable for worker processes: weak references stay behind
+        state = dict(self.__dict__)
+        state.update(owner=None, factual_steps=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.factual_steps = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ requests
     def archetype_request(self, key: int, trending: int) -> dict[str, Any]:

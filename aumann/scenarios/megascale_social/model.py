@@ -36,6 +36,7 @@ propagation-risk indicator pools; κ, θ from the config).
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,7 +217,8 @@ class MegaScaleSocial(mesa.Model):
         self.step_key = int(step_seq.generate_state(2, np.uint64)[0]) if step_key is None else int(step_key)
         self.pop = Population.initial(self.world, nearest_prototype(fx, 0.0, 0.0))
         self._forced: np.ndarray | None = None
-        self._is_fork = False
+        if self.decider.owner is None:  # the first model of a decider is the factual run; its copies are forks
+            self.decider.owner = weakref.ref(self)
         self.answer_sum = np.zeros(3)  # Σ over live agents and steps of (post, reshare, shift): the mean answer
         self.answer_count = 0
         self.last: dict[str, float] = {}
@@ -233,14 +235,13 @@ class MegaScaleSocial(mesa.Model):
         })
 
     # ------------------------------------------------------------------ forks
-    def __deepcopy__(self, memo: dict) -> MegaScaleSocial:
-        cls = type(self)
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            setattr(new, k, None if k == "_factual" else copy.deepcopy(v, memo))
-        new._is_fork = True  # a copy that steps is a counterfactual fork (its decisions are counted apart)
-        return new
+    @property
+    def _is_fork(self) -> bool:
+        """A model that is not its decider's first (factual) model — a copy, a checkpoint, a fork — is a
+        fork: its decisions are counted apart (``fork_decisions``). Kept out of the model's attributes,
+        so a copy is in exactly the original's state."""
+        owner = self.decider.owner
+        return owner is None or owner() is not self or self.decider.forcing_fork
 
     @property
     def n(self) -> int:
@@ -417,12 +418,12 @@ class MegaScaleSocial(mesa.Model):
         return feats
 
     def _fork_table(self, keys: np.ndarray) -> np.ndarray:
-        t, was = self.steps, self._is_fork
-        self._is_fork = True
+        was = self.decider.forcing_fork
+        self.decider.forcing_fork = True
         try:
-            return self._table(keys, t)
+            return self._table(keys, self.steps)
         finally:
-            self._is_fork = was
+            self.decider.forcing_fork = was
 
     def _write_features(self, feats: dict[str, np.ndarray], rows: np.ndarray, belief: np.ndarray, seen: np.ndarray,
                         posted: np.ndarray, reshared: np.ndarray) -> None:
@@ -433,15 +434,16 @@ class MegaScaleSocial(mesa.Model):
 
     def _factual_step(self) -> dict[str, Any]:
         """The coming step's factual outcome, computed on a copy and kept (for counterfactual_features)."""
-        if getattr(self, "_factual", None) is None:
+        cache = self.decider.factual_steps  # keyed weakly by this model: never part of its state
+        if self not in cache:
             branch = copy.deepcopy(self)  # a fork: its decisions count as fork decisions
             branch.step()
             _, u_resh = counter.uniform_pair(self.step_key, self.steps, _DRAWS, self.n)
             keys = self.spec.encode(self.world.persona, self.pop.belief, self.pop.seen, self.pop.lean)
             q = branch.pop
-            self._factual = {"x": q.posted | self.pop.reshared, "posted": q.posted, "u_resh": u_resh, "keys": keys,
+            cache[self] = {"x": q.posted | self.pop.reshared, "posted": q.posted, "u_resh": u_resh, "keys": keys,
                              "features": {k: np.array(v, copy=True) for k, v in branch.features().items()}}
-        return self._factual
+        return cache[self]
 
     def _influence_offset(self) -> np.ndarray:
         """β_w (w_i − w̄), float32 (static: cached on the shared world)."""
