@@ -51,8 +51,8 @@ def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
     """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs
     (the standard columns, then :func:`extra_columns`)."""
     recs = result.records
-    ceil_tau = float(np.nanmean([r["ceiling"]["kendall_tau"] for r in recs]))
-    ceil_j = float(np.nanmean([r["ceiling"]["jaccard_top10"] for r in recs]))
+    ceil_tau = _nanmean([r["ceiling"]["kendall_tau"] for r in recs])
+    ceil_j = _nanmean([r["ceiling"]["jaccard_top10"] for r in recs])
     extra = extra_columns(result)
     rows = []
     for m in METHODS:

@@ -219,7 +219,7 @@ class ProductMeansKernel(GameKernel):
 
     def chunk_permutations(self) -> int:
         per = 8 * self.n * (self.moving.size + 3)
-        return int(max(1, min(8, self.memory_budget // max(1, per))))
+        return int(max(1, min(2, self.memory_budget // max(1, per))))  # one per thread: memory stays ~100 MB
 
     def _one(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None) -> None:
         v0, vN = self.ends()
