@@ -153,6 +153,10 @@ class MaskedIndicatorGame(CoalitionGame):
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
+        custom = getattr(f, "masking_kernel", None)
+        if custom is not None and fast is not False:  # the indicator brings its own structured kernel
+            return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                          memory_budget=memory_budget)
         structured = not f.uses_context and (
             isinstance(f, AgentwiseIndicator | QuadraticIndicator) or f.pooled is not None)
         if fast is False or (fast is None and not structured):

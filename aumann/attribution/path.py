@@ -133,10 +133,14 @@ class AumannShapley(AttributionMethod):
         history: list[tuple[int, float]] = []
         pooled = self._linear_pooled(problem)
         while True:
-            phi_feat = self._integrate_pooled(problem, steps, pooled) if pooled else self._integrate(problem, steps)
-            phi = phi_feat.sum(axis=2)
+            ends: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+            if pooled:
+                phi, phi_feat, ends = self._integrate_pooled(problem, steps, pooled)
+            else:
+                phi_feat = self._integrate(problem, steps)
+                phi = phi_feat.sum(axis=2)
             res = problem.result(
-                phi, method=self.name, phi_features=phi_feat, rng=rng,
+                phi, method=self.name, phi_features=phi_feat, rng=rng, f_values=ends[0], f_baseline=ends[1],
                 provenance={"closed_form": False, "steps": steps, "rule": self.rule, "power": self.power,
                             "integrator": "pooled-linear" if pooled else "autograd"},
             )
@@ -158,20 +162,33 @@ class AumannShapley(AttributionMethod):
             return None
         return pooled
 
-    def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> np.ndarray:
+    def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> tuple[
+            np.ndarray, np.ndarray | None, tuple[np.ndarray | None, np.ndarray | None]]:
         """Linear-ψ pooled indicators: ∇_{z_i} f(z(τ)) = A ∇ρ(m(τ)) / n for every agent i, with
-        ψ(z) = z A and m(τ) = ψ(mean z⁰) + τ ψ(mean δ); so G_t = A Σ_k w_k ∇ρ(m_t(τ_k)) / n."""
+        ψ(z) = z A and m(τ) = ψ(mean z⁰) + τ ψ(mean δ); so G_t = A Σ_k w_k ∇ρ(m_t(τ_k)) / n.
+
+        Computed one step at a time in float64 (a float32 panel is upcast step by step, never whole):
+        returns φ (T, N) float64, with ``per_feature`` φ per feature (T, N, D) float64, and
+        (f(z_t), f(z⁰_t)) = (ρ(ψ(mean z_t)), ρ(ψ(mean z⁰_t))) from the same means (ψ is linear)."""
         T, N, D = problem.shape
         nodes, weights = quadrature(steps, self.rule, self.power)
-        x = torch.as_tensor(problem.x)
-        dtype = x.dtype
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline)).to(dtype)
+        dtype = torch.float64
         eye = torch.eye(D, dtype=dtype)
         a = pooled.psi(eye[None])[0]  # (D, P): rows are ψ(e_d)
         if not torch.equal(pooled.psi(torch.zeros(1, 1, D, dtype=dtype))[0, 0], torch.zeros(a.shape[1], dtype=dtype)):
-            return self._integrate(problem, steps)  # affine, not linear: use the generic path
-        mean_b = base.mean(dim=1).expand(T, D)  # (T, D)
-        mean_x = x.mean(dim=1)
+            phi_feat = self._integrate(problem, steps)  # affine, not linear: use the generic path
+            return phi_feat.sum(axis=2), phi_feat, (None, None)
+        base_np = problem.baseline
+        shared = base_np.shape[0] == 1
+        b_shared = torch.as_tensor(np.ascontiguousarray(base_np[0])).to(dtype) if shared else None
+
+        def base_t(t: int) -> torch.Tensor:  # (N|1, D) float64
+            return b_shared if shared else torch.as_tensor(np.ascontiguousarray(base_np[t])).to(dtype)
+
+        mean_x = torch.empty((T, D), dtype=dtype)
+        for t in range(T):
+            mean_x[t] = torch.as_tensor(problem.x[t]).to(dtype).mean(dim=0)
+        mean_b = torch.stack([base_t(t).mean(dim=0) for t in range(1 if shared else T)]).expand(T, D)
         tau = torch.as_tensor(nodes, dtype=dtype)
         w = torch.as_tensor(weights, dtype=dtype)
         m = (mean_b @ a)[:, None, :] + tau[None, :, None] * ((mean_x - mean_b) @ a)[:, None, :]  # (T, K, P)
@@ -181,13 +198,25 @@ class AumannShapley(AttributionMethod):
             raise IndicatorError(f"pooled rho of {problem.f.name!r} returned shape {tuple(out.shape)} for means "
                                  f"{tuple(m.shape)}")
         (grad_m,) = torch.autograd.grad(out.sum(), m, allow_unused=True)
+        with torch.no_grad():
+            ends = (pooled.rho(mean_x @ a).double().numpy(), pooled.rho(mean_b @ a).double().numpy())
+        phi = np.zeros((T, N), dtype=np.float64)
+        phi_feat = np.zeros((T, N, D), dtype=np.float64) if problem.per_feature else None
         if grad_m is None:
-            return np.zeros((T, N, D), dtype=problem.x.dtype)
+            return phi, phi_feat, ends
         if not torch.isfinite(grad_m).all():
             raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path")
         g = torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N  # (T, D): the same for every agent
-        delta = x - base if not problem.baseline_is_zero else x
-        return (delta.expand(T, N, D) * g[:, None, :]).numpy()
+        for t in range(T):
+            delta = torch.as_tensor(problem.x[t]).to(dtype)  # the panel's own memory when it is float64: read only
+            if not problem.baseline_is_zero:
+                delta = delta - base_t(t)
+            if phi_feat is not None:
+                torch.mul(delta, g[t], out=torch.from_numpy(phi_feat[t]))
+                phi[t] = phi_feat[t].sum(axis=1)
+            else:
+                torch.mv(delta, g[t], out=torch.from_numpy(phi[t]))
+        return phi, phi_feat, ends
 
     def _integrate(self, problem: Problem, steps: int) -> np.ndarray:
         """(T, N, D) per-feature attributions by quadrature with ``steps`` points.

@@ -74,6 +74,21 @@ class CoalitionMethod(AttributionMethod):
     def _run(self, game: CoalitionGame, rng: np.random.Generator) -> tuple[Estimate, float, float]:
         kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
         v0, vN = kernel.ends()
+        restrict = getattr(kernel, "restricted", None)
+        if restrict is not None:  # the kernel knows its null players: value only the others (nulls get 0)
+            sub, active = restrict()
+            if sub.n < kernel.n:
+                est = self.estimate(sub, v0, vN, rng) if sub.n else Estimate(np.zeros(0), np.zeros(0), 2)
+                phi = np.zeros(kernel.n)
+                phi[active] = est.phi
+                se = None
+                if est.stderr is not None:
+                    se = np.zeros(kernel.n)
+                    se[active] = est.stderr
+                est = Estimate(phi=phi, stderr=se, n_evals=est.n_evals,
+                               info={**est.info, "null_players": int(kernel.n - sub.n)})
+                est.info["path"] = kernel.kind
+                return est, v0, vN
         est = self.estimate(kernel, v0, vN, rng)
         est.info["path"] = kernel.kind
         return est, v0, vN
