@@ -159,6 +159,7 @@ PUBLIC = {
         "MetricError",
         "ModeUnsupported",
         "ModelNotFoundError",
+        "NoLivingAgentsError",
         "NonFiniteError",
         "OptionalDependencyError",
         "PanelError",

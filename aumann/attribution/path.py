@@ -120,7 +120,11 @@ class AumannShapley(AttributionMethod):
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
         t0 = time.perf_counter()
         if self.uses_closed_form(problem):
-            phi, fv, fb = problem.f.closed_form(problem.x, per_feature=problem.per_feature)
+            if problem.alive is not None:  # an alive-aware indicator: each step's closed form over its living
+                phi, fv, fb = problem.f.closed_form_over_living(problem.x, problem.alive,
+                                                                per_feature=problem.per_feature)
+            else:
+                phi, fv, fb = problem.f.closed_form(problem.x, per_feature=problem.per_feature)
             phi_feat = phi if problem.per_feature else None
             if problem.per_feature:
                 phi = phi.sum(axis=2)
@@ -169,7 +173,9 @@ class AumannShapley(AttributionMethod):
 
         Computed one step at a time in float64 (a float32 panel is upcast step by step, never whole):
         returns φ (T, N) float64, with ``per_feature`` φ per feature (T, N, D) float64, and
-        (f(z_t), f(z⁰_t)) = (ρ(ψ(mean z_t)), ρ(ψ(mean z⁰_t))) from the same means (ψ is linear)."""
+        (f(z_t), f(z⁰_t)) = (ρ(ψ(mean z_t)), ρ(ψ(mean z⁰_t))) from the same means (ψ is linear).
+        With a living mask (alive-aware f) the means are over the living and n is the living count n_t;
+        dead rows have δ = 0 and get φ = 0."""
         T, N, D = problem.shape
         nodes, weights = quadrature(steps, self.rule, self.power)
         dtype = torch.float64
@@ -185,10 +191,17 @@ class AumannShapley(AttributionMethod):
         def base_t(t: int) -> torch.Tensor:  # (N|1, D) float64
             return b_shared if shared else torch.as_tensor(np.ascontiguousarray(base_np[t])).to(dtype)
 
+        alive = problem.alive
+        n_t = torch.full((T,), float(N), dtype=dtype) if alive is None else torch.as_tensor(alive.sum(1), dtype=dtype)
+
+        def mean_living(v: torch.Tensor, t: int) -> torch.Tensor:  # v (N|1, D) → (D,)
+            return v.mean(dim=0) if alive is None or v.shape[0] == 1 else v[torch.from_numpy(alive[t])].mean(dim=0)
+
         mean_x = torch.empty((T, D), dtype=dtype)
         for t in range(T):
-            mean_x[t] = torch.as_tensor(problem.x[t]).to(dtype).mean(dim=0)
-        mean_b = torch.stack([base_t(t).mean(dim=0) for t in range(1 if shared else T)]).expand(T, D)
+            mean_x[t] = mean_living(torch.as_tensor(problem.x[t]).to(dtype), t)
+        per_step_b = not shared or (alive is not None and base_t(0).shape[0] > 1)
+        mean_b = torch.stack([mean_living(base_t(t), t) for t in range(T if per_step_b else 1)]).expand(T, D)
         tau = torch.as_tensor(nodes, dtype=dtype)
         w = torch.as_tensor(weights, dtype=dtype)
         m = (mean_b @ a)[:, None, :] + tau[None, :, None] * ((mean_x - mean_b) @ a)[:, None, :]  # (T, K, P)
@@ -206,7 +219,7 @@ class AumannShapley(AttributionMethod):
             return phi, phi_feat, ends
         if not torch.isfinite(grad_m).all():
             raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path")
-        g = torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N  # (T, D): the same for every agent
+        g = torch.einsum("k,tkp->tp", w, grad_m) @ a.T / n_t[:, None]  # (T, D): the same for every (living) agent
         for t in range(T):
             delta = torch.as_tensor(problem.x[t]).to(dtype)  # the panel's own memory when it is float64: read only
             if not problem.baseline_is_zero:

@@ -1,7 +1,8 @@
 """What every method explains: an indicator, a panel, and a baseline, prepared once.
 
 :class:`Problem` resolves the baseline, holds dead rows at the baseline, evaluates the indicator in
-batches with per-step context, checks what the indicator returns, and assembles the
+batches with per-step context (and, for alive-aware indicators, the per-step living mask, so that
+dead rows never enter f), checks what the indicator returns, and assembles the
 :class:`~aumann.attribution.result.Attribution`. Methods (the path integral, the Shapley family)
 only decide *where* to evaluate f and how to weigh what comes back.
 
@@ -27,7 +28,7 @@ import torch
 
 from aumann.attribution.indicators import Indicator
 from aumann.attribution.result import Attribution
-from aumann.errors import BaselineError, IndicatorError
+from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike
 
@@ -82,6 +83,7 @@ class Problem:
     per_feature: bool = False
     progress: bool = False
     _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
+    alive: np.ndarray | None = None  # (T, N) living mask handed to an alive-aware f; None: all rows enter f
 
     @classmethod
     def build(cls, f: Indicator, panel: Panel, baseline: Any = "zero", *, per_feature: bool = False,
@@ -91,8 +93,20 @@ class Problem:
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
         ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+        alive = None
+        if f.accepts_alive and panel.alive is not None and not panel.alive.all():
+            alive = panel.alive
+            empty = np.flatnonzero(~alive.any(axis=1))
+            if empty.size:
+                labels = [panel.steps[t].item() if hasattr(panel.steps[t], "item") else panel.steps[t]
+                          for t in empty[:5]]
+                raise NoLivingAgentsError(
+                    f"indicator {f.name!r} averages over the living, but no agent is alive at step "
+                    f"{labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): its value is "
+                    "undefined at n_t = 0; drop those steps (panel.select_steps) or use an indicator without "
+                    "the alive keyword")
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
-                   progress=progress, _ctx=ctx)
+                   progress=progress, _ctx=ctx, alive=alive)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -117,9 +131,15 @@ class Problem:
         idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64))
         return {k: v[idx] for k, v in self._ctx.items()}
 
+    def alive_for(self, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor | None:
+        """The (B, N) living mask of the steps ``t_idx`` (None when every row enters f)."""
+        if self.alive is None:
+            return None
+        return torch.from_numpy(self.alive[np.asarray(t_idx, dtype=np.int64)])
+
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
         """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
-        out = self.f(z, self.context_for(t_idx))
+        out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
         if not isinstance(out, torch.Tensor):
             raise IndicatorError(f"indicator {self.f.name!r} returned {type(out).__name__}; it must return a "
                                  "torch tensor of shape z.shape[:-2]")
