@@ -562,7 +562,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
             raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
                                       f"step (batch) index {where}")
-        mask = torch.from_numpy(np.ascontiguousarray(a))
+        mask = torch.tensor(a)  # a copy: a broadcast view is read-only
     with torch.no_grad():
         out = ind(zt, ctx, mask)
     if not isinstance(out, torch.Tensor):

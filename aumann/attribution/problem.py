@@ -174,6 +174,14 @@ class Problem:
         chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
         fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
         fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        if self.panel.alive is not None and not self.panel.alive.all():
+            # dead rows sit at the baseline on every path and in every coalition: dummies, φ = 0 exactly
+            # (a sampled estimator such as Banzhaf's MSR would otherwise report its noise for them)
+            dead = ~self.panel.alive
+            phi = np.where(dead, 0.0, phi)
+            stderr = None if stderr is None else np.where(dead, 0.0, stderr)
+            if phi_features is not None:
+                phi_features = np.where(dead[..., None], 0.0, phi_features)
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
                 "dtype": str(self.panel.dtype), "seed": describe(rng), **provenance}
         return Attribution(
