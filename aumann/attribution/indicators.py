@@ -123,7 +123,7 @@ class Indicator(ABC):
         if empty.size:
             raise NoLivingAgentsError(f"indicator {self.name!r} is undefined at step index {int(empty[0])}: no agent "
                                       "is alive there (n_t = 0)")
-        phi = np.zeros((T, N, D) if per_feature else (T, N), dtype=np.result_type(values.dtype, np.float64))
+        phi = None
         fv = np.empty(T, dtype=np.float64)
         fb = np.empty(T, dtype=np.float64)
         patterns, which = np.unique(alive, axis=0, return_inverse=True)
@@ -131,6 +131,8 @@ class Indicator(ABC):
             ts = np.flatnonzero(which.reshape(-1) == k)
             idx = np.flatnonzero(pattern)
             p, f, f0 = self.closed_form(np.ascontiguousarray(values[ts][:, idx]), per_feature=per_feature)
+            if phi is None:  # the dtype the closed form itself returns
+                phi = np.zeros((T, N, D) if per_feature else (T, N), dtype=np.asarray(p).dtype)
             phi[np.ix_(ts, idx)] = p
             fv[ts], fb[ts] = f, f0
         return phi, fv, fb
