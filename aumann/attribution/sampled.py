@@ -26,44 +26,110 @@ On pooled, agent-wise and quadratic indicators the marginals come from running s
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar, Literal
 
 import numpy as np
+import torch
 
-from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
+from aumann.attribution.pooled import GameKernel
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
 from aumann.errors import MethodError
 
 
 class _Moments:
-    """Per-agent running mean and variance of i.i.d. units (shifted sums for stability)."""
+    """Per-agent running mean and variance of i.i.d. units (shifted sums for stability).
+
+    Units arrive as (c, N) float64 tensors on the kernel's device and stay there; only the final
+    mean and standard error come back to the host.
+    """
 
     def __init__(self) -> None:
         self.n = 0
-        self.shift: np.ndarray | None = None
+        self.shift: torch.Tensor | None = None
 
-    def add(self, units: np.ndarray) -> None:
+    def add(self, units: torch.Tensor) -> None:
         if self.shift is None:
-            self.shift = units[0].copy()
-            self.s1 = np.zeros_like(self.shift)
-            self.s2 = np.zeros_like(self.shift)
+            self.shift = units[0].clone()
+            self.s1 = torch.zeros_like(self.shift)
+            self.s2 = torch.zeros_like(self.shift)
         d = units - self.shift
-        self.s1 += d.sum(axis=0)
+        self.s1 += d.sum(dim=0)
         d *= d
-        self.s2 += d.sum(axis=0)
+        self.s2 += d.sum(dim=0)
         self.n += units.shape[0]
 
     def ready(self) -> bool:
         return self.n >= 2
 
     def mean(self) -> np.ndarray:
-        return self.shift + self.s1 / self.n
+        return (self.shift + self.s1 / self.n).cpu().numpy()
 
     def stderr(self) -> np.ndarray:
         if self.n < 2:
-            return np.full_like(self.s1, np.inf)
-        var = np.maximum(self.s2 - self.s1**2 / self.n, 0.0) / (self.n - 1)
-        return np.sqrt(var / self.n)
+            return np.full(self.s1.shape[0], np.inf)
+        var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
+        return torch.sqrt(var / self.n).cpu().numpy()
+
+    def max_stderr(self) -> float:
+        if self.n < 2:
+            return float("inf")
+        var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
+        return float(torch.sqrt(var.max() / self.n))
+
+
+class _Permutations:
+    """Uniform permutations of range(n) drawn from ``rng`` one after another (``rng.permutation``),
+    the next batch drawn in a background thread while the caller computes (numpy shuffles without
+    the GIL). The sequence depends only on ``rng``, never on batching or on the device."""
+
+    def __init__(self, rng: np.random.Generator, n: int, batch: int, limit: int) -> None:
+        self.rng, self.n, self.batch, self.left = rng, n, max(1, batch), limit
+        self.buf = np.empty((0, n), dtype=np.int64)
+        self.pending: Future[np.ndarray] | None = None
+        self._ahead()
+
+    def _draw(self, c: int) -> np.ndarray:
+        out = np.empty((c, self.n), dtype=np.int64)
+        for r in range(c):
+            out[r] = self.rng.permutation(self.n)
+        return out
+
+    def _ahead(self) -> None:
+        c = min(self.batch, self.left)
+        if c > 0:
+            self.left -= c
+            self.pending = _drawer().submit(self._draw, c)
+
+    def take(self, c: int) -> np.ndarray:
+        parts = []
+        while c > 0:
+            if not len(self.buf):
+                assert self.pending is not None, "asked for more permutations than the limit"
+                self.buf = self.pending.result()
+                self.pending = None
+                self._ahead()
+            parts.append(self.buf[:c])
+            c -= len(parts[-1])
+            self.buf = self.buf[len(parts[-1]):]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            self.pending = None
+
+
+_DRAWER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _drawer() -> ThreadPoolExecutor:
+    """One background thread per process (a forked child gets a fresh one: threads do not survive fork)."""
+    global _DRAWER
+    if _DRAWER is None or _DRAWER[0] != os.getpid():
+        _DRAWER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="aumann-permutations"))
+    return _DRAWER[1]
 
 
 def _check_stopping(count: int, max_evals: int | None, stderr_tol: float | None, round_size: int | None,
@@ -106,8 +172,8 @@ class SampledShapley(CoalitionMethod):
 
     def __init__(self, permutations: int = 1000, *, antithetic: bool = False, max_evals: int | None = None,
                  stderr_tol: float | None = None, round_size: int | None = None, fast: bool | None = None,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        super().__init__(fast=fast, memory_budget=memory_budget)
+                 memory_budget: int | None = None, device: str | torch.device | None = None) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         _check_stopping(permutations, max_evals, stderr_tol, round_size, "permutations")
         if antithetic and int(permutations) % 2:
             raise MethodError(f"antithetic sampling pairs each permutation with its reverse and a pair counts "
@@ -147,19 +213,22 @@ class SampledShapley(CoalitionMethod):
         chunk_units = max(1, kernel.chunk_permutations() // per)
         mom = _Moments()
         stopped = "permutations"
-        while mom.n < units_total:
-            target = min(units_total, mom.n + round_units)
-            while mom.n < target:
-                c = min(chunk_units, target - mom.n)
-                perms = np.stack([rng.permutation(n) for _ in range(c)])
-                fwd, rev = kernel.prefix_marginals(perms, reverse=self.antithetic)
-                if rev is not None:
-                    fwd += rev
-                    fwd *= 0.5
-                mom.add(fwd)
-            if self.stderr_tol is not None and mom.n >= 2 and mom.stderr().max() < self.stderr_tol:
-                stopped = "stderr_tol"
-                break
+        draws = _Permutations(rng, n, batch=min(chunk_units, units_total), limit=units_total)
+        try:
+            while mom.n < units_total:
+                target = min(units_total, mom.n + round_units)
+                while mom.n < target:
+                    c = min(chunk_units, target - mom.n)
+                    fwd, rev = kernel.prefix_marginals_tensor(draws.take(c), reverse=self.antithetic)
+                    if rev is not None:
+                        fwd += rev
+                        fwd *= 0.5
+                    mom.add(fwd)
+                if self.stderr_tol is not None and mom.n >= 2 and mom.max_stderr() < self.stderr_tol:
+                    stopped = "stderr_tol"
+                    break
+        finally:
+            draws.close()
         if stopped == "permutations" and m < self.permutations:
             stopped = "max_evals"
         used = mom.n * per
@@ -194,8 +263,9 @@ class SampledBanzhaf(CoalitionMethod):
 
     def __init__(self, samples: int = 1000, *, estimator: Literal["msr", "marginal"] = "msr",
                  max_evals: int | None = None, stderr_tol: float | None = None, round_size: int | None = None,
-                 fast: bool | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        super().__init__(fast=fast, memory_budget=memory_budget)
+                 fast: bool | None = None, memory_budget: int | None = None,
+                 device: str | torch.device | None = None) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         _check_stopping(samples, max_evals, stderr_tol, round_size, "samples")
         if estimator not in ("msr", "marginal"):
             raise MethodError(f"unknown Banzhaf estimator {estimator!r}; use 'msr' (maximum sample reuse) or "
@@ -247,7 +317,7 @@ class SampledBanzhaf(CoalitionMethod):
                 if self.estimator == "msr":
                     acc.add(masks, kernel.values(masks))
                 else:
-                    acc.add(kernel.flip_marginals(masks))
+                    acc.add(torch.from_numpy(kernel.flip_marginals(masks)))
                 done += c
             if self.stderr_tol is not None and acc.ready() and acc.stderr().max() < self.stderr_tol:
                 stopped = "stderr_tol"

@@ -1,0 +1,125 @@
+"""Linear closed forms at memory speed: column sums and weighted row sums of a (T, N, D) panel.
+
+The zero-baseline closed form of every pooled indicator with linear ψ (``lin``, ``heat`` and their
+linear combinations) is
+
+    φ_{t,i} = Σ_d z_{t,i,d} c_{t,d},
+
+with coefficients c_t that depend on z only through the column means m_t = mean_i z_{t,i}; so do
+f(z_t) and f(0) (Appendix F). The whole attribution is therefore two reads of z and one write of
+φ, and nothing else touches an O(N) array:
+
+1. :func:`column_sums` — one read of z, reduced along contiguous memory: each step is viewed as
+   rows of ``_ROW_AGENTS · D`` consecutive values, so the reduction is a vectorised sum of long
+   contiguous rows (instead of a strided reduction over the agent axis), accumulated sequentially in
+   blocks of ``_BLOCK_ROWS`` rows and the blocks then added up, which bounds rounding at
+   ~(``_BLOCK_ROWS`` + N / (``_ROW_AGENTS`` · ``_BLOCK_ROWS``) + ``_ROW_AGENTS``) ε;
+2. the indicator's coefficients, f(z_t) and f(0) from the (T, D) means (a few flops);
+3. :func:`weighted_rows` — one read of z and one write of φ, a matrix–vector product per step
+   (BLAS) into a freshly allocated output, plus Σ_i φ_{t,i} read back while the step's φ is still
+   warm in cache. Those sums give the efficiency gap (``Attribution.efficiency_gap`` then costs
+   nothing) and the finiteness check of φ: a float sum is finite only if every term is.
+
+Small panels take single numpy calls (no per-step Python loop), which keeps the fixed cost of an
+``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
+relative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from aumann.errors import IndicatorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aumann.attribution.indicators import Indicator
+
+_ROW_AGENTS = 128  # agents per contiguous row of the column-sum reduction
+_BLOCK_ROWS = 1024  # rows accumulated sequentially before blocks are added
+_SMALL = 1 << 15  # N·D below this: one numpy call per pass, no per-step loop
+
+
+def column_sums(x: np.ndarray) -> np.ndarray:
+    """Σ_i x[t, i, :] for every step, float64 (T, D); one read of ``x`` along contiguous memory."""
+    T, N, D = x.shape
+    if N * D < _SMALL:
+        return x.sum(axis=1, dtype=np.float64)
+    if not x.flags.c_contiguous:  # a strided view: let torch stream it rather than copy it
+        return torch.as_tensor(x).sum(dim=1, dtype=torch.float64).numpy()
+    out = np.empty((T, D))
+    width = _ROW_AGENTS * D
+    for t in range(T):
+        flat = x[t].reshape(-1)
+        rows = flat.size // width
+        blocks = rows // _BLOCK_ROWS
+        head = blocks * _BLOCK_ROWS * width
+        acc = np.zeros(width)
+        if blocks:
+            acc += flat[:head].reshape(blocks, _BLOCK_ROWS, width).sum(axis=1, dtype=np.float64).sum(axis=0)
+        if rows * width > head:
+            acc += flat[head:rows * width].reshape(-1, width).sum(axis=0, dtype=np.float64)
+        s = acc.reshape(_ROW_AGENTS, D).sum(axis=0)
+        if flat.size > rows * width:
+            s += flat[rows * width:].reshape(-1, D).sum(axis=0, dtype=np.float64)
+        out[t] = s
+    return out
+
+
+def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """φ[t, i] = Σ_d x[t, i, d] coef[t, d] (in ``x``'s dtype) and the float64 row sums Σ_i φ[t, i]."""
+    T, N, D = x.shape
+    c = np.ascontiguousarray(coef, dtype=x.dtype)
+    phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
+    if N * D < _SMALL:
+        np.matmul(x, c[:, :, None], out=phi[:, :, None])
+        return phi, phi.sum(axis=1, dtype=np.float64)
+    sums = np.empty(T)
+    xt, ct, ot = torch.as_tensor(x), torch.from_numpy(c), torch.from_numpy(phi)
+    for t in range(T):
+        row = ot[t]
+        torch.mv(xt[t], ct[t], out=row)  # BLAS gemv, streams the step once
+        sums[t] = float(row.sum(dtype=torch.float64))  # the step's φ is still (partly) in cache
+    return phi, sums
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """A closed-form attribution: φ (T, N), f(z_t), f(0), Σ_i φ_{t,i} and optional (T, N, D) φ_d."""
+
+    phi: np.ndarray
+    f_values: np.ndarray
+    f_baseline: np.ndarray
+    phi_sums: np.ndarray | None = None
+    phi_features: np.ndarray | None = None
+
+
+def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False) -> ClosedForm:
+    """The zero-baseline closed form of an indicator with ``has_linear_closed_form``.
+
+    Raises:
+        IndicatorError: when f(z_t), the coefficients or φ are not finite (e.g. heat on features
+            whose product of means is ≤ −1, or values so large that φ overflows).
+    """
+    N = x.shape[1]
+    means = column_sums(x)
+    means /= N
+    coef, fv, fb = f.linear_coefficients(means, N)
+    if not (np.isfinite(coef).all() and np.isfinite(fv).all() and np.isfinite(fb).all()):
+        bad = int(np.flatnonzero(~(np.isfinite(fv) & np.isfinite(fb) & np.isfinite(coef).all(axis=1)))[0])
+        raise IndicatorError(f"indicator {f.name!r} is not finite at step index {bad} (f(z) = {fv[bad]!r}, "
+                             f"f(0) = {fb[bad]!r}, column means {means[bad].tolist()}): its closed form "
+                             "needs a finite f along the path from 0 to z")
+    phi, sums = weighted_rows(x, coef)
+    if not np.isfinite(sums).all():
+        bad = int(np.flatnonzero(~np.isfinite(sums))[0])
+        raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow at step index {bad} "
+                             f"(Σ_i φ = {sums[bad]!r}); rescale the features")
+    phi_features = x * coef.astype(x.dtype)[:, None, :] if per_feature else None
+    return ClosedForm(phi=phi, f_values=fv, f_baseline=fb, phi_sums=sums, phi_features=phi_features)
+
+
+__all__ = ["ClosedForm", "column_sums", "linear_closed_form", "weighted_rows"]
