@@ -33,6 +33,7 @@ coalition methods keep running sums (O(N) per permutation) instead of re-evaluat
 from __future__ import annotations
 
 import inspect
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -204,17 +205,22 @@ class Heat(Indicator):
         return torch.log1p(z.mean(dim=-2).prod(dim=-1))
 
     def linear_coefficients(self, means, n):
-        D = means.shape[1]
+        T, D = means.shape
+        if T == 1:  # one step (the common small call): plain floats, same operations in the same order
+            m = means[0].tolist()
+            h = math.prod(m)
+            others = [math.prod(m[:d] + m[d + 1:]) for d in range(D)]
+            f = math.log1p(h)
+            scale = (1.0 - h / 2.0) / D if abs(h) < 1e-8 else f / (D * h)
+            return np.array([[o / n * scale for o in others]]), np.array([f]), np.zeros(1)
         h = means.prod(axis=1)  # (T,)
-        # Π_{d'≠d} m_{d'} as (product of the means before d) × (product after d): no division by m_d
-        before = np.ones_like(means)
-        after = np.ones_like(means)
-        for d in range(1, D):
-            before[:, d] = before[:, d - 1] * means[:, d - 1]
-            after[:, D - 1 - d] = after[:, D - d] * means[:, D - d]
-        coef = before * after / n * _log1p_over(h, D)[:, None]  # φ_{i,d} = z_{i,d} coef_d
         f = np.log1p(h)
-        return coef, f, np.zeros_like(f)
+        others = np.repeat(means[:, None, :], D, axis=1)  # row d: the means with m_d replaced by 1
+        others.reshape(T, D * D)[:, :: D + 1] = 1.0
+        others = others.prod(axis=2)  # Π_{d'≠d} m_{d'}, multiplied in index order
+        small = np.abs(h) < 1e-8
+        scale = f / (D * h) if not small.any() else _log1p_over(h, D)  # log(1 + H) / (D·H)
+        return others / n * scale[:, None], f, np.zeros(T)  # φ_{i,d} = z_{i,d} coef_d
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         return _linear(self, values, per_feature)

@@ -161,10 +161,13 @@ class Problem:
             fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
             fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
         else:
-            fv, fb = np.asarray(f_values, dtype=np.float64), np.asarray(f_baseline, dtype=np.float64)
+            fv = f_values if f_values.__class__ is np.ndarray and f_values.dtype == np.float64 \
+                else np.asarray(f_values, dtype=np.float64)
+            fb = f_baseline if f_baseline.__class__ is np.ndarray and f_baseline.dtype == np.float64 \
+                else np.asarray(f_baseline, dtype=np.float64)
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
-                "dtype": _dtype_name(self.panel.dtype), "seed": describe(rng), "device": str(self.device),
-                **provenance}
+                "dtype": _name(self.panel.dtype), "seed": rng if rng is None else describe(rng),
+                "device": _name(self.device), **provenance}
         res = Attribution(
             phi=phi if isinstance(phi, np.ndarray) else np.asarray(phi), delta_v=fv - fb, f_values=fv,
             f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
@@ -175,13 +178,13 @@ class Problem:
         return res if phi_sums is None else res._with_phi_sums(phi_sums)
 
 
-_DTYPE_NAMES: dict[np.dtype, str] = {}
+_NAMES: dict[Any, str] = {}
 
 
-def _dtype_name(dtype: np.dtype) -> str:
-    name = _DTYPE_NAMES.get(dtype)  # str(dtype) runs Python code in numpy: ~5 µs a call
+def _name(key: np.dtype | torch.device) -> str:
+    name = _NAMES.get(key)  # str(dtype) runs Python code in numpy: ~5 µs a call
     if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype)
+        name = _NAMES[key] = str(key)
     return name
 
 

@@ -86,8 +86,9 @@ class Attribution:
         T, N = phi.shape
         for name in ("delta_v", "f_values", "f_baseline"):
             v = getattr(self, name)
-            if np.shape(v) != (T,):
-                raise ShapeError(f"{name} must have shape (T,) = ({T},); got {np.shape(v)}")
+            shape = v.shape if isinstance(v, np.ndarray) else np.shape(v)
+            if shape != (T,):
+                raise ShapeError(f"{name} must have shape (T,) = ({T},); got {shape}")
         if len(self.agent_ids) != N or len(self.steps) != T:
             raise ShapeError(f"labels do not match phi {phi.shape}: {len(self.steps)} steps, "
                              f"{len(self.agent_ids)} agent ids")

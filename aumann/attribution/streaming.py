@@ -27,8 +27,8 @@ relative.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -72,13 +72,13 @@ def column_sums(x: np.ndarray) -> np.ndarray:
 def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """φ[t, i] = Σ_d x[t, i, d] coef[t, d] (in ``x``'s dtype) and the float64 row sums Σ_i φ[t, i]."""
     T, N, D = x.shape
-    c = np.ascontiguousarray(coef, dtype=x.dtype)
-    phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
+    c = coef if coef.dtype == x.dtype else coef.astype(x.dtype)
     if N * D < _SMALL:
-        np.matmul(x, c[:, :, None], out=phi[:, :, None])
+        phi = (x[0] @ c[0])[None] if T == 1 else np.matmul(x, c[:, :, None])[:, :, 0]
         return phi, phi.sum(axis=1, dtype=np.float64)
+    phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
     sums = np.empty(T)
-    xt, ct, ot = torch.as_tensor(x), torch.from_numpy(c), torch.from_numpy(phi)
+    xt, ct, ot = torch.as_tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
     for t in range(T):
         row = ot[t]
         torch.mv(xt[t], ct[t], out=row)  # BLAS gemv, streams the step once
@@ -86,8 +86,7 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return phi, sums
 
 
-@dataclass(frozen=True)
-class ClosedForm:
+class ClosedForm(NamedTuple):
     """A closed-form attribution: φ (T, N), f(z_t), f(0), Σ_i φ_{t,i} and optional (T, N, D) φ_d."""
 
     phi: np.ndarray
@@ -108,18 +107,27 @@ def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False
     means = column_sums(x)
     means /= N
     coef, fv, fb = f.linear_coefficients(means, N)
-    if not (np.isfinite(coef).all() and np.isfinite(fv).all() and np.isfinite(fb).all()):
-        bad = int(np.flatnonzero(~(np.isfinite(fv) & np.isfinite(fb) & np.isfinite(coef).all(axis=1)))[0])
-        raise IndicatorError(f"indicator {f.name!r} is not finite at step index {bad} (f(z) = {fv[bad]!r}, "
-                             f"f(0) = {fb[bad]!r}, column means {means[bad].tolist()}): its closed form "
-                             "needs a finite f along the path from 0 to z")
     phi, sums = weighted_rows(x, coef)
-    if not np.isfinite(sums).all():
-        bad = int(np.flatnonzero(~np.isfinite(sums))[0])
-        raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow at step index {bad} "
-                             f"(Σ_i φ = {sums[bad]!r}); rescale the features")
+    # one check for all of it: a sum is finite only if every term is (NaN or inf in the coefficients
+    # reaches Σ_i φ as well)
+    if not all(map(math.isfinite, (sums + fv + fb).tolist())):
+        _raise_not_finite(f, means, coef, fv, fb, sums)
     phi_features = x * coef.astype(x.dtype)[:, None, :] if per_feature else None
     return ClosedForm(phi=phi, f_values=fv, f_baseline=fb, phi_sums=sums, phi_features=phi_features)
+
+
+def _raise_not_finite(f: Indicator, means: np.ndarray, coef: np.ndarray, fv: np.ndarray, fb: np.ndarray,
+                      sums: np.ndarray) -> None:
+    bad_f = ~(np.isfinite(fv) & np.isfinite(fb) & np.isfinite(coef).all(axis=1))
+    if bad_f.any():
+        t = int(np.flatnonzero(bad_f)[0])
+        raise IndicatorError(f"indicator {f.name!r} is not finite at step index {t} (f(z) = {fv[t]!r}, "
+                             f"f(0) = {fb[t]!r}, column means {means[t].tolist()}): its closed form needs a "
+                             "finite f along the path from 0 to z")
+    bad = np.flatnonzero(~np.isfinite(sums))
+    t = int(bad[0]) if bad.size else 0
+    raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow at step index {t} "
+                         f"(Σ_i φ = {sums[t]!r}); rescale the features")
 
 
 __all__ = ["ClosedForm", "column_sums", "linear_closed_form", "weighted_rows"]
