@@ -210,7 +210,7 @@ class Heat(Indicator):
             m = means[0].tolist()
             h = math.prod(m)
             others = [math.prod(m[:d] + m[d + 1:]) for d in range(D)]
-            f = math.log1p(h)
+            f = math.log1p(h) if h > -1.0 else math.nan  # NaN like numpy (the engine raises a typed error)
             scale = (1.0 - h / 2.0) / D if abs(h) < 1e-8 else f / (D * h)
             return np.array([[o / n * scale for o in others]]), np.array([f]), np.zeros(1)
         h = means.prod(axis=1)  # (T,)

@@ -227,7 +227,8 @@ class AumannShapley(AttributionMethod):
         np_dtype = np.float32 if problem.x.dtype == np.float32 else np.float64
         dtype = torch.float32 if np_dtype == np.float32 else torch.float64
         x = problem.x
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline), dtype=dtype, device=dev)  # (T|1, N|1, D)
+        shared_base = problem.baseline.shape[0] == 1  # (1, N|1, D): one copy on the device serves every step
+        base = torch.as_tensor(np.ascontiguousarray(problem.baseline[:1]), dtype=dtype, device=dev)
         zero_base = problem.baseline_is_zero
         tau = torch.as_tensor(nodes, dtype=dtype, device=dev)
         w = torch.as_tensor(weights, dtype=dtype, device=dev)
@@ -240,9 +241,12 @@ class AumannShapley(AttributionMethod):
         sums = np.empty(T)
 
         def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
+            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them)."""
             xb = torch.as_tensor(x[t0:t1]).to(dev, dtype)
-            b = base if base.shape[0] == 1 else base[t0:t1]
-            return xb, (xb if zero_base else xb - b)
+            if zero_base:
+                return xb, xb
+            b = base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype)
+            return xb, xb - b
 
         def grad_of(z: torch.Tensor, t_idx: np.ndarray) -> torch.Tensor | None:
             z = z.detach().requires_grad_(True)
