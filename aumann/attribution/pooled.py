@@ -280,11 +280,13 @@ class AdditiveKernel(GameKernel):
     def prefix_marginals_tensor(self, perms, reverse):
         c, n = perms.shape
         v0, vN = self.ends()
-        idx = torch.as_tensor(perms, device=self._device)
-        if idx.dtype != torch.int64:
-            idx = idx.long()
+        perms = np.asarray(perms, dtype=np.int64)
+        idx = torch.from_numpy(perms).to(self._device)
         # (P, c, N) layout: the gather reads the contiguous rows of a − b, the cumsum runs along them
-        g = self.delta_t.index_select(1, idx.reshape(-1)).view(self.p, c, n)
+        if self._device.type == "cpu":  # numpy's take: 2–3× faster than torch's index_select along dim 1
+            g = torch.from_numpy(np.take(self.delta_t.numpy(), perms, axis=1))
+        else:
+            g = self.delta_t.index_select(1, idx.reshape(-1)).view(self.p, c, n)
         g[:, :, 0] += self.sum_b[:, None]
         g.cumsum_(dim=2)  # g[:, p, k] = sums of the coalition π_p[:k+1]
         vals = self._rho_t(g)  # (c, N)

@@ -54,10 +54,10 @@ class _Moments:
             self.shift = units[0].clone()
             self.s1 = torch.zeros_like(self.shift)
             self.s2 = torch.zeros_like(self.shift)
-        d = units - self.shift
-        self.s1 += d.sum(dim=0)
-        d *= d
-        self.s2 += d.sum(dim=0)
+        for row in units:  # row by row: no (c, N) temporaries, two fused updates
+            d = row - self.shift
+            self.s1 += d
+            self.s2.addcmul_(d, d)
         self.n += units.shape[0]
 
     def ready(self) -> bool:
