@@ -3,6 +3,7 @@
     python benchmarks/bench_sampled.py                       # the full run (long: minutes to an hour)
     python benchmarks/bench_sampled.py --n 100000 --m 100    # a quick look
     python benchmarks/bench_sampled.py --device cuda         # on a GPU (permutations still drawn on the host)
+    python benchmarks/bench_sampled.py --common              # the same permutations for all steps (lockstep)
 
 Reference measured in the same run: the bare host work every permutation needs whatever the
 kernel — ``rng.permutation(N)`` plus one numpy gather of the (3, N) table along it — timed on a few
@@ -40,6 +41,8 @@ def main() -> None:
     ap.add_argument("--t", type=int, default=14)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--antithetic", action="store_true")
+    ap.add_argument("--common", action="store_true", help="SampledShapley(common_permutations=True)")
+    ap.add_argument("--progress", action="store_true")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None)
@@ -47,15 +50,17 @@ def main() -> None:
     set_threads(args.threads)
     from aumann.attribution import Panel, SampledShapley, attribute
 
-    env0 = header(f"sampled Shapley m={args.m} N={args.n:,} T={args.t} on f_heat")
+    env0 = header(f"sampled Shapley m={args.m} N={args.n:,} T={args.t} on f_heat"
+                  f"{' (common permutations)' if args.common else ''}")
     z = np.abs(np.random.default_rng(0).normal(size=(args.t, args.n, 3)))
     panel = Panel(z)
     ref = reference_seconds(args.n, args.m, args.t)
-    print(f"  reference (permutation + gather, m·T = {args.m * args.t}): {ref:.1f} s", flush=True)
+    print(f"  reference (permutation + gather, m·T = {args.m * args.t}, projected from a few): {ref:.1f} s",
+          flush=True)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    res = attribute("heat", panel, method=SampledShapley(permutations=args.m, antithetic=args.antithetic), rng=0,
-                    device=args.device)
+    method = SampledShapley(permutations=args.m, antithetic=args.antithetic, common_permutations=args.common)
+    res = attribute("heat", panel, method=method, rng=0, device=args.device, progress=args.progress)
     sec = time.perf_counter() - t0
     cpu = time.process_time() - c0
     env1 = header("after")
@@ -65,8 +70,8 @@ def main() -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_sampled.json").write_text(json.dumps({
-            "n": args.n, "t": args.t, "m": args.m, "seconds": sec, "cpu_seconds": cpu, "reference_seconds": ref,
-            "ratio": sec / ref, "env_before": env0, "env_after": env1}, indent=2))
+            "n": args.n, "t": args.t, "m": args.m, "common": args.common, "seconds": sec, "cpu_seconds": cpu,
+            "reference_seconds": ref, "ratio": sec / ref, "env_before": env0, "env_after": env1}, indent=2))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,10 @@ class CoalitionMethod(AttributionMethod):
     def params(self) -> dict[str, Any]:
         return {}
 
+    def _generators(self, rng: RNGLike, n: int) -> list[np.random.Generator]:
+        """One generator per step: independent child streams of ``rng``."""
+        return spawn(rng, n)
+
     def _run(self, game: CoalitionGame, rng: np.random.Generator,
              device: torch.device = CPU) -> tuple[Estimate, float, float]:
         kernel = game.kernel(self.fast, memory_budget=self.budget_on(device))
@@ -102,7 +106,7 @@ class CoalitionMethod(AttributionMethod):
             raise MethodError(f"{type(self).__name__} attributes to agents (coalitions of agents), not to features; "
                               "per_feature=True is available with AumannShapley()")
         T, N, _ = problem.shape
-        gens = spawn(rng, T)
+        gens = self._generators(rng, T)
         phi = np.empty((T, N))
         se = np.empty((T, N))
         ends = np.empty((T, 2))
