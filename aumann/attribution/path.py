@@ -31,7 +31,7 @@ from aumann.attribution.device import memory_budget as device_budget
 from aumann.attribution.device import resolve_device
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
-from aumann.attribution.streaming import column_sums, linear_closed_form, weighted_rows
+from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
@@ -242,7 +242,7 @@ class AumannShapley(AttributionMethod):
 
         def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
             """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them)."""
-            xb = torch.as_tensor(x[t0:t1]).to(dev, dtype)
+            xb = _tensor(x[t0:t1]).to(dev, dtype)
             if zero_base:
                 return xb, xb
             b = base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype)

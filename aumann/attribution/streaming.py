@@ -49,7 +49,7 @@ def column_sums(x: np.ndarray) -> np.ndarray:
     if N * D < _SMALL:
         return x.sum(axis=1, dtype=np.float64)
     if not x.flags.c_contiguous:  # a strided view: let torch stream it rather than copy it
-        return torch.as_tensor(x).sum(dim=1, dtype=torch.float64).numpy()
+        return _tensor(x).sum(dim=1, dtype=torch.float64).numpy()
     out = np.empty((T, D))
     width = _ROW_AGENTS * D
     for t in range(T):
@@ -78,12 +78,17 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
         return phi, phi.sum(axis=1, dtype=np.float64)
     phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
     sums = np.empty(T)
-    xt, ct, ot = torch.as_tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
+    xt, ct, ot = _tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
     for t in range(T):
         row = ot[t]
         torch.mv(xt[t], ct[t], out=row)  # BLAS gemv, streams the step once
         sums[t] = float(row.sum(dtype=torch.float64))  # the step's φ is still (partly) in cache
     return phi, sums
+
+
+def _tensor(x: np.ndarray) -> torch.Tensor:
+    """A torch view of ``x`` (a copy only for negative strides, which torch cannot view)."""
+    return torch.from_numpy(x if min(x.strides) >= 0 else np.ascontiguousarray(x))
 
 
 class ClosedForm(NamedTuple):

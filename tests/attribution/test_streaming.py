@@ -124,3 +124,14 @@ def test_cached_step_sums_do_not_survive_replace(rng):
     other = dataclasses.replace(res, phi=res.phi * 2)
     np.testing.assert_allclose(other.by_step(), 2 * res.by_step(), rtol=1e-14)
     assert other.max_efficiency_gap > 0.5 * float(np.abs(res.delta_v).min())
+
+
+def test_views_with_negative_or_fortran_strides(rng):
+    z = _panel(rng, 2, BIG, 3)
+    ref = attribute(indicators.get("heat"), Panel(np.ascontiguousarray(z[:, ::-1])))
+    for view in (z[:, ::-1], np.asfortranarray(z[:, ::-1])):
+        res = attribute(indicators.get("heat"), Panel(view))
+        np.testing.assert_allclose(res.phi, ref.phi, rtol=1e-12)
+    small = attribute(lambda x: x.mean(-2).prod(-1), Panel(z[:, :500:-1][:, :300]),
+                      method=AumannShapley(steps=8))
+    assert small.max_efficiency_gap < 1e-10
