@@ -16,19 +16,25 @@ f(z_t) and f(0) (Appendix F). The whole attribution is therefore two reads of z 
    ~(``_BLOCK_ROWS`` + N / (``_ROW_AGENTS`` · ``_BLOCK_ROWS``) + ``_ROW_AGENTS``) ε;
 2. the indicator's coefficients, f(z_t) and f(0) from the (T, D) means (a few flops);
 3. :func:`weighted_rows` — one read of z and one write of φ, a matrix–vector product per step
-   (BLAS) into a freshly allocated output, plus Σ_i φ_{t,i} read back while the step's φ is still
+   (BLAS) into a freshly allocated output, plus Σ_i φ_{t,i} read back while the part's φ is still
    warm in cache. Those sums give the efficiency gap (``Attribution.efficiency_gap`` then costs
    nothing) and the finiteness check of φ: a float sum is finite only if every term is.
 
-Small panels take single numpy calls (no per-step Python loop), which keeps the fixed cost of an
-``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
+Big steps are cut into a few block-aligned parts (a function of N only) that run on up to
+``torch.get_num_threads()`` threads and are added in a fixed order, so results do not depend on the
+thread count. Small panels take single numpy calls (no per-step Python loop), which keeps the fixed
+cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
 relative.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import TYPE_CHECKING, NamedTuple
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -41,6 +47,53 @@ if TYPE_CHECKING:  # pragma: no cover
 _ROW_AGENTS = 128  # agents per contiguous row of the column-sum reduction
 _BLOCK_ROWS = 1024  # rows accumulated sequentially before blocks are added
 _SMALL = 1 << 15  # N·D below this: one numpy call per pass, no per-step loop
+_PART = _ROW_AGENTS * _BLOCK_ROWS  # agents per part of a step (parts run on separate threads)
+_MAX_PARTS = 8
+
+
+def _parts(n: int) -> list[tuple[int, int]]:
+    """Agent ranges a big step is cut into: block-aligned, at most ``_MAX_PARTS``, and a function of
+    N only — so the rounding, and the results, never depend on how many threads run them."""
+    k = max(1, min(_MAX_PARTS, n // (2 * _PART)))
+    cuts = [0] + [(n * j // k) // _PART * _PART for j in range(1, k)] + [n]
+    return list(itertools.pairwise(cuts))
+
+
+def _run(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions
+    and torch's matrix–vector products release the GIL)."""
+    workers = min(len(items), torch.get_num_threads())
+    if workers <= 1:
+        return [fn(i) for i in items]
+    return list(_pool(workers).map(fn, items))
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    key = (os.getpid(), workers)  # a forked child builds its own (threads do not survive fork)
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aumann-stream")
+    return pool
+
+
+def _flat_sums(flat: np.ndarray, d: int) -> np.ndarray:
+    """Column sums of a contiguous run of agents given as its flat (n·D,) values."""
+    width = _ROW_AGENTS * d
+    rows = flat.size // width
+    blocks = rows // _BLOCK_ROWS
+    head = blocks * _BLOCK_ROWS * width
+    acc = np.zeros(width)
+    if blocks:
+        acc += flat[:head].reshape(blocks, _BLOCK_ROWS, width).sum(axis=1, dtype=np.float64).sum(axis=0)
+    if rows * width > head:
+        acc += flat[head:rows * width].reshape(-1, width).sum(axis=0, dtype=np.float64)
+    s = acc.reshape(_ROW_AGENTS, d).sum(axis=0)
+    if flat.size > rows * width:
+        s += flat[rows * width:].reshape(-1, d).sum(axis=0, dtype=np.float64)
+    return s
 
 
 def column_sums(x: np.ndarray) -> np.ndarray:
@@ -50,22 +103,12 @@ def column_sums(x: np.ndarray) -> np.ndarray:
         return x.sum(axis=1, dtype=np.float64)
     if not x.flags.c_contiguous:  # a strided view: let torch stream it rather than copy it
         return _tensor(x).sum(dim=1, dtype=torch.float64).numpy()
-    out = np.empty((T, D))
-    width = _ROW_AGENTS * D
-    for t in range(T):
-        flat = x[t].reshape(-1)
-        rows = flat.size // width
-        blocks = rows // _BLOCK_ROWS
-        head = blocks * _BLOCK_ROWS * width
-        acc = np.zeros(width)
-        if blocks:
-            acc += flat[:head].reshape(blocks, _BLOCK_ROWS, width).sum(axis=1, dtype=np.float64).sum(axis=0)
-        if rows * width > head:
-            acc += flat[head:rows * width].reshape(-1, width).sum(axis=0, dtype=np.float64)
-        s = acc.reshape(_ROW_AGENTS, D).sum(axis=0)
-        if flat.size > rows * width:
-            s += flat[rows * width:].reshape(-1, D).sum(axis=0, dtype=np.float64)
-        out[t] = s
+    parts = _parts(N)
+    tasks = [(t, a, b) for t in range(T) for a, b in parts]
+    partial = _run(lambda task: _flat_sums(x[task[0], task[1]:task[2]].reshape(-1), D), tasks)
+    out = np.zeros((T, D))
+    for (t, _, _), s in zip(tasks, partial, strict=True):  # added in a fixed order
+        out[t] += s
     return out
 
 
@@ -77,12 +120,20 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
         phi = (x[0] @ c[0])[None] if T == 1 else np.matmul(x, c[:, :, None])[:, :, 0]
         return phi, phi.sum(axis=1, dtype=np.float64)
     phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
-    sums = np.empty(T)
     xt, ct, ot = _tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
-    for t in range(T):
-        row = ot[t]
-        torch.mv(xt[t], ct[t], out=row)  # BLAS gemv, streams the step once
-        sums[t] = float(row.sum(dtype=torch.float64))  # the step's φ is still (partly) in cache
+
+    def part(task: tuple[int, int, int]) -> float:
+        t, a, b = task
+        row = ot[t, a:b]
+        torch.mv(xt[t, a:b], ct[t], out=row)  # BLAS gemv: streams this part of the step once
+        # numpy's pairwise sum (its rounding does not depend on torch's thread count), while the
+        # part's φ is still in cache
+        return float(phi[t, a:b].sum(dtype=np.float64))
+
+    tasks = [(t, a, b) for t in range(T) for a, b in _parts(N)]
+    sums = np.zeros(T)
+    for (t, _, _), s in zip(tasks, _run(part, tasks), strict=True):
+        sums[t] += s
     return phi, sums
 
 

@@ -135,3 +135,21 @@ def test_views_with_negative_or_fortran_strides(rng):
     small = attribute(lambda x: x.mean(-2).prod(-1), Panel(z[:, :500:-1][:, :300]),
                       method=AumannShapley(steps=8))
     assert small.max_efficiency_gap < 1e-10
+
+
+def test_parts_do_not_depend_on_the_thread_count(rng):
+    z = _panel(rng, 2, 600_001, 3)  # cut into parts that may run on two threads
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = attribute(indicators.get("heat"), Panel(z))
+        torch.set_num_threads(2)
+        two = attribute(indicators.get("heat"), Panel(z))
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_array_equal(one.phi, two.phi)
+    np.testing.assert_array_equal(one.by_step(), two.by_step())
+    phi, _ = _reference_heat(z)
+    np.testing.assert_allclose(two.phi, phi, rtol=1e-12)
+    exact = np.array([[math.fsum(z[t, :, d]) for d in range(3)] for t in range(2)])
+    np.testing.assert_allclose(column_sums(z), exact, rtol=1e-13)
