@@ -138,7 +138,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="write the file here (reused if it exists)")
     ap.add_argument("--skip-cli", action="store_true", help="skip the build-panel measurement")
     args = ap.parse_args()
-    header(f"bench_ingest ({args.mb:g} MB, DuckDB threads {args.threads})")
+    header(f"bench_ingest (DuckDB threads {args.threads})")
 
     import duckdb
 
