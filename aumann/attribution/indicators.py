@@ -131,13 +131,25 @@ class Indicator(ABC):
         if empty.size:
             raise NoLivingAgentsError(f"indicator {self.name!r} is undefined at step index {int(empty[0])}: no agent "
                                       "is alive there (n_t = 0)")
+        if self.has_linear_closed_form:  # φ_{i,d} = z_{i,d} c_d with c from the living means at n_t
+            live = alive.astype(values.dtype)
+            n_t = alive.sum(axis=1)
+            means = np.einsum("tnd,tn->td", values, live, dtype=np.float64) / n_t[:, None]
+            parts = [self.linear_coefficients(means[t:t + 1], int(n_t[t])) for t in range(T)]
+            coef = np.concatenate([c for c, _, _ in parts]).astype(values.dtype)
+            fv, fb = np.concatenate([f for _, f, _ in parts]), np.concatenate([f0 for _, _, f0 in parts])
+            if per_feature:
+                return values * coef[:, None, :] * live[..., None], fv, fb
+            return np.einsum("tnd,td->tn", values, coef) * live, fv, fb
         phi = None
         fv = np.empty(T, dtype=np.float64)
         fb = np.empty(T, dtype=np.float64)
-        patterns, which = np.unique(alive, axis=0, return_inverse=True)
-        for k, pattern in enumerate(patterns):
-            ts = np.flatnonzero(which.reshape(-1) == k)
-            idx = np.flatnonzero(pattern)
+        groups: dict[bytes, list[int]] = {}  # steps by living set (packed bits hash fast; np.unique sorts rows)
+        for t, key in enumerate(np.packbits(alive, axis=1)):
+            groups.setdefault(key.tobytes(), []).append(t)
+        for steps in groups.values():
+            ts = np.asarray(steps)
+            idx = np.flatnonzero(alive[steps[0]])
             p, f, f0 = self.closed_form(np.ascontiguousarray(values[ts][:, idx]), per_feature=per_feature)
             if phi is None:  # the dtype the closed form itself returns
                 phi = np.zeros((T, N, D) if per_feature else (T, N), dtype=np.asarray(p).dtype)
@@ -391,12 +403,20 @@ def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None) -> to
     """1-based ranks of g[..., N] along the last axis among the rows where ``mask`` is True, ties given
     their average rank (symmetric); O(N log N). Rows outside the mask get meaningless ranks."""
     key = g if mask is None else torch.where(mask, g, torch.full((), float("inf"), dtype=g.dtype))
+    srt, order = torch.sort(key, dim=-1)
     n = g.shape[-1]
-    flat = key.reshape(-1, n).contiguous()
-    srt = torch.sort(flat, dim=-1).values
-    lo = torch.searchsorted(srt, flat, right=False)  # living values strictly below
-    hi = torch.searchsorted(srt, flat, right=True)  # living values at or below
-    return ((lo + hi + 1).to(g.dtype) / 2).reshape(g.shape)
+    pos = torch.arange(n, device=g.device).expand(g.shape)
+    ranks = (pos + 1).to(g.dtype)
+    if n > 1:
+        starts = torch.ones(g.shape, dtype=torch.bool, device=g.device)
+        starts[..., 1:] = srt[..., 1:] != srt[..., :-1]  # a new run of equal values begins here
+        if not bool(starts.all()):  # ties: positions start..end−1 of a run share (start + end + 1)/2
+            first = torch.where(starts, pos, 0).cummax(dim=-1).values
+            ends = torch.ones_like(starts)
+            ends[..., :-1] = starts[..., 1:]
+            last = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
+            ranks = (first + last + 1).to(g.dtype) / 2
+    return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
 
 def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int) -> torch.Tensor:

@@ -358,3 +358,15 @@ def test_top_k_share_keeps_its_value_and_shares_the_boundary_tie():
     assert float(x.grad[0, 1]) == float(x.grad[0, 2])  # the two 1's tie for the second slot
     assert float(f(torch.tensor([[[1.0], [2.0], [3.0]]]))) == pytest.approx(5 / 6)
     assert math.isclose(float(top_k_share(9).original(torch.tensor([[[1.0], [2.0]]]))), 1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here (GPU tests run only where one exists)")
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_mask_on_cuda_equals_cpu(name):
+    z, alive = panel_with_dead(12, T=3, N=40, D=2, dead_value=3.0)
+    panel = Panel(z, alive=alive)
+    for method in (AumannShapley(steps=12, closed_form=False, pooled_fast_path=False), SampledShapley(permutations=8)):
+        cpu = attribute(name, panel, method=method, baseline="mean", rng=3)
+        gpu = attribute(name, panel, method=method, baseline="mean", rng=3, device="cuda")
+        np.testing.assert_allclose(gpu.phi, cpu.phi, rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(gpu.f_values, cpu.f_values, rtol=1e-12)
