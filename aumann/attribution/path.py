@@ -156,11 +156,9 @@ class AumannShapley(AttributionMethod):
         while True:
             out = self._integrate_pooled(problem, steps, pooled) if pooled else None
             integrator = "pooled-linear"
-            ends: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
             if out is None:
                 out, integrator = self._integrate(problem, steps), "autograd"
-            else:
-                out, ends = out
+            out, ends = out
             phi, phi_feat, sums = out
             res = problem.result(
                 phi, method=self.name, phi_features=phi_feat, rng=rng, phi_sums=sums,
@@ -257,8 +255,9 @@ class AumannShapley(AttributionMethod):
                 np.multiply(delta, g[t], out=phi_feat[t])
         return (phi, phi_feat, sums), ends
 
-    def _integrate(self, problem: Problem, steps: int) -> _Integral:
-        """φ (T, N), per-feature φ (T, N, D) if asked for, and Σ_i φ (T,), by quadrature on problem.device.
+    def _integrate(self, problem: Problem, steps: int) -> tuple[_Integral, tuple[np.ndarray, np.ndarray]]:
+        """φ (T, N), per-feature φ (T, N, D) if asked for, and Σ_i φ (T,), by quadrature on problem.device,
+        with (f(z_t), f(z⁰_t)) evaluated from the same device blocks.
 
         G_t = Σ_k w_k ∇f(z⁰_t + τ_k δ_t) and φ_t = δ_t ⊙ G_t. Batches are blocks of whole steps
         (all K points of several steps in one call) when they fit the memory budget, else chunks of
@@ -283,14 +282,21 @@ class AumannShapley(AttributionMethod):
         phi = np.empty((T, N), dtype=np_dtype)
         phi_feat = np.empty((T, N, D), dtype=np_dtype) if problem.per_feature else None
         sums = np.empty(T)
+        f_values, f_baseline = np.empty(T), np.empty(T)
 
         def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
-            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them)."""
+            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them);
+            f(z_t) and f(z⁰_t) are taken here, from the blocks already on the device (no second transfer)."""
             xb = _tensor(x[t0:t1]).to(dev, dtype)
-            if zero_base:
-                return xb, xb
-            b = base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype)
-            return xb, xb - b
+            b = None if zero_base else (
+                base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype))
+            idx = np.arange(t0, t1)
+            with torch.no_grad():
+                f_values[t0:t1] = problem.evaluate(xb, idx).double().cpu().numpy()
+                z0 = torch.zeros_like(xb) if b is None else b.expand(t1 - t0, N, D).contiguous()
+                f_baseline[t0:t1] = problem.evaluate(z0, idx).double().cpu().numpy()
+                del z0
+            return (xb, xb) if b is None else (xb, xb - b)
 
         def grad_of(z: torch.Tensor, t_idx: np.ndarray) -> torch.Tensor | None:
             z = z.detach().requires_grad_(True)
@@ -354,7 +360,7 @@ class AumannShapley(AttributionMethod):
         finally:
             if progress is not None:
                 progress.stop()
-        return phi, phi_feat, sums
+        return (phi, phi_feat, sums), (f_values, f_baseline)
 
 
 _HOST_BUDGET = 256 * 2**20
