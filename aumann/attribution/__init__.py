@@ -36,6 +36,7 @@ _LAZY = {
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
     "MaskedIndicatorGame": ("aumann.attribution.games", "MaskedIndicatorGame"),
+    "NetworkQuadratic": ("aumann.attribution.network", "NetworkQuadratic"),
     "AgentwiseIndicator": ("aumann.attribution.pooled", "AgentwiseIndicator"),
     "QuadraticIndicator": ("aumann.attribution.pooled", "QuadraticIndicator"),
     "SampledBanzhaf": ("aumann.attribution.sampled", "SampledBanzhaf"),
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution.engine import attribute
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
+    from aumann.attribution.network import NetworkQuadratic
     from aumann.attribution.participation import DiagonalIntegral, diagonal_path_integral
     from aumann.attribution.path import AumannShapley, quadrature
     from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
@@ -92,6 +94,7 @@ __all__ = [
     "Indicator",
     "LeaveOneOut",
     "MaskedIndicatorGame",
+    "NetworkQuadratic",
     "Panel",
     "PooledForm",
     "Problem",

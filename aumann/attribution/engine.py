@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from aumann.attribution.device import CPU, pick_device
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
@@ -22,6 +25,7 @@ def attribute(
     rng: RNGLike = None,
     per_feature: bool = False,
     progress: bool = False,
+    device: str | torch.device | None = None,
 ) -> Attribution:
     """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
 
@@ -32,10 +36,19 @@ def attribute(
         method: an attribution method object (default :class:`AumannShapley` — its closed form when
             the indicator has one and the baseline is zero, else the path integral).
         baseline: ``"zero"`` | ``"mean"`` | ``"pre-event"`` | ``"previous"`` | an array of shape (D,),
-            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline.
+            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline and get
+            φ = 0; an alive-aware indicator (every built-in; a user one whose ``forward`` takes
+            ``alive=``) is handed the living mask and computes over the living rows only.
         rng: seed or Generator for sampled methods (recorded in provenance).
         per_feature: also return per-feature attributions (``Attribution.phi_features``).
         progress: show a progress bar for long computations.
+        device: torch device for the heavy kernels — ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``, or a
+            :class:`torch.device` — or ``None`` for the method's own ``device=`` (else cpu). The path
+            integral and the running-sum kernels of the coalition methods run there; closed forms
+            are memory-bound and run on the host. Results are host numpy arrays either way.
+
+    Raises:
+        MethodError: for an invalid or unavailable device, or a method that is not a method object.
 
     Returns:
         An :class:`Attribution` with ``.phi`` (T, N), ``.delta_v``, ``.efficiency_gap`` and provenance.
@@ -48,10 +61,10 @@ def attribute(
         >>> res.phi.shape
         (14, 1000)
     """
-    if not isinstance(panel, Panel):
+    if panel.__class__ is not Panel and not isinstance(panel, Panel):  # a Panel is validated once, when built
         panel = Panel(panel)
     if method is None:
-        method = AumannShapley()
+        method = _DEFAULT_METHOD
     elif isinstance(method, type) and issubclass(method, AttributionMethod):
         method = method()
     if not isinstance(method, AttributionMethod):
@@ -59,8 +72,13 @@ def attribute(
             f"method must be an attribution method object such as AumannShapley(), SampledShapley(...); "
             f"got {method!r}"
         )
-    problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress)
+    dev = CPU if device is None and method.device is None else pick_device(device, method.device)
+    problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
+                            device=dev)
     return method.attribute(problem, rng=rng)
+
+
+_DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one default instance serves every call
 
 
 __all__ = ["attribute"]

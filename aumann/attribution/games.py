@@ -132,10 +132,11 @@ class MaskedIndicatorGame(CoalitionGame):
         self.n_players = N
         self.player_ids = problem.panel.agent_ids
         self.name = problem.f.name
-        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]))  # (N, D)
+        self.device = problem.device
+        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]), device=self.device)  # (N, D)
         base = problem.baseline[t if problem.baseline.shape[0] > 1 else 0]  # (N, D) or (1, D)
         # a shared baseline row stays a broadcast view (no (N, D) copy per step)
-        self.b = torch.as_tensor(np.ascontiguousarray(base)).to(self.x.dtype).expand(N, D)
+        self.b = torch.as_tensor(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
 
@@ -145,16 +146,22 @@ class MaskedIndicatorGame(CoalitionGame):
         step = max(1, self.memory_budget // self.row_bytes)
         with torch.no_grad():
             for s in range(0, B, step):
-                m = torch.as_tensor(masks[s:s + step])[..., None]
+                m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]
                 z = torch.where(m, self.x, self.b)  # (b, N, D)
                 t_idx = np.full(z.shape[0], self.t, dtype=np.int64)
-                out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).numpy()
+                out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).cpu().numpy()
         return out
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
-        structured = not f.uses_context and (
-            isinstance(f, AgentwiseIndicator | QuadraticIndicator) or f.pooled is not None)
+        custom = getattr(f, "masking_kernel", None)
+        alive = self.problem.alive  # a living mask: only pooled forms know how to average over the living
+        if custom is not None and fast is not False and alive is None:  # the indicator's own structured kernel
+            return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                          memory_budget=memory_budget)
+        agentwise = isinstance(f, AgentwiseIndicator | QuadraticIndicator)
+        structured = not f.uses_context and (f.pooled is not None if alive is not None else
+                                             agentwise or f.pooled is not None)
         if fast is False or (fast is None and not structured):
             return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes,
                                  memory_budget=memory_budget)
@@ -163,23 +170,27 @@ class MaskedIndicatorGame(CoalitionGame):
             raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         with torch.no_grad():
-            if isinstance(f, QuadraticIndicator):
+            if isinstance(f, QuadraticIndicator) and alive is None:  # block updates of C u: a host kernel
                 q = (lambda z: f.q(z)) if f.q is not None else (lambda z: torch.zeros(z.shape[:-1], dtype=z.dtype))
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
-            if isinstance(f, AgentwiseIndicator):
-                a, b, rho = _np(f.psi(x64)), _np(f.psi(b64)), f.rho
-            else:
+            if isinstance(f, AgentwiseIndicator) and alive is None:
+                a, b, rho = f.psi(x64), f.psi(b64), f.rho
+            elif alive is None:
                 n = self.n_players
-                a, b, rho = _np(f.pooled.psi(x64)) / n, _np(f.pooled.psi(b64)) / n, f.pooled.rho
+                a, b, rho = f.pooled.psi(x64) / n, f.pooled.psi(b64) / n, f.pooled.rho
+            else:  # means over the living at n_t: dead players add nothing on either side (dummies)
+                live = torch.from_numpy(alive[self.t]).to(device=x64.device, dtype=torch.float64)[:, None]
+                w = live / live.sum()
+                a, b, rho = f.pooled.psi(x64) * w, f.pooled.psi(b64) * w, f.pooled.rho
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
-            raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {a.shape}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget)
+            raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(torch.float64).numpy()
+    return t.detach().to(torch.float64).cpu().numpy()
 
 
 __all__ = ["CoalitionGame", "FunctionGame", "GameError", "MaskedIndicatorGame"]

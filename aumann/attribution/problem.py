@@ -1,7 +1,8 @@
 """What every method explains: an indicator, a panel, and a baseline, prepared once.
 
 :class:`Problem` resolves the baseline, holds dead rows at the baseline, evaluates the indicator in
-batches with per-step context, checks what the indicator returns, and assembles the
+batches with per-step context (and, for alive-aware indicators, the per-step living mask, so that
+dead rows never enter f), checks what the indicator returns, and assembles the
 :class:`~aumann.attribution.result.Attribution`. Methods (the path integral, the Shapley family)
 only decide *where* to evaluate f and how to weigh what comes back.
 
@@ -25,11 +26,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Indicator
 from aumann.attribution.result import Attribution
-from aumann.errors import BaselineError, IndicatorError
+from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
 from aumann.panel import Panel
-from aumann.seeding import RNGLike
+from aumann.seeding import RNGLike, describe
 
 BASELINES = ("zero", "mean", "pre-event", "previous")
 _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean": "mean",
@@ -39,8 +41,8 @@ _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean"
 def resolve_baseline(spec: Any, panel: Panel) -> tuple[np.ndarray, str]:
     """The baseline as an array broadcastable to (T, N, D) (leading dims may be 1) and its label."""
     T, N, D = panel.shape
-    if spec is None:
-        spec = "zero"
+    if spec is None or (spec.__class__ is str and spec == "zero"):
+        return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
     if isinstance(spec, str):
         key = _ALIASES.get(spec.lower(), spec.lower())
         if key == "zero":
@@ -82,17 +84,31 @@ class Problem:
     per_feature: bool = False
     progress: bool = False
     _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
+    alive: np.ndarray | None = None  # (T, N) living mask handed to an alive-aware f; None: all rows enter f
+    device: torch.device = CPU
 
     @classmethod
     def build(cls, f: Indicator, panel: Panel, baseline: Any = "zero", *, per_feature: bool = False,
-              progress: bool = False) -> Problem:
+              progress: bool = False, device: torch.device = CPU) -> Problem:
         base, label = resolve_baseline(baseline, panel)
         x = panel.values
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
-        ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+        ctx = {k: torch.as_tensor(v, device=device) for k, v in panel.context.items()} if panel.context else {}
+        alive = None
+        if f.accepts_alive and panel.alive is not None and not panel.alive.all():
+            alive = panel.alive
+            empty = np.flatnonzero(~alive.any(axis=1))
+            if empty.size:
+                labels = [panel.steps[t].item() if hasattr(panel.steps[t], "item") else panel.steps[t]
+                          for t in empty[:5]]
+                raise NoLivingAgentsError(
+                    f"indicator {f.name!r} averages over the living, but no agent is alive at step "
+                    f"{labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): its value is "
+                    "undefined at n_t = 0; drop those steps (panel.select_steps) or use an indicator without "
+                    "the alive keyword")
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
-                   progress=progress, _ctx=ctx)
+                   progress=progress, _ctx=ctx, alive=alive, device=device)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -114,12 +130,18 @@ class Problem:
     def context_for(self, t_idx: np.ndarray | Sequence[int]) -> dict[str, torch.Tensor] | None:
         if not self._ctx:
             return None
-        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64))
+        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64), device=self.device)
         return {k: v[idx] for k, v in self._ctx.items()}
+
+    def alive_for(self, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor | None:
+        """The (B, N) living mask of the steps ``t_idx`` (None when every row enters f)."""
+        if self.alive is None:
+            return None
+        return torch.from_numpy(self.alive[np.asarray(t_idx, dtype=np.int64)]).to(self.device)
 
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
         """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
-        out = self.f(z, self.context_for(t_idx))
+        out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
         if not isinstance(out, torch.Tensor):
             raise IndicatorError(f"indicator {self.f.name!r} returned {type(out).__name__}; it must return a "
                                  "torch tensor of shape z.shape[:-2]")
@@ -140,29 +162,60 @@ class Problem:
         with torch.no_grad():
             for s in range(0, T, chunk):
                 idx = np.arange(s, min(T, s + chunk))
-                z = torch.as_tensor(np.ascontiguousarray(src[idx]))
-                out[idx] = self.evaluate(z, idx).double().numpy()
+                z = torch.as_tensor(np.ascontiguousarray(src[idx]), device=self.device)
+                out[idx] = self.evaluate(z, idx).double().cpu().numpy()
         return out
 
     def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any],
                f_values: np.ndarray | None = None, f_baseline: np.ndarray | None = None,
                phi_features: np.ndarray | None = None, stderr: np.ndarray | None = None,
                n_evals: int | None = None, satisfies_efficiency: bool = True,
-               rng: RNGLike = None) -> Attribution:
-        from aumann.seeding import describe
+               rng: RNGLike = None, phi_sums: np.ndarray | None = None) -> Attribution:
+        """Assemble the :class:`Attribution`; f(z_t), f(z⁰_t) are evaluated unless the method has them.
 
-        chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
-        fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
-        fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        ``phi_sums`` (Σ_i φ_{i,t}, when the method computed it anyway) is attached so that the
+        efficiency gap and ``by_step()`` cost nothing.
+        """
+        if f_values is None or f_baseline is None:
+            chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
+            fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
+            fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        else:
+            fv = f_values if f_values.__class__ is np.ndarray and f_values.dtype == np.float64 \
+                else np.asarray(f_values, dtype=np.float64)
+            fb = f_baseline if f_baseline.__class__ is np.ndarray and f_baseline.dtype == np.float64 \
+                else np.asarray(f_baseline, dtype=np.float64)
+        if self.panel.alive is not None and not self.panel.alive.all():
+            # dead rows sit at the baseline on every path and in every coalition: dummies, φ = 0 exactly
+            # (a sampled estimator such as Banzhaf's MSR would otherwise report its noise for them)
+            dead = ~self.panel.alive
+            if np.any(np.asarray(phi)[dead]):
+                phi, phi_sums = np.where(dead, 0.0, phi), None
+            if stderr is not None:
+                stderr = np.where(dead, 0.0, stderr)
+            if phi_features is not None and np.any(phi_features[dead]):
+                phi_features = np.where(dead[..., None], 0.0, phi_features)
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
-                "dtype": str(self.panel.dtype), "seed": describe(rng), **provenance}
-        return Attribution(
-            phi=np.asarray(phi), delta_v=fv - fb, f_values=fv, f_baseline=fb,
-            agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
+                "dtype": _name(self.panel.dtype), "seed": rng if rng is None else describe(rng),
+                "device": _name(self.device), **provenance}
+        res = Attribution(
+            phi=phi if isinstance(phi, np.ndarray) else np.asarray(phi), delta_v=fv - fb, f_values=fv,
+            f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
             phi_features=phi_features if self.per_feature else None, stderr=stderr, n_evals=n_evals,
             satisfies_efficiency=satisfies_efficiency, method=method, provenance=prov,
             groups=dict(self.panel.groups),
         )
+        return res if phi_sums is None else res._with_phi_sums(phi_sums)
+
+
+_NAMES: dict[Any, str] = {}
+
+
+def _name(key: np.dtype | torch.device) -> str:
+    name = _NAMES.get(key)  # str(dtype) runs Python code in numpy: ~5 µs a call
+    if name is None:
+        name = _NAMES[key] = str(key)
+    return name
 
 
 class AttributionMethod(ABC):
@@ -171,6 +224,8 @@ class AttributionMethod(ABC):
     name: ClassVar[str] = "method"
     satisfies_efficiency: ClassVar[bool] = False
     exact: ClassVar[bool] = False
+    #: the torch device the method asks for (``None``: the call's ``device=``, else cpu)
+    device: Any = None
 
     @abstractmethod
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:

@@ -47,11 +47,31 @@ def _nanmean(vals: list[Any]) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
-def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
-    """One row per method the runs have (:data:`METHODS` order): mean and std over runs."""
+def _mean_std(vals: list[Any]) -> tuple[float, float]:
+    arr = np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+    ok = arr[np.isfinite(arr)]
+    return (float(ok.mean()), float(ok.std())) if ok.size else (math.nan, math.nan)
+
+
+def extra_columns(result: StudyResult) -> tuple[str, ...]:
+    """Columns after the standard ones: ``deletion_auc_logk`` (+ ``_std``) when the study deleted along the
+    log-k grid, and ``policy`` when the scenario labels its decision policy (e.g. "offline policy")."""
     recs = result.records
-    ceil_tau = _stats([r["ceiling"]["kendall_tau"] for r in recs])[0]
-    ceil_j = _stats([r["ceiling"]["jaccard_top10"] for r in recs])[0]
+    cols: tuple[str, ...] = ()
+    if recs and all("deletion_auc_logk" in r["methods"]["random"] for r in recs):
+        cols += ("deletion_auc_logk", "deletion_auc_logk_std")
+    if recs and any(r.get("analysis", {}).get("policy") for r in recs):
+        cols += ("policy",)
+    return cols
+
+
+def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
+    """One row per method the runs have (:data:`METHODS` order): mean and std over runs (the standard
+    columns, then :func:`extra_columns`)."""
+    recs = result.records
+    ceil_tau = _nanmean([r["ceiling"]["kendall_tau"] for r in recs])
+    ceil_j = _nanmean([r["ceiling"]["jaccard_top10"] for r in recs])
+    extra = extra_columns(result)
     rows = []
     for m in methods_of(result):
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
@@ -60,24 +80,33 @@ def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
             row[col], row[f"{col}_std"] = _stats([r["methods"][m].get(col) for r in recs if m in r["methods"]])
         row["kendall_tau_ceiling"] = ceil_tau
         row["jaccard_ceiling"] = ceil_j
-        rows.append({k: row[k] for k in FAITHFULNESS_COLUMNS})
+        if "deletion_auc_logk" in extra:
+            row["deletion_auc_logk"], row["deletion_auc_logk_std"] = _mean_std(
+                [r["methods"][m].get("deletion_auc_logk") for r in recs if m in r["methods"]])
+        if "policy" in extra:
+            row["policy"] = "; ".join(sorted({str(r["analysis"].get("policy")) for r in recs}))
+        rows.append({k: row[k] for k in (*FAITHFULNESS_COLUMNS, *extra)})
     return rows
 
 
 EXTENDED_COLUMNS = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original",
-                    "deletion_auc_magnitude", "drop_at_5_magnitude", "deletion_auc_masking_magnitude",
-                    "drop_at_5_masking_magnitude")
+                    "deletion_auc_magnitude", "drop_at_5_magnitude", "deletion_auc_masking", "drop_at_5_masking",
+                    "deletion_auc_masking_magnitude", "drop_at_5_masking_magnitude", "deletion_auc_logk",
+                    "deletion_auc_logk_masking")
+"""The extended table's candidate columns (those every run's every row has are written)."""
 
 
 def extended_table(result: StudyResult) -> list[dict[str, Any]]:
-    """Per method: the original indicator's deletion metrics and the magnitude (|φ|) ordering under both
-    oracles (mean ± std; NaN where a method has no values to order by magnitude, e.g. the judge)."""
+    """Per method: the original indicator's deletion metrics, the magnitude (|φ|) ordering under both
+    oracles and (when computed) the log-k grid, mean ± std over runs (NaN where a method has no values
+    to order by magnitude, e.g. the judge; runs resumed from before a column existed drop that column)."""
     rows = []
+    recs = result.records
+    cols = [c for c in EXTENDED_COLUMNS if all(c in r["methods"][m] for r in recs for m in r["methods"])]
     for m in methods_of(result):
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
-        for col in EXTENDED_COLUMNS:
-            row[col], row[f"{col}_std"] = _stats([r["methods"][m].get(col) for r in result.records
-                                                  if m in r["methods"]])
+        for col in cols:
+            row[col], row[f"{col}_std"] = _stats([r["methods"][m].get(col) for r in recs if m in r["methods"]])
         rows.append(row)
     return rows
 
@@ -180,5 +209,5 @@ def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list
     return rows
 
 
-__all__ = ["ACTION_COLUMNS", "EXTENDED_COLUMNS", "action_table", "extended_table", "faithfulness_table",
-           "judge_table", "methods_of", "pair_table", "path_table", "resimulation_table"]
+__all__ = ["ACTION_COLUMNS", "EXTENDED_COLUMNS", "action_table", "extended_table", "extra_columns",
+           "faithfulness_table", "judge_table", "methods_of", "pair_table", "path_table", "resimulation_table"]

@@ -53,6 +53,7 @@ class DeepSetSettings(BaseModel):
     seed: int = 0
     n_subset: int = 100
     reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
+    device: str = "cpu"  # torch device of the attribution (and of the reference passes): "cpu", "cuda", "cuda:1"
 
 
 class CrossScaleConfig(BaseModel):
