@@ -20,6 +20,8 @@
   * MetricError(AumannError, ValueError)         -- attributions that cannot be compared
   * ConfigError(AumannError, ValueError)         -- a config file or CLI option
     * UnknownScenarioError                       -- a scenario name that is not registered
+    * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
+    * OutputError(.., OSError)                   -- an output path that cannot be created or written
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
     * ProtocolError                              -- unknown sampling protocol / invalid request
@@ -127,6 +129,19 @@ class ConfigError(AumannError, ValueError):
 
 class UnknownScenarioError(ConfigError):
     """A scenario name that is not registered."""
+
+
+class UnsafeNameError(ConfigError):
+    """A name that becomes a path component (topic, scenario, group, file stem) but is not a single,
+    safe one: empty, ``.``/``..``, a separator, an absolute path, control characters, or too long."""
+
+
+class OutputError(ConfigError, OSError):
+    """An output directory or file that cannot be created or written (an existing file where a folder
+    is needed, no permission, a full disk); the message names the path."""
+
+    def __str__(self) -> str:  # OSError's str() would show (errno, strerror); keep ours
+        return str(self.args[0]) if self.args else ""
 
 
 class CaptureDependencyError(ConfigError):
@@ -254,6 +269,7 @@ __all__ = [
     "MetricError",
     "ModelNotFoundError",
     "NonFiniteError",
+    "OutputError",
     "PanelError",
     "PolicyError",
     "ProtocolError",
@@ -268,6 +284,7 @@ __all__ = [
     "UnknownFeatureError",
     "UnknownIndicatorError",
     "UnknownScenarioError",
+    "UnsafeNameError",
     "ZeroDeltaVError",
     "ZstdDictionaryError",
 ]
