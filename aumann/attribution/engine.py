@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import numpy as np
 
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
+from aumann.checks import as_bool, as_seed
 from aumann.errors import MethodError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike
@@ -49,7 +53,13 @@ def attribute(
         (14, 1000)
     """
     if not isinstance(panel, Panel):
+        if isinstance(panel, str | bytes | os.PathLike):
+            raise MethodError(f"panel must be a Panel or an array of shape (T, N, D); got the path {panel!r} — load "
+                              "it first with Panel.load(path)")
         panel = Panel(panel)
+    rng = as_seed(rng, "rng", error=MethodError)
+    per_feature = as_bool(per_feature, "per_feature")
+    progress = as_bool(progress, "progress")
     if method is None:
         method = AumannShapley()
     elif isinstance(method, type) and issubclass(method, AttributionMethod):
@@ -60,7 +70,10 @@ def attribute(
             f"got {method!r}"
         )
     problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress)
-    return method.attribute(problem, rng=rng)
+    # overflow / invalid values are not warned about here: every result is checked for finiteness and a
+    # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return method.attribute(problem, rng=rng)
 
 
 __all__ = ["attribute"]

@@ -29,6 +29,7 @@ import torch
 
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
+from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
@@ -39,10 +40,8 @@ _RULES = ("gauss-legendre", "midpoint")
 
 def quadrature(steps: int, rule: str = "gauss-legendre", power: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Nodes τ_k ∈ (0, 1) and weights w_k with Σ_k w_k h(τ_k) ≈ ∫₀¹ h(τ) dτ."""
-    if steps < 1:
-        raise MethodError(f"the number of integration points must be ≥ 1; got {steps}")
-    if power <= 0:
-        raise MethodError(f"the substitution power must be > 0; got {power}")
+    steps = as_int(steps, "steps (integration points)", minimum=1)
+    power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
     if rule == "gauss-legendre":
         x, w = np.polynomial.legendre.leggauss(steps)
         u, wu = (x + 1.0) / 2.0, w / 2.0
@@ -88,20 +87,15 @@ class AumannShapley(AttributionMethod):
     def __init__(self, steps: int = 30, rule: Rule = "gauss-legendre", power: float = 1.0, *,
                  tol: float | None = None, max_steps: int = 2048, closed_form: bool | None = None,
                  memory_budget: int = 256 * 2**20, pooled_fast_path: bool = True) -> None:
-        if int(steps) < 1:
-            raise MethodError(f"steps must be ≥ 1; got {steps}")
-        if rule not in _RULES:
-            raise MethodError(f"unknown quadrature rule {rule!r}; use one of {list(_RULES)}")
-        if tol is not None and not tol > 0:
-            raise MethodError(f"tol must be > 0; got {tol}")
-        self.steps = int(steps)
-        self.rule = rule
-        self.power = float(power)
-        self.tol = tol
-        self.max_steps = int(max_steps)
-        self.closed_form = closed_form
-        self.memory_budget = int(memory_budget)
-        self.pooled_fast_path = bool(pooled_fast_path)
+        self.steps = as_int(steps, "steps (integration points K)", minimum=1)
+        self.rule = as_choice(rule, "rule (quadrature rule)", _RULES)
+        self.power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
+        self.tol = None if tol is None else as_float(tol, "tol (relative efficiency gap)", minimum=0,
+                                                     exclusive_minimum=True)
+        self.max_steps = as_int(max_steps, "max_steps", minimum=1)
+        self.closed_form = as_optional_bool(closed_form, "closed_form")
+        self.memory_budget = as_int(memory_budget, "memory_budget (bytes)", minimum=1)
+        self.pooled_fast_path = as_bool(pooled_fast_path, "pooled_fast_path")
 
     def __repr__(self) -> str:
         return (f"AumannShapley(steps={self.steps}, rule={self.rule!r}, power={self.power:g}, tol={self.tol}, "
@@ -184,7 +178,8 @@ class AumannShapley(AttributionMethod):
         if grad_m is None:
             return np.zeros((T, N, D), dtype=problem.x.dtype)
         if not torch.isfinite(grad_m).all():
-            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path")
+            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
+                                 f"{_first_bad_step(problem, grad_m)}")
         g = torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N  # (T, D): the same for every agent
         delta = x - base if not problem.baseline_is_zero else x
         return (delta.expand(T, N, D) * g[:, None, :]).numpy()
@@ -266,10 +261,18 @@ class AumannShapley(AttributionMethod):
             if progress is not None:
                 progress.stop()
         if not torch.isfinite(grad_sum).all():
-            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path; "
-                                 "is it C¹ between the baseline and the panel?")
+            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
+                                 f"{_first_bad_step(problem, grad_sum)}; is it C¹ between the baseline and the panel?")
         delta = x - base if not zero_base else x
         return (delta.expand(T, N, D) * grad_sum).numpy()
+
+
+def _first_bad_step(problem: Problem, grad: torch.Tensor) -> str:
+    """``"at step <label>"`` for the first step (leading axis of ``grad``) holding NaN/inf."""
+    bad = ~torch.isfinite(grad.reshape(grad.shape[0], -1)).all(dim=1)
+    t = int(torch.nonzero(bad)[0, 0]) if bad.any() else 0
+    label = problem.panel.steps[t]
+    return f"at step {label.item() if hasattr(label, 'item') else label!r}"
 
 
 __all__ = ["AumannShapley", "quadrature"]

@@ -33,7 +33,8 @@ from aumann.attribution.games import CoalitionGame, GameError, MaskedIndicatorGa
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
-from aumann.errors import MethodError
+from aumann.checks import as_int, as_optional_bool, as_seed, user_code
+from aumann.errors import IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike, describe, spawn
 
@@ -57,12 +58,8 @@ class CoalitionMethod(AttributionMethod):
     """
 
     def __init__(self, *, fast: bool | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        if fast not in (None, True, False):
-            raise MethodError(f"fast must be None, True or False; got {fast!r}")
-        if int(memory_budget) < 2**16:
-            raise MethodError(f"memory_budget must be at least 65536 bytes; got {memory_budget}")
-        self.fast = fast
-        self.memory_budget = int(memory_budget)
+        self.fast = as_optional_bool(fast, "fast")
+        self.memory_budget = as_int(memory_budget, "memory_budget (bytes)", minimum=2**16)
 
     @abstractmethod
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
@@ -72,9 +69,13 @@ class CoalitionMethod(AttributionMethod):
         return {}
 
     def _run(self, game: CoalitionGame, rng: np.random.Generator) -> tuple[Estimate, float, float]:
-        kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
-        v0, vN = kernel.ends()
-        est = self.estimate(kernel, v0, vN, rng)
+        # user code runs inside: the game's value function, or the indicator's pooled / agent-wise / quadratic
+        # pieces on the fast paths (their exceptions name the indicator or game)
+        error = IndicatorError if isinstance(game, MaskedIndicatorGame) else GameError
+        with user_code(f"{'indicator' if error is IndicatorError else 'game'} {game.name!r}", error=error):
+            kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
+            v0, vN = kernel.ends()
+            est = self.estimate(kernel, v0, vN, rng)
         est.info["path"] = kernel.kind
         return est, v0, vN
 
@@ -120,11 +121,13 @@ class CoalitionMethod(AttributionMethod):
         ``delta_v`` is v(N) − v(∅), ``f_values`` v(N), ``f_baseline`` v(∅); agent ids are the game's
         ``player_ids``.
         """
+        as_seed(rng, "rng", error=MethodError)
         if not isinstance(game, CoalitionGame):
             raise GameError(f"attribute_game needs a CoalitionGame (wrap a function with FunctionGame(fn, "
                             f"n_players=N)); got {type(game).__name__}")
         t0 = time.perf_counter()
-        est, v0, vN = self._run(game, spawn(rng, 1)[0])
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # results are checked for finiteness
+            est, v0, vN = self._run(game, spawn(rng, 1)[0])
         prov = {**self.params(), "game": game.name, "seed": describe(rng), **est.info,
                 "seconds": time.perf_counter() - t0}
         return Attribution(
@@ -170,9 +173,7 @@ class _Enumeration(CoalitionMethod):
     def __init__(self, *, max_players: int = 20, fast: bool | None = None,
                  memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget)
-        if int(max_players) < 1:
-            raise MethodError(f"max_players must be ≥ 1; got {max_players}")
-        self.max_players = int(max_players)
+        self.max_players = as_int(max_players, "max_players", minimum=1, maximum=30)
 
     def params(self):
         return {"max_players": self.max_players}
