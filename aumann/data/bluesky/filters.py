@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from aumann import configs
 from aumann.errors import ConfigError
@@ -33,7 +33,7 @@ DEFAULT_BOT_PATTERNS = (
 )
 
 
-class FilterConfig(BaseModel):
+class FilterConfig(configs.ConfigModel):
     """The ``[filters]`` table of the ingest config."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -74,7 +74,7 @@ def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
     try:
         return FilterConfig(**data.get("filters", {}))
     except ValidationError as exc:
-        raise ConfigError(f"invalid [filters] in {str(p)!r}: {exc}") from exc
+        raise ConfigError(f"invalid [filters] in {str(p)!r}: {configs.validation_message(exc)}") from exc
 
 
 def apply_filters(

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from aumann.configs import ConfigModel
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import SynthError
 from aumann.io import write_json
@@ -54,14 +55,14 @@ FOLLOW_BUCKETS = (
 )
 
 
-class SynthConfig(BaseModel):
+class SynthConfig(ConfigModel):
     """Settings of the synthetic generator (defaults are the calibrated ones)."""
 
     model_config = ConfigDict(extra="forbid")
 
     users: int = Field(PAPER_USERS, ge=100)
     days: int = Field(14, ge=1, le=366)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     # followers
     mu_f: float = 0.9
     sigma_f: float = 2.3
