@@ -42,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a bad flag or value: argparse has printed usage and the error
+        if exc.code in (0, None):
+            raise  # --help, --version
+        return int(exc.code) if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -51,11 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AumannError as exc:
         if args.debug:
             raise
-        print(f"aumann: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"aumann: error: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130
+
+
+def one_line(text: str) -> str:
+    """An error message on one line (pydantic and nested messages span several)."""
+    return " | ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,12 +6,14 @@ import argparse
 import time
 from pathlib import Path
 
+from aumann.cli.args import integer, positive_int, seed
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="quick demo: attribute a synthetic heavy-tailed panel (tier shares, timings)")
-    p.add_argument("--agents", type=int, default=100_000)
-    p.add_argument("--steps", type=int, default=14)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--agents", type=integer(minimum=10), default=100_000, help="number of agents (≥ 10)")
+    p.add_argument("--steps", type=positive_int, default=14, help="number of steps")
+    p.add_argument("--seed", type=seed, default=0, help="generator seed (non-negative)")
     p.add_argument("--out", type=Path, default=None, help="optional directory for summary.json + manifest")
     p.set_defaults(func=run)
 
@@ -22,10 +24,12 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann.attribution import AumannShapley, attribute, indicators
     from aumann.data.synthetic import heavy_tailed_panel
-    from aumann.io import write_json
+    from aumann.io import ensure_output_dir, write_json
     from aumann.manifest import write_manifest
 
     con = Console()
+    if args.out:
+        ensure_output_dir(args.out, "--out")
     t0 = time.perf_counter()
     panel = heavy_tailed_panel(args.agents, args.steps, rng=args.seed)
     con.print(f"synthetic heavy-tailed panel (SYNTHETIC, not calibrated): {panel} in "

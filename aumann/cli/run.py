@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aumann.cli.args import integer, positive_int, seed
 from aumann.errors import ConfigError
 
 
@@ -33,21 +34,22 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
-    p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
-    p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
+    p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default: the config's)")
+    p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=Path, default=None,
                    help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
                         "--set agents=200); values are TOML literals or plain strings")
-    p.add_argument("--agents", type=int, default=None, help="number of agents N (shortcut for --set agents=N)")
-    p.add_argument("--steps", type=int, default=None, help="number of steps T (shortcut for --set steps=T)")
+    p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
+    p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
     p.add_argument("--backend", choices=("offline", "openai"), default="offline",
                    help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
     p.add_argument("--model", default=None, help="LLM model name (openai backend)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (openai backend)")
-    p.add_argument("--max-calls", type=int, default=None, help="cap on LLM requests (cost guard)")
-    p.add_argument("--permutations", type=int, default=None, help="sampled-Shapley permutations (default 1000)")
+    p.add_argument("--max-calls", type=positive_int, default=None, help="cap on LLM requests (cost guard)")
+    p.add_argument("--permutations", type=integer(minimum=2), default=None,
+                   help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
@@ -66,7 +68,6 @@ def _backend(args: argparse.Namespace, out: Path) -> tuple[Any, str]:
     model = args.model or os.environ.get("AUMANN_LLM_MODEL")
     if not model:
         raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
-    out.mkdir(parents=True, exist_ok=True)
     backend = OpenAIBackend(model=model, base_url=base_url, api_key=api_key,
                             cache=ResponseCache(out / "llm-cache.sqlite"), max_calls=args.max_calls)
     return backend, f"openai:{model}@{base_url or 'default'}"
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from aumann import scenarios
+    from aumann.io import ensure_output_dir, safe_component
     from aumann.manifest import write_manifest
     from aumann.progress import Bar
     from aumann.studies.faithfulness import config_digest, run_study
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         study["ablations"] = False
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=args.assignments)
-    out = args.out or Path("runs") / f"{sc.name}-seed{config.seed}"
+    out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
+    ensure_output_dir(out, "--out" if args.out else "the run directory")  # before the simulation, not after it
     backend, label = _backend(args, out)
     done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
     if done:
@@ -109,10 +112,14 @@ def run(args: argparse.Namespace) -> int:
 
         result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
     seconds = time.perf_counter() - t0
+    if result.failed_checks:
+        console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
+                      "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
     command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots)
     extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
+             "recomputed_after_failed_check": len(result.failed_checks), "failed_checks": result.failed_checks,
              "backend": label.split("@")[0], "scenario": sc.name}
     if backend is not None and hasattr(backend, "usage"):
         extra["llm_usage"] = backend.usage.as_dict()

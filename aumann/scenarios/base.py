@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from aumann import configs
 from aumann.errors import ConfigError, SimulationError
@@ -48,7 +48,7 @@ ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
 IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
 
-class StudyConfig(BaseModel):
+class StudyConfig(configs.ConfigModel):
     """Parameters of the faithfulness study and the ablations (the ``[study]`` table of a config).
 
     Attributes:
@@ -67,8 +67,8 @@ class StudyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    permutations: int = Field(1000, ge=1)
-    ceiling_permutations: int | None = Field(None, ge=1)
+    permutations: int = Field(1000, ge=2)
+    ceiling_permutations: int | None = Field(None, ge=2)
     quadrature_steps: int = Field(32, ge=1)
     k_del: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=1)
@@ -78,7 +78,7 @@ class StudyConfig(BaseModel):
     ablations: bool = True
 
 
-class ScenarioConfig(BaseModel):
+class ScenarioConfig(configs.ConfigModel):
     """Fields every scenario config has; scenarios subclass it with their own parameters.
 
     Attributes:
@@ -94,7 +94,7 @@ class ScenarioConfig(BaseModel):
     agents: int = Field(..., ge=2)
     steps: int = Field(..., ge=2)
     runs: int = Field(1, ge=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     study: StudyConfig = Field(default_factory=StudyConfig)
 
 
@@ -166,7 +166,7 @@ class Scenario:
         try:
             return self.config_model.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(f"invalid config for scenario {self.name!r}: {exc}") from exc
+            raise ConfigError(f"invalid config for scenario {self.name!r}: {configs.validation_message(exc)}") from exc
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,

@@ -16,8 +16,10 @@ Per run r (seeds spawned from the config's root seed):
    agreement of the two sampled-Shapley runs;
 6. the ablations (:mod:`aumann.evaluation.ablations`).
 
-Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes;
-:func:`run_study` skips runs already on disk with the same config (resume).
+Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes, the
+record with a SHA-256 checksum of its content and of its arrays; :func:`run_study` skips runs already on
+disk with the same config (resume) after verifying them (:func:`verify_run`), and recomputes — and lists
+in ``StudyResult.failed_checks`` — any whose files are truncated, incomplete or edited.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
+from aumann.errors import StudyError
 from aumann.evaluation.deletion import DeletionOracle, deletion_summary, random_summary, resimulation_game
-from aumann.io import plain, write_json, write_npz
+from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
 
@@ -180,6 +183,8 @@ class StudyResult:
     computed: int = 0
     sizes: StudySizes | None = None
     panels: list[Any] = field(default_factory=list)
+    #: finished runs found on disk that failed verification and were recomputed: {run, file, reason}
+    failed_checks: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path | None = None, backend: Any = None,
@@ -198,25 +203,26 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     digest = config_digest(scenario, config, backend_label)
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        ensure_output_dir(out, "study output directory")
     records, arrays, panels = [], [], []
+    failed: list[dict[str, Any]] = []
     resumed = computed = 0
     for r, seq in enumerate(seqs):
         tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
         rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
-        if rec_path is not None and rec_path.is_file():
-            try:
-                old = json.loads(rec_path.read_text(encoding="utf-8"))
-                npz = np.load(rec_path.with_suffix(".npz"))
-                if old.get("digest") == digest:
-                    records.append(old)
-                    arrays.append({k: npz[k] for k in npz.files})
-                    panels.append(None)
-                    resumed += 1
-                    if tick:
-                        tick("resumed")
-                    continue
-            except (OSError, ValueError, KeyError):
-                pass  # unreadable or partial: recompute
+        if rec_path is not None and rec_path.exists():  # an .npz alone is a run interrupted mid-write: recomputed
+            status, why, old, old_arrays = verify_run(rec_path, digest)
+            if status == "done":
+                records.append(old)
+                arrays.append(old_arrays)
+                panels.append(None)
+                resumed += 1
+                if tick:
+                    tick("resumed")
+                continue
+            if status == "corrupt":
+                failed.append({"run": r, "file": f"runs/{rec_path.name}", "reason": why})
         sim_seq, study_seq = seq.spawn(2)
         if tick:
             tick("simulate")
@@ -224,10 +230,13 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
-        rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
         if out is not None:
             run.panel.save(out / "panels" / f"run-{r:03d}")
-            write_npz(rec_path.with_suffix(".npz"), arr)
+            npz = write_npz(rec_path.with_suffix(".npz"), arr)
+            rec["arrays_sha256"] = sha256_file(npz)
+        rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
+        rec["checksum"] = record_checksum(rec)
+        if out is not None:
             write_json(rec_path, rec)
         records.append(rec)
         arrays.append(arr)
@@ -236,7 +245,56 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         if tick:
             tick("done")
     return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
-                       computed=computed, sizes=StudySizes.of(config), panels=panels)
+                       computed=computed, sizes=StudySizes.of(config), panels=panels, failed_checks=failed)
+
+
+#: keys every finished run record holds; a record without one of them is recomputed
+RUN_KEYS = ("run", "digest", "t_star", "f_t_star", "methods", "ceiling", "smoothing_gap", "arrays_sha256",
+            "checksum")
+#: arrays every finished run's ``.npz`` holds
+RUN_ARRAYS = ("f_values", "f_original_values", "phi_all", "phi_ceiling",
+              *(f"{kind}_{m}" for m in ATTRIBUTED for kind in ("phi", "curve", "curve_original",
+                                                               "curve_magnitude")),
+              "curve_random", "curve_original_random")
+
+
+def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, dict[str, Any] | None,
+                                                       dict[str, np.ndarray] | None]:
+    """Check a finished run on disk before resuming it → (status, reason, record, arrays).
+
+    ``status`` is ``"done"`` (the record's checksum and the arrays' SHA-256 verify, every key and array is
+    there, same config digest), ``"todo"`` (computed under another config: recomputed, not an error) or
+    ``"corrupt"`` (unreadable or truncated JSON or ``.npz``, missing keys or arrays, an edited number — the
+    checksum does not match); ``reason`` says what failed.
+    """
+    npz = rec_path.with_suffix(".npz")
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "corrupt", "the record (.json) is missing", None, None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return "corrupt", f"the record is unreadable ({type(exc).__name__})", None, None
+    if not isinstance(rec, dict):
+        return "corrupt", "the record is not a JSON object", None, None
+    missing = [k for k in RUN_KEYS if k not in rec]
+    if missing:
+        return "corrupt", f"the record lacks {missing}", None, None
+    if record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec["checksum"]:
+        return "corrupt", "the record's checksum does not match (edited or damaged)", None, None
+    if rec["digest"] != digest:
+        return "todo", None, None, None
+    if not npz.is_file():
+        return "corrupt", "its arrays (.npz) are missing", None, None
+    if sha256_file(npz) != rec["arrays_sha256"]:
+        return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
+    try:
+        arrays, _ = read_npz(npz, error=StudyError, what="run arrays")
+    except StudyError as exc:
+        return "corrupt", str(exc), None, None
+    lacking = [k for k in RUN_ARRAYS if k not in arrays]
+    if lacking:
+        return "corrupt", f"its arrays lack {lacking[:5]}", None, None
+    return "done", None, rec, arrays
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.io import atomic_path, write_text
+from aumann.io import atomic_path, csv_cell, write_text
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS, StudyResult
 from aumann.studies.tables import extended_table, faithfulness_table, pair_table, path_table
 
@@ -37,13 +37,13 @@ def _fmt(v: Any) -> str:
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """CSV text of ``rows`` (NaN written as empty)."""
+    """CSV text of ``rows``: plain numbers (:func:`aumann.io.csv_cell`); NaN, inf and None are empty cells."""
     cols = list(columns or (rows[0].keys() if rows else []))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in rows:
-        w.writerow(["" if isinstance(r.get(c), float) and math.isnan(r[c]) else r.get(c, "") for c in cols])
+        w.writerow([csv_cell(r.get(c)) for c in cols])
     return buf.getvalue()
 
 
@@ -168,6 +168,9 @@ def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str
              f"Baseline action: {baseline}.  \n"
              f"t* per run: {[r['t_star'] for r in recs]}; K_del = {result.sizes.k_del}, "
              f"top-k = {result.sizes.top_k}.\n",
+             *([f"**Resume check:** {len(result.failed_checks)} finished run(s) found on disk failed verification "
+                "and were recomputed: " + "; ".join(f"`{f['file']}` ({f['reason']})" for f in result.failed_checks)
+                + ".\n"] if result.failed_checks else []),
              "## Faithfulness (attributed C² indicator)\n", headline_markdown(tables["faithfulness"]),
              "\n## Deletion: original indicator and magnitude ordering\n",
              to_markdown(tables["faithfulness_extended"]),

@@ -305,7 +305,7 @@ def test_unusable_indicators_are_typed_errors(f, needle):
 
 
 def test_a_path_instead_of_a_panel_says_to_load_it():
-    with pytest.raises(MethodError, match="Panel.load"):
+    with pytest.raises(MethodError, match=r"Panel\.load"):
         attribute("heat", "panel.npz")
 
 

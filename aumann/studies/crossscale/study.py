@@ -17,17 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, ValidationError, field_validator
 
+from aumann.configs import ConfigModel, load_toml, validation_message
 from aumann.data.bluesky.counts import RawCounts
-from aumann.errors import StudyError, ZeroDeltaVError
-from aumann.io import atomic_path, write_json
+from aumann.errors import ConfigError, StudyError, ZeroDeltaVError
+from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
 from aumann.manifest import write_manifest
 from aumann.progress import progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
@@ -36,7 +37,7 @@ INDICATORS = ("lin", "heat", "var", "gini")
 DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, "full")
 
 
-class DeepSetSettings(BaseModel):
+class DeepSetSettings(ConfigModel):
     """The learned DeepSet indicator of Appendix Q (``--deepset``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -44,32 +45,43 @@ class DeepSetSettings(BaseModel):
     width: int = Field(16, ge=2)
     train_steps: int = Field(1500, ge=1)
     batch: int = Field(16, ge=1)
-    lr: float = 3e-3
-    sizes: list[int] = [64, 256, 1024]
+    lr: float = Field(3e-3, gt=0)
+    sizes: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: [64, 256, 1024], min_length=1)
     steps: int = Field(120, ge=1)  # K
-    power: float = 4.0  # tau = u^power
-    seed: int = 0
-    n_subset: int = 100
+    power: float = Field(4.0, gt=0)  # tau = u^power
+    seed: NonNegativeInt = 0
+    n_subset: int = Field(100, ge=2)
     reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
 
 
-class CrossScaleConfig(BaseModel):
+Protocol = Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]
+
+
+class CrossScaleConfig(ConfigModel):
     """The study grid (``configs/bluesky-study.toml``); CLI flags override single fields."""
 
     model_config = ConfigDict(extra="forbid")
     topics: list[str] | None = None  # None: every topic in the counts
-    protocols: list[Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]] = list(PROTOCOLS)
-    sizes: list[int | Literal["full"]] = list(DEFAULT_SIZES)
-    seeds: list[int] = list(range(10))
-    indicators: list[Literal["lin", "heat", "var", "gini"]] = list(INDICATORS)
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
+    sizes: list[int | Literal["full"]] = Field(default_factory=lambda: list(DEFAULT_SIZES), min_length=1)
+    seeds: list[NonNegativeInt] = Field(default_factory=lambda: list(range(10)))
+    indicators: list[Literal["lin", "heat", "var", "gini"]] = Field(default_factory=lambda: list(INDICATORS),
+                                                                     min_length=1)
     pool_fraction: float = Field(0.05, gt=0, le=1)
     k_min: int = Field(100, ge=1)
-    daily_topics: list[str] = ["mythos"]
-    daily_protocols: list[str] = ["BIAS_visibility"]
-    headline_size: int = 100
+    daily_topics: list[str] = Field(default_factory=lambda: ["mythos"])
+    daily_protocols: list[str] = Field(default_factory=lambda: ["BIAS_visibility"])
+    headline_size: int = Field(100, ge=2)
     deepset: bool = False
-    deepset_settings: DeepSetSettings = DeepSetSettings()
+    deepset_settings: DeepSetSettings = Field(default_factory=DeepSetSettings)
     export_per_user: bool = False
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        for t in v or []:
+            safe_component(t, "topic")  # a topic names a folder of cells/ and a file of per_user/
+        return v
 
     @field_validator("seeds")
     @classmethod
@@ -80,17 +92,23 @@ class CrossScaleConfig(BaseModel):
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> CrossScaleConfig:
+        """The ``[study]`` table (or the whole file) of a TOML file.
+
+        Raises:
+            StudyError: a missing, binary or malformed file, or invalid settings (named in one line).
+        """
         p = Path(path)
-        if not p.exists():
-            raise StudyError(f"study config {str(p)!r} does not exist")
         try:
-            raw = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise StudyError(f"study config {str(p)!r} is not valid TOML: {exc}") from exc
+            raw = load_toml(p, what="study config")
+        except ConfigError as exc:
+            raise StudyError(str(exc)) from exc
+        section = raw.get("study", raw)
+        if not isinstance(section, dict):
+            raise StudyError(f"study config {str(p)!r}: [study] must be a table")
         try:
-            return cls.model_validate(raw.get("study", raw))
-        except ValueError as exc:
-            raise StudyError(f"invalid study config {str(p)!r}: {exc}") from exc
+            return cls.model_validate(section)
+        except ValidationError as exc:
+            raise StudyError(f"invalid study config {str(p)!r}: {validation_message(exc)}") from exc
 
 
 def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
@@ -100,28 +118,33 @@ def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
     return h.hexdigest()[:16]
 
 
-def _finite(obj: Any) -> Any:
-    """NaN/inf → None (JSON has neither), recursively."""
-    if isinstance(obj, float):
-        return obj if np.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
+#: keys every finished cell holds (besides its own results); a cell without them is recomputed
+CELL_KEYS = ("topic", "protocol", "size", "key", "checksum")
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    write_json(path, _finite(obj))
+def _write_cell(path: Path, cell: dict[str, Any]) -> None:
+    """Write a finished cell with a checksum of its content (NaN/inf are stored as null)."""
+    body = plain({k: v for k, v in cell.items() if k != "checksum"})
+    write_json(path, {**body, "checksum": record_checksum(body)})
 
 
-def _cell_done(path: Path, key: str) -> bool:
+def _cell_status(path: Path, key: str) -> tuple[str, str | None]:
+    """("done", None) for a finished cell with this key whose checksum verifies; ("todo", None) for a missing
+    cell or one computed under other settings; ("corrupt", why) for a cell that cannot be trusted."""
     if not path.exists():
-        return False
+        return "todo", None
     try:
-        return json.loads(path.read_text()).get("key") == key
-    except (OSError, json.JSONDecodeError):
-        return False
+        cell = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return "corrupt", f"unreadable ({type(exc).__name__})"
+    if not isinstance(cell, dict):
+        return "corrupt", "not a JSON object"
+    missing = [k for k in CELL_KEYS if k not in cell]
+    if missing:
+        return "corrupt", f"missing keys {missing}"
+    if record_checksum({k: v for k, v in cell.items() if k != "checksum"}) != cell["checksum"]:
+        return "corrupt", "checksum mismatch (edited or damaged)"
+    return ("done", None) if cell["key"] == key else ("todo", None)
 
 
 def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int], list[int]]:
@@ -146,6 +169,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     t_start = time.perf_counter()
     src, out = Path(counts_dir), Path(out_dir)
     counts = RawCounts.load(src)
+    ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)
     if skipped:
@@ -162,15 +186,26 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
             jobs.extend((topic, protocol, s, daily) for s in sizes)
 
     def path_of(topic: str, protocol: str, size: int) -> Path:
-        return cells_dir / topic / ("FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json")
+        return child_path(cells_dir, topic, "FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json",
+                          what="study cell name")
 
     def key_of(protocol: str, daily: bool) -> str:
         return hashlib.sha256(f"{base_key}|{protocol}|daily={daily}".encode()).hexdigest()[:16]
 
-    todo = [j for j in jobs if not _cell_done(path_of(*j[:3]), key_of(j[1], j[3]))]
+    todo, failed = [], []
+    for j in jobs:
+        status, why = _cell_status(path_of(*j[:3]), key_of(j[1], j[3]))
+        if status != "done":
+            todo.append(j)
+        if status == "corrupt":
+            failed.append({"cell": str(path_of(*j[:3]).relative_to(out)), "reason": why})
     n_skip = len(jobs) - len(todo)
     if n_skip:
         log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
+    if failed:
+        print(f"aumann: resume: {len(failed)} finished cell(s) failed verification and will be recomputed: "
+              + "; ".join(f"{f['cell']}: {f['reason']}" for f in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+              file=sys.stderr)
     topics_skipped: dict[str, str] = {}
     computed = 0
     bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
@@ -197,7 +232,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                     cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
                                      daily_panel if daily else None)
                 cell.update({"key": key_of(protocol, daily), "synthetic": synthetic})
-                _write_json(path_of(topic, protocol, size), cell)
+                _write_cell(path_of(topic, protocol, size), cell)
                 computed += 1
                 if bar is not None:
                     bar.advance()
@@ -220,7 +255,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         "users": counts.n_users, "topics": topics, "protocols": list(cfg.protocols), "sizes": sizes,
         "sizes_skipped": skipped, "topics_skipped": topics_skipped, "seeds": cfg.seeds,
         "indicators": list(cfg.indicators),
-        "cells": len(jobs), "cells_skipped_on_resume": n_skip, **summary_tables,
+        "cells": len(jobs), "cells_skipped_on_resume": n_skip,
+        "cells_recomputed_after_failed_check": len(failed), "cells_failed_check": failed, **summary_tables,
         "figures": [str(p.relative_to(out)) for p in fig_paths],
         "timings": {"grid_seconds": grid_seconds, "cells_computed": computed},
     }
@@ -229,9 +265,11 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
 
         summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
-    _write_json(out / "summary.json", summary)
+    write_json(out / "summary.json", summary)
     write_manifest(out, "aumann bluesky study", config=cfg.model_dump(), seeds=cfg.seeds,
-                   extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic})
+                   extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
+                          "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
+                                     "cells_failed_check": failed}})
     return summary
 
 
@@ -241,7 +279,7 @@ def _export_per_user(out: Path, data: Any) -> None:
 
     df = pd.DataFrame({"user": np.arange(data.n_users, dtype=np.int64), "tier_code": data.tier_code,
                        **{f"share_{k}": v["share"] for k, v in data.full.items()}})
-    with atomic_path(out / "per_user" / f"{data.topic}.parquet") as tmp:
+    with atomic_path(child_path(out, "per_user", f"{data.topic}.parquet", what="per-user file")) as tmp:
         df.to_parquet(tmp, index=False)
 
 
