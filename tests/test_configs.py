@@ -16,7 +16,7 @@ def test_packaged_defaults_are_package_data():
         assert configs.path(name).is_file(), name
     topics = sorted(p.name for p in configs.path("topics").glob("*.toml"))
     assert "mythos.toml" in topics and len(topics) == 5
-    with pytest.raises(ConfigError, match="no packaged config 'nope.toml'"):
+    with pytest.raises(ConfigError, match=r"no packaged config 'nope\.toml'"):
         configs.path("nope.toml")
 
 
