@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import OutputError, UnsafeNameError
+from aumann.errors import ConfigError, OutputError, UnsafeNameError
 
 PathLike = str | os.PathLike[str]
 
@@ -135,8 +135,15 @@ def plain(obj: Any) -> Any:
 
 
 def dumps_json(obj: Any, *, indent: int | None = 1) -> str:
-    """JSON text of :func:`plain` (``obj``): never contains ``NaN`` or ``Infinity``."""
-    return json.dumps(plain(obj), indent=indent, allow_nan=False) + "\n"
+    """JSON text of :func:`plain` (``obj``): never contains ``NaN`` or ``Infinity``.
+
+    Raises:
+        ConfigError: ``obj`` holds something JSON cannot represent (an arbitrary object).
+    """
+    try:
+        return json.dumps(plain(obj), indent=indent, allow_nan=False) + "\n"
+    except TypeError as exc:
+        raise ConfigError(f"cannot write as JSON: {exc}") from exc
 
 
 def write_json(path: PathLike, obj: Any, *, indent: int | None = 1) -> Path:

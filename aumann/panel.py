@@ -132,8 +132,8 @@ class Panel:
         agent_ids: N unique agent ids (default ``0 … N-1``).
         steps: T step labels (default ``0 … T-1``).
         groups: mapping name → N labels per agent (e.g. tiers).
-        alive: bool mask (T, N); rows with ``False`` are excluded from validation and held at the
-            baseline during attribution.
+        alive: bool mask (T, N) (or integers that are all 0 or 1; strings, floats and NaN are refused);
+            rows with ``False`` are excluded from validation and held at the baseline during attribution.
         context: mapping name → array with leading dimension T (per-step world state).
         meta: free-form JSON-serialisable metadata (e.g. ``{"synthetic": True}``).
 

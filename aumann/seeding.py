@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aumann.checks import as_seed
+from aumann.checks import as_int, as_seed
+from aumann.errors import ConfigError
 
 RNGLike = int | np.random.Generator | np.random.SeedSequence | None
 
@@ -27,6 +28,7 @@ def as_generator(rng: RNGLike) -> np.random.Generator:
 def spawn(rng: RNGLike, n: int) -> list[np.random.Generator]:
     """``n`` statistically independent child generators of ``rng``."""
     rng = as_seed(rng, "rng (seed)")
+    n = as_int(n, "n (number of generators)", minimum=0, error=ConfigError)
     if isinstance(rng, np.random.Generator):
         return list(rng.spawn(n))
     seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)

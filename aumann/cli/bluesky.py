@@ -167,17 +167,11 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from aumann.configs import validation_message
     from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
     from aumann.io import ensure_output_dir
     from aumann.manifest import write_manifest
 
-    try:
-        cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid synth settings: {validation_message(exc)}") from exc
+    cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)  # SynthError (a ConfigError) if invalid
     ensure_output_dir(args.out, "--out")
     t0 = time.perf_counter()
     counts = generate(cfg)
@@ -214,9 +208,6 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_study_cmd(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from aumann.configs import validation_message
     from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
 
     cfg = CrossScaleConfig.from_toml(args.config) if args.config else CrossScaleConfig()
@@ -230,8 +221,8 @@ def run_study_cmd(args: argparse.Namespace) -> int:
         updates["export_per_user"] = True
     try:
         cfg = CrossScaleConfig.model_validate({**cfg.model_dump(), **updates})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid study settings: {validation_message(exc)}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"invalid study settings: {str(exc).split(': ', 1)[-1]}") from exc
     summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress)
     keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
             "cells_skipped_on_resume", "cells_recomputed_after_failed_check", "timings")

@@ -11,7 +11,9 @@ and they are found through :mod:`importlib.resources`, never by climbing the sou
 * :func:`parse_assignment` / :func:`apply_assignments` — ``--set key=value`` overrides
   (``study.permutations=200`` for a key in a table; values parse as TOML literals, else strings);
 * :class:`ConfigModel` — the base of every pydantic config model: unknown keys, NaN/±inf and booleans
-  given for numbers are refused; :func:`validation_message` — a pydantic error as one readable line.
+  given for numbers are refused with a :class:`~aumann.errors.ConfigError` (never pydantic's
+  ``ValidationError``) whose one-line message names every offending key; :func:`validation_message`
+  formats a pydantic error that way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
@@ -64,6 +66,8 @@ def load_toml(source: str | os.PathLike[str], *, what: str = "config file") -> d
         ConfigError: the file is missing, is a directory, is not UTF-8 text, or is not valid TOML
             (the message names the file).
     """
+    if not isinstance(source, str | os.PathLike):
+        raise ConfigError(f"{what} must be a path (str or os.PathLike); got {type(source).__name__}")
     p = Path(source)
     if not p.is_file():
         raise ConfigError(f"{what} {str(p)!r} does not exist" if not p.exists() else f"{what} {str(p)!r} is not a file")
@@ -162,6 +166,27 @@ class ConfigModel(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    #: the error a model's invalid values raise (a subclass of :class:`ConfigError`; e.g. ``StudyError``)
+    config_error: ClassVar[type[ConfigError]] = ConfigError
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise self.config_error(f"invalid {type(self).__name__}: {validation_message(exc)}") from exc
+
+    # not a "custom" __init__ for pydantic: nested models are validated by pydantic-core directly, so their
+    # errors stay part of the outer model's one ValidationError (keys like study.permutations)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
+        """pydantic's ``model_validate``, raising :attr:`config_error` (one line) instead of ``ValidationError``."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise cls.config_error(f"invalid {cls.__name__}: {validation_message(exc)}") from exc
 
     @field_validator("*", mode="before")
     @classmethod

@@ -42,6 +42,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, ValidationError
 
 from aumann import configs
+from aumann.checks import as_int
 from aumann.errors import ConfigError, SimulationError
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
@@ -142,6 +143,13 @@ class Scenario:
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        from aumann.io import safe_component
+
+        safe_component(self.name, "scenario name")  # it names the default run directory runs/<name>-seed<S>
+        if not (isinstance(self.config_model, type) and issubclass(self.config_model, ScenarioConfig)):
+            raise ConfigError(f"scenario {self.name!r}: config_model must be a ScenarioConfig subclass")
+
     # ------------------------------------------------------------------ config
     def load_config(self, path: str | Path | None = None, *, assignments: Sequence[str] = (),
                     **overrides: Any) -> ScenarioConfig:
@@ -165,8 +173,10 @@ class Scenario:
         data = configs.apply_assignments(data, assignments)
         try:
             return self.config_model.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid config for scenario {self.name!r}: {configs.validation_message(exc)}") from exc
+        except (ConfigError, ValidationError) as exc:
+            why = configs.validation_message(exc) if isinstance(exc, ValidationError) else \
+                str(exc).split(": ", 1)[-1]
+            raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from exc
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
@@ -184,8 +194,12 @@ class Scenario:
         from aumann.seeding import as_generator
         from aumann.simulators import checkpoint, simulate
 
+        if not isinstance(config, self.config_model):
+            raise ConfigError(f"scenario {self.name!r} needs a {self.config_model.__name__} (from load_config); got "
+                              f"{type(config).__name__}")
         T = config.steps
-        keep = math.ceil(T / 2) if keep_from is None else int(keep_from)
+        keep = math.ceil(T / 2) if keep_from is None else as_int(keep_from, "keep_from", minimum=0,
+                                                                   error=ConfigError)
         model = self.build_model(config, as_generator(rng), backend)
         ckpts: dict[int, Any] = {}
         if keep <= 0:

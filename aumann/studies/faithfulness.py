@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
-from aumann.errors import StudyError
+from aumann.errors import ConfigError, StudyError
 from aumann.evaluation.deletion import DeletionOracle, deletion_summary, random_summary, resimulation_game
 from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
@@ -200,6 +200,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         backend_label: recorded in the digest (a run computed with another backend is not reused).
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
     """
+    if not isinstance(config, scenario.config_model):
+        raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
+                          f"scenario.load_config()); got {type(config).__name__}")
     digest = config_digest(scenario, config, backend_label)
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None

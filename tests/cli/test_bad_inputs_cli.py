@@ -9,7 +9,6 @@ the flag; everything else is an :class:`~aumann.errors.AumannError` printed as
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
     good = panel.save(d / "p.npz")
     data = good.read_bytes()
     out = {"d": d, "panel": good}
-    for name, content in {"rand.npz": os.urandom(300), "empty.npz": b"", "trunc.npz": data[: len(data) // 2],
+    noise = np.random.default_rng(11).bytes(300)
+    for name, content in {"rand.npz": noise, "empty.npz": b"", "trunc.npz": data[: len(data) // 2],
                           "afile": b"x", "bin.toml": b"\x00\xff\xfe\x81", "bad.toml": b"alpha = [",
                           "inf.toml": b"alpha = inf\n", "nan.toml": b"[study]\npermutations = nan\n",
                           "neg.toml": b"seed = -5\n", "study_inf.toml": b"[study]\npool_fraction = inf\n",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from aumann import configs
 from aumann.errors import ConfigError
@@ -71,10 +71,13 @@ def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
     """
     p = Path(path) if path is not None else configs.path("bluesky-ingest.toml")
     data = configs.load_toml(p, what="filters file")
+    section = data.get("filters", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"[filters] in {str(p)!r} must be a table")
     try:
-        return FilterConfig(**data.get("filters", {}))
-    except ValidationError as exc:
-        raise ConfigError(f"invalid [filters] in {str(p)!r}: {configs.validation_message(exc)}") from exc
+        return FilterConfig(**section)
+    except ConfigError as exc:
+        raise ConfigError(f"invalid [filters] in {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def apply_filters(

@@ -33,8 +33,8 @@ its start) is refused with an :class:`IngestError` naming it — never read as J
 
 from __future__ import annotations
 
+import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,11 +125,20 @@ def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike
 
 
 def _looks_binary(head: bytes) -> bool:
-    """Binary and not JSONL: no line of the head starts with ``{`` and its first KiB holds NUL bytes or
-    invalid UTF-8 (a JSONL capture with some garbage lines is still JSONL: those lines are counted)."""
-    stripped = head.lstrip(b" \t\r\n")
-    if stripped.startswith((b"{", BOM)) or re.search(rb"\n[ \t\r]*\{", head):
-        return False
+    """Binary and not JSONL: no complete line of the head is a JSON object, and its first KiB holds NUL
+    bytes or invalid UTF-8 (a JSONL capture with some garbage lines is still JSONL: those are counted)."""
+    lines = head.split(b"\n")
+    for line in lines[:-1] if len(lines) > 1 else lines:
+        text = line.strip(b" \t\r\x0b\x0c")
+        if text.startswith(BOM):
+            text = text[len(BOM):]
+        if text[:1] != b"{":
+            continue
+        try:
+            if isinstance(json.loads(text), dict):
+                return False
+        except (ValueError, UnicodeDecodeError):
+            continue
     sample = head[:1024]
     if b"\x00" in sample:
         return True

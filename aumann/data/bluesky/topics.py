@@ -26,7 +26,7 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from aumann import configs
 from aumann.errors import ConfigError
@@ -112,8 +112,8 @@ def load_topic(path: str | os.PathLike[str]) -> Topic:
     data.setdefault("name", p.stem)
     try:
         return Topic(**data)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid topic file {str(p)!r}: {configs.validation_message(exc)}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"invalid topic file {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def load_topics(directory: str | os.PathLike[str] | None = None) -> list[Topic]:

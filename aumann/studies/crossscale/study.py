@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, NonNegativeInt, ValidationError, field_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, field_validator
 
-from aumann.configs import ConfigModel, load_toml, validation_message
+from aumann.configs import ConfigModel, load_toml
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ConfigError, StudyError, ZeroDeltaVError
 from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
@@ -39,6 +39,8 @@ DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, 
 
 class DeepSetSettings(ConfigModel):
     """The learned DeepSet indicator of Appendix Q (``--deepset``)."""
+
+    config_error = StudyError
 
     model_config = ConfigDict(extra="forbid")
     topic: str = "mythos"
@@ -59,6 +61,8 @@ Protocol = Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "
 
 class CrossScaleConfig(ConfigModel):
     """The study grid (``configs/bluesky-study.toml``); CLI flags override single fields."""
+
+    config_error = StudyError
 
     model_config = ConfigDict(extra="forbid")
     topics: list[str] | None = None  # None: every topic in the counts
@@ -107,8 +111,8 @@ class CrossScaleConfig(ConfigModel):
             raise StudyError(f"study config {str(p)!r}: [study] must be a table")
         try:
             return cls.model_validate(section)
-        except ValidationError as exc:
-            raise StudyError(f"invalid study config {str(p)!r}: {validation_message(exc)}") from exc
+        except ConfigError as exc:
+            raise StudyError(f"invalid study config {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:

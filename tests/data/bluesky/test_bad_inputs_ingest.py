@@ -15,10 +15,10 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -171,7 +171,9 @@ def test_frames_without_dictionary_id_decode_with_the_given_dictionary(tmp_path)
 
 def test_binary_file_in_no_known_layout_is_refused_by_name(tmp_path):
     f = tmp_path / "noise.bin"
-    f.write_bytes(os.urandom(4000))
+    noise = bytearray(np.random.default_rng(7).bytes(4000))
+    noise[100:102] = b"\n{"  # a line that starts like JSON does not make noise a JSONL capture
+    f.write_bytes(bytes(noise))
     good = tmp_path / "good.jsonl"
     good.write_bytes(b"\n".join(events(4)) + b"\n")
     with pytest.raises(IngestError, match=r"noise\.bin") as info:
@@ -268,7 +270,8 @@ DAMAGE = {
     "users_parquet_truncated": ("users.parquet", lambda p: p.write_bytes(p.read_bytes()[:100]), IngestError,
                                 "users.parquet"),
     "daily_parquet_missing": ("daily.parquet", lambda p: p.unlink(), IngestError, "daily.parquet"),
-    "follows_parquet_random": ("follows.parquet", lambda p: p.write_bytes(os.urandom(200)), IngestError,
+    "follows_parquet_random": ("follows.parquet", lambda p: p.write_bytes(np.random.default_rng(3).bytes(200)),
+                               IngestError,
                                "follows.parquet"),
 }
 
