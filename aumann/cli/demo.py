@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann.attribution import AumannShapley, attribute, indicators
     from aumann.data.synthetic import heavy_tailed_panel
+    from aumann.errors import ZeroDeltaVError
     from aumann.io import ensure_output_dir, write_json
     from aumann.manifest import write_manifest
 
@@ -44,9 +45,12 @@ def run(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         res = attribute(indicators.get(name), panel, method=method, progress=True)
         sec = time.perf_counter() - t
-        shares = res.group_shares("tier")
+        try:
+            shares = res.group_shares("tier")
+        except ZeroDeltaVError:  # a tiny panel with no activity: nothing to share out (shown as –, stored as null)
+            shares = {}
         label = "closed form" if res.provenance["closed_form"] else f"path K={res.provenance['steps']}"
-        tab.add_row(name, label, *(f"{100 * shares[g]:.1f}%" for g in ("top", "mid", "tail")),
+        tab.add_row(name, label, *(f"{100 * shares[g]:.1f}%" if g in shares else "–" for g in ("top", "mid", "tail")),
                     f"{res.max_efficiency_gap:.2e}", f"{sec:.3f}")
         rows.append({"indicator": name, "method": label, "shares": shares, "seconds": sec,
                      "max_efficiency_gap": res.max_efficiency_gap})

@@ -164,3 +164,10 @@ def test_out_is_checked_before_the_simulation_runs(files, capsys, monkeypatch):
 def test_summary_json_of_attribute_is_strict_json(files, tmp_path):
     assert main(["attribute", str(files["panel"]), "--indicator", "var", "--out", str(tmp_path)]) == 0
     json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+
+
+def test_demo_on_a_tiny_panel_without_activity_does_not_crash(tmp_path, capsys):
+    # 10 agents: no "top" tier, and heat's Δv can be 0 — shown as "–", stored as null, never a KeyError
+    assert main(["demo", "--agents", "10", "--steps", "1", "--seed", "0", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))["rows"]
+    assert len(rows) == 5 and all("top" not in r["shares"] for r in rows)

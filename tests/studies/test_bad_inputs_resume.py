@@ -216,3 +216,14 @@ def test_attribute_cli_writes_plain_csv_and_strict_json(tmp_path):
     assert assert_plain_csv(tmp_path / "o" / "phi_by_step.csv", {"step"}) == 16
     for name in ("summary.json", "manifest.json"):
         _strict_json(tmp_path / "o" / name)
+
+
+def test_deepset_r2_is_null_not_minus_inf_when_targets_do_not_vary():
+    from aumann.studies.crossscale.deepset import train
+
+    class S:  # the settings train() reads
+        width, train_steps, batch, lr, sizes, seed = 4, 2, 2, 1e-3, [4], 0
+
+    values = np.zeros((20, 3), dtype=np.float32)  # no activity: every target equal
+    _, report = train(values, np.arange(10), S)
+    assert report["heldout_r2"] == {"random": None, "biased": None}

@@ -267,7 +267,11 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     if cfg.deepset:
         from aumann.studies.crossscale.deepset import run_deepset
 
-        summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
+        try:
+            summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
+        except ZeroDeltaVError as exc:
+            log(f"deepset skipped: {exc}")
+            summary["deepset"] = {"skipped": str(exc)}
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
     write_json(out / "summary.json", summary)
     write_manifest(out, "aumann bluesky study", config=cfg.model_dump(), seeds=cfg.seeds,
