@@ -1,7 +1,8 @@
 """The ``aumann`` command line: parses arguments, builds objects, calls the library.
 
-Every :class:`~aumann.errors.AumannError` becomes one line on stderr and exit code 2; ``aumann --debug
-COMMAND ...`` shows the traceback instead.
+Every :class:`~aumann.errors.AumannError` (and a ``MemoryError`` from an input too large for the machine)
+becomes one line on stderr and exit code 2; ``aumann --debug COMMAND ...`` shows the traceback instead. A
+bad flag value is argparse's usage line and error naming the flag, also exit code 2.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
@@ -57,6 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"aumann: error: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # an input too large for this machine (e.g. --agents 1e10): say so in one line
+        if args.debug:
+            raise
+        why = one_line(str(exc)) or "allocation failed"
+        print(f"aumann: error: MemoryError: not enough memory for this input ({why}); use smaller sizes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)

@@ -68,6 +68,7 @@ def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], str]]:
         "attribute_baseline_unknown": ([*att, "--baseline", "xyz"], "xyz"),
         "demo_seed_negative": (["demo", "--seed", "-1"], "--seed"),
         "demo_agents_zero": (["demo", "--agents", "0"], "--agents"),
+        "demo_agents_beyond_memory": (["demo", "--agents", "1e13", "--steps", "14"], "MemoryError"),
         "demo_out_is_file": (["demo", "--agents", "100", "--steps", "2", "--out", str(f["afile"])], "afile"),
         "run_seed_negative": (["run", "social-llm", "--seed", "-1"], "--seed"),
         "run_runs_zero": (["run", "social-llm", "--runs", "0"], "--runs"),
