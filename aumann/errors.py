@@ -17,6 +17,8 @@
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
+      * NonFiniteGameError(.., IndicatorError)   -- a game returned NaN/inf (also an IndicatorError, like
+                                                    every non-finite result)
   * MetricError(AumannError, ValueError)         -- attributions that cannot be compared
   * ConfigError(AumannError, ValueError)         -- a config file or CLI option
     * UnknownScenarioError                       -- a scenario name that is not registered
@@ -117,6 +119,11 @@ class MethodError(AumannError, ValueError):
 
 class GameError(MethodError):
     """A coalition game that is malformed (masks of the wrong shape, non-finite values) or misused."""
+
+
+class NonFiniteGameError(GameError, IndicatorError):
+    """A coalition game returned NaN or inf: a game error, and an :class:`IndicatorError` like every other
+    non-finite result (catch either)."""
 
 
 class MetricError(AumannError, ValueError):
@@ -269,6 +276,7 @@ __all__ = [
     "MetricError",
     "ModelNotFoundError",
     "NonFiniteError",
+    "NonFiniteGameError",
     "OutputError",
     "PanelError",
     "PolicyError",

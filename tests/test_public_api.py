@@ -167,6 +167,7 @@ PUBLIC = {
         "MetricError",
         "ModelNotFoundError",
         "NonFiniteError",
+        "NonFiniteGameError",
         "OutputError",
         "PanelError",
         "PolicyError",

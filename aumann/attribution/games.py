@@ -38,7 +38,7 @@ from aumann.attribution.pooled import (
 )
 from aumann.attribution.problem import Problem
 from aumann.checks import as_int, as_real_array, user_code
-from aumann.errors import GameError, IndicatorError
+from aumann.errors import GameError, IndicatorError, NonFiniteGameError
 
 
 class CoalitionGame(ABC):
@@ -76,7 +76,9 @@ class CoalitionGame(ABC):
             raise GameError(f"game {self.name!r} returned shape {out.shape} for {masks.shape[0]} coalitions; "
                             f"v(masks[B, N]) must return shape (B,)")
         if not np.all(np.isfinite(out)):
-            raise GameError(f"game {self.name!r} returned NaN/inf")
+            bad = int(np.flatnonzero(~np.isfinite(out))[0])
+            raise NonFiniteGameError(f"game {self.name!r} returned NaN/inf ({out[bad]!r}) for the coalition of "
+                                     f"{int(masks[bad].sum())} of {self.n_players} players")
         return out
 
     def empty_value(self) -> float:

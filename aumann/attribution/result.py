@@ -121,7 +121,7 @@ class Attribution:
 
     def _raise_non_finite(self, label: str, bad: np.ndarray) -> None:
         prov = self.provenance or {}
-        name = prov.get("indicator") or prov.get("game") or "?"
+        kind, name = ("indicator", prov["indicator"]) if prov.get("indicator") else ("game", prov.get("game", "?"))
         t = int(np.argwhere(bad)[0][0])
         step = self.steps[t].item() if hasattr(self.steps[t], "item") else self.steps[t]
         where = f"step {step!r}"
@@ -131,7 +131,7 @@ class Attribution:
             where += f", agent {agent!r}"
         fv, fb = float(np.asarray(self.f_values)[t]), float(np.asarray(self.f_baseline)[t])
         raise IndicatorError(
-            f"{self.method or 'attribution'} of indicator {name!r}: {label} is NaN/inf at {where} "
+            f"{self.method or 'attribution'} of {kind} {name!r}: {label} is NaN/inf at {where} "
             f"({int(bad.sum())} non-finite value(s); f(z) = {fv!r}, f(z⁰) = {fb!r} at that step). The indicator "
             "overflows or is undefined on this input (features near 1e300? heat with Π_d m_d ≤ −1?); rescale the "
             "features or change the baseline"

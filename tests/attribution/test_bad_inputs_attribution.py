@@ -405,10 +405,13 @@ def test_non_finite_weighted_indicator_and_user_game_are_refused():
     with pytest.raises(IndicatorError, match="NaN/inf"):
         attribute(indicators.get("heat") * 1e308 * 10, _panel())
     game = FunctionGame(lambda m: np.where(m.all(1), np.inf, 0.0), 3, name="blowup")
-    with pytest.raises(GameError, match="blowup"):
-        ExactShapley().attribute_game(game)
-    overflow = FunctionGame(lambda m: m.sum(1) * 1e308 * 1.5, 3, name="overflow")
-    with pytest.raises((GameError, IndicatorError), match="overflow"):
+    for method in (ExactShapley(), ExactBanzhaf(), LeaveOneOut(), SampledShapley(permutations=4),
+                   SampledBanzhaf(samples=16)):
+        with pytest.raises(GameError, match="blowup") as info:  # a game error ...
+            method.attribute_game(game, rng=0)
+        assert isinstance(info.value, IndicatorError)  # ... and, like every non-finite result, an IndicatorError
+    overflow = FunctionGame(lambda m: m.sum(1) * 1e307 * 9, 3, name="overflow")  # finite values, φ overflows
+    with pytest.raises(IndicatorError, match="game 'overflow'"):
         ExactShapley().attribute_game(overflow)
 
 
