@@ -24,6 +24,7 @@
     * UnknownScenarioError                       -- a scenario name that is not registered
     * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
     * OutputError(.., OSError)                   -- an output path that cannot be created or written
+    * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
     * ProtocolError                              -- unknown sampling protocol / invalid request
@@ -32,6 +33,8 @@
     * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
+      * ReplayUnavailableError                   -- a fork by replay without a factory / known history
+      * ReplayDivergedError                      -- a replay that does not reproduce the model
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
   * LLMError(AumannError, RuntimeError)          -- decision backends
     * LLMAuthenticationError                     -- HTTP 401/403; never retried
@@ -44,8 +47,10 @@
     * PolicyError                                -- an offline policy returned an invalid value
     * RetryableLLMError                          -- one failed attempt, retried inside the backend
     * DecisionParseError                         -- a reply that is not a valid scenario decision
+  * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
+  * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
 """
 
 from __future__ import annotations
@@ -149,6 +154,9 @@ class OutputError(ConfigError, OSError):
 
     def __str__(self) -> str:  # OSError's str() would show (errno, strerror); keep ours
         return str(self.args[0]) if self.args else ""
+class ScenarioLoadError(ConfigError):
+    """A user scenario spec (``package.module:attribute`` or ``path/file.py:attribute``) that cannot be
+    loaded, or whose attribute is neither a Scenario nor a factory returning one."""
 
 
 class CaptureDependencyError(ConfigError):
@@ -185,6 +193,16 @@ class StepsMismatchError(SimulationError, ValueError):
 
 class CheckpointError(SimulationError):
     """A model that cannot be checkpointed (deep-copied) or shipped to a worker (pickled)."""
+
+
+class ReplayUnavailableError(CheckpointError):
+    """A fork by replay with no way to rebuild the model: pass ``factory=`` (a callable returning the
+    model in its initial state) or run it through a Scenario."""
+
+
+class ReplayDivergedError(CheckpointError):
+    """A replayed model that is not in the original's state (a factory without the seed, a step
+    function or intervention that is not deterministic)."""
 
 
 class ExecutorError(SimulationError):
@@ -241,12 +259,20 @@ class DecisionParseError(LLMError):
     """A model reply that is not a valid scenario decision (bad JSON, missing keys, out of range)."""
 
 
+class OptionalDependencyError(AumannError, ImportError):
+    """An optional extra that a feature needs is not installed (the message names the pip extra)."""
+
+
 class IngestError(AumannError, ValueError):
     """Data ingestion: unreadable files, unusable inputs."""
 
 
 class ZstdDictionaryError(IngestError):
     """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
+
+
+class ReportError(AumannError, ValueError):
+    """A directory that is not a finished run directory, or one whose result files cannot be read."""
 
 
 __all__ = [
@@ -277,11 +303,16 @@ __all__ = [
     "ModelNotFoundError",
     "NonFiniteError",
     "NonFiniteGameError",
+    "OptionalDependencyError",
     "OutputError",
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "ReplayDivergedError",
+    "ReplayUnavailableError",
+    "ReportError",
     "RetryableLLMError",
+    "ScenarioLoadError",
     "ShapeError",
     "SimulationError",
     "StepsMismatchError",

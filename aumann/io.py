@@ -44,6 +44,16 @@ PathLike = str | os.PathLike[str]
 META_KEY = "__meta__"
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: files get the permissions a plain ``open(path, "w")`` would give (``mkstemp`` alone makes them 0600)
+_FILE_MODE = 0o666 & ~_read_umask()
+
+
 @contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
@@ -71,6 +81,8 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        if tmp.exists():
+            os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ float64. Panels are immutable by convention: methods return new panels.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from aumann.errors import (
     DuplicateIdError,
     EmptyPanelError,
     NonFiniteError,
+    OptionalDependencyError,
     OutputError,
     PanelError,
     ShapeError,
@@ -38,6 +40,43 @@ from aumann.errors import (
 from aumann.io import dumps_json, read_npz, safe_component, write_npz
 
 _FORMAT = "aumann.panel/1"
+_STEP_COLUMNS = ("step", "steps", "t", "time", "tick", "period")
+_AGENT_COLUMNS = ("agentid", "agent_id", "agent", "unique_id", "id")
+
+
+def xarray_module():
+    """``xarray``, imported on first use (an optional extra: ``pip install 'aumann[xarray]'``).
+
+    Raises:
+        OptionalDependencyError: xarray is not installed.
+    """
+    try:
+        import xarray
+    except ImportError as exc:
+        raise OptionalDependencyError(
+            "this needs xarray, an optional extra: pip install 'aumann[xarray]' (or pip install xarray)") from exc
+    return xarray
+
+
+def _find_column(columns: Sequence[Any], given: str | None, candidates: tuple[str, ...], what: str) -> Any:
+    if given is not None:
+        if given not in columns:
+            raise UnknownFeatureError(f"{what} column {given!r} not in the frame; columns: {list(columns)}")
+        return given
+    lowered = {str(c).lower(): c for c in columns}
+    for cand in candidates:
+        if cand in lowered:
+            return lowered[cand]
+    raise PanelError(f"cannot find the {what} column: expected one of {list(candidates)} (case-insensitive) as a "
+                     f"column or index level, or pass {what}=NAME; the frame has {list(columns)}")
+
+
+def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
+    uniq = list(dict.fromkeys(values.tolist()))
+    try:
+        return np.asarray(sorted(uniq))
+    except TypeError:
+        raise PanelError(f"{what} labels cannot be sorted (mixed types? e.g. {uniq[:3]!r})") from None
 
 
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
@@ -374,6 +413,179 @@ class Panel:
         import torch
 
         return torch.as_tensor(self.values, device=device)
+
+    # ------------------------------------------------------------------ interop
+    @classmethod
+    def from_dataframe(cls, df: Any, features: Sequence[str] | None = None, alive: Any = None, *,
+                       step: str | None = None, agent: str | None = None) -> Panel:
+        """A panel from a long table: one row per (step, agent), one column per feature.
+
+        Reads Mesa's ``DataCollector.get_agent_vars_dataframe()`` as it comes (a (Step, AgentID)
+        index) and plain frames with step and agent columns. Step and agent columns are found by name
+        (``Step``/``step``/``t``/``time``/``tick``; ``AgentID``/``agent_id``/``agent``/``unique_id``/``id``;
+        any case; as columns or index levels) unless ``step=``/``agent=`` name them. Steps and agents
+        are sorted ascending. An agent with no row at a step is dead there (``alive`` False, values
+        0.0), as in a recorded panel.
+
+        Args:
+            df: a pandas DataFrame.
+            features: the feature columns, in order (default: every numeric or bool column other than
+                the step, agent and alive columns; the others are listed in ``meta["skipped_columns"]``).
+            alive: ``None`` (present rows are alive), a column name of bools (a present row is alive
+                where it is true), or a (T, N) bool array.
+            step, agent: the names of the step and agent columns (or index levels).
+
+        Raises:
+            PanelError: not a DataFrame, no step/agent column, a non-numeric feature, unsortable labels.
+            UnknownFeatureError: a named column that is not in the frame.
+            DuplicateIdError: two rows for one (step, agent).
+            NonFiniteError: NaN/inf in a living row (drop such rows, choose ``features=``, or mark them
+                dead with ``alive=``).
+        """
+        if not (hasattr(df, "columns") and hasattr(df, "reset_index")):
+            raise PanelError(f"from_dataframe takes a pandas DataFrame; got {type(df).__name__}")
+        import pandas as pd
+
+        flat = df.reset_index() if (df.index.nlevels > 1 or df.index.name is not None) else df
+        cols = list(flat.columns)
+        scol = _find_column(cols, step, _STEP_COLUMNS, "step")
+        acol = _find_column(cols, agent, _AGENT_COLUMNS, "agent")
+        alive_col = alive if isinstance(alive, str) else None
+        if alive_col is not None and alive_col not in cols:
+            raise UnknownFeatureError(f"alive column {alive_col!r} not in the frame; columns: {cols}")
+        skipped: list[str] = []
+        if features is None:
+            feats = []
+            for c in cols:
+                if c in (scol, acol, alive_col):
+                    continue
+                kind = flat[c].dtype
+                if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind):
+                    feats.append(c)
+                else:
+                    skipped.append(str(c))
+            if not feats:
+                raise EmptyPanelError(f"no numeric feature columns in the frame (non-numeric: {skipped})")
+        else:
+            feats = list(features)
+            for c in feats:
+                if c not in cols:
+                    raise UnknownFeatureError(f"feature column {c!r} not in the frame; columns: {cols}")
+                kind = flat[c].dtype
+                if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)):
+                    raise PanelError(f"feature column {c!r} is not numeric (dtype {kind}); pick numeric columns")
+        svals, avals = flat[scol].to_numpy(), flat[acol].to_numpy()
+        steps, ids = _sorted_labels(svals, "step"), _sorted_labels(avals, "agent")
+        t_idx = np.searchsorted(steps, svals)
+        i_idx = np.searchsorted(ids, avals)
+        key = t_idx.astype(np.int64) * len(ids) + i_idx
+        uniq, counts = np.unique(key, return_counts=True)
+        if np.any(counts > 1):
+            k = int(uniq[counts > 1][0])
+            raise DuplicateIdError(f"two or more rows for step {steps[k // len(ids)].item()!r}, agent "
+                                   f"{ids[k % len(ids)].item()!r}; a panel has one row per (step, agent)")
+        T, N = len(steps), len(ids)
+        values = np.zeros((T, N, len(feats)))
+        present = np.zeros((T, N), dtype=bool)
+        present[t_idx, i_idx] = True
+        for d, c in enumerate(feats):
+            values[t_idx, i_idx, d] = flat[c].to_numpy(dtype=np.float64, na_value=np.nan)
+        if alive_col is not None:
+            mask = present.copy()
+            mask[t_idx, i_idx] = flat[alive_col].to_numpy(dtype=bool)
+        elif alive is not None:
+            mask = np.asarray(alive, dtype=bool)
+            if mask.shape != (T, N):
+                raise ShapeError(f"alive mask must have shape (T, N) = {(T, N)}; got {mask.shape}")
+            mask = mask & present
+        else:
+            mask = present
+        values[~mask] = 0.0
+        meta: dict[str, Any] = {"source": "dataframe"}
+        if skipped:
+            meta["skipped_columns"] = skipped
+        try:
+            return cls(values, features=[str(c) for c in feats], agent_ids=ids, steps=steps,
+                       alive=None if mask.all() else mask, meta=meta)
+        except NonFiniteError as exc:
+            raise NonFiniteError(f"{exc}; drop such rows, choose features=, or mark them dead with alive=") from None
+
+    def to_xarray(self):
+        """The panel as an ``xarray.DataArray`` named ``values`` with dims (step, agent, feature).
+
+        Coordinates carry the labels, the ``alive`` mask (step, agent), groups (``group_<name>`` on
+        agent) and context (``context_<name>`` on step); ``attrs["aumann"]`` (JSON) holds the metadata,
+        so :meth:`from_xarray` gives the panel back exactly. Needs the ``xarray`` extra.
+        """
+        xr = xarray_module()
+        da = xr.DataArray(self.values, dims=("step", "agent", "feature"), name="values",
+                          coords={"step": self.steps, "agent": self.agent_ids, "feature": list(self.features)})
+        extra: dict[str, Any] = {}
+        if self.alive is not None:
+            extra["alive"] = (("step", "agent"), self.alive)
+        for g, labels in self.groups.items():
+            extra[f"group_{g}"] = ("agent", labels)
+        for k, v in self.context.items():
+            extra[f"context_{k}"] = (("step", *(f"context_{k}_dim{i}" for i in range(1, v.ndim))), v)
+        da = da.assign_coords(extra) if extra else da
+        da.attrs["aumann"] = json.dumps({"format": _FORMAT, "groups": list(self.groups),
+                                         "context": list(self.context), "meta": self.meta})
+        return da
+
+    @classmethod
+    def from_xarray(cls, obj: Any, features: Sequence[str] | None = None) -> Panel:
+        """A panel from an ``xarray.DataArray`` with dims (step, agent[, feature]) or a ``Dataset``.
+
+        A DataArray's dims may come in any order; without a ``feature`` dim it is one feature (named
+        after the array). A Dataset uses its ``values`` variable when it has one (what
+        :meth:`to_xarray` writes), else each (step, agent) variable is a feature (``features=``
+        picks and orders them). Coordinates ``alive``, ``group_*`` and ``context_*`` and
+        ``attrs["aumann"]`` are read back.
+
+        Raises:
+            ShapeError: missing step/agent dims, or extra dims.
+            UnknownFeatureError: a requested feature that is not there.
+        """
+        xr = xarray_module()
+        if isinstance(obj, xr.Dataset):
+            if "values" in obj.data_vars:
+                da = obj["values"]
+            else:
+                names = list(features) if features is not None else [
+                    k for k, v in obj.data_vars.items() if set(v.dims) == {"step", "agent"}]
+                missing = [k for k in names if k not in obj.data_vars]
+                if missing:
+                    raise UnknownFeatureError(f"features {missing} not in the dataset; it has {list(obj.data_vars)}")
+                if not names:
+                    raise ShapeError(f"no (step, agent) variables in the dataset; it has {dict(obj.data_vars)}")
+                da = xr.concat([obj[k] for k in names], dim="feature").assign_coords(feature=[str(k) for k in names])
+                features = None
+        elif isinstance(obj, xr.DataArray):
+            da = obj
+        else:
+            raise PanelError(f"from_xarray takes an xarray DataArray or Dataset; got {type(obj).__name__}")
+        dims = set(da.dims)
+        if not {"step", "agent"} <= dims or not dims <= {"step", "agent", "feature"}:
+            raise ShapeError(f"xarray dims must be (step, agent[, feature]); got {tuple(da.dims)}")
+        if "feature" not in dims:
+            da = da.expand_dims(feature=[str(da.name) if da.name is not None else "value"])
+        da = da.transpose("step", "agent", "feature")
+        if features is not None:
+            have = [str(f) for f in da["feature"].values.tolist()]
+            missing = [f for f in features if f not in have]
+            if missing:
+                raise UnknownFeatureError(f"features {missing} not in the array; it has {have}")
+            da = da.sel(feature=list(features))
+        info = json.loads(da.attrs.get("aumann", "{}") or "{}")
+        coords = da.coords
+        groups = {g: coords[f"group_{g}"].values for g in info.get("groups", [])} or {
+            str(k)[6:]: v.values for k, v in coords.items() if str(k).startswith("group_")}
+        context = {c: coords[f"context_{c}"].values for c in info.get("context", [])} or {
+            str(k)[8:]: v.values for k, v in coords.items() if str(k).startswith("context_")}
+        alive = coords["alive"].transpose("step", "agent").values if "alive" in coords else None
+        return cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
+                   agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
+                   context=context, meta=info.get("meta") or {})
 
     # ------------------------------------------------------------------ equality / io
     def equals(self, other: Panel) -> bool:

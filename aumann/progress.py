@@ -8,10 +8,14 @@ A :class:`Bar` has one task: ``advance(n)``, ``describe(text)`` (the label shown
 it is also a context manager. Transient bars (the default, for work inside a library call) vanish
 when done; command-level bars (``transient=False``) stay on screen as a record. Bars write to stderr
 so that a command's stdout stays clean.
+
+:class:`StageTimer` records the wall time of named stages (``timer.start("simulate")`` closes the
+stage before it); run directories report it per stage (``manifest.json`` → ``stage_seconds``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -52,4 +56,45 @@ def progress_bar(enabled: bool, total: int, label: str, *, transient: bool = Tru
     return Bar(total, label, transient=transient)
 
 
-__all__ = ["Bar", "progress_bar"]
+class StageTimer:
+    """Wall time per named stage: ``start(name)`` ends the running stage and starts ``name``.
+
+    A stage started more than once accumulates (e.g. "simulate" over several runs).
+
+    >>> t = StageTimer()
+    >>> t.start("load"); t.start("attribute"); t.stop()
+    >>> sorted(t.seconds)
+    ['attribute', 'load']
+    """
+
+    def __init__(self, clock: Any = time.perf_counter) -> None:
+        self._clock = clock
+        self._current: str | None = None
+        self._since = 0.0
+        self.seconds: dict[str, float] = {}
+
+    def start(self, name: str) -> None:
+        """End the running stage (if any) and start ``name``."""
+        now = self._clock()
+        self._close(now)
+        self._current, self._since = name, now
+
+    def stop(self) -> None:
+        """End the running stage."""
+        self._close(self._clock())
+        self._current = None
+
+    def _close(self, now: float) -> None:
+        if self._current is not None:
+            self.seconds[self._current] = self.seconds.get(self._current, 0.0) + (now - self._since)
+
+    def add(self, name: str, seconds: float) -> None:
+        """Add ``seconds`` measured elsewhere to stage ``name``."""
+        self.seconds[name] = self.seconds.get(name, 0.0) + float(seconds)
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.seconds.values()))
+
+
+__all__ = ["Bar", "StageTimer", "progress_bar"]

@@ -179,13 +179,23 @@ class Attribution:
             )
         return self.phi / self.delta_v[:, None]
 
-    def by_agent(self) -> np.ndarray:
-        """(N,) Φ_i = Σ_t φ_{i,t}: who drove it."""
-        return self.phi.sum(axis=0)
+    def by_agent(self, labels: bool = False):
+        """(N,) Φ_i = Σ_t φ_{i,t}: who drove it; ``labels=True``: a pandas Series indexed by agent id."""
+        out = self.phi.sum(axis=0)
+        if not labels:
+            return out
+        import pandas as pd
 
-    def by_step(self) -> np.ndarray:
-        """(T,) Φ_t = Σ_i φ_{i,t}: when did it turn."""
-        return self.phi.sum(axis=1)
+        return pd.Series(out, index=pd.Index(self.agent_ids, name="agent"), name="phi")
+
+    def by_step(self, labels: bool = False):
+        """(T,) Φ_t = Σ_i φ_{i,t}: when did it turn; ``labels=True``: a pandas Series indexed by step label."""
+        out = self.phi.sum(axis=1)
+        if not labels:
+            return out
+        import pandas as pd
+
+        return pd.Series(out, index=pd.Index(self.steps, name="step"), name="phi")
 
     def _group_labels(self, group: str | np.ndarray) -> np.ndarray:
         if isinstance(group, str):
@@ -253,6 +263,31 @@ class Attribution:
         for g, labels in self.groups.items():
             cols[f"group_{g}"] = np.tile(labels, T)
         return pd.DataFrame(cols)
+
+    def to_xarray(self):
+        """An ``xarray.Dataset``: ``phi`` (step, agent), ``stderr`` (step, agent) for sampled methods,
+        ``phi_features`` (step, agent, feature) when computed, ``delta_v``, ``f_values`` and
+        ``f_baseline`` (step); groups as ``group_<name>`` coordinates on agent; method, n_evals and
+        provenance (JSON) in ``attrs``. Needs the ``xarray`` extra."""
+        import json
+
+        from aumann.panel import xarray_module
+
+        xr = xarray_module()
+        data: dict[str, Any] = {"phi": (("step", "agent"), self.phi), "delta_v": ("step", self.delta_v),
+                                "f_values": ("step", self.f_values), "f_baseline": ("step", self.f_baseline)}
+        if self.stderr is not None:
+            data["stderr"] = (("step", "agent"), np.asarray(self.stderr))
+        coords: dict[str, Any] = {"step": self.steps, "agent": self.agent_ids}
+        if self.phi_features is not None:
+            data["phi_features"] = (("step", "agent", "feature"), self.phi_features)
+        if self.phi_features is not None or self.features:
+            coords["feature"] = list(self.features)
+        coords.update({f"group_{g}": ("agent", v) for g, v in self.groups.items()})
+        attrs = {"method": self.method, "satisfies_efficiency": int(self.satisfies_efficiency),
+                 "n_evals": -1 if self.n_evals is None else int(self.n_evals),
+                 "provenance": json.dumps(_jsonable(self.provenance))}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
 
     def to_parquet(self, path: str | os.PathLike[str], *, include_ids: bool = True) -> Path:
         path = Path(path)

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "aumann.cli.demo",
     "aumann.cli.run",
     "aumann.cli.bluesky",
+    "aumann.cli.report",
 )
 
 

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "attribute",
         help="attribute a saved panel with the Aumann–Shapley engine",
         description="Attribute a macro indicator to every agent and step of a saved panel (.npz written "
-        "by Panel.save). Writes attribution.npz, phi_by_step.csv, summary.json and manifest.json.",
+        "by Panel.save). Writes attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json "
+        "and the reports report.html (one self-contained page) and report.md.",
     )
     p.add_argument("panel", type=Path, help="panel file written by Panel.save (.npz)")
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")
     p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
+    p.add_argument("--no-report", action="store_true", help="skip report.html / report.md (aumann report writes them)")
     p.set_defaults(func=run)
 
 
@@ -42,28 +45,40 @@ def run(args: argparse.Namespace) -> int:
     from aumann.attribution import AumannShapley, Panel, attribute, indicators
     from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
+    from aumann.progress import StageTimer
+    from aumann.studies.pages import render_report, write_top_agents
 
     if not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    timer = StageTimer()
+    timer.start("load panel")
     panel = Panel.load(args.panel)
     f = indicators.get(args.indicator)
     closed = {"auto": None, "closed": True, "path": False}[args.method]
     method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
     out: Path = ensure_output_dir(args.out, "--out")  # before the work: an unwritable --out fails now
+    timer.start("attribute")
     t0 = time.perf_counter()
     res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
     seconds = time.perf_counter() - t0
 
+    timer.start("write results")
     res.save(out / "attribution.npz")
     rows = zip(plain(res.steps), res.delta_v.tolist(), res.by_step().tolist(), res.efficiency_gap.tolist())
     write_csv(out / "phi_by_step.csv", [{"step": s, "delta_v": dv, "sum_phi": sp, "efficiency_gap": eg}
                                         for s, dv, sp, eg in rows])
-    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel)}
+    write_top_agents(out, res, panel)
+    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel),
+               "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
         summary["tier_shares"] = res.group_shares("tier")
     write_json(out / "summary.json", summary, indent=2)
+    timer.stop()
     write_manifest(out, "aumann attribute", config=vars(args), seeds=None,
-                   extra={"panel_meta": panel.meta})
+                   extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
+                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"]})
+    if not args.no_report:
+        render_report(out, interactive=False if args.static else None)
 
     con = Console()
     tab = Table(title=f"{f.name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
@@ -72,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
     tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
                 f"{res.delta_v[0]:.6g}")
     con.print(tab)
-    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, summary.json, manifest.json")
+    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json"
+              + ("" if args.no_report else ", report.html, report.md"))
     return 0

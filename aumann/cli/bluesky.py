@@ -203,6 +203,7 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--export-per-user", action="store_true",
                    help="also write full-panel per-user shares keyed by opaque index (no DIDs/handles)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
     p.set_defaults(func=run_study_cmd)
     return p
 
@@ -223,9 +224,10 @@ def run_study_cmd(args: argparse.Namespace) -> int:
         cfg = CrossScaleConfig.model_validate({**cfg.model_dump(), **updates})
     except ConfigError as exc:
         raise ConfigError(f"invalid study settings: {str(exc).split(': ', 1)[-1]}") from exc
-    summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress)
+    summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress,
+                             interactive=False if getattr(args, "static", False) else None)
     keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
             "cells_skipped_on_resume", "cells_recomputed_after_failed_check", "timings")
     print(json.dumps({k: summary.get(k) for k in keys}, indent=1))
-    print(f"tables, figures and summary.json in {args.out}")
+    print(f"tables, figures, summary.json, report.html and report.md in {args.out}")
     return 0

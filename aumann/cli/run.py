@@ -4,11 +4,17 @@ Examples::
 
     aumann run midscale-social                        # 10 runs, 1000 permutations, offline policy
     aumann run social-llm --runs 3 --seed 7 --out runs/social
+    aumann run docs/examples/wolf_sheep.py:scenario --runs 2        # a Scenario in a file
+    aumann run my_package.scenarios:scenario          # a Scenario (or a factory returning one) in a module
+    aumann run --list                                 # built-in, registered and installed scenarios
+
+Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
-``panels/``, PNG plots, ``report.md`` and ``manifest.json``. Re-running the same command with the
+``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page: who drove it,
+when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``. Re-running the same command with the
 same ``--out`` resumes: finished runs are read back, not recomputed.
 
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
@@ -33,7 +39,10 @@ from aumann.errors import ConfigError
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", help="registered scenario name (e.g. social-llm, midscale-social, econagent)")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="a scenario name (social-llm, midscale-social, econagent, or an installed one), or where one "
+                        "lives: package.module:attribute or path/to/file.py:attribute")
+    p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
     p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default: the config's)")
     p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=Path, default=None,
@@ -53,7 +62,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
+    p.add_argument("--static", action="store_true",
+                   help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
     p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     p.set_defaults(func=run)
 
@@ -78,12 +89,18 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann import scenarios
     from aumann.io import ensure_output_dir, safe_component
-    from aumann.manifest import write_manifest
-    from aumann.progress import Bar
+    from aumann.progress import Bar, StageTimer
     from aumann.studies.faithfulness import config_digest, run_study
     from aumann.studies.report import headline_markdown, write_outputs
 
     console = Console(stderr=True)
+    if args.list:
+        for name, description in scenarios.describe():
+            print(f"{name}\t{description}")
+        return 0
+    if args.scenario is None:
+        raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
+                          "package.module:attribute / path/to/file.py:attribute")
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:
@@ -103,32 +120,38 @@ def run(args: argparse.Namespace) -> int:
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
               "ablations", "done")
+    timer = StageTimer()
     t0 = time.perf_counter()
     with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
 
         def progress(r: int, msg: str) -> None:
+            if msg in ("done", "resumed"):
+                timer.stop()
+            else:
+                timer.start(msg)
             bar.advance(len(stages) if msg == "resumed" else 1)
             bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
 
         result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
+    timer.stop()
     seconds = time.perf_counter() - t0
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
                       "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
     command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
-    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
-                          baseline=sc.baseline_description, plots=not args.no_plots)
-    extra = {"seconds": seconds, "resumed_runs": result.resumed, "computed_runs": result.computed,
-             "recomputed_after_failed_check": len(result.failed_checks), "failed_checks": result.failed_checks,
-             "backend": label.split("@")[0], "scenario": sc.name}
+    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds,
+                             "recomputed_after_failed_check": len(result.failed_checks),
+                             "failed_checks": result.failed_checks}
     if backend is not None and hasattr(backend, "usage"):
         extra["llm_usage"] = backend.usage.as_dict()
-    write_manifest(out, command, config.model_dump(mode="json"),
-                   seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
-                   extra=extra)
+    files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
+                          baseline=sc.baseline_description, plots=not args.no_plots,
+                          config=config.model_dump(mode="json"),
+                          seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
+                          extra=extra, interactive=False if args.static else None)
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
-                  f"results in {out} (report.md, faithfulness.csv)")
+                  f"results in {out} (report.html, report.md, faithfulness.csv)")
     return 0
 
 

@@ -120,7 +120,7 @@ def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadra
 def run_ablations(scenario: Scenario, config: ScenarioConfig, panel: Any, ts: int, z0: np.ndarray,
                   phi_straight: np.ndarray, rng: np.random.Generator, top_k: int) -> dict[str, Any]:
     """All three ablations for one run (JSON-able)."""
-    f = scenario.indicator(config)
+    f = scenario.indicators(config)[0]
     pt = panel.select_steps([ts])
     return {"path": path_ablation(f, pt, z0, phi_straight, config.study.path_orders, rng, top_k),
             "f_sensitivity": f_sensitivity(scenario, config, panel.select_steps([ts]), z0, top_k),

@@ -2,8 +2,18 @@
 
 Each built-in scenario lives in its own folder (``social_llm/``, ``midscale_social/``,
 ``econagent/``) whose ``scenario.py`` calls :func:`register`. Importing :mod:`aumann.scenarios`
-imports none of them; :func:`get` and :func:`names` import the built-in modules on first use. No
-entry points, no dotted paths from configs: user scenarios are added with ``register(scenario)``.
+imports none of them; :func:`get` and :func:`names` import the built-in modules on first use.
+
+User scenarios come in three ways:
+
+* ``register(scenario)`` from Python;
+* a spec naming where one lives, ``package.module:attribute`` or ``path/to/file.py:attribute``
+  (what ``aumann run`` takes; the attribute is a ``Scenario`` or a factory returning one; the
+  module is imported from the working directory too, which console scripts do not put on
+  ``sys.path``), resolved by :func:`load` and by :func:`get`;
+* an installed package's entry point in the group ``aumann.scenarios``
+  (``[project.entry-points."aumann.scenarios"] my-model = "my_pkg.scenarios:scenario"``): its name
+  joins :func:`names` and ``aumann run --list``.
 
 >>> from aumann import scenarios
 >>> "social-llm" in scenarios.names()
@@ -12,12 +22,21 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
 
-from aumann.errors import ConfigError, UnknownScenarioError
+from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
+from aumann.scenarios.base import Scenario, ScenarioConfig
 
-_REGISTRY: dict[str, object] = {}
+ENTRY_POINT_GROUP = "aumann.scenarios"
+
+_REGISTRY: dict[str, Scenario] = {}
 
 #: name → module whose import registers the built-in scenario
 _BUILTIN: dict[str, str] = {
@@ -32,8 +51,6 @@ def register(scenario):
 
     Re-registering a name replaces the earlier entry (so reloading a module is harmless).
     """
-    from aumann.scenarios.base import Scenario
-
     if not isinstance(scenario, Scenario):
         raise ConfigError(f"register() takes a Scenario; got {type(scenario).__name__}")
     _REGISTRY[scenario.name] = scenario
@@ -57,24 +74,141 @@ def _load_builtin(name: str) -> None:
         importlib.import_module(mod)
 
 
-def get(name: str):
-    """The scenario registered as ``name`` (built-ins are imported on demand).
+def _key(name: str) -> str:
+    return str(name).strip().lower().replace("_", "-")
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {_key(ep.name): ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _as_scenario(obj: Any, spec: str) -> Scenario:
+    if isinstance(obj, Scenario):
+        return obj
+    if not callable(obj):
+        raise ScenarioLoadError(f"scenario spec {spec!r} names a {type(obj).__name__}; it must name a Scenario or a "
+                                f"factory returning one")
+    try:
+        made = obj()
+    except Exception as exc:
+        raise ScenarioLoadError(f"scenario spec {spec!r}: the factory raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(made, Scenario):
+        raise ScenarioLoadError(f"scenario spec {spec!r}: the factory returned a {type(made).__name__}, not a Scenario")
+    return made
+
+
+def _import_file(path: Path, spec: str):
+    if not path.is_file():
+        raise ScenarioLoadError(f"scenario spec {spec!r}: no such file {str(path)!r}")
+    path = path.resolve()
+    name = f"aumann_user_scenario_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(path.parent)
+    if folder not in sys.path:  # as ``python file.py`` would: sibling modules import
+        sys.path.insert(0, folder)
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ScenarioLoadError(f"scenario spec {spec!r}: {str(path)!r} is not a Python file")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {str(path)!r} raised {type(exc).__name__}: "
+                                f"{exc}") from exc
+    return module
+
+
+def _import_module(modname: str, spec: str):
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        cwd = os.getcwd()
+        if modname.split(".")[0] == missing.split(".")[0] and cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path
+            return _import_module(modname, spec)
+        raise ScenarioLoadError(f"scenario spec {spec!r}: cannot import module {modname!r} ({exc})") from exc
+    except Exception as exc:
+        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: "
+                                f"{exc}") from exc
+
+
+def load(spec: str) -> Scenario:
+    """The scenario at ``spec``: ``package.module:attribute`` or ``path/to/file.py:attribute``.
+
+    The attribute (dotted paths allowed) is a :class:`Scenario` or a factory returning one.
+
+    Raises:
+        ScenarioLoadError: the module or file cannot be imported, the attribute is missing, or it is
+            neither a Scenario nor a factory returning one (the message names the spec).
+    """
+    spec = str(spec).strip()
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise ScenarioLoadError(f"scenario spec {spec!r} must look like package.module:attribute or "
+                                f"path/to/file.py:attribute")
+    is_file = where.endswith(".py") or "/" in where or os.sep in where
+    module = _import_file(Path(where), spec) if is_file else _import_module(where, spec)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            found = sorted(k for k, v in vars(module).items() if isinstance(v, Scenario))
+            raise ScenarioLoadError(f"scenario spec {spec!r}: {where} has no attribute {attr!r}"
+                                    + (f"; Scenario objects there: {found}" if found else "")) from None
+    return _as_scenario(obj, spec)
+
+
+def get(name: str) -> Scenario:
+    """The scenario registered as ``name`` (built-ins are imported on demand), an installed entry
+    point of that name, or the scenario at a ``module:attribute`` / ``file.py:attribute`` spec.
 
     Raises:
         UnknownScenarioError: no such scenario; the message lists the valid names.
+        ScenarioLoadError: a spec or entry point that cannot be loaded.
     """
-    key = str(name).strip().lower().replace("_", "-")
+    text = str(name).strip()
+    key = _key(text)
     _load_builtin(key)
-    if key not in _REGISTRY:
-        raise UnknownScenarioError(f"unknown scenario {name!r}; registered scenarios: {names()}")
-    return _REGISTRY[key]
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    if ":" in text:
+        return load(text)
+    ep = _entry_points().get(key)
+    if ep is not None:
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise ScenarioLoadError(f"scenario {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) "
+                                    f"cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        return _as_scenario(obj, f"{name} = {ep.value}")
+    raise UnknownScenarioError(f"unknown scenario {name!r}; registered scenarios: {names()}; or give "
+                               f"package.module:attribute or path/to/file.py:attribute")
 
 
 def names() -> list[str]:
-    """Sorted names of all registered scenarios, including the built-ins (imported here)."""
+    """Sorted names of all registered scenarios: built-ins (imported here), ``register()``-ed ones and
+    installed ``aumann.scenarios`` entry points (listed, not imported)."""
     for name in _available_builtins():
         _load_builtin(name)
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(_entry_points()))
 
 
-__all__ = ["UnknownScenarioError", "get", "names", "register"]
+def describe() -> list[tuple[str, str]]:
+    """``(name, description)`` for every name in :func:`names`; an entry point that fails to load
+    is listed with the reason instead of a description."""
+    out = []
+    for name in names():
+        try:
+            out.append((name, get(name).description))
+        except ConfigError as exc:
+            out.append((name, f"[cannot load: {exc}]"))
+    return out
+
+
+__all__ = ["ENTRY_POINT_GROUP", "Scenario", "ScenarioConfig", "ScenarioLoadError", "UnknownScenarioError", "describe",
+           "get", "load", "names", "register"]

@@ -13,9 +13,13 @@ A :class:`Scenario` binds
   ``Panel.context``, read by indicators, held fixed along the path, never attributed),
 * ``indicator(config)``: the C² surrogate macro indicator f that is attributed,
   ``original(config)``: the original (possibly non-smooth) indicator it replaces,
-* ``baseline_action(model, positions)``: an intervention applied to a model at the start of a step
-  that forces the agents at panel positions ``positions`` (the Panel's agent axis) to take the
-  scenario's baseline action during the next ``model.step()``,
+* ``baseline_action(model, agents)``: an intervention applied to a model at the start of a step
+  that forces the given agents to take the scenario's baseline action during the next step; the
+  agents are panel positions (the Panel's agent axis; ``baseline_action_by="position"``, the
+  default, for fixed populations) or agent ids (``unique_id``; ``baseline_action_by="id"``, for
+  populations with births and deaths, where a panel row outlives the agent),
+* ``step(model)`` (optional): how the model advances one step (default: ``model.step()``, or its
+  Mesa DEVS simulator's ``run_for(1)``); used by the run, its forks and replays,
 * ``baseline_features(model, config) -> (N, D)`` (optional): the features every agent would have
   after the next step if it took the baseline action. The default forks ``model`` with *all*
   agents at the baseline action, steps once and records; this is exact when an agent's features
@@ -26,14 +30,18 @@ A :class:`Scenario` binds
 * ``aggregators(config)`` (optional): alternative indicators for the f-sensitivity ablation.
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
-(t = 0 … T−1). ``ScenarioRun.checkpoints[t]`` is a deep copy of the model *before* step t, so a
-counterfactual fork re-simulating step t starts from it.
+(t = 0 … T−1). ``ScenarioRun.before(t)`` is the model *before* step t, so a counterfactual fork
+re-simulating step t starts from it. Checkpoints are checked deep copies when the model copies
+faithfully, else replays: the scenario rebuilds the model from its config and the run's seed and
+replays it to step t (:mod:`aumann.simulators.branching`), lazily, when ``before(t)`` is asked for.
+Forks of a checkpoint use the same choice (``aumann.simulators.fork(..., strategy="auto")``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +72,9 @@ class StudyConfig(configs.ConfigModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        fork_strategy: how checkpoints and deletion forks are made: ``"auto"`` (a checked copy when
+            the model copies faithfully, else a replay from the scenario's factory), ``"copy"`` or
+            ``"replay"``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -77,6 +88,7 @@ class StudyConfig(configs.ConfigModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
 
 
 class ScenarioConfig(configs.ConfigModel):
@@ -99,19 +111,53 @@ class ScenarioConfig(configs.ConfigModel):
     study: StudyConfig = Field(default_factory=StudyConfig)
 
 
+@dataclass(frozen=True)
+class _Deferred:
+    """A checkpoint kept as a recipe: rebuild with ``factory`` and replay ``steps`` steps."""
+
+    factory: Callable[[], Any]
+    steps: int
+    step: Callable[[Any], None] | None
+    digest: list
+    copy_error: str
+
+
 @dataclass
 class ScenarioRun:
-    """One simulated run: the panel, the final model and checkpoints taken before each kept step."""
+    """One simulated run: the panel, the final model and checkpoints taken before each kept step.
+
+    ``strategy`` says how checkpoints are kept: ``"copy"`` (checked deep copies) or ``"replay"``
+    (rebuilt from the scenario's factory on demand); ``factory`` rebuilds the run's initial model.
+    """
 
     panel: Any
     model: Any
     checkpoints: dict[int, Any] = field(default_factory=dict)
+    strategy: str = "copy"
+    factory: Callable[[], Any] | None = None
 
     def before(self, t: int) -> Any:
         """The model before step ``t`` (a checkpoint; fork from it, do not step it)."""
         if t not in self.checkpoints:
             raise SimulationError(f"no checkpoint before step {t}; kept: {sorted(self.checkpoints)}")
-        return self.checkpoints[t]
+        ckpt = self.checkpoints[t]
+        if isinstance(ckpt, _Deferred):
+            from aumann.errors import ReplayDivergedError
+            from aumann.simulators import replay, state_digest
+            from aumann.simulators.branching import digest_difference
+
+            model = replay(ckpt.factory, ckpt.steps, step=ckpt.step)
+            diff = digest_difference(ckpt.digest, state_digest(model))
+            if diff is not None:
+                raise ReplayDivergedError(f"replaying the run to step {t} does not reproduce it: {diff}; the "
+                                          f"scenario's build_model and step must be deterministic given the rng")
+            from aumann.simulators.branching import lineage
+
+            lin = lineage(model)
+            if lin is not None:
+                lin.copy_error = ckpt.copy_error  # its forks replay too, without trying to copy again
+            self.checkpoints[t] = ckpt = model
+        return ckpt
 
 
 @dataclass(frozen=True)
@@ -142,8 +188,16 @@ class Scenario:
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
+    step: Callable[[Any], None] | None = None
+    baseline_action_by: str = "position"
 
     def __post_init__(self) -> None:
+        if self.baseline_action_by not in ("position", "id"):
+            raise ConfigError(f"scenario {self.name!r}: baseline_action_by must be 'position' or 'id'; got "
+                              f"{self.baseline_action_by!r}")
+        for what in ("build_model", "make_recorder", "indicator", "original", "baseline_action"):
+            if not callable(getattr(self, what)):
+                raise ConfigError(f"scenario {self.name!r}: {what} must be callable; got {getattr(self, what)!r}")
         from aumann.io import safe_component
 
         safe_component(self.name, "scenario name")  # it names the default run directory runs/<name>-seed<S>
@@ -180,7 +234,7 @@ class Scenario:
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
-                 keep_from: int | None = None, progress: bool = False) -> ScenarioRun:
+                 keep_from: int | None = None, progress: bool = False, strategy: str = "auto") -> ScenarioRun:
         """Run the scenario for ``config.steps`` steps and record the panel.
 
         Args:
@@ -190,57 +244,134 @@ class Scenario:
             keep_from: keep checkpoints before every step t ≥ keep_from (default ⌈T/2⌉, the
                 steps a target t* can fall on); 0 keeps all.
             progress: show a progress bar.
+            strategy: how checkpoints are kept: ``"auto"`` (checked copies when the model copies
+                faithfully, else replays), ``"copy"`` (raise :class:`~aumann.errors.CheckpointError`
+                when it does not) or ``"replay"``.
         """
+        from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
-        from aumann.simulators import checkpoint, simulate
+        from aumann.simulators import checkpoint, simulate, state_digest
 
         if not isinstance(config, self.config_model):
             raise ConfigError(f"scenario {self.name!r} needs a {self.config_model.__name__} (from load_config); got "
                               f"{type(config).__name__}")
+        if strategy not in ("auto", "copy", "replay"):
+            raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
         T = config.steps
         keep = math.ceil(T / 2) if keep_from is None else as_int(keep_from, "keep_from", minimum=0,
                                                                    error=ConfigError)
-        model = self.build_model(config, as_generator(rng), backend)
+        gen = as_generator(rng)
+        initial = copy.deepcopy(gen)
+        model = self.build_model(config, gen, backend)
+        factory = self.factory(config, initial, backend)
         ckpts: dict[int, Any] = {}
+        mode: dict[str, str] = {"strategy": "replay", "why": "fork_strategy='replay'"} if strategy == "replay" else {}
+
+        def _take(m: Any, t: int) -> None:
+            if mode.get("strategy") != "replay":
+                try:
+                    ckpts[t] = checkpoint(m, strategy="copy", factory=factory, step=self.step)
+                    mode["strategy"] = "copy"
+                    return
+                except CheckpointError as exc:
+                    if strategy == "copy":
+                        raise
+                    mode["strategy"], mode["why"] = "replay", str(exc)  # decided once: the model copies alike
+            ckpts[t] = _Deferred(factory, t, self.step, state_digest(m), mode["why"])
+
         if keep <= 0:
-            ckpts[0] = checkpoint(model)
+            _take(model, 0)
 
         def _keep(m: Any, t: int) -> None:
             if t + 1 >= keep and t + 1 < T:
-                ckpts[t + 1] = checkpoint(m)
+                _take(m, t + 1)
 
         ctx = self.context(config) if self.context is not None else None
-        panel = simulate(model, T, self.make_recorder(config), observers=[_keep], context=ctx, progress=progress)
-        return ScenarioRun(panel=panel, model=model, checkpoints=ckpts)
+        panel = simulate(model, T, self.make_recorder(config), observers=[_keep], context=ctx, progress=progress,
+                         step=self.step)
+        return ScenarioRun(panel=panel, model=model, checkpoints=ckpts, strategy=mode.get("strategy", "copy"),
+                           factory=factory)
 
-    def step_with_baseline(self, model: Any, config: ScenarioConfig, positions: Sequence[int]) -> tuple[
-            np.ndarray, dict[str, np.ndarray]]:
-        """Fork ``model`` (a model before some step), force ``positions`` to the baseline action,
-        re-simulate that one step and return its features (N, D) and context {name: array}."""
-        from aumann.simulators import fork
+    def factory(self, config: ScenarioConfig, rng: np.random.Generator, backend: Any = None) -> Callable[[], Any]:
+        """A callable rebuilding the scenario's model in its initial state: ``build_model`` with a fresh
+        copy of ``rng`` (in the state it had before the run's model was built) and ``backend``."""
+        snapshot = copy.deepcopy(rng)
 
+        def build() -> Any:
+            return self.build_model(config, copy.deepcopy(snapshot), backend)
+
+        return build
+
+    def _targets(self, positions: Sequence[int], agent_ids: Sequence[Hashable] | None) -> list[Any]:
         pos = [int(p) for p in positions]
-        ctx = self.context(config) if self.context is not None else None
-        res = fork(model, intervention=(lambda m: self.baseline_action(m, pos)) if pos else None, steps=1,
-                   recorder=self.make_recorder(config), context=ctx)
+        if self.baseline_action_by == "position":
+            return pos
+        if agent_ids is None:
+            raise SimulationError(f"scenario {self.name!r} acts on agent ids (baseline_action_by='id'): pass the "
+                                  f"panel's agent_ids")
+        ids = np.asarray(agent_ids)
+        return [ids[p].item() if hasattr(ids[p], "item") else ids[p] for p in pos]
+
+    def step_with_baseline(self, model: Any, config: ScenarioConfig, positions: Sequence[int], *,
+                           agent_ids: Sequence[Hashable] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Fork ``model`` (a model before some step), force the agents at panel ``positions`` to the
+        baseline action, re-simulate that one step and return its features (n, D) and context
+        {name: array} (the fork's own agents, so n is the number of agents it records).
+
+        ``agent_ids`` (the run panel's agent axis) translates positions to ids for scenarios with
+        ``baseline_action_by="id"``.
+        """
+        res = self._fork_one(model, config, self._targets(positions, agent_ids))
         return res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
 
-    def baseline_features(self, model: Any, config: ScenarioConfig) -> np.ndarray:
-        """Per-agent attribution baseline z⁰ (N, D) for the step that ``model`` is about to take."""
+    def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
+        from aumann.simulators import fork
+
+        ctx = self.context(config) if self.context is not None else None
+        return fork(model, intervention=(lambda m: self.baseline_action(m, targets)) if targets else None, steps=1,
+                    recorder=self.make_recorder(config), context=ctx, step=self.step)
+
+    def present(self, model: Any, agent_ids: Sequence[Hashable]) -> np.ndarray:
+        """Positions (in ``agent_ids``) of the agents present in ``model``: the agents a baseline
+        action can act on at the step ``model`` is about to take (all of them for fixed populations)."""
+        if self.baseline_action_by == "position":
+            return np.arange(len(agent_ids))
+        here = {a.unique_id for a in getattr(model, "agents", ())}
+        return np.array([p for p, i in enumerate(np.asarray(agent_ids).tolist()) if i in here], dtype=np.int64)
+
+    def baseline_features(self, model: Any, config: ScenarioConfig, *,
+                          agent_ids: Sequence[Hashable] | None = None) -> np.ndarray:
+        """Per-agent attribution baseline z⁰ (N, D) for the step that ``model`` is about to take.
+
+        For ``baseline_action_by="id"`` pass the run panel's ``agent_ids``: every agent present in
+        ``model`` takes the baseline action, and the recorded rows are aligned to ``agent_ids`` by
+        id (agents absent from the fork's recording get 0, as absent rows do in a recorded panel).
+        """
+        n = config.agents if agent_ids is None else len(agent_ids)
         if self.baseline_features_fn is not None:
             out = np.asarray(self.baseline_features_fn(model, config), dtype=np.float64)
-        else:
-            n = config.agents
+        elif self.baseline_action_by == "position":
             out, _ = self.step_with_baseline(model, config, range(n))
-        if out.shape != (config.agents, len(self.features)):
+        else:
+            targets = self._targets(self.present(model, agent_ids), agent_ids)
+            rec = self._fork_one(model, config, targets).panel
+            out = np.zeros((n, len(self.features)))
+            where = {i: p for p, i in enumerate(np.asarray(agent_ids).tolist())}
+            for row, i in enumerate(rec.agent_ids.tolist()):
+                if i in where:
+                    out[where[i]] = rec.values[0, row]
+        if out.shape != (n, len(self.features)):
             raise SimulationError(f"scenario {self.name!r}: baseline features have shape {out.shape}; expected "
-                                  f"({config.agents}, {len(self.features)})")
+                                  f"({n}, {len(self.features)})")
         return out
 
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:
-        """(C² surrogate, original) indicators for ``config``."""
-        return self.indicator(config), self.original(config)
+        """(C² surrogate, original) indicators for ``config`` (plain callables are wrapped as
+        :class:`~aumann.attribution.Indicator`, named after the function)."""
+        from aumann.attribution.indicators import as_indicator
+
+        return as_indicator(self.indicator(config)), as_indicator(self.original(config))
 
     def surrogate(self, config: ScenarioConfig) -> Any:
         """The C² indicator bound to its original (:class:`aumann.attribution.smoothing.Surrogate`)."""

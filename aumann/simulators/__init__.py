@@ -3,7 +3,11 @@
 Public surface::
 
     from aumann.simulators import FeatureRecorder, ArrayRecorder, simulate, fork, checkpoint
-    panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))
+    panel = simulate(model, steps=T, recorder=FeatureRecorder({"wealth": "wealth"}))   # step=fn for any stepping
+    branch = fork(model, steps=5, recorder=rec, factory=make_model)   # a checked copy, else a replay
+
+Forks (``checkpoint``, ``fork``, ``fork_many``, ``replay``) are made by checked copy or by replay
+(:mod:`aumann.simulators.branching`); ``override_next_step`` scopes a baseline action to one step.
 
 ``aumann.simulators.llm`` (pydantic; openai lazily) is
 imported on demand so that ``import aumann.simulators`` stays light.
@@ -13,9 +17,12 @@ from aumann.errors import (
     CheckpointError,
     ExecutorError,
     FeatureValueError,
+    ReplayDivergedError,
+    ReplayUnavailableError,
     StepsMismatchError,
     UnknownAttributeError,
 )
+from aumann.simulators.branching import default_step, override_next_step, state_digest
 from aumann.simulators.executors import LocalExecutor, RayExecutor, RunSpec, seeded_specs
 from aumann.simulators.recorder import ArrayRecorder, FeatureRecorder, Recording
 from aumann.simulators.runner import (
@@ -26,6 +33,7 @@ from aumann.simulators.runner import (
     fork,
     fork_many,
     indicator_values,
+    replay,
     simulate,
 )
 
@@ -40,14 +48,20 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "Recording",
+    "ReplayDivergedError",
+    "ReplayUnavailableError",
     "RunSpec",
     "StepsMismatchError",
     "UnknownAttributeError",
     "checkpoint",
+    "default_step",
     "for_agents",
     "fork",
     "fork_many",
     "indicator_values",
+    "override_next_step",
+    "replay",
     "seeded_specs",
     "simulate",
+    "state_digest",
 ]

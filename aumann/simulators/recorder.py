@@ -19,7 +19,10 @@ Two paths:
   preallocated buffer, with no per-agent Python loop. The agent axis is fixed at the first capture.
 
 World state that is not attributed (prices, rates) is recorded with ``context={name: fn(model)}``
-into ``Panel.context`` (leading dimension T).
+into ``Panel.context`` (leading dimension T). With ``alive_context="alive"`` a recorder also puts
+the presence mask into the context, ``context["alive"]`` (T, N) as 1.0/0.0 (all ones when nobody
+enters or leaves), so an indicator can average over the living agents only — e.g.
+``f(z, context) = Σ_i alive_i z_i / Σ_i alive_i`` — whatever value the engine holds dead rows at.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ class _ArrayBuffer:
     ids_value: Any = None
 
 
+def _check_alive_context(name: Any) -> str | None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise FeatureValueError(f"alive_context must be a context name (str) or None; got {name!r}")
+    return name
+
+
 class FeatureRecorder(_RecorderBase):
     """Per-agent feature extractors, captured after every step into a preallocated (T, N, D) buffer.
 
@@ -74,6 +83,7 @@ class FeatureRecorder(_RecorderBase):
             ``fn(agent) -> number``. The panel's features keep this order.
         agents: ``fn(model) -> iterable of agents`` (default ``model.agents``). Agents are keyed by
             ``agent.unique_id`` and sorted ascending in the panel.
+        alive_context: also record the presence mask as ``Panel.context[alive_context]`` (T, N) floats.
 
     Raises:
         FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
@@ -88,7 +98,9 @@ class FeatureRecorder(_RecorderBase):
         features: Mapping[str, str | FeatureFn],
         *,
         agents: Callable[[Any], Iterable[Any]] | None = None,
+        alive_context: str | None = None,
     ) -> None:
+        self.alive_context = _check_alive_context(alive_context)
         if not isinstance(features, Mapping) or not features:
             raise FeatureValueError(
                 f"features must be a non-empty mapping name -> attribute name or fn(agent); got {features!r}"
@@ -226,6 +238,7 @@ class ArrayRecorder(_RecorderBase):
         features: feature order (default: the keys of the first ``fn(model)`` call, in order).
             Keys of ``fn(model)`` that are not listed are ignored.
         alive: optional ``fn(model) -> bool array (N,)``; absent rows are stored as 0.0.
+        alive_context: also record the presence mask as ``Panel.context[alive_context]`` (T, N) floats.
         agent_ids: an array of N ids, or ``fn(model) -> array (N,)`` read at the first capture
             (default ``0 … N-1``). Rows are reordered to ascending id.
 
@@ -240,7 +253,9 @@ class ArrayRecorder(_RecorderBase):
         features: Iterable[str] | None = None,
         alive: Callable[[Any], Any] | None = None,
         agent_ids: Callable[[Any], Any] | Any = None,
+        alive_context: str | None = None,
     ) -> None:
+        self.alive_context = _check_alive_context(alive_context)
         if not callable(fn):
             raise FeatureValueError(f"ArrayRecorder needs a callable fn(model) -> mapping; got {fn!r}")
         self.fn = fn

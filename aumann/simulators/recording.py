@@ -173,9 +173,15 @@ class Recording:
         self._buffer = None  # the panel owns the arrays now
         if alive is not None and alive.all():
             alive = None
+        context = self._context.result(self.captured)
+        name = getattr(self.recorder, "alive_context", None)
+        if name is not None:
+            if name in context:
+                raise FeatureValueError(f"alive_context {name!r} clashes with a context of the same name")
+            context[name] = np.ones(values.shape[:2]) if alive is None else alive.astype(np.float64)
         self._panel = Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
-            alive=alive, context=self._context.result(self.captured),
+            alive=alive, context=context,
             meta={"recorder": type(self.recorder).__name__},
         )
 
@@ -196,6 +202,7 @@ class Recording:
 
 class _RecorderBase(ABC):
     features: tuple[str, ...]
+    alive_context: str | None = None
 
     @contextmanager
     def recording(

@@ -1,32 +1,54 @@
 """The runner owns the step loop: ``simulate`` records a run; ``checkpoint`` and ``fork`` branch it.
 
-``simulate(model, steps=T, recorder=rec)`` calls ``model.step()`` T times and ``rec.capture(model)``
-after each, then returns the :class:`~aumann.attribution.Panel`. Nothing patches the model.
+``simulate(model, steps=T, recorder=rec)`` advances the model T times and calls
+``rec.capture(model)`` after each, then returns the :class:`~aumann.panel.Panel`. A step is
+``step(model)`` — by default ``model.step()``, or ``model.simulator.run_for(1)`` when a Mesa DEVS
+simulator drives the model (Mesa 3.3's wolf–sheep regrows grass through simulator events) — and any
+callable can be given with ``step=``. Nothing patches the model.
 
-Counterfactual forks: ``fork(model, intervention=g, steps=k, recorder=rec)`` deep-copies the model
-at its current step t (Mesa 3 models, including their ``rng``, deep-copy bit-identically), applies
-``g(copy)`` (e.g. force a set of agents to a baseline action), steps k times recording, and returns
-the panel and the final model. The original model is untouched, so the factual run can continue.
+Counterfactual forks: ``fork(model, intervention=g, steps=k, recorder=rec)`` makes a branch at the
+model's current step t, applies ``g(branch)`` (e.g. force a set of agents to a baseline action),
+steps k times recording, and returns the panel and the final model. The original is untouched, so
+the factual run can continue. A branch is made by ``strategy``:
+
+* ``"copy"`` — a deep copy, repaired for Mesa's cell spaces and DEVS events and checked to be a
+  faithful, independent copy (:mod:`aumann.simulators.branching` explains why plain ``deepcopy``
+  breaks Mesa grids);
+* ``"replay"`` — rebuild the model with ``factory()`` (a callable returning it in its initial state;
+  a :class:`~aumann.scenarios.Scenario` passes its own) and replay its history — the steps it took
+  with the same step function, and any interventions — then check it against the original;
+* ``"auto"`` (default) — copy when the copy works, else replay when a factory is known, else
+  :class:`~aumann.errors.ReplayUnavailableError` saying to pass ``factory=``.
+
 With LLM decisions served from a :class:`~aumann.simulators.llm.ResponseCache` (mode ``replay`` or a
-warm ``record``), a fork with no intervention replays the factual continuation exactly; decision
-backends and caches are shared (not copied) by ``deepcopy``.
+warm ``record``), a fork with no intervention reproduces the factual continuation exactly and a
+replay costs no calls; decision backends and caches are shared (not copied) by ``deepcopy``.
 """
 
 from __future__ import annotations
 
-import copy
-import itertools
-import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aumann.errors import CheckpointError, SimulationError, UnknownAgentError
+from aumann.errors import CheckpointError, ReplayUnavailableError, SimulationError, UnknownAgentError
 from aumann.progress import progress_bar
+from aumann.simulators import branching
+from aumann.simulators.branching import StepFn, advance
 from aumann.simulators.recording import ContextFn, _check_steps
 
 Observer = Callable[[Any, int], None]
 Intervention = Callable[[Any], None]
+Factory = Callable[[], Any]
+STRATEGIES = ("auto", "copy", "replay")
+
+
+def _check_step_fn(model: Any, step: StepFn | None) -> None:
+    if step is not None:
+        if not callable(step):
+            raise SimulationError(f"step must be a callable step(model); got {step!r}")
+    elif not callable(getattr(model, "step", None)):
+        raise SimulationError(f"model {type(model).__name__} has no step() method; pass step=fn to advance it")
 
 
 def simulate(
@@ -38,11 +60,13 @@ def simulate(
     progress: bool = False,
     context: Mapping[str, ContextFn] | None = None,
     initial: bool = False,
+    step: StepFn | None = None,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
     Args:
-        model: any object with ``step()`` (a ``mesa.Model``); agents are read through the recorder.
+        model: any object with ``step()`` (a ``mesa.Model``), or any object with ``step=`` given;
+            agents are read through the recorder.
         steps: number of steps T (positive int).
         recorder: a :class:`FeatureRecorder` or :class:`ArrayRecorder`.
         observers: extra callables ``obs(model, t)`` called after each capture (t = 0 … T-1).
@@ -51,6 +75,9 @@ def simulate(
             ``Panel.context`` (world state such as prices; never attributed).
         initial: also capture the state before the first step, as the panel's first row (the
             panel then has T + 1 steps; useful for a "pre-event" baseline).
+        step: how to advance the model one step, ``step(model)`` (default: ``model.step()``, or
+            ``model.simulator.run_for(1)`` for a model driven by a Mesa DEVS simulator); e.g.
+            ``step=lambda m: m.simulator.run_for(1)``. Forks and replays of this model reuse it.
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -60,8 +87,7 @@ def simulate(
         UnknownAttributeError, FeatureValueError: a feature cannot be read or is not a finite number.
     """
     steps = _check_steps(steps)
-    if not callable(getattr(model, "step", None)):
-        raise SimulationError(f"model {type(model).__name__} has no step() method")
+    _check_step_fn(model, step)
     if not hasattr(recorder, "recording"):
         raise SimulationError(
             f"recorder must be a FeatureRecorder or ArrayRecorder; got {type(recorder).__name__}"
@@ -72,7 +98,8 @@ def simulate(
             if initial:
                 rec.capture(model)
             for t in range(steps):
-                model.step()
+                advance(model, step)
+                branching.record(model, ("step", 1, step))  # the history is exact at every observer call
                 rec.capture(model)
                 for obs in observers:
                     obs(model, t)
@@ -84,56 +111,76 @@ def simulate(
     return rec.panel()
 
 
-def checkpoint(model: Any) -> Any:
-    """A deep copy of ``model`` (its agents, space and ``rng`` state) to fork from.
+def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | None) -> tuple[Any, str]:
+    if strategy not in STRATEGIES:
+        raise SimulationError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
+    if factory is not None and not callable(factory):
+        raise SimulationError(f"factory must be a callable returning a fresh model; got {factory!r}")
+    lin = branching.lineage(model, create=factory is not None)
+    if lin is not None and factory is not None:
+        lin.factory = factory
+    reason = None
+    if strategy == "copy" or (strategy == "auto" and (lin is None or lin.copy_error is None)):
+        try:
+            branch = branching.copy_model(model)
+        except CheckpointError as exc:
+            if strategy == "copy":
+                raise
+            reason = str(exc)
+            lin = lin or branching.lineage(model, create=True)
+            if lin is not None:
+                lin.copy_error = reason
+        else:
+            if lin is not None:
+                branching.set_lineage(branch, lin.clone())
+            return branch, "copy"
+    elif lin is not None:
+        reason = lin.copy_error
+    try:
+        branch = branching.replay_model(model, factory, step)
+    except ReplayUnavailableError as exc:
+        if reason is None:
+            raise
+        raise type(exc)(f"{reason}. {exc}") from exc
+    blin = branching.lineage(branch)
+    if blin is not None:
+        blin.copy_error = reason
+    return branch, "replay"
+
+
+def checkpoint(model: Any, *, strategy: str = "auto", factory: Factory | None = None,
+               step: StepFn | None = None) -> Any:
+    """A second model in ``model``'s current state (agents, space, ``rng`` state) to fork from.
+
+    Args:
+        model: the model to branch (left untouched).
+        strategy: ``"copy"`` (a checked deep copy), ``"replay"`` (rebuild with ``factory`` and replay
+            the model's history) or ``"auto"`` (copy when the copy works, else replay).
+        factory: a callable returning the model in its initial state (same seed and parameters); it
+            is remembered for later forks of this model and its branches.
+        step: the step function the model was advanced with, when it did not run through
+            :func:`simulate` (which records it).
 
     Raises:
-        CheckpointError: the model cannot be deep-copied (e.g. it uses Mesa's experimental signals,
-            or holds open files/sockets); the message names the cause.
+        CheckpointError: ``strategy="copy"`` and the model cannot be copied faithfully (the message
+            names the cause: ``RecursionError``, an uncopyable object, a cell left out of its space, ...).
+        ReplayUnavailableError: the copy fails and no factory is known (the message says to pass
+            ``factory=``).
+        ReplayDivergedError: the replay does not reproduce the model's state.
     """
-    try:
-        branch = copy.deepcopy(model)
-    except Exception as exc:  # deepcopy failures surface as many types
-        raise CheckpointError(
-            f"cannot checkpoint {type(model).__name__} with copy.deepcopy: {type(exc).__name__}: {exc}. "
-            f"Models using mesa.experimental signals/observables or holding open resources cannot be "
-            f"forked; keep such state outside the model or implement __deepcopy__."
-        ) from exc
-    _continue_id_counters(model, branch)
-    return branch
-
-
-_COUNT = re.compile(r"count\((-?\d+)\)")
-
-
-def _continue_id_counters(model: Any, branch: Any) -> None:
-    """Give the copy the original's next ``unique_id``.
-
-    Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
-    which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
-    collide with living agents. The copy continues where the original is, so agents created after
-    the fork get the same ids in the factual and the counterfactual branch.
-    """
-    seen: set[int] = set()
-    for agent in getattr(model, "agents", ()):
-        ids = getattr(type(agent), "_ids", None)
-        if not isinstance(ids, MutableMapping) or id(ids) in seen:
-            continue
-        seen.add(id(ids))
-        counter = ids.get(model) if model in ids else None
-        m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
-        if m is not None:
-            ids[branch] = itertools.count(int(m.group(1)))
+    return _branch(model, strategy, factory, step)[0]
 
 
 @dataclass(frozen=True)
 class ForkResult:
-    """What a fork returns: the recorded panel of the continuation, the final model, and the
-    indicator per step (``f_values`` (T,), when an indicator was given)."""
+    """What a fork returns: the recorded panel of the continuation, the final model, the
+    indicator per step (``f_values`` (T,), when an indicator was given) and how the branch was made
+    (``strategy``: ``"copy"`` or ``"replay"``)."""
 
     panel: Any
     model: Any
     f_values: Any = None
+    strategy: str = "copy"
 
 
 def indicator_values(f: Callable[..., Any], panel: Any):
@@ -155,12 +202,15 @@ def fork(
     context: Mapping[str, ContextFn] | None = None,
     repeat: bool = False,
     indicator: Callable[..., Any] | None = None,
+    strategy: str = "auto",
+    factory: Factory | None = None,
+    step: StepFn | None = None,
 ) -> ForkResult:
-    """Branch a run: copy ``model``, apply ``intervention``, step ``steps`` times recording.
+    """Branch a run: make a branch at the model's state, apply ``intervention``, step ``steps`` times recording.
 
     Args:
         model: the model at the fork point (left untouched).
-        intervention: ``g(model_copy)`` applied once before the first forked step (or before every
+        intervention: ``g(branch)`` applied once before the first forked step (or before every
             step with ``repeat=True``, which forces e.g. a baseline action each step); ``None``
             continues the factual run.
         steps: number of steps to run after the fork.
@@ -169,27 +219,61 @@ def fork(
         repeat: apply the intervention before every step instead of once.
         indicator: a batched torch indicator ``f(z[..., N, D])`` (an engine ``Indicator`` or any
             callable) evaluated on each recorded step into ``ForkResult.f_values``.
+        strategy: ``"auto"`` (default), ``"copy"`` or ``"replay"``: how the branch is made (see
+            :func:`checkpoint`).
+        factory: a callable returning the model in its initial state, for forks by replay.
+        step: how to advance the branch (default: the model's own step, see :func:`simulate`).
 
     Returns:
-        ForkResult(panel, model, f_values) -- the model is the forked copy after its last step.
+        ForkResult(panel, model, f_values, strategy) -- the model is the branch after its last step.
+
+    Raises:
+        CheckpointError, ReplayUnavailableError, ReplayDivergedError: see :func:`checkpoint`.
     """
     steps = _check_steps(steps)
     if intervention is not None and not callable(intervention):
         raise SimulationError(f"intervention must be a callable g(model); got {intervention!r}")
-    branch = checkpoint(model)
+    _check_step_fn(model, step)
+    branch, how = _branch(model, strategy, factory, step)
+    if step is None:
+        step = _known_step(branch)
     if intervention is None or not repeat:
         if intervention is not None:
             intervention(branch)
-        panel = simulate(branch, steps, recorder, context=context)
+            branching.record(branch, ("apply", intervention))
+        panel = simulate(branch, steps, recorder, context=context, step=step)
     else:
         with recorder.recording(branch, steps=steps, context=context) as rec:
             for _ in range(steps):
                 intervention(branch)
-                branch.step()
+                advance(branch, step)
+                branching.record(branch, ("repeat", intervention, 1, step))
                 rec.capture(branch)
         panel = rec.panel()
     f_values = None if indicator is None else indicator_values(indicator, panel)
-    return ForkResult(panel, branch, f_values)
+    return ForkResult(panel, branch, f_values, how)
+
+
+def _known_step(model: Any) -> StepFn | None:
+    """The step function this model's history was advanced with (when it used exactly one)."""
+    lin = branching.lineage(model)
+    if lin is None:
+        return None
+    fns = {s[2] if s[0] == "step" else s[3] for s in lin.segments if s[0] != "apply"}
+    return next(iter(fns)) if len(fns) == 1 else None
+
+
+def replay(factory: Factory, steps: int = 0, *, step: StepFn | None = None) -> Any:
+    """Build a model with ``factory()`` and advance it ``steps`` times with ``step`` (no recording).
+
+    The model at step ``steps`` of the factual run whose initial state ``factory`` rebuilds; it
+    remembers ``factory`` and its history, so forks of it can replay too.
+    """
+    if not callable(factory):
+        raise SimulationError(f"factory must be a callable returning a fresh model; got {factory!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise SimulationError(f"steps must be a non-negative integer; got {steps!r}")
+    return branching.run_plan(branching.Lineage(factory, [("step", steps, step)] if steps else []))
 
 
 @dataclass(frozen=True)
@@ -229,10 +313,10 @@ def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAge
 
 
 def _fork_task(spec: tuple) -> ForkResult:
-    model, intervention, steps, recorder, context, repeat, keep_model, indicator = spec
+    model, intervention, steps, recorder, context, repeat, keep_model, indicator, strategy, factory, step = spec
     res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
-               indicator=indicator)
-    return res if keep_model else ForkResult(res.panel, None, res.f_values)
+               indicator=indicator, strategy=strategy, factory=factory, step=step)
+    return res if keep_model else ForkResult(res.panel, None, res.f_values, res.strategy)
 
 
 def fork_many(
@@ -246,6 +330,9 @@ def fork_many(
     repeat: bool = False,
     keep_models: bool = False,
     indicator: Callable[..., Any] | None = None,
+    strategy: str = "auto",
+    factory: Factory | None = None,
+    step: StepFn | None = None,
 ) -> dict[str, ForkResult]:
     """Fork ``model`` once per named intervention and run the branches through an executor.
 
@@ -262,6 +349,8 @@ def fork_many(
             :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
         keep_models: also return each branch's final model (costly to ship back from workers).
         indicator: evaluated per step of each branch into ``ForkResult.f_values``.
+        strategy, factory, step: how branches are made and advanced (see :func:`fork`); with process
+            pools or Ray, a replay factory must be picklable.
 
     Returns:
         name → ForkResult (``model`` is ``None`` unless ``keep_models``).
@@ -271,8 +360,10 @@ def fork_many(
     steps = _check_steps(steps)
     names = list(interventions)
     executor = executor or LocalExecutor(max_workers=0)
-    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models, indicator) for n in names]
+    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models, indicator, strategy, factory,
+              step) for n in names]
     return dict(zip(names, executor.map(_fork_task, specs), strict=True))
 
 
-__all__ = ["ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "indicator_values", "simulate"]
+__all__ = ["STRATEGIES", "ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "indicator_values",
+           "replay", "simulate"]

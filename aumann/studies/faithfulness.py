@@ -57,8 +57,10 @@ class StudySizes:
     k_drop: int
 
     @classmethod
-    def of(cls, config: ScenarioConfig) -> StudySizes:
-        n = config.agents
+    def of(cls, config: ScenarioConfig, n: int | None = None) -> StudySizes:
+        """Sizes for ``n`` players (default ``config.agents``; the agents present before t* when the
+        population has births and deaths)."""
+        n = config.agents if n is None else int(n)
         k_del = config.study.k_del or max(1, min(20, n // 2))
         top_k = config.study.top_k or max(1, min(10, n // 2))
         return cls(k_del=min(k_del, n), top_k=min(top_k, n), k_drop=min(5, k_del))
@@ -84,16 +86,23 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
     tick = tick or (lambda _msg: None)
     st = config.study
-    sizes = StudySizes.of(config)
     g_ref, g_ceil, g_rand, g_abl = (np.random.default_rng(s) for s in seq.spawn(4))
     f, f_orig = scenario.indicators(config)
     panel = run.panel
     T, N, _ = panel.shape
+    ids = panel.agent_ids
     fv, fov = indicator_values(f, panel), indicator_values(f_orig, panel)
     ts = target_step(fv)
     # per-agent baselines for every step we hold a checkpoint for (all steps when keep_from=0)
-    z0_all = np.stack([scenario.baseline_features(run.before(t), config) if t in run.checkpoints
+    z0_all = np.stack([scenario.baseline_features(run.before(t), config, agent_ids=ids) if t in run.checkpoints
                        else np.zeros((N, panel.D)) for t in range(T)])
+    model_before = run.before(ts)
+    # the players: agents that can take the baseline action at t* (all N for fixed populations)
+    players = scenario.present(model_before, ids)
+    everyone = len(players) == N
+    is_player = np.zeros(N, dtype=bool)
+    is_player[players] = True
+    sizes = StudySizes.of(config, n=len(players))
     tick("attribute (all steps)")
     as_method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
     res_all = attribute(f, panel, method=as_method, baseline=z0_all)
@@ -101,18 +110,19 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     z0 = z0_all[ts]
     phi = {"aumann_shapley": res_all.phi[ts]}
     tick("sampled Shapley (reference)")
-    model_before = run.before(ts)
-    oracle = DeletionOracle(scenario, config, model_before, f, f_orig)
+    oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=ids)
     ceil_perm = st.ceiling_permutations or st.permutations
     if st.reference_game == "resimulation":
-        game = resimulation_game(oracle, N)
+        game = resimulation_game(oracle, N, players=None if everyone else players)
         ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=g_ref)
         ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=g_ceil)
+        phi["sampled_shapley"], phi_ceiling = np.zeros(N), np.zeros(N)
+        phi["sampled_shapley"][players], phi_ceiling[players] = ss.phi[0], ss2.phi[0]
     else:
         ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations), baseline=z0, rng=g_ref)
         ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm), baseline=z0, rng=g_ceil)
-    phi["sampled_shapley"] = ss.phi[0]
-    phi_ceiling = ss2.phi[0]
+        phi["sampled_shapley"] = ss.phi[0]
+        phi_ceiling = ss2.phi[0]
     loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)
     phi["leave_one_out"] = loo.phi[0]
     if attribution_prefix is not None:
@@ -124,28 +134,39 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     f_full = (float(fv[ts]), float(fov[ts]))
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
-                           "delta_v": float(res_all.delta_v[ts]), "methods": {}}
+                           "delta_v": float(res_all.delta_v[ts]), "methods": {},
+                           "fork_strategy": run.strategy, "players": len(players), "k_del": sizes.k_del,
+                           "top_k": sizes.top_k}
+
+    def ranked(values: np.ndarray, by: str) -> np.ndarray:
+        order = rank_agents(values, by)
+        return order if everyone else order[is_player[order]]
+
+    def agree(a: np.ndarray, b: np.ndarray, how: Any, *extra: Any) -> float:
+        return float(how(a, b, *extra) if everyone else how(a[players], b[players], *extra))
+
     arrays: dict[str, np.ndarray] = {"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi,
                                      "phi_ceiling": phi_ceiling}
     for name in ATTRIBUTED:
-        by_val = deletion_summary(oracle, f_full, rank_agents(phi[name], "value"), sizes.k_del, sizes.k_drop)
-        by_mag = deletion_summary(oracle, f_full, rank_agents(phi[name], "abs"), sizes.k_del, sizes.k_drop)
+        by_val = deletion_summary(oracle, f_full, ranked(phi[name], "value"), sizes.k_del, sizes.k_drop)
+        by_mag = deletion_summary(oracle, f_full, ranked(phi[name], "abs"), sizes.k_del, sizes.k_drop)
         ref = phi["sampled_shapley"]
-        agree = name != "sampled_shapley"
+        compare = name != "sampled_shapley"
         rec["methods"][name] = {
             "deletion_auc": by_val["deletion_auc"], "drop_at_5": by_val["drop_at_k"],
             "deletion_auc_original": by_val["deletion_auc_original"],
             "drop_at_5_original": by_val["drop_at_k_original"],
             "deletion_auc_magnitude": by_mag["deletion_auc"], "drop_at_5_magnitude": by_mag["drop_at_k"],
-            "kendall_tau": float(kendall_tau(phi[name], ref)) if agree else math.nan,
-            "jaccard_top10": float(topk_jaccard(phi[name], ref, sizes.top_k)) if agree else math.nan,
+            "kendall_tau": agree(phi[name], ref, kendall_tau) if compare else math.nan,
+            "jaccard_top10": agree(phi[name], ref, topk_jaccard, sizes.top_k) if compare else math.nan,
             "sum_phi": float(np.sum(phi[name])),
         }
         arrays[f"phi_{name}"] = phi[name]
         arrays[f"curve_{name}"] = by_val["curve"]
         arrays[f"curve_original_{name}"] = by_val["curve_original"]
         arrays[f"curve_magnitude_{name}"] = by_mag["curve"]
-    rnd = random_summary(oracle, f_full, N, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand)
+    rnd = random_summary(oracle, f_full, N if everyone else players, sizes.k_del, sizes.k_drop, st.random_orderings,
+                         g_rand)
     rec["methods"]["random"] = {"deletion_auc": rnd["deletion_auc"], "drop_at_5": rnd["drop_at_k"],
                                 "deletion_auc_original": rnd["deletion_auc_original"],
                                 "drop_at_5_original": rnd["drop_at_k_original"],
@@ -153,8 +174,8 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                                 "kendall_tau": math.nan, "jaccard_top10": math.nan, "sum_phi": math.nan}
     arrays["curve_random"] = rnd["curve"]
     arrays["curve_original_random"] = rnd["curve_original"]
-    rec["ceiling"] = {"kendall_tau": float(kendall_tau(phi_ceiling, phi["sampled_shapley"])),
-                      "jaccard_top10": float(topk_jaccard(phi_ceiling, phi["sampled_shapley"], sizes.top_k))}
+    rec["ceiling"] = {"kendall_tau": agree(phi_ceiling, phi["sampled_shapley"], kendall_tau),
+                      "jaccard_top10": agree(phi_ceiling, phi["sampled_shapley"], topk_jaccard, sizes.top_k)}
     rec["forks"] = oracle.forks
     gap = scenario.gap_report(config, pt, ranks=True, method=as_method, baseline=z0).as_dict()
     rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
@@ -229,7 +250,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         sim_seq, study_seq = seq.spawn(2)
         if tick:
             tick("simulate")
-        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0)
+        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
+                                strategy=config.study.fork_strategy)
         prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
         rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})

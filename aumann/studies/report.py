@@ -9,9 +9,12 @@ Files written by :func:`write_outputs`:
   magnitude ordering beside the attributed indicator's;
 * ``path_ablation``, ``f_sensitivity``, ``baseline_ablation`` (``.csv`` / ``.md``);
 * ``macro_curve.png`` (f over steps per run, t* marked, original indicator dashed),
-  ``attribution_heatmap.png`` (agent × step φ of run 0, the 30 agents with the largest Σ_t |φ|),
+  ``attribution_heatmap.png`` (agent × step φ of run 0, the 20 agents with the largest signed
+  Φ_i = Σ_t φ_{i,t}, top first: the agents of the report's who-table),
   ``deletion_curves.png`` (mean normalised drop vs k per method);
-* ``report.md``.
+* ``manifest.json`` (config, seeds, versions, wall time per stage), then ``report.html`` (one
+  self-contained page: who, when, how sure, cost) and its plain-text twin ``report.md``
+  (:mod:`aumann.studies.pages`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -119,12 +123,14 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     plt.close(fig)
 
     phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
-    top = np.argsort(-np.abs(phi).sum(axis=0))[: min(30, phi.shape[1])]
+    top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
     fig, ax = plt.subplots(figsize=(8, 5))
     lim = float(np.abs(phi[:, top]).max()) or 1.0
     im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
     ax.axvline(result.records[0]["t_star"], color="k", lw=1)
-    ax.set(xlabel="step t", ylabel="agent (top by Σ|φ|)", yticks=range(len(top)), yticklabels=[str(i) for i in top],
+    ids = _agent_ids(result, phi.shape[1])
+    ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
+           yticklabels=[str(ids[i]) for i in top],
            title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
     ax.tick_params(axis="y", labelsize=6)
     fig.colorbar(im, ax=ax, label="φ_{i,t}")
@@ -150,55 +156,45 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     return paths
 
 
-def _mean(recs: Sequence[dict[str, Any]], key: str) -> float:
-    vals = np.array([r["smoothing_gap"].get(key, math.nan) for r in recs], dtype=np.float64)
-    vals = vals[np.isfinite(vals)]
-    return float(vals.mean()) if vals.size else math.nan
-
-
-def write_report(result: StudyResult, out: Path, tables: dict[str, list[dict[str, Any]]], *, command: str,
-                 seconds: float, description: str = "", baseline: str = "", plots: Sequence[Path] = ()) -> Path:
-    """report.md: what ran, the headline table, the extended deletion table, ablations and plots."""
-    recs = result.records
-    gaps = [r["smoothing_gap"]["max_rel"] for r in recs]
-    eff = [r["efficiency_gap"] for r in recs]
-    parts = [f"# {result.scenario}: attribution and deletion faithfulness\n",
-             f"{description}\n", f"Command: `{command}`  \nRuns: {len(recs)} ({result.resumed} resumed, "
-             f"{result.computed} computed), wall time {seconds:.1f} s.  \n"
-             f"Baseline action: {baseline}.  \n"
-             f"t* per run: {[r['t_star'] for r in recs]}; K_del = {result.sizes.k_del}, "
-             f"top-k = {result.sizes.top_k}.\n",
-             *([f"**Resume check:** {len(result.failed_checks)} finished run(s) found on disk failed verification "
-                "and were recomputed: " + "; ".join(f"`{f['file']}` ({f['reason']})" for f in result.failed_checks)
-                + ".\n"] if result.failed_checks else []),
-             "## Faithfulness (attributed C² indicator)\n", headline_markdown(tables["faithfulness"]),
-             "\n## Deletion: original indicator and magnitude ordering\n",
-             to_markdown(tables["faithfulness_extended"]),
-             f"\nSmoothing gap max_t |f − f_orig|/|f_orig|: max over runs {max(gaps):.3g}; at t*, the surrogate's "
-             f"and the original's attributions agree to Kendall τ = {_mean(recs, 't_star_kendall_tau'):.3f} and "
-             f"top-k Jaccard = {_mean(recs, 't_star_top_k_jaccard'):.3f} (mean over runs). "
-             f"Aumann–Shapley efficiency gap at t*: max {max(eff):.3g}.\n",
-             "\n## Path ablation (straight vs random-permutation piecewise-linear)\n",
-             to_markdown(tables["path_ablation"]), "\n## f-sensitivity\n", to_markdown(tables["f_sensitivity"]),
-             "\n## Baseline ablation (agents ranked by |φ|)\n", to_markdown(tables["baseline_ablation"])]
-    if plots:
-        parts.append("\n## Plots\n")
-        parts += [f"![{p.stem}]({p.name})\n" for p in plots]
-    path = out / "report.md"
-    write_text(path, "\n".join(parts))
-    return path
+def _agent_ids(result: StudyResult, n: int) -> list[Any]:
+    """Run 0's agent ids (from its panel, or its saved attribution on resume); positions as a last resort."""
+    panel = result.panels[0] if result.panels else None
+    if panel is not None:
+        return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
+    path = result.out_dir / "attributions" / "run-000-aumann_shapley.npz" if result.out_dir is not None else None
+    if path is not None and path.is_file():
+        with np.load(path, allow_pickle=False) as z:
+            return [i.item() for i in z["agent_ids"]]
+    return list(range(n))
 
 
 def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: float, description: str = "",
-                  baseline: str = "", plots: bool = True) -> dict[str, Any]:
-    """Tables, plots and the report for a finished study."""
+                  baseline: str = "", plots: bool = True, config: dict[str, Any] | None = None, seeds: Any = None,
+                  extra: dict[str, Any] | None = None, interactive: bool | None = None) -> dict[str, Any]:
+    """Tables, PNG plots, ``manifest.json`` and the reports (``report.html``, ``report.md``) of a finished study.
+
+    The manifest marks the directory finished (``report_kind = "faithfulness"``) and records the
+    wall time per stage (``extra["stage_seconds"]`` plus "tables and plots" measured here); the
+    reports are then built from the directory alone (:func:`aumann.studies.pages.render_report`), so
+    ``aumann report`` rewrites them identically later.
+    """
+    from aumann.manifest import write_manifest
+    from aumann.studies.pages import render_report
+
     out = Path(out)
+    t0 = time.perf_counter()
     tables = write_tables(result, out)
     pngs = write_plots(result, out) if plots else []
-    report = write_report(result, out, tables, command=command, seconds=seconds, description=description,
-                          baseline=baseline, plots=pngs)
-    return {"tables": tables, "plots": pngs, "report": report}
+    extra = dict(extra or {})
+    stages = dict(extra.pop("stage_seconds", None) or {})
+    stages["tables and plots"] = time.perf_counter() - t0
+    write_manifest(out, command, config, seeds=seeds, extra={
+        "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
+        "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
+        "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
+        "runs": len(result.records), "plots": plots, **extra})
+    reports = render_report(out, interactive=interactive, plots=plots)
+    return {"tables": tables, "plots": pngs, "report": reports["md"], "html": reports["html"]}
 
 
-__all__ = ["headline_markdown", "to_csv", "to_markdown", "write_outputs", "write_plots", "write_report",
-           "write_tables"]
+__all__ = ["headline_markdown", "to_csv", "to_markdown", "write_outputs", "write_plots", "write_tables"]

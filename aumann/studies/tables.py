@@ -18,16 +18,27 @@ import numpy as np
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudyResult
 
 
+def _floats(vals: list[Any]) -> np.ndarray:
+    """Record values as floats: a metric that was NaN is ``None`` in a record (JSON has no NaN)."""
+    return np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+
+
+def _nanmean(vals: list[Any]) -> float:
+    arr = _floats(vals)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else math.nan
+
+
 def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
     """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs."""
     recs = result.records
-    ceil_tau = float(np.nanmean([r["ceiling"]["kendall_tau"] for r in recs]))
-    ceil_j = float(np.nanmean([r["ceiling"]["jaccard_top10"] for r in recs]))
+    ceil_tau = _nanmean([r["ceiling"]["kendall_tau"] for r in recs])
+    ceil_j = _nanmean([r["ceiling"]["jaccard_top10"] for r in recs])
     rows = []
     for m in METHODS:
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
         for col in ("deletion_auc", "drop_at_5", "kendall_tau", "jaccard_top10"):
-            vals = np.array([r["methods"][m][col] for r in recs], dtype=np.float64)
+            vals = _floats([r["methods"][m][col] for r in recs])
             ok = vals[np.isfinite(vals)]
             row[col] = float(ok.mean()) if ok.size else math.nan
             row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
@@ -45,15 +56,16 @@ def extended_table(result: StudyResult) -> list[dict[str, Any]]:
     for m in METHODS:
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
         for col in cols:
-            vals = np.array([r["methods"][m][col] for r in result.records], dtype=np.float64)
-            row[col] = float(np.nanmean(vals))
-            row[f"{col}_std"] = float(np.nanstd(vals))
+            vals = _floats([r["methods"][m][col] for r in result.records])
+            ok = vals[np.isfinite(vals)]
+            row[col] = float(ok.mean()) if ok.size else math.nan
+            row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
         rows.append(row)
     return rows
 
 
 def _summ(vals: list[float]) -> tuple[float, float]:
-    arr = np.asarray(vals, dtype=np.float64)
+    arr = _floats(vals)
     arr = arr[np.isfinite(arr)]
     return (float(arr.mean()), float(arr.min())) if arr.size else (float("nan"), float("nan"))
 
@@ -67,8 +79,8 @@ def path_table(scenario: str, records: list[dict[str, Any]]) -> list[dict[str, A
     ovs = [o for r in recs for o in r["top_overlap_orders"]]
     mean, mn = _summ(taus)
     return [{"scenario": scenario, "kendall_tau_mean": mean, "kendall_tau_min": mn,
-             "top_overlap": float(np.mean(ovs)), "top_k": recs[0]["top_k"],
-             "kendall_tau_average_path": float(np.mean([r["kendall_tau_average_path"] for r in recs]))}]
+             "top_overlap": _nanmean(ovs), "top_k": recs[0]["top_k"],
+             "kendall_tau_average_path": _nanmean([r["kendall_tau_average_path"] for r in recs])}]
 
 
 def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:

@@ -117,8 +117,14 @@ def prepare_topic(counts: RawCounts, topic: str, indicator_names: list[str], *, 
     return data
 
 
-def full_cell(counts: RawCounts, data: TopicData) -> dict[str, Any]:
-    """The FULL cell: window tier shares per indicator, plus the per-day heat structure."""
+def full_cell(counts: RawCounts, data: TopicData, *, top_agents: int = 0) -> dict[str, Any]:
+    """The FULL cell: window tier shares per indicator, plus the per-day heat structure.
+
+    With ``top_agents = k > 0`` it also keeps the k users with the largest Φ_i = Σ_t φ_{i,t} of the
+    per-day heat attribution (keyed by the opaque user index, never a DID or handle): Φ_i, its share
+    of Σ_t Δv_t, φ_i per day, tier, followers and that user's features on the peak day. The study asks
+    for them only for SYNTHETIC panels or with ``export_per_user`` (privacy by default).
+    """
     t0 = time.perf_counter()
     out: dict[str, Any] = {
         "topic": data.topic, "protocol": "FULL", "size": data.n_users,
@@ -148,6 +154,19 @@ def full_cell(counts: RawCounts, data: TopicData) -> dict[str, Any]:
         "heatmap_M": heat.tolist(), "peak_index": peak, "peak_day": counts.days[peak],
         "efficiency_gap": float(res.max_efficiency_gap),
     }
+    if top_agents > 0:
+        phi_i = phi.sum(axis=0)
+        total = float(dv.sum())
+        k = min(int(top_agents), data.n_users)
+        cut = np.argpartition(-phi_i, k - 1)[:k] if k < data.n_users else np.arange(data.n_users)
+        order = cut[np.lexsort((cut, -phi_i[cut]))]  # descending Φ_i, ties by user index
+        out["top_agents"] = {
+            "basis": "f_heat on the per-day panel (zero baseline); Φ_i = Σ_t φ_i,t", "features": list(daily.features),
+            "rows": [{"user": int(i), "Phi": float(phi_i[i]), "share": float(phi_i[i] / total) if total else None,
+                      "tier": TIER_LABELS[int(data.tier_code[i])], "followers": int(data.followers[i]),
+                      "posts": int(data.posts[i]), "replies": int(data.replies[i]),
+                      "features_at_peak": [float(x) for x in daily.values[peak, i]],
+                      "phi_t": [float(x) for x in phi[:, i]]} for i in order]}
     out["seconds"] = time.perf_counter() - t0
     return out
 

@@ -30,10 +30,12 @@ from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ConfigError, StudyError, ZeroDeltaVError
 from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
 from aumann.manifest import write_manifest
-from aumann.progress import progress_bar
+from aumann.progress import StageTimer, progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
 
 INDICATORS = ("lin", "heat", "var", "gini")
+#: users kept per topic for the report's who-table (SYNTHETIC panels or ``export_per_user`` only)
+TOP_USERS = 50
 DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, "full")
 
 
@@ -164,18 +166,26 @@ def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int]
 
 
 def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                   cfg: CrossScaleConfig | None = None, *, progress: bool = False, log: Any = print) -> dict[str, Any]:
-    """Run (or resume) the study; returns the summary (also written to ``summary.json``)."""
+                   cfg: CrossScaleConfig | None = None, *, progress: bool = False, log: Any = print,
+                   report: bool = True, interactive: bool | None = None) -> dict[str, Any]:
+    """Run (or resume) the study; returns the summary (also written to ``summary.json``).
+
+    With ``report`` (default) the directory also gets ``report.html`` (one self-contained page) and
+    ``report.md`` (:mod:`aumann.studies.crossscale.page`); ``interactive`` picks Bokeh or PNG figures.
+    """
     from aumann.studies.crossscale import figures, tables
     from aumann.studies.crossscale.grid import full_cell, grid_cell, prepare_topic
 
     cfg = cfg or CrossScaleConfig()
     t_start = time.perf_counter()
+    timer = StageTimer()
+    timer.start("load counts")
     src, out = Path(counts_dir), Path(out_dir)
     counts = RawCounts.load(src)
     ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)
+    per_agent = synthetic or cfg.export_per_user  # per-user rows: never for real data unless asked for
     if skipped:
         log(f"sizes {skipped} reach the population ({counts.n_users:,} users): skipped (the full panel is 'full')")
     fp = _fingerprint(src, counts)
@@ -194,7 +204,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                           what="study cell name")
 
     def key_of(protocol: str, daily: bool) -> str:
-        return hashlib.sha256(f"{base_key}|{protocol}|daily={daily}".encode()).hexdigest()[:16]
+        extra = f"|top={TOP_USERS}" if protocol == "FULL" and per_agent else ""
+        return hashlib.sha256(f"{base_key}|{protocol}|daily={daily}{extra}".encode()).hexdigest()[:16]
 
     todo, failed = [], []
     for j in jobs:
@@ -214,6 +225,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     computed = 0
     bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
     t_grid = time.perf_counter()
+    timer.start("grid cells (attribution)")
     try:
         for topic in topics:
             mine = [j for j in todo if j[0] == topic]
@@ -231,7 +243,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
             daily_panel = counts.daily_panel(topic) if any(j[3] for j in mine) else None
             for _, protocol, size, daily in mine:
                 if protocol == "FULL":
-                    cell = full_cell(counts, data)
+                    cell = full_cell(counts, data, top_agents=TOP_USERS if per_agent else 0)
                 else:
                     cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
                                      daily_panel if daily else None)
@@ -250,8 +262,10 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
 
     jobs = [j for j in jobs if j[0] not in topics_skipped]
     cells = [json.loads(path_of(*j[:3]).read_text()) for j in jobs]
+    timer.start("tables")
     summary_tables = tables.write_tables(cells, out / "tables", synthetic=synthetic,
                                          headline_size=cfg.headline_size, days=list(counts.days))
+    timer.start("figures")
     fig_paths = figures.write_figures(cells, out / "figures", synthetic=synthetic, headline_size=cfg.headline_size)
     summary: dict[str, Any] = {
         "synthetic": synthetic,
@@ -267,17 +281,26 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     if cfg.deepset:
         from aumann.studies.crossscale.deepset import run_deepset
 
+        timer.start("DeepSet (train + attribute)")
         try:
             summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
         except ZeroDeltaVError as exc:
             log(f"deepset skipped: {exc}")
             summary["deepset"] = {"skipped": str(exc)}
+    timer.stop()
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
+    summary["timings"]["stage_seconds"] = timer.seconds
     write_json(out / "summary.json", summary)
     write_manifest(out, "aumann bluesky study", config=cfg.model_dump(), seeds=cfg.seeds,
                    extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
+                          "report_kind": "crossscale", "seconds": summary["timings"]["total_seconds"],
+                          "stage_seconds": timer.seconds,
                           "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
                                      "cells_failed_check": failed}})
+    if report:
+        from aumann.studies.pages import render_report
+
+        render_report(out, interactive=interactive)
     return summary
 
 

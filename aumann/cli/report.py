@@ -1,0 +1,44 @@
+"""``aumann report RUN_DIR``: rewrite ``report.html`` and ``report.md`` of a finished run directory.
+
+Works on the run directories of ``aumann run``, ``aumann attribute``, ``aumann demo --out`` and
+``aumann bluesky study``. Nothing is recomputed: attributions, deletion curves, tables, timings and
+LLM usage are read back from the directory. Figures are interactive (Bokeh) when the
+``aumann[report]`` extra is installed, static PNG otherwise (``--static`` forces PNG).
+
+Examples::
+
+    aumann report runs/midscale-social-seed0
+    aumann report out/ --top 50 --static
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from aumann.cli.args import positive_int
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("report", help="rewrite report.html and report.md of a finished run directory",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run directory")
+    p.add_argument("--top", type=positive_int, default=None,
+                   help="agents in the who-tables and the heatmap (default 20)")
+    p.add_argument("--static", action="store_true", help="static PNG figures even when Bokeh is installed")
+    p.add_argument("--no-plots", action="store_true", help="leave the figures out")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aumann.studies.pages import TOP_AGENTS, render_report
+
+    paths = render_report(args.run_dir, interactive=False if args.static else None,
+                          top=TOP_AGENTS if args.top is None else args.top, plots=not args.no_plots)
+    size = paths["html"].stat().st_size
+    print(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}")
+    return 0
+
+
+__all__ = ["register", "run"]

@@ -1,0 +1,697 @@
+"""How a run is branched: a verified copy of the model, or a replay from its initial state.
+
+Two ways to get a second model in the same state as a running one:
+
+* **copy** — ``copy.deepcopy`` with two repairs for Mesa's own types, then a check that the copy
+  really is an independent model in the same state. Mesa's cell spaces do not survive a plain
+  ``deepcopy``: a grid cell is rebuilt through a ``copyreg`` reducer whose arguments (the cell's
+  agents, whose ``cell`` points back at it) are copied *before* the new cell is memoised, so a cell
+  holding an agent is copied twice — the agent keeps a duplicate that the space never reconnects,
+  and its ``cell.neighborhood`` comes back empty (``IndexError`` one step later). The cells'
+  cached neighbourhoods chain every cell to the next, so large grids also hit ``RecursionError``;
+  each cell also gets its own dynamically created class, so property layers (``cell.sugar``) exist
+  on one cell only; and DEVS events hold ``weakref.WeakMethod`` callbacks, which ``deepcopy``
+  cannot copy at all. While :func:`copy_model` runs, Mesa cells are copied by a memo-first copier
+  (each cell once, its connections re-linked to the copied cells afterwards, the cell class cloned
+  once per copy with its property-layer accessors pointing at the copied layers) and a
+  ``WeakMethod`` is copied as a weak method of the copied object; a numpy view is copied as a view
+  of its copied base (plain ``deepcopy`` splits them, e.g. Mesa's ``ContinuousSpace.agent_positions``
+  and the array behind it). The copy is then checked:
+  same state digest (agents, their plain attributes, cells and their connections, property layers,
+  random-number-generator states), and nothing shared with the original (agents, cells, RNGs,
+  simulator, layer accessors). Any failure is a :class:`~aumann.errors.CheckpointError` naming it.
+* **replay** — rebuild the model with a factory (a ``Scenario`` knows its config and seed, or
+  ``factory=``: a callable returning the model in its initial state) and re-run its history: the
+  steps it took (with the same step function) and the interventions applied to it. LLM decisions
+  come back from the response cache, so a replay costs no calls. The replayed model is checked
+  against the original's state digest; a mismatch (a factory without the seed, a step function
+  that is not deterministic) raises :class:`~aumann.errors.ReplayDivergedError`.
+
+The history of each model that went through :func:`~aumann.simulators.simulate`, ``fork`` or a
+replay is kept in a weak registry (the model itself is never modified), so forks of forks replay
+their interventions too.
+"""
+
+from __future__ import annotations
+
+import copy
+import copyreg
+import enum
+import functools
+import hashlib
+import inspect
+import itertools
+import math
+import re
+import threading
+import types
+import weakref
+from collections.abc import Callable, Mapping, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import CheckpointError, ReplayDivergedError, ReplayUnavailableError, SimulationError
+
+StepFn = Callable[[Any], None]
+
+_LOCK = threading.RLock()
+_MISSING = object()
+
+
+# ---------------------------------------------------------------------------------------------- stepping
+def default_step(model: Any) -> None:
+    """Advance ``model`` by one step: ``model.simulator.run_for(1)`` when a Mesa DEVS simulator
+    (``ABMSimulator``/``DEVSimulator``) drives the model, else ``model.step()``.
+
+    Mesa 3.3's wolf–sheep regrows grass through events of its ``ABMSimulator``; calling
+    ``model.step()`` alone would silently skip them.
+    """
+    sim = getattr(model, "simulator", None)
+    if sim is not None and getattr(sim, "model", None) is model and callable(getattr(sim, "run_for", None)):
+        sim.run_for(1)
+    else:
+        model.step()
+
+
+def advance(model: Any, step: StepFn | None) -> None:
+    """One step of ``model`` with ``step`` (``None``: :func:`default_step`); then undo the
+    :func:`override_next_step` overrides made for this step."""
+    try:
+        (step or default_step)(model)
+    finally:
+        _restore_overrides(model)
+
+
+_OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Any, str, Any]]]] = {}
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] | None = None) -> None:
+    """Replace ``agent.<method>`` by ``replacement`` (default: do nothing) for the model's next step.
+
+    The override is an attribute on this one agent (its class is untouched) and is removed when
+    the next step taken by aumann's runner (``simulate``, ``fork``, a replay) ends, whether or not
+    the agent called it. Use it inside a scenario's baseline action, e.g. "this agent gives nothing
+    this step": ``override_next_step(agent, "give_money")``.
+
+    Raises:
+        SimulationError: the agent has no such method, or no ``model``.
+    """
+    if not callable(getattr(agent, method, None)):
+        raise SimulationError(f"agent {getattr(agent, 'unique_id', agent)!r} ({type(agent).__name__}) has no method "
+                              f"{method!r} to override")
+    model = getattr(agent, "model", None)
+    if model is None:
+        raise SimulationError(f"agent {agent!r} has no model; override_next_step needs agent.model")
+    if replacement is not None and not callable(replacement):
+        raise SimulationError(f"replacement must be callable or None; got {replacement!r}")
+    d = vars(agent)
+    saved = d.get(method, _MISSING)
+    entry = _OVERRIDES.get(id(model))
+    if entry is None or entry[0]() is not model:
+        entry = (weakref.ref(model), [])
+        _OVERRIDES[id(model)] = entry
+    entry[1].append((agent, method, saved))
+    d[method] = replacement or _noop
+
+
+def _restore_overrides(model: Any) -> None:
+    entry = _OVERRIDES.pop(id(model), None)
+    if entry is None or entry[0]() is not model:
+        return
+    for agent, method, saved in reversed(entry[1]):
+        if saved is _MISSING:
+            vars(agent).pop(method, None)
+        else:
+            vars(agent)[method] = saved
+
+
+# ---------------------------------------------------------------------------------------------- lineage
+@dataclass
+class Lineage:
+    """What happened to a model since it was built: ``segments`` are ``("step", n, fn)``,
+    ``("apply", g)`` (an intervention applied once) and ``("repeat", g, n, fn)`` (g before each of n
+    steps); ``factory`` rebuilds its initial state; ``copy_error`` caches why copying it failed."""
+
+    factory: Callable[[], Any] | None = None
+    segments: list[tuple] = field(default_factory=list)
+    copy_error: str | None = None
+    verified: tuple | None = None  # (steps, agents) at which a copy of this very model passed the check
+
+    def steps(self) -> int:
+        return sum(s[2] if s[0] == "repeat" else s[1] for s in self.segments if s[0] != "apply")
+
+    def clone(self) -> Lineage:
+        return Lineage(self.factory, list(self.segments), self.copy_error)
+
+
+_LINEAGES: dict[int, tuple[weakref.ref, Lineage]] = {}
+
+
+def lineage(model: Any, *, create: bool = False) -> Lineage | None:
+    """The registered history of ``model`` (``create=True`` registers an empty one)."""
+    entry = _LINEAGES.get(id(model))
+    if entry is not None and entry[0]() is model:
+        return entry[1]
+    if not create:
+        return None
+    try:
+        ref = weakref.ref(model)
+    except TypeError:  # not weak-referenceable: no history is kept
+        return None
+    lin = Lineage()
+    key = id(model)
+    _LINEAGES[key] = (ref, lin)
+    weakref.finalize(model, _forget, key, ref)
+    return lin
+
+
+def set_lineage(model: Any, lin: Lineage) -> None:
+    mine = lineage(model, create=True)
+    if mine is not None:
+        mine.factory, mine.segments, mine.copy_error = lin.factory, list(lin.segments), lin.copy_error
+
+
+def record(model: Any, segment: tuple) -> None:
+    """Append one history segment to ``model``'s lineage (merging consecutive plain steps)."""
+    lin = lineage(model, create=True)
+    if lin is None:
+        return
+    if segment[0] == "step" and segment[1] == 0:
+        return
+    last = lin.segments[-1] if lin.segments else None
+    if segment[0] == "step" and last is not None and last[0] == "step" and last[2] is segment[2]:
+        lin.segments[-1] = ("step", last[1] + segment[1], segment[2])
+    elif (segment[0] == "repeat" and last is not None and last[0] == "repeat" and last[1] is segment[1]
+          and last[3] is segment[3]):
+        lin.segments[-1] = ("repeat", segment[1], last[2] + segment[2], segment[3])
+    else:
+        lin.segments.append(segment)
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _LINEAGES.get(key)
+    if entry is not None and entry[0] is ref:
+        del _LINEAGES[key]
+
+
+# ---------------------------------------------------------------------------------------------- state digest
+_PLAIN = (bool, int, float, str, bytes, complex, type(None))
+
+
+def _plain(v: Any, depth: int = 0) -> Any:
+    """A comparable summary of a value, or ``_MISSING`` for objects the digest does not look into."""
+    if isinstance(v, float):
+        return ("float", v.hex()) if not math.isnan(v) else ("float", "nan")
+    if isinstance(v, _PLAIN):
+        return v
+    if isinstance(v, np.generic):
+        return _plain(v.item(), depth)
+    if isinstance(v, enum.Enum):
+        return ("enum", type(v).__qualname__, v.name)
+    if isinstance(v, np.ndarray):
+        if v.dtype == object:
+            return ("ndarray", v.shape, "object")
+        return ("ndarray", v.shape, str(v.dtype), hashlib.blake2b(np.ascontiguousarray(v).tobytes(),
+                                                                    digest_size=16).hexdigest())
+    if hasattr(v, "coordinate") and hasattr(v, "connections"):  # a Mesa cell
+        return ("cell", _plain(v.coordinate, depth + 1), len(v.connections))
+    if hasattr(v, "unique_id") and hasattr(v, "model"):  # an agent
+        return ("agent", _plain(v.unique_id, depth + 1))
+    if depth < 2 and isinstance(v, list | tuple) and len(v) <= 256:
+        out = tuple(_plain(x, depth + 1) for x in v)
+        return out if _MISSING not in out else _MISSING
+    return _MISSING
+
+
+def _attrs(obj: Any) -> list[tuple[str, Any]]:
+    d = getattr(obj, "__dict__", None)
+    out = []
+    if isinstance(d, Mapping):
+        for k in sorted(d, key=str):
+            if k in ("model", "random", "rng") or k.startswith("__"):
+                continue
+            p = _plain(d[k])
+            if p is not _MISSING:
+                out.append((k, p))
+    return out
+
+
+def _rng_states(obj: Any) -> list[tuple[str, Any]]:
+    out = []
+    d = getattr(obj, "__dict__", None)
+    if not isinstance(d, Mapping):
+        return out
+    for k in sorted(d, key=str):
+        v = d[k]
+        if isinstance(v, np.random.Generator):
+            out.append((f"rng {k}", repr(v.bit_generator.state)))
+        elif isinstance(v, np.random.RandomState):
+            out.append((f"rng {k}", repr(v.get_state(legacy=False))))
+        elif type(v).__module__ == "random" and hasattr(v, "getstate"):
+            out.append((f"rng {k}", hashlib.blake2b(repr(v.getstate()).encode(), digest_size=16).hexdigest()))
+    return out
+
+
+def _spaces(model: Any) -> list[tuple[str, Any]]:
+    d = getattr(model, "__dict__", None)
+    return [(k, v) for k, v in sorted(d.items(), key=lambda kv: str(kv[0]))
+            if isinstance(getattr(v, "_cells", None), Mapping)] if isinstance(d, Mapping) else []
+
+
+def _agents(model: Any) -> list[Any]:
+    agents = getattr(model, "agents", None)
+    if agents is None:
+        return []
+    try:
+        agents = list(agents)
+    except TypeError:
+        return []
+    try:
+        return sorted(agents, key=lambda a: a.unique_id)
+    except (AttributeError, TypeError):
+        return agents
+
+
+def state_digest(model: Any) -> list[tuple]:
+    """A comparable description of the model's state: step counter, RNG states, plain model
+    attributes, every agent (id, type, plain attributes, cell), every cell space (per cell: agents
+    and number of connections; property layers), and a DEVS simulator's clock.
+
+    Two models with equal digests are in the same state as far as anything a recorder or an
+    indicator can read is concerned; objects the digest does not understand are not looked into.
+    """
+    out: list[tuple] = [("type", type(model).__qualname__)]
+    out += [("model", k, v) for k, v in _attrs(model)]
+    out += [("model", *s) for s in _rng_states(model)]
+    for a in _agents(model):
+        out.append(("agent", _plain(getattr(a, "unique_id", None)), type(a).__qualname__, tuple(_attrs(a))))
+    for name, space in _spaces(model):
+        cells = space._cells
+        for coord, cell in cells.items():
+            agents = getattr(cell, "_agents", ())
+            ids = tuple(sorted((_plain(getattr(a, "unique_id", None)) for a in agents), key=repr))
+            out.append(("cell", name, _plain(coord), len(getattr(cell, "connections", ())), ids))
+        for lname, layer in sorted((getattr(space, "_mesa_property_layers", None) or {}).items()):
+            out.append(("layer", name, lname, _plain(np.asarray(getattr(layer, "data", layer)))))
+    sim = getattr(model, "simulator", None)
+    if sim is not None and getattr(sim, "model", None) is model:
+        out.append(("simulator", _plain(getattr(sim, "time", None))))
+    return out
+
+
+def digest_difference(a: list[tuple], b: list[tuple]) -> str | None:
+    """``None`` when two digests agree, else a short description of the first difference."""
+    if a == b:
+        return None
+    for x, y in itertools.zip_longest(a, b):
+        if x != y:
+            if x is None or y is None:
+                return f"different number of digest entries (one more: {_short(x if y is None else y)})"
+            if x[0] == "agent" and y[0] == "agent" and x[1] == y[1]:
+                dx, dy = dict(x[3]), dict(y[3])
+                keys = [k for k in sorted(set(dx) | set(dy)) if dx.get(k, _MISSING) != dy.get(k, _MISSING)]
+                if keys:
+                    k = keys[0]
+                    return f"agent {x[1]!r} attribute {k!r}: {_short(dx.get(k))} vs {_short(dy.get(k))}"
+            return f"{_short(x)} vs {_short(y)}"
+    return "digests differ"
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+# ---------------------------------------------------------------------------------------------- the copy
+def _mesa_cell_class() -> type | None:
+    try:
+        from mesa.discrete_space import Cell
+    except ImportError:  # pragma: no cover - Mesa < 3.1
+        return None
+    return Cell
+
+
+def _slot_names(cls: type) -> list[str]:
+    names: list[str] = []
+    for k in cls.__mro__:
+        slots = k.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        for s in slots:
+            if s not in ("__dict__", "__weakref__") and s not in names:
+                names.append(s)
+    return names
+
+
+def _is_layer_accessor(attr: Any) -> bool:
+    if type(attr).__name__ == "PropertyDescriptor" and hasattr(attr, "layer"):  # Mesa 3.3
+        return True
+    fget = getattr(attr, "fget", None) if isinstance(attr, property) else None
+    return bool(fget is not None and fget.__closure__ and "create_property_accessors" in fget.__qualname__)
+
+
+def _rebind(fn: Any, memo: dict) -> Any:
+    if fn is None or not getattr(fn, "__closure__", None):
+        return fn
+    cells = tuple(types.CellType(copy.deepcopy(c.cell_contents, memo)) for c in fn.__closure__)
+    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+    new.__qualname__ = fn.__qualname__
+    return new
+
+
+def _copy_accessor(attr: Any, memo: dict) -> Any:
+    if isinstance(attr, property):
+        return property(_rebind(attr.fget, memo), _rebind(attr.fset, memo), _rebind(attr.fdel, memo), attr.__doc__)
+    return type(attr)(copy.deepcopy(attr.layer, memo))
+
+
+class _CopyContext:
+    """Per-copy state of the Mesa hooks: cloned cell classes and cells whose links wait."""
+
+    def __init__(self) -> None:
+        self.classes: dict[type, type] = {}
+        self.pending: list[tuple[Any, Any]] = []
+        self.cells: list[tuple[Any, Any]] = []
+
+    def cell_class(self, cls: type, memo: dict) -> type:
+        if cls in self.classes:
+            return self.classes[cls]
+        accessors = {k: v for k, v in cls.__dict__.items() if _is_layer_accessor(v)}
+        if not accessors:
+            self.classes[cls] = cls
+            return cls
+        ns: dict[str, Any] = {"__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        if "_mesa_properties" in cls.__dict__:
+            ns["_mesa_properties"] = set(cls.__dict__["_mesa_properties"])
+        ns.update({k: _copy_accessor(v, memo) for k, v in accessors.items()})
+        new = type(cls.__name__, (cls,), ns)
+        reducer = copyreg.dispatch_table.get(cls)
+        if reducer is not None:  # keep the copy picklable the way Mesa pickles grid cells
+            copyreg.pickle(new, reducer)
+        self.classes[cls] = new
+        return new
+
+    def copy_cell(self, cell: Any, memo: dict) -> Any:
+        cls = type(cell)
+        new = object.__new__(self.cell_class(cls, memo))
+        memo[id(cell)] = new  # memo first: agents pointing back at this cell find this copy
+        for name in _slot_names(cls):
+            try:
+                value = getattr(cell, name)
+            except AttributeError:
+                continue
+            if name == "connections":
+                object.__setattr__(new, name, {})
+                self.pending.append((cell, new))
+            else:
+                object.__setattr__(new, name, copy.deepcopy(value, memo))
+        d = getattr(cell, "__dict__", None)
+        if d:
+            nd = new.__dict__
+            for k, v in d.items():
+                if isinstance(inspect.getattr_static(cls, k, None), functools.cached_property):
+                    continue  # cached neighbourhoods: recomputed from the re-linked connections
+                nd[k] = copy.deepcopy(v, memo)
+        self.cells.append((cell, new))
+        return new
+
+    def finish(self, memo: dict) -> None:
+        while self.pending:
+            cell, new = self.pending.pop()
+            new.connections = {k: memo[id(v)] if id(v) in memo else copy.deepcopy(v, memo)
+                               for k, v in cell.connections.items()}
+
+
+def _dead_weakref() -> weakref.ref:
+    class _Gone:
+        pass
+
+    obj = _Gone()
+    ref = weakref.ref(obj)
+    del obj
+    return ref
+
+
+def _reduce_weakmethod(wm: weakref.WeakMethod) -> tuple:
+    meth = wm()
+    if meth is None:
+        return _dead_weakref, ()
+    return weakref.WeakMethod, (meth,)
+
+
+def _copy_ndarray(x: np.ndarray, memo: dict) -> np.ndarray:
+    """Copy a numpy view as a view of its copied base (plain ``deepcopy`` copies a view and its base
+    into two unrelated arrays, so writes through one no longer show in the other)."""
+    base = x.base
+    if type(base) is np.ndarray and x.dtype != object and base.dtype != object:
+        bcopy = copy.deepcopy(base, memo)
+        offset = x.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        try:
+            y = np.ndarray(x.shape, x.dtype, buffer=bcopy, offset=offset, strides=x.strides)
+        except (TypeError, ValueError, BufferError):
+            return x.__deepcopy__(memo)
+        if not x.flags.writeable:
+            y.flags.writeable = False
+        return y
+    return x.__deepcopy__(memo)
+
+
+@contextmanager
+def _copy_hooks():
+    ctx = _CopyContext()
+    cell_cls = _mesa_cell_class()
+    dispatch = getattr(copy, "_deepcopy_dispatch", None)
+    with _LOCK:
+        saved_cell = cell_cls.__dict__.get("__deepcopy__", _MISSING) if cell_cls is not None else _MISSING
+        saved_wm = copyreg.dispatch_table.get(weakref.WeakMethod, _MISSING)
+        saved_nd = dispatch.get(np.ndarray, _MISSING) if dispatch is not None else _MISSING
+        if cell_cls is not None:
+            cell_cls.__deepcopy__ = lambda self, memo: ctx.copy_cell(self, memo)
+        copyreg.dispatch_table[weakref.WeakMethod] = _reduce_weakmethod
+        if dispatch is not None:
+            dispatch[np.ndarray] = _copy_ndarray
+        try:
+            yield ctx
+        finally:
+            if dispatch is not None:
+                if saved_nd is _MISSING:
+                    dispatch.pop(np.ndarray, None)
+                else:
+                    dispatch[np.ndarray] = saved_nd
+            if cell_cls is not None:
+                if saved_cell is _MISSING:
+                    del cell_cls.__deepcopy__
+                else:
+                    cell_cls.__deepcopy__ = saved_cell
+            if saved_wm is _MISSING:
+                copyreg.dispatch_table.pop(weakref.WeakMethod, None)
+            else:
+                copyreg.dispatch_table[weakref.WeakMethod] = saved_wm
+
+
+_COUNT = re.compile(r"count\((-?\d+)\)")
+
+
+def _continue_id_counters(model: Any, branch: Any) -> None:
+    """Give the copy the original's next ``unique_id``.
+
+    Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
+    which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
+    collide with living agents. (Mesa ≥ 3.4 keeps the counter on the model, which copies.)
+    """
+    seen: set[int] = set()
+    for agent in getattr(model, "agents", ()):
+        ids = getattr(type(agent), "_ids", None)
+        if not isinstance(ids, MutableMapping) or id(ids) in seen:
+            continue
+        seen.add(id(ids))
+        counter = ids.get(model) if model in ids else None
+        m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
+        if m is not None:
+            ids[branch] = itertools.count(int(m.group(1)))
+
+
+def _verify_key(model: Any) -> tuple:
+    agents = getattr(model, "agents", None)
+    try:
+        n = len(agents) if agents is not None else -1
+    except TypeError:
+        n = -1
+    return getattr(model, "steps", None), n
+
+
+def copy_model(model: Any) -> Any:
+    """A deep copy of ``model``, repaired for Mesa's cell spaces and DEVS events, and checked.
+
+    The check is skipped when a copy of this same model (same step, same number of agents) was
+    checked before — a checkpoint forked many times (the deletion study) is checked once.
+
+    Raises:
+        CheckpointError: the copy failed (``RecursionError``, an object that cannot be copied) or
+            is not a faithful, independent copy; the message names what went wrong.
+    """
+    name = type(model).__name__
+    try:
+        with _copy_hooks() as ctx:
+            memo: dict = {}
+            branch = copy.deepcopy(model, memo)
+            ctx.finish(memo)
+    except RecursionError as exc:
+        raise CheckpointError(f"cannot copy {name}: RecursionError in copy.deepcopy ({exc}); the model's "
+                              f"object graph is too deep to copy") from exc
+    except CheckpointError:
+        raise
+    except Exception as exc:  # deepcopy failures surface as many types
+        raise CheckpointError(f"cannot checkpoint {name} with copy.deepcopy: {type(exc).__name__}: {exc}. "
+                              f"Objects such as open files, sockets, locks or generators cannot be copied; "
+                              f"keep them outside the model, implement __deepcopy__, or fork by replay "
+                              f"(factory=...)") from exc
+    _continue_id_counters(model, branch)
+    lin = lineage(model, create=True)
+    key = _verify_key(model)
+    if lin is None or lin.verified != key:
+        problem = copy_problem(model, branch, ctx.cells)
+        if problem is not None:
+            raise CheckpointError(f"cannot checkpoint {name} by copying: the copy {problem}")
+        if lin is not None:
+            lin.verified = key
+    return branch
+
+
+def copy_problem(model: Any, branch: Any, cells: list[tuple[Any, Any]] = ()) -> str | None:
+    """Why ``branch`` is not a faithful, independent copy of ``model`` (``None`` when it is)."""
+    diff = digest_difference(state_digest(model), state_digest(branch))
+    if diff is not None:
+        return f"is not in the same state as the original ({diff})"
+    for attr in ("random", "rng"):
+        a, b = getattr(model, attr, None), getattr(branch, attr, None)
+        if a is not None and a is b:
+            return f"shares the original's random-number generator model.{attr}"
+    orig_agents = {id(a) for a in _agents(model)}
+    orig_cells = {id(c) for c, _ in cells}
+    for _name, space in _spaces(model):
+        orig_cells.update(id(c) for c in space._cells.values())
+    branch_cells: dict[int, Any] = {}
+    for _name, space in _spaces(branch):
+        branch_cells.update((id(c), c) for c in space._cells.values())
+    for b in _agents(branch):
+        if id(b) in orig_agents:
+            return f"shares agent {getattr(b, 'unique_id', b)!r} with the original"
+        if hasattr(b, "model") and b.model is not branch:
+            return f"has agent {getattr(b, 'unique_id', b)!r} whose model is not the copy"
+        cell = getattr(b, "cell", None)
+        if cell is None or not hasattr(cell, "connections"):
+            continue
+        if id(cell) in orig_cells:
+            return f"has agent {b.unique_id!r} standing in a cell of the original's space"
+        if branch_cells and id(cell) not in branch_cells:
+            return (f"has agent {b.unique_id!r} in a cell {getattr(cell, 'coordinate', '?')} that is not part of "
+                    f"the copied space (its neighbourhood would be empty)")
+        if any(id(n) in orig_cells for n in cell.connections.values()):
+            return f"has cell {cell.coordinate} linked to cells of the original"
+    for (name, _space), (_, bspace) in zip(_spaces(model), _spaces(branch)):
+        layers = getattr(bspace, "_mesa_property_layers", None) or {}
+        if not layers or not bspace._cells:
+            continue
+        cls = type(next(iter(bspace._cells.values())))
+        for lname, layer in layers.items():
+            acc = inspect.getattr_static(cls, lname, None)
+            target = getattr(acc, "layer", None)
+            if isinstance(acc, property) and acc.fget is not None and acc.fget.__closure__:
+                target = acc.fget.__closure__[0].cell_contents
+            if target is not None and target is not layer and target is not getattr(layer, "data", None):
+                return f"reads property layer {name}.{lname} of the original through its cells"
+    sim = getattr(model, "simulator", None)
+    if sim is not None and getattr(sim, "model", None) is model:
+        bsim = getattr(branch, "simulator", None)
+        if bsim is sim or getattr(bsim, "model", None) is not branch:
+            return "shares the original's simulator"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- replay
+def replay_plan(model: Any, factory: Callable[[], Any] | None, step: StepFn | None) -> Lineage:
+    """The history that rebuilds ``model``: its lineage, or ``model.steps`` plain steps with ``step``.
+
+    Raises:
+        ReplayUnavailableError: no factory is known, or the history cannot be told.
+    """
+    lin = lineage(model)
+    fac = factory or (lin.factory if lin is not None else None)
+    name = type(model).__name__
+    if fac is None:
+        raise ReplayUnavailableError(
+            f"cannot fork {name} by replay: no factory is known. Pass factory=... (a callable returning a "
+            f"fresh {name} in its initial state, with the same seed) or run it through a Scenario")
+    if not callable(fac):
+        raise ReplayUnavailableError(f"factory must be a callable returning a fresh model; got {fac!r}")
+    actual = getattr(model, "steps", None)
+    actual = int(actual) if isinstance(actual, int | np.integer) and not isinstance(actual, bool) else None
+    if lin is not None and lin.segments:
+        plan = Lineage(fac, list(lin.segments))
+        recorded = plan.steps()
+        if actual is None or actual == recorded:
+            return plan
+        fns = {s[2] if s[0] == "step" else s[3] for s in lin.segments if s[0] != "apply"}
+        if any(s[0] != "step" for s in lin.segments) or len(fns) > 1 or actual < recorded:
+            raise ReplayUnavailableError(
+                f"cannot replay {name}: model.steps is {actual} but aumann saw {recorded} step(s) and "
+                f"interventions; the model was stepped outside simulate()/fork(), so its history is unknown")
+        return Lineage(fac, [("step", actual, next(iter(fns)))])
+    if actual is None:
+        raise ReplayUnavailableError(
+            f"cannot replay {name}: it has no 'steps' counter and did not run through simulate(), so the "
+            f"number of steps to replay is unknown")
+    return Lineage(fac, [("step", actual, step)] if actual else [])
+
+
+def run_plan(plan: Lineage) -> Any:
+    """Rebuild a model with ``plan.factory`` and re-run ``plan.segments``; registers its lineage."""
+    model = plan.factory()
+    if model is None:
+        raise ReplayUnavailableError("the factory returned None; it must return a fresh model")
+    for seg in plan.segments:
+        if seg[0] == "step":
+            for _ in range(seg[1]):
+                advance(model, seg[2])
+        elif seg[0] == "apply":
+            seg[1](model)
+        else:
+            _, g, n, fn = seg
+            for _ in range(n):
+                g(model)
+                advance(model, fn)
+    set_lineage(model, plan)
+    return model
+
+
+def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: StepFn | None = None) -> Any:
+    """A new model in ``model``'s state, rebuilt by replaying its history; checked against it.
+
+    Raises:
+        ReplayUnavailableError: no factory, or no way to tell the history.
+        ReplayDivergedError: the replayed model is not in ``model``'s state.
+    """
+    plan = replay_plan(model, factory, step)
+    branch = run_plan(plan)
+    diff = digest_difference(state_digest(model), state_digest(branch))
+    if diff is not None:
+        raise ReplayDivergedError(
+            f"replaying {type(model).__name__} ({plan.steps()} step(s) from the factory) does not reproduce the "
+            f"model: {diff}. The factory must rebuild the exact initial state (same seed and parameters) "
+            f"and the step function and interventions must be deterministic")
+    lin = lineage(model)
+    if lin is not None:
+        lin.factory = lin.factory or plan.factory
+    return branch
+
+
+__all__ = ["Lineage", "advance", "copy_model", "copy_problem", "default_step", "digest_difference", "lineage",
+           "override_next_step", "record", "replay_model", "replay_plan", "run_plan", "set_lineage", "state_digest"]

@@ -1,0 +1,424 @@
+"""Report figures: interactive (Bokeh, the optional ``aumann[report]`` extra) or static PNG (matplotlib).
+
+:class:`Charts` draws line charts, grouped bars and heatmaps as :class:`~aumann.studies.page.Figure`
+blocks. With Bokeh installed (``pip install "aumann[report]"``) and ``interactive`` not ``False``, a
+figure is an interactive plot — pan, box zoom, wheel zoom, reset and hover read-outs (agent ids on
+the heatmap) — whose data is embedded in the page, and :meth:`Charts.head` returns BokehJS inline
+(about 1 MB, once per page, so the page still opens from disk with no network). Without Bokeh a
+figure is a matplotlib PNG embedded as a ``data:`` URI. Either way the page stays self-contained.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aumann.studies.page import Figure
+
+#: a qualitative palette (Tableau 10) shared by both renderers, so static and interactive pages look alike
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac")
+
+
+def bokeh_available() -> bool:
+    """Whether the optional interactive renderer (Bokeh) can be imported."""
+    import importlib
+
+    try:
+        for name in ("bokeh.embed", "bokeh.plotting", "bokeh.resources"):
+            importlib.import_module(name)
+    except Exception:  # any import failure means: draw PNGs
+        return False
+    return True
+
+
+#: URLs inside BokehJS that only MathJax text and Google-Maps plots would load; neither is used here, and
+#: the embedded copy points them at nothing, so the page cannot reach the network even by accident
+_INERT = ("https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-svg.js", "https://maps.googleapis.com/maps/api/js")
+
+
+def bokeh_inline_js() -> str:
+    """BokehJS's core bundle (about 1.3 MB) as inline ``<script>`` elements.
+
+    Only ``bokeh.min.js`` is embedded: the plots here need neither the widgets, tables, WebGL nor
+    MathJax bundles (``INLINE.render_js()`` would add 2.6 MB of them).
+    """
+    from bokeh.resources import INLINE
+
+    raws = list(INLINE.js_raw)
+    core = next((r for r in raws if "bokeh.min.js" in r[:200]), raws[0])
+    for url in _INERT:
+        core = core.replace(url, "data:,")
+    tail = [r for r in raws if len(r) < 2000 and "Bokeh." in r]
+    safe = [r.replace("</script", "<\\/script") for r in (core, *tail)]
+    return "".join(f"<script>{r}</script>\n" for r in safe)
+
+
+@dataclass
+class Line:
+    """One series of a line chart."""
+
+    name: str
+    x: Sequence[float]
+    y: Sequence[float]
+    dash: bool = False
+    color: str | None = None
+    width: float = 1.6
+    markers: bool = False
+    alpha: float = 1.0
+    legend: bool = True
+
+
+@dataclass
+class Point:
+    """A labelled marker (e.g. ``t*``)."""
+
+    x: float
+    y: float
+    label: str = ""
+    color: str = "#111111"
+
+
+@dataclass
+class Charts:
+    """Figure factory for one page. ``interactive``: ``None`` = Bokeh when installed, else PNG."""
+
+    interactive: bool | None = None
+    used_bokeh: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.interactive is None:
+            self.interactive = bokeh_available()
+        elif self.interactive and not bokeh_available():
+            self.interactive = False
+
+    # ------------------------------------------------------------------ page head
+    def head(self) -> str:
+        """The inline BokehJS for a page that holds interactive figures ('' otherwise)."""
+        if not self.used_bokeh:
+            return ""
+        return bokeh_inline_js()
+
+    @property
+    def mode(self) -> str:
+        return "interactive (Bokeh)" if self.interactive else "static PNG (install aumann[report] for interactive)"
+
+    # ------------------------------------------------------------------ lines
+    def lines(self, title: str, series: Sequence[Line], *, xlabel: str, ylabel: str, points: Sequence[Point] = (),
+              bars: tuple[Sequence[float], Sequence[float], str] | None = None, caption: str = "",
+              md_ref: str | None = None, synthetic: bool = False, height: int = 300,
+              xlabels: Sequence[str] | None = None, logy: bool = False, integer_x: bool = False,
+              legend_at: str = "top_left") -> Figure:
+        """A line chart (optionally over bars), with labelled points (e.g. ``t*``).
+
+        ``legend_at``: ``"top_left"``, ``"bottom_right"`` (inside the plot) or ``"outside"`` (beside it).
+        """
+        if self.interactive:
+            html = self._bokeh_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
+                                     legend_at)
+            return Figure(title, html=html, caption=caption, md_ref=md_ref, synthetic=synthetic)
+        png = self._mpl_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at)
+        return Figure(title, png=png, caption=caption, md_ref=md_ref, synthetic=synthetic)
+
+    def _mpl_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at) -> bytes:
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6.4, height / 88))
+        if bars is not None:
+            bx, by, bname = bars
+            by = np.asarray(by, dtype=float)
+            ax.bar(bx, by, color=np.where(by >= 0, "#e8a598", "#9cb9e8"), width=0.8, label=bname, zorder=1)
+            ax.axhline(0, color="#888888", lw=0.6)
+        for i, s in enumerate(series):
+            ax.plot(s.x, s.y, ls="--" if s.dash else "-", lw=s.width, color=s.color or PALETTE[i % len(PALETTE)],
+                    marker="." if s.markers else None, alpha=s.alpha, label=s.name if s.legend else None, zorder=2)
+        for p in points:
+            ax.plot([p.x], [p.y], "o", color=p.color, ms=6, zorder=3)
+            if p.label:
+                ax.axvline(p.x, color="#888888", ls=":", lw=1, zorder=0)
+                ax.annotate(p.label, (p.x, p.y), xytext=(4, 6), textcoords="offset points", fontsize=9,
+                            fontweight="bold", color=p.color)
+        if logy:
+            ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set(xlabel=xlabel, ylabel=ylabel)
+        if integer_x or bars is not None:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if xlabels is not None:
+            ticks = list(range(0, len(xlabels), max(1, len(xlabels) // 10)))
+            ax.set_xticks(ticks, [xlabels[i] for i in ticks], rotation=30, fontsize=8)
+        ax.grid(alpha=0.25)
+        handles, _ = ax.get_legend_handles_labels()
+        if len(handles) > 1:
+            ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1,
+                      loc="lower right" if legend_at == "bottom_right" else "best")  # "best" avoids the data
+        return _png(fig)
+
+    def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
+                     legend_at) -> str:
+        from bokeh.models import ColumnDataSource, HoverTool, Label, Span
+        from bokeh.plotting import figure
+
+        p = figure(height=height, sizing_mode="stretch_width", tools="pan,box_zoom,wheel_zoom,reset,save",
+                   x_axis_label=xlabel, y_axis_label=ylabel, toolbar_location="above",
+                   y_axis_type="log" if logy else "linear")
+        renderers = []
+        if bars is not None:
+            bx, by, bname = bars
+            by = np.asarray(by, dtype=float)
+            src = ColumnDataSource({"x": np.asarray(bx, dtype=float), "top": by,
+                                    "color": np.where(by >= 0, "#e8a598", "#9cb9e8"),
+                                    "label": [xlabels[int(i)] if xlabels is not None else str(i) for i in bx],
+                                    "series": [bname] * len(by)})
+            renderers.append(p.vbar(x="x", top="top", width=0.8, color="color", source=src, legend_label=bname))
+        for i, s in enumerate(series):
+            x = np.asarray(s.x, dtype=float)
+            src = ColumnDataSource({"x": x, "y": np.asarray(s.y, dtype=float), "series": [s.name] * len(x),
+                                    "label": [xlabels[int(v)] if xlabels is not None and float(v).is_integer()
+                                              and 0 <= v < len(xlabels) else _num(v) for v in x]})
+            kw: dict[str, Any] = {"line_width": s.width, "color": s.color or PALETTE[i % len(PALETTE)],
+                                  "alpha": s.alpha, "source": src}
+            if s.legend:
+                kw["legend_label"] = s.name
+            r = p.line("x", "y", line_dash="dashed" if s.dash else "solid", **kw)
+            renderers.append(r)
+            if s.markers:
+                renderers.append(p.scatter("x", "y", size=5, **kw))
+        for pt in points:
+            p.scatter([pt.x], [pt.y], size=9, color=pt.color)
+            if pt.label:
+                p.add_layout(Span(location=pt.x, dimension="height", line_color="#888888", line_dash="dotted",
+                                  line_width=1))
+                p.add_layout(Label(x=pt.x, y=pt.y, text=pt.label, x_offset=7, y_offset=-5, text_font_size="12px",
+                                   text_font_style="bold", text_color=pt.color, text_baseline="top"))
+        p.add_tools(HoverTool(renderers=renderers, tooltips=[("", "@series"), ("x", "@label"), ("value", "@y{0.0000g}")
+                                                            if not bars else ("value", "$y{0.0000g}")]))
+        p.y_range.range_padding = 0.12
+        if p.legend:
+            p.legend.label_text_font_size = "9px"
+            p.legend.click_policy = "hide"
+            p.legend.location = legend_at if legend_at != "outside" else "top_left"
+            p.legend.background_fill_alpha = 0.7
+            if len(p.legend[0].items) <= 1:  # one series: the title says what it is
+                p.legend.visible = False
+            elif legend_at == "outside" or sum(1 for s in series if s.legend) > 4:  # beside the plot
+                p.add_layout(p.legend[0], "right")
+                p.legend.spacing = 0
+                p.legend.padding = 4
+        if integer_x or bars is not None:
+            from bokeh.models import SingleIntervalTicker
+
+            xs = [float(np.max(s.x)) for s in series if len(s.x)]
+            if bars is not None and len(bars[0]):
+                xs.append(float(np.max(bars[0])))
+            span = max(xs, default=10.0)
+            p.xaxis.ticker = SingleIntervalTicker(interval=max(1, math.ceil(float(span) / 12)))
+        if xlabels is not None:
+            step = max(1, len(xlabels) // 10)
+            p.xaxis.ticker = list(range(0, len(xlabels), step))
+            p.xaxis.major_label_overrides = {i: xlabels[i] for i in range(0, len(xlabels), step)}
+            p.xaxis.major_label_orientation = 0.5
+        _style(p)
+        return self._embed(p)
+
+    # ------------------------------------------------------------------ grouped bars
+    def grouped_bars(self, title: str, categories: Sequence[str], groups: dict[str, Sequence[float]], *, ylabel: str,
+                     errors: dict[str, Sequence[float]] | None = None, caption: str = "", md_ref: str | None = None,
+                     synthetic: bool = False, height: int = 280) -> Figure:
+        """Bars of several groups (e.g. BIAS_v vs FULL) per category (e.g. tier)."""
+        if self.interactive:
+            from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Whisker
+            from bokeh.plotting import figure
+            from bokeh.transform import factor_cmap
+
+            names = list(groups)
+            x = [(c, g) for c in categories for g in names]
+            vals = [float(groups[g][i]) for i, _ in enumerate(categories) for g in names]
+            err = [float((errors or {}).get(g, [0.0] * len(categories))[i]) for i, _ in enumerate(categories)
+                   for g in names]
+            src = ColumnDataSource({"x": x, "v": vals, "lo": [v - e for v, e in zip(vals, err)],
+                                    "hi": [v + e for v, e in zip(vals, err)], "err": err})
+            p = figure(x_range=FactorRange(*x), height=height, sizing_mode="stretch_width", y_axis_label=ylabel,
+                       tools="pan,box_zoom,reset,save", toolbar_location="above")
+            r = p.vbar(x="x", top="v", width=0.85, source=src, line_color="white",
+                       fill_color=factor_cmap("x", palette=list(PALETTE[: max(len(names), 3)]), factors=names,
+                                              start=1, end=2))
+            if errors:
+                p.add_layout(Whisker(source=src, base="x", upper="hi", lower="lo"))
+            p.add_tools(HoverTool(renderers=[r], tooltips=[("", "@x"), ("value", "@v{0.00}"), ("± std", "@err{0.00}")]))
+            finite_hi = [h for h in src.data["hi"] if math.isfinite(h)]
+            p.y_range.start = 0
+            if finite_hi:
+                p.y_range.end = 1.08 * max(finite_hi)
+            p.xaxis.group_text_font_size = "12px"
+            p.xaxis.major_label_text_font_size = "10px"
+            p.x_range.range_padding = 0.08
+            p.xaxis.major_label_orientation = 0.0
+            _style(p)
+            return Figure(title, html=self._embed(p), caption=caption, md_ref=md_ref, synthetic=synthetic)
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6.4, height / 88))
+        n = len(groups)
+        xs = np.arange(len(categories))
+        w = 0.8 / max(n, 1)
+        for i, (g, vals) in enumerate(groups.items()):
+            ax.bar(xs + (i - (n - 1) / 2) * w, vals, w, label=g, color=PALETTE[i % len(PALETTE)],
+                   yerr=(errors or {}).get(g))
+        ax.set_xticks(xs, list(categories))
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.25, axis="y")
+        ax.legend(fontsize=8)
+        return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
+
+    # ------------------------------------------------------------------ heatmap
+    def heatmap(self, title: str, values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
+                xlabel: str, ylabel: str, value_label: str, diverging: bool = True, log: bool = False,
+                vline: tuple[int, str] | None = None, hlines: Sequence[float] = (), caption: str = "",
+                md_ref: str | None = None, synthetic: bool = False, row_title: str = "agent",
+                extra: dict[str, np.ndarray] | None = None) -> Figure:
+        """``values`` (rows × columns), e.g. agents × steps. Diverging (centred at 0) or sequential (log10)."""
+        v = np.asarray(values, dtype=float)
+        if log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                shown = np.where(np.abs(v) > 0, np.log10(np.abs(v)), np.nan)
+        else:
+            shown = v
+        finite = shown[np.isfinite(shown)]
+        if diverging:
+            lim = float(np.abs(finite).max()) if finite.size else 1.0
+            lo, hi = -(lim or 1.0), (lim or 1.0)
+        else:
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            if hi <= lo:
+                hi = lo + 1.0
+        height = int(min(620, max(240, 40 + 15 * len(row_labels))))
+        if self.interactive:
+            html = self._bokeh_heatmap(v, shown, row_labels, col_labels, xlabel, ylabel, value_label, diverging, lo,
+                                       hi, vline, hlines, height, row_title, extra or {})
+            return Figure(title, html=html, caption=caption, md_ref=md_ref, synthetic=synthetic)
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(7.2, height / 80))
+        cmap = "RdBu_r" if diverging else "magma"
+        im = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest")
+        if vline is not None:
+            ax.axvline(vline[0], color="k", lw=1.1)
+            ax.annotate(vline[1], (vline[0], -0.5), xytext=(3, 2), textcoords="offset points", fontsize=9,
+                        fontweight="bold", annotation_clip=False)
+        for h in hlines:
+            ax.axhline(h, color="cyan", lw=0.8, ls="--")
+        ax.set(xlabel=xlabel, ylabel=ylabel)
+        nr = len(row_labels)
+        rstep = max(1, nr // 40)
+        ax.set_yticks(range(0, nr, rstep), [row_labels[i] for i in range(0, nr, rstep)], fontsize=7)
+        nc = len(col_labels)
+        cstep = max(1, nc // 15)
+        ax.set_xticks(range(0, nc, cstep), [col_labels[i] for i in range(0, nc, cstep)], fontsize=7,
+                      rotation=30 if max((len(c) for c in col_labels), default=0) > 3 else 0)
+        fig.colorbar(im, ax=ax, label=("log10 |" + value_label + "|") if log else value_label, fraction=0.04,
+                     pad=0.02)
+        return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
+
+    def _bokeh_heatmap(self, v, shown, row_labels, col_labels, xlabel, ylabel, value_label, diverging, lo, hi, vline,
+                       hlines, height, row_title, extra) -> str:
+        from bokeh.models import ColorBar, ColumnDataSource, HoverTool, Label, LinearColorMapper, Span
+        from bokeh.palettes import RdBu11, magma
+        from bokeh.plotting import figure
+
+        nr, nc = v.shape
+        rows = [str(r) for r in row_labels]
+        ii, jj = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
+        ii, jj = ii.ravel(), jj.ravel()
+        many = nr > 40  # many rows: a numeric axis with a few labelled ticks instead of one label per row
+        data: dict[str, Any] = {"x": jj.astype(float), "y": ii.astype(float) if many else [rows[i] for i in ii],
+                                "row": [rows[i] for i in ii], "col": [str(col_labels[j]) for j in jj],
+                                "value": v.ravel(), "shown": shown.ravel()}
+        tips = [(row_title, "@row"), (xlabel, "@col"), (value_label, "@value{0.0000g}")]
+        for name, arr in extra.items():
+            data[name] = np.asarray(arr).ravel()
+            tips.append((name, f"@{{{name}}}{{0.0000g}}"))
+        src = ColumnDataSource(data)
+        palette = list(RdBu11) if diverging else list(magma(256))  # Bokeh's RdBu11 runs blue → red
+        mapper = LinearColorMapper(palette=palette, low=lo, high=hi, nan_color="#eeeeee")
+        y_range: Any = (nr - 0.5, -0.5) if many else list(reversed(rows))
+        p = figure(height=height, sizing_mode="stretch_width", y_range=y_range,
+                   x_range=(-0.5, nc - 0.5), tools="pan,box_zoom,wheel_zoom,reset,save", toolbar_location="above",
+                   x_axis_label=xlabel, y_axis_label=ylabel)
+        r = p.rect(x="x", y="y", width=1, height=1, source=src, line_color=None,
+                   fill_color={"field": "shown", "transform": mapper})
+        p.add_tools(HoverTool(renderers=[r], tooltips=tips))
+        bar = ColorBar(color_mapper=mapper, width=10, title=value_label if diverging else f"log10 |{value_label}|",
+                       title_text_font_size="9px", major_label_text_font_size="9px")
+        p.add_layout(bar, "right")
+        if vline is not None:
+            p.add_layout(Span(location=vline[0], dimension="height", line_color="black", line_width=1.5))
+            p.add_layout(Label(x=vline[0], y=5, x_units="data", y_units="screen", text=vline[1], x_offset=4,
+                               text_font_size="12px", text_font_style="bold", background_fill_color="white",
+                               background_fill_alpha=0.8))
+        for h in hlines:
+            k = math.ceil(h)
+            if 0 < k < nr:
+                p.add_layout(Span(location=(k - 0.5) if many else nr - k, dimension="width", line_color="cyan",
+                                  line_dash="dashed", line_width=1))
+        step = max(1, nc // 15)
+        p.xaxis.ticker = list(range(0, nc, step))
+        p.xaxis.major_label_overrides = {j: str(col_labels[j]) for j in range(0, nc, step)}
+        if max((len(str(c)) for c in col_labels), default=0) > 3:
+            p.xaxis.major_label_orientation = 0.5
+        p.yaxis.major_label_text_font_size = "8px" if nr > 25 else "10px"
+        if many:
+            ticks = sorted({0, *[int(h) - 1 for h in hlines if 0 < h <= nr], (nr - 1) // 2, nr - 1})
+            p.yaxis.ticker = ticks
+            p.yaxis.major_label_overrides = {t: rows[t] for t in ticks}
+            p.yaxis.major_label_text_font_size = "10px"
+        _style(p, grid=False)
+        return self._embed(p)
+
+    def _embed(self, p: Any) -> str:
+        from bokeh.embed import components
+
+        script, div = components(p)
+        self.used_bokeh = True
+        return div + script
+
+
+def _style(p: Any, grid: bool = True) -> None:
+    p.toolbar.logo = None
+    p.outline_line_color = "#dddddd"
+    p.axis.axis_label_text_font_style = "normal"
+    p.axis.axis_label_text_font_size = "12px"
+    p.background_fill_color = "#ffffff"
+    if grid:
+        p.grid.grid_line_alpha = 0.35
+    else:
+        p.grid.grid_line_color = None
+
+
+def _num(v: Any) -> str:
+    f = float(v)
+    return str(int(f)) if f.is_integer() else f"{f:.4g}"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    plt = _plt()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+__all__ = ["PALETTE", "Charts", "Line", "Point", "bokeh_available"]

@@ -1,0 +1,243 @@
+"""Building blocks shared by the report pages (:mod:`aumann.studies.pages`, :mod:`aumann.studies.crossscale.page`).
+
+Reading a run directory's files with typed errors (:func:`read_json`, :func:`read_csv`), the "who"
+table (:func:`who_table`: top agents by signed Φ_i, one agent per row, the id alone in its cell),
+group shares R_G, concentration, generic tables with "mean ± std" cells (:func:`merged_table`), the
+LLM-usage and wall-time parts of the cost section.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import ReportError
+from aumann.studies.page import Cell, KeyValues, Note, Table, Text, fmt, seconds_text
+
+# --------------------------------------------------------------------------- reading run directories
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file of a run directory, or :class:`ReportError` naming it."""
+    if not path.is_file():
+        raise ReportError(f"{what} {str(path)!r} is missing: not a finished run directory")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{what} {str(path)!r} cannot be read ({type(exc).__name__}: {str(exc)[:100]})") from exc
+
+
+def _number(text: str) -> Any:
+    if text == "":
+        return math.nan
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """A CSV table (numbers parsed, empty cells NaN); ``[]`` when the file is absent or empty."""
+    if not path.is_file():
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ReportError(f"table {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def top_order(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values, descending (ties: lower position first)."""
+    values = np.asarray(values, dtype=np.float64)
+    k = min(int(k), values.shape[0])
+    return np.argsort(-values, kind="stable")[:k]
+
+
+def id_cell(v: Any) -> Cell:
+    v = v.item() if hasattr(v, "item") else v
+    return Cell(str(v), sort=v if isinstance(v, int | float) else str(v), cls="id")
+
+
+def signed_cell(v: float, scale: float) -> Cell:
+    return Cell(fmt(float(v)), sort=float(v), bar=(float(v) / scale) if scale > 0 else None)
+
+
+def pct_cell(v: float | None) -> Cell:
+    if v is None or not math.isfinite(v):
+        return Cell("–", sort=None)
+    return Cell(pct_text(v), sort=float(v))
+
+
+def pct_text(v: float) -> str:
+    """A share as a percentage: one decimal, or two significant digits below 0.1 % (N = 10⁶ agents)."""
+    p = 100 * float(v)
+    text = f"{p:.1f}%" if abs(p) >= 0.1 or p == 0 else f"{p:.2g}%"
+    return text.replace("-", "−")
+
+
+def merged_table(rows: Sequence[dict[str, Any]], *, caption: str = "", drop: Sequence[str] = ("scenario",),
+                 id: str = "") -> Table:
+    """Every column of ``rows``; a column ``c`` with a ``c_std`` companion becomes one "mean ± std" cell."""
+    cols = list(rows[0].keys()) if rows else []
+    cols = [c for c in cols if not (c in drop and len({str(r.get(c)) for r in rows}) == 1)]
+    shown = [c for c in cols if not (c.endswith("_std") and c[:-4] in cols)]
+    out = []
+    for r in rows:
+        line = []
+        for c in shown:
+            v = r.get(c)
+            if f"{c}_std" in cols and isinstance(v, int | float):
+                s = r.get(f"{c}_std")
+                if isinstance(v, float) and math.isnan(v):
+                    line.append(Cell("–", sort=None))
+                else:
+                    sd = "" if s is None or (isinstance(s, float) and math.isnan(s)) else f" ± {fmt(s, 2)}"
+                    line.append(Cell(f"{fmt(v)}{sd}", sort=float(v)))
+            else:
+                line.append(v)
+        out.append(line)
+    return Table([c if f"{c}_std" not in cols else f"{c} (mean ± std)" for c in shown], out, caption=caption, id=id)
+
+
+def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[Any], str]:
+    """Blocks for the LLM part of the cost section, and the card text."""
+    usage = manifest.get("llm_usage")
+    backend = str(manifest.get("backend", "offline"))
+    if isinstance(usage, dict) and usage:
+        calls = int(usage.get("calls", 0) or 0) + int(usage.get("fork_calls", 0) or 0)
+        cost = usage.get("cost_usd")
+        toks = int(usage.get("prompt_tokens", 0) or 0) + int(usage.get("completion_tokens", 0) or 0)
+        cost_txt = f"${float(cost):,.4f}" if isinstance(cost, int | float) else "unknown (no price for this model)"
+        items = [(k.replace("_", " "), (f"${float(v):,.4f}" if k == "cost_usd" and isinstance(v, int | float) else
+                                        (seconds_text(v) if k.startswith("latency") and isinstance(v, int | float)
+                                         else v))) for k, v in usage.items()]
+        text = (f"{calls:,} LLM request(s) sent ({int(usage.get('cache_hits', 0) or 0):,} decisions served from the "
+                f"response cache), {toks:,} tokens, estimated cost {cost_txt}; backend `{backend}`.")
+        return [Text(text), KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")], \
+            f"{calls:,} calls · {cost_txt if isinstance(cost, int | float) else '$?'}"
+    if backend not in ("offline", "None") and backend:
+        return [Note(f"LLM usage was not recorded for backend `{backend}` (no `llm_usage` in manifest.json).",
+                     "warn")], "not recorded"
+    return [Text(f"**Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00.** {offline_reason}")], \
+        "offline · $0"
+
+
+def calls_text(manifest: dict[str, Any]) -> str:
+    usage = manifest.get("llm_usage")
+    if isinstance(usage, dict) and usage:
+        return f"{int(usage.get('prompt_tokens', 0) or 0) + int(usage.get('completion_tokens', 0) or 0):,} tokens"
+    return "0 LLM calls"
+
+
+def timing_table(stages: dict[str, float] | None, total: float | None, *, note: str = "") -> list[Any]:
+    blocks: list[Any] = []
+    if stages:
+        tot = float(total) if total else sum(stages.values())
+        rows = [[name, Cell(seconds_text(s), sort=s), pct_cell(s / tot if tot > 0 else None)]
+                for name, s in stages.items()]
+        rows.append(["total (wall)", Cell(seconds_text(tot), sort=tot), pct_cell(1.0)])
+        blocks.append(Table(["stage", "wall time", "share"], rows, caption="Wall time per stage", id="stage-times"))
+    elif total is not None:
+        blocks.append(Note(f"Total wall time {seconds_text(float(total))}; per-stage times were not recorded by the "
+                           "version that wrote this run directory."))
+    else:
+        blocks.append(Note("Wall times were not recorded by the version that wrote this run directory."))
+    if note:
+        blocks.append(Text(note))
+    return blocks
+
+
+def group_share_table(att: Any, *, caption: str, id: str = "") -> list[Any]:
+    """R_G for every group of an attribution (whole run), or a line saying why there is none."""
+    if not att.groups:
+        return [Note("This run records no agent groups (tiers), so there are no group shares R_G; the concentration "
+                     "table shows how much of Σ_t Δv_t the top agents carry instead.", "skipped")]
+    if float(att.delta_v.sum()) == 0:
+        return [Note("Σ_t Δv_t = 0: group shares R_G are undefined (nothing to normalise by).", "skipped")]
+    out: list[Any] = []
+    for g in att.groups:
+        shares = att.group_shares(g)
+        labels = np.asarray(att.groups[g])
+        counts = {k: int(np.sum(labels == k)) for k in shares}
+        rows = [[Cell(str(k), sort=str(k), cls="id"), counts[k], pct_cell(counts[k] / att.N), pct_cell(v)]
+                for k, v in shares.items()]
+        out.append(Table([g, "agents", "share of agents", "R_G (share of Σ_t Δv_t)"], rows,
+                         caption=f"{caption}: group `{g}`", id=f"{id}-{g}" if id else ""))
+    return out
+
+
+def concentration_table(phi_i: np.ndarray, total: float, *, id: str = "") -> Table:
+    """Share of Σ_t Δv_t carried by the top 1, 10 agents and the top 1 %, 10 % of agents by Φ_i."""
+    order = np.argsort(-phi_i, kind="stable")
+    n = phi_i.shape[0]
+    rows = []
+    for label, k in (("top 1 agent", 1), ("top 10 agents", 10), ("top 1 % of agents", max(1, n // 100)),
+                     ("top 10 % of agents", max(1, n // 10))):
+        k = min(k, n)
+        s = float(phi_i[order[:k]].sum())
+        rows.append([label, k, fmt(s), pct_cell(s / total if total else None)])
+    return Table(["agents by Φ_i", "count", "Σ Φ_i", "share of Σ_t Δv_t"], rows, id=id,
+                 caption="How concentrated the attribution is")
+
+
+def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] | None,
+              reference: Any = None, reference_label: str = "Shapley", id: str = "",
+              caption: str = "") -> Table:
+    """Top-k agents by signed Φ_i of ``att`` (an Attribution over all steps), one agent per row.
+
+    Columns: rank, agent (the id alone), Φ_i = Σ_t φ_i,t, Φ_i / Σ_t Δv_t, φ_i,t*, φ_i,t* / Δv_t*, the
+    reference's φ at t* (± its standard error), the features at t* (by name), the groups.
+    """
+    phi_i = att.by_agent()
+    total = float(att.delta_v.sum())
+    dv_t = float(att.delta_v[t_star])
+    order = top_order(phi_i, k)
+    scale = float(np.abs(phi_i[order]).max()) if order.size else 0.0
+    cols = ["rank", "agent", "Φ_i", "% of ΣΔv", "φ at t*", "% of Δv(t*)"]
+    if reference is not None:
+        cols.append(f"{reference_label} φ(t*)")
+        if reference.stderr is not None:
+            cols.append("± stderr")
+    feats = list(features or {})
+    cols += [f"{f}" for f in feats]
+    groups = list(att.groups)
+    cols += groups
+    rows = []
+    for rank, pos in enumerate(order, start=1):
+        row: list[Any] = [rank, id_cell(att.agent_ids[pos]), signed_cell(phi_i[pos], scale),
+                          pct_cell(phi_i[pos] / total if total else None), float(att.phi[t_star, pos]),
+                          pct_cell(att.phi[t_star, pos] / dv_t if dv_t else None)]
+        if reference is not None:
+            row.append(float(reference.phi[0, pos]))
+            if reference.stderr is not None:
+                row.append(float(np.asarray(reference.stderr)[0, pos]))
+        row += [float(features[f][pos]) for f in feats]  # type: ignore[index]
+        row += [Cell(str(np.asarray(att.groups[g])[pos]), sort=str(np.asarray(att.groups[g])[pos])) for g in groups]
+        rows.append(row)
+    return Table(cols, rows, caption=caption, id=id)
+
+
+def load_attribution(path: Path) -> Any:
+    from aumann.attribution import Attribution
+
+    if not path.is_file():
+        raise ReportError(f"attribution file {str(path)!r} is missing: not a finished run directory")
+    return Attribution.load(path)
+
+
+
+
+__all__ = ["calls_text", "concentration_table", "group_share_table", "id_cell", "llm_blocks", "load_attribution",
+           "merged_table", "pct_cell", "pct_text", "read_csv", "read_json", "signed_cell", "timing_table", "top_order",
+           "who_table"]

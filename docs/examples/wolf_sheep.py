@@ -1,0 +1,66 @@
+"""Mesa's wolf–sheep predation model, attributed: which animals move the mean energy of the living.
+
+    aumann run docs/examples/wolf_sheep.py:scenario --runs 2
+
+Births and deaths: the panel keeps a row per animal ever seen; rows of animals not yet born or
+already dead are absent (``Panel.alive``). The indicator averages energy over the living only,
+reading the presence mask that the recorder puts into the context (``alive_context``), so its
+value never depends on what dead rows hold. Grass regrows through Mesa's ``ABMSimulator``: each
+step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline action: the animal rests this
+step — it does not move, eat or reproduce, but still burns one unit of energy (and dies below
+zero) — by replacing its ``step`` for that one step.
+"""
+
+from mesa.examples import WolfSheep
+from mesa.examples.advanced.wolf_sheep.agents import Animal
+from mesa.experimental.devs import ABMSimulator
+from pydantic import Field
+
+from aumann.scenarios import Scenario, ScenarioConfig
+from aumann.simulators import FeatureRecorder, override_next_step
+
+
+class Config(ScenarioConfig):
+    agents: int = Field(40, ge=2)
+    steps: int = Field(16, ge=2)
+    runs: int = 2
+    wolves: int = 8
+    size: int = 12
+
+
+def build(cfg: Config, rng, backend=None):
+    return WolfSheep(width=cfg.size, height=cfg.size, initial_sheep=cfg.agents - cfg.wolves,
+                     initial_wolves=cfg.wolves, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
+
+
+def mean_energy_of_the_living(z, context=None):
+    alive = context["alive"]
+    return (alive * z[..., 0]).sum(-1) / alive.sum(-1).clamp_min(1.0)
+
+
+def rest(animal):
+    animal.energy -= 1
+    if animal.energy < 0:
+        animal.remove()
+
+
+def resting(model, ids):
+    for animal in model.agents.select(lambda a: a.unique_id in set(ids)):
+        override_next_step(animal, "step", lambda a=animal: rest(a))
+
+
+scenario = Scenario(
+    name="wolf-sheep",
+    description="Mesa's wolf–sheep predation (mesa.examples): mean energy of the living animals",
+    config_model=Config,
+    build_model=build,
+    make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}, alive_context="alive",
+                                              agents=lambda m: m.agents.select(lambda a: isinstance(a, Animal))),
+    features=("energy",),
+    indicator=lambda cfg: mean_energy_of_the_living,
+    original=lambda cfg: mean_energy_of_the_living,
+    baseline_action=resting,
+    baseline_action_by="id",
+    step=lambda model: model.simulator.run_for(1),
+    baseline_description="the animal rests this step: no move, no food, no offspring (it still burns energy)",
+)

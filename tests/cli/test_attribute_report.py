@@ -1,0 +1,64 @@
+"""report.html of `aumann attribute` and `aumann demo --out` directories."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from aumann.attribution import Panel
+from aumann.cli import main
+from tests.studies import htmlcheck
+
+
+def test_attribute_run_page_shows_who_when_how_sure_cost(tmp_path, rng, capsys):
+    T, N = 5, 60
+    values = np.abs(rng.normal(size=(T, N, 2)))
+    values[3, 7] *= 6.0  # one agent dominates step 3
+    ids = np.arange(1000, 1000 + N)
+    panel = Panel(values, features=["x", "y"], agent_ids=ids, groups={"tier": ["top"] * 6 + ["tail"] * 54})
+    src = panel.save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "var", "--out", str(out), "--static"]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert htmlcheck.section_ids(page) == ["who", "when", "how-sure", "cost"]
+    assert all(u.startswith(("data:", "#")) for u in htmlcheck.resource_urls(page))
+    # the who-table, recomputed from the saved arrays
+    with np.load(out / "attribution.npz", allow_pickle=False) as z:
+        phi, dv = z["phi"], z["delta_v"]
+    Phi = phi.sum(axis=0)
+    order = sorted(range(N), key=lambda i: (-Phi[i], i))[:20]
+    tab = htmlcheck.tables(page)["who-run-000"]
+    assert [row[1]["text"] for row in tab["rows"]] == [str(ids[i]) for i in order]
+    # features at t* (the step with the largest Δv) come from top_agents.csv, written beside the attribution
+    ts = int(np.argmax(dv))
+    x_col = tab["head"].index("x")
+    np.testing.assert_allclose([float(r[x_col]["attrs"]["data-sort"]) for r in tab["rows"]],
+                               values[ts, order, 0], rtol=1e-12)
+    with open(out / "top_agents.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["agent"]) for r in rows[:20]] == [int(ids[i]) for i in order]
+    assert {"rank", "agent", "Phi", "share", "t_star", "phi_t_star", "z_x", "z_y", "group_tier"} <= set(rows[0])
+    # tier shares R_G, provenance, no faithfulness check said in a line, offline cost in words
+    groups = htmlcheck.tables(page)["groups-run-000-tier"]
+    shares = {r[0]["text"]: float(r[3]["attrs"]["data-sort"]) for r in groups["rows"]}
+    tier = np.array(["top"] * 6 + ["tail"] * 54)
+    assert shares["top"] == pytest.approx(Phi[tier == "top"].sum() / dv.sum(), rel=1e-12)
+    text = htmlcheck.text(page)
+    assert "No deletion-faithfulness check" in text and "Offline: 0 LLM calls" in text
+    assert "SYNTHETIC" not in text  # a user panel is not synthetic
+    stages = [r[0]["text"] for r in htmlcheck.tables(page)["stage-times"]["rows"]]
+    assert stages[:3] == ["load panel", "attribute", "write results"]
+
+
+def test_demo_page_is_marked_synthetic(tmp_path, capsys):
+    assert main(["demo", "--agents", "1500", "--steps", "3", "--out", str(tmp_path), "--static"]) == 0
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    text = htmlcheck.text(page)
+    assert "SYNTHETIC panel" in text and text.count("SYNTHETIC") >= 4  # banner + each data section
+    assert "[SYNTHETIC]" in page.split("</title>")[0]
+    assert "demo-tiers" in htmlcheck.tables(page) and "groups-run-000-tier" in htmlcheck.tables(page)
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert md.splitlines()[2].startswith("> **SYNTHETIC")
+    assert main(["report", str(tmp_path), "--static"]) == 0  # a demo directory regenerates too

@@ -1,0 +1,121 @@
+"""User scenarios by spec (``package.module:attribute``, ``path/file.py:attribute``) and by entry point
+(group ``aumann.scenarios``), as ``aumann run`` and ``aumann run --list`` see them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+import pytest
+
+from aumann import scenarios
+from aumann.cli import run as run_cmd
+from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
+
+SCENARIO_SOURCE = textwrap.dedent('''
+    from aumann.scenarios import get
+    from dataclasses import replace
+
+    scenario = replace(get("social-llm"), name="{name}", description="{name}: a user scenario")
+
+    def make():
+        return scenario
+
+    not_a_scenario = 42
+
+    def broken():
+        raise RuntimeError("no model today")
+''')
+
+
+def _invoke(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+@pytest.fixture
+def user_package(tmp_path, monkeypatch):
+    """A package ``mymodels`` in a temporary working directory that is not on sys.path."""
+    pkg = tmp_path / "mymodels"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "econ.py").write_text(SCENARIO_SOURCE.format(name="my-econ"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    for mod in [m for m in sys.modules if m.startswith("mymodels")]:
+        monkeypatch.delitem(sys.modules, mod)
+    return tmp_path
+
+
+def test_module_spec_resolves_from_the_working_directory(user_package):
+    sc = scenarios.get("mymodels.econ:scenario")
+    assert sc.name == "my-econ"
+    assert scenarios.load("mymodels.econ:make") is sc  # a factory returning a Scenario
+
+
+def test_file_spec(tmp_path):
+    path = tmp_path / "my_model.py"
+    path.write_text(SCENARIO_SOURCE.format(name="my-file-model"))
+    assert scenarios.get(f"{path}:scenario").name == "my-file-model"
+    assert scenarios.get(f"{path}:make").name == "my-file-model"
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("mymodels.nowhere:scenario", r"cannot import module 'mymodels.nowhere'"),
+    ("mymodels.econ:missing", r"has no attribute 'missing'; Scenario objects there: \['scenario'\]"),
+    ("mymodels.econ:not_a_scenario", r"names a int; it must name a Scenario"),
+    ("mymodels.econ:broken", r"the factory raised RuntimeError: no model today"),
+    ("no/such/file.py:scenario", r"no such file"),
+    ("mymodels.econ:", r"must look like package.module:attribute"),
+])
+def test_bad_specs_are_typed_and_name_the_spec(user_package, spec, message):
+    with pytest.raises(ScenarioLoadError, match=message) as err:
+        scenarios.get(spec)
+    assert repr(spec) in str(err.value)
+    assert isinstance(err.value, ConfigError)  # the CLI prints one line and exits 2
+
+
+def test_unknown_name_lists_what_there_is():
+    with pytest.raises(UnknownScenarioError, match=r"registered scenarios: .*social-llm.*module:attribute"):
+        scenarios.get("nope")
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """A distribution exposing two entry points in the group aumann.scenarios (one broken)."""
+    (tmp_path / "plugin_models.py").write_text(SCENARIO_SOURCE.format(name="plugged"))
+    info = tmp_path / "plugin_models-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-models\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[aumann.scenarios]\nplugged = plugin_models:scenario\nbroken-plugin = plugin_models:broken\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_entry_points_join_names_get_and_the_list(installed, capsys):
+    assert {"plugged", "broken-plugin", "social-llm"} <= set(scenarios.names())
+    assert scenarios.get("plugged").name == "plugged"
+    with pytest.raises(ScenarioLoadError, match="no model today"):
+        scenarios.get("broken-plugin")
+    assert _invoke("--list") == 0
+    listed = dict(line.split("\t", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert listed["plugged"] == "plugged: a user scenario"
+    assert listed["broken-plugin"].startswith("[cannot load:")
+    assert "EconAgent" in listed["econagent"]
+
+
+def test_run_needs_a_scenario_or_list():
+    with pytest.raises(ConfigError, match="needs a scenario"):
+        _invoke()
+
+
+def test_run_a_module_spec_end_to_end(user_package, capsys):
+    out = user_package / "out"
+    assert _invoke("mymodels.econ:scenario", "--runs", "1", "--agents", "6", "--steps", "4", "--set",
+                   "study.permutations=10", "--no-ablations", "--no-plots", "--out", str(out)) == 0
+    assert (out / "faithfulness.csv").is_file() and (out / "report.md").is_file()
+    assert "my-econ: 1 run(s) computed" in capsys.readouterr().err.replace("\n", " ")

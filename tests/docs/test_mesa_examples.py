@@ -1,0 +1,134 @@
+"""docs/examples: Mesa's own models as user scenarios, run end to end through ``aumann run FILE:scenario``
+(faithfulness study and report, two runs, small sizes), each in at most 40 lines of user code."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import io
+import json
+import tokenize
+
+import numpy as np
+import pytest
+
+from aumann import scenarios
+from aumann.cli import run as run_cmd
+from aumann.simulators import indicator_values
+from tests.paths import REPO
+
+EXAMPLES = REPO / "docs" / "examples"
+TINY = ["--runs", "2", "--steps", "4", "--set", "study.permutations=20", "--set", "study.random_orderings=2",
+        "--set", "study.path_orders=2", "--set", "study.quadrature_steps=8", "--set", "study.k_del=4"]
+SIZES = {"boltzmann_wealth": ["--agents", "10", "--set", "width=4", "--set", "height=4"],
+         "schelling": ["--agents", "18", "--set", "width=6", "--set", "height=6"],
+         "virus_on_network": ["--agents", "14", "--set", "outbreak=3"],
+         "wolf_sheep": ["--agents", "16", "--set", "wolves=4", "--set", "size=7"]}
+
+pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
+
+
+def _invoke(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+def user_code_lines(path) -> int:
+    """Lines that are neither blank, comments, nor docstrings."""
+    source = path.read_text()
+    doc_lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and ast.get_docstring(node) is not None:
+            expr = node.body[0]
+            doc_lines.update(range(expr.lineno, expr.end_lineno + 1))
+    code: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                            tokenize.ENDMARKER):
+            code.update(range(tok.start[0], tok.end[0] + 1))
+    return len(code - doc_lines)
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_example_runs_end_to_end_from_the_cli(name, tmp_path, capsys):
+    path = EXAMPLES / f"{name}.py"
+    assert user_code_lines(path) <= 40
+    out = tmp_path / name
+    plots = [] if name == "wolf_sheep" else ["--no-plots"]
+    assert _invoke(f"{path}:scenario", *TINY, *SIZES[name], *plots, "--out", str(out)) == 0
+    rows = list(csv.DictReader((out / "faithfulness.csv").open()))
+    assert [r["method"] for r in rows] == ["aumann_shapley", "sampled_shapley", "leave_one_out", "random"]
+    assert all(r["deletion_auc"] not in ("", "nan") for r in rows)
+    assert "Deletion AUC" in (out / "report.md").read_text()
+    recs = [json.loads((out / "runs" / f"run-00{r}.json").read_text()) for r in range(2)]
+    assert all(rec["fork_strategy"] in ("copy", "replay") and rec["forks"] > 0 for rec in recs)
+    assert recs[0]["seed_spawn_key"] != recs[1]["seed_spawn_key"]
+    if name == "wolf_sheep":
+        assert (out / "deletion_curves.png").is_file()
+    assert "2 run(s) computed" in capsys.readouterr().err.replace("\n", " ")
+
+
+def _wolf_sheep():
+    sc = scenarios.load(f"{EXAMPLES / 'wolf_sheep.py'}:scenario")
+    cfg = sc.load_config(agents=16, steps=5, runs=1, wolves=4, size=7,
+                         study={"permutations": 20, "random_orderings": 2, "path_orders": 2, "quadrature_steps": 8,
+                                "k_del": 4, "ablations": False})
+    return sc, cfg
+
+
+def test_wolf_sheep_reports_the_mean_energy_of_the_living():
+    from mesa.examples.advanced.wolf_sheep.agents import Animal
+
+    sc, cfg = _wolf_sheep()
+    model = sc.build_model(cfg, np.random.default_rng(4))
+    truth = []
+    for _ in range(cfg.steps):  # independent reference: the animals alive after each step
+        model.simulator.run_for(1)
+        energies = [a.energy for a in model.agents if isinstance(a, Animal)]
+        truth.append(sum(energies) / len(energies))
+    run = sc.simulate(cfg, rng=np.random.default_rng(4))
+    assert run.panel.alive is not None and not run.panel.alive.all()  # births and deaths happened
+    f, _ = sc.indicators(cfg)
+    np.testing.assert_allclose(indicator_values(f, run.panel), truth, rtol=1e-12)
+    shifted = run.panel._derive(values=np.where(run.panel.alive[..., None], run.panel.values, 99.0))
+    np.testing.assert_allclose(indicator_values(f, shifted), truth, rtol=1e-12)  # dead rows do not count
+
+
+def test_study_by_replay_matches_the_study_by_copy():
+    from aumann.studies.faithfulness import run_study
+
+    sc, cfg = _wolf_sheep()
+    by_copy = run_study(sc, cfg)
+    replay_study = cfg.study.model_copy(update={"fork_strategy": "replay"})
+    by_replay = run_study(sc, cfg.model_copy(update={"study": replay_study}))
+    a, b = by_copy.records[0], by_replay.records[0]
+    assert a["fork_strategy"] == "copy" and b["fork_strategy"] == "replay"
+    for key in ("t_star", "f_t_star", "methods", "ceiling", "forks", "players"):
+        assert a[key] == b[key], key
+
+
+def test_a_model_that_cannot_be_copied_is_studied_by_replay():
+    import dataclasses
+    import threading
+
+    from aumann.studies.faithfulness import run_study
+
+    sc = scenarios.load(f"{EXAMPLES / 'boltzmann_wealth.py'}:scenario")
+
+    def locked(cfg, rng, backend=None):
+        model = sc.build_model(cfg, rng, backend)
+        model.lock = threading.Lock()  # deepcopy cannot copy a lock
+        return model
+
+    uncopyable = dataclasses.replace(sc, build_model=locked)
+    cfg = sc.load_config(agents=10, steps=4, runs=1, width=4, height=4,
+                         study={"permutations": 20, "random_orderings": 2, "k_del": 3, "ablations": False})
+    run = uncopyable.simulate(cfg, rng=np.random.default_rng(1), keep_from=0)
+    assert run.strategy == "replay" and not hasattr(run.checkpoints[2], "agents")  # kept as a recipe
+    assert hasattr(run.before(2), "lock") and run.before(2).steps == 2
+    replayed, copied = run_study(uncopyable, cfg).records[0], run_study(sc, cfg).records[0]
+    assert (replayed["fork_strategy"], copied["fork_strategy"]) == ("replay", "copy")
+    assert replayed["methods"] == copied["methods"] and replayed["forks"] == copied["forks"]

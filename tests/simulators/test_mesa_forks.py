@@ -1,0 +1,226 @@
+"""Forks on Mesa's own example models: a fork without intervention reproduces the factual run bit for
+bit, by copy and by replay; broken copies are detected; auto falls back to replay; replay checks
+itself; histories (interventions, step functions) are replayed."""
+
+from __future__ import annotations
+
+import copy
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from aumann.errors import CheckpointError, ReplayDivergedError, ReplayUnavailableError, SimulationError
+from aumann.simulators import (
+    FeatureRecorder,
+    checkpoint,
+    for_agents,
+    fork,
+    override_next_step,
+    replay,
+    simulate,
+    state_digest,
+)
+from aumann.simulators.branching import copy_problem, digest_difference
+from tests.simulators.mesa_examples import EXAMPLES, numeric_features
+
+pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
+
+
+def _recorder(model) -> FeatureRecorder:
+    keys = sorted({k for a in model.agents for k in numeric_features(a)}) or ["none"]
+    return FeatureRecorder({k: (lambda a, k=k: numeric_features(a).get(k, 0.0)) for k in keys})
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("strategy", ["copy", "replay", "auto"])
+def test_fork_without_intervention_reproduces_every_mesa_example(name, strategy):
+    factory = lambda: EXAMPLES[name](3)  # noqa: E731
+    model = factory()
+    rec = _recorder(model)
+    simulate(model, 2, rec)
+    branch = fork(model, steps=3, recorder=rec, strategy=strategy, factory=factory)
+    factual = simulate(model, 3, rec)  # the original continues, untouched by the fork
+    assert branch.panel.equals(factual), f"{name}: the {branch.strategy} fork diverged from the factual run"
+    assert digest_difference(state_digest(branch.model), state_digest(model)) is None
+    assert branch.strategy == ("replay" if strategy == "replay" else "copy")
+
+
+def test_plain_deepcopy_breaks_mesa_grids_and_the_check_says_why():
+    model = EXAMPLES["boltzmann"](1)
+    simulate(model, 3, _recorder(model))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        plain = copy.deepcopy(model)  # what checkpoint() did before: cells copied twice
+    finally:
+        sys.setrecursionlimit(limit)
+    lost = [a for a in plain.agents if a.cell is not plain.grid._cells[a.cell.coordinate]]
+    assert lost and len(lost[0].cell.neighborhood) == 0  # the IndexError of the deletion study
+    problem = copy_problem(model, plain)  # the lost cell has no connections in the copy
+    assert problem is not None and "_mesa_cell" in problem and ", 0)" in problem
+    good = checkpoint(model, strategy="copy")
+    assert all(a.cell is good.grid._cells[a.cell.coordinate] for a in good.agents)
+    assert all(len(a.cell.neighborhood) == len(model.grid._cells[a.cell.coordinate].neighborhood)
+               for a in good.agents)
+    assert copy_problem(model, good) is None
+
+
+def test_copied_property_layers_belong_to_the_copy():
+    model = EXAMPLES["sugarscape"](2)
+    simulate(model, 1, _recorder(model))
+    branch = checkpoint(model, strategy="copy")
+    cell, twin = model.grid._cells[(10, 10)], branch.grid._cells[(10, 10)]
+    before = float(cell.sugar)
+    twin.sugar = before + 7
+    assert float(cell.sugar) == before and float(twin.sugar) == before + 7
+    assert float(branch.grid._cells[(40, 3)].sugar) == float(model.grid._cells[(40, 3)].sugar)
+
+
+class _Locked:
+    """A model holding an uncopyable object (a lock), built by a deterministic factory."""
+
+    def __init__(self, seed: int = 0) -> None:
+        from tests.simulators.models import BoltzmannWealth
+
+        self.inner = BoltzmannWealth(6, seed=seed)
+        self.lock = threading.Lock()
+        self.steps = 0
+
+    @property
+    def agents(self):
+        return self.inner.agents
+
+    def step(self) -> None:
+        self.inner.step()
+        self.steps += 1
+
+
+def test_auto_falls_back_to_replay_and_needs_a_factory():
+    rec = FeatureRecorder({"wealth": "wealth"})
+    model = _Locked(4)
+    simulate(model, 3, rec)
+    with pytest.raises(CheckpointError, match=r"_thread\.lock"):
+        checkpoint(model, strategy="copy")
+    with pytest.raises(ReplayUnavailableError, match=r"Pass factory=") as err:
+        fork(model, steps=2, recorder=rec)
+    assert "_thread.lock" in str(err.value)  # says why the copy failed too
+    res = fork(model, steps=2, recorder=rec, factory=lambda: _Locked(4))
+    assert res.strategy == "replay"
+    assert res.panel.equals(simulate(model, 2, rec))
+    again = fork(model, steps=1, recorder=rec)  # the factory is remembered for this model
+    assert again.strategy == "replay"
+
+
+def test_replay_checks_that_it_reproduces_the_model():
+    rec = FeatureRecorder({"wealth": "wealth"})
+    model = _Locked(4)
+    simulate(model, 3, rec)
+    with pytest.raises(ReplayDivergedError, match=r"does not reproduce.*same seed"):
+        fork(model, steps=1, recorder=rec, factory=lambda: _Locked(5))
+    with pytest.raises(SimulationError, match="strategy must be one of"):
+        fork(model, steps=1, recorder=rec, strategy="clone")
+
+
+def test_replay_reapplies_the_history_of_a_branch():
+    factory = lambda: EXAMPLES["boltzmann"](5)  # noqa: E731
+    model = factory()
+    rec = _recorder(model)
+    simulate(model, 2, rec)
+    rich = max(model.agents, key=lambda a: (a.wealth, a.unique_id)).unique_id
+    g = for_agents([rich], lambda a: setattr(a, "wealth", 0))
+    branch = fork(model, intervention=g, steps=2, recorder=rec, factory=factory, strategy="replay").model
+    via_copy = fork(branch, steps=3, recorder=rec, strategy="copy")
+    via_replay = fork(branch, steps=3, recorder=rec, strategy="replay")
+    assert via_replay.panel.equals(via_copy.panel)
+    repeated = fork(model, intervention=g, repeat=True, steps=2, recorder=rec, strategy="replay").model
+    assert fork(repeated, steps=2, recorder=rec, strategy="replay").panel.equals(
+        fork(repeated, steps=2, recorder=rec, strategy="copy").panel)
+
+
+def test_devs_models_advance_their_simulator():
+    from mesa.examples.advanced.wolf_sheep.agents import GrassPatch
+
+    def grown(m):
+        return sum(p.fully_grown for p in m.agents_by_type[GrassPatch])
+
+    stepped, driven = EXAMPLES["wolf_sheep"](1), EXAMPLES["wolf_sheep"](1)
+    rec = FeatureRecorder({"energy": lambda a: float(getattr(a, "energy", 0.0))})
+    for _ in range(12):
+        stepped.step()  # model.step() alone: the simulator's regrowth events never run
+    simulate(driven, 12, rec)  # the default step runs the ABMSimulator
+    assert driven.simulator.time == 12 and grown(driven) > grown(stepped)
+    custom = EXAMPLES["wolf_sheep"](1)
+    simulate(custom, 12, rec, step=lambda m: m.simulator.run_for(1))
+    assert digest_difference(state_digest(custom), state_digest(driven)) is None
+
+
+def test_replay_builds_a_model_at_a_given_step():
+    factory = lambda: EXAMPLES["schelling"](7)  # noqa: E731
+    model = factory()
+    simulate(model, 4, _recorder(model))
+    at4 = replay(factory, 4)
+    assert at4 is not model and digest_difference(state_digest(at4), state_digest(model)) is None
+    with pytest.raises(SimulationError, match="non-negative"):
+        replay(factory, -1)
+
+
+def test_override_next_step_lasts_one_step_whether_or_not_it_is_called():
+    from tests.simulators.models import BoltzmannWealth
+
+    model = BoltzmannWealth(5, seed=3)
+    agent = next(iter(model.agents))
+    calls = []
+    override_next_step(agent, "step", lambda: calls.append(1))
+    assert "step" in vars(agent)
+    simulate(model, 1, FeatureRecorder({"wealth": "wealth"}))
+    assert calls == [1] and "step" not in vars(agent)
+    poor = next(iter(model.agents))
+    override_next_step(poor, "remove")  # never called during a step: still undone after it
+    simulate(model, 1, FeatureRecorder({"wealth": "wealth"}))
+    assert "remove" not in vars(poor)
+    with pytest.raises(SimulationError, match="no method 'fly'"):
+        override_next_step(poor, "fly")
+
+
+def test_random_streams_are_not_shared_with_the_original():
+    model = EXAMPLES["conway"](2)  # RecursionError under plain deepcopy
+    branch = checkpoint(model, strategy="copy")
+    assert branch.random is not model.random and branch.rng is not model.rng
+    assert branch.random.random() == model.random.random()
+    assert np.array_equal(branch.rng.random(3), model.rng.random(3))
+
+
+class _NoCounter:
+    """A model without a ``steps`` counter: only the recorded history tells how far it went."""
+
+    def __init__(self, seed: int = 0) -> None:
+        from tests.simulators.models import BoltzmannWealth
+
+        self.inner = BoltzmannWealth(5, seed=seed)
+        self.lock = threading.Lock()  # forces replay
+
+    @property
+    def agents(self):
+        return self.inner.agents
+
+    def step(self) -> None:
+        self.inner.step()
+
+
+def test_checkpoints_taken_during_a_run_know_their_history():
+    rec = FeatureRecorder({"wealth": "wealth"})
+    model = _NoCounter(2)
+    mid = {}
+
+    def keep(m, t):
+        if t == 2:  # after the third step, while simulate() is still running
+            mid[t] = checkpoint(m, factory=lambda: _NoCounter(2))
+
+    simulate(model, 5, rec, observers=[keep])
+    at3 = mid[2]  # replayed from the factory through the three steps recorded so far
+    factual = _NoCounter(2)
+    simulate(factual, 3, rec)
+    assert [a.wealth for a in at3.agents] == [a.wealth for a in factual.agents]
+    assert fork(at3, steps=2, recorder=rec).panel.equals(simulate(factual, 2, rec))

@@ -1,0 +1,240 @@
+"""report.html / report.md of an `aumann run` directory: structure, the who-table against the saved
+attributions, self-containment, the cost section, skipped parts, `aumann report` and its errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.cli import main
+from aumann.cli import run as run_cmd
+from aumann.errors import ReportError
+from aumann.studies.pages import render_report
+from tests.studies import htmlcheck
+
+TINY = """
+agents = 8
+steps = 6
+runs = 2
+seed = 3
+[study]
+permutations = 20
+random_orderings = 2
+path_orders = 2
+quadrature_steps = 8
+"""
+
+
+def _run(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("report")
+    cfg = root / "tiny.toml"
+    cfg.write_text(TINY)
+    out = root / "social"
+    assert _run("social-llm", "--config", str(cfg), "--out", str(out)) == 0
+    return out
+
+
+def _expected_ids(npz: Path, k: int) -> list[str]:
+    """Top-k agent ids by Φ_i = Σ_t φ_{i,t}, descending, ties by position — straight from the saved arrays."""
+    with np.load(npz, allow_pickle=False) as z:
+        phi, ids = z["phi"], z["agent_ids"]
+    total = phi.sum(axis=0)
+    order = sorted(range(phi.shape[1]), key=lambda i: (-total[i], i))[:k]
+    return [str(ids[i].item()) for i in order], total[order]
+
+
+def test_page_has_who_when_how_sure_and_cost(run_dir):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert htmlcheck.section_ids(page) == ["who", "when", "how-sure", "cost"]
+    text = htmlcheck.text(page)
+    for phrase in ("Who drove it", "When did it turn", "How sure", "Cost", "Efficiency gap", "Provenance",
+                   "Deletion faithfulness", "Agreement with sampled Shapley", "noise ceiling", "Smoothing gap",
+                   "Wall time per stage", "t*"):
+        assert phrase in text, phrase
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    for heading in ("## Who drove it", "## When did it turn", "## How sure", "## Cost"):
+        assert heading in md
+    assert not re.search(r"<(div|span|table|td|img|script|section)\b", md)  # the twin is plain text, no HTML
+
+
+def test_who_tables_hold_the_right_ids_in_the_right_order(run_dir):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    tabs = htmlcheck.tables(page)
+    for r in range(2):
+        ids, phi = _expected_ids(run_dir / "attributions" / f"run-{r:03d}-aumann_shapley.npz", 20)
+        tab = tabs[f"who-run-{r:03d}"]
+        col = tab["head"].index("agent")
+        assert [row[col]["text"] for row in tab["rows"]] == ids
+        assert all(row[col]["children"] == 0 for row in tab["rows"])  # the id alone in its cell
+        phi_col = tab["head"].index("Φ_i")
+        np.testing.assert_allclose([float(row[phi_col]["attrs"]["data-sort"]) for row in tab["rows"]], phi,
+                                   rtol=1e-12)
+        assert [int(row[0]["text"]) for row in tab["rows"]] == list(range(1, len(ids) + 1))
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    ids0, _ = _expected_ids(run_dir / "attributions" / "run-000-aumann_shapley.npz", 20)
+    md_ids = [line.split("|")[2].strip() for line in md.splitlines() if re.match(r"\| \d+ \| ", line)][: len(ids0)]
+    assert md_ids == ids0
+
+
+def test_the_page_loads_nothing_from_elsewhere(run_dir):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    urls = htmlcheck.resource_urls(page)
+    assert urls, "the parser found no URL at all (anchors are expected)"
+    bad = [u for u in urls if not (u.startswith("data:") or u.startswith("#"))]
+    assert not bad, bad
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.IGNORECASE)
+    assert (run_dir / "report.html").stat().st_size < 3_000_000
+
+
+def test_static_fallback_embeds_png_data_uris(run_dir, tmp_path, monkeypatch):
+    d = shutil.copytree(run_dir, tmp_path / "copy")
+    import aumann.studies.charts as charts
+
+    monkeypatch.setattr(charts, "bokeh_available", lambda: False)  # as if the report extra were not installed
+    render_report(d)
+    page = (d / "report.html").read_text(encoding="utf-8")
+    imgs = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert len(imgs) >= 4 and all(u.startswith("data:image/png;base64,") for u in imgs)
+    assert "Bokeh" not in page
+    assert all(u.startswith(("data:", "#")) for u in htmlcheck.resource_urls(page))
+
+
+def test_cost_section_says_offline_in_words(run_dir):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    text = htmlcheck.text(page)
+    assert "Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00" in text
+    stages = htmlcheck.tables(page)["stage-times"]
+    names = [row[0]["text"] for row in stages["rows"]]
+    for stage in ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks", "ablations",
+                  "tables and plots", "total (wall)"):
+        assert stage in names
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert set(manifest["stage_seconds"]) >= {"simulate", "deletion forks"}
+    assert all(v >= 0 for v in manifest["stage_seconds"].values())
+    assert "Offline: 0 LLM calls" in (run_dir / "report.md").read_text(encoding="utf-8")
+
+
+def test_cost_section_reads_llm_usage_from_the_manifest(run_dir, tmp_path):
+    d = shutil.copytree(run_dir, tmp_path / "llm")
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["backend"] = "openai:some-model"
+    manifest["llm_usage"] = {"calls": 1234, "cache_hits": 56, "retries": 3, "failures": 1, "prompt_tokens": 98765,
+                             "completion_tokens": 4321, "decisions": 1290, "planned_calls": 1234,
+                             "latency_p50_s": 0.42, "latency_p95_s": 1.9, "cost_usd": 0.5678, "fork_decisions": 10,
+                             "fork_calls": 7}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(d), "--no-plots"]) == 0
+    text = htmlcheck.text((d / "report.html").read_text(encoding="utf-8"))
+    assert "1,241 LLM request(s) sent" in text and "$0.5678" in text and "103,086 tokens" in text
+    for key in ("cache hits", "prompt tokens", "completion tokens", "latency p95 s", "fork calls"):
+        assert key in text
+    assert "Offline" not in text
+    md = (d / "report.md").read_text(encoding="utf-8")
+    assert "$0.5678" in md and "1,241 LLM request(s)" in md
+
+
+def test_new_columns_rows_and_curves_appear_without_code_changes(run_dir, tmp_path):
+    """Columns such as deletion_auc_masking and rows such as llm_judge are rendered as the tables hold them."""
+    d = shutil.copytree(run_dir, tmp_path / "generic")
+    lines = (d / "faithfulness.csv").read_text().splitlines()
+    head = lines[0] + ",deletion_auc_masking,deletion_auc_masking_std"
+    rows = [ln + ",0.5,0.01" for ln in lines[1:]] + ["social-llm,llm_judge,0.4,30,,,0.1,2,,,0.9,1,0.33,0.02"]
+    (d / "faithfulness.csv").write_text("\n".join([head, *rows]) + "\n")
+    for r in range(2):
+        npz = d / "runs" / f"run-{r:03d}.npz"
+        with np.load(npz) as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays["curve_masking_aumann_shapley"] = arrays["curve_aumann_shapley"] * 0.5
+        arrays["curve_masking_llm_judge"] = arrays["curve_aumann_shapley"] * 0.25
+        np.savez(npz, **arrays)
+    render_report(d, interactive=False)
+    page = (d / "report.html").read_text(encoding="utf-8")
+    tab = htmlcheck.tables(page)["faithfulness"]
+    assert "deletion_auc_masking (mean ± std)" in tab["head"]
+    assert [row[0]["text"] for row in tab["rows"]][-1] == "llm_judge"
+    assert "Deletion curves under the masking oracle" in htmlcheck.text(page)
+
+
+def test_skipped_parts_say_so_in_one_line(tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.replace("runs = 2", "runs = 1"))
+    out = tmp_path / "noabl"
+    assert _run("social-llm", "--config", str(cfg), "--out", str(out), "--no-ablations", "--no-plots") == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    text = htmlcheck.text(page)
+    assert "Ablations were skipped (--no-ablations)" in text
+    assert not any(k in htmlcheck.tables(page) for k in ("path_ablation", "f_sensitivity", "baseline_ablation"))
+    assert "Figures were left out (--no-plots)" in text
+    assert "<img" not in page and "Bokeh" not in page
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "> Ablations were skipped (`--no-ablations`)" in md
+
+
+def test_report_command_rewrites_the_reports_without_recomputing(run_dir, tmp_path, monkeypatch, capsys):
+    d = shutil.copytree(run_dir, tmp_path / "again")
+    before = (d / "report.md").read_text(encoding="utf-8")
+    for name in ("report.html", "report.md"):
+        (d / name).unlink()
+    stamps = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+
+    def boom(*a, **k):
+        raise AssertionError("aumann report must not recompute")
+
+    import aumann.attribution.engine as engine
+    import aumann.studies.faithfulness as faithfulness
+
+    monkeypatch.setattr(engine, "attribute", boom)
+    monkeypatch.setattr(faithfulness, "analyse_run", boom)
+    assert main(["report", str(d)]) == 0
+    assert "report.html" in capsys.readouterr().out
+    assert (d / "report.html").is_file()
+    after = (d / "report.md").read_text(encoding="utf-8")
+    strip = lambda s: re.sub(r"figures: .*", "", s)  # noqa: E731
+    assert strip(after) == strip(before)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # nothing else was touched
+
+
+def test_report_on_what_is_not_a_finished_run_is_a_clear_error(run_dir, tmp_path, capsys):
+    cases = {}
+    cases["missing"] = tmp_path / "nope"
+    (tmp_path / "empty").mkdir()
+    cases["no manifest"] = tmp_path / "empty"
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    cases["a file"] = f
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({"command": "aumann bluesky synth"}))
+    cases["other command"] = other
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text("{not json")
+    cases["bad manifest"] = broken
+    partial = shutil.copytree(run_dir, tmp_path / "partial")
+    (partial / "runs" / "run-001.json").unlink()
+    cases["missing run"] = partial
+    for label, path in cases.items():
+        with pytest.raises(ReportError) as exc:
+            render_report(path)
+        assert str(path) in str(exc.value), label
+        assert main(["report", str(path)]) == 2, label
+        err = capsys.readouterr().err
+        assert "ReportError" in err and len(err.strip().splitlines()) == 1, label
+    with pytest.raises(ReportError, match=r"run-001\.json"):
+        render_report(partial)
+    with pytest.raises(ReportError, match="top"):
+        render_report(run_dir, top=0)
