@@ -395,6 +395,10 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
     comp = [("runs computed / resumed", f"{manifest.get('computed_runs', '?')} / {manifest.get('resumed_runs', '?')}"),
             ("evaluations of v for sampled Shapley (per run)", fmt(float(np.mean(n_evals))) if n_evals else "–"),
             ("deletion forks (per run)", fmt(float(np.mean(forks))) if forks else "–")]
+    failed = manifest.get("failed_checks") or []
+    if failed:  # finished runs found on disk that did not verify (truncated, incomplete, edited): recomputed
+        comp.append(("runs recomputed after a failed resume check",
+                     f"{len(failed)}: " + "; ".join(f"{f.get('file')} ({f.get('reason')})" for f in failed)))
     resumed = int(manifest.get("resumed_runs") or 0)
     cost: list[Any] = [*llm, *timing_table(manifest.get("stage_seconds"), manifest.get("seconds"), note=(
         f"{resumed} run(s) were read back from an earlier invocation; their compute time is not in this table."

@@ -136,7 +136,8 @@ def test_failed_checks_reach_stderr_manifest_and_report(finished, tmp_path, caps
     assert "failed verification" in err and "run-001.json" in err
     manifest = _strict_json(out / "manifest.json")
     assert manifest["recomputed_after_failed_check"] == 1 and manifest["failed_checks"][0]["run"] == 1
-    assert "run-001.json" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "run-001.json" in report and "failed resume check" in report
     for csv_path in out.glob("*.csv"):
         assert_plain_csv(csv_path, {"scenario", "method", "ablation", "variant", "path", "indicator", "baseline",
                                     "order", "f", "pair", "ordering"})
