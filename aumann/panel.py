@@ -460,7 +460,8 @@ class Panel:
                 if c in (scol, acol, alive_col):
                     continue
                 kind = flat[c].dtype
-                if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind):
+                if (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
+                        and not pd.api.types.is_complex_dtype(kind):
                     feats.append(c)
                 else:
                     skipped.append(str(c))
@@ -472,8 +473,9 @@ class Panel:
                 if c not in cols:
                     raise UnknownFeatureError(f"feature column {c!r} not in the frame; columns: {cols}")
                 kind = flat[c].dtype
-                if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)):
-                    raise PanelError(f"feature column {c!r} is not numeric (dtype {kind}); pick numeric columns")
+                if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
+                        or pd.api.types.is_complex_dtype(kind):
+                    raise PanelError(f"feature column {c!r} is not real-valued (dtype {kind}); pick numeric columns")
         svals, avals = flat[scol].to_numpy(), flat[acol].to_numpy()
         steps, ids = _sorted_labels(svals, "step"), _sorted_labels(avals, "agent")
         t_idx = np.searchsorted(steps, svals)

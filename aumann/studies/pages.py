@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import AumannError, ReportError
-from aumann.io import write_csv, write_text
+from aumann.io import read_npz, write_csv, write_text
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (
     Card,
@@ -189,11 +189,7 @@ def _load_runs(d: Path, n_runs: int) -> tuple[list[dict[str, Any]], list[dict[st
         npz = d / "runs" / f"run-{r:03d}.npz"
         if not npz.is_file():
             raise ReportError(f"run arrays {str(npz)!r} are missing: not a finished run directory")
-        try:
-            with np.load(npz, allow_pickle=False) as z:
-                arrs.append({k: z[k] for k in z.files})
-        except (OSError, ValueError, EOFError) as exc:
-            raise ReportError(f"run arrays {str(npz)!r} cannot be read ({type(exc).__name__})") from exc
+        arrs.append(read_npz(npz, error=ReportError, what="run arrays")[0])
         recs.append(rec)
     return recs, arrs
 

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from aumann.io import atomic_path, csv_cell, write_text
+from aumann.errors import StudyError
+from aumann.io import atomic_path, csv_cell, read_npz, write_text
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS, StudyResult
 from aumann.studies.tables import extended_table, faithfulness_table, pair_table, path_table
 
@@ -163,8 +164,12 @@ def _agent_ids(result: StudyResult, n: int) -> list[Any]:
         return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
     path = result.out_dir / "attributions" / "run-000-aumann_shapley.npz" if result.out_dir is not None else None
     if path is not None and path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            return [i.item() for i in z["agent_ids"]]
+        try:
+            ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
+        except StudyError:
+            ids = None  # a damaged file: fall back to positions (the heatmap labels only)
+        if ids is not None and len(ids) == n:
+            return [i.item() for i in ids]
     return list(range(n))
 
 

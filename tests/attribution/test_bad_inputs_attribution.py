@@ -492,3 +492,12 @@ def test_smoothing_parameters_are_checked(fn, needle):
     with pytest.raises(IndicatorError) as info:
         fn()
     assert needle in str(info.value)
+
+
+def test_from_dataframe_refuses_complex_feature_columns():
+    import pandas as pd
+
+    df = pd.DataFrame({"Step": [0, 0, 1, 1], "AgentID": [1, 2, 1, 2], "w": [1j, 2j, 3j, 4j], "x": [1.0, 2, 3, 4]})
+    assert Panel.from_dataframe(df).features == ("x",)  # a complex column is not a feature by default
+    with pytest.raises(PanelError, match="'w'"):
+        Panel.from_dataframe(df, features=["w"])

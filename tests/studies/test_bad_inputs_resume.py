@@ -125,13 +125,15 @@ def test_resume_recomputes_what_fails_verification_and_says_so(finished, tmp_pat
     assert (third.resumed, third.computed, third.failed_checks) == (2, 0, [])
 
 
+RUN_ARGV = ["run", "social-llm", "--agents", "6", "--steps", "4", "--runs", "2", "--no-plots",
+            "--set", "study.permutations=8", "--set", "study.random_orderings=2", "--set", "study.path_orders=2",
+            "--set", "study.quadrature_steps=8", "--set", "study.ablations=false"]
+
+
 def test_failed_checks_reach_stderr_manifest_and_report(finished, tmp_path, capsys):
     out = _copy(finished, tmp_path)
     _edit_number(out / "runs" / "run-001.json")
-    argv = ["run", "social-llm", "--agents", "6", "--steps", "4", "--runs", "2", "--no-plots", "--out", str(out),
-            "--set", "study.permutations=8", "--set", "study.random_orderings=2", "--set", "study.path_orders=2",
-            "--set", "study.quadrature_steps=8", "--set", "study.ablations=false"]
-    assert main(argv) == 0
+    assert main([*RUN_ARGV, "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "failed verification" in err and "run-001.json" in err
     manifest = _strict_json(out / "manifest.json")
@@ -228,3 +230,21 @@ def test_deepset_r2_is_null_not_minus_inf_when_targets_do_not_vary():
     values = np.zeros((20, 3), dtype=np.float32)  # no activity: every target equal
     _, report = train(values, np.arange(10), S)
     assert report["heldout_r2"] == {"random": None, "biased": None}
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda d: (d / "runs" / "run-000.npz").write_bytes(np.random.default_rng(5).bytes(100)), "run-000.npz"),
+    (lambda d: (d / "runs" / "run-000.npz").write_bytes((d / "runs" / "run-000.npz").read_bytes()[:100]),
+     "run-000.npz"),
+    (lambda d: (d / "runs" / "run-000.json").write_text("{"), "run-000.json"),
+    (lambda d: (d / "manifest.json").write_bytes(b"\xff\x00garbage"), "manifest.json"),
+    (lambda d: (d / "attributions" / "run-000-aumann_shapley.npz").write_bytes(b"PK\x03\x04broken"),
+     "run-000-aumann_shapley.npz"),
+], ids=["random_npz", "truncated_npz", "truncated_json", "binary_manifest", "broken_attribution"])
+def test_aumann_report_on_a_damaged_run_directory_is_a_typed_error(finished, tmp_path, capsys, damage, needle):
+    out = _copy(finished, tmp_path)
+    assert main([*RUN_ARGV, "--out", str(out)]) == 0  # resumes both runs, writes tables, manifest and report
+    damage(out)
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and needle in err.splitlines()[-1]
