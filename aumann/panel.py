@@ -473,9 +473,10 @@ class Panel:
                 if c not in cols:
                     raise UnknownFeatureError(f"feature column {c!r} not in the frame; columns: {cols}")
                 kind = flat[c].dtype
-                if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
-                        or pd.api.types.is_complex_dtype(kind):
-                    raise PanelError(f"feature column {c!r} is not real-valued (dtype {kind}); pick numeric columns")
+                if pd.api.types.is_complex_dtype(kind):
+                    raise PanelError(f"feature column {c!r} is complex (dtype {kind}); features must be real numbers")
+                if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)):
+                    raise PanelError(f"feature column {c!r} is not numeric (dtype {kind}); pick numeric columns")
         svals, avals = flat[scol].to_numpy(), flat[acol].to_numpy()
         steps, ids = _sorted_labels(svals, "step"), _sorted_labels(avals, "agent")
         t_idx = np.searchsorted(steps, svals)
