@@ -45,9 +45,13 @@
     * BudgetExceededError                        -- a call / token / cost cap would be exceeded
     * CacheMissError                             -- replay mode: the request is not in the cache
     * PolicyError                                -- an offline policy returned an invalid value
-    * RetryableLLMError                          -- one failed attempt, retried inside the backend
     * DecisionParseError                         -- a reply that is not a valid scenario decision
+    * ResponseTooLargeError                      -- a reply body over the configured size cap
+    * RetryAfterTooLongError                     -- the server asked to wait longer than allowed
+    * ResponseCacheError(LLMError, ConfigError)  -- a corrupted, foreign or unusable response cache file
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
+  * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
+    raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
@@ -245,18 +249,22 @@ class PolicyError(LLMError):
     """An offline policy returned a value that does not validate against the schema."""
 
 
-class RetryableLLMError(LLMError):
-    """One failed attempt that the backend retries (never escapes it): ``kind`` is ``"unavailable"``
-    or ``"malformed"``; ``wait`` is the server's Retry-After in seconds (0 when absent)."""
-
-    def __init__(self, kind: str, detail: str, wait: float = 0.0) -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.wait = wait
 
 
 class DecisionParseError(LLMError):
     """A model reply that is not a valid scenario decision (bad JSON, missing keys, out of range)."""
+
+
+class ResponseTooLargeError(LLMError):
+    """A reply body larger than the backend's ``max_response_bytes`` (rejected, counted, never stored)."""
+
+
+class RetryAfterTooLongError(LLMError):
+    """The server's ``Retry-After`` asks for a longer wait than the backend's ``retry_after_max``."""
+
+
+class ResponseCacheError(LLMError, ConfigError):
+    """The response cache file is corrupted, not an aumann cache, or cannot be read or written."""
 
 
 class OptionalDependencyError(AumannError, ImportError):
@@ -274,6 +282,40 @@ class ZstdDictionaryError(IngestError):
 class ReportError(AumannError, ValueError):
     """A directory that is not a finished run directory, or one whose result files cannot be read."""
 
+
+
+# ---------------------------------------------------------------------- internal signals of the LLM request path
+class TransportFailure(Exception):
+    """No HTTP reply: ``kind`` is ``"timeout"`` or ``"connect"``; ``detail`` may name the URL (redact it)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+class ReplyTooLarge(Exception):
+    """A reply body over the cap; ``size`` is the announced length (``None``: cut off while reading)."""
+
+    def __init__(self, size: int | None) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+class Retryable(Exception):
+    """A failed attempt worth repeating; ``kind`` is ``unavailable``, ``malformed`` or ``too_large``."""
+
+    def __init__(self, kind: str, detail: str, wait: float = 0.0, size: int | None = None,
+                 tokens: tuple[int, int] | None = None) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.wait = wait  # the server's Retry-After, in seconds (0 when absent)
+        self.size = size  # an oversized body's announced length
+        self.tokens = tokens  # (prompt, completion) the server billed for a reply we cannot use
+
+
+class ModeUnsupported(Exception):
+    """The server rejected the structured-output mode (``response_format``)."""
 
 __all__ = [
     "AttributionFileError",
@@ -300,6 +342,7 @@ __all__ = [
     "MalformedResponseError",
     "MethodError",
     "MetricError",
+    "ModeUnsupported",
     "ModelNotFoundError",
     "NonFiniteError",
     "NonFiniteGameError",
@@ -310,14 +353,19 @@ __all__ = [
     "ProtocolError",
     "ReplayDivergedError",
     "ReplayUnavailableError",
+    "ReplyTooLarge",
     "ReportError",
-    "RetryableLLMError",
+    "ResponseCacheError",
+    "ResponseTooLargeError",
+    "RetryAfterTooLongError",
+    "Retryable",
     "ScenarioLoadError",
     "ShapeError",
     "SimulationError",
     "StepsMismatchError",
     "StudyError",
     "SynthError",
+    "TransportFailure",
     "UnknownAgentError",
     "UnknownAttributeError",
     "UnknownFeatureError",

@@ -1,7 +1,11 @@
 """Run manifests: what produced a result (package versions, config, seeds, git revision).
 
-Every command that writes results writes ``manifest.json`` beside them. Values whose key looks like
-a secret (api key, token, password) are redacted before anything is written.
+Every command that writes results writes ``manifest.json`` beside them. Values whose key names a
+secret are redacted before anything is written: keys containing ``api_key``/``apikey``, ``secret``,
+``password``, ``passwd``, ``authorization``, ``credential`` or ``bearer``, and keys whose last word is
+``token`` (``token``, ``access_token``, ``hf_token``) -- never counts such as ``prompt_tokens``.
+Credentials inside URLs (``user:key@host``, ``?api_key=...``) are stripped by :func:`redact_url` /
+:func:`redact_command` before a URL or a command line is recorded.
 """
 
 from __future__ import annotations
@@ -20,7 +24,39 @@ from typing import Any
 from aumann.io import ensure_output_dir, write_json
 
 _PACKAGES = ("aumann", "numpy", "torch", "mesa", "networkx", "pydantic", "openai", "duckdb", "pandas")
-_SECRET = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+_SECRET = re.compile(r"(api[_-]?key|secret|passw(or)?d|authorization|credential|bearer)", re.IGNORECASE)
+_SECRET_WORD = re.compile(r"(^|[_\-.\s])token$", re.IGNORECASE)  # "token" as the key's last word
+#: query parameters whose values are credentials (matched case-insensitively, whole name)
+_SECRET_PARAMS = ("api_key", "api-key", "apikey", "key", "token", "access_token", "auth", "secret", "password",
+                  "sig", "signature", "code", "x-api-key")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]+@")
+_URL_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(k) for k in _SECRET_PARAMS) + r")=)[^&#\s]*")
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a mapping key names a secret (``api_key``, ``Authorization``, ``access_token``, ...).
+
+    >>> [is_secret_key(k) for k in ("api_key", "token", "hf_token", "prompt_tokens", "max_tokens")]
+    [True, True, True, False, False]
+    """
+    k = str(name)
+    return bool(_SECRET.search(k) or _SECRET_WORD.search(k))
+
+
+def redact_url(text: str) -> str:
+    """``text`` with URL credentials replaced by ``***``: the userinfo of every ``scheme://user:key@host``
+    and the values of credential query parameters (``?api_key=``, ``&token=``, ``key=``, ...).
+
+    >>> redact_url("http://bob:sk-1@h:8000/v1?api_key=sk-2&x=1")
+    'http://***@h:8000/v1?api_key=***&x=1'
+    """
+    return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", str(text)))
+
+
+def redact_command(argv: Any) -> str:
+    """A command line (a string or a list of arguments) with URL credentials stripped (:func:`redact_url`)."""
+    text = argv if isinstance(argv, str) else " ".join(str(a) for a in argv)
+    return redact_url(text)
 
 
 def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None]:
@@ -54,7 +90,7 @@ def git_revision(start: Path | None = None) -> str | None:
 def redact(obj: Any) -> Any:
     """A copy of ``obj`` with the values of secret-looking keys replaced by ``"<redacted>"``."""
     if isinstance(obj, Mapping):
-        return {k: ("<redacted>" if _SECRET.search(str(k)) and v else redact(v)) for k, v in obj.items()}
+        return {k: ("<redacted>" if is_secret_key(k) and v else redact(v)) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact(v) for v in obj]
     return obj
@@ -83,7 +119,7 @@ def build_manifest(
     command: str, config: Mapping[str, Any] | None = None, seeds: Any = None, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     return {
-        "command": command,
+        "command": redact_command(command),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -107,4 +143,5 @@ def write_manifest(
     return write_json(out / "manifest.json", build_manifest(command, config, seeds, extra), indent=2)
 
 
-__all__ = ["build_manifest", "git_revision", "package_versions", "redact", "write_manifest"]
+__all__ = ["build_manifest", "git_revision", "is_secret_key", "package_versions", "redact", "redact_command",
+           "redact_url", "write_manifest"]

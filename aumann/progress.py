@@ -5,9 +5,10 @@
 True
 
 A :class:`Bar` has one task: ``advance(n)``, ``describe(text)`` (the label shown beside it), ``stop()``;
-it is also a context manager. Transient bars (the default, for work inside a library call) vanish
-when done; command-level bars (``transient=False``) stay on screen as a record. Bars write to stderr
-so that a command's stdout stays clean.
+it is also a context manager, and extra Rich ``columns`` may follow the standard ones (e.g. live LLM
+usage). Transient bars (the default, for work inside a library call) vanish when done; command-level
+bars (``transient=False``) stay on screen as a record. Bars write to stderr so that a command's
+stdout stays clean.
 
 :class:`StageTimer` records the wall time of named stages (``timer.start("simulate")`` closes the
 stage before it); run directories report it per stage (``manifest.json`` → ``stage_seconds``).
@@ -22,12 +23,13 @@ from typing import Any
 class Bar:
     """A started Rich progress bar with one task."""
 
-    def __init__(self, total: int, label: str, *, transient: bool = True, console: Any = None) -> None:
+    def __init__(self, total: int, label: str, *, transient: bool = True, console: Any = None,
+                 columns: Any = ()) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._prog: Any = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                   TimeElapsedColumn(), transient=transient,
+                                   TimeElapsedColumn(), *columns, transient=transient,
                                    console=console or Console(stderr=True))
         self._task = self._prog.add_task(label, total=total)
         self._prog.start()

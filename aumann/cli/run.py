@@ -10,6 +10,9 @@ Examples::
 
 Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
+    aumann run social-llm --backend openai --model M --base-url URL1 --base-url URL2 --concurrency 64 --rpm 3000
+    aumann run econagent --backend openai --model gpt-4o-mini --dry-run      # requests, tokens, cost, time
+    aumann run social-llm --workers 2                                         # independent runs in parallel
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
@@ -20,18 +23,21 @@ same ``--out`` resumes: finished runs are read back, not recomputed.
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
 ``--base-url``/``--model`` are given, ``AUMANN_LLM_BASE_URL``/``OPENAI_BASE_URL`` and
 ``AUMANN_LLM_MODEL`` from the environment — here, at the edge, and nowhere else. Responses are cached
-in ``<out>/llm-cache.sqlite``; the key never reaches logs, caches or the manifest.
+in ``<out>/llm-cache.sqlite``; the key never reaches logs, caches or the manifest. What the LLM
+cost (calls, tokens, cache hits, latency, dollars) is kept in ``<out>/llm-usage.json`` across
+resumed invocations and reported in ``manifest.json`` (``llm_usage``), ``report.md`` and live in
+the progress bar; ``--max-calls`` / ``--max-cost`` stop a run cleanly with the spend recorded.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from aumann.cli import llm_options
 from aumann.cli.args import integer, positive_int, seed
 from aumann.errors import ConfigError
 
@@ -54,9 +60,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
     p.add_argument("--backend", choices=("offline", "openai"), default="offline",
                    help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
-    p.add_argument("--model", default=None, help="LLM model name (openai backend)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (openai backend)")
-    p.add_argument("--max-calls", type=positive_int, default=None, help="cap on LLM requests (cost guard)")
     p.add_argument("--permutations", type=integer(minimum=2), default=None,
                    help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
@@ -66,29 +69,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--static", action="store_true",
                    help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
     p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
+    llm_options.add_arguments(p)
     p.set_defaults(func=run)
-
-
-def _backend(args: argparse.Namespace, out: Path) -> tuple[Any, str]:
-    if args.backend == "offline":
-        return None, "offline"
-    from aumann.simulators.llm import OpenAIBackend, ResponseCache
-
-    api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("AUMANN_LLM_API_KEY")
-    base_url = args.base_url or os.environ.get("AUMANN_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-    model = args.model or os.environ.get("AUMANN_LLM_MODEL")
-    if not model:
-        raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
-    backend = OpenAIBackend(model=model, base_url=base_url, api_key=api_key,
-                            cache=ResponseCache(out / "llm-cache.sqlite"), max_calls=args.max_calls)
-    return backend, f"openai:{model}@{base_url or 'default'}"
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from aumann import scenarios
+    from aumann.cli.llm_usage import UsageColumn, dry_run, record_usage
     from aumann.io import ensure_output_dir, safe_component
+    from aumann.manifest import redact_command, write_manifest
     from aumann.progress import Bar, StageTimer
     from aumann.studies.faithfulness import config_digest, run_study
     from aumann.studies.report import headline_markdown, write_outputs
@@ -101,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario is None:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
                           "package.module:attribute / path/to/file.py:attribute")
+    llm_options.check_arguments(args)
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:
@@ -112,43 +104,55 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=args.assignments)
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
-    ensure_output_dir(out, "--out" if args.out else "the run directory")  # before the simulation, not after it
-    backend, label = _backend(args, out)
+    if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
+        ensure_output_dir(out, "--out" if args.out else "the run directory")
+    backend, label = llm_options.build_backend(args, out, sc)
+    executor = llm_options.executor_from(args)
+    command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
+    if args.dry_run:
+        return dry_run(sc, config, out, backend, label, executor, args, console)
     done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
     if done:
         console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks",
               "ablations", "done")
+    seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
     timer = StageTimer()
     t0 = time.perf_counter()
-    with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False) as bar:
+    with record_usage(out, backend, write_manifest=lambda extra: write_manifest(
+            out, command, config.model_dump(mode="json"), seeds=seeds, extra=extra)) as account:
+        columns = [UsageColumn(backend)] if backend is not None else []
+        with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False,
+                 columns=columns) as bar:
 
-        def progress(r: int, msg: str) -> None:
-            if msg in ("done", "resumed"):
-                timer.stop()
-            else:
-                timer.start(msg)
-            bar.advance(len(stages) if msg == "resumed" else 1)
-            bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
+            def progress(r: int, msg: str) -> None:
+                if msg in ("done", "resumed", "done (worker)"):
+                    timer.stop()
+                else:
+                    timer.start(msg)
+                bar.advance(len(stages) if msg in ("resumed", "done (worker)") else 1)
+                bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
 
-        result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label, progress=progress)
+            try:
+                result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
+                                   progress=progress, executor=executor)
+            finally:
+                if executor is not None:
+                    executor.close()
+        usage = account.finish(result)
     timer.stop()
     seconds = time.perf_counter() - t0
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
                       "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
-    command = "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])
     extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds,
                              "recomputed_after_failed_check": len(result.failed_checks),
-                             "failed_checks": result.failed_checks}
-    if backend is not None and hasattr(backend, "usage"):
-        extra["llm_usage"] = backend.usage.as_dict()
+                             "failed_checks": result.failed_checks, **usage}
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots,
-                          config=config.model_dump(mode="json"),
-                          seeds={"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"},
-                          extra=extra, interactive=False if args.static else None)
+                          config=config.model_dump(mode="json"), seeds=seeds, extra=extra,
+                          interactive=False if args.static else None)
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
                   f"results in {out} (report.html, report.md, faithfulness.csv)")

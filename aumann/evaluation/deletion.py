@@ -20,11 +20,17 @@ else a replay from the scenario's factory (``aumann.simulators.fork(..., strateg
 populations with births and deaths (``Scenario.baseline_action_by="id"``) only the agents present
 before t* can take the baseline action: they are the players, and ``agent_ids`` (the run panel's
 agent axis) maps panel positions to the agents acted on.
+
+Forks are independent of each other: :meth:`DeletionOracle.prefetch` computes many at once -- on
+``threads`` threads, so that the LLM requests of concurrent forks join the backend's common pool
+of in-flight requests (a study's wall time is not the sum of per-fork latencies), or through an
+``executor`` (process pool or Ray) -- with values identical to computing them one by one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,20 +54,86 @@ class DeletionOracle:
     agent_ids: Any = None
     _cache: dict[frozenset[int], tuple[float, float]] = field(default_factory=dict)
     forks: int = 0
+    threads: int = 1
+    executor: Any = None
+    _lock: Any = field(default_factory=threading.Lock, repr=False)
+
+    def _compute(self, key: frozenset[int]) -> tuple[float, float]:
+        z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
+                                                  agent_ids=self.agent_ids)
+        return float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx))
+
+    def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = val
+                self.forks += 1
+            return self._cache[key]
 
     def values(self, deleted: Sequence[int]) -> tuple[float, float]:
         """(f_k, f_k original) after re-simulating t* with ``deleted`` (panel positions) at the baseline action."""
         key = frozenset(int(i) for i in deleted)
-        if key not in self._cache:
-            z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
-                                                      agent_ids=self.agent_ids)
-            self.forks += 1
-            self._cache[key] = (float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx)))
-        return self._cache[key]
+        val = self._cache.get(key)
+        return val if val is not None else self._store(key, self._compute(key))
+
+    def prefetch(self, sets: Iterable[Sequence[int]]) -> int:
+        """Compute the forks of many deleted sets at once (threads or ``executor``); returns how many.
+
+        Values are exactly those :meth:`values` computes one at a time (each fork starts from the
+        same checkpoint and depends on nothing but its deleted set).
+        """
+        todo = list(dict.fromkeys(k for k in (frozenset(int(i) for i in d) for d in sets) if k not in self._cache))
+        if len(todo) > 1 and self.executor is not None:
+            from aumann.simulators.llm.usage import usage_of
+
+            parts = max(1, min(len(todo), 4 * int(getattr(self.executor, "max_workers", None) or 4)))
+            chunks = [todo[i::parts] for i in range(parts)]
+            specs = [(self.scenario.name, self.config, self.model_before, self.agent_ids, [sorted(k) for k in c])
+                     for c in chunks]
+            acct = usage_of(self.model_before)
+            for chunk, (vals, spent) in zip(chunks, self.executor.map(fork_values_task, specs)):
+                for key, val in zip(chunk, vals):
+                    self._store(key, val)
+                if acct is not None:
+                    acct.merge(spent)
+        elif len(todo) > 1 and self.threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(todo)), thread_name_prefix="aumann-fork") as pool:
+                for key, val in zip(todo, pool.map(self._compute, todo)):
+                    self._store(key, val)
+        else:
+            for key in todo:
+                self._store(key, self._compute(key))
+        return len(todo)
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "executor")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self.executor = None
 
     def curve(self, order: Sequence[int], k_max: int) -> np.ndarray:
         """(k_max, 2) array of (f_k, f_k original) for k = 1 … k_max."""
         return np.array([self.values(order[:k]) for k in range(1, k_max + 1)])
+
+
+def fork_values_task(spec: tuple) -> tuple[list[tuple[float, float]], Any]:
+    """Executor task: the (f_k, f_k original) of several deleted sets of one checkpoint, and the LLM
+    usage they cost in this worker (merged into the parent's account). Top-level, so it pickles."""
+    from aumann import scenarios
+    from aumann.simulators.llm.usage import Usage, usage_of
+
+    name, config, model_before, agent_ids, sets = spec
+    scenario = scenarios.get(name)
+    f, f_orig = scenario.indicators(config)
+    acct = usage_of(model_before)
+    before = acct.copy() if acct is not None else None
+    oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=agent_ids)
+    vals = [oracle.values(d) for d in sets]
+    return vals, (acct - before) if acct is not None else Usage()
 
 
 def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0,
@@ -74,7 +146,9 @@ def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0,
     pos = np.arange(n) if players is None else np.asarray(players, dtype=np.int64)
 
     def v(masks: np.ndarray) -> np.ndarray:
-        return np.array([oracle.values(pos[~m])[which] for m in np.asarray(masks, dtype=bool)])
+        masks = np.asarray(masks, dtype=bool)
+        oracle.prefetch(pos[~m] for m in masks)  # the batch's forks at once (threads / executor)
+        return np.array([oracle.values(pos[~m])[which] for m in masks])
 
     return FunctionGame(v, n_players=len(pos), name="resimulation")
 
@@ -118,4 +192,5 @@ def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents
             "drop_at_k_original": relative_drop_at_k(f_full[1], curves[:, 1], k_drop)}
 
 
-__all__ = ["DeletionOracle", "deletion_summary", "random_summary", "resimulation_game", "scenario_resimulation_game"]
+__all__ = ["DeletionOracle", "deletion_summary", "fork_values_task", "random_summary", "resimulation_game",
+           "scenario_resimulation_game"]

@@ -28,6 +28,8 @@ A :class:`Scenario` binds
   so attribution (path from z⁰ to z) and deletion (re-simulate with the baseline action) remove
   the same thing.
 * ``aggregators(config)`` (optional): alternative indicators for the f-sensitivity ablation.
+* ``offline_backend()`` (optional): a DecisionBackend answering like the scenario's offline policy
+  from the decision ``context`` (``aumann run --dry-run`` puts it in the loop to count requests).
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.before(t)`` is the model *before* step t, so a counterfactual fork
@@ -185,6 +187,7 @@ class Scenario:
     baseline_features_fn: Callable[[Any, Any], np.ndarray] | None = None
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
+    offline_backend: Callable[[], Any] | None = None
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()

@@ -73,10 +73,29 @@ def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def deletion_sets(phi: dict[str, np.ndarray], sizes: StudySizes, n: Any, orderings: int,
+                  rng: np.random.Generator, ranked: Callable[[np.ndarray, str], np.ndarray]) -> list[np.ndarray]:
+    """Every deleted set the deletion step will ask the oracle for (so they can be forked at once):
+    the prefixes k = 1 … K_del of each method's rankings (by value and by |φ|) and of the random
+    orderings of ``n`` (a count, or the players' positions) -- drawn from a copy of ``rng``, which is
+    left untouched."""
+    import copy
+
+    orders = [ranked(phi[m], by) for m in ATTRIBUTED for by in ("value", "abs")]
+    g = copy.deepcopy(rng)
+    orders += [g.permutation(n) for _ in range(orderings)]
+    return [o[:k] for o in orders for k in range(1, sizes.k_del + 1)]
+
+
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
+                fork_threads: int = 1, executor: Any = None,
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
+
+    Counterfactual forks (deletion curves, the re-simulation game) are computed ahead in batches:
+    on ``fork_threads`` threads (so that their LLM requests share the backend's in-flight pool) or
+    through ``executor``; the results do not depend on either.
 
     With ``attribution_prefix`` the :class:`~aumann.attribution.Attribution` objects are saved as
     ``<prefix>-aumann_shapley.npz`` (every step, per-agent baselines), ``-sampled_shapley.npz``,
@@ -110,7 +129,8 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     z0 = z0_all[ts]
     phi = {"aumann_shapley": res_all.phi[ts]}
     tick("sampled Shapley (reference)")
-    oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=ids)
+    oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=ids, threads=fork_threads,
+                            executor=executor)
     ceil_perm = st.ceiling_permutations or st.permutations
     if st.reference_game == "resimulation":
         game = resimulation_game(oracle, N, players=None if everyone else players)
@@ -130,17 +150,18 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                            ("leave_one_out", loo)):
             res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
 
+    def ranked(values: np.ndarray, by: str) -> np.ndarray:
+        order = rank_agents(values, by)
+        return order if everyone else order[is_player[order]]
+
     tick("deletion forks")
+    oracle.prefetch(deletion_sets(phi, sizes, N if everyone else players, st.random_orderings, g_rand, ranked))
     f_full = (float(fv[ts]), float(fov[ts]))
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
                            "delta_v": float(res_all.delta_v[ts]), "methods": {},
                            "fork_strategy": run.strategy, "players": len(players), "k_del": sizes.k_del,
                            "top_k": sizes.top_k}
-
-    def ranked(values: np.ndarray, by: str) -> np.ndarray:
-        order = rank_agents(values, by)
-        return order if everyone else order[is_player[order]]
 
     def agree(a: np.ndarray, b: np.ndarray, how: Any, *extra: Any) -> float:
         return float(how(a, b, *extra) if everyone else how(a[players], b[players], *extra))
@@ -206,10 +227,12 @@ class StudyResult:
     panels: list[Any] = field(default_factory=list)
     #: finished runs found on disk that failed verification and were recomputed: {run, file, reason}
     failed_checks: list[dict[str, Any]] = field(default_factory=list)
+    usage: Any = None  # the LLM usage (aumann.simulators.llm.Usage) of the runs computed now
 
 
 def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path | None = None, backend: Any = None,
-              backend_label: str = "offline", progress: Any = None) -> StudyResult:
+              backend_label: str = "offline", progress: Any = None, executor: Any = None,
+              write: bool = True) -> StudyResult:
     """Run (or resume) the faithfulness study for ``config.runs`` runs.
 
     Args:
@@ -220,57 +243,176 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         backend: a DecisionBackend or ``None`` (offline policy).
         backend_label: recorded in the digest (a run computed with another backend is not reused).
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
+        executor: ``LocalExecutor`` / ``RayExecutor`` (``.map(fn, specs)``): with two or more runs to
+            compute, the runs go to it in parallel; with one, its forks (deletion, re-simulation
+            game) do (offline policy; an LLM backend's forks run on threads sharing its request
+            pool). Results are bit-identical to the serial study. A parallel run's LLM usage is
+            merged back into ``backend.usage``; each worker gets 1/W of the backend's concurrency
+            and rate limits (W workers) and an equal share of what is left of its caps.
+        write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
     """
+    from aumann.simulators.llm.usage import Usage, usage_of
+
     if not isinstance(config, scenario.config_model):
         raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
                           f"scenario.load_config()); got {type(config).__name__}")
     digest = config_digest(scenario, config, backend_label)
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
+    if out is not None and write:
         ensure_output_dir(out, "study output directory")
-    records, arrays, panels = [], [], []
+    records: list[Any] = [None] * config.runs
+    arrays: list[Any] = [None] * config.runs
+    panels: list[Any] = [None] * config.runs
     failed: list[dict[str, Any]] = []
     resumed = computed = 0
+    spent = Usage()
+    todo = []
     for r, seq in enumerate(seqs):
-        tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
         rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
         if rec_path is not None and rec_path.exists():  # an .npz alone is a run interrupted mid-write: recomputed
             status, why, old, old_arrays = verify_run(rec_path, digest)
             if status == "done":
-                records.append(old)
-                arrays.append(old_arrays)
-                panels.append(None)
+                records[r] = old
+                arrays[r] = old_arrays
                 resumed += 1
-                if tick:
-                    tick("resumed")
+                if progress is not None:
+                    progress(r, "resumed")
                 continue
             if status == "corrupt":
                 failed.append({"run": r, "file": f"runs/{rec_path.name}", "reason": why})
-        sim_seq, study_seq = seq.spawn(2)
-        if tick:
-            tick("simulate")
-        run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
-                                strategy=config.study.fork_strategy)
-        prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
-        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix)
-        rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
-        if out is not None:
-            run.panel.save(out / "panels" / f"run-{r:03d}")
-            npz = write_npz(rec_path.with_suffix(".npz"), arr)
-            rec["arrays_sha256"] = sha256_file(npz)
-        rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
-        rec["checksum"] = record_checksum(rec)
-        if out is not None:
-            write_json(rec_path, rec)
-        records.append(rec)
-        arrays.append(arr)
-        panels.append(run.panel)
-        computed += 1
-        if tick:
-            tick("done")
+        todo.append((r, seq))
+    parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
+                                                              and executor.max_workers in (0, 1))
+    if parallel:
+        account = usage_of(backend)
+        dest = out if write else None
+        share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
+        specs = [(scenario.name, config, r, seq, dest, share, digest) for r, seq in todo]
+
+        def _done(i: int, res: Any) -> None:
+            r = todo[i][0]
+            delta = res[3] if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
+            if delta is not None:
+                spent.merge(delta)
+                if account is not None:
+                    account.merge(delta)
+            if progress is not None and not isinstance(res, BaseException):
+                progress(r, "done (worker)")
+
+        results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
+        errors = [res for res in results if isinstance(res, BaseException)]
+        for (r, _seq), res in zip(todo, results):
+            if not isinstance(res, BaseException):
+                records[r], arrays[r], panels[r] = res[0], res[1], res[2]
+                computed += 1
+        if errors:
+            raise errors[0]
+    else:
+        for r, seq in todo:
+            tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
+            rec, arr, panel, delta = compute_run(scenario, config, r, seq, out if write else None, backend, digest,
+                                                 tick=tick, executor=executor)
+            spent.merge(delta)
+            records[r], arrays[r], panels[r] = rec, arr, panel
+            computed += 1
+            if tick:
+                tick("done")
     return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
-                       computed=computed, sizes=StudySizes.of(config), panels=panels, failed_checks=failed)
+                       computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
+                       failed_checks=failed)
+
+
+def _fork_threads(backend: Any) -> int:
+    """Threads for concurrent forks: the LLM backend's concurrency (requests of forks share its
+    in-flight pool); 1 for the offline policy (CPU-bound, nothing to overlap)."""
+    if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
+        return 1
+    return max(1, min(64, int(backend.concurrency)))
+
+
+def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.SeedSequence, out: Path | None,
+                backend: Any, digest: str, *, tick: Callable[[str], None] | None = None, executor: Any = None,
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any]:
+    """Simulate and analyse run ``r`` (and write it when ``out`` is given): (record, arrays, panel,
+    the LLM usage it cost). Decisions inside forks are counted as ``fork_*`` usage."""
+    import contextlib
+
+    from aumann.simulators.llm.usage import Usage, usage_of
+
+    shared = usage_of(backend)
+    before = shared.copy() if shared is not None else None
+    sim_seq, study_seq = seq.spawn(2)
+    if tick:
+        tick("simulate")
+    run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
+                            strategy=config.study.fork_strategy)
+    account = shared if shared is not None else usage_of(run.model)
+    prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
+    threads = _fork_threads(backend)
+    with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
+        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
+                               fork_threads=threads, executor=executor if threads == 1 else None)
+    rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
+    rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
+    if rec_path is not None:
+        run.panel.save(out / "panels" / f"run-{r:03d}")
+        npz = write_npz(rec_path.with_suffix(".npz"), arr)
+        rec["arrays_sha256"] = sha256_file(npz)
+    rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
+    rec["checksum"] = record_checksum(rec)
+    if rec_path is not None:
+        write_json(rec_path, rec)
+    if account is None:
+        delta = Usage()
+    elif before is not None:
+        delta = account - before
+    else:
+        delta = account.copy()
+    return rec, arr, run.panel, delta
+
+
+def compute_run_task(spec: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any]:
+    """Executor task for one run (top-level, picklable): looks the scenario up by name in the worker.
+    A failure carries the usage spent so far as ``exc.llm_usage``."""
+    from aumann import scenarios
+    from aumann.simulators.llm.usage import usage_of
+
+    name, config, r, seq, out, backend, digest = spec
+    shared = usage_of(backend)
+    before = shared.copy() if shared is not None else None
+    try:
+        return compute_run(scenarios.get(name), config, r, seq, out, backend, digest)
+    except BaseException as exc:
+        if shared is not None:
+            exc.llm_usage = shared - before
+        raise
+    finally:
+        if hasattr(backend, "close"):
+            backend.close()
+
+
+def _share_budget(backend: Any, parts: int, workers: int) -> Any:
+    """A copy of an LLM ``backend`` for runs in parallel: its caps allow 1/``parts`` of what is left,
+    and its concurrency and rate limits are 1/``workers`` of the backend's, so the totals hold."""
+    if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
+        return backend
+    import copy
+
+    from aumann.simulators.llm.ratelimit import RateLimiter
+
+    b = copy.copy(backend)
+    b.concurrency = max(1, backend.concurrency // workers)
+    lim = backend.limiter
+    b.limiter = RateLimiter(lim.rpm / workers if lim.rpm else None, lim.tpm / workers if lim.tpm else None)
+    u = backend.usage
+    if b.max_calls is not None:
+        b.max_calls = u.total_calls + max(0, b.max_calls - u.total_calls) // parts
+    if b.max_tokens is not None:
+        b.max_tokens = u.total_tokens + max(0, b.max_tokens - u.total_tokens) // parts
+    if b.max_cost is not None:
+        b.max_cost = u.cost_usd + max(0.0, b.max_cost - u.cost_usd) / parts
+    return b
 
 
 #: keys every finished run record holds; a record without one of them is recomputed
@@ -329,6 +471,9 @@ __all__ = [
     "StudyResult",
     "StudySizes",
     "analyse_run",
+    "compute_run",
+    "compute_run_task",
     "config_digest",
+    "deletion_sets",
     "run_study",
 ]

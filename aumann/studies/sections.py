@@ -122,10 +122,25 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         items = [(k.replace("_", " "), (f"${float(v):,.4f}" if k == "cost_usd" and isinstance(v, int | float) else
                                         (seconds_text(v) if k.startswith("latency") and isinstance(v, int | float)
                                          else v))) for k, v in usage.items()]
+        table = KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")
+        if backend in ("offline", "None", "") and calls == 0:
+            decisions = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0)
+            return [Text(f"**Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00.** {offline_reason} "
+                         f"The offline policy made {decisions:,} decision(s) in Python."), table], "offline · $0"
         text = (f"{calls:,} LLM request(s) sent ({int(usage.get('cache_hits', 0) or 0):,} decisions served from the "
                 f"response cache), {toks:,} tokens, estimated cost {cost_txt}; backend `{backend}`.")
-        return [Text(text), KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")], \
-            f"{calls:,} calls · {cost_txt if isinstance(cost, int | float) else '$?'}"
+        info = manifest.get("llm") if isinstance(manifest.get("llm"), dict) else {}
+        if info.get("model"):
+            endpoints = ", ".join(str(e) for e in info.get("endpoints") or [])
+            text += (f" Model `{info['model']}`" + (f" at {endpoints}" if endpoints else "")
+                     + (f"; structured output `{info['structured_output']}`" if info.get("structured_output") else "")
+                     + (f"; concurrency {info['concurrency']}" if info.get("concurrency") else "") + ".")
+        if info.get("price_note"):
+            text += f" Cost: {info['price_note']}."
+        if info.get("invocations"):
+            text += (f" Totals over {int(info['invocations'])} invocation(s) in this run directory (a resumed run adds "
+                     "to what earlier ones spent; see `llm-usage.json`).")
+        return [Text(text), table], f"{calls:,} calls · {cost_txt if isinstance(cost, int | float) else '$?'}"
     if backend not in ("offline", "None") and backend:
         return [Note(f"LLM usage was not recorded for backend `{backend}` (no `llm_usage` in manifest.json).",
                      "warn")], "not recorded"

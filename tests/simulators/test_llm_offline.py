@@ -30,7 +30,7 @@ def test_returns_schema_instances_and_counts():
     out = b.decide(MSGS, Post, context={"p": 0.5}, seed=1)
     assert isinstance(out, Post) and isinstance(b, DecisionBackend)
     assert out.intensity == np.random.default_rng(1).random()
-    assert b.usage.calls == 1 and b.usage.decisions == 1
+    assert b.usage.calls == 0 and b.usage.decisions == 1  # offline: decisions counted, nothing sent
     dict_out = OfflineBackend(lambda c, s, r: {"post": True, "intensity": 0.2}).decide(MSGS, Post)
     assert dict_out == Post(post=True, intensity=0.2)
 
@@ -91,4 +91,4 @@ def test_usage_reset_returns_the_counts():
     b = OfflineBackend(noisy_policy)
     b.decide(MSGS, Post, context={"p": 0.1})
     before = b.usage.reset()
-    assert before["calls"] == 1 and b.usage.calls == 0 and b.usage.decisions == 0
+    assert before["decisions"] == 1 and before["calls"] == 0 and b.usage.decisions == 0

@@ -49,8 +49,11 @@ def test_success_returns_a_validated_instance_and_counts_tokens():
     assert isinstance(b, DecisionBackend)
     body = script.bodies[0]
     assert body["model"] == "m" and body["seed"] == 5 and body["temperature"] == 0.7
-    assert body["messages"][:2] == MSGS and "JSON schema" in body["messages"][-1]["content"]
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["messages"] == MSGS  # strict structured output: the schema travels in response_format
+    rf = body["response_format"]
+    assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True and rf["json_schema"]["name"] == "Work"
+    assert rf["json_schema"]["schema"]["required"] == ["work", "consumption"]
+    assert rf["json_schema"]["schema"]["additionalProperties"] is False and b.structured_mode == "json_schema"
     u = b.usage
     assert (u.calls, u.prompt_tokens, u.completion_tokens, u.failures, u.decisions) == (1, 11, 7, 0, 1)
     assert u.as_dict()["total_tokens"] == 18 and u.as_dict()["cache_hits"] == 0
@@ -94,7 +97,7 @@ def test_429_then_success_backs_off_exponentially(caplog):
     caplog.set_level(logging.DEBUG)
     waits = []
     script = Script(429, 429, GOOD)
-    b = OpenAIBackend(model="m", client=client_for(script), max_retries=3, backoff=0.1, sleep=waits.append)
+    b = OpenAIBackend(model="m", client=client_for(script), max_retries=3, backoff=0.1, jitter=0, sleep=waits.append)
     assert b.decide(MSGS, Work).consumption == 0.3
     assert waits == [0.1, 0.2] and (b.usage.calls, b.usage.failures, b.usage.retries) == (3, 2, 2)
     assert "rate limited (HTTP 429)" in caplog.text  # retries are logged ...
@@ -281,7 +284,7 @@ def test_concurrency_limit_holds_across_caller_threads():
     assert srv.calls == 6 and 1 <= srv.max_in_flight <= 2  # never more than `concurrency` in flight
 
 
-def test_retry_after_is_honoured_up_to_the_cap():
+def test_retry_after_is_honoured_up_to_the_stated_maximum():
     def limited(after):
         return lambda r: httpx.Response(429, headers={"retry-after": after}, json={"error": {"message": "slow"}})
 
@@ -289,4 +292,5 @@ def test_retry_after_is_honoured_up_to_the_cap():
     script = Script(limited("0.5"), limited("3"), GOOD)
     b = OpenAIBackend(model="m", client=client_for(script), max_retries=2, backoff=0.1, backoff_max=2.0,
                       sleep=waits.append)
-    assert b.decide(MSGS, Work).work == 0.6 and waits == [0.5, 2.0]  # the server's wait, capped
+    # the server's wait is honoured even beyond the backoff cap (never silently shortened) ...
+    assert b.decide(MSGS, Work).work == 0.6 and waits == [0.5, 3.0]

@@ -2,7 +2,10 @@
 
 A household decides once a month through a :class:`DecisionBackend` (``decide(messages, schema, *,
 context, seed)``): the rule-based policy of the original (offline default) or an OpenAI-compatible
-LLM. The messages follow the original's memory: a deque of the last 3 turns
+LLM. The model asks all households at once (one batch per month, and one per quarterly reflection:
+the households' requests do not depend on each other) through :meth:`Household.decision_request` /
+:meth:`Household.accept_decision` and the reflection pair; :meth:`Household.decide` is the same for
+one household. The messages follow the original's memory: a deque of the last 3 turns
 ``[u_{t−1}, a_{t−1}, u_t]``; in months with ``t % 3 == 0`` (t > 0) the last quarterly reflection is
 inserted, ``[u_{t−1}, a_{t−1}, refl_q, refl_a, u_t]``; a reflection runs after months with
 ``(t + 1) % 3 == 0`` over the last 7 turns. A reply that fails validation (after the backend's own
@@ -33,9 +36,10 @@ HOURS = 168.0
 def _invalid_reply_errors() -> tuple[type[Exception], ...]:
     from pydantic import ValidationError
 
+    from aumann.errors import ResponseTooLargeError
     from aumann.simulators.llm import MalformedResponseError, PolicyError
 
-    return (MalformedResponseError, PolicyError, DecisionParseError, ValidationError)
+    return (MalformedResponseError, PolicyError, DecisionParseError, ValidationError, ResponseTooLargeError)
 
 
 INVALID_REPLY = _invalid_reply_errors()
@@ -83,6 +87,7 @@ class Household(mesa.Agent):
         self.decision: EconDecision | None = None
         self.works = False
         self.forced_baseline = False
+        self._pending_user: dict[str, str] | None = None
         self.dialog: deque[dict[str, str]] = deque(maxlen=3)
         self.dialog4ref: deque[dict[str, str]] = deque(maxlen=7)
         self.reflection: list[dict[str, str]] = []
@@ -112,43 +117,76 @@ class Household(mesa.Agent):
             "skill": self.skill, "income_seen": self.income_seen, "rule": self.rule, "propensity": self.propensity,
         }
 
-    def decide(self, step: int, seed: int) -> EconDecision:
-        """Ask the backend for this month's decision; fall back (and count) on an invalid reply."""
+    def decision_request(self, step: int, seed: int) -> dict[str, Any]:
+        """This month's request (``decide`` keyword arguments); appends the user turn to the memory."""
         obs = self.observation()
         user = {"role": "user", "content": decision_prompt(obs)}
         self.dialog.append(user)  # maxlen 3: [u_{t−1}, a_{t−1}, u_t]
         messages = list(self.dialog)
         if step % 3 == 0 and step > 0 and self.reflection:
             messages = [*messages[:-1], *self.reflection, user]
-        try:
-            decision = self.model.backend.decide(messages, EconDecision, context=obs, seed=seed)
-            if not isinstance(decision, EconDecision):
-                decision = EconDecision.model_validate(decision)
-        except INVALID_REPLY:
+        self._pending_user = user
+        return {"messages": messages, "schema": EconDecision, "context": obs, "seed": seed}
+
+    def accept_decision(self, decision: Any) -> EconDecision:
+        """Take the backend's answer (or its exception): an invalid reply falls back and is counted."""
+        if isinstance(decision, INVALID_REPLY):
             decision = FALLBACK
             self.model.llm_errors += 1
+        elif isinstance(decision, BaseException):
+            raise decision
+        elif not isinstance(decision, EconDecision):
+            try:
+                decision = EconDecision.model_validate(decision)
+            except INVALID_REPLY:
+                decision = FALLBACK
+                self.model.llm_errors += 1
+        user = self._pending_user
         answer = {"role": "assistant", "content": render_decision(decision)}
         self.dialog.append(answer)
         self.dialog4ref.extend([user, answer])
         self.decision = decision
         return decision
 
-    def reflect(self, seed: int) -> None:
-        """The quarterly reflection over the last 7 turns (stored and inserted into the next request)."""
+    def decide(self, step: int, seed: int) -> EconDecision:
+        """Ask the backend for this month's decision; fall back (and count) on an invalid reply."""
+        from aumann.simulators.llm import decide_all
+
+        return self.accept_decision(decide_all(self.model.backend, [self.decision_request(step, seed)],
+                                               return_exceptions=True)[0])
+
+    def reflection_request(self, seed: int) -> dict[str, Any]:
+        """The quarterly reflection request over the last 7 turns (``decide`` keyword arguments)."""
         ctx = {"price_start": self.price_quarter_start, "price": self.model.price, "wealth": self.wealth,
                "months_worked": self.months_worked_quarter, "interest_rate": self.model.interest_rate}
-        messages = reflection_messages(list(self.dialog4ref))
-        try:
-            out = self.model.backend.decide(messages, Reflection, context=ctx, seed=seed)
-            text = out.text if isinstance(out, Reflection) else Reflection.model_validate(out).text
-        except INVALID_REPLY:
+        return {"messages": reflection_messages(list(self.dialog4ref)), "schema": Reflection, "context": ctx,
+                "seed": seed}
+
+    def accept_reflection(self, request: dict[str, Any], out: Any) -> None:
+        """Store the reflection (inserted into the next request); an invalid reply is counted."""
+        if isinstance(out, INVALID_REPLY):
             text = ""
             self.model.llm_errors += 1
-        self.reflection = [{"role": "user", "content": messages[-1]["content"]},
+        elif isinstance(out, BaseException):
+            raise out
+        else:
+            try:
+                text = out.text if isinstance(out, Reflection) else Reflection.model_validate(out).text
+            except INVALID_REPLY:
+                text = ""
+                self.model.llm_errors += 1
+        self.reflection = [{"role": "user", "content": request["messages"][-1]["content"]},
                            {"role": "assistant", "content": text}]
         self.dialog4ref.extend(self.reflection)  # as in the original, later reflections see this one
         self.months_worked_quarter = 0
         self.price_quarter_start = self.model.price
+
+    def reflect(self, seed: int) -> None:
+        """The quarterly reflection over the last 7 turns (stored and inserted into the next request)."""
+        from aumann.simulators.llm import decide_all
+
+        req = self.reflection_request(seed)
+        self.accept_reflection(req, decide_all(self.model.backend, [req], return_exceptions=True)[0])
 
 
 __all__ = ["HOURS", "Household"]

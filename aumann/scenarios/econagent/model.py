@@ -3,7 +3,9 @@
 One step is one month t = 1, 2, … (period 12). Components run in the original's order:
 
 1. **Decisions.** Each household returns ``{work, consumption, investment}`` ∈ [0, 1] on the 0.02
-   grid; it works (168 hours) with probability ``work``: ℓ_i = 1[U ≤ work].
+   grid; it works (168 hours) with probability ``work``: ℓ_i = 1[U ≤ work]. The month's decisions
+   are independent of each other and go to the backend as one batch (results applied in household
+   order); so do the quarterly reflections.
 2. **Labour.** A worker earns I_i = 168 s_i, W_i += I_i, production += I_i; supply
    S = G_{t−1} + 168·#workers goods (1 good per hour). Idle households have I_i = 0 and ℓ_i = 0
    (the original left both stale; see README). GDP and unemployment accumulate per year.
@@ -42,6 +44,7 @@ import numpy as np
 from aumann.errors import SimulationError
 from aumann.scenarios.econagent.agents import HOURS, Household
 from aumann.scenarios.econagent.prompts import BRACKET_CUTOFFS, BRACKET_RATES
+from aumann.simulators.llm import decide_all
 
 NAMES = (
     "Alice Walker", "Ben Carter", "Chloe Diaz", "David Kim", "Emma Lopez", "Frank Moore", "Grace Nguyen",
@@ -104,6 +107,7 @@ class EconModel(mesa.Model):
         if not callable(getattr(backend, "decide", None)):
             raise SimulationError(f"backend must have decide(messages, schema, ...); got {type(backend).__name__}")
         self.backend = backend
+        self.usage = getattr(backend, "usage", None)  # the backend's account (shared by forks)
         self.max_wage_inflation = float(max_wage_inflation)
         self.max_price_inflation = float(max_price_inflation)
         self.period = int(period)
@@ -181,15 +185,19 @@ class EconModel(mesa.Model):
         # 1. decisions ---------------------------------------------------------------
         seeds = self.rng.integers(0, 2**31 - 1, size=n)
         works = np.zeros(n, dtype=bool)
+        deciding = []
         for j, a in enumerate(hh):
             if forced[j]:
                 a.decision = None
                 a.consumption_rate = 0.0
                 a.investment_rate = 0.0
-                continue
-            d = a.decide(k, int(seeds[j]))
-            a.consumption_rate = d.consumption
-            a.investment_rate = d.investment
+            else:
+                deciding.append(j)
+        requests = [hh[j].decision_request(k, int(seeds[j])) for j in deciding]  # one batch: independent
+        for j, out in zip(deciding, decide_all(self.backend, requests, return_exceptions=True)):
+            d = hh[j].accept_decision(out)
+            hh[j].consumption_rate = d.consumption
+            hh[j].investment_rate = d.investment
         draws = self.rng.uniform(size=n)
         for j, a in enumerate(hh):
             w = 0.0 if forced[j] else a.decision.work
@@ -296,9 +304,10 @@ class EconModel(mesa.Model):
                 a.offer = self._offer_for(a)
         if (k + 1) % 3 == 0:
             rseeds = self.rng.integers(0, 2**31 - 1, size=n)
-            for j, a in enumerate(hh):
-                if not forced[j]:
-                    a.reflect(int(rseeds[j]))
+            reflecting = [j for j in range(n) if not forced[j]]
+            requests = [hh[j].reflection_request(int(rseeds[j])) for j in reflecting]
+            for j, req, out in zip(reflecting, requests, decide_all(self.backend, requests, return_exceptions=True)):
+                hh[j].accept_reflection(req, out)
         for a in hh:
             a.forced_baseline = False
         self._record(t, price=price, new_price=new_price, wage_scale=wage_scale, carried=carried, supply=supply,

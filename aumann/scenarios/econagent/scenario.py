@@ -114,6 +114,12 @@ def aggregators(config: EconAgentConfig) -> dict[str, Any]:
     return standard_aggregators(lambda z: agent_score(z, tau), wealth_position, config.agents)
 
 
+def _offline_backend():
+    from aumann.scenarios.econagent.policy import offline_backend
+
+    return offline_backend()
+
+
 def run_panel(config: EconAgentConfig | None = None, *, rng: Any = None, backend: Any = None,
               progress: bool = False):
     """Simulate ``config.steps`` months and return the (T, N, 7) Panel with the world context."""
@@ -138,6 +144,7 @@ ECONAGENT = register(Scenario(
     baseline_features_fn=baseline_features_now,
     context=context,
     aggregators=aggregators,
+    offline_backend=_offline_backend,
     config_file="econagent.toml",
     baseline_description="no work, no consumption, no investment at the target step; wealth preserved "
                          "(no tax, no redistribution credit, no interest)",

@@ -114,7 +114,23 @@ def _build(cfg: MidScaleConfig, rng: np.random.Generator, backend=None):
         spec = backend.decide(fixture_messages(), FixtureSpec, context={"kind": "fixture"}, seed=cfg.seed)
         spec = spec if isinstance(spec, FixtureSpec) else FixtureSpec.model_validate(spec)
         fixture = {"generator": f"LLM backend {type(backend).__name__}", **spec.model_dump()}
-    return MidScaleModel(cfg, rng, fixture)
+    model = MidScaleModel(cfg, rng, fixture)
+    model.usage = getattr(backend, "usage", None)
+    return model
+
+
+def _fixture_policy(context, schema, rng):
+    """Offline answer to the fixture request: the committed fixture (what the offline run uses)."""
+    from aumann.scenarios.midscale_social.fixture import load_fixture
+
+    data = load_fixture()
+    return {k: data[k] for k in ("personas", "stances", "prototypes")}
+
+
+def _offline_backend():
+    from aumann.simulators.llm import OfflineBackend
+
+    return OfflineBackend(_fixture_policy, name="midscale-fixture")
 
 
 def _recorder(cfg: MidScaleConfig):
@@ -146,6 +162,7 @@ MIDSCALE_SOCIAL = register(Scenario(
     baseline_features_fn=_baseline_features,
     context=lambda cfg: {"attention": lambda m: m.attention},
     aggregators=_aggregators,
+    offline_backend=_offline_backend,
     config_file="midscale-social.toml",
     baseline_description="neutral and disengaged at the target step: belief 0, no posting, no resharing, "
                          "exposure 0; influence weight kept",

@@ -9,7 +9,21 @@ One step t, in this order:
    (``network="ba"``) or of everybody else (``network="mixed"``, the predecessor's fully mixed feed);
    with m candidates it views k ~ U{max(1, ⌈r_min m⌉), …, min(m, ⌈r_max m⌉)} of them, in random order.
 3. **React.** For each viewed post the agent likes, dislikes or ignores it; a like moves b toward
-   the post, a dislike away from it, by s · μ · |b_post − b|, at once.
+   the post, a dislike away from it, by s · μ · |b_post − b|. How reactions see each other is the
+   config's ``interaction``:
+
+   * ``"sequential"`` (default, the predecessor's semantics): agents react in agent order, each
+     post of a feed in turn; every reaction sees the post's counters and the agent's belief left by
+     all reactions before it, and moves the belief at once. The decisions are sent as a sequence of
+     batches ("waves"): a reaction waits only for the reactions it depends on -- the agent's previous
+     reaction and the previous viewer's reaction to the same post -- so every wave's reactions go
+     out together, and the result is identical to reacting one by one.
+   * ``"synchronous"``: every reaction of the step sees the counters and beliefs as of the start
+     of the phase (counters 0, the belief after posting); all reactions go out as one batch; then,
+     in agent order and feed order, counters are updated and belief moves are applied (each move
+     computed from the belief left by the agent's previous move).
+
+   The two modes give different runs and use distinct cache keys (the request ``scope``).
 4. **Author feedback.** A post with V views, L likes and D dislikes rescales its author's belief,
    b ← clip(b (1 + κ (L − D)/V), −1, 1): approval amplifies |b|.
 
@@ -17,6 +31,8 @@ Deviations from the predecessor (its quirks, spec §12.5), each deliberate:
 
 * no self-viewing (an agent's own post is never in its feed);
 * the counters an agent sees are those before its own view is counted;
+* a reply that stays invalid after the backend's retries (malformed, oversized, or lossy) counts
+  as no post / no interaction and is counted in ``model.llm_errors``;
 * every random draw comes from a per-(agent, step) stream ``default_rng((root, t, i))`` derived
   from the model's seed (the predecessor's LLM fallback used the unseeded global RNG). Per-agent
   streams are also *common random numbers*: a counterfactual fork that changes agent j's actions
@@ -39,6 +55,40 @@ import numpy as np
 
 from aumann.scenarios.social_llm.agents import SocialAgent, rule_policy
 from aumann.scenarios.social_llm.prompts import InteractDecision, PostDecision, interact_messages, post_messages
+from aumann.simulators.llm import decide_all
+from aumann.simulators.llm.usage import Usage, usage_of
+
+
+def _invalid_replies() -> tuple[type[Exception], ...]:
+    from aumann.errors import ResponseTooLargeError
+    from aumann.simulators.llm import MalformedResponseError, PolicyError
+
+    return (MalformedResponseError, PolicyError, ResponseTooLargeError)
+
+
+INVALID_REPLY = _invalid_replies()
+"""Replies that count as no post / no interaction (counted in ``llm_errors``); other backend errors
+(authentication, budget, cache miss, unavailable server) propagate: they are not model answers."""
+
+
+def reaction_waves(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """Group sequential reactions (agent i, post j), in order, into waves of independent ones.
+
+    Reaction k depends on the same agent's previous reaction (its belief) and on the previous
+    reaction to the same post (its counters); its wave is one past the later of the two. Within a
+    wave no two reactions share an agent or a post, so deciding a wave at once and applying it in
+    order equals the one-by-one sequence. Returns the waves as lists of positions into ``pairs``.
+    """
+    last_agent: dict[int, int] = {}
+    last_post: dict[int, int] = {}
+    waves: list[list[int]] = []
+    for k, (i, j) in enumerate(pairs):
+        w = 1 + max(last_agent.get(i, -1), last_post.get(j, -1))
+        last_agent[i] = last_post[j] = w
+        if w == len(waves):
+            waves.append([])
+        waves[w].append(k)
+    return waves
 
 
 class SocialModel(mesa.Model):
@@ -67,6 +117,9 @@ class SocialModel(mesa.Model):
             self.neighbours = None
         self.forced: set[int] = set()
         self.n_decisions = 0
+        self.llm_errors = 0
+        self.usage: Usage = usage_of(backend) or Usage()  # offline: this model's own account (shared by forks)
+        self.scope = f"social-llm/interaction={config.interaction}"
 
     # ------------------------------------------------------------------ helpers
     def force_baseline(self, positions: Iterable[int]) -> None:
@@ -76,19 +129,51 @@ class SocialModel(mesa.Model):
     def _stream(self, i: int) -> np.random.Generator:
         return np.random.default_rng((self.root, self.t, i))
 
-    def _decide(self, kind: str, agent_rng: np.random.Generator, context: dict[str, Any]) -> Any:
-        self.n_decisions += 1
+    def _decide_batch(self, kind: str, items: list[tuple[int, dict[str, Any]]],
+                      streams: list[np.random.Generator]) -> list[Any]:
+        """Decide a batch of independent (agent position, context) items; decisions in item order.
+
+        Every item draws from its agent's stream in item order (the offline policy's draws, or the
+        request seed sent to the backend), so batching never changes an agent's random numbers.
+        """
+        schema = PostDecision if kind == "post" else InteractDecision
+        self.n_decisions += len(items)
         if self.backend is None:
-            out = rule_policy(context, None, agent_rng)
-            return PostDecision(**out) if kind == "post" else InteractDecision(**out)
-        if kind == "post":
-            msgs, schema = post_messages(context["post_preference"], context["belief"]), PostDecision
-        else:
-            msgs = interact_messages(context["interaction_preference"], context["belief"], context["post_belief"],
-                                     context["views"], context["likes"], context["dislikes"])
-            schema = InteractDecision
-        out = self.backend.decide(msgs, schema, context=context, seed=int(agent_rng.integers(2**31)))
-        return out if isinstance(out, schema) else schema.model_validate(out)
+            self.usage.add(decisions=len(items))
+            return [schema(**rule_policy(ctx, None, streams[i])) for i, ctx in items]
+        requests = []
+        for i, ctx in items:
+            if kind == "post":
+                msgs = post_messages(ctx["post_preference"], ctx["belief"])
+            else:
+                msgs = interact_messages(ctx["interaction_preference"], ctx["belief"], ctx["post_belief"],
+                                         ctx["views"], ctx["likes"], ctx["dislikes"])
+            requests.append({"messages": msgs, "schema": schema, "context": ctx,
+                             "seed": int(streams[i].integers(2**31)), "scope": self.scope})
+        out = []
+        for dec in decide_all(self.backend, requests, return_exceptions=True):
+            if isinstance(dec, INVALID_REPLY):
+                self.llm_errors += 1
+                dec = schema()
+            elif isinstance(dec, BaseException):
+                raise dec
+            out.append(dec if isinstance(dec, schema) else schema.model_validate(dec))
+        return out
+
+    def _interact_context(self, a: SocialAgent, post: dict[str, float]) -> dict[str, Any]:
+        return {"kind": "interact", "interaction_preference": a.interaction_preference, "belief": a.belief,
+                "post_belief": post["belief"], "views": post["views"], "likes": post["likes"],
+                "dislikes": post["dislikes"], "like_radius": self.config.like_radius}
+
+    @staticmethod
+    def _apply_reaction(a: SocialAgent, post: dict[str, float], dec: Any) -> None:
+        if dec.interact and dec.action in ("like", "dislike"):
+            post["likes" if dec.action == "like" else "dislikes"] += 1
+            if dec.action == "like":
+                a.likes += 1
+            else:
+                a.dislikes += 1
+            a.react(post["belief"], dec.action)
 
     # ------------------------------------------------------------------ one step
     def step(self) -> None:
@@ -100,15 +185,15 @@ class SocialModel(mesa.Model):
             a.reset_counters()
             if i in self.forced:
                 a.set_belief(0.0)
-        # phase 1: post
+        # phase 1: post (independent decisions: one batch)
+        posters = [i for i in range(n) if i not in self.forced]
+        items = [(i, {"kind": "post", "post_preference": agents[i].post_preference, "belief": agents[i].belief})
+                 for i in posters]
         posts: dict[int, dict[str, float]] = {}
-        for i, a in enumerate(agents):
-            if i in self.forced:
-                continue
-            ctx = {"kind": "post", "post_preference": a.post_preference, "belief": a.belief}
-            if self._decide("post", streams[i], ctx).post:
-                posts[i] = {"belief": a.belief, "views": 0, "likes": 0, "dislikes": 0}
-                a.posted = 1
+        for i, dec in zip(posters, self._decide_batch("post", items, streams)):
+            if dec.post:
+                posts[i] = {"belief": agents[i].belief, "views": 0, "likes": 0, "dislikes": 0}
+                agents[i].posted = 1
         if not posts:
             for a in agents:
                 a.post_boost = min(1.0, a.post_preference * cfg.silent_boost)
@@ -130,23 +215,25 @@ class SocialModel(mesa.Model):
             hi = min(m, math.ceil(cfg.max_view_ratio * m))
             k = int(streams[i].integers(lo, hi + 1))
             feeds.append([int(x) for x in streams[i].permutation(np.asarray(cands))[:k]])
-        # phase 3: react
-        for i, a in enumerate(agents):
-            for j in feeds[i]:
-                post = posts[j]
-                ctx = {"kind": "interact", "interaction_preference": a.interaction_preference, "belief": a.belief,
-                       "post_belief": post["belief"], "views": post["views"], "likes": post["likes"],
-                       "dislikes": post["dislikes"], "like_radius": cfg.like_radius}
-                post["views"] += 1
-                a.views += 1
-                dec = self._decide("interact", streams[i], ctx)
-                if dec.interact and dec.action in ("like", "dislike"):
-                    post["likes" if dec.action == "like" else "dislikes"] += 1
-                    if dec.action == "like":
-                        a.likes += 1
-                    else:
-                        a.dislikes += 1
-                    a.react(post["belief"], dec.action)
+        # phase 3: react (sequential: waves of independent reactions; synchronous: one batch)
+        pairs = [(i, j) for i in range(n) for j in feeds[i]]
+        if cfg.interaction == "synchronous":
+            items = [(i, self._interact_context(agents[i], posts[j])) for i, j in pairs]
+            for (i, j), dec in zip(pairs, self._decide_batch("interact", items, streams)):
+                posts[j]["views"] += 1
+                agents[i].views += 1
+                self._apply_reaction(agents[i], posts[j], dec)
+        else:
+            for wave in reaction_waves(pairs):
+                items = []
+                for k in wave:
+                    i, j = pairs[k]
+                    items.append((i, self._interact_context(agents[i], posts[j])))  # counters before this view
+                    posts[j]["views"] += 1
+                    agents[i].views += 1
+                for k, dec in zip(wave, self._decide_batch("interact", items, streams)):
+                    i, j = pairs[k]
+                    self._apply_reaction(agents[i], posts[j], dec)
         # phase 4: author feedback
         for j, post in posts.items():
             if post["views"] > 0:
@@ -163,4 +250,4 @@ class SocialModel(mesa.Model):
         return np.array([a.belief for a in self.people])
 
 
-__all__ = ["SocialModel"]
+__all__ = ["INVALID_REPLY", "SocialModel", "reaction_waves"]

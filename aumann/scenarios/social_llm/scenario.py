@@ -36,13 +36,19 @@ FEATURES = ("belief", "posted", "views", "likes", "dislikes")
 
 
 class SocialLLMConfig(ScenarioConfig):
-    """SocialLLM parameters (defaults: the predecessor's config values, spec §1)."""
+    """SocialLLM parameters (defaults: the predecessor's config values, spec §1).
+
+    ``interaction``: ``"sequential"`` (default; each reaction sees the counters and belief left by
+    the previous ones) or ``"synchronous"`` (every reaction of a step sees the state at the start of
+    the interaction phase; one batch of requests per step). See ``model.py``.
+    """
 
     agents: int = Field(20, ge=2)
     steps: int = Field(30, ge=2)
     runs: int = Field(10, ge=1)
     seed: int = Field(57, ge=0)
     network: Literal["ba", "mixed"] = "ba"
+    interaction: Literal["sequential", "synchronous"] = "sequential"
     ba_m: int = Field(4, ge=1)
     init_low: float = -0.5
     init_high: float = 0.5
@@ -128,6 +134,13 @@ def _recorder(cfg: SocialLLMConfig):
     return FeatureRecorder({name: name for name in FEATURES}, agents=lambda m: m.people)
 
 
+def _offline_backend():
+    from aumann.scenarios.social_llm.agents import rule_policy
+    from aumann.simulators.llm import OfflineBackend
+
+    return OfflineBackend(rule_policy, name="social-llm-rule-policy")
+
+
 def _baseline_action(model, positions) -> None:
     model.force_baseline(positions)
 
@@ -148,6 +161,7 @@ SOCIAL_LLM = register(Scenario(
     baseline_action=_baseline_action,
     baseline_features_fn=_baseline_features,
     aggregators=_aggregators,
+    offline_backend=_offline_backend,
     config_file="social-llm.toml",
     baseline_description="neutral and silent at the target step: belief 0, no post, no views, no reactions",
 ))

@@ -3,6 +3,11 @@
 Public surface::
 
     from aumann.simulators.llm import DecisionBackend, OfflineBackend, OpenAIBackend, ResponseCache
+    from aumann.simulators.llm import decide_all, Usage, load_prices
+
+Scenario steps hand independent decisions over in batches (:func:`decide_all`); see
+``docs/simulators.md`` for the request path (concurrency, rate limits, endpoints, structured
+outputs, usage and cost).
 
 ``OpenAIBackend`` (and with it ``openai``) is imported on first use, so agents and offline runs never
 import the SDK.
@@ -27,8 +32,11 @@ from aumann.simulators.llm.base import (
     parse_json_object,
     request_seed,
 )
+from aumann.simulators.llm.batch import decide_all
 from aumann.simulators.llm.cache import CachedResponse, ResponseCache
 from aumann.simulators.llm.offline import OfflineBackend
+from aumann.simulators.llm.prices import Price, load_prices, price_for
+from aumann.simulators.llm.usage import MANIFEST_KEYS, load_ledger, save_ledger
 
 if TYPE_CHECKING:
     from aumann.simulators.llm.openai_backend import CallEstimate, OpenAIBackend
@@ -43,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MANIFEST_KEYS",
     "BackendUnavailableError",
     "BudgetExceededError",
     "CacheMissError",
@@ -57,8 +66,14 @@ __all__ = [
     "OfflineBackend",
     "OpenAIBackend",
     "PolicyError",
+    "Price",
     "ResponseCache",
     "Usage",
+    "decide_all",
+    "load_ledger",
+    "load_prices",
     "parse_json_object",
+    "price_for",
     "request_seed",
+    "save_ledger",
 ]

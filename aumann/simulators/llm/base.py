@@ -22,9 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -41,6 +39,7 @@ from aumann.errors import (  # noqa: F401 - re-exported by aumann.simulators.llm
     ModelNotFoundError,
     PolicyError,
 )
+from aumann.simulators.llm.usage import Usage
 
 Messages = list[dict[str, str]]
 
@@ -60,71 +59,11 @@ class DecisionBackend(Protocol):
         """Return an instance of ``schema`` for the OpenAI-style chat ``messages``.
 
         ``context`` is the structured observation an offline policy reads; ``seed`` makes the
-        decision reproducible (passed to the server as the request seed).
+        decision reproducible (passed to the server as the request seed). Backends may also offer
+        ``decide_many(requests)`` for batches (see :func:`aumann.simulators.llm.decide_all`) and
+        accept ``scope=...`` (a label that becomes part of the cache key).
         """
         ...
-
-
-@dataclass
-class Usage:
-    """Per-backend accounting, safe to read at any time (``backend.usage``).
-
-    Attributes:
-        calls: HTTP requests sent (every attempt counts, successful or not).
-        prompt_tokens, completion_tokens: tokens reported by the server for successful calls.
-        cache_hits: decisions served from the response cache (no request sent).
-        failures: failed attempts (HTTP errors, timeouts, malformed or invalid replies).
-        retries: attempts repeated after a retryable failure.
-        fallbacks: decisions served by the fallback backend after giving up.
-        decisions: decisions returned to callers.
-        planned_calls: requests a dry run would have sent (cache misses in dry-run mode).
-        planned_prompt_tokens: rough prompt-token estimate of those (characters / 4).
-    """
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    retries: int = 0
-    fallbacks: int = 0
-    decisions: int = 0
-    planned_calls: int = 0
-    planned_prompt_tokens: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def add(self, **counts: int) -> None:
-        with self._lock:
-            for k, v in counts.items():
-                setattr(self, k, getattr(self, k) + v)
-
-    def reset(self) -> dict[str, int]:
-        """Zero every counter (e.g. between runs); returns the counts before the reset."""
-        with self._lock:
-            before = self.as_dict()
-            for k in before:
-                if k != "total_tokens":
-                    setattr(self, k, 0)
-        return before
-
-    def as_dict(self) -> dict[str, int]:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
-        d["total_tokens"] = self.total_tokens
-        return d
-
-    def __deepcopy__(self, memo: dict) -> Usage:
-        return self  # shared across forks: one account per backend
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def _jsonable(obj: Any) -> Any:

@@ -1,8 +1,9 @@
-"""Persistent, content-addressed LLM response cache (SQLite).
+"""Persistent, content-addressed LLM response cache (SQLite, shared by threads and processes).
 
-key = sha256(canonical JSON of {backend, model, messages, schema's JSON schema, temperature, seed,
-other request parameters}). The API key and the base URL are never part of the key or the stored
-row, so a cache recorded against one host replays against another serving the same model.
+key = sha256(canonical JSON of the *logical* request: backend, model, the caller's messages, the
+schema's JSON schema, temperature, seed, completion limit and an optional scope label). The API key,
+the base URL and the structured-output mode are never part of the key or the stored row, so a cache
+recorded against one host replays against another serving the same model.
 
 Modes:
 
@@ -11,8 +12,15 @@ Modes:
 * ``"replay"`` -- hits only; a miss raises :class:`CacheMissError` and nothing is sent.
 * ``"off"`` -- no reads, no writes.
 
-A re-run from the cache is bit-identical (the stored reply text is parsed and validated the same
-way) and makes no network call. The stored reply is the raw assistant text that passed validation.
+Writes are buffered and committed in one transaction per batch of decisions (the backend flushes
+after every batch, and every ``flush_every`` replies or ``flush_seconds`` within a long one), so a
+batch that fails half-way keeps the answers that completed. The file is opened in WAL mode with a
+busy timeout: one cache file can serve every worker process of a run (``INSERT OR IGNORE``: the
+first write of a key wins; nothing is lost or duplicated). Reads see the pending buffer too.
+
+A corrupted file, a file that is not SQLite, or a SQLite database that is not an aumann response
+cache raises :class:`aumann.errors.ResponseCacheError` naming the file -- never a raw
+``sqlite3.DatabaseError`` -- and a foreign database is never written to.
 """
 
 from __future__ import annotations
@@ -21,15 +29,19 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from aumann.errors import ConfigError
+from aumann.errors import ConfigError, ResponseCacheError
 from aumann.simulators.llm.base import canonical_json, stable_hash
 
 CacheMode = Literal["record", "replay", "off"]
 _MODES = ("record", "replay", "off")
+_APP_ID = 0x41554D4E  # "AUMN": marks the file as an aumann response cache
+_COLUMNS = ("key", "backend", "model", "request", "response", "prompt_tokens", "completion_tokens", "created")
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -42,6 +54,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
+_CHUNK = 500  # keys per SELECT ... IN (...)
 
 
 @dataclass(frozen=True)
@@ -53,12 +66,28 @@ class CachedResponse:
     completion_tokens: int = 0
 
 
+def _flush_at_exit(ref: weakref.ReferenceType) -> None:  # pragma: no cover - interpreter shutdown
+    cache = ref()
+    if cache is not None:
+        try:
+            cache.flush()
+        except Exception:
+            pass
+
+
 class ResponseCache:
-    """SQLite response cache with modes ``record`` | ``replay`` | ``off``.
+    """SQLite response cache with modes ``record`` | ``replay`` | ``off`` (see the module docstring).
 
     Args:
         path: the SQLite file (parent folders are created), or ``":memory:"``.
         mode: ``"record"`` (read-through, default), ``"replay"`` (miss → CacheMissError) or ``"off"``.
+        flush_every: commit after this many buffered replies (and at every :meth:`flush`).
+        flush_seconds: commit a buffer older than this at the next write.
+
+    Raises:
+        ConfigError: an unknown mode.
+        ResponseCacheError: the file is corrupted, not SQLite, or another application's database
+            (raised when the cache is first used).
 
     Example:
         >>> cache = ResponseCache(":memory:")
@@ -68,27 +97,75 @@ class ResponseCache:
         '{}'
     """
 
-    def __init__(self, path: str | os.PathLike[str], mode: CacheMode = "record") -> None:
+    def __init__(self, path: str | os.PathLike[str], mode: CacheMode = "record", *, flush_every: int = 64,
+                 flush_seconds: float = 2.0) -> None:
         if mode not in _MODES:
             raise ConfigError(f"cache mode must be one of {list(_MODES)}; got {mode!r}")
         self.mode: CacheMode = mode
         self.path = str(path)
+        self.flush_every = int(flush_every)
+        self.flush_seconds = float(flush_seconds)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._pending: dict[str, tuple] = {}
+        self._oldest = 0.0
+        import atexit
+
+        atexit.register(_flush_at_exit, weakref.ref(self))
+
+    # ------------------------------------------------------------------ opening and checking
+    def _fail(self, what: str, exc: BaseException) -> ResponseCacheError:
+        return ResponseCacheError(
+            f"response cache {self.path!r} {what}: {exc}. It is not a usable aumann response cache -- "
+            f"move it away or delete it (a new cache is created in its place), or pass another path")
 
     @property
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
-            try:
-                self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-                self._conn.execute(_SCHEMA_SQL)
-                self._conn.commit()
-            except sqlite3.DatabaseError as exc:
-                raise ConfigError(f"cannot open response cache {self.path!r}: {exc}") from exc
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._open()
         return self._conn
 
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._fail("cannot be opened", exc) from None
+        try:
+            conn.execute("PRAGMA busy_timeout = 60000")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+            if tables:
+                if "responses" not in tables or (app_id not in (0, _APP_ID)):
+                    raise ResponseCacheError(
+                        f"response cache {self.path!r} is a SQLite database of another application (tables "
+                        f"{sorted(tables)[:8]}, application_id {app_id:#x}); aumann will not write into it -- "
+                        f"pass a path for the LLM cache that is not used by anything else")
+                cols = tuple(r[1] for r in conn.execute("PRAGMA table_info(responses)"))
+                if cols != _COLUMNS:
+                    raise ResponseCacheError(
+                        f"response cache {self.path!r} has a 'responses' table with columns {list(cols)}, not an "
+                        f"aumann response cache ({list(_COLUMNS)}); move it away or pass another path")
+            if self.path != ":memory:" and self.mode != "replay":
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            if self.mode != "replay" or not tables:
+                conn.execute(_SCHEMA_SQL)
+                if app_id != _APP_ID:
+                    conn.execute(f"PRAGMA application_id = {_APP_ID}")
+            conn.execute("SELECT COUNT(*) FROM responses LIMIT 1").fetchone()
+        except ResponseCacheError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._fail("is corrupted or not a SQLite file", exc) from None
+        return conn
+
+    # ------------------------------------------------------------------ reads
     @staticmethod
     def key(**parts: Any) -> str:
         """The content address of a request: sha256 of its canonical JSON (callers never pass keys)."""
@@ -96,43 +173,78 @@ class ResponseCache:
 
     def get(self, key: str) -> CachedResponse | None:
         """The stored reply for ``key`` (``None`` on a miss or in mode ``off``)."""
-        if self.mode == "off":
-            return None
-        with self._lock:
-            row = self.conn.execute(
-                "SELECT response, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
-            ).fetchone()
-        return None if row is None else CachedResponse(row[0], int(row[1]), int(row[2]))
+        return self.get_many([key]).get(key)
 
-    def put(
-        self,
-        key: str,
-        text: str,
-        *,
-        backend: str,
-        model: str,
-        request: Any,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-    ) -> None:
-        """Store a validated reply (only in mode ``record``; the first write of a key wins)."""
+    def get_many(self, keys: Iterable[str]) -> dict[str, CachedResponse]:
+        """Stored replies for the keys that have one (one query per 500 keys; pending writes included)."""
+        if self.mode == "off":
+            return {}
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, CachedResponse] = {}
+        with self._lock:
+            for k in keys:
+                row = self._pending.get(k)
+                if row is not None:
+                    out[k] = CachedResponse(row[4], row[5], row[6])
+            rest = [k for k in keys if k not in out]
+            try:
+                for i in range(0, len(rest), _CHUNK):
+                    part = rest[i:i + _CHUNK]
+                    q = ("SELECT key, response, prompt_tokens, completion_tokens FROM responses WHERE key IN ("
+                         + ",".join("?" * len(part)) + ")")
+                    for k, text, pt, ct in self.conn.execute(q, part):
+                        out[k] = CachedResponse(text, int(pt), int(ct))
+            except sqlite3.Error as exc:
+                raise self._fail("cannot be read", exc) from None
+        return out
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: str, text: str, *, backend: str, model: str, request: Any, prompt_tokens: int = 0,
+            completion_tokens: int = 0) -> None:
+        """Buffer a validated reply (only in mode ``record``; the first write of a key wins)."""
         if self.mode != "record":
             return
+        req = request if isinstance(request, str) else canonical_json(request)
+        row = (key, backend, model, req, text, int(prompt_tokens), int(completion_tokens), time.time())
         with self._lock:
-            self.conn.execute(
-                "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, backend, model, canonical_json(request), text, int(prompt_tokens),
-                 int(completion_tokens), time.time()),
-            )
-            self.conn.commit()
+            if not self._pending:
+                self._oldest = time.monotonic()
+            self._pending.setdefault(key, row)
+            due = len(self._pending) >= self.flush_every or time.monotonic() - self._oldest >= self.flush_seconds
+        if due:
+            self.flush()
+
+    def flush(self) -> int:
+        """Commit the buffered replies in one transaction; returns how many were new."""
+        with self._lock:
+            if not self._pending:
+                return 0
+            rows = list(self._pending.values())
+            conn = self.conn
+            try:
+                before = conn.total_changes
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._fail("cannot be written", exc) from None
+            self._pending.clear()
+            return conn.total_changes - before
 
     def __len__(self) -> int:
+        self.flush()
         with self._lock:
-            return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+            try:
+                return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise self._fail("cannot be read", exc) from None
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
+                self.flush()
                 self._conn.close()
                 self._conn = None
 
@@ -146,10 +258,14 @@ class ResponseCache:
         return self  # one cache shared by every fork of a model
 
     def __getstate__(self) -> dict:  # picklable: workers reopen the file
-        return {"path": self.path, "mode": self.mode}
+        if self._conn is not None:
+            self.flush()
+        return {"path": self.path, "mode": self.mode, "flush_every": self.flush_every,
+                "flush_seconds": self.flush_seconds}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["mode"])
+        self.__init__(state["path"], state["mode"], flush_every=state.get("flush_every", 64),
+                      flush_seconds=state.get("flush_seconds", 2.0))
 
     def __repr__(self) -> str:
         return f"ResponseCache({self.path!r}, mode={self.mode!r})"

@@ -4,7 +4,8 @@
 ``policy(obs, schema, rng)`` and validates the result as ``schema``. The ``rng`` is a fresh
 ``numpy.random.Generator``: ``default_rng(seed)`` when a seed is given, otherwise seeded by a
 sha256 hash of (messages, context) -- never global state -- so equal inputs give equal decisions in
-any process, in any order.
+any process, in any order. Offline decisions are counted in ``usage.decisions`` (and
+``fork_decisions`` inside a fork scope); ``usage.calls`` stays 0: nothing is sent anywhere.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from aumann.errors import LLMError
 from aumann.simulators.llm.base import (
     Messages,
     PolicyError,
@@ -44,6 +46,7 @@ class OfflineBackend:
     """
 
     name = "offline"
+    batch_protocol = 1  # decide_many(requests, return_exceptions=...) and decide(..., scope=...)
 
     def __init__(self, policy: Policy, *, name: str | None = None) -> None:
         if not callable(policy):
@@ -69,8 +72,9 @@ class OfflineBackend:
         *,
         context: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        scope: str | None = None,
     ) -> BaseModel:
-        """Run the policy on ``context`` and return a validated ``schema`` instance.
+        """Run the policy on ``context`` and return a validated ``schema`` instance (``scope`` is ignored).
 
         Raises:
             PolicyError: the policy's output does not validate against ``schema``.
@@ -78,7 +82,6 @@ class OfflineBackend:
         messages = check_messages(messages)
         schema = check_schema(schema)
         out = self.policy(context or {}, schema, self.rng_for(messages, context, seed))
-        self.usage.add(calls=1)
         try:
             if isinstance(out, schema):
                 result = out
@@ -96,9 +99,21 @@ class OfflineBackend:
         self.usage.add(decisions=1)
         return result
 
-    def decide_many(self, requests: Sequence[Mapping[str, Any]]) -> list[BaseModel]:
-        """Decide a batch; each request is a dict of ``decide`` keyword arguments (in order)."""
-        return [self.decide(**r) for r in requests]
+    def decide_many(self, requests: Sequence[Mapping[str, Any]], *,
+                    return_exceptions: bool = False) -> list[BaseModel | BaseException]:
+        """Decide a batch in order; each request is a dict of ``decide`` keyword arguments.
+
+        With ``return_exceptions=True`` a failed decision is returned as its exception in place.
+        """
+        out: list[Any] = []
+        for r in requests:
+            try:
+                out.append(self.decide(**r))
+            except LLMError as exc:
+                if not return_exceptions:
+                    raise
+                out.append(exc)
+        return out
 
     def __deepcopy__(self, memo: dict) -> OfflineBackend:
         return self  # stateless apart from usage; forks share it

@@ -1,0 +1,149 @@
+"""Endpoints of one model: parsing base URLs, credentials inside them, spreading and failover.
+
+``OpenAIBackend(base_url=[url1, url2, ...])`` serves one model from several OpenAI-compatible servers
+(as vLLM fleets are run). Requests go round-robin over the healthy endpoints; an endpoint that
+refuses connections, or fails three attempts in a row (timeouts, 5xx), is taken out for a cool-down
+(``cooldown`` seconds, doubling each time it is taken out again, at most 16×) and tried again after
+it; a retry goes to another endpoint when there is one. When every endpoint is out, the one that
+comes back first is used. Endpoints are assumed to serve the same model with the same capabilities.
+
+Credentials inside a URL -- ``http://user:KEY@host/v1`` or ``?api_key=KEY`` -- are used for the
+requests (the userinfo's password, or user name, becomes the bearer key when no ``api_key`` is
+given; query parameters are kept) but never recorded: :attr:`Endpoint.public` is the URL with them
+stripped, and it is the only form that reaches labels, logs, messages and manifests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from aumann.errors import ConfigError
+from aumann.manifest import redact_url
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Endpoint:
+    """One server: where requests go (with credentials) and its public, credential-free label."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+    query: str
+    public: str
+    api_key: str | None = None
+    url_secrets: tuple[str, ...] = ()
+    failures: int = 0
+    trips: int = 0
+    down_until: float = 0.0
+    served: int = field(default=0, compare=False)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    def path(self, suffix: str) -> str:
+        """Request target for ``suffix`` (e.g. ``/chat/completions``), with the URL's query kept."""
+        p = self.base_path.rstrip("/") + suffix
+        return p + ("?" + self.query if self.query else "")
+
+
+def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
+    """Parse a base URL such as ``http://127.0.0.1:8000/v1`` (credentials allowed, never recorded).
+
+    Raises:
+        ConfigError: not an ``http(s)://host[:port][/path]`` URL (the message shows it without
+            credentials).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"base_url must be a non-empty http(s) URL; got {url!r}")
+    public = redact_url(url.strip()).rstrip("/")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"base_url {public!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"base_url must look like http(s)://host[:port]/v1; got {public!r}")
+    secrets = [s for s in (unquote(parts.password or ""), unquote(parts.username or "")) if s]
+    key = api_key
+    if key is None and secrets:
+        key = secrets[0]
+    for piece in parts.query.split("&"):
+        name, _, value = piece.partition("=")
+        if value and redact_url(f"?{name}=x") != f"?{name}=x":
+            secrets.append(unquote(value))
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    return Endpoint(scheme=parts.scheme, host=host, port=port or (443 if parts.scheme == "https" else 80),
+                    base_path=parts.path or "", query=parts.query, public=public, api_key=key,
+                    url_secrets=tuple(secrets))
+
+
+class EndpointPool:
+    """Round-robin over healthy endpoints with cool-down failover (see the module docstring)."""
+
+    def __init__(self, endpoints: Sequence[Endpoint], *, cooldown: float = 30.0, failures_to_trip: int = 3,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not endpoints:
+            raise ConfigError("an LLM backend needs at least one endpoint (base_url)")
+        self.endpoints = list(endpoints)
+        self.cooldown = float(cooldown)
+        self.failures_to_trip = int(failures_to_trip)
+        self.clock = clock
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def pick(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The next healthy endpoint (not ``avoid`` when another is healthy)."""
+        with self._lock:
+            now = self.clock()
+            healthy = [e for e in self.endpoints if e.down_until <= now]
+            pool = [e for e in healthy if e is not avoid] or healthy
+            if not pool:
+                return min(self.endpoints, key=lambda e: e.down_until)
+            ep = pool[self._next % len(pool)]
+            self._next += 1
+            ep.served += 1
+            return ep
+
+    def success(self, ep: Endpoint) -> None:
+        if ep.failures or ep.down_until:
+            with self._lock:
+                ep.failures = 0
+                ep.down_until = 0.0
+
+    def failure(self, ep: Endpoint, *, hard: bool = False) -> None:
+        """Count a failed attempt; ``hard`` (connection refused) takes the endpoint out at once."""
+        with self._lock:
+            ep.failures += 1
+            if len(self.endpoints) > 1 and (hard or ep.failures >= self.failures_to_trip):
+                wait = self.cooldown * 2 ** min(ep.trips, 4)
+                ep.down_until = self.clock() + wait
+                ep.trips += 1
+                ep.failures = 0
+                logger.warning("LLM endpoint %s taken out for %.0f s after failures; %d other endpoint(s) serve",
+                               ep.public, wait, len(self.endpoints) - 1)
+
+    @property
+    def public(self) -> list[str]:
+        return [e.public for e in self.endpoints]
+
+    def __getstate__(self) -> dict:  # picklable for worker processes (health is not carried over)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "clock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self.clock = time.monotonic
+        for e in self.endpoints:
+            e.failures, e.down_until = 0, 0.0
+
+
+__all__ = ["Endpoint", "EndpointPool", "parse_endpoint"]

@@ -1,0 +1,83 @@
+"""Keeping API keys out of messages, logs and stored text.
+
+A :class:`Redactor` knows the secrets of one backend (its API keys, keys found inside endpoint URLs)
+and replaces them -- and anything that looks like a bearer key or URL credentials -- with ``***``.
+Every exception message, log line and stored reply of :class:`~aumann.simulators.llm.OpenAIBackend`
+goes through it, whatever path the text took (an error body, a malformed 200 reply that echoes the
+``Authorization`` header, a connection error naming the URL).
+
+:func:`protect_logs` installs, once, a logging filter on the HTTP libraries' loggers (``httpx``,
+``httpcore``, ``urllib3``) and ours that redacts every registered secret from their records, so a
+library logging a request URL with ``?api_key=...`` does not leak it either.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable
+
+from aumann.manifest import redact_url
+
+_KEYLIKE = re.compile(r"(sk-|key-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-\*\.+/=]{4,}")
+_MIN_SECRET = 4  # shorter "secrets" would redact ordinary words
+
+
+class Redactor:
+    """Replace known secrets, key-like tokens and URL credentials in text with ``***``."""
+
+    __slots__ = ("secrets",)
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        uniq = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}
+        self.secrets: tuple[str, ...] = tuple(sorted(uniq, key=len, reverse=True))
+
+    def __call__(self, text: object) -> str:
+        s = str(text)
+        for secret in self.secrets:
+            if secret in s:
+                s = s.replace(secret, "***")
+        return redact_url(_KEYLIKE.sub(lambda m: m.group(1) + "***", s))
+
+    def contains_secret(self, text: str) -> bool:
+        return any(secret in text for secret in self.secrets)
+
+
+_registered: set[str] = set()
+_installed = False
+_reg_lock = threading.Lock()
+# a logger's filters see only the records logged on that very logger (not its children's): list them
+_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy",
+            "urllib3", "urllib3.connectionpool", "openai", "openai._base_client", "aumann",
+            *(f"{__package__}.{m}" for m in ("openai_backend", "endpoints", "cache")))  # our loggers, by module
+
+
+class _RedactingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _registered:
+            return True
+        try:
+            msg = record.getMessage()
+        except Exception:  # a broken log call is not ours to fix
+            return True
+        red = Redactor(_registered)(msg)
+        if red != msg:
+            record.msg, record.args = red, None
+        return True
+
+
+def protect_logs(secrets: Iterable[str | None]) -> None:
+    """Register ``secrets`` to be redacted from the records of the HTTP libraries' loggers and ours."""
+    global _installed
+    new = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}
+    with _reg_lock:
+        _registered.update(new)
+        if not _installed and _registered:
+            flt = _RedactingFilter()
+            for name in _LOGGERS:
+                logging.getLogger(name).addFilter(flt)
+            _installed = True
+
+
+__all__ = ["Redactor", "protect_logs"]

@@ -1,0 +1,299 @@
+"""Usage accounting of decision backends: counters, latency quantiles, cost, fork scope, the ledger.
+
+One :class:`Usage` per backend (``backend.usage``) is shared by every fork of a model (``deepcopy``
+returns it) and is safe to update from many threads. What a run directory reports
+(``manifest.json`` → ``llm_usage``, ``report.md``, the progress bar) is :meth:`Usage.manifest_dict`,
+exactly the keys of :data:`MANIFEST_KEYS`, plain numbers:
+
+* ``calls`` / ``decisions`` -- HTTP requests sent and decisions returned in the factual runs;
+  ``fork_calls`` / ``fork_decisions`` -- the same inside forks and re-simulations (deletion oracle,
+  re-simulation game): :meth:`Usage.fork_scope` routes them there. ``calls + fork_calls`` is what
+  the server saw.
+* ``cache_hits`` (decisions served by the response cache, or by an identical request already in
+  flight), ``retries`` (attempts repeated after a retryable failure), ``failures`` (failed
+  attempts), ``prompt_tokens`` / ``completion_tokens`` (as reported by the server, all runs and
+  forks), ``planned_calls`` (requests that missed the cache: sent, or counted only in a dry run),
+  ``latency_p50_s`` / ``latency_p95_s`` (per answered request, from a log-binned histogram, 1 %
+  resolution), ``cost_usd`` (tokens × the model's price; 0 when the price is unknown).
+
+The **ledger** (``<out>/llm-usage.json``, :func:`load_ledger` / :func:`save_ledger`) keeps the whole
+account of a run directory, so a resumed run adds to what earlier invocations spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from aumann.errors import ConfigError
+
+#: The keys of ``manifest.json`` → ``llm_usage`` (and of :meth:`Usage.manifest_dict`), in order.
+MANIFEST_KEYS = ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
+                 "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls")
+
+_BIN = math.log(1.01)  # 1 % wide latency bins
+_FORKED = {"calls": "fork_calls", "decisions": "fork_decisions", "rounds": "fork_rounds"}
+
+
+class LatencyHistogram:
+    """Mergeable latency histogram: bins 1 % wide (log scale); quantiles to about 1 %."""
+
+    __slots__ = ("bins", "count")
+
+    def __init__(self, bins: Mapping[int, int] | None = None) -> None:
+        self.bins: dict[int, int] = {int(k): int(v) for k, v in (bins or {}).items()}
+        self.count = sum(self.bins.values())
+
+    def add(self, seconds: float) -> None:
+        b = math.floor(math.log(max(float(seconds), 1e-6)) / _BIN)
+        self.bins[b] = self.bins.get(b, 0) + 1
+        self.count += 1
+
+    def merge(self, other: LatencyHistogram, sign: int = 1) -> None:
+        for b, c in other.bins.items():
+            n = self.bins.get(b, 0) + sign * c
+            if n:
+                self.bins[b] = n
+            else:
+                self.bins.pop(b, None)
+        self.count += sign * other.count
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile in seconds (bin centre); 0.0 when empty."""
+        if self.count <= 0:
+            return 0.0
+        target = q * self.count
+        seen = 0
+        for b in sorted(self.bins):
+            seen += self.bins[b]
+            if seen >= target:
+                return math.exp((b + 0.5) * _BIN)
+        return math.exp((max(self.bins) + 0.5) * _BIN)
+
+    def copy(self) -> LatencyHistogram:
+        return LatencyHistogram(self.bins)
+
+
+@dataclass
+class Usage:
+    """Per-backend accounting, safe to read at any time and to update from many threads.
+
+    Attributes:
+        calls: HTTP requests sent in the factual runs (every attempt counts, successful or not).
+        fork_calls: the same inside forks and re-simulations (see :meth:`fork_scope`).
+        prompt_tokens, completion_tokens: tokens reported by the server (factual runs and forks).
+        cache_hits: decisions served from the response cache (or by an identical in-flight request).
+        failures: failed attempts (HTTP errors, timeouts, malformed, invalid or oversized replies).
+        retries: attempts repeated after a retryable failure.
+        fallbacks: decisions served by the fallback backend after giving up.
+        decisions, fork_decisions: decisions returned to callers (factual runs / forks).
+        planned_calls: requests that missed the cache (sent, or in a dry run only counted);
+            ``fork_planned_calls`` the part of them made inside forks.
+        planned_prompt_tokens, planned_completion_tokens: a dry run's estimates (characters / 4).
+        rounds, fork_rounds: Σ over decision batches of ⌈requests sent / concurrency⌉ (the ideal
+            wall time of a run is ``rounds`` × the latency).
+        cost_usd: dollars spent (tokens × the model's price; 0 when unknown).
+    """
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    decisions: int = 0
+    planned_calls: int = 0
+    planned_prompt_tokens: int = 0
+    planned_completion_tokens: int = 0
+    fork_calls: int = 0
+    fork_decisions: int = 0
+    fork_planned_calls: int = 0
+    rounds: int = 0
+    fork_rounds: int = 0
+    cost_usd: float = 0.0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _fork_depth: int = field(default=0, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def total_calls(self) -> int:
+        """Requests the server saw: ``calls + fork_calls``."""
+        return self.calls + self.fork_calls
+
+    @property
+    def total_decisions(self) -> int:
+        return self.decisions + self.fork_decisions
+
+    @property
+    def in_fork(self) -> bool:
+        return self._fork_depth > 0
+
+    def counters(self) -> dict[str, int | float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if not f.name.startswith("_") and f.name != "latency"}
+
+    def as_dict(self) -> dict[str, int | float]:
+        """Every counter plus ``total_tokens`` and the latency quantiles."""
+        d = self.counters()
+        d["total_tokens"] = self.total_tokens
+        d["latency_p50_s"] = round(self.latency.quantile(0.5), 6)
+        d["latency_p95_s"] = round(self.latency.quantile(0.95), 6)
+        return d
+
+    def manifest_dict(self) -> dict[str, int | float]:
+        """Exactly :data:`MANIFEST_KEYS`, plain ints and floats (what ``manifest.json`` records)."""
+        with self._lock:
+            d = self.as_dict()
+            d["cost_usd"] = round(float(self.cost_usd), 9)
+        return {k: (float(d[k]) if k.startswith("latency") or k == "cost_usd" else int(d[k])) for k in MANIFEST_KEYS}
+
+    # ------------------------------------------------------------------ writing
+    def add(self, **counts: int | float) -> None:
+        """Add to counters; inside :meth:`fork_scope` ``calls``/``decisions``/``rounds`` go to ``fork_*``."""
+        with self._lock:
+            forked = self._fork_depth > 0
+            for k, v in counts.items():
+                if not v:
+                    continue
+                if forked:
+                    if k == "planned_calls":
+                        self.fork_planned_calls += v
+                    k = _FORKED.get(k, k)
+                setattr(self, k, getattr(self, k) + v)
+
+    def add_latency(self, seconds: float) -> None:
+        with self._lock:
+            self.latency.add(seconds)
+
+    @contextlib.contextmanager
+    def fork_scope(self) -> Iterator[Usage]:
+        """Count the calls and decisions made inside this block as ``fork_calls``/``fork_decisions``."""
+        with self._lock:
+            self._fork_depth += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._fork_depth -= 1
+
+    def merge(self, other: Usage | None, sign: int = 1) -> Usage:
+        """Add (``sign=-1``: subtract) another account's counters and latencies into this one."""
+        if other is None or other is self:
+            return self
+        with self._lock:
+            for k, v in other.counters().items():
+                setattr(self, k, getattr(self, k) + sign * v)
+            self.latency.merge(other.latency, sign)
+        return self
+
+    def copy(self) -> Usage:
+        out = Usage(**self.counters())
+        out.latency = self.latency.copy()
+        return out
+
+    def __sub__(self, other: Usage) -> Usage:
+        return self.copy().merge(other, sign=-1)
+
+    def reset(self) -> dict[str, int | float]:
+        """Zero every counter (e.g. between runs); returns the counts before the reset."""
+        with self._lock:
+            before = self.as_dict()
+            for f in fields(self):
+                if not f.name.startswith("_") and f.name != "latency":
+                    setattr(self, f.name, type(getattr(self, f.name))())
+            self.latency = LatencyHistogram()
+        return before
+
+    # ------------------------------------------------------------------ persistence
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self.counters(), "latency_bins": {str(k): v for k, v in sorted(self.latency.bins.items())}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Usage:
+        names = {f.name for f in fields(cls) if not f.name.startswith("_") and f.name != "latency"}
+        out = cls(**{k: (float(v) if k == "cost_usd" else int(v)) for k, v in data.items() if k in names})
+        out.latency = LatencyHistogram({int(k): int(v) for k, v in dict(data.get("latency_bins") or {}).items()})
+        return out
+
+    def __deepcopy__(self, memo: dict) -> Usage:
+        return self  # shared across forks: one account per backend
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+LEDGER_NAME = "llm-usage.json"
+
+
+def load_ledger(path: str | os.PathLike[str]) -> Usage:
+    """The account stored at ``path`` (a fresh :class:`Usage` when the file does not exist).
+
+    Raises:
+        ConfigError: the file exists but is not a usage ledger (the message names it).
+    """
+    p = Path(path)
+    if not p.exists():
+        return Usage()
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("usage"), dict):
+            raise ValueError("no 'usage' object")
+        return Usage.from_json(data["usage"])
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"LLM usage ledger {str(p)!r} is unreadable ({exc}); it records what earlier "
+                          f"invocations spent -- repair or delete it to start counting afresh") from None
+
+
+def save_ledger(path: str | os.PathLike[str], usage: Usage, **extra: Any) -> Path:
+    """Write ``usage`` (and JSON-able ``extra`` fields) to ``path`` atomically."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"usage": usage.to_json(), "manifest": usage.manifest_dict(), **extra}, indent=1)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def usage_of(obj: Any) -> Usage | None:
+    """The :class:`Usage` account of a backend or a model (``obj.usage``), or ``None``."""
+    u = getattr(obj, "usage", None)
+    return u if isinstance(u, Usage) else None
+
+
+def describe(usage: Usage, *, model: str | None = None, price_known: bool = True) -> str:
+    """One line for the progress bar and the console: calls, tokens, cost."""
+    tok = usage.total_tokens
+    tok_s = f"{tok / 1000:.1f}k" if tok >= 1000 else str(tok)
+    cost = f"${usage.cost_usd:.4f}" if price_known else "cost n/a (price unknown)"
+    calls = f"{usage.total_calls} call(s)" + (f" ({usage.fork_calls} in forks)" if usage.fork_calls else "")
+    return (f"LLM {calls} / {usage.planned_calls} planned, {usage.cache_hits} cached, {tok_s} tok, {cost}"
+            + (f", {usage.retries} retries" if usage.retries else ""))
+
+
+__all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "LatencyHistogram", "Usage", "describe", "load_ledger", "save_ledger",
+           "usage_of"]

@@ -1,0 +1,222 @@
+"""Issue 10, LLM backend: bad inputs and hostile servers get typed errors that name the problem, and
+the API key never shows up in messages, logs or stored text, whatever path it takes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from aumann.errors import ConfigError, ResponseCacheError, ResponseTooLargeError, RetryAfterTooLongError
+from aumann.manifest import build_manifest, redact, redact_command, redact_url
+from aumann.scenarios.social_llm.prompts import InteractDecision
+from aumann.simulators.llm import BackendUnavailableError, MalformedResponseError, OpenAIBackend, ResponseCache
+from aumann.simulators.llm.endpoints import parse_endpoint
+from tests.llm_loopback import LoopbackLLM
+from tests.simulators.llm_fakes import SECRET, closed_port
+
+MSGS = [{"role": "user", "content": "Post?"}]
+
+
+class Post(BaseModel):
+    post: bool = False
+
+
+def _no_secret(*texts: str) -> None:
+    for t in texts:
+        assert SECRET not in t and SECRET[8:] not in t
+
+
+def test_key_echoed_inside_a_malformed_200_reply_is_redacted_from_the_error_and_the_logs(caplog):
+    caplog.set_level(logging.DEBUG)
+    with LoopbackLLM(echo_authorization=True) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, api_key=SECRET, max_retries=1, sleep=lambda s: None)
+        with pytest.raises(MalformedResponseError, match=r"not JSON.*Authorization: Bearer \*\*\*") as info:
+            b.decide(MSGS, Post)
+    _no_secret(str(info.value), caplog.text, repr(b))
+    assert srv.stats()["requests"] == 2
+
+
+def test_a_reply_that_quotes_the_key_is_stored_without_it(tmp_path):
+    class Note(BaseModel):
+        text: str
+
+    with LoopbackLLM(lambda body: json.dumps({"text": f"my key is {SECRET}"})) as srv:
+        cache = ResponseCache(tmp_path / "c.sqlite")
+        out = OpenAIBackend(model="m", base_url=srv.base_url, api_key=SECRET, cache=cache).decide(MSGS, Note)
+    cache.close()
+    assert out.text == "my key is ***"
+    assert SECRET.encode() not in (tmp_path / "c.sqlite").read_bytes()
+
+
+@pytest.mark.parametrize("url", ["http://bob:{k}@127.0.0.1:{p}/v1", "http://127.0.0.1:{p}/v1?api_key={k}"])
+def test_credentials_inside_a_base_url_are_used_but_never_recorded(url, caplog):
+    caplog.set_level(logging.DEBUG)
+    seen = []
+    with LoopbackLLM(lambda body: '{"post": true}') as srv:
+        full = url.format(k=SECRET, p=srv.port)
+        srv.reply = lambda body: seen.append(1) or '{"post": true}'
+        b = OpenAIBackend(model="m", base_url=full, max_retries=0)
+        assert b.decide(MSGS, Post).post is True and seen
+    _no_secret(b.label, b.base_url, repr(b), json.dumps(b.describe()), caplog.text)
+    _no_secret(redact_command(["aumann", "run", "x", "--base-url", full]), redact_url(full))
+    down = url.format(k=SECRET, p=closed_port())
+    with pytest.raises(BackendUnavailableError) as info:
+        OpenAIBackend(model="m", base_url=down, max_retries=0).decide(MSGS, Post)
+    _no_secret(str(info.value))
+    assert "127.0.0.1" in str(info.value)
+
+
+def test_url_userinfo_becomes_the_bearer_key_when_none_is_given():
+    ep = parse_endpoint(f"https://bob:{SECRET}@api.example.com/v1?x=1")
+    assert ep.api_key == SECRET and ep.public == "https://***@api.example.com/v1?x=1" and ep.port == 443
+    with pytest.raises(ConfigError, match=r"http\(s\)://host.*ftp://\*\*\*@h/v1"):
+        parse_endpoint(f"ftp://u:{SECRET}@h/v1")
+
+
+def test_manifest_redacts_secret_named_keys_but_never_token_counts():
+    m = build_manifest(f"aumann run x --base-url http://u:{SECRET}@h/v1", config={
+        "api_key": SECRET, "Authorization": f"Bearer {SECRET}", "password": "pw-123456", "token": "t0k3n-xyz",
+        "hf_token": "hf-abcdef", "secret": "s3cr3t-x"},
+        extra={"llm_usage": {"prompt_tokens": 12, "completion_tokens": 3, "max_tokens": 9, "tokens": 4}})
+    text = json.dumps(m)
+    _no_secret(text)
+    for v in ("pw-123456", "t0k3n-xyz", "hf-abcdef", "s3cr3t-x"):
+        assert v not in text
+    assert m["llm_usage"] == {"prompt_tokens": 12, "completion_tokens": 3, "max_tokens": 9, "tokens": 4}
+    assert redact({"total_tokens": 5, "access_token": "abc"}) == {"total_tokens": 5, "access_token": "<redacted>"}
+
+
+def test_a_reply_over_the_size_cap_is_rejected_counted_and_not_stored(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    with LoopbackLLM(lambda body: '{"post": true}', huge_reply=5000) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, max_response_bytes=2000, max_retries=1, cache=cache,
+                          sleep=lambda s: None)
+        with pytest.raises(ResponseTooLargeError, match=r"max_response_bytes = 2000 bytes \(\d+ bytes announced\)"):
+            b.decide(MSGS, Post)
+    assert b.usage.failures == 2 and b.usage.calls == 2 and len(cache) == 0
+
+
+def test_a_chunked_reply_over_the_cap_is_cut_off_while_reading():
+    def big(request):
+        return httpx.Response(200, content=iter([b"x" * 800] * 5))  # streamed: no Content-Length
+
+    b = OpenAIBackend(model="m", transport=httpx.MockTransport(big), max_response_bytes=1000, max_retries=0)
+    with pytest.raises(ResponseTooLargeError, match="cut off while reading"):
+        b.decide(MSGS, Post)
+
+
+def test_retry_after_beyond_the_maximum_is_a_typed_error_naming_the_wait():
+    def slow_down(request):
+        return httpx.Response(429, headers={"retry-after": "120"}, json={"error": {"message": "slow down"}})
+
+    b = OpenAIBackend(model="m", transport=httpx.MockTransport(slow_down), retry_after_max=30, max_retries=3,
+                      sleep=lambda s: None)
+    with pytest.raises(RetryAfterTooLongError, match=r"Retry-After = 120 s, longer than retry_after_max = 30 s"):
+        b.decide(MSGS, Post)
+    assert b.usage.calls == 1 and b.usage.retries == 0  # not retried: waiting is what the server asked
+
+
+def test_retry_after_as_an_http_date_is_honoured():
+    import time
+    from email.utils import formatdate
+
+    from aumann.simulators.llm.replies import retry_after
+
+    assert 8 < retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)}) <= 10
+    assert retry_after({"retry-after-ms": "250"}) == 0.25 and retry_after({"retry-after": "soon"}) == 0.0
+
+
+def test_a_reply_whose_fields_were_coerced_away_is_not_cached_as_a_good_answer(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    with LoopbackLLM(lambda body: '{"interact": true, "action": "love"}') as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=1, cache=cache, sleep=lambda s: None)
+        with pytest.raises(MalformedResponseError, match=r"\['action'\] coerced away.*\"love\"") as info:
+            b.decide(MSGS, InteractDecision)
+        assert srv.stats()["requests"] == 2
+    assert "action" in str(info.value) and len(cache) == 0
+    assert InteractDecision.model_validate({"interact": True, "action": "love"}).action is None  # what it hid
+
+
+def test_a_corrupted_cache_file_is_a_typed_error_naming_the_file(tmp_path):
+    path = tmp_path / "llm-cache.sqlite"
+    path.write_bytes(b"\x00garbage, not a database" * 100)
+    with pytest.raises(ResponseCacheError, match=r"llm-cache\.sqlite.*corrupted or not a SQLite file") as info:
+        len(ResponseCache(path))
+    assert isinstance(info.value, ConfigError) and not isinstance(info.value, sqlite3.Error)
+    with pytest.raises(ResponseCacheError, match=r"llm-cache\.sqlite"):
+        ResponseCache(path).get("k")
+
+
+def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "app.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(ResponseCacheError, match=r"app\.db.*another application.*\['users'\]"):
+        ResponseCache(path).get("k")
+    assert path.read_bytes() == before
+    wrong = tmp_path / "wrong.db"
+    con = sqlite3.connect(wrong)
+    con.execute("CREATE TABLE responses (key TEXT, value TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(ResponseCacheError, match=r"wrong\.db.*columns \['key', 'value'\]"):
+        ResponseCache(wrong).get("k")
+
+
+def test_bad_backend_and_rate_settings_are_typed_errors_naming_the_setting():
+    from aumann.simulators.llm import LLMRequestError
+    from aumann.simulators.llm.prices import load_prices
+
+    for kw, name in (({"concurrency": 0}, "concurrency"), ({"max_cost": float("nan")}, "max_cost"),
+                     ({"structured_output": "xml"}, "structured_output"), ({"jitter": 2}, "jitter"),
+                     ({"max_response_bytes": 0}, "max_response_bytes")):
+        with pytest.raises(LLMRequestError, match=name):
+            OpenAIBackend(model="m", **kw)
+    for kw, name in (({"rpm": 0}, "rpm"), ({"tpm": float("inf")}, "tpm")):
+        with pytest.raises(ConfigError, match=name):
+            OpenAIBackend(model="m", **kw)
+    with pytest.raises(ConfigError, match=r"base_url .*not-a-url"):
+        OpenAIBackend(model="m", base_url="not-a-url")
+    with pytest.raises(ConfigError, match=r"price table .*does not exist"):
+        load_prices("/nonexistent/prices.toml")
+
+
+def test_a_bad_price_table_names_the_entry(tmp_path):
+    from aumann.simulators.llm.prices import load_prices, price_for
+
+    p = tmp_path / "prices.toml"
+    p.write_text('[models."my-model"]\ninput = -1\noutput = 2\n')
+    with pytest.raises(ConfigError, match=r"my-model\.input must be a finite number >= 0; got -1"):
+        load_prices(p)
+    p.write_text('[models."my-model"]\ninput = 0.5\noutput = 2\n')
+    table = load_prices(p)
+    assert price_for("my-model", table).cost(1_000_000, 1_000_000) == 2.5
+    assert price_for("gpt-4o-mini-2024-07-18", table).input == 0.15 and price_for("unknown-model", table) is None
+
+
+def test_a_broken_usage_ledger_is_a_typed_error_naming_the_file(tmp_path):
+    from aumann.simulators.llm import load_ledger
+
+    path = tmp_path / "llm-usage.json"
+    path.write_text('{"usage": {"calls": 3')
+    with pytest.raises(ConfigError, match=r"llm-usage\.json.*unreadable"):
+        load_ledger(path)
+
+
+def test_http_library_log_lines_never_show_a_key_from_the_url(caplog):
+    import logging as lg
+
+    caplog.set_level(lg.DEBUG)
+    with LoopbackLLM(lambda body: '{"post": true}') as srv:
+        b = OpenAIBackend(model="m", base_url=f"{srv.base_url}?api_key={SECRET}", transport=httpx.HTTPTransport())
+        assert b.decide(MSGS, Post).post is True
+    assert "HTTP Request: POST" in caplog.text  # httpx logged the request line ...
+    _no_secret(caplog.text)  # ... without the key
