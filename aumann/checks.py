@@ -14,6 +14,8 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`as_seed`   a seed: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``;
 * :func:`as_real_array`  an array-like of real numbers (numpy, torch — bfloat16 refused — or nested
   lists; ragged, complex, string and object input refused);
+* :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
+  number, bytes or ``""``, which would mean the current directory);
 * :func:`user_code` a context manager that turns an exception raised by user code (an indicator, a
   game, a score function) into a typed error naming that code, with the original chained.
 
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -135,8 +139,9 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)?\s*$"
 def as_memory_size(value: Any, name: str, *, error: ErrorType = ConfigError) -> str:
     """A memory size such as ``"4GB"``, ``"512MiB"`` or ``"800MB"`` (a positive number and a unit; DuckDB's form)."""
     m = _SIZE.match(value) if isinstance(value, str) else None
-    if m is None or m.group(2) is None or _bytes(float(m.group(1)), m.group(2)) < 16 * 2**20:
-        raise error(f"{name} must be a size of at least 16MB with its unit, such as 4GB, 512MB or 1.5GiB; got "
+    size = _bytes(float(m.group(1)), m.group(2)) if m is not None and m.group(2) is not None else math.nan
+    if not 16 * 2**20 <= size <= 2**50:
+        raise error(f"{name} must be a size from 16MB to 1PiB with its unit, such as 4GB, 512MB or 1.5GiB; got "
                     f"{_shown(value)}")
     return value.strip()
 
@@ -197,6 +202,24 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     return arr
 
 
+def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:
+    """``value`` as a :class:`~pathlib.Path`, or ``error`` naming ``what``.
+
+    >>> as_path("out/run", "--out").as_posix()
+    'out/run'
+    """
+    if not isinstance(value, str | os.PathLike):
+        raise error(f"{what} must be a path (str or os.PathLike); got {type(value).__name__} {_shown(value)}")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise error(f"{what} must be a text path, not bytes; got {_shown(value)}")
+    if not text.strip():
+        raise error(f"{what} must be a path; got an empty or blank string {text!r}")
+    if "\x00" in text:
+        raise error(f"{what} contains a NUL character; got {_shown(text)}")
+    return Path(text)
+
+
 @contextmanager
 def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]:
     """Run user code (an indicator, a game, a callback): its exceptions become ``error`` naming ``what``.
@@ -219,6 +242,7 @@ __all__ = [
     "as_int",
     "as_memory_size",
     "as_optional_bool",
+    "as_path",
     "as_real_array",
     "as_seed",
     "user_code",

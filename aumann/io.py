@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.checks import as_path
 from aumann.errors import ConfigError, OutputError, UnsafeNameError
 
 PathLike = str | os.PathLike[str]
@@ -69,7 +70,7 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
         >>> target.read_text()
         'a,b\\n1,2\\n'
     """
-    path = Path(path)
+    path = as_path(path, "output file", error=OutputError)
     if path.is_dir():
         raise OutputError(f"cannot write {str(path)!r}: it is an existing directory")
     try:
@@ -185,7 +186,7 @@ def read_npz(path: PathLike, *, error: type[Exception], what: str = "file") -> t
     import zipfile
     import zlib
 
-    path = Path(path)
+    path = as_path(path, what, error=error)
     if path.is_dir():
         raise error(f"{what} {str(path)!r} is a directory, not an .npz file")
     if not path.is_file():
@@ -344,7 +345,7 @@ def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     Raises:
         OutputError: ``path`` (or a parent) is an existing file, or the folder cannot be created or written.
     """
-    p = Path(path)
+    p = as_path(path, what, error=OutputError)
     if p.exists() and not p.is_dir():
         raise OutputError(f"{what} {str(p)!r} is an existing file, not a directory")
     try:

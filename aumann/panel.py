@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_real_array
+from aumann.checks import as_path, as_real_array
 from aumann.errors import (
     AumannError,
     DuplicateIdError,
@@ -615,7 +615,7 @@ class Panel:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path."""
-        path = Path(path)
+        path = as_path(path, "panel file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save a panel to {str(path)!r}: it is an existing directory (give a file "
                               "name such as panel.npz)")
@@ -637,7 +637,7 @@ class Panel:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Panel:
         """Load a panel written by :meth:`save`."""
-        path = Path(path)
+        path = as_path(path, "panel file", error=PanelError)
         if not path.exists() and path.with_suffix(".npz").exists():
             path = path.with_suffix(".npz")
         data, meta = read_npz(path, error=PanelError, what="panel file")

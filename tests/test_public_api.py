@@ -149,6 +149,7 @@ PUBLIC = {
         "as_int",
         "as_memory_size",
         "as_optional_bool",
+        "as_path",
         "as_real_array",
         "as_seed",
         "user_code",

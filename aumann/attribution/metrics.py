@@ -40,6 +40,7 @@ that re-runs the model with those agents taking a baseline action.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,10 +194,13 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
 
 
 def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
-    """Spearman rank correlation, in [−1, 1]; higher is better."""
+    """Spearman rank correlation, in [−1, 1]; higher is better. ``nan`` when either side is constant
+    (the correlation is undefined), as for :func:`kendall_tau` — without scipy's warning."""
     from scipy.stats import spearmanr
 
     a, b = _pair(estimate, reference, step, rank=True)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
     return float(spearmanr(a, b).statistic)
 
 

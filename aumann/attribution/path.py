@@ -38,9 +38,16 @@ Rule = Literal["gauss-legendre", "midpoint"]
 _RULES = ("gauss-legendre", "midpoint")
 
 
+#: the most integration points each rule takes: Gauss–Legendre nodes cost O(K²) memory and O(K³) time
+#: (K = 4096 takes about a minute) and are exact for polynomials of degree 2K − 1, so more is never needed;
+#: a midpoint rule costs O(K) but every node is an evaluation of f
+MAX_STEPS = {"gauss-legendre": 4096, "midpoint": 1_000_000}
+
+
 def quadrature(steps: int, rule: str = "gauss-legendre", power: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Nodes τ_k ∈ (0, 1) and weights w_k with Σ_k w_k h(τ_k) ≈ ∫₀¹ h(τ) dτ."""
-    steps = as_int(steps, "steps (integration points)", minimum=1)
+    rule = as_choice(rule, "rule (quadrature rule)", _RULES)
+    steps = as_int(steps, f"steps (integration points, {rule} rule)", minimum=1, maximum=MAX_STEPS[rule])
     power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
     if rule == "gauss-legendre":
         x, w = np.polynomial.legendre.leggauss(steps)
@@ -87,12 +94,13 @@ class AumannShapley(AttributionMethod):
     def __init__(self, steps: int = 30, rule: Rule = "gauss-legendre", power: float = 1.0, *,
                  tol: float | None = None, max_steps: int = 2048, closed_form: bool | None = None,
                  memory_budget: int = 256 * 2**20, pooled_fast_path: bool = True) -> None:
-        self.steps = as_int(steps, "steps (integration points K)", minimum=1)
         self.rule = as_choice(rule, "rule (quadrature rule)", _RULES)
+        self.steps = as_int(steps, f"steps (integration points K, {self.rule} rule)", minimum=1,
+                            maximum=MAX_STEPS[self.rule])
         self.power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
         self.tol = None if tol is None else as_float(tol, "tol (relative efficiency gap)", minimum=0,
                                                      exclusive_minimum=True)
-        self.max_steps = as_int(max_steps, "max_steps", minimum=1)
+        self.max_steps = as_int(max_steps, f"max_steps ({self.rule} rule)", minimum=1, maximum=MAX_STEPS[self.rule])
         self.closed_form = as_optional_bool(closed_form, "closed_form")
         self.memory_budget = as_int(memory_budget, "memory_budget (bytes)", minimum=1)
         self.pooled_fast_path = as_bool(pooled_fast_path, "pooled_fast_path")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.checks import as_path
 from aumann.errors import (
     AttributionFileError,
     AumannError,
@@ -308,7 +309,7 @@ class Attribution:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save losslessly to one ``.npz`` file."""
-        path = Path(path)
+        path = as_path(path, "attribution file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save an attribution to {str(path)!r}: it is an existing directory (give a "
                               "file name such as attribution.npz)")

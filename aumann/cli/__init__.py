@@ -60,8 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"aumann: error: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
         return 2
-    except MemoryError as exc:  # an input too large for this machine (e.g. --agents 1e10): say so in one line
-        if args.debug:
+    except (MemoryError, ValueError) as exc:  # an input too large for this machine (e.g. --agents 1e20): one line
+        if args.debug or not (isinstance(exc, MemoryError) or _too_large(exc)):
             raise
         why = one_line(str(exc)) or "allocation failed"
         print(f"aumann: error: MemoryError: not enough memory for this input ({why}); use smaller sizes",
@@ -70,6 +70,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130
+
+
+#: what numpy says when an array's shape or byte size cannot even be represented (before any MemoryError)
+_TOO_LARGE = ("maximum allowed dimension exceeded", "array is too big", "maximum allowed size exceeded",
+              "negative dimensions are not allowed")
+
+
+def _too_large(exc: ValueError) -> bool:
+    """Whether ``exc`` is numpy refusing an allocation for its size (an input too large, not a bug)."""
+    return any(text in str(exc).lower() for text in _TOO_LARGE)
 
 
 def one_line(text: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 from aumann.checks import as_float, as_int, as_memory_size
 from aumann.errors import ConfigError
@@ -67,4 +68,12 @@ def memory_size(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{exc}".replace("the value ", "", 1)) from None
 
 
-__all__ = ["integer", "memory_size", "number", "positive_int", "seed"]
+def path(text: str) -> Path:
+    """An argparse type for every file and folder flag: a non-empty path (``--out ""`` — an unset shell
+    variable — would otherwise mean the current directory and write results there)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a file or folder path; got an empty or blank string {text!r}")
+    return Path(text)
+
+
+__all__ = ["integer", "memory_size", "number", "path", "positive_int", "seed"]

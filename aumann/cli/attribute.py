@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aumann.cli.args import number, positive_int
+from aumann.cli.args import number, path, positive_int
 from aumann.errors import ConfigError
 
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "by Panel.save). Writes attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json "
         "and the reports report.html (one self-contained page) and report.md.",
     )
-    p.add_argument("panel", type=Path, help="panel file written by Panel.save (.npz)")
+    p.add_argument("panel", type=path, help="panel file written by Panel.save (.npz)")
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="adaptive mode: raise K until the relative gap ≤ tol")
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=path, required=True, help="output directory")
     p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
     p.add_argument("--no-report", action="store_true", help="skip report.html / report.md (aumann report writes them)")
     p.set_defaults(func=run)

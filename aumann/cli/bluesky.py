@@ -11,10 +11,9 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from aumann.cli.args import integer, memory_size, number, positive_int, seed
+from aumann.cli.args import integer, memory_size, number, path, positive_int, seed
 from aumann.errors import ConfigError
 
 MAX_DAYS = 400  # aumann.data.bluesky.ingest.MAX_DAYS (not imported here: parsing stays light)
@@ -45,16 +44,16 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
         description="Ingest Jetstream v1 capture files (JSONL, .jsonl.zst, or per-message zstd frames; one "
                     "file per UTC day) into raw per-user per-day counts and per-topic panels.",
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILES", help="Jetstream capture files")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--profiles", type=Path, default=None,
+    p.add_argument("files", nargs="+", type=path, metavar="FILES", help="Jetstream capture files")
+    p.add_argument("--out", type=path, required=True, help="output directory")
+    p.add_argument("--profiles", type=path, default=None,
                    help="profile snapshot CSV: did, followers_count[, created_at, handle]")
-    p.add_argument("--topics", type=Path, default=None, help="directory of topic TOML files (default configs/topics)")
-    p.add_argument("--filters", type=Path, default=None,
+    p.add_argument("--topics", type=path, default=None, help="directory of topic TOML files (default configs/topics)")
+    p.add_argument("--filters", type=path, default=None,
                    help="TOML with a [filters] table (default configs/bluesky-ingest.toml)")
     p.add_argument("--days", default=None, metavar="FIRST:LAST",
                    help="inclusive UTC window YYYY-MM-DD:YYYY-MM-DD (default: first to last day seen)")
-    p.add_argument("--zstd-dictionary", type=Path, default=None,
+    p.add_argument("--zstd-dictionary", type=path, default=None,
                    help="zstd dictionary for per-message frames (Jetstream's published dictionary)")
     p.add_argument("--max-days", type=positive_int, default=None, metavar="N",
                    help=f"largest window (days) to ingest, explicit or automatic (default {MAX_DAYS}); a longer "
@@ -62,7 +61,7 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="DuckDB threads")
     p.add_argument("--memory-limit", type=memory_size, default=None,
                    help="DuckDB memory limit, e.g. 4GB (spills beyond it)")
-    p.add_argument("--temp-dir", type=Path, default=None, help="where DuckDB spills and frames are decoded")
+    p.add_argument("--temp-dir", type=path, default=None, help="where DuckDB spills and frames are decoded")
     p.add_argument("--export-identifiers", action="store_true",
                    help="write DIDs and handles (users.parquet, identifiers.parquet); default: redacted")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -112,7 +111,7 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
         description="Record the public Jetstream v1 stream into one JSONL file per UTC day (by time_us), "
                     "reconnecting with a rewound cursor. Needs network access and the 'websockets' package.",
     )
-    p.add_argument("--out", type=Path, required=True, help="directory for the daily files")
+    p.add_argument("--out", type=path, required=True, help="directory for the daily files")
     p.add_argument("--collections", nargs="+", default=list(DEFAULT_COLLECTIONS), metavar="NSID",
                    help="wantedCollections (default: posts, reposts, likes, follows)")
     p.add_argument("--duration", type=number(0, exclusive_minimum=True), default=None, metavar="S",
@@ -161,7 +160,7 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--users", type=integer(minimum=100), default=1_671_587, help="number of users (default 1,671,587)")
     p.add_argument("--days", type=integer(minimum=1, maximum=366), default=14, help="days from 2026-04-07 (default 14)")
     p.add_argument("--seed", type=seed, default=0, help="generator seed (default 0)")
-    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--out", required=True, type=path, help="output directory")
     p.set_defaults(func=run_synth)
     return p
 
@@ -192,9 +191,9 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("study", help="run (or resume) the cross-scale attribution study",
                               description="Tiers, sampling protocols, sizes and seeds; attribution at each scale; "
                               "tables, figures, summary.json. Finished cells are reused on rerun.")
-    p.add_argument("counts", type=Path, help="RawCounts directory (from build-panel or synth)")
-    p.add_argument("--out", required=True, type=Path, help="output directory")
-    p.add_argument("--config", type=Path, default=None, help="study config TOML (default: built-in grid)")
+    p.add_argument("counts", type=path, help="RawCounts directory (from build-panel or synth)")
+    p.add_argument("--out", required=True, type=path, help="output directory")
+    p.add_argument("--config", type=path, default=None, help="study config TOML (default: built-in grid)")
     p.add_argument("--sizes", nargs="+", type=_size, default=None, help="panel sizes, e.g. 100 1000 full")
     p.add_argument("--seeds", nargs="+", type=seed, default=None, help="subset seeds (default 0..9)")
     p.add_argument("--topics", nargs="+", default=None, help="topics (default: all in the counts)")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from aumann.cli.args import integer, positive_int, seed
+from aumann.cli.args import integer, path, positive_int, seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agents", type=integer(minimum=10), default=100_000, help="number of agents (≥ 10)")
     p.add_argument("--steps", type=positive_int, default=14, help="number of steps")
     p.add_argument("--seed", type=seed, default=0, help="generator seed (non-negative)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=path, default=None,
                    help="optional directory: summary.json, the heat attribution (attribution.npz, top_agents.csv), "
                    "manifest and report.html / report.md (marked SYNTHETIC)")
     p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")

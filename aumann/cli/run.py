@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli import llm_options
-from aumann.cli.args import integer, positive_int, seed
+from aumann.cli.args import integer, path, positive_int, seed
 from aumann.errors import ConfigError
 
 
@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
     p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default: the config's)")
     p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
-    p.add_argument("--config", type=Path, default=None,
+    p.add_argument("--config", type=path, default=None,
                    help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
     p.add_argument("--static", action="store_true",
                    help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
+    p.add_argument("--out", type=path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     llm_options.add_arguments(p)
     p.set_defaults(func=run)
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from aumann import configs
 from aumann.checks import as_int
@@ -58,6 +58,10 @@ from aumann.errors import ConfigError, SimulationError
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
 IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
+
+#: the largest agents / steps / runs a scenario config takes (each far beyond what fits in memory or time)
+MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000}
+
 
 class StudyConfig(configs.ConfigModel):
     """Parameters of the faithfulness study and the ablations (the ``[study]`` table of a config).
@@ -81,9 +85,9 @@ class StudyConfig(configs.ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    permutations: int = Field(1000, ge=2)
-    ceiling_permutations: int | None = Field(None, ge=2)
-    quadrature_steps: int = Field(32, ge=1)
+    permutations: int = Field(1000, ge=2, le=10_000_000)
+    ceiling_permutations: int | None = Field(None, ge=2, le=10_000_000)
+    quadrature_steps: int = Field(32, ge=1, le=4096)  # the Gauss–Legendre cap of AumannShapley
     k_del: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=1)
     random_orderings: int = Field(20, ge=1)
@@ -111,6 +115,16 @@ class ScenarioConfig(configs.ConfigModel):
     runs: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)
     study: StudyConfig = Field(default_factory=StudyConfig)
+
+    @field_validator("agents", "steps", "runs", mode="after")
+    @classmethod
+    def _within_reach(cls, v: int, info: ValidationInfo) -> int:
+        """Sizes no run can reach (``--agents 1e12``) are refused here, not after hours of building a network;
+        every scenario's config inherits the bounds (:data:`MAX_SIZES`)."""
+        cap = MAX_SIZES[info.field_name or ""]
+        if v > cap:
+            raise ValueError(f"must be ≤ {cap:,} (the most aumann runs; a typo?)")
+        return v
 
 
 @dataclass(frozen=True)

@@ -259,8 +259,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     digest = config_digest(scenario, config, backend_label)
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None and write:
-        ensure_output_dir(out, "study output directory")
+    if out is not None and write:  # every folder a finished run is written to, before the first simulation
+        for folder in (out, out / "runs", out / "panels", out / "attributions"):
+            ensure_output_dir(folder, "study output directory")
     records: list[Any] = [None] * config.runs
     arrays: list[Any] = [None] * config.runs
     panels: list[Any] = [None] * config.runs

@@ -142,7 +142,7 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
         raise
     except AumannError as exc:
         raise ReportError(f"{str(d)!r}: a result file cannot be read: {type(exc).__name__}: {exc}") from exc
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise ReportError(f"{str(d)!r}: result files are incomplete or from another version "
                           f"({type(exc).__name__}: {exc})") from exc
     doc.head = charts.head()

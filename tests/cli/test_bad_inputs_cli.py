@@ -35,6 +35,14 @@ def files(tmp_path_factory) -> dict[str, Path]:
                                       b'"kind":"identity","identity":{"handle":"x"}}\n'}.items():
         (d / name).write_bytes(content)
         out[name] = d / name
+    import gzip
+
+    (d / "ev.jsonl.gz").write_bytes(gzip.compress((d / "ev.jsonl").read_bytes()))
+    out["ev.jsonl.gz"] = d / "ev.jsonl.gz"
+    (d / "outside.toml").write_bytes(b"min_account_age_days = 3\n[filters]\n")  # a key outside [filters]
+    out["outside.toml"] = d / "outside.toml"
+    (d / "runs_is_file").mkdir()
+    (d / "runs_is_file" / "runs").write_bytes(b"x")  # where finished runs go: a file, found before simulating
     out["big"] = Panel(np.full((2, 5, 3), 1e300)).save(d / "big.npz")
     out["neg"] = Panel(-2 * np.ones((2, 5, 3))).save(d / "neg.npz")
     return out
@@ -120,13 +128,37 @@ def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], str]]:
                                       "--duration"),
         "capture_rewind_nan": (["bluesky", "capture", "--out", str(d / "cap"), "--rewind", "nan"], "--rewind"),
         "capture_cursor_negative": (["bluesky", "capture", "--out", str(d / "cap"), "--cursor", "-5"], "--cursor"),
+        # found by probing every subcommand beyond the list
+        "attribute_out_empty": ([*att[:-1], ""], "--out"),  # an unset shell variable: would write into the cwd
+        "attribute_panel_empty_path": (["attribute", "", "--indicator", "heat", "--out", str(d / "o")], "panel"),
+        "attribute_steps_beyond_the_rule": ([*att, "--method", "path", "--steps", "5000"], "steps"),
+        "report_dir_empty": (["report", " "], "RUN_DIR"),
+        "demo_agents_beyond_any_array": (["demo", "--agents", "1e20"], "MemoryError"),
+        "demo_out_empty": (["demo", "--out", ""], "--out"),
+        "run_agents_beyond_reach": (["run", "midscale-social", "--agents", "1e12", "--out", str(d / "r")], "agents"),
+        "run_steps_beyond_reach": (["run", "econagent", "--steps", "1e7", "--out", str(d / "r")], "steps"),
+        "run_runs_beyond_reach": (["run", "social-llm", "--runs", "1e9", "--out", str(d / "r")], "runs"),
+        "run_permutations_beyond_reach": (["run", "social-llm", "--permutations", "1e9", "--out", str(d / "r")],
+                                          "permutations"),
+        "run_quadrature_beyond_the_rule": (["run", "social-llm", "--set", "study.quadrature_steps=5000", "--out",
+                                            str(d / "r")], "quadrature_steps"),
+        "run_runs_folder_is_a_file": (["run", "social-llm", "--agents", "4", "--steps", "3", "--out",
+                                       str(d / "runs_is_file")], "runs"),
+        "run_config_empty_path": (["run", "social-llm", "--config", "", "--out", str(d / "r")], "--config"),
+        "build_gzip_input": (["bluesky", "build-panel", str(f["ev.jsonl.gz"]), "--out", str(d / "bp")], "gzip"),
+        "build_same_file_twice": (["bluesky", "build-panel", str(f["ev.jsonl"]), str(f["ev.jsonl"]), "--out",
+                                   str(d / "bp")], "twice"),
+        "build_filters_key_outside_table": ([*bp, "--filters", str(f["outside.toml"])], "min_account_age_days"),
+        "build_memory_beyond_duckdb": ([*bp, "--memory-limit", "100000000TB"], "--memory-limit"),
+        "build_out_empty": ([*bp[:-1], ""], "--out"),
+        "study_out_empty": ([*st[:-1], ""], "--out"),
     }
 
 
 CASE_NAMES = sorted(_cases({k: Path("/x") for k in ("d", "panel", "rand.npz", "empty.npz", "trunc.npz", "afile",
                                                     "bin.toml", "bad.toml", "inf.toml", "nan.toml", "neg.toml",
                                                     "study_inf.toml", "filters_inf.toml", "ev.jsonl", "big",
-                                                    "neg")}))
+                                                    "neg", "ev.jsonl.gz", "outside.toml")}))
 
 
 @pytest.mark.parametrize("case", CASE_NAMES, ids=str)

@@ -27,6 +27,12 @@ OVERRIDES = {
     "permutations_one": ({"study": {"permutations": 1}}, "study.permutations"),
     "unknown_key": ({"zzz": 1}, "zzz"),
     "network_unknown": ({"network": "grid"}, "network"),
+    # sizes no run can reach: refused at once, not after hours of building a network of 10¹² agents
+    "agents_beyond_reach": ({"agents": 10**12}, "agents"),
+    "steps_beyond_reach": ({"steps": 10**7}, "steps"),
+    "runs_beyond_reach": ({"runs": 10**9}, "runs"),
+    "permutations_beyond_reach": ({"study": {"permutations": 10**9}}, "study.permutations"),
+    "quadrature_beyond_the_rule": ({"study": {"quadrature_steps": 5000}}, "study.quadrature_steps"),
 }
 
 

@@ -71,7 +71,13 @@ def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
     """
     p = Path(path) if path is not None else configs.path("bluesky-ingest.toml")
     data = configs.load_toml(p, what="filters file")
-    section = data.get("filters", {})
+    extra = sorted(k for k in data if k != "filters")
+    if extra:  # a misspelt table or a key outside [filters] would otherwise be ignored without a word
+        raise ConfigError(f"filters file {str(p)!r} holds {extra} outside the [filters] table; it takes only "
+                          "[filters] (min_account_age_days, bot_handle_patterns, require_non_self_engagement)")
+    if "filters" not in data:
+        raise ConfigError(f"filters file {str(p)!r} has no [filters] table")
+    section = data["filters"]
     if not isinstance(section, dict):
         raise ConfigError(f"[filters] in {str(p)!r} must be a table")
     try:

@@ -284,9 +284,15 @@ def ingest(
     paths = [Path(f) for f in files]
     if not paths:
         raise IngestError("no input files given; pass Jetstream JSONL / .jsonl.zst / zstd-frame files")
+    seen: dict[Any, Path] = {}
     for p in paths:
         if not p.is_file():
             raise IngestError(f"input file {str(p)!r} does not exist or is not a file")
+        st = p.stat()
+        first = seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is not p:  # its events would be counted twice in the report (the panel deduplicates them)
+            raise IngestError(f"input file {str(p)!r} is given twice" + ("" if str(first) == str(p) else
+                                                                          f" (also as {str(first)!r})"))
     if isinstance(options.zstd_dictionary, str | os.PathLike) and not Path(options.zstd_dictionary).is_file():
         raise ZstdDictionaryError(f"zstd dictionary {str(options.zstd_dictionary)!r} does not exist or is not a file")
     window = None

@@ -73,6 +73,11 @@ def _load_dictionary(dictionary: str | os.PathLike[str] | bytes | None):
     return zstandard.ZstdCompressionDict(path.read_bytes())
 
 
+#: other compressed or archive formats, named in the error that refuses them
+_OTHER_FORMATS = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"),
+                  (b"7z\xbc\xaf\x27\x1c", "7z"), (b"PAR1", "Parquet"), (b"\x04\x22\x4d\x18", "lz4"))
+
+
 def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike[str] | bytes | None = None
                      ) -> Container:
     """The container of one input file (see the module docstring).
@@ -91,9 +96,12 @@ def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike
     if not head.startswith(ZSTD_MAGIC):
         if record_byteorder(head, size) is not None:
             return "length-prefixed"
-        if _looks_binary(head):
+        if _looks_binary(head, whole=len(head) >= size):
+            known = next((name for magic, name in _OTHER_FORMATS if head.startswith(magic)), None)
+            what = f"a {known} file, which aumann does not read (decompress or unpack it first)" if known else \
+                "binary but not in a layout aumann reads"
             raise IngestError(
-                f"input file {str(p)!r} is binary but not in a layout aumann reads (JSONL, .jsonl.zst, zstd frames "
+                f"input file {str(p)!r} is {what} (it reads JSONL, .jsonl.zst, zstd frames "
                 f"with or without a dictionary, [u32 length][zstd frame or JSON] records); it starts with "
                 f"{head[:8]!r}. Nothing was ingested from it")
         return "jsonl"
@@ -124,11 +132,12 @@ def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike
     return "zstd"
 
 
-def _looks_binary(head: bytes) -> bool:
+def _looks_binary(head: bytes, whole: bool = False) -> bool:
     """Binary and not JSONL: no complete line of the head is a JSON object, and its first KiB holds NUL
-    bytes or invalid UTF-8 (a JSONL capture with some garbage lines is still JSONL: those are counted)."""
+    bytes or invalid UTF-8 (a JSONL capture with some garbage lines is still JSONL: those are counted).
+    ``whole``: the head is the entire file, so its last line (without a final newline) is complete too."""
     lines = head.split(b"\n")
-    for line in lines[:-1] if len(lines) > 1 else lines:
+    for line in lines if whole or len(lines) == 1 else lines[:-1]:
         text = line.strip(b" \t\r\x0b\x0c")
         if text.startswith(BOM):
             text = text[len(BOM):]

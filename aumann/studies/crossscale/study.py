@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field, NonNegativeInt, field_validator
 
 from aumann.configs import ConfigModel, load_toml
 from aumann.data.bluesky.counts import RawCounts
-from aumann.errors import ConfigError, StudyError, ZeroDeltaVError
+from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
 from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
 from aumann.manifest import write_manifest
 from aumann.progress import StageTimer, progress_bar
@@ -182,6 +182,9 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     timer.start("load counts")
     src, out = Path(counts_dir), Path(out_dir)
     counts = RawCounts.load(src)
+    if out.resolve() == src.resolve():  # its manifest.json and summary.json would overwrite the counts' own
+        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
+                          "give another --out")
     ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)

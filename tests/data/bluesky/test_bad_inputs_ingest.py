@@ -295,3 +295,52 @@ def test_undecodable_profile_csv_is_a_typed_error(tmp_path):
     prof.write_bytes(b"\x00\xff\xfe garbage \x81")
     with pytest.raises(IngestError, match=r"profiles\.csv"):
         ingest([f], profiles=prof, filters=OPEN, options=IngestOptions(threads=1))
+
+
+# ------------------------------------------------------------------------- found by probing beyond the issue
+@pytest.mark.parametrize("name, head", [("gz", b"\x1f\x8b\x08\x00"), ("bzip2", b"BZh91AY&SY"),
+                                        ("xz", b"\xfd7zXZ\x00\x00"), ("zip", b"PK\x03\x04\x14\x00")])
+def test_other_compressed_formats_are_refused_naming_the_format(tmp_path, name, head):
+    f = tmp_path / f"capture.jsonl.{name}"
+    f.write_bytes(head + np.random.default_rng(3).bytes(500))
+    with pytest.raises(IngestError, match=rf"capture\.jsonl\.{name}") as info:
+        _ingest([f])
+    assert {"gz": "gzip"}.get(name, name) in str(info.value) and "Nothing was ingested" in str(info.value)
+
+
+def test_the_same_file_given_twice_is_refused(tmp_path):
+    good = tmp_path / "day.jsonl"
+    good.write_bytes(b"\n".join(events(6)) + b"\n")
+    with pytest.raises(IngestError, match=r"day\.jsonl.*twice"):
+        _ingest([good, good])
+    link = tmp_path / "alias.jsonl"
+    link.symlink_to(good)
+    with pytest.raises(IngestError, match=r"alias\.jsonl.*twice.*day\.jsonl"):
+        _ingest([good, link])  # the same file under another name: its events would be counted twice
+
+
+@pytest.mark.parametrize("text, needle", [
+    (b"min_account_age_days = 3\n[filters]\n", "min_account_age_days"),  # meant inside [filters]
+    (b"[filter]\nmin_account_age_days = 3\n", "filter"),  # a misspelt table would be ignored
+    (b"", "no [filters]"),
+    (b"filters = 3\n", "must be a table"),
+])
+def test_a_filters_file_never_ignores_what_it_holds(tmp_path, text, needle):
+    from aumann.data.bluesky.filters import load_filters
+    from aumann.errors import ConfigError
+
+    f = tmp_path / "filters.toml"
+    f.write_bytes(text)
+    with pytest.raises(ConfigError, match=r"filters\.toml") as info:
+        load_filters(f)
+    assert needle in str(info.value)
+
+
+def test_a_small_file_whose_only_complete_line_is_garbage_is_still_jsonl(tmp_path):
+    # found by the property test: "\x00\n{event}" without a final newline was refused as binary (events lost)
+    f = tmp_path / "day.jsonl"
+    f.write_bytes(b"\x00\n" + event(0))
+    _, report = _ingest([f])
+    _identity(report)
+    d = report.to_dict()
+    assert (d["valid_events"], d["malformed_lines"], d["lines_read"]) == (1, 1, 2)
