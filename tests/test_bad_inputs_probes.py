@@ -153,3 +153,25 @@ def test_the_study_never_writes_into_the_counts_directory_it_reads(study_dir, ca
     err = capsys.readouterr().err
     assert "OutputError" in err and str(counts) in err and "raw counts directory" in err
     assert {p.name: p.read_bytes() for p in counts.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("phi, needle", [(np.array([["a"] * 6] * 3), "<U1"), (np.ones((3, 6), complex), "complex"),
+                                         (np.ones((3, 6), dtype=object), "object")],
+                         ids=["strings", "complex", "objects"])
+def test_an_attribution_file_with_non_real_phi_is_refused_by_name(tmp_path, phi, needle):
+    import io
+    import zipfile
+
+    src = attribute("heat", PANEL).save(tmp_path / "a.npz")
+    with zipfile.ZipFile(src) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    buf = io.BytesIO()
+    np.save(buf, phi, allow_pickle=True)
+    members["phi.npy"] = buf.getvalue()
+    bad = tmp_path / "bad.npz"
+    with zipfile.ZipFile(bad, "w") as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+    with pytest.raises(AttributionFileError) as info:
+        Attribution.load(bad)
+    assert "bad.npz" in str(info.value) and (needle in str(info.value) or "pickled" in str(info.value))

@@ -85,6 +85,11 @@ class Attribution:
     dims = ("step", "agent")
 
     def __post_init__(self) -> None:
+        for name in ("phi", "delta_v", "f_values", "f_baseline", "phi_features", "stderr"):
+            arr = getattr(self, name)
+            kind = np.asarray(arr).dtype.kind if arr is not None else "f"
+            if kind not in "fiu":  # complex (the imaginary part would be dropped), strings, objects, bools
+                raise ShapeError(f"{name} must hold real numbers; got dtype {np.asarray(arr).dtype}")
         phi = np.asarray(self.phi)
         if phi.ndim != 2:
             raise ShapeError(f"phi must have dims {self.dims} (2-D); got shape {phi.shape}")

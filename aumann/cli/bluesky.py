@@ -227,6 +227,8 @@ def run_study_cmd(args: argparse.Namespace) -> int:
                              interactive=False if getattr(args, "static", False) else None)
     keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
             "cells_skipped_on_resume", "cells_recomputed_after_failed_check", "timings")
-    print(json.dumps({k: summary.get(k) for k in keys}, indent=1))
+    from aumann.io import dumps_json
+
+    print(dumps_json({k: summary.get(k) for k in keys}, indent=1), end="")  # strict JSON: NaN is null
     print(f"tables, figures, summary.json, report.html and report.md in {args.out}")
     return 0
