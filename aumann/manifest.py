@@ -88,9 +88,11 @@ def git_revision(start: Path | None = None) -> str | None:
 
 
 def redact(obj: Any) -> Any:
-    """A copy of ``obj`` with the values of secret-looking keys replaced by ``"<redacted>"``."""
+    """A copy of ``obj`` with the string values of secret-looking keys replaced by ``"<redacted>"``
+    (counts such as ``prompt_tokens`` are numbers, never secrets, and stay)."""
     if isinstance(obj, Mapping):
-        return {k: ("<redacted>" if is_secret_key(k) and v else redact(v)) for k, v in obj.items()}
+        return {k: ("<redacted>" if is_secret_key(k) and isinstance(v, str | bytes) and v else redact(v))
+                for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact(v) for v in obj]
     return obj

@@ -34,6 +34,7 @@ _LAZY = {
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
     "MaskedIndicatorGame": ("aumann.attribution.games", "MaskedIndicatorGame"),
+    "NetworkQuadratic": ("aumann.attribution.network", "NetworkQuadratic"),
     "AgentwiseIndicator": ("aumann.attribution.pooled", "AgentwiseIndicator"),
     "QuadraticIndicator": ("aumann.attribution.pooled", "QuadraticIndicator"),
     "SampledBanzhaf": ("aumann.attribution.sampled", "SampledBanzhaf"),
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution.engine import attribute
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
+    from aumann.attribution.network import NetworkQuadratic
     from aumann.attribution.path import AumannShapley, quadrature
     from aumann.attribution.pooled import AgentwiseIndicator, QuadraticIndicator
     from aumann.attribution.problem import BASELINES, AttributionMethod, Problem, resolve_baseline
@@ -88,6 +90,7 @@ __all__ = [
     "Indicator",
     "LeaveOneOut",
     "MaskedIndicatorGame",
+    "NetworkQuadratic",
     "Panel",
     "PooledForm",
     "Problem",

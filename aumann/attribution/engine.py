@@ -6,7 +6,9 @@ import os
 from typing import Any
 
 import numpy as np
+import torch
 
+from aumann.attribution.device import CPU, pick_device
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
@@ -26,6 +28,7 @@ def attribute(
     rng: RNGLike = None,
     per_feature: bool = False,
     progress: bool = False,
+    device: str | torch.device | None = None,
 ) -> Attribution:
     """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
 
@@ -40,6 +43,13 @@ def attribute(
         rng: seed or Generator for sampled methods (recorded in provenance).
         per_feature: also return per-feature attributions (``Attribution.phi_features``).
         progress: show a progress bar for long computations.
+        device: torch device for the heavy kernels — ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``, or a
+            :class:`torch.device` — or ``None`` for the method's own ``device=`` (else cpu). The path
+            integral and the running-sum kernels of the coalition methods run there; closed forms
+            are memory-bound and run on the host. Results are host numpy arrays either way.
+
+    Raises:
+        MethodError: for an invalid or unavailable device, or a method that is not a method object.
 
     Returns:
         An :class:`Attribution` with ``.phi`` (T, N), ``.delta_v``, ``.efficiency_gap`` and provenance.
@@ -52,7 +62,7 @@ def attribute(
         >>> res.phi.shape
         (14, 1000)
     """
-    if not isinstance(panel, Panel):
+    if panel.__class__ is not Panel and not isinstance(panel, Panel):  # a Panel is validated once, when built
         if isinstance(panel, str | bytes | os.PathLike):
             raise MethodError(f"panel must be a Panel or an array of shape (T, N, D); got the path {panel!r} — load "
                               "it first with Panel.load(path)")
@@ -61,7 +71,7 @@ def attribute(
     per_feature = as_bool(per_feature, "per_feature")
     progress = as_bool(progress, "progress")
     if method is None:
-        method = AumannShapley()
+        method = _DEFAULT_METHOD
     elif isinstance(method, type) and issubclass(method, AttributionMethod):
         method = method()
     if not isinstance(method, AttributionMethod):
@@ -69,11 +79,16 @@ def attribute(
             f"method must be an attribution method object such as AumannShapley(), SampledShapley(...); "
             f"got {method!r}"
         )
-    problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress)
+    dev = CPU if device is None and method.device is None else pick_device(device, method.device)
+    problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
+                            device=dev)
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return method.attribute(problem, rng=rng)
+
+
+_DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one default instance serves every call
 
 
 __all__ = ["attribute"]

@@ -138,10 +138,11 @@ class MaskedIndicatorGame(CoalitionGame):
         self.n_players = N
         self.player_ids = problem.panel.agent_ids
         self.name = problem.f.name
-        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]))  # (N, D)
+        self.device = problem.device
+        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]), device=self.device)  # (N, D)
         base = problem.baseline[t if problem.baseline.shape[0] > 1 else 0]  # (N, D) or (1, D)
         # a shared baseline row stays a broadcast view (no (N, D) copy per step)
-        self.b = torch.as_tensor(np.ascontiguousarray(base)).to(self.x.dtype).expand(N, D)
+        self.b = torch.as_tensor(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
 
@@ -151,14 +152,18 @@ class MaskedIndicatorGame(CoalitionGame):
         step = max(1, self.memory_budget // self.row_bytes)
         with torch.no_grad():
             for s in range(0, B, step):
-                m = torch.as_tensor(masks[s:s + step])[..., None]
+                m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]
                 z = torch.where(m, self.x, self.b)  # (b, N, D)
                 t_idx = np.full(z.shape[0], self.t, dtype=np.int64)
-                out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).numpy()
+                out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).cpu().numpy()
         return out
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
+        custom = getattr(f, "masking_kernel", None)
+        if custom is not None and fast is not False:  # the indicator brings its own structured kernel
+            return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                          memory_budget=memory_budget)
         structured = not f.uses_context and (
             isinstance(f, AgentwiseIndicator | QuadraticIndicator) or f.pooled is not None)
         if fast is False or (fast is None and not structured):
@@ -169,7 +174,7 @@ class MaskedIndicatorGame(CoalitionGame):
             raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         with torch.no_grad():
-            if isinstance(f, QuadraticIndicator):
+            if isinstance(f, QuadraticIndicator):  # block updates of C u: a host kernel
                 if tuple(f.C.shape) != (self.n_players, self.n_players):
                     raise IndicatorError(f"indicator {f.name!r}: C has shape {tuple(f.C.shape)}; the panel has "
                                          f"N = {self.n_players} agents, so C must be ({self.n_players}, "
@@ -179,17 +184,17 @@ class MaskedIndicatorGame(CoalitionGame):
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
             if isinstance(f, AgentwiseIndicator):
-                a, b, rho = _np(f.psi(x64)), _np(f.psi(b64)), f.rho
+                a, b, rho = f.psi(x64), f.psi(b64), f.rho
             else:
                 n = self.n_players
-                a, b, rho = _np(f.pooled.psi(x64)) / n, _np(f.pooled.psi(b64)) / n, f.pooled.rho
+                a, b, rho = f.pooled.psi(x64) / n, f.pooled.psi(b64) / n, f.pooled.rho
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
-            raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {a.shape}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget)
+            raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(torch.float64).numpy()
+    return t.detach().to(torch.float64).cpu().numpy()
 
 
 __all__ = ["CoalitionGame", "FunctionGame", "GameError", "MaskedIndicatorGame"]

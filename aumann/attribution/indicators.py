@@ -21,6 +21,11 @@ Closed forms (Appendix F; valid for the zero baseline z⁰ = 0), per feature d:
 * gini: φ_{i,d} = z_{i,d} (2k_i − n − 1) / n², k_i the (average, for ties) rank of g_i
 * pairwise: φ_{i,d} = z_{i,d} (Σ_k g_k − g_i) / (2n²)
 
+lin and heat (and linear combinations of them) are *linear* closed forms, φ_{i,d} = z_{i,d} c_d with
+c depending on z only through the column means: they declare ``has_linear_closed_form`` and give c,
+f(z) and f(0) from the means (:meth:`Indicator.linear_coefficients`), and the engine streams z twice
+(:mod:`aumann.attribution.streaming`).
+
 Pooled indicators f = ρ(mean_i ψ(z_i)) declare ψ and ρ in :class:`PooledForm`, which lets
 coalition methods keep running sums (O(N) per permutation) instead of re-evaluating f.
 """
@@ -28,6 +33,7 @@ coalition methods keep running sums (O(N) per permutation) instead of re-evaluat
 from __future__ import annotations
 
 import inspect
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution.streaming import linear_closed_form
 from aumann.checks import as_float, as_real_array, user_code
 from aumann.errors import IndicatorError, UnknownIndicatorError
 
@@ -68,6 +75,7 @@ class Indicator(ABC):
     pooled: PooledForm | None = None
     uses_context: bool = False
     has_closed_form: bool = False
+    has_linear_closed_form: bool = False
 
     @abstractmethod
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
@@ -84,6 +92,14 @@ class Indicator(ABC):
         (T, N), and f_values = f(z_t), f_baseline = f(0) as (T,) arrays.
         """
         raise IndicatorError(f"indicator {self.name!r} has no closed form")
+
+    def linear_coefficients(self, means: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For closed forms φ_{t,i} = Σ_d z_{t,i,d} c_{t,d} (``has_linear_closed_form``): the
+        coefficients c (T, D), f(z_t) and f(0) (T,) from the float64 column means (T, D) at scale n.
+
+        The engine streams z twice around this call (:mod:`aumann.attribution.streaming`).
+        """
+        raise IndicatorError(f"indicator {self.name!r} has no linear closed form")
 
     # linear combinations keep closed forms (the linearity axiom holds for them too)
     def __add__(self, other: Indicator) -> Indicator:
@@ -157,17 +173,24 @@ class Lin(Indicator):
 
     name = "lin"
     has_closed_form = True
+    has_linear_closed_form = True
     pooled = PooledForm(psi=lambda z: z.sum(dim=-1, keepdim=True), rho=lambda m: m[..., 0], linear_psi=True)
 
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return _g(z).mean(dim=-1)
 
+    def linear_coefficients(self, means, n):
+        coef = np.full(means.shape, 1.0 / n)
+        f = means.sum(axis=1)
+        return coef, f, np.zeros_like(f)
+
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
-        n = values.shape[1]
-        g = torch.as_tensor(values).sum(dim=-1)  # (T, N); torch reductions stream at memory speed
-        f = g.sum(dim=1).double().numpy() / n
-        phi = values / n if per_feature else (g / n).numpy()
-        return phi, f, np.zeros_like(f)
+        return _linear(self, values, per_feature)
+
+
+def _linear(f: Indicator, values: np.ndarray, per_feature: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cf = linear_closed_form(f, values, per_feature=per_feature)
+    return (cf.phi_features if per_feature else cf.phi), cf.f_values, cf.f_baseline
 
 
 def _log1p_over(h: np.ndarray, d: int) -> np.ndarray:
@@ -186,30 +209,32 @@ class Heat(Indicator):
 
     name = "heat"
     has_closed_form = True
+    has_linear_closed_form = True
     pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True)
 
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return torch.log1p(z.mean(dim=-2).prod(dim=-1))
 
-    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
-        _, n, D = values.shape
-        x = torch.as_tensor(values)
-        m = x.sum(dim=1).double().numpy() / n  # (T, D); one streaming pass
-        h = m.prod(axis=1)  # (T,)
-        others = np.empty_like(m)
-        for d in range(D):
-            others[:, d] = np.prod(np.delete(m, d, axis=1), axis=1)
-        coef = others / n * _log1p_over(h, D)[:, None]  # (T, D): φ_{i,d} = z_{i,d} coef_d
+    def linear_coefficients(self, means, n):
+        T, D = means.shape
+        if T == 1:  # one step (the common small call): plain floats, same operations in the same order
+            m = means[0].tolist()
+            h = math.prod(m)
+            others = [math.prod(m[:d] + m[d + 1:]) for d in range(D)]
+            f = math.log1p(h) if h > -1.0 else math.nan  # NaN like numpy (the engine raises a typed error)
+            scale = (1.0 - h / 2.0) / D if abs(h) < 1e-8 else f / (D * h)
+            return np.array([[o / n * scale for o in others]]), np.array([f]), np.zeros(1)
+        h = means.prod(axis=1)  # (T,)
         f = np.log1p(h)
-        c = torch.as_tensor(coef, dtype=x.dtype)
-        if per_feature:
-            phi = (x * c[:, None, :]).numpy()
-        else:  # one matrix-vector product per step into the output: one streaming pass, no temporary
-            out = torch.empty(x.shape[:2], dtype=x.dtype)
-            for t in range(x.shape[0]):
-                torch.mv(x[t], c[t], out=out[t])
-            phi = out.numpy()
-        return phi, f, np.zeros_like(f)
+        others = np.repeat(means[:, None, :], D, axis=1)  # row d: the means with m_d replaced by 1
+        others.reshape(T, D * D)[:, :: D + 1] = 1.0
+        others = others.prod(axis=2)  # Π_{d'≠d} m_{d'}, multiplied in index order
+        small = np.abs(h) < 1e-8
+        scale = f / (D * h) if not small.any() else _log1p_over(h, D)  # log(1 + H) / (D·H)
+        return others / n * scale[:, None], f, np.zeros(T)  # φ_{i,d} = z_{i,d} coef_d
+
+    def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        return _linear(self, values, per_feature)
 
 
 class Var(Indicator):
@@ -322,11 +347,18 @@ class LinearCombination(Indicator):
         self.name = " + ".join(f"{w:g}*{i.name}" for w, i in flat)
         self.uses_context = any(i.uses_context for _, i in flat)
         self.has_closed_form = all(i.has_closed_form for _, i in flat)
+        self.has_linear_closed_form = all(i.has_linear_closed_form for _, i in flat)
 
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
         return sum(w * i(z, context) for w, i in self.terms)  # type: ignore[return-value]
 
+    def linear_coefficients(self, means, n):
+        parts = [(w, i.linear_coefficients(means, n)) for w, i in self.terms]
+        return tuple(sum(w * p[k] for w, p in parts) for k in range(3))  # type: ignore[return-value]
+
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
+        if self.has_linear_closed_form:  # one streaming pass for the whole combination
+            return _linear(self, values, per_feature)
         parts = [(w, i.closed_form(values, per_feature=per_feature)) for w, i in self.terms]
         phi = sum(w * p[0] for w, p in parts)
         f = sum(w * p[1] for w, p in parts)

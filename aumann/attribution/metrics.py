@@ -31,6 +31,8 @@ agents are deleted by some oracle; both in the units of f; normalised by f, not 
 * ``mean_relative_drop``  (1/K_del) Σ_{k=1}^{K_del} (f − f_k) / f — the ``deletion_auc`` column of
                           ``faithfulness.csv``. ↑
 * ``relative_drop_at_k``  100 · (f − f_k) / f — the ``drop_at_5`` column (k = 5), in percent. ↑
+* ``log_k_grid``          the k at which large-N studies also delete: 1, 3, 10, 30, …, 10⁵ (k ≤ N/2);
+                          the mean relative drop over it is the ``deletion_auc_logk`` column.
 
 A *deletion oracle* is a callable ``oracle(deleted_ids) -> float`` that puts the given agents into
 their baseline state and returns the indicator; :func:`masking_oracle` builds the baseline-masking one
@@ -220,6 +222,19 @@ def topk_overlap(estimate: Scores, reference: Scores, k: int, *, by: str = "valu
 
 
 # ---------------------------------------------------------------------- the study's deletion metrics
+def log_k_grid(n: int, top: int = 100_000) -> list[int]:
+    """The log-spaced deletion grid k = 1, 3, 10, 30, 100, … up to min(``top``, N/2) (at least [1])."""
+    ks: list[int] = []
+    e = 0
+    while True:
+        for m in (1, 3):
+            k = m * 10**e
+            if k > min(top, max(1, n // 2)):
+                return ks or [1]
+            ks.append(k)
+        e += 1
+
+
 def relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> np.ndarray:
     """(f − f_k) / f for each entry of ``f_k`` (NaN where f = 0: a zero indicator cannot be normalised,
     and the tables report that instead of hiding it)."""
@@ -354,6 +369,7 @@ __all__ = [
     "drop_at_k",
     "efficiency_error",
     "kendall_tau",
+    "log_k_grid",
     "mae",
     "masking_oracle",
     "mean_relative_drop",

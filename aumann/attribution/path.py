@@ -27,8 +27,11 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from aumann.attribution.device import memory_budget as device_budget
+from aumann.attribution.device import resolve_device
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
+from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
 from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.progress import progress_bar
@@ -73,10 +76,14 @@ class AumannShapley(AttributionMethod):
         max_steps: the largest K adaptive mode may use.
         closed_form: ``None`` (use it when the indicator has one and the baseline is zero),
             ``True`` (require it; :class:`ClosedFormUnavailable` otherwise) or ``False`` (always integrate).
-        memory_budget: bytes of working memory for a batch of integration points (default 256 MiB).
+        memory_budget: bytes of working memory for a batch of integration points (default: 256 MiB on
+            the host, a share of the free memory on a GPU).
         pooled_fast_path: for indicators declaring a pooled form with linear ψ (``lin``, ``heat``),
             integrate ∇ρ along the path of the means instead of back-propagating through all agents
             (same quadrature, same numbers, O(N + K)); ``False`` forces the generic autograd path.
+        device: torch device of the generic autograd integral (``"cuda"``, ``"cuda:1"``, ...); the
+            ``device=`` of :func:`~aumann.attribution.attribute` does the same. Closed forms and the
+            O(N + K) pooled integrator run on the host.
 
     Example:
         >>> from aumann.attribution import Panel, attribute, indicators, AumannShapley
@@ -93,7 +100,8 @@ class AumannShapley(AttributionMethod):
 
     def __init__(self, steps: int = 30, rule: Rule = "gauss-legendre", power: float = 1.0, *,
                  tol: float | None = None, max_steps: int = 2048, closed_form: bool | None = None,
-                 memory_budget: int = 256 * 2**20, pooled_fast_path: bool = True) -> None:
+                 memory_budget: int | None = None, pooled_fast_path: bool = True,
+                 device: str | torch.device | None = None) -> None:
         self.rule = as_choice(rule, "rule (quadrature rule)", _RULES)
         self.steps = as_int(steps, f"steps (integration points K, {self.rule} rule)", minimum=1,
                             maximum=MAX_STEPS[self.rule])
@@ -102,8 +110,10 @@ class AumannShapley(AttributionMethod):
                                                      exclusive_minimum=True)
         self.max_steps = as_int(max_steps, f"max_steps ({self.rule} rule)", minimum=1, maximum=MAX_STEPS[self.rule])
         self.closed_form = as_optional_bool(closed_form, "closed_form")
-        self.memory_budget = as_int(memory_budget, "memory_budget (bytes)", minimum=1)
+        self.memory_budget = None if memory_budget is None else as_int(
+            memory_budget, "memory_budget (bytes)", minimum=2**16)
         self.pooled_fast_path = as_bool(pooled_fast_path, "pooled_fast_path")
+        self.device = None if device is None else resolve_device(device)
 
     def __repr__(self) -> str:
         return (f"AumannShapley(steps={self.steps}, rule={self.rule!r}, power={self.power:g}, tol={self.tol}, "
@@ -122,25 +132,38 @@ class AumannShapley(AttributionMethod):
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
         t0 = time.perf_counter()
         if self.uses_closed_form(problem):
-            phi, fv, fb = problem.f.closed_form(problem.x, per_feature=problem.per_feature)
-            phi_feat = phi if problem.per_feature else None
-            if problem.per_feature:
-                phi = phi.sum(axis=2)
+            f = problem.f
+            if f.has_linear_closed_form:  # two streaming reads of z; Σ_i φ comes with it
+                cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature,
+                                        steps=problem.panel.steps)
+                phi, fv, fb, sums, phi_feat = cf.phi, cf.f_values, cf.f_baseline, cf.phi_sums, cf.phi_features
+            else:
+                phi, fv, fb = f.closed_form(problem.x, per_feature=problem.per_feature)
+                phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
+                if problem.per_feature:
+                    phi = phi.sum(axis=2)
             prov = {"closed_form": True, "steps": None, "rule": "closed-form", "power": None,
                     "seconds": time.perf_counter() - t0}
             return problem.result(phi, method=self.name, provenance=prov, f_values=fv, f_baseline=fb,
-                                  phi_features=phi_feat, rng=rng)
+                                  phi_features=phi_feat, rng=rng, phi_sums=sums)
 
         steps = self.steps
         history: list[tuple[int, float]] = []
         pooled = self._linear_pooled(problem)
         while True:
-            phi_feat = self._integrate_pooled(problem, steps, pooled) if pooled else self._integrate(problem, steps)
-            phi = phi_feat.sum(axis=2)
+            out = self._integrate_pooled(problem, steps, pooled) if pooled else None
+            integrator = "pooled-linear"
+            ends: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+            if out is None:
+                out, integrator = self._integrate(problem, steps), "autograd"
+            else:
+                out, ends = out
+            phi, phi_feat, sums = out
             res = problem.result(
-                phi, method=self.name, phi_features=phi_feat, rng=rng,
+                phi, method=self.name, phi_features=phi_feat, rng=rng, phi_sums=sums,
+                f_values=ends[0], f_baseline=ends[1],
                 provenance={"closed_form": False, "steps": steps, "rule": self.rule, "power": self.power,
-                            "integrator": "pooled-linear" if pooled else "autograd"},
+                            "integrator": integrator},
             )
             gap = float(res.relative_efficiency_gap.max())
             history.append((steps, gap))
@@ -160,20 +183,33 @@ class AumannShapley(AttributionMethod):
             return None
         return pooled
 
-    def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> np.ndarray:
+    def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> tuple[
+            _Integral, tuple[np.ndarray, np.ndarray]] | None:
         """Linear-ψ pooled indicators: ∇_{z_i} f(z(τ)) = A ∇ρ(m(τ)) / n for every agent i, with
-        ψ(z) = z A and m(τ) = ψ(mean z⁰) + τ ψ(mean δ); so G_t = A Σ_k w_k ∇ρ(m_t(τ_k)) / n."""
+        ψ(z) = z A and m(τ) = ψ(mean z⁰) + τ ψ(mean δ); so G_t = A Σ_k w_k ∇ρ(m_t(τ_k)) / n and
+        φ_{t,i} = δ_{t,i} · G_t, one streaming pass (on the host: O(N + K), nothing to offload).
+
+        Computed one step at a time in float64 (a float32 panel is upcast step by step, never whole):
+        returns (φ (T, N) float64, per-feature φ (T, N, D) float64 or None, Σ_i φ (T,)) and
+        (f(z_t), f(z⁰_t)) = (ρ(ψ(mean z_t)), ρ(ψ(mean z⁰_t))) from the same means (ψ is linear);
+        ``None`` when ψ is affine rather than linear (the generic integrator then takes over)."""
         T, N, D = problem.shape
         nodes, weights = quadrature(steps, self.rule, self.power)
-        x = torch.as_tensor(problem.x)
-        dtype = x.dtype
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline)).to(dtype)
+        dtype = torch.float64
         eye = torch.eye(D, dtype=dtype)
         a = pooled.psi(eye[None])[0]  # (D, P): rows are ψ(e_d)
         if not torch.equal(pooled.psi(torch.zeros(1, 1, D, dtype=dtype))[0, 0], torch.zeros(a.shape[1], dtype=dtype)):
-            return self._integrate(problem, steps)  # affine, not linear: use the generic path
-        mean_b = base.mean(dim=1).expand(T, D)  # (T, D)
-        mean_x = x.mean(dim=1)
+            return None
+        base_np = problem.baseline
+        shared = base_np.shape[0] == 1
+        b_shared = np.ascontiguousarray(base_np[0], dtype=np.float64) if shared else None
+
+        def base_t(t: int) -> np.ndarray:  # (N|1, D) float64
+            return b_shared if shared else np.ascontiguousarray(base_np[t], dtype=np.float64)
+
+        mean_x = torch.from_numpy(column_sums(problem.x) / N)  # (T, D) float64, one streaming read
+        mean_b = torch.stack([torch.from_numpy(base_t(t).mean(axis=0)) for t in range(1 if shared else T)]
+                             ).expand(T, D)
         tau = torch.as_tensor(nodes, dtype=dtype)
         w = torch.as_tensor(weights, dtype=dtype)
         m = (mean_b @ a)[:, None, :] + tau[None, :, None] * ((mean_x - mean_b) @ a)[:, None, :]  # (T, K, P)
@@ -183,37 +219,62 @@ class AumannShapley(AttributionMethod):
             raise IndicatorError(f"pooled rho of {problem.f.name!r} returned shape {tuple(out.shape)} for means "
                                  f"{tuple(m.shape)}")
         (grad_m,) = torch.autograd.grad(out.sum(), m, allow_unused=True)
+        with torch.no_grad():
+            ends = (pooled.rho(mean_x @ a).double().numpy(), pooled.rho(mean_b @ a).double().numpy())
+        phi = np.zeros((T, N), dtype=np.float64)
+        phi_feat = np.zeros((T, N, D), dtype=np.float64) if problem.per_feature else None
         if grad_m is None:
-            return np.zeros((T, N, D), dtype=problem.x.dtype)
+            return (phi, phi_feat, np.zeros(T)), ends
         if not torch.isfinite(grad_m).all():
             raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
                                  f"{_first_bad_step(problem, grad_m)}")
-        g = torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N  # (T, D): the same for every agent
-        delta = x - base if not problem.baseline_is_zero else x
-        return (delta.expand(T, N, D) * g[:, None, :]).numpy()
+        g = (torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N).numpy()  # (T, D): the same for every agent
+        sums = np.zeros(T)
+        for t in range(T):
+            # the panel's own memory when it is float64 (read only); a float32 step is upcast alone
+            delta = np.asarray(problem.x[t], dtype=np.float64)
+            if not problem.baseline_is_zero:
+                delta = delta - base_t(t)
+            row, s = weighted_rows(delta[None], g[t:t + 1])
+            phi[t], sums[t] = row[0], s[0]
+            if phi_feat is not None:
+                np.multiply(delta, g[t], out=phi_feat[t])
+        return (phi, phi_feat, sums), ends
 
-    def _integrate(self, problem: Problem, steps: int) -> np.ndarray:
-        """(T, N, D) per-feature attributions by quadrature with ``steps`` points.
+    def _integrate(self, problem: Problem, steps: int) -> _Integral:
+        """φ (T, N), per-feature φ (T, N, D) if asked for, and Σ_i φ (T,), by quadrature on problem.device.
 
         G_t = Σ_k w_k ∇f(z⁰_t + τ_k δ_t) and φ_t = δ_t ⊙ G_t. Batches are blocks of whole steps
         (all K points of several steps in one call) when they fit the memory budget, else chunks of
-        points within one step; both are slices, never gathers.
+        points within one step, written into one reused buffer. Steps travel to the device as they
+        are needed and their φ comes straight back, so the device holds one batch, not the panel.
         """
         T, N, D = problem.shape
+        dev = problem.device
         nodes, weights = quadrature(steps, self.rule, self.power)
-        dtype = torch.float32 if problem.x.dtype == np.float32 else torch.float64
-        x = torch.as_tensor(problem.x)
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline)).to(dtype)  # (T|1, N|1, D)
+        np_dtype = np.float32 if problem.x.dtype == np.float32 else np.float64
+        dtype = torch.float32 if np_dtype == np.float32 else torch.float64
+        x = problem.x
+        shared_base = problem.baseline.shape[0] == 1  # (1, N|1, D): one copy on the device serves every step
+        base = torch.as_tensor(np.ascontiguousarray(problem.baseline[:1]), dtype=dtype, device=dev)
         zero_base = problem.baseline_is_zero
-        tau = torch.as_tensor(nodes, dtype=dtype)
-        w = torch.as_tensor(weights, dtype=dtype)
-        grad_sum = torch.zeros((T, N, D), dtype=dtype)
+        tau = torch.as_tensor(nodes, dtype=dtype, device=dev)
+        w = torch.as_tensor(weights, dtype=dtype, device=dev)
+        ones = torch.ones(D, dtype=dtype, device=dev)
         item_bytes = N * D * (4 if dtype == torch.float32 else 8)
-        per_batch = max(1, int(self.memory_budget // (6 * item_bytes)))
+        budget = device_budget(dev, self.memory_budget, _HOST_BUDGET)
+        per_batch = max(1, int(budget // (6 * item_bytes)))
+        phi = np.empty((T, N), dtype=np_dtype)
+        phi_feat = np.empty((T, N, D), dtype=np_dtype) if problem.per_feature else None
+        sums = np.empty(T)
 
-        def base_of(t0: int, t1: int) -> torch.Tensor:
-            b = base if base.shape[0] == 1 else base[t0:t1]
-            return b.expand(t1 - t0, N, D)
+        def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
+            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them)."""
+            xb = _tensor(x[t0:t1]).to(dev, dtype)
+            if zero_base:
+                return xb, xb
+            b = base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype)
+            return xb, xb - b
 
         def grad_of(z: torch.Tensor, t_idx: np.ndarray) -> torch.Tensor | None:
             z = z.detach().requires_grad_(True)
@@ -226,59 +287,69 @@ class AumannShapley(AttributionMethod):
             (g,) = torch.autograd.grad(out.sum(), z, allow_unused=True)
             return g  # None: f does not depend on z at all (every agent is a dummy)
 
+        def finish(t0: int, t1: int, delta: torch.Tensor, grad: torch.Tensor) -> None:
+            if not torch.isfinite(grad).all():
+                raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration "
+                                     f"path {_first_bad_step(problem, grad, offset=t0)}; is it C¹ between the "
+                                     "baseline and the panel?")
+            grad.mul_(delta)  # φ per feature, in place: no second (steps, N, D) buffer
+            rows = grad @ ones  # Σ_d: a matrix-vector product (a strided reduction over D is far slower)
+            phi[t0:t1] = rows.cpu().numpy()
+            sums[t0:t1] = rows.sum(dim=-1, dtype=torch.float64).cpu().numpy()
+            if phi_feat is not None:
+                phi_feat[t0:t1] = grad.cpu().numpy()
+
         steps_per_batch = per_batch // steps
-        total = T * steps
-        progress = progress_bar(problem.progress, total, f"path integral K={steps}")
+        progress = progress_bar(problem.progress, T * steps, f"path integral K={steps}")
         try:
             if steps_per_batch >= 1:  # whole steps per call: z has shape (tb·K, N, D)
                 for t0 in range(0, T, steps_per_batch):
                     t1 = min(T, t0 + steps_per_batch)
-                    xb = x[t0:t1]
-                    bb = base_of(t0, t1)
-                    if zero_base:
-                        z = tau.view(1, -1, 1, 1) * xb.unsqueeze(1)
-                    else:
-                        z = bb.unsqueeze(1) + tau.view(1, -1, 1, 1) * (xb - bb).unsqueeze(1)
-                    t_idx = np.repeat(np.arange(t0, t1), steps)
-                    g = grad_of(z.reshape(-1, N, D), t_idx)
-                    if g is not None:
-                        grad_sum[t0:t1] += torch.einsum("k,tknd->tnd", w, g.view(t1 - t0, steps, N, D))
+                    xb, db = on_device(t0, t1)
+                    z = tau.view(1, -1, 1, 1) * db.unsqueeze(1)
+                    if not zero_base:
+                        z += (xb - db).unsqueeze(1)
+                    g = grad_of(z.reshape(-1, N, D), np.repeat(np.arange(t0, t1), steps))
+                    grad = (torch.zeros_like(db) if g is None
+                            else torch.einsum("k,tknd->tnd", w, g.view(t1 - t0, steps, N, D)))
+                    finish(t0, t1, db, grad)
                     if progress is not None:
                         progress.advance((t1 - t0) * steps)
-            else:  # chunks of points within one step: z has shape (kc, N, D)
+            else:  # chunks of points within one step, written into one reused buffer
+                buf = torch.empty((per_batch, N, D), dtype=dtype, device=dev)
                 for t in range(T):
-                    xt = x[t]
-                    bt = base_of(t, t + 1)[0]
-                    dt = xt if zero_base else xt - bt
+                    xt, dt = on_device(t, t + 1)
+                    xt, dt = xt[0], dt[0]
+                    grad = torch.zeros_like(dt)
                     for k0 in range(0, steps, per_batch):
                         k1 = min(steps, k0 + per_batch)
-                        if k1 - k0 == 1:  # a scalar multiply is a faster kernel than a broadcast one
-                            z = (dt * float(tau[k0]))[None] if zero_base else (bt + dt * float(tau[k0]))[None]
-                        else:
-                            tk = tau[k0:k1].view(-1, 1, 1)
-                            z = tk * dt if zero_base else bt + tk * dt
+                        z = buf[: k1 - k0]
+                        torch.mul(tau[k0:k1].view(-1, 1, 1), dt, out=z)
+                        if not zero_base:
+                            z += xt - dt
                         g = grad_of(z, np.full(k1 - k0, t))
                         if g is not None:
                             if k1 - k0 == 1:
-                                grad_sum[t].add_(g[0], alpha=float(w[k0]))
+                                grad.add_(g[0], alpha=float(weights[k0]))
                             else:
-                                grad_sum[t] += torch.einsum("k,knd->nd", w[k0:k1], g)
+                                grad += torch.einsum("k,knd->nd", w[k0:k1], g)
                         if progress is not None:
                             progress.advance(k1 - k0)
+                    finish(t, t + 1, dt[None], grad[None])
         finally:
             if progress is not None:
                 progress.stop()
-        if not torch.isfinite(grad_sum).all():
-            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
-                                 f"{_first_bad_step(problem, grad_sum)}; is it C¹ between the baseline and the panel?")
-        delta = x - base if not zero_base else x
-        return (delta.expand(T, N, D) * grad_sum).numpy()
+        return phi, phi_feat, sums
 
 
-def _first_bad_step(problem: Problem, grad: torch.Tensor) -> str:
-    """``"at step <label>"`` for the first step (leading axis of ``grad``) holding NaN/inf."""
-    bad = ~torch.isfinite(grad.reshape(grad.shape[0], -1)).all(dim=1)
-    t = int(torch.nonzero(bad)[0, 0]) if bad.any() else 0
+_HOST_BUDGET = 256 * 2**20
+_Integral = tuple[np.ndarray, np.ndarray | None, np.ndarray]  # φ (T, N), φ per feature (T, N, D) or None, Σ_i φ
+
+
+def _first_bad_step(problem: Problem, grad: torch.Tensor, offset: int = 0) -> str:
+    """``"at step <label>"`` for the first step (leading axis of ``grad``, step ``offset`` first) holding NaN/inf."""
+    bad = ~torch.isfinite(grad.reshape(grad.shape[0], -1)).all(dim=1).cpu()
+    t = offset + (int(torch.nonzero(bad)[0, 0]) if bad.any() else 0)
     label = problem.panel.steps[t]
     return f"at step {label.item() if hasattr(label, 'item') else label!r}"
 

@@ -25,7 +25,8 @@ is (q_i − q⁰_i) + δ_i (C u_S)_i + ½ C_ii δ_i². Along a permutation (C u)
 (one row-gather and matrix–vector product per block), O(N²) per permutation with O(N·block) memory,
 instead of O(N³) for N re-evaluations of the quadratic form.
 
-All kernels compute in float64 and never evaluate f through torch autograd.
+All kernels compute in float64 and never evaluate f through torch autograd. The additive kernel
+runs in torch on the method's device (``device="cuda"``); the quadratic kernel runs on the host.
 """
 
 from __future__ import annotations
@@ -37,17 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Context, Indicator
 from aumann.checks import as_real_array
 from aumann.errors import IndicatorError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
-
-
-def _rho_numpy(rho: Callable[[torch.Tensor], torch.Tensor], s: np.ndarray) -> np.ndarray:
-    with torch.no_grad():
-        out = rho(torch.from_numpy(np.ascontiguousarray(s)))
-    return out.detach().to(torch.float64).numpy()
 
 
 # ---------------------------------------------------------------------- declarations
@@ -138,6 +134,16 @@ class GameKernel(ABC):
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """(c, N) marginals in player order along ``perms`` (and along the reversed perms, or None)."""
 
+    def prefix_marginals_tensor(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`prefix_marginals` as float64 tensors on the kernel's device (where the method accumulates)."""
+        fwd, rev = self.prefix_marginals(perms, reverse)
+        return torch.from_numpy(fwd), None if rev is None else torch.from_numpy(rev)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the kernel computes (host numpy unless a subclass runs torch on a device)."""
+        return CPU
+
     @abstractmethod
     def flip_marginals(self, masks: np.ndarray) -> np.ndarray:
         """v(S ∪ {i}) − v(S \\ {i}) for every player i and coalition in ``masks`` (B, N) → (B, N)."""
@@ -212,79 +218,117 @@ class GenericKernel(GameKernel):
         return v_full - self.v(masks)
 
 
-@dataclass
 class AdditiveKernel(GameKernel):
-    """v(S) = ρ(Σ_{i∈S} a_i + Σ_{i∉S} b_i); a, b of shape (N, P)."""
+    """v(S) = ρ(Σ_{i∈S} a_i + Σ_{i∉S} b_i); a, b of shape (N, P).
 
-    a: np.ndarray
-    b: np.ndarray
-    rho: Callable[[torch.Tensor], torch.Tensor]
-    memory_budget: int = DEFAULT_MEMORY_BUDGET
-    kind: str = "additive"
+    Everything runs in float64 torch on ``device`` (the host by default): a chunk of c
+    permutations is one gather of the (P, N) table a − b into (P, c, N), one in-place cumulative
+    sum along contiguous rows, one call of ρ, one difference and one scatter back to player order.
+    Permutations come from the host; only the (c, N) index block travels to the device.
+    """
 
-    def __post_init__(self) -> None:
-        self.a = np.ascontiguousarray(self.a, dtype=np.float64)
-        self.b = np.ascontiguousarray(self.b, dtype=np.float64)
-        self.n, self.p = self.a.shape
-        self.delta = self.a - self.b
-        self._delta_t: np.ndarray | None = None
-        self.sum_b = np.einsum("ij->j", self.b)  # column sums; 4× faster than .sum(axis=0) on (N, P)
-        self.sum_a = self.sum_b + np.einsum("ij->j", self.delta)
+    kind = "additive"
+
+    def __init__(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor,
+                 rho: Callable[[torch.Tensor], torch.Tensor], memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                 device: torch.device = CPU) -> None:
+        a64 = torch.as_tensor(a, dtype=torch.float64, device=device)
+        b64 = torch.as_tensor(b, dtype=torch.float64, device=device)
+        if a64.shape != b64.shape or a64.ndim != 2:
+            raise IndicatorError(f"additive game terms must be two (N, P) arrays; got {tuple(a64.shape)} and "
+                                 f"{tuple(b64.shape)}")
+        self.rho = rho
+        self.memory_budget = int(memory_budget)
+        self._device = torch.device(device)
+        self.n, self.p = a64.shape
+        self.delta = (a64 - b64).contiguous()  # (N, P)
+        self.sum_b = b64.sum(dim=0)
+        self.sum_a = self.sum_b + self.delta.sum(dim=0)
+        self._delta_t: torch.Tensor | None = None
+        self._ends: tuple[float, float] | None = None
 
     @property
-    def delta_t(self) -> np.ndarray:
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def delta_t(self) -> torch.Tensor:
         """(P, N) copy of a − b, made on first use (permutation sampling only)."""
         if self._delta_t is None:
-            self._delta_t = np.ascontiguousarray(self.delta.T)
+            self._delta_t = self.delta.T.contiguous()
         return self._delta_t
 
     def ends(self):
-        e = self._rho(np.stack([self.sum_b, self.sum_a]))
-        return float(e[0]), float(e[1])
+        if self._ends is None:
+            e = self._rho(torch.stack([self.sum_b, self.sum_a]))
+            self._ends = (float(e[0]), float(e[1]))
+        return self._ends
 
-    def _rho(self, s: np.ndarray) -> np.ndarray:
-        return _rho_numpy(self.rho, s)
+    def _rho(self, s: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rho(s).detach().to(torch.float64)
 
     def values(self, masks):
-        return self._rho(self.sum_b + masks.astype(np.float64) @ self.delta)
+        m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
+        return self._rho(self.sum_b + m @ self.delta).cpu().numpy()
 
     def chunk_permutations(self):
-        return max(1, self.memory_budget // (4 * 8 * self.n * self.p))
+        # per permutation: the (P, N) running sums, ρ's (N,) output, marginals, scatter target, indices
+        return max(1, self.memory_budget // ((self.p + 5) * 8 * self.n))
 
     def prefix_marginals(self, perms, reverse):
+        fwd, rev = self.prefix_marginals_tensor(perms, reverse)
+        return fwd.cpu().numpy(), None if rev is None else rev.cpu().numpy()
+
+    def prefix_marginals_tensor(self, perms, reverse):
+        c, n = perms.shape
         v0, vN = self.ends()
-        # (P, c, N) layout: the gather and the cumulative sum run over contiguous agent rows
-        g = np.take(self.delta_t, perms, axis=1)
+        perms = np.asarray(perms, dtype=np.int64)
+        idx = torch.from_numpy(perms).to(self._device)
+        # (P, c, N) layout: the gather reads the contiguous rows of a − b, the cumsum runs along them
+        if self._device.type == "cpu":  # numpy's take: 2–3× faster than torch's index_select along dim 1
+            g = torch.from_numpy(np.take(self.delta_t.numpy(), perms, axis=1))
+        else:
+            g = self.delta_t.index_select(1, idx.reshape(-1)).view(self.p, c, n)
         g[:, :, 0] += self.sum_b[:, None]
-        np.cumsum(g, axis=2, out=g)  # g[:, p, k] = sums of the coalition π_p[:k+1]
+        g.cumsum_(dim=2)  # g[:, p, k] = sums of the coalition π_p[:k+1]
         vals = self._rho_t(g)  # (c, N)
-        marg = np.empty_like(vals)
-        marg[:, 0] = vals[:, 0] - v0
-        np.subtract(vals[:, 1:], vals[:, :-1], out=marg[:, 1:])
-        out_f = _to_player_order(perms, marg)
+        out_f = self._scatter(idx, self._steps(vals, v0))
         if not reverse:
             return out_f, None
         # the suffix π[k+1:] has sums Σ_a + Σ_b − g[:, k]; π[k] joins it, reaching π[k:]
-        np.subtract((self.sum_a + self.sum_b)[:, None, None], g, out=g)
+        torch.sub((self.sum_a + self.sum_b)[:, None, None], g, out=g)
         u = self._rho_t(g)  # u[:, k] = v(π[k+1:])
+        marg = torch.empty_like(u)
         marg[:, 0] = vN - u[:, 0]
-        np.subtract(u[:, :-1], u[:, 1:], out=marg[:, 1:])
-        return out_f, _to_player_order(perms, marg)
+        torch.sub(u[:, :-1], u[:, 1:], out=marg[:, 1:])
+        return out_f, self._scatter(idx, marg)
 
-    def _rho_t(self, g: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _steps(vals: torch.Tensor, v0: float) -> torch.Tensor:
+        marg = torch.empty_like(vals)
+        torch.sub(vals[:, 0], v0, out=marg[:, 0])
+        torch.sub(vals[:, 1:], vals[:, :-1], out=marg[:, 1:])
+        return marg
+
+    @staticmethod
+    def _scatter(idx: torch.Tensor, marg: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(marg).scatter_(1, idx, marg)  # rows are permutations: one scatter
+
+    def _rho_t(self, g: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            out = self.rho(torch.from_numpy(g).permute(1, 2, 0))
-        return out.detach().to(torch.float64).numpy()
+            out = self.rho(g.permute(1, 2, 0))
+        return out.detach().to(torch.float64)
 
     def flip_marginals(self, masks):
-        m = masks.astype(np.float64)
+        m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
         s = self.sum_b + m @ self.delta  # (c, P)
         with_i = s[:, None, :] + (1.0 - m)[..., None] * self.delta[None]
         without_i = s[:, None, :] - m[..., None] * self.delta[None]
-        return self._rho(with_i) - self._rho(without_i)
+        return (self._rho(with_i) - self._rho(without_i)).cpu().numpy()
 
     def loo(self, v_full):
-        return v_full - self._rho(self.sum_a[None, :] - self.delta)
+        return (v_full - self._rho(self.sum_a[None, :] - self.delta)).cpu().numpy()
 
 
 @dataclass

@@ -25,12 +25,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Indicator
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array, user_code
 from aumann.errors import BaselineError, IndicatorError
 from aumann.panel import Panel
-from aumann.seeding import RNGLike
+from aumann.seeding import RNGLike, describe
 
 BASELINES = ("zero", "mean", "pre-event", "previous")
 _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean": "mean",
@@ -40,8 +41,8 @@ _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean"
 def resolve_baseline(spec: Any, panel: Panel) -> tuple[np.ndarray, str]:
     """The baseline as an array broadcastable to (T, N, D) (leading dims may be 1) and its label."""
     T, N, D = panel.shape
-    if spec is None:
-        spec = "zero"
+    if spec is None or (spec.__class__ is str and spec == "zero"):
+        return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
     if isinstance(spec, str):
         key = _ALIASES.get(spec.lower(), spec.lower())
         if key == "zero":
@@ -81,17 +82,18 @@ class Problem:
     per_feature: bool = False
     progress: bool = False
     _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
+    device: torch.device = CPU
 
     @classmethod
     def build(cls, f: Indicator, panel: Panel, baseline: Any = "zero", *, per_feature: bool = False,
-              progress: bool = False) -> Problem:
+              progress: bool = False, device: torch.device = CPU) -> Problem:
         base, label = resolve_baseline(baseline, panel)
         x = panel.values
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
-        ctx = {k: torch.as_tensor(v) for k, v in panel.context.items()}
+        ctx = {k: torch.as_tensor(v, device=device) for k, v in panel.context.items()} if panel.context else {}
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
-                   progress=progress, _ctx=ctx)
+                   progress=progress, _ctx=ctx, device=device)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -113,7 +115,7 @@ class Problem:
     def context_for(self, t_idx: np.ndarray | Sequence[int]) -> dict[str, torch.Tensor] | None:
         if not self._ctx:
             return None
-        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64))
+        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64), device=self.device)
         return {k: v[idx] for k, v in self._ctx.items()}
 
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
@@ -143,29 +145,50 @@ class Problem:
         with torch.no_grad():
             for s in range(0, T, chunk):
                 idx = np.arange(s, min(T, s + chunk))
-                z = torch.as_tensor(np.ascontiguousarray(src[idx]))
-                out[idx] = self.evaluate(z, idx).double().numpy()
+                z = torch.as_tensor(np.ascontiguousarray(src[idx]), device=self.device)
+                out[idx] = self.evaluate(z, idx).double().cpu().numpy()
         return out
 
     def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any],
                f_values: np.ndarray | None = None, f_baseline: np.ndarray | None = None,
                phi_features: np.ndarray | None = None, stderr: np.ndarray | None = None,
                n_evals: int | None = None, satisfies_efficiency: bool = True,
-               rng: RNGLike = None) -> Attribution:
-        from aumann.seeding import describe
+               rng: RNGLike = None, phi_sums: np.ndarray | None = None) -> Attribution:
+        """Assemble the :class:`Attribution`; f(z_t), f(z⁰_t) are evaluated unless the method has them.
 
-        chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
-        fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
-        fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        ``phi_sums`` (Σ_i φ_{i,t}, when the method computed it anyway) is attached so that the
+        efficiency gap and ``by_step()`` cost nothing.
+        """
+        if f_values is None or f_baseline is None:
+            chunk = max(1, int(2**27 // max(1, self.x[0].nbytes)))
+            fv = self.values_at("x", chunk) if f_values is None else np.asarray(f_values, dtype=np.float64)
+            fb = self.values_at("baseline", chunk) if f_baseline is None else np.asarray(f_baseline, np.float64)
+        else:
+            fv = f_values if f_values.__class__ is np.ndarray and f_values.dtype == np.float64 \
+                else np.asarray(f_values, dtype=np.float64)
+            fb = f_baseline if f_baseline.__class__ is np.ndarray and f_baseline.dtype == np.float64 \
+                else np.asarray(f_baseline, dtype=np.float64)
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
-                "dtype": str(self.panel.dtype), "seed": describe(rng), **provenance}
-        return Attribution(
-            phi=np.asarray(phi), delta_v=fv - fb, f_values=fv, f_baseline=fb,
-            agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
+                "dtype": _name(self.panel.dtype), "seed": rng if rng is None else describe(rng),
+                "device": _name(self.device), **provenance}
+        res = Attribution(
+            phi=phi if isinstance(phi, np.ndarray) else np.asarray(phi), delta_v=fv - fb, f_values=fv,
+            f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
             phi_features=phi_features if self.per_feature else None, stderr=stderr, n_evals=n_evals,
             satisfies_efficiency=satisfies_efficiency, method=method, provenance=prov,
             groups=dict(self.panel.groups),
         )
+        return res if phi_sums is None else res._with_phi_sums(phi_sums)
+
+
+_NAMES: dict[Any, str] = {}
+
+
+def _name(key: np.dtype | torch.device) -> str:
+    name = _NAMES.get(key)  # str(dtype) runs Python code in numpy: ~5 µs a call
+    if name is None:
+        name = _NAMES[key] = str(key)
+    return name
 
 
 class AttributionMethod(ABC):
@@ -174,6 +197,8 @@ class AttributionMethod(ABC):
     name: ClassVar[str] = "method"
     satisfies_efficiency: ClassVar[bool] = False
     exact: ClassVar[bool] = False
+    #: the torch device the method asks for (``None``: the call's ``device=``, else cpu)
+    device: Any = None
 
     @abstractmethod
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:

@@ -65,6 +65,9 @@ class Attribution:
         provenance: method parameters (K, quadrature rule, substitution power, baseline, seed,
             dtype, closed form or path integral, ...).
         groups: agent groups carried over from the panel.
+
+    The arrays are not copied and must not be modified in place: methods that already know
+    Σ_i φ_{i,t} (the closed forms) hand it over, and ``by_step()`` / ``efficiency_gap`` reuse it.
     """
 
     phi: np.ndarray
@@ -81,6 +84,7 @@ class Attribution:
     method: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
     groups: dict[str, np.ndarray] = field(default_factory=dict)
+    _phi_sums: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     dims = ("step", "agent")
 
@@ -90,21 +94,23 @@ class Attribution:
             kind = np.asarray(arr).dtype.kind if arr is not None else "f"
             if kind not in "fiu":  # complex (the imaginary part would be dropped), strings, objects, bools
                 raise ShapeError(f"{name} must hold real numbers; got dtype {np.asarray(arr).dtype}")
-        phi = np.asarray(self.phi)
+        phi = self.phi if isinstance(self.phi, np.ndarray) else np.asarray(self.phi)
         if phi.ndim != 2:
             raise ShapeError(f"phi must have dims {self.dims} (2-D); got shape {phi.shape}")
         T, N = phi.shape
         for name in ("delta_v", "f_values", "f_baseline"):
-            if np.asarray(getattr(self, name)).shape != (T,):
-                raise ShapeError(f"{name} must have shape (T,) = ({T},); got {np.asarray(getattr(self, name)).shape}")
+            v = getattr(self, name)
+            shape = v.shape if isinstance(v, np.ndarray) else np.shape(v)
+            if shape != (T,):
+                raise ShapeError(f"{name} must have shape (T,) = ({T},); got {shape}")
         if len(self.agent_ids) != N or len(self.steps) != T:
             raise ShapeError(f"labels do not match phi {phi.shape}: {len(self.steps)} steps, "
                              f"{len(self.agent_ids)} agent ids")
         if self.phi_features is not None and self.phi_features.shape != (T, N, len(self.features)):
             raise ShapeError(f"phi_features must be (T, N, D) = {(T, N, len(self.features))}; "
                              f"got {self.phi_features.shape}")
-        if self.stderr is not None and np.asarray(self.stderr).shape != (T, N):
-            raise ShapeError(f"stderr must be (T, N) = {(T, N)}; got {np.asarray(self.stderr).shape}")
+        if self.stderr is not None and np.shape(self.stderr) != (T, N):
+            raise ShapeError(f"stderr must be (T, N) = {(T, N)}; got {np.shape(self.stderr)}")
         self._check_finite()
 
     def _check_finite(self) -> None:
@@ -143,6 +149,11 @@ class Attribution:
             "features or change the baseline"
         )
 
+    def _with_phi_sums(self, sums: np.ndarray) -> Attribution:
+        """Attach Σ_i φ_{i,t} (T,) computed by the method (used by ``by_step`` and the efficiency gap)."""
+        object.__setattr__(self, "_phi_sums", sums)
+        return self
+
     # ------------------------------------------------------------------ diagnostics
     @property
     def T(self) -> int:
@@ -155,7 +166,10 @@ class Attribution:
     @property
     def efficiency_gap(self) -> np.ndarray:
         """(T,) |Σ_i φ_{i,t} − Δv_t|."""
-        return np.abs(self.phi.sum(axis=1) - self.delta_v)
+        return np.abs(self._step_sums() - self.delta_v)
+
+    def _step_sums(self) -> np.ndarray:
+        return self.phi.sum(axis=1) if self._phi_sums is None else self._phi_sums
 
     @property
     def max_efficiency_gap(self) -> float:
@@ -196,7 +210,7 @@ class Attribution:
 
     def by_step(self, labels: bool = False):
         """(T,) Φ_t = Σ_i φ_{i,t}: when did it turn; ``labels=True``: a pandas Series indexed by step label."""
-        out = self.phi.sum(axis=1)
+        out = self._step_sums().copy()
         if not labels:
             return out
         import pandas as pd

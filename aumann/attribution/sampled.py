@@ -26,45 +26,119 @@ On pooled, agent-wise and quadratic indicators the marginals come from running s
 
 from __future__ import annotations
 
+import copy
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar, Literal
 
 import numpy as np
+import torch
 
-from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
+from aumann.attribution.games import MaskedIndicatorGame
+from aumann.attribution.pooled import GameKernel
+from aumann.attribution.problem import Problem
+from aumann.attribution.result import Attribution
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
+from aumann.attribution.semivalues import _merge as _merge_infos
 from aumann.checks import as_bool, as_choice, as_float, as_int
 from aumann.errors import MethodError
+from aumann.progress import progress_bar
+from aumann.seeding import RNGLike, spawn
 
 
 class _Moments:
-    """Per-agent running mean and variance of i.i.d. units (shifted sums for stability)."""
+    """Per-agent running mean and variance of i.i.d. units (shifted sums for stability).
+
+    Units arrive as (c, N) float64 tensors on the kernel's device and stay there; only the final
+    mean and standard error come back to the host.
+    """
 
     def __init__(self) -> None:
         self.n = 0
-        self.shift: np.ndarray | None = None
+        self.shift: torch.Tensor | None = None
 
-    def add(self, units: np.ndarray) -> None:
+    def add(self, units: torch.Tensor) -> None:
         if self.shift is None:
-            self.shift = units[0].copy()
-            self.s1 = np.zeros_like(self.shift)
-            self.s2 = np.zeros_like(self.shift)
-        d = units - self.shift
-        self.s1 += d.sum(axis=0)
-        d *= d
-        self.s2 += d.sum(axis=0)
+            self.shift = units[0].clone()
+            self.s1 = torch.zeros_like(self.shift)
+            self.s2 = torch.zeros_like(self.shift)
+        for row in units:  # row by row: no (c, N) temporaries, two fused updates
+            d = row - self.shift
+            self.s1 += d
+            self.s2.addcmul_(d, d)
         self.n += units.shape[0]
 
     def ready(self) -> bool:
         return self.n >= 2
 
     def mean(self) -> np.ndarray:
-        return self.shift + self.s1 / self.n
+        return (self.shift + self.s1 / self.n).cpu().numpy()
 
     def stderr(self) -> np.ndarray:
         if self.n < 2:
-            return np.full_like(self.s1, np.inf)
-        var = np.maximum(self.s2 - self.s1**2 / self.n, 0.0) / (self.n - 1)
-        return np.sqrt(var / self.n)
+            return np.full(tuple(self.s1.shape), np.inf)
+        var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
+        return torch.sqrt(var / self.n).cpu().numpy()
+
+    def max_stderr(self) -> float:
+        if self.n < 2:
+            return float("inf")
+        var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
+        return float(torch.sqrt(var.max() / self.n))
+
+
+class _Permutations:
+    """Uniform permutations of range(n) drawn from ``rng`` one after another (``rng.permutation``),
+    the next batch drawn in a background thread while the caller computes (numpy shuffles without
+    the GIL). The sequence depends only on ``rng``, never on batching or on the device."""
+
+    def __init__(self, rng: np.random.Generator, n: int, batch: int, limit: int) -> None:
+        self.rng, self.n, self.batch, self.left = rng, n, max(1, batch), limit
+        self.buf = np.empty((0, n), dtype=np.int64)
+        self.pending: Future[np.ndarray] | None = None
+        self._ahead()
+
+    def _draw(self, c: int) -> np.ndarray:
+        out = np.empty((c, self.n), dtype=np.int64)
+        for r in range(c):
+            out[r] = self.rng.permutation(self.n)
+        return out
+
+    def _ahead(self) -> None:
+        c = min(self.batch, self.left)
+        if c > 0:
+            self.left -= c
+            self.pending = _drawer().submit(self._draw, c)
+
+    def take(self, c: int) -> np.ndarray:
+        parts = []
+        while c > 0:
+            if not len(self.buf):
+                assert self.pending is not None, "asked for more permutations than the limit"
+                self.buf = self.pending.result()
+                self.pending = None
+                self._ahead()
+            parts.append(self.buf[:c])
+            c -= len(parts[-1])
+            self.buf = self.buf[len(parts[-1]):]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            self.pending = None
+
+
+_DRAWER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _drawer() -> ThreadPoolExecutor:
+    """One background thread per process (a forked child gets a fresh one: threads do not survive fork)."""
+    global _DRAWER
+    if _DRAWER is None or _DRAWER[0] != os.getpid():
+        _DRAWER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="aumann-permutations"))
+    return _DRAWER[1]
 
 
 def _check_stopping(count: int, max_evals: int | None, stderr_tol: float | None, round_size: int | None,
@@ -88,6 +162,13 @@ class SampledShapley(CoalitionMethod):
             no stderr_tol, else 32).
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
         memory_budget: bytes of working memory per chunk of permutations.
+        common_permutations: use the same permutations for every step (common random numbers)
+            instead of an independent stream per step. Each step's estimate and standard error are
+            as before in distribution, but the steps are no longer independent (do not add their
+            variances). The steps run in lockstep: each permutation is drawn once for all T steps
+            (on the host the draw costs about as much as a step's running sums), and each step's
+            numbers equal running it alone on that shared stream. Any stopping rule applies per step.
+        device: torch device of the running-sum kernels (permutations are drawn on the host).
 
     Example:
         >>> import numpy as np
@@ -104,8 +185,9 @@ class SampledShapley(CoalitionMethod):
 
     def __init__(self, permutations: int = 1000, *, antithetic: bool = False, max_evals: int | None = None,
                  stderr_tol: float | None = None, round_size: int | None = None, fast: bool | None = None,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        super().__init__(fast=fast, memory_budget=memory_budget)
+                 memory_budget: int | None = None, common_permutations: bool = False,
+                 device: str | torch.device | None = None) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         permutations, max_evals, stderr_tol, round_size = _check_stopping(
             permutations, max_evals, stderr_tol, round_size, "permutations")
         self.antithetic = as_bool(antithetic, "antithetic")
@@ -117,22 +199,21 @@ class SampledShapley(CoalitionMethod):
         self.max_evals = max_evals
         self.stderr_tol = stderr_tol
         self.round_size = round_size
+        self.common_permutations = as_bool(common_permutations, "common_permutations")
 
     def params(self):
         return {"permutations": self.permutations, "antithetic": self.antithetic, "max_evals": self.max_evals,
-                "stderr_tol": self.stderr_tol}
+                "stderr_tol": self.stderr_tol, "common_permutations": self.common_permutations}
 
     def __repr__(self) -> str:
         return (f"SampledShapley(permutations={self.permutations}, antithetic={self.antithetic}, "
-                f"max_evals={self.max_evals}, stderr_tol={self.stderr_tol})")
+                f"max_evals={self.max_evals}, stderr_tol={self.stderr_tol}, "
+                f"common_permutations={self.common_permutations})")
 
-    def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
-        n = kernel.n
-        per = 2 if self.antithetic else 1  # permutations per unit
+    def _budget(self, n: int) -> int:
+        """m after the ``max_evals`` cap, for N = n ≥ 2 players."""
+        per = 2 if self.antithetic else 1
         m = self.permutations
-        if n == 1:  # a single player gets everything, no sampling needed
-            return Estimate(phi=np.array([vN - v0]), stderr=np.zeros(1), n_evals=2,
-                            info={"permutations": 0, "stopped": "single player"})
         if self.max_evals is not None:
             affordable = (self.max_evals - 2) // (n - 1)
             affordable -= affordable % per
@@ -141,25 +222,105 @@ class SampledShapley(CoalitionMethod):
                                   f"agents ({n - 1} evaluations each + 2); at least {2 * per} are needed for "
                                   f"standard errors, i.e. max_evals ≥ {2 * per * (n - 1) + 2}")
             m = min(m, affordable)
+        return m
+
+    def _generators(self, rng: RNGLike, n: int) -> list[np.random.Generator]:
+        if not self.common_permutations:
+            return super()._generators(rng, n)
+        shared = spawn(rng, 1)[0]
+        return [copy.deepcopy(shared) for _ in range(n)]  # the same stream for every step
+
+    def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
+        T, N, _ = problem.shape
+        if not self.common_permutations or T == 1 or N < 2 or problem.per_feature:
+            return super().attribute(problem, rng=rng)
+        return self._attribute_lockstep(problem, rng)
+
+    def _attribute_lockstep(self, problem: Problem, rng: RNGLike) -> Attribution:
+        """All steps in lockstep on one stream: each chunk of permutations is drawn once and every
+        step's kernel consumes it. The numbers equal running each step alone on that stream (the
+        moments add permutation by permutation, so chunking changes nothing)."""
+        t0 = time.perf_counter()
+        T, N, _ = problem.shape
+        budget = self.budget_on(problem.device)
+        kernels = [MaskedIndicatorGame(problem, t, memory_budget=budget).kernel(self.fast, memory_budget=budget)
+                   for t in range(T)]
+        ends = np.array([k.ends() for k in kernels])  # (T, 2): v(∅), v(N)
+        per = 2 if self.antithetic else 1
+        m = self._budget(N)
+        units = m // per
+        round_units = units if self.round_size is None and self.stderr_tol is None else \
+            max(2, (self.round_size or 32) // per)
+        chunk = max(1, min(k.chunk_permutations() for k in kernels) // per)
+        moms = [_Moments() for _ in range(T)]
+        active = list(range(T))
+        stopped = ["permutations"] * T
+        draws = _Permutations(self._generators(rng, 1)[0], N, batch=min(chunk, units), limit=units)
+        bar = progress_bar(problem.progress, units, f"{self.name}: permutations, {T} steps in lockstep")
+        done = 0
+        try:
+            while done < units and active:
+                target = min(units, done + round_units)
+                while done < target:
+                    c = min(chunk, target - done)
+                    perms = draws.take(c)
+                    for t in active:
+                        fwd, rev = kernels[t].prefix_marginals_tensor(perms, reverse=self.antithetic)
+                        if rev is not None:
+                            fwd += rev
+                            fwd *= 0.5
+                        moms[t].add(fwd)
+                    done += c
+                    if bar is not None:
+                        bar.advance(c)
+                if self.stderr_tol is not None:
+                    for t in [t for t in active if moms[t].n >= 2 and moms[t].max_stderr() < self.stderr_tol]:
+                        stopped[t] = "stderr_tol"
+                        active.remove(t)
+        finally:
+            draws.close()
+            if bar is not None:
+                bar.stop()
+        phi = np.stack([mom.mean() for mom in moms])
+        se = np.stack([mom.stderr() for mom in moms])
+        used = [mom.n * per for mom in moms]
+        infos = [{"permutations": u, "stopped": "max_evals" if s == "permutations" and m < self.permutations else s,
+                  "path": k.kind} for u, s, k in zip(used, stopped, kernels)]
+        prov = {**self.params(), "game": "baseline-masking", "per_step": _merge_infos(infos),
+                "seconds": time.perf_counter() - t0}
+        return problem.result(phi, method=self.name, provenance=prov, stderr=se,
+                              n_evals=sum(u * (N - 1) + 2 for u in used), satisfies_efficiency=True, rng=rng,
+                              f_values=ends[:, 1], f_baseline=ends[:, 0])
+
+    def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
+        n = kernel.n
+        per = 2 if self.antithetic else 1  # permutations per unit
+        if n == 1:  # a single player gets everything, no sampling needed
+            return Estimate(phi=np.array([vN - v0]), stderr=np.zeros(1), n_evals=2,
+                            info={"permutations": 0, "stopped": "single player"})
+        m = self._budget(n)
         units_total = m // per
         round_units = units_total if self.round_size is None and self.stderr_tol is None else \
             max(2, (self.round_size or 32) // per)
         chunk_units = max(1, kernel.chunk_permutations() // per)
         mom = _Moments()
         stopped = "permutations"
-        while mom.n < units_total:
-            target = min(units_total, mom.n + round_units)
-            while mom.n < target:
-                c = min(chunk_units, target - mom.n)
-                perms = np.stack([rng.permutation(n) for _ in range(c)])
-                fwd, rev = kernel.prefix_marginals(perms, reverse=self.antithetic)
-                if rev is not None:
-                    fwd += rev
-                    fwd *= 0.5
-                mom.add(fwd)
-            if self.stderr_tol is not None and mom.n >= 2 and mom.stderr().max() < self.stderr_tol:
-                stopped = "stderr_tol"
-                break
+        draws = _Permutations(rng, n, batch=min(chunk_units, units_total), limit=units_total)
+        try:
+            while mom.n < units_total:
+                target = min(units_total, mom.n + round_units)
+                while mom.n < target:
+                    c = min(chunk_units, target - mom.n)
+                    fwd, rev = kernel.prefix_marginals_tensor(draws.take(c), reverse=self.antithetic)
+                    if rev is not None:
+                        fwd += rev
+                        fwd *= 0.5
+                    mom.add(fwd)
+                if self.stderr_tol is not None and mom.n >= 2 and mom.max_stderr() < self.stderr_tol:
+                    stopped = "stderr_tol"
+                    break
+        finally:
+            draws.close()
         if stopped == "permutations" and m < self.permutations:
             stopped = "max_evals"
         used = mom.n * per
@@ -194,8 +355,9 @@ class SampledBanzhaf(CoalitionMethod):
 
     def __init__(self, samples: int = 1000, *, estimator: Literal["msr", "marginal"] = "msr",
                  max_evals: int | None = None, stderr_tol: float | None = None, round_size: int | None = None,
-                 fast: bool | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        super().__init__(fast=fast, memory_budget=memory_budget)
+                 fast: bool | None = None, memory_budget: int | None = None,
+                 device: str | torch.device | None = None) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         samples, max_evals, stderr_tol, round_size = _check_stopping(samples, max_evals, stderr_tol, round_size,
                                                                      "samples")
         self.estimator = as_choice(estimator, "estimator (Banzhaf: 'msr' = maximum sample reuse, 'marginal' = "
@@ -246,7 +408,7 @@ class SampledBanzhaf(CoalitionMethod):
                 if self.estimator == "msr":
                     acc.add(masks, kernel.values(masks))
                 else:
-                    acc.add(kernel.flip_marginals(masks))
+                    acc.add(torch.from_numpy(kernel.flip_marginals(masks)))
                 done += c
             if self.stderr_tol is not None and acc.ready() and acc.stderr().max() < self.stderr_tol:
                 stopped = "stderr_tol"

@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+import torch
 
+from aumann.attribution.device import CPU, resolve_device
+from aumann.attribution.device import memory_budget as device_budget
 from aumann.attribution.games import CoalitionGame, GameError, MaskedIndicatorGame
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
 from aumann.attribution.problem import AttributionMethod, Problem
@@ -54,12 +57,26 @@ class CoalitionMethod(AttributionMethod):
 
     Subclasses implement :meth:`estimate`. ``fast`` picks the kernel: ``None`` (default) uses a
     structured fast path when the indicator declares one, ``False`` always evaluates v on masks,
-    ``True`` requires the fast path.
+    ``True`` requires the fast path. ``device`` (or ``attribute(..., device=)``) is where the
+    running-sum kernels and batched evaluations of f run; randomness is always drawn on the host,
+    so a seed gives the same permutations and samples on every device. ``memory_budget`` (bytes per
+    chunk) defaults to 256 MiB on the host and to a share of the free memory on a GPU.
     """
 
-    def __init__(self, *, fast: bool | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    def __init__(self, *, fast: bool | None = None, memory_budget: int | None = None,
+                 device: str | torch.device | None = None) -> None:
         self.fast = as_optional_bool(fast, "fast")
-        self.memory_budget = as_int(memory_budget, "memory_budget (bytes)", minimum=2**16)
+        self.requested_budget = None if memory_budget is None else as_int(memory_budget, "memory_budget (bytes)",
+                                                                          minimum=2**16)
+        self.device = None if device is None else resolve_device(device)
+
+    @property
+    def memory_budget(self) -> int:
+        """Bytes per chunk on the host (see :meth:`budget_on` for a device)."""
+        return DEFAULT_MEMORY_BUDGET if self.requested_budget is None else self.requested_budget
+
+    def budget_on(self, device: torch.device) -> int:
+        return device_budget(device, self.requested_budget, DEFAULT_MEMORY_BUDGET)
 
     @abstractmethod
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
@@ -68,13 +85,33 @@ class CoalitionMethod(AttributionMethod):
     def params(self) -> dict[str, Any]:
         return {}
 
-    def _run(self, game: CoalitionGame, rng: np.random.Generator) -> tuple[Estimate, float, float]:
+    def _generators(self, rng: RNGLike, n: int) -> list[np.random.Generator]:
+        """One generator per step: independent child streams of ``rng``."""
+        return spawn(rng, n)
+
+    def _run(self, game: CoalitionGame, rng: np.random.Generator,
+             device: torch.device = CPU) -> tuple[Estimate, float, float]:
         # user code runs inside: the game's value function, or the indicator's pooled / agent-wise / quadratic
         # pieces on the fast paths (their exceptions name the indicator or game)
         error = IndicatorError if isinstance(game, MaskedIndicatorGame) else GameError
         with user_code(f"{'indicator' if error is IndicatorError else 'game'} {game.name!r}", error=error):
-            kernel = game.kernel(self.fast, memory_budget=self.memory_budget)
+            kernel = game.kernel(self.fast, memory_budget=self.budget_on(device))
             v0, vN = kernel.ends()
+            restrict = getattr(kernel, "restricted", None)
+            if restrict is not None:  # the kernel knows its null players: value only the others (nulls get 0)
+                sub, active = restrict()
+                if sub.n < kernel.n:
+                    est = self.estimate(sub, v0, vN, rng) if sub.n else Estimate(np.zeros(0), np.zeros(0), 2)
+                    phi = np.zeros(kernel.n)
+                    phi[active] = est.phi
+                    se = None
+                    if est.stderr is not None:
+                        se = np.zeros(kernel.n)
+                        se[active] = est.stderr
+                    est = Estimate(phi=phi, stderr=se, n_evals=est.n_evals,
+                                   info={**est.info, "null_players": int(kernel.n - sub.n)})
+                    est.info["path"] = kernel.kind
+                    return est, v0, vN
             est = self.estimate(kernel, v0, vN, rng)
         est.info["path"] = kernel.kind
         return est, v0, vN
@@ -86,7 +123,7 @@ class CoalitionMethod(AttributionMethod):
             raise MethodError(f"{type(self).__name__} attributes to agents (coalitions of agents), not to features; "
                               "per_feature=True is available with AumannShapley()")
         T, N, _ = problem.shape
-        gens = spawn(rng, T)
+        gens = self._generators(rng, T)
         phi = np.empty((T, N))
         se = np.empty((T, N))
         ends = np.empty((T, 2))
@@ -94,9 +131,10 @@ class CoalitionMethod(AttributionMethod):
         evals = 0
         infos = []
         bar = progress_bar(problem.progress, T, f"{self.name}: steps")
+        budget = self.budget_on(problem.device)
         for t in range(T):
-            game = MaskedIndicatorGame(problem, t, memory_budget=self.memory_budget)
-            est, ends[t, 0], ends[t, 1] = self._run(game, gens[t])
+            game = MaskedIndicatorGame(problem, t, memory_budget=budget)
+            est, ends[t, 0], ends[t, 1] = self._run(game, gens[t], problem.device)
             if bar is not None:
                 bar.advance()
             phi[t] = est.phi
@@ -170,9 +208,9 @@ class LeaveOneOut(CoalitionMethod):
 
 
 class _Enumeration(CoalitionMethod):
-    def __init__(self, *, max_players: int = 20, fast: bool | None = None,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        super().__init__(fast=fast, memory_budget=memory_budget)
+    def __init__(self, *, max_players: int = 20, fast: bool | None = None, memory_budget: int | None = None,
+                 device: str | torch.device | None = None) -> None:
+        super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         self.max_players = as_int(max_players, "max_players", minimum=1, maximum=30)
 
     def params(self):

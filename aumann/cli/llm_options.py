@@ -27,6 +27,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for several servers of the same model: requests are spread over them and a failing one "
                         "is taken out and retried later. Credentials in a URL are used but never recorded")
     g.add_argument("--concurrency", type=int, default=16, help="LLM requests in flight at once (default 16)")
+    g.add_argument("--cache", type=path, default=None,
+                   help="the LLM response cache (SQLite; default <out>/llm-cache.sqlite)")
+    g.add_argument("--cache-mode", choices=("record", "replay", "off"), default="record",
+                   help="record: read through, store new replies (default); replay: serve the cache only, a miss "
+                        "is an error and nothing is sent (bit-identical offline re-runs); off: no cache")
     g.add_argument("--rpm", type=float, default=None, help="request rate limit per minute (token bucket)")
     g.add_argument("--tpm", type=float, default=None, help="token rate limit per minute (token bucket)")
     g.add_argument("--max-calls", type=int, default=None,
@@ -67,6 +72,8 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise bad(name.replace("_", "-"), v, "a finite number > 0")
     if args.max_cost is not None and not (math.isfinite(args.max_cost) and args.max_cost >= 0):
         raise bad("max-cost", args.max_cost, "a finite number >= 0 (USD)")
+    if args.backend == "offline" and (args.cache is not None or args.cache_mode != "record"):
+        raise ConfigError("--cache/--cache-mode apply to an LLM backend: add --backend openai --model NAME")
     if args.dry_run and args.backend != "openai":
         raise ConfigError("--dry-run estimates an LLM run: pass --backend openai --model NAME as for the real run")
 
@@ -88,7 +95,10 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any) -> tuple[A
     model = args.model or os.environ.get("AUMANN_LLM_MODEL")
     if not model:
         raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
-    cache_path = out / "llm-cache.sqlite"
+    cache_path = Path(args.cache) if args.cache is not None else out / "llm-cache.sqlite"
+    if args.cache_mode == "replay" and not cache_path.is_file():
+        raise ConfigError(f"--cache-mode replay needs a recorded cache; {str(cache_path)!r} does not exist "
+                          "(record one first with --cache-mode record)")
     fallback = None
     if args.dry_run:
         cache = ResponseCache(cache_path, mode="replay") if cache_path.is_file() else None  # read, never write
@@ -97,7 +107,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any) -> tuple[A
         fallback = scenario.offline_backend()
     else:
         out.mkdir(parents=True, exist_ok=True)
-        cache = ResponseCache(cache_path)
+        cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode)
     backend = OpenAIBackend(
         model=model, base_url=urls or None, api_key=api_key, cache=cache, concurrency=args.concurrency,
         rpm=args.rpm, tpm=args.tpm, max_calls=args.max_calls, max_cost=args.max_cost,

@@ -13,6 +13,8 @@ Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model M --base-url URL1 --base-url URL2 --concurrency 64 --rpm 3000
     aumann run econagent --backend openai --model gpt-4o-mini --dry-run      # requests, tokens, cost, time
     aumann run social-llm --workers 2                                         # independent runs in parallel
+    aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode record
+    aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode replay
 
 The run directory holds ``faithfulness.csv`` (+ ``.md``), ``faithfulness_extended.csv``, the
 ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
@@ -27,6 +29,9 @@ in ``<out>/llm-cache.sqlite``; the key never reaches logs, caches or the manifes
 cost (calls, tokens, cache hits, latency, dollars) is kept in ``<out>/llm-usage.json`` across
 resumed invocations and reported in ``manifest.json`` (``llm_usage``), ``report.md`` and live in
 the progress bar; ``--max-calls`` / ``--max-cost`` stop a run cleanly with the spend recorded.
+``--cache PATH`` and ``--cache-mode record|replay|off`` choose the response cache; ``--cache-mode replay``
+serves a recorded cache only (a miss is an error, nothing is sent), so a recorded run re-runs
+bit-identically offline.
 """
 
 from __future__ import annotations
@@ -71,6 +76,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     llm_options.add_arguments(p)
     p.set_defaults(func=run)
+
+
+def _scenario_llm_usage(result: Any) -> dict[str, Any]:
+    """The scenario's own account of its runs' LLM decisions when it keeps one (decisions split into the
+    factual runs and the forks; summed over runs, latency quantiles the worst run's), else ``{}``."""
+    accounts = [a for a in ((r.get("analysis") or {}).get("llm_usage") for r in result.records) if a]
+    if accounts:
+        total: dict[str, Any] = {}
+        for a in accounts:
+            for k, v in a.items():
+                if k.startswith("latency"):
+                    total[k] = max(total.get(k, 0.0), v)
+                elif isinstance(v, int | float):
+                    total[k] = total.get(k, 0) + v
+        return total
+    return {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,9 +167,17 @@ def run(args: argparse.Namespace) -> int:
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
                       "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
-    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds,
+    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds, **usage,
+                             "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
+                                                             or r.get("policy") or "offline policy")
+                                                         for r in result.records})),
                              "recomputed_after_failed_check": len(result.failed_checks),
-                             "failed_checks": result.failed_checks, **usage}
+                             "failed_checks": result.failed_checks}
+    scenario_usage = _scenario_llm_usage(result)
+    if scenario_usage:  # a scenario that keeps its own account (archetype decisions) reports it
+        extra["llm_usage"] = {**extra.get("llm_usage", {}), **scenario_usage}
+    if backend is not None and getattr(backend, "cache", None) is not None:
+        extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots,
                           config=config.model_dump(mode="json"), seeds=seeds, extra=extra,

@@ -2,7 +2,9 @@
 
 >>> from aumann.evaluation import DeletionOracle, scenario_resimulation_game, run_ablations
 
-The panel-level masking oracle and every metric (deletion curves, agreement) live in
+:class:`MaskingOracle` is the study's masking oracle (deletion curves of the attributed and the original
+indicator along an ordering, running sums for pooled indicators). The panel-level ``masking_oracle``
+and every metric (deletion curves, agreement) live in
 :mod:`aumann.attribution.metrics`; what here needs a scenario's forks does.
 """
 
@@ -15,7 +17,10 @@ from aumann.evaluation.ablations import (
 )
 from aumann.evaluation.deletion import (
     DeletionOracle,
+    MaskingOracle,
     deletion_summary,
+    grid_summary,
+    random_grid_summary,
     random_summary,
     resimulation_game,
     scenario_resimulation_game,
@@ -23,10 +28,13 @@ from aumann.evaluation.deletion import (
 
 __all__ = [
     "DeletionOracle",
+    "MaskingOracle",
     "baseline_ablation",
     "deletion_summary",
     "f_sensitivity",
+    "grid_summary",
     "path_ablation",
+    "random_grid_summary",
     "random_summary",
     "resimulation_game",
     "run_ablations",

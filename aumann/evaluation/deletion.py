@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution import FunctionGame
-from aumann.attribution.indicators import evaluate
+from aumann.attribution.indicators import as_indicator, evaluate
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.scenarios.base import Scenario
 
@@ -119,6 +119,95 @@ class DeletionOracle:
         """(k_max, 2) array of (f_k, f_k original) for k = 1 … k_max."""
         return np.array([self.values(order[:k]) for k in range(1, k_max + 1)])
 
+    def curve_at(self, order: Sequence[int], ks: Sequence[int]) -> np.ndarray:
+        """(len(ks), 2) array of (f_k, f_k original) for the given k."""
+        return np.array([self.values(order[:k]) for k in ks])
+
+
+class MaskingOracle:
+    """The masking oracle at the target step: f after the deleted agents' features are set to their
+    baseline z⁰ (no re-simulation; the per-step masking game's v(N ∖ D)).
+
+    Pooled indicators (f = ρ(mean ψ)) are updated by running sums along an ordering (O(k) for the
+    first k agents); others are evaluated on the masked array (O(N) per k).
+    """
+
+    def __init__(self, f: Any, f_original: Any, z: np.ndarray, z0: np.ndarray,
+                 context: dict[str, Any] | None = None) -> None:
+        self.inds = (as_indicator(f), as_indicator(f_original))
+        self.z = np.asarray(z)
+        self.z0 = np.broadcast_to(np.asarray(z0), self.z.shape)
+        self.context = context
+        self.evaluations = 0
+        self._sums: list[Any] = []
+        for ind in self.inds:
+            pooled = ind.pooled if not ind.uses_context else None
+            if pooled is None:
+                self._sums.append(None)
+                continue
+            import torch
+
+            with torch.no_grad():
+                a = pooled.psi(torch.as_tensor(np.asarray(self.z, dtype=np.float64))).double().numpy()
+                b = pooled.psi(torch.as_tensor(np.array(self.z0, dtype=np.float64))).double().numpy()
+            self._sums.append((a.sum(axis=0), b - a, pooled.rho))
+
+    def _masked(self, deleted: Sequence[int]) -> np.ndarray:
+        z = np.array(self.z, dtype=np.float64)
+        idx = np.asarray(deleted, dtype=np.int64)
+        z[idx] = self.z0[idx]
+        return z
+
+    def values(self, deleted: Sequence[int]) -> tuple[float, float]:
+        """(f, f original) with the ``deleted`` agents at the baseline."""
+        return tuple(float(v) for v in self.curve_at(np.asarray(deleted, dtype=np.int64), [len(deleted)])[0])
+
+    def curve(self, order: Sequence[int], k_max: int) -> np.ndarray:
+        """(k_max, 2) array of (f_k, f_k original) for k = 1 … k_max."""
+        return self.curve_at(order, range(1, k_max + 1))
+
+    def curve_at(self, order: Sequence[int], ks: Sequence[int]) -> np.ndarray:
+        """(len(ks), 2) array of (f_k, f_k original) for the given k (deleting order[:k])."""
+        import torch
+
+        order = np.asarray(order, dtype=np.int64)
+        ks = np.asarray(list(ks), dtype=np.int64)
+        n = self.z.shape[0]
+        out = np.empty((ks.size, 2))
+        kmax = int(ks.max()) if ks.size else 0
+        for j, (ind, sums) in enumerate(zip(self.inds, self._sums)):
+            if sums is not None:
+                total, change, rho = sums
+                run = np.cumsum(change[order[:kmax]], axis=0)  # running change of Σψ
+                s = total[None, :] + np.concatenate([np.zeros((1, total.size)), run])[ks]
+                with torch.no_grad():
+                    out[:, j] = rho(torch.as_tensor(s / n)).double().numpy()
+            else:
+                for q, k in enumerate(ks):
+                    out[q, j] = float(evaluate(ind, self._masked(order[:k]), self.context))
+            self.evaluations += int(ks.size)
+        return out
+
+
+def grid_summary(oracle: Any, f_full: tuple[float, float], order: Sequence[int], ks: Sequence[int]) -> dict[str, Any]:
+    """Relative drops along the grid ``ks`` and their mean (``deletion_auc_logk``), smooth and original."""
+    curve = oracle.curve_at(order, ks)
+    return {"curve": relative_drop(f_full[0], curve[:, 0]), "curve_original": relative_drop(f_full[1], curve[:, 1]),
+            "deletion_auc_logk": mean_relative_drop(f_full[0], curve[:, 0]),
+            "deletion_auc_logk_original": mean_relative_drop(f_full[1], curve[:, 1])}
+
+
+def random_grid_summary(oracle: Any, f_full: tuple[float, float], n_agents: int | Sequence[int], ks: Sequence[int],
+                        orderings: int, rng: np.random.Generator) -> dict[str, Any]:
+    """The Random row of :func:`grid_summary`: the mean f_k curve over ``orderings`` random orderings
+    (of positions 0 … n−1, or of the given positions)."""
+    kmax = int(max(ks))
+    pool = np.asarray(n_agents, dtype=np.int64) if not isinstance(n_agents, int | np.integer) else int(n_agents)
+    curves = np.mean([oracle.curve_at(rng.permutation(pool)[:kmax], ks) for _ in range(orderings)], axis=0)
+    return {"curve": relative_drop(f_full[0], curves[:, 0]), "curve_original": relative_drop(f_full[1], curves[:, 1]),
+            "deletion_auc_logk": mean_relative_drop(f_full[0], curves[:, 0]),
+            "deletion_auc_logk_original": mean_relative_drop(f_full[1], curves[:, 1])}
+
 
 def fork_values_task(spec: tuple) -> tuple[list[tuple[float, float]], Any]:
     """Executor task: the (f_k, f_k original) of several deleted sets of one checkpoint, and the LLM
@@ -168,7 +257,7 @@ def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, o
                              players=scenario.present(model, agent_ids))
 
 
-def deletion_summary(oracle: DeletionOracle, f_full: tuple[float, float], order: Sequence[int], k_del: int,
+def deletion_summary(oracle: Any, f_full: tuple[float, float], order: Sequence[int], k_del: int,
                      k_drop: int) -> dict[str, Any]:
     """Deletion curve, ``deletion_auc`` and ``drop_at_k`` (smooth and original) for one ordering."""
     curve = oracle.curve(order, k_del)
@@ -179,7 +268,7 @@ def deletion_summary(oracle: DeletionOracle, f_full: tuple[float, float], order:
             "drop_at_k_original": relative_drop_at_k(f_full[1], curve[:, 1], k_drop)}
 
 
-def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents: int | Sequence[int], k_del: int,
+def random_summary(oracle: Any, f_full: tuple[float, float], n_agents: int | Sequence[int], k_del: int,
                    k_drop: int, orderings: int, rng: np.random.Generator) -> dict[str, Any]:
     """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings
     of ``n_agents`` agents (an int: positions 0 … n−1; a sequence: those positions)."""
@@ -192,5 +281,5 @@ def random_summary(oracle: DeletionOracle, f_full: tuple[float, float], n_agents
             "drop_at_k_original": relative_drop_at_k(f_full[1], curves[:, 1], k_drop)}
 
 
-__all__ = ["DeletionOracle", "deletion_summary", "fork_values_task", "random_summary", "resimulation_game",
-           "scenario_resimulation_game"]
+__all__ = ["DeletionOracle", "MaskingOracle", "deletion_summary", "fork_values_task", "grid_summary",
+           "random_grid_summary", "random_summary", "resimulation_game", "scenario_resimulation_game"]

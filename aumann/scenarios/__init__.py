@@ -1,8 +1,8 @@
 """Runnable scenarios: an explicit registry of :class:`~aumann.scenarios.base.Scenario` objects.
 
 Each built-in scenario lives in its own folder (``social_llm/``, ``midscale_social/``,
-``econagent/``) whose ``scenario.py`` calls :func:`register`. Importing :mod:`aumann.scenarios`
-imports none of them; :func:`get` and :func:`names` import the built-in modules on first use.
+``econagent/``, ``megascale_social/``) whose ``scenario.py`` calls :func:`register`. Importing
+:mod:`aumann.scenarios` imports none of them; :func:`get` and :func:`names` import the built-in modules on first use.
 
 User scenarios come in three ways:
 
@@ -43,6 +43,7 @@ _BUILTIN: dict[str, str] = {
     "social-llm": "aumann.scenarios.social_llm.scenario",
     "midscale-social": "aumann.scenarios.midscale_social.scenario",
     "econagent": "aumann.scenarios.econagent.scenario",
+    "megascale-social": "aumann.scenarios.megascale_social.scenario",
 }
 
 

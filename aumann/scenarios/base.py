@@ -30,6 +30,16 @@ A :class:`Scenario` binds
 * ``aggregators(config)`` (optional): alternative indicators for the f-sensitivity ablation.
 * ``offline_backend()`` (optional): a DecisionBackend answering like the scenario's offline policy
   from the decision ``context`` (``aumann run --dry-run`` puts it in the loop to count requests).
+* ``baseline_all_fn(run, config)`` (optional): the per-agent baselines of every step at once, an array
+  broadcastable to (T, N, D) — (N, D) when the baseline does not depend on the step. Without it the
+  study stacks ``baseline_features`` of a checkpoint before every step (and keeps them all).
+* ``resimulate_fn(model, config, positions)`` (optional): what :meth:`Scenario.step_with_baseline`
+  returns — the features (N, D) and context after the coming step with ``positions`` at the
+  baseline action — computed faster than a full fork (e.g. re-simulating only the agents whose inputs
+  change); it must equal the fork exactly.
+* ``analysis(config, run, study)`` (optional): the scenario's own analysis beside the standard study
+  (e.g. a second indicator, scale checks); it returns ``{"record": {...}, "arrays": {...},
+  "tables": {name: rows}}`` that the study stores with the run and the report writes out.
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.before(t)`` is the model *before* step t, so a counterfactual fork
@@ -78,6 +88,10 @@ class StudyConfig(configs.ConfigModel):
             ``"resimulation"`` (non-members take the baseline action and step t* is replayed).
         path_orders: random orders averaged by the piecewise-linear path ablation.
         ablations: run the path, f-sensitivity and baseline ablations.
+        antithetic: pair every sampled permutation with its reverse (``permutations`` counts both; the
+            reverse reuses the forward pass's running sums, so a pair costs little more than one).
+        log_k_grid: also delete along the log-spaced grid k = 1, 3, 10, 30, …, 10⁵ (k ≤ N/2) and report
+            ``deletion_auc_logk``, the mean relative drop over the grid (an extra column).
         fork_strategy: how checkpoints and deletion forks are made: ``"auto"`` (a checked copy when
             the model copies faithfully, else a replay from the scenario's factory), ``"copy"`` or
             ``"replay"``.
@@ -94,6 +108,8 @@ class StudyConfig(configs.ConfigModel):
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
     path_orders: int = Field(20, ge=1)
     ablations: bool = True
+    antithetic: bool = False
+    log_k_grid: bool = False
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
 
 
@@ -202,6 +218,9 @@ class Scenario:
     context: Callable[[Any], Mapping[str, Callable[[Any], Any]]] | None = None
     aggregators: Callable[[Any], Mapping[str, Any]] | None = None
     offline_backend: Callable[[], Any] | None = None
+    baseline_all_fn: Callable[[Any, Any], np.ndarray] | None = None
+    resimulate_fn: Callable[[Any, Any, Sequence[int]], tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
+    analysis: Callable[[Any, Any, Mapping[str, Any]], Mapping[str, Any]] | None = None
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
@@ -336,8 +355,11 @@ class Scenario:
         {name: array} (the fork's own agents, so n is the number of agents it records).
 
         ``agent_ids`` (the run panel's agent axis) translates positions to ids for scenarios with
-        ``baseline_action_by="id"``.
+        ``baseline_action_by="id"``. A scenario's ``resimulate_fn`` (an exact faster way) is used
+        when it has one.
         """
+        if self.resimulate_fn is not None:
+            return self.resimulate_fn(model, config, [int(p) for p in positions])
         res = self._fork_one(model, config, self._targets(positions, agent_ids))
         return res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
 
@@ -381,6 +403,23 @@ class Scenario:
             raise SimulationError(f"scenario {self.name!r}: baseline features have shape {out.shape}; expected "
                                   f"({n}, {len(self.features)})")
         return out
+
+    def baselines(self, run: ScenarioRun, config: ScenarioConfig, *,
+                  agent_ids: Sequence[Hashable] | None = None) -> np.ndarray:
+        """Per-agent baselines of every step of ``run``: (T, N, D), or (N, D) when step-independent.
+
+        ``baseline_all_fn`` when the scenario has one; else the baseline features of the checkpoint
+        before each step (steps without a checkpoint get the zero baseline; ``agent_ids`` as in
+        :meth:`baseline_features`)."""
+        T, N, D = run.panel.shape
+        if self.baseline_all_fn is not None:
+            out = np.asarray(self.baseline_all_fn(run, config))
+            if out.shape not in ((N, D), (T, N, D)):
+                raise SimulationError(f"scenario {self.name!r}: baselines have shape {out.shape}; expected "
+                                      f"({N}, {D}) or ({T}, {N}, {D})")
+            return out
+        return np.stack([self.baseline_features(run.before(t), config, agent_ids=agent_ids) if t in run.checkpoints
+                         else np.zeros((N, D)) for t in range(T)])
 
     # ------------------------------------------------------------------ indicators
     def indicators(self, config: ScenarioConfig) -> tuple[Any, Any]:

@@ -127,9 +127,10 @@ class FeatureRecorder(_RecorderBase):
         features: Iterable[str] | None = None,
         alive: Callable[[Any], Any] | None = None,
         agent_ids: Callable[[Any], Any] | Any = None,
+        dtype: Any = np.float64,
     ) -> ArrayRecorder:
         """The vectorised path: see :class:`ArrayRecorder` (same arguments)."""
-        return ArrayRecorder(fn, features=features, alive=alive, agent_ids=agent_ids)
+        return ArrayRecorder(fn, features=features, alive=alive, agent_ids=agent_ids, dtype=dtype)
 
     @classmethod
     def from_datacollector(cls, datacollector: Any, *, agents: Callable[[Any], Iterable[Any]] | None = None):
@@ -241,6 +242,8 @@ class ArrayRecorder(_RecorderBase):
         alive_context: also record the presence mask as ``Panel.context[alive_context]`` (T, N) floats.
         agent_ids: an array of N ids, or ``fn(model) -> array (N,)`` read at the first capture
             (default ``0 … N-1``). Rows are reordered to ascending id.
+        dtype: the panel's dtype, ``float64`` (default) or ``float32`` (half the memory for large N;
+            the attribution engine and the indicators upcast one step at a time).
 
     Example:
         >>> rec = ArrayRecorder(lambda m: {"wealth": m.wealth, "deg": m.degree})   # doctest: +SKIP
@@ -253,6 +256,7 @@ class ArrayRecorder(_RecorderBase):
         features: Iterable[str] | None = None,
         alive: Callable[[Any], Any] | None = None,
         agent_ids: Callable[[Any], Any] | Any = None,
+        dtype: Any = np.float64,
         alive_context: str | None = None,
     ) -> None:
         self.alive_context = _check_alive_context(alive_context)
@@ -263,6 +267,9 @@ class ArrayRecorder(_RecorderBase):
         self.features = self._given_features or ()  # without given features, each recording reads them from fn
         self.alive_fn = alive
         self.agent_ids = agent_ids
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise FeatureValueError(f"ArrayRecorder dtype must be float32 or float64; got {self.dtype}")
 
     def __repr__(self) -> str:
         return f"ArrayRecorder(features={list(self.features) or 'from first capture'})"
@@ -290,7 +297,7 @@ class ArrayRecorder(_RecorderBase):
             if first.ndim != 1:
                 raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
             rec.n = first.shape[0]
-            rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=np.float64)
+            rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=self.dtype)
             rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids
             rec.ids_value = ids_spec(model) if callable(ids_spec) else ids_spec

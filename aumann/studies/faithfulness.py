@@ -34,9 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.metrics import kendall_tau, rank_agents, topk_jaccard
+from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
 from aumann.errors import ConfigError, StudyError
-from aumann.evaluation.deletion import DeletionOracle, deletion_summary, random_summary, resimulation_game
+from aumann.evaluation.deletion import (
+    DeletionOracle,
+    MaskingOracle,
+    deletion_summary,
+    grid_summary,
+    random_grid_summary,
+    random_summary,
+    resimulation_game,
+)
 from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
@@ -89,7 +97,7 @@ def deletion_sets(phi: dict[str, np.ndarray], sizes: StudySizes, n: Any, orderin
 
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
-                fork_threads: int = 1, executor: Any = None,
+                fork_threads: int = 1, executor: Any = None, backend_label: str = "offline",
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
 
@@ -108,13 +116,13 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     g_ref, g_ceil, g_rand, g_abl = (np.random.default_rng(s) for s in seq.spawn(4))
     f, f_orig = scenario.indicators(config)
     panel = run.panel
-    T, N, _ = panel.shape
+    _, N, _ = panel.shape
     ids = panel.agent_ids
     fv, fov = indicator_values(f, panel), indicator_values(f_orig, panel)
     ts = target_step(fv)
-    # per-agent baselines for every step we hold a checkpoint for (all steps when keep_from=0)
-    z0_all = np.stack([scenario.baseline_features(run.before(t), config, agent_ids=ids) if t in run.checkpoints
-                       else np.zeros((N, panel.D)) for t in range(T)])
+    # per-agent baselines for every step: the scenario's own (e.g. step-independent (N, D)), or stacked
+    # from the checkpoint before each step we hold one for (all steps when keep_from=0)
+    z0_all = scenario.baselines(run, config, agent_ids=ids)
     model_before = run.before(ts)
     # the players: agents that can take the baseline action at t* (all N for fixed populations)
     players = scenario.present(model_before, ids)
@@ -126,7 +134,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     as_method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
     res_all = attribute(f, panel, method=as_method, baseline=z0_all)
     pt = panel.select_steps([ts])
-    z0 = z0_all[ts]
+    z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
     phi = {"aumann_shapley": res_all.phi[ts]}
     tick("sampled Shapley (reference)")
     oracle = DeletionOracle(scenario, config, model_before, f, f_orig, agent_ids=ids, threads=fork_threads,
@@ -139,8 +147,11 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         phi["sampled_shapley"], phi_ceiling = np.zeros(N), np.zeros(N)
         phi["sampled_shapley"][players], phi_ceiling[players] = ss.phi[0], ss2.phi[0]
     else:
-        ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations), baseline=z0, rng=g_ref)
-        ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm), baseline=z0, rng=g_ceil)
+        anti = st.antithetic and st.permutations % 2 == 0 and ceil_perm % 2 == 0
+        ss = attribute(f, pt, method=SampledShapley(permutations=st.permutations, antithetic=anti), baseline=z0,
+                       rng=g_ref)
+        ss2 = attribute(f, pt, method=SampledShapley(permutations=ceil_perm, antithetic=anti), baseline=z0,
+                        rng=g_ceil)
         phi["sampled_shapley"] = ss.phi[0]
         phi_ceiling = ss2.phi[0]
     loo = attribute(f, pt, method=LeaveOneOut(), baseline=z0)
@@ -157,11 +168,16 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     tick("deletion forks")
     oracle.prefetch(deletion_sets(phi, sizes, N if everyone else players, st.random_orderings, g_rand, ranked))
     f_full = (float(fv[ts]), float(fov[ts]))
+    masking = MaskingOracle(f, f_orig, pt.values[0], z0, {k: np.asarray(v)[0] for k, v in pt.context.items()})
+    grid = log_k_grid(len(players)) if st.log_k_grid else None
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
                            "delta_v": float(res_all.delta_v[ts]), "methods": {},
                            "fork_strategy": run.strategy, "players": len(players), "k_del": sizes.k_del,
-                           "top_k": sizes.top_k}
+                           "top_k": sizes.top_k,
+                           "policy": "offline policy" if backend_label == "offline" else f"LLM ({backend_label})"}
+    if grid is not None:
+        rec["log_k_grid"] = grid
 
     def agree(a: np.ndarray, b: np.ndarray, how: Any, *extra: Any) -> float:
         return float(how(a, b, *extra) if everyone else how(a[players], b[players], *extra))
@@ -169,8 +185,10 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     arrays: dict[str, np.ndarray] = {"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi,
                                      "phi_ceiling": phi_ceiling}
     for name in ATTRIBUTED:
-        by_val = deletion_summary(oracle, f_full, ranked(phi[name], "value"), sizes.k_del, sizes.k_drop)
+        order = ranked(phi[name], "value")
+        by_val = deletion_summary(oracle, f_full, order, sizes.k_del, sizes.k_drop)
         by_mag = deletion_summary(oracle, f_full, ranked(phi[name], "abs"), sizes.k_del, sizes.k_drop)
+        by_mask = deletion_summary(masking, f_full, order, sizes.k_del, sizes.k_drop)
         ref = phi["sampled_shapley"]
         compare = name != "sampled_shapley"
         rec["methods"][name] = {
@@ -178,6 +196,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
             "deletion_auc_original": by_val["deletion_auc_original"],
             "drop_at_5_original": by_val["drop_at_k_original"],
             "deletion_auc_magnitude": by_mag["deletion_auc"], "drop_at_5_magnitude": by_mag["drop_at_k"],
+            "deletion_auc_masking": by_mask["deletion_auc"], "drop_at_5_masking": by_mask["drop_at_k"],
             "kendall_tau": agree(phi[name], ref, kendall_tau) if compare else math.nan,
             "jaccard_top10": agree(phi[name], ref, topk_jaccard, sizes.top_k) if compare else math.nan,
             "sum_phi": float(np.sum(phi[name])),
@@ -186,15 +205,35 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         arrays[f"curve_{name}"] = by_val["curve"]
         arrays[f"curve_original_{name}"] = by_val["curve_original"]
         arrays[f"curve_magnitude_{name}"] = by_mag["curve"]
-    rnd = random_summary(oracle, f_full, N if everyone else players, sizes.k_del, sizes.k_drop, st.random_orderings,
-                         g_rand)
+        arrays[f"curve_masking_{name}"] = by_mask["curve"]
+        if grid is not None:
+            g_res, g_mask = grid_summary(oracle, f_full, order, grid), grid_summary(masking, f_full, order, grid)
+            rec["methods"][name].update({"deletion_auc_logk": g_res["deletion_auc_logk"],
+                                         "deletion_auc_logk_masking": g_mask["deletion_auc_logk"]})
+            arrays[f"curve_logk_{name}"] = g_res["curve"]
+            arrays[f"curve_logk_masking_{name}"] = g_mask["curve"]
+    # further streams are spawned after the first four, so they never perturb the streams above
+    g_rand_mask, g_rand_grid, g_scenario = (np.random.default_rng(s) for s in seq.spawn(3))
+    who = N if everyone else players
+    rnd = random_summary(oracle, f_full, who, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand)
+    rnd_mask = random_summary(masking, f_full, who, sizes.k_del, sizes.k_drop, st.random_orderings, g_rand_mask)
     rec["methods"]["random"] = {"deletion_auc": rnd["deletion_auc"], "drop_at_5": rnd["drop_at_k"],
                                 "deletion_auc_original": rnd["deletion_auc_original"],
                                 "drop_at_5_original": rnd["drop_at_k_original"],
                                 "deletion_auc_magnitude": rnd["deletion_auc"], "drop_at_5_magnitude": rnd["drop_at_k"],
+                                "deletion_auc_masking": rnd_mask["deletion_auc"],
+                                "drop_at_5_masking": rnd_mask["drop_at_k"],
                                 "kendall_tau": math.nan, "jaccard_top10": math.nan, "sum_phi": math.nan}
     arrays["curve_random"] = rnd["curve"]
     arrays["curve_original_random"] = rnd["curve_original"]
+    arrays["curve_masking_random"] = rnd_mask["curve"]
+    if grid is not None:
+        g_res = random_grid_summary(oracle, f_full, who, grid, st.random_orderings, g_rand_grid)
+        g_mask = random_grid_summary(masking, f_full, who, grid, st.random_orderings, g_rand_grid)
+        rec["methods"]["random"].update({"deletion_auc_logk": g_res["deletion_auc_logk"],
+                                         "deletion_auc_logk_masking": g_mask["deletion_auc_logk"]})
+        arrays["curve_logk_random"] = g_res["curve"]
+        arrays["curve_logk_masking_random"] = g_mask["curve"]
     rec["ceiling"] = {"kendall_tau": agree(phi_ceiling, phi["sampled_shapley"], kendall_tau),
                       "jaccard_top10": agree(phi_ceiling, phi["sampled_shapley"], topk_jaccard, sizes.top_k)}
     rec["forks"] = oracle.forks
@@ -210,6 +249,15 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
         tick("ablations")
         rec["ablations"] = run_ablations(scenario, config, panel, ts, z0, phi["aumann_shapley"], g_abl, sizes.top_k)
+    if scenario.analysis is not None:
+        tick("scenario analysis")
+        out = scenario.analysis(config, run, {
+            "t_star": ts, "z0": z0, "phi": phi, "f_values": fv, "f_original_values": fov, "rng": g_scenario,
+            "backend_label": backend_label, "sizes": sizes, "tick": tick, "deletion_forks": oracle.forks,
+            "scenario": scenario})
+        rec["analysis"] = dict(out.get("record", {}))
+        rec["analysis"]["tables"] = {k: list(v) for k, v in out.get("tables", {}).items()}
+        arrays.update({f"analysis_{k}": np.asarray(v) for k, v in out.get("arrays", {}).items()})
     return rec, arrays
 
 
@@ -289,7 +337,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         account = usage_of(backend)
         dest = out if write else None
         share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
-        specs = [(scenario.name, config, r, seq, dest, share, digest) for r, seq in todo]
+        specs = [(scenario.name, config, r, seq, dest, share, digest, backend_label) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
             r = todo[i][0]
@@ -313,6 +361,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         for r, seq in todo:
             tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
             rec, arr, panel, delta = compute_run(scenario, config, r, seq, out if write else None, backend, digest,
+                                                 backend_label=backend_label,
                                                  tick=tick, executor=executor)
             spent.merge(delta)
             records[r], arrays[r], panels[r] = rec, arr, panel
@@ -334,7 +383,7 @@ def _fork_threads(backend: Any) -> int:
 
 def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.SeedSequence, out: Path | None,
                 backend: Any, digest: str, *, tick: Callable[[str], None] | None = None, executor: Any = None,
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any]:
+                backend_label: str = "offline") -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any]:
     """Simulate and analyse run ``r`` (and write it when ``out`` is given): (record, arrays, panel,
     the LLM usage it cost). Decisions inside forks are counted as ``fork_*`` usage."""
     import contextlib
@@ -346,14 +395,17 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     sim_seq, study_seq = seq.spawn(2)
     if tick:
         tick("simulate")
-    run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=0,
+    # every step's checkpoint is kept only when the per-step baselines are built from them
+    keep = 0 if scenario.baseline_all_fn is None else None
+    run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=keep,
                             strategy=config.study.fork_strategy)
     account = shared if shared is not None else usage_of(run.model)
     prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
     threads = _fork_threads(backend)
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
-                               fork_threads=threads, executor=executor if threads == 1 else None)
+                               fork_threads=threads, executor=executor if threads == 1 else None,
+                               backend_label=backend_label)
     rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
     rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
     if rec_path is not None:
@@ -379,11 +431,11 @@ def compute_run_task(spec: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray]
     from aumann import scenarios
     from aumann.simulators.llm.usage import usage_of
 
-    name, config, r, seq, out, backend, digest = spec
+    name, config, r, seq, out, backend, digest, backend_label = spec
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
     try:
-        return compute_run(scenarios.get(name), config, r, seq, out, backend, digest)
+        return compute_run(scenarios.get(name), config, r, seq, out, backend, digest, backend_label=backend_label)
     except BaseException as exc:
         if shared is not None:
             exc.llm_usage = shared - before

@@ -383,6 +383,17 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
             sure.append(merged_table(rows, caption=f"{title} ({name}.csv)", id=name) if rows else
                         Note(f"{name}.csv is empty.", "skipped"))
 
+    # ---------------------------------------------------------------- the scenario's own analysis
+    analysis: list[Any] = []
+    notes = sorted({str(rec["analysis"].get("policy")) for rec in recs
+                    if isinstance(rec.get("analysis"), dict) and rec["analysis"].get("policy")})
+    if notes:
+        analysis.append(Text(f"Decisions: **{'; '.join(notes)}**."))
+    for name in manifest.get("analysis_tables") or []:
+        rows = read_csv(d / f"{name}.csv")
+        analysis.append(merged_table(rows, caption=f"{name.replace('_', ' ')} ({name}.csv)", id=f"analysis-{name}",
+                                     drop=()) if rows else Note(f"{name}.csv is empty.", "skipped"))
+
     # ---------------------------------------------------------------- cost
     llm, llm_card = llm_blocks(manifest, offline_reason="Every decision came from the scenario's deterministic "
                                "offline policy; no server was contacted.")
@@ -426,6 +437,8 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
         Section("who", "Who drove it", who, lead="top agents by Φ_i, per run"),
         Section("when", "When did it turn", when, lead="f(z_t), Φ_t and the agent × step attribution"),
         Section("how-sure", "How sure", sure, lead="efficiency, provenance, faithfulness, agreement, smoothing"),
+        *([Section("analysis", "Scenario analysis", analysis, lead="the scenario's own tables beside the study")]
+          if analysis else []),
         Section("cost", "Cost", cost, lead="LLM usage and wall time"),
     ]
     desc = manifest.get("description") or ""
@@ -434,7 +447,8 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
         subtitle=(desc + " " if desc else "") + f"N = {n_agents:,} agents, T = {n_steps} steps, {n_runs} run(s).",
         sections=sections, synthetic=synthetic,
         meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created")),
-              ("baseline action", manifest.get("baseline_description") or "–")])
+              ("baseline action", manifest.get("baseline_description") or "–"),
+              *([("decisions", manifest["policy"])] if manifest.get("policy") else [])])
 
 
 # --------------------------------------------------------------------------- aumann attribute / demo

@@ -32,7 +32,7 @@ import numpy as np
 from aumann.errors import StudyError
 from aumann.io import atomic_path, csv_cell, read_npz, write_text
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS, StudyResult
-from aumann.studies.tables import extended_table, faithfulness_table, pair_table, path_table
+from aumann.studies.tables import extended_table, extra_columns, faithfulness_table, pair_table, path_table
 
 
 def _fmt(v: Any) -> str:
@@ -92,11 +92,29 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
         "f_sensitivity": pair_table(result.scenario, result.records, "f_sensitivity"),
         "baseline_ablation": pair_table(result.scenario, result.records, "baseline"),
     }
+    tables.update(analysis_tables(result))
     for name, rows in tables.items():
-        cols = FAITHFULNESS_COLUMNS if name == "faithfulness" else None
+        cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows)
         write_text(out / f"{name}.csv", to_csv(rows, cols))
         write_text(out / f"{name}.md", to_markdown(rows, cols))
     return tables
+
+
+def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    cols: list[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    return cols
+
+
+def analysis_tables(result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+    """The scenario analysis' tables (``rec["analysis"]["tables"]``) of every run, with a ``run`` column;
+    each is written as ``<name>.csv`` / ``.md`` (names must not clash with the study's own tables)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rec in result.records:
+        for name, rows in (rec.get("analysis") or {}).get("tables", {}).items():
+            out.setdefault(name, []).extend({"run": rec.get("run", 0), **r} for r in rows)
+    return {k: [{c: (math.nan if v is None else v) for c, v in r.items()} for r in rows] for k, rows in out.items()}
 
 
 def write_plots(result: StudyResult, out: Path) -> list[Path]:
@@ -193,7 +211,9 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     extra = dict(extra or {})
     stages = dict(extra.pop("stage_seconds", None) or {})
     stages["tables and plots"] = time.perf_counter() - t0
+    study_tables = ("faithfulness", "faithfulness_extended", "path_ablation", "f_sensitivity", "baseline_ablation")
     write_manifest(out, command, config, seeds=seeds, extra={
+        "analysis_tables": [k for k in tables if k not in study_tables],
         "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
         "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
         "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,

@@ -29,37 +29,60 @@ def _nanmean(vals: list[Any]) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
+def _mean_std(vals: list[Any]) -> tuple[float, float]:
+    arr = np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+    ok = arr[np.isfinite(arr)]
+    return (float(ok.mean()), float(ok.std())) if ok.size else (math.nan, math.nan)
+
+
+def extra_columns(result: StudyResult) -> tuple[str, ...]:
+    """Columns after the standard ones: ``deletion_auc_logk`` (+ ``_std``) when the study deleted along the
+    log-k grid, and ``policy`` when the scenario labels its decision policy (e.g. "offline policy")."""
+    recs = result.records
+    cols: tuple[str, ...] = ()
+    if recs and all("deletion_auc_logk" in r["methods"]["random"] for r in recs):
+        cols += ("deletion_auc_logk", "deletion_auc_logk_std")
+    if recs and any(r.get("analysis", {}).get("policy") for r in recs):
+        cols += ("policy",)
+    return cols
+
+
 def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
-    """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs."""
+    """Rows ``aumann_shapley``, ``sampled_shapley``, ``leave_one_out``, ``random``: mean and std over runs
+    (the standard columns, then :func:`extra_columns`)."""
     recs = result.records
     ceil_tau = _nanmean([r["ceiling"]["kendall_tau"] for r in recs])
     ceil_j = _nanmean([r["ceiling"]["jaccard_top10"] for r in recs])
+    extra = extra_columns(result)
     rows = []
     for m in METHODS:
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
         for col in ("deletion_auc", "drop_at_5", "kendall_tau", "jaccard_top10"):
-            vals = _floats([r["methods"][m][col] for r in recs])
-            ok = vals[np.isfinite(vals)]
-            row[col] = float(ok.mean()) if ok.size else math.nan
-            row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
+            row[col], row[f"{col}_std"] = _mean_std([r["methods"][m][col] for r in recs])
         row["kendall_tau_ceiling"] = ceil_tau
         row["jaccard_ceiling"] = ceil_j
-        rows.append({k: row[k] for k in FAITHFULNESS_COLUMNS})
+        if "deletion_auc_logk" in extra:
+            row["deletion_auc_logk"], row["deletion_auc_logk_std"] = _mean_std(
+                [r["methods"][m]["deletion_auc_logk"] for r in recs])
+        if "policy" in extra:
+            row["policy"] = "; ".join(sorted({str(r["analysis"].get("policy")) for r in recs}))
+        rows.append({k: row[k] for k in (*FAITHFULNESS_COLUMNS, *extra)})
     return rows
 
 
 def extended_table(result: StudyResult) -> list[dict[str, Any]]:
-    """Per method: the original indicator's deletion metrics and the magnitude ordering (mean ± std)."""
+    """Per method: the original indicator's deletion metrics, the magnitude ordering, the masking oracle
+    and (when computed) the log-k grid, mean ± std over runs (runs resumed from before a column existed
+    drop that column)."""
     rows = []
-    cols = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original", "deletion_auc_magnitude",
-            "drop_at_5_magnitude")
+    cols = ["deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original", "deletion_auc_magnitude",
+            "drop_at_5_magnitude", "deletion_auc_masking", "drop_at_5_masking", "deletion_auc_logk",
+            "deletion_auc_logk_masking"]
+    cols = [c for c in cols if all(c in r["methods"][m] for r in result.records for m in METHODS)]
     for m in METHODS:
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
         for col in cols:
-            vals = _floats([r["methods"][m][col] for r in result.records])
-            ok = vals[np.isfinite(vals)]
-            row[col] = float(ok.mean()) if ok.size else math.nan
-            row[f"{col}_std"] = float(ok.std()) if ok.size else math.nan
+            row[col], row[f"{col}_std"] = _mean_std([r["methods"][m][col] for r in result.records])
         rows.append(row)
     return rows
 
@@ -101,4 +124,4 @@ def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list
     return rows
 
 
-__all__ = ["extended_table", "faithfulness_table", "pair_table", "path_table"]
+__all__ = ["extended_table", "extra_columns", "faithfulness_table", "pair_table", "path_table"]

@@ -45,6 +45,16 @@ def test_manifest_redacts_secrets(tmp_path):
     assert "sk-secret" not in text and "t0k" not in text and '"k": 1' in text
 
 
+def test_manifest_keeps_token_counts(tmp_path):
+    from aumann.manifest import write_manifest
+
+    path = write_manifest(tmp_path, "x", config={}, extra={"llm_usage": {"prompt_tokens": 12, "completion_tokens": 3},
+                                                          "api_token": "secret-value"})
+    data = json.loads(path.read_text())
+    assert data["llm_usage"] == {"prompt_tokens": 12, "completion_tokens": 3}  # numbers are never secrets
+    assert data["api_token"] == "<redacted>"
+
+
 def test_version_flag(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])

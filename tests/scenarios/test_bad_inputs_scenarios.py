@@ -101,3 +101,21 @@ def test_capture_files_ignore_times_without_a_calendar_day(tmp_path):
     assert w.stats.unparsed == 4 and sorted(p.name for p in tmp_path.iterdir()) == ["2026-04-10.jsonl",
                                                                                    "unparsed.jsonl"]
     assert w.stats.messages == 5
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"agents": 10**12}, "agents"),
+    ({"cascade_quadrature_steps": 10**9}, "cascade_quadrature_steps"),
+    ({"cascade_permutations": 10**12}, "cascade_permutations"),
+    ({"fidelity_agents": 10**12}, "fidelity_agents"),
+    ({"large": {"threshold": True}}, "large.threshold"),
+    ({"large": {"path_orders": 2.5}}, "large.path_orders"),
+    ({"large": {"random_orderings": float("inf")}}, "large.random_orderings"),
+], ids=["agents", "cascade_quadrature", "cascade_permutations", "fidelity_agents", "large_bool",
+        "large_fraction", "large_inf"])
+def test_megascale_settings_are_typed_errors_naming_the_key(overrides, key):
+    # MegaScale-Social (merged from main): its own sizes are bounded and its [large] table follows the
+    # ConfigModel rules (no booleans for numbers, no NaN/inf) like every other config table
+    with pytest.raises(ConfigError) as info:
+        scenarios.get("megascale-social").load_config(**overrides)
+    assert key in str(info.value) and "\n" not in str(info.value)

@@ -255,7 +255,7 @@ def test_a_usage_ledger_with_impossible_spend_is_refused_naming_the_field(tmp_pa
     from aumann.simulators.llm import load_ledger
 
     path = tmp_path / "llm-usage.json"
-    path.write_text('{"usage": %s}' % usage)
+    path.write_text('{"usage": ' + usage + '}')
     with pytest.raises(ConfigError, match=r"llm-usage\.json") as info:
         load_ledger(path)
     assert key in str(info.value)

@@ -7,8 +7,11 @@ Why the column spec looks the way it does: the envelope fields are read as ``JSO
 types can be checked exactly (a typed ``BIGINT`` column would silently turn ``"123"`` or ``1.5``
 into numbers); every line DuckDB cannot parse becomes an all-NULL row (with ``ignore_errors``),
 which the validity test then counts as malformed. Record fields whose types differ between
-lexicons (``text``, ``reply``, ``subject``, ``facets``, ``tags``) are ``JSON`` too, so an unknown
-collection that reuses a field name with another type never invalidates its line.
+lexicons (``reply``, ``facets``, ``tags``) are ``JSON`` too, so an unknown collection that reuses a
+field name with another type never invalidates its line; ``text`` and ``subject`` are ``VARCHAR``,
+which never fails either: a string reads as itself and any other JSON value as its JSON text (for
+``text`` exactly what ``->>'$'`` on a JSON column gave, without serialising and re-parsing every
+post's text).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ US_PER_DAY = 86_400_000_000
 COLUMNS = (
     "{'did': 'VARCHAR', 'time_us': 'JSON', 'kind': 'JSON', "
     "'commit': 'STRUCT(rev VARCHAR, operation VARCHAR, collection VARCHAR, rkey VARCHAR, "
-    "record STRUCT(text JSON, reply JSON, subject VARCHAR, facets JSON, tags JSON))', "
+    "record STRUCT(text VARCHAR, reply JSON, subject VARCHAR, facets JSON, tags JSON))', "
     "'identity': 'JSON', 'account': 'JSON'}"
 )
 
@@ -53,7 +56,7 @@ SELECT
   hash(did, kind, commit.collection, commit.rkey, commit.operation, commit.rev, identity, account) AS key,
   CASE WHEN kind = 'identity' THEN identity->>'$.handle' END AS handle,
   CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
-       THEN commit.record.text->>'$' END AS text,
+       THEN commit.record.text END AS text,
   CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
        THEN commit.record.reply->>'$.parent.uri' END AS parent_uri,
   CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'

@@ -12,7 +12,8 @@ Training (Adam, MSE, seeded ``torch.Generator``) regresses the standardised shif
 y = (log(f_heat + shift) − μ) / σ, on sub-panels of the topic's window panel drawn half uniformly
 and half from the visibility pool, sizes {64, 256, 1024} (agents drawn with replacement: a training
 convenience). Attribution: the engine's path integral with τ = u⁴ and K = 120
-(``AumannShapley(steps=120, power=4)``); the log-mean channel makes the zero-baseline integrand
+(``AumannShapley(steps=120, power=4)``), on ``DeepSetSettings.device`` (``"cuda"`` for a GPU; the
+indicator follows its input onto the device); the log-mean channel makes the zero-baseline integrand
 sharp near τ ≈ 0, which the substitution resolves. Reported: efficiency gap, the deepset table
 (FULL, BIAS_v and RAND at N = 100: tier shares and ε), training fidelity, and the attribution time
 against K forward+backward passes of the network measured in the same run.
@@ -21,6 +22,7 @@ against K forward+backward passes of the network measured in the same run.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import time
 from collections.abc import Iterator
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import AumannShapley, Indicator, PooledForm, attribute
+from aumann.attribution.device import CPU, resolve_device
 from aumann.data.bluesky.counts import TIER_LABELS, RawCounts
 from aumann.errors import ZeroDeltaVError
 from aumann.io import write_json, write_text
@@ -44,15 +47,16 @@ SHIFT = 1e-3
 
 
 class DeepSetNet(torch.nn.Module):
-    """Encoder ψ, mean pooling + log-mean channel, tanh head (float32)."""
+    """Encoder ψ, mean pooling + log-mean channel, tanh head (float32 unless ``dtype`` says otherwise)."""
 
-    def __init__(self, d: int, width: int, generator: torch.Generator) -> None:
+    def __init__(self, d: int, width: int, generator: torch.Generator, dtype: torch.dtype = DTYPE) -> None:
         super().__init__()
-        self.l1 = torch.nn.Linear(d, width, dtype=DTYPE)
-        self.l2 = torch.nn.Linear(width, width, dtype=DTYPE)
-        self.l3 = torch.nn.Linear(width + d, width, dtype=DTYPE)
-        self.l4 = torch.nn.Linear(width, 1, dtype=DTYPE)
-        with torch.no_grad():
+        self.dtype = dtype
+        self.l1 = torch.nn.Linear(d, width, dtype=dtype)
+        self.l2 = torch.nn.Linear(width, width, dtype=dtype)
+        self.l3 = torch.nn.Linear(width + d, width, dtype=dtype)
+        self.l4 = torch.nn.Linear(width, 1, dtype=dtype)
+        with torch.no_grad():  # drawn in float32 whatever the dtype: the same seed gives the same network
             for lin in (self.l1, self.l2, self.l3, self.l4):
                 bound = 1.0 / np.sqrt(lin.in_features)
                 lin.weight.copy_((torch.rand(lin.weight.shape, generator=generator, dtype=DTYPE) * 2 - 1)
@@ -75,7 +79,12 @@ class DeepSetNet(torch.nn.Module):
 
 
 class DeepSetIndicator(Indicator):
-    """The trained network as a batched indicator ``f(z[..., N, D]) -> [...]`` (pooled)."""
+    """The trained network as a batched indicator ``f(z[..., N, D]) -> [...]`` (pooled).
+
+    It follows its input: on a tensor that lives on a GPU (``attribute(..., device="cuda")``) it
+    evaluates a copy of the network on that device (made once per device; the host network is
+    left where it is).
+    """
 
     name = "deepset"
 
@@ -83,10 +92,20 @@ class DeepSetIndicator(Indicator):
         self.net = net.eval()
         for p in self.net.parameters():
             p.requires_grad_(False)
-        self.pooled = PooledForm(psi=net.psi, rho=net.rho)
+        self._nets: dict[torch.device, DeepSetNet] = {next(net.parameters()).device: self.net}
+        self.pooled = PooledForm(psi=lambda z: self.on(z.device).psi(z.to(net.dtype)),
+                                 rho=lambda m: self.on(m.device).rho(m.to(net.dtype)))
+
+    def on(self, device: torch.device) -> DeepSetNet:
+        """The network on ``device`` (a copy, made on first use)."""
+        net = self._nets.get(device)
+        if net is None:
+            net = self._nets[device] = copy.deepcopy(self.net).to(device)
+        return net
 
     def forward(self, z: torch.Tensor, context: Any = None) -> torch.Tensor:
-        return self.net(z.to(DTYPE))
+        net = self.on(z.device)
+        return net(z.to(net.dtype))
 
 
 def _heat(values: np.ndarray) -> np.ndarray:
@@ -159,24 +178,28 @@ def _train(values: np.ndarray, pool: np.ndarray, settings: Any) -> tuple[DeepSet
                  "heldout_r2": fid, "target": {"shift": SHIFT, "mu": mu, "sd": sd}}
 
 
-def _reference_passes(f: DeepSetIndicator, values: np.ndarray, k: int, measured: int) -> float:
-    """Seconds for k forward+backward passes of the network on the full panel.
+def _reference_passes(f: DeepSetIndicator, values: np.ndarray, k: int, measured: int,
+                      device: torch.device = CPU) -> float:
+    """Seconds for k forward+backward passes of the network on the full panel (on ``device``).
 
     ``measured`` (≤ k) passes at evenly spaced path points are timed and scaled to k (each pass
     costs the same: same shapes, same operations).
     """
-    x = torch.as_tensor(values[None], dtype=DTYPE)
+    x = torch.as_tensor(values[None], dtype=f.net.dtype).to(device)
     m = max(1, min(k, measured))
     t0 = time.perf_counter()
     for j in range(m):
         z = (x * ((j + 0.5) / m)).requires_grad_(True)
         torch.autograd.grad(f(z).sum(), z)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return (time.perf_counter() - t0) * k / m
 
 
 def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: Any = print) -> dict[str, Any]:
     """Train, attribute at full scale and on the study's N = 100 subsets; write ``deepset.json``."""
     s = cfg.deepset_settings
+    device = resolve_device(s.device)  # a bad device fails before training, not after
     out = Path(out)
     panel = counts.window_panel(s.topic)
     panel = panel.astype(np.float32)
@@ -189,13 +212,13 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
                         active_count=int(np.median((posts > 0).sum(1))), k_min=cfg.k_min)
     net, report = train(values, pools.pool("BIAS_visibility"), s)
     f = DeepSetIndicator(net)
-    method = AumannShapley(steps=s.steps, power=s.power)
+    method = AumannShapley(steps=s.steps, power=s.power, device=device)
     log(f"deepset: trained in {report['train_seconds']:.1f} s; attributing {panel.N:,} agents with K={s.steps}, "
-        f"tau=u^{s.power:g}")
+        f"tau=u^{s.power:g} on {device}")
     t0 = time.perf_counter()
     res = attribute(f, panel, method=method)
     attr_s = time.perf_counter() - t0
-    ref_s = _reference_passes(f, values, s.steps, s.reference_passes)
+    ref_s = _reference_passes(f, values, s.steps, s.reference_passes, device)
     dv = float(res.delta_v[0])
     if dv == 0.0:
         raise ZeroDeltaVError(f"deepset topic {s.topic!r}: Δv = 0 on the full panel; shares are undefined")
@@ -237,7 +260,8 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
         "settings": s.model_dump(), "training": report,
         # |Σφ − Δv| / |Δv| with Σφ accumulated in float64 (the float32 sum can hide the gap)
         "efficiency_gap_relative": float(abs(res.phi[0].astype(np.float64).sum() - dv) / abs(dv)),
-        "attribution_seconds": attr_s, "reference_seconds_K_fwd_bwd": ref_s, "time_ratio": attr_s / ref_s,
+        "device": str(device), "attribution_seconds": attr_s, "reference_seconds_K_fwd_bwd": ref_s,
+        "time_ratio": attr_s / ref_s,
         "reference_passes_timed": max(1, min(s.steps, s.reference_passes)),
         "table": rows,
     }

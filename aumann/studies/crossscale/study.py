@@ -56,6 +56,7 @@ class DeepSetSettings(ConfigModel):
     seed: NonNegativeInt = 0
     n_subset: int = Field(100, ge=2)
     reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
+    device: str = "cpu"  # torch device of the attribution (and of the reference passes): "cpu", "cuda", "cuda:1"
 
 
 Protocol = Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]

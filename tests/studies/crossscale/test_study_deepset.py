@@ -64,3 +64,32 @@ def test_run_deepset_writes_the_table(tmp_path) -> None:
     assert sum(out["table"]["FULL"]["R"].values()) == pytest.approx(100.0, abs=0.5)
     assert out["efficiency_gap_relative"] <= 3e-3
     assert out["time_ratio"] > 0 and out["reference_seconds_K_fwd_bwd"] > 0
+
+
+def test_the_indicator_follows_its_input_and_its_pooled_form_takes_float64() -> None:
+    net = DeepSetNet(3, 8, torch_generator(4), dtype=torch.float64)
+    f = DeepSetIndicator(net)
+    assert f.on(torch.device("cpu")) is f.net
+    z = torch.rand(2, 40, 3, dtype=torch.float64)
+    torch.testing.assert_close(f(z), f.pooled.rho(f.pooled.psi(z).mean(dim=-2)), rtol=1e-12, atol=1e-12)
+    res = attribute(f, Panel(z.numpy()), method=AumannShapley(steps=60, power=4), device="cpu")
+    assert res.relative_efficiency_gap.max() <= 1e-3
+
+
+def test_a_bad_device_fails_before_training(tmp_path) -> None:
+    from aumann.errors import MethodError
+
+    counts = generate(SynthConfig(users=500, seed=2))
+    cfg = CrossScaleConfig(seeds=[0], deepset=True, deepset_settings=DeepSetSettings(device="gpu0"))
+    with pytest.raises(MethodError, match="gpu0"):
+        run_deepset(counts, tmp_path, cfg, log=lambda *_: None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_deepset_attribution_on_cuda_equals_cpu() -> None:
+    f = DeepSetIndicator(DeepSetNet(3, 8, torch_generator(4), dtype=torch.float64))
+    z = np.abs(np.random.default_rng(1).normal(1.0, 1.0, size=(2, 3000, 3)))
+    method = AumannShapley(steps=120, power=4)
+    cpu = attribute(f, Panel(z), method=method)
+    gpu = attribute(f, Panel(z), method=method, device="cuda")
+    np.testing.assert_allclose(gpu.phi, cpu.phi, rtol=1e-10, atol=1e-16)

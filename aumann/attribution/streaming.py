@@ -1,0 +1,197 @@
+"""Linear closed forms at memory speed: column sums and weighted row sums of a (T, N, D) panel.
+
+The zero-baseline closed form of every pooled indicator with linear ψ (``lin``, ``heat`` and their
+linear combinations) is
+
+    φ_{t,i} = Σ_d z_{t,i,d} c_{t,d},
+
+with coefficients c_t that depend on z only through the column means m_t = mean_i z_{t,i}; so do
+f(z_t) and f(0) (Appendix F). The whole attribution is therefore two reads of z and one write of
+φ, and nothing else touches an O(N) array:
+
+1. :func:`column_sums` — one read of z, reduced along contiguous memory: each step is viewed as
+   rows of ``_ROW_AGENTS · D`` consecutive values, so the reduction is a vectorised sum of long
+   contiguous rows (instead of a strided reduction over the agent axis), accumulated sequentially in
+   blocks of ``_BLOCK_ROWS`` rows and the blocks then added up, which bounds rounding at
+   ~(``_BLOCK_ROWS`` + N / (``_ROW_AGENTS`` · ``_BLOCK_ROWS``) + ``_ROW_AGENTS``) ε;
+2. the indicator's coefficients, f(z_t) and f(0) from the (T, D) means (a few flops);
+3. :func:`weighted_rows` — one read of z and one write of φ, a matrix–vector product per step
+   (BLAS) into a freshly allocated output, plus Σ_i φ_{t,i} read back while the part's φ is still
+   warm in cache. Those sums give the efficiency gap (``Attribution.efficiency_gap`` then costs
+   nothing) and the finiteness check of φ: a float sum is finite only if every term is.
+
+Big steps are cut into a few block-aligned parts (a function of N only) that run on up to
+``torch.get_num_threads()`` threads and are added in a fixed order, so results do not depend on the
+thread count. Small panels take single numpy calls (no per-step Python loop), which keeps the fixed
+cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
+relative.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from aumann.errors import IndicatorError
+
+# The indicator's type is not imported: indicators import this module (no cycle, even a typing-only one).
+Indicator = Any  # an aumann.attribution.indicators.Indicator with has_linear_closed_form
+
+_ROW_AGENTS = 128  # agents per contiguous row of the column-sum reduction
+_BLOCK_ROWS = 1024  # rows accumulated sequentially before blocks are added
+_SMALL = 1 << 15  # N·D below this: one numpy call per pass, no per-step loop
+_PART = _ROW_AGENTS * _BLOCK_ROWS  # agents per part of a step (parts run on separate threads)
+_MAX_PARTS = 8
+
+
+def _parts(n: int) -> list[tuple[int, int]]:
+    """Agent ranges a big step is cut into: block-aligned, at most ``_MAX_PARTS``, and a function of
+    N only — so the rounding, and the results, never depend on how many threads run them."""
+    k = max(1, min(_MAX_PARTS, n // (2 * _PART)))
+    cuts = [0] + [(n * j // k) // _PART * _PART for j in range(1, k)] + [n]
+    return list(itertools.pairwise(cuts))
+
+
+def _run(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions
+    and torch's matrix–vector products release the GIL)."""
+    workers = min(len(items), torch.get_num_threads())
+    if workers <= 1:
+        return [fn(i) for i in items]
+    return list(_pool(workers).map(fn, items))
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    key = (os.getpid(), workers)  # a forked child builds its own (threads do not survive fork)
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aumann-stream")
+    return pool
+
+
+def _flat_sums(flat: np.ndarray, d: int) -> np.ndarray:
+    """Column sums of a contiguous run of agents given as its flat (n·D,) values."""
+    width = _ROW_AGENTS * d
+    rows = flat.size // width
+    blocks = rows // _BLOCK_ROWS
+    head = blocks * _BLOCK_ROWS * width
+    acc = np.zeros(width)
+    if blocks:
+        acc += flat[:head].reshape(blocks, _BLOCK_ROWS, width).sum(axis=1, dtype=np.float64).sum(axis=0)
+    if rows * width > head:
+        acc += flat[head:rows * width].reshape(-1, width).sum(axis=0, dtype=np.float64)
+    s = acc.reshape(_ROW_AGENTS, d).sum(axis=0)
+    if flat.size > rows * width:
+        s += flat[rows * width:].reshape(-1, d).sum(axis=0, dtype=np.float64)
+    return s
+
+
+def column_sums(x: np.ndarray) -> np.ndarray:
+    """Σ_i x[t, i, :] for every step, float64 (T, D); one read of ``x`` along contiguous memory."""
+    T, N, D = x.shape
+    if N * D < _SMALL:
+        return x.sum(axis=1, dtype=np.float64)
+    if not x.flags.c_contiguous:  # a strided view: let torch stream it rather than copy it
+        return _tensor(x).sum(dim=1, dtype=torch.float64).numpy()
+    parts = _parts(N)
+    tasks = [(t, a, b) for t in range(T) for a, b in parts]
+    partial = _run(lambda task: _flat_sums(x[task[0], task[1]:task[2]].reshape(-1), D), tasks)
+    out = np.zeros((T, D))
+    for (t, _, _), s in zip(tasks, partial, strict=True):  # added in a fixed order
+        out[t] += s
+    return out
+
+
+def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """φ[t, i] = Σ_d x[t, i, d] coef[t, d] (in ``x``'s dtype) and the float64 row sums Σ_i φ[t, i]."""
+    T, N, D = x.shape
+    c = coef if coef.dtype == x.dtype else coef.astype(x.dtype)
+    if N * D < _SMALL:
+        phi = (x[0] @ c[0])[None] if T == 1 else np.matmul(x, c[:, :, None])[:, :, 0]
+        return phi, phi.sum(axis=1, dtype=np.float64)
+    phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
+    xt, ct, ot = _tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
+
+    def part(task: tuple[int, int, int]) -> float:
+        t, a, b = task
+        row = ot[t, a:b]
+        torch.mv(xt[t, a:b], ct[t], out=row)  # BLAS gemv: streams this part of the step once
+        # numpy's pairwise sum (its rounding does not depend on torch's thread count), while the
+        # part's φ is still in cache
+        return float(phi[t, a:b].sum(dtype=np.float64))
+
+    tasks = [(t, a, b) for t in range(T) for a, b in _parts(N)]
+    sums = np.zeros(T)
+    for (t, _, _), s in zip(tasks, _run(part, tasks), strict=True):
+        sums[t] += s
+    return phi, sums
+
+
+def _tensor(x: np.ndarray) -> torch.Tensor:
+    """A torch view of ``x`` (a copy only for negative strides, which torch cannot view)."""
+    return torch.from_numpy(x if min(x.strides) >= 0 else np.ascontiguousarray(x))
+
+
+class ClosedForm(NamedTuple):
+    """A closed-form attribution: φ (T, N), f(z_t), f(0), Σ_i φ_{t,i} and optional (T, N, D) φ_d."""
+
+    phi: np.ndarray
+    f_values: np.ndarray
+    f_baseline: np.ndarray
+    phi_sums: np.ndarray | None = None
+    phi_features: np.ndarray | None = None
+
+
+def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False,
+                       steps: Any = None) -> ClosedForm:
+    """The zero-baseline closed form of an indicator with ``has_linear_closed_form``.
+
+    Raises:
+        IndicatorError: when f(z_t), the coefficients or φ are not finite (e.g. heat on features
+            whose product of means is ≤ −1, or values so large that φ overflows); the message names
+            the step by its label in ``steps`` (the panel's step labels) when given.
+    """
+    N = x.shape[1]
+    means = column_sums(x)
+    means /= N
+    coef, fv, fb = f.linear_coefficients(means, N)
+    phi, sums = weighted_rows(x, coef)
+    # one check for all of it: a sum is finite only if every term is (NaN or inf in the coefficients
+    # reaches Σ_i φ as well)
+    if not all(map(math.isfinite, (sums + fv + fb).tolist())):
+        _raise_not_finite(f, means, coef, fv, fb, sums, steps)
+    phi_features = x * coef.astype(x.dtype)[:, None, :] if per_feature else None
+    return ClosedForm(phi=phi, f_values=fv, f_baseline=fb, phi_sums=sums, phi_features=phi_features)
+
+
+def _raise_not_finite(f: Indicator, means: np.ndarray, coef: np.ndarray, fv: np.ndarray, fb: np.ndarray,
+                      sums: np.ndarray, steps: Any = None) -> None:
+    def where(t: int) -> str:
+        if steps is None:
+            return f"step index {t}"
+        label = steps[t]
+        return f"step {label.item() if hasattr(label, 'item') else label!r}"
+
+    bad_f = ~(np.isfinite(fv) & np.isfinite(fb) & np.isfinite(coef).all(axis=1))
+    if bad_f.any():
+        t = int(np.flatnonzero(bad_f)[0])
+        raise IndicatorError(f"indicator {f.name!r} is not finite (NaN/inf) at {where(t)} (f(z) = {float(fv[t])!r}, "
+                             f"f(0) = {float(fb[t])!r}, column means {means[t].tolist()}): its closed form needs a "
+                             "finite f along the path from 0 to z; rescale the features or change the baseline")
+    bad = np.flatnonzero(~np.isfinite(sums))
+    t = int(bad[0]) if bad.size else 0
+    raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow (NaN/inf) at {where(t)} "
+                         f"(Σ_i φ = {float(sums[t])!r}); rescale the features")
+
+
+__all__ = ["ClosedForm", "column_sums", "linear_closed_form", "weighted_rows"]

@@ -1,0 +1,89 @@
+"""MegaScale-Social configuration (the ``megascale-social.toml`` defaults, validated by pydantic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from aumann import configs
+from aumann.scenarios.base import ScenarioConfig
+
+
+class LargeScale(configs.ConfigModel):
+    """Study settings applied when ``agents ≥ threshold`` (the ``[large]`` table): what is reduced at scale.
+
+    Attributes:
+        threshold: N from which these settings replace the ``[study]`` ones.
+        random_orderings: random orderings averaged by the Random deletion rows (both oracles, K_del
+            and the log-k grid).
+        path_orders: random orders of the path ablation.
+        ablations: run the path / f-sensitivity / baseline ablations at all.
+        antithetic: sampled Shapley in antithetic pairs (each permutation and its reverse; m unchanged).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: int = Field(100_000, ge=2)
+    random_orderings: int = Field(3, ge=1)
+    path_orders: int = Field(4, ge=1)
+    ablations: bool = True
+    antithetic: bool = True
+
+
+class MegaScaleConfig(ScenarioConfig):
+    """MegaScale-Social parameters (see the scenario README for the dynamics and the indicators)."""
+
+    agents: int = Field(1_000_000, ge=4)
+    steps: int = Field(30, ge=2)
+    runs: int = Field(1, ge=1)
+    seed: int = 0
+    fixture: str | None = None
+    # network: "ba" (vectorised preferential attachment) or the path of a follower edge list
+    network: str = "ba"
+    ba_m: int = Field(3, ge=1)
+    edge_list_mutual: bool = False
+    # archetype grid
+    stance_edges: tuple[float, ...] = (-0.6, -0.2, 0.2, 0.6)
+    volume_edges: tuple[int, ...] = (1, 3, 10)
+    lean_edges: tuple[float, ...] = (-0.2, 0.2)
+    # individualisation and dynamics
+    influence_slope: float = 0.4
+    belief_slope: float = 1.5
+    stance_rate: float = Field(0.25, ge=0, le=1)
+    social_pull: float = Field(0.1, ge=0, le=1)
+    exposure_scale: float = Field(2.0, gt=0)
+    trending_weight: float = Field(0.5, ge=0)
+    # indicators
+    risk_threshold: float = Field(0.3, gt=-1, lt=1)
+    risk_sharpness: float = Field(20.0, gt=0)
+    prop_scale: float = Field(10.0, gt=0)
+    cascade_scale: float = Field(100.0, gt=0)
+    # scenario analysis beside the standard study
+    analysis: bool = True
+    cascade_permutations: int = Field(1000, ge=2, le=10_000_000)
+    cascade_quadrature_steps: int = Field(16, ge=1, le=4096)  # Gauss–Legendre: AumannShapley's cap
+    cascade_resimulation: bool = True
+    tier_panel_size: int = Field(100, ge=4)
+    tier_panel_draws: int = Field(20, ge=1, le=100_000)
+    fidelity_agents: int = Field(1000, ge=0, le=10_000_000)
+    fidelity_steps: int = Field(30, ge=2, le=1_000_000)
+    llm_ablation: bool = True
+    large: LargeScale = Field(default_factory=LargeScale)
+
+    @model_validator(mode="after")
+    def _apply_large(self) -> MegaScaleConfig:
+        """At N ≥ ``large.threshold`` the ``[large]`` reductions replace the study's settings."""
+        if self.agents >= self.large.threshold:
+            st = self.study
+            st.random_orderings = min(st.random_orderings, self.large.random_orderings)
+            st.path_orders = min(st.path_orders, self.large.path_orders)
+            st.ablations = st.ablations and self.large.ablations
+            st.antithetic = st.antithetic or self.large.antithetic
+        return self
+
+    def effective(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+__all__ = ["LargeScale", "MegaScaleConfig"]

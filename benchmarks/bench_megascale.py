@@ -1,0 +1,150 @@
+"""Benchmark: MegaScale-Social at 10⁴ … 10⁷ agents (offline policy, 2 cores), against its targets.
+
+Sections (each in a fresh subprocess, so peak RSS is its own; wall, CPU = user + sys, peak RSS from
+``/usr/bin/time -v`` when available, else from ``resource``):
+
+* ``--scan`` — simulation only at N = 10⁴, 10⁵, 10⁶ (T steps): build + simulate time, decisions per
+  step (mean, max), distinct backend requests. Targets: simulation ≤ 10 s at 10⁶; decisions per step
+  ≤ 1,000 and flat from 10⁵ to 10⁶.
+* ``--e2e`` — the command ``aumann run megascale-social --agents N --steps 30 --runs 1 --no-plots``
+  (scenario defaults at that N) and its stage times from ``manifest.json``. Targets at 10⁶: ≤ 180 s
+  (never above 300 s), ≤ 3 GB peak.
+* The reference measured in the same run: one ``np.sum`` pass over a float32 (30, N, 6) array (the
+  panel's size) — the ratio "end to end / one pass over the panel" is what to compare across machines.
+
+The load average is printed before and after each section: on a shared machine, re-measure when it
+is high (wall times there are mostly waiting; CPU time is the better guide).
+
+Usage::
+
+    python benchmarks/bench_megascale.py --scan
+    python benchmarks/bench_megascale.py --e2e --agents 1000000
+    python benchmarks/bench_megascale.py --e2e --agents 10000000 --extra --set=llm_ablation=false
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_SIM = r"""
+import json, sys, time, resource
+import numpy as np
+from aumann import scenarios
+n, T = int(sys.argv[1]), int(sys.argv[2])
+sc = scenarios.get("megascale-social")
+cfg = sc.load_config(agents=n, steps=T)
+t0 = time.perf_counter(); c0 = time.process_time()
+from aumann.scenarios.megascale_social.model import MegaScaleSocial
+m = MegaScaleSocial(cfg, rng=0)
+t1 = time.perf_counter()
+from aumann.simulators import simulate
+panel = simulate(m, T, sc.make_recorder(cfg))
+t2 = time.perf_counter(); c2 = time.process_time()
+led = m.decider.ledger.as_dict()
+per = led["decisions_per_step"]
+print(json.dumps({"n": n, "steps": T, "build_s": t1 - t0, "simulate_s": t2 - t1, "total_s": t2 - t0,
+                  "cpu_s": c2 - c0, "decisions_mean": float(np.mean(per)), "decisions_max": int(max(per)),
+                  "decisions_per_step": per, "backend_requests": led["backend_requests"],
+                  "edges": int(m.world.network.nnz), "panel_MiB": panel.values.nbytes / 2**20,
+                  "peak_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
+def _timed(cmd: list[str], env: dict | None = None) -> tuple[str, dict]:
+    """Run ``cmd`` (under /usr/bin/time -v when present); (stdout, {wall_s, cpu_s, peak_MiB})."""
+    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    t0 = time.perf_counter()
+    proc = subprocess.run(timer + cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
+    stats = {"wall_s": wall}
+    err = proc.stderr
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    if m:
+        stats["peak_MiB"] = int(m.group(1)) / 1024
+    u = re.search(r"User time \(seconds\): ([\d.]+)", err)
+    s = re.search(r"System time \(seconds\): ([\d.]+)", err)
+    if u and s:
+        stats["cpu_s"] = float(u.group(1)) + float(s.group(1))
+    return proc.stdout, stats
+
+
+def reference_pass(n: int) -> float:
+    import numpy as np
+
+    z = np.ones((30, n, 6), dtype=np.float32)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        z.sum(dtype=np.float64)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def scan(sizes: list[int], steps: int) -> None:
+    print(f"## decisions per step and simulation time (offline policy, T = {steps}); {_load()}")
+    print("| N | build s | simulate s | CPU s | decisions/step mean | max | distinct requests | panel MiB | peak MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        out, st = _timed([sys.executable, "-c", _SIM, str(n), str(steps)])
+        r = json.loads(out.strip().splitlines()[-1])
+        print(f"| {n:,} | {r['build_s']:.1f} | {r['simulate_s']:.1f} | {st.get('cpu_s', r['cpu_s']):.1f} | "
+              f"{r['decisions_mean']:.0f} | {r['decisions_max']} | {r['backend_requests']} | {r['panel_MiB']:.0f} | "
+              f"{st.get('peak_MiB', r['peak_MiB']):.0f} |", flush=True)
+    print(_load())
+
+
+def e2e(n: int, extra: list[str]) -> None:
+    print(f"## end to end: aumann run megascale-social --agents {n} --steps 30 --runs 1 --no-plots "
+          f"{' '.join(extra)}; {_load()}")
+    ref = reference_pass(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "aumann.cli", "run", "megascale-social", "--agents", str(n), "--steps", "30",
+               "--runs", "1", "--no-plots", "--out", str(Path(tmp) / "out"), *extra]
+        _, st = _timed(cmd)
+        man = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
+    print(f"wall {st['wall_s']:.1f} s (target 180 s, limit 300 s; ratio {st['wall_s'] / 180:.2f}), "
+          f"CPU {st.get('cpu_s', float('nan')):.1f} s, peak {st.get('peak_MiB', float('nan')):.0f} MiB (target 3072)")
+    print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
+          f"end to end = {st['wall_s'] / ref:.0f} passes")
+    for k, v in sorted((man.get("stage_seconds") or {}).items(), key=lambda kv: -kv[1]):
+        print(f"  {k:<34s} {v:8.1f} s")
+    usage = man.get("llm_usage") or {}
+    print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
+                                                               "decisions_per_step_max", "backend_requests")}))
+    print(_load())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scan", action="store_true")
+    ap.add_argument("--e2e", action="store_true")
+    ap.add_argument("--agents", type=int, default=1_000_000)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more arguments for aumann run")
+    args = ap.parse_args()
+    if not (args.scan or args.e2e):
+        args.scan = args.e2e = True
+    if args.scan:
+        scan([int(s) for s in args.sizes.split(",")], args.steps)
+    if args.e2e:
+        e2e(args.agents, args.extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Network-coupled indicators: the exact path value, the analytic-gradient quadrature, the custom sparse
+backward and the O(N + nnz) masking kernel, each against an independent dense reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from aumann.attribution import (
+    AumannShapley,
+    ExactShapley,
+    LeaveOneOut,
+    MaskedIndicatorGame,
+    NetworkQuadratic,
+    Panel,
+    Problem,
+    SampledShapley,
+    attribute,
+)
+from aumann.attribution.network import sparse_matvec
+from aumann.errors import IndicatorError
+
+
+def _graph(n: int, p: float, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    w = rng.uniform(0.5, 2.0, (n, n))
+    dense = np.where(upper, w, 0.0)
+    return sp.csr_matrix(dense + dense.T)
+
+
+def _r(z: torch.Tensor) -> torch.Tensor:  # a product of three features: degree 3 along a line
+    return z[..., 0] * z[..., 1] * (z[..., 2] + z[..., 3])
+
+
+def _dense_f(A: np.ndarray, c: float, z: np.ndarray) -> float:
+    r = z[:, 0] * z[:, 1] * (z[:, 2] + z[:, 3])
+    return float(np.log1p(c * r @ A @ r))
+
+
+@pytest.fixture
+def problem():
+    rng = np.random.default_rng(3)
+    n = 12
+    A = _graph(n, 0.35, 1)
+    x = rng.uniform(0.0, 1.0, (n, 4))
+    x[rng.random(n) < 0.25, 2:] = 0.0  # some inactive agents: null players of the masking game
+    b = np.zeros_like(x)
+    b[:, 0] = x[:, 0]  # like MegaScale: one factor kept, one at a neutral level, activity off
+    b[:, 1] = 0.2
+    return NetworkQuadratic(A, _r, scale=0.7), x, b, A.toarray()
+
+
+def test_forward_matches_the_dense_quadratic_form(problem):
+    f, x, _, A = problem
+    assert f.value(x) == pytest.approx(_dense_f(A, 0.7, x), rel=1e-13)
+    batch = torch.as_tensor(np.stack([x, 0.5 * x]))
+    out = f(batch).numpy()
+    assert out == pytest.approx([_dense_f(A, 0.7, x), _dense_f(A, 0.7, 0.5 * x)], rel=1e-13)
+
+
+def test_exact_path_value_is_efficient_and_matches_fine_quadrature(problem):
+    f, x, b, A = problem
+    phi, f1, f0, info = f.exact(x, b)
+    assert f1 == pytest.approx(_dense_f(A, 0.7, x)) and f0 == pytest.approx(_dense_f(A, 0.7, b))
+    assert abs(phi.sum() - (f1 - f0)) < 1e-13
+    # independent reference: autograd through the *dense* quadratic form, midpoint rule with K = 4000 points
+    K, d = 4000, x - b
+    t = torch.as_tensor((np.arange(K) + 0.5) / K)[:, None, None]
+    z = (torch.as_tensor(b) + t * torch.as_tensor(d)).requires_grad_(True)
+    r = z[..., 0] * z[..., 1] * (z[..., 2] + z[..., 3])
+    (g,) = torch.autograd.grad(torch.log1p(0.7 * ((r @ torch.as_tensor(A)) * r).sum(-1)).sum(), z)
+    ref = (g.numpy() * d).sum(axis=2).mean(axis=0)
+    np.testing.assert_allclose(phi, ref, atol=2e-7)
+    assert info["degree"] == 3 and info["scalar_change"] < 1e-13
+
+
+def test_gauss_legendre_and_autograd_converge_to_the_closed_form(problem):
+    f, x, b, _ = problem
+    phi, *_ = f.exact(x, b)
+    np.testing.assert_allclose(f.gauss_legendre(x, b, steps=48), phi, atol=1e-12)
+    res = attribute(f, Panel(x[None]), method=AumannShapley(steps=48, closed_form=False), baseline=b)
+    np.testing.assert_allclose(res.phi[0], phi, atol=1e-12)
+
+
+def test_sparse_matvec_backward_is_the_transpose_product():
+    rng = np.random.default_rng(0)
+    A = sp.random(7, 7, density=0.4, random_state=1, format="csr")
+    x = torch.as_tensor(rng.normal(size=(2, 7)), dtype=torch.float64).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda v: sparse_matvec(A, v), (x,))
+    S = (A + A.T).tocsr()
+    assert torch.autograd.gradcheck(lambda v: sparse_matvec(S, v, symmetric=True), (x,))
+
+
+def test_masking_kernel_matches_plain_evaluation(problem):
+    f, x, b, _ = problem
+    game = MaskedIndicatorGame(Problem.build(f, Panel(x[None]), b), 0)
+    fast, slow = game.kernel(), game.kernel(fast=False)
+    assert fast.kind == "network-quadratic"
+    rng = np.random.default_rng(5)
+    masks = rng.random((6, x.shape[0])) < 0.5
+    np.testing.assert_allclose(fast.values(masks), slow.values(masks), rtol=1e-12)
+    perms = np.stack([rng.permutation(x.shape[0]) for _ in range(4)])
+    ff, fr = fast.prefix_marginals(perms, reverse=True)
+    sf, sr = slow.prefix_marginals(perms, reverse=True)
+    np.testing.assert_allclose(ff, sf, atol=1e-12)
+    np.testing.assert_allclose(fr, sr, atol=1e-12)
+    np.testing.assert_allclose(fast.flip_marginals(masks), slow.flip_marginals(masks), atol=1e-12)
+    v_full = float(slow.values(np.ones((1, x.shape[0]), bool))[0])
+    np.testing.assert_allclose(fast.loo(v_full), slow.loo(v_full), atol=1e-12)
+
+
+def test_null_players_get_exact_zeros_and_shapley_matches_enumeration(problem):
+    f, x, b, _ = problem
+    panel = Panel(x[None])
+    exact = attribute(f, panel, method=ExactShapley(fast=False), baseline=b).phi[0]
+    reduced = attribute(f, panel, method=ExactShapley(), baseline=b)
+    np.testing.assert_allclose(reduced.phi[0], exact, atol=1e-12)
+    nulls = reduced.provenance["per_step"]["null_players"]
+    inactive = (x[:, 2] + x[:, 3]) == 0
+    assert nulls == int(inactive.sum()) > 0
+    ss = attribute(f, panel, method=SampledShapley(permutations=4000), baseline=b, rng=0)
+    assert np.all(ss.phi[0][inactive] == 0) and np.all(ss.stderr[0][inactive] == 0)
+    np.testing.assert_allclose(ss.phi[0], exact, atol=5 * ss.stderr[0].max() + 1e-12)
+    loo = attribute(f, panel, method=LeaveOneOut(), baseline=b).phi[0]
+    np.testing.assert_allclose(loo, attribute(f, panel, method=LeaveOneOut(fast=False), baseline=b).phi[0],
+                               atol=1e-12)
+
+
+def test_not_permutation_invariant_unless_the_graph_is_relabelled(problem):
+    f, x, _, A = problem
+    perm = np.random.default_rng(2).permutation(x.shape[0])
+    moved = f.value(x[perm])
+    assert moved != pytest.approx(f.value(x))  # relabelling agents alone changes who neighbours whom
+    relabelled = NetworkQuadratic(sp.csr_matrix(A[np.ix_(perm, perm)]), _r, scale=0.7)
+    assert relabelled.value(x[perm]) == pytest.approx(f.value(x), rel=1e-13)
+
+
+def test_subset_uses_the_induced_subgraph(problem):
+    f, x, _, A = problem
+    S = np.array([0, 2, 3, 7, 9])
+    assert f.subset(S).value(x[S]) == pytest.approx(_dense_f(A[np.ix_(S, S)], 0.7, x[S]), rel=1e-13)
+
+
+def test_bad_interaction_matrices_are_rejected():
+    with pytest.raises(IndicatorError, match="sparse"):
+        NetworkQuadratic(np.eye(3), _r)
+    with pytest.raises(IndicatorError, match="diagonal"):
+        NetworkQuadratic(sp.eye(3, format="csr"), _r)
+    with pytest.raises(IndicatorError, match="symmetric"):
+        NetworkQuadratic(sp.csr_matrix(np.array([[0.0, 1.0], [0.0, 0.0]])), _r)
+    f = NetworkQuadratic(_graph(4, 0.9, 0), _r)
+    with pytest.raises(IndicatorError, match="subset"):
+        f(torch.zeros(3, 4, dtype=torch.float64))

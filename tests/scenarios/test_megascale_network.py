@@ -1,0 +1,94 @@
+"""MegaScale-Social networks: the vectorised Batagelj–Brandes generator against the sequential
+algorithm, determinism, and the networkx / edge-list loaders with their errors."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from aumann.errors import ConfigError
+from aumann.scenarios.megascale_social.network import Network, barabasi_albert, read_edge_list
+
+
+def _sequential_bb(n: int, m: int, seed: int) -> set[tuple[int, int]]:
+    """Batagelj & Brandes (2005), Algorithm 'preferential attachment', as the paper writes it: a loop
+    over edges filling the endpoint array M, with the same uniform draws as the vectorised code."""
+    u = np.random.default_rng(seed).random(n * m)
+    M = np.empty(2 * n * m, dtype=np.int64)
+    for v in range(n):
+        for i in range(m):
+            k = v * m + i
+            M[2 * k] = v
+            r = int(u[k] * (2 * k + 1))
+            M[2 * k + 1] = M[r]
+    edges = set()
+    for k in range(n * m):
+        a, b = int(M[2 * k]), int(M[2 * k + 1])
+        if a != b:
+            edges.add((min(a, b), max(a, b)))
+    return edges
+
+
+def _edge_set(net: Network) -> set[tuple[int, int]]:
+    rows = np.repeat(np.arange(net.n), np.diff(net.indptr))
+    return {(int(a), int(b)) for a, b in zip(rows, net.indices) if a < b}
+
+
+@pytest.mark.parametrize(("n", "m", "seed"), [(50, 1, 0), (300, 3, 7), (2000, 4, 11)])
+def test_vectorised_generator_equals_the_sequential_algorithm(n, m, seed):
+    net = barabasi_albert(n, m, np.random.default_rng(seed))
+    assert _edge_set(net) == _sequential_bb(n, m, seed)
+
+
+def test_generator_is_seeded_symmetric_and_heavy_tailed():
+    a = barabasi_albert(20_000, 3, np.random.default_rng(5))
+    b = barabasi_albert(20_000, 3, np.random.default_rng(5))
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert not np.array_equal(a.indices, barabasi_albert(20_000, 3, np.random.default_rng(6)).indices)
+    F = a.follows()
+    assert (F != F.T).nnz == 0 and F.diagonal().sum() == 0 and a.mutual
+    deg = a.follower_count()
+    assert 5.5 < deg.mean() < 6.0 and deg.max() > 100  # a few self-loops/duplicates are dropped; hubs exist
+    assert np.array_equal(np.sort(a.symmetric().indices), np.sort(a.indices))
+
+
+def test_from_networkx_directed_and_undirected():
+    g = nx.DiGraph([("a", "b"), ("b", "c"), ("a", "c")])
+    net = Network.from_networkx(g)
+    assert net.n == 3 and net.nnz == 3 and list(net.node_ids) == ["a", "b", "c"]
+    assert net.follower_count().tolist() == [0, 1, 2] and net.following_count().tolist() == [2, 1, 0]
+    A = net.symmetric().toarray()
+    assert np.allclose(A, A.T) and A[0, 1] == 0.5
+    und = Network.from_networkx(nx.path_graph(4))
+    assert und.nnz == 6 and und.mutual and und.follower_count().tolist() == [1, 2, 2, 1]
+
+
+def test_edge_list_file_with_header_comments_and_labels(tmp_path):
+    p = tmp_path / "follows.csv"
+    p.write_text("follower,followee\n# a comment\n10,20\n20,30\n10,30\n10,30\n30,30\n")
+    net = read_edge_list(p)
+    assert net.n == 3 and net.nnz == 3 and list(net.node_ids) == [10, 20, 30]  # duplicate and self-loop dropped
+    assert read_edge_list(p, mutual=True).nnz == 6
+
+
+@pytest.mark.parametrize(("text", "match"), [("1 2\nx y\n", "line 2"), ("# nothing\n", "no edges"),
+                                             ("1 -2\n", "≥ 0")])
+def test_bad_edge_lists_name_the_problem(tmp_path, text, match):
+    p = tmp_path / "bad.txt"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        read_edge_list(p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_edge_list(tmp_path / "missing.txt")
+
+
+def test_bad_edge_arrays_are_rejected():
+    with pytest.raises(ConfigError, match="equal length"):
+        Network.from_edges(np.array([0, 1]), np.array([1]))
+    with pytest.raises(ConfigError, match="integers"):
+        Network.from_edges(np.array([0.5]), np.array([1.0]))
+    with pytest.raises(ConfigError, match="n = 2"):
+        Network.from_edges(np.array([0]), np.array([5]), n=2)
+    with pytest.raises(ConfigError, match="n ≥ 2"):
+        barabasi_albert(1, 3, np.random.default_rng(0))

@@ -1,0 +1,123 @@
+"""`aumann run megascale-social --agents 10000` end to end (small study settings), and the study records."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from aumann.cli import run as run_cmd
+from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS
+
+FAST = ["--set", "study.permutations=100", "--set", "cascade_permutations=100", "--set", "fidelity_agents=300",
+        "--set", "fidelity_steps=8", "--set", "tier_panel_draws=4", "--set", "study.path_orders=2",
+        "--set", "study.random_orderings=2"]
+
+
+def _invoke(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mega")
+    assert _invoke("megascale-social", "--agents", "10000", "--steps", "10", "--runs", "1", "--no-plots",
+                   "--out", str(out), *FAST) == 0
+    return out
+
+
+def test_ci_run_writes_the_standard_table_plus_the_log_k_column(ci_run):
+    with open(ci_run / "faithfulness.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0].keys()) == (*FAITHFULNESS_COLUMNS, "deletion_auc_logk", "deletion_auc_logk_std", "policy")
+    assert [r["method"] for r in rows] == list(METHODS)
+    assert all(r["policy"] == "offline policy" for r in rows)
+    for r in rows:
+        assert 0.0 <= float(r["deletion_auc_logk"]) <= 1.0
+    assert float(rows[0]["kendall_tau"]) > 0.5  # Aumann–Shapley ranks agents like sampled Shapley
+    for name in ("cascade", "exact_attribution", "tier_shares", "fidelity", "llm_ablation", "decisions",
+                 "smoothing_gap", "faithfulness_extended"):
+        assert (ci_run / f"{name}.csv").is_file(), name
+
+
+def test_report_and_manifest_say_offline_policy_and_count_decisions(ci_run):
+    report = (ci_run / "report.md").read_text()
+    assert "offline policy" in report and "Scenario analysis" in report
+    manifest = json.loads((ci_run / "manifest.json").read_text())
+    assert manifest["policy"] == "offline policy"
+    usage = manifest["llm_usage"]
+    for key in ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
+                "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls"):
+        assert key in usage, key
+    with open(ci_run / "decisions.csv", newline="") as fh:
+        per_step = [int(r["requests"]) for r in csv.DictReader(fh)]
+    assert len(per_step) == 10 and max(per_step) <= 960 and usage["decisions"] == sum(per_step)
+    assert usage["fork_decisions"] > 0  # the re-simulated target step went through the decider
+
+
+def test_exact_attribution_rows_are_efficient(ci_run):
+    with open(ci_run / "exact_attribution.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    closed = [r for r in rows if r["method"].startswith("closed form")]
+    assert len(closed) == 2 and all(float(r["efficiency_gap"]) < 1e-9 for r in closed)
+    autograd = next(r for r in rows if "autograd" in r["method"])
+    assert float(autograd["max_abs_diff_vs_closed_form"]) < 1e-4
+
+
+def test_cascade_table_and_tiers(ci_run):
+    with open(ci_run / "cascade.csv", newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == set(METHODS)
+    ours, rnd = rows["aumann_shapley"], rows["random"]
+    assert float(ours["deletion_auc_masking"]) > float(rnd["deletion_auc_masking"])
+    assert float(ours["deletion_auc"]) > float(rnd["deletion_auc"])
+    with open(ci_run / "tier_shares.csv", newline="") as fh:
+        tiers = list(csv.DictReader(fh))
+    for r in tiers:
+        if r["top_1pct"]:
+            total = float(r["top_1pct"]) + float(r["next_9pct"]) + float(r["tail_90pct"])
+            assert total == pytest.approx(1.0, abs=1e-9)
+    biased = next(r for r in tiers if r["panel"].startswith("visibility") and r["indicator"] == "propagation_risk")
+    assert float(biased["agents_top_1pct"]) > 0.01  # the biased panel over-samples hubs
+
+
+def test_study_is_deterministic_in_memory():
+    from aumann import scenarios
+    from aumann.studies.faithfulness import run_study
+
+    sc = scenarios.get("megascale-social")
+    cfg = sc.load_config(agents=600, steps=6, study={"permutations": 40, "random_orderings": 2, "path_orders": 2,
+                                                     "ablations": False},
+                         fidelity_agents=0, llm_ablation=False, tier_panel_draws=2, cascade_permutations=40)
+    a = run_study(sc, cfg)
+    b = run_study(sc, cfg)
+
+    def strip(obj):  # wall-clock timings are the only thing allowed to differ (and the record's checksum,
+        # which covers them: resume verifies what was written, timings included)
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in ("seconds", "timings", "checksum")}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    assert json.dumps(strip(a.records), sort_keys=True, default=str) == json.dumps(strip(b.records), sort_keys=True,
+                                                                                   default=str)
+    for k, v in a.arrays[0].items():
+        assert np.array_equal(v, b.arrays[0][k]), k
+
+
+def test_large_n_reductions_are_applied_and_recorded():
+    from aumann import scenarios
+
+    sc = scenarios.get("megascale-social")
+    small = sc.load_config(agents=1000)
+    big = sc.load_config(agents=200_000)
+    assert small.study.random_orderings == 20 and small.study.path_orders == 20
+    assert big.study.random_orderings == big.large.random_orderings == 3 and big.study.path_orders == 4
+    assert big.model_dump()["study"]["random_orderings"] == 3  # what manifest.json records
