@@ -14,6 +14,7 @@
   * IndicatorError(AumannError, ValueError)      -- an indicator that misbehaves (shape, NaN, no grad)
     * UnknownIndicatorError(IndicatorError, KeyError)
     * ClosedFormUnavailable                      -- closed form asked for but not valid here
+    * NoLivingAgentsError                        -- an alive-aware indicator at a step where nobody is alive
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
@@ -116,6 +117,11 @@ class UnknownIndicatorError(_PlainKeyErrorMessage, IndicatorError, KeyError):
 
 class ClosedFormUnavailable(IndicatorError):
     """A closed form was requested where none is valid (no closed form, or a non-zero baseline)."""
+
+
+class NoLivingAgentsError(IndicatorError):
+    """An alive-aware indicator (means, variances, Gini over the living) evaluated at a step where no
+    agent is alive: its value is undefined at n_t = 0. The message names the step."""
 
 
 class ZeroDeltaVError(AumannError, ZeroDivisionError):
@@ -344,6 +350,7 @@ __all__ = [
     "MetricError",
     "ModeUnsupported",
     "ModelNotFoundError",
+    "NoLivingAgentsError",
     "NonFiniteError",
     "NonFiniteGameError",
     "OptionalDependencyError",

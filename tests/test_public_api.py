@@ -186,6 +186,7 @@ PUBLIC = {
         "MetricError",
         "ModeUnsupported",
         "ModelNotFoundError",
+        "NoLivingAgentsError",
         "NonFiniteError",
         "NonFiniteGameError",
         "OptionalDependencyError",

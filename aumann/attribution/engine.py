@@ -39,7 +39,9 @@ def attribute(
         method: an attribution method object (default :class:`AumannShapley` — its closed form when
             the indicator has one and the baseline is zero, else the path integral).
         baseline: ``"zero"`` | ``"mean"`` | ``"pre-event"`` | ``"previous"`` | an array of shape (D,),
-            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline.
+            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline and get
+            φ = 0; an alive-aware indicator (every built-in; a user one whose ``forward`` takes
+            ``alive=``) is handed the living mask and computes over the living rows only.
         rng: seed or Generator for sampled methods (recorded in provenance).
         per_feature: also return per-feature attributions (``Attribution.phi_features``).
         progress: show a progress bar for long computations.

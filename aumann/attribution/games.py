@@ -161,11 +161,13 @@ class MaskedIndicatorGame(CoalitionGame):
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
         custom = getattr(f, "masking_kernel", None)
-        if custom is not None and fast is not False:  # the indicator brings its own structured kernel
+        alive = self.problem.alive  # a living mask: only pooled forms know how to average over the living
+        if custom is not None and fast is not False and alive is None:  # the indicator's own structured kernel
             return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
                           memory_budget=memory_budget)
-        structured = not f.uses_context and (
-            isinstance(f, AgentwiseIndicator | QuadraticIndicator) or f.pooled is not None)
+        agentwise = isinstance(f, AgentwiseIndicator | QuadraticIndicator)
+        structured = not f.uses_context and (f.pooled is not None if alive is not None else
+                                             agentwise or f.pooled is not None)
         if fast is False or (fast is None and not structured):
             return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes,
                                  memory_budget=memory_budget)
@@ -174,7 +176,7 @@ class MaskedIndicatorGame(CoalitionGame):
             raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         with torch.no_grad():
-            if isinstance(f, QuadraticIndicator):  # block updates of C u: a host kernel
+            if isinstance(f, QuadraticIndicator) and alive is None:  # block updates of C u: a host kernel
                 if tuple(f.C.shape) != (self.n_players, self.n_players):
                     raise IndicatorError(f"indicator {f.name!r}: C has shape {tuple(f.C.shape)}; the panel has "
                                          f"N = {self.n_players} agents, so C must be ({self.n_players}, "
@@ -183,11 +185,15 @@ class MaskedIndicatorGame(CoalitionGame):
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
-            if isinstance(f, AgentwiseIndicator):
+            if isinstance(f, AgentwiseIndicator) and alive is None:
                 a, b, rho = f.psi(x64), f.psi(b64), f.rho
-            else:
+            elif alive is None:
                 n = self.n_players
                 a, b, rho = f.pooled.psi(x64) / n, f.pooled.psi(b64) / n, f.pooled.rho
+            else:  # means over the living at n_t: dead players add nothing on either side (dummies)
+                live = torch.from_numpy(alive[self.t]).to(device=x64.device, dtype=torch.float64)[:, None]
+                w = live / live.sum()
+                a, b, rho = f.pooled.psi(x64) * w, f.pooled.psi(b64) * w, f.pooled.rho
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
         return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)

@@ -28,6 +28,19 @@ f(z) and f(0) from the means (:meth:`Indicator.linear_coefficients`), and the en
 
 Pooled indicators f = ρ(mean_i ψ(z_i)) declare ψ and ρ in :class:`PooledForm`, which lets
 coalition methods keep running sums (O(N) per permutation) instead of re-evaluating f.
+
+Indicators over the living. ``forward(z, context=None, alive=None)``: an indicator that takes the
+``alive`` keyword is *alive-aware*; the engine (and :func:`evaluate`) passes it a bool tensor
+broadcastable to ``z[..., N]`` whenever the panel has dead rows (``Panel.alive``), and the indicator
+must then equal itself evaluated on the living rows alone: f(z, alive) = f(z[alive]) at the living
+count n_t. Every built-in above is alive-aware (means, variances, Gini and products over the living),
+so ``f_values`` and φ never depend on what dead rows hold, and dead rows get φ = 0. Indicators without
+the keyword are evaluated on all N rows as before (dead rows held at the baseline). An alive-aware
+indicator at a step with nobody alive raises :class:`~aumann.errors.NoLivingAgentsError` (its value
+is undefined at n_t = 0).
+
+Ties. ``gini`` sorts; at ties its gradient is the symmetric (average-rank) subgradient, so identical
+agents always get identical attributions (the sorted position of a tie never decides who gets what).
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ import torch
 
 from aumann.attribution.streaming import linear_closed_form
 from aumann.checks import as_float, as_real_array, user_code
-from aumann.errors import IndicatorError, UnknownIndicatorError
+from aumann.errors import IndicatorError, NoLivingAgentsError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
 
@@ -69,6 +82,8 @@ class Indicator(ABC):
     Class attributes declare capabilities: ``pooled`` (a :class:`PooledForm` or ``None``) and
     ``uses_context`` (whether :meth:`forward` reads the per-step world context). A subclass with a
     zero-baseline closed form overrides :meth:`closed_form` and sets ``has_closed_form = True``.
+    A subclass whose :meth:`forward` takes the keyword ``alive`` is alive-aware (:attr:`accepts_alive`):
+    it receives the living mask and must compute over the living rows only (see the module docstring).
     """
 
     name: str = "indicator"
@@ -79,9 +94,19 @@ class Indicator(ABC):
 
     @abstractmethod
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        """f(z[..., N, D]) -> [...] (a subclass's one required method)."""
+        """f(z[..., N, D]) -> [...] (a subclass's one required method; optionally with ``alive=None``)."""
 
-    def __call__(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+    @property
+    def accepts_alive(self) -> bool:
+        """Whether :meth:`forward` takes the ``alive`` keyword (an indicator over the living)."""
+        cls = type(self)
+        if cls not in _ALIVE_AWARE:
+            _ALIVE_AWARE[cls] = _takes_alive(cls.forward)
+        return _ALIVE_AWARE[cls]
+
+    def __call__(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        if alive is not None and self.accepts_alive:
+            return self.forward(z, context, alive=alive)
         return self.forward(z, context)
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray,
@@ -92,6 +117,46 @@ class Indicator(ABC):
         (T, N), and f_values = f(z_t), f_baseline = f(0) as (T,) arrays.
         """
         raise IndicatorError(f"indicator {self.name!r} has no closed form")
+
+    def closed_form_over_living(self, values: np.ndarray, alive: np.ndarray, *,
+                                per_feature: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`closed_form` of an alive-aware indicator on a (T, N, D) array with a (T, N) living mask.
+
+        f(z, alive) is f on the living rows, so each step's closed form is the closed form of its living
+        rows at the living count n_t; dead rows get φ = 0 whatever they hold. Steps that share a living
+        set are computed together.
+        """
+        T, N, D = values.shape
+        alive = np.asarray(alive, dtype=bool)
+        empty = np.flatnonzero(~alive.any(axis=1))
+        if empty.size:
+            raise NoLivingAgentsError(f"indicator {self.name!r} is undefined at step index {int(empty[0])}: no agent "
+                                      "is alive there (n_t = 0)")
+        if self.has_linear_closed_form:  # φ_{i,d} = z_{i,d} c_d with c from the living means at n_t
+            live = alive.astype(values.dtype)
+            n_t = alive.sum(axis=1)
+            means = np.einsum("tnd,tn->td", values, live, dtype=np.float64) / n_t[:, None]
+            parts = [self.linear_coefficients(means[t:t + 1], int(n_t[t])) for t in range(T)]
+            coef = np.concatenate([c for c, _, _ in parts]).astype(values.dtype)
+            fv, fb = np.concatenate([f for _, f, _ in parts]), np.concatenate([f0 for _, _, f0 in parts])
+            if per_feature:
+                return values * coef[:, None, :] * live[..., None], fv, fb
+            return np.einsum("tnd,td->tn", values, coef) * live, fv, fb
+        phi = None
+        fv = np.empty(T, dtype=np.float64)
+        fb = np.empty(T, dtype=np.float64)
+        groups: dict[bytes, list[int]] = {}  # steps by living set (packed bits hash fast; np.unique sorts rows)
+        for t, key in enumerate(np.packbits(alive, axis=1)):
+            groups.setdefault(key.tobytes(), []).append(t)
+        for steps in groups.values():
+            ts = np.asarray(steps)
+            idx = np.flatnonzero(alive[steps[0]])
+            p, f, f0 = self.closed_form(np.ascontiguousarray(values[ts][:, idx]), per_feature=per_feature)
+            if phi is None:  # the dtype the closed form itself returns
+                phi = np.zeros((T, N, D) if per_feature else (T, N), dtype=np.asarray(p).dtype)
+            phi[np.ix_(ts, idx)] = p
+            fv[ts], fb[ts] = f, f0
+        return phi, fv, fb
 
     def linear_coefficients(self, means: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For closed forms φ_{t,i} = Σ_d z_{t,i,d} c_{t,d} (``has_linear_closed_form``): the
@@ -124,6 +189,17 @@ def _operand(other: Any) -> Indicator:
                          f"{type(other).__name__} {other!r}")
 
 
+_ALIVE_AWARE: dict[type, bool] = {}
+
+
+def _takes_alive(fn: Callable[..., Any]) -> bool:
+    try:
+        p = inspect.signature(fn).parameters.get("alive")
+    except (TypeError, ValueError):
+        return False
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
 def _accepts_context(fn: Callable[..., Any]) -> bool:
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -131,12 +207,13 @@ def _accepts_context(fn: Callable[..., Any]) -> bool:
         return False
     if any(p.name == "context" for p in params):
         return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "alive"]
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 class FunctionIndicator(Indicator):
-    """Wraps a plain batched torch callable ``fn(z)`` or ``fn(z, context)``."""
+    """Wraps a plain batched torch callable ``fn(z)`` or ``fn(z, context)``; a callable with an
+    ``alive`` keyword (``fn(z, alive=None)``, ``fn(z, context=None, alive=None)``) is alive-aware."""
 
     def __init__(self, fn: Callable[..., torch.Tensor], name: str | None = None,
                  pooled: PooledForm | None = None) -> None:
@@ -145,10 +222,16 @@ class FunctionIndicator(Indicator):
         self.fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.uses_context = _accepts_context(fn)
+        self._alive = _takes_alive(fn)
         self.pooled = pooled
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        return self.fn(z, context) if self.uses_context else self.fn(z)
+    @property
+    def accepts_alive(self) -> bool:
+        return self._alive
+
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        kw = {"alive": alive} if self._alive else {}
+        return self.fn(z, context, **kw) if self.uses_context else self.fn(z, **kw)
 
 
 def as_indicator(f: Any) -> Indicator:
@@ -168,6 +251,38 @@ def _g(z: torch.Tensor) -> torch.Tensor:
     return z.sum(dim=-1)
 
 
+def living(g: torch.Tensor, alive: Any = None) -> tuple[torch.Tensor | None, torch.Tensor | int]:
+    """``(mask, n)`` for per-agent values ``g[..., N]``: the living mask broadcast to g's shape and the
+    living count n_t of shape g.shape[:-1], or ``(None, N)`` when ``alive`` is None (everyone alive).
+
+    For alive-aware indicators: reduce with ``torch.where(mask, g, 0).sum(-1) / n``.
+
+    Raises:
+        NoLivingAgentsError: some batch element has no living agent (the value is undefined at n_t = 0).
+        IndicatorError: ``alive`` does not broadcast to g's shape.
+    """
+    if alive is None:
+        return None, g.shape[-1]
+    try:
+        mask = torch.as_tensor(alive, device=g.device).to(torch.bool).broadcast_to(g.shape)
+    except RuntimeError as exc:
+        raise IndicatorError(f"alive mask of shape {tuple(torch.as_tensor(alive).shape)} does not broadcast to the "
+                             f"agents' shape {tuple(g.shape)}") from exc
+    n = mask.sum(dim=-1)
+    if not bool(n.all()):
+        bad = torch.nonzero(n == 0).tolist()
+        raise NoLivingAgentsError(f"no living agent at batch element {bad[0]} (of {len(bad)} such): the indicator is "
+                                  "undefined at n_t = 0")
+    return mask, n.to(g.dtype)
+
+
+def _mean_living(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int) -> torch.Tensor:
+    """Mean over the agent axis (-1) of x[..., N] over the living."""
+    if mask is None:
+        return x.mean(dim=-1)
+    return torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim=-1) / n
+
+
 class Lin(Indicator):
     """f = (1/n) Σ_i Σ_d z_{i,d}: linear over agents (Definition 2 holds)."""
 
@@ -176,8 +291,9 @@ class Lin(Indicator):
     has_linear_closed_form = True
     pooled = PooledForm(psi=lambda z: z.sum(dim=-1, keepdim=True), rho=lambda m: m[..., 0], linear_psi=True)
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        return _g(z).mean(dim=-1)
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        g = _g(z)
+        return _mean_living(g, *living(g, alive))
 
     def linear_coefficients(self, means, n):
         coef = np.full(means.shape, 1.0 / n)
@@ -212,8 +328,12 @@ class Heat(Indicator):
     has_linear_closed_form = True
     pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True)
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        return torch.log1p(z.mean(dim=-2).prod(dim=-1))
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        mask, n = living(z[..., 0], alive)
+        if mask is None:
+            return torch.log1p(z.mean(dim=-2).prod(dim=-1))
+        m = torch.where(mask[..., None], z, torch.zeros((), dtype=z.dtype)).sum(dim=-2) / n[..., None]
+        return torch.log1p(m.prod(dim=-1))
 
     def linear_coefficients(self, means, n):
         T, D = means.shape
@@ -247,9 +367,12 @@ class Var(Indicator):
         rho=lambda m: m[..., 1] - m[..., 0] ** 2,
     )
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
         g = _g(z)
-        return ((g - g.mean(dim=-1, keepdim=True)) ** 2).mean(dim=-1)
+        mask, n = living(g, alive)
+        if mask is None:
+            return ((g - g.mean(dim=-1, keepdim=True)) ** 2).mean(dim=-1)
+        return _mean_living((g - _mean_living(g, mask, n)[..., None]) ** 2, mask, n)
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
@@ -287,21 +410,52 @@ def average_ranks(g: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """1-based ranks of g[..., N] along the last axis among the rows where ``mask`` is True, ties given
+    their average rank (symmetric); O(N log N). Rows outside the mask get meaningless ranks."""
+    key = g if mask is None else torch.where(mask, g, torch.full((), float("inf"), dtype=g.dtype))
+    srt, order = torch.sort(key, dim=-1)
+    n = g.shape[-1]
+    pos = torch.arange(n, device=g.device).expand(g.shape)
+    ranks = (pos + 1).to(g.dtype)
+    if n > 1:
+        starts = torch.ones(g.shape, dtype=torch.bool, device=g.device)
+        starts[..., 1:] = srt[..., 1:] != srt[..., :-1]  # a new run of equal values begins here
+        if not bool(starts.all()):  # ties: positions start..end−1 of a run share (start + end + 1)/2
+            first = torch.where(starts, pos, 0).cummax(dim=-1).values
+            ends = torch.ones_like(starts)
+            ends[..., :-1] = starts[..., 1:]
+            last = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
+            ranks = (first + last + 1).to(g.dtype) / 2
+    return torch.empty_like(ranks).scatter_(-1, order, ranks)
+
+
+def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int) -> torch.Tensor:
+    """Gini weights w_i = (2k̄_i − n − 1)/n² (k̄ the average rank among the living), 0 for dead rows."""
+    nn = n[..., None] if isinstance(n, torch.Tensor) else n
+    w = (2.0 * average_ranks_torch(g, mask) - nn - 1) / nn**2
+    return w if mask is None else torch.where(mask, w, torch.zeros((), dtype=w.dtype))
+
+
 class Gini(Indicator):
     """f = (1/(2n²)) Σ_{i,j} |g_i − g_j| = (1/n²) Σ_k (2k − n − 1) g_(k): absolute Gini mean difference.
 
     C² except at ties; its gradient is rank-constant along the zero-baseline ray, so the closed form
-    is exact (paper, footnote to Assumption 1). The torch form sorts, O(n log n).
+    is exact (paper, footnote to Assumption 1). The torch form sorts, O(n log n), and is written as
+    f = Σ_i w_i g_i with w_i = (2k_i − n − 1)/n² held constant, k_i the *average* rank of g_i: the same
+    value, and at ties the symmetric subgradient (tied agents share their ranks' weights equally).
     """
 
     name = "gini"
     has_closed_form = True
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
         g = _g(z)
-        n = g.shape[-1]
-        coef = 2.0 * torch.arange(1, n + 1, dtype=g.dtype, device=g.device) - n - 1
-        return (torch.sort(g, dim=-1).values * coef).sum(dim=-1) / n**2
+        mask, n = living(g, alive)
+        w = average_rank_weights(g.detach(), mask, n)
+        if mask is not None:
+            g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
+        return (w * g).sum(dim=-1)
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
@@ -318,9 +472,11 @@ class Pairwise(Indicator):
     name = "pairwise"
     has_closed_form = True
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
         g = _g(z)
-        n = g.shape[-1]
+        mask, n = living(g, alive)
+        if mask is not None:
+            g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
         return (g.sum(dim=-1) ** 2 - (g**2).sum(dim=-1)) / (2 * n**2)
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
@@ -349,8 +505,17 @@ class LinearCombination(Indicator):
         self.has_closed_form = all(i.has_closed_form for _, i in flat)
         self.has_linear_closed_form = all(i.has_linear_closed_form for _, i in flat)
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
-        return sum(w * i(z, context) for w, i in self.terms)  # type: ignore[return-value]
+    @property
+    def accepts_alive(self) -> bool:
+        return any(i.accepts_alive for _, i in self.terms)
+
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        return sum(w * i(z, context, alive) for w, i in self.terms)  # type: ignore[return-value]
+
+    def closed_form_over_living(self, values: np.ndarray, alive: np.ndarray, *, per_feature: bool = False):
+        parts = [(w, i.closed_form_over_living(values, alive, per_feature=per_feature) if i.accepts_alive
+                  else i.closed_form(values, per_feature=per_feature)) for w, i in self.terms]
+        return tuple(sum(w * p[j] for w, p in parts) for j in range(3))
 
     def linear_coefficients(self, means, n):
         parts = [(w, i.linear_coefficients(means, n)) for w, i in self.terms]
@@ -417,7 +582,8 @@ for _cls in (Lin, Heat, Var, Gini, Pairwise):
     register(_cls)
 
 # ---------------------------------------------------------------------- evaluation on numpy batches
-def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, context_batched: bool = False) -> np.ndarray:
+def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, context_batched: bool = False,
+             alive: Any = None) -> np.ndarray:
     """The indicator ``f`` on a batch ``z`` of shape (..., N, D) → float64 numpy array of shape (...).
 
     The one place indicators are evaluated outside the engine (recorded panels, forks, deletion
@@ -431,9 +597,14 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             element of the batch; with ``context_batched=True`` each array already has the batch's
             leading dimensions (e.g. a recorded panel's context with leading T for a (T, N, D) batch).
         context_batched: see ``context``.
+        alive: living mask (bool, broadcastable to z.shape[:-1], e.g. a panel's (T, N) ``alive``),
+            passed to an alive-aware indicator (one whose ``forward`` takes ``alive``); other
+            indicators are evaluated on all rows, as without it.
 
     Raises:
         IndicatorError: ``f`` returns something that is not a tensor of shape z.shape[:-2].
+        NoLivingAgentsError: an alive-aware indicator where some step (batch element) has no living
+            agent; the message names its index.
     """
     ind = as_indicator(f)
     zt = torch.as_tensor(as_real_array(z, f"input of indicator {ind.name!r}", error=IndicatorError, dtype=np.float64))
@@ -446,8 +617,22 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
         for k, v in context.items():
             tv = torch.as_tensor(as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
             ctx[k] = tv if (context_batched or not lead) else tv.expand(*lead, *tv.shape)
+    mask = None
+    if alive is not None and ind.accepts_alive:
+        a = np.asarray(alive.detach().cpu() if isinstance(alive, torch.Tensor) else alive, dtype=bool)
+        try:
+            a = np.broadcast_to(a, zt.shape[:-1])
+        except ValueError:
+            raise IndicatorError(f"indicator {ind.name!r}: alive mask of shape {a.shape} does not broadcast to the "
+                                 f"batch's agents {tuple(zt.shape[:-1])}") from None
+        empty = np.argwhere(~a.any(axis=-1))
+        if empty.size:
+            where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
+            raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
+                                      f"step (batch) index {where}")
+        mask = torch.tensor(a)  # a copy: a broadcast view is read-only
     with torch.no_grad(), user_code(f"indicator {ind.name!r}"):
-        out = ind(zt, ctx)
+        out = ind(zt, ctx, mask)
     if not isinstance(out, torch.Tensor):
         raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
     if out.is_complex():
@@ -460,5 +645,6 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
 
 __all__ = [
     "FunctionIndicator", "Gini", "Heat", "Indicator", "Lin", "LinearCombination", "Pairwise",
-    "PooledForm", "Var", "as_indicator", "average_ranks", "evaluate", "get", "names", "register",
+    "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks", "average_ranks_torch",
+    "evaluate", "get", "living", "names", "register",
 ]

@@ -133,7 +133,12 @@ class AumannShapley(AttributionMethod):
         t0 = time.perf_counter()
         if self.uses_closed_form(problem):
             f = problem.f
-            if f.has_linear_closed_form:  # two streaming reads of z; Σ_i φ comes with it
+            if problem.alive is not None:  # an alive-aware indicator: each step's closed form over its living
+                phi, fv, fb = f.closed_form_over_living(problem.x, problem.alive, per_feature=problem.per_feature)
+                phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
+                if problem.per_feature:
+                    phi = phi.sum(axis=2)
+            elif f.has_linear_closed_form:  # two streaming reads of z; Σ_i φ comes with it
                 cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature,
                                         steps=problem.panel.steps)
                 phi, fv, fb, sums, phi_feat = cf.phi, cf.f_values, cf.f_baseline, cf.phi_sums, cf.phi_features
@@ -153,11 +158,9 @@ class AumannShapley(AttributionMethod):
         while True:
             out = self._integrate_pooled(problem, steps, pooled) if pooled else None
             integrator = "pooled-linear"
-            ends: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
             if out is None:
                 out, integrator = self._integrate(problem, steps), "autograd"
-            else:
-                out, ends = out
+            out, ends = out
             phi, phi_feat, sums = out
             res = problem.result(
                 phi, method=self.name, phi_features=phi_feat, rng=rng, phi_sums=sums,
@@ -192,7 +195,9 @@ class AumannShapley(AttributionMethod):
         Computed one step at a time in float64 (a float32 panel is upcast step by step, never whole):
         returns (φ (T, N) float64, per-feature φ (T, N, D) float64 or None, Σ_i φ (T,)) and
         (f(z_t), f(z⁰_t)) = (ρ(ψ(mean z_t)), ρ(ψ(mean z⁰_t))) from the same means (ψ is linear);
-        ``None`` when ψ is affine rather than linear (the generic integrator then takes over)."""
+        ``None`` when ψ is affine rather than linear (the generic integrator then takes over).
+        With a living mask (alive-aware f) the means are over the living and n is the living count n_t;
+        dead rows have δ = 0 and get φ = 0."""
         T, N, D = problem.shape
         nodes, weights = quadrature(steps, self.rule, self.power)
         dtype = torch.float64
@@ -207,9 +212,21 @@ class AumannShapley(AttributionMethod):
         def base_t(t: int) -> np.ndarray:  # (N|1, D) float64
             return b_shared if shared else np.ascontiguousarray(base_np[t], dtype=np.float64)
 
-        mean_x = torch.from_numpy(column_sums(problem.x) / N)  # (T, D) float64, one streaming read
-        mean_b = torch.stack([torch.from_numpy(base_t(t).mean(axis=0)) for t in range(1 if shared else T)]
-                             ).expand(T, D)
+        alive = problem.alive
+        if alive is None:
+            n_t = torch.full((T, 1), float(N), dtype=dtype)
+            mean_x = torch.from_numpy(column_sums(problem.x) / N)  # (T, D) float64, one streaming read
+            mean_b = torch.stack([torch.from_numpy(base_t(t).mean(axis=0)) for t in range(1 if shared else T)]
+                                 ).expand(T, D)
+        else:  # means over the living rows of each step, at the living count n_t
+            n_t = torch.from_numpy(alive.sum(axis=1, keepdims=True).astype(np.float64))
+
+            def mean_living(v: np.ndarray, t: int) -> np.ndarray:  # v (N|1, D) → (D,)
+                return v.mean(axis=0) if v.shape[0] == 1 else v[alive[t]].mean(axis=0)
+
+            mean_x = torch.from_numpy(np.stack([mean_living(np.asarray(problem.x[t], dtype=np.float64), t)
+                                                for t in range(T)]))
+            mean_b = torch.from_numpy(np.stack([mean_living(base_t(t), t) for t in range(T)]))
         tau = torch.as_tensor(nodes, dtype=dtype)
         w = torch.as_tensor(weights, dtype=dtype)
         m = (mean_b @ a)[:, None, :] + tau[None, :, None] * ((mean_x - mean_b) @ a)[:, None, :]  # (T, K, P)
@@ -228,7 +245,7 @@ class AumannShapley(AttributionMethod):
         if not torch.isfinite(grad_m).all():
             raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
                                  f"{_first_bad_step(problem, grad_m)}")
-        g = (torch.einsum("k,tkp->tp", w, grad_m) @ a.T / N).numpy()  # (T, D): the same for every agent
+        g = (torch.einsum("k,tkp->tp", w, grad_m) @ a.T / n_t).numpy()  # (T, D): the same for every living agent
         sums = np.zeros(T)
         for t in range(T):
             # the panel's own memory when it is float64 (read only); a float32 step is upcast alone
@@ -241,8 +258,9 @@ class AumannShapley(AttributionMethod):
                 np.multiply(delta, g[t], out=phi_feat[t])
         return (phi, phi_feat, sums), ends
 
-    def _integrate(self, problem: Problem, steps: int) -> _Integral:
-        """φ (T, N), per-feature φ (T, N, D) if asked for, and Σ_i φ (T,), by quadrature on problem.device.
+    def _integrate(self, problem: Problem, steps: int) -> tuple[_Integral, tuple[np.ndarray, np.ndarray]]:
+        """φ (T, N), per-feature φ (T, N, D) if asked for, and Σ_i φ (T,), by quadrature on problem.device,
+        with (f(z_t), f(z⁰_t)) evaluated from the same device blocks.
 
         G_t = Σ_k w_k ∇f(z⁰_t + τ_k δ_t) and φ_t = δ_t ⊙ G_t. Batches are blocks of whole steps
         (all K points of several steps in one call) when they fit the memory budget, else chunks of
@@ -267,14 +285,21 @@ class AumannShapley(AttributionMethod):
         phi = np.empty((T, N), dtype=np_dtype)
         phi_feat = np.empty((T, N, D), dtype=np_dtype) if problem.per_feature else None
         sums = np.empty(T)
+        f_values, f_baseline = np.empty(T), np.empty(T)
 
         def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
-            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them)."""
+            """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them);
+            f(z_t) and f(z⁰_t) are taken here, from the blocks already on the device (no second transfer)."""
             xb = _tensor(x[t0:t1]).to(dev, dtype)
-            if zero_base:
-                return xb, xb
-            b = base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype)
-            return xb, xb - b
+            b = None if zero_base else (
+                base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype))
+            idx = np.arange(t0, t1)
+            with torch.no_grad():
+                f_values[t0:t1] = problem.evaluate(xb, idx).double().cpu().numpy()
+                z0 = torch.zeros_like(xb) if b is None else b.expand(t1 - t0, N, D).contiguous()
+                f_baseline[t0:t1] = problem.evaluate(z0, idx).double().cpu().numpy()
+                del z0
+            return (xb, xb) if b is None else (xb, xb - b)
 
         def grad_of(z: torch.Tensor, t_idx: np.ndarray) -> torch.Tensor | None:
             z = z.detach().requires_grad_(True)
@@ -339,7 +364,7 @@ class AumannShapley(AttributionMethod):
         finally:
             if progress is not None:
                 progress.stop()
-        return phi, phi_feat, sums
+        return (phi, phi_feat, sums), (f_values, f_baseline)
 
 
 _HOST_BUDGET = 256 * 2**20

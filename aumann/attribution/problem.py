@@ -1,7 +1,8 @@
 """What every method explains: an indicator, a panel, and a baseline, prepared once.
 
 :class:`Problem` resolves the baseline, holds dead rows at the baseline, evaluates the indicator in
-batches with per-step context, checks what the indicator returns, and assembles the
+batches with per-step context (and, for alive-aware indicators, the per-step living mask, so that
+dead rows never enter f), checks what the indicator returns, and assembles the
 :class:`~aumann.attribution.result.Attribution`. Methods (the path integral, the Shapley family)
 only decide *where* to evaluate f and how to weigh what comes back.
 
@@ -29,7 +30,7 @@ from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Indicator
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array, user_code
-from aumann.errors import BaselineError, IndicatorError
+from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
 
@@ -82,6 +83,7 @@ class Problem:
     per_feature: bool = False
     progress: bool = False
     _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
+    alive: np.ndarray | None = None  # (T, N) living mask handed to an alive-aware f; None: all rows enter f
     device: torch.device = CPU
 
     @classmethod
@@ -92,8 +94,20 @@ class Problem:
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
         ctx = {k: torch.as_tensor(v, device=device) for k, v in panel.context.items()} if panel.context else {}
+        alive = None
+        if f.accepts_alive and panel.alive is not None and not panel.alive.all():
+            alive = panel.alive
+            empty = np.flatnonzero(~alive.any(axis=1))
+            if empty.size:
+                labels = [panel.steps[t].item() if hasattr(panel.steps[t], "item") else panel.steps[t]
+                          for t in empty[:5]]
+                raise NoLivingAgentsError(
+                    f"indicator {f.name!r} averages over the living, but no agent is alive at step "
+                    f"{labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): its value is "
+                    "undefined at n_t = 0; drop those steps (panel.select_steps) or use an indicator without "
+                    "the alive keyword")
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
-                   progress=progress, _ctx=ctx, device=device)
+                   progress=progress, _ctx=ctx, alive=alive, device=device)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -118,10 +132,16 @@ class Problem:
         idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64), device=self.device)
         return {k: v[idx] for k, v in self._ctx.items()}
 
+    def alive_for(self, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor | None:
+        """The (B, N) living mask of the steps ``t_idx`` (None when every row enters f)."""
+        if self.alive is None:
+            return None
+        return torch.from_numpy(self.alive[np.asarray(t_idx, dtype=np.int64)]).to(self.device)
+
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
         """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
         with user_code(f"indicator {self.f.name!r}"):
-            out = self.f(z, self.context_for(t_idx))
+            out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
         if isinstance(out, torch.Tensor) and (out.is_complex() or not out.is_floating_point()):
             raise IndicatorError(f"indicator {self.f.name!r} returned a {out.dtype} tensor; it must return real "
                                  "floating values (float32/float64)")
@@ -168,6 +188,16 @@ class Problem:
                 else np.asarray(f_values, dtype=np.float64)
             fb = f_baseline if f_baseline.__class__ is np.ndarray and f_baseline.dtype == np.float64 \
                 else np.asarray(f_baseline, dtype=np.float64)
+        if self.panel.alive is not None and not self.panel.alive.all():
+            # dead rows sit at the baseline on every path and in every coalition: dummies, φ = 0 exactly
+            # (a sampled estimator such as Banzhaf's MSR would otherwise report its noise for them)
+            dead = ~self.panel.alive
+            if np.any(np.asarray(phi)[dead]):
+                phi, phi_sums = np.where(dead, 0.0, phi), None
+            if stderr is not None:
+                stderr = np.where(dead, 0.0, stderr)
+            if phi_features is not None and np.any(phi_features[dead]):
+                phi_features = np.where(dead[..., None], 0.0, phi_features)
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
                 "dtype": _name(self.panel.dtype), "seed": rng if rng is None else describe(rng),
                 "device": _name(self.device), **provenance}

@@ -191,8 +191,15 @@ def top_k_share(k: int, feature: int = 0, temperature: float = 0.05) -> Surrogat
     feature = as_int(feature, "feature", error=IndicatorError)
 
     def orig(z: torch.Tensor) -> torch.Tensor:
+        # Σ_i w_i x_i / Σ x with w held constant: 1 above the k-th largest value, and the free slots shared
+        # equally among values tied with it (the symmetric subgradient: a tie's sorted position decides nothing)
         x = z[..., feature]
-        return torch.sort(x, dim=-1, descending=True).values[..., :k].sum(-1) / x.sum(-1)
+        xd = x.detach()
+        kth = torch.sort(xd, dim=-1, descending=True).values[..., min(k, x.shape[-1]) - 1:][..., :1]
+        above, tied = (xd > kth), (xd == kth)
+        free = (k - above.sum(-1, keepdim=True)).clamp_min(0).to(x.dtype)
+        w = above.to(x.dtype) + tied.to(x.dtype) * (free / tied.sum(-1, keepdim=True).clamp_min(1)).clamp_max(1.0)
+        return (w * x).sum(-1) / x.sum(-1)
 
     def smooth(z: torch.Tensor) -> torch.Tensor:
         x = z[..., feature]
@@ -281,8 +288,9 @@ def gap_report(
     if z.ndim != 3:
         raise IndicatorError(f"gap_report needs (T, N, D) values; got shape {tuple(z.shape)}")
     ctx = getattr(data, "context", None) or None
-    fo = evaluate(surrogate.original, z, ctx, context_batched=True)
-    fs = evaluate(surrogate.smooth, z, ctx, context_batched=True)
+    alive = getattr(data, "alive", None)
+    fo = evaluate(surrogate.original, z, ctx, context_batched=True, alive=alive)
+    fs = evaluate(surrogate.smooth, z, ctx, context_batched=True, alive=alive)
     gap = np.abs(fs - fo)
     kt = jac = None
     note = None

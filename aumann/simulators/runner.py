@@ -186,7 +186,8 @@ class ForkResult:
 def indicator_values(f: Callable[..., Any], panel: Any):
     """f evaluated on every step of ``panel`` with that step's context → float64 numpy array (T,).
 
-    (Absent rows hold 0.0 in a recorded panel.) Uses :func:`aumann.attribution.indicators.evaluate`, a
+    (Absent rows hold 0.0 in a recorded panel; an alive-aware indicator gets ``panel.alive`` and never
+    sees them.) Uses :func:`aumann.attribution.indicators.evaluate`, a
     block of whole steps at a time (≤ 128 MiB as float64), so a float32 panel is never upcast whole.
     """
     import numpy as np
@@ -194,14 +195,16 @@ def indicator_values(f: Callable[..., Any], panel: Any):
     from aumann.attribution.indicators import evaluate
 
     values = panel.values
+    alive = getattr(panel, "alive", None)  # an alive-aware indicator averages over the living rows only
     T = values.shape[0]
     chunk = max(1, (128 << 20) // max(1, values[0].size * 8))  # whole steps, ≤ 128 MiB of float64 at a time
     if chunk >= T:
-        return evaluate(f, values, panel.context, context_batched=True)
+        return evaluate(f, values, panel.context, context_batched=True, alive=alive)
     out = np.empty(T, dtype=np.float64)
     for s in range(0, T, chunk):
         sl = slice(s, min(T, s + chunk))
-        out[sl] = evaluate(f, values[sl], {k: v[sl] for k, v in panel.context.items()}, context_batched=True)
+        out[sl] = evaluate(f, values[sl], {k: v[sl] for k, v in panel.context.items()}, context_batched=True,
+                           alive=None if alive is None else alive[sl])
     return out
 
 

@@ -3,12 +3,13 @@
     aumann run docs/examples/wolf_sheep.py:scenario --runs 2
 
 Births and deaths: the panel keeps a row per animal ever seen; rows of animals not yet born or
-already dead are absent (``Panel.alive``). The indicator averages energy over the living only,
-reading the presence mask that the recorder puts into the context (``alive_context``), so its
-value never depends on what dead rows hold. Grass regrows through Mesa's ``ABMSimulator``: each
-step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline action: the animal rests this
-step — it does not move, eat or reproduce, but still burns one unit of energy (and dies below
-zero) — by replacing its ``step`` for that one step.
+already dead are absent (``Panel.alive``). The indicator averages energy over the living only: it
+takes the ``alive`` keyword, so the engine hands it ``Panel.alive`` (the built-in ``"lin"`` does the
+same), and elsewhere it reads the presence mask that the recorder puts into the context
+(``alive_context``), so its value never depends on what dead rows hold. Grass regrows through
+Mesa's ``ABMSimulator``: each step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline
+action: the animal rests this step — it does not move, eat or reproduce, but still burns one unit
+of energy (and dies below zero) — by replacing its ``step`` for that one step.
 """
 
 from mesa.examples import WolfSheep
@@ -33,9 +34,9 @@ def build(cfg: Config, rng, backend=None):
                      initial_wolves=cfg.wolves, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
 
 
-def mean_energy_of_the_living(z, context=None):
-    alive = context["alive"]
-    return (alive * z[..., 0]).sum(-1) / alive.sum(-1).clamp_min(1.0)
+def mean_energy_of_the_living(z, context=None, alive=None):  # alive=: the engine passes the living mask
+    alive = context["alive"] if alive is None else alive  # forks' one-step recordings: the recorder's mask
+    return (alive * z[..., 0]).sum(-1) / alive.sum(-1).clamp_min(1)
 
 
 def rest(animal):

@@ -97,6 +97,32 @@ def test_wolf_sheep_reports_the_mean_energy_of_the_living():
     np.testing.assert_allclose(indicator_values(f, shifted), truth, rtol=1e-12)  # dead rows do not count
 
 
+def test_wolf_sheep_builtin_mean_is_over_the_living_under_every_baseline():
+    # issue 11: dead rows held at the baseline entered the mean (8.58 with the zero baseline, 19.32 with
+    # the mean baseline, 16.59 the true mean); built-ins now average over panel.alive at n_t
+    from mesa.examples.advanced.wolf_sheep.agents import Animal
+
+    from aumann.attribution import AumannShapley, SampledShapley, attribute
+
+    sc, cfg = _wolf_sheep()
+    model = sc.build_model(cfg, np.random.default_rng(7))
+    model.simulator.run_for(1)
+    truth = np.mean([a.energy for a in model.agents if isinstance(a, Animal)])  # from the model itself
+    panel = sc.simulate(cfg, rng=np.random.default_rng(7)).panel
+    assert not panel.alive[0].all()  # rows of animals born later are dead at t = 0
+    for baseline in ("zero", "mean", "pre-event"):
+        res = attribute("lin", panel, baseline=baseline)
+        assert res.f_values[0] == pytest.approx(truth, rel=1e-12)
+        np.testing.assert_array_equal(res.phi[~panel.alive], 0.0)
+        np.testing.assert_allclose(res.phi.sum(axis=1), res.delta_v, atol=1e-9)
+    exact = attribute("var", panel)  # the closed form per living set
+    integrated = attribute("var", panel, method=AumannShapley(steps=8, closed_form=False, pooled_fast_path=False))
+    np.testing.assert_allclose(integrated.phi, exact.phi, rtol=1e-9, atol=1e-9)
+    sampled = attribute("lin", panel.select_steps([0]), baseline="mean", method=SampledShapley(permutations=8), rng=1)
+    np.testing.assert_allclose(sampled.phi, attribute("lin", panel.select_steps([0]), baseline="mean").phi,
+                               atol=1e-12)  # lin is additive over the living: every permutation agrees
+
+
 def test_study_by_replay_matches_the_study_by_copy():
     from aumann.studies.faithfulness import run_study
 

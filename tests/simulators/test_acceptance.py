@@ -45,22 +45,37 @@ def test_user_model_recorded_and_attributed_end_to_end():
     assert panel.shape == (12, 13, 1) and panel.alive is not None and not panel.alive.all()
     res = attribute(indicators.get("var"), panel)
 
-    # independent reference: var over all N rows (dead rows held at the zero baseline)
-    g = np.where(panel.alive, panel.values[..., 0], 0.0)
-    n = g.shape[1]
-    dev = g - g.mean(axis=1, keepdims=True)
-    np.testing.assert_allclose(res.f_values, (dev**2).mean(axis=1), rtol=1e-12)
-    np.testing.assert_allclose(res.phi, g * dev / n, rtol=1e-10, atol=1e-12)
+    # independent reference: the built-in var is over the living rows at the living count n_t
+    alive = panel.alive
+    g = np.where(alive, panel.values[..., 0], 0.0)
+    n_t = alive.sum(axis=1, keepdims=True)
+    dev = np.where(alive, g - g.sum(axis=1, keepdims=True) / n_t, 0.0)
+    np.testing.assert_allclose(res.f_values, (dev**2).sum(axis=1) / n_t[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(res.phi, g * dev / n_t, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res.phi.sum(axis=1), res.delta_v, rtol=1e-10)  # efficiency
     assert np.all(res.phi[~panel.alive] == 0.0)  # absent agents get nothing
 
-    # the same via a plain torch callable and the path integral (no closed form)
-    def var_fn(z):
+    # the same via a plain torch callable that opts in with ``alive`` and the path integral (no closed form)
+    def var_fn(z, alive=None):
         w = z[..., 0]
-        return ((w - w.mean(-1, keepdim=True)) ** 2).mean(-1)
+        mask, n = indicators.living(w, alive)
+        if mask is None:
+            return ((w - w.mean(-1, keepdim=True)) ** 2).mean(-1)
+        mean = torch.where(mask, w, 0.0).sum(-1, keepdim=True) / n[..., None]
+        return torch.where(mask, (w - mean) ** 2, 0.0).sum(-1) / n
 
     path = attribute(var_fn, panel, AumannShapley(steps=8, closed_form=False))
     np.testing.assert_allclose(path.phi, res.phi, rtol=1e-9, atol=1e-12)
+
+    # a callable without the keyword is evaluated on all N rows, dead rows held at the baseline, as before
+    def var_all_rows(z):
+        w = z[..., 0]
+        return ((w - w.mean(-1, keepdim=True)) ** 2).mean(-1)
+
+    old = attribute(var_all_rows, panel, AumannShapley(steps=8, closed_form=False))
+    dev_all = g - g.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(old.f_values, (dev_all**2).mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(old.phi, g * dev_all / g.shape[1], rtol=1e-9, atol=1e-12)
 
 
 def test_counterfactual_fork_changes_the_indicator_and_its_attribution():
