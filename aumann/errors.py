@@ -18,9 +18,13 @@
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
+      * NonFiniteGameError(.., IndicatorError)   -- a game returned NaN/inf (also an IndicatorError, like
+                                                    every non-finite result)
   * MetricError(AumannError, ValueError)         -- attributions that cannot be compared
   * ConfigError(AumannError, ValueError)         -- a config file or CLI option
     * UnknownScenarioError                       -- a scenario name that is not registered
+    * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
+    * OutputError(.., OSError)                   -- an output path that cannot be created or written
     * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
@@ -134,6 +138,11 @@ class GameError(MethodError):
     """A coalition game that is malformed (masks of the wrong shape, non-finite values) or misused."""
 
 
+class NonFiniteGameError(GameError, IndicatorError):
+    """A coalition game returned NaN or inf: a game error, and an :class:`IndicatorError` like every other
+    non-finite result (catch either)."""
+
+
 class MetricError(AumannError, ValueError):
     """Attributions that cannot be compared: different agents, steps or shapes, or a bad parameter."""
 
@@ -146,6 +155,17 @@ class UnknownScenarioError(ConfigError):
     """A scenario name that is not registered."""
 
 
+class UnsafeNameError(ConfigError):
+    """A name that becomes a path component (topic, scenario, group, file stem) but is not a single,
+    safe one: empty, ``.``/``..``, a separator, an absolute path, control characters, or too long."""
+
+
+class OutputError(ConfigError, OSError):
+    """An output directory or file that cannot be created or written (an existing file where a folder
+    is needed, no permission, a full disk); the message names the path."""
+
+    def __str__(self) -> str:  # OSError's str() would show (errno, strerror); keep ours
+        return str(self.args[0]) if self.args else ""
 class ScenarioLoadError(ConfigError):
     """A user scenario spec (``package.module:attribute`` or ``path/file.py:attribute``) that cannot be
     loaded, or whose attribute is neither a Scenario nor a factory returning one."""
@@ -342,7 +362,9 @@ __all__ = [
     "ModelNotFoundError",
     "NoLivingAgentsError",
     "NonFiniteError",
+    "NonFiniteGameError",
     "OptionalDependencyError",
+    "OutputError",
     "PanelError",
     "PolicyError",
     "ProtocolError",
@@ -368,6 +390,7 @@ __all__ = [
     "UnknownFeatureError",
     "UnknownIndicatorError",
     "UnknownScenarioError",
+    "UnsafeNameError",
     "ZeroDeltaVError",
     "ZstdDictionaryError",
 ]

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from aumann.io import write_json
+from aumann.io import ensure_output_dir, write_json
 
 _PACKAGES = ("aumann", "numpy", "torch", "mesa", "networkx", "pydantic", "openai", "duckdb", "pandas")
 _SECRET = re.compile(r"(api[_-]?key|secret|passw(or)?d|authorization|credential|bearer)", re.IGNORECASE)
@@ -141,8 +141,7 @@ def write_manifest(
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``manifest.json`` into ``out_dir`` (created if missing) atomically; return its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_output_dir(out_dir, "manifest directory")
     return write_json(out / "manifest.json", build_manifest(command, config, seeds, extra), indent=2)
 
 

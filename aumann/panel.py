@@ -24,17 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from aumann.checks import as_path, as_real_array
 from aumann.errors import (
+    AumannError,
     DuplicateIdError,
     EmptyPanelError,
     NonFiniteError,
     OptionalDependencyError,
+    OutputError,
     PanelError,
     ShapeError,
     UnknownAgentError,
     UnknownFeatureError,
 )
-from aumann.io import read_npz, write_npz
+from aumann.io import dumps_json, read_npz, safe_component, write_npz
 
 _FORMAT = "aumann.panel/1"
 _STEP_COLUMNS = ("step", "steps", "t", "time", "tick", "period")
@@ -76,23 +79,78 @@ def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
         raise PanelError(f"{what} labels cannot be sorted (mixed types? e.g. {uniq[:3]!r})") from None
 
 
-def _to_numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
-        x = x.detach().cpu().numpy()
-    arr = np.asarray(x)
-    if arr.dtype == object:
-        raise PanelError("panel values must be numeric; got an object array (ragged or mixed input?)")
+def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
+    arr = as_real_array(x, what, error=PanelError)
     if not np.issubdtype(arr.dtype, np.floating):
-        if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-            raise PanelError(f"panel values must be numeric; got dtype {arr.dtype}")
         arr = arr.astype(np.float64)
     elif arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
     return arr
 
 
+def _alive_mask(alive: Any, shape: tuple[int, int]) -> np.ndarray:
+    """The alive mask as bool (T, N): bool input, or integers that are all 0 or 1; nothing else."""
+    mask = as_real_array(alive, "alive mask", error=PanelError)
+    if mask.ndim == 1 and shape[0] == 1:
+        mask = mask[None]
+    if mask.shape != shape:
+        raise ShapeError(f"alive mask must have shape (T, N) = {shape}; got {mask.shape}")
+    if mask.dtype == bool:
+        return mask
+    if not np.issubdtype(mask.dtype, np.integer):
+        raise PanelError(f"alive mask must be bool (or integers 0/1); got dtype {mask.dtype} — a float or string "
+                         "mask is ambiguous (NaN, 0.5 and 'False' are not booleans)")
+    bad = (mask != 0) & (mask != 1)
+    if bad.any():
+        t, i = (int(v[0]) for v in np.nonzero(bad))
+        raise PanelError(f"alive mask of integers must hold only 0 and 1; got {mask[t, i]!r} at (step {t}, agent {i})")
+    return mask.astype(bool)
+
+
+def _positions(positions: Any, what: str) -> np.ndarray:
+    """Integer positions (a bool mask is not positions; floats such as 2.5 are refused, not truncated)."""
+    arr = as_real_array(positions, what, error=ShapeError)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype == bool or not np.all(np.isfinite(arr)) or not np.all(arr == np.floor(arr)):
+            raise ShapeError(f"{what} must be integers; got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _check_meta(meta: Mapping[str, Any]) -> None:
+    """``meta`` is saved as JSON: refuse what JSON cannot hold (objects, NaN/inf) instead of changing it."""
+    def walk(v: Any, where: str) -> None:
+        if isinstance(v, float | np.floating) and not np.isfinite(v):
+            raise PanelError(f"meta{where} is {float(v)!r}; JSON has no NaN/inf, so the panel could not be saved "
+                             "losslessly")
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(x, f"{where}[{k!r}]")
+        elif isinstance(v, list | tuple):
+            for i, x in enumerate(v):
+                walk(x, f"{where}[{i}]")
+
+    walk(meta, "")
+    try:
+        dumps_json(meta)
+    except (TypeError, ValueError) as exc:
+        raise PanelError(f"meta must be JSON-serialisable (it is saved with the panel): {exc}") from exc
+
+
+def _mapping(x: Any, what: str) -> Mapping[str, Any]:
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        raise PanelError(f"{what} must be a mapping name → values; got {type(x).__name__}")
+    return x
+
+
 def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
-    arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
+    if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
+        raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
+    try:
+        arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
+    except (ValueError, TypeError) as exc:
+        raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     if arr.dtype == object:
@@ -113,8 +171,8 @@ class Panel:
         agent_ids: N unique agent ids (default ``0 … N-1``).
         steps: T step labels (default ``0 … T-1``).
         groups: mapping name → N labels per agent (e.g. tiers).
-        alive: bool mask (T, N); rows with ``False`` are excluded from validation and held at the
-            baseline during attribution.
+        alive: bool mask (T, N) (or integers that are all 0 or 1; strings, floats and NaN are refused);
+            rows with ``False`` are excluded from validation and held at the baseline during attribution.
         context: mapping name → array with leading dimension T (per-step world state).
         meta: free-form JSON-serialisable metadata (e.g. ``{"synthetic": True}``).
 
@@ -155,6 +213,9 @@ class Panel:
             raise EmptyPanelError(f"empty panel: shape (T, N, D) = {arr.shape}; need at least one of each")
         self.values: np.ndarray = arr
 
+        if features is not None and (isinstance(features, str | bytes) or not isinstance(features, Iterable)):
+            raise PanelError(f"features must be a sequence of D = {D} names; got {type(features).__name__} "
+                             f"{features!r}")
         feats = [f"f{d}" for d in range(D)] if features is None else [str(f) for f in features]
         if len(feats) != D:
             raise ShapeError(f"{len(feats)} feature names given for D = {D} features: {feats}")
@@ -167,25 +228,22 @@ class Panel:
         self.steps: np.ndarray = np.arange(T) if steps is None else _unique_labels(steps, "steps", T)
 
         self.groups: dict[str, np.ndarray] = {}
-        for name, labels in (groups or {}).items():
-            g = np.asarray(labels)
+        for name, labels in _mapping(groups, "groups").items():
+            safe_component(str(name), "group name")
+            try:
+                g = np.asarray(labels)
+            except (ValueError, TypeError) as exc:
+                raise ShapeError(f"group {name!r} must give one label per agent ({N}): {exc}") from exc
             if g.ndim != 1 or g.shape[0] != N:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
 
-        if alive is None:
-            self.alive: np.ndarray | None = None
-        else:
-            mask = np.asarray(_to_numpy(alive) if hasattr(alive, "detach") else alive)
-            if mask.ndim == 1 and T == 1:
-                mask = mask[None]
-            if mask.shape != (T, N):
-                raise ShapeError(f"alive mask must have shape (T, N) = {(T, N)}; got {mask.shape}")
-            self.alive = mask.astype(bool)
+        self.alive: np.ndarray | None = None if alive is None else _alive_mask(alive, (T, N))
 
         self.context: dict[str, np.ndarray] = {}
-        for name, c in (context or {}).items():
-            carr = _to_numpy(c)
+        for name, c in _mapping(context, "context").items():
+            safe_component(str(name), "context name")
+            carr = _to_numpy(c, f"context {name!r}")
             if carr.ndim == 0 or carr.shape[0] != T:
                 raise ShapeError(
                     f"context {name!r} must have leading dimension T = {T}; got shape {carr.shape}"
@@ -193,7 +251,8 @@ class Panel:
             if not np.all(np.isfinite(carr)):
                 raise NonFiniteError(f"context {name!r} contains NaN or inf")
             self.context[str(name)] = carr
-        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta: dict[str, Any] = dict(_mapping(meta, "meta"))
+        _check_meta(self.meta)
 
         live = arr if self.alive is None else arr[self.alive]
         if not np.all(np.isfinite(live)):
@@ -244,6 +303,9 @@ class Panel:
     def feature_index(self, name: str | Iterable[str]) -> int | list[int]:
         """Position(s) of feature name(s); :class:`UnknownFeatureError` names the valid ones."""
         if not isinstance(name, str):
+            if not isinstance(name, Iterable):
+                raise UnknownFeatureError(f"feature names are strings; got {type(name).__name__} {name!r}; this "
+                                          f"panel has {list(self.features)}")
             return [self.feature_index(n) for n in name]  # type: ignore[misc]
         try:
             return self.features.index(name)
@@ -290,7 +352,7 @@ class Panel:
 
     def take_agents(self, positions: Sequence[int] | np.ndarray) -> Panel:
         """The panel restricted to the agents at the given row positions (order kept)."""
-        pos = np.asarray(positions, dtype=np.int64)
+        pos = _positions(positions, "agent positions")
         if pos.ndim != 1:
             raise ShapeError(f"agent positions must be 1-D; got shape {pos.shape}")
         if pos.size == 0:
@@ -319,7 +381,13 @@ class Panel:
 
     def select_steps(self, positions: Sequence[int] | slice) -> Panel:
         """The panel restricted to some steps (by position)."""
-        pos = np.arange(self.T)[positions] if isinstance(positions, slice) else np.asarray(positions)
+        pos = np.arange(self.T)[positions] if isinstance(positions, slice) else _positions(positions, "step positions")
+        if pos.ndim != 1:
+            raise ShapeError(f"step positions must be 1-D; got shape {pos.shape}")
+        if pos.size == 0:
+            raise EmptyPanelError("selection with no steps")
+        if pos.min() < -self.T or pos.max() >= self.T:
+            raise ShapeError(f"step positions out of range [0, {self.T}); got {pos.min()}..{pos.max()}")
         return self._derive(
             values=self.values[pos], steps=self.steps[pos],
             alive=None if self.alive is None else self.alive[pos],
@@ -327,7 +395,14 @@ class Panel:
         )
 
     def astype(self, dtype: Any) -> Panel:
-        return self._derive(values=self.values.astype(dtype))
+        """A copy with values of another floating dtype (float32 or float64)."""
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            raise PanelError(f"astype needs a numpy floating dtype (float32, float64); got {dtype!r}") from exc
+        if dt not in (np.float32, np.float64):
+            raise PanelError(f"astype needs float32 or float64 (panels hold floating values); got {dt}")
+        return self._derive(values=self.values.astype(dt))
 
     def with_groups(self, **groups: Sequence[Hashable]) -> Panel:
         """A copy with extra (or replaced) agent groups."""
@@ -385,7 +460,8 @@ class Panel:
                 if c in (scol, acol, alive_col):
                     continue
                 kind = flat[c].dtype
-                if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind):
+                if (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
+                        and not pd.api.types.is_complex_dtype(kind):
                     feats.append(c)
                 else:
                     skipped.append(str(c))
@@ -397,6 +473,8 @@ class Panel:
                 if c not in cols:
                     raise UnknownFeatureError(f"feature column {c!r} not in the frame; columns: {cols}")
                 kind = flat[c].dtype
+                if pd.api.types.is_complex_dtype(kind):
+                    raise PanelError(f"feature column {c!r} is complex (dtype {kind}); features must be real numbers")
                 if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)):
                     raise PanelError(f"feature column {c!r} is not numeric (dtype {kind}); pick numeric columns")
         svals, avals = flat[scol].to_numpy(), flat[acol].to_numpy()
@@ -537,10 +615,12 @@ class Panel:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path."""
-        path = Path(path)
+        path = as_path(path, "panel file", error=OutputError)
+        if path.is_dir():
+            raise OutputError(f"cannot save a panel to {str(path)!r}: it is an existing directory (give a file "
+                              "name such as panel.npz)")
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {
             "values": self.values, "agent_ids": self.agent_ids, "steps": self.steps,
         }
@@ -557,7 +637,7 @@ class Panel:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Panel:
         """Load a panel written by :meth:`save`."""
-        path = Path(path)
+        path = as_path(path, "panel file", error=PanelError)
         if not path.exists() and path.with_suffix(".npz").exists():
             path = path.with_suffix(".npz")
         data, meta = read_npz(path, error=PanelError, what="panel file")
@@ -565,12 +645,23 @@ class Panel:
             raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
         if meta.get("format") != _FORMAT:
             raise PanelError(f"{str(path)!r}: unsupported panel format {meta.get('format')!r}")
+        missing = [k for k in ("values", "agent_ids", "steps") if k not in data]
+        if missing or not isinstance(meta.get("features"), list):
+            what = f"arrays {missing}" if missing else "its feature names"
+            raise PanelError(f"panel file {str(path)!r} is incomplete: it lacks {what}")
+        if not isinstance(meta.get("meta") or {}, dict):
+            raise PanelError(f"panel file {str(path)!r} has malformed metadata ('meta' is not an object)")
         groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
         context = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("context::")}
-        return cls(
-            data["values"], features=meta["features"], agent_ids=data["agent_ids"], steps=data["steps"],
-            groups=groups, alive=data.get("alive"), context=context, meta=meta.get("meta") or {},
-        )
+        try:
+            return cls(
+                data["values"], features=meta["features"], agent_ids=data["agent_ids"], steps=data["steps"],
+                groups=groups, alive=data.get("alive"), context=context, meta=meta.get("meta") or {},
+            )
+        except PanelError as exc:
+            raise type(exc)(f"panel file {str(path)!r}: {exc}") from exc
+        except AumannError as exc:
+            raise PanelError(f"panel file {str(path)!r}: {exc}") from exc
 
 
 __all__ = ["Panel"]

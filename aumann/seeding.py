@@ -8,18 +8,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from aumann.checks import as_int, as_seed
+from aumann.errors import ConfigError
+
 RNGLike = int | np.random.Generator | np.random.SeedSequence | None
 
 
 def as_generator(rng: RNGLike) -> np.random.Generator:
-    """Normalise an ``rng`` argument into a :class:`numpy.random.Generator` (a Generator is reused)."""
+    """Normalise an ``rng`` argument into a :class:`numpy.random.Generator` (a Generator is reused).
+
+    Raises:
+        ConfigError: ``rng`` is not ``None``, a non-negative integer, a SeedSequence or a Generator.
+    """
     if isinstance(rng, np.random.Generator):
         return rng
-    return np.random.default_rng(rng)
+    return np.random.default_rng(as_seed(rng, "rng (seed)"))
 
 
 def spawn(rng: RNGLike, n: int) -> list[np.random.Generator]:
     """``n`` statistically independent child generators of ``rng``."""
+    rng = as_seed(rng, "rng (seed)")
+    n = as_int(n, "n (number of generators)", minimum=0, error=ConfigError)
     if isinstance(rng, np.random.Generator):
         return list(rng.spawn(n))
     seq = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)

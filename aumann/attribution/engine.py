@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import numpy as np
 import torch
 
 from aumann.attribution.device import CPU, pick_device
@@ -11,6 +13,7 @@ from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
+from aumann.checks import as_bool, as_seed
 from aumann.errors import MethodError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike
@@ -62,7 +65,13 @@ def attribute(
         (14, 1000)
     """
     if panel.__class__ is not Panel and not isinstance(panel, Panel):  # a Panel is validated once, when built
+        if isinstance(panel, str | bytes | os.PathLike):
+            raise MethodError(f"panel must be a Panel or an array of shape (T, N, D); got the path {panel!r} — load "
+                              "it first with Panel.load(path)")
         panel = Panel(panel)
+    rng = as_seed(rng, "rng", error=MethodError)
+    per_feature = as_bool(per_feature, "per_feature")
+    progress = as_bool(progress, "progress")
     if method is None:
         method = _DEFAULT_METHOD
     elif isinstance(method, type) and issubclass(method, AttributionMethod):
@@ -75,7 +84,10 @@ def attribute(
     dev = CPU if device is None and method.device is None else pick_device(device, method.device)
     problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
                             device=dev)
-    return method.attribute(problem, rng=rng)
+    # overflow / invalid values are not warned about here: every result is checked for finiteness and a
+    # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return method.attribute(problem, rng=rng)
 
 
 _DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one default instance serves every call

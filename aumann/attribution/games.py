@@ -37,7 +37,8 @@ from aumann.attribution.pooled import (
     QuadraticKernel,
 )
 from aumann.attribution.problem import Problem
-from aumann.errors import GameError, IndicatorError
+from aumann.checks import as_int, as_real_array, user_code
+from aumann.errors import GameError, IndicatorError, NonFiniteGameError
 
 
 class CoalitionGame(ABC):
@@ -68,15 +69,16 @@ class CoalitionGame(ABC):
         masks = np.asarray(masks, dtype=bool)
         if masks.ndim != 2 or masks.shape[1] != self.n_players:
             raise GameError(f"coalition masks must have shape (B, N) = (B, {self.n_players}); got {masks.shape}")
-        out = self(masks)
-        if isinstance(out, torch.Tensor):
-            out = out.detach().cpu().numpy()
-        out = np.asarray(out, dtype=np.float64)
+        with user_code(f"game {self.name!r}", error=GameError):
+            out = self(masks)
+        out = as_real_array(out, f"the value of game {self.name!r}", error=GameError, dtype=np.float64)
         if out.shape != (masks.shape[0],):
             raise GameError(f"game {self.name!r} returned shape {out.shape} for {masks.shape[0]} coalitions; "
                             f"v(masks[B, N]) must return shape (B,)")
         if not np.all(np.isfinite(out)):
-            raise GameError(f"game {self.name!r} returned NaN/inf")
+            bad = int(np.flatnonzero(~np.isfinite(out))[0])
+            raise NonFiniteGameError(f"game {self.name!r} returned NaN/inf ({out[bad]!r}) for the coalition of "
+                                     f"{int(masks[bad].sum())} of {self.n_players} players")
         return out
 
     def empty_value(self) -> float:
@@ -107,14 +109,18 @@ class FunctionGame(CoalitionGame):
                  player_ids: Sequence[Any] | np.ndarray | None = None, name: str | None = None) -> None:
         if not callable(fn):
             raise GameError(f"a game needs a callable v(masks[B, N]) -> [B]; got {type(fn).__name__}")
-        if int(n_players) < 1:
-            raise GameError(f"a game needs at least one player; got n_players={n_players}")
         self.fn = fn
-        self.n_players = int(n_players)
-        self.player_ids = np.arange(self.n_players) if player_ids is None else np.asarray(player_ids)
+        self.n_players = as_int(n_players, "n_players (a game needs at least one player)", minimum=1,
+                                error=GameError)
+        try:
+            self.player_ids = np.arange(self.n_players) if player_ids is None else np.asarray(player_ids)
+        except (ValueError, TypeError) as exc:
+            raise GameError(f"player_ids must be a flat sequence of {self.n_players} labels: {exc}") from exc
         if self.player_ids.shape != (self.n_players,):
             raise GameError(f"player_ids must have length n_players = {self.n_players}; got {self.player_ids.shape}")
-        self.name = name or getattr(fn, "__name__", "game")
+        if self.player_ids.dtype == object:
+            self.player_ids = self.player_ids.astype(str)
+        self.name = str(name or getattr(fn, "__name__", "game"))
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
         return self.fn(masks)
@@ -171,6 +177,10 @@ class MaskedIndicatorGame(CoalitionGame):
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         with torch.no_grad():
             if isinstance(f, QuadraticIndicator) and alive is None:  # block updates of C u: a host kernel
+                if tuple(f.C.shape) != (self.n_players, self.n_players):
+                    raise IndicatorError(f"indicator {f.name!r}: C has shape {tuple(f.C.shape)}; the panel has "
+                                         f"N = {self.n_players} agents, so C must be ({self.n_players}, "
+                                         f"{self.n_players})")
                 q = (lambda z: f.q(z)) if f.q is not None else (lambda z: torch.zeros(z.shape[:-1], dtype=z.dtype))
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],

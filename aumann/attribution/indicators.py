@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from aumann.attribution.streaming import linear_closed_form
+from aumann.checks import as_float, as_real_array, user_code
 from aumann.errors import IndicatorError, NoLivingAgentsError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
@@ -167,18 +168,25 @@ class Indicator(ABC):
 
     # linear combinations keep closed forms (the linearity axiom holds for them too)
     def __add__(self, other: Indicator) -> Indicator:
-        return LinearCombination([(1.0, self), (1.0, as_indicator(other))])
+        return LinearCombination([(1.0, self), (1.0, _operand(other))])
 
     def __sub__(self, other: Indicator) -> Indicator:
-        return LinearCombination([(1.0, self), (-1.0, as_indicator(other))])
+        return LinearCombination([(1.0, self), (-1.0, _operand(other))])
 
     def __mul__(self, w: float) -> Indicator:
-        return LinearCombination([(float(w), self)])
+        return LinearCombination([(as_float(w, "indicator weight", error=IndicatorError), self)])
 
     __rmul__ = __mul__
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _operand(other: Any) -> Indicator:
+    if isinstance(other, Indicator | str) or callable(other):
+        return as_indicator(other)
+    raise IndicatorError(f"indicators combine with indicators (or numbers as weights: 2 * f); got "
+                         f"{type(other).__name__} {other!r}")
 
 
 _ALIVE_AWARE: dict[type, bool] = {}
@@ -232,6 +240,9 @@ def as_indicator(f: Any) -> Indicator:
         return f
     if isinstance(f, str):
         return get(f)
+    if not callable(f):
+        raise IndicatorError(f"an indicator must be an Indicator, a registered name ({names()}) or a batched torch "
+                             f"callable f(z[..., N, D]) -> [...]; got {type(f).__name__} {f!r}")
     return FunctionIndicator(f)
 
 
@@ -548,13 +559,17 @@ def register(indicator: Indicator | Callable[..., Indicator], name: str | None =
 
 def get(name: str, **params: Any) -> Indicator:
     """The registered indicator called ``name`` (factories receive ``params``)."""
+    if not isinstance(name, str):
+        raise UnknownIndicatorError(f"indicator names are strings; got {type(name).__name__} {name!r}; registered "
+                                    f"indicators are {sorted(_REGISTRY)}")
     try:
         factory = _REGISTRY[name]
     except KeyError:
         raise UnknownIndicatorError(
             f"unknown indicator {name!r}; registered indicators are {sorted(_REGISTRY)}"
         ) from None
-    ind = factory(**params) if params else factory()
+    with user_code(f"the factory of indicator {name!r}"):
+        ind = factory(**params) if params else factory()
     return as_indicator(ind)
 
 
@@ -592,7 +607,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             agent; the message names its index.
     """
     ind = as_indicator(f)
-    zt = torch.as_tensor(np.asarray(z, dtype=np.float64)) if not isinstance(z, torch.Tensor) else z.double()
+    zt = torch.as_tensor(as_real_array(z, f"input of indicator {ind.name!r}", error=IndicatorError, dtype=np.float64))
     if zt.ndim < 2:
         raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
     lead = tuple(zt.shape[:-2])
@@ -600,8 +615,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
     if context:
         ctx = {}
         for k, v in context.items():
-            tv = torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v,
-                                            dtype=np.float64))
+            tv = torch.as_tensor(as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
             ctx[k] = tv if (context_batched or not lead) else tv.expand(*lead, *tv.shape)
     mask = None
     if alive is not None and ind.accepts_alive:
@@ -617,10 +631,12 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
                                       f"step (batch) index {where}")
         mask = torch.tensor(a)  # a copy: a broadcast view is read-only
-    with torch.no_grad():
+    with torch.no_grad(), user_code(f"indicator {ind.name!r}"):
         out = ind(zt, ctx, mask)
     if not isinstance(out, torch.Tensor):
         raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
+    if out.is_complex():
+        raise IndicatorError(f"indicator {ind.name!r} returned complex values ({out.dtype}); it must return real ones")
     if tuple(out.shape) != lead:
         raise IndicatorError(f"indicator {ind.name!r} returned shape {tuple(out.shape)} for a batch of shape "
                              f"{tuple(zt.shape)}; expected {lead}: one value per step (per batch element)")

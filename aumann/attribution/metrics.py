@@ -42,6 +42,7 @@ that re-runs the model with those agents taking a baseline action.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.result import Attribution
+from aumann.checks import as_float, as_int, as_real_array, user_code
 from aumann.errors import MetricError
 
 Scores = Attribution | np.ndarray | Sequence[float]
@@ -69,8 +71,7 @@ def _align(est: Scores, ref: Scores) -> tuple[Any, Any]:
             order = np.array([pos[v] for v in a.tolist()])
             return est.phi, ref.phi[:, order]
         return est.phi, ref.phi
-    return (est.phi if isinstance(est, Attribution) else np.asarray(est, dtype=np.float64),
-            ref.phi if isinstance(ref, Attribution) else np.asarray(ref, dtype=np.float64))
+    return (est.phi if isinstance(est, Attribution) else est, ref.phi if isinstance(ref, Attribution) else ref)
 
 
 def _pick(x: np.ndarray, step: int | None, rank: bool, is_attr: bool) -> np.ndarray:
@@ -87,10 +88,22 @@ def _pick(x: np.ndarray, step: int | None, rank: bool, is_attr: bool) -> np.ndar
     return x
 
 
+def _scores(x: Any, what: str) -> np.ndarray:
+    """Scores as float64, finite (NaN/inf make every comparison meaningless: refused, not propagated)."""
+    arr = as_real_array(x, what, error=MetricError, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0].tolist()
+        raise MetricError(f"{what} holds {int((~np.isfinite(arr)).sum())} NaN/inf value(s) (first at index {bad}); "
+                          "metrics compare finite attributions")
+    return arr
+
+
 def _pair(est: Scores, ref: Scores, step: int | None, rank: bool) -> tuple[np.ndarray, np.ndarray]:
     a, b = _align(est, ref)
-    a = _pick(np.asarray(a, dtype=np.float64), step, rank, isinstance(est, Attribution))
-    b = _pick(np.asarray(b, dtype=np.float64), step, rank, isinstance(ref, Attribution))
+    if step is not None:
+        step = as_int(step, "step", error=MetricError)
+    a = _pick(_scores(a, "the estimate"), step, rank, isinstance(est, Attribution))
+    b = _pick(_scores(b, "the reference"), step, rank, isinstance(ref, Attribution))
     if a.shape != b.shape:
         raise MetricError(f"cannot compare attributions of shapes {a.shape} and {b.shape} (same agents needed)")
     if a.size == 0:
@@ -124,12 +137,12 @@ def efficiency_error(attribution: Attribution | np.ndarray, delta_v: np.ndarray 
     """
     if isinstance(attribution, Attribution):
         phi = attribution.phi
-        dv = attribution.delta_v if delta_v is None else np.atleast_1d(np.asarray(delta_v, dtype=np.float64))
+        dv = attribution.delta_v if delta_v is None else np.atleast_1d(_scores(delta_v, "delta_v"))
     else:
         if delta_v is None:
             raise MetricError("efficiency_error on an array needs delta_v")
-        phi = np.atleast_2d(np.asarray(attribution, dtype=np.float64))
-        dv = np.atleast_1d(np.asarray(delta_v, dtype=np.float64))
+        phi = np.atleast_2d(_scores(attribution, "phi"))
+        dv = np.atleast_1d(_scores(delta_v, "delta_v"))
     if dv.shape != (phi.shape[0],):
         raise MetricError(f"delta_v must have one value per step ({phi.shape[0]}); got shape {dv.shape}")
     err = np.abs(phi.sum(axis=1) - dv)
@@ -148,7 +161,7 @@ def rank_agents(scores: np.ndarray, by: str = "value") -> np.ndarray:
     """
     if by not in RANK_BY:
         raise MetricError(f"by must be 'value' or 'abs'; got {by!r}")
-    x = np.asarray(scores, dtype=np.float64)
+    x = _scores(scores, "scores")
     if x.ndim != 1:
         raise MetricError(f"rank_agents takes one score per agent (N,); got shape {x.shape}")
     key = np.abs(x) if by == "abs" else x
@@ -158,6 +171,7 @@ def rank_agents(scores: np.ndarray, by: str = "value") -> np.ndarray:
 def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
     if by not in RANK_BY:
         raise MetricError(f"by must be 'value' or 'abs'; got {by!r}")
+    k = as_int(k, "k", error=MetricError)
     if not 1 <= k <= x.size:
         raise MetricError(f"k must be between 1 and the number of agents ({x.size}); got {k}")
     return rank_agents(x, by)[:k]
@@ -173,6 +187,7 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
 
     a, b = _pair(estimate, reference, step, rank=True)
     if k is not None:
+        k = as_int(k, "k", error=MetricError)
         if k < 2:
             raise MetricError(f"top-k Kendall τ needs k ≥ 2; got {k}")
         idx = _top(b, k, by)
@@ -181,10 +196,13 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
 
 
 def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
-    """Spearman rank correlation, in [−1, 1]; higher is better."""
+    """Spearman rank correlation, in [−1, 1]; higher is better. ``nan`` when either side is constant
+    (the correlation is undefined), as for :func:`kendall_tau` — without scipy's warning."""
     from scipy.stats import spearmanr
 
     a, b = _pair(estimate, reference, step, rank=True)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
     return float(spearmanr(a, b).statistic)
 
 
@@ -220,7 +238,8 @@ def log_k_grid(n: int, top: int = 100_000) -> list[int]:
 def relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> np.ndarray:
     """(f − f_k) / f for each entry of ``f_k`` (NaN where f = 0: a zero indicator cannot be normalised,
     and the tables report that instead of hiding it)."""
-    fk = np.asarray(f_k, dtype=np.float64)
+    fk = as_real_array(f_k, "f_k", error=MetricError, dtype=np.float64)
+    f = as_float(f, "f", finite=False, error=MetricError)
     if f == 0 or not np.isfinite(f):
         return np.full_like(fk, np.nan)
     return (float(f) - fk) / float(f)
@@ -229,7 +248,7 @@ def relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> np.ndarray:
 def mean_relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> float:
     """(1/K) Σ_{k=1}^{K} (f − f_k) / f over the K = len(f_k) deletion depths k = 1 … K (f_k: the
     indicator after the top-k agents are deleted). The ``deletion_auc`` column of the study."""
-    fk = np.asarray(f_k, dtype=np.float64)
+    fk = as_real_array(f_k, "f_k", error=MetricError, dtype=np.float64)
     if fk.ndim != 1 or fk.size == 0:
         raise MetricError(f"mean_relative_drop needs f_k for k = 1 … K as a non-empty 1-D array; got shape {fk.shape}")
     return float(np.mean(relative_drop(f, fk)))
@@ -238,8 +257,9 @@ def mean_relative_drop(f: float, f_k: np.ndarray | Sequence[float]) -> float:
 def relative_drop_at_k(f: float, f_k: np.ndarray | Sequence[float], k: int) -> float:
     """100 · (f − f_k) / f in percent, with ``f_k[k − 1]`` the indicator after deleting the top k agents.
     The ``drop_at_5`` column of the study (k = 5)."""
-    fk = np.asarray(f_k, dtype=np.float64)
-    if not 1 <= k <= fk.size:
+    fk = as_real_array(f_k, "f_k", error=MetricError, dtype=np.float64)
+    k = as_int(k, "k", error=MetricError)
+    if fk.ndim != 1 or not 1 <= k <= fk.size:
         raise MetricError(f"k must be between 1 and the deletion depth {fk.size}; got {k}")
     return float(100.0 * relative_drop(f, fk[k - 1 : k])[0])
 
@@ -270,7 +290,7 @@ class DeletionCurve:
 def _scores_and_ids(scores: Scores, step: int | None) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(scores, Attribution):
         return _pick(scores.phi, step, True, True), np.asarray(scores.agent_ids)
-    x = _pick(np.asarray(scores, dtype=np.float64), step, True, False)
+    x = _pick(_scores(scores, "scores"), step, True, False)
     return x, np.arange(x.size)
 
 
@@ -291,7 +311,11 @@ def deletion_curve(scores: Scores, oracle: Callable[[np.ndarray], float], *, ks:
         raise MetricError(f"ks must lie between 0 and N = {n}; got {grid.min()}..{grid.max()}")
     grid = np.unique(np.concatenate([[0, n], grid.astype(int)]))
     order = ids[rank_agents(x)]
-    values = np.array([float(oracle(order[:k])) for k in grid])
+    with user_code("the deletion oracle", error=MetricError):
+        values = np.array([float(oracle(order[:k])) for k in grid])
+    if not np.all(np.isfinite(values)):
+        k_bad = int(grid[np.flatnonzero(~np.isfinite(values))[0]])
+        raise MetricError(f"the deletion oracle returned NaN/inf after deleting the top {k_bad} agent(s)")
     span = values[0] - values[-1]
     if span == 0:
         raise MetricError("deleting every agent does not change the indicator (F(0) = F(N)); the deletion curve "

@@ -32,6 +32,7 @@ from aumann.attribution.device import resolve_device
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
+from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
@@ -40,12 +41,17 @@ Rule = Literal["gauss-legendre", "midpoint"]
 _RULES = ("gauss-legendre", "midpoint")
 
 
+#: the most integration points each rule takes: Gauss–Legendre nodes cost O(K²) memory and O(K³) time
+#: (K = 4096 takes about a minute) and are exact for polynomials of degree 2K − 1, so more is never needed;
+#: a midpoint rule costs O(K) but every node is an evaluation of f
+MAX_STEPS = {"gauss-legendre": 4096, "midpoint": 1_000_000}
+
+
 def quadrature(steps: int, rule: str = "gauss-legendre", power: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Nodes τ_k ∈ (0, 1) and weights w_k with Σ_k w_k h(τ_k) ≈ ∫₀¹ h(τ) dτ."""
-    if steps < 1:
-        raise MethodError(f"the number of integration points must be ≥ 1; got {steps}")
-    if power <= 0:
-        raise MethodError(f"the substitution power must be > 0; got {power}")
+    rule = as_choice(rule, "rule (quadrature rule)", _RULES)
+    steps = as_int(steps, f"steps (integration points, {rule} rule)", minimum=1, maximum=MAX_STEPS[rule])
+    power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
     if rule == "gauss-legendre":
         x, w = np.polynomial.legendre.leggauss(steps)
         u, wu = (x + 1.0) / 2.0, w / 2.0
@@ -96,22 +102,17 @@ class AumannShapley(AttributionMethod):
                  tol: float | None = None, max_steps: int = 2048, closed_form: bool | None = None,
                  memory_budget: int | None = None, pooled_fast_path: bool = True,
                  device: str | torch.device | None = None) -> None:
-        if int(steps) < 1:
-            raise MethodError(f"steps must be ≥ 1; got {steps}")
-        if rule not in _RULES:
-            raise MethodError(f"unknown quadrature rule {rule!r}; use one of {list(_RULES)}")
-        if tol is not None and not tol > 0:
-            raise MethodError(f"tol must be > 0; got {tol}")
-        self.steps = int(steps)
-        self.rule = rule
-        self.power = float(power)
-        self.tol = tol
-        self.max_steps = int(max_steps)
-        self.closed_form = closed_form
-        if memory_budget is not None and int(memory_budget) < 2**16:
-            raise MethodError(f"memory_budget must be at least 65536 bytes; got {memory_budget}")
-        self.memory_budget = None if memory_budget is None else int(memory_budget)
-        self.pooled_fast_path = bool(pooled_fast_path)
+        self.rule = as_choice(rule, "rule (quadrature rule)", _RULES)
+        self.steps = as_int(steps, f"steps (integration points K, {self.rule} rule)", minimum=1,
+                            maximum=MAX_STEPS[self.rule])
+        self.power = as_float(power, "power (substitution τ = u^power)", minimum=0, exclusive_minimum=True)
+        self.tol = None if tol is None else as_float(tol, "tol (relative efficiency gap)", minimum=0,
+                                                     exclusive_minimum=True)
+        self.max_steps = as_int(max_steps, f"max_steps ({self.rule} rule)", minimum=1, maximum=MAX_STEPS[self.rule])
+        self.closed_form = as_optional_bool(closed_form, "closed_form")
+        self.memory_budget = None if memory_budget is None else as_int(
+            memory_budget, "memory_budget (bytes)", minimum=2**16)
+        self.pooled_fast_path = as_bool(pooled_fast_path, "pooled_fast_path")
         self.device = None if device is None else resolve_device(device)
 
     def __repr__(self) -> str:
@@ -138,7 +139,8 @@ class AumannShapley(AttributionMethod):
                 if problem.per_feature:
                     phi = phi.sum(axis=2)
             elif f.has_linear_closed_form:  # two streaming reads of z; Σ_i φ comes with it
-                cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature)
+                cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature,
+                                        steps=problem.panel.steps)
                 phi, fv, fb, sums, phi_feat = cf.phi, cf.f_values, cf.f_baseline, cf.phi_sums, cf.phi_features
             else:
                 phi, fv, fb = f.closed_form(problem.x, per_feature=problem.per_feature)
@@ -241,7 +243,8 @@ class AumannShapley(AttributionMethod):
         if grad_m is None:
             return (phi, phi_feat, np.zeros(T)), ends
         if not torch.isfinite(grad_m).all():
-            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path")
+            raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration path "
+                                 f"{_first_bad_step(problem, grad_m)}")
         g = (torch.einsum("k,tkp->tp", w, grad_m) @ a.T / n_t).numpy()  # (T, D): the same for every living agent
         sums = np.zeros(T)
         for t in range(T):
@@ -312,7 +315,8 @@ class AumannShapley(AttributionMethod):
         def finish(t0: int, t1: int, delta: torch.Tensor, grad: torch.Tensor) -> None:
             if not torch.isfinite(grad).all():
                 raise IndicatorError(f"indicator {problem.f.name!r} has a NaN/inf gradient on the integration "
-                                     "path; is it C¹ between the baseline and the panel?")
+                                     f"path {_first_bad_step(problem, grad, offset=t0)}; is it C¹ between the "
+                                     "baseline and the panel?")
             grad.mul_(delta)  # φ per feature, in place: no second (steps, N, D) buffer
             rows = grad @ ones  # Σ_d: a matrix-vector product (a strided reduction over D is far slower)
             phi[t0:t1] = rows.cpu().numpy()
@@ -365,6 +369,14 @@ class AumannShapley(AttributionMethod):
 
 _HOST_BUDGET = 256 * 2**20
 _Integral = tuple[np.ndarray, np.ndarray | None, np.ndarray]  # φ (T, N), φ per feature (T, N, D) or None, Σ_i φ
+
+
+def _first_bad_step(problem: Problem, grad: torch.Tensor, offset: int = 0) -> str:
+    """``"at step <label>"`` for the first step (leading axis of ``grad``, step ``offset`` first) holding NaN/inf."""
+    bad = ~torch.isfinite(grad.reshape(grad.shape[0], -1)).all(dim=1).cpu()
+    t = offset + (int(torch.nonzero(bad)[0, 0]) if bad.any() else 0)
+    label = problem.panel.steps[t]
+    return f"at step {label.item() if hasattr(label, 'item') else label!r}"
 
 
 __all__ = ["AumannShapley", "quadrature"]

@@ -40,6 +40,7 @@ import torch
 
 from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Context, Indicator
+from aumann.checks import as_real_array
 from aumann.errors import IndicatorError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
@@ -90,7 +91,9 @@ class QuadraticIndicator(Indicator):
 
     def __init__(self, C: np.ndarray | torch.Tensor, *, s: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  q: Callable[[torch.Tensor], torch.Tensor] | None = None, name: str = "quadratic") -> None:
-        C = torch.as_tensor(C, dtype=torch.float64)
+        C = torch.as_tensor(as_real_array(C, "QuadraticIndicator C", error=IndicatorError, dtype=np.float64))
+        if not torch.isfinite(C).all():
+            raise IndicatorError("QuadraticIndicator C contains NaN or inf")
         if C.ndim != 2 or C.shape[0] != C.shape[1]:
             raise IndicatorError(f"QuadraticIndicator needs a square (N, N) matrix C; got shape {tuple(C.shape)}")
         self.C = (C + C.T) / 2

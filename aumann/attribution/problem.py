@@ -29,6 +29,7 @@ import torch
 from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Indicator
 from aumann.attribution.result import Attribution
+from aumann.checks import as_real_array, user_code
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
@@ -56,9 +57,7 @@ def resolve_baseline(spec: Any, panel: Panel) -> tuple[np.ndarray, str]:
             return np.concatenate([panel.values[:1], panel.values[:-1]], axis=0), "previous"
         raise BaselineError(f"unknown baseline {spec!r}; use one of {list(BASELINES)} or an array of shape "
                             f"(D,) = ({D},), (N, D) = ({N}, {D}) or (T, N, D) = ({T}, {N}, {D})")
-    if hasattr(spec, "detach"):
-        spec = spec.detach().cpu().numpy()
-    arr = np.asarray(spec, dtype=panel.dtype)
+    arr = as_real_array(spec, "baseline", error=BaselineError, dtype=panel.dtype)
     if arr.shape == (D,):
         arr = arr.reshape(1, 1, D)
     elif arr.shape == (N, D):
@@ -141,7 +140,11 @@ class Problem:
 
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
         """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
-        out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
+        with user_code(f"indicator {self.f.name!r}"):
+            out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
+        if isinstance(out, torch.Tensor) and (out.is_complex() or not out.is_floating_point()):
+            raise IndicatorError(f"indicator {self.f.name!r} returned a {out.dtype} tensor; it must return real "
+                                 "floating values (float32/float64)")
         if not isinstance(out, torch.Tensor):
             raise IndicatorError(f"indicator {self.f.name!r} returned {type(out).__name__}; it must return a "
                                  "torch tensor of shape z.shape[:-2]")

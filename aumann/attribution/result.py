@@ -18,8 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import AttributionFileError, ShapeError, UnknownFeatureError, ZeroDeltaVError
-from aumann.io import atomic_path, read_npz, write_npz
+from aumann.checks import as_path
+from aumann.errors import (
+    AttributionFileError,
+    AumannError,
+    IndicatorError,
+    OutputError,
+    ShapeError,
+    UnknownFeatureError,
+    ZeroDeltaVError,
+)
+from aumann.io import atomic_path, read_npz, safe_component, write_npz
 
 _FORMAT = "aumann.attribution/1"
 
@@ -80,6 +89,11 @@ class Attribution:
     dims = ("step", "agent")
 
     def __post_init__(self) -> None:
+        for name in ("phi", "delta_v", "f_values", "f_baseline", "phi_features", "stderr"):
+            arr = getattr(self, name)
+            kind = np.asarray(arr).dtype.kind if arr is not None else "f"
+            if kind not in "fiu":  # complex (the imaginary part would be dropped), strings, objects, bools
+                raise ShapeError(f"{name} must hold real numbers; got dtype {np.asarray(arr).dtype}")
         phi = self.phi if isinstance(self.phi, np.ndarray) else np.asarray(self.phi)
         if phi.ndim != 2:
             raise ShapeError(f"phi must have dims {self.dims} (2-D); got shape {phi.shape}")
@@ -97,6 +111,43 @@ class Attribution:
                              f"got {self.phi_features.shape}")
         if self.stderr is not None and np.shape(self.stderr) != (T, N):
             raise ShapeError(f"stderr must be (T, N) = {(T, N)}; got {np.shape(self.stderr)}")
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        """Every method's result passes here: f(z), f(z⁰), Δv, φ (and per-feature φ, standard errors) must be
+        finite, else :class:`IndicatorError` naming the indicator and the first bad step."""
+        parts = [("f(z)", self.f_values), ("f(z⁰)", self.f_baseline), ("Δv", self.delta_v), ("φ", self.phi),
+                 ("per-feature φ", self.phi_features), ("stderr", self.stderr)]
+        for label, arr in parts:
+            if arr is None:
+                continue
+            a = np.asarray(arr)
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = a.sum() if a.dtype.kind in "fc" else 0.0
+            if np.isfinite(total):
+                continue  # a sum is finite only if every element is (NaN and ±inf propagate)
+            bad = ~np.isfinite(a)
+            if not bad.any():
+                continue  # only the sum overflowed
+            self._raise_non_finite(label, bad)
+
+    def _raise_non_finite(self, label: str, bad: np.ndarray) -> None:
+        prov = self.provenance or {}
+        kind, name = ("indicator", prov["indicator"]) if prov.get("indicator") else ("game", prov.get("game", "?"))
+        t = int(np.argwhere(bad)[0][0])
+        step = self.steps[t].item() if hasattr(self.steps[t], "item") else self.steps[t]
+        where = f"step {step!r}"
+        if bad.ndim >= 2:
+            i = int(np.argwhere(bad)[0][1])
+            agent = self.agent_ids[i].item() if hasattr(self.agent_ids[i], "item") else self.agent_ids[i]
+            where += f", agent {agent!r}"
+        fv, fb = float(np.asarray(self.f_values)[t]), float(np.asarray(self.f_baseline)[t])
+        raise IndicatorError(
+            f"{self.method or 'attribution'} of {kind} {name!r}: {label} is NaN/inf at {where} "
+            f"({int(bad.sum())} non-finite value(s); f(z) = {fv!r}, f(z⁰) = {fb!r} at that step). The indicator "
+            "overflows or is undefined on this input (features near 1e300? heat with Π_d m_d ≤ −1?); rescale the "
+            "features or change the baseline"
+        )
 
     def _with_phi_sums(self, sums: np.ndarray) -> Attribution:
         """Attach Σ_i φ_{i,t} (T,) computed by the method (used by ``by_step`` and the efficiency gap)."""
@@ -260,7 +311,6 @@ class Attribution:
 
     def to_parquet(self, path: str | os.PathLike[str], *, include_ids: bool = True) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         df = self.to_pandas(include_ids=include_ids)
         df.attrs = {}
         with atomic_path(path) as tmp:
@@ -278,10 +328,12 @@ class Attribution:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save losslessly to one ``.npz`` file."""
-        path = Path(path)
+        path = as_path(path, "attribution file", error=OutputError)
+        if path.is_dir():
+            raise OutputError(f"cannot save an attribution to {str(path)!r}: it is an existing directory (give a "
+                              "file name such as attribution.npz)")
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {"phi": self.phi, "delta_v": self.delta_v, "f_values": self.f_values,
                   "f_baseline": self.f_baseline, "agent_ids": self.agent_ids, "steps": self.steps}
         if self.phi_features is not None:
@@ -289,7 +341,7 @@ class Attribution:
         if self.stderr is not None:
             arrays["stderr"] = np.asarray(self.stderr)
         for k, v in self.groups.items():
-            arrays[f"group::{k}"] = v
+            arrays[f"group::{safe_component(str(k), 'group name')}"] = v
         meta = {"format": _FORMAT, "features": list(self.features), "n_evals": self.n_evals,
                 "satisfies_efficiency": self.satisfies_efficiency, "method": self.method,
                 "provenance": _jsonable(self.provenance)}
@@ -300,14 +352,23 @@ class Attribution:
         data, meta = read_npz(path, error=AttributionFileError, what="attribution file")
         if meta is None or meta.get("format") != _FORMAT:
             raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file")
+        missing = [k for k in ("phi", "delta_v", "f_values", "f_baseline", "agent_ids", "steps") if k not in data]
+        missing += [k for k in ("features", "n_evals", "satisfies_efficiency", "method", "provenance") if k not in meta]
+        if missing:
+            raise AttributionFileError(f"attribution file {str(path)!r} is incomplete: it lacks {missing}")
+        if not isinstance(meta["features"], list) or not isinstance(meta["provenance"], dict):
+            raise AttributionFileError(f"attribution file {str(path)!r} has malformed metadata")
         groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
-        return cls(
-            phi=data["phi"], delta_v=data["delta_v"], f_values=data["f_values"], f_baseline=data["f_baseline"],
-            agent_ids=data["agent_ids"], steps=data["steps"], features=tuple(meta["features"]),
-            phi_features=data.get("phi_features"), stderr=data.get("stderr"), n_evals=meta["n_evals"],
-            satisfies_efficiency=meta["satisfies_efficiency"], method=meta["method"],
-            provenance=meta["provenance"], groups=groups,
-        )
+        try:
+            return cls(
+                phi=data["phi"], delta_v=data["delta_v"], f_values=data["f_values"], f_baseline=data["f_baseline"],
+                agent_ids=data["agent_ids"], steps=data["steps"], features=tuple(map(str, meta["features"])),
+                phi_features=data.get("phi_features"), stderr=data.get("stderr"), n_evals=meta["n_evals"],
+                satisfies_efficiency=bool(meta["satisfies_efficiency"]), method=str(meta["method"]),
+                provenance=meta["provenance"], groups=groups,
+            )
+        except AumannError as exc:
+            raise AttributionFileError(f"attribution file {str(path)!r} holds an invalid attribution: {exc}") from exc
 
     def __repr__(self) -> str:
         extra = f", n_evals={self.n_evals}" if self.n_evals is not None else ""

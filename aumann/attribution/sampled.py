@@ -41,6 +41,7 @@ from aumann.attribution.problem import Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
 from aumann.attribution.semivalues import _merge as _merge_infos
+from aumann.checks import as_bool, as_choice, as_float, as_int
 from aumann.errors import MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike, spawn
@@ -141,15 +142,12 @@ def _drawer() -> ThreadPoolExecutor:
 
 
 def _check_stopping(count: int, max_evals: int | None, stderr_tol: float | None, round_size: int | None,
-                    what: str) -> None:
-    if int(count) < 2:
-        raise MethodError(f"{what} must be ≥ 2 (standard errors need two independent units); got {count}")
-    if max_evals is not None and int(max_evals) < 1:
-        raise MethodError(f"max_evals must be a positive number of evaluations; got {max_evals}")
-    if stderr_tol is not None and not stderr_tol > 0:
-        raise MethodError(f"stderr_tol must be > 0; got {stderr_tol}")
-    if round_size is not None and int(round_size) < 1:
-        raise MethodError(f"round_size must be ≥ 1; got {round_size}")
+                    what: str) -> tuple[int, int | None, float | None, int | None]:
+    """The stopping parameters, validated: (count, max_evals, stderr_tol, round_size)."""
+    return (as_int(count, f"{what} (standard errors need two independent units)", minimum=2),
+            None if max_evals is None else as_int(max_evals, "max_evals", minimum=1),
+            None if stderr_tol is None else as_float(stderr_tol, "stderr_tol", minimum=0, exclusive_minimum=True),
+            None if round_size is None else as_int(round_size, "round_size", minimum=1))
 
 
 class SampledShapley(CoalitionMethod):
@@ -190,16 +188,18 @@ class SampledShapley(CoalitionMethod):
                  memory_budget: int | None = None, common_permutations: bool = False,
                  device: str | torch.device | None = None) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget, device=device)
-        _check_stopping(permutations, max_evals, stderr_tol, round_size, "permutations")
-        if antithetic and int(permutations) % 2:
+        permutations, max_evals, stderr_tol, round_size = _check_stopping(
+            permutations, max_evals, stderr_tol, round_size, "permutations")
+        self.antithetic = as_bool(antithetic, "antithetic")
+        if self.antithetic and (permutations % 2 or permutations < 4):
             raise MethodError(f"antithetic sampling pairs each permutation with its reverse and a pair counts "
-                              f"as two permutations, so permutations must be even; got {permutations}")
-        self.permutations = int(permutations)
-        self.antithetic = bool(antithetic)
-        self.max_evals = None if max_evals is None else int(max_evals)
+                              f"as two permutations, so permutations must be even and ≥ 4 (two pairs, for a "
+                              f"standard error); got {permutations}")
+        self.permutations = permutations
+        self.max_evals = max_evals
         self.stderr_tol = stderr_tol
-        self.round_size = None if round_size is None else int(round_size)
-        self.common_permutations = bool(common_permutations)
+        self.round_size = round_size
+        self.common_permutations = as_bool(common_permutations, "common_permutations")
 
     def params(self):
         return {"permutations": self.permutations, "antithetic": self.antithetic, "max_evals": self.max_evals,
@@ -358,15 +358,14 @@ class SampledBanzhaf(CoalitionMethod):
                  fast: bool | None = None, memory_budget: int | None = None,
                  device: str | torch.device | None = None) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget, device=device)
-        _check_stopping(samples, max_evals, stderr_tol, round_size, "samples")
-        if estimator not in ("msr", "marginal"):
-            raise MethodError(f"unknown Banzhaf estimator {estimator!r}; use 'msr' (maximum sample reuse) or "
-                              "'marginal' (marginal differences)")
-        self.samples = int(samples)
-        self.estimator = estimator
-        self.max_evals = None if max_evals is None else int(max_evals)
+        samples, max_evals, stderr_tol, round_size = _check_stopping(samples, max_evals, stderr_tol, round_size,
+                                                                     "samples")
+        self.estimator = as_choice(estimator, "estimator (Banzhaf: 'msr' = maximum sample reuse, 'marginal' = "
+                                   "marginal differences)", ("msr", "marginal"))
+        self.samples = samples
+        self.max_evals = max_evals
         self.stderr_tol = stderr_tol
-        self.round_size = None if round_size is None else int(round_size)
+        self.round_size = round_size
 
     def params(self):
         return {"samples": self.samples, "estimator": self.estimator, "max_evals": self.max_evals,

@@ -36,7 +36,8 @@ from aumann.attribution.games import CoalitionGame, GameError, MaskedIndicatorGa
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
-from aumann.errors import MethodError
+from aumann.checks import as_int, as_optional_bool, as_seed, user_code
+from aumann.errors import IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike, describe, spawn
 
@@ -64,12 +65,9 @@ class CoalitionMethod(AttributionMethod):
 
     def __init__(self, *, fast: bool | None = None, memory_budget: int | None = None,
                  device: str | torch.device | None = None) -> None:
-        if fast not in (None, True, False):
-            raise MethodError(f"fast must be None, True or False; got {fast!r}")
-        if memory_budget is not None and int(memory_budget) < 2**16:
-            raise MethodError(f"memory_budget must be at least 65536 bytes; got {memory_budget}")
-        self.fast = fast
-        self.requested_budget = None if memory_budget is None else int(memory_budget)
+        self.fast = as_optional_bool(fast, "fast")
+        self.requested_budget = None if memory_budget is None else as_int(memory_budget, "memory_budget (bytes)",
+                                                                          minimum=2**16)
         self.device = None if device is None else resolve_device(device)
 
     @property
@@ -93,24 +91,28 @@ class CoalitionMethod(AttributionMethod):
 
     def _run(self, game: CoalitionGame, rng: np.random.Generator,
              device: torch.device = CPU) -> tuple[Estimate, float, float]:
-        kernel = game.kernel(self.fast, memory_budget=self.budget_on(device))
-        v0, vN = kernel.ends()
-        restrict = getattr(kernel, "restricted", None)
-        if restrict is not None:  # the kernel knows its null players: value only the others (nulls get 0)
-            sub, active = restrict()
-            if sub.n < kernel.n:
-                est = self.estimate(sub, v0, vN, rng) if sub.n else Estimate(np.zeros(0), np.zeros(0), 2)
-                phi = np.zeros(kernel.n)
-                phi[active] = est.phi
-                se = None
-                if est.stderr is not None:
-                    se = np.zeros(kernel.n)
-                    se[active] = est.stderr
-                est = Estimate(phi=phi, stderr=se, n_evals=est.n_evals,
-                               info={**est.info, "null_players": int(kernel.n - sub.n)})
-                est.info["path"] = kernel.kind
-                return est, v0, vN
-        est = self.estimate(kernel, v0, vN, rng)
+        # user code runs inside: the game's value function, or the indicator's pooled / agent-wise / quadratic
+        # pieces on the fast paths (their exceptions name the indicator or game)
+        error = IndicatorError if isinstance(game, MaskedIndicatorGame) else GameError
+        with user_code(f"{'indicator' if error is IndicatorError else 'game'} {game.name!r}", error=error):
+            kernel = game.kernel(self.fast, memory_budget=self.budget_on(device))
+            v0, vN = kernel.ends()
+            restrict = getattr(kernel, "restricted", None)
+            if restrict is not None:  # the kernel knows its null players: value only the others (nulls get 0)
+                sub, active = restrict()
+                if sub.n < kernel.n:
+                    est = self.estimate(sub, v0, vN, rng) if sub.n else Estimate(np.zeros(0), np.zeros(0), 2)
+                    phi = np.zeros(kernel.n)
+                    phi[active] = est.phi
+                    se = None
+                    if est.stderr is not None:
+                        se = np.zeros(kernel.n)
+                        se[active] = est.stderr
+                    est = Estimate(phi=phi, stderr=se, n_evals=est.n_evals,
+                                   info={**est.info, "null_players": int(kernel.n - sub.n)})
+                    est.info["path"] = kernel.kind
+                    return est, v0, vN
+            est = self.estimate(kernel, v0, vN, rng)
         est.info["path"] = kernel.kind
         return est, v0, vN
 
@@ -157,11 +159,13 @@ class CoalitionMethod(AttributionMethod):
         ``delta_v`` is v(N) − v(∅), ``f_values`` v(N), ``f_baseline`` v(∅); agent ids are the game's
         ``player_ids``.
         """
+        as_seed(rng, "rng", error=MethodError)
         if not isinstance(game, CoalitionGame):
             raise GameError(f"attribute_game needs a CoalitionGame (wrap a function with FunctionGame(fn, "
                             f"n_players=N)); got {type(game).__name__}")
         t0 = time.perf_counter()
-        est, v0, vN = self._run(game, spawn(rng, 1)[0])
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # results are checked for finiteness
+            est, v0, vN = self._run(game, spawn(rng, 1)[0])
         prov = {**self.params(), "game": game.name, "seed": describe(rng), **est.info,
                 "seconds": time.perf_counter() - t0}
         return Attribution(
@@ -207,9 +211,7 @@ class _Enumeration(CoalitionMethod):
     def __init__(self, *, max_players: int = 20, fast: bool | None = None, memory_budget: int | None = None,
                  device: str | torch.device | None = None) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget, device=device)
-        if int(max_players) < 1:
-            raise MethodError(f"max_players must be ≥ 1; got {max_players}")
-        self.max_players = int(max_players)
+        self.max_players = as_int(max_players, "max_players", minimum=1, maximum=30)
 
     def params(self):
         return {"max_players": self.max_players}

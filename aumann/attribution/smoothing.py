@@ -44,13 +44,12 @@ import torch
 
 from aumann.attribution.indicators import Indicator, as_indicator, evaluate
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
+from aumann.checks import as_float, as_int
 from aumann.errors import IndicatorError
 
 
 def _pos(name: str, value: float) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise IndicatorError(f"{name} must be a positive finite number; got {value!r}")
-    return float(value)
+    return as_float(value, name, minimum=0, exclusive_minimum=True, error=IndicatorError)
 
 
 def smooth_max(x: torch.Tensor, dim: int = -1, temperature: float = 0.1) -> torch.Tensor:
@@ -166,6 +165,8 @@ def smooth_indicator(original: IndicatorFn, smooth: IndicatorFn, name: str | Non
 
 def max_surrogate(feature: int = 0, temperature: float = 0.05) -> Surrogate:
     """max_i z_{i,feature} and its logsumexp surrogate (gap ≤ τ · log N)."""
+    feature = as_int(feature, "feature", error=IndicatorError)
+    _pos("temperature", temperature)
     return Surrogate(lambda z: z[..., feature].amax(-1),
                      lambda z: smooth_max(z[..., feature], temperature=temperature),
                      f"max[{feature}]~τ={temperature:g}")
@@ -173,6 +174,9 @@ def max_surrogate(feature: int = 0, temperature: float = 0.05) -> Surrogate:
 
 def fraction_above(threshold: float, feature: int = 0, temperature: float = 0.05) -> Surrogate:
     """The share of agents with z_{i,feature} > c, and its sigmoid surrogate."""
+    threshold = as_float(threshold, "threshold", error=IndicatorError)
+    feature = as_int(feature, "feature", error=IndicatorError)
+    _pos("temperature", temperature)
     return Surrogate(lambda z: (z[..., feature] > threshold).to(z.dtype).mean(-1),
                      lambda z: smooth_step(z[..., feature] - threshold, temperature).mean(-1),
                      f"share>{threshold:g}[{feature}]~τ={temperature:g}")
@@ -183,8 +187,8 @@ def top_k_share(k: int, feature: int = 0, temperature: float = 0.05) -> Surrogat
 
     The feature is assumed non-negative with a positive total.
     """
-    if not isinstance(k, int) or k < 1:
-        raise IndicatorError(f"k must be a positive int; got {k!r}")
+    k = as_int(k, "k", minimum=1, error=IndicatorError)
+    feature = as_int(feature, "feature", error=IndicatorError)
 
     def orig(z: torch.Tensor) -> torch.Tensor:
         # Σ_i w_i x_i / Σ x with w held constant: 1 above the k-th largest value, and the free slots shared
@@ -206,6 +210,8 @@ def top_k_share(k: int, feature: int = 0, temperature: float = 0.05) -> Surrogat
 
 def gini_surrogate(feature: int = 0, eps: float = 1e-3) -> Surrogate:
     """The Gini coefficient Σ_ij |x_i − x_j| / (2 n² mean) and its smooth_abs surrogate."""
+    feature = as_int(feature, "feature", error=IndicatorError)
+    _pos("eps", eps)
 
     def gini(z: torch.Tensor, absf: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         x = z[..., feature]

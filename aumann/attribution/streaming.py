@@ -152,12 +152,14 @@ class ClosedForm(NamedTuple):
     phi_features: np.ndarray | None = None
 
 
-def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False) -> ClosedForm:
+def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False,
+                       steps: Any = None) -> ClosedForm:
     """The zero-baseline closed form of an indicator with ``has_linear_closed_form``.
 
     Raises:
         IndicatorError: when f(z_t), the coefficients or φ are not finite (e.g. heat on features
-            whose product of means is ≤ −1, or values so large that φ overflows).
+            whose product of means is ≤ −1, or values so large that φ overflows); the message names
+            the step by its label in ``steps`` (the panel's step labels) when given.
     """
     N = x.shape[1]
     means = column_sums(x)
@@ -167,23 +169,29 @@ def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False
     # one check for all of it: a sum is finite only if every term is (NaN or inf in the coefficients
     # reaches Σ_i φ as well)
     if not all(map(math.isfinite, (sums + fv + fb).tolist())):
-        _raise_not_finite(f, means, coef, fv, fb, sums)
+        _raise_not_finite(f, means, coef, fv, fb, sums, steps)
     phi_features = x * coef.astype(x.dtype)[:, None, :] if per_feature else None
     return ClosedForm(phi=phi, f_values=fv, f_baseline=fb, phi_sums=sums, phi_features=phi_features)
 
 
 def _raise_not_finite(f: Indicator, means: np.ndarray, coef: np.ndarray, fv: np.ndarray, fb: np.ndarray,
-                      sums: np.ndarray) -> None:
+                      sums: np.ndarray, steps: Any = None) -> None:
+    def where(t: int) -> str:
+        if steps is None:
+            return f"step index {t}"
+        label = steps[t]
+        return f"step {label.item() if hasattr(label, 'item') else label!r}"
+
     bad_f = ~(np.isfinite(fv) & np.isfinite(fb) & np.isfinite(coef).all(axis=1))
     if bad_f.any():
         t = int(np.flatnonzero(bad_f)[0])
-        raise IndicatorError(f"indicator {f.name!r} is not finite at step index {t} (f(z) = {fv[t]!r}, "
-                             f"f(0) = {fb[t]!r}, column means {means[t].tolist()}): its closed form needs a "
-                             "finite f along the path from 0 to z")
+        raise IndicatorError(f"indicator {f.name!r} is not finite (NaN/inf) at {where(t)} (f(z) = {float(fv[t])!r}, "
+                             f"f(0) = {float(fb[t])!r}, column means {means[t].tolist()}): its closed form needs a "
+                             "finite f along the path from 0 to z; rescale the features or change the baseline")
     bad = np.flatnonzero(~np.isfinite(sums))
     t = int(bad[0]) if bad.size else 0
-    raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow at step index {t} "
-                         f"(Σ_i φ = {sums[t]!r}); rescale the features")
+    raise IndicatorError(f"indicator {f.name!r}: the closed-form attributions overflow (NaN/inf) at {where(t)} "
+                         f"(Σ_i φ = {float(sums[t])!r}); rescale the features")
 
 
 __all__ = ["ClosedForm", "column_sums", "linear_closed_form", "weighted_rows"]

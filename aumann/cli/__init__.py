@@ -1,7 +1,8 @@
 """The ``aumann`` command line: parses arguments, builds objects, calls the library.
 
-Every :class:`~aumann.errors.AumannError` becomes one line on stderr and exit code 2; ``aumann --debug
-COMMAND ...`` shows the traceback instead.
+Every :class:`~aumann.errors.AumannError` (and a ``MemoryError`` from an input too large for the machine)
+becomes one line on stderr and exit code 2; ``aumann --debug COMMAND ...`` shows the traceback instead. A
+bad flag value is argparse's usage line and error naming the flag, also exit code 2.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
@@ -43,7 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a bad flag or value: argparse has printed usage and the error
+        if exc.code in (0, None):
+            raise  # --help, --version
+        return int(exc.code) if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -52,11 +58,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AumannError as exc:
         if args.debug:
             raise
-        print(f"aumann: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"aumann: error: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except (MemoryError, ValueError) as exc:  # an input too large for this machine (e.g. --agents 1e20): one line
+        if args.debug or not (isinstance(exc, MemoryError) or _too_large(exc)):
+            raise
+        why = one_line(str(exc)) or "allocation failed"
+        print(f"aumann: error: MemoryError: not enough memory for this input ({why}); use smaller sizes",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130
+
+
+#: what numpy says when an array's shape or byte size cannot even be represented (before any MemoryError)
+_TOO_LARGE = ("maximum allowed dimension exceeded", "array is too big", "maximum allowed size exceeded",
+              "negative dimensions are not allowed")
+
+
+def _too_large(exc: ValueError) -> bool:
+    """Whether ``exc`` is numpy refusing an allocation for its size (an input too large, not a bug)."""
+    return any(text in str(exc).lower() for text in _TOO_LARGE)
+
+
+def one_line(text: str) -> str:
+    """An error message on one line (pydantic and nested messages span several)."""
+    return " | ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 if __name__ == "__main__":  # pragma: no cover

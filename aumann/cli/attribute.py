@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aumann.cli.args import number, path, positive_int
 from aumann.errors import ConfigError
 
 
@@ -19,29 +20,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "by Panel.save). Writes attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json "
         "and the reports report.html (one self-contained page) and report.md.",
     )
-    p.add_argument("panel", type=Path, help="panel file written by Panel.save (.npz)")
+    p.add_argument("panel", type=path, help="panel file written by Panel.save (.npz)")
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
-    p.add_argument("--steps", type=int, default=30, help="integration points K for the path integral")
+    p.add_argument("--steps", type=positive_int, default=30, help="integration points K for the path integral")
     p.add_argument("--rule", choices=("gauss-legendre", "midpoint"), default="gauss-legendre")
-    p.add_argument("--power", type=float, default=1.0, help="substitution τ = u^p (4 for log-type integrands)")
-    p.add_argument("--tol", type=float, default=None, help="adaptive mode: raise K until the relative gap ≤ tol")
+    p.add_argument("--power", type=number(0, exclusive_minimum=True), default=1.0,
+                   help="substitution τ = u^p (4 for log-type integrands)")
+    p.add_argument("--tol", type=number(0, exclusive_minimum=True), default=None,
+                   help="adaptive mode: raise K until the relative gap ≤ tol")
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=path, required=True, help="output directory")
     p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
     p.add_argument("--no-report", action="store_true", help="skip report.html / report.md (aumann report writes them)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import pandas as pd
     from rich.console import Console
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, Panel, attribute, indicators
-    from aumann.io import atomic_path, plain, write_json
+    from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer
     from aumann.studies.pages import render_report, write_top_agents
@@ -54,23 +56,21 @@ def run(args: argparse.Namespace) -> int:
     f = indicators.get(args.indicator)
     closed = {"auto": None, "closed": True, "path": False}[args.method]
     method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
+    out: Path = ensure_output_dir(args.out, "--out")  # before the work: an unwritable --out fails now
     timer.start("attribute")
     t0 = time.perf_counter()
     res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
     seconds = time.perf_counter() - t0
 
     timer.start("write results")
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     res.save(out / "attribution.npz")
-    table = pd.DataFrame({"step": plain(res.steps), "delta_v": res.delta_v, "sum_phi": res.by_step(),
-                          "efficiency_gap": res.efficiency_gap})
-    with atomic_path(out / "phi_by_step.csv") as tmp:
-        table.to_csv(tmp, index=False, float_format="%.17g")
+    rows = zip(plain(res.steps), res.delta_v.tolist(), res.by_step().tolist(), res.efficiency_gap.tolist())
+    write_csv(out / "phi_by_step.csv", [{"step": s, "delta_v": dv, "sum_phi": sp, "efficiency_gap": eg}
+                                        for s, dv, sp, eg in rows])
     write_top_agents(out, res, panel)
     summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel),
                "synthetic": bool(panel.meta.get("synthetic", False))}
-    if "tier" in res.groups and np.all(res.delta_v != 0):
+    if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
         summary["tier_shares"] = res.group_shares("tier")
     write_json(out / "summary.json", summary, indent=2)
     timer.stop()

@@ -11,10 +11,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from aumann.cli.args import integer, memory_size, number, path, positive_int, seed
 from aumann.errors import ConfigError
+
+MAX_DAYS = 400  # aumann.data.bluesky.ingest.MAX_DAYS (not imported here: parsing stays light)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,20 +44,24 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
         description="Ingest Jetstream v1 capture files (JSONL, .jsonl.zst, or per-message zstd frames; one "
                     "file per UTC day) into raw per-user per-day counts and per-topic panels.",
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILES", help="Jetstream capture files")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--profiles", type=Path, default=None,
+    p.add_argument("files", nargs="+", type=path, metavar="FILES", help="Jetstream capture files")
+    p.add_argument("--out", type=path, required=True, help="output directory")
+    p.add_argument("--profiles", type=path, default=None,
                    help="profile snapshot CSV: did, followers_count[, created_at, handle]")
-    p.add_argument("--topics", type=Path, default=None, help="directory of topic TOML files (default configs/topics)")
-    p.add_argument("--filters", type=Path, default=None,
+    p.add_argument("--topics", type=path, default=None, help="directory of topic TOML files (default configs/topics)")
+    p.add_argument("--filters", type=path, default=None,
                    help="TOML with a [filters] table (default configs/bluesky-ingest.toml)")
     p.add_argument("--days", default=None, metavar="FIRST:LAST",
                    help="inclusive UTC window YYYY-MM-DD:YYYY-MM-DD (default: first to last day seen)")
-    p.add_argument("--zstd-dictionary", type=Path, default=None,
+    p.add_argument("--zstd-dictionary", type=path, default=None,
                    help="zstd dictionary for per-message frames (Jetstream's published dictionary)")
-    p.add_argument("--threads", type=int, default=None, help="DuckDB threads")
-    p.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (spills beyond it)")
-    p.add_argument("--temp-dir", type=Path, default=None, help="where DuckDB spills and frames are decoded")
+    p.add_argument("--max-days", type=positive_int, default=None, metavar="N",
+                   help=f"largest window (days) to ingest, explicit or automatic (default {MAX_DAYS}); a longer "
+                        "--days window is refused unless this is raised")
+    p.add_argument("--threads", type=positive_int, default=None, help="DuckDB threads")
+    p.add_argument("--memory-limit", type=memory_size, default=None,
+                   help="DuckDB memory limit, e.g. 4GB (spills beyond it)")
+    p.add_argument("--temp-dir", type=path, default=None, help="where DuckDB spills and frames are decoded")
     p.add_argument("--export-identifiers", action="store_true",
                    help="write DIDs and handles (users.parquet, identifiers.parquet); default: redacted")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -75,10 +81,12 @@ def run_build_panel(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.build import write_build_outputs
     from aumann.data.bluesky.filters import load_filters
     from aumann.data.bluesky.ingest import IngestOptions, ingest
+    from aumann.io import ensure_output_dir
 
     options = IngestOptions(days=_parse_days(args.days), zstd_dictionary=args.zstd_dictionary,
                             threads=args.threads, memory_limit=args.memory_limit, temp_dir=args.temp_dir,
-                            progress=not args.quiet)
+                            progress=not args.quiet, max_days=args.max_days or MAX_DAYS)
+    ensure_output_dir(args.out, "--out")  # before ingesting: an unwritable --out fails now
     counts, report = ingest(args.files, profiles=args.profiles, topics=args.topics,
                             filters=load_filters(args.filters), options=options)
     config = {"files": [str(f) for f in args.files], "profiles": args.profiles, "topics": args.topics,
@@ -103,13 +111,14 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
         description="Record the public Jetstream v1 stream into one JSONL file per UTC day (by time_us), "
                     "reconnecting with a rewound cursor. Needs network access and the 'websockets' package.",
     )
-    p.add_argument("--out", type=Path, required=True, help="directory for the daily files")
+    p.add_argument("--out", type=path, required=True, help="directory for the daily files")
     p.add_argument("--collections", nargs="+", default=list(DEFAULT_COLLECTIONS), metavar="NSID",
                    help="wantedCollections (default: posts, reposts, likes, follows)")
-    p.add_argument("--duration", type=float, default=None, metavar="S", help="seconds to record (default: forever)")
+    p.add_argument("--duration", type=number(0, exclusive_minimum=True), default=None, metavar="S",
+                   help="seconds to record (default: forever)")
     p.add_argument("--endpoint", default=DEFAULT_ENDPOINT, help="Jetstream /subscribe URL")
-    p.add_argument("--cursor", type=int, default=None, help="start cursor (unix µs; default: live tail)")
-    p.add_argument("--rewind", type=float, default=5.0, metavar="S", help="cursor rewind on reconnect (seconds)")
+    p.add_argument("--cursor", type=integer(minimum=0), default=None, help="start cursor (unix µs; default: live tail)")
+    p.add_argument("--rewind", type=number(0), default=5.0, metavar="S", help="cursor rewind on reconnect (seconds)")
     p.set_defaults(func=run_capture)
 
 
@@ -131,13 +140,16 @@ def run_capture(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- synth, study
 
+_INT_SIZE = integer(minimum=2)
+
+
 def _size(text: str) -> int | str:
-    if text == "full":
-        return text
+    if text.strip().lower() == "full":
+        return "full"
     try:
-        return int(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must be an integer (1e3 allowed) or 'full'; got {text!r}") from None
+        return _INT_SIZE(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"size must be an integer ≥ 2 (1e3 allowed) or 'full'; got {text!r}") from None
 
 
 def register_synth(subparsers: Any) -> argparse.ArgumentParser:
@@ -145,22 +157,21 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("synth", help="generate a calibrated SYNTHETIC Bluesky-like panel of raw counts",
                               description="Generate SYNTHETIC raw counts (heavy-tailed followers, sparse topic "
                               "activity, replies concentrated on large accounts, five topics) and calibration.json.")
-    p.add_argument("--users", type=int, default=1_671_587, help="number of users (default 1,671,587)")
-    p.add_argument("--days", type=int, default=14, help="days from 2026-04-07 (default 14)")
-    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--users", type=integer(minimum=100), default=1_671_587, help="number of users (default 1,671,587)")
+    p.add_argument("--days", type=integer(minimum=1, maximum=366), default=14, help="days from 2026-04-07 (default 14)")
+    p.add_argument("--seed", type=seed, default=0, help="generator seed (default 0)")
+    p.add_argument("--out", required=True, type=path, help="output directory")
     p.set_defaults(func=run_synth)
     return p
 
 
 def run_synth(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
+    from aumann.io import ensure_output_dir
     from aumann.manifest import write_manifest
 
-    try:
-        cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)
-    except ValueError as exc:
-        raise ConfigError(f"invalid synth settings: {exc}") from exc
+    cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)  # SynthError (a ConfigError) if invalid
+    ensure_output_dir(args.out, "--out")
     t0 = time.perf_counter()
     counts = generate(cfg)
     gen_s = time.perf_counter() - t0
@@ -180,11 +191,11 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("study", help="run (or resume) the cross-scale attribution study",
                               description="Tiers, sampling protocols, sizes and seeds; attribution at each scale; "
                               "tables, figures, summary.json. Finished cells are reused on rerun.")
-    p.add_argument("counts", type=Path, help="RawCounts directory (from build-panel or synth)")
-    p.add_argument("--out", required=True, type=Path, help="output directory")
-    p.add_argument("--config", type=Path, default=None, help="study config TOML (default: built-in grid)")
+    p.add_argument("counts", type=path, help="RawCounts directory (from build-panel or synth)")
+    p.add_argument("--out", required=True, type=path, help="output directory")
+    p.add_argument("--config", type=path, default=None, help="study config TOML (default: built-in grid)")
     p.add_argument("--sizes", nargs="+", type=_size, default=None, help="panel sizes, e.g. 100 1000 full")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, help="subset seeds (default 0..9)")
+    p.add_argument("--seeds", nargs="+", type=seed, default=None, help="subset seeds (default 0..9)")
     p.add_argument("--topics", nargs="+", default=None, help="topics (default: all in the counts)")
     p.add_argument("--protocols", nargs="+", default=None, help="sampling protocols (default: all four)")
     p.add_argument("--deepset", action="store_true", help="also train and attribute the learned DeepSet indicator")
@@ -210,12 +221,14 @@ def run_study_cmd(args: argparse.Namespace) -> int:
         updates["export_per_user"] = True
     try:
         cfg = CrossScaleConfig.model_validate({**cfg.model_dump(), **updates})
-    except ValueError as exc:
-        raise ConfigError(f"invalid study settings: {exc}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"invalid study settings: {str(exc).split(': ', 1)[-1]}") from exc
     summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress,
                              interactive=False if getattr(args, "static", False) else None)
     keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
-            "cells_skipped_on_resume", "timings")
-    print(json.dumps({k: summary.get(k) for k in keys}, indent=1))
+            "cells_skipped_on_resume", "cells_recomputed_after_failed_check", "timings")
+    from aumann.io import dumps_json
+
+    print(dumps_json({k: summary.get(k) for k in keys}, indent=1), end="")  # strict JSON: NaN is null
     print(f"tables, figures, summary.json, report.html and report.md in {args.out}")
     return 0

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
+
+from aumann.cli.args import integer, path, positive_int, seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="quick demo: attribute a synthetic heavy-tailed panel (tier shares, timings)")
-    p.add_argument("--agents", type=int, default=100_000)
-    p.add_argument("--steps", type=int, default=14)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--agents", type=integer(minimum=10), default=100_000, help="number of agents (≥ 10)")
+    p.add_argument("--steps", type=positive_int, default=14, help="number of steps")
+    p.add_argument("--seed", type=seed, default=0, help="generator seed (non-negative)")
+    p.add_argument("--out", type=path, default=None,
                    help="optional directory: summary.json, the heat attribution (attribution.npz, top_agents.csv), "
                    "manifest and report.html / report.md (marked SYNTHETIC)")
     p.add_argument("--static", action="store_true", help="static PNG figures in report.html even with Bokeh installed")
@@ -25,12 +26,15 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann.attribution import AumannShapley, attribute, indicators
     from aumann.data.synthetic import heavy_tailed_panel
-    from aumann.io import write_json
+    from aumann.errors import ZeroDeltaVError
+    from aumann.io import ensure_output_dir, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer
     from aumann.studies.pages import render_report, write_top_agents
 
     con = Console()
+    if args.out:
+        ensure_output_dir(args.out, "--out")
     t0 = time.perf_counter()
     panel = heavy_tailed_panel(args.agents, args.steps, rng=args.seed)
     con.print(f"synthetic heavy-tailed panel (SYNTHETIC, not calibrated): {panel} in "
@@ -51,9 +55,12 @@ def run(args: argparse.Namespace) -> int:
         timer.add(f"attribute {name} ({'closed form' if res.provenance['closed_form'] else 'path'})", sec)
         if name == "heat" and heat_res is None:
             heat_res = res
-        shares = res.group_shares("tier")
+        try:
+            shares = res.group_shares("tier")
+        except ZeroDeltaVError:  # a tiny panel with no activity: nothing to share out (shown as –, stored as null)
+            shares = {}
         label = "closed form" if res.provenance["closed_form"] else f"path K={res.provenance['steps']}"
-        tab.add_row(name, label, *(f"{100 * shares[g]:.1f}%" for g in ("top", "mid", "tail")),
+        tab.add_row(name, label, *(f"{100 * shares[g]:.1f}%" if g in shares else "–" for g in ("top", "mid", "tail")),
                     f"{res.max_efficiency_gap:.2e}", f"{sec:.3f}")
         rows.append({"indicator": name, "method": label, "shares": shares, "seconds": sec,
                      "max_efficiency_gap": res.max_efficiency_gap})

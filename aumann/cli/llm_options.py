@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from aumann.cli.args import path
 from aumann.errors import ConfigError
 
 
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for several servers of the same model: requests are spread over them and a failing one "
                         "is taken out and retried later. Credentials in a URL are used but never recorded")
     g.add_argument("--concurrency", type=int, default=16, help="LLM requests in flight at once (default 16)")
-    g.add_argument("--cache", type=Path, default=None,
+    g.add_argument("--cache", type=path, default=None,
                    help="the LLM response cache (SQLite; default <out>/llm-cache.sqlite)")
     g.add_argument("--cache-mode", choices=("record", "replay", "off"), default="record",
                    help="record: read through, store new replies (default); replay: serve the cache only, a miss "
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop cleanly once this many LLM requests were sent in this run directory (resumable)")
     g.add_argument("--max-cost", type=float, default=None,
                    help="stop cleanly before the estimated spend in this run directory passes this many USD")
-    g.add_argument("--prices", type=Path, default=None,
+    g.add_argument("--prices", type=path, default=None,
                    help="TOML price table (USD per million tokens) layered over the packaged one")
     g.add_argument("--structured-output", choices=("auto", "json_schema", "json_object", "none"), default="auto",
                    help="response_format: auto = strict json_schema, falling back to json_object (default)")

@@ -14,15 +14,17 @@ Examples::
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
+
+from aumann.cli.args import path, positive_int
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="rewrite report.html and report.md of a finished run directory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run directory")
-    p.add_argument("--top", type=int, default=None, help="agents in the who-tables and the heatmap (default 20)")
+    p.add_argument("run_dir", type=path, metavar="RUN_DIR", help="a finished run directory")
+    p.add_argument("--top", type=positive_int, default=None,
+                   help="agents in the who-tables and the heatmap (default 20)")
     p.add_argument("--static", action="store_true", help="static PNG figures even when Bokeh is installed")
     p.add_argument("--no-plots", action="store_true", help="leave the figures out")
     p.set_defaults(func=run)

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli import llm_options
+from aumann.cli.args import integer, path, positive_int, seed
 from aumann.errors import ConfigError
 
 
@@ -56,18 +57,19 @@ def register(subparsers: Any) -> None:
                    help="a scenario name (social-llm, midscale-social, econagent, or an installed one), or where one "
                         "lives: package.module:attribute or path/to/file.py:attribute")
     p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
-    p.add_argument("--runs", type=int, default=None, help="independent runs (default: the config's)")
-    p.add_argument("--seed", type=int, default=None, help="root seed (default: the config's)")
-    p.add_argument("--config", type=Path, default=None,
+    p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default: the config's)")
+    p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
+    p.add_argument("--config", type=path, default=None,
                    help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
                         "--set agents=200); values are TOML literals or plain strings")
-    p.add_argument("--agents", type=int, default=None, help="number of agents N (shortcut for --set agents=N)")
-    p.add_argument("--steps", type=int, default=None, help="number of steps T (shortcut for --set steps=T)")
+    p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
+    p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
     p.add_argument("--backend", choices=("offline", "openai"), default="offline",
                    help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
-    p.add_argument("--permutations", type=int, default=None, help="sampled-Shapley permutations (default 1000)")
+    p.add_argument("--permutations", type=integer(minimum=2), default=None,
+                   help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--resimulation-reference", action="store_true",
@@ -81,7 +83,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
     p.add_argument("--static", action="store_true",
                    help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
+    p.add_argument("--out", type=path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     llm_options.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     from aumann import scenarios
     from aumann.cli.llm_usage import UsageColumn, dry_run, record_usage
+    from aumann.io import ensure_output_dir, safe_component
     from aumann.manifest import redact_command, write_manifest
     from aumann.progress import Bar, StageTimer
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
@@ -135,7 +138,9 @@ def run(args: argparse.Namespace) -> int:
         study["judge"] = args.judge
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=args.assignments)
-    out = args.out or Path("runs") / f"{sc.name}-seed{config.seed}"
+    out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
+    if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
+        ensure_output_dir(out, "--out" if args.out else "the run directory")
     backend, label = llm_options.build_backend(args, out, sc)
     executor = llm_options.executor_from(args)
     command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
@@ -172,10 +177,15 @@ def run(args: argparse.Namespace) -> int:
         usage = account.finish(result)
     timer.stop()
     seconds = time.perf_counter() - t0
+    if result.failed_checks:
+        console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
+                      "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
     extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds, **usage,
                              "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
                                                              or r.get("policy") or "offline policy")
-                                                         for r in result.records}))}
+                                                         for r in result.records})),
+                             "recomputed_after_failed_check": len(result.failed_checks),
+                             "failed_checks": result.failed_checks}
     scenario_usage = _scenario_llm_usage(result)
     if scenario_usage:  # a scenario that keeps its own account (archetype decisions) reports it
         extra["llm_usage"] = {**extra.get("llm_usage", {}), **scenario_usage}

@@ -9,7 +9,11 @@ and they are found through :mod:`importlib.resources`, never by climbing the sou
 * :func:`deep_merge` — a user config over the defaults: only the keys it sets change, tables merge
   recursively;
 * :func:`parse_assignment` / :func:`apply_assignments` — ``--set key=value`` overrides
-  (``study.permutations=200`` for a key in a table; values parse as TOML literals, else strings).
+  (``study.permutations=200`` for a key in a table; values parse as TOML literals, else strings);
+* :class:`ConfigModel` — the base of every pydantic config model: unknown keys, NaN/±inf and booleans
+  given for numbers are refused with a :class:`~aumann.errors.ConfigError` (never pydantic's
+  ``ValidationError``) whose one-line message names every offending key; :func:`validation_message`
+  formats a pydantic error that way.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import contextlib
 import copy
 import os
 import tomllib
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from aumann.errors import ConfigError
 
@@ -36,6 +44,13 @@ def path(name: str) -> Path:
     Raises:
         ConfigError: no such packaged file.
     """
+    from aumann.io import safe_component
+
+    for part in str(name).split("/"):  # "topics" or "topics/x.toml": each part one safe name
+        try:
+            safe_component(part, "packaged config name")
+        except ConfigError as exc:
+            raise ConfigError(f"no packaged config {name!r} in aumann/configs ({exc})") from None
     res = resources.files(__name__).joinpath(name)
     if not res.is_file() and not res.is_dir():
         raise ConfigError(f"no packaged config {name!r} in aumann/configs")
@@ -51,6 +66,8 @@ def load_toml(source: str | os.PathLike[str], *, what: str = "config file") -> d
         ConfigError: the file is missing, is a directory, is not UTF-8 text, or is not valid TOML
             (the message names the file).
     """
+    if not isinstance(source, str | os.PathLike):
+        raise ConfigError(f"{what} must be a path (str or os.PathLike); got {type(source).__name__}")
     p = Path(source)
     if not p.is_file():
         raise ConfigError(f"{what} {str(p)!r} does not exist" if not p.exists() else f"{what} {str(p)!r} is not a file")
@@ -118,4 +135,78 @@ def apply_assignments(data: Mapping[str, Any], assignments: Iterable[str]) -> di
     return out
 
 
-__all__ = ["apply_assignments", "deep_merge", "load_toml", "parse_assignment", "path"]
+def _wants_number(ann: Any) -> bool:
+    """Whether a field annotation takes a number (int or float, possibly optional or annotated)."""
+    if ann in (int, float):
+        return True
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _wants_number(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return bool not in args and any(_wants_number(a) for a in args)
+    return False
+
+
+def _bool_for_number(value: Any, ann: Any) -> bool:
+    if isinstance(value, bool):
+        return _wants_number(ann)
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _bool_for_number(value, args[0])
+    if origin in (list, tuple, set, frozenset) and isinstance(value, list | tuple):
+        items = [a for a in args if a is not Ellipsis] or [Any]
+        return any(_bool_for_number(v, items[min(i, len(items) - 1)]) for i, v in enumerate(value))
+    return False
+
+
+class ConfigModel(BaseModel):
+    """Base of aumann's config models: a typo'd key, NaN/±inf, or ``true`` where a number belongs is an error.
+
+    (pydantic alone would accept ``alpha = inf`` and read ``seed = true`` as 1.)
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    #: the error a model's invalid values raise (a subclass of :class:`ConfigError`; e.g. ``StudyError``)
+    config_error: ClassVar[type[ConfigError]] = ConfigError
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise self.config_error(f"invalid {type(self).__name__}: {validation_message(exc)}") from exc
+
+    # not a "custom" __init__ for pydantic: nested models are validated by pydantic-core directly, so their
+    # errors stay part of the outer model's one ValidationError (keys like study.permutations)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
+        """pydantic's ``model_validate``, raising :attr:`config_error` (one line) instead of ``ValidationError``."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise cls.config_error(f"invalid {cls.__name__}: {validation_message(exc)}") from exc
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _bool_for_number(v, field.annotation):
+            raise ValueError("expected a number, not a boolean")
+        return v
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic ``ValidationError`` as one line: ``key.sub: message (got value); ...``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        got = err.get("input")
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        parts.append(f"{loc}: {err.get('msg', 'invalid')} (got {shown})")
+    return "; ".join(parts)
+
+
+__all__ = ["ConfigModel", "apply_assignments", "deep_merge", "load_toml", "parse_assignment", "path",
+           "validation_message"]

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from aumann.checks import as_int
+from aumann.errors import ConfigError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, as_generator
 
 
 def heavy_tailed_panel(n_agents: int = 100_000, n_steps: int = 14, rng: RNGLike = 0) -> Panel:
     """A (T, N, 3) synthetic panel with tiers as the ``"tier"`` group (marked synthetic in ``meta``)."""
+    n_agents = as_int(n_agents, "n_agents", minimum=1, error=ConfigError)
+    n_steps = as_int(n_steps, "n_steps", minimum=1, error=ConfigError)
     gen = as_generator(rng)
     followers = np.floor(np.exp(gen.normal(0.3, 1.9, n_agents)) * (1 + gen.pareto(1.6, n_agents))).astype(np.int64)
     propensity = np.exp(gen.normal(-2.0, 1.2, n_agents))

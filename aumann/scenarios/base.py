@@ -64,16 +64,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from aumann import configs
+from aumann.checks import as_int
 from aumann.errors import ConfigError, SimulationError
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
 IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
 
-class StudyConfig(BaseModel):
+#: the largest agents / steps / runs a scenario config takes (each far beyond what fits in memory or time)
+MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000}
+
+
+class StudyConfig(configs.ConfigModel):
     """Parameters of the faithfulness study and the ablations (the ``[study]`` table of a config).
 
     Attributes:
@@ -109,9 +114,9 @@ class StudyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    permutations: int = Field(1000, ge=1)
-    ceiling_permutations: int | None = Field(None, ge=1)
-    quadrature_steps: int = Field(32, ge=1)
+    permutations: int = Field(1000, ge=2, le=10_000_000)
+    ceiling_permutations: int | None = Field(None, ge=2, le=10_000_000)
+    quadrature_steps: int = Field(32, ge=1, le=4096)  # the Gauss–Legendre cap of AumannShapley
     k_del: int | None = Field(None, ge=1)
     top_k: int | None = Field(None, ge=1)
     random_orderings: int = Field(20, ge=1)
@@ -128,7 +133,7 @@ class StudyConfig(BaseModel):
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
 
 
-class ScenarioConfig(BaseModel):
+class ScenarioConfig(configs.ConfigModel):
     """Fields every scenario config has; scenarios subclass it with their own parameters.
 
     Attributes:
@@ -144,8 +149,18 @@ class ScenarioConfig(BaseModel):
     agents: int = Field(..., ge=2)
     steps: int = Field(..., ge=2)
     runs: int = Field(1, ge=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     study: StudyConfig = Field(default_factory=StudyConfig)
+
+    @field_validator("agents", "steps", "runs", mode="after")
+    @classmethod
+    def _within_reach(cls, v: int, info: ValidationInfo) -> int:
+        """Sizes no run can reach (``--agents 1e12``) are refused here, not after hours of building a network;
+        every scenario's config inherits the bounds (:data:`MAX_SIZES`)."""
+        cap = MAX_SIZES[info.field_name or ""]
+        if v > cap:
+            raise ValueError(f"must be ≤ {cap:,} (the most aumann runs; a typo?)")
+        return v
 
 
 @dataclass(frozen=True)
@@ -282,6 +297,11 @@ class Scenario:
         for what in ("build_model", "make_recorder", "indicator", "original", "baseline_action"):
             if not callable(getattr(self, what)):
                 raise ConfigError(f"scenario {self.name!r}: {what} must be callable; got {getattr(self, what)!r}")
+        from aumann.io import safe_component
+
+        safe_component(self.name, "scenario name")  # it names the default run directory runs/<name>-seed<S>
+        if not (isinstance(self.config_model, type) and issubclass(self.config_model, ScenarioConfig)):
+            raise ConfigError(f"scenario {self.name!r}: config_model must be a ScenarioConfig subclass")
 
     # ------------------------------------------------------------------ config
     def load_config(self, path: str | Path | None = None, *, assignments: Sequence[str] = (),
@@ -306,8 +326,10 @@ class Scenario:
         data = configs.apply_assignments(data, assignments)
         try:
             return self.config_model.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid config for scenario {self.name!r}: {exc}") from exc
+        except (ConfigError, ValidationError) as exc:
+            why = configs.validation_message(exc) if isinstance(exc, ValidationError) else \
+                str(exc).split(": ", 1)[-1]
+            raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from exc
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
@@ -329,10 +351,14 @@ class Scenario:
         from aumann.seeding import as_generator
         from aumann.simulators import checkpoint, simulate, state_digest
 
+        if not isinstance(config, self.config_model):
+            raise ConfigError(f"scenario {self.name!r} needs a {self.config_model.__name__} (from load_config); got "
+                              f"{type(config).__name__}")
         if strategy not in ("auto", "copy", "replay"):
             raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
         T = config.steps
-        keep = math.ceil(T / 2) if keep_from is None else int(keep_from)
+        keep = math.ceil(T / 2) if keep_from is None else as_int(keep_from, "keep_from", minimum=0,
+                                                                   error=ConfigError)
         gen = as_generator(rng)
         initial = copy.deepcopy(gen)
         model = self.build_model(config, gen, backend)

@@ -26,8 +26,10 @@ Per run r (seeds spawned from the config's root seed):
 
 The run record's JSON structure is documented in ``docs/scenarios.md`` ("Run records").
 
-Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes;
-:func:`run_study` skips runs already on disk with the same config (resume).
+Each run is written atomically to ``runs/run-NNN.json`` (+ ``.npz`` arrays) as soon as it finishes, the
+record with a SHA-256 checksum of its content and of its arrays; :func:`run_study` skips runs already on
+disk with the same config (resume) after verifying them (:func:`verify_run`), and recomputes — and lists
+in ``StudyResult.failed_checks`` — any whose files are truncated, incomplete or edited.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
-from aumann.errors import ConfigError
+from aumann.errors import ConfigError, StudyError
 from aumann.evaluation.deletion import (
     DeletionOracle,
     MaskingOracle,
@@ -53,7 +55,7 @@ from aumann.evaluation.deletion import (
     random_summary,
     resimulation_game,
 )
-from aumann.io import plain, write_json, write_npz
+from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
 
@@ -474,6 +476,8 @@ class StudyResult:
     computed: int = 0
     sizes: StudySizes | None = None
     panels: list[Any] = field(default_factory=list)
+    #: finished runs found on disk that failed verification and were recomputed: {run, file, reason}
+    failed_checks: list[dict[str, Any]] = field(default_factory=list)
     usage: Any = None  # the LLM usage (aumann.simulators.llm.Usage) of the runs computed now
     timings: list[dict[str, Any]] = field(default_factory=list)  # per run: seconds per method (split_timing)
 
@@ -506,33 +510,38 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     """
     from aumann.simulators.llm.usage import Usage, usage_of
 
+    if not isinstance(config, scenario.config_model):
+        raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
+                          f"scenario.load_config()); got {type(config).__name__}")
     digest = config_digest(scenario, config, backend_label)
     judge_backend(config, backend)  # a bad study.judge fails before any run
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
+    if out is not None and write:  # every folder a finished run is written to, before the first simulation
+        for folder in (out, out / "runs", out / "panels", out / "attributions"):
+            ensure_output_dir(folder, "study output directory")
     records: list[Any] = [None] * config.runs
     arrays: list[Any] = [None] * config.runs
     panels: list[Any] = [None] * config.runs
     timings: list[dict[str, Any]] = [{} for _ in range(config.runs)]
+    failed: list[dict[str, Any]] = []
     resumed = computed = 0
     spent = Usage()
     todo = []
     for r, seq in enumerate(seqs):
         rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
-        if rec_path is not None and rec_path.is_file():
-            try:
-                old = json.loads(rec_path.read_text(encoding="utf-8"))
-                npz = np.load(rec_path.with_suffix(".npz"))
-                if old.get("digest") == digest:
-                    records[r] = old
-                    arrays[r] = {k: npz[k] for k in npz.files}
-                    timings[r] = read_timing(out, r)
-                    resumed += 1
-                    if progress is not None:
-                        progress(r, "resumed")
-                    continue
-            except (OSError, ValueError, KeyError):
-                pass  # unreadable or partial: recompute
+        if rec_path is not None and rec_path.exists():  # an .npz alone is a run interrupted mid-write: recomputed
+            status, why, old, old_arrays = verify_run(rec_path, digest)
+            if status == "done":
+                records[r] = old
+                arrays[r] = old_arrays
+                timings[r] = read_timing(out, r)
+                resumed += 1
+                if progress is not None:
+                    progress(r, "resumed")
+                continue
+            if status == "corrupt":
+                failed.append({"run": r, "file": f"runs/{rec_path.name}", "reason": why})
         todo.append((r, seq))
     parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
                                                               and executor.max_workers in (0, 1))
@@ -572,7 +581,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             if tick:
                 tick("done")
     return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
-                       computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent, timings=timings)
+                       computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
+                       failed_checks=failed, timings=timings)
 
 
 def _fork_threads(backend: Any) -> int:
@@ -612,13 +622,16 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
                                judge=judge_backend(config, backend), fork_threads=threads,
                                executor=executor if threads == 1 else None, backend_label=backend_label)
     rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
-    timing = plain(split_timing(rec))
-    rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
-    if out is not None:
-        rec_path = out / "runs" / f"run-{r:03d}.json"
+    timing = plain(split_timing(rec))  # wall-clock seconds live beside the record, not in it
+    rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
+    if rec_path is not None:
         run.panel.save(out / "panels" / f"run-{r:03d}")
-        write_npz(rec_path.with_suffix(".npz"), arr)
+        npz = write_npz(rec_path.with_suffix(".npz"), arr)
+        rec["arrays_sha256"] = sha256_file(npz)
         write_json(out / "timings" / f"run-{r:03d}.json", {"run": r, "digest": digest, "seconds": timing})
+    rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
+    rec["checksum"] = record_checksum(rec)
+    if rec_path is not None:
         write_json(rec_path, rec)
     if account is None:
         delta = Usage()
@@ -670,6 +683,55 @@ def _share_budget(backend: Any, parts: int, workers: int) -> Any:
     if b.max_cost is not None:
         b.max_cost = u.cost_usd + max(0.0, b.max_cost - u.cost_usd) / parts
     return b
+
+
+#: keys every finished run record holds; a record without one of them is recomputed
+RUN_KEYS = ("run", "digest", "t_star", "f_t_star", "methods", "ceiling", "smoothing_gap", "arrays_sha256",
+            "checksum")
+#: arrays every finished run's ``.npz`` holds
+RUN_ARRAYS = ("f_values", "f_original_values", "phi_all", "phi_ceiling",
+              *(f"{kind}_{m}" for m in ATTRIBUTED for kind in ("phi", "curve", "curve_original",
+                                                               "curve_magnitude")),
+              "curve_random", "curve_original_random")
+
+
+def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, dict[str, Any] | None,
+                                                       dict[str, np.ndarray] | None]:
+    """Check a finished run on disk before resuming it → (status, reason, record, arrays).
+
+    ``status`` is ``"done"`` (the record's checksum and the arrays' SHA-256 verify, every key and array is
+    there, same config digest), ``"todo"`` (computed under another config: recomputed, not an error) or
+    ``"corrupt"`` (unreadable or truncated JSON or ``.npz``, missing keys or arrays, an edited number — the
+    checksum does not match); ``reason`` says what failed.
+    """
+    npz = rec_path.with_suffix(".npz")
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "corrupt", "the record (.json) is missing", None, None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return "corrupt", f"the record is unreadable ({type(exc).__name__})", None, None
+    if not isinstance(rec, dict):
+        return "corrupt", "the record is not a JSON object", None, None
+    missing = [k for k in RUN_KEYS if k not in rec]
+    if missing:
+        return "corrupt", f"the record lacks {missing}", None, None
+    if record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec["checksum"]:
+        return "corrupt", "the record's checksum does not match (edited or damaged)", None, None
+    if rec["digest"] != digest:
+        return "todo", None, None, None
+    if not npz.is_file():
+        return "corrupt", "its arrays (.npz) are missing", None, None
+    if sha256_file(npz) != rec["arrays_sha256"]:
+        return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
+    try:
+        arrays, _ = read_npz(npz, error=StudyError, what="run arrays")
+    except StudyError as exc:
+        return "corrupt", str(exc), None, None
+    lacking = [k for k in RUN_ARRAYS if k not in arrays]
+    if lacking:
+        return "corrupt", f"its arrays lack {lacking[:5]}", None, None
+    return "done", None, rec, arrays
 
 
 __all__ = [

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import AumannError, ReportError
-from aumann.io import write_text
+from aumann.io import read_npz, write_csv, write_text
 from aumann.studies.action_sections import (
     GAMES,
     action_blocks,
@@ -151,7 +151,7 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
         raise
     except AumannError as exc:
         raise ReportError(f"{str(d)!r}: a result file cannot be read: {type(exc).__name__}: {exc}") from exc
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise ReportError(f"{str(d)!r}: result files are incomplete or from another version "
                           f"({type(exc).__name__}: {exc})") from exc
     doc.head = charts.head()
@@ -198,11 +198,7 @@ def _load_runs(d: Path, n_runs: int) -> tuple[list[dict[str, Any]], list[dict[st
         npz = d / "runs" / f"run-{r:03d}.npz"
         if not npz.is_file():
             raise ReportError(f"run arrays {str(npz)!r} are missing: not a finished run directory")
-        try:
-            with np.load(npz, allow_pickle=False) as z:
-                arrs.append({k: z[k] for k in z.files})
-        except (OSError, ValueError, EOFError) as exc:
-            raise ReportError(f"run arrays {str(npz)!r} cannot be read ({type(exc).__name__})") from exc
+        arrs.append(read_npz(npz, error=ReportError, what="run arrays")[0])
         recs.append(with_timing(rec, read_timing(d, r)))  # the seconds live beside the record
     return recs, arrs
 
@@ -419,6 +415,10 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
     comp = [("runs computed / resumed", f"{manifest.get('computed_runs', '?')} / {manifest.get('resumed_runs', '?')}"),
             ("evaluations of v for sampled Shapley (per run)", fmt(float(np.mean(n_evals))) if n_evals else "–"),
             ("deletion forks (per run)", fmt(float(np.mean(forks))) if forks else "–"), *cost_rows(recs)]
+    failed = manifest.get("failed_checks") or []
+    if failed:  # finished runs found on disk that did not verify (truncated, incomplete, edited): recomputed
+        comp.append(("runs recomputed after a failed resume check",
+                     f"{len(failed)}: " + "; ".join(f"{f.get('file')} ({f.get('reason')})" for f in failed)))
     resumed = int(manifest.get("resumed_runs") or 0)
     cost: list[Any] = [*llm, *timing_table(manifest.get("stage_seconds"), manifest.get("seconds"), note=(
         f"{resumed} run(s) were read back from an earlier invocation; their compute time is not in this table."
@@ -639,19 +639,7 @@ def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV
     """``top_agents.csv``: the top-k agents by Φ_i, their share, φ at t*, features at t* and groups."""
     rows = top_agents_rows(att, panel, k=k)
     cols = list(rows[0]) if rows else ["rank", "position", "agent", "Phi", "share", "t_star", "phi_t_star"]
-    lines = [",".join(cols)]
-    for r in rows:
-        lines.append(",".join(_csv_value(r.get(c)) for c in cols))
-    return write_text(out / "top_agents.csv", "\n".join(lines) + "\n")
-
-
-def _csv_value(v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    s = str(v)
-    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\n') else s
+    return write_csv(out / "top_agents.csv", rows, cols)  # plain numbers (numpy scalars too), missing = empty
 
 
 __all__ = ["KINDS", "TOP_AGENTS", "TOP_AGENTS_CSV", "attribute_document", "attribute_t_star", "faithfulness_document",

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from aumann.io import atomic_path, write_text
+from aumann.errors import StudyError
+from aumann.io import atomic_path, csv_cell, read_npz, write_text
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, StudyResult
 from aumann.studies.tables import (
     action_table,
@@ -59,13 +60,13 @@ def _fmt(v: Any) -> str:
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """CSV text of ``rows`` (NaN written as empty)."""
+    """CSV text of ``rows``: plain numbers (:func:`aumann.io.csv_cell`); NaN, inf and None are empty cells."""
     cols = list(columns or (rows[0].keys() if rows else []))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in rows:
-        w.writerow(["" if isinstance(r.get(c), float) and math.isnan(r[c]) else r.get(c, "") for c in cols])
+        w.writerow([csv_cell(r.get(c)) for c in cols])
     return buf.getvalue()
 
 
@@ -212,8 +213,12 @@ def _agent_ids(result: StudyResult, n: int) -> list[Any]:
         return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
     path = result.out_dir / "attributions" / "run-000-aumann_shapley.npz" if result.out_dir is not None else None
     if path is not None and path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            return [i.item() for i in z["agent_ids"]]
+        try:
+            ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
+        except StudyError:
+            ids = None  # a damaged file: fall back to positions (the heatmap labels only)
+        if ids is not None and len(ids) == n:
+            return [i.item() for i in ids]
     return list(range(n))
 
 

@@ -23,14 +23,18 @@ from aumann.studies.page import Cell, KeyValues, Note, Table, Text, fmt, seconds
 # --------------------------------------------------------------------------- reading run directories
 
 
-def read_json(path: Path, what: str) -> Any:
-    """A JSON file of a run directory, or :class:`ReportError` naming it."""
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object file of a run directory (manifest, summary, run record, cell), or :class:`ReportError`
+    naming it: missing, unreadable, not JSON, or JSON that is not an object."""
     if not path.is_file():
         raise ReportError(f"{what} {str(path)!r} is missing: not a finished run directory")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{what} {str(path)!r} cannot be read ({type(exc).__name__}: {str(exc)[:100]})") from exc
+    if not isinstance(data, dict):
+        raise ReportError(f"{what} {str(path)!r} must hold a JSON object; got {type(data).__name__}")
+    return data
 
 
 def _number(text: str) -> Any:

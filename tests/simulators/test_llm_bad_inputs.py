@@ -220,3 +220,53 @@ def test_http_library_log_lines_never_show_a_key_from_the_url(caplog):
         assert b.decide(MSGS, Post).post is True
     assert "HTTP Request: POST" in caplog.text  # httpx logged the request line ...
     _no_secret(caplog.text)  # ... without the key
+
+
+def test_a_hostile_server_through_the_cli_never_gets_the_key_into_stderr_or_the_run_directory(tmp_path, monkeypatch,
+                                                                                             capsys):
+    # end to end (issue 10's two security holes at once): the key comes from the environment AND inside
+    # --base-url, and the server echoes the Authorization header inside 200 replies that do not parse
+    from aumann.cli import main
+    from tests.llm_loopback import LoopbackLLM
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text("agents = 4\nsteps = 3\nruns = 1\n[study]\npermutations = 4\nablations = false\n")
+    out = tmp_path / "out"
+    with LoopbackLLM(echo_authorization=True) as srv:
+        url = f"http://user:{SECRET}@127.0.0.1:{srv.port}/v1?api_key={SECRET}"
+        code = main(["run", "social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--backend",
+                     "openai", "--model", "gpt-4o-mini", "--base-url", url, "--max-calls", "6"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert SECRET not in err and SECRET[-8:] not in err
+    assert err.splitlines()[-1].startswith("aumann: error: ")
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize("usage, key", [('{"calls": 1e400}', "calls"), ('{"cost_usd": NaN}', "cost_usd"),
+                                        ('{"calls": -5}', "calls"), ('{"prompt_tokens": 2.5}', "prompt_tokens"),
+                                        ('{"calls": true}', "calls"), ('{"cost_usd": "1"}', "cost_usd")],
+                         ids=["overflow", "nan_cost", "negative", "fraction", "bool", "string"])
+def test_a_usage_ledger_with_impossible_spend_is_refused_naming_the_field(tmp_path, usage, key):
+    # the ledger carries spend across resumed invocations: NaN or negative spend would disable the caps
+    from aumann.simulators.llm import load_ledger
+
+    path = tmp_path / "llm-usage.json"
+    path.write_text('{"usage": ' + usage + '}')
+    with pytest.raises(ConfigError, match=r"llm-usage\.json") as info:
+        load_ledger(path)
+    assert key in str(info.value)
+
+
+def test_the_usage_ledger_is_written_as_strict_json(tmp_path):
+    from aumann.simulators.llm import load_ledger, save_ledger
+    from aumann.simulators.llm.usage import Usage
+
+    u = Usage()
+    u.calls, u.cost_usd = 3, 0.25
+    path = save_ledger(tmp_path / "llm-usage.json", u, note=float("nan"))
+    data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert data["note"] is None and load_ledger(path).calls == 3

@@ -23,10 +23,13 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlencode
 
 from aumann.errors import CaptureDependencyError, IngestError
+from aumann.io import ensure_output_dir
+
+#: the largest time_us with a calendar day (9999-12-31T23:59:59.999999Z), as in the ingester
+MAX_TIME_US = 253402300799999999
 
 DEFAULT_ENDPOINT = "wss://jetstream2.us-east.bsky.network/subscribe"
 DEFAULT_COLLECTIONS = ("app.bsky.feed.post", "app.bsky.feed.repost", "app.bsky.feed.like", "app.bsky.graph.follow")
@@ -50,8 +53,7 @@ class DailyWriter:
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], *, max_open: int = 2) -> None:
-        self.out = Path(out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out = ensure_output_dir(out_dir, "capture directory")
         self.max_open = max_open
         self._open: dict[str, object] = {}
         self.stats = CaptureStats()
@@ -78,8 +80,8 @@ class DailyWriter:
         try:
             obj = json.loads(raw)
             t = obj.get("time_us") if isinstance(obj, dict) else None
-            if isinstance(t, int) and not isinstance(t, bool) and t > 0:
-                time_us = t
+            if isinstance(t, int) and not isinstance(t, bool) and 0 < t <= MAX_TIME_US:
+                time_us = t  # (a time beyond year 9999 has no day file: it goes to unparsed.jsonl)
         except (ValueError, UnicodeDecodeError):
             pass
         name = f"{self.day_of(time_us)}.jsonl" if time_us is not None else "unparsed.jsonl"

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aumann.errors import IngestError
-from aumann.io import atomic_path, write_json
+from aumann.errors import IngestError, UnsafeNameError
+from aumann.io import atomic_path, safe_component, write_json
 from aumann.panel import Panel
 
 FEATURES = ("a", "b", "c")
@@ -57,6 +57,16 @@ def tiers_by_rank(score: np.ndarray, fractions: tuple[float, float] = (0.01, 0.0
     return labels
 
 
+def _read_parquet(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise IngestError(f"raw counts table {str(path)!r} is missing")
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError / ValueError for damaged files
+        raise IngestError(f"raw counts table {str(path)!r} is damaged or truncated ({type(exc).__name__}: "
+                          f"{str(exc)[:160]})") from exc
+
+
 @dataclass
 class RawCounts:
     """Raw counts for U users over ``days`` and ``topics`` (see the module docstring)."""
@@ -79,9 +89,30 @@ class RawCounts:
             raise IngestError("RawCounts has no users (everything filtered out?)")
         if not np.array_equal(self.users["user"].to_numpy(), np.arange(u)):
             raise IngestError("RawCounts.users['user'] must be 0..U-1 in row order")
-        unknown = sorted(set(self.daily["topic"].unique()) - set(self.topics))
+        if not isinstance(self.topics, list | tuple) or not isinstance(self.days, list | tuple):
+            raise IngestError("RawCounts.topics and RawCounts.days must be lists of strings")
+        for t in self.topics:
+            safe_component(t, "topic")  # topics name files and folders of every output (panels/, cells/)
+        if len(set(self.topics)) != len(self.topics):
+            raise IngestError(f"RawCounts.topics repeat: {list(self.topics)}")
+        if not all(isinstance(d, str) for d in self.days):
+            raise IngestError(f"RawCounts.days must be strings (YYYY-MM-DD); got {list(self.days)[:5]}")
+        unknown = sorted(map(str, set(self.daily["topic"].unique()) - set(self.topics)))
         if unknown:
             raise IngestError(f"daily counts name topics {unknown} not in topics {self.topics}")
+        for name, df, cols in (("daily", self.daily, ("user", "day", "posts", "replies_received")),
+                               ("follows", self.follows, ("user", "day", "follows_received")),
+                               ("users", self.users, ("followers",))):
+            for c in cols:
+                col = df[c]
+                if not pd.api.types.is_integer_dtype(col.dtype) or (len(col) and int(col.min()) < 0):
+                    raise IngestError(f"RawCounts.{name}[{c!r}] must hold non-negative integers; got dtype "
+                                      f"{col.dtype}" + (f", minimum {col.min()}" if len(col) and
+                                                          pd.api.types.is_numeric_dtype(col.dtype) else ""))
+        for name, df in (("daily", self.daily), ("follows", self.follows)):
+            if len(df) and (int(df["user"].max()) >= u or int(df["day"].max()) >= max(len(self.days), 1)):
+                raise IngestError(f"RawCounts.{name} refers to users or days that do not exist ({u} users, "
+                                  f"{len(self.days)} days)")
 
     @property
     def n_users(self) -> int:
@@ -143,17 +174,41 @@ class RawCounts:
 
     @classmethod
     def load(cls, in_dir: str | os.PathLike[str]) -> RawCounts:
+        """Read a directory written by :meth:`save`.
+
+        Raises:
+            IngestError: the directory or a file is missing, ``counts.json`` is not valid JSON or lacks
+                ``days``/``topics``, a Parquet table is damaged or truncated, or the tables are inconsistent
+                (every message names the file).
+            UnsafeNameError: a topic name that cannot be a file name (``../x``, ``/abs``).
+        """
         src = Path(in_dir)
-        if not (src / "counts.json").exists():
+        if not src.is_dir():
+            raise IngestError(f"raw counts directory {str(src)!r} does not exist or is not a directory")
+        cj = src / "counts.json"
+        if not cj.is_file():
             raise IngestError(f"{str(src)!r} holds no raw counts (counts.json missing); "
                               "make them with `aumann bluesky build-panel` or `aumann bluesky synth`")
-        meta = json.loads((src / "counts.json").read_text())
-        return cls(
-            users=pd.read_parquet(src / "users.parquet"),
-            daily=pd.read_parquet(src / "daily.parquet"),
-            follows=pd.read_parquet(src / "follows.parquet"),
-            days=list(meta["days"]), topics=list(meta["topics"]), meta=dict(meta.get("meta") or {}),
-        )
+        try:
+            meta = json.loads(cj.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise IngestError(f"{str(cj)!r} is damaged: not valid UTF-8 JSON ({type(exc).__name__}: {exc})") from exc
+        except OSError as exc:
+            raise IngestError(f"cannot read {str(cj)!r}: {exc.strerror or exc}") from exc
+        if not isinstance(meta, dict):
+            raise IngestError(f"{str(cj)!r} must hold a JSON object; got {type(meta).__name__}")
+        for key in ("days", "topics"):
+            val = meta.get(key)
+            if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+                raise IngestError(f"{str(cj)!r} is damaged: {key!r} must be a list of strings; got {val!r:.80}")
+        if not isinstance(meta.get("meta") or {}, dict):
+            raise IngestError(f"{str(cj)!r} is damaged: 'meta' must be an object")
+        tables = {name: _read_parquet(src / f"{name}.parquet") for name in ("users", "daily", "follows")}
+        try:
+            return cls(**tables, days=list(meta["days"]), topics=list(meta["topics"]),
+                       meta=dict(meta.get("meta") or {}))
+        except (IngestError, UnsafeNameError) as exc:
+            raise type(exc)(f"raw counts in {str(src)!r}: {exc}") from exc
 
 
 __all__ = ["FEATURES", "TIER_LABELS", "RawCounts", "tiers_by_rank"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from aumann import configs
 from aumann.errors import ConfigError
@@ -33,7 +33,7 @@ DEFAULT_BOT_PATTERNS = (
 )
 
 
-class FilterConfig(BaseModel):
+class FilterConfig(configs.ConfigModel):
     """The ``[filters]`` table of the ingest config."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -71,10 +71,19 @@ def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
     """
     p = Path(path) if path is not None else configs.path("bluesky-ingest.toml")
     data = configs.load_toml(p, what="filters file")
+    extra = sorted(k for k in data if k != "filters")
+    if extra:  # a misspelt table or a key outside [filters] would otherwise be ignored without a word
+        raise ConfigError(f"filters file {str(p)!r} holds {extra} outside the [filters] table; it takes only "
+                          "[filters] (min_account_age_days, bot_handle_patterns, require_non_self_engagement)")
+    if "filters" not in data:
+        raise ConfigError(f"filters file {str(p)!r} has no [filters] table")
+    section = data["filters"]
+    if not isinstance(section, dict):
+        raise ConfigError(f"[filters] in {str(p)!r} must be a table")
     try:
-        return FilterConfig(**data.get("filters", {}))
-    except ValidationError as exc:
-        raise ConfigError(f"invalid [filters] in {str(p)!r}: {exc}") from exc
+        return FilterConfig(**section)
+    except ConfigError as exc:
+        raise ConfigError(f"invalid [filters] in {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def apply_filters(

@@ -9,7 +9,12 @@ spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Pytho
    ``time_us`` a positive JSON integer (before year 10000), ``kind`` a JSON string and, for ``kind = "commit"``,
    ``commit.collection``, ``commit.operation`` and ``commit.rkey`` are present. All other lines
    (truncated JSON, binary garbage, invalid UTF-8, wrong types, non-objects) are
-   ``malformed_lines``, counted exactly, never fatal. Blank lines are skipped and not counted.
+   ``malformed_lines``, counted exactly, never fatal. Lines holding only whitespace are
+   ``blank_lines``; per file and in total, ``lines_read = valid + malformed + blank``. A UTF-8
+   byte-order mark at the start of a file is removed (the first line counts like any other). A line
+   that repeats a key (``"time_us"`` twice) is read with the **first** occurrence of the key, as
+   DuckDB's JSON reader (yyjson) does: Jetstream never writes repeated keys, and the line is valid or
+   malformed by what its first occurrence holds (``json.loads`` would keep the last; we do not).
 3. Valid events are counted by ``kind`` and by ``collection × operation`` (unknown kinds and
    non-Bluesky collections included) after removing duplicates on
    ``(did, kind, collection, rkey, operation, rev, seq)`` (a 64-bit hash; ``seq`` tells identity /
@@ -17,7 +22,8 @@ spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Pytho
    ``time_us``, so reconnect replays land in the same file); the stored rows behind the panel are
    deduplicated across all files.
 4. Days are UTC days of ``time_us`` (never ``createdAt``): the contiguous range from the first to
-   the last day seen, or ``days=(first, last)`` (events outside are counted, not used).
+   the last day seen, or ``days=(first, last)`` (events outside are counted, not used). Either
+   window is capped at ``max_days`` (400; ``--max-days``), so a typo cannot ask for years of data.
 5. Per user u, day t, topic k (:mod:`.topics`): ``posts`` = u's topic-k post creates + u's repost
    creates whose subject is a topic-k post seen anywhere in the input (reposts inherit the subject
    post's topic); ``replies_received`` = reply creates by other accounts (filtered ones included)
@@ -49,22 +55,30 @@ from typing import Any
 
 import pandas as pd
 
+from aumann.checks import as_bool, as_int, as_memory_size
 from aumann.data.bluesky import ingest_sql as sql
 from aumann.data.bluesky.counts import RawCounts
 from aumann.data.bluesky.filters import FilterConfig, apply_filters
 from aumann.data.bluesky.ingest_report import FOLLOWERS_NOTE, IngestReport
 from aumann.data.bluesky.jetstream import (
+    copy_without_bom,
+    count_lines,
     decode_frames_to_jsonl,
+    decode_records_to_jsonl,
     decode_zstd_stream_to_jsonl,
     detect_container,
+    starts_with_bom,
     zstd_stream_problem,
 )
 from aumann.data.bluesky.profiles import load_profiles
 from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
-from aumann.errors import IngestError
+from aumann.errors import ConfigError, IngestError, ZstdDictionaryError
+from aumann.io import ensure_output_dir
 from aumann.progress import progress_bar
 
-_MAX_DAYS = 400
+#: the widest window ingested unless ``IngestOptions.max_days`` (``--max-days``) says otherwise: a typo in
+#: ``--days`` (2206 for 2026) must not ask for years of captures
+MAX_DAYS = 400
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class IngestOptions:
             reader alone needs ~32 MB per thread; 150 MB ingests the 300 MB benchmark file).
         temp_dir: where to spill and to decode framed files (default: a fresh temporary folder).
         progress: show a Rich progress bar over files.
+        max_days: the widest window, explicit (``days``) or automatic, that is ingested (default 400);
+            a wider one is an :class:`IngestError` that says how to raise the cap.
     """
 
     days: tuple[str, str] | None = None
@@ -88,6 +104,19 @@ class IngestOptions:
     memory_limit: str | None = None
     temp_dir: str | os.PathLike[str] | None = None
     progress: bool = False
+    max_days: int = MAX_DAYS
+
+    def __post_init__(self) -> None:
+        if self.days is not None:
+            if not isinstance(self.days, list | tuple) or len(self.days) != 2 or not all(
+                    isinstance(d, str) for d in self.days):
+                raise IngestError(f"days must be a pair of ISO dates ('YYYY-MM-DD', 'YYYY-MM-DD'); got {self.days!r}")
+        if self.threads is not None:
+            as_int(self.threads, "threads (DuckDB threads)", minimum=1, maximum=1024, error=IngestError)
+        if self.memory_limit is not None:
+            as_memory_size(self.memory_limit, "memory_limit (DuckDB memory limit)", error=IngestError)
+        as_int(self.max_days, "max_days", minimum=1, error=IngestError)
+        as_bool(self.progress, "progress", error=IngestError)
 
 
 def _lit(s: str) -> str:
@@ -134,7 +163,7 @@ def _iso(day: int) -> str:
 
 def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, topics_sql: tuple[str, str],
                report: IngestReport, day_counts: dict[int, int]) -> None:
-    container = detect_container(path)
+    container = detect_container(path, options.zstd_dictionary)
     size = path.stat().st_size
     entry: dict[str, Any] = {"path": str(path), "container": container, "bytes": size}
     src, compression, frames_bad = path, "none", 0
@@ -144,9 +173,20 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         if problem is not None:
             entry["damaged_stream"] = problem
             report.damaged_files += 1
-    elif container == "zstd-frames":
+        if starts_with_bom(path, compressed=True):  # decode once, without the BOM (else it costs the first event)
+            src = tmp / f"bom-{len(report.files)}.jsonl"
+            st = copy_without_bom(path, src, compressed=True)
+            compression = "none"
+            entry.update(bom=True, decoded_bytes=st.bytes_out)
+    elif container == "jsonl":
+        if starts_with_bom(path):
+            src = tmp / f"bom-{len(report.files)}.jsonl"
+            copy_without_bom(path, src)
+            entry["bom"] = True
+    else:  # zstd-frames, length-prefixed: decoded into JSONL first
         src = tmp / f"frames-{len(report.files)}.jsonl"
-        st = decode_frames_to_jsonl(path, src, options.zstd_dictionary)
+        decode = decode_frames_to_jsonl if container == "zstd-frames" else decode_records_to_jsonl
+        st = decode(path, src, options.zstd_dictionary)
         frames_bad = st.malformed_frames
         entry.update(frames=st.frames, malformed_frames=st.malformed_frames, decoded_bytes=st.bytes_out)
     import duckdb
@@ -154,7 +194,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     try:
         con.execute(sql.SCAN, [str(src), compression])
     except duckdb.Error as exc:
-        if container != "zstd":
+        if compression != "zstd":
             raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
         # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes.
         src = tmp / f"zstd-{len(report.files)}.jsonl"
@@ -163,11 +203,17 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             report.damaged_files += 1
         entry.update(decoded_bytes=st.bytes_out, damaged_stream=st.error or entry.get("damaged_stream"))
         container = "zstd-damaged"
+        compression = "none"
         try:
             con.execute(sql.SCAN, [str(src), "none"])
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     rows, valid = con.execute(sql.FILE_STATS).fetchone()
+    # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones
+    lines = count_lines(src, compressed=compression == "zstd")
+    if lines < rows:  # never expected; keep the identity lines_read = valid + malformed + blank honest
+        entry["line_count_note"] = f"the reader returned {rows} rows for {lines} lines"
+        lines = int(rows)
     dups = 0
     for kind, coll, op, n, uniq in con.execute(sql.BY_KIND).fetchall():
         dups += int(n - uniq)
@@ -181,14 +227,22 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     if src != path:
         src.unlink(missing_ok=True)
     malformed = int(rows - valid) + frames_bad
-    entry.update(rows=int(rows), valid=int(valid), malformed=malformed, duplicates=dups)
+    blank = int(lines - rows)
+    entry.update(lines_read=int(lines) + frames_bad, rows=int(rows), valid=int(valid), malformed=malformed,
+                 blank_lines=blank, duplicates=dups)
+    entry["container"] = container
+    if valid == 0 and entry["lines_read"] > 0:
+        entry["warning"] = ("no valid Jetstream event in this file" + (" (damaged)" if "damaged_stream" in entry
+                                                                       else ""))
     report.files.append(entry)
     report.rows_read += int(rows)
+    report.lines_read += entry["lines_read"]
+    report.blank_lines += blank
     report.valid_events += int(valid)
     report.malformed_lines += malformed
     report.malformed_frames += frames_bad
     report.duplicates += dups
-    report.bytes += int(entry.get("decoded_bytes", size)) if container.startswith("zstd-") else size
+    report.bytes += int(entry.get("decoded_bytes", size)) if "decoded_bytes" in entry else size
 
 
 def ingest(
@@ -220,23 +274,59 @@ def ingest(
     options = options or IngestOptions()
     filters = filters or FilterConfig()
     topic_list = list(topics) if isinstance(topics, list | tuple) else load_topics(topics)
+    if not topic_list or not all(isinstance(t, Topic) for t in topic_list):
+        raise ConfigError(f"topics must be a non-empty list of Topic objects or a directory of topic TOML files; "
+                          f"got {topics!r:.120}")
+    if filters is not None and not isinstance(filters, FilterConfig):
+        raise ConfigError(f"filters must be a FilterConfig (see load_filters); got {type(filters).__name__}")
+    if not isinstance(options, IngestOptions):
+        raise ConfigError(f"options must be an IngestOptions; got {type(options).__name__}")
     paths = [Path(f) for f in files]
     if not paths:
         raise IngestError("no input files given; pass Jetstream JSONL / .jsonl.zst / zstd-frame files")
+    seen: dict[Any, Path] = {}
     for p in paths:
         if not p.is_file():
             raise IngestError(f"input file {str(p)!r} does not exist or is not a file")
+        st = p.stat()
+        first = seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is not p:  # its events would be counted twice in the report (the panel deduplicates them)
+            raise IngestError(f"input file {str(p)!r} is given twice" + ("" if str(first) == str(p) else
+                                                                          f" (also as {str(first)!r})"))
+    if isinstance(options.zstd_dictionary, str | os.PathLike) and not Path(options.zstd_dictionary).is_file():
+        raise ZstdDictionaryError(f"zstd dictionary {str(options.zstd_dictionary)!r} does not exist or is not a file")
     window = None
     if options.days is not None:
         window = (_epoch_day(options.days[0]), _epoch_day(options.days[1]))
         if window[1] < window[0]:
             raise IngestError(f"days {options.days} end before they start")
+        if window[1] - window[0] + 1 > options.max_days:
+            raise IngestError(f"--days {options.days[0]}:{options.days[1]} spans {window[1] - window[0] + 1} days, "
+                              f"more than the cap of {options.max_days} (a typo in a year?); pass --max-days "
+                              f"{window[1] - window[0] + 1} if you mean it")
     win = "true" if window is None else f"day BETWEEN {window[0]} AND {window[1]}"
     report = IngestReport()
     t0 = time.perf_counter()
     if options.temp_dir is not None:
-        Path(options.temp_dir).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=options.temp_dir, prefix="aumann-ingest-") as tmpname:
+        ensure_output_dir(options.temp_dir, "--temp-dir")
+    try:
+        counts = _run(paths, options, report, window, win, topic_list, filters, profiles)
+    except duckdb.Error as exc:  # e.g. out of memory under a tiny memory_limit, a full temp disk
+        raise IngestError(f"DuckDB failed while ingesting ({type(exc).__name__}): {str(exc)[:300]}") from exc
+    report.seconds = time.perf_counter() - t0
+    return counts, report
+
+
+def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window: tuple[int, int] | None, win: str,
+         topic_list: list[Topic], filters: FilterConfig, profiles: str | os.PathLike[str] | None) -> RawCounts:
+    import duckdb
+
+    try:
+        tmp_ctx = tempfile.TemporaryDirectory(dir=options.temp_dir, prefix="aumann-ingest-")
+    except OSError as exc:
+        raise IngestError(f"cannot create a temporary folder in {str(options.temp_dir)!r}: {exc.strerror or exc}") \
+            from exc
+    with tmp_ctx as tmpname:
         tmp = Path(tmpname)
         # A file-backed database, so the per-file and stored tables can be evicted to disk
         # under ``memory_limit`` (a day of the real stream is tens of GB of JSON).
@@ -263,24 +353,33 @@ def ingest(
         finally:
             if bar is not None:
                 bar.stop()
-        counts = _finish(con, report, day_counts, window, topic_list, filters, profiles is not None, paths)
+        counts = _finish(con, report, day_counts, window, topic_list, filters, profiles is not None, paths,
+                         options.max_days)
         con.close()
-    report.seconds = time.perf_counter() - t0
-    return counts, report
+    return counts
 
 
 def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple[int, int] | None,
             topics: Sequence[Topic], filters: FilterConfig, have_profiles: bool,
-            paths: Sequence[Path]) -> RawCounts:
+            paths: Sequence[Path], max_days: int = MAX_DAYS) -> RawCounts:
     report.events_per_day = {_iso(d): n for d, n in sorted(day_counts.items())}
     if report.valid_events == 0:
-        raise IngestError(f"no valid Jetstream events in {len(paths)} file(s) "
-                          f"({report.malformed_lines} malformed lines)")
+        damaged = [f for f in report.files if "damaged_stream" in f]
+        detail = "; ".join(
+            f"{f['path']!r} ({f['container']}): " + (f"damaged — {f['damaged_stream']}; " if "damaged_stream" in f
+                                                     else "")
+            + f"{f['lines_read']} line(s) read, {f['malformed']} malformed, {f['blank_lines']} blank"
+            for f in report.files[:5])
+        hint = (" — a zstd file that does not decode may hold dictionary-compressed frames without a dictionary "
+                "ID: pass --zstd-dictionary" if any(f["container"] == "zstd-damaged" for f in damaged) else "")
+        what = f"{len(damaged)} damaged, " if damaged else ""
+        raise IngestError(f"no valid Jetstream events in {len(paths)} file(s) ({what}{report.malformed_lines} "
+                          f"malformed lines): {detail}{hint}")
     if window is None:
         lo, hi = min(day_counts), max(day_counts)
-        if hi - lo + 1 > _MAX_DAYS:
-            raise IngestError(f"events span {hi - lo + 1} days ({_iso(lo)} .. {_iso(hi)}); "
-                              "pass --days FIRST:LAST to choose the window")
+        if hi - lo + 1 > max_days:
+            raise IngestError(f"events span {hi - lo + 1} days ({_iso(lo)} .. {_iso(hi)}), more than the cap of "
+                              f"{max_days}; pass --days FIRST:LAST to choose the window (or --max-days N)")
     else:
         lo, hi = window
         report.out_of_window_events = sum(n for d, n in day_counts.items() if d < lo or d > hi)
@@ -331,4 +430,4 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
                      topics=[t.name for t in topics], meta=meta)
 
 
-__all__ = ["FOLLOWERS_NOTE", "IngestOptions", "IngestReport", "ingest"]
+__all__ = ["FOLLOWERS_NOTE", "MAX_DAYS", "IngestOptions", "IngestReport", "ingest"]

@@ -4,7 +4,13 @@ Outside checks read this shape (extra keys are allowed)::
 
     {"events": {"by_kind": {"commit": n, ...},
                 "by_collection_operation": {"app.bsky.feed.post": {"create": n, "delete": n}, ...}},
-     "malformed_lines": n, "dropped_users": {filter: n}, "days": ["YYYY-MM-DD", ...], ...}
+     "lines_read": n, "blank_lines": n, "malformed_lines": n, "valid_events": n,
+     "dropped_users": {filter: n}, "days": ["YYYY-MM-DD", ...], "files": [{...per file...}], ...}
+
+For the whole report and for every entry of ``files``: ``lines_read = valid_events + malformed_lines +
+blank_lines`` (per file: ``valid + malformed + blank_lines``). A line is what ends with ``\n`` (plus a
+last one without it); blank lines hold only whitespace; for zstd frames and length-prefixed records, a
+record that does not decode is one line read and one malformed line.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ class IngestReport:
     by_kind: dict[str, int] = field(default_factory=dict)
     by_collection_operation: dict[str, dict[str, int]] = field(default_factory=dict)
     malformed_lines: int = 0
+    lines_read: int = 0
+    blank_lines: int = 0
     dropped_users: dict[str, int] = field(default_factory=dict)
     days: list[str] = field(default_factory=list)
     duplicates: int = 0
@@ -55,6 +63,8 @@ class IngestReport:
             "events": {"by_kind": dict(sorted(self.by_kind.items())),
                        "by_collection_operation": {c: dict(sorted(o.items())) for c, o in
                                                    sorted(self.by_collection_operation.items())}},
+            "lines_read": self.lines_read,
+            "blank_lines": self.blank_lines,
             "malformed_lines": self.malformed_lines,
             "dropped_users": dict(self.dropped_users),
             "days": list(self.days),

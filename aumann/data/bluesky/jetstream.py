@@ -17,10 +17,23 @@ Three containers are read, detected from the file's first bytes (never from its 
   ordinary ``.jsonl.zst`` frame ends with ``\\n``). Frames are decoded into a temporary JSONL file
   (streaming, memory-bounded) that the ingester then reads like any other; a frame that fails to
   decode is counted (``malformed_frames``) and the decoder resynchronises at the next magic number.
+  Frames compressed with a dictionary but without its ID in the header are recognised when the
+  dictionary is given (the first frame decodes with it and not without); without it they cannot be
+  told from damage, so the error says to pass ``--zstd-dictionary``.
+* ``length-prefixed``: records ``[u32 length][payload]`` back to back, the payload a zstd frame (a
+  recorder that stores each websocket message with its length) or one JSON object; little- or
+  big-endian, detected by walking the first records (each length must land exactly on the next
+  record, the last one on the end of the file or of the sniffed head). Decoded into JSONL like frames;
+  a record that fails to decode or a truncated last record is one ``malformed_frames``.
+
+A UTF-8 byte-order mark at the start of a file (or of a decoded message) is removed, so it never
+costs the first event. A file in none of these layouts that is not text (NUL bytes or invalid UTF-8 at
+its start) is refused with an :class:`IngestError` naming it — never read as JSONL with every line lost.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,9 +42,10 @@ from typing import Literal
 
 from aumann.errors import IngestError, ZstdDictionaryError
 
-Container = Literal["jsonl", "zstd", "zstd-frames"]
+Container = Literal["jsonl", "zstd", "zstd-frames", "length-prefixed"]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BOM = b"\xef\xbb\xbf"
 JETSTREAM_DICTIONARY_ID = 1612007021
 _SNIFF = 1 << 20
 
@@ -59,11 +73,17 @@ def _load_dictionary(dictionary: str | os.PathLike[str] | bytes | None):
     return zstandard.ZstdCompressionDict(path.read_bytes())
 
 
-def detect_container(path: str | os.PathLike[str]) -> Container:
+#: other compressed or archive formats, named in the error that refuses them
+_OTHER_FORMATS = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"),
+                  (b"7z\xbc\xaf\x27\x1c", "7z"), (b"PAR1", "Parquet"), (b"\x04\x22\x4d\x18", "lz4"))
+
+
+def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike[str] | bytes | None = None
+                     ) -> Container:
     """The container of one input file (see the module docstring).
 
     Raises:
-        IngestError: the file does not exist.
+        IngestError: the file does not exist, or it is binary in no layout aumann reads.
     """
     import zstandard
 
@@ -72,7 +92,18 @@ def detect_container(path: str | os.PathLike[str]) -> Container:
         raise IngestError(f"input file {str(p)!r} does not exist or is not a file")
     with open(p, "rb") as fh:
         head = fh.read(_SNIFF)
+        size = os.fstat(fh.fileno()).st_size
     if not head.startswith(ZSTD_MAGIC):
+        if record_byteorder(head, size) is not None:
+            return "length-prefixed"
+        if _looks_binary(head, whole=len(head) >= size):
+            known = next((name for magic, name in _OTHER_FORMATS if head.startswith(magic)), None)
+            what = f"a {known} file, which aumann does not read (decompress or unpack it first)" if known else \
+                "binary but not in a layout aumann reads"
+            raise IngestError(
+                f"input file {str(p)!r} is {what} (it reads JSONL, .jsonl.zst, zstd frames "
+                f"with or without a dictionary, [u32 length][zstd frame or JSON] records); it starts with "
+                f"{head[:8]!r}. Nothing was ingested from it")
         return "jsonl"
     try:
         params = zstandard.get_frame_parameters(head)
@@ -86,10 +117,73 @@ def detect_container(path: str | os.PathLike[str]) -> Container:
         dobj = zstandard.ZstdDecompressor().decompressobj()
         first = dobj.decompress(head)
     except zstandard.ZstdError:
-        return "zstd"
+        # Undecodable without a dictionary: frames compressed with one whose header omits its ID?
+        zdict = _load_dictionary(dictionary)
+        if zdict is None:
+            return "zstd"
+        try:
+            dobj = zstandard.ZstdDecompressor(dict_data=zdict).decompressobj()
+            dobj.decompress(head)
+        except zstandard.ZstdError:
+            return "zstd"
+        return "zstd-frames"
     if dobj.eof and dobj.unused_data.startswith(ZSTD_MAGIC) and not first.endswith(b"\n"):
         return "zstd-frames"
     return "zstd"
+
+
+def _looks_binary(head: bytes, whole: bool = False) -> bool:
+    """Binary and not JSONL: no complete line of the head is a JSON object, and its first KiB holds NUL
+    bytes or invalid UTF-8 (a JSONL capture with some garbage lines is still JSONL: those are counted).
+    ``whole``: the head is the entire file, so its last line (without a final newline) is complete too."""
+    lines = head.split(b"\n")
+    for line in lines if whole or len(lines) == 1 else lines[:-1]:
+        text = line.strip(b" \t\r\x0b\x0c")
+        if text.startswith(BOM):
+            text = text[len(BOM):]
+        if text[:1] != b"{":
+            continue
+        try:
+            if isinstance(json.loads(text), dict):
+                return False
+        except (ValueError, UnicodeDecodeError):
+            continue
+    sample = head[:1024]
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 3
+    return False
+
+
+def record_byteorder(head: bytes, size: int, *, min_records: int = 2) -> Literal["little", "big"] | None:
+    """The byte order of ``[u32 length][payload]`` records at the start of a file, or ``None``.
+
+    ``head`` is the file's first bytes and ``size`` its length. Walking the records from the start, each
+    payload must begin (inside ``head``) with the zstd magic number, ``{`` or a BOM, and each length must
+    land on the next record; the walk must reach the end of the file exactly, or check ``min_records``
+    records (a truncated last record is the decoder's to count).
+    """
+    for order in ("little", "big"):
+        pos = checked = 0
+        while pos + 4 <= min(len(head), size):
+            n = int.from_bytes(head[pos:pos + 4], order)  # type: ignore[arg-type]
+            start = pos + 4
+            lead = head[start:start + 4]
+            if n < 1 or start >= len(head) or not (lead.startswith(ZSTD_MAGIC) or lead[:1] == b"{"
+                                                  or lead.startswith(BOM[:len(lead)])):
+                break
+            checked += 1
+            if start + n > size:
+                break  # a truncated last record
+            pos = start + n
+            if pos == size:
+                return order  # type: ignore[return-value]
+        if checked >= min_records:
+            return order  # type: ignore[return-value]
+    return None
 
 
 def frame_dictionary_id(path: str | os.PathLike[str]) -> int:
@@ -211,12 +305,145 @@ def decode_frames_to_jsonl(
             if payload is None:
                 bad += 1
                 continue
+            if payload.startswith(BOM):
+                payload = payload[len(BOM):]
             if not payload.endswith(b"\n"):
                 payload += b"\n"
             out.write(payload)
             out_bytes += len(payload)
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=Path(src).stat().st_size,
                              bytes_out=out_bytes)
+
+
+def decode_records_to_jsonl(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    dictionary: str | os.PathLike[str] | bytes | None = None,
+    *,
+    chunk_size: int = 1 << 22,
+) -> FramedDecodeStats:
+    """Decode a ``length-prefixed`` file (``[u32 length][zstd frame or JSON]`` records) into JSONL at ``dst``.
+
+    A record whose frame does not decode, a length that runs past the end of the file, or a payload that
+    is neither a zstd frame nor JSON counts as one malformed record (``malformed_frames``); a bad length
+    ends the walk (nothing after it can be located), and the bytes left are counted as one more.
+
+    Raises:
+        IngestError: the file is not length-prefixed.
+        ZstdDictionaryError: the frames declare a dictionary and none (or another one) was given.
+    """
+    import zstandard
+
+    size = Path(src).stat().st_size
+    with open(src, "rb") as fh:
+        order = record_byteorder(fh.read(_SNIFF), size)
+    if order is None:
+        raise IngestError(f"{str(src)!r} is not a sequence of [u32 length][payload] records")
+    zdict = _load_dictionary(dictionary)
+    dctx_plain = zstandard.ZstdDecompressor()
+    dctx_dict = zstandard.ZstdDecompressor(dict_data=zdict) if zdict is not None else None
+    frames = bad = out_bytes = 0
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        while True:
+            prefix = fh.read(4)
+            if not prefix:
+                break
+            frames += 1
+            if len(prefix) < 4:
+                bad += 1
+                break
+            n = int.from_bytes(prefix, order)
+            payload = fh.read(n) if 0 < n <= chunk_size * 64 else b""
+            if n < 1 or len(payload) < n:
+                bad += 1  # a bad length or a truncated last record: nothing after it can be located
+                break
+            if payload.startswith(ZSTD_MAGIC):
+                try:
+                    want = zstandard.get_frame_parameters(payload).dict_id
+                except zstandard.ZstdError:
+                    bad += 1
+                    continue
+                if want and zdict is None:
+                    raise ZstdDictionaryError(
+                        f"{str(src)!r} holds zstd frames compressed with dictionary ID {want}; pass the "
+                        "dictionary file with --zstd-dictionary PATH")
+                if want and zdict is not None and zdict.dict_id() != want:
+                    raise ZstdDictionaryError(f"{str(src)!r} needs zstd dictionary ID {want}; the dictionary given "
+                                              f"has ID {zdict.dict_id()}")
+                decoded = None
+                for dctx in (dctx_dict, dctx_plain):  # the dictionary first when one is given
+                    if dctx is None:
+                        continue
+                    try:
+                        decoded = dctx.decompressobj().decompress(payload)
+                        break
+                    except zstandard.ZstdError:
+                        continue
+                if decoded is None:
+                    bad += 1
+                    continue
+                payload = decoded
+            elif payload[:1] != b"{" and not payload.startswith(BOM):
+                bad += 1
+                continue
+            if payload.startswith(BOM):
+                payload = payload[len(BOM):]
+            if not payload.endswith(b"\n"):
+                payload += b"\n"
+            out.write(payload)
+            out_bytes += len(payload)
+    return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=size, bytes_out=out_bytes)
+
+
+def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 24) -> int:
+    """Lines in a file (``\n``-terminated, plus a last one without ``\n``); of its decompressed content
+    with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding)."""
+    import zstandard
+
+    lines = 0
+    last = b"\n"
+    with open(path, "rb") as fh:
+        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) if compressed else fh
+        while True:
+            try:
+                block = reader.read(chunk_size)
+            except zstandard.ZstdError:
+                break
+            if not block:
+                break
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -> bool:
+    """Whether the (decompressed) content of ``path`` starts with a UTF-8 byte-order mark."""
+    import zstandard
+
+    with open(path, "rb") as fh:
+        if not compressed:
+            return fh.read(3) == BOM
+        try:
+            return zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read(3) == BOM
+        except zstandard.ZstdError:
+            return False
+
+
+def copy_without_bom(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, compressed: bool = False,
+                     chunk_size: int = 1 << 22) -> StreamDecodeStats:
+    """Copy (decompressing with ``compressed=True``) ``src`` to plain JSONL at ``dst`` without its leading BOM."""
+    if compressed:
+        return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True)
+    out_bytes = 0
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        head = fh.read(len(BOM))
+        if head != BOM:
+            out.write(head)
+            out_bytes += len(head)
+        while block := fh.read(chunk_size):
+            out.write(block)
+            out_bytes += len(block)
+    return StreamDecodeStats(bytes_out=out_bytes, error=None)
 
 
 def zstd_stream_problem(path: str | os.PathLike[str]) -> str | None:
@@ -261,15 +488,17 @@ class StreamDecodeStats:
 
 
 def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                                *, chunk_size: int = 1 << 16) -> StreamDecodeStats:
+                                *, chunk_size: int = 1 << 16, strip_bom: bool = True) -> StreamDecodeStats:
     """Decompress a zstd stream to ``dst`` up to the first error (a truncated or damaged file).
 
     What decoded is kept; a line cut by the damage stays cut, so the ingester counts it as malformed.
+    A leading UTF-8 byte-order mark is dropped (``strip_bom``).
     """
     import zstandard
 
     out_bytes = 0
     error = None
+    first = strip_bom
     with open(src, "rb") as fh, open(dst, "wb") as out:
         reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
         while True:
@@ -280,6 +509,10 @@ def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathL
                 break
             if not chunk:
                 break
+            if first:
+                first = False
+                if chunk.startswith(BOM):
+                    chunk = chunk[len(BOM):]
             out.write(chunk)
             out_bytes += len(chunk)
     return StreamDecodeStats(bytes_out=out_bytes, error=error)
@@ -305,17 +538,23 @@ def write_frames(messages: list[bytes], dst: str | os.PathLike[str], dictionary:
 
 
 __all__ = [
+    "BOM",
     "JETSTREAM_DICTIONARY_ID",
     "ZSTD_MAGIC",
     "Container",
     "FramedDecodeStats",
     "StreamDecodeStats",
     "ZstdDictionaryError",
+    "copy_without_bom",
+    "count_lines",
     "decode_frames_to_jsonl",
+    "decode_records_to_jsonl",
     "decode_zstd_stream_to_jsonl",
     "detect_container",
     "frame_dictionary_id",
     "iter_frames",
+    "record_byteorder",
+    "starts_with_bom",
     "write_frames",
     "zstd_stream_problem",
 ]

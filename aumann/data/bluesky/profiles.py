@@ -32,10 +32,13 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
     if missing:
         raise IngestError(f"profile snapshot {str(p)!r} lacks columns {missing}; it has {cols} "
                           "(needs did, followers_count; optional created_at, handle)")
-    con.execute(sql.PROFILES.format(
-        created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
-        handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
-    con.execute(sql.PROFILES_CLEAN)
+    try:
+        con.execute(sql.PROFILES.format(
+            created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
+            handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
+        con.execute(sql.PROFILES_CLEAN)
+    except duckdb.Error as exc:
+        raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {str(exc)[:200]}") from exc
     rows, valid, bad_dates = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE starts_with(did, 'did:') AND followers_count >= 0), "
         "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "

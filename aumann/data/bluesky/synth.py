@@ -31,12 +31,13 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from aumann.configs import ConfigModel
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import SynthError
 from aumann.io import write_json
@@ -54,39 +55,41 @@ FOLLOW_BUCKETS = (
 )
 
 
-class SynthConfig(BaseModel):
-    """Settings of the synthetic generator (defaults are the calibrated ones)."""
+class SynthConfig(ConfigModel):
+    """Settings of the synthetic generator (defaults are the calibrated ones); bad values raise SynthError."""
+
+    config_error = SynthError
 
     model_config = ConfigDict(extra="forbid")
 
     users: int = Field(PAPER_USERS, ge=100)
     days: int = Field(14, ge=1, le=366)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     # followers
-    mu_f: float = 0.9
-    sigma_f: float = 2.3
-    tail_fraction: float = 0.0003
-    tail_xmin: float = 1000.0
-    tail_alpha: float = 1.0
-    max_followers: int = 3_000_000
+    mu_f: float = Field(0.9, ge=-20, le=20)
+    sigma_f: float = Field(2.3, gt=0, le=20)
+    tail_fraction: float = Field(0.0003, ge=0, le=1)
+    tail_xmin: float = Field(1000.0, gt=0)
+    tail_alpha: float = Field(1.0, gt=0)
+    max_followers: int = Field(3_000_000, ge=1)
     # activity
-    mu_events: float = 1.95
-    sigma_events: float = 1.12
-    activity_follower_corr: float = 0.3
+    mu_events: float = Field(1.95, ge=-20, le=10)
+    sigma_events: float = Field(1.12, ge=0, le=10)
+    activity_follower_corr: float = Field(0.3, ge=-1, le=1)
     # topics: participation rate over the window and daily posting scale
-    participation: dict[str, float] = Field(default_factory=lambda: {
+    participation: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=lambda: {
         "mythos": 0.04, "trump-tariffs": 0.10, "the-masters": 0.05,
         "earth-day-climate": 0.06, "wrestlemania": 0.04})
-    post_scale: float = 0.25
-    post_shape: float = 0.6
-    participation_follower_gamma: float = 0.0
-    reply_beta: float = 0.5
-    reply_shape: float = 0.5
-    replies_per_post: float = 0.46
+    post_scale: float = Field(0.25, ge=0, le=1000)
+    post_shape: float = Field(0.6, gt=0)
+    participation_follower_gamma: float = Field(0.0, ge=-10, le=10)
+    reply_beta: float = Field(0.5, ge=-10, le=10)
+    reply_shape: float = Field(0.5, gt=0)
+    replies_per_post: float = Field(0.46, ge=0, le=1000)
     # follows received
-    follow_rate: float = 0.1
-    follow_eta: float = 0.7
-    follow_gamma_shape: float = 0.3
+    follow_rate: float = Field(0.1, ge=0, le=1000)
+    follow_eta: float = Field(0.7, ge=-10, le=10)
+    follow_gamma_shape: float = Field(0.3, gt=0)
 
 
 def day_labels(days: int) -> list[str]:
@@ -141,9 +144,22 @@ def generate(config: SynthConfig | None = None, *, rng: Any = None) -> RawCounts
         RawCounts with ``meta["synthetic"] = True`` and the settings in ``meta["config"]``.
     """
     cfg = config or SynthConfig()
+    if not isinstance(cfg, SynthConfig):
+        raise SynthError(f"config must be a SynthConfig; got {type(cfg).__name__}")
     unknown = sorted(set(cfg.participation) - set(TOPICS))
     if unknown:
         raise SynthError(f"participation names unknown topics {unknown}; topics are {list(TOPICS)}")
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            return _generate(cfg, rng)
+    except (ValueError, FloatingPointError, OverflowError) as exc:
+        if isinstance(exc, SynthError):
+            raise
+        raise SynthError(f"these synth settings give an invalid distribution ({type(exc).__name__}: {exc}); "
+                         f"settings: {cfg.model_dump()}") from exc
+
+
+def _generate(cfg: SynthConfig, rng: Any) -> RawCounts:
     root = as_generator(cfg.seed if rng is None else rng)
     g_users, g_follows, *g_topics = spawn(root, 2 + len(TOPICS))
     u, n_days = cfg.users, cfg.days

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from aumann import configs
 from aumann.errors import ConfigError
@@ -35,7 +34,7 @@ from aumann.errors import ConfigError
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
 
-class Topic(BaseModel):
+class Topic(configs.ConfigModel):
     """One topic: a name, keywords (whole words/phrases) and hashtags (without ``#``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -109,15 +108,12 @@ def load_topic(path: str | os.PathLike[str]) -> Topic:
         ConfigError: unreadable TOML or an invalid topic.
     """
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read topic file {str(p)!r}: {exc}") from exc
+    data = configs.load_toml(p, what="topic file")
     data.setdefault("name", p.stem)
     try:
         return Topic(**data)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid topic file {str(p)!r}: {exc}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"invalid topic file {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def load_topics(directory: str | os.PathLike[str] | None = None) -> list[Topic]:

@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from aumann.configs import ConfigModel
 from aumann.scenarios import register
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.scenarios.econagent.indicator import FEATURES, MacroPressure, agent_score, wealth_position
 
 
-class IndicatorConfig(BaseModel):
+class IndicatorConfig(ConfigModel):
     """Macro-pressure indicator settings (see ``indicator.py``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -46,7 +47,7 @@ class EconAgentConfig(ScenarioConfig):
     agents: int = Field(10, ge=2, le=1000)
     steps: int = Field(36, ge=2)
     runs: int = Field(1, ge=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     max_wage_inflation: float = 0.05
     max_price_inflation: float = 0.10
     period: int = Field(12, ge=1)

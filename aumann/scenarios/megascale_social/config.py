@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from aumann import configs
 from aumann.scenarios.base import ScenarioConfig
 
 
-class LargeScale(BaseModel):
+class LargeScale(configs.ConfigModel):
     """Study settings applied when ``agents ≥ threshold`` (the ``[large]`` table): what is reduced at scale.
 
     Attributes:
@@ -60,13 +61,13 @@ class MegaScaleConfig(ScenarioConfig):
     cascade_scale: float = Field(100.0, gt=0)
     # scenario analysis beside the standard study
     analysis: bool = True
-    cascade_permutations: int = Field(1000, ge=2)
-    cascade_quadrature_steps: int = Field(16, ge=1)
+    cascade_permutations: int = Field(1000, ge=2, le=10_000_000)
+    cascade_quadrature_steps: int = Field(16, ge=1, le=4096)  # Gauss–Legendre: AumannShapley's cap
     cascade_resimulation: bool = True
     tier_panel_size: int = Field(100, ge=4)
-    tier_panel_draws: int = Field(20, ge=1)
-    fidelity_agents: int = Field(1000, ge=0)
-    fidelity_steps: int = Field(30, ge=2)
+    tier_panel_draws: int = Field(20, ge=1, le=100_000)
+    fidelity_agents: int = Field(1000, ge=0, le=10_000_000)
+    fidelity_steps: int = Field(30, ge=2, le=1_000_000)
     llm_ablation: bool = True
     large: LargeScale = Field(default_factory=LargeScale)
 

@@ -39,7 +39,7 @@ class MidScaleConfig(ScenarioConfig):
     agents: int = Field(1000, ge=4)
     steps: int = Field(30, ge=2)
     runs: int = Field(10, ge=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     fixture: str | None = None
     ba_m: int = Field(3, ge=1)
     post_slope: float = 2.0

@@ -46,7 +46,7 @@ class SocialLLMConfig(ScenarioConfig):
     agents: int = Field(20, ge=2)
     steps: int = Field(30, ge=2)
     runs: int = Field(10, ge=1)
-    seed: int = 57
+    seed: int = Field(57, ge=0)
     network: Literal["ba", "mixed"] = "ba"
     interaction: Literal["sequential", "synchronous"] = "sequential"
     ba_m: int = Field(4, ge=1)

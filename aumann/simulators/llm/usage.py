@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.errors import ConfigError
+from aumann.io import write_json
 
 #: The keys of ``manifest.json`` → ``llm_usage`` (and of :meth:`Usage.manifest_dict`), in order.
 MANIFEST_KEYS = ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
@@ -226,8 +226,17 @@ class Usage:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
         names = {f.name for f in fields(cls) if not f.name.startswith("_") and f.name != "latency"}
-        out = cls(**{k: (float(v) if k == "cost_usd" else int(v)) for k, v in data.items() if k in names})
-        out.latency = LatencyHistogram({int(k): int(v) for k, v in dict(data.get("latency_bins") or {}).items()})
+
+        def count(key: str, v: Any) -> float:  # spend can only be a finite, non-negative number
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (
+                    key != "cost_usd" and v != int(v)):
+                raise ValueError(f"{key} must be a finite non-negative {'number' if key == 'cost_usd' else 'count'};"
+                                 f" got {v!r}")
+            return float(v) if key == "cost_usd" else int(v)
+
+        out = cls(**{k: count(k, v) for k, v in data.items() if k in names})
+        out.latency = LatencyHistogram({int(k): int(count("latency_bins", v))
+                                        for k, v in dict(data.get("latency_bins") or {}).items()})
         return out
 
     def __deepcopy__(self, memo: dict) -> Usage:
@@ -265,18 +274,7 @@ def load_ledger(path: str | os.PathLike[str]) -> Usage:
 
 def save_ledger(path: str | os.PathLike[str], usage: Usage, **extra: Any) -> Path:
     """Write ``usage`` (and JSON-able ``extra`` fields) to ``path`` atomically."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"usage": usage.to_json(), "manifest": usage.manifest_dict(), **extra}, indent=1)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return write_json(path, {"usage": usage.to_json(), "manifest": usage.manifest_dict(), **extra}, indent=1)
 
 
 def usage_of(obj: Any) -> Usage | None:

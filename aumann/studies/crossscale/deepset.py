@@ -35,6 +35,7 @@ import torch
 from aumann.attribution import AumannShapley, Indicator, PooledForm, attribute
 from aumann.attribution.device import CPU, resolve_device
 from aumann.data.bluesky.counts import TIER_LABELS, RawCounts
+from aumann.errors import ZeroDeltaVError
 from aumann.io import write_json, write_text
 from aumann.seeding import torch_generator
 from aumann.studies.crossscale.protocols import build_pools, sample
@@ -147,6 +148,8 @@ def _train(values: np.ndarray, pool: np.ndarray, settings: Any) -> tuple[DeepSet
 
     calib = np.concatenate([batch(n, 64, np.arange(64) % 2 == 0)[1] for n in settings.sizes])
     mu, sd = float(np.log(calib + SHIFT).mean()), float(np.log(calib + SHIFT).std() + 1e-12)
+    # f does not vary over the calibration subsets (e.g. no topic activity): R² is undefined
+    constant_target = float(np.ptp(calib.astype(np.float64))) <= 1e-12 * max(1.0, float(np.abs(calib).max()))
     t0 = time.perf_counter()
     losses = []
     for step in range(settings.train_steps):
@@ -168,7 +171,9 @@ def _train(values: np.ndarray, pool: np.ndarray, settings: Any) -> tuple[DeepSet
                 ys.append((np.log(f + SHIFT) - mu) / sd)
                 ps.append(net(z).numpy())
             yv, pv = np.concatenate(ys), np.concatenate(ps)
-            fid[label] = float(1 - np.sum((yv - pv) ** 2) / max(np.sum((yv - yv.mean()) ** 2), 1e-300))
+            spread = float(np.sum((yv - yv.mean()) ** 2))
+            # R² is undefined when the targets do not vary: reported as null, not as -inf or noise
+            fid[label] = None if constant_target or spread <= 0 else float(1 - np.sum((yv - pv) ** 2) / spread)
     return net, {"train_seconds": train_s, "steps": settings.train_steps, "final_loss": float(np.mean(losses[-50:])),
                  "heldout_r2": fid, "target": {"shift": SHIFT, "mu": mu, "sd": sd}}
 
@@ -201,6 +206,8 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
     values = panel.values[0]
     posts = counts.topic_matrix(s.topic, "posts")
     replies = counts.topic_matrix(s.topic, "replies_received").sum(0)
+    if not posts.any():
+        raise ZeroDeltaVError(f"deepset topic {s.topic!r} has no activity in the counts: nothing to learn or attribute")
     pools = build_pools(s.topic, counts.followers(), posts.sum(0), replies, pool_fraction=cfg.pool_fraction,
                         active_count=int(np.median((posts > 0).sum(1))), k_min=cfg.k_min)
     net, report = train(values, pools.pool("BIAS_visibility"), s)
@@ -213,6 +220,8 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
     attr_s = time.perf_counter() - t0
     ref_s = _reference_passes(f, values, s.steps, s.reference_passes, device)
     dv = float(res.delta_v[0])
+    if dv == 0.0:
+        raise ZeroDeltaVError(f"deepset topic {s.topic!r}: Δv = 0 on the full panel; shares are undefined")
     share = res.phi[0] / dv
     code = np.full(panel.N, 2, dtype=np.int8)
     tiers = np.asarray(panel.groups["tier"])
@@ -222,19 +231,30 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
         return (100 * np.bincount(c, weights=sh, minlength=3)).tolist()
 
     rows: dict[str, Any] = {"FULL": {"R": dict(zip(TIER_LABELS, tier_shares(share, code))), "eps": None}}
+    n_subset = min(s.n_subset, panel.N)
     for protocol in ("BIAS_visibility", "RAND"):
-        rs, eps = [], []
+        rs, eps, degenerate = [], [], 0
         for seed in cfg.seeds:
-            S = sample(pools, protocol, s.n_subset, seed)
+            S = sample(pools, protocol, n_subset, seed)
             r = attribute(f, panel.take_agents(S), method=method)
+            if r.delta_v[0] == 0:  # no activity in S: shares undefined, counted instead of dividing by zero
+                degenerate += 1
+                continue
             sh = r.phi[0] / r.delta_v[0]
             rs.append(tier_shares(sh, code[S]))
-            eps.append(best_scalar(sh, share[S])[1])
+            try:
+                eps.append(best_scalar(sh, share[S])[1])
+            except ZeroDeltaVError:
+                degenerate += 1
+        if not rs or not eps:
+            rows[protocol] = {"R": None, "eps": None, "degenerate_seeds": degenerate}
+            continue
         rs_a = np.asarray(rs)
         rows[protocol] = {"R": {k: float(rs_a[:, i].mean()) for i, k in enumerate(TIER_LABELS)},
                           "R_std": {k: float(rs_a[:, i].std(ddof=1)) if len(rs) > 1 else 0.0
                                     for i, k in enumerate(TIER_LABELS)},
-                          "eps": float(np.mean(eps)), "eps_std": float(np.std(eps, ddof=1)) if len(eps) > 1 else 0.0}
+                          "eps": float(np.mean(eps)), "eps_std": float(np.std(eps, ddof=1)) if len(eps) > 1 else 0.0,
+                          "degenerate_seeds": degenerate}
     result = {
         "synthetic": bool(counts.meta.get("synthetic", False)), "topic": s.topic, "users": panel.N,
         "settings": s.model_dump(), "training": report,
@@ -252,7 +272,8 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
         "| panel | R_top | R_mid | R_tail | ε |\n|---|---|---|---|---|\n"
     for name, r in rows.items():
         std = r.get("R_std", {k: None for k in TIER_LABELS})
-        cells = [f"{r['R'][k]:.1f}" + (f" ± {std[k]:.1f}" if std[k] is not None else "") for k in TIER_LABELS]
+        cells = ["–" if r["R"] is None else f"{r['R'][k]:.1f}" + (f" ± {std[k]:.1f}" if std[k] is not None else "")
+                 for k in TIER_LABELS]
         eps_txt = "–" if r["eps"] is None else f"{r['eps']:.3f} ± {r['eps_std']:.3f}"
         md += f"| {name} | " + " | ".join(cells) + f" | {eps_txt} |\n"
     write_text(out / "deepset.md", md)

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from aumann.data.bluesky.counts import TIER_LABELS
+from aumann.errors import ReportError, UnsafeNameError
+from aumann.io import child_path
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (
     Card,
@@ -62,11 +64,19 @@ _TABLE_TITLES = {
 def _cells(d: Path, summary: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     fulls: dict[str, dict[str, Any]] = {}
     grid: list[dict[str, Any]] = []
-    for topic in summary.get("topics", []):
+    topics = summary.get("topics", [])
+    if not isinstance(topics, list):
+        raise ReportError(f"summary {str(d / 'summary.json')!r}: 'topics' must be a list of topic names; "
+                          f"got {type(topics).__name__}")
+    for topic in topics:
         if topic in (summary.get("topics_skipped") or {}):
             continue
-        fulls[topic] = read_json(d / "cells" / topic / "FULL.json", "FULL cell")
-        for p in sorted((d / "cells" / topic).glob("*__*.json")):
+        try:  # a topic names a folder of cells/: never a path that leads out of the run directory
+            folder = child_path(d, "cells", topic, what="topic")
+        except UnsafeNameError as exc:
+            raise ReportError(f"summary {str(d / 'summary.json')!r}: {exc}") from exc
+        fulls[topic] = read_json(folder / "FULL.json", "FULL cell")
+        for p in sorted(folder.glob("*__*.json")):
             grid.append(read_json(p, "grid cell"))
     return fulls, grid
 

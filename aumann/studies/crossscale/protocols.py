@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aumann.checks import as_int
 from aumann.errors import ProtocolError
 
 PROTOCOLS = ("BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND")
@@ -135,6 +136,12 @@ def draw(pool: np.ndarray | None, n: int, n_users: int, rng: np.random.Generator
 
 def sample(pools: TopicPools, protocol: str, size: int, seed: int) -> np.ndarray:
     """The subset (positions) of one (protocol, topic, size, seed) cell."""
+    if not isinstance(pools, TopicPools):
+        raise ProtocolError(f"sample needs the TopicPools of a topic (build_pools); got {type(pools).__name__}")
+    if protocol not in PROTOCOLS:
+        raise ProtocolError(f"unknown sampling protocol {protocol!r}; use one of {list(PROTOCOLS)}")
+    size = as_int(size, "size", minimum=1, error=ProtocolError)
+    seed = as_int(seed, "seed", minimum=0, error=ProtocolError)
     rng = draw_rng(seed, protocol, pools.topic, size)
     return draw(pools.pool(protocol), size, pools.n_users, rng)
 

@@ -17,17 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, field_validator
 
+from aumann.configs import ConfigModel, load_toml
 from aumann.data.bluesky.counts import RawCounts
-from aumann.errors import StudyError, ZeroDeltaVError
-from aumann.io import atomic_path, write_json
+from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
+from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
 from aumann.manifest import write_manifest
 from aumann.progress import StageTimer, progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
@@ -38,41 +39,56 @@ TOP_USERS = 50
 DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, "full")
 
 
-class DeepSetSettings(BaseModel):
+class DeepSetSettings(ConfigModel):
     """The learned DeepSet indicator of Appendix Q (``--deepset``)."""
+
+    config_error = StudyError
 
     model_config = ConfigDict(extra="forbid")
     topic: str = "mythos"
     width: int = Field(16, ge=2)
     train_steps: int = Field(1500, ge=1)
     batch: int = Field(16, ge=1)
-    lr: float = 3e-3
-    sizes: list[int] = [64, 256, 1024]
+    lr: float = Field(3e-3, gt=0)
+    sizes: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: [64, 256, 1024], min_length=1)
     steps: int = Field(120, ge=1)  # K
-    power: float = 4.0  # tau = u^power
-    seed: int = 0
-    n_subset: int = 100
+    power: float = Field(4.0, gt=0)  # tau = u^power
+    seed: NonNegativeInt = 0
+    n_subset: int = Field(100, ge=2)
     reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
     device: str = "cpu"  # torch device of the attribution (and of the reference passes): "cpu", "cuda", "cuda:1"
 
 
-class CrossScaleConfig(BaseModel):
+Protocol = Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]
+
+
+class CrossScaleConfig(ConfigModel):
     """The study grid (``configs/bluesky-study.toml``); CLI flags override single fields."""
+
+    config_error = StudyError
 
     model_config = ConfigDict(extra="forbid")
     topics: list[str] | None = None  # None: every topic in the counts
-    protocols: list[Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]] = list(PROTOCOLS)
-    sizes: list[int | Literal["full"]] = list(DEFAULT_SIZES)
-    seeds: list[int] = list(range(10))
-    indicators: list[Literal["lin", "heat", "var", "gini"]] = list(INDICATORS)
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
+    sizes: list[int | Literal["full"]] = Field(default_factory=lambda: list(DEFAULT_SIZES), min_length=1)
+    seeds: list[NonNegativeInt] = Field(default_factory=lambda: list(range(10)))
+    indicators: list[Literal["lin", "heat", "var", "gini"]] = Field(default_factory=lambda: list(INDICATORS),
+                                                                     min_length=1)
     pool_fraction: float = Field(0.05, gt=0, le=1)
     k_min: int = Field(100, ge=1)
-    daily_topics: list[str] = ["mythos"]
-    daily_protocols: list[str] = ["BIAS_visibility"]
-    headline_size: int = 100
+    daily_topics: list[str] = Field(default_factory=lambda: ["mythos"])
+    daily_protocols: list[str] = Field(default_factory=lambda: ["BIAS_visibility"])
+    headline_size: int = Field(100, ge=2)
     deepset: bool = False
-    deepset_settings: DeepSetSettings = DeepSetSettings()
+    deepset_settings: DeepSetSettings = Field(default_factory=DeepSetSettings)
     export_per_user: bool = False
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        for t in v or []:
+            safe_component(t, "topic")  # a topic names a folder of cells/ and a file of per_user/
+        return v
 
     @field_validator("seeds")
     @classmethod
@@ -83,17 +99,23 @@ class CrossScaleConfig(BaseModel):
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> CrossScaleConfig:
+        """The ``[study]`` table (or the whole file) of a TOML file.
+
+        Raises:
+            StudyError: a missing, binary or malformed file, or invalid settings (named in one line).
+        """
         p = Path(path)
-        if not p.exists():
-            raise StudyError(f"study config {str(p)!r} does not exist")
         try:
-            raw = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise StudyError(f"study config {str(p)!r} is not valid TOML: {exc}") from exc
+            raw = load_toml(p, what="study config")
+        except ConfigError as exc:
+            raise StudyError(str(exc)) from exc
+        section = raw.get("study", raw)
+        if not isinstance(section, dict):
+            raise StudyError(f"study config {str(p)!r}: [study] must be a table")
         try:
-            return cls.model_validate(raw.get("study", raw))
-        except ValueError as exc:
-            raise StudyError(f"invalid study config {str(p)!r}: {exc}") from exc
+            return cls.model_validate(section)
+        except ConfigError as exc:
+            raise StudyError(f"invalid study config {str(p)!r}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
 def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
@@ -103,28 +125,33 @@ def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
     return h.hexdigest()[:16]
 
 
-def _finite(obj: Any) -> Any:
-    """NaN/inf → None (JSON has neither), recursively."""
-    if isinstance(obj, float):
-        return obj if np.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
+#: keys every finished cell holds (besides its own results); a cell without them is recomputed
+CELL_KEYS = ("topic", "protocol", "size", "key", "checksum")
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    write_json(path, _finite(obj))
+def _write_cell(path: Path, cell: dict[str, Any]) -> None:
+    """Write a finished cell with a checksum of its content (NaN/inf are stored as null)."""
+    body = plain({k: v for k, v in cell.items() if k != "checksum"})
+    write_json(path, {**body, "checksum": record_checksum(body)})
 
 
-def _cell_done(path: Path, key: str) -> bool:
+def _cell_status(path: Path, key: str) -> tuple[str, str | None]:
+    """("done", None) for a finished cell with this key whose checksum verifies; ("todo", None) for a missing
+    cell or one computed under other settings; ("corrupt", why) for a cell that cannot be trusted."""
     if not path.exists():
-        return False
+        return "todo", None
     try:
-        return json.loads(path.read_text()).get("key") == key
-    except (OSError, json.JSONDecodeError):
-        return False
+        cell = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return "corrupt", f"unreadable ({type(exc).__name__})"
+    if not isinstance(cell, dict):
+        return "corrupt", "not a JSON object"
+    missing = [k for k in CELL_KEYS if k not in cell]
+    if missing:
+        return "corrupt", f"missing keys {missing}"
+    if record_checksum({k: v for k, v in cell.items() if k != "checksum"}) != cell["checksum"]:
+        return "corrupt", "checksum mismatch (edited or damaged)"
+    return ("done", None) if cell["key"] == key else ("todo", None)
 
 
 def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int], list[int]]:
@@ -156,6 +183,10 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     timer.start("load counts")
     src, out = Path(counts_dir), Path(out_dir)
     counts = RawCounts.load(src)
+    if out.resolve() == src.resolve():  # its manifest.json and summary.json would overwrite the counts' own
+        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
+                          "give another --out")
+    ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)
     per_agent = synthetic or cfg.export_per_user  # per-user rows: never for real data unless asked for
@@ -173,16 +204,27 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
             jobs.extend((topic, protocol, s, daily) for s in sizes)
 
     def path_of(topic: str, protocol: str, size: int) -> Path:
-        return cells_dir / topic / ("FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json")
+        return child_path(cells_dir, topic, "FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json",
+                          what="study cell name")
 
     def key_of(protocol: str, daily: bool) -> str:
         extra = f"|top={TOP_USERS}" if protocol == "FULL" and per_agent else ""
         return hashlib.sha256(f"{base_key}|{protocol}|daily={daily}{extra}".encode()).hexdigest()[:16]
 
-    todo = [j for j in jobs if not _cell_done(path_of(*j[:3]), key_of(j[1], j[3]))]
+    todo, failed = [], []
+    for j in jobs:
+        status, why = _cell_status(path_of(*j[:3]), key_of(j[1], j[3]))
+        if status != "done":
+            todo.append(j)
+        if status == "corrupt":
+            failed.append({"cell": str(path_of(*j[:3]).relative_to(out)), "reason": why})
     n_skip = len(jobs) - len(todo)
     if n_skip:
         log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
+    if failed:
+        print(f"aumann: resume: {len(failed)} finished cell(s) failed verification and will be recomputed: "
+              + "; ".join(f"{f['cell']}: {f['reason']}" for f in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+              file=sys.stderr)
     topics_skipped: dict[str, str] = {}
     computed = 0
     bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
@@ -210,7 +252,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                     cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
                                      daily_panel if daily else None)
                 cell.update({"key": key_of(protocol, daily), "synthetic": synthetic})
-                _write_json(path_of(topic, protocol, size), cell)
+                _write_cell(path_of(topic, protocol, size), cell)
                 computed += 1
                 if bar is not None:
                     bar.advance()
@@ -235,7 +277,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         "users": counts.n_users, "topics": topics, "protocols": list(cfg.protocols), "sizes": sizes,
         "sizes_skipped": skipped, "topics_skipped": topics_skipped, "seeds": cfg.seeds,
         "indicators": list(cfg.indicators),
-        "cells": len(jobs), "cells_skipped_on_resume": n_skip, **summary_tables,
+        "cells": len(jobs), "cells_skipped_on_resume": n_skip,
+        "cells_recomputed_after_failed_check": len(failed), "cells_failed_check": failed, **summary_tables,
         "figures": [str(p.relative_to(out)) for p in fig_paths],
         "timings": {"grid_seconds": grid_seconds, "cells_computed": computed},
     }
@@ -243,15 +286,21 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         from aumann.studies.crossscale.deepset import run_deepset
 
         timer.start("DeepSet (train + attribute)")
-        summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
+        try:
+            summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
+        except ZeroDeltaVError as exc:
+            log(f"deepset skipped: {exc}")
+            summary["deepset"] = {"skipped": str(exc)}
     timer.stop()
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
     summary["timings"]["stage_seconds"] = timer.seconds
-    _write_json(out / "summary.json", summary)
+    write_json(out / "summary.json", summary)
     write_manifest(out, "aumann bluesky study", config=cfg.model_dump(), seeds=cfg.seeds,
                    extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
                           "report_kind": "crossscale", "seconds": summary["timings"]["total_seconds"],
-                          "stage_seconds": timer.seconds})
+                          "stage_seconds": timer.seconds,
+                          "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
+                                     "cells_failed_check": failed}})
     if report:
         from aumann.studies.pages import render_report
 
@@ -265,7 +314,7 @@ def _export_per_user(out: Path, data: Any) -> None:
 
     df = pd.DataFrame({"user": np.arange(data.n_users, dtype=np.int64), "tier_code": data.tier_code,
                        **{f"share_{k}": v["share"] for k, v in data.full.items()}})
-    with atomic_path(out / "per_user" / f"{data.topic}.parquet") as tmp:
+    with atomic_path(child_path(out, "per_user", f"{data.topic}.parquet", what="per-user file")) as tmp:
         df.to_parquet(tmp, index=False)
 
 

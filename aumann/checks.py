@@ -1,0 +1,249 @@
+"""Argument checks shared by every layer: one rule per kind of value, one typed error naming the input.
+
+Every public function and CLI flag that takes a number, a flag, a choice or an array-like validates it
+here, so the same bad value gets the same message wherever it enters:
+
+* :func:`as_int`    an integer (``int``, numpy integer, or a float with an exact integer value such as
+  ``1e3``); never a bool, a string, a fractional or a non-finite float;
+* :func:`as_float`  a real number (``int``/``float``/numpy real; never a bool or a string), finite
+  unless asked otherwise, optionally bounded;
+* :func:`as_bool`   ``True``/``False`` (numpy bools included); never ``"no"``, ``0`` or ``None``;
+* :func:`as_optional_bool`  the same or ``None`` (tri-state flags such as ``closed_form``);
+* :func:`as_choice` one of a fixed set of strings;
+* :func:`as_memory_size` a memory size such as ``4GB`` (DuckDB's memory limit);
+* :func:`as_seed`   a seed: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``;
+* :func:`as_real_array`  an array-like of real numbers (numpy, torch — bfloat16 refused — or nested
+  lists; ragged, complex, string and object input refused);
+* :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
+  number, bytes or ``""``, which would mean the current directory);
+* :func:`user_code` a context manager that turns an exception raised by user code (an indicator, a
+  game, a score function) into a typed error naming that code, with the original chained.
+
+Each function takes the name of the value (``"steps"``, ``"--seed"``) and the error class to raise
+(default :class:`~aumann.errors.MethodError`); the message always names the value and shows what was
+given.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import AumannError, ConfigError, IndicatorError, MethodError
+
+ErrorType = type[Exception]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def as_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None,
+           error: ErrorType = MethodError) -> int:
+    """``value`` as a Python int, or ``error`` naming ``name``.
+
+    >>> as_int(1e3, "samples"), as_int(np.int64(4), "steps", minimum=1)
+    (1000, 4)
+    """
+    bound = _bounds_text(minimum, maximum)
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise error(f"{name} must be an integer{bound}; got {_shown(value)} ({type(value).__name__})")
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    else:
+        f = float(value)
+        if not math.isfinite(f) or f != math.floor(f):
+            raise error(f"{name} must be an integer{bound}; got {_shown(value)}")
+        out = int(f)
+    if (minimum is not None and out < minimum) or (maximum is not None and out > maximum):
+        raise error(f"{name} must be an integer{bound}; got {_shown(value)}")
+    return out
+
+
+def _bounds_text(minimum: float | None, maximum: float | None, *, exclusive: bool = False) -> str:
+    if minimum is not None and maximum is not None:
+        return f" in [{minimum:g}, {maximum:g}]"
+    if minimum is not None:
+        return f" {'>' if exclusive else '≥'} {minimum:g}"
+    if maximum is not None:
+        return f" ≤ {maximum:g}"
+    return ""
+
+
+def as_float(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
+             exclusive_minimum: bool = False, finite: bool = True, error: ErrorType = MethodError) -> float:
+    """``value`` as a Python float (finite unless ``finite=False``), or ``error`` naming ``name``.
+
+    ``exclusive_minimum=True`` requires ``value > minimum`` (e.g. a positive power).
+
+    >>> as_float(4, "power", minimum=0, exclusive_minimum=True)
+    4.0
+    """
+    if minimum == 0 and exclusive_minimum and maximum is None:
+        bound, kind = "", "a positive finite number" if finite else "a positive number"
+    else:
+        bound = _bounds_text(minimum, maximum, exclusive=exclusive_minimum)
+        kind = "a finite number" if finite else "a number"
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise error(f"{name} must be {kind}{bound}; got {_shown(value)} ({type(value).__name__})")
+    out = float(value)
+    if math.isnan(out) or (finite and math.isinf(out)):
+        raise error(f"{name} must be {kind}{bound}; got {out!r}")
+    if minimum is not None and (out <= minimum if exclusive_minimum else out < minimum):
+        raise error(f"{name} must be {kind}{bound}; got {_shown(value)}")
+    if maximum is not None and out > maximum:
+        raise error(f"{name} must be {kind}{bound}; got {_shown(value)}")
+    return out
+
+
+def as_bool(value: Any, name: str, *, error: ErrorType = MethodError) -> bool:
+    """``value`` as a bool (``True``/``False`` or a numpy bool only), or ``error`` naming ``name``."""
+    if not _is_bool(value):
+        raise error(f"{name} must be True or False; got {_shown(value)} ({type(value).__name__})")
+    return bool(value)
+
+
+def as_optional_bool(value: Any, name: str, *, error: ErrorType = MethodError) -> bool | None:
+    """``None``, ``True`` or ``False``, or ``error`` naming ``name``."""
+    if value is None:
+        return None
+    if not _is_bool(value):
+        raise error(f"{name} must be None, True or False; got {_shown(value)} ({type(value).__name__})")
+    return bool(value)
+
+
+def as_choice(value: Any, name: str, choices: Iterable[str], *, error: ErrorType = MethodError) -> str:
+    """``value`` if it is one of ``choices`` (strings), else ``error`` listing them."""
+    options = list(choices)
+    if not isinstance(value, str) or value not in options:
+        raise error(f"{name} must be one of {options}; got {_shown(value)}")
+    return value
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)?\s*$", re.IGNORECASE)
+
+
+def as_memory_size(value: Any, name: str, *, error: ErrorType = ConfigError) -> str:
+    """A memory size such as ``"4GB"``, ``"512MiB"`` or ``"800MB"`` (a positive number and a unit; DuckDB's form)."""
+    m = _SIZE.match(value) if isinstance(value, str) else None
+    size = _bytes(float(m.group(1)), m.group(2)) if m is not None and m.group(2) is not None else math.nan
+    if not 16 * 2**20 <= size <= 2**50:
+        raise error(f"{name} must be a size from 16MB to 1PiB with its unit, such as 4GB, 512MB or 1.5GiB; got "
+                    f"{_shown(value)}")
+    return value.strip()
+
+
+def _bytes(n: float, unit: str) -> float:
+    u = unit.upper()
+    base = 1024 if "I" in u else 1000
+    return n * base ** {"B": 0, "K": 1, "M": 2, "G": 3, "T": 4}[u[0]]
+
+
+def as_seed(value: Any, name: str = "rng", *, error: ErrorType = ConfigError) -> Any:
+    """A valid seed argument: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``.
+
+    (Sequences of non-negative integers, which numpy also takes as entropy, are accepted too.)
+    """
+    if value is None or isinstance(value, np.random.Generator | np.random.SeedSequence):
+        return value
+    if isinstance(value, list | tuple) and value and all(
+            not _is_bool(v) and isinstance(v, numbers.Integral) and int(v) >= 0 for v in value):
+        return [int(v) for v in value]
+    if _is_bool(value) or not isinstance(value, numbers.Integral) or int(value) < 0:
+        raise error(f"{name} must be None, a non-negative integer seed, a numpy SeedSequence or a Generator; "
+                    f"got {_shown(value)} ({type(value).__name__})")
+    return int(value)
+
+
+def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> np.ndarray:
+    """``x`` (numpy, torch or nested sequences) as a numpy array of real numbers.
+
+    Integer and bool input stays as it is unless ``dtype`` is given (then it is cast); float16/float32/
+    float64 are kept. Refused with ``error`` naming ``what``: ragged nesting, strings, objects, complex
+    numbers, bfloat16 (and other dtypes numpy cannot hold), anything that is not array-like.
+    """
+    if hasattr(x, "detach") and hasattr(x, "cpu") and hasattr(x, "dtype"):  # torch.Tensor, without importing torch
+        kind = str(x.dtype)
+        if "complex" in kind:
+            raise error(f"{what} must hold real numbers; got a complex torch tensor ({kind})")
+        try:
+            x = x.detach().cpu().numpy()
+        except (TypeError, RuntimeError) as exc:
+            raise error(f"{what}: a torch tensor of dtype {kind} has no numpy equivalent; convert it first, "
+                        "e.g. tensor.double()") from exc
+    if isinstance(x, str | bytes | dict) or x is None:
+        raise error(f"{what} must be an array of numbers; got {type(x).__name__} {_shown(x)}")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise error(f"{what} must be a rectangular array of numbers (ragged or mixed nesting?): {exc}") from exc
+    if arr.dtype == object:
+        raise error(f"{what} must be a rectangular array of numbers; got an object array of shape {arr.shape} "
+                    "(ragged nesting, None or non-numbers?)")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise error(f"{what} must hold real numbers; got complex dtype {arr.dtype}")
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        raise error(f"{what} must hold numbers; got dtype {arr.dtype}")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    return arr
+
+
+def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:
+    """``value`` as a :class:`~pathlib.Path`, or ``error`` naming ``what``.
+
+    >>> as_path("out/run", "--out").as_posix()
+    'out/run'
+    """
+    if not isinstance(value, str | os.PathLike):
+        raise error(f"{what} must be a path (str or os.PathLike); got {type(value).__name__} {_shown(value)}")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise error(f"{what} must be a text path, not bytes; got {_shown(value)}")
+    if not text.strip():
+        raise error(f"{what} must be a path; got an empty or blank string {text!r}")
+    if "\x00" in text:
+        raise error(f"{what} contains a NUL character; got {_shown(text)}")
+    return Path(text)
+
+
+@contextmanager
+def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]:
+    """Run user code (an indicator, a game, a callback): its exceptions become ``error`` naming ``what``.
+
+    aumann's own errors pass through unchanged; ``KeyboardInterrupt`` and ``SystemExit`` are never caught.
+    The original exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from.
+    """
+    try:
+        yield
+    except AumannError:
+        raise
+    except Exception as exc:
+        raise error(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+__all__ = [
+    "as_bool",
+    "as_choice",
+    "as_float",
+    "as_int",
+    "as_memory_size",
+    "as_optional_bool",
+    "as_path",
+    "as_real_array",
+    "as_seed",
+    "user_code",
+]

@@ -1,0 +1,503 @@
+"""Bad input to the attribution API: each case raises the exact typed error and names the offending input.
+
+Issue 10: panels (alive masks, ragged / complex / bfloat16 values, non-JSON meta), every integer and real
+hyperparameter of every method, rng / baseline arguments, indicators that return complex values or raise,
+and non-finite results of every method (closed forms, path integral, LOO, exact / sampled Shapley and
+Banzhaf, user games), checked in the one place every result passes through.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from aumann.attribution import (
+    Attribution,
+    AumannShapley,
+    ExactBanzhaf,
+    ExactShapley,
+    FunctionGame,
+    LeaveOneOut,
+    Panel,
+    QuadraticIndicator,
+    SampledBanzhaf,
+    SampledShapley,
+    attribute,
+    indicators,
+    metrics,
+    quadrature,
+    smoothing,
+)
+from aumann.errors import (
+    AttributionFileError,
+    BaselineError,
+    GameError,
+    IndicatorError,
+    MethodError,
+    MetricError,
+    OutputError,
+    PanelError,
+    ShapeError,
+    UnknownFeatureError,
+    UnknownIndicatorError,
+    UnsafeNameError,
+)
+from aumann.io import write_npz
+
+Z = np.abs(np.random.default_rng(0).normal(size=(3, 8, 3)))
+
+
+def _panel() -> Panel:
+    return Panel(Z)
+
+
+# ---------------------------------------------------------------------------------------------- panels
+ALIVE_BAD = {
+    "strings": (np.array([["False"] * 8] * 3), "alive"),
+    "nan": (np.full((3, 8), np.nan), "alive"),
+    "floats": (np.full((3, 8), 0.5), "alive"),
+    "float_ones": (np.ones((3, 8)), "alive"),
+    "int_two": (np.full((3, 8), 2), "0 and 1"),
+    "int_negative": (np.full((3, 8), -1), "0 and 1"),
+    "object": (object(), "alive"),
+    "list_of_strings": ([["x"] * 8] * 3, "alive"),
+    "complex": (np.ones((3, 8), complex), "alive"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALIVE_BAD), ids=str)
+def test_alive_mask_accepts_only_bool_or_01_integers(case):
+    mask, needle = ALIVE_BAD[case]
+    with pytest.raises(PanelError, match=needle):
+        Panel(Z, alive=mask)
+
+
+def test_alive_mask_bool_and_01_integers_are_accepted():
+    m = np.ones((3, 8), dtype=np.int64)
+    m[0, 0] = 0
+    p = Panel(Z, alive=m)
+    assert p.alive.dtype == bool and not p.alive[0, 0] and p.alive.sum() == 23
+    assert Panel(Z, alive=torch.ones(3, 8, dtype=torch.bool)).alive.all()
+
+
+PANEL_BAD = {
+    "ragged_2d": (lambda: Panel([[1.0, 2.0], [3.0]]), PanelError, "ragged"),
+    "ragged_3d": (lambda: Panel([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0]]]), PanelError, "ragged"),
+    "complex_values": (lambda: Panel(np.ones((2, 3), complex)), PanelError, "complex"),
+    "string_values": (lambda: Panel(np.array([["a", "b"]])), PanelError, "numbers"),
+    "none_values": (lambda: Panel(None), PanelError, "NoneType"),
+    "dict_values": (lambda: Panel({"a": 1}), PanelError, "dict"),
+    "bfloat16": (lambda: Panel(torch.ones(2, 3, dtype=torch.bfloat16)), PanelError, "bfloat16"),
+    "complex_tensor": (lambda: Panel(torch.ones(2, 3, dtype=torch.complex64)), PanelError, "complex"),
+    "meta_object": (lambda: Panel(Z, meta={"x": object()}), PanelError, "meta"),
+    "meta_nan": (lambda: Panel(Z, meta={"run": {"loss": float("nan")}}), PanelError, "meta"),
+    "meta_not_mapping": (lambda: Panel(Z, meta=[1, 2]), PanelError, "meta"),
+    "features_int": (lambda: Panel(Z, features=5), PanelError, "features"),
+    "features_str": (lambda: Panel(Z, features="abc"), PanelError, "features"),
+    "groups_not_mapping": (lambda: Panel(Z, groups=[1, 2]), PanelError, "groups"),
+    "context_not_mapping": (lambda: Panel(Z, context=[1]), PanelError, "context"),
+    "context_ragged": (lambda: Panel(Z, context={"price": [[1], [1, 2], [3]]}), PanelError, "price"),
+    "context_strings": (lambda: Panel(Z, context={"price": ["a"] * 3}), PanelError, "price"),
+    "agent_ids_ragged": (lambda: Panel(Z, agent_ids=[[1], [1, 2]] + [3] * 6), ShapeError, "agent_ids"),
+    "agent_ids_scalar": (lambda: Panel(Z, agent_ids=5), ShapeError, "agent_ids"),
+    "group_name_escape": (lambda: Panel(Z, groups={"../../x": ["a"] * 8}), UnsafeNameError, "../../x"),
+    "group_name_absolute": (lambda: Panel(Z, groups={"/etc/x": ["a"] * 8}), UnsafeNameError, "/etc/x"),
+    "context_name_escape": (lambda: Panel(Z, context={"../c": [1.0] * 3}), UnsafeNameError, "../c"),
+    "take_agents_fraction": (lambda: _panel().take_agents([2.5]), ShapeError, "integers"),
+    "take_agents_strings": (lambda: _panel().take_agents(["a"]), ShapeError, "agent positions"),
+    "select_steps_out_of_range": (lambda: _panel().select_steps([10]), ShapeError, "step positions"),
+    "select_steps_empty": (lambda: _panel().select_steps([]), PanelError, "no steps"),
+    "astype_unknown": (lambda: _panel().astype("nope"), PanelError, "nope"),
+    "astype_int": (lambda: _panel().astype(np.int32), PanelError, "int32"),
+    "feature_index_int": (lambda: _panel().feature_index(3), UnknownFeatureError, "3"),
+    "save_to_directory": (lambda: _panel().save("/tmp"), OutputError, "/tmp"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PANEL_BAD), ids=str)
+def test_bad_panel_input_is_a_typed_error_naming_it(case):
+    fn, error, needle = PANEL_BAD[case]
+    with pytest.raises(error) as info:
+        fn()
+    assert needle in str(info.value)
+
+
+def test_float16_tensors_are_upcast_not_refused():
+    p = Panel(torch.ones(2, 3, dtype=torch.float16))
+    assert p.dtype == np.float64
+
+
+# ---------------------------------------------------------------------------------------------- loading files
+def _corrupt_files(tmp_path):
+    good = _panel().save(tmp_path / "good.npz").read_bytes()
+    files = {
+        "random_bytes": np.random.default_rng(1).bytes(500),
+        "empty": b"",
+        "truncated_half": good[: len(good) // 2],
+        "truncated_tail": good[:-10],
+        "text": b"hello world, not a panel",
+    }
+    out = {}
+    for name, data in files.items():
+        (tmp_path / f"{name}.npz").write_bytes(data)
+        out[name] = tmp_path / f"{name}.npz"
+    np.save(tmp_path / "lone.npy", np.ones(3))
+    out["lone_npy"] = tmp_path / "lone.npy"
+    np.savez(tmp_path / "pickled.npz", a=np.array([{"a": 1}], dtype=object))
+    out["pickled"] = tmp_path / "pickled.npz"
+    np.savez(tmp_path / "foreign.npz", a=np.ones(3))
+    out["foreign"] = tmp_path / "foreign.npz"
+    bad = bytearray(good)
+    bad[len(bad) // 2 : len(bad) // 2 + 64] = b"\x00" * 64
+    (tmp_path / "zeroed.npz").write_bytes(bytes(bad))
+    out["zeroed_block"] = tmp_path / "zeroed.npz"
+    return out
+
+
+@pytest.mark.parametrize("case", ["random_bytes", "empty", "truncated_half", "truncated_tail", "text", "lone_npy",
+                                  "pickled", "foreign", "zeroed_block"])
+def test_damaged_panel_and_attribution_files_are_typed_errors(tmp_path, case):
+    path = _corrupt_files(tmp_path)[case]
+    with pytest.raises(PanelError) as info:
+        Panel.load(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(AttributionFileError) as info:
+        Attribution.load(path)
+    assert str(path) in str(info.value)
+    if case == "random_bytes":
+        assert "pickled" not in str(info.value) and "not an .npz archive" in str(info.value)
+
+
+def test_incomplete_aumann_files_name_what_is_missing(tmp_path):
+    write_npz(tmp_path / "p.npz", {"x": np.ones(2)}, meta={"format": "aumann.panel/1", "features": ["a"]})
+    with pytest.raises(PanelError, match=r"lacks arrays \['values'"):
+        Panel.load(tmp_path / "p.npz")
+    write_npz(tmp_path / "q.npz", {"values": np.ones((1, 2, 1)), "agent_ids": np.arange(2), "steps": np.arange(1)},
+              meta={"format": "aumann.panel/1", "features": 5})
+    with pytest.raises(PanelError, match="feature names"):
+        Panel.load(tmp_path / "q.npz")
+    write_npz(tmp_path / "a.npz", {"x": np.ones(2)}, meta={"format": "aumann.attribution/1"})
+    with pytest.raises(AttributionFileError, match="lacks"):
+        Attribution.load(tmp_path / "a.npz")
+    res = attribute("heat", _panel())
+    arrays = {"phi": res.phi.copy(), "delta_v": res.delta_v, "f_values": res.f_values, "f_baseline": res.f_baseline,
+              "agent_ids": res.agent_ids, "steps": res.steps}
+    arrays["phi"][0, 0] = np.nan
+    write_npz(tmp_path / "nan.npz", arrays, meta={"format": "aumann.attribution/1", "features": ["a", "b", "c"],
+                                                  "n_evals": None, "satisfies_efficiency": True, "method": "x",
+                                                  "provenance": {}})
+    with pytest.raises(AttributionFileError, match="NaN"):
+        Attribution.load(tmp_path / "nan.npz")
+
+
+def test_saving_into_an_existing_file_path_is_an_output_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="existing file"):
+        _panel().save(tmp_path / "file" / "p.npz")
+    res = attribute("heat", _panel())
+    with pytest.raises(OutputError, match="existing file"):
+        res.save(tmp_path / "file" / "a.npz")
+    with pytest.raises(OutputError, match="existing file"):
+        res.to_parquet(tmp_path / "file" / "a.parquet")
+
+
+# ---------------------------------------------------------------------------------------------- hyperparameters
+HYPER_BAD = {
+    "AS_steps_fraction": (lambda: AumannShapley(steps=2.7), "steps"),
+    "AS_steps_nan": (lambda: AumannShapley(steps=float("nan")), "steps"),
+    "AS_steps_inf": (lambda: AumannShapley(steps=float("inf")), "steps"),
+    "AS_steps_bool": (lambda: AumannShapley(steps=True), "steps"),
+    "AS_steps_str": (lambda: AumannShapley(steps="30"), "steps"),
+    "AS_steps_zero": (lambda: AumannShapley(steps=0), "steps"),
+    "AS_power_inf": (lambda: AumannShapley(power=float("inf")), "power"),
+    "AS_power_nan": (lambda: AumannShapley(power=float("nan")), "power"),
+    "AS_power_zero": (lambda: AumannShapley(power=0), "power"),
+    "AS_power_negative": (lambda: AumannShapley(power=-1), "power"),
+    "AS_power_str": (lambda: AumannShapley(power="x"), "power"),
+    "AS_power_bool": (lambda: AumannShapley(power=True), "power"),
+    "AS_tol_nan": (lambda: AumannShapley(tol=float("nan")), "tol"),
+    "AS_tol_inf": (lambda: AumannShapley(tol=float("inf")), "tol"),
+    "AS_tol_str": (lambda: AumannShapley(tol="a"), "tol"),
+    "AS_max_steps_fraction": (lambda: AumannShapley(max_steps=2.5), "max_steps"),
+    "AS_max_steps_zero": (lambda: AumannShapley(max_steps=0), "max_steps"),
+    "AS_rule_unknown": (lambda: AumannShapley(rule="simpson"), "rule"),
+    "AS_rule_none": (lambda: AumannShapley(rule=None), "rule"),
+    "AS_closed_form_str": (lambda: AumannShapley(closed_form="yes"), "closed_form"),
+    "AS_memory_negative": (lambda: AumannShapley(memory_budget=-1), "memory_budget"),
+    "AS_memory_nan": (lambda: AumannShapley(memory_budget=float("nan")), "memory_budget"),
+    "AS_pooled_fast_path_str": (lambda: AumannShapley(pooled_fast_path="no"), "pooled_fast_path"),
+    "SS_permutations_fraction": (lambda: SampledShapley(permutations=2.5), "permutations"),
+    "SS_permutations_nan": (lambda: SampledShapley(permutations=float("nan")), "permutations"),
+    "SS_permutations_bool": (lambda: SampledShapley(permutations=True), "permutations"),
+    "SS_permutations_str": (lambda: SampledShapley(permutations="10"), "permutations"),
+    "SS_permutations_one": (lambda: SampledShapley(permutations=1), "permutations"),
+    "SS_max_evals_fraction": (lambda: SampledShapley(max_evals=2.5), "max_evals"),
+    "SS_stderr_tol_nan": (lambda: SampledShapley(stderr_tol=float("nan")), "stderr_tol"),
+    "SS_stderr_tol_inf": (lambda: SampledShapley(stderr_tol=float("inf")), "stderr_tol"),
+    "SS_stderr_tol_str": (lambda: SampledShapley(stderr_tol="x"), "stderr_tol"),
+    "SS_round_size_fraction": (lambda: SampledShapley(round_size=1.5), "round_size"),
+    "SS_antithetic_str": (lambda: SampledShapley(antithetic="no"), "antithetic"),
+    "SS_antithetic_two": (lambda: SampledShapley(permutations=2, antithetic=True), "permutations"),
+    "SS_memory_fraction": (lambda: SampledShapley(memory_budget=1e5 + 0.5), "memory_budget"),
+    "SS_fast_str": (lambda: SampledShapley(fast="x"), "fast"),
+    "SB_samples_fraction": (lambda: SampledBanzhaf(samples=2.5), "samples"),
+    "SB_samples_nan": (lambda: SampledBanzhaf(samples=float("nan")), "samples"),
+    "SB_estimator_unknown": (lambda: SampledBanzhaf(estimator="x"), "estimator"),
+    "SB_max_evals_str": (lambda: SampledBanzhaf(max_evals="10"), "max_evals"),
+    "ES_max_players_fraction": (lambda: ExactShapley(max_players=2.5), "max_players"),
+    "ES_max_players_nan": (lambda: ExactShapley(max_players=float("nan")), "max_players"),
+    "ES_max_players_huge": (lambda: ExactShapley(max_players=64), "max_players"),
+    "EB_max_players_zero": (lambda: ExactBanzhaf(max_players=0), "max_players"),
+    "LOO_memory_str": (lambda: LeaveOneOut(memory_budget="x"), "memory_budget"),
+    "LOO_fast_int": (lambda: LeaveOneOut(fast=1), "fast"),
+    "quadrature_steps_fraction": (lambda: quadrature(2.5), "steps"),
+    "quadrature_power_nan": (lambda: quadrature(3, power=float("nan")), "power"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HYPER_BAD), ids=str)
+def test_method_hyperparameters_reject_bad_values_by_name(case):
+    fn, name = HYPER_BAD[case]
+    with pytest.raises(MethodError) as info:
+        fn()
+    assert name in str(info.value)
+
+
+def test_integral_floats_are_accepted_as_integers():
+    assert AumannShapley(steps=30.0).steps == 30 and SampledShapley(permutations=1e2).permutations == 100
+    assert AumannShapley(steps=np.int64(12)).steps == 12
+
+
+# ---------------------------------------------------------------------------------------------- attribute() arguments
+ARG_BAD = {
+    "rng_string": (dict(method=SampledShapley(permutations=4), rng="abc"), MethodError, "rng"),
+    "rng_negative": (dict(method=SampledShapley(permutations=4), rng=-1), MethodError, "rng"),
+    "rng_float": (dict(method=SampledShapley(permutations=4), rng=1.5), MethodError, "rng"),
+    "rng_bool": (dict(method=SampledShapley(permutations=4), rng=True), MethodError, "rng"),
+    "baseline_object": (dict(baseline=object()), BaselineError, "baseline"),
+    "baseline_nan": (dict(baseline=np.full(3, np.nan)), BaselineError, "baseline"),
+    "baseline_strings": (dict(baseline=np.array(["a"] * 3)), BaselineError, "baseline"),
+    "baseline_complex": (dict(baseline=np.ones(3, complex)), BaselineError, "complex"),
+    "baseline_bfloat16": (dict(baseline=torch.zeros(3, dtype=torch.bfloat16)), BaselineError, "bfloat16"),
+    "baseline_ragged": (dict(baseline=[[1, 2], [3]]), BaselineError, "baseline"),
+    "baseline_unknown": (dict(baseline="nope"), BaselineError, "nope"),
+    "baseline_scalar": (dict(baseline=5), BaselineError, "baseline"),
+    "method_string": (dict(method="path"), MethodError, "path"),
+    "per_feature_string": (dict(per_feature="yes"), MethodError, "per_feature"),
+    "progress_string": (dict(progress="yes"), MethodError, "progress"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARG_BAD), ids=str)
+def test_attribute_arguments_are_checked_by_name(case):
+    kw, error, needle = ARG_BAD[case]
+    with pytest.raises(error) as info:
+        attribute("heat", _panel(), **kw)
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("f, needle", [(None, "None"), (3, "int"), ("nope", "nope"), (4.5, "float")])
+def test_unusable_indicators_are_typed_errors(f, needle):
+    with pytest.raises(IndicatorError) as info:
+        attribute(f, _panel())
+    assert needle in str(info.value)
+
+
+def test_a_path_instead_of_a_panel_says_to_load_it():
+    with pytest.raises(MethodError, match=r"Panel\.load"):
+        attribute("heat", "panel.npz")
+
+
+def test_indicator_names_must_be_strings():
+    with pytest.raises(UnknownIndicatorError, match="3"):
+        indicators.get(3)
+
+
+# ---------------------------------------------------------------------------------------------- what indicators return
+def _f_complex(z):
+    return z.sum((-1, -2)).to(torch.complex128)
+
+
+def _f_raises(z):
+    raise ZeroDivisionError("boom")
+
+
+def _f_numpy(z):
+    return z.numpy().sum((-1, -2))
+
+
+def _f_long(z):
+    return (z.sum((-1, -2)) * 100).long()
+
+
+@pytest.mark.parametrize("method", [None, AumannShapley(closed_form=False), LeaveOneOut(),
+                                    SampledShapley(permutations=4), ExactShapley(), SampledBanzhaf(samples=8)],
+                         ids=["default", "path", "loo", "sampled_shapley", "exact_shapley", "sampled_banzhaf"])
+@pytest.mark.parametrize("f, needle", [(_f_complex, "complex"), (_f_raises, "ZeroDivisionError"),
+                                       (_f_numpy, "_f_numpy"), (_f_long, "int64")], ids=["complex", "raises",
+                                                                                         "numpy", "integer"])
+def test_misbehaving_user_indicators_are_indicator_errors_naming_them(method, f, needle):
+    with pytest.raises(IndicatorError) as info:
+        attribute(f, _panel(), method=method, rng=0)
+    assert needle in str(info.value) and (f.__name__ in str(info.value) or needle == "int64")
+
+
+def test_evaluate_refuses_complex_output_and_string_input():
+    with pytest.raises(IndicatorError, match="complex"):
+        indicators.evaluate(_f_complex, np.ones((2, 3)))
+    with pytest.raises(IndicatorError, match="input of indicator"):
+        indicators.evaluate("heat", np.array([["a"]]))
+    with pytest.raises(IndicatorError, match="context 'c'"):
+        indicators.evaluate(lambda z, c: z.sum((-1, -2)), np.ones((2, 3)), {"c": "abc"})
+
+
+def test_indicator_arithmetic_checks_its_operands():
+    with pytest.raises(IndicatorError, match="indicator weight"):
+        indicators.get("heat") * "a"
+    with pytest.raises(IndicatorError, match="indicator weight"):
+        indicators.get("heat") * float("nan")
+    with pytest.raises(IndicatorError, match="int"):
+        indicators.get("heat") + 3
+
+
+# ---------------------------------------------------------------------------------------------- non-finite results
+BIG = np.full((2, 5, 3), 1e300)  # the product of means overflows: heat's f(z) = inf
+NEG = -2.0 * np.ones((2, 5, 3))  # Π_d m_d = −8 < −1: log(1 + H) is NaN
+
+
+NONFINITE = {
+    "heat_closed_overflow": ("heat", BIG, None),
+    "lin_closed_overflow": ("lin", np.full((2, 5, 3), 1.7e308), None),
+    "var_closed_overflow": ("var", np.random.default_rng(0).normal(size=(2, 5, 3)) * 1e300, None),
+    "pairwise_closed_overflow": ("pairwise", BIG, None),
+    "heat_closed_H_below_minus_one": ("heat", NEG, None),
+    "heat_path_H_below_minus_one": ("heat", NEG, AumannShapley(closed_form=False)),
+    "heat_path_overflow": ("heat", BIG, AumannShapley(closed_form=False)),
+    "heat_pooled_path_overflow": ("heat", BIG, AumannShapley(closed_form=False, pooled_fast_path=True)),
+    "heat_loo_fast": ("heat", BIG, LeaveOneOut()),
+    "heat_loo_generic": ("heat", BIG, LeaveOneOut(fast=False)),
+    "heat_loo_negative": ("heat", NEG, LeaveOneOut()),
+    "heat_sampled_shapley": ("heat", BIG, SampledShapley(permutations=4)),
+    "heat_sampled_shapley_negative": ("heat", NEG, SampledShapley(permutations=4)),
+    "heat_sampled_banzhaf": ("heat", BIG, SampledBanzhaf(samples=20)),
+    "heat_sampled_banzhaf_marginal": ("heat", BIG, SampledBanzhaf(samples=20, estimator="marginal")),
+    "heat_exact_shapley": ("heat", BIG, ExactShapley()),
+    "heat_exact_banzhaf": ("heat", BIG, ExactBanzhaf()),
+    "var_sampled_overflow": ("var", np.random.default_rng(0).normal(size=(1, 5, 3)) * 1e300,
+                             SampledShapley(permutations=4)),
+    "pairwise_loo_overflow": ("pairwise", BIG, LeaveOneOut()),
+    "pairwise_exact_overflow": ("pairwise", BIG, ExactShapley()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NONFINITE), ids=str)
+def test_every_method_refuses_non_finite_results_naming_indicator_and_step(case):
+    name, values, method = NONFINITE[case]
+    with pytest.raises(IndicatorError) as info:
+        attribute(name, Panel(values, steps=["2026-04-07", "2026-04-08"][: values.shape[0]]), method=method, rng=0)
+    msg = str(info.value)
+    assert repr(name) in msg and "NaN/inf" in msg
+    assert "step" in msg
+
+
+def test_non_finite_weighted_indicator_and_user_game_are_refused():
+    with pytest.raises(IndicatorError, match="NaN/inf"):
+        attribute(indicators.get("heat") * 1e308 * 10, _panel())
+    game = FunctionGame(lambda m: np.where(m.all(1), np.inf, 0.0), 3, name="blowup")
+    for method in (ExactShapley(), ExactBanzhaf(), LeaveOneOut(), SampledShapley(permutations=4),
+                   SampledBanzhaf(samples=16)):
+        with pytest.raises(GameError, match="blowup") as info:  # a game error ...
+            method.attribute_game(game, rng=0)
+        assert isinstance(info.value, IndicatorError)  # ... and, like every non-finite result, an IndicatorError
+    overflow = FunctionGame(lambda m: m.sum(1) * 1e307 * 9, 3, name="overflow")  # finite values, φ overflows
+    with pytest.raises(IndicatorError, match="game 'overflow'"):
+        ExactShapley().attribute_game(overflow)
+
+
+def test_the_finiteness_check_lives_in_the_result_type():
+    with pytest.raises(IndicatorError, match="φ is NaN/inf at step 0, agent 1"):
+        Attribution(phi=np.array([[0.0, np.nan]]), delta_v=np.zeros(1), f_values=np.zeros(1),
+                    f_baseline=np.zeros(1), agent_ids=np.arange(2), steps=np.arange(1), features=("a",),
+                    provenance={"indicator": "mine"})
+
+
+# ---------------------------------------------------------------------------------------------- games
+GAME_BAD = {
+    "n_players_fraction": (lambda: FunctionGame(lambda m: m.sum(1), 2.5), "n_players"),
+    "n_players_nan": (lambda: FunctionGame(lambda m: m.sum(1), float("nan")), "n_players"),
+    "n_players_str": (lambda: FunctionGame(lambda m: m.sum(1), "3"), "n_players"),
+    "value_strings": (lambda: ExactShapley().attribute_game(
+        FunctionGame(lambda m: np.array(["a"] * m.shape[0]), 3, name="strs")), "strs"),
+    "value_complex": (lambda: ExactShapley().attribute_game(
+        FunctionGame(lambda m: m.sum(1).astype(complex), 3, name="cplx")), "cplx"),
+    "value_raises": (lambda: ExactShapley().attribute_game(FunctionGame(lambda m: 1 / 0, 3, name="zero")), "zero"),
+    "value_nan": (lambda: SampledShapley(permutations=4).attribute_game(
+        FunctionGame(lambda m: np.full(m.shape[0], np.nan), 3, name="nans"), rng=0), "nans"),
+    "not_a_game": (lambda: ExactShapley().attribute_game(lambda m: m), "CoalitionGame"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GAME_BAD), ids=str)
+def test_bad_games_are_game_errors_naming_them(case):
+    fn, needle = GAME_BAD[case]
+    with pytest.raises(GameError) as info:
+        fn()
+    assert needle in str(info.value)
+
+
+def test_quadratic_indicator_inputs_are_checked():
+    with pytest.raises(IndicatorError, match="QuadraticIndicator C"):
+        QuadraticIndicator("abc")
+    with pytest.raises(IndicatorError, match="NaN"):
+        QuadraticIndicator(np.full((8, 8), np.nan))
+    with pytest.raises(IndicatorError, match=r"C must be \(8, 8\)"):
+        attribute(QuadraticIndicator(np.eye(3)), _panel(), method=LeaveOneOut())
+
+
+# ---------------------------------------------------------------------------------------------- metrics, smoothing
+METRIC_BAD = {
+    "kendall_nan": (lambda: metrics.kendall_tau(np.array([1.0, np.nan, 3]), np.arange(3.0)), "estimate"),
+    "kendall_inf_reference": (lambda: metrics.kendall_tau(np.arange(3.0), np.array([1.0, np.inf, 3])), "reference"),
+    "cosine_nan": (lambda: metrics.cosine(np.array([np.nan, 1.0]), np.ones(2)), "NaN"),
+    "spearman_inf": (lambda: metrics.spearman(np.array([1, np.inf, 2]), np.ones(3)), "NaN/inf"),
+    "mae_strings": (lambda: metrics.mae(["a"], ["b"]), "estimate"),
+    "rank_agents_nan": (lambda: metrics.rank_agents(np.array([1, np.nan, 2])), "scores"),
+    "jaccard_k_fraction": (lambda: metrics.topk_jaccard(np.arange(5.0), np.arange(5.0), 2.5), "k"),
+    "jaccard_k_nan": (lambda: metrics.topk_jaccard(np.arange(5.0), np.arange(5.0), float("nan")), "k"),
+    "drop_at_k_fraction": (lambda: metrics.relative_drop_at_k(1.0, [1.0, 2.0, 3.0], 2.5), "k"),
+    "step_fraction": (lambda: metrics.mae(np.ones((2, 3)), np.ones((2, 3)), step=0.5), "step"),
+    "oracle_nan": (lambda: metrics.deletion_curve(np.ones(3), lambda ids: float("nan")), "oracle"),
+    "oracle_raises": (lambda: metrics.deletion_curve(np.ones(3), lambda ids: 1 / 0), "oracle"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(METRIC_BAD), ids=str)
+def test_metrics_refuse_non_finite_and_non_integer_input(case):
+    fn, needle = METRIC_BAD[case]
+    with pytest.raises(MetricError) as info:
+        fn()
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("fn, needle", [
+    (lambda: smoothing.smooth_max(torch.ones(3), temperature=float("nan")), "temperature"),
+    (lambda: smoothing.top_k_share(2.5), "k"),
+    (lambda: smoothing.top_k_share(True), "k"),
+    (lambda: smoothing.fraction_above(float("nan")), "threshold"),
+    (lambda: smoothing.max_surrogate(feature=1.5), "feature"),
+    (lambda: smoothing.gini_surrogate(eps=-1), "eps"),
+], ids=["temperature_nan", "k_fraction", "k_bool", "threshold_nan", "feature_fraction", "eps_negative"])
+def test_smoothing_parameters_are_checked(fn, needle):
+    with pytest.raises(IndicatorError) as info:
+        fn()
+    assert needle in str(info.value)
+
+
+def test_from_dataframe_refuses_complex_feature_columns():
+    import pandas as pd
+
+    df = pd.DataFrame({"Step": [0, 0, 1, 1], "AgentID": [1, 2, 1, 2], "w": [1j, 2j, 3j, 4j], "x": [1.0, 2, 3, 4]})
+    assert Panel.from_dataframe(df).features == ("x",)  # a complex column is not a feature by default
+    with pytest.raises(PanelError, match="'w'"):
+        Panel.from_dataframe(df, features=["w"])

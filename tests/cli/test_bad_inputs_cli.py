@@ -1,0 +1,206 @@
+"""Bad input through the command line: exit code 2, one line on stderr naming the offending input, no traceback,
+and nothing computed before an unusable ``--out`` is found (issue 10).
+
+Flag values argparse rejects (``--seed -1``, ``--threads -2``, ``--memory-limit banana``, ``--power nan``) name
+the flag; everything else is an :class:`~aumann.errors.AumannError` printed as
+``aumann: error: <Type>: <message>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.attribution import Panel
+from aumann.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    panel = Panel(np.abs(np.random.default_rng(0).normal(size=(2, 12, 3))), features=["a", "b", "c"])
+    good = panel.save(d / "p.npz")
+    data = good.read_bytes()
+    out = {"d": d, "panel": good}
+    noise = np.random.default_rng(11).bytes(300)
+    for name, content in {"rand.npz": noise, "empty.npz": b"", "trunc.npz": data[: len(data) // 2],
+                          "afile": b"x", "bin.toml": b"\x00\xff\xfe\x81", "bad.toml": b"alpha = [",
+                          "inf.toml": b"alpha = inf\n", "nan.toml": b"[study]\npermutations = nan\n",
+                          "neg.toml": b"seed = -5\n", "study_inf.toml": b"[study]\npool_fraction = inf\n",
+                          "filters_inf.toml": b"[filters]\nmin_account_age_days = inf\n",
+                          "ev.jsonl": b'{"did":"did:plc:aaaaaaaaaaaaaaaaaaaaaaaa","time_us":1775779300000000,'
+                                      b'"kind":"identity","identity":{"handle":"x"}}\n'}.items():
+        (d / name).write_bytes(content)
+        out[name] = d / name
+    import gzip
+
+    (d / "ev.jsonl.gz").write_bytes(gzip.compress((d / "ev.jsonl").read_bytes()))
+    out["ev.jsonl.gz"] = d / "ev.jsonl.gz"
+    (d / "outside.toml").write_bytes(b"min_account_age_days = 3\n[filters]\n")  # a key outside [filters]
+    out["outside.toml"] = d / "outside.toml"
+    (d / "runs_is_file").mkdir()
+    (d / "runs_is_file" / "runs").write_bytes(b"x")  # where finished runs go: a file, found before simulating
+    out["big"] = Panel(np.full((2, 5, 3), 1e300)).save(d / "big.npz")
+    out["neg"] = Panel(-2 * np.ones((2, 5, 3))).save(d / "neg.npz")
+    return out
+
+
+def _cases(f: dict[str, Path]) -> dict[str, tuple[list[str], str]]:
+    d = f["d"]
+    att = ["attribute", str(f["panel"]), "--indicator", "heat", "--out", str(d / "o")]
+    bp = ["bluesky", "build-panel", str(f["ev.jsonl"]), "--out", str(d / "bp")]
+    st = ["bluesky", "study", str(d), "--out", str(d / "st")]
+    return {
+        "attribute_overflow": (["attribute", str(f["big"]), "--indicator", "heat", "--out", str(d / "o1")],
+                               "IndicatorError"),
+        "attribute_heat_below_minus_one": (["attribute", str(f["neg"]), "--indicator", "heat", "--out",
+                                            str(d / "o2")], "'heat'"),
+        "attribute_random_bytes": (["attribute", str(f["rand.npz"]), "--indicator", "heat", "--out", str(d / "o")],
+                                   "rand.npz"),
+        "attribute_empty_file": (["attribute", str(f["empty.npz"]), "--indicator", "heat", "--out", str(d / "o")],
+                                 "empty.npz"),
+        "attribute_truncated": (["attribute", str(f["trunc.npz"]), "--indicator", "heat", "--out", str(d / "o")],
+                                "trunc.npz"),
+        "attribute_directory_as_panel": (["attribute", str(d), "--indicator", "heat", "--out", str(d / "o")],
+                                         "directory"),
+        "attribute_out_is_file": ([*att[:-1], str(f["afile"])], "afile"),
+        "attribute_out_under_file": ([*att[:-1], str(f["afile"] / "x")], "afile"),
+        "attribute_steps_zero": ([*att, "--steps", "0"], "--steps"),
+        "attribute_steps_fraction": ([*att, "--steps", "2.5"], "--steps"),
+        "attribute_power_inf": ([*att, "--power", "inf"], "--power"),
+        "attribute_power_nan": ([*att, "--power", "nan"], "--power"),
+        "attribute_tol_nan": ([*att, "--tol", "nan"], "--tol"),
+        "attribute_baseline_unknown": ([*att, "--baseline", "xyz"], "xyz"),
+        "demo_seed_negative": (["demo", "--seed", "-1"], "--seed"),
+        "demo_agents_zero": (["demo", "--agents", "0"], "--agents"),
+        "demo_agents_beyond_memory": (["demo", "--agents", "1e13", "--steps", "14"], "MemoryError"),
+        "demo_out_is_file": (["demo", "--agents", "100", "--steps", "2", "--out", str(f["afile"])], "afile"),
+        "run_seed_negative": (["run", "social-llm", "--seed", "-1"], "--seed"),
+        "run_runs_zero": (["run", "social-llm", "--runs", "0"], "--runs"),
+        "run_permutations_one": (["run", "social-llm", "--permutations", "1"], "--permutations"),
+        "run_max_calls_negative": (["run", "social-llm", "--max-calls", "-1"], "--max-calls"),
+        "run_agents_one": (["run", "social-llm", "--agents", "1", "--out", str(d / "r")], "agents"),
+        "run_set_alpha_inf": (["run", "social-llm", "--set", "alpha=inf", "--out", str(d / "r")], "alpha"),
+        "run_set_alpha_nan": (["run", "social-llm", "--set", "alpha=nan", "--out", str(d / "r")], "alpha"),
+        "run_set_seed_bool": (["run", "social-llm", "--set", "seed=true", "--out", str(d / "r")], "seed"),
+        "run_set_seed_negative": (["run", "social-llm", "--set", "seed=-3", "--out", str(d / "r")], "seed"),
+        "run_set_ragged_weights": (["run", "econagent", "--set", "indicator.weights=[1,[2]]", "--out",
+                                    str(d / "r")], "indicator.weights"),
+        "run_set_weights_inf": (["run", "econagent", "--set", "indicator.weights=[1,2,3,4,inf]", "--out",
+                                 str(d / "r")], "indicator.weights"),
+        "run_config_binary": (["run", "social-llm", "--config", str(f["bin.toml"]), "--out", str(d / "r")],
+                              "bin.toml"),
+        "run_config_malformed": (["run", "social-llm", "--config", str(f["bad.toml"]), "--out", str(d / "r")],
+                                 "bad.toml"),
+        "run_config_inf": (["run", "social-llm", "--config", str(f["inf.toml"]), "--out", str(d / "r")], "alpha"),
+        "run_config_nan": (["run", "social-llm", "--config", str(f["nan.toml"]), "--out", str(d / "r")],
+                           "study.permutations"),
+        "run_config_negative_seed": (["run", "social-llm", "--config", str(f["neg.toml"]), "--out", str(d / "r")],
+                                     "seed"),
+        "run_out_is_file": (["run", "social-llm", "--out", str(f["afile"])], "afile"),
+        "run_out_under_file": (["run", "social-llm", "--out", str(f["afile"] / "x")], "afile"),
+        "synth_seed_negative": (["bluesky", "synth", "--seed", "-1", "--out", str(d / "s")], "--seed"),
+        "synth_users_too_few": (["bluesky", "synth", "--users", "5", "--out", str(d / "s")], "--users"),
+        "synth_days_zero": (["bluesky", "synth", "--days", "0", "--out", str(d / "s")], "--days"),
+        "synth_out_is_file": (["bluesky", "synth", "--users", "300", "--days", "2", "--out", str(f["afile"])],
+                              "afile"),
+        "study_seeds_negative": ([*st, "--seeds", "-1"], "--seeds"),
+        "study_sizes_zero": ([*st, "--sizes", "0"], "--sizes"),
+        "study_sizes_overflow": ([*st, "--sizes", "1e400"], "--sizes"),
+        "study_topic_escape": ([*st, "--topics", "../x"], "../x"),
+        "study_config_binary": ([*st, "--config", str(f["bin.toml"])], "bin.toml"),
+        "study_config_inf": ([*st, "--config", str(f["study_inf.toml"])], "pool_fraction"),
+        "study_counts_missing": (["bluesky", "study", str(d / "nope"), "--out", str(d / "st")], "nope"),
+        "build_threads_negative": ([*bp, "--threads", "-2"], "--threads"),
+        "build_memory_banana": ([*bp, "--memory-limit", "banana"], "--memory-limit"),
+        "build_days_typo": ([*bp, "--days", "2026-04-10:2206-04-10"], "2206-04-10"),
+        "build_days_one_date": ([*bp, "--days", "2026-04-10"], "--days"),
+        "build_out_is_file": ([*bp[:-1], str(f["afile"])], "afile"),
+        "build_random_bytes": (["bluesky", "build-panel", str(f["rand.npz"]), "--out", str(d / "bp")], "rand.npz"),
+        "build_profiles_binary": ([*bp, "--profiles", str(f["bin.toml"])], "bin.toml"),
+        "build_filters_binary": ([*bp, "--filters", str(f["bin.toml"])], "bin.toml"),
+        "build_filters_inf": ([*bp, "--filters", str(f["filters_inf.toml"])], "min_account_age_days"),
+        "build_dictionary_missing": ([*bp, "--zstd-dictionary", str(d / "nodict")], "nodict"),
+        "capture_duration_negative": (["bluesky", "capture", "--out", str(d / "cap"), "--duration", "-1"],
+                                      "--duration"),
+        "capture_rewind_nan": (["bluesky", "capture", "--out", str(d / "cap"), "--rewind", "nan"], "--rewind"),
+        "capture_cursor_negative": (["bluesky", "capture", "--out", str(d / "cap"), "--cursor", "-5"], "--cursor"),
+        # found by probing every subcommand beyond the issue's list
+        "attribute_out_empty": ([*att[:-1], ""], "--out"),  # an unset shell variable: would write into the cwd
+        "attribute_panel_empty_path": (["attribute", "", "--indicator", "heat", "--out", str(d / "o")], "panel"),
+        "attribute_steps_beyond_the_rule": ([*att, "--method", "path", "--steps", "5000"], "steps"),
+        "report_dir_empty": (["report", " "], "RUN_DIR"),
+        "demo_agents_beyond_any_array": (["demo", "--agents", "1e20"], "MemoryError"),
+        "demo_out_empty": (["demo", "--out", ""], "--out"),
+        "run_agents_beyond_reach": (["run", "midscale-social", "--agents", "1e12", "--out", str(d / "r")], "agents"),
+        "run_steps_beyond_reach": (["run", "econagent", "--steps", "1e7", "--out", str(d / "r")], "steps"),
+        "run_runs_beyond_reach": (["run", "social-llm", "--runs", "1e9", "--out", str(d / "r")], "runs"),
+        "run_permutations_beyond_reach": (["run", "social-llm", "--permutations", "1e9", "--out", str(d / "r")],
+                                          "permutations"),
+        "run_quadrature_beyond_the_rule": (["run", "social-llm", "--set", "study.quadrature_steps=5000", "--out",
+                                            str(d / "r")], "quadrature_steps"),
+        "run_runs_folder_is_a_file": (["run", "social-llm", "--agents", "4", "--steps", "3", "--out",
+                                       str(d / "runs_is_file")], "runs"),
+        "run_config_empty_path": (["run", "social-llm", "--config", "", "--out", str(d / "r")], "--config"),
+        "build_gzip_input": (["bluesky", "build-panel", str(f["ev.jsonl.gz"]), "--out", str(d / "bp")], "gzip"),
+        "build_same_file_twice": (["bluesky", "build-panel", str(f["ev.jsonl"]), str(f["ev.jsonl"]), "--out",
+                                   str(d / "bp")], "twice"),
+        "build_filters_key_outside_table": ([*bp, "--filters", str(f["outside.toml"])], "min_account_age_days"),
+        "build_memory_beyond_duckdb": ([*bp, "--memory-limit", "100000000TB"], "--memory-limit"),
+        "build_out_empty": ([*bp[:-1], ""], "--out"),
+        "study_out_empty": ([*st[:-1], ""], "--out"),
+    }
+
+
+CASE_NAMES = sorted(_cases({k: Path("/x") for k in ("d", "panel", "rand.npz", "empty.npz", "trunc.npz", "afile",
+                                                    "bin.toml", "bad.toml", "inf.toml", "nan.toml", "neg.toml",
+                                                    "study_inf.toml", "filters_inf.toml", "ev.jsonl", "big",
+                                                    "neg", "ev.jsonl.gz", "outside.toml")}))
+
+
+@pytest.mark.parametrize("case", CASE_NAMES, ids=str)
+def test_bad_cli_input_exits_2_with_one_line_naming_it(files, capsys, case):
+    argv, needle = _cases(files)[case]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err
+    last = lines[-1]
+    assert needle in last, last
+    if last.startswith("aumann: error:"):  # an AumannError: exactly one line (beside a progress bar's record)
+        assert [ln for ln in lines if "error" in ln or "Error" in ln] == [last], err
+    else:  # argparse: its usage line, then one error line naming the flag
+        assert " error: argument " in last or " error: " in last
+
+
+def test_debug_flag_shows_the_traceback(files):
+    from aumann.errors import PanelError
+
+    with pytest.raises(PanelError):
+        main(["--debug", "attribute", str(files["rand.npz"]), "--indicator", "heat", "--out", str(files["d"] / "o")])
+
+
+def test_out_is_checked_before_the_simulation_runs(files, capsys, monkeypatch):
+    import aumann.studies.faithfulness as faithfulness
+
+    def never(*a, **k):
+        raise AssertionError("the study ran before --out was checked")
+
+    monkeypatch.setattr(faithfulness, "run_study", never)
+    assert main(["run", "midscale-social", "--out", str(files["afile"] / "x")]) == 2
+    assert "afile" in capsys.readouterr().err
+
+
+def test_summary_json_of_attribute_is_strict_json(files, tmp_path):
+    assert main(["attribute", str(files["panel"]), "--indicator", "var", "--out", str(tmp_path)]) == 0
+    json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+
+
+def test_demo_on_a_tiny_panel_without_activity_does_not_crash(tmp_path, capsys):
+    # 10 agents: no "top" tier, and heat's Δv can be 0 — shown as "–", stored as null, never a KeyError
+    assert main(["demo", "--agents", "10", "--steps", "1", "--seed", "0", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))["rows"]
+    assert len(rows) == 5 and all("top" not in r["shares"] for r in rows)

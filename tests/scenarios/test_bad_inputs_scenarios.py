@@ -1,0 +1,121 @@
+"""Bad scenario configs, names and arguments (issue 10): typed errors naming the key, through the Python API."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from aumann import scenarios
+from aumann.data.bluesky.capture import DailyWriter
+from aumann.data.bluesky.synth import SynthConfig, generate
+from aumann.errors import ConfigError, SynthError, UnsafeNameError
+from aumann.studies.faithfulness import run_study
+
+SC = scenarios.get("social-llm")
+
+OVERRIDES = {
+    "agents_bool": ({"agents": True}, "agents"),
+    "agents_fraction": ({"agents": 2.5}, "agents"),
+    "agents_one": ({"agents": 1}, "agents"),
+    "seed_negative": ({"seed": -1}, "seed"),
+    "seed_string": ({"seed": "abc"}, "seed"),
+    "alpha_inf": ({"alpha": float("inf")}, "alpha"),
+    "alpha_nan": ({"alpha": float("nan")}, "alpha"),
+    "study_not_a_table": ({"study": 5}, "study"),
+    "permutations_nan": ({"study": {"permutations": float("nan")}}, "study.permutations"),
+    "permutations_one": ({"study": {"permutations": 1}}, "study.permutations"),
+    "unknown_key": ({"zzz": 1}, "zzz"),
+    "network_unknown": ({"network": "grid"}, "network"),
+    # sizes no run can reach: refused at once, not after hours of building a network of 10¹² agents
+    "agents_beyond_reach": ({"agents": 10**12}, "agents"),
+    "steps_beyond_reach": ({"steps": 10**7}, "steps"),
+    "runs_beyond_reach": ({"runs": 10**9}, "runs"),
+    "permutations_beyond_reach": ({"study": {"permutations": 10**9}}, "study.permutations"),
+    "quadrature_beyond_the_rule": ({"study": {"quadrature_steps": 5000}}, "study.quadrature_steps"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OVERRIDES), ids=str)
+def test_load_config_overrides_are_typed_errors_naming_the_key(case):
+    kw, key = OVERRIDES[case]
+    with pytest.raises(ConfigError) as info:
+        SC.load_config(**kw)
+    msg = str(info.value)
+    assert key in msg and "social-llm" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("name", ["../../evil", "/abs", "", "a/b"])
+def test_scenario_names_are_path_components(name):
+    with pytest.raises(UnsafeNameError):
+        dataclasses.replace(SC, name=name)
+
+
+def test_packaged_config_file_of_a_scenario_cannot_leave_the_package():
+    evil = dataclasses.replace(SC, name="evil-config", config_file="../../../etc/passwd")
+    with pytest.raises(ConfigError, match="no packaged config"):
+        evil.load_config()
+
+
+@pytest.mark.parametrize("kw, needle", [({"rng": "abc"}, "rng"), ({"rng": -1}, "rng"),
+                                        ({"keep_from": "x"}, "keep_from"), ({"keep_from": 2.5}, "keep_from")])
+def test_simulate_arguments_are_checked(kw, needle):
+    cfg = SC.load_config(agents=4, steps=3)
+    with pytest.raises(ConfigError, match=needle):
+        SC.simulate(cfg, **{"rng": 0, **kw})
+
+
+def test_simulate_and_run_study_need_the_scenario_config(tmp_path):
+    with pytest.raises(ConfigError, match="SocialLLMConfig"):
+        SC.simulate({"agents": 4}, rng=0)
+    with pytest.raises(ConfigError, match="SocialLLMConfig"):
+        run_study(SC, scenarios.get("econagent").load_config(agents=4, steps=3))
+
+
+# ---------------------------------------------------------------------------------------------- synth, capture
+@pytest.mark.parametrize("kw, key", [({"sigma_f": -1.0}, "sigma_f"), ({"tail_alpha": 0.0}, "tail_alpha"),
+                                     ({"tail_fraction": 2.0}, "tail_fraction"), ({"post_shape": 0.0}, "post_shape"),
+                                     ({"reply_shape": -1.0}, "reply_shape"), ({"follow_rate": -1.0}, "follow_rate"),
+                                     ({"participation": {"mythos": -1.0}}, "participation"),
+                                     ({"participation": {"mythos": float("inf")}}, "participation"),
+                                     ({"max_followers": 0}, "max_followers"), ({"users": 5}, "users"),
+                                     ({"seed": -1}, "seed"), ({"days": 0}, "days"),
+                                     ({"activity_follower_corr": 2.0}, "activity_follower_corr")])
+def test_synth_settings_are_synth_errors_naming_the_key(kw, key):
+    with pytest.raises(SynthError, match=key):
+        SynthConfig(**kw)
+
+
+def test_synth_unknown_topics_and_wrong_config_type_are_refused():
+    with pytest.raises(SynthError, match=r"\.\./x"):
+        generate(SynthConfig(users=200, days=2, participation={"../x": 0.1}))
+    with pytest.raises(SynthError, match="SynthConfig"):
+        generate({"users": 200})
+
+
+def test_capture_files_ignore_times_without_a_calendar_day(tmp_path):
+    with DailyWriter(tmp_path) as w:
+        assert w.write('{"time_us": 100000000000000000000}') is None  # year > 9999: no day file, no crash
+        assert w.write(b"\xff\xfe") is None and w.write('{"time_us": -5}') is None and w.write("[1]") is None
+        assert w.write('{"time_us": 1775779300000000}') == 1775779300000000
+    assert w.stats.unparsed == 4 and sorted(p.name for p in tmp_path.iterdir()) == ["2026-04-10.jsonl",
+                                                                                   "unparsed.jsonl"]
+    assert w.stats.messages == 5
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"agents": 10**12}, "agents"),
+    ({"cascade_quadrature_steps": 10**9}, "cascade_quadrature_steps"),
+    ({"cascade_permutations": 10**12}, "cascade_permutations"),
+    ({"fidelity_agents": 10**12}, "fidelity_agents"),
+    ({"large": {"threshold": True}}, "large.threshold"),
+    ({"large": {"path_orders": 2.5}}, "large.path_orders"),
+    ({"large": {"random_orderings": float("inf")}}, "large.random_orderings"),
+], ids=["agents", "cascade_quadrature", "cascade_permutations", "fidelity_agents", "large_bool",
+        "large_fraction", "large_inf"])
+def test_megascale_settings_are_typed_errors_naming_the_key(overrides, key):
+    # MegaScale-Social (merged from main): its own sizes are bounded and its [large] table follows the
+    # ConfigModel rules (no booleans for numbers, no NaN/inf) like every other config table
+    with pytest.raises(ConfigError) as info:
+        scenarios.get("megascale-social").load_config(**overrides)
+    assert key in str(info.value) and "\n" not in str(info.value)
