@@ -206,9 +206,10 @@ def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: in
         with torch.no_grad(), torch_threads(threads):
             g_corners = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=D,
                                      name=scenario.name).numpy()
-        z_full, ctx_full = scenario.step_with_baseline(model, config, [])
-        z_empty, ctx_empty = scenario.step_with_baseline(model, config, range(n))
-        f_full, f_empty = float(evaluate(f, z_full, ctx_full)), float(evaluate(f, z_empty, ctx_empty))
+        z_full, ctx_full, alive_full = scenario.step_with_baseline(model, config, [], with_alive=True)
+        z_empty, ctx_empty, alive_empty = scenario.step_with_baseline(model, config, range(n), with_alive=True)
+        f_full = float(evaluate(f, z_full, ctx_full, alive=alive_full))
+        f_empty = float(evaluate(f, z_empty, ctx_empty, alive=alive_empty))
         scale = max(abs(f_full - f_empty), np.finfo(np.float64).tiny)
         prov.update({
             "forks": 2, "v_fork_full": f_full, "v_fork_empty": f_empty,

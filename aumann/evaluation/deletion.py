@@ -65,9 +65,9 @@ class DeletionOracle:
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
-        z, ctx = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
-                                                  agent_ids=self.agent_ids)
-        return float(evaluate(self.f, z, ctx)), float(evaluate(self.f_original, z, ctx))
+        z, ctx, alive = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
+                                                         agent_ids=self.agent_ids, with_alive=True)
+        return float(evaluate(self.f, z, ctx, alive=alive)), float(evaluate(self.f_original, z, ctx, alive=alive))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
         with self._lock:

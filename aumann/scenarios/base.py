@@ -412,19 +412,26 @@ class Scenario:
         return [ids[p].item() if hasattr(ids[p], "item") else ids[p] for p in pos]
 
     def step_with_baseline(self, model: Any, config: ScenarioConfig, positions: Sequence[int], *,
-                           agent_ids: Sequence[Hashable] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                           agent_ids: Sequence[Hashable] | None = None, with_alive: bool = False) -> Any:
         """Fork ``model`` (a model before some step), force the agents at panel ``positions`` to the
         baseline action, re-simulate that one step and return its features (n, D) and context
         {name: array} (the fork's own agents, so n is the number of agents it records).
 
         ``agent_ids`` (the run panel's agent axis) translates positions to ids for scenarios with
         ``baseline_action_by="id"``. A scenario's ``resimulate_fn`` (an exact faster way) is used
-        when it has one.
+        when it has one. ``with_alive=True`` returns a third item: the fork's living mask (n,) as
+        recorded (``None`` when every recorded row is alive, or for a ``resimulate_fn``), to be handed
+        to alive-aware indicators as the engine does for recorded panels.
         """
         if self.resimulate_fn is not None:
-            return self.resimulate_fn(model, config, [int(p) for p in positions])
+            z, ctx = self.resimulate_fn(model, config, [int(p) for p in positions])
+            return (z, ctx, None) if with_alive else (z, ctx)
         res = self._fork_one(model, config, self._targets(positions, agent_ids))
-        return res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
+        z, ctx = res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
+        if not with_alive:
+            return z, ctx
+        alive = res.panel.alive
+        return z, ctx, (None if alive is None or bool(alive[0].all()) else np.asarray(alive[0], dtype=bool))
 
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
         from aumann.simulators import fork
