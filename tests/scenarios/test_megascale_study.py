@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from aumann import scenarios
 from aumann.cli import run as run_cmd
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS
 
@@ -124,3 +125,11 @@ def test_large_n_reductions_are_applied_and_recorded():
     assert small.study.random_orderings == 20 and small.study.path_orders == 20
     assert big.study.random_orderings == big.large.random_orderings == 3 and big.study.path_orders == 4
     assert big.model_dump()["study"]["random_orderings"] == 3  # what manifest.json records
+
+
+def test_judge_row_is_off_at_scale_unless_asked_for():
+    sc = scenarios.get("megascale-social")
+    assert sc.load_config(agents=10_000).study.judge == "auto"  # below [large].threshold: as configured
+    assert sc.load_config(agents=200_000).study.judge == "off"
+    assert sc.load_config(agents=200_000, study={"judge": "heuristic"}).study.judge == "heuristic"
+    assert sc.load_config(agents=200_000, large={"judge": True}).study.judge == "auto"

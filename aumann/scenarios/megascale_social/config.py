@@ -20,6 +20,9 @@ class LargeScale(configs.ConfigModel):
         path_orders: random orders of the path ablation.
         ablations: run the path / f-sensitivity / baseline ablations at all.
         antithetic: sampled Shapley in antithetic pairs (each permutation and its reverse; m unchanged).
+        judge: keep the ``llm_judge`` row when ``study.judge`` is ``"auto"`` (off by default at scale: its
+            orderings cost ~20 more forks of a 10⁶-agent step, 24 s of a 311 s run, and offline it is the
+            heuristic stand-in; an explicit ``study.judge = "heuristic"`` or ``"llm"`` is always kept).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +32,7 @@ class LargeScale(configs.ConfigModel):
     path_orders: int = Field(4, ge=1)
     ablations: bool = True
     antithetic: bool = True
+    judge: bool = False
 
 
 class MegaScaleConfig(ScenarioConfig):
@@ -80,6 +84,8 @@ class MegaScaleConfig(ScenarioConfig):
             st.path_orders = min(st.path_orders, self.large.path_orders)
             st.ablations = st.ablations and self.large.ablations
             st.antithetic = st.antithetic or self.large.antithetic
+            if not self.large.judge and st.judge == "auto":
+                st.judge = "off"
         return self
 
     def effective(self) -> dict[str, Any]:
