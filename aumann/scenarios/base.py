@@ -45,6 +45,9 @@ A :class:`Scenario` binds
 * ``analysis(config, run, study)`` (optional): the scenario's own analysis beside the standard study
   (e.g. a second indicator, scale checks); it returns ``{"record": {...}, "arrays": {...},
   "tables": {name: rows}}`` that the study stores with the run and the report writes out.
+* ``groups(model, config)`` (optional): named agent labelings ``{name: N labels}`` (e.g. influence
+  tiers) read from the model after the run and attached to the run panel (``Panel.groups``), so every
+  attribution carries them and the report shows the group shares R_G and a group column.
 
 Step convention: panel step t holds the features recorded *after* ``model.step()`` number t
 (t = 0 … T−1). ``ScenarioRun.before(t)`` is the model *before* step t, so a counterfactual fork
@@ -289,6 +292,7 @@ class Scenario:
     tags: tuple[str, ...] = ()
     step: Callable[[Any], None] | None = None
     baseline_action_by: str = "position"
+    groups: Callable[[Any, Any], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.baseline_action_by not in ("position", "id"):
@@ -388,6 +392,8 @@ class Scenario:
         ctx = self.context(config) if self.context is not None else None
         panel = simulate(model, T, self.make_recorder(config), observers=[_keep], context=ctx, progress=progress,
                          step=self.step)
+        if self.groups is not None:
+            panel = panel.with_groups(**{str(k): v for k, v in self.groups(model, config).items()})
         return ScenarioRun(panel=panel, model=model, checkpoints=ckpts, strategy=mode.get("strategy", "copy"),
                            factory=factory)
 

@@ -133,3 +133,14 @@ def test_judge_row_is_off_at_scale_unless_asked_for():
     assert sc.load_config(agents=200_000).study.judge == "off"
     assert sc.load_config(agents=200_000, study={"judge": "heuristic"}).study.judge == "heuristic"
     assert sc.load_config(agents=200_000, large={"judge": True}).study.judge == "auto"
+
+
+def test_run_panel_carries_influence_tiers_as_groups():
+    sc = scenarios.get("megascale-social")
+    cfg = sc.load_config(agents=2_000, steps=3)
+    run = sc.simulate(cfg, rng=np.random.default_rng(0))
+    tier = run.panel.groups["tier"]
+    counts = {str(k): int((tier == k).sum()) for k in np.unique(tier)}
+    assert counts == {"top_1pct": 20, "next_9pct": 180, "tail_90pct": 1800}
+    infl = run.model.world.influence  # the top tier holds the most influential agents
+    assert infl[tier == "top_1pct"].min() >= infl[tier == "next_9pct"].max() >= infl[tier == "tail_90pct"].max()

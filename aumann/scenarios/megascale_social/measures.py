@@ -31,6 +31,11 @@ def influence_tiers(influence: np.ndarray) -> np.ndarray:
     return tier
 
 
+def tier_labels(influence: np.ndarray) -> np.ndarray:
+    """Tier name per agent (``TIERS``' names: top_1pct, next_9pct, tail_90pct), for ``Panel.groups``."""
+    return np.array([name for name, _ in TIERS])[influence_tiers(influence)]
+
+
 def tier_shares(phi: np.ndarray, tier: np.ndarray) -> dict[str, float]:
     """R_G = Σ_{i∈G} φ_i / Σ_i φ_i per tier (NaN when Σ φ = 0)."""
     total = float(phi.sum())
@@ -78,4 +83,5 @@ def cascade_masking_curve(f: Any, x: np.ndarray, z0: np.ndarray, order: np.ndarr
 
 
 
-__all__ = ["TIERS", "cascade_masking_curve", "influence_tiers", "nonzero_tau", "policy_label", "tier_shares"]
+__all__ = ["TIERS", "cascade_masking_curve", "influence_tiers", "nonzero_tau", "policy_label", "tier_labels",
+           "tier_shares"]

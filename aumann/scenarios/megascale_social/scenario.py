@@ -32,6 +32,7 @@ from aumann.scenarios.megascale_social.features import (
     make_recorder,
 )
 from aumann.scenarios.megascale_social.indicators import indicator
+from aumann.scenarios.megascale_social.measures import tier_labels
 
 
 def _build(cfg: MegaScaleConfig, rng: np.random.Generator, backend=None):
@@ -88,6 +89,7 @@ MEGASCALE_SOCIAL = register(Scenario(
     baseline_description="neutral and disengaged at the target step: view 0, no post, no reshare, reads nothing; "
                          "influence kept",
     tags=("llm", "large-scale", "network"),
+    groups=lambda model, cfg: {"tier": tier_labels(model.world.influence)},
 ))
 
 __all__ = ["MEGASCALE_SOCIAL", "MegaScaleConfig", "baseline_features"]
