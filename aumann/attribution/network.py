@@ -84,6 +84,22 @@ def _gl(nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return (x + 1.0) / 2.0, w / 2.0
 
 
+def converged_gauss_legendre(integrals: Any, tol: float, *, start: int = 16,
+                             cap: int = 1024) -> tuple[np.ndarray, int, float]:
+    """``integrals(t, w)`` — an array of ∫₀¹ quadratures given Gauss–Legendre nodes ``t`` and weights ``w``
+    on [0, 1] — at ``start``, 2·start, … nodes until its largest relative change is ≤ ``tol`` or ``cap``
+    nodes are reached: (value, nodes used, last relative change)."""
+    nodes, value = start, integrals(*_gl(start))
+    change = np.inf
+    while nodes < cap:
+        nxt = integrals(*_gl(2 * nodes))
+        change = float(np.max(np.abs(nxt - value)) / max(float(np.max(np.abs(nxt))), 1e-300))
+        nodes, value = 2 * nodes, nxt
+        if change <= tol:
+            break
+    return value, nodes, change
+
+
 def _check_adjacency(A: Any) -> sp.csr_matrix:
     if not sp.issparse(A):
         raise IndicatorError(f"a network indicator needs a scipy sparse matrix; got {type(A).__name__}")
@@ -178,20 +194,12 @@ class NetworkQuadratic(Indicator):
             for l in range(p + 1):
                 qcoef[k + l] += M[k, l]
 
-        def J(nodes: int) -> np.ndarray:
-            t, w = _gl(nodes)
+        def J(t: np.ndarray, w: np.ndarray) -> np.ndarray:
             Q = np.polyval(qcoef[::-1], t)
             base = 2.0 * self.scale * w / (1.0 + self.scale * Q)
             return np.array([np.sum(base * t**m) for m in range(2 * p)])
 
-        nodes, Jv = 16, J(16)
-        change = np.inf
-        while nodes < 1024:
-            J2 = J(2 * nodes)
-            change = float(np.max(np.abs(J2 - Jv)) / max(float(np.max(np.abs(J2))), 1e-300))
-            nodes, Jv = 2 * nodes, J2
-            if change <= tol:
-                break
+        Jv, nodes, change = converged_gauss_legendre(J, tol)
         phi = np.zeros(x.shape[0])
         for k in range(1, p + 1):
             for l in range(p + 1):
@@ -355,5 +363,5 @@ class _ActiveKernel(GameKernel):
         return self.parent.loo(v_full)[self.parent.active]
 
 
-__all__ = ["NetworkQuadratic", "NetworkQuadraticKernel", "sparse_matvec"]
+__all__ = ["NetworkQuadratic", "NetworkQuadraticKernel", "converged_gauss_legendre", "sparse_matvec"]
 

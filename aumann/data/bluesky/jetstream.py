@@ -50,6 +50,13 @@ JETSTREAM_DICTIONARY_ID = 1612007021
 _SNIFF = 1 << 20
 
 
+def _jsonl_line(payload: bytes) -> bytes:
+    """A decoded frame as one JSONL line: a leading UTF-8 BOM dropped, a final newline ensured."""
+    if payload.startswith(BOM):
+        payload = payload[len(BOM):]
+    return payload if payload.endswith(b"\n") else payload + b"\n"
+
+
 @dataclass(frozen=True)
 class FramedDecodeStats:
     """What decoding one ``zstd-frames`` file found."""
@@ -305,12 +312,9 @@ def decode_frames_to_jsonl(
             if payload is None:
                 bad += 1
                 continue
-            if payload.startswith(BOM):
-                payload = payload[len(BOM):]
-            if not payload.endswith(b"\n"):
-                payload += b"\n"
-            out.write(payload)
-            out_bytes += len(payload)
+            line = _jsonl_line(payload)
+            out.write(line)
+            out_bytes += len(line)
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=Path(src).stat().st_size,
                              bytes_out=out_bytes)
 
@@ -386,12 +390,9 @@ def decode_records_to_jsonl(
             elif payload[:1] != b"{" and not payload.startswith(BOM):
                 bad += 1
                 continue
-            if payload.startswith(BOM):
-                payload = payload[len(BOM):]
-            if not payload.endswith(b"\n"):
-                payload += b"\n"
-            out.write(payload)
-            out_bytes += len(payload)
+            line = _jsonl_line(payload)
+            out.write(line)
+            out_bytes += len(line)
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=size, bytes_out=out_bytes)
 
 

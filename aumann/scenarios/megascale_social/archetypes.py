@@ -41,6 +41,7 @@ from aumann.scenarios.megascale_social.prompts import (
     Decision,
     agent_user_message,
     archetype_user_message,
+    stance_phrase,
     system_message,
 )
 
@@ -131,16 +132,7 @@ class ArchetypeSpec:
         return (e[:-1] + e[1:]) / 2
 
     def stance_label(self, s: int) -> str:
-        x = float(self.stance_representative()[s])
-        if x <= -0.6:
-            return "you are convinced the claim is false and you actively debunk it"
-        if x <= -0.2:
-            return "you doubt the claim"
-        if x < 0.2:
-            return "you are undecided about the claim"
-        if x < 0.6:
-            return "you lean toward believing the claim"
-        return "you are convinced the claim is true and want others to know"
+        return stance_phrase(float(self.stance_representative()[s]))
 
     def volume_label(self, v: int) -> str:
         e = list(self.volume_edges)

@@ -34,22 +34,15 @@ threshold 1[b > θ] in place of s.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import torch
 
 from aumann.attribution import Indicator, PooledForm
-from aumann.attribution.network import NetworkQuadratic
+from aumann.attribution.network import NetworkQuadratic, converged_gauss_legendre
 from aumann.attribution.pooled import GameKernel
 from aumann.scenarios.megascale_social.features import INFLUENCE, POSTED, RESHARED, RISK, B
-
-
-@functools.lru_cache(maxsize=16)
-def _gl(nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.legendre.leggauss(nodes)  # O(nodes³): keep nodes ≤ 1024
-    return (x + 1.0) / 2.0, w / 2.0
 
 
 def _psi_smooth(z: torch.Tensor) -> torch.Tensor:
@@ -137,22 +130,14 @@ class PropagationRisk(Indicator):
         m0, m1 = psi0.mean(axis=0), psi.mean(axis=0)
         dm = m1 - m0
 
-        def integrals(nodes: int) -> np.ndarray:
-            t, w = _gl(nodes)
+        def integrals(t: np.ndarray, w: np.ndarray) -> np.ndarray:
             m = m0[None, :] + t[:, None] * dm[None, :]  # (K, 3)
             h = np.prod(m, axis=1)
             den = 1.0 + self.scale * h
             return np.array([np.sum(w * self.scale * np.prod(np.delete(m, k, axis=1), axis=1) / den)
                              for k in range(3)])
 
-        nodes, I = 16, integrals(16)
-        change = np.inf
-        while nodes < 1024:
-            I2 = integrals(2 * nodes)
-            change = float(np.max(np.abs(I2 - I)) / max(float(np.max(np.abs(I2))), 1e-300))
-            nodes, I = 2 * nodes, I2
-            if change <= tol:
-                break
+        I, nodes, change = converged_gauss_legendre(integrals, tol)
         phi = (psi - psi0) @ I / n
         return phi, float(np.log1p(self.scale * np.prod(m1))), float(np.log1p(self.scale * np.prod(m0))), {
             "scalar_nodes": nodes, "scalar_change": change}

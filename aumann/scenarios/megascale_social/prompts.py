@@ -51,7 +51,8 @@ def system_message(topic: str, card: str) -> str:
             + FORMAT)
 
 
-def _stance_phrase(x: float) -> str:
+def stance_phrase(x: float) -> str:
+    """The words for a view x ∈ [−1, 1] (the same in the per-agent and the archetype prompts)."""
     if x <= -0.6:
         return "you are convinced the claim is false and you actively debunk it"
     if x <= -0.2:
@@ -75,7 +76,7 @@ def agent_user_message(belief: float, count: int, lean: float, trending_text: st
     feed = (f"Yesterday you saw {count} post(s) about it from accounts you follow; their average position was "
             f"{lean:+.2f} on a scale from -1 (the claim is false) to +1 (the claim is true)."
             if count > 0 else "Yesterday you saw no posts about it from accounts you follow.")
-    return (f"Your current view is {belief:+.2f} on that scale ({_stance_phrase(belief)}). {feed} Trending on the "
+    return (f"Your current view is {belief:+.2f} on that scale ({stance_phrase(belief)}). {feed} Trending on the "
             f"platform right now: \"{trending_text}\" What do you do today?")
 
 
@@ -112,4 +113,4 @@ def offline_policy(context: Mapping[str, Any], schema: type[BaseModel], rng: Any
 
 
 __all__ = ["FORMAT", "PROMPT_VERSION", "Decision", "agent_user_message", "archetype_user_message", "offline_policy",
-           "system_message"]
+           "stance_phrase", "system_message"]
