@@ -206,9 +206,9 @@ class Problem:
             f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
             phi_features=phi_features if self.per_feature else None, stderr=stderr, n_evals=n_evals,
             satisfies_efficiency=satisfies_efficiency, method=method, provenance=prov,
-            groups=dict(self.panel.groups),
+            groups=dict(self.panel.groups), phi_sums=phi_sums,
         )
-        return res if phi_sums is None else res._with_phi_sums(phi_sums)
+        return res
 
 
 _NAMES: dict[Any, str] = {}

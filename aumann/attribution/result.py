@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,11 @@ class Attribution:
         provenance: method parameters (K, quadrature rule, substitution power, baseline, seed,
             dtype, closed form or path integral, ...).
         groups: agent groups carried over from the panel.
+        phi_sums: (T,) Σ_i φ_{i,t}, when the method computed it anyway (the closed forms, the path
+            integral): the finiteness check, ``by_step()`` and ``efficiency_gap`` then reuse it instead of
+            another pass over φ. Not stored as a field (``dataclasses.replace`` never carries a stale one).
 
-    The arrays are not copied and must not be modified in place: methods that already know
-    Σ_i φ_{i,t} (the closed forms) hand it over, and ``by_step()`` / ``efficiency_gap`` reuse it.
+    The arrays are not copied and must not be modified in place.
     """
 
     phi: np.ndarray
@@ -84,11 +86,12 @@ class Attribution:
     method: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
     groups: dict[str, np.ndarray] = field(default_factory=dict)
+    phi_sums: InitVar[np.ndarray | None] = None
     _phi_sums: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     dims = ("step", "agent")
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, phi_sums: np.ndarray | None) -> None:
         for name in ("phi", "delta_v", "f_values", "f_baseline", "phi_features", "stderr"):
             arr = getattr(self, name)
             kind = np.asarray(arr).dtype.kind if arr is not None else "f"
@@ -111,6 +114,11 @@ class Attribution:
                              f"got {self.phi_features.shape}")
         if self.stderr is not None and np.shape(self.stderr) != (T, N):
             raise ShapeError(f"stderr must be (T, N) = {(T, N)}; got {np.shape(self.stderr)}")
+        if phi_sums is not None:
+            sums = np.asarray(phi_sums, dtype=np.float64)
+            if sums.shape != (T,):
+                raise ShapeError(f"phi_sums must have shape (T,) = ({T},); got {sums.shape}")
+            object.__setattr__(self, "_phi_sums", sums)
         self._check_finite()
 
     def _check_finite(self) -> None:
@@ -121,6 +129,8 @@ class Attribution:
         for label, arr in parts:
             if arr is None:
                 continue
+            if label == "φ" and self._phi_sums is not None and np.isfinite(self._phi_sums).all():
+                continue  # the method's own Σ_i φ: finite only if every φ is (no second pass over φ)
             a = np.asarray(arr)
             with np.errstate(over="ignore", invalid="ignore"):
                 total = a.sum() if a.dtype.kind in "fc" else 0.0
@@ -148,11 +158,6 @@ class Attribution:
             "overflows or is undefined on this input (features near 1e300? heat with Π_d m_d ≤ −1?); rescale the "
             "features or change the baseline"
         )
-
-    def _with_phi_sums(self, sums: np.ndarray) -> Attribution:
-        """Attach Σ_i φ_{i,t} (T,) computed by the method (used by ``by_step`` and the efficiency gap)."""
-        object.__setattr__(self, "_phi_sums", sums)
-        return self
 
     # ------------------------------------------------------------------ diagnostics
     @property

@@ -48,3 +48,16 @@ def test_constructor_validates_shapes():
     with pytest.raises(ShapeError):
         Attribution(phi=np.ones((2, 3)), delta_v=np.ones(3), f_values=np.ones(2), f_baseline=np.ones(2),
                     agent_ids=np.arange(3), steps=np.arange(2), features=("a",))
+
+
+def test_phi_sums_from_the_method_are_reused_and_never_carried_stale():
+    import dataclasses
+
+    res = attribute(indicators.get("heat"), Panel(np.abs(np.random.default_rng(3).normal(size=(4, 50, 3)))))
+    assert res._phi_sums is not None  # the closed form handed its Σ_i φ over
+    np.testing.assert_allclose(res.by_step(), res.phi.sum(axis=1), rtol=1e-12)
+    doubled = dataclasses.replace(res, phi=2 * res.phi)  # a derived result recomputes its sums
+    np.testing.assert_allclose(doubled.by_step(), 2 * res.phi.sum(axis=1), rtol=1e-12)
+    with pytest.raises(ShapeError, match="phi_sums"):
+        Attribution(phi=res.phi, delta_v=res.delta_v, f_values=res.f_values, f_baseline=res.f_baseline,
+                    agent_ids=res.agent_ids, steps=res.steps, features=res.features, phi_sums=np.zeros(3))
