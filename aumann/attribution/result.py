@@ -126,20 +126,22 @@ class Attribution:
         finite, else :class:`IndicatorError` naming the indicator and the first bad step."""
         parts = [("f(z)", self.f_values), ("f(z⁰)", self.f_baseline), ("Δv", self.delta_v), ("φ", self.phi),
                  ("per-feature φ", self.phi_features), ("stderr", self.stderr)]
-        for label, arr in parts:
-            if arr is None:
-                continue
-            if label == "φ" and self._phi_sums is not None and np.isfinite(self._phi_sums).all():
-                continue  # the method's own Σ_i φ: finite only if every φ is (no second pass over φ)
-            a = np.asarray(arr)
-            with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # one context for all parts: small calls pay it once
+            for label, arr in parts:
+                if arr is None:
+                    continue
+                if label == "φ" and self._phi_sums is not None:
+                    arr_sum = self._phi_sums.sum()  # the method's own Σ_i φ: no second pass over φ
+                    if np.isfinite(arr_sum):
+                        continue
+                a = np.asarray(arr)
                 total = a.sum() if a.dtype.kind in "fc" else 0.0
-            if np.isfinite(total):
-                continue  # a sum is finite only if every element is (NaN and ±inf propagate)
-            bad = ~np.isfinite(a)
-            if not bad.any():
-                continue  # only the sum overflowed
-            self._raise_non_finite(label, bad)
+                if np.isfinite(total):
+                    continue  # a sum is finite only if every element is (NaN and ±inf propagate)
+                bad = ~np.isfinite(a)
+                if not bad.any():
+                    continue  # only the sum overflowed
+                self._raise_non_finite(label, bad)
 
     def _raise_non_finite(self, label: str, bad: np.ndarray) -> None:
         prov = self.provenance or {}
