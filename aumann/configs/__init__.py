@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
+from aumann import bounded
 from aumann.errors import ConfigError
 
 _EXTRACTED = contextlib.ExitStack()
@@ -71,18 +72,7 @@ def load_toml(source: str | os.PathLike[str], *, what: str = "config file") -> d
     p = Path(source)
     if not p.is_file():
         raise ConfigError(f"{what} {str(p)!r} does not exist" if not p.exists() else f"{what} {str(p)!r} is not a file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text (byte {exc.start}); is it a binary file?") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from exc
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{what} {str(p)!r} is not valid TOML: {exc}") from exc
+    return bounded.read_toml(p, what=what, error=ConfigError)
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,6 +105,8 @@ def parse_assignment(text: str) -> dict[str, Any]:
     if not sep or not key or any(not p.strip() for p in parts):
         raise ConfigError(f"--set takes KEY=VALUE (dotted keys for tables, e.g. study.permutations=200); got {text!r}")
     raw = raw.strip()
+    if bounded.nesting_depth(raw, toml=True) > bounded.MAX_DEPTH:
+        raise ConfigError(f"--set {key}: the value nests deeper than {bounded.MAX_DEPTH} levels")
     try:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
