@@ -667,6 +667,8 @@ def _share_budget(backend: Any, parts: int, workers: int) -> Any:
     and its concurrency and rate limits are 1/``workers`` of the backend's, so the totals hold."""
     if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
         return backend
+    if hasattr(backend, "share"):  # an LLMBackend: its layers are copied with the shares
+        return backend.share(parts, workers)
     import copy
 
     from aumann.simulators.llm.ratelimit import RateLimiter

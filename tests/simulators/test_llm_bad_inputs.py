@@ -138,7 +138,11 @@ def test_a_reply_whose_fields_were_coerced_away_is_not_cached_as_a_good_answer(t
         with pytest.raises(MalformedResponseError, match=r"\['action'\] coerced away.*\"love\"") as info:
             b.decide(MSGS, InteractDecision)
         assert srv.stats()["requests"] == 2
-    assert "action" in str(info.value) and len(cache) == 0
+        again = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=1, cache=ResponseCache(cache.path))
+        with pytest.raises(MalformedResponseError, match="coerced away"):  # stored as invalid, never as an answer
+            again.decide(MSGS, InteractDecision)
+        assert srv.stats()["requests"] == 2  # and not asked again
+    assert "action" in str(info.value) and len(cache) == 1
     assert InteractDecision.model_validate({"interact": True, "action": "love"}).action is None  # what it hid
 
 
