@@ -291,9 +291,17 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                             panel.values[ts][players], z0[players], fv[: ts + 1], ts, sizes.k_del,
                             agent_ids=np.asarray(ids)[players], max_candidates=st.judge_candidates,
                             indicator=getattr(f, "name", "f"))
-        judged = ask_judge(trace, judge, seed=int(g_judge.integers(2**31)))
-        judge_order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
-        arrays["judge_ranking"] = judge_order
+        from aumann.simulators.llm import is_abstention
+
+        try:
+            judged = ask_judge(trace, judge, seed=int(g_judge.integers(2**31)))
+        except Exception as exc:  # a judge without a usable answer: the row is marked failed, the run goes on
+            if not is_abstention(exc):
+                raise
+            rec["failed_rows"] = {"llm_judge": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        if judged is not None:
+            judge_order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
+            arrays["judge_ranking"] = judge_order
 
     if attribution_prefix is not None:
         for label, res in saved.items():
@@ -621,7 +629,8 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
                                judge=judge_backend(config, backend), fork_threads=threads,
                                executor=executor if threads == 1 else None, backend_label=backend_label)
-    rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
+    rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key),
+                "invalid_decisions": int(getattr(run.model, "llm_errors", 0) or 0)})  # the factual run's abstentions
     timing = plain(split_timing(rec))  # wall-clock seconds live beside the record, not in it
     rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
     if rec_path is not None:

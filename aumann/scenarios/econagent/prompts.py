@@ -83,7 +83,7 @@ class Reflection(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    text: str
+    text: str = Field(min_length=1, max_length=1000)
 
 
 FALLBACK = EconDecision(work=1.0, consumption=0.5, investment=0.5)

@@ -63,6 +63,12 @@ def _aggregators(cfg: MegaScaleConfig):
     return standard_aggregators(score, lambda z: z[..., 0].to(torch.float64), cfg.agents)
 
 
+def _offline_backend():
+    from aumann.scenarios.megascale_social.policy import offline_backend
+
+    return offline_backend()
+
+
 def _analysis(cfg, run, study):
     from aumann.scenarios.megascale_social.analysis import analyse
 
@@ -85,6 +91,7 @@ MEGASCALE_SOCIAL = register(Scenario(
     resimulate_fn=_resimulate,
     aggregators=_aggregators,
     analysis=_analysis,
+    offline_backend=_offline_backend,
     config_file="megascale-social.toml",
     baseline_description="neutral and disengaged at the target step: view 0, no post, no reshare, reads nothing; "
                          "influence kept",

@@ -415,6 +415,9 @@ class LLMBackend:
         cache = self.cache
         if cache is not None:
             cache.flush()
+        server = getattr(self, "server", None)
+        if server is not None:  # the local backend's llama.cpp server
+            server.stop()
 
     # ------------------------------------------------------------------ copying
     def __deepcopy__(self, memo: dict) -> LLMBackend:
