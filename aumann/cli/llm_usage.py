@@ -52,10 +52,12 @@ class _Account:
         self.prior = load_ledger(self.path)
         self.invocations = 1
         if self.path.is_file():
-            import json
+            from aumann import bounded
+            from aumann.simulators.llm.records import check_count
 
             try:
-                self.invocations = int(json.loads(self.path.read_text(encoding="utf-8")).get("invocations", 0)) + 1
+                data = bounded.read_json(self.path, what="LLM usage ledger", error=ValueError)
+                self.invocations = check_count("invocations", data.get("invocations", 0)) + 1
             except (OSError, ValueError, AttributeError, TypeError):
                 self.invocations = 1
         if backend is not None:

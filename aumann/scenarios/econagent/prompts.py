@@ -104,15 +104,17 @@ def parse_decision(text: str) -> EconDecision:
     """
     if not isinstance(text, str):
         raise DecisionParseError(f"a decision reply must be a string; got {type(text).__name__}")
+    from aumann import bounded
+
     data: Any = None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = bounded.loads_json(text, what="the model's reply", error=ValueError, allow_nan=False)
+    except ValueError:
         for block in _OBJECT.findall(text):
             try:
-                data = json.loads(block)
+                data = bounded.loads_json(block, what="the model's reply", error=ValueError, allow_nan=False)
                 break
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
     if not isinstance(data, dict):
         raise DecisionParseError(f"reply holds no JSON object with keys work/consumption/investment: {text[:200]!r}")

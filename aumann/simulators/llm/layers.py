@@ -186,8 +186,9 @@ class Budget(Layer):
 
     Before each attempt the cap is checked against an **upper bound** of what the attempt can cost:
     its prompt's UTF-8 bytes (a token is at least one byte) plus the reply bound, at the model's price.
-    After the attempt the server's counts are charged -- clipped to that bound, and replaced by it
-    when the server's ``usage`` was refused (``bad_usage``) -- so no report can lower the spend.
+    After the attempt the server's counts are charged; counts the attempt cannot have used (negative,
+    not integers, above that bound) are refused, counted (``bad_usage``) and replaced by the bound --
+    so no report can lower the spend, and none can push it past a cap the reservation allowed.
     """
 
     _transient = ("_lock", "_reserved")
@@ -255,7 +256,7 @@ class Budget(Layer):
             self._reserved[1] = max(0, self._reserved[1] - tok_max)
 
     def _charge(self, pt: int, ct: int, pt_max: int, ct_max: int, refused: str | None) -> None:
-        if refused is not None or not (0 <= pt <= MAX_TOKENS_PER_REQUEST and 0 <= ct <= MAX_TOKENS_PER_REQUEST):
+        if refused is not None or not (0 <= pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max):
             logger.warning("%s reported unusable token counts (%s); charged the request's upper bound",
                            self.where(), refused or f"prompt {pt}, completion {ct}")
             pt, ct = pt_max, ct_max
