@@ -56,7 +56,7 @@
     * UnknownBackendError(LLMError, ConfigError) -- a backend name that no one registered
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
-    raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
+    raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported, BoundFieldRefused
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
@@ -348,11 +348,16 @@ class Retryable(Exception):
 class ModeUnsupported(Exception):
     """The server rejected the structured-output mode (``response_format``)."""
 
+
+class BoundFieldRefused(Exception):
+    """The server refused ``max_tokens`` by name and asked for ``max_completion_tokens``."""
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
     "BackendUnavailableError",
     "BaselineError",
+    "BoundFieldRefused",
     "BudgetExceededError",
     "CacheMissError",
     "CaptureDependencyError",

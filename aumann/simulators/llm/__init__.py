@@ -41,16 +41,17 @@ from aumann.simulators.llm.base import (
 from aumann.simulators.llm.batch import decide_all
 from aumann.simulators.llm.cache import CachedResponse, ResponseCache
 from aumann.simulators.llm.offline import OfflineBackend
+from aumann.simulators.llm.options import BackendOptions
 from aumann.simulators.llm.prices import Price, load_prices, price_for
-from aumann.simulators.llm.registry import BackendOptions, backend_names, make_backend, register_backend
+from aumann.simulators.llm.registry import backend_names, make_backend, register_backend
 from aumann.simulators.llm.settings import Caps, LLMSettings, RetryPolicy, Sampling
 from aumann.simulators.llm.usage import MANIFEST_KEYS, load_ledger, save_ledger
 
 if TYPE_CHECKING:
-    from aumann.simulators.llm.backend import LLMBackend, is_abstention
-    from aumann.simulators.llm.openai_backend import CallEstimate, OpenAIBackend
+    from aumann.simulators.llm.backend import CallEstimate, LLMBackend, is_abstention
+    from aumann.simulators.llm.openai_backend import OpenAIBackend
 
-_LAZY = {"OpenAIBackend": "openai_backend", "CallEstimate": "openai_backend", "LLMBackend": "backend",
+_LAZY = {"OpenAIBackend": "openai_backend", "CallEstimate": "backend", "LLMBackend": "backend",
          "is_abstention": "backend"}
 
 

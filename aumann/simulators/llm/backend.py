@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -54,6 +55,19 @@ def is_abstention(exc: BaseException) -> bool:
     from aumann.errors import DecisionParseError, PolicyError
 
     return isinstance(exc, (*ABSTENTIONS, PolicyError, DecisionParseError)) and not isinstance(exc, ServerDownError)
+
+
+@dataclass(frozen=True)
+class CallEstimate:
+    """What a dry run found: requests that would be sent, their rough tokens, cache hits, and the
+    ideal batch rounds (Σ ⌈requests in a batch / concurrency⌉; × latency = the ideal wall time)."""
+
+    calls: int
+    prompt_tokens: int
+    cache_hits: int
+    completion_tokens: int = 0
+    rounds: int = 0
+    fork_rounds: int = 0
 
 
 class LLMBackend:
@@ -400,8 +414,6 @@ class LLMBackend:
 
     def estimate(self) -> Any:
         """Requests a dry run so far would have sent (cache misses), their tokens, cache hits, rounds."""
-        from aumann.simulators.llm.openai_backend import CallEstimate
-
         u = self.usage
         return CallEstimate(u.planned_calls, u.planned_prompt_tokens, u.cache_hits, u.planned_completion_tokens,
                             u.rounds, u.fork_rounds)
@@ -438,4 +450,4 @@ class LLMBackend:
         return f"LLMBackend(name={self.name!r}, model={self.model!r}, layers={self.layer_names()})"
 
 
-__all__ = ["ABSTENTIONS", "LLMBackend", "is_abstention"]
+__all__ = ["ABSTENTIONS", "CallEstimate", "LLMBackend", "is_abstention"]

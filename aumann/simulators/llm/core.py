@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from aumann.errors import ModeUnsupported, ReplyTooLarge, Retryable, TransportFailure
+from aumann.errors import BoundFieldRefused, ModeUnsupported, ReplyTooLarge, Retryable, TransportFailure
 from aumann.simulators.llm.calls import Answer, Call, Decision, reply_bound
 from aumann.simulators.llm.endpoints import Endpoint, EndpointPool, parse_endpoint
 from aumann.simulators.llm.redaction import Redactor, protect_logs
@@ -52,10 +52,6 @@ def mix_seed(seed: int | None, llm_seed: int | None) -> int | None:
     if seed is None or llm_seed is None:
         return seed
     return int((int(seed) * 0x9E3779B1 + int(llm_seed) * 0x85EBCA77 + 0x27D4EB2F) % 0x7FFFFFFF)
-
-
-class _BoundRefused(Exception):
-    """The server refused ``max_tokens`` by name and asked for ``max_completion_tokens``."""
 
 
 class _EndpointState:
@@ -224,7 +220,7 @@ class ChatCompletions:
                     st.final = True
                 call.mode = mode
                 return answer
-            except _BoundRefused:
+            except BoundFieldRefused:
                 self.usage.add(failures=1, calls=1)
                 st.bound_field = "max_completion_tokens"
                 logger.warning("%s refuses max_tokens; sending max_completion_tokens", ep.public)
@@ -274,7 +270,7 @@ class ChatCompletions:
                              list_models=lambda: self._list_models(ep), max_bytes=self.max_response_bytes)
         except LLMRequestError as exc:
             if bound_field == "max_tokens" and "max_completion_tokens" in str(exc):
-                raise _BoundRefused() from None
+                raise BoundFieldRefused() from None
             raise
         self.usage.add_latency(latency)
         self.endpoints.success(ep)

@@ -148,7 +148,8 @@ def local_backend(options: Any) -> Any:
     ``options.model`` may name a ``.gguf`` file; ``options.base_urls``, when given, point at a server that
     already runs (nothing is started). Concurrency defaults to 2 (the server answers one request at a
     time; the rest queue)."""
-    from aumann.simulators.llm.registry import BackendOptions, openai_from
+    from aumann.simulators.llm.openai_backend import from_options as openai_from
+    from aumann.simulators.llm.options import BackendOptions
 
     if options.base_urls:
         return openai_from(options, name="local")

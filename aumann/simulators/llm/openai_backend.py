@@ -41,34 +41,21 @@ schema give the token estimate.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from aumann.errors import LLMRequestError
-from aumann.simulators.llm.backend import LLMBackend
+from aumann.simulators.llm.backend import CallEstimate, LLMBackend
 from aumann.simulators.llm.cache import ResponseCache
 from aumann.simulators.llm.calls import Call
 from aumann.simulators.llm.core import DEFAULT_BASE_URL, STRUCTURED_MODES, ChatCompletions
 from aumann.simulators.llm.layers import Budget, Cache, Coalesce, DryRun, RateLimit, Retry, Throttle
+from aumann.simulators.llm.options import BackendOptions
 from aumann.simulators.llm.prices import Price, load_prices, price_for
 from aumann.simulators.llm.settings import Caps, RetryPolicy, Sampling
 from aumann.simulators.llm.tokens import estimate_call, upper_bound
 from aumann.simulators.llm.transport import HttpxTransport
 from aumann.simulators.llm.usage import Usage
-
-
-@dataclass(frozen=True)
-class CallEstimate:
-    """What a dry run found: requests that would be sent, their rough tokens, cache hits, and the
-    ideal batch rounds (Σ ⌈requests in a batch / concurrency⌉; × latency = the ideal wall time)."""
-
-    calls: int
-    prompt_tokens: int
-    cache_hits: int
-    completion_tokens: int = 0
-    rounds: int = 0
-    fork_rounds: int = 0
 
 
 def build_stack(core: ChatCompletions, usage: Usage, *, name: str = "openai", cache: ResponseCache | None = None,
@@ -160,4 +147,17 @@ def OpenAIBackend(model: str, base_url: str | Sequence[str] | None = None, api_k
                       fallback=fallback, core=core)
 
 
-__all__ = ["DEFAULT_BASE_URL", "STRUCTURED_MODES", "CallEstimate", "OpenAIBackend", "build_stack"]
+def from_options(options: BackendOptions, *, name: str = "openai") -> LLMBackend:
+    """An OpenAI-compatible backend from :class:`~aumann.simulators.llm.options.BackendOptions`."""
+    caps = options.caps
+    x = options.extra
+    return OpenAIBackend(
+        model=options.model, base_url=list(options.base_urls) or None, api_key=options.api_key, cache=options.cache,
+        sampling=options.sampling, concurrency=x.get("concurrency", 16), rpm=x.get("rpm"), tpm=x.get("tpm"),
+        max_calls=None if caps is None else caps.max_calls, max_tokens=None if caps is None else caps.max_tokens,
+        max_cost=None if caps is None else caps.max_cost, prices=x.get("prices"),
+        structured_output=x.get("structured_output", "auto"), timeout=x.get("timeout", 60.0),
+        dry_run=options.dry_run is not None, fallback=options.dry_run, name=name)
+
+
+__all__ = ["DEFAULT_BASE_URL", "STRUCTURED_MODES", "CallEstimate", "OpenAIBackend", "build_stack", "from_options"]

@@ -20,36 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aumann.errors import UnknownBackendError
+from aumann.simulators.llm.options import BackendOptions
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """What the CLI (or a caller) hands a backend factory: where the model is, the settings, the cache.
-
-    ``sampling`` is a :class:`~aumann.simulators.llm.settings.Sampling`; ``caps`` a
-    :class:`~aumann.simulators.llm.settings.Caps`; ``cache`` a
-    :class:`~aumann.simulators.llm.cache.ResponseCache` or ``None``; ``dry_run`` the stand-in backend
-    that answers in place of the model (``None``: send). ``extra`` holds anything else by name
-    (``prices``, ``structured_output``, ``timeout``, ``rpm``, ``tpm``, ``concurrency``...).
-    """
-
-    model: str | None = None
-    base_urls: tuple[str, ...] = ()
-    api_key: str | None = None
-    sampling: Any = None
-    caps: Any = None
-    cache: Any = None
-    dry_run: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.extra.get(name, default)
 
 
 @dataclass(frozen=True)
@@ -135,17 +112,9 @@ def _offline(options: BackendOptions) -> Any:
 
 def openai_from(options: BackendOptions, *, name: str = "openai") -> Any:
     """An OpenAI-compatible backend from :class:`BackendOptions` (the ``openai`` factory)."""
-    from aumann.simulators.llm.openai_backend import OpenAIBackend
+    from aumann.simulators.llm.openai_backend import from_options
 
-    caps = options.caps
-    x = options.extra
-    return OpenAIBackend(
-        model=options.model, base_url=list(options.base_urls) or None, api_key=options.api_key, cache=options.cache,
-        sampling=options.sampling, concurrency=x.get("concurrency", 16), rpm=x.get("rpm"), tpm=x.get("tpm"),
-        max_calls=None if caps is None else caps.max_calls, max_tokens=None if caps is None else caps.max_tokens,
-        max_cost=None if caps is None else caps.max_cost, prices=x.get("prices"),
-        structured_output=x.get("structured_output", "auto"), timeout=x.get("timeout", 60.0),
-        dry_run=options.dry_run is not None, fallback=options.dry_run, name=name)
+    return from_options(options, name=name)
 
 
 def _local(options: BackendOptions) -> Any:
