@@ -33,7 +33,9 @@ def real_llm_server(tmp_path_factory):
     """The base URL of a llama.cpp server on loopback serving SmolLM2-135M (stopped after the session)."""
     require_real_llm()
     log = tmp_path_factory.mktemp("llm-server") / "server.log"
-    server = LocalServer(bundled_gguf(), log=log)
+    # a 4096-token context: MidScale's fixture request (~6,000 tokens) is refused as too long and must
+    # become an abstention (the committed fixture), the path a small local model takes
+    server = LocalServer(bundled_gguf(), log=log, n_ctx=4096)
     try:
         yield server.base_url
     finally:

@@ -73,7 +73,7 @@ def test_credentials_inside_a_base_url_are_used_but_never_recorded(url, caplog):
 
 def test_url_userinfo_becomes_the_bearer_key_when_none_is_given():
     ep = parse_endpoint(f"https://bob:{SECRET}@api.example.com/v1?x=1")
-    assert ep.api_key == SECRET and ep.public == "https://***@api.example.com/v1?x=1" and ep.port == 443
+    assert ep.api_key == SECRET and ep.public == "https://***@api.example.com/v1?x=***" and ep.port == 443
     with pytest.raises(ConfigError, match=r"http\(s\)://host.*ftp://\*\*\*@h/v1"):
         parse_endpoint(f"ftp://u:{SECRET}@h/v1")
 

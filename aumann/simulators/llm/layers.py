@@ -175,6 +175,12 @@ class RateLimit(Layer):
         if not self.limiter.active:
             return self.inner.handle(call)
         est = self.tokens_of(call) if self.tokens_of is not None else call.decision.chars / 4 + 64
+        tpm = self.limiter.tpm
+        if tpm and est > tpm:  # it could never pass: refuse now rather than wait for ever
+            from aumann.errors import LLMRequestError
+
+            raise LLMRequestError(f"one request needs ~{est:,.0f} tokens, more than tpm={tpm:g} allows in a minute; "
+                                  f"raise --tpm (or shorten the prompt / --max-tokens)")
         self.limiter.acquire(est)
         answer = self.inner.handle(call)
         self.limiter.settle(est, answer.prompt_tokens + answer.completion_tokens)
@@ -322,6 +328,12 @@ class Retry(Layer):
                 self.usage.add(retries=1)
             try:
                 answer = self.inner.handle(attempt)
+            except LLMError as exc:
+                if not too_long(exc):
+                    raise
+                # this request does not fit the model's context: this decision abstains, the run goes on
+                answer = Answer("", source="server", invalid=f"the request is too long for the model: {exc}")
+                return answer
             except Retryable as exc:
                 if exc.kind != "malformed":
                     self.usage.add(failures=1)
@@ -363,6 +375,18 @@ class Retry(Layer):
         del text
         raise BackendUnavailableError(f"{self.where()} failed after {failures + invalid} attempt(s); "
                                       f"last error: {last}")
+
+
+_TOO_LONG = ("context length", "maximum context", "context_length_exceeded", "context window", "too many tokens",
+             "prompt is too long", "exceeds the context", "n_ctx")
+
+
+def too_long(exc: BaseException) -> bool:
+    """Whether a rejection is about this request's length (one decision abstains), not the setup (fatal)."""
+    from aumann.errors import LLMRequestError
+
+    low = str(exc).lower()
+    return isinstance(exc, LLMRequestError) and any(w in low for w in _TOO_LONG)
 
 
 class DryRun(Layer):

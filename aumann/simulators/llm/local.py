@@ -86,7 +86,7 @@ def free_port() -> int:
 class LocalServer:
     """llama.cpp's server in a child process on 127.0.0.1 (stopped by :meth:`stop`, at exit too)."""
 
-    def __init__(self, gguf: Path, *, port: int | None = None, n_ctx: int = 2048, threads: int | None = None,
+    def __init__(self, gguf: Path, *, port: int | None = None, n_ctx: int = 8192, threads: int | None = None,
                  timeout: float = START_TIMEOUT, log: str | os.PathLike[str] | None = None) -> None:
         if not llama_server_available():
             raise OptionalDependencyError("--backend local needs llama.cpp's server: pip install 'aumann[local]' "
@@ -96,8 +96,7 @@ class LocalServer:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", str(int(n_ctx))]
-        if threads:
-            cmd += ["--n_threads", str(int(threads))]
+        cmd += ["--n_threads", str(int(threads or os.cpu_count() or 1))]  # llama.cpp's default is half the cores
         self._log = open(log, "ab") if log else subprocess.DEVNULL
         self.proc: subprocess.Popen | None = subprocess.Popen(cmd, stdout=self._log, stderr=self._log,
                                                               stdin=subprocess.DEVNULL)
