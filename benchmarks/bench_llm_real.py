@@ -82,11 +82,11 @@ class Recording:
 
 
 SCENARIOS = {  # name: (config overrides, offline backend factory)
-    "social-llm/synchronous": ("social-llm", {"agents": 12, "steps": 3, "interaction": "synchronous"}),
-    "social-llm/sequential": ("social-llm", {"agents": 12, "steps": 3, "interaction": "sequential"}),
-    "econagent": ("econagent", {"agents": 6, "steps": 3}),
-    "midscale-social": ("midscale-social", {"agents": 50, "steps": 3}),
-    "megascale-social": ("megascale-social", {"agents": 40, "steps": 3}),
+    "social-llm/synchronous": ("social-llm", {"agents": 10, "steps": 3, "interaction": "synchronous"}),
+    "social-llm/sequential": ("social-llm", {"agents": 10, "steps": 3, "interaction": "sequential"}),
+    "econagent": ("econagent", {"agents": 4, "steps": 3}),
+    "megascale-social": ("megascale-social", {"agents": 12, "steps": 2}),
+    "midscale-social": ("midscale-social", {"agents": 50, "steps": 2}),
 }
 
 
