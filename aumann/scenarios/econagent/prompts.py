@@ -9,7 +9,7 @@ goods (inflation or deflation), savings and the bank interest rate, and the requ
 object. We extend the requested object with ``investment`` (the share of savings placed at interest),
 which the original does not have (see README, "Investment and saving").
 
-Parsing never uses ``eval``: :func:`parse_decision` reads the reply with :func:`json.loads`
+Parsing never uses ``eval``: :func:`parse_decision` reads the reply with the bounded :func:`aumann.bounded.loads_json`
 (falling back to the first ``{...}`` block in the text) and validates it with the
 :class:`EconDecision` pydantic schema, which rounds every value to the 0.02 grid. The original
 truncated with ``int(x / 0.02)``, so 0.58 became 0.56 and 0.94 became 0.92; we round (0.58 → 0.58).
