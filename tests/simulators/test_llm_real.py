@@ -66,7 +66,7 @@ def test_a_real_server_negotiates_structured_output_once_and_bounds_every_reply(
 @pytest.mark.parametrize("mode", ["synchronous", "sequential"])
 def test_social_llm_end_to_end_on_a_real_model(real_llm_server, tmp_path, mode, capsys):
     extra = ["--judge", "llm"] if mode == "sequential" else []
-    manifest = _run(tmp_path / mode, "social-llm", real_llm_server, "--agents", "4", "--steps", "2",
+    manifest = _run(tmp_path / mode, "social-llm", real_llm_server, "--agents", "3", "--steps", "2",
                     "--set", f"interaction={mode!r}".replace("'", '"'), *extra)
     assert manifest["llm"]["structured_output"] == "json_object"
     if extra:  # the judge asked the real model: a row, or a row recorded as failed -- never a crash
