@@ -241,6 +241,7 @@ PUBLIC = {
         "rank_agents",
         "relative_drop",
         "relative_drop_at_k",
+        "set_jaccard",
         "spearman",
         "topk_jaccard",
         "topk_overlap",
