@@ -102,6 +102,8 @@ PUBLIC = {
     "aumann.scenarios": ["ENTRY_POINT_GROUP", "Scenario", "ScenarioConfig", "ScenarioLoadError", "UnknownScenarioError",
                          "describe", "get", "load", "names", "register"],
     "aumann.evaluation": [
+        "ActionAumannShapley",
+        "ActionProblem",
         "DeletionOracle",
         "MaskingOracle",
         "action_attribution",

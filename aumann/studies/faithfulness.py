@@ -298,8 +298,11 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
         written[:] = [rundir.write_run(r, rec, ctx.arrays, timing=timing, digest=digest)]
 
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
-        _analyse(ctx, write)
-        write(ctx)  # again, with what the optional stages added
+        try:
+            _analyse(ctx, write)
+        finally:  # again, with what the optional stages added (or the failure that stopped them: strict)
+            if written:
+                write(ctx)
     if account is None:
         delta = Usage()
     elif before is not None:

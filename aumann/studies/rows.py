@@ -332,13 +332,14 @@ class ActionRow(Row):
         return bool(config.study.action_attribution and scenario.step_map is not None)
 
     def compute(self, ctx: RunContext) -> RowOutput | None:
-        from aumann.evaluation.action import action_attribution
+        from aumann.evaluation.action import ActionAumannShapley, ActionProblem
 
         if not ctx.everyone:  # step maps describe fixed populations: with births and deaths there is no such row
             return None
         st = ctx.config.study
-        act = action_attribution(ctx.scenario, ctx.model_before, ctx.config, steps=st.quadrature_steps,
-                                 tol=st.action_tol, step=ctx.t_star, agent_ids=ctx.panel.agent_ids)
+        method = ActionAumannShapley(steps=st.quadrature_steps, tol=st.action_tol)
+        act = method.attribute(ActionProblem(ctx.scenario, ctx.model_before, ctx.config, step=ctx.t_star,
+                                             agent_ids=ctx.panel.agent_ids))
         p = act.provenance
         record = {k: p[k] for k in self.RECORD}
         record.update({"delta_v": float(act.delta_v[0]), "sum_phi": float(act.phi.sum()),

@@ -83,9 +83,13 @@ def attempt(ctx: RunContext, name: str, fn: Callable[[], Any]) -> Any:
     try:
         out = fn()
     except Exception as exc:
+        if getattr(exc, "failed_stage", None) is not None:  # a part of this stage already failed (strict)
+            raise
         _record(ctx, name, "failed", True, exc)
         if ctx.strict:
-            raise StudyError(f"stage {name!r} failed (run {ctx.run_index}): {type(exc).__name__}: {exc}") from exc
+            err = StudyError(f"stage {name!r} failed (run {ctx.run_index}): {type(exc).__name__}: {exc}")
+            err.failed_stage = name
+            raise err from exc
         return None
     _record(ctx, name, "ok", True)
     return out
@@ -233,11 +237,14 @@ def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
     return stage
 
 
+CORE = ("simulate", "attribute", "rows", "deletion")
+"""The study's own required stages (they cannot be removed)."""
+
+
 def unregister_stage(name: str) -> None:
-    """Remove an optional stage (the required ones cannot go)."""
-    for s in _STAGES:
-        if s.name == name and not s.optional:
-            raise ConfigError(f"the required stage {name!r} cannot be removed")
+    """Remove a registered stage (not one of :data:`CORE`)."""
+    if name in CORE:
+        raise ConfigError(f"the study's required stage {name!r} cannot be removed")
     _STAGES[:] = [s for s in _STAGES if s.name != name]
 
 
@@ -271,11 +278,16 @@ def run_stages(ctx: RunContext, *, optional: bool) -> None:
 
 
 def pending(ctx: RunContext) -> None:
-    """Mark the optional stages that apply and have not run yet as pending (the first write of a run)."""
+    """Mark the optional stages still to run as pending, or skipped with the reason (the first write of a run)."""
     for stage in _STAGES:
-        if stage.optional and stage.name not in ctx.stages and stage.applies(ctx.scenario, ctx.config) is True:
+        if not stage.optional or stage.name in ctx.stages:
+            continue
+        applies = stage.applies(ctx.scenario, ctx.config)
+        if applies is True:
             ctx.stages[stage.name] = {"status": "pending", "optional": True}
+        elif isinstance(applies, str):
+            _record(ctx, stage.name, "skipped", True, message=applies)
 
 
-__all__ = ["Stage", "ablations", "attempt", "attribute", "pending", "register_stage", "run_stage", "run_stages",
+__all__ = ["CORE", "Stage", "ablations", "attempt", "attribute", "pending", "register_stage", "run_stage", "run_stages",
            "simulate", "smoothing_gaps", "stage_messages", "stages", "unregister_stage"]
