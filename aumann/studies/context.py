@@ -49,8 +49,9 @@ class Streams:
     row or stage added later) gets a stream derived from the name itself, so adding one never moves
     another's."""
 
-    def __init__(self, seq: np.random.SeedSequence) -> None:
+    def __init__(self, seq: np.random.SeedSequence, simulation: np.random.SeedSequence | None = None) -> None:
         self._seq = seq
+        self.simulation = simulation  # the simulation's own seed (the simulate stage), apart from these
         self._gens = {name: np.random.default_rng(s) for name, s in zip(STREAMS, seq.spawn(len(STREAMS)))}
 
     def __call__(self, name: str) -> np.random.Generator:
@@ -66,14 +67,28 @@ def _quiet(_msg: str) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run is carried out: progress, the judge, the decision backend and how forks run, whether
+    failures are fatal (``strict``), which run it is."""
+
+    tick: Callable[[str], None] = _quiet  # the progress callback (a message per stage)
+    judge: Any = None  # the judge backend of the llm_judge row (None: no judge)
+    backend: Any = None  # the decision backend the simulate stage uses (None: the offline policy)
+    backend_label: str = "offline"
+    fork_threads: int = 1
+    executor: Any = None
+    run_index: int = 0
+    strict: bool = False  # a failing optional stage stops the study instead of being recorded
+
+
 @dataclass
 class RunContext:
     """One run of the study on its way through the stages.
 
-    Given: the scenario, its config, the run's random ``streams`` (``ctx.rng(name)``), the progress
-    callback ``tick``, the judge backend (``None``: no judge), how forks run (``fork_threads``,
-    ``executor``) and the decision backend's label. The ``simulate`` stage sets ``run``; the
-    ``attribute`` stage sets everything under "at the target step". Rows and stages then fill ``rec``
+    Built from the scenario, its config, the run's random ``streams`` (``ctx.rng(name)``), its
+    :class:`RunOptions` and, when it was simulated already, the run. The ``simulate`` stage sets ``run``;
+    the ``attribute`` stage sets everything under "at the target step". Rows and stages then fill ``rec``
     (the run record, :class:`aumann.studies.rundir.RunRecord`), ``arrays`` (``runs/run-NNN.npz``),
     ``outputs`` (each row's :class:`~aumann.studies.rows.RowOutput`, by row name), ``orders`` (each
     row's deletion ranking), ``saved`` (attributions written to ``attributions/``, by label) and
@@ -83,41 +98,37 @@ class RunContext:
     scenario: Scenario
     config: ScenarioConfig
     streams: Streams
-    tick: Callable[[str], None] = _quiet
-    judge: Any = None
-    fork_threads: int = 1
-    executor: Any = None
-    backend_label: str = "offline"
-    backend: Any = None  # the decision backend the simulate stage uses (None: the offline policy)
-    sim_seed: Any = None  # the simulation's seed (a SeedSequence)
-    run_index: int = 0
-    strict: bool = False  # a failing optional stage stops the study instead of being recorded
+    options: RunOptions = field(default_factory=RunOptions)
     run: Any = None  # the ScenarioRun (simulate stage)
     # ---------------------------------------------------------------- at the target step (attribute stage)
-    f: Any = None  # the attributed C² surrogate and the original indicator
-    f_original: Any = None
-    f_values: np.ndarray | None = None  # f(z_t) and f_original(z_t) over every step
-    f_original_values: np.ndarray | None = None
-    t_star: int = 0
-    z0_all: np.ndarray | None = None  # per-agent baselines of every step (or one (N, D) for all)
-    z0: np.ndarray | None = None  # (N, D) at t*
-    target: Any = None  # the panel at t* alone (T = 1)
-    model_before: Any = None  # the model before step t* (forks start from it)
-    players: np.ndarray | None = None  # panel positions that can take the baseline action at t*
-    sizes: StudySizes | None = None
-    oracle: Any = None  # DeletionOracle (re-simulation of t*)
-    masking: Any = None  # MaskingOracle (features set to the baseline, nothing re-simulated)
-    grid: list[int] | None = None  # the log-k deletion grid (study.log_k_grid), else None
-    method: Any = None  # the AumannShapley object of the attribution over every step
-    attribution: Any = None  # its Attribution (every step)
+    f: Any = field(default=None, init=False)  # the attributed C² surrogate and the original indicator
+    f_original: Any = field(default=None, init=False)
+    f_values: np.ndarray | None = field(default=None, init=False)  # f(z_t) and f_original(z_t) over every step
+    f_original_values: np.ndarray | None = field(default=None, init=False)
+    t_star: int = field(default=0, init=False)
+    z0_all: np.ndarray | None = field(default=None, init=False)  # per-agent baselines: (T, N, D) or (N, D)
+    z0: np.ndarray | None = field(default=None, init=False)  # (N, D) at t*
+    target: Any = field(default=None, init=False)  # the panel at t* alone (T = 1)
+    model_before: Any = field(default=None, init=False)  # the model before step t* (forks start from it)
+    players: np.ndarray | None = field(default=None, init=False)  # positions that can take the baseline action
+    sizes: StudySizes | None = field(default=None, init=False)
+    oracle: Any = field(default=None, init=False)  # DeletionOracle (re-simulation of t*)
+    masking: Any = field(default=None, init=False)  # MaskingOracle (features set to the baseline, nothing re-simulated)
+    grid: list[int] | None = field(default=None, init=False)  # the log-k deletion grid (study.log_k_grid), else None
+    method: Any = field(default=None, init=False)  # the AumannShapley object of the attribution over every step
+    attribution: Any = field(default=None, init=False)  # its Attribution (every step)
     # ---------------------------------------------------------------- results
-    rec: dict[str, Any] = field(default_factory=dict)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    orders: dict[str, np.ndarray] = field(default_factory=dict)
-    saved: dict[str, Any] = field(default_factory=dict)
-    stages: dict[str, Any] = field(default_factory=dict)  # name → StageRecord (``rec["stages"]``)
-    extras: dict[str, Any] = field(default_factory=dict)  # state a group of stages shares (e.g. MegaScale's)
+    rec: dict[str, Any] = field(default_factory=dict, init=False)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict, init=False)
+    outputs: dict[str, Any] = field(default_factory=dict, init=False)
+    orders: dict[str, np.ndarray] = field(default_factory=dict, init=False)
+    saved: dict[str, Any] = field(default_factory=dict, init=False)
+    stages: dict[str, Any] = field(default_factory=dict, init=False)  # name → StageRecord (``rec["stages"]``)
+    extras: dict[str, Any] = field(default_factory=dict, init=False)  # state a group of stages shares
+
+    def tick(self, message: str) -> None:
+        """Report progress (the options' callback)."""
+        self.options.tick(message)
 
     # ---------------------------------------------------------------- helpers for rows and stages
     def rng(self, name: str) -> np.random.Generator:

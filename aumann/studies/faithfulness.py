@@ -43,7 +43,7 @@ from aumann.errors import ConfigError
 from aumann.io import plain
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
-from aumann.studies.context import RunContext, Streams, StudySizes
+from aumann.studies.context import RunContext, RunOptions, Streams, StudySizes
 from aumann.studies.rows import BUILTIN, get_row
 from aumann.studies.rundir import (
     RUN_ARRAYS,
@@ -134,8 +134,9 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     reads them. ``judge``: the judge backend of the ``llm_judge`` row (:func:`judge_backend`; ``None``: no
     such row). ``strict``: a failing optional stage stops the study instead of being recorded.
     """
-    ctx = RunContext(scenario, config, Streams(seq), tick=tick or _quiet, judge=judge, fork_threads=fork_threads,
-                     executor=executor, backend_label=backend_label, run=run, strict=strict)
+    options = RunOptions(tick=tick or _quiet, judge=judge, backend_label=backend_label, fork_threads=fork_threads,
+                         executor=executor, strict=strict)
+    ctx = RunContext(scenario, config, Streams(seq), options, run=run)
 
     def save(ctx: RunContext) -> None:
         for label, res in ctx.saved.items():
@@ -275,9 +276,10 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     before = shared.copy() if shared is not None else None
     sim_seq, study_seq = seq.spawn(2)
     threads = _fork_threads(backend)
-    ctx = RunContext(scenario, config, Streams(study_seq), tick=tick or _quiet, judge=judge_backend(config, backend),
-                     fork_threads=threads, executor=executor if threads == 1 else None, backend_label=backend_label,
-                     backend=backend, sim_seed=sim_seq, run_index=r, strict=strict)
+    options = RunOptions(tick=tick or _quiet, judge=judge_backend(config, backend), backend=backend,
+                         backend_label=backend_label, fork_threads=threads, executor=executor if threads == 1 else None,
+                         run_index=r, strict=strict)
+    ctx = RunContext(scenario, config, Streams(study_seq, simulation=sim_seq), options)
     run_stage(ctx, stages()[0])  # simulate (its forks are not fork usage)
     account = shared if shared is not None else usage_of(ctx.run.model)
     rundir = RunDir(out) if out is not None else None

@@ -66,6 +66,7 @@ from aumann.studies.sections import (
     who_table,
 )
 from aumann.studies.study_page import faithfulness_document
+from aumann.tiers import TIER_LABELS
 
 #: how many agents the "who" tables and the heatmap show by default
 TOP_AGENTS = 20
@@ -181,6 +182,52 @@ def top_agents_rows(att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV) -> list[di
     return rows
 
 
+def _top_features(att: Any, top_rows: list[dict[str, Any]], k: int) -> dict[str, np.ndarray] | None:
+    """The top agents' features at t* from ``top_agents.csv`` (``None`` when it does not cover them)."""
+    if not top_rows:
+        return None
+    by_pos = {int(r["position"]): r for r in top_rows}
+    names = [c[2:] for c in top_rows[0] if c.startswith("z_")]
+    order = top_order(att.by_agent(), k)
+    if not all(int(p) in by_pos for p in order):
+        return None
+    feats = {f: np.full(att.N, np.nan) for f in names}
+    for p in order:
+        for f in names:
+            feats[f][p] = by_pos[int(p)][f"z_{f}"]
+    return feats
+
+
+def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, Any]], *, k: int, t_star: int,
+                   steps_lbl: list[str], demo: bool) -> list[Any]:
+    """The "who" section of an ``aumann attribute`` page."""
+    phi_i, total, prov = att.by_agent(), float(att.delta_v.sum()), dict(att.provenance)
+    feats = _top_features(att, top_rows, k)
+    who: list[Any] = [Text(f"The {k} agents with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
+                           f"by agent position; t* = step {steps_lbl[t_star]} (the step with the largest Δv_t). "
+                           "`% of ΣΔv` is Φ_i / Σ_t Δv_t; `φ at t*` and `% of Δv(t*)` the attribution at t*; the "
+                           "feature columns hold the agent's features at t*.")]
+    who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000",
+                         caption=f"Top agents by Φ_i ({att.method}, indicator {prov.get('indicator')})"))
+    if att.stderr is None:
+        who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
+                        "efficiency gap under *How sure* bounds its numerical error."))
+    if feats is None:
+        who.append(Note("top_agents.csv is missing or does not cover these agents: features at t* are not shown.",
+                        "skipped"))
+    who += group_share_table(att, caption="Group shares", id="groups-run-000")
+    if not att.groups:
+        who.append(concentration_table(phi_i, total, id="concentration-run-000"))
+    if demo and summary.get("rows"):
+        rows = [[r["indicator"], r["method"], *[pct_cell(r["shares"].get(g)) for g in TIER_LABELS],
+                 r.get("max_efficiency_gap"), Cell(seconds_text(r.get("seconds")), sort=r.get("seconds"))]
+                for r in summary["rows"]]
+        who.append(Table(["indicator", "method", "R_top (1 %)", "R_mid (9 %)", "R_tail (90 %)", "max |Σφ − Δv|",
+                          "time"], rows, caption="The demo's indicators: tier shares R_G over the whole window",
+                         id="demo-tiers"))
+    return who
+
+
 def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = TOP_AGENTS,
                        plots: bool = True) -> Document:
     """The page of an ``aumann attribute`` (or ``aumann demo --out``) directory."""
@@ -197,39 +244,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     k = min(top, att.N)
     steps_lbl = [str(s.item() if hasattr(s, "item") else s) for s in att.steps]
 
-    # ---------------------------------------------------------------- who
-    feats: dict[str, np.ndarray] | None = None
-    if top_rows:
-        by_pos = {int(r["position"]): r for r in top_rows}
-        names = [c[2:] for c in top_rows[0] if c.startswith("z_")]
-        order = top_order(phi_i, k)
-        if all(int(p) in by_pos for p in order):
-            feats = {f: np.full(att.N, np.nan) for f in names}
-            for p in order:
-                for f in names:
-                    feats[f][p] = by_pos[int(p)][f"z_{f}"]
-    who: list[Any] = [Text(f"The {k} agents with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
-                           f"by agent position; t* = step {steps_lbl[ts]} (the step with the largest Δv_t). "
-                           "`% of ΣΔv` is Φ_i / Σ_t Δv_t; `φ at t*` and `% of Δv(t*)` the attribution at t*; the "
-                           "feature columns hold the agent's features at t*.")]
-    who.append(who_table(att, k=k, t_star=ts, features=feats, id="who-run-000",
-                         caption=f"Top agents by Φ_i ({att.method}, indicator {prov.get('indicator')})"))
-    if att.stderr is None:
-        who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
-                        "efficiency gap under *How sure* bounds its numerical error."))
-    if feats is None:
-        who.append(Note("top_agents.csv is missing or does not cover these agents: features at t* are not shown.",
-                        "skipped"))
-    who += group_share_table(att, caption="Group shares", id="groups-run-000")
-    if not att.groups:
-        who.append(concentration_table(phi_i, total, id="concentration-run-000"))
-    if demo and summary.get("rows"):
-        rows = [[r["indicator"], r["method"], *[pct_cell(r["shares"].get(g)) for g in ("top", "mid", "tail")],
-                 r.get("max_efficiency_gap"), Cell(seconds_text(r.get("seconds")), sort=r.get("seconds"))]
-                for r in summary["rows"]]
-        who.append(Table(["indicator", "method", "R_top (1 %)", "R_mid (9 %)", "R_tail (90 %)", "max |Σφ − Δv|",
-                          "time"], rows, caption="The demo's indicators: tier shares R_G over the whole window",
-                         id="demo-tiers"))
+    who = _attribute_who(att, summary, top_rows, k=k, t_star=ts, steps_lbl=steps_lbl, demo=demo)
 
     # ---------------------------------------------------------------- when
     when: list[Any] = []

@@ -450,14 +450,14 @@ class JudgeRow(Row):
     def compute(self, ctx: RunContext) -> RowOutput | None:
         from aumann.evaluation.judge import ask_judge, judge_trace
 
-        if ctx.judge is None:
+        if ctx.options.judge is None:
             return None
         ts, players, panel = ctx.t_star, ctx.players, ctx.panel
         trace = judge_trace(ctx.scenario.features, panel.values[ts - 1][players] if ts > 0 else None,
                             panel.values[ts][players], ctx.z0[players], ctx.f_values[: ts + 1], ts, ctx.sizes.k_del,
                             agent_ids=np.asarray(panel.agent_ids)[players],
                             max_candidates=ctx.config.study.judge_candidates, indicator=getattr(ctx.f, "name", "f"))
-        judged = ask_judge(trace, ctx.judge, seed=int(ctx.rng("judge").integers(2**31)))
+        judged = ask_judge(trace, ctx.options.judge, seed=int(ctx.rng("judge").integers(2**31)))
         order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
         ctx.arrays["judge_ranking"] = order
         return RowOutput(phi=None, order=order, info=judged)

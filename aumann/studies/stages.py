@@ -79,15 +79,15 @@ def _record(ctx: RunContext, name: str, status: str, optional: bool, exc: BaseEx
 
 def attempt(ctx: RunContext, name: str, fn: Callable[[], Any]) -> Any:
     """Run one optional part ``fn()`` of a stage under its own ``name``: its result, or ``None`` when it
-    failed (recorded in ``rec["stages"]``; with ``ctx.strict`` the failure stops the study)."""
+    failed (recorded in ``rec["stages"]``; with ``ctx.options.strict`` the failure stops the study)."""
     try:
         out = fn()
     except Exception as exc:
         if getattr(exc, "failed_stage", None) is not None:  # a part of this stage already failed (strict)
             raise
         _record(ctx, name, "failed", True, exc)
-        if ctx.strict:
-            err = StudyError(f"stage {name!r} failed (run {ctx.run_index}): {type(exc).__name__}: {exc}")
+        if ctx.options.strict:
+            err = StudyError(f"stage {name!r} failed (run {ctx.options.run_index}): {type(exc).__name__}: {exc}")
             err.failed_stage = name
             raise err from exc
         return None
@@ -113,7 +113,7 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
         try:
             stage.run(ctx)
         except Exception as exc:
-            exc.add_note(f"(in the required stage {stage.name!r} of run {ctx.run_index})")
+            exc.add_note(f"(in the required stage {stage.name!r} of run {ctx.options.run_index})")
             raise
         _record(ctx, stage.name, "ok", False)
         return
@@ -127,7 +127,8 @@ def simulate(ctx: RunContext) -> None:
     if ctx.run is not None:
         return
     keep = 0 if ctx.scenario.baseline_all_fn is None else None
-    ctx.run = ctx.scenario.simulate(ctx.config, rng=np.random.default_rng(ctx.sim_seed), backend=ctx.backend,
+    ctx.run = ctx.scenario.simulate(ctx.config, rng=np.random.default_rng(ctx.streams.simulation),
+                                    backend=ctx.options.backend,
                                     keep_from=keep, strategy=ctx.config.study.fork_strategy)
 
 
@@ -157,11 +158,11 @@ def attribute(ctx: RunContext) -> None:
     z0_all = ctx.z0_all
     ctx.z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
     ctx.oracle = DeletionOracle(scenario, config, ctx.model_before, f, f_orig, agent_ids=ids,
-                                threads=ctx.fork_threads, executor=ctx.executor)
+                                threads=ctx.options.fork_threads, executor=ctx.options.executor)
     ctx.masking = MaskingOracle(f, f_orig, pt.values[0], ctx.z0,
                                 {k: np.asarray(v)[0] for k, v in pt.context.items()})
     ctx.grid = log_k_grid(len(players)) if st.log_k_grid else None
-    label = ctx.backend_label
+    label = ctx.options.backend_label
     ctx.rec.update({"t_star": ts, "f_t_star": float(fv[ts]), "f_original_t_star": float(fov[ts]),
                     "efficiency_gap": float(res_all.efficiency_gap[ts]), "delta_v": float(res_all.delta_v[ts]),
                     "methods": {}, "cost": {}, "fork_strategy": run.strategy, "players": len(players),

@@ -102,8 +102,8 @@ def _state(ctx: RunContext) -> _State:
     st = ctx.extras.get("megascale")
     if st is None:
         model, panel = ctx.run.model, ctx.panel
-        record = {"policy": policy_label(ctx.backend_label, model), "t_star": ctx.t_star, "agents": panel.shape[1],
-                  "edges": int(model.world.network.nnz), "tables": {}}
+        record = {"policy": policy_label(ctx.options.backend_label, model), "t_star": ctx.t_star,
+                  "agents": panel.shape[1], "edges": int(model.world.network.nnz), "tables": {}}
         ctx.rec["analysis"] = record
         st = ctx.extras["megascale"] = _State(record=record, x=np.asarray(panel.values[ctx.t_star], dtype=np.float64),
                                               z0=np.asarray(ctx.z0, dtype=np.float64), rng=ctx.rng("scenario"))
