@@ -120,7 +120,9 @@ PUBLIC = {
         "step_map_gap",
         "vertex_path_attribution",
     ],
-    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "render_report", "run_study", "write_outputs"],
+    "aumann.studies": ["ReportSection", "Row", "RowOutput", "RunContext", "RunDir", "Stage", "StudyResult",
+                       "StudySizes", "analyse_run", "register_row", "register_section", "register_stage",
+                       "render_report", "run_study", "write_outputs"],
     "aumann.studies.crossscale": ["CrossScaleConfig", "DeepSetSettings", "run_crossscale"],
     "aumann.data": [],
     "aumann.io": [

@@ -40,7 +40,7 @@ import numpy as np
 from aumann.errors import StudyError
 from aumann.io import atomic_path, csv_cell, read_npz, write_text
 from aumann.studies.rows import rows
-from aumann.studies.rundir import RunDir, StudyResult
+from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import (
     FAITHFULNESS_COLUMNS,
     extended_table,
@@ -179,7 +179,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(out / "macro_curve.png")
+    paths.append(RunDir(out).figure(MACRO_CURVE))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -197,7 +197,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     ax.tick_params(axis="y", labelsize=6)
     fig.colorbar(im, ax=ax, label="φ_{i,t}")
     fig.tight_layout()
-    paths.append(out / "attribution_heatmap.png")
+    paths.append(RunDir(out).figure(HEATMAP))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -216,7 +216,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     axes[0].set_ylabel("drop (f − f_k)/f  [%]")
     fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
     fig.tight_layout()
-    paths.append(out / "deletion_curves.png")
+    paths.append(RunDir(out).figure(DELETION_CURVES))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

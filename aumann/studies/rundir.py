@@ -8,6 +8,7 @@ it, and the tables, the pages, resume and ``aumann run`` read through it. The la
       faithfulness.csv / .md         the headline table, one row per registered row (method) the runs have
       <table>.csv / .md              every other table (faithfulness_extended, action_attribution, ...)
       report.html, report.md         built from the files alone (``aumann report``)
+      macro_curve.png, attribution_heatmap.png, deletion_curves.png   the figures
       runs/run-NNN.json              the run record (:class:`RunRecord`), with its SHA-256 checksum
       runs/run-NNN.npz               the run's arrays (f over steps, φ, deletion curves, ...)
       timings/run-NNN.json           the run's wall-clock seconds (kept out of the record: same config, same bytes)
@@ -37,6 +38,8 @@ MANIFEST = "manifest.json"
 REPORT_HTML, REPORT_MD = "report.html", "report.md"
 FAITHFULNESS = "faithfulness"
 """The headline table's name (``faithfulness.csv``)."""
+MACRO_CURVE, HEATMAP, DELETION_CURVES = "macro_curve.png", "attribution_heatmap.png", "deletion_curves.png"
+"""The PNG figures (``--no-plots``: none)."""
 
 
 class StageRecord(TypedDict):
@@ -135,6 +138,10 @@ class RunDir:
     def table(self, name: str, ext: str = "csv") -> Path:
         """``<name>.csv`` (or ``.md``)."""
         return self.root / f"{name}.{ext}"
+
+    def figure(self, name: str) -> Path:
+        """A figure (:data:`MACRO_CURVE`, :data:`HEATMAP`, :data:`DELETION_CURVES`)."""
+        return self.root / name
 
     def finished_records(self) -> list[Path]:
         """The run records on disk (``runs/run-*.json``), sorted."""
@@ -305,6 +312,7 @@ class StudyResult:
         return stage_failures(self.records)
 
 
-__all__ = ["ATTRIBUTIONS", "FAITHFULNESS", "MANIFEST", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS",
-           "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord", "StageRecord", "StudyResult", "failure_text",
-           "read_timing", "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]
+__all__ = ["ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST", "PANELS",
+           "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
+           "StageRecord", "StudyResult", "failure_text", "read_timing", "seal", "split_timing", "stage_failures",
+           "verify_run", "with_timing"]

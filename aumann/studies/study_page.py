@@ -43,7 +43,16 @@ from aumann.studies.page import (
     seconds_text,
 )
 from aumann.studies.rows import rows
-from aumann.studies.rundir import FAITHFULNESS, RunDir, failure_text, stage_failures, with_timing
+from aumann.studies.rundir import (
+    DELETION_CURVES,
+    FAITHFULNESS,
+    HEATMAP,
+    MACRO_CURVE,
+    RunDir,
+    failure_text,
+    stage_failures,
+    with_timing,
+)
 from aumann.studies.sections import (
     calls_text,
     concentration_table,
@@ -120,7 +129,7 @@ class StudyPage:
 
     def figure_ref(self, name: str) -> str | None:
         """``name`` for the Markdown twin when that PNG is in the run directory."""
-        return name if (self.d.root / name).is_file() else None
+        return name if self.d.figure(name).is_file() else None
 
 
 @dataclass(frozen=True)
@@ -174,7 +183,7 @@ def _macro_figures(page: StudyPage) -> list[Any]:
     fig1 = charts.lines("Macro indicator f(z_t), target step t* marked", series, xlabel="step t", ylabel="f(z_t)",
                         points=pts, caption=f"Solid: the attributed C² surrogate, one line per run; dashed: the "
                         "original indicator of run 0. ● marks t* = argmax over t ≥ ⌈T/2⌉ of f "
-                        f"(run 0: t* = {ts0}).", md_ref=page.figure_ref("macro_curve.png"), synthetic=page.synthetic)
+                        f"(run 0: t* = {ts0}).", md_ref=page.figure_ref(MACRO_CURVE), synthetic=page.synthetic)
     phit = a0.by_step()
     fig2 = charts.lines("Φ_t = Σ_i φ_i,t per step (run 0)", [], xlabel="step t", ylabel="Φ_t",
                         bars=(steps, phit, "Φ_t"), points=[Point(ts0, float(phit[ts0]), "t*")],
@@ -188,7 +197,7 @@ def _macro_figures(page: StudyPage) -> list[Any]:
         caption="Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it. "
         "Hover for agent id, step and φ; drag to zoom." if charts.interactive else
         "Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it.",
-        md_ref=page.figure_ref("attribution_heatmap.png"), synthetic=page.synthetic,
+        md_ref=page.figure_ref(HEATMAP), synthetic=page.synthetic,
         extra={"Φ_i": np.repeat(a0.by_agent()[order][:, None], a0.T, axis=1)})
     return [[fig1, fig2], heat]
 
@@ -280,7 +289,7 @@ def _faithfulness(page: StudyPage) -> list[Any]:
                 _VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})"), ser,
                 xlabel="k (agents deleted at t*)", ylabel="drop (f − f_k)/f  [%]", integer_x=True,
                 legend_at="outside", caption="Mean over runs.", synthetic=page.synthetic,
-                md_ref=page.figure_ref("deletion_curves.png") if variant == "deletion" else None))
+                md_ref=page.figure_ref(DELETION_CURVES) if variant == "deletion" else None))
         out.append(figs)
     elif not page.plots:
         out.append(Note("Deletion-curve figures were left out (`--no-plots`).", "skipped"))
