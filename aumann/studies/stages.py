@@ -120,6 +120,12 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
     attempt(ctx, stage.name, lambda: stage.run(ctx))
 
 
+def add_table(ctx: RunContext, name: str, rows: list[dict[str, Any]]) -> None:
+    """Give the run a table of its own: written as ``<name>.csv`` / ``.md`` (every run's rows, with a ``run``
+    column) and shown under "Scenario analysis" in the report (``rec["analysis"]["tables"][name]``)."""
+    ctx.rec.setdefault("analysis", {}).setdefault("tables", {})[name] = list(rows)
+
+
 # ---------------------------------------------------------------------------------------------- the built-in stages
 def simulate(ctx: RunContext) -> None:
     """Run the scenario (unless the context already holds a run): every step's checkpoint is kept only
@@ -290,5 +296,5 @@ def pending(ctx: RunContext) -> None:
             _record(ctx, stage.name, "skipped", True, message=applies)
 
 
-__all__ = ["CORE", "Stage", "ablations", "attempt", "attribute", "pending", "register_stage", "run_stage", "run_stages",
-           "simulate", "smoothing_gaps", "stage_messages", "stages", "unregister_stage"]
+__all__ = ["CORE", "Stage", "ablations", "add_table", "attempt", "attribute", "pending", "register_stage", "run_stage",
+           "run_stages", "simulate", "smoothing_gaps", "stage_messages", "stages", "unregister_stage"]
