@@ -83,6 +83,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the server gets SIGTERM when the process that started it dies, however it dies."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
 class LocalServer:
     """llama.cpp's server in a child process on 127.0.0.1 (stopped by :meth:`stop`, at exit too)."""
 
@@ -99,7 +109,7 @@ class LocalServer:
         cmd += ["--n_threads", str(int(threads or os.cpu_count() or 1))]  # llama.cpp's default is half the cores
         self._log = open(log, "ab") if log else subprocess.DEVNULL
         self.proc: subprocess.Popen | None = subprocess.Popen(cmd, stdout=self._log, stderr=self._log,
-                                                              stdin=subprocess.DEVNULL)
+                                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
         self._wait(timeout)
 
