@@ -461,17 +461,18 @@ class JudgeRow(Row):
             judged = ask_judge(trace, ctx.options.judge, seed=int(ctx.rng("judge").integers(2**31)))
         except Exception as exc:  # no usable answer: the row is recorded as failed and the study goes on
             from aumann.simulators.llm import is_abstention
-            from aumann.studies.stages import attempt
 
             if not is_abstention(exc):
                 raise
-
-            err = exc
-
-            def failed() -> None:
-                raise err
-
-            attempt(ctx, "row llm_judge", failed)  # recorded in the run record, manifest and report (strict: stops)
+            # recorded as a failed optional part of the rows stage (run record, manifest, report), as
+            # stages.attempt records one; --strict stops the study
+            ctx.stages["row llm_judge"] = {"status": "failed", "optional": True, "error": type(exc).__name__,
+                                           "message": " ".join(str(exc).split())[:500]}
+            if ctx.options.strict:
+                err = StudyError(f"stage 'row llm_judge' failed (run {ctx.options.run_index}): "
+                                 f"{type(exc).__name__}: {exc}")
+                err.failed_stage = "row llm_judge"
+                raise err from exc
             return None
         order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
         ctx.arrays["judge_ranking"] = order

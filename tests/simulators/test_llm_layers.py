@@ -177,6 +177,9 @@ def test_an_unreliable_run_is_marked_in_the_manifest_both_reports_and_the_consol
     assert sum(rel["invalid_decisions_per_run"]) > 0
     assert "UNRELIABLE RUN" in (out / "report.md").read_text() and "UNRELIABLE" in (out / "report.html").read_text()
     assert "UNRELIABLE" in proc.stderr
+    # the judge (the LLM: study.judge = auto) had no usable answer either: its row is a recorded failure
+    assert "row llm_judge" in json.dumps(manifest) and "llm_judge" not in (out / "faithfulness.csv").read_text()
+    assert "row llm_judge" in (out / "report.md").read_text()
     ledger = json.loads((out / "llm-usage.json").read_text())
     assert ledger["invalid_rate"] == 1.0 and ledger["invalid_replies"][0]["reply"] == '{"thinking": "hmm"}'
 

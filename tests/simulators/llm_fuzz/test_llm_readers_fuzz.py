@@ -157,9 +157,10 @@ def test_price_tables_are_checked(inp, out, tmp_path_factory):
 
 
 @FUZZ
-@given(text=st.one_of(st.text(max_size=20), st.integers(), st.binary(max_size=8), st.floats(allow_nan=True)),
-       pt=st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True), st.text(max_size=4)),
-       ct=st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True), st.text(max_size=4)),
+@given(text=st.one_of(st.text(max_size=20), st.integers(-2**63, 2**63 - 1), st.binary(max_size=8),
+                     st.floats(allow_nan=True)),
+       pt=st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=True), st.text(max_size=4)),
+       ct=st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=True), st.text(max_size=4)),
        request=st.one_of(st.text(max_size=30), st.just('{"messages": [], "invalid": "x"}'), st.just("[[[[")))
 def test_cache_rows_are_read_through_their_schema(text, pt, ct, request, tmp_path_factory):
     path = tmp_path_factory.mktemp("cache") / "c.sqlite"
