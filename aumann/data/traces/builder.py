@@ -13,7 +13,7 @@ a :class:`~aumann.panel.Panel`:
 * ``alive``: :meth:`alive_mask` (the rule of :class:`~aumann.data.traces.spec.AliveSpec`).
 
 The panel's steps run from the first to the last step seen (or ``step.start`` … ``step.stop``), every
-step in between included: a step without events is a step where nothing happened. Agents are in order
+step in between included: a step without events is a step where nothing happened. Agents are
 sorted by id.
 """
 

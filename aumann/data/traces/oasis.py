@@ -121,7 +121,7 @@ class OasisReader(TraceReader):
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
         if row is not None:
-            raise TraceRecordError(f"{str(self.path)} row {row[0]}: {step[0]} holds {row[1]!r}, a timestamp, not an "
+            raise TraceRecordError(f"{self.path!s} row {row[0]}: {step[0]} holds {row[1]!r}, a timestamp, not an "
                                    "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
                                    "--bin 1h (or [step] bin = '1h' in a spec)")
 
