@@ -14,6 +14,7 @@ Every reader therefore applies the same rules in the same words; only how record
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -134,11 +135,18 @@ class StepCoder:
         if arr.dtype.kind == "f":
             missing = np.isnan(arr)
             return self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False)
+        if arr.dtype.kind == "M":  # a timestamp column (DuckDB/Arrow): times, whatever the unit
+            arr = arr.astype(object)
         obj = arr.astype(object)
-        missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) for v in obj], dtype=bool)
+        missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or v is _MISSING
+                            or v is pd.NaT for v in obj], dtype=bool)
         isbool = np.array([isinstance(v, bool | np.bool_) for v in obj], dtype=bool)
-        num = pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
-        num[isbool] = np.nan
+        istime = np.array([isinstance(v, datetime.date | np.datetime64) for v in obj], dtype=bool)
+        num = np.full(n, np.nan)
+        plain = ~(isbool | istime | missing)
+        if plain.any():
+            num[plain] = pd.to_numeric(pd.Series(obj[plain]), errors="coerce").to_numpy(dtype=np.float64,
+                                                                                        na_value=np.nan)
         from_time = np.zeros(n, dtype=bool)
         if self.binned and not self.numeric_width:
             todo = np.isnan(num) & ~missing & ~isbool

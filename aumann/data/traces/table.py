@@ -82,6 +82,13 @@ def connect(threads: int | None = None):
     return con
 
 
+def arrow_reader(rel: Any, batch_size: int) -> Any:
+    """A relation's rows as a pyarrow RecordBatchReader (DuckDB 2: ``to_arrow_reader``; 1.x: ``record_batch``)."""
+    if hasattr(rel, "to_arrow_reader"):
+        return rel.to_arrow_reader(batch_size)
+    return rel.record_batch(batch_size)
+
+
 def _expr(path: str) -> str:
     parts = split_path(path)
     return ".".join(_ident(p) for p in parts)
@@ -131,7 +138,7 @@ class TableReader(TraceReader):
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}")
             sel = ", ".join(f"{_expr(p)} AS {_ident(k)}" for k, p in want.items())
             try:
-                rdr = con.execute(f"SELECT filename, {sel} FROM {src}").fetch_record_batch(spec.batch_size)
+                rdr = arrow_reader(con.sql(f"SELECT filename, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
                                        f"{str(exc)[:400]}") from exc
@@ -244,7 +251,8 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         if missing:
             raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
                                    f"{[c for c in cols if c != 'filename']}")
-        tab = con.execute(f"SELECT {', '.join(_ident(c) for c in need)} FROM {src}").fetch_arrow_table()
+        rel = con.sql(f"SELECT {', '.join(_ident(c) for c in need)} FROM {src}")
+        tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
     finally:
         con.close()
     cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
