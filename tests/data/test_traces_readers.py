@@ -342,7 +342,7 @@ def test_synthetic_oasis_round_trip(tmp_path):
 
     db = synth.write_oasis(tmp_path / "s.db", 5000, agents=50, steps=7, seed=3)
     r = read_trace(db)
-    a, s, act = synth.events(5000, 50, 7, seed=3)
+    _, _, act = synth.events(5000, 50, 7, seed=3)
     assert r.report.records == 5000 + 50
     for k, name in enumerate(synth.ACTIONS):
         assert r.panel.values[:, :, r.panel.features.index(name)].sum() == (act == k).sum()

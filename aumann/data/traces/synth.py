@@ -96,7 +96,7 @@ def write_otel(folder: str | Path, n: int, agents: int, steps: int, seed: int = 
             lines.append(head % (a[j], tid, k, names[(k + int(act[j])) % 4], t0 + k, t0 + k + 1,
                                  '{"operation.type": "react"}'))
         lines.append(head % (a[j], tid, 99, "agent.step", t0, t0 + 10,
-                             '{"agent.tick": %d, "operation.type": "agent"}' % s[j]))
+                             f'{{"agent.tick": {int(s[j])}, "operation.type": "agent"}}'))
         if len(lines) > 50_000:
             with open(d / f"trace_{tid[:2]}.jsonl", "a") as fh:
                 fh.write("\n".join(lines) + "\n")
