@@ -17,7 +17,8 @@ alive rule are documented in ``docs/traces.md``.
 
 from __future__ import annotations
 
-from aumann.data.traces.base import TraceReader, detect_format, format_names, register_format
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.formats import detect_format, format_names
 from aumann.data.traces.read import TraceRead, TraceReport, read_trace, resolve_spec
 from aumann.data.traces.spec import (
     ActionSpec,

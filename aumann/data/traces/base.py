@@ -9,7 +9,6 @@ features can find edges in it).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,13 +47,9 @@ class TraceReader:
         if edges.path is None:
             raise TraceSchemaError(f"{self.name} traces hold no edge table {edges.table!r}: give [features.edges] "
                                    "path = 'edges.csv' (source, target and optionally since columns)")
-        from aumann.data.traces.table import read_edge_file
+        from aumann.data.traces.edges import read_edge_file
 
         return read_edge_file(Path(edges.path), edges, ids, coder)
-
-
-def split_path(path: str) -> tuple[str, ...]:
-    return tuple(path.split("/"))
 
 
 def batched(records: Iterator[tuple[Any, ...]], raw_factory: Callable[[], RawRecords],
@@ -95,6 +90,11 @@ def _fill(raw: RawRecords, fields: list[str], wheres: list[str]) -> None:
 _FORMATS: dict[str, type[TraceReader]] = {}
 
 
+def registered() -> dict[str, type[TraceReader]]:
+    """The registered readers by name (the built-ins load through :mod:`aumann.data.traces.formats`)."""
+    return _FORMATS
+
+
 def register_format(cls: type[TraceReader], *, overwrite: bool = False) -> type[TraceReader]:
     """Register a reader class under ``cls.name`` (usable as a decorator)."""
     if not cls.name:
@@ -105,45 +105,4 @@ def register_format(cls: type[TraceReader], *, overwrite: bool = False) -> type[
     return cls
 
 
-def reader_class(name: str) -> type[TraceReader]:
-    from aumann.errors import TraceSpecError
-
-    _load_builtins()
-    try:
-        return _FORMATS[name]
-    except KeyError:
-        raise TraceSpecError(f"unknown trace format {name!r}; known formats: {sorted(_FORMATS)}") from None
-
-
-def format_names() -> list[str]:
-    _load_builtins()
-    return sorted(_FORMATS)
-
-
-def detect_format(path: str | os.PathLike[str]) -> str:
-    """The format of ``path`` (first registered reader whose ``sniff`` says yes; built-ins in the order
-    oasis, otel, concordia, table).
-
-    Raises:
-        TraceFormatError: nothing recognises it (the message says what was looked at).
-    """
-    from aumann.errors import TraceFormatError
-
-    _load_builtins()
-    p = Path(path)
-    if not p.exists():
-        raise TraceFormatError(f"trace {str(p)!r} does not exist")
-    for name, cls in sorted(_FORMATS.items(), key=lambda kv: kv[0] == "table"):  # the catch-all last
-        if cls.sniff(p):
-            return name
-    raise TraceFormatError(f"cannot tell the format of {str(p)!r}: not an SQLite database with a trace table "
-                           "(OASIS), OpenTelemetry JSONL spans, a Concordia structured log (JSON with 'entries'), "
-                           "nor a CSV/Parquet/JSONL table; name it with format = '...' in a spec")
-
-
-def _load_builtins() -> None:
-    if not _FORMATS:
-        from aumann.data.traces import concordia, oasis, otel, table  # noqa: F401  (each registers itself)
-
-
-__all__ = ["TraceReader", "batched", "detect_format", "format_names", "reader_class", "register_format", "split_path"]
+__all__ = ["TraceReader", "batched", "register_format", "registered"]

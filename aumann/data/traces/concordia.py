@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aumann.data.traces.base import TraceReader, register_format, split_path
-from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
 
 OTHER = "other"

@@ -277,6 +277,11 @@ def _key(v: Any) -> str:
     return str(v)
 
 
+def split_path(path: str) -> tuple[str, ...]:
+    """A field path's keys (``"resource/agent.id"`` → ``("resource", "agent.id")``)."""
+    return tuple(path.split("/"))
+
+
 def get_path(record: Any, path: tuple[str, ...]) -> Any:
     """The value at ``path`` in nested mappings (``_MISSING`` where a key is absent)."""
     cur = record
@@ -292,4 +297,5 @@ def get_path(record: Any, path: tuple[str, ...]) -> Any:
 
 MISSING = _MISSING
 
-__all__ = ["KEEP_LOCATIONS", "MISSING", "EventBatch", "RawRecords", "StepCoder", "Tally", "Validator", "get_path"]
+__all__ = ["KEEP_LOCATIONS", "MISSING", "EventBatch", "RawRecords", "StepCoder", "Tally", "Validator", "get_path",
+           "split_path"]

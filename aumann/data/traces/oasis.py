@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.base import TraceReader, register_format, split_path
-from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
@@ -143,7 +143,7 @@ class OasisReader(TraceReader):
                     doc = MISSING
                 json_cache[p[0]] = doc
             if doc is MISSING:
-                raise _BadJson(p[0])
+                return _BAD_JSON
             return get_path(doc, p[1:])
 
         while True:
@@ -171,21 +171,19 @@ class OasisReader(TraceReader):
                 raw.where = {w: [] for w in wheres}
                 for row in rows:
                     cache: dict[str, Any] = {}
-                    try:
-                        raw.agent.append(value(row, paths["agent"], cache))
-                        raw.step.append(value(row, paths["step"], cache))
-                        raw.action.append(value(row, paths["action"], cache) if "action" in paths else None)
-                        vals = {f: value(row, p, cache) for f, p in fields.items()}
-                        whs = {w: value(row, p, cache) for w, p in wheres.items()}
-                    except _BadJson as bad:
-                        keep = validator._refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]),
-                                                 np.array([True]), f"column {bad.column!r} is not valid JSON")
-                        del keep
-                        raw.agent = raw.agent[: len(raw.loc)]
-                        raw.step = raw.step[: len(raw.loc)]
-                        raw.action = raw.action[: len(raw.loc)]
+                    vals = {f: value(row, p, cache) for f, p in fields.items()}
+                    whs = {w: value(row, p, cache) for w, p in wheres.items()}
+                    got = [value(row, paths["agent"], cache), value(row, paths["step"], cache),
+                           value(row, paths["action"], cache) if "action" in paths else None]
+                    if any(v is _BAD_JSON for v in [*got, *vals.values(), *whs.values()]):
+                        bad = next(c for c in cache if cache[c] is MISSING)
+                        validator._refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
+                                          f"column {bad!r} is not valid JSON")
                         continue
                     raw.loc.append(row[0])
+                    raw.agent.append(got[0])
+                    raw.step.append(got[1])
+                    raw.action.append(got[2])
                     for f in fields:
                         raw.values[f].append(vals[f])
                     for w in wheres:
@@ -210,17 +208,14 @@ class OasisReader(TraceReader):
             raise TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: {exc}") from exc
         finally:
             con.close()
-        from aumann.data.traces.table import edge_positions
+        from aumann.data.traces.edges import edge_positions
 
         cols_ = list(zip(*rows)) if rows else [[], [], []]
         return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder,
                               f"{self.path} table {edges.table}")
 
 
-class _BadJson(Exception):
-    def __init__(self, column: str) -> None:
-        super().__init__(column)
-        self.column = column
+_BAD_JSON = object()  # a JSON column that does not parse
 
 
 def _column(values: tuple[Any, ...]) -> Any:

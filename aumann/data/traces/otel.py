@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aumann.data.traces.base import TraceReader, register_format, split_path
-from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import TraceFormatError, TraceSpecError
 
 _SPAN_KEYS = ("span_id", "spanId", "resourceSpans", "trace_id", "traceId", "context")
@@ -45,21 +45,24 @@ def span_files(path: Path) -> list[Path]:
 
 
 def _open(p: Path):
-    return gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb")
+    """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named)."""
+    if p.name.lower().endswith(".gz"):
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    return open(p, encoding="utf-8", errors="replace")
 
 
-def _first_line(p: Path) -> bytes:
+def _first_line(p: Path) -> str:
     try:
         with _open(p) as fh:
             for line in fh:
                 if line.strip():
                     return line[:MAX_LINE]
     except (OSError, EOFError):
-        return b""
-    return b""
+        return ""
+    return ""
 
 
-def looks_like_span(line: bytes) -> bool:
+def looks_like_span(line: str | bytes) -> bool:
     try:
         rec = json.loads(line)
     except ValueError:
@@ -179,11 +182,28 @@ class OtelReader(TraceReader):
             for (w, _), v in zip(p_where, whs):
                 raw.where[w].append(v)
 
-        def field(span: dict[str, Any], p: tuple[str, ...]) -> Any:
+        def getter(p: tuple[str, ...]):
             if p == ("duration_ns",):
-                s, e = span.get("start_time_unix_nano"), span.get("end_time_unix_nano")
-                return e - s if isinstance(s, int) and isinstance(e, int) else MISSING
-            return get_path(span, p)
+                def duration(span: dict[str, Any]) -> Any:
+                    s, e = span.get("start_time_unix_nano"), span.get("end_time_unix_nano")
+                    return e - s if isinstance(s, int) and isinstance(e, int) else MISSING
+                return duration
+            if len(p) == 1:
+                k0 = p[0]
+                return lambda span: span.get(k0, MISSING)
+            if len(p) == 2:
+                k0, k1 = p
+
+                def two(span: dict[str, Any]) -> Any:
+                    d = span.get(k0)
+                    return d.get(k1, MISSING) if isinstance(d, dict) else MISSING
+                return two
+            return lambda span: get_path(span, p)
+
+        g_agent, g_step = getter(p_agent), getter(p_step)
+        g_action = getter(p_action) if p_action is not None else (lambda span: None)
+        g_fields = [getter(p) for _, p in p_fields]
+        g_where = [getter(p) for _, p in p_where]
 
         for fpath in files:
             raw = fresh(str(fpath))
@@ -217,11 +237,11 @@ class OtelReader(TraceReader):
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
                         continue
-                    for span in normalise(rec):
-                        step = field(span, p_step)
-                        item = (lineno, field(span, p_agent), step,
-                                field(span, p_action) if p_action is not None else None,
-                                [field(span, p) for _, p in p_fields], [field(span, p) for _, p in p_where])
+                    spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
+                    for span in spans:
+                        step = g_step(span)
+                        item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
+                                [g(span) for g in g_where])
                         if inherit:
                             tid = span.get("trace_id")
                             if step is MISSING or step is None:

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aumann.data.traces.base import detect_format, reader_class
 from aumann.data.traces.builder import PanelBuilder
 from aumann.data.traces.events import Tally, Validator
+from aumann.data.traces.formats import detect_format, reader_class
 from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
 from aumann.errors import TraceError, TraceSpecError
 
