@@ -350,3 +350,20 @@ def test_synthetic_oasis_round_trip(tmp_path):
     r2 = read_trace(d)
     assert r2.report.records == 2000 and r2.report.n_skipped == 0
     assert r2.panel.values.sum() == 2000
+
+
+def test_oasis_bad_info_json_and_non_numeric_field(tmp_path):
+    db = tmp_path / "info.db"
+    shutil.copy(OASIS, db)
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO trace VALUES (2, 4, 'like_post', '{\"post_id\": ')")
+    row = con.execute("SELECT max(rowid) FROM trace").fetchone()[0]
+    con.execute("INSERT INTO trace VALUES (3, 4, 'like_post', '{\"post_id\": \"seven\"}')")
+    con.commit()
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action"}, "features": [{"kind": "sum", "name": "ids", "field": "info/post_id"}]}
+    with pytest.raises(TraceRecordError, match=rf"info\.db row {row}: column 'info' is not valid JSON"):
+        read_trace(db, spec)
+    r = read_trace(db, dict(spec, on_bad="skip"))
+    assert r.report.skipped == {"column 'info' is not valid JSON": 1, "field 'info/post_id' is not a finite number": 1}
+    assert r.report.missing_values["info/post_id"] > 0  # rows whose info has no post_id (sign_up, follow, ...)

@@ -122,7 +122,7 @@ class StepCoder:
         if self.numeric_width:
             s = start
             return int(s) if float(s).is_integer() else float(s)
-        return pd.Timestamp(start * 1e9, unit="ns", tz="UTC").isoformat().replace("+00:00", "Z")
+        return pd.Timestamp(round(start * 1e6), unit="us", tz="UTC").isoformat().replace("+00:00", "Z")
 
     def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps int64, missing mask, unusable mask) of the raw values."""
@@ -204,7 +204,7 @@ class Validator:
         self.where = {k: {_key(v) for v in vals} for k, vals in spec.where.items()}
         self.excluded_agents = {_key(v) for v in spec.agent.exclude}
 
-    def _refuse(self, raw: RawRecords, mask: np.ndarray, reason: str) -> np.ndarray:
+    def refuse(self, raw: RawRecords, mask: np.ndarray, reason: str) -> np.ndarray:
         """Apply on_bad to the records in ``mask``: raise naming the first, or count them; returns ~mask."""
         if not mask.any():
             return ~mask
@@ -232,16 +232,16 @@ class Validator:
                                  or isinstance(v, dict | list) for v in agent), dtype=bool, count=n)
         else:
             amiss = np.zeros(n, dtype=bool)
-        keep &= self._refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
+        keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
         if self.excluded_agents:
             ex = np.fromiter((_key(v) in self.excluded_agents for v in agent), dtype=bool, count=n) & keep
             self.tally.filter("agent excluded", int(ex.sum()))
             keep &= ~ex
         steps, smiss, sbad = self.steps.code(raw.step)
-        keep &= self._refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
+        keep &= self.refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
         what = ("a timestamp (ISO-8601 text or a number)" if self.steps.binned and not self.steps.numeric_width
                 else "a number" if self.steps.binned else "an integer step")
-        keep &= self._refuse(raw, keep & sbad, f"step field {self.steps.field!r} is not {what}")
+        keep &= self.refuse(raw, keep & sbad, f"step field {self.steps.field!r} is not {what}")
         st = self.spec.step
         if st.start is not None or st.stop is not None:
             lo = st.start if st.start is not None else -(2**62)
@@ -252,7 +252,7 @@ class Validator:
         values: dict[str, np.ndarray] = {}
         for f in self.fields:
             v, vmiss, vbad = _numeric(raw.values[f])
-            keep &= self._refuse(raw, keep & vbad, f"field {f!r} is not a finite number")
+            keep &= self.refuse(raw, keep & vbad, f"field {f!r} is not a finite number")
             values[f] = v
             self.tally.missing(f, int((keep & vmiss).sum()))
         action = None

@@ -177,7 +177,7 @@ class OasisReader(TraceReader):
                            value(row, paths["action"], cache) if "action" in paths else None]
                     if any(v is _BAD_JSON for v in [*got, *vals.values(), *whs.values()]):
                         bad = next(c for c in cache if cache[c] is MISSING)
-                        validator._refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
+                        validator.refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
                                           f"column {bad!r} is not valid JSON")
                         continue
                     raw.loc.append(row[0])
