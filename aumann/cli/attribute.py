@@ -142,7 +142,7 @@ def _read_trace(args: argparse.Namespace) -> dict:
     from aumann.data.traces.privacy import pseudonymise
 
     read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
-                      on_bad="skip" if args.skip_bad else None)
+                      on_bad="skip" if args.skip_bad else None, progress=True)
     con = Console(stderr=True)
     for line in read.report.lines():
         con.print(line, markup=False, highlight=False)

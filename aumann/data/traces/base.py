@@ -37,6 +37,9 @@ class TraceReader:
         self.spec = spec
         self.sources: list[str] = [str(path)]
         self.bytes = 0
+        #: progress: units of work in all (rows, bytes; 0 = unknown) and done so far (readers update both)
+        self.total = 0
+        self.done = 0
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         raise NotImplementedError

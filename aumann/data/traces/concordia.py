@@ -93,7 +93,7 @@ class ConcordiaReader(TraceReader):
         spec = self.spec
         if not self.path.is_file():
             raise TraceFormatError(f"Concordia log {str(self.path)!r} does not exist")
-        self.bytes = self.path.stat().st_size
+        self.bytes = self.total = self.path.stat().st_size
         labels = [(lab, re.compile(rx)) for lab, rx in (spec.action.match.items() if spec.action else [])]
         fields = [(f, f.startswith("len:"), split_path(f.removeprefix("len:"))) for f in validator.fields]
         need_texts = bool(labels) or any(is_len for _, is_len, _ in fields)
@@ -146,6 +146,7 @@ class ConcordiaReader(TraceReader):
                     for w, p in p_where:
                         raw.where[w].append(get_path(entry, p))
                     if len(raw.loc) >= spec.batch_size:
+                        self.done = fh.tell()
                         b = validator.to_batch(raw)
                         if b is not None:
                             yield b

@@ -105,6 +105,7 @@ class OasisReader(TraceReader):
             order = sorted(needed)
             pos = {c: i + 1 for i, c in enumerate(order)}
             self._check_step_kind(con, table, paths["step"])
+            self.total = int(con.execute(f"SELECT coalesce(max(rowid), 0) FROM {_quote(table)}").fetchone()[0])
             sql = f"SELECT rowid, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
             cur = con.execute(sql)
             yield from self._scan(cur, pos, paths, fields, wheres, validator)
@@ -155,7 +156,7 @@ class OasisReader(TraceReader):
             if not rows:
                 return
             validator.tally.records += len(rows)
-            last = rows[-1][0]
+            last = self.done = rows[-1][0]
             raw = RawRecords(str(self.path), self.unit)
             simple = all(len(p) == 1 for p in [*paths.values(), *fields.values(), *wheres.values()])
             if simple:

@@ -154,7 +154,7 @@ class OtelReader(TraceReader):
         if not files:
             raise TraceFormatError(f"no span files (*.jsonl) at {str(self.path)!r}")
         self.sources = [str(f) for f in files]
-        self.bytes = sum(f.stat().st_size for f in files)
+        self.bytes = self.total = sum(f.stat().st_size for f in files)
         for f in validator.fields:
             if f.startswith("len:"):
                 raise TraceSpecError(f"field {f!r}: len: applies to Concordia logs only")
@@ -221,6 +221,7 @@ class OtelReader(TraceReader):
                     if not line:
                         break
                     lineno += 1
+                    self.done += len(line)
                     if len(line) > MAX_LINE:
                         raise TraceFormatError(f"{fpath} line {lineno}: longer than {MAX_LINE >> 20} MiB")
                     if not line.strip():

@@ -13,6 +13,7 @@ from aumann.data.traces.events import Tally, Validator
 from aumann.data.traces.formats import detect_format, reader_class
 from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
 from aumann.errors import TraceError, TraceSpecError
+from aumann.progress import progress_bar
 
 
 @dataclass
@@ -105,7 +106,7 @@ def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str 
 
 
 def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
-               bin: str | None = None, on_bad: str | None = None) -> TraceRead:
+               bin: str | None = None, on_bad: str | None = None, progress: bool = False) -> TraceRead:
     """Read an event log into a panel by a spec.
 
     Args:
@@ -116,6 +117,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
         format: the format's name (default: the spec's, else detected).
         bin: override ``step.bin`` (e.g. ``"1h"``: bin timestamps into hours).
         on_bad: override ``on_bad`` (``"error"`` or ``"skip"``).
+        progress: show a progress bar on stderr (rows of a database, bytes of span files and logs).
 
     Returns:
         :class:`TraceRead` with ``panel`` (steps × agents × features, ``alive`` for agents that have not
@@ -135,8 +137,18 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     tally = Tally()
     validator = Validator(sp, tally)
     builder = PanelBuilder(sp)
-    for batch in reader.batches(validator):
-        builder.add(batch)
+    bar, shown = None, 0
+    try:
+        for batch in reader.batches(validator):
+            builder.add(batch)
+            if progress and bar is None and reader.total > 0:
+                bar = progress_bar(True, reader.total, f"read {fmt} trace", minimum=1)
+            if bar is not None:
+                bar.advance(reader.done - shown)
+                shown = reader.done
+    finally:
+        if bar is not None:
+            bar.stop()
     report = TraceReport(format=fmt, sources=reader.sources, spec=sp.model_dump(mode="json"), spec_source=source)
     _copy_tally(report, tally)
     report.events = builder.events
