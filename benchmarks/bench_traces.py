@@ -10,6 +10,8 @@ steps, 7 OASIS action types) are written once in the reader's schema; then, each
 * ``duckdb``: DuckDB counting the same events per (agent, step, action) — ``GROUP BY ALL`` over the same
   file (JSONL shards, CSV), or for SQLite over the same events written as Parquet (DuckDB cannot read
   SQLite without downloading an extension);
+* Concordia: the default spec (acted, action_chars) over a log of entity actions; DuckDB counts the same
+  entries written as JSON lines (a single JSON document is not DuckDB's streaming case);
 * ``sqlite scan`` (OASIS only): Python iterating ``SELECT user_id, created_at, action FROM trace`` — the
   floor of any Python SQLite reader.
 
@@ -139,6 +141,13 @@ def main() -> int:
                 synth.write_table(csv, n, agents, a.steps)
             jobs = [("aumann", f"table|{csv}"), ("duckdb", f"read_csv('{csv}')|agent, step, action")]
             size = csv.stat().st_size
+        elif reader == "concordia":
+            log, side = wd / "concordia.json", wd / "concordia_entries.jsonl"
+            if not side.exists():
+                synth.write_concordia(log, n, agents, a.steps, jsonl=side)
+            jobs = [("aumann", f"concordia|{log}"),
+                    ("duckdb", f"read_json('{side}', format='newline_delimited')|entity_name, step, action")]
+            size = log.stat().st_size
         else:
             print(f"unknown reader {reader!r}", file=sys.stderr)
             return 2

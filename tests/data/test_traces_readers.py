@@ -367,3 +367,17 @@ def test_oasis_bad_info_json_and_non_numeric_field(tmp_path):
     r = read_trace(db, dict(spec, on_bad="skip"))
     assert r.report.skipped == {"column 'info' is not valid JSON": 1, "field 'info/post_id' is not a finite number": 1}
     assert r.report.missing_values["info/post_id"] > 0  # rows whose info has no post_id (sign_up, follow, ...)
+
+
+def test_synthetic_concordia_round_trip(tmp_path):
+    from aumann.data.traces import synth
+
+    p = synth.write_concordia(tmp_path / "c.json", 3000, agents=40, steps=6, seed=2, jsonl=tmp_path / "c.jsonl")
+    r = read_trace(p)
+    a, _, act = synth.events(3000, 40, 6, seed=2)
+    assert r.report.records == 3000 and r.panel.values[:, :, r.panel.features.index("acted")].sum() == 3000
+    texts = list(json.loads(p.read_text())["content_store"].values())  # one per action type, in ACTIONS order
+    assert r.panel.values[:, :, r.panel.features.index("action_chars")].sum() == sum(len(texts[k]) for k in act)
+    i = list(r.panel.agent_ids).index(f"agent{a[0]}")
+    assert r.panel.values[:, i, 0].sum() == (a == a[0]).sum()
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 3000

@@ -4,6 +4,7 @@
   (the DDL of camel-ai/oasis ``oasis/social_platform/schema/*.sql`` at 46cdc8d, Apache-2.0), integer
   time steps in ``trace.created_at`` as OASIS's Twitter clock writes them;
 * :func:`write_otel` — AgentSociety 2 style spans sharded over ``trace_<trace_id[:2]>.jsonl``;
+* :func:`write_concordia` — a Concordia structured log of entity actions (texts by reference);
 * :func:`write_table` — the same events as a long CSV or Parquet table (``agent, step, action``).
 
 Events are drawn with heavy-tailed agent activity from ``seed`` (same arguments → same bytes).
@@ -108,6 +109,39 @@ def write_otel(folder: str | Path, n: int, agents: int, steps: int, seed: int = 
     return d
 
 
+def write_concordia(path: str | Path, n: int, agents: int, steps: int, seed: int = 0, chunk: int = 100_000,
+                    jsonl: str | Path | None = None) -> Path:
+    """A Concordia structured log (``SimulationLog.to_json`` layout) with ``n`` entity_action entries; the
+    action texts (one per action type, ≥ 50 characters) live in ``content_store`` as Concordia stores them.
+    ``jsonl``: also write the entries as JSON lines (for a DuckDB reference on the same data)."""
+    import hashlib
+
+    p = Path(path)
+    a, s, act = events(n, agents, steps, seed)
+    texts = [f"The villager decides to {name.replace('_', ' ')} after thinking it over carefully this round."
+             for name in ACTIONS]
+    ids = [hashlib.sha256(t.encode()).hexdigest()[:16] for t in texts]
+    side = open(jsonl, "w") if jsonl is not None else None
+    with open(p, "w") as fh:
+        fh.write('{"content_store": ' + json.dumps(dict(zip(ids, texts))) + ', "entries": [')
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            rows = []
+            for j in range(lo, hi):
+                k = int(act[j])
+                rows.append(f'{{"step": {int(s[j])}, "timestamp": "", "entity_name": "agent{int(a[j])}", '
+                            f'"component_name": "entity_action", "entry_type": "entity", "summary": "", '
+                            f'"deduplicated_data": {{"key": "Entity [agent{int(a[j])}]", "value": {{"__act__": '
+                            f'{{"Value": {{"_ref": "{ids[k]}"}}}}}}}}}}')
+                if side is not None:
+                    side.write(f'{{"step": {int(s[j])}, "entity_name": "agent{int(a[j])}", "action": "{ids[k]}"}}\n')
+            fh.write(("," if lo else "") + ",".join(rows))
+        fh.write('], "entity_memories": {}, "game_master_memories": []}')
+    if side is not None:
+        side.close()
+    return p
+
+
 def write_table(path: str | Path, n: int, agents: int, steps: int, seed: int = 0) -> Path:
     """The events as a long table (CSV or Parquet by the suffix): ``agent, step, action``."""
     import pyarrow as pa
@@ -124,4 +158,4 @@ def write_table(path: str | Path, n: int, agents: int, steps: int, seed: int = 0
     return p
 
 
-__all__ = ["ACTIONS", "OASIS_DDL", "events", "write_oasis", "write_otel", "write_table"]
+__all__ = ["ACTIONS", "OASIS_DDL", "events", "write_concordia", "write_oasis", "write_otel", "write_table"]
