@@ -81,6 +81,7 @@ class PanelBuilder:
         self.coder = StepCoder(spec)
         self.ids: dict[Any, int] = {}
         self.id_list: list[Any] = []
+        self._known: pd.Index | None = None
         self.actions: dict[str, int] = {}
         self.events = 0
         self.used = 0
@@ -111,20 +112,27 @@ class PanelBuilder:
 
     # ------------------------------------------------------------------ ingest
     def _agent_index(self, agent: np.ndarray) -> np.ndarray:
+        """Panel positions of a batch's agent ids (new ids get the next positions, in order of appearance)."""
         codes, uniq = pd.factorize(agent, use_na_sentinel=False)
-        idx_of_uniq = np.empty(len(uniq), dtype=np.int64)
-        ids, lst = self.ids, self.id_list
-        for u, v in enumerate(uniq.tolist() if hasattr(uniq, "tolist") else list(uniq)):
-            i = ids.get(v)
-            if i is None:
-                i = len(lst)
-                if i >= self.spec.max_agents:
-                    raise TraceError(f"more than max_agents = {self.spec.max_agents:,} distinct agents; raise "
-                                     "max_agents in the spec if you mean it (is the agent field right?)")
-                ids[v] = i
-                lst.append(v)
-            idx_of_uniq[u] = i
-        return idx_of_uniq[codes]
+        if self._known is None or len(self._known) != len(self.id_list):
+            self._known = pd.Index(self.id_list, dtype=object)
+        pos = self._known.get_indexer(pd.Index(uniq, dtype=object))  # hashed lookups in C
+        new = np.flatnonzero(pos < 0)
+        if new.size:
+            ids, lst = self.ids, self.id_list
+            for u in new.tolist():
+                v = uniq[u]
+                v = v.item() if hasattr(v, "item") else v
+                i = ids.get(v)
+                if i is None:
+                    i = len(lst)
+                    if i >= self.spec.max_agents:
+                        raise TraceError(f"more than max_agents = {self.spec.max_agents:,} distinct agents; raise "
+                                         "max_agents in the spec if you mean it (is the agent field right?)")
+                    ids[v] = i
+                    lst.append(v)
+                pos[u] = i
+        return pos.astype(np.int64)[codes]
 
     def add(self, batch: EventBatch | None) -> None:
         if batch is None or len(batch) == 0:

@@ -220,13 +220,12 @@ _BAD_JSON = object()  # a JSON column that does not parse
 
 
 def _column(values: tuple[Any, ...]) -> Any:
-    """A fetched column as an int64 array when every value is an int (the fast path), else a list."""
-    if values and all(type(v) is int for v in values):
-        try:
-            return np.fromiter(values, dtype=np.int64, count=len(values))
-        except OverflowError:
-            return list(values)
-    return list(values)
+    """A fetched column as an int64 array when every value is an int (the fast path, in C), else a list."""
+    try:
+        arr = np.array(values)
+    except (ValueError, OverflowError):
+        return list(values)
+    return arr.astype(np.int64, copy=False) if arr.dtype.kind in "iu" and arr.ndim == 1 else list(values)
 
 
 __all__ = ["OasisReader"]
