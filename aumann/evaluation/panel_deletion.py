@@ -20,7 +20,7 @@ import numpy as np
 from aumann.attribution.indicators import as_indicator, evaluate
 from aumann.attribution.metrics import rank_agents
 from aumann.attribution.problem import resolve_baseline
-from aumann.evaluation.deletion import MaskingOracle, deletion_summary, random_summary
+from aumann.evaluation.deletion import MaskingOracle, deletion_summary
 from aumann.seeding import as_generator
 
 #: why a trace's deletion study is the masking game only (the report quotes it)
@@ -58,7 +58,8 @@ def masking_deletion(f: Any, panel: Any, att: Any, *, baseline: Any = "zero", k_
     k_drop = max(1, min(int(k_drop), k_del))
     order = rank_agents(np.asarray(att.phi[ts], dtype=np.float64)[living])
     ours = deletion_summary(oracle, f_full, order, k_del, k_drop)
-    rnd = random_summary(oracle, f_full, n, k_del, k_drop, orderings, as_generator(seed))
+    rng = as_generator(seed)
+    rnd = deletion_summary(oracle, f_full, [rng.permutation(n) for _ in range(orderings)], k_del, k_drop)
     curve_ours = oracle.curve(order, k_del)[:, 0]
     step = panel.steps[ts]
 

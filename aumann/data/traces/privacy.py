@@ -5,7 +5,8 @@ simulator's own (OASIS ``user_id`` is the agent's index; its ``user`` table's na
 read). A log can nonetheless record real people (an LLM-augmented platform, a real event table read as a
 long table): with ``real_people = true`` in the spec (or ``aumann attribute --real-people``) the panel
 is keyed by opaque indices 0 … N−1 in order of the sorted ids, agents are labelled with activity tiers
-(``top_1pct`` / ``next_9pct`` / ``tail_90pct`` by total activity over the trace) so the report shows tier
+(``top`` / ``mid`` / ``tail``: the top 1 %, next 9 %, last 90 % by total activity over the trace,
+:func:`aumann.tiers.tiers_by_rank`) so the report shows tier
 shares R_G, and the real ids leave the process only with an explicit ``--export-identifiers``
 (``identifiers.csv``: index, id).
 """
@@ -16,20 +17,7 @@ from typing import Any
 
 import numpy as np
 
-TIERS = ("top_1pct", "next_9pct", "tail_90pct")
-
-
-def activity_tiers(activity: np.ndarray) -> np.ndarray:
-    """Tier labels by descending activity: the top 1 % (at least one agent), the next 9 %, the rest."""
-    n = activity.shape[0]
-    order = np.argsort(-activity, kind="stable")
-    labels = np.empty(n, dtype=object)
-    k1 = max(1, int(np.ceil(0.01 * n)))
-    k10 = max(k1, int(np.ceil(0.10 * n)))
-    labels[order[:k1]] = TIERS[0]
-    labels[order[k1:k10]] = TIERS[1]
-    labels[order[k10:]] = TIERS[2]
-    return labels.astype(str)
+from aumann.tiers import tiers_by_rank
 
 
 def pseudonymise(panel: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -38,9 +26,9 @@ def pseudonymise(panel: Any) -> tuple[Any, list[dict[str, Any]]]:
     mapping = [{"index": i, "id": v.item() if hasattr(v, "item") else v} for i, v in enumerate(ids)]
     activity = np.asarray(panel.values, dtype=np.float64).sum(axis=(0, 2))
     groups = dict(panel.groups)
-    groups["tier"] = activity_tiers(activity)
+    groups["tier"] = tiers_by_rank(activity)
     meta = dict(panel.meta, identifiers="opaque")
     return panel._derive(agent_ids=np.arange(panel.N), groups=groups, meta=meta), mapping
 
 
-__all__ = ["TIERS", "activity_tiers", "pseudonymise"]
+__all__ = ["pseudonymise"]
