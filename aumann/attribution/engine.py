@@ -29,6 +29,7 @@ def attribute(
     per_feature: bool = False,
     progress: bool = False,
     device: str | torch.device | None = None,
+    absent: str = "entry",
 ) -> Attribution:
     """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
 
@@ -42,6 +43,11 @@ def attribute(
             (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline and get
             φ = 0; an alive-aware indicator (every built-in; a user one whose ``forward`` takes
             ``alive=``) is handed the living mask and computes over the living rows only.
+            ``"pre-event"`` and ``"previous"`` never read a dead row: see ``absent``.
+        absent: where ``"pre-event"`` / ``"previous"`` would read an agent's dead row (a newborn, an agent
+            that left and came back): ``"entry"`` (default; its first living row from that step on, the
+            state it entered in), ``"zero"`` or ``"mean"`` (the ``"mean"`` baseline's vector); recorded in
+            provenance when it applies. See :mod:`aumann.attribution.problem`.
         rng: seed or Generator for sampled methods (recorded in provenance).
         per_feature: also return per-feature attributions (``Attribution.phi_features``).
         progress: show a progress bar for long computations.
@@ -83,7 +89,7 @@ def attribute(
         )
     dev = CPU if device is None and method.device is None else pick_device(device, method.device)
     problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
-                            device=dev)
+                            device=dev, absent=absent)
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

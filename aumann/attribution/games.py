@@ -20,6 +20,7 @@ hand the methods a fast kernel; ``kernel(fast=False)`` forces plain evaluation.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from aumann.attribution.pooled import (
     AgentwiseIndicator,
     GameKernel,
     GenericKernel,
+    PooledRows,
     QuadraticIndicator,
     QuadraticKernel,
 )
@@ -161,12 +163,16 @@ class MaskedIndicatorGame(CoalitionGame):
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
         custom = getattr(f, "masking_kernel", None)
-        alive = self.problem.alive  # a living mask: only pooled forms know how to average over the living
-        if custom is not None and fast is not False and alive is None:  # the indicator's own structured kernel
-            return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
-                          memory_budget=memory_budget)
+        alive = self.problem.alive  # a living mask: pooled forms (and kernels taking alive=) average over the living
+        if custom is not None and fast is not False:  # the indicator's own structured kernel
+            if alive is None:
+                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                              memory_budget=memory_budget)
+            if _takes_alive(custom):
+                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                              memory_budget=memory_budget, alive=alive[self.t])
         agentwise = isinstance(f, AgentwiseIndicator | QuadraticIndicator)
-        structured = not f.uses_context and (f.pooled is not None if alive is not None else
+        structured = not f.uses_context and (f.pooled is not None and f.pooled.living if alive is not None else
                                              agentwise or f.pooled is not None)
         if fast is False or (fast is None and not structured):
             return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes,
@@ -185,18 +191,31 @@ class MaskedIndicatorGame(CoalitionGame):
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
+            rows = None
             if isinstance(f, AgentwiseIndicator) and alive is None:
                 a, b, rho = f.psi(x64), f.psi(b64), f.rho
             elif alive is None:
                 n = self.n_players
-                a, b, rho = f.pooled.psi(x64) / n, f.pooled.psi(b64) / n, f.pooled.rho
+                pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
+                a, b, rho = pa / n, pb / n, f.pooled.rho
+                rows = PooledRows(_np(pa), _np(pb), None, n)
             else:  # means over the living at n_t: dead players add nothing on either side (dummies)
-                live = torch.from_numpy(alive[self.t]).to(device=x64.device, dtype=torch.float64)[:, None]
+                live_np = alive[self.t]
+                live = torch.from_numpy(live_np).to(device=x64.device, dtype=torch.float64)[:, None]
                 w = live / live.sum()
-                a, b, rho = f.pooled.psi(x64) * w, f.pooled.psi(b64) * w, f.pooled.rho
+                pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
+                a, b, rho = pa * w, pb * w, f.pooled.rho
+                rows = PooledRows(_np(pa), _np(pb), live_np, int(live_np.sum()))
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device, rows=rows)
+
+
+def _takes_alive(fn: Any) -> bool:
+    try:
+        return "alive" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

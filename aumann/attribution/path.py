@@ -184,6 +184,8 @@ class AumannShapley(AttributionMethod):
         pooled = problem.f.pooled
         if not (self.pooled_fast_path and pooled is not None and pooled.linear_psi and not problem.f.uses_context):
             return None
+        if problem.alive is not None and not pooled.living:  # ρ depends on the population size: no living means
+            return None
         return pooled
 
     def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> tuple[

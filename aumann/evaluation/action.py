@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.attribution.indicators import as_indicator, evaluate
+from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, evaluate_tensor
 from aumann.attribution.participation import diagonal_path_integral
 from aumann.attribution.result import Attribution
 from aumann.errors import IndicatorError, StepMapError, StepMapUnavailable
@@ -105,7 +105,9 @@ def map_value_fn(sm: StepMap, f: Any, *, n_features: int, name: str = "scenario"
 
     def v(lam: torch.Tensor) -> torch.Tensor:
         z = map_features(sm, lam, n_features=n_features, name=name)
-        out = ind(z, _context(sm.context, lam.shape[0]) if sm.context else None)
+        # a step map describes a fixed population (every row alive): no living mask to carry
+        out = evaluate_tensor(ind, EvalContext(z, _context(sm.context, lam.shape[0]) if sm.context else None,
+                                               batched=True))
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (lam.shape[0],):
             raise IndicatorError(f"indicator {ind.name!r} must return one value per batch element on the step "
                                  f"map's features; got {getattr(out, 'shape', type(out).__name__)}")
@@ -206,10 +208,9 @@ def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: in
         with torch.no_grad(), torch_threads(threads):
             g_corners = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=D,
                                      name=scenario.name).numpy()
-        z_full, ctx_full, alive_full = scenario.step_with_baseline(model, config, [], with_alive=True)
-        z_empty, ctx_empty, alive_empty = scenario.step_with_baseline(model, config, range(n), with_alive=True)
-        f_full = float(evaluate(f, z_full, ctx_full, alive=alive_full))
-        f_empty = float(evaluate(f, z_empty, ctx_empty, alive=alive_empty))
+        full, empty = scenario.step_state(model, config, []), scenario.step_state(model, config, range(n))
+        z_full, z_empty = full.z, empty.z
+        f_full, f_empty = float(evaluate(f, full)), float(evaluate(f, empty))
         scale = max(abs(f_full - f_empty), np.finfo(np.float64).tiny)
         prov.update({
             "forks": 2, "v_fork_full": f_full, "v_fork_empty": f_empty,

@@ -65,9 +65,8 @@ class DeletionOracle:
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
-        z, ctx, alive = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
-                                                         agent_ids=self.agent_ids, with_alive=True)
-        return float(evaluate(self.f, z, ctx, alive=alive)), float(evaluate(self.f_original, z, ctx, alive=alive))
+        state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
+        return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
         with self._lock:
@@ -163,35 +162,46 @@ class MaskingOracle:
     """The masking oracle at the target step: f after the deleted agents' features are set to their
     baseline z⁰ (no re-simulation; the per-step masking game's v(N ∖ D)).
 
-    Pooled indicators (f = ρ(mean ψ)) are updated by running sums along an ordering (O(k) for the
-    first k agents); others are evaluated on the masked array (O(N) per k).
+    The curve is the masking game's own (:meth:`~aumann.attribution.pooled.GameKernel.curve` of
+    :class:`~aumann.attribution.MaskedIndicatorGame`): running sums along the ordering for pooled
+    indicators (O(k) for the first k agents, over the living at n_t when the step has dead rows),
+    one sparse pass for network indicators, batched evaluation of the masked array otherwise. The
+    step's context and living mask travel with its features as one
+    :class:`~aumann.attribution.indicators.EvalContext`, so an alive-aware indicator is evaluated over
+    the living exactly as the engine evaluates it.
+
+    Args:
+        f, f_original: the attributed (C²) and the original indicator.
+        z: the step's features (N, D), or its :class:`~aumann.attribution.indicators.EvalContext` (features,
+            context and living mask together; then ``context`` and ``alive`` are not given).
+        z0: the baseline (N, D) (or anything broadcastable to it).
+        context: the step's world state {name: array} (with a plain ``z``).
+        alive: the step's living mask (N,) (with a plain ``z``); ``None``: everyone alive.
     """
 
-    def __init__(self, f: Any, f_original: Any, z: np.ndarray, z0: np.ndarray,
-                 context: dict[str, Any] | None = None) -> None:
+    def __init__(self, f: Any, f_original: Any, z: Any, z0: np.ndarray, context: dict[str, Any] | None = None,
+                 *, alive: Any = None) -> None:
+        import torch
+
+        from aumann.attribution import MaskedIndicatorGame, Problem
+        from aumann.attribution.indicators import EvalContext
+        from aumann.panel import Panel
+
+        state = z if isinstance(z, EvalContext) else EvalContext(np.asarray(z), context, alive)
+        if isinstance(z, EvalContext) and (context is not None or alive is not None):
+            raise ValueError("MaskingOracle: an EvalContext carries its own context and living mask; pass it alone")
+        self.state = state
         self.inds = (as_indicator(f), as_indicator(f_original))
-        self.z = np.asarray(z)
-        self.z0 = np.broadcast_to(np.asarray(z0), self.z.shape)
-        self.context = context
+        zz = np.asarray(state.z.detach().cpu().numpy() if isinstance(state.z, torch.Tensor) else state.z)
+        self.z = zz
+        self.z0 = np.broadcast_to(np.asarray(z0), zz.shape)
+        self.context = state.context
+        panel = Panel(zz[None], alive=None if state.alive is None else state.alive[None],
+                      context={k: np.asarray(v)[None] for k, v in (state.context or {}).items()})
+        base = np.array(self.z0, dtype=panel.dtype)  # a writable copy (z0 may be a broadcast view)
+        self.games = tuple(MaskedIndicatorGame(Problem.build(ind, panel, base), 0) for ind in self.inds)
+        self.kernels = tuple(g.kernel() for g in self.games)
         self.evaluations = 0
-        self._sums: list[Any] = []
-        for ind in self.inds:
-            pooled = ind.pooled if not ind.uses_context else None
-            if pooled is None:
-                self._sums.append(None)
-                continue
-            import torch
-
-            with torch.no_grad():
-                a = pooled.psi(torch.as_tensor(np.asarray(self.z, dtype=np.float64))).double().numpy()
-                b = pooled.psi(torch.as_tensor(np.array(self.z0, dtype=np.float64))).double().numpy()
-            self._sums.append((a.sum(axis=0), b - a, pooled.rho))
-
-    def _masked(self, deleted: Sequence[int]) -> np.ndarray:
-        z = np.array(self.z, dtype=np.float64)
-        idx = np.asarray(deleted, dtype=np.int64)
-        z[idx] = self.z0[idx]
-        return z
 
     def values(self, deleted: Sequence[int]) -> tuple[float, float]:
         """(f, f original) with the ``deleted`` agents at the baseline."""
@@ -203,23 +213,11 @@ class MaskingOracle:
 
     def curve_at(self, order: Sequence[int], ks: Sequence[int]) -> np.ndarray:
         """(len(ks), 2) array of (f_k, f_k original) for the given k (deleting order[:k])."""
-        import torch
-
         order = np.asarray(order, dtype=np.int64)
         ks = np.asarray(list(ks), dtype=np.int64)
-        n = self.z.shape[0]
         out = np.empty((ks.size, 2))
-        kmax = int(ks.max()) if ks.size else 0
-        for j, (ind, sums) in enumerate(zip(self.inds, self._sums)):
-            if sums is not None:
-                total, change, rho = sums
-                run = np.cumsum(change[order[:kmax]], axis=0)  # running change of Σψ
-                s = total[None, :] + np.concatenate([np.zeros((1, total.size)), run])[ks]
-                with torch.no_grad():
-                    out[:, j] = rho(torch.as_tensor(s / n)).double().numpy()
-            else:
-                for q, k in enumerate(ks):
-                    out[q, j] = float(evaluate(ind, self._masked(order[:k]), self.context))
+        for j, kernel in enumerate(self.kernels):
+            out[:, j] = kernel.curve(order, ks)
             self.evaluations += int(ks.size)
         return out
 

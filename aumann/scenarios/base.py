@@ -439,6 +439,15 @@ class Scenario:
         alive = res.panel.alive
         return z, ctx, (None if alive is None or bool(alive[0].all()) else np.asarray(alive[0], dtype=bool))
 
+    def step_state(self, model: Any, config: ScenarioConfig, positions: Sequence[int], *,
+                   agent_ids: Sequence[Hashable] | None = None) -> Any:
+        """:meth:`step_with_baseline` as one :class:`~aumann.attribution.indicators.EvalContext`: the
+        re-simulated step's features (n, D), its context and its living mask, evaluated together."""
+        from aumann.attribution.indicators import EvalContext
+
+        z, ctx, alive = self.step_with_baseline(model, config, positions, agent_ids=agent_ids, with_alive=True)
+        return EvalContext(z, ctx, alive)
+
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
         from aumann.simulators import fork
 

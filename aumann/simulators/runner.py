@@ -192,19 +192,17 @@ def indicator_values(f: Callable[..., Any], panel: Any):
     """
     import numpy as np
 
-    from aumann.attribution.indicators import evaluate
+    from aumann.attribution.indicators import EvalContext, evaluate
 
-    values = panel.values
-    alive = getattr(panel, "alive", None)  # an alive-aware indicator averages over the living rows only
-    T = values.shape[0]
-    chunk = max(1, (128 << 20) // max(1, values[0].size * 8))  # whole steps, ≤ 128 MiB of float64 at a time
+    state = EvalContext.of_panel(panel)  # values, context and living mask of every step, together
+    T = panel.values.shape[0]
+    chunk = max(1, (128 << 20) // max(1, panel.values[0].size * 8))  # whole steps, ≤ 128 MiB of float64 at a time
     if chunk >= T:
-        return evaluate(f, values, panel.context, context_batched=True, alive=alive)
+        return evaluate(f, state)
     out = np.empty(T, dtype=np.float64)
     for s in range(0, T, chunk):
         sl = slice(s, min(T, s + chunk))
-        out[sl] = evaluate(f, values[sl], {k: v[sl] for k, v in panel.context.items()}, context_batched=True,
-                           alive=None if alive is None else alive[sl])
+        out[sl] = evaluate(f, state.steps(sl))
     return out
 
 

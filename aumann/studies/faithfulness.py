@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
 from aumann.errors import ConfigError, StudyError
 from aumann.evaluation.deletion import (
@@ -228,7 +229,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         return order if everyone else order[is_player[order]]
 
     f_full = (float(fv[ts]), float(fov[ts]))
-    masking = MaskingOracle(f, f_orig, pt.values[0], z0, {k: np.asarray(v)[0] for k, v in pt.context.items()})
+    masking = MaskingOracle(f, f_orig, EvalContext.at_step(pt, 0), z0)  # features, context and mask together
     grid = log_k_grid(len(players)) if st.log_k_grid else None
     rec: dict[str, Any] = {"t_star": ts, "f_t_star": f_full[0], "f_original_t_star": f_full[1],
                            "efficiency_gap": float(res_all.efficiency_gap[ts]),
@@ -287,7 +288,11 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         from aumann.evaluation.judge import ask_judge, judge_trace
 
         tick("judge")
-        trace = judge_trace(scenario.features, panel.values[ts - 1][players] if ts > 0 else None,
+        # the step before t* never through a dead row (a newborn's "before" is its state at birth)
+        from aumann.attribution.problem import resolve_baseline
+
+        before = resolve_baseline("previous", panel)[0][ts][players] if ts > 0 else None
+        trace = judge_trace(scenario.features, before,
                             panel.values[ts][players], z0[players], fv[: ts + 1], ts, sizes.k_del,
                             agent_ids=np.asarray(ids)[players], max_candidates=st.judge_candidates,
                             indicator=getattr(f, "name", "f"))
