@@ -62,6 +62,7 @@
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
 * AumannWarning(UserWarning)                     -- warnings aumann emits (filter them by class)
   * ForkFallbackWarning                          -- ``strategy="auto"`` could not copy a model and replays it
+  * RecorderWarning                              -- a recorder skipped agent types without a requested feature
   * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
 """
 
@@ -354,6 +355,10 @@ class ForkFallbackWarning(AumannWarning):
     """A fork with ``strategy="auto"`` could not copy the model and replays it from its factory instead."""
 
 
+class RecorderWarning(AumannWarning):
+    """A recorder skipped agents (a type without a requested feature) and says which."""
+
+
 class EfficiencyGapWarning(AumannWarning):
     """An efficient method's Σ_i φ misses Δv by a large share of |Δv| (too few integration points?)."""
 
@@ -397,6 +402,7 @@ __all__ = [
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "RecorderWarning",
     "ReplayDivergedError",
     "ReplayUnavailableError",
     "ReplyTooLarge",

@@ -131,7 +131,8 @@ class FunctionGame(CoalitionGame):
 class MaskedIndicatorGame(CoalitionGame):
     """v_t(S) = f(z_t with agents outside S at the baseline z⁰_t), for step index ``t`` of a problem."""
 
-    def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                 memory_limit: int | None = None) -> None:
         T, N, D = problem.shape
         if not 0 <= t < T:
             raise GameError(f"step index {t} is outside the panel's {T} steps")
@@ -147,11 +148,18 @@ class MaskedIndicatorGame(CoalitionGame):
         self.b = torch.as_tensor(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
+        self.memory_limit = memory_limit
+
+    def coalition_bytes(self) -> int:
+        """Working memory of one coalition's evaluation: at least four copies of the step, or what the
+        indicator was measured to use (once per problem; a pairwise N × N indicator costs N² floats)."""
+        return self.problem.item_bytes(static=self.row_bytes, limit=self.memory_limit)
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
         B = masks.shape[0]
         out = np.empty(B, dtype=np.float64)
-        step = max(1, self.memory_budget // self.row_bytes)
+        # batches sized by the measured cost of a coalition (a batch of one needs no measurement)
+        step = max(1, self.memory_budget // (self.coalition_bytes() if B > 1 else self.row_bytes))
         with torch.no_grad():
             for s in range(0, B, step):
                 m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]

@@ -57,7 +57,7 @@ import torch
 
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.streaming import linear_closed_form
-from aumann.checks import as_float, as_real_array, user_code
+from aumann.checks import as_float, as_real_array, load_spec, user_code
 from aumann.errors import IndicatorError, NoLivingAgentsError, UndefinedIndicatorError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
@@ -396,11 +396,8 @@ class Var(Indicator):
 TIE_RTOL = 64 * float(np.finfo(np.float64).eps)
 
 
-def _tie_tol(g: Any, eps: float) -> Any:
-    """The per-row tie tolerance 64·eps·max|g| (numpy or torch, shape g.shape[:-1] + (1,))."""
-    if isinstance(g, torch.Tensor):
-        finite = torch.where(torch.isfinite(g), g.abs(), torch.zeros((), dtype=g.dtype, device=g.device))
-        return 64 * eps * finite.amax(dim=-1, keepdim=True)
+def _tie_tol(g: np.ndarray, eps: float) -> np.ndarray:
+    """The per-row tie tolerance 64·eps·max|g| (shape g.shape[:-1] + (1,))."""
     return 64 * eps * np.max(np.where(np.isfinite(g), np.abs(g), 0.0), axis=-1, keepdims=True)
 
 
@@ -433,10 +430,12 @@ def average_ranks(g: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None, *,
+                        return_order: bool = False) -> Any:
     """1-based ranks of g[..., N] along the last axis among the rows where ``mask`` is True, ties (and
     near-ties, within :data:`TIE_RTOL` of the largest |g| among them) given their average rank
-    (symmetric); O(N log N). Rows outside the mask get meaningless ranks."""
+    (symmetric); O(N log N). Rows outside the mask get meaningless ranks. ``return_order``: also the
+    sorting permutation (living rows ascending, then the dead ones)."""
     key = g if mask is None else torch.where(mask, g, torch.full((), float("inf"), dtype=g.dtype))
     srt, order = torch.sort(key, dim=-1)
     n = g.shape[-1]
@@ -444,24 +443,48 @@ def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None) -> to
     ranks = (pos + 1).to(g.dtype)
     if n > 1:
         eps = torch.finfo(g.dtype).eps if g.is_floating_point() else 0.0
+        # the largest |g| among the living: at one end of the sorted living values
+        last = srt[..., -1:] if mask is None else srt.gather(-1, (mask.sum(-1, keepdim=True) - 1).clamp_min(0))
+        tol = 64 * eps * torch.maximum(srt[..., :1].abs(), last.abs())
         starts = torch.ones(g.shape, dtype=torch.bool, device=g.device)
         # a new run of (nearly) equal values begins here; inf - inf (dead rows) is NaN: no new run among them
-        gap = srt[..., 1:] - srt[..., :-1]
-        starts[..., 1:] = gap > _tie_tol(srt, eps)
+        starts[..., 1:] = (srt[..., 1:] - srt[..., :-1]) > tol
         if not bool(starts.all()):  # ties: positions start..end−1 of a run share (start + end + 1)/2
             first = torch.where(starts, pos, 0).cummax(dim=-1).values
             ends = torch.ones_like(starts)
             ends[..., :-1] = starts[..., 1:]
-            last = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
-            ranks = (first + last + 1).to(g.dtype) / 2
-    return torch.empty_like(ranks).scatter_(-1, order, ranks)
+            last_pos = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
+            ranks = (first + last_pos + 1).to(g.dtype) / 2
+    out = torch.empty_like(ranks).scatter_(-1, order, ranks)
+    return (out, order) if return_order else out
 
 
-def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int) -> torch.Tensor:
-    """Gini weights w_i = (2k̄_i − n − 1)/n² (k̄ the average rank among the living), 0 for dead rows."""
+def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int, *,
+                         return_order: bool = False) -> Any:
+    """Gini weights w_i = (2k̄_i − n − 1)/n² (k̄ the average rank among the living), 0 for dead rows
+    (``return_order``: also the sorting permutation of :func:`average_ranks_torch`)."""
     nn = n[..., None] if isinstance(n, torch.Tensor) else n
-    w = (2.0 * average_ranks_torch(g, mask) - nn - 1) / nn**2
-    return w if mask is None else torch.where(mask, w, torch.zeros((), dtype=w.dtype))
+    ranks, order = average_ranks_torch(g, mask, return_order=True)
+    w = (2.0 * ranks - nn - 1) / nn**2
+    w = w if mask is None else torch.where(mask, w, torch.zeros((), dtype=w.dtype))
+    return (w, order) if return_order else w
+
+
+def _sorted_weighted_sum(g: torch.Tensor, alive: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """(Σ_i w_i g_i with the average-rank weights w held constant, Σ_i g_i, n_t), dead rows as 0.
+
+    Without a gradient to take, both sums run in ascending order of g, so they depend only on the multiset
+    of values: agents with exactly equal g are interchangeable bit for bit (a leave-one-out or a coalition
+    that swaps them values the same). With one, they run in agent order (the same function; the gradient
+    is w, so ties keep their shared weight)."""
+    mask, n = living(g, alive)
+    w, order = average_rank_weights(g.detach(), mask, n, return_order=True)
+    if mask is not None:
+        g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
+    if g.requires_grad:
+        return (w * g).sum(dim=-1), g.sum(dim=-1), n
+    gs = g.gather(-1, order)
+    return (w.gather(-1, order) * gs).sum(dim=-1), gs.sum(dim=-1), n
 
 
 class Gini(Indicator):
@@ -479,12 +502,7 @@ class Gini(Indicator):
     has_closed_form = True
 
     def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
-        g = _g(z)
-        mask, n = living(g, alive)
-        w = average_rank_weights(g.detach(), mask, n)
-        if mask is not None:
-            g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
-        return (w * g).sum(dim=-1)
+        return _sorted_weighted_sum(_g(z), alive)[0]
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
@@ -510,12 +528,8 @@ class GiniCoefficient(Indicator):
     name = "gini_coefficient"
 
     def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
-        g = _g(z)
-        mask, n = living(g, alive)
-        w = average_rank_weights(g.detach(), mask, n)
-        if mask is not None:
-            g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
-        mean = g.sum(dim=-1) / n
+        md, total, n = _sorted_weighted_sum(_g(z), alive)
+        mean = total / n
         zero = mean.detach() == 0
         if bool(zero.any()):
             bad = torch.nonzero(zero).tolist()
@@ -524,7 +538,7 @@ class GiniCoefficient(Indicator):
                 f"indicator 'gini_coefficient' is 0/0 where the mean of g over the living is 0{where} ({len(bad)} "
                 "such element(s)), e.g. at the zero baseline: attribute it from baseline='mean', 'pre-event', "
                 "'previous' or an array, or use 'gini' (the Gini mean difference, 0 at the zero baseline)")
-        return (w * g).sum(dim=-1) / mean
+        return md / mean
 
 
 class Pairwise(Indicator):
@@ -618,11 +632,35 @@ def register(indicator: Indicator | Callable[..., Indicator], name: str | None =
     return indicator
 
 
+def load(spec: str) -> Indicator:
+    """The indicator at ``path/to/file.py:attribute`` or ``package.module:attribute``: an :class:`Indicator`,
+    an Indicator subclass (instantiated without arguments) or a batched callable ``f(z[, context][, alive])``.
+    The file is imported as ``python file.py`` would (its sibling modules import).
+
+    Raises:
+        UnknownIndicatorError: the spec cannot be imported or names nothing usable as an indicator.
+    """
+    _, obj = load_spec(spec, error=UnknownIndicatorError, what="indicator")
+    if isinstance(obj, type) and issubclass(obj, Indicator):
+        with user_code(f"indicator class {spec!r}"):
+            obj = obj()
+    if not (isinstance(obj, Indicator) or callable(obj)):
+        raise UnknownIndicatorError(f"indicator spec {spec!r} names a {type(obj).__name__}, not an Indicator or a "
+                                    "batched callable f(z[..., N, D]) -> [...]")
+    ind = as_indicator(obj)
+    if isinstance(ind, FunctionIndicator) and ind.name in ("<lambda>", "function"):
+        ind.name = spec.rpartition(":")[2]
+    return ind
+
+
 def get(name: str, **params: Any) -> Indicator:
-    """The registered indicator called ``name`` (factories receive ``params``)."""
+    """The registered indicator called ``name`` (factories receive ``params``), or the one a
+    ``path/to/file.py:attribute`` / ``package.module:attribute`` spec names (:func:`load`)."""
     if not isinstance(name, str):
         raise UnknownIndicatorError(f"indicator names are strings; got {type(name).__name__} {name!r}; registered "
                                     f"indicators are {sorted(_REGISTRY)}")
+    if name not in _REGISTRY and ":" in name and not params:
+        return load(name)
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -694,6 +732,42 @@ def evaluate_tensor(f: Any, state: EvalContext) -> torch.Tensor:
         return ind(z, ctx, mask)
 
 
+def _lead_slice(state: EvalContext, sl: slice) -> EvalContext:
+    """Elements ``sl`` of the leading dimension of a batch: z, a batched context and a per-element mask with it."""
+    z = state.z
+    ctx = state.context
+    if ctx is not None and state.batched:
+        ctx = {k: v[sl] for k, v in ctx.items()}
+    alive = state.alive
+    if alive is not None and alive.ndim == z.ndim - 1:
+        alive = alive[sl]
+    return EvalContext(z[sl], ctx, alive, state.batched)
+
+
+def _batch_rows(ind: Indicator, state: EvalContext) -> int:
+    """How many elements of the leading dimension one call may take (all of them for small batches):
+    the indicator's cost per element is measured once per shape (:mod:`aumann.attribution.memory`)."""
+    z = state.z
+    if z.ndim < 3 or z.shape[0] < 2:
+        return z.shape[0] if z.ndim >= 3 else 1
+    per_elem = int(np.prod(z.shape[1:])) * z.element_size()
+    if z.shape[0] * per_elem * 64 <= 2**20:  # tiny batches: nothing to size
+        return z.shape[0]
+    from aumann.attribution.memory import item_bytes, items_per_batch, limits
+
+    target, hard = limits(z.device)
+
+    def run(b: int) -> None:
+        evaluate_tensor(ind, _lead_slice(state, slice(0, b)))
+
+    owner = getattr(ind, "fn", ind)
+    key = (tuple(z.shape[1:]), str(z.dtype), state.batched, None if state.alive is None else state.alive.ndim)
+    with torch.no_grad():
+        per = item_bytes(run, 4 * per_elem, key=key, owner=owner, device=z.device, limit=hard,
+                         what=f"element of a batch of indicator {ind.name!r} (shape {tuple(z.shape[1:])})")
+    return items_per_batch(per, target)
+
+
 def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, context_batched: bool = False,
              alive: Any = None) -> np.ndarray:
     """The indicator ``f`` on an :class:`EvalContext` (or a batch ``z``) → float64 numpy array of shape (...).
@@ -728,8 +802,15 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
     if zt.ndim < 2:
         raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
     lead = tuple(zt.shape[:-2])
+    state = state.with_values(zt)
+    step = _batch_rows(ind, state)
     with torch.no_grad():
-        out = evaluate_tensor(ind, state.with_values(zt))
+        if step >= (lead[0] if lead else 1):
+            out = evaluate_tensor(ind, state)
+        else:  # a batch larger than the memory budget holds: in slices of the leading dimension
+            parts = [evaluate_tensor(ind, _lead_slice(state, slice(s, s + step))) for s in range(0, lead[0], step)]
+            bad = next((p for p in parts if not isinstance(p, torch.Tensor)), None)
+            out = bad if bad is not None else torch.cat([p.reshape(-1, *lead[1:]) for p in parts])
     if not isinstance(out, torch.Tensor):
         raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
     if out.is_complex():
@@ -743,5 +824,5 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
 __all__ = [
     "TIE_RTOL", "EvalContext", "FunctionIndicator", "Gini", "GiniCoefficient", "Heat", "Indicator", "Lin",
     "LinearCombination", "Pairwise", "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks",
-    "average_ranks_torch", "evaluate", "evaluate_tensor", "get", "living", "names", "register",
+    "average_ranks_torch", "evaluate", "evaluate_tensor", "get", "living", "load", "names", "register",
 ]

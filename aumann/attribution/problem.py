@@ -43,6 +43,7 @@ import torch
 from aumann.attribution.device import CPU
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.indicators import Indicator, evaluate_tensor
+from aumann.attribution.memory import item_bytes, limits
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
@@ -227,6 +228,40 @@ class Problem:
             raise IndicatorError(f"indicator {self.f.name!r} returned NaN/inf on a batch of shape "
                                  f"{tuple(z.shape)} (steps {np.unique(np.asarray(t_idx)).tolist()[:5]})")
         return out
+
+    def item_bytes(self, *, grad: bool = False, static: int | None = None, limit: int | None = None,
+                   what: str | None = None) -> int:
+        """Bytes one evaluation point (one (N, D) element of a batch) costs the indicator, measured once per
+        problem on copies of the first step (with its backward pass when ``grad``); at least ``static``
+        (default: four copies of a point). See :mod:`aumann.attribution.memory`.
+
+        Raises:
+            MemoryBudgetError: one point alone needs more than ``limit`` bytes (default: half the memory
+                available on the machine, or the device's free memory).
+        """
+        _, N, D = self.shape
+        dtype = torch.float32 if self.x.dtype == np.float32 else torch.float64
+        point = N * D * (4 if dtype == torch.float32 else 8)
+        static = 4 * point if static is None else int(static)
+        if limit is None:
+            limit = limits(self.device)[1]
+        x0 = torch.as_tensor(np.ascontiguousarray(self.x[0]), dtype=dtype, device=self.device)
+
+        def run(b: int) -> None:
+            z = x0.expand(b, N, D).clone()
+            t_idx = np.zeros(b, dtype=np.int64)
+            if not grad:
+                with torch.no_grad():
+                    self.evaluate(z, t_idx)
+                return
+            z.requires_grad_(True)
+            out = self.evaluate(z, t_idx)
+            if out.requires_grad:
+                torch.autograd.grad(out.sum(), z, allow_unused=True)
+
+        label = what or ("integration point (forward and backward pass)" if grad else "coalition")
+        return item_bytes(run, static, key=(N, D, str(dtype), bool(grad)), owner=self, device=self.device,
+                          limit=limit, what=f"{label} of indicator {self.f.name!r} (N = {N}, D = {D})")
 
     def values_at(self, which: str, chunk: int) -> np.ndarray:
         """f(z_t) (``which="x"``) or f(z⁰_t) (``"baseline"``) for every step, in chunks of steps."""

@@ -161,7 +161,8 @@ class SampledShapley(CoalitionMethod):
         round_size: permutations per round between stopping checks (default: all m at once when
             no stderr_tol, else 32).
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
-        memory_budget: bytes of working memory per chunk of permutations.
+        memory_budget: bytes (an int) of working memory per chunk of permutations, and the most one
+            coalition may need (see :class:`~aumann.attribution.semivalues.CoalitionMethod`).
         common_permutations: use the same permutations for every step (common random numbers)
             instead of an independent stream per step. Each step's estimate and standard error are
             as before in distribution, but the steps are no longer independent (do not add their
@@ -251,8 +252,8 @@ class SampledShapley(CoalitionMethod):
         t0 = time.perf_counter()
         T, N, _ = problem.shape
         budget = self.budget_on(problem.device)
-        kernels = [MaskedIndicatorGame(problem, t, memory_budget=budget).kernel(self.fast, memory_budget=budget)
-                   for t in range(T)]
+        kernels = [MaskedIndicatorGame(problem, t, memory_budget=budget, memory_limit=self.requested_budget
+                                       ).kernel(self.fast, memory_budget=budget) for t in range(T)]
         ends = np.array([k.ends() for k in kernels])  # (T, 2): v(∅), v(N)
         per = 2 if self.antithetic else 1
         active: list[np.ndarray | None] = []
@@ -383,7 +384,8 @@ class SampledBanzhaf(CoalitionMethod):
         stderr_tol: stop a step early once every agent's standard error is below this.
         round_size: samples per round between stopping checks.
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
-        memory_budget: bytes of working memory per chunk of samples.
+        memory_budget: bytes (an int) of working memory per chunk of samples, and the most one coalition
+            may need (see :class:`~aumann.attribution.semivalues.CoalitionMethod`).
 
     Example:
         >>> import numpy as np

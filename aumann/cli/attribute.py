@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and the reports report.html (one self-contained page) and report.md.",
     )
     p.add_argument("panel", type=path, help="panel file written by Panel.save (.npz)")
-    p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
+    p.add_argument("--indicator", required=True,
+                   help="registered indicator name (lin, heat, var, gini, gini_coefficient, ...) or your own as "
+                        "path/to/file.py:fn or package.module:fn (an Indicator or a batched torch function)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
     p.add_argument("--steps", type=positive_int, default=30, help="integration points K for the path integral")

@@ -63,6 +63,7 @@ class DeletionOracle:
     threads: int = 1
     executor: Any = None
     _lock: Any = field(default_factory=threading.Lock, repr=False)
+    fork_bytes: int | None = None  # the measured peak memory of one fork (sizes the forks in flight)
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
         state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
@@ -110,9 +111,29 @@ class DeletionOracle:
         if len(keys) > 1 and self.threads > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(self.threads, len(keys)), thread_name_prefix="aumann-fork") as pool:
-                return list(pool.map(self._compute, keys))
+            first, threads = self._sized_threads(keys[0])  # forks in flight sized by what one fork costs
+            rest = keys[1:]
+            if threads <= 1:
+                return [first, *(self._compute(k) for k in rest)]
+            with ThreadPoolExecutor(max_workers=min(threads, len(rest)), thread_name_prefix="aumann-fork") as pool:
+                return [first, *pool.map(self._compute, rest)]
         return [self._compute(k) for k in keys]
+
+    def _sized_threads(self, key: frozenset[int]) -> tuple[tuple[float, float], int]:
+        """Fork ``key`` alone, measuring its peak memory (once per oracle), and the number of forks that may
+        run at once within the memory budget (at most ``threads``): threads × a model's copy must fit."""
+        from aumann.attribution.memory import items_per_batch, limits, peak_bytes
+
+        if self.fork_bytes is not None:
+            return self._compute(key), max(1, min(self.threads, items_per_batch(self.fork_bytes, limits()[1])))
+        out: list[tuple[float, float]] = []
+        peak = peak_bytes(lambda: out.append(self._compute(key)))
+        if not out:  # the probe could not run the fork (no measurement here): run it plainly
+            out.append(self._compute(key))
+        self.fork_bytes = peak if peak else None
+        if not peak:
+            return out[0], self.threads
+        return out[0], max(1, min(self.threads, items_per_batch(peak, limits()[1])))
 
     def prefetch(self, sets: Iterable[Sequence[int]]) -> int:
         """Compute the forks of many deleted sets at once (threads or ``executor``); returns how many.

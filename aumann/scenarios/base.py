@@ -354,6 +354,7 @@ class Scenario:
         from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
         from aumann.simulators import checkpoint, simulate, state_digest
+        from aumann.simulators.runner import warn_replay
 
         if not isinstance(config, self.config_model):
             raise ConfigError(f"scenario {self.name!r} needs a {self.config_model.__name__} (from load_config); got "
@@ -380,6 +381,7 @@ class Scenario:
                     if strategy == "copy":
                         raise
                     mode["strategy"], mode["why"] = "replay", str(exc)  # decided once: the model copies alike
+                    warn_replay(m, str(exc))
             ckpts[t] = _Deferred(factory, t, self.step, state_digest(m), mode["why"])
 
         if keep <= 0:

@@ -129,7 +129,8 @@ def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | N
             reason = str(exc)
             lin = lin or branching.lineage(model, create=True)
             if lin is not None:
-                lin.copy_error = reason
+                lin.copy_error = reason  # decided once per model: later forks replay without trying again
+            warn_replay(model, reason)
         else:
             if lin is not None:
                 branching.set_lineage(branch, lin.clone())
@@ -146,6 +147,18 @@ def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | N
     if blin is not None:
         blin.copy_error = reason
     return branch, "replay"
+
+
+def warn_replay(model: Any, reason: str) -> None:
+    """Say once (a :class:`~aumann.errors.ForkFallbackWarning`; Python shows each distinct message once)
+    that ``strategy="auto"`` forks ``model`` by replay, and why its copy failed."""
+    import warnings
+
+    from aumann.errors import ForkFallbackWarning
+
+    warnings.warn(ForkFallbackWarning(
+        f"{type(model).__name__} cannot be copied, so its forks replay its history from the factory instead "
+        f"(slower: every fork re-runs the steps before it). Why: {reason}"), stacklevel=3)
 
 
 def checkpoint(model: Any, *, strategy: str = "auto", factory: Factory | None = None,
