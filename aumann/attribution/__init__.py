@@ -32,6 +32,7 @@ _LAZY = {
     "aggregators": ("aumann.attribution.aggregators", None),
     "Surrogate": ("aumann.attribution.smoothing", "Surrogate"),
     "evaluate": ("aumann.attribution.indicators", "evaluate"),
+    "EvalContext": ("aumann.attribution.evalcontext", "EvalContext"),
     "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
@@ -50,6 +51,7 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution import aggregators, indicators, metrics, smoothing
     from aumann.attribution.engine import attribute
+    from aumann.attribution.evalcontext import EvalContext
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
     from aumann.attribution.network import NetworkQuadratic
@@ -87,6 +89,7 @@ __all__ = [
     "CoalitionGame",
     "CoalitionMethod",
     "DiagonalIntegral",
+    "EvalContext",
     "ExactBanzhaf",
     "ExactShapley",
     "FunctionGame",

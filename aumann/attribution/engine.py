@@ -12,7 +12,7 @@ from aumann.attribution.device import CPU, pick_device
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
-from aumann.attribution.result import Attribution
+from aumann.attribution.result import EFFICIENCY_WARN_SHARE, Attribution
 from aumann.checks import as_bool, as_seed
 from aumann.errors import MethodError
 from aumann.panel import Panel
@@ -93,7 +93,32 @@ def attribute(
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return method.attribute(problem, rng=rng)
+        res = method.attribute(problem, rng=rng)
+    flag_efficiency_gap(res)
+    return res
+
+
+def flag_efficiency_gap(res: Attribution) -> None:
+    """Warn (:class:`~aumann.errors.EfficiencyGapWarning`) and flag ``provenance["efficiency_flag"]`` when an
+    efficient method's Σφ misses Δv by more than :data:`~aumann.attribution.result.EFFICIENCY_WARN_SHARE` of
+    |Δv| at some step (too few integration points for a sharp indicator, a kink on the path)."""
+    flags = res.large_efficiency_gap()
+    if not flags.any():
+        return
+    import warnings
+
+    from aumann.errors import EfficiencyGapWarning
+
+    rel = res.relative_efficiency_gap
+    worst = int(np.argmax(np.where(flags, rel, -np.inf)))
+    label = res.steps[worst].item() if hasattr(res.steps[worst], "item") else res.steps[worst]
+    res.provenance["efficiency_flag"] = {"steps": int(flags.sum()), "worst_step": label,
+                                         "worst_relative_gap": float(rel[worst]), "share": EFFICIENCY_WARN_SHARE}
+    hint = " (raise steps= or use tol= for adaptive K)" if res.method == "aumann_shapley" else ""
+    warnings.warn(EfficiencyGapWarning(
+        f"{res.method} of {res.provenance.get('indicator', 'f')!r}: Σ_i φ misses Δv by {100 * rel[worst]:.3g} % of "
+        f"|Δv| at step {label!r} ({int(flags.sum())} step(s) over {100 * EFFICIENCY_WARN_SHARE:g} %){hint}"),
+        stacklevel=3)
 
 
 _DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one default instance serves every call

@@ -158,8 +158,9 @@ class MaskedIndicatorGame(CoalitionGame):
     def __call__(self, masks: np.ndarray) -> np.ndarray:
         B = masks.shape[0]
         out = np.empty(B, dtype=np.float64)
-        # batches sized by the measured cost of a coalition (a batch of one needs no measurement)
-        step = max(1, self.memory_budget // (self.coalition_bytes() if B > 1 else self.row_bytes))
+        # batches sized by the measured cost of a coalition (small batches need no measurement)
+        step = self.problem.batch_items(B, self.memory_budget, static=self.row_bytes, limit=self.memory_limit) \
+            if B > 1 else 1
         with torch.no_grad():
             for s in range(0, B, step):
                 m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]

@@ -750,17 +750,17 @@ def _batch_rows(ind: Indicator, state: EvalContext) -> int:
     z = state.z
     if z.ndim < 3 or z.shape[0] < 2:
         return z.shape[0] if z.ndim >= 3 else 1
-    per_elem = int(np.prod(z.shape[1:])) * z.element_size()
-    if z.shape[0] * per_elem * 64 <= 2**20:  # tiny batches: nothing to size
-        return z.shape[0]
-    from aumann.attribution.memory import item_bytes, items_per_batch, limits
+    from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
 
+    per_elem = int(np.prod(z.shape[1:])) * z.element_size()
     target, hard = limits(z.device)
+    if small_enough(z.shape[0], per_elem, z.shape[-2], target):  # nothing to measure
+        return z.shape[0]
 
     def run(b: int) -> None:
         evaluate_tensor(ind, _lead_slice(state, slice(0, b)))
 
-    owner = getattr(ind, "fn", ind)
+    owner = cache_owner(ind)
     key = (tuple(z.shape[1:]), str(z.dtype), state.batched, None if state.alive is None else state.alive.ndim)
     with torch.no_grad():
         per = item_bytes(run, 4 * per_elem, key=key, owner=owner, device=z.device, limit=hard,

@@ -137,6 +137,24 @@ def peak_bytes(run: Callable[[], Any], device: Any = None) -> int | None:
         return None
 
 
+def small_enough(items: int, item_input_bytes: int, n_agents: int, target: int) -> bool:
+    """Whether a batch of ``items`` is too small to need a measurement: even at 16·N times its input per item
+    (an indicator quadratic in the agents, such as a pairwise N × N form) it fits ``target``."""
+    return items * item_input_bytes * 16 * max(1, n_agents) <= target
+
+
+def cache_owner(indicator: Any) -> Any:
+    """What a measurement is cached on: a wrapped function, the class of aumann's own indicators (their
+    cost depends on the shape only), else the indicator object."""
+    fn = getattr(indicator, "fn", None)
+    if fn is not None:
+        return fn
+    cls = type(indicator)
+    if cls.__module__.startswith("aumann.") and not hasattr(indicator, "terms"):
+        return cls
+    return indicator
+
+
 def _pow2(x: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1.0, x))))
 
@@ -190,5 +208,5 @@ def items_per_batch(per_item: int, target: int) -> int:
     return max(1, int(target) // max(1, int(per_item)))
 
 
-__all__ = ["DEFAULT_TARGET", "DEVICE_SHARE", "HOST_SHARE", "MiB", "available_host", "item_bytes",
-           "items_per_batch", "limits", "peak_bytes"]
+__all__ = ["DEFAULT_TARGET", "DEVICE_SHARE", "HOST_SHARE", "MiB", "available_host", "cache_owner", "item_bytes",
+           "items_per_batch", "limits", "peak_bytes", "small_enough"]

@@ -177,10 +177,35 @@ def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
     return rank_agents(x, by)[:k]
 
 
+#: scores closer than this share of the largest |score| are ties for rank agreement (round-off between
+#: agents that are tied in exact arithmetic, e.g. identical agents or dead rows, must not rank them)
+TIE_RTOL = 1e-12
+
+
+def tie_ranks(x: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Average ranks of ``x`` with values within ``rtol`` · max|x| of their neighbour in sorted order tied."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < 2:
+        return np.ones_like(x)
+    order = np.argsort(x, kind="stable")
+    srt = x[order]
+    new = np.ones(x.size, dtype=bool)
+    new[1:] = np.diff(srt) > rtol * float(np.max(np.abs(srt)))
+    run = np.cumsum(new) - 1  # the run (group of ties) of each sorted position
+    pos = np.arange(1, x.size + 1, dtype=np.float64)
+    mean_rank = np.bincount(run, weights=pos) / np.bincount(run)
+    out = np.empty(x.size)
+    out[order] = mean_rank[run]
+    return out
+
+
 def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by: str = "value",
-                step: int | None = None) -> float:
+                step: int | None = None, tie_rtol: float = TIE_RTOL) -> float:
     """Kendall τ-b of the estimate against the reference, in [−1, 1]; higher is better.
 
+    Tie-aware: τ-b corrects for ties on either side, and scores within ``tie_rtol`` of the largest
+    |score| of their side are ties (round-off between agents that are equal in exact arithmetic does
+    not rank them; ``tie_rtol=0`` compares the raw floats). ``nan`` when either side is constant.
     With ``k``, τ is computed on the reference's top-k agents only (Appendix D's top-k τ).
     """
     from scipy.stats import kendalltau
@@ -192,7 +217,27 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
             raise MetricError(f"top-k Kendall τ needs k ≥ 2; got {k}")
         idx = _top(b, k, by)
         a, b = a[idx], b[idx]
+    tie_rtol = as_float(tie_rtol, "tie_rtol", minimum=0, error=MetricError)
+    if tie_rtol > 0:
+        a, b = tie_ranks(a, tie_rtol), tie_ranks(b, tie_rtol)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
     return float(kendalltau(a, b).statistic)
+
+
+def relative_gap(value: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-9) -> tuple[float, int]:
+    """(max |value − reference| / |reference| over the entries where the reference is not ~0, how many were
+    left out): entries with |reference| ≤ ``rtol`` · max(|value|, |reference|) have no meaningful relative
+    gap (a tiny absolute gap over an original of 0 read 1.4e+10); ``nan`` when every entry is left out."""
+    v = as_real_array(value, "value", error=MetricError, dtype=np.float64).reshape(-1)
+    r = as_real_array(reference, "reference", error=MetricError, dtype=np.float64).reshape(-1)
+    if v.shape != r.shape:
+        raise MetricError(f"relative_gap needs equal shapes; got {v.shape} and {r.shape}")
+    scale = max(float(np.max(np.abs(v), initial=0.0)), float(np.max(np.abs(r), initial=0.0)))
+    ok = np.abs(r) > rtol * scale
+    if not ok.any():
+        return math.nan, int(r.size)
+    return float(np.max(np.abs(v[ok] - r[ok]) / np.abs(r[ok]))), int((~ok).sum())
 
 
 def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
@@ -361,6 +406,7 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
 
 __all__ = [
     "RANK_BY",
+    "TIE_RTOL",
     "DeletionCurve",
     "MetricError",
     "cosine",
@@ -376,7 +422,9 @@ __all__ = [
     "rank_agents",
     "relative_drop",
     "relative_drop_at_k",
+    "relative_gap",
     "spearman",
+    "tie_ranks",
     "topk_jaccard",
     "topk_overlap",
 ]

@@ -286,9 +286,10 @@ class AumannShapley(AttributionMethod):
         ones = torch.ones(D, dtype=dtype, device=dev)
         item_bytes = N * D * (4 if dtype == torch.float32 else 8)
         budget = device_budget(dev, self.memory_budget, _HOST_BUDGET)
-        # the measured cost of one point's forward and backward pass (at least six copies of it)
-        per_point = problem.item_bytes(grad=True, static=6 * item_bytes, limit=self.memory_budget)
-        per_batch = max(1, int(budget // per_point))
+        # points per batch from the measured cost of one point's forward and backward pass (≥ six copies of it)
+        per_batch = problem.batch_items(T * steps, budget, grad=True, static=6 * item_bytes, limit=self.memory_budget)
+        if per_batch >= T * steps:  # small enough not to measure: the static rule, as before
+            per_batch = max(1, int(budget // (6 * item_bytes)))
         phi = np.empty((T, N), dtype=np_dtype)
         phi_feat = np.empty((T, N, D), dtype=np_dtype) if problem.per_feature else None
         sums = np.empty(T)

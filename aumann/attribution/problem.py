@@ -43,7 +43,7 @@ import torch
 from aumann.attribution.device import CPU
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.indicators import Indicator, evaluate_tensor
-from aumann.attribution.memory import item_bytes, limits
+from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
@@ -260,8 +260,21 @@ class Problem:
                 torch.autograd.grad(out.sum(), z, allow_unused=True)
 
         label = what or ("integration point (forward and backward pass)" if grad else "coalition")
-        return item_bytes(run, static, key=(N, D, str(dtype), bool(grad)), owner=self, device=self.device,
+        owner = cache_owner(self.f)
+        key = (N, D, str(dtype), bool(grad), str(self.device), self.alive is not None, bool(self._ctx))
+        return item_bytes(run, static, key=key, owner=owner, device=self.device,
                           limit=limit, what=f"{label} of indicator {self.f.name!r} (N = {N}, D = {D})")
+
+    def batch_items(self, items: int, target: int, *, grad: bool = False, static: int | None = None,
+                    limit: int | None = None) -> int:
+        """How many evaluation points of the indicator one batch of ``target`` bytes takes when ``items`` are
+        to be evaluated: all of them when even a quadratic-in-N cost would fit (nothing to measure), else
+        ``target`` over the measured cost of one point (:meth:`item_bytes`)."""
+        _, N, D = self.shape
+        point = N * D * self.x.itemsize
+        if small_enough(items, point, N, target):
+            return max(1, items)
+        return items_per_batch(self.item_bytes(grad=grad, static=static, limit=limit), target)
 
     def values_at(self, which: str, chunk: int) -> np.ndarray:
         """f(z_t) (``which="x"``) or f(z⁰_t) (``"baseline"``) for every step, in chunks of steps."""

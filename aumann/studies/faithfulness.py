@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.evalcontext import EvalContext
-from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
+from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, relative_gap, topk_jaccard
 from aumann.errors import ConfigError, StudyError
 from aumann.evaluation.deletion import (
     DeletionOracle,
@@ -405,8 +405,9 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                                                       scale=rec["action"]["delta_v"], n_features=panel.D)
     rec["forks"] = oracle.forks
     gap = scenario.gap_report(config, pt, ranks=True, method=as_method, baseline=z0).as_dict()
-    rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
-                            "max_rel": float(np.max(np.abs(fv - fov) / np.maximum(np.abs(fov), 1e-12))),
+    max_rel, rel_skipped = relative_gap(fv, fov)  # not where the original is ~0 (no relative gap there)
+    rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))), "max_rel": max_rel,
+                            **({"rel_skipped_steps": rel_skipped} if rel_skipped else {}),
                             "t_star_abs": float(abs(fv[ts] - fov[ts])),
                             "t_star_kendall_tau": gap.get("mean_kendall_tau", math.nan),
                             "t_star_top_k_jaccard": gap.get("mean_top_k_jaccard", math.nan),
