@@ -171,9 +171,16 @@ class NetworkQuadratic(Indicator):
         with torch.no_grad():
             return self.r(torch.from_numpy(arr)).double().numpy()
 
-    def value(self, z: np.ndarray) -> float:
-        """f at one (N, D) array (float64, no torch graph)."""
+    def value(self, z: Any, alive: np.ndarray | None = None) -> float:
+        """f at one (N, D) array or :class:`~aumann.attribution.indicators.EvalContext` (float64, no torch graph);
+        ``alive``: the living mask (N,) — dead agents' r is 0, as in :meth:`forward`."""
+        from aumann.attribution.evalcontext import EvalContext
+
+        if isinstance(z, EvalContext):
+            z, alive = z.z, z.alive
         r = self.r_numpy(z)
+        if alive is not None:
+            r = np.where(np.asarray(alive, dtype=bool), r, 0.0)
         return float(np.log1p(self.scale * (r @ (self.A @ r))))
 
     def _coefficients(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
