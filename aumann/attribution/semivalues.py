@@ -243,7 +243,8 @@ class _Enumeration(CoalitionMethod):
         phi = np.empty(n)
         for i in range(n):
             without = codes[~bits[:, i]]
-            phi[i] = np.dot(w[without], vals[without | (1 << i)] - vals[without])
+            # summed in sorted order: symmetric players (the same multiset of terms) get bit-identical values
+            phi[i] = np.sort(w[without] * (vals[without | (1 << i)] - vals[without])).sum()
         return Estimate(phi=phi, stderr=None, n_evals=2**n)
 
 
