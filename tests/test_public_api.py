@@ -16,6 +16,7 @@ PUBLIC = {
         "AttributionMethod",
         "AumannShapley",
         "BASELINES",
+        "CoalitionCache",
         "CoalitionGame",
         "CoalitionMethod",
         "DiagonalIntegral",

@@ -33,6 +33,7 @@ _LAZY = {
     "Surrogate": ("aumann.attribution.smoothing", "Surrogate"),
     "evaluate": ("aumann.attribution.indicators", "evaluate"),
     "EvalContext": ("aumann.attribution.evalcontext", "EvalContext"),
+    "CoalitionCache": ("aumann.attribution.games", "CoalitionCache"),
     "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution import aggregators, indicators, metrics, smoothing
     from aumann.attribution.engine import attribute
     from aumann.attribution.evalcontext import EvalContext
-    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
+    from aumann.attribution.games import CoalitionCache, CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
     from aumann.attribution.network import NetworkQuadratic
     from aumann.attribution.participation import DiagonalIntegral, diagonal_path_integral
@@ -86,6 +87,7 @@ __all__ = [
     "Attribution",
     "AttributionMethod",
     "AumannShapley",
+    "CoalitionCache",
     "CoalitionGame",
     "CoalitionMethod",
     "DiagonalIntegral",

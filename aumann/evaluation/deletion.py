@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution import FunctionGame
+from aumann.attribution.games import CoalitionCache
 from aumann.attribution.indicators import as_indicator, evaluate
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.scenarios.base import Scenario
@@ -58,7 +59,7 @@ class DeletionOracle:
     f: Any
     f_original: Any
     agent_ids: Any = None
-    _cache: dict[frozenset[int], tuple[float, float]] = field(default_factory=dict)
+    _cache: CoalitionCache = field(default_factory=CoalitionCache)  # forks by deleted set: (f, f original)
     forks: int = 0
     threads: int = 1
     executor: Any = None
@@ -70,11 +71,11 @@ class DeletionOracle:
         return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = val
+        stored, new = self._cache.put(key, val)
+        if new:
+            with self._lock:
                 self.forks += 1
-            return self._cache[key]
+        return stored
 
     def values(self, deleted: Sequence[int], *, cache: bool = True) -> tuple[float, float]:
         """(f_k, f_k original) after re-simulating t* with ``deleted`` (panel positions) at the baseline
@@ -89,7 +90,12 @@ class DeletionOracle:
 
     def cached(self) -> dict[frozenset[int], tuple[float, float]]:
         """The deleted sets forked so far (with ``cache=True``) and their (f, f original)."""
-        return dict(self._cache)
+        return self._cache.as_dict()
+
+    @property
+    def coalitions(self) -> CoalitionCache:
+        """The fork store (a :class:`~aumann.attribution.games.CoalitionCache` keyed by the deleted set)."""
+        return self._cache
 
     def _compute_all(self, keys: list[frozenset[int]]) -> list[tuple[float, float]]:
         """The forks of ``keys`` (threads or ``executor``; same values as one by one), nothing stored."""
