@@ -531,6 +531,7 @@ def _verify_key(model: Any) -> tuple:
 #: the recursion limit and thread stack of the second attempt at a copy that hit Python's recursion limit
 DEEP_RECURSION_LIMIT = 200_000
 DEEP_STACK_BYTES = 512 * 2**20
+_DEEP: weakref.WeakSet[type] = weakref.WeakSet()  # model classes whose copies needed the deep stack
 
 
 def _deepcopy(model: Any) -> tuple[Any, _CopyContext]:
@@ -587,10 +588,14 @@ def copy_model(model: Any) -> Any:
     """
     name = type(model).__name__
     try:
-        try:
-            branch, ctx = _deepcopy(model)
-        except RecursionError:  # a deep object graph (agents keeping neighbourhoods): copy it on a deep stack
+        if type(model) in _DEEP:  # known to need the deep stack: do not pay for a failing first attempt
             branch, ctx = _deepcopy_on_deep_stack(model)
+        else:
+            try:
+                branch, ctx = _deepcopy(model)
+            except RecursionError:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
+                _DEEP.add(type(model))
+                branch, ctx = _deepcopy_on_deep_stack(model)
     except RecursionError:
         # no chained traceback: it would repeat the same few frames thousands of times
         raise CheckpointError(f"cannot copy {name}: its object graph is deeper than {DEEP_RECURSION_LIMIT:,} "
