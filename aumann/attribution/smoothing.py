@@ -35,6 +35,7 @@ All functions are pure torch, batched over leading dimensions, and work in float
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ import torch
 from aumann.attribution.indicators import EvalContext, Indicator, as_indicator, evaluate, living
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
 from aumann.checks import as_float, as_int
-from aumann.errors import IndicatorError
+from aumann.errors import EfficiencyGapWarning, IndicatorError
 
 
 def _pos(name: str, value: float) -> float:
@@ -340,7 +341,9 @@ def gap_report(
         kw = dict(attribute_kwargs or {})
         phi_s = attribute(surrogate.smooth, data, **kw).phi
         try:
-            phi_o = attribute(surrogate.original, data, **kw).phi
+            with warnings.catch_warnings():  # a non-smooth original misses efficiency by design: only its ranks count
+                warnings.simplefilter("ignore", EfficiencyGapWarning)
+                phi_o = attribute(surrogate.original, data, **kw).phi
         except Exception as exc:  # the original may be non-differentiable or otherwise unattributable
             note = f"original not attributable: {type(exc).__name__}: {exc}"
         else:

@@ -254,7 +254,7 @@ SITES = {
     "aumann/attribution/smoothing.py::gap_report": check_gap_report,
     "aumann/evaluation/ablations.py::vertex_path_attribution": check_vertex_path,
     "aumann/evaluation/action.py::map_value_fn.v": check_step_map,
-    "aumann/evaluation/action.py::action_attribution": check_action_corners,
+    "aumann/evaluation/action.py::ActionAumannShapley.attribute": check_action_corners,
     "aumann/evaluation/deletion.py::DeletionOracle._compute": check_fork_oracle,
     "aumann/simulators/runner.py::indicator_values": check_indicator_values,
 }
