@@ -392,7 +392,9 @@ def drop_at_k(scores: Scores, oracle: Callable[[np.ndarray], float], k: int, *, 
 
 
 def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero") -> Callable[[np.ndarray], float]:
-    """The baseline-masking deletion oracle of step ``step``: F(deleted) = v_t(N ∖ deleted).
+    """The baseline-masking deletion oracle of step ``step``: F(deleted) = v_t(N ∖ deleted), the masking
+    game's kernel curve (:meth:`~aumann.attribution.pooled.GameKernel.curve`: running sums for pooled
+    indicators, over the living at n_t when the step has dead rows).
 
     Deleted agents are given by id (the panel's ``agent_ids``).
     """
@@ -402,13 +404,12 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
     from aumann.panel import Panel
 
     panel = panel if isinstance(panel, Panel) else Panel(panel)
-    game = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step)
+    kernel = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step).kernel()
 
     def oracle(deleted: np.ndarray) -> float:
-        mask = np.ones((1, panel.N), dtype=bool)
-        if len(deleted):
-            mask[0, panel.agent_index(np.asarray(deleted))] = False
-        return float(game.checked(mask)[0])
+        pos = panel.agent_index(np.asarray(deleted)) if len(deleted) else np.zeros(0, dtype=np.int64)
+        pos = np.unique(np.atleast_1d(np.asarray(pos, dtype=np.int64)))  # a set: repeats delete once
+        return float(kernel.curve(pos, [pos.size])[0])
 
     return oracle
 
