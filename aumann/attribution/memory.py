@@ -25,6 +25,7 @@ import ctypes
 import math
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -48,8 +49,21 @@ _CACHE: weakref.WeakKeyDictionary[Any, dict[tuple, int]] = weakref.WeakKeyDictio
 _LIBC: Any = None
 
 
+_AVAILABLE: tuple[float, int | None] = (-math.inf, None)  # (when read, bytes): re-read at most once a second
+
+
 def available_host() -> int | None:
-    """Bytes of memory available on the host (``MemAvailable``), or None where it cannot be read."""
+    """Bytes of memory available on the host (``MemAvailable``), or None where it cannot be read (read at most
+    once a second: a small call should not pay for /proc/meminfo every time)."""
+    global _AVAILABLE
+    now = time.monotonic()
+    if now - _AVAILABLE[0] < 1.0:
+        return _AVAILABLE[1]
+    _AVAILABLE = (now, _read_available())
+    return _AVAILABLE[1]
+
+
+def _read_available() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
