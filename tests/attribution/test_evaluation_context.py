@@ -242,6 +242,23 @@ def check_step_map(rng):
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def check_panel_deletion(rng):
+    """The masking deletion study of an event log (``aumann attribute --trace``) over the step's living rows."""
+    from aumann.evaluation.panel_deletion import masking_deletion
+
+    panel, z, alive = dying_panel(rng, context=False)
+    att = attribute("var", panel)
+    out = masking_deletion("var", panel, att, k_del=3, orderings=2)
+    ts = out["t_star"]
+    assert out["f"] == pytest.approx(by_hand("var", z[ts], alive[ts]))
+    ids = list(panel.agent_ids)
+    zz = z[ts].copy()
+    for k, agent in enumerate(out["aumann_shapley"]["deleted"], start=1):
+        zz[ids.index(agent)] = 0.0
+        assert alive[ts, ids.index(agent)]
+        assert out["aumann_shapley"]["f_k"][k - 1] == pytest.approx(by_hand("var", zz, alive[ts]))
+
+
 SITES = {
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
     "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
@@ -256,6 +273,7 @@ SITES = {
     "aumann/evaluation/action.py::map_value_fn.v": check_step_map,
     "aumann/evaluation/action.py::ActionAumannShapley.attribute": check_action_corners,
     "aumann/evaluation/deletion.py::DeletionOracle._compute": check_fork_oracle,
+    "aumann/evaluation/panel_deletion.py::masking_deletion": check_panel_deletion,
     "aumann/simulators/runner.py::indicator_values": check_indicator_values,
 }
 HELPERS = {"evaluate", "evaluate_tensor"}
