@@ -102,6 +102,11 @@ def flag_efficiency_gap(res: Attribution) -> None:
     """Warn (:class:`~aumann.errors.EfficiencyGapWarning`) and flag ``provenance["efficiency_flag"]`` when an
     efficient method's Σφ misses Δv by more than :data:`~aumann.attribution.result.EFFICIENCY_WARN_SHARE` of
     |Δv| at some step (too few integration points for a sharp indicator, a kink on the path)."""
+    if not res.satisfies_efficiency:
+        return
+    gap = res.efficiency_gap
+    if (gap <= EFFICIENCY_WARN_SHARE * np.abs(res.delta_v)).all():  # the common case, in two passes over T
+        return
     flags = res.large_efficiency_gap()
     if not flags.any():
         return

@@ -123,6 +123,7 @@ class FeatureRecorder(_RecorderBase):
         self.agents = agents or self._agents_with_features
         self.skipped_types: dict[str, str] = {}  # agent types left out by default: type name → missing feature
         self._type_ok: dict[type, bool] = {}
+        self._available: dict[str, list[str]] = {}  # what the skipped types do have (for the error message)
 
     def _agents_with_features(self, model: Any) -> list[Any]:
         """The default agents: those of the types that have every requested feature (Mesa models mix types,
@@ -146,6 +147,7 @@ class FeatureRecorder(_RecorderBase):
                 spec = self._specs[name]
                 missing = spec if isinstance(spec, str) else f"{name} (its function raised AttributeError)"
                 self.skipped_types[type(agent).__name__] = missing
+                self._available[type(agent).__name__] = sorted(k for k in vars(agent) if not k.startswith("_"))
                 import warnings
 
                 from aumann.errors import RecorderWarning
@@ -194,6 +196,7 @@ class FeatureRecorder(_RecorderBase):
     def _start(self, model: Any, steps: int) -> _RowBuffer:
         self.skipped_types = {}
         self._type_ok = {}
+        self._available = {}
         cap = max(len(list(self.agents(model))), 1)
         return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
                           alive=np.zeros((steps, cap), dtype=bool))
@@ -261,7 +264,8 @@ class FeatureRecorder(_RecorderBase):
             why = ""
             if self.skipped_types:
                 why = (" (every agent type was skipped for a missing feature: "
-                       + ", ".join(f"{t} has no {m!r}" for t, m in self.skipped_types.items()) + ")")
+                       + "; ".join(f"{t} has no {m!r}, available attributes: {self._available.get(t, [])}"
+                                   for t, m in self.skipped_types.items()) + ")")
                 raise UnknownAttributeError(f"no agents have the requested features {list(self.features)}{why}")
             raise FeatureValueError("no agents were ever present during the recording; nothing to record")
         ids = rec.ids

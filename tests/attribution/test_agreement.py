@@ -57,10 +57,10 @@ def test_a_large_efficiency_gap_is_a_warning_and_a_provenance_flag(rng):
 
 
 def test_reports_flag_the_gap_and_explain_agreement_above_the_ceiling():
-    from aumann.studies.pages import _above_ceiling, ceiling_explanation, efficiency_note
+    from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note
 
-    assert _above_ceiling({"kendall_tau": 0.717}, {"kendall_tau_ceiling": 0.531})
-    assert not _above_ceiling({"kendall_tau": 0.5}, {"kendall_tau_ceiling": 0.531})
+    assert above_ceiling({"kendall_tau": 0.717}, {"kendall_tau_ceiling": 0.531})
+    assert not above_ceiling({"kendall_tau": 0.5}, {"kendall_tau_ceiling": 0.531})
     assert "noisy" in ceiling_explanation(["aumann_shapley"])
     note = efficiency_note(1.0, "run(s) 0")
     assert note.kind == "warn" and "100 %" in note.text
