@@ -46,6 +46,7 @@
     * ModelNotFoundError                         -- HTTP 404; never retried
     * LLMRequestError                            -- other non-retryable rejections (400, 422, ...)
     * BackendUnavailableError                    -- rate limits / server errors / timeouts persisted
+      * ServerDownError                          -- every request failed for a while: the server is down
     * MalformedResponseError                     -- a reply that is not valid for the schema
     * BudgetExceededError                        -- a call / token / cost cap would be exceeded
     * CacheMissError                             -- replay mode: the request is not in the cache
@@ -54,9 +55,10 @@
     * ResponseTooLargeError                      -- a reply body over the configured size cap
     * RetryAfterTooLongError                     -- the server asked to wait longer than allowed
     * ResponseCacheError(LLMError, ConfigError)  -- a corrupted, foreign or unusable response cache file
+    * UnknownBackendError(LLMError, ConfigError) -- a backend name that no one registered
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
-    raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
+    raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported, BoundFieldRefused
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
     * TraceError                                 -- event logs of other simulators (aumann.data.traces)
@@ -268,8 +270,17 @@ class BackendUnavailableError(LLMError):
     """Rate limits, server errors, timeouts or refused connections persisted through every retry."""
 
 
+class ServerDownError(BackendUnavailableError):
+    """Every request of a long enough stretch failed to reach a usable server: the run stops rather than
+    turning each decision into an abstention."""
+
+
 class MalformedResponseError(LLMError):
-    """The reply was not a JSON object valid for the schema, after every retry."""
+    """The reply was not a JSON object valid for the schema, after every retry (``reply``: its text)."""
+
+    def __init__(self, message: str = "", reply: str | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
 
 
 class BudgetExceededError(LLMError):
@@ -300,6 +311,10 @@ class RetryAfterTooLongError(LLMError):
 
 class ResponseCacheError(LLMError, ConfigError):
     """The response cache file is corrupted, not an aumann cache, or cannot be read or written."""
+
+
+class UnknownBackendError(LLMError, ConfigError):
+    """A decision backend name that is not registered (the message lists the registered ones)."""
 
 
 class OptionalDependencyError(AumannError, ImportError):
@@ -373,6 +388,12 @@ class Retryable(Exception):
 class ModeUnsupported(Exception):
     """The server rejected the structured-output mode (``response_format``)."""
 
+
+
+class BoundFieldRefused(Exception):
+    """The server refused ``max_tokens`` by name and asked for ``max_completion_tokens``."""
+
+
 class AumannWarning(UserWarning):
     """Base class of the warnings aumann emits."""
 
@@ -395,6 +416,7 @@ __all__ = [
     "AumannWarning",
     "BackendUnavailableError",
     "BaselineError",
+    "BoundFieldRefused",
     "BudgetExceededError",
     "CacheMissError",
     "CaptureDependencyError",
@@ -438,6 +460,7 @@ __all__ = [
     "RetryAfterTooLongError",
     "Retryable",
     "ScenarioLoadError",
+    "ServerDownError",
     "ShapeError",
     "SimulationError",
     "StepMapError",
@@ -454,6 +477,7 @@ __all__ = [
     "UndefinedIndicatorError",
     "UnknownAgentError",
     "UnknownAttributeError",
+    "UnknownBackendError",
     "UnknownFeatureError",
     "UnknownIndicatorError",
     "UnknownScenarioError",

@@ -4,8 +4,17 @@ Every command that writes results writes ``manifest.json`` beside them. Values w
 secret are redacted before anything is written: keys containing ``api_key``/``apikey``, ``secret``,
 ``password``, ``passwd``, ``authorization``, ``credential`` or ``bearer``, and keys whose last word is
 ``token`` (``token``, ``access_token``, ``hf_token``) -- never counts such as ``prompt_tokens``.
-Credentials inside URLs (``user:key@host``, ``?api_key=...``) are stripped by :func:`redact_url` /
-:func:`redact_command` before a URL or a command line is recorded.
+Credentials inside URLs are stripped by :func:`redact_url` / :func:`redact_command` before a URL or a
+command line is recorded, in every part of the URL:
+
+* **userinfo**, in full: everything between ``scheme://`` and the *last* ``@`` of the authority (a
+  password may itself contain ``@``);
+* **query**: every parameter's value except the few that are never secret (``api-version``,
+  ``version``, ``model``, ``format``);
+* **path tokens** (the documented rule): a path segment that looks like a key -- it starts with a key
+  prefix (``sk-``, ``sk_``, ``key-``, ``pk-``, ``rk-``, ``hf_``, ``gsk_``, ``xai-``) or is 24+ characters of
+  letters, digits, ``-`` and ``_`` with both letters and digits -- becomes ``***`` (``/v1``,
+  ``/openai/deployments/gpt-4o`` stay as they are).
 """
 
 from __future__ import annotations
@@ -29,8 +38,30 @@ _SECRET_WORD = re.compile(r"(^|[_\-.\s])token$", re.IGNORECASE)  # "token" as th
 #: query parameters whose values are credentials (matched case-insensitively, whole name)
 _SECRET_PARAMS = ("api_key", "api-key", "apikey", "key", "token", "access_token", "auth", "secret", "password",
                   "sig", "signature", "code", "x-api-key")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]+@")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#]*@")
 _URL_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(k) for k in _SECRET_PARAMS) + r")=)[^&#\s]*")
+#: query parameters whose values are never credentials (kept in recorded URLs)
+_PLAIN_PARAMS = ("api-version", "api_version", "version", "model", "format")
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s?#]*)([^\s?#]*)(\?[^\s#]*)?")
+_KEY_PREFIX = re.compile(r"^(sk-|sk_|key-|pk-|rk-|hf_|gsk_|xai-)", re.IGNORECASE)
+_KEY_LIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9_\-]{24,}$")
+
+
+def _path_token(seg: str) -> str:
+    return "***" if seg and (_KEY_PREFIX.match(seg) or _KEY_LIKE.match(seg)) else seg
+
+
+def _redact_parts(m: re.Match) -> str:
+    origin, path, query = m.group(1), m.group(2) or "", m.group(3) or ""
+    path = "/".join(_path_token(seg) for seg in path.split("/"))
+    if query:
+        pairs = []
+        for piece in query[1:].split("&"):
+            name, eq, value = piece.partition("=")
+            keep = not eq or not value or name.lower() in _PLAIN_PARAMS
+            pairs.append(piece if keep else f"{name}=***")
+        query = "?" + "&".join(pairs)
+    return origin + path + query
 
 
 def is_secret_key(name: Any) -> bool:
@@ -48,9 +79,12 @@ def redact_url(text: str) -> str:
     and the values of credential query parameters (``?api_key=``, ``&token=``, ``key=``, ...).
 
     >>> redact_url("http://bob:sk-1@h:8000/v1?api_key=sk-2&x=1")
-    'http://***@h:8000/v1?api_key=***&x=1'
+    'http://***@h:8000/v1?api_key=***&x=***'
+    >>> redact_url("https://u:p@ss@host/v1/sk-abc123/chat?api-version=2024-02-01")
+    'https://***@host/v1/***/chat?api-version=2024-02-01'
     """
-    return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(r"\1***@", str(text)))
+    text = _URL_USERINFO.sub(r"\1***@", str(text))
+    return _URL_SECRET_PARAM.sub(r"\1***", _URL.sub(_redact_parts, text))
 
 
 def redact_command(argv: Any) -> str:

@@ -95,7 +95,7 @@ def simulate_run(url: str, name: str, n: int, steps: int, conc: int, interaction
     requests = stats(url)["requests"] - before
     return {"scenario": name, "mode": interaction or "-", "N": n, "T": steps, "requests": requests,
             "decisions": b.usage.decisions, "rounds": b.usage.rounds, "retries": b.usage.retries, "wall_s": wall,
-            "load": la}
+            "planned": b.usage.planned_calls, "load": la}
 
 
 def warm_up() -> None:
@@ -119,6 +119,20 @@ def section_runs(args) -> list[dict]:
                 r["ratio"] = r["ideal_s"] / r["wall_s"]
                 rows.append(r)
                 print(_row(r), flush=True)
+    return rows
+
+
+def section_heldout(args) -> list[dict]:
+    """The issue-23 throughput check: a loopback server at 250 ms, SocialLLM synchronous, N = 100, T = 10,
+    concurrency 32. Requests sent must equal the distinct requests (identical ones in flight coalesced)."""
+    warm_up()
+    rows = []
+    with server(0.25, 0.0, 0.0, cap=256) as url:
+        r = simulate_run(url, "social-llm", 100, 10, 32, "synchronous")
+        r["ideal_s"] = r["rounds"] * 0.25
+        r["ratio"] = r["ideal_s"] / r["wall_s"]
+        rows.append(r)
+        print(_row(r), f"(distinct requests planned: {r['planned']}, server saw {r['requests']})", flush=True)
     return rows
 
 
@@ -277,7 +291,8 @@ def section_study(args) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--section", choices=("all", "runs", "cpu", "today", "workers", "study"), default="all")
+    ap.add_argument("--section", choices=("all", "runs", "cpu", "today", "workers", "study", "heldout"),
+                    default="all")
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--jitter", type=float, default=0.05)
     ap.add_argument("--errors", type=float, default=0.01)
@@ -303,6 +318,10 @@ def main() -> None:
         print("| scenario | mode | N | T | requests | rounds | ideal s | wall s | ratio | load |\n"
               "|---|---|---|---|---|---|---|---|---|---|", flush=True)
         results["runs"] = section_runs(args)
+    if args.section in ("all", "heldout"):
+        print("| scenario | mode | N | T | requests | rounds | ideal s | wall s | ratio | load |\n"
+              "|---|---|---|---|---|---|---|---|---|---|", flush=True)
+        results["heldout"] = section_heldout(args)
     if args.section in ("all", "today"):
         results["today"] = section_today(args)
     if args.section in ("all", "workers"):

@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "aumann.cli.run",
     "aumann.cli.bluesky",
     "aumann.cli.report",
+    "aumann.cli.llm",
 )
 
 

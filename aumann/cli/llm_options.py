@@ -18,15 +18,32 @@ from aumann.cli.args import path
 from aumann.errors import ConfigError
 
 
+def backend_choices() -> list[str]:
+    """The registered decision backends (``aumann run --backend``): built-ins, registered, installed."""
+    from aumann.simulators.llm.registry import backend_names
+
+    return backend_names()
+
+
+def backend_help() -> str:
+    from aumann.simulators.llm.registry import describe_backends
+
+    return "decision backend (registered: " + "; ".join(f"{n}: {d}" for n, d in describe_backends()) + ")"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the backend, throughput, cost-guard and executor options to ``aumann run``."""
-    g = p.add_argument_group("LLM backend (--backend openai)")
-    g.add_argument("--model", default=None, help="LLM model name (or AUMANN_LLM_MODEL)")
+    """Add the backend, sampling, throughput, cost-guard and executor options to ``aumann run``."""
+    g = p.add_argument_group("LLM backend (--backend openai | local | a registered one)")
+    g.add_argument("--model", default=None,
+                   help="LLM model name (or AUMANN_LLM_MODEL); with --backend local a .gguf file (default: the "
+                        "bundled SmolLM2-135M)")
     g.add_argument("--base-url", action="append", default=None, metavar="URL",
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (or AUMANN_LLM_BASE_URL); repeat "
                         "for several servers of the same model: requests are spread over them and a failing one "
                         "is taken out and retried later. Credentials in a URL are used but never recorded")
-    g.add_argument("--concurrency", type=int, default=16, help="LLM requests in flight at once (default 16)")
+    g.add_argument("--concurrency", type=int, default=None,
+                   help="LLM requests in flight at most (default 16; 2 for --backend local); fewer while the server "
+                        "answers slowly")
     g.add_argument("--cache", type=path, default=None,
                    help="the LLM response cache (SQLite; default <out>/llm-cache.sqlite)")
     g.add_argument("--cache-mode", choices=("record", "replay", "off"), default="record",
@@ -34,15 +51,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "is an error and nothing is sent (bit-identical offline re-runs); off: no cache")
     g.add_argument("--rpm", type=float, default=None, help="request rate limit per minute (token bucket)")
     g.add_argument("--tpm", type=float, default=None, help="token rate limit per minute (token bucket)")
-    g.add_argument("--max-calls", type=int, default=None,
+    g.add_argument("--max-calls", type=float, default=None,
                    help="stop cleanly once this many LLM requests were sent in this run directory (resumable)")
     g.add_argument("--max-cost", type=float, default=None,
-                   help="stop cleanly before the estimated spend in this run directory passes this many USD")
+                   help="stop cleanly before the spend in this run directory could pass this many USD (each "
+                        "request is charged its upper bound first)")
     g.add_argument("--prices", type=path, default=None,
                    help="TOML price table (USD per million tokens) layered over the packaged one")
     g.add_argument("--structured-output", choices=("auto", "json_schema", "json_object", "none"), default="auto",
-                   help="response_format: auto = strict json_schema, falling back to json_object (default)")
-    g.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per LLM socket operation (default 60)")
+                   help="response_format: auto = negotiated once per server: strict json_schema, else json_object "
+                        "with the schema, else prompt-only (default)")
+    g.add_argument("--llm-timeout", type=float, default=60.0,
+                   help="seconds per LLM socket operation (default 60; a retry after a timeout waits longer)")
+    s = p.add_argument_group("LLM sampling (the [llm] config keys; flags override the config)")
+    s.add_argument("--temperature", type=float, default=None, help="sampling temperature (llm.temperature, default 0)")
+    s.add_argument("--top-p", type=float, default=None, help="nucleus sampling (llm.top_p, default: the server's)")
+    s.add_argument("--max-tokens", type=float, default=None,
+                   help="reply bound in tokens (llm.max_tokens; default sized from each decision's schema)")
+    s.add_argument("--llm-seed", type=float, default=None,
+                   help="mixed into every request's seed (llm.seed; default: the decisions' own seeds)")
+    s.add_argument("--system-prompt", default=None,
+                   help="replace the scenario's system message (llm.system_prompt); @FILE reads it from a file")
+    s.add_argument("--max-invalid-rate", type=float, default=None,
+                   help="mark the run unreliable above this share of invalid decisions (llm.max_invalid_rate, "
+                        "default 0.2)")
     g.add_argument("--dry-run", action="store_true",
                    help="run the study with the offline policy in the loop and print the requests, tokens, cost "
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
@@ -55,66 +87,139 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="parallel workers for independent runs (default 1: serial); results are bit-identical")
 
 
-def check_arguments(args: argparse.Namespace) -> None:
-    """Reject bad option values with a :class:`ConfigError` naming the option."""
-    def bad(name: str, val: Any, need: str) -> ConfigError:
-        return ConfigError(f"--{name} must be {need}; got {val!r}")
+#: (flag, lowest, highest, lowest excluded, integer) of every numeric LLM flag
+_RANGES = {
+    "concurrency": (1, 4096, False, True),
+    "rpm": (1e-3, 1e9, False, False),
+    "tpm": (1.0, 1e13, False, False),
+    "max_calls": (0, 2**53, False, True),
+    "max_cost": (0.0, 1e12, False, False),
+    "llm_timeout": (0.0, 86_400.0, True, False),
+    "assumed_latency": (0.0, 86_400.0, True, False),
+    "temperature": (0.0, 2.0, False, False),
+    "top_p": (0.0, 1.0, True, False),
+    "max_tokens": (1, 32_768, False, True),
+    "llm_seed": (0, 2**63 - 1, False, True),
+    "max_invalid_rate": (0.0, 1.0, False, False),
+}
 
-    if args.concurrency < 1:
-        raise bad("concurrency", args.concurrency, "an int >= 1")
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Reject bad option values with a one-line :class:`ConfigError` naming the option and its range."""
     if args.workers < 0:
-        raise bad("workers", args.workers, "an int >= 0")
-    if args.max_calls is not None and args.max_calls < 0:
-        raise bad("max-calls", args.max_calls, "an int >= 0")
-    for name in ("rpm", "tpm", "assumed_latency", "llm_timeout"):
-        v = getattr(args, name)
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise bad(name.replace("_", "-"), v, "a finite number > 0")
-    if args.max_cost is not None and not (math.isfinite(args.max_cost) and args.max_cost >= 0):
-        raise bad("max-cost", args.max_cost, "a finite number >= 0 (USD)")
+        raise ConfigError(f"--workers must be an int >= 0; got {args.workers!r}")
+    for name, (lo, hi, lo_open, integer) in _RANGES.items():
+        v = getattr(args, name, None)
+        if v is None:
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (not integer or v == int(v))
+        if not ok:
+            kind = "an integer" if integer else "a number"
+            raise ConfigError(f"--{name.replace('_', '-')} must be {kind} {'>' if lo_open else '>='} {lo:g} and "
+                              f"<= {hi:g}; got {v!r}")
+        if integer:
+            setattr(args, name, int(v))
     if args.backend == "offline" and (args.cache is not None or args.cache_mode != "record"):
         raise ConfigError("--cache/--cache-mode apply to an LLM backend: add --backend openai --model NAME")
-    if args.dry_run and args.backend != "openai":
-        raise ConfigError("--dry-run estimates an LLM run: pass --backend openai --model NAME as for the real run")
+    if args.dry_run and args.backend == "offline":
+        raise ConfigError("--dry-run estimates an LLM run: pass --backend openai --model NAME (or --backend local) as "
+                          "for the real run")
 
 
-def build_backend(args: argparse.Namespace, out: Path, scenario: Any) -> tuple[Any, str]:
-    """The decision backend of ``aumann run`` and its label (recorded in the config digest; no secrets).
+def llm_assignments(args: argparse.Namespace) -> list[str]:
+    """The ``--set llm.KEY=VALUE`` assignments the sampling flags stand for (they override the config)."""
+    import json
 
-    Offline: ``(None, "offline")``. OpenAI: an :class:`OpenAIBackend` with the run directory's cache
-    (``<out>/llm-cache.sqlite``); with ``--dry-run`` it sends nothing and the scenario's offline
-    policy answers the cache misses (the cache is read if it exists, never created).
+    out = []
+    for flag, key in (("temperature", "temperature"), ("top_p", "top_p"), ("max_tokens", "max_tokens"),
+                      ("llm_seed", "seed"), ("max_invalid_rate", "max_invalid_rate")):
+        v = getattr(args, flag, None)
+        if v is not None:
+            out.append(f"llm.{key}={v!r}")
+    prompt = getattr(args, "system_prompt", None)
+    if prompt is not None:
+        if prompt.startswith("@"):
+            from aumann import bounded
+
+            raw = bounded._read(prompt[1:], "--system-prompt file", ConfigError, 100_000)
+            try:
+                prompt = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConfigError(f"--system-prompt file {prompt[1:]!r} is not UTF-8 text") from None
+        out.append(f"llm.system_prompt={json.dumps(prompt)}")
+    return out
+
+
+def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: Any = None) -> tuple[Any, str]:
+    """The decision backend of ``aumann run`` (from the registry) and its label (recorded in the config
+    digest; no secrets).
+
+    Offline: ``(None, "offline")``. An LLM backend gets the run directory's cache
+    (``<out>/llm-cache.sqlite``) and the config's ``[llm]`` sampling; with ``--dry-run`` it sends nothing
+    and the scenario's offline policy answers the cache misses (the cache is read if it exists, never
+    created).
     """
+    from aumann.simulators.llm import ResponseCache, load_prices
+    from aumann.simulators.llm.registry import BackendOptions, get_backend
+    from aumann.simulators.llm.settings import Caps
+
+    entry = get_backend(args.backend)
     if args.backend == "offline":
         return None, "offline"
-    from aumann.simulators.llm import OpenAIBackend, ResponseCache, load_prices
-
     api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("AUMANN_LLM_API_KEY")
     urls = args.base_url or [u for u in (os.environ.get("AUMANN_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL"),)
                              if u]
-    model = args.model or os.environ.get("AUMANN_LLM_MODEL")
-    if not model:
-        raise ConfigError("--backend openai needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
+    if args.backend == "local" and not args.base_url:
+        urls, api_key = [], None  # a server started here: no key, no environment URL
+    model = args.model or (os.environ.get("AUMANN_LLM_MODEL") if args.backend != "local" else None)
+    if entry.needs_model and not model:
+        raise ConfigError(f"--backend {args.backend} needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
     cache_path = Path(args.cache) if args.cache is not None else out / "llm-cache.sqlite"
     if args.cache_mode == "replay" and not cache_path.is_file():
         raise ConfigError(f"--cache-mode replay needs a recorded cache; {str(cache_path)!r} does not exist "
                           "(record one first with --cache-mode record)")
-    fallback = None
+    stand_in = None
     if args.dry_run:
         cache = ResponseCache(cache_path, mode="replay") if cache_path.is_file() else None  # read, never write
         if scenario.offline_backend is None:
             raise ConfigError(f"scenario {scenario.name!r} has no offline policy to put in the loop of a dry run")
-        fallback = scenario.offline_backend()
+        stand_in = scenario.offline_backend()
     else:
         out.mkdir(parents=True, exist_ok=True)
         cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode)
-    backend = OpenAIBackend(
-        model=model, base_url=urls or None, api_key=api_key, cache=cache, concurrency=args.concurrency,
-        rpm=args.rpm, tpm=args.tpm, max_calls=args.max_calls, max_cost=args.max_cost,
-        prices=load_prices(args.prices), structured_output=args.structured_output, timeout=args.llm_timeout,
-        dry_run=args.dry_run, fallback=fallback)
-    first = backend.base_url if urls else "default"
-    return backend, f"openai:{model}@{first}"
+    settings = getattr(config, "llm", None)
+    extra: dict[str, Any] = {"rpm": args.rpm, "tpm": args.tpm, "prices": load_prices(args.prices),
+                             "structured_output": args.structured_output, "timeout": args.llm_timeout,
+                             "server_log": str(out / "llm-server.log") if not args.dry_run else None}
+    if args.concurrency is not None:
+        extra["concurrency"] = args.concurrency
+    options = BackendOptions(model=model, base_urls=tuple(urls), api_key=api_key,
+                             sampling=settings.sampling() if settings is not None else None,
+                             caps=Caps(args.max_calls, None, args.max_cost), cache=cache, dry_run=stand_in,
+                             extra=extra)
+    backend = entry.make(options)
+    if backend is None:
+        return None, args.backend
+    first = backend.base_url if urls else ("default" if args.backend == "openai" else "loopback")
+    return backend, f"{args.backend}:{backend.model}@{first}"
+
+
+def reliability(usage: Any, config: Any, result: Any) -> dict[str, Any] | None:
+    """The run's invalid-decision account (``manifest.json`` → ``llm_reliability``), or ``None`` offline:
+    abstentions over all decisions asked, and ``unreliable`` when above ``llm.max_invalid_rate``."""
+    if not isinstance(usage, dict) or not (usage.get("calls") or usage.get("fork_calls") or usage.get("cache_hits")
+                                           or usage.get("invalid_decisions")):
+        return None
+    from aumann.simulators.llm.usage import invalid_rate
+
+    limit = float(getattr(getattr(config, "llm", None), "max_invalid_rate", 0.2))
+    rate = invalid_rate(usage)
+    bad = int(usage.get("invalid_decisions", 0) or 0)
+    asked = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0) + bad
+    per_run = [int(r.get("invalid_decisions", 0) or 0) for r in getattr(result, "records", [])]
+    return {"invalid_decisions": bad, "decisions_asked": asked, "invalid_rate": round(rate, 6),
+            "max_invalid_rate": limit, "unreliable": bool(rate > limit), "invalid_decisions_per_run": per_run}
 
 
 def executor_from(args: argparse.Namespace) -> Any:
@@ -124,4 +229,5 @@ def executor_from(args: argparse.Namespace) -> Any:
     return make_executor(args.executor, args.workers if args.executor == "local" else (args.workers or None))
 
 
-__all__ = ["add_arguments", "build_backend", "check_arguments", "executor_from"]
+__all__ = ["add_arguments", "backend_choices", "build_backend", "check_arguments", "executor_from", "llm_assignments",
+           "reliability"]

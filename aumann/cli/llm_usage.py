@@ -7,11 +7,20 @@
   saved however the invocation ends -- finished, stopped by ``--max-calls``/``--max-cost``
   (then ``manifest.json`` is written too, with the reason), or interrupted.
 * :func:`dry_run` plays the study with the offline policy in the loop and prints the estimate.
+* :class:`ProgressLines` prints a plain progress line every ``interval`` seconds when stderr is not a
+  terminal (a log file, CI, ``2> run.log``), where the live bar shows nothing.
+
+The ledger is written on every way out: a finished run, a spend cap, an error, Ctrl-C, and SIGTERM /
+SIGHUP (turned into a clean exit with code 128 + signal while the block runs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,10 +52,12 @@ class _Account:
         self.prior = load_ledger(self.path)
         self.invocations = 1
         if self.path.is_file():
-            import json
+            from aumann import bounded
+            from aumann.simulators.llm.records import check_count
 
             try:
-                self.invocations = int(json.loads(self.path.read_text(encoding="utf-8")).get("invocations", 0)) + 1
+                data = bounded.read_json(self.path, what="LLM usage ledger", error=ValueError)
+                self.invocations = check_count("invocations", data.get("invocations", 0)) + 1
             except (OSError, ValueError, AttributeError, TypeError):
                 self.invocations = 1
         if backend is not None:
@@ -59,9 +70,11 @@ class _Account:
         return self.backend.describe()
 
     def save(self, usage: Any) -> None:
-        from aumann.simulators.llm.usage import save_ledger
+        from aumann.simulators.llm.usage import invalid_rate, save_ledger
 
-        save_ledger(self.path, usage, invocations=self.invocations, llm=self.describe())
+        replies = list(getattr(self.backend, "invalid_replies", []) or [])
+        save_ledger(self.path, usage, invocations=self.invocations, llm=self.describe(),
+                    invalid_rate=round(invalid_rate(usage), 6), invalid_replies=replies[:20])
 
     def finish(self, result: Any) -> dict[str, Any]:
         """Save the ledger; return the manifest/report fields ``llm_usage`` and ``llm``."""
@@ -80,6 +93,7 @@ def record_usage(out: Path, backend: Any, *, write_manifest: Callable[[dict[str,
     from aumann.simulators.llm import BudgetExceededError
 
     account = _Account(out, backend)
+    restore = _exit_on_signals()
     try:
         yield account
     except BudgetExceededError as exc:
@@ -94,8 +108,89 @@ def record_usage(out: Path, backend: Any, *, write_manifest: Callable[[dict[str,
             account.save(backend.usage)
         raise
     finally:
+        restore()
         if backend is not None and hasattr(backend, "close"):
             backend.close()
+
+
+def _exit_on_signals() -> Callable[[], None]:
+    """Turn SIGTERM/SIGHUP into ``SystemExit(128 + signal)`` while the usage block runs (so the ledger is
+    saved on the way out); returns the function that restores the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: dict[int, Any] = {}
+
+    def leave(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            try:
+                previous[sig] = signal.signal(sig, leave)
+            except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+                pass
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, handler)
+
+    return restore
+
+
+class ProgressLines:
+    """A plain progress line on stderr every ``interval`` seconds when stderr is not a terminal."""
+
+    def __init__(self, label: str, backend: Any = None, *, interval: float = 15.0, stream: Any = None,
+                 force: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = force or not (hasattr(self.stream, "isatty") and self.stream.isatty())
+        self.label = label
+        self.backend = backend
+        self.interval = float(interval)
+        self.status = "starting"
+        self.done = 0
+        self.total = 0
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def update(self, status: str, done: int | None = None, total: int | None = None) -> None:
+        self.status = status
+        if done is not None:
+            self.done = done
+        if total is not None:
+            self.total = total
+
+    def line(self) -> str:
+        from aumann.simulators.llm.usage import describe
+
+        el = time.monotonic() - self._t0
+        parts = [f"[{el:7.0f} s] {self.label}: {self.status}"]
+        if self.total:
+            parts.append(f"{self.done}/{self.total} stage(s)")
+        if self.backend is not None and getattr(self.backend, "usage", None) is not None:
+            parts.append(describe(self.backend.usage, price_known=getattr(self.backend, "price_known", True)))
+        return " · ".join(parts)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(Exception):
+                print(self.line(), file=self.stream, flush=True)
+
+    def __enter__(self) -> ProgressLines:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, name="aumann-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+            with contextlib.suppress(Exception):
+                print(self.line().replace(self.status, "finished" if exc[0] is None else "stopped", 1),
+                      file=self.stream, flush=True)
 
 
 def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, executor: Any, args: Any,
@@ -106,18 +201,18 @@ def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, exe
     from aumann.studies.faithfulness import run_study
 
     console.print(f"dry run of {scenario.name}: {config.runs} run(s) with the offline policy in the loop "
-                  f"(model {backend.model}, concurrency {args.concurrency}) ...")
+                  f"(model {backend.model}, concurrency {backend.concurrency}) ...")
     try:
         result = run_study(scenario, config, out_dir=out if out.is_dir() else None, backend=backend,
                            backend_label=label, executor=executor, write=False)
     finally:
         if executor is not None:
             executor.close()
-    est = estimate_run(backend.usage, concurrency=args.concurrency, latency=args.assumed_latency,
+    est = estimate_run(backend.usage, concurrency=backend.concurrency, latency=args.assumed_latency,
                        price=backend.price, rpm=args.rpm, tpm=args.tpm)
     print(f"{scenario.name}: {result.computed} run(s) to compute, {result.resumed} already finished in {out}")
     print(est.text(model=backend.model, price=backend.price))
     return 0
 
 
-__all__ = ["UsageColumn", "dry_run", "record_usage"]
+__all__ = ["ProgressLines", "UsageColumn", "dry_run", "record_usage"]

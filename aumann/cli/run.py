@@ -70,8 +70,8 @@ def register(subparsers: Any) -> None:
                         "--set agents=200); values are TOML literals or plain strings")
     p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
     p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
-    p.add_argument("--backend", choices=("offline", "openai"), default="offline",
-                   help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
+    p.add_argument("--backend", choices=llm_options.backend_choices(), default="offline",
+                   help=llm_options.backend_help())
     p.add_argument("--permutations", type=integer(minimum=2), default=None,
                    help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from aumann import scenarios
-    from aumann.cli.llm_usage import UsageColumn, dry_run, record_usage
+    from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
     from aumann.io import ensure_output_dir, safe_component
     from aumann.manifest import redact_command, write_manifest
     from aumann.progress import Bar, StageTimer
@@ -148,11 +148,11 @@ def run(args: argparse.Namespace) -> int:
     if args.strict:
         study["strict"] = True
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
-                            study=study or None, assignments=args.assignments)
+                            study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)])
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
-    backend, label = llm_options.build_backend(args, out, sc)
+    backend, label = llm_options.build_backend(args, out, sc, config)
     executor = llm_options.executor_from(args)
     command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
     if args.dry_run:
@@ -168,16 +168,21 @@ def run(args: argparse.Namespace) -> int:
     with record_usage(out, backend, write_manifest=lambda extra: write_manifest(
             out, command, config.model_dump(mode="json"), seeds=seeds, extra=extra)) as account:
         columns = [UsageColumn(backend)] if backend is not None else []
+        lines = ProgressLines(f"{sc.name}: {config.runs} run(s)", backend)
         with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False,
-                 columns=columns) as bar:
+                 columns=columns) as bar, lines:
+            done_stages = [0]
 
             def progress(r: int, msg: str) -> None:
                 if msg in ("done", "resumed", "done (worker)"):
                     timer.stop()
                 else:
                     timer.start(msg)
-                bar.advance(len(stages) if msg in ("resumed", "done (worker)") else 1)
+                step = len(stages) if msg in ("resumed", "done (worker)") else 1
+                bar.advance(step)
+                done_stages[0] += step
                 bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
+                lines.update(f"run {r + 1}/{config.runs}: {msg}", done_stages[0], config.runs * len(stages))
 
             try:
                 result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
@@ -202,6 +207,9 @@ def run(args: argparse.Namespace) -> int:
         extra["llm_usage"] = {**extra.get("llm_usage", {}), **scenario_usage}
     if backend is not None and getattr(backend, "cache", None) is not None:
         extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
+    reliability = llm_options.reliability(extra.get("llm_usage"), config, result)
+    if reliability is not None:
+        extra["llm_reliability"] = reliability
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots,
                           config=config.model_dump(mode="json"), seeds=seeds, extra=extra,
@@ -209,6 +217,12 @@ def run(args: argparse.Namespace) -> int:
     for f in result.stage_failures():
         console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {failure_text(f)}")
     console.print(headline_markdown(files["tables"]["faithfulness"]))
+    if reliability is not None and reliability["unreliable"]:
+        console.print(f"[bold red]UNRELIABLE:[/bold red] {reliability['invalid_rate']:.1%} of the LLM decisions "
+                      f"({reliability['invalid_decisions']:,} of {reliability['decisions_asked']:,}) had no usable "
+                      f"reply "
+                      f"(threshold llm.max_invalid_rate = {reliability['max_invalid_rate']:.0%}); see report.md and "
+                      f"`aumann llm show {out} --invalid`")
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
                   f"results in {out} (report.html, report.md, faithfulness.csv)")
     return 0

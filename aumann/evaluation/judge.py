@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aumann.errors import MethodError
 
@@ -46,7 +46,7 @@ class JudgeVerdict(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    agents: list[int] = []
+    agents: list[int] = Field(min_length=1, max_length=64)
 
     @field_validator("agents", mode="before")
     @classmethod
@@ -221,7 +221,12 @@ def _name(backend: Any) -> str:
 def ask_judge(trace: Mapping[str, Any], backend: Any = None, *, seed: int | None = None) -> JudgeResult:
     """Ask ``backend`` (default: the heuristic stand-in) for the trace's K agents; clean the reply."""
     backend = backend if backend is not None else heuristic_backend()
-    out = backend.decide(judge_messages(trace), JudgeVerdict, context=dict(trace), seed=seed)
+    from aumann.simulators.llm import decide_all
+
+    out = decide_all(backend, [{"messages": judge_messages(trace), "schema": JudgeVerdict, "context": dict(trace),
+                                "seed": seed}], return_exceptions=True)[0]
+    if isinstance(out, BaseException):
+        raise out  # an abstention: the study records the llm_judge row as failed and goes on
     verdict = out if isinstance(out, JudgeVerdict) else JudgeVerdict.model_validate(
         out.model_dump() if isinstance(out, BaseModel) else out)
     rows = trace["candidates"]

@@ -73,6 +73,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from aumann import configs
 from aumann.checks import as_int
 from aumann.errors import ConfigError, SimulationError
+from aumann.simulators.llm.settings import LLMSettings
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
 IndicatorFactory = Callable[[Any], Any]
@@ -150,6 +151,8 @@ class ScenarioConfig(configs.ConfigModel):
         runs: independent runs of the study (seeds spawned from ``seed``).
         seed: the root seed.
         study: the faithfulness-study parameters.
+        llm: the LLM request settings (``[llm]``: temperature, top_p, max_tokens, seed, system_prompt,
+            max_invalid_rate; see :class:`~aumann.simulators.llm.settings.LLMSettings`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -159,6 +162,7 @@ class ScenarioConfig(configs.ConfigModel):
     runs: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)
     study: StudyConfig = Field(default_factory=StudyConfig)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("agents", "steps", "runs", mode="after")
     @classmethod

@@ -288,7 +288,8 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     written: list[dict[str, Any]] = []
 
     def write(ctx: RunContext) -> None:
-        rec = {**ctx.rec, **ident, "stages": dict(ctx.stages)}
+        rec = {**ctx.rec, **ident, "stages": dict(ctx.stages),
+               "invalid_decisions": int(getattr(ctx.run.model, "llm_errors", 0) or 0)}  # the factual run's abstentions
         timing.update(plain(split_timing(rec)))  # wall-clock seconds live beside the record, not in it
         if rundir is None:
             written[:] = [seal(rec)]  # exactly what the JSON file would hold (NaN → None)
@@ -340,6 +341,8 @@ def _share_budget(backend: Any, parts: int, workers: int) -> Any:
     and its concurrency and rate limits are 1/``workers`` of the backend's, so the totals hold."""
     if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
         return backend
+    if hasattr(backend, "share"):  # an LLMBackend: its layers are copied with the shares
+        return backend.share(parts, workers)
     import copy
 
     from aumann.simulators.llm.ratelimit import RateLimiter

@@ -461,7 +461,23 @@ class JudgeRow(Row):
                             panel.values[ts][players], ctx.z0[players], ctx.f_values[: ts + 1], ts, ctx.sizes.k_del,
                             agent_ids=np.asarray(panel.agent_ids)[players],
                             max_candidates=ctx.config.study.judge_candidates, indicator=getattr(ctx.f, "name", "f"))
-        judged = ask_judge(trace, ctx.options.judge, seed=int(ctx.rng("judge").integers(2**31)))
+        try:
+            judged = ask_judge(trace, ctx.options.judge, seed=int(ctx.rng("judge").integers(2**31)))
+        except Exception as exc:  # no usable answer: the row is recorded as failed and the study goes on
+            from aumann.simulators.llm import is_abstention
+
+            if not is_abstention(exc):
+                raise
+            # recorded as a failed optional part of the rows stage (run record, manifest, report), as
+            # stages.attempt records one; --strict stops the study
+            ctx.stages["row llm_judge"] = {"status": "failed", "optional": True, "error": type(exc).__name__,
+                                           "message": " ".join(str(exc).split())[:500]}
+            if ctx.options.strict:
+                err = StudyError(f"stage 'row llm_judge' failed (run {ctx.options.run_index}): "
+                                 f"{type(exc).__name__}: {exc}")
+                err.failed_stage = "row llm_judge"
+                raise err from exc
+            return None
         order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
         ctx.arrays["judge_ranking"] = order
         return RowOutput(phi=None, order=order, info=judged)

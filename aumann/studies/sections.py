@@ -144,12 +144,33 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         if info.get("invocations"):
             text += (f" Totals over {int(info['invocations'])} invocation(s) in this run directory (a resumed run adds "
                      "to what earlier ones spent; see `llm-usage.json`).")
-        return [Text(text), table], f"{calls:,} calls · {cost_txt if isinstance(cost, int | float) else '$?'}"
+        blocks, card = reliability_blocks(manifest)
+        return [*blocks, Text(text), table], card or f"{calls:,} calls · " \
+            f"{cost_txt if isinstance(cost, int | float) else '$?'}"
     if backend not in ("offline", "None") and backend:
         return [Note(f"LLM usage was not recorded for backend `{backend}` (no `llm_usage` in manifest.json).",
                      "warn")], "not recorded"
     return [Text(f"**Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00.** {offline_reason}")], \
         "offline · $0"
+
+
+def reliability_blocks(manifest: dict[str, Any]) -> tuple[list[Any], str]:
+    """The invalid-decision account of an LLM run (``manifest.json`` → ``llm_reliability``): a line, and a
+    warning marking the run unreliable when the share of abstentions passed the configured threshold."""
+    rel = manifest.get("llm_reliability")
+    if not isinstance(rel, dict):
+        return [], ""
+    bad = int(rel.get("invalid_decisions", 0) or 0)
+    total = int(rel.get("decisions_asked", 0) or 0)
+    rate = float(rel.get("invalid_rate", 0.0) or 0.0)
+    limit = float(rel.get("max_invalid_rate", 0.2) or 0.0)
+    line = (f"Invalid decisions: {bad:,} of {total:,} ({rate:.1%}) had no usable reply after a varied retry and were "
+            f"recorded as abstentions (no action); the replies are kept (`aumann llm show RUN_DIR --invalid`).")
+    if rel.get("unreliable"):
+        return [Note(f"UNRELIABLE RUN: {rate:.1%} of the LLM decisions were invalid, above the threshold "
+                     f"{limit:.0%} (llm.max_invalid_rate). The attribution describes a run whose agents mostly "
+                     f"abstained. " + line, "warn")], f"UNRELIABLE · {rate:.0%} invalid"
+    return [Text(line)], ""
 
 
 def calls_text(manifest: dict[str, Any]) -> str:
@@ -302,6 +323,7 @@ __all__ = [
     "pct_text",
     "read_csv",
     "read_json",
+    "reliability_blocks",
     "signed_cell",
     "timing_table",
     "top_order",

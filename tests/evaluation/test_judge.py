@@ -92,8 +92,12 @@ def test_the_llm_judge_goes_through_the_openai_backend_and_its_cache(tmp_path):
 
 
 def test_verdict_schema_drops_unusable_entries():
+    from pydantic import ValidationError
+
     assert JudgeVerdict.model_validate({"agents": [1, "2", None, "x"]}).agents == [1, 2]
-    assert JudgeVerdict.model_validate({"agents": "3"}).agents == []
+    for non_answer in ({"agents": "3"}, {}, {"agents": []}, {"properties": {"agents": {}}}):
+        with pytest.raises(ValidationError):  # a non-answer is not a verdict (no default it could satisfy)
+            JudgeVerdict.model_validate(non_answer)
 
 
 def _seven(ctx, schema, rng):

@@ -73,7 +73,7 @@ def test_credentials_inside_a_base_url_are_used_but_never_recorded(url, caplog):
 
 def test_url_userinfo_becomes_the_bearer_key_when_none_is_given():
     ep = parse_endpoint(f"https://bob:{SECRET}@api.example.com/v1?x=1")
-    assert ep.api_key == SECRET and ep.public == "https://***@api.example.com/v1?x=1" and ep.port == 443
+    assert ep.api_key == SECRET and ep.public == "https://***@api.example.com/v1?x=***" and ep.port == 443
     with pytest.raises(ConfigError, match=r"http\(s\)://host.*ftp://\*\*\*@h/v1"):
         parse_endpoint(f"ftp://u:{SECRET}@h/v1")
 
@@ -138,7 +138,11 @@ def test_a_reply_whose_fields_were_coerced_away_is_not_cached_as_a_good_answer(t
         with pytest.raises(MalformedResponseError, match=r"\['action'\] coerced away.*\"love\"") as info:
             b.decide(MSGS, InteractDecision)
         assert srv.stats()["requests"] == 2
-    assert "action" in str(info.value) and len(cache) == 0
+        again = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=1, cache=ResponseCache(cache.path))
+        with pytest.raises(MalformedResponseError, match="coerced away"):  # stored as invalid, never as an answer
+            again.decide(MSGS, InteractDecision)
+        assert srv.stats()["requests"] == 2  # and not asked again
+    assert "action" in str(info.value) and len(cache) == 1
     assert InteractDecision.model_validate({"interact": True, "action": "love"}).action is None  # what it hid
 
 

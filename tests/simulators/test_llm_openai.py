@@ -78,12 +78,21 @@ def test_malformed_then_valid_is_retried_and_counted():
     assert (script.calls, b.usage.calls, b.usage.failures, b.usage.retries) == (2, 2, 1, 1)
 
 
-def test_out_of_range_values_exhaust_retries_into_a_typed_error():
+def test_out_of_range_values_after_a_varied_retry_are_an_abstention_with_the_reply_kept():
     script = Script('{"work": 1.7, "consumption": 0.3}')
     b = backend(script, max_retries=2)
-    with pytest.raises(MalformedResponseError, match=r"failed after 3 attempt.*work: Input should be less"):
+    with pytest.raises(MalformedResponseError,
+                       match=r"stayed invalid after a varied retry.*work: Input should be less") as info:
         b.decide(MSGS, Work)
-    assert (script.calls, b.usage.failures, b.usage.retries, b.usage.decisions) == (3, 3, 2, 0)
+    assert info.value.reply == '{"work": 1.7, "consumption": 0.3}'
+    assert (script.calls, b.usage.failures, b.usage.retries, b.usage.decisions) == (2, 2, 1, 0)
+    assert b.usage.invalid_decisions == 1 and b.invalid_replies[0]["reply"] == info.value.reply
+    first, second = script.bodies
+    assert first["temperature"] == 0.0 and second["temperature"] >= 0.7  # the retry is varied ...
+    assert "not usable" in second["messages"][-1]["content"]  # ... and names what was wrong
+    with pytest.raises(MalformedResponseError):
+        b.decide(MSGS, Work)  # remembered: not asked again
+    assert script.calls == 2 and b.usage.invalid_decisions == 2
 
 
 def test_out_of_range_falls_back_to_the_offline_policy_when_given():
@@ -119,7 +128,7 @@ def test_timeout_is_retried_then_raises():
     script = Script(slow, GOOD)
     b = backend(script, timeout=0.5)
     assert b.decide(MSGS, Work).work == 0.6 and b.usage.failures == 1
-    with pytest.raises(BackendUnavailableError, match=r"timed out after 0\.5s"):
+    with pytest.raises(BackendUnavailableError, match=r"timed out after (0\.5|1)s"):
         backend(Script(slow), max_retries=1, timeout=0.5).decide(MSGS, Work)
 
 
@@ -181,11 +190,19 @@ def test_call_cap_and_token_cap():
     b.decide(MSGS, Work, seed=2)
     with pytest.raises(BudgetExceededError, match="max_calls=2"):
         b.decide(MSGS, Work, seed=3)
-    t = backend(Script(GOOD), max_tokens=20)  # each reply reports 18 tokens
+    # the token cap reserves each request's upper bound (prompt bytes + template + reply bound): a cap
+    # just above one bound lets one request through (it reports 18 tokens), not the next
+    t = backend(Script(GOOD), max_tokens=20)
+    with pytest.raises(BudgetExceededError, match=r"may use up to \d+, max_tokens=20"):
+        t.decide(MSGS, Work, seed=1)
+    from aumann.simulators.llm.calls import Call
+    from aumann.simulators.llm.tokens import upper_bound
+
+    bound = sum(upper_bound(t.core, Call(t._prepare(0, MSGS, Work, seed=1))))
+    t = backend(Script(GOOD), max_tokens=bound + 10)
     t.decide(MSGS, Work, seed=1)
-    t.decide(MSGS, Work, seed=2)  # 18 < 20: allowed, overshoots to 36
-    with pytest.raises(BudgetExceededError, match="36 token"):
-        t.decide(MSGS, Work, seed=3)
+    with pytest.raises(BudgetExceededError, match="18 token"):
+        t.decide(MSGS, Work, seed=2)
 
 
 def test_dry_run_estimates_calls_and_sends_nothing(tmp_path):

@@ -95,12 +95,14 @@ def test_a_batch_failing_half_way_keeps_its_answers_and_a_rerun_sends_only_the_r
         b = _backend(srv, concurrency=8, max_retries=1, cache=ResponseCache(path))
         with pytest.raises(MalformedResponseError, match="not JSON"):
             b.decide_many(_reqs(20))
-        assert len(ResponseCache(path)) == 10  # the ten good answers were committed before the error
+        assert len(ResponseCache(path)) == 20  # the ten good answers and the ten invalid ones (marked) were committed
+        assert b.usage.invalid_decisions == 10
         broken["on"] = False
         srv.reset()
-        again = _backend(srv, concurrency=8, cache=ResponseCache(path)).decide_many(_reqs(20))
-        assert srv.stats()["requests"] == 10  # only the ten that failed
-    assert [r.work for r in again] == [(s % 50) / 50 for s in range(20)]
+        again = _backend(srv, concurrency=8, cache=ResponseCache(path)).decide_many(_reqs(20), return_exceptions=True)
+        assert srv.stats()["requests"] == 0  # a rerun asks nothing: the abstentions are remembered too
+    assert [r.work for r in again[::2]] == [(s % 50) / 50 for s in range(0, 20, 2)]
+    assert all(isinstance(r, MalformedResponseError) for r in again[1::2])
 
 
 def test_usage_sums_exactly_to_the_servers_count_with_injected_errors():
@@ -138,7 +140,9 @@ def test_structured_output_falls_back_to_json_object_and_records_the_mode():
     assert [o.work for o in out] == [(s % 50) / 50 for s in range(12)]
     assert b.structured_mode == "json_object" and stats["rejected"] == 1  # one probe, the rest waited for it
     assert stats["formats"] == {"json_schema": 1, "json_object": 12}
-    assert "JSON schema" in bodies[-1]["messages"][-1]["content"]  # the schema moved into the prompt
+    assert bodies[-1]["response_format"]["schema"]["required"] == ["work", "consumption"]  # the server constrains
+    assert "JSON schema" not in json.dumps(bodies[-1]["messages"])  # ... so none is pasted into the prompt
+    assert bodies[-1]["max_tokens"] >= 32  # and every request has a reply bound
     assert b.usage.total_calls == stats["requests"] == 13 and b.usage.failures == 1
     assert b.describe()["structured_output"] == "json_object"
 
@@ -211,7 +215,7 @@ def test_usage_merge_copy_and_fork_scope():
     d = u.manifest_dict()
     assert list(d) == ["calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens",
                        "decisions", "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd",
-                       "fork_decisions", "fork_calls"]
+                       "fork_decisions", "fork_calls", "invalid_decisions", "bad_usage"]
     assert all(type(x) in (int, float) for x in d.values()) and abs(d["latency_p50_s"] - 0.2) < 0.003
 
 
@@ -248,5 +252,5 @@ def test_a_backend_pickles_for_worker_processes_with_its_settings_and_secrets_in
     assert c.base_urls == ["http://a.test:1/v1", "http://***@b.test:2/v1"]
     assert c.endpoints.endpoints[1].api_key == "k-123456"
     assert (c.concurrency, c.limiter.rpm, c.limiter.tpm, c.max_calls) == (16, 300, 3000, 40 + 60 // 3)
-    assert c.cache.path == b.cache.path and c.usage.calls == 40 and c._redactor.secrets == ("k-123456",)
+    assert c.cache.path == b.cache.path and c.usage.calls == 40 and c.core.redact.secrets == ("k-123456",)
     assert (b.concurrency, b.limiter.rpm, b.max_calls) == (32, 600, 100)  # the parent's backend is untouched

@@ -36,15 +36,24 @@ HOURS = 168.0
 def _invalid_reply_errors() -> tuple[type[Exception], ...]:
     from pydantic import ValidationError
 
-    from aumann.errors import ResponseTooLargeError
+    from aumann.errors import BackendUnavailableError, ResponseTooLargeError
     from aumann.simulators.llm import MalformedResponseError, PolicyError
 
-    return (MalformedResponseError, PolicyError, DecisionParseError, ValidationError, ResponseTooLargeError)
+    return (MalformedResponseError, PolicyError, DecisionParseError, ValidationError, ResponseTooLargeError,
+            BackendUnavailableError)
 
 
 INVALID_REPLY = _invalid_reply_errors()
-"""Replies that fall back to the original's default decision (counted). Other backend errors
-(authentication, budget, cache miss, unavailable server) propagate: they are not model answers."""
+"""Decisions without a usable answer (a reply still invalid after the backend's varied retry, or requests
+that all failed): they fall back to the original's default decision and are counted (``llm_errors``).
+Other backend errors (authentication, budget, cache miss, a server that is down) propagate: they are
+not model answers."""
+
+
+def _abstains(out: Any) -> bool:
+    from aumann.errors import ServerDownError
+
+    return isinstance(out, INVALID_REPLY) and not isinstance(out, ServerDownError)
 
 
 class Household(mesa.Agent):
@@ -130,7 +139,7 @@ class Household(mesa.Agent):
 
     def accept_decision(self, decision: Any) -> EconDecision:
         """Take the backend's answer (or its exception): an invalid reply falls back and is counted."""
-        if isinstance(decision, INVALID_REPLY):
+        if _abstains(decision):
             decision = FALLBACK
             self.model.llm_errors += 1
         elif isinstance(decision, BaseException):
@@ -164,7 +173,7 @@ class Household(mesa.Agent):
 
     def accept_reflection(self, request: dict[str, Any], out: Any) -> None:
         """Store the reflection (inserted into the next request); an invalid reply is counted."""
-        if isinstance(out, INVALID_REPLY):
+        if _abstains(out):
             text = ""
             self.model.llm_errors += 1
         elif isinstance(out, BaseException):

@@ -9,7 +9,7 @@ goods (inflation or deflation), savings and the bank interest rate, and the requ
 object. We extend the requested object with ``investment`` (the share of savings placed at interest),
 which the original does not have (see README, "Investment and saving").
 
-Parsing never uses ``eval``: :func:`parse_decision` reads the reply with :func:`json.loads`
+Parsing never uses ``eval``: :func:`parse_decision` reads the reply with the bounded :func:`aumann.bounded.loads_json`
 (falling back to the first ``{...}`` block in the text) and validates it with the
 :class:`EconDecision` pydantic schema, which rounds every value to the 0.02 grid. The original
 truncated with ``int(x / 0.02)``, so 0.58 became 0.56 and 0.94 became 0.92; we round (0.58 → 0.58).
@@ -83,7 +83,7 @@ class Reflection(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    text: str
+    text: str = Field(min_length=1, max_length=1000)
 
 
 FALLBACK = EconDecision(work=1.0, consumption=0.5, investment=0.5)
@@ -104,15 +104,17 @@ def parse_decision(text: str) -> EconDecision:
     """
     if not isinstance(text, str):
         raise DecisionParseError(f"a decision reply must be a string; got {type(text).__name__}")
+    from aumann import bounded
+
     data: Any = None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = bounded.loads_json(text, what="the model's reply", error=ValueError, allow_nan=False)
+    except ValueError:
         for block in _OBJECT.findall(text):
             try:
-                data = json.loads(block)
+                data = bounded.loads_json(block, what="the model's reply", error=ValueError, allow_nan=False)
                 break
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
     if not isinstance(data, dict):
         raise DecisionParseError(f"reply holds no JSON object with keys work/consumption/investment: {text[:200]!r}")

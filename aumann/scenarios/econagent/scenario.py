@@ -140,7 +140,7 @@ def run_panel(config: EconAgentConfig | None = None, *, rng: Any = None, backend
 
 ECONAGENT = register(Scenario(
     name="econagent",
-    description="EconAgent (Li et al. 2024): N=10 households, 2018 brackets, rationing, Taylor rule; "
+    description="EconAgent (Li et al. 2024): households, 2018 brackets, rationing, Taylor rule; "
                 "wealth-amplified macro-pressure risk",
     config_model=EconAgentConfig,
     build_model=build_model,

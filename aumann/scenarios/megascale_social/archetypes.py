@@ -160,9 +160,9 @@ def submit(backend: Any, requests: list[dict[str, Any]]) -> list[Any]:
     The one place MegaScale-Social talks to a decision backend: backends with a batch API
     (``decide_many``: concurrent requests, one cache pass) get the whole step at once.
     """
-    if hasattr(backend, "decide_many"):
-        return list(backend.decide_many(requests))
-    return [backend.decide(**r) for r in requests]
+    from aumann.simulators.llm import decide_all
+
+    return decide_all(backend, requests, return_exceptions=True)
 
 
 @dataclass
@@ -221,6 +221,7 @@ class ArchetypeDecider:
         self.fixture = fixture
         self.spec = spec
         self.backend = backend
+        self.abstained = 0  # keys whose request got no usable answer (recorded as no action)
         self.mode = mode
         self.constant = None if constant is None else np.asarray(constant, dtype=np.float64)
         self.request_seed = int(request_seed)
@@ -278,8 +279,14 @@ class ArchetypeDecider:
         out = np.empty((len(ids), 3), dtype=np.float64)
         miss = [j for j, i in enumerate(ids) if i not in self._memo]
         if miss:
+            from aumann.simulators.llm.backend import is_abstention
+
             answers = submit(self.backend, [make(ids[j]) for j in miss])
             for j, a in zip(miss, answers, strict=True):
+                if isinstance(a, BaseException) and is_abstention(a):
+                    self.abstained += 1  # no usable answer: this key abstains (no post, no reshare, no shift)
+                    self._memo[ids[j]] = (0.0, 0.0, 0.0)
+                    continue
                 if isinstance(a, BaseException):
                     raise a
                 d = a if isinstance(a, Decision) else Decision.model_validate(

@@ -234,6 +234,11 @@ class MegaScaleSocial(mesa.Model):
             "trending": lambda m: m.last.get("trending", float("nan")),
         })
 
+    @property
+    def llm_errors(self) -> int:
+        """Archetype keys whose request got no usable answer (abstentions: no post, no reshare, no shift)."""
+        return int(self.decider.abstained)
+
     # ------------------------------------------------------------------ forks
     @property
     def _is_fork(self) -> bool:

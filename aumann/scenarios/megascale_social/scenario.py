@@ -63,6 +63,12 @@ def _aggregators(cfg: MegaScaleConfig):
     return standard_aggregators(score, lambda z: z[..., 0].to(torch.float64), cfg.agents)
 
 
+def _offline_backend():
+    from aumann.scenarios.megascale_social.policy import offline_backend
+
+    return offline_backend()
+
+
 MEGASCALE_SOCIAL = register(Scenario(
     name="megascale-social",
     description="MegaScale-Social: an archetype-batched LLM-driven society of up to 10⁶–10⁷ agents on a scale-free "
@@ -78,6 +84,7 @@ MEGASCALE_SOCIAL = register(Scenario(
     baseline_all_fn=_baseline_all,
     resimulate_fn=_resimulate,
     aggregators=_aggregators,
+    offline_backend=_offline_backend,
     config_file="megascale-social.toml",
     baseline_description="neutral and disengaged at the target step: view 0, no post, no reshare, reads nothing; "
                          "influence kept",

@@ -110,12 +110,24 @@ def _build(cfg: MidScaleConfig, rng: np.random.Generator, backend=None):
         fixture = load_fixture(cfg.fixture)
     else:
         from aumann.scenarios.midscale_social.prompts import FixtureSpec, fixture_messages
+        from aumann.simulators.llm import decide_all
+        from aumann.simulators.llm.backend import is_abstention
 
-        spec = backend.decide(fixture_messages(), FixtureSpec, context={"kind": "fixture"}, seed=cfg.seed)
-        spec = spec if isinstance(spec, FixtureSpec) else FixtureSpec.model_validate(spec)
-        fixture = {"generator": f"LLM backend {type(backend).__name__}", **spec.model_dump()}
+        spec = decide_all(backend, [{"messages": fixture_messages(), "schema": FixtureSpec,
+                                     "context": {"kind": "fixture"}, "seed": cfg.seed}], return_exceptions=True)[0]
+        if isinstance(spec, BaseException) and is_abstention(spec):  # degrade: the committed fixture, counted
+            fixture = {**load_fixture(cfg.fixture),
+                       "generator": f"committed fixture (the LLM's fixture reply was unusable: {str(spec)[:160]})"}
+            errors = 1
+        elif isinstance(spec, BaseException):
+            raise spec
+        else:
+            spec = spec if isinstance(spec, FixtureSpec) else FixtureSpec.model_validate(spec)
+            fixture = {"generator": f"LLM backend {type(backend).__name__}", **spec.model_dump()}
+            errors = 0
     model = MidScaleModel(cfg, rng, fixture)
     model.usage = getattr(backend, "usage", None)
+    model.llm_errors = errors if backend is not None else 0
     return model
 
 
@@ -157,7 +169,7 @@ def _baseline_features(model, cfg: MidScaleConfig) -> np.ndarray:
 
 MIDSCALE_SOCIAL = register(Scenario(
     name="midscale-social",
-    description="MidScale-Social: N=1000 deterministic influence-weighted propagation on a scale-free graph",
+    description="MidScale-Social: deterministic influence-weighted propagation on a scale-free graph",
     config_model=MidScaleConfig,
     build_model=_build,
     make_recorder=_recorder,

@@ -31,8 +31,10 @@ Deviations from the predecessor (its quirks, spec §12.5), each deliberate:
 
 * no self-viewing (an agent's own post is never in its feed);
 * the counters an agent sees are those before its own view is counted;
-* a reply that stays invalid after the backend's retries (malformed, oversized, or lossy) counts
-  as no post / no interaction and is counted in ``model.llm_errors``;
+* a decision without a usable answer -- a reply still invalid after the backend's varied retry
+  (malformed, oversized, lossy, a schema echo) or requests that all failed -- is an *abstention*:
+  no post / no interaction, counted in ``model.llm_errors`` (and the backend's
+  ``usage.invalid_decisions``, with the replies kept in its cache);
 * every random draw comes from a per-(agent, step) stream ``default_rng((root, t, i))`` derived
   from the model's seed (the predecessor's LLM fallback used the unseeded global RNG). Per-agent
   streams are also *common random numbers*: a counterfactual fork that changes agent j's actions
@@ -64,15 +66,19 @@ from aumann.simulators.llm.usage import Usage, usage_of
 
 
 def _invalid_replies() -> tuple[type[Exception], ...]:
-    from aumann.errors import ResponseTooLargeError
+    from aumann.errors import BackendUnavailableError, ResponseTooLargeError
     from aumann.simulators.llm import MalformedResponseError, PolicyError
 
-    return (MalformedResponseError, PolicyError, ResponseTooLargeError)
+    return (MalformedResponseError, PolicyError, ResponseTooLargeError, BackendUnavailableError)
 
 
 INVALID_REPLY = _invalid_replies()
-"""Replies that count as no post / no interaction (counted in ``llm_errors``); other backend errors
-(authentication, budget, cache miss, unavailable server) propagate: they are not model answers."""
+"""Decisions that count as abstentions -- no post / no interaction, counted in ``llm_errors``; other
+backend errors (authentication, budget, cache miss, a server that is down) propagate: they are not
+model answers (see :func:`aumann.simulators.llm.is_abstention`)."""
+
+#: what an abstention decides: nothing
+ABSTAIN = {"post": {"post": False}, "interact": {"interact": False, "action": None}}
 
 
 def reaction_waves(pairs: list[tuple[int, int]]) -> list[list[int]]:
@@ -155,11 +161,13 @@ class SocialModel(mesa.Model):
                                          ctx["views"], ctx["likes"], ctx["dislikes"])
             requests.append({"messages": msgs, "schema": schema, "context": ctx,
                              "seed": int(streams[i].integers(2**31)), "scope": self.scope})
+        from aumann.simulators.llm.backend import is_abstention
+
         out = []
         for dec in decide_all(self.backend, requests, return_exceptions=True):
-            if isinstance(dec, INVALID_REPLY):
+            if isinstance(dec, BaseException) and is_abstention(dec):
                 self.llm_errors += 1
-                dec = schema()
+                dec = schema(**ABSTAIN[kind])
             elif isinstance(dec, BaseException):
                 raise dec
             out.append(dec if isinstance(dec, schema) else schema.model_validate(dec))

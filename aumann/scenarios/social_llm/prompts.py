@@ -6,14 +6,16 @@ interaction preference, the agent's belief and label, the post's belief and labe
 counters. One deliberate difference: the counters shown are those *before* this view is counted
 (the predecessor showed them after, contradicting its own comment).
 
-Replies are JSON validated by pydantic: :class:`PostDecision` ``{"post": bool}`` (a missing key means
-no post) and :class:`InteractDecision` ``{"interact": bool, "action": "like" | "dislike" | null}``
-(``interact`` true with an invalid action counts as no interaction).
+Replies are JSON validated by pydantic: :class:`PostDecision` ``{"post": bool}`` and
+:class:`InteractDecision` ``{"interact": bool, "action": "like" | "dislike" | null}``. ``post`` and
+``interact`` are required -- no default can be satisfied by a non-answer (``{}``, or the JSON schema
+copied back); ``interact`` true without an action counts as no interaction, and an unknown action
+string is refused as lossy (it would otherwise be coerced to ``null``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -26,7 +28,7 @@ class PostDecision(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    post: bool = False
+    post: bool
 
 
 class InteractDecision(BaseModel):
@@ -34,8 +36,8 @@ class InteractDecision(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    interact: bool = False
-    action: str | None = None
+    interact: bool
+    action: Literal["like", "dislike"] | None = None
 
     @field_validator("action", mode="before")
     @classmethod

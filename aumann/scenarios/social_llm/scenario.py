@@ -158,7 +158,7 @@ def _baseline_features(model, cfg: SocialLLMConfig) -> np.ndarray:
 
 SOCIAL_LLM = register(Scenario(
     name="social-llm",
-    description="SocialLLM: N=20 belief/post/like agents on a Barabási–Albert graph, risky-expression risk",
+    description="SocialLLM: belief/post/like agents on a Barabási–Albert graph, risky-expression risk",
     config_model=SocialLLMConfig,
     build_model=_build,
     make_recorder=_recorder,

@@ -134,7 +134,8 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_json_object(text: str | None) -> Any:
-    """Parse a model reply into JSON with :func:`json.loads` (never ``eval``).
+    """Parse a model reply into JSON with the bounded reader :func:`aumann.bounded.loads_json` (size and
+    depth limits; NaN/Infinity refused; never ``eval``).
 
     Accepts bare JSON, a ```json fenced block, or prose around one ``{...}`` object.
 
@@ -143,20 +144,22 @@ def parse_json_object(text: str | None) -> Any:
     """
     if text is None:
         raise ValueError("empty reply (no content)")
+    from aumann import bounded
+
     s = text.strip()
     m = _FENCE.search(s)
     if m:
         s = m.group(1).strip()
     try:
-        return json.loads(s)
-    except json.JSONDecodeError:
+        return bounded.loads_json(s, what="the model's reply", error=ValueError, allow_nan=False)
+    except ValueError as first:
         i, j = s.find("{"), s.rfind("}")
-        if i == -1 or j <= i:
-            raise ValueError(f"reply is not JSON: {text[:120]!r}") from None
+        if i == -1 or j <= i or "nests" in str(first) or "limit" in str(first):
+            raise ValueError(f"reply is not JSON ({str(first)[:100]}): {text[:120]!r}") from None
         try:
-            return json.loads(s[i : j + 1])
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"reply is not JSON ({exc.msg}): {text[:120]!r}") from None
+            return bounded.loads_json(s[i : j + 1], what="the model's reply", error=ValueError, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(f"reply is not JSON ({str(exc)[:100]}): {text[:120]!r}") from None
 
 
 __all__ = [

@@ -40,6 +40,14 @@ def decide_all(backend: Any, requests: Sequence[Mapping[str, Any]], *, return_ex
         return []
     if getattr(backend, "batch_protocol", 0) >= 1:
         return list(backend.decide_many(reqs, return_exceptions=return_exceptions))
+    if hasattr(backend, "decide_many") and not hasattr(backend, "decide"):  # a batch-only backend
+        try:
+            takes = "return_exceptions" in inspect.signature(backend.decide_many).parameters
+        except (TypeError, ValueError):
+            takes = False
+        if takes:
+            return list(backend.decide_many(reqs, return_exceptions=return_exceptions))
+        return list(backend.decide_many(reqs))
     scoped = _takes_scope(backend)
     out: list[Any] = []
     for r in reqs:

@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +64,20 @@ class CachedResponse:
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+def _checked(key: str, text: Any, pt: Any, ct: Any) -> CachedResponse:
+    """A stored row read through :class:`~aumann.simulators.llm.records.CacheRow` (a reply is text, token
+    counts integers in range); a damaged row becomes an empty, invalid reply -- re-validated, never trusted."""
+    from pydantic import ValidationError
+
+    from aumann.simulators.llm.records import CacheRow
+
+    try:
+        row = CacheRow(text=text, prompt_tokens=pt, completion_tokens=ct)
+        return CachedResponse(row.text, row.prompt_tokens, row.completion_tokens)
+    except ValidationError:
+        return CachedResponse(text if isinstance(text, str) else "", 0, 0)
 
 
 def _flush_at_exit(ref: weakref.ReferenceType) -> None:  # pragma: no cover - interpreter shutdown
@@ -193,7 +207,7 @@ class ResponseCache:
                     q = ("SELECT key, response, prompt_tokens, completion_tokens FROM responses WHERE key IN ("
                          + ",".join("?" * len(part)) + ")")
                     for k, text, pt, ct in self.conn.execute(q, part):
-                        out[k] = CachedResponse(text, int(pt), int(ct))
+                        out[k] = _checked(k, text, pt, ct)
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
         return out
@@ -232,6 +246,41 @@ class ResponseCache:
                 raise self._fail("cannot be written", exc) from None
             self._pending.clear()
             return conn.total_changes - before
+
+    def rows(self, *, limit: int | None = None, invalid_only: bool = False) -> Iterator[dict[str, Any]]:
+        """Stored rows, oldest first, as dicts: key, backend, model, the request (messages, schema, seed, scope,
+        and ``invalid``: why the reply was not a usable answer, for abstentions), the reply text and token
+        counts. Every row is read through :class:`~aumann.simulators.llm.records.CacheRow` and the bounded
+        JSON reader; a damaged row is yielded with ``damaged`` set instead of stopping the listing."""
+        from pydantic import ValidationError
+
+        from aumann import bounded
+        from aumann.simulators.llm.records import CacheRow
+
+        self.flush()
+        q = "SELECT key, backend, model, request, response, prompt_tokens, completion_tokens FROM responses"
+        if invalid_only:
+            q += " WHERE instr(request, '\"invalid\":') > 0"
+        q += " ORDER BY created, key"
+        if limit is not None:
+            q += f" LIMIT {max(0, int(limit))}"
+        with self._lock:
+            try:
+                raw_rows = self.conn.execute(q).fetchall()
+            except sqlite3.Error as exc:
+                raise self._fail("cannot be read", exc) from None
+        for key, backend, model, request, response, pt, ct in raw_rows:
+            out: dict[str, Any] = {"key": str(key), "backend": str(backend), "model": str(model)}
+            try:
+                row = CacheRow(text=response, prompt_tokens=pt, completion_tokens=ct)
+                req = bounded.loads_json(request, what="a cached request", error=ValueError, max_bytes=8 * 2**20)
+                if not isinstance(req, dict):
+                    raise ValueError("the stored request is not a JSON object")
+                out.update({"request": req, "reply": row.text, "prompt_tokens": row.prompt_tokens,
+                            "completion_tokens": row.completion_tokens, "invalid": req.get("invalid")})
+            except (ValidationError, ValueError, TypeError) as exc:
+                out.update({"damaged": str(exc).splitlines()[0][:200], "reply": str(response)[:2000]})
+            yield out
 
     def __len__(self) -> int:
         self.flush()

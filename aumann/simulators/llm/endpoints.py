@@ -7,10 +7,11 @@ refuses connections, or fails three attempts in a row (timeouts, 5xx), is taken 
 it; a retry goes to another endpoint when there is one. When every endpoint is out, the one that
 comes back first is used. Endpoints are assumed to serve the same model with the same capabilities.
 
-Credentials inside a URL -- ``http://user:KEY@host/v1`` or ``?api_key=KEY`` -- are used for the
-requests (the userinfo's password, or user name, becomes the bearer key when no ``api_key`` is
-given; query parameters are kept) but never recorded: :attr:`Endpoint.public` is the URL with them
-stripped, and it is the only form that reaches labels, logs, messages and manifests.
+Credentials inside a URL -- ``http://user:KEY@host/v1``, ``?api_key=KEY``, any query value, a
+key-like path segment (the rule of :func:`aumann.manifest.redact_url`) -- are used for the requests
+(the userinfo's password, or user name, becomes the bearer key when no ``api_key`` is given; query
+parameters are kept) but never recorded: :attr:`Endpoint.public` is the URL with them stripped, and
+it is the only form that reaches labels, logs, messages, caches, ledgers and manifests.
 """
 
 from __future__ import annotations
@@ -76,10 +77,13 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     key = api_key
     if key is None and secrets:
         key = secrets[0]
+    from aumann.manifest import _PLAIN_PARAMS, _path_token
+
     for piece in parts.query.split("&"):
         name, _, value = piece.partition("=")
-        if value and redact_url(f"?{name}=x") != f"?{name}=x":
+        if value and name.lower() not in _PLAIN_PARAMS:  # every query value but the plain ones is a secret
             secrets.append(unquote(value))
+    secrets += [unquote(seg) for seg in parts.path.split("/") if seg and _path_token(seg) == "***"]
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     return Endpoint(scheme=parts.scheme, host=host, port=port or (443 if parts.scheme == "https" else 80),
                     base_path=parts.path or "", query=parts.query, public=public, api_key=key,

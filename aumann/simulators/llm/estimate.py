@@ -56,7 +56,7 @@ class RunEstimate:
             f"  tokens: ~{self.prompt_tokens:,} prompt + ~{self.completion_tokens:,} completion",
             f"  cost: {cost}",
             f"  time: ~{when} at concurrency {self.concurrency} and {self.latency_s:g} s per request",
-            "  (an estimate: real answers change later prompts; tokens are characters / 4)",
+            "  (an estimate: real answers change later prompts; tokens from the prompt and the schema's answer)",
         ])
 
 

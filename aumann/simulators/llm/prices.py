@@ -10,16 +10,16 @@ with a note, never guessed.
 
 from __future__ import annotations
 
-import math
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from aumann import bounded
 from aumann.errors import ConfigError
+from aumann.simulators.llm.records import price_entry
 
 
 @dataclass(frozen=True)
@@ -39,23 +39,15 @@ def _parse(data: Mapping[str, Any], source: str) -> dict[str, Price]:
         raise ConfigError(f"price table {source}: [models] must be a table of model names")
     out: dict[str, Price] = {}
     for name, entry in models.items():
-        if not isinstance(entry, Mapping) or set(entry) - {"input", "output"} or not {"input", "output"} <= set(entry):
-            raise ConfigError(f"price table {source}: model {name!r} needs exactly 'input' and 'output' "
-                              f"(USD per million tokens); got {dict(entry) if isinstance(entry, Mapping) else entry!r}")
-        vals = []
-        for k in ("input", "output"):
-            v = entry[k]
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ConfigError(f"price table {source}: {name}.{k} must be a finite number >= 0; got {v!r}")
-            vals.append(float(v))
-        out[str(name)] = Price(*vals)
+        e = price_entry(str(name), dict(entry) if isinstance(entry, Mapping) else entry, source)
+        out[str(name)] = Price(float(e.input), float(e.output))
     return out
 
 
 def default_prices() -> dict[str, Price]:
     """The packaged price table."""
     text = resources.files("aumann.simulators.llm").joinpath("prices.toml").read_text(encoding="utf-8")
-    return _parse(tomllib.loads(text), "prices.toml (packaged)")
+    return _parse(bounded.loads_toml(text, what="prices.toml (packaged)"), "prices.toml (packaged)")
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, Price]:
@@ -67,11 +59,11 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, Price]:
     table = default_prices()
     if path is not None:
         p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"price table {str(p)!r} does not exist")
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"price table {str(p)!r} does not exist") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            data = bounded.read_toml(p, what="price table", max_bytes=4 * 2**20)
+        except OSError as exc:
             raise ConfigError(f"price table {str(p)!r} is not a readable TOML file: {exc}") from None
         table.update(_parse(data, repr(str(p))))
     return table

