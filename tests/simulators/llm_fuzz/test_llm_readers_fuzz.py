@@ -167,7 +167,14 @@ def test_cache_rows_are_read_through_their_schema(text, pt, ct, request, tmp_pat
     cache = ResponseCache(path)
     len(cache)  # creates the table
     conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ("k", "b", "m", request, text, pt, ct, 0.0))
+    try:
+        conn.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ("k", "b", "m", request, text, pt, ct, 0.0))
+    except sqlite3.IntegrityError:
+        # SQLite binds a float NaN as NULL, which the table's NOT NULL columns refuse: such a row
+        # can never be on disk for the reader to meet. Anything else refused is a real failure.
+        assert any(isinstance(v, float) and math.isnan(v) for v in (text, pt, ct))
+        conn.close()
+        return
     conn.commit()
     conn.close()
     got = ResponseCache(path).get("k")
