@@ -41,6 +41,8 @@ _LAZY = {
     "QuadraticIndicator": ("aumann.attribution.pooled", "QuadraticIndicator"),
     "SampledBanzhaf": ("aumann.attribution.sampled", "SampledBanzhaf"),
     "SampledShapley": ("aumann.attribution.sampled", "SampledShapley"),
+    "SampledShapleyCV": ("aumann.attribution.control_variate", "SampledShapleyCV"),
+    "ParticipationGame": ("aumann.attribution.controls", "ParticipationGame"),
     "CoalitionMethod": ("aumann.attribution.semivalues", "CoalitionMethod"),
     "ExactBanzhaf": ("aumann.attribution.semivalues", "ExactBanzhaf"),
     "ExactShapley": ("aumann.attribution.semivalues", "ExactShapley"),
@@ -49,6 +51,8 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution import aggregators, indicators, metrics, smoothing
+    from aumann.attribution.control_variate import SampledShapleyCV
+    from aumann.attribution.controls import ParticipationGame
     from aumann.attribution.engine import attribute
     from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
@@ -96,11 +100,13 @@ __all__ = [
     "MaskedIndicatorGame",
     "NetworkQuadratic",
     "Panel",
+    "ParticipationGame",
     "PooledForm",
     "Problem",
     "QuadraticIndicator",
     "SampledBanzhaf",
     "SampledShapley",
+    "SampledShapleyCV",
     "Surrogate",
     "aggregators",
     "attribute",
