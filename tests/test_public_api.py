@@ -115,6 +115,8 @@ PUBLIC = {
         "random_grid_summary",
         "random_summary",
         "resimulation_game",
+        "resimulation_participation_game",
+        "resimulation_shapley_cv",
         "run_ablations",
         "scenario_resimulation_game",
         "step_map_gap",

@@ -68,7 +68,7 @@ import torch
 
 from aumann.attribution.device import CPU
 from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
-from aumann.attribution.network import NetworkQuadratic, NetworkQuadraticKernel
+from aumann.attribution.network import NetworkQuadraticKernel
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, AdditiveKernel, GameKernel, QuadraticKernel
 from aumann.checks import as_int
 from aumann.errors import GameError, IndicatorError, MethodError
@@ -384,18 +384,22 @@ def diagonal_control(game: CoalitionGame, kernel: GameKernel, *, rows: np.ndarra
     permuted among themselves (so n = len(rows) positions; see the module docstring for the choice
     of extension)."""
     n = kernel.n if rows is None else len(rows)
-    if isinstance(kernel, AdditiveKernel):
-        return _sum_space(kernel.delta, kernel.sum_b, kernel.rho, rows, n, memory_budget,
+    structured = kernel
+    if isinstance(game, MaskedIndicatorGame) and not isinstance(kernel, _STRUCTURED):
+        # the plain path (fast=False) gets the same control as the fast path: the game's structured kernel
+        try:
+            structured = game.kernel(True, memory_budget=memory_budget)
+        except (GameError, IndicatorError):
+            structured = kernel
+    if isinstance(structured, AdditiveKernel):
+        return _sum_space(structured.delta, structured.sum_b, structured.rho, rows, n, memory_budget,
                           f"game {getattr(game, 'name', 'game')!r}")
-    if isinstance(kernel, NetworkQuadraticKernel):
-        return _network(kernel, rows, n)
-    if isinstance(kernel, QuadraticKernel):
-        return _quadratic(kernel, rows, n)
+    if isinstance(structured, NetworkQuadraticKernel):
+        return _network(structured, rows, n)
+    if isinstance(structured, QuadraticKernel):
+        return _quadratic(structured, rows, n)
     if isinstance(game, MaskedIndicatorGame):
         f = game.problem.f
-        if isinstance(f, NetworkQuadratic) and game.problem.alive is None:
-            x64, b64 = game.x.to(F64).cpu().numpy(), game.b.to(F64).cpu().numpy()
-            return _network(f.masking_kernel(x64, b64), rows, n)
         if f.pooled is not None and not f.uses_context and game.problem.alive is None:
             return _pooled_masked(game, rows, n, memory_budget)
         taus = table_nodes(n, nodes, memory_budget)
@@ -416,6 +420,9 @@ def diagonal_control(game: CoalitionGame, kernel: GameKernel, *, rows: np.ndarra
         H = H[:, rows]
     return TableControl(torch.from_numpy(np.ascontiguousarray(H)).to(_device_of(kernel)), taus, kind=kind,
                         gradient_evals=taus.size)
+
+
+_STRUCTURED = (AdditiveKernel, NetworkQuadraticKernel, QuadraticKernel)
 
 
 def _device_of(kernel: GameKernel) -> torch.device:
