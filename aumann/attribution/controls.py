@@ -98,6 +98,11 @@ class DiagonalControl(ABC):
     def _by_position(self, idx: torch.Tensor, flip: bool) -> torch.Tensor:
         """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
 
+    def variance(self, antithetic: bool) -> torch.Tensor | None:
+        """(n,) the exact variance of g_i over uniform positions (of the pair mean (g(k) + g(n − 1 − k))/2
+        with ``antithetic``), when the control depends on the position only; else None."""
+        return None
+
     def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(c, n) controls in player order along ``perms`` (and along the reversed perms, or None)."""
         idx = torch.from_numpy(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
@@ -106,6 +111,11 @@ class DiagonalControl(ABC):
             return fwd, None
         rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
         return fwd, rev
+
+
+def _floor(var: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """A variance at the rounding floor of its control's values is 0 (the control is constant)."""
+    return torch.where(var > 1e-24 * mean * mean, var, torch.zeros_like(var))
 
 
 class LowRankControl(DiagonalControl):
@@ -121,6 +131,11 @@ class LowRankControl(DiagonalControl):
         self.mean = B.to(F64) @ self.G.mean(dim=0)
         self.gradient_evals = int(gradient_evals)
         self.nodes = self.n
+
+    def variance(self, antithetic):
+        G = (self.G + self.G.flip(0)) / 2 if antithetic else self.G
+        Gc = G - G.mean(dim=0)  # centred first: no cancellation for a control that barely moves
+        return _floor(torch.einsum("pi,pq,qi->i", self.Bt, Gc.T @ Gc / self.n, self.Bt), self.mean)
 
     def _by_position(self, idx, flip):
         G = self.G.flip(0) if flip else self.G
@@ -156,6 +171,25 @@ class TableControl(DiagonalControl):
         self.frac = torch.from_numpy(frac).to(dev)
         self.interpolated = bool(np.any(frac))
         self.mean = torch.from_numpy(W / n).to(dev) @ self.H
+
+    def variance(self, antithetic):
+        acc = torch.zeros_like(self.mean)
+        rows = max(1, 2**22 // max(1, self.n))
+        for s in range(0, self.n, rows):  # the (positions × players) values, a block of positions at a time
+            k = torch.arange(s, min(self.n, s + rows), device=self.H.device)
+            g = self._rows(self.j[k], self.frac[k])
+            if antithetic:
+                kr = self.n - 1 - k
+                g = (g + self._rows(self.j[kr], self.frac[kr])) / 2
+            g -= self.mean
+            acc += (g * g).sum(0)
+        return _floor(acc / self.n, self.mean)
+
+    def _rows(self, j: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
+        out = self.H[j]
+        if self.interpolated:
+            out = out + frac[:, None] * (self.H[j + 1] - out)
+        return out
 
     def _by_position(self, idx, flip):
         j, frac = (self.j.flip(0), self.frac.flip(0)) if flip else (self.j, self.frac)
@@ -290,10 +324,49 @@ def _rho_gradients(rho: Callable[[torch.Tensor], torch.Tensor], start: torch.Ten
     return out
 
 
+SMOOTH_MIN_PLAYERS = 100
+
+
+def composition_bandwidth(delta: np.ndarray, n: int) -> float:
+    """How far (in positions) the sums of a random coalition of size k stray from the diagonal point,
+    measured along the diagonal: a uniform k-subset of the players has Σ_{j∈S} δ_j with mean (k/N) u,
+    u = Σ_j δ_j, and covariance ≈ τ(1 − τ) V, V = Σ_j (δ_j − δ̄)(δ_j − δ̄)ᵀ; its component along u is
+    a shift of the diagonal point by sd √(τ(1 − τ) uᵀVu)/|u|² in τ, i.e. n/2 · √(uᵀVu)/|u|² positions at
+    τ = ½ (∞ when the diagonal does not move, u = 0)."""
+    d = np.asarray(delta, dtype=np.float64)
+    u = d.sum(axis=0)
+    uu = float(u @ u)
+    if uu <= 0:
+        return float("inf")
+    c = d - d.mean(axis=0)
+    proj = c @ u
+    return 0.5 * n * float(np.sqrt(proj @ proj)) / uu
+
+
+def smooth_positions(G: np.ndarray, bandwidth: float) -> np.ndarray:
+    """G (n, P) convolved along the positions with a Gaussian of sd ``bandwidth`` positions (edges held)."""
+    n = G.shape[0]
+    if not bandwidth >= 1.0 or n < 3:
+        return G
+    from scipy.signal import fftconvolve
+
+    half = int(min(4 * bandwidth, n))
+    x = np.arange(-half, half + 1, dtype=np.float64)
+    kernel = np.exp(-0.5 * (x / bandwidth) ** 2)
+    kernel /= kernel.sum()
+    padded = np.pad(G, ((half, half), (0, 0)), mode="edge")
+    return fftconvolve(padded, kernel[:, None], mode="valid", axes=0)
+
+
 def _sum_space(delta: torch.Tensor, start: torch.Tensor, rho: Callable, rows: np.ndarray | None, n: int,
                memory_budget: int, what: str) -> LowRankControl:
     total = delta.sum(dim=0)
     G = _rho_gradients(rho, start, total, positions(n), memory_budget, what)
+    # where ∇ρ changes faster along the diagonal than a coalition's sums wander (a steep threshold), the
+    # marginal follows the average gradient over that wander, not the gradient at the point: smooth it
+    b = composition_bandwidth(delta.detach().cpu().numpy(), n)
+    if b >= 1.0 and n >= SMOOTH_MIN_PLAYERS:  # (a Gaussian wander needs many players: the CLT)
+        G = torch.from_numpy(smooth_positions(G.cpu().numpy(), b)).to(G.device)
     B = delta if rows is None else delta[torch.from_numpy(rows).to(delta.device)]
     return LowRankControl(B, G, kind="sum-space", gradient_evals=n)
 
