@@ -87,8 +87,11 @@ def _slopes(su: torch.Tensor, sc: torch.Tensor, suu: torch.Tensor, scc: torch.Te
             n: int | torch.Tensor, known: torch.Tensor | None = None) -> torch.Tensor:
     """Least-squares slopes of u on c from sums over n units (0 where the correlation is not significant).
     With the control's exact variance ``known``, the sample's sum of squares of c is held at least at a
-    quarter of its expectation, so a few units that happen to see c barely move (a 2.5 % event for 8
-    units) cannot produce a wild slope."""
+    quarter of its expectation: a few units that happen to see c barely move (a 2.5 % event for 8 units
+    of a well-behaved control) cannot produce a wild slope, and a control whose variance sits in rare
+    spikes (a steep threshold) keeps a small slope until the spikes are seen — its slope is then not
+    extrapolated from the flat part to a spike the marginals may not follow. (Held against its
+    expectation outright, the slope would be noisy exactly where the control is excellent, ρ ≈ 1.)"""
     cuc = suc - su * sc / n
     ccc = scc - sc * sc / n
     if known is not None:
