@@ -23,6 +23,8 @@ Sections:
   permutations per step and its per-agent standard errors are extrapolated to m = 1000 by se ∝ 1/√m
   (its seconds linearly in m); the CV is run with as few permutations as its pilot needs and must reach,
   on every step, a largest standard error no bigger than plain's extrapolated largest at m = 1000.
+* ``reference`` — the study's ``τ vs Shapley`` reference: plain m = 1000 against the CV at m = 1000,
+  100 and 16 on MidScale-Social's masking game at t* (noise ceilings, standard errors, seconds).
 * ``resimulation`` — MidScale-Social N = 200, the re-simulation game (every coalition a fork): Kendall
   τ against a long plain-sampling reference, the noise ceiling τ(reference A, reference B), and the
   forks the plain estimator needs for the CV's τ (interpolated along plain's τ-vs-forks curve), for the
@@ -250,13 +252,41 @@ def section_resimulation(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def section_reference(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The study's reference row (``τ vs Shapley``): plain m = 1000 against the CV at m = 1000 and fewer,
+    on MidScale-Social's masking game at t* (N = 1000): noise ceilings τ(seed A, seed B), standard errors,
+    seconds, and the τ of the Aumann–Shapley row against each reference."""
+    from aumann.attribution import AumannShapley, SampledShapley, SampledShapleyCV, attribute
+    from aumann.attribution.metrics import kendall_tau
+
+    header("the study's reference: plain vs CV on MidScale-Social's masking game (N = 1000)")
+    s = _study_step("midscale-social", 1000, 30)
+    ours = attribute(s["f"], s["panel"], method=AumannShapley(steps=32, closed_form=False), baseline=s["z0"]).phi[0]
+    rows = []
+    for label, make, m in (("plain", SampledShapley, 1000), ("cv", SampledShapleyCV, 1000),
+                           ("cv", SampledShapleyCV, 100), ("cv", SampledShapleyCV, 16)):
+        t0 = time.perf_counter()
+        a = attribute(s["f"], s["panel"], method=make(permutations=m), baseline=s["z0"], rng=11)
+        sec = time.perf_counter() - t0
+        b = attribute(s["f"], s["panel"], method=make(permutations=m), baseline=s["z0"], rng=22)
+        row = {"estimator": label, "m": m, "seconds": sec, "median_stderr": float(np.median(a.stderr)),
+               "ceiling_tau": float(kendall_tau(a.phi[0], b.phi[0])), "tau_aumann_shapley": float(
+                   kendall_tau(ours, a.phi[0]))}
+        rows.append(row)
+        print(f"  {label:<5} m={m:<5} {sec:7.2f} s  median se {row['median_stderr']:.3e}  ceiling τ(A,B) "
+              f"{row['ceiling_tau']:.4f}  τ(aumann_shapley, ref) {row['tau_aumann_shapley']:.4f}", flush=True)
+    header("after")
+    return rows
+
+
 SECTIONS = {"variance": section_variance, "midscale": section_midscale, "cascade": section_cascade,
-            "weak": section_weak, "big": section_big, "resimulation": section_resimulation}
+            "weak": section_weak, "big": section_big, "resimulation": section_resimulation,
+            "reference": section_reference}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="variance,midscale,cascade,weak,big",
+    ap.add_argument("--only", default="variance,midscale,cascade,weak,big,reference",
                     help=f"comma-separated sections of {sorted(SECTIONS)}")
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--m", type=int, default=64, help="permutations of the variance comparisons")

@@ -153,15 +153,17 @@ class _Accumulator:
     def beta(self, *, check: bool = True) -> torch.Tensor:
         """(n,) slopes from every unit so far (the fixed β, if one was given), 0 for an agent whose
         residuals so far — each corrected with the slope it was actually given, i.e. out of sample —
-        vary more than its plain marginals on the same units (a control that did not pay off, e.g.
-        a narrow spike at a threshold that the marginals' jump does not follow)."""
+        vary clearly more than its plain marginals on the same units (beyond 1 + 2√(2/(n − 1)), about
+        two standard errors of a variance ratio): a control that did not pay off, e.g. a narrow spike
+        at a threshold that the marginals' jump does not follow."""
         if self.fixed is not None:
             return torch.full_like(self.su, self.fixed)
         n = self.count
         beta = _slopes(self.su, self.sc, self.suu, self.scc, self.suc, n, self.known)
         if not check:
             return beta
-        harmed = (self.srr - self.sr * self.sr / n) > (self.suu - self.su * self.su / n)
+        band = 1.0 + 2.0 * (2.0 / max(1, n - 1)) ** 0.5
+        harmed = (self.srr - self.sr * self.sr / n) > band * (self.suu - self.su * self.su / n)
         return torch.where(harmed, torch.zeros_like(beta), beta)
 
     def add(self, u: torch.Tensor, c: torch.Tensor, beta: torch.Tensor) -> None:
@@ -292,8 +294,6 @@ class SampledShapleyCV(SampledShapley):
 
     def _run(self, game: CoalitionGame, rng: np.random.Generator,
              device: torch.device | None = None) -> tuple[Estimate, float, float]:
-
-
         device = CPU if device is None else device
         error = IndicatorError if isinstance(game, MaskedIndicatorGame) else GameError
         budget = self.budget_on(device)
