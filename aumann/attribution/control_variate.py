@@ -19,12 +19,14 @@ permutations for the same standard error); at kinks and thresholds the model mis
 threshold, an agent whose term is nearly constant), so each agent gets its own β_i (an O(N) set of
 running sums; a pooled β cannot adapt). β must not depend on the unit it corrects, or the estimate is
 biased (O(1/m)); so the units are processed in rounds, and the β_i of a round is the least-squares
-slope over all *earlier* units. The first round (the *pilot*, ``pilot`` units, 8–16 by default) is
-cross-fitted: its first half is held back, the second half is corrected with the first half's slopes,
-then the first half with the second's. Each slope falls back to β_i = 0 (plain sampling for that agent)
-unless the sample correlation is significant (ρ̂_i² > 4/(n + 2) on n earlier units, ≈ the 5 % level),
-so a weak control costs at most an O(1/n) share of variance, never more: where the control is
-useless the estimate *is* plain sampling on the same permutations. ``beta=<float>`` fixes one β for
+slope over all *earlier* units, clipped to [−2, 2] (the model's natural coefficient is 1). The first
+round (the *pilot*, ``pilot`` units, 8–16 by default) is cross-fitted: its first half is held back, the
+second half is corrected with the first half's slopes, then the first half with the second's. Each
+slope falls back to β_i = 0 (plain sampling for that agent) unless the sample correlation is
+significant (ρ̂_i² > 4/(n + 2) on n earlier units, ≈ the 5 % level), and is switched off for an agent
+whose residuals so far, corrected out of sample, varied clearly more than its plain marginals — so a
+weak control costs little variance: where it is useless the estimate *is* plain sampling on the same
+permutations (measured where it is weak: docs/baselines.md). ``beta=<float>`` fixes one β for
 every agent (``beta=1`` is the Taylor control of ControlSHAP; ``beta=0`` reproduces plain sampling).
 
 **Efficiency projection.** Every permutation telescopes (Σ_i Δ_i = Δv), but the corrections do not:
@@ -75,6 +77,7 @@ from aumann.errors import GameError, IndicatorError, MethodError
 from aumann.seeding import RNGLike
 
 F64 = torch.float64
+MAX_SLOPE = 2.0  # |β| beyond this is noise from units that barely moved the control (see _slopes)
 MIN_UNITS = 4  # two cross-fitted halves of two units in the pilot, and the projection's regression
 
 
@@ -84,23 +87,20 @@ def _significant(rho2: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
 
 
 def _slopes(su: torch.Tensor, sc: torch.Tensor, suu: torch.Tensor, scc: torch.Tensor, suc: torch.Tensor,
-            n: int | torch.Tensor, known: torch.Tensor | None = None) -> torch.Tensor:
-    """Least-squares slopes of u on c from sums over n units (0 where the correlation is not significant).
-    With the control's exact variance ``known``, the sample's sum of squares of c is held at least at a
-    quarter of its expectation: a few units that happen to see c barely move (a 2.5 % event for 8 units
-    of a well-behaved control) cannot produce a wild slope, and a control whose variance sits in rare
-    spikes (a steep threshold) keeps a small slope until the spikes are seen — its slope is then not
-    extrapolated from the flat part to a spike the marginals may not follow. (Held against its
-    expectation outright, the slope would be noisy exactly where the control is excellent, ρ ≈ 1.)"""
+            n: int | torch.Tensor) -> torch.Tensor:
+    """Least-squares slopes of u on c from sums over n units, clipped to [−2, 2], and 0 where the
+    correlation is not significant. The control is a first-order model of the marginal, so its natural
+    coefficient is 1; a slope beyond ±2 says the units seen so far barely moved c (a few of them, all on
+    the flat side of a threshold), not that c should be amplified — applied to a unit that lands on the
+    steep side, such a slope costs far more than it can save (measured: a steep sigmoid at N = 2000
+    goes from ×0.1 to ×0.5 at the 1 % quantile of agents, N = 8 thresholds from z-scores of 30 to 8)."""
     cuc = suc - su * sc / n
     ccc = scc - sc * sc / n
-    if known is not None:
-        ccc = torch.maximum(ccc, 0.25 * (n - 1) * known)
     cuu = suu - su * su / n
     ok = (ccc > 0) & (cuu > 0)
     safe_c = torch.where(ok, ccc, torch.ones_like(ccc))
     safe_u = torch.where(ok, cuu, torch.ones_like(cuu))
-    beta = cuc / safe_c
+    beta = torch.clamp(cuc / safe_c, -MAX_SLOPE, MAX_SLOPE)
     rho2 = cuc * cuc / (safe_c * safe_u)
     return torch.where(ok & _significant(rho2, n), beta, torch.zeros_like(beta))
 
@@ -108,10 +108,9 @@ def _slopes(su: torch.Tensor, sc: torch.Tensor, suu: torch.Tensor, scc: torch.Te
 class _Accumulator:
     """Running sums of one game's units: raw (for the slopes β) and residual (for the estimate and projection)."""
 
-    def __init__(self, n: int, device: torch.device, beta: float | None, known: torch.Tensor | None = None) -> None:
+    def __init__(self, n: int, device: torch.device, beta: float | None) -> None:
         z = torch.zeros(n, dtype=F64, device=device)
         self.fixed = beta
-        self.known = known  # the control's exact variance per unit, when it depends on the position only
         self.count = 0
         self.su, self.sc, self.suu, self.scc, self.suc = (z.clone() for _ in range(5))
         self.sr, self.srr, self.src = (z.clone() for _ in range(3))
@@ -148,7 +147,7 @@ class _Accumulator:
         if self.fixed is not None:
             return torch.full_like(u[0], self.fixed)
         d = u - u[0]
-        return _slopes(d.sum(0), c.sum(0), (d * d).sum(0), (c * c).sum(0), (d * c).sum(0), u.shape[0], self.known)
+        return _slopes(d.sum(0), c.sum(0), (d * d).sum(0), (c * c).sum(0), (d * c).sum(0), u.shape[0])
 
     def beta(self, *, check: bool = True) -> torch.Tensor:
         """(n,) slopes from every unit so far (the fixed β, if one was given), 0 for an agent whose
@@ -159,7 +158,7 @@ class _Accumulator:
         if self.fixed is not None:
             return torch.full_like(self.su, self.fixed)
         n = self.count
-        beta = _slopes(self.su, self.sc, self.suu, self.scc, self.suc, n, self.known)
+        beta = _slopes(self.su, self.sc, self.suu, self.scc, self.suc, n)
         if not check:
             return beta
         band = 1.0 + 2.0 * (2.0 / max(1, n - 1)) ** 0.5
@@ -346,8 +345,7 @@ class SampledShapleyCV(SampledShapley):
         round_units = max(2, (self.round_size or 32) // per)
         chunk = max(1, kernel.chunk_permutations() // per)
         dv = vN - v0
-        acc = _Accumulator(n, control.device, None if self.beta == "auto" else float(self.beta),
-                           control.variance(self.antithetic))
+        acc = _Accumulator(n, control.device, None if self.beta == "auto" else float(self.beta))
         mu = control.mean
         draws = _Permutations(rng, n, batch=min(chunk, total), limit=total)
 

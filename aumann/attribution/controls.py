@@ -98,11 +98,6 @@ class DiagonalControl(ABC):
     def _by_position(self, idx: torch.Tensor, flip: bool) -> torch.Tensor:
         """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
 
-    def variance(self, antithetic: bool) -> torch.Tensor | None:
-        """(n,) the exact variance of g_i over uniform positions (of the pair mean (g(k) + g(n − 1 − k))/2
-        with ``antithetic``), when the control depends on the position only; else None."""
-        return None
-
     def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(c, n) controls in player order along ``perms`` (and along the reversed perms, or None)."""
         idx = torch.from_numpy(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
@@ -111,11 +106,6 @@ class DiagonalControl(ABC):
             return fwd, None
         rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
         return fwd, rev
-
-
-def _floor(var: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """A variance at the rounding floor of its control's values is 0 (the control is constant)."""
-    return torch.where(var > 1e-24 * mean * mean, var, torch.zeros_like(var))
 
 
 class LowRankControl(DiagonalControl):
@@ -131,11 +121,6 @@ class LowRankControl(DiagonalControl):
         self.mean = B.to(F64) @ self.G.mean(dim=0)
         self.gradient_evals = int(gradient_evals)
         self.nodes = self.n
-
-    def variance(self, antithetic):
-        G = (self.G + self.G.flip(0)) / 2 if antithetic else self.G
-        Gc = G - G.mean(dim=0)  # centred first: no cancellation for a control that barely moves
-        return _floor(torch.einsum("pi,pq,qi->i", self.Bt, Gc.T @ Gc / self.n, self.Bt), self.mean)
 
     def _by_position(self, idx, flip):
         G = self.G.flip(0) if flip else self.G
@@ -171,25 +156,6 @@ class TableControl(DiagonalControl):
         self.frac = torch.from_numpy(frac).to(dev)
         self.interpolated = bool(np.any(frac))
         self.mean = torch.from_numpy(W / n).to(dev) @ self.H
-
-    def variance(self, antithetic):
-        acc = torch.zeros_like(self.mean)
-        rows = max(1, 2**22 // max(1, self.n))
-        for s in range(0, self.n, rows):  # the (positions × players) values, a block of positions at a time
-            k = torch.arange(s, min(self.n, s + rows), device=self.H.device)
-            g = self._rows(self.j[k], self.frac[k])
-            if antithetic:
-                kr = self.n - 1 - k
-                g = (g + self._rows(self.j[kr], self.frac[kr])) / 2
-            g -= self.mean
-            acc += (g * g).sum(0)
-        return _floor(acc / self.n, self.mean)
-
-    def _rows(self, j: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
-        out = self.H[j]
-        if self.interpolated:
-            out = out + frac[:, None] * (self.H[j + 1] - out)
-        return out
 
     def _by_position(self, idx, flip):
         j, frac = (self.j.flip(0), self.frac.flip(0)) if flip else (self.j, self.frac)
