@@ -16,7 +16,7 @@ from aumann.evaluation.ablations import (
     run_ablations,
     vertex_path_attribution,
 )
-from aumann.evaluation.action import action_attribution, step_map_gap
+from aumann.evaluation.action import ActionAumannShapley, ActionProblem, action_attribution, step_map_gap
 from aumann.evaluation.deletion import (
     DeletionOracle,
     MaskingOracle,
@@ -30,6 +30,8 @@ from aumann.evaluation.deletion import (
 from aumann.evaluation.resimulation_cv import resimulation_participation_game, resimulation_shapley_cv
 
 __all__ = [
+    "ActionAumannShapley",
+    "ActionProblem",
     "DeletionOracle",
     "MaskingOracle",
     "action_attribution",
