@@ -32,6 +32,8 @@ _LAZY = {
     "aggregators": ("aumann.attribution.aggregators", None),
     "Surrogate": ("aumann.attribution.smoothing", "Surrogate"),
     "evaluate": ("aumann.attribution.indicators", "evaluate"),
+    "EvalContext": ("aumann.attribution.evalcontext", "EvalContext"),
+    "CoalitionCache": ("aumann.attribution.games", "CoalitionCache"),
     "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
@@ -54,7 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution.control_variate import SampledShapleyCV
     from aumann.attribution.controls import ParticipationGame
     from aumann.attribution.engine import attribute
-    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
+    from aumann.attribution.evalcontext import EvalContext
+    from aumann.attribution.games import CoalitionCache, CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
     from aumann.attribution.network import NetworkQuadratic
     from aumann.attribution.participation import DiagonalIntegral, diagonal_path_integral
@@ -88,9 +91,11 @@ __all__ = [
     "Attribution",
     "AttributionMethod",
     "AumannShapley",
+    "CoalitionCache",
     "CoalitionGame",
     "CoalitionMethod",
     "DiagonalIntegral",
+    "EvalContext",
     "ExactBanzhaf",
     "ExactShapley",
     "FunctionGame",
