@@ -43,6 +43,8 @@ _LAZY = {
     "QuadraticIndicator": ("aumann.attribution.pooled", "QuadraticIndicator"),
     "SampledBanzhaf": ("aumann.attribution.sampled", "SampledBanzhaf"),
     "SampledShapley": ("aumann.attribution.sampled", "SampledShapley"),
+    "SampledShapleyCV": ("aumann.attribution.control_variate", "SampledShapleyCV"),
+    "ParticipationGame": ("aumann.attribution.controls", "ParticipationGame"),
     "CoalitionMethod": ("aumann.attribution.semivalues", "CoalitionMethod"),
     "ExactBanzhaf": ("aumann.attribution.semivalues", "ExactBanzhaf"),
     "ExactShapley": ("aumann.attribution.semivalues", "ExactShapley"),
@@ -51,6 +53,8 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution import aggregators, indicators, metrics, smoothing
+    from aumann.attribution.control_variate import SampledShapleyCV
+    from aumann.attribution.controls import ParticipationGame
     from aumann.attribution.engine import attribute
     from aumann.attribution.evalcontext import EvalContext
     from aumann.attribution.games import CoalitionCache, CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
@@ -101,11 +105,13 @@ __all__ = [
     "MaskedIndicatorGame",
     "NetworkQuadratic",
     "Panel",
+    "ParticipationGame",
     "PooledForm",
     "Problem",
     "QuadraticIndicator",
     "SampledBanzhaf",
     "SampledShapley",
+    "SampledShapleyCV",
     "Surrogate",
     "aggregators",
     "attribute",

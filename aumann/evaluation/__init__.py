@@ -27,6 +27,7 @@ from aumann.evaluation.deletion import (
     resimulation_game,
     scenario_resimulation_game,
 )
+from aumann.evaluation.resimulation_cv import resimulation_participation_game, resimulation_shapley_cv
 
 __all__ = [
     "ActionAumannShapley",
@@ -42,6 +43,8 @@ __all__ = [
     "random_grid_summary",
     "random_summary",
     "resimulation_game",
+    "resimulation_participation_game",
+    "resimulation_shapley_cv",
     "run_ablations",
     "scenario_resimulation_game",
     "step_map_gap",

@@ -62,7 +62,7 @@ from aumann.studies.tables import FAITHFULNESS_COLUMNS
 METHODS = BUILTIN
 """The built-in rows, in table order (a run has the ones its scenario and config enable; rows registered
 with :func:`aumann.studies.rows.register_row` come before ``random``)."""
-ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "leave_one_out")
+ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out")
 """The feature-game (masking) methods every run has."""
 
 

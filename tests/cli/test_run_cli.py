@@ -78,8 +78,8 @@ def test_resimulation_reference_flag_and_judge_option(tmp_path):
                    "--resimulation-reference", "--judge", "off") == 0
     with open(out / "faithfulness.csv", newline="") as fh:
         methods = [r["method"] for r in csv.DictReader(fh)]
-    assert methods == ["aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley",
-                       "sampled_shapley_resimulation", "random"]
+    assert methods == ["aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out",
+                       "action_aumann_shapley", "sampled_shapley_resimulation", "random"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["study"]["resimulation_reference"] is True
     assert (out / "resimulation_agreement.csv").is_file() and (out / "action_attribution.csv").is_file()

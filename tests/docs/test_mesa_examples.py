@@ -61,7 +61,8 @@ def test_example_runs_end_to_end_from_the_cli(name, tmp_path, capsys):
     assert _invoke(f"{path}:scenario", *TINY, *SIZES[name], *plots, "--out", str(out)) == 0
     rows = list(csv.DictReader((out / "faithfulness.csv").open()))
     # a user's Mesa model has no step map: no action_aumann_shapley row; the judge row (stand-in) is there
-    assert [r["method"] for r in rows] == ["aumann_shapley", "sampled_shapley", "leave_one_out", "llm_judge", "random"]
+    assert [r["method"] for r in rows] == ["aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out",
+                                          "llm_judge", "random"]
     assert all(r["deletion_auc"] not in ("", "nan") and r["deletion_auc_masking"] not in ("", "nan") for r in rows)
     assert "Deletion AUC" in (out / "report.md").read_text()
     recs = [json.loads((out / "runs" / f"run-00{r}.json").read_text()) for r in range(2)]

@@ -55,6 +55,6 @@ def test_tiny_faithfulness_study_runs():
     assert rec["t_star"] >= 3
     assert rec["efficiency_gap"] <= 1e-6 * abs(rec["delta_v"])
     rows = {r["method"]: r for r in faithfulness_table(res)}
-    assert set(rows) == {"aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley", "llm_judge",
-                         "random"}
+    assert set(rows) == {"aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out",
+                         "action_aumann_shapley", "llm_judge", "random"}
     assert np.isfinite(rows["aumann_shapley"]["deletion_auc"])

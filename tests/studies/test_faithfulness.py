@@ -177,8 +177,8 @@ def test_action_row_records_efficiency_gaps_and_cost(study_dir):
         assert a["relative_efficiency_gap"] <= 1e-6 and a["converged"] and a["fork_gap"] < 1e-10
         assert a["coalition_gap"]["coalitions"] > 0 and not a["exact_map"] and "recorded" in a["holds"]
         assert rec["cost"]["action_aumann_shapley"]["step_evals"] > 0
-        assert set(rec["judge"]["overlap"]) == {"aumann_shapley", "sampled_shapley", "leave_one_out",
-                                                "action_aumann_shapley"}
+        assert set(rec["judge"]["overlap"]) == {"aumann_shapley", "sampled_shapley", "sampled_shapley_cv",
+                                                "leave_one_out", "action_aumann_shapley"}
     with open(out / "action_attribution.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 2 and all(float(r["step_evals"]) > 0 and r["exact_map"] == "0" for r in rows)
@@ -196,7 +196,8 @@ def test_resimulation_reference_from_the_config_key_gives_its_row_agreement_and_
     rec = res.records[0]
     assert "sampled_shapley_resimulation" in rec["methods"] and "llm_judge" not in rec["methods"]
     rr = rec["resimulation_reference"]
-    assert set(rr["agreement"]) == {"aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley"}
+    assert set(rr["agreement"]) == {"aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out",
+                                    "action_aumann_shapley"}
     assert -1 <= rr["agreement"]["action_aumann_shapley"]["kendall_tau"] <= 1
     assert -1 <= rr["ceiling"]["kendall_tau"] <= 1
     cost = rec["cost"]["sampled_shapley_resimulation"]

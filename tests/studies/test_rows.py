@@ -17,8 +17,8 @@ STUDY = {"permutations": 20, "random_orderings": 2, "path_orders": 2, "quadratur
 
 
 def test_every_built_in_row_is_a_registered_row_in_table_order():
-    assert METHODS == ("aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley",
-                       "sampled_shapley_resimulation", "llm_judge", "random")
+    assert METHODS == ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out",
+                       "action_aumann_shapley", "sampled_shapley_resimulation", "llm_judge", "random")
     assert row_names()[: len(METHODS) - 1] == METHODS[:-1] and row_names()[-1] == "random"
     assert all(isinstance(r, Row) for r in rows())
     assert get_row("action_aumann_shapley").game == "resimulation" and get_row("aumann_shapley").game == "masking"

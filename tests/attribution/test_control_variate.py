@@ -1,0 +1,282 @@
+"""Sampled Shapley with the Aumann–Shapley control variate: exact control means, unbiased and calibrated
+estimates against exact Shapley, convergence to Shapley (not to Aumann–Shapley), efficiency, fallbacks."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from aumann.attribution import (
+    AgentwiseIndicator,
+    AumannShapley,
+    ExactShapley,
+    FunctionGame,
+    NetworkQuadratic,
+    Panel,
+    ParticipationGame,
+    SampledShapley,
+    SampledShapleyCV,
+    attribute,
+    indicators,
+)
+from aumann.attribution.controls import diagonal_control
+from aumann.attribution.games import MaskedIndicatorGame
+from aumann.attribution.indicators import as_indicator
+from aumann.attribution.problem import Problem
+from aumann.errors import GameError, MethodError
+from tests.attribution.baseline_games import positive_panel, quadratic_indicator, random_torch_fn, softplus_indicator
+
+
+def _network(N: int, seed: int = 3) -> NetworkQuadratic:
+    A = sp.random(N, N, density=0.5, random_state=seed)
+    A = A + A.T
+    A.setdiag(0)
+    A.eliminate_zeros()
+    return NetworkQuadratic(sp.csr_matrix(A), lambda z: z[..., 0] * z[..., 1] + 0.3 * z[..., 2] ** 2, scale=2.0)
+
+
+def _threshold() -> AgentwiseIndicator:
+    """A steep sigmoid of the total: its Aumann–Shapley value differs from Shapley by up to ~20 %."""
+    return AgentwiseIndicator(lambda z: z.sum(-1, keepdim=True), rho=lambda s: torch.sigmoid(3 * (s[..., 0] - 4.0)),
+                              name="threshold")
+
+
+def _games(N: int):
+    rng = np.random.default_rng(11)
+    return {
+        "heat": "heat",
+        "var": "var",
+        "gini": "gini",
+        "torch_fn": random_torch_fn(np.random.default_rng(1)),
+        "softplus": softplus_indicator(rng.normal(size=(N, 3))),
+        "quadratic": quadratic_indicator(rng.normal(size=(N, 3)), rng.normal(size=(N, N))),
+        "network": _network(N),
+    }
+
+
+# ---------------------------------------------------------------------- the control's mean is exact
+@pytest.mark.parametrize("game", ["heat", "var", "gini", "torch_fn", "softplus", "quadratic", "network", "alive-var",
+                                  "alive-gini"])
+@pytest.mark.parametrize("baseline", ["zero", "mean"])
+def test_control_mean_is_its_average_over_every_permutation(game, baseline):
+    N = 6
+    z = positive_panel(np.random.default_rng(2), 1, N)
+    z[0, 3] = 0.0  # a null player at the zero baseline (restricted away on the network kernel)
+    alive = None
+    if game.startswith("alive"):
+        alive = np.ones((1, N), dtype=bool)
+        alive[0, [1, 4]] = False
+        game = game.split("-")[1]
+    f = as_indicator(_games(N)[game] if game in _games(N) else game)
+    problem = Problem.build(f, Panel(z, alive=alive), baseline)
+    g = MaskedIndicatorGame(problem, 0)
+    kernel = g.kernel()
+    rows, n = None, kernel.n
+    restrict = getattr(kernel, "restricted", None)
+    if restrict is not None:
+        sub, active = restrict()
+        if sub.n < kernel.n:
+            rows, n = active, sub.n
+    control = diagonal_control(g, kernel, rows=rows)
+    perms = np.array(list(itertools.permutations(range(n))))
+    fwd, rev = control.along(perms, reverse=True)
+    scale = max(1e-12, float(control.mean.abs().max()))
+    assert float((fwd.mean(0) - control.mean).abs().max()) <= 1e-12 * scale
+    assert float((rev.mean(0) - control.mean).abs().max()) <= 1e-12 * scale
+
+
+def test_interpolated_table_control_mean_is_exact():
+    N = 6
+    z = positive_panel(np.random.default_rng(3), 1, N)
+    g = MaskedIndicatorGame(Problem.build(as_indicator(random_torch_fn(np.random.default_rng(1))), Panel(z)), 0)
+    control = diagonal_control(g, g.kernel(), nodes=3)  # 3 nodes for 6 positions: interpolated
+    assert control.interpolated and control.nodes == 3
+    perms = np.array(list(itertools.permutations(range(N))))
+    fwd, _ = control.along(perms, reverse=False)
+    assert float((fwd.mean(0) - control.mean).abs().max()) <= 1e-12 * float(control.mean.abs().max())
+
+
+# ---------------------------------------------------------------------- unbiased and calibrated
+def _runs(f, z, method, exact, seeds, baseline="zero"):
+    """(errors φ̂ − φ, z-scores) over seeds, each (seeds, N); agents with zero standard error dropped."""
+    errs, zs = [], []
+    for s in seeds:
+        r = attribute(f, Panel(z), method=method, rng=s, baseline=baseline)
+        errs.append(r.phi[0] - exact)
+        zs.append(errs[-1] / np.where(r.stderr[0] > 0, r.stderr[0], np.nan))
+    return np.array(errs), np.array(zs)
+
+
+def _check_unbiased_and_calibrated(errs, zs, slack=0.02):
+    """Unbiased: for every agent, the mean error over the independent seeds is within 4.5 of its own standard
+    error (estimated from the seeds; Bonferroni over ≤ 12 agents). Calibrated: the per-seed mean of z² is ≈ 1,
+    within four of its standard error (from the seeds) plus ``slack`` for the t-distribution's inflation
+    (ν/(ν − 2) − 1 ≈ 0.01 at 200 permutations)."""
+    S = errs.shape[0]
+    t = errs.mean(0) / np.maximum(errs.std(0, ddof=1) / np.sqrt(S), 1e-300)
+    assert np.all(np.abs(t) <= 4.5), t
+    z2 = np.nanmean(zs**2, axis=1)
+    assert abs(z2.mean() - 1.0) <= 4 * z2.std(ddof=1) / np.sqrt(S) + slack, (z2.mean(), z2.std(ddof=1))
+    return float(np.sqrt(np.nanmean(zs**2)))
+
+
+@pytest.mark.parametrize("game", ["heat", "var", "gini", "torch_fn", "softplus", "network", "threshold"])
+def test_zscores_against_exact_shapley_have_unit_spread(game):
+    """40 (network: 25) independent seeds, N = 8, m = 200, against exact Shapley by enumeration."""
+    N = 8
+    z = positive_panel(np.random.default_rng(5), 1, N)
+    f = _threshold() if game == "threshold" else _games(N)[game]
+    exact = attribute(f, Panel(z), method=ExactShapley()).phi[0]
+    errs, zs = _runs(f, z, SampledShapleyCV(permutations=200), exact, range(25 if game == "network" else 40))
+    sd = _check_unbiased_and_calibrated(errs, zs)
+    assert 0.8 <= sd <= 1.25, sd
+
+
+@pytest.mark.parametrize("game", ["heat", "torch_fn", "network"])
+def test_antithetic_zscores_have_unit_spread(game):
+    N = 8
+    z = positive_panel(np.random.default_rng(6), 1, N)
+    f = _games(N)[game]
+    exact = attribute(f, Panel(z), method=ExactShapley()).phi[0]
+    seeds = range(20 if game == "network" else 30)
+    errs, zs = _runs(f, z, SampledShapleyCV(permutations=400, antithetic=True), exact, seeds)
+    _check_unbiased_and_calibrated(errs, zs)
+
+
+def test_converges_to_shapley_not_to_aumann_shapley():
+    z = np.array([[3.0], [1.0], [1.0], [1.0], [0.5], [0.5], [0.2], [2.0]])[None]
+    f = _threshold()
+    exact = attribute(f, Panel(z), method=ExactShapley()).phi[0]
+    aumann = attribute(f, Panel(z), method=AumannShapley(steps=256, closed_form=False)).phi[0]
+    rel = np.abs(aumann - exact) / np.abs(exact)
+    assert rel.max() >= 0.05  # the two values differ: the test can tell them apart
+    est = attribute(f, Panel(z), method=SampledShapleyCV(permutations=8000), rng=3)
+    se = est.stderr[0]
+    assert np.all(np.abs(est.phi[0] - exact) <= 4.5 * se)
+    assert np.max(np.abs(est.phi[0] - aumann) / se) > 10  # ... and far from the Aumann–Shapley value
+
+
+# ---------------------------------------------------------------------- efficiency, paths, fallbacks
+@pytest.mark.parametrize("game", ["heat", "var", "torch_fn", "network", "quadratic"])
+@pytest.mark.parametrize("antithetic", [False, True])
+def test_efficiency_projection_is_exact(game, antithetic, rng):
+    T, N = 2, 9
+    z = positive_panel(rng, T, N)
+    res = attribute(_games(N)[game], Panel(z), method=SampledShapleyCV(permutations=40, antithetic=antithetic),
+                    rng=rng)
+    assert res.satisfies_efficiency and res.method == "sampled_shapley_cv"
+    assert np.all(res.efficiency_gap <= 1e-12 * np.maximum(1.0, np.abs(res.delta_v)))
+    assert res.stderr.shape == (T, N) and np.all(np.isfinite(res.stderr))
+    assert res.n_evals == T * (40 * (N - 1) + 2)
+
+
+def test_large_pooled_game_reduces_variance_by_orders_of_magnitude():
+    z = positive_panel(np.random.default_rng(0), 1, 3000)
+    for name in ("heat", "var"):
+        cv = attribute(name, Panel(z), method=SampledShapleyCV(permutations=32), rng=1)
+        plain = attribute(name, Panel(z), method=SampledShapley(permutations=32), rng=1)
+        assert np.median((plain.stderr / cv.stderr) ** 2) > 100, name
+        info = cv.provenance["per_step"]
+        assert info["control"] == "sum-space" and info["beta_nonzero"] > 0.9
+
+
+def test_a_useless_control_falls_back_to_plain_sampling_on_the_same_permutations(rng):
+    """gini at the zero baseline is homogeneous: its diagonal gradient does not depend on the position,
+    so no slope is significant and the estimate is plain sampling, permutation for permutation."""
+    z = positive_panel(rng, 1, 10)
+    cv = attribute("gini", Panel(z), method=SampledShapleyCV(permutations=60), rng=4)
+    plain = attribute("gini", Panel(z), method=SampledShapley(permutations=60), rng=4)
+    assert cv.provenance["per_step"]["beta_nonzero"] == 0.0
+    np.testing.assert_allclose(cv.phi, plain.phi, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cv.stderr, plain.stderr, rtol=1e-9, atol=1e-15)
+
+
+def test_beta_zero_is_plain_sampling_and_beta_one_is_unbiased(rng):
+    z = positive_panel(rng, 1, 9)
+    plain = attribute("heat", Panel(z), method=SampledShapley(permutations=50), rng=2)
+    zero = attribute("heat", Panel(z), method=SampledShapleyCV(permutations=50, beta=0.0), rng=2)
+    np.testing.assert_allclose(zero.phi, plain.phi, rtol=0, atol=1e-12)
+    exact = attribute("heat", Panel(z), method=ExactShapley()).phi[0]
+    one = attribute("heat", Panel(z), method=SampledShapleyCV(permutations=400, beta=1.0), rng=2)
+    assert np.all(np.abs(one.phi[0] - exact) <= 4.5 * one.stderr[0])
+
+
+def test_fast_and_plain_paths_use_the_same_control(rng):
+    z = positive_panel(rng, 1, 9)
+    for f in ("heat", _network(9)):
+        a = attribute(f, Panel(z), method=SampledShapleyCV(permutations=24, fast=True), rng=5)
+        b = attribute(f, Panel(z), method=SampledShapleyCV(permutations=24, fast=False), rng=5)
+        if isinstance(f, str):
+            np.testing.assert_allclose(a.phi, b.phi, rtol=0, atol=1e-10)
+        assert b.provenance["per_step"]["control"] == a.provenance["per_step"]["control"]
+
+
+def test_null_and_dead_players_get_zero(rng):
+    N = 9
+    z = positive_panel(rng, 1, N)
+    z[0, 2] = 0.0
+    res = attribute(_network(N), Panel(z), method=SampledShapleyCV(permutations=24), rng=1)
+    assert res.phi[0, 2] == 0.0 and res.stderr[0, 2] == 0.0
+    alive = np.ones((1, N), dtype=bool)
+    alive[0, [0, 5]] = False
+    exact = attribute("var", Panel(z, alive=alive), method=ExactShapley()).phi[0]
+    est = attribute("var", Panel(z, alive=alive), method=SampledShapleyCV(permutations=300), rng=1)
+    assert est.phi[0, 0] == 0.0 and est.phi[0, 5] == 0.0
+    live = alive[0]
+    assert np.all(np.abs(est.phi[0, live] - exact[live]) <= 4.5 * est.stderr[0, live] + 1e-12)
+
+
+def test_stopping_rules_and_bad_parameters(rng):
+    z = positive_panel(rng, 1, 40)
+    res = attribute("var", Panel(z), method=SampledShapleyCV(permutations=4000, stderr_tol=1e-2), rng=1)
+    info = res.provenance["per_step"]
+    assert info["stopped"] == "stderr_tol" and info["permutations"] < 4000 and res.stderr.max() < 1e-2
+    capped = attribute("var", Panel(z), method=SampledShapleyCV(permutations=1000, max_evals=20 * 39 + 2), rng=1)
+    assert capped.provenance["per_step"]["stopped"] == "max_evals" and capped.n_evals == 20 * 39 + 2
+    with pytest.raises(MethodError, match="at least 4 units"):
+        SampledShapleyCV(permutations=3)
+    with pytest.raises(MethodError, match="at least 4 units"):
+        SampledShapleyCV(permutations=6, antithetic=True)
+    with pytest.raises(MethodError, match="beta"):
+        SampledShapleyCV(beta="estimated")
+    with pytest.raises(MethodError, match="needs 4"):
+        attribute("var", Panel(z), method=SampledShapleyCV(permutations=100, max_evals=3 * 39 + 2), rng=1)
+
+
+def test_a_game_needs_a_differentiable_extension():
+    w = np.array([1.0, 2.0, 3.0, 0.5, 1.5])
+    game = FunctionGame(lambda m: (m * w).sum(axis=1) ** 2, n_players=5)
+    with pytest.raises(MethodError, match="ParticipationGame"):
+        SampledShapleyCV(permutations=20).attribute_game(game, rng=0)
+    wt = torch.as_tensor(w)
+    smooth = ParticipationGame(game, lambda lam: (lam * wt).sum(-1) ** 2)
+    res = SampledShapleyCV(permutations=200).attribute_game(smooth, rng=0)
+    exact = ExactShapley().attribute_game(game).phi[0]
+    assert np.all(np.abs(res.phi[0] - exact) <= 4.5 * res.stderr[0])
+    assert res.provenance["control"] == "extension" and res.provenance["control_gradient_evals"] == 5
+    assert abs(res.phi.sum() - res.delta_v[0]) < 1e-9
+    bad = ParticipationGame(game, lambda lam: lam.sum())
+    with pytest.raises(GameError, match="must map"):
+        SampledShapleyCV(permutations=20).attribute_game(bad, rng=0)
+
+
+def test_common_permutations_give_identical_steps_identical_estimates(rng):
+    x = positive_panel(rng, 1, 12)
+    z = np.concatenate([x, x], axis=0)
+    res = attribute("var", Panel(z), method=SampledShapleyCV(permutations=24, common_permutations=True), rng=3)
+    np.testing.assert_array_equal(res.phi[0], res.phi[1])
+    indep = attribute("var", Panel(z), method=SampledShapleyCV(permutations=24), rng=3)
+    assert not np.array_equal(indep.phi[0], indep.phi[1])
+
+
+def test_same_seed_same_bytes(rng):
+    z = positive_panel(rng, 2, 15)
+    m = SampledShapleyCV(permutations=30, antithetic=True)
+    a = attribute(indicators.get("heat"), Panel(z), method=m, rng=9)
+    b = attribute(indicators.get("heat"), Panel(z), method=m, rng=9)
+    assert a.phi.tobytes() == b.phi.tobytes() and a.stderr.tobytes() == b.stderr.tobytes()
+    assert a.provenance["control_variate"] == "aumann-shapley" and "SampledShapleyCV" in repr(m)
