@@ -93,9 +93,6 @@ def weighted_rows_d{d}(x, c, t0, t1, a, b, out, sums):
 
 
 def _rows_kernel(d: int) -> Any:
-    import numba
-    import numpy as np
-
     if d > _MAX_UNROLLED:
         return _generic_rows()
     row = " + ".join(f"x[t, i0 + {{l}}, {k}] * c{k}" for k in range(d))
@@ -111,11 +108,19 @@ def _rows_kernel(d: int) -> Any:
         acc_sum=" + ".join(f"a{lane}" for lane in range(_LANES)),
         row_tail=" + ".join(f"x[t, i0, {k}] * c{k}" for k in range(d)),
     )
-    # compiled as if written in this file, so numba's on-disk cache finds it (keyed by name and by this
-    # file's timestamp, which the template is part of)
-    ns: dict[str, Any] = {"__name__": __name__, "np": np}
-    exec(compile(src, __file__, "exec"), ns)
-    return numba.njit(nogil=True, cache=True)(ns[f"weighted_rows_d{d}"])
+    return compile_source(src, f"weighted_rows_d{d}", __file__, __name__)
+
+
+def compile_source(src: str, name: str, path: str, module: str) -> Any:
+    """``numba.njit(nogil=True, cache=True)`` of the function ``name`` defined by ``src``, compiled as if
+    written in the file ``path`` of ``module``, so that numba's on-disk cache finds it again (its key is the
+    function's name and that file's timestamp — the template that made ``src`` is part of the file)."""
+    import numba
+    import numpy as np
+
+    ns: dict[str, Any] = {"__name__": module, "np": np}
+    exec(compile(src, path, "exec"), ns)  # our own templates, formatted with integers only
+    return numba.njit(nogil=True, cache=True)(ns[name])
 
 
 _GENERIC: list[Any] = []
@@ -191,4 +196,4 @@ def _build() -> SimpleNamespace:
     return SimpleNamespace(column_sums=column_sums)
 
 
-__all__ = ["enabled", "kernels", "weighted_rows_kernel"]
+__all__ = ["compile_source", "enabled", "kernels", "weighted_rows_kernel"]
