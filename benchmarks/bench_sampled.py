@@ -4,6 +4,7 @@
     python benchmarks/bench_sampled.py --n 100000 --m 100    # a quick look
     python benchmarks/bench_sampled.py --device cuda         # on a GPU (permutations still drawn on the host)
     python benchmarks/bench_sampled.py --common              # the same permutations for all steps (lockstep)
+    python benchmarks/bench_sampled.py --per-step            # CPU s per permutation-step, compiled vs numpy (issue 26)
 
 Reference measured in the same run: the bare host work every permutation needs whatever the
 kernel — ``rng.permutation(N)`` plus one numpy gather of the (3, N) table along it — timed on a few
@@ -35,6 +36,47 @@ def reference_seconds(n: int, m: int, t: int, probe: int = 6) -> float:
     return best * m * t
 
 
+def per_step(n: int, m: int, rounds: int, antithetic: bool) -> dict:
+    """CPU seconds per permutation-step of sampled Shapley on f_heat at N = n, T = 1, everything counted
+    (the draws in their background thread included), with the compiled kernels and with ``AUMANN_NUMBA=0``
+    (the numpy/torch path of before), alternated ``rounds`` times; best of each. Also the bare draw:
+    ``rng.permutation(n)`` vs the compiled draw of the same permutations."""
+    import os
+
+    from aumann.attribution import Panel, SampledShapley, attribute, jit_sampling
+
+    z = np.abs(np.random.default_rng(0).normal(size=(1, n, 3)))
+    panel = Panel(z)
+    method = SampledShapley(permutations=m, antithetic=antithetic)
+    best = {"numba": np.inf, "numpy": np.inf}
+    attribute("heat", panel, method=SampledShapley(permutations=4), rng=0)  # compile / warm up
+    for _ in range(rounds):
+        for variant in ("numpy", "numba"):
+            os.environ["AUMANN_NUMBA"] = "1" if variant == "numba" else "0"
+            c0 = time.process_time()
+            attribute("heat", panel, method=method, rng=0)
+            best[variant] = min(best[variant], (time.process_time() - c0) / m)
+    os.environ.pop("AUMANN_NUMBA", None)
+    rng = np.random.default_rng(1)
+    out = np.empty((4, n), dtype=np.int32)
+    jit_sampling.draw_permutations(rng, out[:1])
+    c0 = time.process_time()
+    for _ in range(4):
+        rng.permutation(n)
+    draw_np = (time.process_time() - c0) / 4
+    c0 = time.process_time()
+    jit_sampling.draw_permutations(rng, out)
+    draw_jit = (time.process_time() - c0) / 4
+    row = {"n": n, "m": m, "antithetic": antithetic, "cpu_s_per_permutation_step_numba": best["numba"],
+           "cpu_s_per_permutation_step_numpy": best["numpy"], "ratio": best["numpy"] / best["numba"],
+           "draw_cpu_s_numpy": draw_np, "draw_cpu_s_numba": draw_jit, "load": os.getloadavg()[0]}
+    print(f"  N={n:,} m={m}{' antithetic' if antithetic else ''}: CPU per permutation-step "
+          f"{best['numpy'] * 1e3:.1f} ms (numpy/torch, before) → {best['numba'] * 1e3:.1f} ms (compiled): "
+          f"{row['ratio']:.2f}× fewer (target ≥ 3); the draw alone {draw_np * 1e3:.1f} → {draw_jit * 1e3:.1f} ms  "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -46,8 +88,20 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--per-step", action="store_true", help="CPU s per permutation-step, compiled vs numpy/torch")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     set_threads(args.threads)
+    if args.per_step:
+        env0 = header(f"sampled Shapley: CPU seconds per permutation-step, N={args.n:,}")
+        m = min(args.m, 32)
+        rows = [per_step(args.n, m, args.rounds, anti) for anti in (False, True)]
+        env1 = header("after")
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "bench_sampled_per_step.json").write_text(json.dumps(
+                {"rows": rows, "env_before": env0, "env_after": env1}, indent=2))
+        return
     from aumann.attribution import Panel, SampledShapley, attribute
 
     env0 = header(f"sampled Shapley m={args.m} N={args.n:,} T={args.t} on f_heat"

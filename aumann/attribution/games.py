@@ -196,7 +196,9 @@ class MaskedIndicatorGame(CoalitionGame):
                 a, b, rho = f.pooled.psi(x64) * w, f.pooled.psi(b64) * w, f.pooled.rho
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)
+        product = getattr(f.pooled, "log1p_product", None) if f.pooled is not None and rho is f.pooled.rho else None
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device,
+                              log1p_product=product)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -69,11 +69,16 @@ class PooledForm:
     ``linear_psi=True`` declares psi linear (psi(z) = z A): then every agent's gradient at a point
     of the path is the same vector A ∇ρ(m)/n, so the path integral needs only the per-step means
     (O(N + K) instead of O(N·K)).
+
+    ``log1p_product=c`` declares ρ(m) = log(1 + c Π_p m_p) (heat: c = 1): the permutation kernels then
+    form the product of the running sums while they walk the permutation (no (·, N, P) intermediate)
+    and take log1p with numpy — the same values as ``rho`` up to the last bit of log1p.
     """
 
     psi: Callable[[torch.Tensor], torch.Tensor]
     rho: Callable[[torch.Tensor], torch.Tensor]
     linear_psi: bool = False
+    log1p_product: float | None = None
 
 
 class Indicator(ABC):
@@ -326,7 +331,8 @@ class Heat(Indicator):
     name = "heat"
     has_closed_form = True
     has_linear_closed_form = True
-    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True)
+    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True,
+                        log1p_product=1.0)
 
     def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
         mask, n = living(z[..., 0], alive)

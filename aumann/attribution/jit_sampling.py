@@ -208,6 +208,28 @@ def _build_edges() -> Any:
     return edges
 
 
+def moments_add(units: Any, shift: Any, s1: Any, s2: Any) -> None:
+    """For each row u of ``units`` (c, N), in order: d = u − shift; s1 += d; s2 += d·d (one pass; float64).
+    s1 gets the same additions as three torch passes would; s2's d·d is rounded before the addition
+    (torch's vectorised addcmul fuses it: standard errors may differ in the last bit)."""
+    _get("moments", _build_moments)(units, shift, s1, s2)
+
+
+def _build_moments() -> Any:
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
+    def moments(units: Any, shift: Any, s1: Any, s2: Any) -> None:
+        c, n = units.shape
+        for r in range(c):
+            for i in range(n):
+                d = units[r, i] - shift[i]
+                s1[i] += d
+                s2[i] += d * d
+
+    return moments
+
+
 def scatter_steps(vals: Any, v0: float, perms: Any, out: Any) -> None:
     """``out[r, perms[r, k]] = vals[r, k] − vals[r, k − 1]`` (``v0`` before the first)."""
     _get("steps", _build_steps)(vals, v0, perms, out)
@@ -251,5 +273,5 @@ def _build_steps_reversed() -> Any:
     return steps_reversed
 
 
-__all__ = ["available", "draw_permutations", "edge_running_sums", "running_products_kernel", "running_sums_kernel",
-           "scatter_steps", "scatter_steps_reversed"]
+__all__ = ["available", "draw_permutations", "edge_running_sums", "moments_add", "running_products_kernel",
+           "running_sums_kernel", "scatter_steps", "scatter_steps_reversed"]

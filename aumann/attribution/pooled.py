@@ -41,6 +41,7 @@ import torch
 from aumann.attribution import jit_sampling
 from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Context, Indicator
+from aumann.attribution.streaming import fresh
 from aumann.checks import as_real_array
 from aumann.errors import IndicatorError
 
@@ -236,7 +237,7 @@ class AdditiveKernel(GameKernel):
 
     def __init__(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor,
                  rho: Callable[[torch.Tensor], torch.Tensor], memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                 device: torch.device = CPU) -> None:
+                 device: torch.device = CPU, log1p_product: float | None = None) -> None:
         a64 = torch.as_tensor(a, dtype=torch.float64, device=device)
         b64 = torch.as_tensor(b, dtype=torch.float64, device=device)
         if a64.shape != b64.shape or a64.ndim != 2:
@@ -251,6 +252,8 @@ class AdditiveKernel(GameKernel):
         self.sum_a = self.sum_b + self.delta.sum(dim=0)
         self._delta_t: torch.Tensor | None = None
         self._ends: tuple[float, float] | None = None
+        # ρ(m) = log1p(c Π m) (PooledForm.log1p_product): the compiled path forms the products on the fly
+        self.log1p_product = None if log1p_product is None or self.p > 8 else float(log1p_product)
 
     @property
     def device(self) -> torch.device:
@@ -331,13 +334,15 @@ class AdditiveKernel(GameKernel):
         perms = np.ascontiguousarray(perms)
         c, n = perms.shape
         v0, vN = self.ends()
+        if self.log1p_product is not None:
+            return self._log1p_product_compiled(perms, reverse, v0, vN)
         agents_last = self.p > 4
-        g = torch.empty((self.p, c, n) if agents_last else (c, n, self.p), dtype=torch.float64)
+        g = torch.from_numpy(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64))
         jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
                                                               g.numpy())
         view = g.permute(1, 2, 0) if agents_last else g
         vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
-        out_f = torch.empty((c, n), dtype=torch.float64)
+        out_f = torch.from_numpy(fresh((c, n), np.float64))
         jit_sampling.scatter_steps(vals.numpy(), v0, perms, out_f.numpy())
         if not reverse:
             return out_f, None
@@ -345,9 +350,30 @@ class AdditiveKernel(GameKernel):
         tot = (self.sum_a + self.sum_b)
         torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
         u = self._rho_view(view)  # u[:, k] = v(π[k+1:])
-        out_r = torch.empty((c, n), dtype=torch.float64)
+        out_r = torch.from_numpy(fresh((c, n), np.float64))
         jit_sampling.scatter_steps_reversed(u.numpy(), vN, perms, out_r.numpy())
         return out_f, out_r
+
+    def _log1p_product_compiled(self, perms: np.ndarray, reverse: bool, v0: float,
+                                vN: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """ρ(m) = log1p(c Π_p m_p): the products of the running sums formed along the walk (the same sums,
+        multiplied in index order, then by c), numpy's log1p on them, marginals to player order. Equal to
+        the ρ path up to the last bit of log1p (numpy's vs torch's)."""
+        c, n = perms.shape
+        h = fresh((c, n), np.float64)  # recycled memory: a fresh 8 MB per permutation cost its page faults
+        hr = fresh((c, n), np.float64) if reverse else h
+        jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
+                                                     (self.sum_a + self.sum_b).numpy(), self.log1p_product, perms,
+                                                     h, hr, reverse)
+        np.log1p(h, out=h)
+        out_f = fresh((c, n), np.float64)
+        jit_sampling.scatter_steps(h, v0, perms, out_f)
+        if not reverse:
+            return torch.from_numpy(out_f), None
+        np.log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
+        out_r = fresh((c, n), np.float64)
+        jit_sampling.scatter_steps_reversed(hr, vN, perms, out_r)
+        return torch.from_numpy(out_f), torch.from_numpy(out_r)
 
     def _rho_view(self, m: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

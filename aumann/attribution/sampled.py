@@ -65,6 +65,10 @@ class _Moments:
             self.s1 = torch.zeros_like(self.shift)
             self.s2 = torch.zeros_like(self.shift)
             self.d = torch.empty_like(self.shift)  # one scratch row (a fresh one per row cost a page-fault pass)
+        if units.device.type == "cpu" and units.dtype == torch.float64 and jit_sampling.available():
+            jit_sampling.moments_add(units.numpy(), self.shift.numpy(), self.s1.numpy(), self.s2.numpy())
+            self.n += units.shape[0]
+            return
         d = self.d
         for row in units:  # row by row: no (c, N) temporaries, two fused updates
             torch.sub(row, self.shift, out=d)

@@ -1,5 +1,6 @@
 """The compiled sampling kernels (numba) against the numpy/torch path they replace: the same permutations
-from the same generator (and the same generator state after), and the same bits in every estimate."""
+from the same generator (and the same generator state after), and the same bits in every estimate (the
+declared log1p-of-a-product form and the standard errors: to rounding)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,13 @@ def test_sampled_shapley_is_bit_identical_with_and_without_the_compiled_kernels(
         monkeypatch.setenv("AUMANN_NUMBA", "0")
         plain = attribute(f, Panel(z), method=SampledShapley(**kw), rng=3)
         monkeypatch.delenv("AUMANN_NUMBA")
-        np.testing.assert_array_equal(compiled.phi, plain.phi)
-        np.testing.assert_array_equal(compiled.stderr, plain.stderr)
+        if f.name == "heat":  # ρ = log1p(Π m) declared: numpy's log1p on the products instead of torch's
+            np.testing.assert_allclose(compiled.phi, plain.phi, rtol=1e-9, atol=1e-14 * np.abs(plain.phi).max())
+            np.testing.assert_allclose(compiled.stderr, plain.stderr, rtol=1e-6, atol=1e-12 * plain.stderr.max())
+            continue
+        np.testing.assert_array_equal(compiled.phi, plain.phi)  # the same sums, ρ and differences: the same bits
+        # standard errors: torch's vectorised addcmul fuses d·d into the addition, the compiled pass does not
+        np.testing.assert_allclose(compiled.stderr, plain.stderr, rtol=1e-12)
 
 
 def test_network_kernel_is_bit_identical(monkeypatch, rng):
