@@ -65,3 +65,4 @@ def test_network_kernel_is_bit_identical(monkeypatch, rng):
     ref_f, ref_r = sub.prefix_marginals(perms, True)
     np.testing.assert_array_equal(fwd, ref_f)
     np.testing.assert_array_equal(rev, ref_r)
+
