@@ -199,7 +199,7 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 # ---------------------------------------------------------------------- recycled outputs
 _RECYCLE_MIN = 1 << 20  # outputs from 1 MiB up are recycled (smaller ones: malloc reuses its own heap)
-_RECYCLE_MAX = 256 << 20  # at most this many bytes are kept for reuse, none larger than this
+_RECYCLE_MAX = 128 << 20  # at most this many bytes are kept for reuse, none larger than this
 
 
 class _Recycled:
