@@ -67,23 +67,30 @@ if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. 
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
 import aumann.progress as P
-cpu, hwm, state = {}, {}, {"name": None, "t": 0.0}
-def _hwm():
-    with open("/proc/self/status") as fh:
-        return next((int(l.split()[1]) / 1024 for l in fh if l.startswith("VmHWM:")), float("nan"))
+cpu, state = {}, {"name": None, "t": 0.0}
 def _close():
     if state["name"] is not None:
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
-        hwm[state["name"]] = max(hwm.get(state["name"], 0.0), _hwm())
 def start(self, name, _orig=P.StageTimer.start):
     _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
 def stop(self, _orig=P.StageTimer.stop):
     _close(); state["name"] = None; _orig(self)
 P.StageTimer.start, P.StageTimer.stop = start, stop
+import threading
+rss_peak = {}
+def _sample():  # the resident set every 50 ms, kept per stage (the stage after the last one: "(writing)")
+    page = os.sysconf("SC_PAGE_SIZE") / 2**20
+    while True:
+        with open("/proc/self/statm") as fh:
+            rss = int(fh.read().split()[1]) * page
+        key = state["name"] or "(outside stages)"
+        rss_peak[key] = max(rss_peak.get(key, 0.0), rss)
+        time.sleep(0.05)
+threading.Thread(target=_sample, daemon=True).start()
 def _dump():
     _close()
     with open(os.environ["AUMANN_BENCH_STAGE_CPU"], "w") as fh:
-        json.dump({"cpu": cpu, "peak_MiB": hwm}, fh)
+        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak}, fh)
 atexit.register(_dump)
 from aumann.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -154,16 +161,18 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
         _, st = _timed(cmd, env=env)
         man = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
         stage = json.loads(cpu_file.read_text()) if cpu_file.exists() else {}
-        stage_cpu, stage_hwm = stage.get("cpu", {}), stage.get("peak_MiB", {})
+        stage_cpu, stage_rss = stage.get("cpu", {}), stage.get("rss_peak_MiB", {})
     print(f"wall {st['wall_s']:.1f} s (target 180 s, limit 300 s; ratio {st['wall_s'] / 180:.2f}), "
           f"CPU {st.get('cpu_s', float('nan')):.1f} s, peak {st.get('peak_MiB', float('nan')):.0f} MiB (target 3072)")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
           f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
-    print("| stage | wall s | CPU s | peak RSS by its end, MiB |")
+    print("| stage | wall s | CPU s | peak RSS in the stage, MiB |")
     print("|---|---|---|---|")
     stages = man.get("stage_seconds") or {}
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
-        print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_hwm.get(k, float('nan')):.0f} |")
+        print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} |")
+    for k in sorted(set(stage_rss) - set(stages)):
+        print(f"| {k} | – | – | {stage_rss[k]:.0f} |")
     usage = man.get("llm_usage") or {}
     print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
                                                                "decisions_per_step_max", "backend_requests")}))
