@@ -58,6 +58,45 @@ print(json.dumps({"n": n, "steps": T, "build_s": t1 - t0, "simulate_s": t2 - t1,
 """
 
 
+# `aumann run` in a subprocess, with every stage's CPU seconds recorded beside its wall seconds (the
+# study's StageTimer is wrapped; on a shared machine CPU time is what the code costs, wall time mostly
+# measures the neighbours)
+_DRIVER = r"""
+import atexit, json, os, sys, time
+if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. the commit before a change)
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+    sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
+import aumann.progress as P
+cpu, state = {}, {"name": None, "t": 0.0}
+def _close():
+    if state["name"] is not None:
+        cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
+def start(self, name, _orig=P.StageTimer.start):
+    _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
+def stop(self, _orig=P.StageTimer.stop):
+    _close(); state["name"] = None; _orig(self)
+P.StageTimer.start, P.StageTimer.stop = start, stop
+import threading
+rss_peak = {}
+def _sample():  # the resident set every 50 ms, kept per stage (the stage after the last one: "(writing)")
+    page = os.sysconf("SC_PAGE_SIZE") / 2**20
+    while True:
+        with open("/proc/self/statm") as fh:
+            rss = int(fh.read().split()[1]) * page
+        key = state["name"] or "(outside stages)"
+        rss_peak[key] = max(rss_peak.get(key, 0.0), rss)
+        time.sleep(0.05)
+threading.Thread(target=_sample, daemon=True).start()
+def _dump():
+    _close()
+    with open(os.environ["AUMANN_BENCH_STAGE_CPU"], "w") as fh:
+        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak}, fh)
+atexit.register(_dump)
+from aumann.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def _load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
@@ -108,24 +147,38 @@ def scan(sizes: list[int], steps: int) -> None:
     print(_load())
 
 
-def e2e(n: int, extra: list[str]) -> None:
+def e2e(n: int, extra: list[str], src: str | None = None) -> None:
     print(f"## end to end: aumann run megascale-social --agents {n} --steps 30 --runs 1 --no-plots "
-          f"{' '.join(extra)}; {_load()}")
+          f"{' '.join(extra)}{f' (code: {src})' if src else ''}; {_load()}")
     ref = reference_pass(n)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "aumann.cli", "run", "megascale-social", "--agents", str(n), "--steps", "30",
+        cpu_file = Path(tmp) / "stage_cpu.json"
+        cmd = [sys.executable, "-c", _DRIVER, "run", "megascale-social", "--agents", str(n), "--steps", "30",
                "--runs", "1", "--no-plots", "--out", str(Path(tmp) / "out"), *extra]
-        _, st = _timed(cmd)
+        env = {**os.environ, "AUMANN_BENCH_STAGE_CPU": str(cpu_file)}
+        if src:
+            env["AUMANN_BENCH_SRC"] = src
+        _, st = _timed(cmd, env=env)
         man = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
+        stage = json.loads(cpu_file.read_text()) if cpu_file.exists() else {}
+        stage_cpu, stage_rss = stage.get("cpu", {}), stage.get("rss_peak_MiB", {})
     print(f"wall {st['wall_s']:.1f} s (target 180 s, limit 300 s; ratio {st['wall_s'] / 180:.2f}), "
           f"CPU {st.get('cpu_s', float('nan')):.1f} s, peak {st.get('peak_MiB', float('nan')):.0f} MiB (target 3072)")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
-          f"end to end = {st['wall_s'] / ref:.0f} passes")
-    for k, v in sorted((man.get("stage_seconds") or {}).items(), key=lambda kv: -kv[1]):
-        print(f"  {k:<34s} {v:8.1f} s")
+          f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
+    print("| stage | wall s | CPU s | peak RSS in the stage, MiB |")
+    print("|---|---|---|---|")
+    stages = man.get("stage_seconds") or {}
+    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} |")
+    for k in sorted(set(stage_rss) - set(stages)):
+        print(f"| {k} | – | – | {stage_rss[k]:.0f} |")
     usage = man.get("llm_usage") or {}
     print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
                                                                "decisions_per_step_max", "backend_requests")}))
+    large = (man.get("config") or {}).get("large")
+    if large:
+        print("reductions at large N (manifest config.large):", json.dumps(large))
     print(_load())
 
 
@@ -136,6 +189,8 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=1_000_000)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--src", default=None,
+                    help="run this source tree's aumann instead (e.g. `git archive <commit> aumann | tar -x -C DIR`)")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more arguments for aumann run")
     args = ap.parse_args()
     if not (args.scan or args.e2e):
@@ -143,7 +198,7 @@ def main() -> None:
     if args.scan:
         scan([int(s) for s in args.sizes.split(",")], args.steps)
     if args.e2e:
-        e2e(args.agents, args.extra)
+        e2e(args.agents, args.extra, args.src)
 
 
 if __name__ == "__main__":

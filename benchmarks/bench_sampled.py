@@ -4,6 +4,7 @@
     python benchmarks/bench_sampled.py --n 100000 --m 100    # a quick look
     python benchmarks/bench_sampled.py --device cuda         # on a GPU (permutations still drawn on the host)
     python benchmarks/bench_sampled.py --common              # the same permutations for all steps (lockstep)
+    python benchmarks/bench_sampled.py --per-step --src DIR  # CPU s per permutation-step: before (DIR), compiled, numpy
 
 Reference measured in the same run: the bare host work every permutation needs whatever the
 kernel — ``rng.permutation(N)`` plus one numpy gather of the (3, N) table along it — timed on a few
@@ -35,6 +36,54 @@ def reference_seconds(n: int, m: int, t: int, probe: int = 6) -> float:
     return best * m * t
 
 
+_PER_STEP = r"""
+import json, os, sys, time
+if os.environ.get("AUMANN_BENCH_SRC"):  # another source tree (e.g. the commit before the change)
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+    sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
+import numpy as np
+from aumann.attribution import Panel, SampledShapley, attribute
+n, anti, m1, m2, rounds = int(sys.argv[1]), sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+panel = Panel(np.abs(np.random.default_rng(0).normal(size=(1, n, 3))))
+attribute("heat", panel, method=SampledShapley(permutations=4, antithetic=anti), rng=0)  # warm up / compile
+best = {m1: np.inf, m2: np.inf}
+for _ in range(rounds):
+    for m in (m1, m2):
+        c0 = time.process_time()
+        attribute("heat", panel, method=SampledShapley(permutations=m, antithetic=anti), rng=0)
+        best[m] = min(best[m], time.process_time() - c0)
+slope = (best[m2] - best[m1]) / (m2 - m1)
+print(json.dumps({"marginal": slope, "fixed": best[m1] - m1 * slope}))
+"""
+
+
+def per_step(n: int, rounds: int, antithetic: bool, src: str | None) -> dict:
+    """CPU seconds per permutation-step of sampled Shapley on f_heat at N = n, T = 1: the marginal cost
+    (m = 20 minus m = 4, everything counted: the draws in their background thread, the kernel, the
+    moments), each variant in a fresh process: the code before this work (``src``, run as it was, OpenMP
+    spinning included), this code with the compiled kernels, and this code with ``AUMANN_NUMBA=0``."""
+    import os
+    import subprocess
+    import sys
+
+    variants = [("compiled", {}), ("numpy/torch path (AUMANN_NUMBA=0)", {"AUMANN_NUMBA": "0"})]
+    if src:
+        variants.insert(0, ("before (--src)", {"AUMANN_BENCH_SRC": src}))
+    out = {}
+    for name, extra in variants:
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "AUMANN_NUMBA")}
+        env.update(extra)
+        proc = subprocess.run([sys.executable, "-c", _PER_STEP, str(n), "1" if antithetic else "0", "4", "20",
+                               str(rounds)], env=env, capture_output=True, text=True, check=True)
+        out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"  N={n:,}{' antithetic' if antithetic else ''} [{name}]: {out[name]['marginal'] * 1e3:.1f} ms CPU per "
+              f"permutation-step (fixed {out[name]['fixed']:.2f} s)  load {os.getloadavg()[0]:.2f}", flush=True)
+    base = out[variants[0][0]]["marginal"]
+    print(f"  → {base / out['compiled']['marginal']:.2f}× fewer CPU seconds per permutation-step than "
+          f"{variants[0][0]} (target ≥ 3)", flush=True)
+    return {"n": n, "antithetic": antithetic, "variants": out, "load": os.getloadavg()[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -46,8 +95,20 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--per-step", action="store_true", help="CPU s per permutation-step, compiled vs numpy/torch")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--src", default=None, help="--per-step: also run this source tree (the code before the change)")
     args = ap.parse_args()
     set_threads(args.threads)
+    if args.per_step:
+        env0 = header(f"sampled Shapley: CPU seconds per permutation-step, N={args.n:,}")
+        rows = [per_step(args.n, args.rounds, anti, args.src) for anti in (False, True)]
+        env1 = header("after")
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "bench_sampled_per_step.json").write_text(json.dumps(
+                {"rows": rows, "env_before": env0, "env_after": env1}, indent=2))
+        return
     from aumann.attribution import Panel, SampledShapley, attribute
 
     env0 = header(f"sampled Shapley m={args.m} N={args.n:,} T={args.t} on f_heat"

@@ -306,7 +306,9 @@ class MaskedIndicatorGame(CoalitionGame):
                 rows = PooledRows(_np(pa), _np(pb), live_np, int(live_np.sum()))
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device, rows=rows)
+        product = getattr(f.pooled, "log1p_product", None) if f.pooled is not None and rho is f.pooled.rho else None
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device, rows=rows,
+                              log1p_product=product)
 
 
 def _takes_alive(fn: Any) -> bool:

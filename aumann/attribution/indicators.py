@@ -71,6 +71,10 @@ class PooledForm:
     of the path is the same vector A ∇ρ(m)/n, so the path integral needs only the per-step means
     (O(N + K) instead of O(N·K)). ``living=False`` declares that ρ depends on the population size, so
     the form does not carry over to the living sub-population of a step with dead rows.
+
+    ``log1p_product=c`` declares ρ(m) = log(1 + c Π_p m_p) (heat: c = 1): the permutation kernels then
+    form the product of the running sums while they walk the permutation (no (·, N, P) intermediate)
+    and take log1p with numpy — the same values as ``rho`` up to the last bit of log1p.
     """
 
     psi: Callable[[torch.Tensor], torch.Tensor]
@@ -80,6 +84,7 @@ class PooledForm:
     #: the living when a step has dead rows); False when ρ itself depends on the population size (a sum such
     #: as log(1 + n·m)), and coalition methods then evaluate f on masks instead
     living: bool = True
+    log1p_product: float | None = None
 
 
 class Indicator(ABC):
@@ -332,7 +337,8 @@ class Heat(Indicator):
     name = "heat"
     has_closed_form = True
     has_linear_closed_form = True
-    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True)
+    pooled = PooledForm(psi=lambda z: z, rho=lambda m: torch.log1p(m.prod(dim=-1)), linear_psi=True,
+                        log1p_product=1.0)
 
     def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
         mask, n = living(z[..., 0], alive)

@@ -39,8 +39,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution import jit_sampling
 from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Context, Indicator
+from aumann.attribution.streaming import fresh
 from aumann.checks import as_real_array
 from aumann.errors import IndicatorError
 
@@ -130,6 +132,10 @@ class GameKernel(ABC):
     def chunk_permutations(self) -> int:
         """How many permutations ``prefix_marginals`` should get at once."""
         return 1
+
+    #: the integer dtypes of permutations this kernel takes without a copy (int32 halves the memory the
+    #: permutation draws touch; a kernel that indexes torch tensors with them needs int64)
+    permutation_dtypes: tuple[type, ...] = (np.int64,)
 
     @abstractmethod
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -257,7 +263,8 @@ class AdditiveKernel(GameKernel):
 
     def __init__(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor,
                  rho: Callable[[torch.Tensor], torch.Tensor], memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                 device: torch.device = CPU, rows: PooledRows | None = None) -> None:
+                 device: torch.device = CPU, rows: PooledRows | None = None,
+                 log1p_product: float | None = None) -> None:
         a64 = torch.as_tensor(a, dtype=torch.float64, device=device)
         b64 = torch.as_tensor(b, dtype=torch.float64, device=device)
         if a64.shape != b64.shape or a64.ndim != 2:
@@ -273,6 +280,8 @@ class AdditiveKernel(GameKernel):
         self._delta_t: torch.Tensor | None = None
         self._ends: tuple[float, float] | None = None
         self.rows = rows
+        # ρ(m) = log1p(c Π m) (PooledForm.log1p_product): the compiled path forms the products on the fly
+        self.log1p_product = None if log1p_product is None or self.p > 8 else float(log1p_product)
 
     @property
     def device(self) -> torch.device:
@@ -307,7 +316,16 @@ class AdditiveKernel(GameKernel):
         fwd, rev = self.prefix_marginals_tensor(perms, reverse)
         return fwd.cpu().numpy(), None if rev is None else rev.cpu().numpy()
 
+    @property
+    def permutation_dtypes(self) -> tuple[type, ...]:  # type: ignore[override]
+        return (np.int32, np.int64) if self._compiled() else (np.int64,)
+
+    def _compiled(self) -> bool:
+        return self._device.type == "cpu" and jit_sampling.available()
+
     def prefix_marginals_tensor(self, perms, reverse):
+        if self._compiled():
+            return self._prefix_marginals_compiled(np.asarray(perms), reverse)
         c, n = perms.shape
         v0, vN = self.ends()
         perms = np.asarray(perms, dtype=np.int64)
@@ -330,6 +348,65 @@ class AdditiveKernel(GameKernel):
         marg[:, 0] = vN - u[:, 0]
         torch.sub(u[:, :-1], u[:, 1:], out=marg[:, 1:])
         return out_f, self._scatter(idx, marg)
+
+    def _prefix_marginals_compiled(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The host path with compiled kernels: the running sums straight from one random row read per
+        player of the (N, P) table a − b (the same additions as ``take`` + ``cumsum``, in the same order, so
+        the same bits), ρ in torch on them, and the marginals written straight to player order.
+
+        The running sums are laid out (c, N, P) for P ≤ 4 — ρ's reductions over the last axis are then
+        contiguous, 2× faster, and bit-identical to the (P, c, N) layout (tested) — and (P, c, N) above,
+        where a contiguous sum over P could round differently."""
+        if perms.dtype not in (np.int32, np.int64):
+            perms = perms.astype(np.int64)
+        perms = np.ascontiguousarray(perms)
+        c, n = perms.shape
+        v0, vN = self.ends()
+        if self.log1p_product is not None:
+            return self._log1p_product_compiled(perms, reverse, v0, vN)
+        agents_last = self.p > 4
+        g = torch.from_numpy(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64))
+        jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
+                                                              g.numpy())
+        view = g.permute(1, 2, 0) if agents_last else g
+        vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
+        out_f = torch.from_numpy(fresh((c, n), np.float64))
+        jit_sampling.scatter_steps(vals.numpy(), v0, perms, out_f.numpy())
+        if not reverse:
+            return out_f, None
+        # the suffix π[k+1:] has sums Σ_a + Σ_b − g[k]; π[k] joins it, reaching π[k:]
+        tot = (self.sum_a + self.sum_b)
+        torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
+        u = self._rho_view(view)  # u[:, k] = v(π[k+1:])
+        out_r = torch.from_numpy(fresh((c, n), np.float64))
+        jit_sampling.scatter_steps_reversed(u.numpy(), vN, perms, out_r.numpy())
+        return out_f, out_r
+
+    def _log1p_product_compiled(self, perms: np.ndarray, reverse: bool, v0: float,
+                                vN: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """ρ(m) = log1p(c Π_p m_p): the products of the running sums formed along the walk (the same sums,
+        multiplied in index order, then by c), numpy's log1p on them, marginals to player order. Equal to
+        the ρ path up to the last bit of log1p (numpy's vs torch's)."""
+        c, n = perms.shape
+        h = fresh((c, n), np.float64)  # recycled memory: a fresh 8 MB per permutation cost its page faults
+        hr = fresh((c, n), np.float64) if reverse else h
+        jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
+                                                     (self.sum_a + self.sum_b).numpy(), self.log1p_product, perms,
+                                                     h, hr, reverse)
+        np.log1p(h, out=h)
+        out_f = fresh((c, n), np.float64)
+        jit_sampling.scatter_steps(h, v0, perms, out_f)
+        if not reverse:
+            return torch.from_numpy(out_f), None
+        np.log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
+        out_r = fresh((c, n), np.float64)
+        jit_sampling.scatter_steps_reversed(hr, vN, perms, out_r)
+        return torch.from_numpy(out_f), torch.from_numpy(out_r)
+
+    def _rho_view(self, m: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            out = self.rho(m)
+        return out.detach().to(torch.float64).contiguous()
 
     @staticmethod
     def _steps(vals: torch.Tensor, v0: float) -> torch.Tensor:

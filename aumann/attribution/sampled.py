@@ -35,6 +35,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
+from aumann.attribution import jit_sampling
 from aumann.attribution.games import MaskedIndicatorGame
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.problem import Problem
@@ -63,8 +64,14 @@ class _Moments:
             self.shift = units[0].clone()
             self.s1 = torch.zeros_like(self.shift)
             self.s2 = torch.zeros_like(self.shift)
+            self.d = torch.empty_like(self.shift)  # one scratch row (a fresh one per row cost a page-fault pass)
+        if units.device.type == "cpu" and units.dtype == torch.float64 and jit_sampling.available():
+            jit_sampling.moments_add(units.numpy(), self.shift.numpy(), self.s1.numpy(), self.s2.numpy())
+            self.n += units.shape[0]
+            return
+        d = self.d
         for row in units:  # row by row: no (c, N) temporaries, two fused updates
-            d = row - self.shift
+            torch.sub(row, self.shift, out=d)
             self.s1 += d
             self.s2.addcmul_(d, d)
         self.n += units.shape[0]
@@ -91,16 +98,21 @@ class _Moments:
 class _Permutations:
     """Uniform permutations of range(n) drawn from ``rng`` one after another (``rng.permutation``),
     the next batch drawn in a background thread while the caller computes (numpy shuffles without
-    the GIL). The sequence depends only on ``rng``, never on batching or on the device."""
+    the GIL). The sequence depends only on ``rng``, never on batching, on the device or on ``dtype``
+    (int32 when every kernel takes it: half the memory)."""
 
-    def __init__(self, rng: np.random.Generator, n: int, batch: int, limit: int) -> None:
+    def __init__(self, rng: np.random.Generator, n: int, batch: int, limit: int, dtype: type = np.int64) -> None:
         self.rng, self.n, self.batch, self.left = rng, n, max(1, batch), limit
-        self.buf = np.empty((0, n), dtype=np.int64)
+        self.dtype = np.int32 if dtype == np.int32 and n < 2**31 else np.int64
+        self.buf = np.empty((0, n), dtype=self.dtype)
         self.pending: Future[np.ndarray] | None = None
         self._ahead()
 
     def _draw(self, c: int) -> np.ndarray:
-        out = np.empty((c, self.n), dtype=np.int64)
+        out = np.empty((c, self.n), dtype=self.dtype)
+        if jit_sampling.available():  # the same permutations, drawn ~2× faster (see jit_sampling)
+            jit_sampling.draw_permutations(self.rng, out)
+            return out
         for r in range(c):
             out[r] = self.rng.permutation(self.n)
         return out
@@ -128,6 +140,12 @@ class _Permutations:
         if self.pending is not None:
             self.pending.cancel()
             self.pending = None
+
+
+def _permutation_dtype(kernels: list[GameKernel]) -> type:
+    """int32 when every kernel takes int32 permutations, else int64."""
+    ok = all(np.int32 in getattr(k, "permutation_dtypes", (np.int64,)) for k in kernels)
+    return np.int32 if ok else np.int64
 
 
 _DRAWER: tuple[int, ThreadPoolExecutor] | None = None
@@ -313,7 +331,7 @@ class SampledShapley(CoalitionMethod):
         moms = [_Moments() for _ in kernels]
         live = list(range(len(kernels)))
         stopped = ["permutations"] * len(kernels)
-        draws = _Permutations(stream, n, batch=min(chunk, units), limit=units)
+        draws = _Permutations(stream, n, batch=min(chunk, units), limit=units, dtype=_permutation_dtype(kernels))
         done = 0
         try:
             while done < units and live:
@@ -351,7 +369,8 @@ class SampledShapley(CoalitionMethod):
         chunk_units = max(1, kernel.chunk_permutations() // per)
         mom = _Moments()
         stopped = "permutations"
-        draws = _Permutations(rng, n, batch=min(chunk_units, units_total), limit=units_total)
+        draws = _Permutations(rng, n, batch=min(chunk_units, units_total), limit=units_total,
+                              dtype=_permutation_dtype([kernel]))
         try:
             while mom.n < units_total:
                 target = min(units_total, mom.n + round_units)

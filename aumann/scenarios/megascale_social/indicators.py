@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.attribution import Indicator, PooledForm
+from aumann.attribution import Indicator, PooledForm, jit_sampling
 from aumann.attribution.network import NetworkQuadratic, converged_gauss_legendre
 from aumann.attribution.pooled import GameKernel
 from aumann.scenarios.megascale_social.features import INFLUENCE, POSTED, RESHARED, RISK, B
@@ -185,6 +185,7 @@ class ProductMeansKernel(GameKernel):
         self.coef = self.c * float(np.prod(self.sum_b[fixed])) if fixed.size else self.c
         self.dm = np.ascontiguousarray(d[:, moving].T) / n  # (P_moving, N)
         self.memory_budget = int(memory_budget)
+        self._table: np.ndarray | None = None
         self._generic = AdditiveKernel(a=a / n, b=b / n, rho=self._rho_torch, memory_budget=memory_budget)
 
     def _rho_torch(self, m: torch.Tensor) -> torch.Tensor:
@@ -206,12 +207,19 @@ class ProductMeansKernel(GameKernel):
         per = 8 * self.n * (self.moving.size + 3)
         return int(max(1, min(2, self.memory_budget // max(1, per))))  # one per thread: memory stays ~100 MB
 
+    @property
+    def permutation_dtypes(self) -> tuple[type, ...]:  # type: ignore[override]
+        return (np.int32, np.int64) if jit_sampling.available() else (np.int64,)
+
     def _one(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None) -> None:
         v0, vN = self.ends()
         if not self.moving.size:
             out_f[:] = 0.0
             if out_r is not None:
                 out_r[:] = 0.0
+            return
+        if jit_sampling.available():
+            self._one_compiled(perm, out_f, out_r, v0, vN)
             return
         g = np.take(self.dm, perm, axis=1)  # (P_moving, N) in permutation order
         g[:, 0] += self.sum_b[self.moving]
@@ -238,6 +246,27 @@ class ProductMeansKernel(GameKernel):
         marg[0] = vN - h[0]
         np.subtract(h[:-1], h[1:], out=marg[1:])
         out_r[perm] = marg
+
+    def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None, v0: float,
+                      vN: float) -> None:
+        """:meth:`_one` in one pass over the permutation: the running means' products (forward and, for the
+        reversed permutation, of the suffix means) from one random row read per player; numpy's log1p on
+        them as before, then the marginals written straight to player order. The same operations in the
+        same order as the numpy path (the same bits; tested)."""
+        if self._table is None:
+            self._table = np.ascontiguousarray(self.dm.T)  # (N, P_moving): one cache line per player
+            self._start = np.ascontiguousarray(self.sum_b[self.moving])
+            self._total = np.ascontiguousarray((self.sum_a + self.sum_b)[self.moving])
+        perm = np.ascontiguousarray(perm)[None]
+        h = np.empty((1, self.n))
+        hr = np.empty((1, self.n)) if out_r is not None else h
+        jit_sampling.running_products_kernel(self.moving.size)(self._table, self._start, self._total, self.coef,
+                                                                perm, h, hr, out_r is not None)
+        np.log1p(h, out=h)
+        jit_sampling.scatter_steps(h, v0, perm, out_f[None])
+        if out_r is not None:
+            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
+            jit_sampling.scatter_steps_reversed(hr, vN, perm, out_r[None])
 
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         perms = np.asarray(perms)
