@@ -259,7 +259,31 @@ def check_panel_deletion(rng):
         assert out["aumann_shapley"]["f_k"][k - 1] == pytest.approx(by_hand("var", zz, alive[ts]))
 
 
+def check_cv_feature_gradients(rng):
+    """The control variate's feature-path table (issue 25): ∇_{z_i} f(z⁰ + τ(z − z⁰))·(z_i − z⁰_i) over the
+    living, against central differences of the by-hand indicator; a dead row's entry is 0 whatever it holds."""
+    from aumann.attribution.controls import _masked_feature_gradients
+
+    panel, z, alive = dying_panel(rng, context=False)
+    base = np.full((panel.N, panel.D), 0.25)
+    problem = Problem.build(as_indicator(spread), panel, base)
+    taus = np.array([0.2, 0.55, 0.9])
+    eps = 1e-6
+    for t in range(panel.T):
+        H = _masked_feature_gradients(MaskedIndicatorGame(problem, t), taus, 2**24)
+        zt = np.where(alive[t][:, None], z[t], base)  # dead rows: the game holds them at the baseline
+        for k, tau in enumerate(taus):
+            point = base + tau * (zt - base)
+            for i in range(panel.N):
+                d = np.zeros_like(point)
+                d[i] = zt[i] - base[i]
+                fd = (by_hand("spread", point + eps * d, alive[t]) - by_hand("spread", point - eps * d, alive[t]))
+                assert H[k, i] == pytest.approx(fd / (2 * eps), abs=1e-6)
+            assert np.all(H[k, ~alive[t]] == 0.0)
+
+
 SITES = {
+    "aumann/attribution/controls.py::_masked_feature_gradients": check_cv_feature_gradients,
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
     "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
     "aumann/attribution/indicators.py::evaluate": check_evaluate,
