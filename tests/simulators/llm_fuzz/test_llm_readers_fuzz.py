@@ -168,7 +168,8 @@ def test_cache_rows_are_read_through_their_schema(text, pt, ct, request, tmp_pat
     len(cache)  # creates the table
     conn = sqlite3.connect(path)
     try:
-        conn.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ("k", "b", "m", request, text, pt, ct, 0.0))
+        conn.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     ("k", "b", "m", request, text, pt, ct, 0.0))
     except sqlite3.IntegrityError:
         # SQLite binds a float NaN as NULL, which the table's NOT NULL columns refuse: such a row
         # can never be on disk for the reader to meet. Anything else refused is a real failure.
