@@ -15,8 +15,10 @@ Per run, in order:
   ``run_study(strict=True)``) any failure stops the study, as a :class:`~aumann.errors.StudyError`
   naming the stage.
 
-The study's last stage, ``report`` (tables, plots, ``report.html``), runs once over every run
-(:func:`aumann.studies.report.write_outputs`).
+The study's last stage, ``report``, runs once over every run (:func:`aumann.studies.report.write_outputs`):
+the tables first (required), then each figure, ``report.html``, ``report.md`` and each section of the page as
+optional parts — a failing one is recorded (``manifest.json`` → ``report_failures``, and report.md) and the
+rest is written; ``strict`` stops at the first (:class:`aumann.studies.report.ReportParts`).
 
 A stage is a :class:`Stage`: a name, a function of the context, and when it applies. Parts of a stage
 that may fail on their own go through :func:`attempt` (the ablations: one entry per baseline).

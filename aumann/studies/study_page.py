@@ -16,7 +16,7 @@ A section that returns no blocks is left out of the page.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from aumann.errors import ConfigError
 from aumann.studies.charts import Charts
 from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, seconds_text
 from aumann.studies.rows import rows
+from aumann.studies.rundir import failure_text
 from aumann.studies.sections import (
     calls_text,
     id_cell,
@@ -147,18 +148,58 @@ def sections() -> tuple[ReportSection, ...]:
     return tuple(_SECTIONS)
 
 
+def report_failures(page: StudyPage, parts: Any = None) -> list[dict[str, Any]]:
+    """The parts of the report stage that did not finish: this build's (``parts.failures``) and the figures the
+    manifest records as failed whose PNG is still missing."""
+    out = list(parts.failures) if parts is not None else []
+    seen = {f.get("stage") for f in out}
+    for f in page.manifest.get("report_failures") or []:
+        stage = str(f.get("stage", "")) if isinstance(f, dict) else ""
+        name = stage.removeprefix("report: figure ")
+        if stage not in seen and name != stage and not page.d.figure(name).is_file():
+            out.append(f)
+    return out
+
+
+def report_failures_section(doc: Document, failures: Sequence[dict[str, Any]]) -> None:
+    """Put the list of report parts that did not finish right after the cards (replacing an earlier list)."""
+    doc.sections[:] = [s for s in doc.sections if s.id != "report-failures"]
+    if not failures:
+        return
+    blocks: list[Any] = [Text("These parts of the report stage failed; the run records and tables are complete "
+                              "(`aumann run --strict` stops at the first failure instead):"),
+                         *[Note(failure_text(f), "skipped") for f in failures]]
+    at = 1 if doc.sections and doc.sections[0].id == "cards" else 0
+    doc.sections.insert(at, Section("report-failures", "Report parts that did not finish", blocks,
+                                    lead="figures, pages or sections"))
+
+
+def _built(part: str, build: Callable[[StudyPage], list[Any]], page: StudyPage, parts: Any) -> list[Any]:
+    """``build(page)``; with ``parts`` (the report stage) a failure is recorded and a note stands in its place."""
+    if parts is None:
+        return build(page)
+    before = len(parts.failures)
+    blocks = parts.attempt(part, lambda: build(page))
+    if len(parts.failures) > before:
+        return [Note(f"This part of the page could not be built: {failure_text(parts.failures[-1])}", "skipped")]
+    return blocks
+
+
 def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = 20,
-                          plots: bool = True) -> Document:
-    """The page of an ``aumann run`` directory: the cards, then every registered section that has blocks."""
+                          plots: bool = True, parts: Any = None) -> Document:
+    """The page of an ``aumann run`` directory: the cards, then every registered section that has blocks.
+
+    ``parts`` (:class:`aumann.studies.report.ReportParts`, the report stage of ``aumann run``): a section that
+    fails is recorded there and a note stands in its place; without, the failure propagates."""
     page = StudyPage.load(d, manifest, charts, top=top, plots=plots)
     scenario = manifest.get("scenario") or (page.faith or [{}])[0].get("scenario", "?")
-    built = [Section("cards", "At a glance", [Cards(_cards(page))])]
+    built = [Section("cards", "At a glance", _built("section cards", lambda p: [Cards(_cards(p))], page, parts))]
     for s in _SECTIONS:
-        blocks = s.build(page)
+        blocks = _built(f"section {s.id}", s.build, page, parts)
         if blocks:
             built.append(Section(s.id, s.title, blocks, lead=s.lead))
     desc = manifest.get("description") or ""
-    return Document(
+    doc = Document(
         title=f"{scenario}: who drove it, and when",
         subtitle=(desc + " " if desc else "") + f"N = {page.ats[0].N:,} agents, T = {page.ats[0].T} steps, "
                                                  f"{len(page.recs)} run(s).",
@@ -166,8 +207,10 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
         meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created")),
               ("baseline action", manifest.get("baseline_description") or "–"),
               *([("decisions", manifest["policy"])] if manifest.get("policy") else [])])
+    report_failures_section(doc, report_failures(page, parts))
+    return doc
 
 
 __all__ = ["ReportSection", "StudyPage", "analysis_section", "cost_section", "failures_blocks",
-           "faithfulness_document", "how_sure_section", "register_section", "sections", "unregister_section",
-           "when_section", "who_section"]
+           "faithfulness_document", "how_sure_section", "register_section", "report_failures",
+           "report_failures_section", "sections", "unregister_section", "when_section", "who_section"]
