@@ -36,6 +36,7 @@ import numpy as np
 from aumann.errors import ConfigError, StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.studies.context import RunContext, StudySizes
+from aumann.studies.named import NamedList
 from aumann.studies.rows import compute_rows, score_rows
 
 When = Callable[[Scenario, ScenarioConfig], "bool | str"]
@@ -217,7 +218,7 @@ def ablations(ctx: RunContext) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- registry
-_STAGES: list[Stage] = [
+_STAGES: NamedList[Stage] = NamedList([
     Stage("simulate", simulate, optional=False, message="simulate"),
     Stage("attribute", attribute, optional=False, message="attribute (all steps)"),
     Stage("rows", compute_rows, optional=False),
@@ -225,7 +226,7 @@ _STAGES: list[Stage] = [
     Stage("smoothing gaps", smoothing_gaps, message="smoothing gaps"),
     Stage("ablations", ablations, when=lambda sc, cfg: True if cfg.study.ablations else "study.ablations = false",
           message="ablations"),
-]
+])
 
 
 def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
@@ -235,11 +236,9 @@ def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
     optional one."""
     if not isinstance(stage, Stage) or not stage.name or not callable(stage.run):
         raise ConfigError(f"register_stage needs a Stage(name, run, ...); got {stage!r}")
-    names = [s.name for s in _STAGES]
-    if stage.name in names:
-        _STAGES[names.index(stage.name)] = stage
+    if _STAGES.replace(stage):
         return stage
-    at = names.index(before) if before in names else len(_STAGES)
+    at = _STAGES.position(before)
     first_optional = next((i for i, s in enumerate(_STAGES) if s.optional), len(_STAGES))
     at = min(at, first_optional) if not stage.optional else max(at, first_optional)
     _STAGES.insert(at, stage)
@@ -254,7 +253,7 @@ def unregister_stage(name: str) -> None:
     """Remove a registered stage (not one of :data:`CORE`)."""
     if name in CORE:
         raise ConfigError(f"the study's required stage {name!r} cannot be removed")
-    _STAGES[:] = [s for s in _STAGES if s.name != name]
+    _STAGES.drop(name)
 
 
 def stages() -> tuple[Stage, ...]:

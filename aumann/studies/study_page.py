@@ -25,6 +25,7 @@ import numpy as np
 
 from aumann.errors import ConfigError
 from aumann.studies.charts import Charts
+from aumann.studies.named import NamedList
 from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, seconds_text
 from aumann.studies.rows import rows
 from aumann.studies.rundir import failure_text
@@ -114,7 +115,7 @@ def _cards(page: StudyPage) -> list[Card]:
 
 
 # ---------------------------------------------------------------------------------------------- registry + page
-_SECTIONS: list[ReportSection] = [
+_SECTIONS: NamedList[ReportSection] = NamedList([
     ReportSection("who", "Who drove it", who_section, lead="top agents by Φ_i, per run"),
     ReportSection("when", "When did it turn", when_section, lead="f(z_t), Φ_t and the agent × step attribution"),
     ReportSection("how-sure", "How sure", how_sure_section,
@@ -122,7 +123,7 @@ _SECTIONS: list[ReportSection] = [
     ReportSection("analysis", "Scenario analysis", analysis_section,
                   lead="the scenario's own tables beside the study"),
     ReportSection("cost", "Cost", cost_section, lead="LLM usage and wall time"),
-]
+], key="id")
 
 
 def register_section(section: ReportSection, *, before: str | None = "cost") -> ReportSection:
@@ -130,17 +131,14 @@ def register_section(section: ReportSection, *, before: str | None = "cost") -> 
     "Cost"; ``None``: last); registering an id again replaces that section."""
     if not isinstance(section, ReportSection) or not section.id or not callable(section.build):
         raise ConfigError(f"register_section needs a ReportSection(id, title, build); got {section!r}")
-    ids = [s.id for s in _SECTIONS]
-    if section.id in ids:
-        _SECTIONS[ids.index(section.id)] = section
-    else:
-        _SECTIONS.insert(ids.index(before) if before in ids else len(_SECTIONS), section)
+    if not _SECTIONS.replace(section):
+        _SECTIONS.insert(_SECTIONS.position(before), section)
     return section
 
 
 def unregister_section(section_id: str) -> None:
     """Remove a section by its id."""
-    _SECTIONS[:] = [s for s in _SECTIONS if s.id != section_id]
+    _SECTIONS.drop(section_id)
 
 
 def sections() -> tuple[ReportSection, ...]:

@@ -82,17 +82,21 @@ def test_a_failing_figure_is_recorded_and_the_rest_is_written(study, monkeypatch
     assert f"figure {HEATMAP} skipped: ValueError" in (out / "report.md").read_text()
 
 
-def test_a_failing_section_is_left_out_with_a_note_and_recorded(study):
-    result, cfg, out = study
-
+@pytest.fixture
+def broken_section():
+    """A registered report section that fails (a user's, say), removed afterwards."""
     def broken(page):
         raise KeyError("spread")
 
     register_section(ReportSection("spread", "Spread over runs", broken))
-    try:
-        files = _write(result, cfg, out)
-    finally:
-        unregister_section("spread")
+    yield
+    unregister_section("spread")
+
+
+def test_a_failing_section_is_left_out_with_a_note_and_recorded(study, broken_section):
+    result, cfg, out = study
+    files = _write(result, cfg, out)
+    unregister_section("spread")
     assert [f["stage"] for f in files["failures"]] == ["report: section spread"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert [f["stage"] for f in manifest["report_failures"]] == ["report: section spread"]
@@ -128,15 +132,7 @@ def test_strict_makes_a_failing_figure_fatal_after_the_tables(study, monkeypatch
         _write(result, strict_cfg, out)
 
 
-def test_strict_makes_a_failing_section_fatal(study):
+def test_strict_makes_a_failing_section_fatal(study, broken_section):
     result, cfg, out = study
-
-    def broken(page):
-        raise KeyError("spread")
-
-    register_section(ReportSection("spread", "Spread over runs", broken))
-    try:
-        with pytest.raises(StudyError, match="stage 'report' failed: section spread: KeyError"):
-            _write(result, cfg, out, strict=True)
-    finally:
-        unregister_section("spread")
+    with pytest.raises(StudyError, match="stage 'report' failed: section spread: KeyError"):
+        _write(result, cfg, out, strict=True)

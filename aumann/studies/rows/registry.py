@@ -18,6 +18,7 @@ import numpy as np
 from aumann.errors import ConfigError, StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies.context import RunContext
+from aumann.studies.named import NamedList
 from aumann.studies.rows.scoring import REFERENCE, score_values
 
 
@@ -92,7 +93,7 @@ class Row:
 
 
 # ---------------------------------------------------------------------------------------------- registry
-_ROWS: list[Row] = []
+_ROWS: NamedList[Row] = NamedList()
 
 
 def register_row(row: Row | type[Row], *, before: str | None = "random") -> Row:
@@ -106,12 +107,10 @@ def register_row(row: Row | type[Row], *, before: str | None = "random") -> Row:
         row = row()
     if not isinstance(row, Row) or not isinstance(row.name, str) or not row.name.isidentifier():
         raise ConfigError(f"register_row needs a Row with an identifier-like name; got {row!r}")
-    names = [r.name for r in _ROWS]
-    if row.name in names:
-        _ROWS[names.index(row.name)] = row
+    if _ROWS.replace(row):
         return row
-    at = names.index(before) if before in names else len(_ROWS)
-    missing = [n for n in row.needs if n not in names[:at]]
+    at = _ROWS.position(before)
+    missing = [n for n in row.needs if n not in _ROWS.names()[:at]]
     if missing:
         raise ConfigError(f"row {row.name!r} needs {missing}, which must be registered before it")
     _ROWS.insert(at, row)
@@ -122,7 +121,7 @@ def unregister_row(name: str) -> None:
     """Remove a registered row (built-in ones too; the reference ``sampled_shapley`` cannot go)."""
     if name == REFERENCE:
         raise ConfigError(f"the reference row {REFERENCE!r} cannot be removed")
-    _ROWS[:] = [r for r in _ROWS if r.name != name]
+    _ROWS.drop(name)
 
 
 def rows() -> tuple[Row, ...]:
