@@ -30,6 +30,7 @@ from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section,
 from aumann.studies.rows import rows
 from aumann.studies.rundir import failure_text
 from aumann.studies.sections import (
+    above_ceiling,
     calls_text,
     id_cell,
     llm_blocks,
@@ -102,8 +103,10 @@ def _cards(page: StudyPage) -> list[Card]:
              Card("When (run 0)", f"t* = {ts0}", f"f(z_t*) = {fmt(float(rec0['f_t_star']))}; Φ_t* = "
                   f"{fmt(float(a0.by_step()[ts0]))}")]
     if "kendall_tau" in ours:
+        over = above_ceiling(ours, ours, cols=("kendall_tau",))
         cards.append(Card("τ vs sampled Shapley", fmt(ours["kendall_tau"], 3),
-                          f"noise ceiling {fmt(ours.get('kendall_tau_ceiling'), 3)}"))
+                          f"noise ceiling {fmt(ours.get('kendall_tau_ceiling'), 3)}"
+                          + (" (above it: see How sure)" if over else "")))
     if "deletion_auc" in ours:
         cards.append(Card("Deletion AUC", fmt(ours["deletion_auc"], 3),
                           f"random orderings: {fmt(rnd.get('deletion_auc'), 3)}"))
