@@ -11,10 +11,11 @@ import pytest
 
 from aumann import scenarios
 from aumann.errors import StudyError
-from aumann.studies import report as report_mod
+from aumann.studies import figures as figures_mod
 from aumann.studies.faithfulness import run_study
+from aumann.studies.figures import FIGURES
 from aumann.studies.pages import render_report
-from aumann.studies.report import FIGURES, write_outputs
+from aumann.studies.report import write_outputs
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir
 from aumann.studies.study_page import ReportSection, register_section, unregister_section
 
@@ -47,7 +48,7 @@ def _heatmap_fails(monkeypatch):
     def broken(result, out):
         raise ValueError("no colour for NaN")
 
-    monkeypatch.setattr(report_mod, "FIGURES", tuple((name, broken if name == HEATMAP else draw)
+    monkeypatch.setattr(figures_mod, "FIGURES", tuple((name, broken if name == HEATMAP else draw)
                                                      for name, draw in FIGURES))
 
 
