@@ -5,9 +5,12 @@
   :class:`~aumann.studies.context.RunContext`, with one row of the table per registered
   :class:`~aumann.studies.rows.Row`; :mod:`aumann.studies.rundir` owns the run directory;
   :mod:`aumann.studies.megascale` is MegaScale-Social's analysis (optional stages);
-* :mod:`aumann.studies.tables` and :mod:`aumann.studies.report` — the run directory's tables and plots;
+* :mod:`aumann.studies.tables`, :mod:`aumann.studies.figures` and :mod:`aumann.studies.report` — the run
+  directory's tables and plots, written by the study's last stage (``report``; its figures and pages are
+  optional parts);
 * :mod:`aumann.studies.pages` (and :mod:`~aumann.studies.study_page`, the study's page as registered
-  sections) — ``report.html`` (one self-contained page) and ``report.md`` of any
+  sections: :mod:`~aumann.studies.study_page_data`, :mod:`~aumann.studies.study_who_when`,
+  :mod:`~aumann.studies.study_how_sure`) — ``report.html`` (one self-contained page) and ``report.md`` of any
   finished run directory (``aumann report``), from :mod:`~aumann.studies.page` (the document model),
   :mod:`~aumann.studies.sections` and :mod:`~aumann.studies.charts` (Bokeh or PNG figures);
 * :mod:`aumann.studies.crossscale` — ``aumann bluesky study``: the Bluesky cross-scale study.

@@ -109,6 +109,44 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     return kind, manifest
 
 
+def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None = None, top: int = TOP_AGENTS,
+                   plots: bool = True, parts: Any = None) -> Document:
+    """The page of a finished run directory (what :func:`render_report` writes), built from its files alone.
+
+    ``parts`` (:class:`aumann.studies.report.ReportParts`: the report stage of ``aumann run``): a section of a
+    faithfulness page that fails is recorded there and a note stands in its place, instead of failing the page.
+
+    Raises:
+        ReportError: not a finished run directory, or one whose files cannot be read.
+    """
+    if top < 1:
+        raise ReportError(f"top must be ≥ 1; got {top}")
+    d = Path(run_dir)
+    kind, manifest = run_kind(d)
+    charts = Charts(interactive=interactive)
+    try:
+        if kind == "faithfulness":
+            doc = faithfulness_document(d, manifest, charts, top=top, plots=plots, parts=parts)
+        elif kind == "attribute":
+            doc = attribute_document(d, manifest, charts, top=top, plots=plots)
+        else:
+            from aumann.studies.crossscale.page import crossscale_document
+
+            doc = crossscale_document(d, manifest, charts, top=top, plots=plots)
+    except ReportError:
+        raise
+    except AumannError as exc:
+        if getattr(exc, "failed_stage", None) is not None:  # a recorded part of the report stage, under strict
+            raise
+        raise ReportError(f"{str(d)!r}: a result file cannot be read: {type(exc).__name__}: {exc}") from exc
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+        raise ReportError(f"{str(d)!r}: result files are incomplete or from another version "
+                          f"({type(exc).__name__}: {exc})") from exc
+    doc.head = charts.head()
+    doc.meta = [*doc.meta, ("figures", charts.mode if plots else "left out")]
+    return doc
+
+
 def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None = None, top: int = TOP_AGENTS,
                   plots: bool = True) -> dict[str, Path]:
     """Write ``report.html`` and ``report.md`` of a finished run directory (nothing is recomputed).
@@ -126,29 +164,8 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
     Raises:
         ReportError: not a finished run directory, or one whose files cannot be read.
     """
-    if top < 1:
-        raise ReportError(f"top must be ≥ 1; got {top}")
     d = Path(run_dir)
-    kind, manifest = run_kind(d)
-    charts = Charts(interactive=interactive)
-    try:
-        if kind == "faithfulness":
-            doc = faithfulness_document(d, manifest, charts, top=top, plots=plots)
-        elif kind == "attribute":
-            doc = attribute_document(d, manifest, charts, top=top, plots=plots)
-        else:
-            from aumann.studies.crossscale.page import crossscale_document
-
-            doc = crossscale_document(d, manifest, charts, top=top, plots=plots)
-    except ReportError:
-        raise
-    except AumannError as exc:
-        raise ReportError(f"{str(d)!r}: a result file cannot be read: {type(exc).__name__}: {exc}") from exc
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as exc:
-        raise ReportError(f"{str(d)!r}: result files are incomplete or from another version "
-                          f"({type(exc).__name__}: {exc})") from exc
-    doc.head = charts.head()
-    doc.meta = [*doc.meta, ("figures", charts.mode if plots else "left out")]
+    doc = build_document(d, interactive=interactive, top=top, plots=plots)
     return {"html": write_text(d / "report.html", render_html(doc)), "md": write_text(d / "report.md",
                                                                                           render_markdown(doc))}
 
@@ -360,5 +377,5 @@ def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV
     return write_csv(out / "top_agents.csv", rows, cols)  # plain numbers (numpy scalars too), missing = empty
 
 
-__all__ = ["KINDS", "TOP_AGENTS", "TOP_AGENTS_CSV", "attribute_document", "attribute_t_star", "faithfulness_document",
-           "render_report", "run_kind", "top_agents_rows", "write_top_agents"]
+__all__ = ["KINDS", "TOP_AGENTS", "TOP_AGENTS_CSV", "attribute_document", "attribute_t_star", "build_document",
+           "faithfulness_document", "render_report", "run_kind", "top_agents_rows", "write_top_agents"]

@@ -1,4 +1,5 @@
-"""The run directory's tables (CSV + Markdown), plots (PNG, lazy matplotlib Agg) and report.
+"""The study's last stage, ``report``: the run directory's tables (CSV + Markdown), plots (PNG,
+:mod:`aumann.studies.figures`) and pages.
 
 Files written by :func:`write_outputs`:
 
@@ -19,10 +20,16 @@ Files written by :func:`write_outputs`:
 * ``macro_curve.png`` (f over steps per run, t* marked, original indicator dashed),
   ``attribution_heatmap.png`` (agent × step φ of run 0, the 20 agents with the largest signed
   Φ_i = Σ_t φ_{i,t}, top first: the agents of the report's who-table),
-  ``deletion_curves.png`` (mean normalised drop vs k per method, re-simulation and masking oracles);
+  ``deletion_curves.png`` (mean normalised drop vs k per method, re-simulation and masking oracles):
+  :mod:`aumann.studies.figures`;
 * ``manifest.json`` (config, seeds, versions, wall time per stage), then ``report.html`` (one
   self-contained page: who, when, how sure, cost) and its plain-text twin ``report.md``
   (:mod:`aumann.studies.pages`).
+
+The tables are required; each figure, each page and each section of the page is an optional part of the
+report stage (:class:`ReportParts`): one that fails is recorded — ``manifest.json`` → ``report_failures``
+and ``stages["report"]``, and a list at the top of ``report.md`` — and the rest is written (``strict``:
+the first failure stops the study).
 """
 
 from __future__ import annotations
@@ -31,22 +38,27 @@ import csv
 import io
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from aumann.errors import StudyError
-from aumann.io import atomic_path, csv_cell, read_npz, write_text
+from aumann.io import csv_cell, write_text
+from aumann.studies.figures import write_plots
 from aumann.studies.rows import rows
-from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
+from aumann.studies.rundir import (
+    REPORT_HTML,
+    REPORT_MD,
+    RunDir,
+    StudyResult,
+    failure_text,
+)
 from aumann.studies.tables import (
     FAITHFULNESS_COLUMNS,
     extended_table,
     extra_columns,
     faithfulness_table,
-    methods_of,
     pair_table,
     path_table,
 )
@@ -160,94 +172,78 @@ def stage_summary(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]
     return out
 
 
-def write_plots(result: StudyResult, out: Path) -> list[Path]:
-    """macro_curve.png, attribution_heatmap.png, deletion_curves.png (matplotlib Agg, imported lazily)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+@dataclass
+class ReportParts:
+    """The optional parts of the study's last stage, ``report``: each figure, each page of the report and each
+    section of the page. A part that fails is recorded (``failures``: ``{"stage": "report: <part>", "status":
+    "failed", "error", "message"}``, the form of :func:`~aumann.studies.rundir.stage_failures`' entries) and the
+    stage goes on; with ``strict`` the first failure stops the study (a :class:`StudyError` naming it)."""
 
-    paths = []
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r, (rec, arr) in enumerate(zip(result.records, result.arrays)):
-        line = ax.plot(arr["f_values"], lw=1.2, alpha=0.8, label="C² surrogate" if r == 0 else None)[0]
-        if r == 0:
-            ax.plot(arr["f_original_values"], ls="--", lw=1, color=line.get_color(), label="original")
-        ax.plot([rec["t_star"]], [rec["f_t_star"]], "o", color=line.get_color())
-    T = len(result.arrays[0]["f_values"])
-    ax.axvline(math.ceil(T / 2), color="grey", lw=0.8, ls=":", label="⌈T/2⌉")
-    ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(RunDir(out).figure(MACRO_CURVE))
-    with atomic_path(paths[-1]) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
+    strict: bool = False
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
-    phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
-    top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
-    fig, ax = plt.subplots(figsize=(8, 5))
-    lim = float(np.abs(phi[:, top]).max()) or 1.0
-    im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
-    ax.axvline(result.records[0]["t_star"], color="k", lw=1)
-    ids = _agent_ids(result, phi.shape[1])
-    ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
-           yticklabels=[str(ids[i]) for i in top],
-           title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
-    ax.tick_params(axis="y", labelsize=6)
-    fig.colorbar(im, ax=ax, label="φ_{i,t}")
-    fig.tight_layout()
-    paths.append(RunDir(out).figure(HEATMAP))
-    with atomic_path(paths[-1]) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, key, what in ((axes[0], "curve", "re-simulation"), (axes[1], "curve_masking", "masking")):
-        for name in methods_of(result):
-            arrs = [a[f"{key}_{name}"] for a in result.arrays if f"{key}_{name}" in a]
-            if not arrs:
-                continue
-            # runs with births and deaths have different K_del (their players differ): the mean over the runs
-            # that reach each k
-            kmax = max(len(a) for a in arrs)
-            curves = np.full((len(arrs), kmax), np.nan)
-            for r, a in enumerate(arrs):
-                curves[r, :len(a)] = a
-            k = np.arange(1, kmax + 1)
-            ax.plot(k, 100 * np.nanmean(curves, axis=0), marker=".", label=name)
-        ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("drop (f − f_k)/f  [%]")
-    fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
-    fig.tight_layout()
-    paths.append(RunDir(out).figure(DELETION_CURVES))
-    with atomic_path(paths[-1]) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    return paths
-
-
-def _agent_ids(result: StudyResult, n: int) -> list[Any]:
-    """Run 0's agent ids (from its panel, or its saved attribution on resume); positions as a last resort."""
-    panel = result.panels[0] if result.panels else None
-    if panel is not None:
-        return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
-    path = RunDir(result.out_dir).attribution(0, "aumann_shapley") if result.out_dir is not None else None
-    if path is not None and path.is_file():
+    def attempt(self, part: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, or ``None`` when it failed (recorded)."""
         try:
-            ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
-        except StudyError:
-            ids = None  # a damaged file: fall back to positions (the heatmap labels only)
-        if ids is not None and len(ids) == n:
-            return [i.item() for i in ids]
-    return list(range(n))
+            return fn()
+        except Exception as exc:
+            if getattr(exc, "failed_stage", None) is not None:  # a part inside this one already stopped (strict)
+                raise
+            self.failures.append({"stage": f"{REPORT_STAGE}: {part}", "status": "failed", "error": type(exc).__name__,
+                                  "message": " ".join(str(exc).split())[:500]})
+            if self.strict:
+                err = StudyError(f"stage {REPORT_STAGE!r} failed: {part}: {type(exc).__name__}: {exc}")
+                err.failed_stage = REPORT_STAGE
+                raise err from exc
+            return None
+
+
+REPORT_STAGE = "report"
+"""The study's last stage: figures and pages (optional parts; the tables before them are required)."""
+
+
+def write_pages(out: Path, parts: ReportParts, *, interactive: bool | None = None,
+                plots: bool = True) -> dict[str, Path | None]:
+    """``report.html`` and ``report.md`` as optional parts of the report stage: a section that fails is left out
+    (a note says so), a page that fails is not written; ``report.md`` lists every part that did not finish.
+    When the page cannot be built at all, a short ``report.md`` says so and why."""
+    from aumann.studies.page import render_html, render_markdown
+    from aumann.studies.pages import build_document
+    from aumann.studies.study_page import report_failures_section
+
+    doc = parts.attempt("pages (report.html, report.md)", lambda: build_document(
+        out, interactive=interactive, plots=plots, parts=parts))
+    if doc is None:
+        return {"html": None, "md": parts.attempt("page report.md", lambda: write_text(
+            out / REPORT_MD, unbuilt_report(out, parts.failures)))}
+    html = parts.attempt("page report.html", lambda: write_text(out / REPORT_HTML, render_html(doc)))
+    report_failures_section(doc, parts.failures)  # the page's list again, with what rendering the HTML added
+    md = parts.attempt("page report.md", lambda: write_text(out / REPORT_MD, render_markdown(doc)))
+    return {"html": html, "md": md}
+
+
+def unbuilt_report(out: Path, failures: Sequence[dict[str, Any]]) -> str:
+    """The ``report.md`` of a run directory whose page could not be built: what failed, and where the results are."""
+    lines = [f"# {out.name}: the report could not be built", "",
+             "The study finished: its run records (`runs/`) and tables (`faithfulness.csv`, ...) are in this "
+             "directory. These parts of the report stage did not finish:", ""]
+    lines += [f"* {failure_text(f)}" for f in failures]
+    lines += ["", f"`aumann report {out}` builds the report again from the files."]
+    return "\n".join(lines) + "\n"
 
 
 def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: float, description: str = "",
                   baseline: str = "", plots: bool = True, config: dict[str, Any] | None = None, seeds: Any = None,
-                  extra: dict[str, Any] | None = None, interactive: bool | None = None) -> dict[str, Any]:
-    """Tables, PNG plots, ``manifest.json`` and the reports (``report.html``, ``report.md``) of a finished study.
+                  extra: dict[str, Any] | None = None, interactive: bool | None = None,
+                  strict: bool | None = None) -> dict[str, Any]:
+    """The study's last stage, ``report``: tables, PNG plots, ``manifest.json`` and the reports (``report.html``,
+    ``report.md``) of a finished study.
+
+    The tables are written first (a failure there stops the study, like a required stage's); each figure and
+    each page (and each section of the page) is then an optional part: one that fails is recorded — in
+    ``manifest.json`` (``report_failures``; ``stages["report"]``) and in ``report.md`` — and the rest goes on.
+    ``strict`` (``None``: the config's ``study.strict``) makes the first failure fatal (a :class:`StudyError`).
 
     The manifest marks the directory finished (``report_kind = "faithfulness"``) and records the
     wall time per stage (``extra["stage_seconds"]`` plus "tables and plots" measured here); the
@@ -255,26 +251,38 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     ``aumann report`` rewrites them identically later.
     """
     from aumann.manifest import write_manifest
-    from aumann.studies.pages import render_report
 
     out = Path(out)
+    if strict is None:
+        strict = bool(((config or {}).get("study") or {}).get("strict", False))
+    parts = ReportParts(strict=strict)
     t0 = time.perf_counter()
     tables = write_tables(result, out)
-    pngs = write_plots(result, out) if plots else []
+    pngs = write_plots(result, out, parts=parts) if plots else []
     extra = dict(extra or {})
     stages = dict(extra.pop("stage_seconds", None) or {})
     stages["tables and plots"] = time.perf_counter() - t0
     own = study_tables(result)[0]
-    write_manifest(out, command, config, seeds=seeds, extra={
-        "analysis_tables": [k for k in tables if k not in own],
-        "stages": stage_summary(result.records), "stage_failures": result.stage_failures(),
-        "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
-        "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
-        "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
-        "runs": len(result.records), "plots": plots, **extra})
-    reports = render_report(out, interactive=interactive, plots=plots)
-    return {"tables": tables, "plots": pngs, "report": reports["md"], "html": reports["html"]}
+    summary = stage_summary(result.records)
+
+    def manifest() -> None:
+        write_manifest(out, command, config, seeds=seeds, extra={
+            "analysis_tables": [k for k in tables if k not in own],
+            "stages": {**summary, REPORT_STAGE: {"failed" if parts.failures else "ok": 1}},
+            "stage_failures": result.stage_failures(), "report_failures": list(parts.failures),
+            "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
+            "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
+            "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
+            "runs": len(result.records), "plots": plots, **extra})
+
+    manifest()
+    before = len(parts.failures)
+    reports = write_pages(out, parts, interactive=interactive, plots=plots)
+    if len(parts.failures) != before:  # a section or page failed: the manifest says so too
+        manifest()
+    return {"tables": tables, "plots": pngs, "report": reports["md"], "html": reports["html"],
+            "failures": list(parts.failures)}
 
 
-__all__ = ["headline_markdown", "stage_summary", "study_tables", "to_csv", "to_markdown", "write_outputs",
-           "write_plots", "write_tables"]
+__all__ = ["REPORT_STAGE", "ReportParts", "headline_markdown", "stage_summary", "study_tables", "to_csv", "to_markdown",
+           "unbuilt_report", "write_outputs", "write_pages", "write_plots", "write_tables"]

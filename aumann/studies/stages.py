@@ -15,8 +15,10 @@ Per run, in order:
   ``run_study(strict=True)``) any failure stops the study, as a :class:`~aumann.errors.StudyError`
   naming the stage.
 
-The study's last stage, ``report`` (tables, plots, ``report.html``), runs once over every run
-(:func:`aumann.studies.report.write_outputs`).
+The study's last stage, ``report``, runs once over every run (:func:`aumann.studies.report.write_outputs`):
+the tables first (required), then each figure, ``report.html``, ``report.md`` and each section of the page as
+optional parts — a failing one is recorded (``manifest.json`` → ``report_failures``, and report.md) and the
+rest is written; ``strict`` stops at the first (:class:`aumann.studies.report.ReportParts`).
 
 A stage is a :class:`Stage`: a name, a function of the context, and when it applies. Parts of a stage
 that may fail on their own go through :func:`attempt` (the ablations: one entry per baseline).
@@ -34,6 +36,7 @@ import numpy as np
 from aumann.errors import ConfigError, StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.studies.context import RunContext, StudySizes
+from aumann.studies.named import NamedList
 from aumann.studies.rows import compute_rows, score_rows
 
 When = Callable[[Scenario, ScenarioConfig], "bool | str"]
@@ -218,7 +221,7 @@ def ablations(ctx: RunContext) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- registry
-_STAGES: list[Stage] = [
+_STAGES: NamedList[Stage] = NamedList([
     Stage("simulate", simulate, optional=False, message="simulate"),
     Stage("attribute", attribute, optional=False, message="attribute (all steps)"),
     Stage("rows", compute_rows, optional=False),
@@ -226,7 +229,7 @@ _STAGES: list[Stage] = [
     Stage("smoothing gaps", smoothing_gaps, message="smoothing gaps"),
     Stage("ablations", ablations, when=lambda sc, cfg: True if cfg.study.ablations else "study.ablations = false",
           message="ablations"),
-]
+])
 
 
 def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
@@ -236,11 +239,9 @@ def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
     optional one."""
     if not isinstance(stage, Stage) or not stage.name or not callable(stage.run):
         raise ConfigError(f"register_stage needs a Stage(name, run, ...); got {stage!r}")
-    names = [s.name for s in _STAGES]
-    if stage.name in names:
-        _STAGES[names.index(stage.name)] = stage
+    if _STAGES.replace(stage):
         return stage
-    at = names.index(before) if before in names else len(_STAGES)
+    at = _STAGES.position(before)
     first_optional = next((i for i, s in enumerate(_STAGES) if s.optional), len(_STAGES))
     at = min(at, first_optional) if not stage.optional else max(at, first_optional)
     _STAGES.insert(at, stage)
@@ -255,7 +256,7 @@ def unregister_stage(name: str) -> None:
     """Remove a registered stage (not one of :data:`CORE`)."""
     if name in CORE:
         raise ConfigError(f"the study's required stage {name!r} cannot be removed")
-    _STAGES[:] = [s for s in _STAGES if s.name != name]
+    _STAGES.drop(name)
 
 
 def stages() -> tuple[Stage, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,216 +91,294 @@ def _seed_mean(cell: dict[str, Any] | None, ind: str, tier: str) -> tuple[float,
     return float(np.mean(vals)), float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
 
 
-def crossscale_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = 20,
-                        plots: bool = True) -> Document:
-    """The page of an ``aumann bluesky study`` directory."""
-    summary = read_json(d / "summary.json", "summary")
-    synthetic = bool(summary.get("synthetic"))
-    fulls, grid = _cells(d, summary)
-    topics = list(fulls)
-    inds = list(summary.get("indicators") or ["lin", "heat", "var", "gini"])
-    head_n = int((manifest.get("config") or {}).get("headline_size") or 100)
-    users = summary.get("users")
+@dataclass
+class _StudyDir:
+    """Everything the page is built from, read once from the study directory ``d``."""
 
-    def cell_of(topic: str, protocol: str, size: int) -> dict[str, Any] | None:
-        return next((c for c in grid if c["topic"] == topic and c["protocol"] == protocol and c["size"] == size), None)
+    d: Path
+    manifest: dict[str, Any]
+    charts: Charts
+    top: int
+    plots: bool
+    summary: dict[str, Any]
+    synthetic: bool
+    fulls: dict[str, dict[str, Any]]  # the FULL cell of every topic that was not skipped
+    grid: list[dict[str, Any]]  # every grid cell
+    inds: list[str]
+    head_n: int  # the headline N
+    users: Any
 
-    # ---------------------------------------------------------------- who
-    who: list[Any] = [Text("Tiers by followers over the full panel: **top** 1 %, **mid** the next 9 %, **tail** the "
-                           "bottom 90 %. R_G is a tier's share of the attribution Σ_{i∈G} φ_i / Δv over the whole "
-                           "window (net shares for var and gini). Full panel, every indicator:")]
+    @classmethod
+    def load(cls, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> _StudyDir:
+        summary = read_json(d / "summary.json", "summary")
+        synthetic = bool(summary.get("synthetic"))
+        fulls, grid = _cells(d, summary)
+        return cls(d=d, manifest=manifest, charts=charts, top=top, plots=plots, summary=summary, synthetic=synthetic,
+                   fulls=fulls, grid=grid, inds=list(summary.get("indicators") or ["lin", "heat", "var", "gini"]),
+                   head_n=int((manifest.get("config") or {}).get("headline_size") or 100), users=summary.get("users"))
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self.fulls)
+
+    def cell(self, topic: str, protocol: str, size: int) -> dict[str, Any] | None:
+        return next((c for c in self.grid if c["topic"] == topic and c["protocol"] == protocol and c["size"] == size),
+                    None)
+
+    def figure(self, name: str) -> str | None:
+        """``figures/<name>`` for the Markdown twin when the study wrote that PNG."""
+        return f"figures/{name}" if (self.d / "figures" / name).is_file() else None
+
+
+# ---------------------------------------------------------------------------------------------- who
+def _tier_shares(s: _StudyDir) -> Table:
     rows = []
-    for t in topics:
-        for ind, it in fulls[t]["ind"].items():
+    for t in s.topics:
+        for ind, it in s.fulls[t]["ind"].items():
             rows.append([t, ind, *[pct_cell(it["R"].get(k)) for k in TIER_LABELS],
                          *[pct_cell(v) for v in it.get("anchors", {}).values()]])
-    anchor_names = list(next(iter(fulls.values()))["ind"][inds[0]].get("anchors", {})) if fulls else []
-    who.append(Table(["topic", "indicator", "R_top (1 %)", "R_mid (9 %)", "R_tail (90 %)",
-                      *[f"top 1 % by {a}" for a in anchor_names]], rows, id="tier-shares",
-                     caption="Group shares R_G on the full panel"))
-    if "heat" in inds and topics:
-        series: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
-        errs: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
-        for t in topics:
-            series["FULL"].append(100 * fulls[t]["ind"]["heat"]["R"]["top"])
-            errs["FULL"].append(0.0)
-            for proto, key in (("BIAS_visibility", "BIAS_v"), ("RAND", "RAND")):
-                m, s = _seed_mean(cell_of(t, proto, head_n), "heat", "top")
-                series[key].append(100 * m)
-                errs[key].append(100 * s if math.isfinite(s) else 0.0)
-        series = {k: v for k, v in series.items() if not all(math.isnan(x) for x in v)}
-        if plots:
-            who.append(charts.grouped_bars(
-                "R_top (f_heat): the full panel against small panels", topics, series, ylabel="R_top (%)",
-                errors={k: v for k, v in errs.items() if k in series}, synthetic=synthetic,
-                md_ref="figures/teaser.png" if (d / "figures" / "teaser.png").is_file() else None,
-                caption=f"FULL: the whole panel; BIAS_v and RAND: sub-panels of N = {head_n} users drawn by the "
-                "BIAS_visibility and RAND protocols (mean ± std over seeds). A biased small panel credits the top "
-                "tier with far more than the full panel does; a random one does not."))
-    flip = read_csv(d / "tables" / "flip-main.csv")
-    if flip:
-        who.append(Details("flip-main: R_top per protocol, topic and indicator vs FULL",
-                           [merged_table(flip, caption="tables/flip-main.csv", drop=("synthetic",), id="flip-main")]))
-    who.append("Top users by Φ_i")
-    any_top = False
-    for i, t in enumerate(topics):
-        ta = fulls[t].get("top_agents")
+    anchor_names = list(next(iter(s.fulls.values()))["ind"][s.inds[0]].get("anchors", {})) if s.fulls else []
+    return Table(["topic", "indicator", "R_top (1 %)", "R_mid (9 %)", "R_tail (90 %)",
+                  *[f"top 1 % by {a}" for a in anchor_names]], rows, id="tier-shares",
+                 caption="Group shares R_G on the full panel")
+
+
+def _teaser(s: _StudyDir) -> list[Any]:
+    """R_top of f_heat on the full panel against the BIAS_v and RAND panels at the headline N."""
+    series: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
+    errs: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
+    for t in s.topics:
+        series["FULL"].append(100 * s.fulls[t]["ind"]["heat"]["R"]["top"])
+        errs["FULL"].append(0.0)
+        for proto, key in (("BIAS_visibility", "BIAS_v"), ("RAND", "RAND")):
+            m, sd = _seed_mean(s.cell(t, proto, s.head_n), "heat", "top")
+            series[key].append(100 * m)
+            errs[key].append(100 * sd if math.isfinite(sd) else 0.0)
+    series = {k: v for k, v in series.items() if not all(math.isnan(x) for x in v)}
+    if not s.plots:
+        return []
+    return [s.charts.grouped_bars(
+        "R_top (f_heat): the full panel against small panels", s.topics, series, ylabel="R_top (%)",
+        errors={k: v for k, v in errs.items() if k in series}, synthetic=s.synthetic, md_ref=s.figure("teaser.png"),
+        caption=f"FULL: the whole panel; BIAS_v and RAND: sub-panels of N = {s.head_n} users drawn by the "
+        "BIAS_visibility and RAND protocols (mean ± std over seeds). A biased small panel credits the top "
+        "tier with far more than the full panel does; a random one does not.")]
+
+
+def _top_users(s: _StudyDir) -> list[Any]:
+    """Per topic, the top users by Φ_i (opaque indices; SYNTHETIC panels or ``--export-per-user`` only)."""
+    out: list[Any] = ["Top users by Φ_i"]
+    for i, t in enumerate(s.topics):
+        ta = s.fulls[t].get("top_agents")
         if not ta:
             continue
-        any_top = True
-        rows_t = ta["rows"][:top]
+        rows_t = ta["rows"][:s.top]
         scale = max((abs(r["Phi"]) for r in rows_t), default=0.0)
         feats = list(ta.get("features") or [])
         tab_rows = [[rank, id_cell(r["user"]), signed_cell(r["Phi"], scale), pct_cell(r.get("share")),
                      Cell(r["tier"], sort=r["tier"]), r["followers"], r["posts"], r["replies"],
                      *[float(x) for x in r.get("features_at_peak", [])]]
                     for rank, r in enumerate(rows_t, start=1)]
-        peak = fulls[t].get("daily", {}).get("peak_day", "?")
-        who.append(Details(f"{t}: top {len(rows_t)} users (peak day t* = {peak})", [Table(
+        peak = s.fulls[t].get("daily", {}).get("peak_day", "?")
+        out.append(Details(f"{t}: top {len(rows_t)} users (peak day t* = {peak})", [Table(
             ["rank", "user", "Φ_i", "% of ΣΔv", "tier", "followers", "topic posts", "replies received",
              *[f"{f} at t*" for f in feats]], tab_rows, id=f"who-{t}",
             caption=f"{t}: users by Φ_i = Σ_t φ_i,t of f_heat on the per-day panel (user = opaque index in "
                     "the counts; no DIDs or handles)")], open=i == 0))
-    if not any_top:
-        who.append(Note("Per-user rows are not in this study's cells: for real data the study writes aggregates only "
+    if len(out) == 1:
+        out.append(Note("Per-user rows are not in this study's cells: for real data the study writes aggregates only "
                         "(privacy by default, Appendix I); `--export-per-user` keeps the top users by opaque index. "
                         "SYNTHETIC panels always keep them.", "skipped"))
+    return out
 
-    # ---------------------------------------------------------------- when
+
+def _who(s: _StudyDir) -> list[Any]:
+    """Tier shares on the full panel, the small panels against it, the top users."""
+    who: list[Any] = [Text("Tiers by followers over the full panel: **top** 1 %, **mid** the next 9 %, **tail** the "
+                           "bottom 90 %. R_G is a tier's share of the attribution Σ_{i∈G} φ_i / Δv over the whole "
+                           "window (net shares for var and gini). Full panel, every indicator:"), _tier_shares(s)]
+    if "heat" in s.inds and s.topics:
+        who += _teaser(s)
+    flip = read_csv(s.d / "tables" / "flip-main.csv")
+    if flip:
+        who.append(Details("flip-main: R_top per protocol, topic and indicator vs FULL",
+                           [merged_table(flip, caption="tables/flip-main.csv", drop=("synthetic",), id="flip-main")]))
+    return who + _top_users(s)
+
+
+# ---------------------------------------------------------------------------------------------- when
+def _day_figures(s: _StudyDir, i: int, t: str, daily: dict[str, Any], short: list[str]) -> list[Any]:
+    """Φ_t per day, the top users × days and the follower-percentile × day heatmap of topic ``t``."""
+    phit, p = np.asarray(daily["Phi_t"], dtype=float), int(daily["peak_index"])
+    line = Line("Φ_t = f(z_t) − f(0)", list(range(len(short))), phit, markers=True, width=2)
+    figs = [s.charts.lines(f"{t}: Φ_t per day (f_heat, full panel)", [line],
+                           xlabel="day", ylabel="Φ_t", points=[Point(p, float(phit[p]), "t*")], xlabels=short,
+                           synthetic=s.synthetic, caption=f"t* = {daily['peak_day']}, the peak day (argmax Φ_t); "
+                           "with the zero baseline Φ_t = f(z_t).")]
+    ta = s.fulls[t].get("top_agents")
+    if ta:
+        rows_t = ta["rows"][:s.top]
+        mat = np.array([r["phi_t"] for r in rows_t], dtype=float)
+        figs.append(s.charts.heatmap(f"{t}: φ_i,t of the top {len(rows_t)} users × days", mat,
+                                     [str(r["user"]) for r in rows_t], short, xlabel="day",
+                                     ylabel="user (by Φ_i, top first)", value_label="φ_i,t", vline=(p, "t*"),
+                                     synthetic=s.synthetic, row_title="user",
+                                     caption="Rows: the who-table's users, in its order."))
+    m = np.asarray(daily["heatmap_M"], dtype=float).T  # (bins, days)
+    labels = [f"{b}–{b + 1} %" for b in range(m.shape[0])]
+    return [figs, s.charts.heatmap(
+        f"{t}: |M(t, p)| by follower-percentile bin × day (log10)", m, labels, short, xlabel="day",
+        ylabel="follower percentile (top first)", value_label="M(t, p)", diverging=False, log=True,
+        vline=(p, "t*"), hlines=(1, 10), synthetic=s.synthetic, row_title="bin",
+        md_ref=s.figure("heatmap.png") if i == 0 else None,
+        caption="M(t, p) = Σ over the users of percentile bin p of φ_i,t (f_heat, full panel); dashed lines at "
+        "the tier boundaries (1 %, 10 %).")]
+
+
+def _when(s: _StudyDir) -> list[Any]:
+    """Per topic: the day figures (unless left out) and the per-day table, the peak day t* marked."""
     when: list[Any] = []
-    if not plots:
+    if not s.plots:
         when.append(Note("Figures were left out (`--no-plots`); the per-day table below has the numbers.", "skipped"))
-    for i, t in enumerate(topics):
-        daily = fulls[t].get("daily")
+    for i, t in enumerate(s.topics):
+        daily = s.fulls[t].get("daily")
         if not daily:
             when.append(Note(f"{t}: no per-day attribution in the FULL cell.", "skipped"))
             continue
         days = list(daily["days"])
-        phit = np.asarray(daily["Phi_t"], dtype=float)
-        p = int(daily["peak_index"])
-        blocks: list[Any] = []
-        if plots:
-            short = [x[5:] if len(x) == 10 else x for x in days]
-            line = Line("Φ_t = f(z_t) − f(0)", list(range(len(days))), phit, markers=True, width=2)
-            figs = [charts.lines(f"{t}: Φ_t per day (f_heat, full panel)", [line],
-                                 xlabel="day", ylabel="Φ_t", points=[Point(p, float(phit[p]), "t*")], xlabels=short,
-                                 synthetic=synthetic, caption=f"t* = {daily['peak_day']}, the peak day (argmax Φ_t); "
-                                 "with the zero baseline Φ_t = f(z_t).")]
-            ta = fulls[t].get("top_agents")
-            if ta:
-                rows_t = ta["rows"][:top]
-                mat = np.array([r["phi_t"] for r in rows_t], dtype=float)
-                figs.append(charts.heatmap(f"{t}: φ_i,t of the top {len(rows_t)} users × days", mat,
-                                           [str(r["user"]) for r in rows_t], short, xlabel="day",
-                                           ylabel="user (by Φ_i, top first)", value_label="φ_i,t", vline=(p, "t*"),
-                                           synthetic=synthetic, row_title="user",
-                                           caption="Rows: the who-table's users, in its order."))
-            blocks.append(figs)
-            m = np.asarray(daily["heatmap_M"], dtype=float).T  # (bins, days)
-            labels = [f"{b}–{b + 1} %" for b in range(m.shape[0])]
-            blocks.append(charts.heatmap(
-                f"{t}: |M(t, p)| by follower-percentile bin × day (log10)", m, labels, short, xlabel="day",
-                ylabel="follower percentile (top first)", value_label="M(t, p)", diverging=False, log=True,
-                vline=(p, "t*"), hlines=(1, 10), synthetic=synthetic, row_title="bin",
-                md_ref="figures/heatmap.png" if i == 0 and (d / "figures" / "heatmap.png").is_file() else None,
-                caption="M(t, p) = Σ over the users of percentile bin p of φ_i,t (f_heat, full panel); dashed lines at "
-                "the tier boundaries (1 %, 10 %)."))
+        phit, p = np.asarray(daily["Phi_t"], dtype=float), int(daily["peak_index"])
+        short = [x[5:] if len(x) == 10 else x for x in days]
+        blocks: list[Any] = _day_figures(s, i, t, daily, short) if s.plots else []
         blocks.append(Details(f"{t}: per day", [Table(
             ["day", "Φ_t", *[f"R_{k}" for k in TIER_LABELS], "t*"],
             [[Cell(day, sort=j), float(phit[j]), *[pct_cell(daily["tier_shares"][k][j]) for k in TIER_LABELS],
               "◀ t*" if j == p else ""] for j, day in enumerate(days)], id=f"per-day-{t}")]))
         when.append(Details(f"{t} (peak day t* = {daily['peak_day']})", blocks, open=i == 0))
+    return when
 
-    # ---------------------------------------------------------------- how sure
-    cfg = manifest.get("config") or {}
-    sure: list[Any] = [KeyValues([
+
+# ---------------------------------------------------------------------------------------------- how sure
+def _provenance(s: _StudyDir) -> KeyValues:
+    summary, manifest, cfg = s.summary, s.manifest, s.manifest.get("config") or {}
+    return KeyValues([
         ("method", "Aumann–Shapley, closed forms at the zero baseline (exact; no quadrature, no sampling)"),
-        ("indicators", ", ".join(inds)), ("protocols", ", ".join(summary.get("protocols") or [])),
-        ("sizes", f"{', '.join(str(s) for s in summary.get('sizes') or [])} and the full panel"
+        ("indicators", ", ".join(s.inds)), ("protocols", ", ".join(summary.get("protocols") or [])),
+        ("sizes", f"{', '.join(str(x) for x in summary.get('sizes') or [])} and the full panel"
                   + (f" (skipped, reaching the population: {summary.get('sizes_skipped')})"
                      if summary.get("sizes_skipped") else "")),
-        ("seeds", ", ".join(str(s) for s in summary.get("seeds") or [])),
+        ("seeds", ", ".join(str(x) for x in summary.get("seeds") or [])),
         ("pool fraction / K min", f"{cfg.get('pool_fraction')} / {cfg.get('k_min')}"),
-        ("headline N", head_n), ("data", summary.get("data")), ("users", users),
+        ("headline N", s.head_n), ("data", summary.get("data")), ("users", s.users),
         ("counts", f"{manifest.get('counts_dir')} (fingerprint {manifest.get('counts_fingerprint')})"),
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
-    ], caption="Provenance")]
+    ], caption="Provenance")
+
+
+def _efficiency(s: _StudyDir) -> Table:
     eff_rows = []
-    for t in topics:
-        f = fulls[t]
-        seeds_gap = [it.get("efficiency_gap", 0.0) for c in grid if c["topic"] == t for r in c["seeds"]
+    for t in s.topics:
+        f = s.fulls[t]
+        seeds_gap = [it.get("efficiency_gap", 0.0) for c in s.grid if c["topic"] == t for r in c["seeds"]
                      for it in r["ind"].values() if isinstance(it, dict) and "efficiency_gap" in it]
         eff_rows.append([t, max(float(it.get("efficiency_gap", 0.0)) for it in f["ind"].values()),
                          float(f.get("daily", {}).get("efficiency_gap", math.nan)),
                          max(seeds_gap) if seeds_gap else math.nan, len(seeds_gap)])
-    sure.append(Table(["topic", "full panel (max over indicators)", "per-day panel (f_heat)", "sub-panels (max)",
-                       "sub-panel runs"], eff_rows, caption="Efficiency gap |Σ_i φ_i − Δv|", id="efficiency"))
+    return Table(["topic", "full panel (max over indicators)", "per-day panel (f_heat)", "sub-panels (max)",
+                  "sub-panel runs"], eff_rows, caption="Efficiency gap |Σ_i φ_i − Δv|", id="efficiency")
+
+
+def _checks(s: _StudyDir) -> KeyValues:
+    summary = s.summary
     eps = summary.get("epsilon") or {}
-    checks = [("BIAS_v R_top above FULL (flip cells)", summary.get("flip_cells_positive")),
-              ("BIAS_v mean shift of R_top (pp)", summary.get("bias_v_mean_shift_pp")),
-              ("RAND mean shift of R_top (pp)", summary.get("rand_mean_shift_pp")),
-              *[(f"ε at N = {head_n}, BIAS_v, {k}", v) for k, v in eps.items()],
-              ("residual law: max |ε_var − ε_law|", summary.get("residual_law_max_deviation")),
-              ("degenerate runs (Δv = 0, excluded and counted)", summary.get("degenerate_runs")),
-              ("topics skipped", ", ".join(f"{k}: {v}" for k, v in (summary.get("topics_skipped") or {}).items())
-               or "none"),
-              ("cells (skipped on resume)", f"{summary.get('cells')} ({summary.get('cells_skipped_on_resume')})")]
-    sure.append(KeyValues(checks, caption="The study's checks (summary.json)"))
-    sure.append(Note("No deletion-faithfulness check, sampled-Shapley agreement or noise ceiling in this study: "
-                     "the indicators are attributed exactly (closed forms), and there is no simulator to delete "
-                     "users in.", "skipped"))
-    sure.append(Note("No smoothing gap: lin, heat, var and gini are attributed as defined, with no C² surrogate.",
-                     "skipped"))
+    return KeyValues([
+        ("BIAS_v R_top above FULL (flip cells)", summary.get("flip_cells_positive")),
+        ("BIAS_v mean shift of R_top (pp)", summary.get("bias_v_mean_shift_pp")),
+        ("RAND mean shift of R_top (pp)", summary.get("rand_mean_shift_pp")),
+        *[(f"ε at N = {s.head_n}, BIAS_v, {k}", v) for k, v in eps.items()],
+        ("residual law: max |ε_var − ε_law|", summary.get("residual_law_max_deviation")),
+        ("degenerate runs (Δv = 0, excluded and counted)", summary.get("degenerate_runs")),
+        ("topics skipped", ", ".join(f"{k}: {v}" for k, v in (summary.get("topics_skipped") or {}).items())
+         or "none"),
+        ("cells (skipped on resume)", f"{summary.get('cells')} ({summary.get('cells_skipped_on_resume')})")],
+        caption="The study's checks (summary.json)")
+
+
+def _study_tables(s: _StudyDir) -> list[Any]:
     tables = []
-    for p in sorted((d / "tables").glob("*.csv")):
+    for p in sorted((s.d / "tables").glob("*.csv")):
         rows_p = read_csv(p)
         if rows_p:
             tables.append(Details(_TABLE_TITLES.get(p.stem, p.stem),
                                   [merged_table(rows_p, caption=f"tables/{p.name}", drop=("synthetic",),
                                                 id=f"table-{p.stem}")]))
-    if tables:
-        sure.append("Study tables")
-        sure += tables
-    ds = summary.get("deepset")
+    return ["Study tables", *tables] if tables else []
+
+
+def _how_sure(s: _StudyDir) -> list[Any]:
+    """Provenance, efficiency gaps, the study's checks, what this study has no use for, every table, DeepSet."""
+    sure: list[Any] = [_provenance(s), _efficiency(s), _checks(s)]
+    sure.append(Note("No deletion-faithfulness check, sampled-Shapley agreement or noise ceiling in this study: "
+                     "the indicators are attributed exactly (closed forms), and there is no simulator to delete "
+                     "users in.", "skipped"))
+    sure.append(Note("No smoothing gap: lin, heat, var and gini are attributed as defined, with no C² surrogate.",
+                     "skipped"))
+    sure += _study_tables(s)
+    ds = s.summary.get("deepset")
     if isinstance(ds, dict):
         flat = [(k, json.dumps(v) if isinstance(v, dict | list) else v) for k, v in ds.items()]
         sure.append(Details("Learned DeepSet indicator (--deepset)", [KeyValues(flat)]))
     else:
         sure.append(Note("The learned DeepSet indicator was not run (`--deepset` not given).", "skipped"))
+    return sure
 
-    # ---------------------------------------------------------------- cost
-    llm, llm_card = llm_blocks(manifest, offline_reason="The cross-scale study attributes recorded counts; no "
-                               "language model is involved.")
-    timings = summary.get("timings") or {}
-    stages = manifest.get("stage_seconds") or timings.get("stage_seconds")
-    total = timings.get("total_seconds")
-    cost: list[Any] = [*llm, *timing_table(stages, total, note=(
+
+# ---------------------------------------------------------------------------------------------- cost, cards
+def _cost(s: _StudyDir) -> list[Any]:
+    llm, _ = llm_blocks(s.manifest, offline_reason="The cross-scale study attributes recorded counts; no "
+                        "language model is involved.")
+    timings = s.summary.get("timings") or {}
+    stages = s.manifest.get("stage_seconds") or timings.get("stage_seconds")
+    return [*llm, *timing_table(stages, timings.get("total_seconds"), note=(
         f"{timings.get('cells_computed', '?')} cell(s) computed in this invocation; "
-        f"{summary.get('cells_skipped_on_resume', 0)} read back from an earlier one."))]
+        f"{s.summary.get('cells_skipped_on_resume', 0)} read back from an earlier one."))]
 
-    # ---------------------------------------------------------------- cards + document
-    cards = [Card("Data", "SYNTHETIC" if synthetic else "ingested", f"{fmt(users)} users, {len(topics)} topic(s)")]
+
+def _cards(s: _StudyDir) -> list[Card]:
+    summary, topics = s.summary, s.topics
+    eps = summary.get("epsilon") or {}
+    cards = [Card("Data", "SYNTHETIC" if s.synthetic else "ingested", f"{fmt(s.users)} users, {len(topics)} topic(s)")]
     if summary.get("flip_cells_positive") is not None:
         cards.append(Card("Flip (BIAS_v R_top > FULL)", str(summary["flip_cells_positive"]),
                           f"mean shift {fmt(summary.get('bias_v_mean_shift_pp'), 3)} pp"))
     if "heat" in eps:
-        cards.append(Card(f"ε (heat, N = {head_n})", fmt(eps["heat"], 3), "best-scalar rescaling residual"))
+        cards.append(Card(f"ε (heat, N = {s.head_n})", fmt(eps["heat"], 3), "best-scalar rescaling residual"))
     if summary.get("residual_law_max_deviation") is not None:
         cards.append(Card("Residual law", fmt(summary["residual_law_max_deviation"], 2), "max |ε_var − ε_law|"))
-    if topics and "daily" in fulls[topics[0]]:
-        cards.append(Card(f"When ({topics[0]})", f"t* = {fulls[topics[0]]['daily']['peak_day']}", "peak day of Φ_t"))
+    if topics and "daily" in s.fulls[topics[0]]:
+        cards.append(Card(f"When ({topics[0]})", f"t* = {s.fulls[topics[0]]['daily']['peak_day']}", "peak day of Φ_t"))
+    _, llm_card = llm_blocks(s.manifest, offline_reason="")
+    total = (summary.get("timings") or {}).get("total_seconds")
     cards.append(Card("Cost", llm_card, f"0 LLM calls · wall {seconds_text(total)}"))
+    return cards
+
+
+def crossscale_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = 20,
+                        plots: bool = True) -> Document:
+    """The page of an ``aumann bluesky study`` directory."""
+    s = _StudyDir.load(d, manifest, charts, top=top, plots=plots)
+    who, when, sure, cost = _who(s), _when(s), _how_sure(s), _cost(s)  # in this order: figures are numbered
+    summary = s.summary
     return Document(
         title="Bluesky cross-scale study: who drove each topic, and when",
-        subtitle=f"{summary.get('data')}: {fmt(users)} users, topics {', '.join(topics)}; sub-panels of "
-                 f"{', '.join(str(s) for s in summary.get('sizes') or [])} users under "
+        subtitle=f"{summary.get('data')}: {fmt(s.users)} users, topics {', '.join(s.topics)}; sub-panels of "
+                 f"{', '.join(str(x) for x in summary.get('sizes') or [])} users under "
                  f"{len(summary.get('protocols') or [])} sampling protocols × {len(summary.get('seeds') or [])} seeds.",
-        sections=[Section("cards", "At a glance", [Cards(cards)]),
+        sections=[Section("cards", "At a glance", [Cards(_cards(s))]),
                   Section("who", "Who drove it", who, lead="tiers, small panels vs full, top users"),
                   Section("when", "When did it turn", when, lead="Φ_t per day, percentile × day, users × day"),
                   Section("how-sure", "How sure", sure, lead="efficiency, provenance, ε, residual law, tables"),
                   Section("cost", "Cost", cost, lead="LLM usage and wall time")],
-        synthetic=synthetic,
+        synthetic=s.synthetic,
         synthetic_note="SYNTHETIC panel — generated by `aumann bluesky synth`, not real Bluesky data.",
         meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created"))])
 

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -166,6 +167,118 @@ def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int]
     return topics, [s for s in ints if s < counts.n_users], [s for s in ints if s >= counts.n_users]
 
 
+@dataclass
+class _Cells:
+    """The study's cells: one job ``(topic, protocol, size, daily)`` per cell (the full panel first, as
+    protocol ``FULL``), where each is written, and the key of everything it depends on (a rerun skips a
+    finished cell whose key matches)."""
+
+    out: Path
+    base_key: str
+    per_agent: bool  # the FULL cells keep the top users (SYNTHETIC panels or export_per_user)
+    jobs: list[tuple[str, str, int, bool]]
+
+    @classmethod
+    def of(cls, counts: RawCounts, cfg: CrossScaleConfig, out: Path, topics: list[str], sizes: list[int],
+           fingerprint: str, per_agent: bool) -> _Cells:
+        base_key = json.dumps({"counts": fingerprint, "seeds": cfg.seeds, "indicators": cfg.indicators,
+                               "pool_fraction": cfg.pool_fraction, "k_min": cfg.k_min}, sort_keys=True)
+        jobs: list[tuple[str, str, int, bool]] = []
+        for topic in topics:
+            jobs.append((topic, "FULL", counts.n_users, False))
+            for protocol in cfg.protocols:
+                daily = topic in cfg.daily_topics and protocol in cfg.daily_protocols
+                jobs.extend((topic, protocol, s, daily) for s in sizes)
+        return cls(out, base_key, per_agent, jobs)
+
+    def path(self, topic: str, protocol: str, size: int) -> Path:
+        return child_path(self.out / "cells", topic, "FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json",
+                          what="study cell name")
+
+    def key(self, protocol: str, daily: bool) -> str:
+        extra = f"|top={TOP_USERS}" if protocol == "FULL" and self.per_agent else ""
+        return hashlib.sha256(f"{self.base_key}|{protocol}|daily={daily}{extra}".encode()).hexdigest()[:16]
+
+    def pending(self) -> tuple[list[tuple[str, str, int, bool]], list[dict[str, Any]]]:
+        """(the jobs to compute, the finished cells that failed verification: ``{cell, reason}``)."""
+        todo, failed = [], []
+        for j in self.jobs:
+            status, why = _cell_status(self.path(*j[:3]), self.key(j[1], j[3]))
+            if status != "done":
+                todo.append(j)
+            if status == "corrupt":
+                failed.append({"cell": str(self.path(*j[:3]).relative_to(self.out)), "reason": why})
+        return todo, failed
+
+
+def _open(src: Path, out: Path) -> RawCounts:
+    """The raw counts, once ``out`` is known to be a writable directory other than theirs."""
+    counts = RawCounts.load(src)
+    if out.resolve() == src.resolve():  # its manifest.json and summary.json would overwrite the counts' own
+        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
+                          "give another --out")
+    ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
+    return counts
+
+
+def _say_resume(n_skip: int, n_jobs: int, failed: list[dict[str, Any]], log: Any) -> None:
+    if n_skip:
+        log(f"resuming: {n_skip} of {n_jobs} cells already finished, skipped")
+    if failed:
+        print(f"aumann: resume: {len(failed)} finished cell(s) failed verification and will be recomputed: "
+              + "; ".join(f"{f['cell']}: {f['reason']}" for f in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+              file=sys.stderr)
+
+
+def _compute_cells(counts: RawCounts, cfg: CrossScaleConfig, cells: _Cells, todo: list[tuple[str, str, int, bool]],
+                   topics: list[str], *, synthetic: bool, bar: Any, out: Path, log: Any) -> tuple[dict[str, str], int]:
+    """Compute and write the cells ``todo``, topic by topic: (topics skipped with the reason, cells computed)."""
+    from aumann.studies.crossscale.grid import full_cell, grid_cell, prepare_topic
+
+    topics_skipped: dict[str, str] = {}
+    computed = 0
+    for topic in topics:
+        mine = [j for j in todo if j[0] == topic]
+        if not mine and not cfg.export_per_user:
+            continue
+        try:
+            data = prepare_topic(counts, topic, list(cfg.indicators), pool_fraction=cfg.pool_fraction,
+                                 k_min=cfg.k_min)
+        except ZeroDeltaVError as exc:
+            log(f"topic {topic!r} skipped: {exc}")
+            topics_skipped[topic] = str(exc)
+            if bar is not None:
+                bar.advance(len(mine))
+            continue
+        daily_panel = counts.daily_panel(topic) if any(j[3] for j in mine) else None
+        for _, protocol, size, daily in mine:
+            if protocol == "FULL":
+                cell = full_cell(counts, data, top_agents=TOP_USERS if cells.per_agent else 0)
+            else:
+                cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
+                                 daily_panel if daily else None)
+            cell.update({"key": cells.key(protocol, daily), "synthetic": synthetic})
+            _write_cell(cells.path(topic, protocol, size), cell)
+            computed += 1
+            if bar is not None:
+                bar.advance()
+        if cfg.export_per_user:
+            _export_per_user(out, data)
+        del data, daily_panel
+    return topics_skipped, computed
+
+
+def _deepset(counts: RawCounts, out: Path, cfg: CrossScaleConfig, log: Any) -> dict[str, Any]:
+    """The learned DeepSet indicator's section of the summary (``{"skipped": why}`` when Δv = 0)."""
+    from aumann.studies.crossscale.deepset import run_deepset
+
+    try:
+        return run_deepset(counts, out / "deepset", cfg, log=log)
+    except ZeroDeltaVError as exc:
+        log(f"deepset skipped: {exc}")
+        return {"skipped": str(exc)}
+
+
 def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                    cfg: CrossScaleConfig | None = None, *, progress: bool = False, log: Any = print,
                    report: bool = True, interactive: bool | None = None) -> dict[str, Any]:
@@ -175,102 +288,42 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     ``report.md`` (:mod:`aumann.studies.crossscale.page`); ``interactive`` picks Bokeh or PNG figures.
     """
     from aumann.studies.crossscale import figures, tables
-    from aumann.studies.crossscale.grid import full_cell, grid_cell, prepare_topic
 
     cfg = cfg or CrossScaleConfig()
     t_start = time.perf_counter()
     timer = StageTimer()
     timer.start("load counts")
     src, out = Path(counts_dir), Path(out_dir)
-    counts = RawCounts.load(src)
-    if out.resolve() == src.resolve():  # its manifest.json and summary.json would overwrite the counts' own
-        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
-                          "give another --out")
-    ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
+    counts = _open(src, out)
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)
-    per_agent = synthetic or cfg.export_per_user  # per-user rows: never for real data unless asked for
     if skipped:
         log(f"sizes {skipped} reach the population ({counts.n_users:,} users): skipped (the full panel is 'full')")
     fp = _fingerprint(src, counts)
-    base_key = json.dumps({"counts": fp, "seeds": cfg.seeds, "indicators": cfg.indicators,
-                           "pool_fraction": cfg.pool_fraction, "k_min": cfg.k_min}, sort_keys=True)
-    cells_dir = out / "cells"
-    jobs: list[tuple[str, str, int, bool]] = []
-    for topic in topics:
-        jobs.append((topic, "FULL", counts.n_users, False))
-        for protocol in cfg.protocols:
-            daily = topic in cfg.daily_topics and protocol in cfg.daily_protocols
-            jobs.extend((topic, protocol, s, daily) for s in sizes)
-
-    def path_of(topic: str, protocol: str, size: int) -> Path:
-        return child_path(cells_dir, topic, "FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json",
-                          what="study cell name")
-
-    def key_of(protocol: str, daily: bool) -> str:
-        extra = f"|top={TOP_USERS}" if protocol == "FULL" and per_agent else ""
-        return hashlib.sha256(f"{base_key}|{protocol}|daily={daily}{extra}".encode()).hexdigest()[:16]
-
-    todo, failed = [], []
-    for j in jobs:
-        status, why = _cell_status(path_of(*j[:3]), key_of(j[1], j[3]))
-        if status != "done":
-            todo.append(j)
-        if status == "corrupt":
-            failed.append({"cell": str(path_of(*j[:3]).relative_to(out)), "reason": why})
-    n_skip = len(jobs) - len(todo)
-    if n_skip:
-        log(f"resuming: {n_skip} of {len(jobs)} cells already finished, skipped")
-    if failed:
-        print(f"aumann: resume: {len(failed)} finished cell(s) failed verification and will be recomputed: "
-              + "; ".join(f"{f['cell']}: {f['reason']}" for f in failed[:5]) + (" ..." if len(failed) > 5 else ""),
-              file=sys.stderr)
-    topics_skipped: dict[str, str] = {}
-    computed = 0
+    # per-user rows: never for real data unless asked for
+    cells = _Cells.of(counts, cfg, out, topics, sizes, fp, per_agent=synthetic or cfg.export_per_user)
+    todo, failed = cells.pending()
+    n_skip = len(cells.jobs) - len(todo)
+    _say_resume(n_skip, len(cells.jobs), failed, log)
     bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
     t_grid = time.perf_counter()
     timer.start("grid cells (attribution)")
     try:
-        for topic in topics:
-            mine = [j for j in todo if j[0] == topic]
-            if not mine and not cfg.export_per_user:
-                continue
-            try:
-                data = prepare_topic(counts, topic, list(cfg.indicators), pool_fraction=cfg.pool_fraction,
-                                     k_min=cfg.k_min)
-            except ZeroDeltaVError as exc:
-                log(f"topic {topic!r} skipped: {exc}")
-                topics_skipped[topic] = str(exc)
-                if bar is not None:
-                    bar.advance(len(mine))
-                continue
-            daily_panel = counts.daily_panel(topic) if any(j[3] for j in mine) else None
-            for _, protocol, size, daily in mine:
-                if protocol == "FULL":
-                    cell = full_cell(counts, data, top_agents=TOP_USERS if per_agent else 0)
-                else:
-                    cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
-                                     daily_panel if daily else None)
-                cell.update({"key": key_of(protocol, daily), "synthetic": synthetic})
-                _write_cell(path_of(topic, protocol, size), cell)
-                computed += 1
-                if bar is not None:
-                    bar.advance()
-            if cfg.export_per_user:
-                _export_per_user(out, data)
-            del data, daily_panel
+        topics_skipped, computed = _compute_cells(counts, cfg, cells, todo, topics, synthetic=synthetic, bar=bar,
+                                                  out=out, log=log)
     finally:
         if bar is not None:
             bar.stop()
     grid_seconds = time.perf_counter() - t_grid
 
-    jobs = [j for j in jobs if j[0] not in topics_skipped]
-    cells = [json.loads(path_of(*j[:3]).read_text()) for j in jobs]
+    jobs = [j for j in cells.jobs if j[0] not in topics_skipped]
+    finished = [json.loads(cells.path(*j[:3]).read_text()) for j in jobs]
     timer.start("tables")
-    summary_tables = tables.write_tables(cells, out / "tables", synthetic=synthetic,
+    summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
                                          headline_size=cfg.headline_size, days=list(counts.days))
     timer.start("figures")
-    fig_paths = figures.write_figures(cells, out / "figures", synthetic=synthetic, headline_size=cfg.headline_size)
+    fig_paths = figures.write_figures(finished, out / "figures", synthetic=synthetic,
+                                      headline_size=cfg.headline_size)
     summary: dict[str, Any] = {
         "synthetic": synthetic,
         "data": "SYNTHETIC panel (not real Bluesky data)" if synthetic else "ingested capture",
@@ -283,14 +336,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         "timings": {"grid_seconds": grid_seconds, "cells_computed": computed},
     }
     if cfg.deepset:
-        from aumann.studies.crossscale.deepset import run_deepset
-
         timer.start("DeepSet (train + attribute)")
-        try:
-            summary["deepset"] = run_deepset(counts, out / "deepset", cfg, log=log)
-        except ZeroDeltaVError as exc:
-            log(f"deepset skipped: {exc}")
-            summary["deepset"] = {"skipped": str(exc)}
+        summary["deepset"] = _deepset(counts, out, cfg, log)
     timer.stop()
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
     summary["timings"]["stage_seconds"] = timer.seconds

@@ -10,6 +10,7 @@ Every table of a SYNTHETIC run starts with a SYNTHETIC banner (Markdown) / colum
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,144 +83,185 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, synthetic: bool,
-                 headline_size: int = 100, days: list[str] | None = None) -> dict[str, Any]:
-    """Write every table under ``out``; return the summary numbers."""
-    out = Path(out)
-    runs, full = runs_frame(cells), full_frame(cells)
-    topics = list(dict.fromkeys(c["topic"] for c in cells))
-    summary: dict[str, Any] = {}
-    if runs.empty:
-        return {"residual_law_max_deviation": None, "epsilon": {}, "flip_cells_positive": "0/0"}
-    inds = list(dict.fromkeys(runs["indicator"]))
-    protos = list(dict.fromkeys(runs["protocol"]))
-    head = runs[runs["size"] == headline_size]
-    fmean = full.set_index(["topic", "indicator"])
+@dataclass
+class _Grid:
+    """What every table is cut from: the runs and the full panel as frames, and the study's axes."""
 
-    # flip-main ------------------------------------------------------------------------------
-    fm = _agg(head, ["indicator", "protocol", "topic"], "R_top")
-    fm["full"] = [fmean.loc[(t, i), "R_top"] for t, i in zip(fm["topic"], fm["indicator"])]
+    out: Path
+    synthetic: bool
+    headline_size: int
+    runs: pd.DataFrame
+    full: pd.DataFrame  # indexed by (topic, indicator)
+    topics: list[str]
+    inds: list[str]
+    protos: list[str]
+
+    @property
+    def head(self) -> pd.DataFrame:
+        """The runs at the headline size."""
+        return self.runs[self.runs["size"] == self.headline_size]
+
+    def write(self, name: str, df: pd.DataFrame, md: str) -> None:
+        _write(self.out, name, df, md, self.synthetic)
+
+
+def _flip_main(g: _Grid) -> dict[str, Any]:
+    """flip-main: R_top per protocol vs FULL at the headline N; the flip counts and mean shifts."""
+    fm = _agg(g.head, ["indicator", "protocol", "topic"], "R_top")
+    fm["full"] = [g.full.loc[(t, i), "R_top"] for t, i in zip(fm["topic"], fm["indicator"])]
     fm["delta_pp"] = fm["mean"] - fm["full"]
-    md = f"R_top (%) at N = {headline_size}: mean ± seed std (ΔR_top vs FULL, pp)\n\n"
-    for ind in inds:
+    md = f"R_top (%) at N = {g.headline_size}: mean ± seed std (ΔR_top vs FULL, pp)\n\n"
+    for ind in g.inds:
         rows = []
-        for p in protos:
+        for p in g.protos:
             r = fm[(fm.indicator == ind) & (fm.protocol == p)].set_index("topic")
             rows.append([SHORT.get(p, p)] + [f"{_fmt(r.loc[t, 'mean'], r.loc[t, 'std'])} "
                                              f"({_fmt(r.loc[t, 'delta_pp'], signed=True)})"
-                                             if t in r.index else "–" for t in topics])
-        rows.append(["FULL"] + [_fmt(fmean.loc[(t, ind), "R_top"]) for t in topics])
-        md += f"**f_{ind}**\n\n" + _md_table(["protocol", *topics], rows) + "\n"
-    _write(out, "flip-main", fm, md, synthetic)
+                                             if t in r.index else "–" for t in g.topics])
+        rows.append(["FULL"] + [_fmt(g.full.loc[(t, ind), "R_top"]) for t in g.topics])
+        md += f"**f_{ind}**\n\n" + _md_table(["protocol", *g.topics], rows) + "\n"
+    g.write("flip-main", fm, md)
     bv = fm[fm.protocol == "BIAS_visibility"]
-    pos = int((bv["delta_pp"] > 0).sum())
-    summary["flip_cells_positive"] = f"{pos}/{len(bv)}"
-    summary["bias_v_mean_shift_pp"] = float(bv["delta_pp"].mean()) if len(bv) else None
     rd = fm[fm.protocol == "RAND"]
-    summary["rand_mean_shift_pp"] = float(rd["delta_pp"].mean()) if len(rd) else None
-    summary["rand_mean_abs_shift_pp"] = float(rd["delta_pp"].abs().mean()) if len(rd) else None
+    return {"flip_cells_positive": f"{int((bv['delta_pp'] > 0).sum())}/{len(bv)}",
+            "bias_v_mean_shift_pp": float(bv["delta_pp"].mean()) if len(bv) else None,
+            "rand_mean_shift_pp": float(rd["delta_pp"].mean()) if len(rd) else None,
+            "rand_mean_abs_shift_pp": float(rd["delta_pp"].abs().mean()) if len(rd) else None}
 
-    # flip-app-cross-f ---------------------------------------------------------------------
+
+def _flip_cross_f(g: _Grid) -> None:
+    """flip-app-cross-f: the three tier shares of BIAS_v at the headline N against FULL, every indicator."""
+    head = g.head
     rows_df, rows = [], []
-    for ind in inds:
-        for t in topics:
+    for ind in g.inds:
+        for t in g.topics:
             rec = {"indicator": ind, "topic": t}
             cells_md = []
             for tier in TIER_LABELS:
                 a = _agg(head[(head.protocol == "BIAS_visibility") & (head.indicator == ind) & (head.topic == t)],
                          ["topic"], f"R_{tier}")
                 m, s = (a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else (np.nan, np.nan)
-                rec |= {f"bias_v_{tier}": m, f"bias_v_{tier}_std": s, f"full_{tier}": fmean.loc[(t, ind), f"R_{tier}"]}
+                rec |= {f"bias_v_{tier}": m, f"bias_v_{tier}_std": s, f"full_{tier}": g.full.loc[(t, ind), f"R_{tier}"]}
                 cells_md.append(_fmt(m, s))
             rows_df.append(rec)
-            rows.append([ind, t, *cells_md, *[_fmt(fmean.loc[(t, ind), f"R_{k}"]) for k in TIER_LABELS]])
-    _write(out, "flip-app-cross-f", pd.DataFrame(rows_df),
-           f"Three-tier shares (%), BIAS_v N = {headline_size} (mean ± seed std) vs FULL\n\n" +
-           _md_table(["f", "topic", "BIAS_v top", "BIAS_v mid", "BIAS_v tail", "FULL top", "FULL mid", "FULL tail"],
-                     rows), synthetic)
+            rows.append([ind, t, *cells_md, *[_fmt(g.full.loc[(t, ind), f"R_{k}"]) for k in TIER_LABELS]])
+    g.write("flip-app-cross-f", pd.DataFrame(rows_df),
+            f"Three-tier shares (%), BIAS_v N = {g.headline_size} (mean ± seed std) vs FULL\n\n" +
+            _md_table(["f", "topic", "BIAS_v top", "BIAS_v mid", "BIAS_v tail", "FULL top", "FULL mid", "FULL tail"],
+                      rows))
 
-    # theorem-test -------------------------------------------------------------------------
-    eps_all = _agg(runs, ["protocol", "size", "indicator", "topic"], "eps")
-    tt = eps_all[(eps_all.protocol == "BIAS_visibility") & (eps_all["size"] == headline_size)]
+
+def _theorem_test(g: _Grid) -> dict[str, Any]:
+    """theorem-test (BIAS_v at the headline N) and theorem-test-all (every cell): ε of the best scalar rescaling."""
+    eps_all = _agg(g.runs, ["protocol", "size", "indicator", "topic"], "eps")
+    tt = eps_all[(eps_all.protocol == "BIAS_visibility") & (eps_all["size"] == g.headline_size)]
     piv = {(r.topic, r.indicator): (r.mean, r.std) for r in tt.itertuples()}
-    rows = [[t] + [f"{piv[(t, i)][0]:.3g} ± {piv[(t, i)][1]:.2g}" if (t, i) in piv else "–" for i in inds]
-            for t in topics]
-    _write(out, "theorem-test", tt, f"ε of the best scalar rescaling, BIAS_v N = {headline_size} "
-           "(mean ± seed std)\n\n" + _md_table(["topic", *[f"ε_{i}" for i in inds]], rows), synthetic)
-    _write(out, "theorem-test-all", eps_all, "ε for every cell: see the CSV\n", synthetic)
-    summary["epsilon"] = {i: float(tt[tt.indicator == i]["mean"].mean()) for i in inds if (tt.indicator == i).any()}
-    summary["epsilon_max_over_cells"] = {i: float(tt[tt.indicator == i]["mean"].max())
-                                         for i in inds if (tt.indicator == i).any()}
+    rows = [[t] + [f"{piv[(t, i)][0]:.3g} ± {piv[(t, i)][1]:.2g}" if (t, i) in piv else "–" for i in g.inds]
+            for t in g.topics]
+    g.write("theorem-test", tt, f"ε of the best scalar rescaling, BIAS_v N = {g.headline_size} "
+            "(mean ± seed std)\n\n" + _md_table(["topic", *[f"ε_{i}" for i in g.inds]], rows))
+    g.write("theorem-test-all", eps_all, "ε for every cell: see the CSV\n")
+    return {"epsilon": {i: float(tt[tt.indicator == i]["mean"].mean()) for i in g.inds if (tt.indicator == i).any()},
+            "epsilon_max_over_cells": {i: float(tt[tt.indicator == i]["mean"].max())
+                                       for i in g.inds if (tt.indicator == i).any()}}
 
-    # residual law (f_var) -------------------------------------------------------------------
+
+def _residual_law(g: _Grid) -> dict[str, Any]:
+    """residual-law: f_var's measured ε against the exact residual law (when the runs have it)."""
+    runs = g.runs
     var = runs[(runs.indicator == "var") & ~runs["degenerate"]]
-    if "law_dev" in var and var["law_dev"].notna().any():
-        rl = var.groupby(["topic", "protocol", "size"]).agg(
-            n=("eps", "count"), eps_mean=("eps", "mean"), eps_law_mean=("eps_law", "mean"),
-            abs_shift=("mean_shift", lambda x: float(np.abs(x).mean())), max_dev=("law_dev", "max")).reset_index()
-        summary["residual_law_max_deviation"] = float(var["law_dev"].max())
-        summary["residual_law_runs"] = int(var["law_dev"].notna().sum())
-        rows = [[r.topic, SHORT.get(r.protocol, r.protocol), str(r.size), f"{r.eps_mean:.4f}", f"{r.eps_law_mean:.4f}",
-                 f"{r.abs_shift:.3f}", f"{r.max_dev:.1e}"] for r in rl.itertuples()]
-        _write(out, "residual-law", rl, "Exact residual law for f_var: measured ε vs "
-               "|m_S − m_N|·‖P_v⊥ g_S‖/‖u‖\n\n" + _md_table(
-                   ["topic", "protocol", "N", "ε measured", "ε law", "|m_S − m_N|", "max |dev|"], rows), synthetic)
-    else:
-        summary["residual_law_max_deviation"] = None
+    if not ("law_dev" in var and var["law_dev"].notna().any()):
+        return {"residual_law_max_deviation": None}
+    rl = var.groupby(["topic", "protocol", "size"]).agg(
+        n=("eps", "count"), eps_mean=("eps", "mean"), eps_law_mean=("eps_law", "mean"),
+        abs_shift=("mean_shift", lambda x: float(np.abs(x).mean())), max_dev=("law_dev", "max")).reset_index()
+    rows = [[r.topic, SHORT.get(r.protocol, r.protocol), str(r.size), f"{r.eps_mean:.4f}", f"{r.eps_law_mean:.4f}",
+             f"{r.abs_shift:.3f}", f"{r.max_dev:.1e}"] for r in rl.itertuples()]
+    g.write("residual-law", rl, "Exact residual law for f_var: measured ε vs "
+            "|m_S − m_N|·‖P_v⊥ g_S‖/‖u‖\n\n" + _md_table(
+                ["topic", "protocol", "N", "ε measured", "ε law", "|m_S − m_N|", "max |dev|"], rows))
+    return {"residual_law_max_deviation": float(var["law_dev"].max()),
+            "residual_law_runs": int(var["law_dev"].notna().sum())}
 
-    # numbers-app (first topic, heat, BIAS_v and RAND over sizes) -----------------------------
-    t0 = "mythos" if "mythos" in topics else topics[0]
-    if "heat" in inds:
-        sub = runs[(runs.topic == t0) & (runs.indicator == "heat")]
-        rows, recs = [], []
-        for size in sorted(sub["size"].unique()):
-            row = [str(size)]
-            for p in ("BIAS_visibility", "RAND"):
-                for tier in TIER_LABELS:
-                    a = _agg(sub[(sub.protocol == p) & (sub["size"] == size)], ["size"], f"R_{tier}")
-                    m, s = (a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else (np.nan, np.nan)
-                    row.append(_fmt(m, s))
-                    recs.append({"size": size, "protocol": p, "tier": tier, "mean": m, "std": s})
-            rows.append(row)
-        rows.append(["FULL"] + [_fmt(fmean.loc[(t0, "heat"), f"R_{k}"]) for k in TIER_LABELS] * 2)
-        _write(out, "numbers-app", pd.DataFrame(recs), f"{t0}, f_heat: tier shares (%) by N\n\n" + _md_table(
-            ["N", *[f"{p} {k}" for p in ("BIAS_v", "RAND") for k in TIER_LABELS]], rows), synthetic)
 
-        # topics-jaccard ------------------------------------------------------------------------
-        jv = runs[(runs.protocol == "BIAS_visibility") & (runs.indicator == "heat")]
-        jj = (_agg(jv, ["topic", "size"], "jaccard10") if "jaccard10" in jv and jv["jaccard10"].notna().any()
-              else pd.DataFrame(columns=["topic", "size", "mean", "std", "n"]))
-        sizes = sorted(jj["size"].unique())
-        piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
-        rows = [[t] + [f"{piv.get((t, s), np.nan):.2f}" for s in sizes] for t in topics]
-        _write(out, "topics-jaccard", jj, "Top-10 Jaccard, BIAS_v panel vs full top-10 (f_heat)\n\n" +
-               _md_table(["topic", *[f"N={s}" for s in sizes]], rows), synthetic)
+def _numbers_app(g: _Grid) -> None:
+    """numbers-app: the first topic's (mythos when present) f_heat tier shares by N, BIAS_v and RAND."""
+    t0 = "mythos" if "mythos" in g.topics else g.topics[0]
+    sub = g.runs[(g.runs.topic == t0) & (g.runs.indicator == "heat")]
+    rows, recs = [], []
+    for size in sorted(sub["size"].unique()):
+        row = [str(size)]
+        for p in ("BIAS_visibility", "RAND"):
+            for tier in TIER_LABELS:
+                a = _agg(sub[(sub.protocol == p) & (sub["size"] == size)], ["size"], f"R_{tier}")
+                m, s = (a["mean"].iloc[0], a["std"].iloc[0]) if len(a) else (np.nan, np.nan)
+                row.append(_fmt(m, s))
+                recs.append({"size": size, "protocol": p, "tier": tier, "mean": m, "std": s})
+        rows.append(row)
+    rows.append(["FULL"] + [_fmt(g.full.loc[(t0, "heat"), f"R_{k}"]) for k in TIER_LABELS] * 2)
+    g.write("numbers-app", pd.DataFrame(recs), f"{t0}, f_heat: tier shares (%) by N\n\n" + _md_table(
+        ["N", *[f"{p} {k}" for p in ("BIAS_v", "RAND") for k in TIER_LABELS]], rows))
 
-        # kol-anchors ---------------------------------------------------------------------------
-        rows, recs = [], []
-        hb = head[(head.protocol == "BIAS_visibility") & (head.indicator == "heat")]
-        for t in topics if len(hb) else []:
-            for label, col in (("followers (G_top)", "R_top"), ("topic posts (G_2)", "A_posts"),
-                               ("replies received (G_3)", "A_replies")):
-                a = _agg(hb[hb.topic == t], ["topic"], col)
-                m = a["mean"].iloc[0] if len(a) else np.nan
-                f = fmean.loc[(t, "heat"), col]
-                recs.append({"topic": t, "anchor": label, "bias_v": m, "full": f, "delta_pp": m - f})
-                rows.append([t, label, _fmt(m), _fmt(f), _fmt(m - f, signed=True)])
-        _write(out, "kol-anchors", pd.DataFrame(recs), f"Elite anchors, f_heat, BIAS_v N = {headline_size}\n\n" +
-               _md_table(["topic", "anchor", "R bias (%)", "R full (%)", "Δ (pp)"], rows), synthetic)
 
-    # strategies (dose-response, gini) ---------------------------------------------------------
-    ind_s = "gini" if "gini" in inds else inds[0]
-    st = head[head.indicator == ind_s].groupby(["topic", "protocol"]).agg(
+def _topics_jaccard(g: _Grid) -> None:
+    """topics-jaccard: top-10 Jaccard of the BIAS_v panel against the full panel's top 10 (f_heat), by N."""
+    jv = g.runs[(g.runs.protocol == "BIAS_visibility") & (g.runs.indicator == "heat")]
+    jj = (_agg(jv, ["topic", "size"], "jaccard10") if "jaccard10" in jv and jv["jaccard10"].notna().any()
+          else pd.DataFrame(columns=["topic", "size", "mean", "std", "n"]))
+    sizes = sorted(jj["size"].unique())
+    piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
+    rows = [[t] + [f"{piv.get((t, s), np.nan):.2f}" for s in sizes] for t in g.topics]
+    g.write("topics-jaccard", jj, "Top-10 Jaccard, BIAS_v panel vs full top-10 (f_heat)\n\n" +
+            _md_table(["topic", *[f"N={s}" for s in sizes]], rows))
+
+
+def _kol_anchors(g: _Grid) -> None:
+    """kol-anchors: BIAS_v at the headline N against FULL under three elite anchors (f_heat)."""
+    rows, recs = [], []
+    hb = g.head[(g.head.protocol == "BIAS_visibility") & (g.head.indicator == "heat")]
+    for t in g.topics if len(hb) else []:
+        for label, col in (("followers (G_top)", "R_top"), ("topic posts (G_2)", "A_posts"),
+                           ("replies received (G_3)", "A_replies")):
+            a = _agg(hb[hb.topic == t], ["topic"], col)
+            m = a["mean"].iloc[0] if len(a) else np.nan
+            f = g.full.loc[(t, "heat"), col]
+            recs.append({"topic": t, "anchor": label, "bias_v": m, "full": f, "delta_pp": m - f})
+            rows.append([t, label, _fmt(m), _fmt(f), _fmt(m - f, signed=True)])
+    g.write("kol-anchors", pd.DataFrame(recs), f"Elite anchors, f_heat, BIAS_v N = {g.headline_size}\n\n" +
+            _md_table(["topic", "anchor", "R bias (%)", "R full (%)", "Δ (pp)"], rows))
+
+
+def _strategies(g: _Grid) -> None:
+    """strategies: dose-response at the headline N (f_gini when run): mean |S ∩ G_top| and ΔR_top."""
+    ind_s = "gini" if "gini" in g.inds else g.inds[0]
+    st = g.head[g.head.indicator == ind_s].groupby(["topic", "protocol"]).agg(
         n_top_mean=("n_top", "mean"), R_top=("R_top", "mean"), R_top_std=("R_top", "std")).reset_index()
-    st["delta_pp"] = [r.R_top - fmean.loc[(r.topic, ind_s), "R_top"] for r in st.itertuples()]
+    st["delta_pp"] = [r.R_top - g.full.loc[(r.topic, ind_s), "R_top"] for r in st.itertuples()]
     rows = [[r.topic, SHORT.get(r.protocol, r.protocol), f"{r.n_top_mean:.1f}", _fmt(r.delta_pp, signed=True)]
             for r in st.itertuples()]
-    _write(out, "strategies", st, f"Dose-response at N = {headline_size}, f_{ind_s}: mean |S ∩ G_top| and ΔR_top\n\n"
-           + _md_table(["topic", "protocol", f"mean |S∩G_top| (of {headline_size})", "ΔR_top (pp)"], rows), synthetic)
+    g.write("strategies", st, f"Dose-response at N = {g.headline_size}, f_{ind_s}: mean |S ∩ G_top| and ΔR_top\n\n"
+            + _md_table(["topic", "protocol", f"mean |S∩G_top| (of {g.headline_size})", "ΔR_top (pp)"], rows))
 
-    summary.update(_daily_tables(cells, out, synthetic, days or []))
+
+def write_tables(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, synthetic: bool,
+                 headline_size: int = 100, days: list[str] | None = None) -> dict[str, Any]:
+    """Write every table under ``out``; return the summary numbers."""
+    runs, full = runs_frame(cells), full_frame(cells)
+    if runs.empty:
+        return {"residual_law_max_deviation": None, "epsilon": {}, "flip_cells_positive": "0/0"}
+    g = _Grid(Path(out), synthetic, headline_size, runs, full.set_index(["topic", "indicator"]),
+              topics=list(dict.fromkeys(c["topic"] for c in cells)), inds=list(dict.fromkeys(runs["indicator"])),
+              protos=list(dict.fromkeys(runs["protocol"])))
+    summary: dict[str, Any] = {**_flip_main(g)}
+    _flip_cross_f(g)
+    summary.update(_theorem_test(g))
+    summary.update(_residual_law(g))
+    if "heat" in g.inds:
+        _numbers_app(g)
+        _topics_jaccard(g)
+        _kol_anchors(g)
+    _strategies(g)
+    summary.update(_daily_tables(cells, g.out, synthetic, days or []))
     summary["degenerate_runs"] = int(runs["degenerate"].sum())
     return summary
 

@@ -1,0 +1,147 @@
+"""The run directory's PNG figures (matplotlib, Agg backend, imported lazily).
+
+* ``macro_curve.png``: f over steps per run, t* marked, original indicator dashed;
+* ``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed
+  Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table);
+* ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles.
+
+Each is its own function (:data:`FIGURES`), so that the report stage can draw them as separate optional parts
+(:class:`aumann.studies.report.ReportParts`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import StudyError
+from aumann.io import atomic_path, read_npz
+from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
+from aumann.studies.tables import methods_of
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    return path
+
+
+def macro_curve_figure(result: StudyResult, out: Path) -> Path:
+    """``macro_curve.png``: f over steps per run, t* marked (● per run), the original indicator dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    try:
+        for r, (rec, arr) in enumerate(zip(result.records, result.arrays)):
+            line = ax.plot(arr["f_values"], lw=1.2, alpha=0.8, label="C² surrogate" if r == 0 else None)[0]
+            if r == 0:
+                ax.plot(arr["f_original_values"], ls="--", lw=1, color=line.get_color(), label="original")
+            ax.plot([rec["t_star"]], [rec["f_t_star"]], "o", color=line.get_color())
+        T = len(result.arrays[0]["f_values"])
+        ax.axvline(math.ceil(T / 2), color="grey", lw=0.8, ls=":", label="⌈T/2⌉")
+        ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return _save(fig, RunDir(out).figure(MACRO_CURVE))
+    finally:
+        plt.close(fig)
+
+
+def heatmap_figure(result: StudyResult, out: Path) -> Path:
+    """``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed Φ_i (top first:
+    the agents of the report's who-table)."""
+    plt = _pyplot()
+    phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
+    top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
+    fig, ax = plt.subplots(figsize=(8, 5))
+    try:
+        lim = float(np.abs(phi[:, top]).max()) or 1.0
+        im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+        ax.axvline(result.records[0]["t_star"], color="k", lw=1)
+        ids = _agent_ids(result, phi.shape[1])
+        ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
+               yticklabels=[str(ids[i]) for i in top],
+               title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
+        ax.tick_params(axis="y", labelsize=6)
+        fig.colorbar(im, ax=ax, label="φ_{i,t}")
+        fig.tight_layout()
+        return _save(fig, RunDir(out).figure(HEATMAP))
+    finally:
+        plt.close(fig)
+
+
+def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
+    """``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    try:
+        for ax, key, what in ((axes[0], "curve", "re-simulation"), (axes[1], "curve_masking", "masking")):
+            for name in methods_of(result):
+                arrs = [a[f"{key}_{name}"] for a in result.arrays if f"{key}_{name}" in a]
+                if not arrs:
+                    continue
+                # runs with births and deaths have different K_del (their players differ): the mean over the runs
+                # that reach each k
+                kmax = max(len(a) for a in arrs)
+                curves = np.full((len(arrs), kmax), np.nan)
+                for r, a in enumerate(arrs):
+                    curves[r, :len(a)] = a
+                k = np.arange(1, kmax + 1)
+                ax.plot(k, 100 * np.nanmean(curves, axis=0), marker=".", label=name)
+            ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("drop (f − f_k)/f  [%]")
+        fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
+        fig.tight_layout()
+        return _save(fig, RunDir(out).figure(DELETION_CURVES))
+    finally:
+        plt.close(fig)
+
+
+#: the run directory's PNG figures, in the order they are drawn
+FIGURES: tuple[tuple[str, Callable[[StudyResult, Path], Path]], ...] = (
+    (MACRO_CURVE, macro_curve_figure), (HEATMAP, heatmap_figure), (DELETION_CURVES, deletion_curves_figure))
+
+
+def write_plots(result: StudyResult, out: Path, *, parts: Any = None) -> list[Path]:
+    """macro_curve.png, attribution_heatmap.png, deletion_curves.png (matplotlib Agg, imported lazily).
+
+    With ``parts`` (:class:`aumann.studies.report.ReportParts`) each figure is one optional part of the report
+    stage (a failure is recorded there and the next figure is drawn); without, the first failure raises."""
+    paths = []
+    for name, draw in FIGURES:
+        path = draw(result, out) if parts is None else parts.attempt(f"figure {name}", lambda d=draw: d(result, out))
+        if path is not None:
+            paths.append(path)
+    return paths
+
+
+def _agent_ids(result: StudyResult, n: int) -> list[Any]:
+    """Run 0's agent ids (from its panel, or its saved attribution on resume); positions as a last resort."""
+    panel = result.panels[0] if result.panels else None
+    if panel is not None:
+        return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
+    path = RunDir(result.out_dir).attribution(0, "aumann_shapley") if result.out_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
+        except StudyError:
+            ids = None  # a damaged file: fall back to positions (the heatmap labels only)
+        if ids is not None and len(ids) == n:
+            return [i.item() for i in ids]
+    return list(range(n))
+
+
+__all__ = ["FIGURES", "deletion_curves_figure", "heatmap_figure", "macro_curve_figure", "write_plots"]

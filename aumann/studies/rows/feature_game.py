@@ -1,0 +1,136 @@
+"""The rows that explain the per-step masking game at t*: ``aumann_shapley``, ``sampled_shapley`` (the
+reference; the per-step masking game or, with ``study.reference_game = "resimulation"``, the re-simulation
+game), ``sampled_shapley_cv`` (the reference's value with the Aumann–Shapley control variate) and
+``leave_one_out``."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aumann.attribution.metrics import kendall_tau, topk_jaccard
+from aumann.evaluation.deletion import resimulation_game
+from aumann.studies.context import RunContext
+from aumann.studies.rows.registry import Row, RowOutput
+from aumann.studies.rows.scoring import REFERENCE
+
+
+class AumannShapleyRow(Row):
+    """Straight-path Aumann–Shapley (Gauss–Legendre quadrature) at t*: the attribution over every step
+    (the ``attribute`` stage) read at t*."""
+
+    name = "aumann_shapley"
+
+    def compute(self, ctx: RunContext) -> RowOutput:
+        return RowOutput(phi=ctx.attribution.phi[ctx.t_star], attributions={self.name: ctx.attribution})
+
+
+class SampledShapleyRow(Row):
+    """The reference: sampled Shapley on ``study.reference_game`` (the per-step masking game, or the
+    re-simulation game); a second run with an independent seed (``ceiling_permutations``) is the noise
+    ceiling of every agreement column."""
+
+    name = REFERENCE
+    message = "sampled Shapley (reference)"
+
+    def compute(self, ctx: RunContext) -> RowOutput:
+        from aumann.attribution import SampledShapley, attribute
+
+        st = ctx.config.study
+        ceil_perm = st.ceiling_permutations or st.permutations
+        if st.reference_game == "resimulation":
+            game = resimulation_game(ctx.oracle, ctx.n, players=None if ctx.everyone else ctx.players)
+            ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=ctx.rng("reference"))
+            ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=ctx.rng("ceiling"))
+            phi, ceiling = ctx.on_players(ss.phi[0]), ctx.on_players(ss2.phi[0])
+        else:
+            anti = st.antithetic and st.permutations % 2 == 0 and ceil_perm % 2 == 0
+            ss = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=st.permutations, antithetic=anti),
+                           baseline=ctx.z0, rng=ctx.rng("reference"))
+            ss2 = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=ceil_perm, antithetic=anti),
+                            baseline=ctx.z0, rng=ctx.rng("ceiling"))
+            phi, ceiling = ss.phi[0], ss2.phi[0]
+        cost = {"game": st.reference_game, "evaluations": int(ss.n_evals or 0),
+                "seconds": float(ss.provenance.get("seconds", math.nan))}
+        return RowOutput(phi=phi, stderr=None if ss.stderr is None else np.asarray(ss.stderr)[0], cost=cost,
+                         attributions={self.name: ss, f"{self.name}_ceiling": ss2}, ceiling=ceiling)
+
+    def finish(self, ctx: RunContext, out: RowOutput) -> None:
+        ctx.arrays["phi_ceiling"] = out.ceiling
+        ctx.rec["ceiling"] = {"kendall_tau": ctx.agree(out.ceiling, out.phi, kendall_tau),
+                              "jaccard_top10": ctx.agree(out.ceiling, out.phi, topk_jaccard, ctx.sizes.top_k)}
+
+
+class SampledShapleyCVRow(Row):
+    """Sampled Shapley with the Aumann–Shapley control variate (issue 25) on the reference's game: the same
+    Shapley value as ``sampled_shapley``, from ``study.permutations`` permutations with a far smaller standard
+    error where the indicator is smooth (:class:`~aumann.attribution.SampledShapleyCV`). On the re-simulation
+    game (``study.reference_game = "resimulation"``, a scenario with a step map, a fixed population) the step
+    map's own marginals are the control: 16 fork permutations confirm it, ``study.permutations`` map-only
+    permutations carry the estimate (:func:`~aumann.evaluation.resimulation_shapley_cv`). Its record holds the
+    median standard error beside the reference's."""
+
+    name = "sampled_shapley_cv"
+    needs = (REFERENCE,)
+    message = "sampled Shapley with the Aumann–Shapley control variate"
+    record_key = "sampled_shapley_cv"
+
+    def compute(self, ctx: RunContext) -> RowOutput | None:
+        from aumann.attribution import SampledShapleyCV, attribute
+
+        st = ctx.config.study
+        t0 = time.perf_counter()
+        if st.reference_game == "resimulation":
+            if ctx.scenario.step_map is None or not ctx.everyone:
+                return None
+            from aumann.evaluation.resimulation_cv import resimulation_shapley_cv
+
+            res = resimulation_shapley_cv(ctx.scenario, ctx.model_before, ctx.config,
+                                          permutations=min(16, st.permutations), control="step-map",
+                                          map_permutations=st.permutations, oracle=ctx.oracle, rng=ctx.rng(self.name),
+                                          agent_ids=ctx.panel.agent_ids)
+            cost = {"game": "resimulation", "step_evals": int(res.provenance["forks"]),
+                    "map_evaluations": int(res.provenance.get("map_evaluations", 0))}
+            info = res.provenance
+        else:
+            anti = st.antithetic and st.permutations % 2 == 0
+            res = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=st.permutations, antithetic=anti),
+                            baseline=ctx.z0, rng=ctx.rng(self.name))
+            cost = {"game": "masking", "evaluations": int(res.n_evals or 0)}
+            info = res.provenance["per_step"]
+        cost["seconds"] = time.perf_counter() - t0
+        se = np.asarray(res.stderr)[0]
+        ref_se = ctx.outputs[REFERENCE].stderr
+        record = {"permutations": int(info.get("permutations", st.permutations)), "control": info.get("control"),
+                  "median_stderr": float(np.median(se)),
+                  "reference_median_stderr": float(np.median(ref_se)) if ref_se is not None else math.nan,
+                  "variance_reduction": float(info.get("variance_reduction") or math.nan)}
+        return RowOutput(phi=res.phi[0], stderr=se, cost=cost, attributions={self.name: res}, record=record)
+
+    def cost_rows(self, records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+        recs = [r[self.record_key] for r in records if r.get(self.record_key)]
+        if not recs:
+            return []
+        se = float(np.mean([r["median_stderr"] for r in recs]))
+        ref = float(np.mean([r["reference_median_stderr"] for r in recs]))
+        return [("sampled Shapley with the control variate: median standard error (reference's)",
+                 f"{se:.3g} ({ref:.3g})")]
+
+
+class LeaveOneOutRow(Row):
+    """φ_i = v(N) − v(N ∖ {i}) on the masking game at t*."""
+
+    name = "leave_one_out"
+
+    def compute(self, ctx: RunContext) -> RowOutput:
+        from aumann.attribution import LeaveOneOut, attribute
+
+        loo = attribute(ctx.f, ctx.target, method=LeaveOneOut(), baseline=ctx.z0)
+        return RowOutput(phi=loo.phi[0], attributions={self.name: loo})
+
+
+__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow"]

@@ -1,0 +1,189 @@
+"""The "How sure" section of the page of an ``aumann run`` directory: the stages that did not finish,
+provenance and efficiency, the faithfulness tables and deletion curves, agreement with sampled Shapley
+against its noise ceiling, every registered row's own part, the smoothing gap and the ablations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aumann.studies.action_sections import GAMES, table_columns_note
+from aumann.studies.charts import Line
+from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt
+from aumann.studies.rows import rows
+from aumann.studies.rundir import DELETION_CURVES, failure_text, stage_failures
+from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note, merged_table, read_csv
+from aumann.studies.study_page_data import StudyPage
+
+_VARIANT_TITLES = {
+    "deletion": "Deletion curves (attributed indicator, agents ranked by φ)",
+    "original": "Deletion curves on the original (non-smooth) indicator",
+    "magnitude": "Deletion curves, agents ranked by |φ|",
+    "masking": "Deletion curves under the masking oracle",
+    "original_masking": "Deletion curves, original indicator, masking oracle",
+}
+
+
+def _provenance(page: StudyPage) -> list[Any]:
+    prov, study = dict(page.ats[0].provenance), page.config.get("study") or {}
+    seeds, manifest = page.manifest.get("seeds") or {}, page.manifest
+    out: list[Any] = [KeyValues([
+        ("method", f"Aumann–Shapley ({'closed form' if prov.get('closed_form') else 'path integral'})"),
+        ("K (quadrature points)", prov.get("steps")), ("rule", prov.get("rule")), ("power τ = u^p", prov.get("power")),
+        ("baseline", f"{prov.get('baseline')} — each agent's features under the baseline action at that step"),
+        ("indicator", prov.get("indicator")), ("dtype", prov.get("dtype")),
+        ("reference", f"sampled Shapley, {study.get('permutations', '?')} permutations, "
+                      f"{study.get('reference_game', 'masking')} game"),
+        ("noise ceiling", "a second sampled-Shapley run, "
+                          f"{study.get('ceiling_permutations') or study.get('permutations', '?')} "
+                          "permutations, independent seed"),
+        ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
+                  f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
+        ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
+        ("aumann", (manifest.get("packages") or {}).get("aumann")),
+    ], caption="Provenance")]
+    eff_rows = []
+    for r, (att, rec) in enumerate(zip(page.ats, page.recs)):
+        ts = int(rec["t_star"])
+        eff_rows.append([r, ts, float(att.delta_v[ts]), float(att.phi[ts].sum()), float(att.efficiency_gap[ts]),
+                         float(att.relative_efficiency_gap[ts]), float(att.max_efficiency_gap),
+                         float(att.relative_efficiency_gap.max())])
+    out.append(Table(["run", "t*", "Δv(t*)", "Σ_i φ_i,t*", "|Σφ − Δv| at t*", "relative", "max over steps",
+                      "max relative"], eff_rows, caption="Efficiency gap |Σ_i φ_i,t − Δv_t| (quadrature error)",
+                     id="efficiency"))
+    flagged = [r for r, att in enumerate(page.ats) if att.large_efficiency_gap().any()]
+    if flagged:
+        out.append(efficiency_note(max(float(page.ats[r].relative_efficiency_gap.max()) for r in flagged),
+                                   f"run(s) {', '.join(map(str, flagged))}"))
+    return out
+
+
+def _curve_groups(arrays: Sequence[dict[str, np.ndarray]], methods: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """{variant: {method: mean curve over runs}} from the ``curve_<variant>_<method>`` arrays of every run."""
+    known = sorted(set(methods), key=len, reverse=True)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    keys = [k for k in arrays[0] if k.startswith("curve_")] if arrays else []
+    for key in keys:
+        rest = key[len("curve_"):]
+        method = next((m for m in known if rest == m or rest.endswith("_" + m)), None)
+        if method is None:
+            continue
+        variant = rest[: -len(method)].rstrip("_") or "deletion"
+        curves = [np.asarray(a[key], dtype=np.float64).reshape(-1) for a in arrays if key in a]
+        if not curves or not max(c.size for c in curves):
+            continue
+        # runs with births and deaths have different K_del (their players differ): the mean over the runs
+        # that reach each k
+        stack = np.full((len(curves), max(c.size for c in curves)), np.nan)
+        for r, c in enumerate(curves):
+            stack[r, :c.size] = c
+        seen = ~np.isnan(stack)
+        out.setdefault(variant, {})[method] = np.where(seen.any(axis=0), np.nansum(stack, axis=0), np.nan) \
+            / np.maximum(seen.sum(axis=0), 1)
+    return out
+
+
+def _faithfulness(page: StudyPage) -> list[Any]:
+    out: list[Any] = ["Deletion faithfulness", Text(GAMES), merged_table(page.faith, caption="faithfulness.csv",
+                                                                         id="faithfulness")]
+    ext = read_csv(page.d.table("faithfulness_extended"))
+    if ext:
+        out.append(Details("The original indicator and the |φ| ordering (faithfulness_extended.csv)",
+                           [table_columns_note(),
+                            merged_table(ext, caption="faithfulness_extended.csv", id="faithfulness-extended")]))
+    groups = _curve_groups(page.arrs, page.methods or ["aumann_shapley", "sampled_shapley", "leave_one_out", "random"])
+    if page.plots and groups:
+        figs = []
+        for variant, curves in groups.items():
+            ser = [Line(m, list(range(1, len(c) + 1)), 100 * c, markers=True, dash=m == "random")
+                   for m, c in curves.items()]
+            figs.append(page.charts.lines(
+                _VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})"), ser,
+                xlabel="k (agents deleted at t*)", ylabel="drop (f − f_k)/f  [%]", integer_x=True,
+                legend_at="outside", caption="Mean over runs.", synthetic=page.synthetic,
+                md_ref=page.figure_ref(DELETION_CURVES) if variant == "deletion" else None))
+        out.append(figs)
+    elif not page.plots:
+        out.append(Note("Deletion-curve figures were left out (`--no-plots`).", "skipped"))
+    return out
+
+
+def _agreement(page: StudyPage) -> list[Any]:
+    faith = page.faith
+    out: list[Any] = ["Agreement with sampled Shapley"]
+    agree_cols = [c for c in ("kendall_tau", "jaccard_top10") if faith and c in faith[0]]
+    agree_rows = [r for r in faith if any(isinstance(r.get(c), float) and math.isfinite(r[c]) for c in agree_cols)]
+    if not agree_rows:
+        return [*out, Note("No agreement columns in faithfulness.csv.", "skipped")]
+    ceil = faith[0]
+    rows_ = [[r["method"]] + [Cell(f"{fmt(r[c])} ± {fmt(r.get(c + '_std'), 2)}", sort=r[c]) for c in agree_cols]
+             for r in agree_rows]
+    rows_.append([Cell("noise ceiling (two sampled-Shapley runs)", cls=""),
+                  *[ceil.get("kendall_tau_ceiling"), ceil.get("jaccard_ceiling")][: len(agree_cols)]])
+    out.append(Table(["method", *[f"{c} vs sampled Shapley" for c in agree_cols]], rows_, id="agreement",
+                     caption="Rank agreement with the reference (mean ± std over runs; Kendall τ-b, ties counted "
+                     "as ties). The noise ceiling is how well two independent sampled-Shapley runs agree."))
+    above = [r["method"] for r in agree_rows if above_ceiling(r, ceil)]
+    if above:
+        out.append(Note(ceiling_explanation(above), "info"))
+    return out
+
+
+def _smoothing_and_ablations(page: StudyPage) -> list[Any]:
+    recs, out = page.recs, ["Smoothing gap"]
+    sg = [[r, rec["smoothing_gap"].get("max_abs"), rec["smoothing_gap"].get("max_rel"),
+           rec["smoothing_gap"].get("t_star_abs"), rec["smoothing_gap"].get("t_star_kendall_tau"),
+           rec["smoothing_gap"].get("t_star_top_k_jaccard")] for r, rec in enumerate(recs) if "smoothing_gap" in rec]
+    if sg:
+        out.append(Table(["run", "max_t |f − f_orig|", "max relative", "|f − f_orig| at t*",
+                          "τ (surrogate vs original φ at t*)", "top-k Jaccard"],
+                         [[x if x is not None else math.nan for x in row] for row in sg], id="smoothing-gap",
+                         caption="The attributed C² surrogate against the original indicator"))
+        notes = {rec["smoothing_gap"].get("note") for rec in recs if rec.get("smoothing_gap", {}).get("note")}
+        out += [Text(str(n)) for n in sorted(notes)]
+        skipped = sum(int(rec.get("smoothing_gap", {}).get("rel_skipped_steps") or 0) for rec in recs)
+        if skipped:
+            out.append(Note(f"max relative leaves out {skipped} step(s) where the original indicator is 0 (to 1e-9 "
+                            "of its scale): a relative gap is undefined there; max_t |f − f_orig| covers them.",
+                            "info"))
+    else:
+        out.append(Note("The smoothing gap was not recorded.", "skipped"))
+    out.append("Ablations")
+    if not any("ablations" in rec for rec in recs):
+        out.append(Note("Ablations were skipped (`--no-ablations`): no path, f-sensitivity or baseline ablation "
+                        "tables.", "skipped"))
+        return out
+    for name, title in (("path_ablation", "Path ablation: straight vs random-permutation piecewise-linear path"),
+                        ("f_sensitivity", "f-sensitivity"),
+                        ("baseline_ablation", "Baseline ablation (agents ranked by |φ|)")):
+        rows_ = read_csv(page.d.table(name))
+        out.append(merged_table(rows_, caption=f"{title} ({name}.csv)", id=name) if rows_ else
+                   Note(f"{name}.csv is empty.", "skipped"))
+    return out
+
+
+def failures_blocks(page: StudyPage) -> list[Any]:
+    """The stages that did not finish, one line each (e.g. "ablation zero-baseline skipped: IndicatorError …")."""
+    fails = stage_failures(page.recs)
+    if not fails:
+        return []
+    return ["Stages that did not finish",
+            Text("These optional stages failed (the rest of each run was kept; `aumann run --strict` stops at the "
+                 "first failure instead):"),
+            *[Note(f"Run {f['run']}: {failure_text(f)}", "skipped") for f in fails]]
+
+
+def how_sure_section(page: StudyPage) -> list[Any]:
+    """Provenance, efficiency, the faithfulness tables and curves, agreement, every row's own part, the
+    smoothing gap, the ablations and the stages that did not finish."""
+    sure = [*failures_blocks(page), *_provenance(page), *_faithfulness(page), *_agreement(page)]
+    for row in rows():
+        if row.title:
+            sure += [row.title, *row.section(page.d.root, page.recs)]
+    return sure + _smoothing_and_ablations(page)
+
+
+__all__ = ["failures_blocks", "how_sure_section"]

@@ -1,0 +1,73 @@
+"""What the page of an ``aumann run`` directory is built from: :class:`StudyPage`, the run directory read once
+(run records with their seconds, run arrays, attributions, panels, ``faithfulness.csv``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import ReportError
+from aumann.io import read_npz
+from aumann.studies.charts import Charts
+from aumann.studies.rundir import FAITHFULNESS, RunDir, with_timing
+from aumann.studies.sections import load_attribution, read_csv, read_json
+
+
+@dataclass
+class StudyPage:
+    """Everything the page is built from, read once from the run directory ``d``."""
+
+    d: RunDir
+    manifest: dict[str, Any]
+    charts: Charts
+    top: int
+    plots: bool
+    recs: list[dict[str, Any]]  # run records, seconds back in place
+    arrs: list[dict[str, np.ndarray]]  # run arrays
+    ats: list[Any]  # Aumann–Shapley attributions (every step), per run
+    refs: list[Any]  # sampled-Shapley attributions at t* (None where missing)
+    panels: list[Any]  # run panels (None where missing)
+    faith: list[dict[str, Any]]  # faithfulness.csv
+
+    @classmethod
+    def load(cls, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> StudyPage:
+        from aumann.panel import Panel
+
+        rd = RunDir(d)
+        config = manifest.get("config") or {}
+        n_runs = int(manifest.get("runs") or config.get("runs") or len(rd.finished_records()))
+        recs, arrs = [], []
+        for r in range(n_runs):
+            rec = read_json(rd.record(r), "run record")
+            if not rd.arrays(r).is_file():
+                raise ReportError(f"run arrays {str(rd.arrays(r))!r} are missing: not a finished run directory")
+            arrs.append(read_npz(rd.arrays(r), error=ReportError, what="run arrays")[0])
+            recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
+        refs = [load_attribution(p) if (p := rd.attribution(r, "sampled_shapley")).is_file() else None
+                for r in range(n_runs)]
+        panels = [Panel.load(p) if (p := rd.panel(r)).is_file() else None for r in range(n_runs)]
+        return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
+                   ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
+                   panels=panels, faith=read_csv(rd.table(FAITHFULNESS)))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest.get("config") or {}
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.manifest.get("synthetic", False))
+
+    @property
+    def methods(self) -> list[str]:
+        return [str(r["method"]) for r in self.faith if "method" in r]
+
+    def figure_ref(self, name: str) -> str | None:
+        """``name`` for the Markdown twin when that PNG is in the run directory."""
+        return name if self.d.figure(name).is_file() else None
+
+
+__all__ = ["StudyPage"]

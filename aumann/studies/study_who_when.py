@@ -1,0 +1,94 @@
+"""The first two sections of the page of an ``aumann run`` directory: "Who drove it" (the top agents by
+signed Φ_i per run, group shares or concentration) and "When did it turn" (f over steps with t*, Φ_t, the
+agent × step heatmap, the per-step and per-run t* tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aumann.studies.charts import Line, Point
+from aumann.studies.page import Details, Note, Table, Text, fmt
+from aumann.studies.rundir import HEATMAP, MACRO_CURVE
+from aumann.studies.sections import concentration_table, group_share_table, top_order, who_table
+from aumann.studies.study_page_data import StudyPage
+
+
+def who_section(page: StudyPage) -> list[Any]:
+    """The top agents by signed Φ_i per run, group shares (or concentration)."""
+    k = page.top
+    who: list[Any] = [Text(f"The {min(k, page.ats[0].N)} agents with the largest signed Φ_i = Σ_t φ_i,t "
+                           "(Aumann–Shapley, every step, per-agent baseline-action baselines), per run; ties by agent "
+                           "position. "
+                           "`% of ΣΔv` is Φ_i / Σ_t Δv_t (whole run), `φ at t*` and `% of Δv(t*)` the agent's "
+                           "attribution at the target step, `Shapley φ(t*)` the reference (sampled Shapley at t*) "
+                           "with its Monte-Carlo standard error; the remaining columns are the agent's features at "
+                           "t*.")]
+    for r, (att, ref, panel, rec) in enumerate(zip(page.ats, page.refs, page.panels, page.recs)):
+        ts = int(rec["t_star"])
+        feats = ({f: panel.values[ts, :, j] for j, f in enumerate(panel.features)} if panel is not None else None)
+        blocks: list[Any] = [who_table(att, k=k, t_star=ts, features=feats, reference=ref, id=f"who-run-{r:03d}",
+                                       caption=f"Run {r}: top agents by Φ_i (t* = step {ts})")]
+        if panel is None:
+            blocks.append(Note(f"panels/run-{r:03d}.npz is missing: features at t* are not shown.", "skipped"))
+        blocks += group_share_table(att, caption=f"Run {r}: group shares", id=f"groups-run-{r:03d}")
+        if not att.groups:
+            blocks.append(concentration_table(att.by_agent(), float(att.delta_v.sum()),
+                                              id=f"concentration-run-{r:03d}"))
+        who.append(Details(f"Run {r} (t* = {ts}, Δv(t*) = {fmt(rec['delta_v'])})", blocks, open=r == 0))
+    return who
+
+
+def _macro_figures(page: StudyPage) -> list[Any]:
+    charts, recs, arrs, a0 = page.charts, page.recs, page.arrs, page.ats[0]
+    ts0, steps = int(recs[0]["t_star"]), list(range(a0.T))
+    series, pts = [], []
+    for r, (rec, arr) in enumerate(zip(recs, arrs)):
+        series.append(Line(f"run {r}", steps, np.asarray(arr["f_values"]), width=2.2 if r == 0 else 1.2,
+                           alpha=1.0 if r == 0 else 0.55, legend=len(recs) <= 10))
+        pts.append(Point(int(rec["t_star"]), float(rec["f_t_star"]), "t*" if r == 0 or len(recs) <= 3 else "",
+                         color="#111111" if r == 0 else "#555555"))
+    series.append(Line("run 0, original indicator", steps, np.asarray(arrs[0]["f_original_values"]), dash=True,
+                       color="#444444", width=1.2))
+    fig1 = charts.lines("Macro indicator f(z_t), target step t* marked", series, xlabel="step t", ylabel="f(z_t)",
+                        points=pts, caption=f"Solid: the attributed C² surrogate, one line per run; dashed: the "
+                        "original indicator of run 0. ● marks t* = argmax over t ≥ ⌈T/2⌉ of f "
+                        f"(run 0: t* = {ts0}).", md_ref=page.figure_ref(MACRO_CURVE), synthetic=page.synthetic)
+    phit = a0.by_step()
+    fig2 = charts.lines("Φ_t = Σ_i φ_i,t per step (run 0)", [], xlabel="step t", ylabel="Φ_t",
+                        bars=(steps, phit, "Φ_t"), points=[Point(ts0, float(phit[ts0]), "t*")],
+                        caption="Each step's attribution total (= Δv_t = f(z_t) − f(z⁰_t) by efficiency), "
+                        "with the agents' baseline-action state as baseline.", synthetic=page.synthetic)
+    order = top_order(a0.by_agent(), page.top)
+    ids = [str(a0.agent_ids[p].item() if hasattr(a0.agent_ids[p], "item") else a0.agent_ids[p]) for p in order]
+    heat = charts.heatmap(
+        f"φ_i,t of the top {len(order)} agents × steps (run 0)", a0.phi[:, order].T, ids, [str(s) for s in steps],
+        xlabel="step t", ylabel="agent (by Φ_i, top first)", value_label="φ_i,t", vline=(ts0, "t*"),
+        caption="Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it. "
+        "Hover for agent id, step and φ; drag to zoom." if charts.interactive else
+        "Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it.",
+        md_ref=page.figure_ref(HEATMAP), synthetic=page.synthetic,
+        extra={"Φ_i": np.repeat(a0.by_agent()[order][:, None], a0.T, axis=1)})
+    return [[fig1, fig2], heat]
+
+
+def when_section(page: StudyPage) -> list[Any]:
+    """f over steps with t*, Φ_t, the agent × step heatmap, the per-step and per-run t* tables."""
+    recs, arrs, a0 = page.recs, page.arrs, page.ats[0]
+    ts0, steps = int(recs[0]["t_star"]), list(range(a0.T))
+    when: list[Any] = _macro_figures(page) if page.plots else [
+        Note("Figures were left out (`--no-plots`); the per-step table below has the numbers.", "skipped")]
+    phit0 = a0.by_step()
+    when.append(Details("Run 0 per step: f(z_t), f_original(z_t), Φ_t", [Table(
+        ["step", "f(z_t)", "f_original(z_t)", "Φ_t", "Δv_t", "t*"],
+        [[t, float(arrs[0]["f_values"][t]), float(arrs[0]["f_original_values"][t]), float(phit0[t]),
+          float(a0.delta_v[t]), "◀ t*" if t == ts0 else ""] for t in steps], id="per-step-run-000")]))
+    when.append(Table(["run", "t*", "f(z_t*)", "f_original(z_t*)", "Δv(t*)"],
+                      [[r, int(rec["t_star"]), float(rec["f_t_star"]), float(rec["f_original_t_star"]),
+                        float(rec["delta_v"])] for r, rec in enumerate(recs)], caption="Target step per run",
+                      id="t-star"))
+    return when
+
+
+__all__ = ["when_section", "who_section"]
