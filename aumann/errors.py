@@ -25,6 +25,7 @@
     * UnknownScenarioError                       -- a scenario name that is not registered
     * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
     * OutputError(.., OSError)                   -- an output path that cannot be created or written
+      * PathEscapeError                          -- a path that leaves its run directory (``..``, a symlink)
     * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
@@ -39,6 +40,8 @@
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
     * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
       * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
+    * ScenarioCodeError                          -- a scenario's own code (build_model, step, ...) raised or exited
+      * StepTimeoutError                         -- a step ran longer than ``--step-timeout``
   * LLMError(AumannError, RuntimeError)          -- decision backends
     * LLMAuthenticationError                     -- HTTP 401/403; never retried
     * ModelNotFoundError                         -- HTTP 404; never retried
@@ -166,6 +169,10 @@ class OutputError(ConfigError, OSError):
 
     def __str__(self) -> str:  # OSError's str() would show (errno, strerror); keep ours
         return str(self.args[0]) if self.args else ""
+class PathEscapeError(OutputError):
+    """A path that leads outside its run directory (``..``, an absolute path, or a symbolic link)."""
+
+
 class ScenarioLoadError(ConfigError):
     """A user scenario spec (``package.module:attribute`` or ``path/file.py:attribute``) that cannot be
     loaded, or whose attribute is neither a Scenario nor a factory returning one."""
@@ -227,6 +234,15 @@ class StepMapError(SimulationError, ValueError):
 
 class StepMapUnavailable(StepMapError):
     """Action attribution asked of a scenario that provides no ``step_map``."""
+
+
+class ScenarioCodeError(SimulationError):
+    """A scenario's own code (``build_model``, ``step``, a baseline action, ...) raised or called ``sys.exit``;
+    the message names the scenario, the function and the step, and the original exception is chained."""
+
+
+class StepTimeoutError(ScenarioCodeError):
+    """A scenario step ran longer than the per-step timeout (``--step-timeout`` / ``step_timeout``)."""
 
 
 class LLMError(AumannError, RuntimeError):
@@ -366,6 +382,7 @@ __all__ = [
     "OptionalDependencyError",
     "OutputError",
     "PanelError",
+    "PathEscapeError",
     "PolicyError",
     "ProtocolError",
     "ReplayDivergedError",
@@ -376,11 +393,13 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryAfterTooLongError",
     "Retryable",
+    "ScenarioCodeError",
     "ScenarioLoadError",
     "ShapeError",
     "SimulationError",
     "StepMapError",
     "StepMapUnavailable",
+    "StepTimeoutError",
     "StepsMismatchError",
     "StudyError",
     "SynthError",

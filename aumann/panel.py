@@ -116,6 +116,34 @@ def _positions(positions: Any, what: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _declared_shapes(path: Path) -> Any:
+    """The consistency rule of a panel file over its declared shapes (checked before anything is read):
+    ``values`` (T, N, D) of numbers, ``agent_ids`` (N,), ``steps`` (T,), ``alive`` (T, N), ``group::*``
+    (N,), ``context::*`` (T, ...), as many feature names as D."""
+
+    def check(members: Mapping[str, Any], meta: Mapping[str, Any] | None) -> None:
+        v = members.get("values")
+        if v is None:
+            return  # the missing array is named after the read
+        if len(v.shape) != 3 or v.dtype.kind not in "biuf":
+            raise PanelError(f"panel file {str(path)!r} is damaged: values are {v.dtype} {v.shape}, not (T, N, D) "
+                             "numbers")
+        T, N, D = v.shape
+        want = {"agent_ids": (N,), "steps": (T,), "alive": (T, N)}
+        for k, m in members.items():
+            shape = want.get(k) or ((N,) if k.startswith("group::") else None)
+            bad = (shape is not None and m.shape != shape) or (
+                k.startswith("context::") and (not m.shape or m.shape[0] != T))
+            if bad:
+                raise PanelError(f"panel file {str(path)!r} is damaged: {k} has shape {m.shape} but values are "
+                                 f"(T, N, D) = {v.shape}")
+        feats = (meta or {}).get("features")
+        if isinstance(feats, list) and len(feats) != D:
+            raise PanelError(f"panel file {str(path)!r} is damaged: {len(feats)} feature names for D = {D}")
+
+    return check
+
+
 def _check_meta(meta: Mapping[str, Any]) -> None:
     """``meta`` is saved as JSON: refuse what JSON cannot hold (objects, NaN/inf) instead of changing it."""
     def walk(v: Any, where: str) -> None:
@@ -635,12 +663,16 @@ class Panel:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Panel:
-        """Load a panel written by :meth:`save`."""
+    def load(cls, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Panel:
+        """Load a panel written by :meth:`save` (``within``: the run directory the file must stay in).
+
+        The archive's declared shapes are checked against each other before anything is read (a header
+        promising more than the file holds, or arrays that do not fit together, is a damaged file).
+        """
         path = as_path(path, "panel file", error=PanelError)
         if not path.exists() and path.with_suffix(".npz").exists():
             path = path.with_suffix(".npz")
-        data, meta = read_npz(path, error=PanelError, what="panel file")
+        data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within)
         if meta is None:
             raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
         if meta.get("format") != _FORMAT:

@@ -26,7 +26,8 @@ from pathlib import Path
 import aumann
 
 PKG = Path(aumann.__file__).resolve().parent
-GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "__init__"}
+GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "npz", "records",
+          "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "ground": {"ground"},
     "attribution": {"ground", "attribution"},
