@@ -37,13 +37,15 @@ needed, a full disk) raises :class:`~aumann.errors.OutputError` naming the path.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import io as _io
 import json
 import math
 import os
+import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -206,10 +208,15 @@ def plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.datetime64 | np.timedelta64) or (
+            isinstance(obj, np.ndarray) and obj.dtype.kind in "mM"):
+        return time_text(obj)
     if isinstance(obj, np.generic):
         return plain(obj.item())
     if isinstance(obj, np.ndarray):
         return plain(obj.tolist())
+    if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
+        return obj.isoformat()
     if isinstance(obj, Mapping):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):
@@ -340,16 +347,18 @@ def read_npz(path: PathLike, *, error: type[Exception], what: str = "file",
     return data, meta_box[0]
 
 
-def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None) -> Path:
+def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None, *,
+              within: PathLike | None = None) -> Path:
     """Write a table as CSV atomically, cells as plain text numbers.
 
     ``table`` is a pandas DataFrame or a sequence of row mappings (``columns`` picks and orders the
     columns; default: the DataFrame's, or the keys of the rows in first-seen order). Numbers are written
     as Python writes them (``repr``: shortest text that reads back exactly, never ``np.float64(...)``);
-    ``None``, NaN, ±inf, ``pd.NA`` and ``NaT`` are empty cells; booleans ``True``/``False``; anything else
-    its ``str``.
+    ``None``, NaN, ±inf, ``pd.NA`` and ``NaT`` are empty cells; booleans ``True``/``False``; datetimes ISO
+    8601 text; anything else its ``str``. Text cells a spreadsheet would execute as a formula (starting
+    with ``=``, ``+``, ``-``, ``@``, tab or CR, e.g. an agent id ``=HYPERLINK(...)``) get a leading
+    apostrophe (:func:`neutralise_cell`); numbers are never changed (a negative number is not a formula).
     """
-    import csv
 
     if hasattr(table, "to_dict") and hasattr(table, "columns"):
         cols = [str(c) for c in (columns or list(table.columns))]
@@ -357,34 +366,96 @@ def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None) 
     else:
         rows = list(table)
         cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    text = csv_text(cols, ([r.get(c) for c in cols] for r in rows))
+    return write_text(path, text, within=within)
+
+
+def time_text(v: Any) -> Any:
+    """ISO 8601 text of a numpy datetime64 (``2026-05-25T00:00:00``) or timedelta64 (``3600 seconds``),
+    elementwise for arrays (as a list); ``None`` for NaT. Never the nanosecond integer numpy's ``.item()``
+    gives."""
+    if isinstance(v, np.ndarray):
+        return [time_text(x) for x in v.tolist()] if v.dtype.kind not in "mM" else [time_text(x) for x in v]
+    if isinstance(v, np.datetime64):
+        return None if np.isnat(v) else str(np.datetime_as_string(v))
+    if isinstance(v, np.timedelta64):
+        if np.isnat(v):
+            return None
+        unit = np.datetime_data(v.dtype)[0]
+        names = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds",
+                 "us": "microseconds", "ns": "nanoseconds", "W": "weeks", "Y": "years", "M": "months"}
+        return f"{int(v.astype(np.int64))} {names.get(unit, unit)}"
+    return v
+
+
+#: characters that make a spreadsheet read a text cell as a formula (OWASP's CSV-injection list)
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def neutralise_cell(text: str) -> str:
+    """``text`` safe for a spreadsheet: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return gets a leading apostrophe (``'=HYPERLINK(...)``), which spreadsheets show as text and
+    never execute; a plain number written as text (``-1.5``, ``+3e2``) stays as it is.
+    :func:`read_csv_cell` removes the apostrophe again.
+
+    >>> neutralise_cell("=HYPERLINK(\"http://x\")"), neutralise_cell("-1.5"), neutralise_cell("agent-7")
+    ('\'=HYPERLINK("http://x")', '-1.5', 'agent-7')
+    """
+    if text and text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def read_csv_cell(text: str) -> str:
+    """The inverse of :func:`neutralise_cell` for a cell read back from one of aumann's CSVs."""
+    if text[:1] == "'" and text[1:2] and neutralise_cell(text[1:]) == text:
+        return text[1:]
+    return text
+
+
+def csv_text(columns: Sequence[Any], rows: Iterable[Sequence[Any]]) -> str:
+    """CSV text: a header of ``columns`` and one line per row of values (:func:`csv_cell` each).
+
+    A row with a carriage return in a cell is written fully quoted (Python's ``csv`` quotes only the
+    delimiter, the quote and the line terminator ``\\n``, so a bare CR would split the row for readers
+    that take CR as a line end).
+    """
+    import csv
+
     buf = _io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return write_text(path, buf.getvalue())
+    plain_w = csv.writer(buf, lineterminator="\n")
+    quoted_w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for cells in ([neutralise_cell(str(c)) for c in columns], *([csv_cell(v) for v in r] for r in rows)):
+        (quoted_w if any("\r" in c for c in cells) else plain_w).writerow(cells)
+    return buf.getvalue()
 
 
 def csv_cell(v: Any) -> str:
-    """The text of one CSV cell (see :func:`write_csv`)."""
+    """The text of one CSV cell (see :func:`write_csv`); text that a spreadsheet would execute is
+    neutralised (:func:`neutralise_cell`); datetimes are ISO 8601 text."""
     if v is None:
         return ""
     if isinstance(v, bool | np.bool_):
         return str(bool(v))
+    if isinstance(v, np.datetime64 | np.timedelta64):  # (np.timedelta64 is an np.integer)
+        return time_text(v) or ""
     if isinstance(v, int | np.integer):
         return str(int(v))
     if isinstance(v, float | np.floating):
         f = float(v)
         return repr(f) if math.isfinite(f) else ""
     if isinstance(v, str):
-        return v
+        return neutralise_cell(v)
     if type(v).__name__ in ("NAType", "NaTType"):
         return ""
     if isinstance(v, np.ndarray) and v.ndim == 0:
-        return csv_cell(v.item())
+        return csv_cell(v[()])
     if hasattr(v, "isoformat"):
         return v.isoformat()
-    return json.dumps(plain(v), allow_nan=False)
+    if isinstance(v, np.str_ | bytes):
+        return neutralise_cell(str(v))
+    return neutralise_cell(json.dumps(plain(v), allow_nan=False))
 
 
 def record_checksum(obj: Any) -> str:
@@ -518,6 +589,7 @@ def check_digests(within: PathLike, digests: Any) -> list[tuple[str, str]]:
 
 
 __all__ = [
+    "FORMULA_TRIGGERS",
     "MAX_NAME_BYTES",
     "META_KEY",
     "atomic_path",
@@ -525,17 +597,21 @@ __all__ = [
     "child_path",
     "confine",
     "csv_cell",
+    "csv_text",
     "dumps_json",
     "ensure_output_dir",
     "file_digests",
+    "neutralise_cell",
     "open_read",
     "plain",
+    "read_csv_cell",
     "read_json",
     "read_npz",
     "record_checksum",
     "safe_component",
     "sha256_bytes",
     "sha256_file",
+    "time_text",
     "write_bytes",
     "write_csv",
     "write_json",

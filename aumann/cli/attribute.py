@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from aumann.cli.args import number, path, positive_int
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 
@@ -81,12 +82,14 @@ def run(args: argparse.Namespace) -> int:
         render_report(out, interactive=False if args.static else None)
 
     con = Console()
-    tab = Table(title=f"{f.name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
+    name = terminal_text(f.name, rich=True)
+    tab = Table(title=f"{name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
     for col in ("method", "K", "seconds", "max |Σφ−Δv|", "Δv (first step)"):
         tab.add_column(col)
     tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
                 f"{res.delta_v[0]:.6g}")
     con.print(tab)
-    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json"
+    con.print(f"wrote {terminal_text(out, rich=True)}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, "
+              "manifest.json"
               + ("" if args.no_report else ", report.html, report.md"))
     return 0

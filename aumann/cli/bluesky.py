@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from aumann.cli.args import integer, memory_size, number, path, positive_int, seed
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 MAX_DAYS = 400  # aumann.data.bluesky.ingest.MAX_DAYS (not imported here: parsing stays light)
@@ -230,5 +231,5 @@ def run_study_cmd(args: argparse.Namespace) -> int:
     from aumann.io import dumps_json
 
     print(dumps_json({k: summary.get(k) for k in keys}, indent=1), end="")  # strict JSON: NaN is null
-    print(f"tables, figures, summary.json, report.html and report.md in {args.out}")
+    print(f"tables, figures, summary.json, report.html and report.md in {terminal_text(args.out)}")
     return 0

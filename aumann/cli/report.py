@@ -17,6 +17,7 @@ import argparse
 from typing import Any
 
 from aumann.cli.args import path, positive_int
+from aumann.cli.terminal import terminal_text
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     paths = render_report(args.run_dir, interactive=False if args.static else None,
                           top=TOP_AGENTS if args.top is None else args.top, plots=not args.no_plots)
     size = paths["html"].stat().st_size
-    print(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}")
+    print(terminal_text(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}"))
     return 0
 
 

@@ -47,6 +47,7 @@ from typing import Any
 
 from aumann.cli import llm_options
 from aumann.cli.args import integer, path, positive_int, seed
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.list:
         for name, description in scenarios.describe():
-            print(f"{name}\t{description}")
+            print(f"{terminal_text(name)}\t{terminal_text(description)}")
         return 0
     if args.scenario is None:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
@@ -148,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
     if done:
-        console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
+        console.print(f"[bold]resuming[/bold] in {terminal_text(out, rich=True)}: {len(done)} finished run file(s) "
+                      "found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = study_stages(sc, config)
     seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
@@ -179,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
-                      "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
+                      "and were recomputed: " + terminal_text("; ".join(f"{f['file']}: {f['reason']}"
+                                                                         for f in result.failed_checks), rich=True))
     extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds, **usage,
                              "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
                                                              or r.get("policy") or "offline policy")
@@ -197,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                           interactive=False if args.static else None)
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
-                  f"results in {out} (report.html, report.md, faithfulness.csv)")
+                  f"results in {terminal_text(out, rich=True)} (report.html, report.md, faithfulness.csv)")
     return 0
 
 

@@ -27,8 +27,6 @@ Files written by :func:`write_outputs`:
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Sequence
@@ -38,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import StudyError
-from aumann.io import atomic_path, csv_cell, read_npz, write_text
+from aumann.io import atomic_path, csv_text, read_npz, write_text
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, StudyResult
 from aumann.studies.tables import (
     action_table,
@@ -62,12 +60,7 @@ def _fmt(v: Any) -> str:
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
     """CSV text of ``rows``: plain numbers (:func:`aumann.io.csv_cell`); NaN, inf and None are empty cells."""
     cols = list(columns or (rows[0].keys() if rows else []))
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return buf.getvalue()
+    return csv_text(cols, ([r.get(c) for c in cols] for r in rows))
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:

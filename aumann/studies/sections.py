@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import ReportError
+from aumann.io import read_csv_cell
 from aumann.studies.page import Cell, KeyValues, Note, Table, Text, fmt, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
@@ -43,7 +44,7 @@ def _number(text: str) -> Any:
     try:
         v = float(text)
     except ValueError:
-        return text
+        return read_csv_cell(text)  # a neutralised text cell ('=...) reads back as written
     return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
 
 
