@@ -56,6 +56,7 @@
     * RetryAfterTooLongError                     -- the server asked to wait longer than allowed
     * ResponseCacheError(LLMError, ConfigError)  -- a corrupted, foreign or unusable response cache file
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
+  * StepExpired(BaseException): the user-code boundary's internal timeout signal (never raised to users)
   * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
     raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
@@ -316,6 +317,13 @@ class ReportError(AumannError, ValueError):
 
 
 
+# ---------------------------------------------------------------------- internal signal of the user-code boundary
+class StepExpired(BaseException):
+    """Raised inside a scenario call whose time ran out (:mod:`aumann.simulators.boundary`); a
+    ``BaseException``, so the step's own ``except Exception:`` cannot swallow it. Turned into
+    :class:`StepTimeoutError` at the boundary; never raised to users."""
+
+
 # ---------------------------------------------------------------------- internal signals of the LLM request path
 class TransportFailure(Exception):
     """No HTTP reply: ``kind`` is ``"timeout"`` or ``"connect"``; ``detail`` may name the URL (redact it)."""
@@ -397,6 +405,7 @@ __all__ = [
     "ScenarioLoadError",
     "ShapeError",
     "SimulationError",
+    "StepExpired",
     "StepMapError",
     "StepMapUnavailable",
     "StepTimeoutError",

@@ -230,6 +230,7 @@ PUBLIC = {
         "ScenarioLoadError",
         "ShapeError",
         "SimulationError",
+        "StepExpired",
         "StepMapError",
         "StepMapUnavailable",
         "StepTimeoutError",

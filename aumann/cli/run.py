@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli import llm_options
-from aumann.cli.args import integer, path, positive_int, seed
+from aumann.cli.args import integer, number, path, positive_int, seed
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -67,6 +67,9 @@ def register(subparsers: Any) -> None:
                         "--set agents=200); values are TOML literals or plain strings")
     p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
     p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
+    p.add_argument("--step-timeout", type=number(minimum=0.001, maximum=1e6), default=None, metavar="SECONDS",
+                   help="stop the run with a typed error when one step of the model takes longer than this "
+                        "(= --set step_timeout=SECONDS; default: no limit; see docs/hardening.md)")
     p.add_argument("--backend", choices=("offline", "openai"), default="offline",
                    help="decision backend: the scenario's offline policy (default) or an OpenAI-compatible server")
     p.add_argument("--permutations", type=integer(minimum=2), default=None,
@@ -138,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.judge is not None:
         study["judge"] = args.judge
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
-                            study=study or None, assignments=args.assignments)
+                            study=study or None, assignments=args.assignments, step_timeout=args.step_timeout)
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")

@@ -89,10 +89,9 @@ def _as_scenario(obj: Any, spec: str) -> Scenario:
     if not callable(obj):
         raise ScenarioLoadError(f"scenario spec {spec!r} names a {type(obj).__name__}; it must name a Scenario or a "
                                 f"factory returning one")
-    try:
-        made = obj()
-    except Exception as exc:
-        raise ScenarioLoadError(f"scenario spec {spec!r}: the factory raised {type(exc).__name__}: {exc}") from exc
+    from aumann.simulators.boundary import call
+
+    made = call(spec, "the factory", obj, error=ScenarioLoadError)  # sys:exit is typed too, not a silent exit 0
     if not isinstance(made, Scenario):
         raise ScenarioLoadError(f"scenario spec {spec!r}: the factory returned a {type(made).__name__}, not a Scenario")
     return made
@@ -113,12 +112,13 @@ def _import_file(path: Path, spec: str):
         raise ScenarioLoadError(f"scenario spec {spec!r}: {str(path)!r} is not a Python file")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
+    from aumann.simulators.boundary import call
+
     try:
-        loader_spec.loader.exec_module(module)
-    except Exception as exc:
+        call(spec, f"importing {str(path)!r}", loader_spec.loader.exec_module, module, error=ScenarioLoadError)
+    except BaseException:
         del sys.modules[name]
-        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {str(path)!r} raised {type(exc).__name__}: "
-                                f"{exc}") from exc
+        raise
     return module
 
 
@@ -132,6 +132,8 @@ def _import_module(modname: str, spec: str):
             sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path
             return _import_module(modname, spec)
         raise ScenarioLoadError(f"scenario spec {spec!r}: cannot import module {modname!r} ({exc})") from exc
+    except SystemExit as exc:
+        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {modname!r} called sys.exit({exc.code!r})") from exc
     except Exception as exc:
         raise ScenarioLoadError(f"scenario spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: "
                                 f"{exc}") from exc
@@ -183,7 +185,7 @@ def get(name: str) -> Scenario:
     if ep is not None:
         try:
             obj = ep.load()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise ScenarioLoadError(f"scenario {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) "
                                     f"cannot be loaded: {type(exc).__name__}: {exc}") from exc
         return _as_scenario(obj, f"{name} = {ep.value}")

@@ -91,7 +91,7 @@ class StudySizes:
 def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
     """A short hash identifying what a run computes (config + scenario + backend) for resume checks."""
     payload = json.dumps({"scenario": scenario.name, "backend": backend_label,
-                          "config": config.model_dump(mode="json", exclude={"runs"})}, sort_keys=True)
+                          "config": config.model_dump(mode="json", exclude={"runs", "step_timeout"})}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from aumann.errors import StudyError
 from aumann.io import atomic_path, csv_text, read_npz, write_text
 from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, StudyResult
+from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.tables import (
     action_table,
     extended_table,
@@ -136,12 +137,11 @@ def analysis_tables(result: StudyResult) -> dict[str, list[dict[str, Any]]]:
     return {k: [{c: (math.nan if v is None else v) for c, v in r.items()} for r in rows] for k, rows in out.items()}
 
 
+@plain_text_figures
 def write_plots(result: StudyResult, out: Path) -> list[Path]:
-    """macro_curve.png, attribution_heatmap.png, deletion_curves.png (matplotlib Agg, imported lazily)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """macro_curve.png, attribution_heatmap.png, deletion_curves.png (matplotlib Agg, imported lazily; names and
+    ids drawn as plain text, :mod:`aumann.studies.plotting`)."""
+    plt = pyplot()
 
     paths = []
     fig, ax = plt.subplots(figsize=(7, 4))
