@@ -76,6 +76,8 @@ def _check_limits(raw: bytes, what: str, error: type[Exception], max_depth: int,
     if len(raw) > max_bytes:
         raise error(f"{what} is {len(raw):,} bytes, over the {max_bytes:,}-byte limit for this input; "
                     "is it the right file?")
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:  # fast path: too few brackets to nest that deep
+        return
     depth = nesting_depth(raw, toml=toml)
     if depth > max_depth:
         raise error(f"{what} nests {depth:,} levels deep, over the limit of {max_depth} for this input "

@@ -247,16 +247,17 @@ def write_json(path: PathLike, obj: Any, *, indent: int | None = 1, within: Path
 
 def read_json(path: PathLike, *, error: type[Exception] = ConfigError, what: str = "JSON file",
               within: PathLike | None = None, max_bytes: int = bounded.MAX_BYTES,
-              max_depth: int = bounded.MAX_DEPTH, object_only: bool = False) -> Any:
+              max_depth: int = bounded.MAX_DEPTH, object_only: bool = False, allow_nan: bool = False) -> Any:
     """A JSON file read through :func:`open_read` and parsed by the bounded reader (:mod:`aumann.bounded`).
 
     Raises ``error`` naming ``what`` and the path: missing, unreadable, over ``max_bytes`` or
-    ``max_depth``, not UTF-8, not JSON, or (``object_only``) not a JSON object.
+    ``max_depth``, not UTF-8, not JSON, ``NaN``/``Infinity`` literals (aumann never writes them; unless
+    ``allow_nan``), or (``object_only``) not a JSON object.
     """
     with open_read(path, within=within, what=what, error=error) as fh:
         raw = fh.read(max_bytes + 1)
     data = bounded.loads_json(raw, what=f"{what} {str(path)!r}", error=error, max_bytes=max_bytes,
-                              max_depth=max_depth)
+                              max_depth=max_depth, allow_nan=allow_nan)
     if object_only and not isinstance(data, dict):
         raise error(f"{what} {str(path)!r} must hold a JSON object; got {type(data).__name__}")
     return data

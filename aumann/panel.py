@@ -760,8 +760,9 @@ class Panel:
             return False
         return self.alive is None or np.array_equal(self.alive, other.alive)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path."""
+    def save(self, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Path:
+        """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path (``within``: the run
+        directory it must stay in, :func:`aumann.io.confine`)."""
         path = as_path(path, "panel file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save a panel to {str(path)!r}: it is an existing directory (give a file "
@@ -778,7 +779,7 @@ class Panel:
         for k, v in self.context.items():
             arrays[f"context::{k}"] = v
         meta = {"format": _FORMAT, "features": list(self.features), "meta": self.meta}
-        write_npz(path, arrays, meta=meta)
+        write_npz(path, arrays, meta=meta, within=within)
         return path
 
     @classmethod

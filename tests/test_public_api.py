@@ -10,6 +10,15 @@ import sys
 import pytest
 
 PUBLIC = {
+    "aumann.records": [
+        "CountsMeta",
+        "MAX_TEXT",
+        "Manifest",
+        "OutsideRecord",
+        "RunRecord",
+        "RunTiming",
+        "check",
+    ],
     "aumann.npz": [
         "DEFLATE_MAX_RATIO",
         "MAX_HEADER_BYTES",

@@ -333,8 +333,8 @@ class Attribution:
             "provenance": _jsonable(self.provenance),
         }
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save losslessly to one ``.npz`` file."""
+    def save(self, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Path:
+        """Save losslessly to one ``.npz`` file (``within``: the run directory it must stay in)."""
         path = as_path(path, "attribution file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save an attribution to {str(path)!r}: it is an existing directory (give a "
@@ -352,7 +352,7 @@ class Attribution:
         meta = {"format": _FORMAT, "features": list(self.features), "n_evals": self.n_evals,
                 "satisfies_efficiency": self.satisfies_efficiency, "method": self.method,
                 "provenance": _jsonable(self.provenance)}
-        return write_npz(path, arrays, meta=meta)
+        return write_npz(path, arrays, meta=meta, within=within)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Attribution:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aumann.cli.args import number, path, positive_int
+from aumann.cli.args import integer, number, path
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -25,11 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
-    p.add_argument("--steps", type=positive_int, default=30, help="integration points K for the path integral")
+    p.add_argument("--steps", type=integer(minimum=1, maximum=1_000_000), default=30,
+                   help="integration points K for the path integral")
     p.add_argument("--rule", choices=("gauss-legendre", "midpoint"), default="gauss-legendre")
-    p.add_argument("--power", type=number(0, exclusive_minimum=True), default=1.0,
+    p.add_argument("--power", type=number(0, exclusive_minimum=True, maximum=1000), default=1.0,
                    help="substitution τ = u^p (4 for log-type integrands)")
-    p.add_argument("--tol", type=number(0, exclusive_minimum=True), default=None,
+    p.add_argument("--tol", type=number(0, exclusive_minimum=True, maximum=1), default=None,
                    help="adaptive mode: raise K until the relative gap ≤ tol")
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")

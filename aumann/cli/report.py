@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from aumann.cli.args import path, positive_int
+from aumann.cli.args import integer, path
 from aumann.cli.terminal import terminal_text
 
 
@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="rewrite report.html and report.md of a finished run directory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", type=path, metavar="RUN_DIR", help="a finished run directory")
-    p.add_argument("--top", type=positive_int, default=None,
+    p.add_argument("--top", type=integer(minimum=1, maximum=10_000_000), default=None,
                    help="agents in the who-tables and the heatmap (default 20)")
     p.add_argument("--static", action="store_true", help="static PNG figures even when Bokeh is installed")
     p.add_argument("--no-plots", action="store_true", help="leave the figures out")

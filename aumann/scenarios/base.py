@@ -78,7 +78,11 @@ IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
 
 #: the largest agents / steps / runs a scenario config takes (each far beyond what fits in memory or time)
-MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000}
+MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000, "seed": 2**63 - 1}
+#: the largest value of every other count of the study: each is a loop bound (orderings × K_del forks, path
+#: orders × N evaluations, ...), so an absurd one (``random_orderings = 1e15``) is refused, not run for ever
+MAX_COUNTS = {"k_del": 100_000, "top_k": 10_000_000, "random_orderings": 10_000, "path_orders": 10_000,
+              "judge_candidates": 100_000, "ba_m": 1_000, "period": 1_000_000}
 
 
 class StudyConfig(configs.ConfigModel):
@@ -120,17 +124,17 @@ class StudyConfig(configs.ConfigModel):
     permutations: int = Field(1000, ge=2, le=10_000_000)
     ceiling_permutations: int | None = Field(None, ge=2, le=10_000_000)
     quadrature_steps: int = Field(32, ge=1, le=4096)  # the Gauss–Legendre cap of AumannShapley
-    k_del: int | None = Field(None, ge=1)
-    top_k: int | None = Field(None, ge=1)
-    random_orderings: int = Field(20, ge=1)
+    k_del: int | None = Field(None, ge=1, le=MAX_COUNTS["k_del"])
+    top_k: int | None = Field(None, ge=1, le=MAX_COUNTS["top_k"])
+    random_orderings: int = Field(20, ge=1, le=MAX_COUNTS["random_orderings"])
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
-    path_orders: int = Field(20, ge=1)
+    path_orders: int = Field(20, ge=1, le=MAX_COUNTS["path_orders"])
     ablations: bool = True
     action_attribution: bool = True
-    action_tol: float | None = Field(1e-6, gt=0)
+    action_tol: float | None = Field(1e-6, gt=0, le=1)
     resimulation_reference: bool = False
     judge: str = Field("auto", pattern="^(auto|heuristic|llm|off)$")
-    judge_candidates: int = Field(50, ge=1)
+    judge_candidates: int = Field(50, ge=1, le=MAX_COUNTS["judge_candidates"])
     antithetic: bool = False
     log_k_grid: bool = False
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
@@ -159,7 +163,7 @@ class ScenarioConfig(configs.ConfigModel):
     step_timeout: float | None = Field(None, ge=0.001, le=1e6)
     study: StudyConfig = Field(default_factory=StudyConfig)
 
-    @field_validator("agents", "steps", "runs", mode="after")
+    @field_validator("agents", "steps", "runs", "seed", mode="after")
     @classmethod
     def _within_reach(cls, v: int, info: ValidationInfo) -> int:
         """Sizes no run can reach (``--agents 1e12``) are refused here, not after hours of building a network;

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, log_k_grid, rank_agents, topk_jaccard
-from aumann.errors import ConfigError, StudyError
+from aumann.errors import ConfigError, PathEscapeError, StudyError
 from aumann.evaluation.deletion import (
     DeletionOracle,
     MaskingOracle,
@@ -55,7 +55,19 @@ from aumann.evaluation.deletion import (
     random_summary,
     resimulation_game,
 )
-from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
+from aumann.io import (
+    check_digests,
+    confine,
+    ensure_output_dir,
+    file_digests,
+    plain,
+    read_json,
+    read_npz,
+    record_checksum,
+    sha256_file,
+    write_json,
+    write_npz,
+)
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.simulators import indicator_values
 
@@ -295,9 +307,10 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         judge_order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
         arrays["judge_ranking"] = judge_order
 
-    if attribution_prefix is not None:
+    if attribution_prefix is not None:  # <out>/attributions/run-NNN: confined to <out>
         for label, res in saved.items():
-            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
+            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"),
+                     within=attribution_prefix.parent.parent)
 
     tick("deletion forks")
     oracle.prefetch(deletion_sets(phi, sizes, N if everyone else players, st.random_orderings, g_rand, ranked,
@@ -455,13 +468,17 @@ def with_timing(rec: dict[str, Any], timing: dict[str, Any] | None) -> dict[str,
 
 
 def read_timing(run_dir: Path, r: int) -> dict[str, Any]:
-    """The seconds of run ``r`` in ``run_dir`` (``timings/run-NNN.json``; ``{}`` when absent or unreadable)."""
+    """The seconds of run ``r`` in ``run_dir`` (``timings/run-NNN.json``; ``{}`` when absent, unreadable, not
+    the timing of run ``r`` or not finite non-negative seconds: :class:`aumann.records.RunTiming`)."""
+    from aumann.records import RunTiming, check
+
     p = Path(run_dir) / "timings" / f"run-{r:03d}.json"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = check(RunTiming, read_json(p, error=StudyError, what="run timing", within=run_dir, max_bytes=2**20),
+                     error=StudyError, what="run timing")
+    except (StudyError, OSError):
         return {}
-    return data.get("seconds", {}) if isinstance(data, dict) and isinstance(data.get("seconds"), dict) else {}
+    return data["seconds"] if data["run"] == r else {}
 
 
 @dataclass
@@ -518,7 +535,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None and write:  # every folder a finished run is written to, before the first simulation
-        for folder in (out, out / "runs", out / "panels", out / "attributions"):
+        for folder in (out, out / "runs", out / "panels", out / "attributions", out / "timings"):
+            confine(folder, out, what="study output directory")  # (no symlink leads out of the run directory)
             ensure_output_dir(folder, "study output directory")
     records: list[Any] = [None] * config.runs
     arrays: list[Any] = [None] * config.runs
@@ -625,14 +643,18 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     timing = plain(split_timing(rec))  # wall-clock seconds live beside the record, not in it
     rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
     if rec_path is not None:
-        run.panel.save(out / "panels" / f"run-{r:03d}")
-        npz = write_npz(rec_path.with_suffix(".npz"), arr)
-        rec["arrays_sha256"] = sha256_file(npz)
-        write_json(out / "timings" / f"run-{r:03d}.json", {"run": r, "digest": digest, "seconds": timing})
+        run.panel.save(out / "panels" / f"run-{r:03d}", within=out)
+        npz = write_npz(rec_path.with_suffix(".npz"), arr, within=out)
+        rec["arrays_sha256"] = sha256_file(npz, within=out)
+        write_json(out / "timings" / f"run-{r:03d}.json", {"run": r, "digest": digest, "seconds": timing}, within=out)
+        # every other file a resume or the report reads back is covered by the record's checksum too
+        rec["files_sha256"] = file_digests(out, [f"panels/run-{r:03d}.npz", f"timings/run-{r:03d}.json",
+                                                 *sorted(f"attributions/{p.name}" for p in
+                                                         (out / "attributions").glob(f"run-{r:03d}-*.npz"))])
     rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
     rec["checksum"] = record_checksum(rec)
     if rec_path is not None:
-        write_json(rec_path, rec)
+        write_json(rec_path, rec, within=out)
     if account is None:
         delta = Usage()
     elif before is not None:
@@ -704,29 +726,39 @@ def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, dict[str, 
     ``"corrupt"`` (unreadable or truncated JSON or ``.npz``, missing keys or arrays, an edited number — the
     checksum does not match); ``reason`` says what failed.
     """
+    from aumann.records import RunRecord, check
+
     npz = rec_path.with_suffix(".npz")
-    try:
-        rec = json.loads(rec_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    run_dir = rec_path.parent.parent
+    if not rec_path.is_file() and not rec_path.is_symlink():
         return "corrupt", "the record (.json) is missing", None, None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return "corrupt", f"the record is unreadable ({type(exc).__name__})", None, None
-    if not isinstance(rec, dict):
-        return "corrupt", "the record is not a JSON object", None, None
+    try:  # bounded, confined to the run directory
+        rec = read_json(rec_path, error=StudyError, what="run record", within=run_dir, object_only=True)
+    except (StudyError, PathEscapeError) as exc:
+        return "corrupt", f"the record is unreadable: {exc}", None, None
     missing = [k for k in RUN_KEYS if k not in rec]
     if missing:
         return "corrupt", f"the record lacks {missing}", None, None
     if record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec["checksum"]:
         return "corrupt", "the record's checksum does not match (edited or damaged)", None, None
+    try:  # one schema: finite, ranged, typed fields (t_star = -1 with a fixed-up checksum is still damaged)
+        check(RunRecord, rec, error=StudyError, what="the record")
+    except StudyError as exc:
+        return "corrupt", str(exc), None, None
     if rec["digest"] != digest:
         return "todo", None, None, None
-    if not npz.is_file():
+    if not npz.is_file() and not npz.is_symlink():
         return "corrupt", "its arrays (.npz) are missing", None, None
-    if sha256_file(npz) != rec["arrays_sha256"]:
+    if check_digests(run_dir, {f"runs/{npz.name}": rec["arrays_sha256"]}):
         return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
+    if rec.get("files_sha256") is None:
+        return "corrupt", "the record has no checksums of its panel and attribution files (an older aumann)", None, None
+    bad = check_digests(run_dir, rec["files_sha256"])
+    if bad:
+        return "corrupt", "; ".join(f"{name} {why}" for name, why in bad[:3]), None, None
     try:
-        arrays, _ = read_npz(npz, error=StudyError, what="run arrays")
-    except StudyError as exc:
+        arrays, _ = read_npz(npz, error=StudyError, what="run arrays", within=run_dir)
+    except (StudyError, PathEscapeError) as exc:
         return "corrupt", str(exc), None, None
     lacking = [k for k in RUN_ARRAYS if k not in arrays]
     if lacking:

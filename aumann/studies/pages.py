@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import AumannError, ReportError
-from aumann.io import read_npz, write_csv, write_text
+from aumann.io import write_csv, write_text
+from aumann.records import Manifest, RunRecord
 from aumann.studies.action_sections import (
     GAMES,
     action_blocks,
@@ -65,12 +66,15 @@ from aumann.studies.sections import (
     group_share_table,
     id_cell,
     llm_blocks,
+    load_arrays,
     load_attribution,
+    load_panel,
     merged_table,
     pct_cell,
     pct_text,
     read_csv,
     read_json,
+    reading_within,
     timing_table,
     top_order,
     who_table,
@@ -92,7 +96,8 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     if not (d / "manifest.json").is_file():
         raise ReportError(f"{str(d)!r} is not a finished run directory: it has no manifest.json (written when "
                           "`aumann run`, `aumann attribute`, `aumann demo --out` or `aumann bluesky study` finishes)")
-    manifest = read_json(d / "manifest.json", "manifest")
+    with reading_within(d):
+        manifest = read_json(d / "manifest.json", "manifest", schema=Manifest)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("command"), str):
         raise ReportError(f"manifest {str(d / 'manifest.json')!r} has no command: not an aumann run directory")
     cmd = manifest["command"]
@@ -114,6 +119,16 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
         if not (d / name).exists():
             raise ReportError(f"{str(d)!r} ({cmd!r}) lacks {name!r}: the run did not finish or files were removed")
     return kind, manifest
+
+
+def _document(kind: str, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> Document:
+    if kind == "faithfulness":
+        return faithfulness_document(d, manifest, charts, top=top, plots=plots)
+    if kind == "attribute":
+        return attribute_document(d, manifest, charts, top=top, plots=plots)
+    from aumann.studies.crossscale.page import crossscale_document
+
+    return crossscale_document(d, manifest, charts, top=top, plots=plots)
 
 
 def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None = None, top: int = TOP_AGENTS,
@@ -139,14 +154,8 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
     kind, manifest = run_kind(d)
     charts = Charts(interactive=interactive)
     try:
-        if kind == "faithfulness":
-            doc = faithfulness_document(d, manifest, charts, top=top, plots=plots)
-        elif kind == "attribute":
-            doc = attribute_document(d, manifest, charts, top=top, plots=plots)
-        else:
-            from aumann.studies.crossscale.page import crossscale_document
-
-            doc = crossscale_document(d, manifest, charts, top=top, plots=plots)
+        with reading_within(d):  # every file read below stays inside the run directory
+            doc = _document(kind, d, manifest, charts, top=top, plots=plots)
     except ReportError:
         raise
     except AumannError as exc:
@@ -194,11 +203,14 @@ _VARIANT_TITLES = {
 def _load_runs(d: Path, n_runs: int) -> tuple[list[dict[str, Any]], list[dict[str, np.ndarray]]]:
     recs, arrs = [], []
     for r in range(n_runs):
-        rec = read_json(d / "runs" / f"run-{r:03d}.json", "run record")
+        rec = read_json(d / "runs" / f"run-{r:03d}.json", "run record", schema=RunRecord)
         npz = d / "runs" / f"run-{r:03d}.npz"
         if not npz.is_file():
             raise ReportError(f"run arrays {str(npz)!r} are missing: not a finished run directory")
-        arrs.append(read_npz(npz, error=ReportError, what="run arrays")[0])
+        arrs.append(load_arrays(npz, "run arrays"))
+        if not int(rec["t_star"]) < len(arrs[-1].get("f_values", ())):  # (t_star ≥ 0 is the schema's)
+            raise ReportError(f"run record {str(d / 'runs' / f'run-{r:03d}.json')!r}: t_star = {rec['t_star']} is not "
+                              "a step of the run (damaged)")
         recs.append(with_timing(rec, read_timing(d, r)))  # the seconds live beside the record
     return recs, arrs
 
@@ -206,8 +218,6 @@ def _load_runs(d: Path, n_runs: int) -> tuple[list[dict[str, Any]], list[dict[st
 def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = TOP_AGENTS,
                           plots: bool = True) -> Document:
     """The page of an ``aumann run`` directory."""
-    from aumann.panel import Panel
-
     config = manifest.get("config") or {}
     scenario = manifest.get("scenario") or (read_csv(d / "faithfulness.csv") or [{}])[0].get("scenario", "?")
     n_runs = int(manifest.get("runs") or config.get("runs") or len(list((d / "runs").glob("run-*.json"))))
@@ -224,7 +234,7 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
     panels = []
     for r in range(n_runs):
         p = d / "panels" / f"run-{r:03d}.npz"
-        panels.append(Panel.load(p) if p.is_file() else None)
+        panels.append(load_panel(p) if p.is_file() else None)
 
     # ---------------------------------------------------------------- who
     who: list[Any] = [Text(f"The {min(k, ats[0].N)} agents with the largest signed Φ_i = Σ_t φ_i,t (Aumann–Shapley, "

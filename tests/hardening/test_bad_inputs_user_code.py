@@ -44,15 +44,15 @@ def test_a_baseline_action_that_raises_in_a_fork_is_typed():
         sc.step_with_baseline(run.before(4), cfg, [0, 1])
 
 
+@pytest.mark.timeout(120)  # (without the step timeout these never return)
 @pytest.mark.parametrize("mode", ["hang", "swallow", "sleep"])
 def test_a_step_that_never_returns_is_stopped_by_the_step_timeout(mode):
     sc = make()
-    t0 = time.monotonic()
     with pytest.raises(StepTimeoutError, match=r"step\(\) at step 3 ran longer than the step timeout of 0.2 s"):
         sc.simulate(sc.load_config(mode=mode, step_timeout=0.2), rng=0)
-    assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.timeout(120)
 def test_the_step_timeout_works_outside_the_main_thread_too():
     sc = make()
     caught: list[BaseException] = []
@@ -139,10 +139,10 @@ def test_aumann_run_with_a_failing_step_is_one_line_exit_2(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.timeout(120)
 def test_aumann_run_step_timeout_stops_a_hanging_step(tmp_path, capsys):
-    t0 = time.monotonic()
     rc = main(["run", SPEC, "--set", "mode=hang", "--step-timeout", "0.3", "--out", str(tmp_path / "o")])
-    assert rc == 2 and "StepTimeoutError" in capsys.readouterr().err and time.monotonic() - t0 < 60
+    assert rc == 2 and "StepTimeoutError" in capsys.readouterr().err
 
 
 def test_the_step_timeout_is_not_part_of_the_run_digest():
