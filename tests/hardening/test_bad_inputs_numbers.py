@@ -130,19 +130,6 @@ def test_good_records_pass_unchanged():
     assert records.check(records.RunRecord, rec, error=StudyError, what="r") is rec
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    from aumann.studies import run_study, write_outputs
-    from tests.tiny import TINY_STUDY
-
-    sc = scenarios.get("social-llm")
-    cfg = sc.load_config(agents=6, steps=4, runs=1, study={**TINY_STUDY, "ablations": False})
-    out = tmp_path_factory.mktemp("finished")
-    res = run_study(sc, cfg, out_dir=out)
-    write_outputs(res, out, command="aumann run social-llm", seconds=0.0, plots=False, interactive=False)
-    return sc, cfg, out
-
-
 def _rewrite(path, **edit) -> None:
     from aumann.io import record_checksum
 
@@ -153,42 +140,30 @@ def _rewrite(path, **edit) -> None:
     path.write_text(json.dumps(rec))
 
 
-def test_t_star_minus_one_with_a_fixed_up_checksum_is_recomputed_on_resume(finished, tmp_path):
-    import shutil
-
+def test_t_star_minus_one_with_a_fixed_up_checksum_is_recomputed_on_resume(run_copy):
     from aumann.studies import run_study
 
-    sc, cfg, out = finished
-    copy_dir = tmp_path / "c"
-    shutil.copytree(out, copy_dir)
+    sc, cfg, copy_dir = run_copy
     _rewrite(copy_dir / "runs" / "run-000.json", t_star=-1)
     again = run_study(sc, cfg, out_dir=copy_dir)
-    assert again.computed == 1 and "t_star" in again.failed_checks[0]["reason"]
+    assert again.computed == 1 and again.resumed == 1 and "t_star" in again.failed_checks[0]["reason"]
     assert again.records[0]["t_star"] >= 0
 
 
 @pytest.mark.parametrize("t_star", [-1, 99])
-def test_t_star_outside_the_run_is_never_rendered(finished, tmp_path, t_star):
-    import shutil
-
+def test_t_star_outside_the_run_is_never_rendered(run_copy, t_star):
     from aumann.studies import render_report
 
-    _, _, out = finished
-    copy_dir = tmp_path / "c"
-    shutil.copytree(out, copy_dir)
+    _, _, copy_dir = run_copy
     _rewrite(copy_dir / "runs" / "run-000.json", t_star=t_star)
     with pytest.raises(ReportError, match="t_star"):
         render_report(copy_dir, interactive=False)
 
 
-def test_a_manifest_with_infinite_seconds_is_a_report_error(finished, tmp_path):
-    import shutil
-
+def test_a_manifest_with_infinite_seconds_is_a_report_error(run_copy):
     from aumann.studies import render_report
 
-    _, _, out = finished
-    copy_dir = tmp_path / "c"
-    shutil.copytree(out, copy_dir)
+    _, _, copy_dir = run_copy
     m = json.loads((copy_dir / "manifest.json").read_text())
     m["seconds"] = "MARK"
     (copy_dir / "manifest.json").write_text(json.dumps(m).replace('"MARK"', "1e400"))

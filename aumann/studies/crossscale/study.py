@@ -31,6 +31,7 @@ from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
 from aumann.io import (
     atomic_path,
     child_path,
+    confine,
     ensure_output_dir,
     plain,
     read_json,
@@ -143,7 +144,7 @@ CELL_KEYS = ("topic", "protocol", "size", "key", "checksum")
 def _write_cell(path: Path, cell: dict[str, Any]) -> None:
     """Write a finished cell with a checksum of its content (NaN/inf are stored as null)."""
     body = plain({k: v for k, v in cell.items() if k != "checksum"})
-    write_json(path, {**body, "checksum": record_checksum(body)})
+    write_json(path, {**body, "checksum": record_checksum(body)}, within=path.parents[2])  # cells/<topic>/<file>
 
 
 def _cell_status(path: Path, key: str) -> tuple[str, str | None]:
@@ -199,6 +200,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
                           "give another --out")
     ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
+    for sub in ("cells", "tables", "figures", "deepset", "per_user", "summary.json", "manifest.json"):
+        confine(out / sub, out, what="study output")  # no symbolic link inside --out leads out of it
     synthetic = bool(counts.meta.get("synthetic", False))
     topics, sizes, skipped = plan(counts, cfg)
     per_agent = synthetic or cfg.export_per_user  # per-user rows: never for real data unless asked for
