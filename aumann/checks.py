@@ -43,7 +43,10 @@ ErrorType = type[Exception]
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4300-digit str limit
+        return f"<an integer of {int(value).bit_length():,} bits>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -99,7 +102,10 @@ def as_float(value: Any, name: str, *, minimum: float | None = None, maximum: fl
         kind = "a finite number" if finite else "a number"
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise error(f"{name} must be {kind}{bound}; got {_shown(value)} ({type(value).__name__})")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an integer beyond any float (10**400)
+        raise error(f"{name} must be {kind}{bound}; got an integer of {int(value).bit_length():,} bits") from None
     if math.isnan(out) or (finite and math.isinf(out)):
         raise error(f"{name} must be {kind}{bound}; got {out!r}")
     if minimum is not None and (out <= minimum if exclusive_minimum else out < minimum):

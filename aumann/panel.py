@@ -564,6 +564,17 @@ class Panel:
         """
         if not (hasattr(df, "columns") and hasattr(df, "reset_index") and hasattr(df, "index")):
             raise PanelError(f"from_dataframe takes a pandas DataFrame; got {type(df).__name__}")
+        try:
+            return cls._from_frame(df, features, alive, step=step, agent=agent)
+        except AumannError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:  # pandas on a malformed frame
+            raise PanelError(f"the frame cannot be read as a long table (one row per step and agent): "
+                             f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+
+    @classmethod
+    def _from_frame(cls, df: Any, features: Sequence[str] | None, alive: Any, *, step: str | None,
+                    agent: str | None) -> Panel:
         import pandas as pd
 
         flat, levels = _flatten_frame(df)

@@ -44,7 +44,7 @@ def _walk(v: Any, where: str) -> None:
             raise ValueError(f"{where or 'the record'} is {v!r}, not a finite number")
     elif isinstance(v, int):
         if not -INT64_MAX - 1 <= v <= INT64_MAX:
-            raise ValueError(f"{where or 'the record'} is an integer outside int64 ({str(v)[:30]}...)")
+            raise ValueError(f"{where or 'the record'} is an integer outside int64 ({v.bit_length()} bits)")
     elif isinstance(v, str):
         if len(v) > MAX_TEXT:
             raise ValueError(f"{where or 'the record'} is a string of {len(v):,} characters (at most {MAX_TEXT:,})")

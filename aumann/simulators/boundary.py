@@ -50,7 +50,10 @@ MAX_STEP_TIMEOUT = 1e6
 
 
 def _shown(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # a user exception whose __str__ raises
+        return "(its message cannot be shown)"
     return text if len(text) <= 300 else text[:297] + "..."
 
 
