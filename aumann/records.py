@@ -83,7 +83,8 @@ class RunRecord(OutsideRecord):
     delta_v: Finite | None = None
     methods: dict[str, dict[str, Any]]
     ceiling: dict[str, Any]
-    smoothing_gap: Any
+    smoothing_gap: Any = None
+    stages: dict[str, dict[str, Any]] | None = None
     players: Count | None = None
     k_del: Count | None = None
     top_k: Count | None = None
