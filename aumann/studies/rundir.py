@@ -180,13 +180,20 @@ class RunDir:
         return panel.save(self.panel(r), within=self.root)
 
     def save_attribution(self, r: int, label: str, res: Any) -> Path:
-        """``attributions/run-NNN-<label>.npz`` (confined to the run directory)."""
-        return res.save(self.attribution(r, label), within=self.root)
+        """``attributions/run-NNN-<label>.npz`` (confined to the run directory), without the wall-clock seconds
+        of its provenance (they live in ``timings/``): same config and seed, same bytes, so the record can carry
+        its checksum."""
+        import copy
+
+        timed = copy.copy(res)
+        object.__setattr__(timed, "provenance", _without_seconds(res.provenance))
+        return timed.save(self.attribution(r, label), within=self.root)
 
     def read_files(self, r: int) -> list[str]:
-        """The files of run ``r`` besides its record and arrays that resume and the report read back (relative
-        names: its panel, its timing, its attributions), as far as they exist."""
-        names = [p.relative_to(self.root).as_posix() for p in (self.panel(r), self.timing(r)) if p.is_file()]
+        """The files of run ``r`` besides its record, arrays and timing that resume and the report read back
+        (relative names: its panel, its attributions), as far as they exist. (The timing carries its own
+        checksum: its seconds differ from run to run, the record's bytes may not.)"""
+        names = [p.relative_to(self.root).as_posix() for p in (self.panel(r),) if p.is_file()]
         folder = self.root / ATTRIBUTIONS
         if folder.is_dir():
             names += sorted(f"{ATTRIBUTIONS}/{p.name}" for p in folder.glob(f"{_name(r)}-*.npz"))
@@ -200,7 +207,8 @@ class RunDir:
         rec = dict(rec)
         rec["arrays_sha256"] = sha256_file(npz, within=self.root)
         if timing is not None:
-            write_json(self.timing(r), {"run": r, "digest": digest, "seconds": timing}, within=self.root)
+            body = plain({"run": r, "digest": digest, "seconds": timing})
+            write_json(self.timing(r), {**body, "checksum": record_checksum(body)}, within=self.root)
         rec["files_sha256"] = file_digests(self.root, self.read_files(r))  # every other file read back
         return self._write_record(r, rec)
 
@@ -213,14 +221,23 @@ class RunDir:
     def read_timing(self, r: int) -> dict[str, Any]:
         """The seconds of run ``r`` (``{}`` when absent, unreadable, not run ``r``'s, or not finite non-negative
         seconds: :class:`aumann.records.RunTiming`)."""
+        seconds = self.checked_timing(r)
+        return {} if seconds is None else seconds
+
+    def checked_timing(self, r: int) -> dict[str, Any] | None:
+        """The seconds of run ``r`` if its timing file is there and verifies (schema, run index, checksum), else
+        ``None``."""
         from aumann.records import RunTiming, check
 
         try:
             data = check(RunTiming, read_json(self.timing(r), error=StudyError, what="run timing", within=self.root,
                                               max_bytes=2**20), error=StudyError, what="run timing")
         except (StudyError, OSError):
-            return {}
-        return data["seconds"] if data["run"] == r else {}
+            return None
+        if data["run"] != r or record_checksum({k: v for k, v in data.items() if k != "checksum"}) != data.get(
+                "checksum"):
+            return None
+        return data["seconds"]
 
     def verify_run(self, r: int, digest: str) -> tuple[str, str | None, RunRecord | None,
                                                         dict[str, np.ndarray] | None]:
@@ -232,6 +249,14 @@ class RunDir:
         checksum does not match); ``reason`` says what failed.
         """
         return verify_run(self.record(r), digest)
+
+
+def _without_seconds(prov: Any) -> Any:
+    """``prov`` without its wall-clock entries (keys ``seconds`` / ``*_seconds``, at any depth)."""
+    if isinstance(prov, dict):
+        return {k: _without_seconds(v) for k, v in prov.items()
+                if not (isinstance(k, str) and (k == "seconds" or k.endswith("_seconds")))}
+    return prov
 
 
 def seal(rec: dict[str, Any]) -> RunRecord:
@@ -280,6 +305,9 @@ def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, RunRecord 
     if rec.get("files_sha256") is None:
         return "corrupt", "the record has no checksums of its panel and attribution files (an older aumann)", None, None
     bad = check_digests(root, rec["files_sha256"])
+    timing = root / TIMINGS / f"{rec_path.stem}.json"
+    if (timing.is_file() or timing.is_symlink()) and RunDir(root).checked_timing(int(rec["run"])) is None:
+        bad.append((f"{TIMINGS}/{timing.name}", "does not match its checksum (truncated, edited or replaced)"))
     if bad:
         return "corrupt", "; ".join(f"{name} {why}" for name, why in bad[:3]), None, None
     try:
