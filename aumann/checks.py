@@ -230,15 +230,23 @@ def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:
 def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]:
     """Run user code (an indicator, a game, a callback): its exceptions become ``error`` naming ``what``.
 
-    aumann's own errors pass through unchanged; ``KeyboardInterrupt`` and ``SystemExit`` are never caught.
-    The original exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from.
+    aumann's own errors pass through unchanged; ``KeyboardInterrupt`` is never caught; ``sys.exit()`` inside
+    user code is the same typed error (user code must return or raise, not end the process). The original
+    exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from. (A scenario's
+    own code goes through :mod:`aumann.simulators.boundary`, which names the scenario and the step.)
     """
     try:
         yield
     except AumannError:
         raise
+    except SystemExit as exc:
+        raise error(f"{what} called sys.exit({exc.code!r}); user code must return or raise") from exc
     except Exception as exc:
-        raise error(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
+        try:
+            shown = str(exc)[:300]
+        except Exception:  # an exception whose __str__ raises
+            shown = "(its message cannot be shown)"
+        raise error(f"{what} raised {type(exc).__name__}: {shown}") from exc
 
 
 __all__ = [

@@ -173,3 +173,28 @@ def test_open_a_scenario_factory_that_aborts_the_process(tmp_path):
     rc = subprocess.run([sys.executable, "-m", "aumann.cli", "run", "os:abort"], capture_output=True, cwd=tmp_path,
                         timeout=120).returncode
     assert rc == 2
+
+
+def test_an_indicator_that_calls_sys_exit_is_a_typed_error():
+    import sys
+
+    import numpy as np
+
+    from aumann.attribution import attribute
+    from aumann.errors import IndicatorError
+    from aumann.panel import Panel
+
+    with pytest.raises(IndicatorError, match=r"called sys.exit\(4\)"):
+        attribute(lambda z: sys.exit(4), Panel(np.ones((1, 3, 2))))
+
+
+def test_an_exception_whose_message_cannot_be_shown_is_still_typed():
+    class Weird(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def step(model):
+        raise Weird()
+
+    with pytest.raises(ScenarioCodeError, match="Weird: \\(its message cannot be shown\\)"):
+        boundary.call("s", "step()", step, None)
