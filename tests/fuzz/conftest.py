@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: the budget is shared by the tests that run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     fuzz = [i for i in items if getattr(getattr(i, "function", None), "fuzz", False)]
     total = config.getoption("--fuzz")
