@@ -15,7 +15,9 @@
     * UnknownIndicatorError(IndicatorError, KeyError)
     * ClosedFormUnavailable                      -- closed form asked for but not valid here
     * NoLivingAgentsError                        -- an alive-aware indicator at a step where nobody is alive
+    * UndefinedIndicatorError                    -- an indicator with no value at its input (0/0)
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
+  * MemoryBudgetError(AumannError, MemoryError)  -- one unit of batched work does not fit the memory budget
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
       * NonFiniteGameError(.., IndicatorError)   -- a game returned NaN/inf (also an IndicatorError, like
@@ -61,7 +63,16 @@
     raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
+    * TraceError                                 -- event logs of other simulators (aumann.data.traces)
+      * TraceFormatError                         -- a trace that cannot be read (not SQLite, truncated, bad line N)
+      * TraceSchemaError                         -- a readable trace without the table/columns/fields the spec names
+      * TraceRecordError                         -- one record (line / row N) with a missing or unusable field
+    * TraceSpecError(IngestError, ConfigError)   -- an invalid trace spec (TOML or TraceSpec)
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
+* AumannWarning(UserWarning)                     -- warnings aumann emits (filter them by class)
+  * ForkFallbackWarning                          -- ``strategy="auto"`` could not copy a model and replays it
+  * RecorderWarning                              -- a recorder skipped agent types without a requested feature
+  * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
 """
 
 from __future__ import annotations
@@ -128,6 +139,14 @@ class ClosedFormUnavailable(IndicatorError):
 class NoLivingAgentsError(IndicatorError):
     """An alive-aware indicator (means, variances, Gini over the living) evaluated at a step where no
     agent is alive: its value is undefined at n_t = 0. The message names the step."""
+
+
+class UndefinedIndicatorError(IndicatorError):
+    """The indicator has no value at this input (e.g. the Gini coefficient where the mean is 0: 0/0)."""
+
+
+class MemoryBudgetError(AumannError, MemoryError):
+    """Not even one unit of batched work (a coalition, an integration point) fits the memory budget."""
 
 
 class ZeroDeltaVError(AumannError, ZeroDivisionError):
@@ -312,6 +331,27 @@ class ZstdDictionaryError(IngestError):
     """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
 
 
+class TraceError(IngestError):
+    """An event log of another simulator (OASIS, OpenTelemetry spans, Concordia, a long table) that cannot
+    become a panel; the message names the file and, where there is one, the line or row."""
+
+
+class TraceFormatError(TraceError):
+    """A trace that cannot be read at all: not an SQLite database, a truncated file, a malformed line N."""
+
+
+class TraceSchemaError(TraceError):
+    """A readable trace that lacks the table, columns or fields its spec names (the message lists what it has)."""
+
+
+class TraceRecordError(TraceError):
+    """One record of a trace (line N of a file, row N of a table) with a missing or unusable field."""
+
+
+class TraceSpecError(IngestError, ConfigError):
+    """An invalid trace spec: unknown keys, bad bin widths, features that name nothing."""
+
+
 class ReportError(AumannError, ValueError):
     """A directory that is not a finished run directory, or one whose result files cannot be read."""
 
@@ -357,9 +397,26 @@ class Retryable(Exception):
 class ModeUnsupported(Exception):
     """The server rejected the structured-output mode (``response_format``)."""
 
+class AumannWarning(UserWarning):
+    """Base class of the warnings aumann emits."""
+
+
+class ForkFallbackWarning(AumannWarning):
+    """A fork with ``strategy="auto"`` could not copy the model and replays it from its factory instead."""
+
+
+class RecorderWarning(AumannWarning):
+    """A recorder skipped agents (a type without a requested feature) and says which."""
+
+
+class EfficiencyGapWarning(AumannWarning):
+    """An efficient method's Σ_i φ misses Δv by a large share of |Δv| (too few integration points?)."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
+    "AumannWarning",
     "BackendUnavailableError",
     "BaselineError",
     "BudgetExceededError",
@@ -370,9 +427,11 @@ __all__ = [
     "ConfigError",
     "DecisionParseError",
     "DuplicateIdError",
+    "EfficiencyGapWarning",
     "EmptyPanelError",
     "ExecutorError",
     "FeatureValueError",
+    "ForkFallbackWarning",
     "GameError",
     "IndicatorError",
     "IngestError",
@@ -380,6 +439,7 @@ __all__ = [
     "LLMError",
     "LLMRequestError",
     "MalformedResponseError",
+    "MemoryBudgetError",
     "MethodError",
     "MetricError",
     "ModeUnsupported",
@@ -393,6 +453,7 @@ __all__ = [
     "PathEscapeError",
     "PolicyError",
     "ProtocolError",
+    "RecorderWarning",
     "ReplayDivergedError",
     "ReplayUnavailableError",
     "ReplyTooLarge",
@@ -412,7 +473,13 @@ __all__ = [
     "StepsMismatchError",
     "StudyError",
     "SynthError",
+    "TraceError",
+    "TraceFormatError",
+    "TraceRecordError",
+    "TraceSchemaError",
+    "TraceSpecError",
     "TransportFailure",
+    "UndefinedIndicatorError",
     "UnknownAgentError",
     "UnknownAttributeError",
     "UnknownFeatureError",
