@@ -93,16 +93,18 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
             is not valid JSON, or (``allow_nan=False``) holds ``NaN``/``Infinity``; the message names
             ``what``.
     """
-    raw = _as_bytes(text)
-    _check_limits(raw, what, error, max_depth, max_bytes, toml=False)
-
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
-    try:
-        decoded = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what} is not UTF-8 text (byte {exc.start})") from exc
+    if isinstance(text, str) and 4 * len(text) <= max_bytes and text.count("[") + text.count("{") <= max_depth:
+        decoded = text  # fast path (one line of a log): too short and too few brackets to exceed either limit
+    else:
+        raw = _as_bytes(text)
+        _check_limits(raw, what, error, max_depth, max_bytes, toml=False)
+        try:
+            decoded = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{what} is not UTF-8 text (byte {exc.start})") from exc
     try:
         if allow_nan:
             return json.loads(decoded)

@@ -192,3 +192,35 @@ def test_a_saved_panel_with_every_part_round_trips_through_the_checked_reader(tm
               meta={"k": [1, {"z": 2}]})
     back = Panel.load(p.save(tmp_path / "p.npz"))
     assert back.equals(p)
+
+
+@pytest.mark.parametrize("depth", [65, 5000, 100_000])
+def test_a_deeply_nested_trace_line_is_a_typed_bad_line_not_a_recursion_error(tmp_path, depth):
+    from pathlib import Path
+
+    from aumann.data.traces.read import read_trace
+    from aumann.errors import TraceFormatError
+
+    src = Path(__file__).resolve().parent.parent / "data" / "traces" / "otlp_spans.jsonl"
+    lines = src.read_bytes().splitlines()
+    deep = b'{"name":"x","traceId":"a","spanId":"b","attributes":' + b"[" * depth + b"]" * depth + b"}"
+    (tmp_path / "spans.jsonl").write_bytes(b"\n".join([*lines[:3], deep, *lines[3:]]) + b"\n")
+    with pytest.raises(TraceFormatError, match=r"line 4: not a JSON object.*nests"):
+        read_trace(tmp_path / "spans.jsonl", format="otel")
+
+
+def test_a_deeply_nested_trace_line_is_skipped_and_counted_with_skip_bad(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from aumann.cli import main
+
+    d = tmp_path / "trace"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "traces" / "agentsociety2_run" / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[0]
+    f.write_bytes(f.read_bytes() + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    assert main(["attribute", "--trace", str(d), "--skip-bad", "--indicator", "lin", "--out", str(tmp_path / "y"),
+                 "--no-report"]) == 0
+    rep = json.loads((tmp_path / "y" / "trace_report.json").read_text())
+    assert rep["skipped"]["line is not a JSON object"] == 1
