@@ -49,6 +49,7 @@ CLASSES = [  # issue 22: (path fragment, class), first match wins
     ("fuzz/test_fuzz_npz", "1 unbounded parsing"),
     ("fuzz/test_fuzz_json_toml", "1 unbounded parsing"),
     ("fuzz/test_fuzz_jetstream", "1 unbounded parsing"),
+    ("fuzz/test_fuzz_traces", "1 unbounded parsing"),
     ("fuzz/test_fuzz_cli_numbers", "2 numbers from outside"),
     ("fuzz/test_fuzz_run_dirs", "5 the filesystem"),
     ("fuzz/test_fuzz_interop", "4 interop"),

@@ -224,3 +224,25 @@ def test_a_deeply_nested_trace_line_is_skipped_and_counted_with_skip_bad(tmp_pat
                  "--no-report"]) == 0
     rep = json.loads((tmp_path / "y" / "trace_report.json").read_text())
     assert rep["skipped"]["line is not a JSON object"] == 1
+
+
+@pytest.mark.parametrize("tid", [[], {}, [1, 2]], ids=repr)
+def test_a_span_whose_trace_id_is_not_an_id_is_a_typed_bad_span(tmp_path, tid):
+    # found by tests/fuzz/test_fuzz_traces.py: an unhashable trace_id was a TypeError traceback
+    import json
+    import shutil
+    from pathlib import Path
+
+    from aumann.data.traces.read import read_trace
+    from aumann.errors import TraceFormatError
+
+    d = tmp_path / "trace"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "traces" / "agentsociety2_run" / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[0]
+    first = json.loads(f.read_text().splitlines()[0])
+    first["trace_id"] = tid
+    f.write_text(json.dumps(first) + "\n" + f.read_text())
+    with pytest.raises(TraceFormatError, match="trace_id is a JSON"):
+        read_trace(d)
+    got = read_trace(d, on_bad="skip")
+    assert got.report.to_dict()["skipped"]["trace_id is not an id"] == 1

@@ -251,6 +251,12 @@ class OtelReader(TraceReader):
                                 [g(span) for g in g_where])
                         if inherit:
                             tid = span.get("trace_id")
+                            if tid is not None and not isinstance(tid, str | int | float):  # ([] or {}: unhashable)
+                                msg = f"{fpath} line {lineno}: trace_id is a JSON {type(tid).__name__}, not an id"
+                                if spec.on_bad == "error":
+                                    raise TraceFormatError(msg + " (on_bad = 'skip' counts such spans)")
+                                tally.skip("trace_id is not an id", [f"{fpath} line {lineno}"])
+                                continue
                             if step is MISSING or step is None:
                                 known = trace_step.get(tid, MISSING) if tid is not None else MISSING
                                 if known is MISSING:
