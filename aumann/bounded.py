@@ -76,6 +76,8 @@ def _check_limits(raw: bytes, what: str, error: type[Exception], max_depth: int,
     if len(raw) > max_bytes:
         raise error(f"{what} is {len(raw):,} bytes, over the {max_bytes:,}-byte limit for this input; "
                     "is it the right file?")
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:  # fast path: too few brackets to nest that deep
+        return
     depth = nesting_depth(raw, toml=toml)
     if depth > max_depth:
         raise error(f"{what} nests {depth:,} levels deep, over the limit of {max_depth} for this input "
@@ -91,16 +93,18 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
             is not valid JSON, or (``allow_nan=False``) holds ``NaN``/``Infinity``; the message names
             ``what``.
     """
-    raw = _as_bytes(text)
-    _check_limits(raw, what, error, max_depth, max_bytes, toml=False)
-
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
-    try:
-        decoded = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what} is not UTF-8 text (byte {exc.start})") from exc
+    if isinstance(text, str) and 4 * len(text) <= max_bytes and text.count("[") + text.count("{") <= max_depth:
+        decoded = text  # fast path (one line of a log): too short and too few brackets to exceed either limit
+    else:
+        raw = _as_bytes(text)
+        _check_limits(raw, what, error, max_depth, max_bytes, toml=False)
+        try:
+            decoded = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{what} is not UTF-8 text (byte {exc.start})") from exc
     try:
         if allow_nan:
             return json.loads(decoded)

@@ -39,13 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import AumannError, ConfigError, IndicatorError, MethodError
+from aumann.errors import AumannError, ConfigError, IndicatorError, MethodError, TerminatedBySignal
 
 ErrorType = type[Exception]
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4300-digit str limit
+        return f"<an integer of {int(value).bit_length():,} bits>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -101,7 +104,10 @@ def as_float(value: Any, name: str, *, minimum: float | None = None, maximum: fl
         kind = "a finite number" if finite else "a number"
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise error(f"{name} must be {kind}{bound}; got {_shown(value)} ({type(value).__name__})")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an integer beyond any float (10**400)
+        raise error(f"{name} must be {kind}{bound}; got an integer of {int(value).bit_length():,} bits") from None
     if math.isnan(out) or (finite and math.isinf(out)):
         raise error(f"{name} must be {kind}{bound}; got {out!r}")
     if minimum is not None and (out <= minimum if exclusive_minimum else out < minimum):
@@ -226,15 +232,23 @@ def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:
 def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]:
     """Run user code (an indicator, a game, a callback): its exceptions become ``error`` naming ``what``.
 
-    aumann's own errors pass through unchanged; ``KeyboardInterrupt`` and ``SystemExit`` are never caught.
-    The original exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from.
+    aumann's own errors pass through unchanged; ``KeyboardInterrupt`` is never caught; ``sys.exit()`` inside
+    user code is the same typed error (user code must return or raise, not end the process). The original
+    exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from. (A scenario's
+    own code goes through :mod:`aumann.simulators.boundary`, which names the scenario and the step.)
     """
     try:
         yield
-    except AumannError:
+    except (AumannError, TerminatedBySignal):
         raise
+    except SystemExit as exc:
+        raise error(f"{what} called sys.exit({exc.code!r}); user code must return or raise") from exc
     except Exception as exc:
-        raise error(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
+        try:
+            shown = str(exc)[:300]
+        except Exception:  # an exception whose __str__ raises
+            shown = "(its message cannot be shown)"
+        raise error(f"{what} raised {type(exc).__name__}: {shown}") from exc
 
 
 def _import_file(path: Path, spec: str, error: ErrorType, what: str) -> Any:
@@ -260,6 +274,9 @@ def _import_file(path: Path, spec: str, error: ErrorType, what: str) -> Any:
     sys.modules[name] = module
     try:
         loader_spec.loader.exec_module(module)
+    except SystemExit as exc:  # a file that exits at import is a typed error, not the end of aumann
+        del sys.modules[name]
+        raise error(f"{what} spec {spec!r}: importing {str(path)!r} called sys.exit({exc.code!r})") from exc
     except Exception as exc:
         del sys.modules[name]
         raise error(f"{what} spec {spec!r}: importing {str(path)!r} raised {type(exc).__name__}: {exc}") from exc
@@ -279,6 +296,8 @@ def _import_module(modname: str, spec: str, error: ErrorType, what: str) -> Any:
             sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path
             return _import_module(modname, spec, error, what)
         raise error(f"{what} spec {spec!r}: cannot import module {modname!r} ({exc})") from exc
+    except SystemExit as exc:
+        raise error(f"{what} spec {spec!r}: importing {modname!r} called sys.exit({exc.code!r})") from exc
     except Exception as exc:
         raise error(f"{what} spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: {exc}") from exc
 

@@ -27,6 +27,7 @@
     * UnknownScenarioError                       -- a scenario name that is not registered
     * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
     * OutputError(.., OSError)                   -- an output path that cannot be created or written
+      * PathEscapeError                          -- a path that leaves its run directory (``..``, a symlink)
     * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
@@ -41,6 +42,8 @@
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
     * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
       * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
+    * ScenarioCodeError                          -- a scenario's own code (build_model, step, ...) raised or exited
+      * StepTimeoutError                         -- a step ran longer than ``--step-timeout``
   * LLMError(AumannError, RuntimeError)          -- decision backends
     * LLMAuthenticationError                     -- HTTP 401/403; never retried
     * ModelNotFoundError                         -- HTTP 404; never retried
@@ -57,6 +60,7 @@
     * ResponseCacheError(LLMError, ConfigError)  -- a corrupted, foreign or unusable response cache file
     * UnknownBackendError(LLMError, ConfigError) -- a backend name that no one registered
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
+  * StepExpired(BaseException): the user-code boundary's internal timeout signal (never raised to users)
   * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
     raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported, BoundFieldRefused
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
@@ -187,6 +191,10 @@ class OutputError(ConfigError, OSError):
 
     def __str__(self) -> str:  # OSError's str() would show (errno, strerror); keep ours
         return str(self.args[0]) if self.args else ""
+class PathEscapeError(OutputError):
+    """A path that leads outside its run directory (``..``, an absolute path, or a symbolic link)."""
+
+
 class ScenarioLoadError(ConfigError):
     """A user scenario spec (``package.module:attribute`` or ``path/file.py:attribute``) that cannot be
     loaded, or whose attribute is neither a Scenario nor a factory returning one."""
@@ -248,6 +256,15 @@ class StepMapError(SimulationError, ValueError):
 
 class StepMapUnavailable(StepMapError):
     """Action attribution asked of a scenario that provides no ``step_map``."""
+
+
+class ScenarioCodeError(SimulationError):
+    """A scenario's own code (``build_model``, ``step``, a baseline action, ...) raised or called ``sys.exit``;
+    the message names the scenario, the function and the step, and the original exception is chained."""
+
+
+class StepTimeoutError(ScenarioCodeError):
+    """A scenario step ran longer than the per-step timeout (``--step-timeout`` / ``step_timeout``)."""
 
 
 class LLMError(AumannError, RuntimeError):
@@ -355,7 +372,20 @@ class ReportError(AumannError, ValueError):
 
 
 
+# ---------------------------------------------------------------------- internal signal of the user-code boundary
+class StepExpired(BaseException):
+    """Raised inside a scenario call whose time ran out (:mod:`aumann.simulators.boundary`); a
+    ``BaseException``, so the step's own ``except Exception:`` cannot swallow it. Turned into
+    :class:`StepTimeoutError` at the boundary; never raised to users."""
+
+
 # ---------------------------------------------------------------------- internal signals of the LLM request path
+class TerminatedBySignal(SystemExit):
+    """SIGTERM/SIGHUP while a run is under way (``code`` = 128 + the signal): raised by the CLI's signal
+    handler so the way out saves what it must (the LLM usage ledger). It is not user code calling
+    ``sys.exit``: the user-code boundaries let it pass, as they do ``KeyboardInterrupt``."""
+
+
 class TransportFailure(Exception):
     """No HTTP reply: ``kind`` is ``"timeout"`` or ``"connect"``; ``detail`` may name the URL (redact it)."""
 
@@ -448,6 +478,7 @@ __all__ = [
     "OptionalDependencyError",
     "OutputError",
     "PanelError",
+    "PathEscapeError",
     "PolicyError",
     "ProtocolError",
     "RecorderWarning",
@@ -459,15 +490,19 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryAfterTooLongError",
     "Retryable",
+    "ScenarioCodeError",
     "ScenarioLoadError",
     "ServerDownError",
     "ShapeError",
     "SimulationError",
+    "StepExpired",
     "StepMapError",
     "StepMapUnavailable",
+    "StepTimeoutError",
     "StepsMismatchError",
     "StudyError",
     "SynthError",
+    "TerminatedBySignal",
     "TraceError",
     "TraceFormatError",
     "TraceRecordError",

@@ -9,13 +9,27 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
   DuckDB), renamed into place when the block exits without an exception;
 * :func:`write_bytes`, :func:`write_text`, :func:`write_json` (NaN/inf → ``null``: JSON has neither),
   :func:`write_npz` (arrays plus a JSON metadata record);
-* :func:`read_npz` the reverse of :func:`write_npz`;
+* :func:`read_npz` the reverse of :func:`write_npz`, for archives from anywhere: the zip directory and
+  every ``.npy`` header are checked (:mod:`aumann.npz`) before anything is decompressed, and the metadata
+  goes through the bounded JSON reader (:mod:`aumann.bounded`);
+* :func:`read_json` a JSON file (size and depth bounded), :func:`open_read` a file opened for reading;
 * :func:`write_csv` tables of plain numbers (Python floats written so they read back exactly; a missing
   or non-finite value is an empty cell);
 * :func:`sha256_bytes`, :func:`sha256_file`, :func:`record_checksum` checksums (for resume checks);
 * :func:`safe_component` / :func:`child_path` the one rule for names that become path components
   (topics, scenario names, groups, file stems): nothing a name holds can lead outside its folder;
-* :func:`ensure_output_dir` an output folder checked before any work starts (not a file, writable).
+* :func:`ensure_output_dir` an output folder checked before any work starts (not a file, writable);
+* :func:`confine` the run-directory rule: given ``within=`` (the run directory), every reader and writer
+  here refuses a path that leaves it — lexically (``..``) or through a symbolic link anywhere along the
+  way — with :class:`~aumann.errors.PathEscapeError`; :func:`file_digests` / :func:`check_digests` the
+  checksums that cover every file a resume reads.
+
+Confinement is a resolved-path check made at the moment a file is opened (``os.path.realpath`` of the
+target must lie inside the real run directory; the file itself is then opened with ``O_NOFOLLOW``; a
+write goes to a temporary file in the checked folder and is renamed over the target, which replaces a
+symbolic link rather than following it). It defends against links already in the directory (a copied or
+shared run folder, a planted ``runs -> /elsewhere``); it does not defend against a process that swaps a
+folder for a link between the check and the open while aumann runs.
 
 A write that fails for a reason of the file system (no permission, an existing file where a folder is
 needed, a full disk) raises :class:`~aumann.errors.OutputError` naming the path.
@@ -23,21 +37,24 @@ needed, a full disk) raises :class:`~aumann.errors.OutputError` naming the path.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import io as _io
 import json
 import math
 import os
+import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from aumann import bounded, npz
 from aumann.checks import as_path
-from aumann.errors import ConfigError, OutputError, UnsafeNameError
+from aumann.errors import ConfigError, OutputError, PathEscapeError, UnsafeNameError
 
 PathLike = str | os.PathLike[str]
 
@@ -55,12 +72,68 @@ def _read_umask() -> int:
 _FILE_MODE = 0o666 & ~_read_umask()
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def confine(path: PathLike, within: PathLike | None, *, what: str = "file", follow: bool = True) -> Path:
+    """``path`` if it stays inside the directory ``within`` (no check when ``within`` is ``None``).
+
+    Refused with :class:`~aumann.errors.PathEscapeError`: a path outside ``within`` (``..``, absolute),
+    and one that leads outside through a symbolic link — in a folder on the way or, with
+    ``follow=True`` (reads), the file itself. ``follow=False`` (writes) leaves the last component
+    alone: an atomic write replaces a link there instead of writing through it.
+
+    >>> import tempfile, os
+    >>> run = tempfile.mkdtemp()
+    >>> confine(os.path.join(run, "runs", "run-000.json"), run).name
+    'run-000.json'
+    """
+    p = os.path.abspath(os.fspath(path))
+    if within is None:
+        return Path(p)
+    root = os.path.abspath(os.fspath(within))
+    if not _inside(p, root):
+        raise PathEscapeError(f"{what} {str(path)!r} is outside the run directory {root!r}")
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(p if follow else os.path.dirname(p))
+    if not _inside(real, real_root):
+        raise PathEscapeError(f"{what} {str(path)!r} leads outside the run directory {root!r} through a symbolic "
+                              f"link (to {real!r}); aumann reads and writes a run directory only inside it")
+    return Path(p)
+
+
+def open_read(path: PathLike, *, within: PathLike | None = None, what: str = "file",
+              error: type[Exception] = ConfigError) -> Any:
+    """``path`` opened for reading (binary) — the one place files of a run directory are opened to read.
+
+    With ``within`` the path is :func:`confine` d to that directory and the file itself is opened without
+    following a link. Raises ``error`` naming ``what`` when the file is missing, a directory or unreadable,
+    and :class:`~aumann.errors.PathEscapeError` when it leaves ``within``.
+    """
+    p = as_path(path, what, error=error)
+    target = os.path.realpath(confine(p, within, what=what)) if within is not None else os.fspath(p)
+    if os.path.isdir(target):
+        raise error(f"{what} {str(p)!r} is a directory, not a file")
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if within is not None:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags)
+    except FileNotFoundError as exc:
+        raise error(f"no {what} at {str(p)!r}") from exc
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from exc
+    return os.fdopen(fd, "rb")
+
+
 @contextmanager
-def atomic_path(path: PathLike) -> Iterator[Path]:
+def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
 
     The parent directory is created. On an exception the temporary file is removed and ``path`` is
-    left as it was.
+    left as it was. With ``within`` (the run directory) the path is :func:`confine` d to it first, and
+    again once its folders exist.
 
     Example:
         >>> import tempfile, pathlib
@@ -71,10 +144,12 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
         'a,b\\n1,2\\n'
     """
     path = as_path(path, "output file", error=OutputError)
+    confine(path, within, what="output file", follow=False)
     if path.is_dir():
         raise OutputError(f"cannot write {str(path)!r}: it is an existing directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        confine(path, within, what="output file", follow=False)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
     except OSError as exc:
         raise OutputError(f"cannot write {str(path)!r}: {_os_reason(exc, path.parent)}") from exc
@@ -105,14 +180,15 @@ def _os_reason(exc: OSError, path: Path) -> str:
     return f"{exc.strerror or type(exc).__name__}" + (f" ({exc.filename})" if exc.filename else "")
 
 
-def write_bytes(path: PathLike, data: bytes) -> Path:
+def write_bytes(path: PathLike, data: bytes, *, within: PathLike | None = None) -> Path:
     """Write ``data`` to ``path`` atomically (flushed and fsynced before the rename).
 
     Raises:
         OutputError: the file cannot be written (the message names it and why).
+        PathEscapeError: ``within`` is given and ``path`` leaves it.
     """
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, within=within) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -120,9 +196,9 @@ def write_bytes(path: PathLike, data: bytes) -> Path:
     return path
 
 
-def write_text(path: PathLike, text: str) -> Path:
+def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
-    return write_bytes(path, text.encode("utf-8"))
+    return write_bytes(path, text.encode("utf-8"), within=within)
 
 
 def plain(obj: Any) -> Any:
@@ -132,10 +208,15 @@ def plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.datetime64 | np.timedelta64) or (
+            isinstance(obj, np.ndarray) and obj.dtype.kind in "mM"):
+        return time_text(obj)
     if isinstance(obj, np.generic):
         return plain(obj.item())
     if isinstance(obj, np.ndarray):
         return plain(obj.tolist())
+    if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
+        return obj.isoformat()
     if isinstance(obj, Mapping):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):
@@ -159,9 +240,27 @@ def dumps_json(obj: Any, *, indent: int | None = 1) -> str:
         raise ConfigError(f"cannot write as JSON: {exc}") from exc
 
 
-def write_json(path: PathLike, obj: Any, *, indent: int | None = 1) -> Path:
+def write_json(path: PathLike, obj: Any, *, indent: int | None = 1, within: PathLike | None = None) -> Path:
     """Write ``obj`` as JSON atomically; NaN/inf are written as ``null`` (JSON has neither)."""
-    return write_text(path, dumps_json(obj, indent=indent))
+    return write_text(path, dumps_json(obj, indent=indent), within=within)
+
+
+def read_json(path: PathLike, *, error: type[Exception] = ConfigError, what: str = "JSON file",
+              within: PathLike | None = None, max_bytes: int = bounded.MAX_BYTES,
+              max_depth: int = bounded.MAX_DEPTH, object_only: bool = False, allow_nan: bool = False) -> Any:
+    """A JSON file read through :func:`open_read` and parsed by the bounded reader (:mod:`aumann.bounded`).
+
+    Raises ``error`` naming ``what`` and the path: missing, unreadable, over ``max_bytes`` or
+    ``max_depth``, not UTF-8, not JSON, ``NaN``/``Infinity`` literals (aumann never writes them; unless
+    ``allow_nan``), or (``object_only``) not a JSON object.
+    """
+    with open_read(path, within=within, what=what, error=error) as fh:
+        raw = fh.read(max_bytes + 1)
+    data = bounded.loads_json(raw, what=f"{what} {str(path)!r}", error=error, max_bytes=max_bytes,
+                              max_depth=max_depth, allow_nan=allow_nan)
+    if object_only and not isinstance(data, dict):
+        raise error(f"{what} {str(path)!r} must hold a JSON object; got {type(data).__name__}")
+    return data
 
 
 #: deflate level of compressed ``.npz`` files: level 1 writes a 10⁶-agent panel ~2.6× faster than numpy's
@@ -170,8 +269,9 @@ NPZ_LEVEL = 1
 
 
 def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping[str, Any] | None = None,
-              compressed: bool = True) -> Path:
-    """Write ``arrays`` (and a JSON ``meta`` record under :data:`META_KEY`) to one ``.npz`` atomically.
+              compressed: bool = True, within: PathLike | None = None) -> Path:
+    """Write ``arrays`` (and a JSON ``meta`` record under :data:`META_KEY`) to one ``.npz`` atomically
+    (with ``within``, confined to that directory like :func:`write_bytes`).
 
     The archive is what ``np.savez_compressed`` (``compressed=False``: ``np.savez``) writes — one
     ``<name>.npy`` member per array — streamed member by member into the temporary file (never held
@@ -182,7 +282,7 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
     if meta is not None:
         data[META_KEY] = np.frombuffer(dumps_json(meta, indent=None).encode("utf-8"), dtype=np.uint8)
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, within=within) as tmp:
         with open(tmp, "wb") as fh:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED,
                                  compresslevel=NPZ_LEVEL if compressed else None, allowZip64=True) as zf:
@@ -194,70 +294,92 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
     return path
 
 
-def read_npz(path: PathLike, *, error: type[Exception], what: str = "file") -> tuple[dict[str, np.ndarray],
-                                                                                      dict[str, Any] | None]:
+#: largest JSON metadata record an ``.npz`` may carry
+MAX_META_BYTES = 16 * 2**20
+
+
+def _memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
+def read_npz(path: PathLike, *, error: type[Exception], what: str = "file",
+             check: Any = None, within: PathLike | None = None,
+             max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
     """Read an ``.npz`` written by :func:`write_npz` → (arrays, meta or ``None``).
+
+    Nothing is allocated or decompressed before the archive's declarations are checked
+    (:mod:`aumann.npz`): its zip directory and each ``.npy`` header (shape × itemsize = the size the zip
+    declares, no expansion beyond deflate's, no object dtype), the metadata record (≤ 16 MiB, bounded
+    JSON), then ``check(members, meta)`` — the caller's consistency rule over the declared shapes
+    (``members``: name → :class:`aumann.npz.Member`), e.g. a panel's ``values`` (T, N, D) against its
+    ``steps`` (T,) — and the total against ``max_bytes`` (default: the machine's physical memory).
 
     Anything that is not a readable ``.npz`` of plain arrays raises ``error`` with a message naming
     ``what``, the path and the problem: missing, a directory, empty, a lone ``.npy`` array, not a zip
-    archive (random bytes), truncated or corrupted members, pickled objects, broken metadata.
+    archive (random bytes), truncated or corrupted members, pickled objects, shapes that contradict the
+    archive or each other, broken metadata.
     """
-    import zipfile
-    import zlib
-
     path = as_path(path, what, error=error)
     if path.is_dir():
         raise error(f"{what} {str(path)!r} is a directory, not an .npz file")
-    if not path.is_file():
+    if within is None and not path.is_file():
         raise error(f"no {what} at {str(path)!r}")
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from exc
-    if not head:
-        raise error(f"{what} {str(path)!r} is empty (0 bytes); was it truncated?")
-    if head.startswith(b"\x93NUMPY"):
-        raise error(f"{what} {str(path)!r} is a single .npy array, not an .npz archive")
-    if not head.startswith(b"PK"):
-        raise error(f"{what} {str(path)!r} is not an .npz archive (no zip signature at its start; got "
-                    f"{head[:4]!r}): damaged, or another kind of file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise error(f"{what} {str(path)!r} holds pickled Python objects (object arrays), which aumann never "
-                        "writes and does not load") from exc
-        raise error(f"{what} {str(path)!r} is damaged ({type(exc).__name__}: {str(exc)[:120]})") from exc
-    except (OSError, EOFError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
-            UnicodeDecodeError, NotImplementedError) as exc:
-        raise error(f"{what} {str(path)!r} is damaged or truncated ({type(exc).__name__}: "
-                    f"{str(exc)[:120]})") from exc
-    meta = None
-    if META_KEY in data:
-        raw = data.pop(META_KEY)
-        try:
-            if raw.dtype != np.uint8 or raw.ndim != 1:
-                raise ValueError(f"metadata stored as {raw.dtype} {raw.shape}")
-            meta = json.loads(bytes(raw).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise error(f"{what} {str(path)!r} has unreadable metadata ({type(exc).__name__})") from exc
-        if not isinstance(meta, dict):
-            raise error(f"{what} {str(path)!r} has metadata of type {type(meta).__name__}; expected an object")
-    return data, meta
+    shown = str(path)
+    with open_read(path, within=within, what=what, error=error) as fh:
+        head = fh.read(8)
+        if not head:
+            raise error(f"{what} {shown!r} is empty (0 bytes); was it truncated?")
+        if head.startswith(b"\x93NUMPY"):
+            raise error(f"{what} {shown!r} is a single .npy array, not an .npz archive")
+        if not head.startswith(b"PK"):
+            raise error(f"{what} {shown!r} is not an .npz archive (no zip signature at its start; got "
+                        f"{head[:4]!r}): damaged, or another kind of file")
+        fh.seek(0)
+        meta_box: list[Any] = [None]
+
+        def checked(members: Any) -> None:
+            m = members.get(META_KEY)
+            if m is not None:
+                if m.dtype != np.uint8 or len(m.shape) != 1:
+                    raise error(f"{what} {shown!r} has unreadable metadata (stored as {m.dtype} {m.shape})")
+                raw = members.early.get(META_KEY)
+                meta = bounded.loads_json(bytes(raw), what=f"the metadata of {what} {shown!r}", error=error,
+                                          max_bytes=MAX_META_BYTES)
+                if not isinstance(meta, dict):
+                    raise error(f"{what} {shown!r} has metadata of type {type(meta).__name__}; expected an object")
+                meta_box[0] = meta
+            if check is not None:
+                check({k: v for k, v in members.items() if k != META_KEY}, meta_box[0])
+
+        meta_member = {META_KEY}
+
+        def early_ok(members: Any) -> None:  # the metadata member is small before it is read
+            for k in meta_member & set(members):
+                if members[k].nbytes > MAX_META_BYTES:
+                    raise error(f"{what} {shown!r} has a {members[k].nbytes:,}-byte metadata record (at most "
+                                f"{MAX_META_BYTES:,})")
+
+        data = npz.load(fh, error=error, what=what, path=shown, max_bytes=max_bytes or _memory_bytes(),
+                        check=checked, first=(META_KEY,), precheck=early_ok)
+    data.pop(META_KEY, None)
+    return data, meta_box[0]
 
 
-def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None) -> Path:
+def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None, *,
+              within: PathLike | None = None) -> Path:
     """Write a table as CSV atomically, cells as plain text numbers.
 
     ``table`` is a pandas DataFrame or a sequence of row mappings (``columns`` picks and orders the
     columns; default: the DataFrame's, or the keys of the rows in first-seen order). Numbers are written
     as Python writes them (``repr``: shortest text that reads back exactly, never ``np.float64(...)``);
-    ``None``, NaN, ±inf, ``pd.NA`` and ``NaT`` are empty cells; booleans ``True``/``False``; anything else
-    its ``str``.
+    ``None``, NaN, ±inf, ``pd.NA`` and ``NaT`` are empty cells; booleans ``True``/``False``; datetimes ISO
+    8601 text; anything else its ``str``. Text cells a spreadsheet would execute as a formula (starting
+    with ``=``, ``+``, ``-``, ``@``, tab or CR, e.g. an agent id ``=HYPERLINK(...)``) get a leading
+    apostrophe (:func:`neutralise_cell`); numbers are never changed (a negative number is not a formula).
     """
-    import csv
 
     if hasattr(table, "to_dict") and hasattr(table, "columns"):
         cols = [str(c) for c in (columns or list(table.columns))]
@@ -265,34 +387,96 @@ def write_csv(path: PathLike, table: Any, columns: Sequence[str] | None = None) 
     else:
         rows = list(table)
         cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    text = csv_text(cols, ([r.get(c) for c in cols] for r in rows))
+    return write_text(path, text, within=within)
+
+
+def time_text(v: Any) -> Any:
+    """ISO 8601 text of a numpy datetime64 (``2026-05-25T00:00:00``) or timedelta64 (``3600 seconds``),
+    elementwise for arrays (as a list); ``None`` for NaT. Never the nanosecond integer numpy's ``.item()``
+    gives."""
+    if isinstance(v, np.ndarray):
+        return [time_text(x) for x in v.tolist()] if v.dtype.kind not in "mM" else [time_text(x) for x in v]
+    if isinstance(v, np.datetime64):
+        return None if np.isnat(v) else str(np.datetime_as_string(v))
+    if isinstance(v, np.timedelta64):
+        if np.isnat(v):
+            return None
+        unit = np.datetime_data(v.dtype)[0]
+        names = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds",
+                 "us": "microseconds", "ns": "nanoseconds", "W": "weeks", "Y": "years", "M": "months"}
+        return f"{int(v.astype(np.int64))} {names.get(unit, unit)}"
+    return v
+
+
+#: characters that make a spreadsheet read a text cell as a formula (OWASP's CSV-injection list)
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def neutralise_cell(text: str) -> str:
+    """``text`` safe for a spreadsheet: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return gets a leading apostrophe (``'=HYPERLINK(...)``), which spreadsheets show as text and
+    never execute; a plain number written as text (``-1.5``, ``+3e2``) stays as it is.
+    :func:`read_csv_cell` removes the apostrophe again.
+
+    >>> neutralise_cell("=HYPERLINK(\"http://x\")"), neutralise_cell("-1.5"), neutralise_cell("agent-7")
+    ('\'=HYPERLINK("http://x")', '-1.5', 'agent-7')
+    """
+    if text and text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def read_csv_cell(text: str) -> str:
+    """The inverse of :func:`neutralise_cell` for a cell read back from one of aumann's CSVs."""
+    if text[:1] == "'" and text[1:2] and neutralise_cell(text[1:]) == text:
+        return text[1:]
+    return text
+
+
+def csv_text(columns: Sequence[Any], rows: Iterable[Sequence[Any]]) -> str:
+    """CSV text: a header of ``columns`` and one line per row of values (:func:`csv_cell` each).
+
+    A row with a carriage return in a cell is written fully quoted (Python's ``csv`` quotes only the
+    delimiter, the quote and the line terminator ``\\n``, so a bare CR would split the row for readers
+    that take CR as a line end).
+    """
+    import csv
+
     buf = _io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return write_text(path, buf.getvalue())
+    plain_w = csv.writer(buf, lineterminator="\n")
+    quoted_w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for cells in ([neutralise_cell(str(c)) for c in columns], *([csv_cell(v) for v in r] for r in rows)):
+        (quoted_w if any("\r" in c for c in cells) else plain_w).writerow(cells)
+    return buf.getvalue()
 
 
 def csv_cell(v: Any) -> str:
-    """The text of one CSV cell (see :func:`write_csv`)."""
+    """The text of one CSV cell (see :func:`write_csv`); text that a spreadsheet would execute is
+    neutralised (:func:`neutralise_cell`); datetimes are ISO 8601 text."""
     if v is None:
         return ""
     if isinstance(v, bool | np.bool_):
         return str(bool(v))
+    if isinstance(v, np.datetime64 | np.timedelta64):  # (np.timedelta64 is an np.integer)
+        return time_text(v) or ""
     if isinstance(v, int | np.integer):
         return str(int(v))
     if isinstance(v, float | np.floating):
         f = float(v)
         return repr(f) if math.isfinite(f) else ""
     if isinstance(v, str):
-        return v
+        return neutralise_cell(v)
     if type(v).__name__ in ("NAType", "NaTType"):
         return ""
     if isinstance(v, np.ndarray) and v.ndim == 0:
-        return csv_cell(v.item())
+        return csv_cell(v[()])
     if hasattr(v, "isoformat"):
         return v.isoformat()
-    return json.dumps(plain(v), allow_nan=False)
+    if isinstance(v, np.str_ | bytes):
+        return neutralise_cell(str(v))
+    return neutralise_cell(json.dumps(plain(v), allow_nan=False))
 
 
 def record_checksum(obj: Any) -> str:
@@ -385,29 +569,70 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: PathLike, *, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of the file at ``path`` (read in chunks)."""
+def sha256_file(path: PathLike, *, chunk: int = 1 << 20, within: PathLike | None = None) -> str:
+    """Hex SHA-256 of the file at ``path`` (read in chunks; :func:`confine` d to ``within`` when given)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_read(path, within=within, what="file", error=OutputError) as fh:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
 
 
+def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
+    """``{name: SHA-256}`` of the files ``names`` (paths relative to the run directory ``within``).
+
+    Stored in a finished record, so that :func:`check_digests` can later prove that every file a resume
+    reads is the one that was written (not truncated, edited or swapped for another valid file).
+    """
+    return {str(n): sha256_file(Path(within) / n, within=within) for n in names}
+
+
+def check_digests(within: PathLike, digests: Any) -> list[tuple[str, str]]:
+    """``[(name, why)]`` for each file of ``digests`` (as :func:`file_digests` wrote them) that is missing,
+    unreadable, leads outside ``within`` or no longer matches; ``[]`` when every file verifies."""
+    if not isinstance(digests, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in digests.items()):
+        return [("(checksums)", "the stored checksums are malformed")]
+    bad: list[tuple[str, str]] = []
+    for name, want in digests.items():
+        p = Path(within) / name
+        try:
+            got = sha256_file(p, within=within)
+        except PathEscapeError as exc:
+            bad.append((name, str(exc)))
+            continue
+        except OutputError as exc:
+            bad.append((name, "missing or unreadable" if not p.exists() else str(exc)))
+            continue
+        if got != want:
+            bad.append((name, "does not match its checksum (truncated, edited or replaced)"))
+    return bad
+
+
 __all__ = [
+    "FORMULA_TRIGGERS",
     "MAX_NAME_BYTES",
     "META_KEY",
     "atomic_path",
+    "check_digests",
     "child_path",
+    "confine",
     "csv_cell",
+    "csv_text",
     "dumps_json",
     "ensure_output_dir",
+    "file_digests",
+    "neutralise_cell",
+    "open_read",
     "plain",
+    "read_csv_cell",
+    "read_json",
     "read_npz",
     "record_checksum",
     "safe_component",
     "sha256_bytes",
     "sha256_file",
+    "time_text",
     "write_bytes",
     "write_csv",
     "write_json",

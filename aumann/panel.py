@@ -17,6 +17,7 @@ float64. Panels are immutable by convention: methods return new panels.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -71,6 +72,65 @@ def _find_column(columns: Sequence[Any], given: str | None, candidates: tuple[st
                      f"column or index level, or pass {what}=NAME; the frame has {list(columns)}")
 
 
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _flatten_frame(df: Any) -> tuple[Any, list[Any]]:
+    """(the frame with its index levels as columns, the names of those levels), refusing what would make the
+    columns ambiguous: repeated column names, an index level named like a column, unnamed levels."""
+    cols = list(df.columns)
+    dup = sorted({str(c) for c in cols if cols.count(c) > 1})
+    if dup:
+        raise DuplicateIdError(f"the frame has repeated column names {dup}; a column must name one thing")
+    named = df.index.nlevels > 1 or df.index.name is not None
+    if not named:
+        return df, []
+    levels = list(df.index.names)
+    if any(n is None for n in levels):
+        raise PanelError(f"the frame's index has unnamed levels {levels}; name them (df.index.names = [...]) or "
+                         "reset the index")
+    clash = [n for n in levels if n in cols]
+    if clash or len(set(levels)) != len(levels):
+        raise DuplicateIdError(f"index level(s) {clash or levels} are also column names (or repeat); rename one "
+                               "(a panel reads each label once)")
+    return df.reset_index(), levels
+
+
+def _labels(col: Any, what: str, name: Any) -> np.ndarray:
+    """A step or agent column as labels: no missing values (NaN, None, NaT)."""
+    missing = col.isna()
+    if bool(missing.any()):
+        raise PanelError(f"the {what} column {name!r} has {int(missing.sum())} missing label(s) (NaN/None); every "
+                         f"row needs a {what}")
+    return col.to_numpy()
+
+
+def _alive_column(col: Any, name: Any) -> np.ndarray:
+    """An alive column as bools, by the rule of :class:`Panel` (bool, or integers 0/1; never strings, floats,
+    NaN or missing values: ``"False"`` would be true and 0.5 has no answer)."""
+    import pandas as pd
+
+    if bool(col.isna().any()):
+        raise PanelError(f"alive column {name!r} has {int(col.isna().sum())} missing value(s); alive must be "
+                         "True/False for every row")
+    kind = col.dtype
+    if pd.api.types.is_bool_dtype(kind):
+        return col.to_numpy(dtype=bool)
+    if pd.api.types.is_integer_dtype(kind):
+        vals = col.to_numpy(dtype=np.int64)
+        bad = (vals != 0) & (vals != 1)
+        if bad.any():
+            raise PanelError(f"alive column {name!r} of integers must hold only 0 and 1; got {vals[bad][0]!r}")
+        return vals.astype(bool)
+    raise PanelError(f"alive column {name!r} must be bool (or integers 0/1); got dtype {kind} — a float or string "
+                     "column is ambiguous (NaN, 0.5 and 'False' are not booleans)")
+
+
 def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
     uniq = list(dict.fromkeys(values.tolist()))
     try:
@@ -114,6 +174,66 @@ def _positions(positions: Any, what: str) -> np.ndarray:
         if arr.dtype == bool or not np.all(np.isfinite(arr)) or not np.all(arr == np.floor(arr)):
             raise ShapeError(f"{what} must be integers; got dtype {arr.dtype}")
     return arr.astype(np.int64)
+
+
+def _declared_shapes(path: Path) -> Any:
+    """The consistency rule of a panel file over its declared shapes (checked before anything is read):
+    ``values`` (T, N, D) of numbers, ``agent_ids`` (N,), ``steps`` (T,), ``alive`` (T, N), ``group::*``
+    (N,), ``context::*`` (T, ...), as many feature names as D."""
+
+    def check(members: Mapping[str, Any], meta: Mapping[str, Any] | None) -> None:
+        v = members.get("values")
+        if v is None:
+            return  # the missing array is named after the read
+        if len(v.shape) != 3 or v.dtype.kind not in "biuf":
+            raise PanelError(f"panel file {str(path)!r} is damaged: values are {v.dtype} {v.shape}, not (T, N, D) "
+                             "numbers")
+        T, N, D = v.shape
+        want = {"agent_ids": (N,), "steps": (T,), "alive": (T, N)}
+        for k, m in members.items():
+            shape = want.get(k) or ((N,) if k.startswith("group::") else None)
+            bad = (shape is not None and m.shape != shape) or (
+                k.startswith("context::") and (not m.shape or m.shape[0] != T))
+            if bad:
+                raise PanelError(f"panel file {str(path)!r} is damaged: {k} has shape {m.shape} but values are "
+                                 f"(T, N, D) = {v.shape}")
+        feats = (meta or {}).get("features")
+        if isinstance(feats, list) and len(feats) != D:
+            raise PanelError(f"panel file {str(path)!r} is damaged: {len(feats)} feature names for D = {D}")
+
+    return check
+
+
+def _xarray_info(raw: Any) -> dict[str, Any]:
+    """The ``attrs["aumann"]`` record of an xarray panel, checked (bounded JSON; lists of names, a meta
+    object, context shapes of non-negative integers); absent → an empty record."""
+    from aumann import bounded
+
+    if raw is None or raw == "":
+        info: Any = {}
+    elif isinstance(raw, str | bytes):
+        info = bounded.loads_json(raw, what="the xarray attribute 'aumann'", error=PanelError,
+                                  max_bytes=16 * 2**20)
+    else:
+        raise PanelError(f"the xarray attribute 'aumann' must be JSON text; got {type(raw).__name__}")
+    if not isinstance(info, dict):
+        raise PanelError(f"the xarray attribute 'aumann' must hold a JSON object; got {type(info).__name__}")
+    meta = info.get("meta") or {}
+    shapes = info.get("context_shapes") or {}
+    if not isinstance(meta, dict):
+        raise PanelError("the xarray attribute 'aumann' has a 'meta' that is not an object")
+    if not isinstance(shapes, dict) or not all(
+            isinstance(v, list) and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 2**40 for n in v)
+            for v in shapes.values()):
+        raise PanelError("the xarray attribute 'aumann' has malformed 'context_shapes'")
+    return {"meta": meta, "context_shapes": {str(k): v for k, v in shapes.items()}}
+
+
+def _coord(c: Any, dims: tuple[str, ...], name: Any) -> np.ndarray:
+    """A coordinate of an xarray panel on exactly ``dims`` (in that order)."""
+    if set(c.dims) != set(dims):
+        raise ShapeError(f"xarray coordinate {str(name)!r} must be on dims {dims}; it is on {tuple(c.dims)}")
+    return c.transpose(*dims).values
 
 
 def _check_meta(meta: Mapping[str, Any]) -> None:
@@ -442,22 +562,40 @@ class Panel:
             NonFiniteError: NaN/inf in a living row (drop such rows, choose ``features=``, or mark them
                 dead with ``alive=``).
         """
-        if not (hasattr(df, "columns") and hasattr(df, "reset_index")):
+        if not (hasattr(df, "columns") and hasattr(df, "reset_index") and hasattr(df, "index")):
             raise PanelError(f"from_dataframe takes a pandas DataFrame; got {type(df).__name__}")
+        try:
+            return cls._from_frame(df, features, alive, step=step, agent=agent)
+        except AumannError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:  # pandas on a malformed frame
+            raise PanelError(f"the frame cannot be read as a long table (one row per step and agent): "
+                             f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+
+    @classmethod
+    def _from_frame(cls, df: Any, features: Sequence[str] | None, alive: Any, *, step: str | None,
+                    agent: str | None) -> Panel:
         import pandas as pd
 
-        flat = df.reset_index() if (df.index.nlevels > 1 or df.index.name is not None) else df
+        flat, levels = _flatten_frame(df)
         cols = list(flat.columns)
         scol = _find_column(cols, step, _STEP_COLUMNS, "step")
         acol = _find_column(cols, agent, _AGENT_COLUMNS, "agent")
         alive_col = alive if isinstance(alive, str) else None
         if alive_col is not None and alive_col not in cols:
             raise UnknownFeatureError(f"alive column {alive_col!r} not in the frame; columns: {cols}")
-        skipped: list[str] = []
+        # index levels other than step and agent (Mesa's batch_run RunId, iteration) are labels, not features
+        extra_levels = [c for c in levels if c not in (scol, acol)]
+        for c in extra_levels:
+            n = flat[c].nunique(dropna=False)
+            if n > 1:
+                raise PanelError(f"the frame holds {n} values of index level {c!r} (several runs?); a panel is one "
+                                 f"run: select one first, e.g. df.xs(value, level={c!r})")
+        skipped: list[str] = [str(c) for c in extra_levels]
         if features is None:
             feats = []
             for c in cols:
-                if c in (scol, acol, alive_col):
+                if c in (scol, acol, alive_col) or c in extra_levels:
                     continue
                 kind = flat[c].dtype
                 if (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
@@ -468,16 +606,24 @@ class Panel:
             if not feats:
                 raise EmptyPanelError(f"no numeric feature columns in the frame (non-numeric: {skipped})")
         else:
+            if isinstance(features, str | bytes) or not isinstance(features, Iterable):
+                raise PanelError(f"features must be a sequence of column names; got {type(features).__name__} "
+                                 f"{features!r}")
             feats = list(features)
             for c in feats:
-                if c not in cols:
+                if not _hashable(c) or c not in cols:
                     raise UnknownFeatureError(f"feature column {c!r} not in the frame; columns: {cols}")
+                if c in (scol, acol):
+                    raise PanelError(f"column {c!r} is the {'step' if c == scol else 'agent'} column; it cannot also "
+                                     "be a feature")
                 kind = flat[c].dtype
                 if pd.api.types.is_complex_dtype(kind):
                     raise PanelError(f"feature column {c!r} is complex (dtype {kind}); features must be real numbers")
                 if not (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)):
                     raise PanelError(f"feature column {c!r} is not numeric (dtype {kind}); pick numeric columns")
-        svals, avals = flat[scol].to_numpy(), flat[acol].to_numpy()
+            if len(set(map(str, feats))) != len(feats):
+                raise DuplicateIdError(f"feature columns repeat: {feats}")
+        svals, avals = _labels(flat[scol], "step", scol), _labels(flat[acol], "agent", acol)
         steps, ids = _sorted_labels(svals, "step"), _sorted_labels(avals, "agent")
         t_idx = np.searchsorted(steps, svals)
         i_idx = np.searchsorted(ids, avals)
@@ -492,15 +638,15 @@ class Panel:
         present = np.zeros((T, N), dtype=bool)
         present[t_idx, i_idx] = True
         for d, c in enumerate(feats):
-            values[t_idx, i_idx, d] = flat[c].to_numpy(dtype=np.float64, na_value=np.nan)
+            try:
+                values[t_idx, i_idx, d] = flat[c].to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise PanelError(f"feature column {c!r} cannot be read as numbers: {exc}") from exc
         if alive_col is not None:
             mask = present.copy()
-            mask[t_idx, i_idx] = flat[alive_col].to_numpy(dtype=bool)
+            mask[t_idx, i_idx] = _alive_column(flat[alive_col], alive_col)
         elif alive is not None:
-            mask = np.asarray(alive, dtype=bool)
-            if mask.shape != (T, N):
-                raise ShapeError(f"alive mask must have shape (T, N) = {(T, N)}; got {mask.shape}")
-            mask = mask & present
+            mask = _alive_mask(alive, (T, N)) & present
         else:
             mask = present
         values[~mask] = 0.0
@@ -528,11 +674,17 @@ class Panel:
             extra["alive"] = (("step", "agent"), self.alive)
         for g, labels in self.groups.items():
             extra[f"group_{g}"] = ("agent", labels)
+        wide: dict[str, list[int]] = {}
         for k, v in self.context.items():
-            extra[f"context_{k}"] = (("step", *(f"context_{k}_dim{i}" for i in range(1, v.ndim))), v)
+            if v.ndim == 1:
+                extra[f"context_{k}"] = ("step", v)
+            else:  # a DataArray's coordinates live on its own dims: (T, K, ...) context travels flat in attrs
+                wide[k] = list(v.shape)
         da = da.assign_coords(extra) if extra else da
+        for k in wide:
+            da.attrs[f"aumann_context_{k}"] = np.ascontiguousarray(self.context[k]).reshape(-1)
         da.attrs["aumann"] = json.dumps({"format": _FORMAT, "groups": list(self.groups),
-                                         "context": list(self.context), "meta": self.meta})
+                                         "context": list(self.context), "context_shapes": wide, "meta": self.meta})
         return da
 
     @classmethod
@@ -579,16 +731,22 @@ class Panel:
             if missing:
                 raise UnknownFeatureError(f"features {missing} not in the array; it has {have}")
             da = da.sel(feature=list(features))
-        info = json.loads(da.attrs.get("aumann", "{}") or "{}")
+        info = _xarray_info(da.attrs.get("aumann"))
         coords = da.coords
-        groups = {g: coords[f"group_{g}"].values for g in info.get("groups", [])} or {
-            str(k)[6:]: v.values for k, v in coords.items() if str(k).startswith("group_")}
-        context = {c: coords[f"context_{c}"].values for c in info.get("context", [])} or {
-            str(k)[8:]: v.values for k, v in coords.items() if str(k).startswith("context_")}
-        alive = coords["alive"].transpose("step", "agent").values if "alive" in coords else None
+        groups = {str(k)[6:]: _coord(v, ("agent",), k) for k, v in coords.items() if str(k).startswith("group_")}
+        context = {str(k)[8:]: _coord(v, ("step",), k) for k, v in coords.items() if str(k).startswith("context_")}
+        T = da.sizes["step"]
+        for name, shape in info["context_shapes"].items():
+            flat_ctx = da.attrs.get(f"aumann_context_{name}")
+            arr = None if flat_ctx is None else np.asarray(flat_ctx)
+            if arr is None or arr.ndim != 1 or not shape or shape[0] != T or arr.size != math.prod(shape):
+                raise PanelError(f"xarray attrs declare context {name!r} of shape {shape} but hold "
+                                 f"{'nothing' if arr is None else f'{arr.size} values'} for it")
+            context[name] = arr.reshape(shape)
+        alive = _coord(coords["alive"], ("step", "agent"), "alive") if "alive" in coords else None
         return cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
                    agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
-                   context=context, meta=info.get("meta") or {})
+                   context=context, meta=info["meta"])
 
     # ------------------------------------------------------------------ equality / io
     def equals(self, other: Panel) -> bool:
@@ -613,8 +771,9 @@ class Panel:
             return False
         return self.alive is None or np.array_equal(self.alive, other.alive)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path."""
+    def save(self, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Path:
+        """Save losslessly to one ``.npz`` file (arrays + JSON metadata); returns the path (``within``: the run
+        directory it must stay in, :func:`aumann.io.confine`)."""
         path = as_path(path, "panel file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save a panel to {str(path)!r}: it is an existing directory (give a file "
@@ -631,16 +790,20 @@ class Panel:
         for k, v in self.context.items():
             arrays[f"context::{k}"] = v
         meta = {"format": _FORMAT, "features": list(self.features), "meta": self.meta}
-        write_npz(path, arrays, meta=meta)
+        write_npz(path, arrays, meta=meta, within=within)
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Panel:
-        """Load a panel written by :meth:`save`."""
+    def load(cls, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Panel:
+        """Load a panel written by :meth:`save` (``within``: the run directory the file must stay in).
+
+        The archive's declared shapes are checked against each other before anything is read (a header
+        promising more than the file holds, or arrays that do not fit together, is a damaged file).
+        """
         path = as_path(path, "panel file", error=PanelError)
         if not path.exists() and path.with_suffix(".npz").exists():
             path = path.with_suffix(".npz")
-        data, meta = read_npz(path, error=PanelError, what="panel file")
+        data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within)
         if meta is None:
             raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
         if meta.get("format") != _FORMAT:

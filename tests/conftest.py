@@ -21,3 +21,9 @@ settings.load_profile("explore" if os.environ.get("AUMANN_HYPOTHESIS_EXPLORE") e
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz", action="store", type=float, default=None, metavar="SECONDS",
+                     help="run the fuzz tests (tests/fuzz) for about SECONDS in total, with fresh random inputs, "
+                          "instead of their fixed, bounded CI examples")

@@ -26,8 +26,8 @@ from pathlib import Path
 import aumann
 
 PKG = Path(aumann.__file__).resolve().parent
-GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "tiers",
-          "__init__"}
+GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "npz", "records",
+          "tiers", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "ground": {"ground"},
     "attribution": {"ground", "attribution"},

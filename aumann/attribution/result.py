@@ -377,8 +377,8 @@ class Attribution:
             "provenance": _jsonable(self.provenance),
         }
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save losslessly to one ``.npz`` file."""
+    def save(self, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Path:
+        """Save losslessly to one ``.npz`` file (``within``: the run directory it must stay in)."""
         path = as_path(path, "attribution file", error=OutputError)
         if path.is_dir():
             raise OutputError(f"cannot save an attribution to {str(path)!r}: it is an existing directory (give a "
@@ -396,11 +396,38 @@ class Attribution:
         meta = {"format": _FORMAT, "features": list(self.features), "n_evals": self.n_evals,
                 "satisfies_efficiency": self.satisfies_efficiency, "method": self.method,
                 "provenance": _jsonable(self.provenance)}
-        return write_npz(path, arrays, meta=meta)
+        return write_npz(path, arrays, meta=meta, within=within)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Attribution:
-        data, meta = read_npz(path, error=AttributionFileError, what="attribution file")
+    def load(cls, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Attribution:
+        """Load an attribution written by :meth:`save` (``within``: the run directory the file must stay in).
+
+        The archive's declared shapes are checked before anything is read: ``phi`` (T, N), ``delta_v``,
+        ``f_values``, ``f_baseline``, ``steps`` (T,), ``agent_ids`` (N,), ``stderr`` (T, N),
+        ``phi_features`` (T, N, D), ``group::*`` (N,).
+        """
+
+        def check(members: Any, meta: Any) -> None:
+            phi = members.get("phi")
+            if phi is None:
+                return
+            if len(phi.shape) != 2:
+                raise AttributionFileError(f"attribution file {str(path)!r} is damaged: phi has shape {phi.shape}, "
+                                           "not (T, N)")
+            T, N = phi.shape
+            want = {"delta_v": (T,), "f_values": (T,), "f_baseline": (T,), "steps": (T,), "agent_ids": (N,),
+                    "stderr": (T, N)}
+            for k, m in members.items():
+                shape = want.get(k) or ((N,) if k.startswith("group::") else None)
+                if k == "phi_features":
+                    bad = len(m.shape) != 3 or m.shape[:2] != (T, N)
+                else:
+                    bad = shape is not None and m.shape != shape
+                if bad:
+                    raise AttributionFileError(f"attribution file {str(path)!r} is damaged: {k} has shape {m.shape} "
+                                               f"but phi is (T, N) = {(T, N)}")
+
+        data, meta = read_npz(path, error=AttributionFileError, what="attribution file", check=check, within=within)
         if meta is None or meta.get("format") != _FORMAT:
             raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file")
         missing = [k for k in ("phi", "delta_v", "f_values", "f_baseline", "agent_ids", "steps") if k not in data]

@@ -84,8 +84,12 @@ def _too_large(exc: ValueError) -> bool:
 
 
 def one_line(text: str) -> str:
-    """An error message on one line (pydantic and nested messages span several)."""
-    return " | ".join(part.strip() for part in text.splitlines() if part.strip())
+    """An error message on one line (pydantic and nested messages span several), with every terminal
+    control character shown as its escape (:func:`aumann.cli.terminal.terminal_text`): a config key
+    holding ``ESC [ 2 J`` is printed, not obeyed."""
+    from aumann.cli.terminal import terminal_text
+
+    return terminal_text(" | ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,8 +27,12 @@ def _parse_number(text: str) -> float | int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer (``1e3`` allowed) within the bounds."""
+#: the largest integer any flag takes unless it says less: an int64 (numpy, DuckDB and JSON readers hold it)
+INT64_MAX = 2**63 - 1
+
+
+def integer(minimum: int | None = None, maximum: int | None = INT64_MAX) -> Callable[[str], int]:
+    """An argparse type: an integer (``1e3`` allowed) within the bounds (never above an int64)."""
 
     def parse(text: str) -> int:
         try:
@@ -55,9 +59,10 @@ def number(minimum: float | None = None, *, exclusive_minimum: bool = False,
     return parse
 
 
-#: seeds: non-negative integers (numpy's SeedSequence takes no negative entropy)
+#: seeds: non-negative integers (numpy's SeedSequence takes no negative entropy) that fit an int64
 seed = integer(minimum=0)
-#: counts of things that must exist at least once (runs, agents, steps, threads, permutations, ...)
+#: counts of things that must exist at least once (runs, agents, steps, threads, permutations, ...); each
+#: command caps its own counts further (the configs cap scenario sizes and study counts)
 positive_int = integer(minimum=1)
 
 def memory_size(text: str) -> str:
@@ -76,4 +81,4 @@ def path(text: str) -> Path:
     return Path(text)
 
 
-__all__ = ["integer", "memory_size", "number", "path", "positive_int", "seed"]
+__all__ = ["INT64_MAX", "integer", "memory_size", "number", "path", "positive_int", "seed"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aumann.cli.args import number, path, positive_int
+from aumann.cli.args import integer, number, path
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--skip-bad", action="store_true", help="skip and count records with a missing or unusable "
                    "field instead of stopping at the first (on_bad = 'skip')")
     t.add_argument("--features", help="comma-separated features the indicator sees (default: all the spec builds)")
-    t.add_argument("--deletion-k", type=positive_int, default=None,
+    t.add_argument("--deletion-k", type=integer(minimum=1, maximum=10_000_000), default=None,
                    help="agents deleted at most in the masking deletion study (default: 5%% of the living, 10-200)")
     t.add_argument("--no-deletion", action="store_true", help="skip the masking deletion study")
     t.add_argument("--real-people", action="store_true", help="the log records real people: key agents by "
@@ -47,11 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "path/to/file.py:fn or package.module:fn (an Indicator or a batched torch function)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
-    p.add_argument("--steps", type=positive_int, default=30, help="integration points K for the path integral")
+    p.add_argument("--steps", type=integer(minimum=1, maximum=1_000_000), default=30,
+                   help="integration points K for the path integral")
     p.add_argument("--rule", choices=("gauss-legendre", "midpoint"), default="gauss-legendre")
-    p.add_argument("--power", type=number(0, exclusive_minimum=True), default=1.0,
+    p.add_argument("--power", type=number(0, exclusive_minimum=True, maximum=1000), default=1.0,
                    help="substitution τ = u^p (4 for log-type integrands)")
-    p.add_argument("--tol", type=number(0, exclusive_minimum=True), default=None,
+    p.add_argument("--tol", type=number(0, exclusive_minimum=True, maximum=1), default=None,
                    help="adaptive mode: raise K until the relative gap ≤ tol")
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
     p.add_argument("--per-feature", action="store_true", help="also store per-feature attributions")
@@ -123,13 +125,15 @@ def run(args: argparse.Namespace) -> int:
         render_report(out, interactive=False if args.static else None)
 
     con = Console()
-    tab = Table(title=f"{f.name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
+    name = terminal_text(f.name, rich=True)
+    tab = Table(title=f"{name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
     for col in ("method", "K", "seconds", "max |Σφ−Δv|", "Δv (first step)"):
         tab.add_column(col)
     tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
                 f"{res.delta_v[0]:.6g}")
     con.print(tab)
-    con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json"
+    con.print(f"wrote {terminal_text(out, rich=True)}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, "
+              "manifest.json"
               + ("" if trace is None else ", panel.npz, trace_report.json"
                  + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
               + ("" if args.no_report else ", report.html, report.md"))

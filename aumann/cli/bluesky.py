@@ -13,7 +13,8 @@ import sys
 import time
 from typing import Any
 
-from aumann.cli.args import integer, memory_size, number, path, positive_int, seed
+from aumann.cli.args import integer, memory_size, number, path, seed
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 MAX_DAYS = 400  # aumann.data.bluesky.ingest.MAX_DAYS (not imported here: parsing stays light)
@@ -55,10 +56,10 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
                    help="inclusive UTC window YYYY-MM-DD:YYYY-MM-DD (default: first to last day seen)")
     p.add_argument("--zstd-dictionary", type=path, default=None,
                    help="zstd dictionary for per-message frames (Jetstream's published dictionary)")
-    p.add_argument("--max-days", type=positive_int, default=None, metavar="N",
+    p.add_argument("--max-days", type=integer(minimum=1, maximum=100_000), default=None, metavar="N",
                    help=f"largest window (days) to ingest, explicit or automatic (default {MAX_DAYS}); a longer "
                         "--days window is refused unless this is raised")
-    p.add_argument("--threads", type=positive_int, default=None, help="DuckDB threads")
+    p.add_argument("--threads", type=integer(minimum=1, maximum=4096), default=None, help="DuckDB threads")
     p.add_argument("--memory-limit", type=memory_size, default=None,
                    help="DuckDB memory limit, e.g. 4GB (spills beyond it)")
     p.add_argument("--temp-dir", type=path, default=None, help="where DuckDB spills and frames are decoded")
@@ -114,11 +115,13 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=path, required=True, help="directory for the daily files")
     p.add_argument("--collections", nargs="+", default=list(DEFAULT_COLLECTIONS), metavar="NSID",
                    help="wantedCollections (default: posts, reposts, likes, follows)")
-    p.add_argument("--duration", type=number(0, exclusive_minimum=True), default=None, metavar="S",
+    p.add_argument("--duration", type=number(0, exclusive_minimum=True, maximum=10 * 366 * 86400), default=None,
+                   metavar="S",
                    help="seconds to record (default: forever)")
     p.add_argument("--endpoint", default=DEFAULT_ENDPOINT, help="Jetstream /subscribe URL")
     p.add_argument("--cursor", type=integer(minimum=0), default=None, help="start cursor (unix µs; default: live tail)")
-    p.add_argument("--rewind", type=number(0), default=5.0, metavar="S", help="cursor rewind on reconnect (seconds)")
+    p.add_argument("--rewind", type=number(0, maximum=86400), default=5.0, metavar="S",
+                   help="cursor rewind on reconnect (seconds)")
     p.set_defaults(func=run_capture)
 
 
@@ -157,7 +160,8 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("synth", help="generate a calibrated SYNTHETIC Bluesky-like panel of raw counts",
                               description="Generate SYNTHETIC raw counts (heavy-tailed followers, sparse topic "
                               "activity, replies concentrated on large accounts, five topics) and calibration.json.")
-    p.add_argument("--users", type=integer(minimum=100), default=1_671_587, help="number of users (default 1,671,587)")
+    p.add_argument("--users", type=integer(minimum=100, maximum=100_000_000), default=1_671_587,
+                   help="number of users (default 1,671,587)")
     p.add_argument("--days", type=integer(minimum=1, maximum=366), default=14, help="days from 2026-04-07 (default 14)")
     p.add_argument("--seed", type=seed, default=0, help="generator seed (default 0)")
     p.add_argument("--out", required=True, type=path, help="output directory")
@@ -230,5 +234,5 @@ def run_study_cmd(args: argparse.Namespace) -> int:
     from aumann.io import dumps_json
 
     print(dumps_json({k: summary.get(k) for k in keys}, indent=1), end="")  # strict JSON: NaN is null
-    print(f"tables, figures, summary.json, report.html and report.md in {args.out}")
+    print(f"tables, figures, summary.json, report.html and report.md in {terminal_text(args.out)}")
     return 0

@@ -28,6 +28,8 @@ from typing import Any
 from rich.progress import ProgressColumn
 from rich.text import Text
 
+from aumann.errors import TerminatedBySignal
+
 
 class UsageColumn(ProgressColumn):
     """A progress-bar column: ``LLM 123 call(s) / 130 planned, 40 cached, 12.3k tok, $0.0021``."""
@@ -121,7 +123,7 @@ def _exit_on_signals() -> Callable[[], None]:
     previous: dict[int, Any] = {}
 
     def leave(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
+        raise TerminatedBySignal(128 + signum)
 
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from aumann.cli.args import path, positive_int
+from aumann.cli.args import integer, path
+from aumann.cli.terminal import terminal_text
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="rewrite report.html and report.md of a finished run directory",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", type=path, metavar="RUN_DIR", help="a finished run directory")
-    p.add_argument("--top", type=positive_int, default=None,
+    p.add_argument("--top", type=integer(minimum=1, maximum=10_000_000), default=None,
                    help="agents in the who-tables and the heatmap (default 20)")
     p.add_argument("--static", action="store_true", help="static PNG figures even when Bokeh is installed")
     p.add_argument("--no-plots", action="store_true", help="leave the figures out")
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     paths = render_report(args.run_dir, interactive=False if args.static else None,
                           top=TOP_AGENTS if args.top is None else args.top, plots=not args.no_plots)
     size = paths["html"].stat().st_size
-    print(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}")
+    print(terminal_text(f"wrote {paths['html']} ({size / 1e6:.2f} MB) and {paths['md']}"))
     return 0
 
 

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli import llm_options
-from aumann.cli.args import integer, path, positive_int, seed
+from aumann.cli.args import integer, number, path, positive_int, seed
+from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
 
@@ -70,6 +71,9 @@ def register(subparsers: Any) -> None:
                         "--set agents=200); values are TOML literals or plain strings")
     p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
     p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
+    p.add_argument("--step-timeout", type=number(minimum=0.001, maximum=1e6), default=None, metavar="SECONDS",
+                   help="stop the run with a typed error when one step of the model takes longer than this "
+                        "(= --set step_timeout=SECONDS; default: no limit; see docs/hardening.md)")
     p.add_argument("--backend", choices=llm_options.backend_choices(), default="offline",
                    help=llm_options.backend_help())
     p.add_argument("--permutations", type=integer(minimum=2), default=None,
@@ -127,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.list:
         for name, description in scenarios.describe():
-            print(f"{name}\t{description}")
+            print(f"{terminal_text(name)}\t{terminal_text(description)}")
         return 0
     if args.scenario is None:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
@@ -148,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
     if args.strict:
         study["strict"] = True
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
-                            study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)])
+                            study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
+                            step_timeout=args.step_timeout)
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
@@ -159,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     done = RunDir(out).finished_records()
     if done:
-        console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
+        console.print(f"[bold]resuming[/bold] in {terminal_text(out, rich=True)}: {len(done)} finished run file(s) "
+                      "found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
     stages = study_stages(sc, config)
     seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
@@ -195,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
-                      "and were recomputed: " + "; ".join(f"{f['file']}: {f['reason']}" for f in result.failed_checks))
+                      "and were recomputed: " + terminal_text("; ".join(f"{f['file']}: {f['reason']}"
+                                                                         for f in result.failed_checks), rich=True))
     extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds, **usage,
                              "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
                                                              or r.get("policy") or "offline policy")
@@ -224,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
                       f"(threshold llm.max_invalid_rate = {reliability['max_invalid_rate']:.0%}); see report.md and "
                       f"`aumann llm show {out} --invalid`")
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
-                  f"results in {out} (report.html, report.md, faithfulness.csv)")
+                  f"results in {terminal_text(out, rich=True)} (report.html, report.md, faithfulness.csv)")
     return 0
 
 

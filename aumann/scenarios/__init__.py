@@ -90,10 +90,9 @@ def _as_scenario(obj: Any, spec: str) -> Scenario:
     if not callable(obj):
         raise ScenarioLoadError(f"scenario spec {spec!r} names a {type(obj).__name__}; it must name a Scenario or a "
                                 f"factory returning one")
-    try:
-        made = obj()
-    except Exception as exc:
-        raise ScenarioLoadError(f"scenario spec {spec!r}: the factory raised {type(exc).__name__}: {exc}") from exc
+    from aumann.simulators.boundary import call
+
+    made = call(spec, "the factory", obj, error=ScenarioLoadError)  # sys:exit is typed too, not a silent exit 0
     if not isinstance(made, Scenario):
         raise ScenarioLoadError(f"scenario spec {spec!r}: the factory returned a {type(made).__name__}, not a Scenario")
     return made
@@ -150,7 +149,7 @@ def get(name: str) -> Scenario:
     if ep is not None:
         try:
             obj = ep.load()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise ScenarioLoadError(f"scenario {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) "
                                     f"cannot be loaded: {type(exc).__name__}: {exc}") from exc
         return _as_scenario(obj, f"{name} = {ep.value}")

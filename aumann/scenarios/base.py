@@ -72,7 +72,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 
 from aumann import configs
 from aumann.checks import as_int
-from aumann.errors import ConfigError, SimulationError
+from aumann.errors import ConfigError, ScenarioCodeError, SimulationError
 from aumann.simulators.llm.settings import LLMSettings
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
@@ -80,7 +80,11 @@ IndicatorFactory = Callable[[Any], Any]
 BaselineAction = Callable[[Any, Sequence[int]], None]
 
 #: the largest agents / steps / runs a scenario config takes (each far beyond what fits in memory or time)
-MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000}
+MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000, "seed": 2**63 - 1}
+#: the largest value of every other count of the study: each is a loop bound (orderings × K_del forks, path
+#: orders × N evaluations, ...), so an absurd one (``random_orderings = 1e15``) is refused, not run for ever
+MAX_COUNTS = {"k_del": 100_000, "top_k": 10_000_000, "random_orderings": 10_000, "path_orders": 10_000,
+              "judge_candidates": 100_000, "ba_m": 1_000, "period": 1_000_000}
 
 
 class StudyConfig(configs.ConfigModel):
@@ -125,17 +129,17 @@ class StudyConfig(configs.ConfigModel):
     permutations: int = Field(1000, ge=2, le=10_000_000)
     ceiling_permutations: int | None = Field(None, ge=2, le=10_000_000)
     quadrature_steps: int = Field(32, ge=1, le=4096)  # the Gauss–Legendre cap of AumannShapley
-    k_del: int | None = Field(None, ge=1)
-    top_k: int | None = Field(None, ge=1)
-    random_orderings: int = Field(20, ge=1)
+    k_del: int | None = Field(None, ge=1, le=MAX_COUNTS["k_del"])
+    top_k: int | None = Field(None, ge=1, le=MAX_COUNTS["top_k"])
+    random_orderings: int = Field(20, ge=1, le=MAX_COUNTS["random_orderings"])
     reference_game: str = Field("masking", pattern="^(masking|resimulation)$")
-    path_orders: int = Field(20, ge=1)
+    path_orders: int = Field(20, ge=1, le=MAX_COUNTS["path_orders"])
     ablations: bool = True
     action_attribution: bool = True
-    action_tol: float | None = Field(1e-6, gt=0)
+    action_tol: float | None = Field(1e-6, gt=0, le=1)
     resimulation_reference: bool = False
     judge: str = Field("auto", pattern="^(auto|heuristic|llm|off)$")
-    judge_candidates: int = Field(50, ge=1)
+    judge_candidates: int = Field(50, ge=1, le=MAX_COUNTS["judge_candidates"])
     antithetic: bool = False
     log_k_grid: bool = False
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
@@ -150,6 +154,9 @@ class ScenarioConfig(configs.ConfigModel):
         steps: number of steps T.
         runs: independent runs of the study (seeds spawned from ``seed``).
         seed: the root seed.
+        step_timeout: seconds one step of the model may take (``None``: no limit; ``--step-timeout``); a
+            step that runs longer stops the run with :class:`~aumann.errors.StepTimeoutError`
+            (:mod:`aumann.simulators.boundary` says how it is enforced). Not part of a run's digest.
         study: the faithfulness-study parameters.
         llm: the LLM request settings (``[llm]``: temperature, top_p, max_tokens, seed, system_prompt,
             max_invalid_rate; see :class:`~aumann.simulators.llm.settings.LLMSettings`).
@@ -161,10 +168,11 @@ class ScenarioConfig(configs.ConfigModel):
     steps: int = Field(..., ge=2)
     runs: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)
+    step_timeout: float | None = Field(None, ge=0.001, le=1e6)
     study: StudyConfig = Field(default_factory=StudyConfig)
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
-    @field_validator("agents", "steps", "runs", mode="after")
+    @field_validator("agents", "steps", "runs", "seed", mode="after")
     @classmethod
     def _within_reach(cls, v: int, info: ValidationInfo) -> int:
         """Sizes no run can reach (``--agents 1e12``) are refused here, not after hours of building a network;
@@ -380,15 +388,16 @@ class Scenario:
                                                                    error=ConfigError)
         gen = as_generator(rng)
         initial = copy.deepcopy(gen)
-        model = self.build_model(config, gen, backend)
+        model = self._build(config, gen, backend)
         factory = self.factory(config, initial, backend)
+        step = self.user_step(config)
         ckpts: dict[int, Any] = {}
         mode: dict[str, str] = {"strategy": "replay", "why": "fork_strategy='replay'"} if strategy == "replay" else {}
 
         def _take(m: Any, t: int) -> None:
             if mode.get("strategy") != "replay":
                 try:
-                    ckpts[t] = checkpoint(m, strategy="copy", factory=factory, step=self.step)
+                    ckpts[t] = checkpoint(m, strategy="copy", factory=factory, step=step)
                     mode["strategy"] = "copy"
                     return
                 except CheckpointError as exc:
@@ -396,7 +405,7 @@ class Scenario:
                         raise
                     mode["strategy"], mode["why"] = "replay", str(exc)  # decided once: the model copies alike
                     warn_replay(m, str(exc))
-            ckpts[t] = _Deferred(factory, t, self.step, state_digest(m), mode["why"])
+            ckpts[t] = _Deferred(factory, t, step, state_digest(m), mode["why"])
 
         if keep <= 0:
             _take(model, 0)
@@ -407,9 +416,13 @@ class Scenario:
 
         ctx = self.context(config) if self.context is not None else None
         panel = simulate(model, T, self.make_recorder(config), observers=[_keep], context=ctx, progress=progress,
-                         step=self.step)
+                         step=step)
         if self.groups is not None:
-            panel = panel.with_groups(**{str(k): v for k, v in self.groups(model, config).items()})
+            groups = self.call("groups()", self.groups, model, config)
+            if not isinstance(groups, Mapping):
+                raise ScenarioCodeError(f"scenario {self.name!r}: groups() must return a mapping name → labels; got "
+                                        f"{type(groups).__name__}")
+            panel = panel.with_groups(**{str(k): v for k, v in groups.items()})
         return ScenarioRun(panel=panel, model=model, checkpoints=ckpts, strategy=mode.get("strategy", "copy"),
                            factory=factory)
 
@@ -419,9 +432,31 @@ class Scenario:
         snapshot = copy.deepcopy(rng)
 
         def build() -> Any:
-            return self.build_model(config, copy.deepcopy(snapshot), backend)
+            return self._build(config, copy.deepcopy(snapshot), backend)
 
         return build
+
+    # ------------------------------------------------------------------ the boundary to the scenario's own code
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args)``, this scenario's own code, through :func:`aumann.simulators.boundary.call`: an
+        exception (or ``sys.exit``) becomes a :class:`~aumann.errors.ScenarioCodeError` naming the scenario."""
+        from aumann.simulators.boundary import call
+
+        return call(self.name, what, fn, *args, **kwargs)
+
+    def user_step(self, config: ScenarioConfig | None = None) -> Any:
+        """The step function runs, forks and replays use: the scenario's ``step`` (or the default step)
+        through the boundary, bounded by ``config.step_timeout``."""
+        from aumann.simulators.boundary import UserStep
+
+        return UserStep(self.name, self.step, getattr(config, "step_timeout", None))
+
+    def _build(self, config: ScenarioConfig, rng: np.random.Generator, backend: Any) -> Any:
+        model = self.call("build_model()", self.build_model, config, rng, backend,
+                          timeout=getattr(config, "step_timeout", None))
+        if model is None:
+            raise ScenarioCodeError(f"scenario {self.name!r}: build_model() returned None; it must return a model")
+        return model
 
     def _targets(self, positions: Sequence[int], agent_ids: Sequence[Hashable] | None) -> list[Any]:
         pos = [int(p) for p in positions]
@@ -446,7 +481,7 @@ class Scenario:
         to alive-aware indicators as the engine does for recorded panels.
         """
         if self.resimulate_fn is not None:
-            z, ctx = self.resimulate_fn(model, config, [int(p) for p in positions])
+            z, ctx = self.call("resimulate_fn()", self.resimulate_fn, model, config, [int(p) for p in positions])
             return (z, ctx, None) if with_alive else (z, ctx)
         res = self._fork_one(model, config, self._targets(positions, agent_ids))
         z, ctx = res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
@@ -468,8 +503,9 @@ class Scenario:
         from aumann.simulators import fork
 
         ctx = self.context(config) if self.context is not None else None
-        return fork(model, intervention=(lambda m: self.baseline_action(m, targets)) if targets else None, steps=1,
-                    recorder=self.make_recorder(config), context=ctx, step=self.step)
+        act = (lambda m: self.call("baseline_action()", self.baseline_action, m, targets)) if targets else None
+        return fork(model, intervention=act, steps=1, recorder=self.make_recorder(config), context=ctx,
+                    step=self.user_step(config))
 
     def present(self, model: Any, agent_ids: Sequence[Hashable]) -> np.ndarray:
         """Positions (in ``agent_ids``) of the agents present in ``model``: the agents a baseline
@@ -489,7 +525,8 @@ class Scenario:
         """
         n = config.agents if agent_ids is None else len(agent_ids)
         if self.baseline_features_fn is not None:
-            out = np.asarray(self.baseline_features_fn(model, config), dtype=np.float64)
+            out = np.asarray(self.call("baseline_features_fn()", self.baseline_features_fn, model, config),
+                             dtype=np.float64)
         elif self.baseline_action_by == "position":
             out, _ = self.step_with_baseline(model, config, range(n))
         else:
@@ -514,7 +551,7 @@ class Scenario:
         :meth:`baseline_features`)."""
         T, N, D = run.panel.shape
         if self.baseline_all_fn is not None:
-            out = np.asarray(self.baseline_all_fn(run, config))
+            out = np.asarray(self.call("baseline_all_fn()", self.baseline_all_fn, run, config))
             if out.shape not in ((N, D), (T, N, D)):
                 raise SimulationError(f"scenario {self.name!r}: baselines have shape {out.shape}; expected "
                                       f"({N}, {D}) or ({T}, {N}, {D})")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from aumann.studies.page import Figure
+from aumann.studies.plotting import plain_text_figures, pyplot
 
 #: a qualitative palette (Tableau 10) shared by both renderers, so static and interactive pages look alike
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -125,6 +126,7 @@ class Charts:
         png = self._mpl_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at)
         return Figure(title, png=png, caption=caption, md_ref=md_ref, synthetic=synthetic)
 
+    @plain_text_figures
     def _mpl_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x, legend_at) -> bytes:
         plt = _plt()
         fig, ax = plt.subplots(figsize=(6.4, height / 88))
@@ -227,6 +229,7 @@ class Charts:
         return self._embed(p)
 
     # ------------------------------------------------------------------ grouped bars
+    @plain_text_figures
     def grouped_bars(self, title: str, categories: Sequence[str], groups: dict[str, Sequence[float]], *, ylabel: str,
                      errors: dict[str, Sequence[float]] | None = None, caption: str = "", md_ref: str | None = None,
                      synthetic: bool = False, height: int = 280) -> Figure:
@@ -276,6 +279,7 @@ class Charts:
         return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
 
     # ------------------------------------------------------------------ heatmap
+    @plain_text_figures
     def heatmap(self, title: str, values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
                 xlabel: str, ylabel: str, value_label: str, diverging: bool = True, log: bool = False,
                 vline: tuple[int, str] | None = None, hlines: Sequence[float] = (), caption: str = "",
@@ -404,12 +408,7 @@ def _num(v: Any) -> str:
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
 def _png(fig: Any) -> bytes:

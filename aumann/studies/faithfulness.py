@@ -68,7 +68,8 @@ ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_
 
 def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
     """A short hash identifying what a run computes (config + scenario + backend) for resume checks."""
-    what = config.model_dump(mode="json", exclude={"runs": True, "study": {"strict": True}})  # strict: not what runs
+    # neither strict nor the step timeout changes what a run computes
+    what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "study": {"strict": True}})
     payload = json.dumps({"scenario": scenario.name, "backend": backend_label, "config": what}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -138,9 +139,10 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
                          executor=executor, strict=strict)
     ctx = RunContext(scenario, config, Streams(seq), options, run=run)
 
-    def save(ctx: RunContext) -> None:
+    def save(ctx: RunContext) -> None:  # <out>/attributions/run-NNN-<label>.npz: confined to <out>
         for label, res in ctx.saved.items():
-            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
+            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"),
+                     within=attribution_prefix.parent.parent)
 
     _analyse(ctx, save if attribution_prefix is not None else None)
     return {**ctx.rec, "stages": dict(ctx.stages)}, ctx.arrays
@@ -295,9 +297,9 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
             written[:] = [seal(rec)]  # exactly what the JSON file would hold (NaN → None)
             return
         if not written:  # the first write: the panel and the attributions too
-            ctx.run.panel.save(rundir.panel(r))
+            rundir.save_panel(r, ctx.run.panel)
             for label, res in ctx.saved.items():
-                res.save(rundir.attribution(r, label))
+                rundir.save_attribution(r, label, res)
         written[:] = [rundir.write_run(r, rec, ctx.arrays, timing=timing, digest=digest)]
 
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads

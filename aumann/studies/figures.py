@@ -5,7 +5,8 @@
   Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table);
 * ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles.
 
-Each is its own function (:data:`FIGURES`), so that the report stage can draw them as separate optional parts
+Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`). Each is its own
+function (:data:`FIGURES`), so that the report stage can draw them as separate optional parts
 (:class:`aumann.studies.report.ReportParts`).
 """
 
@@ -20,17 +21,9 @@ import numpy as np
 
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz
+from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -39,9 +32,10 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+@plain_text_figures
 def macro_curve_figure(result: StudyResult, out: Path) -> Path:
     """``macro_curve.png``: f over steps per run, t* marked (● per run), the original indicator dashed."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     try:
         for r, (rec, arr) in enumerate(zip(result.records, result.arrays)):
@@ -59,10 +53,11 @@ def macro_curve_figure(result: StudyResult, out: Path) -> Path:
         plt.close(fig)
 
 
+@plain_text_figures
 def heatmap_figure(result: StudyResult, out: Path) -> Path:
     """``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed Φ_i (top first:
     the agents of the report's who-table)."""
-    plt = _pyplot()
+    plt = pyplot()
     phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
     top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -82,9 +77,10 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
         plt.close(fig)
 
 
+@plain_text_figures
 def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
     """``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     try:
         for ax, key, what in ((axes[0], "curve", "re-simulation"), (axes[1], "curve_masking", "masking")):
@@ -136,8 +132,8 @@ def _agent_ids(result: StudyResult, n: int) -> list[Any]:
     path = RunDir(result.out_dir).attribution(0, "aumann_shapley") if result.out_dir is not None else None
     if path is not None and path.is_file():
         try:
-            ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
-        except StudyError:
+            ids = read_npz(path, error=StudyError, what="attribution file", within=result.out_dir)[0].get("agent_ids")
+        except (StudyError, OSError):  # damaged, or a link leading out: fall back to positions
             ids = None  # a damaged file: fall back to positions (the heatmap labels only)
         if ids is not None and len(ids) == n:
             return [i.item() for i in ids]

@@ -468,14 +468,45 @@ def external_references(page: str) -> list[str]:
 # --------------------------------------------------------------------------- Markdown
 
 
+#: characters that can make Markdown (or the raw HTML it allows) do something: links and images ``[..](..)``,
+#: raw HTML and autolinks ``<..>``, code spans, and the escape character itself (``|`` too, in table cells)
+_MD_ACTIVE = re.compile(r"([\\`\[\]<>])")
+_MD_SPANS = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
+
+
+def md_escape(text: Any) -> str:
+    """``text`` as literal Markdown: every character that could start a link, an image, raw HTML
+    (``<img onerror=…>``), an autolink (``<javascript:…>``), a code span or a table cell is
+    backslash-escaped (CommonMark shows it as the character itself), and newlines become spaces.
+
+    ``[x](javascript:alert(1))`` becomes ``\\[x\\](javascript:alert(1))``: text, not a link.
+    """
+    return _MD_ACTIVE.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+
+
+def _md_table_text(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def _md_inline(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text of a block as Markdown: escaped as :func:`md_escape`, except the report's own inline
+    ```code``` and ``**bold**`` spans, which are kept (their content is literal inside a code span, and
+    escaped inside bold) — the same two spans the HTML rendering turns into ``<code>`` and ``<strong>``."""
+    out = []
+    for part in _MD_SPANS.split(str(text)):
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(part.replace("\r", " ").replace("\n", " "))
+        elif part.startswith("**") and part.endswith("**") and len(part) > 3:
+            out.append("**" + md_escape(part[2:-2]) + "**")
+        else:
+            out.append(md_escape(part))
+    return "".join(out)
 
 
 def _md_cell(v: Any) -> str:
-    if isinstance(v, Cell):
-        return _md_inline(v.text)
-    return _md_inline(fmt(v))
+    if isinstance(v, Cell):  # ids verbatim (no code or bold), as in HTML
+        return _md_table_text(md_escape(v.text) if "id" in v.cls.split() else _md_inline(v.text))
+    return _md_table_text(_md_inline(fmt(v)))
 
 
 def _table_md(t: Table) -> str:
@@ -484,56 +515,67 @@ def _table_md(t: Table) -> str:
     if t.md_max_rows is not None and len(rows) > t.md_max_rows:
         more = f"\n({len(rows) - t.md_max_rows} more rows in report.html)\n"
         rows = rows[: t.md_max_rows]
-    lines = ([f"{t.caption}\n"] if t.caption else []) + [
-        "| " + " | ".join(_md_inline(c) for c in t.columns) + " |", "|" + "---|" * len(t.columns)]
+    lines = ([f"{_md_inline(t.caption)}\n"] if t.caption else []) + [
+        "| " + " | ".join(_md_table_text(_md_inline(c)) for c in t.columns) + " |", "|" + "---|" * len(t.columns)]
     lines += ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n" + more
 
 
+def _md_ref(name: str) -> str:
+    """A file name beside report.md as a link target: only plain relative names (no scheme, no ``..``)."""
+    from urllib.parse import quote
+
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or name.startswith(("/", ".")) or ".." in name or ":" in name:
+        return ""
+    return quote(name)
+
+
 def _block_md(b: Any, level: int = 3) -> str:
     if isinstance(b, Text):
-        return b.text + "\n"
+        return _md_inline(b.text) + "\n"
     if isinstance(b, Note):
-        return f"> {b.text}\n"
+        return f"> {_md_inline(b.text)}\n"
     if isinstance(b, Cards):
-        return "\n".join(f"* **{c.label}**: {c.value}" + (f" — {c.detail}" if c.detail else "") for c in b.cards) + "\n"
+        return "\n".join(f"* **{md_escape(c.label)}**: {_md_inline(c.value)}"
+                         + (f" — {_md_inline(c.detail)}" if c.detail else "") for c in b.cards) + "\n"
     if isinstance(b, Table):
         return _table_md(b)
     if isinstance(b, Figure):
         tag = " (SYNTHETIC)" if b.synthetic else ""
-        if b.md_ref:
-            return f"![{b.title}{tag}]({b.md_ref})\n"
-        return f"_Figure: {b.title}{tag} — in report.html._\n"
+        ref = _md_ref(b.md_ref) if b.md_ref else ""
+        if ref:
+            return f"![{md_escape(b.title)}{tag}]({ref})\n"
+        return f"_Figure: {_md_inline(b.title)}{tag} — in report.html._\n"
     if isinstance(b, KeyValues):
-        head = f"{'#' * level} {b.caption}\n\n" if b.caption else ""
-        return head + "\n".join(f"* {k}: {fmt(v)}" for k, v in b.items) + "\n"
+        head = f"{'#' * level} {_md_inline(b.caption)}\n\n" if b.caption else ""
+        return head + "\n".join(f"* {_md_inline(k)}: {_md_inline(fmt(v))}" for k, v in b.items) + "\n"
     if isinstance(b, Details):
-        return f"{'#' * level} {b.summary}\n\n" + "\n".join(_block_md(x, level + 1) for x in b.blocks)
+        return f"{'#' * level} {_md_inline(b.summary)}\n\n" + "\n".join(_block_md(x, level + 1) for x in b.blocks)
     if isinstance(b, list):
         return "\n".join(_block_md(x, level) for x in b)
     if isinstance(b, str):
-        return f"{'#' * level} {b}\n"
+        return f"{'#' * level} {_md_inline(b)}\n"
     raise TypeError(f"unknown report block {type(b).__name__}")
 
 
 def render_markdown(doc: Document) -> str:
     """The document as Markdown (the plain-text twin of :func:`render_html`)."""
-    out = [f"# {doc.title}\n"]
+    out = [f"# {_md_inline(doc.title)}\n"]
     if doc.synthetic:
-        out.append(f"> **{doc.synthetic_note}**\n")
+        out.append(f"> **{_md_inline(doc.synthetic_note)}**\n")
     if doc.subtitle:
-        out.append(doc.subtitle + "\n")
+        out.append(_md_inline(doc.subtitle) + "\n")
     if doc.meta:
-        out.append("  \n".join(f"{k}: {fmt(v)}" for k, v in doc.meta) + "\n")
+        out.append("  \n".join(f"{_md_inline(k)}: {_md_inline(fmt(v))}" for k, v in doc.meta) + "\n")
     for s in doc.sections:
         if s.id != "cards":
-            tag = " [SYNTHETIC]" if doc.synthetic and s.id != "cost" else ""
-            out.append(f"## {s.title}{tag}\n")
+            tag = " [SYNTHETIC]" if doc.synthetic and s.id != "cost" else ""  # ours: no link (user "[" is escaped)
+            out.append(f"## {_md_inline(s.title)}{tag}\n")
             if s.lead:
-                out.append(f"_{s.lead}_\n")
+                out.append(f"_{_md_inline(s.lead)}_\n")
         out += [_block_md(b) for b in s.blocks]
     return "\n".join(out).rstrip() + "\n"
 
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
-           "external_references", "fmt", "render_html", "render_markdown", "seconds_text"]
+           "external_references", "fmt", "md_escape", "render_html", "render_markdown", "seconds_text"]

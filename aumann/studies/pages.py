@@ -32,6 +32,7 @@ import numpy as np
 
 from aumann.errors import AumannError, ReportError
 from aumann.io import write_csv, write_text
+from aumann.records import Manifest
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (
     Card,
@@ -62,6 +63,7 @@ from aumann.studies.sections import (
     pct_text,
     read_csv,
     read_json,
+    reading_within,
     timing_table,
     top_order,
     who_table,
@@ -85,7 +87,8 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     if not (d / "manifest.json").is_file():
         raise ReportError(f"{str(d)!r} is not a finished run directory: it has no manifest.json (written when "
                           "`aumann run`, `aumann attribute`, `aumann demo --out` or `aumann bluesky study` finishes)")
-    manifest = read_json(d / "manifest.json", "manifest")
+    with reading_within(d):  # one schema for manifests (aumann.records.Manifest), read inside the directory
+        manifest = read_json(d / "manifest.json", "manifest", schema=Manifest)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("command"), str):
         raise ReportError(f"manifest {str(d / 'manifest.json')!r} has no command: not an aumann run directory")
     cmd = manifest["command"]
@@ -125,14 +128,15 @@ def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None 
     kind, manifest = run_kind(d)
     charts = Charts(interactive=interactive)
     try:
-        if kind == "faithfulness":
-            doc = faithfulness_document(d, manifest, charts, top=top, plots=plots, parts=parts)
-        elif kind == "attribute":
-            doc = attribute_document(d, manifest, charts, top=top, plots=plots)
-        else:
-            from aumann.studies.crossscale.page import crossscale_document
+        with reading_within(d):  # every file read below stays inside the run directory
+            if kind == "faithfulness":
+                doc = faithfulness_document(d, manifest, charts, top=top, plots=plots, parts=parts)
+            elif kind == "attribute":
+                doc = attribute_document(d, manifest, charts, top=top, plots=plots)
+            else:
+                from aumann.studies.crossscale.page import crossscale_document
 
-            doc = crossscale_document(d, manifest, charts, top=top, plots=plots)
+                doc = crossscale_document(d, manifest, charts, top=top, plots=plots)
     except ReportError:
         raise
     except AumannError as exc:
@@ -171,8 +175,6 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
 
 
 # --------------------------------------------------------------------------- aumann attribute / demo
-
-
 
 
 def attribute_t_star(att: Any) -> int:

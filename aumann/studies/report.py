@@ -34,8 +34,6 @@ the first failure stops the study).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.errors import StudyError
-from aumann.io import csv_cell, write_text
+from aumann.io import csv_text, write_text
 from aumann.studies.figures import write_plots
 from aumann.studies.rows import rows
 from aumann.studies.rundir import (
@@ -73,12 +71,7 @@ def _fmt(v: Any) -> str:
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
     """CSV text of ``rows``: plain numbers (:func:`aumann.io.csv_cell`); NaN, inf and None are empty cells."""
     cols = list(columns or (rows[0].keys() if rows else []))
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([csv_cell(r.get(c)) for c in cols])
-    return buf.getvalue()
+    return csv_text(cols, ([r.get(c) for c in cols] for r in rows))
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:

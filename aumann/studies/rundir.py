@@ -17,21 +17,38 @@ it, and the tables, the pages, resume and ``aumann run`` read through it. The la
 
 A run is written atomically as soon as its required stages are done (record + checksum), and again
 after each optional stage: :meth:`RunDir.write_run`. :meth:`RunDir.verify_run` checks a run found on
-disk before a resume reuses it. The record's JSON structure is documented in ``docs/scenarios.md``
-("Run records"); :class:`RunRecord` is its typed form.
+disk before a resume reuses it.
+
+The directory is confined: every file here is written and read through :mod:`aumann.io` with
+``within=`` the run directory (:func:`aumann.io.confine`: nothing is read or written through a
+symbolic link that leaves it), and the record carries the SHA-256 of every other file a resume or the
+report reads back (``files_sha256``: the panel, the timing, the attributions), so a truncated, edited or
+swapped-in file makes :meth:`RunDir.verify_run` recompute the run (docs/hardening.md). The record's JSON
+structure is documented in ``docs/scenarios.md`` ("Run records"); :class:`RunRecord` is its typed form.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
-from aumann.errors import StudyError
-from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
+from aumann.errors import PathEscapeError, StudyError
+from aumann.io import (
+    check_digests,
+    confine,
+    ensure_output_dir,
+    file_digests,
+    plain,
+    read_json,
+    read_npz,
+    record_checksum,
+    sha256_file,
+    write_json,
+    write_npz,
+)
 
 RUNS, PANELS, ATTRIBUTIONS, TIMINGS = "runs", "panels", "attributions", "timings"
 MANIFEST = "manifest.json"
@@ -77,6 +94,7 @@ class RunRecord(TypedDict):
     forks: int
     stages: dict[str, StageRecord]
     arrays_sha256: str
+    files_sha256: NotRequired[dict[str, str]]  # SHA-256 of the panel, timing and attributions (relative names)
     checksum: str
     log_k_grid: NotRequired[list[int]]
     action: NotRequired[dict[str, Any]]
@@ -150,34 +168,76 @@ class RunDir:
 
     # ------------------------------------------------------------------ writing
     def prepare(self) -> None:
-        """Create every folder a finished run is written to (before the first simulation)."""
-        for folder in (self.root, self.root / RUNS, self.root / PANELS, self.root / ATTRIBUTIONS):
+        """Create every folder a finished run is written to (before the first simulation); a folder that is a
+        symbolic link leading out of the run directory is a :class:`~aumann.errors.PathEscapeError`."""
+        for folder in (self.root, self.root / RUNS, self.root / PANELS, self.root / ATTRIBUTIONS,
+                       self.root / TIMINGS):
+            confine(folder, self.root, what="study output directory")
             ensure_output_dir(folder, "study output directory")
+
+    def save_panel(self, r: int, panel: Any) -> Path:
+        """``panels/run-NNN.npz`` (confined to the run directory)."""
+        return panel.save(self.panel(r), within=self.root)
+
+    def save_attribution(self, r: int, label: str, res: Any) -> Path:
+        """``attributions/run-NNN-<label>.npz`` (confined to the run directory), without the wall-clock seconds
+        of its provenance (they live in ``timings/``): same config and seed, same bytes, so the record can carry
+        its checksum."""
+        import copy
+
+        timed = copy.copy(res)
+        object.__setattr__(timed, "provenance", _without_seconds(res.provenance))
+        return timed.save(self.attribution(r, label), within=self.root)
+
+    def read_files(self, r: int) -> list[str]:
+        """The files of run ``r`` besides its record, arrays and timing that resume and the report read back
+        (relative names: its panel, its attributions), as far as they exist. (The timing carries its own
+        checksum: its seconds differ from run to run, the record's bytes may not.)"""
+        names = [p.relative_to(self.root).as_posix() for p in (self.panel(r),) if p.is_file()]
+        folder = self.root / ATTRIBUTIONS
+        if folder.is_dir():
+            names += sorted(f"{ATTRIBUTIONS}/{p.name}" for p in folder.glob(f"{_name(r)}-*.npz"))
+        return names
 
     def write_run(self, r: int, rec: dict[str, Any], arrays: dict[str, np.ndarray], *,
                   timing: dict[str, Any] | None = None, digest: str = "") -> RunRecord:
         """Write run ``r`` atomically: arrays, then the record with their SHA-256 and its own checksum
         (``timing``: the seconds, to ``timings/``). Returns the record exactly as written."""
-        npz = write_npz(self.arrays(r), arrays)
+        npz = write_npz(self.arrays(r), arrays, within=self.root)
         rec = dict(rec)
-        rec["arrays_sha256"] = sha256_file(npz)
+        rec["arrays_sha256"] = sha256_file(npz, within=self.root)
         if timing is not None:
-            write_json(self.timing(r), {"run": r, "digest": digest, "seconds": timing})
+            body = plain({"run": r, "digest": digest, "seconds": timing})
+            write_json(self.timing(r), {**body, "checksum": record_checksum(body)}, within=self.root)
+        rec["files_sha256"] = file_digests(self.root, self.read_files(r))  # every other file read back
         return self._write_record(r, rec)
 
     def _write_record(self, r: int, rec: dict[str, Any]) -> RunRecord:
         rec = seal(rec)
-        write_json(self.record(r), rec)
+        write_json(self.record(r), rec, within=self.root)
         return rec
 
     # ------------------------------------------------------------------ reading
     def read_timing(self, r: int) -> dict[str, Any]:
-        """The seconds of run ``r`` (``{}`` when absent or unreadable)."""
+        """The seconds of run ``r`` (``{}`` when absent, unreadable, not run ``r``'s, or not finite non-negative
+        seconds: :class:`aumann.records.RunTiming`)."""
+        seconds = self.checked_timing(r)
+        return {} if seconds is None else seconds
+
+    def checked_timing(self, r: int) -> dict[str, Any] | None:
+        """The seconds of run ``r`` if its timing file is there and verifies (schema, run index, checksum), else
+        ``None``."""
+        from aumann.records import RunTiming, check
+
         try:
-            data = json.loads(self.timing(r).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data.get("seconds", {}) if isinstance(data, dict) and isinstance(data.get("seconds"), dict) else {}
+            data = check(RunTiming, read_json(self.timing(r), error=StudyError, what="run timing", within=self.root,
+                                              max_bytes=2**20), error=StudyError, what="run timing")
+        except (StudyError, OSError):
+            return None
+        if data["run"] != r or record_checksum({k: v for k, v in data.items() if k != "checksum"}) != data.get(
+                "checksum"):
+            return None
+        return data["seconds"]
 
     def verify_run(self, r: int, digest: str) -> tuple[str, str | None, RunRecord | None,
                                                         dict[str, np.ndarray] | None]:
@@ -191,6 +251,14 @@ class RunDir:
         return verify_run(self.record(r), digest)
 
 
+def _without_seconds(prov: Any) -> Any:
+    """``prov`` without its wall-clock entries (keys ``seconds`` / ``*_seconds``, at any depth)."""
+    if isinstance(prov, dict):
+        return {k: _without_seconds(v) for k, v in prov.items()
+                if not (isinstance(k, str) and (k == "seconds" or k.endswith("_seconds")))}
+    return prov
+
+
 def seal(rec: dict[str, Any]) -> RunRecord:
     """``rec`` exactly as its JSON file holds it (NaN → None) with its checksum (the last key)."""
     rec = plain({k: v for k, v in rec.items() if k != "checksum"})
@@ -200,30 +268,51 @@ def seal(rec: dict[str, Any]) -> RunRecord:
 
 def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, RunRecord | None,
                                                        dict[str, np.ndarray] | None]:
-    """:meth:`RunDir.verify_run` for the record at ``rec_path`` (its arrays beside it)."""
-    npz = Path(rec_path).with_suffix(".npz")
-    try:
-        rec = json.loads(Path(rec_path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """:meth:`RunDir.verify_run` for the record at ``rec_path`` (its arrays beside it, in ``<run dir>/runs/``).
+
+    Everything is read confined to the run directory and bounded; the record must fit its schema
+    (:class:`aumann.records.RunRecord`: finite, ranged, typed — a ``t_star`` of −1 with a fixed-up checksum is
+    still damaged) and every file it lists in ``files_sha256`` must match (a record without them, from an older
+    aumann, is recomputed too).
+    """
+    from aumann.records import RunRecord as RecordSchema
+    from aumann.records import check
+
+    rec_path = Path(rec_path)
+    npz = rec_path.with_suffix(".npz")
+    root = rec_path.parent.parent
+    if not rec_path.is_file() and not rec_path.is_symlink():
         return "corrupt", "the record (.json) is missing", None, None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return "corrupt", f"the record is unreadable ({type(exc).__name__})", None, None
-    if not isinstance(rec, dict):
-        return "corrupt", "the record is not a JSON object", None, None
+    try:
+        rec = read_json(rec_path, error=StudyError, what="run record", within=root, object_only=True)
+    except (StudyError, PathEscapeError) as exc:
+        return "corrupt", f"the record is unreadable: {exc}", None, None
     missing = [k for k in RUN_KEYS if k not in rec]
     if missing:
         return "corrupt", f"the record lacks {missing}", None, None
     if record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec["checksum"]:
         return "corrupt", "the record's checksum does not match (edited or damaged)", None, None
+    try:
+        check(RecordSchema, rec, error=StudyError, what="the record")
+    except StudyError as exc:
+        return "corrupt", str(exc), None, None
     if rec["digest"] != digest:
         return "todo", None, None, None
-    if not npz.is_file():
+    if not npz.is_file() and not npz.is_symlink():
         return "corrupt", "its arrays (.npz) are missing", None, None
-    if sha256_file(npz) != rec["arrays_sha256"]:
+    if check_digests(root, {f"{RUNS}/{npz.name}": rec["arrays_sha256"]}):
         return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
+    if rec.get("files_sha256") is None:
+        return "corrupt", "the record has no checksums of its panel and attribution files (an older aumann)", None, None
+    bad = check_digests(root, rec["files_sha256"])
+    timing = root / TIMINGS / f"{rec_path.stem}.json"
+    if (timing.is_file() or timing.is_symlink()) and RunDir(root).checked_timing(int(rec["run"])) is None:
+        bad.append((f"{TIMINGS}/{timing.name}", "does not match its checksum (truncated, edited or replaced)"))
+    if bad:
+        return "corrupt", "; ".join(f"{name} {why}" for name, why in bad[:3]), None, None
     try:
-        arrays, _ = read_npz(npz, error=StudyError, what="run arrays")
-    except StudyError as exc:
+        arrays, _ = read_npz(npz, error=StudyError, what="run arrays", within=root)
+    except (StudyError, PathEscapeError) as exc:
         return "corrupt", str(exc), None, None
     lacking = [k for k in RUN_ARRAYS if k not in arrays]
     if lacking:

@@ -9,32 +9,53 @@ LLM-usage and wall-time parts of the cost section.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from aumann.errors import ReportError
+from aumann.errors import PathEscapeError, ReportError
+from aumann.io import read_csv_cell
 from aumann.studies.page import Cell, KeyValues, Note, Table, Text, fmt, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
+_ROOT: ContextVar[Path | None] = ContextVar("aumann_report_root", default=None)
+#: largest table a report reads back (a run directory's CSVs are small; this bounds a planted one)
+MAX_TABLE_BYTES = 256 * 2**20
+
+
+@contextmanager
+def reading_within(run_dir: str | Path) -> Iterator[None]:
+    """Every file the report readers below open inside the block is confined to ``run_dir``
+    (:func:`aumann.io.confine`: no ``..``, no symbolic link leading out of it)."""
+    token = _ROOT.set(Path(run_dir))
+    try:
+        yield
+    finally:
+        _ROOT.reset(token)
+
+
+def read_json(path: Path, what: str, schema: Any = None) -> dict[str, Any]:
     """A JSON object file of a run directory (manifest, summary, run record, cell), or :class:`ReportError`
-    naming it: missing, unreadable, not JSON, or JSON that is not an object."""
-    if not path.is_file():
+    naming it: missing, unreadable, leading outside the run directory, over the size/depth limits, not JSON,
+    not an object, or not fitting ``schema`` (:mod:`aumann.records`; default the rule all records share)."""
+    from aumann.io import read_json as read_bounded
+    from aumann.records import OutsideRecord, check
+
+    if not path.is_file() and not path.is_symlink():
         raise ReportError(f"{what} {str(path)!r} is missing: not a finished run directory")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{what} {str(path)!r} cannot be read ({type(exc).__name__}: {str(exc)[:100]})") from exc
-    if not isinstance(data, dict):
-        raise ReportError(f"{what} {str(path)!r} must hold a JSON object; got {type(data).__name__}")
-    return data
+        data = read_bounded(path, error=ReportError, what=what, within=_ROOT.get(), object_only=True)
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
+    return check(schema or OutsideRecord, data, error=ReportError, what=f"{what} {str(path)!r}")
 
 
 def _number(text: str) -> Any:
@@ -43,17 +64,25 @@ def _number(text: str) -> Any:
     try:
         v = float(text)
     except ValueError:
-        return text
+        return read_csv_cell(text)  # a neutralised text cell ('=...) reads back as written
     return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
 
 
 def read_csv(path: Path) -> list[dict[str, Any]]:
     """A CSV table (numbers parsed, empty cells NaN); ``[]`` when the file is absent or empty."""
-    if not path.is_file():
+    from aumann.io import open_read
+
+    if not path.is_file() and not path.is_symlink():
         return []
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+        with open_read(path, within=_ROOT.get(), what="table", error=ReportError) as fh:
+            raw = fh.read(MAX_TABLE_BYTES + 1)
+        if len(raw) > MAX_TABLE_BYTES:
+            raise ReportError(f"table {str(path)!r} is over {MAX_TABLE_BYTES:,} bytes; not one aumann wrote")
+        text = raw.decode("utf-8")
+        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text, newline=""))]
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ReportError(f"table {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from exc
 
@@ -271,9 +300,32 @@ def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] 
 def load_attribution(path: Path) -> Any:
     from aumann.attribution import Attribution
 
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise ReportError(f"attribution file {str(path)!r} is missing: not a finished run directory")
-    return Attribution.load(path)
+    try:
+        return Attribution.load(path, within=_ROOT.get())
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
+
+
+def load_panel(path: Path) -> Any:
+    """A panel file of the run directory (confined like the readers above)."""
+    from aumann.panel import Panel
+
+    try:
+        return Panel.load(path, within=_ROOT.get())
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
+
+
+def load_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` of the run directory (confined like the readers above)."""
+    from aumann.io import read_npz
+
+    try:
+        return read_npz(path, error=ReportError, what=what, within=_ROOT.get())[0]
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
 
 
 
@@ -317,12 +369,15 @@ __all__ = [
     "group_share_table",
     "id_cell",
     "llm_blocks",
+    "load_arrays",
     "load_attribution",
+    "load_panel",
     "merged_table",
     "pct_cell",
     "pct_text",
     "read_csv",
     "read_json",
+    "reading_within",
     "reliability_blocks",
     "signed_cell",
     "timing_table",

@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import ReportError
-from aumann.io import read_npz
 from aumann.studies.charts import Charts
 from aumann.studies.rundir import FAITHFULNESS, RunDir, with_timing
-from aumann.studies.sections import load_attribution, read_csv, read_json
+from aumann.studies.sections import load_arrays, load_attribution, load_panel, read_csv, read_json
 
 
 @dataclass
@@ -34,21 +33,24 @@ class StudyPage:
 
     @classmethod
     def load(cls, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> StudyPage:
-        from aumann.panel import Panel
+        from aumann.records import RunRecord
 
         rd = RunDir(d)
         config = manifest.get("config") or {}
         n_runs = int(manifest.get("runs") or config.get("runs") or len(rd.finished_records()))
         recs, arrs = [], []
         for r in range(n_runs):
-            rec = read_json(rd.record(r), "run record")
+            rec = read_json(rd.record(r), "run record", schema=RunRecord)  # finite, ranged, typed (t_star ≥ 0)
             if not rd.arrays(r).is_file():
                 raise ReportError(f"run arrays {str(rd.arrays(r))!r} are missing: not a finished run directory")
-            arrs.append(read_npz(rd.arrays(r), error=ReportError, what="run arrays")[0])
+            arrs.append(load_arrays(rd.arrays(r), "run arrays"))
+            if not int(rec["t_star"]) < len(arrs[-1].get("f_values", ())):
+                raise ReportError(f"run record {str(rd.record(r))!r}: t_star = {rec['t_star']} is not a step of the "
+                                  "run (damaged)")
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
         refs = [load_attribution(p) if (p := rd.attribution(r, "sampled_shapley")).is_file() else None
                 for r in range(n_runs)]
-        panels = [Panel.load(p) if (p := rd.panel(r)).is_file() else None for r in range(n_runs)]
+        panels = [load_panel(p) if (p := rd.panel(r)).is_file() else None for r in range(n_runs)]
         return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
                    ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
                    panels=panels, faith=read_csv(rd.table(FAITHFULNESS)))

@@ -18,13 +18,13 @@ endpoint in development, where there is no network).
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from aumann import bounded
 from aumann.errors import CaptureDependencyError, IngestError
 from aumann.io import ensure_output_dir
 
@@ -78,7 +78,7 @@ class DailyWriter:
         raw = raw.rstrip(b"\r\n")
         time_us: int | None = None
         try:
-            obj = json.loads(raw)
+            obj = bounded.loads_json(raw, what="a Jetstream message", error=ValueError)  # (deep nesting: unparsed)
             t = obj.get("time_us") if isinstance(obj, dict) else None
             if isinstance(t, int) and not isinstance(t, bool) and 0 < t <= MAX_TIME_US:
                 time_us = t  # (a time beyond year 9999 has no day file: it goes to unparsed.jsonl)
@@ -154,7 +154,7 @@ def resilient_stream(
             for msg in connect(url):
                 attempt = 0
                 try:
-                    t = json.loads(msg).get("time_us")
+                    t = bounded.loads_json(msg, what="a Jetstream message", error=ValueError).get("time_us")
                     if isinstance(t, int) and (last is None or t > last):
                         last = t
                 except (ValueError, AttributeError, UnicodeDecodeError):

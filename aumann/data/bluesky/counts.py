@@ -21,7 +21,6 @@ bottom 90 % (ties broken by the opaque index, deterministically).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,9 @@ FEATURES = ("a", "b", "c")
 _USER_COLS = ("user", "did", "followers", "followers_source", "created_at", "handle")
 _DAILY_COLS = ("user", "day", "topic", "posts", "replies_received")
 _FOLLOW_COLS = ("user", "day", "follows_received")
+#: the largest count one cell may hold (posts, replies, follows, followers): 10¹² is beyond any account, and
+#: any sum of up to 10⁶ such cells stays below 2⁶³ (int64 arithmetic never wraps)
+MAX_COUNT = 10**12
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -93,6 +95,11 @@ class RawCounts:
                     raise IngestError(f"RawCounts.{name}[{c!r}] must hold non-negative integers; got dtype "
                                       f"{col.dtype}" + (f", minimum {col.min()}" if len(col) and
                                                           pd.api.types.is_numeric_dtype(col.dtype) else ""))
+                if len(col) and int(col.max()) > MAX_COUNT:  # sums over days and rows stay far from 2^63
+                    n_bad = int((col.to_numpy() > MAX_COUNT).sum())
+                    raise IngestError(f"RawCounts.{name}[{c!r}] holds {n_bad} count(s) above {MAX_COUNT:,} (largest "
+                                      f"{int(col.max()):,}); no account has that many, and int64 sums of such "
+                                      "counts would wrap: the table is damaged")
         for name, df in (("daily", self.daily), ("follows", self.follows)):
             if len(df) and (int(df["user"].max()) >= u or int(df["day"].max()) >= max(len(self.days), 1)):
                 raise IngestError(f"RawCounts.{name} refers to users or days that do not exist ({u} users, "
@@ -173,20 +180,18 @@ class RawCounts:
         if not cj.is_file():
             raise IngestError(f"{str(src)!r} holds no raw counts (counts.json missing); "
                               "make them with `aumann bluesky build-panel` or `aumann bluesky synth`")
-        try:
-            meta = json.loads(cj.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise IngestError(f"{str(cj)!r} is damaged: not valid UTF-8 JSON ({type(exc).__name__}: {exc})") from exc
-        except OSError as exc:
-            raise IngestError(f"cannot read {str(cj)!r}: {exc.strerror or exc}") from exc
-        if not isinstance(meta, dict):
-            raise IngestError(f"{str(cj)!r} must hold a JSON object; got {type(meta).__name__}")
+        from aumann.io import read_json
+        from aumann.records import CountsMeta, check
+
+        meta = read_json(cj, error=IngestError, what="raw counts metadata", within=src, max_bytes=64 * 2**20,
+                         object_only=True)
         for key in ("days", "topics"):
             val = meta.get(key)
             if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
                 raise IngestError(f"{str(cj)!r} is damaged: {key!r} must be a list of strings; got {val!r:.80}")
         if not isinstance(meta.get("meta") or {}, dict):
             raise IngestError(f"{str(cj)!r} is damaged: 'meta' must be an object")
+        check(CountsMeta, meta, error=IngestError, what=f"{str(cj)!r}")  # finite, typed, bounded lists
         tables = {name: _read_parquet(src / f"{name}.parquet") for name in ("users", "daily", "follows")}
         try:
             return cls(**tables, days=list(meta["days"]), topics=list(meta["topics"]),

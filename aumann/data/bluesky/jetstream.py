@@ -33,13 +33,13 @@ its start) is refused with an :class:`IngestError` naming it — never read as J
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from aumann import bounded
 from aumann.errors import IngestError, ZstdDictionaryError
 
 Container = Literal["jsonl", "zstd", "zstd-frames", "length-prefixed"]
@@ -151,7 +151,7 @@ def _looks_binary(head: bytes, whole: bool = False) -> bool:
         if text[:1] != b"{":
             continue
         try:
-            if isinstance(json.loads(text), dict):
+            if isinstance(bounded.loads_json(text, what="a head line", error=ValueError), dict):
                 return False
         except (ValueError, UnicodeDecodeError):
             continue

@@ -62,7 +62,7 @@ class SynthConfig(ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    users: int = Field(PAPER_USERS, ge=100)
+    users: int = Field(PAPER_USERS, ge=100, le=100_000_000)
     days: int = Field(14, ge=1, le=366)
     seed: int = Field(0, ge=0)
     # followers
@@ -71,7 +71,7 @@ class SynthConfig(ConfigModel):
     tail_fraction: float = Field(0.0003, ge=0, le=1)
     tail_xmin: float = Field(1000.0, gt=0)
     tail_alpha: float = Field(1.0, gt=0)
-    max_followers: int = Field(3_000_000, ge=1)
+    max_followers: int = Field(3_000_000, ge=1, le=10_000_000_000)
     # activity
     mu_events: float = Field(1.95, ge=-20, le=10)
     sigma_events: float = Field(1.12, ge=0, le=10)

@@ -18,7 +18,6 @@ and names the rowid of any record it refuses.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.data.traces.spec import EdgesSpec
@@ -139,7 +139,8 @@ class OasisReader(TraceReader):
             doc = json_cache.get(p[0], MISSING)
             if doc is MISSING:
                 try:
-                    doc = json.loads(v) if isinstance(v, str | bytes) else None
+                    doc = bounded.loads_json(v, what="a JSON column", error=ValueError) if isinstance(v, str | bytes) \
+                        else None
                 except ValueError:
                     doc = MISSING
                 json_cache[p[0]] = doc

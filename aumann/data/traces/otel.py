@@ -24,11 +24,11 @@ with ``on_bad = "skip"``, counted). Gzipped files (``.gz``) are read as they str
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import TraceFormatError, TraceSpecError
@@ -62,9 +62,15 @@ def _first_line(p: Path) -> str:
     return ""
 
 
+def _loads(line: str | bytes) -> Any:
+    """One JSON line through the bounded reader (a line nested 100,000 deep is a bad line, not a RecursionError);
+    ``ValueError`` for anything that is not JSON within the limits."""
+    return bounded.loads_json(line, what="the line", error=ValueError)
+
+
 def looks_like_span(line: str | bytes) -> bool:
     try:
-        rec = json.loads(line)
+        rec = _loads(line)
     except ValueError:
         return False
     return isinstance(rec, dict) and any(k in rec for k in _SPAN_KEYS) and ("name" in rec or "resourceSpans" in rec)
@@ -229,7 +235,7 @@ class OtelReader(TraceReader):
                         continue
                     tally.records += 1
                     try:
-                        rec = json.loads(line)
+                        rec = _loads(line)
                         if not isinstance(rec, dict):
                             raise ValueError(f"a JSON {type(rec).__name__}, not an object")
                     except ValueError as exc:
@@ -245,6 +251,12 @@ class OtelReader(TraceReader):
                                 [g(span) for g in g_where])
                         if inherit:
                             tid = span.get("trace_id")
+                            if tid is not None and not isinstance(tid, str | int | float):  # ([] or {}: unhashable)
+                                msg = f"{fpath} line {lineno}: trace_id is a JSON {type(tid).__name__}, not an id"
+                                if spec.on_bad == "error":
+                                    raise TraceFormatError(msg + " (on_bad = 'skip' counts such spans)")
+                                tally.skip("trace_id is not an id", [f"{fpath} line {lineno}"])
+                                continue
                             if step is MISSING or step is None:
                                 known = trace_step.get(tid, MISSING) if tid is not None else MISSING
                                 if known is MISSING:

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field
 
 from aumann.configs import ConfigModel
 from aumann.scenarios import register
-from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.scenarios.base import MAX_COUNTS, Scenario, ScenarioConfig
 from aumann.scenarios.econagent.indicator import FEATURES, MacroPressure, agent_score, wealth_position
 
 
@@ -50,7 +50,7 @@ class EconAgentConfig(ScenarioConfig):
     seed: int = Field(0, ge=0)
     max_wage_inflation: float = 0.05
     max_price_inflation: float = 0.10
-    period: int = Field(12, ge=1)
+    period: int = Field(12, ge=1, le=MAX_COUNTS["period"])
     initial_rate: float = 0.03
     indicator: IndicatorConfig = Field(default_factory=IndicatorConfig)
 

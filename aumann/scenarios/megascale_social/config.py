@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, model_validator
 
 from aumann import configs
-from aumann.scenarios.base import ScenarioConfig
+from aumann.scenarios.base import MAX_COUNTS, MAX_SIZES, ScenarioConfig
 
 
 class LargeScale(configs.ConfigModel):
@@ -27,9 +27,9 @@ class LargeScale(configs.ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    threshold: int = Field(100_000, ge=2)
-    random_orderings: int = Field(3, ge=1)
-    path_orders: int = Field(4, ge=1)
+    threshold: int = Field(100_000, ge=2, le=MAX_SIZES["agents"] + 1)
+    random_orderings: int = Field(3, ge=1, le=MAX_COUNTS["random_orderings"])
+    path_orders: int = Field(4, ge=1, le=MAX_COUNTS["path_orders"])
     ablations: bool = True
     antithetic: bool = True
     judge: bool = False
@@ -45,7 +45,7 @@ class MegaScaleConfig(ScenarioConfig):
     fixture: str | None = None
     # network: "ba" (vectorised preferential attachment) or the path of a follower edge list
     network: str = "ba"
-    ba_m: int = Field(3, ge=1)
+    ba_m: int = Field(3, ge=1, le=MAX_COUNTS["ba_m"])
     edge_list_mutual: bool = False
     # archetype grid
     stance_edges: tuple[float, ...] = (-0.6, -0.2, 0.2, 0.6)
@@ -68,7 +68,7 @@ class MegaScaleConfig(ScenarioConfig):
     cascade_permutations: int = Field(1000, ge=2, le=10_000_000)
     cascade_quadrature_steps: int = Field(16, ge=1, le=4096)  # Gauss–Legendre: AumannShapley's cap
     cascade_resimulation: bool = True
-    tier_panel_size: int = Field(100, ge=4)
+    tier_panel_size: int = Field(100, ge=4, le=MAX_SIZES["agents"])
     tier_panel_draws: int = Field(20, ge=1, le=100_000)
     fidelity_agents: int = Field(1000, ge=0, le=10_000_000)
     fidelity_steps: int = Field(30, ge=2, le=1_000_000)

@@ -185,10 +185,9 @@ def load_fixture(path: str | Path | None = None) -> Fixture:
     from aumann.errors import ConfigError
 
     src = Path(path) if path is not None else FIXTURE_PATH
-    try:
-        data = json.loads(src.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read the MegaScale-Social fixture {str(src)!r}: {exc}") from exc
+    from aumann.bounded import read_json
+
+    data = read_json(src, what="the MegaScale-Social fixture", error=ConfigError, max_bytes=64 * 2**20)
     try:
         fx = Fixture.model_validate(data)
     except ValidationError as exc:

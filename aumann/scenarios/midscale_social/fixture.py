@@ -62,10 +62,11 @@ def load_fixture(path: str | Path | None = None) -> dict[str, Any]:
     from aumann.errors import ConfigError
 
     src = Path(path) if path is not None else FIXTURE_PATH
-    try:
-        data = json.loads(src.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read the MidScale-Social fixture {str(src)!r}: {exc}") from exc
+    from aumann.bounded import read_json
+
+    data = read_json(src, what="the MidScale-Social fixture", error=ConfigError, max_bytes=64 * 2**20)
+    if not isinstance(data, dict):
+        raise ConfigError(f"fixture {str(src)!r} must hold a JSON object; got {type(data).__name__}")
     for key in ("personas", "stances", "prototypes"):
         if not data.get(key):
             raise ConfigError(f"fixture {str(src)!r} has no {key!r}; it needs personas, stances and prototypes")

@@ -28,7 +28,7 @@ from aumann.attribution import Indicator, PooledForm
 from aumann.attribution.aggregators import standard_aggregators
 from aumann.attribution.smoothing import smooth_abs, softplus
 from aumann.scenarios import register
-from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.scenarios.base import MAX_COUNTS, Scenario, ScenarioConfig
 
 FEATURES = ("belief", "exposure", "posting", "reshare", "influence")
 
@@ -41,7 +41,7 @@ class MidScaleConfig(ScenarioConfig):
     runs: int = Field(10, ge=1)
     seed: int = Field(0, ge=0)
     fixture: str | None = None
-    ba_m: int = Field(3, ge=1)
+    ba_m: int = Field(3, ge=1, le=MAX_COUNTS["ba_m"])
     post_slope: float = 2.0
     attention_amplitude: float = Field(0.2, ge=0, lt=1)
     exposure_scale: float = Field(1.0, gt=0)

@@ -30,7 +30,7 @@ from aumann.attribution import Indicator, PooledForm
 from aumann.attribution.aggregators import standard_aggregators
 from aumann.attribution.smoothing import smooth_abs, softplus
 from aumann.scenarios import register
-from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.scenarios.base import MAX_COUNTS, Scenario, ScenarioConfig
 
 FEATURES = ("belief", "posted", "views", "likes", "dislikes")
 
@@ -49,7 +49,7 @@ class SocialLLMConfig(ScenarioConfig):
     seed: int = Field(57, ge=0)
     network: Literal["ba", "mixed"] = "ba"
     interaction: Literal["sequential", "synchronous"] = "sequential"
-    ba_m: int = Field(4, ge=1)
+    ba_m: int = Field(4, ge=1, le=MAX_COUNTS["ba_m"])
     init_low: float = -0.5
     init_high: float = 0.5
     post0: float = 0.5

@@ -19,15 +19,11 @@ import numpy as np
 
 from aumann.data.bluesky.counts import TIER_LABELS
 from aumann.io import atomic_path
+from aumann.studies.plotting import plain_text_figures, pyplot
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -36,6 +32,7 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+@plain_text_figures
 def write_figures(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, synthetic: bool,
                   headline_size: int = 100) -> list[Path]:
     """Write the heatmap and teaser figures; returns their paths."""

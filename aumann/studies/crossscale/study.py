@@ -29,7 +29,17 @@ from pydantic import ConfigDict, Field, NonNegativeInt, field_validator
 from aumann.configs import ConfigModel, load_toml
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
-from aumann.io import atomic_path, child_path, ensure_output_dir, plain, record_checksum, safe_component, write_json
+from aumann.io import (
+    atomic_path,
+    child_path,
+    confine,
+    ensure_output_dir,
+    plain,
+    read_json,
+    record_checksum,
+    safe_component,
+    write_json,
+)
 from aumann.manifest import write_manifest
 from aumann.progress import StageTimer, progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
@@ -47,16 +57,17 @@ class DeepSetSettings(ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
     topic: str = "mythos"
-    width: int = Field(16, ge=2)
-    train_steps: int = Field(1500, ge=1)
-    batch: int = Field(16, ge=1)
-    lr: float = Field(3e-3, gt=0)
-    sizes: list[Annotated[int, Field(ge=2)]] = Field(default_factory=lambda: [64, 256, 1024], min_length=1)
-    steps: int = Field(120, ge=1)  # K
-    power: float = Field(4.0, gt=0)  # tau = u^power
+    width: int = Field(16, ge=2, le=4096)
+    train_steps: int = Field(1500, ge=1, le=10_000_000)
+    batch: int = Field(16, ge=1, le=100_000)
+    lr: float = Field(3e-3, gt=0, le=10)
+    sizes: list[Annotated[int, Field(ge=2, le=100_000_000)]] = Field(default_factory=lambda: [64, 256, 1024],
+                                                                     min_length=1, max_length=64)
+    steps: int = Field(120, ge=1, le=4096)  # K (Gauss–Legendre's cap)
+    power: float = Field(4.0, gt=0, le=1000)  # tau = u^power
     seed: NonNegativeInt = 0
-    n_subset: int = Field(100, ge=2)
-    reference_passes: int = Field(24, ge=1)  # network passes timed for the K-pass reference (scaled to K)
+    n_subset: int = Field(100, ge=2, le=100_000_000)
+    reference_passes: int = Field(24, ge=1, le=10_000)  # network passes timed for the K-pass reference (scaled to K)
     device: str = "cpu"  # torch device of the attribution (and of the reference passes): "cpu", "cuda", "cuda:1"
 
 
@@ -69,17 +80,18 @@ class CrossScaleConfig(ConfigModel):
     config_error = StudyError
 
     model_config = ConfigDict(extra="forbid")
-    topics: list[str] | None = None  # None: every topic in the counts
-    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
-    sizes: list[int | Literal["full"]] = Field(default_factory=lambda: list(DEFAULT_SIZES), min_length=1)
-    seeds: list[NonNegativeInt] = Field(default_factory=lambda: list(range(10)))
+    topics: list[str] | None = Field(None, max_length=10_000)  # None: every topic in the counts
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1, max_length=64)
+    sizes: list[Annotated[int, Field(ge=1, le=100_000_000)] | Literal["full"]] = Field(
+        default_factory=lambda: list(DEFAULT_SIZES), min_length=1, max_length=256)
+    seeds: list[NonNegativeInt] = Field(default_factory=lambda: list(range(10)), max_length=10_000)
     indicators: list[Literal["lin", "heat", "var", "gini"]] = Field(default_factory=lambda: list(INDICATORS),
                                                                      min_length=1)
     pool_fraction: float = Field(0.05, gt=0, le=1)
-    k_min: int = Field(100, ge=1)
+    k_min: int = Field(100, ge=1, le=100_000_000)
     daily_topics: list[str] = Field(default_factory=lambda: ["mythos"])
     daily_protocols: list[str] = Field(default_factory=lambda: ["BIAS_visibility"])
-    headline_size: int = Field(100, ge=2)
+    headline_size: int = Field(100, ge=2, le=100_000_000)
     deepset: bool = False
     deepset_settings: DeepSetSettings = Field(default_factory=DeepSetSettings)
     export_per_user: bool = False
@@ -133,7 +145,7 @@ CELL_KEYS = ("topic", "protocol", "size", "key", "checksum")
 def _write_cell(path: Path, cell: dict[str, Any]) -> None:
     """Write a finished cell with a checksum of its content (NaN/inf are stored as null)."""
     body = plain({k: v for k, v in cell.items() if k != "checksum"})
-    write_json(path, {**body, "checksum": record_checksum(body)})
+    write_json(path, {**body, "checksum": record_checksum(body)}, within=path.parents[2])  # cells/<topic>/<file>
 
 
 def _cell_status(path: Path, key: str) -> tuple[str, str | None]:
@@ -141,12 +153,13 @@ def _cell_status(path: Path, key: str) -> tuple[str, str | None]:
     cell or one computed under other settings; ("corrupt", why) for a cell that cannot be trusted."""
     if not path.exists():
         return "todo", None
-    try:
-        cell = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return "corrupt", f"unreadable ({type(exc).__name__})"
-    if not isinstance(cell, dict):
-        return "corrupt", "not a JSON object"
+    from aumann.records import OutsideRecord, check
+
+    try:  # bounded reader, confined to the study's directory (cells/<topic>/<file>), the shared record rule
+        cell = check(OutsideRecord, read_json(path, error=StudyError, what="cell", within=path.parent.parent.parent,
+                                              object_only=True), error=StudyError, what="cell")
+    except (StudyError, OSError) as exc:
+        return "corrupt", f"unreadable ({type(exc).__name__}: {str(exc)[:160]})"
     missing = [k for k in CELL_KEYS if k not in cell]
     if missing:
         return "corrupt", f"missing keys {missing}"
@@ -218,6 +231,8 @@ def _open(src: Path, out: Path) -> RawCounts:
         raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
                           "give another --out")
     ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
+    for sub in ("cells", "tables", "figures", "deepset", "per_user", "summary.json", "manifest.json"):
+        confine(out / sub, out, what="study output")  # no symbolic link inside --out leads out of it
     return counts
 
 
@@ -317,7 +332,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     grid_seconds = time.perf_counter() - t_grid
 
     jobs = [j for j in cells.jobs if j[0] not in topics_skipped]
-    finished = [json.loads(cells.path(*j[:3]).read_text()) for j in jobs]
+    finished = [read_json(cells.path(*j[:3]), error=StudyError, what="cell", within=out, object_only=True)
+                for j in jobs]
     timer.start("tables")
     summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
                                          headline_size=cfg.headline_size, days=list(counts.days))

@@ -1,0 +1,248 @@
+"""Class 1 of issue 22, unbounded parsing: every reader of outside JSON/TOML goes through the bounded reader,
+and an ``.npz`` is checked from its zip directory and ``.npy`` headers before anything is decompressed."""
+
+from __future__ import annotations
+
+import resource
+import zipfile
+
+import numpy as np
+import pytest
+
+from aumann import io, npz
+from aumann.attribution import Attribution
+from aumann.errors import AttributionFileError, PanelError
+from aumann.panel import Panel
+from tests.hardening import npzcraft as C
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_deflated_zeros_whose_shapes_disagree_are_damaged_before_decompression(tmp_path):
+    # 0.5 MiB on disk, 560 MB of zeros once read: refused from the headers alone
+    p = C.zeros_member(tmp_path / "zeros.npz", (1000, 10000, 7), {
+        "agent_ids": C.npy(np.arange(3)), "steps": C.npy(np.arange(1000)), C.META: C.meta_bytes(C.panel_meta(7))})
+    assert p.stat().st_size < 2**20
+    before = _rss_mib()
+    with pytest.raises(PanelError, match="damaged: agent_ids has shape"):
+        Panel.load(p)
+    assert _rss_mib() - before < 100
+
+
+def test_a_header_promising_10e6_by_10e6_by_10_is_a_damaged_file_not_a_memory_error(tmp_path):
+    p = C.archive(tmp_path / "huge.npz", {"values": C.header((10**6, 10**6, 10)) + bytes(800),
+                                          "agent_ids": C.npy(np.arange(3)), "steps": C.npy(np.arange(3))})
+    with pytest.raises(PanelError, match=r"damaged.*promises shape \(1000000, 1000000, 10\)"):
+        Panel.load(p)
+
+
+def test_a_zip_entry_claiming_more_than_deflate_can_expand_is_damaged(tmp_path):
+    p = C.lying_sizes(tmp_path / "bomb.npz", file_size=2**31)
+    with pytest.raises(PanelError, match="more than deflate can"):
+        Panel.load(p)
+
+
+def test_a_stored_member_whose_sizes_disagree_is_damaged(tmp_path):
+    p = C.archive(tmp_path / "s.npz", {"values": C.npy(np.zeros((2, 2, 1)))}, method=zipfile.ZIP_STORED)
+    raw = bytearray(p.read_bytes())
+    cd = raw.rfind(b"PK\x01\x02")
+    raw[cd + 24] ^= 0x10  # the central directory's uncompressed size
+    p.write_bytes(bytes(raw))
+    with pytest.raises(PanelError, match="damaged"):
+        Panel.load(p)
+
+
+def test_a_truncated_member_body_is_damaged(tmp_path):
+    p = C.archive(tmp_path / "t.npz", {"values": C.header((4, 4, 4)) + bytes(16)})
+    with pytest.raises(PanelError, match="damaged"):
+        Panel.load(p)
+
+
+def test_too_many_members_is_damaged(tmp_path, monkeypatch):
+    monkeypatch.setattr(npz, "MAX_MEMBERS", 5)
+    p = C.archive(tmp_path / "many.npz", {f"group::g{i}": C.npy(np.arange(2)) for i in range(6)})
+    with pytest.raises(PanelError, match="members"):
+        Panel.load(p)
+
+
+def test_a_member_that_is_not_npy_is_damaged(tmp_path):
+    p = tmp_path / "x.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("values.npy", C.npy(np.zeros((1, 1, 1))))
+        z.writestr("payload.sh", b"rm -rf /")
+    with pytest.raises(PanelError, match=r"not an \.npy array"):
+        Panel.load(p)
+
+
+def test_an_object_dtype_header_is_refused_as_pickled_before_reading(tmp_path):
+    p = C.archive(tmp_path / "o.npz", {"values": C.header((2,), "|O") + bytes(16)})
+    with pytest.raises(PanelError, match="pickled"):
+        Panel.load(p)
+
+
+def test_a_structured_dtype_is_not_a_plain_array(tmp_path):
+    arr = np.zeros(2, dtype=[("a", "<f8"), ("b", "<i4")])
+    p = C.archive(tmp_path / "st.npz", {"values": C.npy(arr)})
+    with pytest.raises(PanelError, match="not a plain array"):
+        Panel.load(p)
+
+
+def test_an_unparsable_npy_header_is_damaged(tmp_path):
+    p = C.archive(tmp_path / "h.npz", {"values": b"\x93NUMPY\x01\x00\x10\x00{'descr': <<<<    \n"})
+    with pytest.raises(PanelError, match=r"no readable \.npy header"):
+        Panel.load(p)
+
+
+def test_a_huge_npy_header_length_is_refused(tmp_path):
+    p = C.archive(tmp_path / "h.npz", {"values": b"\x93NUMPY\x02\x00" + (2**31).to_bytes(4, "little") + b"{"})
+    with pytest.raises(PanelError, match=r"no readable \.npy header"):
+        Panel.load(p)
+
+
+def test_metadata_nested_5000_deep_is_a_typed_error_not_a_recursion_error(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    p = C.archive(tmp_path / "deep.npz", {"values": C.npy(np.zeros((1, 1, 1))),
+                                          C.META: C.npy(np.frombuffer(deep.encode(), dtype=np.uint8))})
+    with pytest.raises(PanelError, match="nests 5,000 levels"):
+        Panel.load(p)
+
+
+def test_metadata_larger_than_its_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "MAX_META_BYTES", 100)
+    p = C.archive(tmp_path / "m.npz", {"values": C.npy(np.zeros((1, 1, 1))),
+                                       C.META: C.meta_bytes({"x": "y" * 200})})
+    with pytest.raises(PanelError, match="metadata record"):
+        Panel.load(p)
+
+
+@pytest.mark.parametrize("meta", [[1, 2], "text", 3, None], ids=repr)
+def test_metadata_that_is_not_an_object_is_refused(tmp_path, meta):
+    p = C.archive(tmp_path / "m.npz", {"values": C.npy(np.zeros((1, 1, 1))), C.META: C.meta_bytes(meta)})
+    with pytest.raises(PanelError, match="metadata of type"):
+        Panel.load(p)
+
+
+def test_metadata_stored_as_floats_is_refused(tmp_path):
+    p = C.archive(tmp_path / "m.npz", {"values": C.npy(np.zeros((1, 1, 1))), C.META: C.npy(np.zeros(3))})
+    with pytest.raises(PanelError, match="unreadable metadata"):
+        Panel.load(p)
+
+
+def test_feature_names_that_disagree_with_d_are_damaged(tmp_path):
+    p = C.archive(tmp_path / "f.npz", {"values": C.npy(np.zeros((2, 3, 4))), "agent_ids": C.npy(np.arange(3)),
+                                       "steps": C.npy(np.arange(2)), C.META: C.meta_bytes(C.panel_meta(2))})
+    with pytest.raises(PanelError, match="2 feature names for D = 4"):
+        Panel.load(p)
+
+
+@pytest.mark.parametrize("member,shape", [("alive", (3, 2)), ("context::price", (5,)), ("group::tier", (4,)),
+                                          ("steps", (3,))])
+def test_panel_arrays_that_do_not_fit_values_are_damaged(tmp_path, member, shape):
+    good = {"values": C.npy(np.zeros((2, 3, 1))), "agent_ids": C.npy(np.arange(3)), "steps": C.npy(np.arange(2)),
+            C.META: C.meta_bytes(C.panel_meta(1))}
+    good[member] = C.npy(np.zeros(shape, dtype=bool if member == "alive" else float))
+    p = C.archive(tmp_path / "p.npz", good)
+    with pytest.raises(PanelError, match=f"damaged: {member}"):
+        Panel.load(p)
+
+
+def test_values_that_are_not_three_dimensional_numbers_are_damaged(tmp_path):
+    p = C.archive(tmp_path / "p.npz", {"values": C.npy(np.array(["a", "b"]))})
+    with pytest.raises(PanelError, match="not \\(T, N, D\\) numbers"):
+        Panel.load(p)
+
+
+@pytest.mark.parametrize("member,shape", [("delta_v", (5,)), ("agent_ids", (2,)), ("stderr", (3, 3)),
+                                          ("phi_features", (3, 4)), ("group::tier", (9,))])
+def test_attribution_arrays_that_do_not_fit_phi_are_damaged(tmp_path, member, shape):
+    members = {"phi": C.npy(np.zeros((3, 4)))}
+    members[member] = C.npy(np.zeros(shape))
+    p = C.archive(tmp_path / "a.npz", members)
+    with pytest.raises(AttributionFileError, match=f"damaged: {member}"):
+        Attribution.load(p)
+
+
+def test_attribution_phi_that_is_not_two_dimensional_is_damaged(tmp_path):
+    p = C.archive(tmp_path / "a.npz", {"phi": C.npy(np.zeros(3))})
+    with pytest.raises(AttributionFileError, match="not \\(T, N\\)"):
+        Attribution.load(p)
+
+
+def test_the_byte_budget_names_the_size(tmp_path):
+    p = tmp_path / "ok.npz"
+    io.write_npz(p, {"x": np.zeros(1000)})
+    with pytest.raises(PanelError, match="GiB of arrays"):
+        io.read_npz(p, error=PanelError, max_bytes=100)
+
+
+def test_an_honest_large_ratio_archive_within_budget_is_accepted(tmp_path):
+    # an honest panel of zeros compresses ~1000 : 1 and is read back exactly
+    p = tmp_path / "zeros.npz"
+    Panel(np.zeros((50, 400, 5)), alive=np.ones((50, 400), dtype=bool)).save(p)
+    back = Panel.load(p)
+    assert back.shape == (50, 400, 5) and not back.values.any() and back.alive.all()
+
+
+def test_a_saved_panel_with_every_part_round_trips_through_the_checked_reader(tmp_path):
+    steps = np.array(["2026-01-01", "2026-01-02"], dtype="datetime64[D]")
+    p = Panel(np.arange(12.0).reshape(2, 3, 2), agent_ids=["a", "b", "c"], steps=steps,
+              groups={"tier": ["x", "y", "x"]}, alive=[[1, 1, 0], [1, 1, 1]], context={"price": [1.0, 2.0]},
+              meta={"k": [1, {"z": 2}]})
+    back = Panel.load(p.save(tmp_path / "p.npz"))
+    assert back.equals(p)
+
+
+@pytest.mark.parametrize("depth", [65, 5000, 100_000])
+def test_a_deeply_nested_trace_line_is_a_typed_bad_line_not_a_recursion_error(tmp_path, depth):
+    from pathlib import Path
+
+    from aumann.data.traces.read import read_trace
+    from aumann.errors import TraceFormatError
+
+    src = Path(__file__).resolve().parent.parent / "data" / "traces" / "otlp_spans.jsonl"
+    lines = src.read_bytes().splitlines()
+    deep = b'{"name":"x","traceId":"a","spanId":"b","attributes":' + b"[" * depth + b"]" * depth + b"}"
+    (tmp_path / "spans.jsonl").write_bytes(b"\n".join([*lines[:3], deep, *lines[3:]]) + b"\n")
+    with pytest.raises(TraceFormatError, match=r"line 4: not a JSON object.*nests"):
+        read_trace(tmp_path / "spans.jsonl", format="otel")
+
+
+def test_a_deeply_nested_trace_line_is_skipped_and_counted_with_skip_bad(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from aumann.cli import main
+
+    d = tmp_path / "trace"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "traces" / "agentsociety2_run" / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[0]
+    f.write_bytes(f.read_bytes() + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    assert main(["attribute", "--trace", str(d), "--skip-bad", "--indicator", "lin", "--out", str(tmp_path / "y"),
+                 "--no-report"]) == 0
+    rep = json.loads((tmp_path / "y" / "trace_report.json").read_text())
+    assert rep["skipped"]["line is not a JSON object"] == 1
+
+
+@pytest.mark.parametrize("tid", [[], {}, [1, 2]], ids=repr)
+def test_a_span_whose_trace_id_is_not_an_id_is_a_typed_bad_span(tmp_path, tid):
+    # found by tests/fuzz/test_fuzz_traces.py: an unhashable trace_id was a TypeError traceback
+    import json
+    import shutil
+    from pathlib import Path
+
+    from aumann.data.traces.read import read_trace
+    from aumann.errors import TraceFormatError
+
+    d = tmp_path / "trace"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "traces" / "agentsociety2_run" / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[0]
+    first = json.loads(f.read_text().splitlines()[0])
+    first["trace_id"] = tid
+    f.write_text(json.dumps(first) + "\n" + f.read_text())
+    with pytest.raises(TraceFormatError, match="trace_id is a JSON"):
+        read_trace(d)
+    got = read_trace(d, on_bad="skip")
+    assert got.report.to_dict()["skipped"]["trace_id is not an id"] == 1
