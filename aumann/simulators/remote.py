@@ -24,13 +24,16 @@ objects wherever it runs:
 
 from __future__ import annotations
 
+import copyreg
 import importlib.util
+import io
 import os
 import pickle
 import socket
 import sys
 import sysconfig
 import traceback
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -45,17 +48,203 @@ USER_SCENARIO_PREFIX = "aumann_user_scenario_"
 
 # ---------------------------------------------------------------------------------------------- serialising
 def dumps(obj: Any) -> bytes:
-    """``obj`` as bytes: cloudpickle (lambdas and closures travel too), protocol 5, in-band buffers."""
+    """``obj`` as bytes: cloudpickle (lambdas and closures travel too), protocol 5, in-band buffers,
+    with the repairs Mesa models need (:func:`_pickler_class`). An object graph too deep for the
+    interpreter's stack (agents that point at the neighbourhoods of cells that hold agents ...) is
+    pickled again on a thread with a large stack and a high recursion limit."""
     try:
-        import cloudpickle
-    except ImportError:  # pragma: no cover - cloudpickle is a dependency; plain pickle as a last resort
-        return pickle.dumps(obj, protocol=5)
-    return cloudpickle.dumps(obj, protocol=5)
+        return _dump(obj)
+    except (RecursionError, pickle.PicklingError) as exc:
+        if "recursion" not in str(exc).lower() and not isinstance(exc, RecursionError):
+            raise
+    return _deep(_dump, obj)
+
+
+def _dump(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _pickler_class()(buf, protocol=5).dump(obj)
+    return buf.getvalue()
+
+
+def _deep(fn: Any, arg: Any) -> Any:
+    """``fn(arg)`` on a thread with a 1 GiB stack and a recursion limit of 10^6 (restored after)."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["out"] = fn(arg)
+        except BaseException as exc:  # handed to the caller's thread
+            box["exc"] = exc
+
+    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
+    try:
+        threading.stack_size(1 << 30)
+        sys.setrecursionlimit(max(old_limit, 1_000_000))
+        t = threading.Thread(target=run, name="aumann-deep-pickle")
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old_stack)
+        sys.setrecursionlimit(old_limit)
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+class _CellClass:
+    """The dynamic cell class of one Mesa grid, rebuilt once on unpickling.
+
+    Mesa 3.3 gives every grid its own ``GridCell`` subclass (property layers such as ``cell.sugar``
+    are descriptors on it) and pickles each cell through ``pickle_gridcell``, whose counterpart
+    creates a new class *per cell*; the grid then puts its layer descriptors on the class of cell
+    (0, 0) only, so every other cell loses them (``'GridCell' object has no attribute 'sugar'``
+    in a worker). Cells pickled by :func:`dumps` share one of these per grid, so they share one class.
+    """
+
+    def __init__(self, base: type) -> None:
+        self.base = base
+        self._klass: type | None = None
+
+    def __getstate__(self) -> dict:
+        return {"base": self.base}
+
+    def __setstate__(self, state: dict) -> None:
+        self.base, self._klass = state["base"], None
+
+    def klass(self, reducer: Any) -> type:
+        if self._klass is None:
+            self._klass = type("GridCell", (self.base,), {"_mesa_properties": set()})
+            copyreg.pickle(self._klass, reducer)  # picklable again, the way Mesa pickles grid cells
+        return self._klass
+
+
+def _view_of(base: Any, dtype: Any, shape: tuple, offset: int, strides: tuple, writeable: bool) -> Any:
+    import numpy as np
+
+    out = np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    if not writeable:
+        out.flags.writeable = False
+    return out
+
+
+def _weak_method(obj: Any, func: Any) -> Any:
+    import types
+
+    return weakref.WeakMethod(types.MethodType(func, obj))
+
+
+def _dead_ref() -> Any:
+    class _Gone:
+        pass
+
+    return weakref.ref(_Gone())
+
+
+def _new_model(cls: type, counters: list[tuple[type, int]]) -> Any:
+    """An empty model whose Mesa 3.3 ``unique_id`` counters continue where the original's were."""
+    import itertools
+
+    obj = cls.__new__(cls)
+    for owner, nxt in counters:
+        owner.__dict__["_ids"][obj] = itertools.count(nxt)
+    return obj
+
+
+def _set_state(obj: Any, state: Any) -> None:
+    if hasattr(obj, "__setstate__"):
+        obj.__setstate__(state)
+    else:  # pragma: no cover - every object has __setstate__ since Python 3.11
+        obj.__dict__.update(state)
+
+
+def _id_counters(model: Any) -> list[tuple[type, int]]:
+    """Mesa 3.3 draws agent ids from a class-level ``Agent._ids[model]`` counter keyed by the model
+    object, which pickling cannot see: (the class holding the counters, next id) for ``model``."""
+    import re
+    from collections.abc import MutableMapping
+
+    out, seen = [], set()
+    for klass in {type(a) for a in getattr(model, "agents", ())}:
+        owner = next((k for k in klass.__mro__ if isinstance(k.__dict__.get("_ids"), MutableMapping)), None)
+        if owner is None or owner in seen:
+            continue
+        seen.add(owner)
+        ids = owner.__dict__["_ids"]
+        if model in ids:
+            m = re.fullmatch(r"count\((-?\d+)\)", repr(ids[model]))
+            if m is not None:
+                out.append((owner, int(m.group(1))))
+    return out
+
+
+def _unpickle_cell(proxy: _CellClass, reducer: Any, fields: tuple) -> Any:
+    """Mesa's ``unpickle_gridcell`` with the grid's one shared class."""
+    instance = proxy.klass(reducer)((0, 0))
+    for k, v in fields[1].items():
+        if k != "__dict__":
+            setattr(instance, k, v)
+    return instance
+
+
+_PICKLER: list[type] = []
+
+
+def _pickler_class() -> type:
+    if _PICKLER:
+        return _PICKLER[0]
+    import cloudpickle
+
+    class _Pickler(cloudpickle.CloudPickler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._cell_classes: dict[type, _CellClass] = {}
+
+        def reducer_override(self, obj: Any) -> Any:
+            cls = type(obj)
+            reducer = copyreg.dispatch_table.get(cls)
+            if reducer is not None and getattr(reducer, "__name__", "") == "pickle_gridcell" and \
+                    hasattr(obj, "__getstate__"):
+                proxy = self._cell_classes.setdefault(cls, _CellClass(cls.__bases__[0]))
+                d, slots = obj.__getstate__()
+                # the grid re-links its cells on unpickling (Grid.__setstate__): pickling the links would
+                # recurse from cell to cell across the whole grid (RecursionError on large grids)
+                slots = {k: ({} if k == "connections" else v) for k, v in slots.items()}
+                return _unpickle_cell, (proxy, reducer, (d, slots))
+            if cls.__name__ == "WeakMethod" and cls.__module__ == "weakref":
+                meth = obj()
+                return (_dead_ref, ()) if meth is None else (_weak_method, (meth.__self__, meth.__func__))
+            if cls is weakref.ref:  # a weak reference to an object that travels in the same pickle
+                target = obj()
+                return (_dead_ref, ()) if target is None else (weakref.ref, (target,))
+            if cls.__name__ == "ndarray" and cls.__module__ == "numpy":
+                base = obj.base
+                if (type(base) is type(obj) and obj.dtype != object and base.dtype != object
+                        and base.nbytes <= max(4 * obj.nbytes, 1 << 20)):
+                    # a view travels as a view of its base (Mesa's agent positions and the buffer behind them)
+                    offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+                    return _view_of, (base, obj.dtype, obj.shape, offset, obj.strides, obj.flags.writeable)
+            mesa = sys.modules.get("mesa")
+            if mesa is not None and isinstance(obj, getattr(mesa, "Model", ())) and obj.__class__ is cls:
+                counters = _id_counters(obj)
+                if counters:
+                    red = obj.__reduce_ex__(5)
+                    if len(red) >= 3 and red[0] is copyreg.__newobj__:
+                        return (_new_model, (cls, counters), red[2], red[3] if len(red) > 3 else None,
+                                red[4] if len(red) > 4 else None, _set_state)
+            return super().reducer_override(obj)
+
+    _PICKLER.append(_Pickler)
+    return _Pickler
 
 
 def loads(data: Any) -> Any:
     """The object :func:`dumps` serialised (from bytes or any buffer)."""
-    return pickle.loads(data)
+    try:
+        return pickle.loads(data)
+    except RecursionError:
+        return _deep(pickle.loads, data)
 
 
 # ---------------------------------------------------------------------------------------------- user code
