@@ -19,7 +19,8 @@ from aumann.errors import ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the backend, throughput, cost-guard and executor options to ``aumann run``."""
+    """Add the backend, throughput and cost-guard options to ``aumann run`` (the execution options
+    live in :mod:`aumann.cli.executor_options`)."""
     g = p.add_argument_group("LLM backend (--backend openai)")
     g.add_argument("--model", default=None, help="LLM model name (or AUMANN_LLM_MODEL)")
     g.add_argument("--base-url", action="append", default=None, metavar="URL",
@@ -48,11 +49,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
     g.add_argument("--assumed-latency", type=float, default=1.0,
                    help="seconds per LLM request assumed by --dry-run's time estimate (default 1.0)")
-    e = p.add_argument_group("execution")
-    e.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="where independent runs (or, with one run, its forks) execute: local process pool or Ray")
-    e.add_argument("--workers", type=int, default=1,
-                   help="parallel workers for independent runs (default 1: serial); results are bit-identical")
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -62,8 +58,6 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if args.concurrency < 1:
         raise bad("concurrency", args.concurrency, "an int >= 1")
-    if args.workers < 0:
-        raise bad("workers", args.workers, "an int >= 0")
     if args.max_calls is not None and args.max_calls < 0:
         raise bad("max-calls", args.max_calls, "an int >= 0")
     for name in ("rpm", "tpm", "assumed_latency", "llm_timeout"):
@@ -117,11 +111,11 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any) -> tuple[A
     return backend, f"openai:{model}@{first}"
 
 
-def executor_from(args: argparse.Namespace) -> Any:
-    """``None`` (serial), a local process pool or a Ray executor, from ``--executor``/``--workers``."""
-    from aumann.simulators.executors import make_executor
+def executor_from(args: argparse.Namespace, config: Any = None) -> Any:
+    """Kept for callers of the earlier name: :func:`aumann.cli.executor_options.executor_from`."""
+    from aumann.cli.executor_options import executor_from as _from
 
-    return make_executor(args.executor, args.workers if args.executor == "local" else (args.workers or None))
+    return _from(args, config)
 
 
 __all__ = ["add_arguments", "build_backend", "check_arguments", "executor_from"]

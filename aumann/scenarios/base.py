@@ -136,6 +136,26 @@ class StudyConfig(configs.ConfigModel):
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
 
 
+class ExecutionConfig(configs.ConfigModel):
+    """Where a study's work executes (the ``[execution]`` table of a config). It never changes a
+    result, so it is not part of a run's config digest; ``aumann run``'s flags win over it
+    (``--executor``, ``--workers``, ``--ray-address`` / ``RAY_ADDRESS``, ``--ray-runtime-env``).
+
+    Attributes:
+        executor: ``"local"`` (process pool) or ``"ray"``; default local, or Ray when an address is set.
+        workers: tasks that run at once (local default 1 = serial; Ray default every CPU; 0 = every CPU).
+        ray_address: the Ray cluster to attach to (``"host:6379"``, ``"auto"``, ``"ray://host:10001"``).
+        ray_runtime_env: a Ray runtime environment laid over the one aumann builds (``pip``, ``env_vars``, ...).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor: str | None = Field(None, pattern="^(local|ray)$")
+    workers: int | None = Field(None, ge=0, le=1_000_000)
+    ray_address: str | None = Field(None, min_length=1, max_length=2048)
+    ray_runtime_env: dict[str, Any] | None = None
+
+
 class ScenarioConfig(configs.ConfigModel):
     """Fields every scenario config has; scenarios subclass it with their own parameters.
 
@@ -145,6 +165,7 @@ class ScenarioConfig(configs.ConfigModel):
         runs: independent runs of the study (seeds spawned from ``seed``).
         seed: the root seed.
         study: the faithfulness-study parameters.
+        execution: where the work executes (not part of what a run computes; see :class:`ExecutionConfig`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -154,6 +175,7 @@ class ScenarioConfig(configs.ConfigModel):
     runs: int = Field(1, ge=1)
     seed: int = Field(0, ge=0)
     study: StudyConfig = Field(default_factory=StudyConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
     @field_validator("agents", "steps", "runs", mode="after")
     @classmethod
@@ -530,4 +552,4 @@ def target_step(f_values: np.ndarray) -> int:
     return start + int(np.argmax(f_values[start:]))
 
 
-__all__ = ["Scenario", "ScenarioConfig", "ScenarioRun", "StepMap", "StudyConfig", "target_step"]
+__all__ = ["ExecutionConfig", "Scenario", "ScenarioConfig", "ScenarioRun", "StepMap", "StudyConfig", "target_step"]

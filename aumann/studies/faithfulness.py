@@ -91,7 +91,7 @@ class StudySizes:
 def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
     """A short hash identifying what a run computes (config + scenario + backend) for resume checks."""
     payload = json.dumps({"scenario": scenario.name, "backend": backend_label,
-                          "config": config.model_dump(mode="json", exclude={"runs"})}, sort_keys=True)
+                          "config": config.model_dump(mode="json", exclude={"runs", "execution"})}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -154,6 +154,7 @@ def deletion_sets(phi: dict[str, np.ndarray], sizes: StudySizes, n: Any, orderin
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
                 judge: Any = None, fork_threads: int = 1, executor: Any = None, backend_label: str = "offline",
+                attributions: dict[str, Any] | None = None,
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study on one simulated run: (JSON-able record, arrays for plots and the run directory).
 
@@ -165,8 +166,11 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     ``<prefix>-aumann_shapley.npz`` (every step, per-agent baselines), ``-sampled_shapley.npz``,
     ``-sampled_shapley_ceiling.npz``, ``-leave_one_out.npz`` and, when computed,
     ``-action_aumann_shapley.npz`` and ``-sampled_shapley_resimulation.npz`` (step t*);
-    ``Attribution.load`` reads them. ``judge``: the judge backend of the ``llm_judge`` row
-    (:func:`judge_backend`; ``None``: no such row).
+    ``Attribution.load`` reads them; with ``attributions`` (a dict) they are put there instead, by
+    label, for the caller to write (a worker writes nothing). Their wall-clock seconds go to the
+    record's ``attribution_seconds`` (moved to ``timings/`` by :func:`split_timing`), never into
+    the saved files. ``judge``: the judge backend of the ``llm_judge`` row (:func:`judge_backend`;
+    ``None``: no such row).
     """
     import time
 
@@ -295,9 +299,19 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
         judge_order = np.asarray(players)[judged.ranking]  # trace positions → panel positions
         arrays["judge_ranking"] = judge_order
 
-    if attribution_prefix is not None:
-        for label, res in saved.items():
-            res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
+    if attribution_prefix is not None or attributions is not None:
+        import dataclasses
+
+        for label, res in saved.items():  # wall-clock seconds go to timings/, not into the saved attribution
+            prov = dict(res.provenance)
+            secs = prov.pop("seconds", None)
+            if secs is not None:
+                rec.setdefault("attribution_seconds", {})[label] = float(secs)
+            res = dataclasses.replace(res, provenance=prov)
+            if attributions is not None:
+                attributions[label] = res
+            else:
+                res.save(attribution_prefix.with_name(f"{attribution_prefix.name}-{label}.npz"))
 
     tick("deletion forks")
     oracle.prefetch(deletion_sets(phi, sizes, N if everyone else players, st.random_orderings, g_rand, ranked,
@@ -430,6 +444,8 @@ def split_timing(rec: dict[str, Any]) -> dict[str, float]:
     whatever the executor or machine load); the seconds live beside them in ``timings/run-NNN.json``
     and :func:`with_timing` puts them back for tables and reports."""
     timing: dict[str, float] = {}
+    for label, sec in (rec.pop("attribution_seconds", None) or {}).items():
+        timing[f"attributions/{label}"] = sec
     act = rec.get("action")
     if isinstance(act, dict) and "seconds" in act:
         timing["action_aumann_shapley"] = act.pop("seconds")
@@ -549,24 +565,28 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         account = usage_of(backend)
         dest = out if write else None
         share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
-        specs = [(scenario.name, config, r, seq, dest, share, digest, backend_label) for r, seq in todo]
+        specs = [(scenario, config, r, seq, share, digest, backend_label) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
+            nonlocal computed
             r = todo[i][0]
-            delta = res[3] if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
+            delta = res.usage if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
             if delta is not None:
                 spent.merge(delta)
                 if account is not None:
                     account.merge(delta)
-            if progress is not None and not isinstance(res, BaseException):
+            if isinstance(res, BaseException):
+                return
+            # the driver writes each run as it arrives (workers send results, never files), so a run
+            # finished before a failure elsewhere is kept for resume
+            records[r] = write_run(dest, res) if dest is not None else seal_record(res.record)
+            arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
+            computed += 1
+            if progress is not None:
                 progress(r, "done (worker)")
 
         results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
         errors = [res for res in results if isinstance(res, BaseException)]
-        for (r, _seq), res in zip(todo, results):
-            if not isinstance(res, BaseException):
-                records[r], arrays[r], panels[r], timings[r] = res[0], res[1], res[2], res[4]
-                computed += 1
         if errors:
             raise errors[0]
     else:
@@ -601,6 +621,31 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     the LLM usage it cost, seconds per method). Decisions inside forks are counted as ``fork_*``
     usage. The record holds no wall-clock time (:func:`split_timing`): the seconds are returned
     apart and written to ``timings/run-NNN.json``."""
+    done = compute_run_unwritten(scenario, config, r, seq, backend, digest, tick=tick, executor=executor,
+                                 backend_label=backend_label)
+    rec = write_run(out, done) if out is not None else seal_record(done.record)
+    return rec, done.arrays, done.panel, done.usage, done.timing
+
+
+@dataclass
+class ComputedRun:
+    """A run computed but not yet written: what a worker sends back to the driver, which alone
+    writes the run directory (:func:`write_run`)."""
+
+    r: int
+    digest: str
+    record: dict[str, Any]  # without arrays_sha256 and checksum (added when written)
+    arrays: dict[str, np.ndarray]
+    panel: Any
+    usage: Any
+    timing: dict[str, float]
+    attributions: dict[str, Any]
+
+
+def compute_run_unwritten(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.SeedSequence,
+                          backend: Any, digest: str, *, tick: Callable[[str], None] | None = None,
+                          executor: Any = None, backend_label: str = "offline") -> ComputedRun:
+    """Simulate and analyse run ``r`` without touching the disk (see :func:`compute_run`)."""
     import contextlib
 
     from aumann.simulators.llm.usage import Usage, usage_of
@@ -615,44 +660,64 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     run = scenario.simulate(config, rng=np.random.default_rng(sim_seq), backend=backend, keep_from=keep,
                             strategy=config.study.fork_strategy)
     account = shared if shared is not None else usage_of(run.model)
-    prefix = out / "attributions" / f"run-{r:03d}" if out is not None else None
     threads = _fork_threads(backend)
+    attributions: dict[str, Any] = {}
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
-        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attribution_prefix=prefix,
+        rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attributions=attributions,
                                judge=judge_backend(config, backend), fork_threads=threads,
                                executor=executor if threads == 1 else None, backend_label=backend_label)
     rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
     timing = plain(split_timing(rec))  # wall-clock seconds live beside the record, not in it
-    rec_path = out / "runs" / f"run-{r:03d}.json" if out is not None else None
-    if rec_path is not None:
-        run.panel.save(out / "panels" / f"run-{r:03d}")
-        npz = write_npz(rec_path.with_suffix(".npz"), arr)
-        rec["arrays_sha256"] = sha256_file(npz)
-        write_json(out / "timings" / f"run-{r:03d}.json", {"run": r, "digest": digest, "seconds": timing})
-    rec = plain(rec)  # exactly what the JSON file holds (NaN → None), so a resumed run reads back the same
-    rec["checksum"] = record_checksum(rec)
-    if rec_path is not None:
-        write_json(rec_path, rec)
     if account is None:
         delta = Usage()
     elif before is not None:
         delta = account - before
     else:
         delta = account.copy()
-    return rec, arr, run.panel, delta, timing
+    return ComputedRun(r, digest, rec, arr, run.panel, delta, timing, attributions)
 
 
-def compute_run_task(spec: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any, dict[str, float]]:
-    """Executor task for one run (top-level, picklable): looks the scenario up by name in the worker.
-    A failure carries the usage spent so far as ``exc.llm_usage``."""
+def seal_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` as its JSON file holds it (NaN → None) with its checksum, so a resumed run reads back the same."""
+    rec = plain(rec)
+    rec["checksum"] = record_checksum(rec)
+    return rec
+
+
+def write_run(out: Path, done: ComputedRun) -> dict[str, Any]:
+    """Write a computed run into the run directory ``out`` (the driver's job, never a worker's):
+    attributions, panel, arrays (their SHA-256 into the record), timings, then the sealed record
+    last (its presence marks the run finished). Returns the sealed record."""
+    r = done.r
+    rec = dict(done.record)
+    prefix = out / "attributions" / f"run-{r:03d}"
+    for label, res in done.attributions.items():
+        res.save(prefix.with_name(f"{prefix.name}-{label}.npz"))
+    rec_path = out / "runs" / f"run-{r:03d}.json"
+    done.panel.save(out / "panels" / f"run-{r:03d}")
+    npz = write_npz(rec_path.with_suffix(".npz"), done.arrays)
+    rec["arrays_sha256"] = sha256_file(npz)
+    write_json(out / "timings" / f"run-{r:03d}.json", {"run": r, "digest": done.digest, "seconds": done.timing})
+    rec = seal_record(rec)
+    write_json(rec_path, rec)
+    return rec
+
+
+def compute_run_task(spec: tuple) -> ComputedRun:
+    """Executor task for one run (top-level): computes it and sends it back unwritten -- a worker
+    needs no access to the run directory. The scenario travels as an object (a scenario file's
+    module is installed in the worker by the executor). A failure carries the usage spent so far
+    as ``exc.llm_usage``."""
     from aumann import scenarios
     from aumann.simulators.llm.usage import usage_of
 
-    name, config, r, seq, out, backend, digest, backend_label = spec
+    scenario, config, r, seq, backend, digest, backend_label = spec
+    if isinstance(scenario, str):  # a registered name (earlier callers)
+        scenario = scenarios.get(scenario)
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
     try:
-        return compute_run(scenarios.get(name), config, r, seq, out, backend, digest, backend_label=backend_label)
+        return compute_run_unwritten(scenario, config, r, seq, backend, digest, backend_label=backend_label)
     except BaseException as exc:
         if shared is not None:
             exc.llm_usage = shared - before
@@ -738,18 +803,22 @@ __all__ = [
     "ATTRIBUTED",
     "FAITHFULNESS_COLUMNS",
     "METHODS",
+    "ComputedRun",
     "StudyResult",
     "StudySizes",
     "analyse_run",
     "compute_run",
     "compute_run_task",
+    "compute_run_unwritten",
     "config_digest",
     "deletion_sets",
     "has_action_row",
     "judge_backend",
     "read_timing",
     "run_study",
+    "seal_record",
     "split_timing",
     "study_stages",
     "with_timing",
+    "write_run",
 ]
