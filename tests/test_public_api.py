@@ -198,6 +198,7 @@ PUBLIC = {
         "PanelError",
         "PolicyError",
         "ProtocolError",
+        "RemoteTaskError",
         "ReplayDivergedError",
         "ReplayUnavailableError",
         "ReplyTooLarge",
