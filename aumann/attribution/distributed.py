@@ -14,7 +14,8 @@ in order. Every method computes exactly what it computes in one process:
   step), and the caller's ``rng`` is advanced as the single-process run advances it;
 * the path integral batches whole steps into one autograd call; blocks are cut on the same batch
   boundaries, so every batch is the same call with the same shapes; an adaptive ``tol`` doubles K
-  for all blocks at once from the global efficiency gap, as in one process;
+  for all blocks at once from the global efficiency gap, as in one process (closed forms and the
+  pooled-linear integral -- one streaming O(T·N) pass with sums across steps -- stay in the driver);
 * the result is assembled from the blocks in step order (Σ_i φ and the standard errors included).
 
 So ``attribute(f, panel, m, rng=s, executor=E)`` equals ``attribute(f, panel, m, rng=s)`` bit for
@@ -202,10 +203,10 @@ def attribute_over(method: Any, problem: Any, rng: RNGLike, executor: Any) -> An
         method._generators(rng, T)  # advance the caller's rng exactly as the single-process run does
         return _assemble(problem, blocks, [b - a for a, b in spans], rng, time.perf_counter() - t0)
     if isinstance(method, AumannShapley):
-        if method.uses_closed_form(problem):
-            spans = _blocks(T, 1, executor)
-            blocks = _map(executor, _block_task, [(method, _sub_problem(problem, a, b), None) for a, b in spans])
-            return _assemble(problem, blocks, [b - a for a, b in spans], rng, time.perf_counter() - t0)
+        if method.uses_closed_form(problem) or method._linear_pooled(problem) is not None:
+            # closed forms and the pooled-linear integral are one streaming pass over the panel, O(T·N) and
+            # memory-bound, whose sums are taken across steps at once: they stay here, in one piece
+            return method.attribute(problem, rng=rng)
         steps, history = method.steps, []
         while True:
             fixed = copy.copy(method)
