@@ -112,6 +112,8 @@ class RayExecutor:
         self._env_saved: dict[str, str | None] = {}
         self._job_code: remote.UserCode | None = None
         self.task_hosts: Counter[str] = Counter()
+        self._service: Any = None  # the LLM service actor (serve_llm)
+        self._substitutes: dict[int, tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------------ connecting
     @property
@@ -147,7 +149,9 @@ class RayExecutor:
         kw.update(self.init_kwargs)
         if self.attached:
             what = f"attach to the Ray cluster at {self.address!r}"
+            _reachable(self.address)  # Ray itself waits minutes for a GCS that is not there
             kw["address"] = self.address
+            _refresh_auth()  # RAY_AUTH_TOKEN / RAY_AUTH_MODE as the environment holds them now
         else:
             what = "start a local Ray instance"
             self._temp_dir = tempfile.mkdtemp(prefix="aumann-ray-", dir=self.temp_root)
@@ -204,16 +208,69 @@ class RayExecutor:
     def _cleanup_local(self) -> None:
         self._restore_env()
         if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            _remove_tree(self._temp_dir)
             self._temp_dir = None
+
+    # ------------------------------------------------------------------ the LLM service
+    serves_llm = True
+
+    def serve_llm(self, backend: Any) -> Any:
+        """The LLM ``backend`` as workers should use it: its response cache, rate limits and spend caps
+        served by one actor on the driver's node (:mod:`aumann.simulators.llm_service`), so the
+        cluster shares one cache file nobody else opens and one set of limits. Wherever a task's
+        payload refers to ``backend`` (a model's checkpoint), the served twin travels instead.
+        Returns ``backend`` unchanged when it is not an LLM backend."""
+        from aumann.simulators.llm_service import LLMService, serve_backend, service_args
+
+        args = service_args(backend)
+        if args is None:
+            return backend
+        pair = self._substitutes.get(id(backend))
+        if pair is not None and pair[0] is backend:
+            return pair[1]
+        ray = self._ensure()
+        if self._service is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = ray.get_runtime_context().get_node_id()  # the driver's node: the cache file's disk
+            actor = ray.remote(LLMService).options(
+                num_cpus=0, max_concurrency=256,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            self._service = actor.remote(**args)
+        served = serve_backend(backend, self._service)
+        self._substitutes[id(backend)] = (backend, served)
+        return served
+
+    def llm_totals(self) -> dict[str, Any] | None:
+        """The service's account (calls, tokens, dollars) of what the workers spent, or ``None``."""
+        if self._service is None:
+            return None
+        import ray
+
+        return ray.get(self._service.totals.remote())
+
+    def _stop_service(self) -> None:
+        if self._service is not None:
+            import ray
+
+            try:
+                ray.get(self._service.flush.remote(), timeout=60)
+                ray.get(self._service.close.remote(), timeout=60)
+            finally:
+                ray.kill(self._service)
+                self._service = None
+                self._substitutes = {}
 
     def close(self) -> None:
         """Disconnect; a local instance this executor started is shut down and its temp dir removed
-        (an attached cluster keeps running)."""
+        (an attached cluster keeps running). The LLM service flushes the cache and stops first."""
         if self._started:
             import ray
 
-            ray.shutdown()
+            try:
+                self._stop_service()
+            finally:
+                ray.shutdown()
             self._started = False
         self._cleanup_local()
         self._job_code = None
@@ -226,7 +283,8 @@ class RayExecutor:
 
     def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
         state = dict(self.__dict__)
-        state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter())
+        state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
+                     _service=None, _substitutes={})
         return state
 
     # ------------------------------------------------------------------ sizes
@@ -269,12 +327,14 @@ class RayExecutor:
         code = remote.user_code(self.ship)
         late = code and (self._job_code is None or not self._job_code.covers(code))  # code loaded after ray.init
         task = _remote_task(ray, self.max_retries, self._runtime_env(code) if late else None)
-        fn_b = remote.dumps(fn)
+        with remote.substituting(self._substitutes):
+            fn_b = remote.dumps(fn)
+            items = [remote.dumps(s) for s in specs]
+            blob = remote.dumps(shared) if shared is not None else None
         sref = None
-        if shared is not None:
+        if blob is not None:
             import numpy as np
 
-            blob = remote.dumps(shared)
             sref = remote.SharedRef(uuid.uuid4().hex, ray_ref=[ray.put(np.frombuffer(blob, dtype=np.uint8))],
                                     size=len(blob))
             del blob
@@ -284,7 +344,7 @@ class RayExecutor:
         nxt = 0
         while nxt < len(specs) or pending:
             while nxt < len(specs) and len(pending) < limit:
-                pending[task.remote(fn_b, remote.dumps(specs[nxt]), sref, code, True)] = nxt
+                pending[task.remote(fn_b, items[nxt], sref, code, True)] = nxt
                 nxt += 1
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -307,6 +367,42 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, workers={self.workers})"
+
+
+def _reachable(address: str, timeout: float = 10.0) -> None:
+    """Fail in one line, at once, when nothing listens at a ``host:port`` address."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        if address not in ("auto",) and "://" not in address:
+            raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; "
+                                f"got {address!r}")
+        return
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: nothing answers there "
+                            f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={port}` or fix "
+                            f"--ray-address / RAY_ADDRESS / execution.ray_address") from None
+
+
+def _remove_tree(path: str, patience: float = 5.0) -> None:
+    """Remove a local instance's temp dir; its last processes may still write logs there for a moment
+    after ``ray.shutdown()``, so it is removed again until it stays gone."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            time.sleep(0.2)
+            if not os.path.exists(path):
+                return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def _refresh_auth() -> None:

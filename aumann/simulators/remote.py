@@ -24,6 +24,7 @@ objects wherever it runs:
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import importlib.util
 import io
@@ -47,6 +48,27 @@ USER_SCENARIO_PREFIX = "aumann_user_scenario_"
 
 
 # ---------------------------------------------------------------------------------------------- serialising
+_SUBSTITUTES: dict[int, tuple[Any, Any]] = {}
+
+
+@contextlib.contextmanager
+def substituting(pairs: dict[int, tuple[Any, Any]]) -> Any:
+    """While pickling in this block, an object ``o`` with ``pairs[id(o)] == (o, twin)`` travels as
+    ``twin`` (e.g. the driver's LLM backend, wherever a model refers to it, as the backend served to
+    workers)."""
+    saved = dict(_SUBSTITUTES)
+    _SUBSTITUTES.update(pairs)
+    try:
+        yield
+    finally:
+        _SUBSTITUTES.clear()
+        _SUBSTITUTES.update(saved)
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
 def dumps(obj: Any) -> bytes:
     """``obj`` as bytes: cloudpickle (lambdas and closures travel too), protocol 5, in-band buffers,
     with the repairs Mesa models need (:func:`_pickler_class`). An object graph too deep for the
@@ -202,6 +224,10 @@ def _pickler_class() -> type:
             self._cell_classes: dict[type, _CellClass] = {}
 
         def reducer_override(self, obj: Any) -> Any:
+            if _SUBSTITUTES:
+                pair = _SUBSTITUTES.get(id(obj))
+                if pair is not None and pair[0] is obj:
+                    return _same, (pair[1],)
             cls = type(obj)
             reducer = copyreg.dispatch_table.get(cls)
             if reducer is not None and getattr(reducer, "__name__", "") == "pickle_gridcell" and \

@@ -564,7 +564,10 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     if parallel:
         account = usage_of(backend)
         dest = out if write else None
-        share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
+        # an executor with an LLM service (Ray) serves one cache and one set of limits to all workers;
+        # otherwise each worker gets an equal share of the limits and of what is left of the caps
+        share = executor.serve_llm(backend) if callable(getattr(executor, "serve_llm", None)) else \
+            _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
         specs = [(scenario, config, r, seq, share, digest, backend_label) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
@@ -662,10 +665,14 @@ def compute_run_unwritten(scenario: Scenario, config: ScenarioConfig, r: int, se
     account = shared if shared is not None else usage_of(run.model)
     threads = _fork_threads(backend)
     attributions: dict[str, Any] = {}
+    # forks of an LLM run go to an executor that serves the LLM to its workers (Ray), else to threads
+    serves = threads > 1 and callable(getattr(executor, "serve_llm", None))
+    if serves:
+        executor.serve_llm(backend)
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
         rec, arr = analyse_run(scenario, config, run, study_seq, tick=tick, attributions=attributions,
                                judge=judge_backend(config, backend), fork_threads=threads,
-                               executor=executor if threads == 1 else None, backend_label=backend_label)
+                               executor=executor if threads == 1 or serves else None, backend_label=backend_label)
     rec.update({"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)})
     timing = plain(split_timing(rec))  # wall-clock seconds live beside the record, not in it
     if account is None:
