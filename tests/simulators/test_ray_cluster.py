@@ -292,6 +292,53 @@ def test_attribution_fans_out_over_the_cluster_with_the_single_process_bits(live
         assert len(ex.task_hosts) == 2  # blocks ran on both nodes
 
 
+LLM_TINY = """
+agents = 8
+steps = 4
+runs = {runs}
+seed = 3
+[study]
+permutations = 4
+random_orderings = 2
+path_orders = 2
+quadrature_steps = 8
+"""
+
+
+def test_llm_runs_on_the_cluster_share_one_cache_one_cap_and_every_endpoint(live, tmp_path):
+    """social-llm against two loopback OpenAI-compatible servers: runs and their forks on both nodes,
+    one response cache in the run directory written by the driver's node only, and --max-calls for
+    the whole cluster."""
+    from aumann.simulators.llm import BudgetExceededError, ResponseCache
+    from tests.llm_loopback import LoopbackLLM
+
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text(LLM_TINY.format(runs=2), encoding="utf-8")
+    with LoopbackLLM() as a, LoopbackLLM() as b:
+        def run(out, *extra):
+            return _invoke("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--static",
+                           "--backend", "openai", "--model", "m", "--base-url", a.base_url, "--base-url", b.base_url,
+                           "--concurrency", "4", *extra)
+
+        assert run(tmp_path / "serial") == 0
+        asked = a.stats()["requests"] + b.stats()["requests"]
+        assert run(tmp_path / "cluster", "--ray-address", live.address) == 0
+        sent = a.stats()["requests"] + b.stats()["requests"] - asked
+        files = ["faithfulness.csv", *(f"runs/run-{r:03d}.json" for r in range(2))]
+        for f in files:
+            assert (tmp_path / "serial" / f).read_bytes() == (tmp_path / "cluster" / f).read_bytes(), f
+        man = json.loads((tmp_path / "cluster" / "manifest.json").read_text())
+        u = man["llm_usage"]
+        assert u["calls"] + u["fork_calls"] == sent > 0  # the workers' usage merged back, exactly
+        assert man["execution"]["nodes_used"] == 2
+        assert len(ResponseCache(tmp_path / "cluster" / "llm-cache.sqlite")) > 0  # written through the service
+        assert a.stats()["requests"] > 0 and b.stats()["requests"] > 0  # both endpoints served the workers
+        before = a.stats()["requests"] + b.stats()["requests"]
+        with pytest.raises(BudgetExceededError, match="max_calls=15"):
+            run(tmp_path / "capped", "--ray-address", live.address, "--max-calls", "15", "--workers", "2")
+        assert a.stats()["requests"] + b.stats()["requests"] - before == 15  # one cap for the whole cluster
+
+
 def test_a_bad_address_is_one_line_and_fails_fast(tmp_path, user_scenario, capsys):
     from aumann.cli import main
 
