@@ -54,7 +54,7 @@ def _runtime_env(text: str | None) -> dict[str, Any] | None:
     from aumann import bounded
 
     src = text.strip()
-    if src.startswith("{"):
+    if src.startswith(("{", "[")):
         data = bounded.loads_json(src, what="--ray-runtime-env", error=ConfigError)
     else:
         p = Path(src)

@@ -10,9 +10,9 @@
 * **What travels** (:mod:`aumann.simulators.remote`): the function and every item, serialised once
   by the driver; the ``shared`` object of a ``map`` goes to the object store once (``ray.put``)
   and each worker process unpickles it once. Results come back through the object store; arrays
-  arrive writable. The user's scenario files, their folder and ``ship``-ped packages go to the
-  workers with the job's runtime environment (``working_dir``/``py_modules``, plus ``runtime_env``
-  given here), so a worker needs no copy of the driver's disk. Only the driver writes files.
+  arrive writable. The user's scenario files, their sibling modules and ``ship``-ped packages go to
+  the workers with the job's runtime environment (``py_modules``, plus ``runtime_env`` given here),
+  so a worker needs no copy of the driver's disk. Only the driver writes files.
 * **Failures**: a task that raises comes back as its own exception with the remote traceback
   (:class:`~aumann.errors.RemoteTaskError` as ``__cause__``); a task whose worker or node dies is
   retried (``max_retries``, Ray's lineage) and, when the retries run out, raises an
@@ -179,30 +179,25 @@ class RayExecutor:
         return ray
 
     def _runtime_env(self, code: remote.UserCode) -> dict[str, Any]:
-        """The job's runtime environment: the scenario folder as ``working_dir``, other user modules
-        as ``py_modules``, laid under what the caller gave in ``runtime_env``."""
+        """The job's runtime environment: the modules of each scenario folder (its ``.py`` files and
+        packages: the scenario file and its siblings, importable by plain name, without the folder's
+        data or the run directory) and other user packages as ``py_modules``, laid under what the
+        caller gave in ``runtime_env`` (e.g. a ``working_dir``). The workers' working directory is
+        left alone."""
         env = dict(self.runtime_env)
         py_modules = list(env.get("py_modules") or [])
-        folders = list(code.folders)
-        if folders and "working_dir" not in env:
-            env["working_dir"] = folders.pop(0)
-        for folder in folders:  # further folders (and one when working_dir was given): their modules by name
+        out = [Path(p).resolve() for p in self.exclude]
+        for folder in code.folders:
             for f in sorted(Path(folder).iterdir()):
-                if (f.suffix == ".py" or (f.is_dir() and (f / "__init__.py").is_file())) and str(f) not in py_modules:
-                    py_modules.append(str(f))
+                if f.resolve() in out or f.name.startswith(".") or f.name == "__pycache__":
+                    continue
+                if (f.suffix == ".py" and f.is_file()) or (f.is_dir() and (f / "__init__.py").is_file()):
+                    if str(f) not in py_modules:
+                        py_modules.append(str(f))
         py_modules += [p for p in code.packages if p not in py_modules]
         if py_modules:
             env["py_modules"] = py_modules
-        if "working_dir" in env or py_modules:
-            excludes = list(env.get("excludes") or []) + [e for e in DEFAULT_EXCLUDES]
-            wd = env.get("working_dir")
-            for p in self.exclude:  # the run directory, when it lies inside the shipped folder
-                if isinstance(wd, str) and Path(wd).is_dir():
-                    try:
-                        excludes.append("/" + Path(p).resolve().relative_to(Path(wd).resolve()).as_posix())
-                    except ValueError:
-                        pass
-            env["excludes"] = list(dict.fromkeys(excludes))
+            env["excludes"] = list(dict.fromkeys([*(env.get("excludes") or []), *DEFAULT_EXCLUDES]))
         return env
 
     def _cleanup_local(self) -> None:

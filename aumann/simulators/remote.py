@@ -18,8 +18,8 @@ objects wherever it runs:
   with synthetic names (``aumann_user_scenario_<stem>_<hash>``) that a fresh worker cannot import.
   :class:`UserCode` names them and the folders and packages they need; a worker installs them
   before it unpickles anything (:func:`install_user_code`), from the absolute path on the same
-  machine or from the copy Ray shipped with the job's runtime environment (``working_dir``,
-  ``py_modules``) on a node without the driver's disk.
+  machine or from the copy Ray shipped with the job's runtime environment (``py_modules``) on a
+  node without the driver's disk.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ class UserCode:
         files: ``(module name, absolute path, path relative to its shipped folder)`` of modules
             loaded from files under a synthetic name (scenario files).
         folders: folders whose modules import by plain name (a scenario file's siblings); Ray
-            ships the first as the job's ``working_dir`` and the modules of the others by name.
+            ships their ``.py`` files and packages as ``py_modules``.
         packages: absolute paths of top-level packages or single-file modules outside the
             installed site (a ``module:attr`` scenario imported from the working directory);
             Ray ships them as ``py_modules``.
@@ -356,8 +356,8 @@ def user_code(modules: Iterable[Any] = ()) -> UserCode:
 
 def install_user_code(code: UserCode | None, *, shipped: bool = False) -> None:
     """Make ``code`` importable in this (worker) process: each scenario file is executed once under
-    its synthetic module name -- from Ray's shipped copy in the working directory when ``shipped``
-    and it is there, else from its absolute path -- and its folder goes on ``sys.path``."""
+    its synthetic module name -- from Ray's shipped copy (on ``sys.path``) when ``shipped`` and it is
+    there, else from its absolute path -- and its folder goes on ``sys.path``."""
     if not code:
         return
     if not shipped:
@@ -371,7 +371,9 @@ def install_user_code(code: UserCode | None, *, shipped: bool = False) -> None:
     for name, path, rel in code.files:
         if name in sys.modules:
             continue
-        candidates = [os.path.join(os.getcwd(), rel), path] if shipped else [path]
+        # Ray unpacks shipped modules into folders it puts on sys.path: the scenario file is there by name
+        candidates = ([path] if os.path.isfile(path) and not shipped else []) + \
+            [os.path.join(p or os.getcwd(), rel) for p in sys.path if shipped] + [path]
         where = next((c for c in candidates if os.path.isfile(c)), None)
         if where is None:
             raise ExecutorError(f"the worker on {socket.gethostname()} cannot find the scenario file {rel!r} "
