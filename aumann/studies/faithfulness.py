@@ -201,7 +201,7 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     sizes = StudySizes.of(config, n=len(players))
     tick("attribute (all steps)")
     as_method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
-    res_all = attribute(f, panel, method=as_method, baseline=z0_all)
+    res_all = attribute(f, panel, method=as_method, baseline=z0_all, executor=executor)  # step blocks: same bits
     pt = panel.select_steps([ts])
     z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
     phi = {"aumann_shapley": res_all.phi[ts]}
