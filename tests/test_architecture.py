@@ -2,8 +2,8 @@
 
 Layers, bottom up (``../shared/architecture.md``):
 
-* ground floor: ``errors``, ``seeding``, ``progress``, ``manifest``, ``io``, ``panel``, ``configs``
-  (and the top-level ``aumann/__init__``) — import nothing of ours above them;
+* ground floor: ``errors``, ``seeding``, ``progress``, ``manifest``, ``io``, ``panel``, ``configs``,
+  ``checks``, ``bounded``, ``tiers`` (and the top-level ``aumann/__init__``) — import nothing of ours above them;
 * ``attribution`` (the pure maths core) — imports only the ground floor;
 * ``data`` and ``simulators`` — import the ground floor; ``simulators`` may call attribution's public
   indicator-evaluation helper (:mod:`aumann.attribution.indicators`);
@@ -26,7 +26,8 @@ from pathlib import Path
 import aumann
 
 PKG = Path(aumann.__file__).resolve().parent
-GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "__init__"}
+GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "tiers",
+          "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "ground": {"ground"},
     "attribution": {"ground", "attribution"},

@@ -102,6 +102,8 @@ PUBLIC = {
     "aumann.scenarios": ["ENTRY_POINT_GROUP", "Scenario", "ScenarioConfig", "ScenarioLoadError", "UnknownScenarioError",
                          "describe", "get", "load", "names", "register"],
     "aumann.evaluation": [
+        "ActionAumannShapley",
+        "ActionProblem",
         "DeletionOracle",
         "MaskingOracle",
         "action_attribution",
@@ -118,7 +120,9 @@ PUBLIC = {
         "step_map_gap",
         "vertex_path_attribution",
     ],
-    "aumann.studies": ["StudyResult", "StudySizes", "analyse_run", "render_report", "run_study", "write_outputs"],
+    "aumann.studies": ["ReportSection", "Row", "RowOutput", "RunContext", "RunDir", "Stage", "StudyResult",
+                       "StudySizes", "analyse_run", "register_row", "register_section", "register_stage",
+                       "render_report", "run_study", "write_outputs"],
     "aumann.studies.crossscale": ["CrossScaleConfig", "DeepSetSettings", "run_crossscale"],
     "aumann.data": [],
     "aumann.io": [
@@ -242,6 +246,7 @@ PUBLIC = {
         "rank_agents",
         "relative_drop",
         "relative_drop_at_k",
+        "set_jaccard",
         "spearman",
         "topk_jaccard",
         "topk_overlap",

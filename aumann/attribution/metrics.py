@@ -13,7 +13,8 @@ Definitions, normalisation and direction (↑ = higher means closer / more faith
 * ``kendall_tau``        Kendall τ-b ∈ [−1, 1] of φ̂ vs φ; with ``k``, on the reference's top-k agents
                          (largest φ, or largest |φ| with ``by="abs"``). ↑
 * ``spearman``           Spearman ρ ∈ [−1, 1]. ↑
-* ``topk_jaccard``       |top_k(φ̂) ∩ top_k(φ)| / |top_k(φ̂) ∪ top_k(φ)| ∈ [0, 1]. ↑
+* ``topk_jaccard``       |top_k(φ̂) ∩ top_k(φ)| / |top_k(φ̂) ∪ top_k(φ)| ∈ [0, 1]. ↑ (``set_jaccard``: the same
+                         index of two given sets, e.g. a judge's named agents)
 * ``deletion_curve``     delete (put into the baseline state) agents in decreasing order of φ̂ and
                          record the indicator F(k) after deleting the top k. Normalised drop
                          D(k) = (F(0) − F(k)) / (F(0) − F(N)) ∈ ℝ (1 = the whole change removed).
@@ -43,7 +44,7 @@ that re-runs the model with those agents taking a baseline action.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,8 +211,16 @@ def topk_jaccard(estimate: Scores, reference: Scores, k: int, *, by: str = "valu
                  step: int | None = None) -> float:
     """|top_k(est) ∩ top_k(ref)| / |top_k(est) ∪ top_k(ref)|, in [0, 1]; higher is better."""
     a, b = _pair(estimate, reference, step, rank=True)
-    sa, sb = set(_top(a, k, by).tolist()), set(_top(b, k, by).tolist())
-    return len(sa & sb) / len(sa | sb)
+    return set_jaccard(_top(a, k, by), _top(b, k, by))
+
+
+def set_jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:
+    """|A ∩ B| / |A ∪ B| of two collections of agents (e.g. two top-k lists), in [0, 1]; ``nan`` when both
+    are empty. The one Jaccard index: :func:`topk_jaccard` is it on the top-k of two attributions."""
+    sa = {x.item() if hasattr(x, "item") else x for x in a}
+    sb = {x.item() if hasattr(x, "item") else x for x in b}
+    union = sa | sb
+    return len(sa & sb) / len(union) if union else math.nan
 
 
 def topk_overlap(estimate: Scores, reference: Scores, k: int, *, by: str = "value",
@@ -376,6 +385,7 @@ __all__ = [
     "rank_agents",
     "relative_drop",
     "relative_drop_at_k",
+    "set_jaccard",
     "spearman",
     "topk_jaccard",
     "topk_overlap",

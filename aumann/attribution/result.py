@@ -10,8 +10,9 @@ group share R_G = Σ_{i∈G} φ̃_i with φ̃ = φ/Δv.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,10 +252,7 @@ class Attribution:
         total = float(self.delta_v.sum())
         if total == 0:
             raise ZeroDeltaVError("cannot normalise group shares: Σ_t Δv_t = 0")
-        phi_i = self.by_agent()
-        for g in np.unique(labels):
-            out[g.item() if hasattr(g, "item") else g] = float(phi_i[labels == g].sum() / total)
-        return out
+        return group_shares(self.by_agent(), labels, total=total)
 
     def group_totals(self, group: str | np.ndarray) -> dict[Hashable, np.ndarray]:
         """Unnormalised per-step group sums Σ_{i∈G} φ_{i,t}, as (T,) arrays."""
@@ -383,4 +381,23 @@ class Attribution:
                 f"max_efficiency_gap={self.max_efficiency_gap:.3g}{extra})")
 
 
-__all__ = ["Attribution"]
+
+def group_shares(phi: np.ndarray, labels: np.ndarray, *, total: float | None = None,
+                 groups: Sequence[Hashable] | None = None) -> dict[Hashable, float]:
+    """R_G = Σ_{i∈G} φ_i / total for each group label G — the one group share.
+
+    Args:
+        phi: per-agent values (N,) (e.g. Φ_i = Σ_t φ_i,t, or shares φ̃ = φ/Δv with ``total=1``).
+        labels: each agent's group label (N,).
+        total: the normaliser (default Σ_i φ_i); a zero total gives NaN shares.
+        groups: the labels to report, in this order (default: those present, sorted); an absent one gets 0.
+    """
+    phi, labels = np.asarray(phi), np.asarray(labels)
+    total = float(phi.sum()) if total is None else float(total)
+    keys = list(np.unique(labels)) if groups is None else list(groups)
+    out: dict[Hashable, float] = {}
+    for g in keys:
+        out[g.item() if hasattr(g, "item") else g] = float(phi[labels == g].sum() / total) if total != 0 else math.nan
+    return out
+
+__all__ = ["Attribution", "group_shares"]

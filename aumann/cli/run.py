@@ -17,13 +17,17 @@ Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode record
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode replay
 
-The run directory holds ``faithfulness.csv`` (+ ``.md``; rows include ``action_aumann_shapley`` for
-scenarios with a step map, ``llm_judge`` and, with ``--resimulation-reference``,
-``sampled_shapley_resimulation``), ``faithfulness_extended.csv``, ``action_attribution.csv``, the
-ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run, written atomically),
-``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page: who drove it,
-when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``. Re-running the same command with the
-same ``--out`` resumes: finished runs are read back, not recomputed.
+A failing optional stage (smoothing gaps, an ablation, a scenario's analysis) is recorded — in the run
+record, the manifest and the report: "ablation zero-baseline skipped: IndicatorError: …" — and the
+study goes on; ``--strict`` stops at the first failure instead.
+
+The run directory (layout: :mod:`aumann.studies.rundir`) holds ``faithfulness.csv`` (+ ``.md``; one row per
+registered row: rows include ``action_aumann_shapley`` for scenarios with a step map, ``llm_judge`` and,
+with ``--resimulation-reference``, ``sampled_shapley_resimulation``), ``faithfulness_extended.csv``,
+``action_attribution.csv``, the ablation tables, ``runs/run-NNN.{json,npz}`` (one per finished run,
+written atomically), ``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page:
+who drove it, when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``.
+Re-running the same command with the same ``--out`` resumes: finished runs are read back, not recomputed.
 
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
 ``--base-url``/``--model`` are given, ``AUMANN_LLM_BASE_URL``/``OPENAI_BASE_URL`` and
@@ -80,6 +84,10 @@ def register(subparsers: Any) -> None:
                    help="the llm_judge row: auto (the LLM backend when there is one, else the heuristic stand-in), "
                         "heuristic, llm or off (= --set study.judge=...)")
     p.add_argument("--no-ablations", action="store_true", help="skip the path / f / baseline ablations")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first failing stage (default: a failing optional stage — smoothing gaps, an "
+                        "ablation, a scenario's analysis — is recorded in the run record, manifest and report, and "
+                        "the study goes on) = --set study.strict=true")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the report's figures")
     p.add_argument("--static", action="store_true",
                    help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
@@ -116,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
+    from aumann.studies.rundir import RunDir, failure_text
 
     console = Console(stderr=True)
     if args.list:
@@ -138,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         study["resimulation_reference"] = True
     if args.judge is not None:
         study["judge"] = args.judge
+    if args.strict:
+        study["strict"] = True
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=args.assignments)
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
@@ -148,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
-    done = sorted((out / "runs").glob("run-*.json")) if (out / "runs").is_dir() else []
+    done = RunDir(out).finished_records()
     if done:
         console.print(f"[bold]resuming[/bold] in {out}: {len(done)} finished run file(s) found; runs with the same "
                       f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
@@ -200,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
                           baseline=sc.baseline_description, plots=not args.no_plots,
                           config=config.model_dump(mode="json", exclude={"execution"}), seeds=seeds, extra=extra,
                           interactive=False if args.static else None)
+    for f in result.stage_failures():
+        console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {failure_text(f)}")
     console.print(headline_markdown(files["tables"]["faithfulness"]))
     console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
                   f"results in {out} (report.html, report.md, faithfulness.csv)")

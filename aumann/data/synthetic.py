@@ -13,6 +13,7 @@ from aumann.checks import as_int
 from aumann.errors import ConfigError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, as_generator
+from aumann.tiers import tiers_by_rank
 
 
 def heavy_tailed_panel(n_agents: int = 100_000, n_steps: int = 14, rng: RNGLike = 0) -> Panel:
@@ -30,11 +31,7 @@ def heavy_tailed_panel(n_agents: int = 100_000, n_steps: int = 14, rng: RNGLike 
     values[:, :, 0] = np.log1p(followers)[None, :]
     values[:, :, 1] = np.log1p(posts)
     values[:, :, 2] = np.log1p(replies)
-    order = np.argsort(-followers, kind="stable")
-    tier = np.full(n_agents, "tail", dtype="<U4")
-    tier[order[: round(0.01 * n_agents)]] = "top"
-    tier[order[round(0.01 * n_agents): round(0.10 * n_agents)]] = "mid"
-    return Panel(values, features=["a", "b", "c"], groups={"tier": tier},
+    return Panel(values, features=["a", "b", "c"], groups={"tier": tiers_by_rank(followers)},
                  meta={"synthetic": True, "generator": "aumann.data.synthetic.heavy_tailed_panel"})
 
 

@@ -16,7 +16,7 @@ from aumann.evaluation.ablations import (
     run_ablations,
     vertex_path_attribution,
 )
-from aumann.evaluation.action import action_attribution, step_map_gap
+from aumann.evaluation.action import ActionAumannShapley, ActionProblem, action_attribution, step_map_gap
 from aumann.evaluation.deletion import (
     DeletionOracle,
     MaskingOracle,
@@ -29,6 +29,8 @@ from aumann.evaluation.deletion import (
 )
 
 __all__ = [
+    "ActionAumannShapley",
+    "ActionProblem",
     "DeletionOracle",
     "MaskingOracle",
     "action_attribution",

@@ -25,6 +25,7 @@ pairwise top-10 and top-100 Jaccard (k capped at N/2), Kendall Ï„ and Spearman Ï
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
@@ -97,8 +98,14 @@ def f_sensitivity(scenario: Scenario, config: ScenarioConfig, pt: Any, z0: np.nd
     return {f"{a} vs {b}": _pair_stats(phis[a], phis[b], top_k) for a, b in combinations(list(phis), 2)}
 
 
-def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadrature_steps: int) -> dict[str, Any]:
-    """Pairwise agreement of attributions from the zero, mean, pre-event and baseline-action baselines."""
+def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadrature_steps: int, *,
+                      attempt: Callable[[str, Callable[[], np.ndarray]], np.ndarray | None] | None = None,
+                      ) -> dict[str, Any]:
+    """Pairwise agreement of attributions from the zero, mean, pre-event and baseline-action baselines.
+
+    ``attempt(name, fn)``: runs each baseline's attribution (named ``"zero-baseline"``, ...) and returns
+    ``None`` for one that failed, which is then left out of the pairs (the study records why); without it a
+    failure raises."""
     from aumann.attribution import AumannShapley, attribute
 
     n, d = panel.N, panel.D
@@ -106,7 +113,14 @@ def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadra
              "pre_event": panel.values[0], "baseline_action": z0_action}
     pt = panel.select_steps([ts])
     method = AumannShapley(steps=quadrature_steps, closed_form=False)
-    phis = {k: attribute(f, pt, method=method, baseline=np.ascontiguousarray(b)).phi[0] for k, b in bases.items()}
+    phis = {}
+    for k, b in bases.items():
+        def phi_of(b: np.ndarray = b) -> np.ndarray:
+            return attribute(f, pt, method=method, baseline=np.ascontiguousarray(b)).phi[0]
+
+        phi = phi_of() if attempt is None else attempt(f"{k.replace('_', '-')}-baseline", phi_of)
+        if phi is not None:
+            phis[k] = phi
     k10, k100 = min(10, max(1, n // 2)), min(100, max(1, n // 2))
     out = {}
     for a, b in combinations(list(phis), 2):

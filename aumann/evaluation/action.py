@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,8 +42,9 @@ import torch
 
 from aumann.attribution.indicators import as_indicator, evaluate
 from aumann.attribution.participation import diagonal_path_integral
+from aumann.attribution.problem import AttributionMethod
 from aumann.attribution.result import Attribution
-from aumann.errors import IndicatorError, StepMapError, StepMapUnavailable
+from aumann.errors import IndicatorError, MethodError, StepMapError, StepMapUnavailable
 from aumann.scenarios.base import Scenario, StepMap
 
 METHOD = "action_aumann_shapley"
@@ -135,30 +137,134 @@ def step_map_gap(sm: StepMap, f: Any, coalitions: Sequence[Sequence[int]], fork_
             "mean_rel": float(rel.mean()) if rel.size else float("nan")}
 
 
-def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: int = 32, tol: float | None = 1e-6,
-                       rule: str = "gauss-legendre", original: bool = False, forks: bool = True,
-                       kinks: bool = True, max_evals: int = 4096, step: Any = 0,
-                       agent_ids: Sequence[Any] | np.ndarray | None = None, threads: int | None = 1) -> Attribution:
-    """Attribute the re-simulation game of the step ``model`` is about to take to every agent's action.
+@dataclass(frozen=True)
+class ActionProblem:
+    """What :class:`ActionAumannShapley` explains: the step ``model`` is about to take, as the re-simulation
+    game of ``scenario`` (its ``step_map`` G the game's smooth extension).
 
-    Args:
+    Attributes:
         scenario: a scenario with a ``step_map``.
         model: the model *before* the step (e.g. ``run.before(t)``; it is not modified).
         config: the scenario config.
+        step: the step label recorded in the result.
+        agent_ids: agent labels (default 0 … N−1, the panel's order).
+        original: attribute the scenario's original (non-smooth) indicator instead of the C² surrogate.
+    """
+
+    scenario: Scenario
+    model: Any
+    config: Any
+    step: Any = 0
+    agent_ids: Sequence[Any] | np.ndarray | None = None
+    original: bool = False
+
+    def indicator(self) -> Any:
+        return self.scenario.original(self.config) if self.original else self.scenario.indicator(self.config)
+
+    def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any], z: np.ndarray, z0: np.ndarray,
+               f_values: float, f_baseline: float, n_evals: int, context: dict[str, Any] | None = None,
+               alive: np.ndarray | None = None) -> Attribution:
+        """The :class:`Attribution` (T = 1), through :meth:`aumann.attribution.Problem.result` like every method's:
+        the step's features ``z`` (everyone's recorded action) against ``z0`` (everyone at the baseline action),
+        v(N) = ``f_values`` and v(∅) = ``f_baseline``."""
+        from aumann.attribution.problem import Problem
+        from aumann.panel import Panel
+
+        n = self.config.agents
+        ids = np.arange(n) if self.agent_ids is None else np.asarray(self.agent_ids)
+        panel = Panel(np.asarray(z)[None], features=list(self.scenario.features), agent_ids=ids,
+                      steps=np.array([self.step]), context={k: np.asarray(v)[None] for k, v in (context or {}).items()},
+                      alive=None if alive is None else np.asarray(alive, dtype=bool)[None])
+        problem = Problem.build(as_indicator(self.indicator()), panel, baseline=np.asarray(z0, dtype=panel.dtype))
+        return problem.result(np.asarray(phi, dtype=np.float64)[None, :], method=method, provenance=provenance,
+                              f_values=np.array([f_values]), f_baseline=np.array([f_baseline]), n_evals=n_evals,
+                              satisfies_efficiency=True)
+
+
+class ActionAumannShapley(AttributionMethod):
+    """Aumann–Shapley of the re-simulation game through the scenario's step map: φ_i = ∫₀¹ ∂f(G(τ·1))/∂λ_i dτ.
+
+    An attribution method like the others (hyperparameters here, one verb): ``attribute`` takes an
+    :class:`ActionProblem` (the step, through the simulator) where the feature-game methods take a
+    :class:`~aumann.attribution.Problem`, and returns its :class:`Attribution` through the same result path.
+
+    Args:
         steps: quadrature points on [0, 1] (a panel of width h gets max(2, ⌈steps · h⌉)).
         tol: efficiency budget relative to v̂(1) − v̂(0) for adaptive refinement (``None``: one pass).
         rule: ``"gauss-legendre"`` or ``"midpoint"``.
-        original: attribute the scenario's original (non-smooth) indicator instead of the C² surrogate.
         forks: re-simulate the step twice (factual; everyone at the baseline action) to measure the
             game's Δv and the G-vs-fork gap (recommended; ``False`` reports G's own Δv).
         kinks: put the step map's declared clip kinks on panel boundaries.
         max_evals: the most gradient points adaptive refinement may spend.
-        step: the step label recorded in the result.
-        agent_ids: agent labels (default 0 … N−1, the panel's order).
         threads: torch intra-op threads while integrating (restored afterwards; ``None`` leaves torch's
             setting). A step map's kernels are small (N × 64 values per call), where one thread avoids
             the OpenMP wake-ups that dominate them on a shared machine (MidScale-Social, N = 1000, 2 cores
             under load: 1.2–1.5 s per run with one thread, 13–21 s with two).
+    """
+
+    name = METHOD
+    satisfies_efficiency = True
+
+    def __init__(self, *, steps: int = 32, tol: float | None = 1e-6, rule: str = "gauss-legendre", forks: bool = True,
+                 kinks: bool = True, max_evals: int = 4096, threads: int | None = 1) -> None:
+        self.steps, self.tol, self.rule, self.forks = steps, tol, rule, forks
+        self.kinks, self.max_evals, self.threads = kinks, max_evals, threads
+
+    def attribute(self, problem: Any, *, rng: Any = None) -> Attribution:
+        """Attribute the step of ``problem`` (an :class:`ActionProblem`) to every agent's action."""
+        if not isinstance(problem, ActionProblem):
+            raise MethodError("ActionAumannShapley attributes a step through the simulator: call "
+                              ".attribute(ActionProblem(scenario, model_before, config)) (or action_attribution); "
+                              f"got {type(problem).__name__}")
+        t0 = time.perf_counter()
+        scenario, model, config, threads = problem.scenario, problem.model, problem.config, self.threads
+        sm = build_step_map(scenario, model, config)
+        f = problem.indicator()
+        D, n = len(scenario.features), config.agents
+        v = map_value_fn(sm, f, n_features=D, name=scenario.name)
+        with torch_threads(threads):
+            integral = diagonal_path_integral(v, n, steps=self.steps, rule=self.rule, tol=self.tol,
+                                              max_evals=self.max_evals, switches=sm.switches if self.kinks else None)
+        prov: dict[str, Any] = {
+            "game": "resimulation", "window": 1, "steps": int(self.steps), "rule": self.rule, "tol": self.tol,
+            "grad_evals": integral.grad_evals, "value_evals": integral.value_evals,
+            "step_evals": integral.grad_evals + integral.value_evals, "panels": len(integral.panels) - 1,
+            "kinks": len(integral.kinks), "converged": integral.converged,
+            "adaptive_history": [[int(k), float(g)] for k, g in integral.history], "phi_change": integral.phi_change,
+            "exact_map": bool(sm.exact), "holds": sm.holds, "delta_v_map": integral.delta_v,
+            "map_efficiency_gap": integral.relative_efficiency_gap,
+            "indicator": "original" if problem.original else "surrogate",
+            "threads": torch.get_num_threads() if threads is None else int(threads),
+        }
+        with torch.no_grad(), torch_threads(threads):
+            corners = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=D, name=scenario.name).numpy()
+        f_full, f_empty, z, z0, ctx, alive = integral.v_full, integral.v_empty, corners[0], corners[1], sm.context, None
+        if self.forks:
+            z, ctx, alive = scenario.step_with_baseline(model, config, [], with_alive=True)
+            z0, ctx_empty, alive_empty = scenario.step_with_baseline(model, config, range(n), with_alive=True)
+            f_full = float(evaluate(f, z, ctx, alive=alive))
+            f_empty = float(evaluate(f, z0, ctx_empty, alive=alive_empty))
+            scale = max(abs(f_full - f_empty), np.finfo(np.float64).tiny)
+            prov.update({
+                "forks": 2, "v_fork_full": f_full, "v_fork_empty": f_empty,
+                "fork_gap": max(abs(integral.v_full - f_full), abs(integral.v_empty - f_empty)) / scale,
+                "feature_gap": float(max(np.abs(corners[0] - z).max(), np.abs(corners[1] - z0).max())),
+            })
+        prov["seconds"] = time.perf_counter() - t0
+        return problem.result(integral.phi, method=self.name, provenance=prov, z=z, z0=z0, f_values=f_full,
+                              f_baseline=f_empty, n_evals=integral.grad_evals + integral.value_evals,
+                              context=ctx, alive=alive)
+
+
+def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: int = 32, tol: float | None = 1e-6,
+                       rule: str = "gauss-legendre", original: bool = False, forks: bool = True,
+                       kinks: bool = True, max_evals: int = 4096, step: Any = 0,
+                       agent_ids: Sequence[Any] | np.ndarray | None = None, threads: int | None = 1) -> Attribution:
+    """Attribute the re-simulation game of the step ``model`` is about to take to every agent's action:
+    ``ActionAumannShapley(...).attribute(ActionProblem(scenario, model, config, ...))``.
+
+    Args: those of :class:`ActionAumannShapley` (``steps``, ``tol``, ``rule``, ``forks``, ``kinks``,
+    ``max_evals``, ``threads``) and :class:`ActionProblem` (``original``, ``step``, ``agent_ids``).
 
     Returns:
         An :class:`Attribution` with ``phi`` of shape (1, N), method ``"action_aumann_shapley"``,
@@ -181,48 +287,10 @@ def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: in
         >>> res.phi.shape, bool(res.max_efficiency_gap < 1e-6 * abs(res.delta_v[0]))
         ((1, 30), True)
     """
-    t0 = time.perf_counter()
-    sm = build_step_map(scenario, model, config)
-    f = scenario.original(config) if original else scenario.indicator(config)
-    D = len(scenario.features)
-    n = config.agents
-    v = map_value_fn(sm, f, n_features=D, name=scenario.name)
-    with torch_threads(threads):
-        integral = diagonal_path_integral(v, n, steps=steps, rule=rule, tol=tol, max_evals=max_evals,
-                                          switches=sm.switches if kinks else None)
-    dv_map = integral.delta_v
-    prov: dict[str, Any] = {
-        "game": "resimulation", "window": 1, "steps": int(steps), "rule": rule, "tol": tol,
-        "grad_evals": integral.grad_evals, "value_evals": integral.value_evals,
-        "step_evals": integral.grad_evals + integral.value_evals, "panels": len(integral.panels) - 1,
-        "kinks": len(integral.kinks), "converged": integral.converged,
-        "adaptive_history": [[int(k), float(g)] for k, g in integral.history], "phi_change": integral.phi_change,
-        "exact_map": bool(sm.exact), "holds": sm.holds, "delta_v_map": dv_map,
-        "map_efficiency_gap": integral.relative_efficiency_gap, "indicator": "original" if original else "surrogate",
-        "threads": torch.get_num_threads() if threads is None else int(threads),
-    }
-    f_full, f_empty = integral.v_full, integral.v_empty
-    if forks:
-        with torch.no_grad(), torch_threads(threads):
-            g_corners = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=D,
-                                     name=scenario.name).numpy()
-        z_full, ctx_full, alive_full = scenario.step_with_baseline(model, config, [], with_alive=True)
-        z_empty, ctx_empty, alive_empty = scenario.step_with_baseline(model, config, range(n), with_alive=True)
-        f_full = float(evaluate(f, z_full, ctx_full, alive=alive_full))
-        f_empty = float(evaluate(f, z_empty, ctx_empty, alive=alive_empty))
-        scale = max(abs(f_full - f_empty), np.finfo(np.float64).tiny)
-        prov.update({
-            "forks": 2, "v_fork_full": f_full, "v_fork_empty": f_empty,
-            "fork_gap": max(abs(integral.v_full - f_full), abs(integral.v_empty - f_empty)) / scale,
-            "feature_gap": float(max(np.abs(g_corners[0] - z_full).max(), np.abs(g_corners[1] - z_empty).max())),
-        })
-    prov["seconds"] = time.perf_counter() - t0
-    ids = np.arange(n) if agent_ids is None else np.asarray(agent_ids)
-    return Attribution(phi=integral.phi[None, :], delta_v=np.array([f_full - f_empty]),
-                       f_values=np.array([f_full]), f_baseline=np.array([f_empty]), agent_ids=ids,
-                       steps=np.array([step]), features=tuple(scenario.features),
-                       n_evals=integral.grad_evals + integral.value_evals, satisfies_efficiency=True,
-                       method=METHOD, provenance=prov)
+    method = ActionAumannShapley(steps=steps, tol=tol, rule=rule, forks=forks, kinks=kinks, max_evals=max_evals,
+                                 threads=threads)
+    return method.attribute(ActionProblem(scenario, model, config, step=step, agent_ids=agent_ids, original=original))
 
 
-__all__ = ["METHOD", "action_attribution", "build_step_map", "map_features", "map_value_fn", "step_map_gap"]
+__all__ = ["METHOD", "ActionAumannShapley", "ActionProblem", "action_attribution", "build_step_map", "map_features",
+           "map_value_fn", "step_map_gap"]

@@ -228,26 +228,6 @@ class MaskingOracle:
         return out
 
 
-def grid_summary(oracle: Any, f_full: tuple[float, float], order: Sequence[int], ks: Sequence[int]) -> dict[str, Any]:
-    """Relative drops along the grid ``ks`` and their mean (``deletion_auc_logk``), smooth and original."""
-    curve = oracle.curve_at(order, ks)
-    return {"curve": relative_drop(f_full[0], curve[:, 0]), "curve_original": relative_drop(f_full[1], curve[:, 1]),
-            "deletion_auc_logk": mean_relative_drop(f_full[0], curve[:, 0]),
-            "deletion_auc_logk_original": mean_relative_drop(f_full[1], curve[:, 1])}
-
-
-def random_grid_summary(oracle: Any, f_full: tuple[float, float], n_agents: int | Sequence[int], ks: Sequence[int],
-                        orderings: int, rng: np.random.Generator) -> dict[str, Any]:
-    """The Random row of :func:`grid_summary`: the mean f_k curve over ``orderings`` random orderings
-    (of positions 0 … n−1, or of the given positions)."""
-    kmax = int(max(ks))
-    pool = np.asarray(n_agents, dtype=np.int64) if not isinstance(n_agents, int | np.integer) else int(n_agents)
-    curves = np.mean([oracle.curve_at(rng.permutation(pool)[:kmax], ks) for _ in range(orderings)], axis=0)
-    return {"curve": relative_drop(f_full[0], curves[:, 0]), "curve_original": relative_drop(f_full[1], curves[:, 1]),
-            "deletion_auc_logk": mean_relative_drop(f_full[0], curves[:, 0]),
-            "deletion_auc_logk_original": mean_relative_drop(f_full[1], curves[:, 1])}
-
-
 def fork_values_task(spec: tuple) -> tuple[list[tuple[float, float]], Any]:
     """Executor task: the (f_k, f_k original) of several deleted sets of one checkpoint, and the LLM
     usage they cost in this worker (merged into the parent's account). Top-level, so it pickles."""
@@ -304,28 +284,62 @@ def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, o
                              players=scenario.present(model, agent_ids))
 
 
-def deletion_summary(oracle: Any, f_full: tuple[float, float], order: Sequence[int], k_del: int,
-                     k_drop: int) -> dict[str, Any]:
-    """Deletion curve, ``deletion_auc`` and ``drop_at_k`` (smooth and original) for one ordering."""
-    curve = oracle.curve(order, k_del)
-    return {"curve": relative_drop(f_full[0], curve[:, 0]), "curve_original": relative_drop(f_full[1], curve[:, 1]),
-            "deletion_auc": mean_relative_drop(f_full[0], curve[:, 0]),
-            "drop_at_k": relative_drop_at_k(f_full[0], curve[:, 0], k_drop),
-            "deletion_auc_original": mean_relative_drop(f_full[1], curve[:, 1]),
-            "drop_at_k_original": relative_drop_at_k(f_full[1], curve[:, 1], k_drop)}
+def deletion_summary(oracle: Any, f_full: tuple[float, float], orders: Any, ks: int | Sequence[int],
+                     k_drop: int | None = None) -> dict[str, Any]:
+    """The deletion metrics of one ordering, or of the mean curve of several — the study's one summary.
+
+    Args:
+        oracle: a deletion oracle (:class:`DeletionOracle`, :class:`MaskingOracle`: anything with
+            ``curve_at(order, ks)`` → (len(ks), 2) values of (f, f original)).
+        f_full: (f, f original) with nobody deleted.
+        orders: one ordering of panel positions (deletes ``order[:k]``), or a sequence of orderings whose
+            curves are averaged (the Random row).
+        ks: the deletion depths: an int K for k = 1 … K, or the depths themselves (e.g. the log-k grid).
+        k_drop: also report the relative drop (%) after ``k_drop`` deletions (``ks`` must be 1 … K).
+
+    Returns:
+        ``curve`` and ``curve_original`` (relative drops (f − f_k)/f per depth), ``deletion_auc`` and
+        ``deletion_auc_original`` (their means) and, with ``k_drop``, ``drop_at_k`` and ``drop_at_k_original``.
+    """
+    depths = list(range(1, int(ks) + 1)) if isinstance(ks, int | np.integer) else [int(k) for k in ks]
+    single = np.ndim(orders) == 1 if isinstance(orders, np.ndarray) else bool(len(orders)) and np.ndim(orders[0]) == 0
+    if single:
+        curve = oracle.curve_at(orders, depths)
+    else:
+        curve = np.mean([oracle.curve_at(order, depths) for order in orders], axis=0)
+    out = {"curve": relative_drop(f_full[0], curve[:, 0]), "curve_original": relative_drop(f_full[1], curve[:, 1]),
+           "deletion_auc": mean_relative_drop(f_full[0], curve[:, 0]),
+           "deletion_auc_original": mean_relative_drop(f_full[1], curve[:, 1])}
+    if k_drop is not None:
+        out["drop_at_k"] = relative_drop_at_k(f_full[0], curve[:, 0], k_drop)
+        out["drop_at_k_original"] = relative_drop_at_k(f_full[1], curve[:, 1], k_drop)
+    return out
+
+
+def _pool(n_agents: int | Sequence[int]) -> Any:
+    return np.asarray(n_agents, dtype=np.int64) if not isinstance(n_agents, int | np.integer) else int(n_agents)
 
 
 def random_summary(oracle: Any, f_full: tuple[float, float], n_agents: int | Sequence[int], k_del: int,
                    k_drop: int, orderings: int, rng: np.random.Generator) -> dict[str, Any]:
-    """The Random row: the same metrics of the mean f_k curve over ``orderings`` random orderings
-    of ``n_agents`` agents (an int: positions 0 … n−1; a sequence: those positions)."""
-    pool = np.asarray(n_agents, dtype=np.int64) if not isinstance(n_agents, int | np.integer) else int(n_agents)
-    curves = np.mean([oracle.curve(rng.permutation(pool), k_del) for _ in range(orderings)], axis=0)
-    return {"curve": relative_drop(f_full[0], curves[:, 0]), "curve_original": relative_drop(f_full[1], curves[:, 1]),
-            "deletion_auc": mean_relative_drop(f_full[0], curves[:, 0]),
-            "drop_at_k": relative_drop_at_k(f_full[0], curves[:, 0], k_drop),
-            "deletion_auc_original": mean_relative_drop(f_full[1], curves[:, 1]),
-            "drop_at_k_original": relative_drop_at_k(f_full[1], curves[:, 1], k_drop)}
+    """:func:`deletion_summary` of ``orderings`` random orderings of ``n_agents`` agents (an int: positions
+    0 … n−1; a sequence: those positions), drawn from ``rng`` (kept for callers of the earlier API)."""
+    pool = _pool(n_agents)
+    return deletion_summary(oracle, f_full, [rng.permutation(pool) for _ in range(orderings)], k_del, k_drop)
+
+
+def grid_summary(oracle: Any, f_full: tuple[float, float], order: Sequence[int], ks: Sequence[int]) -> dict[str, Any]:
+    """:func:`deletion_summary` along the grid ``ks``, its means named ``deletion_auc_logk`` (earlier API)."""
+    out = deletion_summary(oracle, f_full, order, list(ks))
+    return {"curve": out["curve"], "curve_original": out["curve_original"],
+            "deletion_auc_logk": out["deletion_auc"], "deletion_auc_logk_original": out["deletion_auc_original"]}
+
+
+def random_grid_summary(oracle: Any, f_full: tuple[float, float], n_agents: int | Sequence[int], ks: Sequence[int],
+                        orderings: int, rng: np.random.Generator) -> dict[str, Any]:
+    """:func:`grid_summary` of the mean curve of ``orderings`` random orderings (earlier API)."""
+    kmax, pool = int(max(ks)), _pool(n_agents)
+    return grid_summary(oracle, f_full, [rng.permutation(pool)[:kmax] for _ in range(orderings)], ks)
 
 
 __all__ = ["DeletionOracle", "MaskingOracle", "deletion_summary", "fork_values_task", "grid_summary",

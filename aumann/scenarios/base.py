@@ -42,9 +42,10 @@ A :class:`Scenario` binds
   returns — the features (N, D) and context after the coming step with ``positions`` at the
   baseline action — computed faster than a full fork (e.g. re-simulating only the agents whose inputs
   change); it must equal the fork exactly.
-* ``analysis(config, run, study)`` (optional): the scenario's own analysis beside the standard study
-  (e.g. a second indicator, scale checks); it returns ``{"record": {...}, "arrays": {...},
-  "tables": {name: rows}}`` that the study stores with the run and the report writes out.
+* a scenario's own analysis beside the standard study (e.g. a second indicator, scale checks) is a study
+  stage, not a field here: :func:`aumann.studies.stages.register_stage` (docs/extending.md, "A stage");
+  MegaScale-Social's lives in :mod:`aumann.studies.megascale`. (``Scenario.analysis`` was removed: setting
+  it is a :class:`~aumann.errors.ConfigError` saying so.)
 * ``groups(model, config)`` (optional): named agent labelings ``{name: N labels}`` (e.g. influence
   tiers) read from the model after the run and attached to the run panel (``Panel.groups``), so every
   attribution carries them and the report shows the group shares R_G and a group column.
@@ -113,6 +114,9 @@ class StudyConfig(configs.ConfigModel):
         fork_strategy: how checkpoints and deletion forks are made: ``"auto"`` (a checked copy when
             the model copies faithfully, else a replay from the scenario's factory), ``"copy"`` or
             ``"replay"``.
+        strict: any stage failure stops the study; by default a failing optional stage (smoothing gaps,
+            ablations, a scenario's analysis) is recorded in the run record, manifest and report, and the
+            study goes on (``aumann run --strict``). Not part of what a run computes: resume ignores it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +138,7 @@ class StudyConfig(configs.ConfigModel):
     antithetic: bool = False
     log_k_grid: bool = False
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
+    strict: bool = False
 
 
 class ExecutionConfig(configs.ConfigModel):
@@ -308,7 +313,7 @@ class Scenario:
     offline_backend: Callable[[], Any] | None = None
     baseline_all_fn: Callable[[Any, Any], np.ndarray] | None = None
     resimulate_fn: Callable[[Any, Any, Sequence[int]], tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
-    analysis: Callable[[Any, Any, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    analysis: None = None  # removed (a study stage now): setting it is a ConfigError saying so
     config_file: str | None = None
     baseline_description: str = ""
     tags: tuple[str, ...] = ()
@@ -317,6 +322,11 @@ class Scenario:
     groups: Callable[[Any, Any], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
+        if self.analysis is not None:
+            raise ConfigError(f"scenario {self.name!r}: Scenario.analysis was removed; a scenario's own analysis is "
+                              "now an optional study stage: register it with aumann.studies.stages.register_stage("
+                              "Stage(name, fn)), where fn(ctx) reads the run's RunContext and writes ctx.rec / "
+                              "ctx.arrays (docs/extending.md, 'A stage')")
         if self.baseline_action_by not in ("position", "id"):
             raise ConfigError(f"scenario {self.name!r}: baseline_action_by must be 'position' or 'id'; got "
                               f"{self.baseline_action_by!r}")

@@ -122,22 +122,30 @@ def judge_blocks(d: Path, recs: Sequence[dict[str, Any]]) -> list[Any]:
                          id="judge-overlap")]
 
 
-def cost_rows(recs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """("what", value) rows for the "Work done" table: action attribution and the re-simulation reference."""
-    out = []
+def action_cost_rows(recs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """("what", value) rows for the "Work done" table: action attribution's cost."""
     acts = [r["action"] for r in recs if r.get("action")]
-    if acts:
-        out.append(("action attribution: step evaluations of G (per run)", fmt(_mean([a.get("step_evals")
-                                                                                       for a in acts]))))
-        out.append(("action attribution: seconds (per run)", fmt(_mean([a.get("seconds") for a in acts]), 3)))
+    if not acts:
+        return []
+    return [("action attribution: step evaluations of G (per run)", fmt(_mean([a.get("step_evals") for a in acts]))),
+            ("action attribution: seconds (per run)", fmt(_mean([a.get("seconds") for a in acts]), 3))]
+
+
+def resimulation_cost_rows(recs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """("what", value) rows for the "Work done" table: sampled Shapley on the re-simulation game."""
     rr = [r["cost"]["sampled_shapley_resimulation"] for r in recs
           if (r.get("cost") or {}).get("sampled_shapley_resimulation")]
-    if rr:
-        out.append(("sampled Shapley on the re-simulation game: forks (per run)",
-                    fmt(_mean([c.get("step_evals") for c in rr]))))
-        out.append(("sampled Shapley on the re-simulation game: seconds (per run)",
-                    fmt(_mean([c.get("seconds") for c in rr]), 3)))
-    return out
+    if not rr:
+        return []
+    return [("sampled Shapley on the re-simulation game: forks (per run)", fmt(_mean([c.get("step_evals")
+                                                                                     for c in rr]))),
+            ("sampled Shapley on the re-simulation game: seconds (per run)", fmt(_mean([c.get("seconds")
+                                                                                       for c in rr]), 3))]
+
+
+def cost_rows(recs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Both of the above."""
+    return action_cost_rows(recs) + resimulation_cost_rows(recs)
 
 
 def table_columns_note() -> Text:
@@ -146,4 +154,5 @@ def table_columns_note() -> Text:
                 "by signed φ, as the headline table; `*_masking*` columns use the masking oracle.")
 
 
-__all__ = ["GAMES", "action_blocks", "cost_rows", "judge_blocks", "resimulation_blocks", "table_columns_note"]
+__all__ = ["GAMES", "action_blocks", "action_cost_rows", "cost_rows", "judge_blocks", "resimulation_blocks",
+           "resimulation_cost_rows", "table_columns_note"]

@@ -39,17 +39,16 @@ import numpy as np
 
 from aumann.errors import StudyError
 from aumann.io import atomic_path, csv_cell, read_npz, write_text
-from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, StudyResult
+from aumann.studies.rows import rows
+from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import (
-    action_table,
+    FAITHFULNESS_COLUMNS,
     extended_table,
     extra_columns,
     faithfulness_table,
-    judge_table,
     methods_of,
     pair_table,
     path_table,
-    resimulation_table,
 )
 
 
@@ -103,26 +102,33 @@ def headline_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def study_tables(result: StudyResult) -> tuple[dict[str, list[dict[str, Any]]], set[str]]:
+    """The study's own tables by name — the headline and extended tables, each registered row's
+    (:meth:`Row.tables <aumann.studies.rows.Row.tables>`), the ablations' — and which of them are written
+    only when they have rows (the rows' own)."""
+    tables = {"faithfulness": faithfulness_table(result), "faithfulness_extended": extended_table(result)}
+    optional: set[str] = set()
+    for row in rows():
+        own = row.tables(result)
+        optional |= set(own)
+        tables.update(own)
+    tables.update({"path_ablation": path_table(result.scenario, result.records),
+                   "f_sensitivity": pair_table(result.scenario, result.records, "f_sensitivity"),
+                   "baseline_ablation": pair_table(result.scenario, result.records, "baseline")})
+    return tables, optional
+
+
 def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Write every table as CSV and Markdown; return them by name."""
-    tables = {
-        "faithfulness": faithfulness_table(result),
-        "faithfulness_extended": extended_table(result),
-        "action_attribution": action_table(result),
-        "resimulation_agreement": resimulation_table(result),
-        "judge_overlap": judge_table(result),
-        "path_ablation": path_table(result.scenario, result.records),
-        "f_sensitivity": pair_table(result.scenario, result.records, "f_sensitivity"),
-        "baseline_ablation": pair_table(result.scenario, result.records, "baseline"),
-    }
+    """Write every table as CSV and Markdown (the study's, then the scenario analysis'); return them by name."""
+    tables, optional = study_tables(result)
     tables.update(analysis_tables(result))
-    optional = ("action_attribution", "resimulation_agreement", "judge_overlap")
-    for name, rows in tables.items():
-        if name in optional and not rows:
+    rundir = RunDir(out)
+    for name, rows_ in tables.items():
+        if name in optional and not rows_:
             continue
-        cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows)
-        write_text(out / f"{name}.csv", to_csv(rows, cols))
-        write_text(out / f"{name}.md", to_markdown(rows, cols))
+        cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows_)
+        write_text(rundir.table(name), to_csv(rows_, cols))
+        write_text(rundir.table(name, "md"), to_markdown(rows_, cols))
     return tables
 
 
@@ -138,9 +144,20 @@ def analysis_tables(result: StudyResult) -> dict[str, list[dict[str, Any]]]:
     each is written as ``<name>.csv`` / ``.md`` (names must not clash with the study's own tables)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for rec in result.records:
-        for name, rows in (rec.get("analysis") or {}).get("tables", {}).items():
-            out.setdefault(name, []).extend({"run": rec.get("run", 0), **r} for r in rows)
-    return {k: [{c: (math.nan if v is None else v) for c, v in r.items()} for r in rows] for k, rows in out.items()}
+        for name, rows_ in (rec.get("analysis") or {}).get("tables", {}).items():
+            out.setdefault(name, []).extend({"run": rec.get("run", 0), **r} for r in rows_)
+    return {k: [{c: (math.nan if v is None else v) for c, v in r.items()} for r in rows_] for k, rows_ in out.items()}
+
+
+def stage_summary(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """How many runs each stage ended how: ``{stage: {"ok": n, "failed": n, "skipped": n, "pending": n}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for rec in records:
+        for name, st in (rec.get("stages") or {}).items():
+            status = st.get("status", "?") if isinstance(st, dict) else "?"
+            counts = out.setdefault(name, {})
+            counts[status] = counts.get(status, 0) + 1
+    return out
 
 
 def write_plots(result: StudyResult, out: Path) -> list[Path]:
@@ -162,7 +179,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(out / "macro_curve.png")
+    paths.append(RunDir(out).figure(MACRO_CURVE))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -180,7 +197,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     ax.tick_params(axis="y", labelsize=6)
     fig.colorbar(im, ax=ax, label="φ_{i,t}")
     fig.tight_layout()
-    paths.append(out / "attribution_heatmap.png")
+    paths.append(RunDir(out).figure(HEATMAP))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -199,7 +216,7 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
     axes[0].set_ylabel("drop (f − f_k)/f  [%]")
     fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
     fig.tight_layout()
-    paths.append(out / "deletion_curves.png")
+    paths.append(RunDir(out).figure(DELETION_CURVES))
     with atomic_path(paths[-1]) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
@@ -211,7 +228,7 @@ def _agent_ids(result: StudyResult, n: int) -> list[Any]:
     panel = result.panels[0] if result.panels else None
     if panel is not None:
         return [i.item() if hasattr(i, "item") else i for i in panel.agent_ids]
-    path = result.out_dir / "attributions" / "run-000-aumann_shapley.npz" if result.out_dir is not None else None
+    path = RunDir(result.out_dir).attribution(0, "aumann_shapley") if result.out_dir is not None else None
     if path is not None and path.is_file():
         try:
             ids = read_npz(path, error=StudyError, what="attribution file")[0].get("agent_ids")
@@ -242,10 +259,10 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     extra = dict(extra or {})
     stages = dict(extra.pop("stage_seconds", None) or {})
     stages["tables and plots"] = time.perf_counter() - t0
-    study_tables = ("faithfulness", "faithfulness_extended", "action_attribution", "resimulation_agreement",
-                    "judge_overlap", "path_ablation", "f_sensitivity", "baseline_ablation")
+    own = study_tables(result)[0]
     write_manifest(out, command, config, seeds=seeds, extra={
-        "analysis_tables": [k for k in tables if k not in study_tables],
+        "analysis_tables": [k for k in tables if k not in own],
+        "stages": stage_summary(result.records), "stage_failures": result.stage_failures(),
         "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
         "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
         "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
@@ -254,4 +271,5 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     return {"tables": tables, "plots": pngs, "report": reports["md"], "html": reports["html"]}
 
 
-__all__ = ["headline_markdown", "to_csv", "to_markdown", "write_outputs", "write_plots", "write_tables"]
+__all__ = ["headline_markdown", "stage_summary", "study_tables", "to_csv", "to_markdown", "write_outputs",
+           "write_plots", "write_tables"]

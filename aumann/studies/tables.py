@@ -21,13 +21,25 @@ from typing import Any
 
 import numpy as np
 
-from aumann.studies.faithfulness import FAITHFULNESS_COLUMNS, METHODS, StudyResult
+from aumann.studies.rundir import StudyResult
+
+FAITHFULNESS_COLUMNS = ("scenario", "method", "deletion_auc", "drop_at_5", "deletion_auc_masking", "drop_at_5_masking",
+                        "kendall_tau", "jaccard_top10", "deletion_auc_std", "drop_at_5_std",
+                        "deletion_auc_masking_std", "drop_at_5_masking_std", "kendall_tau_std", "jaccard_top10_std",
+                        "kendall_tau_ceiling", "jaccard_ceiling")
+"""The columns of ``faithfulness.csv`` (then :func:`extra_columns`)."""
 
 
 def methods_of(result: StudyResult) -> list[str]:
-    """The rows the runs have, in table order (:data:`METHODS`)."""
-    present = set().union(*(r["methods"] for r in result.records)) if result.records else set()
-    return [m for m in METHODS if m in present]
+    """The rows the runs have, in table order (the order the study scored them: the row registry's)."""
+    out: list[str] = []
+    for r in result.records:  # merged: a row only some runs have keeps its place between its neighbours
+        prev = None
+        for m in r["methods"]:
+            if m not in out:
+                out.insert(out.index(prev) + 1 if prev is not None else 0, m)
+            prev = m
+    return out
 
 
 def _stats(vals: list[Any]) -> tuple[float, float]:
@@ -66,7 +78,7 @@ def extra_columns(result: StudyResult) -> tuple[str, ...]:
 
 
 def faithfulness_table(result: StudyResult) -> list[dict[str, Any]]:
-    """One row per method the runs have (:data:`METHODS` order): mean and std over runs (the standard
+    """One row per method the runs have (:func:`methods_of` order): mean and std over runs (the standard
     columns, then :func:`extra_columns`)."""
     recs = result.records
     ceil_tau = _nanmean([r["ceiling"]["kendall_tau"] for r in recs])
@@ -147,7 +159,7 @@ def resimulation_table(result: StudyResult) -> list[dict[str, Any]]:
     tau_c, j_c = _stats([r["ceiling"]["kendall_tau"] for r in recs])[0], _stats(
         [r["ceiling"]["jaccard_top10"] for r in recs])[0]
     rows = []
-    for m in (m for m in METHODS if m in recs[0]["agreement"]):
+    for m in recs[0]["agreement"]:
         row: dict[str, Any] = {"scenario": result.scenario, "method": m}
         for col in ("kendall_tau", "jaccard_top10"):
             row[col], row[f"{col}_std"] = _stats([r["agreement"][m][col] for r in recs if m in r["agreement"]])
@@ -162,7 +174,7 @@ def judge_table(result: StudyResult) -> list[dict[str, Any]]:
     if not recs:
         return []
     rows = []
-    for m in (m for m in METHODS if m in recs[0]["overlap"]):
+    for m in recs[0]["overlap"]:
         mean, std = _stats([r["overlap"][m] for r in recs if m in r["overlap"]])
         rows.append({"scenario": result.scenario, "judge": recs[0]["judge"], "method": m,
                      "top_k": recs[0]["top_k"], "overlap": mean, "overlap_std": std,
@@ -180,7 +192,7 @@ def _summ(vals: list[float]) -> tuple[float, float]:
 
 def path_table(scenario: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Table path-ablation row: Kendall τ (mean, min over orders × runs) and mean top-k overlap."""
-    recs = [r["ablations"]["path"] for r in records if "ablations" in r]
+    recs = [r["ablations"]["path"] for r in records if "path" in (r.get("ablations") or {})]
     if not recs:
         return []
     taus = [t for r in recs for t in r["kendall_tau_orders"]]
@@ -201,7 +213,7 @@ def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list
         metrics = recs[0][pair].keys()
         row: dict[str, Any] = {"scenario": scenario, "pair": pair}
         for m in metrics:
-            mean, mn = _summ([r[pair][m] for r in recs])
+            mean, mn = _summ([r[pair][m] for r in recs if pair in r])
             row[m] = mean
             if m == "kendall_tau":
                 row["kendall_tau_min"] = mn
@@ -209,5 +221,6 @@ def pair_table(scenario: str, records: list[dict[str, Any]], which: str) -> list
     return rows
 
 
-__all__ = ["ACTION_COLUMNS", "EXTENDED_COLUMNS", "action_table", "extended_table", "extra_columns",
-           "faithfulness_table", "judge_table", "methods_of", "pair_table", "path_table", "resimulation_table"]
+__all__ = ["ACTION_COLUMNS", "EXTENDED_COLUMNS", "FAITHFULNESS_COLUMNS", "action_table", "extended_table",
+           "extra_columns", "faithfulness_table", "judge_table", "methods_of", "pair_table", "path_table",
+           "resimulation_table"]

@@ -83,3 +83,26 @@ def test_resimulation_reference_flag_and_judge_option(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["study"]["resimulation_reference"] is True
     assert (out / "resimulation_agreement.csv").is_file() and (out / "action_attribution.csv").is_file()
+
+
+def test_strict_flag_reaches_the_study(monkeypatch, tmp_path):
+    from aumann.studies import faithfulness
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_study(sc, config, **kw):
+        seen["strict"] = config.study.strict
+        raise Stop
+
+    monkeypatch.setattr(faithfulness, "run_study", fake_run_study)
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    for argv, want in ((["--strict"], True), ([], False)):
+        args = parser.parse_args(["run", "midscale-social", "--agents", "10", "--out", str(tmp_path / str(want)),
+                                  *argv])
+        with pytest.raises(Stop):
+            args.func(args)
+        assert seen["strict"] is want

@@ -237,3 +237,25 @@ def test_step_map_gap_is_zero_for_an_exact_map_and_measured_for_a_holding_one():
             assert gap["max_rel"] < 1e-12
         else:
             assert np.isfinite(gap["max_rel"]) and gap["mean_rel"] <= gap["max_rel"]
+
+
+def test_action_attribution_is_a_method_with_the_same_verb_and_result_path():
+    from aumann.attribution import AttributionMethod, Panel, attribute
+    from aumann.errors import MethodError
+    from aumann.evaluation import ActionAumannShapley, ActionProblem
+
+    sc, cfg = tiny_config("midscale-social", steps=4)
+    run = sc.simulate(cfg, rng=1, keep_from=0)
+    method = ActionAumannShapley(steps=16, tol=1e-8)
+    assert isinstance(method, AttributionMethod) and method.name == "action_aumann_shapley"
+    res = method.attribute(ActionProblem(sc, run.before(3), cfg, step=3, agent_ids=run.panel.agent_ids))
+    same = action_attribution(sc, run.before(3), cfg, steps=16, tol=1e-8, step=3, agent_ids=run.panel.agent_ids)
+    np.testing.assert_array_equal(res.phi, same.phi)
+    assert res.phi.shape == (1, cfg.agents) and res.method == "action_aumann_shapley" and res.satisfies_efficiency
+    assert res.max_efficiency_gap < 1e-6 * abs(res.delta_v[0])
+    for key in ("method", "indicator", "baseline", "dtype", "seed", "device"):  # what Problem.result stamps
+        assert key in res.provenance, key
+    assert list(res.steps) == [3] and res.features == tuple(sc.features)
+    np.testing.assert_array_equal(res.agent_ids, run.panel.agent_ids)
+    with pytest.raises(MethodError, match="ActionProblem"):  # it explains a step through the simulator
+        attribute(sc.indicator(cfg), Panel(run.panel.values[:1], features=list(sc.features)), method=method)

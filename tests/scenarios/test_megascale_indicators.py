@@ -12,7 +12,9 @@ from aumann.attribution import AumannShapley, ExactShapley, LeaveOneOut, Panel, 
 from aumann.attribution.indicators import evaluate
 from aumann.scenarios.megascale_social.features import baseline_features
 from aumann.scenarios.megascale_social.indicators import PropagationRisk, cascade_indicator
-from aumann.scenarios.megascale_social.measures import cascade_masking_curve, influence_tiers, tier_shares
+from aumann.studies.megascale.measures import cascade_masking_curve
+from aumann.studies.megascale.scale import tier_shares
+from aumann.tiers import tier_codes, tiers_by_rank
 
 SC = scenarios.get("megascale-social")
 
@@ -109,12 +111,13 @@ def test_cascade_masking_curve_equals_direct_evaluation(state):
 
 def test_tiers_and_shares():
     w = np.array([5.0, 1, 1, 2, 3, 0, 0, 9, 1, 1] * 10)
-    tier = influence_tiers(w)
+    labels = tiers_by_rank(w)  # the one tier split (aumann.tiers), one label set
+    tier = tier_codes(labels)
     assert (tier == 0).sum() == 1 and (tier == 1).sum() == 9 and (tier == 2).sum() == 90
     assert w[tier == 0].min() >= w[tier == 1].max() >= w[tier == 2].max()
-    shares = tier_shares(np.ones(100), tier)
-    assert shares == pytest.approx({"top_1pct": 0.01, "next_9pct": 0.09, "tail_90pct": 0.90})
-    assert np.isnan(tier_shares(np.zeros(100), tier)["top_1pct"])
+    shares = tier_shares(np.ones(100), labels)
+    assert shares == pytest.approx({"top": 0.01, "mid": 0.09, "tail": 0.90})
+    assert np.isnan(tier_shares(np.zeros(100), labels)["top"])
 
 
 def test_indicators_take_float32_batches(state):
@@ -127,7 +130,7 @@ def test_indicators_take_float32_batches(state):
 
 
 def test_visibility_biased_draws_follow_the_weights():
-    from aumann.scenarios.megascale_social.analysis_scale import _draw
+    from aumann.studies.megascale.scale import _draw
 
     p = np.array([0.5, 0.3, 0.15, 0.05])
     rng = np.random.default_rng(0)

@@ -141,6 +141,6 @@ def test_run_panel_carries_influence_tiers_as_groups():
     run = sc.simulate(cfg, rng=np.random.default_rng(0))
     tier = run.panel.groups["tier"]
     counts = {str(k): int((tier == k).sum()) for k in np.unique(tier)}
-    assert counts == {"top_1pct": 20, "next_9pct": 180, "tail_90pct": 1800}
+    assert counts == {"top": 20, "mid": 180, "tail": 1800}  # the one label set (aumann.tiers)
     infl = run.model.world.influence  # the top tier holds the most influential agents
-    assert infl[tier == "top_1pct"].min() >= infl[tier == "next_9pct"].max() >= infl[tier == "tail_90pct"].max()
+    assert infl[tier == "top"].min() >= infl[tier == "mid"].max() >= infl[tier == "tail"].max()

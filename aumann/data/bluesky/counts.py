@@ -33,28 +33,12 @@ import pandas as pd
 from aumann.errors import IngestError, UnsafeNameError
 from aumann.io import atomic_path, safe_component, write_json
 from aumann.panel import Panel
+from aumann.tiers import TIER_LABELS, tiers_by_rank
 
 FEATURES = ("a", "b", "c")
-TIER_LABELS = ("top", "mid", "tail")
 _USER_COLS = ("user", "did", "followers", "followers_source", "created_at", "handle")
 _DAILY_COLS = ("user", "day", "topic", "posts", "replies_received")
 _FOLLOW_COLS = ("user", "day", "follows_received")
-
-
-def tiers_by_rank(score: np.ndarray, fractions: tuple[float, float] = (0.01, 0.09)) -> np.ndarray:
-    """Labels "top"/"mid"/"tail": top ``fractions[0]`` by score, next ``fractions[1]``, the rest.
-
-    Sizes are ``round(U * f)``; ties are broken by index (stable sort), deterministically.
-    """
-    score = np.asarray(score)
-    u = score.shape[0]
-    order = np.argsort(-score, kind="stable")
-    n_top = round(u * fractions[0])
-    n_mid = round(u * (fractions[0] + fractions[1])) - n_top
-    labels = np.full(u, "tail", dtype="<U4")
-    labels[order[:n_top]] = "top"
-    labels[order[n_top:n_top + n_mid]] = "mid"
-    return labels
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

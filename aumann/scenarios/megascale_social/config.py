@@ -63,7 +63,7 @@ class MegaScaleConfig(ScenarioConfig):
     risk_sharpness: float = Field(20.0, gt=0)
     prop_scale: float = Field(10.0, gt=0)
     cascade_scale: float = Field(100.0, gt=0)
-    # scenario analysis beside the standard study
+    # MegaScale's analysis stages beside the standard study (aumann.studies.megascale; false: none of them)
     analysis: bool = True
     cascade_permutations: int = Field(1000, ge=2, le=10_000_000)
     cascade_quadrature_steps: int = Field(16, ge=1, le=4096)  # Gauss–Legendre: AumannShapley's cap

@@ -6,7 +6,7 @@ log(1 + posts seen), ``posted`` and ``reshared`` (0/1), ``influence`` w = log(1 
 
 Indicator of the faithfulness table: the pooled propagation risk f_prop = log(1 + c m_w m_s m_a)
 (:mod:`.indicators`); its original replaces s by the hard threshold 1[b > θ]. The network cascade
-pressure f_casc is attributed beside it by the scenario's analysis (:mod:`.analysis`).
+pressure f_casc is attributed beside it by the study's MegaScale stages (:mod:`aumann.studies.megascale`).
 
 Baseline action: neutral and disengaged at the target step (view 0, no post, no reshare, reads
 nothing); influence kept. Per-agent attribution baseline z⁰_i = (0, 0, 0, 0, w_i, σ(−κθ)): the same at
@@ -32,7 +32,7 @@ from aumann.scenarios.megascale_social.features import (
     make_recorder,
 )
 from aumann.scenarios.megascale_social.indicators import indicator
-from aumann.scenarios.megascale_social.measures import tier_labels
+from aumann.tiers import tiers_by_rank
 
 
 def _build(cfg: MegaScaleConfig, rng: np.random.Generator, backend=None):
@@ -63,12 +63,6 @@ def _aggregators(cfg: MegaScaleConfig):
     return standard_aggregators(score, lambda z: z[..., 0].to(torch.float64), cfg.agents)
 
 
-def _analysis(cfg, run, study):
-    from aumann.scenarios.megascale_social.analysis import analyse
-
-    return analyse(cfg, run, study)
-
-
 MEGASCALE_SOCIAL = register(Scenario(
     name="megascale-social",
     description="MegaScale-Social: an archetype-batched LLM-driven society of up to 10⁶–10⁷ agents on a scale-free "
@@ -84,12 +78,11 @@ MEGASCALE_SOCIAL = register(Scenario(
     baseline_all_fn=_baseline_all,
     resimulate_fn=_resimulate,
     aggregators=_aggregators,
-    analysis=_analysis,
     config_file="megascale-social.toml",
     baseline_description="neutral and disengaged at the target step: view 0, no post, no reshare, reads nothing; "
                          "influence kept",
     tags=("llm", "large-scale", "network"),
-    groups=lambda model, cfg: {"tier": tier_labels(model.world.influence)},
+    groups=lambda model, cfg: {"tier": tiers_by_rank(model.world.influence)},
 ))
 
 __all__ = ["MEGASCALE_SOCIAL", "MegaScaleConfig", "baseline_features"]

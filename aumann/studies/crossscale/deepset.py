@@ -34,12 +34,14 @@ import torch
 
 from aumann.attribution import AumannShapley, Indicator, PooledForm, attribute
 from aumann.attribution.device import CPU, resolve_device
-from aumann.data.bluesky.counts import TIER_LABELS, RawCounts
+from aumann.attribution.result import group_shares
+from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ZeroDeltaVError
 from aumann.io import write_json, write_text
 from aumann.seeding import torch_generator
 from aumann.studies.crossscale.protocols import build_pools, sample
 from aumann.studies.crossscale.residual import best_scalar
+from aumann.tiers import TIER_LABELS, tier_codes
 
 EPS_LOG = 1e-8
 DTYPE = torch.float32  # float32 network: 2–5× faster on CPU; gaps stay far below 0.3 %
@@ -223,12 +225,11 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
     if dv == 0.0:
         raise ZeroDeltaVError(f"deepset topic {s.topic!r}: Δv = 0 on the full panel; shares are undefined")
     share = res.phi[0] / dv
-    code = np.full(panel.N, 2, dtype=np.int8)
-    tiers = np.asarray(panel.groups["tier"])
-    code[tiers == "top"], code[tiers == "mid"] = 0, 1
+    code = tier_codes(np.asarray(panel.groups["tier"]))
+    labels = np.asarray(TIER_LABELS)
 
     def tier_shares(sh: np.ndarray, c: np.ndarray) -> list[float]:
-        return (100 * np.bincount(c, weights=sh, minlength=3)).tolist()
+        return [100 * r for r in group_shares(sh, labels[c], total=1.0, groups=TIER_LABELS).values()]
 
     rows: dict[str, Any] = {"FULL": {"R": dict(zip(TIER_LABELS, tier_shares(share, code))), "eps": None}}
     n_subset = min(s.n_subset, panel.N)

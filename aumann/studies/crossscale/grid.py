@@ -26,10 +26,13 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution import Panel, attribute, indicators
-from aumann.data.bluesky.counts import TIER_LABELS, RawCounts, tiers_by_rank
+from aumann.attribution.metrics import set_jaccard
+from aumann.attribution.result import group_shares
+from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ZeroDeltaVError
 from aumann.studies.crossscale.protocols import TopicPools, build_pools, sample
 from aumann.studies.crossscale.residual import best_scalar, residual_law_var
+from aumann.tiers import TIER_LABELS, tier_codes, tiers_by_rank
 
 ANCHORS = ("posts", "replies")
 N_BINS = 100
@@ -55,16 +58,9 @@ class TopicData:
         return int(self.followers.shape[0])
 
 
-def _tier_codes(labels: np.ndarray) -> np.ndarray:
-    code = np.full(labels.shape[0], 2, dtype=np.int8)
-    code[labels == "top"] = 0
-    code[labels == "mid"] = 1
-    return code
-
-
 def _tier_shares(share: np.ndarray, code: np.ndarray) -> dict[str, float]:
-    s = np.bincount(code, weights=share, minlength=3)
-    return {lab: float(s[i]) for i, lab in enumerate(TIER_LABELS)}
+    """R_G of the normalised shares φ̃ = φ/Δv per tier (codes 0, 1, 2)."""
+    return group_shares(share, np.asarray(TIER_LABELS)[code], total=1.0, groups=TIER_LABELS)
 
 
 def _top10(share: np.ndarray) -> np.ndarray:
@@ -99,7 +95,7 @@ def prepare_topic(counts: RawCounts, topic: str, indicator_names: list[str], *, 
     active = int(np.median((posts_d > 0).sum(1)))  # median daily active users: K of the topic pools
     pools = build_pools(topic, followers, posts, replies, pool_fraction=pool_fraction, active_count=active,
                         k_min=k_min)
-    tier_code = _tier_codes(np.asarray(panel.groups["tier"]))
+    tier_code = tier_codes(np.asarray(panel.groups["tier"]))
     anchors = {"posts": tiers_by_rank(posts.astype(np.float64), (0.01, 0.0)) == "top",
                "replies": tiers_by_rank(replies.astype(np.float64), (0.01, 0.0)) == "top"}
     data = TopicData(topic=topic, panel=panel, followers=followers, posts=posts, replies=replies,
@@ -202,7 +198,7 @@ def _seed_record(data: TopicData, S: np.ndarray, names: list[str], daily: Panel 
         if name == "heat":
             top_s = set(S[_top10(share)].tolist())
             top_f = set(data.full[name]["top10"].tolist())
-            item["jaccard10"] = len(top_s & top_f) / len(top_s | top_f)
+            item["jaccard10"] = set_jaccard(top_s, top_f)
         rec["ind"][name] = item
     if daily is not None:
         res = attribute(indicators.get("heat"), daily.take_agents(S))

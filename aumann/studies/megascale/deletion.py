@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import log_k_grid, mean_relative_drop, rank_agents, relative_drop, relative_drop_at_k
-from aumann.scenarios.megascale_social.measures import cascade_masking_curve
+from aumann.studies.megascale.measures import cascade_masking_curve
 
 
 def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np.ndarray, z0: np.ndarray,

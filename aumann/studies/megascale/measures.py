@@ -1,5 +1,8 @@
-"""Small measures shared by the MegaScale-Social analysis: influence tiers, tier shares, the policy
-label, and the one-pass masking-deletion curve of the cascade pressure."""
+"""Small measures of the MegaScale-Social analysis: the policy label, Kendall τ on the agents that can
+be credited, and the one-pass masking-deletion curve of the cascade pressure (its one entry point:
+:func:`cascade_masking_curve`). Tiers and their shares R_G are :mod:`aumann.tiers` and
+:func:`aumann.attribution.result.group_shares`; :data:`TIER_COLUMNS` names the tiers in this analysis'
+tables."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import numpy as np
 
 from aumann.attribution.metrics import kendall_tau
 
-TIERS = (("top_1pct", 0.01), ("next_9pct", 0.10), ("tail_90pct", 1.0))
+TIER_COLUMNS = {"top": "top_1pct", "mid": "next_9pct", "tail": "tail_90pct"}
+"""The column of each tier (:data:`aumann.tiers.TIER_LABELS`) in ``tier_shares.csv``."""
 
 
 def policy_label(backend_label: str, model: Any) -> str:
@@ -19,30 +23,6 @@ def policy_label(backend_label: str, model: Any) -> str:
     if backend_label == "offline":
         return "offline policy"
     return f"LLM {backend_label.split('@')[0]}"  # the same for a recorded run and its replay (cache: manifest)
-
-
-def influence_tiers(influence: np.ndarray) -> np.ndarray:
-    """Tier index per agent: 0 = top 1 % by influence, 1 = next 9 %, 2 = the tail (ties by position)."""
-    n = influence.shape[0]
-    order = np.argsort(-influence, kind="stable")
-    tier = np.full(n, 2, dtype=np.int8)
-    tier[order[: max(1, round(0.01 * n))]] = 0
-    tier[order[max(1, round(0.01 * n)): max(2, round(0.10 * n))]] = 1
-    return tier
-
-
-def tier_labels(influence: np.ndarray) -> np.ndarray:
-    """Tier name per agent (``TIERS``' names: top_1pct, next_9pct, tail_90pct), for ``Panel.groups``."""
-    return np.array([name for name, _ in TIERS])[influence_tiers(influence)]
-
-
-def tier_shares(phi: np.ndarray, tier: np.ndarray) -> dict[str, float]:
-    """R_G = Σ_{i∈G} φ_i / Σ_i φ_i per tier (NaN when Σ φ = 0)."""
-    total = float(phi.sum())
-    out = {}
-    for g, (name, _) in enumerate(TIERS):
-        out[name] = float(phi[tier == g].sum()) / total if total != 0 else math.nan
-    return out
 
 
 def nonzero_tau(a: np.ndarray, b: np.ndarray, support: np.ndarray) -> float:
@@ -82,6 +62,4 @@ def cascade_masking_curve(f: Any, x: np.ndarray, z0: np.ndarray, order: np.ndarr
     return at[np.searchsorted(uniq, ks)]
 
 
-
-__all__ = ["TIERS", "cascade_masking_curve", "influence_tiers", "nonzero_tau", "policy_label", "tier_labels",
-           "tier_shares"]
+__all__ = ["TIER_COLUMNS", "cascade_masking_curve", "nonzero_tau", "policy_label"]

@@ -8,22 +8,30 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
+from aumann.attribution.result import group_shares
 from aumann.scenarios.base import target_step
 from aumann.scenarios.megascale_social.indicators import CascadePressure, indicator
-from aumann.scenarios.megascale_social.measures import TIERS, influence_tiers, tier_shares
+from aumann.studies.megascale.measures import TIER_COLUMNS
+from aumann.tiers import TIER_LABELS, tier_codes, tiers_by_rank
+
+
+def tier_shares(phi: np.ndarray, tier: np.ndarray) -> dict[str, float]:
+    """R_G = Σ_{i∈G} φ_i / Σ_i φ_i per tier label (NaN when Σ φ = 0), every tier reported."""
+    return group_shares(phi, tier, groups=TIER_LABELS)
 
 
 def _shares_rows(name: str, panel: str, n: int, shares: list[dict[str, float]], skipped: int,
                  composition: np.ndarray | None) -> dict[str, Any]:
     row: dict[str, Any] = {"indicator": name, "panel": panel, "n": n, "draws": len(shares), "skipped": skipped}
-    for tname, _ in TIERS:
-        vals = np.array([s[tname] for s in shares], dtype=np.float64)
+    for label in TIER_LABELS:
+        col = TIER_COLUMNS[label]
+        vals = np.array([s[label] for s in shares], dtype=np.float64)
         vals = vals[np.isfinite(vals)]
-        row[tname] = float(vals.mean()) if vals.size else math.nan
-        row[f"{tname}_std"] = float(vals.std()) if vals.size > 1 else (0.0 if vals.size else math.nan)
+        row[col] = float(vals.mean()) if vals.size else math.nan
+        row[f"{col}_std"] = float(vals.std()) if vals.size > 1 else (0.0 if vals.size else math.nan)
     if composition is not None:
-        for g, (tname, _) in enumerate(TIERS):
-            row[f"agents_{tname}"] = float(composition[g])
+        for g, label in enumerate(TIER_LABELS):
+            row[f"agents_{TIER_COLUMNS[label]}"] = float(composition[g])
     return row
 
 
@@ -45,7 +53,8 @@ def tier_table(cfg: Any, world: Any, x: np.ndarray, z0: np.ndarray, phi_prop: np
     f_casc on the induced subgraph with c = scale / its own nnz; a draw whose subgraph has no edge, or
     whose indicator does not change, is skipped and counted). Tiers are the full population's."""
     n = x.shape[0]
-    tier = influence_tiers(world.influence)
+    tier = tiers_by_rank(world.influence)
+    code = tier_codes(tier)
     fp = indicator(cfg)
     A = world.network.symmetric()
     rows = [_shares_rows("propagation_risk", "full population", n, [tier_shares(phi_prop, tier)], 0, None),
@@ -57,7 +66,7 @@ def tier_table(cfg: Any, world: Any, x: np.ndarray, z0: np.ndarray, phi_prop: np
         skipped_p = skipped_c = 0
         for _ in range(cfg.tier_panel_draws):
             S = _draw(rng, n, size, p)
-            comp.append(np.bincount(tier[S], minlength=3) / size)
+            comp.append(np.bincount(code[S], minlength=3) / size)
             phi, f1, f0, _ = fp.exact(x[S], z0[S])
             if f1 != f0:
                 sp_prop.append(tier_shares(phi, tier[S]))

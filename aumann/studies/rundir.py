@@ -1,0 +1,318 @@
+"""The run directory of ``aumann run``: its layout, the typed run record, writing and verifying runs.
+
+One module owns where everything lives; the study (:mod:`aumann.studies.faithfulness`) writes through
+it, and the tables, the pages, resume and ``aumann run`` read through it. The layout::
+
+    <out>/
+      manifest.json                  config, seeds, versions, stage summary (written last: "finished")
+      faithfulness.csv / .md         the headline table, one row per registered row (method) the runs have
+      <table>.csv / .md              every other table (faithfulness_extended, action_attribution, ...)
+      report.html, report.md         built from the files alone (``aumann report``)
+      macro_curve.png, attribution_heatmap.png, deletion_curves.png   the figures
+      runs/run-NNN.json              the run record (:class:`RunRecord`), with its SHA-256 checksum
+      runs/run-NNN.npz               the run's arrays (f over steps, φ, deletion curves, ...)
+      timings/run-NNN.json           the run's wall-clock seconds (kept out of the record: same config, same bytes)
+      panels/run-NNN.npz             the simulated panel
+      attributions/run-NNN-<label>.npz   the attributions (``Attribution.load``)
+
+A run is written atomically as soon as its required stages are done (record + checksum), and again
+after each optional stage: :meth:`RunDir.write_run`. :meth:`RunDir.verify_run` checks a run found on
+disk before a resume reuses it. The record's JSON structure is documented in ``docs/scenarios.md``
+("Run records"); :class:`RunRecord` is its typed form.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NotRequired, TypedDict
+
+import numpy as np
+
+from aumann.errors import StudyError
+from aumann.io import ensure_output_dir, plain, read_npz, record_checksum, sha256_file, write_json, write_npz
+
+RUNS, PANELS, ATTRIBUTIONS, TIMINGS = "runs", "panels", "attributions", "timings"
+MANIFEST = "manifest.json"
+REPORT_HTML, REPORT_MD = "report.html", "report.md"
+FAITHFULNESS = "faithfulness"
+"""The headline table's name (``faithfulness.csv``)."""
+MACRO_CURVE, HEATMAP, DELETION_CURVES = "macro_curve.png", "attribution_heatmap.png", "deletion_curves.png"
+"""The PNG figures (``--no-plots``: none)."""
+
+
+class StageRecord(TypedDict):
+    """What happened to one stage of one run (``rec["stages"][name]``)."""
+
+    status: Literal["ok", "failed", "skipped", "pending"]
+    optional: bool
+    error: NotRequired[str]  # the exception's type name (failed)
+    message: NotRequired[str]  # what went wrong (failed), or why the stage did not run (skipped)
+
+
+class RunRecord(TypedDict):
+    """The JSON record of one finished run (``runs/run-NNN.json``); see docs/scenarios.md, "Run records".
+
+    Only what the config and the seed determine is in it (wall-clock seconds live in ``timings/``).
+    """
+
+    run: int
+    digest: str
+    scenario: str
+    seed_spawn_key: list[int]
+    t_star: int
+    f_t_star: float
+    f_original_t_star: float
+    efficiency_gap: float
+    delta_v: float
+    methods: dict[str, dict[str, float | None]]  # row name → its metrics, in table order
+    cost: dict[str, dict[str, Any]]
+    fork_strategy: str
+    players: int
+    k_del: int
+    top_k: int
+    policy: str
+    ceiling: dict[str, float | None]
+    forks: int
+    stages: dict[str, StageRecord]
+    arrays_sha256: str
+    checksum: str
+    log_k_grid: NotRequired[list[int]]
+    action: NotRequired[dict[str, Any]]
+    judge: NotRequired[dict[str, Any]]
+    resimulation_reference: NotRequired[dict[str, Any]]
+    smoothing_gap: NotRequired[dict[str, Any]]
+    ablations: NotRequired[dict[str, Any]]
+    analysis: NotRequired[dict[str, Any]]
+
+
+#: keys every finished run record holds; a record without one of them is recomputed (records written before
+#: stages were recorded have no ``stages``: they are read as if every stage had run)
+RUN_KEYS = ("run", "digest", "t_star", "f_t_star", "methods", "ceiling", "arrays_sha256", "checksum")
+#: arrays every finished run's ``.npz`` holds
+RUN_ARRAYS = ("f_values", "f_original_values", "phi_all", "phi_ceiling",
+              *(f"{kind}_{m}" for m in ("aumann_shapley", "sampled_shapley", "leave_one_out")
+                for kind in ("phi", "curve", "curve_original", "curve_magnitude")),
+              "curve_random", "curve_original_random")
+
+
+def _name(r: int) -> str:
+    return f"run-{r:03d}"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The run directory at ``root``: every path in it, and reading, writing and verifying runs."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST
+
+    def record(self, r: int) -> Path:
+        """``runs/run-NNN.json``."""
+        return self.root / RUNS / f"{_name(r)}.json"
+
+    def arrays(self, r: int) -> Path:
+        """``runs/run-NNN.npz``."""
+        return self.root / RUNS / f"{_name(r)}.npz"
+
+    def timing(self, r: int) -> Path:
+        """``timings/run-NNN.json``."""
+        return self.root / TIMINGS / f"{_name(r)}.json"
+
+    def panel(self, r: int) -> Path:
+        """``panels/run-NNN.npz``."""
+        return self.root / PANELS / f"{_name(r)}.npz"
+
+    def attribution(self, r: int, label: str) -> Path:
+        """``attributions/run-NNN-<label>.npz`` (label: a row name, or e.g. ``sampled_shapley_ceiling``)."""
+        return self.root / ATTRIBUTIONS / f"{_name(r)}-{label}.npz"
+
+    def table(self, name: str, ext: str = "csv") -> Path:
+        """``<name>.csv`` (or ``.md``)."""
+        return self.root / f"{name}.{ext}"
+
+    def figure(self, name: str) -> Path:
+        """A figure (:data:`MACRO_CURVE`, :data:`HEATMAP`, :data:`DELETION_CURVES`)."""
+        return self.root / name
+
+    def finished_records(self) -> list[Path]:
+        """The run records on disk (``runs/run-*.json``), sorted."""
+        folder = self.root / RUNS
+        return sorted(folder.glob("run-*.json")) if folder.is_dir() else []
+
+    # ------------------------------------------------------------------ writing
+    def prepare(self) -> None:
+        """Create every folder a finished run is written to (before the first simulation)."""
+        for folder in (self.root, self.root / RUNS, self.root / PANELS, self.root / ATTRIBUTIONS):
+            ensure_output_dir(folder, "study output directory")
+
+    def write_run(self, r: int, rec: dict[str, Any], arrays: dict[str, np.ndarray], *,
+                  timing: dict[str, Any] | None = None, digest: str = "") -> RunRecord:
+        """Write run ``r`` atomically: arrays, then the record with their SHA-256 and its own checksum
+        (``timing``: the seconds, to ``timings/``). Returns the record exactly as written."""
+        npz = write_npz(self.arrays(r), arrays)
+        rec = dict(rec)
+        rec["arrays_sha256"] = sha256_file(npz)
+        if timing is not None:
+            write_json(self.timing(r), {"run": r, "digest": digest, "seconds": timing})
+        return self._write_record(r, rec)
+
+    def _write_record(self, r: int, rec: dict[str, Any]) -> RunRecord:
+        rec = seal(rec)
+        write_json(self.record(r), rec)
+        return rec
+
+    # ------------------------------------------------------------------ reading
+    def read_timing(self, r: int) -> dict[str, Any]:
+        """The seconds of run ``r`` (``{}`` when absent or unreadable)."""
+        try:
+            data = json.loads(self.timing(r).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data.get("seconds", {}) if isinstance(data, dict) and isinstance(data.get("seconds"), dict) else {}
+
+    def verify_run(self, r: int, digest: str) -> tuple[str, str | None, RunRecord | None,
+                                                        dict[str, np.ndarray] | None]:
+        """Check run ``r`` on disk before resuming it → (status, reason, record, arrays).
+
+        ``status`` is ``"done"`` (the record's checksum and the arrays' SHA-256 verify, every key and array is
+        there, same config digest), ``"todo"`` (computed under another config: recomputed, not an error) or
+        ``"corrupt"`` (unreadable or truncated JSON or ``.npz``, missing keys or arrays, an edited number — the
+        checksum does not match); ``reason`` says what failed.
+        """
+        return verify_run(self.record(r), digest)
+
+
+def seal(rec: dict[str, Any]) -> RunRecord:
+    """``rec`` exactly as its JSON file holds it (NaN → None) with its checksum (the last key)."""
+    rec = plain({k: v for k, v in rec.items() if k != "checksum"})
+    rec["checksum"] = record_checksum(rec)
+    return rec  # type: ignore[return-value]
+
+
+def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, RunRecord | None,
+                                                       dict[str, np.ndarray] | None]:
+    """:meth:`RunDir.verify_run` for the record at ``rec_path`` (its arrays beside it)."""
+    npz = Path(rec_path).with_suffix(".npz")
+    try:
+        rec = json.loads(Path(rec_path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "corrupt", "the record (.json) is missing", None, None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return "corrupt", f"the record is unreadable ({type(exc).__name__})", None, None
+    if not isinstance(rec, dict):
+        return "corrupt", "the record is not a JSON object", None, None
+    missing = [k for k in RUN_KEYS if k not in rec]
+    if missing:
+        return "corrupt", f"the record lacks {missing}", None, None
+    if record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec["checksum"]:
+        return "corrupt", "the record's checksum does not match (edited or damaged)", None, None
+    if rec["digest"] != digest:
+        return "todo", None, None, None
+    if not npz.is_file():
+        return "corrupt", "its arrays (.npz) are missing", None, None
+    if sha256_file(npz) != rec["arrays_sha256"]:
+        return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
+    try:
+        arrays, _ = read_npz(npz, error=StudyError, what="run arrays")
+    except StudyError as exc:
+        return "corrupt", str(exc), None, None
+    lacking = [k for k in RUN_ARRAYS if k not in arrays]
+    if lacking:
+        return "corrupt", f"its arrays lack {lacking[:5]}", None, None
+    return "done", None, rec, arrays  # type: ignore[return-value]
+
+
+def split_timing(rec: dict[str, Any]) -> dict[str, float]:
+    """Take the wall-clock seconds out of a run record (in place) and return them per method.
+
+    Run records hold only what the config and seed determine (same config + seed → same bytes,
+    whatever the executor or machine load); the seconds live beside them in ``timings/run-NNN.json``
+    and :func:`with_timing` puts them back for tables and reports."""
+    timing: dict[str, float] = {}
+    act = rec.get("action")
+    if isinstance(act, dict) and "seconds" in act:
+        timing["action_aumann_shapley"] = act.pop("seconds")
+    for m, c in (rec.get("cost") or {}).items():
+        if isinstance(c, dict) and "seconds" in c:
+            sec = c.pop("seconds")
+            timing.setdefault(m, sec)
+    return timing
+
+
+def with_timing(rec: dict[str, Any], timing: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of run record ``rec`` with the seconds of :func:`split_timing` back in place (missing: None)."""
+    import copy
+
+    out = copy.deepcopy(rec)
+    timing = timing or {}
+    if isinstance(out.get("action"), dict):
+        out["action"]["seconds"] = timing.get("action_aumann_shapley")
+    for m, c in (out.get("cost") or {}).items():
+        if isinstance(c, dict):
+            c["seconds"] = timing.get(m)
+    return out
+
+
+def read_timing(run_dir: Path, r: int) -> dict[str, Any]:
+    """The seconds of run ``r`` in ``run_dir`` (``timings/run-NNN.json``; ``{}`` when absent or unreadable)."""
+    return RunDir(Path(run_dir)).read_timing(r)
+
+
+def stage_failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every stage that did not finish, over the runs: ``{run, stage, status, error, message}``."""
+    out = []
+    for i, rec in enumerate(records):
+        for name, st in (rec.get("stages") or {}).items():
+            if isinstance(st, dict) and st.get("status") in ("failed", "pending"):
+                out.append({"run": rec.get("run", i), "stage": name, "status": st.get("status"),
+                            "error": st.get("error", ""), "message": st.get("message", "")})
+    return out
+
+
+def failure_text(f: dict[str, Any]) -> str:
+    """One line for a stage that did not finish: ``"ablation zero-baseline skipped: IndicatorError: …"``."""
+    if f.get("status") == "pending":
+        return f"{f['stage']} did not run: the run was interrupted before it"
+    return f"{f['stage']} skipped: {f.get('error') or 'error'}: {f.get('message') or ''}".rstrip(": ")
+
+
+@dataclass
+class StudyResult:
+    """Every run's record (in run order) plus where they live and how many were resumed."""
+
+    scenario: str
+    records: list[dict[str, Any]]
+    arrays: list[dict[str, np.ndarray]]
+    out_dir: Path | None
+    resumed: int = 0
+    computed: int = 0
+    sizes: Any = None  # StudySizes of the config
+    panels: list[Any] = field(default_factory=list)
+    #: finished runs found on disk that failed verification and were recomputed: {run, file, reason}
+    failed_checks: list[dict[str, Any]] = field(default_factory=list)
+    usage: Any = None  # the LLM usage (aumann.simulators.llm.Usage) of the runs computed now
+    timings: list[dict[str, Any]] = field(default_factory=list)  # per run: seconds per method (split_timing)
+
+    def timed_records(self) -> list[dict[str, Any]]:
+        """The records with their seconds back in place (:func:`with_timing`), for tables and reports."""
+        timings = self.timings or [{}] * len(self.records)
+        return [with_timing(rec, t) for rec, t in zip(self.records, timings)]
+
+    def stage_failures(self) -> list[dict[str, Any]]:
+        """:func:`stage_failures` of the records."""
+        return stage_failures(self.records)
+
+
+__all__ = ["ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST", "PANELS",
+           "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
+           "StageRecord", "StudyResult", "failure_text", "read_timing", "seal", "split_timing", "stage_failures",
+           "verify_run", "with_timing"]

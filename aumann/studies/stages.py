@@ -1,0 +1,301 @@
+"""The study as a list of named stages over one run's :class:`~aumann.studies.context.RunContext`.
+
+Per run, in order:
+
+* required — ``simulate`` (the scenario's run), ``attribute`` (f over every step, the target step t*, the
+  per-agent baselines, Aumann–Shapley over every step, the deletion oracles), ``rows`` (every registered
+  row's φ at t*, :mod:`aumann.studies.rows`) and ``deletion`` (every row's deletion metrics and agreement);
+  a failure here stops the study (the error is noted with the stage's name);
+* then the run is written (record + checksum: :meth:`aumann.studies.rundir.RunDir.write_run`);
+* optional — ``smoothing gaps``, ``ablations`` and whatever is registered (MegaScale-Social's analysis,
+  :mod:`aumann.studies.megascale`; a user's :func:`register_stage`); each failure is recorded in the run
+  record (``rec["stages"][name]``: status, error type, message), the manifest and the report —
+  ``"ablation zero-baseline skipped: IndicatorError: …"`` — and the study goes on. The run is written
+  again after them. With ``strict`` (``aumann run --strict``, ``study.strict = true``,
+  ``run_study(strict=True)``) any failure stops the study, as a :class:`~aumann.errors.StudyError`
+  naming the stage.
+
+The study's last stage, ``report`` (tables, plots, ``report.html``), runs once over every run
+(:func:`aumann.studies.report.write_outputs`).
+
+A stage is a :class:`Stage`: a name, a function of the context, and when it applies. Parts of a stage
+that may fail on their own go through :func:`attempt` (the ablations: one entry per baseline).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aumann.errors import ConfigError, StudyError
+from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
+from aumann.studies.context import RunContext, StudySizes
+from aumann.studies.rows import compute_rows, score_rows
+
+When = Callable[[Scenario, ScenarioConfig], "bool | str"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of the study over a run's context.
+
+    Attributes:
+        name: its name in the run record, the manifest, the report and error messages.
+        run: ``run(ctx)``: does the work, writing into ``ctx.rec`` / ``ctx.arrays``.
+        optional: a failure is recorded and the study goes on (required stages run first and stop it).
+        when: ``when(scenario, config)``: ``True`` runs it; a string skips it and records that reason
+            (e.g. ``"study.ablations = false"``); ``False`` leaves it out of this study altogether (a stage
+            for another scenario). ``None``: always.
+        needs: stages that must have finished ok first (else it is recorded as skipped, saying which).
+        message: the progress message while it runs (``None``: none of its own).
+    """
+
+    name: str
+    run: Callable[[RunContext], None]
+    optional: bool = True
+    when: When | None = None
+    needs: tuple[str, ...] = ()
+    message: str | None = None
+
+    def applies(self, scenario: Scenario, config: ScenarioConfig) -> bool | str:
+        return True if self.when is None else self.when(scenario, config)
+
+
+# ---------------------------------------------------------------------------------------------- failure recording
+def _record(ctx: RunContext, name: str, status: str, optional: bool, exc: BaseException | None = None,
+            message: str = "") -> None:
+    entry: dict[str, Any] = {"status": status, "optional": optional}
+    if exc is not None:
+        entry["error"] = type(exc).__name__
+        entry["message"] = " ".join(str(exc).split())[:500]
+    elif message:
+        entry["message"] = message
+    ctx.stages[name] = entry
+
+
+def attempt(ctx: RunContext, name: str, fn: Callable[[], Any]) -> Any:
+    """Run one optional part ``fn()`` of a stage under its own ``name``: its result, or ``None`` when it
+    failed (recorded in ``rec["stages"]``; with ``ctx.options.strict`` the failure stops the study)."""
+    try:
+        out = fn()
+    except Exception as exc:
+        if getattr(exc, "failed_stage", None) is not None:  # a part of this stage already failed (strict)
+            raise
+        _record(ctx, name, "failed", True, exc)
+        if ctx.options.strict:
+            err = StudyError(f"stage {name!r} failed (run {ctx.options.run_index}): {type(exc).__name__}: {exc}")
+            err.failed_stage = name
+            raise err from exc
+        return None
+    _record(ctx, name, "ok", True)
+    return out
+
+
+def run_stage(ctx: RunContext, stage: Stage) -> None:
+    """Run one stage on ``ctx`` and record what happened (see the module docstring)."""
+    applies = stage.applies(ctx.scenario, ctx.config)
+    if applies is False:
+        return
+    if isinstance(applies, str):
+        _record(ctx, stage.name, "skipped", stage.optional, message=applies)
+        return
+    missing = [n for n in stage.needs if (ctx.stages.get(n) or {}).get("status") != "ok"]
+    if missing:
+        _record(ctx, stage.name, "skipped", stage.optional, message=f"needs {missing}, which did not finish")
+        return
+    if stage.message:
+        ctx.tick(stage.message)
+    if not stage.optional:
+        try:
+            stage.run(ctx)
+        except Exception as exc:
+            exc.add_note(f"(in the required stage {stage.name!r} of run {ctx.options.run_index})")
+            raise
+        _record(ctx, stage.name, "ok", False)
+        return
+    attempt(ctx, stage.name, lambda: stage.run(ctx))
+
+
+def add_table(ctx: RunContext, name: str, rows: list[dict[str, Any]]) -> None:
+    """Give the run a table of its own: written as ``<name>.csv`` / ``.md`` (every run's rows, with a ``run``
+    column) and shown under "Scenario analysis" in the report (``rec["analysis"]["tables"][name]``)."""
+    ctx.rec.setdefault("analysis", {}).setdefault("tables", {})[name] = list(rows)
+
+
+# ---------------------------------------------------------------------------------------------- the built-in stages
+def simulate(ctx: RunContext) -> None:
+    """Run the scenario (unless the context already holds a run): every step's checkpoint is kept only
+    when the per-step baselines are built from them."""
+    if ctx.run is not None:
+        return
+    keep = 0 if ctx.scenario.baseline_all_fn is None else None
+    ctx.run = ctx.scenario.simulate(ctx.config, rng=np.random.default_rng(ctx.streams.simulation),
+                                    backend=ctx.options.backend,
+                                    keep_from=keep, strategy=ctx.config.study.fork_strategy)
+
+
+def attribute(ctx: RunContext) -> None:
+    """f over every step, t*, the per-agent baselines z⁰ (the baseline action at each step), the players,
+    Aumann–Shapley over every step, both deletion oracles at t*, and the record's first keys."""
+    from aumann.attribution import AumannShapley
+    from aumann.attribution import attribute as attribute_panel
+    from aumann.attribution.metrics import log_k_grid
+    from aumann.evaluation.deletion import DeletionOracle, MaskingOracle
+    from aumann.simulators import indicator_values
+
+    scenario, config, run = ctx.scenario, ctx.config, ctx.run
+    st = config.study
+    ctx.f, ctx.f_original = f, f_orig = scenario.indicators(config)
+    panel = run.panel
+    ids = panel.agent_ids
+    ctx.f_values, ctx.f_original_values = fv, fov = indicator_values(f, panel), indicator_values(f_orig, panel)
+    ctx.t_star = ts = target_step(fv)
+    ctx.z0_all = scenario.baselines(run, config, agent_ids=ids)
+    ctx.model_before = run.before(ts)
+    ctx.players = players = scenario.present(ctx.model_before, ids)  # all N for fixed populations
+    ctx.sizes = sizes = StudySizes.of(config, n=len(players))
+    ctx.method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
+    ctx.attribution = res_all = attribute_panel(f, panel, method=ctx.method, baseline=ctx.z0_all,
+                                                executor=ctx.options.executor)  # step blocks: the same bits
+    ctx.target = pt = panel.select_steps([ts])
+    z0_all = ctx.z0_all
+    ctx.z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
+    ctx.oracle = DeletionOracle(scenario, config, ctx.model_before, f, f_orig, agent_ids=ids,
+                                threads=ctx.options.fork_threads, executor=ctx.options.executor)
+    ctx.masking = MaskingOracle(f, f_orig, pt.values[0], ctx.z0,
+                                {k: np.asarray(v)[0] for k, v in pt.context.items()})
+    ctx.grid = log_k_grid(len(players)) if st.log_k_grid else None
+    label = ctx.options.backend_label
+    ctx.rec.update({"t_star": ts, "f_t_star": float(fv[ts]), "f_original_t_star": float(fov[ts]),
+                    "efficiency_gap": float(res_all.efficiency_gap[ts]), "delta_v": float(res_all.delta_v[ts]),
+                    "methods": {}, "cost": {}, "fork_strategy": run.strategy, "players": len(players),
+                    "k_del": sizes.k_del, "top_k": sizes.top_k,
+                    "policy": "offline policy" if label == "offline" else f"LLM ({label})"})
+    if ctx.grid is not None:
+        ctx.rec["log_k_grid"] = ctx.grid
+    ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})
+
+
+def smoothing_gaps(ctx: RunContext) -> None:
+    """The attributed C² surrogate against the original indicator: values over every step, and the
+    rankings of their attributions at t*."""
+    fv, fov, ts = ctx.f_values, ctx.f_original_values, ctx.t_star
+    gap = ctx.scenario.gap_report(ctx.config, ctx.target, ranks=True, method=ctx.method, baseline=ctx.z0).as_dict()
+    ctx.rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
+                                "max_rel": float(np.max(np.abs(fv - fov) / np.maximum(np.abs(fov), 1e-12))),
+                                "t_star_abs": float(abs(fv[ts] - fov[ts])),
+                                "t_star_kendall_tau": gap.get("mean_kendall_tau", math.nan),
+                                "t_star_top_k_jaccard": gap.get("mean_top_k_jaccard", math.nan),
+                                "note": gap.get("rank_note")}
+
+
+def ablations(ctx: RunContext) -> None:
+    """The path, f-sensitivity and baseline ablations at t* (:mod:`aumann.evaluation.ablations`); each part
+    (and each baseline of the baseline ablation) may fail on its own and is recorded as such."""
+    from aumann.evaluation.ablations import baseline_ablation, f_sensitivity, path_ablation
+
+    scenario, config, st = ctx.scenario, ctx.config, ctx.config.study
+    f = scenario.indicators(config)[0]
+    phi = ctx.outputs["aumann_shapley"].phi
+    top_k = ctx.sizes.top_k
+    out: dict[str, Any] = {}
+    path = attempt(ctx, "ablation path", lambda: path_ablation(f, ctx.target, ctx.z0, phi, st.path_orders,
+                                                                ctx.rng("ablations"), top_k))
+    if path is not None:
+        out["path"] = path
+    fs = attempt(ctx, "ablation f-sensitivity", lambda: f_sensitivity(scenario, config, ctx.target, ctx.z0, top_k))
+    if fs is not None:
+        out["f_sensitivity"] = fs
+    out["baseline"] = baseline_ablation(f, ctx.panel, ctx.t_star, ctx.z0, st.quadrature_steps,
+                                        attempt=lambda name, fn: attempt(ctx, f"ablation {name}", fn))
+    ctx.rec["ablations"] = out
+
+
+# ---------------------------------------------------------------------------------------------- registry
+_STAGES: list[Stage] = [
+    Stage("simulate", simulate, optional=False, message="simulate"),
+    Stage("attribute", attribute, optional=False, message="attribute (all steps)"),
+    Stage("rows", compute_rows, optional=False),
+    Stage("deletion", score_rows, optional=False),
+    Stage("smoothing gaps", smoothing_gaps, message="smoothing gaps"),
+    Stage("ablations", ablations, when=lambda sc, cfg: True if cfg.study.ablations else "study.ablations = false",
+          message="ablations"),
+]
+
+
+def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
+    """Add a stage (after every stage, or before the stage ``before``); registering a name again replaces it.
+
+    Required stages (``optional=False``) run before the run is first written, so they go before every
+    optional one."""
+    if not isinstance(stage, Stage) or not stage.name or not callable(stage.run):
+        raise ConfigError(f"register_stage needs a Stage(name, run, ...); got {stage!r}")
+    names = [s.name for s in _STAGES]
+    if stage.name in names:
+        _STAGES[names.index(stage.name)] = stage
+        return stage
+    at = names.index(before) if before in names else len(_STAGES)
+    first_optional = next((i for i, s in enumerate(_STAGES) if s.optional), len(_STAGES))
+    at = min(at, first_optional) if not stage.optional else max(at, first_optional)
+    _STAGES.insert(at, stage)
+    return stage
+
+
+CORE = ("simulate", "attribute", "rows", "deletion")
+"""The study's own required stages (they cannot be removed)."""
+
+
+def unregister_stage(name: str) -> None:
+    """Remove a registered stage (not one of :data:`CORE`)."""
+    if name in CORE:
+        raise ConfigError(f"the study's required stage {name!r} cannot be removed")
+    _STAGES[:] = [s for s in _STAGES if s.name != name]
+
+
+def stages() -> tuple[Stage, ...]:
+    """Every registered stage, in order (required first)."""
+    return tuple(_STAGES)
+
+
+def stage_messages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...]:
+    """The progress messages one run emits, in order (for progress bars)."""
+    from aumann.studies.rows import rows
+
+    out: list[str] = []
+    for stage in _STAGES:
+        if stage.applies(scenario, config) is not True:
+            continue
+        if stage.name == "rows":
+            out += [r.message for r in rows() if r.message and r.enabled(scenario, config)]
+        elif stage.name == "deletion":
+            out.append("deletion forks")
+        elif stage.message:
+            out.append(stage.message)
+    return (*out, "done")
+
+
+def run_stages(ctx: RunContext, *, optional: bool) -> None:
+    """Run the required stages (``optional=False``) or the optional ones, in order."""
+    for stage in _STAGES:
+        if stage.optional == optional:
+            run_stage(ctx, stage)
+
+
+def pending(ctx: RunContext) -> None:
+    """Mark the optional stages still to run as pending, or skipped with the reason (the first write of a run)."""
+    for stage in _STAGES:
+        if not stage.optional or stage.name in ctx.stages:
+            continue
+        applies = stage.applies(ctx.scenario, ctx.config)
+        if applies is True:
+            ctx.stages[stage.name] = {"status": "pending", "optional": True}
+        elif isinstance(applies, str):
+            _record(ctx, stage.name, "skipped", True, message=applies)
+
+
+__all__ = ["CORE", "Stage", "ablations", "add_table", "attempt", "attribute", "pending", "register_stage", "run_stage",
+           "run_stages", "simulate", "smoothing_gaps", "stage_messages", "stages", "unregister_stage"]

@@ -1,0 +1,69 @@
+"""The row registry: every built-in row is one registered Row; adding one changes the table, not the driver."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from aumann import scenarios
+from aumann.errors import ConfigError
+from aumann.studies.faithfulness import METHODS, run_study
+from aumann.studies.rows import REFERENCE, Row, RowOutput, get_row, register_row, row_names, rows, unregister_row
+from aumann.studies.tables import faithfulness_table
+
+STUDY = {"permutations": 20, "random_orderings": 2, "path_orders": 2, "quadrature_steps": 8, "ablations": False}
+
+
+def test_every_built_in_row_is_a_registered_row_in_table_order():
+    assert METHODS == ("aumann_shapley", "sampled_shapley", "leave_one_out", "action_aumann_shapley",
+                       "sampled_shapley_resimulation", "llm_judge", "random")
+    assert row_names()[: len(METHODS) - 1] == METHODS[:-1] and row_names()[-1] == "random"
+    assert all(isinstance(r, Row) for r in rows())
+    assert get_row("action_aumann_shapley").game == "resimulation" and get_row("aumann_shapley").game == "masking"
+    assert get_row("sampled_shapley_resimulation").needs == (REFERENCE,)
+    with pytest.raises(ConfigError, match="no row named"):
+        get_row("nope")
+
+
+def test_a_row_needs_what_it_reads_to_be_registered_before_it():
+    class Late(Row):
+        name = "late_row"
+        needs = ("not_a_row",)
+
+    with pytest.raises(ConfigError, match="not_a_row"):
+        register_row(Late)
+    with pytest.raises(ConfigError):
+        register_row(object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="reference"):
+        unregister_row(REFERENCE)
+    assert "late_row" not in row_names()
+
+
+def test_a_registered_row_gets_deletion_agreement_and_a_table_row_from_the_study():
+    class Negated(Row):  # the reference's ranking reversed: deletion must get worse, τ = −1
+        name = "negated_reference"
+        needs = (REFERENCE,)
+
+        def compute(self, ctx):
+            return RowOutput(phi=-ctx.outputs[REFERENCE].phi, cost={"evaluations": 0})
+
+    register_row(Negated)
+    try:
+        assert row_names()[-2:] == ("negated_reference", "random")
+        sc = scenarios.get("midscale-social")
+        cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
+        result = run_study(sc, cfg)
+    finally:
+        unregister_row("negated_reference")
+    rec = result.records[0]
+    assert list(rec["methods"])[-2:] == ["negated_reference", "random"]
+    assert rec["cost"]["negated_reference"] == {"evaluations": 0}
+    table = {r["method"]: r for r in faithfulness_table(result)}
+    assert table["negated_reference"]["kendall_tau"] == pytest.approx(-1.0)
+    assert table["negated_reference"]["deletion_auc"] < table["sampled_shapley"]["deletion_auc"]
+    assert math.isnan(table["sampled_shapley"]["kendall_tau"])
+    arrays = result.arrays[0]
+    np.testing.assert_array_equal(arrays["phi_negated_reference"], -arrays["phi_sampled_shapley"])
+    assert "curve_masking_negated_reference" in arrays

@@ -1,0 +1,154 @@
+"""The study's stages: a failing optional stage is recorded and skipped (not fatal), --strict makes it fatal,
+and every run is written before its optional stages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from aumann import scenarios
+from aumann.errors import ConfigError, StudyError
+from aumann.scenarios.base import Scenario
+from aumann.studies.faithfulness import run_study
+from aumann.studies.report import write_outputs
+from aumann.studies.rundir import RunDir
+from aumann.studies.stages import Stage, register_stage, stages, unregister_stage
+
+STUDY = {"permutations": 20, "random_orderings": 2, "path_orders": 2, "quadrature_steps": 8}
+
+
+def gini_like(z: torch.Tensor) -> torch.Tensor:
+    """A user's Gini-like inequality of influence + exposure: Σ|x_i − x_j| / (2 N Σ x) — 0/0 at z = 0."""
+    x = z[..., 4] + z[..., 1]
+    num = (x[..., :, None] - x[..., None, :]).abs().sum((-1, -2))
+    return num / (2 * x.shape[-1] * x.sum(-1))
+
+
+@pytest.fixture(scope="module")
+def gini_scenario() -> Scenario:
+    base = scenarios.get("midscale-social")
+    return dataclasses.replace(base, name="midscale-gini", indicator=lambda cfg: gini_like,
+                               original=lambda cfg: gini_like)
+
+
+@pytest.fixture(scope="module")
+def gini_study(gini_scenario, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gini")
+    cfg = gini_scenario.load_config(agents=30, steps=6, runs=1, study=STUDY)
+    result = run_study(gini_scenario, cfg, out_dir=out)
+    write_outputs(result, out, command="aumann run midscale-gini", seconds=1.0, plots=False,
+                  config=cfg.model_dump(mode="json"))
+    return out, result, cfg
+
+
+def test_a_zero_baseline_that_is_0_over_0_no_longer_kills_the_run(gini_study):
+    _, result, _ = gini_study
+    rec = result.records[0]
+    zero = rec["stages"]["ablation zero-baseline"]
+    assert zero["status"] == "failed" and zero["error"] == "IndicatorError" and zero["message"]
+    for name in ("simulate", "attribute", "rows", "deletion", "smoothing gaps", "ablations", "ablation path",
+                 "ablation f-sensitivity", "ablation population-mean-baseline", "ablation pre-event-baseline",
+                 "ablation baseline-action-baseline"):
+        assert rec["stages"][name]["status"] == "ok", name
+    pairs = rec["ablations"]["baseline"]  # the other baselines are still compared
+    assert "population_mean vs pre_event" in pairs and not any("zero" in p for p in pairs)
+    assert "path" in rec["ablations"] and "smoothing_gap" in rec
+    assert set(rec["methods"]) >= {"aumann_shapley", "sampled_shapley", "leave_one_out", "random"}
+
+
+def test_the_failure_is_in_the_run_record_manifest_and_report(gini_study):
+    out, _, _ = gini_study
+    rd = RunDir(out)
+    on_disk = json.loads(rd.record(0).read_text())
+    assert on_disk["stages"]["ablation zero-baseline"]["error"] == "IndicatorError"
+    manifest = json.loads(rd.manifest.read_text())
+    fails = manifest["stage_failures"]
+    assert [(f["stage"], f["error"]) for f in fails] == [("ablation zero-baseline", "IndicatorError")]
+    assert manifest["stages"]["ablation zero-baseline"] == {"failed": 1}
+    assert manifest["stages"]["ablations"] == {"ok": 1}
+    report = (out / "report.md").read_text()
+    assert "ablation zero-baseline skipped: IndicatorError" in report
+    baseline_table = (out / "baseline_ablation.csv").read_text()
+    assert "population_mean vs pre_event" in baseline_table and "zero vs" not in baseline_table
+
+
+def test_the_finished_run_resumes_with_its_recorded_failure(gini_study, gini_scenario):
+    out, _, cfg = gini_study
+    again = run_study(gini_scenario, cfg, out_dir=out)
+    assert again.resumed == 1 and again.computed == 0
+    assert again.records[0]["stages"]["ablation zero-baseline"]["status"] == "failed"
+
+
+def test_strict_makes_the_failure_fatal_naming_the_stage(gini_scenario, tmp_path):
+    cfg = gini_scenario.load_config(agents=30, steps=6, runs=1, study=STUDY)
+    with pytest.raises(StudyError, match="ablation zero-baseline") as exc:
+        run_study(gini_scenario, cfg, out_dir=tmp_path, strict=True)
+    assert type(exc.value.__cause__).__name__ == "IndicatorError"
+    # the run was written before its optional stages, with the failure recorded
+    rec = json.loads(RunDir(tmp_path).record(0).read_text())
+    assert rec["stages"]["ablation zero-baseline"]["status"] == "failed"
+    strict_cfg = gini_scenario.load_config(agents=30, steps=6, runs=1, study={**STUDY, "strict": True})
+    with pytest.raises(StudyError, match="ablation zero-baseline"):  # the config switch, and resume under
+        run_study(gini_scenario, strict_cfg, out_dir=tmp_path)  # strict recomputes a run with a failed stage
+
+
+def test_the_run_is_written_before_the_optional_stages(tmp_path):
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study={**STUDY, "ablations": False})
+    seen: list[dict] = []
+
+    def peek(ctx):  # an optional stage: the record on disk already holds the required stages' results
+        seen.append(json.loads(RunDir(tmp_path).record(0).read_text()))
+
+    register_stage(Stage("peek", peek))
+    try:
+        result = run_study(sc, cfg, out_dir=tmp_path)
+    finally:
+        unregister_stage("peek")
+    first = seen[0]
+    assert first["methods"] and first["stages"]["deletion"]["status"] == "ok"
+    assert first["stages"]["peek"]["status"] == "pending" and first["stages"]["ablations"]["status"] == "skipped"
+    assert result.records[0]["stages"]["peek"]["status"] == "ok"
+    assert RunDir(tmp_path).verify_run(0, result.records[0]["digest"])[0] == "done"
+
+
+def test_a_failing_required_stage_names_itself(tmp_path):
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
+
+    def broken(ctx):
+        raise ValueError("boom")
+
+    register_stage(Stage("broken core", broken, optional=False))
+    try:
+        assert [s.name for s in stages()][:5] == ["simulate", "attribute", "rows", "deletion", "broken core"]
+        with pytest.raises(ValueError, match="boom") as exc:
+            run_study(sc, cfg)
+        assert any("broken core" in note for note in exc.value.__notes__)
+    finally:
+        unregister_stage("broken core")
+    with pytest.raises(ConfigError):
+        unregister_stage("rows")
+
+
+def test_scenario_analysis_is_gone_with_a_clear_error():
+    base = scenarios.get("midscale-social")
+    with pytest.raises(ConfigError, match="register_stage"):
+        dataclasses.replace(base, name="with-analysis", analysis=lambda cfg, run, study: {})
+
+
+def test_seed_streams_keep_their_spawn_order():
+    from aumann.studies.context import STREAMS, Streams
+
+    seq = np.random.SeedSequence(7)
+    s = Streams(seq)
+    old = [np.random.default_rng(c) for c in np.random.SeedSequence(7).spawn(10)]  # 4 + 3 + 3, as before
+    for name, g in zip(STREAMS, old):
+        assert s(name).integers(2**31) == g.integers(2**31), name
+    assert s("reference") is s("reference")
+    a, b = Streams(np.random.SeedSequence(7))("my_row"), Streams(np.random.SeedSequence(7))("my_row")
+    assert a.integers(2**31) == b.integers(2**31)  # a new name: its own stream, the same every time
