@@ -4,6 +4,7 @@
     python benchmarks/bench_cluster.py sampled --n 100000 --m 8    # a quick look
     python benchmarks/bench_cluster.py blocks --m 64               # one step, permutation blocks (block_size)
     python benchmarks/bench_cluster.py study --runs 4              # the main job (aumann run midscale-social)
+    python benchmarks/bench_cluster.py study --reference /work/ref/midscale-social-seed0   # all 10 runs, checked
 
 Every configuration computes the same thing and the script checks the bits agree: ``serial`` (one
 process), ``ray-local`` (``--executor ray``: a private local instance with every CPU) and
@@ -97,7 +98,8 @@ def bench_study(args: argparse.Namespace) -> dict:
 
     env0 = header(f"aumann run midscale-social --runs {args.runs}: serial vs --executor ray vs two-node")
     out: dict = {"what": f"midscale-social runs={args.runs}", "env_before": env0, "seconds": {}}
-    work = Path(tempfile.mkdtemp(prefix="aumann-bench-study-"))
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="aumann-bench-study-"))
+    work.mkdir(parents=True, exist_ok=True)
     base = ["run", "midscale-social", "--runs", str(args.runs), "--no-plots", "--static"]
     try:
         for name, extra in (("serial", []), ("ray-local", ["--executor", "ray"])):
@@ -123,8 +125,14 @@ def bench_study(args: argparse.Namespace) -> dict:
         print(f"  faithfulness.csv and run records identical across the three: {same}")
         for k in ("ray-local", "two-node"):
             print(f"  {k}: {out['seconds'][k] / out['seconds']['serial']:.2f}x serial (start-up included)")
+        if args.reference is not None:
+            ref = Path(args.reference) / "faithfulness.csv"
+            out["matches_reference"] = {k: (work / k / "faithfulness.csv").read_bytes() == ref.read_bytes()
+                                        for k in ("serial", "ray-local", "two-node")}
+            print(f"  faithfulness.csv byte-identical to {ref}: {out['matches_reference']}")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     out["env_after"] = header("after")
     return out
 
@@ -139,6 +147,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10, help="runs of the main job (study)")
     ap.add_argument("--node-cpus", type=int, default=1, help="CPUs each loopback node offers")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    ap.add_argument("--keep", type=Path, default=None, help="study: keep the three run directories here")
+    ap.add_argument("--reference", type=Path, default=None,
+                    help="study: a run directory whose faithfulness.csv the three must equal byte for byte")
     args = ap.parse_args()
     res = bench_study(args) if args.what == "study" else bench_attribution(args, blocks=args.what == "blocks")
     if args.out is not None:
