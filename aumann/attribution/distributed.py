@@ -113,11 +113,18 @@ def _from(rng: Any, start: int, pinned: tuple[np.random.SeedSequence, type | Non
 
 
 # ---------------------------------------------------------------------------------------------- step blocks
+def _keep_layout(a: np.ndarray) -> np.ndarray:
+    """A compact copy of ``a`` with its axes in the same memory order (a recorder's (T, N, D) panel is
+    often laid out N-major): kernels reduce in memory order, so the layout is part of the bits."""
+    return a.copy(order="K")
+
+
 def _sub_problem(problem: Any, t0: int, t1: int) -> Any:
-    """The steps t0 … t1 − 1 of ``problem`` as a problem of their own (same resolved baseline and label)."""
+    """The steps t0 … t1 − 1 of ``problem`` as a problem of their own (same resolved baseline and label,
+    arrays in the same memory layout)."""
     panel = problem.panel.select_steps(slice(t0, t1))
-    x = panel.values if problem.x is problem.panel.values else np.ascontiguousarray(problem.x[t0:t1])
-    base = problem.baseline if problem.baseline.shape[0] == 1 else np.ascontiguousarray(problem.baseline[t0:t1])
+    x = _keep_layout(problem.x[t0:t1])
+    base = problem.baseline if problem.baseline.shape[0] == 1 else _keep_layout(problem.baseline[t0:t1])
     ctx = {k: v[t0:t1] for k, v in problem._ctx.items()}
     alive = None if problem.alive is None else problem.alive[t0:t1]
     return dataclasses.replace(problem, panel=panel, x=x, baseline=base, _ctx=ctx, alive=alive, progress=False)

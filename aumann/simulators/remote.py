@@ -151,6 +151,15 @@ def _view_of(base: Any, dtype: Any, shape: tuple, offset: int, strides: tuple, w
     return out
 
 
+def _permuted(compact: Any, inverse: tuple[int, ...], writeable: bool) -> Any:
+    import numpy as np
+
+    out = np.transpose(compact, inverse)
+    if not writeable:
+        out.flags.writeable = False
+    return out
+
+
 def _weak_method(obj: Any, func: Any) -> Any:
     import types
 
@@ -217,6 +226,7 @@ def _pickler_class() -> type:
     if _PICKLER:
         return _PICKLER[0]
     import cloudpickle
+    import numpy as np
 
     class _Pickler(cloudpickle.CloudPickler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -244,13 +254,20 @@ def _pickler_class() -> type:
             if cls is weakref.ref:  # a weak reference to an object that travels in the same pickle
                 target = obj()
                 return (_dead_ref, ()) if target is None else (weakref.ref, (target,))
-            if cls.__name__ == "ndarray" and cls.__module__ == "numpy":
+            if cls.__name__ == "ndarray" and cls.__module__ == "numpy" and obj.dtype != object:
                 base = obj.base
-                if (type(base) is type(obj) and obj.dtype != object and base.dtype != object
+                if (type(base) is type(obj) and base.dtype != object
                         and base.nbytes <= max(4 * obj.nbytes, 1 << 20)):
                     # a view travels as a view of its base (Mesa's agent positions and the buffer behind them)
                     offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
                     return _view_of, (base, obj.dtype, obj.shape, offset, obj.strides, obj.flags.writeable)
+                if obj.ndim > 1 and not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+                    # numpy would send it C-ordered; its axes keep their memory order instead (kernels that
+                    # reduce in memory order give the same bits in the worker as in the driver)
+                    perm = tuple(int(i) for i in np.argsort([-abs(st) for st in obj.strides], kind="stable"))
+                    inverse = tuple(int(i) for i in np.argsort(perm))
+                    compact = np.array(np.transpose(obj, perm), order="C", copy=True)  # owns its data: no view rule
+                    return _permuted, (compact, inverse, obj.flags.writeable)
             mesa = sys.modules.get("mesa")
             if mesa is not None and isinstance(obj, getattr(mesa, "Model", ())) and obj.__class__ is cls:
                 counters = _id_counters(obj)

@@ -84,6 +84,21 @@ def test_step_blocks_through_a_process_pool():
             assert _same(a, attribute("gini", PANEL, method, rng=3, executor=pool))
 
 
+def test_a_panel_laid_out_agent_major_keeps_its_layout_and_its_bits():
+    """Recorders lay (T, N, D) out N-major; kernels reduce in memory order, so blocks keep the layout
+    (in the driver and on the wire) and give the single-process bits."""
+    from aumann.simulators import LocalExecutor
+
+    z = np.abs(np.random.default_rng(4).normal(size=(30, 5, 3)))  # (N, T, D) in memory
+    panel = Panel(z.transpose(1, 0, 2))
+    assert not panel.values.flags.c_contiguous
+    with LocalExecutor(2, mp_context="fork") as pool:
+        for method in (AumannShapley(closed_form=False, steps=6), SampledShapley(12)):
+            a = attribute("gini", panel, method, rng=1)
+            for ex in (ListExecutor(16), pool):
+                assert _same(a, attribute("gini", panel, method, rng=1, executor=ex)), (method, ex)
+
+
 GAME = Panel(np.abs(np.random.default_rng(1).normal(size=(1, 9, 2))))
 
 
