@@ -333,6 +333,18 @@ def test_llm_runs_on_the_cluster_share_one_cache_one_cap_and_every_endpoint(live
         assert man["execution"]["nodes_used"] == 2
         assert len(ResponseCache(tmp_path / "cluster" / "llm-cache.sqlite")) > 0  # written through the service
         assert a.stats()["requests"] > 0 and b.stats()["requests"] > 0  # both endpoints served the workers
+        # one run: its forks (deletion, the re-simulation game) go to the cluster, the model's checkpoint
+        # carrying the served backend instead of the driver's
+        cfg1 = tmp_path / "llm1.toml"
+        cfg1.write_text(LLM_TINY.format(runs=1), encoding="utf-8")
+        for name, extra in (("serial1", ()), ("cluster1", ("--ray-address", live.address))):
+            assert _invoke("social-llm", "--config", str(cfg1), "--out", str(tmp_path / name), "--no-plots",
+                           "--static", "--backend", "openai", "--model", "m", "--base-url", a.base_url,
+                           "--base-url", b.base_url, *extra) == 0
+        for f in ("faithfulness.csv", "runs/run-000.json"):
+            assert (tmp_path / "serial1" / f).read_bytes() == (tmp_path / "cluster1" / f).read_bytes(), f
+        one = json.loads((tmp_path / "cluster1" / "manifest.json").read_text())
+        assert one["execution"]["nodes_used"] >= 1 and one["llm_usage"]["fork_decisions"] > 0
         before = a.stats()["requests"] + b.stats()["requests"]
         with pytest.raises(BudgetExceededError, match="max_calls=15"):
             run(tmp_path / "capped", "--ray-address", live.address, "--max-calls", "15", "--workers", "2")
