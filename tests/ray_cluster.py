@@ -209,7 +209,7 @@ class LoopbackCluster:
             pids = [self.head.pid, *descendants(self.head.pid)]
             _kill(pids, signal.SIGTERM)
             try:
-                self.head.wait(timeout=20)
+                self.head.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
             _kill([p for p in [self.head.pid, *pids] if _alive(p)], signal.SIGKILL)
