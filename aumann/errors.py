@@ -58,6 +58,11 @@
     raised to users): TransportFailure, ReplyTooLarge, Retryable, ModeUnsupported
   * IngestError(AumannError, ValueError)         -- data ingestion (files, event lines)
     * ZstdDictionaryError                        -- a dictionary-compressed file without its dictionary
+    * TraceError                                 -- event logs of other simulators (aumann.data.traces)
+      * TraceFormatError                         -- a trace that cannot be read (not SQLite, truncated, bad line N)
+      * TraceSchemaError                         -- a readable trace without the table/columns/fields the spec names
+      * TraceRecordError                         -- one record (line / row N) with a missing or unusable field
+    * TraceSpecError(IngestError, ConfigError)   -- an invalid trace spec (TOML or TraceSpec)
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
 """
 
@@ -305,6 +310,27 @@ class ZstdDictionaryError(IngestError):
     """A dictionary-compressed file without (or with the wrong) zstd dictionary."""
 
 
+class TraceError(IngestError):
+    """An event log of another simulator (OASIS, OpenTelemetry spans, Concordia, a long table) that cannot
+    become a panel; the message names the file and, where there is one, the line or row."""
+
+
+class TraceFormatError(TraceError):
+    """A trace that cannot be read at all: not an SQLite database, a truncated file, a malformed line N."""
+
+
+class TraceSchemaError(TraceError):
+    """A readable trace that lacks the table, columns or fields its spec names (the message lists what it has)."""
+
+
+class TraceRecordError(TraceError):
+    """One record of a trace (line N of a file, row N of a table) with a missing or unusable field."""
+
+
+class TraceSpecError(IngestError, ConfigError):
+    """An invalid trace spec: unknown keys, bad bin widths, features that name nothing."""
+
+
 class ReportError(AumannError, ValueError):
     """A directory that is not a finished run directory, or one whose result files cannot be read."""
 
@@ -395,6 +421,11 @@ __all__ = [
     "StepsMismatchError",
     "StudyError",
     "SynthError",
+    "TraceError",
+    "TraceFormatError",
+    "TraceRecordError",
+    "TraceSchemaError",
+    "TraceSpecError",
     "TransportFailure",
     "UnknownAgentError",
     "UnknownAttributeError",

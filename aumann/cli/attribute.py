@@ -1,4 +1,6 @@
-"""``aumann attribute PANEL --indicator heat [--method closed|path] [--steps K] --out DIR``."""
+"""``aumann attribute PANEL --indicator heat [--method closed|path] [--steps K] --out DIR``, or
+``aumann attribute --trace FILE [--spec SPEC.toml] --indicator ... --out DIR`` for an event log of another
+simulator (OASIS, OpenTelemetry spans, Concordia, a long table; see docs/traces.md)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="attribute a saved panel with the Aumann–Shapley engine",
         description="Attribute a macro indicator to every agent and step of a saved panel (.npz written "
         "by Panel.save). Writes attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json "
-        "and the reports report.html (one self-contained page) and report.md.",
+        "and the reports report.html (one self-contained page) and report.md. With --trace, an event log of "
+        "another simulator is read into a panel first (panel.npz, trace_report.json) and the deletion study is "
+        "the masking game (deletion_masking.json/.csv): a log cannot be re-simulated.",
     )
-    p.add_argument("panel", type=path, help="panel file written by Panel.save (.npz)")
+    p.add_argument("panel", type=path, nargs="?", help="panel file written by Panel.save (.npz); or give --trace")
+    t = p.add_argument_group("traces (event logs of other simulators; docs/traces.md)")
+    t.add_argument("--trace", type=path, help="an OASIS SQLite database, OpenTelemetry JSONL spans (a file or a "
+                   "directory of shards), a Concordia structured log, or a CSV/Parquet/JSONL long table")
+    t.add_argument("--spec", type=path, help="trace spec (TOML): agent, step, action, features, alive rule "
+                   "(default: the detected format's built-in spec)")
+    t.add_argument("--trace-format", help="the trace's format (oasis, otel, concordia, table; default: detected)")
+    t.add_argument("--bin", help="bin timestamps into steps of this width (e.g. 1h, 30m, 1d); overrides step.bin")
+    t.add_argument("--skip-bad", action="store_true", help="skip and count records with a missing or unusable "
+                   "field instead of stopping at the first (on_bad = 'skip')")
+    t.add_argument("--features", help="comma-separated features the indicator sees (default: all the spec builds)")
+    t.add_argument("--deletion-k", type=positive_int, default=None,
+                   help="agents deleted at most in the masking deletion study (default: 5%% of the living, 10-200)")
+    t.add_argument("--no-deletion", action="store_true", help="skip the masking deletion study")
+    t.add_argument("--real-people", action="store_true", help="the log records real people: key agents by "
+                   "opaque indices and report activity tiers (also real_people = true in the spec)")
+    t.add_argument("--export-identifiers", action="store_true", help="with real people: also write "
+                   "identifiers.csv (opaque index → real id)")
     p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
@@ -48,11 +69,23 @@ def run(args: argparse.Namespace) -> int:
     from aumann.progress import StageTimer
     from aumann.studies.pages import render_report, write_top_agents
 
-    if not args.panel.exists():
-        raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    if (args.panel is None) == (args.trace is None):
+        raise ConfigError("give a panel file or --trace FILE (one of them)")
+    if args.trace is None and any(v for v in (args.spec, args.trace_format, args.bin, args.skip_bad, args.features,
+                                              args.real_people, args.export_identifiers)):
+        raise ConfigError("--spec, --trace-format, --bin, --skip-bad, --features, --real-people and "
+                          "--export-identifiers apply to --trace")
     timer = StageTimer()
-    timer.start("load panel")
-    panel = Panel.load(args.panel)
+    trace = None
+    if args.trace is not None:
+        timer.start("read trace")
+        trace = _read_trace(args)
+        panel = trace["panel"]
+    else:
+        if not args.panel.exists():
+            raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+        timer.start("load panel")
+        panel = Panel.load(args.panel)
     f = indicators.get(args.indicator)
     closed = {"auto": None, "closed": True, "path": False}[args.method]
     method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
@@ -68,15 +101,22 @@ def run(args: argparse.Namespace) -> int:
     write_csv(out / "phi_by_step.csv", [{"step": s, "delta_v": dv, "sum_phi": sp, "efficiency_gap": eg}
                                         for s, dv, sp, eg in rows])
     write_top_agents(out, res, panel)
-    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel),
+    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel if trace is None else args.trace),
                "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
         summary["tier_shares"] = res.group_shares("tier")
+    extra: dict = {}
+    if trace is not None:
+        extra = _write_trace_outputs(out, args, trace, f, panel, res, timer)
+        summary["trace"] = {k: extra["trace"][k] for k in ("format", "records", "events", "n_skipped", "agents",
+                                                           "steps")}
+        if "deletion" in extra:
+            summary["deletion_masking"] = extra["deletion"]
     write_json(out / "summary.json", summary, indent=2)
     timer.stop()
     write_manifest(out, "aumann attribute", config=vars(args), seeds=None,
                    extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
-                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"]})
+                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], **extra})
     if not args.no_report:
         render_report(out, interactive=False if args.static else None)
 
@@ -88,5 +128,63 @@ def run(args: argparse.Namespace) -> int:
                 f"{res.delta_v[0]:.6g}")
     con.print(tab)
     con.print(f"wrote {out}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, manifest.json"
+              + ("" if trace is None else ", panel.npz, trace_report.json"
+                 + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
               + ("" if args.no_report else ", report.html, report.md"))
     return 0
+
+
+def _read_trace(args: argparse.Namespace) -> dict:
+    """The trace's panel (features selected, pseudonymised for real people) and its read report."""
+    from rich.console import Console
+
+    from aumann.data.traces import read_trace
+    from aumann.data.traces.privacy import pseudonymise
+
+    read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
+                      on_bad="skip" if args.skip_bad else None, progress=True)
+    con = Console(stderr=True)
+    for line in read.report.lines():
+        con.print(line, markup=False, highlight=False)
+    panel = read.panel
+    if args.features:
+        names = [x.strip() for x in args.features.split(",") if x.strip()]
+        missing = [x for x in names if x not in panel.features]
+        if missing or not names:
+            raise ConfigError(f"--features {args.features!r}: {missing or 'nothing'} not among the trace's features "
+                              f"{list(panel.features)}")
+        panel = panel.select_features(names)
+    real = bool(args.real_people or panel.meta.get("real_people"))
+    mapping = None
+    if real:
+        panel, mapping = pseudonymise(panel)
+    elif args.export_identifiers:
+        raise ConfigError("--export-identifiers applies with --real-people (simulated agents keep their ids)")
+    return {"panel": panel, "report": read.report, "real_people": real, "mapping": mapping}
+
+
+def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, panel, res, timer) -> dict:
+    """panel.npz, trace_report.json, identifiers.csv (on request) and the masking deletion study."""
+    from aumann.io import write_csv, write_json
+
+    report = trace["report"].to_dict()
+    panel.save(out / "panel.npz")
+    write_json(out / "trace_report.json", report, indent=2)
+    extra: dict = {"trace": {k: v for k, v in report.items() if k != "spec"}, "trace_spec": report["spec"],
+                   "real_people": trace["real_people"]}
+    if trace["mapping"] is not None and args.export_identifiers:
+        write_csv(out / "identifiers.csv", trace["mapping"], ["index", "id"])
+    if not args.no_deletion:
+        from aumann.evaluation.panel_deletion import deletion_rows, masking_deletion
+
+        timer.start("masking deletion")
+        study = masking_deletion(f, panel, res, baseline=args.baseline, k_del=args.deletion_k)
+        write_json(out / "deletion_masking.json", study, indent=2)
+        write_csv(out / "deletion_masking.csv", deletion_rows(study), ["k", "f_k", "relative_drop",
+                                                                        "relative_drop_random"])
+        extra["deletion"] = {k: study[k] for k in ("game", "t_star", "step", "k_del", "k_drop", "living")}
+        extra["deletion"].update({"deletion_auc": study["aumann_shapley"]["deletion_auc"],
+                                  "deletion_auc_random": study["random"]["deletion_auc"],
+                                  "drop_at_k": study["aumann_shapley"]["drop_at_k"],
+                                  "drop_at_k_random": study["random"]["drop_at_k"]})
+    return extra

@@ -295,9 +295,15 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
                       [[float(gap.max()), Cell(steps_lbl[int(np.argmax(gap))], sort=int(np.argmax(gap))),
                         float(att.relative_efficiency_gap.max()), float(gap[ts]), att.satisfies_efficiency]],
                       caption="Efficiency gap |Σ_i φ_i,t − Δv_t|", id="efficiency"))
-    sure.append(Note("No deletion-faithfulness check, sampled-Shapley agreement or noise ceiling here: "
-                     "`aumann attribute` attributes a saved panel without a simulator to delete agents in "
-                     "(`aumann run SCENARIO` runs those checks).", "skipped"))
+    if manifest.get("trace"):  # an event log of another simulator: what was read, and the masking game only
+        from aumann.studies.trace_sections import trace_blocks, trace_cards, trace_who_note
+
+        sure += trace_blocks(d, manifest, charts, plots=plots, synthetic=synthetic)
+        who[1:1] = trace_who_note(manifest)
+    else:
+        sure.append(Note("No deletion-faithfulness check, sampled-Shapley agreement or noise ceiling here: "
+                         "`aumann attribute` attributes a saved panel without a simulator to delete agents in "
+                         "(`aumann run SCENARIO` runs those checks).", "skipped"))
     sure.append(Note("No smoothing gap: the indicator is attributed as given (no surrogate).", "skipped"))
 
     # ---------------------------------------------------------------- cost
@@ -314,6 +320,8 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
              Card("When", f"t* = {steps_lbl[ts]}", f"Δv(t*) = {fmt(float(att.delta_v[ts]))}"),
              Card("Efficiency gap", fmt(float(att.max_efficiency_gap), 2), "max |Σφ − Δv| over steps"),
              Card("Cost", llm_card, f"{calls_text(manifest)} · wall {seconds_text(total_s)}")]
+    if manifest.get("trace"):
+        cards[2:2] = trace_cards(d, manifest)
     if att.groups and total:
         g0 = next(iter(att.groups))
         sh = att.group_shares(g0)
@@ -321,10 +329,13 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         cards.insert(1, Card(f"Largest {g0} share", f"{lead}: {pct_text(sh[lead])}",
                              f"of Σ_t Δv_t; {int(np.sum(np.asarray(att.groups[g0]) == lead)):,} agents"))
     what = "demo" if demo else "attribution"
+    panel_words = "a panel"
+    if manifest.get("trace"):
+        panel_words = f"a {(manifest.get('trace') or {}).get('format')} trace read into a panel"
     return Document(
         title=(f"aumann demo: synthetic heavy-tailed panel, {prov.get('indicator')}" if demo else
                f"Attribution of {prov.get('indicator')}: who drove it, and when"),
-        subtitle=f"{what.capitalize()} of a panel of N = {att.N:,} agents × T = {att.T} step(s) × "
+        subtitle=f"{what.capitalize()} of {panel_words} of N = {att.N:,} agents × T = {att.T} step(s) × "
                  f"D = {len(att.features)} feature(s).",
         sections=[Section("cards", "At a glance", [Cards(cards)]),
                   Section("who", "Who drove it", who, lead="top agents by Φ_i"),

@@ -1,0 +1,347 @@
+"""Events → dense per-agent, per-step features and the alive mask (the one builder every reader feeds).
+
+:class:`PanelBuilder` takes :class:`~aumann.data.traces.events.EventBatch` es in log order and keeps
+dense accumulators of shape (steps × agents × k) that grow as new agents and steps appear (memory is
+that of the panel it will return, plus the agent-id map); :meth:`PanelBuilder.finish` turns them into
+a :class:`~aumann.panel.Panel`:
+
+* ``count`` / ``count_each`` / ``sum``: totals per (step, agent); ``mean``: sum / number of events with
+  a value (0 where none); ``last``: the value of the agent's last event in the step in log order (with
+  ``fill = "carry"``, the default for ``last``, earlier values carry forward); ``cumulative``: running
+  totals over steps;
+* ``exposure``: Σ over the agent's edge targets j (edges with ``since`` ≤ t) of feature ``of`` of j at t;
+* ``alive``: :meth:`alive_mask` (the rule of :class:`~aumann.data.traces.spec.AliveSpec`).
+
+The panel's steps run from the first to the last step seen (or ``step.start`` … ``step.stop``), every
+step in between included: a step without events is a step where nothing happened. Agents are
+sorted by id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aumann.data.traces.events import EventBatch, StepCoder
+from aumann.data.traces.spec import TraceSpec
+from aumann.errors import TraceError, TraceSpecError
+
+
+class _Grid:
+    """Growable dense arrays [T, N, k] sharing one step offset and one agent capacity."""
+
+    def __init__(self) -> None:
+        self.t0: int | None = None  # raw step of row 0
+        self.T = 0
+        self.N = 0
+        self.arrays: dict[str, np.ndarray] = {}
+        self.fill: dict[str, Any] = {}
+
+    def add_array(self, name: str, k: int, dtype: Any, fill: Any = 0) -> None:
+        self.arrays[name] = np.full((max(self.T, 1), max(self.N, 1), k), fill, dtype=dtype)
+        self.fill[name] = fill
+
+    def grow_k(self, name: str, k: int) -> None:
+        a = self.arrays[name]
+        if a.shape[2] >= k:
+            return
+        new = np.full((a.shape[0], a.shape[1], max(k, 2 * a.shape[2])), self.fill[name], dtype=a.dtype)
+        new[:, :, : a.shape[2]] = a
+        self.arrays[name] = new
+
+    def ensure(self, lo: int, hi: int, n: int) -> None:
+        """Room for raw steps lo … hi (besides those already held) and n agents."""
+        if self.t0 is None:
+            self.t0, self.T = lo, 0
+        cap_t, cap_n = next(iter(self.arrays.values())).shape[:2]
+        front = max(0, self.t0 - lo)
+        new_t0 = self.t0 - front
+        need_t = max(self.t0 + self.T, hi + 1) - new_t0
+        if front or need_t > cap_t or n > cap_n:
+            new_cap_t = max(need_t, front + cap_t)
+            if need_t > cap_t:
+                new_cap_t = max(new_cap_t, int(cap_t * 1.5) + 1)
+            new_cap_n = cap_n if n <= cap_n else max(n, 2 * cap_n)
+            for name, a in self.arrays.items():
+                b = np.full((new_cap_t, new_cap_n, a.shape[2]), self.fill[name], dtype=a.dtype)
+                b[front: front + a.shape[0], : a.shape[1]] = a
+                self.arrays[name] = b
+            self.t0 = new_t0
+        self.T = need_t
+        self.N = max(self.N, n)
+
+
+class PanelBuilder:
+    """Accumulate events by the spec; :meth:`finish` returns the panel (see the module docstring)."""
+
+    def __init__(self, spec: TraceSpec) -> None:
+        self.spec = spec
+        self.coder = StepCoder(spec)
+        self.ids: dict[Any, int] = {}
+        self.id_list: list[Any] = []
+        self._known: pd.Index | None = None
+        self.actions: dict[str, int] = {}
+        self.events = 0
+        self.used = 0
+        self.grid = _Grid()
+        g = self.grid
+        g.add_array("present", 1, np.int32)
+        self.leave_codes = set(spec.alive.leave_actions)
+        if self.leave_codes:
+            g.add_array("leave", 1, np.bool_, False)
+        self.plan: list[tuple[int, Any]] = []  # (feature index, spec) of accumulated features
+        for j, f in enumerate(spec.features):
+            if f.kind == "exposure":
+                continue
+            if f.kind == "count_each":
+                g.add_array(f"f{j}", 8, np.float64)
+            elif f.kind == "mean":
+                g.add_array(f"f{j}", 1, np.float64)
+                g.add_array(f"n{j}", 1, np.float64)
+            elif f.kind == "last":
+                g.add_array(f"f{j}", 1, np.float64)
+                g.add_array(f"k{j}", 1, np.float64, -1.0)
+            else:
+                g.add_array(f"f{j}", 1, np.float64)
+            self.plan.append((j, f))
+        act = spec.action
+        self.include = None if act is None or act.include is None else set(act.include)
+        self.exclude = set() if act is None else set(act.exclude)
+
+    # ------------------------------------------------------------------ ingest
+    def _agent_index(self, agent: np.ndarray) -> np.ndarray:
+        """Panel positions of a batch's agent ids (new ids get the next positions, in order of appearance)."""
+        codes, uniq = pd.factorize(agent, use_na_sentinel=False)
+        if self._known is None or len(self._known) != len(self.id_list):
+            self._known = pd.Index(self.id_list, dtype=object)
+        pos = self._known.get_indexer(pd.Index(uniq, dtype=object))  # hashed lookups in C
+        new = np.flatnonzero(pos < 0)
+        if new.size:
+            ids, lst = self.ids, self.id_list
+            for u in new.tolist():
+                v = uniq[u]
+                v = v.item() if hasattr(v, "item") else v
+                i = ids.get(v)
+                if i is None:
+                    i = len(lst)
+                    if i >= self.spec.max_agents:
+                        raise TraceError(f"more than max_agents = {self.spec.max_agents:,} distinct agents; raise "
+                                         "max_agents in the spec if you mean it (is the agent field right?)")
+                    ids[v] = i
+                    lst.append(v)
+                pos[u] = i
+        return pos.astype(np.int64)[codes]
+
+    def add(self, batch: EventBatch | None) -> None:
+        if batch is None or len(batch) == 0:
+            return
+        n = len(batch)
+        a = self._agent_index(batch.agent)
+        lo, hi = int(batch.step.min()), int(batch.step.max())
+        g = self.grid
+        t0 = g.t0 if g.t0 is not None else lo
+        span = max(hi, t0 + g.T - 1) - min(lo, t0) + 1
+        if span > self.spec.max_steps:
+            raise TraceError(f"the trace spans {span:,} steps, more than max_steps = {self.spec.max_steps:,} "
+                             f"(steps {min(lo, t0)} … {max(hi, t0 + g.T - 1)}): is step.bin too small, or the step "
+                             "field not a step? Raise max_steps in the spec if you mean it")
+        cells = span * len(self.id_list) * max(1, self._width())
+        if cells > self.spec.max_cells:
+            raise TraceError(f"the panel would hold {cells:,} values (steps × agents × features), more than "
+                             f"max_cells = {self.spec.max_cells:,}; bin coarser, build fewer features or raise "
+                             "max_cells in the spec")
+        g.ensure(lo, hi, len(self.id_list))
+        t = batch.step - g.t0
+        self.events += n
+        pres = g.arrays["present"]
+        np.add.at(pres[:, :, 0], (t, a), 1)
+        action = batch.action
+        if self.leave_codes and action is not None:
+            lv = np.fromiter((x in self.leave_codes for x in action), dtype=bool, count=n)
+            if lv.any():
+                g.arrays["leave"][t[lv], a[lv], 0] = True
+        usable = np.ones(n, dtype=bool)
+        if action is not None and (self.include is not None or self.exclude):
+            usable = np.fromiter(((x is not None and (self.include is None or x in self.include)
+                                   and x not in self.exclude) for x in action), dtype=bool, count=n)
+        self.used += int(usable.sum())
+        for j, f in self.plan:
+            sel = usable
+            if f.actions is not None:
+                wanted = set(f.actions)
+                sel = sel & np.fromiter((x in wanted for x in action), dtype=bool, count=n)
+            if f.kind == "count":
+                if sel.any():
+                    np.add.at(g.arrays[f"f{j}"][:, :, 0], (t[sel], a[sel]), 1.0)
+            elif f.kind == "count_each":
+                sel = sel & (action != None)  # noqa: E711
+                if not sel.any():
+                    continue
+                codes, uniq = pd.factorize(action[sel])
+                col = np.empty(len(uniq), dtype=np.int64)
+                for u, name in enumerate(uniq.tolist()):
+                    k = self.actions.get(name)
+                    if k is None:
+                        k = self.actions[name] = len(self.actions)
+                    col[u] = k
+                g.grow_k(f"f{j}", len(self.actions))
+                np.add.at(g.arrays[f"f{j}"], (t[sel], a[sel], col[codes]), 1.0)
+            else:
+                v = batch.values[f.field]
+                sel = sel & ~np.isnan(v)
+                if not sel.any():
+                    continue
+                ts, as_, vs = t[sel], a[sel], v[sel]
+                if f.kind in ("sum", "mean"):
+                    np.add.at(g.arrays[f"f{j}"][:, :, 0], (ts, as_), vs)
+                    if f.kind == "mean":
+                        np.add.at(g.arrays[f"n{j}"][:, :, 0], (ts, as_), 1.0)
+                else:  # last: the last event of the cell in log order wins
+                    flat = ts * g.arrays[f"f{j}"].shape[1] + as_
+                    _, last = np.unique(flat[::-1], return_index=True)
+                    keep = len(flat) - 1 - last
+                    seq = float(self.events) + keep.astype(np.float64)
+                    g.arrays[f"f{j}"][ts[keep], as_[keep], 0] = vs[keep]
+                    g.arrays[f"k{j}"][ts[keep], as_[keep], 0] = seq
+
+    def _width(self) -> int:
+        w = 0
+        for f in self.spec.features:
+            w += max(1, len(self.actions)) if f.kind == "count_each" else 1
+        return w
+
+    # ------------------------------------------------------------------ finish
+    def alive_mask(self, present: np.ndarray) -> np.ndarray:
+        """alive[t, i] by the spec's [alive] rule (docs/traces.md); ``present`` = events per (t, i)."""
+        T, N = present.shape
+        al = self.spec.alive
+        has = present > 0
+        seen = np.logical_or.accumulate(has, axis=0)
+        alive = np.ones((T, N), dtype=bool) if al.born == "start" else seen.copy()
+        if self.leave_codes:
+            leave = self.grid.arrays["leave"][: T, : N, 0]
+            gone = np.zeros(N, dtype=bool)
+            for t in range(T):
+                if t > 0:
+                    gone = (gone | leave[t - 1]) & ~has[t]
+                alive[t] &= ~gone
+        if al.inactive_after is not None:
+            k = al.inactive_after
+            c = np.cumsum(has, axis=0, dtype=np.int64)
+            window = c - np.concatenate([np.zeros((k, N), dtype=np.int64), c[:-k]])[: T] if T > k else c
+            alive &= window > 0
+        return alive
+
+    def finish(self, *, edges: Any = None, meta: dict[str, Any] | None = None):
+        """The panel. ``edges(ids, coder) -> (source positions, target positions, since steps or None)`` gives
+        the edges of each exposure feature (called once per distinct edges spec)."""
+        from aumann.panel import Panel
+
+        g = self.grid
+        if self.events == 0 or g.t0 is None:
+            raise TraceError("no usable events: every record was skipped or filtered (see the counts above)")
+        st = self.spec.step
+        lo = g.t0 if st.start is None else st.start
+        hi = g.t0 + g.T - 1 if st.stop is None else st.stop
+        g.ensure(min(lo, g.t0), max(hi, g.t0 + g.T - 1), len(self.id_list))
+        rows = slice(lo - g.t0, hi - g.t0 + 1)
+        N = len(self.id_list)
+        T = hi - lo + 1
+        present = g.arrays["present"][rows, :N, 0]
+        names: list[str] = []
+        cols: list[np.ndarray] = []
+        by_name: dict[str, np.ndarray] = {}
+        exposures: list[tuple[int, Any]] = []
+        for j, f in enumerate(self.spec.features):
+            if f.kind == "exposure":
+                names.append(f.label())
+                cols.append(np.zeros((T, N)))
+                exposures.append((len(cols) - 1, f))
+                continue
+            a = g.arrays[f"f{j}"][rows, :N]
+            if f.kind == "count_each":
+                order = sorted(self.actions)
+                for name in order:
+                    x = a[:, :, self.actions[name]]
+                    x = np.cumsum(x, axis=0) if f.cumulative else x
+                    names.append(f"{f.prefix}{name}")
+                    cols.append(x)
+                    by_name[names[-1]] = x
+                continue
+            x = a[:, :, 0]
+            if f.kind == "mean":
+                cnt = g.arrays[f"n{j}"][rows, :N, 0]
+                x = np.divide(x, cnt, out=np.zeros_like(x), where=cnt > 0)
+            elif f.kind == "last" and (f.fill or "carry") == "carry":
+                has = g.arrays[f"k{j}"][rows, :N, 0] >= 0
+                src = np.where(has, np.arange(T)[:, None], -1)
+                src = np.maximum.accumulate(src, axis=0)
+                x = np.where(src >= 0, x[np.clip(src, 0, None), np.arange(N)[None, :]], 0.0)
+            elif f.cumulative:
+                x = np.cumsum(x, axis=0)
+            names.append(f.label())
+            cols.append(x)
+            by_name[names[-1]] = x
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise TraceSpecError(f"features {dup} are built twice (a count_each action named like another feature?); "
+                                 "set a count_each prefix or rename the feature")
+        edge_counts: dict[str, Any] = {}
+        for pos, f in exposures:
+            src = by_name.get(f.of)
+            if src is None:
+                raise TraceSpecError(f"exposure feature {f.label()!r}: of = {f.of!r} names no built feature; the "
+                                     f"features are {sorted(by_name)}")
+            if edges is None:
+                raise TraceSpecError(f"exposure feature {f.label()!r}: this reader has no edges")
+            s, t_, since, info = edges(f.edges, self.ids, self.coder)
+            cols[pos] = _exposure(src, s, t_, since, lo)
+            edge_counts[f.label()] = info
+        dtype = np.float32 if self.spec.dtype == "float32" else np.float64
+        values = np.stack(cols, axis=2).astype(dtype, copy=False)
+        alive = self.alive_mask(present)
+        ids = _plain_ids(self.id_list)
+        order = np.argsort(ids, kind="stable")  # agents sorted by id: the same panel whatever the file order
+        if not np.array_equal(order, np.arange(N)):
+            ids, values, alive = ids[order], values[:, order], alive[:, order]
+        steps = [self.coder.label(s) for s in range(lo, hi + 1)]
+        m = dict(meta or {})
+        if edge_counts:
+            m["edges"] = edge_counts
+        return Panel(values, features=names, agent_ids=ids, steps=steps,
+                     alive=None if alive.all() else alive, meta=m)
+
+
+def _exposure(x: np.ndarray, src: np.ndarray, tgt: np.ndarray, since: np.ndarray | None, lo: int) -> np.ndarray:
+    """E[t, i] = Σ_{edges i→j, since ≤ t} x[t, j] (steps relative to ``lo``)."""
+    from scipy import sparse
+
+    T, N = x.shape
+    out = np.zeros((T, N))
+    if src.size == 0:
+        return out
+    if since is None:
+        A = sparse.csr_matrix((np.ones(src.size), (src, tgt)), shape=(N, N))
+        return np.asarray((A @ x.T).T)
+    start = np.clip(since - lo, 0, None)
+    order = np.argsort(start, kind="stable")
+    src, tgt, start = src[order], tgt[order], start[order]
+    bounds = np.searchsorted(start, np.arange(T), side="right")
+    for t in range(T):
+        k = int(bounds[t])
+        if k == 0:
+            continue
+        out[t] = np.bincount(src[:k], weights=x[t, tgt[:k]], minlength=N)
+    return out
+
+
+def _plain_ids(ids: list[Any]) -> np.ndarray:
+    """Agent ids as one numpy type: integers stay integers; mixed types become text."""
+    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in ids):
+        return np.asarray(ids, dtype=np.int64)
+    return np.asarray([str(v) for v in ids], dtype=object).astype(str)
+
+
+__all__ = ["PanelBuilder"]

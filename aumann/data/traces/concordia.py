@@ -1,0 +1,178 @@
+"""Concordia (google-deepmind/concordia): the structured simulation log, streamed with ijson.
+
+Format (``concordia/utils/structured_logging.py`` at google-deepmind/concordia 513c3d6,
+``SimulationLog.to_dict`` / ``to_json``; ``examples/games/run.py`` writes it to
+``simulation_log_<game>_<scenario>.json``)::
+
+    {"content_store": {"<16 hex>": "<text>", ...},
+     "entries": [{"step", "timestamp", "entity_name", "component_name", "entry_type", "summary",
+                  "deduplicated_data": {...}}, ...],
+     "entity_memories": {...}, "game_master_memories": [...]}
+
+``Simulation.play`` builds it with ``SimulationLog.from_raw_log``: each step's acting entity gives an
+entry with ``component_name = "entity_action"``, ``entry_type = "entity"``, ``entity_name`` the
+entity and ``deduplicated_data = {"key": "Entity [<name>]", "value": <the entity's last log: one dict
+per component, the action in "__act__"/"Value">}``; the game master gives ``component_name =
+"game_master"`` entries. Strings of 50 characters or more are stored once in ``content_store`` and
+replaced by ``{"_ref": id}``.
+
+The document is streamed (ijson): the content store, when the spec needs texts (a ``len:`` field or
+``[action] match``), is reduced on the fly to each text's length and matched label, never kept; then
+the entries are read one at a time. A refused entry is named by its position (``entry N``, 1-based).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
+from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
+
+OTHER = "other"
+
+
+def _ijson():
+    try:
+        import ijson
+    except ImportError as exc:  # a core dependency; only a broken install lacks it
+        raise OptionalDependencyError("reading Concordia logs needs ijson: pip install ijson") from exc
+    return ijson
+
+
+def _head(path: Path, n: int = 1 << 16) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+@register_format
+class ConcordiaReader(TraceReader):
+    """A Concordia structured log (see the module docstring)."""
+
+    name = "concordia"
+    unit = "entry"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        if not path.is_file():
+            return False
+        head = _head(path).lstrip()
+        return head.startswith(b"{") and (b'"content_store"' in head or b'"entries"' in head) and \
+            b'"span_id"' not in head
+
+    def _texts(self, ijson: Any, labels: list[tuple[str, re.Pattern[str]]]) -> dict[str, tuple[int, str]]:
+        """{content id: (length, action label)} from one streamed pass over ``content_store``."""
+        out: dict[str, tuple[int, str]] = {}
+        key = None
+        try:
+            with open(self.path, "rb") as fh:
+                for prefix, event, value in ijson.parse(fh):
+                    if prefix == "content_store" and event == "map_key":
+                        key = value
+                    elif prefix == "content_store" and event == "end_map":
+                        break
+                    elif key is not None and prefix == f"content_store.{key}" and event == "string":
+                        label = next((lab for lab, rx in labels if rx.search(value)), OTHER) if labels else OTHER
+                        out[key] = (len(value), label)
+                        key = None
+        except ijson.common.IncompleteJSONError as exc:
+            raise TraceFormatError(f"{self.path}: the JSON ends early or is malformed in content_store: {exc} "
+                                   "(a truncated log?)") from exc
+        except ijson.common.JSONError as exc:
+            raise TraceFormatError(f"{self.path}: not valid JSON in content_store: {exc}") from exc
+        return out
+
+    def batches(self, validator: Validator) -> Iterator[EventBatch]:
+        ijson = _ijson()
+        spec = self.spec
+        if not self.path.is_file():
+            raise TraceFormatError(f"Concordia log {str(self.path)!r} does not exist")
+        self.bytes = self.total = self.path.stat().st_size
+        labels = [(lab, re.compile(rx)) for lab, rx in (spec.action.match.items() if spec.action else [])]
+        fields = [(f, f.startswith("len:"), split_path(f.removeprefix("len:"))) for f in validator.fields]
+        need_texts = bool(labels) or any(is_len for _, is_len, _ in fields)
+        texts = self._texts(ijson, labels) if need_texts else {}
+        p_agent, p_step = split_path(spec.agent.field), split_path(spec.step.field)
+        p_action = split_path(spec.action.field) if spec.action else None
+        p_where = [(w, split_path(w)) for w in validator.where]
+        tally = validator.tally
+
+        def text_of(v: Any, want: str, where: str) -> Any:
+            if isinstance(v, dict) and set(v) == {"_ref"}:
+                if not need_texts:
+                    raise TraceSpecError(f"{where} holds long texts, which Concordia stores by reference: classify "
+                                         "them with [action] match = {label = 'regex', ...}")
+                got = texts.get(str(v["_ref"]))
+                if got is None:
+                    return None  # a reference the content store lacks: counted as a missing value
+                return got[0] if want == "len" else got[1]
+            if want == "len":
+                return len(v) if isinstance(v, str) else MISSING
+            if labels and isinstance(v, str):
+                return next((lab for lab, rx in labels if rx.search(v)), OTHER)
+            return v
+
+        def fresh() -> RawRecords:
+            return RawRecords(str(self.path), self.unit, values={f: [] for f, _, _ in fields},
+                              where={w: [] for w, _ in p_where})
+
+        raw = fresh()
+        n = 0
+        try:
+            with open(self.path, "rb") as fh:
+                for entry in ijson.items(fh, "entries.item", use_float=True):
+                    n += 1
+                    tally.records += 1
+                    if not isinstance(entry, dict):
+                        msg = f"{self.path} entry {n}: not an object"
+                        if spec.on_bad == "error":
+                            raise TraceFormatError(msg)
+                        tally.skip("entry is not an object", [msg])
+                        continue
+                    raw.loc.append(n)
+                    raw.agent.append(get_path(entry, p_agent))
+                    raw.step.append(get_path(entry, p_step))
+                    raw.action.append(None if p_action is None else
+                                      text_of(get_path(entry, p_action), "label", spec.action.field))
+                    for f, is_len, p in fields:
+                        v = get_path(entry, p)
+                        raw.values[f].append(text_of(v, "len", f) if is_len else v)
+                    for w, p in p_where:
+                        raw.where[w].append(get_path(entry, p))
+                    if len(raw.loc) >= spec.batch_size:
+                        self.done = fh.tell()
+                        b = validator.to_batch(raw)
+                        if b is not None:
+                            yield b
+                        raw = fresh()
+        except ijson.common.IncompleteJSONError as exc:
+            raise TraceFormatError(f"{self.path}: the JSON ends early after entry {n}: {exc} (a truncated log?)") \
+                from exc
+        except ijson.common.JSONError as exc:
+            raise TraceFormatError(f"{self.path}: not valid JSON after entry {n}: {exc}") from exc
+        b = validator.to_batch(raw)
+        if b is not None:
+            yield b
+        if n == 0:
+            raise TraceSchemaError(f"{self.path} has no entries: not a Concordia structured log (SimulationLog.to_json "
+                                   f"writes {{'content_store', 'entries', ...}}); top-level keys: {self._keys(ijson)}")
+
+    def _keys(self, ijson: Any) -> list[str]:
+        keys: list[str] = []
+        try:
+            with open(self.path, "rb") as fh:
+                for prefix, event, value in ijson.parse(fh):
+                    if prefix == "" and event == "map_key":
+                        keys.append(value)
+        except ijson.common.JSONError:
+            pass
+        return keys
+
+
+__all__ = ["ConcordiaReader"]

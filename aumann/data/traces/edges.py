@@ -1,0 +1,73 @@
+"""Edges of exposure features: endpoints mapped to panel positions, from a table of the trace or a file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.data.traces.duck import connect, ident, scan_sql, table_files
+from aumann.data.traces.spec import EdgesSpec
+from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
+
+
+def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence[Any] | None, ids: dict[Any, int],
+                   coder: Any, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, int]]:
+    """Map edge endpoints to panel positions; edges with an endpoint that never acted are dropped (counted)."""
+    keyed = {_id_key(k): v for k, v in ids.items()}
+    s = np.fromiter((keyed.get(_id_key(v), -1) for v in source), dtype=np.int64, count=len(source))
+    t = np.fromiter((keyed.get(_id_key(v), -1) for v in target), dtype=np.int64, count=len(target))
+    ok = (s >= 0) & (t >= 0)
+    info = {"edges": len(s), "used": int(ok.sum()), "unknown_endpoint": int((~ok).sum())}
+    st = None
+    if since is not None:
+        steps, miss, bad = coder.code(list(since))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TraceRecordError(f"{what} edge {i + 1}: since = {list(since)[i]!r} is not a step/timestamp")
+        info["no_since"] = int((miss & ok).sum())
+        steps = np.where(miss, np.iinfo(np.int64).min // 2, steps)  # an edge without a time: always there
+        st = steps[ok]
+    return s[ok], t[ok], st, info
+
+
+def _id_key(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, str) and v.lstrip("-").isdigit():
+        return int(v)
+    return v
+
+
+def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
+    """Edges from a CSV/Parquet/JSONL file through DuckDB."""
+    import duckdb
+
+    files = table_files(path)
+    if not files:
+        raise TraceFormatError(f"edge file {str(path)!r} does not exist")
+    con = connect()
+    try:
+        need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
+        src = scan_sql(files)
+        try:
+            cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+        except duckdb.Error as exc:
+            raise TraceFormatError(f"DuckDB cannot read edge file {str(path)!r}: {str(exc)[:300]}") from exc
+        missing = [c for c in need if c not in cols]
+        if missing:
+            raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
+                                   f"{[c for c in cols if c != 'filename']}")
+        rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
+        tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+    finally:
+        con.close()
+    cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
+    return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}")
+
+
+__all__ = ["edge_positions", "read_edge_file"]

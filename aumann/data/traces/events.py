@@ -1,0 +1,301 @@
+"""Normalised events: what every reader hands the panel builder, and the one place records are validated.
+
+A reader collects, per record, the raw values of the fields its spec names (:class:`RawRecords`) and
+calls :func:`to_batch`, which
+
+* keeps records whose ``[where]`` fields hold one of the listed values (others are *filtered*);
+* turns the agent, step (integer, or a timestamp binned into steps) and numeric fields into arrays;
+* applies the spec's ``on_bad`` policy to a record with a missing or unusable agent/step/numeric value:
+  ``"error"`` raises :class:`~aumann.errors.TraceRecordError` naming the source and the line/row,
+  ``"skip"`` drops it and counts it under its reason, keeping the first locations (:class:`Tally`).
+
+Every reader therefore applies the same rules in the same words; only how records are found differs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aumann.data.traces.spec import TraceSpec, parse_duration
+from aumann.errors import TraceRecordError, TraceSpecError
+
+#: locations kept per skip reason (the report lists them)
+KEEP_LOCATIONS = 5
+_MISSING = object()
+
+
+@dataclass
+class Tally:
+    """What a read skipped or filtered, by reason, with the first locations of each."""
+
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_at: dict[str, list[str]] = field(default_factory=dict)
+    filtered: dict[str, int] = field(default_factory=dict)
+    missing_values: dict[str, int] = field(default_factory=dict)
+    records: int = 0
+    blank_lines: int = 0
+
+    def skip(self, reason: str, locations: Sequence[str], n: int | None = None) -> None:
+        count = len(locations) if n is None else n
+        if count <= 0:
+            return
+        self.skipped[reason] = self.skipped.get(reason, 0) + count
+        kept = self.skipped_at.setdefault(reason, [])
+        kept.extend(list(locations[: max(0, KEEP_LOCATIONS - len(kept))]))
+
+    def filter(self, reason: str, n: int) -> None:
+        if n > 0:
+            self.filtered[reason] = self.filtered.get(reason, 0) + int(n)
+
+    def missing(self, field_path: str, n: int) -> None:
+        if n > 0:
+            self.missing_values[field_path] = self.missing_values.get(field_path, 0) + int(n)
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+
+@dataclass
+class RawRecords:
+    """Raw field values of a run of records, as the reader found them (lists, or numpy arrays)."""
+
+    source: str
+    unit: str  # "line", "row", "entry"
+    loc: list[int] = field(default_factory=list)
+    agent: list[Any] = field(default_factory=list)
+    step: list[Any] = field(default_factory=list)
+    action: list[Any] = field(default_factory=list)
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    where: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.loc)
+
+
+@dataclass
+class EventBatch:
+    """Valid events: agent ids, integer steps (binned if the spec bins), actions, numeric fields."""
+
+    agent: np.ndarray
+    step: np.ndarray
+    action: np.ndarray | None
+    values: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.step.shape[0])
+
+
+class StepCoder:
+    """Raw step values → integer steps (the spec's ``[step]``): integers as they are, timestamps binned."""
+
+    def __init__(self, spec: TraceSpec) -> None:
+        st = spec.step
+        self.field = st.field
+        self.binned = st.binned
+        self.unit = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[st.unit]
+        self.numeric_width = isinstance(st.bin, int | float) and not isinstance(st.bin, bool)
+        self.width = float(st.bin) if self.numeric_width else (parse_duration(st.bin) if st.bin else 1.0)
+        self.origin = 0.0
+        if isinstance(st.origin, str):
+            if self.numeric_width:
+                raise TraceSpecError("step.origin is a time but step.bin is a plain number: give a numeric origin")
+            ts = pd.to_datetime(st.origin, utc=True, errors="coerce", format="ISO8601")
+            if pd.isna(ts):
+                raise TraceSpecError(f"step.origin {st.origin!r} is not an ISO-8601 time")
+            self.origin = ts.value / 1e9
+        elif st.origin is not None:
+            self.origin = float(st.origin) * (1.0 if self.numeric_width else self.unit)
+
+    def label(self, step: int) -> Any:
+        """The panel's label of integer step ``step``: the step itself, or the start of its bin."""
+        if not self.binned:
+            return int(step)
+        start = self.origin + step * self.width
+        if self.numeric_width:
+            s = start
+            return int(s) if float(s).is_integer() else float(s)
+        return pd.Timestamp(round(start * 1e6), unit="us", tz="UTC").isoformat().replace("+00:00", "Z")
+
+    def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps int64, missing mask, unusable mask) of the raw values."""
+        arr = np.asarray(raw) if isinstance(raw, np.ndarray) else np.asarray(raw, dtype=object)
+        n = arr.shape[0]
+        if arr.dtype.kind in "iu":
+            num = arr.astype(np.float64)
+            missing = np.zeros(n, dtype=bool)
+            return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False)
+        if arr.dtype.kind == "f":
+            missing = np.isnan(arr)
+            return self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False)
+        if arr.dtype.kind == "M":  # a timestamp column (DuckDB/Arrow): times, whatever the unit
+            arr = arr.astype(object)
+        obj = arr.astype(object)
+        missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or v is _MISSING
+                            or v is pd.NaT for v in obj], dtype=bool)
+        isbool = np.array([isinstance(v, bool | np.bool_) for v in obj], dtype=bool)
+        istime = np.array([isinstance(v, datetime.date | np.datetime64) for v in obj], dtype=bool)
+        num = np.full(n, np.nan)
+        plain = ~(isbool | istime | missing)
+        if plain.any():
+            num[plain] = pd.to_numeric(pd.Series(obj[plain]), errors="coerce").to_numpy(dtype=np.float64,
+                                                                                        na_value=np.nan)
+        from_time = np.zeros(n, dtype=bool)
+        if self.binned and not self.numeric_width:
+            todo = np.isnan(num) & ~missing & ~isbool
+            if todo.any():
+                strs = pd.Series(obj[todo]).astype(str)
+                ts = pd.to_datetime(strs, utc=True, errors="coerce", format="ISO8601")
+                vals = ts.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+                vals[ts.isna().to_numpy()] = np.nan
+                num[todo] = vals / 1e9
+                from_time[todo] = True
+        bad = np.isnan(num) & ~missing
+        return self._finish(num, missing, bad, from_time=from_time)
+
+    def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray]:
+        num = num.copy()
+        num[missing | bad] = 0.0
+        if not self.binned:
+            frac = num != np.floor(num)
+            bad = bad | frac | (np.abs(num) > 2**53)
+            steps = np.where(bad | missing, 0, num).astype(np.int64)
+            return steps, missing, bad
+        seconds = num if self.numeric_width else np.where(from_time, num, num * self.unit)
+        with np.errstate(invalid="ignore", over="ignore"):
+            idx = np.floor((seconds - self.origin) / self.width)
+        bad = bad | ~np.isfinite(idx) | (np.abs(idx) > 2**53)
+        return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad
+
+
+def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(float64 values, missing, unusable) of raw numeric field values (bools count as 0/1)."""
+    if isinstance(raw, np.ndarray) and raw.dtype.kind in "iufb":
+        vals = raw.astype(np.float64)
+        missing = np.isnan(vals) if raw.dtype.kind == "f" else np.zeros(vals.shape[0], dtype=bool)
+        bad = np.isinf(vals)
+        return vals, missing, bad
+    obj = np.asarray(raw, dtype=object)
+    missing = np.array([v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v)) for v in obj],
+                       dtype=bool)
+    conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
+    vals = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce").to_numpy(dtype=np.float64,
+                                                                                 na_value=np.nan)
+    bad = (np.isnan(vals) & ~missing) | np.isinf(vals)
+    return vals, missing, bad
+
+
+class Validator:
+    """:func:`to_batch` with the spec's coders bound once per read."""
+
+    def __init__(self, spec: TraceSpec, tally: Tally) -> None:
+        self.spec = spec
+        self.tally = tally
+        self.steps = StepCoder(spec)
+        self.fields = spec.fields()
+        self.where = {k: {_key(v) for v in vals} for k, vals in spec.where.items()}
+        self.excluded_agents = {_key(v) for v in spec.agent.exclude}
+
+    def refuse(self, raw: RawRecords, mask: np.ndarray, reason: str) -> np.ndarray:
+        """Apply on_bad to the records in ``mask``: raise naming the first, or count them; returns ~mask."""
+        if not mask.any():
+            return ~mask
+        where = np.flatnonzero(mask)
+        locs = [f"{raw.source} {raw.unit} {raw.loc[i]}" for i in where[:KEEP_LOCATIONS]]
+        if self.spec.on_bad == "error":
+            raise TraceRecordError(f"{locs[0]}: {reason} (on_bad = 'skip' in the spec skips and counts such "
+                                   "records)")
+        self.tally.skip(reason, locs, n=int(mask.sum()))
+        return ~mask
+
+    def to_batch(self, raw: RawRecords) -> EventBatch | None:
+        n = len(raw)
+        if n == 0:
+            return None
+        keep = np.ones(n, dtype=bool)
+        for key, allowed in self.where.items():
+            vals = raw.where[key]
+            ok = np.fromiter((_key(v) in allowed for v in vals), dtype=bool, count=n)
+            self.tally.filter(f"{key} not in where", int((keep & ~ok).sum()))
+            keep &= ok
+        agent = np.asarray(raw.agent, dtype=object) if not isinstance(raw.agent, np.ndarray) else raw.agent
+        if agent.dtype == object:
+            amiss = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v))
+                                 or isinstance(v, dict | list) for v in agent), dtype=bool, count=n)
+        else:
+            amiss = np.zeros(n, dtype=bool)
+        keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
+        if self.excluded_agents:
+            ex = np.fromiter((_key(v) in self.excluded_agents for v in agent), dtype=bool, count=n) & keep
+            self.tally.filter("agent excluded", int(ex.sum()))
+            keep &= ~ex
+        steps, smiss, sbad = self.steps.code(raw.step)
+        keep &= self.refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
+        what = ("a timestamp (ISO-8601 text or a number)" if self.steps.binned and not self.steps.numeric_width
+                else "a number" if self.steps.binned else "an integer step")
+        keep &= self.refuse(raw, keep & sbad, f"step field {self.steps.field!r} is not {what}")
+        st = self.spec.step
+        if st.start is not None or st.stop is not None:
+            lo = st.start if st.start is not None else -(2**62)
+            hi = st.stop if st.stop is not None else 2**62
+            out = keep & ((steps < lo) | (steps > hi))
+            self.tally.filter("step outside [step.start, step.stop]", int(out.sum()))
+            keep &= ~out
+        values: dict[str, np.ndarray] = {}
+        for f in self.fields:
+            v, vmiss, vbad = _numeric(raw.values[f])
+            keep &= self.refuse(raw, keep & vbad, f"field {f!r} is not a finite number")
+            values[f] = v
+            self.tally.missing(f, int((keep & vmiss).sum()))
+        action = None
+        if self.spec.action is not None:
+            action = np.array([None if a is None or a is _MISSING else str(a) for a in raw.action], dtype=object)
+            self.tally.missing(self.spec.action.field, int((keep & (action == None)).sum()))  # noqa: E711
+        if keep.all():
+            return EventBatch(agent, steps, action, values)
+        idx = np.flatnonzero(keep)
+        if idx.size == 0:
+            return None
+        return EventBatch(agent[idx], steps[idx], None if action is None else action[idx],
+                          {k: v[idx] for k, v in values.items()})
+
+
+def _key(v: Any) -> str:
+    """A comparable key of a field value (``where`` lists, excluded agents): ints and their text agree."""
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def split_path(path: str) -> tuple[str, ...]:
+    """A field path's keys (``"resource/agent.id"`` → ``("resource", "agent.id")``)."""
+    return tuple(path.split("/"))
+
+
+def get_path(record: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in nested mappings (``_MISSING`` where a key is absent)."""
+    cur = record
+    for key in path:
+        if isinstance(cur, dict):
+            cur = cur.get(key, _MISSING)
+            if cur is _MISSING:
+                return _MISSING
+        else:
+            return _MISSING
+    return cur
+
+
+MISSING = _MISSING
+
+__all__ = ["KEEP_LOCATIONS", "MISSING", "EventBatch", "RawRecords", "StepCoder", "Tally", "Validator", "get_path",
+           "split_path"]

@@ -1,0 +1,47 @@
+"""The format registry with the built-in readers loaded: look a reader up by name, or detect a trace's format."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aumann.data.traces import concordia, oasis, otel, table  # noqa: F401  (each registers its reader)
+from aumann.data.traces.base import TraceReader, registered
+
+_FORMATS = registered()
+
+
+def reader_class(name: str) -> type[TraceReader]:
+    from aumann.errors import TraceSpecError
+
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        raise TraceSpecError(f"unknown trace format {name!r}; known formats: {sorted(_FORMATS)}") from None
+
+
+def format_names() -> list[str]:
+    return sorted(_FORMATS)
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The format of ``path`` (first registered reader whose ``sniff`` says yes; built-ins in the order
+    oasis, otel, concordia, table).
+
+    Raises:
+        TraceFormatError: nothing recognises it (the message says what was looked at).
+    """
+    from aumann.errors import TraceFormatError
+
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(f"trace {str(p)!r} does not exist")
+    for name, cls in sorted(_FORMATS.items(), key=lambda kv: kv[0] == "table"):  # the catch-all last
+        if cls.sniff(p):
+            return name
+    raise TraceFormatError(f"cannot tell the format of {str(p)!r}: not an SQLite database with a trace table "
+                           "(OASIS), OpenTelemetry JSONL spans, a Concordia structured log (JSON with 'entries'), "
+                           "nor a CSV/Parquet/JSONL table; name it with format = '...' in a spec")
+
+
+__all__ = ["detect_format", "format_names", "reader_class"]

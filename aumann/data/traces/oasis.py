@@ -1,0 +1,231 @@
+"""OASIS (camel-ai/oasis): the SQLite database a simulation writes.
+
+Schema (``oasis/social_platform/schema/trace.sql`` at camel-ai/oasis 46cdc8d)::
+
+    CREATE TABLE trace (user_id INTEGER, created_at DATETIME, action TEXT, info TEXT, ...)
+
+Every platform action calls ``PlatformUtils._record_trace`` (``platform_utils.py``), which inserts
+``(user_id, current_time, action_type, json.dumps(action_info))``. ``current_time`` is
+``Clock.get_time_step()`` — ``str(time_step)``, stored as an INTEGER by the column's NUMERIC affinity
+— on the Twitter recsys, and ``Clock.time_transfer(now, start_time)`` (a ``datetime``, stored as ISO
+text) on Reddit; ``OasisEnv.step`` increments ``time_step`` after each step (Twitter only). The
+``follow`` table holds ``(follower_id, followee_id, created_at)`` (rows are deleted on ``unfollow``).
+
+The reader scans ``trace`` in rowid (insertion) order through :mod:`sqlite3` in read-only mode, a
+``batch_size`` of rows at a time (``info`` is parsed as JSON only where the spec reads a key of it),
+and names the rowid of any record it refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
+from aumann.data.traces.spec import EdgesSpec
+from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
+
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@register_format
+class OasisReader(TraceReader):
+    """OASIS's SQLite trace database (see the module docstring)."""
+
+    name = "oasis"
+    unit = "row"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        if not path.is_file():
+            return False
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(16) == _MAGIC
+        except OSError:
+            return False
+
+    def _connect(self) -> sqlite3.Connection:
+        p = self.path
+        if not p.is_file():
+            raise TraceFormatError(f"OASIS database {str(p)!r} does not exist" if not p.exists()
+                                   else f"OASIS database {str(p)!r} is not a file")
+        with open(p, "rb") as fh:
+            head = fh.read(100)
+        if head[:16] != _MAGIC:
+            raise TraceFormatError(f"{str(p)!r} is not an SQLite database (its first bytes are {head[:16]!r})")
+        try:
+            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{str(p)!r} cannot be read as SQLite: {exc} (a truncated or damaged file?)") \
+                from exc
+        self.bytes = p.stat().st_size
+        return con
+
+    def _columns(self, con: sqlite3.Connection, table: str) -> list[str]:
+        try:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{str(self.path)!r}: cannot read the schema: {exc}") from exc
+        if table not in tables:
+            raise TraceSchemaError(f"{str(self.path)!r} has no table {table!r} (an OASIS run writes 'trace'); its "
+                                   f"tables are {sorted(tables)}")
+        return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
+
+    def batches(self, validator: Validator) -> Iterator[EventBatch]:
+        spec = self.spec
+        table = spec.table or "trace"
+        con = self._connect()
+        try:
+            cols = self._columns(con, table)
+            paths = {"agent": split_path(spec.agent.field), "step": split_path(spec.step.field)}
+            if spec.action is not None:
+                paths["action"] = split_path(spec.action.field)
+            fields = {f: split_path(f) for f in validator.fields}
+            wheres = {w: split_path(w) for w in validator.where}
+            needed = {p[0] for p in [*paths.values(), *fields.values(), *wheres.values()]}
+            missing = sorted(needed - set(cols))
+            if missing:
+                raise TraceSchemaError(f"{str(self.path)!r}: table {table!r} has no column(s) {missing}; its columns "
+                                       f"are {cols}")
+            for name, p in [*fields.items()]:
+                if p[0] == "len:" or name.startswith("len:"):
+                    raise TraceSpecError(f"field {name!r}: len: applies to Concordia logs only")
+            order = sorted(needed)
+            pos = {c: i + 1 for i, c in enumerate(order)}
+            self._check_step_kind(con, table, paths["step"])
+            self.total = int(con.execute(f"SELECT coalesce(max(rowid), 0) FROM {_quote(table)}").fetchone()[0])
+            sql = f"SELECT rowid, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+            cur = con.execute(sql)
+            yield from self._scan(cur, pos, paths, fields, wheres, validator)
+        finally:
+            con.close()
+
+    def _check_step_kind(self, con: sqlite3.Connection, table: str, step: tuple[str, ...]) -> None:
+        """A default (integer-step) spec on a Reddit-mode database: say what to do before reading it all."""
+        if self.spec.step.binned or len(step) != 1:
+            return
+        try:
+            row = con.execute(f"SELECT rowid, {_quote(step[0])}, typeof({_quote(step[0])}) FROM {_quote(table)} "
+                              f"WHERE typeof({_quote(step[0])}) = 'text' LIMIT 1").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
+        if row is not None:
+            raise TraceRecordError(f"{self.path!s} row {row[0]}: {step[0]} holds {row[1]!r}, a timestamp, not an "
+                                   "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
+                                   "--bin 1h (or [step] bin = '1h' in a spec)")
+
+    def _scan(self, cur: sqlite3.Cursor, pos: dict[str, int], paths: dict[str, tuple[str, ...]],
+              fields: dict[str, tuple[str, ...]], wheres: dict[str, tuple[str, ...]],
+              validator: Validator) -> Iterator[EventBatch]:
+        size = self.spec.batch_size
+        last = 0
+
+        def value(row: tuple[Any, ...], p: tuple[str, ...], json_cache: dict[str, Any]) -> Any:
+            v = row[pos[p[0]]]
+            if len(p) == 1:
+                return v
+            doc = json_cache.get(p[0], MISSING)
+            if doc is MISSING:
+                try:
+                    doc = json.loads(v) if isinstance(v, str | bytes) else None
+                except ValueError:
+                    doc = MISSING
+                json_cache[p[0]] = doc
+            if doc is MISSING:
+                return _BAD_JSON
+            return get_path(doc, p[1:])
+
+        while True:
+            try:
+                rows = cur.fetchmany(size)
+            except sqlite3.DatabaseError as exc:
+                raise TraceFormatError(f"{str(self.path)!r}: reading stopped after row {last}: {exc} (a truncated "
+                                       "or damaged database?)") from exc
+            if not rows:
+                return
+            validator.tally.records += len(rows)
+            last = self.done = rows[-1][0]
+            raw = RawRecords(str(self.path), self.unit)
+            simple = all(len(p) == 1 for p in [*paths.values(), *fields.values(), *wheres.values()])
+            if simple:
+                cols = list(zip(*rows))
+                raw.loc = list(cols[0])
+                raw.agent = _column(cols[pos[paths["agent"][0]]])
+                raw.step = _column(cols[pos[paths["step"][0]]])
+                raw.action = list(cols[pos[paths["action"][0]]]) if "action" in paths else [None] * len(rows)
+                raw.values = {f: _column(cols[pos[p[0]]]) for f, p in fields.items()}
+                raw.where = {w: list(cols[pos[p[0]]]) for w, p in wheres.items()}
+            else:
+                raw.values = {f: [] for f in fields}
+                raw.where = {w: [] for w in wheres}
+                for row in rows:
+                    cache: dict[str, Any] = {}
+                    vals = {f: value(row, p, cache) for f, p in fields.items()}
+                    whs = {w: value(row, p, cache) for w, p in wheres.items()}
+                    got = [value(row, paths["agent"], cache), value(row, paths["step"], cache),
+                           value(row, paths["action"], cache) if "action" in paths else None]
+                    if any(v is _BAD_JSON for v in [*got, *vals.values(), *whs.values()]):
+                        bad = next(c for c in cache if cache[c] is MISSING)
+                        validator.refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
+                                          f"column {bad!r} is not valid JSON")
+                        continue
+                    raw.loc.append(row[0])
+                    raw.agent.append(got[0])
+                    raw.step.append(got[1])
+                    raw.action.append(got[2])
+                    for f in fields:
+                        raw.values[f].append(vals[f])
+                    for w in wheres:
+                        raw.where[w].append(whs[w])
+            b = validator.to_batch(raw)
+            if b is not None:
+                yield b
+
+    def edges(self, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
+        if edges.table is None:
+            return super().edges(edges, ids, coder)
+        con = self._connect()
+        try:
+            cols = self._columns(con, edges.table)
+            need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
+            missing = [c for c in need if c not in cols]
+            if missing:
+                raise TraceSchemaError(f"{str(self.path)!r}: edge table {edges.table!r} has no column(s) {missing}; "
+                                       f"its columns are {cols}")
+            rows = con.execute(f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: {exc}") from exc
+        finally:
+            con.close()
+        from aumann.data.traces.edges import edge_positions
+
+        cols_ = list(zip(*rows)) if rows else [[], [], []]
+        return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder,
+                              f"{self.path} table {edges.table}")
+
+
+_BAD_JSON = object()  # a JSON column that does not parse
+
+
+def _column(values: tuple[Any, ...]) -> Any:
+    """A fetched column as an int64 array when every value is an int (the fast path, in C), else a list."""
+    try:
+        arr = np.array(values)
+    except (ValueError, OverflowError):
+        return list(values)
+    return arr.astype(np.int64, copy=False) if arr.dtype.kind in "iu" and arr.ndim == 1 else list(values)
+
+
+__all__ = ["OasisReader"]

@@ -1,0 +1,285 @@
+"""OpenTelemetry spans as JSON lines: one file, or a directory of shards, streamed line by line.
+
+Three line shapes are read and normalised into one flat span record
+(``resource/…``, ``scope/…``, ``trace_id``, ``span_id``, ``parent_span_id``, ``name``, ``kind``,
+``start_time_unix_nano``, ``end_time_unix_nano``, ``duration_ns``, ``status/code``, ``attributes/…``):
+
+* **AgentSociety 2** (``agentsociety2/trace/sharded_writer.py``, ``JsonlTraceWriter.end_span``, package
+  agentsociety2 2.9.2): one span per line, ``{"resource": {"service.name", "agent.id"}, "scope",
+  "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_unix_nano",
+  "end_time_unix_nano", "status": {"code", "message"}, "attributes": {...}, "events"}``, sharded over
+  at most 256 files ``<run>/trace/trace_<trace_id[:2]>.jsonl`` (``ShardedAppendSink``);
+* **OTLP/JSON** (the OpenTelemetry protocol's JSON encoding, as the Collector's file exporter writes
+  it): one ``{"resourceSpans": [{"resource": {"attributes": [...]}, "scopeSpans": [{"scope", "spans":
+  [...]}]}]}`` per line, attributes as ``{"key", "value": {"stringValue" | "intValue" | ...}}`` lists,
+  ids in hex, times as decimal strings;
+* **the Python SDK's** ``ReadableSpan.to_json(indent=None)``: ``{"name", "context": {"trace_id",
+  "span_id"}, "parent_id", "start_time", "end_time", "attributes", "resource": {"attributes"}}``.
+
+Lines are decoded one at a time (memory: one line plus the spans awaiting their trace's step under
+``step.inherit = "trace"``); a line that is not JSON is refused naming its file and line number (or,
+with ``on_bad = "skip"``, counted). Gzipped files (``.gz``) are read as they stream.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
+from aumann.errors import TraceFormatError, TraceSpecError
+
+_SPAN_KEYS = ("span_id", "spanId", "resourceSpans", "trace_id", "traceId", "context")
+_EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+MAX_LINE = 64 * 2**20
+
+
+def span_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_EXT))
+    return [path] if path.is_file() else []
+
+
+def _open(p: Path):
+    """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named)."""
+    if p.name.lower().endswith(".gz"):
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    return open(p, encoding="utf-8", errors="replace")
+
+
+def _first_line(p: Path) -> str:
+    try:
+        with _open(p) as fh:
+            for line in fh:
+                if line.strip():
+                    return line[:MAX_LINE]
+    except (OSError, EOFError):
+        return ""
+    return ""
+
+
+def looks_like_span(line: str | bytes) -> bool:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(rec, dict) and any(k in rec for k in _SPAN_KEYS) and ("name" in rec or "resourceSpans" in rec)
+
+
+def _otlp_value(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return v
+    for k in ("stringValue", "boolValue", "doubleValue"):
+        if k in v:
+            return v[k]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return v["intValue"]
+    if "arrayValue" in v:
+        return [_otlp_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return _otlp_attrs((v["kvlistValue"] or {}).get("values", []))
+    return None
+
+
+def _otlp_attrs(items: Any) -> dict[str, Any]:
+    if isinstance(items, dict):
+        return items
+    out: dict[str, Any] = {}
+    for kv in items or []:
+        if isinstance(kv, dict) and "key" in kv:
+            out[str(kv["key"])] = _otlp_value(kv.get("value"))
+    return out
+
+
+def _int(v: Any) -> Any:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The flat span records of one decoded line (several for an OTLP envelope)."""
+    if "resourceSpans" in rec:
+        out = []
+        for rs in rec.get("resourceSpans") or []:
+            res = _otlp_attrs(((rs or {}).get("resource") or {}).get("attributes"))
+            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
+                scope = (ss or {}).get("scope") or (ss or {}).get("instrumentationLibrary") or {}
+                for sp in (ss or {}).get("spans") or []:
+                    if not isinstance(sp, dict):
+                        continue
+                    start, end = _int(sp.get("startTimeUnixNano")), _int(sp.get("endTimeUnixNano"))
+                    out.append({
+                        "resource": res, "scope": scope, "trace_id": sp.get("traceId"), "span_id": sp.get("spanId"),
+                        "parent_span_id": sp.get("parentSpanId") or None, "name": sp.get("name"),
+                        "kind": sp.get("kind"), "start_time_unix_nano": start, "end_time_unix_nano": end,
+                        "status": sp.get("status") or {}, "attributes": _otlp_attrs(sp.get("attributes")),
+                        "events": sp.get("events") or []})
+        return out
+    if "context" in rec and "span_id" not in rec:  # the Python SDK's ReadableSpan.to_json()
+        ctx = rec.get("context") or {}
+        res = rec.get("resource") or {}
+        return [{"resource": res.get("attributes", {}) if isinstance(res, dict) else {},
+                 "trace_id": ctx.get("trace_id"), "span_id": ctx.get("span_id"),
+                 "parent_span_id": rec.get("parent_id"), "name": rec.get("name"), "kind": rec.get("kind"),
+                 "start_time": rec.get("start_time"), "end_time": rec.get("end_time"),
+                 "status": rec.get("status") or {}, "attributes": rec.get("attributes") or {},
+                 "events": rec.get("events") or []}]
+    return [rec]
+
+
+@register_format
+class OtelReader(TraceReader):
+    """OpenTelemetry JSONL spans (see the module docstring)."""
+
+    name = "otel"
+    unit = "line"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        files = span_files(path)
+        return bool(files) and looks_like_span(_first_line(files[0]))
+
+    def batches(self, validator: Validator) -> Iterator[EventBatch]:
+        spec = self.spec
+        files = span_files(self.path)
+        if not files:
+            raise TraceFormatError(f"no span files (*.jsonl) at {str(self.path)!r}")
+        self.sources = [str(f) for f in files]
+        self.bytes = self.total = sum(f.stat().st_size for f in files)
+        for f in validator.fields:
+            if f.startswith("len:"):
+                raise TraceSpecError(f"field {f!r}: len: applies to Concordia logs only")
+        p_agent, p_step = split_path(spec.agent.field), split_path(spec.step.field)
+        p_action = split_path(spec.action.field) if spec.action is not None else None
+        p_fields = [(f, split_path(f)) for f in validator.fields]
+        p_where = [(w, split_path(w)) for w in validator.where]
+        inherit = spec.step.inherit == "trace"
+        trace_step: dict[Any, Any] = {}
+        pending: dict[Any, list[tuple[Any, ...]]] = {}
+        tally = validator.tally
+        size = spec.batch_size
+
+        def fresh(src: str) -> RawRecords:
+            return RawRecords(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where})
+
+        def push(raw: RawRecords, item: tuple[Any, ...]) -> None:
+            loc, agent, step, action, vals, whs = item
+            raw.loc.append(loc)
+            raw.agent.append(agent)
+            raw.step.append(step)
+            raw.action.append(action)
+            for (f, _), v in zip(p_fields, vals):
+                raw.values[f].append(v)
+            for (w, _), v in zip(p_where, whs):
+                raw.where[w].append(v)
+
+        def getter(p: tuple[str, ...]):
+            if p == ("duration_ns",):
+                def duration(span: dict[str, Any]) -> Any:
+                    s, e = span.get("start_time_unix_nano"), span.get("end_time_unix_nano")
+                    return e - s if isinstance(s, int) and isinstance(e, int) else MISSING
+                return duration
+            if len(p) == 1:
+                k0 = p[0]
+                return lambda span: span.get(k0, MISSING)
+            if len(p) == 2:
+                k0, k1 = p
+
+                def two(span: dict[str, Any]) -> Any:
+                    d = span.get(k0)
+                    return d.get(k1, MISSING) if isinstance(d, dict) else MISSING
+                return two
+            return lambda span: get_path(span, p)
+
+        g_agent, g_step = getter(p_agent), getter(p_step)
+        g_action = getter(p_action) if p_action is not None else (lambda span: None)
+        g_fields = [getter(p) for _, p in p_fields]
+        g_where = [getter(p) for _, p in p_where]
+
+        for fpath in files:
+            raw = fresh(str(fpath))
+            try:
+                fh = _open(fpath)
+            except OSError as exc:
+                raise TraceFormatError(f"cannot open {str(fpath)!r}: {exc}") from exc
+            with fh:
+                lineno = 0
+                while True:
+                    try:
+                        line = fh.readline(MAX_LINE + 1)
+                    except (OSError, EOFError) as exc:  # a truncated gzip stream
+                        raise TraceFormatError(f"{fpath} line {lineno + 1}: cannot read on: {exc}") from exc
+                    if not line:
+                        break
+                    lineno += 1
+                    self.done += len(line)
+                    if len(line) > MAX_LINE:
+                        raise TraceFormatError(f"{fpath} line {lineno}: longer than {MAX_LINE >> 20} MiB")
+                    if not line.strip():
+                        tally.blank_lines += 1
+                        continue
+                    tally.records += 1
+                    try:
+                        rec = json.loads(line)
+                        if not isinstance(rec, dict):
+                            raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                    except ValueError as exc:
+                        msg = f"{fpath} line {lineno}: not a JSON object ({str(exc)[:120]})"
+                        if spec.on_bad == "error":
+                            raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
+                        tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
+                        continue
+                    spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
+                    for span in spans:
+                        step = g_step(span)
+                        item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
+                                [g(span) for g in g_where])
+                        if inherit:
+                            tid = span.get("trace_id")
+                            if step is MISSING or step is None:
+                                known = trace_step.get(tid, MISSING) if tid is not None else MISSING
+                                if known is MISSING:
+                                    if tid is None:
+                                        tally.skip(f"no step: the span has no {spec.step.field!r} and no trace_id",
+                                                   [f"{fpath} line {lineno}"])
+                                    else:
+                                        pending.setdefault(tid, []).append((str(fpath), item))
+                                    continue
+                                item = (*item[:2], known, *item[3:])
+                            elif tid is not None and tid not in trace_step:
+                                trace_step[tid] = step
+                                for src, waiting in pending.pop(tid, []):
+                                    w = (*waiting[:2], step, *waiting[3:])
+                                    if src == str(fpath):
+                                        push(raw, w)
+                                    else:
+                                        r2 = fresh(src)
+                                        push(r2, w)
+                                        b2 = validator.to_batch(r2)
+                                        if b2 is not None:
+                                            yield b2
+                        push(raw, item)
+                    if len(raw.loc) >= size:
+                        b = validator.to_batch(raw)
+                        if b is not None:
+                            yield b
+                        raw = fresh(str(fpath))
+            b = validator.to_batch(raw)
+            if b is not None:
+                yield b
+        if pending:
+            n = sum(len(v) for v in pending.values())
+            locs = [f"{src} line {it[0]}" for v in list(pending.values())[:5] for src, it in v[:1]]
+            tally.skip(f"no step: neither the span nor any span of its trace has {spec.step.field!r}", locs, n=n)
+
+
+__all__ = ["OtelReader", "normalise", "span_files"]

@@ -1,0 +1,178 @@
+"""``read_trace``: an event log in, a :class:`~aumann.panel.Panel` and a report of what was read out."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aumann.data.traces.builder import PanelBuilder
+from aumann.data.traces.events import Tally, Validator
+from aumann.data.traces.formats import detect_format, reader_class
+from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
+from aumann.errors import TraceError, TraceSpecError
+from aumann.progress import progress_bar
+
+
+@dataclass
+class TraceReport:
+    """What a read did: records read, events used, what was skipped (by reason, first locations) or
+    filtered, the panel's size, and how fast."""
+
+    format: str
+    sources: list[str]
+    spec: dict[str, Any]
+    spec_source: str
+    records: int = 0
+    events: int = 0
+    events_in_features: int = 0
+    blank_lines: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_at: dict[str, list[str]] = field(default_factory=dict)
+    filtered: dict[str, int] = field(default_factory=dict)
+    missing_values: dict[str, int] = field(default_factory=dict)
+    agents: int = 0
+    steps: int = 0
+    features: list[str] = field(default_factory=list)
+    alive_fraction: float = 1.0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    @property
+    def events_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["n_skipped"] = self.n_skipped
+        d["events_per_second"] = self.events_per_second
+        return d
+
+    def lines(self) -> list[str]:
+        """A short human summary (the CLI prints it)."""
+        out = [f"{self.format} trace: {self.records:,} record(s) read, {self.events:,} event(s) used, "
+               f"{self.n_skipped:,} skipped, {sum(self.filtered.values()):,} filtered "
+               f"({self.events_per_second:,.0f} records/s)",
+               f"panel: {self.steps} step(s) × {self.agents:,} agent(s) × {len(self.features)} feature(s); "
+               f"alive {100 * self.alive_fraction:.1f}% of agent-steps"]
+        for reason, n in sorted(self.skipped.items(), key=lambda kv: -kv[1]):
+            at = self.skipped_at.get(reason) or []
+            out.append(f"  skipped {n:,}: {reason}" + (f" (first: {at[0]})" if at else ""))
+        for reason, n in sorted(self.filtered.items(), key=lambda kv: -kv[1]):
+            out.append(f"  filtered {n:,}: {reason}")
+        return out
+
+
+@dataclass
+class TraceRead:
+    """The panel built from a trace and the report of the read."""
+
+    panel: Any
+    report: TraceReport
+
+
+def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
+                 bin: str | None = None, on_bad: str | None = None) -> tuple[str, TraceSpec, str]:
+    """(format, spec, where the spec came from) for a trace: the given spec, else the format's default.
+
+    ``bin`` / ``on_bad`` override the spec's ``step.bin`` / ``on_bad`` (the CLI's ``--bin`` / ``--skip-bad``).
+    """
+    if spec is not None:
+        sp = load_spec(spec)
+        source = str(spec) if isinstance(spec, str | os.PathLike) else "given"
+    else:
+        sp, source = None, "default"
+    fmt = format or (sp.format if sp is not None else None) or detect_format(path)
+    reader_class(fmt)  # unknown names fail here
+    if sp is None:
+        sp = default_spec(fmt)
+        source = f"default ({fmt})"
+    elif sp.format is not None and sp.format != fmt:
+        raise TraceSpecError(f"the spec is for format {sp.format!r} but the trace was read as {fmt!r}")
+    if bin is not None or on_bad is not None:
+        data = sp.model_dump()
+        if bin is not None:
+            data["step"]["bin"] = bin
+        if on_bad is not None:
+            data["on_bad"] = on_bad
+        sp = TraceSpec.model_validate(data)
+    return fmt, sp, source
+
+
+def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
+               bin: str | None = None, on_bad: str | None = None, progress: bool = False) -> TraceRead:
+    """Read an event log into a panel by a spec.
+
+    Args:
+        path: an OASIS SQLite database, an OpenTelemetry JSONL file or directory of shards, a Concordia
+            structured log (JSON), or a CSV/Parquet/JSONL long table (file, directory or glob).
+        spec: a :class:`TraceSpec`, a dict, or a TOML file; default: the detected format's built-in spec
+            (``configs/traces/<format>.toml``; long tables have none).
+        format: the format's name (default: the spec's, else detected).
+        bin: override ``step.bin`` (e.g. ``"1h"``: bin timestamps into hours).
+        on_bad: override ``on_bad`` (``"error"`` or ``"skip"``).
+        progress: show a progress bar on stderr (rows of a database, bytes of span files and logs).
+
+    Returns:
+        :class:`TraceRead` with ``panel`` (steps × agents × features, ``alive`` for agents that have not
+        appeared yet or have left) and ``report`` (:class:`TraceReport`).
+
+    Raises:
+        TraceFormatError: the trace cannot be read (names the file and line/row).
+        TraceSchemaError: it lacks the table/columns/fields the spec names.
+        TraceRecordError: a record with a missing or unusable field under ``on_bad = "error"``.
+        TraceSpecError: an invalid spec.
+        TraceError: nothing usable, or limits (max_agents, max_steps, max_cells) exceeded.
+    """
+    t0 = time.perf_counter()
+    p = Path(path)
+    fmt, sp, source = resolve_spec(p, spec, format=format, bin=bin, on_bad=on_bad)
+    reader = reader_class(fmt)(p, sp)
+    tally = Tally()
+    validator = Validator(sp, tally)
+    builder = PanelBuilder(sp)
+    bar, shown = None, 0
+    try:
+        for batch in reader.batches(validator):
+            builder.add(batch)
+            if progress and bar is None and reader.total > 0:
+                bar = progress_bar(True, reader.total, f"read {fmt} trace", minimum=1)
+            if bar is not None:
+                bar.advance(reader.done - shown)
+                shown = reader.done
+    finally:
+        if bar is not None:
+            bar.stop()
+    report = TraceReport(format=fmt, sources=reader.sources, spec=sp.model_dump(mode="json"), spec_source=source)
+    _copy_tally(report, tally)
+    report.events = builder.events
+    report.events_in_features = builder.used
+    report.bytes = reader.bytes
+    if builder.events == 0:
+        detail = "; ".join(report.lines()[2:]) or "the trace holds no records"
+        raise TraceError(f"{str(p)!r}: no usable events ({tally.records:,} record(s) read): {detail}")
+    meta = {"source": "trace", "trace_format": fmt, "trace": str(p), "spec_source": source, "synthetic": False,
+            "real_people": sp.real_people}
+    panel = builder.finish(edges=reader.edges, meta=meta)
+    report.agents, report.steps, report.features = panel.N, panel.T, list(panel.features)
+    report.alive_fraction = 1.0 if panel.alive is None else float(panel.alive.mean())
+    report.seconds = time.perf_counter() - t0
+    return TraceRead(panel, report)
+
+
+def _copy_tally(report: TraceReport, tally: Tally) -> None:
+    report.records = tally.records
+    report.blank_lines = tally.blank_lines
+    report.skipped = dict(tally.skipped)
+    report.skipped_at = {k: list(v) for k, v in tally.skipped_at.items()}
+    report.filtered = dict(tally.filtered)
+    report.missing_values = dict(tally.missing_values)
+
+
+__all__ = ["TraceRead", "TraceReport", "read_trace", "resolve_spec"]

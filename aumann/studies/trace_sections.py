@@ -1,0 +1,102 @@
+"""The parts of an ``aumann attribute --trace`` page that a saved panel does not have.
+
+* what was read: the format, files, records, events used, what was skipped (by reason, with the first
+  locations) or filtered, the spec and the alive rule's effect;
+* the deletion study, the masking game only, with the reason (a log cannot be re-simulated): the
+  deletion curve of the Aumann–Shapley ordering against random orderings, ``deletion_auc`` and
+  ``drop_at_k`` (``deletion_masking.json``);
+* for real people, a note that agents are opaque indices with activity tiers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aumann.studies.charts import Charts, Line
+from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, fmt
+from aumann.studies.sections import read_json
+
+
+def trace_cards(d: Path, manifest: dict[str, Any]) -> list[Card]:
+    dele = manifest.get("deletion")
+    tr = manifest.get("trace") or {}
+    cards = [Card("Trace", f"{tr.get('format', '?')}: {int(tr.get('records') or 0):,} records",
+                  f"{int(tr.get('n_skipped') or 0):,} skipped · {int(tr.get('agents') or 0):,} agents × "
+                  f"{int(tr.get('steps') or 0)} steps")]
+    if dele:
+        cards.append(Card("Deletion AUC (masking)", fmt(dele.get("deletion_auc"), 3),
+                          f"random orderings: {fmt(dele.get('deletion_auc_random'), 3)}"))
+    return cards
+
+
+def trace_who_note(manifest: dict[str, Any]) -> list[Any]:
+    if not manifest.get("real_people"):
+        return []
+    return [Note("This trace records real people: agents are opaque indices 0 … N−1 (real ids leave only with "
+                 "`--export-identifiers`), grouped into activity tiers whose shares R_G are shown below.", "info")]
+
+
+def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bool = True,
+                 synthetic: bool = False) -> list[Any]:
+    """The "How sure" blocks of a trace run: what was read, and the masking deletion study."""
+    tr = manifest.get("trace") or {}
+    blocks: list[Any] = []
+    srcs = tr.get("sources") or []
+    items: list[tuple[str, Any]] = [
+        ("format", tr.get("format")), ("spec", tr.get("spec_source")),
+        ("files", f"{len(srcs)}: {srcs[0]}" + (" …" if len(srcs) > 1 else "") if srcs else "–"),
+        ("records read", f"{int(tr.get('records') or 0):,}"),
+        ("events used", f"{int(tr.get('events') or 0):,} ({int(tr.get('events_in_features') or 0):,} feed features)"),
+        ("skipped", f"{int(tr.get('n_skipped') or 0):,}"),
+        ("filtered", f"{sum((tr.get('filtered') or {}).values()):,}"),
+        ("panel", f"{tr.get('steps')} steps × {int(tr.get('agents') or 0):,} agents × "
+                  f"{len(tr.get('features') or [])} features"),
+        ("alive", f"{100 * float(tr.get('alive_fraction') or 0):.1f}% of agent-steps"),
+        ("read at", f"{float(tr.get('events_per_second') or 0):,.0f} records/s")]
+    blocks.append(KeyValues(items, caption="What the trace held"))
+    rows = [["skipped", r, n, "; ".join((tr.get("skipped_at") or {}).get(r, [])[:3])]
+            for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]
+    rows += [["filtered", r, n, ""] for r, n in sorted((tr.get("filtered") or {}).items(), key=lambda kv: -kv[1])]
+    rows += [["missing value", f, n, ""] for f, n in sorted((tr.get("missing_values") or {}).items())]
+    if rows:
+        blocks.append(Table(["", "reason", "records", "first locations"], rows, caption="Records not used as read",
+                            id="trace-skips"))
+    else:
+        blocks.append(Note("Every record was used: nothing skipped, filtered or missing.", "info"))
+    dele_path = d / "deletion_masking.json"
+    if not dele_path.is_file():
+        blocks.append(Note("No deletion study (`--no-deletion`); a trace allows the masking game only: a log cannot "
+                           "be re-simulated.", "skipped"))
+        return blocks
+    study = read_json(dele_path, "deletion study")
+    ours, rnd = study.get("aumann_shapley") or {}, study.get("random") or {}
+    blocks.append(Text(f"**Deletion: the masking game only.** {study.get('why', '')} At t* = step "
+                       f"{study.get('step')} the top k of {study.get('living')} living agents by φ at t* are deleted "
+                       f"for k = 1 … {study.get('k_del')}; random: the mean over {study.get('orderings')} random "
+                       "orderings."))
+    k = study.get("k_drop")
+    blocks.append(Table(["ordering", "deletion_auc", f"drop_at_{k} (%)"],
+                        [["Aumann–Shapley (φ at t*)", ours.get("deletion_auc"), ours.get("drop_at_k")],
+                         ["random", rnd.get("deletion_auc"), rnd.get("drop_at_k")]],
+                        caption=f"Masking deletion at t* (f = {fmt(study.get('f'))})", id="deletion-masking"))
+    if plots and ours.get("relative_drop"):
+        ks = list(range(1, len(ours["relative_drop"]) + 1))
+
+        def ys(v: list[Any]) -> list[float]:
+            return [float("nan") if x is None else float(x) for x in v]
+
+        blocks.append(charts.lines("Masking deletion curve at t*", [
+            Line("Aumann–Shapley", ks, ys(ours["relative_drop"]), width=2.2, markers=len(ks) <= 40),
+            Line("random", ks, ys(rnd.get("relative_drop") or []), dash=True, color="#444444")],
+            xlabel="agents deleted (k)", ylabel="(f − f_k) / f", integer_x=True, synthetic=synthetic,
+            caption="Relative drop of the indicator at t* as the top-k agents' recorded features are masked to the "
+                    "baseline (higher and earlier: the ranking found the agents that carry f)."))
+    deleted = ours.get("deleted") or []
+    if deleted:
+        blocks.append(Details("Agents deleted, in order", [Text(", ".join(str(x) for x in deleted[:50])
+                                                                + (" …" if len(deleted) > 50 else ""))]))
+    return blocks
+
+
+__all__ = ["trace_blocks", "trace_cards", "trace_who_note"]

@@ -1,0 +1,162 @@
+"""``aumann attribute --trace``: end to end on every sample, the Python API giving the same Attribution, the
+report's trace sections (masking game only, and why), spec validation, and the docs' commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.attribution import Attribution, AumannShapley, attribute, indicators
+from aumann.cli import main
+from aumann.data.traces import TraceSpec, default_spec, load_spec, read_trace
+from aumann.errors import TraceSpecError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "traces.md"
+
+CASES = {
+    "oasis": ([str(DATA / "oasis_twitter.db")], {}),
+    "oasis_reddit": ([str(DATA / "oasis_reddit.db"), "--bin", "1h"], {"bin": "1h"}),
+    "agentsociety2": ([str(DATA / "agentsociety2_run" / "trace")], {}),
+    "concordia": ([str(DATA / "concordia_log.json")], {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cli_equals_python_api(tmp_path, name):
+    args, kw = CASES[name]
+    out = tmp_path / name
+    cli = ["attribute", "--trace", args[0], *args[1:], "--indicator", "lin", "--out", str(out), "--static"]
+    assert main(cli) == 0
+    for f in ("attribution.npz", "panel.npz", "trace_report.json", "deletion_masking.json", "deletion_masking.csv",
+              "top_agents.csv", "summary.json", "manifest.json", "report.html", "report.md"):
+        assert (out / f).is_file(), f
+    panel = read_trace(args[0], **kw).panel
+    api = attribute(indicators.get("lin"), panel, method=AumannShapley(steps=30))
+    got = Attribution.load(out / "attribution.npz")
+    np.testing.assert_array_equal(got.phi, api.phi)
+    np.testing.assert_array_equal(got.delta_v, api.delta_v)
+    assert got.agent_ids.tolist() == api.agent_ids.tolist()
+    md = (out / "report.md").read_text()
+    assert "## Who drove it" in md and "## When did it turn" in md
+    assert "Deletion: the masking game only." in md and "A log cannot be re-simulated" in md
+    assert "What the trace held" in md
+    study = json.loads((out / "deletion_masking.json").read_text())
+    assert study["game"] == "masking" and len(study["aumann_shapley"]["relative_drop"]) == study["k_del"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trace"]["format"] == json.loads((out / "trace_report.json").read_text())["format"]
+
+
+def test_cli_table_with_spec_and_features(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "table"\n[agent]\nfield = "agent"\n[step]\nfield = "tick"\n[action]\nfield = "action"\n'
+                    '[[features]]\nkind = "count_each"\n[[features]]\nkind = "sum"\nname = "amount"\n'
+                    'field = "amount"\n')
+    out = tmp_path / "o"
+    assert main(["attribute", "--trace", str(DATA / "events.csv"), "--spec", str(spec), "--features", "amount",
+                 "--indicator", "gini", "--out", str(out), "--no-report"]) == 0
+    panel = read_trace(DATA / "events.csv", spec).panel.select_features(["amount"])
+    api = attribute(indicators.get("gini"), panel, method=AumannShapley(steps=30))
+    np.testing.assert_allclose(Attribution.load(out / "attribution.npz").phi, api.phi, rtol=0, atol=0)
+    # the table has no default spec: refused with a message naming --spec
+    assert main(["attribute", "--trace", str(DATA / "events.csv"), "--indicator", "lin", "--out",
+                 str(tmp_path / "o2")]) == 2
+
+
+def test_cli_refusals(tmp_path, capsys):
+    assert main(["attribute", "--indicator", "lin", "--out", str(tmp_path / "a")]) == 2
+    assert main(["attribute", str(DATA / "oasis_twitter.db"), "--trace", str(DATA / "oasis_twitter.db"),
+                 "--indicator", "lin", "--out", str(tmp_path / "b")]) == 2
+    assert main(["attribute", "--trace", str(DATA / "oasis_reddit.db"), "--indicator", "lin",
+                 "--out", str(tmp_path / "c")]) == 2
+    assert "--bin 1h" in capsys.readouterr().err
+    assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--features", "nope", "--indicator", "lin",
+                 "--out", str(tmp_path / "d")]) == 2
+
+
+def test_cli_real_people_opaque_ids_and_tiers(tmp_path):
+    out = tmp_path / "real"
+    assert main(["attribute", "--trace", str(DATA / "concordia_log.json"), "--real-people", "--indicator", "lin",
+                 "--out", str(out), "--static"]) == 0
+    att = Attribution.load(out / "attribution.npz")
+    assert att.agent_ids.tolist() == [0, 1, 2, 3] and set(att.groups["tier"]) <= {"top", "mid", "tail"}
+    for f in out.iterdir():
+        if f.suffix in (".csv", ".json", ".md", ".html"):
+            assert "Alice" not in f.read_text(errors="ignore"), f.name
+    assert not (out / "identifiers.csv").exists()
+    out2 = tmp_path / "real2"
+    assert main(["attribute", "--trace", str(DATA / "concordia_log.json"), "--real-people", "--export-identifiers",
+                 "--indicator", "lin", "--out", str(out2), "--no-report"]) == 0
+    assert "Alice" in (out2 / "identifiers.csv").read_text()
+
+
+def test_cli_skip_bad_counts(tmp_path):
+    d = tmp_path / "trace"
+    shutil.copytree(DATA / "agentsociety2_run" / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[0]
+    f.write_text(f.read_text() + "{not json\n")
+    assert main(["attribute", "--trace", str(d), "--indicator", "lin", "--out", str(tmp_path / "x")]) == 2
+    assert main(["attribute", "--trace", str(d), "--skip-bad", "--indicator", "lin", "--out", str(tmp_path / "y"),
+                 "--no-report"]) == 0
+    rep = json.loads((tmp_path / "y" / "trace_report.json").read_text())
+    assert rep["skipped"]["line is not a JSON object"] == 1
+
+
+# ---------------------------------------------------------------- spec validation
+@pytest.mark.parametrize(("data", "match"), [
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "colour": 1}, "colour"),
+    ({"agent": {"field": "a"}, "step": {"field": "s", "bin": "1 fortnight"}}, "duration"),
+    ({"agent": {"field": "a"}, "step": {"field": "s", "bin": -3}}, "positive"),
+    ({"agent": {"field": "a"}, "step": {"field": "s"}}, "action"),  # default count_each needs [action]
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "features": [{"kind": "sum"}]}, "needs field"),
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "features": [{"kind": "exposure", "of": "x"}]}, "edges"),
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "features": [{"kind": "count", "name": "n"},
+                                                                     {"kind": "count", "name": "n"}]}, "distinct"),
+    ({"agent": {"field": "a//b"}, "step": {"field": "s"}, "features": [{"kind": "count"}]}, "empty key"),
+    ({"agent": {"field": "a"}, "step": {"field": "s", "start": 5, "stop": 2}, "features": [{"kind": "count"}]},
+     "before"),
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "features": [{"kind": "count"}],
+      "alive": {"inactive_after": 0}}, "inactive_after"),
+    ({"agent": {"field": "a"}, "step": {"field": "s"}, "action": {"field": "x", "match": {"a": "("}},
+      "features": [{"kind": "count"}]}, "regular expression"),
+])
+def test_spec_validation(data, match):
+    with pytest.raises(TraceSpecError, match=match):
+        load_spec(data)
+
+
+def test_default_specs_and_toml(tmp_path):
+    for fmt in ("oasis", "otel", "concordia"):
+        assert isinstance(default_spec(fmt), TraceSpec) and default_spec(fmt).format == fmt
+    with pytest.raises(TraceSpecError, match="--spec"):
+        default_spec("table")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[agent\nfield = 1")
+    with pytest.raises(TraceSpecError, match=r"bad\.toml"):
+        load_spec(bad)
+    with pytest.raises(TraceSpecError, match="is for format 'otel'"):
+        read_trace(DATA / "oasis_twitter.db", {"format": "otel", "agent": {"field": "user_id"},
+                                               "step": {"field": "created_at"}, "features": [{"kind": "count"}]},
+                   format="oasis")
+
+
+# ---------------------------------------------------------------- the docs' commands run as written
+def test_docs_commands_run(tmp_path, monkeypatch):
+    """Every ``aumann attribute --trace`` line in docs/traces.md runs (from the repository root) and succeeds."""
+    text = DOCS.read_text()
+    cmds = re.findall(r"^\$ (aumann attribute --trace .+)$", text, flags=re.M)
+    assert len(cmds) >= 4
+    monkeypatch.chdir(DOCS.parents[1])
+    for i, cmd in enumerate(cmds):
+        argv = shlex.split(cmd)[1:]
+        j = argv.index("--out")
+        argv[j + 1] = str(tmp_path / f"run{i}")
+        if i:  # the commands as written; reports are rendered by the tests above (and the first command here)
+            argv.append("--no-report")
+        assert main(argv) == 0, cmd

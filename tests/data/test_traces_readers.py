@@ -1,0 +1,382 @@
+"""Trace readers against independent counts of the committed samples (written by each simulator's own code),
+and their refusals: truncated SQLite, wrong schema, malformed line N, missing fields, skip counts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.data.traces import detect_format, load_spec, read_trace
+from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
+
+DATA = Path(__file__).parent / "traces"
+OASIS = DATA / "oasis_twitter.db"
+REDDIT = DATA / "oasis_reddit.db"
+AS2 = DATA / "agentsociety2_run"
+CONCORDIA = DATA / "concordia_log.json"
+OTLP = DATA / "otlp_spans.jsonl"
+CSV = DATA / "events.csv"
+
+
+def cell(panel, step, agent, feature) -> float:
+    t = list(panel.steps.tolist()).index(step)
+    i = list(panel.agent_ids.tolist()).index(agent)
+    return float(panel.values[t, i, panel.features.index(feature)])
+
+
+# ---------------------------------------------------------------- detection
+@pytest.mark.parametrize(("path", "fmt"), [(OASIS, "oasis"), (REDDIT, "oasis"), (AS2 / "trace", "otel"),
+                                           (OTLP, "otel"), (CONCORDIA, "concordia"), (CSV, "table"),
+                                           (AS2 / "replay", "table")])
+def test_detect_format(path, fmt):
+    assert detect_format(path) == fmt
+
+
+def test_detect_refuses_unknown(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\n")
+    with pytest.raises(TraceFormatError, match="cannot tell the format"):
+        detect_format(p)
+
+
+# ---------------------------------------------------------------- OASIS
+def test_oasis_default_spec_counts_match_sql():
+    r = read_trace(OASIS)
+    con = sqlite3.connect(OASIS)
+    rows = con.execute("SELECT user_id, created_at, action, count(*) FROM trace GROUP BY 1, 2, 3").fetchall()
+    assert rows
+    for uid, t, action, n in rows:
+        assert cell(r.panel, t, uid, action) == n
+    total = con.execute("SELECT count(*) FROM trace").fetchone()[0]
+    assert r.panel.values.sum() == total == r.report.records
+    assert r.report.n_skipped == 0
+    assert sorted(r.panel.features) == sorted(a for (a,) in con.execute("SELECT DISTINCT action FROM trace"))
+    assert r.panel.steps.tolist() == list(range(6))
+
+
+def test_oasis_alive_from_sign_up():
+    """Agents 10 and 11 sign up at steps 2 and 3 (the sample's late joiners): absent before."""
+    p = read_trace(OASIS).panel
+    con = sqlite3.connect(OASIS)
+    first = dict(con.execute("SELECT user_id, min(created_at) FROM trace GROUP BY 1").fetchall())
+    assert first[10] == 2 and first[11] == 3
+    for i, aid in enumerate(p.agent_ids.tolist()):
+        assert p.alive[:, i].tolist() == [t >= first[aid] for t in range(p.T)]
+
+
+def test_oasis_reddit_timestamps_need_a_bin():
+    with pytest.raises(TraceRecordError, match=r"row 1: created_at holds .*--bin 1h"):
+        read_trace(REDDIT)
+    r = read_trace(REDDIT, bin="1h")
+    assert r.panel.steps[0] == "2025-03-01T09:00:00Z" and r.panel.T == 6
+    con = sqlite3.connect(REDDIT)
+    n = con.execute("SELECT count(*) FROM trace WHERE action = 'create_post' AND user_id = 0").fetchone()[0]
+    assert r.panel.values[:, list(r.panel.agent_ids).index(0), r.panel.features.index("create_post")].sum() == n
+
+
+def test_oasis_truncated_database(tmp_path):
+    bad = tmp_path / "trunc.db"
+    data = OASIS.read_bytes()
+    bad.write_bytes(data[: len(data) // 3])
+    with pytest.raises(TraceFormatError, match=r"trunc\.db"):
+        read_trace(bad, format="oasis")
+
+
+def test_oasis_not_sqlite(tmp_path):
+    bad = tmp_path / "x.db"
+    bad.write_bytes(b"not a database at all")
+    with pytest.raises(TraceFormatError, match="not an SQLite database"):
+        read_trace(bad, format="oasis")
+
+
+def test_oasis_wrong_schema(tmp_path):
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE events (who INTEGER)")
+    con.commit()
+    with pytest.raises(TraceSchemaError, match=r"no table 'trace'.*\['events'\]"):
+        read_trace(db, format="oasis")
+    con.execute("CREATE TABLE trace (user_id INTEGER, action TEXT)")
+    con.commit()
+    with pytest.raises(TraceSchemaError, match=r"no column\(s\) \['created_at'\]"):
+        read_trace(db, format="oasis")
+
+
+def test_oasis_missing_field_names_row_and_skip_counts(tmp_path):
+    db = tmp_path / "holes.db"
+    shutil.copy(OASIS, db)
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO trace VALUES (NULL, 3, 'like_post', '{}')")
+    bad_row = con.execute("SELECT max(rowid) FROM trace").fetchone()[0]
+    con.execute("INSERT INTO trace VALUES (4, NULL, 'like_post', '{\"x\": 1}')")
+    con.commit()
+    with pytest.raises(TraceRecordError, match=rf"holes\.db row {bad_row}: no usable agent id"):
+        read_trace(db)
+    r = read_trace(db, on_bad="skip")
+    assert r.report.skipped == {"no usable agent id in field 'user_id'": 1, "no step value in field 'created_at'": 1}
+    assert r.report.skipped_at["no usable agent id in field 'user_id'"] == [f"{db} row {bad_row}"]
+    assert r.panel.values.sum() == read_trace(OASIS).panel.values.sum()
+
+
+def test_oasis_info_fields_and_exposure():
+    spec = load_spec({"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+                      "action": {"field": "action"},
+                      "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
+                                   {"kind": "sum", "name": "liked_ids", "field": "info/post_id",
+                                    "actions": ["like_post"]},
+                                   {"kind": "exposure", "of": "posts",
+                                    "edges": {"table": "follow", "since": "created_at"}}]})
+    p = read_trace(OASIS, spec).panel
+    con = sqlite3.connect(OASIS)
+    likes = con.execute("SELECT user_id, created_at, info FROM trace WHERE action = 'like_post'").fetchall()
+    want = Counter()
+    for uid, t, info in likes:
+        want[(uid, t)] += json.loads(info)["post_id"]
+    for (uid, t), v in want.items():
+        assert cell(p, t, uid, "liked_ids") == v
+    # exposure: Σ over followees (edges since ≤ t) of their posts at t, from the follow table
+    posts = p.values[:, :, p.features.index("posts")]
+    exp = np.zeros_like(posts)
+    pos = {a: i for i, a in enumerate(p.agent_ids.tolist())}
+    for src, dst, since in con.execute("SELECT follower_id, followee_id, created_at FROM follow"):
+        for t in range(p.T):
+            if since <= t:
+                exp[t, pos[src]] += posts[t, pos[dst]]
+    assert exp.sum() > 0
+    np.testing.assert_array_equal(p.values[:, :, p.features.index("exposure_posts")], exp)
+
+
+# ---------------------------------------------------------------- OpenTelemetry (AgentSociety 2 + OTLP)
+def _as2_spans():
+    for f in sorted((AS2 / "trace").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            yield json.loads(line)
+
+
+def test_agentsociety2_default_spec_counts_with_trace_inheritance():
+    r = read_trace(AS2 / "trace")
+    spans = list(_as2_spans())
+    tick = {s["trace_id"]: s["attributes"]["agent.tick"] for s in spans if "agent.tick" in s["attributes"]}
+    want = Counter((s["resource"]["agent.id"], tick[s["trace_id"]], s["name"]) for s in spans
+                   if s["trace_id"] in tick)
+    for (aid, t, name), n in want.items():
+        assert cell(r.panel, t, aid, name) == n
+    n_init = sum(s["name"] == "agent.init" for s in spans)
+    assert n_init == 8 and r.report.n_skipped == n_init  # agent.init spans: no tick in their trace
+    assert r.panel.values.sum() == sum(want.values())
+    # agent 8 joins at tick 2 (the sample): absent before
+    i8 = list(r.panel.agent_ids).index(8)
+    assert r.panel.alive[:, i8].tolist() == [False, False, True, True, True]
+
+
+def test_otel_single_file_equals_directory(tmp_path):
+    one = tmp_path / "all.jsonl"
+    one.write_text("".join(f.read_text() for f in sorted((AS2 / "trace").glob("*.jsonl"))))
+    a, b = read_trace(AS2 / "trace").panel, read_trace(one, format="otel").panel
+    assert a.equals(b) or np.array_equal(a.values, b.values)
+
+
+def test_otel_malformed_line_n(tmp_path):
+    d = tmp_path / "trace"
+    shutil.copytree(AS2 / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[1]
+    lines = f.read_text().splitlines()
+    lines.insert(2, '{"resource": {"agent.id": 3}, "trace_id": "ab", "name": "x"')  # cut short
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceFormatError, match=rf"{f.name} line 3: not a JSON object"):
+        read_trace(d)
+    r = read_trace(d, on_bad="skip")
+    assert r.report.skipped["line is not a JSON object"] == 1
+    assert r.report.skipped_at["line is not a JSON object"] == [f"{f} line 3"]
+
+
+def test_otel_missing_agent_field(tmp_path):
+    f = tmp_path / "spans.jsonl"
+    f.write_text(json.dumps({"resource": {}, "trace_id": "a1", "span_id": "1", "name": "agent.step",
+                             "attributes": {"agent.tick": 0}}) + "\n")
+    with pytest.raises(TraceRecordError, match=r"spans\.jsonl line 1: no usable agent id in field 'resource/agent.id'"):
+        read_trace(f, format="otel")
+
+
+def test_otlp_json_lines_with_a_spec(tmp_path):
+    spec = tmp_path / "otlp.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[action]\nfield = "name"\n[[features]]\nkind = "count"\nname = "calls"\n'
+                    '[[features]]\nkind = "sum"\nname = "tokens"\nfield = "attributes/gen_ai.usage.output_tokens"\n'
+                    '[[features]]\nkind = "mean"\nname = "ms"\nfield = "duration_ns"\n')
+    p = read_trace(OTLP, spec).panel
+    assert set(p.agent_ids.tolist()) == {"alice", "bob", "carol"}
+    assert cell(p, 0, "alice", "calls") == 3 and cell(p, 2, "bob", "calls") == 1
+    assert cell(p, 1, "alice", "tokens") == 40 + 50 + 60
+    assert cell(p, 1, "alice", "ms") == 250_000_000
+
+
+# ---------------------------------------------------------------- Concordia
+def test_concordia_default_spec():
+    r = read_trace(CONCORDIA)
+    doc = json.loads(CONCORDIA.read_text())
+    store = doc["content_store"]
+    for e in doc["entries"]:
+        if e["component_name"] != "entity_action":
+            continue
+        v = e["deduplicated_data"]["value"]["__act__"]["Value"]
+        text = store[v["_ref"]] if isinstance(v, dict) else v
+        assert cell(r.panel, e["step"], e["entity_name"], "acted") == 1
+        assert cell(r.panel, e["step"], e["entity_name"], "action_chars") == len(text)
+    assert r.report.filtered == {"component_name not in where": 5}  # the game master's entries
+    assert r.panel.alive is None  # born = "start": every acting entity from the first step
+
+
+def test_concordia_action_match_classifies_free_text():
+    spec = load_spec({"format": "concordia", "where": {"component_name": ["entity_action"]},
+                      "agent": {"field": "entity_name"}, "step": {"field": "step"},
+                      "action": {"field": "deduplicated_data/value/__act__/Value",
+                                 "match": {"contribute_all": "all 10 coins", "contribute": "contributes \\d",
+                                           "keep": "keeps the coins"}},
+                      "features": [{"kind": "count_each"}]})
+    p = read_trace(CONCORDIA, spec).panel
+    assert p.values[:, list(p.agent_ids).index("Alice"), p.features.index("contribute_all")].sum() == 5
+    assert p.values[:, list(p.agent_ids).index("Bob"), p.features.index("contribute_all")].tolist() == [0, 0, 1, 1, 1]
+    assert p.values.sum() == 20  # 4 entities × 5 steps, each classified once
+
+
+def test_concordia_refs_need_match():
+    spec = load_spec({"format": "concordia", "where": {"component_name": ["entity_action"]},
+                      "agent": {"field": "entity_name"}, "step": {"field": "step"},
+                      "action": {"field": "deduplicated_data/value/__act__/Value"}})
+    with pytest.raises(TraceSpecError, match="match"):
+        read_trace(CONCORDIA, spec)
+
+
+def test_concordia_truncated_and_wrong_schema(tmp_path):
+    cut = tmp_path / "cut.json"
+    data = CONCORDIA.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.8)])
+    with pytest.raises(TraceFormatError, match=r"cut\.json.*(ends early|truncated)"):
+        read_trace(cut, format="concordia")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"steps": [1, 2]}))
+    with pytest.raises(TraceSchemaError, match=r"no entries.*\['steps'\]"):
+        read_trace(other, format="concordia")
+
+
+# ---------------------------------------------------------------- long tables (DuckDB)
+TABLE_SPEC = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+              "action": {"field": "action"},
+              "features": [{"kind": "count_each"}, {"kind": "sum", "name": "amount", "field": "amount"},
+                           {"kind": "mean", "name": "mean_amount", "field": "amount"},
+                           {"kind": "last", "name": "last_amount", "field": "amount"},
+                           {"kind": "sum", "name": "total_amount", "field": "amount", "cumulative": True}]}
+
+
+def test_csv_table_features_match_pandas():
+    import pandas as pd
+
+    p = read_trace(CSV, TABLE_SPEC).panel
+    df = pd.read_csv(CSV)
+    for (agent, tick), g in df.groupby(["agent", "tick"]):
+        assert cell(p, tick, agent, "amount") == g.amount.sum()
+        assert cell(p, tick, agent, "mean_amount") == pytest.approx(g.amount.mean())
+        assert cell(p, tick, agent, "last_amount") == g.amount.iloc[-1]
+        assert cell(p, tick, agent, "buy") == (g.action == "buy").sum()
+        assert cell(p, tick, agent, "total_amount") == df[(df.agent == agent) & (df.tick <= tick)].amount.sum()
+
+
+def test_agentsociety2_replay_table_glob_last_value():
+    spec = {"format": "table", "agent": {"field": "agent_id"}, "step": {"field": "step"},
+            "features": [{"kind": "last", "name": "followers", "field": "followers_count"},
+                         {"kind": "last", "name": "posts", "field": "posts_count"}]}
+    p = read_trace(AS2 / "replay" / "social_media_agent_state.*.jsonl", spec).panel
+    rows = [json.loads(x) for f in (AS2 / "replay").glob("social_media_agent_state.*.jsonl")
+            for x in f.read_text().splitlines()]
+    for row in rows:
+        assert cell(p, row["step"], row["agent_id"], "followers") == row["followers_count"]
+    assert p.T == 5 and p.N == 8
+
+
+def test_table_bad_row_and_missing_column(tmp_path):
+    f = tmp_path / "ev.csv"
+    f.write_text("agent,tick,action,amount\na,0,buy,1\nb,zero,buy,2\nc,1,sell,3\n")
+    with pytest.raises(TraceRecordError, match=r"ev\.csv row 2: step field 'tick' is not an integer step"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped == {"step field 'tick' is not an integer step": 1}
+    assert r.panel.N == 2
+    spec = dict(TABLE_SPEC, agent={"field": "who"})
+    with pytest.raises(TraceSchemaError, match=r"no column\(s\) \['who'\]"):
+        read_trace(f, spec)
+
+
+def test_time_bins_and_alive_rules(tmp_path):
+    f = tmp_path / "log.csv"
+    f.write_text("who,at,what\n"
+                 "x,2025-01-01T00:10:00Z,post\ny,2025-01-01T00:20:00Z,post\n"
+                 "x,2025-01-01T01:05:00Z,leave\ny,2025-01-01T01:30:00Z,post\n"
+                 "z,2025-01-01T02:00:00Z,post\n"
+                 "x,2025-01-01T04:00:00Z,post\nz,2025-01-01T04:10:00Z,post\n")
+    base = {"format": "table", "agent": {"field": "who"}, "step": {"field": "at", "bin": "1h"},
+            "action": {"field": "what", "exclude": ["leave"]}, "features": [{"kind": "count_each"}]}
+    p = read_trace(f, dict(base, alive={"leave_actions": ["leave"]})).panel
+    assert p.steps.tolist() == [f"2025-01-01T0{h}:00:00Z" for h in range(5)]
+    al = {a: p.alive[:, i].tolist() for i, a in enumerate(p.agent_ids.tolist())}
+    assert al["x"] == [True, True, False, False, True]  # left after step 1, back with its event at step 4
+    assert al["y"] == [True, True, True, True, True]
+    assert al["z"] == [False, False, True, True, True]
+    p2 = read_trace(f, dict(base, alive={"inactive_after": 2})).panel
+    al2 = {a: p2.alive[:, i].tolist() for i, a in enumerate(p2.agent_ids.tolist())}
+    assert al2["y"] == [True, True, True, False, False]  # events at steps 0, 1: alive through 1 + 2 − 1
+    assert al2["z"] == [False, False, True, True, True]
+
+
+# ---------------------------------------------------------------- synthetic generator
+def test_synthetic_oasis_round_trip(tmp_path):
+    from aumann.data.traces import synth
+
+    db = synth.write_oasis(tmp_path / "s.db", 5000, agents=50, steps=7, seed=3)
+    r = read_trace(db)
+    _, _, act = synth.events(5000, 50, 7, seed=3)
+    assert r.report.records == 5000 + 50
+    for k, name in enumerate(synth.ACTIONS):
+        assert r.panel.values[:, :, r.panel.features.index(name)].sum() == (act == k).sum()
+    assert r.panel.values[:, :, r.panel.features.index("sign_up")].sum() == 50
+    d = synth.write_otel(tmp_path / "otel", 2000, agents=30, steps=4, seed=1)
+    r2 = read_trace(d)
+    assert r2.report.records == 2000 and r2.report.n_skipped == 0
+    assert r2.panel.values.sum() == 2000
+
+
+def test_oasis_bad_info_json_and_non_numeric_field(tmp_path):
+    db = tmp_path / "info.db"
+    shutil.copy(OASIS, db)
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO trace VALUES (2, 4, 'like_post', '{\"post_id\": ')")
+    row = con.execute("SELECT max(rowid) FROM trace").fetchone()[0]
+    con.execute("INSERT INTO trace VALUES (3, 4, 'like_post', '{\"post_id\": \"seven\"}')")
+    con.commit()
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action"}, "features": [{"kind": "sum", "name": "ids", "field": "info/post_id"}]}
+    with pytest.raises(TraceRecordError, match=rf"info\.db row {row}: column 'info' is not valid JSON"):
+        read_trace(db, spec)
+    r = read_trace(db, dict(spec, on_bad="skip"))
+    assert r.report.skipped == {"column 'info' is not valid JSON": 1, "field 'info/post_id' is not a finite number": 1}
+    assert r.report.missing_values["info/post_id"] > 0  # rows whose info has no post_id (sign_up, follow, ...)
+
+
+def test_synthetic_concordia_round_trip(tmp_path):
+    from aumann.data.traces import synth
+
+    p = synth.write_concordia(tmp_path / "c.json", 3000, agents=40, steps=6, seed=2, jsonl=tmp_path / "c.jsonl")
+    r = read_trace(p)
+    a, _, act = synth.events(3000, 40, 6, seed=2)
+    assert r.report.records == 3000 and r.panel.values[:, :, r.panel.features.index("acted")].sum() == 3000
+    texts = list(json.loads(p.read_text())["content_store"].values())  # one per action type, in ACTIONS order
+    assert r.panel.values[:, :, r.panel.features.index("action_chars")].sum() == sum(len(texts[k]) for k in act)
+    i = list(r.panel.agent_ids).index(f"agent{a[0]}")
+    assert r.panel.values[:, i, 0].sum() == (a == a[0]).sum()
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 3000
