@@ -220,8 +220,14 @@ class LoopbackCluster:
             self.head = None
         for fh in self._logs:
             fh.close()
-        for d in (self.head_tmp, self.worker_tmp, self.home):
+        for d in (self.worker_tmp, self.home):
             shutil.rmtree(d, ignore_errors=True)
+        # the driver (this process) logs into the head's session dir, and Ray's logger may reopen those
+        # files while the interpreter exits: the head's temp dir goes once this process has exited
+        from aumann.simulators.ray_executor import _remove_tree, remove_after_exit
+
+        _remove_tree(self.head_tmp)
+        remove_after_exit(self.head_tmp)
 
     def __enter__(self) -> LoopbackCluster:
         return self.start()

@@ -3,8 +3,9 @@
 * **Where**: ``address`` (``"host:port"``, ``"auto"`` for a cluster started with ``ray start`` on
   this machine, ``"ray://..."`` for Ray Client), else the ``RAY_ADDRESS`` environment variable, else
   a private local instance started in its own temp dir (``tempfile.mkdtemp(prefix="aumann-ray-")``,
-  removed on :meth:`RayExecutor.close`; never ``/tmp/ray``, never ``~/.ray``: its session token is
-  kept in this process's environment). ``address="local"`` always starts one.
+  emptied on :meth:`RayExecutor.close` but for this process's own log files, and removed once this
+  process exits; never ``/tmp/ray``, never ``~/.ray``: its session token is kept in this process's
+  environment). ``address="local"`` always starts one.
 * **How many**: ``workers`` tasks run at once (default: every CPU of the cluster); a local instance
   gets ``workers`` CPUs (default ``os.cpu_count()``).
 * **What travels** (:mod:`aumann.simulators.remote`): the function and every item, serialised once
@@ -158,6 +159,7 @@ class RayExecutor:
             if len(self._temp_dir) > 48:  # Ray's Unix sockets live below it; their paths must stay short
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = tempfile.mkdtemp(prefix="aumann-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+            remove_after_exit(self._temp_dir)
             if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled" and not os.environ.get("RAY_AUTH_TOKEN"):
                 # token authentication without Ray writing ~/.ray/auth_token: the token lives in this process's
                 # environment (inherited by the instance's processes) until close()
@@ -383,21 +385,41 @@ def _reachable(address: str, timeout: float = 10.0) -> None:
                             f"--ray-address / RAY_ADDRESS / execution.ray_address") from None
 
 
-def _remove_tree(path: str, patience: float = 5.0) -> None:
-    """Remove a local instance's temp dir; its last processes may still write logs there for a moment
-    after ``ray.shutdown()``, so it is removed again until it stays gone."""
-    import time
+def _remove_tree(path: str) -> None:
+    """Empty a local instance's temp dir but for this process's own Ray log files (``session_*/logs``):
+    Ray's logger may reopen them by name while the interpreter shuts down, and a missing folder there
+    can crash it. The watcher started with the instance (:func:`remove_after_exit`) removes the whole
+    folder once this process has exited (also what Ray's last processes wrote after ``ray.shutdown()``)."""
+    root = Path(path)
+    for child in list(root.iterdir()) if root.is_dir() else []:
+        if child.is_dir() and child.name.startswith("session_") and not child.is_symlink():
+            for sub in child.iterdir():
+                if sub.name == "logs":
+                    continue
+                if sub.is_dir() and not sub.is_symlink():
+                    shutil.rmtree(sub, ignore_errors=True)
+                else:
+                    sub.unlink(missing_ok=True)
+        elif child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
-    deadline = time.monotonic() + patience
-    while True:
-        shutil.rmtree(path, ignore_errors=True)
-        if not os.path.exists(path):
-            time.sleep(0.2)
-            if not os.path.exists(path):
-                return
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.2)
+
+def remove_after_exit(path: str) -> None:
+    """Start a small watcher process that removes ``path`` once this process has exited (however it
+    ends: ``close()`` forgotten, an exception, a signal)."""
+    import subprocess
+    import sys
+
+    if not (sys.platform.startswith("linux") or sys.platform == "darwin"):
+        return
+    watch = f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; rm -rf -- \"$0\""
+    try:
+        subprocess.Popen(["sh", "-c", watch, str(path)], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # pragma: no cover - no shell: the folder stays, named aumann-ray-*
+        pass
 
 
 def _refresh_auth() -> None:

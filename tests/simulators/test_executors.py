@@ -187,7 +187,10 @@ def test_a_private_local_ray_instance_lives_in_its_own_temp_dir(tmp_path, monkey
         assert isinstance(res, CheckpointError) and "ray node" in res.__cause__.where
     finally:
         ex.close()
-    assert not Path(temp).exists() and not ray.is_initialized()
+    assert not ray.is_initialized()
+    # emptied but for this process's own Ray logs (removed by a watcher once this process exits)
+    left = [p for p in Path(temp).rglob("*") if p.is_file()] if Path(temp).exists() else []
+    assert all("/logs/" in str(p) for p in left)
     assert not (tmp_path / "home" / ".ray").exists()  # the session token never went to ~/.ray
     after = set(os.listdir("/tmp/ray")) if os.path.isdir("/tmp/ray") else set()
     assert after == before  # nothing new in /tmp/ray

@@ -84,6 +84,12 @@ quadrature_steps = 8
 """
 
 
+def _refresh_auth() -> None:
+    from aumann.simulators.ray_executor import _refresh_auth as refresh
+
+    refresh()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from tests.ray_cluster import LoopbackCluster
@@ -98,7 +104,9 @@ def cluster(tmp_path_factory):
         for k, v in c.env.items():
             mp.setenv(k, v)
         mp.delenv("RAY_ADDRESS", raising=False)
+        _refresh_auth()  # a Ray imported earlier in this process caches the auth settings
         yield c
+    _refresh_auth()
     import ray
 
     if ray.is_initialized():
@@ -186,6 +194,7 @@ def _on_worker(cluster, fn, *args):
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    _refresh_auth()
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     try:
         node = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == "127.0.0.2")
