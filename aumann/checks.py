@@ -17,7 +17,9 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
   number, bytes or ``""``, which would mean the current directory);
 * :func:`user_code` a context manager that turns an exception raised by user code (an indicator, a
-  game, a score function) into a typed error naming that code, with the original chained.
+  game, a score function) into a typed error naming that code, with the original chained;
+* :func:`load_spec` the object a ``package.module:attribute`` or ``path/to/file.py:attribute`` spec names
+  (a user scenario, a user indicator), the file imported as ``python file.py`` would (its siblings import).
 
 Each function takes the name of the value (``"steps"``, ``"--seed"``) and the error class to raise
 (default :class:`~aumann.errors.MethodError`); the message always names the value and shows what was
@@ -235,6 +237,77 @@ def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]
         raise error(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
+def _import_file(path: Path, spec: str, error: ErrorType, what: str) -> Any:
+    import hashlib
+    import importlib.util
+    import sys
+
+    if not path.is_file():
+        raise error(f"{what} spec {spec!r}: no such file {str(path)!r}")
+    path = path.resolve()
+    name = f"aumann_user_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(path.parent)
+    if not sys.path or sys.path[0] != folder:  # as ``python file.py`` would: its folder first, so that sibling
+        if folder in sys.path:  # modules and packages import (before anything of the same name installed)
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise error(f"{what} spec {spec!r}: {str(path)!r} is not a Python file")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise error(f"{what} spec {spec!r}: importing {str(path)!r} raised {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _import_module(modname: str, spec: str, error: ErrorType, what: str) -> Any:
+    import importlib
+    import sys
+
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        cwd = os.getcwd()
+        if modname.split(".")[0] == missing.split(".")[0] and cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path
+            return _import_module(modname, spec, error, what)
+        raise error(f"{what} spec {spec!r}: cannot import module {modname!r} ({exc})") from exc
+    except Exception as exc:
+        raise error(f"{what} spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def load_spec(spec: str, *, error: ErrorType = ConfigError, what: str = "object") -> tuple[Any, Any]:
+    """``(module, attribute)`` named by ``package.module:attribute`` or ``path/to/file.py:attribute``.
+
+    A file is imported as ``python file.py`` would run it: its folder goes first on ``sys.path``, so its
+    sibling modules and packages import; a module name is imported from the working directory too (which
+    console scripts do not put on ``sys.path``). The attribute may be dotted.
+
+    Raises:
+        error: a malformed spec, a file or module that cannot be imported, or a missing attribute.
+    """
+    spec = str(spec).strip()
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise error(f"{what} spec {spec!r} must look like package.module:attribute or path/to/file.py:attribute")
+    is_file = where.endswith(".py") or "/" in where or os.sep in where
+    module = _import_file(Path(where), spec, error, what) if is_file else _import_module(where, spec, error, what)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise error(f"{what} spec {spec!r}: {where} has no attribute {attr!r}") from None
+    return module, obj
+
+
 __all__ = [
     "as_bool",
     "as_choice",
@@ -245,5 +318,6 @@ __all__ = [
     "as_path",
     "as_real_array",
     "as_seed",
+    "load_spec",
     "user_code",
 ]

@@ -15,7 +15,9 @@
     * UnknownIndicatorError(IndicatorError, KeyError)
     * ClosedFormUnavailable                      -- closed form asked for but not valid here
     * NoLivingAgentsError                        -- an alive-aware indicator at a step where nobody is alive
+    * UndefinedIndicatorError                    -- an indicator with no value at its input (0/0)
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
+  * MemoryBudgetError(AumannError, MemoryError)  -- one unit of batched work does not fit the memory budget
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
       * NonFiniteGameError(.., IndicatorError)   -- a game returned NaN/inf (also an IndicatorError, like
@@ -64,6 +66,10 @@
       * TraceRecordError                         -- one record (line / row N) with a missing or unusable field
     * TraceSpecError(IngestError, ConfigError)   -- an invalid trace spec (TOML or TraceSpec)
   * ReportError(AumannError, ValueError)         -- ``aumann report``: not a finished run directory
+* AumannWarning(UserWarning)                     -- warnings aumann emits (filter them by class)
+  * ForkFallbackWarning                          -- ``strategy="auto"`` could not copy a model and replays it
+  * RecorderWarning                              -- a recorder skipped agent types without a requested feature
+  * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
 """
 
 from __future__ import annotations
@@ -130,6 +136,14 @@ class ClosedFormUnavailable(IndicatorError):
 class NoLivingAgentsError(IndicatorError):
     """An alive-aware indicator (means, variances, Gini over the living) evaluated at a step where no
     agent is alive: its value is undefined at n_t = 0. The message names the step."""
+
+
+class UndefinedIndicatorError(IndicatorError):
+    """The indicator has no value at this input (e.g. the Gini coefficient where the mean is 0: 0/0)."""
+
+
+class MemoryBudgetError(AumannError, MemoryError):
+    """Not even one unit of batched work (a coalition, an integration point) fits the memory budget."""
 
 
 class ZeroDeltaVError(AumannError, ZeroDivisionError):
@@ -369,9 +383,26 @@ class Retryable(Exception):
 class ModeUnsupported(Exception):
     """The server rejected the structured-output mode (``response_format``)."""
 
+class AumannWarning(UserWarning):
+    """Base class of the warnings aumann emits."""
+
+
+class ForkFallbackWarning(AumannWarning):
+    """A fork with ``strategy="auto"`` could not copy the model and replays it from its factory instead."""
+
+
+class RecorderWarning(AumannWarning):
+    """A recorder skipped agents (a type without a requested feature) and says which."""
+
+
+class EfficiencyGapWarning(AumannWarning):
+    """An efficient method's Σ_i φ misses Δv by a large share of |Δv| (too few integration points?)."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
+    "AumannWarning",
     "BackendUnavailableError",
     "BaselineError",
     "BudgetExceededError",
@@ -382,9 +413,11 @@ __all__ = [
     "ConfigError",
     "DecisionParseError",
     "DuplicateIdError",
+    "EfficiencyGapWarning",
     "EmptyPanelError",
     "ExecutorError",
     "FeatureValueError",
+    "ForkFallbackWarning",
     "GameError",
     "IndicatorError",
     "IngestError",
@@ -392,6 +425,7 @@ __all__ = [
     "LLMError",
     "LLMRequestError",
     "MalformedResponseError",
+    "MemoryBudgetError",
     "MethodError",
     "MetricError",
     "ModeUnsupported",
@@ -404,6 +438,7 @@ __all__ = [
     "PanelError",
     "PolicyError",
     "ProtocolError",
+    "RecorderWarning",
     "RemoteTaskError",
     "ReplayDivergedError",
     "ReplayUnavailableError",
@@ -427,6 +462,7 @@ __all__ = [
     "TraceSchemaError",
     "TraceSpecError",
     "TransportFailure",
+    "UndefinedIndicatorError",
     "UnknownAgentError",
     "UnknownAttributeError",
     "UnknownFeatureError",

@@ -32,6 +32,8 @@ _LAZY = {
     "aggregators": ("aumann.attribution.aggregators", None),
     "Surrogate": ("aumann.attribution.smoothing", "Surrogate"),
     "evaluate": ("aumann.attribution.indicators", "evaluate"),
+    "EvalContext": ("aumann.attribution.evalcontext", "EvalContext"),
+    "CoalitionCache": ("aumann.attribution.games", "CoalitionCache"),
     "CoalitionGame": ("aumann.attribution.games", "CoalitionGame"),
     "FunctionGame": ("aumann.attribution.games", "FunctionGame"),
     "GameError": ("aumann.attribution.games", "GameError"),
@@ -50,7 +52,8 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover
     from aumann.attribution import aggregators, indicators, metrics, smoothing
     from aumann.attribution.engine import attribute
-    from aumann.attribution.games import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
+    from aumann.attribution.evalcontext import EvalContext
+    from aumann.attribution.games import CoalitionCache, CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame
     from aumann.attribution.indicators import Indicator, PooledForm, evaluate
     from aumann.attribution.network import NetworkQuadratic
     from aumann.attribution.participation import DiagonalIntegral, diagonal_path_integral
@@ -84,9 +87,11 @@ __all__ = [
     "Attribution",
     "AttributionMethod",
     "AumannShapley",
+    "CoalitionCache",
     "CoalitionGame",
     "CoalitionMethod",
     "DiagonalIntegral",
+    "EvalContext",
     "ExactBanzhaf",
     "ExactShapley",
     "FunctionGame",

@@ -10,6 +10,10 @@ features) and an opinion coordinate o_i(z_i). From them:
 
 All three are C² when r and o are. f₁ and f₂ are pooled (f = ρ(mean_i ψ(z_i))); so is f₃ with
 ψ = (r, r o, r o²).
+
+All three are alive-aware: at a step with dead rows (``Panel.alive``) means and sums run over the
+living rows at the living count n_t (f₂'s sum over the living is not a function of the living mean
+alone, so its pooled form declares ``living=False`` and coalition methods evaluate it on masks there).
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from collections.abc import Callable
 
 import torch
 
-from aumann.attribution import Indicator, PooledForm
+from aumann.attribution.indicators import Indicator, PooledForm, living
 
 Score = Callable[[torch.Tensor], torch.Tensor]  # z[..., N, D] -> [..., N]
+
+
+def _living(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return x if mask is None else torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 class WeightedSum(Indicator):
@@ -31,8 +39,10 @@ class WeightedSum(Indicator):
         self.name = name
         self.pooled = PooledForm(psi=lambda z: score(z)[..., None], rho=lambda m: m[..., 0])
 
-    def forward(self, z, context=None):
-        return self.score(z).mean(dim=-1)
+    def forward(self, z, context=None, alive=None):
+        r = self.score(z)
+        mask, n = living(r, alive)
+        return r.mean(dim=-1) if mask is None else _living(r, mask).sum(dim=-1) / n
 
 
 class LogAggregate(Indicator):
@@ -41,10 +51,13 @@ class LogAggregate(Indicator):
     def __init__(self, score: Score, n_agents: int, name: str = "log_aggregate") -> None:
         self.score = score
         self.name = name
-        self.pooled = PooledForm(psi=lambda z: score(z)[..., None], rho=lambda m: torch.log1p(n_agents * m[..., 0]))
+        self.pooled = PooledForm(psi=lambda z: score(z)[..., None], rho=lambda m: torch.log1p(n_agents * m[..., 0]),
+                                 living=False)
 
-    def forward(self, z, context=None):
-        return torch.log1p(self.score(z).sum(dim=-1))
+    def forward(self, z, context=None, alive=None):
+        r = self.score(z)
+        mask, _ = living(r, alive)
+        return torch.log1p(_living(r, mask).sum(dim=-1))
 
 
 class PairwiseInteraction(Indicator):
@@ -61,11 +74,12 @@ class PairwiseInteraction(Indicator):
 
         self.pooled = PooledForm(psi=psi, rho=lambda m: m[..., 0] + m[..., 0] * m[..., 2] - m[..., 1] ** 2)
 
-    def forward(self, z, context=None):
+    def forward(self, z, context=None, alive=None):
         r, o = self.score(z), self.opinion(z)
-        n = z.shape[-2]
+        mask, n = living(r, alive)
+        r = _living(r, mask)
         s0, s1, s2 = r.sum(-1), (r * o).sum(-1), (r * o * o).sum(-1)
-        return r.mean(-1) + (s0 * s2 - s1**2) / n**2
+        return (r.mean(-1) if mask is None else s0 / n) + (s0 * s2 - s1**2) / n**2
 
 
 def standard_aggregators(score: Score, opinion: Score, n_agents: int) -> dict[str, Indicator]:

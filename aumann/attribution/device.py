@@ -74,15 +74,14 @@ def memory_budget(device: torch.device, requested: int | None, host_default: int
     """Bytes of working memory one batch may use.
 
     ``requested`` (a method's ``memory_budget=``) wins when given. Otherwise ``host_default`` on the
-    host, and on a GPU a share (:data:`DEVICE_MEMORY_SHARE`) of the device's free memory, at most
-    8 GiB (bigger batches buy nothing once the device is saturated) and at least 64 MiB.
+    host, lowered to half the memory available on the machine when that is less; on a GPU a share
+    (:data:`DEVICE_MEMORY_SHARE`) of the device's free memory, at most 8 GiB (bigger batches buy
+    nothing once the device is saturated) and at least 64 MiB. See :mod:`aumann.attribution.memory`
+    for how a batch is sized from it.
     """
-    if requested is not None:
-        return int(requested)
-    if device.type != "cuda":
-        return host_default
-    free, _total = torch.cuda.mem_get_info(device)
-    return int(max(2**26, min(DEVICE_MEMORY_SHARE * free, 8 * 2**30)))
+    from aumann.attribution.memory import limits
+
+    return limits(device, requested, host_default)[0]
 
 
 __all__ = ["CPU", "SUPPORTED", "memory_budget", "pick_device", "resolve_device"]

@@ -12,7 +12,7 @@ from aumann.attribution.device import CPU, pick_device
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
 from aumann.attribution.problem import AttributionMethod, Problem
-from aumann.attribution.result import Attribution
+from aumann.attribution.result import EFFICIENCY_WARN_SHARE, Attribution
 from aumann.checks import as_bool, as_seed
 from aumann.errors import MethodError
 from aumann.panel import Panel
@@ -29,6 +29,7 @@ def attribute(
     per_feature: bool = False,
     progress: bool = False,
     device: str | torch.device | None = None,
+    absent: str = "entry",
     executor: Any = None,
 ) -> Attribution:
     """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
@@ -43,6 +44,11 @@ def attribute(
             (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline and get
             φ = 0; an alive-aware indicator (every built-in; a user one whose ``forward`` takes
             ``alive=``) is handed the living mask and computes over the living rows only.
+            ``"pre-event"`` and ``"previous"`` never read a dead row: see ``absent``.
+        absent: where ``"pre-event"`` / ``"previous"`` would read an agent's dead row (a newborn, an agent
+            that left and came back): ``"entry"`` (default; its first living row from that step on, the
+            state it entered in), ``"zero"`` or ``"mean"`` (the ``"mean"`` baseline's vector); recorded in
+            provenance when it applies. See :mod:`aumann.attribution.problem`.
         rng: seed or Generator for sampled methods (recorded in provenance).
         per_feature: also return per-feature attributions (``Attribution.phi_features``).
         progress: show a progress bar for long computations.
@@ -87,15 +93,46 @@ def attribute(
         )
     dev = CPU if device is None and method.device is None else pick_device(device, method.device)
     problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
-                            device=dev)
+                            device=dev, absent=absent)
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if executor is not None:
             from aumann.attribution.distributed import attribute_over
 
-            return attribute_over(method, problem, rng, executor)
-        return method.attribute(problem, rng=rng)
+            res = attribute_over(method, problem, rng, executor)
+        else:
+            res = method.attribute(problem, rng=rng)
+    flag_efficiency_gap(res)
+    return res
+
+
+def flag_efficiency_gap(res: Attribution) -> None:
+    """Warn (:class:`~aumann.errors.EfficiencyGapWarning`) and flag ``provenance["efficiency_flag"]`` when an
+    efficient method's Σφ misses Δv by more than :data:`~aumann.attribution.result.EFFICIENCY_WARN_SHARE` of
+    |Δv| at some step (too few integration points for a sharp indicator, a kink on the path)."""
+    if not res.satisfies_efficiency:
+        return
+    gap = res.efficiency_gap
+    if (gap <= EFFICIENCY_WARN_SHARE * np.abs(res.delta_v)).all():  # the common case, in two passes over T
+        return
+    flags = res.large_efficiency_gap()
+    if not flags.any():
+        return
+    import warnings
+
+    from aumann.errors import EfficiencyGapWarning
+
+    rel = res.relative_efficiency_gap
+    worst = int(np.argmax(np.where(flags, rel, -np.inf)))
+    label = res.steps[worst].item() if hasattr(res.steps[worst], "item") else res.steps[worst]
+    res.provenance["efficiency_flag"] = {"steps": int(flags.sum()), "worst_step": label,
+                                         "worst_relative_gap": float(rel[worst]), "share": EFFICIENCY_WARN_SHARE}
+    hint = " (raise steps= or use tol= for adaptive K)" if res.method == "aumann_shapley" else ""
+    warnings.warn(EfficiencyGapWarning(
+        f"{res.method} of {res.provenance.get('indicator', 'f')!r}: Σ_i φ misses Δv by {100 * rel[worst]:.3g} % of "
+        f"|Δv| at step {label!r} ({int(flags.sum())} step(s) over {100 * EFFICIENCY_WARN_SHARE:g} %){hint}"),
+        stacklevel=3)
 
 
 _DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one default instance serves every call

@@ -20,6 +20,8 @@ hand the methods a fast kernel; ``kernel(fast=False)`` forces plain evaluation.
 
 from __future__ import annotations
 
+import inspect
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +35,7 @@ from aumann.attribution.pooled import (
     AgentwiseIndicator,
     GameKernel,
     GenericKernel,
+    PooledRows,
     QuadraticIndicator,
     QuadraticKernel,
 )
@@ -41,17 +44,79 @@ from aumann.checks import as_int, as_real_array, user_code
 from aumann.errors import GameError, IndicatorError, NonFiniteGameError
 
 
+class CoalitionCache:
+    """The values of coalitions already computed, keyed by coalition (a ``frozenset`` of player indices).
+
+    The one coalition store of the package (as shapiq's ``Game`` keeps its value storage): a game owns it
+    (``CoalitionGame(cache=True)`` / ``FunctionGame(..., cache=True)``), and the deletion study's fork
+    oracle keeps its forks in one (keyed by the deleted set), which its re-simulation game shares.
+    Thread-safe; the first value stored for a key wins; ``hits`` and ``misses`` count look-ups.
+    """
+
+    def __init__(self) -> None:
+        self._store: dict[frozenset[int], Any] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(members: Any) -> frozenset[int]:
+        """The key of a coalition given as player indices (any iterable) or a boolean mask (N,)."""
+        arr = np.asarray(members)
+        if arr.dtype == bool:
+            arr = np.flatnonzero(arr)
+        return frozenset(int(i) for i in arr.reshape(-1))
+
+    def get(self, key: frozenset[int], default: Any = None) -> Any:
+        val = self._store.get(key, default)
+        if val is default:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return val
+
+    def put(self, key: frozenset[int], value: Any) -> tuple[Any, bool]:
+        """Store ``value`` under ``key`` unless a value is there; (the stored value, whether it was new)."""
+        with self._lock:
+            if key in self._store:
+                return self._store[key], False
+            self._store[key] = value
+            return value, True
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._store
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __getitem__(self, key: frozenset[int]) -> Any:
+        return self._store[key]
+
+    def as_dict(self) -> dict[frozenset[int], Any]:
+        """A copy of what is stored."""
+        return dict(self._store)
+
+    def __getstate__(self) -> dict:
+        return {"_store": self._store, "hits": self.hits, "misses": self.misses}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
 class CoalitionGame(ABC):
     """A cooperative game on N players, evaluated in batches.
 
     Subclasses implement :meth:`__call__` (``masks`` bool (B, N) → float64 (B,)); they may override
-    :meth:`kernel` to offer a fast path. ``player_ids`` label the players in results.
+    :meth:`kernel` to offer a fast path. ``player_ids`` label the players in results. A game whose
+    ``cache`` is a :class:`CoalitionCache` evaluates each coalition once (:meth:`checked` looks it up).
     """
 
     n_players: int
     player_ids: np.ndarray
     name: str = "game"
     row_bytes: int = 64  # working memory per evaluated coalition, for batching
+    cache: CoalitionCache | None = None
 
     @abstractmethod
     def __call__(self, masks: np.ndarray) -> np.ndarray:
@@ -65,10 +130,32 @@ class CoalitionGame(ABC):
         return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes, memory_budget=memory_budget)
 
     def checked(self, masks: np.ndarray) -> np.ndarray:
-        """``self(masks)`` with the output checked: float64 of shape (B,), finite."""
+        """``self(masks)`` with the output checked: float64 of shape (B,), finite (coalitions in the game's
+        ``cache`` are looked up, the others evaluated in one batch and stored)."""
         masks = np.asarray(masks, dtype=bool)
         if masks.ndim != 2 or masks.shape[1] != self.n_players:
             raise GameError(f"coalition masks must have shape (B, N) = (B, {self.n_players}); got {masks.shape}")
+        if self.cache is None:
+            return self._evaluate_checked(masks)
+        keys = [CoalitionCache.key(m) for m in masks]
+        out = np.empty(len(keys))
+        first: dict[frozenset[int], int] = {}  # each missing coalition once, even when a batch repeats it
+        for j, k in enumerate(keys):
+            v = self.cache.get(k)
+            if v is None:
+                first.setdefault(k, j)
+            else:
+                out[j] = v
+        if first:
+            vals = self._evaluate_checked(masks[list(first.values())])
+            for k, v in zip(first, vals):
+                self.cache.put(k, float(v))
+            for j, k in enumerate(keys):
+                if k in first:
+                    out[j] = self.cache[k]
+        return out
+
+    def _evaluate_checked(self, masks: np.ndarray) -> np.ndarray:
         with user_code(f"game {self.name!r}", error=GameError):
             out = self(masks)
         out = as_real_array(out, f"the value of game {self.name!r}", error=GameError, dtype=np.float64)
@@ -96,6 +183,8 @@ class FunctionGame(CoalitionGame):
         n_players: N.
         player_ids: labels of the players (default 0..N−1).
         name: a name for messages and provenance.
+        cache: ``True`` (or a :class:`CoalitionCache` to share) to evaluate each coalition once — for games
+            whose evaluations are expensive (a fork per coalition) and whose methods revisit coalitions.
 
     Example:
         >>> import numpy as np
@@ -106,7 +195,8 @@ class FunctionGame(CoalitionGame):
     """
 
     def __init__(self, fn: Callable[[np.ndarray], Any], n_players: int, *,
-                 player_ids: Sequence[Any] | np.ndarray | None = None, name: str | None = None) -> None:
+                 player_ids: Sequence[Any] | np.ndarray | None = None, name: str | None = None,
+                 cache: bool | CoalitionCache = False) -> None:
         if not callable(fn):
             raise GameError(f"a game needs a callable v(masks[B, N]) -> [B]; got {type(fn).__name__}")
         self.fn = fn
@@ -121,6 +211,7 @@ class FunctionGame(CoalitionGame):
         if self.player_ids.dtype == object:
             self.player_ids = self.player_ids.astype(str)
         self.name = str(name or getattr(fn, "__name__", "game"))
+        self.cache = cache if isinstance(cache, CoalitionCache) else (CoalitionCache() if cache else None)
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
         return self.fn(masks)
@@ -129,7 +220,8 @@ class FunctionGame(CoalitionGame):
 class MaskedIndicatorGame(CoalitionGame):
     """v_t(S) = f(z_t with agents outside S at the baseline z⁰_t), for step index ``t`` of a problem."""
 
-    def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                 memory_limit: int | None = None) -> None:
         T, N, D = problem.shape
         if not 0 <= t < T:
             raise GameError(f"step index {t} is outside the panel's {T} steps")
@@ -145,11 +237,19 @@ class MaskedIndicatorGame(CoalitionGame):
         self.b = torch.as_tensor(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
+        self.memory_limit = memory_limit
+
+    def coalition_bytes(self) -> int:
+        """Working memory of one coalition's evaluation: at least four copies of the step, or what the
+        indicator was measured to use (once per problem; a pairwise N × N indicator costs N² floats)."""
+        return self.problem.item_bytes(static=self.row_bytes, limit=self.memory_limit)
 
     def __call__(self, masks: np.ndarray) -> np.ndarray:
         B = masks.shape[0]
         out = np.empty(B, dtype=np.float64)
-        step = max(1, self.memory_budget // self.row_bytes)
+        # batches sized by the measured cost of a coalition (small batches need no measurement)
+        step = self.problem.batch_items(B, self.memory_budget, static=self.row_bytes, limit=self.memory_limit) \
+            if B > 1 else 1
         with torch.no_grad():
             for s in range(0, B, step):
                 m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]
@@ -161,12 +261,16 @@ class MaskedIndicatorGame(CoalitionGame):
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         f = self.problem.f
         custom = getattr(f, "masking_kernel", None)
-        alive = self.problem.alive  # a living mask: only pooled forms know how to average over the living
-        if custom is not None and fast is not False and alive is None:  # the indicator's own structured kernel
-            return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
-                          memory_budget=memory_budget)
+        alive = self.problem.alive  # a living mask: pooled forms (and kernels taking alive=) average over the living
+        if custom is not None and fast is not False:  # the indicator's own structured kernel
+            if alive is None:
+                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                              memory_budget=memory_budget)
+            if _takes_alive(custom):
+                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
+                              memory_budget=memory_budget, alive=alive[self.t])
         agentwise = isinstance(f, AgentwiseIndicator | QuadraticIndicator)
-        structured = not f.uses_context and (f.pooled is not None if alive is not None else
+        structured = not f.uses_context and (f.pooled is not None and f.pooled.living if alive is not None else
                                              agentwise or f.pooled is not None)
         if fast is False or (fast is None and not structured):
             return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes,
@@ -185,22 +289,35 @@ class MaskedIndicatorGame(CoalitionGame):
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
+            rows = None
             if isinstance(f, AgentwiseIndicator) and alive is None:
                 a, b, rho = f.psi(x64), f.psi(b64), f.rho
             elif alive is None:
                 n = self.n_players
-                a, b, rho = f.pooled.psi(x64) / n, f.pooled.psi(b64) / n, f.pooled.rho
+                pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
+                a, b, rho = pa / n, pb / n, f.pooled.rho
+                rows = PooledRows(_np(pa), _np(pb), None, n)
             else:  # means over the living at n_t: dead players add nothing on either side (dummies)
-                live = torch.from_numpy(alive[self.t]).to(device=x64.device, dtype=torch.float64)[:, None]
+                live_np = alive[self.t]
+                live = torch.from_numpy(live_np).to(device=x64.device, dtype=torch.float64)[:, None]
                 w = live / live.sum()
-                a, b, rho = f.pooled.psi(x64) * w, f.pooled.psi(b64) * w, f.pooled.rho
+                pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
+                a, b, rho = pa * w, pb * w, f.pooled.rho
+                rows = PooledRows(_np(pa), _np(pb), live_np, int(live_np.sum()))
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
-        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device)
+        return AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device, rows=rows)
+
+
+def _takes_alive(fn: Any) -> bool:
+    try:
+        return "alive" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(torch.float64).cpu().numpy()
 
 
-__all__ = ["CoalitionGame", "FunctionGame", "GameError", "MaskedIndicatorGame"]
+__all__ = ["CoalitionCache", "CoalitionGame", "FunctionGame", "GameError", "MaskedIndicatorGame"]

@@ -55,9 +55,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.streaming import linear_closed_form
-from aumann.checks import as_float, as_real_array, user_code
-from aumann.errors import IndicatorError, NoLivingAgentsError, UnknownIndicatorError
+from aumann.checks import as_float, as_real_array, load_spec, user_code
+from aumann.errors import IndicatorError, NoLivingAgentsError, UndefinedIndicatorError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
 
@@ -68,12 +69,17 @@ class PooledForm:
 
     ``linear_psi=True`` declares psi linear (psi(z) = z A): then every agent's gradient at a point
     of the path is the same vector A ∇ρ(m)/n, so the path integral needs only the per-step means
-    (O(N + K) instead of O(N·K)).
+    (O(N + K) instead of O(N·K)). ``living=False`` declares that ρ depends on the population size, so
+    the form does not carry over to the living sub-population of a step with dead rows.
     """
 
     psi: Callable[[torch.Tensor], torch.Tensor]
     rho: Callable[[torch.Tensor], torch.Tensor]
     linear_psi: bool = False
+    #: whether f over the living is ρ(mean over the living of ψ) at n_t (the running sums then average over
+    #: the living when a step has dead rows); False when ρ itself depends on the population size (a sum such
+    #: as log(1 + n·m)), and coalition methods then evaluate f on masks instead
+    living: bool = True
 
 
 class Indicator(ABC):
@@ -384,15 +390,29 @@ class Var(Indicator):
         return phi, f, np.zeros_like(f)
 
 
+#: values of g closer than this, relative to the largest |g| of their row, are ties (the average-rank rule):
+#: a path point z⁰ + τ (z − z⁰) summed over features rounds equal g_i differently by a few ulps, and
+#: the sorted position of such a near-tie must not decide who gets what
+TIE_RTOL = 64 * float(np.finfo(np.float64).eps)
+
+
+def _tie_tol(g: np.ndarray, eps: float) -> np.ndarray:
+    """The per-row tie tolerance 64·eps·max|g| (shape g.shape[:-1] + (1,))."""
+    return 64 * eps * np.max(np.where(np.isfinite(g), np.abs(g), 0.0), axis=-1, keepdims=True)
+
+
 def average_ranks(g: np.ndarray) -> np.ndarray:
-    """1-based ranks along the last axis, ties given their average rank (symmetric)."""
+    """1-based ranks along the last axis, ties (and near-ties, within :data:`TIE_RTOL` of the row's largest
+    |g|) given their average rank (symmetric)."""
     order = np.argsort(g, axis=-1, kind="stable")
     sorted_g = np.take_along_axis(g, order, axis=-1)
     n = g.shape[-1]
     ranks_sorted = np.broadcast_to(np.arange(1, n + 1, dtype=np.float64), g.shape).copy()
-    # average over runs of equal values
+    # average over runs of (nearly) equal values
     new_run = np.ones(g.shape, dtype=bool)
-    new_run[..., 1:] = sorted_g[..., 1:] != sorted_g[..., :-1]
+    if n > 1:
+        eps = float(np.finfo(g.dtype).eps) if np.issubdtype(g.dtype, np.floating) else 0.0
+        new_run[..., 1:] = (sorted_g[..., 1:] - sorted_g[..., :-1]) > _tie_tol(sorted_g, eps)
     if not new_run.all():
         flat_g = sorted_g.reshape(-1, n)
         flat_r = ranks_sorted.reshape(-1, n)
@@ -410,35 +430,67 @@ def average_ranks(g: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """1-based ranks of g[..., N] along the last axis among the rows where ``mask`` is True, ties given
-    their average rank (symmetric); O(N log N). Rows outside the mask get meaningless ranks."""
+def average_ranks_torch(g: torch.Tensor, mask: torch.Tensor | None = None, *,
+                        return_order: bool = False) -> Any:
+    """1-based ranks of g[..., N] along the last axis among the rows where ``mask`` is True, ties (and
+    near-ties, within :data:`TIE_RTOL` of the largest |g| among them) given their average rank
+    (symmetric); O(N log N). Rows outside the mask get meaningless ranks. ``return_order``: also the
+    sorting permutation (living rows ascending, then the dead ones)."""
     key = g if mask is None else torch.where(mask, g, torch.full((), float("inf"), dtype=g.dtype))
     srt, order = torch.sort(key, dim=-1)
     n = g.shape[-1]
     pos = torch.arange(n, device=g.device).expand(g.shape)
     ranks = (pos + 1).to(g.dtype)
     if n > 1:
+        eps = torch.finfo(g.dtype).eps if g.is_floating_point() else 0.0
+        # the largest |g| among the living: at one end of the sorted living values
+        last = srt[..., -1:] if mask is None else srt.gather(-1, (mask.sum(-1, keepdim=True) - 1).clamp_min(0))
+        tol = 64 * eps * torch.maximum(srt[..., :1].abs(), last.abs())
         starts = torch.ones(g.shape, dtype=torch.bool, device=g.device)
-        starts[..., 1:] = srt[..., 1:] != srt[..., :-1]  # a new run of equal values begins here
+        # a new run of (nearly) equal values begins here; inf - inf (dead rows) is NaN: no new run among them
+        starts[..., 1:] = (srt[..., 1:] - srt[..., :-1]) > tol
         if not bool(starts.all()):  # ties: positions start..end−1 of a run share (start + end + 1)/2
             first = torch.where(starts, pos, 0).cummax(dim=-1).values
             ends = torch.ones_like(starts)
             ends[..., :-1] = starts[..., 1:]
-            last = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
-            ranks = (first + last + 1).to(g.dtype) / 2
-    return torch.empty_like(ranks).scatter_(-1, order, ranks)
+            last_pos = torch.where(ends, pos + 1, n).flip(-1).cummin(dim=-1).values.flip(-1)
+            ranks = (first + last_pos + 1).to(g.dtype) / 2
+    out = torch.empty_like(ranks).scatter_(-1, order, ranks)
+    return (out, order) if return_order else out
 
 
-def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int) -> torch.Tensor:
-    """Gini weights w_i = (2k̄_i − n − 1)/n² (k̄ the average rank among the living), 0 for dead rows."""
+def average_rank_weights(g: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | int, *,
+                         return_order: bool = False) -> Any:
+    """Gini weights w_i = (2k̄_i − n − 1)/n² (k̄ the average rank among the living), 0 for dead rows
+    (``return_order``: also the sorting permutation of :func:`average_ranks_torch`)."""
     nn = n[..., None] if isinstance(n, torch.Tensor) else n
-    w = (2.0 * average_ranks_torch(g, mask) - nn - 1) / nn**2
-    return w if mask is None else torch.where(mask, w, torch.zeros((), dtype=w.dtype))
+    ranks, order = average_ranks_torch(g, mask, return_order=True)
+    w = (2.0 * ranks - nn - 1) / nn**2
+    w = w if mask is None else torch.where(mask, w, torch.zeros((), dtype=w.dtype))
+    return (w, order) if return_order else w
+
+
+def _sorted_weighted_sum(g: torch.Tensor, alive: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+    """(Σ_i w_i g_i with the average-rank weights w held constant, Σ_i g_i, n_t), dead rows as 0.
+
+    Without a gradient to take, both sums run in ascending order of g, so they depend only on the multiset
+    of values: agents with exactly equal g are interchangeable bit for bit (a leave-one-out or a coalition
+    that swaps them values the same). With one, they run in agent order (the same function; the gradient
+    is w, so ties keep their shared weight)."""
+    mask, n = living(g, alive)
+    w, order = average_rank_weights(g.detach(), mask, n, return_order=True)
+    if mask is not None:
+        g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
+    if g.requires_grad:
+        return (w * g).sum(dim=-1), g.sum(dim=-1), n
+    gs = g.gather(-1, order)
+    return (w.gather(-1, order) * gs).sum(dim=-1), gs.sum(dim=-1), n
 
 
 class Gini(Indicator):
-    """f = (1/(2n²)) Σ_{i,j} |g_i − g_j| = (1/n²) Σ_k (2k − n − 1) g_(k): absolute Gini mean difference.
+    """f = (1/(2n²)) Σ_{i,j} |g_i − g_j| = (1/n²) Σ_k (2k − n − 1) g_(k): the paper's ``gini``, half the
+    Gini mean difference (in the units of g; *not* the Gini coefficient, which divides this by the mean
+    ḡ: :class:`GiniCoefficient`). 0 at the zero baseline (every g_i = 0), where its closed form applies.
 
     C² except at ties; its gradient is rank-constant along the zero-baseline ray, so the closed form
     is exact (paper, footnote to Assumption 1). The torch form sorts, O(n log n), and is written as
@@ -450,12 +502,7 @@ class Gini(Indicator):
     has_closed_form = True
 
     def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
-        g = _g(z)
-        mask, n = living(g, alive)
-        w = average_rank_weights(g.detach(), mask, n)
-        if mask is not None:
-            g = torch.where(mask, g, torch.zeros((), dtype=g.dtype))
-        return (w * g).sum(dim=-1)
+        return _sorted_weighted_sum(_g(z), alive)[0]
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
@@ -464,6 +511,34 @@ class Gini(Indicator):
         f = (w * g).sum(axis=1)
         phi = values * w[:, :, None] if per_feature else g * w
         return phi, f, np.zeros_like(f)
+
+
+class GiniCoefficient(Indicator):
+    """G = Σ_{i,j} |g_i − g_j| / (2 n² ḡ) = ``gini`` / ḡ: the Gini coefficient (scale-invariant, in [0, 1 − 1/n]
+    for non-negative g), over the living rows at n_t, O(n log n) by one sort (the same average-rank weights
+    as :class:`Gini`, so tied and nearly tied agents get identical attributions).
+
+    Undefined where the living mean ḡ is 0 — at the zero baseline it is 0/0 — so it has no zero-baseline
+    closed form (G is homogeneous of degree 0: along the ray from z⁰ = 0 its gradient grows like 1/τ and the
+    path integral diverges); evaluating it there raises :class:`~aumann.errors.UndefinedIndicatorError`
+    naming the batch element. Attribute it from a baseline with ḡ ≠ 0 (``"mean"``, ``"pre-event"``,
+    ``"previous"``, an array), or attribute :class:`Gini` (the paper's f, 0 at the zero baseline).
+    """
+
+    name = "gini_coefficient"
+
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        md, total, n = _sorted_weighted_sum(_g(z), alive)
+        mean = total / n
+        zero = mean.detach() == 0
+        if bool(zero.any()):
+            bad = torch.nonzero(zero).tolist()
+            where = f" at batch element {tuple(bad[0])}" if bad and bad[0] else ""
+            raise UndefinedIndicatorError(
+                f"indicator 'gini_coefficient' is 0/0 where the mean of g over the living is 0{where} ({len(bad)} "
+                "such element(s)), e.g. at the zero baseline: attribute it from baseline='mean', 'pre-event', "
+                "'previous' or an array, or use 'gini' (the Gini mean difference, 0 at the zero baseline)")
+        return md / mean
 
 
 class Pairwise(Indicator):
@@ -557,11 +632,35 @@ def register(indicator: Indicator | Callable[..., Indicator], name: str | None =
     return indicator
 
 
+def load(spec: str) -> Indicator:
+    """The indicator at ``path/to/file.py:attribute`` or ``package.module:attribute``: an :class:`Indicator`,
+    an Indicator subclass (instantiated without arguments) or a batched callable ``f(z[, context][, alive])``.
+    The file is imported as ``python file.py`` would (its sibling modules import).
+
+    Raises:
+        UnknownIndicatorError: the spec cannot be imported or names nothing usable as an indicator.
+    """
+    _, obj = load_spec(spec, error=UnknownIndicatorError, what="indicator")
+    if isinstance(obj, type) and issubclass(obj, Indicator):
+        with user_code(f"indicator class {spec!r}"):
+            obj = obj()
+    if not (isinstance(obj, Indicator) or callable(obj)):
+        raise UnknownIndicatorError(f"indicator spec {spec!r} names a {type(obj).__name__}, not an Indicator or a "
+                                    "batched callable f(z[..., N, D]) -> [...]")
+    ind = as_indicator(obj)
+    if isinstance(ind, FunctionIndicator) and ind.name in ("<lambda>", "function"):
+        ind.name = spec.rpartition(":")[2]
+    return ind
+
+
 def get(name: str, **params: Any) -> Indicator:
-    """The registered indicator called ``name`` (factories receive ``params``)."""
+    """The registered indicator called ``name`` (factories receive ``params``), or the one a
+    ``path/to/file.py:attribute`` / ``package.module:attribute`` spec names (:func:`load`)."""
     if not isinstance(name, str):
         raise UnknownIndicatorError(f"indicator names are strings; got {type(name).__name__} {name!r}; registered "
                                     f"indicators are {sorted(_REGISTRY)}")
+    if name not in _REGISTRY and ":" in name and not params:
+        return load(name)
     try:
         factory = _REGISTRY[name]
     except KeyError:
@@ -578,21 +677,111 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-for _cls in (Lin, Heat, Var, Gini, Pairwise):
+for _cls in (Lin, Heat, Var, Gini, GiniCoefficient, Pairwise):
     register(_cls)
 
-# ---------------------------------------------------------------------- evaluation on numpy batches
+# ---------------------------------------------------------------------- evaluation
+def _as_eval_context(f_name: str, state: Any, context: Any, context_batched: bool, alive: Any) -> EvalContext:
+    if isinstance(state, EvalContext):
+        if context is not None or alive is not None or context_batched:
+            raise IndicatorError(f"indicator {f_name!r}: an EvalContext carries its own context and living mask; "
+                                 "pass it alone (evaluate(f, ctx)) or use ctx.with_values(z) for other values")
+        return state
+    return EvalContext(state, context, alive, context_batched)
+
+
+def _living_mask(ind: Indicator, ec: EvalContext, lead_and_n: tuple[int, ...], device: Any) -> torch.Tensor | None:
+    """The living mask of ``ec`` as a bool tensor of z's shape[:-1] (None when f is not alive-aware or
+    nobody is dead); a step (batch element) with nobody alive raises NoLivingAgentsError naming it."""
+    if ec.alive is None or not ind.accepts_alive:
+        return None
+    try:
+        a = np.broadcast_to(ec.alive, lead_and_n)
+    except ValueError:
+        raise IndicatorError(f"indicator {ind.name!r}: alive mask of shape {ec.alive.shape} does not broadcast to "
+                             f"the batch's agents {lead_and_n}") from None
+    empty = np.argwhere(~a.any(axis=-1))
+    if empty.size:
+        where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
+        raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
+                                  f"step (batch) index {where}")
+    return torch.tensor(a, device=device)  # a copy: a broadcast view is read-only
+
+
+def evaluate_tensor(f: Any, state: EvalContext) -> torch.Tensor:
+    """``f`` on an :class:`EvalContext` whose ``z`` is a torch tensor, as a torch tensor (gradients kept).
+
+    The engine's evaluation (:meth:`~aumann.attribution.problem.Problem.evaluate`, the path integral's
+    points, the coalition games' batches) goes through here; context arrays become tensors on z's device
+    (a ``batched`` context already has z's leading dimensions, else it is expanded to them) and the living
+    mask is handed to an alive-aware f. The output is returned unchecked (callers check it).
+    """
+    ind = as_indicator(f)
+    z = state.z
+    lead = tuple(z.shape[:-2])
+    ctx = None
+    if state.context:
+        ctx = {}
+        for k, v in state.context.items():
+            tv = v if isinstance(v, torch.Tensor) else torch.as_tensor(
+                as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
+            tv = tv.to(z.device)
+            ctx[k] = tv if (state.batched or not lead) else tv.expand(*lead, *tv.shape)
+    mask = _living_mask(ind, state, tuple(z.shape[:-1]), z.device)
+    with user_code(f"indicator {ind.name!r}"):
+        return ind(z, ctx, mask)
+
+
+def _lead_slice(state: EvalContext, sl: slice) -> EvalContext:
+    """Elements ``sl`` of the leading dimension of a batch: z, a batched context and a per-element mask with it."""
+    z = state.z
+    ctx = state.context
+    if ctx is not None and state.batched:
+        ctx = {k: v[sl] for k, v in ctx.items()}
+    alive = state.alive
+    if alive is not None and alive.ndim == z.ndim - 1:
+        alive = alive[sl]
+    return EvalContext(z[sl], ctx, alive, state.batched)
+
+
+def _batch_rows(ind: Indicator, state: EvalContext) -> int:
+    """How many elements of the leading dimension one call may take (all of them for small batches):
+    the indicator's cost per element is measured once per shape (:mod:`aumann.attribution.memory`)."""
+    z = state.z
+    if z.ndim < 3 or z.shape[0] < 2:
+        return z.shape[0] if z.ndim >= 3 else 1
+    from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
+
+    per_elem = int(np.prod(z.shape[1:])) * z.element_size()
+    target, hard = limits(z.device)
+    if small_enough(z.shape[0], per_elem, z.shape[-2], target):  # nothing to measure
+        return z.shape[0]
+
+    def run(b: int) -> None:
+        evaluate_tensor(ind, _lead_slice(state, slice(0, b)))
+
+    owner = cache_owner(ind)
+    key = (tuple(z.shape[1:]), str(z.dtype), state.batched, None if state.alive is None else state.alive.ndim)
+    with torch.no_grad():
+        per = item_bytes(run, 4 * per_elem, key=key, owner=owner, device=z.device, limit=hard,
+                         what=f"element of a batch of indicator {ind.name!r} (shape {tuple(z.shape[1:])})")
+    return items_per_batch(per, target)
+
+
 def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, context_batched: bool = False,
              alive: Any = None) -> np.ndarray:
-    """The indicator ``f`` on a batch ``z`` of shape (..., N, D) → float64 numpy array of shape (...).
+    """The indicator ``f`` on an :class:`EvalContext` (or a batch ``z``) → float64 numpy array of shape (...).
 
     The one place indicators are evaluated outside the engine (recorded panels, forks, deletion
-    curves, smoothing gaps). ``f`` may be an :class:`Indicator`, a registered name or a plain batched
-    callable (see :func:`as_indicator`); the context is passed whenever the indicator takes it.
+    curves, ablations, smoothing gaps). ``f`` may be an :class:`Indicator`, a registered name or a plain
+    batched callable (see :func:`as_indicator`); the context is passed whenever the indicator takes it,
+    the living mask whenever the indicator is alive-aware.
 
     Args:
         f: the indicator.
-        z: (..., N, D) values (numpy or torch; converted to float64).
+        z: an :class:`EvalContext` (z, context and living mask together: ``evaluate(f, ctx)``, the form
+            every call inside aumann uses), or (..., N, D) values (numpy or torch; converted to float64)
+            with the three keywords below.
         context: per-step world state {name: array}. By default one step's state, broadcast to every
             element of the batch; with ``context_batched=True`` each array already has the batch's
             leading dimensions (e.g. a recorded panel's context with leading T for a (T, N, D) batch).
@@ -607,32 +796,21 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             agent; the message names its index.
     """
     ind = as_indicator(f)
-    zt = torch.as_tensor(as_real_array(z, f"input of indicator {ind.name!r}", error=IndicatorError, dtype=np.float64))
+    state = _as_eval_context(ind.name, z, context, context_batched, alive)
+    zt = torch.as_tensor(as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError,
+                                       dtype=np.float64))
     if zt.ndim < 2:
         raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
     lead = tuple(zt.shape[:-2])
-    ctx = None
-    if context:
-        ctx = {}
-        for k, v in context.items():
-            tv = torch.as_tensor(as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
-            ctx[k] = tv if (context_batched or not lead) else tv.expand(*lead, *tv.shape)
-    mask = None
-    if alive is not None and ind.accepts_alive:
-        a = np.asarray(alive.detach().cpu() if isinstance(alive, torch.Tensor) else alive, dtype=bool)
-        try:
-            a = np.broadcast_to(a, zt.shape[:-1])
-        except ValueError:
-            raise IndicatorError(f"indicator {ind.name!r}: alive mask of shape {a.shape} does not broadcast to the "
-                                 f"batch's agents {tuple(zt.shape[:-1])}") from None
-        empty = np.argwhere(~a.any(axis=-1))
-        if empty.size:
-            where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
-            raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
-                                      f"step (batch) index {where}")
-        mask = torch.tensor(a)  # a copy: a broadcast view is read-only
-    with torch.no_grad(), user_code(f"indicator {ind.name!r}"):
-        out = ind(zt, ctx, mask)
+    state = state.with_values(zt)
+    step = _batch_rows(ind, state)
+    with torch.no_grad():
+        if step >= (lead[0] if lead else 1):
+            out = evaluate_tensor(ind, state)
+        else:  # a batch larger than the memory budget holds: in slices of the leading dimension
+            parts = [evaluate_tensor(ind, _lead_slice(state, slice(s, s + step))) for s in range(0, lead[0], step)]
+            bad = next((p for p in parts if not isinstance(p, torch.Tensor)), None)
+            out = bad if bad is not None else torch.cat([p.reshape(-1, *lead[1:]) for p in parts])
     if not isinstance(out, torch.Tensor):
         raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
     if out.is_complex():
@@ -644,7 +822,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
 
 
 __all__ = [
-    "FunctionIndicator", "Gini", "Heat", "Indicator", "Lin", "LinearCombination", "Pairwise",
-    "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks", "average_ranks_torch",
-    "evaluate", "get", "living", "names", "register",
+    "TIE_RTOL", "EvalContext", "FunctionIndicator", "Gini", "GiniCoefficient", "Heat", "Indicator", "Lin",
+    "LinearCombination", "Pairwise", "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks",
+    "average_ranks_torch", "evaluate", "evaluate_tensor", "get", "living", "load", "names", "register",
 ]

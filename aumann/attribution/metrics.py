@@ -178,10 +178,35 @@ def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
     return rank_agents(x, by)[:k]
 
 
+#: scores closer than this share of the largest |score| are ties for rank agreement (round-off between
+#: agents that are tied in exact arithmetic, e.g. identical agents or dead rows, must not rank them)
+TIE_RTOL = 1e-12
+
+
+def tie_ranks(x: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Average ranks of ``x`` with values within ``rtol`` · max|x| of their neighbour in sorted order tied."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < 2:
+        return np.ones_like(x)
+    order = np.argsort(x, kind="stable")
+    srt = x[order]
+    new = np.ones(x.size, dtype=bool)
+    new[1:] = np.diff(srt) > rtol * float(np.max(np.abs(srt)))
+    run = np.cumsum(new) - 1  # the run (group of ties) of each sorted position
+    pos = np.arange(1, x.size + 1, dtype=np.float64)
+    mean_rank = np.bincount(run, weights=pos) / np.bincount(run)
+    out = np.empty(x.size)
+    out[order] = mean_rank[run]
+    return out
+
+
 def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by: str = "value",
-                step: int | None = None) -> float:
+                step: int | None = None, tie_rtol: float = TIE_RTOL) -> float:
     """Kendall τ-b of the estimate against the reference, in [−1, 1]; higher is better.
 
+    Tie-aware: τ-b corrects for ties on either side, and scores within ``tie_rtol`` of the largest
+    |score| of their side are ties (round-off between agents that are equal in exact arithmetic does
+    not rank them; ``tie_rtol=0`` compares the raw floats). ``nan`` when either side is constant.
     With ``k``, τ is computed on the reference's top-k agents only (Appendix D's top-k τ).
     """
     from scipy.stats import kendalltau
@@ -193,7 +218,27 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
             raise MetricError(f"top-k Kendall τ needs k ≥ 2; got {k}")
         idx = _top(b, k, by)
         a, b = a[idx], b[idx]
+    tie_rtol = as_float(tie_rtol, "tie_rtol", minimum=0, error=MetricError)
+    if tie_rtol > 0:
+        a, b = tie_ranks(a, tie_rtol), tie_ranks(b, tie_rtol)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return math.nan
     return float(kendalltau(a, b).statistic)
+
+
+def relative_gap(value: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-9) -> tuple[float, int]:
+    """(max |value − reference| / |reference| over the entries where the reference is not ~0, how many were
+    left out): entries with |reference| ≤ ``rtol`` · max(|value|, |reference|) have no meaningful relative
+    gap (a tiny absolute gap over an original of 0 read 1.4e+10); ``nan`` when every entry is left out."""
+    v = as_real_array(value, "value", error=MetricError, dtype=np.float64).reshape(-1)
+    r = as_real_array(reference, "reference", error=MetricError, dtype=np.float64).reshape(-1)
+    if v.shape != r.shape:
+        raise MetricError(f"relative_gap needs equal shapes; got {v.shape} and {r.shape}")
+    scale = max(float(np.max(np.abs(v), initial=0.0)), float(np.max(np.abs(r), initial=0.0)))
+    ok = np.abs(r) > rtol * scale
+    if not ok.any():
+        return math.nan, int(r.size)
+    return float(np.max(np.abs(v[ok] - r[ok]) / np.abs(r[ok]))), int((~ok).sum())
 
 
 def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) -> float:
@@ -347,7 +392,9 @@ def drop_at_k(scores: Scores, oracle: Callable[[np.ndarray], float], k: int, *, 
 
 
 def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero") -> Callable[[np.ndarray], float]:
-    """The baseline-masking deletion oracle of step ``step``: F(deleted) = v_t(N ∖ deleted).
+    """The baseline-masking deletion oracle of step ``step``: F(deleted) = v_t(N ∖ deleted), the masking
+    game's kernel curve (:meth:`~aumann.attribution.pooled.GameKernel.curve`: running sums for pooled
+    indicators, over the living at n_t when the step has dead rows).
 
     Deleted agents are given by id (the panel's ``agent_ids``).
     """
@@ -357,19 +404,19 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
     from aumann.panel import Panel
 
     panel = panel if isinstance(panel, Panel) else Panel(panel)
-    game = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step)
+    kernel = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step).kernel()
 
     def oracle(deleted: np.ndarray) -> float:
-        mask = np.ones((1, panel.N), dtype=bool)
-        if len(deleted):
-            mask[0, panel.agent_index(np.asarray(deleted))] = False
-        return float(game.checked(mask)[0])
+        pos = panel.agent_index(np.asarray(deleted)) if len(deleted) else np.zeros(0, dtype=np.int64)
+        pos = np.unique(np.atleast_1d(np.asarray(pos, dtype=np.int64)))  # a set: repeats delete once
+        return float(kernel.curve(pos, [pos.size])[0])
 
     return oracle
 
 
 __all__ = [
     "RANK_BY",
+    "TIE_RTOL",
     "DeletionCurve",
     "MetricError",
     "cosine",
@@ -385,8 +432,10 @@ __all__ = [
     "rank_agents",
     "relative_drop",
     "relative_drop_at_k",
+    "relative_gap",
     "set_jaccard",
     "spearman",
+    "tie_ranks",
     "topk_jaccard",
     "topk_overlap",
 ]

@@ -44,8 +44,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from aumann.attribution.indicators import Context, Indicator
-from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
+from aumann.attribution.indicators import Context, Indicator, living
+from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
 from aumann.errors import IndicatorError
 
 
@@ -140,11 +140,16 @@ class NetworkQuadratic(Indicator):
     def n(self) -> int:
         return self.A.shape[0]
 
-    def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, context: Context = None, alive: torch.Tensor | None = None) -> torch.Tensor:
+        """f on the living: a dead agent's r is 0, which (A has a zero diagonal) removes its edges — the value
+        on the subgraph induced by the living rows, whatever the dead rows hold."""
         if z.shape[-2] != self.n:
             raise IndicatorError(f"indicator {self.name!r} is bound to a graph of {self.n} agents; got a batch with "
                                  f"{z.shape[-2]} (use .subset(ids) for a sub-population)")
         r = self.r(z.to(torch.float64))
+        mask, _ = living(r, alive)
+        if mask is not None:
+            r = torch.where(mask, r, torch.zeros((), dtype=r.dtype))
         q = (r * sparse_matvec(self.A, r, symmetric=True)).sum(dim=-1)
         return torch.log1p(self.scale * q)
 
@@ -166,9 +171,16 @@ class NetworkQuadratic(Indicator):
         with torch.no_grad():
             return self.r(torch.from_numpy(arr)).double().numpy()
 
-    def value(self, z: np.ndarray) -> float:
-        """f at one (N, D) array (float64, no torch graph)."""
+    def value(self, z: Any, alive: np.ndarray | None = None) -> float:
+        """f at one (N, D) array or :class:`~aumann.attribution.indicators.EvalContext` (float64, no torch graph);
+        ``alive``: the living mask (N,) — dead agents' r is 0, as in :meth:`forward`."""
+        from aumann.attribution.evalcontext import EvalContext
+
+        if isinstance(z, EvalContext):
+            z, alive = z.z, z.alive
         r = self.r_numpy(z)
+        if alive is not None:
+            r = np.where(np.asarray(alive, dtype=bool), r, 0.0)
         return float(np.log1p(self.scale * (r @ (self.A @ r))))
 
     def _coefficients(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -225,11 +237,15 @@ class NetworkQuadratic(Indicator):
             acc += w * outer * np.einsum("nd,nd->n", gr.numpy(), d)
         return acc
 
-    def masking_kernel(self, x: np.ndarray, b: np.ndarray, *, memory_budget: int = DEFAULT_MEMORY_BUDGET
-                       ) -> NetworkQuadraticKernel:
-        """The O(N + nnz) kernel of the baseline-masking game on (N, D) features ``x`` / baseline ``b``."""
-        return NetworkQuadraticKernel(self.A, self.r_numpy(x), self.r_numpy(np.broadcast_to(b, x.shape)),
-                                      scale=self.scale)
+    def masking_kernel(self, x: np.ndarray, b: np.ndarray, *, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                       alive: np.ndarray | None = None) -> NetworkQuadraticKernel:
+        """The O(N + nnz) kernel of the baseline-masking game on (N, D) features ``x`` / baseline ``b``
+        (``alive``: the step's living mask; dead players have r = r⁰ = 0, null players of the game)."""
+        r, r0 = self.r_numpy(x), self.r_numpy(np.broadcast_to(b, x.shape))
+        if alive is not None:
+            live = np.asarray(alive, dtype=bool)
+            r, r0 = np.where(live, r, 0.0), np.where(live, r0, 0.0)
+        return NetworkQuadraticKernel(self.A, r, r0, scale=self.scale)
 
 
 class NetworkQuadraticKernel(GameKernel):
@@ -328,6 +344,34 @@ class NetworkQuadraticKernel(GameKernel):
 
     def loo(self, v_full: float) -> np.ndarray:
         return v_full - self._rho(self.Q1 - 2.0 * self.dr * self.Ar)
+
+    def curve(self, order: np.ndarray, ks: Any) -> np.ndarray:
+        """v(N ∖ order[:k]) for each k in ``ks`` in one pass along the order: deleting player i changes Q by
+        −2 δ_i (A u)_i (zero diagonal; (A u)_i read off row i of the CSR matrix, u the current vector), so the
+        whole curve costs O(k_max + Σ deg)."""
+        order, ks = curve_args(order, ks, self.n)
+        if not ks.size:
+            return np.empty(0)
+        A = self.A
+        u = self.r.copy()
+        q = float(self.Q1)
+        uniq = np.unique(ks)
+        at = np.empty(uniq.size)
+        indptr, indices, data = A.indptr, A.indices, A.data
+        nxt = 0
+        if uniq[0] == 0:
+            at[0] = float(self._rho(np.array(q)))
+            nxt = 1
+        for k, i in enumerate(order[: int(uniq[-1])], start=1):
+            d = u[i] - self.r0[i]
+            if d != 0.0:
+                lo, hi = indptr[i], indptr[i + 1]
+                q -= 2.0 * d * float(data[lo:hi] @ u[indices[lo:hi]])
+                u[i] = self.r0[i]
+            if nxt < uniq.size and k == uniq[nxt]:
+                at[nxt] = float(self._rho(np.array(q)))
+                nxt += 1
+        return at[np.searchsorted(uniq, ks)]
 
 
 class _ActiveKernel(GameKernel):

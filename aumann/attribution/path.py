@@ -76,8 +76,11 @@ class AumannShapley(AttributionMethod):
         max_steps: the largest K adaptive mode may use.
         closed_form: ``None`` (use it when the indicator has one and the baseline is zero),
             ``True`` (require it; :class:`ClosedFormUnavailable` otherwise) or ``False`` (always integrate).
-        memory_budget: bytes of working memory for a batch of integration points (default: 256 MiB on
-            the host, a share of the free memory on a GPU).
+        memory_budget: bytes (an int, e.g. ``512 * 2**20``) of working memory for a batch of integration
+            points, and the most one point may need (default: 256 MiB on the host, lowered to half the
+            available memory; a share of the free memory on a GPU). Batches are sized from the
+            indicator's measured cost per point (:mod:`aumann.attribution.memory`); a point that alone
+            needs more raises :class:`~aumann.errors.MemoryBudgetError`.
         pooled_fast_path: for indicators declaring a pooled form with linear ψ (``lin``, ``heat``),
             integrate ∇ρ along the path of the means instead of back-propagating through all agents
             (same quadrature, same numbers, O(N + K)); ``False`` forces the generic autograd path.
@@ -184,6 +187,8 @@ class AumannShapley(AttributionMethod):
         pooled = problem.f.pooled
         if not (self.pooled_fast_path and pooled is not None and pooled.linear_psi and not problem.f.uses_context):
             return None
+        if problem.alive is not None and not pooled.living:  # ρ depends on the population size: no living means
+            return None
         return pooled
 
     def _integrate_pooled(self, problem: Problem, steps: int, pooled: Any) -> tuple[
@@ -281,7 +286,10 @@ class AumannShapley(AttributionMethod):
         ones = torch.ones(D, dtype=dtype, device=dev)
         item_bytes = N * D * (4 if dtype == torch.float32 else 8)
         budget = device_budget(dev, self.memory_budget, _HOST_BUDGET)
-        per_batch = max(1, int(budget // (6 * item_bytes)))
+        # points per batch from the measured cost of one point's forward and backward pass (≥ six copies of it)
+        per_batch = problem.batch_items(T * steps, budget, grad=True, static=6 * item_bytes, limit=self.memory_budget)
+        if per_batch >= T * steps:  # small enough not to measure: the static rule, as before
+            per_batch = max(1, int(budget // (6 * item_bytes)))
         phi = np.empty((T, N), dtype=np_dtype)
         phi_feat = np.empty((T, N, D), dtype=np_dtype) if problem.per_feature else None
         sums = np.empty(T)

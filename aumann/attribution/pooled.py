@@ -34,6 +34,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -152,6 +153,31 @@ class GameKernel(ABC):
     def loo(self, v_full: float) -> np.ndarray:
         """v(N) − v(N \\ {i}) for every player i → (N,)."""
 
+    def curve(self, order: np.ndarray, ks: np.ndarray | list[int] | range) -> np.ndarray:
+        """The masking deletion curve: v(N ∖ order[:k]) for each k in ``ks`` → (len(ks),) float64.
+
+        The first k players of ``order`` are put at their baseline, everyone else stays as they are
+        (the deletion oracle on the game the coalition methods explain). By default one batch of
+        ``values``; kernels with running sums override it (O(k_max) after the first call)."""
+        order, ks = curve_args(order, ks, self.n)
+        if not ks.size:
+            return np.empty(0)
+        rank = np.full(self.n, self.n, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        return np.asarray(self.values(~(rank[None, :] < ks[:, None])), dtype=np.float64)
+
+
+def curve_args(order: Any, ks: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` and ``ks`` of a deletion curve as int64 arrays, checked: players in [0, n), 0 ≤ k ≤ len(order)."""
+    order = np.asarray(order, dtype=np.int64).reshape(-1)
+    ks = np.asarray(list(ks) if isinstance(ks, range) else ks, dtype=np.int64).reshape(-1)
+    if order.size and (order.min() < 0 or order.max() >= n):
+        raise IndicatorError(f"a deletion order names players outside 0 … {n - 1}: {order.min()} … {order.max()}")
+    if ks.size and (ks.min() < 0 or ks.max() > order.size):
+        raise IndicatorError(f"deletion sizes must lie in 0 … {order.size} (the length of the order); got "
+                             f"{ks.min()} … {ks.max()}")
+    return order, ks
+
 
 def _to_player_order(perms: np.ndarray, marg_pos: np.ndarray) -> np.ndarray:
     c, n = perms.shape
@@ -231,7 +257,7 @@ class AdditiveKernel(GameKernel):
 
     def __init__(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor,
                  rho: Callable[[torch.Tensor], torch.Tensor], memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                 device: torch.device = CPU) -> None:
+                 device: torch.device = CPU, rows: PooledRows | None = None) -> None:
         a64 = torch.as_tensor(a, dtype=torch.float64, device=device)
         b64 = torch.as_tensor(b, dtype=torch.float64, device=device)
         if a64.shape != b64.shape or a64.ndim != 2:
@@ -246,6 +272,7 @@ class AdditiveKernel(GameKernel):
         self.sum_a = self.sum_b + self.delta.sum(dim=0)
         self._delta_t: torch.Tensor | None = None
         self._ends: tuple[float, float] | None = None
+        self.rows = rows
 
     @property
     def device(self) -> torch.device:
@@ -330,6 +357,43 @@ class AdditiveKernel(GameKernel):
     def loo(self, v_full):
         return (v_full - self._rho(self.sum_a[None, :] - self.delta)).cpu().numpy()
 
+    def curve(self, order, ks):
+        """Running sums along ``order``: O(k_max · P) for the whole curve.
+
+        With the pooled rows (ψ(z_i), ψ(z⁰_i), the living mask and n_t; see :class:`PooledRows`) the sums
+        are Σ_{living} ψ(z) + Σ_{l<k} (ψ(z⁰) − ψ(z))_{order_l}, divided by n_t before ρ; otherwise the
+        kernel's own a, b."""
+        order, ks = curve_args(order, ks, self.n)
+        if not ks.size:
+            return np.empty(0)
+        kmax = int(ks.max())
+        if self.rows is not None:
+            a, b, live, n = self.rows.psi_x, self.rows.psi_b, self.rows.live, self.rows.n
+            if live is None:
+                total, change = a.sum(axis=0), b - a
+            else:
+                total, change = a[live].sum(axis=0), np.where(live[:, None], b - a, 0.0)
+            run = np.cumsum(change[order[:kmax]], axis=0)  # the running change of Σψ
+            s = total[None, :] + np.concatenate([np.zeros((1, total.size)), run])[ks]
+            with torch.no_grad():
+                return self.rho(torch.as_tensor(s / n)).double().numpy()
+        delta = self.delta.cpu().numpy()
+        run = np.cumsum(delta[order[:kmax]], axis=0)
+        s = self.sum_a.cpu().numpy()[None, :] - np.concatenate([np.zeros((1, self.p)), run])[ks]
+        return self._rho(torch.as_tensor(s, device=self._device)).cpu().numpy()
+
+
+@dataclass(frozen=True)
+class PooledRows:
+    """The per-agent rows of a pooled masking game before scaling: ψ(z_i), ψ(z⁰_i) (N, P) float64, the living
+    mask (None: everyone) and the living count n_t the sums are divided by (the deletion curve sums them in
+    this form: one running sum, then one division)."""
+
+    psi_x: np.ndarray
+    psi_b: np.ndarray
+    live: np.ndarray | None
+    n: float
+
 
 @dataclass
 class QuadraticKernel(GameKernel):
@@ -385,6 +449,6 @@ class QuadraticKernel(GameKernel):
 
 
 __all__ = [
-    "AdditiveKernel", "AgentwiseIndicator", "GameKernel", "GenericKernel", "QuadraticIndicator",
-    "QuadraticKernel",
+    "AdditiveKernel", "AgentwiseIndicator", "GameKernel", "GenericKernel", "PooledRows", "QuadraticIndicator",
+    "QuadraticKernel", "curve_args",
 ]

@@ -13,7 +13,21 @@ Baselines z⁰ (``baseline=`` in :func:`aumann.attribution.attribute`):
 * ``"pre-event"``: each agent's features at the first step, z⁰_{i,t} = z_{i,0}.
 * ``"previous"``: the previous step, z⁰_{i,t} = z_{i,t−1}, so Φ_t attributes the change at t
   (at t = 0 the baseline is z_0 itself and the attribution is zero).
-* an array of shape (D,), (N, D) or (T, N, D).
+* an array of shape (D,), (N, D) or (T, N, D), used as given (it is never read from the panel's rows).
+
+Newborns and the departed. ``"pre-event"`` and ``"previous"`` read another step's row of each agent;
+where that row is dead (the agent was not yet born, or had left and came back later), the baseline
+never reads it. ``absent=`` (a keyword of :func:`~aumann.attribution.attribute`) picks the rule:
+
+* ``"entry"`` (default): the agent's first living row at or after that step — the state it entered
+  (or re-entered) in; an agent that never lives again takes its last living row before it. So with
+  ``"pre-event"`` a newborn's baseline is its state at birth, and with ``"previous"`` an agent at the
+  step of its (re-)entry is held at its own state there (φ = 0 for its arrival).
+* ``"zero"``: the zero vector.
+* ``"mean"``: the ``"mean"`` baseline (the mean over the living rows of every step).
+
+Rows of agents dead at t itself take the same rule (a dead row is held at the baseline and never
+read), so φ, Δv and f_values never depend on what dead rows hold, whatever the baseline.
 """
 
 from __future__ import annotations
@@ -27,34 +41,84 @@ import numpy as np
 import torch
 
 from aumann.attribution.device import CPU
-from aumann.attribution.indicators import Indicator
+from aumann.attribution.evalcontext import EvalContext
+from aumann.attribution.indicators import Indicator, evaluate_tensor
+from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
 from aumann.attribution.result import Attribution
-from aumann.checks import as_real_array, user_code
+from aumann.checks import as_real_array
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
 
 BASELINES = ("zero", "mean", "pre-event", "previous")
+ABSENT = ("entry", "zero", "mean")
+"""Rules for an agent whose row at the baseline's step is dead (see the module docstring)."""
 _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean": "mean",
             "population_mean": "mean", "prev": "previous", "previous-step": "previous", "0": "zero"}
 
 
-def resolve_baseline(spec: Any, panel: Panel) -> tuple[np.ndarray, str]:
-    """The baseline as an array broadcastable to (T, N, D) (leading dims may be 1) and its label."""
+def _living_mean(panel: Panel) -> np.ndarray:
+    D = panel.shape[2]
+    live = panel.values if panel.alive is None else panel.values[panel.alive]
+    return live.reshape(-1, D).mean(axis=0)
+
+
+def _source_rows(panel: Panel, src: np.ndarray, absent: str) -> np.ndarray:
+    """Rows (len(src), N, D) of the panel at steps ``src[k]`` for every agent, where a dead row is replaced by
+    the ``absent`` rule (never reading a dead row)."""
+    T = panel.shape[0]
+    values, alive = panel.values, panel.alive
+    out = values[src].copy()
+    dead = ~alive[src]  # (S, N)
+    if not dead.any():
+        return out
+    if absent == "zero":
+        out[dead] = 0
+        return out
+    if absent == "mean":
+        out[dead] = _living_mean(panel).astype(out.dtype)
+        return out
+    steps = np.arange(T)[:, None]
+    nxt = np.where(alive, steps, T)[::-1]  # first living step ≥ s, per agent (T: none)
+    nxt = np.minimum.accumulate(nxt, axis=0)[::-1]
+    prv = np.maximum.accumulate(np.where(alive, steps, -1), axis=0)  # last living step ≤ s (-1: none)
+    s_idx, i_idx = np.nonzero(dead)
+    s = src[s_idx]
+    after, before = nxt[s, i_idx], prv[s, i_idx]
+    take = np.where(after < T, after, before)
+    ok = take >= 0
+    out[s_idx[ok], i_idx[ok]] = values[take[ok], i_idx[ok]]
+    out[s_idx[~ok], i_idx[~ok]] = 0  # never alive: any value (it is dead everywhere); zero
+    return out
+
+
+def resolve_baseline(spec: Any, panel: Panel, absent: str = "entry") -> tuple[np.ndarray, str]:
+    """The baseline as an array broadcastable to (T, N, D) (leading dims may be 1) and its label.
+
+    ``absent``: the rule for agents whose row at the baseline's step is dead (``"entry"``, ``"zero"``,
+    ``"mean"``; see the module docstring); used by ``"pre-event"`` and ``"previous"`` only.
+    """
     T, N, D = panel.shape
     if spec is None or (spec.__class__ is str and spec == "zero"):
         return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
+    if absent not in ABSENT:
+        raise BaselineError(f"absent must be one of {list(ABSENT)} (how an agent whose row at the baseline's step is "
+                            f"dead takes its baseline); got {absent!r}")
     if isinstance(spec, str):
         key = _ALIASES.get(spec.lower(), spec.lower())
         if key == "zero":
             return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
         if key == "mean":
-            live = panel.values if panel.alive is None else panel.values[panel.alive]
-            return live.reshape(-1, D).mean(axis=0).reshape(1, 1, D).astype(panel.dtype), "mean"
+            return _living_mean(panel).reshape(1, 1, D).astype(panel.dtype), "mean"
+        has_dead = panel.alive is not None and not panel.alive.all()
         if key == "pre-event":
-            return panel.values[:1].copy(), "pre-event"
+            if not has_dead:
+                return panel.values[:1].copy(), "pre-event"
+            return _source_rows(panel, np.array([0]), absent), "pre-event"
         if key == "previous":
-            return np.concatenate([panel.values[:1], panel.values[:-1]], axis=0), "previous"
+            if not has_dead:
+                return np.concatenate([panel.values[:1], panel.values[:-1]], axis=0), "previous"
+            return _source_rows(panel, np.maximum(np.arange(T) - 1, 0), absent), "previous"
         raise BaselineError(f"unknown baseline {spec!r}; use one of {list(BASELINES)} or an array of shape "
                             f"(D,) = ({D},), (N, D) = ({N}, {D}) or (T, N, D) = ({T}, {N}, {D})")
     arr = as_real_array(spec, "baseline", error=BaselineError, dtype=panel.dtype)
@@ -85,11 +149,12 @@ class Problem:
     _ctx: dict[str, torch.Tensor] = field(default_factory=dict)
     alive: np.ndarray | None = None  # (T, N) living mask handed to an alive-aware f; None: all rows enter f
     device: torch.device = CPU
+    absent: str | None = None  # the rule for dead source rows of "pre-event"/"previous", when it applied
 
     @classmethod
     def build(cls, f: Indicator, panel: Panel, baseline: Any = "zero", *, per_feature: bool = False,
-              progress: bool = False, device: torch.device = CPU) -> Problem:
-        base, label = resolve_baseline(baseline, panel)
+              progress: bool = False, device: torch.device = CPU, absent: str = "entry") -> Problem:
+        base, label = resolve_baseline(baseline, panel, absent)
         x = panel.values
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
@@ -106,8 +171,10 @@ class Problem:
                     f"{labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): its value is "
                     "undefined at n_t = 0; drop those steps (panel.select_steps) or use an indicator without "
                     "the alive keyword")
+        applied = absent if (label in ("pre-event", "previous") and panel.alive is not None
+                             and not panel.alive.all()) else None
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,
-                   progress=progress, _ctx=ctx, alive=alive, device=device)
+                   progress=progress, _ctx=ctx, alive=alive, device=device, absent=applied)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -138,10 +205,15 @@ class Problem:
             return None
         return torch.from_numpy(self.alive[np.asarray(t_idx, dtype=np.int64)]).to(self.device)
 
+    def state(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> EvalContext:
+        """The :class:`EvalContext` of a batch z (B, N, D) whose element b belongs to step ``t_idx[b]``:
+        those steps' context and living mask travel with it."""
+        alive = None if self.alive is None else self.alive[np.asarray(t_idx, dtype=np.int64)]
+        return EvalContext(z, self.context_for(t_idx), alive, batched=True)
+
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
         """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
-        with user_code(f"indicator {self.f.name!r}"):
-            out = self.f(z, self.context_for(t_idx), self.alive_for(t_idx))
+        out = evaluate_tensor(self.f, self.state(z, t_idx))
         if isinstance(out, torch.Tensor) and (out.is_complex() or not out.is_floating_point()):
             raise IndicatorError(f"indicator {self.f.name!r} returned a {out.dtype} tensor; it must return real "
                                  "floating values (float32/float64)")
@@ -156,6 +228,53 @@ class Problem:
             raise IndicatorError(f"indicator {self.f.name!r} returned NaN/inf on a batch of shape "
                                  f"{tuple(z.shape)} (steps {np.unique(np.asarray(t_idx)).tolist()[:5]})")
         return out
+
+    def item_bytes(self, *, grad: bool = False, static: int | None = None, limit: int | None = None,
+                   what: str | None = None) -> int:
+        """Bytes one evaluation point (one (N, D) element of a batch) costs the indicator, measured once per
+        problem on copies of the first step (with its backward pass when ``grad``); at least ``static``
+        (default: four copies of a point). See :mod:`aumann.attribution.memory`.
+
+        Raises:
+            MemoryBudgetError: one point alone needs more than ``limit`` bytes (default: half the memory
+                available on the machine, or the device's free memory).
+        """
+        _, N, D = self.shape
+        dtype = torch.float32 if self.x.dtype == np.float32 else torch.float64
+        point = N * D * (4 if dtype == torch.float32 else 8)
+        static = 4 * point if static is None else int(static)
+        if limit is None:
+            limit = limits(self.device)[1]
+        x0 = torch.as_tensor(np.ascontiguousarray(self.x[0]), dtype=dtype, device=self.device)
+
+        def run(b: int) -> None:
+            z = x0.expand(b, N, D).clone()
+            t_idx = np.zeros(b, dtype=np.int64)
+            if not grad:
+                with torch.no_grad():
+                    self.evaluate(z, t_idx)
+                return
+            z.requires_grad_(True)
+            out = self.evaluate(z, t_idx)
+            if out.requires_grad:
+                torch.autograd.grad(out.sum(), z, allow_unused=True)
+
+        label = what or ("integration point (forward and backward pass)" if grad else "coalition")
+        owner = cache_owner(self.f)
+        key = (N, D, str(dtype), bool(grad), str(self.device), self.alive is not None, bool(self._ctx))
+        return item_bytes(run, static, key=key, owner=owner, device=self.device,
+                          limit=limit, what=f"{label} of indicator {self.f.name!r} (N = {N}, D = {D})")
+
+    def batch_items(self, items: int, target: int, *, grad: bool = False, static: int | None = None,
+                    limit: int | None = None) -> int:
+        """How many evaluation points of the indicator one batch of ``target`` bytes takes when ``items`` are
+        to be evaluated: all of them when even a quadratic-in-N cost would fit (nothing to measure), else
+        ``target`` over the measured cost of one point (:meth:`item_bytes`)."""
+        _, N, D = self.shape
+        point = N * D * self.x.itemsize
+        if small_enough(items, point, N, target):
+            return max(1, items)
+        return items_per_batch(self.item_bytes(grad=grad, static=static, limit=limit), target)
 
     def values_at(self, which: str, chunk: int) -> np.ndarray:
         """f(z_t) (``which="x"``) or f(z⁰_t) (``"baseline"``) for every step, in chunks of steps."""
@@ -201,6 +320,8 @@ class Problem:
         prov = {"method": method, "indicator": self.f.name, "baseline": self.baseline_label,
                 "dtype": _name(self.panel.dtype), "seed": rng if rng is None else describe(rng),
                 "device": _name(self.device), **provenance}
+        if self.absent is not None:
+            prov["absent"] = self.absent
         res = Attribution(
             phi=phi if isinstance(phi, np.ndarray) else np.asarray(phi), delta_v=fv - fb, f_values=fv,
             f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
@@ -235,4 +356,4 @@ class AttributionMethod(ABC):
         """Attribute ``problem`` and return an :class:`Attribution`."""
 
 
-__all__ = ["BASELINES", "AttributionMethod", "Problem", "resolve_baseline"]
+__all__ = ["ABSENT", "BASELINES", "AttributionMethod", "Problem", "resolve_baseline"]

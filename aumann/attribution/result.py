@@ -48,6 +48,10 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
+#: an efficient method's Σφ missing Δv by more than this share of |Δv| is warned about and flagged in reports
+EFFICIENCY_WARN_SHARE = 0.01
+
+
 @dataclass(frozen=True, eq=False)
 class Attribution:
     """Per-step, per-agent attributions with named axes, diagnostics and provenance.
@@ -189,6 +193,15 @@ class Attribution:
         """(T,) |Σ_i φ − Δv| / max(|Δv|, tiny); the diagnostic for choosing K."""
         scale = np.maximum(np.abs(self.delta_v), np.finfo(np.float64).tiny)
         return self.efficiency_gap / scale
+
+    def large_efficiency_gap(self, share: float = EFFICIENCY_WARN_SHARE) -> np.ndarray:
+        """(T,) bool: the steps where an efficient method's Σ_i φ misses Δv by more than ``share`` of |Δv|
+        (and by more than round-off, 1e-9 of |f|); all False for methods that are not efficient."""
+        if not self.satisfies_efficiency:
+            return np.zeros(self.T, dtype=bool)
+        roundoff = 1e-9 * np.maximum(np.abs(self.f_values), np.abs(self.f_baseline))
+        gap = self.efficiency_gap
+        return (gap > share * np.abs(self.delta_v)) & (gap > roundoff)
 
     # ------------------------------------------------------------------ normalisation and aggregation
     def shares(self) -> np.ndarray:
@@ -400,4 +413,4 @@ def group_shares(phi: np.ndarray, labels: np.ndarray, *, total: float | None = N
         out[g.item() if hasattr(g, "item") else g] = float(phi[labels == g].sum() / total) if total != 0 else math.nan
     return out
 
-__all__ = ["Attribution", "group_shares"]
+__all__ = ["EFFICIENCY_WARN_SHARE", "Attribution", "group_shares"]

@@ -172,13 +172,17 @@ class SampledShapley(CoalitionMethod):
         round_size: permutations per round between stopping checks (default: all m at once when
             no stderr_tol, else 32).
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
-        memory_budget: bytes of working memory per chunk of permutations.
+        memory_budget: bytes (an int) of working memory per chunk of permutations, and the most one
+            coalition may need (see :class:`~aumann.attribution.semivalues.CoalitionMethod`).
         common_permutations: use the same permutations for every step (common random numbers)
             instead of an independent stream per step. Each step's estimate and standard error are
             as before in distribution, but the steps are no longer independent (do not add their
             variances). The steps run in lockstep: each permutation is drawn once for all T steps
             (on the host the draw costs about as much as a step's running sums), and each step's
-            numbers equal running it alone on that shared stream. Any stopping rule applies per step.
+            numbers equal running it alone on that shared stream — null players included: a step
+            whose game knows its null players (a network indicator's agents with δr = 0) samples its
+            other players only, as it does alone, so steps with the same number of active players
+            share the draws. Any stopping rule applies per step.
         device: torch device of the running-sum kernels (permutations are drawn on the host).
         block_size: cut each step's permutations into blocks of this many, each drawn from its own
             child stream and combined in block order (:mod:`aumann.attribution.distributed`): the
@@ -256,58 +260,100 @@ class SampledShapley(CoalitionMethod):
     def _attribute_lockstep(self, problem: Problem, rng: RNGLike) -> Attribution:
         """All steps in lockstep on one stream: each chunk of permutations is drawn once and every
         step's kernel consumes it. The numbers equal running each step alone on that stream (the
-        moments add permutation by permutation, so chunking changes nothing)."""
+        moments add permutation by permutation, so chunking changes nothing).
+
+        A step whose kernel knows its null players (e.g. a network indicator's agents with δr = 0) is
+        sampled, as when run alone, on its active players only: steps are grouped by their number of
+        active players n', and each group draws permutations of n' from its own copy of the stream
+        (the draws of a step alone), so null players get exactly 0 and the others the step-alone numbers."""
         t0 = time.perf_counter()
         T, N, _ = problem.shape
         budget = self.budget_on(problem.device)
-        kernels = [MaskedIndicatorGame(problem, t, memory_budget=budget).kernel(self.fast, memory_budget=budget)
-                   for t in range(T)]
+        kernels = [MaskedIndicatorGame(problem, t, memory_budget=budget, memory_limit=self.requested_budget
+                                       ).kernel(self.fast, memory_budget=budget) for t in range(T)]
         ends = np.array([k.ends() for k in kernels])  # (T, 2): v(∅), v(N)
         per = 2 if self.antithetic else 1
-        m = self._budget(N)
+        active: list[np.ndarray | None] = []
+        played: list[GameKernel] = []
+        for k in kernels:  # the kernel each step alone would sample (restricted to its non-null players)
+            restrict = getattr(k, "restricted", None)
+            sub, idx = restrict() if restrict is not None else (k, None)
+            if idx is not None and sub.n == k.n:
+                sub, idx = k, None
+            played.append(sub)
+            active.append(idx)
+        groups: dict[int, list[int]] = {}
+        for t, k in enumerate(played):
+            groups.setdefault(k.n, []).append(t)
+        phi, se = np.zeros((T, N)), np.zeros((T, N))
+        used, stopped = [0] * T, ["permutations"] * T
+        streams = self._generators(rng, len(groups))  # copies of one stream: a group draws as a step alone
+        bar = progress_bar(problem.progress, T, f"{self.name}: steps in lockstep")
+        try:
+            for (n_sub, steps), stream in zip(groups.items(), streams):
+                if n_sub <= 1:  # nobody to sample: no null player and one other gets everything
+                    for t in steps:
+                        if n_sub == 1:
+                            phi[t, active[t] if active[t] is not None else 0] = ends[t, 1] - ends[t, 0]
+                        stopped[t] = "single player" if n_sub == 1 else "no active player"
+                else:
+                    est = self._lockstep_group([played[t] for t in steps], n_sub, stream, per)
+                    for t, (p, s_, u, why) in zip(steps, est):
+                        cols = slice(None) if active[t] is None else active[t]
+                        phi[t, cols], se[t, cols], used[t], stopped[t] = p, s_, u, why
+                if bar is not None:
+                    bar.advance(len(steps))
+        finally:
+            if bar is not None:
+                bar.stop()
+        infos = []
+        for t in range(T):
+            info = {"permutations": used[t], "stopped": stopped[t]}
+            if active[t] is not None:
+                info["null_players"] = int(N - played[t].n)
+            info["path"] = kernels[t].kind
+            infos.append(info)
+        prov = {**self.params(), "game": "baseline-masking", "per_step": _merge_infos(infos),
+                "seconds": time.perf_counter() - t0}
+        n_evals = sum(u * (played[t].n - 1) + 2 if played[t].n > 1 else 2 for t, u in enumerate(used))
+        return problem.result(phi, method=self.name, provenance=prov, stderr=se, n_evals=n_evals,
+                              satisfies_efficiency=True, rng=rng, f_values=ends[:, 1], f_baseline=ends[:, 0])
+
+    def _lockstep_group(self, kernels: list[GameKernel], n: int, stream: np.random.Generator,
+                        per: int) -> list[tuple[np.ndarray, np.ndarray, int, str]]:
+        """Steps with n ≥ 2 players each, on one stream of permutations of n: (φ, stderr, permutations, stop)."""
+        m = self._budget(n)
         units = m // per
         round_units = units if self.round_size is None and self.stderr_tol is None else \
             max(2, (self.round_size or 32) // per)
         chunk = max(1, min(k.chunk_permutations() for k in kernels) // per)
-        moms = [_Moments() for _ in range(T)]
-        active = list(range(T))
-        stopped = ["permutations"] * T
-        draws = _Permutations(self._generators(rng, 1)[0], N, batch=min(chunk, units), limit=units)
-        bar = progress_bar(problem.progress, units, f"{self.name}: permutations, {T} steps in lockstep")
+        moms = [_Moments() for _ in kernels]
+        live = list(range(len(kernels)))
+        stopped = ["permutations"] * len(kernels)
+        draws = _Permutations(stream, n, batch=min(chunk, units), limit=units)
         done = 0
         try:
-            while done < units and active:
+            while done < units and live:
                 target = min(units, done + round_units)
                 while done < target:
                     c = min(chunk, target - done)
                     perms = draws.take(c)
-                    for t in active:
-                        fwd, rev = kernels[t].prefix_marginals_tensor(perms, reverse=self.antithetic)
+                    for j in live:
+                        fwd, rev = kernels[j].prefix_marginals_tensor(perms, reverse=self.antithetic)
                         if rev is not None:
                             fwd += rev
                             fwd *= 0.5
-                        moms[t].add(fwd)
+                        moms[j].add(fwd)
                     done += c
-                    if bar is not None:
-                        bar.advance(c)
                 if self.stderr_tol is not None:
-                    for t in [t for t in active if moms[t].n >= 2 and moms[t].max_stderr() < self.stderr_tol]:
-                        stopped[t] = "stderr_tol"
-                        active.remove(t)
+                    for j in [j for j in live if moms[j].n >= 2 and moms[j].max_stderr() < self.stderr_tol]:
+                        stopped[j] = "stderr_tol"
+                        live.remove(j)
         finally:
             draws.close()
-            if bar is not None:
-                bar.stop()
-        phi = np.stack([mom.mean() for mom in moms])
-        se = np.stack([mom.stderr() for mom in moms])
-        used = [mom.n * per for mom in moms]
-        infos = [{"permutations": u, "stopped": "max_evals" if s == "permutations" and m < self.permutations else s,
-                  "path": k.kind} for u, s, k in zip(used, stopped, kernels)]
-        prov = {**self.params(), "game": "baseline-masking", "per_step": _merge_infos(infos),
-                "seconds": time.perf_counter() - t0}
-        return problem.result(phi, method=self.name, provenance=prov, stderr=se,
-                              n_evals=sum(u * (N - 1) + 2 for u in used), satisfies_efficiency=True, rng=rng,
-                              f_values=ends[:, 1], f_baseline=ends[:, 0])
+        return [(mom.mean(), mom.stderr(), mom.n * per,
+                 "max_evals" if why == "permutations" and m < self.permutations else why)
+                for mom, why in zip(moms, stopped)]
 
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
         if self.block_size is not None:  # permutation blocks (aumann.attribution.distributed)
@@ -357,7 +403,8 @@ class SampledBanzhaf(CoalitionMethod):
         stderr_tol: stop a step early once every agent's standard error is below this.
         round_size: samples per round between stopping checks.
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
-        memory_budget: bytes of working memory per chunk of samples.
+        memory_budget: bytes (an int) of working memory per chunk of samples, and the most one coalition
+            may need (see :class:`~aumann.attribution.semivalues.CoalitionMethod`).
         block_size: samples per block of the blocked estimator (see :class:`SampledShapley`).
 
     Example:

@@ -59,8 +59,13 @@ class CoalitionMethod(AttributionMethod):
     structured fast path when the indicator declares one, ``False`` always evaluates v on masks,
     ``True`` requires the fast path. ``device`` (or ``attribute(..., device=)``) is where the
     running-sum kernels and batched evaluations of f run; randomness is always drawn on the host,
-    so a seed gives the same permutations and samples on every device. ``memory_budget`` (bytes per
-    chunk) defaults to 256 MiB on the host and to a share of the free memory on a GPU.
+    so a seed gives the same permutations and samples on every device. ``memory_budget`` (bytes, an int,
+    e.g. ``512 * 2**20``: the working memory of one chunk of coalitions or permutations, and the most one
+    coalition may need) defaults to 256 MiB on the host, lowered to half the memory available on the
+    machine, and to a share of the free memory on a GPU. Batches of coalitions are sized from the
+    indicator's measured cost per coalition (:mod:`aumann.attribution.memory`: a pairwise N × N indicator
+    costs N² floats each), so a memory-hungry indicator never takes the machine down through our
+    batching; one coalition that alone needs more raises :class:`~aumann.errors.MemoryBudgetError`.
     """
 
     def __init__(self, *, fast: bool | None = None, memory_budget: int | None = None,
@@ -73,7 +78,7 @@ class CoalitionMethod(AttributionMethod):
     @property
     def memory_budget(self) -> int:
         """Bytes per chunk on the host (see :meth:`budget_on` for a device)."""
-        return DEFAULT_MEMORY_BUDGET if self.requested_budget is None else self.requested_budget
+        return self.budget_on(CPU)
 
     def budget_on(self, device: torch.device) -> int:
         return device_budget(device, self.requested_budget, DEFAULT_MEMORY_BUDGET)
@@ -133,7 +138,7 @@ class CoalitionMethod(AttributionMethod):
         bar = progress_bar(problem.progress, T, f"{self.name}: steps")
         budget = self.budget_on(problem.device)
         for t in range(T):
-            game = MaskedIndicatorGame(problem, t, memory_budget=budget)
+            game = MaskedIndicatorGame(problem, t, memory_budget=budget, memory_limit=self.requested_budget)
             est, ends[t, 0], ends[t, 1] = self._run(game, gens[t], problem.device)
             if bar is not None:
                 bar.advance()
@@ -238,7 +243,8 @@ class _Enumeration(CoalitionMethod):
         phi = np.empty(n)
         for i in range(n):
             without = codes[~bits[:, i]]
-            phi[i] = np.dot(w[without], vals[without | (1 << i)] - vals[without])
+            # summed in sorted order: symmetric players (the same multiset of terms) get bit-identical values
+            phi[i] = np.sort(w[without] * (vals[without | (1 << i)] - vals[without])).sum()
         return Estimate(phi=phi, stderr=None, n_evals=2**n)
 
 

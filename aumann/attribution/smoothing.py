@@ -35,6 +35,7 @@ All functions are pure torch, batched over leading dimensions, and work in float
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.attribution.indicators import Indicator, as_indicator, evaluate
+from aumann.attribution.indicators import EvalContext, Indicator, as_indicator, evaluate, living
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
 from aumann.checks import as_float, as_int
-from aumann.errors import IndicatorError
+from aumann.errors import EfficiencyGapWarning, IndicatorError
 
 
 def _pos(name: str, value: float) -> float:
@@ -142,17 +143,24 @@ class Surrogate(Indicator):
         self.uses_context = self._smooth.uses_context or self._original.uses_context
         self.has_closed_form = self._smooth.has_closed_form
 
-    def forward(self, z: torch.Tensor, context: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
-        return self._smooth(z, context)
+    @property
+    def accepts_alive(self) -> bool:
+        """Alive-aware when its smooth version is (the original is then handed the same mask in :meth:`gap`)."""
+        return self._smooth.accepts_alive
+
+    def forward(self, z: torch.Tensor, context: Mapping[str, torch.Tensor] | None = None,
+                alive: torch.Tensor | None = None) -> torch.Tensor:
+        return self._smooth(z, context, alive)
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False) -> tuple[np.ndarray, np.ndarray,
                                                                                       np.ndarray]:
         return self._smooth.closed_form(values, per_feature=per_feature)
 
-    def gap(self, z: torch.Tensor, context: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
-        """|f_smooth(z) − f_orig(z)| (batched)."""
+    def gap(self, z: torch.Tensor, context: Mapping[str, torch.Tensor] | None = None,
+            alive: torch.Tensor | None = None) -> torch.Tensor:
+        """|f_smooth(z) − f_orig(z)| (batched; ``alive``: the living mask, handed to whichever is alive-aware)."""
         with torch.no_grad():
-            return (self._smooth(z, context) - self._original(z, context)).abs()
+            return (self._smooth(z, context, alive) - self._original(z, context, alive)).abs()
 
     def __repr__(self) -> str:
         return f"Surrogate({self.name!r})"
@@ -163,69 +171,100 @@ def smooth_indicator(original: IndicatorFn, smooth: IndicatorFn, name: str | Non
     return Surrogate(original, smooth, name or getattr(smooth, "__name__", "surrogate"))
 
 
+def _feature(z: torch.Tensor, feature: int, alive: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    x = z[..., feature]
+    mask, n = living(x, alive)
+    return x, mask, n
+
+
+def _fill(x: torch.Tensor, mask: torch.Tensor | None, value: float) -> torch.Tensor:
+    return x if mask is None else torch.where(mask, x, torch.full((), value, dtype=x.dtype, device=x.device))
+
+
 def max_surrogate(feature: int = 0, temperature: float = 0.05) -> Surrogate:
-    """max_i z_{i,feature} and its logsumexp surrogate (gap ≤ τ · log N)."""
+    """max_i z_{i,feature} and its logsumexp surrogate (gap ≤ τ · log N); over the living rows."""
     feature = as_int(feature, "feature", error=IndicatorError)
     _pos("temperature", temperature)
-    return Surrogate(lambda z: z[..., feature].amax(-1),
-                     lambda z: smooth_max(z[..., feature], temperature=temperature),
-                     f"max[{feature}]~τ={temperature:g}")
+
+    def orig(z: torch.Tensor, alive: Any = None) -> torch.Tensor:
+        x, mask, _ = _feature(z, feature, alive)
+        return _fill(x, mask, -math.inf).amax(-1)
+
+    def smooth(z: torch.Tensor, alive: Any = None) -> torch.Tensor:
+        x, mask, _ = _feature(z, feature, alive)
+        return smooth_max(_fill(x, mask, -math.inf), temperature=temperature)
+
+    return Surrogate(orig, smooth, f"max[{feature}]~τ={temperature:g}")
 
 
 def fraction_above(threshold: float, feature: int = 0, temperature: float = 0.05) -> Surrogate:
-    """The share of agents with z_{i,feature} > c, and its sigmoid surrogate."""
+    """The share of agents with z_{i,feature} > c, and its sigmoid surrogate; over the living rows."""
     threshold = as_float(threshold, "threshold", error=IndicatorError)
     feature = as_int(feature, "feature", error=IndicatorError)
     _pos("temperature", temperature)
-    return Surrogate(lambda z: (z[..., feature] > threshold).to(z.dtype).mean(-1),
-                     lambda z: smooth_step(z[..., feature] - threshold, temperature).mean(-1),
+
+    def share(z: torch.Tensor, step: Callable[[torch.Tensor], torch.Tensor], alive: Any) -> torch.Tensor:
+        x, mask, n = _feature(z, feature, alive)
+        s = step(x)
+        return s.mean(-1) if mask is None else _fill(s, mask, 0.0).sum(-1) / n
+
+    return Surrogate(lambda z, alive=None: share(z, lambda x: (x > threshold).to(x.dtype), alive),
+                     lambda z, alive=None: share(z, lambda x: smooth_step(x - threshold, temperature), alive),
                      f"share>{threshold:g}[{feature}]~τ={temperature:g}")
 
 
 def top_k_share(k: int, feature: int = 0, temperature: float = 0.05) -> Surrogate:
-    """The share of the total held by the k largest values (e.g. top-10% wealth), via soft_sort.
+    """The share of the total held by the k largest values (e.g. top-10% wealth), via soft_sort; over the
+    living rows (dead rows count as 0: never among the top k of a non-negative feature).
 
     The feature is assumed non-negative with a positive total.
     """
     k = as_int(k, "k", minimum=1, error=IndicatorError)
     feature = as_int(feature, "feature", error=IndicatorError)
 
-    def orig(z: torch.Tensor) -> torch.Tensor:
+    def orig(z: torch.Tensor, alive: Any = None) -> torch.Tensor:
         # Σ_i w_i x_i / Σ x with w held constant: 1 above the k-th largest value, and the free slots shared
         # equally among values tied with it (the symmetric subgradient: a tie's sorted position decides nothing)
-        x = z[..., feature]
+        x, mask, _ = _feature(z, feature, alive)
+        x = _fill(x, mask, 0.0)
         xd = x.detach()
         kth = torch.sort(xd, dim=-1, descending=True).values[..., min(k, x.shape[-1]) - 1:][..., :1]
         above, tied = (xd > kth), (xd == kth)
+        if mask is not None:
+            above, tied = above & mask, tied & mask
         free = (k - above.sum(-1, keepdim=True)).clamp_min(0).to(x.dtype)
         w = above.to(x.dtype) + tied.to(x.dtype) * (free / tied.sum(-1, keepdim=True).clamp_min(1)).clamp_max(1.0)
         return (w * x).sum(-1) / x.sum(-1)
 
-    def smooth(z: torch.Tensor) -> torch.Tensor:
-        x = z[..., feature]
+    def smooth(z: torch.Tensor, alive: Any = None) -> torch.Tensor:
+        x, mask, _ = _feature(z, feature, alive)
+        x = _fill(x, mask, 0.0)
         return soft_sort(x, temperature, descending=True)[..., :k].sum(-1) / x.sum(-1)
 
     return Surrogate(orig, smooth, f"top{k}_share[{feature}]~τ={temperature:g}")
 
 
 def gini_surrogate(feature: int = 0, eps: float = 1e-3) -> Surrogate:
-    """The Gini coefficient Σ_ij |x_i − x_j| / (2 n² mean) and its smooth_abs surrogate."""
+    """The Gini coefficient Σ_ij |x_i − x_j| / (2 n² mean) over the living rows (n = n_t), and its smooth_abs
+    surrogate. Undefined (0/0) where the living mean is 0 — e.g. at the zero baseline; see
+    :class:`~aumann.attribution.indicators.GiniCoefficient` for the sort-based exact version."""
     feature = as_int(feature, "feature", error=IndicatorError)
     _pos("eps", eps)
 
-    def gini(z: torch.Tensor, absf: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        x = z[..., feature]
-        n = x.shape[-1]
-        pair = absf(x.unsqueeze(-1) - x.unsqueeze(-2)).sum((-1, -2))
-        return pair / (2 * n * n * x.mean(-1))
+    def gini(z: torch.Tensor, absf: Callable[[torch.Tensor], torch.Tensor], alive: Any,
+             diagonal: float = 0.0) -> torch.Tensor:
+        x, mask, n = _feature(z, feature, alive)
+        pair = absf(x.unsqueeze(-1) - x.unsqueeze(-2))
+        if mask is not None:
+            pair = torch.where(mask.unsqueeze(-1) & mask.unsqueeze(-2), pair, torch.zeros((), dtype=pair.dtype))
+            x = _fill(x, mask, 0.0)
+        total = x.sum(-1)
+        # remove the diagonal's n·ε (smooth version) so that the surrogate is exact on an equal distribution
+        return (pair.sum((-1, -2)) - n * diagonal) / (2 * n * total)
 
-    def smooth(z: torch.Tensor) -> torch.Tensor:
-        x = z[..., feature]
-        n = x.shape[-1]
-        # remove the diagonal's n·ε so that the surrogate is exact on an equal distribution
-        return gini(z, lambda d: smooth_abs(d, eps)) - n * eps / (2 * n * n * x.mean(-1))
-
-    return Surrogate(lambda z: gini(z, torch.abs), smooth, f"gini[{feature}]~ε={eps:g}")
+    return Surrogate(lambda z, alive=None: gini(z, torch.abs, alive),
+                     lambda z, alive=None: gini(z, lambda d: smooth_abs(d, eps), alive, eps),
+                     f"gini[{feature}]~ε={eps:g}")
 
 
 # --------------------------------------------------------------------------- gap report
@@ -287,10 +326,9 @@ def gap_report(
     z = np.asarray(getattr(data, "values", data), dtype=np.float64)
     if z.ndim != 3:
         raise IndicatorError(f"gap_report needs (T, N, D) values; got shape {tuple(z.shape)}")
-    ctx = getattr(data, "context", None) or None
-    alive = getattr(data, "alive", None)
-    fo = evaluate(surrogate.original, z, ctx, context_batched=True, alive=alive)
-    fs = evaluate(surrogate.smooth, z, ctx, context_batched=True, alive=alive)
+    state = EvalContext(z, getattr(data, "context", None) or None, getattr(data, "alive", None), batched=True)
+    fo = evaluate(surrogate.original, state)
+    fs = evaluate(surrogate.smooth, state)
     gap = np.abs(fs - fo)
     kt = jac = None
     note = None
@@ -303,7 +341,9 @@ def gap_report(
         kw = dict(attribute_kwargs or {})
         phi_s = attribute(surrogate.smooth, data, **kw).phi
         try:
-            phi_o = attribute(surrogate.original, data, **kw).phi
+            with warnings.catch_warnings():  # a non-smooth original misses efficiency by design: only its ranks count
+                warnings.simplefilter("ignore", EfficiencyGapWarning)
+                phi_o = attribute(surrogate.original, data, **kw).phi
         except Exception as exc:  # the original may be non-differentiable or otherwise unattributable
             note = f"original not attributable: {type(exc).__name__}: {exc}"
         else:

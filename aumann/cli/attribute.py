@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "opaque indices and report activity tiers (also real_people = true in the spec)")
     t.add_argument("--export-identifiers", action="store_true", help="with real people: also write "
                    "identifiers.csv (opaque index → real id)")
-    p.add_argument("--indicator", required=True, help="registered indicator name (lin, heat, var, gini, ...)")
+    p.add_argument("--indicator", required=True,
+                   help="registered indicator name (lin, heat, var, gini, gini_coefficient, ...) or your own as "
+                        "path/to/file.py:fn or package.module:fn (an Indicator or a batched torch function)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
     p.add_argument("--steps", type=positive_int, default=30, help="integration points K for the path integral")

@@ -31,14 +31,23 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.indicators import evaluate
+from aumann.attribution.indicators import EvalContext, evaluate
 from aumann.attribution.metrics import kendall_tau, spearman, topk_jaccard, topk_overlap
 from aumann.scenarios.base import Scenario, ScenarioConfig
 
 
-def vertex_path_attribution(f: Any, z: np.ndarray, z0: np.ndarray, order: np.ndarray,
-                            context: dict[str, np.ndarray] | None = None, chunk: int = 256) -> np.ndarray:
-    """φ^π (N,): exact piecewise-linear-path attribution for the agent order ``order``."""
+def vertex_path_attribution(f: Any, z: Any, z0: np.ndarray, order: np.ndarray,
+                            context: dict[str, np.ndarray] | None = None, chunk: int = 256, *,
+                            alive: np.ndarray | None = None) -> np.ndarray:
+    """φ^π (N,): exact piecewise-linear-path attribution for the agent order ``order``.
+
+    ``z``: the step's features (N, D) or its :class:`~aumann.attribution.indicators.EvalContext` (features,
+    context and living mask together); dead rows are held at the baseline (and an alive-aware f never
+    sees them)."""
+    state = z if isinstance(z, EvalContext) else EvalContext(np.asarray(z), context, alive)
+    z = np.asarray(state.z)
+    if state.alive is not None:  # dead rows sit at the baseline, as in the engine's masking game
+        z = np.where(state.alive[:, None], z, np.broadcast_to(z0, z.shape))
     n = z.shape[0]
     vals = np.empty(n + 1)
     for s in range(0, n + 1, chunk):
@@ -48,7 +57,7 @@ def vertex_path_attribution(f: Any, z: np.ndarray, z0: np.ndarray, order: np.nda
         rank[order] = np.arange(n)
         mask = rank[None, :] < ks[:, None]
         batch = np.where(mask[..., None], z[None], z0[None])
-        vals[ks] = evaluate(f, batch, context)
+        vals[ks] = evaluate(f, state.batch(batch))
     marg = np.diff(vals)  # marg[k] = contribution of order[k]
     phi = np.empty(n)
     phi[order] = marg
@@ -106,11 +115,15 @@ def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadra
     ``attempt(name, fn)``: runs each baseline's attribution (named ``"zero-baseline"``, ...) and returns
     ``None`` for one that failed, which is then left out of the pairs (the study records why); without it a
     failure raises."""
-    from aumann.attribution import AumannShapley, attribute
+    from aumann.attribution import AumannShapley, attribute, resolve_baseline
 
     n, d = panel.N, panel.D
-    bases = {"zero": np.zeros((n, d)), "population_mean": np.broadcast_to(panel.values.reshape(-1, d).mean(0), (n, d)),
-             "pre_event": panel.values[0], "baseline_action": z0_action}
+    # the mean over the living rows of every step; pre-event never reads a dead row (a newborn's is its
+    # state at birth: the engine's rule for baseline="pre-event", absent="entry")
+    mean, _ = resolve_baseline("mean", panel)
+    pre, _ = resolve_baseline("pre-event", panel)
+    bases = {"zero": np.zeros((n, d)), "population_mean": np.broadcast_to(mean[0, 0], (n, d)),
+             "pre_event": pre[0], "baseline_action": z0_action}
     pt = panel.select_steps([ts])
     method = AumannShapley(steps=quadrature_steps, closed_form=False)
     phis = {}

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.attribution.indicators import as_indicator, evaluate
+from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, evaluate_tensor
 from aumann.attribution.participation import diagonal_path_integral
 from aumann.attribution.problem import AttributionMethod
 from aumann.attribution.result import Attribution
@@ -107,7 +107,9 @@ def map_value_fn(sm: StepMap, f: Any, *, n_features: int, name: str = "scenario"
 
     def v(lam: torch.Tensor) -> torch.Tensor:
         z = map_features(sm, lam, n_features=n_features, name=name)
-        out = ind(z, _context(sm.context, lam.shape[0]) if sm.context else None)
+        # a step map describes a fixed population (every row alive): no living mask to carry
+        out = evaluate_tensor(ind, EvalContext(z, _context(sm.context, lam.shape[0]) if sm.context else None,
+                                               batched=True))
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (lam.shape[0],):
             raise IndicatorError(f"indicator {ind.name!r} must return one value per batch element on the step "
                                  f"map's features; got {getattr(out, 'shape', type(out).__name__)}")
@@ -161,20 +163,21 @@ class ActionProblem:
     def indicator(self) -> Any:
         return self.scenario.original(self.config) if self.original else self.scenario.indicator(self.config)
 
-    def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any], z: np.ndarray, z0: np.ndarray,
-               f_values: float, f_baseline: float, n_evals: int, context: dict[str, Any] | None = None,
-               alive: np.ndarray | None = None) -> Attribution:
+    def result(self, phi: np.ndarray, *, method: str, provenance: dict[str, Any], state: EvalContext,
+               z0: np.ndarray, f_values: float, f_baseline: float, n_evals: int) -> Attribution:
         """The :class:`Attribution` (T = 1), through :meth:`aumann.attribution.Problem.result` like every method's:
-        the step's features ``z`` (everyone's recorded action) against ``z0`` (everyone at the baseline action),
+        the step ``state`` (everyone's recorded action: features, context and living mask as one
+        :class:`~aumann.attribution.indicators.EvalContext`) against ``z0`` (everyone at the baseline action),
         v(N) = ``f_values`` and v(∅) = ``f_baseline``."""
         from aumann.attribution.problem import Problem
         from aumann.panel import Panel
 
         n = self.config.agents
         ids = np.arange(n) if self.agent_ids is None else np.asarray(self.agent_ids)
-        panel = Panel(np.asarray(z)[None], features=list(self.scenario.features), agent_ids=ids,
-                      steps=np.array([self.step]), context={k: np.asarray(v)[None] for k, v in (context or {}).items()},
-                      alive=None if alive is None else np.asarray(alive, dtype=bool)[None])
+        panel = Panel(np.asarray(state.z)[None], features=list(self.scenario.features), agent_ids=ids,
+                      steps=np.array([self.step]),
+                      context={k: np.asarray(v)[None] for k, v in (state.context or {}).items()},
+                      alive=None if state.alive is None else np.asarray(state.alive, dtype=bool)[None])
         problem = Problem.build(as_indicator(self.indicator()), panel, baseline=np.asarray(z0, dtype=panel.dtype))
         return problem.result(np.asarray(phi, dtype=np.float64)[None, :], method=method, provenance=provenance,
                               f_values=np.array([f_values]), f_baseline=np.array([f_baseline]), n_evals=n_evals,
@@ -238,22 +241,22 @@ class ActionAumannShapley(AttributionMethod):
         }
         with torch.no_grad(), torch_threads(threads):
             corners = map_features(sm, np.stack([np.ones(n), np.zeros(n)]), n_features=D, name=scenario.name).numpy()
-        f_full, f_empty, z, z0, ctx, alive = integral.v_full, integral.v_empty, corners[0], corners[1], sm.context, None
-        if self.forks:
-            z, ctx, alive = scenario.step_with_baseline(model, config, [], with_alive=True)
-            z0, ctx_empty, alive_empty = scenario.step_with_baseline(model, config, range(n), with_alive=True)
-            f_full = float(evaluate(f, z, ctx, alive=alive))
-            f_empty = float(evaluate(f, z0, ctx_empty, alive=alive_empty))
+        # the step map describes a fixed population: its corners carry the map's context and no mask
+        f_full, f_empty = integral.v_full, integral.v_empty
+        full, z0 = EvalContext(corners[0], sm.context or None), corners[1]
+        if self.forks:  # the forks' steps: features, context and living mask as one context each
+            full, empty = scenario.step_state(model, config, []), scenario.step_state(model, config, range(n))
+            z0 = empty.z
+            f_full, f_empty = float(evaluate(f, full)), float(evaluate(f, empty))
             scale = max(abs(f_full - f_empty), np.finfo(np.float64).tiny)
             prov.update({
                 "forks": 2, "v_fork_full": f_full, "v_fork_empty": f_empty,
                 "fork_gap": max(abs(integral.v_full - f_full), abs(integral.v_empty - f_empty)) / scale,
-                "feature_gap": float(max(np.abs(corners[0] - z).max(), np.abs(corners[1] - z0).max())),
+                "feature_gap": float(max(np.abs(corners[0] - full.z).max(), np.abs(corners[1] - z0).max())),
             })
         prov["seconds"] = time.perf_counter() - t0
-        return problem.result(integral.phi, method=self.name, provenance=prov, z=z, z0=z0, f_values=f_full,
-                              f_baseline=f_empty, n_evals=integral.grad_evals + integral.value_evals,
-                              context=ctx, alive=alive)
+        return problem.result(integral.phi, method=self.name, provenance=prov, state=full, z0=z0, f_values=f_full,
+                              f_baseline=f_empty, n_evals=integral.grad_evals + integral.value_evals)
 
 
 def action_attribution(scenario: Scenario, model: Any, config: Any, *, steps: int = 32, tol: float | None = 1e-6,

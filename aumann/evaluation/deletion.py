@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution import FunctionGame
+from aumann.attribution.games import CoalitionCache
 from aumann.attribution.indicators import as_indicator, evaluate
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.scenarios.base import Scenario
@@ -58,23 +59,23 @@ class DeletionOracle:
     f: Any
     f_original: Any
     agent_ids: Any = None
-    _cache: dict[frozenset[int], tuple[float, float]] = field(default_factory=dict)
+    _cache: CoalitionCache = field(default_factory=CoalitionCache)  # forks by deleted set: (f, f original)
     forks: int = 0
     threads: int = 1
     executor: Any = None
     _lock: Any = field(default_factory=threading.Lock, repr=False)
+    fork_bytes: int | None = None  # the measured peak memory of one fork (sizes the forks in flight)
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
-        z, ctx, alive = self.scenario.step_with_baseline(self.model_before, self.config, sorted(key),
-                                                         agent_ids=self.agent_ids, with_alive=True)
-        return float(evaluate(self.f, z, ctx, alive=alive)), float(evaluate(self.f_original, z, ctx, alive=alive))
+        state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
+        return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = val
+        stored, new = self._cache.put(key, val)
+        if new:
+            with self._lock:
                 self.forks += 1
-            return self._cache[key]
+        return stored
 
     def values(self, deleted: Sequence[int], *, cache: bool = True) -> tuple[float, float]:
         """(f_k, f_k original) after re-simulating t* with ``deleted`` (panel positions) at the baseline
@@ -89,7 +90,12 @@ class DeletionOracle:
 
     def cached(self) -> dict[frozenset[int], tuple[float, float]]:
         """The deleted sets forked so far (with ``cache=True``) and their (f, f original)."""
-        return dict(self._cache)
+        return self._cache.as_dict()
+
+    @property
+    def coalitions(self) -> CoalitionCache:
+        """The fork store (a :class:`~aumann.attribution.games.CoalitionCache` keyed by the deleted set)."""
+        return self._cache
 
     def _compute_all(self, keys: list[frozenset[int]]) -> list[tuple[float, float]]:
         """The forks of ``keys`` (threads or ``executor``; same values as one by one), nothing stored."""
@@ -115,9 +121,29 @@ class DeletionOracle:
         if len(keys) > 1 and self.threads > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(self.threads, len(keys)), thread_name_prefix="aumann-fork") as pool:
-                return list(pool.map(self._compute, keys))
+            first, threads = self._sized_threads(keys[0])  # forks in flight sized by what one fork costs
+            rest = keys[1:]
+            if threads <= 1:
+                return [first, *(self._compute(k) for k in rest)]
+            with ThreadPoolExecutor(max_workers=min(threads, len(rest)), thread_name_prefix="aumann-fork") as pool:
+                return [first, *pool.map(self._compute, rest)]
         return [self._compute(k) for k in keys]
+
+    def _sized_threads(self, key: frozenset[int]) -> tuple[tuple[float, float], int]:
+        """Fork ``key`` alone, measuring its peak memory (once per oracle), and the number of forks that may
+        run at once within the memory budget (at most ``threads``): threads × a model's copy must fit."""
+        from aumann.attribution.memory import items_per_batch, limits, peak_bytes
+
+        if self.fork_bytes is not None:
+            return self._compute(key), max(1, min(self.threads, items_per_batch(self.fork_bytes, limits()[1])))
+        out: list[tuple[float, float]] = []
+        peak = peak_bytes(lambda: out.append(self._compute(key)))
+        if not out:  # the probe could not run the fork (no measurement here): run it plainly
+            out.append(self._compute(key))
+        self.fork_bytes = peak if peak else None
+        if not peak:
+            return out[0], self.threads
+        return out[0], max(1, min(self.threads, items_per_batch(peak, limits()[1])))
 
     def prefetch(self, sets: Iterable[Sequence[int]]) -> int:
         """Compute the forks of many deleted sets at once (threads or ``executor``); returns how many.
@@ -167,35 +193,46 @@ class MaskingOracle:
     """The masking oracle at the target step: f after the deleted agents' features are set to their
     baseline z⁰ (no re-simulation; the per-step masking game's v(N ∖ D)).
 
-    Pooled indicators (f = ρ(mean ψ)) are updated by running sums along an ordering (O(k) for the
-    first k agents); others are evaluated on the masked array (O(N) per k).
+    The curve is the masking game's own (:meth:`~aumann.attribution.pooled.GameKernel.curve` of
+    :class:`~aumann.attribution.MaskedIndicatorGame`): running sums along the ordering for pooled
+    indicators (O(k) for the first k agents, over the living at n_t when the step has dead rows),
+    one sparse pass for network indicators, batched evaluation of the masked array otherwise. The
+    step's context and living mask travel with its features as one
+    :class:`~aumann.attribution.indicators.EvalContext`, so an alive-aware indicator is evaluated over
+    the living exactly as the engine evaluates it.
+
+    Args:
+        f, f_original: the attributed (C²) and the original indicator.
+        z: the step's features (N, D), or its :class:`~aumann.attribution.indicators.EvalContext` (features,
+            context and living mask together; then ``context`` and ``alive`` are not given).
+        z0: the baseline (N, D) (or anything broadcastable to it).
+        context: the step's world state {name: array} (with a plain ``z``).
+        alive: the step's living mask (N,) (with a plain ``z``); ``None``: everyone alive.
     """
 
-    def __init__(self, f: Any, f_original: Any, z: np.ndarray, z0: np.ndarray,
-                 context: dict[str, Any] | None = None) -> None:
+    def __init__(self, f: Any, f_original: Any, z: Any, z0: np.ndarray, context: dict[str, Any] | None = None,
+                 *, alive: Any = None) -> None:
+        import torch
+
+        from aumann.attribution import MaskedIndicatorGame, Problem
+        from aumann.attribution.indicators import EvalContext
+        from aumann.panel import Panel
+
+        state = z if isinstance(z, EvalContext) else EvalContext(np.asarray(z), context, alive)
+        if isinstance(z, EvalContext) and (context is not None or alive is not None):
+            raise ValueError("MaskingOracle: an EvalContext carries its own context and living mask; pass it alone")
+        self.state = state
         self.inds = (as_indicator(f), as_indicator(f_original))
-        self.z = np.asarray(z)
-        self.z0 = np.broadcast_to(np.asarray(z0), self.z.shape)
-        self.context = context
+        zz = np.asarray(state.z.detach().cpu().numpy() if isinstance(state.z, torch.Tensor) else state.z)
+        self.z = zz
+        self.z0 = np.broadcast_to(np.asarray(z0), zz.shape)
+        self.context = state.context
+        panel = Panel(zz[None], alive=None if state.alive is None else state.alive[None],
+                      context={k: np.asarray(v)[None] for k, v in (state.context or {}).items()})
+        base = np.array(self.z0, dtype=panel.dtype)  # a writable copy (z0 may be a broadcast view)
+        self.games = tuple(MaskedIndicatorGame(Problem.build(ind, panel, base), 0) for ind in self.inds)
+        self.kernels = tuple(g.kernel() for g in self.games)
         self.evaluations = 0
-        self._sums: list[Any] = []
-        for ind in self.inds:
-            pooled = ind.pooled if not ind.uses_context else None
-            if pooled is None:
-                self._sums.append(None)
-                continue
-            import torch
-
-            with torch.no_grad():
-                a = pooled.psi(torch.as_tensor(np.asarray(self.z, dtype=np.float64))).double().numpy()
-                b = pooled.psi(torch.as_tensor(np.array(self.z0, dtype=np.float64))).double().numpy()
-            self._sums.append((a.sum(axis=0), b - a, pooled.rho))
-
-    def _masked(self, deleted: Sequence[int]) -> np.ndarray:
-        z = np.array(self.z, dtype=np.float64)
-        idx = np.asarray(deleted, dtype=np.int64)
-        z[idx] = self.z0[idx]
-        return z
 
     def values(self, deleted: Sequence[int]) -> tuple[float, float]:
         """(f, f original) with the ``deleted`` agents at the baseline."""
@@ -207,23 +244,11 @@ class MaskingOracle:
 
     def curve_at(self, order: Sequence[int], ks: Sequence[int]) -> np.ndarray:
         """(len(ks), 2) array of (f_k, f_k original) for the given k (deleting order[:k])."""
-        import torch
-
         order = np.asarray(order, dtype=np.int64)
         ks = np.asarray(list(ks), dtype=np.int64)
-        n = self.z.shape[0]
         out = np.empty((ks.size, 2))
-        kmax = int(ks.max()) if ks.size else 0
-        for j, (ind, sums) in enumerate(zip(self.inds, self._sums)):
-            if sums is not None:
-                total, change, rho = sums
-                run = np.cumsum(change[order[:kmax]], axis=0)  # running change of Σψ
-                s = total[None, :] + np.concatenate([np.zeros((1, total.size)), run])[ks]
-                with torch.no_grad():
-                    out[:, j] = rho(torch.as_tensor(s / n)).double().numpy()
-            else:
-                for q, k in enumerate(ks):
-                    out[q, j] = float(evaluate(ind, self._masked(order[:k]), self.context))
+        for j, kernel in enumerate(self.kernels):
+            out[:, j] = kernel.curve(order, ks)
             self.evaluations += int(ks.size)
         return out
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.indicators import as_indicator, evaluate
+from aumann.attribution.indicators import EvalContext, as_indicator, evaluate
 from aumann.attribution.metrics import rank_agents
 from aumann.attribution.problem import resolve_baseline
 from aumann.evaluation.deletion import MaskingOracle, deletion_summary
@@ -28,6 +28,20 @@ WHY_MASKING_ONLY = ("A log cannot be re-simulated: nothing can ask the simulator
                     "without the deleted agents. The deletion study is therefore the masking game only: the deleted "
                     "agents' recorded features at t* are set to the baseline, everyone else's stay as logged "
                     "(their reactions to the deleted agents stay in).")
+
+
+class _LivingOrders:
+    """The masking oracle of the whole step, driven by orderings of the living agents (positions 0 … n−1 of
+    ``living``): the game the engine explained, dead rows held at the baseline and out of an alive-aware f."""
+
+    def __init__(self, oracle: MaskingOracle, living: np.ndarray) -> None:
+        self.oracle, self.living = oracle, living
+
+    def curve(self, order: Any, k_max: int) -> np.ndarray:
+        return self.oracle.curve(self.living[np.asarray(order, dtype=np.int64)], k_max)
+
+    def curve_at(self, order: Any, ks: Any) -> np.ndarray:
+        return self.oracle.curve_at(self.living[np.asarray(order, dtype=np.int64)], ks)
 
 
 def masking_deletion(f: Any, panel: Any, att: Any, *, baseline: Any = "zero", k_del: int | None = None,
@@ -46,11 +60,10 @@ def masking_deletion(f: Any, panel: Any, att: Any, *, baseline: Any = "zero", k_
     n = int(living.size)
     base, label = resolve_baseline(baseline, panel)
     b = base[ts if base.shape[0] > 1 else 0]
-    z = np.asarray(panel.values[ts], dtype=np.float64)[living]
-    z0 = np.broadcast_to(np.asarray(b, dtype=np.float64), panel.values.shape[1:])[living]
-    ctx = {k: v[ts] for k, v in panel.context.items()} or None
-    oracle = MaskingOracle(ind, ind, z, z0, ctx)
-    fz = float(evaluate(ind, z, ctx))
+    state = EvalContext.at_step(panel, ts)  # the step's features, context and living mask, evaluated together
+    z0 = np.broadcast_to(np.asarray(b, dtype=np.float64), panel.values.shape[1:])
+    oracle = _LivingOrders(MaskingOracle(ind, ind, state, z0), living)
+    fz = float(evaluate(ind, state))
     f_full = (fz, fz)
     if k_del is None:
         k_del = min(n, max(10, math.ceil(0.05 * n)), 200)

@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from aumann.checks import load_spec
 from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 
@@ -98,43 +99,13 @@ def _as_scenario(obj: Any, spec: str) -> Scenario:
     return made
 
 
-def _import_file(path: Path, spec: str):
-    if not path.is_file():
-        raise ScenarioLoadError(f"scenario spec {spec!r}: no such file {str(path)!r}")
-    path = path.resolve()
-    name = f"aumann_user_scenario_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    folder = str(path.parent)
-    if folder not in sys.path:  # as ``python file.py`` would: sibling modules import
-        sys.path.insert(0, folder)
-    loader_spec = importlib.util.spec_from_file_location(name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise ScenarioLoadError(f"scenario spec {spec!r}: {str(path)!r} is not a Python file")
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[name] = module
-    try:
-        loader_spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
-        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {str(path)!r} raised {type(exc).__name__}: "
-                                f"{exc}") from exc
-    return module
-
-
-def _import_module(modname: str, spec: str):
-    try:
-        return importlib.import_module(modname)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        cwd = os.getcwd()
-        if modname.split(".")[0] == missing.split(".")[0] and cwd not in sys.path and "" not in sys.path:
-            sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path
-            return _import_module(modname, spec)
-        raise ScenarioLoadError(f"scenario spec {spec!r}: cannot import module {modname!r} ({exc})") from exc
-    except Exception as exc:
-        raise ScenarioLoadError(f"scenario spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: "
-                                f"{exc}") from exc
+def _module_name(where: str) -> str:
+    """The ``sys.modules`` key of what :func:`~aumann.checks.load_spec` imported for ``where``."""
+    is_file = where.endswith(".py") or "/" in where or os.sep in where
+    if not is_file:
+        return where
+    path = Path(where).resolve()
+    return f"aumann_user_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
 
 
 def load(spec: str) -> Scenario:
@@ -147,20 +118,16 @@ def load(spec: str) -> Scenario:
             neither a Scenario nor a factory returning one (the message names the spec).
     """
     spec = str(spec).strip()
-    where, sep, attr = spec.rpartition(":")
-    if not sep or not where or not attr:
-        raise ScenarioLoadError(f"scenario spec {spec!r} must look like package.module:attribute or "
-                                f"path/to/file.py:attribute")
-    is_file = where.endswith(".py") or "/" in where or os.sep in where
-    module = _import_file(Path(where), spec) if is_file else _import_module(where, spec)
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            found = sorted(k for k, v in vars(module).items() if isinstance(v, Scenario))
-            raise ScenarioLoadError(f"scenario spec {spec!r}: {where} has no attribute {attr!r}"
-                                    + (f"; Scenario objects there: {found}" if found else "")) from None
+    try:
+        module, obj = load_spec(spec, error=ScenarioLoadError, what="scenario")
+    except ScenarioLoadError as exc:
+        where, _, attr = spec.rpartition(":")
+        if "has no attribute" not in str(exc):
+            raise
+        module = sys.modules.get(_module_name(where))
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, Scenario)) if module else []
+        raise ScenarioLoadError(f"scenario spec {spec!r}: {where} has no attribute {attr!r}"
+                                + (f"; Scenario objects there: {found}" if found else "")) from None
     return _as_scenario(obj, spec)
 
 

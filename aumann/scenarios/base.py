@@ -386,6 +386,7 @@ class Scenario:
         from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
         from aumann.simulators import checkpoint, simulate, state_digest
+        from aumann.simulators.runner import warn_replay
 
         if not isinstance(config, self.config_model):
             raise ConfigError(f"scenario {self.name!r} needs a {self.config_model.__name__} (from load_config); got "
@@ -412,6 +413,7 @@ class Scenario:
                     if strategy == "copy":
                         raise
                     mode["strategy"], mode["why"] = "replay", str(exc)  # decided once: the model copies alike
+                    warn_replay(m, str(exc))
             ckpts[t] = _Deferred(factory, t, self.step, state_digest(m), mode["why"])
 
         if keep <= 0:
@@ -470,6 +472,15 @@ class Scenario:
             return z, ctx
         alive = res.panel.alive
         return z, ctx, (None if alive is None or bool(alive[0].all()) else np.asarray(alive[0], dtype=bool))
+
+    def step_state(self, model: Any, config: ScenarioConfig, positions: Sequence[int], *,
+                   agent_ids: Sequence[Hashable] | None = None) -> Any:
+        """:meth:`step_with_baseline` as one :class:`~aumann.attribution.indicators.EvalContext`: the
+        re-simulated step's features (n, D), its context and its living mask, evaluated together."""
+        from aumann.attribution.indicators import EvalContext
+
+        z, ctx, alive = self.step_with_baseline(model, config, positions, agent_ids=agent_ids, with_alive=True)
+        return EvalContext(z, ctx, alive)
 
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
         from aumann.simulators import fork

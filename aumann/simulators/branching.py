@@ -43,6 +43,7 @@ import inspect
 import itertools
 import math
 import re
+import sys
 import threading
 import types
 import weakref
@@ -527,6 +528,54 @@ def _verify_key(model: Any) -> tuple:
     return getattr(model, "steps", None), n
 
 
+#: the recursion limit and thread stack of the second attempt at a copy that hit Python's recursion limit
+DEEP_RECURSION_LIMIT = 200_000
+DEEP_STACK_BYTES = 512 * 2**20
+_DEEP: weakref.WeakSet[type] = weakref.WeakSet()  # model classes whose copies needed the deep stack
+
+
+def _deepcopy(model: Any) -> tuple[Any, _CopyContext]:
+    with _copy_hooks() as ctx:
+        memo: dict = {}
+        branch = copy.deepcopy(model, memo)
+        ctx.finish(memo)
+    return branch, ctx
+
+
+def _deepcopy_on_deep_stack(model: Any) -> tuple[Any, _CopyContext]:
+    """:func:`_deepcopy` in a thread with a large stack and a raised recursion limit (restored after).
+
+    Models whose agents keep references to their neighbours chain every agent to the next, so
+    ``deepcopy`` recurses once per agent; the default limit (1,000) is hit after a few steps of a
+    civil-violence model, and a raised limit makes the copy bit-identical. The copy runs on its own
+    thread so that the deep recursion has a stack sized for it (the main thread's is fixed)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
+        try:
+            box["out"] = _deepcopy(model)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+        finally:
+            sys.setrecursionlimit(old)
+
+    size = threading.stack_size()
+    try:
+        threading.stack_size(DEEP_STACK_BYTES)
+        thread = threading.Thread(target=work, name="aumann-deep-copy")
+        thread.start()
+    finally:
+        threading.stack_size(size)
+    thread.join()
+    if "error" in box:
+        err = box.pop("error")
+        err.__traceback__ = None  # thousands of identical frames: the message says it all
+        raise err
+    return box["out"]
+
+
 def copy_model(model: Any) -> Any:
     """A deep copy of ``model``, repaired for Mesa's cell spaces and DEVS events, and checked.
 
@@ -539,20 +588,26 @@ def copy_model(model: Any) -> Any:
     """
     name = type(model).__name__
     try:
-        with _copy_hooks() as ctx:
-            memo: dict = {}
-            branch = copy.deepcopy(model, memo)
-            ctx.finish(memo)
-    except RecursionError as exc:
-        raise CheckpointError(f"cannot copy {name}: RecursionError in copy.deepcopy ({exc}); the model's "
-                              f"object graph is too deep to copy") from exc
+        if type(model) in _DEEP:  # known to need the deep stack: do not pay for a failing first attempt
+            branch, ctx = _deepcopy_on_deep_stack(model)
+        else:
+            try:
+                branch, ctx = _deepcopy(model)
+            except RecursionError:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
+                _DEEP.add(type(model))
+                branch, ctx = _deepcopy_on_deep_stack(model)
+    except RecursionError:
+        # no chained traceback: it would repeat the same few frames thousands of times
+        raise CheckpointError(f"cannot copy {name}: its object graph is deeper than {DEEP_RECURSION_LIMIT:,} "
+                              "nested objects (RecursionError in copy.deepcopy even on a deep stack); fork by "
+                              "replay (factory=...) or give the model a __deepcopy__") from None
     except CheckpointError:
         raise
     except Exception as exc:  # deepcopy failures surface as many types
-        raise CheckpointError(f"cannot checkpoint {name} with copy.deepcopy: {type(exc).__name__}: {exc}. "
-                              f"Objects such as open files, sockets, locks or generators cannot be copied; "
-                              f"keep them outside the model, implement __deepcopy__, or fork by replay "
-                              f"(factory=...)") from exc
+        raise CheckpointError(f"cannot checkpoint {name} with copy.deepcopy: {type(exc).__name__}: "
+                              f"{str(exc)[:300]}. Objects such as open files, sockets, locks or generators cannot "
+                              f"be copied; keep them outside the model, implement __deepcopy__, or fork by replay "
+                              f"(factory=...)") from None
     _continue_id_counters(model, branch)
     lin = lineage(model, create=True)
     key = _verify_key(model)

@@ -81,8 +81,11 @@ class FeatureRecorder(_RecorderBase):
     Args:
         features: ordered mapping feature name → attribute name (``"wealth"``) or callable
             ``fn(agent) -> number``. The panel's features keep this order.
-        agents: ``fn(model) -> iterable of agents`` (default ``model.agents``). Agents are keyed by
-            ``agent.unique_id`` and sorted ascending in the panel.
+        agents: ``fn(model) -> iterable of agents``. Default: the agents of ``model.agents`` whose type has
+            every requested feature (types without one are skipped, listed in ``skipped_types``, the panel's
+            ``meta["skipped_agent_types"]`` and a :class:`~aumann.errors.RecorderWarning`); with ``agents=``
+            every agent it returns must have them. Agents are keyed by ``agent.unique_id`` and sorted
+            ascending in the panel.
         alive_context: also record the presence mask as ``Panel.context[alive_context]`` (T, N) floats.
 
     Raises:
@@ -117,7 +120,46 @@ class FeatureRecorder(_RecorderBase):
                 raise FeatureValueError(
                     f"feature {name!r} must be an attribute name (str) or a callable fn(agent); got {spec!r}"
                 )
-        self.agents = agents or _default_agents
+        self.agents = agents or self._agents_with_features
+        self.skipped_types: dict[str, str] = {}  # agent types left out by default: type name → missing feature
+        self._type_ok: dict[type, bool] = {}
+        self._available: dict[str, list[str]] = {}  # what the skipped types do have (for the error message)
+
+    def _agents_with_features(self, model: Any) -> list[Any]:
+        """The default agents: those of the types that have every requested feature (Mesa models mix types,
+        e.g. wolves, sheep and grass patches; a recorder of ``energy`` skips the patches). Each type is
+        checked once, on its first agent; types left out are listed in ``skipped_types`` and said once."""
+        out = []
+        for a in _default_agents(model):
+            cls = type(a)
+            ok = self._type_ok.get(cls)
+            if ok is None:
+                ok = self._type_ok[cls] = self._has_features(a)
+            if ok:
+                out.append(a)
+        return out
+
+    def _has_features(self, agent: Any) -> bool:
+        for name, getter in zip(self.features, self._getters):
+            try:
+                getter(agent)
+            except AttributeError:
+                spec = self._specs[name]
+                missing = spec if isinstance(spec, str) else f"{name} (its function raised AttributeError)"
+                self.skipped_types[type(agent).__name__] = missing
+                self._available[type(agent).__name__] = sorted(k for k in vars(agent) if not k.startswith("_"))
+                import warnings
+
+                from aumann.errors import RecorderWarning
+
+                warnings.warn(RecorderWarning(
+                    f"FeatureRecorder: agents of type {type(agent).__name__} have no {missing!r}; recording the "
+                    f"agent types that have every feature {list(self.features)} and skipping "
+                    f"{type(agent).__name__} (pass agents=fn(model) to choose the agents yourself)"), stacklevel=2)
+                return False
+            except Exception:  # anything else is a real error of the feature: recorded (and raised) at capture
+                return True
+        return True
 
     @classmethod
     def from_arrays(
@@ -152,6 +194,9 @@ class FeatureRecorder(_RecorderBase):
 
     # ---------------------------------------------------------------- recording internals
     def _start(self, model: Any, steps: int) -> _RowBuffer:
+        self.skipped_types = {}
+        self._type_ok = {}
+        self._available = {}
         cap = max(len(list(self.agents(model))), 1)
         return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
                           alive=np.zeros((steps, cap), dtype=bool))
@@ -216,6 +261,12 @@ class FeatureRecorder(_RecorderBase):
     def _result(self, rec: _RowBuffer):
         n = len(rec.ids)
         if n == 0:
+            why = ""
+            if self.skipped_types:
+                why = (" (every agent type was skipped for a missing feature: "
+                       + "; ".join(f"{t} has no {m!r}, available attributes: {self._available.get(t, [])}"
+                                   for t, m in self.skipped_types.items()) + ")")
+                raise UnknownAttributeError(f"no agents have the requested features {list(self.features)}{why}")
             raise FeatureValueError("no agents were ever present during the recording; nothing to record")
         ids = rec.ids
         try:

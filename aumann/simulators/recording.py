@@ -182,7 +182,9 @@ class Recording:
         self._panel = Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=context,
-            meta={"recorder": type(self.recorder).__name__},
+            meta={"recorder": type(self.recorder).__name__,
+                  **({"skipped_agent_types": dict(skipped)} if (skipped := getattr(self.recorder, "skipped_types",
+                                                                                  None)) else {})},
         )
 
     def discard(self) -> None:

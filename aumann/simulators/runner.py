@@ -129,7 +129,8 @@ def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | N
             reason = str(exc)
             lin = lin or branching.lineage(model, create=True)
             if lin is not None:
-                lin.copy_error = reason
+                lin.copy_error = reason  # decided once per model: later forks replay without trying again
+            warn_replay(model, reason)
         else:
             if lin is not None:
                 branching.set_lineage(branch, lin.clone())
@@ -146,6 +147,18 @@ def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | N
     if blin is not None:
         blin.copy_error = reason
     return branch, "replay"
+
+
+def warn_replay(model: Any, reason: str) -> None:
+    """Say once (a :class:`~aumann.errors.ForkFallbackWarning`; Python shows each distinct message once)
+    that ``strategy="auto"`` forks ``model`` by replay, and why its copy failed."""
+    import warnings
+
+    from aumann.errors import ForkFallbackWarning
+
+    warnings.warn(ForkFallbackWarning(
+        f"{type(model).__name__} cannot be copied, so its forks replay its history from the factory instead "
+        f"(slower: every fork re-runs the steps before it). Why: {reason}"), stacklevel=3)
 
 
 def checkpoint(model: Any, *, strategy: str = "auto", factory: Factory | None = None,
@@ -192,19 +205,17 @@ def indicator_values(f: Callable[..., Any], panel: Any):
     """
     import numpy as np
 
-    from aumann.attribution.indicators import evaluate
+    from aumann.attribution.indicators import EvalContext, evaluate
 
-    values = panel.values
-    alive = getattr(panel, "alive", None)  # an alive-aware indicator averages over the living rows only
-    T = values.shape[0]
-    chunk = max(1, (128 << 20) // max(1, values[0].size * 8))  # whole steps, ≤ 128 MiB of float64 at a time
+    state = EvalContext.of_panel(panel)  # values, context and living mask of every step, together
+    T = panel.values.shape[0]
+    chunk = max(1, (128 << 20) // max(1, panel.values[0].size * 8))  # whole steps, ≤ 128 MiB of float64 at a time
     if chunk >= T:
-        return evaluate(f, values, panel.context, context_batched=True, alive=alive)
+        return evaluate(f, state)
     out = np.empty(T, dtype=np.float64)
     for s in range(0, T, chunk):
         sl = slice(s, min(T, s + chunk))
-        out[sl] = evaluate(f, values[sl], {k: v[sl] for k, v in panel.context.items()}, context_batched=True,
-                           alive=None if alive is None else alive[sl])
+        out[sl] = evaluate(f, state.steps(sl))
     return out
 
 

@@ -53,6 +53,7 @@ from aumann.studies.rundir import FAITHFULNESS, RUNS, RunDir
 from aumann.studies.sections import (
     calls_text,
     concentration_table,
+    efficiency_note,
     group_share_table,
     id_cell,
     llm_blocks,
@@ -153,6 +154,8 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
 
 
 # --------------------------------------------------------------------------- aumann attribute / demo
+
+
 
 
 def attribute_t_star(att: Any) -> int:
@@ -295,6 +298,8 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
                       [[float(gap.max()), Cell(steps_lbl[int(np.argmax(gap))], sort=int(np.argmax(gap))),
                         float(att.relative_efficiency_gap.max()), float(gap[ts]), att.satisfies_efficiency]],
                       caption="Efficiency gap |Σ_i φ_i,t − Δv_t|", id="efficiency"))
+    if att.large_efficiency_gap().any():
+        sure.append(efficiency_note(float(att.relative_efficiency_gap.max()), "this attribution"))
     if manifest.get("trace"):  # an event log of another simulator: what was read, and the masking game only
         from aumann.studies.trace_sections import trace_blocks, trace_cards, trace_who_note
 

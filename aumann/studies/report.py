@@ -208,9 +208,14 @@ def write_plots(result: StudyResult, out: Path) -> list[Path]:
             arrs = [a[f"{key}_{name}"] for a in result.arrays if f"{key}_{name}" in a]
             if not arrs:
                 continue
-            curves = np.array(arrs)
-            k = np.arange(1, curves.shape[1] + 1)
-            ax.plot(k, 100 * curves.mean(axis=0), marker=".", label=name)
+            # runs with births and deaths have different K_del (their players differ): the mean over the runs
+            # that reach each k
+            kmax = max(len(a) for a in arrs)
+            curves = np.full((len(arrs), kmax), np.nan)
+            for r, a in enumerate(arrs):
+                curves[r, :len(a)] = a
+            k = np.arange(1, kmax + 1)
+            ax.plot(k, 100 * np.nanmean(curves, axis=0), marker=".", label=name)
         ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("drop (f − f_k)/f  [%]")

@@ -452,8 +452,12 @@ class JudgeRow(Row):
 
         if ctx.options.judge is None:
             return None
+        from aumann.attribution.problem import resolve_baseline
+
         ts, players, panel = ctx.t_star, ctx.players, ctx.panel
-        trace = judge_trace(ctx.scenario.features, panel.values[ts - 1][players] if ts > 0 else None,
+        # the step before t* never through a dead row (a newborn's "before" is its state at birth)
+        before = resolve_baseline("previous", panel)[0][ts][players] if ts > 0 else None
+        trace = judge_trace(ctx.scenario.features, before,
                             panel.values[ts][players], ctx.z0[players], ctx.f_values[: ts + 1], ts, ctx.sizes.k_del,
                             agent_ids=np.asarray(panel.agent_ids)[players],
                             max_candidates=ctx.config.study.judge_candidates, indicator=getattr(ctx.f, "name", "f"))

@@ -257,6 +257,53 @@ def load_attribution(path: Path) -> Any:
 
 
 
-__all__ = ["calls_text", "concentration_table", "group_share_table", "id_cell", "llm_blocks", "load_attribution",
-           "merged_table", "pct_cell", "pct_text", "read_csv", "read_json", "signed_cell", "timing_table", "top_order",
-           "who_table"]
+
+def above_ceiling(row: dict[str, Any], ceil: dict[str, Any],
+                  cols: tuple[str, ...] = ("kendall_tau", "jaccard_top10")) -> bool:
+    """Whether a method's agreement exceeds the noise ceiling it is shown against."""
+    for c in cols:
+        a, b = row.get(c), ceil.get("kendall_tau_ceiling" if c == "kendall_tau" else "jaccard_ceiling")
+        if isinstance(a, int | float) and isinstance(b, int | float) and math.isfinite(a) and math.isfinite(b) \
+                and a > b:
+            return True
+    return False
+
+
+def ceiling_explanation(methods: list[str]) -> str:
+    """Why an agreement can exceed the noise ceiling (shown whenever one does)."""
+    return (f"{', '.join(methods)} agree(s) with the reference better than the noise ceiling. The ceiling is the "
+            "agreement of two *noisy* sampled-Shapley runs with each other; an exact (noise-free) method is compared "
+            "with one noisy run only, so it can land above it — most where agents are tied or nearly tied in truth "
+            "(sampling noise orders them at random in each run, while an exact method keeps them tied, which τ-b "
+            "does not count against it). Read the ceiling as the reference's own repeatability, not as a bound.")
+
+
+def efficiency_note(worst: float, where: str) -> Note:
+    """The report's flag for an efficiency gap over the warning share of |Δv|."""
+    from aumann.attribution.result import EFFICIENCY_WARN_SHARE
+
+    return Note(f"**Efficiency gap flag**: in {where}, Σ_i φ misses Δv by up to {100 * worst:.3g} % of |Δv| (over "
+                f"{100 * EFFICIENCY_WARN_SHARE:g} %): the attribution does not account for the whole change. Raise "
+                "the quadrature points K (or use adaptive tol=), or check the indicator for kinks on the path.", "warn")
+
+
+__all__ = [
+    "above_ceiling",
+    "calls_text",
+    "ceiling_explanation",
+    "concentration_table",
+    "efficiency_note",
+    "group_share_table",
+    "id_cell",
+    "llm_blocks",
+    "load_attribution",
+    "merged_table",
+    "pct_cell",
+    "pct_text",
+    "read_csv",
+    "read_json",
+    "signed_cell",
+    "timing_table",
+    "top_order",
+    "who_table",
+]

@@ -143,6 +143,7 @@ def attribute(ctx: RunContext) -> None:
     Aumann–Shapley over every step, both deletion oracles at t*, and the record's first keys."""
     from aumann.attribution import AumannShapley
     from aumann.attribution import attribute as attribute_panel
+    from aumann.attribution.evalcontext import EvalContext
     from aumann.attribution.metrics import log_k_grid
     from aumann.evaluation.deletion import DeletionOracle, MaskingOracle
     from aumann.simulators import indicator_values
@@ -166,8 +167,7 @@ def attribute(ctx: RunContext) -> None:
     ctx.z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)
     ctx.oracle = DeletionOracle(scenario, config, ctx.model_before, f, f_orig, agent_ids=ids,
                                 threads=ctx.options.fork_threads, executor=ctx.options.executor)
-    ctx.masking = MaskingOracle(f, f_orig, pt.values[0], ctx.z0,
-                                {k: np.asarray(v)[0] for k, v in pt.context.items()})
+    ctx.masking = MaskingOracle(f, f_orig, EvalContext.at_step(pt, 0), ctx.z0)  # features, context, mask together
     ctx.grid = log_k_grid(len(players)) if st.log_k_grid else None
     label = ctx.options.backend_label
     ctx.rec.update({"t_star": ts, "f_t_star": float(fv[ts]), "f_original_t_star": float(fov[ts]),
@@ -183,10 +183,13 @@ def attribute(ctx: RunContext) -> None:
 def smoothing_gaps(ctx: RunContext) -> None:
     """The attributed C² surrogate against the original indicator: values over every step, and the
     rankings of their attributions at t*."""
+    from aumann.attribution.metrics import relative_gap
+
     fv, fov, ts = ctx.f_values, ctx.f_original_values, ctx.t_star
     gap = ctx.scenario.gap_report(ctx.config, ctx.target, ranks=True, method=ctx.method, baseline=ctx.z0).as_dict()
-    ctx.rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))),
-                                "max_rel": float(np.max(np.abs(fv - fov) / np.maximum(np.abs(fov), 1e-12))),
+    max_rel, rel_skipped = relative_gap(fv, fov)  # not where the original is ~0 (no relative gap there)
+    ctx.rec["smoothing_gap"] = {"max_abs": float(np.max(np.abs(fv - fov))), "max_rel": max_rel,
+                                **({"rel_skipped_steps": rel_skipped} if rel_skipped else {}),
                                 "t_star_abs": float(abs(fv[ts] - fov[ts])),
                                 "t_star_kendall_tau": gap.get("mean_kendall_tau", math.nan),
                                 "t_star_top_k_jaccard": gap.get("mean_top_k_jaccard", math.nan),

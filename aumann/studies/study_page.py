@@ -54,8 +54,11 @@ from aumann.studies.rundir import (
     with_timing,
 )
 from aumann.studies.sections import (
+    above_ceiling,
     calls_text,
+    ceiling_explanation,
     concentration_table,
+    efficiency_note,
     group_share_table,
     id_cell,
     llm_blocks,
@@ -248,6 +251,10 @@ def _provenance(page: StudyPage) -> list[Any]:
     out.append(Table(["run", "t*", "Δv(t*)", "Σ_i φ_i,t*", "|Σφ − Δv| at t*", "relative", "max over steps",
                       "max relative"], eff_rows, caption="Efficiency gap |Σ_i φ_i,t − Δv_t| (quadrature error)",
                      id="efficiency"))
+    flagged = [r for r, att in enumerate(page.ats) if att.large_efficiency_gap().any()]
+    if flagged:
+        out.append(efficiency_note(max(float(page.ats[r].relative_efficiency_gap.max()) for r in flagged),
+                                   f"run(s) {', '.join(map(str, flagged))}"))
     return out
 
 
@@ -262,12 +269,17 @@ def _curve_groups(arrays: Sequence[dict[str, np.ndarray]], methods: Sequence[str
         if method is None:
             continue
         variant = rest[: -len(method)].rstrip("_") or "deletion"
-        try:
-            stack = np.array([np.asarray(a[key], dtype=np.float64) for a in arrays if key in a])
-        except ValueError:  # runs of different lengths: not averageable
+        curves = [np.asarray(a[key], dtype=np.float64).reshape(-1) for a in arrays if key in a]
+        if not curves or not max(c.size for c in curves):
             continue
-        if stack.ndim == 2 and stack.size:
-            out.setdefault(variant, {})[method] = np.nanmean(stack, axis=0)
+        # runs with births and deaths have different K_del (their players differ): the mean over the runs
+        # that reach each k
+        stack = np.full((len(curves), max(c.size for c in curves)), np.nan)
+        for r, c in enumerate(curves):
+            stack[r, :c.size] = c
+        seen = ~np.isnan(stack)
+        out.setdefault(variant, {})[method] = np.where(seen.any(axis=0), np.nansum(stack, axis=0), np.nan) \
+            / np.maximum(seen.sum(axis=0), 1)
     return out
 
 
@@ -309,8 +321,11 @@ def _agreement(page: StudyPage) -> list[Any]:
     rows_.append([Cell("noise ceiling (two sampled-Shapley runs)", cls=""),
                   *[ceil.get("kendall_tau_ceiling"), ceil.get("jaccard_ceiling")][: len(agree_cols)]])
     out.append(Table(["method", *[f"{c} vs sampled Shapley" for c in agree_cols]], rows_, id="agreement",
-                     caption="Rank agreement with the reference (mean ± std over runs). The noise ceiling is "
-                     "how well two independent sampled-Shapley runs agree: no method can be expected to do better."))
+                     caption="Rank agreement with the reference (mean ± std over runs; Kendall τ-b, ties counted "
+                     "as ties). The noise ceiling is how well two independent sampled-Shapley runs agree."))
+    above = [r["method"] for r in agree_rows if above_ceiling(r, ceil)]
+    if above:
+        out.append(Note(ceiling_explanation(above), "info"))
     return out
 
 
@@ -326,6 +341,11 @@ def _smoothing_and_ablations(page: StudyPage) -> list[Any]:
                          caption="The attributed C² surrogate against the original indicator"))
         notes = {rec["smoothing_gap"].get("note") for rec in recs if rec.get("smoothing_gap", {}).get("note")}
         out += [Text(str(n)) for n in sorted(notes)]
+        skipped = sum(int(rec.get("smoothing_gap", {}).get("rel_skipped_steps") or 0) for rec in recs)
+        if skipped:
+            out.append(Note(f"max relative leaves out {skipped} step(s) where the original indicator is 0 (to 1e-9 "
+                            "of its scale): a relative gap is undefined there; max_t |f − f_orig| covers them.",
+                            "info"))
     else:
         out.append(Note("The smoothing gap was not recorded.", "skipped"))
     out.append("Ablations")
@@ -411,8 +431,10 @@ def _cards(page: StudyPage) -> list[Card]:
              Card("When (run 0)", f"t* = {ts0}", f"f(z_t*) = {fmt(float(rec0['f_t_star']))}; Φ_t* = "
                   f"{fmt(float(a0.by_step()[ts0]))}")]
     if "kendall_tau" in ours:
+        over = above_ceiling(ours, ours, cols=("kendall_tau",))
         cards.append(Card("τ vs sampled Shapley", fmt(ours["kendall_tau"], 3),
-                          f"noise ceiling {fmt(ours.get('kendall_tau_ceiling'), 3)}"))
+                          f"noise ceiling {fmt(ours.get('kendall_tau_ceiling'), 3)}"
+                          + (" (above it: see How sure)" if over else "")))
     if "deletion_auc" in ours:
         cards.append(Card("Deletion AUC", fmt(ours["deletion_auc"], 3),
                           f"random orderings: {fmt(rnd.get('deletion_auc'), 3)}"))

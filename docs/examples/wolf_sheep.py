@@ -4,16 +4,15 @@
 
 Births and deaths: the panel keeps a row per animal ever seen; rows of animals not yet born or
 already dead are absent (``Panel.alive``). The indicator averages energy over the living only: it
-takes the ``alive`` keyword, so the engine hands it ``Panel.alive`` (the built-in ``"lin"`` does the
-same), and elsewhere it reads the presence mask that the recorder puts into the context
-(``alive_context``), so its value never depends on what dead rows hold. Grass regrows through
+takes the ``alive`` keyword, so every evaluation (the engine, forks, deletion curves) hands it the
+step's living mask (the built-in ``"lin"`` does the same), and its value never depends on what dead
+rows hold. The recorder records the animals (grass patches have no ``energy``). Grass regrows through
 Mesa's ``ABMSimulator``: each step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline
 action: the animal rests this step — it does not move, eat or reproduce, but still burns one unit
 of energy (and dies below zero) — by replacing its ``step`` for that one step.
 """
 
 from mesa.examples import WolfSheep
-from mesa.examples.advanced.wolf_sheep.agents import Animal
 from mesa.experimental.devs import ABMSimulator
 from pydantic import Field
 
@@ -34,9 +33,8 @@ def build(cfg: Config, rng, backend=None):
                      initial_wolves=cfg.wolves, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
 
 
-def mean_energy_of_the_living(z, context=None, alive=None):  # alive=: the engine passes the living mask
-    alive = context["alive"] if alive is None else alive  # forks' one-step recordings: the recorder's mask
-    return (alive * z[..., 0]).sum(-1) / alive.sum(-1).clamp_min(1)
+def mean_energy_of_the_living(z, context=None, alive=None):  # alive=: the living mask (None: all alive)
+    return z[..., 0].mean(-1) if alive is None else (alive * z[..., 0]).sum(-1) / alive.sum(-1)
 
 
 def rest(animal):
@@ -55,8 +53,7 @@ scenario = Scenario(
     description="Mesa's wolf–sheep predation (mesa.examples): mean energy of the living animals",
     config_model=Config,
     build_model=build,
-    make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}, alive_context="alive",
-                                              agents=lambda m: m.agents.select(lambda a: isinstance(a, Animal))),
+    make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
     features=("energy",),
     indicator=lambda cfg: mean_energy_of_the_living,
     original=lambda cfg: mean_energy_of_the_living,

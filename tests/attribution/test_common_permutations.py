@@ -87,3 +87,34 @@ def test_common_permutations_converge_to_exact_shapley(rng):
     res = attribute("heat", Panel(z), method=SampledShapley(permutations=4000, common_permutations=True), rng=3)
     zscores = (res.phi - exact.phi) / res.stderr
     assert np.abs(zscores).max() < norm.isf(1e-3 / (2 * zscores.size))
+
+
+def test_lockstep_with_null_players_equals_each_step_alone(rng):
+    """Issue 21: a network indicator's null players (δr = 0) — each step alone samples its active players
+    only; lockstep does the same (steps grouped by their number of active players), so the numbers agree."""
+    import scipy.sparse as sp
+
+    from aumann.attribution import NetworkQuadratic
+
+    T, N = 4, 12
+    A = sp.random(N, N, density=0.4, random_state=3)
+    A = sp.csr_matrix(((A + A.T) / 2).toarray() * (1 - np.eye(N)))
+    f = NetworkQuadratic(A, lambda z: z[..., 0] * z[..., 1], degree=2)
+    z = np.abs(rng.normal(size=(T, N, 2))) + 0.1
+    base = 0.5 * z
+    base[0, :3] = z[0, :3]  # step 0: three null players
+    base[1, :6] = z[1, :6]  # step 1: six
+    base[3, :3] = z[3, :3]  # step 3: three again (shares step 0's draws); step 2: none
+    method = SampledShapley(permutations=16, common_permutations=True)
+    res = attribute(f, Panel(z), method=method, baseline=base, rng=7)
+    problem = Problem.build(f, Panel(z), base)
+    shared = spawn(7, 1)[0]
+    for t in range(T):
+        est, _, _ = SampledShapley(permutations=16)._run(MaskedIndicatorGame(problem, t), copy.deepcopy(shared))
+        np.testing.assert_array_equal(res.phi[t], est.phi)
+        np.testing.assert_array_equal(res.stderr[t], est.stderr)
+    assert np.all(res.phi[0, :3] == 0) and np.all(res.phi[1, :6] == 0)
+    alone = attribute(f, Panel(z[1:2]), method=SampledShapley(permutations=16, common_permutations=True),
+                      baseline=base[1:2], rng=7)
+    np.testing.assert_array_equal(alone.phi[0], res.phi[1])
+    assert res.provenance["per_step"]["null_players"] == [3, 6, None, 3]

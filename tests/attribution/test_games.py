@@ -53,3 +53,31 @@ def test_game_validation(rng):
         Bare()
     with pytest.raises(GameError, match="no fast path"):
         game.kernel(fast=True)
+
+
+def test_a_game_owns_one_coalition_cache_and_evaluates_each_coalition_once():
+    """Issue 20's "one coalition cache": the game owns it (as shapiq's Game does); methods that revisit
+    coalitions (exact enumeration twice, permutations sharing prefixes) pay for each coalition once."""
+    from aumann.attribution import CoalitionCache, ExactShapley, FunctionGame, SampledShapley
+
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    seen: list[int] = []
+
+    def v(masks):
+        seen.append(len(masks))
+        return (masks * w).sum(axis=1) ** 2
+
+    game = FunctionGame(v, n_players=4, cache=True)
+    a = ExactShapley().attribute_game(game)
+    b = ExactShapley().attribute_game(game)  # every coalition is now stored
+    np.testing.assert_array_equal(a.phi, b.phi)
+    assert sum(seen) == 16 and len(game.cache) == 16 and game.cache.hits >= 16
+    plain = ExactShapley().attribute_game(FunctionGame(v, n_players=4))
+    np.testing.assert_allclose(a.phi, plain.phi, rtol=1e-15)
+    shared = CoalitionCache()
+    g1, g2 = FunctionGame(v, 4, cache=shared), FunctionGame(v, 4, cache=shared)
+    seen.clear()
+    SampledShapley(permutations=8).attribute_game(g1, rng=0)
+    SampledShapley(permutations=8).attribute_game(g2, rng=0)
+    assert sum(seen) <= 16 and len(shared) <= 16  # each coalition once; the second game found all of them stored
+    assert CoalitionCache.key(np.array([True, False, True, False])) == frozenset({0, 2})

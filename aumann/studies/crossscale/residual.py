@@ -61,31 +61,4 @@ def residual_law_var(g_s: np.ndarray, m_full: float) -> float:
     return float(abs(m_s - m_full) * np.sqrt(_dot(perp, perp)) / nu)
 
 
-def closed_form_phi(name: str, z: np.ndarray) -> np.ndarray:
-    """Zero-baseline Aumann–Shapley φ (per agent) of lin/heat/var/gini for z of shape (n, D).
-
-    Paper Appendix F, Eqs. (phi-lin)–(phi-gini); an independent reference for tests (the study
-    itself calls the engine).
-    """
-    z = np.asarray(z, dtype=np.float64)
-    n = z.shape[0]
-    g = z.sum(axis=1)
-    if name == "lin":
-        return g / n
-    if name == "heat":
-        sums = z.sum(axis=0)
-        f = np.log1p(np.prod(sums / n))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            part = np.where(sums > 0, z / np.where(sums > 0, sums, 1.0), 0.0)
-        return part.sum(axis=1) * f / z.shape[1]
-    if name == "var":
-        return g * (g - g.mean()) / n
-    if name == "gini":
-        order = np.argsort(g, kind="stable")
-        k = np.empty(n, dtype=np.float64)
-        k[order] = np.arange(1, n + 1)
-        return g * (2 * k - n - 1) / n**2
-    raise ValueError(f"no closed form for {name!r}; known: lin, heat, var, gini")
-
-
-__all__ = ["best_scalar", "closed_form_phi", "residual_law_var"]
+__all__ = ["best_scalar", "residual_law_var"]

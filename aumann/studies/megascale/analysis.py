@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution import AumannShapley, LeaveOneOut, Panel, SampledShapley, attribute
-from aumann.attribution.metrics import rank_agents, topk_jaccard
+from aumann.attribution.evalcontext import EvalContext
+from aumann.attribution.metrics import rank_agents, relative_gap, topk_jaccard
 from aumann.scenarios.megascale_social.config import MegaScaleConfig
 from aumann.scenarios.megascale_social.indicators import cascade_indicator, indicator
 from aumann.studies.context import RunContext
@@ -213,17 +214,18 @@ def cascade_smoothing_gap(ctx: RunContext) -> None:
     st = _state(ctx)
     ctx.tick("cascade smoothing gap")
     panel, ts, fc, fco = ctx.panel, ctx.t_star, st.fc, st.fco
-    fc_series = np.array([fc.value(panel.values[t]) for t in range(panel.shape[0])])
-    fco_series = np.array([fco.value(panel.values[t]) for t in range(panel.shape[0])])
+    steps = [EvalContext.at_step(panel, t) for t in range(panel.shape[0])]  # each step with its living mask
+    fc_series = np.array([fc.value(s) for s in steps])
+    fco_series = np.array([fco.value(s) for s in steps])
     fv, fov = np.asarray(ctx.f_values), np.asarray(ctx.f_original_values)
     phi_co = fco.gauss_legendre(st.x, st.z0, steps=ctx.config.cascade_quadrature_steps)
     phi_c = st.phi_c
     st.table("smoothing_gap", [
         {"indicator": indicator(ctx.config).name, "max_abs_gap": float(np.max(np.abs(fv - fov))),
-         "max_rel_gap": float(np.max(np.abs(fv - fov) / np.maximum(np.abs(fov), 1e-12))),
+         "max_rel_gap": relative_gap(fv, fov)[0],
          "t_star_abs_gap": float(abs(fv[ts] - fov[ts])), "t_star_kendall_tau": math.nan},
         {"indicator": fc.name, "max_abs_gap": float(np.max(np.abs(fc_series - fco_series))),
-         "max_rel_gap": float(np.max(np.abs(fc_series - fco_series) / np.maximum(np.abs(fco_series), 1e-12))),
+         "max_rel_gap": relative_gap(fc_series, fco_series)[0],
          "t_star_abs_gap": float(abs(fc_series[ts] - fco_series[ts])),
          "t_star_kendall_tau": nonzero_tau(phi_c, phi_co, np.flatnonzero((phi_c != 0) | (phi_co != 0)))}])
     ctx.arrays["analysis_cascade_f_values"] = fc_series

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from aumann.attribution.metrics import log_k_grid, mean_relative_drop, rank_agents, relative_drop, relative_drop_at_k
-from aumann.studies.megascale.measures import cascade_masking_curve
+from aumann.evaluation.deletion import DeletionOracle
 
 
 def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np.ndarray, z0: np.ndarray,
@@ -34,21 +34,20 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
     rows: dict[str, dict[str, Any]] = {}
     arrays: dict[str, np.ndarray] = {}
 
+    # the masking game's kernels (one curve per ordering, O(k + Σ deg)) and the fork oracle (its forks in the one
+    # coalition store, keyed by the deleted set)
+    base = np.broadcast_to(np.asarray(z0, dtype=np.float64), x.shape)
+    kernel, kernel_original = fc.masking_kernel(x, base), fco.masking_kernel(x, base)
+
     def masking(order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ks = kd + grid
-        sm = cascade_masking_curve(fc, x, z0, order, ks)
-        og = cascade_masking_curve(fco, x, z0, order, kd)
+        sm = kernel.curve(order, kd + grid)
+        og = kernel_original.curve(order, kd)
         return sm[:k_del], og, sm[k_del:]
 
-    cache: dict[frozenset[int], tuple[float, float]] = {}
-    model_before = run.before(ts)
+    oracle = DeletionOracle(scenario, cfg, run.before(ts), fc, fco)
 
     def resim(deleted: np.ndarray) -> tuple[float, float]:
-        key = frozenset(int(i) for i in deleted)
-        if key not in cache:
-            z, _ = scenario.step_with_baseline(model_before, cfg, sorted(key))
-            cache[key] = (fc.value(z), fco.value(z))
-        return cache[key]
+        return oracle.values(deleted)
 
     def summarise(curves_mask: list, curves_res: list) -> dict[str, Any]:
         sm = np.mean([c[0] for c in curves_mask], axis=0)
@@ -83,7 +82,7 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
     rows["random"], curves = summarise(cm, cr)
     arrays.update({f"curve_{k}_random": v for k, v in curves.items()})
     arrays["log_k_grid"] = np.asarray(grid)
-    return {"rows": rows, "arrays": arrays, "f_original": fo_full, "forks": len(cache)}
+    return {"rows": rows, "arrays": arrays, "f_original": fo_full, "forks": oracle.forks}
 
 
 __all__ = ["cascade_deletion"]

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from aumann.attribution import AumannShapley, Panel, attribute, indicators
 from aumann.errors import ShapeError, ZeroDeltaVError
-from aumann.studies.crossscale.residual import best_scalar, closed_form_phi, residual_law_var
+from aumann.studies.crossscale.residual import best_scalar, residual_law_var
+from tests.oracles import closed_form_phi
 
 
 def _shares(name: str, z: np.ndarray, method=None) -> np.ndarray:
@@ -90,9 +91,12 @@ def test_residual_law_matches_measured_on_random_and_biased_subsets(rng) -> None
 
 def test_closed_form_reference_agrees_with_engine(rng) -> None:
     z = np.abs(rng.normal(size=(400, 3)))
+    z_tied = z.copy()
+    z_tied[:40] = z_tied[40:80]  # 40 pairs of identical agents: gini's ranks must be average ranks
     for name in ("lin", "heat", "var", "gini"):
-        np.testing.assert_allclose(closed_form_phi(name, z), attribute(indicators.get(name), Panel(z)).phi[0],
-                                   rtol=1e-10, atol=1e-14)
+        for zz in (z, z_tied):
+            np.testing.assert_allclose(closed_form_phi(name, zz), attribute(indicators.get(name), Panel(zz)).phi[0],
+                                       rtol=1e-10, atol=1e-14)
 
 
 def test_errors() -> None:

@@ -1,0 +1,424 @@
+"""One evaluation context (issue 21): a step's (z, context, alive) travel together as one ``EvalContext``
+through every place an indicator is evaluated.
+
+``test_every_evaluation_site_is_enumerated`` finds every call of the evaluation helpers
+(``evaluate``, ``evaluate_tensor``, ``Problem.evaluate``) in the package by AST; a new call site that is
+not listed in ``SITES`` fails it, and no call may hand the context or the mask separately. Each listed site
+is then run with an alive-aware indicator on a population with deaths (dead rows hold junk) and compared
+with the same numbers computed over the living rows by hand (numpy, no aumann).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from aumann import scenarios
+from aumann.attribution import (
+    AumannShapley,
+    EvalContext,
+    MaskedIndicatorGame,
+    NetworkQuadratic,
+    Panel,
+    Problem,
+    Surrogate,
+    attribute,
+    indicators,
+)
+from aumann.attribution.indicators import as_indicator, evaluate
+from aumann.attribution.smoothing import gap_report
+from aumann.evaluation.ablations import vertex_path_attribution
+from aumann.evaluation.deletion import DeletionOracle, MaskingOracle
+from aumann.simulators import indicator_values
+from tests.paths import REPO
+
+JUNK = 1.0e6  # what dead rows hold: any leak of a dead row shows at once
+
+
+def mean_energy(z, context=None, alive=None):
+    """Alive-aware: mean of feature 0 (+ a context offset) over the living rows."""
+    g = z[..., 0]
+    mask, n = indicators.living(g, alive)
+    m = g.mean(-1) if mask is None else torch.where(mask, g, 0.0).sum(-1) / n
+    return m + (0.0 if context is None or "offset" not in context else context["offset"])
+
+
+def spread(z, alive=None):
+    """Alive-aware and not pooled: mean squared feature-0 difference over living pairs (N × N)."""
+    g = z[..., 0]
+    mask, n = indicators.living(g, alive)
+    d = (g[..., :, None] - g[..., None, :]) ** 2
+    if mask is not None:
+        d = torch.where(mask[..., :, None] & mask[..., None, :], d, 0.0)
+    return d.sum((-1, -2)) / (n * n if mask is not None else g.shape[-1] ** 2)
+
+
+def by_hand(name, z, alive, offset=0.0):
+    """The indicator on the living rows of one step, from the definitions (numpy only)."""
+    g = z[alive][:, 0]
+    if name == "mean_energy":
+        return float(g.mean()) + offset
+    if name == "spread":
+        return float(((g[:, None] - g[None, :]) ** 2).mean())
+    if name == "var":
+        return float(np.var(z[alive].sum(axis=1)))
+    raise AssertionError(name)
+
+
+def dying_panel(rng, T=3, N=7, D=2, context=True):
+    z = np.abs(rng.normal(size=(T, N, D))) + 0.5
+    alive = np.ones((T, N), dtype=bool)
+    alive[0, 5:] = False  # two newborns at step 1
+    alive[1, 1] = False  # agent 1 leaves at step 1 and comes back at step 2
+    alive[2, 3] = False  # agent 3 dies at step 2
+    z[~alive] = JUNK
+    ctx = {"offset": np.array([0.0, 0.5, -0.25])[:T]} if context else None
+    return Panel(z, alive=alive, context=ctx), z, alive
+
+
+# ------------------------------------------------------------------ the sites
+def check_engine(rng):
+    panel, z, alive = dying_panel(rng)
+    for f in (mean_energy, "var"):
+        name = f if isinstance(f, str) else f.__name__
+        res = attribute(f, panel, method=AumannShapley(steps=8, closed_form=False))
+        off = panel.context["offset"]
+        for t in range(panel.T):
+            assert res.f_values[t] == pytest.approx(by_hand(name, z[t], alive[t], off[t] if f is mean_energy else 0))
+        assert np.all(res.phi[~alive] == 0)
+        assert res.max_efficiency_gap < 1e-10
+
+
+def check_path_points(rng):
+    """φ of a linear indicator through the autograd path integral: z_i / n_t over the living, by hand."""
+    panel, z, alive = dying_panel(rng, context=False)
+    res = attribute(mean_energy, panel, method=AumannShapley(steps=4, closed_form=False, pooled_fast_path=False))
+    for t in range(panel.T):
+        want = np.where(alive[t], z[t, :, 0] / alive[t].sum(), 0.0)
+        np.testing.assert_allclose(res.phi[t], want, rtol=1e-12)
+
+
+def check_values_at(rng):
+    panel, z, alive = dying_panel(rng, context=False)
+    problem = Problem.build(as_indicator(spread), panel, "mean")
+    got = problem.values_at("x", chunk=2)
+    np.testing.assert_allclose(got, [by_hand("spread", z[t], alive[t]) for t in range(panel.T)], rtol=1e-12)
+
+
+def check_item_bytes(rng):
+    panel, _, alive = dying_panel(rng, context=False)
+    seen = []
+
+    def spy(z, alive=None):
+        seen.append(None if alive is None else alive.detach().cpu().numpy().copy())
+        return spread(z, alive)
+
+    problem = Problem.build(as_indicator(spy), panel)
+    problem.item_bytes(grad=True)
+    assert seen and all(a is not None and np.array_equal(a, np.broadcast_to(alive[0], a.shape)) for a in seen)
+
+
+def check_masked_game(rng):
+    panel, z, alive = dying_panel(rng, context=False)
+    base = np.full((panel.N, panel.D), 0.25)
+    problem = Problem.build(as_indicator(spread), panel, base)
+    for t in range(panel.T):
+        game = MaskedIndicatorGame(problem, t)
+        masks = rng.random((6, panel.N)) < 0.5
+        got = game.checked(masks)
+        for m, v in zip(masks, got):
+            zz = np.where(m[:, None], z[t], base)
+            assert v == pytest.approx(by_hand("spread", zz, alive[t]), rel=1e-12)
+
+
+def check_evaluate(rng):
+    panel, z, alive = dying_panel(rng)
+    got = evaluate(mean_energy, EvalContext.of_panel(panel))
+    off = panel.context["offset"]
+    np.testing.assert_allclose(got, [by_hand("mean_energy", z[t], alive[t], off[t]) for t in range(panel.T)])
+
+
+def check_evaluate_in_slices(rng, monkeypatch):
+    """A batch larger than the budget is evaluated in slices: context and mask are sliced with it."""
+    from aumann.attribution import memory
+
+    monkeypatch.setattr(memory, "limits", lambda device=None, requested=None, target=0: (2**16, 2**40))
+    z = np.abs(rng.normal(size=(40, 60, 2))) + 0.5
+    alive = rng.random((40, 60)) < 0.7
+    alive[:, 0] = True
+    z[~alive] = JUNK
+    off = rng.normal(size=40)
+    got = evaluate(spread, EvalContext(z, {"offset": off}, alive, batched=True))
+    np.testing.assert_allclose(got, [by_hand("spread", z[t], alive[t]) for t in range(40)], rtol=1e-12)
+    got = evaluate(mean_energy, EvalContext(z, {"offset": off}, alive, batched=True))
+    np.testing.assert_allclose(got, [by_hand("mean_energy", z[t], alive[t], off[t]) for t in range(40)], rtol=1e-12)
+
+
+def check_indicator_values(rng):
+    panel, z, alive = dying_panel(rng)
+    off = panel.context["offset"]
+    np.testing.assert_allclose(indicator_values(mean_energy, panel),
+                               [by_hand("mean_energy", z[t], alive[t], off[t]) for t in range(panel.T)])
+
+
+def check_gap_report(rng):
+    panel, z, alive = dying_panel(rng, context=False)
+    rep = gap_report(Surrogate(spread, lambda z, alive=None: 1.5 * spread(z, alive), "spread"), panel)
+    want = np.array([by_hand("spread", z[t], alive[t]) for t in range(panel.T)])
+    np.testing.assert_allclose(rep.f_original, want, rtol=1e-12)
+    np.testing.assert_allclose(rep.f_smooth, 1.5 * want, rtol=1e-12)
+
+
+def check_vertex_path(rng):
+    panel, z, alive = dying_panel(rng, context=False)
+    t = 1
+    base = np.full((panel.N, panel.D), 0.3)
+    order = rng.permutation(panel.N)
+    phi = vertex_path_attribution(spread, EvalContext.at_step(panel, t), base, order)
+    cur = base.copy()
+    prev = by_hand("spread", cur, alive[t])
+    want = np.zeros(panel.N)
+    for i in order:  # agents join one by one; dead rows stay at the baseline (dummies)
+        if alive[t, i]:
+            cur[i] = z[t, i]
+        val = by_hand("spread", cur, alive[t])
+        want[i], prev = val - prev, val
+    np.testing.assert_allclose(phi, want, atol=1e-12)
+    assert np.all(phi[~alive[t]] == 0)
+
+
+def _dying_fork(monkeypatch, z, alive):
+    sc = dataclasses.replace(scenarios.get("midscale-social"), resimulate_fn=None,
+                             indicator=lambda cfg: mean_energy, original=lambda cfg: spread)
+    monkeypatch.setattr(type(sc), "_fork_one", lambda self, model, config, targets: SimpleNamespace(
+        panel=Panel(z[None], alive=alive[None])))
+    return sc
+
+
+def check_fork_oracle(rng, monkeypatch):
+    _, z, alive = dying_panel(rng, context=False)
+    sc = _dying_fork(monkeypatch, z[2], alive[2])
+    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=mean_energy, f_original=spread)
+    f_k, f_orig = oracle.values([0])
+    assert f_k == pytest.approx(by_hand("mean_energy", z[2], alive[2]))
+    assert f_orig == pytest.approx(by_hand("spread", z[2], alive[2]))
+
+
+def check_action_corners(rng, monkeypatch):
+    from aumann.evaluation import action_attribution
+    from tests.tiny import tiny_config
+
+    sc0, cfg = tiny_config("midscale-social", steps=3)
+    run = sc0.simulate(cfg, rng=1, keep_from=0)
+    n, d = cfg.agents, len(sc0.features)
+    z = np.abs(rng.normal(size=(n, d))) + 0.5
+    alive = np.ones(n, dtype=bool)
+    alive[[1, 4]] = False
+    z[~alive] = JUNK
+    sc = _dying_fork(monkeypatch, z, alive)
+    res = action_attribution(sc, run.before(2), cfg, steps=4, tol=None)
+    assert res.provenance["v_fork_full"] == pytest.approx(by_hand("mean_energy", z, alive))
+    assert res.provenance["v_fork_empty"] == pytest.approx(by_hand("mean_energy", z, alive))
+
+
+def check_step_map(rng):
+    """A step map describes a fixed population (no dead rows); its context travels with its features."""
+    from aumann.evaluation.action import map_value_fn
+    from aumann.scenarios.base import StepMap
+
+    n = 5
+    w = torch.as_tensor(rng.normal(size=(n, 1)))
+    sm = StepMap(fn=lambda lam: lam[..., None] * w, n_agents=n, context={"offset": np.array(0.75)})
+    v = map_value_fn(sm, mean_energy, n_features=1)
+    lam = rng.random((3, n))
+    got = v(torch.as_tensor(lam)).detach().numpy()
+    want = [float((lam_b * w.numpy()[:, 0]).mean()) + 0.75 for lam_b in lam]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def check_panel_deletion(rng):
+    """The masking deletion study of an event log (``aumann attribute --trace``) over the step's living rows."""
+    from aumann.evaluation.panel_deletion import masking_deletion
+
+    panel, z, alive = dying_panel(rng, context=False)
+    att = attribute("var", panel)
+    out = masking_deletion("var", panel, att, k_del=3, orderings=2)
+    ts = out["t_star"]
+    assert out["f"] == pytest.approx(by_hand("var", z[ts], alive[ts]))
+    ids = list(panel.agent_ids)
+    zz = z[ts].copy()
+    for k, agent in enumerate(out["aumann_shapley"]["deleted"], start=1):
+        zz[ids.index(agent)] = 0.0
+        assert alive[ts, ids.index(agent)]
+        assert out["aumann_shapley"]["f_k"][k - 1] == pytest.approx(by_hand("var", zz, alive[ts]))
+
+
+SITES = {
+    "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
+    "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
+    "aumann/attribution/indicators.py::evaluate": check_evaluate,
+    "aumann/attribution/path.py::AumannShapley._integrate.on_device": check_engine,
+    "aumann/attribution/path.py::AumannShapley._integrate.grad_of": check_path_points,
+    "aumann/attribution/problem.py::Problem.evaluate": check_engine,
+    "aumann/attribution/problem.py::Problem.item_bytes.run": check_item_bytes,
+    "aumann/attribution/problem.py::Problem.values_at": check_values_at,
+    "aumann/attribution/smoothing.py::gap_report": check_gap_report,
+    "aumann/evaluation/ablations.py::vertex_path_attribution": check_vertex_path,
+    "aumann/evaluation/action.py::map_value_fn.v": check_step_map,
+    "aumann/evaluation/action.py::ActionAumannShapley.attribute": check_action_corners,
+    "aumann/evaluation/deletion.py::DeletionOracle._compute": check_fork_oracle,
+    "aumann/evaluation/panel_deletion.py::masking_deletion": check_panel_deletion,
+    "aumann/simulators/runner.py::indicator_values": check_indicator_values,
+}
+HELPERS = {"evaluate", "evaluate_tensor"}
+
+
+class _Calls(ast.NodeVisitor):
+    """Calls of the evaluation helpers in one module, each with its enclosing function's qualified name."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel, self.stack, self.out = rel, [], []
+
+    def visit_FunctionDef(self, node):
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_ClassDef = visit_FunctionDef
+
+    def visit_Call(self, node):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in HELPERS:
+            self.out.append((f"{self.rel}::{'.'.join(self.stack)}", node))
+        self.generic_visit(node)
+
+
+def evaluation_calls():
+    """(site, call node) for every call of an evaluation helper in the package (``Problem.evaluate`` is
+    ``x.evaluate(...)``, the module function ``evaluate(...)``)."""
+    out = []
+    for path in sorted((REPO / "aumann").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        visitor = _Calls(rel)
+        visitor.visit(ast.parse(path.read_text(), filename=rel))
+        out += visitor.out
+    return out
+
+
+def test_every_evaluation_site_is_enumerated():
+    found = {site for site, _ in evaluation_calls()}
+    assert found == set(SITES), (f"new evaluation sites (add them to SITES with a check over the living): "
+                                 f"{sorted(found - set(SITES))}; gone: {sorted(set(SITES) - found)}")
+
+
+def test_no_site_passes_the_context_or_the_mask_separately():
+    for site, node in evaluation_calls():
+        kws = {k.arg for k in node.keywords}
+        assert not kws & {"context", "alive", "context_batched"}, f"{site} passes {kws} beside the values"
+        assert len(node.args) == 2, f"{site}: evaluate(f, EvalContext) / Problem.evaluate(z, t_idx)"
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_each_site_evaluates_over_the_living(site, rng, monkeypatch):
+    check = SITES[site]
+    if "monkeypatch" in check.__code__.co_varnames[: check.__code__.co_argcount]:
+        check(rng, monkeypatch)
+    else:
+        check(rng)
+
+
+# ------------------------------------------------------------------ kernels and the masking oracle
+def _network(n, rng):
+    A = sp.random(n, n, density=0.5, random_state=int(rng.integers(1000)))
+    A = sp.csr_matrix(((A + A.T) / 2).toarray() * (1 - np.eye(n)))
+    return NetworkQuadratic(A, lambda z: z[..., 0] * z[..., 1], degree=2)
+
+
+@pytest.mark.parametrize("which", ["var", "spread", "network"])
+def test_masking_oracle_curves_are_over_the_living(which, rng):
+    """The study's masking oracle (the masking game's kernel curve: running sums over the living at n_t,
+    a sparse pass, or batched evaluation) against the curve by hand on the living rows."""
+    panel, z, alive = dying_panel(rng, context=False)
+    t = 1
+    base = np.full((panel.N, panel.D), 0.4)
+    if which == "network":
+        f = _network(panel.N, rng)
+        A = f.A.toarray()
+
+        def hand(zz, live):
+            r = np.where(live, zz[:, 0] * zz[:, 1], 0.0)
+            return float(np.log1p(r @ A @ r))
+    else:
+        f = indicators.get("var") if which == "var" else spread
+
+        def hand(zz, live):
+            return by_hand(which, zz, live)
+    oracle = MaskingOracle(f, f, EvalContext.at_step(panel, t), base)
+    order = np.concatenate([np.flatnonzero(alive[t]), np.flatnonzero(~alive[t])])
+    curve = oracle.curve(order, 5)
+    for k in range(1, 6):
+        zz = z[t].copy()
+        zz[order[:k]] = base[order[:k]]
+        assert curve[k - 1, 0] == pytest.approx(hand(zz, alive[t]), rel=1e-12, abs=1e-14)
+        assert curve[k - 1, 1] == curve[k - 1, 0]
+
+
+def test_masking_oracle_before_the_fix_would_have_divided_by_all_rows(rng):
+    """The regression of the issue: var over the living (n_t) vs the old running sums over all N rows."""
+    panel, z, alive = dying_panel(rng, context=False)
+    t = 0  # two dead rows holding junk
+    base = np.zeros((panel.N, panel.D))
+    oracle = MaskingOracle("var", "var", EvalContext.at_step(panel, t), base)
+    live = np.flatnonzero(alive[t])
+    got = oracle.curve(live, 3)[:, 0]
+    for k in range(1, 4):
+        zz = z[t].copy()
+        zz[live[:k]] = 0
+        assert got[k - 1] == pytest.approx(by_hand("var", zz, alive[t]))
+    # and the living are what matters: changing the dead rows changes nothing
+    z2 = z.copy()
+    z2[~alive] = -7.0
+    oracle2 = MaskingOracle("var", "var", EvalContext(z2[t], None, alive[t]), base)
+    np.testing.assert_array_equal(oracle2.curve(live, 3), oracle.curve(live, 3))
+
+
+def test_masking_oracle_takes_the_mask_beside_plain_arrays(rng):
+    panel, z, alive = dying_panel(rng, context=False)
+    base = np.zeros((panel.N, panel.D))
+    a = MaskingOracle("var", spread, z[0], base, alive=alive[0]).curve(np.arange(panel.N), 4)
+    b = MaskingOracle("var", spread, EvalContext(z[0], None, alive[0]), base).curve(np.arange(panel.N), 4)
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="EvalContext"):
+        MaskingOracle("var", "var", EvalContext(z[0], None, alive[0]), base, alive=alive[0])
+
+
+def test_evaluate_refuses_a_context_beside_an_eval_context(rng):
+    from aumann.errors import IndicatorError
+
+    panel, _, _ = dying_panel(rng)
+    with pytest.raises(IndicatorError, match="pass it alone"):
+        evaluate(mean_energy, EvalContext.of_panel(panel), alive=panel.alive)
+
+
+def test_network_indicator_over_the_living_is_the_induced_subgraph(rng):
+    n = 8
+    f = _network(n, rng)
+    z = np.abs(rng.normal(size=(n, 2)))
+    alive = np.ones(n, dtype=bool)
+    alive[[2, 5]] = False
+    live = np.flatnonzero(alive)
+    sub = f.subset(live)
+    want = sub.value(z[live])
+    assert float(evaluate(f, EvalContext(z, None, alive))) == pytest.approx(want, rel=1e-12)
+    assert f.value(EvalContext(z, None, alive)) == pytest.approx(want, rel=1e-12)
+    z2 = z.copy()
+    z2[~alive] = JUNK
+    assert float(evaluate(f, EvalContext(z2, None, alive))) == pytest.approx(want, rel=1e-12)
