@@ -251,15 +251,27 @@ def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]
         raise error(f"{what} raised {type(exc).__name__}: {shown}") from exc
 
 
-def _import_file(path: Path, spec: str, error: ErrorType, what: str) -> Any:
+#: the prefix of the ``sys.modules`` names user files are imported under (scenarios, indicators): workers of
+#: an executor import the same files under the same names (:func:`aumann.simulators.remote.user_code`)
+USER_MODULE_PREFIX = "aumann_user_"
+
+
+def user_module_name(path: str | os.PathLike[str]) -> str:
+    """The ``sys.modules`` name :func:`load_spec` imports the user file ``path`` under (stable per path)."""
     import hashlib
+
+    p = Path(path).resolve()
+    return f"{USER_MODULE_PREFIX}{p.stem}_{hashlib.sha256(str(p).encode()).hexdigest()[:10]}"
+
+
+def _import_file(path: Path, spec: str, error: ErrorType, what: str) -> Any:
     import importlib.util
     import sys
 
     if not path.is_file():
         raise error(f"{what} spec {spec!r}: no such file {str(path)!r}")
     path = path.resolve()
-    name = f"aumann_user_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+    name = user_module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     folder = str(path.parent)

@@ -40,6 +40,7 @@
       * ReplayUnavailableError                   -- a fork by replay without a factory / known history
       * ReplayDivergedError                      -- a replay that does not reproduce the model
     * ExecutorError                              -- an executor that cannot run (e.g. Ray missing)
+      * RemoteTaskError                          -- a task that failed in a worker (remote message + traceback)
     * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
       * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
     * ScenarioCodeError                          -- a scenario's own code (build_model, step, ...) raised or exited
@@ -248,6 +249,15 @@ class ReplayDivergedError(CheckpointError):
 
 class ExecutorError(SimulationError):
     """An executor that cannot run: a missing optional dependency or a failed worker."""
+
+
+class RemoteTaskError(ExecutorError):
+    """A task that failed in an executor's worker. Raised in its own right when the task's exception
+    cannot be rebuilt in the driver; otherwise it is the ``__cause__`` of the task's own exception.
+    ``remote_traceback`` holds the worker's traceback and ``where`` the host and process."""
+
+    remote_traceback: str = ""
+    where: str = ""
 
 
 class StepMapError(SimulationError, ValueError):
@@ -482,6 +492,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "RecorderWarning",
+    "RemoteTaskError",
     "ReplayDivergedError",
     "ReplayUnavailableError",
     "ReplyTooLarge",

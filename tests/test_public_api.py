@@ -257,6 +257,7 @@ PUBLIC = {
         "PolicyError",
         "ProtocolError",
         "RecorderWarning",
+        "RemoteTaskError",
         "ReplayDivergedError",
         "ReplayUnavailableError",
         "ReplyTooLarge",

@@ -30,6 +30,7 @@ def attribute(
     progress: bool = False,
     device: str | torch.device | None = None,
     absent: str = "entry",
+    executor: Any = None,
 ) -> Attribution:
     """Attribute the macro indicator ``f`` to every agent at every step of ``panel``.
 
@@ -55,6 +56,9 @@ def attribute(
             :class:`torch.device` — or ``None`` for the method's own ``device=`` (else cpu). The path
             integral and the running-sum kernels of the coalition methods run there; closed forms
             are memory-bound and run on the host. Results are host numpy arrays either way.
+        executor: anything with ``map(fn, items)`` (a process pool, Ray): blocks of steps -- and, for
+            a sampled method with ``block_size``, blocks of permutations -- run there, with results
+            identical to the single-process run (:mod:`aumann.attribution.distributed`).
 
     Raises:
         MethodError: for an invalid or unavailable device, or a method that is not a method object.
@@ -97,7 +101,12 @@ def attribute(
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        res = method.attribute(problem, rng=rng)
+        if executor is not None:
+            from aumann.attribution.distributed import attribute_over
+
+            res = attribute_over(method, problem, rng, executor)
+        else:
+            res = method.attribute(problem, rng=rng)
     flag_efficiency_gap(res)
     return res
 

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import jit_sampling
+from aumann.attribution.distributed import blocked_estimate
 from aumann.attribution.games import MaskedIndicatorGame
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.problem import Problem
@@ -168,6 +169,16 @@ def _check_stopping(count: int, max_evals: int | None, stderr_tol: float | None,
             None if round_size is None else as_int(round_size, "round_size", minimum=1))
 
 
+def _check_block(block_size: int | None) -> int | None:
+    """``block_size``: permutations (samples) per block of the blocked estimator, or ``None``."""
+    return None if block_size is None else as_int(block_size, "block_size (permutations or samples per block)",
+                                                  minimum=2)
+
+
+def _block_param(method: CoalitionMethod) -> dict:
+    return {} if method.block_size is None else {"block_size": method.block_size}
+
+
 class SampledShapley(CoalitionMethod):
     """Permutation-sampling Shapley values with standard errors.
 
@@ -191,6 +202,10 @@ class SampledShapley(CoalitionMethod):
             other players only, as it does alone, so steps with the same number of active players
             share the draws. Any stopping rule applies per step.
         device: torch device of the running-sum kernels (permutations are drawn on the host).
+        block_size: cut each step's permutations into blocks of this many, each drawn from its own
+            child stream and combined in block order (:mod:`aumann.attribution.distributed`): the
+            blocks can run on an executor (``attribute(..., executor=...)``) with the same numbers
+            as in one process. ``None`` (default): one sequential stream.
 
     Example:
         >>> import numpy as np
@@ -208,10 +223,11 @@ class SampledShapley(CoalitionMethod):
     def __init__(self, permutations: int = 1000, *, antithetic: bool = False, max_evals: int | None = None,
                  stderr_tol: float | None = None, round_size: int | None = None, fast: bool | None = None,
                  memory_budget: int | None = None, common_permutations: bool = False,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, block_size: int | None = None) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         permutations, max_evals, stderr_tol, round_size = _check_stopping(
             permutations, max_evals, stderr_tol, round_size, "permutations")
+        self.block_size = _check_block(block_size)
         self.antithetic = as_bool(antithetic, "antithetic")
         if self.antithetic and (permutations % 2 or permutations < 4):
             raise MethodError(f"antithetic sampling pairs each permutation with its reverse and a pair counts "
@@ -225,7 +241,8 @@ class SampledShapley(CoalitionMethod):
 
     def params(self):
         return {"permutations": self.permutations, "antithetic": self.antithetic, "max_evals": self.max_evals,
-                "stderr_tol": self.stderr_tol, "common_permutations": self.common_permutations}
+                "stderr_tol": self.stderr_tol, "common_permutations": self.common_permutations,
+                **_block_param(self)}
 
     def __repr__(self) -> str:
         return (f"SampledShapley(permutations={self.permutations}, antithetic={self.antithetic}, "
@@ -254,7 +271,7 @@ class SampledShapley(CoalitionMethod):
 
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:
         T, N, _ = problem.shape
-        if not self.common_permutations or T == 1 or N < 2 or problem.per_feature:
+        if not self.common_permutations or T == 1 or N < 2 or problem.per_feature or self.block_size is not None:
             return super().attribute(problem, rng=rng)
         return self._attribute_lockstep(problem, rng)
 
@@ -357,6 +374,8 @@ class SampledShapley(CoalitionMethod):
                 for mom, why in zip(moms, stopped)]
 
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
+        if self.block_size is not None:  # permutation blocks (aumann.attribution.distributed)
+            return blocked_estimate(self, kernel, v0, vN, rng)
         n = kernel.n
         per = 2 if self.antithetic else 1  # permutations per unit
         if n == 1:  # a single player gets everything, no sampling needed
@@ -405,6 +424,7 @@ class SampledBanzhaf(CoalitionMethod):
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
         memory_budget: bytes (an int) of working memory per chunk of samples, and the most one coalition
             may need (see :class:`~aumann.attribution.semivalues.CoalitionMethod`).
+        block_size: samples per block of the blocked estimator (see :class:`SampledShapley`).
 
     Example:
         >>> import numpy as np
@@ -422,10 +442,11 @@ class SampledBanzhaf(CoalitionMethod):
     def __init__(self, samples: int = 1000, *, estimator: Literal["msr", "marginal"] = "msr",
                  max_evals: int | None = None, stderr_tol: float | None = None, round_size: int | None = None,
                  fast: bool | None = None, memory_budget: int | None = None,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, block_size: int | None = None) -> None:
         super().__init__(fast=fast, memory_budget=memory_budget, device=device)
         samples, max_evals, stderr_tol, round_size = _check_stopping(samples, max_evals, stderr_tol, round_size,
                                                                      "samples")
+        self.block_size = _check_block(block_size)
         self.estimator = as_choice(estimator, "estimator (Banzhaf: 'msr' = maximum sample reuse, 'marginal' = "
                                    "marginal differences)", ("msr", "marginal"))
         self.samples = samples
@@ -435,7 +456,7 @@ class SampledBanzhaf(CoalitionMethod):
 
     def params(self):
         return {"samples": self.samples, "estimator": self.estimator, "max_evals": self.max_evals,
-                "stderr_tol": self.stderr_tol}
+                "stderr_tol": self.stderr_tol, **_block_param(self)}
 
     def __repr__(self) -> str:
         return (f"SampledBanzhaf(samples={self.samples}, estimator={self.estimator!r}, "
@@ -448,6 +469,8 @@ class SampledBanzhaf(CoalitionMethod):
         return np.stack(rows).astype(bool)
 
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
+        if self.block_size is not None:  # sample blocks (aumann.attribution.distributed)
+            return blocked_estimate(self, kernel, v0, vN, rng)
         n = kernel.n
         cost = 1 if self.estimator == "msr" else n + 1
         m = self.samples

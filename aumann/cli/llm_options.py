@@ -32,7 +32,8 @@ def backend_help() -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the backend, sampling, throughput, cost-guard and executor options to ``aumann run``."""
+    """Add the backend, sampling, throughput and cost-guard options to ``aumann run`` (the execution
+    options live in :mod:`aumann.cli.executor_options`)."""
     g = p.add_argument_group("LLM backend (--backend openai | local | a registered one)")
     g.add_argument("--model", default=None,
                    help="LLM model name (or AUMANN_LLM_MODEL); with --backend local a .gguf file (default: the "
@@ -80,11 +81,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
     g.add_argument("--assumed-latency", type=float, default=1.0,
                    help="seconds per LLM request assumed by --dry-run's time estimate (default 1.0)")
-    e = p.add_argument_group("execution")
-    e.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="where independent runs (or, with one run, its forks) execute: local process pool or Ray")
-    e.add_argument("--workers", type=int, default=1,
-                   help="parallel workers for independent runs (default 1: serial); results are bit-identical")
 
 
 #: (flag, lowest, highest, lowest excluded, integer) of every numeric LLM flag
@@ -106,8 +102,6 @@ _RANGES = {
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Reject bad option values with a one-line :class:`ConfigError` naming the option and its range."""
-    if args.workers < 0:
-        raise ConfigError(f"--workers must be an int >= 0; got {args.workers!r}")
     for name, (lo, hi, lo_open, integer) in _RANGES.items():
         v = getattr(args, name, None)
         if v is None:
@@ -222,11 +216,11 @@ def reliability(usage: Any, config: Any, result: Any) -> dict[str, Any] | None:
             "max_invalid_rate": limit, "unreliable": bool(rate > limit), "invalid_decisions_per_run": per_run}
 
 
-def executor_from(args: argparse.Namespace) -> Any:
-    """``None`` (serial), a local process pool or a Ray executor, from ``--executor``/``--workers``."""
-    from aumann.simulators.executors import make_executor
+def executor_from(args: argparse.Namespace, config: Any = None) -> Any:
+    """Kept for callers of the earlier name: :func:`aumann.cli.executor_options.executor_from`."""
+    from aumann.cli.executor_options import executor_from as _from
 
-    return make_executor(args.executor, args.workers if args.executor == "local" else (args.workers or None))
+    return _from(args, config)
 
 
 __all__ = ["add_arguments", "backend_choices", "build_backend", "check_arguments", "executor_from", "llm_assignments",

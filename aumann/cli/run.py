@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aumann.cli import llm_options
+from aumann.cli import executor_options, llm_options
 from aumann.cli.args import integer, number, path, positive_int, seed
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
@@ -97,6 +97,7 @@ def register(subparsers: Any) -> None:
                    help="static PNG figures in report.html even when the aumann[report] extra (Bokeh) is installed")
     p.add_argument("--out", type=path, default=None, help="run directory (default runs/<scenario>-seed<S>)")
     llm_options.add_arguments(p)
+    executor_options.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.io import ensure_output_dir, safe_component
     from aumann.manifest import redact_command, write_manifest
     from aumann.progress import Bar, StageTimer
+    from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
     from aumann.studies.rundir import RunDir, failure_text
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
     backend, label = llm_options.build_backend(args, out, sc, config)
-    executor = llm_options.executor_from(args)
+    executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
     command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
@@ -172,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
     timer = StageTimer()
     t0 = time.perf_counter()
     with record_usage(out, backend, write_manifest=lambda extra: write_manifest(
-            out, command, config.model_dump(mode="json"), seeds=seeds, extra=extra)) as account:
+            out, command, config.model_dump(mode="json", exclude={"execution"}), seeds=seeds,
+            extra=extra)) as account:
         columns = [UsageColumn(backend)] if backend is not None else []
         lines = ProgressLines(f"{sc.name}: {config.runs} run(s)", backend)
         with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False,
@@ -194,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
                 result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
                                    progress=progress, executor=executor)
             finally:
+                execution = describe_executor(executor)
                 if executor is not None:
                     executor.close()
         usage = account.finish(result)
@@ -208,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
                                                              or r.get("policy") or "offline policy")
                                                          for r in result.records})),
                              "recomputed_after_failed_check": len(result.failed_checks),
+                             "execution": execution,
                              "failed_checks": result.failed_checks}
     scenario_usage = _scenario_llm_usage(result)
     if scenario_usage:  # a scenario that keeps its own account (archetype decisions) reports it
@@ -219,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         extra["llm_reliability"] = reliability
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots,
-                          config=config.model_dump(mode="json"), seeds=seeds, extra=extra,
+                          config=config.model_dump(mode="json", exclude={"execution"}), seeds=seeds, extra=extra,
                           interactive=False if args.static else None)
     for f in result.stage_failures():
         console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {failure_text(f)}")

@@ -104,11 +104,15 @@ class DeletionOracle:
 
             parts = max(1, min(len(keys), 4 * int(getattr(self.executor, "max_workers", None) or 4)))
             idx = [list(range(i, len(keys), parts)) for i in range(parts)]
-            specs = [(self.scenario.name, self.config, self.model_before, self.agent_ids,
-                      [sorted(keys[j]) for j in ix]) for ix in idx]
+            common = (self.scenario, self.config, self.model_before, self.agent_ids)
+            sets = [[sorted(keys[j]) for j in ix] for ix in idx]
+            if getattr(self.executor, "supports_shared", False):  # the checkpoint travels once (Ray: ray.put)
+                results = self.executor.map(fork_values_shared, sets, shared=common)
+            else:
+                results = self.executor.map(fork_values_task, [(*common, st) for st in sets])
             acct = usage_of(self.model_before)
             out: list[Any] = [None] * len(keys)
-            for ix, (vals, spent) in zip(idx, self.executor.map(fork_values_task, specs)):
+            for ix, (vals, spent) in zip(idx, results):
                 for j, val in zip(ix, vals):
                     out[j] = val
                 if acct is not None:
@@ -252,11 +256,18 @@ class MaskingOracle:
 def fork_values_task(spec: tuple) -> tuple[list[tuple[float, float]], Any]:
     """Executor task: the (f_k, f_k original) of several deleted sets of one checkpoint, and the LLM
     usage they cost in this worker (merged into the parent's account). Top-level, so it pickles."""
+    return fork_values_shared(spec[:4], spec[4])
+
+
+def fork_values_shared(common: tuple, sets: list[list[int]]) -> tuple[list[tuple[float, float]], Any]:
+    """:func:`fork_values_task` with ``(scenario, config, model_before, agent_ids)`` as the executor's
+    shared object (shipped once per batch of forks; never modified: every fork copies the checkpoint)."""
     from aumann import scenarios
     from aumann.simulators.llm.usage import Usage, usage_of
 
-    name, config, model_before, agent_ids, sets = spec
-    scenario = scenarios.get(name)
+    scenario, config, model_before, agent_ids = common
+    if isinstance(scenario, str):  # a registered name
+        scenario = scenarios.get(scenario)
     f, f_orig = scenario.indicators(config)
     acct = usage_of(model_before)
     before = acct.copy() if acct is not None else None

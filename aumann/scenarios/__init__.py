@@ -22,16 +22,14 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
 import sys
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-from aumann.checks import load_spec
+from aumann.checks import load_spec, user_module_name
 from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 
@@ -103,8 +101,7 @@ def _module_name(where: str) -> str:
     is_file = where.endswith(".py") or "/" in where or os.sep in where
     if not is_file:
         return where
-    path = Path(where).resolve()
-    return f"aumann_user_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+    return user_module_name(where)
 
 
 def load(spec: str) -> Scenario:

@@ -146,6 +146,26 @@ class StudyConfig(configs.ConfigModel):
     strict: bool = False
 
 
+class ExecutionConfig(configs.ConfigModel):
+    """Where a study's work executes (the ``[execution]`` table of a config). It never changes a
+    result, so it is not part of a run's config digest; ``aumann run``'s flags win over it
+    (``--executor``, ``--workers``, ``--ray-address`` / ``RAY_ADDRESS``, ``--ray-runtime-env``).
+
+    Attributes:
+        executor: ``"local"`` (process pool) or ``"ray"``; default local, or Ray when an address is set.
+        workers: tasks that run at once (local default 1 = serial; Ray default every CPU; 0 = every CPU).
+        ray_address: the Ray cluster to attach to (``"host:6379"``, ``"auto"``, ``"ray://host:10001"``).
+        ray_runtime_env: a Ray runtime environment laid over the one aumann builds (``pip``, ``env_vars``, ...).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor: str | None = Field(None, pattern="^(local|ray)$")
+    workers: int | None = Field(None, ge=0, le=1_000_000)
+    ray_address: str | None = Field(None, min_length=1, max_length=2048)
+    ray_runtime_env: dict[str, Any] | None = None
+
+
 class ScenarioConfig(configs.ConfigModel):
     """Fields every scenario config has; scenarios subclass it with their own parameters.
 
@@ -160,6 +180,7 @@ class ScenarioConfig(configs.ConfigModel):
         study: the faithfulness-study parameters.
         llm: the LLM request settings (``[llm]``: temperature, top_p, max_tokens, seed, system_prompt,
             max_invalid_rate; see :class:`~aumann.simulators.llm.settings.LLMSettings`).
+        execution: where the work executes (not part of what a run computes; see :class:`ExecutionConfig`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -171,6 +192,7 @@ class ScenarioConfig(configs.ConfigModel):
     step_timeout: float | None = Field(None, ge=0.001, le=1e6)
     study: StudyConfig = Field(default_factory=StudyConfig)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
     @field_validator("agents", "steps", "runs", "seed", mode="after")
     @classmethod
@@ -592,4 +614,4 @@ def target_step(f_values: np.ndarray) -> int:
     return start + int(np.argmax(f_values[start:]))
 
 
-__all__ = ["Scenario", "ScenarioConfig", "ScenarioRun", "StepMap", "StudyConfig", "target_step"]
+__all__ = ["ExecutionConfig", "Scenario", "ScenarioConfig", "ScenarioRun", "StepMap", "StudyConfig", "target_step"]

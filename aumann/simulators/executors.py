@@ -1,36 +1,61 @@
-"""Executor seam for many runs or forks: ``executor.map(fn, specs) -> list`` in spec order.
+"""Executor seam for many runs, forks and attribution blocks: ``executor.map(fn, items) -> list``.
+
+The protocol is one method: ``map(fn, items, *, shared=None, on_result=None,
+return_exceptions=False)`` returns ``[fn(item) for item in items]`` in item order (with ``shared``:
+``[fn(shared, item) ...]``, the shared object shipped once). Anything with a ``map(fn, items)``
+fits where aumann takes an executor (attribution accepts exactly that, see
+:mod:`aumann.attribution.distributed`).
 
 Seeds come from the run spec, never from the worker: :func:`seeded_specs` gives each spec a child
 of ``numpy.random.SeedSequence(root_seed)`` (``.spawn``), so a run's random numbers depend only on
 (root seed, index) and results are identical serial, in a process pool, or on Ray.
 
-* :class:`LocalExecutor` -- ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` start method, so
-  no forked torch/thread state), started on first use and kept for later calls until
-  :meth:`~LocalExecutor.close`; ``max_workers`` of 0 or 1 runs serially in-process.
-* :class:`RayExecutor` -- the optional extra ``aumann[ray]``; ``ray`` is imported lazily and a local
-  instance is started if none is running.
+* :class:`LocalExecutor` -- a ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` start method,
+  so no forked torch/thread state), started on first use and kept until :meth:`~LocalExecutor.close`;
+  ``max_workers`` of 0 or 1 runs serially in-process.
+* :class:`~aumann.simulators.ray_executor.RayExecutor` -- the optional extra ``aumann[ray]``:
+  attaches to a cluster (``address``, or ``RAY_ADDRESS``) or starts a private local instance in its
+  own temp dir; the shared object goes to the object store once.
 
-``fn`` must be a picklable top-level function; specs must be picklable (a Mesa model holding a
-``DataCollector`` with agent reporters is not).
+What travels and how (:mod:`aumann.simulators.remote`): ``fn`` and the items are serialised with
+cloudpickle, so lambdas and closures travel too; results come back the same way, and arrays arrive
+writable. Scenario files loaded by ``aumann run path/to/model.py:scenario`` (and the folder they
+sit in) are installed in every worker before a task runs. A task's exception is raised in the
+driver with its own type, the remote traceback as its ``__cause__``
+(:class:`~aumann.errors.RemoteTaskError`) and in ``exc.remote_traceback``.
 
-``map(fn, specs, on_result=None, return_exceptions=False)``: results in spec order;
-``on_result(index, result)`` is called as each one finishes (in the caller's process, e.g. to move
-a progress bar or merge usage); with ``return_exceptions=True`` a failed spec's exception is
-returned in its place and every other spec still runs. :func:`make_executor` builds one from the
-CLI's ``--executor`` / ``--workers``.
+``map(fn, items, on_result=None, return_exceptions=False)``: ``on_result(index, result)`` is called
+in the caller's process as each item finishes (to move a progress bar or merge usage); with
+``return_exceptions=True`` a failed item's exception is returned in its place and every other item
+still runs. :func:`make_executor` builds one from the CLI's ``--executor`` / ``--workers`` /
+``--ray-address``: ``workers`` is the number of tasks that run at once on either executor.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from aumann.errors import ExecutorError
+from aumann.simulators import remote
+from aumann.simulators.ray_executor import RayExecutor
 
 OnResult = Callable[[int, Any], None] | None
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Anything that maps a top-level function over items, results in item order."""
+
+    def map(self, fn: Callable[..., Any], items: Sequence[Any], **kwargs: Any) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -62,20 +87,37 @@ def seeded_specs(root_seed: int | np.random.SeedSequence, n_or_params: int | Seq
     return [RunSpec(i, child, p) for i, (child, p) in enumerate(zip(root.spawn(len(params)), params))]
 
 
+def call(fn: Callable[..., Any], shared: Any, item: Any) -> Any:
+    """``fn(item)``, or ``fn(shared, item)`` when there is a shared object."""
+    return fn(item) if shared is None else fn(shared, item)
+
+
 class LocalExecutor:
-    """Run ``fn`` over specs in a local process pool (or serially with ``max_workers`` 0/1).
+    """Run ``fn`` over items in a local process pool (or serially with ``max_workers`` 0/1).
 
     Args:
         max_workers: pool size (default: ``os.cpu_count()``); 0 or 1 runs in-process.
         mp_context: multiprocessing start method (default ``"spawn"``).
+        ship: modules (objects or names) of user code the workers must import, beyond the
+            scenario files loaded so far (found by themselves).
     """
 
-    def __init__(self, max_workers: int | None = None, *, mp_context: str = "spawn") -> None:
-        if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 0):
+    supports_shared = True
+
+    def __init__(self, max_workers: int | None = None, *, mp_context: str = "spawn", ship: Sequence[Any] = ()) -> None:
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                        or max_workers < 0):
             raise ExecutorError(f"max_workers must be None or an int >= 0; got {max_workers!r}")
         self.max_workers = max_workers
         self.mp_context = mp_context
+        self.ship = list(ship)
         self._pool: Any = None
+        self.task_hosts: Counter[str] = Counter()
+
+    @property
+    def workers(self) -> int:
+        """How many tasks run at once."""
+        return max(1, self.max_workers if self.max_workers is not None else (os.cpu_count() or 1))
 
     def _get_pool(self) -> Any:
         """The process pool, started on first use and kept for later ``map`` calls (workers import
@@ -102,17 +144,23 @@ class LocalExecutor:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"max_workers": self.max_workers, "mp_context": self.mp_context, "_pool": None}
+        return {"max_workers": self.max_workers, "mp_context": self.mp_context, "ship": [], "_pool": None,
+                "task_hosts": Counter()}
 
-    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any], *, on_result: OnResult = None,
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this executor."""
+        return {"executor": "local", "workers": self.workers}
+
+    def map(self, fn: Callable[..., Any], specs: Sequence[Any], *, shared: Any = None, on_result: OnResult = None,
             return_exceptions: bool = False) -> list[Any]:
-        """``[fn(s) for s in specs]``, computed by the pool, in spec order (see the module docstring)."""
+        """``[fn(s) for s in specs]`` (``fn(shared, s)`` with a shared object), computed by the pool, in
+        spec order (see the module docstring)."""
         specs = list(specs)
         if self.max_workers in (0, 1) or len(specs) <= 1:
             out = []
             for i, s in enumerate(specs):
                 try:
-                    res = fn(s)
+                    res = call(fn, shared, s)
                 except Exception as exc:
                     if not return_exceptions:
                         raise
@@ -122,16 +170,38 @@ class LocalExecutor:
                 out.append(res)
             return out
         from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
+        code = remote.user_code(self.ship)
+        fn_b = remote.dumps(fn)
+        sref, blob_path = None, None
+        if shared is not None:
+            blob = remote.dumps(shared)
+            fd, blob_path = tempfile.mkstemp(prefix="aumann-shared-", suffix=".pkl")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            sref = remote.SharedRef(uuid.uuid4().hex, path=blob_path, size=len(blob))
         results: list[Any] = [None] * len(specs)
-        pool = self._get_pool()
-        futures = {pool.submit(fn, s): i for i, s in enumerate(specs)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            exc = fut.exception()
-            results[i] = exc if exc is not None else fut.result()
-            if on_result is not None:
-                on_result(i, results[i])
+        try:
+            pool = self._get_pool()
+            futures = {pool.submit(remote.run_task, fn_b, remote.dumps(s), sref, code, False): i
+                       for i, s in enumerate(specs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    raw = fut.result()
+                except BrokenProcessPool as exc:
+                    self.close()
+                    raise ExecutorError(f"a worker process of the local pool died (killed, or out of memory) while "
+                                        f"running task {i + 1} of {len(specs)}: {exc}") from exc
+                if isinstance(raw, remote.Done | remote.Failed):
+                    self.task_hosts[raw.where] += 1
+                results[i] = remote.unwrap(raw, i, len(specs))
+                if on_result is not None:
+                    on_result(i, results[i])
+        finally:
+            if blob_path is not None:
+                Path(blob_path).unlink(missing_ok=True)
         if not return_exceptions:
             for res in results:
                 if isinstance(res, BaseException):
@@ -142,101 +212,42 @@ class LocalExecutor:
         return f"LocalExecutor(max_workers={self.max_workers})"
 
 
-class RayExecutor:
-    """Run ``fn`` over specs as Ray tasks (optional extra: ``pip install 'aumann[ray]'``).
+def make_executor(kind: str = "local", workers: int | None = None, *, address: str | None = None,
+                  runtime_env: dict | None = None, ship: Sequence[Any] = (),
+                  exclude: Sequence[str | os.PathLike[str]] = ()) -> LocalExecutor | RayExecutor | None:
+    """The executor for ``--executor KIND --workers N [--ray-address A]``.
 
-    Args:
-        address: a Ray cluster address, or ``None`` to start/attach a local instance.
-        num_cpus: CPUs for a local instance (ignored when attaching).
-        init_kwargs: extra keyword arguments for ``ray.init``.
-
-    Raises:
-        ExecutorError: ``ray`` is not installed (on construction).
-    """
-
-    def __init__(
-        self, address: str | None = None, *, num_cpus: int | None = None, init_kwargs: dict | None = None
-    ) -> None:
-        try:
-            import ray  # noqa: F401
-        except ImportError as exc:
-            raise ExecutorError(
-                "RayExecutor needs the optional 'ray' package: pip install 'aumann[ray]' "
-                "(or use LocalExecutor for one machine)"
-            ) from exc
-        self.address = address
-        self.num_cpus = num_cpus
-        self.init_kwargs = dict(init_kwargs or {})
-        self._started = False
-
-    def _ensure(self):
-        import ray
-
-        if not ray.is_initialized():
-            kw = {"include_dashboard": False, "ignore_reinit_error": True, "log_to_driver": False}
-            kw.update(self.init_kwargs)
-            if self.address is not None:
-                ray.init(address=self.address, **kw)
-            else:
-                ray.init(num_cpus=self.num_cpus, **kw)
-            self._started = True
-        return ray
-
-    def close(self) -> None:
-        """Shut down the Ray instance this executor started (an attached cluster is left alone)."""
-        if self._started:
-            import ray
-
-            ray.shutdown()
-            self._started = False
-
-    @property
-    def max_workers(self) -> int | None:
-        return self.num_cpus
-
-    def map(self, fn: Callable[[Any], Any], specs: Sequence[Any], *, on_result: OnResult = None,
-            return_exceptions: bool = False) -> list[Any]:
-        """``[fn(s) for s in specs]``, computed as Ray tasks, in spec order (see the module docstring)."""
-        ray = self._ensure()
-        remote = ray.remote(fn)
-        refs = [remote.remote(s) for s in specs]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Any] = [None] * len(refs)
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                i = index[ref]
-                try:
-                    results[i] = ray.get(ref)
-                except Exception as exc:  # RayTaskError: hand back the task's own exception
-                    results[i] = getattr(exc, "cause", None) or exc
-                if on_result is not None:
-                    on_result(i, results[i])
-        if not return_exceptions:
-            for res in results:
-                if isinstance(res, BaseException):
-                    raise res
-        return results
-
-    def __repr__(self) -> str:
-        return f"RayExecutor(address={self.address!r})"
-
-
-def make_executor(kind: str = "local", workers: int | None = None) -> LocalExecutor | RayExecutor | None:
-    """The executor for ``--executor KIND --workers N``: ``None`` for a serial local run (N ≤ 1),
-    a :class:`LocalExecutor` process pool, or a :class:`RayExecutor` (N CPUs; ``None``: all).
+    ``workers`` is the number of tasks that run at once, whatever the executor: ``None`` is the
+    default (local: 1, i.e. serial; Ray: every CPU of the cluster), 0 means every CPU there is
+    (local: ``os.cpu_count()``; Ray: the cluster's), 1 one at a time. A local executor with one
+    worker is ``None`` (the serial in-process run).
 
     Raises:
-        ExecutorError: an unknown kind, a bad worker count, or Ray not installed.
+        ExecutorError: an unknown kind, a bad worker count, an address for the local executor, or
+            Ray not installed.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise ExecutorError(f"--workers must be an int >= 0; got {workers!r}")
     if kind == "local":
-        return None if workers is None or workers <= 1 else LocalExecutor(max_workers=workers)
+        if address:
+            raise ExecutorError("--ray-address attaches to a Ray cluster: use it with --executor ray (or leave "
+                                "--executor out)")
+        if workers is None or workers == 1:
+            return None
+        return LocalExecutor(max_workers=None if workers == 0 else workers, ship=ship)
     if kind == "ray":
-        return RayExecutor(num_cpus=workers or None)
+        return RayExecutor(address=address, workers=workers or None, runtime_env=runtime_env, ship=ship,
+                           exclude=exclude)
     raise ExecutorError(f"unknown executor {kind!r}; choose 'local' (process pool) or 'ray'")
 
 
-__all__ = ["LocalExecutor", "RayExecutor", "RunSpec", "make_executor", "seeded_specs"]
+def describe_executor(executor: Any) -> dict[str, Any]:
+    """What the manifest records about ``executor`` (``None``: the serial run)."""
+    if executor is None:
+        return {"executor": "serial", "workers": 1}
+    describe = getattr(executor, "describe", None)
+    return describe() if callable(describe) else {"executor": type(executor).__name__}
+
+
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "RunSpec", "describe_executor", "make_executor",
+           "seeded_specs"]

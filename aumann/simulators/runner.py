@@ -339,7 +339,13 @@ def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAge
 
 
 def _fork_task(spec: tuple) -> ForkResult:
-    model, intervention, steps, recorder, context, repeat, keep_model, indicator, strategy, factory, step = spec
+    return _fork_from(spec[0], spec[1:])
+
+
+def _fork_from(model: Any, spec: tuple) -> ForkResult:
+    """One branch of :func:`fork_many` from the checkpoint ``model`` (the executor's shared object:
+    shipped once per map, forked -- copied -- by every task, never modified)."""
+    intervention, steps, recorder, context, repeat, keep_model, indicator, strategy, factory, step = spec
     res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
                indicator=indicator, strategy=strategy, factory=factory, step=step)
     return res if keep_model else ForkResult(res.panel, None, res.f_values, res.strategy)
@@ -370,9 +376,10 @@ def fork_many(
         model: the model at the fork point (left untouched).
         interventions: name → ``g(model)`` or ``None``.
         steps, recorder, context, repeat: as in :func:`fork`.
-        executor: anything with ``.map(fn, specs)`` (default: serial ``LocalExecutor(0)``). Process
-            pools need picklable models, recorders and interventions (top-level functions,
-            :func:`for_agents` with a top-level action); Ray also accepts lambdas (cloudpickle).
+        executor: anything with ``.map(fn, specs)`` (default: serial ``LocalExecutor(0)``). With
+            aumann's executors the checkpoint travels once (Ray: one ``ray.put``) and every branch
+            forks it; models, recorders and interventions are serialised with cloudpickle, so
+            lambdas travel too, and the model's arrays arrive writable (Mesa grids write into them).
         keep_models: also return each branch's final model (costly to ship back from workers).
         indicator: evaluated per step of each branch into ``ForkResult.f_values``.
         strategy, factory, step: how branches are made and advanced (see :func:`fork`); with process
@@ -386,9 +393,11 @@ def fork_many(
     steps = _check_steps(steps)
     names = list(interventions)
     executor = executor or LocalExecutor(max_workers=0)
-    specs = [(model, interventions[n], steps, recorder, context, repeat, keep_models, indicator, strategy, factory,
-              step) for n in names]
-    return dict(zip(names, executor.map(_fork_task, specs), strict=True))
+    specs = [(interventions[n], steps, recorder, context, repeat, keep_models, indicator, strategy, factory, step)
+             for n in names]
+    if getattr(executor, "supports_shared", False):
+        return dict(zip(names, executor.map(_fork_from, specs, shared=model), strict=True))
+    return dict(zip(names, executor.map(_fork_task, [(model, *s) for s in specs]), strict=True))
 
 
 __all__ = ["STRATEGIES", "ForAgents", "ForkResult", "checkpoint", "for_agents", "fork", "fork_many", "indicator_values",

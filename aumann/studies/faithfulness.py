@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,9 @@ ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_
 
 def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
     """A short hash identifying what a run computes (config + scenario + backend) for resume checks."""
-    # neither strict nor the step timeout changes what a run computes
-    what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "study": {"strict": True}})
+    # neither strict, nor the step timeout, nor where the work executes changes what a run computes
+    what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "execution": True,
+                                                    "study": {"strict": True}})
     payload = json.dumps({"scenario": scenario.name, "backend": backend_label, "config": what}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -162,11 +164,13 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         backend_label: recorded in the digest (a run computed with another backend is not reused).
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
         executor: ``LocalExecutor`` / ``RayExecutor`` (``.map(fn, specs)``): with two or more runs to
-            compute, the runs go to it in parallel; with one, its forks (deletion, re-simulation
-            game) do (offline policy; an LLM backend's forks run on threads sharing its request
-            pool). Results are bit-identical to the serial study. A parallel run's LLM usage is
-            merged back into ``backend.usage``; each worker gets 1/W of the backend's concurrency
-            and rate limits (W workers) and an equal share of what is left of its caps.
+            compute, the runs go to it in parallel and come back unwritten (the driver alone writes
+            the run directory); with one, its forks (deletion, re-simulation game) and its
+            all-steps attribution do (an LLM backend's forks run on threads sharing its request pool,
+            or on Ray, whose one LLM service holds the cache, limits and caps for the cluster).
+            Results are bit-identical to the serial study. A parallel run's LLM usage is merged back
+            into ``backend.usage``; without an LLM service each worker gets 1/W of the backend's
+            concurrency and rate limits (W workers) and an equal share of what is left of its caps.
         write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
         strict: any stage failure stops the study (a :class:`~aumann.errors.StudyError` naming the stage);
             by default (``None``: ``config.study.strict``, false) a failing optional stage is recorded in
@@ -215,26 +219,32 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                                                               and executor.max_workers in (0, 1))
     if parallel:
         account = usage_of(backend)
-        dest = out if write else None
-        share = _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
-        specs = [(scenario.name, config, r, seq, dest, share, digest, backend_label, strict) for r, seq in todo]
+        # an executor with an LLM service (Ray) serves one cache and one set of limits to all workers;
+        # otherwise each worker gets an equal share of the limits and of what is left of the caps
+        share = executor.serve_llm(backend) if callable(getattr(executor, "serve_llm", None)) else \
+            _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
+        specs = [(scenario, config, r, seq, share, digest, backend_label, strict) for r, seq in todo]
 
         def _done(i: int, res: Any) -> None:
+            nonlocal computed
             r = todo[i][0]
-            delta = res[3] if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
+            delta = res.usage if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
             if delta is not None:
                 spent.merge(delta)
                 if account is not None:
                     account.merge(delta)
-            if progress is not None and not isinstance(res, BaseException):
+            if isinstance(res, BaseException):
+                return
+            # workers send results, never files: the driver writes each run as it arrives (a run finished
+            # before a failure elsewhere is kept for resume)
+            records[r] = write_computed(rundir if write else None, res)
+            arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
+            computed += 1
+            if progress is not None:
                 progress(r, "done (worker)")
 
         results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
         errors = [res for res in results if isinstance(res, BaseException)]
-        for (r, _seq), res in zip(todo, results):
-            if not isinstance(res, BaseException):
-                records[r], arrays[r], panels[r], timings[r] = res[0], res[1], res[2], res[4]
-                computed += 1
         if errors:
             raise errors[0]
     else:
@@ -270,6 +280,65 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     usage. The run is written as soon as its required stages finish and again after the optional
     ones. The record holds no wall-clock time (:func:`split_timing`): the seconds are returned apart
     and written to ``timings/run-NNN.json``."""
+    rundir = RunDir(out) if out is not None else None
+    written: list[dict[str, Any]] = []
+
+    def write(done: ComputedRun, first: bool) -> None:
+        written[:] = [write_computed(rundir, done, first=first)]
+
+    done = _compute(scenario, config, r, seq, backend, digest, write, tick=tick, executor=executor,
+                    backend_label=backend_label, strict=strict)
+    return written[0], done.arrays, done.panel, done.usage, done.timing
+
+
+@dataclass
+class ComputedRun:
+    """A run computed but not written: what a worker sends back through the executor (the object
+    store on Ray) -- the driver alone writes the run directory (:func:`write_computed`)."""
+
+    r: int
+    digest: str
+    record: dict[str, Any]  # as written, before its arrays' SHA-256 and its checksum
+    arrays: dict[str, np.ndarray]
+    panel: Any
+    usage: Any
+    timing: dict[str, float]
+    attributions: dict[str, Any]
+
+
+def write_computed(rundir: RunDir | None, done: ComputedRun, *, first: bool = True) -> dict[str, Any]:
+    """Write a computed run (``first``: the panel and the attributions too) and return its record as
+    written; ``rundir`` ``None``: the record as it would be written (a dry run writes nothing).
+    Saved attributions carry no wall-clock seconds (they are in ``timings/``)."""
+    if rundir is None:
+        return seal(done.record)
+    if first:  # confined to the run directory
+        rundir.save_panel(done.r, done.panel)
+        for label, res in done.attributions.items():
+            rundir.save_attribution(done.r, label, res)
+    return rundir.write_run(done.r, done.record, done.arrays, timing=done.timing, digest=done.digest)
+
+
+def _without_seconds(saved: dict[str, Any], timing: dict[str, float]) -> dict[str, Any]:
+    """The attributions to save, their provenance's wall-clock seconds moved into ``timing``."""
+    import dataclasses
+
+    out = {}
+    for label, res in saved.items():
+        prov = dict(res.provenance)
+        secs = prov.pop("seconds", None)
+        if secs is not None:
+            timing[f"attributions/{label}"] = float(secs)
+        out[label] = dataclasses.replace(res, provenance=prov)
+    return out
+
+
+def _compute(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.SeedSequence, backend: Any,
+             digest: str, sink: Callable[[ComputedRun, bool], None] | None, *,
+             tick: Callable[[str], None] | None = None, executor: Any = None, backend_label: str = "offline",
+             strict: bool = False) -> ComputedRun:
+    """Run ``r``'s stages; ``sink(done, first)`` is called after the required stages and again after
+    the optional ones (the driver writes there; a worker passes ``None`` and sends the result back)."""
     import contextlib
 
     from aumann.simulators.llm.usage import Usage, usage_of
@@ -278,35 +347,39 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     before = shared.copy() if shared is not None else None
     sim_seq, study_seq = seq.spawn(2)
     threads = _fork_threads(backend)
+    # forks of an LLM run go to an executor that serves the LLM to its workers (Ray), else to threads
+    serves = threads > 1 and callable(getattr(executor, "serve_llm", None))
+    if serves:
+        executor.serve_llm(backend)
     options = RunOptions(tick=tick or _quiet, judge=judge_backend(config, backend), backend=backend,
-                         backend_label=backend_label, fork_threads=threads, executor=executor if threads == 1 else None,
-                         run_index=r, strict=strict)
+                         backend_label=backend_label, fork_threads=threads,
+                         executor=executor if threads == 1 or serves else None, run_index=r, strict=strict)
     ctx = RunContext(scenario, config, Streams(study_seq, simulation=sim_seq), options)
     run_stage(ctx, stages()[0])  # simulate (its forks are not fork usage)
     account = shared if shared is not None else usage_of(ctx.run.model)
-    rundir = RunDir(out) if out is not None else None
     ident = {"run": r, "digest": digest, "scenario": scenario.name, "seed_spawn_key": list(seq.spawn_key)}
     timing: dict[str, float] = {}
-    written: list[dict[str, Any]] = []
+    state: dict[str, Any] = {}
 
-    def write(ctx: RunContext) -> None:
+    def snapshot(ctx: RunContext) -> ComputedRun:
         rec = {**ctx.rec, **ident, "stages": dict(ctx.stages),
                "invalid_decisions": int(getattr(ctx.run.model, "llm_errors", 0) or 0)}  # the factual run's abstentions
         timing.update(plain(split_timing(rec)))  # wall-clock seconds live beside the record, not in it
-        if rundir is None:
-            written[:] = [seal(rec)]  # exactly what the JSON file would hold (NaN → None)
-            return
-        if not written:  # the first write: the panel and the attributions too
-            rundir.save_panel(r, ctx.run.panel)
-            for label, res in ctx.saved.items():
-                rundir.save_attribution(r, label, res)
-        written[:] = [rundir.write_run(r, rec, ctx.arrays, timing=timing, digest=digest)]
+        if "saved" not in state:
+            state["saved"] = _without_seconds(ctx.saved, timing)
+        return ComputedRun(r, digest, rec, ctx.arrays, ctx.run.panel, None, timing, state["saved"])
+
+    def write(ctx: RunContext) -> None:
+        first = "done" not in state
+        state["done"] = snapshot(ctx)
+        if sink is not None:
+            sink(state["done"], first)
 
     with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
         try:
             _analyse(ctx, write)
         finally:  # again, with what the optional stages added (or the failure that stopped them: strict)
-            if written:
+            if "done" in state:
                 write(ctx)
     if account is None:
         delta = Usage()
@@ -314,21 +387,34 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
         delta = account - before
     else:
         delta = account.copy()
-    return written[0], ctx.arrays, ctx.run.panel, delta, timing
+    state["done"].usage = delta
+    return state["done"]
 
 
-def compute_run_task(spec: tuple) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any, dict[str, float]]:
-    """Executor task for one run (top-level, picklable): looks the scenario up by name in the worker.
-    A failure carries the usage spent so far as ``exc.llm_usage``."""
+def compute_run_unwritten(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.SeedSequence,
+                          backend: Any, digest: str, *, tick: Callable[[str], None] | None = None,
+                          executor: Any = None, backend_label: str = "offline", strict: bool = False) -> ComputedRun:
+    """Simulate and analyse run ``r`` without touching the disk (see :func:`compute_run`)."""
+    return _compute(scenario, config, r, seq, backend, digest, None, tick=tick, executor=executor,
+                    backend_label=backend_label, strict=strict)
+
+
+def compute_run_task(spec: tuple) -> ComputedRun:
+    """Executor task for one run (top-level): computes it and sends it back unwritten -- a worker needs
+    no access to the run directory. The scenario travels as an object (a scenario file's module is
+    installed in the worker by the executor; a registered name is looked up). A failure carries the
+    usage spent so far as ``exc.llm_usage``."""
     from aumann import scenarios
     from aumann.simulators.llm.usage import usage_of
 
-    name, config, r, seq, out, backend, digest, backend_label, strict = spec
+    scenario, config, r, seq, backend, digest, backend_label, strict = spec
+    if isinstance(scenario, str):
+        scenario = scenarios.get(scenario)
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
     try:
-        return compute_run(scenarios.get(name), config, r, seq, out, backend, digest, backend_label=backend_label,
-                           strict=strict)
+        return compute_run_unwritten(scenario, config, r, seq, backend, digest, backend_label=backend_label,
+                                     strict=strict)
     except BaseException as exc:
         if shared is not None:
             exc.llm_usage = shared - before
@@ -369,11 +455,13 @@ __all__ = [
     "METHODS",
     "RUN_ARRAYS",
     "RUN_KEYS",
+    "ComputedRun",
     "StudyResult",
     "StudySizes",
     "analyse_run",
     "compute_run",
     "compute_run_task",
+    "compute_run_unwritten",
     "config_digest",
     "has_action_row",
     "judge_backend",
@@ -383,4 +471,5 @@ __all__ = [
     "study_stages",
     "verify_run",
     "with_timing",
+    "write_computed",
 ]

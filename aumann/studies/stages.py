@@ -163,7 +163,8 @@ def attribute(ctx: RunContext) -> None:
     ctx.players = players = scenario.present(ctx.model_before, ids)  # all N for fixed populations
     ctx.sizes = sizes = StudySizes.of(config, n=len(players))
     ctx.method = AumannShapley(steps=st.quadrature_steps, closed_form=False)
-    ctx.attribution = res_all = attribute_panel(f, panel, method=ctx.method, baseline=ctx.z0_all)
+    ctx.attribution = res_all = attribute_panel(f, panel, method=ctx.method, baseline=ctx.z0_all,
+                                                executor=ctx.options.executor)  # step blocks: the same bits
     ctx.target = pt = panel.select_steps([ts])
     z0_all = ctx.z0_all
     ctx.z0 = np.ascontiguousarray(z0_all[ts] if z0_all.ndim == 3 else z0_all, dtype=np.float64)

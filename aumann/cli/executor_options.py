@@ -1,0 +1,122 @@
+"""The execution options of ``aumann run``: where independent runs, forks and attribution blocks go.
+
+``--executor local|ray``, ``--workers N`` (tasks at once, the same meaning on every executor),
+``--ray-address ADDR`` and ``--ray-runtime-env JSON|FILE``. Each has a config key in the
+``[execution]`` table (:class:`~aumann.scenarios.base.ExecutionConfig`); the address also comes from
+``RAY_ADDRESS``. Precedence: flag, then environment, then config. An address from a flag or the
+config implies ``--executor ray``; ``RAY_ADDRESS`` alone does not (it is ambient), it only says where
+``--executor ray`` attaches. ``--executor ray`` without an address starts a private local Ray
+instance in its own temp dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from aumann.errors import ConfigError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the execution options to ``aumann run``."""
+    e = p.add_argument_group("execution (see docs/cluster.md)")
+    e.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="where independent runs (or, with one run, its forks and attribution) execute: a local "
+                        "process pool (default) or Ray (= execution.executor); results are bit-identical")
+    e.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="tasks that run at once, on either executor (= execution.workers): default 1 locally "
+                        "(serial) and every CPU of the cluster on Ray; 0 = every CPU there is")
+    e.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="attach to this Ray cluster (host:6379, auto, ray://host:10001; else RAY_ADDRESS, else "
+                        "execution.ray_address); implies --executor ray. Without one, --executor ray starts a "
+                        "private local instance in its own temp dir")
+    e.add_argument("--ray-runtime-env", default=None, metavar="JSON|FILE",
+                   help="a Ray runtime environment (JSON text or a .json file) laid over the one aumann builds, "
+                        "which already ships a scenario file and its folder (= execution.ray_runtime_env)")
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0 = every CPU); got {n}")
+    return n
+
+
+def _runtime_env(text: str | None) -> dict[str, Any] | None:
+    """``--ray-runtime-env``: JSON text, or the path of a JSON file (read with the bounded reader)."""
+    if text is None:
+        return None
+    from aumann import bounded
+
+    src = text.strip()
+    if src.startswith(("{", "[")):
+        data = bounded.loads_json(src, what="--ray-runtime-env", error=ConfigError)
+    else:
+        p = Path(src)
+        if not p.is_file():
+            raise ConfigError(f"--ray-runtime-env must be JSON text or a JSON file; {src!r} is neither")
+        data = bounded.read_json(p, what="--ray-runtime-env file", error=ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(f"--ray-runtime-env must be a JSON object (a Ray runtime environment); got "
+                          f"{type(data).__name__}")
+    return data
+
+
+def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
+    """The effective execution settings: ``{"executor", "workers", "address", "address_from",
+    "runtime_env"}`` from the flags, ``RAY_ADDRESS`` and the config's ``[execution]`` table."""
+    ex = getattr(config, "execution", None)
+    flag_addr = getattr(args, "ray_address", None)
+    env_addr = os.environ.get("RAY_ADDRESS") or None
+    cfg_addr = getattr(ex, "ray_address", None)
+    address, source = next(((a, s) for a, s in ((flag_addr, "--ray-address"), (env_addr, "RAY_ADDRESS"),
+                                                  (cfg_addr, "execution.ray_address")) if a), (None, None))
+    kind = getattr(args, "executor", None) or getattr(ex, "executor", None)
+    explicit_addr = flag_addr or cfg_addr
+    if kind is None:
+        kind = "ray" if explicit_addr else "local"
+    if kind == "local" and explicit_addr:
+        which = "--ray-address" if flag_addr else "execution.ray_address"
+        raise ConfigError(f"{which} attaches to a Ray cluster, but the executor is 'local': drop --executor local "
+                          f"(or execution.executor = \"local\") or the address")
+    workers = getattr(args, "workers", None)
+    if workers is None:
+        workers = getattr(ex, "workers", None)
+    runtime_env = _runtime_env(getattr(args, "ray_runtime_env", None))
+    if runtime_env is None:
+        runtime_env = getattr(ex, "ray_runtime_env", None)
+    if kind == "local" and runtime_env:
+        raise ConfigError("--ray-runtime-env (execution.ray_runtime_env) applies to --executor ray")
+    return {"executor": kind, "workers": workers, "address": address if kind == "ray" else None,
+            "address_from": source if kind == "ray" else None, "runtime_env": runtime_env}
+
+
+def executor_from(args: argparse.Namespace, config: Any = None, *, scenario_spec: str | None = None,
+                  out: Path | None = None, connect: bool = True) -> Any:
+    """``None`` (serial), a local process pool or a Ray executor from the flags and the config.
+
+    The module of a ``package.module:attr`` scenario is shipped to Ray workers when it does not live
+    in the installed site (a scenario file and its folder always are). With ``connect`` a Ray
+    executor attaches (or starts) now, so a wrong address fails in one line before any work.
+    """
+    from aumann.simulators.executors import make_executor
+
+    s = settings(args, config)
+    ship = []
+    if scenario_spec and ":" in scenario_spec:
+        where = scenario_spec.rpartition(":")[0]
+        if not (where.endswith(".py") or "/" in where or os.sep in where):
+            ship.append(where)
+    ex = make_executor(s["executor"], s["workers"], address=s["address"], runtime_env=s["runtime_env"], ship=ship,
+                       exclude=[out] if out is not None else ())
+    if ex is not None and connect and s["executor"] == "ray":
+        ex.cluster_cpus()  # attach / start now: errors are one line, before the first run
+    return ex
+
+
+__all__ = ["add_arguments", "executor_from", "settings"]

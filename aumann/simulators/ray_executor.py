@@ -1,0 +1,458 @@
+"""Ray as an executor: attach to a cluster or start a private local instance; nothing on a shared disk.
+
+* **Where**: ``address`` (``"host:port"``, ``"auto"`` for a cluster started with ``ray start`` on
+  this machine, ``"ray://..."`` for Ray Client), else the ``RAY_ADDRESS`` environment variable, else
+  a private local instance started in its own temp dir (``tempfile.mkdtemp(prefix="aumann-ray-")``,
+  emptied on :meth:`RayExecutor.close` but for this process's own log files, and removed once this
+  process exits; never ``/tmp/ray``, never ``~/.ray``: its session token is kept in this process's
+  environment). ``address="local"`` always starts one.
+* **How many**: ``workers`` tasks run at once (default: every CPU of the cluster); a local instance
+  gets ``workers`` CPUs (default ``os.cpu_count()``).
+* **What travels** (:mod:`aumann.simulators.remote`): the function and every item, serialised once
+  by the driver; the ``shared`` object of a ``map`` goes to the object store once (``ray.put``)
+  and each worker process unpickles it once. Results come back through the object store; arrays
+  arrive writable. The user's scenario files, their sibling modules and ``ship``-ped packages go to
+  the workers with the job's runtime environment (``py_modules``, plus ``runtime_env`` given here),
+  so a worker needs no copy of the driver's disk. Only the driver writes files.
+* **Failures**: a task that raises comes back as its own exception with the remote traceback
+  (:class:`~aumann.errors.RemoteTaskError` as ``__cause__``); a task whose worker or node dies is
+  retried (``max_retries``, Ray's lineage) and, when the retries run out, raises an
+  :class:`~aumann.errors.ExecutorError` naming the task; errors starting or attaching are one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from aumann.errors import ExecutorError
+from aumann.simulators import remote
+
+OnResult = Callable[[int, Any], None] | None
+
+#: never shipped with a scenario's folder (version control, environments, caches)
+DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache",
+                    ".ruff_cache", "node_modules", ".ipynb_checkpoints")
+
+_REMOTE: list[Any] = []
+
+
+def _remote_task(ray: Any, max_retries: int, runtime_env: dict | None = None) -> Any:
+    """The Ray remote function that runs :func:`remote.run_task` (made once per process), with options."""
+    if not _REMOTE:
+        _REMOTE.append(ray.remote(remote.run_task))
+    opts: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": False}
+    if runtime_env is not None:
+        opts["runtime_env"] = runtime_env
+    return _REMOTE[0].options(**opts)
+
+
+class RayExecutor:
+    """Run ``fn`` over items as Ray tasks (optional extra: ``pip install 'aumann[ray]'``).
+
+    Args:
+        address: a cluster to attach to (``"host:port"``, ``"auto"``, ``"ray://host:10001"``);
+            ``None``: ``RAY_ADDRESS`` if set, else a private local instance; ``"local"``: always a
+            private local instance.
+        workers: tasks that run at once (default: every CPU the cluster has).
+        num_cpus: CPUs of a private local instance (default: ``workers``, else ``os.cpu_count()``);
+            when attaching it only caps the tasks in flight, like ``workers``.
+        runtime_env: a Ray runtime environment merged into the one aumann builds (``pip``,
+            ``env_vars``, extra ``py_modules``, ``excludes``...).
+        temp_dir: the parent of a local instance's private temp dir (default: the system's).
+        ship: modules (objects or importable names) of user code to send to the workers, beyond
+            the scenario files loaded so far (found by themselves).
+        exclude: paths never shipped with a scenario's folder (the run directory).
+        max_retries: how often a task whose worker died is re-run (default 3).
+        init_kwargs: extra keyword arguments for ``ray.init``.
+
+    Raises:
+        ExecutorError: ``ray`` is not installed (on construction); the cluster cannot be reached or
+            the local instance cannot start (on first use).
+    """
+
+    supports_shared = True
+
+    def __init__(self, address: str | None = None, *, workers: int | None = None, num_cpus: int | None = None,
+                 runtime_env: dict | None = None, temp_dir: str | os.PathLike[str] | None = None,
+                 ship: Sequence[Any] = (), exclude: Sequence[str | os.PathLike[str]] = (), max_retries: int = 3,
+                 init_kwargs: dict | None = None) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError as exc:
+            raise ExecutorError(
+                "RayExecutor needs the optional 'ray' package: pip install 'aumann[ray]' "
+                "(or use LocalExecutor for one machine)"
+            ) from exc
+        for name, val in (("workers", workers), ("num_cpus", num_cpus)):
+            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
+                raise ExecutorError(f"{name} must be None or an int >= 1; got {val!r}")
+        if runtime_env is not None and not isinstance(runtime_env, dict):
+            raise ExecutorError(f"runtime_env must be a dict (a Ray runtime environment); got "
+                                f"{type(runtime_env).__name__}")
+        address = address if address is not None else (os.environ.get("RAY_ADDRESS") or None)
+        self.address = None if address in (None, "local") else str(address).strip()
+        self.workers = workers
+        self.num_cpus = num_cpus
+        self.runtime_env = dict(runtime_env or {})
+        self.temp_root = None if temp_dir is None else str(temp_dir)
+        self.ship = list(ship)
+        self.exclude = [str(p) for p in exclude]
+        self.max_retries = int(max_retries)
+        self.init_kwargs = dict(init_kwargs or {})
+        self._started = False  # this executor called ray.init (and shuts it down)
+        self._temp_dir: str | None = None
+        self._env_saved: dict[str, str | None] = {}
+        self._job_code: remote.UserCode | None = None
+        self.task_hosts: Counter[str] = Counter()
+        self._service: Any = None  # the LLM service actor (serve_llm)
+        self._substitutes: dict[int, tuple[Any, Any]] = {}
+
+    # ------------------------------------------------------------------ connecting
+    @property
+    def attached(self) -> bool:
+        """Whether this executor attaches to an existing cluster (rather than starting its own)."""
+        return self.address is not None
+
+    def _set_env(self, key: str, value: str) -> None:
+        self._env_saved.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+    def _restore_env(self) -> None:
+        changed = bool(self._env_saved)
+        for key, old in self._env_saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+        self._env_saved = {}
+        if changed:
+            _refresh_auth()
+
+    def _ensure(self) -> Any:
+        import ray
+
+        if ray.is_initialized():
+            return ray
+        code = remote.user_code(self.ship)
+        env = self._runtime_env(code)
+        kw: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "logging_level": logging.WARNING}
+        if env:
+            kw["runtime_env"] = env
+        kw.update(self.init_kwargs)
+        if self.attached:
+            what = f"attach to the Ray cluster at {self.address!r}"
+            _reachable(self.address)  # Ray itself waits minutes for a GCS that is not there
+            kw["address"] = self.address
+            _refresh_auth()  # RAY_AUTH_TOKEN / RAY_AUTH_MODE as the environment holds them now
+        else:
+            what = "start a local Ray instance"
+            self._temp_dir = tempfile.mkdtemp(prefix="aumann-ray-", dir=self.temp_root)
+            if len(self._temp_dir) > 48:  # Ray's Unix sockets live below it; their paths must stay short
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
+                self._temp_dir = tempfile.mkdtemp(prefix="aumann-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+            remove_after_exit(self._temp_dir)
+            if os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled" and not os.environ.get("RAY_AUTH_TOKEN"):
+                # token authentication without Ray writing ~/.ray/auth_token: the token lives in this process's
+                # environment (inherited by the instance's processes) until close()
+                self._set_env("RAY_AUTH_MODE", "token")
+                self._set_env("RAY_AUTH_TOKEN", secrets.token_hex(32))
+                _refresh_auth()
+            self._set_env("RAY_USAGE_STATS_ENABLED", "0")
+            kw.update(address="local", num_cpus=self.num_cpus or self.workers or os.cpu_count() or 1,
+                      include_dashboard=False, _temp_dir=self._temp_dir)
+        try:
+            ray.init(**kw)
+        except Exception as exc:
+            self._cleanup_local()
+            raise ExecutorError(f"cannot {what}: {type(exc).__name__}: {_one_line(exc)}"
+                                + (" (is `ray start --head` running there, with the same Ray version?)"
+                                   if self.attached else "")) from None
+        self._started = True
+        self._job_code = code
+        return ray
+
+    def _runtime_env(self, code: remote.UserCode) -> dict[str, Any]:
+        """The job's runtime environment: the modules of each scenario folder (its ``.py`` files and
+        packages: the scenario file and its siblings, importable by plain name, without the folder's
+        data or the run directory) and other user packages as ``py_modules``, laid under what the
+        caller gave in ``runtime_env`` (e.g. a ``working_dir``). The workers' working directory is
+        left alone."""
+        env = dict(self.runtime_env)
+        py_modules = list(env.get("py_modules") or [])
+        out = [Path(p).resolve() for p in self.exclude]
+        for folder in code.folders:
+            for f in sorted(Path(folder).iterdir()):
+                if f.resolve() in out or f.name.startswith(".") or f.name == "__pycache__":
+                    continue
+                if (f.suffix == ".py" and f.is_file()) or (f.is_dir() and (f / "__init__.py").is_file()):
+                    if str(f) not in py_modules:
+                        py_modules.append(str(f))
+        py_modules += [p for p in code.packages if p not in py_modules]
+        if py_modules:
+            env["py_modules"] = py_modules
+            env["excludes"] = list(dict.fromkeys([*(env.get("excludes") or []), *DEFAULT_EXCLUDES]))
+        return env
+
+    def _cleanup_local(self) -> None:
+        self._restore_env()
+        if self._temp_dir is not None:
+            _remove_tree(self._temp_dir)
+            self._temp_dir = None
+
+    # ------------------------------------------------------------------ the LLM service
+    serves_llm = True
+
+    def serve_llm(self, backend: Any) -> Any:
+        """The LLM ``backend`` as workers should use it: its response cache, rate limits and spend caps
+        served by one actor on the driver's node (:mod:`aumann.simulators.llm_service`), so the
+        cluster shares one cache file nobody else opens and one set of limits. Wherever a task's
+        payload refers to ``backend`` (a model's checkpoint), the served twin travels instead.
+        Returns ``backend`` unchanged when it is not an LLM backend."""
+        from aumann.simulators.llm_service import LLMService, serve_backend, service_args
+
+        args = service_args(backend)
+        if args is None:
+            return backend
+        pair = self._substitutes.get(id(backend))
+        if pair is not None and pair[0] is backend:
+            return pair[1]
+        ray = self._ensure()
+        if self._service is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = ray.get_runtime_context().get_node_id()  # the driver's node: the cache file's disk
+            actor = ray.remote(LLMService).options(
+                num_cpus=0, max_concurrency=256,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            self._service = actor.remote(**args)
+        served = serve_backend(backend, self._service)
+        self._substitutes[id(backend)] = (backend, served)
+        return served
+
+    def llm_totals(self) -> dict[str, Any] | None:
+        """The service's account (calls, tokens, dollars) of what the workers spent, or ``None``."""
+        if self._service is None:
+            return None
+        import ray
+
+        return ray.get(self._service.totals.remote())
+
+    def _stop_service(self) -> None:
+        if self._service is not None:
+            import ray
+
+            try:
+                ray.get(self._service.flush.remote(), timeout=60)
+                ray.get(self._service.close.remote(), timeout=60)
+            finally:
+                ray.kill(self._service)
+                self._service = None
+                self._substitutes = {}
+
+    def close(self) -> None:
+        """Disconnect; a local instance this executor started is shut down and its temp dir removed
+        (an attached cluster keeps running). The LLM service flushes the cache and stops first."""
+        if self._started:
+            import ray
+
+            try:
+                self._stop_service()
+            finally:
+                ray.shutdown()
+            self._started = False
+        self._cleanup_local()
+        self._job_code = None
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
+        state = dict(self.__dict__)
+        state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
+                     _service=None, _substitutes={})
+        return state
+
+    # ------------------------------------------------------------------ sizes
+    def cluster_cpus(self) -> int:
+        """CPUs of the cluster (connects first)."""
+        ray = self._ensure()
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    @property
+    def max_workers(self) -> int:
+        """Tasks that run at once: ``workers`` (or ``num_cpus``), else every CPU of the cluster."""
+        return self.workers or self.num_cpus or self.cluster_cpus()
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records: executor, Ray's version, where, nodes and CPUs, task placement."""
+        import ray
+
+        out: dict[str, Any] = {"executor": "ray", "ray_version": ray.__version__,
+                               "cluster": "attached" if self.attached else "local (private temp dir)",
+                               "workers": self.workers}
+        if ray.is_initialized():
+            try:
+                nodes = [n for n in ray.nodes() if n.get("Alive")]
+                out.update(nodes=len(nodes), cpus=int(ray.cluster_resources().get("CPU", 0)))
+            except Exception:  # pragma: no cover - a cluster that does not answer
+                pass
+        if self.task_hosts:
+            out["nodes_used"] = len(self.task_hosts)
+        return out
+
+    # ------------------------------------------------------------------ map
+    def map(self, fn: Callable[..., Any], specs: Sequence[Any], *, shared: Any = None, on_result: OnResult = None,
+            return_exceptions: bool = False) -> list[Any]:
+        """``[fn(s) for s in specs]`` (``fn(shared, s)`` with a shared object), computed as Ray tasks,
+        in spec order (see the module docstring)."""
+        specs = list(specs)
+        if not specs:
+            return []
+        ray = self._ensure()
+        code = remote.user_code(self.ship)
+        late = code and (self._job_code is None or not self._job_code.covers(code))  # code loaded after ray.init
+        task = _remote_task(ray, self.max_retries, self._runtime_env(code) if late else None)
+        with remote.substituting(self._substitutes):
+            fn_b = remote.dumps(fn)
+            items = [remote.dumps(s) for s in specs]
+            blob = remote.dumps(shared) if shared is not None else None
+        sref = None
+        if blob is not None:
+            import numpy as np
+
+            sref = remote.SharedRef(uuid.uuid4().hex, ray_ref=[ray.put(np.frombuffer(blob, dtype=np.uint8))],
+                                    size=len(blob))
+            del blob
+        limit = self.workers or self.num_cpus or 2 * self.cluster_cpus()
+        results: list[Any] = [None] * len(specs)
+        pending: dict[Any, int] = {}
+        nxt = 0
+        while nxt < len(specs) or pending:
+            while nxt < len(specs) and len(pending) < limit:
+                pending[task.remote(fn_b, items[nxt], sref, code, True)] = nxt
+                nxt += 1
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                i = pending.pop(ref)
+                try:
+                    raw = ray.get(ref)
+                except Exception as exc:  # the worker died and the retries ran out, the runtime env failed, ...
+                    results[i] = _system_failure(exc, i, len(specs), self.max_retries)
+                else:
+                    if isinstance(raw, remote.Done | remote.Failed):
+                        self.task_hosts[raw.where] += 1
+                    results[i] = remote.unwrap(raw, i, len(specs))
+                if on_result is not None:
+                    on_result(i, results[i])
+                if isinstance(results[i], BaseException) and not return_exceptions:
+                    for ref in pending:
+                        ray.cancel(ref, force=False)
+                    raise results[i]
+        return results
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(address={self.address!r}, workers={self.workers})"
+
+
+def _reachable(address: str, timeout: float = 10.0) -> None:
+    """Fail in one line, at once, when nothing listens at a ``host:port`` address."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        if address not in ("auto",) and "://" not in address:
+            raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; "
+                                f"got {address!r}")
+        return
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: nothing answers there "
+                            f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={port}` or fix "
+                            f"--ray-address / RAY_ADDRESS / execution.ray_address") from None
+
+
+def _remove_tree(path: str) -> None:
+    """Empty a local instance's temp dir but for this process's own Ray log files (``session_*/logs``):
+    Ray's logger may reopen them by name while the interpreter shuts down, and a missing folder there
+    can crash it. The watcher started with the instance (:func:`remove_after_exit`) removes the whole
+    folder once this process has exited (also what Ray's last processes wrote after ``ray.shutdown()``)."""
+    root = Path(path)
+    for child in list(root.iterdir()) if root.is_dir() else []:
+        if child.is_dir() and child.name.startswith("session_") and not child.is_symlink():
+            for sub in child.iterdir():
+                if sub.name == "logs":
+                    continue
+                if sub.is_dir() and not sub.is_symlink():
+                    shutil.rmtree(sub, ignore_errors=True)
+                else:
+                    sub.unlink(missing_ok=True)
+        elif child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+def remove_after_exit(path: str) -> None:
+    """Start a small watcher process that removes ``path`` once this process has exited (however it
+    ends: ``close()`` forgotten, an exception, a signal)."""
+    import subprocess
+    import sys
+
+    if not (sys.platform.startswith("linux") or sys.platform == "darwin"):
+        return
+    watch = f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; rm -rf -- \"$0\""
+    try:
+        subprocess.Popen(["sh", "-c", watch, str(path)], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # pragma: no cover - no shell: the folder stays, named aumann-ray-*
+        pass
+
+
+def _refresh_auth() -> None:
+    """Make an already imported Ray read RAY_AUTH_MODE / RAY_AUTH_TOKEN again (it caches them)."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except Exception:  # pragma: no cover - a Ray without token authentication
+        pass
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _system_failure(exc: BaseException, i: int, n: int, retries: int) -> ExecutorError:
+    """A one-line :class:`ExecutorError` for a task Ray could not run to the end."""
+    name = type(exc).__name__
+    if "RuntimeEnvSetupError" in name:
+        why = ("its runtime environment could not be set up on the worker (shipped folder too large, or a "
+               "package that does not install there; see --ray-runtime-env)")
+    elif any(k in name for k in ("WorkerCrashed", "NodeDied", "ActorDied", "ObjectLost", "OwnerDied")):
+        why = f"the worker or node running it died and its {retries} retries ran out"
+    elif "OutOfMemory" in name:
+        why = "the worker ran out of memory"
+    else:
+        why = "Ray could not run it"
+    err = ExecutorError(f"task {i + 1} of {n}: {why} ({name}: {_one_line(exc)})")
+    err.__cause__ = exc
+    return err
+
+
+__all__ = ["DEFAULT_EXCLUDES", "RayExecutor"]

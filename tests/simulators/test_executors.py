@@ -1,0 +1,197 @@
+"""Executors: one wire format for the process pool and Ray (shared objects, writable arrays, typed remote
+errors, user scenario files), the meaning of --workers, and where --ray-address comes from."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.errors import CheckpointError, ConfigError, ExecutorError, RemoteTaskError
+from aumann.simulators import LocalExecutor, RayExecutor
+from aumann.simulators.executors import describe_executor, make_executor
+from aumann.simulators.remote import dumps, loads, user_code
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+
+
+def _bump(shared, i):
+    arr = shared["arr"]  # shipped once per map, kept by each worker for its later tasks (read-only by contract)
+    arr[i] = 1.0  # ... and writable: Mesa writes into its models' arrays
+    total = float(arr.sum()) + i
+    arr[i] = 0.0
+    return total
+
+
+def _fail(x):
+    if x == 1:
+        raise CheckpointError("no copy of model 1")
+    return x
+
+
+def test_a_pool_ships_the_shared_object_once_and_arrays_arrive_writable():
+    with LocalExecutor(2, mp_context="fork") as pool:
+        arr = np.zeros(1000)
+        out = pool.map(_bump, [0, 1, 2], shared={"arr": arr})
+        assert out == [1.0, 2.0, 3.0] and not arr.any()  # each worker's own copy; the driver's untouched
+        assert pool.map(lambda x: x * 2, [1, 2, 3]) == [2, 4, 6]  # lambdas travel (cloudpickle)
+        assert LocalExecutor(0).map(_bump, [0], shared={"arr": np.zeros(3)}) == [1.0]
+
+
+def test_a_failed_task_is_its_own_type_with_the_remote_traceback():
+    with LocalExecutor(2, mp_context="fork") as pool:
+        res = pool.map(_fail, [0, 1, 2], return_exceptions=True)
+        assert res[0] == 0 and res[2] == 2
+        assert isinstance(res[1], CheckpointError) and "no copy of model 1" in str(res[1])
+        assert isinstance(res[1].__cause__, RemoteTaskError) and "_fail" in res[1].remote_traceback
+        with pytest.raises(CheckpointError):
+            pool.map(_fail, [1, 0])
+
+
+def test_workers_mean_tasks_at_once_on_every_executor():
+    assert make_executor("local", None) is None and make_executor("local", 1) is None
+    assert make_executor("local", 2).max_workers == 2
+    assert make_executor("local", 0).workers == (os.cpu_count() or 1)  # 0: every CPU
+    with pytest.raises(ExecutorError, match="--workers"):
+        make_executor("local", -1)
+    with pytest.raises(ExecutorError, match="ray-address"):
+        make_executor("local", 2, address="10.0.0.1:6379")
+    assert describe_executor(None) == {"executor": "serial", "workers": 1}
+    if HAS_RAY:
+        ex = make_executor("ray", 3, address="10.0.0.9:6379")
+        assert isinstance(ex, RayExecutor) and ex.workers == 3 and ex.attached and ex.max_workers == 3
+
+
+def test_mesa_models_survive_the_trip_to_a_worker():
+    from aumann.simulators.branching import digest_difference, state_digest
+    from tests.simulators.mesa_examples import EXAMPLES
+
+    for name in sorted(EXAMPLES):  # grids with property layers, DEVS events, views, deep neighbourhoods
+        model = EXAMPLES[name](2)
+        model.step()
+        twin = loads(dumps(model))
+        assert digest_difference(state_digest(model), state_digest(twin)) is None, name
+        for m in (model, twin):
+            m.step()
+            m.step()
+        assert digest_difference(state_digest(model), state_digest(twin)) is None, name
+
+
+def _args(**kw):
+    ns = argparse.Namespace(executor=None, workers=None, ray_address=None, ray_runtime_env=None)
+    for k, v in kw.items():
+        setattr(ns, k, v)
+    return ns
+
+
+def test_where_the_address_comes_from(monkeypatch, tmp_path):
+    from aumann.cli.executor_options import settings
+    from aumann.scenarios.base import ExecutionConfig
+
+    cfg = argparse.Namespace(execution=ExecutionConfig(ray_address="cfg:1", workers=3))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert settings(_args()) == {"executor": "local", "workers": None, "address": None, "address_from": None,
+                                 "runtime_env": None}
+    s = settings(_args(), cfg)  # a config address implies ray
+    assert (s["executor"], s["address"], s["workers"]) == ("ray", "cfg:1", 3)
+    assert s["address_from"] == "execution.ray_address"
+    monkeypatch.setenv("RAY_ADDRESS", "env:2")
+    assert settings(_args())["executor"] == "local"  # RAY_ADDRESS alone is ambient
+    assert settings(_args(executor="ray"))["address"] == "env:2"
+    assert settings(_args(), cfg)["address"] == "env:2"  # flag > environment > config
+    assert settings(_args(ray_address="flag:3", workers=0), cfg)["address"] == "flag:3"
+    with pytest.raises(ConfigError, match="executor is 'local'"):
+        settings(_args(executor="local", ray_address="flag:3"))
+    env_file = tmp_path / "env.json"
+    env_file.write_text(json.dumps({"env_vars": {"A": "1"}}))
+    assert settings(_args(executor="ray", ray_runtime_env=str(env_file)))["runtime_env"] == {"env_vars": {"A": "1"}}
+    assert settings(_args(executor="ray", ray_runtime_env='{"pip": ["x"]}'))["runtime_env"] == {"pip": ["x"]}
+    with pytest.raises(ConfigError, match="JSON object"):
+        settings(_args(executor="ray", ray_runtime_env="[1]"))
+    with pytest.raises(ConfigError, match="neither"):
+        settings(_args(executor="ray", ray_runtime_env="missing.json"))
+
+
+def test_the_execution_table_never_changes_what_a_run_computes():
+    from aumann import scenarios
+    from aumann.studies.faithfulness import config_digest
+
+    sc = scenarios.get("midscale-social")
+    plain = sc.load_config()
+    on_ray = sc.load_config(assignments=["execution.executor=ray", "execution.ray_address=10.0.0.5:6379",
+                                         "execution.workers=8"])
+    assert on_ray.execution.workers == 8 and config_digest(sc, plain, "offline") == config_digest(sc, on_ray, "offline")
+    with pytest.raises(ConfigError, match="executor"):
+        sc.load_config(assignments=["execution.executor=dask"])
+
+
+def test_user_code_names_scenario_files_and_their_folder(tmp_path):
+    from aumann import scenarios
+
+    (tmp_path / "helper_mod_for_uc.py").write_text("VALUE = 3\n")
+    (tmp_path / "sc_file.py").write_text(
+        "from helper_mod_for_uc import VALUE\nfrom aumann.scenarios import Scenario\n")
+    with pytest.raises(ConfigError, match="no attribute"):  # imported (the module stays loaded), no such attribute
+        scenarios.load(f"{tmp_path / 'sc_file.py'}:nothing")
+    code = user_code()
+    assert str(tmp_path) in code.folders
+    assert any(rel == "sc_file.py" and Path(path) == (tmp_path / "sc_file.py").resolve()
+               for _, path, rel in code.files)
+    assert user_code(["numpy", "aumann.attribution"]).packages == ()  # installed: never shipped
+
+
+@pytest.mark.slow
+def test_a_scenario_file_runs_on_the_process_pool_like_the_serial_run(tmp_path):
+    """``aumann run model.py:scenario --workers 2``: the spawned workers import the file's module."""
+    from tests.simulators.test_ray_cluster import CONFIG, SCENARIO_FILE, SIBLING, _invoke, assert_same_outputs
+
+    folder = tmp_path / "scen"
+    folder.mkdir()
+    (folder / "model.py").write_text(SCENARIO_FILE)
+    (folder / "tiny_world.py").write_text(SIBLING)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG.format(runs=2))
+    spec = f"{folder / 'model.py'}:scenario"
+    common = ["--config", str(cfg), "--no-plots", "--static"]
+    assert _invoke(spec, *common, "--out", str(tmp_path / "serial")) == 0
+    assert _invoke(spec, *common, "--out", str(tmp_path / "pool"), "--workers", "2") == 0
+    assert_same_outputs(tmp_path / "serial", tmp_path / "pool")
+    ex = json.loads((tmp_path / "pool" / "manifest.json").read_text())["execution"]
+    assert ex == {"executor": "local", "workers": 2}
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_private_local_ray_instance_lives_in_its_own_temp_dir(tmp_path, monkeypatch):
+    import ray
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    (tmp_path / "home").mkdir()
+    before = set(os.listdir("/tmp/ray")) if os.path.isdir("/tmp/ray") else set()
+    ex = RayExecutor(workers=1)
+    try:
+        assert ex.map(_bump, [0, 1], shared={"arr": np.zeros(4)}) == [1.0, 2.0]
+        temp = ex._temp_dir
+        # its own temp dir (under TMPDIR, or /tmp when that path is too long for Ray's sockets), never /tmp/ray
+        assert temp is not None and Path(temp).name.startswith("aumann-ray-") and any(Path(temp).iterdir())
+        info = ex.describe()
+        assert info["executor"] == "ray" and info["ray_version"] == ray.__version__ and info["nodes"] == 1
+        res = ex.map(_fail, [1], return_exceptions=True)[0]
+        assert isinstance(res, CheckpointError) and "ray node" in res.__cause__.where
+    finally:
+        ex.close()
+    assert not ray.is_initialized()
+    # emptied but for this process's own Ray logs (removed by a watcher once this process exits)
+    left = [p for p in Path(temp).rglob("*") if p.is_file()] if Path(temp).exists() else []
+    assert all("/logs/" in str(p) for p in left)
+    assert not (tmp_path / "home" / ".ray").exists()  # the session token never went to ~/.ray
+    after = set(os.listdir("/tmp/ray")) if os.path.isdir("/tmp/ray") else set()
+    assert after == before  # nothing new in /tmp/ray
+    assert "RAY_AUTH_TOKEN" not in os.environ or os.environ.get("RAY_AUTH_TOKEN") != ""

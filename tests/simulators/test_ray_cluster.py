@@ -1,0 +1,401 @@
+"""aumann on a real two-node Ray cluster on loopback (tests/ray_cluster.py: ``ray start --head`` and
+``ray start --address`` as separate processes; where the machine allows it, the worker node in its own
+mount namespace, so it cannot see the driver's disk).
+
+One cluster serves the whole module (Ray starts slowly). What is checked: ``aumann run`` attaches with
+``--ray-address`` and ``RAY_ADDRESS``; a user scenario file and its sibling module travel to the worker;
+every output file equals the serial run's (the manifest records the executor and Ray's version; wall
+times live in timings/ and in the report's cost section); a worker node killed mid-run is survived;
+Mesa grid forks arrive writable; a task's exception comes back typed with its remote traceback; and
+attribution fans out with the single-process bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason="ray is not installed (optional extra: pip install 'aumann[ray]')"),
+              pytest.mark.filterwarnings("ignore:Random number generator not specified")]
+
+SCENARIO_FILE = '''"""A user scenario in a file of its own with a sibling module (tiny_world)."""
+
+from pydantic import Field
+from tiny_world import build, give_nothing
+
+from aumann.attribution import indicators
+from aumann.scenarios import Scenario, ScenarioConfig
+from aumann.simulators import FeatureRecorder
+
+
+class Config(ScenarioConfig):
+    agents: int = Field(10, ge=2)
+    steps: int = Field(5, ge=2)
+    width: int = 4
+    height: int = 4
+
+
+scenario = Scenario(
+    name="cluster-boltzmann",
+    description="Boltzmann wealth on a Mesa grid, from a user file with a sibling module",
+    config_model=Config,
+    build_model=build,
+    make_recorder=lambda cfg: FeatureRecorder({"wealth": "wealth"}),
+    features=("wealth",),
+    indicator=lambda cfg: indicators.get("gini"),
+    original=lambda cfg: indicators.get("gini"),
+    baseline_action=give_nothing,
+    baseline_action_by="id",
+    baseline_description="the agent gives nothing this step",
+)
+'''
+
+SIBLING = '''from mesa.examples import BoltzmannWealth
+
+from aumann.simulators import override_next_step
+
+
+def build(cfg, rng, backend=None):
+    return BoltzmannWealth(n=cfg.agents, width=cfg.width, height=cfg.height, seed=int(rng.integers(2**31)))
+
+
+def give_nothing(model, ids):
+    for agent in model.agents.select(lambda a: a.unique_id in set(ids)):
+        override_next_step(agent, "give_money")
+'''
+
+CONFIG = """runs = {runs}
+seed = 4
+[study]
+permutations = 8
+random_orderings = 2
+path_orders = 2
+quadrature_steps = 8
+"""
+
+
+def _refresh_auth() -> None:
+    from aumann.simulators.ray_executor import _refresh_auth as refresh
+
+    refresh()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from tests.ray_cluster import LoopbackCluster
+
+    c = LoopbackCluster(tmp_path_factory.mktemp("ray-cluster"))
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in c.env.items():
+            mp.setenv(k, v)
+        mp.delenv("RAY_ADDRESS", raising=False)
+        _refresh_auth()  # a Ray imported earlier in this process caches the auth settings
+        yield c
+    _refresh_auth()
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    c.stop()
+
+
+@pytest.fixture
+def live(cluster):
+    """The cluster with both nodes up (a test that killed the worker brings it back here)."""
+    if cluster.worker is None or cluster.worker.poll() is not None:
+        cluster.start_worker()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def user_scenario(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("user-scenario")
+    (folder / "model.py").write_text(SCENARIO_FILE, encoding="utf-8")
+    (folder / "tiny_world.py").write_text(SIBLING, encoding="utf-8")
+    return folder
+
+
+def _invoke(*argv: str) -> int:
+    from aumann.cli import run as run_cmd
+
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["run", *argv])
+    return args.func(args)
+
+
+def _run(scenario_dir: Path, out: Path, runs: int, *extra: str) -> int:
+    cfg = out.parent / f"cfg-{runs}.toml"
+    cfg.write_text(CONFIG.format(runs=runs), encoding="utf-8")
+    return _invoke(f"{scenario_dir / 'model.py'}:scenario", "--config", str(cfg), "--out", str(out), "--no-plots",
+                   "--static", *extra)
+
+
+_SERIAL: dict[int, Path] = {}
+
+
+def _serial(scenario_dir: Path, root: Path, runs: int) -> Path:
+    if runs not in _SERIAL:
+        out = root / f"serial-{runs}"
+        assert _run(scenario_dir, out, runs) == 0
+        _SERIAL[runs] = out
+    return _SERIAL[runs]
+
+
+_VOLATILE = [re.compile(p) for p in (r"command: .*", r"created: [0-9T:+-]+", r"wall [0-9.]+ [a-zµ]*s",
+                                     r"Wall time per stage\n\n(?:\|[^\n]*\n)+",  # report.md's stage table
+                                     r"(?s)Wall time per stage</caption>.*?</table>")]  # report.html's
+
+
+def _without_run_description(text: str) -> str:
+    """report.md / report.html minus the run's description (command line, creation time, wall times),
+    which the manifest also holds; everything else in them must match byte for byte."""
+    for pat in _VOLATILE:
+        text = pat.sub("<run description>", text)
+    return text
+
+
+def assert_same_outputs(a: Path, b: Path) -> list[str]:
+    """Every file of run directory ``a`` exists in ``b`` with the same bytes, except manifest.json
+    (it records the executor) and timings/ (wall-clock seconds); the reports are compared without
+    their run description. Returns the files compared."""
+    files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    other = sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    assert files == other
+    compared = []
+    for rel in files:
+        if rel == "manifest.json" or rel.startswith("timings/"):
+            continue
+        x, y = (a / rel).read_bytes(), (b / rel).read_bytes()
+        if rel in ("report.md", "report.html"):
+            x, y = (_without_run_description(t.decode()).encode() for t in (x, y))
+        assert x == y, f"{rel} differs from the serial run"
+        compared.append(rel)
+    return compared
+
+
+def _on_worker(cluster, fn, *args):
+    """Run ``fn(*args)`` as a Ray task pinned to the worker node."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    _refresh_auth()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        node = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == "127.0.0.2")
+        task = ray.remote(fn).options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        return ray.get(task.remote(*args), timeout=300)
+    finally:
+        ray.shutdown()
+
+
+def _sees(paths):
+    import os
+
+    return {p: os.path.exists(p) for p in paths}
+
+
+def test_the_worker_node_has_no_access_to_the_drivers_disk(live, user_scenario, tmp_path):
+    marker = tmp_path / "run-dir-marker.txt"
+    marker.write_text("x")
+    seen = _on_worker(live, _sees, [str(marker), str(user_scenario / "model.py")])
+    if not live.private:
+        pytest.skip("no mount namespace here (unshare needs root or unprivileged user namespaces): the worker "
+                    "shares the driver's disk, the documented approximation")
+    assert seen == {str(marker): False, str(user_scenario / "model.py"): False}
+
+
+def test_a_user_scenario_file_runs_on_the_cluster_like_the_serial_run(live, user_scenario, tmp_path):
+    import ray
+
+    serial = _serial(user_scenario, tmp_path.parent, 3)
+    out = tmp_path / "cluster"
+    assert _run(user_scenario, out, 3, "--ray-address", live.address) == 0
+    compared = assert_same_outputs(serial, out)
+    assert "faithfulness.csv" in compared and any(c.startswith("runs/") for c in compared)
+    assert any(c.startswith("attributions/") for c in compared) and any(c.startswith("panels/") for c in compared)
+    ex = json.loads((out / "manifest.json").read_text())["execution"]
+    assert ex["executor"] == "ray" and ex["ray_version"] == ray.__version__ and ex["cluster"] == "attached"
+    assert ex["nodes"] == 2 and ex["nodes_used"] == 2  # runs landed on both nodes
+    assert json.loads((serial / "manifest.json").read_text())["execution"]["executor"] == "serial"
+
+
+def test_ray_address_from_the_environment_and_executor_ray(live, user_scenario, tmp_path, monkeypatch):
+    serial = _serial(user_scenario, tmp_path.parent, 2)
+    monkeypatch.setenv("RAY_ADDRESS", live.address)
+    out = tmp_path / "env"
+    assert _run(user_scenario, out, 2, "--executor", "ray", "--workers", "2") == 0
+    assert_same_outputs(serial, out)
+    assert json.loads((out / "manifest.json").read_text())["execution"]["workers"] == 2
+
+
+def test_fork_many_on_mesa_grids_through_the_cluster_equals_serial(live):
+    from aumann.simulators import RayExecutor, fork_many, simulate
+    from tests.simulators.mesa_examples import EXAMPLES
+    from tests.simulators.test_mesa_forks import _recorder
+
+    with RayExecutor(address=live.address) as ex:
+        for name in ("sugarscape", "epstein"):  # property layers (numpy, written by the model), a deep grid
+            model = EXAMPLES[name](2)
+            rec = _recorder(model)
+            simulate(model, steps=2, recorder=rec)
+            arms = {"a": None, "b": None, "c": None}
+            serial = fork_many(model, arms, steps=3, recorder=rec)
+            remote = fork_many(model, arms, steps=3, recorder=rec, executor=ex)
+            assert all(serial[k].panel.equals(remote[k].panel) for k in arms), name
+
+
+def _fails_on(x):
+    from aumann.errors import CheckpointError
+
+    if x == 1:
+        raise CheckpointError(f"model {x} cannot be copied")
+    if x == 2:
+        raise ValueError("plain user error")
+    return x
+
+
+def test_a_failing_task_comes_back_typed_with_its_remote_traceback(live):
+    from aumann.errors import CheckpointError, RemoteTaskError
+    from aumann.simulators import RayExecutor
+
+    with RayExecutor(address=live.address) as ex:
+        out = ex.map(_fails_on, [0, 1, 2], return_exceptions=True)
+        assert out[0] == 0
+        assert isinstance(out[1], CheckpointError) and "model 1 cannot be copied" in str(out[1])
+        cause = out[1].__cause__
+        assert isinstance(cause, RemoteTaskError) and "ray node" in cause.where
+        assert "_fails_on" in out[1].remote_traceback and "Traceback" in out[1].remote_traceback
+        assert isinstance(out[2], ValueError) and isinstance(out[2].__cause__, RemoteTaskError)
+        with pytest.raises(CheckpointError, match="cannot be copied"):
+            ex.map(_fails_on, [1])
+
+
+def test_attribution_fans_out_over_the_cluster_with_the_single_process_bits(live):
+    from aumann.attribution import AumannShapley, Panel, SampledShapley, attribute
+    from aumann.simulators import RayExecutor
+
+    panel = Panel(np.abs(np.random.default_rng(3).normal(size=(6, 200, 2))))
+    with RayExecutor(address=live.address) as ex:
+        for method in (SampledShapley(40), SampledShapley(200, block_size=25), AumannShapley(closed_form=False)):
+            a = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
+                          getattr(method, "block_size", None) else panel, method, rng=9)
+            b = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
+                          getattr(method, "block_size", None) else panel, method, rng=9, executor=ex)
+            assert a.phi.tobytes() == b.phi.tobytes() and (a.stderr is None or a.stderr.tobytes() == b.stderr.tobytes())
+        assert len(ex.task_hosts) == 2  # blocks ran on both nodes
+
+
+LLM_TINY = """
+agents = 8
+steps = 4
+runs = {runs}
+seed = 3
+[study]
+permutations = 4
+random_orderings = 2
+path_orders = 2
+quadrature_steps = 8
+"""
+
+
+def test_llm_runs_on_the_cluster_share_one_cache_one_cap_and_every_endpoint(live, tmp_path):
+    """social-llm against two loopback OpenAI-compatible servers: runs and their forks on both nodes,
+    one response cache in the run directory written by the driver's node only, and --max-calls for
+    the whole cluster."""
+    from aumann.simulators.llm import BudgetExceededError, ResponseCache
+    from tests.llm_loopback import LoopbackLLM
+
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text(LLM_TINY.format(runs=2), encoding="utf-8")
+    with LoopbackLLM() as a, LoopbackLLM() as b:
+        def run(out, *extra):
+            return _invoke("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--static",
+                           "--backend", "openai", "--model", "m", "--base-url", a.base_url, "--base-url", b.base_url,
+                           "--concurrency", "4", *extra)
+
+        assert run(tmp_path / "serial") == 0
+        asked = a.stats()["requests"] + b.stats()["requests"]
+        assert run(tmp_path / "cluster", "--ray-address", live.address) == 0
+        sent = a.stats()["requests"] + b.stats()["requests"] - asked
+        files = ["faithfulness.csv", *(f"runs/run-{r:03d}.json" for r in range(2))]
+        for f in files:
+            assert (tmp_path / "serial" / f).read_bytes() == (tmp_path / "cluster" / f).read_bytes(), f
+        man = json.loads((tmp_path / "cluster" / "manifest.json").read_text())
+        u = man["llm_usage"]
+        assert u["calls"] + u["fork_calls"] == sent > 0  # the workers' usage merged back, exactly
+        assert man["execution"]["nodes_used"] == 2
+        assert len(ResponseCache(tmp_path / "cluster" / "llm-cache.sqlite")) > 0  # written through the service
+        assert a.stats()["requests"] > 0 and b.stats()["requests"] > 0  # both endpoints served the workers
+        # one run: its forks (deletion, the re-simulation game) go to the cluster, the model's checkpoint
+        # carrying the served backend instead of the driver's
+        cfg1 = tmp_path / "llm1.toml"
+        cfg1.write_text(LLM_TINY.format(runs=1), encoding="utf-8")
+        for name, extra in (("serial1", ()), ("cluster1", ("--ray-address", live.address))):
+            assert _invoke("social-llm", "--config", str(cfg1), "--out", str(tmp_path / name), "--no-plots",
+                           "--static", "--backend", "openai", "--model", "m", "--base-url", a.base_url,
+                           "--base-url", b.base_url, *extra) == 0
+        for f in ("faithfulness.csv", "runs/run-000.json"):
+            assert (tmp_path / "serial1" / f).read_bytes() == (tmp_path / "cluster1" / f).read_bytes(), f
+        one = json.loads((tmp_path / "cluster1" / "manifest.json").read_text())
+        assert one["execution"]["nodes_used"] >= 1 and one["llm_usage"]["fork_decisions"] > 0
+        before = a.stats()["requests"] + b.stats()["requests"]
+        with pytest.raises(BudgetExceededError, match="max_calls=15"):
+            run(tmp_path / "capped", "--ray-address", live.address, "--max-calls", "15", "--workers", "2")
+        assert a.stats()["requests"] + b.stats()["requests"] - before == 15  # one cap for the whole cluster
+
+
+def test_a_bad_address_is_one_line_and_fails_fast(tmp_path, user_scenario, capsys):
+    from aumann.cli import main
+
+    t0 = time.monotonic()
+    rc = main(["run", f"{user_scenario / 'model.py'}:scenario", "--out", str(tmp_path / "x"), "--ray-address",
+               "127.0.0.1:1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "ExecutorError" in err and "127.0.0.1:1" in err
+    assert time.monotonic() - t0 < 60
+
+
+def test_killing_the_worker_node_mid_run_is_survived(live, user_scenario, tmp_path):
+    """The last test of the module: it kills the worker node while it runs a task."""
+    serial = _serial(user_scenario, tmp_path.parent, 4)
+    out = tmp_path / "killed"
+    result: dict = {}
+
+    def go() -> None:
+        try:
+            result["rc"] = _run(user_scenario, out, 4, "--ray-address", live.address, "--workers", "2")
+        except BaseException as exc:  # handed to the test's thread
+            result["exc"] = exc
+
+    th = threading.Thread(target=go)
+    th.start()
+    killed = False
+    deadline = time.monotonic() + 600
+    while th.is_alive() and time.monotonic() < deadline:
+        if live.worker_busy():
+            live.kill_worker()
+            killed = True
+            break
+        time.sleep(0.05)
+    th.join(timeout=900)
+    assert not th.is_alive(), "the run did not finish after the worker node was killed"
+    assert "exc" not in result, result.get("exc")
+    assert killed, "no task ran on the worker node before the run ended (nothing was killed)"
+    assert result["rc"] == 0
+    assert_same_outputs(serial, out)
