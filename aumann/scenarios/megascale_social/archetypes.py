@@ -230,6 +230,7 @@ class ArchetypeDecider:
         self.forcing_fork = False
         self.factual_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._memo: dict[tuple, tuple[float, float, float]] = {}
+        self._abstained_ids: set[tuple] = set()  # memo entries that are abstentions, not answers
         self._systems = [system_message(fixture.topic, p.card) for p in fixture.personas]
         self._traits = [p.traits.model_dump() for p in fixture.personas]
         self._protos = [(p.stance, p.intensity, p.text) for p in fixture.prototypes]
@@ -286,6 +287,7 @@ class ArchetypeDecider:
                 if isinstance(a, BaseException) and is_abstention(a):
                     self.abstained += 1  # no usable answer: this key abstains (no post, no reshare, no shift)
                     self._memo[ids[j]] = (0.0, 0.0, 0.0)
+                    self._abstained_ids.add(ids[j])
                     continue
                 if isinstance(a, BaseException):
                     raise a
@@ -298,7 +300,11 @@ class ArchetypeDecider:
         self.ledger.add(step, len(ids), is_fork, sent=len(miss))
         usage = getattr(self.backend, "usage", None)
         if hits and usage is not None and hasattr(usage, "add"):  # memo hits are decisions served from a cache
-            usage.add(decisions=hits, cache_hits=hits)
+            missed = set(miss)
+            bad = sum(1 for j, i in enumerate(ids) if j not in missed and i in self._abstained_ids)
+            # a remembered abstention stays an abstention (as the backend counts its remembered invalid
+            # replies): counted as a valid decision it would dilute the run's invalid rate below the threshold
+            usage.add(decisions=hits - bad, cache_hits=hits - bad, invalid_decisions=bad)
         return out
 
     def decide_keys(self, occupied: np.ndarray, trending: int, step: int, is_fork: bool) -> np.ndarray:
