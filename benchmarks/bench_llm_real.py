@@ -74,6 +74,9 @@ class Recording:
                     s[f"{k}_rate"] = round(sum(vals) / len(vals), 3)
                 elif all(isinstance(v, int | float) for v in vals):
                     s[f"{k}_mean"] = round(sum(vals) / len(vals), 3)
+                    s[f"{k}_distinct"] = len(set(vals))  # a small model often answers one constant
+                elif all(isinstance(v, list) for v in vals):  # e.g. midscale's fixture: list lengths
+                    s[f"{k}_len_mean"] = round(sum(len(v) for v in vals) / len(vals), 3)
                 elif k == "action":
                     acted = [v for v in vals if v]
                     s["like_share"] = round(sum(v == "like" for v in acted) / len(acted), 3) if acted else float("nan")
