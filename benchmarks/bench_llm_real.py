@@ -66,7 +66,8 @@ class Recording:
 
     def summary(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
-        for name, rows in self.seen.items():
+        for name in sorted(set(self.seen) | set(self.abstained)):  # a schema that only abstained shows too
+            rows = self.seen.get(name, [])
             s: dict[str, float] = {"n": len(rows), "abstained": self.abstained.get(name, 0)}
             for k in rows[0] if rows else []:
                 vals = [r[k] for r in rows]
