@@ -35,8 +35,13 @@ def _reference_line(page: StudyPage, study: dict[str, Any]) -> str:
     ses = [float(se) for r in page.recs if isinstance(se := (r.get("reference") or {}).get("median_stderr"), float)
            and math.isfinite(se)]
     se = f", median standard error {fmt(sum(ses) / len(ses))} (mean over runs)" if ses else ""
-    return (f"{ref['method']}: {kind}, {study.get('permutations', '?')} permutations, "
-            f"{study.get('reference_game', 'masking')} game{se}")
+    return (f"{ref['method']}: {kind}, {ref.get('permutations') or study.get('permutations', '?')} permutations, "
+            f"{ref.get('game') or study.get('reference_game', 'masking')} game{se}")
+
+
+def _ceiling_perm(page: StudyPage, study: dict[str, Any]) -> Any:
+    return (page.reference.get("ceiling_permutations") or study.get("ceiling_permutations")
+            or study.get("permutations", "?"))
 
 
 def _provenance(page: StudyPage) -> list[Any]:
@@ -48,8 +53,7 @@ def _provenance(page: StudyPage) -> list[Any]:
         ("baseline", f"{prov.get('baseline')} — each agent's features under the baseline action at that step"),
         ("indicator", prov.get("indicator")), ("dtype", prov.get("dtype")),
         ("reference", _reference_line(page, study)),
-        ("noise ceiling", f"a second run of the reference ({page.reference['method']}), "
-                          f"{study.get('ceiling_permutations') or study.get('permutations', '?')} "
+        ("noise ceiling", f"a second run of the reference ({page.reference['method']}), {_ceiling_perm(page, study)} "
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),

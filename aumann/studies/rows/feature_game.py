@@ -53,7 +53,7 @@ class SampledShapleyRow(Row):
     column."""
 
     name = REFERENCE
-    message = "sampled Shapley"
+    message = "sampled Shapley (plain)"
 
     def compute(self, ctx: RunContext) -> RowOutput:
         from aumann.attribution import SampledShapley, attribute
