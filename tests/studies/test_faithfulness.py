@@ -115,6 +115,9 @@ def test_resimulation_reference_game_runs():
     # the re-simulation game's v(N) − v(∅) is the full deletion drop, which Σφ reproduces (efficiency)
     assert np.isfinite(rec["methods"]["sampled_shapley"]["sum_phi"])
     assert "ablations" not in rec
+    # the default reference_estimator (the CV row) does not apply here: plain sampling is this game's reference
+    assert cfg.study.reference_estimator == "sampled_shapley_cv"
+    assert rec["reference"]["method"] == "sampled_shapley" and rec["reference"]["game"] == "resimulation"
 
 
 def test_an_interrupted_study_resumes_where_it_stopped(tmp_path):
