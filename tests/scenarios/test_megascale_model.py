@@ -263,5 +263,13 @@ def test_remembered_abstentions_stay_abstentions_in_the_usage_account():
     assert backend.usage.decisions == 0 and backend.usage.cache_hits == 0
     assert backend.usage.invalid_decisions == ledger.decisions  # every decision of the run abstained
     assert invalid_rate(backend.usage) == 1.0
+    # the study's account (manifest.json → llm_usage, which llm_reliability reads) takes its decisions from
+    # the decider's ledger: abstentions are not answered decisions there either
+    from aumann.studies.megascale.analysis import llm_usage
+
+    account = {**backend.usage.as_dict(), **llm_usage(m, ledger.as_dict())}  # as `aumann run` merges them
+    assert account["decisions"] == account["fork_decisions"] == 0
+    assert account["invalid_decisions"] == ledger.decisions
+    assert invalid_rate(account) == 1.0
     for v in (m.features()["posted"], m.features()["reshared"]):
         assert not np.any(v)  # an abstention is no action
