@@ -210,3 +210,37 @@ def test_the_reports_own_code_spans_show_control_characters_as_escapes():
     assert _md_inline("run `a\x1b[2Jb` done") == "run `a\\x1b[2Jb` done"  # literal inside a code span
     assert md_escape("x\u202ey\x7f") == "x\\\\u202ey\\\\x7f"  # the escape's backslash is itself escaped
     assert md_escape("tab\there") == "tab\there"
+
+
+# --------------------------------------------------------------------------- OpenTelemetry values that are arrays
+def _span_line(agent: str, tick: dict) -> str:
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "gen_ai.chat", "kind": 1,
+            "startTimeUnixNano": "1740816000000000000", "endTimeUnixNano": "1740816000250000000",
+            "attributes": [{"key": "agent.tick", "value": tick}]}
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "agent.id",
+                                                                       "value": {"stringValue": agent}}]},
+                                          "scopeSpans": [{"scope": {"name": "s"}, "spans": [span]}]}]})
+
+
+@pytest.mark.parametrize("tick", [{"arrayValue": {"values": [{"intValue": "1"}]}},
+                                  {"arrayValue": {"values": [{"intValue": "1"}, {"intValue": "2"}]}},
+                                  {"kvlistValue": {"values": [{"key": "a", "value": {"intValue": "1"}}]}}])
+def test_an_otel_step_that_is_an_array_is_an_unusable_record_not_a_numpy_traceback(tick, tmp_path, capsys):
+    f = tmp_path / "spans.jsonl"
+    f.write_text(_span_line("alice", tick) + "\n" + _span_line("bob", {"intValue": "0"}) + "\n")
+    rc = main(["attribute", "--trace", str(f), "--indicator", "lin", "--no-report", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "TraceRecordError" in err and "line 1" in err and "agent.tick" in err
+    rc = main(["attribute", "--trace", str(f), "--indicator", "lin", "--no-report", "--skip-bad", "--out",
+               str(tmp_path / "s")])
+    report = json.loads((tmp_path / "s" / "trace_report.json").read_text())
+    assert rc == 0 and report["n_skipped"] == 1 and report["events"] == 1 and report["agents"] == 1
+
+
+def test_scalars_keeps_one_entry_per_record():
+    from aumann.data.traces.events import _NESTED, _numeric, _scalars
+
+    out = _scalars([[1], [2], 3, {"a": 1}, None, "x"])
+    assert out.shape == (6,) and list(out[:4]) == [_NESTED, _NESTED, 3, _NESTED]
+    vals, missing, bad = _numeric([[1.0], 2.0, None])
+    assert bad.tolist() == [True, False, False] and missing.tolist() == [False, False, True] and vals[1] == 2.0
