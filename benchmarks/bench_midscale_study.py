@@ -36,7 +36,9 @@ def main() -> None:
     from aumann.studies.faithfulness import run_study
 
     sc = scenarios.get("midscale-social")
-    cfg = sc.load_config(runs=args.runs, study={"permutations": args.permutations})
+    # plain sampling as the reference: its stage holds the reference and ceiling runs this benchmark compares
+    cfg = sc.load_config(runs=args.runs, study={"permutations": args.permutations,
+                                                "reference_estimator": "sampled_shapley"})
     stages: dict[str, float] = defaultdict(float)
     last = {"t": time.perf_counter(), "msg": None}
 
@@ -71,7 +73,7 @@ def main() -> None:
     print(f"  {'total':<32s} {total:8.1f} s   target 300 s   ratio total/target = {total / 300:.2f}")
     print(f"sampled Shapley without running sums: {per_perm * 1e3:.1f} ms/permutation → "
           f"{plain_total:.0f} s for the study's {2 * args.runs * args.permutations} permutations "
-          f"(pooled fast path speed-up ≈ {plain_total / max(stages['sampled Shapley (reference)'], 1e-9):.0f}×)")
+          f"(pooled fast path speed-up ≈ {plain_total / max(stages['sampled Shapley (plain)'], 1e-9):.0f}×)")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,10 @@ def register(subparsers: Any) -> None:
                    help="sampled-Shapley permutations (default 1000)")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
+    p.add_argument("--reference-estimator", choices=("sampled_shapley_cv", "sampled_shapley"), default=None,
+                   help="the row the others' τ / top-10 Jaccard and the noise ceiling are measured against: "
+                        "sampled_shapley_cv (default; the Aumann–Shapley control variate) or sampled_shapley (plain "
+                        "sampling) = --set study.reference_estimator=...; the re-simulation game always uses plain")
     p.add_argument("--resimulation-reference", action="store_true",
                    help="also run sampled Shapley on the re-simulation game (row sampled_shapley_resimulation; "
                         "permutations·(N−1)+2 forks per run, twice for its noise ceiling) = --set "
@@ -128,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
+    from aumann.studies.rows import reference_row
     from aumann.studies.rundir import RunDir, failure_text
 
     console = Console(stderr=True)
@@ -145,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         study["permutations"] = args.permutations
     if args.reference_game is not None:
         study["reference_game"] = args.reference_game
+    if args.reference_estimator is not None:
+        study["reference_estimator"] = args.reference_estimator
     if args.no_ablations:
         study["ablations"] = False
     if args.resimulation_reference:
@@ -228,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                           interactive=False if args.static else None)
     for f in result.stage_failures():
         console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {failure_text(f)}")
-    console.print(headline_markdown(files["tables"]["faithfulness"]))
+    console.print(headline_markdown(files["tables"]["faithfulness"], reference=reference_row(config)))
     if reliability is not None and reliability["unreliable"]:
         console.print(f"[bold red]UNRELIABLE:[/bold red] {reliability['invalid_rate']:.1%} of the LLM decisions "
                       f"({reliability['invalid_decisions']:,} of {reliability['decisions_asked']:,}) had no usable "

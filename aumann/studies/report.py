@@ -44,7 +44,7 @@ from typing import Any
 from aumann.errors import StudyError
 from aumann.io import csv_text, write_text
 from aumann.studies.figures import write_plots
-from aumann.studies.rows import rows
+from aumann.studies.rows import REFERENCE_CV, rows
 from aumann.studies.rundir import (
     REPORT_HTML,
     REPORT_MD,
@@ -84,12 +84,13 @@ def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = 
     return "\n".join(lines) + "\n"
 
 
-def headline_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The paper-style table: mean ± std, "= ref" for the reference row, "–" where undefined."""
+def headline_markdown(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_CV) -> str:
+    """The paper-style table: mean ± std, "= ref" for the reference row (``reference``: the row named by
+    :func:`~aumann.studies.rows.reference_row`), "–" where undefined."""
     out = ["| Method | Deletion AUC (re-sim) | Drop@5 % (re-sim) | Deletion AUC (masking) | Drop@5 % (masking) | "
            "τ vs Shapley | J_top vs Shapley |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        ref = r["method"] == "sampled_shapley"
+        ref = r["method"] == reference
 
         def pm(c: str, digits: int = 3, r=r) -> str:
             if not math.isfinite(r[c]):
@@ -102,7 +103,7 @@ def headline_markdown(rows: Sequence[dict[str, Any]]) -> str:
                    f"{pm('drop_at_5_masking', 1)} | {tau} | {jac} |")
     ceil = rows[0] if rows else None
     if ceil is not None:
-        out.append(f"\nNoise ceiling (two sampled-Shapley runs, different seeds): "
+        out.append(f"\nReference: {reference}. Noise ceiling (two runs of the reference, different seeds): "
                    f"τ = {ceil['kendall_tau_ceiling']:.3f}, J = {ceil['jaccard_ceiling']:.3f}.")
     return "\n".join(out) + "\n"
 

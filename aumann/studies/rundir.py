@@ -91,6 +91,7 @@ class RunRecord(TypedDict):
     top_k: int
     policy: str
     ceiling: dict[str, float | None]
+    reference: NotRequired[dict[str, Any]]  # the reference row: method, game, permutations, median_stderr
     forks: int
     stages: dict[str, StageRecord]
     arrays_sha256: str

@@ -27,6 +27,23 @@ _VARIANT_TITLES = {
 }
 
 
+def _reference_line(page: StudyPage, study: dict[str, Any]) -> str:
+    """Which estimator the agreement columns are measured against, and its median standard error."""
+    ref = page.reference
+    kind = ("sampled Shapley with the Aumann–Shapley control variate" if ref["method"] == "sampled_shapley_cv"
+            else "sampled Shapley (plain permutation sampling)")
+    ses = [float(se) for r in page.recs if isinstance(se := (r.get("reference") or {}).get("median_stderr"), float)
+           and math.isfinite(se)]
+    se = f", median standard error {fmt(sum(ses) / len(ses))} (mean over runs)" if ses else ""
+    return (f"{ref['method']}: {kind}, {ref.get('permutations') or study.get('permutations', '?')} permutations, "
+            f"{ref.get('game') or study.get('reference_game', 'masking')} game{se}")
+
+
+def _ceiling_perm(page: StudyPage, study: dict[str, Any]) -> Any:
+    return (page.reference.get("ceiling_permutations") or study.get("ceiling_permutations")
+            or study.get("permutations", "?"))
+
+
 def _provenance(page: StudyPage) -> list[Any]:
     prov, study = dict(page.ats[0].provenance), page.config.get("study") or {}
     seeds, manifest = page.manifest.get("seeds") or {}, page.manifest
@@ -35,10 +52,8 @@ def _provenance(page: StudyPage) -> list[Any]:
         ("K (quadrature points)", prov.get("steps")), ("rule", prov.get("rule")), ("power τ = u^p", prov.get("power")),
         ("baseline", f"{prov.get('baseline')} — each agent's features under the baseline action at that step"),
         ("indicator", prov.get("indicator")), ("dtype", prov.get("dtype")),
-        ("reference", f"sampled Shapley, {study.get('permutations', '?')} permutations, "
-                      f"{study.get('reference_game', 'masking')} game"),
-        ("noise ceiling", "a second sampled-Shapley run, "
-                          f"{study.get('ceiling_permutations') or study.get('permutations', '?')} "
+        ("reference", _reference_line(page, study)),
+        ("noise ceiling", f"a second run of the reference ({page.reference['method']}), {_ceiling_perm(page, study)} "
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
@@ -113,7 +128,8 @@ def _faithfulness(page: StudyPage) -> list[Any]:
 
 def _agreement(page: StudyPage) -> list[Any]:
     faith = page.faith
-    out: list[Any] = ["Agreement with sampled Shapley"]
+    reference = page.reference["method"]
+    out: list[Any] = [f"Agreement with sampled Shapley (reference: {reference})"]
     agree_cols = [c for c in ("kendall_tau", "jaccard_top10") if faith and c in faith[0]]
     agree_rows = [r for r in faith if any(isinstance(r.get(c), float) and math.isfinite(r[c]) for c in agree_cols)]
     if not agree_rows:
@@ -121,11 +137,13 @@ def _agreement(page: StudyPage) -> list[Any]:
     ceil = faith[0]
     rows_ = [[r["method"]] + [Cell(f"{fmt(r[c])} ± {fmt(r.get(c + '_std'), 2)}", sort=r[c]) for c in agree_cols]
              for r in agree_rows]
-    rows_.append([Cell("noise ceiling (two sampled-Shapley runs)", cls=""),
+    rows_.append([Cell(f"noise ceiling (two runs of {reference})", cls=""),
                   *[ceil.get("kendall_tau_ceiling"), ceil.get("jaccard_ceiling")][: len(agree_cols)]])
-    out.append(Table(["method", *[f"{c} vs sampled Shapley" for c in agree_cols]], rows_, id="agreement",
-                     caption="Rank agreement with the reference (mean ± std over runs; Kendall τ-b, ties counted "
-                     "as ties). The noise ceiling is how well two independent sampled-Shapley runs agree."))
+    line = _reference_line(page, page.config.get("study") or {})
+    out.append(Table(["method", *[f"{c} vs {reference}" for c in agree_cols]], rows_, id="agreement",
+                     caption=f"Rank agreement with the reference, {line} "
+                     "(mean ± std over runs; Kendall τ-b, ties counted as ties). The noise ceiling is how well two "
+                     "independent runs of the reference agree."))
     above = [r["method"] for r in agree_rows if above_ceiling(r, ceil)]
     if above:
         out.append(Note(ceiling_explanation(above), "info"))

@@ -78,7 +78,8 @@ def cost_section(page: StudyPage) -> list[Any]:
     n_evals = [ref.n_evals for ref in page.refs if ref is not None and ref.n_evals]
     forks = [rec.get("forks") for rec in recs if isinstance(rec.get("forks"), int | float)]
     comp = [("runs computed / resumed", f"{manifest.get('computed_runs', '?')} / {manifest.get('resumed_runs', '?')}"),
-            ("evaluations of v for sampled Shapley (per run)", fmt(float(np.mean(n_evals))) if n_evals else "–"),
+            (f"evaluations of v for the reference, {page.reference['method']} (per run)",
+             fmt(float(np.mean(n_evals))) if n_evals else "–"),
             ("deletion forks (per run)", fmt(float(np.mean(forks))) if forks else "–")]
     for row in rows():
         comp += row.cost_rows(recs)
@@ -105,7 +106,8 @@ def _cards(page: StudyPage) -> list[Card]:
     if "kendall_tau" in ours:
         over = above_ceiling(ours, ours, cols=("kendall_tau",))
         cards.append(Card("τ vs sampled Shapley", fmt(ours["kendall_tau"], 3),
-                          f"noise ceiling {fmt(ours.get('kendall_tau_ceiling'), 3)}"
+                          f"reference {page.reference['method']}; noise ceiling "
+                          f"{fmt(ours.get('kendall_tau_ceiling'), 3)}"
                           + (" (above it: see How sure)" if over else "")))
     if "deletion_auc" in ours:
         cards.append(Card("Deletion AUC", fmt(ours["deletion_auc"], 3),

@@ -59,8 +59,8 @@ class StudyPage:
                 raise ReportError(f"run record {str(rd.record(r))!r}: t_star = {rec['t_star']} is not a step of the "
                                   "run (damaged)")
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
-        refs = [load_attribution(p) if (p := rd.attribution(r, "sampled_shapley")).is_file() else None
-                for r in range(n_runs)]
+        refs = [load_attribution(p) if (p := rd.attribution(r, reference_method(rec))).is_file() else None
+                for r, rec in enumerate(recs)]
         panels = [load_panel(p) if (p := rd.panel(r)).is_file() else None for r in range(n_runs)]
         return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
                    ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
@@ -75,6 +75,13 @@ class StudyPage:
         return bool(self.manifest.get("synthetic", False))
 
     @property
+    def reference(self) -> dict[str, Any]:
+        """The reference estimator of run 0 (``rec["reference"]``: method, game, permutations, median_stderr);
+        run directories written before it was recorded had plain sampling as the reference."""
+        rec = self.recs[0] if self.recs else {}
+        return dict(rec.get("reference") or {"method": reference_method(rec)})
+
+    @property
     def methods(self) -> list[str]:
         return [str(r["method"]) for r in self.faith if "method" in r]
 
@@ -83,4 +90,9 @@ class StudyPage:
         return name if self.d.figure(name).is_file() else None
 
 
-__all__ = ["StudyPage"]
+def reference_method(rec: dict[str, Any]) -> str:
+    """The reference row of a run record (``sampled_shapley`` in records written before it was recorded)."""
+    return str((rec.get("reference") or {}).get("method") or "sampled_shapley")
+
+
+__all__ = ["StudyPage", "reference_method"]

@@ -106,3 +106,28 @@ def test_strict_flag_reaches_the_study(monkeypatch, tmp_path):
         with pytest.raises(Stop):
             args.func(args)
         assert seen["strict"] is want
+
+
+def test_reference_estimator_flag_reaches_the_study(monkeypatch, tmp_path):
+    from aumann.studies import faithfulness
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_study(sc, config, **kw):
+        seen["reference_estimator"] = config.study.reference_estimator
+        raise Stop
+
+    monkeypatch.setattr(faithfulness, "run_study", fake_run_study)
+    parser = argparse.ArgumentParser()
+    run_cmd.register(parser.add_subparsers())
+    for argv, want in ((["--reference-estimator", "sampled_shapley"], "sampled_shapley"),
+                       ([], "sampled_shapley_cv")):
+        args = parser.parse_args(["run", "midscale-social", "--agents", "10", "--out", str(tmp_path / want), *argv])
+        with pytest.raises(Stop):
+            args.func(args)
+        assert seen["reference_estimator"] == want
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "midscale-social", "--reference-estimator", "leave_one_out"])

@@ -35,7 +35,9 @@ def test_faithfulness_csv_has_the_exact_columns_and_rows(study_dir):
     assert all(r["scenario"] == "social-llm" for r in rows)
     ours = rows[0]
     assert -1 <= float(ours["kendall_tau"]) <= 1 and 0 <= float(ours["jaccard_top10"]) <= 1
-    assert rows[1]["kendall_tau"] == ""  # the reference row has no agreement with itself
+    # the reference (default: the control-variate row) has no agreement with itself; plain sampling now has one
+    assert rows[2]["method"] == "sampled_shapley_cv" and rows[2]["kendall_tau"] == ""
+    assert rows[1]["method"] == "sampled_shapley" and -1 <= float(rows[1]["kendall_tau"]) <= 1
     for name in ("report.md", "macro_curve.png", "attribution_heatmap.png", "deletion_curves.png",
                  "path_ablation.csv", "f_sensitivity.csv", "baseline_ablation.csv", "faithfulness_extended.csv",
                  "attributions/run-001-aumann_shapley.npz", "attributions/run-001-leave_one_out.npz"):
@@ -113,6 +115,9 @@ def test_resimulation_reference_game_runs():
     # the re-simulation game's v(N) − v(∅) is the full deletion drop, which Σφ reproduces (efficiency)
     assert np.isfinite(rec["methods"]["sampled_shapley"]["sum_phi"])
     assert "ablations" not in rec
+    # the default reference_estimator (the CV row) does not apply here: plain sampling is this game's reference
+    assert cfg.study.reference_estimator == "sampled_shapley_cv"
+    assert rec["reference"]["method"] == "sampled_shapley" and rec["reference"]["game"] == "resimulation"
 
 
 def test_an_interrupted_study_resumes_where_it_stopped(tmp_path):

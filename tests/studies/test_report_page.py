@@ -119,7 +119,7 @@ def test_cost_section_says_offline_in_words(run_dir):
     assert "Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00" in text
     stages = htmlcheck.tables(page)["stage-times"]
     names = [row[0]["text"] for row in stages["rows"]]
-    for stage in ("simulate", "attribute (all steps)", "sampled Shapley (reference)", "deletion forks", "ablations",
+    for stage in ("simulate", "attribute (all steps)", "sampled Shapley (plain)", "deletion forks", "ablations",
                   "tables and plots", "total (wall)"):
         assert stage in names
     manifest = json.loads((run_dir / "manifest.json").read_text())

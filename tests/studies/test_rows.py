@@ -10,7 +10,18 @@ import pytest
 from aumann import scenarios
 from aumann.errors import ConfigError
 from aumann.studies.faithfulness import METHODS, run_study
-from aumann.studies.rows import REFERENCE, Row, RowOutput, get_row, register_row, row_names, rows, unregister_row
+from aumann.studies.rows import (
+    REFERENCE,
+    REFERENCE_CV,
+    Row,
+    RowOutput,
+    get_row,
+    reference_row,
+    register_row,
+    row_names,
+    rows,
+    unregister_row,
+)
 from aumann.studies.tables import faithfulness_table
 
 STUDY = {"permutations": 20, "random_orderings": 2, "path_orders": 2, "quadrature_steps": 8, "ablations": False}
@@ -44,10 +55,10 @@ def test_a_row_needs_what_it_reads_to_be_registered_before_it():
 def test_a_registered_row_gets_deletion_agreement_and_a_table_row_from_the_study():
     class Negated(Row):  # the reference's ranking reversed: deletion must get worse, τ = −1
         name = "negated_reference"
-        needs = (REFERENCE,)
+        needs = (REFERENCE, REFERENCE_CV)  # whichever of the two study.reference_estimator names
 
         def compute(self, ctx):
-            return RowOutput(phi=-ctx.outputs[REFERENCE].phi, cost={"evaluations": 0})
+            return RowOutput(phi=-ctx.outputs[reference_row(ctx.config)].phi, cost={"evaluations": 0})
 
     register_row(Negated)
     try:
@@ -62,8 +73,10 @@ def test_a_registered_row_gets_deletion_agreement_and_a_table_row_from_the_study
     assert rec["cost"]["negated_reference"] == {"evaluations": 0}
     table = {r["method"]: r for r in faithfulness_table(result)}
     assert table["negated_reference"]["kendall_tau"] == pytest.approx(-1.0)
-    assert table["negated_reference"]["deletion_auc"] < table["sampled_shapley"]["deletion_auc"]
-    assert math.isnan(table["sampled_shapley"]["kendall_tau"])
+    ref = reference_row(cfg)
+    assert ref == REFERENCE_CV  # the default reference (issue 25)
+    assert table["negated_reference"]["deletion_auc"] < table[ref]["deletion_auc"]
+    assert math.isnan(table[ref]["kendall_tau"]) and not math.isnan(table[REFERENCE]["kendall_tau"])
     arrays = result.arrays[0]
-    np.testing.assert_array_equal(arrays["phi_negated_reference"], -arrays["phi_sampled_shapley"])
+    np.testing.assert_array_equal(arrays["phi_negated_reference"], -arrays[f"phi_{ref}"])
     assert "curve_masking_negated_reference" in arrays

@@ -1,7 +1,9 @@
-"""The rows that explain the per-step masking game at t*: ``aumann_shapley``, ``sampled_shapley`` (the
-reference; the per-step masking game or, with ``study.reference_game = "resimulation"``, the re-simulation
-game), ``sampled_shapley_cv`` (the reference's value with the Aumann–Shapley control variate) and
-``leave_one_out``."""
+"""The rows that explain the per-step masking game at t*: ``aumann_shapley``, ``sampled_shapley`` (plain
+permutation sampling; the per-step masking game or, with ``study.reference_game = "resimulation"``, the
+re-simulation game), ``sampled_shapley_cv`` (the same Shapley value with the Aumann–Shapley control variate)
+and ``leave_one_out``. One of the two sampled rows is the reference
+(:func:`~aumann.studies.rows.scoring.reference_row`, ``study.reference_estimator``): it alone runs a second
+seed for the noise ceiling and records ``rec["reference"]`` (which estimator, its median standard error)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,22 @@ from aumann.attribution.metrics import kendall_tau, topk_jaccard
 from aumann.evaluation.deletion import resimulation_game
 from aumann.studies.context import RunContext
 from aumann.studies.rows.registry import Row, RowOutput
-from aumann.studies.rows.scoring import REFERENCE
+from aumann.studies.rows.scoring import REFERENCE, reference_row
+
+
+def record_reference(ctx: RunContext, name: str, out: RowOutput) -> None:
+    """The reference row's ``finish``: the noise ceiling (its second seed against it, ``rec["ceiling"]``,
+    ``phi_ceiling``) and which estimator it is with its median standard error (``rec["reference"]``)."""
+    if name != reference_row(ctx.config):
+        return
+    st = ctx.config.study
+    ctx.arrays["phi_ceiling"] = out.ceiling
+    ctx.rec["ceiling"] = {"kendall_tau": ctx.agree(out.ceiling, out.phi, kendall_tau),
+                          "jaccard_top10": ctx.agree(out.ceiling, out.phi, topk_jaccard, ctx.sizes.top_k)}
+    se = None if out.stderr is None else float(np.median(out.stderr))
+    ctx.rec["reference"] = {"method": name, "game": st.reference_game, "permutations": st.permutations,
+                            "ceiling_permutations": st.ceiling_permutations or st.permutations,
+                            "median_stderr": math.nan if se is None else se}
 
 
 class AumannShapleyRow(Row):
@@ -30,39 +47,45 @@ class AumannShapleyRow(Row):
 
 
 class SampledShapleyRow(Row):
-    """The reference: sampled Shapley on ``study.reference_game`` (the per-step masking game, or the
-    re-simulation game); a second run with an independent seed (``ceiling_permutations``) is the noise
-    ceiling of every agreement column."""
+    """Plain permutation sampling on ``study.reference_game`` (the per-step masking game, or the
+    re-simulation game). When it is the reference (:func:`~aumann.studies.rows.scoring.reference_row`) a
+    second run with an independent seed (``ceiling_permutations``) is the noise ceiling of every agreement
+    column."""
 
     name = REFERENCE
-    message = "sampled Shapley (reference)"
+    message = "sampled Shapley (plain)"
 
     def compute(self, ctx: RunContext) -> RowOutput:
         from aumann.attribution import SampledShapley, attribute
 
         st = ctx.config.study
         ceil_perm = st.ceiling_permutations or st.permutations
+        is_ref = reference_row(ctx.config) == self.name
+        ss2 = ceiling = None
         if st.reference_game == "resimulation":
             game = resimulation_game(ctx.oracle, ctx.n, players=None if ctx.everyone else ctx.players)
             ss = SampledShapley(permutations=st.permutations).attribute_game(game, rng=ctx.rng("reference"))
-            ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=ctx.rng("ceiling"))
-            phi, ceiling = ctx.on_players(ss.phi[0]), ctx.on_players(ss2.phi[0])
+            if is_ref:
+                ss2 = SampledShapley(permutations=ceil_perm).attribute_game(game, rng=ctx.rng("ceiling"))
+                ceiling = ctx.on_players(ss2.phi[0])
+            phi = ctx.on_players(ss.phi[0])
         else:
             anti = st.antithetic and st.permutations % 2 == 0 and ceil_perm % 2 == 0
             ss = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=st.permutations, antithetic=anti),
                            baseline=ctx.z0, rng=ctx.rng("reference"))
-            ss2 = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=ceil_perm, antithetic=anti),
-                            baseline=ctx.z0, rng=ctx.rng("ceiling"))
-            phi, ceiling = ss.phi[0], ss2.phi[0]
+            if is_ref:
+                ss2 = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=ceil_perm, antithetic=anti),
+                                baseline=ctx.z0, rng=ctx.rng("ceiling"))
+                ceiling = ss2.phi[0]
+            phi = ss.phi[0]
         cost = {"game": st.reference_game, "evaluations": int(ss.n_evals or 0),
                 "seconds": float(ss.provenance.get("seconds", math.nan))}
+        saved = {self.name: ss} if ss2 is None else {self.name: ss, f"{self.name}_ceiling": ss2}
         return RowOutput(phi=phi, stderr=None if ss.stderr is None else np.asarray(ss.stderr)[0], cost=cost,
-                         attributions={self.name: ss, f"{self.name}_ceiling": ss2}, ceiling=ceiling)
+                         attributions=saved, ceiling=ceiling)
 
     def finish(self, ctx: RunContext, out: RowOutput) -> None:
-        ctx.arrays["phi_ceiling"] = out.ceiling
-        ctx.rec["ceiling"] = {"kendall_tau": ctx.agree(out.ceiling, out.phi, kendall_tau),
-                              "jaccard_top10": ctx.agree(out.ceiling, out.phi, topk_jaccard, ctx.sizes.top_k)}
+        record_reference(ctx, self.name, out)
 
 
 class SampledShapleyCVRow(Row):
@@ -72,10 +95,12 @@ class SampledShapleyCVRow(Row):
     game (``study.reference_game = "resimulation"``, a scenario with a step map, a fixed population) the step
     map's own marginals are the control: 16 fork permutations confirm it, ``study.permutations`` map-only
     permutations carry the estimate (:func:`~aumann.evaluation.resimulation_shapley_cv`). Its record holds the
-    median standard error beside the reference's."""
+    median standard error beside plain sampling's (``reference_median_stderr``: the ``sampled_shapley`` row's,
+    the name kept from when plain sampling was always the reference). On the masking game it is the default
+    reference (``study.reference_estimator``): then a second seed (``ceiling_permutations``, stream
+    ``ceiling``) is the noise ceiling."""
 
     name = "sampled_shapley_cv"
-    needs = (REFERENCE,)
     message = "sampled Shapley with the Aumann–Shapley control variate"
     record_key = "sampled_shapley_cv"
 
@@ -103,13 +128,24 @@ class SampledShapleyCVRow(Row):
             cost = {"game": "masking", "evaluations": int(res.n_evals or 0)}
             info = res.provenance["per_step"]
         cost["seconds"] = time.perf_counter() - t0
+        saved, ceiling = {self.name: res}, None
+        if reference_row(ctx.config) == self.name:  # the reference: a second seed is the noise ceiling
+            ceil_perm = st.ceiling_permutations or st.permutations
+            anti = st.antithetic and ceil_perm % 2 == 0
+            res2 = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=ceil_perm, antithetic=anti),
+                             baseline=ctx.z0, rng=ctx.rng("ceiling"))
+            saved[f"{self.name}_ceiling"], ceiling = res2, res2.phi[0]
         se = np.asarray(res.stderr)[0]
-        ref_se = ctx.outputs[REFERENCE].stderr
+        plain = ctx.outputs.get(REFERENCE)
+        ref_se = None if plain is None else plain.stderr
         record = {"permutations": int(info.get("permutations", st.permutations)), "control": info.get("control"),
                   "median_stderr": float(np.median(se)),
                   "reference_median_stderr": float(np.median(ref_se)) if ref_se is not None else math.nan,
                   "variance_reduction": float(info.get("variance_reduction") or math.nan)}
-        return RowOutput(phi=res.phi[0], stderr=se, cost=cost, attributions={self.name: res}, record=record)
+        return RowOutput(phi=res.phi[0], stderr=se, cost=cost, attributions=saved, record=record, ceiling=ceiling)
+
+    def finish(self, ctx: RunContext, out: RowOutput) -> None:
+        record_reference(ctx, self.name, out)
 
     def cost_rows(self, records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
         recs = [r[self.record_key] for r in records if r.get(self.record_key)]
@@ -117,7 +153,7 @@ class SampledShapleyCVRow(Row):
             return []
         se = float(np.mean([r["median_stderr"] for r in recs]))
         ref = float(np.mean([r["reference_median_stderr"] for r in recs]))
-        return [("sampled Shapley with the control variate: median standard error (reference's)",
+        return [("sampled Shapley with the control variate: median standard error (plain sampling's)",
                  f"{se:.3g} ({ref:.3g})")]
 
 
@@ -133,4 +169,4 @@ class LeaveOneOutRow(Row):
         return RowOutput(phi=loo.phi[0], attributions={self.name: loo})
 
 
-__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow"]
+__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow", "record_reference"]

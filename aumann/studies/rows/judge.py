@@ -14,7 +14,7 @@ from aumann.errors import StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies.context import RunContext
 from aumann.studies.rows.registry import Row, RowOutput
-from aumann.studies.rows.scoring import REFERENCE, score_order
+from aumann.studies.rows.scoring import reference_row, score_order
 
 
 class JudgeRow(Row):
@@ -70,8 +70,9 @@ class JudgeRow(Row):
         order, top_k = out.order, ctx.sizes.top_k
         ctx.orders[self.name] = order
         metrics = score_order(ctx, self.name, order, None)
+        ref = ctx.phi[reference_row(ctx.config)]
         metrics.update({"kendall_tau": math.nan,
-                        "jaccard_top10": set_jaccard(order[:top_k], ctx.ranked(ctx.phi[REFERENCE], "value")[:top_k]),
+                        "jaccard_top10": set_jaccard(order[:top_k], ctx.ranked(ref, "value")[:top_k]),
                         "sum_phi": math.nan})
         if ctx.grid is not None:  # the judge names K_del agents, too few for the log-k grid
             metrics.update({"deletion_auc_logk": math.nan, "deletion_auc_logk_masking": math.nan})

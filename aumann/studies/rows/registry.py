@@ -19,7 +19,7 @@ from aumann.errors import ConfigError, StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies.context import RunContext
 from aumann.studies.named import NamedList
-from aumann.studies.rows.scoring import REFERENCE, score_values
+from aumann.studies.rows.scoring import REFERENCE, reference_row, score_values
 
 
 @dataclass
@@ -120,7 +120,8 @@ def register_row(row: Row | type[Row], *, before: str | None = "random") -> Row:
 def unregister_row(name: str) -> None:
     """Remove a registered row (built-in ones too; the reference ``sampled_shapley`` cannot go)."""
     if name == REFERENCE:
-        raise ConfigError(f"the reference row {REFERENCE!r} cannot be removed")
+        raise ConfigError(f"the plain sampled-Shapley row {REFERENCE!r} cannot be removed (the re-simulation game's "
+                          "reference, and study.reference_estimator = 'sampled_shapley')")
     _ROWS.drop(name)
 
 
@@ -162,6 +163,10 @@ def compute_rows(ctx: RunContext) -> None:
         if row.record_key is not None and out.record is not None:
             ctx.rec[row.record_key] = out.record
         ctx.saved.update(out.attributions)
+    reference = reference_row(ctx.config)
+    if reference not in ctx.outputs:
+        raise StudyError(f"the reference row {reference!r} (study.reference_estimator) was not computed in this run "
+                         "(unregistered?); set study.reference_estimator = \"sampled_shapley\" or register it")
 
 
 def score_rows(ctx: RunContext) -> None:

@@ -15,10 +15,27 @@ import numpy as np
 
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
 from aumann.evaluation.deletion import deletion_summary
+from aumann.scenarios.base import ScenarioConfig
 from aumann.studies.context import RunContext
 
 REFERENCE = "sampled_shapley"
-"""The row every other row's Kendall τ and top-k Jaccard are measured against."""
+"""The plain sampled-Shapley row: always computed, never removable, and the reference on the re-simulation
+game or with ``study.reference_estimator = "sampled_shapley"``. Which row the others are measured against
+is :func:`reference_row`."""
+
+REFERENCE_CV = "sampled_shapley_cv"
+"""The sampled-Shapley row with the Aumann–Shapley control variate: the default reference (issue 25)."""
+
+
+def reference_row(config: ScenarioConfig) -> str:
+    """The row every other row's Kendall τ and top-k Jaccard, and the noise ceiling (a second seed of the same
+    estimator), are measured against: ``study.reference_estimator`` on the masking game; plain
+    sampled Shapley (:data:`REFERENCE`) on ``study.reference_game = "resimulation"``, where the control-variate
+    row is a step-map estimate confirmed by 16 fork permutations, not a long reference (docs/baselines.md)."""
+    st = config.study
+    if st.reference_game == "masking" and st.reference_estimator == REFERENCE_CV:
+        return REFERENCE_CV
+    return REFERENCE
 
 #: the per-method metrics of a run record (``rec["methods"][name]``), in order
 METRICS = ("deletion_auc", "drop_at_5", "deletion_auc_original", "drop_at_5_original", "deletion_auc_magnitude",
@@ -71,8 +88,9 @@ def score_values(ctx: RunContext, name: str, phi: np.ndarray) -> dict[str, float
     order = ctx.orders[name] = ctx.ranked(phi, "value")
     ctx.arrays[f"phi_{name}"] = phi
     metrics = score_order(ctx, name, order, ctx.ranked(phi, "abs"))
-    ref = ctx.phi[REFERENCE]
-    compare = name != REFERENCE
+    reference = reference_row(ctx.config)
+    ref = ctx.phi[reference]
+    compare = name != reference
     metrics.update({"kendall_tau": ctx.agree(phi, ref, kendall_tau) if compare else math.nan,
                     "jaccard_top10": ctx.agree(phi, ref, topk_jaccard, ctx.sizes.top_k) if compare else math.nan,
                     "sum_phi": float(np.sum(phi))})
@@ -82,4 +100,5 @@ def score_values(ctx: RunContext, name: str, phi: np.ndarray) -> dict[str, float
     return metrics
 
 
-__all__ = ["METRICS", "REFERENCE", "deletion_metrics", "logk_metrics", "score_order", "score_values"]
+__all__ = ["METRICS", "REFERENCE", "REFERENCE_CV", "deletion_metrics", "logk_metrics", "reference_row",
+           "score_order", "score_values"]

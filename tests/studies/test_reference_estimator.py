@@ -1,0 +1,84 @@
+"""``study.reference_estimator``: which sampled-Shapley row the others' τ / Jaccard and the noise ceiling are
+measured against (issue 25: the control-variate row by default), and the report names it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aumann.attribution.metrics import kendall_tau, topk_jaccard
+from aumann.errors import ConfigError
+from aumann.studies.faithfulness import run_study
+from aumann.studies.report import write_outputs
+from aumann.studies.rows import REFERENCE, REFERENCE_CV, reference_row
+from tests.tiny import tiny_config
+
+STUDY = {"permutations": 40, "random_orderings": 2, "quadrature_steps": 16, "ablations": False, "judge": "off"}
+
+
+def test_reference_row_follows_the_config():
+    _, cfg = tiny_config("midscale-social", agents=10, steps=4, study=STUDY)
+    assert cfg.study.reference_estimator == "sampled_shapley_cv" and reference_row(cfg) == REFERENCE_CV
+    _, cfg = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "reference_estimator": REFERENCE})
+    assert reference_row(cfg) == REFERENCE
+    # the re-simulation game keeps plain sampling as its reference (the CV row there is a 16-fork step-map estimate)
+    _, cfg = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "reference_game": "resimulation"})
+    assert reference_row(cfg) == REFERENCE
+    with pytest.raises(ConfigError, match="reference_estimator"):
+        tiny_config("midscale-social", study={"reference_estimator": "leave_one_out"})
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    out = {}
+    for est in (REFERENCE_CV, REFERENCE):
+        sc, cfg = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "reference_estimator": est})
+        d = tmp_path_factory.mktemp(est)
+        res = run_study(sc, cfg, out_dir=d)
+        write_outputs(res, d, command="test", seconds=0.0, plots=False)
+        out[est] = (cfg, d, res)
+    return out
+
+
+@pytest.mark.parametrize("est", [REFERENCE_CV, REFERENCE])
+def test_agreement_and_ceiling_are_measured_against_the_configured_reference(both, est):
+    _cfg, d, res = both[est]
+    rec, arr = res.records[0], res.arrays[0]
+    other = REFERENCE if est == REFERENCE_CV else REFERENCE_CV
+    ref, phi_other = arr[f"phi_{est}"], arr[f"phi_{other}"]
+    assert rec["methods"][est]["kendall_tau"] is None and rec["methods"][est]["jaccard_top10"] is None  # NaN → null
+    assert rec["methods"][other]["kendall_tau"] == pytest.approx(kendall_tau(phi_other, ref))
+    assert rec["methods"]["aumann_shapley"]["kendall_tau"] == pytest.approx(kendall_tau(arr["phi_aumann_shapley"], ref))
+    assert rec["methods"]["leave_one_out"]["jaccard_top10"] == pytest.approx(
+        topk_jaccard(arr["phi_leave_one_out"], ref, rec["top_k"]))
+    # the noise ceiling is a second seed of the reference itself
+    assert rec["ceiling"]["kendall_tau"] == pytest.approx(kendall_tau(arr["phi_ceiling"], ref))
+    assert (d / "attributions" / f"run-000-{est}_ceiling.npz").is_file()
+    assert not (d / "attributions" / f"run-000-{other}_ceiling.npz").exists()
+    assert rec["reference"]["method"] == est and rec["reference"]["game"] == "masking"
+    from aumann.attribution import Attribution
+
+    se = np.asarray(Attribution.load(d / "attributions" / f"run-000-{est}.npz").stderr)[0]
+    assert rec["reference"]["median_stderr"] == pytest.approx(float(np.median(se)))
+
+
+def test_only_the_reference_changes(both):
+    """Both rows' φ are the same draws either way (their streams do not depend on which is the reference)."""
+    a, b = both[REFERENCE_CV][2].arrays[0], both[REFERENCE][2].arrays[0]
+    for m in (REFERENCE, REFERENCE_CV, "aumann_shapley", "leave_one_out"):
+        np.testing.assert_array_equal(a[f"phi_{m}"], b[f"phi_{m}"])
+    assert not np.array_equal(a["phi_ceiling"], b["phi_ceiling"])
+
+
+@pytest.mark.parametrize("est", [REFERENCE_CV, REFERENCE])
+def test_the_report_names_the_reference_and_its_stderr(both, est):
+    _cfg, d, _res = both[est]
+    md = (d / "report.md").read_text(encoding="utf-8")
+    html = (d / "report.html").read_text(encoding="utf-8")
+    assert f"reference: {est}" in md and f"Agreement with sampled Shapley (reference: {est})" in html
+    assert f"Agreement with sampled Shapley (reference: {est})" in md
+    assert f"noise ceiling (two runs of {est})" in md
+    assert "median standard error" in md
+    other = REFERENCE if est == REFERENCE_CV else REFERENCE_CV
+    assert f"(reference: {other})" not in md and f"reference: {other}:" not in md
+    assert f"{STUDY['permutations']} permutations, masking game, median standard error" in md
