@@ -21,8 +21,8 @@ def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
     a valid attribution of another run copied or linked over this run's would otherwise be drawn as this run's."""
     status, reason, _, _ = verify_run(rd.record(r), str(rec.get("digest", "")))
     if status != "done":
-        raise ReportError(f"run {r} of {str(rd.root)!r} does not verify: {reason}; run the same `aumann run` "
-                          "command with this --out again to recompute it")
+        raise ReportError(f"run {r} of {str(rd.root)!r} ({rd.record(r).name}, {rd.arrays(r).name}) does not verify: "
+                          f"{reason}; run the same `aumann run` command with this --out again to recompute it")
 
 
 @dataclass
