@@ -108,7 +108,7 @@ _RANGES = {
     "tpm": (1.0, 1e13, False, False),
     "max_calls": (0, 2**53, False, True),
     "max_cost": (0.0, 1e12, False, False),
-    "llm_timeout": (0.0, 86_400.0, True, False),
+    "llm_timeout": (0.001, 86_400.0, False, False),  # below a millisecond every request would time out
     "assumed_latency": (0.0, 86_400.0, True, False),
     "temperature": (0.0, 2.0, False, False),
     "top_p": (0.0, 1.0, True, False),

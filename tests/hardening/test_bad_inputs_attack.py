@@ -244,3 +244,21 @@ def test_scalars_keeps_one_entry_per_record():
     assert out.shape == (6,) and list(out[:4]) == [_NESTED, _NESTED, 3, _NESTED]
     vals, missing, bad = _numeric([[1.0], 2.0, None])
     assert bad.tolist() == [True, False, False] and missing.tolist() == [False, False, True] and vals[1] == 2.0
+
+
+# --------------------------------------------------------------------------- left open by the pass, closed after it
+def test_two_identical_demo_runs_write_the_same_manifest_config(tmp_path):
+    """The manifest recorded argparse's handler as '<function run at 0x...>': a memory address in a result."""
+    for name in ("a", "b"):
+        assert main(["demo", "--agents", "20", "--steps", "3", "--out", str(tmp_path / name)]) == 0
+    cfg = [json.loads((tmp_path / n / "manifest.json").read_text())["config"] for n in ("a", "b")]
+    assert "func" not in cfg[0] and " at 0x" not in json.dumps(cfg[0])
+    assert {k: v for k, v in cfg[0].items() if k != "out"} == {k: v for k, v in cfg[1].items() if k != "out"}
+
+
+@pytest.mark.parametrize("value", ["1e-320", "0.0001", "0"])
+def test_an_llm_timeout_no_request_could_meet_is_refused(value, tmp_path, capsys):
+    code = _exit_code([*RUN, "--out", str(tmp_path / "x"), "--backend", "openai", "--model", "m", "--base-url",
+                       "http://127.0.0.1:9/v1", "--llm-timeout", value])
+    err = capsys.readouterr().err
+    assert code == 2 and "--llm-timeout" in err and "Traceback" not in err
