@@ -11,6 +11,8 @@ command line is recorded, in every part of the URL:
   password may itself contain ``@``);
 * **query**: every parameter's value except the few that are never secret (``api-version``,
   ``version``, ``model``, ``format``);
+* **fragment**: everything after ``#`` becomes ``***`` (never sent to a server; a pasted token would be
+  recorded otherwise);
 * **path tokens** (the documented rule): a path segment that looks like a key -- it starts with a key
   prefix (``sk-``, ``sk_``, ``key-``, ``pk-``, ``rk-``, ``hf_``, ``gsk_``, ``xai-``) or is 24+ characters of
   letters, digits, ``-`` and ``_`` with both letters and digits -- becomes ``***`` (``/v1``,
@@ -42,7 +44,7 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#]*@")
 _URL_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(k) for k in _SECRET_PARAMS) + r")=)[^&#\s]*")
 #: query parameters whose values are never credentials (kept in recorded URLs)
 _PLAIN_PARAMS = ("api-version", "api_version", "version", "model", "format")
-_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s?#]*)([^\s?#]*)(\?[^\s#]*)?")
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s?#]*)([^\s?#]*)(\?[^\s#]*)?(#\S*)?")
 _KEY_PREFIX = re.compile(r"^(sk-|sk_|key-|pk-|rk-|hf_|gsk_|xai-)", re.IGNORECASE)
 _KEY_LIKE = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9_\-]{24,}$")
 
@@ -52,7 +54,7 @@ def _path_token(seg: str) -> str:
 
 
 def _redact_parts(m: re.Match) -> str:
-    origin, path, query = m.group(1), m.group(2) or "", m.group(3) or ""
+    origin, path, query, fragment = m.group(1), m.group(2) or "", m.group(3) or "", m.group(4) or ""
     path = "/".join(_path_token(seg) for seg in path.split("/"))
     if query:
         pairs = []
@@ -61,7 +63,9 @@ def _redact_parts(m: re.Match) -> str:
             keep = not eq or not value or name.lower() in _PLAIN_PARAMS
             pairs.append(piece if keep else f"{name}=***")
         query = "?" + "&".join(pairs)
-    return origin + path + query
+    # a fragment is never sent to a server, so it has no business in a base URL -- but a key pasted there
+    # (``…/v1#sk-…``, ``#access_token=…`` as OAuth implicit flows write it) must not reach a file either
+    return origin + path + query + ("#***" if len(fragment) > 1 else fragment)
 
 
 def is_secret_key(name: Any) -> bool:

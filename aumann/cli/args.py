@@ -81,4 +81,10 @@ def path(text: str) -> Path:
     return Path(text)
 
 
-__all__ = ["INT64_MAX", "integer", "memory_size", "number", "path", "positive_int", "seed"]
+def recorded(args: argparse.Namespace) -> dict:
+    """The parsed flags as a manifest records them: the values only (argparse's handler function, whose
+    repr carries a memory address, would make two identical runs write different bytes)."""
+    return {k: v for k, v in vars(args).items() if not callable(v)}
+
+
+__all__ = ["INT64_MAX", "integer", "memory_size", "number", "path", "positive_int", "recorded", "seed"]

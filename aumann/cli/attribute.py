@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aumann.cli.args import integer, number, path
+from aumann.cli.args import integer, number, path, recorded
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             summary["deletion_masking"] = extra["deletion"]
     write_json(out / "summary.json", summary, indent=2)
     timer.stop()
-    write_manifest(out, "aumann attribute", config=vars(args), seeds=None,
+    write_manifest(out, "aumann attribute", config=recorded(args), seeds=None,
                    extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
                           "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], **extra})
     if not args.no_report:

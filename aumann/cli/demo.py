@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from aumann.cli.args import integer, path, seed
+from aumann.cli.args import integer, path, recorded, seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.out / "summary.json", {"synthetic": True, "rows": rows, "panel": "heavy_tailed_panel "
                                                f"(N = {args.agents}, T = {args.steps}, seed {args.seed})"}, indent=2)
         timer.add("write results", time.perf_counter() - t)
-        write_manifest(args.out, "aumann demo", config=vars(args), seeds={"seed": args.seed},
+        write_manifest(args.out, "aumann demo", config=recorded(args), seeds={"seed": args.seed},
                        extra={"report_kind": "attribute", "synthetic": True, "panel_meta": panel.meta,
                               "seconds": timer.total, "stage_seconds": timer.seconds})
         paths = render_report(args.out, interactive=False if args.static else None)

@@ -37,14 +37,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "which already ships a scenario file and its folder (= execution.ray_runtime_env)")
 
 
+#: the most tasks at once (``execution.workers`` has the same bound): a pool that size is already absurd, and a
+#: larger number overflowed the process pool's semaphore (a raw ``OverflowError`` traceback)
+MAX_WORKERS = 1_000_000
+
+
 def _workers(text: str) -> int:
+    """``--workers``: an integer in [0, :data:`MAX_WORKERS`] (0 = every CPU), through the shared flag parser."""
+    from aumann.cli.args import integer
+
     try:
-        n = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0 = every CPU); got {n}")
-    return n
+        return integer(minimum=0, maximum=MAX_WORKERS)(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (0 = every CPU)") from None
 
 
 def _runtime_env(text: str | None) -> dict[str, Any] | None:

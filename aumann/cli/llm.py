@@ -13,12 +13,12 @@ was refused. Messages and replies are printed as stored (keys never reach the ca
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from aumann.cli.args import path
+from aumann.cli.args import integer, path
+from aumann.cli.terminal import terminal_json, terminal_text
 from aumann.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("run_dir", type=path, help="a run directory written by aumann run --backend openai|local")
     s.add_argument("--cache", type=path, default=None, help="the response cache (default RUN_DIR/llm-cache.sqlite)")
     s.add_argument("--invalid", action="store_true", help="only the replies that were not usable (abstentions)")
-    s.add_argument("--limit", type=int, default=None, help="at most this many requests (oldest first)")
+    s.add_argument("--limit", type=integer(minimum=0), default=None, help="at most this many requests (oldest first)")
     s.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
     s.set_defaults(func=show)
     b = sub.add_parser("backends", help="list the registered decision backends")
@@ -69,7 +69,12 @@ def show(args: argparse.Namespace) -> int:
     from aumann.simulators.llm.cache import ResponseCache
 
     run = Path(args.run_dir)
-    cache_path = Path(args.cache) if args.cache is not None else run / "llm-cache.sqlite"
+    if args.cache is not None:
+        cache_path = Path(args.cache)
+    else:
+        from aumann.cli.llm_options import run_dir_file
+
+        cache_path = run_dir_file(run, "llm-cache.sqlite", "LLM response cache", sqlite=True)
     if not cache_path.is_file():
         raise ConfigError(f"no LLM response cache at {str(cache_path)!r}: was {str(run)!r} written by aumann run with "
                           "an LLM backend (--backend openai|local)? Pass --cache PATH if it lives elsewhere")
@@ -82,13 +87,13 @@ def show(args: argparse.Namespace) -> int:
             n += 1
             invalid += bool(row.get("invalid"))
             if args.json:
-                print(json.dumps(row, ensure_ascii=False, sort_keys=True))
+                print(terminal_json(row))  # server text is shown, never obeyed by the terminal
             else:
-                print(_text(row, n))
+                print(terminal_text(_text(row, n), keep_newlines=True))
     finally:
         cache.close()
     if not args.json:
-        print(f"{n} request(s) shown from {cache_path} ({invalid} invalid)", file=sys.stderr)
+        print(terminal_text(f"{n} request(s) shown from {cache_path} ({invalid} invalid)"), file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,24 @@ from typing import Any
 from aumann.cli.args import path
 from aumann.errors import ConfigError
 
+#: the files SQLite keeps beside a database (write-ahead log, shared memory, rollback journal)
+SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def run_dir_file(out: Path, name: str, what: str, *, sqlite: bool = False) -> Path:
+    """``<out>/<name>``, a file aumann keeps in the run directory (the LLM response cache, the usage ledger,
+    the local server's log), confined to it like every other file of a run directory
+    (:func:`aumann.io.confine`): a symbolic link there -- or, for an SQLite database, at any of the files
+    SQLite opens beside it -- that leads out of the run directory is a
+    :class:`~aumann.errors.PathEscapeError`, before anything is read or written through it. (A ``--cache PATH``
+    the user names is theirs and is not confined.)"""
+    from aumann.io import confine
+
+    target = Path(out) / name
+    for side in SQLITE_SIDE_FILES if sqlite else ("",):
+        confine(Path(f"{target}{side}"), out, what=what)
+    return target
+
 
 def backend_choices() -> list[str]:
     """The registered decision backends (``aumann run --backend``): built-ins, registered, installed."""
@@ -90,7 +108,7 @@ _RANGES = {
     "tpm": (1.0, 1e13, False, False),
     "max_calls": (0, 2**53, False, True),
     "max_cost": (0.0, 1e12, False, False),
-    "llm_timeout": (0.0, 86_400.0, True, False),
+    "llm_timeout": (0.001, 86_400.0, False, False),  # below a millisecond every request would time out
     "assumed_latency": (0.0, 86_400.0, True, False),
     "temperature": (0.0, 2.0, False, False),
     "top_p": (0.0, 1.0, True, False),
@@ -169,7 +187,8 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     model = args.model or (os.environ.get("AUMANN_LLM_MODEL") if args.backend != "local" else None)
     if entry.needs_model and not model:
         raise ConfigError(f"--backend {args.backend} needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
-    cache_path = Path(args.cache) if args.cache is not None else out / "llm-cache.sqlite"
+    cache_path = (Path(args.cache) if args.cache is not None
+                  else run_dir_file(out, "llm-cache.sqlite", "LLM response cache", sqlite=True))
     if args.cache_mode == "replay" and not cache_path.is_file():
         raise ConfigError(f"--cache-mode replay needs a recorded cache; {str(cache_path)!r} does not exist "
                           "(record one first with --cache-mode record)")
@@ -185,7 +204,8 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     settings = getattr(config, "llm", None)
     extra: dict[str, Any] = {"rpm": args.rpm, "tpm": args.tpm, "prices": load_prices(args.prices),
                              "structured_output": args.structured_output, "timeout": args.llm_timeout,
-                             "server_log": str(out / "llm-server.log") if not args.dry_run else None}
+                             "server_log": (str(run_dir_file(out, "llm-server.log", "LLM server log"))
+                                            if not args.dry_run else None)}
     if args.concurrency is not None:
         extra["concurrency"] = args.concurrency
     options = BackendOptions(model=model, base_urls=tuple(urls), api_key=api_key,
@@ -223,5 +243,5 @@ def executor_from(args: argparse.Namespace, config: Any = None) -> Any:
     return _from(args, config)
 
 
-__all__ = ["add_arguments", "backend_choices", "build_backend", "check_arguments", "executor_from", "llm_assignments",
-           "reliability"]
+__all__ = ["SQLITE_SIDE_FILES", "add_arguments", "backend_choices", "build_backend", "check_arguments",
+           "executor_from", "llm_assignments", "reliability", "run_dir_file"]

@@ -47,9 +47,10 @@ class UsageColumn(ProgressColumn):
 
 class _Account:
     def __init__(self, out: Path, backend: Any) -> None:
+        from aumann.cli.llm_options import run_dir_file
         from aumann.simulators.llm.usage import LEDGER_NAME, load_ledger
 
-        self.path = out / LEDGER_NAME
+        self.path = run_dir_file(out, LEDGER_NAME, "LLM usage ledger")  # never read through a link out of <out>
         self.backend = backend
         self.prior = load_ledger(self.path)
         self.invocations = 1

@@ -38,4 +38,18 @@ def terminal_text(text: object, *, keep_newlines: bool = False, rich: bool = Fal
     return out
 
 
-__all__ = ["terminal_text"]
+def terminal_json(obj: object) -> str:
+    """``obj`` as one line of JSON that is safe on a terminal: ``json.dumps`` leaves C1 controls and
+    bidirectional overrides raw (and, with non-ASCII kept, so would any writer); here every character
+    :func:`terminal_text` escapes is written as its JSON escape (``\\u009b``), so the line stays valid
+    JSON that parses back to the same value.
+
+    >>> terminal_json({"reply": "\\u202eevil\\x1b[2J"})
+    '{"reply": "\\\\u202eevil\\\\u001b[2J"}'
+    """
+    import json
+
+    return _CONTROL_ALL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(obj, ensure_ascii=False, sort_keys=True))
+
+
+__all__ = ["terminal_json", "terminal_text"]

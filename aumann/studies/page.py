@@ -474,14 +474,26 @@ _MD_ACTIVE = re.compile(r"([\\`\[\]<>])")
 _MD_SPANS = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
 
 
+#: characters a terminal obeys (C0 controls but tab, newline and carriage return, DEL, C1 controls, bidirectional
+#: overrides and isolates): shown as their escapes (``\x1b``, ``\u202e``) so ``cat report.md`` cannot clear the
+#: screen or reorder a line
+_MD_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text: str) -> str:
+    return _MD_CONTROL.sub(lambda m: (f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                                      else f"\\u{ord(m.group(0)):04x}"), text)
+
+
 def md_escape(text: Any) -> str:
     """``text`` as literal Markdown: every character that could start a link, an image, raw HTML
     (``<img onerror=…>``), an autolink (``<javascript:…>``), a code span or a table cell is
-    backslash-escaped (CommonMark shows it as the character itself), and newlines become spaces.
+    backslash-escaped (CommonMark shows it as the character itself), newlines become spaces, and terminal
+    control characters are shown as their escapes (``\\x1b``).
 
     ``[x](javascript:alert(1))`` becomes ``\\[x\\](javascript:alert(1))``: text, not a link.
     """
-    return _MD_ACTIVE.sub(r"\\\1", str(text)).replace("\r", " ").replace("\n", " ")
+    return _MD_ACTIVE.sub(r"\\\1", _visible(str(text))).replace("\r", " ").replace("\n", " ")
 
 
 def _md_table_text(text: str) -> str:
@@ -495,7 +507,7 @@ def _md_inline(text: Any) -> str:
     out = []
     for part in _MD_SPANS.split(str(text)):
         if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(part.replace("\r", " ").replace("\n", " "))
+            out.append(_visible(part).replace("\r", " ").replace("\n", " "))
         elif part.startswith("**") and part.endswith("**") and len(part) > 3:
             out.append("**" + md_escape(part[2:-2]) + "**")
         else:

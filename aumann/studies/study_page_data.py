@@ -11,8 +11,18 @@ import numpy as np
 
 from aumann.errors import ReportError
 from aumann.studies.charts import Charts
-from aumann.studies.rundir import FAITHFULNESS, RunDir, with_timing
+from aumann.studies.rundir import FAITHFULNESS, RunDir, verify_run, with_timing
 from aumann.studies.sections import load_arrays, load_attribution, load_panel, read_csv, read_json
+
+
+def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
+    """Refuse run ``r`` unless its record, arrays and every file it lists in ``files_sha256`` (panel,
+    attributions, timing) verify -- the same check resume makes (:func:`~aumann.studies.rundir.verify_run`):
+    a valid attribution of another run copied or linked over this run's would otherwise be drawn as this run's."""
+    status, reason, _, _ = verify_run(rd.record(r), str(rec.get("digest", "")))
+    if status != "done":
+        raise ReportError(f"run {r} of {str(rd.root)!r} ({rd.record(r).name}, {rd.arrays(r).name}) does not verify: "
+                          f"{reason}; run the same `aumann run` command with this --out again to recompute it")
 
 
 @dataclass
@@ -41,6 +51,7 @@ class StudyPage:
         recs, arrs = [], []
         for r in range(n_runs):
             rec = read_json(rd.record(r), "run record", schema=RunRecord)  # finite, ranged, typed (t_star ≥ 0)
+            _verified(rd, r, rec)
             if not rd.arrays(r).is_file():
                 raise ReportError(f"run arrays {str(rd.arrays(r))!r} are missing: not a finished run directory")
             arrs.append(load_arrays(rd.arrays(r), "run arrays"))

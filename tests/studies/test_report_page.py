@@ -147,6 +147,19 @@ def test_cost_section_reads_llm_usage_from_the_manifest(run_dir, tmp_path):
     assert "$0.5678" in md and "1,241 LLM request(s)" in md
 
 
+def _reseal(d, r: int) -> None:
+    """Record the new SHA-256 of run ``r``'s arrays (and the record's own checksum), as a writer would."""
+    import json
+
+    from aumann.io import sha256_file
+    from aumann.studies.rundir import seal
+
+    rec_path = d / "runs" / f"run-{r:03d}.json"
+    rec = json.loads(rec_path.read_text())
+    rec["arrays_sha256"] = sha256_file(d / "runs" / f"run-{r:03d}.npz")
+    rec_path.write_text(json.dumps(seal(rec)))
+
+
 def test_new_columns_rows_and_curves_appear_without_code_changes(run_dir, tmp_path):
     """The study's masking columns, its action / judge rows and masking curves are rendered as the tables hold
     them, and so is a column, row or curve variant the page has never heard of."""
@@ -171,6 +184,7 @@ def test_new_columns_rows_and_curves_appear_without_code_changes(run_dir, tmp_pa
             arrays = {k: z[k] for k in z.files}
         arrays["curve_future_aumann_shapley"] = arrays["curve_aumann_shapley"] * 0.5
         np.savez(npz, **arrays)
+        _reseal(d, r)  # the report verifies a run's arrays against its record, as resume does
     render_report(d, interactive=False)
     page = (d / "report.html").read_text(encoding="utf-8")
     tab = htmlcheck.tables(page)["faithfulness"]

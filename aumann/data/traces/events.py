@@ -126,7 +126,7 @@ class StepCoder:
 
     def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps int64, missing mask, unusable mask) of the raw values."""
-        arr = np.asarray(raw) if isinstance(raw, np.ndarray) else np.asarray(raw, dtype=object)
+        arr = np.asarray(raw) if isinstance(raw, np.ndarray) and raw.dtype != object else _scalars(raw)
         n = arr.shape[0]
         if arr.dtype.kind in "iu":
             num = arr.astype(np.float64)
@@ -176,6 +176,22 @@ class StepCoder:
         return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad
 
 
+#: what a list or an object stands for where a field needs one value: text that no number or timestamp parses
+#: from, so the record is unusable (refused or skipped and counted) like any other bad value
+_NESTED = "<a list or an object, not one value>"
+
+
+def _scalars(raw: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """``raw`` as a 1-D object array, one entry per record. ``np.asarray(raw, dtype=object)`` would turn
+    same-length lists (an OpenTelemetry ``arrayValue``, a JSON array in a long table) into a second dimension
+    and fail deep inside numpy; each list or object here becomes :data:`_NESTED`, an unusable value."""
+    seq = list(raw)
+    out = np.empty(len(seq), dtype=object)
+    for i, v in enumerate(seq):
+        out[i] = _NESTED if isinstance(v, list | tuple | dict | set | np.ndarray) else v
+    return out
+
+
 def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(float64 values, missing, unusable) of raw numeric field values (bools count as 0/1)."""
     if isinstance(raw, np.ndarray) and raw.dtype.kind in "iufb":
@@ -183,7 +199,7 @@ def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         missing = np.isnan(vals) if raw.dtype.kind == "f" else np.zeros(vals.shape[0], dtype=bool)
         bad = np.isinf(vals)
         return vals, missing, bad
-    obj = np.asarray(raw, dtype=object)
+    obj = _scalars(raw)
     missing = np.array([v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v)) for v in obj],
                        dtype=bool)
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
