@@ -66,7 +66,8 @@ class Recording:
 
     def summary(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
-        for name, rows in self.seen.items():
+        for name in sorted(set(self.seen) | set(self.abstained)):  # a schema that only abstained shows too
+            rows = self.seen.get(name, [])
             s: dict[str, float] = {"n": len(rows), "abstained": self.abstained.get(name, 0)}
             for k in rows[0] if rows else []:
                 vals = [r[k] for r in rows]
@@ -74,6 +75,9 @@ class Recording:
                     s[f"{k}_rate"] = round(sum(vals) / len(vals), 3)
                 elif all(isinstance(v, int | float) for v in vals):
                     s[f"{k}_mean"] = round(sum(vals) / len(vals), 3)
+                    s[f"{k}_distinct"] = len(set(vals))  # a small model often answers one constant
+                elif all(isinstance(v, list) for v in vals):  # e.g. midscale's fixture: list lengths
+                    s[f"{k}_len_mean"] = round(sum(len(v) for v in vals) / len(vals), 3)
                 elif k == "action":
                     acted = [v for v in vals if v]
                     s["like_share"] = round(sum(v == "like" for v in acted) / len(acted), 3) if acted else float("nan")
@@ -87,7 +91,9 @@ SCENARIOS = {  # name: (config overrides, offline backend factory)
     "econagent": ("econagent", {"agents": 4, "steps": 3}),
     "megascale-social": ("megascale-social", {"agents": 12, "steps": 2}),
     "midscale-social": ("midscale-social", {"agents": 50, "steps": 2}),
+    "judge": ("social-llm", {"agents": 20, "steps": 4}),  # the llm_judge row's request on offline traces
 }
+JUDGE_TRACES = 5  # offline social-llm runs (seeds 0..4), one judge request each
 
 
 def offline_for(name: str) -> Any:
@@ -102,10 +108,76 @@ def offline_for(name: str) -> Any:
     return sc.offline_backend()
 
 
+def judge(label: str, url: str, model: str, concurrency: int) -> dict[str, Any]:
+    """The ``llm_judge`` row's request, as the study builds it (evaluation.judge), on offline traces:
+    the real model vs the heuristic stand-in, per trace (named ids, ids dropped / filled, overlap)."""
+    import numpy as np
+
+    from aumann import scenarios
+    from aumann.evaluation.judge import ask_judge, heuristic_backend, judge_trace
+    from aumann.scenarios.base import target_step
+    from aumann.simulators import indicator_values
+    from aumann.simulators.llm import OpenAIBackend, is_abstention
+
+    name, over = SCENARIOS[label]
+    sc = scenarios.get(name)
+    cfg = sc.load_config(runs=1, **over)
+    k = max(1, min(5, cfg.agents // 2))
+    f = sc.indicators(cfg)[0]
+    traces = []
+    for seed in range(JUDGE_TRACES):
+        run = sc.simulate(cfg, rng=seed, backend=offline_for(name), keep_from=0)
+        fv = indicator_values(f, run.panel)
+        ts = target_step(fv)
+        z0 = sc.baselines(run, cfg)
+        z0 = z0[ts] if z0.ndim == 3 else z0
+        vals = np.asarray(run.panel.values, dtype=np.float64)
+        traces.append(judge_trace(sc.features, vals[ts - 1] if ts > 0 else None, vals[ts], z0, fv[: ts + 1], ts, k,
+                                  agent_ids=run.panel.agent_ids, indicator=getattr(f, "name", "f")))
+    row: dict[str, Any] = {"scenario": label, "N": cfg.agents, "T": cfg.steps, "k": k, "traces": len(traces)}
+    real = OpenAIBackend(model=model, base_url=url, concurrency=concurrency, timeout=300)
+    heur = heuristic_backend()
+    la = os.getloadavg()[0]
+    per, failed = [], 0
+    t0 = time.perf_counter()
+    for i, tr in enumerate(traces):
+        h = ask_judge(tr, heur, seed=i)
+        try:
+            j = ask_judge(tr, real, seed=i)
+        except Exception as exc:
+            if not is_abstention(exc):
+                raise
+            failed += 1
+            per.append({"failed": type(exc).__name__})
+            continue
+        per.append({"reply": j.reply, "invalid": j.invalid, "filled": j.filled,
+                    "heuristic": [int(x) for x in h.ranking], "ranking": [int(x) for x in j.ranking],
+                    "overlap_heuristic": len(set(j.ranking.tolist()) & set(h.ranking.tolist()))})
+    row["wall_s"] = round(time.perf_counter() - t0, 1)
+    u = real.usage
+    asked = u.decisions + u.invalid_decisions
+    ok = [p for p in per if "failed" not in p]
+
+    def mean(key: str) -> float | None:
+        return round(sum(p[key] for p in ok) / len(ok), 2) if ok else None
+
+    row.update({"requests": u.total_calls, "distinct": u.planned_calls, "decisions": u.decisions,
+                "invalid": u.invalid_decisions, "invalid_rate": round(u.invalid_decisions / asked, 3) if asked else 0,
+                "failed_rows": failed, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                "latency_p50_s": round(u.latency.quantile(0.5), 2), "mode": real.structured_mode, "load": la,
+                "ids_dropped_mean": mean("invalid"), "ids_filled_mean": mean("filled"),
+                "overlap_with_heuristic_mean": mean("overlap_heuristic"),
+                "overlap_by_chance": round(k * k / cfg.agents, 2), "per_trace": per})
+    real.close()
+    return row
+
+
 def one(label: str, url: str, model: str, concurrency: int) -> dict[str, Any]:
     from aumann import scenarios
     from aumann.simulators.llm import OpenAIBackend
 
+    if label == "judge":
+        return judge(label, url, model, concurrency)
     name, over = SCENARIOS[label]
     sc = scenarios.get(name)
     cfg = sc.load_config(runs=1, **over)

@@ -224,3 +224,52 @@ def test_offline_backend_is_deterministic_and_validated():
     req = m.decider.archetype_request(int(m.keys()[0]), 0)
     d1, d2 = b.decide(**req), b.decide(**req)
     assert d1 == d2 and 0 <= d1.post <= 1 and -1 <= d1.stance_shift <= 1
+
+
+class AbstainingBackend:
+    """Every request comes back as an abstention (a reply that stayed invalid), counted as the LLM backend does."""
+
+    def __init__(self) -> None:
+        from aumann.simulators.llm.usage import Usage
+
+        self.usage = Usage()
+        self.sent = 0
+
+    def decide_many(self, requests, *, return_exceptions=False):
+        from aumann.errors import MalformedResponseError
+
+        reqs = list(requests)
+        self.sent += len(reqs)
+        self.usage.add(invalid_decisions=len(reqs))
+        return [MalformedResponseError("the reply stayed invalid after a varied retry") for _ in reqs]
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def test_remembered_abstentions_stay_abstentions_in_the_usage_account():
+    # issue 23 (found on SmolLM2-135M): a key that abstained was remembered as (0, 0, 0) and every later
+    # memo hit counted as a valid decision, so an all-abstention run reported 50% invalid (and with the
+    # study's forks far less), under llm.max_invalid_rate: the run was never marked unreliable
+    from aumann.simulators.llm.usage import invalid_rate
+
+    backend = AbstainingBackend()
+    m = MegaScaleSocial(_cfg(300, 6), rng=1, backend=backend)
+    for _ in range(6):
+        m.step()
+    ledger = m.decider.ledger
+    assert ledger.decisions > backend.sent > 0  # later steps reused remembered keys (memo hits happened)
+    assert m.decider.abstained == backend.sent  # each distinct key asked once, not again
+    assert backend.usage.decisions == 0 and backend.usage.cache_hits == 0
+    assert backend.usage.invalid_decisions == ledger.decisions  # every decision of the run abstained
+    assert invalid_rate(backend.usage) == 1.0
+    # the study's account (manifest.json → llm_usage, which llm_reliability reads) takes its decisions from
+    # the decider's ledger: abstentions are not answered decisions there either
+    from aumann.studies.megascale.analysis import llm_usage
+
+    account = {**backend.usage.as_dict(), **llm_usage(m, ledger.as_dict())}  # as `aumann run` merges them
+    assert account["decisions"] == account["fork_decisions"] == 0
+    assert account["invalid_decisions"] == ledger.decisions
+    assert invalid_rate(account) == 1.0
+    for v in (m.features()["posted"], m.features()["reshared"]):
+        assert not np.any(v)  # an abstention is no action

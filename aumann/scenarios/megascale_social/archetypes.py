@@ -175,15 +175,19 @@ class DecisionLedger:
     fork_batches: int = 0
     sent: int = 0
     fork_sent: int = 0
+    invalid: int = 0  # of the decisions above, abstentions (fresh or remembered): factual run, forks
+    fork_invalid: int = 0
 
-    def add(self, step: int, n: int, is_fork: bool, sent: int = 0) -> None:
+    def add(self, step: int, n: int, is_fork: bool, sent: int = 0, invalid: int = 0) -> None:
         if is_fork:
             self.fork += n
             self.fork_batches += 1
             self.fork_sent += sent
+            self.fork_invalid += invalid
         else:
             self.factual[step] = self.factual.get(step, 0) + n
             self.sent += sent
+            self.invalid += invalid
 
     @property
     def decisions(self) -> int:
@@ -196,7 +200,8 @@ class DecisionLedger:
         per = self.per_step()
         return {"decisions": self.decisions, "fork_decisions": int(self.fork), "decisions_per_step": per,
                 "max_decisions_per_step": max(per) if per else 0, "fork_batches": int(self.fork_batches),
-                "backend_requests": int(self.sent), "fork_backend_requests": int(self.fork_sent)}
+                "backend_requests": int(self.sent), "fork_backend_requests": int(self.fork_sent),
+                "invalid_decisions": int(self.invalid), "fork_invalid_decisions": int(self.fork_invalid)}
 
 
 class ArchetypeDecider:
@@ -230,6 +235,7 @@ class ArchetypeDecider:
         self.forcing_fork = False
         self.factual_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._memo: dict[tuple, tuple[float, float, float]] = {}
+        self._abstained_ids: set[tuple] = set()  # memo entries that are abstentions, not answers
         self._systems = [system_message(fixture.topic, p.card) for p in fixture.personas]
         self._traits = [p.traits.model_dump() for p in fixture.personas]
         self._protos = [(p.stance, p.intensity, p.text) for p in fixture.prototypes]
@@ -286,6 +292,7 @@ class ArchetypeDecider:
                 if isinstance(a, BaseException) and is_abstention(a):
                     self.abstained += 1  # no usable answer: this key abstains (no post, no reshare, no shift)
                     self._memo[ids[j]] = (0.0, 0.0, 0.0)
+                    self._abstained_ids.add(ids[j])
                     continue
                 if isinstance(a, BaseException):
                     raise a
@@ -295,10 +302,15 @@ class ArchetypeDecider:
         for j, i in enumerate(ids):
             out[j] = self._memo[i]
         hits = len(ids) - len(miss)
-        self.ledger.add(step, len(ids), is_fork, sent=len(miss))
+        missed = set(miss)
+        bad = sum(1 for j, i in enumerate(ids) if j not in missed and i in self._abstained_ids)
+        fresh_bad = sum(1 for j in miss if ids[j] in self._abstained_ids)
+        self.ledger.add(step, len(ids), is_fork, sent=len(miss), invalid=bad + fresh_bad)
         usage = getattr(self.backend, "usage", None)
         if hits and usage is not None and hasattr(usage, "add"):  # memo hits are decisions served from a cache
-            usage.add(decisions=hits, cache_hits=hits)
+            # a remembered abstention stays an abstention (as the backend counts its remembered invalid
+            # replies): counted as a valid decision it would dilute the run's invalid rate below the threshold
+            usage.add(decisions=hits - bad, cache_hits=hits - bad, invalid_decisions=bad)
         return out
 
     def decide_keys(self, occupied: np.ndarray, trending: int, step: int, is_fork: bool) -> np.ndarray:

@@ -71,8 +71,10 @@ def llm_usage(model: Any, ledger: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: raw.get(k, 0) for k in USAGE_KEYS}
     for k in ("latency_p50_s", "latency_p95_s", "cost_usd"):
         out[k] = float(raw.get(k, 0.0))
-    out["decisions"] = int(ledger["decisions"])
-    out["fork_decisions"] = int(ledger["fork_decisions"])
+    # the ledger counts every decision asked; the account's decisions are the answered ones (abstentions are
+    # invalid_decisions: counted in both, a run where every agent abstained read as 50 % invalid)
+    out["decisions"] = int(ledger["decisions"]) - int(ledger.get("invalid_decisions", 0))
+    out["fork_decisions"] = int(ledger["fork_decisions"]) - int(ledger.get("fork_invalid_decisions", 0))
     out["fork_calls"] = int(raw.get("fork_calls", 0))
     out["decisions_per_step_max"] = int(ledger["max_decisions_per_step"])
     out["backend_requests"] = int(ledger["backend_requests"])
