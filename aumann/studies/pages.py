@@ -54,6 +54,7 @@ from aumann.studies.rundir import FAITHFULNESS, RUNS, RunDir
 from aumann.studies.sections import (
     calls_text,
     concentration_table,
+    driver_card,
     efficiency_note,
     group_share_table,
     id_cell,
@@ -337,10 +338,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     total_s = manifest.get("seconds") or summary.get("seconds")
     cost: list[Any] = [*llm, *timing_table(stage, total_s)]
 
-    best = int(top_order(phi_i, 1)[0])
-    cards = [Card("Top driver", f"agent {id_cell(att.agent_ids[best]).text}",
-                  f"Φ = {fmt(float(phi_i[best]))}"
-                  + (f", {pct_text(phi_i[best] / total)} of Σ_t Δv_t" if total else "")),
+    cards = [driver_card("Top driver", att.agent_ids, phi_i, total),
              Card("When", f"t* = {steps_lbl[ts]}", f"Δv(t*) = {fmt(float(att.delta_v[ts]))}"),
              Card("Efficiency gap", fmt(float(att.max_efficiency_gap), 2), "max |Σφ − Δv| over steps"),
              Card("Cost", llm_card, f"{calls_text(manifest)} · wall {seconds_text(total_s)}")]

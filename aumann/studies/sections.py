@@ -21,7 +21,7 @@ import numpy as np
 
 from aumann.errors import PathEscapeError, ReportError
 from aumann.io import read_csv_cell
-from aumann.studies.page import Cell, KeyValues, Note, Table, Text, fmt, seconds_text
+from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, fmt, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
 
@@ -110,6 +110,17 @@ def pct_cell(v: float | None) -> Cell:
     if v is None or not math.isfinite(v):
         return Cell("–", sort=None)
     return Cell(pct_text(v), sort=float(v))
+
+
+def driver_card(title: str, agent_ids: Sequence[Any], phi: np.ndarray, total: float) -> Card:
+    """The "top driver" card: the agent with the largest signed Φ_i, its Φ and its share of Σ_t Δv_t. When every
+    Φ_i is 0 (nothing changed, e.g. every agent abstained) no agent drove anything, and the card says so."""
+    phi = np.asarray(phi, dtype=np.float64)
+    if not np.any(phi):
+        return Card(title, "none", f"every Φ_i = 0 (Σ_t Δv_t = {fmt(float(total))})")
+    best = int(top_order(phi, 1)[0])
+    return Card(title, f"agent {id_cell(agent_ids[best]).text}",
+                f"Φ = {fmt(float(phi[best]))}" + (f", {pct_text(phi[best] / total)} of Σ_t Δv_t" if total else ""))
 
 
 def pct_text(v: float) -> str:
@@ -365,6 +376,7 @@ __all__ = [
     "calls_text",
     "ceiling_explanation",
     "concentration_table",
+    "driver_card",
     "efficiency_note",
     "group_share_table",
     "id_cell",

@@ -32,13 +32,11 @@ from aumann.studies.rundir import failure_text
 from aumann.studies.sections import (
     above_ceiling,
     calls_text,
-    id_cell,
+    driver_card,
     llm_blocks,
     merged_table,
-    pct_text,
     read_csv,
     timing_table,
-    top_order,
 )
 from aumann.studies.study_how_sure import failures_blocks, how_sure_section
 from aumann.studies.study_page_data import StudyPage
@@ -96,11 +94,10 @@ def cost_section(page: StudyPage) -> list[Any]:
 def _cards(page: StudyPage) -> list[Card]:
     a0, rec0, manifest = page.ats[0], page.recs[0], page.manifest
     ts0, phi0 = int(rec0["t_star"]), a0.by_agent()
-    best, tot0 = int(top_order(phi0, 1)[0]), float(a0.delta_v.sum())
+    tot0 = float(a0.delta_v.sum())
     row = {r["method"]: r for r in page.faith}
     ours, rnd = row.get("aumann_shapley", {}), row.get("random", {})
-    cards = [Card("Top driver (run 0)", f"agent {id_cell(a0.agent_ids[best]).text}",
-                  f"Φ = {fmt(float(phi0[best]))}" + (f", {pct_text(phi0[best] / tot0)} of Σ_t Δv_t" if tot0 else "")),
+    cards = [driver_card("Top driver (run 0)", a0.agent_ids, phi0, tot0),
              Card("When (run 0)", f"t* = {ts0}", f"f(z_t*) = {fmt(float(rec0['f_t_star']))}; Φ_t* = "
                   f"{fmt(float(a0.by_step()[ts0]))}")]
     if "kendall_tau" in ours:

@@ -91,3 +91,15 @@ def test_stage_timer_accumulates_named_stages():
     t.add("report", 0.25)
     assert t.seconds == {"simulate": 1.5, "attribute": 2.0, "report": 0.25}
     assert t.total == pytest.approx(3.75)
+
+
+def test_the_top_driver_card_names_no_agent_when_nothing_changed():
+    """A run where every Φ_i is 0 (every agent abstained: Δv = 0) has no top driver; the card said 'agent 0'."""
+    import numpy as np
+
+    from aumann.studies.sections import driver_card
+
+    none = driver_card("Top driver", ["a", "b", "c"], np.zeros(3), 0.0)
+    assert none.value == "none" and "every Φ_i = 0" in none.detail
+    some = driver_card("Top driver", ["a", "b", "c"], np.array([0.1, -0.5, 0.3]), 0.4)
+    assert some.value == "agent c" and "75.0%" in some.detail
