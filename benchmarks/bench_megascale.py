@@ -67,23 +67,23 @@ if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. 
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
 import aumann.progress as P
-cpu, state = {}, {"name": None, "t": 0.0}
+cpu, state = {}, {"name": None, "t": 0.0, "last": None}
 def _close():
     if state["name"] is not None:
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
 def start(self, name, _orig=P.StageTimer.start):
     _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
 def stop(self, _orig=P.StageTimer.stop):
-    _close(); state["name"] = None; _orig(self)
+    _close(); state["last"], state["name"] = state["name"], None; _orig(self)
 P.StageTimer.start, P.StageTimer.stop = start, stop
 import threading
 rss_peak = {}
-def _sample():  # the resident set every 50 ms, kept per stage (the stage after the last one: "(writing)")
+def _sample():  # the resident set every 50 ms, kept per stage (outside a stage: "(after <the last one>)")
     page = os.sysconf("SC_PAGE_SIZE") / 2**20
     while True:
         with open("/proc/self/statm") as fh:
             rss = int(fh.read().split()[1]) * page
-        key = state["name"] or "(outside stages)"
+        key = state["name"] or (f"(after {state['last']})" if state["last"] else "(before the first stage)")
         rss_peak[key] = max(rss_peak.get(key, 0.0), rss)
         time.sleep(0.05)
 threading.Thread(target=_sample, daemon=True).start()
