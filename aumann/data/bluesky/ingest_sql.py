@@ -32,6 +32,15 @@ COLUMNS = (
 # object would read as its JSON text). ``record.subject`` as VARCHAR is a follow's DID string or a
 # like's / repost's strongRef object re-serialised as normalised JSON (escaped slashes undone), so
 # the subject's author is its 3rd '/'-separated part either way.
+#
+# Everything per record is decided here, in the one pass over the parsed lines, so that the later
+# statements only filter a slim table: the four collections the panel reads get a code ``c`` (1 like,
+# 2 post, 3 repost, 4 follow; 0 any other, whose name stays in ``coll``), ``act`` marks an
+# ``app.bsky.*`` commit, ``eng_t`` is the other account a create engages with (a like's / repost's
+# subject author, a reply's parent author, a follow's subject; NULL for self-engagement or a target
+# that is not a DID), and record fields are kept only on the rows that use them (``rkey`` for posts
+# and follows, ``time_us`` and ``handle`` for identity events, ``text`` / ``tags`` / ``parent_uri``
+# for post creates, ``subject_uri`` for reposts).
 SCAN = f"""
 CREATE OR REPLACE TEMP TABLE ev AS
 WITH raw AS (
@@ -41,43 +50,63 @@ WITH raw AS (
 typed AS (
   SELECT *, CASE WHEN NOT contains(t_txt, '.') THEN TRY_CAST(t_txt AS BIGINT) END AS time_us,
          CASE WHEN starts_with(k_txt, '"') THEN k_txt[2:-2] END AS kind
-  FROM raw)
+  FROM raw),
+flat AS (
+  SELECT
+    coalesce(starts_with(did, 'did:') AND time_us BETWEEN 1 AND 253402300799999999 AND kind IS NOT NULL
+             AND (kind <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
+                                       AND commit.rkey IS NOT NULL)), false) AS ok,
+    did, time_us, kind, commit.collection AS collection, commit.operation AS operation, commit.rkey AS rkey,
+    commit.record.subject AS subject,
+    CASE commit.collection WHEN 'app.bsky.feed.like' THEN 1 WHEN 'app.bsky.feed.post' THEN 2
+         WHEN 'app.bsky.feed.repost' THEN 3 WHEN 'app.bsky.graph.follow' THEN 4 ELSE 0 END::UTINYINT AS c,
+    hash(did, kind, commit.collection, commit.rkey, commit.operation, commit.rev, identity, account) AS key,
+    CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
+         THEN commit.record.reply->>'$.parent.uri' END AS parent_uri,
+    CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create' THEN commit.record.text END
+      AS text,
+    CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
+              AND (commit.record.facets IS NOT NULL OR commit.record.tags IS NOT NULL)
+         THEN list_concat(coalesce(commit.record.facets->>'$[*].features[*].tag', []),
+                          coalesce(commit.record.tags->>'$[*]', [])) END AS tags,
+    CASE WHEN kind = 'identity' THEN identity->>'$.handle' END AS handle
+  FROM typed),
+eng AS (
+  SELECT *,
+    CASE WHEN ok AND operation = 'create' THEN
+      CASE c WHEN 2 THEN split_part(parent_uri, '/', 3)
+             WHEN 4 THEN subject
+             WHEN 1 THEN CASE WHEN starts_with(subject, '{{') THEN split_part(subject, '/', 3) END
+             WHEN 3 THEN CASE WHEN starts_with(subject, '{{') THEN split_part(subject, '/', 3) END END
+    END AS e_t
+  FROM flat)
 SELECT
-  coalesce(starts_with(did, 'did:') AND time_us BETWEEN 1 AND 253402300799999999 AND kind IS NOT NULL
-           AND (kind <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
-                                     AND commit.rkey IS NOT NULL)), false) AS ok,
-  did,
-  time_us,
-  time_us // {US_PER_DAY} AS day,
-  kind,
-  commit.collection AS collection,
-  commit.operation AS operation,
-  commit.rkey AS rkey,
-  hash(did, kind, commit.collection, commit.rkey, commit.operation, commit.rev, identity, account) AS key,
-  CASE WHEN kind = 'identity' THEN identity->>'$.handle' END AS handle,
-  CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
-       THEN commit.record.text END AS text,
-  CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
-       THEN commit.record.reply->>'$.parent.uri' END AS parent_uri,
-  CASE WHEN commit.collection = 'app.bsky.feed.post' AND commit.operation = 'create'
-            AND (commit.record.facets IS NOT NULL OR commit.record.tags IS NOT NULL)
-       THEN list_concat(coalesce(commit.record.facets->>'$[*].features[*].tag', []),
-                        coalesce(commit.record.tags->>'$[*]', [])) END AS tags,
-  CASE WHEN commit.collection = 'app.bsky.feed.repost' AND starts_with(commit.record.subject, '{{')
-       THEN json_extract_string(commit.record.subject, '$.uri') END AS subject_uri,
-  CASE WHEN commit.collection IN ('app.bsky.feed.like', 'app.bsky.feed.repost')
-            AND starts_with(commit.record.subject, '{{')
-       THEN split_part(commit.record.subject, '/', 3)
-       WHEN commit.collection = 'app.bsky.graph.follow' THEN commit.record.subject END AS target
-FROM typed
+  ok, did, time_us // {US_PER_DAY} AS day, kind, operation, c,
+  CASE WHEN c = 0 THEN collection END AS coll,
+  key,
+  coalesce(ok AND kind = 'commit' AND starts_with(collection, 'app.bsky.'), false) AS act,
+  CASE WHEN starts_with(e_t, 'did:') AND e_t <> did THEN e_t END AS eng_t,
+  CASE WHEN c = 4 OR (c = 2 AND operation = 'create') THEN rkey END AS rkey,
+  CASE WHEN kind = 'identity' THEN time_us END AS time_us,
+  handle, text, parent_uri, tags,
+  CASE WHEN c = 3 AND starts_with(subject, '{{') THEN json_extract_string(subject, '$.uri') END AS subject_uri
+FROM eng
 """
 
 FILE_STATS = "SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid FROM ev"
 
-BY_KIND_BY_KEY = """
-SELECT kind, collection, operation, sum(c)::BIGINT AS n, count(*) AS uniq
-FROM (SELECT key, any_value(kind) AS kind, any_value(collection) AS collection,
-             any_value(operation) AS operation, count(*) AS c
+
+
+def _collection(t: str = "") -> str:
+    """The collection's name back from its code (columns ``c`` and ``coll`` of table alias ``t``)."""
+    return (f"CASE {t}c WHEN 1 THEN 'app.bsky.feed.like' WHEN 2 THEN 'app.bsky.feed.post' "
+            f"WHEN 3 THEN 'app.bsky.feed.repost' WHEN 4 THEN 'app.bsky.graph.follow' ELSE {t}coll END")
+
+
+BY_KIND_BY_KEY = f"""
+SELECT kind, {_collection()} AS collection, operation, sum(n)::BIGINT AS n, count(*) AS uniq
+FROM (SELECT key, any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS coll,
+             any_value(operation) AS operation, count(*) AS n
       FROM ev WHERE ok GROUP BY key)
 GROUP BY ALL
 """
@@ -86,78 +115,78 @@ GROUP BY ALL
 # cheap aggregates: rows per (kind, collection, operation), and the few keys seen more than once, whose
 # extra copies are subtracted from their group (a key belongs to one group: kind, collection and
 # operation are part of it).
-BY_KIND = """
-WITH g AS (SELECT kind, collection, operation, count(*)::BIGINT AS n FROM ev WHERE ok GROUP BY ALL),
+BY_KIND = f"""
+WITH g AS (SELECT kind, c, coll, operation, count(*)::BIGINT AS n FROM ev WHERE ok GROUP BY ALL),
      d AS (SELECT key, count(*) - 1 AS extra FROM ev WHERE ok GROUP BY key HAVING count(*) > 1),
-     x AS (SELECT kind, collection, operation, sum(extra)::BIGINT AS extra
-           FROM (SELECT any_value(kind) AS kind, any_value(collection) AS collection,
+     x AS (SELECT kind, c, coll, operation, sum(extra)::BIGINT AS extra
+           FROM (SELECT any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS coll,
                         any_value(operation) AS operation, any_value(d.extra) AS extra
                  FROM ev JOIN d USING (key) WHERE ok GROUP BY key)
            GROUP BY ALL)
-SELECT g.kind, g.collection, g.operation, n, n - coalesce(x.extra, 0) AS uniq
-FROM g LEFT JOIN x ON g.kind IS NOT DISTINCT FROM x.kind AND g.collection IS NOT DISTINCT FROM x.collection
+SELECT g.kind, {_collection("g.")} AS collection, g.operation, n,
+       n - coalesce(x.extra, 0) AS uniq
+FROM g LEFT JOIN x ON g.kind IS NOT DISTINCT FROM x.kind AND g.c = x.c AND g.coll IS NOT DISTINCT FROM x.coll
                       AND g.operation IS NOT DISTINCT FROM x.operation
 """
 
 BY_DAY = "SELECT day, count(*) AS n FROM ev WHERE ok GROUP BY day"
 
+# What the panel needs from each file, accumulated over all files (TEMP tables: nothing is logged,
+# and they spill to ``temp_directory`` like ``ev``). ``ud``: accounts that act (``a``: an app.bsky.*
+# commit) or engage / are engaged with non-self (``e``). ``links``: one row per use of a record, ``t``
+# = 1 a non-self reply (``ref`` = the parent URI), 2 a repost (``ref`` = the subject URI), 3 a follow
+# create (``ref`` = the followed DID), 4 a follow delete, 5 an identity event with a handle (``ref``).
 CREATE_STORE = """
-CREATE TABLE acts (did VARCHAR);
-CREATE TABLE eng (did VARCHAR);
-CREATE TABLE tposts (key UBIGINT, uri VARCHAR, did VARCHAR, day BIGINT, topic VARCHAR);
-CREATE TABLE replies (key UBIGINT, did VARCHAR, day BIGINT, parent_uri VARCHAR);
-CREATE TABLE reposts (key UBIGINT, did VARCHAR, day BIGINT, subject VARCHAR);
-CREATE TABLE fcreates (key UBIGINT, did VARCHAR, rkey VARCHAR, day BIGINT, subject VARCHAR);
-CREATE TABLE fdeletes (did VARCHAR, rkey VARCHAR);
-CREATE TABLE handles (did VARCHAR, handle VARCHAR, time_us BIGINT);
+CREATE TEMP TABLE ud (did VARCHAR, a BOOLEAN, e BOOLEAN);
+CREATE TEMP TABLE tposts (key UBIGINT, uri VARCHAR, did VARCHAR, day BIGINT, topic VARCHAR);
+CREATE TEMP TABLE links (t UTINYINT, key UBIGINT, did VARCHAR, day BIGINT, ref VARCHAR, rkey VARCHAR,
+                         time_us BIGINT);
 """
 
 # ``{win}`` is a day-range predicate (or ``true``); ``{topics}`` a list expression of matched names.
+# A row can serve several ``links`` uses (a hostile identity event may carry a commit too): each use is
+# one element of the list that is unnested.
 STORE = """
-INSERT INTO acts SELECT DISTINCT did FROM ev
-  WHERE ok AND kind = 'commit' AND starts_with(collection, 'app.bsky.') AND {win};
-INSERT INTO eng
-  WITH e AS (
-    SELECT did, CASE WHEN collection = 'app.bsky.feed.post' THEN split_part(parent_uri, '/', 3)
-                     ELSE target END AS target
-    FROM ev WHERE ok AND operation = 'create' AND {win}
-      AND collection IN ('app.bsky.feed.like', 'app.bsky.feed.repost', 'app.bsky.graph.follow',
-                         'app.bsky.feed.post'))
-  SELECT did FROM e WHERE starts_with(target, 'did:') AND target <> did
-  UNION SELECT target FROM e WHERE starts_with(target, 'did:') AND target <> did;
+INSERT INTO ud SELECT did, bool_or(a), bool_or(e) FROM (
+    SELECT did, act AS a, eng_t IS NOT NULL AS e FROM ev WHERE (act OR eng_t IS NOT NULL) AND {win}
+    UNION ALL
+    SELECT eng_t, false, true FROM ev WHERE eng_t IS NOT NULL AND {win})
+  GROUP BY did;
 INSERT INTO tposts
-  SELECT key, uri, did, day, unnest(topics) FROM (
-    SELECT key, 'at://' || did || '/app.bsky.feed.post/' || rkey AS uri, did, day,
-           list_filter({topics}, lambda x: x IS NOT NULL) AS topics
+  SELECT key, uri, did, day, topic FROM (
+    SELECT key, 'at://' || did || '/app.bsky.feed.post/' || rkey AS uri, did, day, unnest({topics}) AS topic
     FROM (SELECT *, list_transform(coalesce(tags, []), lambda t: lower(ltrim(t, '#'))) AS ntags
-          FROM ev WHERE ok AND collection = 'app.bsky.feed.post' AND operation = 'create' AND {win}
-            AND ({prefilter})))
-  WHERE len(topics) > 0;
-INSERT INTO replies SELECT key, did, day, parent_uri FROM ev
-  WHERE ok AND collection = 'app.bsky.feed.post' AND operation = 'create' AND parent_uri IS NOT NULL
-    AND split_part(parent_uri, '/', 3) <> did AND {win};
-INSERT INTO reposts SELECT key, did, day, subject_uri FROM ev
-  WHERE ok AND collection = 'app.bsky.feed.repost' AND operation = 'create' AND subject_uri IS NOT NULL AND {win};
-INSERT INTO fcreates SELECT key, did, rkey, day, target FROM ev
-  WHERE ok AND collection = 'app.bsky.graph.follow' AND operation = 'create'
-    AND starts_with(target, 'did:') AND target <> did AND {win};
-INSERT INTO fdeletes SELECT DISTINCT did, rkey FROM ev
-  WHERE ok AND collection = 'app.bsky.graph.follow' AND operation = 'delete' AND {win};
-INSERT INTO handles SELECT did, handle, time_us FROM ev
-  WHERE ok AND kind = 'identity' AND handle IS NOT NULL AND handle <> 'handle.invalid';
+          FROM ev WHERE ok AND c = 2 AND operation = 'create' AND {win} AND ({prefilter})))
+  WHERE topic IS NOT NULL;
+INSERT INTO links
+  SELECT t, key, did, day,
+         CASE t WHEN 1 THEN parent_uri WHEN 2 THEN subject_uri WHEN 3 THEN eng_t WHEN 5 THEN handle END AS ref,
+         CASE WHEN t IN (3, 4) THEN rkey END AS rkey, CASE WHEN t = 5 THEN time_us END AS time_us
+  FROM (
+    SELECT *, unnest([
+        CASE WHEN c = 2 AND operation = 'create' AND parent_uri IS NOT NULL
+                  AND split_part(parent_uri, '/', 3) <> did AND {win} THEN 1 END,
+        CASE WHEN c = 3 AND operation = 'create' AND subject_uri IS NOT NULL AND {win} THEN 2 END,
+        CASE WHEN c = 4 AND operation = 'create' AND eng_t IS NOT NULL AND {win} THEN 3 END,
+        CASE WHEN c = 4 AND operation = 'delete' AND {win} THEN 4 END,
+        CASE WHEN kind = 'identity' AND handle IS NOT NULL AND handle <> 'handle.invalid' THEN 5 END])::UTINYINT AS t
+    FROM ev
+    WHERE ok AND (c IN (2, 3, 4) OR kind = 'identity'))
+  WHERE t IS NOT NULL;
 """
 
 # Users seen acting (app.bsky.* commits) with what the filters and followers need.
 USERS = """
-WITH a AS (SELECT DISTINCT did FROM acts),
-     e AS (SELECT DISTINCT did FROM eng),
-     h AS (SELECT did, arg_max(handle, time_us) AS handle FROM handles GROUP BY did),
-     fc AS (SELECT DISTINCT key, did, rkey, subject FROM fcreates),
+WITH u AS (SELECT did, bool_or(a) AS a, bool_or(e) AS e FROM ud GROUP BY did),
+     h AS (SELECT did, arg_max(ref, time_us) AS handle FROM links WHERE t = 5 GROUP BY did),
+     fc AS (SELECT DISTINCT key, did, rkey, ref AS subject FROM links WHERE t = 3),
+     fd AS (SELECT DISTINCT did, rkey FROM links WHERE t = 4),
      wf AS (SELECT subject AS did, count(DISTINCT fc.did) AS n
-            FROM fc ANTI JOIN fdeletes d ON fc.did = d.did AND fc.rkey = d.rkey GROUP BY subject)
-SELECT a.did, e.did IS NOT NULL AS engaged, h.handle AS event_handle, coalesce(wf.n, 0) AS window_followers
-FROM a LEFT JOIN e USING (did) LEFT JOIN h USING (did) LEFT JOIN wf USING (did)
-ORDER BY a.did
+            FROM fc ANTI JOIN fd d ON fc.did = d.did AND fc.rkey = d.rkey GROUP BY subject)
+SELECT u.did, coalesce(u.e, false) AS engaged, h.handle AS event_handle, coalesce(wf.n, 0) AS window_followers
+FROM u LEFT JOIN h USING (did) LEFT JOIN wf USING (did)
+WHERE u.a
+ORDER BY u.did
 """
 
 # Topic posts + topic reposts, and non-self replies received on topic posts, per (did, day, topic).
@@ -166,9 +195,9 @@ WITH tp AS (SELECT DISTINCT key, uri, did, day, topic FROM tposts),
      tpu AS (SELECT DISTINCT uri, did, topic FROM tp),
      p AS (SELECT did, day, topic, count(DISTINCT key) AS n FROM tp GROUP BY ALL),
      rp AS (SELECT r.did, r.day, t.topic, count(DISTINCT r.key) AS n
-            FROM reposts r JOIN tpu t ON r.subject = t.uri GROUP BY ALL),
+            FROM links r JOIN tpu t ON r.ref = t.uri WHERE r.t = 2 GROUP BY ALL),
      rr AS (SELECT t.did, r.day, t.topic, count(DISTINCT r.key) AS replies_received
-            FROM replies r JOIN tpu t ON r.parent_uri = t.uri GROUP BY ALL),
+            FROM links r JOIN tpu t ON r.ref = t.uri WHERE r.t = 1 GROUP BY ALL),
      po AS (SELECT did, day, topic, sum(n)::BIGINT AS posts
             FROM (SELECT * FROM p UNION ALL SELECT * FROM rp) GROUP BY ALL)
 SELECT k.user, (day - ?)::BIGINT AS day, topic,
@@ -179,7 +208,8 @@ ORDER BY k.user, day, topic
 
 FOLLOWS = """
 SELECT k.user, (f.day - ?)::BIGINT AS day, count(DISTINCT f.key)::BIGINT AS follows_received
-FROM fcreates f JOIN kept k ON f.subject = k.did
+FROM links f JOIN kept k ON f.ref = k.did
+WHERE f.t = 3
 GROUP BY ALL ORDER BY k.user, day
 """
 
