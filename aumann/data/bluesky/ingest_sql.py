@@ -144,8 +144,8 @@ CREATE TEMP TABLE links (t UTINYINT, key UBIGINT, did VARCHAR, day BIGINT, ref V
 """
 
 # ``{win}`` is a day-range predicate (or ``true``); ``{topics}`` a list expression of matched names.
-# A row can serve several ``links`` uses (a hostile identity event may carry a commit too): each use is
-# one element of the list that is unnested.
+# A commit row serves at most one of the uses 1-4 (they need different collections or operations); an
+# identity event (use 5) is selected on its own, so one that also carries a commit serves both.
 STORE = """
 INSERT INTO ud SELECT did, bool_or(a), bool_or(e) FROM (
     SELECT did, act AS a, eng_t IS NOT NULL AS e FROM ev WHERE (act OR eng_t IS NOT NULL) AND {win}
@@ -159,20 +159,17 @@ INSERT INTO tposts
           FROM ev WHERE ok AND c = 2 AND operation = 'create' AND {win} AND ({prefilter})))
   WHERE topic IS NOT NULL;
 INSERT INTO links
-  SELECT t, key, did, day,
-         CASE t WHEN 1 THEN parent_uri WHEN 2 THEN subject_uri WHEN 3 THEN eng_t WHEN 5 THEN handle END AS ref,
-         CASE WHEN t IN (3, 4) THEN rkey END AS rkey, CASE WHEN t = 5 THEN time_us END AS time_us
-  FROM (
-    SELECT *, unnest([
-        CASE WHEN c = 2 AND operation = 'create' AND parent_uri IS NOT NULL
-                  AND split_part(parent_uri, '/', 3) <> did AND {win} THEN 1 END,
-        CASE WHEN c = 3 AND operation = 'create' AND subject_uri IS NOT NULL AND {win} THEN 2 END,
-        CASE WHEN c = 4 AND operation = 'create' AND eng_t IS NOT NULL AND {win} THEN 3 END,
-        CASE WHEN c = 4 AND operation = 'delete' AND {win} THEN 4 END,
-        CASE WHEN kind = 'identity' AND handle IS NOT NULL AND handle <> 'handle.invalid' THEN 5 END])::UTINYINT AS t
-    FROM ev
-    WHERE ok AND (c IN (2, 3, 4) OR kind = 'identity'))
-  WHERE t IS NOT NULL;
+  SELECT t, key, did, day, CASE t WHEN 1 THEN parent_uri WHEN 2 THEN subject_uri ELSE eng_t END AS ref,
+         CASE WHEN t >= 3 THEN rkey END AS rkey, NULL AS time_us
+  FROM (SELECT *, CASE WHEN c = 2 AND parent_uri IS NOT NULL AND split_part(parent_uri, '/', 3) <> did THEN 1
+                       WHEN c = 3 AND subject_uri IS NOT NULL THEN 2
+                       WHEN c = 4 AND operation = 'create' AND eng_t IS NOT NULL THEN 3
+                       WHEN c = 4 AND operation = 'delete' THEN 4 END::UTINYINT AS t
+        FROM ev WHERE ok AND c IN (2, 3, 4) AND (operation = 'create' OR (c = 4 AND operation = 'delete')) AND {win})
+  WHERE t IS NOT NULL
+  UNION ALL
+  SELECT 5, key, did, day, handle, NULL, time_us FROM ev
+  WHERE ok AND kind = 'identity' AND handle IS NOT NULL AND handle <> 'handle.invalid';
 """
 
 # Users seen acting (app.bsky.* commits) with what the filters and followers need.
