@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -187,3 +188,35 @@ def test_counts_invariant_to_line_order_and_replays(capture_files, tmp_path, see
     assert report.by_kind == dict(cap.kinds)
     assert report.duplicates == cap.duplicates + injected
     assert report.malformed_lines == cap.malformed
+
+
+def test_identity_event_carrying_a_commit_serves_both_uses(tmp_path: Path):
+    """A hostile line with ``kind = "identity"`` and a follow-create ``commit``: as before the store was
+    folded into one table, its handle is the account's handle and its follow is received (the follow
+    rules do not look at ``kind``); it is counted once, under ``identity``, and is no app.bsky action."""
+    a, b, c = "did:plc:" + "a" * 24, "did:plc:" + "b" * 24, "did:plc:" + "c" * 24
+    t = 1_776_600_000_000_000  # 2026-04-19
+    lines = [
+        {"did": a, "time_us": t, "kind": "commit", "commit": {
+            "rev": "r1", "operation": "create", "collection": "app.bsky.feed.post", "rkey": "p1",
+            "record": {"text": "hello"}}},
+        {"did": b, "time_us": t + 1, "kind": "commit", "commit": {
+            "rev": "r2", "operation": "create", "collection": "app.bsky.feed.like", "rkey": "l1",
+            "record": {"subject": {"cid": "x", "uri": f"at://{a}/app.bsky.feed.post/p1"}}}},
+        {"did": b, "time_us": t + 2, "kind": "identity", "identity": {"did": b, "handle": "bee.test", "seq": 7},
+         "commit": {"rev": "r3", "operation": "create", "collection": "app.bsky.graph.follow", "rkey": "f1",
+                    "record": {"subject": a}}},
+        {"did": c, "time_us": t + 3, "kind": "identity", "identity": {"did": c, "handle": "sea.test", "seq": 8},
+         "commit": {"rev": "r4", "operation": "create", "collection": "app.bsky.graph.follow", "rkey": "f2",
+                    "record": {"subject": a}}},
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=False)
+    counts, report = ingest([path], filters=cfg, options=_opts())
+    assert report.by_kind == {"commit": 2, "identity": 2}
+    users = counts.users.set_index("did")
+    assert list(users.index) == [a, b]  # c only sent identity events: no app.bsky commit
+    assert users.loc[b, "handle"] == "bee.test"
+    assert users.loc[a, "followers"] == 2 and users.loc[a, "followers_source"] == "window_follows"
+    assert _follows_dict(counts) == {(0, 0): 2}
