@@ -90,8 +90,10 @@ def _sample():  # the resident set every 50 ms, kept per stage (outside a stage:
 threading.Thread(target=_sample, daemon=True).start()
 def _dump():
     _close()
+    hwm = [int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:")]
     with open(os.environ["AUMANN_BENCH_STAGE_CPU"], "w") as fh:
-        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak, "rss_peak_at_s": rss_when}, fh)
+        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak, "rss_peak_at_s": rss_when,
+                   "vmhwm_MiB": hwm[0] if hwm else None}, fh)
 atexit.register(_dump)
 from aumann.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -167,6 +169,9 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
         stage_cpu, stage_rss = stage.get("cpu", {}), stage.get("rss_peak_MiB", {})
     print(f"wall {st['wall_s']:.1f} s (target 180 s, limit 300 s; ratio {st['wall_s'] / 180:.2f}), "
           f"CPU {st.get('cpu_s', float('nan')):.1f} s, peak {st.get('peak_MiB', float('nan')):.0f} MiB (target 3072)")
+    sampled = max(stage_rss.values(), default=float("nan"))
+    print(f"peak resident set: {st.get('peak_MiB', float('nan')):.0f} MiB (time -v), kernel high-water mark VmHWM "
+          f"{stage.get('vmhwm_MiB') or float('nan'):.0f} MiB, largest 50 ms sample {sampled:.0f} MiB")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
           f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
     print("| stage | wall s | CPU s | peak RSS in the stage, MiB |")
