@@ -96,8 +96,8 @@ class StudyConfig(configs.ConfigModel):
             (default: the reference row's own count, ``permutations`` or ``cv_permutations``).
         cv_permutations: permutations of the ``sampled_shapley_cv`` row (default: ``permutations``). Its
             control variate leaves a far smaller standard error per permutation (MegaScale-Social at 10⁶: the
-            median variance ×6·10⁵ smaller), so large runs take fewer (MegaScale's ``[large]``); the row's
-            median standard error, recorded beside plain sampling's, says what that cost.
+            median variance per permutation ~7·10⁴-fold smaller), so large runs take fewer (MegaScale's
+            ``[large]``); the row's median standard error, recorded beside plain sampling's, says what that cost.
         quadrature_steps: Gauss–Legendre points K of the Aumann–Shapley path integral.
         k_del: deletion depth K_del (default min(20, N/2)).
         top_k: k of the top-k Jaccard (default min(10, N/2)).
