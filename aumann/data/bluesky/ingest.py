@@ -399,7 +399,7 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     users["handle"] = users["snap_handle"].where(users["snap_handle"].notna(), users["event_handle"])
     users["handle"] = users["handle"].astype(object).where(users["handle"].notna(), None)
     users["followers"] = users["followers_count"].where(snap, users["window_followers"]).astype("int64")
-    users["followers_source"] = ["snapshot" if s else "window_follows" for s in snap]
+    users["followers_source"] = snap.map({True: "snapshot", False: "window_follows"}).astype("str")
     users["created_at"] = pd.to_datetime(users["created_at"], utc=True).astype("datetime64[ns, UTC]")
     window_start = pd.Timestamp(report.days[0], tz="UTC")
     keep, dropped, notes = apply_filters(users, window_start, filters)
