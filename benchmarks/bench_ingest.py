@@ -11,15 +11,19 @@ a reference measured in the same run on the same file:
    DuckDB scan of (did, time_us, kind) with a distinct-DID count per kind, both on ``--threads``
    threads (target ratio ≥ 0.2).
 
-The load average and thread settings are printed with the results.
+The load average and thread settings are printed with the results, and where the ingest's time goes:
+its stages (the ingester logs them at DEBUG), in wall and CPU seconds and in units of the reference's
+wall time. ``--repeat N`` measures (1) N times, reference and ingest alternately, and prints each ratio
+and their median (the machine is shared: one run says little).
 
-Run: ``python benchmarks/bench_ingest.py --mb 300 --threads 2 [--keep /tmp/jetstream-300.jsonl]``.
+Run: ``python benchmarks/bench_ingest.py --mb 300 --threads 2 [--keep /tmp/jetstream-300.jsonl] [--repeat 3]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -137,6 +141,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="write the file here (reused if it exists)")
     ap.add_argument("--skip-cli", action="store_true", help="skip the build-panel measurement")
+    ap.add_argument("--repeat", type=int, default=1, help="measure the in-process ratio this many times")
     args = ap.parse_args()
     header(f"bench_ingest (DuckDB threads {args.threads})")
 
@@ -154,16 +159,27 @@ def main() -> None:
         size_mb = path.stat().st_size / 1e6
         con = duckdb.connect()
         con.execute(f"SET threads = {args.threads}")
-        # Reference: DuckDB parsing the envelope of every line (no extraction, no tables).
-        w, c = time.perf_counter(), time.process_time()
-        con.execute("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, "
-                    "columns={'did': 'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, "
-                    "format='newline_delimited', ignore_errors=true)", [str(path)]).fetchall()
-        ref_wall, ref_cpu = time.perf_counter() - w, time.process_time() - c
-        w, c = time.perf_counter(), time.process_time()
-        counts, report = ingest([path], options=IngestOptions(threads=args.threads))
-        wall, cpu = time.perf_counter() - w, time.process_time() - c
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        grab = _StageLog()
+        log = logging.getLogger("aumann.data.bluesky.ingest")
+        log.addHandler(grab)
+        log.setLevel(logging.DEBUG)
+        ratios = []
+        for run in range(max(1, args.repeat)):
+            # Reference: DuckDB parsing the envelope of every line (no extraction, no tables).
+            w, c = time.perf_counter(), time.process_time()
+            con.execute("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, "
+                        "columns={'did': 'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, "
+                        "format='newline_delimited', ignore_errors=true)", [str(path)]).fetchall()
+            ref_wall, ref_cpu = time.perf_counter() - w, time.process_time() - c
+            w, c = time.perf_counter(), time.process_time()
+            counts, report = ingest([path], options=IngestOptions(threads=args.threads))
+            wall, cpu = time.perf_counter() - w, time.process_time() - c
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            ratios.append(ref_wall / wall)
+            if args.repeat > 1:
+                print(f"run {run + 1}: reference {ref_wall:.2f} s ({ref_cpu:.2f} CPU-s), ingest {wall:.2f} s "
+                      f"({cpu:.2f} CPU-s): ratio {ref_wall / wall:.2f} wall, {ref_cpu / cpu:.2f} CPU; load {load:.2f}")
+        log.removeHandler(grab)
         print(f"machine: {os.cpu_count()} cores, load average {load:.1f} during the run, DuckDB threads={args.threads}")
         print(f"reference (DuckDB envelope scan): {size_mb / ref_wall:8.1f} MB/s wall, "
               f"{size_mb / ref_cpu:8.1f} MB per CPU-s")
@@ -171,8 +187,15 @@ def main() -> None:
               f"{size_mb / cpu:8.1f} MB per CPU-s  ({wall:.2f} s wall, {cpu:.2f} CPU-s; {counts.n_users:,} users, "
               f"{report.malformed_lines} malformed lines)")
         print(f"ingest on {args.threads} idle cores (CPU-bound estimate): {args.threads * size_mb / cpu:8.1f} MB/s")
-        print(f"ratio ingest / reference (wall):  {ref_wall / wall:8.2f}  (target ≥ 0.3)")
+        print(f"ratio ingest / reference (wall):  {ref_wall / wall:8.2f}  (target ≥ 0.3)"
+              + (f"; median of {len(ratios)} runs {float(np.median(ratios)):.2f}" if len(ratios) > 1 else ""))
         print(f"target >= 300 MB/s wall: {'met' if size_mb / wall >= 300 else 'NOT met'}")
+        if grab.stages:
+            print(f"where the ingest's time goes (last run; × = multiples of the reference's {ref_wall:.2f} s wall):")
+            for name, (sw, sc) in grab.stages.items():
+                print(f"  {name:40s} {sw:6.2f} s wall {sc:6.2f} CPU-s  {sw / ref_wall:5.2f}×")
+            rest = wall - sum(v[0] for v in grab.stages.values())
+            print(f"  {'outside the stages (Python)':40s} {rest:6.2f} s wall {'':13s}  {rest / ref_wall:5.2f}×")
         if not args.skip_cli:
             build_panel(path, Path(tmp) / "panel", con, args.threads)
     header("bench_ingest done")
@@ -193,6 +216,17 @@ def build_panel(path: Path, out: Path, con, threads: int) -> None:
     print(f"build-panel: {total:.2f} s, start-up {startup:.2f} s → {ours:.2f} s; DuckDB (did, time_us, kind) scan "
           f"with distinct DIDs per kind: {ref:.2f} s; ratio {ref / ours:.2f} (target ≥ 0.2)  "
           f"load {os.getloadavg()[0]:.2f}")
+
+
+class _StageLog(logging.Handler):
+    """Keeps the stage seconds of the last ingest (logged by the ingester at DEBUG)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.stages: dict[str, list[float]] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stages = getattr(record, "stages", None) or self.stages
 
 
 def _timed_run(cmd: list[str]) -> float:

@@ -44,6 +44,7 @@ handles live only in the users table, and :func:`write_build_outputs` blanks the
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import tempfile
 import time
@@ -75,6 +76,8 @@ from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
 from aumann.errors import ConfigError, IngestError, ZstdDictionaryError
 from aumann.io import ensure_output_dir
 from aumann.progress import progress_bar
+
+logger = logging.getLogger(__name__)
 
 #: the widest window ingested unless ``IngestOptions.max_days`` (``--max-days``) says otherwise: a typo in
 #: ``--days`` (2206 for 2026) must not ask for years of captures
@@ -161,8 +164,29 @@ def _iso(day: int) -> str:
     return (_dt.date(1970, 1, 1) + _dt.timedelta(days=int(day))).isoformat()
 
 
+class _Stages:
+    """Wall and CPU seconds (the whole process: DuckDB's threads included) per ingest stage, summed
+    over files; logged at DEBUG when an ingest ends (``benchmarks/bench_ingest.py`` prints them)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+
+    @staticmethod
+    def mark() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
+    def lap(self, name: str, since: tuple[float, float]) -> tuple[float, float]:
+        """Add the time since ``since`` to stage ``name``; return a new mark."""
+        now = self.mark()
+        acc = self.seconds.setdefault(name, [0.0, 0.0])
+        acc[0] += now[0] - since[0]
+        acc[1] += now[1] - since[1]
+        return now
+
+
 def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, topics_sql: tuple[str, str],
-               report: IngestReport, day_counts: dict[int, int]) -> None:
+               report: IngestReport, day_counts: dict[int, int], stages: _Stages) -> None:
+    t = stages.mark()
     container = detect_container(path, options.zstd_dictionary)
     size = path.stat().st_size
     entry: dict[str, Any] = {"path": str(path), "container": container, "bytes": size}
@@ -191,6 +215,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         entry.update(frames=st.frames, malformed_frames=st.malformed_frames, decoded_bytes=st.bytes_out)
     import duckdb
 
+    t = stages.lap("open / decode", t)
     try:
         con.execute(sql.SCAN, [str(src), compression])
     except duckdb.Error as exc:
@@ -208,12 +233,15 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             con.execute(sql.SCAN, [str(src), "none"])
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
+    t = stages.lap("scan: read_json -> per-line table", t)
     rows, valid = con.execute(sql.FILE_STATS).fetchone()
+    t = stages.lap("file counts: kinds, duplicates, days", t)
     # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones
     lines = count_lines(src, compressed=compression == "zstd")
     if lines < rows:  # never expected; keep the identity lines_read = valid + malformed + blank honest
         entry["line_count_note"] = f"the reader returned {rows} rows for {lines} lines"
         lines = int(rows)
+    t = stages.lap("count lines (blank lines)", t)
     dups = 0
     for kind, coll, op, n, uniq in con.execute(sql.BY_KIND).fetchall():
         dups += int(n - uniq)
@@ -223,7 +251,9 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             ops[op] = ops.get(op, 0) + int(uniq)
     for d, n in con.execute(sql.BY_DAY).fetchall():
         day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
+    t = stages.lap("file counts: kinds, duplicates, days", t)
     con.execute(sql.STORE.format(win=win, topics=topics_sql[0], prefilter=topics_sql[1]))
+    t = stages.lap("store: users, topic posts, links", t)
     if src != path:
         src.unlink(missing_ok=True)
     malformed = int(rows - valid) + frames_bad
@@ -326,6 +356,8 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
     except OSError as exc:
         raise IngestError(f"cannot create a temporary folder in {str(options.temp_dir)!r}: {exc.strerror or exc}") \
             from exc
+    stages = _Stages()
+    t = stages.mark()
     with tmp_ctx as tmpname:
         tmp = Path(tmpname)
         # A file-backed database, so the per-file and stored tables can be evicted to disk
@@ -344,24 +376,30 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
             load_profiles(con, profiles, report)
         topics_sql = (_topics_expr(topic_list), _prefilter(topic_list))
         day_counts: dict[int, int] = {}
+        stages.lap("set-up: database, profiles", t)
         bar = progress_bar(options.progress, len(paths), "ingest files", transient=False, minimum=1)
         try:
             for p in paths:
-                _scan_file(con, p, options, tmp, win, topics_sql, report, day_counts)
+                _scan_file(con, p, options, tmp, win, topics_sql, report, day_counts, stages)
                 if bar is not None:
                     bar.advance()
         finally:
             if bar is not None:
                 bar.stop()
         counts = _finish(con, report, day_counts, window, topic_list, filters, profiles is not None, paths,
-                         options.max_days)
+                         options.max_days, stages)
+        t = stages.mark()
         con.close()
+    stages.lap("set-up: database, profiles", t)
+    logger.debug("ingest stages (wall s, CPU s): %s", stages.seconds, extra={"stages": stages.seconds})
     return counts
 
 
 def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple[int, int] | None,
             topics: Sequence[Topic], filters: FilterConfig, have_profiles: bool,
-            paths: Sequence[Path], max_days: int = MAX_DAYS) -> RawCounts:
+            paths: Sequence[Path], max_days: int = MAX_DAYS, stages: _Stages | None = None) -> RawCounts:
+    stages = stages or _Stages()
+    t = stages.mark()
     report.events_per_day = {_iso(d): n for d, n in sorted(day_counts.items())}
     if report.valid_events == 0:
         damaged = [f for f in report.files if "damaged_stream" in f]
@@ -402,6 +440,7 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     users["followers_source"] = snap.map({True: "snapshot", False: "window_follows"}).astype("str")
     users["created_at"] = pd.to_datetime(users["created_at"], utc=True).astype("datetime64[ns, UTC]")
     window_start = pd.Timestamp(report.days[0], tz="UTC")
+    t = stages.lap("users: accounts, handles, followers", t)
     keep, dropped, notes = apply_filters(users, window_start, filters)
     report.dropped_users = dropped
     report.filter_notes = notes
@@ -411,6 +450,7 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     if kept.empty:
         raise IngestError(f"no user passes the filters ({report.users_seen} seen; dropped {dropped})")
     kept.insert(0, "user", pd.RangeIndex(len(kept)).to_numpy().astype("int64"))
+    t = stages.lap("filters (pandas)", t)
     con.register("kept", kept[["user", "did"]])
     daily = con.execute(sql.DAILY, [lo]).df()
     follows = con.execute(sql.FOLLOWS, [lo]).df()
@@ -426,6 +466,7 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     meta = {"synthetic": False, "source": [str(p) for p in paths], "followers_note": FOLLOWERS_NOTE,
             "topics": {t.name: {"keywords": t.keywords, "hashtags": t.hashtags} for t in topics},
             "filters": filters.model_dump(), "identifiers": "present"}
+    stages.lap("daily counts and follows", t)
     return RawCounts(users=kept, daily=daily, follows=follows, days=report.days,
                      topics=[t.name for t in topics], meta=meta)
 
