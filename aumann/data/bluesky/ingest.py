@@ -360,8 +360,8 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
     t = stages.mark()
     with tmp_ctx as tmpname:
         tmp = Path(tmpname)
-        # A file-backed database, so the per-file and stored tables can be evicted to disk
-        # under ``memory_limit`` (a day of the real stream is tens of GB of JSON).
+        # The per-file and stored tables are TEMP tables: beyond ``memory_limit`` DuckDB evicts them
+        # to ``temp_directory`` (a day of the real stream is tens of GB of JSON).
         con = duckdb.connect(str(tmp / "ingest.duckdb"))
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
