@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -129,12 +129,15 @@ def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, *, error: type
 def load(fh: IO[bytes], *, error: type[Exception], what: str, path: str, max_bytes: int,
          check: Callable[[Mapping[str, Member]], None] | None = None,
          first: tuple[str, ...] = (), precheck: Callable[[Mapping[str, Member]], None] | None = None,
+         keys: Collection[str] | None = None, rows: Mapping[str, int] | None = None,
          ) -> dict[str, np.ndarray]:
     """Every array of an open ``.npz`` file, after :func:`members`, ``check`` and the byte budget.
 
     ``first`` names members read (and handed to ``check`` through the returned mapping's order) before
     the check runs — small ones such as JSON metadata that the check needs; ``precheck(members)`` runs
-    before they are read (e.g. to bound their size).
+    before they are read (e.g. to bound their size). ``keys``: read only these members (besides ``first``;
+    a missing one is simply absent). ``rows``: member → index along its first axis: only that row is kept
+    (the member is streamed through, never held whole: one step of a (T, N, D) panel costs N · D, not T · N · D).
     """
     zf, declared = _members(fh, error=error, what=what, path=path)
     total = sum(m.nbytes for m in declared.values())
@@ -147,10 +150,42 @@ def load(fh: IO[bytes], *, error: type[Exception], what: str, path: str, max_byt
     if check is not None:
         check(_Declared(declared, early))
     out = dict(early)
+    rows = dict(rows or {})
     for key, m in declared.items():
-        if key not in out:
+        if key in out or (keys is not None and key not in keys):
+            continue
+        if key in rows:
+            out[key] = _read_row(zf, m, rows[key], error=error, what=what, path=path)
+        else:
             out[key] = _read(zf, m, error=error, what=what, path=path)
-    return {k: out[k] for k in declared}
+    return {k: out[k] for k in declared if k in out}
+
+
+_CHUNK = 16 * 2**20  # bytes decompressed at a time while streaming to a row
+
+
+def _read_row(zf: zipfile.ZipFile, m: Member, index: int, *, error: type[Exception], what: str, path: str
+              ) -> np.ndarray:
+    """Row ``index`` (along the first axis) of a C-ordered member, streamed (a Fortran-ordered one is read whole)."""
+    if not m.shape or not 0 <= index < m.shape[0]:
+        raise error(f"{what} {path!r}: member {m.info.filename[:80]!r} of shape {m.shape} has no row {index}")
+    if m.fortran:
+        return np.ascontiguousarray(_read(zf, m, error=error, what=what, path=path)[index])
+    row = m.nbytes // m.shape[0]
+    try:
+        with zf.open(m.info) as fh:
+            todo = m.info.file_size - m.nbytes + index * row  # the .npy header, then the rows before
+            while todo > 0:
+                got = len(fh.read(min(todo, _CHUNK)))
+                if not got:
+                    raise EOFError("the member ends early")
+                todo -= got
+            buf = fh.read(row)
+            if len(buf) != row:
+                raise EOFError("the member ends early")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError) as exc:
+        raise error(f"{what} {path!r} is damaged or truncated ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    return np.frombuffer(buf, dtype=m.dtype).reshape(m.shape[1:]).copy()
 
 
 class _Declared(dict):

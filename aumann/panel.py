@@ -794,6 +794,26 @@ class Panel:
         return path
 
     @classmethod
+    def load_step(cls, path: str | os.PathLike[str], t: int, *, within: str | os.PathLike[str] | None = None
+                  ) -> dict[str, np.ndarray]:
+        """The features of step ``t`` (position on the step axis) of a panel file written by :meth:`save`,
+        {feature name: (N,) values}, read without loading the panel (the values are streamed to that step):
+        what a report needs from a 10⁶-agent run's panel. Checked like :meth:`load`."""
+        path = as_path(path, "panel file", error=PanelError)
+        if not path.exists() and path.with_suffix(".npz").exists():
+            path = path.with_suffix(".npz")
+        data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within,
+                              keys=("values",), rows={"values": int(t)})
+        if meta is None or meta.get("format") != _FORMAT:
+            found = None if meta is None else meta.get("format")
+            raise PanelError(f"{str(path)!r} is not an aumann panel file (format {found!r})")
+        feats, values = meta.get("features"), data.get("values")
+        if values is None or not isinstance(feats, list) or values.ndim != 2 or len(feats) != values.shape[1]:
+            raise PanelError(f"panel file {str(path)!r} is incomplete: no values, or feature names that do not match "
+                             "them")
+        return {str(f): values[:, j] for j, f in enumerate(feats)}
+
+    @classmethod
     def load(cls, path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> Panel:
         """Load a panel written by :meth:`save` (``within``: the run directory the file must stay in).
 

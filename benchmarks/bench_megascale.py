@@ -67,30 +67,33 @@ if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. 
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
 import aumann.progress as P
-cpu, state = {}, {"name": None, "t": 0.0}
+cpu, state = {}, {"name": None, "t": 0.0, "last": None}
 def _close():
     if state["name"] is not None:
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
 def start(self, name, _orig=P.StageTimer.start):
     _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
 def stop(self, _orig=P.StageTimer.stop):
-    _close(); state["name"] = None; _orig(self)
+    _close(); state["last"], state["name"] = state["name"], None; _orig(self)
 P.StageTimer.start, P.StageTimer.stop = start, stop
 import threading
-rss_peak = {}
-def _sample():  # the resident set every 50 ms, kept per stage (the stage after the last one: "(writing)")
+rss_peak, rss_when, t_start = {}, {}, time.perf_counter()
+def _sample():  # the resident set every 50 ms, kept per stage (outside a stage: "(after <the last one>)")
     page = os.sysconf("SC_PAGE_SIZE") / 2**20
     while True:
         with open("/proc/self/statm") as fh:
             rss = int(fh.read().split()[1]) * page
-        key = state["name"] or "(outside stages)"
-        rss_peak[key] = max(rss_peak.get(key, 0.0), rss)
+        key = state["name"] or (f"(after {state['last']})" if state["last"] else "(before the first stage)")
+        if rss > rss_peak.get(key, 0.0):
+            rss_peak[key], rss_when[key] = rss, time.perf_counter() - t_start
         time.sleep(0.05)
 threading.Thread(target=_sample, daemon=True).start()
 def _dump():
     _close()
+    hwm = [int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:")]
     with open(os.environ["AUMANN_BENCH_STAGE_CPU"], "w") as fh:
-        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak}, fh)
+        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak, "rss_peak_at_s": rss_when,
+                   "vmhwm_MiB": hwm[0] if hwm else None}, fh)
 atexit.register(_dump)
 from aumann.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -161,9 +164,14 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
         _, st = _timed(cmd, env=env)
         man = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
         stage = json.loads(cpu_file.read_text()) if cpu_file.exists() else {}
+        run0 = Path(tmp) / "out" / "runs" / "run-000.json"
+        rec = json.loads(run0.read_text()) if run0.exists() else {}
         stage_cpu, stage_rss = stage.get("cpu", {}), stage.get("rss_peak_MiB", {})
     print(f"wall {st['wall_s']:.1f} s (target 180 s, limit 300 s; ratio {st['wall_s'] / 180:.2f}), "
           f"CPU {st.get('cpu_s', float('nan')):.1f} s, peak {st.get('peak_MiB', float('nan')):.0f} MiB (target 3072)")
+    sampled = max(stage_rss.values(), default=float("nan"))
+    print(f"peak resident set: {st.get('peak_MiB', float('nan')):.0f} MiB (time -v), kernel high-water mark VmHWM "
+          f"{stage.get('vmhwm_MiB') or float('nan'):.0f} MiB, largest 50 ms sample {sampled:.0f} MiB")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
           f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
     print("| stage | wall s | CPU s | peak RSS in the stage, MiB |")
@@ -172,10 +180,17 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} |")
     for k in sorted(set(stage_rss) - set(stages)):
-        print(f"| {k} | – | – | {stage_rss[k]:.0f} |")
+        at = stage.get("rss_peak_at_s", {}).get(k)
+        print(f"| {k} | – | – | {stage_rss[k]:.0f}{f' (at {at:.0f} s)' if at is not None else ''} |")
     usage = man.get("llm_usage") or {}
     print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
                                                                "decisions_per_step_max", "backend_requests")}))
+    cv, ref = rec.get("sampled_shapley_cv") or {}, rec.get("reference") or {}
+    if cv:  # what the control-variate row's permutation count bought: its median standard error beside plain's
+        print(f"sampled_shapley_cv: {cv.get('permutations')} permutations, median stderr {cv.get('median_stderr'):.3g} "
+              f"(plain sampling at {(man.get('config') or {}).get('study', {}).get('permutations')}: "
+              f"{cv.get('reference_median_stderr'):.3g}); reference {ref.get('method')}, ceiling τ "
+              f"{(rec.get('ceiling') or {}).get('kendall_tau')}")
     large = (man.get("config") or {}).get("large")
     if large:
         print("reductions at large N (manifest config.large):", json.dumps(large))

@@ -346,18 +346,15 @@ class SampledShapleyCV(SampledShapley):
         chunk = max(1, kernel.chunk_permutations() // per)
         dv = vN - v0
         acc = _Accumulator(n, control.device, None if self.beta == "auto" else float(self.beta))
-        mu = control.mean
         draws = _Permutations(rng, n, batch=min(chunk, total), limit=total)
 
         def units(c: int) -> tuple[torch.Tensor, torch.Tensor]:
             perms = draws.take(c)
             fwd, rev = kernel.prefix_marginals_tensor(perms, reverse=self.antithetic)
-            cf, cr = control.along(perms, reverse=self.antithetic)
             fwd = fwd.to(device=control.device, dtype=F64)
             if rev is not None:
                 fwd = (fwd + rev.to(device=control.device, dtype=F64)) * 0.5
-                cf = (cf + cr) * 0.5
-            return fwd, cf - mu
+            return fwd, control.units(perms, reverse=self.antithetic)
 
         stopped = "permutations"
         try:

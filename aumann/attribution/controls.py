@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution import jit_controls
 from aumann.attribution.device import CPU
 from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
 from aumann.attribution.network import NetworkQuadraticKernel
@@ -107,6 +108,14 @@ class DiagonalControl(ABC):
         rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
         return fwd, rev
 
+    def units(self, perms: np.ndarray, reverse: bool) -> torch.Tensor:
+        """(c, n) centred controls of the sampling units in player order: g − μ along ``perms`` or, with
+        ``reverse`` (antithetic pairs), the pair mean (g(π) + g(reversed π)) · ½ − μ."""
+        cf, cr = self.along(perms, reverse)
+        if cr is not None:
+            cf = (cf + cr) * 0.5
+        return cf - self.mean
+
 
 class LowRankControl(DiagonalControl):
     """g_i(k) = Σ_p B[i, p] Γ[k, p]: per-player coefficients B (n, P) times position profiles Γ (n, P)."""
@@ -121,6 +130,9 @@ class LowRankControl(DiagonalControl):
         self.mean = B.to(F64) @ self.G.mean(dim=0)
         self.gradient_evals = int(gradient_evals)
         self.nodes = self.n
+        self._rows: np.ndarray | None = None  # host copies for the compiled walk, made on its first use
+        self._profiles: np.ndarray | None = None
+        self._mu: np.ndarray | None = None
 
     def _by_position(self, idx, flip):
         G = self.G.flip(0) if flip else self.G
@@ -132,6 +144,18 @@ class LowRankControl(DiagonalControl):
             term *= G[:, p]
             out = term if out is None else out.add_(term)
         return out if out is not None else torch.zeros(idx.shape, dtype=F64, device=idx.device)
+
+    def units(self, perms: np.ndarray, reverse: bool) -> torch.Tensor:
+        # on the host, one compiled walk per permutation (the same bits: aumann.attribution.jit_controls)
+        if self.Bt.device.type != "cpu" or self.Bt.shape[0] == 0 or not jit_controls.available():
+            return super().units(perms, reverse)
+        if self._rows is None:
+            self._rows = np.ascontiguousarray(self.Bt.numpy().T)
+            self._profiles = np.ascontiguousarray(self.G.numpy())
+            self._mu = np.ascontiguousarray(self.mean.numpy())
+        out = np.empty(perms.shape, dtype=np.float64)
+        jit_controls.low_rank_units(self._rows, self._profiles, self._mu, np.ascontiguousarray(perms), reverse, out)
+        return torch.from_numpy(out)
 
 
 class TableControl(DiagonalControl):

@@ -110,6 +110,18 @@ def _libc() -> Any:
     return _LIBC
 
 
+def release_freed() -> None:
+    """Give the heap's freed pages back to the system (glibc's ``malloc_trim``; nothing elsewhere), after a
+    collection. Between the stages of a large study: arrays under glibc's mmap threshold (up to 32 MiB once it
+    adapts, e.g. every 8 MB N-vector of a 10⁶-agent run) are freed into the heap, where the resident set keeps
+    them and the next stage's peak lands on top."""
+    import gc
+
+    gc.collect()
+    if _libc():
+        _libc().malloc_trim(0)
+
+
 def _rss_probe_available() -> bool:
     return bool(_libc()) and os.path.exists("/proc/self/clear_refs")
 
@@ -223,4 +235,4 @@ def items_per_batch(per_item: int, target: int) -> int:
 
 
 __all__ = ["DEFAULT_TARGET", "DEVICE_SHARE", "HOST_SHARE", "MiB", "available_host", "cache_owner", "item_bytes",
-           "items_per_batch", "limits", "peak_bytes", "small_enough"]
+           "items_per_batch", "limits", "peak_bytes", "release_freed", "small_enough"]

@@ -329,6 +329,17 @@ def load_panel(path: Path) -> Any:
         raise ReportError(str(exc)) from exc
 
 
+def load_panel_step(path: Path, t: int) -> dict[str, np.ndarray]:
+    """The features at step ``t`` of a panel file of the run directory, {name: (N,)}, without loading the
+    panel (confined like the readers above)."""
+    from aumann.panel import Panel
+
+    try:
+        return Panel.load_step(path, t, within=_ROOT.get())
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
+
+
 def load_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` of the run directory (confined like the readers above)."""
     from aumann.io import read_npz

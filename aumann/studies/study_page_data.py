@@ -1,5 +1,5 @@
 """What the page of an ``aumann run`` directory is built from: :class:`StudyPage`, the run directory read once
-(run records with their seconds, run arrays, attributions, panels, ``faithfulness.csv``)."""
+(run records with their seconds, run arrays, attributions, features at t*, ``faithfulness.csv``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from aumann.errors import ReportError
 from aumann.studies.charts import Charts
 from aumann.studies.rundir import FAITHFULNESS, RunDir, verify_run, with_timing
-from aumann.studies.sections import load_arrays, load_attribution, load_panel, read_csv, read_json
+from aumann.studies.sections import load_arrays, load_attribution, load_panel_step, read_csv, read_json
 
 
 def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
@@ -38,7 +38,7 @@ class StudyPage:
     arrs: list[dict[str, np.ndarray]]  # run arrays
     ats: list[Any]  # Aumann–Shapley attributions (every step), per run
     refs: list[Any]  # sampled-Shapley attributions at t* (None where missing)
-    panels: list[Any]  # run panels (None where missing)
+    features_t_star: list[dict[str, np.ndarray] | None]  # each run's features at its t*, by name (None: no panel)
     faith: list[dict[str, Any]]  # faithfulness.csv
 
     @classmethod
@@ -61,10 +61,12 @@ class StudyPage:
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
         refs = [load_attribution(p) if (p := rd.attribution(r, reference_method(rec))).is_file() else None
                 for r, rec in enumerate(recs)]
-        panels = [load_panel(p) if (p := rd.panel(r)).is_file() else None for r in range(n_runs)]
+        # only the step the page shows (a 10⁶-agent panel is 720 MB; its step t* is 24 MB)
+        feats = [load_panel_step(p, int(rec["t_star"])) if (p := rd.panel(r)).is_file() else None
+                 for r, rec in enumerate(recs)]
         return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
                    ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
-                   panels=panels, faith=read_csv(rd.table(FAITHFULNESS)))
+                   features_t_star=feats, faith=read_csv(rd.table(FAITHFULNESS)))
 
     @property
     def config(self) -> dict[str, Any]:

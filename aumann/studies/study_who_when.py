@@ -25,12 +25,11 @@ def who_section(page: StudyPage) -> list[Any]:
                            "attribution at the target step, `Shapley φ(t*)` the reference (sampled Shapley at t*) "
                            "with its Monte-Carlo standard error; the remaining columns are the agent's features at "
                            "t*.")]
-    for r, (att, ref, panel, rec) in enumerate(zip(page.ats, page.refs, page.panels, page.recs)):
+    for r, (att, ref, feats, rec) in enumerate(zip(page.ats, page.refs, page.features_t_star, page.recs)):
         ts = int(rec["t_star"])
-        feats = ({f: panel.values[ts, :, j] for j, f in enumerate(panel.features)} if panel is not None else None)
         blocks: list[Any] = [who_table(att, k=k, t_star=ts, features=feats, reference=ref, id=f"who-run-{r:03d}",
                                        caption=f"Run {r}: top agents by Φ_i (t* = step {ts})")]
-        if panel is None:
+        if feats is None:
             blocks.append(Note(f"panels/run-{r:03d}.npz is missing: features at t* are not shown.", "skipped"))
         blocks += group_share_table(att, caption=f"Run {r}: group shares", id=f"groups-run-{r:03d}")
         if not att.groups:

@@ -125,6 +125,11 @@ def test_large_n_reductions_are_applied_and_recorded():
     assert small.study.random_orderings == 20 and small.study.path_orders == 20
     assert big.study.random_orderings == big.large.random_orderings == 3 and big.study.path_orders == 4
     assert big.model_dump()["study"]["random_orderings"] == 3  # what manifest.json records
+    # the control-variate reference takes [large].cv_permutations (an explicit smaller count is kept)
+    assert small.study.cv_permutations is None and big.study.cv_permutations == big.large.cv_permutations == 64
+    assert big.model_dump()["study"]["cv_permutations"] == 64
+    assert sc.load_config(agents=200_000, study={"cv_permutations": 16}).study.cv_permutations == 16
+    assert sc.load_config(agents=200_000, large={"cv_permutations": 5000}).study.cv_permutations == 1000
 
 
 def test_judge_row_is_off_at_scale_unless_asked_for():

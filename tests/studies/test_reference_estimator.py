@@ -82,3 +82,23 @@ def test_the_report_names_the_reference_and_its_stderr(both, est):
     other = REFERENCE if est == REFERENCE_CV else REFERENCE_CV
     assert f"(reference: {other})" not in md and f"reference: {other}:" not in md
     assert f"{STUDY['permutations']} permutations, masking game, median standard error" in md
+
+
+def test_cv_permutations_sets_the_control_variate_row_and_its_ceiling(tmp_path):
+    """``study.cv_permutations`` is what the CV row (and, as the reference, its ceiling twin) runs; the plain
+    row keeps ``permutations``; the record and the report's reference line say the count actually used."""
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "cv_permutations": 12})
+    res = run_study(sc, cfg, out_dir=tmp_path)
+    write_outputs(res, tmp_path, command="test", seconds=0.0, plots=False)
+    rec = res.records[0]
+    assert rec["sampled_shapley_cv"]["permutations"] == 12
+    assert rec["reference"]["permutations"] == rec["reference"]["ceiling_permutations"] == 12
+    from aumann.attribution import Attribution
+
+    cv = Attribution.load(tmp_path / "attributions" / "run-000-sampled_shapley_cv.npz")
+    ceil = Attribution.load(tmp_path / "attributions" / "run-000-sampled_shapley_cv_ceiling.npz")
+    plain = Attribution.load(tmp_path / "attributions" / f"run-000-{REFERENCE}.npz")
+    assert cv.provenance["per_step"]["permutations"] == ceil.provenance["per_step"]["permutations"] == 12
+    assert plain.provenance["per_step"]["permutations"] == STUDY["permutations"]
+    assert "sampled_shapley_cv: sampled Shapley with the Aumann–Shapley control variate, 12 permutations" in (
+        tmp_path / "report.md").read_text(encoding="utf-8")

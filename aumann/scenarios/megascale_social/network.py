@@ -79,7 +79,13 @@ class Network:
         if not a.size:
             return np.zeros(0, dtype=np.int64)
         parts = [FT.indices[s:e] for s, e in zip(starts, ends)]
-        return np.unique(np.concatenate(parts).astype(np.int64)) if parts else np.zeros(0, dtype=np.int64)
+        total = int((ends - starts).sum())
+        if total * 16 < self.n:  # few followers: sort them
+            return np.unique(np.concatenate(parts).astype(np.int64))
+        seen = np.zeros(self.n, dtype=bool)  # many (a deletion set of influencers): mark, no sort; same ids, same order
+        for part in parts:
+            seen[part] = True
+        return np.flatnonzero(seen).astype(np.int64)
 
     def follower_count(self) -> np.ndarray:
         """How many followers each agent has (column sums of F), int64 (n,)."""

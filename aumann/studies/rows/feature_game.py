@@ -31,9 +31,18 @@ def record_reference(ctx: RunContext, name: str, out: RowOutput) -> None:
     ctx.rec["ceiling"] = {"kendall_tau": ctx.agree(out.ceiling, out.phi, kendall_tau),
                           "jaccard_top10": ctx.agree(out.ceiling, out.phi, topk_jaccard, ctx.sizes.top_k)}
     se = None if out.stderr is None else float(np.median(out.stderr))
-    ctx.rec["reference"] = {"method": name, "game": st.reference_game, "permutations": st.permutations,
-                            "ceiling_permutations": st.ceiling_permutations or st.permutations,
+    m = row_permutations(st, name)
+    ctx.rec["reference"] = {"method": name, "game": st.reference_game, "permutations": m,
+                            "ceiling_permutations": st.ceiling_permutations or m,
                             "median_stderr": math.nan if se is None else se}
+
+
+def row_permutations(study: Any, name: str) -> int:
+    """The permutations a sampled row runs: ``study.cv_permutations`` (when set) for the control-variate row,
+    ``study.permutations`` otherwise."""
+    if name == SampledShapleyCVRow.name and study.cv_permutations is not None:
+        return int(study.cv_permutations)
+    return int(study.permutations)
 
 
 class AumannShapleyRow(Row):
@@ -108,6 +117,7 @@ class SampledShapleyCVRow(Row):
         from aumann.attribution import SampledShapleyCV, attribute
 
         st = ctx.config.study
+        m = row_permutations(st, self.name)
         t0 = time.perf_counter()
         if st.reference_game == "resimulation":
             if ctx.scenario.step_map is None or not ctx.everyone:
@@ -115,22 +125,22 @@ class SampledShapleyCVRow(Row):
             from aumann.evaluation.resimulation_cv import resimulation_shapley_cv
 
             res = resimulation_shapley_cv(ctx.scenario, ctx.model_before, ctx.config,
-                                          permutations=min(16, st.permutations), control="step-map",
-                                          map_permutations=st.permutations, oracle=ctx.oracle, rng=ctx.rng(self.name),
+                                          permutations=min(16, m), control="step-map",
+                                          map_permutations=m, oracle=ctx.oracle, rng=ctx.rng(self.name),
                                           agent_ids=ctx.panel.agent_ids)
             cost = {"game": "resimulation", "step_evals": int(res.provenance["forks"]),
                     "map_evaluations": int(res.provenance.get("map_evaluations", 0))}
             info = res.provenance
         else:
-            anti = st.antithetic and st.permutations % 2 == 0
-            res = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=st.permutations, antithetic=anti),
+            anti = st.antithetic and m % 2 == 0
+            res = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=m, antithetic=anti),
                             baseline=ctx.z0, rng=ctx.rng(self.name))
             cost = {"game": "masking", "evaluations": int(res.n_evals or 0)}
             info = res.provenance["per_step"]
         cost["seconds"] = time.perf_counter() - t0
         saved, ceiling = {self.name: res}, None
         if reference_row(ctx.config) == self.name:  # the reference: a second seed is the noise ceiling
-            ceil_perm = st.ceiling_permutations or st.permutations
+            ceil_perm = st.ceiling_permutations or m
             anti = st.antithetic and ceil_perm % 2 == 0
             res2 = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=ceil_perm, antithetic=anti),
                              baseline=ctx.z0, rng=ctx.rng("ceiling"))
@@ -138,7 +148,7 @@ class SampledShapleyCVRow(Row):
         se = np.asarray(res.stderr)[0]
         plain = ctx.outputs.get(REFERENCE)
         ref_se = None if plain is None else plain.stderr
-        record = {"permutations": int(info.get("permutations", st.permutations)), "control": info.get("control"),
+        record = {"permutations": int(info.get("permutations", m)), "control": info.get("control"),
                   "median_stderr": float(np.median(se)),
                   "reference_median_stderr": float(np.median(ref_se)) if ref_se is not None else math.nan,
                   "variance_reduction": float(info.get("variance_reduction") or math.nan)}
@@ -169,4 +179,5 @@ class LeaveOneOutRow(Row):
         return RowOutput(phi=loo.phi[0], attributions={self.name: loo})
 
 
-__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow", "record_reference"]
+__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow", "record_reference",
+           "row_permutations"]
