@@ -22,9 +22,12 @@ f(z_t) and f(0) (Appendix F). The whole attribution is therefore two reads of z 
 
 Big steps are cut into a few block-aligned parts (a function of N only) that run on up to
 ``torch.get_num_threads()`` threads and are added in a fixed order, so results do not depend on the
-thread count. Small panels take single numpy calls (no per-step Python loop), which keeps the fixed
-cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
-relative.
+thread count. The compiled kernels (:mod:`aumann.attribution.jit`) go further: each block of 4,096
+agents yields its own partial result and a fold adds them up in that same fixed order, so blocks may be
+shared among threads in any way — the calling thread works too, and helpers are handed work only while
+a core is idle (:func:`_idle_cores`). Small panels take single numpy calls (no per-step Python loop),
+which keeps the fixed cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation
+of the formulas to ~1e-14 relative.
 """
 
 from __future__ import annotations
