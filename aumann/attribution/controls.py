@@ -96,17 +96,8 @@ class DiagonalControl(ABC):
         return self.mean.device
 
     @abstractmethod
-    def _by_position(self, idx: torch.Tensor, flip: bool) -> torch.Tensor:
-        """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
-
     def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(c, n) controls in player order along ``perms`` (and along the reversed perms, or None)."""
-        idx = torch.from_numpy(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
-        fwd = torch.empty(idx.shape, dtype=F64, device=self.device).scatter_(1, idx, self._by_position(idx, False))
-        if not reverse:
-            return fwd, None
-        rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
-        return fwd, rev
 
     def units(self, perms: np.ndarray, reverse: bool) -> torch.Tensor:
         """(c, n) centred controls of the sampling units in player order: g − μ along ``perms`` or, with
@@ -117,7 +108,23 @@ class DiagonalControl(ABC):
         return cf - self.mean
 
 
-class LowRankControl(DiagonalControl):
+class PositionControl(DiagonalControl):
+    """A control given position by position: g at position k depends on k and the player there only."""
+
+    @abstractmethod
+    def _by_position(self, idx: torch.Tensor, flip: bool) -> torch.Tensor:
+        """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
+
+    def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        idx = torch.from_numpy(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
+        fwd = torch.empty(idx.shape, dtype=F64, device=self.device).scatter_(1, idx, self._by_position(idx, False))
+        if not reverse:
+            return fwd, None
+        rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
+        return fwd, rev
+
+
+class LowRankControl(PositionControl):
     """g_i(k) = Σ_p B[i, p] Γ[k, p]: per-player coefficients B (n, P) times position profiles Γ (n, P)."""
 
     def __init__(self, B: torch.Tensor, G: torch.Tensor, *, kind: str, gradient_evals: int = 0) -> None:
@@ -158,7 +165,7 @@ class LowRankControl(DiagonalControl):
         return torch.from_numpy(out)
 
 
-class TableControl(DiagonalControl):
+class TableControl(PositionControl):
     """g_i(k) from a table H[j, i] = ∂_i V(u_j·1) at nodes u_j, linearly interpolated at τ_k (exact at
     the nodes; the nodes are τ_0 … τ_{n−1} themselves when the table has one row per position)."""
 
@@ -404,9 +411,6 @@ class NetworkControl(DiagonalControl):
         out = np.empty(self.n)
         out[order] = dq
         return out
-
-    def _by_position(self, idx, flip):  # unused: along() works per permutation
-        raise NotImplementedError
 
     def along(self, perms, reverse):
         perms = np.asarray(perms)

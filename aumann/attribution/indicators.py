@@ -769,7 +769,7 @@ def _batch_rows(ind: Indicator, state: EvalContext) -> int:
     owner = cache_owner(ind)
     key = (tuple(z.shape[1:]), str(z.dtype), state.batched, None if state.alive is None else state.alive.ndim)
     with torch.no_grad():
-        per = item_bytes(run, 4 * per_elem, key=key, owner=owner, device=z.device, limit=hard,
+        per = item_bytes(run, 4 * per_elem, key=key, owner=owner, device=z.device, limit=hard, target=target,
                          what=f"element of a batch of indicator {ind.name!r} (shape {tuple(z.shape[1:])})")
     return items_per_batch(per, target)
 

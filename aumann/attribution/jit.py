@@ -6,16 +6,23 @@ makes every caller take its numpy/torch path instead (the benchmarks measure bot
 check that both agree). Compiled code is cached on disk (numba's ``cache=True``), so a machine pays
 the compilation once, not every process.
 
-Every kernel is sequential and releases the GIL (``nogil=True``): callers cut big arrays into fixed
-parts (a function of the sizes only) and run the parts on their own threads, so the rounding — and
-the numbers — never depend on how many threads there are. Reductions keep independent partial sums
-for ``_LANES`` consecutive agents in a fixed order (the compiler vectorises them without
-reassociating anything) and add them up once per block of ``_BLOCK`` agents, which bounds the
-rounding error at about (``_BLOCK`` / ``_LANES`` + n / ``_BLOCK``) ε.
+The two passes of a linear closed form (column sums, then weighted row sums φ_i = Σ_d x_{i,d} c_d with
+Σ_i φ_i) are cut into *blocks* of ``_BLOCK`` agents of one step (the last block of a step may be
+shorter; the < ``_LANES`` agents after the last whole group of ``_LANES`` are the step's *tail*). A
+block kernel computes, for any range of blocks, each block's own partial result: the ``_LANES`` · D
+side-by-side column sums of the block (``_LANES`` consecutive agents summed in independent
+accumulators, sequentially), or φ of the block and its lane-wise sum. A *fold* then adds the block
+results in one fixed order — blocks in order within each part of the step (the parts of
+:func:`aumann.attribution.streaming._parts`, a function of N only), parts in order — and the tail last.
+That is exactly the order the previous per-part kernels used, so the numbers are the same bits; and
+since a block's partial result does not depend on who computed it, callers may split the blocks among
+any number of threads, in any chunks, and balance them dynamically: the results never depend on the
+thread count. Rounding is bounded by about (``_BLOCK`` / ``_LANES`` + n / ``_BLOCK``) ε.
 
-The weighted row sums φ_i = Σ_d x_{i,d} c_d are generated per feature count D ≤ ``_MAX_UNROLLED``
-(the D products written out for ``_LANES`` agents, which the compiler turns into vector code; a
-loop over a run-time D does not vectorise); larger D take a plain loop.
+Kernels are generated per feature count D ≤ ``_MAX_UNROLLED``: the column sums with their ``_LANES`` · D
+accumulators as scalars (registers), φ as explicit vector code (:mod:`aumann.attribution.jit_simd`: one
+load of 8 agents, split by shuffles, φ of the 8 agents as one vector added lane-wise to one vector
+accumulator). Larger D take plain loops with the same arithmetic. Every kernel releases the GIL.
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ from typing import Any
 
 _LANES = 8  # agents summed side by side (independent accumulators)
 _BLOCK = 4096  # agents per first-level block (a multiple of _LANES)
-_MAX_UNROLLED = 8
+_MAX_UNROLLED = 8  # (_LANES must equal jit_simd.LANES: the vector code's lanes)
 
 _LOCK = threading.Lock()
 _KERNELS: SimpleNamespace | None = None
 _TRIED = False
 _ROWS: dict[int, Any] = {}
+_SUMS: dict[int, Any] = {}
 
 
 def enabled() -> bool:
@@ -57,110 +65,90 @@ def kernels() -> SimpleNamespace | None:
     return _KERNELS
 
 
-def weighted_rows_kernel(d: int) -> Any:
-    """``kernel(x, c, t0, t1, a, b, out, sums)`` for x of this D: for t0 ≤ t < t1 and a ≤ i < b,
-    ``out[t, i] = Σ_d x[t, i, d] c[t, d]`` (x C-contiguous (T, N, D), c float64 (T, D), out (T, N) in any
-    float dtype: computed in float64, rounded once) and ``sums[t] += Σ_i out[t, i]`` (float64, of the stored
-    values)."""
-    fn = _ROWS.get(d)
-    if fn is None:
-        with _LOCK:
-            fn = _ROWS.get(d)
-            if fn is None:
-                fn = _ROWS[d] = _rows_kernel(d)
-    return fn
-
-
-_ROWS_TEMPLATE = '''
-def weighted_rows_d{d}(x, c, t0, t1, a, b, out, sums):
-    for t in range(t0, t1):
-{coefs}
-        body = a + (b - a) // {lanes} * {lanes}
-        tot = 0.0
-        i = a
-        while i < body:
-            end = min(body, i + {block})
-{zero}
-            for i0 in range(i, end, {lanes}):
-{lanes_body}
-            tot += {acc_sum}
-            i = end
-        for i0 in range(body, b):
-            out[t, i0] = {row_tail}
-            tot += out[t, i0]
-        sums[t] += tot
-'''
+def rows_blocks_kernel(d: int) -> Any:
+    """``kernel(x, c, g0, g1, nblk, out, R)`` for x of this D: for the blocks g0 ≤ g < g1 (block g is block
+    g mod nblk of step g // nblk), ``out[t, i] = Σ_d x[t, i, d] c[t, d]`` for the block's agents (computed
+    in float64 from float64 c, rounded once to out's dtype) and ``R[t, j]`` = the block's lane-wise sum of
+    the stored values, lanes then added in order. x C-contiguous (T, N, D), out C-contiguous (T, N)."""
+    return _get(_ROWS, d, _rows_kernel)
 
 
 def _rows_kernel(d: int) -> Any:
     if d > _MAX_UNROLLED:
-        return _generic_rows()
-    row = " + ".join(f"x[t, i0 + {{l}}, {k}] * c{k}" for k in range(d))
-    body = []
-    for lane in range(_LANES):
-        body.append(f"                out[t, i0 + {lane}] = " + row.format(l=lane))
-        body.append(f"                a{lane} += out[t, i0 + {lane}]")
-    src = _ROWS_TEMPLATE.format(
-        d=d, lanes=_LANES, block=_BLOCK,
-        coefs="\n".join(f"        c{k} = c[t, {k}]" for k in range(d)),
-        zero="\n".join(f"            a{lane} = 0.0" for lane in range(_LANES)),
-        lanes_body="\n".join(body),
-        acc_sum=" + ".join(f"a{lane}" for lane in range(_LANES)),
-        row_tail=" + ".join(f"x[t, i0, {k}] * c{k}" for k in range(d)),
+        return kernels().rows_blocks_any
+    from aumann.attribution import jit_simd
+
+    # compiled as if written in jit_simd.py, next to the intrinsic it inlines: numba's disk cache is keyed on
+    # that file, so a change to the vector code cannot be answered by stale machine code
+    src, name, names = jit_simd.rows_blocks_source(d, _BLOCK)
+    return compile_source(src, name, jit_simd.__file__, jit_simd.__name__, **names)
+
+
+def sums_blocks_kernel(d: int) -> Any:
+    """``kernel(x, g0, g1, nblk, P)`` for x of this D: for the blocks g0 ≤ g < g1 (as in
+    :func:`rows_blocks_kernel`), ``P[t, j, l·D + k]`` = Σ of x[t, i, k] over the block's agents i ≡ l
+    (mod ``_LANES``), added in order (float64)."""
+    return _get(_SUMS, d, _sums_kernel)
+
+
+_SUMS_TEMPLATE = '''
+def sums_blocks_d{d}(x, g0, g1, nblk, P):
+    n = x.shape[1]
+    body = n // {lanes} * {lanes}
+    for g in range(g0, g1):
+        t = g // nblk
+        j = g - t * nblk
+        i = j * {block}
+        end = min(body, i + {block})
+        seg = x[t].reshape(n * {d})[{d} * i:{d} * end]  # indexed from 0: provably ≥ 0, no wraparound checks
+{zero_acc}
+        for q in range((end - i) // {lanes}):
+            r = q * {width}
+{acc_body}
+        p = P[t, j]
+{store}
+'''
+
+
+def _sums_kernel(d: int) -> Any:
+    if d > _MAX_UNROLLED:
+        return kernels().sums_blocks_any
+    width = _LANES * d
+    src = _SUMS_TEMPLATE.format(
+        d=d, lanes=_LANES, block=_BLOCK, width=width,
+        zero_acc="\n".join(f"        a{j} = 0.0" for j in range(width)),
+        acc_body="\n".join(f"            a{j} += seg[r + {j}]" for j in range(width)),
+        store="\n".join(f"        p[{j}] = a{j}" for j in range(width)),
     )
-    return compile_source(src, f"weighted_rows_d{d}", __file__, __name__)
+    return compile_source(src, f"sums_blocks_d{d}", __file__, __name__)
 
 
-def compile_source(src: str, name: str, path: str, module: str) -> Any:
+def _get(cache: dict[int, Any], d: int, build: Any) -> Any:
+    fn = cache.get(d)
+    if fn is None:
+        with _LOCK:
+            fn = cache.get(d)
+            if fn is None:
+                fn = cache[d] = build(d)
+    return fn
+
+
+def blocks(n: int) -> int:
+    """Blocks per step of N agents."""
+    return -(-(n // _LANES * _LANES) // _BLOCK)
+
+
+def compile_source(src: str, name: str, path: str, module: str, **names: Any) -> Any:
     """``numba.njit(nogil=True, cache=True)`` of the function ``name`` defined by ``src``, compiled as if
     written in the file ``path`` of ``module``, so that numba's on-disk cache finds it again (its key is the
-    function's name and that file's timestamp — the template that made ``src`` is part of the file)."""
+    function's name and that file's timestamp — the template that made ``src`` is part of the file). ``names``
+    are further globals of the source (compiled helpers, intrinsics)."""
     import numba
     import numpy as np
 
-    ns: dict[str, Any] = {"__name__": module, "np": np}
+    ns: dict[str, Any] = {"__name__": module, "np": np, **names}
     exec(compile(src, path, "exec"), ns)  # our own templates, formatted with integers only
     return numba.njit(nogil=True, cache=True)(ns[name])
-
-
-_GENERIC: list[Any] = []
-
-
-def _generic_rows() -> Any:
-    if not _GENERIC:
-        import numba
-        import numpy as np
-
-        @numba.njit(nogil=True, cache=True)
-        def weighted_rows_any(x: Any, c: Any, t0: int, t1: int, a: int, b: int, out: Any, sums: Any) -> None:
-            d = x.shape[2]
-            acc = np.zeros(_LANES)
-            for t in range(t0, t1):
-                tot = 0.0
-                body = a + (b - a) // _LANES * _LANES
-                i = a
-                while i < body:
-                    end = min(body, i + _BLOCK)
-                    acc[:] = 0.0
-                    for i0 in range(i, end, _LANES):
-                        for lane in range(_LANES):
-                            v = 0.0
-                            for k in range(d):
-                                v += x[t, i0 + lane, k] * c[t, k]
-                            out[t, i0 + lane] = v
-                            acc[lane] += out[t, i0 + lane]
-                    tot += acc.sum()
-                    i = end
-                for i0 in range(body, b):
-                    v = 0.0
-                    for k in range(d):
-                        v += x[t, i0, k] * c[t, k]
-                    out[t, i0] = v
-                    tot += out[t, i0]
-                sums[t] += tot
-
-        _GENERIC.append(weighted_rows_any)
-    return _GENERIC[0]
 
 
 def _build() -> SimpleNamespace:
@@ -170,30 +158,93 @@ def _build() -> SimpleNamespace:
     lanes, block = _LANES, _BLOCK
 
     @numba.njit(nogil=True, cache=True)
-    def column_sums(x: Any, t0: int, t1: int, a: int, b: int, out: Any) -> None:
-        """out[t, k] += Σ_{a ≤ i < b} x[t, i, k] (float64) for t0 ≤ t < t1; x C-contiguous (T, N, D)."""
-        d = x.shape[2]
-        n = b - a
+    def sums_blocks_any(x: Any, g0: int, g1: int, nblk: int, P: Any) -> None:
+        """:func:`sums_blocks_kernel` for any D (a loop over a run-time D does not vectorise)."""
+        n, d = x.shape[1], x.shape[2]
         body = n // lanes * lanes
         width = lanes * d
         acc = np.zeros(width)
+        for g in range(g0, g1):
+            t = g // nblk
+            j = g - t * nblk
+            i = j * block
+            end = min(body, i + block)
+            rows = x[t].reshape(n * d)[d * i:d * end].reshape((end - i) // lanes, width)
+            acc[:] = 0.0
+            for r in range(rows.shape[0]):
+                acc += rows[r]
+            P[t, j, :width] = acc
+
+    @numba.njit(nogil=True, cache=True)
+    def rows_blocks_any(x: Any, c: Any, g0: int, g1: int, nblk: int, out: Any, R: Any) -> None:
+        """:func:`rows_blocks_kernel` for any D."""
+        n, d = x.shape[1], x.shape[2]
+        body = n // lanes * lanes
+        acc = np.zeros(lanes)
+        for g in range(g0, g1):
+            t = g // nblk
+            j = g - t * nblk
+            i = j * block
+            end = min(body, i + block)
+            acc[:] = 0.0
+            for i0 in range(i, end, lanes):
+                for lane in range(lanes):
+                    v = 0.0
+                    for k in range(d):
+                        v += x[t, i0 + lane, k] * c[t, k]
+                    out[t, i0 + lane] = v
+                    acc[lane] += out[t, i0 + lane]
+            R[t, j] = acc.sum()
+
+    @numba.njit(nogil=True, cache=True)
+    def fold_sums(x: Any, P: Any, cuts: Any, out: Any) -> None:
+        """out[t, k] += the column sums of step t from its blocks' partial sums ``P`` (see the module's
+        docstring for the order), part by part (``cuts``: the parts' agent boundaries), tail last."""
+        n, d = x.shape[1], x.shape[2]
+        body = n // lanes * lanes
+        width = lanes * d
         tot = np.zeros(width)
-        per = block // lanes
-        for t in range(t0, t1):
-            flat = x[t, a:b].reshape(n * d)
-            rows = flat[: body * d].reshape(body // lanes, width)  # a row: `lanes` consecutive agents
-            tot[:] = 0.0
-            for r0 in range(0, rows.shape[0], per):
-                acc[:] = 0.0
-                for r in range(r0, min(rows.shape[0], r0 + per)):
-                    acc += rows[r]
-                tot += acc
-            for j in range(width):
-                out[t, j % d] += tot[j]
-            for k in range(body * d, n * d):
-                out[t, k % d] += flat[k]
+        s = np.zeros(d)
+        for t in range(x.shape[0]):
+            flat = x[t].reshape(n * d)
+            for p in range(cuts.size - 1):
+                a, b = cuts[p], cuts[p + 1]
+                tot[:] = 0.0
+                for j in range(a // block, -(-min(b, body) // block)):
+                    tot += P[t, j, :width]
+                s[:] = 0.0
+                for q in range(width):
+                    s[q % d] += tot[q]
+                if b == n:
+                    for q in range(body * d, n * d):
+                        s[q % d] += flat[q]
+                out[t] += s
 
-    return SimpleNamespace(column_sums=column_sums)
+    @numba.njit(nogil=True, cache=True)
+    def fold_rows(x: Any, c: Any, R: Any, cuts: Any, out: Any, sums: Any, from_zero: bool) -> None:
+        """sums[t] += Σ_i out[t, i] from the blocks' sums ``R``, part by part; φ of the tail agents is
+        computed here (after the last whole group of ``_LANES``) and added last — as the block kernel of
+        this D computes it (``from_zero``: the run-time-D loop's 0.0 + x₀c₀ + …, which differs from
+        x₀c₀ + … only in the sign of a zero)."""
+        n, d = x.shape[1], x.shape[2]
+        body = n // lanes * lanes
+        for t in range(x.shape[0]):
+            for p in range(cuts.size - 1):
+                a, b = cuts[p], cuts[p + 1]
+                tot = 0.0
+                for j in range(a // block, -(-min(b, body) // block)):
+                    tot += R[t, j]
+                if b == n:
+                    for i in range(body, n):
+                        v = 0.0 if from_zero else x[t, i, 0] * c[t, 0]
+                        for k in range(0 if from_zero else 1, d):
+                            v += x[t, i, k] * c[t, k]
+                        out[t, i] = v
+                        tot += out[t, i]
+                sums[t] += tot
+
+    return SimpleNamespace(sums_blocks_any=sums_blocks_any, rows_blocks_any=rows_blocks_any,
+                           fold_sums=fold_sums, fold_rows=fold_rows)
 
 
-__all__ = ["compile_source", "enabled", "kernels", "weighted_rows_kernel"]
+__all__ = ["blocks", "compile_source", "enabled", "kernels", "rows_blocks_kernel", "sums_blocks_kernel"]

@@ -21,10 +21,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from aumann.attribution.jit import compile_source, enabled
 
 _MAX_UNROLLED = 8
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: a kernel builder may ask for another (the prefetch intrinsic)
 _CACHE: dict[Any, Any] = {}
 _SWAP_BATCH = 1024  # swaps whose random indices are drawn before any of them is made
 
@@ -44,10 +46,155 @@ def _get(key: Any, build: Any) -> Any:
     return fn
 
 
+_AHEAD = 32  # positions ahead of the walk whose random row is prefetched
+
+
+def _prefetch() -> Any:
+    """The intrinsic ``prefetch(arr, index, write)``: a hint to bring the cache line of ``arr.flat[index]``
+    in (``write``: a literal, 1 when the line will be written). A walk along a permutation reads (or
+    writes) one random row per player; the loads themselves wait in the core's reorder buffer, which
+    holds only a few dozen positions, while a prefetch retires at once — so prefetching the row
+    ``_AHEAD`` positions ahead keeps many more misses in flight. It changes no number."""
+    return _get("prefetch", _build_prefetch)
+
+
+def _build_prefetch() -> Any:
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx: Any, arr: Any, index: Any, write: Any) -> Any:
+        if not isinstance(write, types.IntegerLiteral):
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+            name = "llvm.prefetch.p0"
+            fn = builder.module.globals.get(name) or ir.Function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name)
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+            builder.call(fn, [ptr, ir.Constant(i32, write.literal_value), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return types.none(arr, types.intp, write), codegen
+
+    return prefetch
+
+
 def draw_permutations(rng: Any, out: Any) -> None:
     """Fill each row of ``out`` (int32 or int64, (c, n)) with ``rng.permutation(n)``, row after row; ``rng``
-    (a :class:`numpy.random.Generator`) advances exactly as numpy's would. Not thread-safe for one ``rng``."""
+    (a :class:`numpy.random.Generator`) advances exactly as numpy's would. Not thread-safe for one ``rng``.
+
+    For numpy's default bit generator (PCG64) the generator itself is compiled in (its 128-bit state read
+    from ``rng.bit_generator.state``, stepped inline, and written back; numpy's own step, output function
+    and 32-bit buffering, tested against numpy); a draw through numpy's function pointer cost most of a
+    permutation's time. Any other bit generator is called through its pointer, as numpy does."""
+    bits = rng.bit_generator
+    if type(bits) is _pcg64_type():
+        with bits.lock:
+            state = bits.state
+            s, inc = state["state"]["state"], state["state"]["inc"]
+            st = np.array([s & _M64, s >> 64, inc & _M64, inc >> 64, state["has_uint32"], state["uinteger"]],
+                          dtype=np.uint64)
+            _get("draw_pcg64", _build_draw_pcg64)(st, out)
+            state["state"] = {"state": int(st[0]) | int(st[1]) << 64, "inc": inc}
+            state["has_uint32"], state["uinteger"] = int(st[4]), int(st[5])
+            bits.state = state
+        return
     _get("draw", _build_draw)(rng, out)
+
+
+_M64 = (1 << 64) - 1
+
+
+def _pcg64_type() -> type:
+    return np.random.PCG64
+
+
+def _build_draw_pcg64() -> Any:
+    import numba
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    batch = _SWAP_BATCH
+    prefetch = _prefetch()
+
+    @intrinsic
+    def pcg64_step(typingctx: Any, lo: Any, hi: Any, inc_lo: Any, inc_hi: Any) -> Any:
+        """numpy's pcg_setseq_128_step_r: state = state · M + inc (mod 2¹²⁸), on (low, high) 64-bit halves."""
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            i64, i128 = ir.IntType(64), ir.IntType(128)
+
+            def wide(lo: Any, hi: Any) -> Any:
+                return builder.or_(builder.shl(builder.zext(hi, i128), ir.Constant(i128, 64)), builder.zext(lo, i128))
+
+            state = builder.add(builder.mul(wide(args[0], args[1]), ir.Constant(i128, _PCG_MULTIPLIER)),
+                                wide(args[2], args[3]))
+            halves = [builder.trunc(state, i64), builder.trunc(builder.lshr(state, ir.Constant(i128, 64)), i64)]
+            return context.make_tuple(builder, sig.return_type, halves)
+
+        u64 = types.uint64
+        return types.UniTuple(u64, 2)(u64, u64, u64, u64), codegen
+
+    @numba.njit(nogil=True, cache=True)
+    def draw_pcg64(st: Any, out: Any) -> None:
+        n = out.shape[1]
+        js = np.empty(batch, dtype=np.int64)
+        low32 = np.uint64(0xFFFFFFFF)
+        lo, hi, inc_lo, inc_hi, has32, buffered = st[0], st[1], st[2], st[3], st[4], st[5]  # in registers
+        for r in range(out.shape[0]):
+            row = out[r]
+            for i in range(n):
+                row[i] = i
+            top = n - 1  # numpy: for i in reversed(range(1, n)): j = random_interval(i); swap(i, j)
+            while top > 0:
+                m = min(batch, top)
+                for q in range(m):
+                    mx = np.uint64(top - q)
+                    mask = mx  # numpy's gen_mask: the smallest 2^k − 1 ≥ mx
+                    mask |= mask >> np.uint64(1)
+                    mask |= mask >> np.uint64(2)
+                    mask |= mask >> np.uint64(4)
+                    mask |= mask >> np.uint64(8)
+                    mask |= mask >> np.uint64(16)
+                    mask |= mask >> np.uint64(32)
+                    while True:
+                        if mx <= low32 and has32 != 0:  # next_uint32: the high half kept from the last output
+                            has32 = np.uint64(0)
+                            v = buffered
+                        else:
+                            lo, hi = pcg64_step(lo, hi, inc_lo, inc_hi)
+                            x = hi ^ lo  # XSL-RR output of the new state
+                            rot = hi >> np.uint64(58)
+                            w = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
+                            if mx <= low32:
+                                has32 = np.uint64(1)
+                                buffered = w >> np.uint64(32)
+                                v = w & low32
+                            else:
+                                v = w
+                        v &= mask
+                        if v <= mx:
+                            break
+                    j = types.intp(v)
+                    js[q] = j
+                    prefetch(row, j, 1)  # the swap's random line, loaded while the next draws are made
+                for q in range(m):
+                    i = top - q
+                    j = js[q]
+                    t = row[j]
+                    row[j] = row[i]
+                    row[i] = t
+                top -= m
+        st[0], st[1], st[4], st[5] = lo, hi, has32, buffered
+
+    return draw_pcg64
+
+
+_PCG_MULTIPLIER = (0x2360ED051FC65DA4 << 64) | 0x4385DF649FCCF645  # PCG_DEFAULT_MULTIPLIER_128
 
 
 def _build_draw() -> Any:
@@ -57,6 +204,7 @@ def _build_draw() -> Any:
     from numba.np.random.random_methods import random_interval
 
     batch = _SWAP_BATCH
+    prefetch = _prefetch()
 
     @numba.njit(nogil=True, cache=True)
     def draw(rng: Any, out: Any) -> None:
@@ -71,7 +219,9 @@ def _build_draw() -> Any:
             while top > 0:
                 m = min(batch, top)
                 for q in range(m):
-                    js[q] = types.intp(random_interval(bits, types.intp(top - q)))
+                    j = types.intp(random_interval(bits, types.intp(top - q)))
+                    js[q] = j
+                    prefetch(row, j, 1)  # the swap's random line, loaded while the next draws are made
                 for q in range(m):
                     i = top - q
                     j = js[q]
@@ -87,9 +237,12 @@ _SUMS_TEMPLATE = '''
 def running_sums_p{p}_{layout}(table, start, perms, out):
     c = perms.shape[0]
     n = perms.shape[1]
+    flat = table.reshape(table.size)
     for r in range(c):
 {init}
         for k in range(n):
+            if k + {ahead} < n:
+                prefetch(flat, perms[r, k + {ahead}] * {p}, 0)
             i = perms[r, k]
 {body}
 '''
@@ -114,8 +267,9 @@ def _build_sums(p: int, agents_last: bool) -> Any:
     src = _SUMS_TEMPLATE.format(
         p=p, layout=layout,
         init="\n".join(f"        a{q} = start[{q}]" for q in range(p)),
-        body="\n".join(f"            a{q} += table[i, {q}]\n            {at(q)} = a{q}" for q in range(p)))
-    return compile_source(src, f"running_sums_p{p}_{layout}", __file__, __name__)
+        body="\n".join(f"            a{q} += table[i, {q}]\n            {at(q)} = a{q}" for q in range(p)),
+        ahead=_AHEAD)
+    return compile_source(src, f"running_sums_p{p}_{layout}", __file__, __name__, prefetch=_prefetch())
 
 
 def _generic_sums(agents_last: bool) -> Any:
@@ -146,9 +300,12 @@ _PRODUCTS_TEMPLATE = '''
 def running_products_p{p}(table, start, total, coef, perms, fwd, rev, reverse):
     c = perms.shape[0]
     n = perms.shape[1]
+    flat = table.reshape(table.size)
     for r in range(c):
 {init}
         for k in range(n):
+            if k + {ahead} < n:
+                prefetch(flat, perms[r, k + {ahead}] * {p}, 0)
             i = perms[r, k]
 {body}
             fwd[r, k] = {product} * coef
@@ -174,8 +331,9 @@ def _build_products(p: int) -> Any:
         init="\n".join(f"        a{q} = start[{q}]" for q in range(p)),
         body="\n".join(f"            a{q} += table[i, {q}]" for q in range(p)),
         product=" * ".join(f"a{q}" for q in range(p)),
-        product_rev=" * ".join(f"(total[{q}] - a{q})" for q in range(p)))
-    return compile_source(src, f"running_products_p{p}", __file__, __name__)
+        product_rev=" * ".join(f"(total[{q}] - a{q})" for q in range(p)),
+        ahead=_AHEAD)
+    return compile_source(src, f"running_products_p{p}", __file__, __name__, prefetch=_prefetch())
 
 
 def edge_running_sums(order: Any, ei: Any, ej: Any, we: Any, own: Any, q0: float, pos: Any, q: Any) -> None:
@@ -244,12 +402,17 @@ def scatter_steps_reversed(u: Any, v_full: float, perms: Any, out: Any) -> None:
 def _build_steps() -> Any:
     import numba
 
+    prefetch, ahead = _prefetch(), _AHEAD
+
     @numba.njit(nogil=True, cache=True)
     def steps(vals: Any, v0: float, perms: Any, out: Any) -> None:
         c, n = perms.shape
         for r in range(c):
             prev = v0
+            row = out[r]
             for k in range(n):
+                if k + ahead < n:
+                    prefetch(row, perms[r, k + ahead], 1)
                 v = vals[r, k]
                 out[r, perms[r, k]] = v - prev
                 prev = v
@@ -260,12 +423,17 @@ def _build_steps() -> Any:
 def _build_steps_reversed() -> Any:
     import numba
 
+    prefetch, ahead = _prefetch(), _AHEAD
+
     @numba.njit(nogil=True, cache=True)
     def steps_reversed(u: Any, v_full: float, perms: Any, out: Any) -> None:
         c, n = perms.shape
         for r in range(c):
             prev = v_full
+            row = out[r]
             for k in range(n):
+                if k + ahead < n:
+                    prefetch(row, perms[r, k + ahead], 1)
                 v = u[r, k]
                 out[r, perms[r, k]] = prev - v
                 prev = v

@@ -186,10 +186,14 @@ def _pow2(x: float) -> int:
 
 
 def item_bytes(run: Callable[[int], Any], static: int, *, key: tuple = (), owner: Any = None, device: Any = None,
-               limit: int | None = None, what: str = "item", max_items: int = PROBE_ITEMS) -> int:
+               limit: int | None = None, what: str = "item", max_items: int = PROBE_ITEMS,
+               target: int | None = None) -> int:
     """Bytes one item of a batch costs: ``max(static, measured)``, the measurement from ``run(1)`` and
     ``run(k)`` (k ≤ ``max_items``; the difference per extra item, or ``run(1)``'s peak when that is larger),
-    times :data:`SAFETY`, rounded up to a power of two. Cached per ``owner`` (weakly) and ``key``.
+    times :data:`SAFETY`, rounded up to a power of two. Cached per ``owner`` (weakly) and ``key``. With
+    ``target`` (the batch being sized) the probe never runs more items than that batch would hold (two at
+    least): at 10⁶ agents four probe points of an N × D float64 input and their autograd graph cost ~0.8 GB,
+    the largest allocation of MegaScale-Social's whole study.
 
     Raises:
         MemoryBudgetError: one item alone needs more than ``limit`` bytes.
@@ -211,6 +215,8 @@ def item_bytes(run: Callable[[int], Any], static: int, *, key: tuple = (), owner
             k = max_items
             if limit is not None and one > 0:
                 k = int(max(2, min(max_items, limit // max(1, 2 * one))))
+            if target is not None and one > 0:
+                k = int(max(2, min(k, target // max(1, one))))
             more = peak_bytes(lambda: run(k), device) if k > 1 else None
             slope = (more - one) / (k - 1) if more is not None else 0.0
             measured = max(slope, one / 2 if slope <= 0 else 0.0)

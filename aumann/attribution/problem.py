@@ -233,7 +233,7 @@ class Problem:
         return out
 
     def item_bytes(self, *, grad: bool = False, static: int | None = None, limit: int | None = None,
-                   what: str | None = None) -> int:
+                   what: str | None = None, target: int | None = None) -> int:
         """Bytes one evaluation point (one (N, D) element of a batch) costs the indicator, measured once per
         problem on copies of the first step (with its backward pass when ``grad``); at least ``static``
         (default: four copies of a point). See :mod:`aumann.attribution.memory`.
@@ -265,8 +265,8 @@ class Problem:
         label = what or ("integration point (forward and backward pass)" if grad else "coalition")
         owner = cache_owner(self.f)
         key = (N, D, str(dtype), bool(grad), str(self.device), self.alive is not None, bool(self._ctx))
-        return item_bytes(run, static, key=key, owner=owner, device=self.device,
-                          limit=limit, what=f"{label} of indicator {self.f.name!r} (N = {N}, D = {D})")
+        return item_bytes(run, static, key=key, owner=owner, device=self.device, limit=limit, target=target,
+                          what=f"{label} of indicator {self.f.name!r} (N = {N}, D = {D})")
 
     def batch_items(self, items: int, target: int, *, grad: bool = False, static: int | None = None,
                     limit: int | None = None) -> int:
@@ -277,7 +277,7 @@ class Problem:
         point = N * D * self.x.itemsize
         if small_enough(items, point, N, target):
             return max(1, items)
-        return items_per_batch(self.item_bytes(grad=grad, static=static, limit=limit), target)
+        return items_per_batch(self.item_bytes(grad=grad, static=static, limit=limit, target=target), target)
 
     def values_at(self, which: str, chunk: int) -> np.ndarray:
         """f(z_t) (``which="x"``) or f(z⁰_t) (``"baseline"``) for every step, in chunks of steps."""

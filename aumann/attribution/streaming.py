@@ -22,19 +22,23 @@ f(z_t) and f(0) (Appendix F). The whole attribution is therefore two reads of z 
 
 Big steps are cut into a few block-aligned parts (a function of N only) that run on up to
 ``torch.get_num_threads()`` threads and are added in a fixed order, so results do not depend on the
-thread count. Small panels take single numpy calls (no per-step Python loop), which keeps the fixed
-cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation of the formulas to ~1e-14
-relative.
+thread count. The compiled kernels (:mod:`aumann.attribution.jit`) go further: each block of 4,096
+agents yields its own partial result and a fold adds them up in that same fixed order, so blocks may be
+shared among threads in any way — the calling thread works too, and helpers are handed work only while
+a core is idle (:func:`_idle_cores`). Small panels take single numpy calls (no per-step Python loop),
+which keeps the fixed cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation
+of the formulas to ~1e-14 relative.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -66,13 +70,52 @@ def _parts(n: int) -> list[tuple[int, int]]:
 def _run(fn: Callable[[Any], Any], items: list[Any], work: int = 1 << 62) -> list[Any]:
     """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions,
     torch's matrix–vector products and the compiled kernels release the GIL); in this thread when
-    the ``work`` (values read) is too small to pay for the hand-off."""
+    the ``work`` (values read) is too small to pay for the hand-off.
+
+    This thread works too: it and the pool's helpers take the next item from one shared counter
+    until none is left, so on a loaded machine — where a helper may wait long for a core — this
+    thread carries on alone instead of waiting, and the call costs about what one thread would."""
     workers = min(len(items), torch.get_num_threads())
+    if workers > 1 and work >= _THREADED:
+        workers = min(workers, 1 + _idle_cores())
     if workers <= 1 or work < _THREADED:
         return [fn(i) for i in items]
-    return list(_pool(workers).map(fn, items))
+    results: list[Any] = [None] * len(items)
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def take() -> None:
+        while True:
+            with lock:
+                k = next(counter)
+            if k >= len(items):
+                return
+            results[k] = fn(items[k])
+
+    helpers = [_pool(workers - 1).submit(take) for _ in range(workers - 1)]
+    try:
+        take()
+    finally:
+        wait(helpers)  # never return (or raise) while a helper still writes
+    for h in helpers:
+        h.result()  # re-raises a helper's exception
+    return results
 
 
+def _idle_cores() -> int:
+    """Cores no other thread is waiting for right now: the CPUs this process may use, less the threads
+    the kernel counts as runnable (``/proc/loadavg``), this one excepted. A helper handed work while every
+    core is taken waits for one — and this thread then waits for the helper — so on a busy machine the
+    work stays here. (What runs where never changes the numbers, only the speed.)"""
+    try:
+        with open("/proc/loadavg", "rb") as fh:
+            runnable = int(fh.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):  # not Linux: assume the cores are free
+        return _CPUS
+    return max(0, _CPUS - runnable)  # runnable counts this thread: _CPUS − (others + 1) are free
+
+
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
@@ -101,25 +144,37 @@ def _flat_sums(flat: np.ndarray, d: int) -> np.ndarray:
     return s
 
 
-def _compiled_tasks(T: int, N: int, D: int) -> list[tuple[int, int, int, int]]:
-    """(t0, t1, a, b) blocks of steps × agents for the compiled kernels: a big step is cut into its
-    parts, small steps are grouped so that each task reads at least ~``_THREADED`` values. A function
-    of the shape only (never of the thread count), like the rounding it implies."""
-    if N >= 2 * _PART:
-        return [(t, t + 1, a, b) for t in range(T) for a, b in _parts(N)]
-    per = max(1, _THREADED // max(1, N * D))
-    return [(t, min(T, t + per), 0, N) for t in range(0, T, per)]
+def _block_tasks(T: int, N: int, D: int) -> list[tuple[int, int]]:
+    """Ranges [g0, g1) of the T · ``jit.blocks(N)`` blocks for the compiled kernels: one range when the
+    work is small or there is one thread, else about 4 per thread (balanced dynamically by the pool:
+    a thread that lost its core leaves its share to the others). The results do not depend on this
+    split (see :mod:`aumann.attribution.jit`), only the speed does."""
+    G = T * jit.blocks(N)
+    workers = torch.get_num_threads()
+    if workers <= 1 or T * N * D < _THREADED or G < 2:
+        return [(0, G)]
+    k = min(G, 4 * workers, max(2, T * N * D // (_THREADED // 2)))
+    return [(G * j // k, G * (j + 1) // k) for j in range(k)]
+
+
+@functools.lru_cache(maxsize=64)
+def _cuts(N: int) -> np.ndarray:
+    """The agent boundaries of a step's parts (:func:`_parts` for big steps, else the whole step): the
+    order in which the block results are added up, a function of N only (read-only, cached)."""
+    cuts = np.array([0] + [b for _, b in _parts(N)] if N >= 2 * _PART else [0, N], dtype=np.int64)
+    cuts.flags.writeable = False
+    return cuts
 
 
 def column_sums(x: np.ndarray) -> np.ndarray:
     """Σ_i x[t, i, :] for every step, float64 (T, D); one read of ``x`` along contiguous memory."""
     T, N, D = x.shape
     if x.flags.c_contiguous and x.size >= _COMPILED and jit.enabled():  # one vectorised read, no temporaries
+        kernel, nblk = jit.sums_blocks_kernel(D), jit.blocks(N)
+        partial = np.empty((T, nblk, jit._LANES * D))  # each block's lane sums, from whichever thread
+        _run(lambda task: kernel(x, task[0], task[1], nblk, partial), _block_tasks(T, N, D), x.size)
         out = np.zeros((T, D))
-        tasks = _compiled_tasks(T, N, D)
-        parts = _run(lambda task: _column_sums_part(x, task), tasks, x.size)
-        for (t0, t1, _, _), s in zip(tasks, parts, strict=True):  # added in a fixed order
-            out[t0:t1] += s
+        jit.kernels().fold_sums(x, partial, _cuts(N), out)  # added up in one fixed order
         return out
     if N * D < _SMALL:
         return _small_sums(x)
@@ -148,32 +203,18 @@ def _small_sums(x: np.ndarray) -> np.ndarray:
     return s
 
 
-def _column_sums_part(x: np.ndarray, task: tuple[int, int, int, int]) -> np.ndarray:
-    t0, t1, a, b = task
-    s = np.zeros((t1 - t0, x.shape[2]))
-    jit.kernels().column_sums(x[t0:t1], 0, t1 - t0, a, b, s)
-    return s
-
-
 def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """φ[t, i] = Σ_d x[t, i, d] coef[t, d] (in ``x``'s dtype) and the float64 row sums Σ_i φ[t, i]."""
     T, N, D = x.shape
     if x.flags.c_contiguous and x.size >= _COMPILED and jit.enabled():
         # compiled: φ in float64 from float64 coefficients, rounded to x's dtype once, and its sum in the same
-        # read; each part's pages are first touched (page faults) by the thread that writes them
+        # read (each block's, added up afterwards in one fixed order)
         phi = fresh((T, N), x.dtype)
-        kernel, c64 = jit.weighted_rows_kernel(D), np.ascontiguousarray(coef, dtype=np.float64)
-        tasks = _compiled_tasks(T, N, D)
-
-        def part(task: tuple[int, int, int, int]) -> np.ndarray:
-            t0, t1, a, b = task
-            s = np.zeros(t1 - t0)
-            kernel(x[t0:t1], c64[t0:t1], 0, t1 - t0, a, b, phi[t0:t1], s)
-            return s
-
+        kernel, c64, nblk = jit.rows_blocks_kernel(D), np.ascontiguousarray(coef, dtype=np.float64), jit.blocks(N)
+        partial = np.empty((T, nblk))
+        _run(lambda task: kernel(x, c64, task[0], task[1], nblk, phi, partial), _block_tasks(T, N, D), x.size)
         sums = np.zeros(T)
-        for (t0, t1, _, _), s in zip(tasks, _run(part, tasks, x.size), strict=True):  # in a fixed order
-            sums[t0:t1] += s
+        jit.kernels().fold_rows(x, c64, partial, _cuts(N), phi, sums, D > jit._MAX_UNROLLED)
         return phi, sums
     c = coef if coef.dtype == x.dtype else coef.astype(x.dtype)
     if N * D < _SMALL:
@@ -200,6 +241,7 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
 # ---------------------------------------------------------------------- recycled outputs
 _RECYCLE_MIN = 1 << 20  # outputs from 1 MiB up are recycled (smaller ones: malloc reuses its own heap)
 _RECYCLE_MAX = 128 << 20  # at most this many bytes are kept for reuse, none larger than this
+_ALIGN = 64  # big outputs start on a cache line (the compiled kernels then write them with streaming stores)
 
 
 class _Recycled:
@@ -216,7 +258,8 @@ class _Recycled:
 
     def __init__(self, mem: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.mem = mem
-        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "data": (mem.ctypes.data, False),
+        address = mem.ctypes.data
+        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "data": (address + -address % _ALIGN, False),
                                     "version": 3}
 
     def __del__(self) -> None:
@@ -231,11 +274,12 @@ class _Spare:
         self.free: list[np.ndarray] = []
 
     def take(self, nbytes: int) -> np.ndarray:
+        size = nbytes + _ALIGN
         with self.lock:
             for k, mem in enumerate(self.free):
-                if mem.nbytes == nbytes:
+                if mem.nbytes == size:
                     return self.free.pop(k)
-        return np.empty(nbytes, dtype=np.uint8)  # numpy asks for huge pages on big buffers: fewer page faults
+        return np.empty(size, dtype=np.uint8)  # numpy asks for huge pages on big buffers: fewer page faults
 
     def give(self, mem: np.ndarray) -> None:
         with self.lock:
@@ -248,11 +292,15 @@ _SPARE: _Spare | None = _Spare()
 
 
 def fresh(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """``np.empty(shape, dtype)``, in recycled memory when it is big (see :class:`_Recycled`)."""
+    """``np.empty(shape, dtype)``; when it is big, in recycled memory (see :class:`_Recycled`) and aligned to
+    ``_ALIGN`` bytes."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if not _RECYCLE_MIN <= nbytes <= _RECYCLE_MAX or _SPARE is None:
+    if nbytes < _RECYCLE_MIN:
         return np.empty(shape, dtype=dtype)
+    if nbytes > _RECYCLE_MAX or _SPARE is None:  # aligned, not recycled
+        mem = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+        return mem[-mem.ctypes.data % _ALIGN:][:nbytes].view(dtype).reshape(shape)
     return np.asarray(_Recycled(_SPARE.take(nbytes), shape, dtype))
 
 

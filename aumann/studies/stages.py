@@ -250,9 +250,6 @@ def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
 
 
 CORE = ("simulate", "attribute", "rows", "deletion")
-#: from this many agents freed memory is handed back to the system after every stage (a collection and
-#: ``malloc_trim``: tens of ms, against hundreds of MB a 10⁶-agent stage leaves in the heap)
-LARGE_N = 100_000
 """The study's own required stages (they cannot be removed)."""
 
 
@@ -287,13 +284,10 @@ def stage_messages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...
 
 def run_stages(ctx: RunContext, *, optional: bool) -> None:
     """Run the required stages (``optional=False``) or the optional ones, in order."""
-    from aumann.attribution.memory import release_freed
-
     for stage in _STAGES:
         if stage.optional == optional:
             run_stage(ctx, stage)
-            if ctx.n >= LARGE_N:  # a stage's freed temporaries go back to the system before the next one
-                release_freed()
+            ctx.release_freed()  # a large run's freed temporaries go back to the system before the next stage
 
 
 def pending(ctx: RunContext) -> None:

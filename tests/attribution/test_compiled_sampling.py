@@ -26,6 +26,25 @@ def test_permutations_are_numpys(bits, n, dtype):
     assert ours.integers(2**62) == ref.integers(2**62)  # the stream goes on where numpy's does
 
 
+@pytest.mark.parametrize("n", [2, 1000, 70_001])
+def test_compiled_pcg64_continues_numpys_stream_and_state(n):
+    """PCG64 is stepped inline (not through numpy's pointer): from a state with a buffered 32-bit half
+    (left by an earlier 32-bit draw), the same permutations, the same full state after, the same stream on;
+    and the generic path (another bit generator type) is not taken for it."""
+    ours, ref = np.random.default_rng(5), np.random.default_rng(5)
+    for g in (ours, ref):
+        g.random(3)
+        g.integers(0, 10, size=1, dtype=np.uint32)  # leaves has_uint32 = 1
+    assert ours.bit_generator.state["has_uint32"] == 1
+    out = np.empty((4, n), dtype=np.int32)
+    jit_sampling.draw_permutations(ours, out)
+    np.testing.assert_array_equal(out, np.stack([ref.permutation(n) for _ in range(4)]))
+    assert ours.bit_generator.state == ref.bit_generator.state
+    assert ours.integers(0, 2**32, size=5, dtype=np.uint32).tolist() == \
+        ref.integers(0, 2**32, size=5, dtype=np.uint32).tolist()
+    assert ours.random() == ref.random()
+
+
 def _five(z: torch.Tensor) -> torch.Tensor:  # P = 5: the running sums keep the (P, c, N) layout
     return torch.stack([z[..., 0], z[..., 1] * z[..., 2], z[..., 0] ** 2, z[..., 1], z[..., 2]], -1)
 

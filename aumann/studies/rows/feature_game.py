@@ -142,6 +142,7 @@ class SampledShapleyCVRow(Row):
         if reference_row(ctx.config) == self.name:  # the reference: a second seed is the noise ceiling
             ceil_perm = st.ceiling_permutations or m
             anti = st.antithetic and ceil_perm % 2 == 0
+            ctx.release_freed()
             res2 = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=ceil_perm, antithetic=anti),
                              baseline=ctx.z0, rng=ctx.rng("ceiling"))
             saved[f"{self.name}_ceiling"], ceiling = res2, res2.phi[0]

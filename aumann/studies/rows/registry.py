@@ -155,6 +155,7 @@ def compute_rows(ctx: RunContext) -> None:
         if row.message:
             ctx.tick(row.message)
         out = row.compute(ctx)
+        ctx.release_freed()
         if out is None:
             continue
         ctx.outputs[row.name] = out
