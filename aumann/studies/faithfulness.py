@@ -72,6 +72,9 @@ def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str
     # neither strict, nor the step timeout, nor where the work executes changes what a run computes
     what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "execution": True,
                                                     "study": {"strict": True}})
+    study = what.get("study")
+    if isinstance(study, dict) and study.get("cv_permutations") is None:  # unset = what runs computed before
+        study.pop("cv_permutations", None)  # the key existed: their run directories still resume
     payload = json.dumps({"scenario": scenario.name, "backend": backend_label, "config": what}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -102,3 +102,21 @@ def test_cv_permutations_sets_the_control_variate_row_and_its_ceiling(tmp_path):
     assert plain.provenance["per_step"]["permutations"] == STUDY["permutations"]
     assert "sampled_shapley_cv: sampled Shapley with the Aumann–Shapley control variate, 12 permutations" in (
         tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_cv_permutations_enters_the_resume_digest_only_when_set():
+    """Unset, ``study.cv_permutations`` is what every run before it computed: run directories written before
+    the key existed keep their digest (and resume); set, it changes what the CV row computes."""
+    import hashlib
+    import json
+
+    from aumann.studies.faithfulness import config_digest
+
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4, study=STUDY)
+    what = cfg.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "execution": True,
+                                                "study": {"strict": True, "cv_permutations": True}})
+    before = hashlib.sha256(json.dumps({"scenario": sc.name, "backend": "offline", "config": what},
+                                       sort_keys=True).encode()).hexdigest()[:16]
+    assert config_digest(sc, cfg, "offline") == before
+    _, cfg12 = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "cv_permutations": 12})
+    assert config_digest(sc, cfg12, "offline") != before
