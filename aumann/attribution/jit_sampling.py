@@ -121,6 +121,7 @@ def _build_draw_pcg64() -> Any:
 
     batch = _SWAP_BATCH
     prefetch = _prefetch()
+    swap_batch = _swaps()
 
     @intrinsic
     def pcg64_step(typingctx: Any, lo: Any, hi: Any, inc_lo: Any, inc_hi: Any) -> Any:
@@ -182,16 +183,32 @@ def _build_draw_pcg64() -> Any:
                     j = types.intp(v)
                     js[q] = j
                     prefetch(row, j, 1)  # the swap's random line, loaded while the next draws are made
-                for q in range(m):
-                    i = top - q
-                    j = js[q]
-                    t = row[j]
-                    row[j] = row[i]
-                    row[i] = t
+                swap_batch(row, js, top, m)
                 top -= m
         st[0], st[1], st[4], st[5] = lo, hi, has32, buffered
 
     return draw_pcg64
+
+
+def _swaps() -> Any:
+    """``swap_batch(row, js, top, m)``: Fisher–Yates' swaps ``row[top − q] ↔ row[js[q]]`` for q < m, in numpy's
+    order (the random indices of a batch are drawn first, so their cache misses overlap; both draws share it)."""
+    return _get("swaps", _build_swaps)
+
+
+def _build_swaps() -> Any:
+    import numba
+
+    @numba.njit(nogil=True, cache=True, inline="always")
+    def swap_batch(row: Any, js: Any, top: int, m: int) -> None:
+        for q in range(m):
+            i = top - q
+            j = js[q]
+            t = row[j]
+            row[j] = row[i]
+            row[i] = t
+
+    return swap_batch
 
 
 _PCG_MULTIPLIER = (0x2360ED051FC65DA4 << 64) | 0x4385DF649FCCF645  # PCG_DEFAULT_MULTIPLIER_128
@@ -205,6 +222,7 @@ def _build_draw() -> Any:
 
     batch = _SWAP_BATCH
     prefetch = _prefetch()
+    swap_batch = _swaps()
 
     @numba.njit(nogil=True, cache=True)
     def draw(rng: Any, out: Any) -> None:
@@ -222,12 +240,7 @@ def _build_draw() -> Any:
                     j = types.intp(random_interval(bits, types.intp(top - q)))
                     js[q] = j
                     prefetch(row, j, 1)  # the swap's random line, loaded while the next draws are made
-                for q in range(m):
-                    i = top - q
-                    j = js[q]
-                    t = row[j]
-                    row[j] = row[i]
-                    row[i] = t
+                swap_batch(row, js, top, m)
                 top -= m
 
     return draw
