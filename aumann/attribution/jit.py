@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -123,14 +124,23 @@ def _sums_kernel(d: int) -> Any:
     return compile_source(src, f"sums_blocks_d{d}", __file__, __name__)
 
 
-def _get(cache: dict[int, Any], d: int, build: Any) -> Any:
-    fn = cache.get(d)
+_BUILD_LOCK = threading.RLock()  # re-entrant: a builder may ask for another (e.g. an intrinsic it inlines)
+
+
+def built(cache: dict[Any, Any], key: Any, build: Callable[[], Any]) -> Any:
+    """``cache[key]``, made by ``build()`` on its first use, once (under one lock for every compiled kernel of
+    :mod:`aumann.attribution`: the ``jit_*`` modules keep their own caches and share this)."""
+    fn = cache.get(key)
     if fn is None:
-        with _LOCK:
-            fn = cache.get(d)
+        with _BUILD_LOCK:
+            fn = cache.get(key)
             if fn is None:
-                fn = cache[d] = build(d)
+                fn = cache[key] = build()
     return fn
+
+
+def _get(cache: dict[int, Any], d: int, build: Any) -> Any:
+    return built(cache, d, lambda: build(d))
 
 
 def blocks(n: int) -> int:
@@ -247,4 +257,4 @@ def _build() -> SimpleNamespace:
                            fold_sums=fold_sums, fold_rows=fold_rows)
 
 
-__all__ = ["blocks", "compile_source", "enabled", "kernels", "rows_blocks_kernel", "sums_blocks_kernel"]
+__all__ = ["blocks", "built", "compile_source", "enabled", "kernels", "rows_blocks_kernel", "sums_blocks_kernel"]

@@ -13,12 +13,10 @@ Loaded like :mod:`aumann.attribution.jit` (lazily; ``AUMANN_NUMBA=0`` switches i
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from aumann.attribution.jit import compile_source, enabled
+from aumann.attribution.jit import built, compile_source, enabled
 
-_LOCK = threading.Lock()
 _CACHE: dict[int, Any] = {}
 
 
@@ -50,12 +48,7 @@ def low_rank_units(B: Any, G: Any, mu: Any, perms: Any, reverse: bool, out: Any)
     float64."""
     P = int(B.shape[1])
     key = P if P <= _MAX_UNROLLED else 0
-    fn = _CACHE.get(key)
-    if fn is None:
-        with _LOCK:
-            fn = _CACHE.get(key)
-            if fn is None:
-                fn = _CACHE[key] = _build_unrolled(P) if key else _build_low_rank()
+    fn = built(_CACHE, key, lambda: _build_unrolled(P) if key else _build_low_rank())
     fn(B, G, mu, perms, reverse, out)
 
 

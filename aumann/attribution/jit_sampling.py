@@ -18,15 +18,13 @@ Loaded like :mod:`aumann.attribution.jit` (lazily; ``AUMANN_NUMBA=0`` switches t
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
-from aumann.attribution.jit import compile_source, enabled
+from aumann.attribution.jit import built, compile_source, enabled
 
 _MAX_UNROLLED = 8
-_LOCK = threading.RLock()  # re-entrant: a kernel builder may ask for another (the prefetch intrinsic)
 _CACHE: dict[Any, Any] = {}
 _SWAP_BATCH = 1024  # swaps whose random indices are drawn before any of them is made
 
@@ -37,13 +35,7 @@ def available() -> bool:
 
 
 def _get(key: Any, build: Any) -> Any:
-    fn = _CACHE.get(key)
-    if fn is None:
-        with _LOCK:
-            fn = _CACHE.get(key)
-            if fn is None:
-                fn = _CACHE[key] = build()
-    return fn
+    return built(_CACHE, key, build)
 
 
 _AHEAD = 32  # positions ahead of the walk whose random row is prefetched
