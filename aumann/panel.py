@@ -282,6 +282,14 @@ def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     return arr
 
 
+
+def _panel_file(path: str | os.PathLike[str]) -> Path:
+    """The panel file at ``path`` (``.npz`` added when the name was given without it)."""
+    path = as_path(path, "panel file", error=PanelError)
+    if not path.exists() and path.with_suffix(".npz").exists():
+        path = path.with_suffix(".npz")
+    return path
+
 class Panel:
     """T steps × N agents × D named features, with agent ids, step labels, groups and an alive mask.
 
@@ -799,9 +807,7 @@ class Panel:
         """The features of step ``t`` (position on the step axis) of a panel file written by :meth:`save`,
         {feature name: (N,) values}, read without loading the panel (the values are streamed to that step):
         what a report needs from a 10⁶-agent run's panel. Checked like :meth:`load`."""
-        path = as_path(path, "panel file", error=PanelError)
-        if not path.exists() and path.with_suffix(".npz").exists():
-            path = path.with_suffix(".npz")
+        path = _panel_file(path)
         data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within,
                               keys=("values",), rows={"values": int(t)})
         if meta is None or meta.get("format") != _FORMAT:
@@ -820,9 +826,7 @@ class Panel:
         The archive's declared shapes are checked against each other before anything is read (a header
         promising more than the file holds, or arrays that do not fit together, is a damaged file).
         """
-        path = as_path(path, "panel file", error=PanelError)
-        if not path.exists() and path.with_suffix(".npz").exists():
-            path = path.with_suffix(".npz")
+        path = _panel_file(path)
         data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within)
         if meta is None:
             raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
