@@ -36,12 +36,12 @@ class StudySizes:
         return cls(k_del=min(k_del, n), top_k=min(top_k, n), k_drop=min(5, k_del))
 
 
-#: the named random streams of one run, spawned in this order from the run's study seed (append only: a name
-#: added at the end never perturbs the streams before it, so results stay byte-identical)
 #: from this many agents freed memory is handed back to the system between stages and rows
 #: (:meth:`RunContext.release_freed`: hundreds of MB a 10⁶-agent stage leaves in the heap)
 LARGE_N = 100_000
 
+#: the named random streams of one run, spawned in this order from the run's study seed (append only: a name
+#: added at the end never perturbs the streams before it, so results stay byte-identical)
 STREAMS = ("reference", "ceiling", "random", "ablations", "random_masking", "random_grid", "scenario",
            "resimulation", "resimulation_ceiling", "judge")
 
