@@ -396,7 +396,7 @@ def decode_records_to_jsonl(
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=size, bytes_out=out_bytes)
 
 
-def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 24) -> int:
+def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 20) -> int:
     """Lines in a file (``\n``-terminated, plus a last one without ``\n``); of its decompressed content
     with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding)."""
     import zstandard
@@ -419,10 +419,15 @@ def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk
     return lines + (last != b"\n")
 
 
+_THREADED_COUNT_FROM = 64_000_000  # bytes; below it a second thread costs more than it saves
+
+
 def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int) -> int:
     """:func:`count_lines` of a plain file: the file mapped, not copied, and ``\\n`` counted by numpy's
-    vectorised compare (~2× ``bytes.count`` on a copied block)."""
+    vectorised compare in cache-sized slices (1 MiB: ~2× faster than 16 MiB, whose mask leaves the
+    cache), the slices split over up to two threads (numpy releases the GIL), from 64 MB on."""
     import mmap
+    from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
 
@@ -433,11 +438,25 @@ def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int) -> int:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             data = np.frombuffer(mm, dtype=np.uint8)
             try:
-                lines = sum(int(np.count_nonzero(data[i:i + chunk_size] == 10)) for i in range(0, size, chunk_size))
+                starts = range(0, size, chunk_size)
+                if size >= _THREADED_COUNT_FROM and (os.cpu_count() or 1) > 1:
+                    half = len(starts) // 2
+                    with ThreadPoolExecutor(2) as pool:
+                        lines = sum(pool.map(_newlines, (data, data), (starts[:half], starts[half:]),
+                                             (chunk_size, chunk_size)))
+                else:
+                    lines = _newlines(data, starts, chunk_size)
                 last = int(data[-1])
             finally:
                 del data  # the mapping closes only once no array refers to it
     return lines + (last != 10)
+
+
+def _newlines(data, starts: range, chunk_size: int) -> int:
+    """``\\n`` bytes in ``data[s:s + chunk_size]`` over ``starts``."""
+    import numpy as np
+
+    return sum(int(np.count_nonzero(data[i:i + chunk_size] == 10)) for i in starts)
 
 
 def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -> bool:
