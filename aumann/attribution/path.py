@@ -343,8 +343,9 @@ class AumannShapley(AttributionMethod):
                     if not zero_base:
                         z += (xb - db).unsqueeze(1)
                     g = grad_of(z.reshape(-1, N, D), np.repeat(np.arange(t0, t1), steps))
-                    grad = (torch.zeros_like(db) if g is None
-                            else torch.einsum("k,tknd->tnd", w, g.view(t1 - t0, steps, N, D)))
+                    grad = torch.zeros_like(db)
+                    if g is not None:
+                        _weighted_sum_into(grad, g.view(t1 - t0, steps, N, D), w, axis=1)
                     finish(t0, t1, db, grad)
                     if progress is not None:
                         progress.advance((t1 - t0) * steps)
@@ -362,10 +363,7 @@ class AumannShapley(AttributionMethod):
                             z += xt - dt
                         g = grad_of(z, np.full(k1 - k0, t))
                         if g is not None:
-                            if k1 - k0 == 1:
-                                grad.add_(g[0], alpha=float(weights[k0]))
-                            else:
-                                grad += torch.einsum("k,knd->nd", w[k0:k1], g)
+                            _weighted_sum_into(grad, g, w[k0:k1], axis=0)
                         if progress is not None:
                             progress.advance(k1 - k0)
                     finish(t, t + 1, dt[None], grad[None])
@@ -373,6 +371,17 @@ class AumannShapley(AttributionMethod):
             if progress is not None:
                 progress.stop()
         return (phi, phi_feat, sums), (f_values, f_baseline)
+
+
+def _weighted_sum_into(acc: torch.Tensor, g: torch.Tensor, w: torch.Tensor, *, axis: int) -> None:
+    """``acc += Σ_k w[k] · g[k]`` along ``axis`` of ``g``, one point at a time in k order: each point is one
+    rounded product and one rounded sum per element. So a step's gradient has the same bits however its K
+    points were batched (whole steps, or chunks sized by a memory probe whose answer differs between
+    machines), and the same bits as the former ``einsum`` over whole steps. ``g`` is left alone (autograd
+    may hand back a broadcast view); the products go through one buffer shaped like ``acc``."""
+    tmp = torch.empty_like(acc)
+    for k in range(g.shape[axis]):
+        acc.add_(torch.mul(g.select(axis, k), w[k], out=tmp))
 
 
 _HOST_BUDGET = 256 * 2**20
