@@ -314,7 +314,11 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
                         setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel",
                                 NPZ_LEVEL)
                     with zf.open(info, "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, arr, allow_pickle=True)
+                        spilled = _mapping_of(arr) is not None  # a spilled array: its pages dropped behind the write
+                        np.lib.format.write_array(_DropBehind(member, arr) if spilled else member, arr,
+                                                  allow_pickle=True)
+                    if spilled:
+                        drop_resident(arr)
             fh.flush()
             os.fsync(fh.fileno())
     return path
@@ -639,6 +643,86 @@ def check_digests(within: PathLike, digests: Any) -> list[tuple[str, str]]:
     return bad
 
 
+# ---------------------------------------------------------------------------------------------- spilled arrays
+#: what :func:`spill` writes at a time (a 10⁷-agent panel is 7 GB; one write of it would need a second copy)
+SPILL_CHUNK = 64 * 2**20
+
+_SPILLED: dict[int, Any] = {}  # id → weak reference of each live spilled array (arrays are not hashable)
+
+
+def spill(arr: np.ndarray, directory: PathLike | None = None) -> np.ndarray:
+    """A read-only copy of ``arr`` (same dtype, shape and bytes) backed by an unnamed temporary file in
+    ``directory`` (default: the temporary directory, ``$TMPDIR``), mapped into memory.
+
+    Its pages are resident only while they are read; :func:`drop_spilled` hands them back to the page cache
+    (they are re-read from it, or from the file, on the next access). A large study spills what it keeps
+    for later stages but rarely reads -- a 10⁶-agent run's panel (720 MB) and its φ over every step
+    (240 MB) -- so that the resident set holds only what the current stage works on. The file has no name
+    and goes away with the last reference to the array."""
+    import weakref
+
+    src = np.ascontiguousarray(arr)
+    with tempfile.TemporaryFile(dir=None if directory is None else str(directory)) as fh:
+        raw = memoryview(src.reshape(-1)).cast("B") if src.size else memoryview(b"")
+        for start in range(0, raw.nbytes, SPILL_CHUNK):
+            fh.write(raw[start:start + SPILL_CHUNK])
+        fh.flush()
+        if src.nbytes == 0:
+            return src.copy()
+        out = np.memmap(fh, dtype=src.dtype, shape=src.shape, mode="r")  # the mapping outlives the descriptor
+    key = id(out)
+    _SPILLED[key] = weakref.ref(out, lambda _ref, key=key: _SPILLED.pop(key, None))
+    return out
+
+
+def _mapping_of(arr: Any) -> Any:
+    """The ``mmap`` behind a spilled array or a view of one (``None`` for anything else)."""
+    while arr is not None:
+        mm = getattr(arr, "_mmap", None)
+        if mm is not None:
+            return mm
+        arr = getattr(arr, "base", None)
+    return None
+
+
+def drop_resident(arr: Any, upto: int | None = None) -> None:
+    """Hand the resident pages of a spilled array (:func:`spill`) back to the page cache: all of them, or
+    those of its first ``upto`` bytes. Nothing happens for an array that is not spilled."""
+    import mmap
+
+    mm = _mapping_of(arr)
+    if mm is None or mm.closed or not hasattr(mm, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    size = len(mm) if upto is None else min(len(mm), (int(upto) // mmap.PAGESIZE) * mmap.PAGESIZE)
+    if size > 0:
+        mm.madvise(mmap.MADV_DONTNEED, 0, size)
+
+
+def drop_spilled() -> None:
+    """:func:`drop_resident` for every live spilled array (between the stages of a large study)."""
+    for ref in list(_SPILLED.values()):
+        arr = ref()
+        if arr is not None:
+            drop_resident(arr)
+
+
+class _DropBehind:
+    """A writable stream that forwards to ``fp`` and drops the pages of the spilled array ``arr`` already
+    written (``np.lib.format.write_array`` streams 16 MiB chunks in order), so that writing a spilled array
+    never makes all of it resident at once. The bytes written are those of the plain write."""
+
+    def __init__(self, fp: Any, arr: np.ndarray) -> None:
+        self.fp, self.arr, self.done, self.dropped = fp, arr, 0, 0
+
+    def write(self, data: Any) -> int | None:
+        n = self.fp.write(data)
+        self.done += memoryview(data).nbytes
+        if self.done - self.dropped >= SPILL_CHUNK:
+            drop_resident(self.arr, self.done)
+            self.dropped = self.done
+        return n
+
+
 __all__ = [
     "FORMULA_TRIGGERS",
     "MAX_NAME_BYTES",
@@ -649,6 +733,8 @@ __all__ = [
     "confine",
     "csv_cell",
     "csv_text",
+    "drop_resident",
+    "drop_spilled",
     "dumps_json",
     "ensure_output_dir",
     "file_digests",
@@ -662,6 +748,7 @@ __all__ = [
     "safe_component",
     "sha256_bytes",
     "sha256_file",
+    "spill",
     "time_text",
     "write_bytes",
     "write_csv",

@@ -114,12 +114,16 @@ def release_freed() -> None:
     """Give the heap's freed pages back to the system (glibc's ``malloc_trim``; nothing elsewhere), after a
     collection. Between the stages of a large study: arrays under glibc's mmap threshold (up to 32 MiB once it
     adapts, e.g. every 8 MB N-vector of a 10⁶-agent run) are freed into the heap, where the resident set keeps
-    them and the next stage's peak lands on top."""
+    them and the next stage's peak lands on top. The pages read of spilled arrays (:func:`aumann.io.spill`)
+    are dropped too."""
     import gc
+
+    from aumann.io import drop_spilled
 
     gc.collect()
     if _libc():
         _libc().malloc_trim(0)
+    drop_spilled()  # what was read of the arrays spilled to disk (aumann.io.spill) goes back to the page cache
 
 
 def _rss_probe_available() -> bool:

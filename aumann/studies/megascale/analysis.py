@@ -42,6 +42,7 @@ import numpy as np
 from aumann.attribution import AumannShapley, LeaveOneOut, Panel, SampledShapley, attribute
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.metrics import rank_agents, relative_gap, topk_jaccard
+from aumann.io import drop_resident
 from aumann.scenarios.megascale_social.config import MegaScaleConfig
 from aumann.scenarios.megascale_social.indicators import cascade_indicator, indicator
 from aumann.studies.context import RunContext
@@ -218,9 +219,11 @@ def cascade_smoothing_gap(ctx: RunContext) -> None:
     st = _state(ctx)
     ctx.tick("cascade smoothing gap")
     panel, ts, fc, fco = ctx.panel, ctx.t_star, st.fc, st.fco
-    steps = [EvalContext.at_step(panel, t) for t in range(panel.shape[0])]  # each step with its living mask
-    fc_series = np.array([fc.value(s) for s in steps])
-    fco_series = np.array([fco.value(s) for s in steps])
+    fc_series, fco_series = np.empty(panel.shape[0]), np.empty(panel.shape[0])
+    for t in range(panel.shape[0]):  # each step with its living mask; a spilled panel's pages read handed back
+        step = EvalContext.at_step(panel, t)
+        fc_series[t], fco_series[t] = fc.value(step), fco.value(step)
+        drop_resident(panel.values)
     fv, fov = np.asarray(ctx.f_values), np.asarray(ctx.f_original_values)
     phi_co = fco.gauss_legendre(st.x, st.z0, steps=ctx.config.cascade_quadrature_steps)
     phi_c = st.phi_c

@@ -1,0 +1,92 @@
+"""Spilled arrays (aumann.io.spill): the same bytes, read-only, out of the resident set once dropped, written
+byte-identically; and the study's spill of a large run's panel and φ (aumann.studies.stages._spill)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import numpy as np
+import pytest
+
+from aumann import io as aio
+from aumann.attribution import AumannShapley, Panel, attribute
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        import os
+
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_spill_keeps_bytes_shape_dtype_and_is_read_only(tmp_path, dtype):
+    a = (np.random.default_rng(0).standard_normal((3, 1001, 6)) * 100).astype(dtype)
+    s = aio.spill(a, tmp_path)
+    assert s.shape == a.shape and s.dtype == a.dtype
+    assert s.tobytes() == a.tobytes()
+    with pytest.raises(ValueError):
+        s[0, 0, 0] = 1
+    aio.drop_resident(s)
+    aio.drop_spilled()
+    assert s.tobytes() == a.tobytes()  # dropped pages come back from the file unchanged
+    assert list(tmp_path.iterdir()) == []  # the backing file has no name
+
+
+def test_spill_of_views_and_empty_arrays(tmp_path):
+    a = np.arange(60.0).reshape(3, 20)[:, ::2]  # not contiguous
+    s = aio.spill(a, tmp_path)
+    np.testing.assert_array_equal(s, a)
+    assert s.flags.c_contiguous
+    e = aio.spill(np.empty((0, 3)), tmp_path)
+    assert e.shape == (0, 3)
+    aio.drop_resident(np.ones(3))  # not spilled: nothing happens
+    aio.drop_resident(s[1])  # a view of a spilled array
+    np.testing.assert_array_equal(s, a)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_dropped_pages_leave_the_resident_set(tmp_path):
+    a = np.ones(64 * 2**20 // 8)  # 64 MiB
+    s = aio.spill(a, tmp_path)
+    del a
+    before = _rss_bytes()
+    assert float(s.sum()) == 64 * 2**20 // 8  # every page read: resident
+    read = _rss_bytes()
+    aio.drop_spilled()
+    after = _rss_bytes()
+    assert read - before > 48 * 2**20
+    assert read - after > 48 * 2**20
+
+
+def test_write_npz_of_a_spilled_array_is_byte_identical(tmp_path, monkeypatch):
+    monkeypatch.setattr(aio, "SPILL_CHUNK", 4096)  # drop behind the write many times
+    rng = np.random.default_rng(1)
+    arrays = {"values": rng.standard_normal((4, 5000, 6)).astype(np.float32), "phi": rng.standard_normal((4, 5000)),
+              "ones": np.ones((4, 5000), dtype=np.float32)}
+    plain = aio.write_npz(tmp_path / "plain.npz", arrays)
+    spilled = aio.write_npz(tmp_path / "spilled.npz", {k: aio.spill(v) for k, v in arrays.items()})
+    assert hashlib.sha256(plain.read_bytes()).digest() == hashlib.sha256(spilled.read_bytes()).digest()
+    back, _ = aio.read_npz(spilled, error=ValueError)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v)
+
+
+def test_study_spill_keeps_panel_and_attribution(tmp_path):
+    from aumann.studies.stages import _spill
+
+    rng = np.random.default_rng(2)
+    panel = Panel(rng.standard_normal((3, 50, 2)).astype(np.float32), features=["a", "b"])
+    values = panel.values.copy()
+
+    def f(z):
+        return (z[..., 0] * z[..., 1]).sum(-1)
+
+    res = attribute(f, panel, method=AumannShapley(steps=8, closed_form=False), baseline=np.zeros((50, 2)))
+    out = _spill(panel, res)
+    assert aio._mapping_of(panel.values) is not None and aio._mapping_of(out.phi) is not None
+    np.testing.assert_array_equal(panel.values, values)
+    np.testing.assert_array_equal(out.phi, res.phi)
+    np.testing.assert_array_equal(out.delta_v, res.delta_v)
+    assert out.method == res.method
