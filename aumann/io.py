@@ -314,10 +314,10 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
                         setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel",
                                 NPZ_LEVEL)
                     with zf.open(info, "w", force_zip64=True) as member:
-                        spilled = _mapping_of(arr) is not None  # a spilled array: its pages dropped behind the write
-                        np.lib.format.write_array(_DropBehind(member, arr) if spilled else member, arr,
+                        spilled_arr = spilled(arr)  # a spilled array: its pages dropped behind the write
+                        np.lib.format.write_array(_DropBehind(member, arr) if spilled_arr else member, arr,
                                                   allow_pickle=True)
-                    if spilled:
+                    if spilled_arr:
                         drop_resident(arr)
             fh.flush()
             os.fsync(fh.fileno())
@@ -685,6 +685,11 @@ def _mapping_of(arr: Any) -> Any:
     return None
 
 
+def spilled(arr: Any) -> bool:
+    """Whether ``arr`` is a spilled array (:func:`spill`) or a view of one."""
+    return _mapping_of(arr) is not None
+
+
 def drop_resident(arr: Any, upto: int | None = None) -> None:
     """Hand the resident pages of a spilled array (:func:`spill`) back to the page cache: all of them, or
     those of its first ``upto`` bytes. Nothing happens for an array that is not spilled."""
@@ -749,6 +754,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "spill",
+    "spilled",
     "time_text",
     "write_bytes",
     "write_csv",

@@ -188,6 +188,7 @@ PUBLIC = {
         "sha256_bytes",
         "sha256_file",
         "spill",
+        "spilled",
         "time_text",
         "write_bytes",
         "write_csv",

@@ -90,3 +90,23 @@ def test_study_spill_keeps_panel_and_attribution(tmp_path):
     np.testing.assert_array_equal(out.phi, res.phi)
     np.testing.assert_array_equal(out.delta_v, res.delta_v)
     assert out.method == res.method
+
+
+@pytest.mark.parametrize("alive", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_living_mean_of_a_spilled_panel_has_the_same_bits(alive, dtype):
+    """The step-at-a-time mean of a spilled panel against numpy's mean over every living row (the
+    population-mean baseline of the ablations at 10⁶ agents and more)."""
+    from aumann.attribution.problem import _living_mean
+
+    rng = np.random.default_rng(3)
+    values = (rng.random((7, 20001, 4)) * rng.integers(1, 1000, 4)).astype(dtype)
+    mask = rng.random((7, 20001)) > 0.2 if alive else None
+    panel = Panel(values, alive=mask)
+    want = _living_mean(panel)
+    assert not aio.spilled(panel.values)
+    panel.values = aio.spill(panel.values)
+    assert aio.spilled(panel.values) and aio.spilled(panel.values[2])
+    got = _living_mean(panel)
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()

@@ -47,6 +47,7 @@ from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, 
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
+from aumann.io import drop_resident, spilled
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
 
@@ -62,8 +63,28 @@ def _living_mean(panel: Panel) -> np.ndarray:
     # everyone alive: the rows as they are (the same rows in the same order as the mask would pick; no copy of
     # the panel, 720 MB at 10⁶ × 30 × 6)
     everyone = panel.alive is None or bool(panel.alive.all())
+    if spilled(panel.values) and panel.values.dtype.kind == "f":
+        return _streamed_mean(panel, everyone)
     live = panel.values if everyone else panel.values[panel.alive]
     return live.reshape(-1, D).mean(axis=0)
+
+
+def _streamed_mean(panel: Panel, everyone: bool) -> np.ndarray:
+    """:func:`_living_mean` of a spilled panel (:func:`aumann.io.spill`) a step at a time, each step's pages
+    handed back after it: the same bits as ``mean(axis=0)`` over all living rows (a float reduction over the
+    outer axis adds the rows in order; the running sum is carried as the first row of the next step's), without
+    the whole panel resident at once (7 GB at 10⁷ agents)."""
+    values, alive = panel.values, panel.alive
+    acc, count = None, 0
+    for t in range(values.shape[0]):
+        rows = values[t] if everyone else values[t][alive[t]]
+        count += rows.shape[0]
+        if acc is None:
+            acc = np.add.reduce(rows, axis=0)
+        else:
+            acc = np.add.reduce(np.concatenate([acc[None], rows]), axis=0)
+        drop_resident(values)
+    return np.true_divide(acc, count, out=acc, casting="unsafe")
 
 
 def _source_rows(panel: Panel, src: np.ndarray, absent: str) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 
 from aumann.attribution.indicators import EvalContext, evaluate
 from aumann.attribution.metrics import kendall_tau, spearman, topk_jaccard, topk_overlap
+from aumann.io import drop_resident
 from aumann.scenarios.base import Scenario, ScenarioConfig
 
 
@@ -122,6 +123,7 @@ def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadra
     # state at birth: the engine's rule for baseline="pre-event", absent="entry")
     mean, _ = resolve_baseline("mean", panel)
     pre, _ = resolve_baseline("pre-event", panel)
+    drop_resident(panel.values)  # a large run's spilled panel (aumann.io.spill): the pass over every step handed back
     bases = {"zero": np.zeros((n, d)), "population_mean": np.broadcast_to(mean[0, 0], (n, d)),
              "pre_event": pre[0], "baseline_action": z0_action}
     pt = panel.select_steps([ts])
