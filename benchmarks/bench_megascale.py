@@ -73,9 +73,17 @@ def _close():
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
 def start(self, name, _orig=P.StageTimer.start):
     _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
-def stop(self, _orig=P.StageTimer.stop):
-    _close(); state["last"], state["name"] = state["name"], None; _orig(self)
+def stop(self, _orig=P.StageTimer.stop):  # stopped twice at the end: the second stop keeps the last stage's name
+    _close(); state["last"], state["name"] = state["name"] or state["last"], None; _orig(self)
 P.StageTimer.start, P.StageTimer.stop = start, stop
+import aumann.studies.report as R
+def write_outputs(*a, _orig=R.write_outputs, **k):  # the report, after every run: its own row in the table
+    _close(); state["name"], state["t"] = "(report: tables, manifest, pages)", time.process_time()
+    try:
+        return _orig(*a, **k)
+    finally:
+        _close(); state["last"], state["name"] = state["name"], None
+R.write_outputs = write_outputs
 import threading
 rss_peak, rss_when, t_start = {}, {}, time.perf_counter()
 def _sample():  # the resident set every 50 ms, kept per stage (outside a stage: "(after <the last one>)")

@@ -89,6 +89,8 @@ def test_study_spill_keeps_panel_and_attribution(tmp_path):
     np.testing.assert_array_equal(panel.values, values)
     np.testing.assert_array_equal(out.phi, res.phi)
     np.testing.assert_array_equal(out.delta_v, res.delta_v)
+    assert out.efficiency_gap.tobytes() == res.efficiency_gap.tobytes()  # the method's own Σ φ kept
+    assert (out._phi_sums is None) == (res._phi_sums is None)
     assert out.method == res.method
 
 

@@ -197,7 +197,8 @@ def _spill(panel: Any, res: Any) -> Any:
     from aumann.io import spill
 
     panel.values = spill(panel.values)
-    return dataclasses.replace(res, phi=spill(res.phi))
+    # the method's own Σ_i φ per step travels along (recomputed from φ it could differ in the last bit)
+    return dataclasses.replace(res, phi=spill(res.phi), phi_sums=res._phi_sums)
 
 
 def smoothing_gaps(ctx: RunContext) -> None:
