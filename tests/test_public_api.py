@@ -311,6 +311,7 @@ PUBLIC = {
         "drop_at_k",
         "efficiency_error",
         "kendall_tau",
+        "largest_first",
         "log_k_grid",
         "mae",
         "masking_oracle",

@@ -175,7 +175,29 @@ def _top(x: np.ndarray, k: int, by: str) -> np.ndarray:
     k = as_int(k, "k", error=MetricError)
     if not 1 <= k <= x.size:
         raise MetricError(f"k must be between 1 and the number of agents ({x.size}); got {k}")
-    return rank_agents(x, by)[:k]
+    x = _scores(x, "scores")
+    if x.ndim != 1:
+        raise MetricError(f"top-k takes one score per agent (N,); got shape {x.shape}")
+    return largest_first(np.abs(x) if by == "abs" else x, k)
+
+
+def largest_first(key: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(-key, kind="stable")[:k]`` — the positions of the k largest keys, largest first, ties in
+    position order — without sorting all N: a partition finds the k-th largest, the keys above it and the
+    first of those equal to it make the k, and only they are sorted (at 10⁶ agents and k = 10 about 20× less
+    work than the full sort). Non-finite keys take the full sort."""
+    key = np.asarray(key)
+    n = key.shape[0]
+    if k >= n or n < 4096 or 8 * k > n:
+        return np.argsort(-key, kind="stable")[:k]
+    neg = -key
+    kth = np.partition(neg, k - 1)[k - 1]
+    if not np.isfinite(kth) or not np.isfinite(neg).all():
+        return np.argsort(-key, kind="stable")[:k]
+    above = np.flatnonzero(neg < kth)
+    tied = np.flatnonzero(neg == kth)[: k - above.size]
+    chosen = np.sort(np.concatenate([above, tied]))
+    return chosen[np.argsort(neg[chosen], kind="stable")]
 
 
 #: scores closer than this share of the largest |score| are ties for rank agreement (round-off between
@@ -425,6 +447,7 @@ __all__ = [
     "drop_at_k",
     "efficiency_error",
     "kendall_tau",
+    "largest_first",
     "log_k_grid",
     "mae",
     "masking_oracle",

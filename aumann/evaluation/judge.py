@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aumann.attribution.metrics import largest_first
 from aumann.errors import MethodError
 
 SYSTEM = ("You are an expert analyst of multi-agent simulations. You read a compact trace of one step and name "
@@ -124,7 +125,7 @@ def judge_trace(features: Sequence[str], z_before: np.ndarray | None, z: np.ndar
         cand = np.arange(n)
         rule = f"all {n} agents"
     else:
-        cand = np.sort(np.argsort(-_footprint(z, z0), kind="stable")[:max_candidates])
+        cand = np.sort(largest_first(_footprint(z, z0), max_candidates))
         rule = (f"shortlist of the {max_candidates} of {n} agents whose features at step {t_star} differ most from "
                 "their baseline rows (sum over features of |z - z0| / spread of the feature over agents)")
     rows = []

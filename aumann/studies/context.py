@@ -8,6 +8,7 @@ in the target step and what depends on it; rows and stages then add to ``rec`` (
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,6 +157,16 @@ class RunContext:
             from aumann.attribution.memory import release_freed
 
             release_freed()
+
+    def long_lived(self) -> contextlib.AbstractContextManager[None]:
+        """From :data:`LARGE_N` agents, after the simulation: its objects (agents, network, …) are set aside
+        from the collections :meth:`release_freed` runs until the scope ends
+        (:func:`~aumann.attribution.memory.long_lived_set_aside`); below, nothing."""
+        if self.run is not None and self.n >= LARGE_N:
+            from aumann.attribution.memory import long_lived_set_aside
+
+            return long_lived_set_aside()
+        return contextlib.nullcontext()
 
     @property
     def everyone(self) -> bool:

@@ -378,8 +378,8 @@ def _compute(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.
         if sink is not None:
             sink(state["done"], first)
 
-    with account.fork_scope() if account is not None else contextlib.nullcontext():  # LLM backends: threads
-        try:
+    with account.fork_scope() if account is not None else contextlib.nullcontext(), ctx.long_lived():
+        try:  # (LLM backends: fork threads; a large run: the simulation's objects out of the collections)
             _analyse(ctx, write)
         finally:  # again, with what the optional stages added (or the failure that stopped them: strict)
             if "done" in state:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz
 from aumann.studies.plotting import plain_text_figures, pyplot
@@ -59,7 +60,7 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
     the agents of the report's who-table)."""
     plt = pyplot()
     phi = np.asarray(result.arrays[0]["phi_all"])  # (T, N)
-    top = np.argsort(-phi.sum(axis=0), kind="stable")[: min(20, phi.shape[1])]  # the who-table's agents
+    top = largest_first(phi.sum(axis=0), min(20, phi.shape[1]))  # the who-table's agents
     fig, ax = plt.subplots(figsize=(8, 5))
     try:
         lim = float(np.abs(phi[:, top]).max()) or 1.0

@@ -92,9 +92,11 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 
 def top_order(values: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` largest values, descending (ties: lower position first)."""
+    from aumann.attribution.metrics import largest_first
+
     values = np.asarray(values, dtype=np.float64)
     k = min(int(k), values.shape[0])
-    return np.argsort(-values, kind="stable")[:k]
+    return largest_first(values, k) if k > 0 else np.zeros(0, dtype=np.intp)
 
 
 def id_cell(v: Any) -> Cell:

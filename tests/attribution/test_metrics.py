@@ -104,3 +104,33 @@ def test_metrics_on_a_user_game_attribution():
     res = ExactShapley().attribute_game(game)
     assert M.mae(res, np.array([[1.0, 2.0, 3.0]])) == pytest.approx(0.0, abs=1e-15)
     assert M.efficiency_error(res)[0] < 1e-15
+
+
+# ------------------------------------------------------------------ largest_first (the top-k without a full sort)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from aumann.attribution.metrics import largest_first  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 20_000), k=st.integers(1, 400), levels=st.integers(1, 50), seed=st.integers(0, 2**32 - 1),
+       neg_zero=st.booleans())
+def test_largest_first_is_the_stable_sort_prefix(n, k, levels, seed, neg_zero):
+    """Exactly ``np.argsort(-key, kind="stable")[:k]``: ties (few distinct values), ±0, any k."""
+    rng = np.random.default_rng(seed)
+    key = rng.integers(-levels, levels + 1, size=n).astype(np.float64) / 7.0
+    if neg_zero:
+        key[rng.random(n) < 0.3] = -0.0
+    k = min(k, n)
+    np.testing.assert_array_equal(largest_first(key, k), np.argsort(-key, kind="stable")[:k])
+
+
+def test_largest_first_large_n_continuous_and_nonfinite():
+    rng = np.random.default_rng(3)
+    key = rng.normal(size=200_000)
+    for k in (1, 10, 100, 20_000):
+        np.testing.assert_array_equal(largest_first(key, k), np.argsort(-key, kind="stable")[:k])
+    key[[5, 77]] = np.inf
+    key[9] = -np.inf
+    np.testing.assert_array_equal(largest_first(key, 10), np.argsort(-key, kind="stable")[:10])
