@@ -342,12 +342,21 @@ def load_panel_step(path: Path, t: int) -> dict[str, np.ndarray]:
         raise ReportError(str(exc)) from exc
 
 
-def load_arrays(path: Path, what: str) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` of the run directory (confined like the readers above)."""
+class _AllBut(frozenset):
+    """Every member name but these (``read_npz(keys=...)`` asks only ``name in keys``)."""
+
+    def __contains__(self, key: object) -> bool:
+        return not frozenset.__contains__(self, key)
+
+
+def load_arrays(path: Path, what: str, *, skip: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` of the run directory (confined like the readers above), but the members ``skip``
+    (never decompressed: e.g. φ over every step, which the page reads from the attribution file)."""
     from aumann.io import read_npz
 
     try:
-        return read_npz(path, error=ReportError, what=what, within=_ROOT.get())[0]
+        return read_npz(path, error=ReportError, what=what, within=_ROOT.get(),
+                        keys=_AllBut(skip) if skip else None)[0]
     except PathEscapeError as exc:
         raise ReportError(str(exc)) from exc
 
