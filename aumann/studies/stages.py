@@ -5,7 +5,9 @@ Per run, in order:
 * required — ``simulate`` (the scenario's run), ``attribute`` (f over every step, the target step t*, the
   per-agent baselines, Aumann–Shapley over every step, the deletion oracles), ``rows`` (every registered
   row's φ at t*, :mod:`aumann.studies.rows`) and ``deletion`` (every row's deletion metrics and agreement);
-  a failure here stops the study (the error is noted with the stage's name);
+  a failure here stops the study (the error is noted with the stage's name); from
+  :data:`~aumann.studies.context.LARGE_N` agents ``attribute`` ends by spilling the panel's values and φ over
+  every step to disk-backed maps (:func:`_spill`: same bytes, out of every later stage's resident set);
 * then the run is written (record + checksum: :meth:`aumann.studies.rundir.RunDir.write_run`);
 * optional — ``smoothing gaps``, ``ablations`` and whatever is registered (MegaScale-Social's analysis,
   :mod:`aumann.studies.megascale`; a user's :func:`register_stage`); each failure is recorded in the run
