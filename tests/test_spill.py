@@ -153,3 +153,20 @@ def test_a_study_with_the_panel_and_phi_spilled_gives_the_same_run(tmp_path, mon
         assert np.asarray(v).tobytes() == np.asarray(spilled_run.arrays[0][k]).tobytes(), k
     for name in ("panels/run-000.npz", "runs/run-000.npz", "attributions/run-000-aumann_shapley.npz"):
         assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "spilled" / name).read_bytes(), name
+
+
+def test_a_spill_without_room_keeps_the_run_in_memory(monkeypatch):
+    from aumann.errors import AumannWarning
+    from aumann.studies import stages
+
+    panel = Panel(np.ones((2, 30, 2), dtype=np.float32))
+    res = attribute(lambda z: z.sum((-1, -2)), panel, method=AumannShapley(steps=4, closed_form=False),
+                    baseline=np.zeros((30, 2)))
+
+    def full(arr, directory=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(aio, "spill", full)
+    with pytest.warns(AumannWarning, match="could not be spilled"):
+        out = stages._spill(panel, res)
+    assert out is res and not aio.spilled(panel.values)

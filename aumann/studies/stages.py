@@ -195,12 +195,21 @@ def _spill(panel: Any, res: Any) -> Any:
     they read are handed back between stages (:meth:`RunContext.release_freed`): at 10⁶ agents 0.9 GB (720 MB of
     panel, 240 MB of φ) leave the resident set of every stage after ``attribute``, 9 GB at 10⁷."""
     import dataclasses
+    import warnings
 
+    from aumann.errors import AumannWarning
     from aumann.io import spill
 
-    panel.values = spill(panel.values)
+    try:
+        values, phi = spill(panel.values), spill(res.phi)
+    except OSError as exc:  # no room in $TMPDIR: the run goes on with both in memory, as below LARGE_N
+        warnings.warn(f"the panel and φ of this {panel.shape[1]:,}-agent run could not be spilled to the temporary "
+                      f"directory ({exc}); they stay in memory (set TMPDIR to a disk with "
+                      f"{(panel.values.nbytes + res.phi.nbytes) / 2**30:.1f} GiB free)", AumannWarning, stacklevel=2)
+        return res
+    panel.values = values
     # the method's own Σ_i φ per step travels along (recomputed from φ it could differ in the last bit)
-    return dataclasses.replace(res, phi=spill(res.phi), phi_sums=res._phi_sums)
+    return dataclasses.replace(res, phi=phi, phi_sums=res._phi_sums)
 
 
 def smoothing_gaps(ctx: RunContext) -> None:
