@@ -153,9 +153,10 @@ def efficiency_error(attribution: Attribution | np.ndarray, delta_v: np.ndarray 
 RANK_BY = ("value", "abs")
 
 
-def rank_agents(scores: np.ndarray, by: str = "value") -> np.ndarray:
+def rank_agents(scores: np.ndarray, by: str = "value", *, top: int | None = None) -> np.ndarray:
     """Agent positions in decreasing order of ``scores`` (``by="value"``: who pushed f up first) or of
-    ``|scores|`` (``by="abs"``: largest effect either way first); ties keep position order.
+    ``|scores|`` (``by="abs"``: largest effect either way first); ties keep position order. With ``top``:
+    the first ``top`` of that order only (:func:`largest_first`: no sort of all N).
 
     >>> rank_agents(np.array([0.1, -0.5, 0.3])).tolist(), rank_agents(np.array([0.1, -0.5, 0.3]), "abs").tolist()
     ([2, 0, 1], [1, 2, 0])
@@ -166,6 +167,10 @@ def rank_agents(scores: np.ndarray, by: str = "value") -> np.ndarray:
     if x.ndim != 1:
         raise MetricError(f"rank_agents takes one score per agent (N,); got shape {x.shape}")
     key = np.abs(x) if by == "abs" else x
+    if top is not None:
+        top = as_int(top, "top", minimum=0, error=MetricError)
+        if top < x.size:
+            return largest_first(key, top) if top else np.zeros(0, dtype=np.intp)
     return np.argsort(-key, kind="stable")
 
 

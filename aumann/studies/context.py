@@ -194,16 +194,26 @@ class RunContext:
         out[self.players] = values
         return out
 
-    def ranked(self, values: np.ndarray, by: str) -> np.ndarray:
-        """The players by descending ``values`` (``by="abs"``: |values|), ties by position."""
+    def ranked(self, values: np.ndarray, by: str, top: int | None = None) -> np.ndarray:
+        """The players by descending ``values`` (``by="abs"``: |values|), ties by position; with ``top``, the
+        first ``top`` of them only (no sort of all N: deletions read :attr:`deletion_depth` at most)."""
         from aumann.attribution.metrics import rank_agents
 
-        order = rank_agents(values, by)
         if self.everyone:
-            return order
+            return rank_agents(values, by, top=top)
+        if top is not None:  # the players in position order, ranked among themselves: the same ties
+            players = np.sort(np.asarray(self.players, dtype=np.int64))
+            return players[rank_agents(np.asarray(values)[players], by, top=top)]
+        order = rank_agents(values, by)
         is_player = np.zeros(self.n, dtype=bool)
         is_player[self.players] = True
         return order[is_player[order]]
+
+    @property
+    def deletion_depth(self) -> int:
+        """The longest prefix of a ranking any deletion curve deletes: K_del, Drop@k's k and the log-k grid."""
+        sizes = self.sizes
+        return max(sizes.k_del, sizes.k_drop, max(self.grid) if self.grid else 0)
 
     def agree(self, a: np.ndarray, b: np.ndarray, how: Callable[..., float], *extra: Any) -> float:
         """``how(a, b, *extra)`` over the players (e.g. Kendall τ, top-k Jaccard)."""

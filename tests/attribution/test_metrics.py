@@ -110,7 +110,7 @@ def test_metrics_on_a_user_game_attribution():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from aumann.attribution.metrics import largest_first  # noqa: E402
+from aumann.attribution.metrics import largest_first, rank_agents  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
@@ -134,3 +134,13 @@ def test_largest_first_large_n_continuous_and_nonfinite():
     key[[5, 77]] = np.inf
     key[9] = -np.inf
     np.testing.assert_array_equal(largest_first(key, 10), np.argsort(-key, kind="stable")[:10])
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 12_000), top=st.integers(0, 13_000), levels=st.integers(1, 30), seed=st.integers(0, 2**32 - 1),
+       by=st.sampled_from(["value", "abs"]))
+def test_rank_agents_top_is_the_prefix_of_the_full_ranking(n, top, levels, seed, by):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-levels, levels + 1, size=n) / 3.0
+    full = rank_agents(x, by)
+    np.testing.assert_array_equal(rank_agents(x, by, top=top), full[:top])

@@ -29,8 +29,9 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
     grid = log_k_grid(n) if cfg.study.log_k_grid else []
     f_full = fc.value(x)
     fo_full = fco.value(x)
-    orders = {name: rank_agents(phi, "value") for name, phi in phis.items()}
-    randoms = [rng.permutation(n)[: max(k_del, max(grid, default=1))] for _ in range(cfg.study.random_orderings)]
+    depth = max(k_del, max(grid, default=1))  # the longest prefix any curve deletes
+    orders = {name: rank_agents(phi, "value", top=depth) for name, phi in phis.items()}
+    randoms = [rng.permutation(n)[:depth] for _ in range(cfg.study.random_orderings)]
     rows: dict[str, dict[str, Any]] = {}
     arrays: dict[str, np.ndarray] = {}
 

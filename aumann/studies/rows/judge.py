@@ -72,14 +72,14 @@ class JudgeRow(Row):
         metrics = score_order(ctx, self.name, order, None)
         ref = ctx.phi[reference_row(ctx.config)]
         metrics.update({"kendall_tau": math.nan,
-                        "jaccard_top10": set_jaccard(order[:top_k], ctx.ranked(ref, "value")[:top_k]),
+                        "jaccard_top10": set_jaccard(order[:top_k], ctx.ranked(ref, "value", top_k)),
                         "sum_phi": math.nan})
         if ctx.grid is not None:  # the judge names K_del agents, too few for the log-k grid
             metrics.update({"deletion_auc_logk": math.nan, "deletion_auc_logk_masking": math.nan})
         named = {int(x) for x in order[:top_k]}
         ctx.rec["judge"] = {**out.info.summary(), "ranking": [int(x) for x in order], "k": ctx.sizes.k_del,
                             "top_k": top_k,
-                            "overlap": {m: len(named & {int(x) for x in ctx.ranked(phi, "value")[:top_k]})
+                            "overlap": {m: len(named & {int(x) for x in ctx.ranked(phi, "value", top_k)})
                                         for m, phi in ctx.phi.items()}}
         return metrics
 

@@ -70,7 +70,7 @@ class Row:
 
     def deletion_orders(self, ctx: RunContext, out: RowOutput) -> list[np.ndarray]:
         """The orderings whose prefixes ``score`` deletes (forked ahead, all at once)."""
-        return [ctx.ranked(out.phi, "value"), ctx.ranked(out.phi, "abs")]
+        return [ctx.ranked(out.phi, "value", ctx.deletion_depth), ctx.ranked(out.phi, "abs", ctx.deletion_depth)]
 
     def score(self, ctx: RunContext, out: RowOutput) -> dict[str, float]:
         """The row's metrics (:data:`METRICS`): deletion by its ranking, agreement with the reference."""

@@ -85,9 +85,10 @@ def score_order(ctx: RunContext, name: str, order: np.ndarray, magnitude: np.nda
 def score_values(ctx: RunContext, name: str, phi: np.ndarray) -> dict[str, float]:
     """A row with values: deletion by descending φ (and |φ|), Kendall τ and top-k Jaccard against the
     reference, Σφ; the log-k grid when the study deletes along it."""
-    order = ctx.orders[name] = ctx.ranked(phi, "value")
+    depth = ctx.deletion_depth  # the rankings' prefixes the deletions read (no full sort of N)
+    order = ctx.orders[name] = ctx.ranked(phi, "value", depth)
     ctx.arrays[f"phi_{name}"] = phi
-    metrics = score_order(ctx, name, order, ctx.ranked(phi, "abs"))
+    metrics = score_order(ctx, name, order, ctx.ranked(phi, "abs", depth))
     reference = reference_row(ctx.config)
     ref = ctx.phi[reference]
     compare = name != reference
