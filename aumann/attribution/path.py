@@ -351,6 +351,7 @@ class AumannShapley(AttributionMethod):
                         progress.advance((t1 - t0) * steps)
             else:  # chunks of points within one step, written into one reused buffer
                 buf = torch.empty((per_batch, N, D), dtype=dtype, device=dev)
+                products = torch.empty((N, D), dtype=dtype, device=dev)  # one buffer for every chunk's weighted sum
                 for t in range(T):
                     xt, dt = on_device(t, t + 1)
                     xt, dt = xt[0], dt[0]
@@ -363,7 +364,7 @@ class AumannShapley(AttributionMethod):
                             z += xt - dt
                         g = grad_of(z, np.full(k1 - k0, t))
                         if g is not None:
-                            _weighted_sum_into(grad, g, w[k0:k1], axis=0)
+                            _weighted_sum_into(grad, g, w[k0:k1], axis=0, tmp=products)
                         if progress is not None:
                             progress.advance(k1 - k0)
                     finish(t, t + 1, dt[None], grad[None])
@@ -373,13 +374,16 @@ class AumannShapley(AttributionMethod):
         return (phi, phi_feat, sums), (f_values, f_baseline)
 
 
-def _weighted_sum_into(acc: torch.Tensor, g: torch.Tensor, w: torch.Tensor, *, axis: int) -> None:
+def _weighted_sum_into(acc: torch.Tensor, g: torch.Tensor, w: torch.Tensor, *, axis: int,
+                       tmp: torch.Tensor | None = None) -> None:
     """``acc += Σ_k w[k] · g[k]`` along ``axis`` of ``g``, one point at a time in k order: each point is one
     rounded product and one rounded sum per element. So a step's gradient has the same bits however its K
     points were batched (whole steps, or chunks sized by a memory probe whose answer differs between
     machines), and the same bits as the former ``einsum`` over whole steps. ``g`` is left alone (autograd
-    may hand back a broadcast view); the products go through one buffer shaped like ``acc``."""
-    tmp = torch.empty_like(acc)
+    may hand back a broadcast view); the products go through one buffer shaped like ``acc`` (``tmp``: a caller's,
+    reused across calls)."""
+    if tmp is None:
+        tmp = torch.empty_like(acc)
     for k in range(g.shape[axis]):
         acc.add_(torch.mul(g.select(axis, k), w[k], out=tmp))
 
