@@ -299,11 +299,13 @@ class NetworkQuadraticKernel(GameKernel):
     def _marginals_active(self, order: np.ndarray) -> np.ndarray:
         """Marginals (in active-player order) when the active players join in ``order`` (local indices)."""
         na = self.active.size
+        if na == 0:
+            return np.empty(0)
         if jit_sampling.available():  # one pass over the edges, no temporaries; the same bits
             order = np.ascontiguousarray(order)
             q = np.empty(na)
             jit_sampling.edge_running_sums(order, self.ei, self.ej, self.we, self.own, self.Q0,
-                                           np.empty(na, dtype=np.int64), q)
+                                           np.empty(na, dtype=order.dtype), q)
             v = self._rho(q)
             out = np.empty(na)
             jit_sampling.scatter_steps(v[None], float(self._rho(np.array(self.Q0))), order[None], out[None])
@@ -311,7 +313,7 @@ class NetworkQuadraticKernel(GameKernel):
         pos = np.empty(na, dtype=np.int64)
         pos[order] = np.arange(na)
         later = np.maximum(pos[self.ei], pos[self.ej])
-        dq = np.bincount(later, weights=self.we, minlength=na)
+        dq = np.bincount(later, weights=self.we, minlength=na).astype(np.float64, copy=False)  # int64 if no edges
         dq += self.own[order]
         q = np.cumsum(dq)
         q += self.Q0
@@ -322,6 +324,22 @@ class NetworkQuadraticKernel(GameKernel):
         out = np.empty(na)
         out[order] = marg
         return out
+
+    def _pair_active(self, order: np.ndarray, out: np.ndarray) -> None:
+        """½ (the marginals along ``order`` + those along its reverse), in active-player order, into ``out``:
+        both walks from one pass over the edges (the same bits as two :meth:`_marginals_active` calls, added
+        and halved)."""
+        na = self.active.size
+        if not jit_sampling.available():
+            out[:] = self._marginals_active(order)
+            out += self._marginals_active(order[::-1])
+            out *= 0.5
+            return
+        order = np.ascontiguousarray(order)
+        qf, qr = np.empty(na), np.empty(na)
+        jit_sampling.edge_running_sums(order, self.ei, self.ej, self.we, self.own, self.Q0,
+                                       np.empty(na, dtype=order.dtype), qf, qr)
+        jit_sampling.scatter_pair(self._rho(qf), self._rho(qr), float(self._rho(np.array(self.Q0))), order, out)
 
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         perms = np.asarray(perms)
@@ -337,6 +355,18 @@ class NetworkQuadraticKernel(GameKernel):
             if reverse:
                 rev[p, self.active] = self._marginals_active(order[::-1])
         return fwd, rev
+
+    def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
+        perms = np.asarray(perms)
+        local = np.full(self.n, -1, dtype=np.int64)
+        local[self.active] = np.arange(self.active.size)
+        units = np.zeros((perms.shape[0], self.n))
+        row = np.empty(self.active.size)
+        for p in range(perms.shape[0]):
+            order = local[perms[p]]
+            self._pair_active(order[order >= 0], row)
+            units[p, self.active] = row
+        return torch.from_numpy(units)
 
     def restricted(self) -> tuple[GameKernel, np.ndarray]:
         """(the game on the non-null players only, their indices): every semivalue of a null player is 0
@@ -411,6 +441,13 @@ class _ActiveKernel(GameKernel):
         fwd = np.stack([self.parent._marginals_active(p) for p in perms])
         rev = np.stack([self.parent._marginals_active(p[::-1]) for p in perms]) if reverse else None
         return fwd, rev
+
+    def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
+        perms = np.asarray(perms)
+        units = np.empty(perms.shape, dtype=np.float64)
+        for p in range(perms.shape[0]):
+            self.parent._pair_active(perms[p], units[p])
+        return torch.from_numpy(units)
 
     def flip_marginals(self, masks: np.ndarray) -> np.ndarray:
         return self.parent.flip_marginals(self._full(np.asarray(masks, dtype=bool)))[:, self.parent.active]

@@ -146,6 +146,17 @@ class GameKernel(ABC):
         fwd, rev = self.prefix_marginals(perms, reverse)
         return torch.from_numpy(fwd), None if rev is None else torch.from_numpy(rev)
 
+    def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
+        """(c, N) float64 on the kernel's device: ½ (marginals along each permutation + along its reverse),
+        the unit antithetic sampling averages. Computed as ``fwd += rev; fwd *= 0.5`` on
+        :meth:`prefix_marginals_tensor`; a kernel that walks both directions at once overrides it with the
+        same bits."""
+        fwd, rev = self.prefix_marginals_tensor(perms, reverse=True)
+        assert rev is not None
+        fwd += rev
+        fwd *= 0.5
+        return fwd
+
     @property
     def device(self) -> torch.device:
         """Where the kernel computes (host numpy unless a subclass runs torch on a device)."""

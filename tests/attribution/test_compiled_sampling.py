@@ -11,6 +11,7 @@ import torch
 
 from aumann.attribution import AgentwiseIndicator, Panel, SampledShapley, attribute, indicators, jit_sampling
 from aumann.attribution.network import NetworkQuadraticKernel
+from aumann.attribution.pooled import GameKernel
 
 pytestmark = pytest.mark.skipif(not jit_sampling.available(), reason="numba is not installed")
 
@@ -85,3 +86,47 @@ def test_network_kernel_is_bit_identical(monkeypatch, rng):
     np.testing.assert_array_equal(fwd, ref_f)
     np.testing.assert_array_equal(rev, ref_r)
 
+
+
+@pytest.mark.parametrize("restricted", [True, False])
+@pytest.mark.parametrize("n", [2, 3, 1000, 20_000])
+def test_network_antithetic_units_walk_both_directions_in_one_pass_with_the_same_bits(restricted, n, monkeypatch,
+                                                                                       rng):
+    """The fused walk (forward and reversed order from one pass over the edges, the unit scattered once) against
+    the generic unit: each direction's marginals separately, added and halved; compiled and numpy alike."""
+    A = sp.random(n, n, density=min(1.0, 8 / n), random_state=2, format="csr")
+    A = (A + A.T).tolil()
+    A.setdiag(0)
+    A = A.tocsr()
+    A.eliminate_zeros()
+    r = np.abs(rng.normal(size=n))
+    r0 = np.where(rng.random(n) < 0.4, 0.1, r)  # ~40 % null players: the walk skips them
+    full = NetworkQuadraticKernel(A, r, r0, scale=0.01)
+    kernel = full.restricted()[0] if restricted else full
+    perms = np.stack([rng.permutation(kernel.n) for _ in range(4)])
+    generic = GameKernel.antithetic_units(kernel, perms).numpy()  # fwd += rev; fwd *= 0.5 on prefix_marginals
+    for dtype in (np.int32, np.int64):
+        fused = kernel.antithetic_units(perms.astype(dtype)).numpy()
+        np.testing.assert_array_equal(fused, generic)
+    assert n < 1000 or np.abs(generic).max() > 0  # not a vacuous comparison
+    monkeypatch.setenv("AUMANN_NUMBA", "0")
+    np.testing.assert_array_equal(kernel.antithetic_units(perms).numpy(), generic)
+
+
+def test_edge_running_sums_reversed_walk_is_the_reversed_orders_walk(rng):
+    n, ne = 3000, 9000
+    ei, ej = rng.integers(0, n, size=ne), rng.integers(0, n, size=ne)
+    we, own = rng.normal(size=ne), rng.normal(size=n)
+    order = rng.permutation(n)
+    q, q_rev, q_ref, q_ref_rev = (np.empty(n) for _ in range(4))
+    jit_sampling.edge_running_sums(order, ei, ej, we, own, 0.25, np.empty(n, dtype=np.int64), q, q_rev)
+    jit_sampling.edge_running_sums(order, ei, ej, we, own, 0.25, np.empty(n, dtype=np.int64), q_ref)
+    jit_sampling.edge_running_sums(np.ascontiguousarray(order[::-1]), ei, ej, we, own, 0.25,
+                                   np.empty(n, dtype=np.int64), q_ref_rev)
+    np.testing.assert_array_equal(q, q_ref)
+    np.testing.assert_array_equal(q_rev, q_ref_rev)
+    # and the compiled walk is numpy's bincount + cumsum
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    dq = np.bincount(np.maximum(pos[ei], pos[ej]), weights=we, minlength=n) + own[order]
+    np.testing.assert_array_equal(q, np.cumsum(dq) + 0.25)
