@@ -468,6 +468,39 @@ def scatter_steps_reversed(u: Any, v_full: float, perms: Any, out: Any) -> None:
     _get("steps_rev", _build_steps_reversed)(u, v_full, perms, out)
 
 
+def scatter_antithetic(vals: Any, u: Any, v0: float, v_full: float, perms: Any, out: Any) -> None:
+    """The antithetic unit in player order from a walk's prefix values ``vals[r, k] = v(π[:k+1])`` and suffix
+    values ``u[r, k] = v(π[k+1:])``: ``out[r, π_k] = ((vals[r, k] − vals[r, k − 1]) + (u[r, k − 1] − u[r, k]))
+    · ½`` (``v0`` / ``v_full`` before the first). The same bits as :func:`scatter_steps` and
+    :func:`scatter_steps_reversed` into two arrays, then ``fwd += rev; fwd *= 0.5``; one random write per
+    player instead of two and no second array."""
+    _get("steps_anti", _build_steps_antithetic)(vals, u, v0, v_full, perms, out)
+
+
+def _build_steps_antithetic() -> Any:
+    import numba
+
+    prefetch, ahead = _prefetch(), _AHEAD
+
+    @numba.njit(nogil=True, cache=True)
+    def steps_antithetic(vals: Any, u: Any, v0: float, v_full: float, perms: Any, out: Any) -> None:
+        c, n = perms.shape
+        for r in range(c):
+            prev = v0
+            prev_u = v_full
+            row = out[r]
+            for k in range(n):
+                if k + ahead < n:
+                    prefetch(row, perms[r, k + ahead], 1)
+                v = vals[r, k]
+                w = u[r, k]
+                out[r, perms[r, k]] = ((v - prev) + (prev_u - w)) * 0.5
+                prev = v
+                prev_u = w
+
+    return steps_antithetic
+
+
 def _build_steps() -> Any:
     import numba
 
@@ -511,4 +544,5 @@ def _build_steps_reversed() -> Any:
 
 
 __all__ = ["available", "draw_permutations", "edge_running_sums", "moments_add", "running_products_kernel",
-           "running_sums_kernel", "scatter_pair", "scatter_steps", "scatter_steps_reversed"]
+           "running_sums_kernel", "scatter_antithetic", "scatter_pair", "scatter_steps",
+           "scatter_steps_reversed"]

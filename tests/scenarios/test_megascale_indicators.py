@@ -159,3 +159,11 @@ def test_product_means_kernel_compiled_is_bit_identical(monkeypatch):
     ref_f, ref_r = kernel.prefix_marginals(perms, True)
     np.testing.assert_array_equal(fwd, ref_f)
     np.testing.assert_array_equal(rev, ref_r)
+    # the antithetic unit, written once per player: the same bits as the two directions added and halved
+    units = kernel.antithetic_units(perms).numpy()  # numpy path (AUMANN_NUMBA=0 here)
+    np.testing.assert_array_equal(units, (ref_f + ref_r) * 0.5)
+    monkeypatch.delenv("AUMANN_NUMBA")
+    for dtype in (np.int32, np.int64):
+        np.testing.assert_array_equal(kernel.antithetic_units(perms.astype(dtype)).numpy(), (ref_f + ref_r) * 0.5)
+        np.testing.assert_array_equal(kernel.antithetic_units(perms[:1].astype(dtype)).numpy(),
+                                      (ref_f[:1] + ref_r[:1]) * 0.5)

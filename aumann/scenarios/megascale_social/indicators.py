@@ -247,12 +247,12 @@ class ProductMeansKernel(GameKernel):
         np.subtract(h[:-1], h[1:], out=marg[1:])
         out_r[perm] = marg
 
-    def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None, v0: float,
-                      vN: float) -> None:
+    def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray | None, out_r: np.ndarray | None, v0: float,
+                      vN: float, *, pair: bool = False) -> None:
         """:meth:`_one` in one pass over the permutation: the running means' products (forward and, for the
         reversed permutation, of the suffix means) from one random row read per player; numpy's log1p on
         them as before, then the marginals written straight to player order. The same operations in the
-        same order as the numpy path (the same bits; tested)."""
+        same order as the numpy path (the same bits; tested). ``pair``: the antithetic unit into ``out_r``."""
         if self._table is None:
             self._table = np.ascontiguousarray(self.dm.T)  # (N, P_moving): one cache line per player
             self._start = np.ascontiguousarray(self.sum_b[self.moving])
@@ -263,10 +263,37 @@ class ProductMeansKernel(GameKernel):
         jit_sampling.running_products_kernel(self.moving.size)(self._table, self._start, self._total, self.coef,
                                                                 perm, h, hr, out_r is not None)
         np.log1p(h, out=h)
+        if pair:
+            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
+            jit_sampling.scatter_antithetic(h, hr, v0, vN, perm, out_r[None])
+            return
         jit_sampling.scatter_steps(h, v0, perm, out_f[None])
         if out_r is not None:
             np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
             jit_sampling.scatter_steps_reversed(hr, vN, perm, out_r[None])
+
+    def _pair(self, perm: np.ndarray, out: np.ndarray) -> None:
+        """The antithetic unit of ``perm`` into ``out``: ½ (its marginals + its reverse's), the same bits as
+        :meth:`_one` into two rows added and halved (compiled: the two walks' marginals combined as they are
+        written, one random write per player)."""
+        if not self.moving.size or not jit_sampling.available():
+            rev = np.empty_like(out)
+            self._one(perm, out, rev)
+            out += rev
+            out *= 0.5
+            return
+        v0, vN = self.ends()
+        self._one_compiled(perm, None, out, v0, vN, pair=True)
+
+    def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
+        perms = np.asarray(perms)
+        c = perms.shape[0]
+        units = np.empty((c, self.n))
+        if c == 1:
+            self._pair(perms[0], units[0])
+        else:
+            list(_pool().map(lambda j: self._pair(perms[j], units[j]), range(c)))
+        return torch.from_numpy(units)
 
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         perms = np.asarray(perms)
