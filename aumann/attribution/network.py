@@ -47,6 +47,7 @@ import torch
 from aumann.attribution import jit_sampling
 from aumann.attribution.indicators import Context, Indicator, living
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
+from aumann.attribution.threads import run_items
 from aumann.errors import IndicatorError
 
 
@@ -249,6 +250,9 @@ class NetworkQuadratic(Indicator):
         return NetworkQuadraticKernel(self.A, r, r0, scale=self.scale)
 
 
+_THREADED_PLAYERS = 1 << 16  # active players from which permutations are walked in pairs on two threads
+
+
 class NetworkQuadraticKernel(GameKernel):
     """v(S) = log(1 + c u_Sᵀ A u_S), u_S = r⁰ + 1_S ⊙ (r − r⁰); A symmetric with a zero diagonal."""
 
@@ -294,7 +298,9 @@ class NetworkQuadraticKernel(GameKernel):
         return self._rho(q)
 
     def chunk_permutations(self) -> int:
-        return 1
+        # big games: permutations in pairs of items, walked on two threads where a core is idle (each walk
+        # writes only its own row: the same numbers); small ones one at a time
+        return 4 if self.active.size >= _THREADED_PLAYERS else 1
 
     def _marginals_active(self, order: np.ndarray) -> np.ndarray:
         """Marginals (in active-player order) when the active players join in ``order`` (local indices)."""
@@ -348,12 +354,15 @@ class NetworkQuadraticKernel(GameKernel):
         local[self.active] = np.arange(self.active.size)
         fwd = np.zeros((c, self.n))
         rev = np.zeros((c, self.n)) if reverse else None
-        for p in range(c):
+
+        def walk(p: int) -> None:
             order = local[perms[p]]
             order = order[order >= 0]
             fwd[p, self.active] = self._marginals_active(order)
-            if reverse:
+            if rev is not None:
                 rev[p, self.active] = self._marginals_active(order[::-1])
+
+        run_items(walk, list(range(c)))
         return fwd, rev
 
     def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
@@ -361,11 +370,14 @@ class NetworkQuadraticKernel(GameKernel):
         local = np.full(self.n, -1, dtype=np.int64)
         local[self.active] = np.arange(self.active.size)
         units = np.zeros((perms.shape[0], self.n))
-        row = np.empty(self.active.size)
-        for p in range(perms.shape[0]):
+
+        def walk(p: int) -> None:
             order = local[perms[p]]
+            row = np.empty(self.active.size)
             self._pair_active(order[order >= 0], row)
             units[p, self.active] = row
+
+        run_items(walk, list(range(perms.shape[0])))
         return torch.from_numpy(units)
 
     def restricted(self) -> tuple[GameKernel, np.ndarray]:
@@ -438,15 +450,24 @@ class _ActiveKernel(GameKernel):
 
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         perms = np.asarray(perms)
-        fwd = np.stack([self.parent._marginals_active(p) for p in perms])
-        rev = np.stack([self.parent._marginals_active(p[::-1]) for p in perms]) if reverse else None
+        fwd = np.empty(perms.shape)
+        rev = np.empty(perms.shape) if reverse else None
+
+        def walk(p: int) -> None:
+            fwd[p] = self.parent._marginals_active(perms[p])
+            if rev is not None:
+                rev[p] = self.parent._marginals_active(perms[p][::-1])
+
+        run_items(walk, list(range(perms.shape[0])))
         return fwd, rev
+
+    def chunk_permutations(self) -> int:
+        return self.parent.chunk_permutations()
 
     def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
         perms = np.asarray(perms)
         units = np.empty(perms.shape, dtype=np.float64)
-        for p in range(perms.shape[0]):
-            self.parent._pair_active(perms[p], units[p])
+        run_items(lambda p: self.parent._pair_active(perms[p], units[p]), list(range(perms.shape[0])))
         return torch.from_numpy(units)
 
     def flip_marginals(self, masks: np.ndarray) -> np.ndarray:

@@ -25,9 +25,9 @@ Big steps are cut into a few block-aligned parts (a function of N only) that run
 thread count. The compiled kernels (:mod:`aumann.attribution.jit`) go further: each block of 4,096
 agents yields its own partial result and a fold adds them up in that same fixed order, so blocks may be
 shared among threads in any way — the calling thread works too, and helpers are handed work only while
-a core is idle (:func:`_idle_cores`). Small panels take single numpy calls (no per-step Python loop),
-which keeps the fixed cost of an ``attribute()`` call low. Results agree with a plain float64 evaluation
-of the formulas to ~1e-14 relative.
+a core is idle (:func:`aumann.attribution.threads.run_items`). Small panels take single numpy calls (no
+per-step Python loop), which keeps the fixed cost of an ``attribute()`` call low. Results agree with a
+plain float64 evaluation of the formulas to ~1e-14 relative.
 """
 
 from __future__ import annotations
@@ -35,16 +35,15 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from aumann.attribution import jit
+from aumann.attribution.threads import run_items
 from aumann.errors import IndicatorError
 
 # The indicator's type is not imported: indicators import this module (no cycle, even a typing-only one).
@@ -59,72 +58,17 @@ _COMPILED = 1 << 15  # T·N·D from here on: the compiled kernels (numba), when 
 _THREADED = 1 << 18  # values read from here on: parts go to the thread pool
 
 
+def _run(fn: Callable[[Any], Any], items: list[Any], work: int = 1 << 62) -> list[Any]:
+    """:func:`~aumann.attribution.threads.run_items` with this module's threshold (values read)."""
+    return run_items(fn, items, work=work, threshold=_THREADED)
+
+
 def _parts(n: int) -> list[tuple[int, int]]:
     """Agent ranges a big step is cut into: block-aligned, at most ``_MAX_PARTS``, and a function of
     N only — so the rounding, and the results, never depend on how many threads run them."""
     k = max(1, min(_MAX_PARTS, n // (2 * _PART)))
     cuts = [0] + [(n * j // k) // _PART * _PART for j in range(1, k)] + [n]
     return list(itertools.pairwise(cuts))
-
-
-def _run(fn: Callable[[Any], Any], items: list[Any], work: int = 1 << 62) -> list[Any]:
-    """``[fn(i) for i in items]``, on up to ``torch.get_num_threads()`` threads (numpy's reductions,
-    torch's matrix–vector products and the compiled kernels release the GIL); in this thread when
-    the ``work`` (values read) is too small to pay for the hand-off.
-
-    This thread works too: it and the pool's helpers take the next item from one shared counter
-    until none is left, so on a loaded machine — where a helper may wait long for a core — this
-    thread carries on alone instead of waiting, and the call costs about what one thread would."""
-    workers = min(len(items), torch.get_num_threads())
-    if workers > 1 and work >= _THREADED:
-        workers = min(workers, 1 + _idle_cores())
-    if workers <= 1 or work < _THREADED:
-        return [fn(i) for i in items]
-    results: list[Any] = [None] * len(items)
-    counter = itertools.count()
-    lock = threading.Lock()
-
-    def take() -> None:
-        while True:
-            with lock:
-                k = next(counter)
-            if k >= len(items):
-                return
-            results[k] = fn(items[k])
-
-    helpers = [_pool(workers - 1).submit(take) for _ in range(workers - 1)]
-    try:
-        take()
-    finally:
-        wait(helpers)  # never return (or raise) while a helper still writes
-    for h in helpers:
-        h.result()  # re-raises a helper's exception
-    return results
-
-
-def _idle_cores() -> int:
-    """Cores no other thread is waiting for right now: the CPUs this process may use, less the threads
-    the kernel counts as runnable (``/proc/loadavg``), this one excepted. A helper handed work while every
-    core is taken waits for one — and this thread then waits for the helper — so on a busy machine the
-    work stays here. (What runs where never changes the numbers, only the speed.)"""
-    try:
-        with open("/proc/loadavg", "rb") as fh:
-            runnable = int(fh.read().split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):  # not Linux: assume the cores are free
-        return _CPUS
-    return max(0, _CPUS - runnable)  # runnable counts this thread: _CPUS − (others + 1) are free
-
-
-_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    key = (os.getpid(), workers)  # a forked child builds its own (threads do not survive fork)
-    pool = _POOLS.get(key)
-    if pool is None:
-        pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aumann-stream")
-    return pool
 
 
 def _flat_sums(flat: np.ndarray, d: int) -> np.ndarray:

@@ -130,3 +130,36 @@ def test_edge_running_sums_reversed_walk_is_the_reversed_orders_walk(rng):
     pos[order] = np.arange(n)
     dq = np.bincount(np.maximum(pos[ei], pos[ej]), weights=we, minlength=n) + own[order]
     np.testing.assert_array_equal(q, np.cumsum(dq) + 0.25)
+
+
+@pytest.mark.parametrize("antithetic", [True, False])
+def test_network_walks_on_two_threads_give_the_same_estimate(antithetic, monkeypatch, rng):
+    """Big network games walk their permutations in pairs on two threads (helpers forced on here): the
+    estimate is bit for bit the one-at-a-time walk's."""
+    from aumann.attribution import network, threads
+    from aumann.attribution.network import NetworkQuadratic
+
+    n = 120_000
+    i, j = rng.integers(0, n, size=(2, 3 * n))
+    keep = i != j
+    A = sp.coo_matrix((np.ones(keep.sum()), (i[keep], j[keep])), shape=(n, n)).tocsr()
+    A = (A + A.T).tocsr()
+    f = NetworkQuadratic(A, lambda z: z[..., 0] * z[..., 1], scale=1e-4, check=False)
+    z = np.abs(rng.normal(size=(1, n, 2))) * (rng.random((1, n, 1)) < 0.7)  # ~84 k active players
+    method = SampledShapley(permutations=8, antithetic=antithetic)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(threads, "idle_cores", lambda: 1)
+        called = []
+        real = threads.run_items
+        monkeypatch.setattr(network, "run_items", lambda fn, items, **kw: called.append(len(items)) or
+                            real(fn, items, **kw))
+        paired = attribute(f, Panel(z), method=method, rng=5)
+        assert max(called) > 1  # the walks really ran as pairs
+        monkeypatch.setattr(network, "_THREADED_PLAYERS", 10**9)  # one permutation at a time, this thread
+        single = attribute(f, Panel(z), method=method, rng=5)
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_array_equal(paired.phi, single.phi)
+    np.testing.assert_array_equal(paired.stderr, single.stderr)

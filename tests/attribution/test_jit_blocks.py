@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from aumann.attribution import Panel, attribute, indicators, jit, streaming
+from aumann.attribution import threads as item_threads
 from aumann.attribution.streaming import column_sums, weighted_rows
 
 pytestmark = pytest.mark.skipif(jit.kernels() is None, reason="numba is not installed")
@@ -145,7 +146,7 @@ def test_same_bits_whatever_the_threads(T, N, rng, monkeypatch):
     try:
         for threads, idle in [(1, 0), (2, 0), (2, 1), (3, 2)]:
             torch.set_num_threads(threads)
-            monkeypatch.setattr(streaming, "_idle_cores", lambda idle=idle: idle)
+            monkeypatch.setattr(item_threads, "idle_cores", lambda idle=idle: idle)
             res = attribute(indicators.get("heat"), Panel(z))
             results.append((np.array(res.phi), res.by_step(), column_sums(z)))
     finally:
@@ -167,7 +168,7 @@ def test_a_helper_error_reaches_the_caller():
     try:
         torch.set_num_threads(2)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(streaming, "_idle_cores", lambda: 1)
+            mp.setattr(item_threads, "idle_cores", lambda: 1)
             with pytest.raises(KeyError, match="task 5"):
                 streaming._run(fn, list(range(12)))
             assert streaming._run(lambda k: k * k, list(range(12))) == [k * k for k in range(12)]
