@@ -45,6 +45,7 @@ import scipy.sparse as sp
 import torch
 
 from aumann.attribution import jit_sampling
+from aumann.attribution.csr import matvec
 from aumann.attribution.indicators import Context, Indicator, living
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
 from aumann.attribution.threads import run_items
@@ -68,7 +69,7 @@ def _apply(A: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
     lead = x.shape[:-1]
     n = x.shape[-1]
     xn = x.detach().reshape(-1, n).to(torch.float64).numpy()
-    y = (A @ xn.T).T if xn.shape[0] > 1 else (A @ xn[0])[None]
+    y = (A @ xn.T).T if xn.shape[0] > 1 else matvec(A, xn[0])[None]
     return torch.from_numpy(np.ascontiguousarray(y)).to(x.dtype).reshape(*lead, n)
 
 
@@ -183,7 +184,7 @@ class NetworkQuadratic(Indicator):
         r = self.r_numpy(z)
         if alive is not None:
             r = np.where(np.asarray(alive, dtype=bool), r, 0.0)
-        return float(np.log1p(self.scale * (r @ (self.A @ r))))
+        return float(np.log1p(self.scale * (r @ matvec(self.A, r))))
 
     def _coefficients(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(p + 1, N): r along τ ↦ b + τ (x − b) as Σ_k c_k τ^k (exact for a polynomial of degree ≤ p)."""
@@ -200,7 +201,7 @@ class NetworkQuadratic(Indicator):
         x = np.asarray(x, dtype=np.float64)
         b = np.broadcast_to(np.asarray(b, dtype=np.float64), x.shape)
         c = self._coefficients(x, b)  # (p + 1, N)
-        Ac = np.stack([self.A @ ck for ck in c])  # (p + 1, N)
+        Ac = np.stack([matvec(self.A, np.ascontiguousarray(ck)) for ck in c])  # (p + 1, N)
         p = c.shape[0] - 1
         M = c @ Ac.T  # M[k, l] = c_kᵀ A c_l
         qcoef = np.zeros(2 * p + 1)
@@ -234,7 +235,7 @@ class NetworkQuadratic(Indicator):
             r = self.r(z)
             (gr,) = torch.autograd.grad(r.sum(), z)  # row i: ∇_{z_i} r_i (r_i depends on z_i only)
             rn = r.detach().numpy()
-            Ar = self.A @ rn
+            Ar = matvec(self.A, rn)
             outer = 2.0 * self.scale * Ar / (1.0 + self.scale * float(rn @ Ar))
             acc += w * outer * np.einsum("nd,nd->n", gr.numpy(), d)
         return acc
@@ -266,8 +267,8 @@ class NetworkQuadraticKernel(GameKernel):
         self.r0 = np.asarray(r0, dtype=np.float64)
         self.c = float(scale)
         self.dr = self.r - self.r0
-        self.Ar0 = A @ self.r0
-        self.Ar = A @ self.r
+        self.Ar0 = matvec(A, self.r0)
+        self.Ar = matvec(A, self.r)
         self.Q0 = float(self.r0 @ self.Ar0)
         self.Q1 = float(self.r @ self.Ar)
         self.active = np.flatnonzero(self.dr != 0)

@@ -43,6 +43,7 @@ from typing import Any
 import mesa
 import numpy as np
 
+from aumann.attribution.csr import matvec
 from aumann.errors import ConfigError, SimulationError
 from aumann.scenarios.megascale_social import counter
 from aumann.scenarios.megascale_social.archetypes import ArchetypeDecider, ArchetypeSpec
@@ -357,8 +358,8 @@ class MegaScaleSocial(mesa.Model):
             x &= live
         xf = x.astype(np.float32)
         F = w.network.follows()
-        cnt = F @ xf
-        ssum = F @ (xf * b)
+        cnt = matvec(F, xf)  # scipy's F @ xf, bit for bit, on the idle cores
+        ssum = matvec(F, xf * b)
         # 4. reshare, 5. view
         seen, lean, reshared, nb = self._feed(b, cnt, ssum, resh_k, shift_k, u_resh)
         if live is not None:
@@ -411,8 +412,8 @@ class MegaScaleSocial(mesa.Model):
             x[idx] = False
             xf = x.astype(np.float32)
             FU = w.network.follows()[U]
-            cnt = FU @ xf
-            ssum = FU @ (xf * p.belief)
+            cnt = matvec(FU, xf)
+            ssum = matvec(FU, xf * p.belief)
             keys = fac["keys"][U]
             table = self._fork_table(np.unique(keys))
             ans = table[keys]
