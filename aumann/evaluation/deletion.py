@@ -68,6 +68,9 @@ class DeletionOracle:
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
         state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
+        z = state.z
+        if isinstance(z, np.ndarray) and z.dtype.kind == "f" and z.dtype != np.float64:
+            state = state.with_values(z.astype(np.float64))  # what evaluate makes of it: once for both indicators
         return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
