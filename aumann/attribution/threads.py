@@ -28,6 +28,8 @@ def run_items(fn: Callable[[Any], Any], items: list[Any], *, work: int = 1 << 62
     thread carries on alone instead of waiting, and the call costs about what one thread would.
     Helpers are only handed work while a core is idle (:func:`idle_cores`)."""
     workers = min(len(items), torch.get_num_threads())
+    if getattr(_LOCAL, "helper", False):  # called from a helper's item: the pool's threads are all busy
+        workers = 1
     if workers > 1 and work >= threshold:
         workers = min(workers, 1 + idle_cores())
     if workers <= 1 or work < threshold:
@@ -44,7 +46,14 @@ def run_items(fn: Callable[[Any], Any], items: list[Any], *, work: int = 1 << 62
                 return
             results[k] = fn(items[k])
 
-    helpers = [_pool(workers - 1).submit(take) for _ in range(workers - 1)]
+    def helper() -> None:
+        _LOCAL.helper = True  # a nested call runs its items itself (waiting on this pool would never end)
+        try:
+            take()
+        finally:
+            _LOCAL.helper = False
+
+    helpers = [_pool(workers - 1).submit(helper) for _ in range(workers - 1)]
     try:
         take()
     finally:
@@ -67,6 +76,7 @@ def idle_cores() -> int:
     return max(0, _CPUS - runnable)  # runnable counts this thread: _CPUS − (others + 1) are free
 
 
+_LOCAL = threading.local()
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 

@@ -182,3 +182,32 @@ def test_big_outputs_are_aligned_for_streaming_stores():
         assert out.shape == shape and out.flags.c_contiguous and out.flags.writeable
         assert out.ctypes.data % 64 == 0
         out[...] = 1.0
+
+
+def test_nested_calls_from_a_helper_run_their_items_themselves(monkeypatch):
+    """An item that itself calls run_items (e.g. a τ inside a threaded loop) must not wait on the pool whose
+    only thread it occupies: it runs its items itself, and the results are those of a plain loop."""
+    import threading
+
+    monkeypatch.setattr(item_threads, "idle_cores", lambda: 1)
+    old = torch.get_num_threads()
+    seen = set()
+
+    def inner(k: int) -> int:
+        seen.add(threading.current_thread().name.startswith("aumann-items"))
+        return k + 1
+
+    def outer(j: int) -> list[int]:
+        return item_threads.run_items(inner, list(range(j, j + 3)))
+
+    try:
+        torch.set_num_threads(2)
+        done: list = []
+        t = threading.Thread(target=lambda: done.append(item_threads.run_items(outer, list(range(8)))), daemon=True)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive(), "nested run_items deadlocked"
+    finally:
+        torch.set_num_threads(old)
+    assert done[0] == [[j + 1, j + 2, j + 3] for j in range(8)]
+    assert True in seen  # the helper thread did run items
