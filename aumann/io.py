@@ -314,6 +314,9 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
                         setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel",
                                 NPZ_LEVEL)
                     with zf.open(info, "w", force_zip64=True) as member:
+                        if info.compress_type == zipfile.ZIP_DEFLATED and arr.nbytes >= PARALLEL_DEFLATE_FROM \
+                                and getattr(member, "_compressor", None) is not None:
+                            member._compressor = _BlockDeflate(NPZ_LEVEL)  # big members: blocks on two threads
                         spilled_arr = spilled(arr)  # a spilled array: its pages dropped behind the write
                         np.lib.format.write_array(_DropBehind(member, arr) if spilled_arr else member, arr,
                                                   allow_pickle=True)
@@ -322,6 +325,70 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
             fh.flush()
             os.fsync(fh.fileno())
     return path
+
+
+#: raw bytes from which a member is deflated in blocks on two threads (:class:`_BlockDeflate`)
+PARALLEL_DEFLATE_FROM = 64 * 2**20
+_DEFLATE_BLOCK = 2**20  # raw bytes per block
+_WINDOW = 32 * 1024  # deflate's window: each block is primed with the last 32 KiB before it
+_DEFLATERS: dict[int, Any] = {}
+
+
+def _deflater() -> Any:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = _DEFLATERS.get(os.getpid())  # a forked child builds its own (threads do not survive fork)
+    if pool is None:
+        pool = _DEFLATERS[os.getpid()] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aumann-deflate")
+    return pool
+
+
+def _deflate_block(block: bytes, primer: bytes, level: int, final: bool) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(level, zlib.DEFLATED, -15, zlib.DEF_MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY,
+                         *((primer,) if primer else ()))
+    return c.compress(block) + c.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
+
+
+class _BlockDeflate:
+    """A zipfile compressor (``compress`` / ``flush``) that deflates 1 MiB blocks on two threads, as pigz does:
+    each block is a raw deflate stream primed with the 32 KiB of input before it (so matches may reach back
+    into it) and ended by a sync flush (byte-aligned, not final), the last one by a final block. Their
+    concatenation is one valid deflate stream of the whole input, which any inflater reads. The bytes depend
+    on the input only (fixed block size), never on the threads. zlib drops the GIL while it deflates."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.pending = bytearray()
+        self.primer = b""
+        self.jobs: list[Any] = []
+
+    def _submit(self, block: bytes, final: bool) -> None:
+        self.jobs.append(_deflater().submit(_deflate_block, block, self.primer, self.level, final))
+        self.primer = (self.primer + block)[-_WINDOW:]  # the 32 KiB before the next block
+
+    def _ready(self, keep: int) -> bytes:
+        out = []
+        while len(self.jobs) > keep or (self.jobs and self.jobs[0].done()):
+            out.append(self.jobs.pop(0).result())
+        return b"".join(out)
+
+    def compress(self, data: Any) -> bytes:
+        self.pending += data
+        if len(self.pending) >= _DEFLATE_BLOCK:
+            whole = len(self.pending) // _DEFLATE_BLOCK * _DEFLATE_BLOCK
+            view = memoryview(self.pending)
+            for o in range(0, whole, _DEFLATE_BLOCK):
+                self._submit(bytes(view[o:o + _DEFLATE_BLOCK]), final=False)
+            view.release()
+            del self.pending[:whole]
+        return self._ready(keep=8)  # at most 8 blocks in flight
+
+    def flush(self) -> bytes:
+        self._submit(bytes(self.pending), final=True)
+        self.pending = bytearray()
+        return self._ready(keep=0)
 
 
 #: largest JSON metadata record an ``.npz`` may carry
