@@ -33,8 +33,11 @@ import numpy as np
 
 from aumann.attribution.indicators import EvalContext, evaluate
 from aumann.attribution.metrics import kendall_tau, spearman, topk_jaccard, topk_overlap
+from aumann.attribution.threads import run_items
 from aumann.io import drop_resident
 from aumann.scenarios.base import Scenario, ScenarioConfig
+
+_PAIRS = 1 << 16  # agents from which the pairs' rank statistics (sorts of N) run on two threads where a core is idle
 
 
 def vertex_path_attribution(f: Any, z: Any, z0: np.ndarray, order: np.ndarray,
@@ -84,16 +87,12 @@ def path_ablation(f: Any, pt: Any, z0: np.ndarray, phi_straight: np.ndarray, ord
     kernel = game.kernel()
     perms = np.stack([rng.permutation(n) for _ in range(orders)])
     phis, _ = kernel.prefix_marginals(perms, reverse=False)
-    taus, overlaps = [], []
-    for phi_pl in phis:
-        s = _pair_stats(phi_straight, phi_pl, top_k)
-        taus.append(s["kendall_tau"])
-        overlaps.append(s["top_overlap"])
     avg = phis.mean(axis=0)
-    return {"kendall_tau_orders": taus, "top_overlap_orders": overlaps,
-            "kendall_tau_average_path": float(kendall_tau(phi_straight, avg)),
-            "top_overlap_average_path": float(topk_overlap(phi_straight, avg, top_k)), "top_k": top_k,
-            "path": kernel.kind}
+    stats = run_items(lambda phi: _pair_stats(phi_straight, phi, top_k), [*phis, avg], work=n, threshold=_PAIRS)
+    return {"kendall_tau_orders": [s["kendall_tau"] for s in stats[:-1]],
+            "top_overlap_orders": [s["top_overlap"] for s in stats[:-1]],
+            "kendall_tau_average_path": stats[-1]["kendall_tau"],
+            "top_overlap_average_path": stats[-1]["top_overlap"], "top_k": top_k, "path": kernel.kind}
 
 
 def f_sensitivity(scenario: Scenario, config: ScenarioConfig, pt: Any, z0: np.ndarray, top_k: int) -> dict[str, Any]:
@@ -105,7 +104,9 @@ def f_sensitivity(scenario: Scenario, config: ScenarioConfig, pt: Any, z0: np.nd
     aggs = scenario.aggregators(config)
     method = AumannShapley(steps=config.study.quadrature_steps, closed_form=False)
     phis = {name: attribute(agg, pt, method=method, baseline=z0).phi[0] for name, agg in aggs.items()}
-    return {f"{a} vs {b}": _pair_stats(phis[a], phis[b], top_k) for a, b in combinations(list(phis), 2)}
+    pairs = list(combinations(list(phis), 2))
+    stats = run_items(lambda ab: _pair_stats(phis[ab[0]], phis[ab[1]], top_k), pairs, work=pt.N, threshold=_PAIRS)
+    return {f"{a} vs {b}": st for (a, b), st in zip(pairs, stats, strict=True)}
 
 
 def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadrature_steps: int, *,
@@ -137,13 +138,15 @@ def baseline_ablation(f: Any, panel: Any, ts: int, z0_action: np.ndarray, quadra
         if phi is not None:
             phis[k] = phi
     k10, k100 = min(10, max(1, n // 2)), min(100, max(1, n // 2))
-    out = {}
-    for a, b in combinations(list(phis), 2):
-        pa, pb = np.abs(phis[a]), np.abs(phis[b])
-        out[f"{a} vs {b}"] = {"jaccard_top10": float(topk_jaccard(pa, pb, k10)),
-                              "jaccard_top100": float(topk_jaccard(pa, pb, k100)),
-                              "kendall_tau": float(kendall_tau(pa, pb)), "spearman_rho": float(spearman(pa, pb))}
-    return out
+
+    def stats(ab: tuple[str, str]) -> dict[str, float]:
+        pa, pb = np.abs(phis[ab[0]]), np.abs(phis[ab[1]])
+        return {"jaccard_top10": float(topk_jaccard(pa, pb, k10)), "jaccard_top100": float(topk_jaccard(pa, pb, k100)),
+                "kendall_tau": float(kendall_tau(pa, pb)), "spearman_rho": float(spearman(pa, pb))}
+
+    pairs = list(combinations(list(phis), 2))
+    return {f"{a} vs {b}": st for (a, b), st in zip(pairs, run_items(stats, pairs, work=n, threshold=_PAIRS),
+                                                      strict=True)}
 
 
 def run_ablations(scenario: Scenario, config: ScenarioConfig, panel: Any, ts: int, z0: np.ndarray,
