@@ -341,6 +341,43 @@ def _build_products(p: int) -> Any:
     return compile_source(src, f"running_products_p{p}", __file__, __name__, prefetch=_prefetch())
 
 
+_SEGMENT_TEMPLATE = '''
+def running_products_segment_p{p}(table, state, total, coef, perm, lo, hi, fwd, rev):
+    flat = table.reshape(table.size)
+{init}
+    for k in range(lo, hi):
+        if k + {ahead} < hi:
+            prefetch(flat, perm[k + {ahead}] * {p}, 0)
+        i = perm[k]
+{body}
+        fwd[k - lo] = {product} * coef
+        rev[k - lo] = {product_rev} * coef
+{store}
+'''
+
+
+def running_products_segment(p: int) -> Any:
+    """``kernel(table (N, P), state (P,), total (P,), coef, perm (N,), lo, hi, fwd, rev)``: positions
+    ``lo … hi − 1`` of :func:`running_products_kernel`'s walk (both directions), the running sums starting
+    from ``state`` and left in it for the next segment — so a walk cut into segments makes the same
+    additions in the same order (the same bits) with O(segment) scratch instead of two (N,) rows."""
+    return _get(("products_segment", p), lambda: _build_products_segment(p))
+
+
+def _build_products_segment(p: int) -> Any:
+    if not 1 <= p <= _MAX_UNROLLED:
+        raise ValueError(f"running products are compiled for 1..{_MAX_UNROLLED} factors; got {p}")
+    src = _SEGMENT_TEMPLATE.format(
+        p=p,
+        init="\n".join(f"    a{q} = state[{q}]" for q in range(p)),
+        body="\n".join(f"        a{q} += table[i, {q}]" for q in range(p)),
+        product=" * ".join(f"a{q}" for q in range(p)),
+        product_rev=" * ".join(f"(total[{q}] - a{q})" for q in range(p)),
+        store="\n".join(f"    state[{q}] = a{q}" for q in range(p)),
+        ahead=_AHEAD)
+    return compile_source(src, f"running_products_segment_p{p}", __file__, __name__, prefetch=_prefetch())
+
+
 def edge_running_sums(order: Any, ei: Any, ej: Any, we: Any, own: Any, q0: float, pos: Any, q: Any,
                       q_rev: Any = None) -> None:
     """The network-quadratic game along ``order`` (players joining one after another): an edge (i, j) with
@@ -544,5 +581,5 @@ def _build_steps_reversed() -> Any:
 
 
 __all__ = ["available", "draw_permutations", "edge_running_sums", "moments_add", "running_products_kernel",
-           "running_sums_kernel", "scatter_antithetic", "scatter_pair", "scatter_steps",
+           "running_products_segment", "running_sums_kernel", "scatter_antithetic", "scatter_pair", "scatter_steps",
            "scatter_steps_reversed"]

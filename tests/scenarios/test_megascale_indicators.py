@@ -167,3 +167,31 @@ def test_product_means_kernel_compiled_is_bit_identical(monkeypatch):
         np.testing.assert_array_equal(kernel.antithetic_units(perms.astype(dtype)).numpy(), (ref_f + ref_r) * 0.5)
         np.testing.assert_array_equal(kernel.antithetic_units(perms[:1].astype(dtype)).numpy(),
                                       (ref_f[:1] + ref_r[:1]) * 0.5)
+
+
+@pytest.mark.parametrize("segment", [1000, 4096, 1 << 20])
+@pytest.mark.parametrize("idle", [0, 1])
+def test_product_means_antithetic_units_in_segments_are_the_whole_walks_bits(segment, idle, monkeypatch):
+    """The antithetic units walk a permutation in segments (running sums carried across, ρ and marginals per
+    segment, pipelined on a helper thread where a core is idle): the bits of the numpy path's whole rows."""
+    from aumann.attribution import jit_sampling
+    from aumann.scenarios.megascale_social import indicators as ind
+
+    if not jit_sampling.available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(3)
+    n = 20_011
+    a = np.abs(rng.normal(size=(n, 4)))
+    b = a.copy()
+    b[:, 1], b[:, 2] = 0.2, 0.0
+    b[:, 3] *= 0.5
+    kernel = ind.ProductMeansKernel(a, b, scale=10.0)
+    perms = np.stack([rng.permutation(n) for _ in range(3)])
+    monkeypatch.setenv("AUMANN_NUMBA", "0")
+    ref_f, ref_r = kernel.prefix_marginals(perms, True)
+    monkeypatch.delenv("AUMANN_NUMBA")
+    monkeypatch.setattr(ind, "_SEGMENT", segment)
+    monkeypatch.setattr(ind, "idle_cores", lambda: idle)
+    for p in range(3):
+        np.testing.assert_array_equal(kernel.antithetic_units(perms[p:p + 1].astype(np.int32)).numpy()[0],
+                                      (ref_f[p] + ref_r[p]) * 0.5)

@@ -42,6 +42,7 @@ import torch
 from aumann.attribution import Indicator, PooledForm, jit_sampling
 from aumann.attribution.network import NetworkQuadratic, converged_gauss_legendre
 from aumann.attribution.pooled import GameKernel
+from aumann.attribution.threads import idle_cores
 from aumann.scenarios.megascale_social.features import INFLUENCE, POSTED, RESHARED, RISK, B
 
 
@@ -144,6 +145,7 @@ class PropagationRisk(Indicator):
 
 
 _POOL: Any = None
+_SEGMENT = 1 << 16  # positions of a permutation walked at a time by the antithetic units (scratch stays in cache)
 
 
 def _pool() -> Any:
@@ -153,6 +155,20 @@ def _pool() -> Any:
 
         _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aumann-prodmeans")
     return _POOL
+
+
+def _finisher() -> Any:
+    """One thread per process that finishes a permutation's segments (ρ, marginals) behind its walk."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = _FINISHERS.get(os.getpid())  # a forked child builds its own (threads do not survive fork)
+    if pool is None:
+        pool = _FINISHERS[os.getpid()] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aumann-prodmeans-seg")
+    return pool
+
+
+_FINISHERS: dict[int, Any] = {}
 
 
 class ProductMeansKernel(GameKernel):
@@ -247,32 +263,31 @@ class ProductMeansKernel(GameKernel):
         np.subtract(h[:-1], h[1:], out=marg[1:])
         out_r[perm] = marg
 
-    def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray | None, out_r: np.ndarray | None, v0: float,
-                      vN: float, *, pair: bool = False) -> None:
-        """:meth:`_one` in one pass over the permutation: the running means' products (forward and, for the
-        reversed permutation, of the suffix means) from one random row read per player; numpy's log1p on
-        them as before, then the marginals written straight to player order. The same operations in the
-        same order as the numpy path (the same bits; tested). ``pair``: the antithetic unit into ``out_r``."""
+    def _table_compiled(self) -> None:
         if self._table is None:
             self._table = np.ascontiguousarray(self.dm.T)  # (N, P_moving): one cache line per player
             self._start = np.ascontiguousarray(self.sum_b[self.moving])
             self._total = np.ascontiguousarray((self.sum_a + self.sum_b)[self.moving])
+
+    def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None, v0: float,
+                      vN: float) -> None:
+        """:meth:`_one` in one pass over the permutation: the running means' products (forward and, for the
+        reversed permutation, of the suffix means) from one random row read per player; numpy's log1p on
+        them as before, then the marginals written straight to player order. The same operations in the
+        same order as the numpy path (the same bits; tested)."""
+        self._table_compiled()
         perm = np.ascontiguousarray(perm)[None]
         h = np.empty((1, self.n))
         hr = np.empty((1, self.n)) if out_r is not None else h
         jit_sampling.running_products_kernel(self.moving.size)(self._table, self._start, self._total, self.coef,
                                                                 perm, h, hr, out_r is not None)
         np.log1p(h, out=h)
-        if pair:
-            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
-            jit_sampling.scatter_antithetic(h, hr, v0, vN, perm, out_r[None])
-            return
         jit_sampling.scatter_steps(h, v0, perm, out_f[None])
         if out_r is not None:
             np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
             jit_sampling.scatter_steps_reversed(hr, vN, perm, out_r[None])
 
-    def _pair(self, perm: np.ndarray, out: np.ndarray) -> None:
+    def _pair(self, perm: np.ndarray, out: np.ndarray, pipeline: bool = False) -> None:
         """The antithetic unit of ``perm`` into ``out``: ½ (its marginals + its reverse's), the same bits as
         :meth:`_one` into two rows added and halved (compiled: the two walks' marginals combined as they are
         written, one random write per player)."""
@@ -283,15 +298,45 @@ class ProductMeansKernel(GameKernel):
             out *= 0.5
             return
         v0, vN = self.ends()
-        self._one_compiled(perm, None, out, v0, vN, pair=True)
+        self._table_compiled()
+        kernel = jit_sampling.running_products_segment(self.moving.size)
+        perm = np.ascontiguousarray(perm)
+        state = self._start.copy()
+        seg = min(self.n, _SEGMENT)
+        bufs = [(np.empty((1, seg)), np.empty((1, seg))) for _ in range(2)]
+        carry = [v0, vN]
+
+        def finish(b: int, lo: int, hi: int) -> None:  # ρ and the marginals of one segment, in order
+            h, hr = bufs[b][0][:, :hi - lo], bufs[b][1][:, :hi - lo]
+            np.log1p(h, out=h)
+            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
+            jit_sampling.scatter_antithetic(h, hr, carry[0], carry[1], perm[None, lo:hi], out[None])
+            carry[0], carry[1] = float(h[0, -1]), float(hr[0, -1])
+
+        # the walk in segments (O(segment) scratch, the same bits): the next segment's running products are
+        # formed here while a helper finishes the last one, where a core is idle
+        pool = _finisher() if pipeline and self.n >= 2 * _SEGMENT and idle_cores() > 0 else None
+        pending = None
+        for j, lo in enumerate(range(0, self.n, seg)):
+            hi = min(self.n, lo + seg)
+            b = j % 2
+            kernel(self._table, state, self._total, self.coef, perm, lo, hi, bufs[b][0][0], bufs[b][1][0])
+            if pending is not None:
+                pending.result()
+            if pool is None:
+                finish(b, lo, hi)
+            else:
+                pending = pool.submit(finish, b, lo, hi)
+        if pending is not None:
+            pending.result()
 
     def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
         perms = np.asarray(perms)
         c = perms.shape[0]
         units = np.empty((c, self.n))
-        if c == 1:
-            self._pair(perms[0], units[0])
-        else:
+        if c == 1:  # one permutation: its segments pipelined on two threads
+            self._pair(perms[0], units[0], pipeline=True)
+        else:  # one permutation per thread
             list(_pool().map(lambda j: self._pair(perms[j], units[j]), range(c)))
         return torch.from_numpy(units)
 
