@@ -283,9 +283,7 @@ def _shapley_block(kernel: Any, item: tuple) -> _Block:
             perms = np.empty((c, n), dtype=np.int64)
             for r in range(c):
                 perms[r] = gen.permutation(n)
-            fwd = kernel.antithetic_units(perms) if antithetic else \
-                kernel.prefix_marginals_tensor(perms, reverse=False)[0]
-            yield fwd.detach().to(torch.float64).cpu().numpy()
+            yield kernel.units(perms, antithetic).detach().to(torch.float64).cpu().numpy()
             left -= c
 
     with torch.no_grad():

@@ -329,16 +329,24 @@ def running_products_kernel(p: int) -> Any:
 
 
 def _build_products(p: int) -> Any:
+    return _compile_products(_PRODUCTS_TEMPLATE, f"running_products_p{p}", p, start="start", indent=8)
+
+
+def _compile_products(template: str, name: str, p: int, *, start: str, indent: int) -> Any:
+    """A running-products template for ``p`` factors (the sums' start read from ``start``; ``indent``: of the
+    loop body's outer level), compiled."""
     if not 1 <= p <= _MAX_UNROLLED:
         raise ValueError(f"running products are compiled for 1..{_MAX_UNROLLED} factors; got {p}")
-    src = _PRODUCTS_TEMPLATE.format(
+    pad, inner = " " * indent, " " * (indent + 4)
+    src = template.format(
         p=p,
-        init="\n".join(f"        a{q} = start[{q}]" for q in range(p)),
-        body="\n".join(f"            a{q} += table[i, {q}]" for q in range(p)),
+        init="\n".join(f"{pad}a{q} = {start}[{q}]" for q in range(p)),
+        body="\n".join(f"{inner}a{q} += table[i, {q}]" for q in range(p)),
         product=" * ".join(f"a{q}" for q in range(p)),
         product_rev=" * ".join(f"(total[{q}] - a{q})" for q in range(p)),
+        store="\n".join(f"{pad}{start}[{q}] = a{q}" for q in range(p)),
         ahead=_AHEAD)
-    return compile_source(src, f"running_products_p{p}", __file__, __name__, prefetch=_prefetch())
+    return compile_source(src, name, __file__, __name__, prefetch=_prefetch())
 
 
 _SEGMENT_TEMPLATE = '''
@@ -365,17 +373,7 @@ def running_products_segment(p: int) -> Any:
 
 
 def _build_products_segment(p: int) -> Any:
-    if not 1 <= p <= _MAX_UNROLLED:
-        raise ValueError(f"running products are compiled for 1..{_MAX_UNROLLED} factors; got {p}")
-    src = _SEGMENT_TEMPLATE.format(
-        p=p,
-        init="\n".join(f"    a{q} = state[{q}]" for q in range(p)),
-        body="\n".join(f"        a{q} += table[i, {q}]" for q in range(p)),
-        product=" * ".join(f"a{q}" for q in range(p)),
-        product_rev=" * ".join(f"(total[{q}] - a{q})" for q in range(p)),
-        store="\n".join(f"    state[{q}] = a{q}" for q in range(p)),
-        ahead=_AHEAD)
-    return compile_source(src, f"running_products_segment_p{p}", __file__, __name__, prefetch=_prefetch())
+    return _compile_products(_SEGMENT_TEMPLATE, f"running_products_segment_p{p}", p, start="state", indent=4)
 
 
 def edge_running_sums(order: Any, ei: Any, ej: Any, we: Any, own: Any, q0: float, pos: Any, q: Any,

@@ -146,6 +146,13 @@ class GameKernel(ABC):
         fwd, rev = self.prefix_marginals(perms, reverse)
         return torch.from_numpy(fwd), None if rev is None else torch.from_numpy(rev)
 
+    def units(self, perms: np.ndarray, antithetic: bool) -> torch.Tensor:
+        """(c, N) float64 sampled-Shapley units of ``perms``: each permutation's marginals, or with ``antithetic``
+        the mean of its marginals and its reverse's (:meth:`antithetic_units`)."""
+        if antithetic:
+            return self.antithetic_units(perms)
+        return self.prefix_marginals_tensor(perms, reverse=False)[0]
+
     def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
         """(c, N) float64 on the kernel's device: ½ (marginals along each permutation + along its reverse),
         the unit antithetic sampling averages. Computed as ``fwd += rev; fwd *= 0.5`` on

@@ -143,14 +143,6 @@ class _Permutations:
             self.pending = None
 
 
-def _units(kernel: GameKernel, perms: np.ndarray, antithetic: bool) -> torch.Tensor:
-    """The sampled-Shapley units of ``perms``: each permutation's marginals, or with ``antithetic`` the mean
-    of its marginals and its reverse's (:meth:`~aumann.attribution.pooled.GameKernel.antithetic_units`)."""
-    if antithetic:
-        return kernel.antithetic_units(perms)
-    return kernel.prefix_marginals_tensor(perms, reverse=False)[0]
-
-
 def _permutation_dtype(kernels: list[GameKernel]) -> type:
     """int32 when every kernel takes int32 permutations, else int64."""
     ok = all(np.int32 in getattr(k, "permutation_dtypes", (np.int64,)) for k in kernels)
@@ -365,7 +357,7 @@ class SampledShapley(CoalitionMethod):
                     c = min(chunk, target - done)
                     perms = draws.take(c)
                     for j in live:
-                        moms[j].add(_units(kernels[j], perms, self.antithetic))
+                        moms[j].add(kernels[j].units(perms, self.antithetic))
                     done += c
                 if self.stderr_tol is not None:
                     for j in [j for j in live if moms[j].n >= 2 and moms[j].max_stderr() < self.stderr_tol]:
@@ -399,7 +391,7 @@ class SampledShapley(CoalitionMethod):
                 target = min(units_total, mom.n + round_units)
                 while mom.n < target:
                     c = min(chunk_units, target - mom.n)
-                    mom.add(_units(kernel, draws.take(c), self.antithetic))
+                    mom.add(kernel.units(draws.take(c), self.antithetic))
                 if self.stderr_tol is not None and mom.n >= 2 and mom.max_stderr() < self.stderr_tol:
                     stopped = "stderr_tol"
                     break
