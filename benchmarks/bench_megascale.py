@@ -67,18 +67,28 @@ if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. 
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
 import aumann.progress as P
-cpu, state = {}, {"name": None, "t": 0.0, "last": None}
+cpu, state = {}, {"name": None, "t": 0.0, "last": None, "io": (0, 0)}
+faults = {}  # per stage: major page faults and bytes read from the disk (the waits a wall >> CPU stage hides)
+def _io():
+    majflt = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[9])
+    rb = next((int(x.split()[1]) for x in open("/proc/self/io") if x.startswith("read_bytes:")), 0)
+    return majflt, rb
 def _close():
     if state["name"] is not None:
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
+        now, was = _io(), state["io"]
+        acc = faults.setdefault(state["name"], [0, 0])
+        acc[0] += now[0] - was[0]; acc[1] += now[1] - was[1]
+def _open(name):
+    state["name"], state["t"], state["io"] = name, time.process_time(), _io()
 def start(self, name, _orig=P.StageTimer.start):
-    _close(); state["name"], state["t"] = name, time.process_time(); _orig(self, name)
+    _close(); _open(name); _orig(self, name)
 def stop(self, _orig=P.StageTimer.stop):  # stopped twice at the end: the second stop keeps the last stage's name
     _close(); state["last"], state["name"] = state["name"] or state["last"], None; _orig(self)
 P.StageTimer.start, P.StageTimer.stop = start, stop
 import aumann.studies.report as R
 def write_outputs(*a, _orig=R.write_outputs, **k):  # the report, after every run: its own row in the table
-    _close(); state["name"], state["t"] = "(report: tables, manifest, pages)", time.process_time()
+    _close(); _open("(report: tables, manifest, pages)")
     try:
         return _orig(*a, **k)
     finally:
@@ -100,7 +110,7 @@ def _dump():
     _close()
     hwm = [int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:")]
     with open(os.environ["AUMANN_BENCH_STAGE_CPU"], "w") as fh:
-        json.dump({"cpu": cpu, "rss_peak_MiB": rss_peak, "rss_peak_at_s": rss_when,
+        json.dump({"cpu": cpu, "faults": faults, "rss_peak_MiB": rss_peak, "rss_peak_at_s": rss_when,
                    "vmhwm_MiB": hwm[0] if hwm else None}, fh)
 atexit.register(_dump)
 from aumann.cli import main
@@ -182,14 +192,19 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
           f"{stage.get('vmhwm_MiB') or float('nan'):.0f} MiB, largest 50 ms sample {sampled:.0f} MiB")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
           f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
-    print("| stage | wall s | CPU s | peak RSS in the stage, MiB |")
-    print("|---|---|---|---|")
+    print("| stage | wall s | CPU s | peak RSS in the stage, MiB | major faults | read from disk, MiB |")
+    print("|---|---|---|---|---|---|")
     stages = man.get("stage_seconds") or {}
+    flt = stage.get("faults", {})
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
-        print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} |")
+        mf, rb = flt.get(k, (float("nan"), float("nan")))
+        print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} | "
+              f"{mf:,.0f} | {rb / 2**20:,.0f} |")
     for k in sorted(set(stage_rss) - set(stages)):
         at = stage.get("rss_peak_at_s", {}).get(k)
-        print(f"| {k} | – | – | {stage_rss[k]:.0f}{f' (at {at:.0f} s)' if at is not None else ''} |")
+        mf, rb = flt.get(k, (float("nan"), float("nan")))
+        print(f"| {k} | – | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss[k]:.0f}"
+              f"{f' (at {at:.0f} s)' if at is not None else ''} | {mf:,.0f} | {rb / 2**20:,.0f} |")
     usage = man.get("llm_usage") or {}
     print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
                                                                "decisions_per_step_max", "backend_requests")}))
