@@ -45,7 +45,6 @@ from aumann.io import (
     read_json,
     read_npz,
     record_checksum,
-    sha256_file,
     write_json,
     write_npz,
 )
@@ -206,7 +205,8 @@ class RunDir:
         (``timing``: the seconds, to ``timings/``). Returns the record exactly as written."""
         npz = write_npz(self.arrays(r), arrays, within=self.root)
         rec = dict(rec)
-        rec["arrays_sha256"] = sha256_file(npz, within=self.root)
+        name = npz.relative_to(self.root).as_posix()
+        rec["arrays_sha256"] = file_digests(self.root, [name])[name]  # a big one was hashed as it was written
         if timing is not None:
             body = plain({"run": r, "digest": digest, "seconds": timing})
             write_json(self.timing(r), {**body, "checksum": record_checksum(body)}, within=self.root)
@@ -267,14 +267,15 @@ def seal(rec: dict[str, Any]) -> RunRecord:
     return rec  # type: ignore[return-value]
 
 
-def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, RunRecord | None,
-                                                       dict[str, np.ndarray] | None]:
+def verify_run(rec_path: Path, digest: str, *, reuse: bool = False) -> tuple[str, str | None, RunRecord | None,
+                                                                            dict[str, np.ndarray] | None]:
     """:meth:`RunDir.verify_run` for the record at ``rec_path`` (its arrays beside it, in ``<run dir>/runs/``).
 
     Everything is read confined to the run directory and bounded; the record must fit its schema
     (:class:`aumann.records.RunRecord`: finite, ranged, typed — a ``t_star`` of −1 with a fixed-up checksum is
     still damaged) and every file it lists in ``files_sha256`` must match (a record without them, from an older
-    aumann, is recomputed too).
+    aumann, is recomputed too). ``reuse``: the checksums this process took of files it wrote or read and that
+    are still the same files are trusted (:func:`aumann.io.check_digests`; the report of the run just written).
     """
     from aumann.records import RunRecord as RecordSchema
     from aumann.records import check
@@ -301,11 +302,11 @@ def verify_run(rec_path: Path, digest: str) -> tuple[str, str | None, RunRecord 
         return "todo", None, None, None
     if not npz.is_file() and not npz.is_symlink():
         return "corrupt", "its arrays (.npz) are missing", None, None
-    if check_digests(root, {f"{RUNS}/{npz.name}": rec["arrays_sha256"]}):
+    if check_digests(root, {f"{RUNS}/{npz.name}": rec["arrays_sha256"]}, reuse=reuse):
         return "corrupt", "its arrays (.npz) do not match their checksum (truncated, edited or replaced)", None, None
     if rec.get("files_sha256") is None:
         return "corrupt", "the record has no checksums of its panel and attribution files (an older aumann)", None, None
-    bad = check_digests(root, rec["files_sha256"])
+    bad = check_digests(root, rec["files_sha256"], reuse=reuse)
     timing = root / TIMINGS / f"{rec_path.stem}.json"
     if (timing.is_file() or timing.is_symlink()) and RunDir(root).checked_timing(int(rec["run"])) is None:
         bad.append((f"{TIMINGS}/{timing.name}", "does not match its checksum (truncated, edited or replaced)"))

@@ -18,8 +18,10 @@ from aumann.studies.sections import load_arrays, load_attribution, load_panel_st
 def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
     """Refuse run ``r`` unless its record, arrays and every file it lists in ``files_sha256`` (panel,
     attributions, timing) verify -- the same check resume makes (:func:`~aumann.studies.rundir.verify_run`):
-    a valid attribution of another run copied or linked over this run's would otherwise be drawn as this run's."""
-    status, reason, _, _ = verify_run(rd.record(r), str(rec.get("digest", "")))
+    a valid attribution of another run copied or linked over this run's would otherwise be drawn as this run's.
+    Files this process wrote and that are unchanged since are not read again (``reuse``: a copy, a link or an
+    edit changes their signature); ``aumann report`` in a new process reads them all."""
+    status, reason, _, _ = verify_run(rd.record(r), str(rec.get("digest", "")), reuse=True)
     if status != "done":
         raise ReportError(f"run {r} of {str(rd.root)!r} ({rd.record(r).name}, {rd.arrays(r).name}) does not verify: "
                           f"{reason}; run the same `aumann run` command with this --out again to recompute it")

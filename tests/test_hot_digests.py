@@ -1,0 +1,104 @@
+"""Big archives are hashed as they are written and leave the page cache; the report of a run just written trusts
+those checksums while the files are unchanged; passes over a spilled panel read the next step ahead."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from aumann import io
+
+
+@pytest.fixture
+def counted_reads(monkeypatch):
+    reads = []
+    real = io.sha256_file
+    monkeypatch.setattr(io, "sha256_file", lambda p, **kw: reads.append(os.path.basename(p)) or real(p, **kw))
+    return reads
+
+
+def _write(path, seed, within):
+    arrays = {"x": np.random.default_rng(seed).random(40_000)}  # 320 kB of float64: stored, not deflated
+    return io.write_npz(path, arrays, within=within)
+
+
+def test_a_big_archive_is_hashed_once_as_it_is_written_and_dropped_from_the_cache(tmp_path, monkeypatch,
+                                                                                  counted_reads):
+    monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
+    advice = []
+    real_fadvise = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise",
+                        lambda fd, off, n, how: advice.append(how) or real_fadvise(fd, off, n, how))
+    _write(tmp_path / "big.npz", 0, tmp_path)
+    assert len(counted_reads) == 1 and counted_reads[0].endswith(".tmp.npz")  # hashed once, before the rename
+    assert advice == [os.POSIX_FADV_DONTNEED]
+    want = hashlib_sha256(tmp_path / "big.npz")
+    assert io.file_digests(tmp_path, ["big.npz"]) == {"big.npz": want}
+    assert len(counted_reads) == 1  # the checksum taken at the write: not read again
+    assert io.check_digests(tmp_path, {"big.npz": want}) == []  # resume always reads
+    assert len(counted_reads) == 2
+
+
+def test_a_small_archive_is_not_hashed_at_the_write(tmp_path, counted_reads):
+    _write(tmp_path / "small.npz", 0, tmp_path)
+    assert counted_reads == []
+    io.file_digests(tmp_path, ["small.npz"])
+    assert counted_reads == ["small.npz"]
+
+
+def hashlib_sha256(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_reused_checksums_hold_only_for_the_same_unchanged_files(tmp_path, monkeypatch, counted_reads):
+    monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
+    _write(tmp_path / "a.npz", 1, tmp_path)
+    _write(tmp_path / "b.npz", 2, tmp_path)
+    want = {"a.npz": hashlib_sha256(tmp_path / "a.npz"), "b.npz": hashlib_sha256(tmp_path / "b.npz")}
+    counted_reads.clear()
+    assert io.check_digests(tmp_path, want, reuse=True) == []
+    assert counted_reads == []  # both unchanged since they were written here
+    # another valid archive copied over a (a new inode): read, and refused
+    shutil.copyfile(tmp_path / "b.npz", tmp_path / "copy.npz")
+    os.replace(tmp_path / "copy.npz", tmp_path / "a.npz")
+    bad = io.check_digests(tmp_path, want, reuse=True)
+    assert [name for name, _ in bad] == ["a.npz"] and counted_reads == ["a.npz"]
+    # edited in place (same inode, a new modification time): read, and refused
+    with open(tmp_path / "b.npz", "r+b") as fh:
+        fh.seek(200)
+        fh.write(b"\\x00")
+    bad = io.check_digests(tmp_path, want, reuse=True)
+    assert sorted(name for name, _ in bad) == ["a.npz", "b.npz"]
+    assert counted_reads[-1] == "b.npz"
+
+
+def test_reused_checksums_still_refuse_a_link_out_of_the_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(tmp_path / "outside.npz", 3, tmp_path)  # hashed (and remembered) at its write
+    (run / "a.npz").symlink_to(tmp_path / "outside.npz")  # same device, inode, size, mtime as remembered
+    want = hashlib_sha256(tmp_path / "outside.npz")
+    bad = io.check_digests(run, {"a.npz": want}, reuse=True)
+    assert len(bad) == 1 and bad[0][0] == "a.npz"
+
+
+@pytest.mark.parametrize("shape", [(5, 3000, 6), (4, 1000, 3), (3, 1, 1)])
+def test_read_ahead_asks_for_exactly_the_pages_under_a_step(tmp_path, shape):
+    values = np.random.default_rng(0).random(shape).astype(np.float32)
+    spilled = io.spill(values, tmp_path)
+    step_bytes = values[0].nbytes
+    for t in range(shape[0]):
+        _mm, start, length = io._mapped_span(spilled[t])
+        lo = t * step_bytes
+        assert start == lo - lo % mmap.PAGESIZE and start + length == lo + step_bytes
+        io.read_ahead(spilled[t])  # the kernel is asked; nothing changes
+        np.testing.assert_array_equal(spilled[t], values[t])
+    assert io._mapped_span(values[1]) is None and io._mapped_span(spilled[:, 0, 0][::2]) is None  # not spilled; strided
+    io.read_ahead(values[1])  # a no-op
