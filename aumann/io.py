@@ -829,43 +829,6 @@ def drop_resident(arr: Any, upto: int | None = None) -> None:
         mm.madvise(mmap.MADV_DONTNEED, 0, size)
 
 
-def read_ahead(arr: Any) -> None:
-    """Ask the kernel to read the pages under ``arr`` -- a contiguous part of a spilled array (:func:`spill`), e.g.
-    the next step of a pass over a spilled panel -- into the page cache now, asynchronously (``MADV_WILLNEED``).
-
-    Pages of a spilled array that have left the page cache come back one page fault at a time, each a short
-    read waited for; asked ahead, they come back in large reads while the work on the step before goes on (at
-    10⁷ agents a pass over the panel reads 7 GB). Nothing happens for any other array, nor where ``madvise``
-    is missing; the bytes read are the same either way."""
-    import mmap
-
-    span = _mapped_span(arr)
-    if span is not None and hasattr(mmap, "MADV_WILLNEED"):
-        mm, start, length = span
-        mm.madvise(mmap.MADV_WILLNEED, start, length)
-
-
-def _mapped_span(arr: Any) -> tuple[Any, int, int] | None:
-    """(the ``mmap``, first byte rounded down to a page, length) of the bytes under ``arr``, a contiguous view of
-    a spilled array; ``None`` for anything else."""
-    import mmap
-
-    if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous or arr.nbytes == 0:
-        return None
-    root = arr
-    while isinstance(root.base, np.ndarray):  # views of a memmap carry its mmap too: up to the mapped array
-        root = root.base
-    mm = getattr(root, "_mmap", None)
-    if mm is None or mm.closed or not hasattr(mm, "madvise"):
-        return None
-    # np.memmap maps from its offset rounded down to the allocation granularity
-    lead = int(getattr(root, "offset", 0)) % mmap.ALLOCATIONGRANULARITY
-    lo = arr.ctypes.data - root.ctypes.data + lead
-    start = (lo // mmap.PAGESIZE) * mmap.PAGESIZE
-    end = min(len(mm), lo + arr.nbytes)
-    return (mm, start, end - start) if 0 <= start < end else None
-
-
 def drop_spilled() -> None:
     """:func:`drop_resident` for every live spilled array (between the stages of a large study)."""
     for ref in list(_SPILLED.values()):
@@ -909,7 +872,6 @@ __all__ = [
     "neutralise_cell",
     "open_read",
     "plain",
-    "read_ahead",
     "read_csv_cell",
     "read_json",
     "read_npz",

@@ -1,9 +1,8 @@
 """Big archives are hashed as they are written and leave the page cache; the report of a run just written trusts
-those checksums while the files are unchanged; passes over a spilled panel read the next step ahead."""
+those checksums while the files are unchanged."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import shutil
 
@@ -87,18 +86,3 @@ def test_reused_checksums_still_refuse_a_link_out_of_the_directory(tmp_path, mon
     want = hashlib_sha256(tmp_path / "outside.npz")
     bad = io.check_digests(run, {"a.npz": want}, reuse=True)
     assert len(bad) == 1 and bad[0][0] == "a.npz"
-
-
-@pytest.mark.parametrize("shape", [(5, 3000, 6), (4, 1000, 3), (3, 1, 1)])
-def test_read_ahead_asks_for_exactly_the_pages_under_a_step(tmp_path, shape):
-    values = np.random.default_rng(0).random(shape).astype(np.float32)
-    spilled = io.spill(values, tmp_path)
-    step_bytes = values[0].nbytes
-    for t in range(shape[0]):
-        _mm, start, length = io._mapped_span(spilled[t])
-        lo = t * step_bytes
-        assert start == lo - lo % mmap.PAGESIZE and start + length == lo + step_bytes
-        io.read_ahead(spilled[t])  # the kernel is asked; nothing changes
-        np.testing.assert_array_equal(spilled[t], values[t])
-    assert io._mapped_span(values[1]) is None and io._mapped_span(spilled[:, 0, 0][::2]) is None  # not spilled; strided
-    io.read_ahead(values[1])  # a no-op

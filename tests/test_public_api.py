@@ -180,7 +180,6 @@ PUBLIC = {
         "neutralise_cell",
         "open_read",
         "plain",
-        "read_ahead",
         "read_csv_cell",
         "read_json",
         "read_npz",

@@ -47,7 +47,7 @@ from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, 
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array
 from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
-from aumann.io import drop_resident, read_ahead, spilled
+from aumann.io import drop_resident, spilled
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
 
@@ -77,8 +77,6 @@ def _streamed_mean(panel: Panel, everyone: bool) -> np.ndarray:
     values, alive = panel.values, panel.alive
     acc, count = None, 0
     for t in range(values.shape[0]):
-        if t + 1 < values.shape[0]:
-            read_ahead(values[t + 1])  # read while this step is summed (the same bytes either way)
         rows = values[t] if everyone else values[t][alive[t]]
         count += rows.shape[0]
         if acc is None:

@@ -42,7 +42,7 @@ import numpy as np
 from aumann.attribution import AumannShapley, LeaveOneOut, Panel, SampledShapley, attribute
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.metrics import rank_agents, relative_gap, topk_jaccard
-from aumann.io import drop_resident, read_ahead
+from aumann.io import drop_resident
 from aumann.scenarios.megascale_social.config import MegaScaleConfig
 from aumann.scenarios.megascale_social.indicators import cascade_indicator, indicator
 from aumann.studies.context import RunContext
@@ -221,8 +221,6 @@ def cascade_smoothing_gap(ctx: RunContext) -> None:
     panel, ts, fc, fco = ctx.panel, ctx.t_star, st.fc, st.fco
     fc_series, fco_series = np.empty(panel.shape[0]), np.empty(panel.shape[0])
     for t in range(panel.shape[0]):  # each step with its living mask; a spilled panel's pages read handed back
-        if t + 1 < panel.shape[0]:
-            read_ahead(panel.values[t + 1])  # read while this step is evaluated
         step = EvalContext.at_step(panel, t)
         fc_series[t], fco_series[t] = fc.value(step), fco.value(step)
         drop_resident(panel.values)
