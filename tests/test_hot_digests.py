@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from aumann import io
+from aumann.errors import PathEscapeError
 
 
 @pytest.fixture
@@ -81,8 +82,12 @@ def test_reused_checksums_still_refuse_a_link_out_of_the_directory(tmp_path, mon
     monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
     run = tmp_path / "run"
     run.mkdir()
-    _write(tmp_path / "outside.npz", 3, tmp_path)  # hashed (and remembered) at its write
-    (run / "a.npz").symlink_to(tmp_path / "outside.npz")  # same device, inode, size, mtime as remembered
-    want = hashlib_sha256(tmp_path / "outside.npz")
+    _write(run / "a.npz", 3, run)  # remembered under run/a.npz at its write
+    want = hashlib_sha256(run / "a.npz")
+    # moved out of the run directory and linked back: the link leads to the same device, inode, size and mtime
+    os.replace(run / "a.npz", tmp_path / "outside.npz")
+    (run / "a.npz").symlink_to(tmp_path / "outside.npz")
     bad = io.check_digests(run, {"a.npz": want}, reuse=True)
-    assert len(bad) == 1 and bad[0][0] == "a.npz"
+    assert len(bad) == 1 and bad[0][0] == "a.npz" and "outside" in bad[0][1]
+    with pytest.raises(PathEscapeError):
+        io.file_digests(run, ["a.npz"])
