@@ -37,6 +37,7 @@ needed, a full disk) raises :class:`~aumann.errors.OutputError` naming the path.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io as _io
@@ -346,9 +347,13 @@ def _hash_while_hot(tmp: Path, fd: int) -> tuple[tuple[int, ...], str] | None:
     st = os.fstat(fd)
     if st.st_size < HOT_DIGEST_FROM:
         return None
-    digest = sha256_file(tmp)
+    try:
+        digest = sha256_file(tmp)
+    except (OSError, OutputError):  # the write stands; the checksum is then taken when it is asked for
+        return None
     if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with contextlib.suppress(OSError):  # advice only (a file system may not take it)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), digest
 
 

@@ -91,3 +91,16 @@ def test_reused_checksums_still_refuse_a_link_out_of_the_directory(tmp_path, mon
     assert len(bad) == 1 and bad[0][0] == "a.npz" and "outside" in bad[0][1]
     with pytest.raises(PathEscapeError):
         io.file_digests(run, ["a.npz"])
+
+
+def test_the_write_stands_when_the_page_cache_advice_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
+
+    def refuse(*_a):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "posix_fadvise", refuse)
+    path = _write(tmp_path / "big.npz", 4, tmp_path)
+    assert io.file_digests(tmp_path, ["big.npz"]) == {"big.npz": hashlib_sha256(path)}
+    np.testing.assert_array_equal(io.read_npz(path, error=io.OutputError)[0]["x"],
+                                  np.random.default_rng(4).random(40_000))
