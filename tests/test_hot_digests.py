@@ -26,6 +26,10 @@ def _write(path, seed, within):
     return io.write_npz(path, arrays, within=within)
 
 
+needs_fadvise = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this platform")
+
+
+@needs_fadvise
 def test_a_big_archive_is_hashed_once_as_it_is_written_and_dropped_from_the_cache(tmp_path, monkeypatch,
                                                                                   counted_reads):
     monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
@@ -93,6 +97,7 @@ def test_reused_checksums_still_refuse_a_link_out_of_the_directory(tmp_path, mon
         io.file_digests(run, ["a.npz"])
 
 
+@needs_fadvise
 def test_the_write_stands_when_the_page_cache_advice_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "HOT_DIGEST_FROM", 100_000)
 
