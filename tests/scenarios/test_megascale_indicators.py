@@ -140,6 +140,18 @@ def test_visibility_biased_draws_follow_the_weights():
     assert all(len(set(t)) == 2 for t in two)  # without replacement
 
 
+def _product_means_case(kernel_type, *, seed, n, columns):
+    """(rng, n, an f_prop masking kernel over n players): the first column is kept by the baseline (a constant
+    factor), the second and third are moved to 0.2 and 0, a fourth (if any) halved."""
+    rng = np.random.default_rng(seed)
+    a = np.abs(rng.normal(size=(n, columns)))
+    b = a.copy()
+    b[:, 1], b[:, 2] = 0.2, 0.0
+    if columns > 3:
+        b[:, 3] *= 0.5
+    return rng, n, kernel_type(a, b, scale=10.0)
+
+
 def test_product_means_kernel_compiled_is_bit_identical(monkeypatch):
     """f_prop's masking kernel: the compiled one-pass kernel and the numpy path give the same bits."""
     from aumann.attribution import jit_sampling
@@ -147,12 +159,7 @@ def test_product_means_kernel_compiled_is_bit_identical(monkeypatch):
 
     if not jit_sampling.available():
         pytest.skip("numba is not installed")
-    rng = np.random.default_rng(0)
-    n = 30_011
-    a = np.abs(rng.normal(size=(n, 3)))
-    b = a.copy()
-    b[:, 1], b[:, 2] = 0.2, 0.0  # the first column is kept by the baseline: a constant factor
-    kernel = ProductMeansKernel(a, b, scale=10.0)
+    rng, n, kernel = _product_means_case(ProductMeansKernel, seed=0, n=30_011, columns=3)
     perms = np.stack([rng.permutation(n) for _ in range(2)])
     fwd, rev = kernel.prefix_marginals(perms.astype(np.int32), True)
     monkeypatch.setenv("AUMANN_NUMBA", "0")
@@ -179,13 +186,7 @@ def test_product_means_antithetic_units_in_segments_are_the_whole_walks_bits(seg
 
     if not jit_sampling.available():
         pytest.skip("numba is not installed")
-    rng = np.random.default_rng(3)
-    n = 20_011
-    a = np.abs(rng.normal(size=(n, 4)))
-    b = a.copy()
-    b[:, 1], b[:, 2] = 0.2, 0.0
-    b[:, 3] *= 0.5
-    kernel = ind.ProductMeansKernel(a, b, scale=10.0)
+    rng, n, kernel = _product_means_case(ind.ProductMeansKernel, seed=3, n=20_011, columns=4)
     perms = np.stack([rng.permutation(n) for _ in range(3)])
     monkeypatch.setenv("AUMANN_NUMBA", "0")
     ref_f, ref_r = kernel.prefix_marginals(perms, True)
