@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.attribution import jit_rank
 from aumann.attribution.result import Attribution
 from aumann.attribution.threads import run_items
 from aumann.checks import as_float, as_int, as_real_array, user_code
@@ -214,16 +215,31 @@ TIE_RTOL = 1e-12
 _THREADED_TAU = 1 << 16  # agents from which τ's two tie-rank sorts run on two threads
 
 
+def _tie_runs(x: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the stable sort order of ``x`` (1-D float64, ≥ 2 values), the tie run of each sorted position): runs
+    are numbered 0, 1, … from the lowest; a value within ``rtol`` · max|x| of the one before it in sorted
+    order is in its run."""
+    order = np.argsort(x, kind="stable")
+    srt = x[order]
+    new = np.ones(x.size, dtype=bool)
+    new[1:] = np.diff(srt) > rtol * float(np.max(np.abs(srt)))
+    return order, np.cumsum(new) - 1
+
+
+def _dense_runs(x: np.ndarray, rtol: float) -> np.ndarray:
+    """Each agent's tie run (:func:`_tie_runs`), in agent order: int32 (int64 from 2³¹ agents)."""
+    order, run = _tie_runs(x, rtol)
+    out = np.empty(x.size, dtype=np.int32 if x.size < 2**31 else np.int64)
+    out[order] = run
+    return out
+
+
 def tie_ranks(x: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
     """Average ranks of ``x`` with values within ``rtol`` · max|x| of their neighbour in sorted order tied."""
     x = np.asarray(x, dtype=np.float64)
     if x.size < 2:
         return np.ones_like(x)
-    order = np.argsort(x, kind="stable")
-    srt = x[order]
-    new = np.ones(x.size, dtype=bool)
-    new[1:] = np.diff(srt) > rtol * float(np.max(np.abs(srt)))
-    run = np.cumsum(new) - 1  # the run (group of ties) of each sorted position
+    order, run = _tie_runs(x, rtol)  # the run (group of ties) of each sorted position
     pos = np.arange(1, x.size + 1, dtype=np.float64)
     mean_rank = np.bincount(run, weights=pos) / np.bincount(run)
     out = np.empty(x.size)
@@ -250,11 +266,42 @@ def kendall_tau(estimate: Scores, reference: Scores, *, k: int | None = None, by
         idx = _top(b, k, by)
         a, b = a[idx], b[idx]
     tie_rtol = as_float(tie_rtol, "tie_rtol", minimum=0, error=MetricError)
+    if tie_rtol > 0 and a.ndim == 1 and a.size >= _COMPILED_TAU and jit_rank.available():
+        return _tau_b_runs(a, b, tie_rtol)
     if tie_rtol > 0:  # the two sides' ranks on two threads where a core is idle (numpy's sorts drop the GIL)
         a, b = run_items(lambda x: tie_ranks(x, tie_rtol), [a, b], work=a.size, threshold=_THREADED_TAU)
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
     return float(kendalltau(a, b).statistic)
+
+
+_COMPILED_TAU = 1 << 12  # agents from which τ-b is counted by the compiled kernel (:mod:`~aumann.attribution.jit_rank`)
+
+
+def _tau_b_runs(a: np.ndarray, b: np.ndarray, tie_rtol: float) -> float:
+    """:func:`kendall_tau`'s τ-b of two 1-D score vectors (``tie_rtol`` > 0) from their tie runs: the same
+    float as ``scipy.stats.kendalltau`` of their :func:`tie_ranks`. Its dense ranks are these runs (runs are
+    disjoint ranges of sorted positions, so their average ranks differ and keep the runs' order), and
+    τ-b = (tot − ties_a − ties_b + ties_both − 2 · discordant) / √(tot − ties_a) / √(tot − ties_b) is formed
+    from the same integers by the same float operations."""
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    ra, rb = run_items(lambda x: _dense_runs(x, tie_rtol), [xa, xb], work=xa.size, threshold=_THREADED_TAU)
+    na, nb = int(ra.max()) + 1, int(rb.max()) + 1
+    if na == 1 or nb == 1:  # one side constant (every score tied): τ is undefined
+        return math.nan
+
+    def ties(runs: np.ndarray) -> int:
+        cnt = np.bincount(runs).astype(np.int64, copy=False)
+        return int((cnt * (cnt - 1) // 2).sum())
+
+    size = xa.size
+    tot = (size * (size - 1)) // 2
+    xtie, ytie = ties(ra), ties(rb)
+    dis, ntie = jit_rank.tau_counts(ra, rb, na, nb)
+    con_minus_dis = tot - xtie - ytie + ntie - 2 * dis
+    tau = con_minus_dis / np.sqrt(tot - xtie) / np.sqrt(tot - ytie)
+    return float(np.minimum(1.0, max(-1.0, tau)))
 
 
 def relative_gap(value: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-9) -> tuple[float, int]:

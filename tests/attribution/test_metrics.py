@@ -144,3 +144,49 @@ def test_rank_agents_top_is_the_prefix_of_the_full_ranking(n, top, levels, seed,
     x = rng.integers(-levels, levels + 1, size=n) / 3.0
     full = rank_agents(x, by)
     np.testing.assert_array_equal(rank_agents(x, by, top=top), full[:top])
+
+
+# ---- Kendall τ-b from tie runs (the compiled counts) against scipy on the tie ranks ----------------------
+def _scipy_tau(a: np.ndarray, b: np.ndarray, rtol: float = M.TIE_RTOL) -> float:
+    from scipy.stats import kendalltau
+
+    ra, rb = M.tie_ranks(a, rtol), M.tie_ranks(b, rtol)
+    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
+        return float("nan")
+    return float(kendalltau(ra, rb).statistic)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(M._COMPILED_TAU, M._COMPILED_TAU + 3000), levels=st.sampled_from([0, 2, 7, 50]),
+       zeros=st.floats(0.0, 0.95), noise=st.floats(0.0, 3.0), seed=st.integers(0, 2**31 - 1),
+       flip=st.booleans())
+def test_compiled_tau_b_is_scipys_float(n, levels, zeros, noise, seed, flip):
+    """The compiled counts give the same τ-b, bit for bit, as scipy on the tie ranks: few or many distinct
+    values (``levels``: rounded scores, heavy ties), a block of zeros (null players), near-ties below the
+    tolerance, reversed rankings."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    if levels:
+        a = np.round(a * levels / 3) / levels
+    b = (-a if flip else a) + noise * rng.normal(size=n)
+    dead = rng.random(n) < zeros
+    a[dead] = 0.0
+    b[dead & (rng.random(n) < 0.5)] = 0.0
+    a[rng.random(n) < 0.05] += 1e-15  # within the tie tolerance of their neighbours
+    assert M.kendall_tau(a, b) == pytest.approx(_scipy_tau(a, b), abs=0, rel=0, nan_ok=True)
+
+
+def test_compiled_tau_b_edge_cases(monkeypatch):
+    n = M._COMPILED_TAU
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=n)
+    assert M.kendall_tau(x, x) == 1.0 and M.kendall_tau(x, -x) == -1.0
+    assert np.isnan(M.kendall_tau(np.ones(n), x))  # one side constant: undefined, as before
+    assert np.isnan(M.kendall_tau(x, np.zeros(n)))
+    two = np.where(x > 0, 1.0, 0.0)  # two runs against a continuous side
+    assert M.kendall_tau(two, x) == _scipy_tau(two, x)
+    # the numpy/scipy path (numba off) gives the same float
+    y = np.round(x + rng.normal(size=n), 1)
+    fast = M.kendall_tau(x, y)
+    monkeypatch.setenv("AUMANN_NUMBA", "0")
+    assert M.kendall_tau(x, y) == fast
