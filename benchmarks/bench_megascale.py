@@ -67,18 +67,21 @@ if os.environ.get("AUMANN_BENCH_SRC"):  # measure another checkout's code (e.g. 
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, os.environ["AUMANN_BENCH_SRC"])
 import aumann.progress as P
-cpu, state = {}, {"name": None, "t": 0.0, "last": None, "io": (0, 0)}
+cpu, state = {}, {"name": None, "t": 0.0, "last": None, "io": (0, 0, 0.0, 0.0)}
 faults = {}  # per stage: major page faults and bytes read from the disk (the waits a wall >> CPU stage hides)
-def _io():
+_TICK = os.sysconf("SC_CLK_TCK")
+def _io():  # (major faults, bytes read, and the whole machine's iowait and steal seconds: /proc/stat)
     majflt = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[9])
     rb = next((int(x.split()[1]) for x in open("/proc/self/io") if x.startswith("read_bytes:")), 0)
-    return majflt, rb
+    f = open("/proc/stat").readline().split()
+    return majflt, rb, int(f[5]) / _TICK, int(f[8]) / _TICK
 def _close():
     if state["name"] is not None:
         cpu[state["name"]] = cpu.get(state["name"], 0.0) + time.process_time() - state["t"]
         now, was = _io(), state["io"]
-        acc = faults.setdefault(state["name"], [0, 0])
-        acc[0] += now[0] - was[0]; acc[1] += now[1] - was[1]
+        acc = faults.setdefault(state["name"], [0, 0, 0.0, 0.0])
+        for i in range(4):
+            acc[i] += now[i] - was[i]
 def _open(name):
     state["name"], state["t"], state["io"] = name, time.process_time(), _io()
 def start(self, name, _orig=P.StageTimer.start):
@@ -192,19 +195,22 @@ def e2e(n: int, extra: list[str], src: str | None = None) -> None:
           f"{stage.get('vmhwm_MiB') or float('nan'):.0f} MiB, largest 50 ms sample {sampled:.0f} MiB")
     print(f"reference: one np.sum pass over the (30, N, 6) float32 panel {ref * 1e3:.1f} ms → "
           f"end to end = {st['wall_s'] / ref:.0f} passes (wall), {st.get('cpu_s', float('nan')) / ref:.0f} (CPU)")
-    print("| stage | wall s | CPU s | peak RSS in the stage, MiB | major faults | read from disk, MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| stage | wall s | CPU s | peak RSS in the stage, MiB | major faults | read from disk, MiB "
+          "| machine iowait s | machine steal s |")
+    print("|---|---|---|---|---|---|---|---|")
     stages = man.get("stage_seconds") or {}
     flt = stage.get("faults", {})
+    nan4 = (float("nan"),) * 4
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
-        mf, rb = flt.get(k, (float("nan"), float("nan")))
+        mf, rb, iow, stl = flt.get(k, nan4)
         print(f"| {k} | {v:.1f} | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss.get(k, float('nan')):.0f} | "
-              f"{mf:,.0f} | {rb / 2**20:,.0f} |")
+              f"{mf:,.0f} | {rb / 2**20:,.0f} | {iow:.1f} | {stl:.1f} |")
     for k in sorted(set(stage_rss) - set(stages)):
         at = stage.get("rss_peak_at_s", {}).get(k)
-        mf, rb = flt.get(k, (float("nan"), float("nan")))
+        mf, rb, iow, stl = flt.get(k, nan4)
         print(f"| {k} | – | {stage_cpu.get(k, float('nan')):.1f} | {stage_rss[k]:.0f}"
-              f"{f' (at {at:.0f} s)' if at is not None else ''} | {mf:,.0f} | {rb / 2**20:,.0f} |")
+              f"{f' (at {at:.0f} s)' if at is not None else ''} | {mf:,.0f} | {rb / 2**20:,.0f} | {iow:.1f} | "
+              f"{stl:.1f} |")
     usage = man.get("llm_usage") or {}
     print("llm_usage:", json.dumps({k: usage.get(k) for k in ("decisions", "fork_decisions", "calls", "cache_hits",
                                                                "decisions_per_step_max", "backend_requests")}))
