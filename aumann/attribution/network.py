@@ -45,7 +45,7 @@ import scipy.sparse as sp
 import torch
 
 from aumann.attribution import jit_sampling
-from aumann.attribution.csr import matvec
+from aumann.attribution.csr import matvec, matvec_pair
 from aumann.attribution.indicators import Context, Indicator, living
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
 from aumann.attribution.threads import run_items
@@ -185,6 +185,27 @@ class NetworkQuadratic(Indicator):
         if alive is not None:
             r = np.where(np.asarray(alive, dtype=bool), r, 0.0)
         return float(np.log1p(self.scale * (r @ matvec(self.A, r))))
+
+    def value_pair(self, other: NetworkQuadratic, z: Any, alive: np.ndarray | None = None) -> tuple[float, float]:
+        """``(self.value(z, alive), other.value(z, alive))`` — the same two floats — for another indicator on the
+        same graph (``other.A is self.A``): the step is converted to float64 once and both products come from
+        one pass over A (:func:`~aumann.attribution.csr.matvec_pair`). A series of a smooth indicator and its
+        original over every step of a 10⁷-agent run reads the graph (1.4 GB) half as often."""
+        from aumann.attribution.evalcontext import EvalContext
+
+        if isinstance(z, EvalContext):
+            z, alive = z.z, z.alive
+        if other.A is not self.A:
+            return self.value(z, alive), other.value(z, alive)
+        z64 = np.asarray(z, dtype=np.float64)
+        if z64 is z and not z64.flags.writeable:
+            z64 = z64.copy()
+        r, s = self.r_numpy(z64), other.r_numpy(z64)
+        if alive is not None:
+            live = np.asarray(alive, dtype=bool)
+            r, s = np.where(live, r, 0.0), np.where(live, s, 0.0)
+        Ar, As = matvec_pair(self.A, r, s)
+        return float(np.log1p(self.scale * (r @ Ar))), float(np.log1p(other.scale * (s @ As)))
 
     def _coefficients(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(p + 1, N): r along τ ↦ b + τ (x − b) as Σ_k c_k τ^k (exact for a polynomial of degree ≤ p)."""

@@ -58,3 +58,29 @@ def test_big_products_use_the_compiled_path():
     x = rng.normal(size=200_000)
     assert csr._compiled(A, x)
     np.testing.assert_array_equal(csr.matvec(A, x), A @ x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,nnz", [((1, 1), 1), ((1000, 1000), 9000), ((5000, 300), 40_000),
+                                       ((20_000, 20_000), 10)])
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_matvec_pair_is_two_scipy_products(dtype, shape, nnz, helpers, monkeypatch):
+    rng = np.random.default_rng(nnz + 1)
+    monkeypatch.setattr(csr, "_MIN_NNZ", 0)
+    monkeypatch.setattr(item_threads, "idle_cores", lambda: helpers)
+    A = _matrix(rng, *shape, nnz, dtype)
+    x, y = ((rng.normal(size=shape[1]) * 10.0 ** rng.integers(-6, 6, size=shape[1])).astype(dtype) for _ in range(2))
+    p, q = csr.matvec_pair(A, x, y)
+    for got, ref in ((p, A @ x), (q, A @ y)):
+        assert got.dtype == ref.dtype and got.shape == ref.shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_matvec_pair_of_other_inputs_is_two_products(monkeypatch):
+    rng = np.random.default_rng(4)
+    monkeypatch.setattr(csr, "_MIN_NNZ", 0)
+    A = _matrix(rng, 60, 40, 300, np.float32)
+    x64, x32 = rng.normal(size=40), rng.normal(size=40).astype(np.float32)
+    p, q = csr.matvec_pair(A, x64, x32)  # one side mixed: both as matvec would
+    np.testing.assert_array_equal(p, A @ x64)
+    np.testing.assert_array_equal(q, A @ x32)

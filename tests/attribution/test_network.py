@@ -154,3 +154,27 @@ def test_bad_interaction_matrices_are_rejected():
     f = NetworkQuadratic(_graph(4, 0.9, 0), _r)
     with pytest.raises(IndicatorError, match="subset"):
         f(torch.zeros(3, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_value_pair_is_the_two_values(compiled, monkeypatch):
+    """Two indicators on one graph evaluated together (one float64 conversion, one pass over A): the same
+    floats as each alone, with and without a living mask, float32 input included; another graph: each alone."""
+    from aumann.attribution import csr
+    from aumann.attribution.evalcontext import EvalContext
+
+    if compiled:
+        monkeypatch.setattr(csr, "_MIN_NNZ", 0)  # the paired kernel at this size
+    rng = np.random.default_rng(11)
+    n = 400
+    A = _graph(n, 0.05, 2)
+    f = NetworkQuadratic(A, _r, scale=0.3)
+    g = NetworkQuadratic(A, lambda z: z[..., 1] * (z[..., 0] > 0.5).to(z.dtype) * z[..., 3], scale=0.9)
+    x = rng.uniform(0.0, 1.0, (n, 4)).astype(np.float32)
+    alive = rng.random(n) < 0.8
+    assert f.value_pair(g, x) == (f.value(x), g.value(x))
+    assert f.value_pair(g, x, alive) == (f.value(x, alive), g.value(x, alive))
+    assert f.value_pair(g, EvalContext(z=x, alive=alive)) == (f.value(x, alive), g.value(x, alive))
+    other = NetworkQuadratic(_graph(n, 0.05, 3), _r, scale=0.3)
+    assert f.value_pair(other, x) == (f.value(x), other.value(x))
+    assert f.value(x) != other.value(x)

@@ -222,7 +222,7 @@ def cascade_smoothing_gap(ctx: RunContext) -> None:
     fc_series, fco_series = np.empty(panel.shape[0]), np.empty(panel.shape[0])
     for t in range(panel.shape[0]):  # each step with its living mask; a spilled panel's pages read handed back
         step = EvalContext.at_step(panel, t)
-        fc_series[t], fco_series[t] = fc.value(step), fco.value(step)
+        fc_series[t], fco_series[t] = fc.value_pair(fco, step)  # one pass over the graph for both
         drop_resident(panel.values)
     fv, fov = np.asarray(ctx.f_values), np.asarray(ctx.f_original_values)
     phi_co = fco.gauss_legendre(st.x, st.z0, steps=ctx.config.cascade_quadrature_steps)
