@@ -43,6 +43,7 @@ from aumann.attribution.problem import Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
 from aumann.attribution.semivalues import _merge as _merge_infos
+from aumann.attribution.threads import background_work
 from aumann.checks import as_bool, as_choice, as_float, as_int
 from aumann.errors import MethodError
 from aumann.progress import progress_bar
@@ -110,13 +111,14 @@ class _Permutations:
         self._ahead()
 
     def _draw(self, c: int) -> np.ndarray:
-        out = np.empty((c, self.n), dtype=self.dtype)
-        if jit_sampling.available():  # the same permutations, drawn ~2× faster (see jit_sampling)
-            jit_sampling.draw_permutations(self.rng, out)
+        with background_work():  # drawn ahead: the walks of the batch before still take both cores
+            out = np.empty((c, self.n), dtype=self.dtype)
+            if jit_sampling.available():  # the same permutations, drawn ~2× faster (see jit_sampling)
+                jit_sampling.draw_permutations(self.rng, out)
+                return out
+            for r in range(c):
+                out[r] = self.rng.permutation(self.n)
             return out
-        for r in range(c):
-            out[r] = self.rng.permutation(self.n)
-        return out
 
     def _ahead(self) -> None:
         c = min(self.batch, self.left)

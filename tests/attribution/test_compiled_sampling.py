@@ -163,3 +163,41 @@ def test_network_walks_on_two_threads_give_the_same_estimate(antithetic, monkeyp
         torch.set_num_threads(old)
     np.testing.assert_array_equal(paired.phi, single.phi)
     np.testing.assert_array_equal(paired.stderr, single.stderr)
+
+
+@pytest.mark.skipif(not jit_sampling.available(), reason="numba is not installed")
+def test_background_draws_do_not_hold_a_core_against_the_walks(monkeypatch):
+    """The permutation drawer's work is background work: while it runs, idle_cores still offers the core
+    it runs on to the foreground's items (counted, one draw kept every walk of a batch on one core)."""
+    import io
+    import threading
+
+    from aumann.attribution import sampled, threads
+
+    monkeypatch.setattr(threads, "_CPUS", 2)
+    monkeypatch.setattr(threads, "open", lambda *a, **k: io.BytesIO(b"1.00 1.00 1.00 2/90 4242\n"), raising=False)
+    assert threads.idle_cores() == 0  # this thread and one more runnable: no core idle
+    with threads.background_work():
+        assert threads.idle_cores() == 1  # the other runnable thread is our background work
+        with threads.background_work():
+            assert threads.idle_cores() == 1  # never more than the cores less this thread
+    assert threads.idle_cores() == 0
+
+    seen: list[int] = []
+    started, release = threading.Event(), threading.Event()
+    real = jit_sampling.draw_permutations
+
+    def slow_draw(rng, out):  # the drawer, caught in the middle of a draw
+        seen.append(threads.idle_cores())
+        started.set()
+        release.wait(5)
+        return real(rng, out)
+
+    monkeypatch.setattr(jit_sampling, "draw_permutations", slow_draw)
+    perms = sampled._Permutations(np.random.default_rng(0), 50, batch=2, limit=4, dtype=np.int32)
+    assert started.wait(5)
+    assert threads.idle_cores() == 1  # seen from this thread while the drawer draws
+    release.set()
+    first, second = perms.take(2), perms.take(2)  # the second batch: drawn in the background too
+    assert seen == [1, 1] and first.shape == second.shape == (2, 50)
+    assert threads._BACKGROUND[0] == 0  # no draw at work any more: nothing left marked
