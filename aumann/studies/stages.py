@@ -57,6 +57,8 @@ class Stage:
             for another scenario). ``None``: always.
         needs: stages that must have finished ok first (else it is recorded as skipped, saying which).
         message: the progress message while it runs (``None``: none of its own).
+        ticks: the further progress messages its ``run`` reports itself (``ctx.tick``), in order: counted
+            in the run's progress total (:func:`stage_messages`).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Stage:
     when: When | None = None
     needs: tuple[str, ...] = ()
     message: str | None = None
+    ticks: tuple[str, ...] = ()
 
     def applies(self, scenario: Scenario, config: ScenarioConfig) -> bool | str:
         return True if self.when is None else self.when(scenario, config)
@@ -101,7 +104,11 @@ def attempt(ctx: RunContext, name: str, fn: Callable[[], Any]) -> Any:
 
 
 def run_stage(ctx: RunContext, stage: Stage) -> None:
-    """Run one stage on ``ctx`` and record what happened (see the module docstring)."""
+    """Run one stage on ``ctx`` and record what happened (see the module docstring). A required stage that
+    already finished on this context (the study runs ``simulate`` first on its own) is not run, nor
+    reported to the progress bar, again."""
+    if not stage.optional and (ctx.stages.get(stage.name) or {}).get("status") == "ok":
+        return
     applies = stage.applies(ctx.scenario, ctx.config)
     if applies is False:
         return
@@ -308,6 +315,7 @@ def stage_messages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...
             out.append("deletion forks")
         elif stage.message:
             out.append(stage.message)
+        out += stage.ticks
     return (*out, "done")
 
 

@@ -149,3 +149,18 @@ def test_run_panel_carries_influence_tiers_as_groups():
     assert counts == {"top": 20, "mid": 180, "tail": 1800}  # the one label set (aumann.tiers)
     infl = run.model.world.influence  # the top tier holds the most influential agents
     assert infl[tier == "top"].min() >= infl[tier == "mid"].max() >= infl[tier == "tail"].max()
+
+
+def test_progress_total_counts_every_message_a_run_reports():
+    """The progress bar's total (study_stages) lists every message a run ticks, in order: the MegaScale
+    stages' own messages included (a 10⁶ run used to end at "17/9 stage(s)")."""
+    from aumann.studies.faithfulness import run_study, study_stages
+
+    sc = scenarios.get("megascale-social")
+    cfg = sc.load_config(agents=600, steps=6, study={"permutations": 40, "random_orderings": 2, "path_orders": 2},
+                         fidelity_agents=300, fidelity_steps=4, tier_panel_draws=2, cascade_permutations=40)
+    seen: list[str] = []
+    run_study(sc, cfg, progress=lambda r, msg: seen.append(msg))
+    declared = list(study_stages(sc, cfg))
+    assert seen == declared
+    assert "cascade pressure: deletion" in declared and "LLM ablation" in declared

@@ -289,11 +289,14 @@ def _when(flag: str | None = None) -> Any:
 
 
 STAGES = (
-    Stage("cascade pressure", cascade_pressure, when=_when(), message="scenario analysis"),
-    Stage("cascade smoothing gap", cascade_smoothing_gap, when=_when(), needs=("cascade pressure",)),
-    Stage("tier shares", tier_shares, when=_when(), needs=("cascade pressure",)),
-    Stage("archetype fidelity", archetype_fidelity, when=_when("fidelity_agents")),
-    Stage("LLM ablation", decisions_llm_ablation, when=_when("llm_ablation")),
+    Stage("cascade pressure", cascade_pressure, when=_when(), message="scenario analysis",
+          ticks=("cascade pressure: exact attribution", "cascade pressure: sampled Shapley",
+                 "cascade pressure: deletion")),
+    Stage("cascade smoothing gap", cascade_smoothing_gap, when=_when(), needs=("cascade pressure",),
+          ticks=("cascade smoothing gap",)),
+    Stage("tier shares", tier_shares, when=_when(), needs=("cascade pressure",), ticks=("tier shares",)),
+    Stage("archetype fidelity", archetype_fidelity, when=_when("fidelity_agents"), ticks=("archetype fidelity",)),
+    Stage("LLM ablation", decisions_llm_ablation, when=_when("llm_ablation"), ticks=("LLM ablation",)),
     Stage("decisions", decisions, when=_when()),
 )
 """MegaScale-Social's stages, in order (after the study's own optional stages)."""
