@@ -724,18 +724,24 @@ def evaluate_tensor(f: Any, state: EvalContext) -> torch.Tensor:
     """
     ind = as_indicator(f)
     z = state.z
-    lead = tuple(z.shape[:-2])
-    ctx = None
-    if state.context:
-        ctx = {}
-        for k, v in state.context.items():
-            tv = v if isinstance(v, torch.Tensor) else torch.as_tensor(
-                as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
-            tv = tv.to(z.device)
-            ctx[k] = tv if (state.batched or not lead) else tv.expand(*lead, *tv.shape)
+    ctx = _tensor_context(state, z)
     mask = _living_mask(ind, state, tuple(z.shape[:-1]), z.device)
     with user_code(f"indicator {ind.name!r}"):
         return ind(z, ctx, mask)
+
+
+def _tensor_context(state: EvalContext, z: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    """The context arrays as tensors on z's device (expanded to z's leading dimensions unless batched)."""
+    if not state.context:
+        return None
+    lead = tuple(z.shape[:-2])
+    ctx = {}
+    for k, v in state.context.items():
+        tv = v if isinstance(v, torch.Tensor) else torch.as_tensor(
+            as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
+        tv = tv.to(z.device)
+        ctx[k] = tv if (state.batched or not lead) else tv.expand(*lead, *tv.shape)
+    return ctx
 
 
 def _lead_slice(state: EvalContext, sl: slice) -> EvalContext:
@@ -802,13 +808,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             agent; the message names its index.
     """
     ind = as_indicator(f)
-    state = _as_eval_context(ind.name, z, context, context_batched, alive)
-    zt = torch.as_tensor(as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError,
-                                       dtype=np.float64))
-    if zt.ndim < 2:
-        raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
-    lead = tuple(zt.shape[:-2])
-    state = state.with_values(zt)
+    state, zt, lead = _tensor_state(ind, z, context, context_batched, alive)
     step = _batch_rows(ind, state)
     with torch.no_grad():
         if step >= (lead[0] if lead else 1):
@@ -817,6 +817,41 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             parts = [evaluate_tensor(ind, _lead_slice(state, slice(s, s + step))) for s in range(0, lead[0], step)]
             bad = next((p for p in parts if not isinstance(p, torch.Tensor)), None)
             out = bad if bad is not None else torch.cat([p.reshape(-1, *lead[1:]) for p in parts])
+    return _checked(ind, out, zt, lead)
+
+
+def _tensor_state(ind: Indicator, z: Any, context: Any, context_batched: bool,
+                  alive: Any) -> tuple[EvalContext, torch.Tensor, tuple[int, ...]]:
+    """:func:`evaluate`'s input as an EvalContext over a float64 tensor: (state, that tensor, leading shape)."""
+    state = _as_eval_context(ind.name, z, context, context_batched, alive)
+    zt = torch.as_tensor(as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError,
+                                       dtype=np.float64))
+    if zt.ndim < 2:
+        raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
+    return state.with_values(zt), zt, tuple(zt.shape[:-2])
+
+
+def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.ndarray]:
+    """``(evaluate(f, state), evaluate(g, state))`` — the same two arrays — for one step (``state.z`` of shape
+    (N, D)), with the work the two share done once where ``f`` declares it: an indicator with
+    ``forward_pair(g, z, context, alive)`` returns both values (e.g. two network indicators on one graph:
+    one pass over it). Otherwise, or for a batch, each is evaluated alone."""
+    fi, gi = as_indicator(f), as_indicator(g)
+    pair = getattr(fi, "forward_pair", None)
+    if pair is None or fi.accepts_alive != gi.accepts_alive:
+        return evaluate(fi, state), evaluate(gi, state)
+    st, zt, lead = _tensor_state(fi, state, None, False, None)
+    if lead:
+        return evaluate(fi, state), evaluate(gi, state)
+    ctx = _tensor_context(st, zt)
+    mask = _living_mask(fi, st, tuple(zt.shape[:-1]), zt.device)
+    with torch.no_grad(), user_code(f"indicator {fi.name!r}"):
+        a, b = pair(gi, zt, ctx, mask)
+    return _checked(fi, a, zt, lead), _checked(gi, b, zt, lead)
+
+
+def _checked(ind: Indicator, out: Any, zt: torch.Tensor, lead: tuple[int, ...]) -> np.ndarray:
+    """An indicator's output, checked (a real tensor with one value per batch element), as float64 numpy."""
     if not isinstance(out, torch.Tensor):
         raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
     if out.is_complex():
@@ -830,5 +865,5 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
 __all__ = [
     "TIE_RTOL", "EvalContext", "FunctionIndicator", "Gini", "GiniCoefficient", "Heat", "Indicator", "Lin",
     "LinearCombination", "Pairwise", "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks",
-    "average_ranks_torch", "evaluate", "evaluate_tensor", "get", "living", "load", "names", "register",
+    "average_ranks_torch", "evaluate", "evaluate_pair", "evaluate_tensor", "get", "living", "load", "names", "register",
 ]

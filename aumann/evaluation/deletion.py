@@ -44,7 +44,7 @@ import numpy as np
 
 from aumann.attribution import FunctionGame
 from aumann.attribution.games import CoalitionCache
-from aumann.attribution.indicators import as_indicator, evaluate
+from aumann.attribution.indicators import as_indicator, evaluate, evaluate_pair
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.scenarios.base import Scenario
 
@@ -71,6 +71,9 @@ class DeletionOracle:
         z = state.z
         if isinstance(z, np.ndarray) and z.dtype.kind == "f" and z.dtype != np.float64:
             state = state.with_values(z.astype(np.float64))  # what evaluate makes of it: once for both indicators
+        if getattr(z, "ndim", 0) == 2:  # one step: what the two indicators share is done once (evaluate_pair)
+            f, fo = evaluate_pair(self.f, self.f_original, state)
+            return float(f), float(fo)
         return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:

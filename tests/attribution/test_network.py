@@ -178,3 +178,32 @@ def test_value_pair_is_the_two_values(compiled, monkeypatch):
     other = NetworkQuadratic(_graph(n, 0.05, 3), _r, scale=0.3)
     assert f.value_pair(other, x) == (f.value(x), other.value(x))
     assert f.value(x) != other.value(x)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_evaluate_pair_is_evaluate_twice(compiled, monkeypatch):
+    """evaluate_pair of two network indicators on one graph (one pass over A): bit for bit the two evaluate
+    calls, with and without a living mask; a batch, another graph or a plain indicator: each alone."""
+    from aumann.attribution import csr
+    from aumann.attribution.evalcontext import EvalContext
+    from aumann.attribution.indicators import Heat, evaluate, evaluate_pair
+
+    if compiled:
+        monkeypatch.setattr(csr, "_MIN_NNZ", 0)
+    rng = np.random.default_rng(12)
+    n = 300
+    A = _graph(n, 0.06, 4)
+    f = NetworkQuadratic(A, _r, scale=0.3)
+    g = NetworkQuadratic(f.A, lambda z: z[..., 1] * (z[..., 0] > 0.5).to(z.dtype) * z[..., 3], scale=0.9)
+    other = NetworkQuadratic(_graph(n, 0.06, 5), _r, scale=0.3)
+    x = rng.uniform(0.0, 1.0, (n, 4)).astype(np.float32)
+    alive = rng.random(n) < 0.7
+    calls = []
+    real = csr.matvec_pair
+    monkeypatch.setattr("aumann.attribution.network.matvec_pair", lambda *a: calls.append(1) or real(*a))
+    for state in (EvalContext(x), EvalContext(x, alive=alive), EvalContext(np.stack([x, x / 2]))):
+        for a, b in ((f, g), (g, f), (f, other), (f, Heat())):
+            got = evaluate_pair(a, b, state)
+            want = (evaluate(a, state), evaluate(b, state))
+            assert [w.tobytes() for w in got] == [w.tobytes() for w in want]
+    assert len(calls) == 4  # the two one-step states × both orders of (f, g) shared the pass over A
