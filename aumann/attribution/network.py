@@ -253,7 +253,10 @@ class NetworkQuadratic(Indicator):
         x = np.asarray(x, dtype=np.float64)
         b = np.broadcast_to(np.asarray(b, dtype=np.float64), x.shape)
         c = self._coefficients(x, b)  # (p + 1, N)
-        Ac = np.stack([matvec(self.A, np.ascontiguousarray(ck)) for ck in c])  # (p + 1, N)
+        rows = [np.ascontiguousarray(ck) for ck in c]
+        Ac = np.stack([prod for k in range(0, len(rows), 2)  # (p + 1, N): two products per pass over A
+                       for prod in (matvec_pair(self.A, *rows[k:k + 2]) if k + 1 < len(rows)
+                                    else (matvec(self.A, rows[k]),))])
         p = c.shape[0] - 1
         M = c @ Ac.T  # M[k, l] = c_kᵀ A c_l
         qcoef = np.zeros(2 * p + 1)
@@ -281,15 +284,20 @@ class NetworkQuadratic(Indicator):
         b = np.broadcast_to(np.asarray(b, dtype=np.float64), x.shape)
         d = x - b
         t_nodes, w_nodes = _gl(steps)
-        acc = np.zeros(x.shape[0])
-        for t, w in zip(t_nodes, w_nodes):
+
+        def at(t: float) -> tuple[np.ndarray, np.ndarray]:  # r and ∇r · d at the node
             z = torch.as_tensor(b + t * d).requires_grad_(True)
             r = self.r(z)
             (gr,) = torch.autograd.grad(r.sum(), z)  # row i: ∇_{z_i} r_i (r_i depends on z_i only)
-            rn = r.detach().numpy()
-            Ar = matvec(self.A, rn)
-            outer = 2.0 * self.scale * Ar / (1.0 + self.scale * float(rn @ Ar))
-            acc += w * outer * np.einsum("nd,nd->n", gr.numpy(), d)
+            return r.detach().numpy(), np.einsum("nd,nd->n", gr.numpy(), d)
+
+        acc = np.zeros(x.shape[0])
+        for k in range(0, len(t_nodes), 2):  # nodes two by two: their products from one pass over A
+            pts = [at(t) for t in t_nodes[k:k + 2]]
+            prods = matvec_pair(self.A, pts[0][0], pts[1][0]) if len(pts) == 2 else (matvec(self.A, pts[0][0]),)
+            for (rn, grad_d), Ar, w in zip(pts, prods, w_nodes[k:k + 2], strict=True):
+                outer = 2.0 * self.scale * Ar / (1.0 + self.scale * float(rn @ Ar))
+                acc += w * outer * grad_d
         return acc
 
     def masking_kernel(self, x: np.ndarray, b: np.ndarray, *, memory_budget: int = DEFAULT_MEMORY_BUDGET,
