@@ -327,8 +327,7 @@ class NetworkQuadraticKernel(GameKernel):
         self.r0 = np.asarray(r0, dtype=np.float64)
         self.c = float(scale)
         self.dr = self.r - self.r0
-        self.Ar0 = matvec(A, self.r0)
-        self.Ar = matvec(A, self.r)
+        self.Ar0, self.Ar = matvec_pair(A, self.r0, self.r)
         self.Q0 = float(self.r0 @ self.Ar0)
         self.Q1 = float(self.r @ self.Ar)
         self.active = np.flatnonzero(self.dr != 0)

@@ -43,7 +43,7 @@ from typing import Any
 import mesa
 import numpy as np
 
-from aumann.attribution.csr import matvec
+from aumann.attribution.csr import matvec_pair
 from aumann.errors import ConfigError, SimulationError
 from aumann.scenarios.megascale_social import counter
 from aumann.scenarios.megascale_social.archetypes import ArchetypeDecider, ArchetypeSpec
@@ -358,8 +358,7 @@ class MegaScaleSocial(mesa.Model):
             x &= live
         xf = x.astype(np.float32)
         F = w.network.follows()
-        cnt = matvec(F, xf)  # scipy's F @ xf, bit for bit, on the idle cores
-        ssum = matvec(F, xf * b)
+        cnt, ssum = matvec_pair(F, xf, xf * b)  # scipy's F @ xf and F @ (xf b), bit for bit: one pass over F
         # 4. reshare, 5. view
         seen, lean, reshared, nb = self._feed(b, cnt, ssum, resh_k, shift_k, u_resh)
         if live is not None:
@@ -412,8 +411,7 @@ class MegaScaleSocial(mesa.Model):
             x[idx] = False
             xf = x.astype(np.float32)
             FU = w.network.follows()[U]
-            cnt = matvec(FU, xf)
-            ssum = matvec(FU, xf * p.belief)
+            cnt, ssum = matvec_pair(FU, xf, xf * p.belief)
             keys = fac["keys"][U]
             table = self._fork_table(np.unique(keys))
             ans = table[keys]
