@@ -210,6 +210,34 @@ def check_fork_oracle(rng, monkeypatch):
     assert f_orig == pytest.approx(by_hand("spread", z[2], alive[2]))
 
 
+def check_evaluate_pair(rng):
+    """Two network indicators on one graph evaluated together (one pass over it): each over the living (a
+    dead row's r is 0, so its edges are gone), as by hand; an alive-aware pair without a shared part: each
+    alone, over the living too."""
+    from aumann.attribution.indicators import evaluate_pair
+
+    n = 40
+    upper = np.triu(rng.random((n, n)) < 0.2, 1) * rng.uniform(0.5, 2.0, (n, n))
+    A = upper + upper.T
+    z = np.abs(rng.normal(size=(n, 3))) + 0.5
+    alive = rng.random(n) < 0.7
+    alive[0] = True
+    z[~alive] = JUNK
+    f = NetworkQuadratic(sp.csr_matrix(A), lambda x: x[..., 0] * x[..., 1], scale=0.01)
+    g = NetworkQuadratic(f.A, lambda x: x[..., 2], scale=0.02)
+
+    def hand(r, c):
+        r = np.where(alive, r, 0.0)
+        return float(np.log1p(c * r @ A @ r))
+
+    got = evaluate_pair(f, g, EvalContext(z, None, alive))
+    assert got[0] == pytest.approx(hand(z[:, 0] * z[:, 1], 0.01), rel=1e-12)
+    assert got[1] == pytest.approx(hand(z[:, 2], 0.02), rel=1e-12)
+    got = evaluate_pair(mean_energy, spread, EvalContext(z, None, alive))
+    assert got[0] == pytest.approx(by_hand("mean_energy", z, alive))
+    assert got[1] == pytest.approx(by_hand("spread", z, alive))
+
+
 def check_action_corners(rng, monkeypatch):
     from aumann.evaluation import action_attribution
     from tests.tiny import tiny_config
@@ -287,6 +315,7 @@ SITES = {
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
     "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
     "aumann/attribution/indicators.py::evaluate": check_evaluate,
+    "aumann/attribution/indicators.py::evaluate_pair": check_evaluate_pair,
     "aumann/attribution/path.py::AumannShapley._integrate.on_device": check_engine,
     "aumann/attribution/path.py::AumannShapley._integrate.grad_of": check_path_points,
     "aumann/attribution/problem.py::Problem.evaluate": check_engine,
@@ -300,7 +329,7 @@ SITES = {
     "aumann/evaluation/panel_deletion.py::masking_deletion": check_panel_deletion,
     "aumann/simulators/runner.py::indicator_values": check_indicator_values,
 }
-HELPERS = {"evaluate", "evaluate_tensor"}
+HELPERS = {"evaluate", "evaluate_tensor", "evaluate_pair"}
 
 
 class _Calls(ast.NodeVisitor):
@@ -347,7 +376,9 @@ def test_no_site_passes_the_context_or_the_mask_separately():
     for site, node in evaluation_calls():
         kws = {k.arg for k in node.keywords}
         assert not kws & {"context", "alive", "context_batched"}, f"{site} passes {kws} beside the values"
-        assert len(node.args) == 2, f"{site}: evaluate(f, EvalContext) / Problem.evaluate(z, t_idx)"
+        pair = getattr(node.func, "id", getattr(node.func, "attr", None)) == "evaluate_pair"
+        assert len(node.args) == (3 if pair else 2), \
+            f"{site}: evaluate(f, EvalContext) / evaluate_pair(f, g, EvalContext) / Problem.evaluate(z, t_idx)"
 
 
 @pytest.mark.parametrize("site", sorted(SITES))
