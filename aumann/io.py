@@ -456,7 +456,8 @@ class _BlockDeflate:
 MAX_META_BYTES = 16 * 2**20
 
 
-def _memory_bytes() -> int:
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (2⁴⁰ where the platform does not say)."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
@@ -524,7 +525,7 @@ def read_npz(path: PathLike, *, error: type[Exception], what: str = "file",
                     raise error(f"{what} {shown!r} has a {members[k].nbytes:,}-byte metadata record (at most "
                                 f"{MAX_META_BYTES:,})")
 
-        data = npz.load(fh, error=error, what=what, path=shown, max_bytes=max_bytes or _memory_bytes(),
+        data = npz.load(fh, error=error, what=what, path=shown, max_bytes=max_bytes or memory_bytes(),
                         check=checked, first=(META_KEY,), precheck=early_ok, keys=keys, rows=rows)
     data.pop(META_KEY, None)
     return data, meta_box[0]
@@ -905,6 +906,7 @@ __all__ = [
     "dumps_json",
     "ensure_output_dir",
     "file_digests",
+    "memory_bytes",
     "neutralise_cell",
     "open_read",
     "plain",

@@ -177,6 +177,7 @@ PUBLIC = {
         "dumps_json",
         "ensure_output_dir",
         "file_digests",
+        "memory_bytes",
         "neutralise_cell",
         "open_read",
         "plain",

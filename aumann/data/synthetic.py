@@ -11,6 +11,7 @@ import numpy as np
 
 from aumann.checks import as_int
 from aumann.errors import ConfigError
+from aumann.io import memory_bytes
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, as_generator
 from aumann.tiers import tiers_by_rank
@@ -20,6 +21,10 @@ def heavy_tailed_panel(n_agents: int = 100_000, n_steps: int = 14, rng: RNGLike 
     """A (T, N, 3) synthetic panel with tiers as the ``"tier"`` group (marked synthetic in ``meta``)."""
     n_agents = as_int(n_agents, "n_agents", minimum=1, error=ConfigError)
     n_steps = as_int(n_steps, "n_steps", minimum=1, error=ConfigError)
+    need = n_steps * n_agents * 49 + n_agents * 24  # the draws and temporaries below, bytes
+    if need > memory_bytes():  # refused before drawing (1e8 agents spent seconds on draws, then failed)
+        raise MemoryError(f"Unable to allocate {need / 2**30:,.1f} GiB for a synthetic panel of {n_steps:,} steps × "
+                          f"{n_agents:,} agents (this machine has {memory_bytes() / 2**30:,.1f} GiB)")
     gen = as_generator(rng)
     followers = np.floor(np.exp(gen.normal(0.3, 1.9, n_agents)) * (1 + gen.pareto(1.6, n_agents))).astype(np.int64)
     propensity = np.exp(gen.normal(-2.0, 1.2, n_agents))
