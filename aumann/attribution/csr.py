@@ -31,14 +31,8 @@ def matvec(A: Any, x: np.ndarray) -> np.ndarray:
     """``A @ x`` for a sparse matrix ``A`` and a 1-D ``x`` (scipy's result, bit for bit)."""
     if not _compiled(A, x):
         return A @ x
-    x = np.ascontiguousarray(x)
-    n = A.shape[0]
-    out = np.empty(n, dtype=A.dtype)
-    kernel = jit.built(_CACHE, "matvec", _build)
-    cuts = np.linspace(0, n, _BLOCKS + 1).astype(np.int64)
-    zero = A.dtype.type(0)
-    run_items(lambda b: kernel(A.indptr, A.indices, A.data, x, out, int(cuts[b]), int(cuts[b + 1]), zero),
-              list(range(_BLOCKS)))
+    out = np.empty(A.shape[0], dtype=A.dtype)
+    _by_blocks(_kernels().rows, A, np.ascontiguousarray(x), out)
     return out
 
 
@@ -49,16 +43,19 @@ def matvec_pair(A: Any, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.nd
     random rows, so the pair costs little more than one product."""
     if not (_compiled(A, x) and _compiled(A, y)):
         return matvec(A, x), matvec(A, y)
-    n = A.shape[0]
     xy = np.empty((x.shape[0], 2), dtype=A.dtype)
     xy[:, 0], xy[:, 1] = x, y
-    out = np.empty((n, 2), dtype=A.dtype)
-    kernel = jit.built(_CACHE, "matvec_pair", _build_pair)
-    cuts = np.linspace(0, n, _BLOCKS + 1).astype(np.int64)
-    zero = A.dtype.type(0)
-    run_items(lambda b: kernel(A.indptr, A.indices, A.data, xy, out, int(cuts[b]), int(cuts[b + 1]), zero),
-              list(range(_BLOCKS)))
+    out = np.empty((A.shape[0], 2), dtype=A.dtype)
+    _by_blocks(_kernels().rows_pair, A, xy, out)
     return np.ascontiguousarray(out[:, 0]), np.ascontiguousarray(out[:, 1])
+
+
+def _by_blocks(kernel: Any, A: Any, x: np.ndarray, out: np.ndarray) -> None:
+    """``kernel`` over the row blocks of ``A`` (a function of the shape only), on the idle cores."""
+    cuts = np.linspace(0, A.shape[0], _BLOCKS + 1).astype(np.int64)
+    zero = A.dtype.type(0)
+    run_items(lambda b: kernel(A.indptr, A.indices, A.data, x, out, int(cuts[b]), int(cuts[b + 1]), zero),
+              list(range(_BLOCKS)))
 
 
 def _compiled(A: Any, x: Any) -> bool:
@@ -67,7 +64,13 @@ def _compiled(A: Any, x: Any) -> bool:
             and A.shape[1] == x.shape[0] and jit.enabled())
 
 
+def _kernels() -> Any:
+    return jit.built(_CACHE, "matvec", _build)
+
+
 def _build() -> Any:
+    from types import SimpleNamespace
+
     import numba
 
     from aumann.attribution.jit_sampling import _AHEAD, _prefetch
@@ -85,18 +88,6 @@ def _build() -> Any:
                 acc += data[jj] * x[np.uintp(indices[jj])]  # unsigned: no negative-index wraparound test
             out[i] = acc
 
-    return rows
-
-
-
-
-def _build_pair() -> Any:
-    import numba
-
-    from aumann.attribution.jit_sampling import _AHEAD, _prefetch
-
-    prefetch, ahead = _prefetch(), _AHEAD
-
     @numba.njit(nogil=True, cache=True)
     def rows_pair(indptr: Any, indices: Any, data: Any, xy: Any, out: Any, lo: int, hi: int, zero: Any) -> None:
         end = indptr[hi]
@@ -104,16 +95,16 @@ def _build_pair() -> Any:
             acc0 = zero
             acc1 = zero
             for jj in range(np.intp(indptr[i]), np.intp(indptr[i + 1])):
-                if jj + ahead < end:
+                if jj + ahead < end:  # both vectors' random row: one cache line
                     prefetch(xy, np.uintp(2 * indices[jj + ahead]), 0)
                 j = np.uintp(indices[jj])
                 a = data[jj]
-                acc0 += a * xy[j, 0]
+                acc0 += a * xy[j, 0]  # each sum in the order of rows' alone: the same bits
                 acc1 += a * xy[j, 1]
             out[i, 0] = acc0
             out[i, 1] = acc1
 
-    return rows_pair
+    return SimpleNamespace(rows=rows, rows_pair=rows_pair)
 
 
 __all__ = ["matvec", "matvec_pair"]
