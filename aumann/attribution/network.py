@@ -212,10 +212,15 @@ class NetworkQuadratic(Indicator):
 
         if isinstance(z, EvalContext):
             z, alive = z.z, z.alive
+        r = self._living_r_numpy(z, alive)
+        return self._value_of(r, matvec(self.A, r))
+
+    def _living_r_numpy(self, z: np.ndarray, alive: np.ndarray | None) -> np.ndarray:
         r = self.r_numpy(z)
-        if alive is not None:
-            r = np.where(np.asarray(alive, dtype=bool), r, 0.0)
-        return float(np.log1p(self.scale * (r @ matvec(self.A, r))))
+        return r if alive is None else np.where(np.asarray(alive, dtype=bool), r, 0.0)
+
+    def _value_of(self, r: np.ndarray, Ar: np.ndarray) -> float:
+        return float(np.log1p(self.scale * (r @ Ar)))
 
     def value_pair(self, other: NetworkQuadratic, z: Any, alive: np.ndarray | None = None) -> tuple[float, float]:
         """``(self.value(z, alive), other.value(z, alive))`` — the same two floats — for another indicator on the
@@ -231,12 +236,9 @@ class NetworkQuadratic(Indicator):
         z64 = np.asarray(z, dtype=np.float64)
         if z64 is z and not z64.flags.writeable:
             z64 = z64.copy()
-        r, s = self.r_numpy(z64), other.r_numpy(z64)
-        if alive is not None:
-            live = np.asarray(alive, dtype=bool)
-            r, s = np.where(live, r, 0.0), np.where(live, s, 0.0)
+        r, s = self._living_r_numpy(z64, alive), other._living_r_numpy(z64, alive)
         Ar, As = matvec_pair(self.A, r, s)
-        return float(np.log1p(self.scale * (r @ Ar))), float(np.log1p(other.scale * (s @ As)))
+        return self._value_of(r, Ar), other._value_of(s, As)
 
     def _coefficients(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(p + 1, N): r along τ ↦ b + τ (x − b) as Σ_k c_k τ^k (exact for a polynomial of degree ≤ p)."""
