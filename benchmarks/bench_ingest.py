@@ -14,9 +14,13 @@ a reference measured in the same run on the same file:
 The load average and thread settings are printed with the results, and where the ingest's time goes:
 its stages (the ingester logs them at DEBUG), in wall and CPU seconds and in units of the reference's
 wall time. ``--repeat N`` measures (1) N times, reference and ingest alternately, and prints each ratio
-and their median (the machine is shared: one run says little).
+and their median (the machine is shared: one run says little). ``--floors`` measures the floors of the
+design the same way: DuckDB reading every field of the ingester's column spec (no derived column, no table),
+the same fields into a table, and the ingester's own scan statement (fields + derived columns → the per-line
+table); ``reference / scan`` is the best ratio the ingest could reach if everything after its scan were free.
 
-Run: ``python benchmarks/bench_ingest.py --mb 300 --threads 2 [--keep /tmp/jetstream-300.jsonl] [--repeat 3]``.
+Run: ``python benchmarks/bench_ingest.py --mb 300 --threads 2 [--keep /tmp/jetstream-300.jsonl] [--repeat 3]
+[--floors]``.
 """
 
 from __future__ import annotations
@@ -142,6 +146,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="write the file here (reused if it exists)")
     ap.add_argument("--skip-cli", action="store_true", help="skip the build-panel measurement")
     ap.add_argument("--repeat", type=int, default=1, help="measure the in-process ratio this many times")
+    ap.add_argument("--floors", action="store_true",
+                    help="also measure the design's floors (the fields read, into a table, the scan statement)")
     args = ap.parse_args()
     header(f"bench_ingest (DuckDB threads {args.threads})")
 
@@ -170,9 +176,7 @@ def main() -> None:
         for run in range(max(1, args.repeat)):
             # Reference: DuckDB parsing the envelope of every line (no extraction, no tables).
             w, c = time.perf_counter(), time.process_time()
-            con.execute("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, "
-                        "columns={'did': 'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, "
-                        "format='newline_delimited', ignore_errors=true)", [str(path)]).fetchall()
+            con.execute(_REFERENCE, [str(path)]).fetchall()
             ref_wall, ref_cpu = time.perf_counter() - w, time.process_time() - c
             w, c = time.perf_counter(), time.process_time()
             counts, report = ingest([path], options=IngestOptions(threads=args.threads))
@@ -199,9 +203,59 @@ def main() -> None:
                 print(f"  {name:40s} {sw:6.2f} s wall {sc:6.2f} CPU-s  {sw / ref_wall:5.2f}×")
             rest = wall - sum(v[0] for v in grab.stages.values())
             print(f"  {'outside the stages (Python)':40s} {rest:6.2f} s wall {'':13s}  {rest / ref_wall:5.2f}×")
+        if args.floors:
+            floors(path, args.threads, max(3, args.repeat))
         if not args.skip_cli:
             build_panel(path, Path(tmp) / "panel", con, args.threads)
     header("bench_ingest done")
+
+
+_REFERENCE = ("SELECT count(*), count(did), max(kind), max(commit.collection) FROM read_json(?, columns={'did': "
+              "'VARCHAR', 'kind': 'VARCHAR', 'commit': 'STRUCT(collection VARCHAR)'}, format='newline_delimited', "
+              "ignore_errors=true)")
+
+
+def floors(path: Path, threads: int, repeat: int) -> None:
+    """The floors of the ingest's design, each against the envelope scan measured just before it (fresh
+    connections, ``threads`` threads, the median of ``repeat`` alternating runs): reading the fields the ingester
+    reads, the same into a table, and its scan statement (the per-line table every later statement reads)."""
+    import re
+
+    import duckdb
+
+    from aumann.data.bluesky import ingest_sql as sql
+
+    src = (f"read_json(?, columns={sql.COLUMNS}, format='newline_delimited', ignore_errors=true, "
+           "maximum_object_size=16777216, compression='none')")
+    fields = re.findall(r"'(\w+)': '", sql.COLUMNS)  # every top-level field, so none is pruned from the read
+    steps = {
+        "read the ingester's fields (no derived column, no table)":
+            (f"SELECT {', '.join(f'count({f})' for f in fields)} FROM {src}", [str(path)]),
+        "the same fields into a table": (f"CREATE OR REPLACE TEMP TABLE raw AS SELECT * FROM {src}", [str(path)]),
+        "the ingester's scan (fields + derived columns -> per-line table)": (sql.SCAN, [str(path), "none"]),
+    }
+    ratios: dict[str, list[float]] = {k: [] for k in steps}
+    seconds: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(repeat):
+        for name, (stmt, params) in steps.items():
+            con = duckdb.connect()
+            con.execute(f"SET threads = {threads}")
+            con.execute("SET preserve_insertion_order = false")
+            w = time.perf_counter()
+            con.execute(_REFERENCE, [str(path)]).fetchall()
+            ref = time.perf_counter() - w
+            w = time.perf_counter()
+            con.execute(stmt, params).fetchall()
+            took = time.perf_counter() - w
+            con.close()
+            ratios[name].append(ref / took)
+            seconds[name].append(took)
+    print(f"floors of the design (median of {repeat} runs, each against the envelope scan just before it; "
+          f"load {os.getloadavg()[0]:.2f}):")
+    for name in steps:
+        took, ratio = float(np.median(seconds[name])), float(np.median(ratios[name]))
+        print(f"  {name:66s} {took:6.3f} s  reference / it {ratio:.2f}")
+    print("  (the last ratio is the best the ingest could reach if everything after its scan took no time)")
 
 
 def build_panel(path: Path, out: Path, con, threads: int) -> None:
