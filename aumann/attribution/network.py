@@ -177,11 +177,11 @@ class NetworkQuadratic(Indicator):
     def forward_pair(self, other: Any, z: torch.Tensor, context: Context = None,
                      alive: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self(z, context, alive), other(z, context, alive))`` — the same tensors. For another network
-        indicator on the same graph (the same matrix), one step and no gradient, both products come from
+        indicator on the same graph (the same matrix), one step on the CPU and no gradient, both products come from
         one pass over A (:func:`~aumann.attribution.csr.matvec_pair`): a deletion fork of a 10⁷-agent run
         evaluates f_casc and its original on one state, 1.4 GB of graph read once instead of twice."""
         if (not isinstance(other, NetworkQuadratic) or not _same_matrix(self.A, other.A) or z.ndim != 2
-                or z.requires_grad or z.shape[-2] != self.n):
+                or z.requires_grad or z.shape[-2] != self.n or z.device.type != "cpu"):
             return self(z, context, alive), other(z, context, alive)
         r, s = self._living_r(z, alive), other._living_r(z, alive)
         Ar, As = matvec_pair(self.A, r.detach().numpy(), s.detach().numpy())  # the bits of sparse_matvec's
