@@ -6,7 +6,12 @@ bad flag value is argparse's usage line and error naming the flag, also exit cod
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
-Add a module to ``_COMMAND_MODULES`` to add a command.
+Add a module to ``_COMMAND_MODULES`` (and its command name to ``_COMMANDS``) to add a command.
+
+A command line that names a command builds only that command's parser (``aumann run`` lists the
+registered LLM backends, which imports the LLM layer: 0.15–0.2 s every other command need not pay); one
+that names none (``aumann``, ``aumann --help``, ``aumann --version``) or an unknown one builds them all,
+so the top-level help and argparse's "invalid choice" error list every command.
 """
 
 from __future__ import annotations
@@ -28,8 +33,14 @@ _COMMAND_MODULES = (
     "aumann.cli.llm",
 )
 
+#: each command's name → the module that registers it (kept equal to what the modules register: tested)
+_COMMANDS = {"attribute": "aumann.cli.attribute", "demo": "aumann.cli.demo", "run": "aumann.cli.run",
+             "bluesky": "aumann.cli.bluesky", "report": "aumann.cli.report", "llm": "aumann.cli.llm"}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``aumann`` parser with every command, or (``only``: a command's name) with that command alone
+    (``""``: with none, for ``aumann --version``)."""
     parser = argparse.ArgumentParser(
         prog="aumann",
         description="Aumann–Shapley attribution of emergent macro indicators to agents and steps.",
@@ -38,13 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error (default: one line on stderr, exit code 2)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
+    for name in _COMMAND_MODULES if only is None else (_COMMANDS[only],) if only else ():
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, if it is one of ours: its first word that is not an option (the top-level
+    options take no value); ``""`` for ``--version`` without a command or a help flag (no command needed)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in _COMMANDS else None
+    return "" if "--version" in argv and not {"-h", "--help"} & set(argv) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_named(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # a bad flag or value: argparse has printed usage and the error

@@ -1,0 +1,65 @@
+"""The top-level parser: a command line naming a command builds that command's parser alone, and the
+result is the parser the full build gives for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import aumann.cli as cli
+
+
+def _commands(parser) -> dict:
+    return parser._subparsers._group_actions[0].choices
+
+
+def test_the_command_table_names_what_the_modules_register():
+    full = _commands(cli.build_parser())
+    assert set(full) == set(cli._COMMANDS)
+    assert sorted(cli._COMMANDS.values()) == sorted(cli._COMMAND_MODULES)
+    for name in cli._COMMANDS:
+        assert set(_commands(cli.build_parser(only=name))) == {name}
+
+
+@pytest.mark.parametrize("command", sorted(cli._COMMANDS))
+def test_a_command_alone_has_the_same_help_as_in_the_full_parser(command):
+    alone = _commands(cli.build_parser(only=command))[command]
+    full = _commands(cli.build_parser())[command]
+    assert alone.format_help() == full.format_help()
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["run", "x"], "run"), (["--debug", "bluesky", "build-panel"], "bluesky"), (["--version"], ""),
+    (["--version", "--help"], None),
+    ([], None), (["nosuch", "run"], None), (["--", "run"], None), (["-h"], None),
+])
+def test_the_command_named_is_the_first_word_that_is_not_an_option(argv, named):
+    assert cli._command_named(argv) == named
+
+
+def test_version_alone_needs_no_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("aumann ")
+    assert _commands(cli.build_parser(only="")) == {}
+
+
+def test_an_unknown_command_still_lists_every_command(capsys):
+    assert cli.main(["nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice" in err
+    for name in cli._COMMANDS:
+        assert name in err
+
+
+def test_build_panel_does_not_load_the_llm_layer_and_python_m_aumann_works():
+    code = ("import sys; from aumann.cli import main\n"
+            "try:\n    main(['bluesky', 'build-panel', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('llm' if 'aumann.simulators.llm' in sys.modules else 'none')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("none")
+    version = subprocess.run([sys.executable, "-m", "aumann", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("aumann ")
