@@ -3,7 +3,8 @@
 Every number is reported as a ratio against a reference measured in the same run, next to the load
 average and the thread settings (the first line of the output; again at the end):
 
-1. closed-form f_heat (T = 14) at N = 10 … 10⁶, on a 1,671,587 × 14 panel and at N = 10⁶, T = 1,
+1. closed-form f_heat (T = 14) at N = 10 … 10⁶, on a 1,671,587 × 14 panel and at N = 10⁶, T = 1 (f_lin too
+   at N = 10⁶, T = 14 and T = 1),
    ``attribute(heat, panel)`` on a prebuilt Panel — everything it does counted (output allocation,
    Σφ for the efficiency gap and the finiteness check, provenance) — against one ``np.sum`` pass
    over the same array, the two timed alternately (target ≤ 3×);
@@ -79,21 +80,24 @@ def closed_form_table(sizes: list[int], repeats: int) -> list[dict]:
     the numpy/BLAS path), each timed alternately with its own np.sum reference."""
     from aumann.attribution import Panel, attribute, indicators, jit
 
-    f = indicators.get("heat")
     variants = ["numba", "numpy"] if jit.kernels() is not None else ["numpy"]
+    big = max(sizes)
     rows = []
-    for n, t in [(n, 14) for n in sizes] + [(1_671_587, 14), (max(sizes), 1)]:
+    for n, t, name in ([(n, 14, "heat") for n in sizes] + [(1_671_587, 14, "heat"), (big, 1, "heat"),
+                                                            (big, 14, "lin"), (big, 1, "lin")]):
+        f = indicators.get(name)
         z = _features(n, t)
         panel = Panel(z)
         for variant in variants:
             os.environ["AUMANN_NUMBA"] = "1" if variant == "numba" else "0"
             attribute(f, panel)  # compile / warm up outside the timing
-            ours, ref, ours_cpu, ref_cpu = _alternating(lambda panel=panel: attribute(f, panel),
+            ours, ref, ours_cpu, ref_cpu = _alternating(lambda panel=panel, f=f: attribute(f, panel),
                                                         lambda z=z: np.sum(z), repeats)
-            rows.append({"N": n, "T": t, "kernels": variant, "closed_form_s": ours, "np_sum_s": ref,
+            rows.append({"indicator": name, "N": n, "T": t, "kernels": variant, "closed_form_s": ours, "np_sum_s": ref,
                          "ratio": ours / ref, "closed_form_cpu_s": ours_cpu, "np_sum_cpu_s": ref_cpu,
                          "cpu_ratio": ours_cpu / ref_cpu, "load": os.getloadavg()[0]})
-            print(f"  closed-form heat N={n:>9,} T={t:>2} [{variant}]: {ours * 1e3:9.3f} ms  np.sum {ref * 1e3:8.3f} ms"
+            print(f"  closed-form {name} N={n:>9,} T={t:>2} [{variant}]: {ours * 1e3:9.3f} ms  "
+                  f"np.sum {ref * 1e3:8.3f} ms"
                   f"  ratio {ours / ref:5.2f} (target ≤ 3); CPU {ours_cpu * 1e3:8.2f} / {ref_cpu * 1e3:7.2f} ms, "
                   f"ratio {ours_cpu / ref_cpu:5.2f}  load {os.getloadavg()[0]:.2f}", flush=True)
         os.environ.pop("AUMANN_NUMBA", None)
@@ -239,7 +243,7 @@ def main() -> None:
     sizes = [10, 100, 1000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
     results: dict = {"env_before": env}
     if "closed" in parts:
-        print("1. closed-form f_heat vs one np.sum pass over the same (T, N, 3) array")
+        print("1. closed-form f_heat (and f_lin at the largest N) vs one np.sum pass over the same (T, N, 3) array")
         results["closed_form"] = closed_form_table(sizes, repeats)
     if "overhead" in parts:
         print("2. fixed cost of attribute() at small N (closed form)")
