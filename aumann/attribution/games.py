@@ -263,12 +263,11 @@ class MaskedIndicatorGame(CoalitionGame):
         custom = getattr(f, "masking_kernel", None)
         alive = self.problem.alive  # a living mask: pooled forms (and kernels taking alive=) average over the living
         if custom is not None and fast is not False:  # the indicator's own structured kernel
+            # an indicator's own kernel is a host (numpy) kernel: the step's features come to the host
             if alive is None:
-                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
-                              memory_budget=memory_budget)
+                return custom(_np(self.x), _np(self.b), memory_budget=memory_budget)
             if _takes_alive(custom):
-                return custom(self.x.to(torch.float64).numpy(), self.b.to(torch.float64).numpy(),
-                              memory_budget=memory_budget, alive=alive[self.t])
+                return custom(_np(self.x), _np(self.b), memory_budget=memory_budget, alive=alive[self.t])
         agentwise = isinstance(f, AgentwiseIndicator | QuadraticIndicator)
         structured = not f.uses_context and (f.pooled is not None and f.pooled.living if alive is not None else
                                              agentwise or f.pooled is not None)

@@ -66,11 +66,12 @@ class _SparseMatVec(torch.autograd.Function):
 
 
 def _apply(A: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
+    """A x on the host (scipy / the compiled CSR kernel); a tensor on a device goes there and back."""
     lead = x.shape[:-1]
     n = x.shape[-1]
-    xn = x.detach().reshape(-1, n).to(torch.float64).numpy()
+    xn = x.detach().reshape(-1, n).to(torch.float64).cpu().numpy()
     y = (A @ xn.T).T if xn.shape[0] > 1 else matvec(A, xn[0])[None]
-    return torch.from_numpy(np.ascontiguousarray(y)).to(x.dtype).reshape(*lead, n)
+    return torch.from_numpy(np.ascontiguousarray(y)).to(device=x.device, dtype=x.dtype).reshape(*lead, n)
 
 
 def sparse_matvec(A: sp.spmatrix, x: torch.Tensor, *, symmetric: bool | None = None) -> torch.Tensor:
