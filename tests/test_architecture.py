@@ -10,7 +10,7 @@ Layers, bottom up (``../shared/architecture.md``):
 * ``scenarios`` — import ``simulators`` and ``attribution``;
 * ``evaluation`` — imports ``scenarios``, ``simulators`` and ``attribution``; only ``studies`` and
   ``cli`` import it;
-* ``studies`` — above all of those; ``cli`` on top.
+* ``studies`` — above all of those; ``cli`` on top (with ``aumann/__main__``, ``python -m aumann``).
 
 An edge is any ``import``/``from … import`` anywhere in a module (inside functions too) and any string
 literal naming an ``aumann.…`` module (``importlib.import_module`` tables, lazy re-export maps).
@@ -59,6 +59,8 @@ def layer(mod: str) -> str:
     if len(parts) == 1:
         return "ground"
     top = parts[1]
+    if top == "__main__":  # ``python -m aumann``: the command line's entry point
+        return "cli"
     return "ground" if top in GROUND else top
 
 
