@@ -132,8 +132,11 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[str, dict]:
     proc = subprocess.run(timer + cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
+        # the command's own error line first: its tail is /usr/bin/time's report and the (long) timed command
+        own = [line for line in proc.stderr.splitlines() if line.startswith(("aumann:", "Traceback"))]
+        sys.stderr.write(proc.stderr[-4000:] + "".join(f"\n{line}" for line in own) + "\n")
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd[:1] + cmd[-12:])}"
+                         + (f"\n{own[-1]}" if own else ""))
     stats = {"wall_s": wall}
     err = proc.stderr
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
