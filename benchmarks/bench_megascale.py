@@ -135,7 +135,8 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[str, dict]:
         # the command's own error line first: its tail is /usr/bin/time's report and the (long) timed command
         own = [line for line in proc.stderr.splitlines() if line.startswith(("aumann:", "Traceback"))]
         sys.stderr.write(proc.stderr[-4000:] + "".join(f"\n{line}" for line in own) + "\n")
-        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd[:1] + cmd[-12:])}"
+        shown = " ".join(c for c in cmd if "\n" not in c)  # without the timing wrapper's script
+        raise SystemExit(f"command failed ({proc.returncode}): {shown}"
                          + (f"\n{own[-1]}" if own else ""))
     stats = {"wall_s": wall}
     err = proc.stderr
