@@ -56,13 +56,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _command_named(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names, if it is one of ours: its first word that is not an option (the top-level
-    options take no value); ``""`` for ``--version`` without a command or a help flag (no command needed)."""
+    options take no value); None after a help flag (the top-level help lists them all); ``""`` for
+    ``--version`` without a command (no command needed)."""
     for word in argv:
-        if word == "--":
+        if word in ("--", "-h", "--help"):  # the top-level help (before any command) lists every command
             return None
         if not word.startswith("-"):
             return word if word in _COMMANDS else None
-    return "" if "--version" in argv and not {"-h", "--help"} & set(argv) else None
+    return "" if "--version" in argv else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

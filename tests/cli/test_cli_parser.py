@@ -33,7 +33,8 @@ def test_a_command_alone_has_the_same_help_as_in_the_full_parser(command):
 @pytest.mark.parametrize(("argv", "named"), [
     (["run", "x"], "run"), (["--debug", "bluesky", "build-panel"], "bluesky"), (["--version"], ""),
     (["--version", "--help"], None),
-    ([], None), (["nosuch", "run"], None), (["--", "run"], None), (["-h"], None),
+    ([], None), (["nosuch", "run"], None), (["--", "run"], None), (["-h"], None), (["-h", "run"], None),
+    (["--debug", "--help", "bluesky"], None), (["run", "-h"], "run"),
 ])
 def test_the_command_named_is_the_first_word_that_is_not_an_option(argv, named):
     assert cli._command_named(argv) == named
@@ -45,6 +46,15 @@ def test_version_alone_needs_no_command(capsys):
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith("aumann ")
     assert _commands(cli.build_parser(only="")) == {}
+
+
+def test_the_top_level_help_lists_every_command_even_before_a_command_word(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["-h", "run"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in cli._COMMANDS:
+        assert name in out
 
 
 def test_an_unknown_command_still_lists_every_command(capsys):
