@@ -6,7 +6,7 @@ bad flag value is argparse's usage line and error naming the flag, also exit cod
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
-Add a module to ``_COMMAND_MODULES`` (and its command name to ``_COMMANDS``) to add a command.
+Add the command's name and module to ``_COMMANDS`` to add a command.
 
 A command line that names a command builds only that command's parser (``aumann run`` lists the
 registered LLM backends, which imports the LLM layer: 0.15–0.2 s every other command need not pay); one
@@ -24,18 +24,10 @@ from collections.abc import Sequence
 from aumann import __version__
 from aumann.errors import AumannError
 
-_COMMAND_MODULES = (
-    "aumann.cli.attribute",
-    "aumann.cli.demo",
-    "aumann.cli.run",
-    "aumann.cli.bluesky",
-    "aumann.cli.report",
-    "aumann.cli.llm",
-)
-
 #: each command's name → the module that registers it (kept equal to what the modules register: tested)
 _COMMANDS = {"attribute": "aumann.cli.attribute", "demo": "aumann.cli.demo", "run": "aumann.cli.run",
              "bluesky": "aumann.cli.bluesky", "report": "aumann.cli.report", "llm": "aumann.cli.llm"}
+_COMMAND_MODULES = tuple(_COMMANDS.values())  # in the order of the top-level help
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

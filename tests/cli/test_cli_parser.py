@@ -18,7 +18,6 @@ def _commands(parser) -> dict:
 def test_the_command_table_names_what_the_modules_register():
     full = _commands(cli.build_parser())
     assert set(full) == set(cli._COMMANDS)
-    assert sorted(cli._COMMANDS.values()) == sorted(cli._COMMAND_MODULES)
     for name in cli._COMMANDS:
         assert set(_commands(cli.build_parser(only=name))) == {name}
 
