@@ -218,12 +218,12 @@ _REFERENCE = ("SELECT count(*), count(did), max(kind), max(commit.collection) FR
               "ignore_errors=true)")
 
 
-def floors(path: Path, threads: int, repeat: int, locator: bool = True) -> None:
+def floors(path: Path, threads: int, repeat: int) -> None:
     """The floors of the ingest's design, each against the envelope scan measured just before it (fresh
     connections, ``threads`` threads, the median of ``repeat`` alternating runs): reading the fields the ingester
     reads, the same into a table, and its scan statement (the per-line table every later statement reads); and
-    (``locator``, with numba) the floor of a hand-written reader instead of DuckDB's: a compiled JSON validator
-    that only locates the same fields (:mod:`_json_locator`)."""
+    the floor of a hand-written reader instead of DuckDB's: a compiled JSON validator that only locates the same
+    fields (:mod:`_json_locator`)."""
     import re
 
     import duckdb
@@ -239,16 +239,17 @@ def floors(path: Path, threads: int, repeat: int, locator: bool = True) -> None:
         "the same fields into a table": (f"CREATE OR REPLACE TEMP TABLE raw AS SELECT * FROM {src}", [str(path)]),
         "the ingester's scan (fields + derived columns -> per-line table)": (sql.SCAN, [str(path), "none"]),
     }
-    if locator:  # a hand-written reader's floor: compiled validation + field spans, no strings built
-        def locate() -> float:  # in a fresh process (its own allocator and threads), timed there after a warm-up
-            proc = subprocess.run([sys.executable, str(Path(__file__).with_name("_json_locator.py")), str(path),
-                                   str(threads)], capture_output=True, text=True, check=True)
-            got = json.loads(proc.stdout.strip().splitlines()[-1])
-            found.update(lines=got["lines"], valid=got["valid"])
-            return float(got["seconds"])
+    found: dict[str, int] = {}
 
-        found: dict[str, int] = {}
-        steps["a compiled JSON validator locating the same fields (no strings; _json_locator.py)"] = (locate, [])
+    def locate() -> float:  # in a fresh process (its own allocator and threads), timed there after a warm-up
+        proc = subprocess.run([sys.executable, str(Path(__file__).with_name("_json_locator.py")), str(path),
+                               str(threads)], capture_output=True, text=True, check=True)
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        found.update(lines=got["lines"], valid=got["valid"])
+        return float(got["seconds"])
+
+    # a hand-written reader's floor: compiled validation + field spans, no strings built
+    steps["a compiled JSON validator locating the same fields (no strings; _json_locator.py)"] = (locate, [])
     ratios: dict[str, list[float]] = {k: [] for k in steps}
     seconds: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(repeat):
@@ -273,8 +274,7 @@ def floors(path: Path, threads: int, repeat: int, locator: bool = True) -> None:
     for name in steps:
         took, ratio = float(np.median(seconds[name])), float(np.median(ratios[name]))
         print(f"  {name:66s} {took:6.3f} s  reference / it {ratio:.2f}")
-    if locator:
-        print(f"  (the validator found {found['valid']:,} of {found['lines']:,} non-blank lines to be JSON objects)")
+    print(f"  (the validator found {found['valid']:,} of {found['lines']:,} non-blank lines to be JSON objects)")
     print("  (the scan's ratio is the best the ingest could reach if everything after its scan took no time; the "
           "validator's is the most a hand-written reader could reach before building a single string)")
 
