@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import ConfigError
+from aumann.errors import AumannWarning, ConfigError
 from aumann.io import plain
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
-from aumann.studies.context import RunContext, RunOptions, Streams, StudySizes
+from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
 from aumann.studies.rows import BUILTIN, get_row
 from aumann.studies.rundir import (
     RUN_ARRAYS,
@@ -218,6 +218,12 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             if status == "corrupt":
                 failed.append({"run": r, "file": str(rundir.record(r).relative_to(rundir.root)), "reason": why})
         todo.append((r, seq))
+    if rundir is not None and write and todo and config.agents >= LARGE_N:  # before hours of work, not after
+        room = rundir.room_warning(config.agents, config.steps, len(todo))
+        if room is not None:
+            import warnings
+
+            warnings.warn(f"the disk may be too small for this study: {room}", AumannWarning, stacklevel=2)
     parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
                                                               and executor.max_workers in (0, 1))
     if parallel:

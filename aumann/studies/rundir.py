@@ -50,6 +50,12 @@ from aumann.io import (
 )
 
 RUNS, PANELS, ATTRIBUTIONS, TIMINGS = "runs", "panels", "attributions", "timings"
+#: bytes a finished run leaves in the run directory per agent-step (MegaScale-Social: 176 MB for 2·10⁵ agents ×
+#: 30 steps, its compressed panel, arrays and attributions), and what a run of
+#: :data:`~aumann.studies.context.LARGE_N` agents or more spills to the temporary directory while it runs (its
+#: panel of three float64 features and φ, 32 bytes): estimates for :meth:`RunDir.room_warning`
+RUN_BYTES_PER_AGENT_STEP = 32
+SPILL_BYTES_PER_AGENT_STEP = 32
 MANIFEST = "manifest.json"
 REPORT_HTML, REPORT_MD = "report.html", "report.md"
 FAITHFULNESS = "faithfulness"
@@ -174,6 +180,36 @@ class RunDir:
                        self.root / TIMINGS):
             confine(folder, self.root, what="study output directory")
             ensure_output_dir(folder, "study output directory")
+
+    def room_warning(self, agents: int, steps: int, runs: int) -> str | None:
+        """A sentence when the disk of this run directory (and that of the temporary directory, where a large
+        run spills its panel and φ) has clearly less room than ``runs`` runs of ``agents`` × ``steps`` are
+        likely to need; ``None`` when it looks enough or the free space cannot be read.
+
+        The need is an estimate from the sizes MegaScale-Social writes (about :data:`RUN_BYTES_PER_AGENT_STEP`
+        bytes per agent-step of each run here, :data:`SPILL_BYTES_PER_AGENT_STEP` of one run in the temporary
+        directory): a 10⁷-agent, 30-step run needs about 20 GB. A warning, never an error: the estimate is
+        rough, and a run that finds no room fails with the disk's own error when it writes."""
+        import shutil
+        import tempfile
+
+        need_out = RUN_BYTES_PER_AGENT_STEP * agents * steps * runs
+        need_tmp = SPILL_BYTES_PER_AGENT_STEP * agents * steps
+        tmp = Path(tempfile.gettempdir())
+        try:
+            same = self.root.stat().st_dev == tmp.stat().st_dev
+            needs = [(self.root, need_out + (need_tmp if same else 0))] + ([] if same else [(tmp, need_tmp)])
+            short = [(where, need, shutil.disk_usage(where).free) for where, need in needs]
+        except OSError:
+            return None
+        short = [(where, need, free) for where, need, free in short if free < need]
+        if not short:
+            return None
+        return "; ".join(f"{str(where)!r} has {free / 1e9:.1f} GB free and this study will likely write about "
+                         f"{need / 1e9:.1f} GB there" for where, need, free in short) + (
+            f" ({runs} run(s) of {agents:,} agents × {steps} steps; the large arrays of a run are written when it "
+            "finishes, so a full disk shows only then). Free some space, or choose --out (and TMPDIR) on a "
+            "larger disk")
 
     def save_panel(self, r: int, panel: Any) -> Path:
         """``panels/run-NNN.npz`` (confined to the run directory)."""
