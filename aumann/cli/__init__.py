@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from aumann import __version__
-from aumann.errors import AumannError
+from aumann.errors import AumannError, AumannWarning
 
 #: each command's name → the module that registers it (kept equal to what the modules register: tested)
 _COMMANDS = {"attribute": "aumann.cli.attribute", "demo": "aumann.cli.demo", "run": "aumann.cli.run",
@@ -71,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():  # restores the previous display when the command ends (main is re-entrant)
+            if not args.debug:
+                warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return int(args.func(args) or 0)
     except AumannError as exc:
         if args.debug:
             raise
@@ -87,6 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line_warnings(previous: Any) -> Any:
+    """A ``warnings.showwarning`` that prints our own warnings (:class:`~aumann.errors.AumannWarning`) as one line
+    on stderr, like our errors: what to do about them is in the message, not in the file and line of our code
+    that raised them (``--debug`` shows those). Anyone else's warnings go to ``previous`` (Python's display)."""
+    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        if isinstance(category, type) and issubclass(category, AumannWarning):
+            print(f"aumann: warning: {one_line(str(message))}", file=sys.stderr if file is None else file)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    return show
 
 
 #: what numpy says when an array's shape or byte size cannot even be represented (before any MemoryError)

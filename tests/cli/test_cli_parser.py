@@ -72,3 +72,48 @@ def test_build_panel_does_not_load_the_llm_layer_and_python_m_aumann_works():
     assert out.strip().endswith("none")
     version = subprocess.run([sys.executable, "-m", "aumann", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("aumann ")
+
+
+def _warning_command(monkeypatch, *warns):
+    """``aumann demo`` replaced by a command that only emits ``warns`` (category, message) pairs."""
+    import warnings
+
+    import aumann.cli.demo as demo
+
+    def run(args):
+        for category, message in warns:
+            warnings.warn(message, category, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(demo, "run", run)
+
+
+def test_our_warnings_are_one_line_on_stderr_and_others_keep_pythons_display(monkeypatch, capsys):
+    import warnings
+
+    from aumann.errors import AumannWarning, ForkFallbackWarning
+
+    _warning_command(monkeypatch, (AumannWarning, "the disk may be too small\nfor this \x1b[2Jstudy"),
+                     (ForkFallbackWarning, "replayed from its factory"), (UserWarning, "someone else's"))
+    with warnings.catch_warnings(record=True) as shown:  # what Python's display would have shown
+        warnings.simplefilter("always")
+        before = warnings.showwarning
+        assert cli.main(["demo"]) == 0
+        assert warnings.showwarning is before
+    err = capsys.readouterr().err
+    assert err == ("aumann: warning: the disk may be too small | for this \\x1b[2Jstudy\n"
+                   "aumann: warning: replayed from its factory\n")
+    assert [(w.category, str(w.message)) for w in shown] == [(UserWarning, "someone else's")]
+
+
+def test_debug_shows_our_warnings_with_their_file_and_line(monkeypatch, capsys):
+    import warnings
+
+    from aumann.errors import AumannWarning
+
+    _warning_command(monkeypatch, (AumannWarning, "look here"))
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert cli.main(["--debug", "demo"]) == 0
+    assert capsys.readouterr().err == ""
+    assert [(w.category, str(w.message), w.filename) for w in shown] == [(AumannWarning, "look here", __file__)]
