@@ -201,3 +201,38 @@ def test_background_draws_do_not_hold_a_core_against_the_walks(monkeypatch):
     first, second = perms.take(2), perms.take(2)  # the second batch: drawn in the background too
     assert seen == [1, 1] and first.shape == second.shape == (2, 50)
     assert threads._BACKGROUND[0] == 0  # no draw at work any more: nothing left marked
+
+
+@pytest.mark.parametrize("p", range(1, 9))
+def test_every_compiled_walk_template_makes_cumsums_additions_at_every_width(p):
+    """The unrolled templates (running sums in both layouts, running products both ways, the segmented walk)
+    at every row width P they are generated for — each prefetches its rows differently by P — against numpy's
+    gather + cumsum, bit for bit."""
+    rng = np.random.default_rng(p)
+    n, c = 5000, 3
+    table, start = rng.normal(size=(n, p)), rng.normal(size=p)
+    perms = np.stack([rng.permutation(n) for _ in range(c)]).astype(np.int32)
+    g = table[perms]
+    g[:, 0] += start
+    ref = np.cumsum(g, axis=1)  # (c, n, p): start + the rows along each permutation, added in order
+    out = np.empty((c, n, p))
+    jit_sampling.running_sums_kernel(p, False)(table, start, perms, out)
+    np.testing.assert_array_equal(out, ref)
+    out_t = np.empty((p, c, n))
+    jit_sampling.running_sums_kernel(p, True)(table, start, perms, out_t)
+    np.testing.assert_array_equal(out_t, ref.transpose(2, 0, 1))
+    total = table.sum(axis=0) + start
+    fwd, rev = np.empty((c, n)), np.empty((c, n))
+    jit_sampling.running_products_kernel(p)(table, start, total, 0.7, perms, fwd, rev, True)
+    pf, pr = ref[..., 0].copy(), total[0] - ref[..., 0]
+    for q in range(1, p):
+        pf, pr = pf * ref[..., q], pr * (total[q] - ref[..., q])
+    np.testing.assert_array_equal(fwd, pf * 0.7)
+    np.testing.assert_array_equal(rev, pr * 0.7)
+    state, f1, r1 = start.copy(), np.empty(n), np.empty(n)
+    segment = jit_sampling.running_products_segment(p)
+    for lo in range(0, n, 777):
+        hi = min(n, lo + 777)
+        segment(table, state, total, 0.7, perms[0], lo, hi, f1[lo:hi], r1[lo:hi])
+    np.testing.assert_array_equal(f1, fwd[0])
+    np.testing.assert_array_equal(r1, rev[0])
