@@ -245,7 +245,9 @@ def _fetch_row(index: str, p: int, indent: int) -> str:
     arrays do); fetching only the first line left the second a demand miss in the walk. It changes no number:
     the products kernel on 10⁶ players, P = 3, took 11.1 ms a permutation instead of 13.4 (best of 15), and a
     permutation-step of sampled Shapley on f_heat 37–39 ms of CPU instead of 53–55 (``bench_sampled.py
-    --per-step``, the code before this change as ``--src``, load 3)."""
+    --per-step``, the code before this change as ``--src``, load 3). Only prefetches: numba's disk cache keys a
+    kernel on its own file, so one compiled elsewhere (:mod:`.jit_controls`) from an older ``_fetch_row`` could
+    differ from a fresh one in speed, never in a number."""
     pad = " " * indent
     if p == 1:
         return f"{pad}prefetch(flat, {index}, 0)"
