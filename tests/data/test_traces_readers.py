@@ -313,6 +313,106 @@ def test_table_bad_row_and_missing_column(tmp_path):
         read_trace(f, spec)
 
 
+_MIX_SPEC = {"format": "table", "where": {"kind": ["real"]}, "agent": {"field": "agent", "exclude": ["env"]},
+             "step": {"field": "tick"}, "action": {"field": "action", "exclude": ["noise"]},
+             "features": [{"kind": "count_each"}, {"kind": "sum", "name": "amount", "field": "amount"}]}
+_MIX_ROWS = [{"agent": "a", "kind": "real", "tick": 0, "action": "buy", "amount": 1},
+             {"agent": "env", "kind": "real", "tick": 0, "action": "buy", "amount": 1},
+             {"agent": "b", "kind": "real", "tick": 1, "action": "noise", "amount": 2},
+             {"agent": "b", "kind": "fake", "tick": 1, "action": "buy", "amount": 4}]
+
+
+@pytest.mark.parametrize("odd", [{"agent": 5}, {"action": 7}, {"kind": 1}, {"amount": "3"}, {"tick": "1"},
+                                 {"agent": {"id": "c"}}])
+def test_one_value_of_another_json_type_changes_no_other_value(tmp_path, odd):
+    """One record whose field holds another JSON type (a number among strings) makes DuckDB read the whole column
+    as JSON text; every other record must still read as itself: ids, actions, where and exclude lists unchanged."""
+    f = tmp_path / "ev.jsonl"
+    extra = dict({"agent": "c", "kind": "real", "tick": 1, "action": "buy", "amount": 8}, **odd)
+    f.write_text("".join(json.dumps(r) + "\n" for r in [*_MIX_ROWS, extra]))
+    r = read_trace(f, _MIX_SPEC, on_bad="skip")
+    same = tmp_path / "same.jsonl"  # the same records without the odd one
+    same.write_text("".join(json.dumps(r) + "\n" for r in _MIX_ROWS))
+    plain = read_trace(same, _MIX_SPEC)
+    assert cell(r.panel, 0, "a", "buy") == cell(plain.panel, 0, "a", "buy") == 1
+    assert "env" not in [str(a) for a in r.panel.agent_ids] and "b" in [str(a) for a in r.panel.agent_ids]
+    assert r.report.filtered["agent excluded"] == 1
+    feats = [f for f in r.panel.features if f != "amount"]
+    assert "noise" not in feats and all('"' not in f for f in feats)
+    if "kind" in odd:  # kind 1 is not "real": filtered like the fake one
+        assert r.report.filtered["kind not in where"] == 2
+    elif "agent" in odd and isinstance(odd["agent"], dict):  # an object is no agent id: skipped and counted
+        assert r.report.skipped == {"no usable agent id in field 'agent'": 1}
+    else:
+        assert r.report.filtered["kind not in where"] == 1 and not r.report.skipped
+        who = str(odd.get("agent", "c"))
+        assert who in [str(a) for a in r.panel.agent_ids]
+        if "amount" in odd:
+            assert cell(r.panel, 1, "c", "amount") == 3
+        if "action" in odd:
+            assert "7" in feats
+
+
+@pytest.mark.parametrize(("tail", "where"), [('{"agent":"a1","tick":1,"act', "row 61"), ("[1,2,3]\n", "row 61"),
+                                             ("7\n", "row 61"), ("garbage{\n", "row 61")])
+def test_a_bad_json_line_in_a_table_is_refused_by_its_row_or_skipped_and_counted(tmp_path, tail, where):
+    rows = [{"agent": f"a{i % 7}", "tick": i % 5, "action": "buy" if i % 3 else "sell", "amount": i % 17}
+            for i in range(60)]
+    f = tmp_path / "ev.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
+    with pytest.raises(TraceRecordError, match=rf"ev\.jsonl {where}: not a JSON object holding any of the spec's"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.n_skipped == 1 and r.report.records == 61
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    np.testing.assert_array_equal(r.panel.values, read_trace(good, TABLE_SPEC).panel.values)
+
+
+def test_a_json_line_that_is_not_an_object_keeps_nested_fields_readable(tmp_path):
+    """With one non-object line DuckDB reads each line as one JSON value; the reader then reads the spec's fields
+    by name, nested ones too."""
+    f = tmp_path / "ev.jsonl"
+    rows = [{"who": {"id": f"a{i % 3}"}, "tick": i % 4, "n": i} for i in range(20)]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows) + "[1, 2]\n")
+    spec = {"format": "table", "agent": {"field": "who/id"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "n", "field": "n"}]}
+    r = read_trace(f, spec, on_bad="skip")
+    assert r.report.n_skipped == 1
+    for row in rows:
+        assert cell(r.panel, row["tick"], row["who"]["id"], "n") == sum(
+            x["n"] for x in rows if x["tick"] == row["tick"] and x["who"]["id"] == row["who"]["id"])
+
+
+def test_a_json_table_with_a_byte_order_mark_reads_like_one_without(tmp_path):
+    rows = "".join(json.dumps({"agent": f"a{i % 3}", "tick": i % 4, "action": "buy", "amount": i}) + "\n"
+                   for i in range(30))
+    plain, bom = tmp_path / "plain.jsonl", tmp_path / "bom.jsonl"
+    plain.write_text(rows)
+    bom.write_bytes(b"\xef\xbb\xbf" + rows.encode())
+    a, b = read_trace(plain, TABLE_SPEC), read_trace(bom, TABLE_SPEC)
+    np.testing.assert_array_equal(a.panel.values, b.panel.values)
+    assert b.report.n_skipped == 0 and b.report.records == 30
+
+
+@pytest.mark.parametrize(("bad", "why"), [("a1,1,buy,3,9,9\n", "too many columns"), ("a1,1\n", "missing columns")])
+def test_a_csv_line_with_the_wrong_number_of_fields_is_refused_by_its_line_or_skipped(tmp_path, bad, why):
+    body = "".join(f"a{i % 7},{i % 5},{'buy' if i % 3 else 'sell'},{i % 17}\n" for i in range(60))
+    f = tmp_path / "ev.csv"
+    lines = body.splitlines(keepends=True)
+    f.write_text("agent,tick,action,amount\n" + "".join(lines[:25]) + bad + "".join(lines[25:]))
+    line = 27  # the header, 25 good rows, then the bad one
+    with pytest.raises(TraceRecordError, match=rf"ev\.csv line {line}: a CSV line that does not split into the "
+                                               rf"header's columns \({why}"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.n_skipped == 1 and r.report.records == 61
+    assert list(r.report.skipped_at.values()) == [[f"{f} line {line}"]]
+    good = tmp_path / "good.csv"
+    good.write_text("agent,tick,action,amount\n" + body)
+    np.testing.assert_array_equal(r.panel.values, read_trace(good, TABLE_SPEC).panel.values)
+
+
 def test_time_bins_and_alive_rules(tmp_path):
     f = tmp_path / "log.csv"
     f.write_text("who,at,what\n"

@@ -47,8 +47,15 @@ def _kind(p: Path) -> str:
     return "unknown"
 
 
-def scan_sql(files: Sequence[Path]) -> str:
-    """DuckDB's table function over ``files`` (all of one kind), with the file name as a column."""
+def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None) -> str:
+    """DuckDB's table function over ``files`` (all of one kind), with the file name as a column.
+
+    ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
+    (``ignore_errors``) and a CSV line that does not split into the header's columns is left out and kept in
+    DuckDB's ``reject_errors`` table (``store_rejects``), so that the reader counts or refuses each one by its
+    line instead of the whole file failing. ``json_columns``: read these top-level JSON fields, each as
+    ``JSON`` (the value's JSON text), instead of detecting the columns (a file whose lines are not all objects
+    detects as one ``json`` column)."""
     kinds = {_kind(f) for f in files}
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
@@ -58,8 +65,12 @@ def scan_sql(files: Sequence[Path]) -> str:
     if kind == "parquet":
         return f"read_parquet({lst}, filename = true)"
     if kind == "json":
-        return f"read_json({lst}, format = 'newline_delimited', filename = true, maximum_object_size = 67108864)"
-    return f"read_csv({lst}, header = true, filename = true)"
+        extra = ", ignore_errors = true" if lenient else ""
+        if json_columns:
+            extra += ", columns = {" + ", ".join(f"{lit(c)}: 'JSON'" for c in json_columns) + "}"
+        return (f"read_json({lst}, format = 'newline_delimited', filename = true, maximum_object_size = 67108864"
+                f"{extra})")
+    return f"read_csv({lst}, header = true, filename = true{', store_rejects = true' if lenient else ''})"
 
 
 def connect(threads: int | None = None):
