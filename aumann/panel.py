@@ -264,6 +264,24 @@ def _mapping(x: Any, what: str) -> Mapping[str, Any]:
     return x
 
 
+def _plain_labels(arr: np.ndarray, what: str) -> None:
+    """Labels are integers, text, finite numbers or times: a complex label cannot be written to JSON, and NaN,
+    ±inf and NaT are no label at all (each prints as an empty CSV cell; NaN is not even equal to itself, so it
+    passes a uniqueness test). Raises :class:`~aumann.errors.PanelError` naming the first few."""
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise PanelError(f"{what} must be integers, text, finite numbers or times; got complex labels "
+                         f"({arr[:3].tolist()})")
+    if kind in "fmM":
+        bad = ~np.isfinite(arr) if kind == "f" else np.isnat(arr)
+        if bad.any():
+            raise PanelError(f"{what} must be integers, text, finite numbers or times; {int(bad.sum())} label(s) are "
+                             f"{'NaN or ±inf' if kind == 'f' else 'NaT'} (at position(s) "
+                             f"{np.flatnonzero(bad)[:5].tolist()})")
+    if kind == "V":
+        raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
+
+
 def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
@@ -273,6 +291,7 @@ def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
+    _plain_labels(arr, what)
     if arr.dtype == object:
         arr = arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)

@@ -90,3 +90,36 @@ def test_save_load_roundtrip(tmp_path, rng):
 def test_context_shape_checked():
     with pytest.raises(ShapeError, match="context 'price'"):
         Panel(np.ones((2, 3, 1)), context={"price": np.ones(3)})
+
+
+@pytest.mark.parametrize("what", ["steps", "agent_ids"])
+@pytest.mark.parametrize(("labels", "says"), [
+    (lambda n: np.arange(n) + 1j, "got complex labels"),
+    (lambda n: np.r_[0.0, np.nan, np.arange(2, n)], r"1 label\(s\) are NaN or ±inf \(at position\(s\) \[1\]\)"),
+    (lambda n: np.r_[0.0, np.inf, -np.inf, np.arange(3, n)], r"2 label\(s\) are NaN or ±inf"),
+    (lambda n: np.r_[np.array(["NaT"], dtype="datetime64[D]"),
+                     np.datetime64("2020-01-01") + np.arange(n - 1)], r"1 label\(s\) are NaT"),
+])
+def test_labels_that_are_no_labels_are_refused(what, labels, says, tmp_path):
+    """Complex labels cannot be written to JSON; NaN, ±inf and NaT print as empty CSV cells (and NaN passes a
+    uniqueness test): refused when the panel is made and when a file holding them is loaded."""
+    z = np.abs(np.random.default_rng(0).normal(size=(5, 6, 2)))
+    n = 5 if what == "steps" else 6
+    with pytest.raises(PanelError, match=f"{what} must be integers, text, finite numbers or times; {says}"):
+        Panel(z, **{what: labels(n)})
+    ok = Panel(z)
+    ok.save(tmp_path / "p.npz")
+    with np.load(tmp_path / "p.npz", allow_pickle=False) as f:
+        members = dict(f)
+    members[what] = labels(n)
+    np.savez(tmp_path / "bad.npz", **members)
+    with pytest.raises(PanelError, match=says):
+        Panel.load(tmp_path / "bad.npz")
+
+
+def test_finite_float_and_time_labels_stay_labels():
+    z = np.zeros((3, 2, 1))
+    p = Panel(z, steps=np.array([0.5, 1.5, 2.5]), agent_ids=np.array([1.0, 2.0]))
+    assert p.steps.tolist() == [0.5, 1.5, 2.5]
+    q = Panel(z, steps=np.datetime64("2020-01-01") + np.arange(3))
+    assert str(q.steps[0]) == "2020-01-01"
