@@ -534,30 +534,45 @@ def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathL
                                 *, chunk_size: int = 1 << 16, strip_bom: bool = True) -> StreamDecodeStats:
     """Decompress a zstd stream to ``dst`` up to the first error (a truncated or damaged file).
 
-    What decoded is kept; a line cut by the damage stays cut, so the ingester counts it as malformed.
-    A leading UTF-8 byte-order mark is dropped (``strip_bom``).
+    What decoded is kept: the stream is decoded a frame at a time (one ``decompressobj`` per frame, the next
+    started on the bytes after its end), so everything a complete frame held is written before the bytes after
+    it are even looked at — garbage after the last frame costs nothing that decoded (a buffered reader lost
+    the last chunk it had decoded when the next read failed). A line cut by the damage stays cut, so the
+    ingester counts it as malformed. A leading UTF-8 byte-order mark is dropped (``strip_bom``).
     """
     import zstandard
 
     out_bytes = 0
     error = None
     first = strip_bom
+    dctx = zstandard.ZstdDecompressor()
+    frame = dctx.decompressobj()
+    fed = False  # the current frame has been given input
     with open(src, "rb") as fh, open(dst, "wb") as out:
-        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-        while True:
-            try:
-                chunk = reader.read(chunk_size)
-            except zstandard.ZstdError as exc:
-                error = str(exc)
+        while error is None:
+            data = fh.read(chunk_size)
+            if not data:
                 break
-            if not chunk:
-                break
-            if first:
-                first = False
-                if chunk.startswith(BOM):
-                    chunk = chunk[len(BOM):]
-            out.write(chunk)
-            out_bytes += len(chunk)
+            while data:
+                try:
+                    piece = frame.decompress(data)
+                except zstandard.ZstdError as exc:
+                    error = str(exc)
+                    break
+                fed = True
+                if first and piece:
+                    first = False
+                    if piece.startswith(BOM):
+                        piece = piece[len(BOM):]
+                out.write(piece)
+                out_bytes += len(piece)
+                if frame.eof:  # the frame is complete: what follows it starts the next one
+                    data = frame.unused_data
+                    frame, fed = dctx.decompressobj(), False
+                else:
+                    data = b""
+        if error is None and fed:
+            error = "the stream ends inside a frame (a truncated file)"
     return StreamDecodeStats(bytes_out=out_bytes, error=error)
 
 

@@ -195,6 +195,24 @@ def test_damaged_zstd_stream_falls_back_to_what_decodes(tmp_path: Path):
     assert report.valid_events + report.malformed_lines == report.rows_read
 
 
+@pytest.mark.parametrize("tail", [b"garbage\n", b"\x28\xb5\x2f\xfd\x00", b"\x00" * 3])
+def test_bytes_after_the_last_complete_frame_lose_nothing_it_held(tmp_path: Path, tail: bytes):
+    """A complete frame then a few bytes of garbage (a writer restarted mid-header): every event of the frame is
+    kept, the file is reported damaged (a buffered decoder used to drop the last chunk it had decoded)."""
+    cctx = zstandard.ZstdCompressor(level=3)
+    frames = cctx.compress(b"\n".join(_lines(2500)[:1200]) + b"\n") + cctx.compress(
+        b"\n".join(_lines(2500)[1200:]) + b"\n")
+    f = tmp_path / "tail.jsonl.zst"
+    f.write_bytes(frames + tail)
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert report.valid_events == 2500 and report.malformed_lines == 0
+    assert report.damaged_files == 1 and report.files[0]["damaged_stream"]
+    from aumann.data.bluesky.jetstream import decode_zstd_stream_to_jsonl
+
+    st = decode_zstd_stream_to_jsonl(f, tmp_path / "out.jsonl", chunk_size=4096)  # small reads: frames span them
+    assert (tmp_path / "out.jsonl").read_bytes() == b"\n".join(_lines(2500)) + b"\n" and st.error
+
+
 def test_complete_zstd_streams_are_not_flagged(tmp_path: Path):
     from aumann.data.bluesky.jetstream import zstd_stream_problem
 
