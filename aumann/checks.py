@@ -149,8 +149,8 @@ def as_memory_size(value: Any, name: str, *, error: ErrorType = ConfigError) -> 
     m = _SIZE.match(value) if isinstance(value, str) else None
     size = _bytes(float(m.group(1)), m.group(2)) if m is not None and m.group(2) is not None else math.nan
     if not 16 * 2**20 <= size <= 2**50:
-        raise error(f"{name} must be a size from 16MB to 1PiB with its unit, such as 4GB, 512MB or 1.5GiB; got "
-                    f"{_shown(value)}")
+        raise error(f"{name} must be a size from 16MiB to 1024TiB with its unit (B, KB, MB, GB, TB or KiB, MiB, GiB, "
+                    f"TiB: DuckDB's), such as 4GB, 512MB or 1.5GiB; got {_shown(value)}")
     return value.strip()
 
 

@@ -185,3 +185,16 @@ def test_manifest_never_fails_on_odd_config_values(tmp_path):
     data = json.loads(path.read_text(), parse_constant=pytest.fail)
     assert data["config"]["b"] is None and data["config"]["3"] == [1.0]
     assert not math.isnan(data["config"]["3"][0])
+
+
+def test_as_memory_size_accepts_both_bounds_it_names_and_nothing_beyond():
+    """The message names the bounds the check applies, and DuckDB takes every size the check lets through."""
+    import duckdb
+
+    con = duckdb.connect()
+    for ok in ("16MiB", "1024TiB", "17MB", "4GB", "1.5GiB"):
+        assert checks.as_memory_size(ok, "memory_limit") == ok
+        con.execute(f"SET memory_limit = '{ok}'")
+    for bad in ("16MB", "1025TiB", "1PiB", "1PB"):
+        with pytest.raises(ConfigError, match=r"from 16MiB to 1024TiB"):
+            checks.as_memory_size(bad, "memory_limit")
