@@ -26,6 +26,22 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
            "#bab0ac")
 
 
+#: the longest axis label drawn in full; a longer one (an agent id of 10,000 characters) is drawn shortened
+#: (:func:`short_label`): matplotlib lays out every character of a tick label, so one such id cost seconds a figure
+#: and a 100,000-character id minutes; the full id stays in the tables and the hover text
+LABEL_CHARS = 40
+
+
+def short_label(label: Any, limit: int = LABEL_CHARS) -> str:
+    """``label`` as text, its middle cut to "…" when it is longer than ``limit`` characters (the start and the end
+    stay: ids often differ in their last characters)."""
+    text = str(label)
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[-(limit - 1 - head):]
+
+
 def bokeh_available() -> bool:
     """Whether the optional interactive renderer (Bokeh) can be imported."""
     import importlib
@@ -153,7 +169,7 @@ class Charts:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if xlabels is not None:
             ticks = list(range(0, len(xlabels), max(1, len(xlabels) // 10)))
-            ax.set_xticks(ticks, [xlabels[i] for i in ticks], rotation=30, fontsize=8)
+            ax.set_xticks(ticks, [short_label(xlabels[i]) for i in ticks], rotation=30, fontsize=8)
         ax.grid(alpha=0.25)
         handles, _ = ax.get_legend_handles_labels()
         if len(handles) > 1:
@@ -318,11 +334,11 @@ class Charts:
         ax.set(xlabel=xlabel, ylabel=ylabel)
         nr = len(row_labels)
         rstep = max(1, nr // 40)
-        ax.set_yticks(range(0, nr, rstep), [row_labels[i] for i in range(0, nr, rstep)], fontsize=7)
+        ax.set_yticks(range(0, nr, rstep), [short_label(row_labels[i]) for i in range(0, nr, rstep)], fontsize=7)
         nc = len(col_labels)
         cstep = max(1, nc // 15)
-        ax.set_xticks(range(0, nc, cstep), [col_labels[i] for i in range(0, nc, cstep)], fontsize=7,
-                      rotation=30 if max((len(c) for c in col_labels), default=0) > 3 else 0)
+        ax.set_xticks(range(0, nc, cstep), [short_label(col_labels[i]) for i in range(0, nc, cstep)], fontsize=7,
+                      rotation=30 if max((len(str(c)) for c in col_labels), default=0) > 3 else 0)
         fig.colorbar(im, ax=ax, label=("log10 |" + value_label + "|") if log else value_label, fraction=0.04,
                      pad=0.02)
         return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
@@ -337,7 +353,8 @@ class Charts:
         rows = [str(r) for r in row_labels]
         ii, jj = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
         ii, jj = ii.ravel(), jj.ravel()
-        many = nr > 40  # many rows: a numeric axis with a few labelled ticks instead of one label per row
+        # many rows, or labels too long to draw: a numeric axis with labelled ticks instead of one category per row
+        many = nr > 40 or any(len(r) > LABEL_CHARS for r in rows)
         data: dict[str, Any] = {"x": jj.astype(float), "y": ii.astype(float) if many else [rows[i] for i in ii],
                                 "row": [rows[i] for i in ii], "col": [str(col_labels[j]) for j in jj],
                                 "value": v.ravel(), "shown": shown.ravel()}
@@ -370,14 +387,15 @@ class Charts:
                                   line_dash="dashed", line_width=1))
         step = max(1, nc // 15)
         p.xaxis.ticker = list(range(0, nc, step))
-        p.xaxis.major_label_overrides = {j: str(col_labels[j]) for j in range(0, nc, step)}
+        p.xaxis.major_label_overrides = {j: short_label(col_labels[j]) for j in range(0, nc, step)}
         if max((len(str(c)) for c in col_labels), default=0) > 3:
             p.xaxis.major_label_orientation = 0.5
         p.yaxis.major_label_text_font_size = "8px" if nr > 25 else "10px"
         if many:
-            ticks = sorted({0, *[int(h) - 1 for h in hlines if 0 < h <= nr], (nr - 1) // 2, nr - 1})
+            ticks = list(range(nr)) if nr <= 40 else \
+                sorted({0, *[int(h) - 1 for h in hlines if 0 < h <= nr], (nr - 1) // 2, nr - 1})
             p.yaxis.ticker = ticks
-            p.yaxis.major_label_overrides = {t: rows[t] for t in ticks}
+            p.yaxis.major_label_overrides = {t: short_label(rows[t]) for t in ticks}
             p.yaxis.major_label_text_font_size = "10px"
         _style(p, grid=False)
         return self._embed(p)
@@ -420,4 +438,4 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["PALETTE", "Charts", "Line", "Point", "bokeh_available"]
+__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "short_label"]

@@ -22,6 +22,7 @@ import numpy as np
 from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz
+from aumann.studies.charts import short_label
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
@@ -68,7 +69,7 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
         ax.axvline(result.records[0]["t_star"], color="k", lw=1)
         ids = _agent_ids(result, phi.shape[1])
         ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
-               yticklabels=[str(ids[i]) for i in top],
+               yticklabels=[short_label(ids[i]) for i in top],
                title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
         ax.tick_params(axis="y", labelsize=6)
         fig.colorbar(im, ax=ax, label="φ_{i,t}")
