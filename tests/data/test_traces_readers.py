@@ -480,3 +480,11 @@ def test_synthetic_concordia_round_trip(tmp_path):
     i = list(r.panel.agent_ids).index(f"agent{a[0]}")
     assert r.panel.values[:, i, 0].sum() == (a == a[0]).sum()
     assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 3000
+
+
+@pytest.mark.parametrize("name", ["ev.csv", "ev.jsonl"])
+def test_an_empty_table_says_it_is_empty(tmp_path, name):
+    f = tmp_path / name
+    f.write_text("")
+    with pytest.raises(TraceFormatError, match=r"ev\.(csv|jsonl)' is empty: no header, no rows"):
+        read_trace(f, TABLE_SPEC)

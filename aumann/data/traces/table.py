@@ -42,6 +42,9 @@ class TableReader(TraceReader):
             raise TraceFormatError(f"no table files at {str(self.path)!r} (CSV/TSV, Parquet or JSON lines)")
         self.sources = [str(f) for f in files]
         self.bytes = sum(f.stat().st_size for f in files)
+        if self.bytes == 0:  # DuckDB would read one column named column0 and the spec's fields would be "missing"
+            raise TraceFormatError(f"{str(self.path)!r} is empty: no header, no rows" if len(files) == 1 else
+                                   f"the {len(files)} files of {str(self.path)!r} are all empty")
         with tempfile.TemporaryDirectory(prefix="aumann-trace-") as tmp:
             read, names = _without_bom(files, Path(tmp))
             yield from self._batches(validator, read, names)
