@@ -421,6 +421,9 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     else:
         lo, hi = window
         report.out_of_window_events = sum(n for d, n in day_counts.items() if d < lo or d > hi)
+        if report.out_of_window_events == report.valid_events:
+            raise IngestError(f"no valid event falls in the window {_iso(lo)} .. {_iso(hi)} (--days): all "
+                              f"{report.valid_events} lie on {_iso(min(day_counts))} .. {_iso(max(day_counts))}")
     report.days = [_iso(d) for d in range(lo, hi + 1)]
     users = con.execute(sql.USERS).df()
     report.users_seen = len(users)

@@ -135,6 +135,13 @@ def test_days_window_restricts_and_counts_out_of_window(capture_files):
     assert report.to_dict()["events"]["by_kind"] == dict(cap.kinds)  # counts cover every event read
 
 
+def test_a_days_window_that_misses_every_event_says_so(capture_files):
+    _, _, files, prof = capture_files
+    with pytest.raises(IngestError, match=r"no valid event falls in the window 2020-01-01 \.\. 2020-01-02 \(--days\): "
+                                          r"all \d+ lie on 2026-04-10 \.\. 2026-04-1\d"):
+        ingest(files, profiles=prof, options=IngestOptions(threads=1, days=("2020-01-01", "2020-01-02")))
+
+
 def test_filters_can_be_relaxed(capture_files):
     _, _, files, prof = capture_files
     cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=False)
