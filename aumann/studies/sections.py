@@ -21,6 +21,7 @@ import numpy as np
 
 from aumann.errors import PathEscapeError, ReportError
 from aumann.io import read_csv_cell
+from aumann.studies.charts import short_label
 from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, fmt, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
@@ -100,8 +101,11 @@ def top_order(values: np.ndarray, k: int) -> np.ndarray:
 
 
 def id_cell(v: Any) -> Cell:
+    """An agent id as a table cell (and the top-driver card's text): shown shortened in the middle past
+    :data:`~aumann.studies.charts.LABEL_CHARS` characters (an id of 10⁵ characters filled the page with one card),
+    sorted by the whole id; the CSVs (``top_agents.csv``, the attribution file) keep every id whole."""
     v = v.item() if hasattr(v, "item") else v
-    return Cell(str(v), sort=v if isinstance(v, int | float) else str(v), cls="id")
+    return Cell(short_label(v), sort=v if isinstance(v, int | float) else str(v), cls="id")
 
 
 def signed_cell(v: float, scale: float) -> Cell:

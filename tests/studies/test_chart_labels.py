@@ -47,3 +47,14 @@ def test_an_interactive_heatmap_labels_long_ids_shortened_and_keeps_them_whole_i
         tick = short_label(r)  # the tick label, its "…" escaped once or twice by Bokeh's JSON in a script
         assert any(tick.replace("…", esc) in fig.html for esc in ("…", "\\u2026", "\\\\u2026"))
         assert r in fig.html  # the hover text
+
+
+def test_long_agent_ids_are_shortened_in_page_cells_and_cards_but_sorted_whole():
+    from aumann.studies.sections import driver_card, id_cell
+
+    long = "did:" + "x" * 100_000 + "-7"
+    cell = id_cell(long)
+    assert cell.text == short_label(long) and cell.sort == long
+    assert id_cell(np.int64(12)).text == "12" and id_cell(np.int64(12)).sort == 12
+    card = driver_card("Top driver", [long, "b"], np.array([2.0, 1.0]), 3.0)
+    assert card.value == f"agent {short_label(long)}"
