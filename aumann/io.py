@@ -15,6 +15,9 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
 * :func:`read_json` a JSON file (size and depth bounded), :func:`open_read` a file opened for reading;
 * :func:`write_csv` tables of plain numbers (Python floats written so they read back exactly; a missing
   or non-finite value is an empty cell);
+* :func:`starts_with_bom` / :func:`copy_without_bom` a text file's leading UTF-8 byte-order mark, which
+  DuckDB's JSON reader refuses (the trace readers and the Jetstream ingester read such a file through a
+  copy without it);
 * :func:`sha256_bytes`, :func:`sha256_file`, :func:`record_checksum` checksums (for resume checks);
 * :func:`safe_component` / :func:`child_path` the one rule for names that become path components
   (topics, scenario names, groups, file stems): nothing a name holds can lead outside its folder;
@@ -200,6 +203,32 @@ def write_bytes(path: PathLike, data: bytes, *, within: PathLike | None = None) 
 def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     return write_bytes(path, text.encode("utf-8"), within=within)
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def starts_with_bom(path: PathLike) -> bool:
+    """Whether the file at ``path`` starts with a UTF-8 byte-order mark."""
+    with open(path, "rb") as fh:
+        return fh.read(len(BOM)) == BOM
+
+
+def copy_without_bom(src: PathLike, dst: PathLike, *, chunk_size: int = 1 << 22) -> int:
+    """Copy ``src`` to ``dst`` without its leading UTF-8 byte-order mark (if any); the bytes written.
+
+    ``dst`` is a scratch copy for a reader (a temporary folder), not a result: it is written in place.
+    """
+    written = 0
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        head = fh.read(len(BOM))
+        if head != BOM:
+            out.write(head)
+            written += len(head)
+        while block := fh.read(chunk_size):
+            out.write(block)
+            written += len(block)
+    return written
 
 
 def plain(obj: Any) -> Any:
@@ -892,6 +921,7 @@ class _DropBehind:
 
 
 __all__ = [
+    "BOM",
     "FORMULA_TRIGGERS",
     "MAX_NAME_BYTES",
     "META_KEY",
@@ -899,6 +929,7 @@ __all__ = [
     "check_digests",
     "child_path",
     "confine",
+    "copy_without_bom",
     "csv_cell",
     "csv_text",
     "drop_resident",
@@ -919,6 +950,7 @@ __all__ = [
     "sha256_file",
     "spill",
     "spilled",
+    "starts_with_bom",
     "time_text",
     "write_bytes",
     "write_csv",

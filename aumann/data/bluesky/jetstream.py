@@ -40,12 +40,13 @@ from pathlib import Path
 from typing import Literal
 
 from aumann import bounded
+from aumann import io as aio
 from aumann.errors import IngestError, ZstdDictionaryError
 
 Container = Literal["jsonl", "zstd", "zstd-frames", "length-prefixed"]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-BOM = b"\xef\xbb\xbf"
+BOM = aio.BOM
 JETSTREAM_DICTIONARY_ID = 1612007021
 _SNIFF = 1 << 20
 
@@ -463,9 +464,9 @@ def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -
     """Whether the (decompressed) content of ``path`` starts with a UTF-8 byte-order mark."""
     import zstandard
 
+    if not compressed:
+        return aio.starts_with_bom(path)
     with open(path, "rb") as fh:
-        if not compressed:
-            return fh.read(3) == BOM
         try:
             return zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read(3) == BOM
         except zstandard.ZstdError:
@@ -477,16 +478,7 @@ def copy_without_bom(src: str | os.PathLike[str], dst: str | os.PathLike[str], *
     """Copy (decompressing with ``compressed=True``) ``src`` to plain JSONL at ``dst`` without its leading BOM."""
     if compressed:
         return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True)
-    out_bytes = 0
-    with open(src, "rb") as fh, open(dst, "wb") as out:
-        head = fh.read(len(BOM))
-        if head != BOM:
-            out.write(head)
-            out_bytes += len(head)
-        while block := fh.read(chunk_size):
-            out.write(block)
-            out_bytes += len(block)
-    return StreamDecodeStats(bytes_out=out_bytes, error=None)
+    return StreamDecodeStats(bytes_out=aio.copy_without_bom(src, dst, chunk_size=chunk_size), error=None)
 
 
 def zstd_stream_problem(path: str | os.PathLike[str]) -> str | None:

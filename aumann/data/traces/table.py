@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann import io as aio
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.duck import _kind, arrow_reader, connect, expr, ident, lit, scan_sql, table_files
 from aumann.data.traces.events import EventBatch, RawRecords, Validator, split_path
@@ -199,18 +200,13 @@ def _rejected_lines(con: Any, validator: Validator, names: dict[str, str]) -> No
 def _without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
     """The files DuckDB reads: a JSON lines file that starts with a UTF-8 byte-order mark (which DuckDB's JSON
     reader refuses) copied without it into ``tmp``; and the original name of each copy."""
-    import shutil
-
     out, names = [], {}
     for i, f in enumerate(files):
-        if _kind(f) == "json" and not f.name.lower().endswith(".gz"):
-            with open(f, "rb") as fh:
-                if fh.read(3) == b"\xef\xbb\xbf":
-                    copy = tmp / f"{i}-{f.name}"
-                    with open(copy, "wb") as dst:
-                        shutil.copyfileobj(fh, dst, 1 << 20)
-                    names[str(copy)] = str(f)
-                    f = copy
+        if _kind(f) == "json" and not f.name.lower().endswith(".gz") and aio.starts_with_bom(f):
+            copy = tmp / f"{i}-{f.name}"
+            aio.copy_without_bom(f, copy)
+            names[str(copy)] = str(f)
+            f = copy
         out.append(f)
     return out, names
 
