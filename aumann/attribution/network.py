@@ -37,6 +37,7 @@ What it offers at N = 10⁶ and beyond (all O(N + nnz) per evaluation, never O(N
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -66,12 +67,49 @@ class _SparseMatVec(torch.autograd.Function):
 
 
 def _apply(A: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
-    """A x on the host (scipy / the compiled CSR kernel); a tensor on a device goes there and back."""
+    """A x on the host (scipy / the compiled CSR kernel); on a device, with A's copy there (:func:`_csr_on`):
+    a path integral on the GPU never sends its (K, N) batch to the host and back."""
     lead = x.shape[:-1]
     n = x.shape[-1]
-    xn = x.detach().reshape(-1, n).to(torch.float64).cpu().numpy()
+    if x.device.type != "cpu":
+        xs = x.detach().reshape(-1, n).to(torch.float64).T
+        y = (_csr_on(A, x.device) @ xs).T
+        return y.to(dtype=x.dtype).reshape(*lead, n)
+    xn = x.detach().reshape(-1, n).to(torch.float64).numpy()
     y = (A @ xn.T).T if xn.shape[0] > 1 else matvec(A, xn[0])[None]
-    return torch.from_numpy(np.ascontiguousarray(y)).to(device=x.device, dtype=x.dtype).reshape(*lead, n)
+    return torch.from_numpy(np.ascontiguousarray(y)).to(dtype=x.dtype).reshape(*lead, n)
+
+
+_ON_DEVICE: OrderedDict[tuple, tuple[tuple[np.ndarray, ...], torch.Tensor]] = OrderedDict()
+_ON_DEVICE_KEEP = 2  # graphs kept on devices (10⁷ agents, 10⁸ edges: 1.2 GB each)
+
+
+def _csr_on(A: sp.csr_matrix, device: torch.device) -> torch.Tensor:
+    """A (float64 CSR) as a torch sparse CSR tensor on ``device``, copied once per graph and device.
+
+    Keyed by the addresses of A's three arrays (each indicator wraps the one graph in its own matrix object);
+    the entry holds those arrays, so their memory cannot be reused by another graph while it is cached. A
+    graph is context, fixed once built: changing its arrays in place afterwards is not seen here.
+    """
+    import warnings
+
+    arrays = (A.indptr, A.indices, A.data)
+    key = (*(a.ctypes.data for a in arrays), A.shape, A.nnz, str(device))
+    hit = _ON_DEVICE.get(key)
+    if hit is not None:
+        _ON_DEVICE.move_to_end(key)
+        return hit[1]
+    idx = np.int64 if A.indptr.dtype == np.int64 or A.indices.dtype == np.int64 else np.int32
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+        t = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(idx, copy=False)),
+                                    torch.from_numpy(A.indices.astype(idx, copy=False)),
+                                    torch.from_numpy(np.asarray(A.data, dtype=np.float64)), size=A.shape,
+                                    dtype=torch.float64, check_invariants=False).to(device)
+    _ON_DEVICE[key] = (arrays, t)
+    while len(_ON_DEVICE) > _ON_DEVICE_KEEP:
+        _ON_DEVICE.popitem(last=False)
+    return t
 
 
 def sparse_matvec(A: sp.spmatrix, x: torch.Tensor, *, symmetric: bool | None = None) -> torch.Tensor:
