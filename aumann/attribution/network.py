@@ -102,6 +102,7 @@ def _csr_on(A: sp.csr_matrix, device: torch.device) -> torch.Tensor:
     idx = np.int64 if A.indptr.dtype == np.int64 or A.indices.dtype == np.int64 else np.int32
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+        warnings.filterwarnings("ignore", message="Sparse invariant checks", category=UserWarning)  # torch < 2.13
         t = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(idx, copy=False)),
                                     torch.from_numpy(A.indices.astype(idx, copy=False)),
                                     torch.from_numpy(np.asarray(A.data, dtype=np.float64)), size=A.shape,
