@@ -300,6 +300,27 @@ def test_agentsociety2_replay_table_glob_last_value():
     assert p.T == 5 and p.N == 8
 
 
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+@pytest.mark.parametrize(("tick", "why"), [
+    ("9223372036854775807", "is out of range"), ("9007199254740993", "is out of range"),  # int64 max; 2⁵³ + 1
+    ("-9007199254740993", "is out of range"), ("1e300", "is out of range"), ("2.5", "is not an integer step")])
+def test_a_step_beyond_two_to_the_53_is_out_of_range_not_a_non_integer(tmp_path, kind, tick, why):
+    """An integer step too large to count in float64 is named as out of range (it was called "not an integer
+    step"); 2⁵³ + 1 in an integer column is judged on the integer, not on its float64 rounding to 2⁵³."""
+    if kind == "csv":
+        f = tmp_path / "ev.csv"
+        f.write_text(f"agent,tick,action,amount\na,0,buy,1\nb,{tick},buy,2\n")
+    else:
+        f = tmp_path / "ev.jsonl"
+        f.write_text('{"agent": "a", "tick": 0, "action": "buy", "amount": 1}\n'
+                     f'{{"agent": "b", "tick": {tick}, "action": "buy", "amount": 2}}\n')
+    with pytest.raises(TraceRecordError, match=rf"ev\.{kind} row 2: step field 'tick' {why}"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert list(r.report.skipped.values()) == [1] and why in next(iter(r.report.skipped))
+    assert r.panel.N == 1
+
+
 def test_table_bad_row_and_missing_column(tmp_path):
     f = tmp_path / "ev.csv"
     f.write_text("agent,tick,action,amount\na,0,buy,1\nb,zero,buy,2\nc,1,sell,3\n")

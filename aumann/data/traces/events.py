@@ -124,13 +124,17 @@ class StepCoder:
             return int(s) if float(s).is_integer() else float(s)
         return pd.Timestamp(round(start * 1e6), unit="us", tz="UTC").isoformat().replace("+00:00", "Z")
 
-    def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps int64, missing mask, unusable mask) of the raw values."""
+    def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(steps int64, missing mask, unusable mask, out-of-range mask) of the raw values: out of range (a
+        subset of unusable) is an integer step, or a bin index, beyond ±2⁵³, where float64 stops counting."""
         arr = np.asarray(raw) if isinstance(raw, np.ndarray) and raw.dtype != object else _scalars(raw)
         n = arr.shape[0]
         if arr.dtype.kind in "iu":
             num = arr.astype(np.float64)
             missing = np.zeros(n, dtype=bool)
+            if not self.binned:  # judged on the integers: 2⁵³ + 1 would round to 2⁵³ in float64
+                far = (arr > 2**53) if arr.dtype.kind == "u" else (arr > 2**53) | (arr < -(2**53))
+                return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, far=far)
             return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False)
         if arr.dtype.kind == "f":
             missing = np.isnan(arr)
@@ -158,22 +162,39 @@ class StepCoder:
                 num[todo] = vals / 1e9
                 from_time[todo] = True
         bad = np.isnan(num) & ~missing
-        return self._finish(num, missing, bad, from_time=from_time)
+        far = None
+        if not self.binned:  # an integer (or integer text) judged as an integer: float64 rounds 2⁵³ + 1 to 2⁵³
+            far = np.zeros(n, dtype=bool)
+            for i in np.flatnonzero(plain & ~bad & (np.abs(num) >= 2**53)):
+                far[i] = abs(_integer(obj[i], num[i])) > 2**53
+        return self._finish(num, missing, bad, from_time=from_time, far=far)
 
-    def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any) -> tuple[
-            np.ndarray, np.ndarray, np.ndarray]:
+    def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any,
+                far: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         num = num.copy()
         num[missing | bad] = 0.0
         if not self.binned:
-            frac = num != np.floor(num)
-            bad = bad | frac | (np.abs(num) > 2**53)
+            far = ((np.abs(num) > 2**53) if far is None else far) & ~bad
+            bad = bad | (num != np.floor(num)) | far
             steps = np.where(bad | missing, 0, num).astype(np.int64)
-            return steps, missing, bad
+            return steps, missing, bad, far
         seconds = num if self.numeric_width else np.where(from_time, num, num * self.unit)
         with np.errstate(invalid="ignore", over="ignore"):
             idx = np.floor((seconds - self.origin) / self.width)
-        bad = bad | ~np.isfinite(idx) | (np.abs(idx) > 2**53)
-        return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad
+        far = (np.abs(idx) > 2**53) & np.isfinite(idx) & ~bad
+        bad = bad | ~np.isfinite(idx) | far
+        return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad, far
+
+
+def _integer(v: Any, approx: float) -> int:
+    """The integer a step value holds (an int, a DuckDB HUGEINT's Decimal, or text of one), else ``approx``."""
+    if isinstance(v, float | np.floating | bool | np.bool_):
+        return int(approx)
+    try:
+        exact = int(v.strip()) if isinstance(v, str) else int(v)
+    except (TypeError, ValueError, ArithmeticError):
+        return int(approx)
+    return exact if exact == v or isinstance(v, str) else int(approx)
 
 
 #: what a list or an object stands for where a field needs one value: text that no number or timestamp parses
@@ -253,8 +274,11 @@ class Validator:
             ex = np.fromiter((_key(v) in self.excluded_agents for v in agent), dtype=bool, count=n) & keep
             self.tally.filter("agent excluded", int(ex.sum()))
             keep &= ~ex
-        steps, smiss, sbad = self.steps.code(raw.step)
+        steps, smiss, sbad, sfar = self.steps.code(raw.step)
         keep &= self.refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
+        keep &= self.refuse(raw, keep & sfar, f"step field {self.steps.field!r} is out of range: "
+                            + ("a bin index beyond ±2⁵³ (check step.origin and step.bin)" if self.steps.binned
+                               else "an integer step beyond ±2⁵³ (float64 counts exactly only that far)"))
         what = ("a timestamp (ISO-8601 text or a number)" if self.steps.binned and not self.steps.numeric_width
                 else "a number" if self.steps.binned else "an integer step")
         keep &= self.refuse(raw, keep & sbad, f"step field {self.steps.field!r} is not {what}")
