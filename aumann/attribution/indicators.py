@@ -542,8 +542,10 @@ class GiniCoefficient(Indicator):
             where = f" at batch element {tuple(bad[0])}" if bad and bad[0] else ""
             raise UndefinedIndicatorError(
                 f"indicator 'gini_coefficient' is 0/0 where the mean of g over the living is 0{where} ({len(bad)} "
-                "such element(s)), e.g. at the zero baseline: attribute it from baseline='mean', 'pre-event', "
-                "'previous' or an array, or use 'gini' (the Gini mean difference, 0 at the zero baseline)")
+                "such element(s)): at the zero baseline, or at a panel step (or a baseline) whose living agents "
+                "all have g = 0. Attribute it from a baseline with a non-zero mean ('mean', 'pre-event', "
+                "'previous' or an array) on steps with a non-zero mean, or use 'gini' (the Gini mean "
+                "difference, defined everywhere)")
         return md / mean
 
 

@@ -97,6 +97,14 @@ def test_gini_coefficient_at_the_zero_baseline_is_a_typed_error_and_gini_is_zero
     assert ok.max_efficiency_gap < 1e-10
 
 
+def test_gini_coefficient_of_an_all_zero_panel_does_not_suggest_the_baseline_already_given():
+    """From baseline='mean' an all-zero panel is still 0/0 (the panel's own mean is 0): the message names the panel's
+    steps as a cause, not only the zero baseline (it told a user who had given baseline='mean' to use it)."""
+    with pytest.raises(UndefinedIndicatorError, match=r"0/0 .*a panel step \(or a baseline\) whose living agents all "
+                       r"have g = 0"):
+        attribute("gini_coefficient", Panel(np.zeros((2, 3, 1))), baseline="mean")
+
+
 def test_gini_coefficient_equals_exact_shapley_only_where_it_should(rng):
     """An independent check of the path integral: efficiency and symmetry against exact Shapley's total."""
     z = np.abs(rng.normal(size=(1, 7, 2))) + 0.2
