@@ -212,15 +212,22 @@ GROUP BY ALL ORDER BY k.user, day
 
 PROFILES = """
 CREATE OR REPLACE TEMP TABLE prof_raw AS
-SELECT trim(did) AS did, TRY_CAST(trim(followers_count) AS BIGINT) AS followers_count,
+SELECT trim(did) AS did,
+       CASE WHEN regexp_full_match(trim(followers_count), '[0-9]{{1,18}}')
+            THEN CAST(trim(followers_count) AS BIGINT) END AS followers_count,
        {created} AS created_raw, {handle} AS handle
 FROM read_csv(?, header=true, all_varchar=true)
 """
+
+#: a profile row's test: a DID (``did:<method>:<id>``, the W3C syntax) and a whole, non-negative follower count
+#: no larger than counts.MAX_COUNT (``10.7`` is not a count; it was rounded to 11)
+PROFILE_VALID = ("regexp_full_match(did, 'did:[a-z0-9]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]') "
+                 "AND followers_count BETWEEN 0 AND {max_count}")
 
 PROFILES_CLEAN = """
 CREATE OR REPLACE TEMP TABLE prof AS
 SELECT did, arg_max(followers_count, followers_count) AS followers_count,
        arg_max(TRY_CAST(created_raw AS TIMESTAMPTZ), followers_count) AS created_at,
        arg_max(handle, followers_count) AS handle
-FROM prof_raw WHERE starts_with(did, 'did:') AND followers_count >= 0 GROUP BY did
+FROM prof_raw WHERE {valid} GROUP BY did
 """

@@ -1,9 +1,9 @@
 """The optional profile snapshot CSV: ``did, followers_count[, created_at, handle]``.
 
-Rows whose ``did`` does not start with ``did:`` or whose ``followers_count`` is not a non-negative
-integer are skipped and counted (``invalid_rows``); a DID listed twice keeps its row with the most
-followers (``duplicate_dids``); an unparseable ``created_at`` reads as unknown
-(``unparseable_created_at``). The table ``prof`` is left in the DuckDB connection.
+Rows whose ``did`` is not a DID (``did:<method>:<id>``) or whose ``followers_count`` is not a whole,
+non-negative number of at most 10¹² (``counts.MAX_COUNT``) are skipped and counted (``invalid_rows``); a DID
+listed twice keeps its row with the most followers (``duplicate_dids``); an unparseable ``created_at`` reads as
+unknown (``unparseable_created_at``). The table ``prof`` is left in the DuckDB connection.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import os
 from pathlib import Path
 
 from aumann.data.bluesky import ingest_sql as sql
+from aumann.data.bluesky.counts import MAX_COUNT
 from aumann.data.bluesky.ingest_report import IngestReport
 from aumann.errors import IngestError
+
+_VALID = sql.PROFILE_VALID.format(max_count=MAX_COUNT)
 
 
 def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
@@ -36,11 +39,11 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
         con.execute(sql.PROFILES.format(
             created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
             handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
-        con.execute(sql.PROFILES_CLEAN)
+        con.execute(sql.PROFILES_CLEAN.format(valid=_VALID))
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {str(exc)[:200]}") from exc
     rows, valid, bad_dates = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE starts_with(did, 'did:') AND followers_count >= 0), "
+        f"SELECT count(*), count(*) FILTER (WHERE {_VALID}), "
         "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "
         "AND TRY_CAST(created_raw AS TIMESTAMPTZ) IS NULL) FROM prof_raw").fetchone()
     uniq = con.execute("SELECT count(*) FROM prof").fetchone()[0]

@@ -297,6 +297,30 @@ def test_undecodable_profile_csv_is_a_typed_error(tmp_path):
         ingest([f], profiles=prof, filters=OPEN, options=IngestOptions(threads=1))
 
 
+@pytest.mark.parametrize(("did", "count", "valid"), [
+    ("did:plc:aaaa", "7", True), ("did:web:example.com", " 7 ", True), ("did:plc:aaaa", "1000000000000", True),
+    ("did:plc:aaaa", "10.7", False), ("did:plc:aaaa", "7.0", False), ("did:plc:aaaa", "1e3", False),  # not whole
+    ("did:plc:aaaa", "1000000000001", False), ("did:plc:aaaa", "99999999999999999999", False),  # > 10¹²
+    ("did:plc:aaaa", "-1", False), ("did:plc:aaaa", "0x10", False), ("did:plc:aaaa", "", False),
+    ("did:", "7", False), ("did:plc:", "7", False), ("did::x", "7", False), ("plc:aaaa", "7", False)])
+def test_a_profile_row_is_valid_only_with_a_did_and_a_whole_count(tmp_path, did, count, valid):
+    """A fractional count was rounded (10.7 → 11) and a count above 10¹² passed the snapshot only to fail later as a
+    damaged counts table; a DID of just ``did:`` was valid. Each is now an invalid row, skipped and counted."""
+    import duckdb
+
+    from aumann.data.bluesky.ingest_report import IngestReport
+    from aumann.data.bluesky.profiles import load_profiles
+
+    prof = tmp_path / "profiles.csv"
+    prof.write_text(f'did,followers_count\n{did},"{count}"\n')
+    con, report = duckdb.connect(), IngestReport()
+    load_profiles(con, prof, report)
+    assert report.profiles == {"rows": 1, "invalid_rows": 0 if valid else 1, "duplicate_dids": 0,
+                               "unparseable_created_at": 0}
+    got = con.execute("SELECT did, followers_count FROM prof").fetchall()
+    assert got == ([(did, int(count))] if valid else [])
+
+
 # ------------------------------------------------------------------------- found by probing beyond the issue
 @pytest.mark.parametrize("name, head", [("gz", b"\x1f\x8b\x08\x00"), ("bzip2", b"BZh91AY&SY"),
                                         ("xz", b"\xfd7zXZ\x00\x00"), ("zip", b"PK\x03\x04\x14\x00")])
