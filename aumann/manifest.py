@@ -40,7 +40,9 @@ _SECRET_WORD = re.compile(r"(^|[_\-.\s])token$", re.IGNORECASE)  # "token" as th
 #: query parameters whose values are credentials (matched case-insensitively, whole name)
 _SECRET_PARAMS = ("api_key", "api-key", "apikey", "key", "token", "access_token", "auth", "secret", "password",
                   "sig", "signature", "code", "x-api-key")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#]*@")
+# everything between scheme:// and the LAST "@" of the URL: a password holding "/", "?", "#" or "@" unencoded is
+# still userinfo to a human, whatever a URL parser makes of it (a path "@" is redacted with it: never a secret lost)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s\"'<>]*@")
 _URL_SECRET_PARAM = re.compile(r"(?i)([?&](?:" + "|".join(re.escape(k) for k in _SECRET_PARAMS) + r")=)[^&#\s]*")
 #: query parameters whose values are never credentials (kept in recorded URLs)
 _PLAIN_PARAMS = ("api-version", "api_version", "version", "model", "format")

@@ -123,6 +123,9 @@ def one_line(text: str) -> str:
     holding ``ESC [ 2 J`` is printed, not obeyed."""
     from aumann.cli.terminal import terminal_text
 
+    redaction = sys.modules.get("aumann.simulators.llm.redaction")  # loaded (and keys registered) by a backend
+    if redaction is not None:
+        text = redaction.redact_registered(text)
     return terminal_text(" | ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 

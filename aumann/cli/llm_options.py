@@ -180,6 +180,10 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     if args.backend == "offline":
         return None, "offline"
     api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("AUMANN_LLM_API_KEY")
+    if api_key:
+        from aumann.simulators.llm.endpoints import check_api_key
+
+        check_api_key(api_key, "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "AUMANN_LLM_API_KEY")
     urls = args.base_url or [u for u in (os.environ.get("AUMANN_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL"),)
                              if u]
     if args.backend == "local" and not args.base_url:

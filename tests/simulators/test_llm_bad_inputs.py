@@ -274,3 +274,83 @@ def test_the_usage_ledger_is_written_as_strict_json(tmp_path):
     path = save_ledger(tmp_path / "llm-usage.json", u, note=float("nan"))
     data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
     assert data["note"] is None and load_ledger(path).calls == 3
+
+
+# ------------------------------------------------------------------ found by a helper attacking the secrets (27 Nov)
+BARE = "9f8e7d6c5b4a39281706f5e4d3c2b1a0"  # a key with no sk-/Bearer shape: only the Redactor's own list knows it
+
+
+def _no_piece(text: str, key: str = BARE) -> None:
+    """Not a run of 6 or more of ``key``'s first or last characters anywhere in ``text``."""
+    for k in range(6, len(key) + 1):
+        assert key[:k] not in text and key[-k:] not in text, (k, text)
+
+
+@pytest.mark.parametrize("cut", range(120, 170, 7))
+def test_a_key_echoed_across_the_cut_of_a_message_leaves_no_piece_of_it(cut):
+    """A malformed 200 reply and an HTTP error body that echo the key where the message cuts the body (``[:160]``,
+    ``[:500]``): the message was cut first and redacted after, so the key's first characters survived (18 of 32
+    in the repro). Redacted whole, then cut; and the Redactor itself removes what is left of a key on either side
+    of a cut it did not make."""
+    from aumann.simulators.llm.redaction import Redactor
+    from aumann.simulators.llm.replies import Retryable, interpret
+
+    class Reply:
+        def __init__(self, status, body):
+            self.status, self.body, self.headers = status, body, {}
+
+    r = Redactor([BARE])
+    body = ('{"pad":"' + "y" * (cut - 9) + '","key":"' + BARE + '"').encode()
+    with pytest.raises(Retryable) as info:
+        interpret(Reply(200, body), where="h", model="m", redact=r, retry_after_max=1, negotiable=False,
+                  list_models=lambda: None)
+    _no_piece(str(info.value))
+    err = json.dumps({"error": {"message": "x" * (cut * 3) + " invalid key " + BARE}}).encode()
+    with pytest.raises(Exception) as info:
+        interpret(Reply(400, err), where="h", model="m", redact=r, retry_after_max=1, negotiable=False,
+                  list_models=lambda: None)
+    _no_piece(str(info.value))
+    for piece in (BARE[:cut % 20 + 6], BARE[-(cut % 20 + 6):], f"{BARE[:9]}…", f"…{BARE[-9:]}"):
+        _no_piece(r(f"says {piece} here"))
+    assert r("nothing like it: 0123456789") == "nothing like it: 0123456789"
+
+
+@pytest.mark.parametrize("bad", ["\r", "\n", " ", "\t", "\x00", "\u2028"])
+def test_an_api_key_a_header_cannot_carry_is_refused_without_showing_it(bad, monkeypatch, capsys):
+    """A key with a trailing CR (a CRLF .env file) reached http.client, whose ValueError quoted the whole header
+    and surfaced as a ScenarioCodeError holding the key. Now: a ConfigError naming the variable and the position."""
+    from aumann.cli import main
+
+    key = f"sk-proj-TOPSECRET0123456789abcdef{bad}"
+    with pytest.raises(ConfigError, match=r"api_key holds .* at position 34 of 34.*not shown") as info:
+        OpenAIBackend(model="m", base_url="http://127.0.0.1:9/v1", api_key=key)
+    assert "TOPSECRET" not in str(info.value)
+    if bad == "\x00":
+        return  # no environment variable can hold a NUL
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    code = main(["run", "social-llm", "--agents", "4", "--steps", "2", "--runs", "1", "--no-plots", "--backend",
+                 "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", "/nonexistent/x"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ConfigError: OPENAI_API_KEY holds" in err and "TOPSECRET" not in err
+
+
+def test_a_header_value_http_client_refuses_is_a_transport_failure_without_the_header():
+    from aumann.simulators.llm.transport import StdlibTransport, TransportFailure
+
+    ep = parse_endpoint("http://127.0.0.1:9/v1")
+    with pytest.raises(TransportFailure) as info:
+        StdlibTransport().request("POST", ep, "/v1/x", b"{}", {"Authorization": f"Bearer {SECRET}\r"}, 1.0, 100)
+    _no_secret(str(info.value))
+
+
+@pytest.mark.parametrize("url", ["http://bob:Xy12/{k}@127.0.0.1:{p}/v1", "http://bob:8080/{k}@127.0.0.1:{p}/v1",
+                                 "http://bob:a?{k}@127.0.0.1:{p}/v1", "http://bob:a#{k}@127.0.0.1:{p}/v1"])
+def test_a_password_with_an_unencoded_slash_or_question_mark_is_refused_and_never_shown(url):
+    """urlsplit ends the userinfo at the first '/', '?' or '#': the password went into the host, port or path, and
+    every message (and llm-usage.json's endpoints) showed it. Refused, with everything up to the last '@' redacted."""
+    full = url.format(k=SECRET, p=closed_port())
+    with pytest.raises(ConfigError, match=r"base_url 'http://\*\*\*@127\.0\.0\.1:\d+/v1'.*percent-encoded") as info:
+        parse_endpoint(full)
+    _no_secret(str(info.value))
+    assert "Xy12" not in str(info.value)
+    _no_secret(redact_url(full), redact_command(["aumann", "--base-url", full]))

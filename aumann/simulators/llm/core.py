@@ -33,7 +33,7 @@ from typing import Any
 
 from aumann.errors import BoundFieldRefused, ModeUnsupported, ReplyTooLarge, Retryable, TransportFailure
 from aumann.simulators.llm.calls import Answer, Call, Decision, reply_bound
-from aumann.simulators.llm.endpoints import Endpoint, EndpointPool, parse_endpoint
+from aumann.simulators.llm.endpoints import Endpoint, EndpointPool, check_api_key, parse_endpoint
 from aumann.simulators.llm.redaction import Redactor, protect_logs
 from aumann.simulators.llm.replies import interpret
 from aumann.simulators.llm.settings import MAX_SECONDS, Sampling
@@ -109,6 +109,7 @@ class ChatCompletions:
         self.usage = usage if usage is not None else Usage()
         self.max_response_bytes = max_response_bytes
         self.retry_after_max = float(retry_after_max)
+        check_api_key(api_key)
         urls = [base_url or DEFAULT_BASE_URL] if base_url is None or isinstance(base_url, str) else list(base_url)
         self.endpoints = EndpointPool([parse_endpoint(u, api_key) for u in urls], cooldown=endpoint_cooldown)
         self.redact = Redactor([api_key, *(e.api_key for e in self.endpoints.endpoints),

@@ -56,6 +56,27 @@ class Endpoint:
         return p + ("?" + self.query if self.query else "")
 
 
+def check_api_key(key: str | None, what: str = "api_key") -> None:
+    """Refuse a key that cannot travel in an HTTP header: whitespace or a control character anywhere (the carriage
+    return a key read from a CRLF file ends with), or a character outside Latin-1. The message says where, never
+    what the key holds.
+
+    Raises:
+        ConfigError: naming ``what`` (the variable or argument) and the position.
+    """
+    if key is None:
+        return
+    if not isinstance(key, str):
+        raise ConfigError(f"{what} must be a string; got {type(key).__name__}")
+    for i, ch in enumerate(key):
+        if ch.isspace() or not ch.isprintable() or ord(ch) > 0xFF:
+            kind = ("a carriage return (a key read from a CRLF file?)" if ch == "\r" else "a line feed" if ch == "\n"
+                    else "whitespace" if ch.isspace() else "a control character" if not ch.isprintable()
+                    else "a character outside Latin-1")
+            raise ConfigError(f"{what} holds {kind} at position {i + 1} of {len(key)}: an API key cannot hold one "
+                              "(an HTTP header could not carry it); the key itself is not shown")
+
+
 def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     """Parse a base URL such as ``http://127.0.0.1:8000/v1`` (credentials allowed, never recorded).
 
@@ -69,14 +90,19 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     try:
         parts = urlsplit(url.strip())
         port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"base_url {public!r} is not a valid URL: {exc}") from None
+    except ValueError:
+        raise ConfigError(f"base_url {public!r} is not a valid URL: its host[:port] part does not parse (a password "
+                          "holding '/', '?' or '#' must be percent-encoded: %2F, %3F, %23)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"base_url must look like http(s)://host[:port]/v1; got {public!r}")
+    if "@" in url.strip()[len(parts.scheme) + 3 + len(parts.netloc):]:
+        raise ConfigError(f"base_url {public!r} has an '@' after its host: a password holding '/', '?' or '#' must be "
+                          "percent-encoded (%2F, %3F, %23), else the URL's host is not the one meant")
     secrets = [s for s in (unquote(parts.password or ""), unquote(parts.username or "")) if s]
     key = api_key
     if key is None and secrets:
         key = secrets[0]
+        check_api_key(key, f"the password in base_url {public!r}")
     from aumann.manifest import _PLAIN_PARAMS, _path_token
 
     for piece in parts.query.split("&"):

@@ -22,6 +22,42 @@ from aumann.manifest import redact_url
 
 _KEYLIKE = re.compile(r"(sk-|key-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-\*\.+/=]{4,}")
 _MIN_SECRET = 4  # shorter "secrets" would redact ordinary words
+_PARTIAL_FROM = 12  # a secret this long is also redacted where only part of it survived a cut ...
+_PARTIAL = 6  # ... from this many of its first or last characters on
+
+
+def _partial(s: str, secret: str) -> str:
+    """``s`` with every piece of ``secret`` that starts like it (its first :data:`_PARTIAL` characters and as many
+    more as match) or ends like it (its last ones, extended backwards) replaced by ``***``: what is left of a key
+    in a text cut before it was redacted (``body[:160]`` ending inside an echoed key), on either side of the cut."""
+    spans = []
+    head, tail = secret[:_PARTIAL], secret[-_PARTIAL:]
+    i = s.find(head)
+    while i >= 0:
+        k = _PARTIAL
+        while i + k < len(s) and k < len(secret) and s[i + k] == secret[k]:
+            k += 1
+        spans.append((i, i + k))
+        i = s.find(head, i + k)
+    j = s.find(tail)
+    while j >= 0:
+        end, k = j + _PARTIAL, _PARTIAL
+        while j - 1 >= 0 and k < len(secret) and s[j - 1] == secret[-k - 1]:
+            j, k = j - 1, k + 1
+        spans.append((j, end))
+        j = s.find(tail, end)
+    if not spans:
+        return s
+    out, pos = [], 0
+    for a, b in sorted(spans):
+        if b <= pos:
+            continue
+        out.append(s[pos:max(a, pos)] if a > pos else "")
+        if a >= pos:
+            out.append("***")
+        pos = b
+    out.append(s[pos:])
+    return "".join(out)
 
 
 class Redactor:
@@ -38,6 +74,8 @@ class Redactor:
         for secret in self.secrets:
             if secret in s:
                 s = s.replace(secret, "***")
+            if len(secret) >= _PARTIAL_FROM:
+                s = _partial(s, secret)
         return redact_url(_KEYLIKE.sub(lambda m: m.group(1) + "***", s))
 
     def contains_secret(self, text: str) -> bool:
@@ -67,6 +105,12 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+def redact_registered(text: object) -> str:
+    """``text`` with every secret a backend of this process registered (:func:`protect_logs`) redacted: the CLI's
+    last net, applied to every error and warning it prints, whatever path the text took to get there."""
+    return Redactor(_registered)(text) if _registered else str(text)
+
+
 def protect_logs(secrets: Iterable[str | None]) -> None:
     """Register ``secrets`` to be redacted from the records of the HTTP libraries' loggers and ours."""
     global _installed
@@ -80,4 +124,4 @@ def protect_logs(secrets: Iterable[str | None]) -> None:
             _installed = True
 
 
-__all__ = ["Redactor", "protect_logs"]
+__all__ = ["Redactor", "protect_logs", "redact_registered"]

@@ -48,14 +48,20 @@ def retry_after(headers: Mapping[str, str]) -> float:
 
 
 def error_text(body: bytes) -> str:
-    """The server's error message (``error.message`` of a JSON body, else the body's start)."""
+    """The server's error message (``error.message`` of a JSON body, else the body), whole: cut it only after
+    redacting (a key the server echoed across the cut would otherwise survive in part)."""
     try:
         data = bounded.loads_json(body, what="the server's error body", error=ValueError, max_bytes=2_000_000)
         err = data.get("error", data) if isinstance(data, dict) else data
         msg = err.get("message", err) if isinstance(err, dict) else err
-        return str(msg)[:500]
+        return str(msg)
     except (ValueError, AttributeError):
-        return body[:500].decode("utf-8", "replace")
+        return body.decode("utf-8", "replace")
+
+
+def _head(body: bytes, redact: Callable[[object], str], n: int = 160) -> str:
+    """The start of a reply body for a message: redacted whole, then cut (never cut, then redacted)."""
+    return repr(redact(body.decode("utf-8", "replace"))[:n])
 
 
 #: words in an error that name the structured-output request (any 4xx/5xx naming one means "unsupported")
@@ -78,14 +84,13 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
             done = read_completion(reply.body, max_bytes=max(max_bytes, len(reply.body)))
         except ValueError as exc:
             raise Retryable("malformed", redact(
-                f"reply body is not JSON ({str(exc)[:80]}): "
-                f"{reply.body[:160].decode('utf-8', 'replace')!r}")) from None
+                f"reply body is not JSON ({redact(str(exc))[:80]}): {_head(reply.body, redact)}")) from None
         if done.text is None:
             raise Retryable("malformed", redact(
-                f"reply has no choices[0].message.content: {reply.body[:160].decode('utf-8', 'replace')!r}"),
+                f"reply has no choices[0].message.content: {_head(reply.body, redact)}"),
                 tokens=(done.prompt_tokens, done.completion_tokens))
         return done
-    detail = redact(error_text(reply.body))
+    detail = redact(error_text(reply.body))[:500]
     if negotiable and status >= 400 and status not in (401, 403, 404, 408, 429) and names_response_format(detail):
         raise ModeUnsupported(f"HTTP {status}: {detail}")
     if status == 401:

@@ -104,6 +104,10 @@ class StdlibTransport:
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(ep)
                 raise TransportFailure("connect", f"cannot connect to {ep.public}: {exc!r}") from None
+            except ValueError:  # http.client refusing a header value; its text would hold the header (the key)
+                self._drop(ep)
+                raise TransportFailure("connect", f"cannot send a request to {ep.public}: a header value is not "
+                                       "valid HTTP (a control character in the API key?)") from None
             try:
                 length = resp.getheader("content-length")
                 if length is not None and length.isdigit() and int(length) > max_bytes:
