@@ -354,3 +354,47 @@ def test_a_password_with_an_unencoded_slash_or_question_mark_is_refused_and_neve
     _no_secret(str(info.value))
     assert "Xy12" not in str(info.value)
     _no_secret(redact_url(full), redact_command(["aumann", "--base-url", full]))
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "httpx"])
+def test_a_reply_trickling_in_a_byte_at_a_time_is_bounded_by_the_timeout_in_all(kind):
+    """The timeout bounded each socket read, so a server (or a gateway sending keep-alive bytes) that trickles its
+    reply held a decision for as long as it liked. Now the request as a whole ends at the timeout."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aumann.simulators.llm.transport import HttpxTransport, StdlibTransport, TransportFailure
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        ep = parse_endpoint(f"http://127.0.0.1:{srv.server_address[1]}/v1")
+        transport = StdlibTransport() if kind == "stdlib" else HttpxTransport()
+        t0 = time.monotonic()
+        with pytest.raises(TransportFailure, match=r"timed out|took longer"):
+            transport.request("POST", ep, "/v1/chat/completions", b"{}", {}, 1.0, 1_000_000)
+        assert time.monotonic() - t0 < 10.0  # the trickle alone lasts 100 s
+        transport.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

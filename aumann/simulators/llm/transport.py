@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.client
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,9 @@ class StdlibTransport:
 
     def request(self, method: str, ep: Endpoint, path: str, body: bytes | None, headers: Mapping[str, str],
                 timeout: float, max_bytes: int) -> Reply:
+        """One request, bounded by ``timeout`` in all (not per socket operation: a server trickling its reply a
+        byte at a time would otherwise hold it for as long as it likes)."""
+        deadline = time.monotonic() + timeout
         for attempt in (0, 1):
             conn, fresh = self._conn(ep, timeout)
             try:
@@ -113,15 +117,26 @@ class StdlibTransport:
                 if length is not None and length.isdigit() and int(length) > max_bytes:
                     self._drop(ep)
                     raise ReplyTooLarge(int(length))
-                data = resp.read(max_bytes + 1)
-                if len(data) > max_bytes:
-                    self._drop(ep)
-                    raise ReplyTooLarge(None)
-                resp.read()  # consume the end of a chunked body so the connection can be reused
+                buf = bytearray()
+                while True:  # to the end (a chunked body too, so the connection can be reused), within the deadline
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError  # still arriving when the request's whole time is up
+                    if conn.sock is not None:
+                        conn.sock.settimeout(left)
+                    chunk = resp.read1(1 << 16)
+                    if not chunk:
+                        break
+                    buf += chunk
+                    if len(buf) > max_bytes:
+                        self._drop(ep)
+                        raise ReplyTooLarge(None)
+                resp.read()  # b"": marks the response closed (read1 does not at a Content-Length's end)
+                data = bytes(buf)
                 hdrs = {k.lower(): v for k, v in resp.getheaders()}
             except TimeoutError:
                 self._drop(ep)
-                raise TransportFailure("timeout", f"timed out after {timeout:g}s reading the reply") from None
+                raise TransportFailure("timeout", f"the reply took longer than {timeout:g}s in all") from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(ep)
                 raise TransportFailure("connect", f"reply from {ep.public} cut off: {exc!r}") from None
@@ -155,6 +170,7 @@ class HttpxTransport:
     def request(self, method: str, ep: Endpoint, path: str, body: bytes | None, headers: Mapping[str, str],
                 timeout: float, max_bytes: int) -> Reply:
         httpx = self._httpx
+        deadline = time.monotonic() + timeout
         try:
             with self.client.stream(method, ep.origin + path, content=body, headers=dict(headers),
                                     timeout=timeout) as r:
@@ -166,8 +182,10 @@ class HttpxTransport:
                     buf += chunk
                     if len(buf) > max_bytes:
                         raise ReplyTooLarge(None)
+                    if time.monotonic() > deadline:  # httpx's timeout is per read: a trickle would never end
+                        raise TimeoutError  # still arriving when the request's whole time is up
                 return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, bytes(buf))
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             raise TransportFailure("timeout", f"timed out after {timeout:g}s") from None
         except httpx.TransportError as exc:
             raise TransportFailure("connect", f"cannot connect to {ep.public}: {exc!r}") from None
