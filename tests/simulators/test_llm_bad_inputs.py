@@ -398,3 +398,19 @@ def test_a_reply_trickling_in_a_byte_at_a_time_is_bounded_by_the_timeout_in_all(
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_the_model_list_of_a_404_hint_is_redacted():
+    """The "models this server lists" hint was appended after redaction: a proxy whose /models echoed the key put it
+    whole into ModelNotFoundError."""
+    from aumann.errors import ModelNotFoundError
+    from aumann.simulators.llm.redaction import Redactor
+    from aumann.simulators.llm.replies import interpret
+
+    class Reply:
+        status, body, headers = 404, b'{"error": {"message": "model not found"}}', {}
+
+    with pytest.raises(ModelNotFoundError, match=r"models this server lists: \['\*\*\*'") as info:
+        interpret(Reply(), where="h", model="m", redact=Redactor([SECRET]), retry_after_max=1, negotiable=False,
+                  list_models=lambda: [SECRET])
+    _no_secret(str(info.value))

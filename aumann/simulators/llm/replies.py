@@ -101,7 +101,7 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
         raise LLMAuthenticationError(f"the server at {where} denied access (HTTP 403) to model {model!r}: {detail}")
     if status == 404:
         models = list_models()
-        hint = (f"; models this server lists: {models}" if models else
+        hint = (f"; models this server lists: {redact(str(models))[:500]}" if models else
                 "; check the model name and that base_url ends with the API root (e.g. .../v1)")
         raise ModelNotFoundError(f"not found (HTTP 404): model {model!r} at {where}: {detail}{hint}")
     if status == 429 or status >= 500 or status == 408:
