@@ -78,3 +78,20 @@ def test_fork_from_the_cache_replays_the_factual_continuation(tmp_path):
     again = fork(model, steps=3, recorder=REC)          # same branch: served from the cache
     assert again.panel.equals(factual_tail.panel) and live.calls == calls
     assert again.model.backend is model.backend  # deepcopy shares the backend and its cache
+
+
+def test_a_closed_backend_leaves_the_whole_cache_in_its_one_file(tmp_path):
+    """A finished run's replies sat in llm-cache.sqlite-wal: the file the docs name was an empty shell, and a copy of it
+    replayed nothing. Closing the backend now merges the log into the file, which alone replays the run."""
+    import shutil
+
+    path = tmp_path / "run.sqlite"
+    b = OpenAIBackend(model="m", client=client_for(noisy_server()), cache=ResponseCache(path))
+    recorded = simulate(Firm(b), steps=3, recorder=REC)
+    b.close()
+    copy = tmp_path / "elsewhere" / "copy.sqlite"
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)  # the file alone, as a user shares it
+    replay = OpenAIBackend(model="m", client=client_for(Script(503)), cache=ResponseCache(copy, mode="replay"))
+    assert simulate(Firm(replay), steps=3, recorder=REC).equals(recorded)
+    assert replay.usage.cache_hits == 12

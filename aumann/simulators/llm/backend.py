@@ -426,7 +426,8 @@ class LLMBackend:
         self.stack.close()
         cache = self.cache
         if cache is not None:
-            cache.flush()
+            # flush; a ResponseCache then merges its log into the file (the file alone is the recorded run)
+            getattr(cache, "checkpoint", cache.flush)()
         server = getattr(self, "server", None)
         if server is not None:  # the local backend's llama.cpp server
             server.stop()

@@ -290,7 +290,21 @@ class ResponseCache:
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
 
+    def checkpoint(self) -> None:
+        """Merge the write-ahead log into the cache file itself (best effort: a reader elsewhere may hold it), so
+        that a finished run's ``llm-cache.sqlite`` alone holds every reply: copied without its ``-wal`` file it
+        was an empty shell, and a replay from the copy missed everything."""
+        with self._lock:
+            if self._conn is None or self.path == ":memory:" or self.mode == "replay":
+                return
+            self.flush()
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error:
+                pass
+
     def close(self) -> None:
+        self.checkpoint()
         with self._lock:
             if self._conn is not None:
                 self.flush()
