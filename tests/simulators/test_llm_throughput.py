@@ -254,3 +254,27 @@ def test_a_backend_pickles_for_worker_processes_with_its_settings_and_secrets_in
     assert (c.concurrency, c.limiter.rpm, c.limiter.tpm, c.max_calls) == (16, 300, 3000, 40 + 60 // 3)
     assert c.cache.path == b.cache.path and c.usage.calls == 40 and c.core.redact.secrets == ("k-123456",)
     assert (b.concurrency, b.limiter.rpm, b.max_calls) == (32, 600, 100)  # the parent's backend is untouched
+
+
+@pytest.mark.parametrize("usage", [None, {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}],
+                         ids=["no_usage", "zero_usage"])
+def test_a_server_reporting_no_or_zero_usage_is_charged_the_upper_bound_and_the_cost_cap_holds(usage):
+    """A reply without a usage object (or with 0 prompt tokens) was charged $0: --max-cost never stopped the run and
+    the ledger said 0 tokens with bad_usage 0. Such a reply is now charged the request's upper bound and counted."""
+    import httpx
+
+    from aumann.simulators.llm import BudgetExceededError, Price
+    from tests.simulators.llm_fakes import Script, client_for, completion
+
+    body = completion(json.dumps({"work": 0.5, "consumption": 0.5}))
+    if usage is None:
+        del body["usage"]
+    else:
+        body["usage"] = usage
+    script = Script(lambda r: httpx.Response(200, json=body))
+    b = OpenAIBackend(model="m", client=client_for(script), price=Price(input=1000.0, output=1000.0), max_cost=0.2,
+                      concurrency=1, sleep=lambda s: None)
+    with pytest.raises(BudgetExceededError, match=r"cost cap reached"):
+        b.decide_many(_reqs(40))
+    assert 0 < b.usage.cost_usd <= 0.2 and script.calls < 40
+    assert b.usage.bad_usage == b.usage.calls == script.calls and b.usage.prompt_tokens > 0

@@ -262,7 +262,8 @@ class Budget(Layer):
             self._reserved[1] = max(0, self._reserved[1] - tok_max)
 
     def _charge(self, pt: int, ct: int, pt_max: int, ct_max: int, refused: str | None) -> None:
-        if refused is not None or not (0 <= pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max):
+        # a prompt is never 0 tokens: a server reporting 0 (or nothing) would make every request free to the caps
+        if refused is not None or not (0 < pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max):
             logger.warning("%s reported unusable token counts (%s); charged the request's upper bound",
                            self.where(), refused or f"prompt {pt}, completion {ct}")
             pt, ct = pt_max, ct_max

@@ -80,7 +80,7 @@ def read_completion(body: bytes, *, max_bytes: int = bounded.MAX_BYTES) -> Compl
     if not isinstance(finish, str):
         finish = None
     raw = data.get("usage")
-    refused = None
+    refused = None if raw is not None else "the reply has no usage object"  # charged its upper bound, counted
     pt = ct = 0
     if raw is not None:
         try:
