@@ -264,8 +264,10 @@ class Budget(Layer):
     def _charge(self, pt: int, ct: int, pt_max: int, ct_max: int, refused: str | None) -> None:
         # a prompt is never 0 tokens: a server reporting 0 (or nothing) would make every request free to the caps
         if refused is not None or not (0 < pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max):
-            logger.warning("%s reported unusable token counts (%s); charged the request's upper bound",
-                           self.where(), refused or f"prompt {pt}, completion {ct}")
+            if not self.usage.bad_usage:  # once: a server that never reports usage would warn on every request
+                logger.warning("%s reported unusable token counts (%s); charged the request's upper bound (further "
+                               "such replies are counted in bad_usage)", self.where(),
+                               refused or f"prompt {pt}, completion {ct}")
             pt, ct = pt_max, ct_max
             self.usage.add(bad_usage=1)
         self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=self._cost(pt, ct))
