@@ -278,3 +278,16 @@ def test_a_server_reporting_no_or_zero_usage_is_charged_the_upper_bound_and_the_
         b.decide_many(_reqs(40))
     assert 0 < b.usage.cost_usd <= 0.2 and script.calls < 40
     assert b.usage.bad_usage == b.usage.calls == script.calls and b.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("cap", [1, 2, 5])
+def test_max_calls_caps_the_structured_output_resends_too(cap):
+    """A server refusing json_schema (llama.cpp) made the core re-send in json_object mode below the spend caps:
+    --max-calls 1 sent 2 requests. Each resend now passes the caps' gate and is counted."""
+    from aumann.simulators.llm import BudgetExceededError
+
+    with LoopbackLLM(_reply, json_schema=False) as srv:
+        b = _backend(srv, concurrency=1, max_calls=cap)
+        with pytest.raises(BudgetExceededError, match=rf"call cap reached: {cap} request\(s\) sent"):
+            b.decide_many(_reqs(10))
+        assert srv.stats()["requests"] == b.usage.calls == cap

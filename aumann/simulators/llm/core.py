@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aumann.errors import BoundFieldRefused, ModeUnsupported, ReplyTooLarge, Retryable, TransportFailure
@@ -117,6 +117,7 @@ class ChatCompletions:
         protect_logs(self.redact.secrets)
         self._transport_spec = transport
         self.injected = transport is not None and not isinstance(transport, str)
+        self.resend_gate: Callable[[Call], None] | None = None  # set by the Budget layer above (not pickled)
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -222,11 +223,12 @@ class ChatCompletions:
                 call.mode = mode
                 return answer
             except BoundFieldRefused:
-                self.usage.add(failures=1, calls=1)
+                self.usage.add(failures=1)
+                self._admit_resend(call)
                 st.bound_field = "max_completion_tokens"
                 logger.warning("%s refuses max_tokens; sending max_completion_tokens", ep.public)
             except ModeUnsupported as exc:
-                self.usage.add(failures=1, calls=1)  # the resend below is another request the server sees
+                self.usage.add(failures=1)
                 nxt = _NEXT_MODE.get(mode)
                 if nxt is None:
                     raise LLMRequestError(f"{self.where()} rejected the request even without a response_format: "
@@ -236,6 +238,7 @@ class ChatCompletions:
                                    ep.public, mode, str(exc)[:200], nxt)
                     st.mode = nxt
                     st.final = nxt == "none"
+                self._admit_resend(call)  # the resend is another request the server sees: within the caps
             except Retryable as exc:
                 if probing and exc.kind == "malformed":
                     st.final = True  # the server took the mode: the reply itself was bad
@@ -243,6 +246,15 @@ class ChatCompletions:
             finally:
                 if probing:
                     st.probe.release()
+
+    def _admit_resend(self, call: Call) -> None:
+        """Count one more request of this attempt: through the spend caps' gate when a Budget layer set one
+        (``resend_gate``, which raises past a cap), else just counted."""
+        gate = self.resend_gate
+        if gate is not None:
+            gate(call)
+        else:
+            self.usage.add(calls=1)
 
     def _once(self, call: Call, ep: Endpoint, mode: str, bound_field: str, *, negotiable: bool) -> Answer:
         from aumann.errors import LLMRequestError
@@ -289,12 +301,13 @@ class ChatCompletions:
         if self.injected:
             raise LLMError("an LLM backend built with an injected client or transport cannot be pickled; "
                            "build it from model/base_url/api_key in each worker")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("transport", "_states")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("transport", "_states", "resend_gate")}
         state["_modes"] = [(s.mode, s.final, s.bound_field) for s in self._states]
         return state
 
     def __setstate__(self, state: dict) -> None:
         modes = state.pop("_modes", None)
+        self.resend_gate = None  # the Budget layer unpickled around this core sets it again
         self.__dict__.update(state)
         self._init_runtime()
         protect_logs(self.redact.secrets)

@@ -211,6 +211,19 @@ class Budget(Layer):
     def _init_runtime(self) -> None:
         self._lock = threading.Lock()
         self._reserved = [0.0, 0]  # dollars and tokens reserved by attempts in flight
+        node = self.inner  # the core re-sends below us (structured-output negotiation): each resend asks here
+        while node is not None:
+            if hasattr(node, "resend_gate"):
+                node.resend_gate = self._another
+            node = getattr(node, "inner", None)
+
+    def _another(self, call: Call) -> None:
+        """Admit one more request for ``call`` inside its attempt (a resend in another structured-output mode):
+        checked against the caps and counted like any attempt; raises :class:`BudgetExceededError` past a cap."""
+        pt_max, ct_max = self.bounds(call)
+        cost_max, tok_max = self._cost(pt_max, ct_max), pt_max + ct_max
+        self._reserve(cost_max, tok_max)
+        self._release(cost_max, tok_max)  # the attempt's own reservation stays in force for the resend
 
     def _cost(self, pt: float, ct: float) -> float:
         return self.price.cost(pt, ct) if self.price is not None else 0.0
