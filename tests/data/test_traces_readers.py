@@ -455,6 +455,51 @@ def test_time_bins_and_alive_rules(tmp_path):
     assert al2["z"] == [False, False, True, True, True]
 
 
+def test_time_bins_beyond_pandas_nanosecond_range(tmp_path):
+    """Times after 2262-04-11 (or before 1677-09-21) bin where they are: datetime64[ns] used to wrap them
+    584 years silently (2300 read as 1715) and reorder a trace crossing 2262-04-11T23:47:16Z."""
+    from aumann.data.traces.events import StepCoder
+
+    spec = {"format": "table", "agent": {"field": "who"}, "step": {"field": "at", "bin": "1h"},
+            "features": [{"kind": "sum", "name": "amount", "field": "amount"}]}
+    f = tmp_path / "y2300.csv"
+    f.write_text("who,at,amount\na,2300-01-01T00:30:00Z,1\nb,2300-01-01T01:30:00Z,2\na,2300-01-01T02:30:00Z,4\n")
+    p = read_trace(f, spec).panel
+    assert p.steps.tolist() == [f"2300-01-01T0{h}:00:00Z" for h in range(3)]
+    assert cell(p, "2300-01-01T01:00:00Z", "b", "amount") == 2
+    f2 = tmp_path / "cross.csv"  # one text with nanoseconds makes pandas parse the whole batch in ns
+    f2.write_text("who,at,amount\na,2262-04-11T22:30:00.000000001Z,1\nb,2262-04-11T23:30:00Z,2\n"
+                  "a,2262-04-12T00:30:00Z,4\n")
+    p2 = read_trace(f2, spec).panel
+    cross = ["2262-04-11T22:00:00Z", "2262-04-11T23:00:00Z", "2262-04-12T00:00:00Z"]
+    assert p2.steps.tolist() == cross
+    assert [cell(p2, s, a, "amount") for s, a in zip(cross, "aba", strict=True)] == [1, 2, 4]
+    coder = StepCoder(load_spec(dict(spec, step={"field": "at", "bin": "1h", "origin": "2300-01-01T00:00:00Z"})))
+    steps, miss, bad, _, _ = coder.code(["2300-01-01T05:30:00Z", "1500-01-01T00:30:00.123456789+02:00"])
+    assert steps.tolist() == [5, -7012658] and not (miss | bad).any()
+    us = np.array(["2300-01-01T05:30", "2024-01-01T00:30"], dtype="datetime64[us]")
+    assert coder.code(us)[0].tolist() == [5, -2419368]
+    ns = np.array(["2024-01-01T00:30"], dtype="datetime64[ns]")  # read in its own unit, not as bare integers
+    assert coder.code(ns)[0].tolist() == [-2419368]
+    f3 = tmp_path / "far.csv"  # DuckDB reads year 12024 as a timestamp; pyarrow's to_pylist raised OverflowError
+    f3.write_text("who,at,amount\na,2300-01-01T00:30:00Z,1\nb,12024-01-01T00:00:00Z,2\n")
+    p3 = read_trace(f3, dict(spec, step={"field": "at", "bin": "1000w"})).panel
+    assert p3.steps.tolist()[-1] == "12012-08-23T00:00:00Z" and p3.values.sum() == 3
+    db = tmp_path / "far.db"  # text beyond what pandas or Python parse: refused as out of range, or skipped
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE trace(user_id INTEGER, created_at TEXT, action TEXT, info TEXT)")
+    con.executemany("INSERT INTO trace VALUES (?, ?, 'post', '{}')", [(1, "2300-01-01T00:30:00Z"),
+                                                                       (2, "12024-01-01T00:00:00Z")])
+    con.commit()
+    con.close()
+    oasis = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at", "bin": "1h"},
+             "action": {"field": "action"}}
+    with pytest.raises(TraceRecordError, match=r"far\.db row 2: step field 'created_at' is out of range: a times"):
+        read_trace(db, oasis)
+    r = read_trace(db, dict(oasis, on_bad="skip"))
+    assert r.report.n_skipped == 1 and r.panel.steps.tolist() == ["2300-01-01T00:00:00Z"]
+
+
 # ---------------------------------------------------------------- synthetic generator
 def test_synthetic_oasis_round_trip(tmp_path):
     from aumann.data.traces import synth

@@ -23,10 +23,11 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
     info = {"edges": len(s), "used": int(ok.sum()), "unknown_endpoint": int((~ok).sum())}
     st = None
     if since is not None:
-        steps, miss, bad, far = coder.code(list(since))
+        steps, miss, bad, far, time_far = coder.code(list(since))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            why = "is out of range (beyond ±2⁵³ steps)" if far[i] else "is not a step/timestamp"
+            why = ("is out of range (beyond ±2⁵³ steps)" if far[i] else
+                   "is out of range (a year after 9999)" if time_far[i] else "is not a step/timestamp")
             raise TraceRecordError(f"{what} edge {i + 1}: since = {list(since)[i]!r} {why}")
         info["no_since"] = int((miss & ok).sum())
         steps = np.where(miss, np.iinfo(np.int64).min // 2, steps)  # an edge without a time: always there

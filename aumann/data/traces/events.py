@@ -110,7 +110,7 @@ class StepCoder:
             ts = pd.to_datetime(st.origin, utc=True, errors="coerce", format="ISO8601")
             if pd.isna(ts):
                 raise TraceSpecError(f"step.origin {st.origin!r} is not an ISO-8601 time")
-            self.origin = ts.value / 1e9
+            self.origin = _epoch_seconds(ts)  # not ts.value: nanoseconds overflow beyond 1677-2262
         elif st.origin is not None:
             self.origin = float(st.origin) * (1.0 if self.numeric_width else self.unit)
 
@@ -124,23 +124,32 @@ class StepCoder:
             return int(s) if float(s).is_integer() else float(s)
         return pd.Timestamp(round(start * 1e6), unit="us", tz="UTC").isoformat().replace("+00:00", "Z")
 
-    def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(steps int64, missing mask, unusable mask, out-of-range mask) of the raw values: out of range (a
-        subset of unusable) is an integer step, or a bin index, beyond ±2⁵³, where float64 stops counting."""
+    def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(steps int64, missing mask, unusable mask, out-of-range mask, time-out-of-range mask) of the raw
+        values: out of range (a subset of unusable) is an integer step, or a bin index, beyond ±2⁵³, where
+        float64 stops counting; time out of range (also unusable) is a timestamp no datetime type holds
+        (a year of five or more digits)."""
         arr = np.asarray(raw) if isinstance(raw, np.ndarray) and raw.dtype != object else _scalars(raw)
         n = arr.shape[0]
+        time_far = np.zeros(n, dtype=bool)
         if arr.dtype.kind in "iu":
             num = arr.astype(np.float64)
             missing = np.zeros(n, dtype=bool)
             if not self.binned:  # judged on the integers: 2⁵³ + 1 would round to 2⁵³ in float64
                 far = (arr > 2**53) if arr.dtype.kind == "u" else (arr > 2**53) | (arr < -(2**53))
-                return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, far=far)
-            return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False)
+                return (*self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, far=far), time_far)
+            return (*self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False), time_far)
         if arr.dtype.kind == "f":
             missing = np.isnan(arr)
-            return self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False)
+            return (*self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False),
+                    time_far)
         if arr.dtype.kind == "M":  # a timestamp column (DuckDB/Arrow): times, whatever the unit
-            arr = arr.astype(object)
+            missing = np.isnat(arr)
+            if not (self.binned and not self.numeric_width):  # a time where a number is needed: unusable
+                return (*self._finish(np.zeros(n), missing, ~missing, from_time=False), time_far)
+            # in the column's own unit (astype(object) would give bare integers for nanoseconds)
+            return (*self._finish(_datetime64_seconds(arr), missing, np.zeros(n, dtype=bool), from_time=True),
+                    time_far)
         obj = arr.astype(object)
         missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or v is _MISSING
                             or v is pd.NaT for v in obj], dtype=bool)
@@ -155,11 +164,7 @@ class StepCoder:
         if self.binned and not self.numeric_width:
             todo = np.isnan(num) & ~missing & ~isbool
             if todo.any():
-                strs = pd.Series(obj[todo]).astype(str)
-                ts = pd.to_datetime(strs, utc=True, errors="coerce", format="ISO8601")
-                vals = ts.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
-                vals[ts.isna().to_numpy()] = np.nan
-                num[todo] = vals / 1e9
+                num[todo], time_far[todo] = _parse_times(pd.Series(obj[todo]).astype(str))
                 from_time[todo] = True
         bad = np.isnan(num) & ~missing
         far = None
@@ -167,7 +172,7 @@ class StepCoder:
             far = np.zeros(n, dtype=bool)
             for i in np.flatnonzero(plain & ~bad & (np.abs(num) >= 2**53)):
                 far[i] = abs(_integer(obj[i], num[i])) > 2**53
-        return self._finish(num, missing, bad, from_time=from_time, far=far)
+        return (*self._finish(num, missing, bad, from_time=from_time, far=far), time_far)
 
     def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any,
                 far: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -184,6 +189,53 @@ class StepCoder:
         far = (np.abs(idx) > 2**53) & np.isfinite(idx) & ~bad
         bad = bad | ~np.isfinite(idx) | far
         return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad, far
+
+
+_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+def _datetime64_seconds(arr: np.ndarray) -> np.ndarray:
+    """Seconds since the epoch (NaN at NaT) of a datetime64 array, read in its own unit: converting to
+    ``datetime64[ns]`` would wrap silently for times before 1677-09-21 or after 2262-04-11."""
+    unit, count = np.datetime_data(arr.dtype)
+    if unit not in _PER_SECOND:  # days, weeks, months, years ...: exact in seconds
+        arr, unit, count = arr.astype("datetime64[s]"), "s", 1
+    secs = arr.view(np.int64).astype(np.float64) * (count / _PER_SECOND[unit])
+    secs[np.isnat(arr)] = np.nan
+    return secs
+
+
+def _epoch_seconds(ts: pd.Timestamp) -> float:
+    """Seconds since the epoch of a UTC timestamp, in its own unit (``ts.value`` is nanoseconds and raises
+    beyond 1677-2262)."""
+    return float(_datetime64_seconds(np.array([ts.tz_convert(None).to_datetime64()]))[0])
+
+
+def _parse_times(strs: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds since the epoch, NaN where not a time; out-of-range mask) of ISO-8601 texts, vectorised.
+
+    pandas parses in one resolution per call, the finest any text needs: one text with nanoseconds makes the
+    call ``datetime64[ns]``, where a time before 1677-09-21 or after 2262-04-11 is NaT (and a far time with
+    nanoseconds of its own is NaT in any call). So the texts it could not parse are parsed once more on
+    their own with the fraction cut to microseconds (``datetime64[us]`` holds years 0-9999 and beyond; a
+    float64 of seconds holds no nanoseconds there anyway). What is left is not a timestamp, except a
+    year of five or more digits (ISO-8601's expanded years, past what pandas and Python parse), which is
+    out of range."""
+    secs = _datetime64_seconds(_utc(pd.to_datetime(strs, utc=True, errors="coerce", format="ISO8601")))
+    far = np.zeros(len(strs), dtype=bool)
+    todo = np.flatnonzero(np.isnan(secs))
+    if todo.size:
+        again = strs.iloc[todo].str.replace(r"(\.\d{6})\d+", r"\1", regex=True)
+        secs[todo] = _datetime64_seconds(_utc(pd.to_datetime(again, utc=True, errors="coerce", format="ISO8601")))
+        left = todo[np.isnan(secs[todo])]
+        if left.size:
+            far[left] = strs.iloc[left].str.match(r"\s*[+-]?\d{5,}-\d\d").to_numpy(dtype=bool)
+    return secs, far
+
+
+def _utc(ts: pd.Series) -> np.ndarray:
+    """A tz-aware (UTC) datetime Series as naive datetime64 in its own unit."""
+    return ts.dt.tz_convert(None).to_numpy()
 
 
 def _integer(v: Any, approx: float) -> int:
@@ -274,8 +326,10 @@ class Validator:
             ex = np.fromiter((_key(v) in self.excluded_agents for v in agent), dtype=bool, count=n) & keep
             self.tally.filter("agent excluded", int(ex.sum()))
             keep &= ~ex
-        steps, smiss, sbad, sfar = self.steps.code(raw.step)
+        steps, smiss, sbad, sfar, stime = self.steps.code(raw.step)
         keep &= self.refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
+        keep &= self.refuse(raw, keep & stime, f"step field {self.steps.field!r} is out of range: a timestamp "
+                            "with a year of five or more digits (after 9999)")
         keep &= self.refuse(raw, keep & sfar, f"step field {self.steps.field!r} is out of range: "
                             + ("a bin index beyond ±2⁵³ (check step.origin and step.bin)" if self.steps.binned
                                else "an integer step beyond ±2⁵³ (float64 counts exactly only that far)"))

@@ -123,13 +123,13 @@ class TableReader(TraceReader):
                     raw.loc = loc
                 col = {rb.schema.names[i]: rb.column(i) for i in range(1, rb.num_columns)}
 
-                def values(key: str, plain: bool = False, col=col) -> Any:
+                def values(key: str, plain: bool = False, col=col, times: bool = False) -> Any:
                     if key in decode:
                         return [None if v is None else json.loads(v) for v in col[key].to_pylist()]
-                    return col[key].to_pylist() if plain else _arrow_values(col[key])
+                    return col[key].to_pylist() if plain else _arrow_values(col[key], times=times)
 
                 raw.agent = values("agent")
-                raw.step = values("step")
+                raw.step = values("step", times=True)
                 raw.action = values("action", plain=True) if "action" in col else [None] * n
                 raw.values = {f: values(f"v{i}") for i, f in enumerate(validator.fields)}
                 raw.where = {w: values(f"w{i}", plain=True) for i, w in enumerate(validator.where)}
@@ -220,12 +220,16 @@ def _locations(filenames: list[str], counters: dict[str, int]) -> list[int]:
     return out
 
 
-def _arrow_values(arr: Any) -> Any:
-    """An Arrow column as an int64/float64 numpy array where it is numeric without nulls, else a list."""
+def _arrow_values(arr: Any, times: bool = False) -> Any:
+    """An Arrow column as an int64/float64 numpy array where it is numeric without nulls, else a list; with
+    ``times``, a timestamp or date column as datetime64 in its own unit (NaT where null): Python datetimes
+    stop at year 9999 (pyarrow's ``to_pylist`` raises OverflowError past it) and drop nanoseconds."""
     import pyarrow as pa
 
     t = arr.type
     if (pa.types.is_integer(t) or pa.types.is_floating(t)) and arr.null_count == 0:
+        return arr.to_numpy(zero_copy_only=False)
+    if times and (pa.types.is_timestamp(t) or pa.types.is_date(t)):
         return arr.to_numpy(zero_copy_only=False)
     return arr.to_pylist()
 
