@@ -500,6 +500,24 @@ def test_time_bins_beyond_pandas_nanosecond_range(tmp_path):
     assert r.report.n_skipped == 1 and r.panel.steps.tolist() == ["2300-01-01T00:00:00Z"]
 
 
+def test_step_start_and_stop_count_against_max_steps_and_max_cells(tmp_path):
+    """[step] start / stop stretch the panel: the limits apply to that span, before it is allocated (a
+    stop of 5000 under max_steps = 10 built 5,001 steps; a stop of 2⁶² was a bare MemoryError)."""
+    from aumann.errors import TraceError
+
+    f = tmp_path / "ev.csv"
+    f.write_text("agent,tick,amount\na1,0,5\na2,1,3\na1,2,1\n")
+    spec = {"format": "table", "max_steps": 10, "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "amount", "field": "amount"}]}
+    assert read_trace(f, dict(spec, step={"field": "tick", "start": -3, "stop": 6})).panel.T == 10
+    for step in ({"stop": 5000}, {"start": -5000}, {"stop": 2**62}, {"start": -(2**62), "stop": 2**62}):
+        with pytest.raises(TraceError, match=r"the trace spans [\d,]+ steps with step\.start / step\.stop, more "
+                                             r"than max_steps = 10"):
+            read_trace(f, dict(spec, step={"field": "tick", **step}))
+    with pytest.raises(TraceError, match=r"would hold 200 values .* more than max_cells = 100"):
+        read_trace(f, dict(spec, max_steps=1000, max_cells=100, step={"field": "tick", "stop": 99}))
+
+
 # ---------------------------------------------------------------- synthetic generator
 def test_synthetic_oasis_round_trip(tmp_path):
     from aumann.data.traces import synth

@@ -142,16 +142,7 @@ class PanelBuilder:
         lo, hi = int(batch.step.min()), int(batch.step.max())
         g = self.grid
         t0 = g.t0 if g.t0 is not None else lo
-        span = max(hi, t0 + g.T - 1) - min(lo, t0) + 1
-        if span > self.spec.max_steps:
-            raise TraceError(f"the trace spans {span:,} steps, more than max_steps = {self.spec.max_steps:,} "
-                             f"(steps {min(lo, t0)} … {max(hi, t0 + g.T - 1)}): is step.bin too small, or the step "
-                             "field not a step? Raise max_steps in the spec if you mean it")
-        cells = span * len(self.id_list) * max(1, self._width())
-        if cells > self.spec.max_cells:
-            raise TraceError(f"the panel would hold {cells:,} values (steps × agents × features), more than "
-                             f"max_cells = {self.spec.max_cells:,}; bin coarser, build fewer features or raise "
-                             "max_cells in the spec")
+        self._check_span(min(lo, t0), max(hi, t0 + g.T - 1))
         g.ensure(lo, hi, len(self.id_list))
         t = batch.step - g.t0
         self.events += n
@@ -206,6 +197,24 @@ class PanelBuilder:
                     g.arrays[f"f{j}"][ts[keep], as_[keep], 0] = vs[keep]
                     g.arrays[f"k{j}"][ts[keep], as_[keep], 0] = seq
 
+    def _check_span(self, lo: int, hi: int) -> None:
+        """Refuse, before anything is allocated, a panel over steps ``lo`` … ``hi`` (widened to step.start /
+        step.stop, which stretch the panel too) beyond max_steps or max_cells."""
+        st = self.spec.step
+        lo = lo if st.start is None else min(lo, st.start)
+        hi = hi if st.stop is None else max(hi, st.stop)
+        span = hi - lo + 1
+        bounds = "" if st.start is None and st.stop is None else " with step.start / step.stop"
+        if span > self.spec.max_steps:
+            raise TraceError(f"the trace spans {span:,} steps{bounds}, more than max_steps = {self.spec.max_steps:,} "
+                             f"(steps {lo} … {hi}): is step.bin too small, step.start / step.stop too wide, or the "
+                             "step field not a step? Raise max_steps in the spec if you mean it")
+        cells = span * len(self.id_list) * max(1, self._width())
+        if cells > self.spec.max_cells:
+            raise TraceError(f"the panel would hold {cells:,} values (steps × agents × features), more than "
+                             f"max_cells = {self.spec.max_cells:,}; bin coarser, build fewer features or raise "
+                             "max_cells in the spec")
+
     def _width(self) -> int:
         w = 0
         for f in self.spec.features:
@@ -245,6 +254,7 @@ class PanelBuilder:
         st = self.spec.step
         lo = g.t0 if st.start is None else st.start
         hi = g.t0 + g.T - 1 if st.stop is None else st.stop
+        self._check_span(min(lo, g.t0), max(hi, g.t0 + g.T - 1))
         g.ensure(min(lo, g.t0), max(hi, g.t0 + g.T - 1), len(self.id_list))
         rows = slice(lo - g.t0, hi - g.t0 + 1)
         N = len(self.id_list)
