@@ -148,8 +148,10 @@ def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
     return arr
 
 
-def _alive_mask(alive: Any, shape: tuple[int, int]) -> np.ndarray:
-    """The alive mask as bool (T, N): bool input, or integers that are all 0 or 1; nothing else."""
+def _alive_mask(alive: Any, shape: tuple[int, int], *, first_step: int = 0) -> np.ndarray:
+    """The alive mask as bool (T, N): bool input, or integers that are all 0 or 1; nothing else. A refusal
+    names the first offending (step, agent), steps counted from ``first_step`` (a recorder checks one row
+    per capture: ``shape = (1, N)``, ``first_step`` = the capture)."""
     mask = as_real_array(alive, "alive mask", error=PanelError)
     if mask.ndim == 1 and shape[0] == 1:
         mask = mask[None]
@@ -157,13 +159,17 @@ def _alive_mask(alive: Any, shape: tuple[int, int]) -> np.ndarray:
         raise ShapeError(f"alive mask must have shape (T, N) = {shape}; got {mask.shape}")
     if mask.dtype == bool:
         return mask
-    if not np.issubdtype(mask.dtype, np.integer):
-        raise PanelError(f"alive mask must be bool (or integers 0/1); got dtype {mask.dtype} — a float or string "
-                         "mask is ambiguous (NaN, 0.5 and 'False' are not booleans)")
-    bad = (mask != 0) & (mask != 1)
+    bad = (mask != 0) & (mask != 1)  # NaN is neither
+    where = ""
     if bad.any():
         t, i = (int(v[0]) for v in np.nonzero(bad))
-        raise PanelError(f"alive mask of integers must hold only 0 and 1; got {mask[t, i]!r} at (step {t}, agent {i})")
+        where = f"{mask[t, i].item()!r} at (step {t + first_step}, agent {i})"
+    if not np.issubdtype(mask.dtype, np.integer):
+        raise PanelError(f"alive mask must be bool (or integers 0/1); got dtype {mask.dtype}"
+                         + (f" ({where})" if where else "") + " — a float or string mask is ambiguous (NaN, 0.5 "
+                         "and 'False' are not booleans)")
+    if where:
+        raise PanelError(f"alive mask of integers must hold only 0 and 1; got {where}")
     return mask.astype(bool)
 
 

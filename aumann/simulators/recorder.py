@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import FeatureValueError, UnknownAttributeError
+from aumann.errors import FeatureValueError, PanelError, ShapeError, UnknownAttributeError
+from aumann.panel import _alive_mask
 from aumann.simulators.recording import (
     FeatureFn,
     Recording,
@@ -73,6 +74,17 @@ def _check_alive_context(name: Any) -> str | None:
     if name is not None and (not isinstance(name, str) or not name):
         raise FeatureValueError(f"alive_context must be a context name (str) or None; got {name!r}")
     return name
+
+
+def _alive_row(raw: Any, n: int, t: int) -> np.ndarray:
+    """An ArrayRecorder's alive mask at capture ``t`` by the Panel's rule (bool, or integers 0/1: a float mask
+    is ambiguous, ``astype(bool)`` would make NaN and 0.5 alive)."""
+    try:
+        return _alive_mask(raw, (1, n), first_step=t)[0]
+    except ShapeError:
+        raise FeatureValueError(f"alive mask has shape {np.shape(raw)} at capture {t}; expected ({n},)") from None
+    except PanelError as exc:
+        raise FeatureValueError(f"ArrayRecorder alive at capture {t}: {exc}") from None
 
 
 class FeatureRecorder(_RecorderBase):
@@ -355,9 +367,7 @@ class ArrayRecorder(_RecorderBase):
         n = rec.n
         mask = None
         if self.alive_fn is not None:
-            mask = np.asarray(self.alive_fn(model), dtype=bool)
-            if mask.shape != (n,):
-                raise FeatureValueError(f"alive mask has shape {mask.shape}; expected ({n},)")
+            mask = _alive_row(self.alive_fn(model), n, t)
             rec.alive[t] = mask
         for d, name in enumerate(rec.features):
             if name not in cols:

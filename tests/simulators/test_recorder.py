@@ -170,6 +170,29 @@ def test_array_path_bad_input():
         simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth[: 5 - m.steps + 1]}))
     with pytest.raises(FeatureValueError, match="non-finite"):
         simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth * np.inf}))
+    with pytest.raises(FeatureValueError, match=r"alive mask has shape \(4,\) at capture 0; expected \(5,\)"):
+        simulate(VectorModel(5), 2, ArrayRecorder(lambda m: {"w": m.wealth}, alive=lambda m: m.active[:4]))
+
+
+@pytest.mark.parametrize(("health", "shown"), [(np.nan, "nan"), (0.5, "0.5"), (2.0, "2.0"), (1.0, None)])
+def test_array_path_alive_mask_follows_the_panel_rule(health, shown):
+    """A float alive mask is refused as Panel(alive=...) refuses it, naming the capture and agent: astype(bool)
+    recorded NaN, 0.5 and 2.0 as alive (a dead agent marked NaN was averaged in and attributed)."""
+    def alive(m):  # a bool mask at capture 0, a float one from capture 1
+        if m.steps < 2:
+            return np.ones(5, dtype=bool)
+        h = np.ones(5)
+        h[3] = health
+        return h
+
+    where = r"\(step 1, agent 3\)" if shown else ""
+    with pytest.raises(FeatureValueError, match=rf"ArrayRecorder alive at capture 1: alive mask must be bool \(or "
+                                                rf"integers 0/1\); got dtype float64.*{shown or ''}.*{where}"):
+        simulate(VectorModel(5), 3, ArrayRecorder(lambda m: {"w": m.wealth}, alive=alive))
+    with pytest.raises(FeatureValueError, match=r"only 0 and 1; got 2 at \(step 0, agent 1\)"):
+        simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth}, alive=lambda m: np.array([1, 2, 0, 1, 1])))
+    p = simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth}, alive=lambda m: np.array([1, 0, 1, 1, 1])))
+    assert p.alive[0].tolist() == [True, False, True, True, True] and p.values[0, 1, 0] == 0.0
 
 
 def test_progress_bar_runs_and_records_the_same():
