@@ -42,8 +42,21 @@ def _default_agents(model: Any) -> Iterable[Any]:
 
 
 def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
-    if isinstance(raw, list):  # numpy would turn None into nan and "1.5" into 1.5: reject both
-        bad = next((v for v in raw if v is None or isinstance(v, str | bytes)), _OK)
+    items = raw if isinstance(raw, list) else None
+    if items is None:  # numpy arrays (and array-likes) are judged by their dtype
+        try:
+            arr = np.asarray(raw)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.dtype.kind == "c":  # a cast to float64 keeps the real part (a ComplexWarning)
+            raise FeatureValueError(
+                f"feature {name!r} returned a complex column (dtype {arr.dtype}) at capture {step}; features must "
+                "return int, float or bool"
+            )
+        if arr is not None and arr.dtype == object:
+            items = arr.ravel()
+    if items is not None:  # numpy would turn None into nan, "1.5" into 1.5 and 1+5j into 1.0: reject them
+        bad = next((v for v in items if v is None or isinstance(v, str | bytes | complex | np.complexfloating)), _OK)
         if bad is not _OK:
             raise FeatureValueError(
                 f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "
@@ -99,6 +112,8 @@ class _ContextBuffer:
         for name, fn in self.fns.items():
             raw = fn(model)
             try:
+                if np.iscomplexobj(raw):  # numpy complex: the cast would keep the real part (a ComplexWarning)
+                    raise TypeError("complex")
                 val = np.asarray(raw, dtype=np.float64)
             except (TypeError, ValueError):
                 raise FeatureValueError(

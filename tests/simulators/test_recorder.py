@@ -111,6 +111,26 @@ def test_non_numeric_or_non_finite_feature_values(fn, match):
         simulate(BoltzmannWealth(3), steps=2, recorder=FeatureRecorder({"bad": fn}))
 
 
+@pytest.mark.parametrize("z", [1 + 5j, np.complex128(1 + 5j), np.complex64(2 - 7j), np.complex128(3 + 0j)],
+                         ids=["complex", "complex128", "complex64", "complex128_real"])
+def test_numpy_complex_values_are_refused_like_python_complex(z):
+    """A numpy complex used to pass as its real part (only a ComplexWarning): refused like a Python complex,
+    by the per-agent path, the array path and a context."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning either: refused before any cast
+        with pytest.raises(FeatureValueError, match=r"feature 'z' returned a non-numeric value .*complex"):
+            simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"z": lambda a: z}))
+        col = np.full(5, z)
+        with pytest.raises(FeatureValueError, match=r"feature 'z' returned a complex column \(dtype complex"):
+            simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth, "z": col}))
+        with pytest.raises(FeatureValueError, match=r"feature 'z' returned a non-numeric value"):
+            simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth, "z": col.astype(object)}))
+        with pytest.raises(FeatureValueError, match=r"context 'c' returned a non-numeric value"):
+            simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth}), context={"c": lambda m: col})
+
+
 def test_bad_recorder_construction():
     with pytest.raises(FeatureValueError, match="non-empty mapping"):
         FeatureRecorder({})
