@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from aumann.checks import _shown
 from aumann.errors import FeatureValueError, PanelError, ShapeError, UnknownAttributeError
 from aumann.panel import _alive_mask
 from aumann.simulators.recording import (
@@ -85,6 +86,16 @@ def _alive_row(raw: Any, n: int, t: int) -> np.ndarray:
         raise FeatureValueError(f"alive mask has shape {np.shape(raw)} at capture {t}; expected ({n},)") from None
     except PanelError as exc:
         raise FeatureValueError(f"ArrayRecorder alive at capture {t}: {exc}") from None
+
+
+def _agent_ids(value: Any) -> np.ndarray:
+    """An ArrayRecorder's ``agent_ids`` as an (N,) array; ids numpy cannot hold one per row (lists or tuples of
+    different lengths, which it reads as a second axis or refuses as ragged) are a typed error."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise FeatureValueError(f"agent_ids must be N scalar ids (ints or strs), one per row; got {_shown(value)} "
+                                f"({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 class FeatureRecorder(_RecorderBase):
@@ -223,10 +234,12 @@ class FeatureRecorder(_RecorderBase):
                 raise UnknownAttributeError(
                     f"agent {a!r} has no 'unique_id'; the recorder keys agent rows by unique_id"
                 ) from None
-            j = col.get(uid)
+            try:  # the lookup itself hashes: an unhashable id (a list) must not escape as a bare TypeError
+                j = col.get(uid)
+            except TypeError:
+                raise FeatureValueError(f"agent unique_id {_shown(uid)} ({type(uid).__name__}) is not hashable; "
+                                        "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
-                if not isinstance(uid, Hashable):
-                    raise FeatureValueError(f"agent unique_id {uid!r} is not hashable")
                 j = col[uid] = len(rec.ids)
                 rec.ids.append(uid)
             out[k] = j
@@ -386,7 +399,7 @@ class ArrayRecorder(_RecorderBase):
         if rec.values is None:
             raise FeatureValueError("nothing was captured")
         n = rec.n
-        ids = np.arange(n) if rec.ids_value is None else np.asarray(rec.ids_value)
+        ids = np.arange(n) if rec.ids_value is None else _agent_ids(rec.ids_value)
         if ids.shape != (n,):
             raise FeatureValueError(f"agent_ids has shape {ids.shape}; expected ({n},)")
         order = np.argsort(ids, kind="stable")

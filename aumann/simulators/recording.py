@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann.checks import _shown
 from aumann.errors import FeatureValueError, StepsMismatchError, UnknownAttributeError
 
 _OK = object()
@@ -64,6 +65,12 @@ def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
             )
     try:
         col = np.asarray(raw, dtype=np.float64)
+    except OverflowError:  # a Python int beyond float64 (10**400): typed, never a bare OverflowError
+        big = next((v for v in (items if items is not None else [raw]) if _too_big(v)), raw)
+        raise FeatureValueError(
+            f"feature {name!r} returned {_shown(big)}, beyond float64's range (about 1.8e308), at capture {step}; "
+            "features must be finite numbers (scale it, or record its logarithm)"
+        ) from None
     except (TypeError, ValueError):
         arr = np.asarray(raw, dtype=object).ravel()
         bad = next((v for v in arr if not _is_number(v)), None)
@@ -81,7 +88,19 @@ def _is_number(v: Any) -> bool:
         float(v)
     except (TypeError, ValueError):
         return False
+    except OverflowError:  # a number, just too big for a float
+        return True
     return not isinstance(v, str | bytes)
+
+
+def _too_big(v: Any) -> bool:
+    try:
+        float(v)
+    except OverflowError:
+        return True
+    except (TypeError, ValueError):
+        return False
+    return False
 
 
 def _check_finite(name: str, col: np.ndarray, ids: Any, step: int, mask: np.ndarray | None = None) -> None:
@@ -115,10 +134,9 @@ class _ContextBuffer:
                 if np.iscomplexobj(raw):  # numpy complex: the cast would keep the real part (a ComplexWarning)
                     raise TypeError("complex")
                 val = np.asarray(raw, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise FeatureValueError(
-                    f"context {name!r} returned a non-numeric value {raw!r} at capture {t}"
-                ) from None
+            except (TypeError, ValueError, OverflowError) as exc:
+                what = "a number beyond float64's range" if isinstance(exc, OverflowError) else "a non-numeric value"
+                raise FeatureValueError(f"context {name!r} returned {what} {_shown(raw)} at capture {t}") from None
             if not np.all(np.isfinite(val)):
                 raise FeatureValueError(
                     f"context {name!r} returned a non-finite value {raw!r} at capture {t}"

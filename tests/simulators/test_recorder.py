@@ -131,6 +131,34 @@ def test_numpy_complex_values_are_refused_like_python_complex(z):
             simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth}), context={"c": lambda m: col})
 
 
+def test_unhashable_ids_huge_ints_and_ragged_agent_ids_are_typed_errors():
+    """Each of these escaped as a bare Python/numpy exception: the id lookup hashed a list before the
+    "not hashable" check ran (TypeError), 10**400 cannot become a float64 (OverflowError, only TypeError and
+    ValueError were caught), and numpy refuses ragged agent_ids (ValueError: inhomogeneous shape)."""
+    from types import SimpleNamespace
+
+    class Agents:  # agents with given unique_ids and wealth
+        def __init__(self, ids, w=1.0):
+            self.agents = [SimpleNamespace(unique_id=u, wealth=w) for u in ids]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+
+    for ids, shown in [([[1], [2]], r"\[1\] \(list\)"), ([(1, [2]), 3], r"\(1, \[2\]\) \(tuple\)")]:
+        with pytest.raises(FeatureValueError, match=rf"agent unique_id {shown} is not hashable"):
+            simulate(Agents(ids), 1, FeatureRecorder({"w": "wealth"}))
+    for big, shown in [(10**400, r"1000000.*\.\.\."), (10**5000, r"<an integer of 16,610 bits>")]:
+        with pytest.raises(FeatureValueError, match=rf"feature 'w' returned {shown}, beyond float64's range"):
+            simulate(Agents([1, 2], w=big), 1, FeatureRecorder({"w": "wealth"}))
+    with pytest.raises(FeatureValueError, match=r"feature 'x' returned 1000.*, beyond float64's range"):
+        simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": [1, 10**400, 2]}))
+    with pytest.raises(FeatureValueError, match=r"context 'c' returned a number beyond float64's range"):
+        simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": m.wealth}), context={"c": lambda m: 10**400})
+    with pytest.raises(FeatureValueError, match=r"agent_ids must be N scalar ids .*got \[\(1, 2\), \[3\], \(\)\]"):
+        simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": m.wealth}, agent_ids=[(1, 2), [3], ()]))
+
+
 def test_bad_recorder_construction():
     with pytest.raises(FeatureValueError, match="non-empty mapping"):
         FeatureRecorder({})
