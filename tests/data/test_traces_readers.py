@@ -552,6 +552,39 @@ def test_oasis_bad_info_json_and_non_numeric_field(tmp_path):
     assert r.report.missing_values["info/post_id"] > 0  # rows whose info has no post_id (sign_up, follow, ...)
 
 
+@pytest.mark.parametrize("own", [["rowid"], ["ROWID", "_rowid_"], ["rowid", "_rowid_", "oid"]],
+                         ids=["rowid", "ROWID+_rowid_", "all_three"])
+def test_oasis_table_with_its_own_rowid_column(tmp_path, own):
+    """A trace table with a column named rowid hides SQLite's row id: the reader read that column as row
+    numbers (int('a'): a raw ValueError traceback from `aumann attribute --trace`). It now reaches the row
+    id through _rowid_ / oid, and refuses, typed, a table that hides all three."""
+    db = tmp_path / "own.db"
+    con = sqlite3.connect(db)
+    extra = ", ".join(f"{c} TEXT" for c in own)
+    con.execute(f"CREATE TABLE trace(user_id INTEGER, created_at INTEGER, action TEXT, info TEXT, {extra})")
+    rows = [(1, 0, "post", "{}"), (2, 1, "like", "{}"), (1, 1, "post", "{}"), (3, 1.5, "post", "{}")]
+    con.executemany(f"INSERT INTO trace VALUES (?, ?, ?, ?{', ?' * len(own)})",
+                    [(*r, *(["a"] * len(own))) for r in rows])
+    con.commit()
+    con.close()
+    if len(own) == 3:
+        with pytest.raises(TraceSchemaError, match=r"own\.db': table 'trace' has its own columns named rowid, "
+                                                   r"_rowid_ and oid, which hide SQLite's row id"):
+            read_trace(db)
+        return
+    with pytest.raises(TraceRecordError, match=r"own\.db row 4: step field 'created_at' is not an integer step"):
+        read_trace(db)
+    r = read_trace(db, on_bad="skip")
+    assert r.report.skipped_at == {"step field 'created_at' is not an integer step": [f"{db} row 4"]}
+    assert cell(r.panel, 1, 1, "post") == 1 and cell(r.panel, 1, 2, "like") == 1 and r.panel.T == 2
+    con = sqlite3.connect(db)
+    con.execute("UPDATE trace SET created_at = 'soon' WHERE oid = 3")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceRecordError, match=r"own\.db row 3: created_at holds 'soon', a timestamp"):
+        read_trace(db)
+
+
 def test_synthetic_concordia_round_trip(tmp_path):
     from aumann.data.traces import synth
 

@@ -104,20 +104,32 @@ class OasisReader(TraceReader):
                     raise TraceSpecError(f"field {name!r}: len: applies to Concordia logs only")
             order = sorted(needed)
             pos = {c: i + 1 for i, c in enumerate(order)}
-            self._check_step_kind(con, table, paths["step"])
-            self.total = int(con.execute(f"SELECT coalesce(max(rowid), 0) FROM {_quote(table)}").fetchone()[0])
-            sql = f"SELECT rowid, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+            rid = self._row_id(cols, table)
+            self._check_step_kind(con, table, paths["step"], rid)
+            self.total = int(con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0])
+            sql = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
             cur = con.execute(sql)
             yield from self._scan(cur, pos, paths, fields, wheres, validator)
         finally:
             con.close()
 
-    def _check_step_kind(self, con: sqlite3.Connection, table: str, step: tuple[str, ...]) -> None:
+    def _row_id(self, cols: list[str], table: str) -> str:
+        """The name that reaches SQLite's row id in ``table``: ``rowid``, unless the table has a column of that
+        name (which then hides it, in any letter case), then ``_rowid_``, then ``oid``."""
+        taken = {c.lower() for c in cols}
+        for alias in ("rowid", "_rowid_", "oid"):
+            if alias not in taken:
+                return alias
+        raise TraceSchemaError(f"{str(self.path)!r}: table {table!r} has its own columns named rowid, _rowid_ and "
+                               "oid, which hide SQLite's row id (the reader's row order and row numbers); rename one "
+                               "of them")
+
+    def _check_step_kind(self, con: sqlite3.Connection, table: str, step: tuple[str, ...], rid: str) -> None:
         """A default (integer-step) spec on a Reddit-mode database: say what to do before reading it all."""
         if self.spec.step.binned or len(step) != 1:
             return
         try:
-            row = con.execute(f"SELECT rowid, {_quote(step[0])}, typeof({_quote(step[0])}) FROM {_quote(table)} "
+            row = con.execute(f"SELECT {rid}, {_quote(step[0])}, typeof({_quote(step[0])}) FROM {_quote(table)} "
                               f"WHERE typeof({_quote(step[0])}) = 'text' LIMIT 1").fetchone()
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
