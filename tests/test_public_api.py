@@ -163,6 +163,7 @@ PUBLIC = {
                            "TraceReader", "TraceReport", "TraceSpec", "default_spec", "detect_format", "format_names",
                            "load_spec", "read_trace", "register_format", "resolve_spec"],
     "aumann.io": [
+        "BOM",
         "FORMULA_TRIGGERS",
         "MAX_NAME_BYTES",
         "META_KEY",
@@ -170,6 +171,7 @@ PUBLIC = {
         "check_digests",
         "child_path",
         "confine",
+        "copy_without_bom",
         "csv_cell",
         "csv_text",
         "drop_resident",
@@ -190,6 +192,7 @@ PUBLIC = {
         "sha256_file",
         "spill",
         "spilled",
+        "starts_with_bom",
         "time_text",
         "write_bytes",
         "write_csv",
