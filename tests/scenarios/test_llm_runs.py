@@ -180,6 +180,29 @@ def test_dry_run_counts_the_requests_after_the_cache(tmp_path, capsys):
     assert m and int(m.group(1)) == 0 and int(m.group(2)) == int(m.group(3)) > 0 and "1 run(s) to compute" in text
 
 
+def test_a_dry_run_after_a_capped_run_estimates_what_is_left(tmp_path, capsys):
+    """After --max-calls stopped a run (when "how much more?" is asked) the dry run opened the partial cache in replay
+    mode above its stand-in and died on the first miss (CacheMissError). The cache answers its hits, the stand-in
+    the misses, and nothing is sent."""
+    import re
+
+    from aumann.simulators.llm import BudgetExceededError
+
+    cfg = _cfg(tmp_path)
+    out = tmp_path / "capped"
+    with LoopbackLLM() as srv:
+        args = ["social-llm", "--config", str(cfg), "--out", str(out), "--backend", "openai", "--model", "m",
+                "--base-url", srv.base_url]
+        with pytest.raises(BudgetExceededError):
+            _invoke(*args, "--no-plots", "--max-calls", "5")
+        sent = srv.stats()["requests"]
+        capsys.readouterr()
+        assert _invoke(*args, "--dry-run") == 0
+        assert srv.stats()["requests"] == sent == 5  # the dry run sent nothing
+    m = re.search(r"requests after the cache: (\d+) .*; (\d+) served by the cache", capsys.readouterr().out)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0
+
+
 def test_run_records_usage_stops_cleanly_at_the_cap_and_a_resume_adds_to_it(tmp_path, monkeypatch, capsys):
     import sys
 
