@@ -235,17 +235,15 @@ class Budget(Layer):
         try:
             answer = self.inner.handle(call)
         except Retryable as exc:
-            self._release(cost_max, tok_max)
-            if exc.tokens:
-                self._charge(*exc.tokens, pt_max, ct_max, None)
+            self._release(cost_max, tok_max, charge=(*exc.tokens, pt_max, ct_max, None) if exc.tokens else None)
             raise
         except BaseException as exc:
             self._release(cost_max, tok_max)
             if isinstance(exc, LLMError):
                 self.usage.add(failures=1)  # sent, and refused by the server (401, 404, 400, ...)
             raise
-        self._release(cost_max, tok_max)
-        self._charge(answer.prompt_tokens, answer.completion_tokens, pt_max, ct_max, answer.meta.get("usage_refused"))
+        self._release(cost_max, tok_max, charge=(answer.prompt_tokens, answer.completion_tokens, pt_max, ct_max,
+                                                 answer.meta.get("usage_refused")))
         return answer
 
     def _reserve(self, cost_max: float, tok_max: int) -> None:
@@ -269,10 +267,15 @@ class Budget(Layer):
             self._reserved[1] += tok_max
             u.add(calls=1)
 
-    def _release(self, cost_max: float, tok_max: int) -> None:
+    def _release(self, cost_max: float, tok_max: int, *, charge: tuple | None = None) -> None:
+        """Give back an attempt's reservation and, in the same hold of the lock, ``charge`` what it used: between
+        the two another attempt could be admitted against a spend that counted neither (two requests each
+        reserving $0.117 under a $0.2 cap both went through)."""
         with self._lock:
             self._reserved[0] = max(0.0, self._reserved[0] - cost_max)
             self._reserved[1] = max(0, self._reserved[1] - tok_max)
+            if charge is not None:
+                self._charge(*charge)
 
     def _charge(self, pt: int, ct: int, pt_max: int, ct_max: int, refused: str | None) -> None:
         # a prompt is never 0 tokens: a server reporting 0 (or nothing) would make every request free to the caps
