@@ -79,11 +79,30 @@ def default_step(model: Any) -> None:
 
 def advance(model: Any, step: StepFn | None) -> None:
     """One step of ``model`` with ``step`` (``None``: :func:`default_step`); then undo the
-    :func:`override_next_step` overrides made for this step."""
+    :func:`override_next_step` overrides made for this step. A step that draws from a process-wide
+    random generator (``np.random.*``, the ``random`` module's functions) is noted in the model's lineage:
+    a copy of such a model cannot be an independent one (:func:`copy_model` refuses it)."""
+    before = _global_draws()
     try:
         (step or default_step)(model)
     finally:
         _restore_overrides(model)
+    after = _global_draws()
+    if after != before:
+        lin = lineage(model, create=True)
+        if lin is not None and lin.global_rng is None:
+            lin.global_rng = " and ".join(name for name, a, b in zip(("numpy's np.random", "Python's random module"),
+                                                                       before, after, strict=True) if a != b)
+
+
+def _global_draws() -> tuple[Any, Any]:
+    """Where the process-wide generators stand: numpy's legacy global one (position and a digest of its key) and
+    the ``random`` module's (a digest of its state)."""
+    import random
+
+    st = np.random.get_state(legacy=True)  # noqa: NPY002 - reading the global generator is the point
+    return ((int(st[2]), hashlib.blake2b(st[1].tobytes(), digest_size=8).digest(), int(st[3]), float(st[4])),
+            hash(random.getstate()))
 
 
 _OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Any, str, Any]]]] = {}
@@ -144,6 +163,7 @@ class Lineage:
     segments: list[tuple] = field(default_factory=list)
     copy_error: str | None = None
     verified: tuple | None = None  # (steps, agents) at which a copy of this very model passed the check
+    global_rng: str | None = None  # the process-wide generator(s) a step of this model was seen drawing from
 
     def steps(self) -> int:
         return sum(s[2] if s[0] == "repeat" else s[1] for s in self.segments if s[0] != "apply")
@@ -610,6 +630,12 @@ def copy_model(model: Any) -> Any:
                               f"(factory=...)") from None
     _continue_id_counters(model, branch)
     lin = lineage(model, create=True)
+    if lin is not None and lin.global_rng:
+        raise CheckpointError(
+            f"cannot checkpoint {name} by copying: its step draws from {lin.global_rng} (a generator of the whole "
+            "process, outside the model): a copy would share it with the original, so a fork could not reproduce "
+            "the run and would move the original's own future draws. Draw from model.rng / model.random instead, or "
+            "fork by replay (factory=...) with the factory seeding that generator")
     key = _verify_key(model)
     if lin is None or lin.verified != key:
         problem = copy_problem(model, branch, ctx.cells)

@@ -224,3 +224,46 @@ def test_checkpoints_taken_during_a_run_know_their_history():
     simulate(factual, 3, rec)
     assert [a.wealth for a in at3.agents] == [a.wealth for a in factual.agents]
     assert fork(at3, steps=2, recorder=rec).panel.equals(simulate(factual, 2, rec))
+
+
+@pytest.mark.parametrize("draw", ["numpy", "random"])
+def test_a_model_drawing_from_a_process_wide_generator_is_not_forked_by_copy(draw):
+    """Agents drawing from np.random.* (as mesa-examples' gis/agents_and_networks does) or the random module shared
+    that generator with every copy: the copy check passed, two factual forks differed, neither was the real
+    continuation, and each moved the original's future draws. The step is now seen drawing from it; a copy is
+    refused (CheckpointError naming the generator) and "auto" falls back to replay, which reproduces the run when
+    the factory seeds that generator."""
+    import random as pyrandom
+
+    import mesa
+
+    class W(mesa.Agent):
+        def __init__(self, m):
+            super().__init__(m)
+            self.w = 1.0
+
+        def step(self):
+            self.w += np.random.normal() if draw == "numpy" else pyrandom.gauss(0.0, 1.0)  # noqa: NPY002
+
+    class M(mesa.Model):
+        def __init__(self, seed=0):
+            super().__init__(rng=seed)
+            np.random.seed(seed)  # noqa: NPY002
+            pyrandom.seed(seed)
+            W.create_agents(self, 5)
+
+        def step(self):
+            self.agents.do("step")
+
+    rec = FeatureRecorder({"w": "w"})
+    model = M(0)
+    simulate(model, steps=3, recorder=rec)
+    name = "numpy's np.random" if draw == "numpy" else "Python's random module"
+    with pytest.raises(CheckpointError, match=rf"draws from {name}"):
+        checkpoint(model, strategy="copy")
+    a = fork(model, steps=2, recorder=rec, factory=lambda: M(0))
+    b = fork(model, steps=2, recorder=rec)
+    assert a.strategy == b.strategy == "replay" and a.panel.equals(b.panel)
+    truth = M(0)
+    simulate(truth, steps=3, recorder=rec)
+    assert a.panel.equals(simulate(truth, steps=2, recorder=rec))  # the factual continuation, bit for bit
