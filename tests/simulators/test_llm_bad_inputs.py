@@ -414,3 +414,15 @@ def test_the_model_list_of_a_404_hint_is_redacted():
         interpret(Reply(), where="h", model="m", redact=Redactor([SECRET]), retry_after_max=1, negotiable=False,
                   list_models=lambda: [SECRET])
     _no_secret(str(info.value))
+
+
+def test_the_cli_redacts_every_message_it_prints_with_the_keys_backends_registered():
+    """The last net: whatever path a message took (a scenario's own exception quoting a header, say), the CLI's one
+    line goes through every key a backend of this process registered."""
+    from aumann.cli import one_line
+    from aumann.simulators.llm.redaction import protect_logs
+
+    protect_logs([SECRET])
+    line = one_line(f"ScenarioCodeError: step() raised ValueError: Invalid header value b'Bearer {SECRET}\\r'")
+    _no_secret(line)
+    assert "ScenarioCodeError" in line
