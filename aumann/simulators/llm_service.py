@@ -347,12 +347,14 @@ class ServedBudgetLayer(Budget):
             self.served.release(cost_max, tok_max)
             raise
 
-    def _release(self, cost_max: float, tok_max: int) -> None:
-        super()._release(cost_max, tok_max)
+    def _release(self, cost_max: float, tok_max: int, *, charge: tuple | None = None) -> None:
+        # the charge (local, then the cluster account's) comes before the account's release: in between, the
+        # attempt counts twice, never zero times, so no other worker is admitted against a spend that misses it
+        super()._release(cost_max, tok_max, charge=charge)
         self.served.release(cost_max, tok_max)
 
     def _charge(self, pt: int, ct: int, pt_max: int, ct_max: int, refused: str | None) -> None:
-        usable = refused is None and 0 <= pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max
+        usable = refused is None and 0 < pt <= min(pt_max, MAX_TOKENS_PER_REQUEST) and 0 <= ct <= ct_max
         super()._charge(pt, ct, pt_max, ct_max, refused)
         pt, ct = (pt, ct) if usable else (pt_max, ct_max)
         self.served.charge(pt, ct, self._cost(pt, ct))
