@@ -105,10 +105,15 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+_NET_MIN = 8  # the net skips shorter keys ("test", a local server's dummy key): they would mangle ordinary words
+
+
 def redact_registered(text: object) -> str:
-    """``text`` with every secret a backend of this process registered (:func:`protect_logs`) redacted: the CLI's
-    last net, applied to every error and warning it prints, whatever path the text took to get there."""
-    return Redactor(_registered)(text) if _registered else str(text)
+    """``text`` with every secret of at least 8 characters a backend of this process registered
+    (:func:`protect_logs`) redacted: the CLI's last net, applied to every error and warning it prints, whatever
+    path the text took to get there (a backend's own messages are redacted of its keys, whatever their length)."""
+    keys = [k for k in _registered if len(k) >= _NET_MIN]
+    return Redactor(keys)(text) if keys else str(text)
 
 
 def protect_logs(secrets: Iterable[str | None]) -> None:
