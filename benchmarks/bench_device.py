@@ -85,6 +85,15 @@ def ours(z: np.ndarray, k: int, device: str) -> tuple[float, object]:
     return time.perf_counter() - t0, res
 
 
+def finish(out: Path | None, name: str, rel: float, rows: list, env0: dict) -> None:
+    """Print the machine after the runs; with ``--out``, write the results file ``name`` there."""
+    env1 = header("after")
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(
+            {"agreement_rel": rel, "rows": rows, "env_before": env0, "env_after": env1}, indent=2))
+
+
 def network_indicator(n: int, seed: int = 2):
     """NetworkQuadratic on a random symmetric graph of about 10 edges per agent, r = z₀ z₁ (degree 2)."""
     import scipy.sparse as sp
@@ -151,11 +160,7 @@ def network_main(args) -> None:
             msg += f"; host CPU ({torch.get_num_threads()} threads) {c:.2f} s → device {c / sec:.1f}× faster"
         print(msg, flush=True)
         rows.append(row)
-    env1 = header("after")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bench_device_network.json").write_text(json.dumps(
-            {"agreement_rel": rel, "rows": rows, "env_before": env0, "env_after": env1}, indent=2))
+    finish(args.out, "bench_device_network.json", rel, rows, env0)
 
 
 def main() -> None:
@@ -202,11 +207,7 @@ def main() -> None:
             msg += f"; host CPU ({torch.get_num_threads()} threads) {cpu:.2f} s → device {cpu / sec:.1f}× faster"
         print(msg, flush=True)
         rows.append(row)
-    env1 = header("after")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bench_device.json").write_text(json.dumps(
-            {"agreement_rel": rel, "rows": rows, "env_before": env0, "env_after": env1}, indent=2))
+    finish(args.out, "bench_device.json", rel, rows, env0)
 
 
 if __name__ == "__main__":
