@@ -178,6 +178,22 @@ def test_incremental_counterfactual_equals_a_full_fork():
     assert np.array_equal(SC.step_with_baseline(before, cfg, [])[0], run.panel.values[4])
 
 
+def test_counterfactual_matrix_is_the_stacked_features_in_float64():
+    """The deletion forks' matrix (the factual one copied, changed rows rewritten) holds exactly the stacked float32
+    features, column-major, and a fork never writes into the factual matrix it copies."""
+    cfg = _cfg(1500, 6)
+    run = SC.simulate(cfg, rng=9, keep_from=0)
+    before = run.before(4)
+    hubs = np.argsort(-before.world.network.follower_count())[:20]
+    for pos in (hubs.tolist(), [3, 7, 1499], [], hubs.tolist()):
+        z = before.counterfactual_matrix(pos)
+        feats = before.counterfactual_features(pos)
+        want = np.stack([np.asarray(feats[k], dtype=np.float32) for k in FEATURES], axis=1).astype(np.float64)
+        assert z.dtype == np.float64 and z.flags.f_contiguous
+        assert np.array_equal(z, want)
+    assert np.array_equal(before.counterfactual_matrix([]), run.panel.values[4])
+
+
 def test_decision_modes_agent_and_constant():
     cfg = _cfg(300, 3)
     agent = MegaScaleSocial(cfg, rng=0, mode="agent")

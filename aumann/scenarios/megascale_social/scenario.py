@@ -47,8 +47,7 @@ def _baseline_action(model, positions) -> None:
 
 def _resimulate(model, cfg: MegaScaleConfig, positions) -> tuple[np.ndarray, dict]:
     """The coming step with ``positions`` at the baseline action (incremental; equal to a full fork)."""
-    feats = model.counterfactual_features(positions)
-    return np.stack([np.asarray(feats[k], dtype=np.float32) for k in FEATURES], axis=1), {}
+    return model.counterfactual_matrix(positions), {}  # float64: the stacked float32 features, exactly
 
 
 def _baseline_all(run, cfg: MegaScaleConfig) -> np.ndarray:
