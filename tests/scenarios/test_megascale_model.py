@@ -194,6 +194,27 @@ def test_counterfactual_matrix_is_the_stacked_features_in_float64():
     assert np.array_equal(before.counterfactual_matrix([]), run.panel.values[4])
 
 
+def test_forcing_fork_is_per_thread_and_survives_pickling():
+    """Concurrent deletion forks (an LLM backend's fork threads) each mark their own decisions as fork decisions: one
+    fork finishing must not unmark another's still deciding."""
+    import pickle
+    import threading
+
+    m = MegaScaleSocial(_cfg(300, 3), rng=0)
+    dec = m.decider
+    dec.forcing_fork = True
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(dec.forcing_fork))
+    t.start()
+    t.join()
+    assert dec.forcing_fork is True and seen == [False]
+    clone = pickle.loads(pickle.dumps(dec))
+    assert clone.forcing_fork is False
+    clone.forcing_fork = True
+    assert clone.forcing_fork is True
+    dec.forcing_fork = False
+
+
 def test_decision_modes_agent_and_constant():
     cfg = _cfg(300, 3)
     agent = MegaScaleSocial(cfg, rng=0, mode="agent")

@@ -27,6 +27,7 @@ to the backend.
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -232,7 +233,7 @@ class ArchetypeDecider:
         self.request_seed = int(request_seed)
         self.ledger = DecisionLedger()
         self.owner: Any = None  # weakref to the factual model (see MegaScaleSocial._is_fork)
-        self.forcing_fork = False
+        self._forcing = threading.local()  # per thread: forks on threads each say "fork" for their own decisions
         self.factual_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._memo: dict[tuple, tuple[float, float, float]] = {}
         self._abstained_ids: set[tuple] = set()  # memo entries that are abstentions, not answers
@@ -242,17 +243,30 @@ class ArchetypeDecider:
         s_rep, v_rep, l_rep = spec.stance_representative(), spec.volume_representative(), spec.lean_representative()
         self._reps = (s_rep, v_rep, l_rep)
 
+    @property
+    def forcing_fork(self) -> bool:
+        """Whether this thread is computing a deletion fork's rows (its decisions then count as fork decisions).
+        Kept per thread: a flag shared by concurrent forks would be reset by the first to finish while another
+        still decides, and its decisions would be counted as the factual run's."""
+        return bool(getattr(self._forcing, "on", False))
+
+    @forcing_fork.setter
+    def forcing_fork(self, on: bool) -> None:
+        self._forcing.on = bool(on)
+
     def __deepcopy__(self, memo: dict) -> ArchetypeDecider:
         return self  # shared by forks: one backend, one ledger
 
     def __getstate__(self) -> dict:  # picklable for worker processes: weak references stay behind
         state = dict(self.__dict__)
         state.update(owner=None, factual_steps=None)
+        state.pop("_forcing", None)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.factual_steps = weakref.WeakKeyDictionary()
+        self._forcing = threading.local()
 
     # ------------------------------------------------------------------ requests
     def archetype_request(self, key: int, trending: int) -> dict[str, Any]:
