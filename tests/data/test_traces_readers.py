@@ -314,7 +314,8 @@ def test_a_step_beyond_two_to_the_53_is_out_of_range_not_a_non_integer(tmp_path,
         f = tmp_path / "ev.jsonl"
         f.write_text('{"agent": "a", "tick": 0, "action": "buy", "amount": 1}\n'
                      f'{{"agent": "b", "tick": {tick}, "action": "buy", "amount": 2}}\n')
-    with pytest.raises(TraceRecordError, match=rf"ev\.{kind} row 2: step field 'tick' {why}"):
+    where = "line 3" if kind == "csv" else "row 2"  # a CSV record is named by its line, the header line 1
+    with pytest.raises(TraceRecordError, match=rf"ev\.{kind} {where}: step field 'tick' {why}"):
         read_trace(f, TABLE_SPEC)
     r = read_trace(f, TABLE_SPEC, on_bad="skip")
     assert list(r.report.skipped.values()) == [1] and why in next(iter(r.report.skipped))
@@ -324,7 +325,7 @@ def test_a_step_beyond_two_to_the_53_is_out_of_range_not_a_non_integer(tmp_path,
 def test_table_bad_row_and_missing_column(tmp_path):
     f = tmp_path / "ev.csv"
     f.write_text("agent,tick,action,amount\na,0,buy,1\nb,zero,buy,2\nc,1,sell,3\n")
-    with pytest.raises(TraceRecordError, match=r"ev\.csv row 2: step field 'tick' is not an integer step"):
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 3: step field 'tick' is not an integer step"):
         read_trace(f, TABLE_SPEC)
     r = read_trace(f, TABLE_SPEC, on_bad="skip")
     assert r.report.skipped == {"step field 'tick' is not an integer step": 1}
@@ -432,6 +433,67 @@ def test_a_csv_line_with_the_wrong_number_of_fields_is_refused_by_its_line_or_sk
     good = tmp_path / "good.csv"
     good.write_text("agent,tick,action,amount\n" + body)
     np.testing.assert_array_equal(r.panel.values, read_trace(good, TABLE_SPEC).panel.values)
+
+
+def test_a_csv_record_after_left_out_lines_is_named_by_its_own_line(tmp_path):
+    """A row after a left-out line (wrong number of fields), a blank line or a record over several lines was
+    named by the count of rows DuckDB read: one lower per such line before it. It is named by its line."""
+    f = tmp_path / "ev.csv"
+    good = "".join(f"a{i % 7},{i % 5},buy,{i}\n" for i in range(20))  # lines 2-21
+    f.write_text('agent,tick,action,amount\n' + good + 'b,1,buy,2,9\nc,1,buy\n\n"d\nd",1,buy,3\ne,zero,buy,4\n'
+                 "f,2,sell,5\ng,3,sell,x\n")
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 27: step field 'tick' is not an integer step"):
+        read_trace(f, TABLE_SPEC)  # a bad value is named as the read meets it, left-out lines after the read
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped_at == {"step field 'tick' is not an integer step": [f"{f} line 27"],
+                                   "field 'amount' is not a finite number": [f"{f} line 29"],
+                                   "a CSV line that does not split into the header's columns": [f"{f} line 22",
+                                                                                               f"{f} line 23"]}
+    assert r.report.records == 26 and r.report.n_skipped == 4
+    f.write_text('agent,tick,action,amount\n' + good + 'b,1,buy,2,9\n\n"d\nd",1,buy,3\ne,zero,buy,4\n')
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 26: step field 'tick' is not an integer step"):
+        read_trace(f, TABLE_SPEC)
+    f.write_text('agent,tick,action,amount\n' + good + 'b,1,buy,2,9\nc,1,buy\n\n"d\nd",1,buy,3\ne,zero,buy,4\n'
+                 "f,2,sell,5\ng,3,sell,x\n")
+    two = tmp_path / "two"  # a directory of shards: each file's own lines
+    two.mkdir()
+    (two / "a.csv").write_text("agent,tick,action,amount\na,0,buy,1\n")
+    (two / "b.csv").write_text(f.read_text())
+    r = read_trace(two, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped_at["step field 'tick' is not an integer step"] == [f"{two} at b.csv line 27"]
+
+
+@pytest.mark.parametrize("step", ["0x10", "0b11", "1_000", "0X1F"])
+def test_a_step_in_another_base_is_not_an_integer_step(tmp_path, step):
+    """DuckDB's integer cast reads 0x10 as 16 (0b11 as 3, 1_000 as 1000): in a column of decimal steps such a
+    value became a step. A step is a decimal integer; the others are refused by their line, or skipped."""
+    f = tmp_path / "ev.csv"
+    f.write_text(f"agent,tick,action,amount\na,0,buy,1\nb,{step},buy,2\nc,1,sell,{step}\n")
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 3: step field 'tick' is not an integer step"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped == {"step field 'tick' is not an integer step": 1,
+                                "field 'amount' is not a finite number": 1}
+    assert r.panel.steps.tolist() == [0] and r.report.records == 3
+
+
+@pytest.mark.parametrize("tail", ['"c x",2,sell,3\n"d,3,sell,4\n', '"c x",2,sell,3\n"d,3,sell,4',
+                                  '"d,3,sell,4\n"c x",2,sell,3\n'])
+def test_an_unterminated_quote_is_a_bad_line_not_a_record(tmp_path, tail):
+    """An unterminated quote made DuckDB's sniffer read the file without quoting: the bad line became a record
+    ('"d' an agent) and every quoted value kept its quotes. The line is refused by its number, or skipped and
+    counted (with everything after it: the quote runs to the end of the file); quoted values read unquoted."""
+    f = tmp_path / "ev.csv"
+    f.write_text("agent,tick,action,amount\na,0,buy,1\nb,1,buy,2\n" + tail)
+    line = 5 if tail.startswith('"c') else 4
+    with pytest.raises(TraceRecordError, match=rf"ev\.csv line {line}: a CSV line with an unterminated quote"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped_at == {"a CSV line with an unterminated quote (or text after a closing quote)":
+                                   [f"{f} line {line}"]}
+    assert r.report.n_skipped == 1
+    ids = [str(a) for a in r.panel.agent_ids]
+    assert not any('"' in a for a in ids) and ("c x" in ids) == (line == 5)
 
 
 def test_time_bins_and_alive_rules(tmp_path):

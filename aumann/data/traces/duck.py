@@ -47,7 +47,48 @@ def _kind(p: Path) -> str:
     return "unknown"
 
 
-def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None) -> str:
+def _opens(f: Path) -> Any:
+    import gzip
+
+    return gzip.open(f, "rb") if f.name.lower().endswith(".gz") else open(f, "rb")
+
+
+def _holds(files: Sequence[Path], byte: bytes, chunk: int = 1 << 22) -> bool:
+    """Whether any of ``files`` holds ``byte`` (read in chunks)."""
+    for f in files:
+        with _opens(f) as fh:
+            while block := fh.read(chunk):
+                if byte in block:
+                    return True
+    return False
+
+
+def sniff_sql(f: Path | str) -> str:
+    """DuckDB's CSV sniffer on ``f`` as the lenient scan sniffs (``store_rejects`` tolerates bad lines)."""
+    return f"sniff_csv({lit(str(f))}, header = true, store_rejects = true)"
+
+
+def csv_dialect(con: Any, files: Sequence[Path]) -> dict[str, Any]:
+    """How to read CSV ``files``: ``{}`` (DuckDB's sniffer decides), or, where the sniffer chose no quote
+    character although a ``"`` is in the files, the sniffed delimiter and columns with ``"`` as the quote: an
+    unterminated quote (on the last line, say) makes the sniffer give up quoting for the whole file, and every
+    quoted value was read with its quotes kept and the unterminated one read leniently as a record. Read with
+    the quote, that line is left out as an ``UNQUOTED VALUE`` in ``reject_errors``, named by its line."""
+    import duckdb
+
+    try:
+        row = con.execute(f"SELECT Delimiter, Quote, SkipRows, Columns FROM {sniff_sql(files[0])}"
+                          ).fetchone()
+    except duckdb.Error:  # the scan itself then says what is wrong
+        return {}
+    delim, quote, skip, columns = row
+    if quote not in ("", "(empty)") or not columns or not _holds(files, b'"'):
+        return {}
+    return {"delim": delim, "skip": int(skip), "columns": {c["name"]: c["type"] for c in columns}}
+
+
+def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
+             dialect: dict[str, Any] | None = None, text: Sequence[str] = ()) -> str:
     """DuckDB's table function over ``files`` (all of one kind), with the file name as a column.
 
     ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
@@ -55,7 +96,8 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     DuckDB's ``reject_errors`` table (``store_rejects``), so that the reader counts or refuses each one by its
     line instead of the whole file failing. ``json_columns``: read these top-level JSON fields, each as
     ``JSON`` (the value's JSON text), instead of detecting the columns (a file whose lines are not all objects
-    detects as one ``json`` column)."""
+    detects as one ``json`` column). ``dialect``: a CSV dialect from :func:`csv_dialect`; ``text``: CSV columns
+    read as text, not as the type the sniffer detected."""
     kinds = {_kind(f) for f in files}
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
@@ -70,7 +112,15 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
             extra += ", columns = {" + ", ".join(f"{lit(c)}: 'JSON'" for c in json_columns) + "}"
         return (f"read_json({lst}, format = 'newline_delimited', filename = true, maximum_object_size = 67108864"
                 f"{extra})")
-    return f"read_csv({lst}, header = true, filename = true{', store_rejects = true' if lenient else ''})"
+    extra = ", store_rejects = true" if lenient else ""
+    if dialect:
+        types = {k: "VARCHAR" if k in text else v for k, v in dialect["columns"].items()}
+        cols = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in types.items()) + "}"
+        extra += (f", auto_detect = false, delim = {lit(dialect['delim'])}, quote = '\"', escape = '\"', "
+                  f"skip = {int(dialect['skip'])}, columns = {cols}")
+    elif text:
+        extra += ", types = {" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in text) + "}"
+    return f"read_csv({lst}, header = true, filename = true{extra})"
 
 
 def connect(threads: int | None = None):
@@ -97,4 +147,4 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["arrow_reader", "connect", "expr", "ident", "scan_sql", "table_files"]
+__all__ = ["arrow_reader", "connect", "csv_dialect", "expr", "ident", "scan_sql", "sniff_sql", "table_files"]

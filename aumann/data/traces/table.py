@@ -10,7 +10,7 @@ header not counted). A nested JSON field ``a/b`` is the struct access ``a.b``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,19 @@ import numpy as np
 
 from aumann import io as aio
 from aumann.data.traces.base import TraceReader, register_format
-from aumann.data.traces.duck import _kind, arrow_reader, connect, expr, ident, lit, scan_sql, table_files
+from aumann.data.traces.duck import (
+    _kind,
+    _opens,
+    arrow_reader,
+    connect,
+    csv_dialect,
+    expr,
+    ident,
+    lit,
+    scan_sql,
+    sniff_sql,
+    table_files,
+)
 from aumann.data.traces.events import EventBatch, RawRecords, Validator, split_path
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
@@ -55,9 +67,11 @@ class TableReader(TraceReader):
 
         spec = self.spec
         kind = _kind(files[0])
-        src = scan_sql(files, lenient=True)
         con = connect()
         try:
+            dialect = csv_dialect(con, files) if kind == "csv" else {}
+            src = scan_sql(files, lenient=True, dialect=dialect)
+            lines = _CsvLines(src, dialect) if kind == "csv" else None
             try:
                 desc = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
             except duckdb.Error as exc:
@@ -87,6 +101,8 @@ class TableReader(TraceReader):
             sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
+                if kind == "csv":
+                    src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel)
                 rdr = arrow_reader(con.sql(f"SELECT filename, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
@@ -114,7 +130,12 @@ class TableReader(TraceReader):
                 validator.tally.records += n
                 fn = [names.get(f, f) for f in rb.column(0).to_pylist()]
                 loc = _locations(fn, row_in_file)
-                if len(row_in_file) > 1:
+                if lines is not None:  # a CSV record is named by its line in the file, looked up when named
+                    raw = RawRecords(fn[0], "line")
+                    raw.loc = _LineNames(lines, fn, loc, named=len(row_in_file) > 1)
+                    if len(row_in_file) > 1:
+                        raw.source, raw.unit = str(self.path), "at"
+                elif len(row_in_file) > 1:
                     raw = RawRecords("", self.unit)
                     raw.loc = [f"{Path(f).name} row {r}" for f, r in zip(fn, loc)]
                     raw.source, raw.unit = str(self.path), "at"
@@ -126,6 +147,9 @@ class TableReader(TraceReader):
                 def values(key: str, plain: bool = False, col=col, times: bool = False) -> Any:
                     if key in decode:
                         return [None if v is None else json.loads(v) for v in col[key].to_pylist()]
+                    if f"{key}{_TEXT}" in col and col[key].null_count:  # an integer column's non-decimal text
+                        return [t if v is None else v for v, t in zip(col[key].to_pylist(),
+                                                                      col[f"{key}{_TEXT}"].to_pylist())]
                     return col[key].to_pylist() if plain else _arrow_values(col[key], times=times)
 
                 raw.agent = values("agent")
@@ -141,10 +165,39 @@ class TableReader(TraceReader):
                 b = validator.to_batch(raw)
                 if b is not None:
                     yield b
-            if kind == "csv":
-                _rejected_lines(con, validator, names)
+            if lines is not None:
+                _rejected_lines(con, validator, names, lines)
         finally:
             con.close()
+
+
+_TEXT = ":text"  # the suffix of the column holding an integer CSV column's values that are not decimal integers
+_INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT")
+
+
+def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want: dict[str, str],
+                      types: dict[str, str], src: str, sel: str) -> tuple[str, str, dict[str, str]]:
+    """(scan, selection, types) where the step and numeric columns DuckDB detected as integers read only
+    decimal integers: DuckDB's integer cast also takes ``0x10`` (16), ``0b11`` (3) and ``1_000``, so such a
+    value in a column of integers became a number. The column is read as text; a value that is a decimal
+    integer (fitting BIGINT) is selected as one, any other is handed over as its text (``key`` + ``_TEXT``),
+    which the validator refuses (or skips and counts) as not a number."""
+    keys = [k for k in want if (k == "step" or k.startswith("v")) and types.get(k) in _INTEGER]
+    if not keys:
+        return src, sel, types
+    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys}))
+    parts = []
+    for k, p in want.items():
+        if k in keys:
+            num = (f"TRY_CAST(CASE WHEN regexp_full_match({expr(p)}, '\\s*[-+]?[0-9]+\\s*') THEN {expr(p)} END "
+                   "AS BIGINT)")
+            parts += [f"{num} AS {ident(k)}", f"CASE WHEN {num} IS NULL THEN {expr(p)} END AS {ident(k + _TEXT)}"]
+        else:
+            parts.append(f"{expr(p)} AS {ident(k)}")
+    sel = ", ".join(parts)
+    types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
+    return src, sel, types
 
 
 #: the reason a JSON line is refused (or skipped and counted) when DuckDB read no field of it
@@ -176,25 +229,135 @@ def _subset(raw: RawRecords, idx: np.ndarray) -> RawRecords:
     return out
 
 
-def _rejected_lines(con: Any, validator: Validator, names: dict[str, str]) -> None:
-    """CSV lines DuckDB left out (``store_rejects``: a row with more or fewer fields than the header): refused
-    under ``on_bad = "error"`` (naming the first), else counted as skipped with their line numbers."""
+#: why DuckDB left a CSV line out (``reject_errors.error_type``), as the report names it
+_REJECTED = {"UNQUOTED VALUE": "a CSV line with an unterminated quote (or text after a closing quote)",
+             "CAST": "a CSV value that does not read as its column's detected type"}
+_SPLIT = "a CSV line that does not split into the header's columns"
+
+
+def _rejected_lines(con: Any, validator: Validator, names: dict[str, str], lines: _CsvLines) -> None:
+    """CSV lines DuckDB left out (``store_rejects``: a row with more or fewer fields than the header, an
+    unterminated quote): refused under ``on_bad = "error"`` (naming the first), else counted as skipped with
+    their line numbers (the file's own lines: DuckDB counts a record over several lines as one)."""
     import duckdb
 
     try:
-        rows = con.execute("SELECT DISTINCT s.file_path, e.line, e.error_type FROM reject_errors e "
-                           "JOIN reject_scans s USING (scan_id, file_id) ORDER BY 1, 2").fetchall()
+        rows = con.execute("SELECT s.file_path, e.line, min(e.error_type) FROM reject_errors e "
+                           "JOIN reject_scans s USING (scan_id, file_id) GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
     except duckdb.Error:  # no line was rejected: the tables were never made
         return
     if not rows:
         return
-    reason = "a CSV line that does not split into the header's columns"
+    found = [(f, lines.physical(f, line), why) for f, line, why in rows]
     if validator.spec.on_bad == "error":
-        f, line, why = rows[0]
-        raise TraceRecordError(f"{names.get(f, f)} line {line}: {reason} ({why.lower()}; {len(rows)} such line(s) "
-                               "in all; on_bad = 'skip' in the spec skips and counts such records)")
+        f, line, why = found[0]
+        raise TraceRecordError(f"{names.get(f, f)} line {line}: {_REJECTED.get(why, _SPLIT)} ({why.lower()}; "
+                               f"{len(rows)} such line(s) in all; on_bad = 'skip' in the spec skips and counts such "
+                               "records)")
     validator.tally.records += len(rows)
-    validator.tally.skip(reason, [f"{names.get(f, f)} line {line}" for f, line, _ in rows])
+    for f, line, why in found:
+        validator.tally.skip(_REJECTED.get(why, _SPLIT), [f"{names.get(f, f)} line {line}"])
+
+
+class _CsvLines:
+    """The line of the file each CSV record DuckDB read starts on, worked out only when a record is named.
+
+    DuckDB numbers neither the rows it reads nor, in ``reject_errors``, physical lines (a record over several
+    lines counts as one, a blank line as one). Counting the rows read named a row after a left-out line one
+    lower per such line before it (and a blank line or a multi-line record shifted it too). Here each file is
+    split into records once by Python's CSV reader with DuckDB's delimiter and quote (the line each record
+    starts on), the header, blank lines and the records DuckDB left out (its ``reject_errors``, from a scan of
+    its own) are dropped, and the n-th row DuckDB read is the n-th record left."""
+
+    def __init__(self, src: str, dialect: dict[str, Any]) -> None:
+        self.src, self.dialect = src, dialect
+        self._rejected: dict[str, set[int]] | None = None
+        self._starts: dict[str, np.ndarray] = {}  # file → start line of each record (DuckDB's line numbering)
+        self._rows: dict[str, np.ndarray] = {}  # file → start line of each row DuckDB read
+
+    def rejected(self) -> dict[str, set[int]]:
+        if self._rejected is None:
+            import duckdb
+
+            out: dict[str, set[int]] = {}
+            con = connect()
+            try:
+                con.execute(f"SELECT count(*) FROM {self.src}").fetchall()
+                try:
+                    for f, line in con.execute("SELECT s.file_path, e.line FROM reject_errors e JOIN reject_scans "
+                                               "s USING (scan_id, file_id)").fetchall():
+                        out.setdefault(f, set()).add(int(line))
+                except duckdb.Error:  # nothing was left out
+                    pass
+            except duckdb.Error:
+                pass
+            finally:
+                con.close()
+            self._rejected = out
+        return self._rejected
+
+    def _split(self, f: str) -> np.ndarray:
+        if f not in self._starts:
+            import csv
+            import io
+
+            delim, quote, escape = self.dialect.get("delim"), '"', '"'
+            if not delim:
+                con = connect()
+                try:
+                    delim, quote, escape = con.execute(f"SELECT Delimiter, Quote, Escape FROM {sniff_sql(f)}"
+                                                       ).fetchone()
+                finally:
+                    con.close()
+            quote = None if quote in ("", "(empty)") else quote
+            escape = None if escape in ("", "(empty)", quote) else escape
+            starts, prev = [], 0
+            with _opens(Path(f)) as fh:
+                text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+                rdr = csv.reader(text, delimiter=delim, quotechar=quote, escapechar=escape,
+                                 doublequote=escape is None,
+                                 quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE)
+                try:
+                    for rec in rdr:
+                        starts.append(-(prev + 1) if not rec else prev + 1)  # a blank line: negative
+                        prev = rdr.line_num
+                except csv.Error:
+                    starts.append(prev + 1)
+            self._starts[f] = np.asarray(starts, dtype=np.int64)
+        return self._starts[f]
+
+    def physical(self, f: str, line: int) -> int:
+        """The file line that DuckDB's ``line`` (a record number, the header 1) starts on."""
+        starts = self._split(f)
+        return int(abs(starts[line - 1])) if 0 < line <= len(starts) else line
+
+    def line(self, f: str, row: int) -> int:
+        """The line the ``row``-th row DuckDB read from ``f`` starts on (``row + 1``, the line it would be on
+        after one header line, should the split here and DuckDB's ever disagree)."""
+        if f not in self._rows:
+            starts = self._split(f)
+            skip = set(self.rejected().get(f, ()))
+            keep = [s for i, s in enumerate(starts[1:], start=2) if s > 0 and i not in skip]
+            self._rows[f] = np.asarray(keep, dtype=np.int64)
+        rows = self._rows[f]
+        return int(rows[row - 1]) if 0 < row <= len(rows) else row + 1
+
+
+class _LineNames(Sequence):
+    """``RawRecords.loc`` of CSV rows: each row's line (``named``: ``file line N``), looked up only when the
+    validator names it."""
+
+    def __init__(self, lines: _CsvLines, files: list[str], rows: list[int], named: bool) -> None:
+        self.lines, self.files, self.rows, self.named = lines, files, rows, named
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        line = self.lines.line(self.files[i], self.rows[i])
+        return f"{Path(self.files[i]).name} line {line}" if self.named else line
 
 
 def _without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
