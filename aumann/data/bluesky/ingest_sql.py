@@ -28,8 +28,8 @@ COLUMNS = (
 # One row per non-blank line; ``ok`` = a well-formed Jetstream envelope. A JSON column holds the
 # value's (normalised) JSON text, so: ``time_us`` is an integer iff its text casts to BIGINT and has
 # no '.' (floats print as 1.5 / 100000.0, strings keep their quotes); ``kind`` is a string iff its
-# text starts with '"'; ``did`` (VARCHAR) is a DID string iff it starts with "did:" (a number or an
-# object would read as its JSON text). ``record.subject`` as VARCHAR is a follow's DID string or a
+# text starts with '"'; ``did`` (VARCHAR) is a DID string iff it is ``did:<method>:<id>`` (:data:`DID_RE`; a
+# number or an object would read as its JSON text). ``record.subject`` as VARCHAR is a follow's DID string or a
 # like's / repost's strongRef object re-serialised as normalised JSON (escaped slashes undone), so
 # the subject's author is its 3rd '/'-separated part either way.
 #
@@ -41,6 +41,10 @@ COLUMNS = (
 # that is not a DID), and record fields are kept only on the rows that use them (``rkey`` for posts
 # and follows, ``time_us`` and ``handle`` for identity events, ``text`` / ``tags`` / ``parent_uri``
 # for post creates, ``subject_uri`` for reposts).
+#: a DID as the W3C syntax writes it, ``did:<method>:<id>``: an event's ``did`` and a profile row's (an event whose
+#: ``did`` is ``did:`` or ``did:plc`` is an invalid line, counted with the others, not a user)
+DID_RE = "did:[a-z0-9]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]"
+
 SCAN = f"""
 CREATE OR REPLACE TEMP TABLE ev AS
 WITH raw AS (
@@ -53,7 +57,7 @@ typed AS (
   FROM raw),
 flat AS (
   SELECT
-    coalesce(starts_with(did, 'did:') AND time_us BETWEEN 1 AND 253402300799999999 AND kind IS NOT NULL
+    coalesce(regexp_full_match(did, '{DID_RE}') AND time_us BETWEEN 1 AND 253402300799999999 AND kind IS NOT NULL
              AND (kind <> 'commit' OR (commit.collection IS NOT NULL AND commit.operation IS NOT NULL
                                        AND commit.rkey IS NOT NULL)), false) AS ok,
     did, time_us, kind, commit.collection AS collection, commit.operation AS operation, commit.rkey AS rkey,
@@ -221,7 +225,7 @@ FROM read_csv(?, header=true, all_varchar=true)
 
 #: a profile row's test: a DID (``did:<method>:<id>``, the W3C syntax) and a whole, non-negative follower count
 #: no larger than counts.MAX_COUNT (``10.7`` is not a count; it was rounded to 11)
-PROFILE_VALID = ("regexp_full_match(did, 'did:[a-z0-9]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]') "
+PROFILE_VALID = (f"regexp_full_match(did, '{DID_RE}') "
                  "AND followers_count BETWEEN 0 AND {max_count}")
 
 PROFILES_CLEAN = """

@@ -241,6 +241,18 @@ def test_a_repeated_key_is_read_with_its_first_occurrence(tmp_path):
     assert (report.valid_events, report.malformed_lines) == (2, 1)
 
 
+@pytest.mark.parametrize("did", ["did:", "did:plc", "did:plc:", "did::x", "did:PLC:x", "plc:aaaa", "did:plc:a b"])
+def test_an_event_whose_did_is_not_a_did_is_a_malformed_line_not_a_user(tmp_path, did):
+    """An event with DID ``did:`` (anything starting ``did:``) counted as a user's event, where a profile row
+    with it is invalid. A DID is ``did:<method>:<id>``; any other ``did`` makes the line malformed, counted."""
+    f = tmp_path / "day.jsonl"
+    f.write_bytes(b"\n".join([*events(4), event(9, did=did)]) + b"\n")
+    counts, report = _ingest([f])
+    _identity(report)
+    assert (report.valid_events, report.malformed_lines, report.lines_read) == (4, 1, 5)
+    assert set(counts.users["did"]) == {A, B}
+
+
 # ---------------------------------------------------------------------------------------------- stored counts
 @pytest.fixture(scope="module")
 def counts_dir(tmp_path_factory) -> Path:
