@@ -42,6 +42,15 @@ def _default_agents(model: Any) -> Iterable[Any]:
         ) from None
 
 
+def _not_a_number(v: Any) -> bool:
+    """A value that a cast to float64 would change into another number (or NaN) instead of refusing: None, text,
+    a complex (Python, numpy scalar, or a 0-d numpy array of complex or text: ``np.array(1+2j)`` cast to its real
+    part, ``np.array("1.5")`` parsed)."""
+    if v is None or isinstance(v, str | bytes | complex | np.complexfloating):
+        return True
+    return isinstance(v, np.ndarray) and v.dtype.kind not in "biuf"
+
+
 def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
     items = raw if isinstance(raw, list) else None
     if items is None:  # numpy arrays (and array-likes) are judged by their dtype
@@ -57,7 +66,7 @@ def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
         if arr is not None and arr.dtype == object:
             items = arr.ravel()
     if items is not None:  # numpy would turn None into nan, "1.5" into 1.5 and 1+5j into 1.0: reject them
-        bad = next((v for v in items if v is None or isinstance(v, str | bytes | complex | np.complexfloating)), _OK)
+        bad = next((v for v in items if _not_a_number(v)), _OK)
         if bad is not _OK:
             raise FeatureValueError(
                 f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "

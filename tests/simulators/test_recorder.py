@@ -131,6 +131,35 @@ def test_numpy_complex_values_are_refused_like_python_complex(z):
             simulate(VectorModel(5), 1, ArrayRecorder(lambda m: {"w": m.wealth}), context={"c": lambda m: col})
 
 
+@pytest.mark.parametrize("z", [np.array(1 + 2j), np.array(3 + 0j, dtype=np.complex64), np.array("1.5")],
+                         ids=["complex128_0d", "complex64_0d", "text_0d"])
+def test_a_0d_numpy_array_of_complex_or_text_is_refused_like_its_scalar(z):
+    """A 0-d complex array (``np.array(1+2j)``) passed the scalar check and was recorded as its real part (a 0-d
+    text array parsed as a number): refused like a numpy complex scalar, per agent and in an array column."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FeatureValueError, match=r"feature 'z' returned a non-numeric value array\("):
+            simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"z": lambda a: z}))
+        with pytest.raises(FeatureValueError, match=r"feature 'z' returned a non-numeric value array\("):
+            simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"w": m.wealth, "z": [z, 1.0, 2.0]}))
+    p = simulate(BoltzmannWealth(3), steps=1, recorder=FeatureRecorder({"z": lambda a: np.array(2.5)}))
+    assert (p.values == 2.5).all()  # a 0-d array of a real number is that number
+
+
+@pytest.mark.parametrize("ids", [[1, "a", 2], ["a", 1, 2], np.array([1, "a", 2], dtype=object), [2.5, "x", "y"]])
+def test_agent_ids_of_mixed_numbers_and_text_are_refused(ids):
+    """numpy read [1, "a", 2] as the text ids ["1", "a", "2"] without a word: id 1 became "1" (and 1 and "1"
+    would be one agent). Ids of one type are kept as given."""
+    with pytest.raises(FeatureValueError, match=r"agent_ids mixes numbers and text"):
+        simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"w": m.wealth}, agent_ids=ids))
+    assert simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"w": m.wealth}, agent_ids=["c", "a", "b"])
+                    ).agent_ids.tolist() == ["a", "b", "c"]
+    assert simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"w": m.wealth}, agent_ids=lambda m: [3, 1, 2])
+                    ).agent_ids.tolist() == [1, 2, 3]
+
+
 def test_unhashable_ids_huge_ints_and_ragged_agent_ids_are_typed_errors():
     """Each of these escaped as a bare Python/numpy exception: the id lookup hashed a list before the
     "not hashable" check ran (TypeError), 10**400 cannot become a float64 (OverflowError, only TypeError and
