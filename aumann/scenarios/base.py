@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from aumann import configs
 from aumann.checks import as_int
@@ -81,6 +82,9 @@ BaselineAction = Callable[[Any, Sequence[int]], None]
 
 #: the largest agents / steps / runs a scenario config takes (each far beyond what fits in memory or time)
 MAX_SIZES = {"agents": 10_000_000, "steps": 1_000_000, "runs": 100_000, "seed": 2**63 - 1}
+#: the smallest value of each, the ScenarioConfig fields' own ``ge`` bounds, kept by the validator too (a subclass
+#: that redefines a field drops its ``ge``)
+_MIN_SIZES = {"agents": 2, "steps": 2, "runs": 1, "seed": 0}
 #: the largest value of every other count of the study: each is a loop bound (orderings × K_del forks, path
 #: orders × N evaluations, ...), so an absurd one (``random_orderings = 1e15``) is refused, not run for ever
 MAX_COUNTS = {"k_del": 100_000, "top_k": 10_000_000, "random_orderings": 10_000, "path_orders": 10_000,
@@ -210,8 +214,15 @@ class ScenarioConfig(configs.ConfigModel):
     @classmethod
     def _within_reach(cls, v: int, info: ValidationInfo) -> int:
         """Sizes no run can reach (``--agents 1e12``) are refused here, not after hours of building a network;
-        every scenario's config inherits the bounds (:data:`MAX_SIZES`)."""
-        cap = MAX_SIZES[info.field_name or ""]
+        every scenario's config inherits the bounds (:data:`MAX_SIZES`), the lower ones too: a config class
+        in a user's scenario file that sets its own default (``runs: int = 2``) replaces the field and its
+        ``ge`` bound, and ``--set runs=0`` ran nothing and reported success."""
+        name = info.field_name or ""
+        low = _MIN_SIZES[name]
+        if v < low:
+            raise PydanticCustomError("greater_than_equal", "Input should be greater than or equal to {ge}",
+                                      {"ge": low})
+        cap = MAX_SIZES[name]
         if v > cap:
             raise ValueError(f"must be ≤ {cap:,} (the most aumann runs; a typo?)")
         return v

@@ -119,3 +119,32 @@ def test_run_a_module_spec_end_to_end(user_package, capsys):
                    "study.permutations=10", "--no-ablations", "--no-plots", "--out", str(out)) == 0
     assert (out / "faithfulness.csv").is_file() and (out / "report.md").is_file()
     assert "my-econ: 1 run(s) computed" in capsys.readouterr().err.replace("\n", " ")
+
+
+CONFIG_SOURCE = textwrap.dedent('''
+    from dataclasses import replace
+
+    from aumann.scenarios import ScenarioConfig, get
+
+    class Config(ScenarioConfig):  # its own defaults replace the fields and with them their ge bounds
+        agents: int = 6
+        steps: int = 4
+        runs: int = 2
+        seed: int = 3
+
+    scenario = replace(get("social-llm"), name="own-defaults", config_model=Config, config_file=None)
+''')
+
+
+@pytest.mark.parametrize(("key", "value", "low"), [("runs", 0, 1), ("runs", -3, 1), ("agents", 1, 2),
+                                                   ("steps", 0, 2), ("seed", -1, 0)])
+def test_a_scenario_file_whose_config_sets_its_own_defaults_keeps_the_bounds(tmp_path, key, value, low):
+    """``aumann run file.py:scenario --set runs=0`` ran nothing and reported success where the built-ins refuse
+    runs=0: a config class that gives runs a default of its own drops the base field's ``ge=1``."""
+    path = tmp_path / "own.py"
+    path.write_text(CONFIG_SOURCE)
+    with pytest.raises(ConfigError, match=rf"invalid config for scenario 'own-defaults': {key}: Input should be "
+                                          rf"greater than or equal to {low}"):
+        _invoke(f"{path}:scenario", "--set", f"{key}={value}", "--out", str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    assert scenarios.get(f"{path}:scenario").load_config(runs=1).runs == 1
