@@ -7,8 +7,9 @@
 * a concurrency cap (``max_concurrency``: requests beyond it queue, as in vLLM);
 * fault injection: a fraction ``error_rate`` of requests answered 429 (with ``Retry-After`` when
   ``retry_after`` is set) or 503, alternately, from a seeded generator; or every request with
-  ``status``; or a reply body of ``huge_reply`` bytes; or replies that echo the request's
-  ``Authorization`` header inside a 200 body that is not valid JSON (``echo_authorization``);
+  ``status`` (or the requests ``status_of(body)`` gives a status); or a reply body of ``huge_reply``
+  bytes; or replies that echo the request's ``Authorization`` header inside a 200 body that is not
+  valid JSON (``echo_authorization``);
 * structured outputs: ``response_format`` json_schema / json_object accepted, or rejected with
   HTTP 400 naming ``response_format`` (``json_schema=False``);
 * deterministic answers (:func:`smart_reply`): SocialLLM post/interaction rules read from the
@@ -124,8 +125,10 @@ class LoopbackLLM:
                  max_concurrency: int | None = None, error_rate: float = 0.0, error_seed: int = 0,
                  retry_after: float | None = None, status: int | None = None, json_schema: bool = True,
                  json_object: bool = True, echo_authorization: bool = False, huge_reply: int = 0,
-                 window: float = 1.0, port: int = 0, record_bodies: bool = False) -> None:
+                 window: float = 1.0, port: int = 0, record_bodies: bool = False,
+                 status_of: Callable[[dict], int | None] | None = None) -> None:
         self.reply = reply or smart_reply
+        self.status_of = status_of  # a status for this request body (e.g. 500 to one prompt), None: answer
         self.latency, self.jitter = float(latency), float(jitter)
         self.error_rate, self.retry_after, self.status = float(error_rate), retry_after, status
         self.json_schema, self.json_object = json_schema, json_object
@@ -217,8 +220,9 @@ class LoopbackLLM:
                 self.rejected += 1
             msg = f"response_format of type '{fmt}' is not supported by this server"
             return 400, json.dumps({"error": {"message": msg, "param": "response_format"}}).encode(), {}
-        if self.status is not None:
-            return self.status, json.dumps({"error": {"message": f"forced status {self.status}"}}).encode(), {}
+        status = self.status if self.status is not None else (self.status_of(body) if self.status_of else None)
+        if status is not None:
+            return status, json.dumps({"error": {"message": f"forced status {status}"}}).encode(), {}
         if self._cap is not None:
             self._cap.acquire()
         try:

@@ -61,7 +61,10 @@ def _text(row: dict[str, Any], n: int) -> str:
         if isinstance(m, dict):
             content = str(m.get("content", "")).replace("\n", "\n      ")
             lines.append(f"  {m.get('role', '?')}: {content}")
-    lines.append(f"  → reply: {row.get('reply', '')}")
+    if row.get("reply") == "" and str(row.get("invalid") or "").startswith("failed: "):
+        lines.append("  → no reply: every request of this decision failed (an abstention)")
+    else:
+        lines.append(f"  → reply: {row.get('reply', '')}")
     return "\n".join(lines)
 
 

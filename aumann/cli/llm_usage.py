@@ -97,8 +97,10 @@ def record_usage(out: Path, backend: Any, *, write_manifest: Callable[[dict[str,
 
     account = _Account(out, backend)
     restore = _exit_on_signals()
+    finished = False
     try:
         yield account
+        finished = True
     except BudgetExceededError as exc:
         if backend is not None:
             account.save(backend.usage)
@@ -113,7 +115,18 @@ def record_usage(out: Path, backend: Any, *, write_manifest: Callable[[dict[str,
     finally:
         restore()
         if backend is not None and hasattr(backend, "close"):
-            backend.close()
+            _close(backend, keep_failed=finished)
+
+
+def _close(backend: Any, *, keep_failed: bool) -> None:
+    """Close ``backend``; a run that stopped (``keep_failed=False``) does not store the failed decisions that no
+    later answer confirmed (they may be the start of an outage: a resume asks them again)."""
+    from aumann.simulators.llm.backend import LLMBackend
+
+    if isinstance(backend, LLMBackend):
+        backend.close(keep_failed=keep_failed)
+    else:
+        backend.close()
 
 
 def _exit_on_signals() -> Callable[[], None]:

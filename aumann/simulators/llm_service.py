@@ -80,10 +80,11 @@ class LLMService:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ cache
-    def get_many(self, keys: list[str]) -> dict[str, tuple[str, int, int]]:
+    def get_many(self, keys: list[str]) -> dict[str, tuple[str, int, int, str | None]]:
         if self.cache is None:
             return {}
-        return {k: (r.text, r.prompt_tokens, r.completion_tokens) for k, r in self.cache.get_many(keys).items()}
+        return {k: (r.text, r.prompt_tokens, r.completion_tokens, r.failed)
+                for k, r in self.cache.get_many(keys).items()}
 
     def put_many(self, rows: list[tuple[str, str, dict]]) -> int:
         if self.cache is None:
@@ -199,13 +200,21 @@ class ServedCache:
         if self.mode == "off":
             return {}
         keys = list(dict.fromkeys(keys))
+        from aumann.simulators.llm.cache import FAILED_MARK
+
+        def failed(text: str, meta: dict) -> str | None:
+            why = (meta.get("request") or {}).get("invalid") if isinstance(meta.get("request"), dict) else None
+            return why if text == "" and isinstance(why, str) and why.startswith(FAILED_MARK) else None
+
         with self._lock:
-            mine = {k: (t, m.get("prompt_tokens", 0), m.get("completion_tokens", 0)) for k, t, m in self._pending}
+            mine = {k: (t, m.get("prompt_tokens", 0), m.get("completion_tokens", 0), failed(t, m))
+                    for k, t, m in self._pending}
         found = {k: mine[k] for k in keys if k in mine}
         rest = [k for k in keys if k not in found]
         if rest:
             found.update(_call(self.handle, "get_many", rest))
-        return {k: CachedResponse(t, int(pt), int(ct)) for k, (t, pt, ct) in found.items()}
+        return {k: CachedResponse(r[0], int(r[1]), int(r[2]), r[3] if len(r) > 3 else None)
+                for k, r in found.items()}
 
     def put(self, key: str, text: str, **meta: Any) -> None:
         if self.mode != "record":

@@ -419,17 +419,24 @@ def compute_run_task(spec: tuple) -> ComputedRun:
     scenario, config, r, seq, backend, digest, backend_label, strict = spec
     if isinstance(scenario, str):
         scenario = scenarios.get(scenario)
+    from aumann.simulators.llm.backend import LLMBackend
+
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
+    ok = False
     try:
-        return compute_run_unwritten(scenario, config, r, seq, backend, digest, backend_label=backend_label,
+        done = compute_run_unwritten(scenario, config, r, seq, backend, digest, backend_label=backend_label,
                                      strict=strict)
+        ok = True
+        return done
     except BaseException as exc:
         if shared is not None:
             exc.llm_usage = shared - before
         raise
     finally:
-        if hasattr(backend, "close"):
+        if isinstance(backend, LLMBackend):
+            backend.close(keep_failed=ok)  # a run that failed keeps no unconfirmed failed decisions
+        elif hasattr(backend, "close"):
             backend.close()
 
 

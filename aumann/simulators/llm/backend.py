@@ -418,11 +418,20 @@ class LLMBackend:
         return CallEstimate(u.planned_calls, u.planned_prompt_tokens, u.cache_hits, u.planned_completion_tokens,
                             u.rounds, u.fork_rounds)
 
-    def close(self) -> None:
-        """Shut the worker threads and connections down and commit the cache buffer."""
+    def close(self, *, keep_failed: bool = True) -> None:
+        """Shut the worker threads and connections down and commit the cache buffer. The decisions whose
+        requests all failed and that no later answer confirmed (see :class:`~aumann.simulators.llm.layers.Cache`)
+        are stored as abstentions; ``keep_failed=False`` (a run that stopped) forgets them instead, so a
+        resumed run asks them again."""
+        from aumann.simulators.llm.layers import Cache
+
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if not keep_failed:
+            layer = self.layer(Cache)
+            if layer is not None:
+                layer.drop_held()
         self.stack.close()
         cache = self.cache
         if cache is not None:

@@ -59,14 +59,36 @@ _CHUNK = 500  # keys per SELECT ... IN (...)
 
 @dataclass(frozen=True)
 class CachedResponse:
-    """One stored reply."""
+    """One stored reply; ``failed``: the reason, for a decision whose requests all failed (an abstention
+    stored as an empty reply marked ``invalid: "failed: ..."``), else ``None``."""
 
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    failed: str | None = None
 
 
-def _checked(key: str, text: Any, pt: Any, ct: Any) -> CachedResponse:
+#: how a stored decision whose requests all failed is marked (its request's ``invalid`` starts so)
+FAILED_MARK = "failed: "
+# selects the request of an empty reply marked failed (rare: abstentions), else NULL -- no other request is read
+_FAILED_SQL = f"CASE WHEN response = '' AND instr(request, '\"invalid\":\"{FAILED_MARK}') > 0 THEN request END"
+
+
+def _failed_reason(text: Any, request: Any) -> str | None:
+    """The ``failed: ...`` reason of a stored failed decision (an empty reply), else ``None``."""
+    if text != "" or not isinstance(request, str) or f'"invalid":"{FAILED_MARK}' not in request:
+        return None
+    from aumann import bounded
+
+    try:
+        req = bounded.loads_json(request, what="a cached request", error=ValueError, max_bytes=8 * 2**20)
+    except ValueError:
+        return None
+    why = req.get("invalid") if isinstance(req, dict) else None
+    return why[:300] if isinstance(why, str) and why.startswith(FAILED_MARK) else None
+
+
+def _checked(key: str, text: Any, pt: Any, ct: Any, request: Any = None) -> CachedResponse:
     """A stored row read through :class:`~aumann.simulators.llm.records.CacheRow` (a reply is text, token
     counts integers in range); a damaged row becomes an empty, invalid reply -- re-validated, never trusted."""
     from pydantic import ValidationError
@@ -75,7 +97,7 @@ def _checked(key: str, text: Any, pt: Any, ct: Any) -> CachedResponse:
 
     try:
         row = CacheRow(text=text, prompt_tokens=pt, completion_tokens=ct)
-        return CachedResponse(row.text, row.prompt_tokens, row.completion_tokens)
+        return CachedResponse(row.text, row.prompt_tokens, row.completion_tokens, _failed_reason(row.text, request))
     except ValidationError:
         return CachedResponse(text if isinstance(text, str) else "", 0, 0)
 
@@ -186,7 +208,8 @@ class ResponseCache:
         return stable_hash(parts)
 
     def get(self, key: str) -> CachedResponse | None:
-        """The stored reply for ``key`` (``None`` on a miss or in mode ``off``)."""
+        """The stored reply for ``key`` (``None`` on a miss or in mode ``off``; ``failed`` set for a decision
+        whose requests all failed)."""
         return self.get_many([key]).get(key)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedResponse]:
@@ -199,15 +222,15 @@ class ResponseCache:
             for k in keys:
                 row = self._pending.get(k)
                 if row is not None:
-                    out[k] = CachedResponse(row[4], row[5], row[6])
+                    out[k] = CachedResponse(row[4], row[5], row[6], _failed_reason(row[4], row[3]))
             rest = [k for k in keys if k not in out]
             try:
                 for i in range(0, len(rest), _CHUNK):
                     part = rest[i:i + _CHUNK]
-                    q = ("SELECT key, response, prompt_tokens, completion_tokens FROM responses WHERE key IN ("
-                         + ",".join("?" * len(part)) + ")")
-                    for k, text, pt, ct in self.conn.execute(q, part):
-                        out[k] = _checked(k, text, pt, ct)
+                    q = (f"SELECT key, response, prompt_tokens, completion_tokens, {_FAILED_SQL} FROM responses "
+                         "WHERE key IN (" + ",".join("?" * len(part)) + ")")
+                    for k, text, pt, ct, req in self.conn.execute(q, part):
+                        out[k] = _checked(k, text, pt, ct, req)
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
         return out

@@ -8,7 +8,8 @@ verb; :func:`compose` stacks them. From the outside in, the OpenAI-compatible ba
 * :class:`Coalesce` -- identical requests in flight are sent once (the others wait for its answer),
   and finished answers -- failed ones too -- are remembered, so forks never ask again.
 * :class:`Cache` -- the persistent :class:`~aumann.simulators.llm.cache.ResponseCache` (replies
-  that stayed invalid are stored and marked, so a resumed run does not re-ask them either).
+  that stayed invalid are stored and marked, so a resumed run does not re-ask them either; so are
+  decisions whose requests all failed, ``failed: ...``, once a later answer shows it was no outage).
 * :class:`DryRun` -- sends nothing: a stand-in answers, and the prompt and schema give the estimate.
 * :class:`Retry` -- backoff with jitter for failures; an invalid reply is retried *varied* (a higher
   temperature and a repair message), and one still invalid becomes an abstention (``Answer.invalid``).
@@ -97,6 +98,17 @@ def compose(core: Any, *layers: Callable[[Any], Any]) -> Any:
     for make in layers:
         node = make(node)
     return node
+
+
+def _watch_failures(layer: Layer) -> None:
+    """Register ``layer`` with the first :class:`Retry` below it, to be told about failed decisions (see there)."""
+    node = layer.inner
+    while node is not None:
+        if isinstance(node, Retry):
+            if not any(w is layer for w in node.watchers):
+                node.watchers.append(layer)
+            return
+        node = getattr(node, "inner", None)
 
 
 # ---------------------------------------------------------------------- attempt level
@@ -304,9 +316,18 @@ class Retry(Layer):
     abstention (``Answer.invalid`` holds why; the text is kept). Transport failures back off and retry
     up to ``max_retries``; after ``down_after`` consecutive decisions that could not reach a server the
     backend raises :class:`~aumann.errors.ServerDownError` instead of abstaining on every decision.
+
+    A decision whose requests all failed is an abstention too (``BackendUnavailableError``, its short,
+    redacted reason in ``exc.reason``), and the layers above keep it -- but only once it is known not to be
+    part of an outage. The *streak* is the failed decisions since the server last answered (in the order
+    they finish); ``watchers`` (the :class:`Coalesce` and :class:`Cache` layers above, registered by
+    themselves) are told, under this layer's lock: ``failed(call, exc)`` for each failed decision,
+    ``confirmed(keys)`` when the server answers again (the streak was no outage: keep them), and
+    ``outage(keys)`` when the streak reaches ``down_after`` (its decisions are forgotten and never stored,
+    so a resumed run asks them again).
     """
 
-    _transient = ("_rand", "_lock")
+    _transient = ("_rand", "_lock", "_streak", "watchers")
 
     def __init__(self, inner: Any, usage: Usage, policy: RetryPolicy | None = None, *,
                  sleep: Callable[[float], Any] | None = None, where: Callable[[], str] = str,
@@ -323,6 +344,17 @@ class Retry(Layer):
     def _init_runtime(self) -> None:
         self._rand = random.Random()
         self._lock = threading.Lock()
+        self._streak: list[str] = []  # the keys of the failed decisions since the server last answered
+        self.watchers: list[Any] = []
+
+    def _answered(self) -> None:
+        """The server answered (usable or not): the streak of failed decisions before it was no outage."""
+        with self._lock:
+            self.unreachable = 0
+            if self._streak:
+                keys, self._streak = self._streak, []
+                for w in self.watchers:
+                    w.confirmed(keys)
 
     def _backoff(self, attempt: int, wait: float) -> float:
         p = self.policy
@@ -366,8 +398,7 @@ class Retry(Layer):
                     continue
                 answer = Answer("", source="server")  # a 200 without a usable body: an invalid reply
                 answer.meta["unusable"] = str(exc)
-            with self._lock:
-                self.unreachable = 0
+            self._answered()
             call.mode = attempt.mode
             try:
                 if "unusable" in answer.meta:
@@ -383,17 +414,26 @@ class Retry(Layer):
                 invalid += 1
         if kind == "too_large":
             raise ResponseTooLargeError(f"{self.where()} failed after {failures + invalid} attempt(s): {last}")
-        with self._lock:
-            self.unreachable += 1
-            down = self.unreachable >= self.down_after
-        if down:
-            raise ServerDownError(f"{self.where()}: {self.unreachable} decisions in a row could not get an answer "
-                                  f"after {p.max_retries + 1} attempt(s) each; last error: {last}. Is the server up?")
         from aumann.errors import BackendUnavailableError
 
         del text
-        raise BackendUnavailableError(f"{self.where()} failed after {failures + invalid} attempt(s); "
-                                      f"last error: {last}")
+        with self._lock:
+            self.unreachable += 1
+            if self.unreachable >= self.down_after:
+                exc: BackendUnavailableError = ServerDownError(
+                    f"{self.where()}: {self.unreachable} decisions in a row could not get an answer after "
+                    f"{p.max_retries + 1} attempt(s) each; last error: {last}. Is the server up?")
+                keys, self._streak = self._streak, []
+                for w in self.watchers:
+                    w.outage(keys)
+            else:
+                exc = BackendUnavailableError(f"{self.where()} failed after {failures + invalid} attempt(s); "
+                                              f"last error: {last}")
+                exc.reason = f"failed: {failures + invalid} attempt(s); last error: {last[:200]}"
+                self._streak.append(call.decision.key)
+                for w in self.watchers:
+                    w.failed(call, exc)
+        raise exc
 
 
 _TOO_LONG = ("context length", "maximum context", "context_length_exceeded", "context window", "too many tokens",
@@ -441,7 +481,15 @@ class DryRun(Layer):
 class Cache(Layer):
     """The persistent response cache: a hit is served, a miss goes on and its answer is stored (an
     abstention's reply too, marked invalid, so it is not asked again). In ``replay`` mode a miss is a
-    :class:`~aumann.errors.CacheMissError` and nothing is sent."""
+    :class:`~aumann.errors.CacheMissError` and nothing is sent.
+
+    A decision whose requests all failed is stored too, as an empty reply marked invalid with the reason
+    ``failed: ...`` (redacted), and a hit on it is the same abstention again (a ``BackendUnavailableError``).
+    It is *held* until the :class:`Retry` layer below confirms that it was no outage -- the server answered
+    a later request -- or until the backend is closed (:meth:`close`; :meth:`drop_held` forgets them); a
+    streak of failures that ends in :class:`~aumann.errors.ServerDownError` is dropped, never stored."""
+
+    _transient = ("_held", "_held_lock")
 
     def __init__(self, inner: Any, cache: Any, *, backend: str, model: str,
                  describe: Callable[[Call], dict[str, Any]], where: Callable[[], str] = str) -> None:
@@ -451,9 +499,49 @@ class Cache(Layer):
         self.where = where
         super().__init__(inner)
 
+    def _init_runtime(self) -> None:
+        self._held: dict[str, dict[str, Any]] = {}  # failed decisions not yet known to be no outage
+        self._held_lock = threading.Lock()
+        _watch_failures(self)
+
     @property
     def on(self) -> bool:
         return self.cache is not None and self.cache.mode != "off"
+
+    # the Retry layer's reports (under its lock: cheap, and in the order it saw them)
+    def failed(self, call: Call, exc: BaseException) -> None:
+        if not self.on or self.cache.mode != "record":
+            return
+        reason = _redactor(self)(getattr(exc, "reason", None) or f"failed: {exc}")[:300]
+        row = {"text": "", "backend": self.backend, "model": self.model,
+               "request": {**self.describe(call), "invalid": reason}, "prompt_tokens": 0, "completion_tokens": 0}
+        with self._held_lock:
+            self._held[call.decision.key] = row
+
+    def confirmed(self, keys: Sequence[str]) -> None:
+        with self._held_lock:
+            rows = [(k, self._held.pop(k)) for k in keys if k in self._held]
+        for key, row in rows:
+            self.cache.put(key, row.pop("text"), **row)
+
+    def outage(self, keys: Sequence[str]) -> None:
+        with self._held_lock:
+            for k in keys:
+                self._held.pop(k, None)
+
+    def drop_held(self) -> int:
+        """Forget the failed decisions still held (a run that stopped: a resume asks them again); how many."""
+        with self._held_lock:
+            n = len(self._held)
+            self._held.clear()
+        return n
+
+    def close(self) -> None:
+        """Store the failed decisions still held (no outage followed them), then close the layers below."""
+        with self._held_lock:
+            keys = list(self._held)
+        self.confirmed(keys)
+        super().close()
 
     def peek_many(self, calls: Sequence[Call]) -> dict[int, Answer]:
         found: dict[int, Answer] = {}
@@ -462,19 +550,32 @@ class Cache(Layer):
             for c in calls:
                 row = rows.get(c.decision.key)
                 if row is not None:
-                    found[c.decision.index] = Answer(row.text, row.prompt_tokens, row.completion_tokens,
-                                                     source="cache")
+                    found[c.decision.index] = self._served(row)
         rest = [c for c in calls if c.decision.index not in found]
         if rest:
             found.update(super().peek_many(rest))
         return found
+
+    def _served(self, row: Any) -> Answer | BaseException:
+        """A stored row as an answer; a stored failed decision as its abstention (``BackendUnavailableError``)."""
+        failed = getattr(row, "failed", None)
+        if failed:
+            from aumann.errors import BackendUnavailableError
+
+            exc = BackendUnavailableError(f"{self.where()}: {failed} (recorded in the response cache)")
+            exc.reason = failed
+            return exc
+        return Answer(row.text, row.prompt_tokens, row.completion_tokens, source="cache")
 
     def handle(self, call: Call) -> Answer:
         d = call.decision
         if self.on:
             row = self.cache.get(d.key)
             if row is not None:
-                return Answer(row.text, row.prompt_tokens, row.completion_tokens, source="cache")
+                got = self._served(row)
+                if isinstance(got, BaseException):
+                    raise got
+                return got
             if self.cache.mode == "replay" and self.find(DryRun) is None:  # a dry run's stand-in answers misses
                 raise CacheMissError(
                     f"replay cache miss for {self.where()} (key {d.key[:12]}, {len(d.messages)} message(s), seed="
@@ -490,7 +591,9 @@ class Cache(Layer):
 class Coalesce(Layer):
     """Identical requests (same key) in flight are sent once; answers and failures are remembered
     (up to ``remember`` keys, oldest forgotten first) so a repeated request -- a fork's -- is served
-    from memory. Budget and cache-miss errors are not remembered (raising a cap must let it go on)."""
+    from memory. Budget and cache-miss errors are not remembered (raising a cap must let it go on).
+    A decision whose requests all failed is remembered when the :class:`Retry` layer below reports it,
+    and forgotten again if its streak of failures turns out to be an outage (``ServerDownError``)."""
 
     _transient = ("_lock", "_inflight", "_memory")
 
@@ -502,6 +605,27 @@ class Coalesce(Layer):
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
         self._memory: OrderedDict[str, Answer | BaseException] = OrderedDict()
+        _watch_failures(self)
+
+    def _keep(self, key: str, answer: Answer | BaseException) -> None:
+        """Remember ``answer`` for ``key`` (the caller holds the lock)."""
+        self._memory[key] = answer
+        if len(self._memory) > self.remember:
+            self._memory.popitem(last=False)
+
+    # the Retry layer's reports (under its lock, before the failure reaches this layer's handle)
+    def failed(self, call: Call, exc: BaseException) -> None:
+        with self._lock:
+            self._keep(call.decision.key, exc)
+
+    def confirmed(self, keys: Sequence[str]) -> None:
+        pass
+
+    def outage(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for k in keys:
+                if isinstance(self._memory.get(k), BaseException):
+                    self._memory.pop(k, None)
 
     def peek_many(self, calls: Sequence[Call]) -> dict[int, Answer]:
         found: dict[int, Any] = {}
@@ -533,17 +657,30 @@ class Coalesce(Layer):
         except (MalformedResponseError, ResponseTooLargeError) as exc:
             answer = exc
         except BaseException as exc:
+            # (a failed decision was remembered, or not, by the Retry layer's report: see failed/outage)
             with self._lock:
                 self._inflight.pop(key, None)
             fut.set_exception(exc)
             raise
         with self._lock:
             self._inflight.pop(key, None)
-            self._memory[key] = answer
-            if len(self._memory) > self.remember:
-                self._memory.popitem(last=False)
+            self._keep(key, answer)
         fut.set_result(answer)
         return _replay(answer, None)
+
+
+def _redactor(layer: Layer) -> Callable[[object], str]:
+    """The backend's redactor (its core's ``redact``: its keys, key-like tokens, URL credentials), else the
+    process's registered keys."""
+    node: Any = layer
+    while node is not None:
+        red = getattr(node, "redact", None)
+        if callable(red):
+            return red
+        node = getattr(node, "inner", None)
+    from aumann.simulators.llm.redaction import redact_registered
+
+    return redact_registered
 
 
 def _replay(got: Answer | BaseException, source: str | None) -> Answer:
