@@ -5,7 +5,9 @@
 * :func:`record_usage` keeps ``<out>/llm-usage.json``: what earlier invocations in the run
   directory spent is loaded first (a resumed run adds to it, the caps count it), and the account is
   saved however the invocation ends -- finished, stopped by ``--max-calls``/``--max-cost``
-  (then ``manifest.json`` is written too, with the reason), or interrupted.
+  (then ``manifest.json`` is written too, with the reason), or interrupted. A stopped invocation
+  saves all its spend but not the decisions of the run it left unfinished (the resume counts them
+  when it computes that run again), so ``llm_reliability`` is the same however often a run stopped.
 * :func:`dry_run` plays the study with the offline policy in the loop and prints the estimate.
 * :class:`ProgressLines` prints a plain progress line every ``interval`` seconds when stderr is not a
   terminal (a log file, CI, ``2> run.log``), where the live bar shows nothing.
@@ -72,12 +74,20 @@ class _Account:
             return {"backend": "offline", "note": "offline policy: decisions counted, nothing sent (0 calls)"}
         return self.backend.describe()
 
-    def save(self, usage: Any) -> None:
-        from aumann.simulators.llm.usage import invalid_rate, save_ledger
+    def save(self, usage: Any, exc: BaseException | None = None) -> Any:
+        """Save the ledger; returns the account saved. An invocation that ``exc`` stopped leaves out the
+        decisions (and abstentions, cache hits) of the run it did not finish (``exc.llm_unfinished``): the
+        resume computes that run again and counts them then. Its spend -- requests, tokens, cost -- stays."""
+        from aumann.simulators.llm.usage import Usage, invalid_rate, save_ledger
 
+        lost = getattr(exc, "llm_unfinished", None)
+        if isinstance(lost, Usage):
+            usage = usage.copy().merge(lost.run_counts(), sign=-1)
         replies = list(getattr(self.backend, "invalid_replies", []) or [])
+        extra = {"not_counted_until_resumed": lost.run_counts().counters()} if isinstance(lost, Usage) else {}
         save_ledger(self.path, usage, invocations=self.invocations, llm=self.describe(),
-                    invalid_rate=round(invalid_rate(usage), 6), invalid_replies=replies[:20])
+                    invalid_rate=round(invalid_rate(usage), 6), invalid_replies=replies[:20], **extra)
+        return usage
 
     def finish(self, result: Any) -> dict[str, Any]:
         """Save the ledger; return the manifest/report fields ``llm_usage`` and ``llm``."""
@@ -103,14 +113,14 @@ def record_usage(out: Path, backend: Any, *, write_manifest: Callable[[dict[str,
         finished = True
     except BudgetExceededError as exc:
         if backend is not None:
-            account.save(backend.usage)
+            saved = account.save(backend.usage, exc)
             write_manifest({"status": "stopped", "stopped_because": str(exc),
-                            "llm_usage": backend.usage.manifest_dict(),
+                            "llm_usage": saved.manifest_dict(),
                             "llm": {**account.describe(), "invocations": account.invocations}})
         raise
-    except BaseException:
+    except BaseException as exc:
         if backend is not None:
-            account.save(backend.usage)
+            account.save(backend.usage, exc)
         raise
     finally:
         restore()

@@ -180,7 +180,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             the run record, the manifest and the report, and the study goes on. A run resumed under
             ``strict`` whose optional stages did not all finish is recomputed.
     """
-    from aumann.simulators.llm.usage import Usage, usage_of
+    from aumann.simulators.llm.usage import Usage, unfinished, usage_of
 
     if not isinstance(config, scenario.config_model):
         raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
@@ -233,6 +233,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         share = executor.serve_llm(backend) if callable(getattr(executor, "serve_llm", None)) else \
             _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
         specs = [(scenario, config, r, seq, share, digest, backend_label, strict) for r, seq in todo]
+        lost = Usage()  # the run counts of runs that failed (not written)
 
         def _done(i: int, res: Any) -> None:
             nonlocal computed
@@ -243,6 +244,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                 if account is not None:
                     account.merge(delta)
             if isinstance(res, BaseException):
+                if delta is not None:  # never written: recomputed on resume, its decisions counted then
+                    lost.merge(delta.run_counts())
                 return
             # workers send results, never files: the driver writes each run as it arrives (a run finished
             # before a failure elsewhere is kept for resume)
@@ -252,9 +255,14 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             if progress is not None:
                 progress(r, "done (worker)")
 
-        results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
+        try:
+            results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
+        except BaseException as exc:
+            unfinished(exc, lost)
+            raise
         errors = [res for res in results if isinstance(res, BaseException)]
         if errors:
+            unfinished(errors[0], lost)
             raise errors[0]
     else:
         for r, seq in todo:
@@ -289,14 +297,23 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     usage. The run is written as soon as its required stages finish and again after the optional
     ones. The record holds no wall-clock time (:func:`split_timing`): the seconds are returned apart
     and written to ``timings/run-NNN.json``."""
+    from aumann.simulators.llm.usage import unfinished, usage_of
+
     rundir = RunDir(out) if out is not None else None
     written: list[dict[str, Any]] = []
 
     def write(done: ComputedRun, first: bool) -> None:
         written[:] = [write_computed(rundir, done, first=first)]
 
-    done = _compute(scenario, config, r, seq, backend, digest, write, tick=tick, executor=executor,
-                    backend_label=backend_label, strict=strict)
+    shared = usage_of(backend)
+    mark = shared.copy() if shared is not None else None
+    try:
+        done = _compute(scenario, config, r, seq, backend, digest, write, tick=tick, executor=executor,
+                        backend_label=backend_label, strict=strict)
+    except BaseException as exc:
+        if mark is not None and not written:  # recomputed on resume: its decisions are counted then
+            unfinished(exc, shared - mark)
+        raise
     return written[0], done.arrays, done.panel, done.usage, done.timing
 
 

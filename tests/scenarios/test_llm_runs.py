@@ -298,3 +298,45 @@ def test_ray_executor_is_bit_identical_to_serial(tmp_path):
     assert _invoke("social-llm", "--config", str(cfg), "--out", str(rayed), "--no-plots", "--executor", "ray",
                    "--workers", "2") == 0
     assert _outputs(serial) == _outputs(rayed)
+
+
+def test_an_interrupted_and_resumed_run_reports_the_reliability_of_an_uninterrupted_one(tmp_path):
+    """Resuming served the unfinished run's decisions again from the cache and counted them again (decisions,
+    abstentions, cache hits): the interrupted run's llm_reliability differed from the straight run's (and could
+    flip UNRELIABLE) though every result file was the same. The spend still counts every request sent."""
+    import hashlib
+
+    from tests.llm_loopback import smart_reply
+
+    def reply(body):  # a quarter of the prompts get no usable answer, whatever the retry
+        first = json.dumps([m for m in body["messages"] if m["role"] != "user" or "not usable" not in m["content"]][:2])
+        return "I cannot decide" if int(hashlib.sha256(first.encode()).hexdigest(), 16) % 4 == 0 else smart_reply(body)
+
+    def run(out, *extra):
+        return _invoke("social-llm", "--agents", "3", "--steps", "2", "--runs", "2", "--permutations", "4",
+                       "--no-ablations", "--no-plots", "--set", "study.random_orderings=1",
+                       "--set", "study.action_attribution=false", "--backend", "openai", "--model", "m",
+                       "--base-url", srv.base_url, "--concurrency", "1", "--out", str(out), *extra)
+
+    with LoopbackLLM(reply) as srv:
+        assert run(tmp_path / "straight") == 0
+        total = srv.stats()["requests"]
+        srv.reset()
+        for cap in (total // 4, total * 5 // 8):
+            with pytest.raises(BudgetExceededError):
+                run(tmp_path / "resumed", "--max-calls", str(cap))
+        assert run(tmp_path / "resumed") == 0
+        sent = srv.stats()["requests"]
+
+    def manifest(name):
+        return json.loads((tmp_path / name / "manifest.json").read_text())
+
+    straight, resumed = manifest("straight"), manifest("resumed")
+    assert straight["llm_reliability"]["invalid_decisions"] > 0
+    assert resumed["llm_reliability"] == straight["llm_reliability"]
+    for k in ("decisions", "fork_decisions", "invalid_decisions"):
+        assert resumed["llm_usage"][k] == straight["llm_usage"][k], k
+    for f in ("runs/run-000.json", "runs/run-001.json", "faithfulness.csv"):
+        assert (tmp_path / "straight" / f).read_bytes() == (tmp_path / "resumed" / f).read_bytes(), f
+    u = resumed["llm_usage"]  # the spend: every request of the three invocations, once
+    assert u["calls"] + u["fork_calls"] == sent and resumed["llm"]["invocations"] == 3

@@ -20,7 +20,11 @@ exactly the keys of :data:`MANIFEST_KEYS`, plain numbers:
   refused -- negative, non-integer, absurd -- and charged at the request's upper bound instead).
 
 The **ledger** (``<out>/llm-usage.json``, :func:`load_ledger` / :func:`save_ledger`) keeps the whole
-account of a run directory, so a resumed run adds to what earlier invocations spent.
+account of a run directory, so a resumed run adds to what earlier invocations spent. The spend
+(requests, tokens, cost, failures, retries, latencies) counts everything that was sent, across
+invocations; the counts that describe the runs (:data:`RUN_COUNTS`: decisions, abstentions, cache
+hits, fallbacks) count each run once: an invocation that stops leaves out those of the run it did not
+finish (:func:`unfinished`), which the resume asks again -- from the cache -- and counts then.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from aumann.io import write_json
 MANIFEST_KEYS = ("calls", "cache_hits", "retries", "failures", "prompt_tokens", "completion_tokens", "decisions",
                  "planned_calls", "latency_p50_s", "latency_p95_s", "cost_usd", "fork_decisions", "fork_calls",
                  "invalid_decisions", "bad_usage")
+
+#: The counters that describe the runs (each decision of a run counted once), as opposed to the spend.
+RUN_COUNTS = ("decisions", "fork_decisions", "invalid_decisions", "cache_hits", "fallbacks")
 
 _BIN = math.log(1.01)  # 1 % wide latency bins
 _FORKED = {"calls": "fork_calls", "decisions": "fork_decisions", "rounds": "fork_rounds"}
@@ -216,6 +223,11 @@ class Usage:
     def __sub__(self, other: Usage) -> Usage:
         return self.copy().merge(other, sign=-1)
 
+    def run_counts(self) -> Usage:
+        """An account holding only this one's :data:`RUN_COUNTS` (no spend, no latencies)."""
+        with self._lock:
+            return Usage(**{k: getattr(self, k) for k in RUN_COUNTS})
+
     def reset(self) -> dict[str, int | float]:
         """Zero every counter (e.g. between runs); returns the counts before the reset."""
         with self._lock:
@@ -294,6 +306,20 @@ def save_ledger(path: str | os.PathLike[str], usage: Usage, **extra: Any) -> Pat
     return write_json(path, {"usage": usage.to_json(), "manifest": usage.manifest_dict(), **extra}, indent=1)
 
 
+def unfinished(exc: BaseException, delta: Usage | None) -> None:
+    """Note on ``exc`` (``exc.llm_unfinished``) the :data:`RUN_COUNTS` of a run that it stopped before the run
+    was written: the resume computes that run again and counts its decisions then, so the ledger leaves them
+    out (its spend stays counted)."""
+    if delta is None:
+        return
+    prev = getattr(exc, "llm_unfinished", None)
+    part = delta.run_counts()
+    try:
+        exc.llm_unfinished = part.merge(prev) if isinstance(prev, Usage) else part
+    except AttributeError:  # pragma: no cover - an exception type without a __dict__
+        pass
+
+
 def usage_of(obj: Any) -> Usage | None:
     """The :class:`Usage` account of a backend or a model (``obj.usage``), or ``None``."""
     u = getattr(obj, "usage", None)
@@ -319,5 +345,5 @@ def invalid_rate(usage: Mapping[str, Any] | Usage) -> float:
     return float(bad) / total if total else 0.0
 
 
-__all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "LatencyHistogram", "Usage", "describe", "invalid_rate", "load_ledger",
-           "save_ledger", "usage_of"]
+__all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "RUN_COUNTS", "LatencyHistogram", "Usage", "describe", "invalid_rate",
+           "load_ledger", "save_ledger", "unfinished", "usage_of"]
