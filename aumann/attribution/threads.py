@@ -64,6 +64,11 @@ def run_items(fn: Callable[[Any], Any], items: list[Any], *, work: int = 1 << 62
     return results
 
 
+def usable_cores() -> int:
+    """The CPUs this process may use (its affinity mask; ``os.cpu_count()`` where there is none)."""
+    return _CPUS
+
+
 def idle_cores() -> int:
     """Cores no other thread is waiting for right now: the CPUs this process may use, less the threads
     the kernel counts as runnable (``/proc/loadavg``), this one excepted. A helper handed work while every
@@ -114,4 +119,4 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return pool
 
 
-__all__ = ["background_work", "idle_cores", "run_items"]
+__all__ = ["background_work", "idle_cores", "run_items", "usable_cores"]

@@ -280,10 +280,17 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                        failed_checks=failed, timings=timings)
 
 
-def _fork_threads(backend: Any) -> int:
+def _fork_threads(backend: Any, scenario: Scenario | None = None, executor: Any = None) -> int:
     """Threads for concurrent forks: the LLM backend's concurrency (requests of forks share its
-    in-flight pool); 1 for the offline policy (CPU-bound, nothing to overlap)."""
+    in-flight pool). For the offline policy: the cores this process may use (at most 4) when the scenario
+    re-simulates a step vectorised (``resimulate_fn``: numpy and torch work that releases the GIL) and no
+    executor takes the forks; else 1 (forks stepping agents in Python would only take turns at the GIL).
+    Each fork depends on nothing but its deleted set, so the values are the same on any number of threads."""
     if backend is None or not hasattr(backend, "concurrency") or getattr(backend, "name", "") == "offline":
+        if executor is None and scenario is not None and scenario.resimulate_fn is not None:
+            from aumann.attribution.threads import usable_cores
+
+            return max(1, min(4, usable_cores()))
         return 1
     return max(1, min(64, int(backend.concurrency)))
 
@@ -372,7 +379,7 @@ def _compute(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
     sim_seq, study_seq = seq.spawn(2)
-    threads = _fork_threads(backend)
+    threads = _fork_threads(backend, scenario, executor)
     # forks of an LLM run go to an executor that serves the LLM to its workers (Ray), else to threads
     serves = threads > 1 and callable(getattr(executor, "serve_llm", None))
     if serves:

@@ -164,3 +164,36 @@ def test_progress_total_counts_every_message_a_run_reports():
     declared = list(study_stages(sc, cfg))
     assert seen == declared
     assert "cascade pressure: deletion" in declared and "LLM ablation" in declared
+
+
+def test_every_fork_of_the_deletion_stages_is_made_ahead_on_threads(monkeypatch, tmp_path):
+    """The offline policy's deletion forks (a vectorised resimulate_fn) run ahead, on the cores, all of them: the
+    log-k grid's and the cascade deletion's were forked one by one, on one core, as each curve asked."""
+    import threading
+
+    from aumann.evaluation import deletion as dl
+    from aumann.studies.faithfulness import run_study
+
+    state = {"ahead": 0, "inside": 0, "outside": 0, "threads": set()}
+    orig_prefetch, orig_compute = dl.DeletionOracle.prefetch, dl.DeletionOracle._compute
+    def prefetch(self, sets):
+        state["ahead"] += 1
+        try:
+            return orig_prefetch(self, sets)
+        finally:
+            state["ahead"] -= 1
+    def compute(self, key):
+        state["inside" if state["ahead"] else "outside"] += 1
+        state["threads"].add(threading.current_thread().name)
+        return orig_compute(self, key)
+    monkeypatch.setattr(dl.DeletionOracle, "prefetch", prefetch)
+    monkeypatch.setattr(dl.DeletionOracle, "_compute", compute)
+    monkeypatch.setattr("aumann.attribution.threads._CPUS", 2)
+    sc = scenarios.get("megascale-social")
+    cfg = sc.load_config(agents=3000, steps=4, runs=1, fidelity_agents=200, fidelity_steps=4, tier_panel_draws=2,
+                         cascade_permutations=20, llm_ablation=False,
+                         study={"permutations": 20, "cv_permutations": 8, "path_orders": 1, "random_orderings": 2,
+                                "ablations": False})
+    run_study(sc, cfg, out_dir=tmp_path / "out")
+    assert state["outside"] == 0 and state["inside"] > 50  # the log-k grid and the cascade deletion too
+    assert any(name.startswith("aumann-fork") for name in state["threads"])  # vectorised forks on the cores

@@ -166,6 +166,10 @@ def submit(backend: Any, requests: list[dict[str, Any]]) -> list[Any]:
     return decide_all(backend, requests, return_exceptions=True)
 
 
+_LEDGER_LOCK = threading.Lock()
+_ANSWERS_LOCK = threading.RLock()
+
+
 @dataclass
 class DecisionLedger:
     """Decisions per step, factual run vs forks (shared by every fork of a model), and how many of them
@@ -180,6 +184,10 @@ class DecisionLedger:
     fork_invalid: int = 0
 
     def add(self, step: int, n: int, is_fork: bool, sent: int = 0, invalid: int = 0) -> None:
+        with _LEDGER_LOCK:  # forks on threads add at once: ``+=`` on an attribute is not atomic
+            self._add(step, n, is_fork, sent, invalid)
+
+    def _add(self, step: int, n: int, is_fork: bool, sent: int, invalid: int) -> None:
         if is_fork:
             self.fork += n
             self.fork_batches += 1
@@ -295,7 +303,13 @@ class ArchetypeDecider:
 
     # ------------------------------------------------------------------ decisions
     def _answers(self, ids: list[tuple], make: Any, step: int, is_fork: bool) -> np.ndarray:
-        """Answers for request identities ``ids``: memo hits first, the rest as one backend batch."""
+        """Answers for request identities ``ids``: memo hits first, the rest as one backend batch. One caller at a
+        time: concurrent forks missing the same key would each send it and count it (their keys are the factual
+        step's, memo hits, so they rarely wait)."""
+        with _ANSWERS_LOCK:
+            return self._answers_locked(ids, make, step, is_fork)
+
+    def _answers_locked(self, ids: list[tuple], make: Any, step: int, is_fork: bool) -> np.ndarray:
         out = np.empty((len(ids), 3), dtype=np.float64)
         miss = [j for j, i in enumerate(ids) if i not in self._memo]
         if miss:

@@ -180,7 +180,8 @@ def cascade_table(ctx: RunContext, st: _State) -> None:
     support = np.flatnonzero(fc.r_numpy(x) != fc.r_numpy(np.array(np.broadcast_to(z0, x.shape))))
     st.record["cascade_active_agents"] = int(support.size)
     ctx.tick("cascade pressure: deletion")
-    dele = cascade_deletion(cfg, ctx.run, ctx.scenario, fc, st.fco, x, z0, phis, ctx.t_star, ctx.sizes, g_rand)
+    dele = cascade_deletion(cfg, ctx.run, ctx.scenario, fc, st.fco, x, z0, phis, ctx.t_star, ctx.sizes, g_rand,
+                            threads=ctx.options.fork_threads)
     secs = {"aumann_shapley": st.timings["cascade_exact"], "sampled_shapley": st.timings["cascade_sampled_shapley"],
             "leave_one_out": st.timings["cascade_leave_one_out"]}
     rows, top_k = [], ctx.sizes.top_k

@@ -21,8 +21,10 @@ from aumann.evaluation.deletion import DeletionOracle
 
 
 def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np.ndarray, z0: np.ndarray,
-                     phis: dict[str, np.ndarray], ts: int, sizes: Any, rng: np.random.Generator) -> dict[str, Any]:
-    """Rows {method: metrics} and curves for f_casc (see the module docstring)."""
+                     phis: dict[str, np.ndarray], ts: int, sizes: Any, rng: np.random.Generator, *,
+                     threads: int = 1) -> dict[str, Any]:
+    """Rows {method: metrics} and curves for f_casc (see the module docstring); the re-simulation forks run on
+    ``threads`` threads (the same values on any number)."""
     n = x.shape[0]
     k_del, k_drop = sizes.k_del, sizes.k_drop
     kd = list(range(1, k_del + 1))
@@ -45,7 +47,7 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
         og = kernel_original.curve(order, kd)
         return sm[:k_del], og, sm[k_del:]
 
-    oracle = DeletionOracle(scenario, cfg, run.before(ts), fc, fco)
+    oracle = DeletionOracle(scenario, cfg, run.before(ts), fc, fco, threads=threads)
 
     def resim(deleted: np.ndarray) -> tuple[float, float]:
         return oracle.values(deleted)
@@ -73,6 +75,8 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
         return row, curves
 
     do_resim = bool(cfg.cascade_resimulation)
+    if do_resim:  # every deleted set forked ahead, at once (then each curve reads the store)
+        oracle.prefetch([o[:k] for o in [*orders.values(), *randoms] for k in kd])
     for name, order in orders.items():
         cm = [masking(order)]
         cr = [np.array([resim(order[:k]) for k in kd])] if do_resim else []

@@ -66,6 +66,9 @@ class JudgeRow(Row):
     def deletion_orders(self, ctx: RunContext, out: RowOutput) -> list[np.ndarray]:
         return [out.order]
 
+    def grid_orders(self, ctx: RunContext, out: RowOutput) -> list[np.ndarray]:
+        return []  # the judge names K_del agents, too few for the log-k grid
+
     def score(self, ctx: RunContext, out: RowOutput) -> dict[str, float]:
         order, top_k = out.order, ctx.sizes.top_k
         ctx.orders[self.name] = order

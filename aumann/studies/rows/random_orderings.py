@@ -27,6 +27,12 @@ class RandomRow(Row):
         g = copy.deepcopy(ctx.rng("random"))  # the orderings ``score`` will draw, drawn from a copy
         return [g.permutation(ctx.deletion_pool) for _ in range(ctx.config.study.random_orderings)]
 
+    def grid_orders(self, ctx: RunContext, out: RowOutput) -> list[np.ndarray]:
+        if ctx.grid is None:
+            return []
+        g, kmax = copy.deepcopy(ctx.rng("random_grid")), int(max(ctx.grid))  # what ``score`` will draw
+        return [g.permutation(ctx.deletion_pool)[:kmax] for _ in range(ctx.config.study.random_orderings)]
+
     def score(self, ctx: RunContext, out: RowOutput) -> dict[str, float]:
         """Deletion by the random orderings under both oracles (and on the log-k grid), then their metrics."""
         sizes, pool, m = ctx.sizes, ctx.deletion_pool, ctx.config.study.random_orderings

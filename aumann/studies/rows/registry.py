@@ -72,6 +72,11 @@ class Row:
         """The orderings whose prefixes ``score`` deletes (forked ahead, all at once)."""
         return [ctx.ranked(out.phi, "value", ctx.deletion_depth), ctx.ranked(out.phi, "abs", ctx.deletion_depth)]
 
+    def grid_orders(self, ctx: RunContext, out: RowOutput) -> list[np.ndarray]:
+        """The orderings whose prefixes ``score`` deletes at the log-k grid's depths (forked ahead with the
+        others; a set not forked ahead is forked when ``score`` asks for it, so this only sets the pace)."""
+        return self.deletion_orders(ctx, out)[:1]
+
     def score(self, ctx: RunContext, out: RowOutput) -> dict[str, float]:
         """The row's metrics (:data:`METRICS`): deletion by its ranking, agreement with the reference."""
         return score_values(ctx, self.name, out.phi)
@@ -175,8 +180,10 @@ def score_rows(ctx: RunContext) -> None:
     ctx.tick("deletion forks")
     sets = []
     for name, out in ctx.outputs.items():
-        sets += [order[:k] for order in get_row(name).deletion_orders(ctx, out)
-                 for k in range(1, ctx.sizes.k_del + 1)]
+        row = get_row(name)
+        sets += [order[:k] for order in row.deletion_orders(ctx, out) for k in range(1, ctx.sizes.k_del + 1)]
+        if ctx.grid is not None:
+            sets += [order[:k] for order in row.grid_orders(ctx, out) for k in ctx.grid]
     ctx.oracle.prefetch(sets)
     for name, out in ctx.outputs.items():
         ctx.rec["methods"][name] = get_row(name).score(ctx, out)
