@@ -190,3 +190,29 @@ def test_compiled_tau_b_edge_cases(monkeypatch):
     fast = M.kendall_tau(x, y)
     monkeypatch.setenv("AUMANN_NUMBA", "0")
     assert M.kendall_tau(x, y) == fast
+
+
+def test_kendall_tau_keeps_tie_runs_by_content_not_by_object():
+    """The tie runs of large score vectors are kept between calls (a study compares one φ with several), keyed
+    by the vector's bytes: an array changed in place is ranked afresh, and every τ equals scipy's on tie ranks."""
+    from scipy.stats import kendalltau
+
+    from aumann.attribution import metrics as mt
+    from aumann.attribution.metrics import kendall_tau, tie_ranks
+
+    rng = np.random.default_rng(3)
+    n = mt._KEEP_RUNS_FROM + 7
+    a = np.round(rng.normal(size=n), 2)  # many ties
+    b = a + rng.normal(scale=0.5, size=n)
+    mt._RUNS.clear()
+
+    def scipy_tau(x, y):
+        return float(kendalltau(tie_ranks(x), tie_ranks(y)).statistic)
+
+    first = kendall_tau(a, b)
+    assert len(mt._RUNS) == 2
+    assert kendall_tau(a, b) == first == scipy_tau(a, b)
+    assert len(mt._RUNS) == 2  # served from what was kept
+    a[: n // 2] = -a[: n // 2]  # the same object, other values
+    assert kendall_tau(a, b) == scipy_tau(a, b) != first
+    assert len(mt._RUNS) == 3
