@@ -329,7 +329,9 @@ class DecisionParseError(LLMError):
 
 
 class ResponseTooLargeError(LLMError):
-    """A reply body larger than the backend's ``max_response_bytes`` (rejected, counted, never stored)."""
+    """A reply body larger than the backend's ``max_response_bytes`` (rejected and counted; an abstention,
+    stored in the response cache as an empty reply marked ``too large: ...`` -- the oversized text is never
+    stored -- and served from there as the same error)."""
 
 
 class RetryAfterTooLongError(LLMError):

@@ -61,8 +61,11 @@ def _text(row: dict[str, Any], n: int) -> str:
         if isinstance(m, dict):
             content = str(m.get("content", "")).replace("\n", "\n      ")
             lines.append(f"  {m.get('role', '?')}: {content}")
-    if row.get("reply") == "" and str(row.get("invalid") or "").startswith("failed: "):
+    why = str(row.get("invalid") or "")
+    if row.get("reply") == "" and why.startswith("failed: "):
         lines.append("  → no reply: every request of this decision failed (an abstention)")
+    elif row.get("reply") == "" and why.startswith("too large: "):
+        lines.append("  → no reply kept: the reply was over max_response_bytes (an abstention; its text is not stored)")
     else:
         lines.append(f"  → reply: {row.get('reply', '')}")
     return "\n".join(lines)

@@ -200,11 +200,11 @@ class ServedCache:
         if self.mode == "off":
             return {}
         keys = list(dict.fromkeys(keys))
-        from aumann.simulators.llm.cache import FAILED_MARK
+        from aumann.simulators.llm.cache import no_reply_reason
 
-        def failed(text: str, meta: dict) -> str | None:
+        def failed(text: str, meta: dict) -> str | None:  # an abstention stored without a reply: its reason
             why = (meta.get("request") or {}).get("invalid") if isinstance(meta.get("request"), dict) else None
-            return why if text == "" and isinstance(why, str) and why.startswith(FAILED_MARK) else None
+            return no_reply_reason(text, why)
 
         with self._lock:
             mine = {k: (t, m.get("prompt_tokens", 0), m.get("completion_tokens", 0), failed(t, m))

@@ -91,14 +91,16 @@ def test_manifest_redacts_secret_named_keys_but_never_token_counts():
     assert redact({"total_tokens": 5, "access_token": "abc"}) == {"total_tokens": 5, "access_token": "<redacted>"}
 
 
-def test_a_reply_over_the_size_cap_is_rejected_counted_and_not_stored(tmp_path):
+def test_a_reply_over_the_size_cap_is_rejected_counted_and_its_text_not_stored(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     with LoopbackLLM(lambda body: '{"post": true}', huge_reply=5000) as srv:
         b = OpenAIBackend(model="m", base_url=srv.base_url, max_response_bytes=2000, max_retries=1, cache=cache,
                           sleep=lambda s: None)
         with pytest.raises(ResponseTooLargeError, match=r"max_response_bytes = 2000 bytes \(\d+ bytes announced\)"):
             b.decide(MSGS, Post)
-    assert b.usage.failures == 2 and b.usage.calls == 2 and len(cache) == 0
+    assert b.usage.failures == 2 and b.usage.calls == 2
+    rows = list(cache.rows())  # the decision is stored, as an abstention without its reply (see test_llm_too_large)
+    assert [(r["reply"], r["invalid"][:11]) for r in rows] == [("", "too large: ")] and "    " not in json.dumps(rows)
 
 
 def test_a_chunked_reply_over_the_cap_is_cut_off_while_reading():

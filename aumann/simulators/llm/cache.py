@@ -59,8 +59,9 @@ _CHUNK = 500  # keys per SELECT ... IN (...)
 
 @dataclass(frozen=True)
 class CachedResponse:
-    """One stored reply; ``failed``: the reason, for a decision whose requests all failed (an abstention
-    stored as an empty reply marked ``invalid: "failed: ..."``), else ``None``."""
+    """One stored reply; ``failed``: the reason, for a decision stored as an abstention without a reply (an
+    empty reply marked ``invalid``): ``"failed: ..."`` (its requests all failed) or ``"too large: ..."`` (its
+    reply was over ``max_response_bytes``); else ``None``."""
 
     text: str
     prompt_tokens: int = 0
@@ -70,13 +71,26 @@ class CachedResponse:
 
 #: how a stored decision whose requests all failed is marked (its request's ``invalid`` starts so)
 FAILED_MARK = "failed: "
-# selects the request of an empty reply marked failed (rare: abstentions), else NULL -- no other request is read
-_FAILED_SQL = f"CASE WHEN response = '' AND instr(request, '\"invalid\":\"{FAILED_MARK}') > 0 THEN request END"
+#: how a stored decision whose reply was over ``max_response_bytes`` is marked (the reply text is not kept)
+TOO_LARGE_MARK = "too large: "
+#: the marks of the abstentions stored without a reply (:attr:`CachedResponse.failed`)
+NO_REPLY_MARKS = (FAILED_MARK, TOO_LARGE_MARK)
+# selects the request of an empty reply so marked (rare: abstentions), else NULL -- no other request is read
+_FAILED_SQL = ("CASE WHEN response = '' AND ("
+               + " OR ".join(f"instr(request, '\"invalid\":\"{m}') > 0" for m in NO_REPLY_MARKS) + ") THEN request END")
+
+
+def no_reply_reason(text: Any, why: Any) -> str | None:
+    """``why`` (a stored request's ``invalid``) when the row is an abstention stored without a reply -- an empty
+    ``text`` marked ``failed: ...`` or ``too large: ...`` -- capped at 300 characters; else ``None``."""
+    if text != "" or not isinstance(why, str) or not why.startswith(NO_REPLY_MARKS):
+        return None
+    return why[:300]
 
 
 def _failed_reason(text: Any, request: Any) -> str | None:
-    """The ``failed: ...`` reason of a stored failed decision (an empty reply), else ``None``."""
-    if text != "" or not isinstance(request, str) or f'"invalid":"{FAILED_MARK}' not in request:
+    """The ``failed: ...`` / ``too large: ...`` reason of a stored abstention without a reply, else ``None``."""
+    if text != "" or not isinstance(request, str) or not any(f'"invalid":"{m}' in request for m in NO_REPLY_MARKS):
         return None
     from aumann import bounded
 
@@ -84,8 +98,7 @@ def _failed_reason(text: Any, request: Any) -> str | None:
         req = bounded.loads_json(request, what="a cached request", error=ValueError, max_bytes=8 * 2**20)
     except ValueError:
         return None
-    why = req.get("invalid") if isinstance(req, dict) else None
-    return why[:300] if isinstance(why, str) and why.startswith(FAILED_MARK) else None
+    return no_reply_reason(text, req.get("invalid") if isinstance(req, dict) else None)
 
 
 def _checked(key: str, text: Any, pt: Any, ct: Any, request: Any = None) -> CachedResponse:
@@ -208,8 +221,8 @@ class ResponseCache:
         return stable_hash(parts)
 
     def get(self, key: str) -> CachedResponse | None:
-        """The stored reply for ``key`` (``None`` on a miss or in mode ``off``; ``failed`` set for a decision
-        whose requests all failed)."""
+        """The stored reply for ``key`` (``None`` on a miss or in mode ``off``; ``failed`` set for an abstention
+        stored without a reply: its requests all failed, or its reply was too large)."""
         return self.get_many([key]).get(key)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedResponse]:

@@ -268,7 +268,7 @@ class ChatCompletions:
         except ReplyTooLarge as exc:
             seen = f"{exc.size} bytes announced" if exc.size else "cut off while reading"
             raise Retryable("too_large", f"reply body over max_response_bytes = {self.max_response_bytes} bytes "
-                                         f"({seen}); rejected, not stored", size=exc.size) from None
+                                         f"({seen}); rejected, its text not kept", size=exc.size) from None
         except TransportFailure as exc:
             self.endpoints.failure(ep, hard=exc.kind == "connect")
             detail = self.redact(exc.detail)

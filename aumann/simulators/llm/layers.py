@@ -9,7 +9,8 @@ verb; :func:`compose` stacks them. From the outside in, the OpenAI-compatible ba
   and finished answers -- failed ones too -- are remembered, so forks never ask again.
 * :class:`Cache` -- the persistent :class:`~aumann.simulators.llm.cache.ResponseCache` (replies
   that stayed invalid are stored and marked, so a resumed run does not re-ask them either; so are
-  decisions whose requests all failed, ``failed: ...``, once a later answer shows it was no outage).
+  decisions whose reply was too large, ``too large: ...`` without the reply, and decisions whose
+  requests all failed, ``failed: ...``, once a later answer shows it was no outage).
 * :class:`DryRun` -- sends nothing: a stand-in answers, and the prompt and schema give the estimate.
 * :class:`Retry` -- backoff with jitter for failures; an invalid reply is retried *varied* (a higher
   temperature and a repair message), and one still invalid becomes an abstention (``Answer.invalid``).
@@ -43,6 +44,7 @@ from aumann.errors import (
     Retryable,
     ServerDownError,
 )
+from aumann.simulators.llm.cache import TOO_LARGE_MARK
 from aumann.simulators.llm.calls import Answer, Call, check_reply
 from aumann.simulators.llm.ratelimit import RateLimiter
 from aumann.simulators.llm.records import MAX_TOKENS_PER_REQUEST
@@ -412,8 +414,10 @@ class Retry(Layer):
                     answer.invalid = last
                     return answer
                 invalid += 1
-        if kind == "too_large":
-            raise ResponseTooLargeError(f"{self.where()} failed after {failures + invalid} attempt(s): {last}")
+        if kind == "too_large":  # the server answered, too much: no outage, so no streak (neither kept nor ended)
+            big = ResponseTooLargeError(f"{self.where()} failed after {failures + invalid} attempt(s): {last}")
+            big.reason = f"{TOO_LARGE_MARK}{failures + invalid} attempt(s); last error: {last[:200]}"
+            raise big
         from aumann.errors import BackendUnavailableError
 
         del text
@@ -483,6 +487,10 @@ class Cache(Layer):
     abstention's reply too, marked invalid, so it is not asked again). In ``replay`` mode a miss is a
     :class:`~aumann.errors.CacheMissError` and nothing is sent.
 
+    A decision whose reply stayed over ``max_response_bytes`` (a ``ResponseTooLargeError`` from the
+    :class:`Retry` layer) is stored at once as an empty reply marked invalid ``too large: ...`` (redacted; the
+    oversized text is never kept), and a hit on it is the same ``ResponseTooLargeError`` abstention.
+
     A decision whose requests all failed is stored too, as an empty reply marked invalid with the reason
     ``failed: ...`` (redacted), and a hit on it is the same abstention again (a ``BackendUnavailableError``).
     It is *held* until the :class:`Retry` layer below confirms that it was no outage -- the server answered
@@ -512,11 +520,15 @@ class Cache(Layer):
     def failed(self, call: Call, exc: BaseException) -> None:
         if not self.on or self.cache.mode != "record":
             return
-        reason = _redactor(self)(getattr(exc, "reason", None) or f"failed: {exc}")[:300]
-        row = {"text": "", "backend": self.backend, "model": self.model,
-               "request": {**self.describe(call), "invalid": reason}, "prompt_tokens": 0, "completion_tokens": 0}
+        row = self._no_reply(call, getattr(exc, "reason", None) or f"failed: {exc}")
         with self._held_lock:
             self._held[call.decision.key] = row
+
+    def _no_reply(self, call: Call, reason: str) -> dict[str, Any]:
+        """The row of an abstention stored without a reply: empty, marked invalid with ``reason`` (redacted, capped)."""
+        return {"text": "", "backend": self.backend, "model": self.model,
+                "request": {**self.describe(call), "invalid": _redactor(self)(reason)[:300]},
+                "prompt_tokens": 0, "completion_tokens": 0}
 
     def confirmed(self, keys: Sequence[str]) -> None:
         with self._held_lock:
@@ -557,12 +569,14 @@ class Cache(Layer):
         return found
 
     def _served(self, row: Any) -> Answer | BaseException:
-        """A stored row as an answer; a stored failed decision as its abstention (``BackendUnavailableError``)."""
+        """A stored row as an answer; an abstention stored without a reply as the error the live decision
+        raised: ``ResponseTooLargeError`` (``too large: ...``), else ``BackendUnavailableError`` (``failed: ...``)."""
         failed = getattr(row, "failed", None)
         if failed:
             from aumann.errors import BackendUnavailableError
 
-            exc = BackendUnavailableError(f"{self.where()}: {failed} (recorded in the response cache)")
+            kind = ResponseTooLargeError if failed.startswith(TOO_LARGE_MARK) else BackendUnavailableError
+            exc = kind(f"{self.where()}: {failed} (recorded in the response cache)")
             exc.reason = failed
             return exc
         return Answer(row.text, row.prompt_tokens, row.completion_tokens, source="cache")
@@ -580,7 +594,13 @@ class Cache(Layer):
                 raise CacheMissError(
                     f"replay cache miss for {self.where()} (key {d.key[:12]}, {len(d.messages)} message(s), seed="
                     f"{d.seed}); record it first with ResponseCache({self.cache.path!r}, mode='record')")
-        answer = self.inner.handle(call)
+        try:
+            answer = self.inner.handle(call)
+        except ResponseTooLargeError as exc:  # stored at once: unlike failed requests, no sign of an outage
+            if self.on and self.cache.mode == "record":
+                row = self._no_reply(call, getattr(exc, "reason", None) or f"{TOO_LARGE_MARK}{exc}")
+                self.cache.put(d.key, row.pop("text"), **row)
+            raise
         if self.on and answer.source != "dry_run":
             self.cache.put(d.key, answer.text, backend=self.backend, model=self.model,
                            request={**self.describe(call), **({"invalid": answer.invalid} if answer.invalid else {})},
