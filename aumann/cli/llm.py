@@ -61,10 +61,12 @@ def _text(row: dict[str, Any], n: int) -> str:
         if isinstance(m, dict):
             content = str(m.get("content", "")).replace("\n", "\n      ")
             lines.append(f"  {m.get('role', '?')}: {content}")
+    from aumann.simulators.llm.cache import FAILED_MARK, TOO_LARGE_MARK
+
     why = str(row.get("invalid") or "")
-    if row.get("reply") == "" and why.startswith("failed: "):
+    if row.get("reply") == "" and why.startswith(FAILED_MARK):
         lines.append("  → no reply: every request of this decision failed (an abstention)")
-    elif row.get("reply") == "" and why.startswith("too large: "):
+    elif row.get("reply") == "" and why.startswith(TOO_LARGE_MARK):
         lines.append("  → no reply kept: the reply was over max_response_bytes (an abstention; its text is not stored)")
     else:
         lines.append(f"  → reply: {row.get('reply', '')}")
