@@ -196,3 +196,23 @@ def test_product_means_antithetic_units_in_segments_are_the_whole_walks_bits(seg
     for p in range(3):
         np.testing.assert_array_equal(kernel.antithetic_units(perms[p:p + 1].astype(np.int32)).numpy()[0],
                                       (ref_f[p] + ref_r[p]) * 0.5)
+
+
+def test_product_means_sampled_shapley_walks_two_units_at_once_with_the_same_bits(monkeypatch):
+    """Plain sampled Shapley on f_prop's kernel takes two antithetic units per chunk (one whole walk per thread;
+    one unit at a time left the second core idle wherever a core was busy) — and the chunk never changes a bit."""
+    from aumann.attribution import SampledShapley
+    from aumann.scenarios.megascale_social import indicators as ind
+
+    _, _, kernel = _product_means_case(ind.ProductMeansKernel, seed=5, n=20_011, columns=3)
+    assert kernel.chunk_permutations() == 4  # two antithetic units: a permutation and its reverse each
+    v0, vN = kernel.ends()
+    method = SampledShapley(permutations=12, antithetic=True)
+    taken: list[int] = []
+    units = kernel.antithetic_units
+    monkeypatch.setattr(kernel, "antithetic_units", lambda perms: (taken.append(len(perms)), units(perms))[1])
+    phi = method.estimate(kernel, v0, vN, np.random.default_rng(2)).phi
+    assert taken == [2, 2, 2]
+    for chunk in (1, 2, 6):
+        monkeypatch.setattr(kernel, "chunk_permutations", lambda c=chunk: c)
+        np.testing.assert_array_equal(method.estimate(kernel, v0, vN, np.random.default_rng(2)).phi, phi)
