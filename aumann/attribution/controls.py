@@ -71,6 +71,7 @@ from aumann.attribution.device import CPU
 from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
 from aumann.attribution.network import NetworkQuadraticKernel
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, AdditiveKernel, GameKernel, QuadraticKernel
+from aumann.attribution.threads import run_items
 from aumann.checks import as_int
 from aumann.errors import GameError, IndicatorError, MethodError
 
@@ -161,7 +162,10 @@ class LowRankControl(PositionControl):
             self._profiles = np.ascontiguousarray(self.G.numpy())
             self._mu = np.ascontiguousarray(self.mean.numpy())
         out = np.empty(perms.shape, dtype=np.float64)
-        jit_controls.low_rank_units(self._rows, self._profiles, self._mu, np.ascontiguousarray(perms), reverse, out)
+        perms = np.ascontiguousarray(perms)
+        # a walk per permutation, on the idle cores (each writes only its own row: the same bits)
+        run_items(lambda r: jit_controls.low_rank_units(self._rows, self._profiles, self._mu, perms[r:r + 1],
+                                                        reverse, out[r:r + 1]), list(range(perms.shape[0])))
         return torch.from_numpy(out)
 
 
