@@ -16,7 +16,9 @@ stage before it); run directories report it per stage (``manifest.json`` → ``s
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from typing import Any
 
 
@@ -63,6 +65,12 @@ class StageTimer:
 
     A stage started more than once accumulates (e.g. "simulate" over several runs).
 
+    Stages may run at the same time on threads of their own (the study's lanes,
+    :func:`aumann.studies.stages.run_stages`): each thread has its own running stage, ended by that thread's next
+    ``start``, by :func:`end_thread` or by :meth:`stop`; the first stage a helper thread starts ends the stage the
+    timer's first thread was in (that thread now waits for the helpers). Stages that ran at the same time each
+    get their own wall time, so the times can add up to more than the whole.
+
     >>> t = StageTimer()
     >>> t.start("load"); t.start("attribute"); t.stop()
     >>> sorted(t.seconds)
@@ -71,32 +79,66 @@ class StageTimer:
 
     def __init__(self, clock: Any = time.perf_counter) -> None:
         self._clock = clock
-        self._current: str | None = None
-        self._since = 0.0
+        self._owner: int | None = None
+        self._running: dict[int, tuple[str, float]] = {}
+        self._lock = threading.Lock()
         self.seconds: dict[str, float] = {}
+        _TIMERS.add(self)
 
     def start(self, name: str) -> None:
-        """End the running stage (if any) and start ``name``."""
-        now = self._clock()
-        self._close(now)
-        self._current, self._since = name, now
+        """End the calling thread's running stage (if any) and start ``name``."""
+        me = threading.get_ident()
+        with self._lock:
+            now = self._clock()
+            if self._owner is None:
+                self._owner = me
+            self._close(me, now)
+            if me != self._owner:
+                self._close(self._owner, now)
+            self._running[me] = (name, now)
 
     def stop(self) -> None:
-        """End the running stage."""
-        self._close(self._clock())
-        self._current = None
+        """End every running stage."""
+        with self._lock:
+            now = self._clock()
+            for thread in list(self._running):
+                self._close(thread, now)
 
-    def _close(self, now: float) -> None:
-        if self._current is not None:
-            self.seconds[self._current] = self.seconds.get(self._current, 0.0) + (now - self._since)
+    def end_thread(self) -> None:
+        """End the calling thread's running stage."""
+        with self._lock:
+            self._close(threading.get_ident(), self._clock())
+
+    def _close(self, thread: int, now: float) -> None:
+        running = self._running.pop(thread, None)
+        if running is not None:
+            name, since = running
+            self.seconds[name] = self.seconds.get(name, 0.0) + (now - since)
 
     def add(self, name: str, seconds: float) -> None:
         """Add ``seconds`` measured elsewhere to stage ``name``."""
-        self.seconds[name] = self.seconds.get(name, 0.0) + float(seconds)
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + float(seconds)
+
+    def seconds_in(self, order: Any) -> dict[str, float]:
+        """:attr:`seconds` with the stages named in ``order`` first, in that order (stages that ran at the same
+        time started in whichever order the threads came to them), then the others as they came."""
+        first = {name: self.seconds[name] for name in order if name in self.seconds}
+        return {**first, **{k: v for k, v in self.seconds.items() if k not in first}}
 
     @property
     def total(self) -> float:
         return float(sum(self.seconds.values()))
 
 
-__all__ = ["Bar", "StageTimer", "progress_bar"]
+_TIMERS: weakref.WeakSet[StageTimer] = weakref.WeakSet()
+
+
+def end_thread() -> None:
+    """The calling thread's stage has ended (a lane of stages finished on it): every live
+    :class:`StageTimer` ends that thread's running stage."""
+    for timer in list(_TIMERS):
+        timer.end_thread()
+
+
+__all__ = ["Bar", "StageTimer", "end_thread", "progress_bar"]

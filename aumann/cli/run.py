@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "
                       "and were recomputed: " + terminal_text("; ".join(f"{f['file']}: {f['reason']}"
                                                                          for f in result.failed_checks), rich=True))
-    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds, **usage,
+    extra: dict[str, Any] = {"backend": label.split("@")[0], "stage_seconds": timer.seconds_in(stages), **usage,
                              "policy": "; ".join(sorted({str((r.get("analysis") or {}).get("policy")
                                                              or r.get("policy") or "offline policy")
                                                          for r in result.records})),
