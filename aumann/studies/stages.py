@@ -59,6 +59,9 @@ class Stage:
         message: the progress message while it runs (``None``: none of its own).
         ticks: the further progress messages its ``run`` reports itself (``ctx.tick``), in order: counted
             in the run's progress total (:func:`stage_messages`).
+        lane: optional stages in different lanes may run at the same time, each lane's in order on a
+            thread of its own (:func:`run_stages`); ``None`` (the default, and what a user's stage gets
+            unless it says otherwise): the stage runs alone, after every stage before it.
     """
 
     name: str
@@ -68,6 +71,7 @@ class Stage:
     needs: tuple[str, ...] = ()
     message: str | None = None
     ticks: tuple[str, ...] = ()
+    lane: str | None = None
 
     def applies(self, scenario: Scenario, config: ScenarioConfig) -> bool | str:
         return True if self.when is None else self.when(scenario, config)
@@ -263,9 +267,9 @@ _STAGES: NamedList[Stage] = NamedList([
     Stage("attribute", attribute, optional=False, message="attribute (all steps)"),
     Stage("rows", compute_rows, optional=False),
     Stage("deletion", score_rows, optional=False),
-    Stage("smoothing gaps", smoothing_gaps, message="smoothing gaps"),
+    Stage("smoothing gaps", smoothing_gaps, message="smoothing gaps", lane="study"),
     Stage("ablations", ablations, when=lambda sc, cfg: True if cfg.study.ablations else "study.ablations = false",
-          message="ablations"),
+          message="ablations", lane="study"),
 ])
 
 
@@ -320,11 +324,103 @@ def stage_messages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...
 
 
 def run_stages(ctx: RunContext, *, optional: bool) -> None:
-    """Run the required stages (``optional=False``) or the optional ones, in order."""
-    for stage in _STAGES:
-        if stage.optional == optional:
-            run_stage(ctx, stage)
-            ctx.release_freed()  # a large run's freed temporaries go back to the system before the next stage
+    """Run the required stages (``optional=False``) or the optional ones, in order.
+
+    Optional stages that name a :attr:`Stage.lane` run by lanes (:func:`_segments`): consecutive stages in two
+    or more lanes run at the same time where two cores are usable, each lane's stages in order on a copy of the
+    context's record (:func:`_run_lanes`); the copies are merged back lane by lane in the registry's order, so
+    the record, its key order and every number are what running them one after another gives, on any number
+    of cores. A stage without a lane runs alone."""
+    todo = [stage for stage in _STAGES if stage.optional == optional]
+    for segment in (_segments(todo) if optional else [[[s]] for s in todo]):
+        if len(segment) == 1:
+            for stage in segment[0]:
+                run_stage(ctx, stage)
+                ctx.release_freed()  # a large run's freed temporaries go back to the system before the next stage
+        else:
+            _run_lanes(ctx, segment)
+
+
+def _segments(todo: list[Stage]) -> list[list[list[Stage]]]:
+    """``todo`` cut into segments that run one after another, each a list of lanes (lists of stages in
+    registry order). A stage without a lane is a segment of its own; so is the start of a new segment where a
+    stage ``needs`` a stage of another lane of the segment so far (it must see that stage's record)."""
+    out: list[list[list[Stage]]] = []
+    lanes: dict[str, list[Stage]] = {}
+
+    def close() -> None:
+        if lanes:
+            out.append(list(lanes.values()))
+            lanes.clear()
+
+    for stage in todo:
+        if stage.lane is None:
+            close()
+            out.append([[stage]])
+            continue
+        elsewhere = {s.name for lane, group in lanes.items() if lane != stage.lane for s in group}
+        if elsewhere.intersection(stage.needs):
+            close()
+        lanes.setdefault(stage.lane, []).append(stage)
+    close()
+    return out
+
+
+_CTX_DICTS = ("rec", "arrays", "outputs", "orders", "saved", "stages", "extras")
+
+
+def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
+    """Run ``lanes`` at the same time, each on a shallow copy of ``ctx`` whose record dicts are its own, then
+    merge each copy's keys back into ``ctx`` in lane order (new keys after the existing ones, lane by lane;
+    changed values replaced in place): the same record, in the same key order, as running the lanes one after
+    another. Lanes run on threads only where two cores are usable (:func:`~aumann.attribution.threads.usable_cores`);
+    otherwise one after another, through the same copies. Under ``strict`` a failing lane stops at its
+    failure, the others finish, and the first failure in lane order is raised after the merge."""
+    import copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from aumann.attribution.threads import usable_cores
+    from aumann.progress import end_thread
+
+    before = {name: dict(getattr(ctx, name)) for name in _CTX_DICTS}  # what each lane starts from
+    children = []
+    for _ in lanes:
+        child = copy.copy(ctx)
+        for name in _CTX_DICTS:
+            setattr(child, name, dict(before[name]))
+        children.append(child)
+    threads = torch.get_num_threads()
+
+    def run_lane(i: int) -> BaseException | None:
+        torch.set_num_threads(threads)  # a new thread's own setting starts from the default: keep the caller's
+        try:
+            for stage in lanes[i]:
+                run_stage(children[i], stage)
+                ctx.release_freed()
+        except Exception as exc:  # strict: this lane stops here; the record so far is still merged
+            return exc
+        finally:
+            end_thread()  # the lane's last stage ends here, not when the slowest lane ends
+        return None
+
+    if usable_cores() >= 2:
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aumann-stage-lane") as pool:
+            errors = list(pool.map(run_lane, range(len(lanes))))
+    else:
+        errors = [run_lane(i) for i in range(len(lanes))]
+    for child in children:  # what each lane set, added or removed, in lane order
+        for name in _CTX_DICTS:
+            mine, theirs, start = getattr(ctx, name), getattr(child, name), before[name]
+            for key in [k for k in start if k not in theirs]:
+                mine.pop(key, None)
+            for key, value in theirs.items():
+                if key not in start or start[key] is not value:
+                    mine[key] = value
+    for exc in errors:
+        if exc is not None:
+            raise exc
 
 
 def pending(ctx: RunContext) -> None:

@@ -276,6 +276,9 @@ def decisions(ctx: RunContext) -> None:
                                  f"{rank_agents.__name__}); K_del = {ctx.sizes.k_del}")
 
 
+_LANE = "scenario analysis"  # one lane: the stages share _State (its random stream is drawn in this order)
+
+
 def _when(flag: str | None = None) -> Any:
     def when(scenario: Any, config: Any) -> bool | str:
         if not isinstance(config, MegaScaleConfig):
@@ -292,13 +295,14 @@ def _when(flag: str | None = None) -> Any:
 STAGES = (
     Stage("cascade pressure", cascade_pressure, when=_when(), message="scenario analysis",
           ticks=("cascade pressure: exact attribution", "cascade pressure: sampled Shapley",
-                 "cascade pressure: deletion")),
+                 "cascade pressure: deletion"), lane=_LANE),
     Stage("cascade smoothing gap", cascade_smoothing_gap, when=_when(), needs=("cascade pressure",),
-          ticks=("cascade smoothing gap",)),
-    Stage("tier shares", tier_shares, when=_when(), needs=("cascade pressure",), ticks=("tier shares",)),
-    Stage("archetype fidelity", archetype_fidelity, when=_when("fidelity_agents"), ticks=("archetype fidelity",)),
-    Stage("LLM ablation", decisions_llm_ablation, when=_when("llm_ablation"), ticks=("LLM ablation",)),
-    Stage("decisions", decisions, when=_when()),
+          ticks=("cascade smoothing gap",), lane=_LANE),
+    Stage("tier shares", tier_shares, when=_when(), needs=("cascade pressure",), ticks=("tier shares",), lane=_LANE),
+    Stage("archetype fidelity", archetype_fidelity, when=_when("fidelity_agents"), ticks=("archetype fidelity",),
+          lane=_LANE),
+    Stage("LLM ablation", decisions_llm_ablation, when=_when("llm_ablation"), ticks=("LLM ablation",), lane=_LANE),
+    Stage("decisions", decisions, when=_when()),  # alone, last: it counts the forks' decisions of every stage
 )
 """MegaScale-Social's stages, in order (after the study's own optional stages)."""
 

@@ -1,0 +1,139 @@
+"""Optional stages in lanes (``Stage.lane``): lanes run at the same time, and the run record — its values and
+its key order — is what running the stages one after another gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from aumann.errors import StudyError
+from aumann.progress import StageTimer, end_thread
+from aumann.studies import stages as S
+from aumann.studies.context import RunContext, RunOptions
+from aumann.studies.stages import Stage, attempt
+
+
+def _ctx(strict: bool = False) -> RunContext:
+    ctx = RunContext(scenario=None, config=None, streams=None, options=RunOptions(strict=strict))
+    ctx.run = SimpleNamespace(panel=SimpleNamespace(shape=(1, 10)))
+    ctx.rec.update({"t_star": 3, "methods": {}})
+    ctx.stages.update({"rows": {"status": "ok", "optional": False}})
+    return ctx
+
+
+def _lane_stages(meet: threading.Barrier | None = None, fail: bool = False) -> list[Stage]:
+    def s1(ctx):
+        if meet is not None:
+            meet.wait()  # returns only if s3 runs at the same time
+        attempt(ctx, "s1 part", lambda: ctx.rec.setdefault("x", 1))
+        ctx.arrays["a1"] = np.arange(3)
+        if fail:
+            raise ValueError("s1 broke")
+
+    def s2(ctx):
+        ctx.rec["y"] = ctx.rec["x"] + 1  # sees its own lane's record
+
+    def s3(ctx):
+        if meet is not None:
+            meet.wait()
+        ctx.rec["analysis"] = {"tables": {"t": [1, 2]}}
+        ctx.extras["shared"] = "state"
+        ctx.rec.pop("t_star")
+
+    def s4(ctx):
+        ctx.rec["analysis"]["tables"]["u"] = [ctx.extras["shared"]]
+        ctx.rec["methods"] = {"replaced": True}
+
+    def s5(ctx):  # no lane: alone, after both lanes, and it sees both
+        ctx.rec["last"] = sorted(k for k in ctx.rec)
+
+    return [Stage("s1", s1, lane="a"), Stage("s2", s2, lane="a"), Stage("s3", s3, lane="b"),
+            Stage("s4", s4, lane="b", needs=("s3",)), Stage("s5", s5)]
+
+
+def _run(monkeypatch, todo: list[Stage], ctx: RunContext) -> RunContext:
+    monkeypatch.setattr(S, "_STAGES", S.NamedList(todo))
+    S.pending(ctx)
+    S.run_stages(ctx, optional=True)
+    return ctx
+
+
+def _dump(ctx: RunContext) -> str:
+    return json.dumps({"rec": ctx.rec, "stages": ctx.stages, "arrays": {k: v.tolist() for k, v in ctx.arrays.items()},
+                       "extras": ctx.extras})
+
+
+def test_segments_cut_at_stages_without_a_lane_and_at_needs_across_lanes():
+    def st(name, lane, needs=()):
+        return Stage(name, lambda ctx: None, lane=lane, needs=needs)
+
+    todo = [st("a1", "a"), st("b1", "b"), st("a2", "a"), st("solo", None), st("a3", "a"), st("b2", "b"),
+            st("b3", "b", needs=("a3",)), st("a4", "a")]
+    names = [[[s.name for s in lane] for lane in seg] for seg in S._segments(todo)]
+    assert names == [[["a1", "a2"], ["b1"]], [["solo"]], [["a3"], ["b2"]], [["b3"], ["a4"]]]
+
+
+def test_lanes_run_at_the_same_time_and_give_the_serial_record(monkeypatch):
+    todo = _lane_stages()
+    serial = _run(monkeypatch, [dataclasses.replace(s, lane=None) for s in todo], _ctx())
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
+    meet = threading.Barrier(2, timeout=20)  # s1 and s3 each wait for the other: only lanes on threads pass
+    lanes = _run(monkeypatch, _lane_stages(meet), _ctx())
+    assert _dump(lanes) == _dump(serial)  # the same values in the same key order
+    assert lanes.rec["y"] == 2 and "t_star" not in lanes.rec and lanes.rec["analysis"]["tables"]["u"] == ["state"]
+    assert lanes.rec["last"] == sorted(serial.rec["last"]) and "x" in lanes.rec["last"]
+    assert all(lanes.stages[n]["status"] == "ok" for n in ("s1", "s1 part", "s2", "s3", "s4", "s5"))
+
+
+def test_one_core_runs_the_lanes_one_after_another_with_the_same_record(monkeypatch):
+    serial = _run(monkeypatch, [dataclasses.replace(s, lane=None) for s in _lane_stages()], _ctx())
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 1)
+    seen = set()
+    todo = _lane_stages()
+    todo = [dataclasses.replace(s, run=lambda ctx, f=s.run: (seen.add(threading.get_ident()), f(ctx))) for s in todo]
+    lanes = _run(monkeypatch, todo, _ctx())
+    assert _dump(lanes) == _dump(serial) and seen == {threading.get_ident()}
+
+
+def test_a_failing_lane_is_recorded_and_under_strict_raised_after_the_other_lane_finished(monkeypatch):
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
+    ctx = _run(monkeypatch, _lane_stages(fail=True), _ctx())
+    assert ctx.stages["s1"]["status"] == "failed" and ctx.stages["s1"]["error"] == "ValueError"
+    assert ctx.stages["s2"]["status"] == "ok" and ctx.stages["s4"]["status"] == "ok"  # not strict: on it goes
+
+    ctx = _ctx(strict=True)
+    with pytest.raises(StudyError, match="'s1'"):
+        _run(monkeypatch, _lane_stages(fail=True), ctx)
+    assert ctx.stages["s1"]["status"] == "failed" and ctx.stages["s2"]["status"] == "pending"  # that lane stopped
+    assert ctx.stages["s4"]["status"] == "ok" and ctx.rec["analysis"]["tables"]["u"] == ["state"]  # merged
+    assert ctx.stages["s5"]["status"] == "pending"  # nothing after the lanes ran
+
+
+def test_the_stage_timer_gives_each_thread_its_own_running_stage():
+    now = [0.0]
+    timer = StageTimer(clock=lambda: now[0])
+    timer.start("deletion")
+    now[0] = 2.0
+
+    def lane(name: str, at_end: float) -> None:
+        timer.start(name)  # the first helper's stage ends the waiting thread's
+        now[0] = max(now[0], at_end)
+        end_thread()
+
+    t = threading.Thread(target=lane, args=("ablations", 5.0))
+    t.start()
+    t.join()
+    t = threading.Thread(target=lane, args=("cascade", 9.0))  # (one after the other here: a deterministic clock)
+    t.start()
+    t.join()
+    now[0] = 10.0
+    timer.start("report")
+    now[0] = 11.0
+    timer.stop()
+    assert timer.seconds == {"deletion": 2.0, "ablations": 3.0, "cascade": 4.0, "report": 1.0}
+    assert list(timer.seconds_in(["report", "deletion"])) == ["report", "deletion", "ablations", "cascade"]
