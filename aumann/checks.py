@@ -14,6 +14,8 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`as_seed`   a seed: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``;
 * :func:`as_real_array`  an array-like of real numbers (numpy, torch — bfloat16 refused — or nested
   lists; ragged, complex, string and object input refused);
+* :func:`refuse_mixed_labels`  ids or labels of one type: numbers and text mixed (``[1, "a"]``) are refused
+  (numpy would make text of every one, so id 1 became ``"1"``);
 * :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
   number, bytes or ``""``, which would mean the current directory);
 * :func:`user_code` a context manager that turns an exception raised by user code (an indicator, a
@@ -208,6 +210,22 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     if dtype is not None:
         arr = arr.astype(dtype, copy=False)
     return arr
+
+
+def refuse_mixed_labels(given: Any, arr: np.ndarray, what: str, *, error: ErrorType) -> None:
+    """Refuse ids or labels that mix numbers and text. ``arr`` is ``np.asarray(given)``: numpy (and the Panel,
+    for an object array) makes text of every label when some are text, so ``[1, "a", 2]`` became
+    ``["1", "a", "2"]``, id 1 was looked up as ``"1"`` later and 1 and ``"1"`` were one id. A numpy array of
+    text (dtype ``U``/``S``) is text throughout and passes; so do labels of one type."""
+    if arr.ndim != 1 or arr.dtype.kind not in "USO" or (isinstance(given, np.ndarray) and given.dtype.kind in "US"):
+        return
+    items = arr.tolist() if isinstance(given, np.ndarray) else list(given)
+    number = next((v for v in items if not isinstance(v, str | bytes)), None)
+    text = next((v for v in items if isinstance(v, str | bytes)), None)
+    if number is not None and text is not None:
+        noun = "ids" if what.endswith("ids") else "labels"
+        raise error(f"{what} mixes numbers and text ({number!r} and {text!r}): give {noun} of one type "
+                    "(all ints, or all strs)")
 
 
 def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_path, as_real_array
+from aumann.checks import as_path, as_real_array, refuse_mixed_labels
 from aumann.errors import (
     AumannError,
     DuplicateIdError,
@@ -291,12 +291,14 @@ def _plain_labels(arr: np.ndarray, what: str) -> None:
 def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
+    given = labels if isinstance(labels, np.ndarray) else list(labels)
     try:
-        arr = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
+        arr = np.asarray(given)
     except (ValueError, TypeError) as exc:
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
+    refuse_mixed_labels(given, arr, what, error=PanelError)
     _plain_labels(arr, what)
     if arr.dtype == object:
         arr = arr.astype(str)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import _shown
+from aumann.checks import _shown, refuse_mixed_labels
 from aumann.errors import FeatureValueError, PanelError, ShapeError, UnknownAttributeError
 from aumann.panel import _alive_mask
 from aumann.simulators.recording import (
@@ -96,15 +96,7 @@ def _agent_ids(value: Any) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise FeatureValueError(f"agent_ids must be N scalar ids (ints or strs), one per row; got {_shown(value)} "
                                 f"({type(exc).__name__}: {str(exc)[:120]})") from None
-    if ids.dtype.kind in "USO" and ids.ndim == 1 and not (isinstance(value, np.ndarray) and value.dtype.kind in "US"):
-        # numpy (and the Panel, for an object array) makes text of every id when some are text: [1, "a", 2] became
-        # ["1", "a", "2"], so id 1 was looked up as "1" later (and 1 and "1" were one id); ids are of one type
-        items = ids.tolist() if isinstance(value, np.ndarray) else list(value)
-        number = next((v for v in items if not isinstance(v, str | bytes)), None)
-        text = next((v for v in items if isinstance(v, str | bytes)), None)
-        if number is not None and text is not None:
-            raise FeatureValueError(f"agent_ids mixes numbers and text ({number!r} and {text!r}): give ids of one "
-                                    "type (all ints, or all strs)")
+    refuse_mixed_labels(value, ids, "agent_ids", error=FeatureValueError)
     return ids
 
 

@@ -123,3 +123,16 @@ def test_finite_float_and_time_labels_stay_labels():
     assert p.steps.tolist() == [0.5, 1.5, 2.5]
     q = Panel(z, steps=np.datetime64("2020-01-01") + np.arange(3))
     assert str(q.steps[0]) == "2020-01-01"
+
+
+@pytest.mark.parametrize("what", ["agent_ids", "steps"])
+@pytest.mark.parametrize("labels", [[1, "a", 2], ["a", 1, 2], np.array([1, "a", 2], dtype=object), [2.5, "x", "y"],
+                                    (1, "a", 2)])
+def test_labels_mixing_numbers_and_text_are_refused(what, labels):
+    """Panel(agent_ids=[1, "a", 2]) made text of every id (["1", "a", "2"]): id 1 was then looked up as "1", and
+    1 and "1" would be one agent. Refused as ArrayRecorder(agent_ids=...) refuses them, by the same check."""
+    z = np.zeros((3, 3, 1))
+    with pytest.raises(PanelError, match=f"{what} mixes numbers and text"):
+        Panel(z, **{what: labels})
+    for ok in (["c", "a", "b"], np.array(["c", "a", "b"], dtype=object), [3, 1, 2]):
+        assert getattr(Panel(z, **{what: ok}), what).tolist() == list(ok)
