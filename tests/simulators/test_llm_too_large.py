@@ -70,22 +70,31 @@ def test_a_too_large_reply_is_stored_at_once_and_replays_as_the_same_abstention(
         resumed.close()
 
 
-def test_a_too_large_reply_neither_waits_for_nor_ends_a_streak_of_failed_decisions(tmp_path):
+def test_a_too_large_reply_ends_a_streak_of_failed_decisions_like_any_answer(tmp_path):
+    """A reply over max_response_bytes arrived: the server is up. It ends the streak of failed decisions before it
+    as any answer does -- they are confirmed (stored as abstentions, not held for an outage) and the count of
+    decisions in a row that got no answer starts again. Before, it did neither: 7 failures, a too-large reply and
+    1 more failure made 8 "in a row" and a ServerDownError, and the 7 stayed held (dropped by a stop)."""
     path = tmp_path / "c.sqlite"
 
     def status(body):
-        return 500 if body["seed"] == 4 else None
+        return 500 if body["seed"] >= 100 else None
 
     with LoopbackLLM(_answer, status_of=status) as srv:
         b = _backend(srv.base_url, ResponseCache(path), concurrency=1)
         b.decide_many([_req(1)])
-        assert isinstance(b.decide_many([_req(4)], return_exceptions=True)[0], BackendUnavailableError)
+        for seed in range(100, 107):  # 7 failed decisions: one short of down_after = 8
+            assert type(b.decide_many([_req(seed)], return_exceptions=True)[0]) is BackendUnavailableError
+        stored = sorted(r["invalid"].split(":")[0] for r in ResponseCache(path, mode="replay").rows(invalid_only=True))
+        assert stored == []  # held: the server has not answered since they failed
         assert isinstance(b.decide_many([_req(2)], return_exceptions=True)[0], ResponseTooLargeError)
-        stored = {r["invalid"].split(":")[0] for r in ResponseCache(path, mode="replay").rows(invalid_only=True)}
-        assert stored == {"too large"}  # the failed one is still held: the server has not answered since
-        b.close(keep_failed=False)
-    stored = [r["invalid"].split(":")[0] for r in ResponseCache(path, mode="replay").rows(invalid_only=True)]
-    assert stored == ["too large"]
+        stored = sorted(r["invalid"].split(":")[0] for r in ResponseCache(path, mode="replay").rows(invalid_only=True))
+        assert stored == ["failed"] * 7 + ["too large"]  # the server answered: the 7 were no outage
+        # the streak starts again: one more failure is 1 in a row, not 8 (no ServerDownError)
+        assert type(b.decide_many([_req(107)], return_exceptions=True)[0]) is BackendUnavailableError
+        b.close(keep_failed=False)  # a stop forgets only the failure held since the server last answered
+    stored = sorted(r["invalid"].split(":")[0] for r in ResponseCache(path, mode="replay").rows(invalid_only=True))
+    assert stored == ["failed"] * 7 + ["too large"]
 
 
 def test_the_served_cache_of_ray_workers_passes_the_too_large_mark_both_ways(tmp_path):

@@ -324,7 +324,8 @@ class Retry(Layer):
     part of an outage. The *streak* is the failed decisions since the server last answered (in the order
     they finish); ``watchers`` (the :class:`Coalesce` and :class:`Cache` layers above, registered by
     themselves) are told, under this layer's lock: ``failed(call, exc)`` for each failed decision,
-    ``confirmed(keys)`` when the server answers again (the streak was no outage: keep them), and
+    ``confirmed(keys)`` when the server answers again -- a reply over ``max_response_bytes`` included: it
+    arrived -- (the streak was no outage: keep them), and
     ``outage(keys)`` when the streak reaches ``down_after`` (its decisions are forgotten and never stored,
     so a resumed run asks them again).
     """
@@ -393,6 +394,8 @@ class Retry(Layer):
                     kind, last, wait = exc.kind, str(exc), exc.wait
                     if exc.kind == "timeout":
                         scale = min(scale * 2.0, 16.0)  # a slow queue: wait longer next time
+                    elif exc.kind == "too_large":
+                        self._answered()  # a reply arrived, too large to read: the server is up, as for any answer
                     failures += 1
                     logger.warning("LLM attempt %d failed for %s: %s", failures + invalid, self.where(), last)
                     if failures <= p.max_retries:
@@ -414,7 +417,7 @@ class Retry(Layer):
                     answer.invalid = last
                     return answer
                 invalid += 1
-        if kind == "too_large":  # the server answered, too much: no outage, so no streak (neither kept nor ended)
+        if kind == "too_large":  # the server answered, too much: no outage (its reply already ended the streak)
             big = ResponseTooLargeError(f"{self.where()} failed after {failures + invalid} attempt(s): {last}")
             big.reason = f"{TOO_LARGE_MARK}{failures + invalid} attempt(s); last error: {last[:200]}"
             raise big
