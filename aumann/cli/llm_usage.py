@@ -8,6 +8,9 @@
   (then ``manifest.json`` is written too, with the reason), or interrupted. A stopped invocation
   saves all its spend but not the decisions of the run it left unfinished (the resume counts them
   when it computes that run again), so ``llm_reliability`` is the same however often a run stopped.
+  The ledger also keeps the run counts of each run written (``run_counts``): a run written again
+  (``--strict`` recomputes a run whose optional stages did not all finish) replaces its earlier counts
+  instead of counting its decisions twice.
 * :func:`dry_run` plays the study with the offline policy in the loop and prints the estimate.
 * :class:`ProgressLines` prints a plain progress line every ``interval`` seconds when stderr is not a
   terminal (a log file, CI, ``2> run.log``), where the live bar shows nothing.
@@ -56,6 +59,7 @@ class _Account:
         self.backend = backend
         self.prior = load_ledger(self.path)
         self.invocations = 1
+        self.runs: dict[int, Any] = {}  # run index → the run counts the ledger holds for it
         if self.path.is_file():
             from aumann import bounded
             from aumann.simulators.llm.records import check_count
@@ -65,6 +69,8 @@ class _Account:
                 self.invocations = check_count("invocations", data.get("invocations", 0)) + 1
             except (OSError, ValueError, AttributeError, TypeError):
                 self.invocations = 1
+            else:
+                self.runs = _run_counts(data.get("run_counts"))
         if backend is not None:
             backend.usage.merge(self.prior)
         self.total = None
@@ -74,19 +80,35 @@ class _Account:
             return {"backend": "offline", "note": "offline policy: decisions counted, nothing sent (0 calls)"}
         return self.backend.describe()
 
-    def save(self, usage: Any, exc: BaseException | None = None) -> Any:
+    def save(self, usage: Any, exc: BaseException | None = None, written: Any = None) -> Any:
         """Save the ledger; returns the account saved. An invocation that ``exc`` stopped leaves out the
         decisions (and abstentions, cache hits) of the run it did not finish (``exc.llm_unfinished``): the
-        resume computes that run again and counts them then. Its spend -- requests, tokens, cost -- stays."""
-        from aumann.simulators.llm.usage import Usage, invalid_rate, save_ledger
+        resume computes that run again and counts them then. Its spend -- requests, tokens, cost -- stays.
+        A run written now (``written``, or ``exc.llm_written``: run index → its run counts) that an earlier
+        invocation had written and counted (``--strict`` recomputes a run whose optional stages did not all
+        finish) replaces those counts: its decisions count once."""
+        from aumann.simulators.llm.usage import RUN_COUNTS, Usage, invalid_rate, save_ledger
 
         lost = getattr(exc, "llm_unfinished", None)
         if isinstance(lost, Usage):
             usage = usage.copy().merge(lost.run_counts(), sign=-1)
+        if written is None:
+            written = getattr(exc, "llm_written", None)
+        runs = dict(self.runs)
+        for r, counts in (written or {}).items():
+            if not isinstance(counts, Usage):
+                continue
+            if r in runs:  # counted when an earlier invocation wrote this run: the new counts replace them
+                usage = usage.copy().merge(runs[r], sign=-1)
+                for k in RUN_COUNTS:  # never below 0 (a ledger edited by hand)
+                    setattr(usage, k, max(0, getattr(usage, k)))
+            runs[r] = counts.run_counts()
         replies = list(getattr(self.backend, "invalid_replies", []) or [])
         extra = {"not_counted_until_resumed": lost.run_counts().counters()} if isinstance(lost, Usage) else {}
         save_ledger(self.path, usage, invocations=self.invocations, llm=self.describe(),
-                    invalid_rate=round(invalid_rate(usage), 6), invalid_replies=replies[:20], **extra)
+                    invalid_rate=round(invalid_rate(usage), 6), invalid_replies=replies[:20],
+                    run_counts={str(r): {k: getattr(c, k) for k in RUN_COUNTS} for r, c in sorted(runs.items())},
+                    **extra)
         return usage
 
     def finish(self, result: Any) -> dict[str, Any]:
@@ -95,9 +117,24 @@ class _Account:
             total = self.backend.usage
         else:
             total = self.prior.copy().merge(getattr(result, "usage", None))
+        total = self.save(total, written=getattr(result, "run_counts", None) or {})
         self.total = total
-        self.save(total)
         return {"llm_usage": total.manifest_dict(), "llm": {**self.describe(), "invocations": self.invocations}}
+
+
+def _run_counts(raw: Any) -> dict[int, Any]:
+    """The ledger's ``run_counts`` (run index → its :data:`~aumann.simulators.llm.usage.RUN_COUNTS`); ``{}`` when
+    absent (a ledger written before it was kept) or not of that form."""
+    from aumann.simulators.llm.records import check_count
+    from aumann.simulators.llm.usage import RUN_COUNTS, Usage
+
+    if not isinstance(raw, dict):
+        return {}
+    try:
+        return {int(r): Usage(**{k: check_count(k, c.get(k, 0)) for k in RUN_COUNTS}) for r, c in raw.items()
+                if str(r).isdigit() and isinstance(c, dict)}
+    except (ValueError, TypeError):
+        return {}
 
 
 @contextlib.contextmanager

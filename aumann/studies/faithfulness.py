@@ -178,9 +178,12 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         strict: any stage failure stops the study (a :class:`~aumann.errors.StudyError` naming the stage);
             by default (``None``: ``config.study.strict``, false) a failing optional stage is recorded in
             the run record, the manifest and the report, and the study goes on. A run resumed under
-            ``strict`` whose optional stages did not all finish is recomputed.
+            ``strict`` whose optional stages did not all finish is recomputed; the LLM run counts of each
+            run written (decisions, abstentions, ...) are in ``result.run_counts`` (``exc.llm_written`` when
+            the study stops), so the usage ledger replaces a recomputed run's earlier counts instead of
+            counting its decisions twice.
     """
-    from aumann.simulators.llm.usage import Usage, unfinished, usage_of
+    from aumann.simulators.llm.usage import Usage, unfinished, usage_of, written
 
     if not isinstance(config, scenario.config_model):
         raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
@@ -200,6 +203,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     failed: list[dict[str, Any]] = []
     resumed = computed = 0
     spent = Usage()
+    counted: dict[int, Usage] = {}  # the run counts of each run written now (the ledger keeps them per run)
     todo = []
     for r, seq in enumerate(seqs):
         if rundir is not None and rundir.record(r).exists():  # an .npz alone: interrupted mid-write, recomputed
@@ -250,6 +254,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             # workers send results, never files: the driver writes each run as it arrives (a run finished
             # before a failure elsewhere is kept for resume)
             records[r] = write_computed(rundir if write else None, res)
+            if res.usage is not None:
+                counted[r] = res.usage.run_counts()
             arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
             computed += 1
             if progress is not None:
@@ -259,25 +265,32 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
         except BaseException as exc:
             unfinished(exc, lost)
+            written(exc, counted)
             raise
         errors = [res for res in results if isinstance(res, BaseException)]
         if errors:
             unfinished(errors[0], lost)
+            written(errors[0], counted)  # the runs written before it: the ledger keeps their counts per run
             raise errors[0]
     else:
         for r, seq in todo:
             tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
-            rec, arr, panel, delta, timing = compute_run(scenario, config, r, seq, out if write else None, backend,
-                                                         digest, backend_label=backend_label, tick=tick,
-                                                         executor=executor, strict=strict)
+            try:
+                rec, arr, panel, delta, timing = compute_run(scenario, config, r, seq, out if write else None,
+                                                             backend, digest, backend_label=backend_label, tick=tick,
+                                                             executor=executor, strict=strict)
+            except BaseException as exc:
+                written(exc, counted)  # the runs written before it: the ledger keeps their counts per run
+                raise
             spent.merge(delta)
+            counted[r] = delta.run_counts()
             records[r], arrays[r], panels[r], timings[r] = rec, arr, panel, timing
             computed += 1
             if tick:
                 tick("done")
     return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                        computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
-                       failed_checks=failed, timings=timings)
+                       failed_checks=failed, timings=timings, run_counts=counted)
 
 
 def _fork_threads(backend: Any, scenario: Scenario | None = None, executor: Any = None) -> int:
@@ -304,13 +317,13 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
     usage. The run is written as soon as its required stages finish and again after the optional
     ones. The record holds no wall-clock time (:func:`split_timing`): the seconds are returned apart
     and written to ``timings/run-NNN.json``."""
-    from aumann.simulators.llm.usage import unfinished, usage_of
+    from aumann.simulators.llm.usage import unfinished, usage_of, written
 
     rundir = RunDir(out) if out is not None else None
-    written: list[dict[str, Any]] = []
+    done_writes: list[dict[str, Any]] = []
 
     def write(done: ComputedRun, first: bool) -> None:
-        written[:] = [write_computed(rundir, done, first=first)]
+        done_writes[:] = [write_computed(rundir, done, first=first)]
 
     shared = usage_of(backend)
     mark = shared.copy() if shared is not None else None
@@ -318,10 +331,12 @@ def compute_run(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.rand
         done = _compute(scenario, config, r, seq, backend, digest, write, tick=tick, executor=executor,
                         backend_label=backend_label, strict=strict)
     except BaseException as exc:
-        if mark is not None and not written:  # recomputed on resume: its decisions are counted then
+        if mark is not None and not done_writes:  # recomputed on resume: its decisions are counted then
             unfinished(exc, shared - mark)
+        elif mark is not None:  # written, then stopped (strict: an optional stage failed): counted as written
+            written(exc, {r: shared - mark})
         raise
-    return written[0], done.arrays, done.panel, done.usage, done.timing
+    return done_writes[0], done.arrays, done.panel, done.usage, done.timing
 
 
 @dataclass

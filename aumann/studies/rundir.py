@@ -427,6 +427,7 @@ class StudyResult:
     #: finished runs found on disk that failed verification and were recomputed: {run, file, reason}
     failed_checks: list[dict[str, Any]] = field(default_factory=list)
     usage: Any = None  # the LLM usage (aumann.simulators.llm.Usage) of the runs computed now
+    run_counts: dict[int, Any] = field(default_factory=dict)  # per run written now: its Usage.run_counts()
     timings: list[dict[str, Any]] = field(default_factory=list)  # per run: seconds per method (split_timing)
 
     def timed_records(self) -> list[dict[str, Any]]:

@@ -24,7 +24,10 @@ account of a run directory, so a resumed run adds to what earlier invocations sp
 (requests, tokens, cost, failures, retries, latencies) counts everything that was sent, across
 invocations; the counts that describe the runs (:data:`RUN_COUNTS`: decisions, abstentions, cache
 hits, fallbacks) count each run once: an invocation that stops leaves out those of the run it did not
-finish (:func:`unfinished`), which the resume asks again -- from the cache -- and counts then.
+finish (:func:`unfinished`), which the resume asks again -- from the cache -- and counts then; and the
+ledger keeps the run counts of each run written (``run_counts``, :func:`written`), so a run written again
+(``--strict`` recomputes a run whose optional stages did not all finish; a corrupt run is recomputed)
+replaces its earlier counts instead of adding to them.
 """
 
 from __future__ import annotations
@@ -320,6 +323,18 @@ def unfinished(exc: BaseException, delta: Usage | None) -> None:
         pass
 
 
+def written(exc: BaseException, runs: Mapping[int, Usage]) -> None:
+    """Note on ``exc`` (``exc.llm_written``: run index → :data:`RUN_COUNTS`) the counts of the runs written before
+    it stopped the study: the ledger keeps each run's counts, so a run written again later (``--strict`` redoes
+    a run whose optional stage failed) replaces them instead of adding to them."""
+    prev = getattr(exc, "llm_written", None)
+    merged = {**(prev if isinstance(prev, dict) else {}), **{r: u.run_counts() for r, u in runs.items()}}
+    try:
+        exc.llm_written = merged
+    except AttributeError:  # pragma: no cover - an exception type without a __dict__
+        pass
+
+
 def usage_of(obj: Any) -> Usage | None:
     """The :class:`Usage` account of a backend or a model (``obj.usage``), or ``None``."""
     u = getattr(obj, "usage", None)
@@ -346,4 +361,4 @@ def invalid_rate(usage: Mapping[str, Any] | Usage) -> float:
 
 
 __all__ = ["LEDGER_NAME", "MANIFEST_KEYS", "RUN_COUNTS", "LatencyHistogram", "Usage", "describe", "invalid_rate",
-           "load_ledger", "save_ledger", "unfinished", "usage_of"]
+           "load_ledger", "save_ledger", "unfinished", "usage_of", "written"]
