@@ -29,7 +29,9 @@ spills to ``temp_dir`` beyond ``memory_limit``; no day is ever loaded into Pytho
    post's topic); ``replies_received`` = reply creates by other accounts (filtered ones included)
    whose ``reply.parent`` URI is a topic-k post of u seen in the input (author = 3rd ``/``-part of
    the AT-URI; self-replies, i.e. thread continuations, are not "received"); per user and day,
-   ``follows_received`` = follow creates with ``subject = u`` (self-follows excluded).
+   ``follows_received`` = follow creates with ``subject = u`` (self-follows excluded). An engagement's target
+   (like / repost subject author, reply parent author, follow subject) must be a DID by the rule of an
+   event's ``did``; one that is not is no engagement and is counted in ``malformed_engagements``.
 6. Users = DIDs with ≥ 1 ``app.bsky.*`` commit in the window, then the filters
    (:mod:`.filters`). Followers come from the profile snapshot CSV (``did, followers_count[,
    created_at, handle]``; ``followers_source = "snapshot"``) or else are the distinct followers
@@ -234,7 +236,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)
-    rows, valid = con.execute(sql.FILE_STATS).fetchone()
+    rows, valid, bad_targets = con.execute(sql.FILE_STATS).fetchone()
     t = stages.lap("file counts: kinds, duplicates, days", t)
     # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones
     lines = count_lines(src, compressed=compression == "zstd")
@@ -259,7 +261,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     malformed = int(rows - valid) + frames_bad
     blank = int(lines - rows)
     entry.update(lines_read=int(lines) + frames_bad, rows=int(rows), valid=int(valid), malformed=malformed,
-                 blank_lines=blank, duplicates=dups)
+                 blank_lines=blank, duplicates=dups, malformed_engagements=int(bad_targets))
     entry["container"] = container
     if valid == 0 and entry["lines_read"] > 0:
         entry["warning"] = ("no valid Jetstream event in this file" + (" (damaged)" if "damaged_stream" in entry
@@ -271,6 +273,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     report.valid_events += int(valid)
     report.malformed_lines += malformed
     report.malformed_frames += frames_bad
+    report.malformed_engagements += int(bad_targets)
     report.duplicates += dups
     report.bytes += int(entry.get("decoded_bytes", size)) if "decoded_bytes" in entry else size
 

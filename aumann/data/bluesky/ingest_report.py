@@ -42,6 +42,7 @@ class IngestReport:
     rows_read: int = 0
     valid_events: int = 0
     malformed_frames: int = 0
+    malformed_engagements: int = 0  # valid events engaging a target that is not a DID (no edge; per line)
     damaged_files: int = 0
     out_of_window_events: int = 0
     events_per_day: dict[str, int] = field(default_factory=dict)
@@ -72,6 +73,7 @@ class IngestReport:
             "rows_read": self.rows_read,
             "valid_events": self.valid_events,
             "malformed_frames": self.malformed_frames,
+            "malformed_engagements": self.malformed_engagements,
             "damaged_files": self.damaged_files,
             "out_of_window_events": self.out_of_window_events,
             "events_per_day": dict(sorted(self.events_per_day.items())),

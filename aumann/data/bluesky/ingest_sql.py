@@ -38,11 +38,14 @@ COLUMNS = (
 # 2 post, 3 repost, 4 follow; 0 any other, whose name stays in ``coll``), ``act`` marks an
 # ``app.bsky.*`` commit, ``eng_t`` is the other account a create engages with (a like's / repost's
 # subject author, a reply's parent author, a follow's subject; NULL for self-engagement or a target
-# that is not a DID), and record fields are kept only on the rows that use them (``rkey`` for posts
-# and follows, ``time_us`` and ``handle`` for identity events, ``text`` / ``tags`` / ``parent_uri``
-# for post creates, ``subject_uri`` for reposts).
-#: a DID as the W3C syntax writes it, ``did:<method>:<id>``: an event's ``did`` and a profile row's (an event whose
-#: ``did`` is ``did:`` or ``did:plc`` is an invalid line, counted with the others, not a user)
+# that is not a DID by :data:`DID_RE`, the rule an event's ``did`` meets), ``eng_bad`` marks an engagement
+# create whose target is not such a DID (missing, ``did:``, ``did:plc``, a handle: counted in the report as
+# ``malformed_engagements``, never an edge), and record fields are kept only on the rows that use them
+# (``rkey`` for posts and follows, ``time_us`` and ``handle`` for identity events, ``text`` / ``tags`` /
+# ``parent_uri`` for post creates, ``subject_uri`` for reposts).
+#: a DID as the W3C syntax writes it, ``did:<method>:<id>``: an event's ``did``, an engagement's target and a profile
+#: row's (an event whose ``did`` is ``did:`` or ``did:plc`` is an invalid line, counted with the others, not a user;
+#: a like of ``at://did:/...`` is a valid event but no engagement, counted in ``malformed_engagements``)
 DID_RE = "did:[a-z0-9]+:[A-Za-z0-9._:%-]*[A-Za-z0-9._-]"
 
 SCAN = f"""
@@ -82,22 +85,27 @@ eng AS (
              WHEN 4 THEN subject
              WHEN 1 THEN CASE WHEN starts_with(subject, '{{') THEN split_part(subject, '/', 3) END
              WHEN 3 THEN CASE WHEN starts_with(subject, '{{') THEN split_part(subject, '/', 3) END END
-    END AS e_t
-  FROM flat)
+    END AS e_t,
+    ok AND operation = 'create' AND (c IN (1, 3, 4) OR (c = 2 AND parent_uri IS NOT NULL)) AS engages
+  FROM flat),
+tgt AS (
+  SELECT *, coalesce(regexp_full_match(e_t, '{DID_RE}'), false) AS e_ok FROM eng)
 SELECT
   ok, did, time_us // {US_PER_DAY} AS day, kind, operation, c,
   CASE WHEN c = 0 THEN collection END AS coll,
   key,
   coalesce(ok AND kind = 'commit' AND starts_with(collection, 'app.bsky.'), false) AS act,
-  CASE WHEN starts_with(e_t, 'did:') AND e_t <> did THEN e_t END AS eng_t,
+  CASE WHEN e_ok AND e_t <> did THEN e_t END AS eng_t,
+  coalesce(engages AND NOT e_ok, false) AS eng_bad,
   CASE WHEN c = 4 OR (c = 2 AND operation = 'create') THEN rkey END AS rkey,
   CASE WHEN kind = 'identity' THEN time_us END AS time_us,
   handle, text, parent_uri, tags,
   CASE WHEN c = 3 AND starts_with(subject, '{{') THEN json_extract_string(subject, '$.uri') END AS subject_uri
-FROM eng
+FROM tgt
 """
 
-FILE_STATS = "SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid FROM ev"
+FILE_STATS = ("SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid, "
+              "count(*) FILTER (WHERE eng_bad) AS bad_targets FROM ev")
 
 
 

@@ -227,3 +227,42 @@ def test_identity_event_carrying_a_commit_serves_both_uses(tmp_path: Path):
     assert users.loc[b, "handle"] == "bee.test"
     assert users.loc[a, "followers"] == 2 and users.loc[a, "followers_source"] == "window_follows"
     assert _follows_dict(counts) == {(0, 0): 2}
+
+
+def test_an_engagement_whose_target_is_not_a_did_is_counted_not_an_edge(tmp_path: Path):
+    """The event's ``did`` must be a DID (``did:<method>:<id>``); an engagement's target only had to start with
+    ``did:``, so a like of ``at://did:/...``, a follow of ``did:plc`` or a reply to ``at://did:x:/...`` made the
+    liker an engaged account (and ``did:`` a user it engaged with). The target is held to the same rule: such an
+    engagement is no edge, and is counted in the report (``malformed_engagements``, per file and in total)."""
+    a, b, x = "did:plc:" + "a" * 24, "did:plc:" + "b" * 24, "did:plc:" + "x" * 24
+    t = 1_776_600_000_000_000  # 2026-04-19
+
+    def commit(did, dt, coll, rkey, record):
+        return {"did": did, "time_us": t + dt, "kind": "commit", "commit": {
+            "rev": f"r{dt}", "operation": "create", "collection": coll, "rkey": rkey, "record": record}}
+
+    def ref(author):
+        return {"cid": "c", "uri": f"at://{author}/app.bsky.feed.post/p1"}
+
+    lines = [
+        commit(a, 0, "app.bsky.feed.post", "p1", {"text": "hello"}),
+        commit(b, 1, "app.bsky.feed.like", "l1", {"subject": ref(a)}),  # a real engagement
+        # x engages only with targets that are not DIDs
+        commit(x, 2, "app.bsky.feed.like", "l2", {"subject": ref("did:")}),
+        commit(x, 3, "app.bsky.feed.repost", "r1", {"subject": ref("did:web:")}),
+        commit(x, 4, "app.bsky.graph.follow", "f1", {"subject": "did:plc"}),
+        commit(x, 5, "app.bsky.feed.post", "p2", {"text": "re", "reply": {"parent": ref("did:x:"),
+                                                                          "root": ref("did:x:")}}),
+        commit(x, 6, "app.bsky.graph.follow", "f2", {"subject": "did:plc:ok but spaces"}),
+    ]
+    path = tmp_path / "targets.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=True)
+    counts, report = ingest([path], filters=cfg, options=_opts())
+    assert report.valid_events == 7 and report.malformed_lines == 0  # the events stay valid events
+    assert report.malformed_engagements == 5
+    assert report.files[0]["malformed_engagements"] == 5
+    assert report.to_dict()["malformed_engagements"] == 5
+    assert report.dropped_users.get("no_engagement") == 1  # x: its only engagements had no DID target
+    assert list(counts.users["did"]) == [a, b]  # b liked a: both engaged
+    assert counts.follows.empty  # no follow of "did:plc" or of a DID with spaces
