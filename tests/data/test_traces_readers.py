@@ -667,3 +667,23 @@ def test_an_empty_table_says_it_is_empty(tmp_path, name):
     f.write_text("")
     with pytest.raises(TraceFormatError, match=r"ev\.(csv|jsonl)' is empty: no header, no rows"):
         read_trace(f, TABLE_SPEC)
+
+
+def test_lines_before_a_csv_header_are_refused_or_counted_and_rows_keep_their_own_lines(tmp_path):
+    """DuckDB's sniffer skips lines before a CSV header (``# exported by ...``) without a word: they were dropped
+    silently, and every row after them was named by a line too low by their number (the line map took the
+    first line for the header). They are refused under on_bad = "error", naming them, or skipped and counted;
+    every row is named by the file's own line."""
+    good = "".join(f"a{i % 7},{i % 5},buy,{i}\n" for i in range(20))  # lines 4-23
+    f = tmp_path / "ev.csv"
+    f.write_text("# exported by sim v1\n# 2026-01-01\nagent,tick,action,amount\n" + good + "e,zero,buy,4\n")
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 1: a line before the CSV header \(2 such line\(s\)"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped_at == {"a line before the CSV header (DuckDB's sniffer skips it)": [f"{f} line 1",
+                                                                                                 f"{f} line 2"],
+                                   "step field 'tick' is not an integer step": [f"{f} line 24"]}
+    assert r.report.records == 23 and r.report.n_skipped == 3
+    clean = tmp_path / "clean.csv"
+    clean.write_text("agent,tick,action,amount\n" + good)
+    np.testing.assert_array_equal(r.panel.values, read_trace(clean, TABLE_SPEC).panel.values)

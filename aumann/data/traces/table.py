@@ -98,6 +98,9 @@ class TableReader(TraceReader):
             if missing:
                 shown = [c for c in cols if c != "filename"]
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}")
+            if lines is not None:
+                lines.header = [c for c in cols if c != "filename"]
+                _preamble_lines(files, validator, names, lines)
             sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
@@ -235,6 +238,25 @@ _REJECTED = {"UNQUOTED VALUE": "a CSV line with an unterminated quote (or text a
 _SPLIT = "a CSV line that does not split into the header's columns"
 
 
+_PREAMBLE = "a line before the CSV header (DuckDB's sniffer skips it)"
+
+
+def _preamble_lines(files: Sequence[Path], validator: Validator, names: dict[str, str], lines: _CsvLines) -> None:
+    """Lines before a CSV file's header (``# exported by ...``), which DuckDB's sniffer skips without a word:
+    refused under ``on_bad = "error"`` (naming the first), else counted as skipped with their lines."""
+    found = [(str(f), n) for f in files for n in lines.preamble(str(f))]
+    if not found:
+        return
+    if validator.spec.on_bad == "error":
+        f, line = found[0]
+        raise TraceRecordError(f"{names.get(f, f)} line {line}: a line before the CSV header ({len(found)} such "
+                               "line(s) in all; DuckDB's sniffer skips them: remove them, or on_bad = 'skip' in the "
+                               "spec skips and counts such lines)")
+    validator.tally.records += len(found)
+    for f, line in found:
+        validator.tally.skip(_PREAMBLE, [f"{names.get(f, f)} line {line}"])
+
+
 def _rejected_lines(con: Any, validator: Validator, names: dict[str, str], lines: _CsvLines) -> None:
     """CSV lines DuckDB left out (``store_rejects``: a row with more or fewer fields than the header, an
     unterminated quote): refused under ``on_bad = "error"`` (naming the first), else counted as skipped with
@@ -267,10 +289,18 @@ class _CsvLines:
     lower per such line before it (and a blank line or a multi-line record shifted it too). Here each file is
     split into records once by Python's CSV reader with DuckDB's delimiter and quote (the line each record
     starts on), the header, blank lines and the records DuckDB left out (its ``reject_errors``, from a scan of
-    its own) are dropped, and the n-th row DuckDB read is the n-th record left."""
+    its own) are dropped, and the n-th row DuckDB read is the n-th record left. The header is the first record
+    that holds the column names DuckDB read (``header``): the sniffer skips lines before it, which are neither
+    the header nor rows (:meth:`preamble`)."""
+
+    #: records searched for the header (DuckDB's sniffer looks no further than its sample either)
+    HEADER_SEARCH = 2048
 
     def __init__(self, src: str, dialect: dict[str, Any]) -> None:
         self.src, self.dialect = src, dialect
+        self.header: list[str] | None = None  # the column names DuckDB read
+        self._head: dict[str, tuple[int, list[int]]] = {}  # file → (header record index, preamble lines)
+        self._params: dict[str, tuple[str, str | None, str | None]] = {}
         self._rejected: dict[str, set[int]] | None = None
         self._starts: dict[str, np.ndarray] = {}  # file → start line of each record (DuckDB's line numbering)
         self._rows: dict[str, np.ndarray] = {}  # file → start line of each row DuckDB read
@@ -296,11 +326,8 @@ class _CsvLines:
             self._rejected = out
         return self._rejected
 
-    def _split(self, f: str) -> np.ndarray:
-        if f not in self._starts:
-            import csv
-            import io
-
+    def _dialect(self, f: str) -> tuple[str, str | None, str | None]:
+        if f not in self._params:
             delim, quote, escape = self.dialect.get("delim"), '"', '"'
             if not delim:
                 con = connect()
@@ -311,18 +338,63 @@ class _CsvLines:
                     con.close()
             quote = None if quote in ("", "(empty)") else quote
             escape = None if escape in ("", "(empty)", quote) else escape
-            starts, prev = [], 0
-            with _opens(Path(f)) as fh:
-                text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
-                rdr = csv.reader(text, delimiter=delim, quotechar=quote, escapechar=escape,
-                                 doublequote=escape is None,
-                                 quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE)
+            self._params[f] = (delim, quote, escape)
+        return self._params[f]
+
+    def _records(self, f: str) -> Iterator[tuple[int, list[str], Any]]:
+        """(start line, fields, reader) of each record of ``f`` as Python's CSV reader splits it."""
+        import csv
+        import io
+
+        delim, quote, escape = self._dialect(f)
+        with _opens(Path(f)) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            rdr = csv.reader(text, delimiter=delim, quotechar=quote, escapechar=escape, doublequote=escape is None,
+                             quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE)
+            prev = 0
+            for rec in rdr:
+                yield prev + 1, rec, rdr
+                prev = rdr.line_num
+
+    def _header(self, f: str) -> tuple[int, list[int]]:
+        """(index of the header among ``f``'s records, the non-blank lines before it): the first record holding
+        the column names DuckDB read (none found among the first :data:`HEADER_SEARCH`: the first record)."""
+        import csv
+
+        if f not in self._head:
+            head: tuple[int, list[int]] = (0, [])
+            if self.header:
+                want = [str(c).strip() for c in self.header]
+                before: list[int] = []
                 try:
-                    for rec in rdr:
-                        starts.append(-(prev + 1) if not rec else prev + 1)  # a blank line: negative
-                        prev = rdr.line_num
+                    for i, (line, rec, _) in enumerate(self._records(f)):
+                        if i >= self.HEADER_SEARCH:
+                            break
+                        if [c.strip().lstrip("\ufeff") for c in rec] == want:
+                            head = (i, before)
+                            break
+                        if rec:
+                            before.append(line)
                 except csv.Error:
-                    starts.append(prev + 1)
+                    pass
+            self._head[f] = head
+        return self._head[f]
+
+    def preamble(self, f: str) -> list[int]:
+        """The non-blank lines of ``f`` before its header, which DuckDB's sniffer skipped."""
+        return list(self._header(f)[1])
+
+    def _split(self, f: str) -> np.ndarray:
+        if f not in self._starts:
+            import csv
+
+            starts, prev = [], 0
+            try:
+                for line, rec, rdr in self._records(f):
+                    starts.append(-line if not rec else line)  # a blank line: negative
+                    prev = rdr.line_num
+            except csv.Error:
+                starts.append(prev + 1)
             self._starts[f] = np.asarray(starts, dtype=np.int64)
         return self._starts[f]
 
@@ -337,7 +409,8 @@ class _CsvLines:
         if f not in self._rows:
             starts = self._split(f)
             skip = set(self.rejected().get(f, ()))
-            keep = [s for i, s in enumerate(starts[1:], start=2) if s > 0 and i not in skip]
+            h = self._header(f)[0]  # the records before the header are lines the sniffer skipped, not rows
+            keep = [s for i, s in enumerate(starts[h + 1:], start=h + 2) if s > 0 and i not in skip]
             self._rows[f] = np.asarray(keep, dtype=np.int64)
         rows = self._rows[f]
         return int(rows[row - 1]) if 0 < row <= len(rows) else row + 1
