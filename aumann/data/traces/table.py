@@ -341,12 +341,14 @@ class _CsvLines:
             self._params[f] = (delim, quote, escape)
         return self._params[f]
 
-    def _records(self, f: str) -> Iterator[tuple[int, list[str], Any]]:
-        """(start line, fields, reader) of each record of ``f`` as Python's CSV reader splits it."""
+    def _records(self, f: str, params: tuple[str, str | None, str | None] | None = None
+                 ) -> Iterator[tuple[int, list[str], Any]]:
+        """(start line, fields, reader) of each record of ``f`` as Python's CSV reader splits it (``params``:
+        delimiter, quote, escape; default: ``f``'s own)."""
         import csv
         import io
 
-        delim, quote, escape = self._dialect(f)
+        delim, quote, escape = params or self._dialect(f)
         with _opens(Path(f)) as fh:
             text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
             rdr = csv.reader(text, delimiter=delim, quotechar=quote, escapechar=escape, doublequote=escape is None,
@@ -366,8 +368,10 @@ class _CsvLines:
             if self.header:
                 want = [str(c).strip() for c in self.header]
                 before: list[int] = []
+                # one sniff for all the files of the table (not one per shard): the files share a header
+                params = next(iter(self._params.values())) if self._params else self._dialect(f)
                 try:
-                    for i, (line, rec, _) in enumerate(self._records(f)):
+                    for i, (line, rec, _) in enumerate(self._records(f, params)):
                         if i >= self.HEADER_SEARCH:
                             break
                         if [c.strip().lstrip("\ufeff") for c in rec] == want:
