@@ -42,6 +42,12 @@ A :class:`Scenario` binds
   returns — the features (N, D) and context after the coming step with ``positions`` at the
   baseline action — computed faster than a full fork (e.g. re-simulating only the agents whose inputs
   change); it must equal the fork exactly.
+* ``resimulate_rows_fn(model, config, positions)`` (optional, beside ``resimulate_fn``): the same step as
+  ``(base, rows, values)`` — the factual step's features (N, D) float64 (the same array object on every call
+  from one model), the positions of the rows the forced agents change (unique) and those rows' new
+  values (len(rows), D) — so that ``base`` with ``rows`` replaced is ``resimulate_fn``'s features. The
+  deletion oracle then evaluates indicators that declare a pooled form (f = ρ(mean ψ)) from the base's
+  sums and the changed rows alone (:meth:`Scenario.step_rows`, :class:`~aumann.evaluation.deletion.DeletionOracle`).
 * a scenario's own analysis beside the standard study (e.g. a second indicator, scale checks) is a study
   stage, not a field here: :func:`aumann.studies.stages.register_stage` (docs/extending.md, "A stage");
   MegaScale-Social's lives in :mod:`aumann.studies.megascale`. (``Scenario.analysis`` was removed: setting
@@ -348,6 +354,7 @@ class Scenario:
     offline_backend: Callable[[], Any] | None = None
     baseline_all_fn: Callable[[Any, Any], np.ndarray] | None = None
     resimulate_fn: Callable[[Any, Any, Sequence[int]], tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
+    resimulate_rows_fn: Callable[[Any, Any, Sequence[int]], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     analysis: None = None  # removed (a study stage now): setting it is a ConfigError saying so
     config_file: str | None = None
     baseline_description: str = ""
@@ -543,6 +550,27 @@ class Scenario:
 
         z, ctx, alive = self.step_with_baseline(model, config, positions, agent_ids=agent_ids, with_alive=True)
         return EvalContext(z, ctx, alive)
+
+    def step_rows(self, model: Any, config: ScenarioConfig,
+                  positions: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The re-simulated step as what changes (``resimulate_rows_fn``): ``(base, rows, values)``, checked, or
+        ``None`` when the scenario has no such function."""
+        if self.resimulate_rows_fn is None:
+            return None
+        out = self.call("resimulate_rows_fn()", self.resimulate_rows_fn, model, config, [int(p) for p in positions])
+        try:
+            base, rows, values = out
+        except (TypeError, ValueError):
+            raise ScenarioCodeError(f"resimulate_rows_fn of scenario {self.name!r} must return (base, rows, values); "
+                                    f"got {type(out).__name__}") from None
+        base, rows, values = np.asarray(base), np.asarray(rows), np.asarray(values)
+        ok = (base.ndim == 2 and base.dtype == np.float64 and rows.ndim == 1 and rows.dtype.kind in "iu"
+              and values.shape == (rows.size, base.shape[1]) and values.dtype == np.float64)
+        if not ok or (rows.size and (rows.min() < 0 or rows.max() >= base.shape[0])):
+            raise ScenarioCodeError(f"resimulate_rows_fn of scenario {self.name!r} must return a float64 (N, D) base, "
+                                    f"integer rows in [0, N) and float64 (rows, D) values; got shapes {base.shape}, "
+                                    f"{rows.shape}, {values.shape} ({base.dtype}, {rows.dtype}, {values.dtype})")
+        return base, rows, values
 
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
         from aumann.simulators import fork

@@ -194,6 +194,25 @@ def test_counterfactual_matrix_is_the_stacked_features_in_float64():
     assert np.array_equal(before.counterfactual_matrix([]), run.panel.values[4])
 
 
+def test_counterfactual_rows_are_the_matrix_as_what_changes():
+    """(factual matrix, changed rows, their values): the matrix with the rows replaced is counterfactual_matrix's,
+    the rows are unique, the factual matrix is one array that no fork writes into."""
+    cfg = _cfg(1500, 6)
+    run = SC.simulate(cfg, rng=9, keep_from=0)
+    before = run.before(4)
+    hubs = np.argsort(-before.world.network.follower_count())[:20]
+    bases = []
+    for pos in (hubs.tolist(), [3, 7, 1499], [], sorted(np.random.default_rng(2).choice(1500, 700, False).tolist())):
+        base, rows, values = SC.step_rows(before, cfg, pos)
+        bases.append(base)
+        z = base.copy()
+        z[rows] = values
+        assert np.unique(rows).size == rows.size and values.dtype == np.float64
+        assert np.array_equal(z, before.counterfactual_matrix(pos))
+        assert set(pos) <= set(rows.tolist())
+    assert all(b is bases[0] for b in bases) and np.array_equal(bases[0], run.panel.values[4])
+
+
 def test_forcing_fork_is_per_thread_and_survives_pickling():
     """Concurrent deletion forks (an LLM backend's fork threads) each mark their own decisions as fork decisions: one
     fork finishing must not unmark another's still deciding."""

@@ -408,17 +408,40 @@ class MegaScaleSocial(mesa.Model):
         Column-major, so an indicator reads each feature as one contiguous column (a deletion fork of f_prop at
         10⁶ agents: 89 instead of 146 ms; the values, and so the indicators' bits, are the same)."""
         fac, changes = self._counterfactual_rows(positions)
-        with _FACTUAL_LOCK:
-            if "matrix" not in fac:
-                fac["matrix"] = np.asfortranarray(
-                    np.stack([np.asarray(fac["features"][k], dtype=np.float32) for k in FEATURES], axis=1),
-                    dtype=np.float64)
-        z = fac["matrix"].copy(order="F")
+        z = self._factual_matrix(fac).copy(order="F")
         for rows, cols in changes:
             for j, k in enumerate(FEATURES):
                 if k != "influence":
                     z[rows, j] = np.asarray(cols[k], dtype=np.float32)  # as the stack casts it, then exactly to float64
         return z
+
+    def counterfactual_rows(self, positions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`counterfactual_matrix` as what changes: (the factual step's matrix — one array, built once —, the
+        rows the forced agents change, their values (rows, D) float64), so that the matrix with those rows
+        replaced is :meth:`counterfactual_matrix`'s, value for value. A deletion fork of a pooled indicator then
+        reads a few thousand rows instead of copying and reading N (the scenario's ``resimulate_rows_fn``)."""
+        fac, changes = self._counterfactual_rows(positions)
+        base = self._factual_matrix(fac)
+        if not changes:
+            return base, np.zeros(0, dtype=np.int64), np.zeros((0, base.shape[1]))
+        rows = np.concatenate([r for r, _ in changes]).astype(np.int64)  # followers, then the forced: disjoint
+        values = base[rows]
+        at = 0
+        for r, cols in changes:
+            for j, k in enumerate(FEATURES):
+                if k != "influence":
+                    values[at:at + r.size, j] = np.asarray(cols[k], dtype=np.float32)
+            at += r.size
+        return base, rows, values
+
+    @staticmethod
+    def _factual_matrix(fac: dict[str, Any]) -> np.ndarray:
+        with _FACTUAL_LOCK:
+            if "matrix" not in fac:
+                fac["matrix"] = np.asfortranarray(
+                    np.stack([np.asarray(fac["features"][k], dtype=np.float32) for k in FEATURES], axis=1),
+                    dtype=np.float64)
+        return fac["matrix"]
 
     def _counterfactual_rows(self, positions: Any) -> tuple[dict[str, Any], list[tuple[np.ndarray, dict]]]:
         """The factual step (see :meth:`_factual_step`) and what the forced agents change in it: (rows, their

@@ -50,6 +50,11 @@ def _resimulate(model, cfg: MegaScaleConfig, positions) -> tuple[np.ndarray, dic
     return model.counterfactual_matrix(positions), {}  # float64: the stacked float32 features, exactly
 
 
+def _resimulate_rows(model, cfg: MegaScaleConfig, positions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_resimulate` as (the factual step's matrix, the changed rows, their values)."""
+    return model.counterfactual_rows(positions)
+
+
 def _baseline_all(run, cfg: MegaScaleConfig) -> np.ndarray:
     return baseline_features(run.model, cfg)  # static: one (N, D) array for every step
 
@@ -87,7 +92,7 @@ MEGASCALE_SOCIAL = register(Scenario(
     baseline_action=_baseline_action,
     baseline_features_fn=baseline_features,
     baseline_all_fn=_baseline_all,
-    resimulate_fn=_resimulate,
+    resimulate_fn=_resimulate, resimulate_rows_fn=_resimulate_rows,
     aggregators=_aggregators,
     offline_backend=_offline_backend,
     config_file="megascale-social.toml",

@@ -1,0 +1,76 @@
+"""Deletion forks of pooled indicators from what a re-simulated step changes (Scenario.resimulate_rows_fn):
+the values of a full evaluation to rounding, a wrong pooled declaration caught, bad returns refused."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from aumann import scenarios
+from aumann.attribution.indicators import FunctionIndicator, PooledForm
+from aumann.errors import ScenarioCodeError
+from aumann.evaluation.deletion import DeletionOracle, PooledForks
+
+SC = scenarios.get("megascale-social")
+
+
+@pytest.fixture(scope="module")
+def case():
+    cfg = SC.load_config(agents=3000, steps=6)
+    run = SC.simulate(cfg, rng=4, keep_from=0)
+    before = run.before(3)
+    hubs = np.argsort(-before.world.network.follower_count())[:60]
+    rng = np.random.default_rng(0)
+    sets = [hubs[:k] for k in (1, 2, 7, 20, 60)] + [rng.choice(3000, k, replace=False) for k in (1, 30, 900, 2000)]
+    return cfg, before, sets
+
+
+def _oracles(sc, cfg, before, f, fo):
+    fast = DeletionOracle(sc, cfg, before, f, fo)
+    full = DeletionOracle(sc, cfg, before, f, fo)
+    full._pooled = False  # every fork evaluated over N
+    return fast, full
+
+
+def test_pooled_forks_give_the_full_evaluation_to_rounding(case):
+    cfg, before, sets = case
+    f, fo = SC.indicators(cfg)
+    fast, full = _oracles(SC, cfg, before, f, fo)
+    got, want = np.array(fast.many(sets)), np.array(full.many(sets))
+    assert isinstance(fast._pooled, PooledForks)  # used: both MegaScale indicators declare a pooled form
+    np.testing.assert_allclose(got, want, rtol=4e-15, atol=0)
+    assert np.array_equal(got[-1], want[-1])  # 2000 of 3000 rows changed: evaluated over N, the same bits
+    assert fast.forks == full.forks == len(sets)
+
+
+def test_a_pooled_form_that_does_not_describe_the_indicator_is_not_used(case):
+    cfg, before, sets = case
+    f, _ = SC.indicators(cfg)
+    liar = FunctionIndicator(lambda z: z[..., 0].mean(-1) ** 2, name="squared_mean_belief")
+    liar.pooled = PooledForm(psi=lambda z: z[..., :1], rho=lambda m: m[..., 0])  # says mean, not its square
+    fast, full = _oracles(SC, cfg, before, f, liar)
+    assert np.array_equal(np.array(fast.many(sets[:4])), np.array(full.many(sets[:4])))  # every fork in full
+    assert fast._pooled._base[1] is None  # the check against the full evaluation caught it
+
+
+def test_a_scenario_without_rows_or_an_unpooled_indicator_keeps_the_full_path(case):
+    cfg = case[0]
+    f, fo = SC.indicators(cfg)
+    assert PooledForks.of(dataclasses.replace(SC, resimulate_rows_fn=None), f, fo) is None
+    plain = FunctionIndicator(lambda z: torch.as_tensor(z)[..., 0].mean(-1), name="mean_belief")
+    assert PooledForks.of(SC, f, plain) is None
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m, c, p: "nope",
+    lambda m, c, p: (np.zeros((4, 2)), np.array([1]), np.zeros((2, 2))),
+    lambda m, c, p: (np.zeros((4, 2)), np.array([9]), np.zeros((1, 2))),
+    lambda m, c, p: (np.zeros((4, 2), np.float32), np.array([1]), np.zeros((1, 2))),
+])
+def test_bad_rows_are_refused_naming_the_function(bad):
+    sc = dataclasses.replace(SC, resimulate_rows_fn=bad)
+    with pytest.raises(ScenarioCodeError, match="resimulate_rows_fn"):
+        sc.step_rows(None, None, [1])
