@@ -92,3 +92,15 @@ def test_bad_edge_arrays_are_rejected():
         Network.from_edges(np.array([0]), np.array([5]), n=2)
     with pytest.raises(ConfigError, match="n ≥ 2"):
         barabasi_albert(1, 3, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 300, 4000])
+def test_followers_of_is_every_follower_sorted_and_unique(k):
+    """followers_of(agents): the rows of F with a 1 in any of those columns — for a few agents (sorted) and for
+    thousands (marked), from one gather of every agent's slice of Fᵀ."""
+    net = barabasi_albert(5000, 3, np.random.default_rng(7))
+    agents = np.random.default_rng(k).choice(5000, k, replace=False)
+    F = net.follows().tocsc()
+    want = np.unique(F[:, agents].tocoo().row) if k else np.zeros(0, dtype=np.int64)
+    got = net.followers_of(agents)
+    assert got.dtype == np.int64 and np.array_equal(got, want)

@@ -78,13 +78,15 @@ class Network:
         starts, ends = FT.indptr[a], FT.indptr[a + 1]
         if not a.size:
             return np.zeros(0, dtype=np.int64)
-        parts = [FT.indices[s:e] for s, e in zip(starts, ends)]
-        total = int((ends - starts).sum())
+        lengths = ends - starts
+        total = int(lengths.sum())
+        # every agent's slice of FT.indices at once (no Python loop over the agents: 300k of them took 1.3 s)
+        at = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
+        found = FT.indices[at]
         if total * 16 < self.n:  # few followers: sort them
-            return np.unique(np.concatenate(parts).astype(np.int64))
+            return np.unique(found.astype(np.int64))
         seen = np.zeros(self.n, dtype=bool)  # many (a deletion set of influencers): mark, no sort; same ids, same order
-        for part in parts:
-            seen[part] = True
+        seen[found] = True
         return np.flatnonzero(seen).astype(np.int64)
 
     def follower_count(self) -> np.ndarray:
