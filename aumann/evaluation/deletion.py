@@ -81,12 +81,17 @@ class DeletionOracle:
             with self._lock:
                 if self._pooled is None:
                     self._pooled = PooledForks.of(self.scenario, self.f, self.f_original) or False
-        if self._pooled:
-            rows = self.scenario.step_rows(self.model_before, self.config, sorted(key))
-            val = self._pooled.values(*rows) if rows is not None else None
+        rows = self.scenario.step_rows(self.model_before, self.config, sorted(key)) if self._pooled else None
+        if rows is not None:
+            val = self._pooled.values(*rows)
             if val is not None:
                 return val
-        state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
+            base, changed, values = rows  # evaluated in full: the step made from its rows, not re-simulated again
+            z = base.copy(order="K")
+            z[changed] = values
+            state = EvalContext(z, {}, None)
+        else:
+            state = self.scenario.step_state(self.model_before, self.config, sorted(key), agent_ids=self.agent_ids)
         z = state.z
         if isinstance(z, np.ndarray) and z.dtype.kind == "f" and z.dtype != np.float64:
             state = state.with_values(z.astype(np.float64))  # what evaluate makes of it: once for both indicators
