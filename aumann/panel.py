@@ -391,6 +391,8 @@ class Panel:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}): {exc}") from exc
             if g.ndim != 1 or g.shape[0] != N:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
+            # a NaN label is not equal to itself: its agents would drop out of every group share
+            _plain_labels(g, f"group {str(name)!r} labels")
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
 
         self.alive: np.ndarray | None = None if alive is None else _alive_mask(alive, (T, N))

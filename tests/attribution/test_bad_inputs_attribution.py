@@ -501,3 +501,23 @@ def test_from_dataframe_refuses_complex_feature_columns():
     assert Panel.from_dataframe(df).features == ("x",)  # a complex column is not a feature by default
     with pytest.raises(PanelError, match="'w'"):
         Panel.from_dataframe(df, features=["w"])
+
+
+# ------------------------------------------------------------------------------------- group labels (attack round 3)
+@pytest.mark.parametrize("labels, needle", [
+    ([np.nan, np.nan, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "NaN"),
+    ([np.inf, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0], "NaN or ±inf"),
+    (np.array(["NaT"] + ["2020-01-01"] * 7, dtype="datetime64[D]"), "NaT"),
+    ([1j, 1, 1, 2, 2, 3, 3, 3], "complex"),
+], ids=["nan", "inf", "nat", "complex"])
+def test_group_labels_that_are_no_label_are_refused(labels, needle):
+    # NaN is not equal to itself: its agents silently dropped out of group_shares (R_G summed to < 1)
+    with pytest.raises(PanelError) as info:
+        Panel(Z, groups={"tier": labels})
+    assert "tier" in str(info.value) and needle in str(info.value)
+
+
+def test_group_shares_of_a_panel_group_sum_to_one():
+    p = Panel(Z, groups={"tier": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]})
+    shares = attribute("lin", p).group_shares("tier")
+    assert sum(shares.values()) == pytest.approx(1.0)
