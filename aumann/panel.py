@@ -270,7 +270,7 @@ def _mapping(x: Any, what: str) -> Mapping[str, Any]:
     return x
 
 
-def _plain_labels(arr: np.ndarray, what: str) -> None:
+def plain_labels(arr: np.ndarray, what: str) -> None:
     """Labels are integers, text, finite numbers or times: a complex label cannot be written to JSON, and NaN,
     ±inf and NaT are no label at all (each prints as an empty CSV cell; NaN is not even equal to itself, so it
     passes a uniqueness test). Raises :class:`~aumann.errors.PanelError` naming the first few."""
@@ -288,7 +288,7 @@ def _plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
-def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
+def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
     given = labels if isinstance(labels, np.ndarray) else list(labels)
@@ -299,7 +299,7 @@ def _unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
-    _plain_labels(arr, what)
+    plain_labels(arr, what)
     if arr.dtype == object:
         arr = arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)
@@ -379,8 +379,8 @@ class Panel:
         self.features: tuple[str, ...] = tuple(feats)
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
-        self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else _unique_labels(agent_ids, "agent_ids", N)
-        self.steps: np.ndarray = np.arange(T) if steps is None else _unique_labels(steps, "steps", T)
+        self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else unique_labels(agent_ids, "agent_ids", N)
+        self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
 
         self.groups: dict[str, np.ndarray] = {}
         for name, labels in _mapping(groups, "groups").items():
@@ -392,7 +392,7 @@ class Panel:
             if g.ndim != 1 or g.shape[0] != N:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
             # a NaN label is not equal to itself: its agents would drop out of every group share
-            _plain_labels(g, f"group {str(name)!r} labels")
+            plain_labels(g, f"group {str(name)!r} labels")
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
 
         self.alive: np.ndarray | None = None if alive is None else _alive_mask(alive, (T, N))

@@ -30,6 +30,7 @@ from aumann.errors import (
     ZeroDeltaVError,
 )
 from aumann.io import atomic_path, read_npz, safe_component, write_npz
+from aumann.panel import plain_labels, unique_labels
 
 _FORMAT = "aumann.attribution/1"
 
@@ -436,8 +437,14 @@ class Attribution:
             raise AttributionFileError(f"attribution file {str(path)!r} is incomplete: it lacks {missing}")
         if not isinstance(meta["features"], list) or not isinstance(meta["provenance"], dict):
             raise AttributionFileError(f"attribution file {str(path)!r} has malformed metadata")
+        _check_loaded_meta(meta, str(path))
         groups = {k.split("::", 1)[1]: v for k, v in data.items() if k.startswith("group::")}
         try:
+            # the labels a Panel would accept (unique, no NaN/NaT), the group labels likewise
+            unique_labels(data["agent_ids"], "agent_ids", len(data["agent_ids"]))
+            unique_labels(data["steps"], "steps", len(data["steps"]))
+            for k, v in groups.items():
+                plain_labels(v, f"group {k!r} labels")
             return cls(
                 phi=data["phi"], delta_v=data["delta_v"], f_values=data["f_values"], f_baseline=data["f_baseline"],
                 agent_ids=data["agent_ids"], steps=data["steps"], features=tuple(map(str, meta["features"])),
@@ -453,6 +460,26 @@ class Attribution:
         return (f"Attribution(method={self.method!r}, T={self.T}, N={self.N}, "
                 f"max_efficiency_gap={self.max_efficiency_gap:.3g}{extra})")
 
+
+
+def _check_loaded_meta(meta: dict[str, Any], path: str) -> None:
+    """The metadata :meth:`Attribution.save` writes, read back: a file edited to hold ``"satisfies_efficiency":
+    "no"`` (``bool("no")`` is True), ``"n_evals": "abc"`` or repeated feature names is damaged, not loaded."""
+    problems = []
+    if not isinstance(meta["satisfies_efficiency"], bool):
+        problems.append(f"satisfies_efficiency must be true or false, got {meta['satisfies_efficiency']!r}")
+    n = meta["n_evals"]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        problems.append(f"n_evals must be null or an integer ≥ 0, got {n!r}")
+    if not isinstance(meta["method"], str):
+        problems.append(f"method must be a string, got {meta['method']!r}")
+    feats = meta["features"]
+    if not all(isinstance(f, str) for f in feats):
+        problems.append(f"features must be names (strings), got {feats[:5]!r}")
+    elif len(set(feats)) != len(feats):
+        problems.append(f"feature names must be unique, got {feats[:10]!r}")
+    if problems:
+        raise AttributionFileError(f"attribution file {path!r} has malformed metadata: {'; '.join(problems)}")
 
 
 def group_shares(phi: np.ndarray, labels: np.ndarray, *, total: float | None = None,

@@ -61,3 +61,33 @@ def test_phi_sums_from_the_method_are_reused_and_never_carried_stale():
     with pytest.raises(ShapeError, match="phi_sums"):
         Attribution(phi=res.phi, delta_v=res.delta_v, f_values=res.f_values, f_baseline=res.f_baseline,
                     agent_ids=res.agent_ids, steps=res.steps, features=res.features, phi_sums=np.zeros(3))
+
+
+# an edited file is damaged, not loaded: bool("no") is True, and a repeated id breaks every lookup by label
+_TAMPERED = {
+    "satisfies_efficiency_string": ({}, {"satisfies_efficiency": "no"}, "satisfies_efficiency"),
+    "n_evals_string": ({}, {"n_evals": "abc"}, "n_evals"),
+    "n_evals_negative": ({}, {"n_evals": -5}, "n_evals"),
+    "n_evals_fraction": ({}, {"n_evals": 2.5}, "n_evals"),
+    "n_evals_bool": ({}, {"n_evals": True}, "n_evals"),
+    "method_object": ({}, {"method": {"a": 1}}, "method"),
+    "features_nested": ({}, {"features": [[1], {"a": 2}]}, "features"),
+    "features_repeated": ({}, {"features": ["a", "a", "c"]}, "unique"),
+    "agent_ids_repeated": ({"agent_ids": np.array(["x"] * 50)}, {}, "agent_ids"),
+    "steps_repeated": ({"steps": np.array([0, 0, 1])}, {}, "steps"),
+    "steps_nan": ({"steps": np.array([0.0, np.nan, 1.0])}, {}, "steps"),
+    "group_nan": ({"group::tier": np.full(50, np.nan)}, {}, "tier"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_TAMPERED), ids=str)
+def test_load_refuses_tampered_metadata_and_labels(tmp_path, rng, case):
+    from aumann.errors import AttributionFileError
+    from aumann.io import read_npz, write_npz
+
+    arrays, meta_changes, needle = _TAMPERED[case]
+    path = attribute(indicators.get("heat"), _panel(rng)).save(tmp_path / "a.npz")
+    data, meta = read_npz(path, error=RuntimeError)
+    write_npz(tmp_path / "b.npz", {**data, **arrays}, meta={**meta, **meta_changes})
+    with pytest.raises(AttributionFileError, match=needle):
+        Attribution.load(tmp_path / "b.npz")
