@@ -223,6 +223,7 @@ class MaskedIndicatorGame(CoalitionGame):
     def __init__(self, problem: Problem, t: int, *, memory_budget: int = DEFAULT_MEMORY_BUDGET,
                  memory_limit: int | None = None) -> None:
         T, N, D = problem.shape
+        t = as_int(t, "step index", error=GameError)
         if not 0 <= t < T:
             raise GameError(f"step index {t} is outside the panel's {T} steps")
         self.problem = problem

@@ -451,6 +451,8 @@ class DeletionCurve:
 
 
 def _scores_and_ids(scores: Scores, step: int | None) -> tuple[np.ndarray, np.ndarray]:
+    if step is not None:
+        step = as_int(step, "step", error=MetricError)
     if isinstance(scores, Attribution):
         return _pick(scores.phi, step, True, True), np.asarray(scores.agent_ids)
     x = _pick(_scores(scores, "scores"), step, True, False)
@@ -469,10 +471,15 @@ def deletion_curve(scores: Scores, oracle: Callable[[np.ndarray], float], *, ks:
     """
     x, ids = _scores_and_ids(scores, step)
     n = x.size
-    grid = np.unique(np.linspace(0, n, min(n, 20) + 1).round().astype(int)) if ks is None else np.asarray(ks)
+    if ks is None:
+        grid = np.unique(np.linspace(0, n, min(n, 20) + 1).round().astype(int))
+    else:  # each k a whole number of agents: astype(int) made 2.7 the curve at 2 and NaN a point at k = -2⁶³
+        if isinstance(ks, str | bytes) or np.ndim(ks) != 1:
+            raise MetricError(f"ks must be a 1-D sequence of agent counts; got {ks!r}")
+        grid = np.array([as_int(k, "ks (numbers of agents to delete)", error=MetricError) for k in ks], dtype=np.int64)
     if grid.size and (grid.min() < 0 or grid.max() > n):
         raise MetricError(f"ks must lie between 0 and N = {n}; got {grid.min()}..{grid.max()}")
-    grid = np.unique(np.concatenate([[0, n], grid.astype(int)]))
+    grid = np.unique(np.concatenate([[0, n], grid]))
     order = ids[rank_agents(x)]
     with user_code("the deletion oracle", error=MetricError):
         values = np.array([float(oracle(order[:k])) for k in grid])

@@ -469,7 +469,29 @@ METRIC_BAD = {
     "step_fraction": (lambda: metrics.mae(np.ones((2, 3)), np.ones((2, 3)), step=0.5), "step"),
     "oracle_nan": (lambda: metrics.deletion_curve(np.ones(3), lambda ids: float("nan")), "oracle"),
     "oracle_raises": (lambda: metrics.deletion_curve(np.ones(3), lambda ids: 1 / 0), "oracle"),
+    # astype(int) made ks=[2.7] the curve at k = 2 and ks=[nan] a point at k = -2⁶³; ks=["3"] and step=1.5 were
+    # numpy's own errors (repro3/03)
+    "curve_ks_fraction": (lambda: metrics.deletion_curve(np.arange(4.0), lambda ids: 4.0 - len(ids), ks=[2.7]), "ks"),
+    "curve_ks_nan": (lambda: metrics.deletion_curve(np.arange(4.0), lambda ids: 4.0 - len(ids), ks=[np.nan]), "ks"),
+    "curve_ks_strings": (lambda: metrics.deletion_curve(np.arange(4.0), lambda ids: 4.0 - len(ids), ks=["3"]), "ks"),
+    "curve_ks_scalar": (lambda: metrics.deletion_curve(np.arange(4.0), lambda ids: 4.0 - len(ids), ks=3), "ks"),
+    "curve_step_fraction": (lambda: metrics.deletion_curve(np.ones((2, 3)), lambda ids: 3.0 - len(ids), step=1.5),
+                            "step"),
+    "drop_at_k_curve_fraction": (lambda: metrics.drop_at_k(np.arange(4.0), lambda ids: 4.0 - len(ids), 2.7), "ks"),
 }
+
+
+def test_deletion_curve_takes_integral_ks_given_as_floats_or_numpy_ints():
+    curve = metrics.deletion_curve(np.arange(4.0), lambda ids: 4.0 - len(ids), ks=[2.0, np.int64(1)])
+    assert curve.ks.tolist() == [0, 1, 2, 4]
+
+
+@pytest.mark.parametrize("step", [1.5, "0"], ids=["fraction", "string"])
+def test_masking_oracle_step_must_be_an_integer(step):
+    from aumann.attribution.games import GameError
+
+    with pytest.raises(GameError, match="step index"):
+        metrics.masking_oracle("heat", _panel(), step=step)
 
 
 @pytest.mark.parametrize("case", sorted(METRIC_BAD), ids=str)
