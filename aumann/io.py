@@ -493,6 +493,18 @@ def memory_bytes() -> int:
         return 2**40
 
 
+def saved_npz(path: PathLike, *, what: str, error: type[Exception]) -> Path:
+    """The ``.npz`` file a ``save(path)`` wrote: ``path`` itself when it exists, else ``path`` + ``.npz`` when that
+    exists (``save`` appends ``.npz`` to the whole name — ``run.v2`` → ``run.v2.npz`` — so replacing the last
+    suffix instead would read another file, ``run.npz``)."""
+    path = as_path(path, what, error=error)
+    if not path.exists() and path.suffix != ".npz":
+        named = path.with_name(path.name + ".npz")
+        if named.exists():
+            return named
+    return path
+
+
 def read_npz(path: PathLike, *, error: type[Exception], what: str = "file",
              check: Any = None, within: PathLike | None = None, max_bytes: int | None = None,
              keys: Sequence[str] | None = None, rows: Mapping[str, int] | None = None,

@@ -38,7 +38,7 @@ from aumann.errors import (
     UnknownAgentError,
     UnknownFeatureError,
 )
-from aumann.io import dumps_json, read_npz, safe_component, write_npz
+from aumann.io import dumps_json, read_npz, safe_component, saved_npz, write_npz
 
 _FORMAT = "aumann.panel/1"
 _STEP_COLUMNS = ("step", "steps", "t", "time", "tick", "period")
@@ -311,11 +311,8 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
 
 
 def _panel_file(path: str | os.PathLike[str]) -> Path:
-    """The panel file at ``path`` (``.npz`` added when the name was given without it)."""
-    path = as_path(path, "panel file", error=PanelError)
-    if not path.exists() and path.with_suffix(".npz").exists():
-        path = path.with_suffix(".npz")
-    return path
+    """The panel file at ``path`` (``.npz`` added when the name was given without it, as :meth:`Panel.save` does)."""
+    return saved_npz(path, what="panel file", error=PanelError)
 
 class Panel:
     """T steps × N agents × D named features, with agent ids, step labels, groups and an alive mask.

@@ -29,7 +29,7 @@ from aumann.errors import (
     UnknownFeatureError,
     ZeroDeltaVError,
 )
-from aumann.io import atomic_path, read_npz, safe_component, write_npz
+from aumann.io import atomic_path, read_npz, safe_component, saved_npz, write_npz
 from aumann.panel import plain_labels, unique_labels
 
 _FORMAT = "aumann.attribution/1"
@@ -428,6 +428,7 @@ class Attribution:
                     raise AttributionFileError(f"attribution file {str(path)!r} is damaged: {k} has shape {m.shape} "
                                                f"but phi is (T, N) = {(T, N)}")
 
+        path = saved_npz(path, what="attribution file", error=AttributionFileError)  # the name given to save()
         data, meta = read_npz(path, error=AttributionFileError, what="attribution file", check=check, within=within)
         if meta is None or meta.get("format") != _FORMAT:
             raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file")

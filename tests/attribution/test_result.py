@@ -91,3 +91,16 @@ def test_load_refuses_tampered_metadata_and_labels(tmp_path, rng, case):
     write_npz(tmp_path / "b.npz", {**data, **arrays}, meta={**meta, **meta_changes})
     with pytest.raises(AttributionFileError, match=needle):
         Attribution.load(tmp_path / "b.npz")
+
+
+def test_load_reads_what_save_wrote_under_the_same_name(tmp_path):
+    # save() appends .npz to the whole name; load() of the same name found nothing (Attribution) or, for a
+    # dotted name, replaced the suffix and read another file (Panel.load("run.v2") read run.npz)
+    Panel(np.ones((2, 3, 1))).save(tmp_path / "run")
+    assert Panel(np.full((2, 3, 1), 7.0)).save(tmp_path / "run.v2").name == "run.v2.npz"
+    assert Panel.load(tmp_path / "run.v2").values[0, 0, 0] == 7.0
+    assert Panel.load(str(tmp_path / "run")).values[0, 0, 0] == 1.0
+    res = attribute(indicators.get("lin"), Panel(np.full((2, 3, 1), 7.0)))
+    assert res.save(tmp_path / "att.v1").name == "att.v1.npz"
+    np.testing.assert_array_equal(Attribution.load(tmp_path / "att.v1").phi, res.phi)
+    np.testing.assert_array_equal(Attribution.load(tmp_path / "att.v1.npz").phi, res.phi)
