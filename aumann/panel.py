@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_path, as_real_array, refuse_mixed_labels
+from aumann.checks import as_int, as_path, as_real_array, refuse_mixed_labels
 from aumann.errors import (
     AumannError,
     DuplicateIdError,
@@ -834,8 +834,9 @@ class Panel:
         {feature name: (N,) values}, read without loading the panel (the values are streamed to that step):
         what a report needs from a 10⁶-agent run's panel. Checked like :meth:`load`."""
         path = _panel_file(path)
+        t = as_int(t, "step position t", minimum=0, error=PanelError)  # int(1.5) read step 1 without a word
         data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within,
-                              keys=("values",), rows={"values": int(t)})
+                              keys=("values",), rows={"values": t})
         if meta is None or meta.get("format") != _FORMAT:
             found = None if meta is None else meta.get("format")
             raise PanelError(f"{str(path)!r} is not an aumann panel file (format {found!r})")

@@ -136,3 +136,14 @@ def test_labels_mixing_numbers_and_text_are_refused(what, labels):
         Panel(z, **{what: labels})
     for ok in (["c", "a", "b"], np.array(["c", "a", "b"], dtype=object), [3, 1, 2]):
         assert getattr(Panel(z, **{what: ok}), what).tolist() == list(ok)
+
+
+@pytest.mark.parametrize("t", [1.5, True, "x", -1], ids=["fraction", "bool", "string", "negative"])
+def test_load_step_refuses_a_step_position_that_is_not_a_whole_index(tmp_path, t):
+    # int(t) read step 1 for t = 1.5 and for t = True without a word (repro3/05)
+    from aumann.errors import PanelError
+
+    path = Panel(np.arange(12.0).reshape(3, 4, 1)).save(tmp_path / "p")
+    with pytest.raises(PanelError, match="step position"):
+        Panel.load_step(path, t)
+    np.testing.assert_array_equal(Panel.load_step(path, np.int64(2))["f0"], [8.0, 9.0, 10.0, 11.0])
