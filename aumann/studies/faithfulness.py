@@ -31,6 +31,7 @@ already on disk with the same config (resume) after verifying them, and recomput
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -114,13 +115,24 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _analyse(ctx: RunContext, written: Callable[[RunContext], None] | None = None) -> None:
-    """The stages of one run: the required ones, ``written(ctx)`` (the first write), the optional ones."""
+def _analyse(ctx: RunContext, written: Callable[[RunContext], Any] | None = None) -> None:
+    """The stages of one run: the required ones, ``written(ctx)`` (the first write), the optional ones.
+
+    ``written`` may return a ``wait()`` callable instead of writing at once: the write then goes on while the
+    optional stages that run in lanes (on copies of the record) run, and ``wait()`` is called before any
+    stage that runs on the context itself (it may read the run directory) and at the end."""
     run_stages(ctx, optional=False)
     pending(ctx)
-    if written is not None:
-        written(ctx)
-    run_stages(ctx, optional=True)
+    wait = written(ctx) if written is not None else None
+    try:
+        run_stages(ctx, optional=True, before_alone=wait)
+    except BaseException:
+        if callable(wait):
+            with contextlib.suppress(Exception):  # the stage's failure is the one to report
+                wait()
+        raise
+    if callable(wait):
+        wait()
 
 
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
@@ -410,18 +422,35 @@ def _compute(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.
     state: dict[str, Any] = {}
 
     def snapshot(ctx: RunContext) -> ComputedRun:
-        rec = {**ctx.rec, **ident, "stages": dict(ctx.stages),
-               "invalid_decisions": int(getattr(ctx.run.model, "llm_errors", 0) or 0)}  # the factual run's abstentions
+        import copy
+
+        rec = copy.deepcopy({**ctx.rec, **ident, "stages": dict(ctx.stages),
+                             "invalid_decisions": int(getattr(ctx.run.model, "llm_errors", 0) or 0)})  # abstentions
         timing.update(plain(split_timing(rec)))  # wall-clock seconds live beside the record, not in it
         if "saved" not in state:
             state["saved"] = _without_seconds(ctx.saved, timing)
-        return ComputedRun(r, digest, rec, ctx.arrays, ctx.run.panel, None, timing, state["saved"])
+        # copies of the record and of the arrays' dict: what later stages add is in the next snapshot
+        return ComputedRun(r, digest, rec, dict(ctx.arrays), ctx.run.panel, None, dict(timing), state["saved"])
 
-    def write(ctx: RunContext) -> None:
+    def write(ctx: RunContext) -> Callable[[], None] | None:
         first = "done" not in state
+        if "writing" in state:  # the first write is on disk before the next one starts
+            state.pop("writing")()
         state["done"] = snapshot(ctx)
-        if sink is not None:
+        if sink is None:
+            return None
+        if not first or ctx.n < LARGE_N:
             sink(state["done"], first)
+            return None
+        # a large run's first write (its panel and attributions: ~1 GB at 10⁶ agents) goes on beside the
+        # optional stages' lanes, which work on copies of the record; its failure is raised by wait()
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aumann-write")
+        job = pool.submit(sink, state["done"], True)
+        pool.shutdown(wait=False)
+        state["writing"] = job.result
+        return job.result
 
     with account.fork_scope() if account is not None else contextlib.nullcontext(), ctx.long_lived():
         try:  # (LLM backends: fork threads; a large run: the simulation's objects out of the collections)

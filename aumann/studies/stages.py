@@ -323,17 +323,22 @@ def stage_messages(scenario: Scenario, config: ScenarioConfig) -> tuple[str, ...
     return (*out, "done")
 
 
-def run_stages(ctx: RunContext, *, optional: bool) -> None:
+def run_stages(ctx: RunContext, *, optional: bool, before_alone: Callable[[], Any] | None = None) -> None:
     """Run the required stages (``optional=False``) or the optional ones, in order.
 
     Optional stages that name a :attr:`Stage.lane` run by lanes (:func:`_segments`): consecutive stages in two
     or more lanes run at the same time where two cores are usable, each lane's stages in order on a copy of the
     context's record (:func:`_run_lanes`); the copies are merged back lane by lane in the registry's order, so
     the record, its key order and every number are what running them one after another gives, on any number
-    of cores. A stage without a lane runs alone."""
+    of cores. A stage without a lane runs alone. ``before_alone()`` is called once, before the first stage that
+    runs on ``ctx`` itself rather than on a lane's copy (the study's first write of the run, going on meanwhile,
+    must be on disk by then)."""
     todo = [stage for stage in _STAGES if stage.optional == optional]
     for segment in (_segments(todo) if optional else [[[s]] for s in todo]):
         if len(segment) == 1:
+            if before_alone is not None:
+                before_alone()
+                before_alone = None
             for stage in segment[0]:
                 run_stage(ctx, stage)
                 ctx.release_freed()  # a large run's freed temporaries go back to the system before the next stage

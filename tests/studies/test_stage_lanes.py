@@ -137,3 +137,66 @@ def test_the_stage_timer_gives_each_thread_its_own_running_stage():
     timer.stop()
     assert timer.seconds == {"deletion": 2.0, "ablations": 3.0, "cascade": 4.0, "report": 1.0}
     assert list(timer.seconds_in(["report", "deletion"])) == ["report", "deletion", "ablations", "cascade"]
+
+
+def _study(tmp_path, monkeypatch, *, large: bool, extra=()):
+    from aumann import scenarios
+    from aumann.studies import faithfulness
+    from aumann.studies.rundir import RunDir
+    from aumann.studies.stages import register_stage, unregister_stage
+
+    if large:  # a "large" run: its first write goes on beside the lanes
+        monkeypatch.setattr(faithfulness, "LARGE_N", 1)
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study={"permutations": 20, "random_orderings": 2,
+                                                            "path_orders": 2, "quadrature_steps": 8})
+    seen: list[dict] = []
+
+    def peek(ctx):  # alone, after the lanes: the first write is on disk by now
+        seen.append(json.loads(RunDir(tmp_path).record(0).read_text()))
+
+    added = [Stage("lane x", lambda ctx: ctx.rec.update(x=1), lane="x"),
+             Stage("lane y", lambda ctx: ctx.rec.update(y=2), lane="y"), Stage("peek", peek), *extra]
+    for st in added:
+        register_stage(st)
+    try:
+        result = faithfulness.run_study(sc, cfg, out_dir=tmp_path)
+    finally:
+        for st in added:
+            unregister_stage(st.name)
+    return result, seen
+
+
+def test_a_large_runs_first_write_goes_on_beside_the_lanes_and_is_on_disk_before_a_stage_alone(tmp_path,
+                                                                                              monkeypatch):
+    from aumann.studies.rundir import RunDir
+
+    sync, seen_sync = _study(tmp_path / "sync", monkeypatch, large=False)
+    writes: list[str] = []
+    real = RunDir.write_run
+
+    def tracked(self, *a, **k):  # which thread writes the run
+        writes.append(threading.current_thread().name)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(RunDir, "write_run", tracked)
+    result, seen = _study(tmp_path / "async", monkeypatch, large=True)
+    assert writes[0].startswith("aumann-write") and not writes[1].startswith("aumann-write")
+    assert seen[0]["stages"]["deletion"]["status"] == "ok" and seen[0]["stages"]["peek"]["status"] == "pending"
+    assert seen[0]["methods"] == seen_sync[0]["methods"]
+    drop = ("checksum", "files_sha256")
+    assert {k: v for k, v in result.records[0].items() if k not in drop} == \
+        {k: v for k, v in sync.records[0].items() if k not in drop}
+    assert result.records[0]["x"] == 1 and result.records[0]["y"] == 2
+    assert RunDir(tmp_path / "async").verify_run(0, result.records[0]["digest"])[0] == "done"
+
+
+def test_a_failing_first_write_is_raised_not_lost(tmp_path, monkeypatch):
+    from aumann.studies.rundir import RunDir
+
+    def full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunDir, "save_panel", full)
+    with pytest.raises(OSError, match="No space left"):
+        _study(tmp_path, monkeypatch, large=True)
