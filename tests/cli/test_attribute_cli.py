@@ -23,6 +23,21 @@ def test_attribute_command_writes_results_and_manifest(tmp_path, rng, capsys):
     assert (out / "phi_by_step.csv").read_text().startswith("step,delta_v")
 
 
+def test_the_same_attribute_command_writes_the_same_result_bytes(tmp_path, rng):
+    """The result files hold what the panel and flags determine: attribution.npz kept the method's wall-clock
+    seconds in its provenance, so two identical commands wrote different files. The seconds stay in
+    summary.json and manifest.json."""
+    src = Panel(np.abs(rng.normal(size=(3, 40, 2)))).save(tmp_path / "panel.npz")
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--steps", "8", "--out",
+                     str(out), "--no-report"]) == 0
+    for name in ("attribution.npz", "phi_by_step.csv", "top_agents.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+    assert "seconds" not in Attribution.load(outs[0] / "attribution.npz").provenance
+    assert json.loads((outs[0] / "summary.json").read_text())["seconds"] > 0
+
+
 def test_attribute_command_errors_are_clear(tmp_path, capsys):
     assert main(["attribute", str(tmp_path / "missing.npz"), "--indicator", "heat", "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
