@@ -78,6 +78,7 @@ from aumann.seeding import RNGLike
 
 F64 = torch.float64
 MAX_SLOPE = 2.0  # |β| beyond this is noise from units that barely moved the control (see _slopes)
+MAX_BETA = 1e6  # the largest fixed β= accepted
 MIN_UNITS = 4  # two cross-fitted halves of two units in the pilot, and the projection's regression
 
 
@@ -218,7 +219,8 @@ class SampledShapleyCV(SampledShapley):
         permutations: m, permutations per step (a forward/reversed pair counts as two); at least 4 units.
         antithetic: pair every permutation with its reverse (m must be even, ≥ 8); units are pair means.
         beta: ``"auto"`` (per-agent slopes estimated from earlier units, 0 where not significant) or a
-            number used for every agent (``1.0``: the first-order Taylor control; ``0.0``: plain sampling).
+            number in [−10⁶, 10⁶] used for every agent (``1.0``: the first-order Taylor control; ``0.0``: plain
+            sampling).
         pilot: units of the first round, cross-fitted in two halves (default 8–16: as many as the
             memory budget allows, half of them held in memory).
         nodes: diagonal points of a gradient-table control (generic and user games; default: every
@@ -259,7 +261,9 @@ class SampledShapleyCV(SampledShapley):
                 raise MethodError(f"beta must be 'auto' (per-agent slopes) or a number; got {beta!r}")
             self.beta: str | float = "auto"
         else:
-            self.beta = as_float(beta, "beta (control-variate coefficient)")
+            # a slope is a ratio of two of the game's own differences: far beyond ±MAX_BETA it only overflows
+            # (β·control of 1e300 read as an indicator's overflow); the auto slopes stay within ±MAX_SLOPE
+            self.beta = as_float(beta, "beta (control-variate coefficient)", minimum=-MAX_BETA, maximum=MAX_BETA)
         self.pilot = None if pilot is None else as_int(pilot, "pilot (units of the first round)", minimum=MIN_UNITS)
         self.nodes = None if nodes is None else as_int(nodes, "nodes (diagonal points of the control)", minimum=2)
 

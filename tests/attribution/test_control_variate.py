@@ -205,6 +205,14 @@ def test_beta_zero_is_plain_sampling_and_beta_one_is_unbiased(rng):
     assert np.all(np.abs(one.phi[0] - exact) <= 4.5 * one.stderr[0])
 
 
+@pytest.mark.parametrize("beta", [1e300, -1e7, float("inf"), float("nan"), "1"])
+def test_a_fixed_beta_out_of_range_is_refused_naming_beta(beta):
+    """beta=1e300 was taken and overflowed inside the estimator, where the error blamed the indicator."""
+    with pytest.raises(MethodError, match="beta"):
+        SampledShapleyCV(permutations=50, beta=beta)
+    assert SampledShapleyCV(permutations=50, beta=-3.5).beta == -3.5
+
+
 def test_fast_and_plain_paths_use_the_same_control(rng):
     z = positive_panel(rng, 1, 9)
     for f in ("heat", _network(9)):
