@@ -67,9 +67,8 @@ class StageTimer:
 
     Stages may run at the same time on threads of their own (the study's lanes,
     :func:`aumann.studies.stages.run_stages`): each thread has its own running stage, ended by that thread's next
-    ``start``, by :func:`end_thread` or by :meth:`stop`; the first stage a helper thread starts ends the stage the
-    timer's first thread was in (that thread now waits for the helpers). Stages that ran at the same time each
-    get their own wall time, so the times can add up to more than the whole.
+    ``start``, by :func:`end_thread` (the lanes call it as they start and end) or by :meth:`stop`. Stages that ran
+    at the same time each get their own wall time, so the times can add up to more than the whole.
 
     >>> t = StageTimer()
     >>> t.start("load"); t.start("attribute"); t.stop()
@@ -79,7 +78,6 @@ class StageTimer:
 
     def __init__(self, clock: Any = time.perf_counter) -> None:
         self._clock = clock
-        self._owner: int | None = None
         self._running: dict[int, tuple[str, float]] = {}
         self._lock = threading.Lock()
         self.seconds: dict[str, float] = {}
@@ -90,11 +88,7 @@ class StageTimer:
         me = threading.get_ident()
         with self._lock:
             now = self._clock()
-            if self._owner is None:
-                self._owner = me
             self._close(me, now)
-            if me != self._owner:
-                self._close(self._owner, now)
             self._running[me] = (name, now)
 
     def stop(self) -> None:

@@ -378,11 +378,13 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     """Run ``lanes`` at the same time, each on a shallow copy of ``ctx`` whose record dicts are its own, then
     merge each copy's keys back into ``ctx`` in lane order (new keys after the existing ones, lane by lane;
     changed values replaced in place): the same record, in the same key order, as running the lanes one after
-    another. Lanes run on threads only where two cores are usable (:func:`~aumann.attribution.threads.usable_cores`);
-    otherwise one after another, through the same copies. Under ``strict`` a failing lane stops at its
-    failure, the others finish, and the first failure in lane order is raised after the merge."""
+    another. The first lane runs on the calling thread, the others on threads of their own where two cores are
+    usable (:func:`~aumann.attribution.threads.usable_cores`; otherwise one after another, through the same
+    copies). Under ``strict`` a failing lane stops at its failure, the others finish, and the first failure in
+    lane order is raised after the merge. An interrupt (Ctrl-C) stops the calling thread's lane at once and the
+    others after their current stage (their threads are daemons: they do not hold the process open)."""
     import copy
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
     import torch
 
@@ -397,24 +399,41 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
             setattr(child, name, dict(before[name]))
         children.append(child)
     threads = torch.get_num_threads()
+    errors: list[BaseException | None] = [None] * len(lanes)
+    stop = threading.Event()
 
-    def run_lane(i: int) -> BaseException | None:
-        torch.set_num_threads(threads)  # a new thread's own setting starts from the default: keep the caller's
+    def run_lane(i: int, own_thread: bool) -> None:
+        if own_thread:
+            torch.set_num_threads(threads)  # a new thread's own setting starts from the default: keep the caller's
         try:
             for stage in lanes[i]:
+                if stop.is_set():
+                    return
                 run_stage(children[i], stage)
                 ctx.release_freed()
         except Exception as exc:  # strict: this lane stops here; the record so far is still merged
-            return exc
+            errors[i] = exc
         finally:
             end_thread()  # the lane's last stage ends here, not when the slowest lane ends
-        return None
 
+    end_thread()  # the calling thread's stage before the lanes ends here
+    helpers = []
     if usable_cores() >= 2:
-        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="aumann-stage-lane") as pool:
-            errors = list(pool.map(run_lane, range(len(lanes))))
-    else:
-        errors = [run_lane(i) for i in range(len(lanes))]
+        helpers = [threading.Thread(target=run_lane, args=(i, True), name=f"aumann-stage-lane-{i}", daemon=True)
+                   for i in range(1, len(lanes))]
+    try:
+        for t in helpers:
+            t.start()
+        run_lane(0, False)
+        for t in helpers:
+            while t.is_alive():
+                t.join(0.5)  # in short waits: Ctrl-C reaches this thread
+        if not helpers:
+            for i in range(1, len(lanes)):
+                run_lane(i, False)
+    except BaseException:
+        stop.set()  # the other lanes stop after their current stage
+        raise
     for child in children:  # what each lane set, added or removed, in lane order
         for name in _CTX_DICTS:
             mine, theirs, start = getattr(ctx, name), getattr(child, name), before[name]

@@ -119,24 +119,44 @@ def test_the_stage_timer_gives_each_thread_its_own_running_stage():
     timer = StageTimer(clock=lambda: now[0])
     timer.start("deletion")
     now[0] = 2.0
+    end_thread()  # the lanes start: the calling thread's stage ends
 
     def lane(name: str, at_end: float) -> None:
-        timer.start(name)  # the first helper's stage ends the waiting thread's
+        timer.start(name)
         now[0] = max(now[0], at_end)
         end_thread()
 
-    t = threading.Thread(target=lane, args=("ablations", 5.0))
-    t.start()
-    t.join()
-    t = threading.Thread(target=lane, args=("cascade", 9.0))  # (one after the other here: a deterministic clock)
-    t.start()
-    t.join()
+    for name, at_end in (("ablations", 5.0), ("cascade", 9.0)):  # one after the other here: a deterministic clock
+        t = threading.Thread(target=lane, args=(name, at_end))
+        t.start()
+        t.join()
     now[0] = 10.0
     timer.start("report")
     now[0] = 11.0
     timer.stop()
     assert timer.seconds == {"deletion": 2.0, "ablations": 3.0, "cascade": 4.0, "report": 1.0}
     assert list(timer.seconds_in(["report", "deletion"])) == ["report", "deletion", "ablations", "cascade"]
+
+
+def test_an_interrupt_stops_the_calling_lane_at_once_and_the_others_after_their_stage(monkeypatch):
+    import time
+
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
+    ran: list[str] = []
+
+    def interrupt(ctx):
+        time.sleep(0.2)  # the other lane is inside its first stage
+        raise KeyboardInterrupt
+
+    todo = [Stage("a1", interrupt, lane="a"),
+            Stage("b1", lambda ctx: (time.sleep(0.6), ran.append("b1")), lane="b"),
+            Stage("b2", lambda ctx: ran.append("b2"), lane="b")]
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        _run(monkeypatch, todo, _ctx())
+    assert time.perf_counter() - t0 < 0.5  # not held until the other lane ends
+    time.sleep(1.0)
+    assert ran == ["b1"]  # b1 finished, b2 never started
 
 
 def _study(tmp_path, monkeypatch, *, large: bool, extra=()):
