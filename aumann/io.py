@@ -755,6 +755,9 @@ def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     p = as_path(path, what, error=OutputError)
     if p.exists() and not p.is_dir():
         raise OutputError(f"{what} {str(p)!r} is an existing file, not a directory")
+    if p.is_symlink() and not p.exists():
+        raise OutputError(f"{what} {str(p)!r} is a symbolic link to {os.readlink(p)!r}, which does not exist: "
+                          "create that directory, or give another path")
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

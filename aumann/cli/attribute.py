@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.panel is None) == (args.trace is None):
         raise ConfigError("give a panel file or --trace FILE (one of them)")
-    if args.trace is None and any(v for v in (args.spec, args.trace_format, args.bin, args.skip_bad, args.features,
-                                              args.real_people, args.export_identifiers)):
+    given = (args.spec, args.trace_format, args.bin, args.skip_bad, args.features, args.real_people,
+             args.export_identifiers)  # given at all: `--features ""` is given too
+    if args.trace is None and any(v is not None and v is not False for v in given):
         raise ConfigError("--spec, --trace-format, --bin, --skip-bad, --features, --real-people and "
                           "--export-identifiers apply to --trace")
     timer = StageTimer()
@@ -158,7 +159,7 @@ def _read_trace(args: argparse.Namespace) -> dict:
     for line in read.report.lines():
         con.print(line, markup=False, highlight=False)
     panel = read.panel
-    if args.features:
+    if args.features is not None:  # `--features ""` selects nothing: refused below
         names = [x.strip() for x in args.features.split(",") if x.strip()]
         missing = [x for x in names if x not in panel.features]
         if missing or not names:

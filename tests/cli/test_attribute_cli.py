@@ -38,6 +38,18 @@ def test_the_same_attribute_command_writes_the_same_result_bytes(tmp_path, rng):
     assert json.loads((outs[0] / "summary.json").read_text())["seconds"] > 0
 
 
+def test_trace_flags_given_empty_and_a_dangling_out_link_are_refused_clearly(tmp_path, capsys):
+    src = Panel(np.ones((3, 4))).save(tmp_path / "p.npz")
+    # `--features ""` was taken silently without --trace (an empty string is falsy), `--features zz` refused
+    assert main(["attribute", str(src), "--indicator", "heat", "--features", "", "--out", str(tmp_path / "o")]) == 2
+    assert "apply to --trace" in capsys.readouterr().err
+    link = tmp_path / "lnk"
+    link.symlink_to(tmp_path / "nowhere")  # it said "cannot create --out 'lnk': File exists"
+    assert main(["attribute", str(src), "--indicator", "heat", "--out", str(link), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and "nowhere" in err and "File exists" not in err
+
+
 def test_attribute_command_errors_are_clear(tmp_path, capsys):
     assert main(["attribute", str(tmp_path / "missing.npz"), "--indicator", "heat", "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
