@@ -300,6 +300,11 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
     plain_labels(arr, what)
+    if arr.dtype.kind == "O":  # None is no id either (it became the text 'None', and every other id text with it)
+        none = np.flatnonzero(np.fromiter((v is None for v in arr.tolist()), dtype=bool, count=arr.size))
+        if none.size:
+            raise PanelError(f"{what} must be integers, text, finite numbers or times; {none.size} of them None "
+                             f"(at position(s) {none[:5].tolist()})")
     if arr.dtype == object:
         arr = arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)

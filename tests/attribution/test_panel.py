@@ -147,3 +147,12 @@ def test_load_step_refuses_a_step_position_that_is_not_a_whole_index(tmp_path, t
     with pytest.raises(PanelError, match="step position"):
         Panel.load_step(path, t)
     np.testing.assert_array_equal(Panel.load_step(path, np.int64(2))["f0"], [8.0, 9.0, 10.0, 11.0])
+
+
+@pytest.mark.parametrize("what", ["agent_ids", "steps"])
+def test_none_among_ids_or_steps_is_refused(what):
+    """[None, 1, 2] became ["None", "1", "2"]: every id text, and id 1 no longer found (attack repro3/06)."""
+    z = np.zeros((3, 3, 1))
+    for labels in ([None, 1, 2], ["a", None, "b"], np.array([1, None, 3], dtype=object)):
+        with pytest.raises(PanelError, match="None"):
+            Panel(z, **{what: labels})
