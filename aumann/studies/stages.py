@@ -373,6 +373,17 @@ def _segments(todo: list[Stage]) -> list[list[list[Stage]]]:
 
 _CTX_DICTS = ("rec", "arrays", "outputs", "orders", "saved", "stages", "extras")
 
+#: memory available on the host below which lanes run one after another: at 10⁷ agents MegaScale's two lanes at
+#: once peaked 2.5 GB above the run's serial peak (17.5 against 15.0 GB); 600 bytes per agent leaves room for it
+LANE_BYTES_PER_AGENT = 600
+
+
+def _room_for_lanes(n: int) -> bool:
+    from aumann.attribution.memory import available_host
+
+    avail = available_host()
+    return avail is None or avail >= LANE_BYTES_PER_AGENT * n
+
 
 def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     """Run ``lanes`` at the same time, each on a shallow copy of ``ctx`` whose record dicts are its own, then
@@ -380,9 +391,11 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     changed values replaced in place): the same record, in the same key order, as running the lanes one after
     another. The first lane runs on the calling thread, the others on threads of their own where two cores are
     usable (:func:`~aumann.attribution.threads.usable_cores`; otherwise one after another, through the same
-    copies). Under ``strict`` a failing lane stops at its failure, the others finish, and the first failure in
-    lane order is raised after the merge. An interrupt (Ctrl-C) stops the calling thread's lane at once and the
-    others after their current stage (their threads are daemons: they do not hold the process open)."""
+    copies; so do they where the host has less memory available than :data:`LANE_BYTES_PER_AGENT` per agent:
+    two stages at once hold both working sets). Under ``strict`` a failing lane stops at its failure, the others
+    finish, and the first failure in lane order is raised after the merge. An interrupt (Ctrl-C) stops the
+    calling thread's lane at once and the others after their current stage (their threads are daemons: they do
+    not hold the process open)."""
     import copy
     import threading
 
@@ -418,7 +431,7 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
 
     end_thread()  # the calling thread's stage before the lanes ends here
     helpers = []
-    if usable_cores() >= 2:
+    if usable_cores() >= 2 and _room_for_lanes(ctx.n):
         helpers = [threading.Thread(target=run_lane, args=(i, True), name=f"aumann-stage-lane-{i}", daemon=True)
                    for i in range(1, len(lanes))]
     try:

@@ -100,6 +100,17 @@ def test_one_core_runs_the_lanes_one_after_another_with_the_same_record(monkeypa
     assert _dump(lanes) == _dump(serial) and seen == {threading.get_ident()}
 
 
+def test_lanes_run_one_after_another_where_memory_is_short(monkeypatch):
+    serial = _run(monkeypatch, [dataclasses.replace(s, lane=None) for s in _lane_stages()], _ctx())
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
+    monkeypatch.setattr("aumann.attribution.memory.available_host", lambda: S.LANE_BYTES_PER_AGENT * 10 - 1)
+    seen = set()
+    todo = [dataclasses.replace(s, run=lambda ctx, f=s.run: (seen.add(threading.get_ident()), f(ctx)))
+            for s in _lane_stages()]
+    lanes = _run(monkeypatch, todo, _ctx())  # 10 agents: one byte short of room for two lanes at once
+    assert _dump(lanes) == _dump(serial) and seen == {threading.get_ident()}
+
+
 def test_a_failing_lane_is_recorded_and_under_strict_raised_after_the_other_lane_finished(monkeypatch):
     monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
     ctx = _run(monkeypatch, _lane_stages(fail=True), _ctx())
