@@ -154,19 +154,28 @@ def test_an_interrupt_stops_the_calling_lane_at_once_and_the_others_after_their_
 
     monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
     ran: list[str] = []
+    started, release = threading.Event(), threading.Event()
 
     def interrupt(ctx):
-        time.sleep(0.2)  # the other lane is inside its first stage
+        assert started.wait(20)  # the other lane is inside its first stage
         raise KeyboardInterrupt
 
-    todo = [Stage("a1", interrupt, lane="a"),
-            Stage("b1", lambda ctx: (time.sleep(0.6), ran.append("b1")), lane="b"),
+    def b1(ctx):
+        started.set()
+        release.wait(20)
+        ran.append("b1")
+
+    todo = [Stage("a1", interrupt, lane="a"), Stage("b1", b1, lane="b"),
             Stage("b2", lambda ctx: ran.append("b2"), lane="b")]
-    t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         _run(monkeypatch, todo, _ctx())
-    assert time.perf_counter() - t0 < 0.5  # not held until the other lane ends
-    time.sleep(1.0)
+    assert ran == []  # the interrupt came back while the other lane was still in its stage
+    release.set()
+    for _ in range(400):
+        if ran:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
     assert ran == ["b1"]  # b1 finished, b2 never started
 
 
