@@ -238,7 +238,9 @@ class PooledForks:
         if getattr(scenario, "resimulate_rows_fn", None) is None:
             return None
         fi, gi = as_indicator(f), as_indicator(g)
-        if any(i.pooled is None or i.uses_context for i in (fi, gi)):
+        # the rows carry no living mask (a fixed population, as resimulate_fn's steps): an alive-aware indicator
+        # is left to the full evaluation of the re-simulated step
+        if any(i.pooled is None or i.uses_context or i.accepts_alive for i in (fi, gi)):
             return None
         return PooledForks(fi, gi)
 

@@ -210,6 +210,33 @@ def check_fork_oracle(rng, monkeypatch):
     assert f_orig == pytest.approx(by_hand("spread", z[2], alive[2]))
 
 
+def check_pooled_forks(rng, monkeypatch):
+    """Forks given as changed rows (resimulate_rows_fn) of indicators with a pooled form: the rows carry no
+    living mask, so an alive-aware indicator is left to the full fork, evaluated over the living; an indicator
+    that is not alive-aware gets the pooled sums, over every row (a fixed population), as by hand."""
+    from aumann.attribution.indicators import PooledForm, as_indicator
+    from aumann.evaluation.deletion import PooledForks
+
+    _, z, alive = dying_panel(rng, context=False)
+    base = np.abs(rng.normal(size=z[2].shape)) + 0.5
+    sc = dataclasses.replace(_dying_fork(monkeypatch, z[2], alive[2]),
+                             resimulate_rows_fn=lambda m, c, p: (base, np.array([0, 3]), base[[0, 3]] + 1.0))
+    form = PooledForm(psi=lambda x: x[..., :1], rho=lambda m: m[..., 0])
+    aware = as_indicator(mean_energy)
+    aware.pooled = form
+    assert PooledForks.of(sc, aware, aware) is None
+    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=aware, f_original=spread)
+    assert oracle.values([0])[0] == pytest.approx(by_hand("mean_energy", z[2], alive[2]))  # the full fork
+
+    plain = as_indicator(lambda x: x[..., 0].mean(-1))
+    plain.pooled = form
+    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=plain, f_original=plain)
+    changed = base.copy()
+    changed[[0, 3]] += 1.0
+    assert oracle.values([0])[0] == pytest.approx(float(changed[:, 0].mean()), rel=1e-12)
+    assert isinstance(oracle._pooled, PooledForks)
+
+
 def check_evaluate_pair(rng):
     """Two network indicators on one graph evaluated together (one pass over it): each over the living (a
     dead row's r is 0, so its edges are gone), as by hand; an alive-aware pair without a shared part: each
@@ -326,6 +353,7 @@ SITES = {
     "aumann/evaluation/action.py::map_value_fn.v": check_step_map,
     "aumann/evaluation/action.py::ActionAumannShapley.attribute": check_action_corners,
     "aumann/evaluation/deletion.py::DeletionOracle._compute": check_fork_oracle,
+    "aumann/evaluation/deletion.py::PooledForks._sums": check_pooled_forks,
     "aumann/evaluation/panel_deletion.py::masking_deletion": check_panel_deletion,
     "aumann/simulators/runner.py::indicator_values": check_indicator_values,
 }
