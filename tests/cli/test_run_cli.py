@@ -9,6 +9,7 @@ import pytest
 
 from aumann.cli import run as run_cmd
 from aumann.errors import ConfigError
+from tests.cli_run import invoke_run as _invoke
 
 TINY = """
 agents = 6
@@ -21,13 +22,6 @@ random_orderings = 2
 path_orders = 2
 quadrature_steps = 8
 """
-
-
-def _invoke(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 def test_run_writes_the_run_directory_and_resumes(tmp_path, capsys):

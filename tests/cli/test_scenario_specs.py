@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import textwrap
 
 import pytest
 
 from aumann import scenarios
-from aumann.cli import run as run_cmd
 from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
+from tests.cli_run import invoke_run as _invoke
 
 SCENARIO_SOURCE = textwrap.dedent('''
     from aumann.scenarios import get
@@ -27,13 +26,6 @@ SCENARIO_SOURCE = textwrap.dedent('''
     def broken():
         raise RuntimeError("no model today")
 ''')
-
-
-def _invoke(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import csv
 import io
@@ -14,8 +13,8 @@ import numpy as np
 import pytest
 
 from aumann import scenarios
-from aumann.cli import run as run_cmd
 from aumann.simulators import indicator_values
+from tests.cli_run import invoke_run as _invoke
 from tests.paths import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
@@ -27,13 +26,6 @@ SIZES = {"boltzmann_wealth": ["--agents", "10", "--set", "width=4", "--set", "he
          "wolf_sheep": ["--agents", "16", "--set", "wolves=4", "--set", "size=7"]}
 
 pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
-
-
-def _invoke(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 def user_code_lines(path) -> int:

@@ -4,7 +4,6 @@ against the loopback OpenAI-compatible server of tests/llm_loopback.py."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 
@@ -13,6 +12,7 @@ import pytest
 
 from aumann.scenarios.social_llm import model as social_model
 from aumann.simulators.llm import BudgetExceededError, OfflineBackend, OpenAIBackend, ResponseCache
+from tests.cli_run import invoke_run as _invoke
 from tests.llm_loopback import LoopbackLLM
 from tests.simulators.llm_fakes import SECRET
 from tests.tiny import tiny_config
@@ -132,15 +132,6 @@ def _cfg(tmp_path, runs=1, perms=12, game="masking"):
     p = tmp_path / f"tiny-{runs}-{perms}-{game}.toml"
     p.write_text(TINY.format(runs=runs, perms=perms, game=game))
     return p
-
-
-def _invoke(*argv: str) -> int:
-    from aumann.cli import run as run_cmd
-
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 def test_dry_run_prints_the_estimate_and_sends_and_writes_nothing(tmp_path, capsys):

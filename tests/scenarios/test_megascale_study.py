@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 
@@ -10,21 +9,14 @@ import numpy as np
 import pytest
 
 from aumann import scenarios
-from aumann.cli import run as run_cmd
 from aumann.studies.faithfulness import ATTRIBUTED, FAITHFULNESS_COLUMNS
+from tests.cli_run import invoke_run as _invoke
 
 ROWS = [*ATTRIBUTED, "llm_judge", "random"]  # no step map: no action_aumann_shapley row; the judge is the stand-in
 
 FAST = ["--set", "study.permutations=100", "--set", "cascade_permutations=100", "--set", "fidelity_agents=300",
         "--set", "fidelity_steps=8", "--set", "tier_panel_draws=4", "--set", "study.path_orders=2",
         "--set", "study.random_orderings=2"]
-
-
-def _invoke(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 @pytest.fixture(scope="module")

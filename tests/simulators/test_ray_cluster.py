@@ -12,7 +12,6 @@ attribution fans out with the single-process bits.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import re
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.cli_run import invoke_run as _invoke
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -128,15 +129,6 @@ def user_scenario(tmp_path_factory):
     (folder / "model.py").write_text(SCENARIO_FILE, encoding="utf-8")
     (folder / "tiny_world.py").write_text(SIBLING, encoding="utf-8")
     return folder
-
-
-def _invoke(*argv: str) -> int:
-    from aumann.cli import run as run_cmd
-
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 def _run(scenario_dir: Path, out: Path, runs: int, *extra: str) -> int:

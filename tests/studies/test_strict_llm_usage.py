@@ -5,23 +5,14 @@ describe the runs (decisions, fork decisions, abstentions) equal a straight run'
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
 from aumann.errors import StudyError
 from aumann.studies.stages import Stage, register_stage, unregister_stage
+from tests.cli_run import invoke_run as _invoke
 from tests.llm_loopback import LoopbackLLM
-
-
-def _invoke(*argv: str) -> int:
-    from aumann.cli import run as run_cmd
-
-    parser = argparse.ArgumentParser()
-    run_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["run", *argv])
-    return args.func(args)
 
 
 @pytest.fixture
