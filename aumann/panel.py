@@ -299,6 +299,11 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
+    if not isinstance(given, np.ndarray) and arr.dtype.kind in "UO":  # numpy drops a text id's trailing NULs
+        nul = next((i for i, v in enumerate(given) if isinstance(v, str) and "\x00" in v), None)
+        if nul is not None:
+            raise PanelError(f"{what} must not contain NUL characters (numpy drops trailing ones, so 'a\\x00' "
+                             f"and 'a' would be one id); got {given[nul]!r} at position {nul}")
     plain_labels(arr, what)
     if arr.dtype.kind == "O":  # None is no id either (it became the text 'None', and every other id text with it)
         none = np.flatnonzero(np.fromiter((v is None for v in arr.tolist()), dtype=bool, count=arr.size))
@@ -306,7 +311,14 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
             raise PanelError(f"{what} must be integers, text, finite numbers or times; {none.size} of them None "
                              f"(at position(s) {none[:5].tolist()})")
     if arr.dtype == object:
-        arr = arr.astype(str)
+        items = arr.tolist()
+        if all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in items):
+            try:  # integer ids in an object array stay integers (1 and "1" are different ids)
+                arr = np.asarray(items, dtype=np.int64)
+            except OverflowError:
+                arr = arr.astype(str)
+        else:
+            arr = arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.shape[0] != n:
         dup = uniq[counts > 1][:5].tolist()

@@ -156,3 +156,19 @@ def test_none_among_ids_or_steps_is_refused(what):
     for labels in ([None, 1, 2], ["a", None, "b"], np.array([1, None, 3], dtype=object)):
         with pytest.raises(PanelError, match="None"):
             Panel(z, **{what: labels})
+
+
+def test_integer_ids_in_an_object_array_stay_integers():
+    """An object array of ints made text of every id (1 became "1", so a lookup of id 1 failed)."""
+    p = Panel(np.zeros((1, 3, 1)), agent_ids=np.array([7, 3, np.int64(5)], dtype=object))
+    assert p.agent_ids.dtype == np.int64
+    assert p.agent_ids.tolist() == [7, 3, 5]
+    big = Panel(np.zeros((1, 2, 1)), agent_ids=np.array([2**70, 1], dtype=object))  # beyond int64: text, not wrapped
+    assert big.agent_ids.tolist() == [str(2**70), "1"]
+
+
+@pytest.mark.parametrize("ids", [["a\x00", "a"], ["a", "b\x00c"]], ids=["trailing", "inside"])
+def test_text_ids_with_nul_characters_are_refused(ids):
+    """numpy drops trailing NULs, so 'a\\x00' and 'a' were reported as one repeated id 'a'."""
+    with pytest.raises(PanelError, match="NUL"):
+        Panel(np.zeros((1, 2, 1)), agent_ids=ids)
