@@ -42,7 +42,7 @@ class IngestReport:
     rows_read: int = 0
     valid_events: int = 0
     malformed_frames: int = 0
-    malformed_engagements: int = 0  # valid events engaging a target that is not a DID (no edge; per line)
+    malformed_engagements: int = 0  # valid events engaging a target that is not a DID (no edge; a replayed copy once)
     damaged_files: int = 0
     out_of_window_events: int = 0
     events_per_day: dict[str, int] = field(default_factory=dict)

@@ -104,8 +104,9 @@ SELECT
 FROM tgt
 """
 
+# ``bad_targets`` counts events, as ``by_kind`` does: a replayed copy of a line (the same ``key``) is counted once
 FILE_STATS = ("SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid, "
-              "count(*) FILTER (WHERE eng_bad) AS bad_targets FROM ev")
+              "count(DISTINCT key) FILTER (WHERE eng_bad) AS bad_targets FROM ev")
 
 
 

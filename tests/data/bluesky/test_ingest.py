@@ -266,3 +266,26 @@ def test_an_engagement_whose_target_is_not_a_did_is_counted_not_an_edge(tmp_path
     assert report.dropped_users.get("no_engagement") == 1  # x: its only engagements had no DID target
     assert list(counts.users["did"]) == [a, b]  # b liked a: both engaged
     assert counts.follows.empty  # no follow of "did:plc" or of a DID with spaces
+
+
+def test_a_replayed_engagement_without_a_did_target_is_counted_once(tmp_path: Path):
+    """``malformed_engagements`` counted lines: a replayed copy of the same event (Jetstream resends after a
+    reconnect) was counted twice, where ``by_kind`` counts it once and ``duplicates`` names the copy."""
+    a, x = "did:plc:" + "a" * 24, "did:plc:" + "x" * 24
+    t = 1_776_600_000_000_000
+    lines = [{"did": a, "time_us": t, "kind": "commit", "commit": {
+                 "rev": "r0", "operation": "create", "collection": "app.bsky.feed.post", "rkey": "p1",
+                 "record": {"text": "hello"}}},
+             {"did": x, "time_us": t + 1, "kind": "commit", "commit": {
+                 "rev": "r1", "operation": "create", "collection": "app.bsky.feed.like", "rkey": "l1",
+                 "record": {"subject": {"cid": "c", "uri": "at://did:/app.bsky.feed.post/p1"}}}},
+             {"did": x, "time_us": t + 2, "kind": "commit", "commit": {
+                 "rev": "r2", "operation": "create", "collection": "app.bsky.feed.like", "rkey": "l2",
+                 "record": {"subject": {"cid": "c", "uri": f"at://{a}/app.bsky.feed.post/p1"}}}}]
+    path = tmp_path / "replayed.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in [*lines, lines[1], lines[1]]))
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=True)
+    _, report = ingest([path], filters=cfg, options=_opts())
+    assert report.duplicates == 2 and report.valid_events == 5
+    assert report.malformed_engagements == 1
+    assert report.files[0]["malformed_engagements"] == 1
