@@ -151,3 +151,25 @@ def test_a_recorded_run_with_a_too_large_reply_replays_offline_and_a_resume_asks
 
 def _no(seconds: float) -> None:
     pass
+
+
+def test_a_too_large_reply_marks_its_endpoint_as_up():
+    """With several endpoints, an endpoint is taken out after 3 failures in a row. A too-large reply is an answer,
+    so it resets the count like any answer; before, 2 failures, a too-large reply and 1 more failure took the
+    endpoint out although it had just answered."""
+    def status(body):
+        return 500 if body["seed"] >= 100 else None
+
+    with LoopbackLLM(_answer, status_of=status) as a, LoopbackLLM(_answer) as other:
+        b = OpenAIBackend(model="m", base_url=[a.base_url, other.base_url], max_retries=0, max_response_bytes=2000,
+                          concurrency=1, sleep=lambda s: None)
+        ep = b.endpoints.endpoints[0]
+        b.endpoints.failure(ep)
+        b.endpoints.failure(ep)
+        assert ep.failures == 2
+        b.endpoints.pick = lambda avoid=None: ep  # every request to the first endpoint
+        assert isinstance(b.decide_many([_req(2)], return_exceptions=True)[0], ResponseTooLargeError)
+        assert ep.failures == 0 and ep.down_until == 0.0
+        b.decide_many([_req(100)], return_exceptions=True)  # one failure after the answer: 1 in a row, still in
+        assert ep.failures == 1 and ep.trips == 0
+        b.close(keep_failed=False)

@@ -266,6 +266,7 @@ class ChatCompletions:
             reply = self.transport.request("POST", ep, ep.path("/chat/completions"), body, self._headers(ep),
                                            timeout, self.max_response_bytes)
         except ReplyTooLarge as exc:
+            self.endpoints.success(ep)  # it answered (too much): it is up, and its failures so far are forgiven
             seen = f"{exc.size} bytes announced" if exc.size else "cut off while reading"
             raise Retryable("too_large", f"reply body over max_response_bytes = {self.max_response_bytes} bytes "
                                          f"({seen}); rejected, its text not kept", size=exc.size) from None
