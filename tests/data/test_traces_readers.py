@@ -687,3 +687,17 @@ def test_lines_before_a_csv_header_are_refused_or_counted_and_rows_keep_their_ow
     clean = tmp_path / "clean.csv"
     clean.write_text("agent,tick,action,amount\n" + good)
     np.testing.assert_array_equal(r.panel.values, read_trace(clean, TABLE_SPEC).panel.values)
+
+
+@pytest.mark.parametrize("first", ["exported", "v1;", "2026-01-01"], ids=["word", "semicolon", "date"])
+def test_a_one_field_line_before_a_csv_header_is_named_in_the_schema_error(tmp_path, first):
+    """A one-field line before the header is taken by DuckDB's sniffer for the header itself: the spec's columns
+    were "missing" and the error showed the line as the only column, without a word about the real header."""
+    f = tmp_path / "ev.csv"
+    f.write_text(f"{first}\nagent,tick,action,amount\na,0,buy,1\nb,1,sell,2\n")
+    with pytest.raises(TraceSchemaError, match=r"no column\(s\).*line 2 of .*ev\.csv holds them.*before the CSV "
+                                               r"header"):
+        read_trace(f, TABLE_SPEC)
+    f.write_text("x\ny\n")  # no header anywhere: the plain schema error
+    with pytest.raises(TraceSchemaError, match=r"its columns are \['x'\]$"):
+        read_trace(f, TABLE_SPEC)

@@ -97,7 +97,10 @@ class TableReader(TraceReader):
             missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             if missing:
                 shown = [c for c in cols if c != "filename"]
-                raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}")
+                hint = _header_further_down(files[0], names, {split_path(p)[0] for p in want.values()}) \
+                    if kind == "csv" else ""
+                raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
+                                       + hint)
             if lines is not None:
                 lines.header = [c for c in cols if c != "filename"]
                 _preamble_lines(files, validator, names, lines)
@@ -239,6 +242,35 @@ _SPLIT = "a CSV line that does not split into the header's columns"
 
 
 _PREAMBLE = "a line before the CSV header (DuckDB's sniffer skips it)"
+
+
+def _header_further_down(f: Path, names: dict[str, str], tops: set[str]) -> str:
+    """Where a CSV file's header lies below its first line: a one-field line before the header (``exported``,
+    ``v1``) is taken by DuckDB's sniffer for the header itself, so the spec's columns were "missing" without a
+    word about that line. The text to add to the error ('' when no line among the first
+    :data:`_CsvLines.HEADER_SEARCH` holds every column the spec reads)."""
+    import csv
+    import io
+
+    try:
+        with _opens(f) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            for i, line in enumerate(text):
+                if i >= _CsvLines.HEADER_SEARCH:
+                    break
+                for delim in (",", "\t", ";", "|"):
+                    try:
+                        fields = {c.strip().strip('"').lstrip("\ufeff") for c in next(csv.reader([line],
+                                                                                             delimiter=delim))}
+                    except (csv.Error, StopIteration):
+                        continue
+                    if i > 0 and tops <= fields:
+                        return (f"; line {i + 1} of {names.get(str(f), str(f))} holds them: the line(s) before it "
+                                "look like lines before the CSV header, and DuckDB's sniffer took the first for the "
+                                "header itself (a line of one field does that); remove them")
+    except OSError:
+        pass
+    return ""
 
 
 def _preamble_lines(files: Sequence[Path], validator: Validator, names: dict[str, str], lines: _CsvLines) -> None:
