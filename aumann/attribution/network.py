@@ -37,6 +37,8 @@ What it offers at N = 10⁶ and beyond (all O(N + nnz) per evaluation, never O(N
 from __future__ import annotations
 
 import functools
+import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -327,11 +329,19 @@ class NetworkQuadratic(Indicator):
         d = x - b
         t_nodes, w_nodes = _gl(steps)
 
+        dt = torch.as_tensor(d)
+        _forward_mode_ready()
+
         def at(t: float) -> tuple[np.ndarray, np.ndarray]:  # r and ∇r · d at the node
-            z = torch.as_tensor(b + t * d).requires_grad_(True)
-            r = self.r(z)
-            (gr,) = torch.autograd.grad(r.sum(), z)  # row i: ∇_{z_i} r_i (r_i depends on z_i only)
-            return r.detach().numpy(), np.einsum("nd,nd->n", gr.numpy(), d)
+            z = torch.as_tensor(b + t * d)
+            try:  # forward mode: r and its derivative along d in one pass (no (N, D) gradient to scatter)
+                r, rd = torch.func.jvp(self.r, (z,), (dt,))
+                return r.detach().numpy(), rd.detach().numpy()
+            except (RuntimeError, NotImplementedError):  # an r with an operation that has no forward-mode rule
+                z.requires_grad_(True)
+                r = self.r(z)
+                (gr,) = torch.autograd.grad(r.sum(), z)  # row i: ∇_{z_i} r_i (r_i depends on z_i only)
+                return r.detach().numpy(), np.einsum("nd,nd->n", gr.numpy(), d)
 
         acc = np.zeros(x.shape[0])
         for k in range(0, len(t_nodes), 2):  # nodes two by two: their products from one pass over A
@@ -351,6 +361,24 @@ class NetworkQuadratic(Indicator):
             live = np.asarray(alive, dtype=bool)
             r, r0 = np.where(live, r, 0.0), np.where(live, r0, 0.0)
         return NetworkQuadraticKernel(self.A, r, r0, scale=self.scale)
+
+
+_JVP_LOCK = threading.Lock()
+_jvp_ready = False
+
+
+def _forward_mode_ready() -> None:
+    """Import torch's forward-mode rules once: the import (0.5 s) scripts some of them with ``torch.jit.script``,
+    which torch ≥ 2.12 itself calls deprecated; that warning says nothing to our user and is silenced here."""
+    global _jvp_ready
+    if _jvp_ready:
+        return
+    with _JVP_LOCK:
+        if not _jvp_ready:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*", category=DeprecationWarning)
+                import torch._decomp.decompositions_for_jvp  # noqa: F401
+            _jvp_ready = True
 
 
 _THREADED_PLAYERS = 1 << 16  # active players from which permutations are walked in pairs on two threads

@@ -85,6 +85,32 @@ def test_gauss_legendre_and_autograd_converge_to_the_closed_form(problem):
     np.testing.assert_allclose(res.phi[0], phi, atol=1e-12)
 
 
+class _NoForwardMode(torch.autograd.Function):
+    """x ↦ x with a backward rule but no forward-mode (jvp) rule: torch.func.jvp cannot go through it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_gauss_legendre_takes_the_backward_route_for_an_r_without_forward_mode_rules(problem):
+    """The Gauss–Legendre route takes r and ∇r · d in one forward-mode pass (torch.func.jvp); an r built from an
+    operation with no forward-mode rule (a user's autograd.Function) goes through the backward pass instead, with
+    the same result."""
+    f, x, b, _ = problem
+    g = NetworkQuadratic(f.A, lambda z: _NoForwardMode.apply(_r(z)), scale=0.7)
+    with pytest.raises(RuntimeError):
+        torch.func.jvp(g.r, (torch.as_tensor(x),), (torch.as_tensor(x - b),))
+    phi, *_ = f.exact(x, b)
+    np.testing.assert_allclose(g.gauss_legendre(x, b, steps=48), phi, atol=1e-12)
+    np.testing.assert_allclose(g.gauss_legendre(x, b, steps=16), f.gauss_legendre(x, b, steps=16), rtol=1e-14,
+                               atol=1e-17)
+
+
 def test_sparse_matvec_backward_is_the_transpose_product():
     rng = np.random.default_rng(0)
     A = sp.random(7, 7, density=0.4, random_state=1, format="csr")
