@@ -50,6 +50,7 @@ import torch
 from aumann.attribution import jit_sampling
 from aumann.attribution.csr import matvec, matvec_pair
 from aumann.attribution.indicators import Context, Indicator, living
+from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
 from aumann.attribution.threads import run_items
 from aumann.errors import IndicatorError
@@ -416,7 +417,7 @@ class NetworkQuadraticKernel(GameKernel):
         return mask
 
     def _rho(self, q: np.ndarray) -> np.ndarray:
-        return np.log1p(self.c * q)
+        return log1p(np.asarray(self.c * q, dtype=np.float64))  # the vectorised log1p: a value per player and walk
 
     def ends(self) -> tuple[float, float]:
         return float(self._rho(np.array(self.Q0))), float(self._rho(np.array(self.Q1)))

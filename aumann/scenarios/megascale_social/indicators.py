@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import Indicator, PooledForm, jit_sampling
+from aumann.attribution.jit_log1p import log1p, log1p_scalar
 from aumann.attribution.network import NetworkQuadratic, converged_gauss_legendre
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.threads import idle_cores
@@ -213,7 +214,7 @@ class ProductMeansKernel(GameKernel):
         return torch.log1p(self.c * m.prod(dim=-1))
 
     def ends(self) -> tuple[float, float]:
-        return (float(np.log1p(self.c * np.prod(self.sum_b))), float(np.log1p(self.c * np.prod(self.sum_a))))
+        return log1p_scalar(self.c * np.prod(self.sum_b)), log1p_scalar(self.c * np.prod(self.sum_a))
 
     def values(self, masks: np.ndarray) -> np.ndarray:
         return self._generic.values(masks)
@@ -253,7 +254,7 @@ class ProductMeansKernel(GameKernel):
         for k in range(1, self.moving.size):
             h *= g[k]
         h *= self.coef
-        np.log1p(h, out=h)
+        log1p(h, out=h)
         marg = np.empty_like(h)
         marg[0] = h[0] - v0
         np.subtract(h[1:], h[:-1], out=marg[1:])
@@ -267,7 +268,7 @@ class ProductMeansKernel(GameKernel):
         for k in range(1, self.moving.size):
             h *= g[k]
         h *= self.coef
-        np.log1p(h, out=h)  # h[k] = v(π[k+1:])
+        log1p(h, out=h)  # h[k] = v(π[k+1:])
         marg[0] = vN - h[0]
         np.subtract(h[:-1], h[1:], out=marg[1:])
         out_r[perm] = marg
@@ -281,19 +282,19 @@ class ProductMeansKernel(GameKernel):
     def _one_compiled(self, perm: np.ndarray, out_f: np.ndarray, out_r: np.ndarray | None, v0: float,
                       vN: float) -> None:
         """:meth:`_one` in one pass over the permutation: the running means' products (forward and, for the
-        reversed permutation, of the suffix means) from one random row read per player; numpy's log1p on
-        them as before, then the marginals written straight to player order. The same operations in the
-        same order as the numpy path (the same bits; tested)."""
+        reversed permutation, of the suffix means) from one random row read per player; the vectorised log1p
+        (:mod:`~aumann.attribution.jit_log1p`) on them as before, then the marginals written straight to player
+        order. The same operations in the same order as the numpy path (the same bits; tested)."""
         self._table_compiled()
         perm = np.ascontiguousarray(perm)[None]
         h = np.empty((1, self.n))
         hr = np.empty((1, self.n)) if out_r is not None else h
         jit_sampling.running_products_kernel(self.moving.size)(self._table, self._start, self._total, self.coef,
                                                                 perm, h, hr, out_r is not None)
-        np.log1p(h, out=h)
+        log1p(h, out=h)
         jit_sampling.scatter_steps(h, v0, perm, out_f[None])
         if out_r is not None:
-            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
+            log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
             jit_sampling.scatter_steps_reversed(hr, vN, perm, out_r[None])
 
     def _pair(self, perm: np.ndarray, out: np.ndarray, pipeline: bool = False) -> None:
@@ -317,8 +318,8 @@ class ProductMeansKernel(GameKernel):
 
         def finish(b: int, lo: int, hi: int) -> None:  # ρ and the marginals of one segment, in order
             h, hr = bufs[b][0][:, :hi - lo], bufs[b][1][:, :hi - lo]
-            np.log1p(h, out=h)
-            np.log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
+            log1p(h, out=h)
+            log1p(hr, out=hr)  # hr[k] = v(π[k+1:])
             jit_sampling.scatter_antithetic(h, hr, carry[0], carry[1], perm[None, lo:hi], out[None])
             carry[0], carry[1] = float(h[0, -1]), float(hr[0, -1])
 
