@@ -42,6 +42,7 @@ import torch
 from aumann.attribution import jit_sampling
 from aumann.attribution.device import CPU
 from aumann.attribution.indicators import Context, Indicator
+from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.streaming import fresh
 from aumann.checks import as_real_array
 from aumann.errors import IndicatorError
@@ -403,20 +404,20 @@ class AdditiveKernel(GameKernel):
     def _log1p_product_compiled(self, perms: np.ndarray, reverse: bool, v0: float,
                                 vN: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         """ρ(m) = log1p(c Π_p m_p): the products of the running sums formed along the walk (the same sums,
-        multiplied in index order, then by c), numpy's log1p on them, marginals to player order. Equal to
-        the ρ path up to the last bit of log1p (numpy's vs torch's)."""
+        multiplied in index order, then by c), the vectorised log1p on them (:mod:`~aumann.attribution.jit_log1p`),
+        marginals to player order. Equal to the ρ path up to the last bit of log1p (ours vs torch's)."""
         c, n = perms.shape
         h = fresh((c, n), np.float64)  # recycled memory: a fresh 8 MB per permutation cost its page faults
         hr = fresh((c, n), np.float64) if reverse else h
         jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
                                                      (self.sum_a + self.sum_b).numpy(), self.log1p_product, perms,
                                                      h, hr, reverse)
-        np.log1p(h, out=h)
+        log1p(h, out=h)
         out_f = fresh((c, n), np.float64)
         jit_sampling.scatter_steps(h, v0, perms, out_f)
         if not reverse:
             return torch.from_numpy(out_f), None
-        np.log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
+        log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
         out_r = fresh((c, n), np.float64)
         jit_sampling.scatter_steps_reversed(hr, vN, perms, out_r)
         return torch.from_numpy(out_f), torch.from_numpy(out_r)
