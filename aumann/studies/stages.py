@@ -385,10 +385,48 @@ def _room_for_lanes(n: int) -> bool:
     return avail is None or avail >= LANE_BYTES_PER_AGENT * n
 
 
+_GONE = object()
+
+
+def _tree(d: dict[str, Any], copies: dict[int, tuple[dict[str, Any], dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """A copy of ``d`` whose nested plain dicts are copies too (other values are shared). With ``copies``, each
+    copy made is noted there (``id(copy)`` → (copy, the dict it copies)) for :func:`_merge`."""
+    out = {key: _tree(value, copies) if type(value) is dict else value for key, value in d.items()}
+    if copies is not None:
+        copies[id(out)] = (out, d)
+    return out
+
+
+def _merge(mine: dict[str, Any], theirs: dict[str, Any], start: dict[str, Any],
+           copies: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Apply what one lane did to its copy ``theirs`` of ``start`` to ``mine``, nested dicts key by key: keys it
+    removed are removed, keys it added or changed are set (new keys after the existing ones). A nested dict
+    the lane changed in place is merged the same way, not replaced (another lane's keys in it stay), and so is a
+    dict that this lane and an earlier one both added under one key (``add_table`` in two lanes: both tables, as
+    ``setdefault`` in a serial run gives)."""
+    for key in [k for k in start if k not in theirs]:
+        mine.pop(key, None)
+    for key, value in theirs.items():
+        old = start.get(key, _GONE)
+        if old is value:
+            continue
+        target = mine.get(key, _GONE)
+        made = copies.get(id(value))
+        if made is not None and made[0] is value and made[1] is old:  # the lane's copy of the dict it started from
+            if type(target) is dict:
+                _merge(target, value, old, copies)
+                continue
+        elif old is _GONE and type(value) is dict and type(target) is dict:  # an earlier lane added it too
+            _merge(target, value, {}, copies)
+            continue
+        mine[key] = value
+
+
 def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
-    """Run ``lanes`` at the same time, each on a shallow copy of ``ctx`` whose record dicts are its own, then
-    merge each copy's keys back into ``ctx`` in lane order (new keys after the existing ones, lane by lane;
-    changed values replaced in place): the same record, in the same key order, as running the lanes one after
+    """Run ``lanes`` at the same time, each on a shallow copy of ``ctx`` whose record dicts — nested dicts
+    included — are its own, then merge each copy's keys back into ``ctx`` in lane order, nested dicts key by
+    key (:func:`_merge`: new keys after the existing ones, lane by lane; changed values replaced in place; two
+    lanes' ``add_table`` both kept): the same record, in the same key order, as running the lanes one after
     another. The first lane runs on the calling thread, the others on threads of their own where two cores are
     usable (:func:`~aumann.attribution.threads.usable_cores`; otherwise one after another, through the same
     copies; so do they where the host has less memory available than :data:`LANE_BYTES_PER_AGENT` per agent:
@@ -404,13 +442,14 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     from aumann.attribution.threads import usable_cores
     from aumann.progress import end_thread
 
-    before = {name: dict(getattr(ctx, name)) for name in _CTX_DICTS}  # what each lane starts from
-    children = []
+    before = {name: _tree(getattr(ctx, name)) for name in _CTX_DICTS}  # what each lane starts from
+    children, made = [], []
     for _ in lanes:
-        child = copy.copy(ctx)
+        child, copies = copy.copy(ctx), {}
         for name in _CTX_DICTS:
-            setattr(child, name, dict(before[name]))
+            setattr(child, name, _tree(before[name], copies))
         children.append(child)
+        made.append(copies)
     threads = torch.get_num_threads()
     errors: list[BaseException | None] = [None] * len(lanes)
     stop = threading.Event()
@@ -447,14 +486,9 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     except BaseException:
         stop.set()  # the other lanes stop after their current stage
         raise
-    for child in children:  # what each lane set, added or removed, in lane order
+    for child, copies in zip(children, made):  # what each lane set, added or removed, in lane order
         for name in _CTX_DICTS:
-            mine, theirs, start = getattr(ctx, name), getattr(child, name), before[name]
-            for key in [k for k in start if k not in theirs]:
-                mine.pop(key, None)
-            for key, value in theirs.items():
-                if key not in start or start[key] is not value:
-                    mine[key] = value
+            _merge(getattr(ctx, name), getattr(child, name), before[name], copies)
     for exc in errors:
         if exc is not None:
             raise exc

@@ -240,3 +240,36 @@ def test_a_failing_first_write_is_raised_not_lost(tmp_path, monkeypatch):
     monkeypatch.setattr(RunDir, "save_panel", full)
     with pytest.raises(OSError, match="No space left"):
         _study(tmp_path, monkeypatch, large=True)
+
+
+def test_tables_and_nested_keys_written_by_two_lanes_are_all_kept_in_serial_order(monkeypatch):
+    from aumann.studies.stages import add_table
+
+    a_wrote = threading.Event()
+
+    def ta(ctx):  # lane a: a table of its own, and a key in a dict that was there before the lanes
+        add_table(ctx, "ta", [{"a": 1}])
+        ctx.rec["methods"]["A"] = 1
+        a_wrote.set()
+
+    def tb(ctx):  # lane b: the same, after lane a wrote (add_table made "analysis" in both lanes)
+        a_wrote.wait(20)
+        add_table(ctx, "tb", [{"b": 2}])
+        ctx.rec["methods"]["B"] = 2
+        ctx.rec["methods"].pop("gone")
+
+    def todo(lane_a, lane_b):
+        return [Stage("ta", ta, lane=lane_a), Stage("tb", tb, lane=lane_b)]
+
+    def ctx():
+        c = _ctx()
+        c.rec["methods"]["gone"] = 0
+        return c
+
+    serial = _run(monkeypatch, todo(None, None), ctx())
+    assert list(serial.rec["analysis"]["tables"]) == ["ta", "tb"] and list(serial.rec["methods"]) == ["A", "B"]
+    for cores in (2, 1):
+        a_wrote.clear()
+        monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda cores=cores: cores)
+        lanes = _run(monkeypatch, todo("a", "b"), ctx())
+        assert _dump(lanes) == _dump(serial)  # no table lost, the same key order
