@@ -89,11 +89,21 @@ def _record(ctx: RunContext, name: str, status: str, optional: bool, exc: BaseEx
     ctx.stages[name] = entry
 
 
+def _no_exit(fn: Callable[[], Any]) -> Any:
+    """``fn()``, a stage's code: ``sys.exit()`` there is a failure of the stage (a :class:`StudyError`), not the
+    end of the process (``aumann run`` exited 0 with no report and no message)."""
+    try:
+        return fn()
+    except SystemExit as exc:
+        raise StudyError(f"called sys.exit({exc.code!r}); a stage must return or raise, not exit the process") \
+            from exc
+
+
 def attempt(ctx: RunContext, name: str, fn: Callable[[], Any]) -> Any:
     """Run one optional part ``fn()`` of a stage under its own ``name``: its result, or ``None`` when it
     failed (recorded in ``rec["stages"]``; with ``ctx.options.strict`` the failure stops the study)."""
     try:
-        out = fn()
+        out = _no_exit(fn)
     except Exception as exc:
         if getattr(exc, "failed_stage", None) is not None:  # a part of this stage already failed (strict)
             raise
@@ -127,7 +137,7 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
         ctx.tick(stage.message)
     if not stage.optional:
         try:
-            stage.run(ctx)
+            _no_exit(lambda: stage.run(ctx))
         except Exception as exc:
             exc.add_note(f"(in the required stage {stage.name!r} of run {ctx.options.run_index})")
             raise

@@ -273,3 +273,17 @@ def test_tables_and_nested_keys_written_by_two_lanes_are_all_kept_in_serial_orde
         monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda cores=cores: cores)
         lanes = _run(monkeypatch, todo("a", "b"), ctx())
         assert _dump(lanes) == _dump(serial)  # no table lost, the same key order
+
+
+@pytest.mark.parametrize("lane", [None, "b"])
+def test_sys_exit_in_a_stage_is_a_failure_of_that_stage_not_the_end_of_the_process(monkeypatch, lane):
+    import sys
+
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: 2)
+    todo = [Stage("a1", lambda ctx: ctx.rec.update(a=1), lane="a" if lane else None),
+            Stage("quits", lambda ctx: sys.exit(0), lane=lane), Stage("after", lambda ctx: ctx.rec.update(b=2))]
+    ctx = _run(monkeypatch, todo, _ctx())
+    assert ctx.stages["quits"]["status"] == "failed" and ctx.stages["quits"]["error"] == "StudyError"
+    assert "sys.exit(0)" in ctx.stages["quits"]["message"] and ctx.rec["a"] == 1 and ctx.rec["b"] == 2
+    with pytest.raises(StudyError, match=r"'quits'.*sys\.exit\(0\)"):
+        _run(monkeypatch, todo, _ctx(strict=True))
