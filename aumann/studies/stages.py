@@ -443,7 +443,8 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
     two stages at once hold both working sets). Under ``strict`` a failing lane stops at its failure, the others
     finish, and the first failure in lane order is raised after the merge. An interrupt (Ctrl-C) stops the
     calling thread's lane at once and the others after their current stage (their threads are daemons: they do
-    not hold the process open)."""
+    not hold the process open); an interrupt raised on a lane's own thread stops the other lanes after their
+    current stage and is raised on the calling thread (it ended that lane silently, the study going on)."""
     import copy
     import threading
 
@@ -475,6 +476,11 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
                 ctx.release_freed()
         except Exception as exc:  # strict: this lane stops here; the record so far is still merged
             errors[i] = exc
+        except BaseException as exc:  # an interrupt on a lane's own thread: raised on the calling thread
+            if not own_thread:
+                raise
+            errors[i] = exc
+            stop.set()
         finally:
             end_thread()  # the lane's last stage ends here, not when the slowest lane ends
 
@@ -490,6 +496,9 @@ def _run_lanes(ctx: RunContext, lanes: list[list[Stage]]) -> None:
         for t in helpers:
             while t.is_alive():
                 t.join(0.5)  # in short waits: Ctrl-C reaches this thread
+        interrupt = next((e for e in errors if not isinstance(e, (Exception, type(None)))), None)
+        if interrupt is not None:  # as if it had come on this thread: the study stops, nothing is merged
+            raise interrupt
         if not helpers:
             for i in range(1, len(lanes)):
                 run_lane(i, False)

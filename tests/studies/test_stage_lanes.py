@@ -275,6 +275,21 @@ def test_tables_and_nested_keys_written_by_two_lanes_are_all_kept_in_serial_orde
         assert _dump(lanes) == _dump(serial)  # no table lost, the same key order
 
 
+@pytest.mark.parametrize("cores", [2, 1])
+def test_an_interrupt_on_a_lanes_own_thread_is_raised_not_swallowed(monkeypatch, cores):
+    monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda: cores)
+    ran: list[str] = []
+
+    def interrupt(ctx):
+        raise KeyboardInterrupt
+
+    todo = [Stage("a1", lambda ctx: ran.append("a1"), lane="a"), Stage("b1", interrupt, lane="b"),
+            Stage("b2", lambda ctx: ran.append("b2"), lane="b"), Stage("after", lambda ctx: ran.append("after"))]
+    with pytest.raises(KeyboardInterrupt):  # on two cores lane b's thread died and the study went on
+        _run(monkeypatch, todo, _ctx())
+    assert ran in (["a1"], [])  # lane a may see the stop before its stage starts; nothing after b1 runs
+
+
 @pytest.mark.parametrize("lane", [None, "b"])
 def test_sys_exit_in_a_stage_is_a_failure_of_that_stage_not_the_end_of_the_process(monkeypatch, lane):
     import sys
