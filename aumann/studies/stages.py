@@ -74,7 +74,21 @@ class Stage:
     lane: str | None = None
 
     def applies(self, scenario: Scenario, config: ScenarioConfig) -> bool | str:
-        return True if self.when is None else self.when(scenario, config)
+        """``when(scenario, config)``: ``True``, ``False`` or the reason it is skipped; a ``when`` that raises or
+        returns anything else is a :class:`~aumann.errors.StudyError` naming the stage."""
+        if self.when is None:
+            return True
+        try:
+            out = _no_exit(lambda: self.when(scenario, config))
+        except Exception as exc:
+            raise StudyError(f"stage {self.name!r}: when(scenario, config) raised {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:300]}") from exc
+        if isinstance(out, (bool, np.bool_)):
+            return bool(out)
+        if isinstance(out, str):
+            return out
+        raise StudyError(f"stage {self.name!r}: when(scenario, config) returned {type(out).__name__} {out!r:.80}; "
+                         "it must return True, False or the reason the stage is skipped (a str)")
 
 
 # ---------------------------------------------------------------------------------------------- failure recording

@@ -152,3 +152,20 @@ def test_seed_streams_keep_their_spawn_order():
     assert s("reference") is s("reference")
     a, b = Streams(np.random.SeedSequence(7))("my_row"), Streams(np.random.SeedSequence(7))("my_row")
     assert a.integers(2**31) == b.integers(2**31)  # a new name: its own stream, the same every time
+
+
+def test_a_when_that_raises_or_answers_oddly_is_a_typed_error_naming_the_stage():
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=12, steps=6, runs=1, study=STUDY)
+
+    def broken(scenario, config):
+        return config.no_such_flag  # a user's typo: AttributeError, with a traceback and no stage named
+
+    with pytest.raises(StudyError, match=r"stage 'mine': when\(scenario, config\) raised AttributeError"):
+        Stage("mine", lambda ctx: None, when=broken).applies(sc, cfg)
+    with pytest.raises(StudyError, match=r"stage 'mine': when\(scenario, config\) returned NoneType"):
+        Stage("mine", lambda ctx: None, when=lambda s, c: None).applies(sc, cfg)
+    # a numpy comparison is a bool: np.False_ left the stage running (only `is False` skipped it)
+    assert Stage("mine", lambda ctx: None, when=lambda s, c: np.int64(c.agents) > 100).applies(sc, cfg) is False
+    assert Stage("mine", lambda ctx: None, when=lambda s, c: np.int64(c.agents) > 1).applies(sc, cfg) is True
+    assert Stage("mine", lambda ctx: None, when=lambda s, c: "not here").applies(sc, cfg) == "not here"
