@@ -564,12 +564,18 @@ class Scenario:
             raise ScenarioCodeError(f"resimulate_rows_fn of scenario {self.name!r} must return (base, rows, values); "
                                     f"got {type(out).__name__}") from None
         base, rows, values = np.asarray(base), np.asarray(rows), np.asarray(values)
+        if rows.ndim == 1 and rows.size == 0:
+            rows = rows.astype(np.int64)  # nothing changed, given as [] (a float64 array)
         ok = (base.ndim == 2 and base.dtype == np.float64 and rows.ndim == 1 and rows.dtype.kind in "iu"
               and values.shape == (rows.size, base.shape[1]) and values.dtype == np.float64)
         if not ok or (rows.size and (rows.min() < 0 or rows.max() >= base.shape[0])):
             raise ScenarioCodeError(f"resimulate_rows_fn of scenario {self.name!r} must return a float64 (N, D) base, "
                                     f"integer rows in [0, N) and float64 (rows, D) values; got shapes {base.shape}, "
                                     f"{rows.shape}, {values.shape} ({base.dtype}, {rows.dtype}, {values.dtype})")
+        if rows.size > 1 and np.unique(rows).size != rows.size:  # a repeated row: its change counted twice
+            dup = np.unique(rows, return_counts=True)
+            raise ScenarioCodeError(f"resimulate_rows_fn of scenario {self.name!r} must return each changed row once; "
+                                    f"row {int(dup[0][dup[1] > 1][0])} is given {int(dup[1].max())} times")
         return base, rows, values
 
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:

@@ -69,8 +69,26 @@ def test_a_scenario_without_rows_or_an_unpooled_indicator_keeps_the_full_path(ca
     lambda m, c, p: (np.zeros((4, 2)), np.array([1]), np.zeros((2, 2))),
     lambda m, c, p: (np.zeros((4, 2)), np.array([9]), np.zeros((1, 2))),
     lambda m, c, p: (np.zeros((4, 2), np.float32), np.array([1]), np.zeros((1, 2))),
+    lambda m, c, p: (np.zeros((4, 2)), np.array([3, 1, 3]), np.ones((3, 2))),  # row 3 twice: counted twice
 ])
 def test_bad_rows_are_refused_naming_the_function(bad):
     sc = dataclasses.replace(SC, resimulate_rows_fn=bad)
     with pytest.raises(ScenarioCodeError, match="resimulate_rows_fn"):
         sc.step_rows(None, None, [1])
+
+
+def test_a_repeated_row_is_refused_and_no_changed_rows_may_be_an_empty_list(case):
+    cfg, before, sets = case
+    real = SC.resimulate_rows_fn
+
+    def twice(m, c, p):  # the first changed row again: PooledForks added its change twice (a silent wrong f)
+        base, rows, values = real(m, c, p)
+        return base, np.concatenate([rows, rows[:1]]), np.concatenate([values, values[:1]])
+
+    f, fo = SC.indicators(cfg)
+    with pytest.raises(ScenarioCodeError, match="each changed row once"):
+        DeletionOracle(dataclasses.replace(SC, resimulate_rows_fn=twice), cfg, before, f, fo).values(sets[1])
+    base = np.zeros((4, 2))
+    none = dataclasses.replace(SC, resimulate_rows_fn=lambda m, c, p: (base, [], np.zeros((0, 2))))
+    out = none.step_rows(None, None, [1])
+    assert out[0] is base and out[1].dtype == np.int64 and out[1].size == 0
