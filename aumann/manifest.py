@@ -110,9 +110,14 @@ def package_versions(names: tuple[str, ...] = _PACKAGES) -> dict[str, str | None
 
 
 def git_revision(start: Path | None = None) -> str | None:
-    """The git commit of the source tree aumann was imported from (``None`` outside a checkout)."""
+    """The git commit of the source tree aumann was imported from (``None`` outside a checkout, and where its files
+    are not tracked there: an installed copy in a project's ``.venv`` is not that project's commit)."""
     where = start or Path(__file__).resolve().parent
     try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "--", "."], cwd=where, capture_output=True,
+                                 text=True, timeout=5, check=False)
+        if tracked.returncode != 0:
+            return None
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=False
         )
