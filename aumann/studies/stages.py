@@ -302,8 +302,18 @@ def register_stage(stage: Stage, *, before: str | None = None) -> Stage:
 
     Required stages (``optional=False``) run before the run is first written, so they go before every
     optional one."""
-    if not isinstance(stage, Stage) or not stage.name or not callable(stage.run):
-        raise ConfigError(f"register_stage needs a Stage(name, run, ...); got {stage!r}")
+    if not isinstance(stage, Stage) or not isinstance(stage.name, str) or not stage.name or not callable(stage.run):
+        raise ConfigError(f"register_stage needs a Stage(name, run, ...) with a non-empty str name; got {stage!r}")
+    if stage.lane is not None and not isinstance(stage.lane, str):
+        raise ConfigError(f"stage {stage.name!r}: lane must be a str (or None: the stage runs alone); "
+                          f"got {type(stage.lane).__name__} {stage.lane!r:.80}")
+    for field_name in ("needs", "ticks"):
+        value = getattr(stage, field_name)
+        if isinstance(value, str) or not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+            hint = f" (a str is read letter by letter: write {field_name}=({value!r},))" \
+                if isinstance(value, str) else ""
+            raise ConfigError(f"stage {stage.name!r}: {field_name} must be a tuple of str; got "
+                              f"{type(value).__name__} {value!r:.80}{hint}")
     if _STAGES.replace(stage):
         return stage
     at = _STAGES.position(before)

@@ -169,3 +169,15 @@ def test_a_when_that_raises_or_answers_oddly_is_a_typed_error_naming_the_stage()
     assert Stage("mine", lambda ctx: None, when=lambda s, c: np.int64(c.agents) > 100).applies(sc, cfg) is False
     assert Stage("mine", lambda ctx: None, when=lambda s, c: np.int64(c.agents) > 1).applies(sc, cfg) is True
     assert Stage("mine", lambda ctx: None, when=lambda s, c: "not here").applies(sc, cfg) == "not here"
+
+
+@pytest.mark.parametrize(("stage", "match"), [
+    (Stage("b", lambda ctx: None, needs="dep"), r"needs must be a tuple of str.*needs=\('dep',\)"),  # ran never
+    (Stage("b", lambda ctx: None, lane=["x"]), "lane must be a str"),  # a raw TypeError deep in the study
+    (Stage("b", lambda ctx: None, ticks="tick"), "ticks must be a tuple of str"),
+    (Stage(5, lambda ctx: None), "non-empty str name"),
+])
+def test_register_stage_refuses_a_malformed_stage_naming_the_field(stage, match):
+    with pytest.raises(ConfigError, match=match):
+        register_stage(stage)
+    assert stage.name not in [s.name for s in stages()]
