@@ -49,8 +49,8 @@ def test_within_one_ulp_of_the_exact_value():
     x = x[x > -1.0]
     ours = log1p(x)
     with mpmath.workprec(200):
-        worst = max(float(abs(mpmath.mpf(float(o)) - mpmath.log1p(mpmath.mpf(float(v)))) / mpmath.mpf(np.spacing(abs(o))))
-                    for v, o in zip(x, ours, strict=True) if o != 0.0)
+        worst = max(float(abs(mpmath.mpf(float(o)) - mpmath.log1p(mpmath.mpf(float(v))))
+                          / mpmath.mpf(np.spacing(abs(o)))) for v, o in zip(x, ours, strict=True) if o != 0.0)
     assert worst < 1.0
 
 
