@@ -194,3 +194,31 @@ def test_every_fork_of_the_deletion_stages_is_made_ahead_on_threads(monkeypatch,
     run_study(sc, cfg, out_dir=tmp_path / "out")
     assert state["outside"] == 0 and state["inside"] > 50  # the log-k grid and the cascade deletion too
     assert any(name.startswith("aumann-fork") for name in state["threads"])  # vectorised forks on the cores
+
+
+def test_a_user_table_beside_the_analysis_keeps_every_table_on_one_core_and_two(monkeypatch):
+    """A user stage that adds a table before MegaScale's analysis (lane ``study``): MegaScale's first stage replaced
+    ``rec["analysis"]`` and the user's table was lost; with lanes the two lanes' sections are merged into the
+    user's dict, and the ``decisions`` stage (alone, after the lanes) wrote into MegaScale's own dict, which was no
+    longer in the record: its table was lost. Every table is kept, in the same order on one core and two."""
+    from aumann import scenarios
+    from aumann.studies import stages as S
+    from aumann.studies.faithfulness import run_study
+    from aumann.studies.stages import Stage, add_table, register_stage
+
+    monkeypatch.setattr(S, "_STAGES", S.NamedList(list(S._STAGES)))  # registered here only
+    register_stage(Stage("mine", lambda ctx: add_table(ctx, "mine", [{"x": 1}]), lane="study"),
+                   before="cascade pressure")
+    sc = scenarios.get("megascale-social")
+    cfg = sc.load_config(agents=600, steps=6, study={"permutations": 40, "random_orderings": 2, "path_orders": 2,
+                                                     "ablations": False},
+                         fidelity_agents=0, llm_ablation=False, tier_panel_draws=2, cascade_permutations=40)
+    tables = []
+    for cores in (1, 2):
+        monkeypatch.setattr("aumann.attribution.threads.usable_cores", lambda cores=cores: cores)
+        rec = run_study(sc, cfg).records[0]
+        tables.append(list(rec["analysis"]["tables"]))
+        assert rec["analysis"]["tables"]["mine"] == [{"x": 1}]
+        assert "decisions" in rec["analysis"]["tables"] and "cascade" in rec["analysis"]["tables"]
+        assert rec["analysis"]["agents"] == 600 and "decisions" in rec["analysis"]
+    assert tables[0] == tables[1] and tables[0][0] == "mine"

@@ -104,16 +104,24 @@ class _State:
 
 
 def _state(ctx: RunContext) -> _State:
-    """The shared state, made (with the record's first keys) by the first stage that runs."""
+    """The shared state, made (with the record's first keys) by the first stage that runs.
+
+    The record section is ``rec["analysis"]``, the one :func:`~aumann.studies.stages.add_table` writes to: a table
+    a user stage added before is kept, and where lanes merged this section into another lane's dict of the same
+    key (a user stage's table in lane ``study``), the state follows the merged dict, so that a later stage
+    (``decisions``) still writes into the record."""
     st = ctx.extras.get("megascale")
     if st is None:
         model, panel = ctx.run.model, ctx.panel
-        record = {"policy": policy_label(ctx.options.backend_label, model), "t_star": ctx.t_star,
-                  "agents": panel.shape[1], "edges": int(model.world.network.nnz), "tables": {}}
-        ctx.rec["analysis"] = record
+        record = ctx.rec.setdefault("analysis", {})
+        record.update({"policy": policy_label(ctx.options.backend_label, model), "t_star": ctx.t_star,
+                       "agents": panel.shape[1], "edges": int(model.world.network.nnz)})
+        record.setdefault("tables", {})
         st = ctx.extras["megascale"] = _State(record=record, x=np.asarray(panel.values[ctx.t_star], dtype=np.float64),
                                               z0=np.asarray(ctx.z0, dtype=np.float64), rng=ctx.rng("scenario"))
         record["timings"] = st.timings
+    elif isinstance(ctx.rec.get("analysis"), dict) and ctx.rec["analysis"] is not st.record:
+        st.record = ctx.rec["analysis"]
     return st
 
 
