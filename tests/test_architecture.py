@@ -19,6 +19,7 @@ literal naming an ``aumann.…`` module (``importlib.import_module`` tables, laz
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -54,6 +55,13 @@ def all_modules() -> dict[str, Path]:
     return {module_name(p): p for p in PKG.rglob("*.py")}
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once per session (the tests only read it; the source does not
+    change while they run)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def layer(mod: str) -> str:
     parts = mod.split(".")
     if len(parts) == 1:
@@ -74,7 +82,7 @@ def resolve(name: str, modules: dict[str, Path]) -> str | None:
 
 
 def imports_of(mod: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -97,9 +105,15 @@ def imports_of(mod: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out
 
 
-def graph() -> dict[str, set[str]]:
+@functools.cache
+def _graph() -> dict[str, frozenset[str]]:
     modules = all_modules()
-    return {m: imports_of(m, p, modules) for m, p in modules.items()}
+    return {m: frozenset(imports_of(m, p, modules)) for m, p in modules.items()}
+
+
+def graph() -> dict[str, set[str]]:
+    """{module: the aumann modules it imports}, built once per session (a fresh copy for each caller)."""
+    return {m: set(ts) for m, ts in _graph().items()}
 
 
 def test_no_forbidden_edge():
@@ -166,7 +180,7 @@ def test_every_exception_class_lives_in_errors():
     for mod, path in all_modules().items():
         if mod == "aumann.errors":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef):
                 bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
                 if any(b.endswith(("Error", "Exception", "Warning")) or b in {"Exception", "BaseException"}
