@@ -162,21 +162,24 @@ def test_progress_lines_appear_when_stderr_is_not_a_terminal():
     assert "social-llm: 1 run(s): run 1/1: simulate · 1/7 stage(s)" in text and "finished" in text
 
 
-def test_an_unreliable_run_is_marked_in_the_manifest_both_reports_and_the_console(tmp_path):
+def test_an_unreliable_run_is_marked_in_the_manifest_both_reports_and_the_console(tmp_path, capsys):
+    from aumann.cli import main  # the command line's own entry point, in this process (exit code, console)
+
     out = tmp_path / "run"
+    capsys.readouterr()
     with LoopbackLLM(lambda body: '{"thinking": "hmm"}') as srv:
-        proc = subprocess.run(
-            [sys.executable, "-m", "aumann.cli", "run", "social-llm", "--agents", "3", "--steps", "2", "--runs", "1",
-             "--permutations", "4", "--no-ablations", "--no-plots", "--set", "study.random_orderings=1",
-             "--set", "study.action_attribution=false", "--backend", "openai", "--model", "m",
-             "--base-url", srv.base_url, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+        code = main(["run", "social-llm", "--agents", "3", "--steps", "2", "--runs", "1",
+                     "--permutations", "4", "--no-ablations", "--no-plots", "--set", "study.random_orderings=1",
+                     "--set", "study.action_attribution=false", "--backend", "openai", "--model", "m",
+                     "--base-url", srv.base_url, "--out", str(out)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr[-2000:]
     manifest = json.loads((out / "manifest.json").read_text())
     rel = manifest["llm_reliability"]
     assert rel["unreliable"] and rel["invalid_rate"] == 1.0 and rel["invalid_decisions"] > 0
     assert sum(rel["invalid_decisions_per_run"]) > 0
     assert "UNRELIABLE RUN" in (out / "report.md").read_text() and "UNRELIABLE" in (out / "report.html").read_text()
-    assert "UNRELIABLE" in proc.stderr
+    assert "UNRELIABLE" in stderr
     # the judge (the LLM: study.judge = auto) had no usable answer either: its row is a recorded failure
     assert "row llm_judge" in json.dumps(manifest) and "llm_judge" not in (out / "faithfulness.csv").read_text()
     assert "row llm_judge" in (out / "report.md").read_text()
