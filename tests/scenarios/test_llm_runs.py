@@ -251,11 +251,19 @@ def _outputs(out):
     return {f.name: f.read_bytes() for f in files}
 
 
+@pytest.fixture(scope="module")
+def serial_two_runs(tmp_path_factory):
+    """(config, run directory) of the serial two-run study that the executor tests compare against (only read)."""
+    root = tmp_path_factory.mktemp("serial-two-runs")
+    cfg = _cfg(root, runs=2, perms=4)
+    assert _invoke("social-llm", "--config", str(cfg), "--out", str(root / "serial"), "--no-plots") == 0
+    return cfg, root / "serial"
+
+
 @pytest.mark.slow
-def test_workers_2_is_bit_identical_to_serial_and_merges_usage_back(tmp_path):
-    cfg = _cfg(tmp_path, runs=2, perms=4)
-    serial, pooled = tmp_path / "serial", tmp_path / "pool"
-    assert _invoke("social-llm", "--config", str(cfg), "--out", str(serial), "--no-plots") == 0
+def test_workers_2_is_bit_identical_to_serial_and_merges_usage_back(tmp_path, serial_two_runs):
+    cfg, serial = serial_two_runs
+    pooled = tmp_path / "pool"
     assert _invoke("social-llm", "--config", str(cfg), "--out", str(pooled), "--no-plots", "--workers", "2") == 0
     assert _outputs(serial) == _outputs(pooled)
     a = json.loads((serial / "manifest.json").read_text())["llm_usage"]
@@ -281,11 +289,10 @@ def test_the_resimulation_game_and_deletion_forks_over_a_process_pool_equal_seri
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_ray_executor_is_bit_identical_to_serial(tmp_path):
+def test_ray_executor_is_bit_identical_to_serial(tmp_path, serial_two_runs):
     pytest.importorskip("ray")
-    cfg = _cfg(tmp_path, runs=2, perms=4)
-    serial, rayed = tmp_path / "serial", tmp_path / "ray"
-    assert _invoke("social-llm", "--config", str(cfg), "--out", str(serial), "--no-plots") == 0
+    cfg, serial = serial_two_runs
+    rayed = tmp_path / "ray"
     assert _invoke("social-llm", "--config", str(cfg), "--out", str(rayed), "--no-plots", "--executor", "ray",
                    "--workers", "2") == 0
     assert _outputs(serial) == _outputs(rayed)
