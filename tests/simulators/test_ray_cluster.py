@@ -236,20 +236,61 @@ def test_ray_address_from_the_environment_and_executor_ray(live, user_scenario, 
     assert json.loads((out / "manifest.json").read_text())["execution"]["workers"] == 2
 
 
-def test_fork_many_on_mesa_grids_through_the_cluster_equals_serial(live):
-    from aumann.simulators import RayExecutor, fork_many, simulate
-    from tests.simulators.mesa_examples import EXAMPLES
-    from tests.simulators.test_mesa_forks import _recorder
+@pytest.fixture(scope="class")
+def job(cluster):
+    """One RayExecutor attached to the cluster for the tests of a class: one Ray job, whose worker processes
+    on both nodes start (and import aumann) once instead of once per test. Closed after the class, so the
+    later tests' ``aumann run`` attaches with a job of its own."""
+    from aumann.simulators import RayExecutor
 
-    with RayExecutor(address=live.address) as ex:
+    if cluster.worker is None or cluster.worker.poll() is not None:
+        cluster.start_worker()
+    with RayExecutor(address=cluster.address) as ex:
+        yield ex
+
+
+class TestOneJob:
+    """Tasks sent through one executor: Mesa forks, a failing task, attribution blocks."""
+
+    def test_fork_many_on_mesa_grids_through_the_cluster_equals_serial(self, live, job):
+        from aumann.simulators import fork_many, simulate
+        from tests.simulators.mesa_examples import EXAMPLES
+        from tests.simulators.test_mesa_forks import _recorder
+
         for name in ("sugarscape", "epstein"):  # property layers (numpy, written by the model), a deep grid
             model = EXAMPLES[name](2)
             rec = _recorder(model)
             simulate(model, steps=2, recorder=rec)
             arms = {"a": None, "b": None, "c": None}
             serial = fork_many(model, arms, steps=3, recorder=rec)
-            remote = fork_many(model, arms, steps=3, recorder=rec, executor=ex)
+            remote = fork_many(model, arms, steps=3, recorder=rec, executor=job)
             assert all(serial[k].panel.equals(remote[k].panel) for k in arms), name
+
+    def test_a_failing_task_comes_back_typed_with_its_remote_traceback(self, live, job):
+        from aumann.errors import CheckpointError, RemoteTaskError
+
+        out = job.map(_fails_on, [0, 1, 2], return_exceptions=True)
+        assert out[0] == 0
+        assert isinstance(out[1], CheckpointError) and "model 1 cannot be copied" in str(out[1])
+        cause = out[1].__cause__
+        assert isinstance(cause, RemoteTaskError) and "ray node" in cause.where
+        assert "_fails_on" in out[1].remote_traceback and "Traceback" in out[1].remote_traceback
+        assert isinstance(out[2], ValueError) and isinstance(out[2].__cause__, RemoteTaskError)
+        with pytest.raises(CheckpointError, match="cannot be copied"):
+            job.map(_fails_on, [1])
+
+    def test_attribution_fans_out_over_the_cluster_with_the_single_process_bits(self, live, job):
+        from aumann.attribution import AumannShapley, Panel, SampledShapley, attribute
+
+        panel = Panel(np.abs(np.random.default_rng(3).normal(size=(6, 200, 2))))
+        before = job.task_hosts.copy()  # the hosts of the tasks that earlier tests sent through this executor
+        for method in (SampledShapley(40), SampledShapley(200, block_size=25), AumannShapley(closed_form=False)):
+            a = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
+                          getattr(method, "block_size", None) else panel, method, rng=9)
+            b = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
+                          getattr(method, "block_size", None) else panel, method, rng=9, executor=job)
+            assert a.phi.tobytes() == b.phi.tobytes() and (a.stderr is None or a.stderr.tobytes() == b.stderr.tobytes())
+        assert len(job.task_hosts - before) == 2  # this test's blocks ran on both nodes
 
 
 def _fails_on(x):
@@ -260,37 +301,6 @@ def _fails_on(x):
     if x == 2:
         raise ValueError("plain user error")
     return x
-
-
-def test_a_failing_task_comes_back_typed_with_its_remote_traceback(live):
-    from aumann.errors import CheckpointError, RemoteTaskError
-    from aumann.simulators import RayExecutor
-
-    with RayExecutor(address=live.address) as ex:
-        out = ex.map(_fails_on, [0, 1, 2], return_exceptions=True)
-        assert out[0] == 0
-        assert isinstance(out[1], CheckpointError) and "model 1 cannot be copied" in str(out[1])
-        cause = out[1].__cause__
-        assert isinstance(cause, RemoteTaskError) and "ray node" in cause.where
-        assert "_fails_on" in out[1].remote_traceback and "Traceback" in out[1].remote_traceback
-        assert isinstance(out[2], ValueError) and isinstance(out[2].__cause__, RemoteTaskError)
-        with pytest.raises(CheckpointError, match="cannot be copied"):
-            ex.map(_fails_on, [1])
-
-
-def test_attribution_fans_out_over_the_cluster_with_the_single_process_bits(live):
-    from aumann.attribution import AumannShapley, Panel, SampledShapley, attribute
-    from aumann.simulators import RayExecutor
-
-    panel = Panel(np.abs(np.random.default_rng(3).normal(size=(6, 200, 2))))
-    with RayExecutor(address=live.address) as ex:
-        for method in (SampledShapley(40), SampledShapley(200, block_size=25), AumannShapley(closed_form=False)):
-            a = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
-                          getattr(method, "block_size", None) else panel, method, rng=9)
-            b = attribute("gini", panel.select_steps([0]) if method.name == "sampled_shapley" and
-                          getattr(method, "block_size", None) else panel, method, rng=9, executor=ex)
-            assert a.phi.tobytes() == b.phi.tobytes() and (a.stderr is None or a.stderr.tobytes() == b.stderr.tobytes())
-        assert len(ex.task_hosts) == 2  # blocks ran on both nodes
 
 
 LLM_TINY = """
