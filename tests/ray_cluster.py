@@ -142,9 +142,23 @@ class LoopbackCluster:
                 *self._ports()]
         log = self._log("head")
         self.head = subprocess.Popen(head, env=self._env(), stdout=log, stderr=log, start_new_session=True)
-        self._wait_nodes(1)
+        # the worker joins as soon as the head's GCS listens; start_worker then waits until both nodes are alive
+        self._wait_port(self.port)
         self.start_worker()
         return self
+
+    def _wait_port(self, port: int, timeout: float = 180.0) -> None:
+        """Wait until the head listens on 127.0.0.1:``port`` (a head that exited is reported at once)."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.head is not None and self.head.poll() is not None:
+                raise RuntimeError(f"the head node exited ({self.head.returncode}); see {self.root}/ray-head.log")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError(f"the Ray head did not listen on port {port} in {timeout:.0f} s; see {self.root}")
 
     def start_worker(self) -> None:
         """Start (or restart) the worker node and wait until the cluster has both nodes."""
@@ -168,22 +182,44 @@ class LoopbackCluster:
         self._wait_nodes(2)
 
     def _wait_nodes(self, n: int, timeout: float = 180.0) -> None:
+        """Wait until ``n`` nodes are alive. A watcher process connects once and asks the GCS every 0.2 s
+        for up to 40 s (an interpreter that imports Ray takes seconds to start: one per question made each
+        wait last several of them); a watcher that fails or lasts over 45 s is replaced after a second."""
         t0 = time.monotonic()
-        code = ("import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False); "
-                "print(sum(1 for x in ray.nodes() if x['Alive']))")
-        while time.monotonic() - t0 < timeout:
-            for p, name in ((self.head, "head"), (self.worker, "worker")):
-                if p is not None and p.poll() is not None:
-                    raise RuntimeError(f"the {name} node exited ({p.returncode}); see {self.root}/ray-{name}.log")
-            try:
-                out = subprocess.run([sys.executable, "-c", code, self.address], env=self._env(),
-                                     capture_output=True, text=True, timeout=45)
-            except subprocess.TimeoutExpired:
-                continue
-            lines = out.stdout.strip().splitlines()
-            if out.returncode == 0 and lines and lines[-1].isdigit() and int(lines[-1]) >= n:
-                return
-            time.sleep(1.0)
+        code = ("import ray,sys,time; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                "end, n = time.monotonic() + 40, int(sys.argv[2])\n"
+                "alive = lambda: sum(1 for x in ray.nodes() if x['Alive'])\n"
+                "while alive() < n and time.monotonic() < end:\n"
+                "    time.sleep(0.2)\n"
+                "print(alive())")
+        watcher: subprocess.Popen | None = None
+        started = 0.0
+        try:
+            while time.monotonic() - t0 < timeout:
+                for p, name in ((self.head, "head"), (self.worker, "worker")):
+                    if p is not None and p.poll() is not None:
+                        raise RuntimeError(f"the {name} node exited ({p.returncode}); see {self.root}/ray-{name}.log")
+                if watcher is None:
+                    watcher = subprocess.Popen([sys.executable, "-c", code, self.address, str(n)], env=self._env(),
+                                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    started = time.monotonic()
+                if watcher.poll() is None:
+                    if time.monotonic() - started > 45:
+                        watcher.kill()
+                        watcher.wait()
+                        watcher = None
+                    time.sleep(0.1)
+                    continue
+                lines = watcher.communicate()[0].strip().splitlines()
+                ok = watcher.returncode == 0 and lines and lines[-1].isdigit() and int(lines[-1]) >= n
+                watcher = None
+                if ok:
+                    return
+                time.sleep(1.0)
+        finally:
+            if watcher is not None and watcher.poll() is None:
+                watcher.kill()
+                watcher.wait()
         raise TimeoutError(f"the Ray cluster did not reach {n} node(s) in {timeout:.0f} s; see {self.root}")
 
     def worker_busy(self) -> bool:
