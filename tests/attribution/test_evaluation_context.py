@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -382,16 +383,18 @@ class _Calls(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def evaluation_calls():
+@functools.cache
+def evaluation_calls() -> tuple:
     """(site, call node) for every call of an evaluation helper in the package (``Problem.evaluate`` is
-    ``x.evaluate(...)``, the module function ``evaluate(...)``)."""
+    ``x.evaluate(...)``, the module function ``evaluate(...)``). Parsed once per session: the two tests
+    that read it see the same source, which does not change while the suite runs."""
     out = []
     for path in sorted((REPO / "aumann").rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()
         visitor = _Calls(rel)
         visitor.visit(ast.parse(path.read_text(), filename=rel))
         out += visitor.out
-    return out
+    return tuple(out)
 
 
 def test_every_evaluation_site_is_enumerated():
