@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import ConfigError, StudyError
+from aumann.errors import ConfigError, StudyError, TerminatedBySignal
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
 from aumann.studies.context import LARGE_N, RunContext, StudySizes
 from aumann.studies.named import NamedList
@@ -108,6 +108,8 @@ def _no_exit(fn: Callable[[], Any]) -> Any:
     end of the process (``aumann run`` exited 0 with no report and no message)."""
     try:
         return fn()
+    except TerminatedBySignal:  # SIGTERM/SIGHUP from the CLI's handler: the run ends (exit 128 + the signal)
+        raise
     except SystemExit as exc:
         raise StudyError(f"called sys.exit({exc.code!r}); a stage must return or raise, not exit the process") \
             from exc
