@@ -72,6 +72,19 @@ def _tiny(hx: Any) -> Any:
     return (hx & np.uint32(0x7FFFFFFF)) < np.uint32(0x3CA00000)
 
 
+def _combine(f: Any, c: Any, dk: Any) -> Any:
+    """log(1 + x) from the reduced argument ``f``, the correction ``c`` and the exponent ``dk`` (fdlibm's
+    polynomial); the same operations on numpy arrays and, compiled, on one value."""
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (LG2 + w * (LG4 + w * LG6))
+    t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
+    r = t2 + t1
+    return s * (hfsq + r) + (dk * LN2_LO + c) - hfsq + f + dk * LN2_HI
+
+
 def _log1p_numpy(x: np.ndarray) -> np.ndarray:
     """The compiled kernel's operations as numpy array operations (the same bits)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
@@ -90,14 +103,7 @@ def _log1p_numpy(x: np.ndarray) -> np.ndarray:
         f = np.where(small, x, m - 1.0)
         c = np.where(small, 0.0, c)
         dk = np.where(small, 0.0, k.astype(np.float64))
-        hfsq = 0.5 * f * f
-        s = f / (2.0 + f)
-        z = s * s
-        w = z * z
-        t1 = w * (LG2 + w * (LG4 + w * LG6))
-        t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)))
-        r = t2 + t1
-        out = s * (hfsq + r) + (dk * LN2_LO + c) - hfsq + f + dk * LN2_HI
+        out = _combine(f, c, dk)
     out = np.where(_tiny(hx), x, out)
     special = _special(hx)
     if special.any():
@@ -138,8 +144,8 @@ def _build() -> Any:
 
         return types.float64(types.uint64), codegen
 
-    split, ln2_hi, ln2_lo = np.uint32(_SPLIT), LN2_HI, LN2_LO
-    lg1, lg2, lg3, lg4, lg5, lg6, lg7 = LG1, LG2, LG3, LG4, LG5, LG6, LG7
+    split = np.uint32(_SPLIT)
+    combine, special_, tiny = (numba.njit(inline="always")(fn) for fn in (_combine, _special, _tiny))
 
     @numba.njit(inline="always")
     def one(xi: float) -> float:
@@ -157,31 +163,21 @@ def _build() -> Any:
         f = xi if small else m - 1.0
         c = 0.0 if small else c
         dk = 0.0 if small else float(k)
-        hfsq = 0.5 * f * f
-        s = f / (2.0 + f)
-        z = s * s
-        w = z * z
-        t1 = w * (lg2 + w * (lg4 + w * lg6))
-        t2 = z * (lg1 + w * (lg3 + w * (lg5 + w * lg7)))
-        r = t2 + t1
-        v = s * (hfsq + r) + (dk * ln2_lo + c) - hfsq + f + dk * ln2_hi
-        return xi if (hx & np.uint32(0x7FFFFFFF)) < np.uint32(0x3CA00000) else v
+        return xi if tiny(hx) else combine(f, c, dk)
 
     @numba.njit(nogil=True, cache=True, error_model="numpy")
     def kernel(x: Any, out: Any) -> None:
         n = x.size
         special = 0
         for i in range(n):  # read only (``out`` may be ``x``): is any value one the reduction does not cover?
-            hx = np.uint32(bits(x[i]) >> np.uint64(32))
-            special += ((hx & np.uint32(0x7FFFFFFF)) >= np.uint32(0x7FF00000)) | (hx >= np.uint32(0xBFF00000))
+            special += special_(np.uint32(bits(x[i]) >> np.uint64(32)))
         if special == 0:
             for i in range(n):  # no branch: both paths computed, one selected (LLVM vectorises the loop)
                 out[i] = one(x[i])
         else:  # rare: value by value, the C library's log1p where the reduction does not apply
             for i in range(n):
                 xi = x[i]
-                hx = np.uint32(bits(xi) >> np.uint64(32))
-                if ((hx & np.uint32(0x7FFFFFFF)) >= np.uint32(0x7FF00000)) or hx >= np.uint32(0xBFF00000):
+                if special_(np.uint32(bits(xi) >> np.uint64(32))):
                     out[i] = math.log1p(xi)
                 else:
                     out[i] = one(xi)
