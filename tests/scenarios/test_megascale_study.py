@@ -122,6 +122,11 @@ def test_large_n_reductions_are_applied_and_recorded():
     assert big.model_dump()["study"]["cv_permutations"] == 64
     assert sc.load_config(agents=200_000, study={"cv_permutations": 16}).study.cv_permutations == 16
     assert sc.load_config(agents=200_000, large={"cv_permutations": 5000}).study.cv_permutations == 1000
+    # the cascade table's sampled Shapley (and its ceiling twin) takes [large].cascade_permutations, recorded
+    assert small.cascade_permutations == 1000 and big.cascade_permutations == big.large.cascade_permutations == 500
+    assert big.model_dump()["cascade_permutations"] == 500
+    assert sc.load_config(agents=200_000, cascade_permutations=40).cascade_permutations == 40
+    assert sc.load_config(agents=200_000, large={"cascade_permutations": 5000}).cascade_permutations == 1000
 
 
 def test_judge_row_is_off_at_scale_unless_asked_for():
