@@ -70,6 +70,7 @@ def test_cascade_table_and_tiers(ci_run):
     with open(ci_run / "cascade.csv", newline="") as fh:
         rows = {r["method"]: r for r in csv.DictReader(fh)}
     assert set(rows) == {"aumann_shapley", "sampled_shapley", "leave_one_out", "random"}  # the analysis' own table
+    assert {r["permutations"] for r in rows.values()} == {"100"}  # the count behind the τ ceiling, on every row
     ours, rnd = rows["aumann_shapley"], rows["random"]
     assert float(ours["deletion_auc_masking"]) > float(rnd["deletion_auc_masking"])
     assert float(ours["deletion_auc"]) > float(rnd["deletion_auc"])
@@ -122,6 +123,11 @@ def test_large_n_reductions_are_applied_and_recorded():
     assert big.model_dump()["study"]["cv_permutations"] == 64
     assert sc.load_config(agents=200_000, study={"cv_permutations": 16}).study.cv_permutations == 16
     assert sc.load_config(agents=200_000, large={"cv_permutations": 5000}).study.cv_permutations == 1000
+    # the plain sampled_shapley row (the comparison; the reference at scale is the control-variate row)
+    assert small.study.permutations == 1000 and big.study.permutations == big.large.permutations == 500
+    assert big.model_dump()["study"]["permutations"] == 500
+    assert sc.load_config(agents=200_000, study={"permutations": 100}).study.permutations == 100
+    assert sc.load_config(agents=200_000, large={"permutations": 5000}).study.permutations == 1000
     # the cascade table's sampled Shapley (and its ceiling twin) takes [large].cascade_permutations, recorded
     assert small.cascade_permutations == 1000 and big.cascade_permutations == big.large.cascade_permutations == 500
     assert big.model_dump()["cascade_permutations"] == 500

@@ -205,6 +205,7 @@ def cascade_table(ctx: RunContext, st: _State) -> None:
     for row in rows:
         row["kendall_tau_ceiling"] = nonzero_tau(ss2.phi[0], ss.phi[0], support)
         row["jaccard_ceiling"] = float(topk_jaccard(ss2.phi[0], ss.phi[0], top_k))
+        row["permutations"] = m  # of sampled Shapley and its ceiling twin ([large].cascade_permutations at scale)
     st.table("cascade", rows)
     st.record["cascade"] = {"f_t_star": st.fc_values[0], "f_original_t_star": dele["f_original"],
                             "delta_v": st.fc_values[1], "permutations": m,
