@@ -27,3 +27,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz", action="store", type=float, default=None, metavar="SECONDS",
                      help="run the fuzz tests (tests/fuzz) for about SECONDS in total, with fresh random inputs, "
                           "instead of their fixed, bounded CI examples")
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses one of this suite's module-, class- or session-scoped fixtures (set up once per
+    worker that runs a test of it: a module's study run, a Ray cluster, a built wheel)."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        d = defs[-1]
+        if d.scope != "function" and str(getattr(d.func, "__module__", "")).startswith("tests"):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n``, ``--dist loadgroup``: the ``addopts`` of pyproject.toml), keep the tests that
+    share one expensive thing on one worker: every test of the real LLM server (a session fixture: one llama.cpp
+    process, not one per worker), and a module's tests that share a module-scoped fixture or are Ray tests (a
+    module's study run or cluster is set up once, not on each worker). Everything else is spread test by test."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if "real_llm_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("real-llm"))
+        elif item.get_closest_marker("ray") is not None or _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -109,7 +109,8 @@ def test_as_float_refuses_non_finite_and_non_numbers(value):
         checks.as_float(value, "power")
 
 
-@pytest.mark.parametrize("value", ["abc", -1, 1.5, True, [-1], object(), np.float64(3.0)], ids=repr)
+@pytest.mark.parametrize("value", ["abc", -1, 1.5, True, [-1], object(), np.float64(3.0)],
+                         ids=lambda v: "object()" if type(v) is object else repr(v))  # one id in every xdist worker
 def test_as_seed_refuses_what_numpy_would_reject_deep_inside(value):
     with pytest.raises(ConfigError, match="rng"):
         seeding.as_generator(value)
