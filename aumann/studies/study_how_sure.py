@@ -44,6 +44,18 @@ def _ceiling_perm(page: StudyPage, study: dict[str, Any]) -> Any:
             or study.get("permutations", "?"))
 
 
+def _reductions(page: StudyPage) -> list[tuple[str, str]]:
+    """The scenario's ``[large]`` table when this run is at or above its threshold (MegaScale-Social: fewer
+    orderings and permutations at scale), as one provenance line; none otherwise."""
+    large, n = page.config.get("large"), page.ats[0].N if page.ats else 0
+    if not isinstance(large, dict) or not isinstance(large.get("threshold"), int) or n < large["threshold"]:
+        return []
+    items = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in large.items()
+                      if k != "threshold")
+    return [("reduced at scale", f"N = {n:,} ≥ {large['threshold']:,}: the [large] table applies ({items}; "
+                                 "an explicit smaller setting is kept; the effective values: manifest.json → config)")]
+
+
 def _provenance(page: StudyPage) -> list[Any]:
     prov, study = dict(page.ats[0].provenance), page.config.get("study") or {}
     seeds, manifest = page.manifest.get("seeds") or {}, page.manifest
@@ -57,6 +69,7 @@ def _provenance(page: StudyPage) -> list[Any]:
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
+        *_reductions(page),
         ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
         ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]

@@ -45,6 +45,7 @@ def test_ci_run_writes_the_standard_table_plus_the_log_k_column(ci_run):
 def test_report_and_manifest_say_offline_policy_and_count_decisions(ci_run):
     report = (ci_run / "report.md").read_text()
     assert "offline policy" in report and "Scenario analysis" in report
+    assert "reduced at scale" not in report  # 10⁴ agents: below [large].threshold, nothing reduced
     manifest = json.loads((ci_run / "manifest.json").read_text())
     assert manifest["policy"] == "offline policy"
     usage = manifest["llm_usage"]
@@ -133,6 +134,19 @@ def test_large_n_reductions_are_applied_and_recorded():
     assert big.model_dump()["cascade_permutations"] == 500
     assert sc.load_config(agents=200_000, cascade_permutations=40).cascade_permutations == 40
     assert sc.load_config(agents=200_000, large={"cascade_permutations": 5000}).cascade_permutations == 1000
+
+
+def test_the_report_says_what_was_reduced_at_scale(tmp_path):
+    out = tmp_path / "mega"
+    assert _invoke("megascale-social", "--agents", "1000", "--steps", "4", "--runs", "1", "--no-plots", "--out",
+                   str(out), *FAST, "--set", "large.threshold=500", "--set", "large.cascade_permutations=20",
+                   "--set", "analysis=false") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["cascade_permutations"] == 20 and manifest["config"]["study"]["random_orderings"] == 2
+    for page in ("report.md", "report.html"):
+        text = (out / page).read_text()
+        assert "reduced at scale" in text and "N = 1,000 ≥ 500" in text and "cascade_permutations = 20" in text
+        assert "permutations = 500" in text and "judge = false" in text
 
 
 def test_judge_row_is_off_at_scale_unless_asked_for():
