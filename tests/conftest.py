@@ -47,16 +47,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module's study run or cluster is set up once, not on each worker). Everything else is spread test by test."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    first = []
     for item in items:
         if "real_llm_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("real-llm"))
-            first.append(item)
         elif item.get_closest_marker("ray") is not None or _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-            if item.get_closest_marker("ray") is not None:
-                first.append(item)
-    # the longest groups (the real LLM's ~4-5 min, the Ray cluster's) are handed out first, so that they do not
-    # start last and leave the other workers idle at the end; the order within each group is kept
-    ids = {id(item) for item in first}
-    items[:] = first + [item for item in items if id(item) not in ids]
