@@ -126,13 +126,33 @@ def test_a_failing_required_stage_names_itself(tmp_path):
     register_stage(Stage("broken core", broken, optional=False))
     try:
         assert [s.name for s in stages()][:5] == ["simulate", "attribute", "rows", "deletion", "broken core"]
-        with pytest.raises(ValueError, match="boom") as exc:
+        with pytest.raises(StudyError, match=r"^the required stage 'broken core' \(run 0\) raised ValueError: boom$") \
+                as exc:
             run_study(sc, cfg)
-        assert any("broken core" in note for note in exc.value.__notes__)
+        assert isinstance(exc.value.__cause__, ValueError)  # the user's traceback stays reachable (and --debug)
     finally:
         unregister_stage("broken core")
     with pytest.raises(ConfigError):
         unregister_stage("rows")
+
+
+def test_a_required_user_stage_that_fails_is_one_line_at_the_cli(tmp_path, capsys):
+    """Through ``aumann run``: exit 2 and one typed line naming the stage, no traceback (like a failing step)."""
+    from aumann.cli import main
+
+    def broken(ctx):
+        raise KeyError("no column 'x' in ctx.extras")
+
+    register_stage(Stage("user check", broken, optional=False))
+    try:
+        rc = main(["run", "midscale-social", "--agents", "12", "--steps", "4", "--runs", "1", "--no-plots",
+                   "--permutations", "8", "--no-ablations", "--out", str(tmp_path / "o")])
+    finally:
+        unregister_stage("user check")
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert ("aumann: error: StudyError: the required stage 'user check' (run 0) raised KeyError: "
+            "\"no column 'x' in ctx.extras\"") in err
 
 
 def test_scenario_analysis_is_gone_with_a_clear_error():
