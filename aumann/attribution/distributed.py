@@ -50,6 +50,11 @@ import torch
 from aumann.errors import MethodError
 from aumann.seeding import RNGLike, describe
 
+#: ``stderr_tol`` is checked only once this many units (permutations, antithetic pairs or samples) are in: a
+#: sample variance from two or three units can be 0 by chance (at N = 2 two random orderings agree half the
+#: time), and the estimate would stop on it after 2 permutations (the control-variate estimator's pilot is 8-16)
+MIN_UNITS_TO_STOP = 16
+
 _EXECUTOR: contextvars.ContextVar[Any] = contextvars.ContextVar("aumann_attribution_executor", default=None)
 
 
@@ -411,7 +416,7 @@ def blocked_estimate(method: Any, kernel: Any, v0: float, vN: float, rng: np.ran
                     if ready else math.inf
             used += counts[b]
             b += 1
-            if method.stderr_tol is not None and se_max < method.stderr_tol:
+            if method.stderr_tol is not None and used >= MIN_UNITS_TO_STOP and se_max < method.stderr_tol:
                 stopped = "stderr_tol"
                 done = True
                 break

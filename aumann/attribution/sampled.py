@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import jit_sampling
-from aumann.attribution.distributed import blocked_estimate
+from aumann.attribution.distributed import MIN_UNITS_TO_STOP, blocked_estimate
 from aumann.attribution.games import MaskedIndicatorGame
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.problem import Problem
@@ -188,7 +188,8 @@ class SampledShapley(CoalitionMethod):
         permutations: m, the number of permutations per step (a forward/reversed pair counts as two).
         antithetic: pair every permutation with its reverse (m must be even); units are pair means.
         max_evals: budget of evaluations of v per step (m(N − 1) + 2 at most); caps m.
-        stderr_tol: stop a step early once every agent's standard error is below this.
+        stderr_tol: stop a step early once every agent's standard error is below this (checked from
+            :data:`MIN_UNITS_TO_STOP` units on).
         round_size: permutations per round between stopping checks (default: all m at once when
             no stderr_tol, else 32).
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
@@ -362,7 +363,8 @@ class SampledShapley(CoalitionMethod):
                         moms[j].add(kernels[j].units(perms, self.antithetic))
                     done += c
                 if self.stderr_tol is not None:
-                    for j in [j for j in live if moms[j].n >= 2 and moms[j].max_stderr() < self.stderr_tol]:
+                    for j in [j for j in live
+                              if moms[j].n >= MIN_UNITS_TO_STOP and moms[j].max_stderr() < self.stderr_tol]:
                         stopped[j] = "stderr_tol"
                         live.remove(j)
         finally:
@@ -394,7 +396,7 @@ class SampledShapley(CoalitionMethod):
                 while mom.n < target:
                     c = min(chunk_units, target - mom.n)
                     mom.add(kernel.units(draws.take(c), self.antithetic))
-                if self.stderr_tol is not None and mom.n >= 2 and mom.max_stderr() < self.stderr_tol:
+                if self.stderr_tol is not None and mom.n >= MIN_UNITS_TO_STOP and mom.max_stderr() < self.stderr_tol:
                     stopped = "stderr_tol"
                     break
         finally:
@@ -413,7 +415,8 @@ class SampledBanzhaf(CoalitionMethod):
         samples: m coalitions per step, each agent in with probability ½.
         estimator: ``"msr"`` (one evaluation per sample; default) or ``"marginal"`` (N + 1 per sample).
         max_evals: budget of evaluations of v per step; caps m.
-        stderr_tol: stop a step early once every agent's standard error is below this.
+        stderr_tol: stop a step early once every agent's standard error is below this (checked from
+            :data:`MIN_UNITS_TO_STOP` units on).
         round_size: samples per round between stopping checks.
         fast: ``None`` auto fast path, ``False`` plain evaluation, ``True`` require the fast path.
         memory_budget: bytes (an int) of working memory per chunk of samples, and the most one coalition
@@ -493,7 +496,8 @@ class SampledBanzhaf(CoalitionMethod):
                 else:
                     acc.add(torch.from_numpy(kernel.flip_marginals(masks)))
                 done += c
-            if self.stderr_tol is not None and acc.ready() and acc.stderr().max() < self.stderr_tol:
+            if self.stderr_tol is not None and acc.ready() and done >= MIN_UNITS_TO_STOP \
+                    and acc.stderr().max() < self.stderr_tol:
                 stopped = "stderr_tol"
                 break
         if stopped == "samples" and m < self.samples:

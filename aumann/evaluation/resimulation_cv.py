@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import FunctionGame, ParticipationGame, SampledShapleyCV
+from aumann.attribution.distributed import MIN_UNITS_TO_STOP
 from aumann.attribution.result import Attribution
 from aumann.checks import as_choice, as_int
 from aumann.errors import MethodError, StepMapError
@@ -207,7 +208,7 @@ def _two_level(method: SampledShapleyCV, game: ParticipationGame, mgame: Partici
         sums["u"] += du.sum(0)
         sums["uu"] += (du * du).sum(0)
         count += c
-        if method.stderr_tol is not None and count >= 2 and stderr().max() < method.stderr_tol:
+        if method.stderr_tol is not None and count >= MIN_UNITS_TO_STOP and stderr().max() < method.stderr_tol:
             stopped = "stderr_tol"
             break
     if stopped == "permutations" and m < method.permutations:
