@@ -690,14 +690,32 @@ def test_lines_before_a_csv_header_are_refused_or_counted_and_rows_keep_their_ow
 
 
 @pytest.mark.parametrize("first", ["exported", "v1;", "2026-01-01"], ids=["word", "semicolon", "date"])
-def test_a_one_field_line_before_a_csv_header_is_named_in_the_schema_error(tmp_path, first):
-    """A one-field line before the header is taken by DuckDB's sniffer for the header itself: the spec's columns
-    were "missing" and the error showed the line as the only column, without a word about the real header."""
+def test_a_one_field_line_before_a_csv_header_is_refused_or_counted_like_any_line_before_it(tmp_path, first):
+    """A one-field line before the header is taken by DuckDB's sniffer for the header itself (lines of several
+    fields it skips): the spec's columns were "missing". The table is read from its header on, and the line is
+    refused under on_bad = "error" or skipped and counted, as the lines before a header are; every row keeps its
+    own line (a bad one on line 6 is named line 6, and a row DuckDB leaves out too)."""
     f = tmp_path / "ev.csv"
-    f.write_text(f"{first}\nagent,tick,action,amount\na,0,buy,1\nb,1,sell,2\n")
-    with pytest.raises(TraceSchemaError, match=r"no column\(s\).*line 2 of .*ev\.csv holds them.*before the CSV "
-                                               r"header"):
+    f.write_text(f"{first}\nagent,tick,action,amount\na,0,buy,1\nb,1,sell,2\nc,1,buy,3,extra\nd,zero,buy,4\n"
+                 "e,2,buy,5\n")
+    with pytest.raises(TraceRecordError, match=r"ev\.csv line 1: a line before the CSV header \(1 such line"):
         read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped_at == {
+        "a line before the CSV header (DuckDB's sniffer skips it)": [f"{f} line 1"],
+        "a CSV line that does not split into the header's columns": [f"{f} line 5"],
+        "step field 'tick' is not an integer step": [f"{f} line 6"]}
+    assert r.report.records == 6 and r.report.n_skipped == 3
+    clean = tmp_path / "clean.csv"
+    clean.write_text("agent,tick,action,amount\na,0,buy,1\nb,1,sell,2\ne,2,buy,5\n")
+    np.testing.assert_array_equal(r.panel.values, read_trace(clean, TABLE_SPEC).panel.values)
+    # shards of one table share their header line: one without the line before it is named, not misread
+    d = tmp_path / "shards"
+    d.mkdir()
+    (d / "a.csv").write_text(f"{first}\nagent,tick,action,amount\na,0,buy,1\n")
+    (d / "b.csv").write_text("agent,tick,action,amount\nb,1,sell,2\n")
+    with pytest.raises(TraceSchemaError, match=r"line 2 of .*a\.csv holds them.*b\.csv holds them on line 1"):
+        read_trace(d, TABLE_SPEC)
     f.write_text("x\ny\n")  # no header anywhere: the plain schema error
     with pytest.raises(TraceSchemaError, match=r"its columns are \['x'\]$"):
         read_trace(f, TABLE_SPEC)

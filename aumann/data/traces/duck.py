@@ -63,21 +63,23 @@ def _holds(files: Sequence[Path], byte: bytes, chunk: int = 1 << 22) -> bool:
     return False
 
 
-def sniff_sql(f: Path | str) -> str:
-    """DuckDB's CSV sniffer on ``f`` as the lenient scan sniffs (``store_rejects`` tolerates bad lines)."""
-    return f"sniff_csv({lit(str(f))}, header = true, store_rejects = true)"
+def sniff_sql(f: Path | str, skip: int = 0) -> str:
+    """DuckDB's CSV sniffer on ``f`` as the lenient scan sniffs (``store_rejects`` tolerates bad lines), from
+    line ``skip + 1`` on (``skip``: the lines before a header the sniffer cannot find itself)."""
+    return f"sniff_csv({lit(str(f))}, header = true, store_rejects = true" + (f", skip = {int(skip)})" if skip else ")")
 
 
-def csv_dialect(con: Any, files: Sequence[Path]) -> dict[str, Any]:
+def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any]:
     """How to read CSV ``files``: ``{}`` (DuckDB's sniffer decides), or, where the sniffer chose no quote
     character although a ``"`` is in the files, the sniffed delimiter and columns with ``"`` as the quote: an
     unterminated quote (on the last line, say) makes the sniffer give up quoting for the whole file, and every
     quoted value was read with its quotes kept and the unterminated one read leniently as a record. Read with
-    the quote, that line is left out as an ``UNQUOTED VALUE`` in ``reject_errors``, named by its line."""
+    the quote, that line is left out as an ``UNQUOTED VALUE`` in ``reject_errors``, named by its line.
+    ``skip``: sniff from line ``skip + 1`` on (see :func:`scan_sql`)."""
     import duckdb
 
     try:
-        row = con.execute(f"SELECT Delimiter, Quote, SkipRows, Columns FROM {sniff_sql(files[0])}"
+        row = con.execute(f"SELECT Delimiter, Quote, SkipRows, Columns FROM {sniff_sql(files[0], skip)}"
                           ).fetchone()
     except duckdb.Error:  # the scan itself then says what is wrong
         return {}
@@ -88,7 +90,7 @@ def csv_dialect(con: Any, files: Sequence[Path]) -> dict[str, Any]:
 
 
 def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
-             dialect: dict[str, Any] | None = None, text: Sequence[str] = ()) -> str:
+             dialect: dict[str, Any] | None = None, text: Sequence[str] = (), skip: int = 0) -> str:
     """DuckDB's table function over ``files`` (all of one kind), with the file name as a column.
 
     ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
@@ -97,7 +99,8 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     line instead of the whole file failing. ``json_columns``: read these top-level JSON fields, each as
     ``JSON`` (the value's JSON text), instead of detecting the columns (a file whose lines are not all objects
     detects as one ``json`` column). ``dialect``: a CSV dialect from :func:`csv_dialect`; ``text``: CSV columns
-    read as text, not as the type the sniffer detected."""
+    read as text, not as the type the sniffer detected; ``skip``: CSV lines before the header, left unread (the
+    sniffer skips such lines itself, except where the first holds one field: it takes that for the header)."""
     kinds = {_kind(f) for f in files}
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
@@ -118,8 +121,11 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
         cols = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in types.items()) + "}"
         extra += (f", auto_detect = false, delim = {lit(dialect['delim'])}, quote = '\"', escape = '\"', "
                   f"skip = {int(dialect['skip'])}, columns = {cols}")
-    elif text:
-        extra += ", types = {" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in text) + "}"
+    else:
+        if text:
+            extra += ", types = {" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in text) + "}"
+        if skip:
+            extra += f", skip = {int(skip)}"
     return f"read_csv({lst}, header = true, filename = true{extra})"
 
 

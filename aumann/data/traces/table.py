@@ -95,10 +95,24 @@ class TableReader(TraceReader):
                 cols = {**{t: "JSON" for t in tops}, "filename": "VARCHAR"}
                 json_tops = set(tops)
             missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
+            hint = ""
+            if missing and kind == "csv":
+                # a line of one field before the header is taken by DuckDB's sniffer for the header itself (lines
+                # of several fields it skips): read from the header on, and the lines before it are refused or
+                # skipped and counted like any other line before a header (_preamble_lines)
+                skip, hint = _header_below(files, names, {split_path(p)[0] for p in want.values()})
+                if skip:
+                    dialect = csv_dialect(con, files, skip=skip)
+                    src = scan_sql(files, lenient=True, dialect=dialect, skip=skip)
+                    lines = _CsvLines(src, dialect, skip)
+                    try:
+                        cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+                    except duckdb.Error as exc:
+                        raise TraceFormatError(f"DuckDB cannot read {str(self.path)!r} from its header on (line "
+                                               f"{skip + 1}): {str(exc)[:400]}") from exc
+                    missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             if missing:
                 shown = [c for c in cols if c != "filename"]
-                hint = _header_further_down(files[0], names, {split_path(p)[0] for p in want.values()}) \
-                    if kind == "csv" else ""
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
                                        + hint)
             if lines is not None:
@@ -108,7 +122,8 @@ class TableReader(TraceReader):
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
                 if kind == "csv":
-                    src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel)
+                    src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
+                                                        lines.skip if lines is not None else 0)
                 rdr = arrow_reader(con.sql(f"SELECT filename, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
@@ -183,7 +198,7 @@ _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 
 
 def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want: dict[str, str],
-                      types: dict[str, str], src: str, sel: str) -> tuple[str, str, dict[str, str]]:
+                      types: dict[str, str], src: str, sel: str, skip: int = 0) -> tuple[str, str, dict[str, str]]:
     """(scan, selection, types) where the step and numeric columns DuckDB detected as integers read only
     decimal integers: DuckDB's integer cast also takes ``0x10`` (16), ``0b11`` (3) and ``1_000``, so such a
     value in a column of integers became a number. The column is read as text; a value that is a decimal
@@ -192,7 +207,7 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     keys = [k for k in want if (k == "step" or k.startswith("v")) and types.get(k) in _INTEGER]
     if not keys:
         return src, sel, types
-    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys}))
+    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys}), skip=skip)
     parts = []
     for k, p in want.items():
         if k in keys:
@@ -244,11 +259,9 @@ _SPLIT = "a CSV line that does not split into the header's columns"
 _PREAMBLE = "a line before the CSV header (DuckDB's sniffer skips it)"
 
 
-def _header_further_down(f: Path, names: dict[str, str], tops: set[str]) -> str:
-    """Where a CSV file's header lies below its first line: a one-field line before the header (``exported``,
-    ``v1``) is taken by DuckDB's sniffer for the header itself, so the spec's columns were "missing" without a
-    word about that line. The text to add to the error ('' when no line among the first
-    :data:`_CsvLines.HEADER_SEARCH` holds every column the spec reads)."""
+def _header_line(f: Path, tops: set[str]) -> int | None:
+    """The index (0-based) of the first line among :data:`_CsvLines.HEADER_SEARCH` of CSV file ``f`` that holds
+    every column in ``tops`` (with a comma, tab, semicolon or bar between fields), or ``None``."""
     import csv
     import io
 
@@ -264,13 +277,30 @@ def _header_further_down(f: Path, names: dict[str, str], tops: set[str]) -> str:
                                                                                              delimiter=delim))}
                     except (csv.Error, StopIteration):
                         continue
-                    if i > 0 and tops <= fields:
-                        return (f"; line {i + 1} of {names.get(str(f), str(f))} holds them: the line(s) before it "
-                                "look like lines before the CSV header, and DuckDB's sniffer took the first for the "
-                                "header itself (a line of one field does that); remove them")
+                    if tops <= fields:
+                        return i
     except OSError:
         pass
-    return ""
+    return None
+
+
+def _header_below(files: Sequence[Path], names: dict[str, str], tops: set[str]) -> tuple[int, str]:
+    """Where the CSV header lies below the first line when DuckDB's sniffer found none of the spec's columns
+    ``tops``: a one-field line before the header (``exported``, ``v1``, a date) is taken by the sniffer for the
+    header itself. (lines to skip, '') when every file's header is on the same line below the first: the scan
+    reads from there; else (0, the text to add to the schema error, '' when no header is found)."""
+    at = [_header_line(f, tops) for f in files]
+    if not at[0]:
+        return 0, ""
+    first = names.get(str(files[0]), str(files[0]))
+    if all(a == at[0] for a in at):
+        return at[0], ""
+    other = next(i for i, a in enumerate(at) if a != at[0])
+    where = "has no such line" if at[other] is None else f"holds them on line {at[other] + 1}"
+    return 0, (f"; line {at[0] + 1} of {first} holds them (the line(s) before it look like lines before the CSV "
+               f"header, and DuckDB's sniffer took the first for the header itself: a line of one field does that), "
+               f"but {names.get(str(files[other]), str(files[other]))} {where}: the files of a table share their "
+               "header line; remove the lines before the header")
 
 
 def _preamble_lines(files: Sequence[Path], validator: Validator, names: dict[str, str], lines: _CsvLines) -> None:
@@ -328,8 +358,8 @@ class _CsvLines:
     #: records searched for the header (DuckDB's sniffer looks no further than its sample either)
     HEADER_SEARCH = 2048
 
-    def __init__(self, src: str, dialect: dict[str, Any]) -> None:
-        self.src, self.dialect = src, dialect
+    def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0) -> None:
+        self.src, self.dialect, self.skip = src, dialect, skip  # skip: the lines before the header the scan skips
         self.header: list[str] | None = None  # the column names DuckDB read
         self._head: dict[str, tuple[int, list[int]]] = {}  # file → (header record index, preamble lines)
         self._params: dict[str, tuple[str, str | None, str | None]] = {}
@@ -364,8 +394,8 @@ class _CsvLines:
             if not delim:
                 con = connect()
                 try:
-                    delim, quote, escape = con.execute(f"SELECT Delimiter, Quote, Escape FROM {sniff_sql(f)}"
-                                                       ).fetchone()
+                    delim, quote, escape = con.execute(f"SELECT Delimiter, Quote, Escape FROM "
+                                                       f"{sniff_sql(f, self.skip)}").fetchone()
                 finally:
                     con.close()
             quote = None if quote in ("", "(empty)") else quote
