@@ -55,6 +55,7 @@ from aumann.attribution import FunctionGame
 from aumann.attribution.games import CoalitionCache
 from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, evaluate_pair
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
+from aumann.errors import ScenarioCodeError
 from aumann.scenarios.base import Scenario
 
 
@@ -75,6 +76,7 @@ class DeletionOracle:
     _lock: Any = field(default_factory=threading.Lock, repr=False)
     fork_bytes: int | None = None  # the measured peak memory of one fork (sizes the forks in flight)
     _pooled: Any = field(default=None, init=False, repr=False)  # PooledForks; False: does not apply; None: undecided
+    _rows_checked: bool = field(default=False, init=False, repr=False)  # the rows hook agreed with the full step
 
     def _compute(self, key: frozenset[int]) -> tuple[float, float]:
         if self._pooled is None:
@@ -82,6 +84,8 @@ class DeletionOracle:
                 if self._pooled is None:
                     self._pooled = PooledForks.of(self.scenario, self.f, self.f_original) or False
         rows = self.scenario.step_rows(self.model_before, self.config, sorted(key)) if self._pooled else None
+        if rows is not None and not self._rows_checked:
+            self._check_rows(key, rows)
         if rows is not None:
             val = self._pooled.values(*rows)
             if val is not None:
@@ -99,6 +103,31 @@ class DeletionOracle:
             f, fo = evaluate_pair(self.f, self.f_original, state)
             return float(f), float(fo)
         return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
+
+    def _check_rows(self, key: frozenset[int], rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Once per oracle: the step the rows hook gives (its factual base with the changed rows replaced) is the
+        re-simulated step itself (``resimulate_fn`` or a fork), within 1e-12. A hook whose base is not the factual
+        step (a stale array, another agent order) or that leaves out a changed row gave deletion values that were
+        silently wrong: the pooled form's own check reads the base alone."""
+        base, changed, values = rows
+        z = base.copy(order="K")
+        z[changed] = values
+        full = np.asarray(self.scenario.step_state(self.model_before, self.config, sorted(key),
+                                                   agent_ids=self.agent_ids).z, dtype=np.float64)
+        if full.shape != z.shape or not np.allclose(z, full, rtol=1e-12, atol=1e-12):
+            name = self.scenario.name
+            if full.shape != z.shape:
+                raise ScenarioCodeError(f"resimulate_rows_fn of scenario {name!r} gives a step of shape {z.shape}; the "
+                                        f"re-simulated step has {full.shape}")
+            bad = np.argwhere(~np.isclose(z, full, rtol=1e-12, atol=1e-12))
+            i, d = (int(v) for v in bad[0])
+            where = "one of the changed rows" if i in set(changed.tolist()) else "a row it does not list as changed"
+            raise ScenarioCodeError(
+                f"resimulate_rows_fn of scenario {name!r} disagrees with the re-simulated step (with {len(key)} "
+                f"agent(s) at the baseline action): row {i}, feature {d}: {z[i, d]!r} against {full[i, d]!r} "
+                f"({len(np.unique(bad[:, 0]))} row(s) differ; row {i} is {where}). Its base must be the factual step's "
+                "features and its rows every row the forced agents change")
+        self._rows_checked = True
 
     def _store(self, key: frozenset[int], val: tuple[float, float]) -> tuple[float, float]:
         stored, new = self._cache.put(key, val)

@@ -47,7 +47,8 @@ A :class:`Scenario` binds
   from one model), the positions of the rows the forced agents change (unique) and those rows' new
   values (len(rows), D) — so that ``base`` with ``rows`` replaced is ``resimulate_fn``'s features. The
   deletion oracle then evaluates indicators that declare a pooled form (f = ρ(mean ψ)) from the base's
-  sums and the changed rows alone (:meth:`Scenario.step_rows`, :class:`~aumann.evaluation.deletion.DeletionOracle`).
+  sums and the changed rows alone (:meth:`Scenario.step_rows`, :class:`~aumann.evaluation.deletion.DeletionOracle`,
+  which checks the hook once against the re-simulated step on its first fork).
 * a scenario's own analysis beside the standard study (e.g. a second indicator, scale checks) is a study
   stage, not a field here: :func:`aumann.studies.stages.register_stage` (docs/extending.md, "A stage");
   MegaScale-Social's lives in :mod:`aumann.studies.megascale`. (``Scenario.analysis`` was removed: setting

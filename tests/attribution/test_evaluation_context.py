@@ -231,9 +231,12 @@ def check_pooled_forks(rng, monkeypatch):
 
     plain = as_indicator(lambda x: x[..., 0].mean(-1))
     plain.pooled = form
-    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=plain, f_original=plain)
     changed = base.copy()
     changed[[0, 3]] += 1.0
+    # the rows hook describes the re-simulated step (the oracle checks that once against the full fork)
+    sc = dataclasses.replace(_dying_fork(monkeypatch, changed, np.ones(len(changed), bool)),
+                             resimulate_rows_fn=sc.resimulate_rows_fn)
+    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=plain, f_original=plain)
     assert oracle.values([0])[0] == pytest.approx(float(changed[:, 0].mean()), rel=1e-12)
     assert isinstance(oracle._pooled, PooledForks)
 

@@ -92,3 +92,39 @@ def test_a_repeated_row_is_refused_and_no_changed_rows_may_be_an_empty_list(case
     none = dataclasses.replace(SC, resimulate_rows_fn=lambda m, c, p: (base, [], np.zeros((0, 2))))
     out = none.step_rows(None, None, [1])
     assert out[0] is base and out[1].dtype == np.int64 and out[1].size == 0
+
+
+@pytest.mark.parametrize("fault", ["stale base", "a changed row left out", "another agent order"])
+def test_a_rows_hook_that_is_not_the_re_simulated_step_is_caught_before_any_value(case, fault):
+    """The pooled form's own check reads the base alone, so a base that is not the factual step (an array from
+    another step, rows in another order) or a change left out gave deletion values that were silently wrong.
+    The first fork of each oracle compares the hook's step with the re-simulated one (resimulate_fn)."""
+    cfg, before, sets = case
+    real = SC.resimulate_rows_fn
+    stale = real(before, cfg, [])[0] + 0.01  # e.g. the step before's features
+
+    def hook(m, c, p):
+        base, rows, values = real(m, c, p)
+        if fault == "stale base":
+            return stale, rows, values
+        if fault == "a changed row left out":
+            return base, rows[1:], values[1:]
+        return base[::-1].copy(), rows, values  # the agents in reverse order
+
+    f, fo = SC.indicators(cfg)
+    oracle = DeletionOracle(dataclasses.replace(SC, resimulate_rows_fn=hook), cfg, before, f, fo)
+    with pytest.raises(ScenarioCodeError, match=r"resimulate_rows_fn of scenario 'megascale-social' disagrees with "
+                                                r"the re-simulated step \(with 20 agent\(s\).*row \d+, feature \d"):
+        oracle.values(sets[3])  # 20 hubs at the baseline action
+    assert oracle.forks == 0 and not oracle.cached()
+
+
+def test_a_faithful_rows_hook_is_checked_once_per_oracle(case, monkeypatch):
+    cfg, before, sets = case
+    f, fo = SC.indicators(cfg)
+    calls = []
+    real = SC.step_state
+    monkeypatch.setattr(type(SC), "step_state", lambda self, *a, **k: calls.append(1) or real(*a, **k))
+    oracle = DeletionOracle(SC, cfg, before, f, fo)
+    oracle.many(sets[:5])
+    assert isinstance(oracle._pooled, PooledForks) and oracle._rows_checked and len(calls) == 1
