@@ -13,10 +13,11 @@ Two ways to get a second model in the same state as a running one:
   on one cell only; and DEVS events hold ``weakref.WeakMethod`` callbacks, which ``deepcopy``
   cannot copy at all. While :func:`copy_model` runs, Mesa cells are copied by a memo-first copier
   (each cell once, its connections re-linked to the copied cells afterwards, the cell class cloned
-  once per copy with its property-layer accessors pointing at the copied layers) and a
-  ``WeakMethod`` is copied as a weak method of the copied object; a numpy view is copied as a view
-  of its copied base (plain ``deepcopy`` splits them, e.g. Mesa's ``ContinuousSpace.agent_positions``
-  and the array behind it). The copy is then checked:
+  once per copy with its property-layer accessors pointing at the copied layers), a
+  ``WeakMethod`` is copied as a weak method of the copied object and a ``weakref.ref`` as a weak
+  reference to the copied referent (plain ``deepcopy`` keeps it pointing into the original); a
+  numpy view is copied as a view of its copied base (plain ``deepcopy`` splits them, e.g. Mesa's
+  ``ContinuousSpace.agent_positions`` and the array behind it). The copy is then checked:
   same state digest (agents, their plain attributes, cells and their connections, property layers,
   random-number-generator states), and nothing shared with the original (agents, cells, RNGs,
   simulator, layer accessors). Any failure is a :class:`~aumann.errors.CheckpointError` naming it.
@@ -467,6 +468,19 @@ def _reduce_weakmethod(wm: weakref.WeakMethod) -> tuple:
     return weakref.WeakMethod, (meth,)
 
 
+def _copy_weakref(ref: weakref.ref, memo: dict) -> weakref.ref:
+    """A weak reference to the copied referent. Plain ``deepcopy`` returns a ``weakref.ref`` as it is, so a
+    copied agent keeping ``weakref.ref(other)`` (mesa-examples' virus_antibody: an antibody's target, and
+    ``weakref.ref(self)`` for "knocked out") would point into the original model. A referent the copied model
+    holds nowhere else lives only as long as the copy's memo: the copy's reference is then dead, as the
+    original's would be without what keeps it alive outside the model."""
+    obj = ref()
+    if obj is None:
+        return _dead_weakref()
+    cb = ref.__callback__
+    return weakref.ref(copy.deepcopy(obj, memo), None if cb is None else copy.deepcopy(cb, memo))
+
+
 def _copy_ndarray(x: np.ndarray, memo: dict) -> np.ndarray:
     """Copy a numpy view as a view of its copied base (plain ``deepcopy`` copies a view and its base
     into two unrelated arrays, so writes through one no longer show in the other)."""
@@ -493,19 +507,22 @@ def _copy_hooks():
         saved_cell = cell_cls.__dict__.get("__deepcopy__", _MISSING) if cell_cls is not None else _MISSING
         saved_wm = copyreg.dispatch_table.get(weakref.WeakMethod, _MISSING)
         saved_nd = dispatch.get(np.ndarray, _MISSING) if dispatch is not None else _MISSING
+        saved_ref = dispatch.get(weakref.ref, _MISSING) if dispatch is not None else _MISSING
         if cell_cls is not None:
             cell_cls.__deepcopy__ = lambda self, memo: ctx.copy_cell(self, memo)
         copyreg.dispatch_table[weakref.WeakMethod] = _reduce_weakmethod
         if dispatch is not None:
             dispatch[np.ndarray] = _copy_ndarray
+            dispatch[weakref.ref] = _copy_weakref
         try:
             yield ctx
         finally:
             if dispatch is not None:
-                if saved_nd is _MISSING:
-                    dispatch.pop(np.ndarray, None)
-                else:
-                    dispatch[np.ndarray] = saved_nd
+                for key, saved in ((np.ndarray, saved_nd), (weakref.ref, saved_ref)):
+                    if saved is _MISSING:
+                        dispatch.pop(key, None)
+                    else:
+                        dispatch[key] = saved
             if cell_cls is not None:
                 if saved_cell is _MISSING:
                     del cell_cls.__deepcopy__

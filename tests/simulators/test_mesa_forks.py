@@ -267,3 +267,54 @@ def test_a_model_drawing_from_a_process_wide_generator_is_not_forked_by_copy(dra
     truth = M(0)
     simulate(truth, steps=3, recorder=rec)
     assert a.panel.equals(simulate(truth, steps=2, recorder=rec))  # the factual continuation, bit for bit
+
+
+def test_weak_references_between_agents_point_into_the_copy():
+    # mesa-examples' virus_antibody keeps an antibody's target as weakref.ref(virus) and marks a knocked-out
+    # antibody by weakref.ref(self). deepcopy copies a weakref.ref as itself, so the copy's antibodies chased
+    # (and removed) the original's viruses, and `target is self` failed in the copy: AttributeError 'dna'
+    # one step after the fork, reported as the scenario's own step() failing.
+    import weakref
+
+    import mesa
+
+    class Hunter(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.target, self.caught = None, 0
+
+        def step(self):
+            prey = self.target() if self.target is not None else None
+            if prey is self:  # knocked out: rest one step
+                self.target = None
+            elif prey is not None:
+                prey.remove()
+                self.caught += 1
+                self.target = weakref.ref(self)
+            else:
+                others = [a for a in self.model.agents if a is not self]
+                self.target = weakref.ref(self.random.choice(others)) if others else None
+
+    class Hunt(mesa.Model):
+        def __init__(self, seed=0):
+            super().__init__(seed=seed)
+            Hunter.create_agents(self, 6)
+
+        def step(self):
+            self.agents.shuffle_do("step")
+
+    factory = lambda: Hunt(4)  # noqa: E731
+    model = factory()
+    rec = FeatureRecorder({"caught": "caught"})
+    simulate(model, 1, rec)
+    before = state_digest(model)
+    ids = {id(a) for a in model.agents}
+    branch = checkpoint(model, strategy="copy")
+    refs = [a.target() for a in branch.agents if a.target is not None]
+    assert refs and not any(id(r) in ids for r in refs)  # every live target is an agent of the copy
+    assert all(r in set(branch.agents) for r in refs)
+    forked = fork(model, steps=3, recorder=rec, strategy="copy")
+    assert digest_difference(before, state_digest(model)) is None  # the fork removed none of the original's
+    replayed = fork(model, steps=3, recorder=rec, strategy="replay", factory=factory)
+    assert forked.panel.equals(replayed.panel)
+    assert forked.panel.equals(simulate(model, 3, rec))
