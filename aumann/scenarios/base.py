@@ -441,8 +441,7 @@ class Scenario:
                                                                    error=ConfigError)
         gen = as_generator(rng)
         initial = copy.deepcopy(gen)
-        model = self._build(config, gen, backend)
-        factory = self.factory(config, initial, backend)
+        model, factory = self._build_checked(config, gen, backend, initial)
         step = self.user_step(config)
         ckpts: dict[int, Any] = {}
         mode: dict[str, str] = {"strategy": "replay", "why": "fork_strategy='replay'"} if strategy == "replay" else {}
@@ -478,6 +477,28 @@ class Scenario:
             panel = panel.with_groups(**{str(k): v for k, v in groups.items()})
         return ScenarioRun(panel=panel, model=model, checkpoints=ckpts, strategy=mode.get("strategy", "copy"),
                            factory=factory)
+
+    def _build_checked(self, config: ScenarioConfig, gen: np.random.Generator, backend: Any,
+                       initial: np.random.Generator) -> tuple[Any, Callable[[], Any]]:
+        """The run's model and its factory. A build that draws from a process-wide generator (numpy's global one,
+        the ``random`` module's) is built a second time by the factory and must give the same state: unseeded
+        draws make the run depend on whatever the process drew before, so the same seed would not give the same
+        run, and a fork by copy never rebuilds the model to notice (``np.random.rand`` in a mesa-examples model)."""
+        from aumann.simulators.branching import _global_draws, digest_difference, global_draw_sources, state_digest
+
+        before = _global_draws()
+        model = self._build(config, gen, backend)
+        factory = self.factory(config, initial, backend)
+        source = global_draw_sources(before, _global_draws())
+        if source is not None:
+            diff = digest_difference(state_digest(model), state_digest(factory()))
+            if diff is not None:
+                raise ScenarioCodeError(
+                    f"scenario {self.name!r}: build_model() draws from {source} (a generator of the whole process) "
+                    f"and two builds from the same seed differ ({diff}), so the run would not be reproducible from "
+                    f"its seed; seed that generator from rng inside build_model (np.random.seed(int(rng.integers("
+                    f"2**31))) or random.seed(...)), or pass the model a seed drawn from rng")
+        return model, factory
 
     def factory(self, config: ScenarioConfig, rng: np.random.Generator, backend: Any = None) -> Callable[[], Any]:
         """A callable rebuilding the scenario's model in its initial state: ``build_model`` with a fresh

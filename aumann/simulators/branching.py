@@ -92,8 +92,7 @@ def advance(model: Any, step: StepFn | None) -> None:
     if after != before:
         lin = lineage(model, create=True)
         if lin is not None and lin.global_rng is None:
-            lin.global_rng = " and ".join(name for name, a, b in zip(("numpy's np.random", "Python's random module"),
-                                                                       before, after, strict=True) if a != b)
+            lin.global_rng = global_draw_sources(before, after)
 
 
 def _global_draws() -> tuple[Any, Any]:
@@ -104,6 +103,13 @@ def _global_draws() -> tuple[Any, Any]:
     st = np.random.get_state(legacy=True)  # noqa: NPY002 - reading the global generator is the point
     return ((int(st[2]), hashlib.blake2b(st[1].tobytes(), digest_size=8).digest(), int(st[3]), float(st[4])),
             hash(random.getstate()))
+
+
+def global_draw_sources(before: tuple[Any, Any], after: tuple[Any, Any]) -> str | None:
+    """The process-wide generators that moved between two :func:`_global_draws` (``None``: neither)."""
+    moved = [name for name, a, b in zip(("numpy's np.random", "Python's random module"), before, after, strict=True)
+             if a != b]
+    return " and ".join(moved) or None
 
 
 _OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Any, str, Any]]]] = {}

@@ -198,3 +198,53 @@ def test_an_exception_whose_message_cannot_be_shown_is_still_typed():
 
     with pytest.raises(ScenarioCodeError, match="Weird: \\(its message cannot be shown\\)"):
         boundary.call("s", "step()", step, None)
+
+
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_build_drawing_from_the_global_numpy_generator_must_seed_it(seeded):
+    # mesa-examples' el_farol draws its strategies with np.random.rand and takes no seed: built as it is, the same
+    # config and seed gave different panels (and run files) from one `aumann run` to the next, silently (a fork by
+    # copy never rebuilds the model); only a replay noticed, as ReplayDivergedError
+    import mesa
+    import numpy as np
+
+    from aumann.scenarios import Scenario, ScenarioConfig
+    from aumann.simulators import FeatureRecorder
+
+    class Guest(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.mood = float(np.random.rand())  # noqa: NPY002 - the model under test does this
+
+        def step(self):
+            self.mood = 0.5 * self.mood + 0.5 * self.random.random()
+
+    class Bar(mesa.Model):
+        def __init__(self, n, seed):
+            super().__init__(seed=seed)
+            Guest.create_agents(self, n)
+
+        def step(self):
+            self.agents.shuffle_do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = 4
+        steps: int = 3
+
+    def build(cfg, rng, backend=None):
+        if seeded:
+            np.random.seed(int(rng.integers(2**31)))  # noqa: NPY002
+        return Bar(cfg.agents, seed=int(rng.integers(2**31)))
+
+    sc = Scenario(name="global-draws", description="", config_model=Config, build_model=build,
+                  make_recorder=lambda cfg: FeatureRecorder({"mood": "mood"}), features=("mood",),
+                  indicator=lambda cfg: "lin", original=lambda cfg: "lin", baseline_action=lambda m, ids: None)
+    cfg = sc.load_config()
+    if seeded:
+        assert sc.simulate(cfg, rng=3).panel.equals(sc.simulate(cfg, rng=3).panel)
+        return
+    with pytest.raises(ScenarioCodeError) as info:
+        sc.simulate(cfg, rng=3)
+    msg = str(info.value)
+    assert msg.startswith("scenario 'global-draws': build_model() draws from numpy's np.random")
+    assert "two builds from the same seed differ" in msg and "np.random.seed(" in msg
