@@ -295,7 +295,8 @@ class GapReport:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "max_gap": self.max_gap, "mean_gap": self.mean_gap}
         if self.kendall_tau is not None:
-            out["mean_kendall_tau"] = float(np.nanmean(self.kendall_tau))
+            tau = self.kendall_tau[~np.isnan(self.kendall_tau)]  # τ is undefined on a step whose φ all tie
+            out["mean_kendall_tau"] = float(tau.mean()) if tau.size else float("nan")
             out["mean_top_k_jaccard"] = float(np.mean(self.top_k_jaccard))
             out["k"] = self.k
         if self.rank_note:

@@ -171,3 +171,21 @@ def test_rank_metrics():
     assert topk_jaccard(a, a, 2, by="abs") == 1.0
     assert topk_jaccard(a, np.array([0.9, 0.1, 0.3, 0.2]), 1, by="abs") == 0.0  # {3} vs {0}
     assert topk_jaccard(a, np.array([0.0, 0.5, 0.1, 0.9]), 2, by="abs") == 1.0
+
+
+def test_gap_report_ranks_of_an_all_tied_attribution_are_undefined_without_a_numpy_warning():
+    # mesa-examples' forest fire once the fire is out: φ = 0 for every tree at every step, so every per-step τ is
+    # undefined; as_dict() averaged them with np.nanmean and printed "RuntimeWarning: Mean of empty slice"
+    # twice into every `aumann run` of such a model
+    import warnings
+
+    from aumann.attribution import Panel
+
+    panel = Panel(np.zeros((3, 6, 1)), features=["burned"])
+    s = Surrogate(lambda z: z[..., 0].mean(-1), lambda z: z[..., 0].mean(-1), "burned share")
+    r = gap_report(s, panel, ranks=True)
+    assert np.isnan(r.kendall_tau).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = r.as_dict()
+    assert math.isnan(out["mean_kendall_tau"]) and out["mean_top_k_jaccard"] == 1.0
