@@ -33,6 +33,12 @@ OVERRIDES = {
     "runs_beyond_reach": ({"runs": 10**9}, "runs"),
     "permutations_beyond_reach": ({"study": {"permutations": 10**9}}, "study.permutations"),
     "quadrature_beyond_the_rule": ({"study": {"quadrature_steps": 5000}}, "study.quadrature_steps"),
+    # crossed or out-of-range (low, high) pairs: refused here, not at the first step as numpy's "high - low < 0"
+    # blamed on the scenario's code
+    "init_range_crossed": ({"init_low": 0.4, "init_high": -0.4}, "init_low"),
+    "init_belief_outside_the_belief_range": ({"init_high": 5.0}, "init_high"),
+    "init_range_beyond_floats": ({"init_low": -1e308, "init_high": 1e308}, "init_low"),
+    "view_ratios_crossed": ({"min_view_ratio": 1.0, "max_view_ratio": 0.3}, "min_view_ratio"),
 }
 
 

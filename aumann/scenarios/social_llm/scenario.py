@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from aumann.attribution import Indicator, PooledForm
 from aumann.attribution.aggregators import standard_aggregators
@@ -50,8 +50,8 @@ class SocialLLMConfig(ScenarioConfig):
     network: Literal["ba", "mixed"] = "ba"
     interaction: Literal["sequential", "synchronous"] = "sequential"
     ba_m: int = Field(4, ge=1, le=MAX_COUNTS["ba_m"])
-    init_low: float = -0.5
-    init_high: float = 0.5
+    init_low: float = Field(-0.5, ge=-1, le=1)  # initial beliefs ~ U(init_low, init_high), inside b's range [-1, 1]
+    init_high: float = Field(0.5, ge=-1, le=1)
     post0: float = 0.5
     interact0: float = 0.4
     sensitivity0: float = 0.5
@@ -69,6 +69,18 @@ class SocialLLMConfig(ScenarioConfig):
     risk_sharpness: float = Field(20.0, gt=0)
     risk_eps: float = Field(0.01, gt=0)
     risk_eta: float = Field(0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered_ranges(self) -> SocialLLMConfig:
+        """The two (low, high) pairs are ranges: crossed, the run stopped at its first step with numpy's
+        ``high - low < 0`` / ``low >= high`` blamed on the scenario's code."""
+        if self.init_low > self.init_high:
+            raise ValueError(f"init_low ({self.init_low}) must be ≤ init_high ({self.init_high}): initial beliefs "
+                             "are drawn from U(init_low, init_high)")
+        if self.min_view_ratio > self.max_view_ratio:
+            raise ValueError(f"min_view_ratio ({self.min_view_ratio}) must be ≤ max_view_ratio "
+                             f"({self.max_view_ratio}): each feed shows between the two shares of the posts")
+        return self
 
 
 def _expression(z: torch.Tensor, eta: float) -> torch.Tensor:
