@@ -51,6 +51,15 @@ def test_load_config_overrides_are_typed_errors_naming_the_key(case):
     assert key in msg and "social-llm" in msg and "\n" not in msg
 
 
+@pytest.mark.parametrize("rate", [-1, -1.5])
+def test_econagent_interest_rate_at_or_below_minus_one_is_refused_at_load(rate):
+    # before: the run stopped at its first step as "ScenarioCodeError: step() raised ZeroDivisionError"
+    with pytest.raises(ConfigError, match="initial_rate") as info:
+        scenarios.get("econagent").load_config(initial_rate=rate)
+    assert "econagent" in str(info.value) and "\n" not in str(info.value)
+    assert scenarios.get("econagent").load_config(initial_rate=-0.5).initial_rate == -0.5
+
+
 @pytest.mark.parametrize("name", ["../../evil", "/abs", "", "a/b"])
 def test_scenario_names_are_path_components(name):
     with pytest.raises(UnsafeNameError):

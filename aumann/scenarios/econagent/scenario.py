@@ -51,7 +51,7 @@ class EconAgentConfig(ScenarioConfig):
     max_wage_inflation: float = 0.05
     max_price_inflation: float = 0.10
     period: int = Field(12, ge=1, le=MAX_COUNTS["period"])
-    initial_rate: float = 0.03
+    initial_rate: float = Field(0.03, gt=-1)  # r ≤ −1 (−100 %) divides by 1 + r in the households' policy
     indicator: IndicatorConfig = Field(default_factory=IndicatorConfig)
 
 
