@@ -153,17 +153,20 @@ def _read_trace(args: argparse.Namespace) -> dict:
     from aumann.data.traces import read_trace
     from aumann.data.traces.privacy import pseudonymise
 
+    names = None if args.features is None else [x.strip() for x in args.features.split(",") if x.strip()]
+    if names is not None and not names:  # `--features ""` or `,,`: refused before the trace is read
+        raise ConfigError(f"--features {args.features!r} names no feature: give the features the indicator sees, "
+                          "comma-separated (e.g. --features posts,likes)")
     read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
                       on_bad="skip" if args.skip_bad else None, progress=True)
     con = Console(stderr=True)
     for line in read.report.lines():
         con.print(line, markup=False, highlight=False)
     panel = read.panel
-    if args.features is not None:  # `--features ""` selects nothing: refused below
-        names = [x.strip() for x in args.features.split(",") if x.strip()]
+    if names is not None:
         missing = [x for x in names if x not in panel.features]
-        if missing or not names:
-            raise ConfigError(f"--features {args.features!r}: {missing or 'nothing'} not among the trace's features "
+        if missing:
+            raise ConfigError(f"--features {args.features!r}: {missing} not among the trace's features "
                               f"{list(panel.features)}")
         panel = panel.select_features(names)
     real = bool(args.real_people or panel.meta.get("real_people"))
