@@ -152,6 +152,25 @@ def test_oasis_info_fields_and_exposure():
     np.testing.assert_array_equal(p.values[:, :, p.features.index("exposure_posts")], exp)
 
 
+def _edge_spec(edges: Path) -> dict:
+    return {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "posts"},
+                         {"kind": "exposure", "name": "exp", "of": "posts",
+                          "edges": {"path": str(edges), "source": "src", "target": "dst"}}]}
+
+
+def test_edge_endpoints_that_are_unicode_digits_or_dashes_are_ids_not_a_value_error(tmp_path):
+    # '²'.isdigit() is True and int('²') raised a bare ValueError (a traceback from `aumann attribute`)
+    events = tmp_path / "ev.csv"
+    events.write_text("agent,tick\na1,0\n²,0\n--5,0\n7,0\n")
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst\n²,a1\n--5,a1\n7,²\n")
+    p = read_trace(events, load_spec(_edge_spec(edges))).panel
+    exp = dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist()))
+    assert exp == {"a1": 0.0, "²": 1.0, "--5": 1.0, "7": 1.0}
+    assert p.meta["edges"]["exp"]["used"] == 3
+
+
 # ---------------------------------------------------------------- OpenTelemetry (AgentSociety 2 + OTLP)
 def _as2_spans():
     for f in sorted((AS2 / "trace").glob("*.jsonl")):

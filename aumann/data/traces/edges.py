@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,12 @@ def _id_key(v: Any) -> Any:
         return int(v)
     if isinstance(v, np.integer):
         return int(v)
-    if isinstance(v, str) and v.lstrip("-").isdigit():
-        return int(v)
+    if isinstance(v, str) and _DECIMAL.fullmatch(v):  # ASCII digits only: str.isdigit() also takes '²' and '٣',
+        return int(v)  # and int('²') raised a bare ValueError out of the reader
     return v
+
+
+_DECIMAL = re.compile(r"-?[0-9]+")
 
 
 def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
