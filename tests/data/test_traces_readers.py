@@ -171,6 +171,34 @@ def test_edge_endpoints_that_are_unicode_digits_or_dashes_are_ids_not_a_value_er
     assert p.meta["edges"]["exp"]["used"] == 3
 
 
+def test_edge_file_endpoints_are_read_as_ids_whatever_their_type(tmp_path):
+    events = tmp_path / "ev.csv"
+    events.write_text("agent,tick\na1,0\nb,0\n7,0\n")
+    # a CSV column of integers with an id that is text past DuckDB's sniffing sample: a raw ConversionException
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in range(100, 30100)) + "b,a1\n7,a1\n")
+    p = read_trace(events, load_spec(_edge_spec(edges))).panel
+    exp = dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist()))
+    assert exp == {"a1": 0.0, "b": 1.0, "7": 1.0}
+    # JSON lines whose endpoints are of two types: "b" was read as the JSON text '"b"' and dropped as unknown
+    edges = tmp_path / "edges.jsonl"
+    edges.write_text('{"src": "b", "dst": "a1"}\n{"src": 7, "dst": "a1"}\n')
+    p = read_trace(events, load_spec(_edge_spec(edges))).panel
+    assert dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist())) == exp
+    assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0}
+
+
+def test_an_edge_file_duckdb_cannot_finish_is_a_trace_format_error(tmp_path):
+    events = tmp_path / "ev.csv"
+    events.write_text("agent,tick\na1,0\nb,0\n")
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst,since\n" + "".join(f"a1,b,{i}\n" for i in range(30000)) + "a1,b,soon\n")
+    spec = _edge_spec(edges)
+    spec["features"][1]["edges"]["since"] = "since"
+    with pytest.raises(TraceFormatError, match=r"edge file .*edges\.csv"):
+        read_trace(events, load_spec(spec))
+
+
 # ---------------------------------------------------------------- OpenTelemetry (AgentSociety 2 + OTLP)
 def _as2_spans():
     for f in sorted((AS2 / "trace").glob("*.jsonl")):

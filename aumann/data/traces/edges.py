@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.duck import connect, ident, scan_sql, table_files
+from aumann.data.traces.duck import _kind, connect, ident, scan_sql, table_files
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -68,11 +69,19 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         if missing:
             raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
                                    f"{[c for c in cols if c != 'filename']}")
-        rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
-        tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+        if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows
+            src = scan_sql(files, text=[edges.source, edges.target])
+        try:
+            rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
+            # a JSON field whose values are of more than one type (7 and "b") is DuckDB's JSON type: JSON text
+            json_cols = [str(t) == "JSON" for t in rel.types]
+            tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+        except duckdb.Error as exc:  # e.g. a since column of integers with text further down
+            raise TraceFormatError(f"DuckDB stopped reading edge file {str(path)!r}: {str(exc)[:300]}") from exc
     finally:
         con.close()
     cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
+    cols_ = [[None if v is None else json.loads(v) for v in c] if j else c for c, j in zip(cols_, json_cols)]
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}")
 
 
