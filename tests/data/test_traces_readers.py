@@ -4,6 +4,7 @@ and their refusals: truncated SQLite, wrong schema, malformed line N, missing fi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from collections import Counter
@@ -197,6 +198,24 @@ def test_an_edge_file_duckdb_cannot_finish_is_a_trace_format_error(tmp_path):
     spec["features"][1]["edges"]["since"] = "since"
     with pytest.raises(TraceFormatError, match=r"edge file .*edges\.csv"):
         read_trace(events, load_spec(spec))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_glob_takes_regular_files_only_and_a_fifo_or_device_is_refused_by_name(tmp_path):
+    spec = load_spec({"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+                      "features": [{"kind": "count", "name": "n"}]})
+    shutil.copy(DATA / "events.csv", tmp_path / "a.csv")
+    (tmp_path / "sub.csv").mkdir()  # a folder the glob matches: IsADirectoryError out of the reader
+    os.mkfifo(tmp_path / "pipe.csv")  # a FIFO it matches: the read hung on it
+    want = read_trace(tmp_path / "a.csv", spec).panel
+    got = read_trace(tmp_path / "*.csv", spec).panel
+    np.testing.assert_array_equal(got.values, want.values)
+    assert got.agent_ids.tolist() == want.agent_ids.tolist()
+    for p in (tmp_path / "pipe.csv", Path("/dev/zero")):  # was "... is empty: no header, no rows"
+        with pytest.raises(TraceFormatError, match="not a regular file or a directory"):
+            read_trace(p, spec)
+    with pytest.raises(TraceFormatError, match="not a regular file or a directory"):
+        read_trace(Path("/dev/zero"), format="concordia")  # was "Concordia log '/dev/zero' does not exist"
 
 
 # ---------------------------------------------------------------- OpenTelemetry (AgentSociety 2 + OTLP)

@@ -26,13 +26,13 @@ def table_files(path: Path) -> list[Path]:
     """The files of a table: the file itself, a directory's table files (sorted; names starting with ``_`` or
     ``.`` are sidecars, not rows), or a glob's matches."""
     s = str(path)
-    if any(ch in s for ch in "*?["):
-        files = sorted(Path(p) for p in globlib.glob(s))
+    if any(ch in s for ch in "*?["):  # regular files only, as in a directory: a matching folder raised
+        files = sorted(p for p in map(Path, globlib.glob(s)) if p.is_file())  # IsADirectoryError, a FIFO hung
     elif path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_TABLE_EXT)
                        and not p.name.startswith(("_", ".")))  # sidecars such as AgentSociety 2's _schema.json
     else:
-        files = [path] if path.exists() else []
+        files = [path] if path.is_file() else []
     return files
 
 

@@ -12,7 +12,7 @@ from aumann.data.traces.builder import PanelBuilder
 from aumann.data.traces.events import Tally, Validator
 from aumann.data.traces.formats import detect_format, reader_class
 from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
-from aumann.errors import TraceError, TraceSpecError
+from aumann.errors import TraceError, TraceFormatError, TraceSpecError
 from aumann.progress import progress_bar
 
 
@@ -132,6 +132,9 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     """
     t0 = time.perf_counter()
     p = Path(path)
+    if p.exists() and not (p.is_file() or p.is_dir()):  # a FIFO hung, /dev/zero was "empty" or "does not exist"
+        raise TraceFormatError(f"{str(p)!r} is not a regular file or a directory (a pipe, socket or device): a "
+                               "trace is read from a file, a directory of files or a glob")
     fmt, sp, source = resolve_spec(p, spec, format=format, bin=bin, on_bad=on_bad)
     reader = reader_class(fmt)(p, sp)
     tally = Tally()
