@@ -18,6 +18,7 @@ Limits (keyword arguments; the defaults suit configs, records and replies):
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -96,6 +97,12 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
+    def finite(text: str) -> float:  # 1e999 is Infinity by another name: float() overflows it silently
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{text[:40]} is beyond the largest float (Infinity is not a JSON number)")
+        return value
+
     if isinstance(text, str) and 4 * len(text) <= max_bytes and text.count("[") + text.count("{") <= max_depth:
         decoded = text  # fast path (one line of a log): too short and too few brackets to exceed either limit
     else:
@@ -108,7 +115,7 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
     try:
         if allow_nan:
             return json.loads(decoded)
-        return json.loads(decoded, parse_constant=refuse)
+        return json.loads(decoded, parse_constant=refuse, parse_float=finite)
     except RecursionError as exc:  # the scan above makes this unreachable; kept as a last guard
         raise error(f"{what} nests too deeply to parse") from exc
     except ValueError as exc:

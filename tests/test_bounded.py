@@ -58,6 +58,11 @@ def test_size_limit_and_nan_policy(tmp_path) -> None:
     assert bounded.loads_json('{"a": 1}') == {"a": 1}
     with pytest.raises(ConfigError, match="NaN is not a JSON number"):
         bounded.loads_json('{"a": NaN}', allow_nan=False)
+    # 1e999 is Infinity spelt as a number: it slipped through allow_nan=False as float('inf')
+    for text in ('{"a": 1e999}', '[-1e400]', '{"a": 1E+309}'):
+        with pytest.raises(ConfigError, match="beyond the largest float"):
+            bounded.loads_json(text, allow_nan=False)
+    assert bounded.loads_json('[1e308, -2.5e-400, 10000000000000000000000]', allow_nan=False) == [1e308, -0.0, 10**22]
     p = tmp_path / "x.json"
     p.write_text("[" * 100 + "]" * 100)
     with pytest.raises(ConfigError, match=str(p.name)):
