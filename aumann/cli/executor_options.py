@@ -60,12 +60,12 @@ def _runtime_env(text: str | None) -> dict[str, Any] | None:
 
     src = text.strip()
     if src.startswith(("{", "[")):
-        data = bounded.loads_json(src, what="--ray-runtime-env", error=ConfigError)
+        data = bounded.loads_json(src, what="--ray-runtime-env", error=ConfigError, allow_nan=False)
     else:
         p = Path(src)
         if not p.is_file():
             raise ConfigError(f"--ray-runtime-env must be JSON text or a JSON file; {src!r} is neither")
-        data = bounded.read_json(p, what="--ray-runtime-env file", error=ConfigError)
+        data = bounded.read_json(p, what="--ray-runtime-env file", error=ConfigError, allow_nan=False)
     if not isinstance(data, dict):
         raise ConfigError(f"--ray-runtime-env must be a JSON object (a Ray runtime environment); got "
                           f"{type(data).__name__}")

@@ -68,6 +68,7 @@ Forks of a checkpoint use the same choice (``aumann.simulators.fork(..., strateg
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -187,6 +188,17 @@ class ExecutionConfig(configs.ConfigModel):
     workers: int | None = Field(None, ge=0, le=1_000_000)
     ray_address: str | None = Field(None, min_length=1, max_length=2048)
     ray_runtime_env: dict[str, Any] | None = None
+
+    @field_validator("ray_runtime_env", mode="after")
+    @classmethod
+    def _plain_json(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Ray sends the runtime environment as JSON: ``{a = inf}`` (TOML) killed Ray's worker with a traceback."""
+        if v is not None:
+            try:
+                json.dumps(v, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"must hold JSON values only (no NaN, Infinity or dates): {exc}") from None
+        return v
 
 
 class ScenarioConfig(configs.ConfigModel):

@@ -115,6 +115,13 @@ def test_where_the_address_comes_from(monkeypatch, tmp_path):
         settings(_args(executor="ray", ray_runtime_env="[1]"))
     with pytest.raises(ConfigError, match="neither"):
         settings(_args(executor="ray", ray_runtime_env="missing.json"))
+    # Ray sends the environment as JSON: NaN / Infinity killed its worker (ActorDiedError traceback)
+    for bad in ('{"env_vars": {"A": NaN}}', '{"a": 1e999}'):
+        with pytest.raises(ConfigError, match="--ray-runtime-env"):
+            settings(_args(executor="ray", ray_runtime_env=bad))
+    env_file.write_text('{"a": Infinity}')
+    with pytest.raises(ConfigError, match="--ray-runtime-env file"):
+        settings(_args(executor="ray", ray_runtime_env=str(env_file)))
 
 
 def test_the_execution_table_never_changes_what_a_run_computes():
@@ -128,6 +135,10 @@ def test_the_execution_table_never_changes_what_a_run_computes():
     assert on_ray.execution.workers == 8 and config_digest(sc, plain, "offline") == config_digest(sc, on_ray, "offline")
     with pytest.raises(ConfigError, match="executor"):
         sc.load_config(assignments=["execution.executor=dask"])
+    for bad in ("execution.ray_runtime_env={a=inf}", "execution.ray_runtime_env={a=nan}",
+                "execution.ray_runtime_env={a=2024-01-01}"):
+        with pytest.raises(ConfigError, match=r"execution\.ray_runtime_env"):
+            sc.load_config(assignments=[bad])
 
 
 def test_user_code_names_scenario_files_and_their_folder(tmp_path):
