@@ -177,7 +177,7 @@ def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path):
         ResponseCache(wrong).get("k")
 
 
-def test_bad_backend_and_rate_settings_are_typed_errors_naming_the_setting():
+def test_bad_backend_and_rate_settings_are_typed_errors_naming_the_setting(tmp_path):
     from aumann.simulators.llm import LLMRequestError
     from aumann.simulators.llm.prices import load_prices
 
@@ -193,6 +193,9 @@ def test_bad_backend_and_rate_settings_are_typed_errors_naming_the_setting():
         OpenAIBackend(model="m", base_url="not-a-url")
     with pytest.raises(ConfigError, match=r"price table .*does not exist"):
         load_prices("/nonexistent/prices.toml")
+    for where in (tmp_path, "/dev/zero"):  # both were "does not exist"
+        with pytest.raises(ConfigError, match=r"price table .* is not a regular file"):
+            load_prices(where)
 
 
 def test_a_bad_price_table_names_the_entry(tmp_path):

@@ -59,8 +59,9 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, Price]:
     table = default_prices()
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"price table {str(p)!r} does not exist")
+        if not p.is_file():  # a folder or /dev/zero was "does not exist"
+            raise ConfigError(f"price table {str(p)!r} " + ("is not a regular file (a TOML file is expected)"
+                                                              if p.exists() else "does not exist"))
         try:
             data = bounded.read_toml(p, what="price table", max_bytes=4 * 2**20)
         except OSError as exc:
