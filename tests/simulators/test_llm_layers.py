@@ -149,6 +149,19 @@ def test_llm_show_prints_valid_and_invalid_replies(tmp_path, capsys):
     assert main(["llm", "show", str(tmp_path / "missing")]) == 2
 
 
+def test_llm_show_and_replay_never_write_into_an_empty_file(tmp_path, capsys):
+    from aumann.cli import main
+
+    empty = tmp_path / "notes.txt"
+    empty.touch()  # before: `llm show` created the cache's table in it (12 KiB, an SQLite database)
+    assert main(["llm", "show", str(tmp_path), "--cache", str(empty)]) == 0
+    assert "0 request(s) shown" in capsys.readouterr().err
+    cache = ResponseCache(empty, mode="replay")
+    assert cache.get(cache.key(model="m")) is None and len(cache) == 0
+    cache.close()
+    assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_progress_lines_appear_when_stderr_is_not_a_terminal():
     import io
 

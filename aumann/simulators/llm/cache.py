@@ -198,6 +198,13 @@ class ResponseCache:
                     raise ResponseCacheError(
                         f"response cache {self.path!r} has a 'responses' table with columns {list(cols)}, not an "
                         f"aumann response cache ({list(_COLUMNS)}); move it away or pass another path")
+            if self.mode == "replay" and not tables and self.path != ":memory:":
+                # replay never writes: an empty file (no tables) replays as an empty cache and is left as it was;
+                # `aumann llm show --cache EMPTY` turned any 0-byte file into a 12 KiB SQLite database
+                conn.close()
+                conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+                conn.execute(_SCHEMA_SQL)
+                return conn
             if self.path != ":memory:" and self.mode != "replay":
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
