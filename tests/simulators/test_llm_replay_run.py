@@ -95,3 +95,16 @@ def test_a_closed_backend_leaves_the_whole_cache_in_its_one_file(tmp_path):
     replay = OpenAIBackend(model="m", client=client_for(Script(503)), cache=ResponseCache(copy, mode="replay"))
     assert simulate(Firm(replay), steps=3, recorder=REC).equals(recorded)
     assert replay.usage.cache_hits == 12
+
+
+def test_close_writes_replies_put_before_the_file_was_ever_opened(tmp_path):
+    """put() only buffers; close() flushed only when a connection was open, so replies put into a cache that had not
+    read anything yet stayed in memory until interpreter exit: the file did not exist and a reopened cache missed."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    cache.put("k", '{"yes": true}', backend="openai", model="m", request={"messages": []}, prompt_tokens=2)
+    cache.close()
+    again = ResponseCache(path, mode="replay")
+    assert again.get("k").text == '{"yes": true}' and again.get("k").prompt_tokens == 2
+    again.close()
+

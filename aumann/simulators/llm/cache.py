@@ -347,6 +347,9 @@ class ResponseCache:
                 pass
 
     def close(self) -> None:
+        with self._lock:
+            if self._pending:  # replies buffered before the file was ever opened: close() skipped them (they
+                self.flush()   # reached the file only at interpreter exit, so a reopened cache missed them)
         self.checkpoint()
         with self._lock:
             if self._conn is not None:
