@@ -162,6 +162,24 @@ def test_llm_show_and_replay_never_write_into_an_empty_file(tmp_path, capsys):
     assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_llm_show_names_what_is_damaged_in_a_row(tmp_path, capsys):
+    import sqlite3
+
+    from aumann.cli import main
+
+    cache = ResponseCache(tmp_path / "llm-cache.sqlite")
+    cache.put("k", "{}", backend="openai", model="m", request={"messages": []}, prompt_tokens=3)
+    cache.close()
+    with sqlite3.connect(tmp_path / "llm-cache.sqlite") as con:
+        con.execute("UPDATE responses SET prompt_tokens = -5, completion_tokens = 'many'")
+    capsys.readouterr()
+    assert main(["llm", "show", str(tmp_path), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    # before: "1 validation error for CacheRow" (pydantic's first line), naming neither field nor problem
+    assert row["damaged"].startswith("prompt_tokens: Input should be greater than or equal to 0")
+    assert "completion_tokens: Input should be a valid integer" in row["damaged"]
+
+
 def test_progress_lines_appear_when_stderr_is_not_a_terminal():
     import io
 

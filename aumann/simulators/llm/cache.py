@@ -322,7 +322,10 @@ class ResponseCache:
                 out.update({"request": req, "reply": row.text, "prompt_tokens": row.prompt_tokens,
                             "completion_tokens": row.completion_tokens, "invalid": req.get("invalid")})
             except (ValidationError, ValueError, TypeError) as exc:
-                out.update({"damaged": str(exc).splitlines()[0][:200], "reply": str(response)[:2000]})
+                # pydantic's first line is only "1 validation error for CacheRow": name the field and the problem
+                why = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'row'}: {e['msg']}" for e in exc.errors()) \
+                    if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
+                out.update({"damaged": why[:200], "reply": str(response)[:2000]})
             yield out
 
     def __len__(self) -> int:
