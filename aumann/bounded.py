@@ -97,10 +97,12 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
+    overflowed: list[str] = []
+
     def finite(text: str) -> float:  # 1e999 is Infinity by another name: float() overflows it silently
         value = float(text)
-        if not math.isfinite(value):
-            raise ValueError(f"{text[:40]} is beyond the largest float (Infinity is not a JSON number)")
+        if not math.isfinite(value) and not overflowed:
+            overflowed.append(text[:40])  # refused below, naming where it is
         return value
 
     if isinstance(text, str) and 4 * len(text) <= max_bytes and text.count("[") + text.count("{") <= max_depth:
@@ -115,11 +117,30 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
     try:
         if allow_nan:
             return json.loads(decoded)
-        return json.loads(decoded, parse_constant=refuse, parse_float=finite)
+        out = json.loads(decoded, parse_constant=refuse, parse_float=finite)
     except RecursionError as exc:  # the scan above makes this unreachable; kept as a last guard
         raise error(f"{what} nests too deeply to parse") from exc
     except ValueError as exc:
         raise error(f"{what} is not valid JSON: {str(exc)[:200]}") from exc
+    if overflowed:
+        where = _first_non_finite(out)
+        raise error(f"{what} holds {overflowed[0]}{f' at {where}' if where else ''}, beyond the largest float "
+                    "(Infinity is not a JSON number)")
+    return out
+
+
+def _first_non_finite(value: Any, path: str = "") -> str | None:
+    """The path (``a.b[2]``) of the first float in ``value`` that is not finite (``None``: none)."""
+    stack = [(value, path)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return at or "the top level"
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
 
 
 def loads_toml(text: str | bytes, *, what: str = "TOML input", error: type[Exception] = ConfigError,
