@@ -51,6 +51,22 @@ JETSTREAM_DICTIONARY_ID = 1612007021
 _SNIFF = 1 << 20
 
 
+def is_skippable_frame(head: bytes) -> bool:
+    """Whether ``head`` starts with a zstd skippable frame (magic ``0x184D2A50``-``0x184D2A5F``, little-endian): what
+    ``pzstd`` writes before every frame and the seekable format after the last one; a decoder skips it."""
+    return len(head) >= 4 and head[1:4] == b"\x2a\x4d\x18" and head[0] & 0xF0 == 0x50
+
+
+def _skip_skippable_frames(head: bytes) -> bytes:
+    """``head`` from its first frame that is not a skippable frame (``b""`` if the skippable frames fill it)."""
+    pos = 0
+    while is_skippable_frame(head[pos:pos + 4]):
+        if len(head) < pos + 8:
+            return b""
+        pos += 8 + int.from_bytes(head[pos + 4:pos + 8], "little")
+    return head[pos:]
+
+
 def _jsonl_line(payload: bytes) -> bytes:
     """A decoded frame as one JSONL line: a leading UTF-8 BOM dropped, a final newline ensured."""
     if payload.startswith(BOM):
@@ -101,6 +117,10 @@ def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike
     with open(p, "rb") as fh:
         head = fh.read(_SNIFF)
         size = os.fstat(fh.fileno()).st_size
+    if is_skippable_frame(head):  # a zstd stream that starts with skippable frames (pzstd): judge its first frame
+        head = _skip_skippable_frames(head)
+        if not head.startswith(ZSTD_MAGIC):
+            return "zstd"
     if not head.startswith(ZSTD_MAGIC):
         if record_byteorder(head, size) is not None:
             return "length-prefixed"
@@ -493,6 +513,9 @@ def zstd_stream_problem(path: str | os.PathLike[str]) -> str | None:
         while pos < size:
             fh.seek(pos)
             head = fh.read(18)
+            if is_skippable_frame(head) and len(head) >= 8:  # no content: a decoder skips it, and so do we
+                pos += 8 + int.from_bytes(head[4:8], "little")
+                continue
             if head[:4] != ZSTD_MAGIC:
                 return f"no zstd frame at byte {pos}"
             fhd = head[4]

@@ -222,6 +222,24 @@ def test_complete_zstd_streams_are_not_flagged(tmp_path: Path):
     assert zstd_stream_problem(f) is None
 
 
+@pytest.mark.parametrize("where", ["first", "between", "last"])
+def test_zstd_skippable_frames_are_skipped_not_refused_or_flagged(tmp_path: Path, where: str):
+    """A skippable frame (magic 0x184D2A5?: pzstd writes one before every frame, the seekable format one after the
+    last) holds no content. A .jsonl.zst that started with one was refused as 'binary but not in a layout aumann
+    reads'; one with it between or after frames was reported as a damaged stream ('no zstd frame at byte ...')."""
+    from aumann.data.bluesky.jetstream import zstd_stream_problem
+
+    cctx = zstandard.ZstdCompressor(level=3)
+    skip = (0x184D2A5E).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"\x00\x01\x02\x03\x04"
+    a, b = cctx.compress(b"\n".join(_lines(40)[:15]) + b"\n"), cctx.compress(b"\n".join(_lines(40)[15:]) + b"\n")
+    f = tmp_path / "day.jsonl.zst"
+    f.write_bytes({"first": skip + a + b, "between": a + skip + b, "last": a + b + skip}[where])
+    assert detect_container(f) == "zstd" and zstd_stream_problem(f) is None
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert (report.valid_events, report.malformed_lines, report.lines_read, report.damaged_files) == (40, 0, 40, 0)
+    assert "damaged_stream" not in report.files[0]
+
+
 GOLDEN = JETSTREAM_SAMPLE
 
 
