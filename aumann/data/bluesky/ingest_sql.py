@@ -237,10 +237,16 @@ FROM read_csv(?, header=true, all_varchar=true)
 PROFILE_VALID = (f"regexp_full_match(did, '{DID_RE}') "
                  "AND followers_count BETWEEN 0 AND {max_count}")
 
+#: a profile row's ``created_at`` as a timestamp, or NULL when it does not parse or lies outside the years 1678-2262
+#: (pandas' nanosecond range; no account was created there: ``2999-01-01`` or ``infinity`` ended the build in
+#: pandas' OutOfBoundsDatetime); such a row's age is unknown and it is counted in ``unparseable_created_at``
+CREATED_AT = ("CASE WHEN TRY_CAST(created_raw AS TIMESTAMPTZ) BETWEEN '1678-01-01 00:00:00+00'::TIMESTAMPTZ "
+              "AND '2262-04-11 00:00:00+00'::TIMESTAMPTZ THEN TRY_CAST(created_raw AS TIMESTAMPTZ) END")
+
 PROFILES_CLEAN = """
 CREATE OR REPLACE TEMP TABLE prof AS
 SELECT did, arg_max(followers_count, followers_count) AS followers_count,
-       arg_max(TRY_CAST(created_raw AS TIMESTAMPTZ), followers_count) AS created_at,
+       arg_max({created_at}, followers_count) AS created_at,
        arg_max(handle, followers_count) AS handle
 FROM prof_raw WHERE {valid} GROUP BY did
 """

@@ -2,8 +2,9 @@
 
 Rows whose ``did`` is not a DID (``did:<method>:<id>``) or whose ``followers_count`` is not a whole,
 non-negative number of at most 10¹² (``counts.MAX_COUNT``) are skipped and counted (``invalid_rows``); a DID
-listed twice keeps its row with the most followers (``duplicate_dids``); an unparseable ``created_at`` reads as
-unknown (``unparseable_created_at``). The table ``prof`` is left in the DuckDB connection.
+listed twice keeps its row with the most followers (``duplicate_dids``); an unparseable ``created_at`` (or
+one outside the years 1678-2262) reads as unknown (``unparseable_created_at``). The table ``prof`` is left in
+the DuckDB connection.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
         con.execute(sql.PROFILES.format(
             created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
             handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
-        con.execute(sql.PROFILES_CLEAN.format(valid=_VALID))
+        con.execute(sql.PROFILES_CLEAN.format(valid=_VALID, created_at=sql.CREATED_AT))
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {str(exc)[:200]}") from exc
     rows, valid, bad_dates = con.execute(
         f"SELECT count(*), count(*) FILTER (WHERE {_VALID}), "
         "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "
-        "AND TRY_CAST(created_raw AS TIMESTAMPTZ) IS NULL) FROM prof_raw").fetchone()
+        f"AND {sql.CREATED_AT} IS NULL) FROM prof_raw").fetchone()
     uniq = con.execute("SELECT count(*) FROM prof").fetchone()[0]
     report.profiles = {"rows": int(rows), "invalid_rows": int(rows - valid), "duplicate_dids": int(valid - uniq),
                        "unparseable_created_at": int(bad_dates)}

@@ -333,6 +333,20 @@ def test_a_profile_row_is_valid_only_with_a_did_and_a_whole_count(tmp_path, did,
     assert got == ([(did, int(count))] if valid else [])
 
 
+@pytest.mark.parametrize("created", ["2999-01-01T00:00:00Z", "0001-01-01", "infinity", "1500-06-01"])
+def test_a_created_at_outside_the_timestamp_range_is_unknown_not_a_crash(tmp_path, created):
+    """``created_at`` 2999-01-01 (or year 1, or ``infinity``) parsed in DuckDB but ended the build in pandas'
+    OutOfBoundsDatetime traceback; it is now an unknown age, counted in ``unparseable_created_at``."""
+    f = tmp_path / "day.jsonl"
+    f.write_bytes(event(0) + b"\n")
+    prof = tmp_path / "profiles.csv"
+    prof.write_text(f"did,followers_count,created_at\n{A},5,{created}\n{B},3,2020-01-01T00:00:00Z\n")
+    counts, report = ingest([f], profiles=prof, filters=FilterConfig(bot_handle_patterns=[]),
+                            options=IngestOptions(threads=1))
+    assert report.profiles == {"rows": 2, "invalid_rows": 0, "duplicate_dids": 0, "unparseable_created_at": 1}
+    assert counts.users["followers"].tolist() == [5] and counts.users["created_at"].isna().tolist() == [True]
+
+
 # ------------------------------------------------------------------------- found by probing beyond the issue
 @pytest.mark.parametrize("name, head", [("gz", b"\x1f\x8b\x08\x00"), ("bzip2", b"BZh91AY&SY"),
                                         ("xz", b"\xfd7zXZ\x00\x00"), ("zip", b"PK\x03\x04\x14\x00")])
