@@ -5,6 +5,7 @@ Layout of ``out/``::
     users.parquet, daily.parquet, follows.parquet, counts.json   RawCounts.save (opaque user ids)
     panels/window/<topic>.npz                                     T = 1 Panel per topic
     panels/daily/<topic>.npz                                      T = len(days) Panel per topic
+                                                                  (no other .npz: an earlier build's are removed)
     ingest_report.json                                            events, malformed lines, drops, days
     identifiers.parquet                                           only with export_identifiers
     manifest.json
@@ -63,6 +64,10 @@ def write_build_outputs(
     for topic in counts.topics:
         written[f"window/{topic}"] = counts.window_panel(topic).save(out / "panels" / "window" / f"{topic}.npz")
         written[f"daily/{topic}"] = counts.daily_panel(topic).save(out / "panels" / "daily" / f"{topic}.npz")
+    for scale in ("window", "daily"):  # a panel of a topic this build does not have is an earlier build's
+        for stale in (out / "panels" / scale).glob("*.npz"):
+            if stale.stem not in counts.topics:
+                stale.unlink()
     rep = out / "ingest_report.json"
     write_json(rep, report, indent=2)
     written["report"] = rep

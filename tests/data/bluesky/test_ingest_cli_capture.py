@@ -72,6 +72,22 @@ def test_build_panel_writes_report_panels_and_manifest(capture_dir, tmp_path):
     assert not (out / "identifiers.parquet").exists()
 
 
+def test_a_rebuild_leaves_no_panel_of_an_earlier_build(capture_dir, tmp_path):
+    """Rebuilding into the same --out with other topics left the earlier topics' panels/window/*.npz and
+    panels/daily/*.npz beside the new ones, indistinguishable from them but built from other counts."""
+    _, _, files, _ = capture_dir
+    out, topics = tmp_path / "out", tmp_path / "topics"
+    topics.mkdir()
+    (topics / "only.toml").write_text('keywords = ["tariff"]\n')
+    base = ["bluesky", "build-panel", *map(str, files), "--out", str(out), "--threads", "1", "--quiet"]
+    assert _run(base) == 0 and len(list((out / "panels" / "window").glob("*.npz"))) == 5
+    (out / "panels" / "daily" / "notes.txt").write_text("mine")
+    assert _run([*base, "--topics", str(topics)]) == 0
+    for scale in ("window", "daily"):
+        assert sorted(p.name for p in (out / "panels" / scale).glob("*.npz")) == ["only.npz"]
+    assert (out / "panels" / "daily" / "notes.txt").read_text() == "mine"  # only panels are removed
+
+
 def test_export_identifiers_flag(capture_dir, tmp_path):
     _, _, files, prof = capture_dir
     out = tmp_path / "out"
