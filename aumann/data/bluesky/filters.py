@@ -52,15 +52,25 @@ class FilterConfig(configs.ConfigModel):
                 raise ValueError(f"bad bot handle regex {p!r}: {exc}") from exc
         return v
 
-    def bot_regex(self) -> re.Pattern[str] | None:
-        if not self.bot_handle_patterns:
-            return None
-        return re.compile("|".join(f"(?:{p})" for p in self.bot_handle_patterns), re.IGNORECASE)
+    def bot_matchers(self) -> list[re.Pattern[str]]:
+        """The patterns, compiled case-insensitively: one alternation when they join safely, else each on its own.
+
+        Joined, a pattern with groups would renumber the next one's (``(b)\\1`` then refers to another pattern's
+        group, or two ``(?P<x>...)`` collide) and a global flag such as ``(?i)bot`` is not at the start of the
+        alternation (an ``re.error`` traceback); such patterns are searched one by one.
+        """
+        pats = self.bot_handle_patterns
+        each = [re.compile(p, re.IGNORECASE) for p in pats]
+        if len(each) > 1 and all(rx.groups == 0 for rx in each):
+            try:
+                return [re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE)]
+            except re.error:
+                pass
+        return each
 
     def is_bot_handle(self, handle: str | None) -> bool:
         """Whether ``handle`` matches a bot pattern (``False`` for unknown handles)."""
-        rx = self.bot_regex()
-        return bool(handle) and rx is not None and rx.search(handle) is not None
+        return bool(handle) and any(rx.search(handle) is not None for rx in self.bot_matchers())
 
 
 def load_filters(path: str | os.PathLike[str] | None = None) -> FilterConfig:
@@ -108,12 +118,9 @@ def apply_filters(
     too_young = age_known & (created > cutoff).fillna(False).to_numpy(dtype=bool)
     handles = users["handle"]
     handle_known = handles.notna().to_numpy() & (handles.fillna("").astype(str) != "").to_numpy()
-    rx = config.bot_regex()
-    if rx is None:
-        bot = np.zeros(n, dtype=bool)
-    else:
-        bot = np.fromiter((bool(h) and rx.search(h) is not None for h in handles.fillna("").astype(str)),
-                          dtype=bool, count=n)
+    matchers = config.bot_matchers()
+    bot = np.fromiter((bool(h) and any(rx.search(h) is not None for rx in matchers)
+                       for h in handles.fillna("").astype(str)), dtype=bool, count=n)
     no_eng = ~users["engaged"].to_numpy(dtype=bool) if config.require_non_self_engagement \
         else np.zeros(n, dtype=bool)
     keep = np.ones(n, dtype=bool)

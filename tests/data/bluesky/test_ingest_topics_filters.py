@@ -93,6 +93,23 @@ def test_apply_filters_counts_each_user_once_in_order():
     assert notes == {"age_unknown": 2, "handle_unknown": 2}
 
 
+@pytest.mark.parametrize(("patterns", "handle", "bot"), [
+    (["(?i)newsbot"], "NewsBot.example", True),  # a global flag: valid alone, an re.error traceback once joined
+    (["spam", "(?i)newsbot"], "newsbot.example", True), (["spam", "(?i)newsbot"], "abbott.example", False),
+    (["(x)", r"(b)\1"], "bb.example", True),  # joined, \1 meant the first pattern's group and never matched
+    (["(?P<t>x)x", "(?P<t>b)b"], "bb.example", True),  # joined, the group names collided (re.error)
+])
+def test_bot_patterns_are_searched_as_written(patterns, handle, bot):
+    """The patterns were joined into one regex: a global flag or a repeated group name (each valid alone, so the
+    config loaded) ended the build in an re.error traceback, and a backreference silently pointed at another
+    pattern's group. Each now means what it says, in is_bot_handle and in apply_filters."""
+    cfg = FilterConfig(bot_handle_patterns=patterns)
+    assert cfg.is_bot_handle(handle) is bot
+    users = pd.DataFrame({"created_at": pd.to_datetime([None], utc=True), "handle": [handle], "engaged": [True]})
+    _, dropped, _ = apply_filters(users, pd.Timestamp("2026-04-10", tz="UTC"), cfg)
+    assert dropped["bot_handle"] == int(bot)
+
+
 def test_filter_config_errors(tmp_path: Path):
     with pytest.raises(Exception, match="bad bot handle regex"):
         FilterConfig(bot_handle_patterns=["(unclosed"])
