@@ -38,7 +38,9 @@ class FilterConfig(configs.ConfigModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_account_age_days: float = Field(default=7.0, ge=0)
+    #: at most a million days (2,700 years, older than any account): 1e9 passed and then overflowed pandas'
+    #: Timedelta in apply_filters (an OutOfBoundsTimedelta traceback)
+    min_account_age_days: float = Field(default=7.0, ge=0, le=1_000_000)
     bot_handle_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
     require_non_self_engagement: bool = True
 

@@ -110,6 +110,17 @@ def test_bot_patterns_are_searched_as_written(patterns, handle, bot):
     assert dropped["bot_handle"] == int(bot)
 
 
+def test_a_huge_minimum_account_age_is_a_config_error_not_an_overflow(tmp_path: Path):
+    """min_account_age_days = 1e9 loaded and then ended build-panel in pandas' OutOfBoundsTimedelta traceback."""
+    f = tmp_path / "f.toml"
+    f.write_text("[filters]\nmin_account_age_days = 1e9\n")
+    with pytest.raises(ConfigError, match=r"min_account_age_days: Input should be less than or equal to 1000000"):
+        load_filters(f)
+    users = pd.DataFrame({"created_at": pd.to_datetime(["2020-01-01"], utc=True), "handle": [None], "engaged": [True]})
+    keep, _, _ = apply_filters(users, pd.Timestamp("1970-01-01", tz="UTC"), FilterConfig(min_account_age_days=1e6))
+    assert keep.tolist() == [False]  # the largest allowed age still computes (created after the cut-off)
+
+
 def test_filter_config_errors(tmp_path: Path):
     with pytest.raises(Exception, match="bad bot handle regex"):
         FilterConfig(bot_handle_patterns=["(unclosed"])
