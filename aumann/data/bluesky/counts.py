@@ -91,6 +91,9 @@ class RawCounts:
                                ("users", self.users, ("followers",))):
             for c in cols:
                 col = df[c]
+                if len(col) and bool(col.isna().any()):  # a nullable Int64 column passes the dtype test below
+                    raise IngestError(f"RawCounts.{name}[{c!r}] holds {int(col.isna().sum())} missing value(s); "
+                                      "every count must be a non-negative integer")
                 if not pd.api.types.is_integer_dtype(col.dtype) or (len(col) and int(col.min()) < 0):
                     raise IngestError(f"RawCounts.{name}[{c!r}] must hold non-negative integers; got dtype "
                                       f"{col.dtype}" + (f", minimum {col.min()}" if len(col) and

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -282,6 +283,13 @@ DAMAGE = {
     "users_parquet_truncated": ("users.parquet", lambda p: p.write_bytes(p.read_bytes()[:100]), IngestError,
                                 "users.parquet"),
     "daily_parquet_missing": ("daily.parquet", lambda p: p.unlink(), IngestError, "daily.parquet"),
+    # a null count in a nullable integer column passed the dtype check and ended in pandas' ValueError traceback
+    "users_followers_null": ("users.parquet", lambda p: pd.read_parquet(p).assign(
+        followers=lambda u: pd.array([None, *u["followers"][1:]], dtype="Int64")).to_parquet(p, index=False),
+        IngestError, "users['followers'] holds 1 missing value(s)"),
+    "daily_posts_null": ("daily.parquet", lambda p: pd.read_parquet(p).assign(
+        posts=lambda d: pd.array([*d["posts"][:-1], None], dtype="Int64")).to_parquet(p, index=False),
+        IngestError, "daily['posts'] holds 1 missing value(s)"),
     "follows_parquet_random": ("follows.parquet", lambda p: p.write_bytes(np.random.default_rng(3).bytes(200)),
                                IngestError,
                                "follows.parquet"),
