@@ -60,7 +60,10 @@ class DailyWriter:
 
     @staticmethod
     def day_of(time_us: int) -> str:
-        return _dt.datetime.fromtimestamp(time_us / 1e6, tz=_dt.UTC).strftime("%Y-%m-%d")
+        """The UTC day of ``time_us``, by integer division as the ingester buckets it (``time_us / 1e6`` as a float
+        rounded 9999-12-31T23:59:59.999999 up to year 10000, a ValueError, and far-future times before midnight
+        into the next day's file)."""
+        return (_dt.date(1970, 1, 1) + _dt.timedelta(days=time_us // 86_400_000_000)).isoformat()
 
     def _handle(self, name: str):
         fh = self._open.pop(name, None)

@@ -135,6 +135,19 @@ def test_daily_files_rotate_by_time_us_not_arrival(tmp_path: Path):
     assert len((tmp_path / "2026-04-10.jsonl").read_text().splitlines()) == 3
 
 
+def test_the_day_file_is_the_ingesters_day_up_to_the_last_valid_time(tmp_path: Path):
+    """day_of used float seconds: the largest time_us the writer accepts (9999-12-31T23:59:59.999999) rounded up
+    to year 10000 and the capture died in a ValueError traceback; a far-future time 1 µs before midnight went to
+    the next day's file, which the ingester does not read as its day."""
+    from aumann.data.bluesky.capture import MAX_TIME_US
+
+    assert DailyWriter.day_of(MAX_TIME_US) == "9999-12-31"
+    assert DailyWriter.day_of(95_617_584_000_000_000 - 1) == "4999-12-31"  # 5000-01-01T00:00Z minus 1 µs
+    assert DailyWriter.day_of(1) == "1970-01-01" and DailyWriter.day_of(DAY0_US - 1) == "2026-04-09"
+    stats = record([_msg(MAX_TIME_US, 0)], tmp_path)
+    assert stats.files == {"9999-12-31.jsonl": 1} and stats.unparsed == 0
+
+
 def test_daily_writer_keeps_few_files_open(tmp_path: Path):
     with DailyWriter(tmp_path, max_open=1) as w:
         for i in range(6):
