@@ -14,7 +14,8 @@ Three containers are read, detected from the file's first bytes (never from its 
   1612007021, ``pkg/models/zstd_dictionary`` in the legacy repository); pass that file as
   ``dictionary``. Detection: the file starts with the zstd magic number and its first frame either
   declares a dictionary ID or decodes to a single message that does not end with a newline (an
-  ordinary ``.jsonl.zst`` frame ends with ``\\n``). Frames are decoded into a temporary JSONL file
+  ordinary ``.jsonl.zst`` frame ends with ``\\n``), and none of the first frames holds a newline inside (an
+  ordinary ``.jsonl.zst`` written in frames that end mid-line does). Frames are decoded into a temporary JSONL file
   (streaming, memory-bounded) that the ingester then reads like any other; a frame that fails to
   decode is counted (``malformed_frames``) and the decoder resynchronises at the next magic number.
   Frames compressed with a dictionary but without its ID in the header are recognised when the
@@ -155,9 +156,31 @@ def detect_container(path: str | os.PathLike[str], dictionary: str | os.PathLike
         except zstandard.ZstdError:
             return "zstd"
         return "zstd-frames"
-    if dobj.eof and dobj.unused_data.startswith(ZSTD_MAGIC) and not first.endswith(b"\n"):
+    if dobj.eof and dobj.unused_data.startswith(ZSTD_MAGIC) and not first.endswith(b"\n") \
+            and _frames_hold_single_lines(first, dobj.unused_data):
         return "zstd-frames"
     return "zstd"
+
+
+def _frames_hold_single_lines(first: bytes, rest: bytes, *, frames: int = 8) -> bool:
+    """Whether the first frames of a file (``first`` decoded, ``rest`` the bytes after it) each hold at most one
+    line, as per-message frames do (a Jetstream message has no newline): an ordinary .jsonl.zst written in several
+    frames that end mid-line (a frame per N bytes) has a newline inside one, and read as frames each of its cut
+    lines cost a valid event and counted twice as malformed."""
+    import zstandard
+
+    payloads = [first]
+    dctx = zstandard.ZstdDecompressor()
+    while len(payloads) < frames and rest.startswith(ZSTD_MAGIC):
+        dobj = dctx.decompressobj()
+        try:
+            payloads.append(dobj.decompress(rest))
+        except zstandard.ZstdError:
+            break
+        if not dobj.eof:
+            break  # the frame goes on past the sniffed head
+        rest = dobj.unused_data
+    return not any(b"\n" in p.rstrip(b"\r\n") for p in payloads)
 
 
 def _looks_binary(head: bytes, whole: bool = False) -> bool:

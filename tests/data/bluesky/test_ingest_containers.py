@@ -222,6 +222,20 @@ def test_complete_zstd_streams_are_not_flagged(tmp_path: Path):
     assert zstd_stream_problem(f) is None
 
 
+@pytest.mark.parametrize("cut", [100, 700])  # inside the first line; after several lines, inside one
+def test_a_jsonl_zst_whose_frames_end_mid_line_is_a_stream_not_frames(tmp_path: Path, cut: int):
+    """An ordinary .jsonl.zst in several frames (a writer that closes a frame every N bytes) whose first frame ends
+    mid-line was read as per-message frames: each frame became a line, so the cut event was lost and counted as
+    two malformed lines (lines_read 41 for a 40-line file). zstd -d reads it as the 40 lines it holds."""
+    text = b"\n".join(_lines(40)) + b"\n"
+    cctx = zstandard.ZstdCompressor(level=3)
+    f = tmp_path / "day.jsonl.zst"
+    f.write_bytes(cctx.compress(text[:cut]) + cctx.compress(text[cut:]))
+    assert detect_container(f) == "zstd"
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert (report.valid_events, report.malformed_lines, report.lines_read) == (40, 0, 40)
+
+
 @pytest.mark.parametrize("where", ["first", "between", "last"])
 def test_zstd_skippable_frames_are_skipped_not_refused_or_flagged(tmp_path: Path, where: str):
     """A skippable frame (magic 0x184D2A5?: pzstd writes one before every frame, the seekable format one after the
