@@ -20,6 +20,14 @@ from aumann.errors import IngestError
 _VALID = sql.PROFILE_VALID.format(max_count=MAX_COUNT)
 
 
+def _csv_problem(exc: Exception) -> str:
+    """DuckDB's account of a CSV it could not read, without the row it quotes (``Original Line: did:plc:...,alice``:
+    a real user's DID and handle in an error message, i.e. on stderr and in logs) and without its sniffer dump."""
+    text = str(exc).split("\n\n", 1)[0]
+    kept = [line for line in text.splitlines() if not line.startswith("Original Line:")]
+    return " ".join(kept)[:200]
+
+
 def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
     """Load the snapshot into table ``prof`` of ``con`` and record its statistics in ``report``."""
     p = Path(path)
@@ -31,7 +39,7 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
         cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
                                           [str(p)]).fetchall()]
     except duckdb.Error as exc:
-        raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {exc}") from exc
+        raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {_csv_problem(exc)}") from exc
     missing = [c for c in ("did", "followers_count") if c not in cols]
     if missing:
         raise IngestError(f"profile snapshot {str(p)!r} lacks columns {missing}; it has {cols} "
@@ -42,7 +50,7 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
             handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
         con.execute(sql.PROFILES_CLEAN.format(valid=_VALID, created_at=sql.CREATED_AT))
     except duckdb.Error as exc:
-        raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {str(exc)[:200]}") from exc
+        raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {_csv_problem(exc)}") from exc
     rows, valid, bad_dates = con.execute(
         f"SELECT count(*), count(*) FILTER (WHERE {_VALID}), "
         "count(*) FILTER (WHERE created_raw IS NOT NULL AND created_raw <> '' "

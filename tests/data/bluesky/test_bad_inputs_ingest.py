@@ -317,6 +317,22 @@ def test_undecodable_profile_csv_is_a_typed_error(tmp_path):
         ingest([f], profiles=prof, filters=OPEN, options=IngestOptions(threads=1))
 
 
+@pytest.mark.parametrize("bad_row", [b"did:plc:cccc,6,carol\xff.example\n",  # not UTF-8 (read at DESCRIBE)
+                                     b"did:plc:cccc,6,carol.example,x,y\n"])  # columns beyond the sniffed rows
+def test_a_profile_csv_error_names_no_users_row(tmp_path, bad_row):
+    """DuckDB quotes a row in its CSV errors ('Original Line: did:plc:...,alice.example'), and the IngestError
+    passed it on: a real user's DID and handle on stderr and in logs. The error now keeps DuckDB's problem and
+    line number only."""
+    f = tmp_path / "d.jsonl"
+    f.write_bytes(b"\n".join(events(4)) + b"\n")
+    prof = tmp_path / "profiles.csv"
+    rows = b"".join(b"did:plc:u%d,5,user%d.example\n" % (i, i) for i in range(25_000 if b"x,y" in bad_row else 1))
+    prof.write_bytes(b"did,followers_count,handle\n" + rows + bad_row)
+    with pytest.raises(IngestError, match=r"profiles\.csv.*CSV Error on Line") as info:
+        ingest([f], profiles=prof, filters=OPEN, options=IngestOptions(threads=1))
+    assert "did:plc:" not in str(info.value) and ".example" not in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize(("did", "count", "valid"), [
     ("did:plc:aaaa", "7", True), ("did:web:example.com", " 7 ", True), ("did:plc:aaaa", "1000000000000", True),
     ("did:plc:aaaa", "10.7", False), ("did:plc:aaaa", "7.0", False), ("did:plc:aaaa", "1e3", False),  # not whole
