@@ -142,11 +142,14 @@ def resilient_stream(
     backoff_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
     stats: CaptureStats | None = None,
+    deadline: float | None = None,
 ) -> Iterator[str | bytes]:
     """Messages from ``connect(url)``, reconnecting with the cursor rewound by ``rewind_s`` seconds.
 
     ``connect`` opens one connection and yields its messages; any ``OSError`` / ``ConnectionError``
-    (or a clean end) triggers a reconnect from ``last seen time_us − rewind``.
+    (or a clean end) triggers a reconnect from ``last seen time_us − rewind``. At ``time.monotonic() ≥ deadline``
+    the stream ends instead of reconnecting (and no back-off sleeps past it): the consumer checks its deadline
+    only when a message arrives, so with the endpoint down ``--duration 2`` retried for hours.
     """
     stats = stats if stats is not None else CaptureStats()
     last = cursor
@@ -165,10 +168,14 @@ def resilient_stream(
                 yield msg
         except (OSError, ConnectionError) as exc:  # websockets' ConnectionClosed derives from neither
             del exc
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
         if stats.reconnects >= max_reconnects:
             raise IngestError(f"gave up after {stats.reconnects} reconnects to {endpoint}")
         stats.reconnects += 1
-        sleep(min(60.0, backoff_s * 2 ** min(attempt, 6)))
+        wait = min(60.0, backoff_s * 2 ** min(attempt, 6))
+        sleep(wait if left is None else min(wait, left))
         attempt += 1
 
 
@@ -208,7 +215,7 @@ def capture(out_dir: str | os.PathLike[str], *, collections: Sequence[str] = DEF
     stats = CaptureStats()
     deadline = None if duration_s is None else time.monotonic() + duration_s
     stream = resilient_stream(connect, endpoint=endpoint, collections=collections, cursor=cursor,
-                              rewind_s=rewind_s, stats=stats)
+                              rewind_s=rewind_s, stats=stats, deadline=deadline)
     written = record(stream, out_dir, deadline=deadline, max_messages=max_messages)
     written.reconnects = stats.reconnects
     return written

@@ -194,6 +194,24 @@ def test_capture_with_fake_connection_writes_daily_files(tmp_path):
     assert [len((tmp_path / n).read_text().splitlines()) for n in names] == [4, 4, 2]
 
 
+def test_capture_ends_at_its_duration_while_the_endpoint_is_down(tmp_path):
+    """The duration was checked only when a message arrived: with the endpoint refusing connections,
+    ``--duration 0.3`` reconnected with back-off (up to 60 s, 1000 times: hours) instead of ending."""
+    import time
+
+    def connect(url):
+        if not url.endswith("cursor=" + str(DAY0_US + 1 - 5_000_000)):  # the first connection: two messages
+            yield _msg(DAY0_US, 0)
+            yield _msg(DAY0_US + 1, 1)
+        raise ConnectionRefusedError("down")
+
+    t0 = time.monotonic()
+    stats = capture(tmp_path, connect=connect, duration_s=0.3)
+    assert time.monotonic() - t0 < 5
+    assert stats.messages == 2 and stats.reconnects >= 1
+    assert len((tmp_path / "2026-04-10.jsonl").read_text().splitlines()) == 2
+
+
 def test_capture_command_without_websockets_fails_clearly(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "websockets", None)
     with pytest.raises(CaptureDependencyError, match="pip install"):
