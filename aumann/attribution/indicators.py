@@ -728,8 +728,14 @@ def evaluate_tensor(f: Any, state: EvalContext) -> torch.Tensor:
     z = state.z
     ctx = _tensor_context(state, z)
     mask = _living_mask(ind, state, tuple(z.shape[:-1]), z.device)
+    version = z._version  # torch counts every in-place write to z (and to the array it may share memory with)
     with user_code(f"indicator {ind.name!r}"):
-        return ind(z, ctx, mask)
+        out = ind(z, ctx, mask)
+    if z._version != version:
+        raise IndicatorError(f"indicator {ind.name!r} modified its input z in place (z.mul_(), z += ..., z[...] = "
+                             "...); every value computed from it would be wrong. An indicator must leave z as it is: "
+                             "compute on a new tensor (z = z * 2, z.clone())")
+    return out
 
 
 def _tensor_context(state: EvalContext, z: torch.Tensor) -> dict[str, torch.Tensor] | None:

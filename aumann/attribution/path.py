@@ -298,12 +298,17 @@ class AumannShapley(AttributionMethod):
         def on_device(t0: int, t1: int) -> tuple[torch.Tensor, torch.Tensor]:
             """z_t and δ_t = z_t − z⁰_t of steps t0..t1 on the device (the baseline block travels with them);
             f(z_t) and f(z⁰_t) are taken here, from the blocks already on the device (no second transfer)."""
-            xb = _tensor(x[t0:t1]).to(dev, dtype)
+            src = _tensor(x[t0:t1])
+            xb = src.to(dev, dtype)
             b = None if zero_base else (
                 base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype))
             idx = np.arange(t0, t1)
             with torch.no_grad():
-                f_values[t0:t1] = problem.evaluate(xb, idx).double().cpu().numpy()
+                # f never sees the panel's own memory: an indicator that writes to z in place is refused
+                # (evaluate_tensor), and the user's panel must be as it was after the refusal
+                own = xb.clone() if xb.data_ptr() == src.data_ptr() else xb
+                f_values[t0:t1] = problem.evaluate(own, idx).double().cpu().numpy()
+                del own
                 z0 = torch.zeros_like(xb) if b is None else b.expand(t1 - t0, N, D).contiguous()
                 f_baseline[t0:t1] = problem.evaluate(z0, idx).double().cpu().numpy()
                 del z0

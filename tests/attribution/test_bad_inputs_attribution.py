@@ -343,6 +343,26 @@ def test_misbehaving_user_indicators_are_indicator_errors_naming_them(method, f,
     assert needle in str(info.value) and (f.__name__ in str(info.value) or needle == "int64")
 
 
+def _f_in_place(z):
+    with torch.no_grad():  # (without no_grad torch refuses the write on the path's leaf; with it, nothing did)
+        z.mul_(2.0)
+    return z.sum((-1, -2))
+
+
+@pytest.mark.parametrize("method", [None, AumannShapley(closed_form=False), LeaveOneOut(),
+                                    SampledShapley(permutations=4), ExactShapley(), SampledBanzhaf(samples=8)],
+                         ids=["default", "path", "loo", "sampled_shapley", "exact_shapley", "sampled_banzhaf"])
+def test_an_indicator_that_writes_to_its_input_is_refused_and_leaves_the_panel_as_it_was(method):
+    # the path integral handed f the panel's own memory: the user's panel was doubled, and every later attribution
+    # of it (any method) reported a Δv two, four, eight times the true one; the coalition methods returned numbers
+    # computed on the overwritten coalitions
+    panel = _panel()
+    before = panel.values.copy()
+    with pytest.raises(IndicatorError, match="'_f_in_place' modified its input z in place"):
+        attribute(_f_in_place, panel, method=method, rng=0)
+    np.testing.assert_array_equal(panel.values, before)
+
+
 def test_evaluate_refuses_complex_output_and_string_input():
     with pytest.raises(IndicatorError, match="complex"):
         indicators.evaluate(_f_complex, np.ones((2, 3)))
