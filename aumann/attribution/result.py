@@ -277,10 +277,16 @@ class Attribution:
             if group not in self.groups:
                 raise UnknownFeatureError(f"unknown group {group!r}; this result has groups {list(self.groups)}")
             return self.groups[group]
-        labels = np.asarray(group)
+        try:
+            labels = np.asarray(group)
+        except (ValueError, TypeError) as exc:
+            raise ShapeError(f"group labels must be one label per agent (N = {self.N}): {exc}") from exc
         if labels.shape != (self.N,):
             raise ShapeError(f"group labels must have shape (N,) = ({self.N},); got {labels.shape}")
-        return labels
+        # the rule of Panel(groups=...): a NaN label is not equal to itself (its agents dropped out of every
+        # share, which then summed to < 1), and labels of mixed types (None among text) cannot be sorted
+        plain_labels(labels, "group labels")
+        return labels.astype(str) if labels.dtype == object else labels
 
     def group_shares(self, group: str | np.ndarray, *, per_step: bool = False) -> dict[Hashable, Any]:
         """R_G: the share of the normalised attribution carried by each group label.

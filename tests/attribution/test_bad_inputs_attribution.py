@@ -559,6 +559,34 @@ def test_group_labels_that_are_no_label_are_refused(labels, needle):
     assert "tier" in str(info.value) and needle in str(info.value)
 
 
+@pytest.mark.parametrize("labels, needle", [
+    ([np.nan, np.nan, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "NaN"),
+    ([np.inf, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0], "NaN or ±inf"),
+    ([1j, 1, 1, 2, 2, 3, 3, 3], "complex"),
+], ids=["nan", "inf", "complex"])
+@pytest.mark.parametrize("call", ["group_shares", "per_step", "group_totals"])
+def test_group_labels_given_to_an_attribution_are_checked_as_a_panel_checks_them(labels, needle, call):
+    # labels passed as an array (not a panel group's name) were not checked: the NaN agents' share came back 0
+    # ({1.0: 0.29, 2.0: 0.21, 3.0: 0.24, nan: 0.0}) and the shares summed to < 1
+    res = attribute("lin", Panel(Z))
+    fn = {"group_shares": res.group_shares, "per_step": lambda g: res.group_shares(g, per_step=True),
+          "group_totals": res.group_totals}[call]
+    with pytest.raises(PanelError, match="group labels") as info:
+        fn(np.array(labels))
+    assert needle in str(info.value)
+
+
+def test_group_labels_of_mixed_types_given_to_an_attribution_are_text_as_in_a_panel():
+    # None among text labels was a TypeError from sorting ('<' not supported between 'str' and 'NoneType')
+    labels = np.array([None, None, "a", "a", "b", "b", "b", "b"], dtype=object)
+    res = attribute("lin", Panel(Z))
+    shares = res.group_shares(labels)
+    assert shares == res.group_shares(labels.astype(str))
+    assert sorted(shares) == ["None", "a", "b"] and sum(shares.values()) == pytest.approx(1.0)
+    panel_route = attribute("lin", Panel(Z, groups={"tier": labels})).group_shares("tier")
+    assert panel_route == shares
+
+
 def test_group_shares_of_a_panel_group_sum_to_one():
     p = Panel(Z, groups={"tier": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]})
     shares = attribute("lin", p).group_shares("tier")
