@@ -624,6 +624,9 @@ def register(indicator: Indicator | Callable[..., Indicator], name: str | None =
 
     Usable as a decorator on an :class:`Indicator` subclass. Returns its argument.
     """
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        # an explicit name that is no name: `name or indicator.name` registered it under another name
+        raise IndicatorError(f"an indicator is registered under a non-blank name (a string); got {name!r}")
     if isinstance(indicator, Indicator):
         key = name or indicator.name
         factory: Callable[..., Indicator] = lambda _ind=indicator: _ind  # noqa: E731

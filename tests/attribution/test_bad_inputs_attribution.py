@@ -314,6 +314,16 @@ def test_indicator_names_must_be_strings():
         indicators.get(3)
 
 
+@pytest.mark.parametrize("name", ["", "   ", 3], ids=["empty", "blank", "integer"])
+def test_registering_an_indicator_under_a_name_that_is_no_name_is_refused(monkeypatch, name):
+    # register(ind, name="") registered it under ind.name ('<lambda>') instead, and "   " became a name
+    monkeypatch.setattr(indicators, "_REGISTRY", dict(indicators._REGISTRY))
+    before = indicators.names()
+    with pytest.raises(IndicatorError, match="non-blank name"):
+        indicators.register(indicators.FunctionIndicator(lambda z: z.sum((-1, -2))), name=name)
+    assert indicators.names() == before
+
+
 # ---------------------------------------------------------------------------------------------- what indicators return
 def _f_complex(z):
     return z.sum((-1, -2)).to(torch.complex128)
