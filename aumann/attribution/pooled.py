@@ -269,6 +269,21 @@ class GenericKernel(GameKernel):
         return v_full - self.v(masks)
 
 
+def _checked_rho(out: Any, s: torch.Tensor) -> torch.Tensor:
+    """ρ's value on sums ``s`` (..., P), checked as every indicator's output is: a real tensor of shape (...),
+    as float64. A ρ that kept the P axis (``rho=lambda m: m``) was a ValueError from ``float()`` deep inside
+    the kernel ('only one element tensors can be converted to Python scalars'), reported as the indicator's."""
+    if not isinstance(out, torch.Tensor):
+        raise IndicatorError(f"pooled rho returned {type(out).__name__}; it must return a torch tensor: rho maps "
+                             "sums (..., P) to (...)")
+    if out.is_complex() or not out.is_floating_point():
+        raise IndicatorError(f"pooled rho returned a {out.dtype} tensor; it must return real floating values")
+    if out.shape != s.shape[:-1]:
+        raise IndicatorError(f"pooled rho returned shape {tuple(out.shape)} for sums of shape {tuple(s.shape)}; "
+                             "rho maps (..., P) to (...)")
+    return out.detach().to(torch.float64)
+
+
 class AdditiveKernel(GameKernel):
     """v(S) = ρ(Σ_{i∈S} a_i + Σ_{i∉S} b_i); a, b of shape (N, P).
 
@@ -321,7 +336,7 @@ class AdditiveKernel(GameKernel):
 
     def _rho(self, s: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            return self.rho(s).detach().to(torch.float64)
+            return _checked_rho(self.rho(s), s)
 
     def values(self, masks):
         m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
@@ -425,7 +440,7 @@ class AdditiveKernel(GameKernel):
     def _rho_view(self, m: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             out = self.rho(m)
-        return out.detach().to(torch.float64).contiguous()
+        return _checked_rho(out, m).contiguous()
 
     @staticmethod
     def _steps(vals: torch.Tensor, v0: float) -> torch.Tensor:
@@ -440,8 +455,9 @@ class AdditiveKernel(GameKernel):
 
     def _rho_t(self, g: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            out = self.rho(g.permute(1, 2, 0))
-        return out.detach().to(torch.float64)
+            m = g.permute(1, 2, 0)
+            out = self.rho(m)
+        return _checked_rho(out, m)
 
     def flip_marginals(self, masks):
         m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)

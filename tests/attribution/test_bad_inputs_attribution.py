@@ -8,6 +8,8 @@ Banzhaf, user games), checked in the one place every result passes through.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -20,9 +22,11 @@ from aumann.attribution import (
     FunctionGame,
     LeaveOneOut,
     Panel,
+    PooledForm,
     QuadraticIndicator,
     SampledBanzhaf,
     SampledShapley,
+    SampledShapleyCV,
     attribute,
     indicators,
     metrics,
@@ -351,6 +355,25 @@ def test_misbehaving_user_indicators_are_indicator_errors_naming_them(method, f,
     with pytest.raises(IndicatorError) as info:
         attribute(f, _panel(), method=method, rng=0)
     assert needle in str(info.value) and (f.__name__ in str(info.value) or needle == "int64")
+
+
+def _pooled_with_rho(rho):
+    psi = lambda z: z**2  # noqa: E731
+    return indicators.FunctionIndicator(lambda z: torch.log1p(psi(z).mean(-2).sum(-1)), name="pooled_user",
+                                        pooled=PooledForm(psi, rho))
+
+
+@pytest.mark.parametrize("method", [LeaveOneOut(), SampledShapley(permutations=4), SampledShapleyCV(permutations=4),
+                                    ExactShapley()], ids=["loo", "sampled_shapley", "sampled_shapley_cv", "exact"])
+@pytest.mark.parametrize("rho, needle", [(lambda m: m, r"returned shape \(2, 2\) for sums of shape \(2, 2\)"),
+                                         (lambda m: m.sum(-1).long(), "torch.int64"),
+                                         (lambda m: m.sum(-1).numpy(), "ndarray")], ids=["kept_p", "integer", "numpy"])
+def test_a_pooled_rho_that_misbehaves_is_named_as_the_pooled_rho(method, rho, needle):
+    # rho=lambda m: m (the P axis kept) was "indicator 'pooled_user' raised ValueError: only one element tensors
+    # can be converted to Python scalars", from float() inside the coalition kernel
+    with pytest.raises(IndicatorError, match="pooled rho") as info:
+        attribute(_pooled_with_rho(rho), Panel(np.abs(Z[:, :, :2]) + 0.1), method=method, rng=0)
+    assert re.search(needle, str(info.value))
 
 
 def _f_in_place(z):
