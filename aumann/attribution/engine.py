@@ -133,9 +133,14 @@ def flag_efficiency_gap(res: Attribution) -> None:
     res.provenance["efficiency_flag"] = {"steps": int(flags.sum()), "worst_step": label,
                                          "worst_relative_gap": float(rel[worst]), "share": EFFICIENCY_WARN_SHARE}
     hint = " (raise steps= or use tol= for adaptive K)" if res.method == "aumann_shapley" else ""
+    if rel[worst] <= 1e4:
+        by = f"{100 * rel[worst]:.3g} % of |Δv|"
+    else:  # a percentage of next to nothing (3.99e+294 %) says less than the two numbers
+        by = (f"{float(gap[worst]):.3g} while Δv = {float(res.delta_v[worst]):.3g} (f barely changes between the "
+              "baseline and z there; an indicator that does not keep the batch axis does this too)")
     warnings.warn(EfficiencyGapWarning(
-        f"{res.method} of {res.provenance.get('indicator', 'f')!r}: Σ_i φ misses Δv by {100 * rel[worst]:.3g} % of "
-        f"|Δv| at step {label!r} ({int(flags.sum())} step(s) over {100 * EFFICIENCY_WARN_SHARE:g} %){hint}"),
+        f"{res.method} of {res.provenance.get('indicator', 'f')!r}: Σ_i φ misses Δv by {by} at step {label!r} "
+        f"({int(flags.sum())} step(s) over {100 * EFFICIENCY_WARN_SHARE:g} %){hint}"),
         stacklevel=3)
 
 

@@ -56,6 +56,19 @@ def test_a_large_efficiency_gap_is_a_warning_and_a_provenance_flag(rng):
     assert not ok.large_efficiency_gap().any()
 
 
+def test_a_gap_where_delta_v_is_next_to_nothing_is_told_in_numbers_not_a_huge_percentage():
+    """f(z) = f(z⁰) at the step (Δv = 0) but a coarse path misses: '3.99e+294 % of |Δv|' said nothing."""
+    z = np.array([[[1.0], [2.0], [3.0]]])  # whole periods of sin(2π x): f(z) = f(0) = 0
+
+    def periodic(z):
+        return torch.sin(2 * torch.pi * z[..., 0]).sum(-1) ** 2 + z[..., 0].sum(-1) * 0
+
+    want = r"misses Δv by [0-9.e+-]+ while Δv = [0-9.e+-]+ \(f barely changes"
+    with pytest.warns(EfficiencyGapWarning, match=want) as w:
+        res = attribute(periodic, Panel(z), method=AumannShapley(steps=3, rule="midpoint"))
+    assert "% of |Δv|" not in str(w[0].message) and abs(res.delta_v[0]) < 1e-20 < res.efficiency_gap[0]
+
+
 def test_reports_flag_the_gap_and_explain_agreement_above_the_ceiling():
     from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note
 
