@@ -49,12 +49,14 @@ from aumann.errors import AumannError, ScenarioCodeError, StepExpired, StepTimeo
 MAX_STEP_TIMEOUT = 1e6
 
 
-def _shown(exc: BaseException) -> str:
+def exception_message(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line, at most ``limit`` characters (a user's exception whose ``__str__`` raises
+    is still reported)."""
     try:
         text = " ".join(str(exc).split())
     except Exception:  # a user exception whose __str__ raises
         return "(its message cannot be shown)"
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _where(scenario: str, what: str, step: int | None) -> str:
@@ -84,7 +86,8 @@ def call(scenario: str, what: str, fn: Callable[..., Any], *args: Any, step: Any
         raise error(f"{_where(scenario, what, _index(step))} called sys.exit({exc.code!r}); scenario code must "
                     "return or raise, not exit the process") from exc
     except Exception as exc:
-        raise error(f"{_where(scenario, what, _index(step))} raised {type(exc).__name__}: {_shown(exc)}") from exc
+        raise error(f"{_where(scenario, what, _index(step))} raised {type(exc).__name__}: "
+                    f"{exception_message(exc)}") from exc
 
 
 def _index(step: Any) -> int | None:

@@ -37,6 +37,7 @@ import numpy as np
 
 from aumann.errors import AumannError, ConfigError, StudyError, TerminatedBySignal
 from aumann.scenarios.base import Scenario, ScenarioConfig, target_step
+from aumann.simulators.boundary import exception_message
 from aumann.studies.context import LARGE_N, RunContext, StudySizes
 from aumann.studies.named import NamedList
 from aumann.studies.rows import compute_rows, score_rows
@@ -97,20 +98,10 @@ def _record(ctx: RunContext, name: str, status: str, optional: bool, exc: BaseEx
     entry: dict[str, Any] = {"status": status, "optional": optional}
     if exc is not None:
         entry["error"] = type(exc).__name__
-        entry["message"] = _shown(exc, 500)
+        entry["message"] = exception_message(exc, 500)
     elif message:
         entry["message"] = message
     ctx.stages[name] = entry
-
-
-def _shown(exc: BaseException, limit: int = 300) -> str:
-    """``exc``'s message on one line, at most ``limit`` characters (a user's exception whose ``__str__`` raises
-    is still reported)."""
-    try:
-        text = " ".join(str(exc).split())
-    except Exception:
-        return "(its message cannot be shown)"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _no_exit(fn: Callable[[], Any]) -> Any:
@@ -173,7 +164,7 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
             # a user's required stage: one typed line at the CLI (its traceback: --debug, or the exception's cause)
             _record(ctx, stage.name, "failed", False, exc)
             raise StudyError(f"the required stage {stage.name!r} (run {ctx.options.run_index}) raised "
-                             f"{type(exc).__name__}: {_shown(exc)}") from exc
+                             f"{type(exc).__name__}: {exception_message(exc)}") from exc
         _record(ctx, stage.name, "ok", False)
         return
     attempt(ctx, stage.name, lambda: stage.run(ctx))
