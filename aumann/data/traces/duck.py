@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob as globlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,12 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     return f"read_csv({lst}, header = true, filename = true{extra})"
 
 
+def json_values(values: list[Any]) -> list[Any]:
+    """The values of a column of DuckDB's JSON type (a field whose values are of more than one JSON type, 7 and
+    "b") as what they hold: each is JSON text ('"b"'), ``None`` stays ``None``."""
+    return [None if v is None else json.loads(v) for v in values]
+
+
 def connect(threads: int | None = None):
     import duckdb
 
@@ -153,4 +160,5 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["arrow_reader", "connect", "csv_dialect", "expr", "ident", "scan_sql", "sniff_sql", "table_files"]
+__all__ = ["arrow_reader", "connect", "csv_dialect", "expr", "ident", "json_values", "scan_sql", "sniff_sql",
+           "table_files"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.duck import _kind, connect, ident, scan_sql, table_files
+from aumann.data.traces.duck import _kind, connect, ident, json_values, scan_sql, table_files
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -81,7 +80,7 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
     finally:
         con.close()
     cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
-    cols_ = [[None if v is None else json.loads(v) for v in c] if j else c for c, j in zip(cols_, json_cols)]
+    cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}")
 
 

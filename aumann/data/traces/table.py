@@ -9,7 +9,6 @@ header not counted). A nested JSON field ``a/b`` is the struct access ``a.b``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from aumann.data.traces.duck import (
     csv_dialect,
     expr,
     ident,
+    json_values,
     lit,
     scan_sql,
     sniff_sql,
@@ -167,7 +167,7 @@ class TableReader(TraceReader):
 
                 def values(key: str, plain: bool = False, col=col, times: bool = False) -> Any:
                     if key in decode:
-                        return [None if v is None else json.loads(v) for v in col[key].to_pylist()]
+                        return json_values(col[key].to_pylist())
                     if f"{key}{_TEXT}" in col and col[key].null_count:  # an integer column's non-decimal text
                         return [t if v is None else v for v, t in zip(col[key].to_pylist(),
                                                                       col[f"{key}{_TEXT}"].to_pylist())]
