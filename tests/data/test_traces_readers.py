@@ -270,6 +270,30 @@ def test_otel_missing_agent_field(tmp_path):
         read_trace(f, format="otel")
 
 
+def _spans(path: Path, agents: list) -> Path:
+    path.write_text("".join(json.dumps({"resource": {"agent.id": a}, "trace_id": f"t{i}", "span_id": f"s{i}",
+                                        "name": "agent.step", "attributes": {"agent.tick": i % 2}}) + "\n"
+                            for i, a in enumerate(agents)))
+    return path
+
+
+def test_agent_ids_beyond_int64_are_kept_as_text_not_an_overflow_error(tmp_path):
+    """An integer id beyond int64 (a span's 2⁷⁰, a Parquet uint64 column's 2⁶⁴ − 1) made the panel's id array
+    raise a bare OverflowError; such ids are text, every digit kept, and distinct ids stay distinct."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = read_trace(_spans(tmp_path / "s.jsonl", [2**70, 2**70 + 1, 3, -(2**63) - 1]), format="otel").panel
+    assert sorted(p.agent_ids.tolist()) == sorted(str(v) for v in [2**70, 2**70 + 1, 3, -(2**63) - 1])
+    f = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"agent": pa.array([2**64 - 1, 2**63, 2**64 - 1], pa.uint64()), "tick": [0, 1, 1],
+                             "action": ["a", "a", "b"], "amount": [1.0, 2.0, 3.0]}), f)
+    p = read_trace(f, TABLE_SPEC).panel
+    assert sorted(p.agent_ids.tolist()) == [str(2**64 - 1), str(2**63)]
+    assert cell(p, 1, str(2**64 - 1), "amount") == 3.0
+    assert read_trace(_spans(tmp_path / "small.jsonl", [2**63 - 1, 3]), format="otel").panel.agent_ids.dtype == np.int64
+
+
 def test_otlp_json_lines_with_a_spec(tmp_path):
     spec = tmp_path / "otlp.toml"
     spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'

@@ -347,9 +347,15 @@ def _exposure(x: np.ndarray, src: np.ndarray, tgt: np.ndarray, since: np.ndarray
     return out
 
 
+_INT64 = np.iinfo(np.int64)
+
+
 def _plain_ids(ids: list[Any]) -> np.ndarray:
-    """Agent ids as one numpy type: integers stay integers; mixed types become text."""
-    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in ids):
+    """Agent ids as one numpy type: integers that all fit an int64 stay integers; mixed types, and integers
+    beyond int64 (a 2⁷⁰ in a span, a uint64 column holding 2⁶⁴ − 1, which made ``np.asarray(ids, int64)`` raise
+    a bare OverflowError), become text, every digit kept."""
+    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) and _INT64.min <= v <= _INT64.max
+           for v in ids):
         return np.asarray(ids, dtype=np.int64)
     return np.asarray([str(v) for v in ids], dtype=object).astype(str)
 
