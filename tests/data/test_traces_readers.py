@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from aumann.data.traces import detect_format, load_spec, read_trace
-from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
+from aumann.errors import TraceError, TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
 DATA = Path(__file__).parent / "traces"
 OASIS = DATA / "oasis_twitter.db"
@@ -292,6 +292,31 @@ def test_agent_ids_beyond_int64_are_kept_as_text_not_an_overflow_error(tmp_path)
     assert sorted(p.agent_ids.tolist()) == [str(2**64 - 1), str(2**63)]
     assert cell(p, 1, str(2**64 - 1), "amount") == 3.0
     assert read_trace(_spans(tmp_path / "small.jsonl", [2**63 - 1, 3]), format="otel").panel.agent_ids.dtype == np.int64
+
+
+@pytest.mark.parametrize("kind", ["otel", "jsonl", "parquet"])
+def test_an_agent_id_that_is_a_list_in_every_record_is_unusable_not_a_pandas_error(tmp_path, kind):
+    """Lists of one length in every record of a batch (an OTel arrayValue agent.id, a JSON array, a Parquet list
+    column) became a 2-D array, and pandas' factorize raised 'Buffer has wrong number of dimensions'."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if kind == "otel":
+        f, spec = _spans(tmp_path / "s.jsonl", [[1, 2], [3, 4]]), None
+        read = {"format": "otel"}
+    else:
+        rows = {"agent": [[1], [2]], "tick": [0, 1], "action": ["a", "b"], "amount": [1, 2]}
+        f = tmp_path / f"t.{kind}"
+        if kind == "parquet":
+            pq.write_table(pa.table(rows), f)
+        else:
+            f.write_text("".join(json.dumps(dict(zip(rows, v))) + "\n" for v in zip(*rows.values())))
+        spec, read = TABLE_SPEC, {}
+    field = "resource/agent.id" if kind == "otel" else "agent"
+    with pytest.raises(TraceRecordError, match=rf"{f.name} (line|row) 1: no usable agent id in field '{field}'"):
+        read_trace(f, spec, **read)
+    with pytest.raises(TraceError, match=r"no usable events \(2 record\(s\) read\).*skipped 2: no usable agent id"):
+        read_trace(f, spec, on_bad="skip", **read)
 
 
 def test_otlp_json_lines_with_a_spec(tmp_path):

@@ -315,10 +315,12 @@ class Validator:
             ok = np.fromiter((_key(v) in allowed for v in vals), dtype=bool, count=n)
             self.tally.filter(f"{key} not in where", int((keep & ~ok).sum()))
             keep &= ok
-        agent = np.asarray(raw.agent, dtype=object) if not isinstance(raw.agent, np.ndarray) else raw.agent
+        # one entry per record: np.asarray(dtype=object) turned same-length lists (a JSON array or an OTel
+        # arrayValue in every record of the batch) into a second dimension, and pandas' factorize raised
+        agent = _scalars(raw.agent) if not isinstance(raw.agent, np.ndarray) or raw.agent.ndim != 1 else raw.agent
         if agent.dtype == object:
             amiss = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v))
-                                 or isinstance(v, dict | list) for v in agent), dtype=bool, count=n)
+                                 or v is _NESTED for v in agent), dtype=bool, count=n)
         else:
             amiss = np.zeros(n, dtype=bool)
         keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
