@@ -490,6 +490,32 @@ def test_one_value_of_another_json_type_changes_no_other_value(tmp_path, odd):
             assert "7" in feats
 
 
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_long_integer_ids_stay_distinct_and_readable_in_tables(tmp_path, kind):
+    """Integer ids too long for DuckDB's integers: a JSON number beyond 2⁶⁴ was read as a double (2⁷⁰ and 2⁷⁰ + 1
+    became one agent, labelled 1.18e+21, and 3 became '3.0'); a CSV column with a 40-digit id was BIGNUM, which
+    Arrow hands over as bytes (every id of the column, 3 included, became b'\\x80...'). A 40-digit step is out of
+    range, a 40-digit value a number."""
+    big = [2**70, 2**70 + 1] if kind == "jsonl" else [10**39 + 7, 10**39 + 8]
+    rows = [(big[0], 0, "buy", 1), (big[1], 0, "buy", 2), (3, 1, "buy", 4)]
+    f = tmp_path / f"t.{kind}"
+    if kind == "csv":
+        f.write_text("agent,tick,action,amount\n" + "".join(f"{a},{t},{x},{v}\n" for a, t, x, v in rows)
+                     + f"5,2,buy,{10**39}\n")
+    else:
+        f.write_text("".join(json.dumps({"agent": a, "tick": t, "action": x, "amount": v}) + "\n"
+                             for a, t, x, v in rows) + json.dumps({"agent": 5, "tick": 2, "action": "buy",
+                                                                   "amount": 10**39}) + "\n")
+    p = read_trace(f, TABLE_SPEC).panel
+    assert sorted(p.agent_ids.tolist()) == sorted([str(big[0]), str(big[1]), "3", "5"])
+    assert cell(p, 0, str(big[0]), "amount") == 1 and cell(p, 0, str(big[1]), "amount") == 2
+    assert cell(p, 1, "3", "amount") == 4 and cell(p, 2, "5", "amount") == 1e39
+    if kind == "csv":
+        f.write_text("agent,tick,action,amount\n" + f"a,{10**39},buy,1\n")
+        with pytest.raises(TraceRecordError, match=r"t\.csv line 2: step field 'tick' is out of range"):
+            read_trace(f, TABLE_SPEC)
+
+
 @pytest.mark.parametrize(("tail", "where"), [('{"agent":"a1","tick":1,"act', "row 61"), ("[1,2,3]\n", "row 61"),
                                              ("7\n", "row 61"), ("garbage{\n", "row 61")])
 def test_a_bad_json_line_in_a_table_is_refused_by_its_row_or_skipped_and_counted(tmp_path, tail, where):

@@ -121,6 +121,13 @@ class TableReader(TraceReader):
             sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
+                if kind == "json" and json_tops != set(tops) and _lossy_id(types.get("agent")):
+                    # agent ids DuckDB reads as floating point (JSON numbers beyond 2⁶⁴): 2⁷⁰ and 2⁷⁰ + 1 were one
+                    # agent, labelled 1.18e+21; read the spec's fields as JSON text, each id decoded as it is written
+                    src = scan_sql(files, lenient=True, json_columns=tops)
+                    json_tops = set(tops)
+                    sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
+                    types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
                 if kind == "csv":
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
@@ -192,6 +199,16 @@ class TableReader(TraceReader):
             con.close()
 
 
+_WIDE = ("BIGNUM", "VARINT")  # DuckDB's integers of any length (VARINT before 2.0): Arrow gets their raw bytes
+_FLOATING = ("DOUBLE", "FLOAT", "REAL")
+
+
+def _lossy_id(t: str | None) -> bool:
+    """Whether agent ids of DuckDB type ``t`` may not be what the file holds: floating point (two integer ids beyond
+    2⁵³ or 2⁶⁴ that differ become one number), a decimal, or raw bytes of a BIGNUM."""
+    return t is not None and (t in _FLOATING or t in _WIDE or t.startswith("DECIMAL"))
+
+
 _TEXT = ":text"  # the suffix of the column holding an integer CSV column's values that are not decimal integers
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
             "UHUGEINT")
@@ -203,11 +220,17 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     decimal integers: DuckDB's integer cast also takes ``0x10`` (16), ``0b11`` (3) and ``1_000``, so such a
     value in a column of integers became a number. The column is read as text; a value that is a decimal
     integer (fitting BIGINT) is selected as one, any other is handed over as its text (``key`` + ``_TEXT``),
-    which the validator refuses (or skips and counts) as not a number."""
+    which the validator refuses (or skips and counts) as not a number.
+
+    Columns of integers too long for HUGEINT, which DuckDB reads as BIGNUM and hands to Arrow as raw bytes (an id
+    of 40 digits, and with it every id of the column, became ``b'\\x80...'``; a step or value of 40 digits was
+    "not a number"), and agent ids read as floating point (ids one apart merged), are read as text too: an id as
+    written, a step or value as the number it spells."""
     keys = [k for k in want if (k == "step" or k.startswith("v")) and types.get(k) in _INTEGER]
-    if not keys:
+    wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _lossy_id(types.get(k)))]
+    if not keys and not wide:
         return src, sel, types
-    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys}), skip=skip)
+    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
     parts = []
     for k, p in want.items():
         if k in keys:
