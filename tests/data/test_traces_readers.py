@@ -437,6 +437,41 @@ def test_a_step_beyond_two_to_the_53_is_out_of_range_not_a_non_integer(tmp_path,
     assert r.panel.N == 1
 
 
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_a_table_with_a_column_named_filename_is_read(tmp_path, kind):
+    """DuckDB's file-name column was named ``filename``: a table with a column of that name (a log of file events)
+    was refused whole ('Binder Error: Option filename adds column "filename"'), edge files alike; the column is
+    the table's own, readable as any field."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = {"filename": ["x.txt", "y.txt", "x.txt"], "tick": [0, 1, 1], "action": ["open", "open", "save"],
+            "amount": [1, 2, 3]}
+    f = tmp_path / f"t.{kind}"
+    if kind == "parquet":
+        pq.write_table(pa.table(rows), f)
+    elif kind == "csv":
+        f.write_text(",".join(rows) + "\n" + "".join(",".join(map(str, v)) + "\n" for v in zip(*rows.values())))
+    else:
+        f.write_text("".join(json.dumps(dict(zip(rows, v))) + "\n" for v in zip(*rows.values())))
+    spec = {**TABLE_SPEC, "agent": {"field": "filename"}}
+    p = read_trace(f, spec).panel
+    assert p.agent_ids.tolist() == ["x.txt", "y.txt"]
+    assert cell(p, 1, "x.txt", "save") == 1 and cell(p, 1, "y.txt", "amount") == 2
+    edges = tmp_path / f"e.{kind}"
+    erows = {"follower_id": ["x.txt"], "followee_id": ["y.txt"], "filename": ["z"]}
+    if kind == "parquet":
+        pq.write_table(pa.table(erows), edges)
+    elif kind == "csv":
+        edges.write_text("follower_id,followee_id,filename\nx.txt,y.txt,z\n")
+    else:
+        edges.write_text(json.dumps({k: v[0] for k, v in erows.items()}) + "\n")
+    spec["features"] = [*spec["features"], {"kind": "exposure", "name": "seen", "of": "amount",
+                                            "edges": {"path": str(edges)}}]
+    p = read_trace(f, spec).panel
+    assert cell(p, 1, "x.txt", "seen") == 2 and cell(p, 1, "y.txt", "seen") == 0
+
+
 def test_table_bad_row_and_missing_column(tmp_path):
     f = tmp_path / "ev.csv"
     f.write_text("agent,tick,action,amount\na,0,buy,1\nb,zero,buy,2\nc,1,sell,3\n")

@@ -15,6 +15,11 @@ _TABLE_EXT = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json", "
               ".ndjson.gz")
 
 
+#: the column DuckDB adds with each row's file: a name no table of events uses (``filename = true`` named it
+#: ``filename``, and a table with a column of that name could not be read at all: "Option filename adds column")
+FILE_COLUMN = "__aumann_source_file__"
+
+
 def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
@@ -92,7 +97,7 @@ def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any
 
 def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
              dialect: dict[str, Any] | None = None, text: Sequence[str] = (), skip: int = 0) -> str:
-    """DuckDB's table function over ``files`` (all of one kind), with the file name as a column.
+    """DuckDB's table function over ``files`` (all of one kind), with the file name as column :data:`FILE_COLUMN`.
 
     ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
     (``ignore_errors``) and a CSV line that does not split into the header's columns is left out and kept in
@@ -109,12 +114,13 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     lst = "[" + ", ".join(lit(str(f)) for f in files) + "]"
     kind = kinds.pop()
     if kind == "parquet":
-        return f"read_parquet({lst}, filename = true)"
+        return f"read_parquet({lst}, filename = {lit(FILE_COLUMN)})"
     if kind == "json":
         extra = ", ignore_errors = true" if lenient else ""
         if json_columns:
             extra += ", columns = {" + ", ".join(f"{lit(c)}: 'JSON'" for c in json_columns) + "}"
-        return (f"read_json({lst}, format = 'newline_delimited', filename = true, maximum_object_size = 67108864"
+        return (f"read_json({lst}, format = 'newline_delimited', filename = {lit(FILE_COLUMN)}, "
+                f"maximum_object_size = 67108864"
                 f"{extra})")
     extra = ", store_rejects = true" if lenient else ""
     if dialect:
@@ -127,7 +133,7 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
             extra += ", types = {" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in text) + "}"
         if skip:
             extra += f", skip = {int(skip)}"
-    return f"read_csv({lst}, header = true, filename = true{extra})"
+    return f"read_csv({lst}, header = true, filename = {lit(FILE_COLUMN)}{extra})"
 
 
 def json_values(values: list[Any]) -> list[Any]:
@@ -160,5 +166,5 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["arrow_reader", "connect", "csv_dialect", "expr", "ident", "json_values", "scan_sql", "sniff_sql",
-           "table_files"]
+__all__ = ["FILE_COLUMN", "arrow_reader", "connect", "csv_dialect", "expr", "ident", "json_values", "scan_sql",
+           "sniff_sql", "table_files"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.duck import _kind, connect, ident, json_values, scan_sql, table_files
+from aumann.data.traces.duck import FILE_COLUMN, _kind, connect, ident, json_values, scan_sql, table_files
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -67,7 +67,7 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         missing = [c for c in need if c not in cols]
         if missing:
             raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
-                                   f"{[c for c in cols if c != 'filename']}")
+                                   f"{[c for c in cols if c != FILE_COLUMN]}")
         if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows
             src = scan_sql(files, text=[edges.source, edges.target])
         try:

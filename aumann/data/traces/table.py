@@ -18,6 +18,7 @@ import numpy as np
 from aumann import io as aio
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.duck import (
+    FILE_COLUMN,
     _kind,
     _opens,
     arrow_reader,
@@ -88,11 +89,11 @@ class TableReader(TraceReader):
                 want[f"w{i}"] = w
             tops = sorted({split_path(p)[0] for p in want.values()})
             json_tops: set[str] = {c for c, t in cols.items() if t == "JSON"}
-            if kind == "json" and set(cols) - {"filename"} == {"json"} and "json" not in tops:
+            if kind == "json" and set(cols) - {FILE_COLUMN} == {"json"} and "json" not in tops:
                 # some line is not an object (an array, a number): DuckDB then reads every line as one `json`
                 # value; read the spec's fields by name instead, each line that is not an object a NULL row
                 src = scan_sql(files, lenient=True, json_columns=tops)
-                cols = {**{t: "JSON" for t in tops}, "filename": "VARCHAR"}
+                cols = {**{t: "JSON" for t in tops}, FILE_COLUMN: "VARCHAR"}
                 json_tops = set(tops)
             missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             hint = ""
@@ -112,11 +113,11 @@ class TableReader(TraceReader):
                                                f"{skip + 1}): {str(exc)[:400]}") from exc
                     missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             if missing:
-                shown = [c for c in cols if c != "filename"]
+                shown = [c for c in cols if c != FILE_COLUMN]
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
                                        + hint)
             if lines is not None:
-                lines.header = [c for c in cols if c != "filename"]
+                lines.header = [c for c in cols if c != FILE_COLUMN]
                 _preamble_lines(files, validator, names, lines)
             sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
             try:
@@ -131,7 +132,7 @@ class TableReader(TraceReader):
                 if kind == "csv":
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
-                rdr = arrow_reader(con.sql(f"SELECT filename, {sel} FROM {src}"), spec.batch_size)
+                rdr = arrow_reader(con.sql(f"SELECT {ident(FILE_COLUMN)}, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
                                        f"{str(exc)[:400]}") from exc
