@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     timer = StageTimer()
     trace = None
     if args.trace is not None:
+        _out_apart_from_trace(args.out, args.trace)
         timer.start("read trace")
         trace = _read_trace(args)
         panel = trace["panel"]
@@ -144,6 +145,37 @@ def run(args: argparse.Namespace) -> int:
                  + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
               + ("" if args.no_report else ", report.html, report.md"))
     return 0
+
+
+#: the files ``aumann attribute --trace`` writes in --out (report.html and report.md by render_report)
+_OUTPUTS = frozenset({"attribution.npz", "phi_by_step.csv", "top_agents.csv", "summary.json", "manifest.json",
+                      "panel.npz", "trace_report.json", "deletion_masking.json", "deletion_masking.csv",
+                      "identifiers.csv", "report.html", "report.md"})
+
+
+def _out_apart_from_trace(out: Path, trace: Path) -> None:
+    """Refuse, before the trace is read, an --out where the results would land among the trace's own files: the
+    directory of shards itself (or a glob's folder), whose next read then took phi_by_step.csv, summary.json ...
+    for shards of the table or span files, or a folder where an output would replace the trace file."""
+    from aumann.data.traces.duck import table_files
+    from aumann.errors import OutputError
+
+    dest = out.resolve()
+    if trace.is_dir():
+        folders = {trace.resolve()}
+    elif trace.is_file() or trace.is_symlink():  # a file: only an output of the same name would replace it
+        named = {(trace.parent.resolve(), trace.name), (trace.resolve().parent, trace.resolve().name)}
+        hit = next((name for folder, name in named if folder == dest and name in _OUTPUTS), None)
+        if hit is not None:
+            raise OutputError(f"--out {str(out)!r} would replace the trace {str(trace)!r} with "
+                              f"the result file {hit}: give another --out")
+        return
+    else:  # a glob: the folders of the files it matches
+        folders = {f.resolve().parent for f in table_files(trace)}
+    if dest in folders:
+        raise OutputError(f"--out {str(out)!r} is the folder the trace {str(trace)!r} is read "
+                          "from: the results (CSV and JSON files) would become files of the trace, read with it next "
+                          "time; give another --out (a subfolder is fine)")
 
 
 def _read_trace(args: argparse.Namespace) -> dict:

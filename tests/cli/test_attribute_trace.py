@@ -169,3 +169,32 @@ def test_docs_commands_run(tmp_path, monkeypatch):
         if i:  # the commands as written; reports are rendered by the tests above (and the first command here)
             argv.append("--no-report")
         assert main(argv) == 0, cmd
+
+
+def test_cli_out_among_the_trace_files_is_refused_before_the_read(tmp_path, capsys):
+    """--out equal to the trace's folder wrote phi_by_step.csv, summary.json ... among its shards: the input was
+    changed, and the same command then failed on 'files of one kind' (or read the results as spans); an output
+    named like a trace file replaced it."""
+    d = tmp_path / "trace"
+    shutil.copytree(DATA / "agentsociety2_run" / "trace", d)
+    before = sorted(p.name for p in d.iterdir())
+    link = tmp_path / "link"
+    link.symlink_to(d)
+    for out in (d, link, tmp_path / "trace" / "."):
+        assert main(["attribute", "--trace", str(d), "--indicator", "lin", "--out", str(out), "--no-report"]) == 2
+        err = capsys.readouterr().err
+        assert "is the folder the trace" in err and "record(s) read" not in err
+    glob = str(d / "*.jsonl")
+    assert main(["attribute", "--trace", glob, "--trace-format", "otel", "--indicator", "lin", "--out", str(d),
+                 "--no-report"]) == 2
+    assert "is the folder the trace" in capsys.readouterr().err
+    assert sorted(p.name for p in d.iterdir()) == before
+    t = tmp_path / "summary.json"  # a Concordia log named like an output, --out its own folder
+    shutil.copy(DATA / "concordia_log.json", t)
+    assert main(["attribute", "--trace", str(t), "--indicator", "lin", "--out", str(tmp_path), "--no-report"]) == 2
+    assert "would replace the trace" in capsys.readouterr().err
+    assert t.read_bytes() == (DATA / "concordia_log.json").read_bytes()
+    assert main(["attribute", "--trace", str(d), "--indicator", "lin", "--out", str(d / "results"),
+                 "--no-report"]) == 0  # a subfolder is apart from the shards
+    assert main(["attribute", "--trace", str(d), "--indicator", "lin", "--out", str(d / "results2"),
+                 "--no-report"]) == 0  # and the trace reads the same the next time
