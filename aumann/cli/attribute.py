@@ -14,7 +14,7 @@ import numpy as np
 
 from aumann.cli.args import integer, number, path, recorded
 from aumann.cli.terminal import terminal_text
-from aumann.errors import ConfigError
+from aumann.errors import BaselineError, ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from aumann.attribution import AumannShapley, Panel, attribute, indicators
+    from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
     from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer
@@ -83,22 +83,27 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is None and any(v is not None and v is not False for v in given):
         raise ConfigError("--spec, --trace-format, --bin, --skip-bad, --features, --real-people and "
                           "--export-identifiers apply to --trace")
+    if args.panel is not None and not args.panel.exists():
+        raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    # the flags and --out are checked before the work: a trace's read takes minutes, and an unknown --indicator or
+    # --baseline, or an --out that is a file, used to be found only after it
+    f = indicators.get(args.indicator)
+    if args.baseline not in BASELINES:
+        raise BaselineError(f"unknown --baseline {args.baseline!r}; use one of {list(BASELINES)}")
+    closed = {"auto": None, "closed": True, "path": False}[args.method]
+    method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
+    if args.trace is not None:
+        _out_apart_from_trace(args.out, args.trace)
+    out: Path = ensure_output_dir(args.out, "--out")
     timer = StageTimer()
     trace = None
     if args.trace is not None:
-        _out_apart_from_trace(args.out, args.trace)
         timer.start("read trace")
         trace = _read_trace(args)
         panel = trace["panel"]
     else:
-        if not args.panel.exists():
-            raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
         timer.start("load panel")
         panel = Panel.load(args.panel)
-    f = indicators.get(args.indicator)
-    closed = {"auto": None, "closed": True, "path": False}[args.method]
-    method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
-    out: Path = ensure_output_dir(args.out, "--out")  # before the work: an unwritable --out fails now
     timer.start("attribute")
     t0 = time.perf_counter()
     res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
