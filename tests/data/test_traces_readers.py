@@ -551,6 +551,38 @@ def test_long_integer_ids_stay_distinct_and_readable_in_tables(tmp_path, kind):
             read_trace(f, TABLE_SPEC)
 
 
+@pytest.mark.parametrize("batch_size", [1, 3, 4, 65536])
+def test_an_agent_id_written_as_a_number_and_as_text_is_one_agent(tmp_path, batch_size):
+    """1 in some records and "1" in others (a JSON writer that sometimes quotes, an OTel intValue beside a
+    stringValue) were two agents with one label '1', and the panel refused it: 'DuplicateIdError: agent_ids must
+    be unique; repeated: ['1']' after the whole read. They are one agent: counts and sums add up, last takes the
+    later event in log order (across batches too), and the report says how many ids were merged."""
+    rows = [(1, 0, "buy", 1), ("1", 0, "buy", 9), (2, 0, "sell", 4), ("1", 1, "buy", 3), (1, 1, "buy", 5),
+            ("2", 2, "sell", 6), (3, 2, "buy", 2)]
+    spec = {**TABLE_SPEC, "batch_size": batch_size}
+
+    def read(name, rs):
+        f = tmp_path / name
+        f.write_text("".join(json.dumps({"agent": a, "tick": t, "action": x, "amount": v}) + "\n"
+                             for a, t, x, v in rs))
+        return read_trace(f, spec)
+
+    r = read("mixed.jsonl", rows)
+    plain = read("plain.jsonl", [(int(a), t, x, v) for a, t, x, v in rows])
+    assert r.panel.agent_ids.tolist() == plain.panel.agent_ids.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(r.panel.values, plain.panel.values)
+    np.testing.assert_array_equal(r.panel.alive, plain.panel.alive)
+    assert cell(r.panel, 0, 1, "last_amount") == 9 and cell(r.panel, 1, 1, "last_amount") == 5
+    assert cell(r.panel, 0, 1, "amount") == 10 and cell(r.panel, 0, 1, "mean_amount") == 5
+    assert r.report.merged_ids == 2 and plain.report.merged_ids == 0
+    assert any("written both as a number and as text" in line for line in r.report.lines())
+    # the later event wins even when it comes in a smaller batch after a larger one
+    tail = read("tail.jsonl", [(2, 0, "sell", 1)] * 3 + [("1", 0, "buy", 9), (1, 0, "buy", 1)])
+    assert cell(tail.panel, 0, 1, "last_amount") == 1
+    text = read("text.jsonl", [(a, t, x, v) for a, t, x, v in rows] + [("c", 3, "buy", 1)])  # with a name: text
+    assert text.panel.agent_ids.tolist() == ["1", "2", "3", "c"]
+
+
 @pytest.mark.parametrize(("tail", "where"), [('{"agent":"a1","tick":1,"act', "row 61"), ("[1,2,3]\n", "row 61"),
                                              ("7\n", "row 61"), ("garbage{\n", "row 61")])
 def test_a_bad_json_line_in_a_table_is_refused_by_its_row_or_skipped_and_counted(tmp_path, tail, where):

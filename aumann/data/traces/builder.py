@@ -84,6 +84,7 @@ class PanelBuilder:
         self._known: pd.Index | None = None
         self.actions: dict[str, int] = {}
         self.events = 0
+        self.merged_ids = 0  # ids written two ways (1 and "1"), read as one agent (finish)
         self.used = 0
         self.grid = _Grid()
         g = self.grid
@@ -193,7 +194,7 @@ class PanelBuilder:
                     flat = ts * g.arrays[f"f{j}"].shape[1] + as_
                     _, last = np.unique(flat[::-1], return_index=True)
                     keep = len(flat) - 1 - last
-                    seq = float(self.events) + keep.astype(np.float64)
+                    seq = float(self.events - n) + keep.astype(np.float64)  # the event's place in the log
                     g.arrays[f"f{j}"][ts[keep], as_[keep], 0] = vs[keep]
                     g.arrays[f"k{j}"][ts[keep], as_[keep], 0] = seq
 
@@ -243,6 +244,54 @@ class PanelBuilder:
             alive &= window > 0
         return alive
 
+    def _merge_same_labels(self) -> int:
+        """Merge the agents whose ids are one label in the panel: an id written as a number in some records and as
+        text in others (``1`` and ``"1"``, an OpenTelemetry intValue and stringValue) was two agents, both labelled
+        ``"1"``, and the panel refused the repeated id. The number is kept as the id where there is one; counts and
+        sums add up, ``last`` takes the later event in log order, a leave action of either counts. Returns how many
+        ids were merged into another."""
+        ids = _plain_ids(self.id_list)
+        if len(np.unique(ids)) == len(ids):
+            return 0
+        groups: dict[Any, list[int]] = {}
+        for i, label in enumerate(ids.tolist()):
+            groups.setdefault(label, []).append(i)
+        g = self.grid
+        lasts = {f"f{j}": f"k{j}" for j, f in self.plan if f.kind == "last"}
+        target_of = np.arange(len(ids))
+        drop: list[int] = []
+        for members in groups.values():
+            if len(members) == 1:
+                continue
+            t = next((i for i in members if not isinstance(self.id_list[i], str)), members[0])
+            for o in members:
+                if o == t:
+                    continue
+                for name, a in g.arrays.items():
+                    if name in lasts.values():
+                        continue
+                    if name in lasts:
+                        k = g.arrays[lasts[name]]
+                        later = k[:, o] > k[:, t]
+                        a[:, t] = np.where(later, a[:, o], a[:, t])
+                        k[:, t] = np.maximum(k[:, t], k[:, o])
+                    elif a.dtype == np.bool_:
+                        a[:, t] |= a[:, o]
+                    else:
+                        a[:, t] += a[:, o]
+                target_of[o] = t
+                drop.append(o)
+        keep = np.ones(next(iter(g.arrays.values())).shape[1], dtype=bool)
+        keep[drop] = False
+        for name in g.arrays:
+            g.arrays[name] = g.arrays[name][:, keep]
+        position = np.cumsum(keep) - 1
+        self.ids = {v: int(position[target_of[i]]) for v, i in self.ids.items()}
+        self.id_list = [v for i, v in enumerate(self.id_list) if keep[i]]
+        self._known = None
+        g.N = len(self.id_list)
+        return len(drop)
+
     def finish(self, *, edges: Any = None, meta: dict[str, Any] | None = None):
         """The panel. ``edges(ids, coder) -> (source positions, target positions, since steps or None)`` gives
         the edges of each exposure feature (called once per distinct edges spec)."""
@@ -251,6 +300,7 @@ class PanelBuilder:
         g = self.grid
         if self.events == 0 or g.t0 is None:
             raise TraceError("no usable events: every record was skipped or filtered (see the counts above)")
+        self.merged_ids = self._merge_same_labels()
         st = self.spec.step
         lo = g.t0 if st.start is None else st.start
         hi = g.t0 + g.T - 1 if st.stop is None else st.stop

@@ -34,6 +34,8 @@ class TraceReport:
     filtered: dict[str, int] = field(default_factory=dict)
     missing_values: dict[str, int] = field(default_factory=dict)
     agents: int = 0
+    #: agent ids written both as a number and as text (1 and "1"), each read as one agent
+    merged_ids: int = 0
     steps: int = 0
     features: list[str] = field(default_factory=list)
     alive_fraction: float = 1.0
@@ -66,6 +68,9 @@ class TraceReport:
             out.append(f"  skipped {n:,}: {reason}" + (f" (first: {at[0]})" if at else ""))
         for reason, n in sorted(self.filtered.items(), key=lambda kv: -kv[1]):
             out.append(f"  filtered {n:,}: {reason}")
+        if self.merged_ids:
+            out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
+                       "read as one agent")
         return out
 
 
@@ -163,6 +168,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     meta = {"source": "trace", "trace_format": fmt, "trace": str(p), "spec_source": source, "synthetic": False,
             "real_people": sp.real_people}
     panel = builder.finish(edges=reader.edges, meta=meta)
+    report.merged_ids = builder.merged_ids
     report.agents, report.steps, report.features = panel.N, panel.T, list(panel.features)
     report.alive_fraction = 1.0 if panel.alive is None else float(panel.alive.mean())
     report.seconds = time.perf_counter() - t0
