@@ -54,6 +54,9 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
                   f"{len(tr.get('features') or [])} features"),
         ("alive", f"{100 * float(tr.get('alive_fraction') or 0):.1f}% of agent-steps"),
         ("read at", f"{float(tr.get('events_per_second') or 0):,.0f} records/s")]
+    if tr.get("merged_ids"):
+        items.insert(6, ("ids merged", f"{int(tr['merged_ids']):,} written both as a number and as text (1 and "
+                                       "\"1\"), each read as one agent"))
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", r, n, "; ".join((tr.get("skipped_at") or {}).get(r, [])[:3])]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]

@@ -218,3 +218,17 @@ def test_cli_flags_and_out_are_checked_before_the_trace_is_read(tmp_path, capsys
         out.write_text("")
     assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), *flags, "--out", str(out)]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_cli_report_names_agent_ids_written_two_ways(tmp_path):
+    f = tmp_path / "ev.jsonl"
+    f.write_text('{"agent": 1, "tick": 0, "amount": 1}\n{"agent": "1", "tick": 0, "amount": 2}\n'
+                 '{"agent": 2, "tick": 1, "amount": 3}\n')
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "table"\n[agent]\nfield = "agent"\n[step]\nfield = "tick"\n[[features]]\nkind = "sum"\n'
+                    'name = "amount"\nfield = "amount"\n')
+    out = tmp_path / "o"
+    assert main(["attribute", "--trace", str(f), "--spec", str(spec), "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    assert json.loads((out / "trace_report.json").read_text())["merged_ids"] == 1
+    assert "ids merged: 1 written both as a number and as text" in (out / "report.md").read_text()
