@@ -472,6 +472,32 @@ def test_a_table_with_a_column_named_filename_is_read(tmp_path, kind):
     assert cell(p, 1, "x.txt", "seen") == 2 and cell(p, 1, "y.txt", "seen") == 0
 
 
+@pytest.mark.parametrize(("feature", "values", "step", "why"), [
+    ({"kind": "sum"}, [1e308, 1e308], 0, "beyond float64's range"),
+    ({"kind": "sum", "cumulative": True}, [1e308, 1e308], 1, "beyond float64's range"),
+    ({"kind": "last", "dtype": "float32"}, [1.0, 1e39], 0, "beyond float32's range")])
+def test_a_total_beyond_the_dtype_is_refused_by_its_place_not_as_nan_in_the_trace(tmp_path, feature, values, step,
+                                                                                  why):
+    """Finite values whose sum (or running total) overflows float64, or a value beyond float32 with
+    dtype = 'float32', became inf in the panel: the read ended in 'NonFiniteError: panel has 1 NaN/inf value(s)',
+    which the trace never held, after numpy's 'overflow encountered' warning."""
+    import warnings
+
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(json.dumps({"agent": "a", "tick": i if feature.get("cumulative") else 0, "v": v}) + "\n"
+                         for i, v in enumerate(values)))
+    dtype = feature.pop("dtype", "float64")
+    spec = {"format": "table", "dtype": dtype, "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{**feature, "name": "v", "field": "v"}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TraceError, match=rf"feature 'v' of agent 'a' at step {step} \(1 value\(s\) in all\) is "
+                                             rf"{why}"):
+            read_trace(f, spec)
+    with pytest.raises(TraceError, match=r"agent #0 \(real_people: ids are not shown\)"):
+        read_trace(f, {**spec, "real_people": True})
+
+
 def test_table_bad_row_and_missing_column(tmp_path):
     f = tmp_path / "ev.csv"
     f.write_text("agent,tick,action,amount\na,0,buy,1\nb,zero,buy,2\nc,1,sell,3\n")

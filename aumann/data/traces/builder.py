@@ -138,6 +138,10 @@ class PanelBuilder:
     def add(self, batch: EventBatch | None) -> None:
         if batch is None or len(batch) == 0:
             return
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused in finish, by its place
+            self._add(batch)
+
+    def _add(self, batch: EventBatch) -> None:
         n = len(batch)
         a = self._agent_index(batch.agent)
         lo, hi = int(batch.step.min()), int(batch.step.max())
@@ -244,6 +248,24 @@ class PanelBuilder:
             alive &= window > 0
         return alive
 
+    def _check_finite(self, values: np.ndarray, names: list[str], lo: int, dtype: str) -> None:
+        """Refuse a panel value beyond the dtype's range by its feature, agent and step: the values read are finite
+        (an infinite one is refused as it is read), so it is a sum, running total or exposure that overflows
+        float64, or a value beyond float32 (``dtype = "float32"``). The panel's 'NaN/inf value(s) in live rows'
+        said the trace held such values, and numpy warned of an overflow in ``add.at``."""
+        bad = ~np.isfinite(values)
+        if not bad.any():
+            return
+        t, i, k = (int(x) for x in np.argwhere(bad)[0])
+        who = f"agent #{i} (real_people: ids are not shown)" if self.spec.real_people else \
+            f"agent {self.id_list[i]!r}"
+        where = (f"feature {names[k]!r} of {who} at step {self.coder.label(lo + t)!r} ({int(bad.sum()):,} value(s) "
+                 "in all)")
+        if dtype == "float32":
+            raise TraceError(f"{where} is beyond float32's range (±3.4e38): dtype = 'float64' in the spec holds it")
+        raise TraceError(f"{where} is beyond float64's range (±1.8e308): the values read are finite, but their sum, "
+                         "running total or exposure overflows; scale the field down")
+
     def _merge_same_labels(self) -> int:
         """Merge the agents whose ids are one label in the panel: an id written as a number in some records and as
         text in others (``1`` and ``"1"``, an OpenTelemetry intValue and stringValue) was two agents, both labelled
@@ -295,6 +317,10 @@ class PanelBuilder:
     def finish(self, *, edges: Any = None, meta: dict[str, Any] | None = None):
         """The panel. ``edges(ids, coder) -> (source positions, target positions, since steps or None)`` gives
         the edges of each exposure feature (called once per distinct edges spec)."""
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing total is refused by its place
+            return self._finish(edges=edges, meta=meta)
+
+    def _finish(self, *, edges: Any, meta: dict[str, Any] | None):
         from aumann.panel import Panel
 
         g = self.grid
@@ -360,7 +386,12 @@ class PanelBuilder:
             cols[pos] = _exposure(src, s, t_, since, lo)
             edge_counts[f.label()] = info
         dtype = np.float32 if self.spec.dtype == "float32" else np.float64
-        values = np.stack(cols, axis=2).astype(dtype, copy=False)
+        values = np.stack(cols, axis=2)
+        self._check_finite(values, names, lo, "float64")
+        if dtype != values.dtype:
+            with np.errstate(over="ignore"):
+                values = values.astype(dtype)
+            self._check_finite(values, names, lo, "float32")
         alive = self.alive_mask(present)
         ids = _plain_ids(self.id_list)
         order = np.argsort(ids, kind="stable")  # agents sorted by id: the same panel whatever the file order
