@@ -220,6 +220,8 @@ def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, pa
     from aumann.io import write_csv, write_json
 
     report = trace["report"].to_dict()
+    if trace["real_people"] and not args.export_identifiers:
+        report["spec"] = _withhold_ids(report["spec"])
     panel.save(out / "panel.npz")
     write_json(out / "trace_report.json", report, indent=2)
     extra: dict = {"trace": {k: v for k, v in report.items() if k != "spec"}, "trace_spec": report["spec"],
@@ -240,6 +242,25 @@ def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, pa
                                   "drop_at_k": study["aumann_shapley"]["drop_at_k"],
                                   "drop_at_k_random": study["random"]["drop_at_k"]})
     return extra
+
+
+_WITHHELD = "<withheld: real people>"
+
+
+def _withhold_ids(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec as trace_report.json and manifest.json record it for a log of real people: the ids it lists
+    (``[agent] exclude``, a ``[where]`` list on the agent field) withheld, one placeholder per id; they were written
+    as they are, real handles beside the opaque indices (``--export-identifiers`` keeps them)."""
+    import copy
+
+    spec = copy.deepcopy(spec)
+    agent = spec.get("agent") or {}
+    if agent.get("exclude"):
+        agent["exclude"] = [_WITHHELD] * len(agent["exclude"])
+    where = spec.get("where") or {}
+    if agent.get("field") in where:
+        where[agent["field"]] = [_WITHHELD] * len(where[agent["field"]])
+    return spec
 
 
 def _timeless(prov: Any) -> Any:

@@ -232,3 +232,33 @@ def test_cli_report_names_agent_ids_written_two_ways(tmp_path):
                  "--static"]) == 0
     assert json.loads((out / "trace_report.json").read_text())["merged_ids"] == 1
     assert "ids merged: 1 written both as a number and as text" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("how", ["spec", "flag"])
+def test_cli_real_people_spec_ids_are_withheld_from_the_outputs(tmp_path, how):
+    """With real people the spec's own id lists ([agent] exclude, a [where] list on the agent field) were written
+    as they are into trace_report.json and manifest.json, real handles beside the opaque indices."""
+    f = tmp_path / "ev.jsonl"
+    f.write_text("".join(json.dumps({"agent": a, "tick": t, "amount": v}) + "\n" for a, t, v in
+                         [("alice.real", 0, 1), ("bob.real", 0, 2), ("@carol.example", 1, 3), ("bob.real", 1, 4),
+                          ("dave.real", 1, 5)]))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "table"\n' + ('real_people = true\n' if how == "spec" else "")
+                    + '[where]\nagent = ["alice.real", "bob.real", "@carol.example"]\n'
+                    '[agent]\nfield = "agent"\nexclude = ["@carol.example"]\n[step]\nfield = "tick"\n'
+                    '[[features]]\nkind = "sum"\nname = "amount"\nfield = "amount"\n')
+    out = tmp_path / "o"
+    flags = ["--real-people"] if how == "flag" else []
+    assert main(["attribute", "--trace", str(f), "--spec", str(spec), *flags, "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    for p in out.iterdir():
+        text = p.read_bytes()
+        for real in (b"alice", b"bob", b"carol", b"dave"):
+            assert real not in text, (p.name, real)
+    rep = json.loads((out / "trace_report.json").read_text())
+    assert rep["spec"]["agent"]["exclude"] == ["<withheld: real people>"] and len(rep["spec"]["where"]["agent"]) == 3
+    assert rep["filtered"] == {"agent not in where": 1, "agent excluded": 1}
+    out2 = tmp_path / "o2"  # asked for: the ids leave with --export-identifiers, the spec as written too
+    assert main(["attribute", "--trace", str(f), "--spec", str(spec), *flags, "--export-identifiers", "--indicator",
+                 "lin", "--out", str(out2), "--no-report"]) == 0
+    assert json.loads((out2 / "trace_report.json").read_text())["spec"]["agent"]["exclude"] == ["@carol.example"]
