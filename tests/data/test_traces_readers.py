@@ -332,6 +332,34 @@ def test_otlp_json_lines_with_a_spec(tmp_path):
     assert cell(p, 1, "alice", "ms") == 250_000_000
 
 
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"resourceSpans": {"a": 1}}, "resourceSpans is a JSON object, not an array"),
+    ({"resourceSpans": [1]}, "a resourceSpans entry is a JSON number, not an object"),
+    ({"resourceSpans": [{"resource": "x"}]}, "a resource is a JSON string, not an object"),
+    ({"resourceSpans": [{"scopeSpans": "zz"}]}, "scopeSpans is a JSON string, not an array"),
+    ({"resourceSpans": [{"scopeSpans": [{"spans": "notalist"}]}]}, "spans is a JSON string, not an array"),
+    ({"resourceSpans": [{"scopeSpans": [{"spans": [1, {"name": "x"}]}]}]}, "a span is a JSON number, not an object"),
+    ({"resourceSpans": [{"resource": {"attributes": [{"key": "agent.name", "value": {"arrayValue": "x"}}]}}]},
+     "an arrayValue is a JSON string, not an object"),
+    ({"name": "x", "context": "str"}, "context is a JSON string, not an object")])
+def test_an_otlp_line_of_the_wrong_shape_is_a_bad_line(tmp_path, bad, why):
+    """An OTLP (or SDK) line whose parts have the wrong JSON type raised AttributeError ('str' object has no
+    attribute 'get') out of the reader; a span that was not an object, or spans that were not an array, were
+    dropped without a count. Such a line is refused by its number, or skipped and counted."""
+    spec = tmp_path / "otlp.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[[features]]\nkind = "count"\nname = "calls"\n')
+    lines = OTLP.read_text().splitlines()
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join([*lines[:1], json.dumps(bad), *lines[1:]]) + "\n")
+    with pytest.raises(TraceFormatError, match=rf"spans\.jsonl line 2: not an OpenTelemetry span line \({why}\)"):
+        read_trace(f, spec)
+    r = read_trace(f, spec, on_bad="skip")
+    assert r.report.skipped == {"line is not an OpenTelemetry span line (a part of the wrong JSON type)": 1}
+    assert r.report.skipped_at[next(iter(r.report.skipped))] == [f"{f} line 2"]
+    np.testing.assert_array_equal(r.panel.values, read_trace(OTLP, spec).panel.values)
+
+
 # ---------------------------------------------------------------- Concordia
 def test_concordia_default_spec():
     r = read_trace(CONCORDIA)

@@ -36,6 +36,8 @@ from aumann.errors import TraceFormatError, TraceSpecError
 _SPAN_KEYS = ("span_id", "spanId", "resourceSpans", "trace_id", "traceId", "context")
 _EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 MAX_LINE = 64 * 2**20
+#: the reason a line of the OTLP or SDK shape whose parts have the wrong JSON type is skipped and counted
+_BAD_SHAPE = "line is not an OpenTelemetry span line (a part of the wrong JSON type)"
 
 
 def span_files(path: Path) -> list[Path]:
@@ -76,6 +78,32 @@ def looks_like_span(line: str | bytes) -> bool:
     return isinstance(rec, dict) and any(k in rec for k in _SPAN_KEYS) and ("name" in rec or "resourceSpans" in rec)
 
 
+class ShapeError(ValueError):
+    """An OTLP or SDK span line whose parts have the wrong JSON type (``resourceSpans`` an object, a span a number)."""
+
+
+def _jtype(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
+
+
+def _obj(v: Any, what: str) -> dict[str, Any]:
+    """``v`` where an object belongs (``None``: empty); else :class:`ShapeError`."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ShapeError(f"{what} is a JSON {_jtype(v)}, not an object")
+    return v
+
+
+def _arr(v: Any, what: str) -> list[Any]:
+    """``v`` where an array belongs (``None``: empty); else :class:`ShapeError`."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ShapeError(f"{what} is a JSON {_jtype(v)}, not an array")
+    return v
+
+
 def _otlp_value(v: Any) -> Any:
     if not isinstance(v, dict):
         return v
@@ -88,18 +116,19 @@ def _otlp_value(v: Any) -> Any:
         except (TypeError, ValueError):
             return v["intValue"]
     if "arrayValue" in v:
-        return [_otlp_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+        return [_otlp_value(x) for x in _arr(_obj(v["arrayValue"], "an arrayValue").get("values"), "arrayValue values")]
     if "kvlistValue" in v:
-        return _otlp_attrs((v["kvlistValue"] or {}).get("values", []))
+        return _otlp_attrs(_obj(v["kvlistValue"], "a kvlistValue").get("values"), "kvlistValue values")
     return None
 
 
-def _otlp_attrs(items: Any) -> dict[str, Any]:
+def _otlp_attrs(items: Any, what: str = "attributes") -> dict[str, Any]:
     if isinstance(items, dict):
         return items
     out: dict[str, Any] = {}
-    for kv in items or []:
-        if isinstance(kv, dict) and "key" in kv:
+    for kv in _arr(items, what):
+        kv = _obj(kv, "an attribute")
+        if "key" in kv:
             out[str(kv["key"])] = _otlp_value(kv.get("value"))
     return out
 
@@ -112,16 +141,24 @@ def _int(v: Any) -> Any:
 
 
 def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The flat span records of one decoded line (several for an OTLP envelope)."""
+    """The flat span records of one decoded line (several for an OTLP envelope).
+
+    Raises:
+        ShapeError: a part of the line has the wrong JSON type (``resourceSpans`` or ``spans`` not an array, a
+            resource, scope span or span not an object, ...): every ``.get`` on it raised AttributeError, and a
+            span that was not an object, or ``spans`` that was not an array, was dropped without a count.
+    """
     if "resourceSpans" in rec:
         out = []
-        for rs in rec.get("resourceSpans") or []:
-            res = _otlp_attrs(((rs or {}).get("resource") or {}).get("attributes"))
-            for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
-                scope = (ss or {}).get("scope") or (ss or {}).get("instrumentationLibrary") or {}
-                for sp in (ss or {}).get("spans") or []:
-                    if not isinstance(sp, dict):
-                        continue
+        for rs in _arr(rec.get("resourceSpans"), "resourceSpans"):
+            rs = _obj(rs, "a resourceSpans entry")
+            res = _otlp_attrs(_obj(rs.get("resource"), "a resource").get("attributes"))
+            scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")
+            for ss in _arr(scopes, "scopeSpans"):
+                ss = _obj(ss, "a scopeSpans entry")
+                scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+                for sp in _arr(ss.get("spans"), "spans"):
+                    sp = _obj(sp, "a span")
                     start, end = _int(sp.get("startTimeUnixNano")), _int(sp.get("endTimeUnixNano"))
                     out.append({
                         "resource": res, "scope": scope, "trace_id": sp.get("traceId"), "span_id": sp.get("spanId"),
@@ -131,7 +168,7 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
                         "events": sp.get("events") or []})
         return out
     if "context" in rec and "span_id" not in rec:  # the Python SDK's ReadableSpan.to_json()
-        ctx = rec.get("context") or {}
+        ctx = _obj(rec.get("context"), "context")
         res = rec.get("resource") or {}
         return [{"resource": res.get("attributes", {}) if isinstance(res, dict) else {},
                  "trace_id": ctx.get("trace_id"), "span_id": ctx.get("span_id"),
@@ -244,7 +281,14 @@ class OtelReader(TraceReader):
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
                         continue
-                    spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
+                    try:
+                        spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
+                    except ShapeError as exc:
+                        msg = f"{fpath} line {lineno}: not an OpenTelemetry span line ({exc})"
+                        if spec.on_bad == "error":
+                            raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
+                        tally.skip(_BAD_SHAPE, [f"{fpath} line {lineno}"])
+                        continue
                     for span in spans:
                         step = g_step(span)
                         item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
