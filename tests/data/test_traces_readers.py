@@ -409,6 +409,45 @@ def test_concordia_truncated_and_wrong_schema(tmp_path):
         read_trace(other, format="concordia")
 
 
+@pytest.mark.parametrize("where", ["entry", "content_store", "after"])
+def test_a_concordia_log_nested_deep_is_refused_by_its_place_not_killed_for_memory(tmp_path, where):
+    """ijson keeps a path prefix per open level: its memory grows with the square of the depth. A 40 KB log
+    nested 20,000 deep took 1 GB; 400 KB nested 200,000 deep was killed for memory (exit 137, no message)."""
+    import time
+
+    deep = "[" * 200_000 + "]" * 200_000
+    doc = json.loads(CONCORDIA.read_text())
+    text = json.dumps(doc)
+    if where == "entry":
+        text = text.replace('"entries": [', '"entries": [{"step": 0, "entity_name": "x", "deduplicated_data": '
+                            + deep + "}, ", 1)
+    elif where == "content_store":
+        text = text.replace('"content_store": {', '"content_store": {"deep": ' + deep + ", ", 1)
+    else:  # in a part the reader never builds, after the entries
+        text = text[:-1] + ', "entity_memories_deep": ' + deep + "}"
+    f = tmp_path / "deep.json"
+    f.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(TraceFormatError, match=r"deep\.json: JSON nested more than 512 levels deep"):
+        read_trace(f, format="concordia")  # the default spec measures texts: the content store is read too
+    assert time.perf_counter() - t0 < 30
+
+
+def test_concordia_brackets_and_escapes_inside_texts_are_not_nesting(tmp_path):
+    """The nesting guard counts brackets outside strings only: texts full of brackets, escaped quotes and
+    backslashes (split across the reader's chunks) read as before."""
+    doc = json.loads(CONCORDIA.read_text())
+    noise = '[{\\"' * 5000 + "\\" * 3 + '"[' * 700
+    for e in doc["entries"]:
+        e["summary"] = noise
+    doc["content_store"]["zz"] = noise
+    f = tmp_path / "noisy.json"
+    f.write_text(json.dumps(doc))
+    a, b = read_trace(f).panel, read_trace(CONCORDIA).panel
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.agent_ids.tolist() == b.agent_ids.tolist()
+
+
 # ---------------------------------------------------------------- long tables (DuckDB)
 TABLE_SPEC = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
               "action": {"field": "action"},

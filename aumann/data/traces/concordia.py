@@ -28,11 +28,60 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
 
 OTHER = "other"
+
+#: nesting levels a log may reach (the document, entries, an entry, its deduplicated_data, ... are a handful):
+#: ijson keeps one path prefix per open level, so its memory grows with the square of the depth (a 40 KB
+#: log nested 20,000 deep took 1 GB; 200,000 deep, 400 KB, was killed for memory). 512 levels cost < 1 MB.
+MAX_DEPTH = 512
+
+class _Nesting:
+    """A binary file whose bytes are checked, as ijson reads them, for JSON nested deeper than ``limit``: the
+    strings are cut out (escapes, then quotes, followed across chunk boundaries) and the brackets left are counted.
+    Raises :class:`~aumann.errors.TraceFormatError` from ``read`` at the chunk that goes too deep."""
+
+    def __init__(self, fh: Any, path: Path, limit: int = MAX_DEPTH) -> None:
+        self.fh, self.path, self.limit = fh, path, limit
+        self.depth, self.offset = 0, 0
+        self.in_str = self.esc = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        if data:
+            self._scan(data)
+            self.offset += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def _scan(self, data: bytes) -> None:
+        # escapes first (C-speed replaces): a pair of backslashes, then an escaped quote, become plain bytes, so every
+        # quote left opens or closes a string; a backslash left at the very end escapes the next chunk's first byte
+        if self.esc:
+            data, self.esc = b"_" + data[1:], False
+        data = data.replace(b"\\\\", b"__")
+        if data.endswith(b"\\"):
+            data, self.esc = data[:-1] + b"_", True
+        parts = data.replace(b'\\"', b"__").split(b'"')
+        rest = b"".join(parts[1::2] if self.in_str else parts[0::2])  # the bytes outside strings
+        self.in_str ^= (len(parts) - 1) % 2 == 1
+        opens = rest.count(b"[") + rest.count(b"{")
+        closes = rest.count(b"]") + rest.count(b"}")
+        if self.depth + opens > self.limit:  # could go too deep within the chunk: follow it bracket by bracket
+            b = np.frombuffer(rest, dtype=np.uint8)
+            step = ((b == 0x5B) | (b == 0x7B)).astype(np.int64) - ((b == 0x5D) | (b == 0x7D))
+            if (self.depth + np.cumsum(step)).max() > self.limit:
+                raise TraceFormatError(f"{self.path}: JSON nested more than {self.limit} levels deep (in the "
+                                       f"{len(data):,} bytes from byte {self.offset:,}): not a Concordia log (ijson's "
+                                       "memory grows with the square of the depth)")
+        self.depth += opens - closes
 
 
 def _ijson():
@@ -71,8 +120,8 @@ class ConcordiaReader(TraceReader):
         out: dict[str, tuple[int, str]] = {}
         key = None
         try:
-            with open(self.path, "rb") as fh:
-                for prefix, event, value in ijson.parse(fh):
+            with open(self.path, "rb") as source:
+                for prefix, event, value in ijson.parse(_Nesting(source, self.path)):
                     if prefix == "content_store" and event == "map_key":
                         key = value
                     elif prefix == "content_store" and event == "end_map":
@@ -125,7 +174,8 @@ class ConcordiaReader(TraceReader):
         raw = fresh()
         n = 0
         try:
-            with open(self.path, "rb") as fh:
+            with open(self.path, "rb") as source:
+                fh = _Nesting(source, self.path)
                 for entry in ijson.items(fh, "entries.item", use_float=True):
                     n += 1
                     tally.records += 1
@@ -166,8 +216,8 @@ class ConcordiaReader(TraceReader):
     def _keys(self, ijson: Any) -> list[str]:
         keys: list[str] = []
         try:
-            with open(self.path, "rb") as fh:
-                for prefix, event, value in ijson.parse(fh):
+            with open(self.path, "rb") as source:
+                for prefix, event, value in ijson.parse(_Nesting(source, self.path)):
                     if prefix == "" and event == "map_key":
                         keys.append(value)
         except ijson.common.JSONError:
