@@ -109,6 +109,22 @@ def test_oasis_wrong_schema(tmp_path):
         read_trace(db, format="oasis")
 
 
+def test_an_oasis_view_over_a_missing_table_is_a_format_error(tmp_path):
+    """A trace table that is a view over a table that is gone raised sqlite3.OperationalError ('no such table')
+    out of PRAGMA table_info, a traceback."""
+    db = tmp_path / "v.db"
+    shutil.copy(OASIS, db)
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE trace RENAME TO trace_old")
+    con.execute("CREATE TABLE gone AS SELECT * FROM trace_old")
+    con.execute("CREATE VIEW trace AS SELECT * FROM gone")
+    con.execute("DROP TABLE gone")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceFormatError, match=r"v\.db': cannot read the columns of 'trace': no such table"):
+        read_trace(db, format="oasis")
+
+
 def test_oasis_missing_field_names_row_and_skip_counts(tmp_path):
     db = tmp_path / "holes.db"
     shutil.copy(OASIS, db)

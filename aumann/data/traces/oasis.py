@@ -81,7 +81,10 @@ class OasisReader(TraceReader):
         if table not in tables:
             raise TraceSchemaError(f"{str(self.path)!r} has no table {table!r} (an OASIS run writes 'trace'); its "
                                    f"tables are {sorted(tables)}")
-        return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
+        try:  # a view over a table that is gone fails here ("no such table")
+            return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{str(self.path)!r}: cannot read the columns of {table!r}: {exc}") from exc
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         spec = self.spec
@@ -106,9 +109,13 @@ class OasisReader(TraceReader):
             pos = {c: i + 1 for i, c in enumerate(order)}
             rid = self._row_id(cols, table)
             self._check_step_kind(con, table, paths["step"], rid)
-            self.total = int(con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0])
             sql = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
-            cur = con.execute(sql)
+            try:
+                total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
+                cur = con.execute(sql)
+            except sqlite3.DatabaseError as exc:
+                raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
+            self.total = total if isinstance(total, int) else 0
             yield from self._scan(cur, pos, paths, fields, wheres, validator)
         finally:
             con.close()
