@@ -734,6 +734,38 @@ def test_a_json_table_with_a_byte_order_mark_reads_like_one_without(tmp_path):
     assert b.report.n_skipped == 0 and b.report.records == 30
 
 
+@pytest.mark.parametrize("kind", ["gzipped table", "span file", "gzipped span file", "concordia", "span folder"])
+def test_every_text_trace_with_a_byte_order_mark_reads_like_one_without(tmp_path, kind):
+    """A leading UTF-8 byte-order mark (Windows tools write one) made line 1 of a span file bad JSON and the file
+    undetectable ('format table has no default spec'), a Concordia log 'malformed in content_store (a truncated
+    log?)' and undetectable, and row 1 of a gzipped JSON lines table 'not a JSON object'."""
+    import gzip
+
+    if kind == "gzipped table":
+        rows = "".join(json.dumps({"agent": f"a{i % 3}", "tick": i % 4, "action": "buy", "amount": i}) + "\n"
+                       for i in range(30))
+        src, spec = rows.encode(), TABLE_SPEC
+        name = "t.jsonl.gz"
+    elif kind == "concordia":
+        src, spec, name = CONCORDIA.read_bytes(), None, "log.json"
+    else:
+        src = "".join(f.read_text() for f in sorted((AS2 / "trace").glob("*.jsonl"))).encode()
+        spec, name = None, "spans.jsonl.gz" if kind == "gzipped span file" else "spans.jsonl"
+    for sub, data in (("plain", src), ("bom", b"\xef\xbb\xbf" + src)):
+        d = tmp_path / sub
+        d.mkdir()
+        f = d / name
+        f.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        if kind == "span folder":  # a shard of a run directory
+            (d / "trace_00.jsonl").write_bytes(f.read_bytes())
+            f.unlink()
+    path = (lambda sub: tmp_path / sub) if kind == "span folder" else (lambda sub: tmp_path / sub / name)
+    a, b = read_trace(path("plain"), spec), read_trace(path("bom"), spec)
+    assert a.report.format == b.report.format == {"gzipped table": "table", "concordia": "concordia"}.get(kind, "otel")
+    np.testing.assert_array_equal(a.panel.values, b.panel.values)
+    assert b.report.n_skipped == a.report.n_skipped and b.report.records == a.report.records
+
+
 @pytest.mark.parametrize(("bad", "why"), [("a1,1,buy,3,9,9\n", "too many columns"), ("a1,1\n", "missing columns")])
 def test_a_csv_line_with_the_wrong_number_of_fields_is_refused_by_its_line_or_skipped(tmp_path, bad, why):
     body = "".join(f"a{i % 7},{i % 5},{'buy' if i % 3 else 'sell'},{i % 17}\n" for i in range(60))

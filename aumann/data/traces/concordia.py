@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from aumann import io as aio
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
@@ -95,9 +96,18 @@ def _ijson():
 def _head(path: Path, n: int = 1 << 16) -> bytes:
     try:
         with open(path, "rb") as fh:
-            return fh.read(n)
+            return fh.read(n).removeprefix(aio.BOM)
     except OSError:
         return b""
+
+
+def _open_log(path: Path) -> Any:
+    """The log opened for ijson, past a leading UTF-8 byte-order mark (which Windows tools write; ijson took it for
+    'invalid char in json text' and the format was not detected)."""
+    fh = open(path, "rb")
+    if fh.read(len(aio.BOM)) != aio.BOM:
+        fh.seek(0)
+    return fh
 
 
 @register_format
@@ -120,7 +130,7 @@ class ConcordiaReader(TraceReader):
         out: dict[str, tuple[int, str]] = {}
         key = None
         try:
-            with open(self.path, "rb") as source:
+            with _open_log(self.path) as source:
                 for prefix, event, value in ijson.parse(_Nesting(source, self.path)):
                     if prefix == "content_store" and event == "map_key":
                         key = value
@@ -174,7 +184,7 @@ class ConcordiaReader(TraceReader):
         raw = fresh()
         n = 0
         try:
-            with open(self.path, "rb") as source:
+            with _open_log(self.path) as source:
                 fh = _Nesting(source, self.path)
                 for entry in ijson.items(fh, "entries.item", use_float=True):
                     n += 1
@@ -216,7 +226,7 @@ class ConcordiaReader(TraceReader):
     def _keys(self, ijson: Any) -> list[str]:
         keys: list[str] = []
         try:
-            with open(self.path, "rb") as source:
+            with _open_log(self.path) as source:
                 for prefix, event, value in ijson.parse(_Nesting(source, self.path)):
                     if prefix == "" and event == "map_key":
                         keys.append(value)

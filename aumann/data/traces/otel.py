@@ -47,10 +47,11 @@ def span_files(path: Path) -> list[Path]:
 
 
 def _open(p: Path):
-    """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named)."""
+    """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named; a leading
+    byte-order mark, which Windows tools write, is dropped: it made line 1 bad JSON and the file undetectable)."""
     if p.name.lower().endswith(".gz"):
-        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
-    return open(p, encoding="utf-8", errors="replace")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
+    return open(p, encoding="utf-8-sig", errors="replace")
 
 
 def _first_line(p: Path) -> str:

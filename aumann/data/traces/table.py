@@ -525,10 +525,23 @@ class _LineNames(Sequence):
 
 def _without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
     """The files DuckDB reads: a JSON lines file that starts with a UTF-8 byte-order mark (which DuckDB's JSON
-    reader refuses) copied without it into ``tmp``; and the original name of each copy."""
+    reader refuses) copied without it into ``tmp`` (a gzipped one decompressed: its first line was refused as not
+    a JSON object); and the original name of each copy."""
     out, names = [], {}
     for i, f in enumerate(files):
-        if _kind(f) == "json" and not f.name.lower().endswith(".gz") and aio.starts_with_bom(f):
+        if _kind(f) == "json" and f.name.lower().endswith(".gz"):  # a gzipped file: its text after decompression
+            copy = tmp / f"{i}-{f.name[:-3]}"
+            try:
+                with _opens(f) as fh:
+                    if fh.read(len(aio.BOM)) == aio.BOM:
+                        with open(copy, "wb") as dst:
+                            while block := fh.read(1 << 22):
+                                dst.write(block)
+                        names[str(copy)] = str(f)
+                        f = copy
+            except (OSError, EOFError):  # not gzip, or cut short: DuckDB's read of the file itself names it
+                pass
+        elif _kind(f) == "json" and aio.starts_with_bom(f):
             copy = tmp / f"{i}-{f.name}"
             aio.copy_without_bom(f, copy)
             names[str(copy)] = str(f)
