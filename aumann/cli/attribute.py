@@ -194,6 +194,9 @@ def _read_trace(args: argparse.Namespace) -> dict:
     if names is not None and not names:  # `--features ""` or `,,`: refused before the trace is read
         raise ConfigError(f"--features {args.features!r} names no feature: give the features the indicator sees, "
                           "comma-separated (e.g. --features posts,likes)")
+    twice = sorted({x for x in names or () if names.count(x) > 1})
+    if twice:  # refused before the read, not as the panel's 'feature names must be unique' after it
+        raise ConfigError(f"--features {args.features!r} names {twice} more than once")
     read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
                       on_bad="skip" if args.skip_bad else None, progress=True)
     con = Console(stderr=True)

@@ -80,13 +80,16 @@ def test_cli_refusals(tmp_path, capsys):
                  "--out", str(tmp_path / "d")]) == 2
 
 
-@pytest.mark.parametrize("features", ["", ",,", " , "])
-def test_cli_features_naming_nothing_is_refused_before_the_trace_is_read(tmp_path, capsys, features):
-    # before: the whole trace was read, then "--features ',,': nothing not among the trace's features [...]"
+@pytest.mark.parametrize(("features", "says"), [("", "names no feature"), (",,", "names no feature"),
+                                               (" , ", "names no feature"),
+                                               ("post,like_post, post", "names ['post'] more than once")])
+def test_cli_features_naming_nothing_is_refused_before_the_trace_is_read(tmp_path, capsys, features, says):
+    # before: the whole trace was read, then "--features ',,': nothing not among the trace's features [...]", or
+    # for a feature named twice "DuplicateIdError: feature names must be unique"
     assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--features", features, "--indicator", "lin",
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "names no feature" in err and "record(s) read" not in err
+    assert err.count("\n") == 1 and says in err and "record(s) read" not in err
 
 
 def test_cli_real_people_opaque_ids_and_tiers(tmp_path):
