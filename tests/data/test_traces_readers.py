@@ -217,6 +217,46 @@ def test_an_edge_file_duckdb_cannot_finish_is_a_trace_format_error(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_file_names_with_glob_characters_are_read_as_themselves(tmp_path, kind):
+    """DuckDB expands every file name it is given as a glob: 'ev[1].csv' read 'ev1.csv' instead (or was 'no table
+    files' when given itself), and a folder holding 'a*.csv' beside 'ab.csv' read ab.csv twice, silently."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def write(f, agent, amount):
+        rows = {"agent": [agent], "tick": [0], "action": ["buy"], "amount": [amount]}
+        if kind == "parquet":
+            pq.write_table(pa.table(rows), f)
+        elif kind == "csv":
+            f.write_text("agent,tick,action,amount\n" + f"{agent},0,buy,{amount}\n")
+        else:
+            f.write_text(json.dumps({k: v[0] for k, v in rows.items()}) + "\n")
+
+    d = tmp_path / "t"
+    d.mkdir()
+    for name, agent, amount in [("a*", "star", 1), ("ab", "ab", 2), ("x[1]", "bracket", 3), ("x1", "one", 4),
+                                ("q?", "question", 5)]:
+        write(d / f"{name}.{kind}", agent, amount)
+    p = read_trace(d, TABLE_SPEC).panel
+    assert sorted(p.agent_ids.tolist()) == ["ab", "bracket", "one", "question", "star"]
+    assert p.values[..., p.features.index("amount")].sum() == 1 + 2 + 3 + 4 + 5
+    one = read_trace(d / f"x[1].{kind}", TABLE_SPEC)
+    assert one.panel.agent_ids.tolist() == ["bracket"] and one.report.sources == [str(d / f"x[1].{kind}")]
+    assert read_trace(str(d / f"x*.{kind}"), TABLE_SPEC).panel.agent_ids.tolist() == ["bracket", "one"]
+    edges = d.parent / f"e[1].{kind}"  # an edge file named alike
+    if kind == "csv":
+        edges.write_text("follower_id,followee_id\nab,star\n")
+    elif kind == "jsonl":
+        edges.write_text(json.dumps({"follower_id": "ab", "followee_id": "star"}) + "\n")
+    else:
+        pq.write_table(pa.table({"follower_id": ["ab"], "followee_id": ["star"]}), edges)
+    (d.parent / f"e1.{kind}").write_bytes(b"garbage")
+    spec = {**TABLE_SPEC, "features": [*TABLE_SPEC["features"], {"kind": "exposure", "name": "seen", "of": "amount",
+                                                                 "edges": {"path": str(edges)}}]}
+    assert cell(read_trace(d, spec).panel, 0, "ab", "seen") == 1
+
+
 def test_a_glob_takes_regular_files_only_and_a_fifo_or_device_is_refused_by_name(tmp_path):
     spec = load_spec({"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
                       "features": [{"kind": "count", "name": "n"}]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob as globlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,17 @@ def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+_GLOB = re.compile(r"[\[*?]")
+
+
+def file_lit(f: Path | str) -> str:
+    """A file's name as DuckDB's readers take it literally: they expand every name as a glob, so 'events[1].csv'
+    read 'events1.csv' instead, and a directory's 'a*.csv' read its neighbours too (rows twice, silently); each
+    ``[``, ``*`` and ``?`` becomes a one-character class (``[[]``, ``[*]``, ``[?]``), which the file-name column
+    reports as the real name."""
+    return lit(_GLOB.sub(lambda m: f"[{m.group()}]", str(f)))
+
+
 def ident(s: str) -> str:
     return '"' + s.replace('"', '""') + '"'
 
@@ -32,13 +44,15 @@ def table_files(path: Path) -> list[Path]:
     """The files of a table: the file itself, a directory's table files (sorted; names starting with ``_`` or
     ``.`` are sidecars, not rows), or a glob's matches."""
     s = str(path)
-    if any(ch in s for ch in "*?["):  # regular files only, as in a directory: a matching folder raised
-        files = sorted(p for p in map(Path, globlib.glob(s)) if p.is_file())  # IsADirectoryError, a FIFO hung
-    elif path.is_dir():
+    if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_TABLE_EXT)
                        and not p.name.startswith(("_", ".")))  # sidecars such as AgentSociety 2's _schema.json
+    elif path.is_file():  # a file that exists is itself, even named like a glob ('events[1].csv')
+        files = [path]
+    elif any(ch in s for ch in "*?["):  # regular files only, as in a directory: a matching folder raised
+        files = sorted(p for p in map(Path, globlib.glob(s)) if p.is_file())  # IsADirectoryError, a FIFO hung
     else:
-        files = [path] if path.is_file() else []
+        files = []
     return files
 
 
@@ -72,7 +86,7 @@ def _holds(files: Sequence[Path], byte: bytes, chunk: int = 1 << 22) -> bool:
 def sniff_sql(f: Path | str, skip: int = 0) -> str:
     """DuckDB's CSV sniffer on ``f`` as the lenient scan sniffs (``store_rejects`` tolerates bad lines), from
     line ``skip + 1`` on (``skip``: the lines before a header the sniffer cannot find itself)."""
-    return f"sniff_csv({lit(str(f))}, header = true, store_rejects = true" + (f", skip = {int(skip)})" if skip else ")")
+    return f"sniff_csv({file_lit(f)}, header = true, store_rejects = true" + (f", skip = {int(skip)})" if skip else ")")
 
 
 def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any]:
@@ -111,7 +125,7 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
                                f"{sorted({f.name for f in files})[:5]}")
-    lst = "[" + ", ".join(lit(str(f)) for f in files) + "]"
+    lst = "[" + ", ".join(file_lit(f) for f in files) + "]"
     kind = kinds.pop()
     if kind == "parquet":
         return f"read_parquet({lst}, filename = {lit(FILE_COLUMN)})"
@@ -166,5 +180,5 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["FILE_COLUMN", "arrow_reader", "connect", "csv_dialect", "expr", "ident", "json_values", "scan_sql",
-           "sniff_sql", "table_files"]
+__all__ = ["FILE_COLUMN", "arrow_reader", "connect", "csv_dialect", "expr", "file_lit", "ident", "json_values",
+           "scan_sql", "sniff_sql", "table_files"]
