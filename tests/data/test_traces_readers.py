@@ -730,6 +730,9 @@ def test_an_agent_id_written_as_a_number_and_as_text_is_one_agent(tmp_path, batc
     assert cell(tail.panel, 0, 1, "last_amount") == 1
     text = read("text.jsonl", [(a, t, x, v) for a, t, x, v in rows] + [("c", 3, "buy", 1)])  # with a name: text
     assert text.panel.agent_ids.tolist() == ["1", "2", "3", "c"]
+    # ids that are one label only because numpy's text drops a trailing NUL are not merged, nor a repeated label
+    with pytest.raises(TraceError, match=r"agent ids 'a' and 'a\\x00' in field 'agent' would be one label 'a'"):
+        read("nul.jsonl", [("a", 0, "buy", 1), ("a\0", 0, "buy", 2)])
 
 
 @pytest.mark.parametrize(("tail", "where"), [('{"agent":"a1","tick":1,"act', "row 61"), ("[1,2,3]\n", "row 61"),
