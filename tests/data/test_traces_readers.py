@@ -751,6 +751,34 @@ def test_a_bad_json_line_in_a_table_is_refused_by_its_row_or_skipped_and_counted
     np.testing.assert_array_equal(r.panel.values, read_trace(good, TABLE_SPEC).panel.values)
 
 
+@pytest.mark.parametrize("where", ["other field", "agent field", "after a line that is not an object"])
+def test_a_json_line_nested_beyond_duckdb_is_one_bad_record_not_the_end_of_the_table(tmp_path, where):
+    """One line nested deeper than DuckDB's 128 levels failed the whole table ('DuckDB cannot read ...: JSON exceeds
+    maximum recursion depth of 128'), --skip-bad or not, naming no line. A deep field the spec does not read is
+    read past; a deep value in a field it reads is an unusable value of its row."""
+    deep = "[" * 100_000 + "]" * 100_000
+    rows = [json.dumps({"agent": f"a{i % 3}", "tick": i % 4, "action": "buy", "amount": i}) for i in range(30)]
+    if where == "other field":
+        rows.insert(5, '{"agent": "a1", "tick": 1, "action": "buy", "amount": 2, "blob": ' + deep + "}")
+    else:
+        rows.insert(5, '{"agent": ' + deep + ', "tick": 1, "action": "buy", "amount": 2}')
+        if where.startswith("after"):
+            rows.insert(0, "[1, 2]")
+    f = tmp_path / "deep.jsonl"
+    f.write_text("\n".join(rows) + "\n")
+    if where == "other field":
+        r = read_trace(f, TABLE_SPEC)
+        assert r.report.records == 31 and r.report.n_skipped == 0 and cell(r.panel, 1, "a1", "amount") > 2
+        return
+    row = 7 if where.startswith("after") else 6
+    first = "row 1: not a JSON object" if where.startswith("after") else f"row {row}: no usable agent id"
+    with pytest.raises(TraceRecordError, match=rf"deep\.jsonl {first}"):
+        read_trace(f, TABLE_SPEC)
+    r = read_trace(f, TABLE_SPEC, on_bad="skip")
+    assert r.report.skipped["no usable agent id in field 'agent'"] == 1
+    assert r.report.skipped_at["no usable agent id in field 'agent'"] == [f"{f} row {row}"]
+
+
 def test_a_json_line_that_is_not_an_object_keeps_nested_fields_readable(tmp_path):
     """With one non-object line DuckDB reads each line as one JSON value; the reader then reads the spec's fields
     by name, nested ones too."""

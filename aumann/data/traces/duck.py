@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aumann import bounded
 from aumann.data.traces.events import split_path
 from aumann.errors import TraceFormatError
 
@@ -152,8 +153,17 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
 
 def json_values(values: list[Any]) -> list[Any]:
     """The values of a column of DuckDB's JSON type (a field whose values are of more than one JSON type, 7 and
-    "b") as what they hold: each is JSON text ('"b"'), ``None`` stays ``None``."""
-    return [None if v is None else json.loads(v) for v in values]
+    "b") as what they hold: each is JSON text ('"b"'), ``None`` stays ``None``. A value nested beyond aumann's JSON
+    bounds (read by name, DuckDB leaves its text unparsed) is an empty array or object, an unusable value, not a
+    RecursionError out of ``json.loads``."""
+    return [None if v is None else _json_value(v) for v in values]
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text) if len(text) < 4096 else bounded.loads_json(text, what="a value", error=ValueError)
+    except (ValueError, RecursionError):
+        return {} if text.lstrip().startswith("{") else []
 
 
 def connect(threads: int | None = None):

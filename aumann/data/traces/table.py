@@ -73,11 +73,6 @@ class TableReader(TraceReader):
             dialect = csv_dialect(con, files) if kind == "csv" else {}
             src = scan_sql(files, lenient=True, dialect=dialect)
             lines = _CsvLines(src, dialect) if kind == "csv" else None
-            try:
-                desc = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
-            except duckdb.Error as exc:
-                raise TraceFormatError(f"DuckDB cannot read {str(self.path)!r}: {str(exc)[:400]}") from exc
-            cols = {r[0]: r[1] for r in desc}
             want = {"agent": spec.agent.field, "step": spec.step.field}
             if spec.action is not None:
                 want["action"] = spec.action.field
@@ -88,6 +83,15 @@ class TableReader(TraceReader):
             for i, w in enumerate(validator.where):
                 want[f"w{i}"] = w
             tops = sorted({split_path(p)[0] for p in want.values()})
+            try:
+                cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+            except duckdb.Error as exc:
+                if kind != "json" or "recursion depth" not in str(exc):
+                    raise TraceFormatError(f"DuckDB cannot read {str(self.path)!r}: {str(exc)[:400]}") from exc
+                # DuckDB's detection of the columns parses every value: one line nested deeper than its 128 levels
+                # failed the whole file ('JSON exceeds maximum recursion depth'), --skip-bad or not; the spec's fields
+                # are read by name below, each as JSON text (decoded within aumann's bounds, a bad one a bad record)
+                cols = {"json": "JSON", FILE_COLUMN: "VARCHAR"}
             json_tops: set[str] = {c for c, t in cols.items() if t == "JSON"}
             if kind == "json" and set(cols) - {FILE_COLUMN} == {"json"} and "json" not in tops:
                 # some line is not an object (an array, a number): DuckDB then reads every line as one `json`
