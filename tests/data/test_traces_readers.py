@@ -205,6 +205,19 @@ def test_edge_file_endpoints_are_read_as_ids_whatever_their_type(tmp_path):
     assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0}
 
 
+def test_json_edge_endpoints_beyond_two_to_the_64_reach_their_own_agents(tmp_path):
+    """JSON endpoints beyond 2⁶⁴ were read as doubles: an edge from 2⁷⁰ + 1 became one from 2⁷⁰ (the same double),
+    exposure credited to the wrong agent, silently."""
+    big = 2**70
+    events = tmp_path / "ev.jsonl"
+    events.write_text("".join(json.dumps({"agent": a, "tick": 0}) + "\n" for a in (big, big + 1, 5, 5)))
+    edges = tmp_path / "edges.jsonl"
+    edges.write_text(json.dumps({"src": big + 1, "dst": 5}) + "\n")
+    p = read_trace(events, load_spec(_edge_spec(edges))).panel
+    exp = dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist()))
+    assert exp == {str(big): 0.0, str(big + 1): 2.0, "5": 0.0}
+
+
 def test_an_edge_file_duckdb_cannot_finish_is_a_trace_format_error(tmp_path):
     events = tmp_path / "ev.csv"
     events.write_text("agent,tick\na1,0\nb,0\n")

@@ -72,6 +72,10 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
             src = scan_sql(files, text=[edges.source, edges.target])
         try:
             rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
+            if _kind(files[0]) == "json" and any(str(t) in ("DOUBLE", "FLOAT") for t in rel.types[:2]):
+                # endpoints DuckDB read as doubles (JSON numbers beyond 2⁶⁴): 2⁷⁰ + 1 became 2⁷⁰ and its edges
+                # went to that agent; read the fields as JSON text, each id decoded as written
+                rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {scan_sql(files, json_columns=need)}")
             # a JSON field whose values are of more than one type (7 and "b") is DuckDB's JSON type: JSON text
             json_cols = [str(t) == "JSON" for t in rel.types]
             tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
