@@ -265,3 +265,29 @@ def test_cli_real_people_spec_ids_are_withheld_from_the_outputs(tmp_path, how):
     assert main(["attribute", "--trace", str(f), "--spec", str(spec), *flags, "--export-identifiers", "--indicator",
                  "lin", "--out", str(out2), "--no-report"]) == 0
     assert json.loads((out2 / "trace_report.json").read_text())["spec"]["agent"]["exclude"] == ["@carol.example"]
+
+
+def test_cli_rerun_into_the_same_out_leaves_no_earlier_results(tmp_path):
+    """Re-run into the same --out with --no-deletion, the report presented the earlier run's deletion study (its t*,
+    its agents, its f) as this run's, and the earlier run's identifiers.csv (real names) stayed beside it."""
+    out = tmp_path / "o"
+    assert main(["attribute", "--trace", str(DATA / "concordia_log.json"), "--real-people", "--export-identifiers",
+                 "--indicator", "lin", "--out", str(out), "--static"]) == 0
+    assert (out / "identifiers.csv").is_file() and (out / "deletion_masking.json").is_file()
+    assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--no-deletion", "--indicator", "gini",
+                 "--out", str(out), "--static"]) == 0
+    assert not (out / "identifiers.csv").exists() and not (out / "deletion_masking.json").exists()
+    assert not (out / "deletion_masking.csv").exists()
+    md = (out / "report.md").read_text()
+    assert "No deletion study" in md and "Masking deletion at t*" not in md
+    # the panel path on that run's own panel.npz: the input stays, the trace's read report goes
+    assert main(["attribute", str(out / "panel.npz"), "--indicator", "lin", "--out", str(out), "--no-report"]) == 0
+    assert (out / "panel.npz").is_file() and not (out / "trace_report.json").exists()
+    assert not (out / "report.md").exists()  # --no-report: the earlier report described another attribution
+    mine = tmp_path / "mine"  # a folder no aumann attribute wrote keeps its files
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes\n")
+    (mine / "identifiers.csv").write_text("index,id\n")
+    assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--indicator", "lin", "--out", str(mine),
+                 "--no-report", "--no-deletion"]) == 0
+    assert (mine / "report.md").read_text() == "my notes\n" and (mine / "identifiers.csv").is_file()
