@@ -205,6 +205,16 @@ def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> 
     return write_bytes(path, text.encode("utf-8"), within=within)
 
 
+_GLOB_CHARS = re.compile(r"[\[*?]")
+
+
+def duckdb_file_name(path: PathLike) -> str:
+    """``path`` as DuckDB's file readers (``read_json``, ``read_csv``, ``read_parquet``) take it literally: they
+    expand every name as a glob, so ``day[1].jsonl`` read ``day1.jsonl`` instead, silently; each ``[``, ``*`` and
+    ``?`` becomes a one-character class (``[[]``, ``[*]``, ``[?]``), which matches only itself."""
+    return _GLOB_CHARS.sub(lambda m: f"[{m.group()}]", str(path))
+
+
 BOM = b"\xef\xbb\xbf"
 
 

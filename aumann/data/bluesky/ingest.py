@@ -76,7 +76,7 @@ from aumann.data.bluesky.jetstream import (
 from aumann.data.bluesky.profiles import load_profiles
 from aumann.data.bluesky.topics import Topic, keyword_regex, load_topics
 from aumann.errors import ConfigError, IngestError, ZstdDictionaryError
-from aumann.io import ensure_output_dir
+from aumann.io import duckdb_file_name, ensure_output_dir
 from aumann.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
 
     t = stages.lap("open / decode", t)
     try:
-        con.execute(sql.SCAN, [str(src), compression])
+        con.execute(sql.SCAN, [duckdb_file_name(src), compression])
     except duckdb.Error as exc:
         if compression != "zstd":
             raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
@@ -232,7 +232,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         container = "zstd-damaged"
         compression = "none"
         try:
-            con.execute(sql.SCAN, [str(src), "none"])
+            con.execute(sql.SCAN, [duckdb_file_name(src), "none"])
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)

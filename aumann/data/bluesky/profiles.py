@@ -16,6 +16,7 @@ from aumann.data.bluesky import ingest_sql as sql
 from aumann.data.bluesky.counts import MAX_COUNT
 from aumann.data.bluesky.ingest_report import IngestReport
 from aumann.errors import IngestError
+from aumann.io import duckdb_file_name
 
 _VALID = sql.PROFILE_VALID.format(max_count=MAX_COUNT)
 
@@ -37,7 +38,7 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
 
     try:
         cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
-                                          [str(p)]).fetchall()]
+                                          [duckdb_file_name(p)]).fetchall()]
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {_csv_problem(exc)}") from exc
     missing = [c for c in ("did", "followers_count") if c not in cols]
@@ -47,7 +48,7 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
     try:
         con.execute(sql.PROFILES.format(
             created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
-            handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [str(p)])
+            handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [duckdb_file_name(p)])
         con.execute(sql.PROFILES_CLEAN.format(valid=_VALID, created_at=sql.CREATED_AT))
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {_csv_problem(exc)}") from exc

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import glob as globlib
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aumann import bounded
+from aumann import io as aio
 from aumann.data.traces.events import split_path
 from aumann.errors import TraceFormatError
 
@@ -26,15 +26,11 @@ def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-_GLOB = re.compile(r"[\[*?]")
-
-
 def file_lit(f: Path | str) -> str:
-    """A file's name as DuckDB's readers take it literally: they expand every name as a glob, so 'events[1].csv'
-    read 'events1.csv' instead, and a directory's 'a*.csv' read its neighbours too (rows twice, silently); each
-    ``[``, ``*`` and ``?`` becomes a one-character class (``[[]``, ``[*]``, ``[?]``), which the file-name column
-    reports as the real name."""
-    return lit(_GLOB.sub(lambda m: f"[{m.group()}]", str(f)))
+    """A file's name as DuckDB's readers take it literally (:func:`aumann.io.duckdb_file_name`): 'events[1].csv'
+    read 'events1.csv' instead, and a directory's 'a*.csv' read its neighbours too (rows twice, silently); the
+    file-name column reports the real name."""
+    return lit(aio.duckdb_file_name(f))
 
 
 def ident(s: str) -> str:

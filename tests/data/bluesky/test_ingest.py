@@ -289,3 +289,22 @@ def test_a_replayed_engagement_without_a_did_target_is_counted_once(tmp_path: Pa
     assert report.duplicates == 2 and report.valid_events == 5
     assert report.malformed_engagements == 1
     assert report.files[0]["malformed_engagements"] == 1
+
+
+@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+@pytest.mark.parametrize("name", ["day[1].jsonl", "day*.jsonl", "day?.jsonl"])
+def test_a_file_named_like_a_glob_is_read_as_itself(tmp_path: Path, name: str):
+    # DuckDB expands every file name it reads as a glob: 'day[1].jsonl' read its neighbour 'day1.jsonl' (three
+    # events) in its place, silently, and a profile snapshot 'p[1].csv' read 'p1.csv'
+    src = tmp_path / name
+    src.write_bytes(GOLDEN.read_bytes())
+    (tmp_path / "day1.jsonl").write_bytes(b"".join(GOLDEN.read_bytes().splitlines(keepends=True)[:3]))
+    prof = tmp_path / "p[1].csv"
+    prof.write_text("did,followers_count\ndid:plc:mcc5yghbk7tixqryac2yxku7,5\n")
+    (tmp_path / "p1.csv").write_text("did,followers_count\ndid:plc:q235v55g5unth4zjjdpacfdr,7\n")
+    counts, report = ingest([src], profiles=prof, options=_opts())
+    rep = report.to_dict()
+    assert rep["valid_events"] == 10 and rep["lines_read"] == 10
+    assert rep["profiles"]["rows"] == 1
+    by_did = dict(zip(counts.users["did"], counts.users["followers_source"], strict=True))
+    assert by_did["did:plc:mcc5yghbk7tixqryac2yxku7"] == "snapshot"
