@@ -81,7 +81,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="response_format: auto = negotiated once per server: strict json_schema, else json_object "
                         "with the schema, else prompt-only (default)")
     g.add_argument("--llm-timeout", type=float, default=60.0,
-                   help="seconds per LLM socket operation (default 60; a retry after a timeout waits longer)")
+                   help="seconds an LLM request may take in all, reply included (default 60; a retry after a timeout "
+                        "waits longer)")
     s = p.add_argument_group("LLM sampling (the [llm] config keys; flags override the config)")
     s.add_argument("--temperature", type=float, default=None, help="sampling temperature (llm.temperature, default 0)")
     s.add_argument("--top-p", type=float, default=None, help="nucleus sampling (llm.top_p, default: the server's)")

@@ -361,10 +361,13 @@ def test_a_password_with_an_unencoded_slash_or_question_mark_is_refused_and_neve
     _no_secret(redact_url(full), redact_command(["aumann", "--base-url", full]))
 
 
+@pytest.mark.parametrize("where", ["body", "status", "headers"])
 @pytest.mark.parametrize("kind", ["stdlib", "httpx"])
-def test_a_reply_trickling_in_a_byte_at_a_time_is_bounded_by_the_timeout_in_all(kind):
+def test_a_reply_trickling_in_a_byte_at_a_time_is_bounded_by_the_timeout_in_all(kind, where):
     """The timeout bounded each socket read, so a server (or a gateway sending keep-alive bytes) that trickles its
-    reply held a decision for as long as it liked. Now the request as a whole ends at the timeout."""
+    reply held a decision for as long as it liked. Now the request as a whole ends at the timeout -- also while the
+    status line and the headers trickle in (the deadline covered only the body: a server sending a header line
+    every 0.1 s held a timeout=1 request for as long as its headers lasted, up to 100 lines of 64 KiB each)."""
     import threading
     import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -379,10 +382,21 @@ def test_a_reply_trickling_in_a_byte_at_a_time_is_bounded_by_the_timeout_in_all(
 
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
             try:
+                if where == "status":
+                    for ch in b"HTTP/1.1 200 OK" + b" " * 1000:
+                        self.wfile.write(bytes([ch]))
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.flush_headers()
+                if where == "headers":
+                    for i in range(99):
+                        self.wfile.write(b"X-Wait-%d: ...\r\n" % i)
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                self.end_headers()
                 for _ in range(1000):
                     self.wfile.write(b" ")
                     self.wfile.flush()

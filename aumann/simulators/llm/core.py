@@ -78,7 +78,8 @@ class ChatCompletions:
             ``request(method, endpoint, path, body, headers, timeout, max_bytes)``).
         sampling: a :class:`~aumann.simulators.llm.settings.Sampling`.
         structured_output: ``auto`` (negotiated per endpoint), ``json_schema``, ``json_object`` or ``none``.
-        timeout: seconds per socket operation (a retry after a timeout may scale it up).
+        timeout: seconds one request may take in all, from connecting to the last byte of the reply (a retry after
+            a timeout may scale it up).
         usage: the :class:`~aumann.simulators.llm.usage.Usage` that latencies and refused usage go to.
         max_response_bytes: reply bodies larger than this are rejected.
         endpoint_cooldown: seconds a failing endpoint is taken out (doubling per repeat).

@@ -8,7 +8,9 @@ configures a proxy for an endpoint (``HTTPS_PROXY``, ...), the backend uses :cla
 instead, which honours them. :class:`HttpxTransport` also wraps any ``httpx`` transport, e.g.
 ``httpx.MockTransport(handler)`` in tests.
 
-Both read at most ``max_bytes`` of a reply body: a larger body raises :class:`ReplyTooLarge` (the
+Both bound a request by its ``timeout`` in all -- the status line, the headers and the body arriving within it,
+not each socket read (a server trickling any of them a byte at a time cannot hold a request longer) -- and
+read at most ``max_bytes`` of a reply body: a larger body raises :class:`ReplyTooLarge` (the
 connection is dropped, nothing is stored). Network failures raise :class:`TransportFailure` with a
 kind (``"timeout"`` or ``"connect"``); a keep-alive connection the server closed while idle is
 re-opened once, silently (the server never saw that request).
@@ -16,7 +18,10 @@ re-opened once, silently (the server never saw that request).
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
+import socket
 import ssl
 import threading
 import time
@@ -39,6 +44,37 @@ class Reply:
 
 
 
+class _DeadlineIO(io.RawIOBase):
+    """The socket reader of one response: every read waits at most until the request's deadline. (A socket's own
+    timeout bounds each read alone: a server trickling its status line and headers, a byte at a time, held
+    ``getresponse()`` for as long as it liked -- up to 100 header lines of 64 KiB each.)"""
+
+    def __init__(self, raw: Any, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._raw, self._sock, self._deadline = raw, sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's time is up")
+        self._sock.settimeout(left)
+        return self._raw.readinto(b)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()  # the socket reader's close: the socket is really closed once no reader holds it
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An :class:`http.client.HTTPResponse` that reads through :class:`_DeadlineIO` (status line, headers, body)."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp = io.BufferedReader(_DeadlineIO(self.fp.detach(), sock, deadline))
 
 
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
@@ -93,7 +129,8 @@ class StdlibTransport:
         byte at a time would otherwise hold it for as long as it likes)."""
         deadline = time.monotonic() + timeout
         for attempt in (0, 1):
-            conn, fresh = self._conn(ep, timeout)
+            conn, fresh = self._conn(ep, max(1e-3, deadline - time.monotonic()))
+            conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)
             try:
                 conn.request(method, path, body=body, headers=dict(headers))
                 resp = conn.getresponse()
@@ -119,12 +156,9 @@ class StdlibTransport:
                     raise ReplyTooLarge(int(length))
                 buf = bytearray()
                 while True:  # to the end (a chunked body too, so the connection can be reused), within the deadline
-                    left = deadline - time.monotonic()
-                    if left <= 0:
+                    if deadline <= time.monotonic():
                         raise TimeoutError  # still arriving when the request's whole time is up
-                    if conn.sock is not None:
-                        conn.sock.settimeout(left)
-                    chunk = resp.read1(1 << 16)
+                    chunk = resp.read1(1 << 16)  # each socket read waits until the deadline at most (_DeadlineIO)
                     if not chunk:
                         break
                     buf += chunk
@@ -157,6 +191,84 @@ class StdlibTransport:
         self.__init__()
 
 
+#: the deadline of the httpx request running on this thread (read by :class:`_DeadlineBackend`'s streams)
+_httpx_deadline = threading.local()
+
+
+def _left(timeout: float | None, exc: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of this thread's httpx request (raise ``exc`` when nothing is left)."""
+    at = getattr(_httpx_deadline, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise exc("the request's time is up")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose every read and write waits at most until the request's deadline (httpx's
+    own timeouts bound each socket operation alone: a trickled status line or header block held a request for
+    hours)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore
+
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        import httpcore
+
+        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        import httpcore
+
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname,
+                                                     _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """An httpcore network backend whose streams are :class:`_DeadlineStream` s."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        import httpcore
+
+        return _DeadlineStream(self._inner.connect_tcp(host, port, _left(timeout, httpcore.ConnectTimeout), **kwargs))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        import httpcore
+
+        return _DeadlineStream(self._inner.connect_unix_socket(path, _left(timeout, httpcore.ConnectTimeout), **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bound_reads(client: Any) -> None:
+    """Put a :class:`_DeadlineBackend` under the connection pools of ``client``'s transports (the default one and
+    the proxies' mounts) where they are httpcore pools; a transport of another kind (``MockTransport``) has no
+    socket to bound, and is left alone (the body is still cut at the deadline between chunks)."""
+    transports = [getattr(client, "_transport", None), *(getattr(client, "_mounts", None) or {}).values()]
+    for t in transports:
+        pool = getattr(t, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is not None and not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)
+
+
 class HttpxTransport:
     """An ``httpx.Client`` (or any ``httpx`` transport, e.g. ``MockTransport``) as the HTTP layer."""
 
@@ -166,11 +278,12 @@ class HttpxTransport:
         self._httpx = httpx
         self.client = client if client is not None else httpx.Client(transport=transport, timeout=None,
                                                                        trust_env=trust_env)
+        _bound_reads(self.client)
 
     def request(self, method: str, ep: Endpoint, path: str, body: bytes | None, headers: Mapping[str, str],
                 timeout: float, max_bytes: int) -> Reply:
         httpx = self._httpx
-        deadline = time.monotonic() + timeout
+        deadline = _httpx_deadline.at = time.monotonic() + timeout
         try:
             with self.client.stream(method, ep.origin + path, content=body, headers=dict(headers),
                                     timeout=timeout) as r:
@@ -189,6 +302,8 @@ class HttpxTransport:
             raise TransportFailure("timeout", f"timed out after {timeout:g}s") from None
         except httpx.TransportError as exc:
             raise TransportFailure("connect", f"cannot connect to {ep.public}: {exc!r}") from None
+        finally:
+            _httpx_deadline.at = None
 
     def close(self) -> None:
         self.client.close()
