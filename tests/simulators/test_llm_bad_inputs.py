@@ -445,3 +445,50 @@ def test_the_cli_redacts_every_message_it_prints_with_the_keys_backends_register
     line = one_line(f"ScenarioCodeError: step() raised ValueError: Invalid header value b'Bearer {SECRET}\\r'")
     _no_secret(line)
     assert "ScenarioCodeError" in line
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "httpx"])
+def test_a_reply_cut_off_before_its_content_length_is_a_failed_request_not_a_malformed_answer(kind, tmp_path):
+    """A server (or a proxy) that closed the connection half-way through a Content-Length body: http.client's read1
+    ends quietly there, so the stdlib transport returned the half body as the whole reply -- counted as the model's
+    malformed answer, retried once 'varied' with a repair message, and stored in the cache as a permanent
+    abstention; and since 'the server answered', an outage of such cuts never became ServerDownError. Now it is a
+    failed request (as httpx always said): retried with backoff, a BackendUnavailableError, stored as 'failed: ...'."""
+    import socket
+    import threading
+
+    from aumann.simulators.llm.transport import HttpxTransport
+
+    good = json.dumps({"choices": [{"message": {"role": "assistant", "content": '{"post": true}'}}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
+    lsock = socket.create_server(("127.0.0.1", 0))
+    served = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                served.append(1)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                             % len(good) + good[:len(good) // 2])
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        cache = ResponseCache(tmp_path / "c.sqlite")
+        b = OpenAIBackend(model="m", base_url=f"http://127.0.0.1:{lsock.getsockname()[1]}/v1", max_retries=2,
+                          sleep=lambda s: None, cache=cache, transport=HttpxTransport() if kind == "httpx" else None)
+        [out] = b.decide_many([{"messages": MSGS, "schema": Post}], return_exceptions=True)
+        assert isinstance(out, BackendUnavailableError) and not isinstance(out, MalformedResponseError)
+        assert "cut off" in str(out) or "complete message body" in str(out)
+        assert len(served) == 3 and b.usage.failures == 3  # max_retries with backoff, not one 'varied' retry
+        b.close()
+    finally:
+        lsock.close()
+    [row] = ResponseCache(tmp_path / "c.sqlite", mode="replay").rows()
+    assert row["invalid"].startswith("failed: ") and row["reply"] == ""

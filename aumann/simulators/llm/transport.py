@@ -165,6 +165,8 @@ class StdlibTransport:
                     if len(buf) > max_bytes:
                         self._drop(ep)
                         raise ReplyTooLarge(None)
+                if resp.length:  # read1 ends quietly where the server closed before its Content-Length's end
+                    raise http.client.IncompleteRead(bytes(buf), resp.length)
                 resp.read()  # b"": marks the response closed (read1 does not at a Content-Length's end)
                 data = bytes(buf)
                 hdrs = {k.lower(): v for k, v in resp.getheaders()}
