@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from pydantic import BaseModel
 
-from aumann.errors import BackendUnavailableError, ServerDownError
+from aumann.errors import BackendUnavailableError, MalformedResponseError, ServerDownError
 from aumann.simulators.llm import OpenAIBackend, ResponseCache
 from tests.llm_loopback import LoopbackLLM
 from tests.simulators.llm_fakes import SECRET, client_for, completion
@@ -137,3 +138,51 @@ def test_a_fork_and_its_original_asking_together_share_the_one_failed_decision(t
                                                    "BackendUnavailableError"]
         assert srv.stats()["requests"] == 1 + 4
         b.close()
+
+
+@pytest.mark.parametrize("body", [b"<html><body>Welcome to nginx!</body></html>", b'{"choices": []}', b"[1, 2]",
+                                  b'{"error": "upstream timed out"}', b'{"choices": [{"message": {"content": "{\\"yes'],
+                         ids=["html", "no_choices", "list", "no_message", "cut_json"])
+def test_a_200_that_is_no_chat_completion_is_a_failing_server_not_the_models_answer(tmp_path, body):
+    """A wrong base URL (a web server's page for every path), a proxy's error page or a body of the wrong shape came
+    back with HTTP 200 and counted as the *model's* invalid answer: one 'varied' retry, a MalformedResponseError,
+    and a row stored in the cache as a permanent abstention -- the whole study ran to 100 % abstentions, never
+    looked like an outage, and the re-run after fixing the URL replayed every abstention from the cache (0
+    requests). Now it is a failed request: retried with backoff, an outage after 8 decisions (nothing stored) and a
+    stored 'failed: ...' only once a later answer shows the server was up."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    b = OpenAIBackend(model="m", client=client_for(lambda r: httpx.Response(200, content=body)), cache=cache,
+                      max_retries=1, sleep=lambda s: None, concurrency=1)
+    got = [b.decide_many([_req(s)], return_exceptions=True)[0] for s in range(8)]
+    assert all(type(g) is BackendUnavailableError for g in got[:7]) and isinstance(got[7], ServerDownError)
+    assert "not a chat completion" in str(got[7]) and b.usage.invalid_decisions == 7
+    b.close()
+    assert len(ResponseCache(path, mode="replay")) == 0  # an outage: nothing stored, a re-run asks again
+
+    def one_bad(request: httpx.Request) -> httpx.Response:
+        seed = json.loads(request.content)["seed"]
+        return httpx.Response(200, content=body) if seed == 2 else httpx.Response(200, json=completion('{"yes": 1}'))
+
+    b = OpenAIBackend(model="m", client=client_for(one_bad), cache=ResponseCache(path), max_retries=1,
+                      sleep=lambda s: None, concurrency=1)
+    assert isinstance(b.decide_many([_req(2)], return_exceptions=True)[0], BackendUnavailableError)
+    assert b.decide_many([_req(3)])[0].yes  # the server answers: the failed decision was no outage
+    b.close()
+    [row] = ResponseCache(path, mode="replay").rows(invalid_only=True)
+    assert row["invalid"].startswith("failed: 2 attempt(s)") and row["reply"] == ""
+
+
+def test_a_completion_without_content_is_still_the_models_answer(tmp_path):
+    """A model that refused (``refusal``) or called a tool answered, with no content: an abstention of the model
+    (MalformedResponseError after the varied retry), stored as its invalid answer."""
+    refusal = {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't"}}],
+               "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    b = OpenAIBackend(model="m", client=client_for(lambda r: httpx.Response(200, json=refusal)), cache=cache,
+                      max_retries=1, sleep=lambda s: None)
+    [out] = b.decide_many([_req(1)], return_exceptions=True)
+    assert isinstance(out, MalformedResponseError) and "no choices[0].message.content" in str(out)
+    b.close()
+    [row] = ResponseCache(tmp_path / "c.sqlite", mode="replay").rows(invalid_only=True)
+    assert "no choices[0].message.content" in row["invalid"]

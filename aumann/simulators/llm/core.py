@@ -283,6 +283,10 @@ class ChatCompletions:
             done = interpret(reply, where=ep.public, model=self.model, redact=self.redact,
                              retry_after_max=self.retry_after_max, negotiable=negotiable,
                              list_models=lambda: self._list_models(ep), max_bytes=self.max_response_bytes)
+        except Retryable as exc:
+            if reply.status == 200 and exc.kind == "unavailable":  # a 200 that is no completion: a failing endpoint
+                self.endpoints.failure(ep)
+            raise
         except LLMRequestError as exc:
             if bound_field == "max_tokens" and "max_completion_tokens" in str(exc):
                 raise BoundFieldRefused() from None

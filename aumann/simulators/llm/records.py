@@ -50,17 +50,20 @@ class ServerUsage(_Strict):
 
 class Completion:
     """A parsed reply body: ``text`` (``None`` when there is no ``choices[0].message.content`` string),
-    the token counts, and ``usage_refused`` -- why the reported usage was refused (``None``: accepted)."""
+    the token counts, ``usage_refused`` -- why the reported usage was refused (``None``: accepted) -- and
+    ``has_message``: whether the body is a chat completion at all (``choices[0].message`` an object; a model that
+    answered with a refusal or a tool call has one, without a ``content`` string)."""
 
-    __slots__ = ("completion_tokens", "finish_reason", "prompt_tokens", "text", "usage_refused")
+    __slots__ = ("completion_tokens", "finish_reason", "has_message", "prompt_tokens", "text", "usage_refused")
 
     def __init__(self, text: str | None, prompt_tokens: int, completion_tokens: int, usage_refused: str | None,
-                 finish_reason: str | None = None) -> None:
+                 finish_reason: str | None = None, has_message: bool = True) -> None:
         self.text = text
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.usage_refused = usage_refused
         self.finish_reason = finish_reason
+        self.has_message = has_message
 
 
 def read_completion(body: bytes, *, max_bytes: int = bounded.MAX_BYTES) -> Completion:
@@ -69,10 +72,12 @@ def read_completion(body: bytes, *, max_bytes: int = bounded.MAX_BYTES) -> Compl
     if not isinstance(data, dict):
         raise ValueError(f"the server's reply is a JSON {type(data).__name__}, not an object")
     text = finish = None
+    has_message = False
     try:
         choice = data["choices"][0]
-        text = choice["message"]["content"]
         finish = choice.get("finish_reason")
+        has_message = isinstance(choice["message"], dict)
+        text = choice["message"]["content"]
     except (KeyError, IndexError, TypeError, AttributeError):
         pass
     if not isinstance(text, str):
@@ -90,7 +95,7 @@ def read_completion(body: bytes, *, max_bytes: int = bounded.MAX_BYTES) -> Compl
             pt, ct = u.prompt_tokens, u.completion_tokens
         except (ValidationError, TypeError) as exc:
             refused = _why(exc, raw)
-    return Completion(text, pt, ct, refused, finish)
+    return Completion(text, pt, ct, refused, finish, has_message)
 
 
 def _why(exc: Exception, raw: Any) -> str:

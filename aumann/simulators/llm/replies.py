@@ -4,7 +4,9 @@
 the checked token counts) or raises:
 
 * :class:`Retryable` -- worth another attempt: 429 (with the server's ``Retry-After``), 5xx and
-  408, a 200 whose body is not JSON or has no ``choices[0].message.content``;
+  408, and a 200 whose body is not a chat completion at all (not JSON -- a proxy's HTML page --, or without a
+  ``choices[0].message`` object), all ``unavailable``: the server failed, the model did not answer; a completion
+  whose message has no ``content`` string (a refusal, a tool call) is ``malformed``: the model's answer;
 * :class:`ModeUnsupported` -- any HTTP 4xx/5xx (but 401/403/404/408/429) whose message names the
   structured-output request (``response_format``, ``json_schema``, ``json_object``, ...) while the mode
   may still be negotiated (the backend falls back and resends) -- llama.cpp's server answers an
@@ -80,11 +82,19 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
     """The :class:`~aumann.simulators.llm.records.Completion` of a good reply, else raise (see the module)."""
     status = reply.status
     if status == 200:
+        # a body that is no chat completion is the server (or a proxy in front of it) failing, not the model
+        # answering: retried like a 5xx and never stored as the decision's answer (a wrong base URL answering every
+        # request with an HTML page filled the cache with permanent abstentions, and never looked like an outage)
         try:
             done = read_completion(reply.body, max_bytes=max(max_bytes, len(reply.body)))
         except ValueError as exc:
-            raise Retryable("malformed", redact(
-                f"reply body is not JSON ({redact(str(exc))[:80]}): {_head(reply.body, redact)}")) from None
+            raise Retryable("unavailable", redact(
+                f"HTTP 200 whose body is not a chat completion: not JSON ({redact(str(exc))[:80]}): "
+                f"{_head(reply.body, redact)}")) from None
+        if not done.has_message:
+            raise Retryable("unavailable", redact(
+                f"HTTP 200 whose body is not a chat completion: no choices[0].message: {_head(reply.body, redact)}"),
+                tokens=(done.prompt_tokens, done.completion_tokens) if done.usage_refused is None else None)
         if done.text is None:
             raise Retryable("malformed", redact(
                 f"reply has no choices[0].message.content: {_head(reply.body, redact)}"),
