@@ -83,6 +83,9 @@ def show(args: argparse.Namespace) -> int:
         from aumann.cli.llm_options import run_dir_file
 
         cache_path = run_dir_file(run, "llm-cache.sqlite", "LLM response cache", sqlite=True)
+    from aumann.simulators.llm.cache import not_a_file
+
+    not_a_file(cache_path, error=ConfigError, what="--cache" if args.cache is not None else "the LLM response cache")
     if not cache_path.is_file():
         raise ConfigError(f"no LLM response cache at {str(cache_path)!r}: was {str(run)!r} written by aumann run with "
                           "an LLM backend (--backend openai|local)? Pass --cache PATH if it lives elsewhere")

@@ -194,6 +194,9 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
         raise ConfigError(f"--backend {args.backend} needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
     cache_path = (Path(args.cache) if args.cache is not None
                   else run_dir_file(out, "llm-cache.sqlite", "LLM response cache", sqlite=True))
+    from aumann.simulators.llm.cache import not_a_file
+
+    not_a_file(cache_path, error=ConfigError, what="--cache" if args.cache is not None else "the LLM response cache")
     if args.cache_mode == "replay" and not cache_path.is_file():
         raise ConfigError(f"--cache-mode replay needs a recorded cache; {str(cache_path)!r} does not exist "
                           "(record one first with --cache-mode record)")

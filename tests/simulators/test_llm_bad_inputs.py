@@ -492,3 +492,24 @@ def test_a_reply_cut_off_before_its_content_length_is_a_failed_request_not_a_mal
         lsock.close()
     [row] = ResponseCache(tmp_path / "c.sqlite", mode="replay").rows()
     assert row["invalid"].startswith("failed: ") and row["reply"] == ""
+
+
+@pytest.mark.parametrize("extra", [[], ["--cache-mode", "replay"], ["--dry-run"]], ids=["record", "replay", "dry_run"])
+def test_a_cache_path_that_is_a_folder_is_told_as_a_folder(tmp_path, capsys, extra):
+    """--cache DIR said 'cannot be opened ... move it away or delete it' (a user's folder!) after the run had begun,
+    'does not exist' under --cache-mode replay and `aumann llm show`, and a dry run silently estimated as if there
+    were no cache. Now every path names it a directory at once, before anything runs."""
+    from aumann.cli import main
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with pytest.raises(ResponseCacheError, match=r"is a directory: .*one SQLite file") as info:
+        ResponseCache(folder)
+    assert "delete" not in str(info.value)
+    code = main(["run", "social-llm", "--out", str(tmp_path / "out"), "--backend", "openai", "--model", "m",
+                 "--base-url", "http://127.0.0.1:9/v1", "--cache", str(folder), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and "is a directory" in err and "delete" not in err and "does not exist" not in err
+    assert not (tmp_path / "out" / "runs").exists()  # nothing was computed
+    assert main(["llm", "show", str(tmp_path), "--cache", str(folder)]) == 2
+    assert "is a directory" in capsys.readouterr().err

@@ -115,6 +115,17 @@ def _checked(key: str, text: Any, pt: Any, ct: Any, request: Any = None) -> Cach
         return CachedResponse(text if isinstance(text, str) else "", 0, 0)
 
 
+def not_a_file(path: Path, *, error: type[Exception] = ResponseCacheError, what: str = "response cache") -> None:
+    """Raise ``error`` when ``path`` exists and is not a regular file (a folder, a device): told as such, never as
+    a damaged cache to move away or delete, nor as a cache that does not exist."""
+    if path.exists() and not path.is_file():
+        folder = path.is_dir()
+        kind = "a directory" if folder else "not a regular file"
+        example = f" (e.g. {str(path / 'llm-cache.sqlite')!r})" if folder else ""
+        raise error(f"{what} {str(path)!r} is {kind}: the LLM response cache is one SQLite file -- pass the path of a "
+                    f"file{example}")
+
+
 def _flush_at_exit(ref: weakref.ReferenceType) -> None:  # pragma: no cover - interpreter shutdown
     cache = ref()
     if cache is not None:
@@ -155,6 +166,7 @@ class ResponseCache:
         self.flush_every = int(flush_every)
         self.flush_seconds = float(flush_seconds)
         if self.path != ":memory:":
+            not_a_file(Path(self.path), error=ResponseCacheError)
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -383,4 +395,4 @@ class ResponseCache:
         return f"ResponseCache({self.path!r}, mode={self.mode!r})"
 
 
-__all__ = ["CacheMode", "CachedResponse", "ResponseCache"]
+__all__ = ["CacheMode", "CachedResponse", "ResponseCache", "not_a_file"]
