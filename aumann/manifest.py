@@ -62,7 +62,10 @@ def _redact_parts(m: re.Match) -> str:
         pairs = []
         for piece in query[1:].split("&"):
             name, eq, value = piece.partition("=")
-            keep = not eq or not value or name.lower() in _PLAIN_PARAMS
+            if not eq:  # a bare piece (``?sk-…``): a key-like one is a key given without a name
+                pairs.append(_path_token(piece))
+                continue
+            keep = not value or name.lower() in _PLAIN_PARAMS
             pairs.append(piece if keep else f"{name}=***")
         query = "?" + "&".join(pairs)
     # a fragment is never sent to a server, so it has no business in a base URL -- but a key pasted there

@@ -53,8 +53,11 @@ def test_a_reply_that_quotes_the_key_is_stored_without_it(tmp_path):
     assert SECRET.encode() not in (tmp_path / "c.sqlite").read_bytes()
 
 
-@pytest.mark.parametrize("url", ["http://bob:{k}@127.0.0.1:{p}/v1", "http://127.0.0.1:{p}/v1?api_key={k}"])
+@pytest.mark.parametrize("url", ["http://bob:{k}@127.0.0.1:{p}/v1", "http://127.0.0.1:{p}/v1?api_key={k}",
+                                 "http://127.0.0.1:{p}/v1?{k}", "http://127.0.0.1:{p}/v1?v=2&{k}"])
 def test_credentials_inside_a_base_url_are_used_but_never_recorded(url, caplog):
+    """(A key given as a bare query piece, ``?sk-…`` without a name, was kept whole in the label, the manifest's
+    endpoints and every message: only ``name=value`` pieces were redacted.)"""
     caplog.set_level(logging.DEBUG)
     seen = []
     with LoopbackLLM(lambda body: '{"post": true}') as srv:

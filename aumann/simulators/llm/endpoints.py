@@ -106,9 +106,11 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     from aumann.manifest import _PLAIN_PARAMS, _path_token
 
     for piece in parts.query.split("&"):
-        name, _, value = piece.partition("=")
+        name, eq, value = piece.partition("=")
         if value and name.lower() not in _PLAIN_PARAMS:  # every query value but the plain ones is a secret
             secrets.append(unquote(value))
+        elif not eq and _path_token(piece) == "***":  # a bare key-like piece (``?sk-…``): a key without a name
+            secrets.append(unquote(piece))
     secrets += [unquote(seg) for seg in parts.path.split("/") if seg and _path_token(seg) == "***"]
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     return Endpoint(scheme=parts.scheme, host=host, port=port or (443 if parts.scheme == "https" else 80),
