@@ -516,3 +516,17 @@ def test_a_cache_path_that_is_a_folder_is_told_as_a_folder(tmp_path, capsys, ext
     assert not (tmp_path / "out" / "runs").exists()  # nothing was computed
     assert main(["llm", "show", str(tmp_path), "--cache", str(folder)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_the_reprs_of_an_endpoint_and_of_backend_options_hold_no_key():
+    """Both were plain dataclass reprs: repr(endpoint) showed api_key, the URL's secrets and its query, and
+    repr(BackendOptions) -- what a registered backend factory is handed, and might log or put in an exception --
+    the key and every base URL with its credentials."""
+    from aumann.simulators.llm.options import BackendOptions
+
+    url = f"http://bob:{SECRET}@127.0.0.1:9/v1/{SECRET}?token={SECRET}"
+    ep = parse_endpoint(url)
+    opts = BackendOptions(model="m", base_urls=(url,), api_key=SECRET)
+    for text in (repr(ep), str(ep), repr(opts), str(opts), repr([ep]), repr({"o": opts})):
+        _no_secret(text)
+    assert "127.0.0.1:9" in repr(ep) and "api_key='***'" in repr(opts)

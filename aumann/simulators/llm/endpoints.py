@@ -50,6 +50,10 @@ class Endpoint:
     def origin(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
 
+    def __repr__(self) -> str:  # the public URL only: the key, the query and a key-like path stay out of any repr
+        return (f"Endpoint({self.public!r}, failures={self.failures}, trips={self.trips}, "
+                f"down_until={self.down_until}, served={self.served})")
+
     def path(self, suffix: str) -> str:
         """Request target for ``suffix`` (e.g. ``/chat/completions``), with the URL's query kept."""
         p = self.base_path.rstrip("/") + suffix

@@ -29,5 +29,13 @@ class BackendOptions:
     def get(self, name: str, default: Any = None) -> Any:
         return self.extra.get(name, default)
 
+    def __repr__(self) -> str:
+        """Without the key and without URL credentials (a factory that logs or raises with its options shows none)."""
+        from aumann.manifest import redact_url
+
+        return (f"BackendOptions(model={self.model!r}, base_urls={tuple(redact_url(u) for u in self.base_urls)!r}, "
+                f"api_key={None if self.api_key is None else '***'!r}, sampling={self.sampling!r}, caps={self.caps!r}, "
+                f"cache={self.cache!r}, dry_run={self.dry_run!r}, extra={sorted(self.extra)!r})")
+
 
 __all__ = ["BackendOptions"]
