@@ -234,3 +234,31 @@ def test_sigterm_writes_the_usage_ledger(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
     ledger = json.loads((out / "llm-usage.json").read_text())
     assert ledger["usage"]["calls"] >= 3
+
+
+def test_two_gguf_files_of_one_name_are_two_models_to_the_cache(tmp_path):
+    """The local backend named its model by the file's stem alone, and the cache key held nothing else of it: a
+    cache recorded with a/ggml-model-Q4_K_M.gguf (the name llama.cpp's quantize writes for every model) was replayed
+    for b/ggml-model-Q4_K_M.gguf, another model's weights. A fingerprint of the weights is now part of the key."""
+    from pydantic import BaseModel
+
+    from aumann.simulators.llm.local import gguf_fingerprint, local_backend
+    from aumann.simulators.llm.offline import OfflineBackend
+    from aumann.simulators.llm.options import BackendOptions
+
+    class Pick(BaseModel):
+        x: int
+
+    files = {}
+    for name, weights in (("a", b"\x01" * 3_000_000), ("b", b"\x02" * 3_000_000), ("c", b"\x01" * 3_000_000)):
+        (tmp_path / name).mkdir()
+        files[name] = tmp_path / name / "ggml-model-Q4_K_M.gguf"
+        files[name].write_bytes(b"GGUF" + weights)
+    stand_in = OfflineBackend(lambda ctx, schema, rng: {"x": 1})
+    msgs = [{"role": "user", "content": "Pick."}]
+    keys = {n: local_backend(BackendOptions(model=str(f), dry_run=stand_in)).cache_key(msgs, Pick, seed=1)
+            for n, f in files.items()}
+    assert keys["a"] != keys["b"] and keys["a"] == keys["c"]  # the weights decide, not the name or the folder
+    assert gguf_fingerprint(files["a"]) == gguf_fingerprint(files["c"]) != gguf_fingerprint(files["b"])
+    b = local_backend(BackendOptions(model=str(files["b"]), dry_run=stand_in))
+    assert b.describe()["model_identity"] == {"gguf_sha256_16": gguf_fingerprint(files["b"])}

@@ -98,6 +98,9 @@ class LLMBackend:
         self.sampling = sampling or Sampling()
         self._fallback = fallback
         self.core = core
+        #: what tells the model apart beyond its name, part of every cache key when set (the local backend: a
+        #: fingerprint of the GGUF file's weights -- two files named model.gguf are two models)
+        self.model_identity: dict[str, Any] = {}
         self.invalid_replies: deque[dict[str, Any]] = deque(maxlen=50)
         self._init_runtime()
 
@@ -214,6 +217,8 @@ class LLMBackend:
                   "price_note": None if price is not None else
                   f"no price known for model {self.model!r}: cost_usd is reported as 0",
                   "layers": self.layer_names()})
+        if self.model_identity:
+            d["model_identity"] = dict(self.model_identity)
         return d
 
     def layer_names(self) -> list[str]:
@@ -239,7 +244,7 @@ class LLMBackend:
             seed = int(seed)
         parts = {"backend": self.name, "model": self.model, "messages": messages, "schema": info.canonical,
                  "temperature": s.temperature, "seed": seed, "max_completion_tokens": s.max_tokens, "scope": scope,
-                 **s.key_parts()}
+                 **s.key_parts(), **({"model_identity": self.model_identity} if self.model_identity else {})}
         try:
             text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
@@ -452,6 +457,7 @@ class LLMBackend:
 
     def __setstate__(self, state: dict) -> None:
         replies = state.pop("invalid_replies", [])
+        self.model_identity = {}
         self.__dict__.update(state)
         self.invalid_replies = deque(replies, maxlen=50)
         self._init_runtime()

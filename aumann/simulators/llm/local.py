@@ -70,6 +70,29 @@ def model_path(model: str | None) -> Path:
     return found
 
 
+#: bytes read from each end of a GGUF file for its fingerprint
+FINGERPRINT_BYTES = 1 << 20
+
+
+def gguf_fingerprint(path: Path) -> str:
+    """Which weights a GGUF file holds, cheaply: sha256 of its size, its first MiB (the header: architecture, name,
+    quantization, the start of the tokenizer) and its last MiB (the last tensors' weights), 16 hex digits. The file's
+    name says nothing: llama.cpp's tools write ``ggml-model-Q4_K_M.gguf`` for every model they quantize."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            h.update(str(size).encode() + b"\0" + f.read(FINGERPRINT_BYTES))
+            if size > FINGERPRINT_BYTES:
+                f.seek(max(FINGERPRINT_BYTES, size - FINGERPRINT_BYTES))
+                h.update(f.read(FINGERPRINT_BYTES))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the model file {str(path)!r}: {exc.strerror or exc}") from None
+    return h.hexdigest()[:16]
+
+
 def llama_server_available() -> bool:
     try:
         return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
@@ -162,11 +185,18 @@ def local_backend(options: Any) -> Any:
 
     if options.base_urls:
         return openai_from(options, name="local")
+    # the model is named by its file, and told apart from another file of that name by its weights' fingerprint
+    # (part of every cache key: a cache recorded with one model.gguf is never replayed for another)
     if options.dry_run is not None:  # a dry run starts nothing
-        gguf_name = Path(options.model).stem if options.model else "SmolLM2-135M-Instruct.Q4_1"
-        return openai_from(BackendOptions(gguf_name, ("http://127.0.0.1:9/v1",), None, options.sampling,
-                                          options.caps, options.cache, options.dry_run, options.extra), name="local")
+        found = Path(options.model).expanduser() if options.model else bundled_gguf()
+        gguf_name = found.stem if found is not None else "SmolLM2-135M-Instruct.Q4_1"
+        backend = openai_from(BackendOptions(gguf_name, ("http://127.0.0.1:9/v1",), None, options.sampling,
+                                             options.caps, options.cache, options.dry_run, options.extra), name="local")
+        if found is not None and found.is_file():  # the same keys as the real run's, so the cache counts
+            backend.model_identity = {"gguf_sha256_16": gguf_fingerprint(found)}
+        return backend
     gguf = model_path(options.model)
+    identity = {"gguf_sha256_16": gguf_fingerprint(gguf)}
     server = LocalServer(gguf, threads=options.get("threads"), log=options.get("server_log"))
     extra = {"concurrency": 2, **options.extra}
     try:
@@ -175,8 +205,10 @@ def local_backend(options: Any) -> Any:
     except BaseException:
         server.stop()
         raise
+    backend.model_identity = identity
     backend.server = server
     return backend
 
 
-__all__ = ["LocalServer", "bundled_gguf", "free_port", "llama_server_available", "local_backend", "model_path"]
+__all__ = ["LocalServer", "bundled_gguf", "free_port", "gguf_fingerprint", "llama_server_available", "local_backend",
+           "model_path"]
