@@ -530,3 +530,32 @@ def test_the_reprs_of_an_endpoint_and_of_backend_options_hold_no_key():
     for text in (repr(ep), str(ep), repr(opts), str(opts), repr([ep]), repr({"o": opts})):
         _no_secret(text)
     assert "127.0.0.1:9" in repr(ep) and "api_key='***'" in repr(opts)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:{p}/v 1", "whitespace at position"),
+    ("http://127.0.0.1:{p}/v1\r\nX-Injected: 1", "whitespace at position"),
+    ("http://127.0.0.1:{p}/v1\tx", "whitespace at position"),
+    ("http://127.0.0.1:{p}/v1\x7f", "a control character at position"),
+    ("http://127.0.0.1:0/v1", "port 0"),
+    ("http://127.0.0.1:{p}/v1/chat/completions", "an endpoint, not the API root"),
+])
+def test_a_base_url_no_request_could_be_sent_to_is_a_config_error_at_once(url, says):
+    """A space in the path was refused by http.client on every request -- retried as an unreachable server until
+    the run stopped with 'Is the server up?'; a CR/LF or tab was silently dropped by urlsplit (the rest of the line
+    glued onto the path); port 0 became port 80; .../v1/chat/completions got /chat/completions twice and a 404
+    whose hint listed the models. Now each is a ConfigError naming the problem, before anything is sent."""
+    with pytest.raises(ConfigError, match=says):
+        OpenAIBackend(model="m", base_url=url.format(p=closed_port()), api_key=SECRET)
+
+
+def test_a_non_ascii_path_is_sent_percent_encoded():
+    """http.client sends the request target as ASCII: a base URL with a non-ASCII path segment failed every request
+    with 'a header value is not valid HTTP (a control character in the API key?)'. Now the path and query are sent
+    UTF-8 percent-encoded (as httpx does)."""
+    seen = []
+    with LoopbackLLM(lambda body: '{"post": true}') as srv:
+        srv.reply = lambda body: seen.append(1) or '{"post": true}'
+        b = OpenAIBackend(model="m", base_url=f"http://127.0.0.1:{srv.port}/v1?tenant=zürich", max_retries=0)
+        assert b.decide(MSGS, Post).post is True and seen
+    assert parse_endpoint("http://h/ü/v1").path("/chat/completions") == "/%C3%BC/v1/chat/completions"

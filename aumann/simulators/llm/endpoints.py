@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from aumann.errors import ConfigError
 from aumann.manifest import redact_url
@@ -91,6 +91,13 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(f"base_url must be a non-empty http(s) URL; got {url!r}")
     public = redact_url(url.strip()).rstrip("/")
+    for i, ch in enumerate(url.strip()):
+        # urlsplit drops tabs and line breaks silently and http.client refuses a space in the path, retried as an
+        # unreachable server (or blamed on the API key) until the run stopped with "Is the server up?"
+        if ord(ch) < 0x21 or ord(ch) == 0x7F:
+            kind = "whitespace" if ch.isspace() else "a control character"
+            raise ConfigError(f"base_url {public!r} holds {kind} at position {i + 1}: a URL cannot (percent-encode "
+                              "it, e.g. a space as %20)")
     try:
         parts = urlsplit(url.strip())
         port = parts.port
@@ -99,6 +106,11 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
                           "holding '/', '?' or '#' must be percent-encoded: %2F, %3F, %23)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"base_url must look like http(s)://host[:port]/v1; got {public!r}")
+    if port == 0:
+        raise ConfigError(f"base_url {public!r} names port 0, which no server listens on")
+    if parts.path.rstrip("/").endswith(("/chat/completions", "/completions")):
+        raise ConfigError(f"base_url {public!r} is an endpoint, not the API root: aumann adds /chat/completions "
+                          "itself -- pass the URL up to it (e.g. http://host:8000/v1)")
     if "@" in url.strip()[len(parts.scheme) + 3 + len(parts.netloc):]:
         raise ConfigError(f"base_url {public!r} has an '@' after its host: a password holding '/', '?' or '#' must be "
                           "percent-encoded (%2F, %3F, %23), else the URL's host is not the one meant")
@@ -117,9 +129,15 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
             secrets.append(unquote(piece))
     secrets += [unquote(seg) for seg in parts.path.split("/") if seg and _path_token(seg) == "***"]
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    # http.client sends the request target as ASCII: a path or query holding other characters is sent UTF-8
+    # percent-encoded (as httpx does), never refused as "a header value is not valid HTTP"
     return Endpoint(scheme=parts.scheme, host=host, port=port or (443 if parts.scheme == "https" else 80),
-                    base_path=parts.path or "", query=parts.query, public=public, api_key=key,
-                    url_secrets=tuple(secrets))
+                    base_path=quote(parts.path or "", safe=_URL_SAFE), query=quote(parts.query, safe=_URL_SAFE),
+                    public=public, api_key=key, url_secrets=tuple(secrets))
+
+
+#: the characters of a request target sent as they are (the rest, non-ASCII, is percent-encoded as UTF-8)
+_URL_SAFE = "/%:@!$&'()*+,;=~-._?[]"
 
 
 class EndpointPool:
