@@ -559,3 +559,32 @@ def test_a_non_ascii_path_is_sent_percent_encoded():
         b = OpenAIBackend(model="m", base_url=f"http://127.0.0.1:{srv.port}/v1?tenant=zürich", max_retries=0)
         assert b.decide(MSGS, Post).post is True and seen
     assert parse_endpoint("http://h/ü/v1").path("/chat/completions") == "/%C3%BC/v1/chat/completions"
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_names_where_it_goes_and_is_not_followed(status):
+    """A redirect (an http:// base URL of an https:// server) was 'request rejected (HTTP 301) ...: ' and the body,
+    naming neither the redirect nor where it went. It is not followed (the key would go along), and the message
+    says where to, redacted."""
+    from aumann.errors import LLMRequestError
+
+    target = f"https://bob:{SECRET}@elsewhere.example/v1?token={SECRET}"
+    handler = lambda r: httpx.Response(status, headers={"Location": target})  # noqa: E731
+    script = []
+    b = OpenAIBackend(model="m", transport=httpx.MockTransport(lambda r: script.append(r) or handler(r)),
+                      base_url="http://api.example/v1", api_key=SECRET, max_retries=2, sleep=lambda s: None)
+    with pytest.raises(LLMRequestError, match=rf"redirects \(HTTP {status}\) to 'https://\*\*\*@elsewhere") as info:
+        b.decide(MSGS, Post)
+    _no_secret(str(info.value))
+    assert len(script) == 1 and all(r.url.host == "api.example" for r in script)
+
+
+def test_a_2xx_other_than_200_is_read_like_a_200():
+    """A 201 or 203 (a proxy's 'non-authoritative' copy) carrying a good completion was a fatal 'request rejected
+    (HTTP 201)', stopping the run."""
+    body = {"choices": [{"message": {"role": "assistant", "content": '{"post": true}'}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    for status in (201, 203):
+        b = OpenAIBackend(model="m", transport=httpx.MockTransport(lambda r: httpx.Response(status, json=body)),
+                          base_url="http://api.example/v1", max_retries=0)
+        assert b.decide(MSGS, Post).post is True

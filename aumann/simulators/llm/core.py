@@ -284,7 +284,7 @@ class ChatCompletions:
                              retry_after_max=self.retry_after_max, negotiable=negotiable,
                              list_models=lambda: self._list_models(ep), max_bytes=self.max_response_bytes)
         except Retryable as exc:
-            if reply.status == 200 and exc.kind == "unavailable":  # a 200 that is no completion: a failing endpoint
+            if reply.status < 300 and exc.kind == "unavailable":  # a 2xx that is no completion: a failing endpoint
                 self.endpoints.failure(ep)
             raise
         except LLMRequestError as exc:

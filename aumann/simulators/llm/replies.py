@@ -81,7 +81,7 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
               max_bytes: int = 1_000_000) -> Completion:
     """The :class:`~aumann.simulators.llm.records.Completion` of a good reply, else raise (see the module)."""
     status = reply.status
-    if status == 200:
+    if 200 <= status < 300:  # a proxy's 203, a gateway's 201: the body decides (a 204's none is no completion)
         # a body that is no chat completion is the server (or a proxy in front of it) failing, not the model
         # answering: retried like a 5xx and never stored as the decision's answer (a wrong base URL answering every
         # request with an HTML page filled the cache with permanent abstentions, and never looked like an outage)
@@ -89,11 +89,11 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
             done = read_completion(reply.body, max_bytes=max(max_bytes, len(reply.body)))
         except ValueError as exc:
             raise Retryable("unavailable", redact(
-                f"HTTP 200 whose body is not a chat completion: not JSON ({redact(str(exc))[:80]}): "
+                f"HTTP {status} whose body is not a chat completion: not JSON ({redact(str(exc))[:80]}): "
                 f"{_head(reply.body, redact)}")) from None
         if not done.has_message:
             raise Retryable("unavailable", redact(
-                f"HTTP 200 whose body is not a chat completion: no choices[0].message: {_head(reply.body, redact)}"),
+                f"HTTP {status} whose body is not a chat completion: no choices[0].message: {_head(reply.body, redact)}"),
                 tokens=(done.prompt_tokens, done.completion_tokens) if done.usage_refused is None else None)
         if done.text is None:
             raise Retryable("malformed", redact(
@@ -114,6 +114,13 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
         hint = (f"; models this server lists: {redact(str(models))[:500]}" if models else
                 "; check the model name and that base_url ends with the API root (e.g. .../v1)")
         raise ModelNotFoundError(f"not found (HTTP 404): model {model!r} at {where}: {detail}{hint}")
+    if 300 <= status < 400:
+        to = reply.headers.get("location")
+        raise LLMRequestError(
+            f"the server at {where} redirects (HTTP {status}) "
+            + (f"to {redact(to)[:300]!r}" if to else "without saying where")
+            + "; redirects are not followed (they could carry the API key to another host): pass the URL it "
+              "redirects to as base_url (an http:// URL of an https:// server?)")
     if status == 429 or status >= 500 or status == 408:
         wait = retry_after(reply.headers)
         what = "rate-limits" if status == 429 else "is unavailable for"
