@@ -585,6 +585,6 @@ def test_a_2xx_other_than_200_is_read_like_a_200():
     body = {"choices": [{"message": {"role": "assistant", "content": '{"post": true}'}}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
     for status in (201, 203):
-        b = OpenAIBackend(model="m", transport=httpx.MockTransport(lambda r: httpx.Response(status, json=body)),
-                          base_url="http://api.example/v1", max_retries=0)
+        answer = httpx.MockTransport(lambda r, status=status: httpx.Response(status, json=body))
+        b = OpenAIBackend(model="m", transport=answer, base_url="http://api.example/v1", max_retries=0)
         assert b.decide(MSGS, Post).post is True

@@ -93,7 +93,8 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
                 f"{_head(reply.body, redact)}")) from None
         if not done.has_message:
             raise Retryable("unavailable", redact(
-                f"HTTP {status} whose body is not a chat completion: no choices[0].message: {_head(reply.body, redact)}"),
+                f"HTTP {status} whose body is not a chat completion: no choices[0].message: "
+                f"{_head(reply.body, redact)}"),
                 tokens=(done.prompt_tokens, done.completion_tokens) if done.usage_refused is None else None)
         if done.text is None:
             raise Retryable("malformed", redact(
