@@ -96,9 +96,22 @@ def redact_url(text: str) -> str:
     return _URL_SECRET_PARAM.sub(r"\1***", _URL.sub(_redact_parts, text))
 
 
+#: a JSON member with a string value (``"OPENAI_API_KEY": "sk-…"``) and a NAME=value word, in a command line
+_JSON_MEMBER = re.compile(r'("((?:[^"\\]|\\.)*)"\s*:\s*)"(?:[^"\\]|\\.)*"')
+_ASSIGNMENT = re.compile(r"(?<![\w.-])([A-Za-z_][A-Za-z0-9_.-]*)=([^\s\"',}]+)")
+
+
 def redact_command(argv: Any) -> str:
-    """A command line (a string or a list of arguments) with URL credentials stripped (:func:`redact_url`)."""
+    """A command line (a string or a list of arguments) with URL credentials stripped (:func:`redact_url`) and the
+    values of secret-named JSON members and ``NAME=value`` words (``--ray-runtime-env '{"env_vars":
+    {"OPENAI_API_KEY": "sk-…"}}'``, ``HF_TOKEN=…``) replaced by ``***``.
+
+    >>> redact_command(['run', '--ray-runtime-env', '{"env_vars": {"OPENAI_API_KEY": "sk-1", "X": "1"}}'])
+    'run --ray-runtime-env {"env_vars": {"OPENAI_API_KEY": "***", "X": "1"}}'
+    """
     text = argv if isinstance(argv, str) else " ".join(str(a) for a in argv)
+    text = _JSON_MEMBER.sub(lambda m: f'{m.group(1)}"***"' if is_secret_key(m.group(2)) else m.group(0), text)
+    text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***" if is_secret_key(m.group(1)) else m.group(0), text)
     return redact_url(text)
 
 

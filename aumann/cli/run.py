@@ -168,7 +168,12 @@ def run(args: argparse.Namespace) -> int:
         ensure_output_dir(out, "--out" if args.out else "the run directory")
     backend, label = llm_options.build_backend(args, out, sc, config)
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
-    command = redact_command("aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario]))
+    from aumann.simulators.llm.redaction import redact_registered
+
+    # the manifest and both reports show the command: URL credentials, secret-named JSON members and NAME=value
+    # words (a key in --ray-runtime-env's env_vars) and every key a backend registered are taken out of it
+    command = redact_registered(redact_command(
+        "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])))
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     done = RunDir(out).finished_records()

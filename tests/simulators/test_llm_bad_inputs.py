@@ -588,3 +588,29 @@ def test_a_2xx_other_than_200_is_read_like_a_200():
         answer = httpx.MockTransport(lambda r, status=status: httpx.Response(status, json=body))
         b = OpenAIBackend(model="m", transport=answer, base_url="http://api.example/v1", max_retries=0)
         assert b.decide(MSGS, Post).post is True
+
+
+def test_a_key_inside_the_ray_runtime_env_flag_never_reaches_the_manifest_or_the_reports(tmp_path, monkeypatch):
+    """The manifest (and report.md/report.html, which show it) recorded the command line with only URL credentials
+    taken out: --ray-runtime-env '{"env_vars": {"OPENAI_API_KEY": "sk-…"}}' -- the way docs/cluster.md says to give
+    workers environment variables -- put the key whole into three files of the run directory."""
+    import sys
+
+    from aumann.cli import executor_options, main
+    from aumann.manifest import redact_command
+
+    env = json.dumps({"env_vars": {"OPENAI_API_KEY": SECRET, "HF_TOKEN": "hf_" + SECRET[3:], "X": "1"}})
+    assert redact_command(["run", "--ray-runtime-env", env]).count("***") == 2
+    assert SECRET[8:] not in redact_command(f"run HF_TOKEN={SECRET} --set llm.max_tokens=40")
+    monkeypatch.setattr(executor_options, "executor_from", lambda *a, **k: None)  # no Ray cluster for this test
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text("agents = 4\nsteps = 3\nruns = 1\n[study]\npermutations = 4\nablations = false\n")
+    out = tmp_path / "out"
+    argv = ["run", "social-llm", "--config", str(cfg), "--out", str(out), "--executor", "ray",
+            "--ray-runtime-env", env]
+    monkeypatch.setattr(sys, "argv", ["aumann", *argv])
+    assert main(argv) == 0
+    assert "--ray-runtime-env" in json.loads((out / "manifest.json").read_text())["command"]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert SECRET[8:].encode() not in f.read_bytes(), f
