@@ -96,6 +96,12 @@ class LLMService:
     def flush(self) -> int:
         return self.cache.flush() if self.cache is not None else 0
 
+    def lost(self, keys: list[str]) -> dict[str, tuple[str, int, int, str | None]]:
+        """Of ``keys`` put here, those stored with another worker's reply (see ``ResponseCache.lost``)."""
+        if self.cache is None:
+            return {}
+        return {k: (r.text, r.prompt_tokens, r.completion_tokens, r.failed) for k, r in self.cache.lost(keys).items()}
+
     def size(self) -> int:
         return len(self.cache) if self.cache is not None else 0
 
@@ -231,6 +237,18 @@ class ServedCache:
         if not rows:
             return 0
         return int(_call(self.handle, "put_many", rows))
+
+    def lost(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Of ``keys`` put by this worker, those the service stored with another worker's reply (two workers asked
+        the same request at once): the stored rows, which this worker must use as well."""
+        from aumann.simulators.llm import CachedResponse
+
+        keys = list(keys)
+        if self.mode != "record" or not keys:
+            return {}
+        self.flush()
+        won = _call(self.handle, "lost", keys)
+        return {k: CachedResponse(r[0], int(r[1]), int(r[2]), r[3]) for k, r in won.items()}
 
     def __len__(self) -> int:
         self.flush()

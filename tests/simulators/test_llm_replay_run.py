@@ -108,3 +108,57 @@ def test_close_writes_replies_put_before_the_file_was_ever_opened(tmp_path):
     assert again.get("k").text == '{"yes": true}' and again.get("k").prompt_tokens == 2
     again.close()
 
+
+
+def test_two_processes_asking_one_request_at_once_both_use_the_answer_the_cache_keeps(tmp_path):
+    """Two runs (processes) sharing one cache file, a server that answers differently each time (temperature > 0):
+    both missed, both asked, the first to write won ('INSERT OR IGNORE') -- and the other run went on with its own
+    answer, which the cache does not hold: a replay of that run was not that run (40 of 40 decisions differed in the
+    attack). Now the run that lost uses the stored answer, as its replay will."""
+    class Pick(BaseModel):
+        x: int
+
+    path = tmp_path / "shared.sqlite"
+    req = [{"messages": [{"role": "user", "content": "Pick a number."}], "schema": Pick, "seed": 7}]
+    first = OpenAIBackend(model="m", client=client_for(lambda r: httpx.Response(200, json=completion('{"x": 1}'))),
+                          cache=ResponseCache(path))
+
+    def second_server(request: httpx.Request) -> httpx.Response:
+        first.decide_many(req)  # the other process asks the same request meanwhile, and stores its answer first
+        first.close()
+        return httpx.Response(200, json=completion('{"x": 2}'))
+
+    second = OpenAIBackend(model="m", client=client_for(second_server), cache=ResponseCache(path))
+    used = second.decide_many(req)[0].x
+    assert used == 1 and second.decide_many(req)[0].x == 1  # the stored answer, also from memory (a fork)
+    assert second.usage.calls == 1 and second.usage.decisions == 2  # it was sent (and charged) all the same
+    second.close()
+    replay = OpenAIBackend(model="m", base_url="http://127.0.0.1:9/v1", cache=ResponseCache(path, mode="replay"))
+    assert replay.decide_many(req)[0].x == used
+
+
+def test_two_workers_of_the_cluster_service_asking_one_request_at_once_use_the_stored_answer(tmp_path):
+    """The same race between two workers of a Ray run: the service kept the first worker's answer and the second
+    used its own."""
+    from aumann.simulators.llm_service import LLMService, serve_backend, service_args
+
+    class Pick(BaseModel):
+        x: int
+
+    path = tmp_path / "run.sqlite"
+    req = [{"messages": [{"role": "user", "content": "Pick a number."}], "schema": Pick, "seed": 7}]
+
+    def backend(handler):
+        return OpenAIBackend(model="m", cache=ResponseCache(path), client=client_for(handler))
+
+    svc = LLMService(**service_args(backend(lambda r: None)))
+    one = serve_backend(backend(lambda r: httpx.Response(200, json=completion('{"x": 1}'))), svc)
+
+    def two_server(request: httpx.Request) -> httpx.Response:
+        one.decide_many(req)
+        return httpx.Response(200, json=completion('{"x": 2}'))
+
+    two = serve_backend(backend(two_server), svc)
+    assert two.decide_many(req)[0].x == 1
+    svc.close()
+    assert ResponseCache(path, mode="replay").get(two.cache_key(req[0]["messages"], Pick, seed=7)).text == '{"x": 1}'

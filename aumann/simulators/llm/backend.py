@@ -310,6 +310,7 @@ class LLMBackend:
                 for key, c in first.items():
                     futures[key] = pool.submit(self.stack.handle, c)
                 self.usage.add(planned_calls=len(first), rounds=math.ceil(len(first) / self.concurrency))
+            gots: list[tuple[Call, Any, bool]] = []
             for c in calls:
                 d = c.decision
                 got: Any = known.get(d.index)
@@ -321,12 +322,15 @@ class LLMBackend:
                         got = fut.result()
                     except BaseException as exc:
                         got = exc
-                if not isinstance(got, BaseException) and (not fresh or got.source not in ("server", "dry_run")):
-                    hits += 1
-                results[d.index] = self._result(c, got, fresh)
+                gots.append((c, got, fresh))
             cache = self.cache
             if cache is not None:
                 cache.flush()
+                gots = self._reconcile(cache, gots)
+            for c, got, fresh in gots:
+                if not isinstance(got, BaseException) and (not fresh or got.source not in ("server", "dry_run")):
+                    hits += 1
+                results[c.decision.index] = self._result(c, got, fresh)
         decided = sum(1 for r in results if r is not None and not isinstance(r, BaseException))
         self.usage.add(cache_hits=hits, decisions=decided)
         if not return_exceptions:
@@ -334,6 +338,35 @@ class LLMBackend:
                 if isinstance(r, BaseException):
                     raise r
         return results
+
+    def _reconcile(self, cache: Any, gots: list[tuple[Call, Any, bool]]) -> list[tuple[Call, Any, bool]]:
+        """Use the stored reply where another process sharing the cache stored its own answer to the same request
+        first (``cache.lost``): this run used its own answer while the cache -- what every replay, fork and resume
+        serves -- holds the other's, so a replay of this run was not this run. The stored one is remembered in
+        place of ours too (forks in this process ask again)."""
+        lost = getattr(cache, "lost", None)
+        if lost is None or getattr(cache, "mode", None) != "record":
+            return gots
+        keys = [c.decision.key for c, got, _ in gots if not (isinstance(got, Answer) and got.source == "cache")]
+        won = lost(keys) if keys else {}
+        if not won:
+            return gots
+        from aumann.simulators.llm.layers import Cache, Coalesce
+
+        layer, memory = self.layer(Cache), self.layer(Coalesce)
+        out = []
+        for c, got, fresh in gots:
+            row = won.get(c.decision.key)
+            if row is not None and layer is not None and (isinstance(got, Answer) or is_abstention(got)):
+                stored = layer._served(row)
+                if isinstance(stored, Answer):  # counted as what it was (sent, joined, remembered), never a hit
+                    stored = Answer(stored.text, stored.prompt_tokens, stored.completion_tokens, 0.0,
+                                    got.source if isinstance(got, Answer) else "server")
+                if memory is not None:
+                    memory.adopt(c.decision.key, stored)
+                got, fresh = stored, False
+            out.append((c, got, fresh))
+        return out
 
     def _result(self, c: Call, got: Answer | BaseException, fresh: bool) -> Any:
         d = c.decision

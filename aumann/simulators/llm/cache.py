@@ -16,7 +16,10 @@ Writes are buffered and committed in one transaction per batch of decisions (the
 after every batch, and every ``flush_every`` replies or ``flush_seconds`` within a long one), so a
 batch that fails half-way keeps the answers that completed. The file is opened in WAL mode with a
 busy timeout: one cache file can serve every worker process of a run (``INSERT OR IGNORE``: the
-first write of a key wins; nothing is lost or duplicated). Reads see the pending buffer too.
+first write of a key wins; nothing is lost or duplicated). A writer whose reply lost -- another process asked the
+same request at the same time and stored its answer first -- learns it (:meth:`ResponseCache.lost`), and the
+backend uses the stored reply in place of its own, so that a replay of either run is that run. Reads see the
+pending buffer too.
 
 A corrupted file, a file that is not SQLite, or a SQLite database that is not an aumann response
 cache raises :class:`aumann.errors.ResponseCacheError` naming the file -- never a raw
@@ -55,6 +58,7 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 _CHUNK = 500  # keys per SELECT ... IN (...)
+_MAX_LOST = 100_000  # keys remembered as lost to another writer (see ResponseCache.lost)
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ class ResponseCache:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pending: dict[str, tuple] = {}
+        self._lost: dict[str, CachedResponse] = {}  # keys whose stored reply is another writer's, not the one put
         self._oldest = 0.0
         import atexit
 
@@ -278,7 +283,9 @@ class ResponseCache:
         with self._lock:
             if not self._pending:
                 self._oldest = time.monotonic()
-            self._pending.setdefault(key, row)
+            first = self._pending.setdefault(key, row)
+            if first[4] != row[4]:  # put twice, two replies: the first stays, the second writer is told
+                self._lose(key, first[4], first[5], first[6], first[3])
             due = len(self._pending) >= self.flush_every or time.monotonic() - self._oldest >= self.flush_seconds
         if due:
             self.flush()
@@ -293,6 +300,7 @@ class ResponseCache:
             try:
                 before = conn.total_changes
                 conn.execute("BEGIN IMMEDIATE")
+                self._note_lost(conn, rows)
                 conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -301,6 +309,35 @@ class ResponseCache:
                 raise self._fail("cannot be written", exc) from None
             self._pending.clear()
             return conn.total_changes - before
+
+    def _lose(self, key: str, text: Any, pt: Any, ct: Any, request: Any) -> None:
+        if len(self._lost) >= _MAX_LOST:
+            self._lost.pop(next(iter(self._lost)))
+        self._lost[key] = _checked(key, text, pt, ct, request)
+
+    def _note_lost(self, conn: sqlite3.Connection, rows: list[tuple]) -> None:
+        """Inside the write transaction: the keys of ``rows`` another writer stored first (another process sharing
+        the file), with a reply other than ours -- ``INSERT OR IGNORE`` keeps theirs (see :meth:`lost`)."""
+        mine = {r[0]: r for r in rows}
+        keys = list(mine)
+        for i in range(0, len(keys), _CHUNK):
+            part = keys[i:i + _CHUNK]
+            q = (f"SELECT key, response, prompt_tokens, completion_tokens, {_FAILED_SQL} FROM responses "
+                 "WHERE key IN (" + ",".join("?" * len(part)) + ")")
+            for k, text, pt, ct, req in conn.execute(q, part):
+                if text != mine[k][4]:
+                    self._lose(k, text, pt, ct, req)
+
+    def lost(self, keys: Iterable[str]) -> dict[str, CachedResponse]:
+        """Of ``keys`` put here, those whose stored reply is another writer's (another process sharing this cache
+        asked the same request at the same time and stored its answer first): the stored row, which every later
+        read and every replay serve. Commits the buffer first. A caller that used its own answer for such a key
+        must use the stored one instead, or a replay of its run would not be that run."""
+        self.flush()
+        with self._lock:
+            if not self._lost:
+                return {}
+            return {k: self._lost[k] for k in keys if k in self._lost}
 
     def rows(self, *, limit: int | None = None, invalid_only: bool = False) -> Iterator[dict[str, Any]]:
         """Stored rows, oldest first, as dicts: key, backend, model, the request (messages, schema, seed, scope,

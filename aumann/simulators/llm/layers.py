@@ -644,6 +644,12 @@ class Coalesce(Layer):
     def confirmed(self, keys: Sequence[str]) -> None:
         pass
 
+    def adopt(self, key: str, answer: Answer | BaseException) -> None:
+        """Remember ``answer`` for ``key`` in place of what was remembered (the cache's stored reply, where another
+        process stored its answer first: see :meth:`LLMBackend._reconcile`)."""
+        with self._lock:
+            self._keep(key, answer)
+
     def outage(self, keys: Sequence[str]) -> None:
         with self._lock:
             for k in keys:
