@@ -186,7 +186,10 @@ def test_bad_backend_and_rate_settings_are_typed_errors_naming_the_setting(tmp_p
 
     for kw, name in (({"concurrency": 0}, "concurrency"), ({"max_cost": float("nan")}, "max_cost"),
                      ({"structured_output": "xml"}, "structured_output"), ({"jitter": 2}, "jitter"),
-                     ({"max_response_bytes": 0}, "max_response_bytes")):
+                     ({"max_response_bytes": 0}, "max_response_bytes"),
+                     # (timeout=0 was accepted, as --llm-timeout 0 is not: every request timed out, each decision an
+                     # abstention, until ServerDownError "timed out after 0s ... Is the server up?")
+                     ({"timeout": 0}, r"timeout .*every request would time out"), ({"timeout": 1e-9}, "timeout")):
         with pytest.raises(LLMRequestError, match=name):
             OpenAIBackend(model="m", **kw)
     for kw, name in (({"rpm": 0}, "rpm"), ({"tpm": float("inf")}, "tpm")):

@@ -43,6 +43,8 @@ from aumann.simulators.llm.usage import Usage
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: the shortest request timeout (seconds): below it every request would time out (as --llm-timeout says)
+MIN_TIMEOUT = 0.001
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
 _NEXT_MODE = {"json_schema": "json_object", "json_object": "none"}
 
@@ -99,10 +101,12 @@ class ChatCompletions:
                                   f"got {structured_output!r}")
         if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1:
             raise LLMRequestError(f"max_response_bytes must be an int >= 1; got {max_response_bytes!r}")
-        for nm, val in (("timeout", timeout), ("endpoint_cooldown", endpoint_cooldown),
-                        ("retry_after_max", retry_after_max)):
-            if isinstance(val, bool) or not isinstance(val, int | float) or not 0 <= val <= MAX_SECONDS:
-                raise LLMRequestError(f"{nm} must be a finite number of seconds in [0, {MAX_SECONDS:g}]; got {val!r}")
+        for nm, val, lo in (("timeout", timeout, MIN_TIMEOUT), ("endpoint_cooldown", endpoint_cooldown, 0),
+                            ("retry_after_max", retry_after_max, 0)):
+            if isinstance(val, bool) or not isinstance(val, int | float) or not lo <= val <= MAX_SECONDS:
+                raise LLMRequestError(f"{nm} must be a finite number of seconds in [{lo:g}, {MAX_SECONDS:g}]; got "
+                                      f"{val!r}" + (" (every request would time out)" if nm == "timeout" and val == val
+                                                    and 0 <= val < lo else ""))
         self.model = model
         self.sampling = sampling or Sampling()
         self.structured_output = structured_output
