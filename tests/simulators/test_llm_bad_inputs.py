@@ -617,3 +617,66 @@ def test_a_key_inside_the_ray_runtime_env_flag_never_reaches_the_manifest_or_the
     for f in out.rglob("*"):
         if f.is_file():
             assert SECRET[8:].encode() not in f.read_bytes(), f
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "httpx"])
+def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer(kind):
+    """A server (or a proxy) that sends a second, unasked-for reply on a keep-alive connection: the stdlib transport
+    reused the connection, and the next decision read that stale reply as its own answer -- and every decision
+    after it the answer of the one before. An idle connection with something to read is no longer reused (httpx's
+    pool already checked)."""
+    import socket
+    import threading
+    import time
+
+    from aumann.simulators.llm.transport import HttpxTransport
+
+    def reply(content: str) -> bytes:
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+    import contextlib
+
+    lsock = socket.create_server(("127.0.0.1", 0))
+    answered = []
+
+    def serve_one(conn):
+        with conn, contextlib.suppress(OSError):  # the client drops the connection it no longer trusts
+            while True:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(body) < length:
+                    body += conn.recv(65536)
+                answered.append(1)
+                conn.sendall(reply('{"post": true}'))
+                if len(answered) == 1:
+                    time.sleep(0.2)
+                    conn.sendall(reply('{"post": false}'))  # a reply nobody asked for
+
+    def serve():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        b = OpenAIBackend(model="m", base_url=f"http://127.0.0.1:{lsock.getsockname()[1]}/v1", concurrency=1,
+                          max_retries=0, transport=HttpxTransport() if kind == "httpx" else None)
+        got = []
+        for seed in range(3):
+            got.append(b.decide(MSGS, Post, seed=seed).post)
+            time.sleep(0.5)  # the unasked-for reply arrives while the connection is idle
+        assert got == [True, True, True] and len(answered) == 3
+        b.close()
+    finally:
+        lsock.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import http.client
 import io
+import select
 import socket
 import ssl
 import threading
@@ -77,6 +78,21 @@ class _DeadlineResponse(http.client.HTTPResponse):
         self.fp = io.BufferedReader(_DeadlineIO(self.fp.detach(), sock, deadline))
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle socket has something to read (bytes, or the end of the stream); ``True`` when it cannot
+    be told (so it is not reused)."""
+    try:
+        if getattr(sock, "pending", None) is not None and sock.pending():  # TLS: decrypted, not yet read
+            return True
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
@@ -102,6 +118,11 @@ class StdlibTransport:
             conns = self._local.conns = {}
         key = (ep.scheme, ep.host, ep.port)
         conn = conns.get(key)
+        if conn is not None and conn.sock is not None and _readable(conn.sock):
+            # an idle keep-alive connection with something to read: the server closed it, or sent bytes no request
+            # asked for (an extra reply), which the next request would read as its own answer -- open another
+            conn.close()
+            conn = conns[key] = None
         if conn is not None:
             conn.timeout = timeout
             if conn.sock is not None:
