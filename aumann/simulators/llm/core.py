@@ -278,8 +278,9 @@ class ChatCompletions:
         except TransportFailure as exc:
             self.endpoints.failure(ep, hard=exc.kind == "connect")
             detail = self.redact(exc.detail)
+            named = exc.kind == "timeout" or ep.public in detail  # the transports' messages name the endpoint
             raise Retryable("timeout" if exc.kind == "timeout" else "unavailable",
-                            detail if exc.kind == "timeout" else f"cannot connect to {ep.public}: {detail}") from None
+                            detail if named else f"cannot connect to {ep.public}: {detail}") from None
         latency = time.perf_counter() - t0
         if reply.status >= 500 or reply.status == 408:
             self.endpoints.failure(ep)
