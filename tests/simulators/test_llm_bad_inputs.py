@@ -680,3 +680,14 @@ def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer
         b.close()
     finally:
         lsock.close()
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "httpx"])
+def test_a_connection_failure_names_the_endpoint_once(kind):
+    from aumann.simulators.llm.transport import HttpxTransport
+
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    b = OpenAIBackend(model="m", base_url=url, max_retries=0, transport=HttpxTransport() if kind == "httpx" else None)
+    with pytest.raises(BackendUnavailableError) as info:
+        b.decide(MSGS, Post)
+    assert str(info.value).count(url) == 2  # "model 'm' at URL failed ...; last error: cannot connect to URL: ..."
