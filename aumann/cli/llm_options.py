@@ -208,7 +208,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
         stand_in = scenario.offline_backend()
     else:
         out.mkdir(parents=True, exist_ok=True)
-        cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode)
+        cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode).open()
     settings = getattr(config, "llm", None)
     extra: dict[str, Any] = {"rpm": args.rpm, "tpm": args.tpm, "prices": load_prices(args.prices),
                              "structured_output": args.structured_output, "timeout": args.llm_timeout,

@@ -691,3 +691,38 @@ def test_a_connection_failure_names_the_endpoint_once(kind):
     with pytest.raises(BackendUnavailableError) as info:
         b.decide(MSGS, Post)
     assert str(info.value).count(url) == 2  # "model 'm' at URL failed ...; last error: cannot connect to URL: ..."
+
+
+def _read_only(path) -> bool:
+    """Make ``path`` read-only to SQLite (chmod; as root, the immutable flag where allowed); whether it worked."""
+    import os
+    import subprocess
+
+    os.chmod(path, 0o444)
+    if not os.access(path, os.W_OK):
+        return True
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode == 0
+    return done
+
+
+def test_a_read_only_cache_in_record_mode_is_refused_before_any_request_and_never_called_corrupted(tmp_path):
+    """A read-only cache (in record mode) opened fine; the batch's requests were sent and paid for; then the flush
+    failed and their answers were lost, with 'It is not a usable aumann response cache -- move it away or delete it'
+    about a good cache. Now opening it checks that it can be written, and says how to read it without writing."""
+    import subprocess
+
+    path = tmp_path / "c.sqlite"
+    with ResponseCache(path) as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={})
+    if not _read_only(path):
+        pytest.skip("cannot make a file read-only here")
+    try:
+        with LoopbackLLM(lambda body: '{"post": true}') as srv:
+            b = OpenAIBackend(model="m", base_url=srv.base_url, cache=ResponseCache(path), max_retries=0)
+            with pytest.raises(ResponseCacheError, match=r"cannot be written.*--cache-mode replay") as info:
+                b.decide_many([{"messages": MSGS, "schema": Post}], return_exceptions=True)
+            assert srv.stats()["requests"] == 0
+        assert "delete" not in str(info.value)
+        assert ResponseCache(path, mode="replay").get("k").text == '{"post": true}'  # read without writing
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)

@@ -183,9 +183,20 @@ class ResponseCache:
 
     # ------------------------------------------------------------------ opening and checking
     def _fail(self, what: str, exc: BaseException) -> ResponseCacheError:
-        return ResponseCacheError(
-            f"response cache {self.path!r} {what}: {exc}. It is not a usable aumann response cache -- "
-            f"move it away or delete it (a new cache is created in its place), or pass another path")
+        """The error for a SQLite failure, with the advice that fits it: a read-only or full file is a good cache
+        (never 'delete it'), a locked one is busy; only a damaged one is to be moved away."""
+        low = str(exc).lower()
+        if "full" in low:
+            hint = "the disk is full: free some space and run again (the run resumes where it stopped)"
+        elif "locked" in low or "busy" in low:
+            hint = "another process holds it locked: let that one finish, or pass another path"
+        elif what in ("cannot be written", "cannot be opened") or "readonly" in low or "read-only" in low:
+            hint = ("check that the file and its folder are writable (SQLite keeps -wal and -shm files beside it); "
+                    "--cache-mode replay reads a cache without writing to it")
+        else:
+            hint = ("It is not a usable aumann response cache -- move it away or delete it (a new cache is created "
+                    "in its place), or pass another path")
+        return ResponseCacheError(f"response cache {self.path!r} {what}: {exc}. {hint[0].upper()}{hint[1:]}")
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -230,6 +241,8 @@ class ResponseCache:
                 if app_id != _APP_ID:
                     conn.execute(f"PRAGMA application_id = {_APP_ID}")
             conn.execute("SELECT COUNT(*) FROM responses LIMIT 1").fetchone()
+            if self.mode == "record" and self.path != ":memory:":
+                self._check_writable(conn)  # now, before a request is sent: its answer could not be kept
         except ResponseCacheError:
             conn.close()
             raise
@@ -237,6 +250,25 @@ class ResponseCache:
             conn.close()
             raise self._fail("is corrupted or not a SQLite file", exc) from None
         return conn
+
+    def open(self) -> ResponseCache:
+        """Open the file now (it is otherwise opened at first use) and check it: a caller learns of a cache it cannot
+        use -- corrupted, another application's, read-only in record mode -- before it starts working."""
+        if self.mode != "off":
+            _ = self.conn
+        return self
+
+    def _check_writable(self, conn: sqlite3.Connection) -> None:
+        """A write that changes nothing, rolled back: a read-only file (or folder) fails here, at open, instead of
+        at the first flush -- after the batch's requests were sent and paid for, their answers then lost."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM responses WHERE 0")
+        except sqlite3.Error as exc:
+            raise self._fail("cannot be written", exc) from None
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     # ------------------------------------------------------------------ reads
     @staticmethod
