@@ -186,3 +186,16 @@ def test_a_completion_without_content_is_still_the_models_answer(tmp_path):
     b.close()
     [row] = ResponseCache(tmp_path / "c.sqlite", mode="replay").rows(invalid_only=True)
     assert "no choices[0].message.content" in row["invalid"]
+
+
+def test_a_server_reporting_an_unsupported_response_format_with_http_200_is_negotiated_down():
+    """Such a server's {"error": "... json_schema ..."} with HTTP 200 is negotiated like a 4xx naming the format (the
+    structured-output mode falls back), not retried until the run stops."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        fmt = (json.loads(request.content).get("response_format") or {}).get("type")
+        if fmt == "json_schema":
+            return httpx.Response(200, json={"error": {"message": "response_format json_schema is not supported"}})
+        return httpx.Response(200, json=completion('{"yes": true}'))
+
+    b = OpenAIBackend(model="m", client=client_for(handler), max_retries=0, sleep=lambda s: None)
+    assert b.decide_many([_req(1)])[0].yes and b.structured_mode == "json_object"

@@ -92,6 +92,9 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
                 f"HTTP {status} whose body is not a chat completion: not JSON ({redact(str(exc))[:80]}): "
                 f"{_head(reply.body, redact)}")) from None
         if not done.has_message:
+            said = redact(error_text(reply.body))[:500]
+            if negotiable and names_response_format(said):  # a server that reports errors with HTTP 200
+                raise ModeUnsupported(f"HTTP {status}: {said}")
             raise Retryable("unavailable", redact(
                 f"HTTP {status} whose body is not a chat completion: no choices[0].message: "
                 f"{_head(reply.body, redact)}"),
