@@ -542,6 +542,7 @@ def test_the_reprs_of_an_endpoint_and_of_backend_options_hold_no_key():
     ("http://127.0.0.1:{p}/v1\x7f", "a control character at position"),
     ("http://127.0.0.1:0/v1", "port 0"),
     ("http://127.0.0.1:{p}/v1/chat/completions", "an endpoint, not the API root"),
+    ("http://127.0.0.1:{p}/v1,http://127.0.0.1:{p}/v1", "more than one URL"),  # an AUMANN_LLM_BASE_URL list
 ])
 def test_a_base_url_no_request_could_be_sent_to_is_a_config_error_at_once(url, says):
     """A space in the path was refused by http.client on every request -- retried as an unreachable server until

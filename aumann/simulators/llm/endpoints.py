@@ -91,6 +91,9 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(f"base_url must be a non-empty http(s) URL; got {url!r}")
     public = redact_url(url.strip()).rstrip("/")
+    if url.count("://") > 1:  # "http://a/v1,http://b/v1" went to http://a/v1 alone, with ",http://b/v1" in its path
+        raise ConfigError(f"base_url {public!r} holds more than one URL: pass one per server (--base-url repeated, or "
+                          "a list of base URLs)")
     for i, ch in enumerate(url.strip()):
         # urlsplit drops tabs and line breaks silently and http.client refuses a space in the path, retried as an
         # unreachable server (or blamed on the API key) until the run stopped with "Is the server up?"
