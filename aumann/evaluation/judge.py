@@ -28,6 +28,7 @@ test always gets K agents; both counts are reported.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,10 @@ from aumann.errors import MethodError
 
 SYSTEM = ("You are an expert analyst of multi-agent simulations. You read a compact trace of one step and name "
           "the agents responsible for a change in a macro indicator. Reply with a single JSON object only.")
+
+
+_ID = re.compile(r"[+-]?\d{1,18}")
+_MAX_ID = 2**53  # larger is no agent id (and no longer exact as a float)
 
 
 class JudgeVerdict(BaseModel):
@@ -55,11 +60,14 @@ class JudgeVerdict(BaseModel):
         if not isinstance(v, list | tuple):
             return []
         out = []
-        for x in v:
-            try:
-                out.append(int(x))
-            except (TypeError, ValueError):
-                continue  # an unusable entry: dropped here, counted as missing when the list is completed
+        for x in v:  # an unusable entry is dropped here, and counted as missing when the list is completed
+            if isinstance(x, str) and _ID.fullmatch(x.strip()):
+                x = int(x.strip())
+            elif isinstance(x, float) and x.is_integer():
+                x = int(x)
+            # int() took 3.7 for agent 3, true for agent 1 and 1e308 for a 309-digit id: garbage made a ranking
+            if isinstance(x, int) and not isinstance(x, bool) and abs(x) <= _MAX_ID:
+                out.append(x)
         return out
 
 

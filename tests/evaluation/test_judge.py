@@ -95,6 +95,8 @@ def test_verdict_schema_drops_unusable_entries():
     from pydantic import ValidationError
 
     assert JudgeVerdict.model_validate({"agents": [1, "2", None, "x"]}).agents == [1, 2]
+    # int() made agent 3 of 3.7, agent 1 of true and a 309-digit id of 1e308: garbage turned into a ranking
+    assert JudgeVerdict.model_validate({"agents": [3.7, True, 1e308, "2.5", " 4 ", 6.0, 5]}).agents == [4, 6, 5]
     for non_answer in ({"agents": "3"}, {}, {"agents": []}, {"properties": {"agents": {}}}):
         with pytest.raises(ValidationError):  # a non-answer is not a verdict (no default it could satisfy)
             JudgeVerdict.model_validate(non_answer)
