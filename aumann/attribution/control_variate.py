@@ -44,7 +44,8 @@ of order 1/m only where E[r_i | C] is not linear in C; measured in the tests as 
 a unit is a permutation, or with ``antithetic=True`` the mean of a permutation and its reverse
 (controls averaged the same way: positions k and N − 1 − k, i.e. τ and 1 − τ); standard errors are
 per agent; the stopping rules are the count, ``max_evals`` (evaluations of v, m(N − 1) + 2 per step)
-and ``stderr_tol`` checked after every round (rounds of ``round_size`` permutations with a rule,
+and ``stderr_tol`` checked after every round (from :data:`~aumann.attribution.distributed.MIN_UNITS_TO_STOP`
+units on, whatever the pilot) (rounds of ``round_size`` permutations with a rule,
 otherwise doubling after the pilot so that β is refitted as data arrive). The control's own cost —
 one gradient of ρ per position on pooled games (O(N·P)), closed forms on quadratic and network games,
 one forward and backward pass of f per node otherwise — is reported in ``provenance["per_step"]``
@@ -66,6 +67,7 @@ import torch
 
 from aumann.attribution.controls import DiagonalControl, describe_control, diagonal_control, kernel_control
 from aumann.attribution.device import CPU
+from aumann.attribution.distributed import MIN_UNITS_TO_STOP
 from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.problem import Problem
@@ -376,7 +378,10 @@ class SampledShapleyCV(SampledShapley):
             acc.add(u_a, c_a, acc.beta(check=False))
             del u_a, c_a
             while True:
-                if self.stderr_tol is not None and acc.max_stderr(dv) < self.stderr_tol:
+                # from MIN_UNITS_TO_STOP units on, as plain sampling: a pilot of 4-8 units can have a residual
+                # variance of 0 by chance (N = 2: every unit the same ordering) and would stop at its marginals
+                if self.stderr_tol is not None and acc.count >= MIN_UNITS_TO_STOP \
+                        and acc.max_stderr(dv) < self.stderr_tol:
                     stopped = "stderr_tol"
                     break
                 if acc.count >= total:

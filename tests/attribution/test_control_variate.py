@@ -255,6 +255,19 @@ def test_stopping_rules_and_bad_parameters(rng):
         attribute("var", Panel(z), method=SampledShapleyCV(permutations=100, max_evals=3 * 39 + 2), rng=1)
 
 
+def test_a_stderr_from_the_pilot_alone_never_stops_the_estimate():
+    """At N = 2 a pilot of 4 units is one ordering four times with probability 1/8: residuals and control both
+    constant, a standard error of 0, and stderr_tol stopped there at that ordering's marginals (reported with
+    stderr 0, far from Shapley). The rule is checked from MIN_UNITS_TO_STOP units on, as for plain sampling."""
+    z = np.array([[[1.0, 0.2, 0.5], [3.0, 0.1, 2.0]]])  # heat has interactions: the two orderings differ
+    exact = attribute("heat", Panel(z), method=ExactShapley()).phi
+    for seed in range(24):  # seeds 7, 12, 16 stopped after the pilot
+        res = attribute("heat", Panel(z), method=SampledShapleyCV(permutations=64, stderr_tol=1e-12, pilot=4,
+                                                                  round_size=4), rng=seed)
+        assert res.provenance["per_step"]["permutations"] >= 16, seed
+        assert np.abs(res.phi - exact).max() < 0.5 * np.abs(exact).max(), seed
+
+
 def test_a_game_needs_a_differentiable_extension():
     w = np.array([1.0, 2.0, 3.0, 0.5, 1.5])
     game = FunctionGame(lambda m: (m * w).sum(axis=1) ** 2, n_players=5)
