@@ -21,7 +21,7 @@ from aumann.attribution import (
     indicators,
 )
 from aumann.attribution.pooled import GenericKernel, QuadraticKernel
-from aumann.errors import IndicatorError
+from aumann.errors import AumannWarning, IndicatorError
 from tests.attribution.baseline_games import additive_indicator, positive_panel, quadratic_indicator, softplus_indicator
 
 METHODS = [
@@ -113,3 +113,25 @@ def test_pooled_sampled_shapley_at_moderate_n_is_efficient(rng):
     ours = attribute("heat", Panel(z))
     # Shapley and Aumann–Shapley differ on heat only by O(1/N²) interactions: same ranking at the top
     assert np.argmax(ours.phi[0]) == np.argmax(res.phi[0])
+
+
+@pytest.mark.parametrize("make", [lambda fast: SampledShapley(permutations=20, fast=fast), ExactShapley, LeaveOneOut],
+                         ids=["shapley", "exact", "loo"])
+def test_a_pooled_form_that_cancels_falls_back_to_plain_evaluation(make):
+    """var's pooled ρ(m) = m₂ − m₁² cancels catastrophically on features far from 0 next to their spread: with
+    an offset of 1e8 and the mean baseline the running sums gave f(z) = 8 for a true 2.25 (and every coalition
+    value with it), silently. The kernel checks its two corners against f itself and falls back to plain
+    evaluation (with a warning); fast=True refuses."""
+    z = 1e8 + np.random.default_rng(0).normal(size=(1, 8, 2))
+    g = z[0].sum(axis=1)
+    with pytest.warns(AumannWarning, match="pooled form"):
+        res = attribute("var", Panel(z), method=make(fast=None), baseline="mean", rng=1)
+    plain = attribute("var", Panel(z), method=make(fast=False), baseline="mean", rng=1)
+    assert res.provenance["per_step"]["path"] == "generic"
+    assert abs(res.delta_v[0] - np.var(g)) < 1e-6 * np.var(g)
+    np.testing.assert_array_equal(res.phi, plain.phi)
+    with pytest.raises(IndicatorError, match="loses the precision"):
+        attribute("var", Panel(z), method=make(fast=True), baseline="mean", rng=1)
+    # where the running sums keep the precision (no offset), the fast path stays
+    ok = attribute("var", Panel(z - 1e8), method=make(fast=None), baseline="mean", rng=1)
+    assert ok.provenance["per_step"]["path"] == "additive"
