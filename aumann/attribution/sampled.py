@@ -480,7 +480,7 @@ class SampledBanzhaf(CoalitionMethod):
             m = min(m, affordable)
         round_n = m if self.round_size is None and self.stderr_tol is None else max(2, self.round_size or 32)
         if self.estimator == "msr":
-            chunk = max(1, self.memory_budget // (24 * n))
+            chunk = max(1, self.memory_budget // (48 * n))  # masks, two masked (c, N) rows and their running sums
         else:
             chunk = max(1, self.memory_budget // (64 * n * (1 if kernel.kind != "generic" else n)))
         done = 0
@@ -511,7 +511,11 @@ class SampledBanzhaf(CoalitionMethod):
 
 
 class _MSR:
-    """Per-agent moments of v(S) over sampled S containing / not containing the agent."""
+    """Per-agent moments of v(S) over sampled S containing / not containing the agent.
+
+    The sums take the samples one after another in draw order, shifted by the first value (``np.add.accumulate``
+    is that sequential loop), so the numbers do not depend on how the samples were chunked (``memory_budget``):
+    a chunk's mean as the shift and one matrix product per chunk moved them in the last bits."""
 
     def __init__(self, n: int) -> None:
         self.n_in = np.zeros(n)
@@ -523,15 +527,16 @@ class _MSR:
 
     def add(self, masks: np.ndarray, v: np.ndarray) -> None:
         if self.shift is None:
-            self.shift = float(v.mean())
+            self.shift = float(v[0])
         d = v - self.shift
+        dd = d * d
         mf = masks.astype(np.float64)
-        self.n_in += mf.sum(axis=0)
-        self.s_in += d @ mf
-        self.q_in += (d * d) @ mf
+        self.n_in += mf.sum(axis=0)  # whole numbers: exact in any order
+        self.s_in = _running(self.s_in, d[:, None] * mf)
+        self.q_in = _running(self.q_in, dd[:, None] * mf)
         self.count += len(v)
-        self.tot += float(d.sum())
-        self.tot2 += float((d * d).sum())
+        self.tot = float(_running(np.array([self.tot]), d[:, None])[0])
+        self.tot2 = float(_running(np.array([self.tot2]), dd[:, None])[0])
 
     def ready(self) -> bool:
         n_out = self.count - self.n_in
@@ -551,6 +556,11 @@ class _MSR:
 
     def stderr(self) -> np.ndarray:
         return np.sqrt(self._parts()[2])
+
+
+def _running(total: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``total`` plus the (c, N) ``rows`` added one after another (the loop ``for r in rows: total += r``)."""
+    return np.add.accumulate(np.concatenate([total[None], rows]), axis=0)[-1].copy()
 
 
 __all__ = ["SampledBanzhaf", "SampledShapley"]

@@ -145,3 +145,19 @@ def test_same_seed_same_numbers_and_parameter_errors(rng):
         SampledShapley(permutations=10, stderr_tol=0)
     with pytest.raises(MethodError, match="raise samples"):
         attribute("heat", Panel(positive_panel(rng, 1, 40)), method=SampledBanzhaf(samples=3), rng=0)
+
+
+@pytest.mark.parametrize("method", [
+    lambda b: SampledShapley(permutations=64, memory_budget=b),
+    lambda b: SampledShapley(permutations=64, antithetic=True, memory_budget=b),
+    lambda b: SampledBanzhaf(samples=300, memory_budget=b),
+    lambda b: SampledBanzhaf(samples=30, estimator="marginal", memory_budget=b),
+], ids=["shapley", "antithetic", "msr", "marginal"])
+@pytest.mark.parametrize("f", ["heat", "var"])
+def test_the_memory_budget_never_changes_the_numbers(method, f):
+    """A budget that cuts the draws into many chunks gives the same bytes as one chunk (MSR took the first
+    chunk's mean as its shift and summed each chunk by a matrix product: last-bit differences)."""
+    z = np.abs(np.random.default_rng(1).normal(size=(2, 120, 2))) * 0.1 + 0.01
+    one = attribute(f, Panel(z), method=method(None), rng=7)
+    many = attribute(f, Panel(z), method=method(2**16), rng=7)
+    assert one.phi.tobytes() == many.phi.tobytes() and one.stderr.tobytes() == many.stderr.tobytes()
