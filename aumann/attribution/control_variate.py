@@ -69,7 +69,7 @@ from aumann.attribution.controls import DiagonalControl, describe_control, diago
 from aumann.attribution.device import CPU
 from aumann.attribution.distributed import MIN_UNITS_TO_STOP
 from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
-from aumann.attribution.pooled import GameKernel
+from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel
 from aumann.attribution.problem import Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.sampled import SampledShapley, _Permutations
@@ -108,8 +108,15 @@ def _slopes(su: torch.Tensor, sc: torch.Tensor, suu: torch.Tensor, scc: torch.Te
     return torch.where(ok & _significant(rho2, n), beta, torch.zeros_like(beta))
 
 
+def _running(total: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``total`` (n,) plus the (c, n) ``rows`` added one after another in unit order (a scan along the outer
+    axis is that loop), so the sums do not depend on how the units were chunked (``memory_budget``)."""
+    return torch.cumsum(torch.cat([total[None], rows]), dim=0)[-1].clone()
+
+
 class _Accumulator:
-    """Running sums of one game's units: raw (for the slopes β) and residual (for the estimate and projection)."""
+    """Running sums of one game's units: raw (for the slopes β) and residual (for the estimate and projection),
+    each taken unit by unit in draw order."""
 
     def __init__(self, n: int, device: torch.device, beta: float | None) -> None:
         z = torch.zeros(n, dtype=F64, device=device)
@@ -127,22 +134,22 @@ class _Accumulator:
         if self.shift_u is None:
             self.shift_u = u[0].clone()
         d = u - self.shift_u
-        self.su += d.sum(0)
-        self.sc += c.sum(0)
-        self.suu += (d * d).sum(0)
-        self.scc += (c * c).sum(0)
-        self.suc += (d * c).sum(0)
+        self.su = _running(self.su, d)
+        self.sc = _running(self.sc, c)
+        self.suu = _running(self.suu, d * d)
+        self.scc = _running(self.scc, c * c)
+        self.suc = _running(self.suc, d * c)
         return d
 
     def _residual(self, r: torch.Tensor, ctot: torch.Tensor) -> None:
         if self.shift_r is None:
             self.shift_r = r[0].clone()
         d = r - self.shift_r
-        self.sr += d.sum(0)
-        self.srr += (d * d).sum(0)
-        self.src += ctot @ d
-        self.s_c += ctot.sum()
-        self.s_cc += ctot @ ctot
+        self.sr = _running(self.sr, d)
+        self.srr = _running(self.srr, d * d)
+        self.src = _running(self.src, ctot[:, None] * d)
+        self.s_c = _running(self.s_c[None], ctot[:, None])[0]
+        self.s_cc = _running(self.s_cc[None], (ctot * ctot)[:, None])[0]
         self.count += r.shape[0]
 
     def slopes_of(self, u: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -170,7 +177,9 @@ class _Accumulator:
 
     def add(self, u: torch.Tensor, c: torch.Tensor, beta: torch.Tensor) -> None:
         self._raw(u, c)
-        self._residual(u - beta * c, c @ beta)
+        # C = Σ_i β_i c_i of each unit, summed over the agents in order (a scan): a matrix-vector product
+        # rounds a row differently with the number of rows in the chunk
+        self._residual(u - beta * c, torch.cumsum(c * beta, dim=1)[:, -1])
         self.last_beta = beta
 
     def result(self, delta_v: float) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -223,10 +232,11 @@ class SampledShapleyCV(SampledShapley):
         beta: ``"auto"`` (per-agent slopes estimated from earlier units, 0 where not significant) or a
             number in [−10⁶, 10⁶] used for every agent (``1.0``: the first-order Taylor control; ``0.0``: plain
             sampling).
-        pilot: units of the first round, cross-fitted in two halves (default 8–16: as many as the
-            memory budget allows, half of them held in memory).
+        pilot: units of the first round, cross-fitted in two halves (default 16, 8 beyond 2·10⁶ players;
+            half of them held in memory).
         nodes: diagonal points of a gradient-table control (generic and user games; default: every
-            position while the table fits the memory budget, else fewer nodes with interpolation).
+            position while the (nodes × N) table fits 64 MiB, else fewer nodes with interpolation). Neither
+            default depends on ``memory_budget`` or on the memory at hand: same seed, same numbers.
         max_evals, stderr_tol, round_size, fast, memory_budget, common_permutations, device: as for
             :class:`~aumann.attribution.SampledShapley` (``common_permutations`` runs the steps one after
             another on the shared stream; ``round_size`` also sets how often β is refitted).
@@ -288,9 +298,12 @@ class SampledShapleyCV(SampledShapley):
         return m
 
     def _pilot_units(self, n: int) -> int:
+        """``pilot``, else 16 units (8 beyond 2·10⁶ players): from the fixed default budget, not from
+        ``memory_budget`` or the memory at hand, since the pilot shapes the estimate (the same seed must give
+        the same numbers on any machine)."""
         if self.pilot is not None:
             return self.pilot
-        return int(min(16, max(8, self.memory_budget // (8 * max(1, n)))))
+        return int(min(16, max(8, DEFAULT_MEMORY_BUDGET // (8 * max(1, n)))))
 
     # ------------------------------------------------------------------ drivers
     def attribute(self, problem: Problem, *, rng: RNGLike = None) -> Attribution:

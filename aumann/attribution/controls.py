@@ -203,9 +203,13 @@ class TableControl(PositionControl):
 
 
 # ---------------------------------------------------------------------- building a game's control
-def table_nodes(n: int, nodes: int | None, memory_budget: int) -> np.ndarray:
+def table_nodes(n: int, nodes: int | None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> np.ndarray:
     """The diagonal points of a gradient table for n positions: all n positions while the table fits a
-    quarter of ``memory_budget`` (or ``nodes`` = n), else K equispaced nodes on [0, 1] (endpoints included)."""
+    quarter of ``memory_budget`` (or ``nodes`` = n), else K equispaced nodes on [0, 1] (endpoints included).
+
+    :func:`diagonal_control` sizes it from the fixed default budget, never from the memory at hand: the nodes
+    shape the control, so they shape the estimate (a budget read from the free memory of a GPU, or
+    ``memory_budget=``, gave another estimate for the same seed)."""
     if nodes is None:
         k = max(33, memory_budget // (4 * 8 * max(1, n)))
     else:
@@ -473,11 +477,11 @@ def diagonal_control(game: CoalitionGame, kernel: GameKernel, *, rows: np.ndarra
         f = game.problem.f
         if f.pooled is not None and not f.uses_context and game.problem.alive is None:
             return _pooled_masked(game, rows, n, memory_budget)
-        taus = table_nodes(n, nodes, memory_budget)
+        taus = table_nodes(n, nodes)
         H = _masked_feature_gradients(game, taus, memory_budget)
         kind = "feature-path"
     elif hasattr(game, "diagonal_gradients"):
-        taus = table_nodes(n, nodes, memory_budget)
+        taus = table_nodes(n, nodes)
         H = np.asarray(game.diagonal_gradients(taus), dtype=np.float64)
         if H.shape != (taus.size, game.n_players):
             raise GameError(f"game {game.name!r}: diagonal_gradients returned shape {H.shape}; expected "
