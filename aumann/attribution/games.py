@@ -335,7 +335,9 @@ class MaskedIndicatorGame(CoalitionGame):
             out = kernel.rho(torch.stack([kernel.sum_b, kernel.sum_a]))
         dtypes = [self.x.dtype] + ([out.dtype] if isinstance(out, torch.Tensor) and out.is_floating_point() else [])
         rtol = 4e6 * max(torch.finfo(d).eps for d in dtypes)
-        plain = self.checked(np.array([[False] * self.n_players, [True] * self.n_players]))
+        with torch.no_grad():  # f at z⁰ and z: two points, as the result's f(z) would be (no coalition batching)
+            z = torch.stack([self.b, self.x])
+            plain = self.problem.evaluate(z, np.array([self.t, self.t])).to(torch.float64).cpu().numpy()
         scale = max(float(np.abs(plain).max()), abs(float(plain[1] - plain[0])))
         if np.all(np.abs(fast - plain) <= rtol * scale + 1e-300):
             return None

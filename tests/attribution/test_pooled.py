@@ -135,3 +135,13 @@ def test_a_pooled_form_that_cancels_falls_back_to_plain_evaluation(make):
     # where the running sums keep the precision (no offset), the fast path stays
     ok = attribute("var", Panel(z - 1e8), method=make(fast=None), baseline="mean", rng=1)
     assert ok.provenance["per_step"]["path"] == "additive"
+
+
+def test_the_precision_check_needs_no_coalition_memory():
+    """The corner check evaluates f at z and z⁰ only: a fast path under a budget too small for one plain
+    coalition (N = 3000 under 64 KiB) still runs (the check first went through the coalition batching and raised
+    MemoryBudgetError there)."""
+    z = positive_panel(np.random.default_rng(0), 1, 3000)
+    res = attribute("heat", Panel(z), method=SampledShapley(permutations=4, memory_budget=2**16), rng=0)
+    assert res.provenance["per_step"]["path"] == "additive"
+
