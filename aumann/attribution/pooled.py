@@ -269,6 +269,16 @@ class GenericKernel(GameKernel):
         return v_full - self.v(masks)
 
 
+def _masked_sums(m: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """(c, P): Σ_j m[r, j] δ[j, p] for each coalition r, the players added in order (a scan along each row), so a
+    coalition's sums do not depend on the other rows of its batch. A matrix product rounds a row differently
+    with the batch's size, so ``memory_budget`` moved the last bits of MSR Banzhaf and the exact enumeration."""
+    out = torch.empty((m.shape[0], delta.shape[1]), dtype=torch.float64, device=m.device)
+    for p in range(delta.shape[1]):
+        out[:, p] = torch.cumsum(m * delta[:, p], dim=1)[:, -1]
+    return out
+
+
 def _checked_rho(out: Any, s: torch.Tensor) -> torch.Tensor:
     """ρ's value on sums ``s`` (..., P), checked as every indicator's output is: a real tensor of shape (...),
     as float64. A ρ that kept the P axis (``rho=lambda m: m``) was a ValueError from ``float()`` deep inside
@@ -340,7 +350,7 @@ class AdditiveKernel(GameKernel):
 
     def values(self, masks):
         m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
-        return self._rho(self.sum_b + m @ self.delta).cpu().numpy()
+        return self._rho(self.sum_b + _masked_sums(m, self.delta)).cpu().numpy()
 
     def chunk_permutations(self):
         # per permutation: the (P, N) running sums, ρ's (N,) output, marginals, scatter target, indices
@@ -461,7 +471,7 @@ class AdditiveKernel(GameKernel):
 
     def flip_marginals(self, masks):
         m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
-        s = self.sum_b + m @ self.delta  # (c, P)
+        s = self.sum_b + _masked_sums(m, self.delta)  # (c, P)
         with_i = s[:, None, :] + (1.0 - m)[..., None] * self.delta[None]
         without_i = s[:, None, :] - m[..., None] * self.delta[None]
         return (self._rho(with_i) - self._rho(without_i)).cpu().numpy()

@@ -236,7 +236,7 @@ class _Enumeration(CoalitionMethod):
         codes = np.arange(2**n, dtype=np.int64)
         bits = ((codes[:, None] >> np.arange(n)) & 1).astype(bool)  # (2^N, N)
         vals = np.empty(2**n)
-        rows = max(1, self.memory_budget // (16 * n + 64))
+        rows = max(1, self.memory_budget // (32 * n + 64))  # bits, masks, and a kernel's masked sums
         for s in range(0, 2**n, rows):
             vals[s:s + rows] = kernel.values(bits[s:s + rows])
         w = self.weights(n)[bits.sum(axis=1)]  # weight of each coalition by its size
