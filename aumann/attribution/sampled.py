@@ -532,8 +532,11 @@ class _MSR:
         dd = d * d
         mf = masks.astype(np.float64)
         self.n_in += mf.sum(axis=0)  # whole numbers: exact in any order
-        self.s_in = _running(self.s_in, d[:, None] * mf)
-        self.q_in = _running(self.q_in, dd[:, None] * mf)
+        if jit_sampling.available():  # the same bits, without the (c, N) temporaries
+            jit_sampling.msr_add(np.ascontiguousarray(masks, dtype=bool), d, self.s_in, self.q_in)
+        else:
+            self.s_in = _running(self.s_in, d[:, None] * mf)
+            self.q_in = _running(self.q_in, dd[:, None] * mf)
         self.count += len(v)
         self.tot = float(_running(np.array([self.tot]), d[:, None])[0])
         self.tot2 = float(_running(np.array([self.tot2]), dd[:, None])[0])
