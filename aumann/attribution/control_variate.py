@@ -109,9 +109,13 @@ def _slopes(su: torch.Tensor, sc: torch.Tensor, suu: torch.Tensor, scc: torch.Te
 
 
 def _running(total: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``total`` (n,) plus the (c, n) ``rows`` added one after another in unit order (a scan along the outer
-    axis is that loop), so the sums do not depend on how the units were chunked (``memory_budget``)."""
-    return torch.cumsum(torch.cat([total[None], rows]), dim=0)[-1].clone()
+    """``total`` (n,) plus the (c, n) ``rows`` added one after another in unit order, so the sums do not depend
+    on how the units were chunked (``memory_budget``). (A row at a time: a scan along the outer axis makes the
+    same additions ~7× slower.)"""
+    out = total.clone()
+    for row in rows:
+        out += row
+    return out
 
 
 class _Accumulator:
