@@ -367,6 +367,11 @@ class TraceFormatError(TraceError):
     """A trace that cannot be read at all: not an SQLite database, a truncated file, a malformed line N."""
 
 
+class SpanShapeError(TraceFormatError):
+    """A line of OpenTelemetry spans (OTLP or SDK shape) whose parts have the wrong JSON type (``resourceSpans`` an
+    object, a span a number); the span reader refuses such a line by its number, or skips and counts it."""
+
+
 class TraceSchemaError(TraceError):
     """A readable trace that lacks the table, columns or fields its spec names (the message lists what it has)."""
 
@@ -508,6 +513,7 @@ __all__ = [
     "ServerDownError",
     "ShapeError",
     "SimulationError",
+    "SpanShapeError",
     "StepExpired",
     "StepMapError",
     "StepMapUnavailable",

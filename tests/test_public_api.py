@@ -279,6 +279,7 @@ PUBLIC = {
         "ServerDownError",
         "ShapeError",
         "SimulationError",
+        "SpanShapeError",
         "StepExpired",
         "StepMapError",
         "StepMapUnavailable",

@@ -138,6 +138,28 @@ def check_masked_game(rng):
             assert v == pytest.approx(by_hand("spread", zz, alive[t]), rel=1e-12)
 
 
+def check_pooled_precision(rng):
+    """The pooled fast path's corner check evaluates f at z⁰ and z over the living: with dead rows holding junk,
+    a leak would make f there disagree with the running sums, and the game would fall back (warned)."""
+    import warnings
+
+    from aumann.attribution.pooled import AdditiveKernel
+
+    panel, z, alive = dying_panel(rng, context=False)
+    base = np.full((panel.N, panel.D), 0.25)
+    problem = Problem.build(as_indicator("var"), panel, base)
+    for t in range(panel.T):
+        game = MaskedIndicatorGame(problem, t)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kernel = game.kernel()
+        assert isinstance(kernel, AdditiveKernel)
+        assert game._pooled_precision_lost(kernel) is None
+        ends = np.asarray(kernel.ends(), dtype=np.float64)
+        assert ends[0] == pytest.approx(by_hand("var", base, alive[t]), rel=1e-12, abs=1e-15)
+        assert ends[1] == pytest.approx(by_hand("var", z[t], alive[t]), rel=1e-12)
+
+
 def check_evaluate(rng):
     panel, z, alive = dying_panel(rng)
     got = evaluate(mean_energy, EvalContext.of_panel(panel))
@@ -344,6 +366,7 @@ def check_cv_feature_gradients(rng):
 SITES = {
     "aumann/attribution/controls.py::_masked_feature_gradients": check_cv_feature_gradients,
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
+    "aumann/attribution/games.py::MaskedIndicatorGame._pooled_precision_lost": check_pooled_precision,
     "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
     "aumann/attribution/indicators.py::evaluate": check_evaluate,
     "aumann/attribution/indicators.py::evaluate_pair": check_evaluate_pair,

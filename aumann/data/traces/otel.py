@@ -31,7 +31,7 @@ from typing import Any
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
-from aumann.errors import TraceFormatError, TraceSpecError
+from aumann.errors import SpanShapeError, TraceFormatError, TraceSpecError
 
 _SPAN_KEYS = ("span_id", "spanId", "resourceSpans", "trace_id", "traceId", "context")
 _EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
@@ -79,29 +79,25 @@ def looks_like_span(line: str | bytes) -> bool:
     return isinstance(rec, dict) and any(k in rec for k in _SPAN_KEYS) and ("name" in rec or "resourceSpans" in rec)
 
 
-class ShapeError(ValueError):
-    """An OTLP or SDK span line whose parts have the wrong JSON type (``resourceSpans`` an object, a span a number)."""
-
-
 def _jtype(v: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
 
 
 def _obj(v: Any, what: str) -> dict[str, Any]:
-    """``v`` where an object belongs (``None``: empty); else :class:`ShapeError`."""
+    """``v`` where an object belongs (``None``: empty); else :class:`SpanShapeError`."""
     if v is None:
         return {}
     if not isinstance(v, dict):
-        raise ShapeError(f"{what} is a JSON {_jtype(v)}, not an object")
+        raise SpanShapeError(f"{what} is a JSON {_jtype(v)}, not an object")
     return v
 
 
 def _arr(v: Any, what: str) -> list[Any]:
-    """``v`` where an array belongs (``None``: empty); else :class:`ShapeError`."""
+    """``v`` where an array belongs (``None``: empty); else :class:`SpanShapeError`."""
     if v is None:
         return []
     if not isinstance(v, list):
-        raise ShapeError(f"{what} is a JSON {_jtype(v)}, not an array")
+        raise SpanShapeError(f"{what} is a JSON {_jtype(v)}, not an array")
     return v
 
 
@@ -145,7 +141,7 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
     """The flat span records of one decoded line (several for an OTLP envelope).
 
     Raises:
-        ShapeError: a part of the line has the wrong JSON type (``resourceSpans`` or ``spans`` not an array, a
+        SpanShapeError: a part of the line has the wrong JSON type (``resourceSpans`` or ``spans`` not an array, a
             resource, scope span or span not an object, ...): every ``.get`` on it raised AttributeError, and a
             span that was not an object, or ``spans`` that was not an array, was dropped without a count.
     """
@@ -284,7 +280,7 @@ class OtelReader(TraceReader):
                         continue
                     try:
                         spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
-                    except ShapeError as exc:
+                    except SpanShapeError as exc:
                         msg = f"{fpath} line {lineno}: not an OpenTelemetry span line ({exc})"
                         if spec.on_bad == "error":
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
