@@ -139,6 +139,10 @@ def _run(scenario_dir: Path, out: Path, runs: int, *extra: str) -> int:
 
 
 _SERIAL: dict[int, Path] = {}
+#: runs of the user scenario in every test that compares a cluster run with the serial one: one count, so one
+#: serial run serves them all (each node offers 1 CPU, so 2 runs are in flight at once and both nodes get one;
+#: the third keeps the run going while the worker node is killed)
+RUNS = 3
 
 
 def _serial(scenario_dir: Path, root: Path, runs: int) -> Path:
@@ -215,9 +219,9 @@ def test_the_worker_node_has_no_access_to_the_drivers_disk(live, user_scenario, 
 def test_a_user_scenario_file_runs_on_the_cluster_like_the_serial_run(live, user_scenario, tmp_path):
     import ray
 
-    serial = _serial(user_scenario, tmp_path.parent, 3)
+    serial = _serial(user_scenario, tmp_path.parent, RUNS)
     out = tmp_path / "cluster"
-    assert _run(user_scenario, out, 3, "--ray-address", live.address) == 0
+    assert _run(user_scenario, out, RUNS, "--ray-address", live.address) == 0
     compared = assert_same_outputs(serial, out)
     assert "faithfulness.csv" in compared and any(c.startswith("runs/") for c in compared)
     assert any(c.startswith("attributions/") for c in compared) and any(c.startswith("panels/") for c in compared)
@@ -228,10 +232,10 @@ def test_a_user_scenario_file_runs_on_the_cluster_like_the_serial_run(live, user
 
 
 def test_ray_address_from_the_environment_and_executor_ray(live, user_scenario, tmp_path, monkeypatch):
-    serial = _serial(user_scenario, tmp_path.parent, 2)
+    serial = _serial(user_scenario, tmp_path.parent, RUNS)
     monkeypatch.setenv("RAY_ADDRESS", live.address)
     out = tmp_path / "env"
-    assert _run(user_scenario, out, 2, "--executor", "ray", "--workers", "2") == 0
+    assert _run(user_scenario, out, RUNS, "--executor", "ray", "--workers", "2") == 0
     assert_same_outputs(serial, out)
     assert json.loads((out / "manifest.json").read_text())["execution"]["workers"] == 2
 
@@ -377,13 +381,13 @@ def test_a_bad_address_is_one_line_and_fails_fast(tmp_path, user_scenario, capsy
 
 def test_killing_the_worker_node_mid_run_is_survived(live, user_scenario, tmp_path):
     """The last test of the module: it kills the worker node while it runs a task."""
-    serial = _serial(user_scenario, tmp_path.parent, 4)
+    serial = _serial(user_scenario, tmp_path.parent, RUNS)
     out = tmp_path / "killed"
     result: dict = {}
 
     def go() -> None:
         try:
-            result["rc"] = _run(user_scenario, out, 4, "--ray-address", live.address, "--workers", "2")
+            result["rc"] = _run(user_scenario, out, RUNS, "--ray-address", live.address, "--workers", "2")
         except BaseException as exc:  # handed to the test's thread
             result["exc"] = exc
 
