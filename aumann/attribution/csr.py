@@ -23,6 +23,7 @@ from aumann.attribution import jit
 from aumann.attribution.threads import run_items
 
 _MIN_NNZ = 1 << 20  # stored entries from which the compiled, threaded product is used
+prefetch: Any = None  # the intrinsic the kernels call, bound when they are compiled (jit.njit_bound)
 _BLOCKS = 8  # row blocks per product (a function of the shape only; any block may run on any thread)
 _CACHE: dict[Any, Any] = {}
 
@@ -71,13 +72,10 @@ def _kernels() -> Any:
 def _build() -> Any:
     from types import SimpleNamespace
 
-    import numba
-
     from aumann.attribution.jit_sampling import _AHEAD, _prefetch
 
-    prefetch, ahead = _prefetch(), _AHEAD
+    ahead = _AHEAD
 
-    @numba.njit(nogil=True, cache=True)
     def rows(indptr: Any, indices: Any, data: Any, x: Any, out: Any, lo: int, hi: int, zero: Any) -> None:
         end = indptr[hi]
         for i in range(lo, hi):
@@ -88,7 +86,6 @@ def _build() -> Any:
                 acc += data[jj] * x[np.uintp(indices[jj])]  # unsigned: no negative-index wraparound test
             out[i] = acc
 
-    @numba.njit(nogil=True, cache=True)
     def rows_pair(indptr: Any, indices: Any, data: Any, xy: Any, out: Any, lo: int, hi: int, zero: Any) -> None:
         end = indptr[hi]
         for i in range(lo, hi):
@@ -104,7 +101,8 @@ def _build() -> Any:
             out[i, 0] = acc0
             out[i, 1] = acc1
 
-    return SimpleNamespace(rows=rows, rows_pair=rows_pair)
+    compiled = {"prefetch": _prefetch()}
+    return SimpleNamespace(rows=jit.njit_bound(rows, **compiled), rows_pair=jit.njit_bound(rows_pair, **compiled))
 
 
 __all__ = ["matvec", "matvec_pair"]

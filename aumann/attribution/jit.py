@@ -161,6 +161,30 @@ def compile_source(src: str, name: str, path: str, module: str, **names: Any) ->
     return numba.njit(nogil=True, cache=True)(ns[name])
 
 
+def njit_bound(fn: Callable[..., Any], /, *, options: dict[str, Any] | None = None, **names: Any) -> Any:
+    """``numba.njit(nogil=True, cache=True, **options)`` of ``fn`` with ``names`` (the compiled helpers it calls:
+    intrinsics, other kernels) as *globals* of the compiled function.
+
+    numba keys a kernel's disk cache on a pickle of its closure, and a compiled helper pickles with an id drawn
+    afresh in every process (numba's ``_uuid``): a kernel that closes over one was compiled again in every new
+    process (about 0.9 s each, a new cache file each time), never found on disk. Globals are not in the key
+    (like :func:`compile_source`'s ``names``). ``fn`` must call them by global name — declare them at module
+    level (``prefetch: Any = None``) so the source reads — and may close over plain constants only."""
+    import types
+
+    import numba
+    from numba.core.serialize import ReduceMixin
+
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        if isinstance(cell.cell_contents, ReduceMixin):
+            raise TypeError(f"{fn.__qualname__} closes over the compiled {var!r}: pass it to njit_bound as a global, "
+                            "or numba's disk cache misses in every new process")
+    bound = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__, fn.__defaults__,
+                               fn.__closure__)
+    bound.__qualname__, bound.__doc__, bound.__module__ = fn.__qualname__, fn.__doc__, fn.__module__
+    return numba.njit(**{"nogil": True, "cache": True, **(options or {})})(bound)
+
+
 def _build() -> SimpleNamespace:
     import numba
     import numpy as np

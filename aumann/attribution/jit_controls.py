@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aumann.attribution.jit import built, compile_source, enabled
+from aumann.attribution.jit import built, compile_source, enabled, njit_bound
 from aumann.attribution.jit_sampling import _AHEAD, _fetch_row, _prefetch
 
 _CACHE: dict[int, Any] = {}
+prefetch: Any = None  # the intrinsic low_rank calls, bound when it is compiled (jit.njit_bound)
 
 
 def available() -> bool:
@@ -71,11 +72,8 @@ def _build_unrolled(P: int) -> Any:
 
 
 def _build_low_rank() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def low_rank(B: Any, G: Any, mu: Any, perms: Any, reverse: bool, out: Any) -> None:
         c, n = perms.shape
         P = B.shape[1]
@@ -102,7 +100,7 @@ def _build_low_rank() -> Any:
                     s = (s + t) * 0.5
                 out[r, i] = s - mu[i]
 
-    return low_rank
+    return njit_bound(low_rank, prefetch=_prefetch())
 
 
 __all__ = ["available", "low_rank_units"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.jit import built, enabled
+from aumann.attribution.jit import built, enabled, njit_bound
 
 # fdlibm's constants (FreeBSD msun/src/s_log1p.c, musl src/math/log1p.c)
 LN2_HI = 6.93147180369123816490e-01
@@ -37,6 +37,14 @@ LG5 = 1.818357216161805012e-01
 LG6 = 1.531383769920937332e-01
 LG7 = 1.479819860511658591e-01
 _CACHE: dict[Any, Any] = {}
+# The compiled helpers of the kernel, bound when it is compiled (:func:`.jit.njit_bound`: globals, not closure
+# variables, so that numba's disk cache finds the kernel again in a new process).
+bits: Any = None
+from_bits: Any = None
+combine: Any = None
+special_: Any = None
+tiny: Any = None
+one: Any = None
 _SPLIT = 0x3FF00000 - 0x3FE6A09E  # moves the mantissa's split point from 1 to √2/2
 
 
@@ -125,7 +133,7 @@ def _build() -> Any:
     from numba.extending import intrinsic
 
     @intrinsic
-    def bits(typingctx: Any, v: Any) -> Any:  # a float64's bits as a uint64 (a register move)
+    def bits_(typingctx: Any, v: Any) -> Any:  # a float64's bits as a uint64 (a register move)
         if v != types.float64:
             return None
 
@@ -135,7 +143,7 @@ def _build() -> Any:
         return types.uint64(types.float64), codegen
 
     @intrinsic
-    def from_bits(typingctx: Any, v: Any) -> Any:  # the float64 with these bits
+    def from_bits_(typingctx: Any, v: Any) -> Any:  # the float64 with these bits
         if v != types.uint64:
             return None
 
@@ -145,10 +153,11 @@ def _build() -> Any:
         return types.float64(types.uint64), codegen
 
     split = np.uint32(_SPLIT)
-    combine, special_, tiny = (numba.njit(inline="always")(fn) for fn in (_combine, _special, _tiny))
+    helpers = dict(zip(("combine", "special_", "tiny"),
+                       (numba.njit(inline="always")(fn) for fn in (_combine, _special, _tiny)), strict=True))
+    helpers |= {"bits": bits_, "from_bits": from_bits_}
 
-    @numba.njit(inline="always")
-    def one(xi: float) -> float:
+    def one_(xi: float) -> float:
         hx = np.uint32(bits(xi) >> np.uint64(32))
         small = (hx < np.uint32(0x3FDA827A)) | ((hx >= np.uint32(0x80000000)) & (hx <= np.uint32(0xBFD2BEC4)))
         u = 1.0 + xi
@@ -165,7 +174,6 @@ def _build() -> Any:
         dk = 0.0 if small else float(k)
         return xi if tiny(hx) else combine(f, c, dk)
 
-    @numba.njit(nogil=True, cache=True, error_model="numpy")
     def kernel(x: Any, out: Any) -> None:
         n = x.size
         special = 0
@@ -182,7 +190,8 @@ def _build() -> Any:
                 else:
                     out[i] = one(xi)
 
-    return kernel
+    helpers["one"] = njit_bound(one_, options={"inline": "always", "cache": False}, **helpers)
+    return njit_bound(kernel, options={"error_model": "numpy"}, **helpers)
 
 
 __all__ = ["log1p", "log1p_scalar"]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aumann.attribution.jit import built, enabled
+from aumann.attribution.jit import built, enabled, njit_bound
 
 _CACHE: dict[str, Any] = {}
+counting_order: Any = None  # the kernel tau calls, bound when tau is compiled (jit.njit_bound)
 
 
 def available() -> bool:
@@ -37,7 +38,7 @@ def _build() -> Any:
     import numpy as np
 
     @numba.njit(nogil=True, cache=True)
-    def counting_order(key: Any, nk: int, within: Any) -> Any:
+    def counting_order_(key: Any, nk: int, within: Any) -> Any:
         """``within`` (positions) stably reordered by ``key[position]`` (values in [0, nk))."""
         n = within.size
         start = np.zeros(nk + 1, dtype=np.int64)
@@ -53,7 +54,6 @@ def _build() -> Any:
             start[v] += 1
         return out
 
-    @numba.njit(nogil=True, cache=True)
     def tau(x: Any, y: Any, nx: int, ny: int) -> tuple[int, int]:
         n = x.size
         ident = np.arange(n).astype(x.dtype)
@@ -102,7 +102,7 @@ def _build() -> Any:
             width *= 2
         return dis, ntie
 
-    return tau
+    return njit_bound(tau, counting_order=counting_order_)
 
 
 __all__ = ["available", "tau_counts"]

@@ -22,11 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from aumann.attribution.jit import built, compile_source, enabled
+from aumann.attribution.jit import built, compile_source, enabled, njit_bound
 
 _MAX_UNROLLED = 8
 _CACHE: dict[Any, Any] = {}
 _SWAP_BATCH = 1024  # swaps whose random indices are drawn before any of them is made
+
+# The compiled helpers the kernels below call, bound when a kernel is compiled (:func:`.jit.njit_bound`): globals
+# of the kernels, not closure variables, so that numba's disk cache finds the kernels again in a new process.
+prefetch: Any = None
+swap_batch: Any = None
+pcg64_step: Any = None
 
 
 def available() -> bool:
@@ -106,17 +112,14 @@ def _pcg64_type() -> type:
 
 
 def _build_draw_pcg64() -> Any:
-    import numba
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic
 
     batch = _SWAP_BATCH
-    prefetch = _prefetch()
-    swap_batch = _swaps()
 
     @intrinsic
-    def pcg64_step(typingctx: Any, lo: Any, hi: Any, inc_lo: Any, inc_hi: Any) -> Any:
+    def pcg64_step_(typingctx: Any, lo: Any, hi: Any, inc_lo: Any, inc_hi: Any) -> Any:
         """numpy's pcg_setseq_128_step_r: state = state · M + inc (mod 2¹²⁸), on (low, high) 64-bit halves."""
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             i64, i128 = ir.IntType(64), ir.IntType(128)
@@ -132,7 +135,6 @@ def _build_draw_pcg64() -> Any:
         u64 = types.uint64
         return types.UniTuple(u64, 2)(u64, u64, u64, u64), codegen
 
-    @numba.njit(nogil=True, cache=True)
     def draw_pcg64(st: Any, out: Any) -> None:
         n = out.shape[1]
         js = np.empty(batch, dtype=np.int64)
@@ -179,7 +181,7 @@ def _build_draw_pcg64() -> Any:
                 top -= m
         st[0], st[1], st[4], st[5] = lo, hi, has32, buffered
 
-    return draw_pcg64
+    return njit_bound(draw_pcg64, prefetch=_prefetch(), swap_batch=_swaps(), pcg64_step=pcg64_step_)
 
 
 def _swaps() -> Any:
@@ -207,16 +209,12 @@ _PCG_MULTIPLIER = (0x2360ED051FC65DA4 << 64) | 0x4385DF649FCCF645  # PCG_DEFAULT
 
 
 def _build_draw() -> Any:
-    import numba
     import numpy as np
     from numba import types
     from numba.np.random.random_methods import random_interval
 
     batch = _SWAP_BATCH
-    prefetch = _prefetch()
-    swap_batch = _swaps()
 
-    @numba.njit(nogil=True, cache=True)
     def draw(rng: Any, out: Any) -> None:
         bits = rng.bit_generator
         n = out.shape[1]
@@ -235,7 +233,7 @@ def _build_draw() -> Any:
                 swap_batch(row, js, top, m)
                 top -= m
 
-    return draw
+    return njit_bound(draw, prefetch=_prefetch(), swap_batch=_swaps())
 
 
 def _fetch_row(index: str, p: int, indent: int) -> str:
@@ -413,11 +411,8 @@ def edge_running_sums(order: Any, ei: Any, ej: Any, we: Any, own: Any, q0: float
 
 
 def _build_edges() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def edges(order: Any, ei: Any, ej: Any, we: Any, own: Any, q0: float, pos: Any, q: Any, qr: Any,
               both: bool) -> None:
         na = order.size
@@ -459,7 +454,7 @@ def _build_edges() -> Any:
                 acc = qr[k] if k == 0 else acc + qr[k]
                 qr[k] = acc + q0
 
-    return edges
+    return njit_bound(edges, prefetch=_prefetch())
 
 
 def scatter_pair(vf: Any, vr: Any, v0: float, order: Any, out: Any) -> None:
@@ -470,11 +465,8 @@ def scatter_pair(vf: Any, vr: Any, v0: float, order: Any, out: Any) -> None:
 
 
 def _build_pair() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def pair(vf: Any, vr: Any, v0: float, order: Any, out: Any) -> None:
         n = order.size
         last = n - 1
@@ -486,7 +478,7 @@ def _build_pair() -> Any:
             mr = vr[j] - (vr[j - 1] if j > 0 else v0)
             out[order[k]] = (mf + mr) * 0.5
 
-    return pair
+    return njit_bound(pair, prefetch=_prefetch())
 
 
 def moments_add(units: Any, shift: Any, s1: Any, s2: Any) -> None:
@@ -581,11 +573,8 @@ def scatter_antithetic(vals: Any, u: Any, v0: float, v_full: float, perms: Any, 
 
 
 def _build_steps_antithetic() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def steps_antithetic(vals: Any, u: Any, v0: float, v_full: float, perms: Any, out: Any) -> None:
         c, n = perms.shape
         for r in range(c):
@@ -601,15 +590,12 @@ def _build_steps_antithetic() -> Any:
                 prev = v
                 prev_u = w
 
-    return steps_antithetic
+    return njit_bound(steps_antithetic, prefetch=_prefetch())
 
 
 def _build_steps() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def steps(vals: Any, v0: float, perms: Any, out: Any) -> None:
         c, n = perms.shape
         for r in range(c):
@@ -622,15 +608,12 @@ def _build_steps() -> Any:
                 out[r, perms[r, k]] = v - prev
                 prev = v
 
-    return steps
+    return njit_bound(steps, prefetch=_prefetch())
 
 
 def _build_steps_reversed() -> Any:
-    import numba
+    ahead = _AHEAD
 
-    prefetch, ahead = _prefetch(), _AHEAD
-
-    @numba.njit(nogil=True, cache=True)
     def steps_reversed(u: Any, v_full: float, perms: Any, out: Any) -> None:
         c, n = perms.shape
         for r in range(c):
@@ -643,7 +626,7 @@ def _build_steps_reversed() -> Any:
                 out[r, perms[r, k]] = prev - v
                 prev = v
 
-    return steps_reversed
+    return njit_bound(steps_reversed, prefetch=_prefetch())
 
 
 __all__ = ["available", "draw_permutations", "edge_running_sums", "moments_add", "running_products_kernel",
