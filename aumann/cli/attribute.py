@@ -221,7 +221,7 @@ def _read_trace(args: argparse.Namespace) -> dict:
     from rich.console import Console
 
     from aumann.data.traces import read_trace
-    from aumann.data.traces.privacy import pseudonymise
+    from aumann.data.traces.privacy import pseudonymise, retier
 
     names = None if args.features is None else [x.strip() for x in args.features.split(",") if x.strip()]
     if names is not None and not names:  # `--features ""` or `,,`: refused before the trace is read
@@ -243,8 +243,10 @@ def _read_trace(args: argparse.Namespace) -> dict:
                               f"{list(panel.features)}")
         panel = panel.select_features(names)
     real = bool(args.real_people or panel.meta.get("real_people"))
-    mapping = None
-    if real:
+    mapping = read.identifiers  # the spec's real_people: read_trace keyed the panel by opaque indices already
+    if mapping is not None:
+        panel = retier(panel) if names is not None else panel  # tiers of the features the indicator sees
+    elif real:
         panel, mapping = pseudonymise(panel)
     elif args.export_identifiers:
         raise ConfigError("--export-identifiers applies with --real-people (simulated agents keep their ids)")

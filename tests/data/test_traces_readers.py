@@ -1152,3 +1152,22 @@ def test_a_one_field_line_before_a_csv_header_is_refused_or_counted_like_any_lin
     f.write_text("x\ny\n")  # no header anywhere: the plain schema error
     with pytest.raises(TraceSchemaError, match=r"its columns are \['x'\]$"):
         read_trace(f, TABLE_SPEC)
+
+
+def test_read_trace_of_real_people_keys_the_panel_by_opaque_indices(tmp_path):
+    """docs/traces.md: with real_people = true agents become opaque indices with activity tiers. read_trace did
+    that only in the CLI: from Python the panel came back keyed by the real ids (and an Attribution made from it,
+    saved, carried them), against the spec's own flag."""
+    f = tmp_path / "t.jsonl"
+    rows = [("alice@example.org", 0, 5.0), ("bob@example.org", 0, 1.0), ("carol@example.org", 1, 2.0)]
+    f.write_text("".join(json.dumps({"agent": a, "tick": t, "v": v}) + "\n" for a, t, v in rows))
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "v", "field": "v"}]}
+    plain = read_trace(f, spec)
+    assert plain.identifiers is None and list(plain.panel.agent_ids) == [a for a, _, _ in rows]
+    real = read_trace(f, {**spec, "real_people": True})
+    assert real.panel.agent_ids.tolist() == [0, 1, 2]
+    assert real.identifiers == [{"index": i, "id": a} for i, (a, _, _) in enumerate(rows)]
+    assert not any("@" in str(v) for v in real.panel.agent_ids)
+    assert real.panel.meta["identifiers"] == "opaque" and "tier" in real.panel.groups
+    np.testing.assert_array_equal(real.panel.values, plain.panel.values)

@@ -24,11 +24,15 @@ def pseudonymise(panel: Any) -> tuple[Any, list[dict[str, Any]]]:
     """(panel keyed by opaque indices with a ``tier`` group, [{index, id}] mapping kept for an explicit export)."""
     ids = panel.agent_ids
     mapping = [{"index": i, "id": v.item() if hasattr(v, "item") else v} for i, v in enumerate(ids)]
-    activity = np.asarray(panel.values, dtype=np.float64).sum(axis=(0, 2))
-    groups = dict(panel.groups)
-    groups["tier"] = tiers_by_rank(activity)
     meta = dict(panel.meta, identifiers="opaque")
-    return panel._derive(agent_ids=np.arange(panel.N), groups=groups, meta=meta), mapping
+    return retier(panel._derive(agent_ids=np.arange(panel.N), meta=meta)), mapping
 
 
-__all__ = ["pseudonymise"]
+def retier(panel: Any) -> Any:
+    """The panel with its ``tier`` group made from its own features' total activity (after a feature selection:
+    the tiers of the activity the indicator sees)."""
+    activity = np.asarray(panel.values, dtype=np.float64).sum(axis=(0, 2))
+    return panel._derive(groups={**panel.groups, "tier": tiers_by_rank(activity)})
+
+
+__all__ = ["pseudonymise", "retier"]

@@ -11,6 +11,7 @@ from typing import Any
 from aumann.data.traces.builder import PanelBuilder
 from aumann.data.traces.events import Tally, Validator
 from aumann.data.traces.formats import detect_format, reader_class
+from aumann.data.traces.privacy import pseudonymise
 from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
 from aumann.errors import TraceError, TraceFormatError, TraceSpecError
 from aumann.progress import progress_bar
@@ -76,10 +77,13 @@ class TraceReport:
 
 @dataclass
 class TraceRead:
-    """The panel built from a trace and the report of the read."""
+    """The panel built from a trace and the report of the read; for a trace of real people (``real_people =
+    true``) the panel is keyed by opaque indices and ``identifiers`` holds the index → id mapping, which only an
+    explicit export should write (``aumann attribute --export-identifiers``)."""
 
     panel: Any
     report: TraceReport
+    identifiers: list[dict[str, Any]] | None = None
 
 
 def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
@@ -126,7 +130,9 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
 
     Returns:
         :class:`TraceRead` with ``panel`` (steps × agents × features, ``alive`` for agents that have not
-        appeared yet or have left) and ``report`` (:class:`TraceReport`).
+        appeared yet or have left) and ``report`` (:class:`TraceReport`). With ``real_people = true`` in the
+        spec the panel's agents are opaque indices 0 … N−1 with activity tiers (group ``tier``) and
+        ``identifiers`` maps the indices to the trace's ids (docs/traces.md, "Real people").
 
     Raises:
         TraceFormatError: the trace cannot be read (names the file and line/row).
@@ -172,6 +178,9 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     report.agents, report.steps, report.features = panel.N, panel.T, list(panel.features)
     report.alive_fraction = 1.0 if panel.alive is None else float(panel.alive.mean())
     report.seconds = time.perf_counter() - t0
+    if sp.real_people:
+        panel, mapping = pseudonymise(panel)
+        return TraceRead(panel, report, mapping)
     return TraceRead(panel, report)
 
 
