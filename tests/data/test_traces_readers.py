@@ -1171,3 +1171,24 @@ def test_read_trace_of_real_people_keys_the_panel_by_opaque_indices(tmp_path):
     assert not any("@" in str(v) for v in real.panel.agent_ids)
     assert real.panel.meta["identifiers"] == "opaque" and "tier" in real.panel.groups
     np.testing.assert_array_equal(real.panel.values, plain.panel.values)
+
+
+def test_an_agent_id_of_true_or_false_is_refused_not_merged_with_agent_1(tmp_path):
+    """Python's True == 1: agent true, agent 1 and agent 1.0 became one agent labelled 'True' (the events of agent
+    1 credited to it), while "1" stayed apart, with merged_ids 0. true/false is no id: refused by its place."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(json.dumps({"agent": a, "tick": 0, "v": v}) + "\n"
+                         for a, v in [(True, 1.0), (1, 2.0), ("1", 4.0), (1.0, 8.0), (False, 16.0)]))
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "v", "field": "v"}]}
+    with pytest.raises(TraceRecordError, match=r"t\.jsonl row 1: agent id in field 'agent' is true/false, not an id"):
+        read_trace(f, spec)
+    r = read_trace(f, {**spec, "on_bad": "skip"})
+    assert r.panel.agent_ids.tolist() == [1] and r.panel.values.ravel().tolist() == [14.0]
+    assert r.report.skipped == {"agent id in field 'agent' is true/false, not an id": 2} and r.report.merged_ids == 1
+    pq.write_table(pa.table({"agent": [True, False], "tick": [0, 0], "v": [1.0, 2.0]}), tmp_path / "b.parquet")
+    with pytest.raises(TraceRecordError, match="is true/false, not an id"):
+        read_trace(tmp_path / "b.parquet", spec)

@@ -324,6 +324,13 @@ class Validator:
         else:
             amiss = np.zeros(n, dtype=bool)
         keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
+        # true/false is no id, and Python's True == 1 made agent true and agent 1 (and 1.0) one agent, labelled
+        # 'True', silently
+        flags = (np.ones(n, dtype=bool) if agent.dtype == np.bool_ else
+                 np.fromiter((isinstance(v, bool | np.bool_) for v in agent), dtype=bool, count=n)
+                 if agent.dtype == object else np.zeros(n, dtype=bool))
+        keep &= self.refuse(raw, keep & flags, f"agent id in field {self.spec.agent.field!r} is true/false, not an "
+                            "id")
         if self.excluded_agents:
             ex = np.fromiter((_key(v) in self.excluded_agents for v in agent), dtype=bool, count=n) & keep
             self.tally.filter("agent excluded", int(ex.sum()))
