@@ -1192,3 +1192,20 @@ def test_an_agent_id_of_true_or_false_is_refused_not_merged_with_agent_1(tmp_pat
     pq.write_table(pa.table({"agent": [True, False], "tick": [0, 0], "v": [1.0, 2.0]}), tmp_path / "b.parquet")
     with pytest.raises(TraceRecordError, match="is true/false, not an id"):
         read_trace(tmp_path / "b.parquet", spec)
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_columns_differing_only_in_case_are_named_in_the_error(tmp_path, kind):
+    """DuckDB's column names are case-insensitive: of 'Agent' and 'agent' the second is read as 'agent_1', and a
+    spec naming 'agent' was told the file has no such column, listing 'agent_1' without saying why."""
+    f = tmp_path / f"t.{kind}"
+    if kind == "csv":
+        f.write_text("Agent,agent,tick,v\nA,x,0,1\nB,y,0,2\n")
+    else:
+        f.write_text("".join(json.dumps({"Agent": a, "agent": b, "tick": 0, "v": v}) + "\n"
+                             for a, b, v in [("A", "x", 1), ("B", "y", 2)]))
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "v", "field": "v"}]}
+    with pytest.raises(TraceSchemaError, match=r"differing only in case .* renamed \['agent_1'\]"):
+        read_trace(f, spec)
+    assert read_trace(f, {**spec, "agent": {"field": "Agent"}}).panel.agent_ids.tolist() == ["A", "B"]

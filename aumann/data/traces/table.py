@@ -119,7 +119,7 @@ class TableReader(TraceReader):
             if missing:
                 shown = [c for c in cols if c != FILE_COLUMN]
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
-                                       + hint)
+                                       + (hint or _case_hint(missing, shown)))
             if lines is not None:
                 lines.header = [c for c in cols if c != FILE_COLUMN]
                 _preamble_lines(files, validator, names, lines)
@@ -206,6 +206,18 @@ class TableReader(TraceReader):
 
 _WIDE = ("BIGNUM", "VARINT")  # DuckDB's integers of any length (VARINT before 2.0): Arrow gets their raw bytes
 _FLOATING = ("DOUBLE", "FLOAT", "REAL")
+
+
+def _case_hint(missing: list[str], columns: list[str]) -> str:
+    """Why a column the file has is not found: DuckDB's names are case-insensitive, so of two columns differing only
+    in case (``Agent`` and ``agent``) the second is read as ``agent_1``."""
+    renamed = [c for m in missing for c in columns
+               if c.lower() != m.lower() and c.lower().rsplit("_", 1)[0] == m.lower() and c.rsplit("_", 1)[-1].isdigit()
+               and any(o.lower() == m.lower() for o in columns)]
+    if not renamed:
+        return ""
+    return (f" (columns differing only in case are one name to DuckDB: the second is renamed {renamed}; rename the "
+            "column in the file so that no two differ only in case)")
 
 
 def _lossy_id(t: str | None) -> bool:
