@@ -331,6 +331,27 @@ def test_otel_malformed_line_n(tmp_path):
     assert r.report.skipped_at["line is not a JSON object"] == [f"{f} line 3"]
 
 
+def test_otel_an_overlong_line_is_skipped_and_counted_under_skip(tmp_path, monkeypatch):
+    """A span line beyond the line cap (64 MiB) ended the read even with on_bad = 'skip', which skips every other
+    malformed line: now it is refused with the hint, or skipped, read on to its end, and counted."""
+    from aumann.data.traces import otel
+
+    d = tmp_path / "trace"
+    shutil.copytree(AS2 / "trace", d)
+    f = sorted(d.glob("*.jsonl"))[1]
+    lines = f.read_text().splitlines()
+    cap = max(len(x) for x in lines) + 10
+    lines.insert(2, json.dumps({"resource": {"agent.id": 3}, "name": "x", "pad": "p" * (5 * cap)}))
+    f.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(otel, "MAX_LINE", cap)
+    with pytest.raises(TraceFormatError, match=rf"{f.name} line 3: longer than .*on_bad = 'skip' skips and counts"):
+        read_trace(d)
+    r = read_trace(d, on_bad="skip")
+    reason = next(k for k in r.report.skipped if k.startswith("line longer than"))
+    assert r.report.skipped[reason] == 1 and r.report.skipped_at[reason] == [f"{f} line 3"]
+    assert r.panel.values.sum() == read_trace(AS2 / "trace").panel.values.sum()  # the lines after it all read
+
+
 def test_otel_missing_agent_field(tmp_path):
     f = tmp_path / "spans.jsonl"
     f.write_text(json.dumps({"resource": {}, "trace_id": "a1", "span_id": "1", "name": "agent.step",

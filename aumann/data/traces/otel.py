@@ -262,8 +262,18 @@ class OtelReader(TraceReader):
                         break
                     lineno += 1
                     self.done += len(line)
-                    if len(line) > MAX_LINE:
-                        raise TraceFormatError(f"{fpath} line {lineno}: longer than {MAX_LINE >> 20} MiB")
+                    if len(line) > MAX_LINE:  # not held in memory: refused, or skipped (read on to its end)
+                        msg = f"{fpath} line {lineno}: longer than {MAX_LINE >> 20} MiB"
+                        if spec.on_bad == "error":
+                            raise TraceFormatError(msg + " (on_bad = 'skip' skips and counts such lines)")
+                        while not line.endswith("\n"):
+                            line = fh.readline(1 << 20)
+                            if not line:
+                                break
+                            self.done += len(line)
+                        tally.records += 1
+                        tally.skip(f"line longer than {MAX_LINE >> 20} MiB", [f"{fpath} line {lineno}"])
+                        continue
                     if not line.strip():
                         tally.blank_lines += 1
                         continue
