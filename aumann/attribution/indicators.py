@@ -767,9 +767,17 @@ def _lead_slice(state: EvalContext, sl: slice) -> EvalContext:
     return EvalContext(z[sl], ctx, alive, state.batched)
 
 
-def _batch_rows(ind: Indicator, state: EvalContext) -> int:
+def _own(state: EvalContext, owned: bool) -> EvalContext:
+    """``state`` itself when its z is a tensor aumann made, else ``state`` over a copy of z: an indicator that
+    writes into its input (refused after the call, :func:`evaluate_tensor`) then writes into the copy, never
+    into the caller's array or a panel's values."""
+    return state if owned else state.with_values(state.z.clone())
+
+
+def _batch_rows(ind: Indicator, state: EvalContext, owned: bool = True) -> int:
     """How many elements of the leading dimension one call may take (all of them for small batches):
-    the indicator's cost per element is measured once per shape (:mod:`aumann.attribution.memory`)."""
+    the indicator's cost per element is measured once per shape (:mod:`aumann.attribution.memory`), on a
+    copy of the first elements unless ``owned`` (z is not the caller's memory)."""
     z = state.z
     if z.ndim < 3 or z.shape[0] < 2:
         return z.shape[0] if z.ndim >= 3 else 1
@@ -781,7 +789,7 @@ def _batch_rows(ind: Indicator, state: EvalContext) -> int:
         return z.shape[0]
 
     def run(b: int) -> None:
-        evaluate_tensor(ind, _lead_slice(state, slice(0, b)))
+        evaluate_tensor(ind, _own(_lead_slice(state, slice(0, b)), owned))
 
     owner = cache_owner(ind)
     key = (tuple(z.shape[1:]), str(z.dtype), state.batched, None if state.alive is None else state.alive.ndim)
@@ -819,27 +827,41 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             agent; the message names its index.
     """
     ind = as_indicator(f)
-    state, zt, lead = _tensor_state(ind, z, context, context_batched, alive)
-    step = _batch_rows(ind, state)
+    state, zt, lead, owned = _tensor_state(ind, z, context, context_batched, alive)
+    step = _batch_rows(ind, state, owned)
     with torch.no_grad():
         if step >= (lead[0] if lead else 1):
-            out = evaluate_tensor(ind, state)
-        else:  # a batch larger than the memory budget holds: in slices of the leading dimension
-            parts = [evaluate_tensor(ind, _lead_slice(state, slice(s, s + step))) for s in range(0, lead[0], step)]
+            out = evaluate_tensor(ind, _own(state, owned))
+        else:  # a batch larger than the memory budget holds: in slices of the leading dimension (each copied
+            # just before its call when z is the caller's memory: one slice more in memory, not the whole z)
+            parts = [evaluate_tensor(ind, _own(_lead_slice(state, slice(s, s + step)), owned))
+                     for s in range(0, lead[0], step)]
             bad = next((p for p in parts if not isinstance(p, torch.Tensor)), None)
             out = bad if bad is not None else torch.cat([p.reshape(-1, *lead[1:]) for p in parts])
     return _checked(ind, out, zt, lead)
 
 
 def _tensor_state(ind: Indicator, z: Any, context: Any, context_batched: bool,
-                  alive: Any) -> tuple[EvalContext, torch.Tensor, tuple[int, ...]]:
-    """:func:`evaluate`'s input as an EvalContext over a float64 tensor: (state, that tensor, leading shape)."""
+                  alive: Any) -> tuple[EvalContext, torch.Tensor, tuple[int, ...], bool]:
+    """:func:`evaluate`'s input as an EvalContext over a float64 tensor: (state, that tensor, leading shape,
+    whether that tensor is aumann's own memory). It shares memory with the input when the input already was
+    float64 on the host (a numpy array, a panel's values, a CPU tensor): then it is not ours to hand to the
+    indicator (:func:`_own`)."""
     state = _as_eval_context(ind.name, z, context, context_batched, alive)
-    zt = torch.as_tensor(as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError,
-                                       dtype=np.float64))
+    arr = as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError, dtype=np.float64)
+    zt = torch.as_tensor(arr)
     if zt.ndim < 2:
         raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
-    return state.with_values(zt), zt, tuple(zt.shape[:-2])
+    return state.with_values(zt), zt, tuple(zt.shape[:-2]), not _shares_memory(arr, state.z)
+
+
+def _shares_memory(arr: np.ndarray, src: Any) -> bool:
+    """Whether ``arr`` (made from ``src`` by :func:`as_real_array`) may share memory with ``src``."""
+    if isinstance(src, torch.Tensor):
+        if src.device.type != "cpu":
+            return False  # .cpu() copied it
+        src = src.detach().resolve_conj().resolve_neg().numpy() if src.dtype == torch.float64 else None
+    return isinstance(src, np.ndarray) and np.may_share_memory(arr, src)
 
 
 def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.ndarray]:
@@ -851,13 +873,19 @@ def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.nd
     pair = getattr(fi, "forward_pair", None)
     if pair is None or fi.accepts_alive != gi.accepts_alive:
         return evaluate(fi, state), evaluate(gi, state)
-    st, zt, lead = _tensor_state(fi, state, None, False, None)
+    st, zt, lead, owned = _tensor_state(fi, state, None, False, None)
     if lead:
         return evaluate(fi, state), evaluate(gi, state)
+    if not owned:  # the caller's memory: the pair gets a copy (see _own)
+        zt = zt.clone()
     ctx = _tensor_context(st, zt)
     mask = _living_mask(fi, st, tuple(zt.shape[:-1]), zt.device)
+    version = zt._version
     with torch.no_grad(), user_code(f"indicator {fi.name!r}"):
         a, b = pair(gi, zt, ctx, mask)
+    if zt._version != version:
+        raise IndicatorError(f"indicator {fi.name!r} modified its input z in place in forward_pair; every value "
+                             "computed from it would be wrong. An indicator must leave z as it is")
     return _checked(fi, a, zt, lead), _checked(gi, b, zt, lead)
 
 

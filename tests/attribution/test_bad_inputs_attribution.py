@@ -396,6 +396,47 @@ def test_an_indicator_that_writes_to_its_input_is_refused_and_leaves_the_panel_a
     np.testing.assert_array_equal(panel.values, before)
 
 
+def _caller_inputs():
+    """What a caller hands ``evaluate`` whose float64 memory the indicator would otherwise see: a numpy array, a
+    strided view of one, a CPU tensor, a panel's every step, one step of a panel."""
+    panel = Panel(Z.copy(), alive=np.ones(Z.shape[:2], dtype=bool))
+    wide = np.ones((3, 8, 6))
+    return [("array", Z.copy(), lambda x: x), ("strided view", wide[:, :, ::2], lambda x: x),
+            ("tensor", torch.as_tensor(Z.copy()), lambda x: x),
+            ("panel", panel, indicators.EvalContext.of_panel),
+            ("step", panel, lambda p: indicators.EvalContext.at_step(p, 1))]
+
+
+@pytest.mark.parametrize("case", range(5), ids=["array", "strided_view", "tensor", "panel", "panel_step"])
+def test_evaluate_refuses_an_indicator_that_writes_to_its_input_and_leaves_the_callers_data_as_it_was(case):
+    # evaluate() handed f the caller's own float64 memory: the IndicatorError came after f had already doubled
+    # the caller's array (or the panel a run recorded), so every later use of it was silently wrong
+    _, data, state_of = _caller_inputs()[case]
+    held = data.values if isinstance(data, Panel) else data
+    before = np.array(held, copy=True)
+    with pytest.raises(IndicatorError, match="'_f_in_place' modified its input z in place"):
+        indicators.evaluate(_f_in_place, state_of(data))
+    np.testing.assert_array_equal(np.asarray(held), before)
+
+
+def test_evaluate_on_a_batch_over_the_memory_budget_leaves_the_callers_data_as_it_was(monkeypatch):
+    # a batch cut into slices (and the slice measured for its cost first) gave f each slice of the caller's memory
+    import aumann.attribution.memory as memory
+
+    monkeypatch.setattr(memory, "limits", lambda device=None: (2**16, 2**30))
+    z = np.ones((64, 40, 3))
+
+    def heavy_in_place(z):
+        out = (z.unsqueeze(-2) * z.unsqueeze(-3)).sum((-1, -2, -3))  # N × N × D per element: sliced
+        with torch.no_grad():
+            z.add_(1.0)
+        return out
+
+    with pytest.raises(IndicatorError, match="modified its input z in place"):
+        indicators.evaluate(heavy_in_place, indicators.EvalContext(z, batched=True))
+    assert np.all(z == 1.0)
+
+
 def test_evaluate_refuses_complex_output_and_string_input():
     with pytest.raises(IndicatorError, match="complex"):
         indicators.evaluate(_f_complex, np.ones((2, 3)))
