@@ -5,7 +5,8 @@ Every batched path — coalitions of the generic masking game, points of the pat
 
     items per batch = budget // bytes per item
 
-where ``budget`` is the method's ``memory_budget=`` (bytes) or, by default, ``min(256 MiB, half the
+where ``budget`` is the method's ``memory_budget=`` (bytes; lowered to half the memory available on the
+host, or 90 % of a device's free memory, when it asks for more) or, by default, ``min(256 MiB, half the
 memory available on the machine)`` on the host (``MemAvailable`` of ``/proc/meminfo``) and a share of
 the free memory on a CUDA device; and ``bytes per item`` is *measured*: the indicator runs once on one
 item and once on a few, and the peak memory it allocates (the process's peak resident set after
@@ -81,20 +82,30 @@ def _read_available() -> int | None:
 def limits(device: Any = None, requested: int | None = None, target: int = DEFAULT_TARGET) -> tuple[int, int]:
     """(batch target, per-item limit) in bytes for ``device`` (None: the host).
 
-    With ``requested`` (a method's ``memory_budget=``) both are that. Otherwise the target is
+    With ``requested`` (a method's ``memory_budget=``) both are that, lowered to what the machine can give
+    (the limit below, where it can be read): a budget beyond the machine's memory would size batches that
+    cannot be allocated, and the process would be killed instead of batching. Otherwise the target is
     ``min(target, limit)`` and the limit half the available memory (host) or the given share of the
     free memory (CUDA, at most 8 GiB for the target, at least 64 MiB).
     """
-    if requested is not None:
-        return int(requested), int(requested)
     dev = getattr(device, "type", device)
     if dev == "cuda":
         import torch
 
-        free, _total = torch.cuda.mem_get_info(device)
+        try:
+            free, _total = torch.cuda.mem_get_info(device)
+        except (RuntimeError, AssertionError):  # no CUDA here (the budget of a method built for another machine)
+            if requested is None:
+                raise
+            return int(requested), int(requested)
         hard = int(0.9 * free)
+        if requested is not None:
+            return min(int(requested), hard), min(int(requested), hard)
         return int(max(2**26, min(DEVICE_SHARE * free, 8 * 2**30))), hard
     avail = available_host()
+    if requested is not None:
+        got = int(requested) if not avail else min(int(requested), max(2**16, int(HOST_SHARE * avail)))
+        return got, got
     hard = int(HOST_SHARE * avail) if avail else 4 * 2**30
     return max(2**16, min(int(target), hard)), hard
 

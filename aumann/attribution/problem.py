@@ -267,8 +267,7 @@ class Problem:
         dtype = torch.float32 if self.x.dtype == np.float32 else torch.float64
         point = N * D * (4 if dtype == torch.float32 else 8)
         static = 4 * point if static is None else int(static)
-        if limit is None:
-            limit = limits(self.device)[1]
+        limit = limits(self.device, limit)[1]  # a requested limit, lowered to what the machine can give
         x0 = torch.as_tensor(np.ascontiguousarray(self.x[0]), dtype=dtype, device=self.device)
 
         def run(b: int) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from aumann.attribution import AumannShapley, Panel, SampledShapley, attribute, memory
+from aumann.attribution import AumannShapley, LeaveOneOut, Panel, SampledShapley, attribute, memory
 from aumann.errors import MemoryBudgetError
 from tests.paths import REPO
 
@@ -106,3 +106,27 @@ def test_measured_cost_of_an_n_by_n_indicator_is_quadratic():
         got = memory.item_bytes(lambda b, n=n: pairwise_pressure(torch.rand(b, n, 2, dtype=torch.float64)),
                                 static=0)
         assert 16 * n * n <= got <= 128 * n * n, (n, got)
+
+
+def test_a_memory_budget_beyond_the_machine_is_lowered_to_what_it_can_give(monkeypatch):
+    # memory_budget=2**40 was taken as it came: batches of a heavy indicator were sized to a terabyte, and
+    # leave-one-out of an N × N indicator at N = 1500 asked torch for 27 GB in one call on a 23 GB machine (the
+    # kernel kills the process; under a memory limit torch's allocation error surfaced as the indicator's)
+    monkeypatch.setattr(memory, "available_host", lambda: 64 * 2**20)
+    assert memory.limits(requested=2**40) == (32 * 2**20, 32 * 2**20)
+    assert memory.limits(requested=5 * 2**20) == (5 * 2**20, 5 * 2**20)  # within the machine: as asked
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 80 * 2**30))
+    gpu = int(0.9 * 2**30)  # 90 % of the device's free memory
+    assert memory.limits(torch.device("cuda", 0), requested=2**40) == (gpu, gpu)
+    sizes = []
+
+    def pairwise_seen(z):
+        sizes.append(z.shape[0] if z.ndim == 3 else 1)
+        return pairwise_pressure(z)
+
+    n = 300  # one coalition: 24 N² bytes ≈ 2.2 MB of temporaries; all N + 1 of them at once ≈ 650 MB
+    z = np.abs(np.random.default_rng(4).normal(size=(1, n, 2)))
+    res = attribute(pairwise_seen, Panel(z), method=LeaveOneOut(fast=False, memory_budget=2**40))
+    assert max(sizes) * 24 * n * n <= 32 * 2**20, max(sizes)
+    ref = attribute(pairwise_pressure, Panel(z), method=LeaveOneOut(fast=False, memory_budget=2**24))
+    np.testing.assert_allclose(res.phi, ref.phi, rtol=1e-12, atol=1e-15)
