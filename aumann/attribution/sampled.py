@@ -162,10 +162,20 @@ def _drawer() -> ThreadPoolExecutor:
     return _DRAWER[1]
 
 
+#: the most permutations (samples) per step a sampled estimator takes: 10⁹ draws already put the standard error
+#: at 3·10⁻⁵ of the marginals' spread and take a minute at N = 2 (hours at any real N); a count such as 10**30
+#: was accepted and the step never ended. For a precision rather than a count, add ``stderr_tol``.
+MAX_DRAWS = 10**9
+
+
 def _check_stopping(count: int, max_evals: int | None, stderr_tol: float | None, round_size: int | None,
                     what: str) -> tuple[int, int | None, float | None, int | None]:
     """The stopping parameters, validated: (count, max_evals, stderr_tol, round_size)."""
-    return (as_int(count, f"{what} (standard errors need two independent units)", minimum=2),
+    count = as_int(count, f"{what} (standard errors need two independent units)", minimum=2)
+    if count > MAX_DRAWS:
+        raise MethodError(f"{what} must be at most MAX_DRAWS = 10**9 per step (a count that cannot finish); got "
+                          f"{count:.3g}: for a precision rather than a count, add stderr_tol=")
+    return (count,
             None if max_evals is None else as_int(max_evals, "max_evals", minimum=1),
             None if stderr_tol is None else as_float(stderr_tol, "stderr_tol", minimum=0, exclusive_minimum=True),
             None if round_size is None else as_int(round_size, "round_size", minimum=1))
@@ -185,7 +195,8 @@ class SampledShapley(CoalitionMethod):
     """Permutation-sampling Shapley values with standard errors.
 
     Args:
-        permutations: m, the number of permutations per step (a forward/reversed pair counts as two).
+        permutations: m, the number of permutations per step (a forward/reversed pair counts as two), 2 to
+            :data:`MAX_DRAWS` (10⁹).
         antithetic: pair every permutation with its reverse (m must be even); units are pair means.
         max_evals: budget of evaluations of v per step (m(N − 1) + 2 at most); caps m.
         stderr_tol: stop a step early once every agent's standard error is below this (checked from
@@ -412,7 +423,7 @@ class SampledBanzhaf(CoalitionMethod):
     """Monte-Carlo Banzhaf values (maximum-sample-reuse or marginal-difference) with standard errors.
 
     Args:
-        samples: m coalitions per step, each agent in with probability ½.
+        samples: m coalitions per step, each agent in with probability ½ (2 to :data:`MAX_DRAWS`, 10⁹).
         estimator: ``"msr"`` (one evaluation per sample; default) or ``"marginal"`` (N + 1 per sample).
         max_evals: budget of evaluations of v per step; caps m.
         stderr_tol: stop a step early once every agent's standard error is below this (checked from

@@ -236,6 +236,12 @@ HYPER_BAD = {
     "SS_permutations_bool": (lambda: SampledShapley(permutations=True), "permutations"),
     "SS_permutations_str": (lambda: SampledShapley(permutations="10"), "permutations"),
     "SS_permutations_one": (lambda: SampledShapley(permutations=1), "permutations"),
+    # accepted, and the step drew permutations until the process was killed: counts are bounded by MAX_DRAWS
+    "SS_permutations_unbounded": (lambda: SampledShapley(permutations=10**30),
+                                  r"permutations must be at most MAX_DRAWS = 10\*\*9"),
+    "SS_permutations_float_huge": (lambda: SampledShapley(permutations=1e12), "permutations"),
+    "SB_samples_unbounded": (lambda: SampledBanzhaf(samples=2**62), r"samples must be at most MAX_DRAWS = 10\*\*9"),
+    "CV_permutations_unbounded": (lambda: SampledShapleyCV(permutations=10**10, stderr_tol=1e-3), "permutations"),
     "SS_max_evals_fraction": (lambda: SampledShapley(max_evals=2.5), "max_evals"),
     "SS_stderr_tol_nan": (lambda: SampledShapley(stderr_tol=float("nan")), "stderr_tol"),
     "SS_stderr_tol_inf": (lambda: SampledShapley(stderr_tol=float("inf")), "stderr_tol"),
@@ -265,11 +271,12 @@ def test_method_hyperparameters_reject_bad_values_by_name(case):
     fn, name = HYPER_BAD[case]
     with pytest.raises(MethodError) as info:
         fn()
-    assert name in str(info.value)
+    assert re.search(name, str(info.value))
 
 
 def test_integral_floats_are_accepted_as_integers():
     assert AumannShapley(steps=30.0).steps == 30 and SampledShapley(permutations=1e2).permutations == 100
+    assert SampledShapley(permutations=10**9).permutations == SampledBanzhaf(samples=1e9).samples == 10**9
     assert AumannShapley(steps=np.int64(12)).steps == 12
 
 
