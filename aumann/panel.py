@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, KeysView, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -288,9 +289,19 @@ def plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
+def refuse_unordered(labels: Any, what: str) -> None:
+    """Labels are given in row order: a set has none (its order is the hash order, which for text changes from
+    one process to the next), so its labels would land on arbitrary rows. ``dict.keys()`` keeps its order."""
+    if isinstance(labels, AbstractSet) and not isinstance(labels, KeysView):
+        raise PanelError(f"{what} must be an ordered sequence (list, tuple, array), one label per position; got a "
+                         f"{type(labels).__name__}, whose order is arbitrary: the labels would be assigned to "
+                         "positions in hash order (sorted(...) gives a fixed order)")
+
+
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
+    refuse_unordered(labels, what)
     given = labels if isinstance(labels, np.ndarray) else list(labels)
     try:
         arr = np.asarray(given)
@@ -385,6 +396,8 @@ class Panel:
         if features is not None and (isinstance(features, str | bytes) or not isinstance(features, Iterable)):
             raise PanelError(f"features must be a sequence of D = {D} names; got {type(features).__name__} "
                              f"{features!r}")
+        if features is not None:
+            refuse_unordered(features, "features")
         feats = [f"f{d}" for d in range(D)] if features is None else [str(f) for f in features]
         if len(feats) != D:
             raise ShapeError(f"{len(feats)} feature names given for D = {D} features: {feats}")

@@ -172,3 +172,17 @@ def test_text_ids_with_nul_characters_are_refused(ids):
     """numpy drops trailing NULs, so 'a\\x00' and 'a' were reported as one repeated id 'a'."""
     with pytest.raises(PanelError, match="NUL"):
         Panel(np.zeros((1, 2, 1)), agent_ids=ids)
+
+
+@pytest.mark.parametrize("what", ["agent_ids", "steps", "features"])
+@pytest.mark.parametrize("kind", [set, frozenset])
+def test_labels_given_as_a_set_are_refused(what, kind):
+    """Panel(z, agent_ids={"alice", "bob", ...}) assigned the ids to rows in hash order, which for text changes
+    with every interpreter (PYTHONHASHSEED): the same data got a different agent per row from run to run."""
+    z = np.zeros((3, 3, 3))
+    labels = kind(["carol", "alice", "bob"])
+    with pytest.raises(PanelError, match=f"{what} must be an ordered sequence"):
+        Panel(z, **{what: labels})
+    assert list(getattr(Panel(z, **{what: sorted(labels)}), what)) == ["alice", "bob", "carol"]
+    keys = {"c": 0, "a": 1, "b": 2}.keys()  # ordered: dict keys keep their insertion order
+    assert list(getattr(Panel(z, **{what: keys}), what)) == ["c", "a", "b"]
