@@ -289,6 +289,10 @@ def plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
+def _all_integers(items: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in items)
+
+
 def refuse_unordered(labels: Any, what: str) -> None:
     """Labels are given in row order: a set has none (its order is the hash order, which for text changes from
     one process to the next), so its labels would land on arbitrary rows. ``dict.keys()`` keeps its order."""
@@ -296,6 +300,17 @@ def refuse_unordered(labels: Any, what: str) -> None:
         raise PanelError(f"{what} must be an ordered sequence (list, tuple, array), one label per position; got a "
                          f"{type(labels).__name__}, whose order is arbitrary: the labels would be assigned to "
                          "positions in hash order (sorted(...) gives a fixed order)")
+
+
+def _integer_labels(items: list[Any], fallback: np.ndarray) -> np.ndarray:
+    """Integer labels as int64, else uint64 (all non-negative, below 2**64), else text: never as floats, where
+    2**63 and 2**63 + 1 are one number."""
+    for dtype in (np.int64, np.uint64):
+        try:
+            return np.asarray(items, dtype=dtype)
+        except OverflowError:
+            continue
+    return fallback.astype(str) if fallback.dtype == object else np.asarray([str(int(v)) for v in items])
 
 
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
@@ -307,6 +322,8 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         arr = np.asarray(given)
     except (ValueError, TypeError) as exc:
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
+    if arr.dtype.kind == "f" and not isinstance(given, np.ndarray) and _all_integers(given):
+        arr = _integer_labels(given, arr)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
@@ -323,11 +340,8 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
                              f"(at position(s) {none[:5].tolist()})")
     if arr.dtype == object:
         items = arr.tolist()
-        if all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in items):
-            try:  # integer ids in an object array stay integers (1 and "1" are different ids)
-                arr = np.asarray(items, dtype=np.int64)
-            except OverflowError:
-                arr = arr.astype(str)
+        if _all_integers(items):  # integer ids in an object array stay integers (1 and "1" are different ids)
+            arr = _integer_labels(items, arr)
         else:
             arr = arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)

@@ -167,6 +167,21 @@ def test_integer_ids_in_an_object_array_stay_integers():
     assert big.agent_ids.tolist() == [str(2**70), "1"]
 
 
+@pytest.mark.parametrize("what", ["agent_ids", "steps"])
+@pytest.mark.parametrize("labels, dtype", [([2**63 + 1, 5, 2**63], np.uint64), ([np.uint64(2**63 + 1), np.int64(5),
+                                                                                 np.uint64(2**63)], np.uint64),
+                                           ([2**63 + 1, -5, 2**63], np.str_), ([2**70 + 1, 5, 2**70], np.str_)],
+                         ids=["uint64", "numpy_scalars", "negative", "beyond_uint64"])
+def test_integer_ids_past_int64_stay_exact(what, labels, dtype):
+    """numpy makes floats of a list of ints some of which pass int64 ([2**63 + 1, 5]): id 2**63 + 1 became
+    9.223372036854776e18, two such ids one (a DuplicateIdError for distinct ids) and the saved id another number.
+    They are unsigned integers where they fit, else text, as in an object array."""
+    p = Panel(np.zeros((3, 3, 1)), **{what: labels})
+    got = getattr(p, what)
+    assert got.dtype.type is dtype
+    assert [int(v) for v in got.tolist()] == [int(v) for v in labels]
+
+
 @pytest.mark.parametrize("ids", [["a\x00", "a"], ["a", "b\x00c"]], ids=["trailing", "inside"])
 def test_text_ids_with_nul_characters_are_refused(ids):
     """numpy drops trailing NULs, so 'a\\x00' and 'a' were reported as one repeated id 'a'."""
