@@ -13,7 +13,7 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`as_memory_size` a memory size such as ``4GB`` (DuckDB's memory limit);
 * :func:`as_seed`   a seed: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``;
 * :func:`as_real_array`  an array-like of real numbers (numpy, torch — bfloat16 refused — or nested
-  lists; ragged, complex, string and object input refused);
+  lists; ragged, complex, string and object input refused, and masked arrays with masked values);
 * :func:`refuse_mixed_labels`  ids or labels of one type: numbers and text mixed (``[1, "a"]``) are refused
   (numpy would make text of every one, so id 1 became ``"1"``);
 * :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
@@ -196,6 +196,10 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
                         "e.g. tensor.double()") from exc
     if isinstance(x, str | bytes | dict) or x is None:
         raise error(f"{what} must be an array of numbers; got {type(x).__name__} {_shown(x)}")
+    if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):  # np.asarray drops the mask, keeps what is under it
+        raise error(f"{what}: a masked array with {int(np.ma.count_masked(x))} masked value(s); the mask would be "
+                    "dropped and the values under it used as data. Fill them (x.filled(value)) — for a panel, mark "
+                    "such rows dead with alive=")
     try:
         arr = np.asarray(x)
     except (ValueError, TypeError) as exc:

@@ -116,7 +116,21 @@ PANEL_BAD = {
     "astype_int": (lambda: _panel().astype(np.int32), PanelError, "int32"),
     "feature_index_int": (lambda: _panel().feature_index(3), UnknownFeatureError, "3"),
     "save_to_directory": (lambda: _panel().save("/tmp"), OutputError, "/tmp"),
+    # np.asarray drops a masked array's mask: the values under it (a fill such as 999 or 1e20) were read as data
+    "masked_values": (lambda: Panel(np.ma.masked_greater(Z, 2.0)), PanelError, "panel values: a masked array"),
+    "masked_alive": (lambda: Panel(Z, alive=np.ma.masked_array(np.ones((3, 8), bool), mask=np.eye(3, 8))),
+                     PanelError, "alive mask: a masked array"),
+    "masked_context": (lambda: Panel(Z, context={"price": np.ma.masked_array([1.0, 2.0, 1e20],
+                                                                             mask=[0, 0, 1])}),
+                       PanelError, "context 'price': a masked array with 1 masked value"),
+    "masked_baseline": (lambda: attribute("lin", _panel(), baseline=np.ma.masked_array([0.0, 0.0, 5.0],
+                                                                                       mask=[0, 0, 1])),
+                        BaselineError, "baseline: a masked array"),
 }
+
+
+def test_a_masked_array_without_masked_values_is_an_array():
+    assert Panel(np.ma.masked_array(Z)).equals(_panel())
 
 
 @pytest.mark.parametrize("case", sorted(PANEL_BAD), ids=str)
