@@ -51,6 +51,8 @@ def describe(rng: RNGLike) -> int | str | None:
     """What to write into provenance for ``rng``: the int seed, or a description."""
     if rng is None or isinstance(rng, int):
         return rng
+    if isinstance(rng, list | tuple):  # entropy as a sequence of ints (as_seed takes it): a seed, not a Generator
+        return [int(v) for v in rng]
     if isinstance(rng, np.random.SeedSequence):
         return f"SeedSequence(entropy={rng.entropy}, spawn_key={rng.spawn_key})"
     return "Generator"

@@ -137,6 +137,11 @@ def test_same_seed_same_numbers_and_parameter_errors(rng):
         b = attribute("heat", Panel(z), method=method, rng=5)
         np.testing.assert_array_equal(a.phi, b.phi)
         assert a.provenance["seed"] == 5
+        # a seed given as a sequence of ints was recorded as "Generator": the run looked unreproducible
+        c = attribute("heat", Panel(z), method=method, rng=[5, 7])
+        assert c.provenance["seed"] == [5, 7]
+        np.testing.assert_array_equal(c.phi, attribute("heat", Panel(z), method=method,
+                                                       rng=np.random.SeedSequence([5, 7])).phi)
     with pytest.raises(MethodError, match="≥ 2"):
         SampledShapley(permutations=1)
     with pytest.raises(MethodError, match="estimator"):
