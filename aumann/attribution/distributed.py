@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.errors import MethodError
+from aumann.errors import AumannError, ExecutorError, MethodError
 from aumann.seeding import RNGLike, describe
 
 #: ``stderr_tol`` is checked only once this many units (permutations, antithetic pairs or samples) are in: a
@@ -82,16 +82,35 @@ def _workers(executor: Any) -> int:
 
 
 def _map(executor: Any, fn: Any, items: list[Any], shared: Any = None) -> list[Any]:
-    """``executor.map`` with a shared object when the executor ships one once, else bound into ``fn``."""
+    """``executor.map`` with a shared object when the executor ships one once, else bound into ``fn``.
+
+    A failure of the executor itself (a pool that died, a task it cannot ship) is an
+    :class:`~aumann.errors.ExecutorError` naming the executor: these blocks run inside the indicator's error
+    boundary, which would otherwise report it as the indicator's. The tasks' own errors (aumann's typed errors,
+    the indicator's among them) pass through."""
     if executor is None:
         return [fn(shared, it) if shared is not None else fn(it) for it in items]
-    if shared is not None and getattr(executor, "supports_shared", False):
-        return list(executor.map(fn, items, shared=shared))
-    if shared is not None:
-        import functools
+    try:
+        if shared is not None and getattr(executor, "supports_shared", False):
+            return list(executor.map(fn, items, shared=shared))
+        if shared is not None:
+            import functools
 
-        return list(executor.map(functools.partial(fn, shared), items))
-    return list(executor.map(fn, items))
+            return list(executor.map(functools.partial(fn, shared), items))
+        return list(executor.map(fn, items))
+    except (AumannError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise ExecutorError(f"executor {type(executor).__name__} failed to run {len(items)} block(s) of "
+                            f"{getattr(fn, '__name__', 'work')}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+def check_executor(executor: Any) -> Any:
+    """``executor`` if it is ``None`` or has a callable ``map(fn, items)``, else a :class:`MethodError`."""
+    if executor is not None and not callable(getattr(executor, "map", None)):
+        raise MethodError(f"executor must have a map(fn, items) method (a process pool, LocalExecutor, RayExecutor); "
+                          f"got {type(executor).__name__} {executor!r:.80}")
+    return executor
 
 
 # ---------------------------------------------------------------------------------------------- seeds

@@ -61,7 +61,9 @@ def attribute(
             identical to the single-process run (:mod:`aumann.attribution.distributed`).
 
     Raises:
-        MethodError: for an invalid or unavailable device, or a method that is not a method object.
+        MethodError: for an invalid or unavailable device, a method that is not a method object, or an
+            executor without ``map``.
+        ExecutorError: the executor itself failed (a pool that died, a task it could not ship).
 
     Returns:
         An :class:`Attribution` with ``.phi`` (T, N), ``.delta_v``, ``.efficiency_gap`` and provenance.
@@ -102,9 +104,9 @@ def attribute(
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if executor is not None:
-            from aumann.attribution.distributed import attribute_over
+            from aumann.attribution.distributed import attribute_over, check_executor
 
-            res = attribute_over(method, problem, rng, executor)
+            res = attribute_over(method, problem, rng, check_executor(executor))
         else:
             res = method.attribute(problem, rng=rng)
     flag_efficiency_gap(res)

@@ -141,3 +141,40 @@ def test_block_size_is_validated_and_recorded_only_when_set():
         SampledShapley(10, block_size=1)
     assert "block_size" not in attribute("heat", PANEL, SampledShapley(10), rng=0).provenance
     assert attribute("heat", PANEL, SampledShapley(10, block_size=4), rng=0).provenance["block_size"] == 4
+
+
+class DeadPool:
+    """An executor whose pool has died: every map raises."""
+
+    max_workers = 3
+
+    def map(self, fn, items):
+        raise OSError("pool died")
+
+
+@pytest.mark.parametrize("method", [SampledShapley(permutations=8), SampledShapley(permutations=8, block_size=4),
+                                    AumannShapley(closed_form=False, steps=8)],
+                         ids=["step_blocks", "permutation_blocks", "path_blocks"])
+def test_an_executor_that_fails_is_an_executor_error_not_the_indicators(method):
+    # the blocks run inside the indicator's error boundary: a dead pool was reported as "indicator 'var' raised
+    # OSError: pool died", and an executor without map as a bare AttributeError (or again as the indicator's)
+    from aumann.errors import ExecutorError, IndicatorError
+
+    panel = Panel(np.abs(np.random.default_rng(0).normal(size=(2, 5, 2))) + 0.1)
+    with pytest.raises(ExecutorError, match=r"executor DeadPool failed .*OSError: pool died") as info:
+        attribute("var", panel, method=method, executor=DeadPool(), rng=0)
+    assert not isinstance(info.value, IndicatorError)
+    with pytest.raises(MethodError, match="executor must have a map"):
+        attribute("var", panel, method=method, executor=3, rng=0)
+    with pytest.raises(MethodError, match="executor must have a map"):  # even where no block would be shipped
+        attribute("var", panel, method=AumannShapley(), executor="ray", rng=0)
+
+
+def test_a_lambda_a_process_pool_cannot_ship_is_an_executor_error():
+    from concurrent.futures import ProcessPoolExecutor
+
+    from aumann.errors import ExecutorError
+
+    panel = Panel(np.abs(np.random.default_rng(0).normal(size=(2, 5, 2))) + 0.1)
+    with ProcessPoolExecutor(max_workers=1) as pool, pytest.raises(ExecutorError, match=r"Pickl|pickle"):
+        attribute(lambda z: (z**2).mean((-1, -2)), panel, method=SampledShapley(permutations=4), executor=pool, rng=0)
