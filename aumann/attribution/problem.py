@@ -123,11 +123,11 @@ def resolve_baseline(spec: Any, panel: Panel, absent: str = "entry") -> tuple[np
     ``"mean"``; see the module docstring); used by ``"pre-event"`` and ``"previous"`` only.
     """
     T, N, D = panel.shape
-    if spec is None or (spec.__class__ is str and spec == "zero"):
-        return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
-    if absent not in ABSENT:
+    if absent.__class__ is not str or absent not in ABSENT:  # checked whatever the baseline: a typo is one anywhere
         raise BaselineError(f"absent must be one of {list(ABSENT)} (how an agent whose row at the baseline's step is "
                             f"dead takes its baseline); got {absent!r}")
+    if spec is None or (spec.__class__ is str and spec == "zero"):
+        return np.zeros((1, 1, D), dtype=panel.dtype), "zero"
     if isinstance(spec, str):
         key = _ALIASES.get(spec.lower(), spec.lower())
         if key == "zero":

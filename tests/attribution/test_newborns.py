@@ -62,6 +62,11 @@ def test_absent_rules_by_hand():
     np.testing.assert_array_equal(base[:, :, 0], [[1.0, 3.0, 2.0], [1.0, 3.0, 2.0], [1.5, 3.0, 2.5]])
     with pytest.raises(BaselineError, match="absent"):
         resolve_baseline("pre-event", panel, "nearest")
+    # a typo in absent= passed unnoticed with the zero baseline (and "mean", arrays on a panel without deaths):
+    # checked only on the way to "pre-event"/"previous", so a script failed the day its baseline changed
+    for baseline in ("zero", None, "mean", np.zeros(1)):
+        with pytest.raises(BaselineError, match="absent must be one of"):
+            attribute("lin", panel, baseline=baseline, absent="entyr")
 
 
 def test_agents_that_leave_and_come_back_are_held_at_their_re_entry_state():
