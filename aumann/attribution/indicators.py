@@ -212,6 +212,9 @@ def _takes_alive(fn: Callable[..., Any]) -> bool:
 
 
 def _accepts_context(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes the context: a parameter named ``context``, or a second positional parameter
+    (``f(z, ctx)``, ``f(z, ctx=None)``, ``f(z, *args)``). A second parameter whose default is a value other than
+    None (``f(z, power=2.0)``) is the function's own setting, not the context: it is left to its default."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -219,7 +222,10 @@ def _accepts_context(fn: Callable[..., Any]) -> bool:
     if any(p.name == "context" for p in params):
         return True
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "alive"]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    if len(positional) >= 2:
+        second = positional[1]
+        return second.default is second.empty or second.default is None
+    return any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 class FunctionIndicator(Indicator):

@@ -686,3 +686,22 @@ def test_group_shares_of_a_panel_group_sum_to_one():
     p = Panel(Z, groups={"tier": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]})
     shares = attribute("lin", p).group_shares("tier")
     assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_a_second_parameter_with_a_value_default_is_the_indicators_own_setting_not_the_context():
+    # f(z, power=2.0) was taken for f(z, context): power received None (or the panel's context dict) and the
+    # indicator failed with "unsupported operand type(s) for ** or pow(): 'Tensor' and 'NoneType'"
+    def powered(z, power=2.0):
+        return (z[..., 0] ** power).mean(-1)
+
+    z = np.abs(Z[:, :, :1]) + 0.1
+    want = (z[..., 0] ** 2.0).mean(-1)
+    np.testing.assert_allclose(indicators.evaluate(powered, z), want, rtol=1e-12)
+    for panel in (Panel(z), Panel(z, context={"price": np.arange(3.0)})):
+        res = attribute(powered, panel)
+        np.testing.assert_allclose(res.f_values, want, rtol=1e-12)
+    assert not indicators.as_indicator(powered).uses_context
+    # the context idioms keep their context
+    for fn in (lambda z, ctx: z.sum((-1, -2)), lambda z, ctx=None: z.sum((-1, -2)), lambda z, *a: z.sum((-1, -2)),
+               lambda z, context=1.0: z.sum((-1, -2))):
+        assert indicators.as_indicator(fn).uses_context
