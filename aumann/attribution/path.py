@@ -32,7 +32,7 @@ from aumann.attribution.device import resolve_device
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
-from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool
+from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool, as_real_array, user_code
 from aumann.errors import ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
@@ -63,6 +63,26 @@ def quadrature(steps: int, rule: str = "gauss-legendre", power: float = 1.0) -> 
     if power == 1:
         return u, wu
     return u**power, wu * power * u ** (power - 1.0)
+
+
+def _checked_closed_form(name: str, out: Any, problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What an indicator's ``closed_form`` returned, checked: ``(phi, f_values, f_baseline)`` with phi (T, N) —
+    (T, N, D) with ``per_feature`` — and the two (T,) arrays, real numbers (a user's closed form that returned
+    two items, None or shapes of another panel failed deep inside numpy, naming nothing)."""
+    T, N, D = problem.shape
+    if not isinstance(out, tuple | list) or len(out) != 3:
+        raise IndicatorError(f"the closed form of indicator {name!r} must return (phi, f_values, f_baseline); got "
+                             f"{type(out).__name__}{f' of {len(out)} items' if isinstance(out, tuple | list) else ''}")
+    want = (T, N, D) if problem.per_feature else (T, N)
+    arrays = []
+    for what, value, shape in (("phi", out[0], want), ("f_values", out[1], (T,)), ("f_baseline", out[2], (T,))):
+        arr = as_real_array(value, f"the closed form of indicator {name!r}: {what}", error=IndicatorError)
+        if arr.shape != shape:
+            raise IndicatorError(f"the closed form of indicator {name!r} returned {what} of shape {arr.shape}; "
+                                 f"expected {shape} for a panel of (T, N, D) = {(T, N, D)}"
+                                 f"{' with per_feature=True' if problem.per_feature else ''}")
+        arrays.append(arr)
+    return arrays[0], arrays[1], arrays[2]
 
 
 class AumannShapley(AttributionMethod):
@@ -137,16 +157,21 @@ class AumannShapley(AttributionMethod):
         if self.uses_closed_form(problem):
             f = problem.f
             if problem.alive is not None:  # an alive-aware indicator: each step's closed form over its living
-                phi, fv, fb = f.closed_form_over_living(problem.x, problem.alive, per_feature=problem.per_feature)
+                with user_code(f"the closed form of indicator {f.name!r}"):
+                    out = f.closed_form_over_living(problem.x, problem.alive, per_feature=problem.per_feature)
+                phi, fv, fb = _checked_closed_form(f.name, out, problem)
                 phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
                 if problem.per_feature:
                     phi = phi.sum(axis=2)
             elif f.has_linear_closed_form:  # two streaming reads of z; Σ_i φ comes with it
-                cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature,
-                                        steps=problem.panel.steps)
+                with user_code(f"the closed form of indicator {f.name!r}"):
+                    cf = linear_closed_form(f, problem.x, per_feature=problem.per_feature,
+                                            steps=problem.panel.steps)
                 phi, fv, fb, sums, phi_feat = cf.phi, cf.f_values, cf.f_baseline, cf.phi_sums, cf.phi_features
             else:
-                phi, fv, fb = f.closed_form(problem.x, per_feature=problem.per_feature)
+                with user_code(f"the closed form of indicator {f.name!r}"):
+                    out = f.closed_form(problem.x, per_feature=problem.per_feature)
+                phi, fv, fb = _checked_closed_form(f.name, out, problem)
                 phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
                 if problem.per_feature:
                     phi = phi.sum(axis=2)

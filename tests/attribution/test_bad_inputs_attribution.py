@@ -705,3 +705,44 @@ def test_a_second_parameter_with_a_value_default_is_the_indicators_own_setting_n
     for fn in (lambda z, ctx: z.sum((-1, -2)), lambda z, ctx=None: z.sum((-1, -2)), lambda z, *a: z.sum((-1, -2)),
                lambda z, context=1.0: z.sum((-1, -2))):
         assert indicators.as_indicator(fn).uses_context
+
+
+class _DeclaredClosedForm(indicators.Indicator):
+    """A user indicator declaring a closed form (f = Σ z / 1), whose closed_form returns what ``out`` makes."""
+
+    name = "declared"
+    has_closed_form = True
+
+    def __init__(self, out):
+        self.out = out
+
+    def forward(self, z, context=None):
+        return z.sum((-1, -2))
+
+    def closed_form(self, values, *, per_feature=False):
+        return self.out(values, per_feature)
+
+
+CLOSED_FORM_BAD = {
+    "two_items": (lambda v, pf: (v.sum(-1), v.sum((1, 2))), r"must return \(phi, f_values, f_baseline\); got tuple"),
+    "none": (lambda v, pf: None, "got NoneType"),
+    "phi_shape": (lambda v, pf: (v.sum(-1)[:, :2], v.sum((1, 2)), np.zeros(3)), r"phi of shape \(3, 2\)"),
+    "f_values_scalar": (lambda v, pf: (v.sum(-1), 6.0, np.zeros(3)), r"f_values of shape \(\)"),
+    "f_baseline_shape": (lambda v, pf: (v.sum(-1), v.sum((1, 2)), np.zeros(8)), r"f_baseline of shape \(8,\)"),
+    "per_feature_ignored": (lambda v, pf: (v.sum(-1), v.sum((1, 2)), np.zeros(3)), r"with per_feature=True"),
+    "strings": (lambda v, pf: (np.full(v.shape[:2], "x"), v.sum((1, 2)), np.zeros(3)), "phi"),
+    "raises": (lambda v, pf: 1 / 0, "raised ZeroDivisionError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLOSED_FORM_BAD), ids=str)
+def test_a_declared_closed_form_that_misbehaves_is_an_indicator_error_naming_it(case):
+    # a user closed form returning two items, None, another panel's shapes or raising failed deep inside numpy
+    # (ValueError: not enough values to unpack, AxisError, broadcast errors) or with its own bare exception
+    out, needle = CLOSED_FORM_BAD[case]
+    with pytest.raises(IndicatorError, match="the closed form of indicator 'declared'") as info:
+        attribute(_DeclaredClosedForm(out), _panel(), per_feature=case == "per_feature_ignored")
+    assert re.search(needle, str(info.value)), str(info.value)
+    good = attribute(_DeclaredClosedForm(lambda v, pf: (v if pf else v.sum(-1), v.sum((1, 2)), np.zeros(3))),
+                     _panel(), per_feature=True)
+    np.testing.assert_allclose(good.phi, Z.sum(-1))
