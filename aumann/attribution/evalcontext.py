@@ -59,9 +59,16 @@ class EvalContext:
     batched: bool = False
 
     def __post_init__(self) -> None:
+        if self.context is not None and not isinstance(self.context, Mapping):
+            raise IndicatorError(f"context must be a mapping name → array (or None); got {type(self.context).__name__}")
         if self.alive is not None:
             a = _host(self.alive)
-            if a.dtype != bool:
+            if a.dtype != bool:  # the Panel's rule: bool, or integers 0/1 ("False", 0.5 and NaN were all alive)
+                if a.dtype.kind not in "iu" or not np.isin(a, (0, 1)).all():
+                    raise IndicatorError(f"alive mask must be bool (or integers 0/1); got dtype {a.dtype}"
+                                         + ("" if a.dtype.kind not in "iu" else " with values other than 0 and 1")
+                                         + " — a float or string mask is ambiguous (NaN, 0.5 and 'False' are not "
+                                         "booleans)")
                 a = a.astype(bool)
             object.__setattr__(self, "alive", a)
             if a.all():  # nobody dead: the same as no mask (keeps the everyone-alive fast paths)

@@ -520,6 +520,29 @@ def test_evaluate_refuses_a_context_beside_an_eval_context(rng):
         evaluate(mean_energy, EvalContext.of_panel(panel), alive=panel.alive)
 
 
+@pytest.mark.parametrize("mask", [np.array(["True", "False", "True", "True"]), np.full(4, 0.5), np.full(4, np.nan),
+                                  np.array([1, 2, 1, 1])], ids=["strings", "halves", "nan", "int_two"])
+def test_a_mask_the_panel_would_refuse_is_refused_by_the_evaluation_context_too(mask):
+    # EvalContext (and evaluate(alive=...)) cast any mask with astype(bool): "False", 0.5 and NaN were all alive,
+    # so the living mean of an alive-aware indicator silently took the agents the caller had marked dead
+    from aumann.errors import IndicatorError
+
+    z = np.arange(8.0).reshape(4, 2)
+    with pytest.raises(IndicatorError, match=r"alive mask must be bool \(or integers 0/1\)"):
+        evaluate(mean_energy, z, alive=mask)
+    with pytest.raises(IndicatorError, match="alive mask must be bool"):
+        EvalContext(z, alive=mask)
+    ok = np.array([1, 0, 1, 1])
+    assert EvalContext(z, alive=ok).alive.tolist() == [True, False, True, True]
+
+
+def test_a_context_that_is_not_a_mapping_is_an_indicator_error():
+    from aumann.errors import IndicatorError
+
+    with pytest.raises(IndicatorError, match="context must be a mapping"):  # was AttributeError: 'list' ... 'items'
+        evaluate(lambda z, c: z.sum((-1, -2)), np.ones((3, 4, 2)), [1.0, 2.0])
+
+
 def test_network_indicator_over_the_living_is_the_induced_subgraph(rng):
     n = 8
     f = _network(n, rng)
