@@ -121,7 +121,7 @@ class CoalitionGame(ABC):
 
     @abstractmethod
     def __call__(self, masks: np.ndarray) -> np.ndarray:
-        """v(S) for a batch of coalitions: ``masks`` bool (B, N) → float64 (B,)."""
+        """v(S) for a batch of coalitions: ``masks`` bool (B, N), read-only → float64 (B,)."""
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
         """The primitives coalition methods use (plain evaluation unless a subclass knows better)."""
@@ -157,8 +157,21 @@ class CoalitionGame(ABC):
         return out
 
     def _evaluate_checked(self, masks: np.ndarray) -> np.ndarray:
-        with user_code(f"game {self.name!r}", error=GameError):
-            out = self(masks)
+        # the game sees a read-only view: the estimators read these masks again after the call (exact methods
+        # index their values by them, MSR sums over them), so a game that wrote into them (m[:, 0] = True)
+        # silently changed every estimate; now the write itself fails, naming the game
+        view = masks.view()
+        view.flags.writeable = False
+        try:
+            with user_code(f"game {self.name!r}", error=GameError):
+                out = self(view)
+        except GameError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValueError) and "read-only" in str(cause):
+                raise GameError(f"game {self.name!r} wrote into the coalition masks it was given ({cause}); they "
+                                "are read-only: the estimators read them again after the call. Compute on a copy "
+                                "(masks.copy())") from cause
+            raise
         out = as_real_array(out, f"the value of game {self.name!r}", error=GameError, dtype=np.float64)
         if out.shape != (masks.shape[0],):
             raise GameError(f"game {self.name!r} returned shape {out.shape} for {masks.shape[0]} coalitions; "
@@ -254,7 +267,7 @@ class MaskedIndicatorGame(CoalitionGame):
             if B > 1 else 1
         with torch.no_grad():
             for s in range(0, B, step):
-                m = torch.as_tensor(masks[s:s + step], device=self.device)[..., None]
+                m = torch.tensor(masks[s:s + step], device=self.device)[..., None]  # (a copy: masks are read-only)
                 z = torch.where(m, self.x, self.b)  # (b, N, D)
                 t_idx = np.full(z.shape[0], self.t, dtype=np.int64)
                 out[s:s + step] = self.problem.evaluate(z, t_idx).to(torch.float64).cpu().numpy()

@@ -6,7 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from aumann.attribution import CoalitionGame, FunctionGame, GameError, MaskedIndicatorGame, Panel, Problem, indicators
+from aumann.attribution import (
+    CoalitionGame,
+    ExactBanzhaf,
+    ExactShapley,
+    FunctionGame,
+    GameError,
+    LeaveOneOut,
+    MaskedIndicatorGame,
+    Panel,
+    Problem,
+    SampledBanzhaf,
+    SampledShapley,
+    indicators,
+)
 from tests.attribution.baseline_games import positive_panel
 
 
@@ -81,3 +94,23 @@ def test_a_game_owns_one_coalition_cache_and_evaluates_each_coalition_once():
     SampledShapley(permutations=8).attribute_game(g2, rng=0)
     assert sum(seen) <= 16 and len(shared) <= 16  # each coalition once; the second game found all of them stored
     assert CoalitionCache.key(np.array([True, False, True, False])) == frozenset({0, 2})
+
+
+@pytest.mark.parametrize("method", [ExactShapley(), ExactBanzhaf(), SampledBanzhaf(samples=200), LeaveOneOut(),
+                                    SampledShapley(permutations=8)],
+                         ids=["exact_shapley", "exact_banzhaf", "sampled_banzhaf", "loo", "sampled_shapley"])
+def test_a_game_that_writes_into_its_masks_is_refused_naming_it(method):
+    # ExactShapley of v(S) = (Σ_{i∈S} w_i)² gave player 0 exactly 0 and the others 24.7, 36, 46.7 instead of
+    # 10, 20, 30, 40 when v set m[:, 0] = True after computing; sampled Banzhaf blamed "fewer than two sampled
+    # coalitions". The masks a game sees are read-only now.
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def scribbles(m):
+        out = (np.asarray(m, float) @ w) ** 2
+        m[..., 0] = True
+        return out
+
+    with pytest.raises(GameError, match="game 'scribbles' wrote into the coalition masks"):
+        method.attribute_game(FunctionGame(scribbles, n_players=4), rng=0)
+    ok = ExactShapley().attribute_game(FunctionGame(lambda m: (m.astype(float) @ w) ** 2, n_players=4))
+    np.testing.assert_allclose(ok.phi[0], [10.0, 20.0, 30.0, 40.0])
