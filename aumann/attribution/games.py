@@ -293,6 +293,12 @@ class MaskedIndicatorGame(CoalitionGame):
             why = "it reads the per-step context" if f.uses_context else "it declares no pooled form"
             raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
+        # x64 may be the panel's own memory (and b64 the caller's baseline array): a user's psi / q / s gets copies,
+        # and one that writes into them is refused below, as an indicator that writes into z is
+        guarded = not _aumanns_own(f)
+        if guarded:
+            x64, b64 = x64.clone(), b64.clone()
+        versions = (x64._version, b64._version)
         with torch.no_grad():
             if isinstance(f, QuadraticIndicator) and alive is None:  # block updates of C u: a host kernel
                 if tuple(f.C.shape) != (self.n_players, self.n_players):
@@ -301,6 +307,7 @@ class MaskedIndicatorGame(CoalitionGame):
                                          f"{self.n_players})")
                 q = (lambda z: f.q(z)) if f.q is not None else (lambda z: torch.zeros(z.shape[:-1], dtype=z.dtype))
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
+                _refuse_writes(f, versions, x64, b64)
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
                                        C=f.C.to(torch.float64).numpy())
             rows = None
@@ -318,6 +325,7 @@ class MaskedIndicatorGame(CoalitionGame):
                 pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
                 a, b, rho = pa * w, pb * w, f.pooled.rho
                 rows = PooledRows(_np(pa), _np(pb), live_np, int(live_np.sum()))
+        _refuse_writes(f, versions, x64, b64)
         if a.shape != b.shape or a.ndim != 2 or a.shape[0] != self.n_players:
             raise IndicatorError(f"indicator {f.name!r}: psi must map (N, D) to (N, P); got {tuple(a.shape)}")
         product = getattr(f.pooled, "log1p_product", None) if f.pooled is not None and rho is f.pooled.rho else None
@@ -355,6 +363,20 @@ class MaskedIndicatorGame(CoalitionGame):
         if np.all(np.abs(fast - plain) <= rtol * scale + 1e-300):
             return None
         return f"v(∅), v(N) = {fast[0]:.6g}, {fast[1]:.6g} by running sums, {plain[0]:.6g}, {plain[1]:.6g} by f itself"
+
+
+def _aumanns_own(f: Any) -> bool:
+    """Whether the pieces of ``f``'s fast path (psi, rho, q, s) are aumann's own code, which never writes into its
+    input (a wrapped function, a combination of indicators, or a class defined elsewhere is user code)."""
+    return (type(f).__module__.startswith("aumann.") and not hasattr(f, "fn") and not hasattr(f, "terms")
+            and not isinstance(f, AgentwiseIndicator | QuadraticIndicator))
+
+
+def _refuse_writes(f: Any, versions: tuple[int, int], x: torch.Tensor, b: torch.Tensor) -> None:
+    if (x._version, b._version) != versions:
+        raise IndicatorError(f"indicator {f.name!r}: its fast path's per-agent function (pooled psi, agent-wise "
+                             "psi, or quadratic q / s) modified its input in place; every value computed from it "
+                             "would be wrong. Compute on a new tensor (z * 2, z.clone())")
 
 
 def _takes_alive(fn: Any) -> bool:

@@ -746,3 +746,26 @@ def test_a_declared_closed_form_that_misbehaves_is_an_indicator_error_naming_it(
     good = attribute(_DeclaredClosedForm(lambda v, pf: (v if pf else v.sum(-1), v.sum((1, 2)), np.zeros(3))),
                      _panel(), per_feature=True)
     np.testing.assert_allclose(good.phi, Z.sum(-1))
+
+
+def _psi_in_place(z):
+    z.mul_(2.0)
+    return z**2
+
+
+@pytest.mark.parametrize("method", [LeaveOneOut(), SampledShapley(permutations=4), SampledShapleyCV(permutations=4),
+                                    ExactShapley()], ids=["loo", "sampled_shapley", "sampled_shapley_cv", "exact"])
+@pytest.mark.parametrize("baseline", ["zero", "array"])
+def test_a_pooled_psi_that_writes_to_its_input_is_refused_and_leaves_panel_and_baseline_as_they_were(method, baseline):
+    # the running-sum fast path handed psi the panel's own rows (and the caller's (N, D) baseline array): psi's
+    # z.mul_(2) doubled the user's panel, and the run failed with torch's "unsupported operation: more than one
+    # element of the written-to tensor refers to a single memory location" named as the indicator's
+    f = indicators.FunctionIndicator(lambda z: torch.log1p((z**2).mean(-2).sum(-1)), name="pooled_in_place",
+                                     pooled=PooledForm(_psi_in_place, lambda m: torch.log1p(m.sum(-1))))
+    panel = Panel(np.abs(Z[:, :, :2]) + 0.1)
+    before = panel.values.copy()
+    base = np.full((8, 2), 0.05)
+    with pytest.raises(IndicatorError, match=r"'pooled_in_place': its fast path's per-agent function .* in place"):
+        attribute(f, panel, method=method, baseline=base if baseline == "array" else "zero", rng=0)
+    np.testing.assert_array_equal(panel.values, before)
+    np.testing.assert_array_equal(base, 0.05)
