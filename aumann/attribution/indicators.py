@@ -162,7 +162,9 @@ class Indicator(ABC):
         for steps in groups.values():
             ts = np.asarray(steps)
             idx = np.flatnonzero(alive[steps[0]])
-            p, f, f0 = self.closed_form(np.ascontiguousarray(values[ts][:, idx]), per_feature=per_feature)
+            rows = np.ascontiguousarray(values[ts][:, idx])
+            rows.flags.writeable = False  # as the panel's values are: a closed form must not scale them in place
+            p, f, f0 = self.closed_form(rows, per_feature=per_feature)
             if phi is None:  # the dtype the closed form itself returns
                 phi = np.zeros((T, N, D) if per_feature else (T, N), dtype=np.asarray(p).dtype)
             phi[np.ix_(ts, idx)] = p

@@ -65,6 +65,26 @@ def quadrature(steps: int, rule: str = "gauss-legendre", power: float = 1.0) -> 
     return u**power, wu * power * u ** (power - 1.0)
 
 
+def _call_closed_form(f: Any, problem: Problem, *, over_living: bool = False) -> Any:
+    """``f.closed_form`` (or ``closed_form_over_living``) of the problem's values, handed a read-only view: the
+    values are the panel's own memory, and a closed form that scaled them in place (``values /= n``) changed the
+    user's panel and explained the changed one, its φ and Δv agreeing (no gap to see)."""
+    values = problem.x.view()
+    values.flags.writeable = False
+    try:
+        with user_code(f"the closed form of indicator {f.name!r}"):
+            if over_living:
+                return f.closed_form_over_living(values, problem.alive, per_feature=problem.per_feature)
+            return f.closed_form(values, per_feature=problem.per_feature)
+    except IndicatorError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ValueError) and "read-only" in str(cause):
+            raise IndicatorError(f"the closed form of indicator {f.name!r} wrote into the panel values it was given "
+                                 f"({cause}); they are the panel's own memory, read-only: compute on new arrays "
+                                 "(values / n, values.copy())") from cause
+        raise
+
+
 def _checked_closed_form(name: str, out: Any, problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What an indicator's ``closed_form`` returned, checked: ``(phi, f_values, f_baseline)`` with phi (T, N) —
     (T, N, D) with ``per_feature`` — and the two (T,) arrays, real numbers (a user's closed form that returned
@@ -157,8 +177,7 @@ class AumannShapley(AttributionMethod):
         if self.uses_closed_form(problem):
             f = problem.f
             if problem.alive is not None:  # an alive-aware indicator: each step's closed form over its living
-                with user_code(f"the closed form of indicator {f.name!r}"):
-                    out = f.closed_form_over_living(problem.x, problem.alive, per_feature=problem.per_feature)
+                out = _call_closed_form(f, problem, over_living=True)
                 phi, fv, fb = _checked_closed_form(f.name, out, problem)
                 phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
                 if problem.per_feature:
@@ -169,8 +188,7 @@ class AumannShapley(AttributionMethod):
                                             steps=problem.panel.steps)
                 phi, fv, fb, sums, phi_feat = cf.phi, cf.f_values, cf.f_baseline, cf.phi_sums, cf.phi_features
             else:
-                with user_code(f"the closed form of indicator {f.name!r}"):
-                    out = f.closed_form(problem.x, per_feature=problem.per_feature)
+                out = _call_closed_form(f, problem)
                 phi, fv, fb = _checked_closed_form(f.name, out, problem)
                 phi_feat, sums = (phi, None) if problem.per_feature else (None, None)
                 if problem.per_feature:

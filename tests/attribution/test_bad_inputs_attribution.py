@@ -769,3 +769,28 @@ def test_a_pooled_psi_that_writes_to_its_input_is_refused_and_leaves_panel_and_b
         attribute(f, panel, method=method, baseline=base if baseline == "array" else "zero", rng=0)
     np.testing.assert_array_equal(panel.values, before)
     np.testing.assert_array_equal(base, 0.05)
+
+
+@pytest.mark.parametrize("alive", [None, "some_dead"])
+def test_a_closed_form_that_scales_the_panel_in_place_is_refused_and_leaves_it_as_it_was(alive):
+    # closed_form(values) received the panel's own array: values /= 0.5 doubled the user's panel, and the result
+    # explained the doubled panel with φ and Δv in agreement (efficiency gap 0: nothing to notice); with dead rows
+    # it got each living set's copy, and the result explained the doubled copy just as silently
+    class InPlace(indicators.Indicator):
+        name = "scales_in_place"
+        has_closed_form = True
+
+        def forward(self, z, context=None, alive=None):
+            return z.sum((-1, -2))
+
+        def closed_form(self, values, *, per_feature=False):
+            values /= 0.5
+            return values.sum(-1), values.sum((1, 2)), np.zeros(len(values))
+
+    mask = None if alive is None else np.ones(Z.shape[:2], dtype=bool)
+    if mask is not None:
+        mask[0, 0] = False
+    panel = Panel(Z.copy(), alive=mask)
+    with pytest.raises(IndicatorError, match="'scales_in_place' wrote into the panel values it was given"):
+        attribute(InPlace(), panel)
+    np.testing.assert_array_equal(panel.values, Z)
