@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution.indicators import aumanns_own
 from aumann.attribution.pooled import (
     DEFAULT_MEMORY_BUDGET,
     AdditiveKernel,
@@ -295,7 +296,7 @@ class MaskedIndicatorGame(CoalitionGame):
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         # x64 may be the panel's own memory (and b64 the caller's baseline array): a user's psi / q / s gets copies,
         # and one that writes into them is refused below, as an indicator that writes into z is
-        guarded = not _aumanns_own(f)
+        guarded = not aumanns_own(f)
         if guarded:
             x64, b64 = x64.clone(), b64.clone()
         versions = (x64._version, b64._version)
@@ -363,13 +364,6 @@ class MaskedIndicatorGame(CoalitionGame):
         if np.all(np.abs(fast - plain) <= rtol * scale + 1e-300):
             return None
         return f"v(∅), v(N) = {fast[0]:.6g}, {fast[1]:.6g} by running sums, {plain[0]:.6g}, {plain[1]:.6g} by f itself"
-
-
-def _aumanns_own(f: Any) -> bool:
-    """Whether the pieces of ``f``'s fast path (psi, rho, q, s) are aumann's own code, which never writes into its
-    input (a wrapped function, a combination of indicators, or a class defined elsewhere is user code)."""
-    return (type(f).__module__.startswith("aumann.") and not hasattr(f, "fn") and not hasattr(f, "terms")
-            and not isinstance(f, AgentwiseIndicator | QuadraticIndicator))
 
 
 def _refuse_writes(f: Any, versions: tuple[int, int], x: torch.Tensor, b: torch.Tensor) -> None:

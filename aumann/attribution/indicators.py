@@ -102,6 +102,8 @@ class Indicator(ABC):
     uses_context: bool = False
     has_closed_form: bool = False
     has_linear_closed_form: bool = False
+    #: the class's own code calls functions the user gave it (agent-wise psi, quadratic q / s): not aumann's code
+    calls_user_code: bool = False
 
     @abstractmethod
     def forward(self, z: torch.Tensor, context: Context = None) -> torch.Tensor:
@@ -775,6 +777,14 @@ def _lead_slice(state: EvalContext, sl: slice) -> EvalContext:
     return EvalContext(z[sl], ctx, alive, state.batched)
 
 
+def aumanns_own(f: Any) -> bool:
+    """Whether ``f`` runs aumann's own code only (its built-in indicators), which never writes into its input: a
+    wrapped function, a combination of indicators, a class defined elsewhere or one that calls functions the user
+    gave it (``calls_user_code``) is user code, handed copies where it could otherwise write into the caller's data."""
+    return (type(f).__module__.startswith("aumann.") and not hasattr(f, "fn") and not hasattr(f, "terms")
+            and not getattr(f, "calls_user_code", False))
+
+
 def _own(state: EvalContext, owned: bool) -> EvalContext:
     """``state`` itself when its z is a tensor aumann made, else ``state`` over a copy of z: an indicator that
     writes into its input (refused after the call, :func:`evaluate_tensor`) then writes into the copy, never
@@ -836,6 +846,7 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
     """
     ind = as_indicator(f)
     state, zt, lead, owned = _tensor_state(ind, z, context, context_batched, alive)
+    owned = owned or aumanns_own(ind)  # aumann's own indicators read the caller's memory without a copy
     step = _batch_rows(ind, state, owned)
     with torch.no_grad():
         if step >= (lead[0] if lead else 1):
@@ -882,6 +893,7 @@ def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.nd
     if pair is None or fi.accepts_alive != gi.accepts_alive:
         return evaluate(fi, state), evaluate(gi, state)
     st, zt, lead, owned = _tensor_state(fi, state, None, False, None)
+    owned = owned or (aumanns_own(fi) and aumanns_own(gi))
     if lead:
         return evaluate(fi, state), evaluate(gi, state)
     if not owned:  # the caller's memory: the pair gets a copy (see _own)

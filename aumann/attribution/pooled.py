@@ -68,6 +68,8 @@ class AgentwiseIndicator(Indicator):
         ...                           rho=lambda s: torch.nn.functional.softplus(0.35 * s[..., 0]) / 0.35)
     """
 
+    calls_user_code = True
+
     def __init__(self, psi: Callable[[torch.Tensor], torch.Tensor],
                  rho: Callable[[torch.Tensor], torch.Tensor] | None = None, *, name: str = "agentwise") -> None:
         if not callable(psi) or (rho is not None and not callable(rho)):
@@ -92,6 +94,8 @@ class QuadraticIndicator(Indicator):
 
     Example (Appendix D's f_quad): ``QuadraticIndicator(C, q=lambda z: (Q * z**2).sum(-1))``.
     """
+
+    calls_user_code = True
 
     def __init__(self, C: np.ndarray | torch.Tensor, *, s: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  q: Callable[[torch.Tensor], torch.Tensor] | None = None, name: str = "quadratic") -> None:
