@@ -314,16 +314,26 @@ def _shapley_block(kernel: Any, item: tuple) -> _Block:
         return _moments(draws(), n)
 
 
+def coalition_masks(rng: np.random.Generator, c: int, n: int) -> np.ndarray:
+    """``c`` uniformly random coalitions of ``n`` players as a (c, n) bool array: row r is the bits of
+    ``rng.bytes(⌈n/8⌉)`` (its r-th call), so the draws do not depend on how the rows are chunked. Drawn as one
+    array of 32-bit words — the words ``Generator.bytes`` draws, one ⌈n/32⌉-word row per call, the generator
+    left in the same state (tested on every numpy bit generator) — instead of a Python loop over the rows
+    (23 µs a row: most of a sampled-Banzhaf sample's cost at small N)."""
+    nbytes = (n + 7) // 8
+    words = rng.integers(0, 2**32, size=(c, (nbytes + 3) // 4), dtype=np.uint32)
+    rows = words.astype("<u4", copy=False).view(np.uint8).reshape(c, -1)[:, :nbytes]
+    return np.unpackbits(rows, axis=1, count=n).astype(bool)
+
+
 def _banzhaf_block(kernel: Any, item: tuple) -> tuple[Any, ...]:
     """One block of sampled-Banzhaf coalitions from ``gen``: marginal units (``"marginal"``), or the
     per-agent in/out value moments (``"msr"``)."""
     gen, samples, estimator, chunk = item
     n = kernel.n
-    nbytes = (n + 7) // 8
 
     def masks_of(c: int) -> np.ndarray:
-        rows = [np.unpackbits(np.frombuffer(gen.bytes(nbytes), dtype=np.uint8), count=n) for _ in range(c)]
-        return np.stack(rows).astype(bool)
+        return coalition_masks(gen, c, n)
 
     if estimator == "marginal":
         def draws() -> Iterator[np.ndarray]:

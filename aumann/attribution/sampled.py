@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from aumann.attribution import jit_sampling
-from aumann.attribution.distributed import MIN_UNITS_TO_STOP, blocked_estimate
+from aumann.attribution.distributed import MIN_UNITS_TO_STOP, blocked_estimate, coalition_masks
 from aumann.attribution.games import MaskedIndicatorGame
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.problem import Problem
@@ -472,9 +472,7 @@ class SampledBanzhaf(CoalitionMethod):
 
     @staticmethod
     def _masks(rng: np.random.Generator, c: int, n: int) -> np.ndarray:
-        nbytes = (n + 7) // 8  # one row at a time: the draws do not depend on the chunking
-        rows = [np.unpackbits(np.frombuffer(rng.bytes(nbytes), dtype=np.uint8), count=n) for _ in range(c)]
-        return np.stack(rows).astype(bool)
+        return coalition_masks(rng, c, n)  # the draws do not depend on the chunking
 
     def estimate(self, kernel: GameKernel, v0: float, vN: float, rng: np.random.Generator) -> Estimate:
         if self.block_size is not None:  # sample blocks (aumann.attribution.distributed)

@@ -166,3 +166,19 @@ def test_the_memory_budget_never_changes_the_numbers(method, f):
     one = attribute(f, Panel(z), method=method(None), rng=7)
     many = attribute(f, Panel(z), method=method(2**16), rng=7)
     assert one.phi.tobytes() == many.phi.tobytes() and one.stderr.tobytes() == many.stderr.tobytes()
+
+
+@pytest.mark.parametrize("bits", [np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.MT19937,
+                                  np.random.SFC64])
+def test_coalition_masks_are_the_bits_of_one_bytes_call_per_row(bits):
+    """The vectorised draw of sampled Banzhaf's coalitions gives, row for row, what a loop of ``rng.bytes(⌈n/8⌉)``
+    calls gave (the seeds' results of earlier versions), and leaves the generator where that loop left it."""
+    from aumann.attribution.distributed import coalition_masks
+
+    for n in (1, 2, 7, 8, 9, 31, 32, 33, 100, 1000):
+        a, b = np.random.Generator(bits(11)), np.random.Generator(bits(11))
+        got = np.concatenate([coalition_masks(a, c, n) for c in (1, 3, 17)])
+        want = np.stack([np.unpackbits(np.frombuffer(b.bytes((n + 7) // 8), dtype=np.uint8), count=n)
+                         for _ in range(21)]).astype(bool)
+        np.testing.assert_array_equal(got, want)
+        assert str(a.bit_generator.state) == str(b.bit_generator.state)
