@@ -342,8 +342,8 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         items = arr.tolist()
         if _all_integers(items):  # integer ids in an object array stay integers (1 and "1" are different ids)
             arr = _integer_labels(items, arr)
-        else:
-            arr = arr.astype(str)
+        else:  # each id by its text (astype(str) reads a tuple id as a sequence: a bare ValueError)
+            arr = np.array([str(v) for v in items], dtype=str) if items else arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.shape[0] != n:
         dup = uniq[counts > 1][:5].tolist()

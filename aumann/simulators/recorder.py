@@ -100,6 +100,18 @@ def _agent_ids(value: Any) -> np.ndarray:
     return ids
 
 
+def _id_column(ids: list[Any]) -> np.ndarray:
+    """The recorded unique_ids as one (N,) array, one id per row. ``np.asarray`` reads tuple ids ((x, y) grid
+    coordinates) as a second axis, (N, 2), or refuses them when their lengths differ; an object column keeps one
+    tuple per row, and the panel labels such ids by their text, as it does any id that is not a number or text."""
+    if not any(isinstance(u, tuple | list) for u in ids):
+        return np.asarray(ids)
+    out = np.empty(len(ids), dtype=object)
+    for k, u in enumerate(ids):
+        out[k] = u
+    return out
+
+
 class FeatureRecorder(_RecorderBase):
     """Per-agent feature extractors, captured after every step into a preallocated (T, N, D) buffer.
 
@@ -305,7 +317,7 @@ class FeatureRecorder(_RecorderBase):
         pos = np.asarray(order, dtype=np.int64)
         values = rec.values[:, pos]
         alive = rec.alive[:, pos]
-        return values, np.asarray([ids[j] for j in order]), alive, self.features
+        return values, _id_column([ids[j] for j in order]), alive, self.features
 
 
 class ArrayRecorder(_RecorderBase):

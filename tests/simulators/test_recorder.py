@@ -290,3 +290,32 @@ def test_initial_state_can_be_captured_first():
     assert with_initial.T == 4 and list(with_initial.steps) == [0, 1, 2, 3]
     np.testing.assert_array_equal(with_initial.values[0], np.ones((5, 1)))  # everyone starts with 1
     np.testing.assert_array_equal(with_initial.values[1:], plain.values)
+
+
+def test_tuple_unique_ids_record_one_row_per_agent():
+    """Agents keyed by grid coordinates, ``unique_id = (x, y)`` (the recorder's own error message suggests tuples):
+    numpy read the ids as an (N, 2) array, so the panel refused them as a wrong shape ('agent_ids must be a sequence
+    of length 3; got shape (3, 2)'), and tuples of different lengths escaped as a bare numpy ValueError. Each
+    agent now gets its row, in tuple order, labelled by the tuple's text as any id that is not a number or text."""
+    from types import SimpleNamespace
+
+    from aumann.panel import Panel
+
+    class Patches:
+        def __init__(self, ids):
+            self.agents = [SimpleNamespace(unique_id=u, wealth=float(k)) for k, u in enumerate(ids)]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+            for a in self.agents:
+                a.wealth += 1.0
+
+    for ids in ([(1, 0), (0, 1), (0, 0)], [(1, 2), (1,), (0, 5, 5)]):
+        panel = simulate(Patches(ids), 2, FeatureRecorder({"w": "wealth"}))
+        order = sorted(range(len(ids)), key=lambda k: ids[k])
+        assert panel.agent_ids.tolist() == [str(ids[k]) for k in order]
+        np.testing.assert_array_equal(panel.values[:, :, 0], [[k + 1.0 for k in order], [k + 2.0 for k in order]])
+    col = np.empty(2, dtype=object)
+    col[0], col[1] = (0, 1), (2,)
+    assert Panel(np.zeros((1, 2, 1)), agent_ids=col).agent_ids.tolist() == ["(0, 1)", "(2,)"]
