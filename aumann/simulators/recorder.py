@@ -234,9 +234,19 @@ class FeatureRecorder(_RecorderBase):
         self.skipped_types = {}
         self._type_ok = {}
         self._available = {}
-        cap = max(len(list(self.agents(model))), 1)
+        cap = max(len(self._agent_list(model, None)), 1)
         return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
                           alive=np.zeros((steps, cap), dtype=bool))
+
+    def _agent_list(self, model: Any, t: int | None) -> list[Any]:
+        """The agents to record now, as a list; ``agents=fn`` returning something that is not a collection of
+        agents (``None``, a number: a forgotten ``return``) is a typed error naming what it returned."""
+        got = self.agents(model)
+        if isinstance(got, str | bytes | Mapping) or not isinstance(got, Iterable):
+            when = "before the first capture" if t is None else f"at capture {t}"
+            raise FeatureValueError(f"agents=fn(model) must return an iterable of agents (a list, an AgentSet); "
+                                    f"it returned {_shown(got)} ({type(got).__name__}) {when}")
+        return list(got)
 
     def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
         col = rec.col
@@ -289,7 +299,7 @@ class FeatureRecorder(_RecorderBase):
         return col
 
     def _capture(self, rec: _RowBuffer, model: Any, t: int) -> None:
-        agents = list(self.agents(model))
+        agents = self._agent_list(model, t)
         cols = self._columns_for(rec, agents, t)
         if not agents:
             return

@@ -319,3 +319,22 @@ def test_tuple_unique_ids_record_one_row_per_agent():
     col = np.empty(2, dtype=object)
     col[0], col[1] = (0, 1), (2,)
     assert Panel(np.zeros((1, 2, 1)), agent_ids=col).agent_ids.tolist() == ["(0, 1)", "(2,)"]
+
+
+@pytest.mark.parametrize("returned, shown", [(None, r"None \(NoneType\)"), (3, r"3 \(int\)"),
+                                             ("abc", r"'abc' \(str\)"), ({1: 2}, r"\{1: 2\} \(dict\)")])
+def test_agents_fn_returning_no_collection_of_agents_is_a_typed_error(returned, shown):
+    """``agents=lambda m: None`` (a forgotten ``return``) or a number escaped as a bare ``TypeError: 'NoneType'
+    object is not iterable`` from inside the recorder; a dict was iterated by its keys. Now a FeatureValueError
+    says what agents= returned, at the first capture and at a later one."""
+    with pytest.raises(FeatureValueError, match=rf"agents=fn\(model\) must return an iterable of agents.*returned "
+                                                rf"{shown} before the first capture"):
+        simulate(BoltzmannWealth(3), 2, FeatureRecorder({"w": "wealth"}, agents=lambda m: returned))
+    calls = []
+
+    def later(model):  # the agents first, then nothing
+        calls.append(1)
+        return list(model.agents) if len(calls) < 3 else returned
+
+    with pytest.raises(FeatureValueError, match=rf"returned {shown} at capture 1"):
+        simulate(BoltzmannWealth(3), 2, FeatureRecorder({"w": "wealth"}, agents=later))
