@@ -276,7 +276,17 @@ class FeatureRecorder(_RecorderBase):
             )
             rec.alive = np.concatenate([rec.alive, np.zeros((rec.steps, grow), bool)], axis=1)
         if np.unique(out).size != out.size:
-            raise FeatureValueError(f"duplicate agent unique_id at capture {t}; ids must be unique")
+            seen, dup = set(), []
+            for k, j in enumerate(out.tolist()):
+                if j in seen:
+                    dup.append(k)
+                seen.add(j)
+            a = agents[dup[0]]
+            raise FeatureValueError(
+                f"duplicate agent unique_id {_shown(rec.ids[out[dup[0]]])} at capture {t}: {len(dup)} agent(s) share "
+                f"an id with another (e.g. a {type(a).__name__} with unique_id {_shown(a.unique_id)}; ids equal in "
+                "Python, such as 1 and 1.0 or True, are one id, and an agent listed twice by agents= is a duplicate); "
+                "ids must be unique")
         return out
 
     def _extract(self, name: str, getter: Callable[[Any], Any], agents: list[Any], t: int) -> np.ndarray:

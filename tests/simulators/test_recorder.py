@@ -338,3 +338,23 @@ def test_agents_fn_returning_no_collection_of_agents_is_a_typed_error(returned, 
 
     with pytest.raises(FeatureValueError, match=rf"returned {shown} at capture 1"):
         simulate(BoltzmannWealth(3), 2, FeatureRecorder({"w": "wealth"}, agents=later))
+
+
+def test_duplicate_unique_ids_are_named():
+    """Two agents with one unique_id (a user-assigned id, or 1 and 1.0, which Python treats as one key) were
+    refused as 'duplicate agent unique_id at capture 0' without saying which id: the message names it."""
+    from types import SimpleNamespace
+
+    class Two:
+        def __init__(self, ids):
+            self.agents = [SimpleNamespace(unique_id=u, wealth=1.0) for u in ids]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+
+    for ids, shown in [(["a", "b", "a"], "'a'"), ([7, 7.0], "7")]:
+        with pytest.raises(FeatureValueError, match=rf"duplicate agent unique_id {shown} at capture 0: 1 agent\(s\)"):
+            simulate(Two(ids), 1, FeatureRecorder({"w": "wealth"}))
+    with pytest.raises(FeatureValueError, match=r"duplicate agent unique_id 1 at capture 0: 3 agent\(s\)"):
+        simulate(BoltzmannWealth(3), 1, FeatureRecorder({"w": "wealth"}, agents=lambda m: list(m.agents) * 2))
