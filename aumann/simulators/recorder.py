@@ -100,6 +100,25 @@ def _agent_ids(value: Any) -> np.ndarray:
     return ids
 
 
+def _mesa_attribute_name(reporter: Any) -> Any:
+    """The attribute name behind a Mesa ``DataCollector`` attribute reporter, else the reporter itself.
+
+    Mesa turns ``agent_reporters={"energy": "energy"}`` into ``getattr(agent, "energy", None)``: recorded as that
+    function, an agent type without the attribute (grass patches among wolves and sheep, viruses among antibodies)
+    gives ``None`` and fails the capture, where the attribute name skips the type as a recorder given names does."""
+    code = getattr(reporter, "__code__", None)
+    cells = getattr(reporter, "__closure__", None)
+    if (code is not None and cells and code.co_freevars == ("attribute_name",)
+            and getattr(reporter, "__name__", "") == "attr_reporter"):
+        try:
+            name = cells[0].cell_contents
+        except ValueError:  # an empty cell
+            return reporter
+        if isinstance(name, str):
+            return name
+    return reporter
+
+
 def _id_column(ids: list[Any]) -> np.ndarray:
     """The recorded unique_ids as one (N,) array, one id per row. ``np.asarray`` reads tuple ids ((x, y) grid
     coordinates) as a second axis, (N, 2), or refuses them when their lengths differ; an object column keeps one
@@ -224,7 +243,7 @@ class FeatureRecorder(_RecorderBase):
                 f"{type(datacollector).__name__} has no agent reporters; "
                 f"give DataCollector(agent_reporters={{...}})"
             )
-        return cls(dict(reporters), agents=agents)
+        return cls({name: _mesa_attribute_name(rep) for name, rep in reporters.items()}, agents=agents)
 
     def __repr__(self) -> str:
         return f"FeatureRecorder(features={list(self.features)})"

@@ -208,6 +208,56 @@ def test_datacollector_adapter_uses_its_agent_reporters():
                                       steps=ref.steps, meta=panel.meta))
 
 
+def test_datacollector_adapter_skips_agent_types_without_an_attribute_reporters_attribute():
+    """Mesa turns an attribute reporter ``{"energy": "energy"}`` into ``getattr(agent, "energy", None)``. On a model
+    with two agent types (mesa-examples' virus_antibody: ``"health"`` on antibodies, not viruses; wolf-sheep's
+    grass), ``from_datacollector`` recorded that function, so the first capture failed with "returned a
+    non-numeric value None" where a recorder given the attribute name skips the type. The adapter now recovers
+    the attribute name: the same panel as ``FeatureRecorder({"energy": "energy"})``, the type listed as skipped,
+    and the DataCollector's own frame of the recorded agents gives the same numbers."""
+    import warnings
+
+    import mesa
+
+    from aumann.errors import RecorderWarning
+    from aumann.panel import Panel
+
+    class Sheep(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.energy = float(self.random.randint(1, 9))
+
+        def step(self):
+            self.energy += self.random.random() - 0.5
+
+    class Grass(mesa.Agent):
+        def step(self):
+            pass
+
+    class Meadow(mesa.Model):
+        def __init__(self, seed=0):
+            super().__init__(seed=seed)
+            for _ in range(3):
+                Sheep(self)
+                Grass(self)
+
+        def step(self):
+            self.agents.shuffle_do("step")
+
+    dc = mesa.DataCollector(agent_reporters={"energy": "energy", "twice": lambda a: 2 * getattr(a, "energy", 0.0)})
+    with pytest.warns(RecorderWarning, match="type Grass have no 'energy'"):
+        panel = simulate(Meadow(seed=4), 3, FeatureRecorder.from_datacollector(dc),
+                         observers=[lambda m, t: dc.collect(m)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecorderWarning)
+        ref = simulate(Meadow(seed=4), 3, FeatureRecorder({"energy": "energy",
+                                                            "twice": lambda a: 2 * getattr(a, "energy", 0.0)}))
+    assert panel.meta["skipped_agent_types"] == {"Grass": "energy"}
+    assert panel.equals(ref)
+    frame = dc.get_agent_vars_dataframe().dropna()  # the grass rows hold None
+    np.testing.assert_array_equal(Panel.from_dataframe(frame).values, panel.values)
+
+
 def test_array_path_equals_per_agent_path_and_handles_alive():
     class Wrapped:  # the same vectorised state exposed as agents, for the per-agent reference
         def __init__(self, m):
