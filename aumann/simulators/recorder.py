@@ -320,7 +320,7 @@ class FeatureRecorder(_RecorderBase):
                     f"{spec!r}; available attributes: {have}"
                 ) from None
             raise FeatureValueError(f"feature {name!r} raised AttributeError at capture {t}: {exc}") from exc
-        col = _as_float_column(name, raw, len(agents), t)
+        col = _as_float_column(name, raw, len(agents), t, agents)
         with np.errstate(over="ignore"):
             total = float(col.sum())
         if not math.isfinite(total):  # fast path; the full check names the culprit

@@ -51,7 +51,18 @@ def _not_a_number(v: Any) -> bool:
     return isinstance(v, np.ndarray) and v.dtype.kind not in "biuf"
 
 
-def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
+def _whose(agents: list[Any] | None, items: Any, bad: Any) -> str:
+    """" for agent 7 (Sheep)": the agent whose feature gave ``bad`` (when the recorder knows its agents)."""
+    if agents is None or items is None:
+        return ""
+    k = next((k for k, v in enumerate(items) if v is bad), None)
+    if k is None or k >= len(agents):
+        return ""
+    a = agents[k]
+    return f" for agent {_shown(getattr(a, 'unique_id', None))} ({type(a).__name__})"
+
+
+def _as_float_column(name: str, raw: Any, n: int, step: int, agents: list[Any] | None = None) -> np.ndarray:
     items = raw if isinstance(raw, list) else None
     if items is None:  # numpy arrays (and array-likes) are judged by their dtype
         try:
@@ -69,25 +80,32 @@ def _as_float_column(name: str, raw: Any, n: int, step: int) -> np.ndarray:
         bad = next((v for v in items if _not_a_number(v)), _OK)
         if bad is not _OK:
             raise FeatureValueError(
-                f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "
-                f"at capture {step}; features must return int, float or bool"
+                f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__})"
+                f"{_whose(agents, items, bad)} at capture {step}; features must return int, float or bool"
             )
     try:
         col = np.asarray(raw, dtype=np.float64)
     except OverflowError:  # a Python int beyond float64 (10**400): typed, never a bare OverflowError
         big = next((v for v in (items if items is not None else [raw]) if _too_big(v)), raw)
         raise FeatureValueError(
-            f"feature {name!r} returned {_shown(big)}, beyond float64's range (about 1.8e308), at capture {step}; "
+            f"feature {name!r} returned {_shown(big)}, beyond float64's range (about 1.8e308),"
+            f"{_whose(agents, items, big)} at capture {step}; "
             "features must be finite numbers (scale it, or record its logarithm)"
         ) from None
     except (TypeError, ValueError):
         arr = np.asarray(raw, dtype=object).ravel()
         bad = next((v for v in arr if not _is_number(v)), None)
         raise FeatureValueError(
-            f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__}) "
-            f"at capture {step}; features must return int, float or bool"
+            f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__})"
+            f"{_whose(agents, items, bad)} at capture {step}; features must return int, float or bool"
         ) from None
     if col.shape != (n,):
+        many = next((v for v in items if np.ndim(v) != 0), None) if items is not None and agents is not None else None
+        if many is not None:  # a per-agent feature returned several numbers (a list, an array, a position)
+            raise FeatureValueError(
+                f"feature {name!r} returned {_shown(many)} ({type(many).__name__}){_whose(agents, items, many)} at "
+                f"capture {step}; a feature is one number per agent (record each component as its own feature, "
+                f"e.g. {{'x': lambda a: a.pos[0], 'y': lambda a: a.pos[1]}})")
         raise FeatureValueError(f"feature {name!r} gave shape {col.shape} at capture {step}; expected ({n},)")
     return col
 

@@ -408,3 +408,30 @@ def test_duplicate_unique_ids_are_named():
             simulate(Two(ids), 1, FeatureRecorder({"w": "wealth"}))
     with pytest.raises(FeatureValueError, match=r"duplicate agent unique_id 1 at capture 0: 3 agent\(s\)"):
         simulate(BoltzmannWealth(3), 1, FeatureRecorder({"w": "wealth"}, agents=lambda m: list(m.agents) * 2))
+
+
+def test_a_bad_feature_value_names_the_agent_that_gave_it():
+    """A feature that is None, text or several numbers for one agent said only 'returned a non-numeric value None
+    at capture 0' or 'gave shape (2, 1)': on a model of many agents and types the user could not tell whose
+    value it was. The message now names the agent's unique_id and type, and says that a feature is one number
+    per agent (a position is two features)."""
+    from types import SimpleNamespace
+
+    class Herd:
+        def __init__(self, values):
+            self.agents = [SimpleNamespace(unique_id=10 + k, wealth=v) for k, v in enumerate(values)]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+
+    cases = [([1.0, None], r"non-numeric value None \(type NoneType\) for agent 11 \(SimpleNamespace\) at capture 0"),
+             ([1.0, 2.0, "3"], r"non-numeric value '3' \(type str\) for agent 12 \(SimpleNamespace\)"),
+             ([[1.0], [2.0]], r"returned \[1.0\] \(list\) for agent 10 \(SimpleNamespace\) at capture 0; a feature is "
+                              r"one number per agent"),
+             ([np.zeros(2), np.ones(2)], r"returned array\(\[0., 0.\]\) \(ndarray\) for agent 10"),
+             ([1.0, 10**400], r"returned 1000.*, beyond float64.s range \(about 1.8e308\), for agent 11 "
+                              r"\(SimpleNamespace\) at capture 0")]
+    for values, match in cases:
+        with pytest.raises(FeatureValueError, match=match):
+            simulate(Herd(values), 1, FeatureRecorder({"w": "wealth"}))
