@@ -504,6 +504,58 @@ def _copy_ndarray(x: np.ndarray, memo: dict) -> np.ndarray:
     return x.__deepcopy__(memo)
 
 
+def _mesa_grid_class() -> type | None:
+    try:
+        from mesa.discrete_space import Grid
+    except ImportError:  # pragma: no cover - Mesa < 3.1
+        return None
+    return Grid
+
+
+def _grid_setstate(original: Callable[[Any, dict], None]) -> Callable[[Any, dict], None]:
+    """Mesa's ``Grid.__setstate__`` for grids of any dimension.
+
+    Mesa 3.3 takes the grid's cell class from cell ``(0, 0)``, which only a 2-D grid has: a 1-D, 3-D (mesa-examples'
+    warehouse: rows × columns × shelf levels) or 4-D grid failed every copy and every unpickling with ``KeyError:
+    (0, 0)``. A grid with a cell (0, 0) goes through Mesa's own method; any other takes the class of its first cell
+    and does the rest as Mesa does (re-link the cells, put the property-layer descriptors on that class)."""
+
+    @functools.wraps(original)
+    def setstate(self: Any, state: dict) -> None:
+        cells = state.get("_cells") if isinstance(state, dict) else None
+        if not isinstance(cells, Mapping) or not cells or (0, 0) in cells:
+            return original(self, state)
+        try:
+            from mesa.discrete_space.property_layer import PropertyDescriptor
+        except ImportError:  # pragma: no cover - a Mesa without it has its own __setstate__ rules
+            return original(self, state)
+        self.__dict__ = state
+        self._connect_cells()
+        self.cell_klass = type(next(iter(cells.values())))
+        for layer in (getattr(self, "_mesa_property_layers", None) or {}).values():
+            setattr(self.cell_klass, layer.name, PropertyDescriptor(layer))
+        return None
+
+    setstate.__aumann_any_dims__ = True  # type: ignore[attr-defined]
+    return setstate
+
+
+@contextmanager
+def grid_setstate_any_dims():
+    """While inside, Mesa grids of any dimension unpickle and copy (see :func:`_grid_setstate`)."""
+    grid_cls = _mesa_grid_class()
+    saved = grid_cls.__dict__.get("__setstate__", _MISSING) if grid_cls is not None else _MISSING
+    if saved is _MISSING or getattr(saved, "__aumann_any_dims__", False):  # no grid, or already inside
+        yield
+        return
+    with _LOCK:
+        grid_cls.__setstate__ = _grid_setstate(saved)
+        try:
+            yield
+        finally:
+            grid_cls.__setstate__ = saved
+
+
 @contextmanager
 def _copy_hooks():
     ctx = _CopyContext()
@@ -578,7 +630,7 @@ _DEEP: weakref.WeakSet[type] = weakref.WeakSet()  # model classes whose copies n
 
 
 def _deepcopy(model: Any) -> tuple[Any, _CopyContext]:
-    with _copy_hooks() as ctx:
+    with grid_setstate_any_dims(), _copy_hooks() as ctx:
         memo: dict = {}
         branch = copy.deepcopy(model, memo)
         ctx.finish(memo)

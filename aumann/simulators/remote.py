@@ -284,11 +284,15 @@ def _pickler_class() -> type:
 
 
 def loads(data: Any) -> Any:
-    """The object :func:`dumps` serialised (from bytes or any buffer)."""
-    try:
-        return pickle.loads(data)
-    except RecursionError:
-        return _deep(pickle.loads, data)
+    """The object :func:`dumps` serialised (from bytes or any buffer). Mesa grids of any dimension unpickle (Mesa
+    3.3's own ``Grid.__setstate__`` reads cell (0, 0), which a 1-D or 3-D grid lacks)."""
+    from aumann.simulators.branching import grid_setstate_any_dims
+
+    with grid_setstate_any_dims():
+        try:
+            return pickle.loads(data)
+        except RecursionError:
+            return _deep(pickle.loads, data)
 
 
 # ---------------------------------------------------------------------------------------------- user code

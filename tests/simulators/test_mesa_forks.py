@@ -78,6 +78,65 @@ def test_copied_property_layers_belong_to_the_copy():
     assert float(branch.grid._cells[(40, 3)].sugar) == float(model.grid._cells[(40, 3)].sugar)
 
 
+class _Depot:
+    """Robots on a Mesa grid of any dimension (mesa-examples' warehouse is rows × columns × shelf levels), with a
+    property layer the robots heat as they pass."""
+
+    @staticmethod
+    def build(dims, seed=0):
+        import mesa
+        from mesa.discrete_space import CellAgent, OrthogonalMooreGrid, PropertyLayer
+
+        class Bot(CellAgent):
+            def __init__(self, model, cell):
+                super().__init__(model)
+                self.cell, self.load = cell, 0.0
+
+            def step(self):
+                self.cell = self.cell.neighborhood.select_random_cell()
+                self.cell.heat += 1.0
+                self.load += float(sum(self.cell.coordinate)) + float(self.cell.heat)
+
+        class Depot(mesa.Model):
+            def __init__(self):
+                super().__init__(seed=seed)
+                self.grid = OrthogonalMooreGrid(dims, torus=False, random=self.random)
+                self.grid.add_property_layer(PropertyLayer("heat", dims, default_value=0.0))
+                for c in self.random.sample(list(self.grid.all_cells.cells), 3):
+                    Bot(self, c)
+
+            def step(self):
+                self.agents.shuffle_do("step")
+
+        return Depot()
+
+
+@pytest.mark.parametrize("dims", [(7,), (4, 3, 2), (2, 3, 2, 2)])
+def test_grids_of_any_dimension_fork_by_copy_and_travel_to_workers(dims):
+    """Mesa 3.3's Grid.__setstate__ takes the cell class from cell (0, 0), which only a 2-D grid has: every copy of
+    a model on a 1-D, 3-D or 4-D grid failed ('cannot checkpoint Depot with copy.deepcopy: KeyError: (0, 0)',
+    blaming files and locks), and fork_many through a process pool died with a bare KeyError: (0, 0) in the
+    worker. Both now work: the fork reproduces the run bit for bit, the copy's layer and cells are its own, and the
+    pickled model (what a worker receives) steps as the original does."""
+    from aumann.simulators.remote import dumps, loads
+
+    rec = FeatureRecorder({"load": "load"})
+    model = _Depot.build(dims, seed=5)
+    simulate(model, 2, rec)
+    branch = fork(model, steps=3, recorder=rec, strategy="copy")
+    shipped = loads(dumps(model))
+    assert digest_difference(state_digest(shipped), state_digest(model)) is None
+    assert branch.panel.equals(simulate(model, 3, rec))
+    assert branch.panel.values.any()
+    assert simulate(shipped, 3, rec).equals(branch.panel)
+    corner = (0,) * len(dims)
+    cell, twin = model.grid._cells[corner], branch.model.grid._cells[corner]
+    before = float(cell.heat)
+    twin.heat = before + 7
+    assert float(cell.heat) == before and float(twin.heat) == before + 7
+    assert type(twin) is branch.model.grid.cell_klass and type(cell) is model.grid.cell_klass
+
+
 class _Locked:
     """A model holding an uncopyable object (a lock), built by a deterministic factory."""
 
