@@ -407,6 +407,7 @@ class _CopyContext:
         self.classes: dict[type, type] = {}
         self.pending: list[tuple[Any, Any]] = []
         self.cells: list[tuple[Any, Any]] = []
+        self.memo: dict = {}  # the deepcopy memo: original object id -> its copy
 
     def cell_class(self, cls: type, memo: dict) -> type:
         if cls in self.classes:
@@ -595,23 +596,32 @@ def _copy_hooks():
 _COUNT = re.compile(r"count\((-?\d+)\)")
 
 
-def _continue_id_counters(model: Any, branch: Any) -> None:
+def _continue_id_counters(model: Any, branch: Any, memo: Mapping[int, Any] | None = None) -> None:
     """Give the copy the original's next ``unique_id``.
 
     Mesa 3.3 draws ids from a class-level ``Agent._ids[model]`` counter keyed by the model object,
     which ``deepcopy`` cannot see: without this, agents created in a fork restart at id 1 and
-    collide with living agents. (Mesa ≥ 3.4 keeps the counter on the model, which copies.)
+    collide with living agents. (Mesa ≥ 3.4 keeps the counter on the model, which copies.) The counter is
+    keyed by each agent's own model: ``model`` itself, or the Mesa model inside a wrapper (an environment
+    holding one), whose copy is found in the deepcopy ``memo``.
     """
-    seen: set[int] = set()
+    seen: set[tuple[int, int]] = set()
     for agent in getattr(model, "agents", ()):
         ids = getattr(type(agent), "_ids", None)
-        if not isinstance(ids, MutableMapping) or id(ids) in seen:
+        if not isinstance(ids, MutableMapping):
             continue
-        seen.add(id(ids))
-        counter = ids.get(model) if model in ids else None
+        owner = getattr(agent, "model", model)
+        target = branch if owner is model else (memo or {}).get(id(owner))
+        if target is None or (id(ids), id(owner)) in seen:
+            continue
+        seen.add((id(ids), id(owner)))
+        try:
+            counter = ids.get(owner) if owner in ids else None
+        except TypeError:  # an unhashable owner cannot key Mesa's counters
+            continue
         m = _COUNT.fullmatch(repr(counter)) if counter is not None else None
         if m is not None:
-            ids[branch] = itertools.count(int(m.group(1)))
+            ids[target] = itertools.count(int(m.group(1)))
 
 
 def _verify_key(model: Any) -> tuple:
@@ -634,6 +644,7 @@ def _deepcopy(model: Any) -> tuple[Any, _CopyContext]:
         memo: dict = {}
         branch = copy.deepcopy(model, memo)
         ctx.finish(memo)
+        ctx.memo = memo
     return branch, ctx
 
 
@@ -703,7 +714,7 @@ def copy_model(model: Any) -> Any:
                               f"{str(exc)[:300]}. Objects such as open files, sockets, locks or generators cannot "
                               f"be copied; keep them outside the model, implement __deepcopy__, or fork by replay "
                               f"(factory=...)") from None
-    _continue_id_counters(model, branch)
+    _continue_id_counters(model, branch, ctx.memo)
     lin = lineage(model, create=True)
     if lin is not None and lin.global_rng:
         raise CheckpointError(
@@ -719,6 +730,15 @@ def copy_model(model: Any) -> Any:
         if lin is not None:
             lin.verified = key
     return branch
+
+
+def _reachable_models(branch: Any) -> set[int]:
+    """The ids of the copy and of the models among its own attributes (a wrapper's inner Mesa model)."""
+    out = {id(branch)}
+    d = getattr(branch, "__dict__", None)
+    if isinstance(d, Mapping):
+        out.update(id(v) for v in d.values() if hasattr(v, "agents") and hasattr(v, "step"))
+    return out
 
 
 def copy_problem(model: Any, branch: Any, cells: list[tuple[Any, Any]] = ()) -> str | None:
@@ -737,10 +757,14 @@ def copy_problem(model: Any, branch: Any, cells: list[tuple[Any, Any]] = ()) -> 
     branch_cells: dict[int, Any] = {}
     for _name, space in _spaces(branch):
         branch_cells.update((id(c), c) for c in space._cells.values())
+    # an agent's model is the copy, or (a wrapper -- an environment holding a Mesa model -- whose agents belong to
+    # the inner model) the copy of its original's model: never the original's own model
+    orig_models = {id(model)} | {id(a.model) for a in _agents(model) if hasattr(a, "model")}
     for b in _agents(branch):
         if id(b) in orig_agents:
             return f"shares agent {getattr(b, 'unique_id', b)!r} with the original"
-        if hasattr(b, "model") and b.model is not branch:
+        if hasattr(b, "model") and (id(b.model) in orig_models or
+                                    (b.model is not branch and id(b.model) not in _reachable_models(branch))):
             return f"has agent {getattr(b, 'unique_id', b)!r} whose model is not the copy"
         cell = getattr(b, "cell", None)
         if cell is None or not hasattr(cell, "connections"):
