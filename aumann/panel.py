@@ -132,10 +132,22 @@ def _alive_column(col: Any, name: Any) -> np.ndarray:
                      "column is ambiguous (NaN, 0.5 and 'False' are not booleans)")
 
 
+def label_column(labels: list[Any]) -> np.ndarray:
+    """Labels as one (N,) array, one label per row. ``np.asarray`` reads tuple labels ((x, y) grid coordinates used
+    as agent ids) as a second axis, (N, 2), or refuses them when their lengths differ; an object column keeps one
+    tuple per row (a panel then labels them by their text, as any id that is not a number or text)."""
+    if not any(isinstance(u, tuple | list) for u in labels):
+        return np.asarray(labels)
+    out = np.empty(len(labels), dtype=object)
+    for k, u in enumerate(labels):
+        out[k] = u
+    return out
+
+
 def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
     uniq = list(dict.fromkeys(values.tolist()))
     try:
-        return np.asarray(sorted(uniq))
+        return label_column(sorted(uniq))
     except TypeError:
         raise PanelError(f"{what} labels cannot be sorted (mixed types? e.g. {uniq[:3]!r})") from None
 

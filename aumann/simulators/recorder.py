@@ -37,7 +37,7 @@ import numpy as np
 
 from aumann.checks import _shown, refuse_mixed_labels
 from aumann.errors import FeatureValueError, PanelError, ShapeError, UnknownAttributeError
-from aumann.panel import _alive_mask
+from aumann.panel import _alive_mask, label_column
 from aumann.simulators.recording import (
     FeatureFn,
     Recording,
@@ -117,18 +117,6 @@ def _mesa_attribute_name(reporter: Any) -> Any:
         if isinstance(name, str):
             return name
     return reporter
-
-
-def _id_column(ids: list[Any]) -> np.ndarray:
-    """The recorded unique_ids as one (N,) array, one id per row. ``np.asarray`` reads tuple ids ((x, y) grid
-    coordinates) as a second axis, (N, 2), or refuses them when their lengths differ; an object column keeps one
-    tuple per row, and the panel labels such ids by their text, as it does any id that is not a number or text."""
-    if not any(isinstance(u, tuple | list) for u in ids):
-        return np.asarray(ids)
-    out = np.empty(len(ids), dtype=object)
-    for k, u in enumerate(ids):
-        out[k] = u
-    return out
 
 
 class FeatureRecorder(_RecorderBase):
@@ -356,7 +344,7 @@ class FeatureRecorder(_RecorderBase):
         pos = np.asarray(order, dtype=np.int64)
         values = rec.values[:, pos]
         alive = rec.alive[:, pos]
-        return values, _id_column([ids[j] for j in order]), alive, self.features
+        return values, label_column([ids[j] for j in order]), alive, self.features
 
 
 class ArrayRecorder(_RecorderBase):

@@ -46,6 +46,40 @@ def test_datacollector_frame_gives_the_recorded_panel():
     assert panel.alive is not None and np.array_equal(got.alive, panel.alive)  # missing rows are dead there
 
 
+def test_datacollector_frame_of_agents_keyed_by_tuples_gives_the_recorded_panel():
+    """Agents keyed by (x, y) unique_ids: the frame's labels were sorted into an (N, 2) array, so the frame of a
+    model the recorder records was refused ('ValueError: object too deep for desired array'). It now gives the
+    recorded panel: one row per agent, a dead agent's missing rows dead."""
+    import mesa
+
+    class Walker(mesa.Agent):
+        def __init__(self, model, uid):
+            super().__init__(model)
+            self.unique_id, self.w = uid, float(len(uid))
+
+        def step(self):
+            self.w += self.random.random()
+
+    class Field(mesa.Model):
+        def __init__(self):
+            super().__init__(seed=3)
+            for uid in [(1, 0), (0, 1, 1), (0, 0)]:
+                Walker(self, uid)
+
+        def step(self):
+            self.agents.shuffle_do("step")
+            if self.steps == 2:
+                next(a for a in self.agents if a.unique_id == (0, 0)).remove()
+
+    dc = mesa.DataCollector(agent_reporters={"w": "w"})
+    panel = simulate(Field(), 4, FeatureRecorder({"w": "w"}), observers=[lambda m, t: dc.collect(m)])
+    got = Panel.from_dataframe(dc.get_agent_vars_dataframe())
+    assert got.agent_ids.tolist() == panel.agent_ids.tolist() == ["(0, 0)", "(0, 1, 1)", "(1, 0)"]
+    np.testing.assert_array_equal(got.values, panel.values)
+    np.testing.assert_array_equal(got.alive, panel.alive)
+    assert got.alive[:, 0].tolist() == [True, False, False, False]
+
+
 def test_long_frames_with_columns_and_explicit_names():
     df = pd.DataFrame({"t": [0, 0, 1, 1, 2], "agent": ["b", "a", "a", "b", "a"],
                        "x": [1.0, 2.0, 3.0, 4.0, 5.0], "ok": [True, True, False, True, True]})
