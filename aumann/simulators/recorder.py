@@ -119,6 +119,16 @@ def _mesa_attribute_name(reporter: Any) -> Any:
     return reporter
 
 
+def _raises_attribute_error(getter: Callable[[Any], Any], agent: Any) -> bool:
+    try:
+        getter(agent)
+    except AttributeError:
+        return True
+    except Exception:  # any other failure is not the one being looked for
+        return False
+    return False
+
+
 class FeatureRecorder(_RecorderBase):
     """Per-agent feature extractors, captured after every step into a preallocated (T, N, D) buffer.
 
@@ -301,13 +311,23 @@ class FeatureRecorder(_RecorderBase):
             raw = [getter(a) for a in agents]
         except AttributeError as exc:
             spec = self._specs[name]
+            bad = next((a for a in agents if _raises_attribute_error(getter, a)), agents[0] if agents else None)
+            who = (f"agent {_shown(getattr(bad, 'unique_id', None))} ({type(bad).__name__})" if bad is not None
+                   else "an agent")
             if isinstance(spec, str):
-                have = sorted(k for k in vars(agents[0]) if not k.startswith("_")) if agents else []
+                have = sorted(k for k in getattr(bad, "__dict__", {}) if not k.startswith("_"))
+                kind = type(bad).__name__
+                some = any(type(a) is type(bad) and a is not bad and not _raises_attribute_error(getter, a)
+                           for a in agents)
+                if some:
+                    raise UnknownAttributeError(
+                        f"feature {name!r}: {who} has no attribute {spec!r} at capture {t}, which other {kind} agents "
+                        f"have (it is set on some agents only); its attributes: {have}") from None
                 raise UnknownAttributeError(
-                    f"feature {name!r}: agents of type {type(agents[0]).__name__} have no attribute "
-                    f"{spec!r}; available attributes: {have}"
+                    f"feature {name!r}: agents of type {kind} have no attribute {spec!r} ({who} at capture {t}); "
+                    f"available attributes: {have}"
                 ) from None
-            raise FeatureValueError(f"feature {name!r} raised AttributeError at capture {t}: {exc}") from exc
+            raise FeatureValueError(f"feature {name!r} raised AttributeError for {who} at capture {t}: {exc}") from exc
         col = _as_float_column(name, raw, len(agents), t, agents)
         with np.errstate(over="ignore"):
             total = float(col.sum())

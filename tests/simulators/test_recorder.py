@@ -435,3 +435,45 @@ def test_a_bad_feature_value_names_the_agent_that_gave_it():
     for values, match in cases:
         with pytest.raises(FeatureValueError, match=match):
             simulate(Herd(values), 1, FeatureRecorder({"w": "wealth"}))
+
+
+def test_a_missing_attribute_names_the_agent_that_lacks_it():
+    """The message took the first agent recorded as the culprit: with agents=fn returning sheep and grass it said
+    'agents of type Sheep have no attribute 'energy'; available attributes: [..., 'energy', ...]', and an attribute
+    set on some agents only (deleted from one sheep mid-run) was blamed on the whole type, listing the attribute
+    as available. It now names the agent that lacks it, its type and its own attributes."""
+    import mesa
+
+    class Sheep(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.energy = 1.0
+
+        def step(self):
+            if self.unique_id == 3 and self.model.steps == 2:
+                del self.energy
+
+    class Grass(mesa.Agent):
+        def step(self):
+            pass
+
+    class Meadow(mesa.Model):
+        def __init__(self, grass=False):
+            super().__init__(seed=1)
+            for _ in range(4):
+                Sheep(self)
+            if grass:
+                Grass(self)
+
+        def step(self):
+            self.agents.do("step")
+
+    with pytest.raises(UnknownAttributeError, match=r"feature 'e': agents of type Grass have no attribute 'energy' "
+                                                    r"\(agent 5 \(Grass\) at capture 0\); available attributes: "
+                                                    r"\['model', 'pos', 'unique_id'\]"):
+        simulate(Meadow(grass=True), 1, FeatureRecorder({"e": "energy"}, agents=lambda m: list(m.agents)))
+    with pytest.raises(UnknownAttributeError, match=r"agent 3 \(Sheep\) has no attribute 'energy' at capture 1, which "
+                                                    r"other Sheep agents have \(it is set on some agents only\)"):
+        simulate(Meadow(), 3, FeatureRecorder({"e": "energy"}))
+    with pytest.raises(FeatureValueError, match=r"raised AttributeError for agent 3 \(Sheep\) at capture 1"):
+        simulate(Meadow(), 3, FeatureRecorder({"e": lambda a: a.energy}))
