@@ -144,6 +144,14 @@ def label_column(labels: list[Any]) -> np.ndarray:
     return out
 
 
+def id_labels(ids: Sequence[Hashable]) -> list[Any]:
+    """The agent labels a panel keeps for these unique_ids: the ids themselves when they are numbers or text,
+    else their text (a tuple id ``(0, 1)`` is labelled ``"(0, 1)"``), so a model's agents can be matched with a
+    panel's agent axis whatever their ids."""
+    ids = list(ids)
+    return unique_labels(label_column(ids), "agent_ids", len(ids)).tolist() if ids else []
+
+
 def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
     uniq = list(dict.fromkeys(values.tolist()))
     try:

@@ -247,6 +247,18 @@ class ScenarioConfig(configs.ConfigModel):
         return v
 
 
+def _model_ids(model: Any) -> tuple[list[Any], dict[Any, int]]:
+    """The unique_ids of ``model``'s agents and, by the label a panel keeps for each, their positions."""
+    from aumann.panel import id_labels
+
+    uids = [a.unique_id for a in getattr(model, "agents", ())]
+    try:
+        labels = id_labels(uids)
+    except Exception:  # ids a panel cannot label (duplicates, None): matched as they are, as before
+        labels = uids
+    return uids, {lab: k for k, lab in enumerate(labels)}
+
+
 @dataclass(frozen=True)
 class _Deferred:
     """A checkpoint kept as a recipe: rebuild with ``factory`` and replay ``steps`` steps."""
@@ -544,7 +556,10 @@ class Scenario:
             raise ScenarioCodeError(f"scenario {self.name!r}: build_model() returned None; it must return a model")
         return model
 
-    def _targets(self, positions: Sequence[int], agent_ids: Sequence[Hashable] | None) -> list[Any]:
+    def _targets(self, positions: Sequence[int], agent_ids: Sequence[Hashable] | None, model: Any = None) -> list[Any]:
+        """The agents at panel ``positions``: the positions, or (``baseline_action_by="id"``) the unique_ids of
+        the agents of ``model`` that the panel labels so (a tuple id is labelled by its text in a panel; the
+        baseline action gets the id itself)."""
         pos = [int(p) for p in positions]
         if self.baseline_action_by == "position":
             return pos
@@ -552,7 +567,11 @@ class Scenario:
             raise SimulationError(f"scenario {self.name!r} acts on agent ids (baseline_action_by='id'): pass the "
                                   f"panel's agent_ids")
         ids = np.asarray(agent_ids)
-        return [ids[p].item() if hasattr(ids[p], "item") else ids[p] for p in pos]
+        labels = [ids[p].item() if hasattr(ids[p], "item") else ids[p] for p in pos]
+        if model is None:
+            return labels
+        uids, by_label = _model_ids(model)
+        return [uids[by_label[lab]] if lab in by_label else lab for lab in labels]
 
     def step_with_baseline(self, model: Any, config: ScenarioConfig, positions: Sequence[int], *,
                            agent_ids: Sequence[Hashable] | None = None, with_alive: bool = False) -> Any:
@@ -569,7 +588,7 @@ class Scenario:
         if self.resimulate_fn is not None:
             z, ctx = self.call("resimulate_fn()", self.resimulate_fn, model, config, [int(p) for p in positions])
             return (z, ctx, None) if with_alive else (z, ctx)
-        res = self._fork_one(model, config, self._targets(positions, agent_ids))
+        res = self._fork_one(model, config, self._targets(positions, agent_ids, model))
         z, ctx = res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
         if not with_alive:
             return z, ctx
@@ -625,7 +644,7 @@ class Scenario:
         action can act on at the step ``model`` is about to take (all of them for fixed populations)."""
         if self.baseline_action_by == "position":
             return np.arange(len(agent_ids))
-        here = {a.unique_id for a in getattr(model, "agents", ())}
+        here = _model_ids(model)[1]  # by the panel's label of each id (a tuple id is its text there)
         return np.array([p for p, i in enumerate(np.asarray(agent_ids).tolist()) if i in here], dtype=np.int64)
 
     def baseline_features(self, model: Any, config: ScenarioConfig, *,
@@ -643,7 +662,7 @@ class Scenario:
         elif self.baseline_action_by == "position":
             out, _ = self.step_with_baseline(model, config, range(n))
         else:
-            targets = self._targets(self.present(model, agent_ids), agent_ids)
+            targets = self._targets(self.present(model, agent_ids), agent_ids, model)
             rec = self._fork_one(model, config, targets).panel
             out = np.zeros((n, len(self.features)))
             where = {i: p for p, i in enumerate(np.asarray(agent_ids).tolist())}

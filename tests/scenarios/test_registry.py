@@ -81,3 +81,62 @@ def test_fork_without_intervention_replays_and_baseline_features_match_the_actio
 def test_target_step_is_post_midpoint_argmax():
     assert target_step(np.array([9.0, 0, 0, 1, 3, 3, 2])) == 4  # ⌈7/2⌉ = 4, first max
     assert target_step(np.array([5.0, 1.0])) == 1
+
+
+def test_baseline_actions_by_id_reach_agents_with_tuple_ids():
+    """A panel labels a tuple unique_id by its text ('(0, 1)'), and the scenario matched the panel's labels with
+    the model's ids as they are: no agent was ever 'present', so a baseline action by id acted on nobody, without
+    a word -- the baseline features were the unforced step and every deletion fork deleted nothing. The panel's
+    labels are now matched with the model's ids through the panel's own labelling, and the action gets the ids."""
+    import mesa
+    from pydantic import Field
+
+    from aumann.scenarios import ScenarioConfig
+    from aumann.simulators import FeatureRecorder
+
+    class Cell(mesa.Agent):
+        def __init__(self, model, uid):
+            super().__init__(model)
+            self.unique_id, self.w = uid, 1.0 + uid[0] + uid[1]
+
+        def step(self):
+            self.w += 1.0
+
+    class Board(mesa.Model):
+        def __init__(self, seed):
+            super().__init__(seed=seed)
+            for x in range(2):
+                for y in range(2):
+                    Cell(self, (x, y))
+
+        def step(self):
+            self.agents.shuffle_do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = Field(4, ge=2)
+        steps: int = Field(3, ge=2)
+
+    seen = []
+
+    def idle(model, ids):
+        seen.append(list(ids))
+        for a in model.agents.select(lambda a: a.unique_id in set(ids)):
+            a.w = -a.w  # so the forced agents' rows differ from the unforced step
+
+    sc = Scenario(name="board", description="tuple ids", config_model=Config,
+                  build_model=lambda cfg, rng, backend=None: Board(int(rng.integers(100))),
+                  make_recorder=lambda cfg: FeatureRecorder({"w": "w"}), features=("w",),
+                  indicator=lambda cfg: "lin", original=lambda cfg: "lin",
+                  baseline_action=idle, baseline_action_by="id", baseline_description="negates its value")
+    cfg = Config()
+    run = sc.simulate(cfg, rng=np.random.default_rng(1), keep_from=0)
+    ids = run.panel.agent_ids
+    assert ids.tolist() == ["(0, 0)", "(0, 1)", "(1, 0)", "(1, 1)"]
+    before = run.before(1)
+    assert sc.present(before, ids).tolist() == [0, 1, 2, 3]
+    z0 = sc.baseline_features(before, cfg, agent_ids=ids)
+    np.testing.assert_array_equal(z0[:, 0], -run.panel.values[0, :, 0] + 1.0)  # negated, then stepped (+1)
+    assert seen[-1] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # the model's ids, not their text
+    z, _ = sc.step_with_baseline(before, cfg, [2], agent_ids=ids)
+    assert seen[-1] == [(1, 0)]
+    np.testing.assert_array_equal(z[:, 0], np.where(np.arange(4) == 2, z0[:, 0], run.panel.values[1, :, 0]))
