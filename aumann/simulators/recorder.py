@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from aumann.checks import _shown, refuse_mixed_labels
-from aumann.errors import FeatureValueError, PanelError, ShapeError, UnknownAttributeError
+from aumann.errors import AumannError, FeatureValueError, PanelError, ShapeError, UnknownAttributeError
 from aumann.panel import _alive_mask, label_column
 from aumann.simulators.recording import (
     FeatureFn,
@@ -117,6 +117,14 @@ def _mesa_attribute_name(reporter: Any) -> Any:
         if isinstance(name, str):
             return name
     return reporter
+
+
+def _raises(getter: Callable[[Any], Any], agent: Any) -> bool:
+    try:
+        getter(agent)
+    except Exception:
+        return True
+    return False
 
 
 def _raises_attribute_error(getter: Callable[[Any], Any], agent: Any) -> bool:
@@ -328,6 +336,18 @@ class FeatureRecorder(_RecorderBase):
                     f"available attributes: {have}"
                 ) from None
             raise FeatureValueError(f"feature {name!r} raised AttributeError for {who} at capture {t}: {exc}") from exc
+        except AumannError:
+            raise
+        except Exception as exc:  # the feature's own function failed (1 / 0, a KeyError): named, not a bare traceback
+            bad = next((a for a in agents if _raises(getter, a)), None)
+            who = (f"agent {_shown(getattr(bad, 'unique_id', None))} ({type(bad).__name__})" if bad is not None
+                   else "an agent")
+            try:
+                shown = str(exc)[:300]
+            except Exception:  # an exception whose __str__ raises
+                shown = "(its message cannot be shown)"
+            raise FeatureValueError(f"feature {name!r} raised {type(exc).__name__} for {who} at capture {t}: "
+                                    f"{shown}") from exc
         col = _as_float_column(name, raw, len(agents), t, agents)
         with np.errstate(over="ignore"):
             total = float(col.sum())

@@ -437,6 +437,35 @@ def test_a_bad_feature_value_names_the_agent_that_gave_it():
             simulate(Herd(values), 1, FeatureRecorder({"w": "wealth"}))
 
 
+def test_a_feature_function_that_raises_is_named_with_its_agent():
+    """A feature function raising anything but AttributeError (1 / 0, a KeyError) escaped as the bare exception from
+    the user's lambda, with no word of which feature, agent or capture: now a FeatureValueError naming them."""
+    from types import SimpleNamespace
+
+    from aumann.errors import ShapeError
+
+    class Herd:
+        def __init__(self):
+            self.agents = [SimpleNamespace(unique_id=10 + k, wealth=float(k)) for k in range(3)]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+
+    for fn, match in [(lambda a: 1 / a.wealth, r"feature 'inv' raised ZeroDivisionError for agent 10 "
+                                               r"\(SimpleNamespace\) at capture 0: float division by zero"),
+                      (lambda a: {"x": 1}[a.unique_id], r"feature 'inv' raised KeyError for agent 10 .*capture 0")]:
+        with pytest.raises(FeatureValueError, match=match) as got:
+            simulate(Herd(), 1, FeatureRecorder({"w": "wealth", "inv": fn}))
+        assert got.value.__cause__ is not None  # the original is chained (aumann --debug shows it)
+
+    def typed(a):
+        raise ShapeError("aumann's own error")
+
+    with pytest.raises(ShapeError, match="aumann's own error"):  # aumann's own errors pass through as they are
+        simulate(Herd(), 1, FeatureRecorder({"w": typed}))
+
+
 def test_a_missing_attribute_names_the_agent_that_lacks_it():
     """The message took the first agent recorded as the culprit: with agents=fn returning sheep and grass it said
     'agents of type Sheep have no attribute 'energy'; available attributes: [..., 'energy', ...]', and an attribute
