@@ -108,6 +108,8 @@ class Manifest(OutsideRecord):
     command: Annotated[str, Field(max_length=100_000)]
     created: str | None = None
     report_kind: Literal["faithfulness", "attribute", "crossscale"] | None = None
+    status: Annotated[str, Field(max_length=100)] | None = None  # "stopped": an LLM cap ended the run early
+    config_digest: Annotated[str, Field(max_length=64)] | None = None  # what the runs computed (aumann run)
     config: dict[str, Any] | None = None
     scenario: str | None = None
     seconds: Seconds | None = None

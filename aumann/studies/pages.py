@@ -93,6 +93,10 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("command"), str):
         raise ReportError(f"manifest {str(d / 'manifest.json')!r} has no command: not an aumann run directory")
     cmd = manifest["command"]
+    if manifest.get("status") == "stopped":  # an LLM cap stopped `aumann run`: runs and tables may be another's
+        raise ReportError(f"{str(d)!r} is not a finished run directory: {cmd!r} stopped before it finished "
+                          f"({manifest.get('stopped_because') or 'no reason recorded'}); run it again (it resumes) "
+                          "to finish it")
     declared = manifest.get("report_kind")
     if declared is not None and declared not in KINDS:
         raise ReportError(f"manifest {str(d / 'manifest.json')!r} declares report_kind {declared!r}; "

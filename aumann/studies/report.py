@@ -258,6 +258,9 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     stages["tables and plots"] = time.perf_counter() - t0
     own = study_tables(result)[0]
     summary = stage_summary(result.records)
+    digests = {rec.get("digest") for rec in result.records}
+    # what the runs computed: the report refuses runs of another config left by a later invocation that did not finish
+    digest = {"config_digest": digests.pop()} if len(digests) == 1 and None not in digests else {}
 
     def manifest() -> None:
         write_manifest(out, command, config, seeds=seeds, extra={
@@ -267,7 +270,7 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
             "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
             "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
             "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
-            "runs": len(result.records), "plots": plots, **extra})
+            "runs": len(result.records), "plots": plots, **digest, **extra})
 
     manifest()
     before = len(parts.failures)

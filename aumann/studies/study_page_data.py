@@ -27,6 +27,21 @@ def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
                           f"{reason}; run the same `aumann run` command with this --out again to recompute it")
 
 
+def _same_config(rd: RunDir, manifest: dict[str, Any], recs: list[dict[str, Any]]) -> None:
+    """Refuse runs computed under another config than the manifest's (its ``config_digest``; a manifest written
+    before it was recorded: than run 0's). Each record verifies on its own, so an ``aumann run`` with another config
+    or seed into this directory that was interrupted leaves runs of both configs beside the earlier invocation's
+    manifest and tables: the page would show them as one study."""
+    expected = manifest.get("config_digest") or (recs[0].get("digest") if recs else None)
+    for r, rec in enumerate(recs):
+        if rec.get("digest") != expected:
+            raise ReportError(
+                f"run {r} of {str(rd.root)!r} ({rd.record(r).name}) was computed under another config (digest "
+                f"{rec.get('digest')}) than {'manifest.json records' if manifest.get('config_digest') else 'run 0'} "
+                f"({expected}): a later `aumann run` with another config or seed into this directory did not finish; "
+                "run that command again to finish it, or the original command to recompute these runs")
+
+
 @dataclass
 class StudyPage:
     """Everything the page is built from, read once from the run directory ``d``."""
@@ -62,6 +77,7 @@ class StudyPage:
                 raise ReportError(f"run record {str(rd.record(r))!r}: t_star = {rec['t_star']} is not a step of the "
                                   "run (damaged)")
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
+        _same_config(rd, manifest, recs)
         refs = [load_attribution(p) if (p := rd.attribution(r, reference_method(rec))).is_file() else None
                 for r, rec in enumerate(recs)]
         # only the step the page shows (a 10⁶-agent panel is 720 MB; its step t* is 24 MB)
