@@ -205,6 +205,27 @@ def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> 
     return write_bytes(path, text.encode("utf-8"), within=within)
 
 
+def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
+    """Remove the output ``path`` that an earlier invocation wrote and this one does not (a table or figure it
+    skips, a page it could not build), so it is never taken for this invocation's; ``True`` when one was there.
+    A symbolic link there is removed itself, never what it points to; a directory is left alone.
+
+    Raises:
+        OutputError: the file is there but cannot be removed (the message names it and why).
+        PathEscapeError: ``within`` is given and ``path`` leaves it through a folder on the way.
+    """
+    p = confine(path, within, what="output file", follow=False)
+    if not p.is_symlink() and not p.is_file():
+        return False
+    try:
+        p.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise OutputError(f"cannot remove the earlier output {str(path)!r}: {_os_reason(exc, p)}") from exc
+    return True
+
+
 _GLOB_CHARS = re.compile(r"[\[*?]")
 
 
@@ -970,6 +991,7 @@ __all__ = [
     "read_json",
     "read_npz",
     "record_checksum",
+    "remove_stale",
     "safe_component",
     "sha256_bytes",
     "sha256_file",

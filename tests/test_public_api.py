@@ -187,6 +187,7 @@ PUBLIC = {
         "read_json",
         "read_npz",
         "record_checksum",
+        "remove_stale",
         "safe_component",
         "sha256_bytes",
         "sha256_file",

@@ -21,7 +21,7 @@ import numpy as np
 
 from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
-from aumann.io import atomic_path, read_npz
+from aumann.io import atomic_path, read_npz, remove_stale
 from aumann.studies.charts import short_label
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
@@ -120,6 +120,7 @@ def write_plots(result: StudyResult, out: Path, *, parts: Any = None) -> list[Pa
     stage (a failure is recorded there and the next figure is drawn); without, the first failure raises."""
     paths = []
     for name, draw in FIGURES:
+        remove_stale(RunDir(out).figure(name), within=out)  # a figure that fails leaves no earlier run's in its place
         path = draw(result, out) if parts is None else parts.attempt(f"figure {name}", lambda d=draw: d(result, out))
         if path is not None:
             paths.append(path)

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from aumann.errors import StudyError
-from aumann.io import csv_text, write_text
-from aumann.studies.figures import write_plots
+from aumann.io import csv_text, remove_stale, write_text
+from aumann.studies.figures import FIGURES, write_plots
 from aumann.studies.rows import REFERENCE_CV, rows
 from aumann.studies.rundir import (
     REPORT_HTML,
@@ -130,7 +130,9 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
     tables.update(analysis_tables(result))
     rundir = RunDir(out)
     for name, rows_ in tables.items():
-        if name in optional and not rows_:
+        if name in optional and not rows_:  # not this study's: an earlier invocation's file would pass for it
+            for ext in ("csv", "md"):
+                remove_stale(rundir.table(name, ext), within=out)
             continue
         cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows_)
         write_text(rundir.table(name), to_csv(rows_, cols))
@@ -209,11 +211,15 @@ def write_pages(out: Path, parts: ReportParts, *, interactive: bool | None = Non
     doc = parts.attempt("pages (report.html, report.md)", lambda: build_document(
         out, interactive=interactive, plots=plots, parts=parts))
     if doc is None:
-        return {"html": None, "md": parts.attempt("page report.md", lambda: write_text(
-            out / REPORT_MD, unbuilt_report(out, parts.failures)))}
-    html = parts.attempt("page report.html", lambda: write_text(out / REPORT_HTML, render_html(doc)))
-    report_failures_section(doc, parts.failures)  # the page's list again, with what rendering the HTML added
-    md = parts.attempt("page report.md", lambda: write_text(out / REPORT_MD, render_markdown(doc)))
+        html = None
+        md = parts.attempt("page report.md", lambda: write_text(out / REPORT_MD, unbuilt_report(out, parts.failures)))
+    else:
+        html = parts.attempt("page report.html", lambda: write_text(out / REPORT_HTML, render_html(doc)))
+        report_failures_section(doc, parts.failures)  # the page's list again, with what rendering the HTML added
+        md = parts.attempt("page report.md", lambda: write_text(out / REPORT_MD, render_markdown(doc)))
+    for name, written in ((REPORT_HTML, html), (REPORT_MD, md)):
+        if written is None:  # an earlier invocation's page would pass for this one's
+            remove_stale(out / name, within=out)
     return {"html": html, "md": md}
 
 
@@ -253,6 +259,9 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     t0 = time.perf_counter()
     tables = write_tables(result, out)
     pngs = write_plots(result, out, parts=parts) if plots else []
+    if not plots:  # an earlier invocation's figures would be linked from report.md as this one's
+        for name, _ in FIGURES:
+            remove_stale(RunDir(out).figure(name), within=out)
     extra = dict(extra or {})
     stages = dict(extra.pop("stage_seconds", None) or {})
     stages["tables and plots"] = time.perf_counter() - t0

@@ -2,7 +2,10 @@
 
 * an ``aumann run`` with another config or seed into a finished directory that did not finish (interrupted,
   killed) leaves runs of the new config beside the old manifest and tables: ``aumann report`` refuses the
-  directory instead of drawing them as one study; so does a manifest of a run an LLM cap stopped.
+  directory instead of drawing them as one study; so does a manifest of a run an LLM cap stopped;
+* a finished re-run with other options removes what the earlier one wrote and it does not: a row's table it
+  has no rows for (``resimulation_agreement.csv`` without ``--resimulation-reference``), the figures under
+  ``--no-plots``, and a page it could not build -- the report never shows them as this run's.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ STUDY = {**TINY_STUDY, "permutations": 8, "ablations": False}
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """A finished two-run study (config A) with its manifest, tables and report."""
-    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, study=STUDY)
+    """A finished two-run study (config A, with the re-simulation reference) with its manifest, tables, figures and
+    report."""
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, study={**STUDY, "resimulation_reference": True})
     out = tmp_path_factory.mktemp("rerun") / "run"
     res = run_study(sc, cfg, out_dir=out)
-    write_outputs(res, out, command="aumann run social-llm", seconds=0.0, plots=False, interactive=False)
+    write_outputs(res, out, command="aumann run social-llm", seconds=0.0, plots=True, interactive=False)
     return out
 
 
@@ -58,3 +62,53 @@ def test_report_refuses_a_run_that_an_llm_cap_stopped(finished, tmp_path):
     with pytest.raises(ReportError, match=r"stopped before it finished.*max_calls=25"):
         render_report(out, interactive=False, plots=False)
 
+
+def test_a_rerun_with_other_options_leaves_no_table_figure_or_page_of_the_earlier_run(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    earlier = ["resimulation_agreement.csv", "resimulation_agreement.md", "macro_curve.png",
+               "attribution_heatmap.png", "deletion_curves.png"]
+    assert all((out / name).is_file() for name in earlier)
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, study=STUDY)  # no re-simulation reference
+    res = run_study(sc, cfg, out_dir=out)
+    write_outputs(res, out, command="aumann run social-llm --no-plots", seconds=0.0, plots=False, interactive=False)
+    assert [name for name in earlier if (out / name).exists()] == []
+    page = (out / "report.md").read_text()
+    assert "was not run" in page and "resimulation_agreement.csv" not in page and ".png" not in page
+    render_report(out, interactive=False)  # `aumann report` with figures: drawn inline, no earlier PNG linked
+    assert ".png" not in (out / "report.md").read_text()
+
+
+def test_a_page_that_cannot_be_built_leaves_no_earlier_page_behind(finished, tmp_path, monkeypatch):
+    import aumann.studies.pages as pages
+
+    out = _copy(finished, tmp_path)
+    assert (out / "report.html").is_file()
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, study={**STUDY, "resimulation_reference": True})
+    res = run_study(sc, cfg, out_dir=out)  # every run resumed
+
+    def broken(*args, **kwargs):
+        raise ValueError("page cannot be built")
+
+    monkeypatch.setattr(pages, "build_document", broken)
+    files = write_outputs(res, out, command="aumann run social-llm", seconds=0.0, plots=False, interactive=False)
+    assert files["html"] is None and not (out / "report.html").exists()
+    assert "the report could not be built" in (out / "report.md").read_text()
+    assert [f["stage"] for f in files["failures"]] == ["report: pages (report.html, report.md)"]
+
+
+def test_a_figure_that_fails_leaves_no_earlier_figure_in_its_place(finished, tmp_path, monkeypatch):
+    import aumann.studies.figures as figures
+
+    out = _copy(finished, tmp_path)
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, study={**STUDY, "resimulation_reference": True})
+    res = run_study(sc, cfg, out_dir=out)  # every run resumed
+
+    def broken(result, where):
+        raise ValueError("figure cannot be drawn")
+
+    monkeypatch.setattr(figures, "FIGURES", ((figures.MACRO_CURVE, broken), *figures.FIGURES[1:]))
+    files = write_outputs(res, out, command="aumann run social-llm", seconds=0.0, plots=True, interactive=False)
+    assert not (out / "macro_curve.png").exists() and (out / "deletion_curves.png").is_file()
+    page = (out / "report.md").read_text()
+    assert "macro_curve.png" not in page.replace("figure macro_curve.png skipped", "")
+    assert [f["stage"] for f in files["failures"]] == ["report: figure macro_curve.png"]
