@@ -189,8 +189,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
         strict: any stage failure stops the study (a :class:`~aumann.errors.StudyError` naming the stage);
             by default (``None``: ``config.study.strict``, false) a failing optional stage is recorded in
-            the run record, the manifest and the report, and the study goes on. A run resumed under
-            ``strict`` whose optional stages did not all finish is recomputed; the LLM run counts of each
+            the run record, the manifest and the report, and the study goes on. A run found interrupted before
+            its optional stages finished (one still ``pending``) is recomputed, and under ``strict`` also one
+            whose optional stage failed; the LLM run counts of each
             run written (decisions, abstentions, ...) are in ``result.run_counts`` (``exc.llm_written`` when
             the study stops), so the usage ledger replaces a recomputed run's earlier counts instead of
             counting its decisions twice.
@@ -220,9 +221,11 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     for r, seq in enumerate(seqs):
         if rundir is not None and rundir.record(r).exists():  # an .npz alone: interrupted mid-write, recomputed
             status, why, old, old_arrays = rundir.verify_run(r, digest)
-            if status == "done" and strict and any(st.get("status") not in ("ok", "skipped")
-                                                   for st in (old.get("stages") or {}).values()):
-                status = "todo"  # strict wants every stage: a run with a failed or unfinished one is redone
+            ended = [st.get("status") for st in (old.get("stages") or {}).values()] if status == "done" else []
+            if "pending" in ended or (strict and any(e not in ("ok", "skipped") for e in ended)):
+                # an interrupted run (stages still pending) is redone, so a resumed directory holds what an
+                # uninterrupted run writes; strict wants every stage, so a run with a failed one is redone too
+                status = "todo"
             if status == "done":
                 records[r] = old
                 arrays[r] = old_arrays

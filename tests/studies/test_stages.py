@@ -116,6 +116,32 @@ def test_the_run_is_written_before_the_optional_stages(tmp_path):
     assert RunDir(tmp_path).verify_run(0, result.records[0]["digest"])[0] == "done"
 
 
+def test_a_run_interrupted_before_its_optional_stages_is_recomputed_on_resume(tmp_path):
+    """Ctrl-C during an optional stage leaves the run written with that stage pending; running the same command
+    again used to read it back as finished, so the resumed directory never got that stage's results (its
+    ablation tables stayed empty), unlike an uninterrupted run of the same config."""
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study={**STUDY, "ablations": False})
+    calls: list[int] = []
+
+    def interrupted_once(ctx):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    register_stage(Stage("late", interrupted_once))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_study(sc, cfg, out_dir=tmp_path)
+        on_disk = json.loads(RunDir(tmp_path).record(0).read_text())
+        assert on_disk["stages"]["late"]["status"] == "pending"
+        result = run_study(sc, cfg, out_dir=tmp_path)  # the same command again
+    finally:
+        unregister_stage("late")
+    assert (result.resumed, result.computed, len(calls)) == (0, 1, 2)
+    assert result.records[0]["stages"]["late"]["status"] == "ok" and not result.failed_checks
+
+
 def test_a_failing_required_stage_names_itself(tmp_path):
     sc = scenarios.get("midscale-social")
     cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
