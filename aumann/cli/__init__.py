@@ -2,7 +2,9 @@
 
 Every :class:`~aumann.errors.AumannError` (and a ``MemoryError`` from an input too large for the machine)
 becomes one line on stderr and exit code 2; ``aumann --debug COMMAND ...`` shows the traceback instead. A
-bad flag value is argparse's usage line and error naming the flag, also exit code 2.
+bad flag value is argparse's usage line and error naming the flag, also exit code 2. Output to a reader that
+went away (``aumann run --list | head -0``, quitting ``less``) ends quietly with exit code 141, as a
+SIGPIPE would.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
@@ -92,6 +94,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aumann: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output went away (`aumann run --list | head -0`, quitting `less`)
+        if args.debug or not _output_closed():  # a broken socket (an LLM server) is an error of its own
+            raise
+        return SIGPIPE_EXIT
+
+
+#: the exit code when the reader of our output went away: what a shell reports for a writer SIGPIPE killed
+SIGPIPE_EXIT = 141
+
+
+def _output_closed() -> bool:
+    """Whether stdout or stderr is a pipe whose reader has gone; each such stream is pointed at ``os.devnull``
+    (Python's final flush of what is still buffered would print "Exception ignored ... BrokenPipeError")."""
+    import os
+    import select
+
+    closed = False
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            poll = select.poll()
+            poll.register(fd, select.POLLOUT)
+            gone = any(events & select.POLLERR for _, events in poll.poll(0))
+        except (AttributeError, OSError, ValueError):  # no descriptor (captured), or no poll on this system
+            continue
+        if gone:
+            closed = True
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+    return closed
 
 
 def _one_line_warnings(previous: Any) -> Any:

@@ -74,6 +74,32 @@ def test_build_panel_does_not_load_the_llm_layer_and_python_m_aumann_works():
     assert version.returncode == 0 and version.stdout.startswith("aumann ")
 
 
+@pytest.mark.parametrize("argv", [["run", "--list"], ["llm", "backends"]], ids=["run-list", "llm-backends"])
+def test_output_to_a_closed_pipe_ends_quietly(argv):
+    """`aumann run --list | head -0` (or quitting `less` early) printed a BrokenPipeError traceback and exited 1."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before aumann writes a line
+    try:
+        done = subprocess.run([sys.executable, "-m", "aumann", *argv], stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (cli.SIGPIPE_EXIT, "")
+
+
+def test_a_broken_pipe_that_is_not_our_output_is_not_hidden(monkeypatch):
+    import aumann.cli.demo as demo
+
+    def run(args):
+        raise BrokenPipeError(32, "Broken pipe")  # e.g. a socket to a server: stdout and stderr are fine
+
+    monkeypatch.setattr(demo, "run", run)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["demo"])
+
+
 def _warning_command(monkeypatch, *warns):
     """``aumann demo`` replaced by a command that only emits ``warns`` (category, message) pairs."""
     import warnings
