@@ -257,6 +257,8 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
         strict = bool(((config or {}).get("study") or {}).get("strict", False))
     parts = ReportParts(strict=strict)
     t0 = time.perf_counter()
+    for page in (REPORT_HTML, REPORT_MD):  # an earlier invocation's page, were this stage interrupted, would pass
+        remove_stale(out / page, within=out)  # for one of the tables and manifest written below
     tables = write_tables(result, out)
     pngs = write_plots(result, out, parts=parts) if plots else []
     if not plots:  # an earlier invocation's figures would be linked from report.md as this one's

@@ -112,3 +112,24 @@ def test_a_figure_that_fails_leaves_no_earlier_figure_in_its_place(finished, tmp
     page = (out / "report.md").read_text()
     assert "macro_curve.png" not in page.replace("figure macro_curve.png skipped", "")
     assert [f["stage"] for f in files["failures"]] == ["report: figure macro_curve.png"]
+
+
+def test_a_report_stage_interrupted_after_the_manifest_leaves_no_earlier_page(finished, tmp_path, monkeypatch):
+    """Ctrl-C while the page of a re-run with another config was being built: the new manifest and tables were
+    there, and report.html / report.md were still the earlier run's, showing its numbers for this directory."""
+    import aumann.studies.report as report
+
+    out = _copy(finished, tmp_path)
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=2, seed=99, study=STUDY)
+    res = run_study(sc, cfg, out_dir=out)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_pages", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(res, out, command="aumann run social-llm --seed 99", seconds=0.0, plots=False,
+                      interactive=False, config=cfg.model_dump(mode="json"))
+    assert json.loads((out / "manifest.json").read_text())["config"]["seed"] == 99
+    assert not (out / "report.html").exists() and not (out / "report.md").exists()
