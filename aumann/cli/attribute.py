@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer
-    from aumann.studies.pages import render_report, write_top_agents
+    from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     if (args.panel is None) == (args.trace is None):
         raise ConfigError("give a panel file or --trace FILE (one of them)")
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     timer.start("write results")
     _remove_stale(out, args, trace)
+    unfinish(out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
     # the result file holds what the panel and flags determine (the same bytes on every run); the wall-clock
     # seconds are in summary.json and manifest.json
     dataclasses.replace(res, provenance=_timeless(res.provenance)).save(out / "attribution.npz")

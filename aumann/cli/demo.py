@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.io import ensure_output_dir, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer
-    from aumann.studies.pages import render_report, write_top_agents
+    from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     con = Console()
     if args.out:
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     con.print(tab)
     if args.out:
         t = time.perf_counter()
+        unfinish(args.out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
         heat_res.save(args.out / "attribution.npz")
         write_top_agents(args.out, heat_res, panel)
         write_json(args.out / "summary.json", {"synthetic": True, "rows": rows, "panel": "heavy_tailed_panel "

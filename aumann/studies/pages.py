@@ -179,6 +179,25 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
                                                                                           render_markdown(doc))}
 
 
+def unfinish(run_dir: str | os.PathLike[str]) -> None:
+    """Remove ``manifest.json``, ``report.html`` and ``report.md`` of ``run_dir`` before a command rewrites its
+    results: the manifest marks a finished run directory (written last), so a command interrupted while writing
+    leaves a folder :func:`run_kind` refuses, not the new results beside the earlier manifest, summary and page
+    (``aumann report`` drew the new attribution with the earlier run's features at t*, command and trace).
+    Only where ``manifest.json`` says an aumann command wrote the folder: a folder of your own keeps its files."""
+    from aumann.io import read_json, remove_stale
+
+    d = Path(run_dir)
+    try:
+        earlier = read_json(d / "manifest.json", error=ReportError, what="manifest", within=d)
+    except (AumannError, OSError):  # none, damaged, or a link leading out: not ours to remove
+        return
+    if not isinstance(earlier, dict) or not str(earlier.get("command", "")).startswith("aumann "):
+        return
+    for name in ("manifest.json", "report.html", "report.md"):
+        remove_stale(d / name, within=d)
+
+
 # --------------------------------------------------------------------------- aumann attribute / demo
 
 
@@ -382,4 +401,4 @@ def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV
 
 
 __all__ = ["KINDS", "TOP_AGENTS", "TOP_AGENTS_CSV", "attribute_document", "attribute_t_star", "build_document",
-           "faithfulness_document", "render_report", "run_kind", "top_agents_rows", "write_top_agents"]
+           "faithfulness_document", "render_report", "run_kind", "top_agents_rows", "unfinish", "write_top_agents"]

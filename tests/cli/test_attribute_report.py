@@ -62,3 +62,28 @@ def test_demo_page_is_marked_synthetic(tmp_path, capsys):
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert md.splitlines()[2].startswith("> **SYNTHETIC")
     assert main(["report", str(tmp_path), "--static"]) == 0  # a demo directory regenerates too
+
+
+@pytest.mark.parametrize("command", ["attribute", "demo"])
+def test_a_rerun_interrupted_while_writing_leaves_no_finished_looking_mix(tmp_path, rng, monkeypatch, capsys, command):
+    """`aumann attribute` (or `demo --out`) into its own earlier folder, interrupted after attribution.npz: the earlier
+    manifest, summary and report stayed, and `aumann report` drew the new attribution with the earlier run's features
+    at t* and command as one finished run (exit 0)."""
+    import aumann.studies.pages as pages
+
+    out = tmp_path / "out"
+    first = Panel(np.abs(rng.normal(size=(4, 50, 2))), features=["x", "y"]).save(tmp_path / "first.npz")
+    second = Panel(9 * np.abs(rng.normal(size=(6, 50, 2))), features=["u", "v"]).save(tmp_path / "second.npz")
+    argv = {"attribute": ["attribute", str(second), "--indicator", "var", "--out", str(out), "--static"],
+            "demo": ["demo", "--agents", "50", "--steps", "3", "--out", str(out), "--static"]}[command]
+    assert main(["attribute", str(first), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pages, "write_top_agents", interrupted)  # after attribution.npz, before the manifest
+    assert main(argv) == 130
+    assert not any((out / name).exists() for name in ("manifest.json", "report.html", "report.md"))
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
