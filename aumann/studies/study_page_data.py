@@ -83,9 +83,17 @@ class StudyPage:
         # only the step the page shows (a 10⁶-agent panel is 720 MB; its step t* is 24 MB)
         feats = [load_panel_step(p, int(rec["t_star"])) if (p := rd.panel(r)).is_file() else None
                  for r, rec in enumerate(recs)]
+        faith = read_csv(rd.table(FAITHFULNESS))
+        if not faith or any("method" not in row for row in faith):  # aumann writes a row per method, always
+            raise ReportError(f"table {str(rd.table(FAITHFULNESS))!r} holds no rows of methods (emptied, replaced or "
+                              "damaged); run the same `aumann run` command with this --out again to rewrite it")
+        for name in manifest.get("analysis_tables") or []:  # written whenever listed: one missing is damage
+            if not rd.table(name).is_file():
+                raise ReportError(f"table {str(rd.table(name))!r}, which manifest.json lists, is missing or not a "
+                                  "file; run the same `aumann run` command with this --out again to rewrite it")
         return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
                    ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
-                   features_t_star=feats, faith=read_csv(rd.table(FAITHFULNESS)))
+                   features_t_star=feats, faith=faith)
 
     @property
     def config(self) -> dict[str, Any]:

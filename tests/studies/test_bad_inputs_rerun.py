@@ -133,3 +133,31 @@ def test_a_report_stage_interrupted_after_the_manifest_leaves_no_earlier_page(fi
                       interactive=False, config=cfg.model_dump(mode="json"))
     assert json.loads((out / "manifest.json").read_text())["config"]["seed"] == 99
     assert not (out / "report.html").exists() and not (out / "report.md").exists()
+
+
+def _emptied(d: Path) -> None:
+    (d / "faithfulness.csv").write_text("")
+
+
+def _header_only(d: Path) -> None:
+    (d / "faithfulness.csv").write_text((d / "faithfulness.csv").read_text().splitlines()[0] + "\n")
+
+
+def _a_folder(d: Path) -> None:
+    (d / "faithfulness.csv").unlink()
+    (d / "faithfulness.csv").mkdir()
+
+
+def _lists_a_missing_table(d: Path) -> None:
+    manifest = json.loads((d / "manifest.json").read_text())
+    (d / "manifest.json").write_text(json.dumps({**manifest, "analysis_tables": ["cascade"]}))
+
+
+@pytest.mark.parametrize("damage", [_emptied, _header_only, _a_folder, _lists_a_missing_table],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_report_refuses_a_headline_table_without_rows_and_a_listed_table_that_is_missing(finished, tmp_path, damage):
+    """Each drew a page with an empty headline table (and cards without τ or AUC), or "cascade.csv is empty", exit 0."""
+    out = _copy(finished, tmp_path)
+    damage(out)
+    with pytest.raises(ReportError, match=r"faithfulness\.csv|cascade\.csv"):
+        render_report(out, interactive=False, plots=False)
