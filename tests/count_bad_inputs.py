@@ -68,7 +68,7 @@ OUTCOMES = [  # (regex on the test function's name, outcome), first match wins
      r"same_panel|not_part_of|are_followed|replaces_a_planted|works_outside|drawn_as_plain_text|no_watchdog|"
      r"are_ignored|label_not_a_feature|pass_unchanged|iso_text|neutralise|apostrophe|markdown_escapes|"
      r"shows_control|writes_hostile|not_echoed_raw|plain_file_names|header_cells|alarm_survives|their_check|"
-     r"escapes_rich",
+     r"escapes_rich|leaves_no_earlier|leaves_no_table",
      "handled: kept, counted, redacted, neutralised or written plainly"),
     (r".", "typed aumann.errors exception naming the input"),
 ]
