@@ -334,6 +334,9 @@ def verify_run(rec_path: Path, digest: str, *, reuse: bool = False) -> tuple[str
         check(RecordSchema, rec, error=StudyError, what="the record")
     except StudyError as exc:
         return "corrupt", str(exc), None, None
+    index = _index_of(rec_path)
+    if index is not None and rec["run"] != index:  # a verified pair of another run's files copied into this place
+        return "corrupt", f"the record is run {rec['run']}'s, not run {index}'s (another run's files)", None, None
     if rec["digest"] != digest:
         return "todo", None, None, None
     if not npz.is_file() and not npz.is_symlink():
@@ -356,6 +359,13 @@ def verify_run(rec_path: Path, digest: str, *, reuse: bool = False) -> tuple[str
     if lacking:
         return "corrupt", f"its arrays lack {lacking[:5]}", None, None
     return "done", None, rec, arrays  # type: ignore[return-value]
+
+
+def _index_of(rec_path: Path) -> int | None:
+    """The run index a record's file name gives (``run-007.json`` → 7); ``None`` for another name."""
+    stem = rec_path.stem
+    digits = stem[len("run-"):]
+    return int(digits) if stem.startswith("run-") and digits.isdigit() else None
 
 
 def split_timing(rec: dict[str, Any]) -> dict[str, float]:

@@ -99,10 +99,16 @@ def _npz_other_run(p: Path) -> None:
     shutil.copy(p.with_name("run-001.npz"), p)
 
 
+def _run_of_another_run(p: Path) -> None:  # the record and its arrays: a valid pair, run 1's, in run 0's place
+    shutil.copy(p.with_name("run-001.json"), p)
+    shutil.copy(p.with_name("run-001.npz"), p.with_suffix(".npz"))
+
+
 CORRUPTIONS = {
     "truncated_npz": ("run-000.npz", _truncate_npz, "arrays"),
     "random_bytes_npz": ("run-000.npz", _random_npz, "arrays"),
     "npz_of_another_run": ("run-000.npz", _npz_other_run, "checksum"),
+    "record_and_npz_of_another_run": ("run-000.json", _run_of_another_run, "run 1's, not run 0's"),
     "record_missing_keys": ("run-000.json", _drop_key, "lacks"),
     "edited_number": ("run-000.json", _edit_number, "checksum"),
     "truncated_json": ("run-000.json", _truncate_json, "unreadable"),
