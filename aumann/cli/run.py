@@ -121,6 +121,15 @@ def _scenario_llm_usage(result: Any) -> dict[str, Any]:
     return {}
 
 
+def _run_words(args: argparse.Namespace) -> list[str]:
+    """The words of this command line after ``run``: the top-level options before it (``aumann --debug run ...``)
+    take no value, so the command is the first word that is not an option; the scenario alone when the process
+    was not started as ``aumann ... run`` (a call of :func:`run` from Python)."""
+    words = sys.argv[1:]
+    at = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    return words[at + 1:] if at is not None and words[at] == "run" else [args.scenario]
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -172,8 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     # the manifest and both reports show the command: URL credentials, secret-named JSON members and NAME=value
     # words (a key in --ray-runtime-env's env_vars) and every key a backend registered are taken out of it
-    command = redact_registered(redact_command(
-        "aumann run " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["run"] else [args.scenario])))
+    command = redact_registered(redact_command("aumann run " + " ".join(_run_words(args))))
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     done = RunDir(out).finished_records()

@@ -125,3 +125,20 @@ def test_reference_estimator_flag_reaches_the_study(monkeypatch, tmp_path):
         assert seen["reference_estimator"] == want
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "midscale-social", "--reference-estimator", "leave_one_out"])
+
+
+def test_the_manifest_records_the_whole_command_after_top_level_options(tmp_path, monkeypatch):
+    """`aumann --debug run social-llm --config ... --runs 1` was recorded as `aumann run social-llm`: the manifest and
+    both reports showed a command that does not reproduce the run."""
+    import sys
+
+    from aumann.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    argv = ["run", "social-llm", "--config", str(cfg), "--runs", "1", "--out", str(out), "--no-plots", "--static"]
+    monkeypatch.setattr(sys, "argv", ["aumann", "--debug", *argv])
+    assert main(["--debug", *argv]) == 0
+    assert json.loads((out / "manifest.json").read_text())["command"] == "aumann " + " ".join(argv)
+    assert f"`aumann {' '.join(argv)}`" in (out / "report.md").read_text()
