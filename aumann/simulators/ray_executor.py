@@ -366,9 +366,16 @@ class RayExecutor:
         return f"RayExecutor(address={self.address!r}, workers={self.workers})"
 
 
-def _reachable(address: str, timeout: float = 10.0) -> None:
-    """Fail in one line, at once, when nothing listens at a ``host:port`` address."""
+#: how long attaching waits for an address to answer (connect, then the GCS's first HTTP/2 frame)
+PROBE_SECONDS = 10.0
+
+
+def _reachable(address: str, timeout: float | None = None) -> None:
+    """Fail in one line, in bounded time, when nothing listens at a ``host:port`` address, or what
+    listens is not a gRPC server (an HTTP port, a port that accepts and never answers)."""
     import socket
+
+    timeout = PROBE_SECONDS if timeout is None else timeout
 
     host, sep, port = address.rpartition(":")
     if not sep or "://" in address or not port.isdigit():
@@ -377,12 +384,53 @@ def _reachable(address: str, timeout: float = 10.0) -> None:
                                 f"got {address!r}")
         return
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as sock:
+            reply = None if _uses_tls() else _http2_reply(sock, timeout)
     except OSError as exc:
         raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: nothing answers there "
                             f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={port}` or fix "
                             f"--ray-address / RAY_ADDRESS / execution.ray_address") from None
+    if reply is None and not _uses_tls():
+        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: something accepts connections there "
+                            f"but does not answer as Ray's GCS (no reply in {timeout:g} s); is it the head's --port? "
+                            f"fix --ray-address / RAY_ADDRESS / execution.ray_address")
+    if reply is not None and not (len(reply) >= 9 and reply[3] == 0x04):  # an HTTP/2 SETTINGS frame: a gRPC server
+        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: what answers there is not Ray's GCS "
+                            f"(a gRPC server; it replied {reply[:24]!r}); is it the head's --port (not the dashboard "
+                            f"or another service)? fix --ray-address / RAY_ADDRESS / execution.ray_address")
+
+
+#: the client's side of an HTTP/2 connection start: the preface and an empty SETTINGS frame
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _http2_reply(sock: Any, timeout: float) -> bytes | None:
+    """The first bytes a server sends back to an HTTP/2 connection start (Ray's GCS is a gRPC server:
+    a SETTINGS frame at once), ``b""`` when it closes the connection, ``None`` when it says nothing in
+    ``timeout`` seconds. Ray itself waits minutes on a port that accepts and never answers."""
+    import time
+
+    sock.settimeout(timeout)
+    end = time.monotonic() + timeout
+    try:
+        sock.sendall(_HTTP2_PREFACE)
+        got = b""
+        while len(got) < 9:
+            sock.settimeout(max(0.01, end - time.monotonic()))
+            chunk = sock.recv(64)
+            if not chunk:
+                return got
+            got += chunk
+        return got
+    except TimeoutError:
+        return None
+    except OSError:  # reset by the peer
+        return b""
+
+
+def _uses_tls() -> bool:
+    """Whether Ray speaks TLS here (``RAY_USE_TLS``): then the plain-text HTTP/2 probe is skipped."""
+    return os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes")
 
 
 def _remove_tree(path: str) -> None:

@@ -206,3 +206,53 @@ def test_a_private_local_ray_instance_lives_in_its_own_temp_dir(tmp_path, monkey
     after = set(os.listdir("/tmp/ray")) if os.path.isdir("/tmp/ray") else set()
     assert after == before  # nothing new in /tmp/ray
     assert "RAY_AUTH_TOKEN" not in os.environ or os.environ.get("RAY_AUTH_TOKEN") != ""
+
+
+def _serve(reply: bytes | None):
+    """A loopback TCP server: every connection is accepted and gets ``reply`` (``None``: nothing, ever)."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def loop():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.recv(1024)
+                conn.sendall(reply)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return srv, held
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_an_address_that_is_not_a_ray_gcs_fails_in_one_line_in_bounded_time(monkeypatch):
+    """A port that accepts and never answers (or an HTTP server) made Ray wait minutes (measured: > 5 min)."""
+    import time
+
+    from aumann.simulators import ray_executor
+
+    monkeypatch.setattr(ray_executor, "PROBE_SECONDS", 1.0, raising=False)
+    monkeypatch.delenv("RAY_USE_TLS", raising=False)
+    servers = {what: _serve(reply) for what, reply in
+               (("silent", None), ("http", b"HTTP/1.0 400 Bad Request\r\n\r\n"), ("grpc", b"\0\0\0\4\0\0\0\0\0"))}
+    try:
+        for what, match in (("silent", "does not answer as Ray's GCS .no reply in 1 s"),
+                            ("http", "not Ray's GCS .*HTTP/1.0 400")):
+            addr = f"127.0.0.1:{servers[what][0].getsockname()[1]}"
+            t0 = time.monotonic()
+            with pytest.raises(ExecutorError, match=match) as info:
+                RayExecutor(address=addr).cluster_cpus()
+            assert time.monotonic() - t0 < 10 and "\n" not in str(info.value) and addr in str(info.value)
+        ray_executor._reachable(f"127.0.0.1:{servers['grpc'][0].getsockname()[1]}")  # an HTTP/2 server passes
+    finally:
+        for srv, held in servers.values():
+            srv.close()
+            for c in held:
+                c.close()
