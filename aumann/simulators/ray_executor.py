@@ -22,14 +22,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +172,17 @@ class RayExecutor:
             kw.update(address="local", num_cpus=self.num_cpus or self.workers or os.cpu_count() or 1,
                       include_dashboard=False, _temp_dir=self._temp_dir)
         try:
-            ray.init(**kw)
+            with _stderr_held(self.attached) as said:
+                ray.init(**kw)
         except Exception as exc:
             self._cleanup_local()
+            if self.attached and ("InvalidAuthToken" in said[0] or "Unauthenticated" in said[0]):
+                raise ExecutorError(f"cannot {what}: the cluster refused the authentication token ("
+                                    + ("RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH is not this cluster's"
+                                       if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                                       else "none given: RAY_AUTH_TOKEN and RAY_AUTH_TOKEN_PATH are unset")
+                                    + "); get it with `ray get-auth-token` on the head and set RAY_AUTH_TOKEN "
+                                      "(or RAY_AUTH_TOKEN_PATH) here") from None
             raise ExecutorError(f"cannot {what}: {type(exc).__name__}: {_one_line(exc)}"
                                 + (" (is `ray start --head` running there, with the same Ray version?)"
                                    if self.attached else "")) from None
@@ -431,6 +441,39 @@ def _http2_reply(sock: Any, timeout: float) -> bytes | None:
 def _uses_tls() -> bool:
     """Whether Ray speaks TLS here (``RAY_USE_TLS``): then the plain-text HTTP/2 probe is skipped."""
     return os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes")
+
+
+@contextlib.contextmanager
+def _stderr_held(hold: bool) -> Iterator[list[str]]:
+    """While attaching, what Ray's core writes to file descriptor 2 (a GCS that refuses the token: a
+    warning a second for some 20 s) is held in a temporary file: yields a one-item list that holds the
+    text afterwards. It is written back to stderr when the block succeeds, dropped when it fails (the
+    caller raises one line naming the cause)."""
+    said = [""]
+    if not hold:
+        yield said
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no file descriptor 2 (an embedded interpreter): nothing to hold
+        yield said
+        return
+    with tempfile.TemporaryFile() as held:
+        ok = False
+        try:
+            os.dup2(held.fileno(), 2)
+            yield said
+            ok = True
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            said[0] = held.read(1 << 20).decode(errors="replace")
+            if ok and said[0]:
+                sys.stderr.write(said[0])
 
 
 def _remove_tree(path: str) -> None:

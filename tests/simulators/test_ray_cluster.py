@@ -379,6 +379,18 @@ def test_a_bad_address_is_one_line_and_fails_fast(tmp_path, user_scenario, capsy
     assert time.monotonic() - t0 < 60
 
 
+def test_a_wrong_auth_token_is_one_line_that_names_it(live, user_scenario, tmp_path, capfd, monkeypatch):
+    """Ray's core warned once a second for ~20 s on stderr, then aumann said 'is ray start --head running there'."""
+    from aumann.cli import main
+
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "0" * 64)
+    rc = main(["run", f"{user_scenario / 'model.py'}:scenario", "--out", str(tmp_path / "x"), "--ray-address",
+               live.address])
+    err = capfd.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err[-2000:]
+    assert "refused the authentication token" in err and "RAY_AUTH_TOKEN" in err and "0" * 64 not in err
+
+
 def test_killing_the_worker_node_mid_run_is_survived(live, user_scenario, tmp_path):
     """The last test of the module: it kills the worker node while it runs a task."""
     serial = _serial(user_scenario, tmp_path.parent, RUNS)
