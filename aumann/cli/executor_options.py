@@ -72,6 +72,35 @@ def _runtime_env(text: str | None) -> dict[str, Any] | None:
     return data
 
 
+def check_runtime_env(env: dict[str, Any]) -> None:
+    """Refuse a runtime environment Ray would ignore in part or reject only once attached: a key Ray does not
+    know (a typo such as ``env_var`` was dropped without a word; keys of plugins named in
+    ``RAY_RUNTIME_ENV_PLUGINS`` pass), a value of the wrong type, a local ``working_dir`` / ``py_modules``
+    path that is not there."""
+    try:
+        from ray.runtime_env import RuntimeEnv
+    except ImportError:  # make_executor says that Ray is missing
+        return
+    what = "--ray-runtime-env (execution.ray_runtime_env)"
+    known = set(getattr(RuntimeEnv, "known_fields", ()))
+    if known and not os.environ.get("RAY_RUNTIME_ENV_PLUGINS"):
+        unknown = sorted(str(k) for k in env if k not in known)
+        if unknown:
+            raise ConfigError(f"{what}: unknown key(s) {', '.join(repr(k)[:80] for k in unknown[:5])}; a Ray runtime "
+                              f"environment has {', '.join(sorted(k for k in known if not k.startswith('_')))}")
+    for key in ("working_dir", "py_modules"):
+        paths = env.get(key)
+        for path in [paths] if isinstance(paths, str) else (paths if isinstance(paths, list) else []):
+            if isinstance(path, str) and "://" not in path and not Path(path).exists():
+                raise ConfigError(f"{what}: {key} {path[:200]!r} does not exist here (local paths are shipped "
+                                  f"from the driver's disk)")
+    try:
+        RuntimeEnv(**{str(k): v for k, v in env.items()})
+    except Exception as exc:  # Ray's own validation: TypeError, ValueError, ...
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise ConfigError(f"{what}: {first[:300]}") from None
+
+
 def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
     """The effective execution settings: ``{"executor", "workers", "address", "address_from",
     "runtime_env"}`` from the flags, ``RAY_ADDRESS`` and the config's ``[execution]`` table."""
@@ -97,6 +126,8 @@ def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
         runtime_env = getattr(ex, "ray_runtime_env", None)
     if kind == "local" and runtime_env:
         raise ConfigError("--ray-runtime-env (execution.ray_runtime_env) applies to --executor ray")
+    if kind == "ray" and runtime_env:
+        check_runtime_env(runtime_env)
     return {"executor": kind, "workers": workers, "address": address if kind == "ray" else None,
             "address_from": source if kind == "ray" else None, "runtime_env": runtime_env}
 
@@ -124,4 +155,4 @@ def executor_from(args: argparse.Namespace, config: Any = None, *, scenario_spec
     return ex
 
 
-__all__ = ["add_arguments", "executor_from", "settings"]
+__all__ = ["add_arguments", "check_runtime_env", "executor_from", "settings"]

@@ -124,6 +124,26 @@ def test_where_the_address_comes_from(monkeypatch, tmp_path):
         settings(_args(executor="ray", ray_runtime_env=str(env_file)))
 
 
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_runtime_env_ray_would_ignore_or_reject_later_is_refused_up_front(tmp_path, monkeypatch):
+    """A typo'd key ran with the key silently dropped; a wrong type failed as 'cannot attach ... is ray start
+    running there'; a missing working_dir failed only on the cluster."""
+    from aumann.cli.executor_options import settings
+    from aumann.scenarios.base import ExecutionConfig
+
+    monkeypatch.delenv("RAY_RUNTIME_ENV_PLUGINS", raising=False)
+    for bad, match in (('{"env_var": {"A": "1"}}', "unknown key.*'env_var'.*env_vars"),
+                       ('{"env_vars": {"A": 1}}', r"env_vars.*Dict\[str, str\]"),
+                       (json.dumps({"working_dir": str(tmp_path / "nope")}), "working_dir .* does not exist")):
+        with pytest.raises(ConfigError, match=match):
+            settings(_args(executor="ray", ray_runtime_env=bad))
+    cfg = argparse.Namespace(execution=ExecutionConfig(executor="ray", ray_runtime_env={"foo": 1}))
+    with pytest.raises(ConfigError, match=r"unknown key.*'foo'"):
+        settings(_args(), cfg)
+    ok = {"env_vars": {"A": "1"}, "working_dir": str(tmp_path)}
+    assert settings(_args(executor="ray", ray_runtime_env=json.dumps(ok)))["runtime_env"] == ok
+
+
 def test_the_execution_table_never_changes_what_a_run_computes():
     from aumann import scenarios
     from aumann.studies.faithfulness import config_digest
