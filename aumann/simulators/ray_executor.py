@@ -117,6 +117,8 @@ class RayExecutor:
         self.task_hosts: Counter[str] = Counter()
         self._service: Any = None  # the LLM service actor (serve_llm)
         self._substitutes: dict[int, tuple[Any, Any]] = {}
+        self._head_gone_since: float | None = None
+        self._head_lost = False  # the head is gone: close() does not wait on it
 
     # ------------------------------------------------------------------ connecting
     @property
@@ -275,10 +277,13 @@ class RayExecutor:
             import ray
 
             try:
+                if self._head_lost:  # nothing answers: the service went with the head
+                    self._service, self._substitutes = None, {}
                 self._stop_service()
             finally:
                 ray.shutdown()
             self._started = False
+            self._head_lost, self._head_gone_since = False, None
         self._cleanup_local()
         self._job_code = None
 
@@ -291,7 +296,7 @@ class RayExecutor:
     def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
         state = dict(self.__dict__)
         state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
-                     _service=None, _substitutes={})
+                     _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False)
         return state
 
     # ------------------------------------------------------------------ sizes
@@ -312,7 +317,7 @@ class RayExecutor:
         out: dict[str, Any] = {"executor": "ray", "ray_version": ray.__version__,
                                "cluster": "attached" if self.attached else "local (private temp dir)",
                                "workers": self.workers}
-        if ray.is_initialized():
+        if ray.is_initialized() and not self._head_lost:  # ray.nodes() waits on a dead head until Ray exits
             try:
                 nodes = [n for n in ray.nodes() if n.get("Alive")]
                 out.update(nodes=len(nodes), cpus=int(ray.cluster_resources().get("CPU", 0)))
@@ -353,7 +358,11 @@ class RayExecutor:
             while nxt < len(specs) and len(pending) < limit:
                 pending[task.remote(fn_b, items[nxt], sref, code, True)] = nxt
                 nxt += 1
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=HEAD_CHECK_SECONDS if self.attached else None)
+            if not done:
+                self._check_head(len(pending) + len(specs) - nxt, len(specs))
+                continue
+            self._head_gone_since = None
             for ref in done:
                 i = pending.pop(ref)
                 try:
@@ -372,9 +381,39 @@ class RayExecutor:
                     raise results[i]
         return results
 
+    def _check_head(self, pending: int, total: int) -> None:
+        """Raise a one-line :class:`ExecutorError` once the head's GCS has refused connections for
+        :data:`HEAD_GONE_SECONDS` (a killed head: Ray itself ends the driver's process after 60 s with a
+        fatal C++ log, without cleanup). Only for a ``host:port`` address."""
+        import socket
+        import time
+
+        host, sep, port = (self.address or "").rpartition(":")
+        if not sep or "://" in (self.address or "") or not port.isdigit():
+            return
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=2.0):
+                self._head_gone_since = None
+                return
+        except OSError:
+            pass
+        now = time.monotonic()
+        if self._head_gone_since is None:
+            self._head_gone_since = now
+        elif now - self._head_gone_since >= HEAD_GONE_SECONDS:
+            self._head_lost = True
+            raise ExecutorError(f"the Ray cluster at {self.address!r} is gone (its head refused connections for "
+                                f"{HEAD_GONE_SECONDS:g} s) with {pending} of {total} task(s) unfinished; what finished "
+                                f"is kept: start the cluster again and rerun the same command to resume")
+
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, workers={self.workers})"
 
+
+#: how often a driver waiting on an attached cluster checks that its head still answers, and how long the head
+#: may refuse connections before the run stops (Ray ends the driver's process itself after 60 s)
+HEAD_CHECK_SECONDS = 5.0
+HEAD_GONE_SECONDS = 20.0
 
 #: how long attaching waits for an address to answer (connect, then the GCS's first HTTP/2 frame)
 PROBE_SECONDS = 10.0

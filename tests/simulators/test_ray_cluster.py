@@ -419,3 +419,38 @@ def test_killing_the_worker_node_mid_run_is_survived(live, user_scenario, tmp_pa
     assert killed, "no task ran on the worker node before the run ended (nothing was killed)"
     assert result["rc"] == 0
     assert_same_outputs(serial, out)
+
+
+def test_killing_the_head_mid_run_is_one_line_in_bounded_time(live, user_scenario, tmp_path):
+    """The very last test of the module: it kills the head. The driver used to wait on the dead head (in
+    ray.wait, then in ray.nodes() for the manifest) until Ray ended its process after 60 s (exit 1, a fatal
+    C++ log); now the run stops with one ExecutorError line and exit 2, the finished runs kept."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.ray_cluster import _kill, descendants
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG.format(runs=4), encoding="utf-8")
+    out = tmp_path / "headless"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [sys.executable, "-m", "aumann", "run", f"{user_scenario / 'model.py'}:scenario", "--config", str(cfg),
+           "--out", str(out), "--no-plots", "--static", "--ray-address", live.address, "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and not live.worker_busy() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before a task ran on the worker node"
+        _kill([live.head.pid, *descendants(live.head.pid)], 9)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [ln for ln in err.splitlines() if ln.startswith("aumann")]
+    assert proc.returncode == 2 and time.monotonic() - t0 < 58, err[-3000:]  # before Ray's own 60 s exit
+    assert len(lines) == 1 and "ExecutorError" in lines[0] and "is gone" in lines[0], err[-3000:]
+    assert not (out / "manifest.json").exists()  # never shown as complete
