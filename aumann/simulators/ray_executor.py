@@ -186,8 +186,8 @@ class RayExecutor:
                                     + "); get it with `ray get-auth-token` on the head and set RAY_AUTH_TOKEN "
                                       "(or RAY_AUTH_TOKEN_PATH) here") from None
             raise ExecutorError(f"cannot {what}: {type(exc).__name__}: {_one_line(exc)}"
-                                + (" (is `ray start --head` running there, with the same Ray version?)"
-                                   if self.attached else "")) from None
+                                + (" (is `ray start --head` running there, with the same Ray version, and is "
+                                   "RAY_AUTH_TOKEN its token?)" if self.attached else "")) from None
         self._started = True
         self._job_code = code
         return ray
