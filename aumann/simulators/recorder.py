@@ -119,20 +119,13 @@ def _mesa_attribute_name(reporter: Any) -> Any:
     return reporter
 
 
-def _raises(getter: Callable[[Any], Any], agent: Any) -> bool:
+def _raises(getter: Callable[[Any], Any], agent: Any, kind: type[Exception] = Exception) -> bool:
+    """Whether ``getter(agent)`` raises ``kind`` (any other failure is not the one being looked for)."""
     try:
         getter(agent)
+    except kind:
+        return True
     except Exception:
-        return True
-    return False
-
-
-def _raises_attribute_error(getter: Callable[[Any], Any], agent: Any) -> bool:
-    try:
-        getter(agent)
-    except AttributeError:
-        return True
-    except Exception:  # any other failure is not the one being looked for
         return False
     return False
 
@@ -319,13 +312,13 @@ class FeatureRecorder(_RecorderBase):
             raw = [getter(a) for a in agents]
         except AttributeError as exc:
             spec = self._specs[name]
-            bad = next((a for a in agents if _raises_attribute_error(getter, a)), agents[0] if agents else None)
+            bad = next((a for a in agents if _raises(getter, a, AttributeError)), agents[0] if agents else None)
             who = (f"agent {_shown(getattr(bad, 'unique_id', None))} ({type(bad).__name__})" if bad is not None
                    else "an agent")
             if isinstance(spec, str):
                 have = sorted(k for k in getattr(bad, "__dict__", {}) if not k.startswith("_"))
                 kind = type(bad).__name__
-                some = any(type(a) is type(bad) and a is not bad and not _raises_attribute_error(getter, a)
+                some = any(type(a) is type(bad) and a is not bad and not _raises(getter, a, AttributeError)
                            for a in agents)
                 if some:
                     raise UnknownAttributeError(

@@ -141,10 +141,10 @@ class _Env:
     """An environment wrapping a Mesa model (mesa-examples' rl/ examples wrap theirs in a gym Env): the agents
     belong to the inner model."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, *, churn: bool = True) -> None:
         from tests.simulators.models import BoltzmannWealth
 
-        self.inner = BoltzmannWealth(6, seed=seed, churn=True)
+        self.inner = BoltzmannWealth(6, seed=seed, churn=churn)
         self.steps = 0
 
     @property
@@ -173,23 +173,12 @@ def test_a_model_wrapping_a_mesa_model_forks_by_copy():
     assert "whose model is not the copy" in copy_problem(env, broken)
 
 
-class _Locked:
+class _Locked(_Env):
     """A model holding an uncopyable object (a lock), built by a deterministic factory."""
 
     def __init__(self, seed: int = 0) -> None:
-        from tests.simulators.models import BoltzmannWealth
-
-        self.inner = BoltzmannWealth(6, seed=seed)
+        super().__init__(seed, churn=False)
         self.lock = threading.Lock()
-        self.steps = 0
-
-    @property
-    def agents(self):
-        return self.inner.agents
-
-    def step(self) -> None:
-        self.inner.step()
-        self.steps += 1
 
 
 def test_auto_falls_back_to_replay_and_needs_a_factory():
