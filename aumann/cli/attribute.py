@@ -164,10 +164,11 @@ def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> No
     """Remove the result files an earlier run left in --out that this run does not write: re-run into the same
     folder with --no-deletion, the report presented the earlier run's deletion study (its t*, its agents, its f)
     as this run's; without --export-identifiers, an earlier run's identifiers.csv (real ids) stayed beside the
-    opaque indices; with --no-report, the earlier report described another attribution. Only in a folder whose
-    manifest.json says an earlier ``aumann attribute`` wrote it (a folder of your own keeps its files); a file
-    given as the input is never removed; a link is removed, not followed."""
+    opaque indices (the earlier report pages, which described another attribution, go in :func:`unfinish`).
+    Only in a folder whose manifest.json says an earlier ``aumann attribute`` wrote it (a folder of your own
+    keeps its files); a file given as the input is never removed; a link is removed, not followed."""
     from aumann import bounded
+    from aumann.io import remove_stale
 
     try:
         earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
@@ -180,16 +181,13 @@ def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> No
         written |= {"deletion_masking.json", "deletion_masking.csv"}
     if trace is not None and trace["mapping"] is not None and args.export_identifiers:
         written.add("identifiers.csv")
-    if not args.no_report:
-        written |= {"report.html", "report.md"}
-    stale = {"deletion_masking.json", "deletion_masking.csv", "identifiers.csv", "report.html", "report.md"}
+    stale = {"deletion_masking.json", "deletion_masking.csv", "identifiers.csv"}  # (the pages: unfinish)
     if trace is None:
         stale.add("trace_report.json")  # a trace run's; the panel given may be that run's panel.npz, which stays
     given = {p.resolve() for p in (args.panel, args.trace, args.spec) if p is not None}
     for name in sorted(stale - written):
-        f = out / name
-        if (f.is_file() or f.is_symlink()) and f.resolve() not in given:
-            f.unlink()
+        if (out / name).resolve() not in given:
+            remove_stale(out / name, within=out)
 
 
 def _out_apart_from_trace(out: Path, trace: Path) -> None:
