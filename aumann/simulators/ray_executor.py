@@ -388,11 +388,11 @@ class RayExecutor:
         import socket
         import time
 
-        host, sep, port = (self.address or "").rpartition(":")
-        if not sep or "://" in (self.address or "") or not port.isdigit():
+        where = _host_port(self.address or "")
+        if where is None:
             return
         try:
-            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=2.0):
+            with socket.create_connection(where, timeout=2.0):
                 self._head_gone_since = None
                 return
         except OSError:
@@ -426,19 +426,19 @@ def _reachable(address: str, timeout: float | None = None) -> None:
 
     timeout = PROBE_SECONDS if timeout is None else timeout
 
-    host, sep, port = address.rpartition(":")
-    if not sep or "://" in address or not port.isdigit():
+    where = _host_port(address)
+    if where is None:
         if address not in ("auto",) and "://" not in address:
             raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; "
                                 f"got {address!r}")
         return
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as sock:
+        with socket.create_connection(where, timeout=timeout) as sock:
             reply = None if _uses_tls() else _http2_reply(sock, timeout)
     except OSError as exc:
         raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: nothing answers there "
-                            f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={port}` or fix "
-                            f"--ray-address / RAY_ADDRESS / execution.ray_address") from None
+                            f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={where[1]}` or "
+                            f"fix --ray-address / RAY_ADDRESS / execution.ray_address") from None
     if reply is None and not _uses_tls():
         raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: something accepts connections there "
                             f"but does not answer as Ray's GCS (no reply in {timeout:g} s); is it the head's --port? "
@@ -447,6 +447,15 @@ def _reachable(address: str, timeout: float | None = None) -> None:
         raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: what answers there is not Ray's GCS "
                             f"(a gRPC server; it replied {reply[:24]!r}); is it the head's --port (not the dashboard "
                             f"or another service)? fix --ray-address / RAY_ADDRESS / execution.ray_address")
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a ``host:port`` address (``[::1]:6379`` too; an empty host is this machine), ``None``
+    for ``auto``, ``ray://…`` and anything else without a numeric port."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 #: the client's side of an HTTP/2 connection start: the preface and an empty SETTINGS frame
