@@ -216,15 +216,19 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     return arr
 
 
-def refuse_mixed_labels(given: Any, arr: np.ndarray, what: str, *, error: ErrorType) -> None:
+def refuse_mixed_labels(given: Any, arr: np.ndarray, what: str, *, error: ErrorType,
+                        numbers_only: bool = False) -> None:
     """Refuse ids or labels that mix numbers and text. ``arr`` is ``np.asarray(given)``: numpy (and the Panel,
     for an object array) makes text of every label when some are text, so ``[1, "a", 2]`` became
     ``["1", "a", "2"]``, id 1 was looked up as ``"1"`` later and 1 and ``"1"`` were one id. A numpy array of
-    text (dtype ``U``/``S``) is text throughout and passes; so do labels of one type."""
+    text (dtype ``U``/``S``) is text throughout and passes; so do labels of one type. ``numbers_only``: only
+    numbers count as the other type (group labels, where None among text is the label ``"None"``); otherwise
+    anything that is not text does."""
     if arr.ndim != 1 or arr.dtype.kind not in "USO" or (isinstance(given, np.ndarray) and given.dtype.kind in "US"):
         return
     items = arr.tolist() if isinstance(given, np.ndarray) else list(given)
-    number = next((v for v in items if not isinstance(v, str | bytes)), None)
+    number = next((v for v in items if not isinstance(v, str | bytes)
+                   and (not numbers_only or isinstance(v, numbers.Number | np.generic))), None)
     text = next((v for v in items if isinstance(v, str | bytes)), None)
     if number is not None and text is not None:
         noun = "ids" if what.endswith("ids") else "labels"

@@ -454,6 +454,8 @@ class Panel:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
             # a NaN label is not equal to itself: its agents would drop out of every group share
             plain_labels(g, f"group {str(name)!r} labels")
+            # numpy makes text of every label when some are text: groups 1 and '1' became one group '1'
+            refuse_mixed_labels(labels, g, f"group {str(name)!r} labels", error=PanelError, numbers_only=True)
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
 
         self.alive: np.ndarray | None = None if alive is None else _alive_mask(alive, (T, N))

@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_path
+from aumann.checks import as_path, refuse_mixed_labels
 from aumann.errors import (
     AttributionFileError,
     AumannError,
     IndicatorError,
     OutputError,
+    PanelError,
     ShapeError,
     UnknownFeatureError,
     ZeroDeltaVError,
@@ -286,6 +287,8 @@ class Attribution:
         # the rule of Panel(groups=...): a NaN label is not equal to itself (its agents dropped out of every
         # share, which then summed to < 1), and labels of mixed types (None among text) cannot be sorted
         plain_labels(labels, "group labels")
+        # 1 and '1' are two groups, not one
+        refuse_mixed_labels(group, labels, "group labels", error=PanelError, numbers_only=True)
         return labels.astype(str) if labels.dtype == object else labels
 
     def group_shares(self, group: str | np.ndarray, *, per_step: bool = False) -> dict[Hashable, Any]:

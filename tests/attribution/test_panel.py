@@ -138,6 +138,26 @@ def test_labels_mixing_numbers_and_text_are_refused(what, labels):
         assert getattr(Panel(z, **{what: ok}), what).tolist() == list(ok)
 
 
+@pytest.mark.parametrize("labels", [[1, "1", 2, "2"], ["1", 1, "2", 2], np.array([1, "1", 2, "2"], dtype=object)])
+def test_group_labels_mixing_numbers_and_text_are_refused(labels):
+    """groups={"g": [1, "1", 2, "2"]} became the text labels ['1', '1', '2', '2']: groups 1 and '1' merged into one
+    group silently (group_shares reported {'1': 0.5, '2': 0.5} for four groups). Refused, naming both labels."""
+    z = np.ones((1, 4, 1))
+    with pytest.raises(PanelError, match=r"group 'g' labels mixes numbers and text \((1 and '1'|'1' and 1)\)"):
+        Panel(z, groups={"g": labels})
+
+
+@pytest.mark.parametrize("labels", [[1, 1, 2, 2], ["1", "1", "2", "2"], np.array([3, 1, 3, 1]),
+                                    np.array(["b", "a", "b", "a"], dtype=object), ["top", "mid", "mid", "top"]])
+def test_group_labels_of_one_type_keep_their_type(labels):
+    """(None among text stays the text label 'None': tests/attribution/test_bad_inputs_attribution.py.)"""
+    p = Panel(np.ones((1, 4, 1)), groups={"g": labels})
+    assert p.groups["g"].tolist() == list(labels)
+    first = np.asarray(labels).tolist()[0]
+    assert {type(v) for v in p.groups["g"].tolist()} == {type(first)}
+    assert p.groups["g"].dtype.kind == ("i" if isinstance(first, int) else "U")
+
+
 @pytest.mark.parametrize("t", [1.5, True, "x", -1], ids=["fraction", "bool", "string", "negative"])
 def test_load_step_refuses_a_step_position_that_is_not_a_whole_index(tmp_path, t):
     # int(t) read step 1 for t = 1.5 and for t = True without a word (repro3/05)

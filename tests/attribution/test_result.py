@@ -3,7 +3,7 @@ import pytest
 
 from aumann.attribution import Panel, attribute, indicators
 from aumann.attribution.result import Attribution
-from aumann.errors import ShapeError, ZeroDeltaVError
+from aumann.errors import PanelError, ShapeError, ZeroDeltaVError
 
 
 def _panel(rng, T=3, N=50):
@@ -23,6 +23,16 @@ def test_aggregations_and_group_shares(rng):
     per_step = res.group_shares("tier", per_step=True)
     np.testing.assert_allclose(sum(per_step.values()), np.ones(3), atol=1e-12)
     np.testing.assert_allclose(res.shares().sum(1), 1.0, atol=1e-12)
+
+
+def test_group_shares_refuse_labels_mixing_numbers_and_text():
+    """group_shares([1, "1", 2, "2"]) made text of every label and reported two groups for four; refused (the rule
+    of Panel(groups=...)), while labels of one type keep their groups."""
+    res = attribute("lin", Panel(np.ones((1, 4, 1))))
+    with pytest.raises(PanelError, match=r"group labels mixes numbers and text \(1 and '1'\)"):
+        res.group_shares([1, "1", 2, "2"])
+    assert res.group_shares([1, 1, 2, 2]) == {1: 0.5, 2: 0.5}
+    assert res.group_shares(["1", "2", "3", "4"]) == {"1": 0.25, "2": 0.25, "3": 0.25, "4": 0.25}
 
 
 def test_shares_with_zero_delta_v_raise():
