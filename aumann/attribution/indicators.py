@@ -839,8 +839,15 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             passed to an alive-aware indicator (one whose ``forward`` takes ``alive``); other
             indicators are evaluated on all rows, as without it.
 
+    Returns:
+        f's values as float64 numpy. Inputs of any real dtype (float16 included) are evaluated in float64; what f
+        returns is checked by the engine's rule (:func:`check_output`): a float64 or float32 tensor is accepted
+        (float32 as the engine accepts it from a float32 panel) and upcast; float16/bfloat16 output is refused,
+        not upcast: its rounding (~1e-3 relative) is already in the values, in an attribution checked to ~1e-12.
+
     Raises:
-        IndicatorError: ``f`` returns something that is not a tensor of shape z.shape[:-2].
+        IndicatorError: ``f`` returns something that is not a real float32/float64 tensor of shape z.shape[:-2],
+            or NaN/inf (the message names the batch elements), as the engine refuses them.
         NoLivingAgentsError: an alive-aware indicator where some step (batch element) has no living
             agent; the message names its index.
     """
@@ -909,20 +916,62 @@ def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.nd
     return _checked(fi, a, zt, lead), _checked(gi, b, zt, lead)
 
 
-def _checked(ind: Indicator, out: Any, zt: torch.Tensor, lead: tuple[int, ...]) -> np.ndarray:
-    """An indicator's output, checked (a real tensor with one value per batch element), as float64 numpy."""
+#: floating output dtypes an indicator may return: half precision (float16: ~3 significant digits, bfloat16: ~2)
+#: would carry its rounding into attributions checked to ~1e-12, so it is refused, not upcast after the fact
+HALF = (torch.float16, torch.bfloat16)
+
+
+def check_output(name: str, out: Any, z_shape: tuple[int, ...],
+                 where: Callable[[np.ndarray], str] | None = None) -> torch.Tensor:
+    """What indicator ``name`` returned for a batch z of shape ``z_shape``, checked — the one rule of the engine
+    (:meth:`~aumann.attribution.problem.Problem.evaluate`) and of :func:`evaluate`: a real floating torch tensor
+    (float32 or float64; float16/bfloat16 refused) of shape ``z_shape[:-2]``, every value finite. ``where`` maps
+    the bool array of non-finite values (shape ``z_shape[:-2]``) to the words that say where they are.
+
+    Raises:
+        IndicatorError: naming the indicator and what is wrong (type, dtype, shape, NaN/inf and where).
+    """
     if not isinstance(out, torch.Tensor):
-        raise IndicatorError(f"indicator {ind.name!r} returned {type(out).__name__}; it must return a torch tensor")
-    if out.is_complex():
-        raise IndicatorError(f"indicator {ind.name!r} returned complex values ({out.dtype}); it must return real ones")
+        raise IndicatorError(f"indicator {name!r} returned {type(out).__name__}; it must return a torch tensor of "
+                             "shape z.shape[:-2]")
+    if out.is_complex() or not out.is_floating_point():
+        raise IndicatorError(f"indicator {name!r} returned a {out.dtype} tensor; it must return real floating values "
+                             "(float32/float64)")
+    if out.dtype in HALF:
+        raise IndicatorError(f"indicator {name!r} returned {out.dtype} values; half precision keeps "
+                             f"{'3' if out.dtype == torch.float16 else '2'} significant digits, and every attribution "
+                             "of it would be off by that much: return float32 or float64 (compute in z's dtype; no "
+                             ".half(), .to(torch.float16) or autocast in the indicator)")
+    lead = tuple(z_shape[:-2])
     if tuple(out.shape) != lead:
-        raise IndicatorError(f"indicator {ind.name!r} returned shape {tuple(out.shape)} for a batch of shape "
-                             f"{tuple(zt.shape)}; expected {lead}: one value per step (per batch element)")
-    return out.detach().to(torch.float64).cpu().numpy()
+        raise IndicatorError(f"indicator {name!r} returned shape {tuple(out.shape)} for a batch of shape "
+                             f"{tuple(z_shape)}; expected {lead}: a batched indicator maps (..., N, D) to (...) — one "
+                             "value per step (per batch element): reduce over agents and features, keep the leading "
+                             "batch dimensions")
+    finite = torch.isfinite(out.detach())
+    if not bool(finite.all()):
+        bad = (~finite).cpu().numpy()
+        raise IndicatorError(f"indicator {name!r} returned NaN/inf on a batch of shape {tuple(z_shape)}"
+                             f"{where(bad) if where is not None else ''}")
+    return out
+
+
+def _batch_elements(bad: np.ndarray) -> str:
+    """Where :func:`evaluate`'s non-finite values are: the first batch elements, and how many."""
+    if bad.ndim == 0:
+        return ""
+    idx = [tuple(int(i) for i in e) if len(e) > 1 else int(e[0]) for e in np.argwhere(bad)]
+    return f" (at batch element(s) {idx[:5]}; {len(idx)} of {bad.size} value(s))"
+
+
+def _checked(ind: Indicator, out: Any, zt: torch.Tensor, lead: tuple[int, ...]) -> np.ndarray:
+    """An indicator's output, checked by the engine's rule (:func:`check_output`), as float64 numpy."""
+    return check_output(ind.name, out, tuple(zt.shape), _batch_elements).detach().to(torch.float64).cpu().numpy()
 
 
 __all__ = [
     "TIE_RTOL", "EvalContext", "FunctionIndicator", "Gini", "GiniCoefficient", "Heat", "Indicator", "Lin",
     "LinearCombination", "Pairwise", "PooledForm", "Var", "as_indicator", "average_rank_weights", "average_ranks",
-    "average_ranks_torch", "evaluate", "evaluate_pair", "evaluate_tensor", "get", "living", "load", "names", "register",
+    "average_ranks_torch", "check_output", "evaluate", "evaluate_pair", "evaluate_tensor", "get", "living", "load",
+    "names", "register",
 ]

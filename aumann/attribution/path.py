@@ -29,6 +29,7 @@ import torch
 
 from aumann.attribution.device import memory_budget as device_budget
 from aumann.attribution.device import resolve_device
+from aumann.attribution.indicators import HALF
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
@@ -97,6 +98,9 @@ def _checked_closed_form(name: str, out: Any, problem: Problem) -> tuple[np.ndar
     arrays = []
     for what, value, shape in (("phi", out[0], want), ("f_values", out[1], (T,)), ("f_baseline", out[2], (T,))):
         arr = as_real_array(value, f"the closed form of indicator {name!r}: {what}", error=IndicatorError)
+        if arr.dtype == np.float16:  # the rule of the indicator's own output (check_output)
+            raise IndicatorError(f"the closed form of indicator {name!r} returned {what} as float16; half precision "
+                                 "keeps 3 significant digits: return float32 or float64")
         if arr.shape != shape:
             raise IndicatorError(f"the closed form of indicator {name!r} returned {what} of shape {arr.shape}; "
                                  f"expected {shape} for a panel of (T, N, D) = {(T, N, D)}"
@@ -283,6 +287,9 @@ class AumannShapley(AttributionMethod):
         if out.shape != m.shape[:-1]:
             raise IndicatorError(f"pooled rho of {problem.f.name!r} returned shape {tuple(out.shape)} for means "
                                  f"{tuple(m.shape)}")
+        if out.dtype in HALF:
+            raise IndicatorError(f"pooled rho of {problem.f.name!r} returned {out.dtype} values; half precision "
+                                 "would round f along the whole path: return float32 or float64")
         (grad_m,) = torch.autograd.grad(out.sum(), m, allow_unused=True)
         with torch.no_grad():
             ends = (pooled.rho(mean_x @ a).double().numpy(), pooled.rho(mean_b @ a).double().numpy())

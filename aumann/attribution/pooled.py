@@ -41,7 +41,7 @@ import torch
 
 from aumann.attribution import jit_sampling
 from aumann.attribution.device import CPU
-from aumann.attribution.indicators import Context, Indicator
+from aumann.attribution.indicators import HALF, Context, Indicator
 from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.streaming import fresh
 from aumann.checks import as_real_array
@@ -295,6 +295,9 @@ def _checked_rho(out: Any, s: torch.Tensor) -> torch.Tensor:
                              "sums (..., P) to (...)")
     if out.is_complex() or not out.is_floating_point():
         raise IndicatorError(f"pooled rho returned a {out.dtype} tensor; it must return real floating values")
+    if out.dtype in HALF:  # the rule of the indicator's own output (check_output): its rounding is in every v(S)
+        raise IndicatorError(f"pooled rho returned {out.dtype} values; half precision would round every coalition's "
+                             "value: return float32 or float64")
     if out.shape != s.shape[:-1]:
         raise IndicatorError(f"pooled rho returned shape {tuple(out.shape)} for sums of shape {tuple(s.shape)}; "
                              "rho maps (..., P) to (...)")

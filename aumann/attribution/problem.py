@@ -42,11 +42,11 @@ import torch
 
 from aumann.attribution.device import CPU
 from aumann.attribution.evalcontext import EvalContext
-from aumann.attribution.indicators import Indicator, evaluate_tensor
+from aumann.attribution.indicators import Indicator, check_output, evaluate_tensor
 from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
 from aumann.attribution.result import Attribution
 from aumann.checks import as_real_array
-from aumann.errors import BaselineError, IndicatorError, NoLivingAgentsError
+from aumann.errors import BaselineError, NoLivingAgentsError
 from aumann.io import drop_resident, spilled
 from aumann.panel import Panel
 from aumann.seeding import RNGLike, describe
@@ -236,22 +236,16 @@ class Problem:
         return EvalContext(z, self.context_for(t_idx), alive, batched=True)
 
     def evaluate(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor:
-        """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,)."""
+        """f on a batch z of shape (B, N, D) whose element b belongs to step ``t_idx[b]`` → (B,), checked by
+        :func:`~aumann.attribution.indicators.check_output`: a float32 or float64 tensor (half precision is refused),
+        finite, one value per element; an :class:`~aumann.errors.IndicatorError` names what is wrong and the steps."""
         out = evaluate_tensor(self.f, self.state(z, t_idx))
-        if isinstance(out, torch.Tensor) and (out.is_complex() or not out.is_floating_point()):
-            raise IndicatorError(f"indicator {self.f.name!r} returned a {out.dtype} tensor; it must return real "
-                                 "floating values (float32/float64)")
-        if not isinstance(out, torch.Tensor):
-            raise IndicatorError(f"indicator {self.f.name!r} returned {type(out).__name__}; it must return a "
-                                 "torch tensor of shape z.shape[:-2]")
-        if out.shape != z.shape[:-2]:
-            raise IndicatorError(f"indicator {self.f.name!r} returned shape {tuple(out.shape)} for input "
-                                 f"{tuple(z.shape)}; a batched indicator maps (..., N, D) to (...) — reduce over "
-                                 "agents and features, keep the leading batch dimensions")
-        if not torch.isfinite(out.detach()).all():
-            raise IndicatorError(f"indicator {self.f.name!r} returned NaN/inf on a batch of shape "
-                                 f"{tuple(z.shape)} (steps {np.unique(np.asarray(t_idx)).tolist()[:5]})")
-        return out
+
+        def steps(bad: np.ndarray) -> str:  # the labels of the steps whose values are NaN/inf
+            t = np.unique(np.asarray(t_idx)[bad.reshape(-1)] if bad.ndim else np.asarray(t_idx))
+            return f" (steps {t.tolist()[:5]})"
+
+        return check_output(self.f.name, out, tuple(z.shape), steps)
 
     def item_bytes(self, *, grad: bool = False, static: int | None = None, limit: int | None = None,
                    what: str | None = None, target: int | None = None) -> int:
