@@ -628,29 +628,87 @@ class LinearCombination(Indicator):
 _REGISTRY: dict[str, Callable[..., Indicator]] = {}
 
 
-def register(indicator: Indicator | Callable[..., Indicator], name: str | None = None, *,
-             overwrite: bool = False) -> Indicator | Callable[..., Indicator]:
-    """Register an indicator instance (or a factory taking keyword parameters) under ``name``.
+def register(indicator: Indicator | Callable[..., Any], name: str | None = None, *,
+             overwrite: bool = False) -> Indicator | Callable[..., Any]:
+    """Register an indicator under ``name`` so that :func:`get` (and ``aumann attribute --indicator NAME``) finds it.
 
-    Usable as a decorator on an :class:`Indicator` subclass. Returns its argument.
+    ``indicator`` is one of
+
+    * an :class:`Indicator` instance (``get`` returns it);
+    * an :class:`Indicator` subclass or another *factory*, called by ``get(name, **params)`` with the keyword
+      parameters given there (``get("mine", power=3)``), or with none;
+    * a plain batched indicator function ``f(z[, context][, alive=None]) -> [...]``: ``get(name)`` returns it
+      wrapped as :class:`FunctionIndicator` under ``name``, exactly as ``attribute(f, ...)`` would wrap it. (It was
+      called as a factory, ``f()``, and failed.)
+
+    A callable with a required positional parameter (z) cannot be a factory called without arguments, so
+    ``get(name)`` with no parameters takes it for an indicator function, and ``get(name, **params)`` for a factory
+    (``def make(power): ...`` registered and asked for with ``get(name, power=3)`` keeps working).
+
+    Usable as a decorator (``@register`` on a subclass or a plain function). Returns its argument.
+
+    Raises:
+        IndicatorError: a name that is no name (blank, not a string, or ``'<lambda>'``: pass ``name=``), a name
+            already registered (unless ``overwrite``), or something that is neither an indicator nor callable.
     """
     if name is not None and (not isinstance(name, str) or not name.strip()):
         # an explicit name that is no name: `name or indicator.name` registered it under another name
         raise IndicatorError(f"an indicator is registered under a non-blank name (a string); got {name!r}")
     if isinstance(indicator, Indicator):
         key = name or indicator.name
-        factory: Callable[..., Indicator] = lambda _ind=indicator: _ind  # noqa: E731
+        factory: Callable[..., Any] = _instance(indicator)
     elif callable(indicator):
         key = name or getattr(indicator, "name", None) or getattr(indicator, "__name__", None)
-        factory = indicator
+        factory = _FunctionOrFactory(indicator, key) if _is_indicator_function(indicator) else indicator
     else:
-        raise IndicatorError(f"cannot register {indicator!r}: not an Indicator or factory")
-    if not key or not isinstance(key, str):
-        raise IndicatorError("an indicator needs a name to be registered")
+        raise IndicatorError(f"cannot register {indicator!r}: not an Indicator, an indicator function f(z) or a "
+                             "factory")
+    if not key or not isinstance(key, str) or key == "<lambda>":
+        raise IndicatorError(f"an indicator needs a name to be registered{' (a lambda has none)' if key else ''}: "
+                             "pass name=... (register(f, name='mine'))")
     if key in _REGISTRY and not overwrite:
         raise IndicatorError(f"indicator {key!r} is already registered (pass overwrite=True to replace)")
     _REGISTRY[key] = factory
     return indicator
+
+
+def _instance(ind: Indicator) -> Callable[..., Indicator]:
+    """The registry's factory of an instance: the instance itself, which takes no parameters."""
+    def factory(**params: Any) -> Indicator:
+        if params:
+            raise IndicatorError(f"indicator {ind.name!r} is registered as an indicator (not a factory), so it takes "
+                                 f"no parameters; got {sorted(params)}")
+        return ind
+    return factory
+
+
+class _FunctionOrFactory:
+    """The registry's entry of a callable with a required positional parameter: without parameters, the indicator
+    function itself (one :class:`FunctionIndicator` under its registered name); with them, a factory call."""
+
+    def __init__(self, fn: Callable[..., Any], key: Any) -> None:
+        self.fn, self.key = fn, key
+        self._wrapped: FunctionIndicator | None = None
+
+    def __call__(self, **params: Any) -> Any:
+        if params:
+            return self.fn(**params)
+        if self._wrapped is None:
+            self._wrapped = FunctionIndicator(self.fn, name=self.key if isinstance(self.key, str) else None)
+        return self._wrapped
+
+
+def _is_indicator_function(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a plain indicator function f(z, ...) rather than a factory: a function or method (not a
+    class) with a positional parameter that has no default (z). A callable whose signature cannot be read is taken
+    for a factory, as before."""
+    if isinstance(fn, type):
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
 
 
 def load(spec: str) -> Indicator:

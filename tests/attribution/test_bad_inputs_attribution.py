@@ -349,6 +349,45 @@ def test_registering_an_indicator_under_a_name_that_is_no_name_is_refused(monkey
     assert indicators.names() == before
 
 
+def sq_mean(z):
+    """f = (1/n) Σ_i g_i², g_i = Σ_d z_{i,d}: zero-baseline Aumann–Shapley φ_i = g_i² / n (∫ 2τ g_i² / n dτ)."""
+    return (z.sum(-1) ** 2).mean(-1)
+
+
+def test_registering_a_plain_indicator_function_registers_the_indicator(monkeypatch):
+    """register(sq_mean) stored sq_mean as a *factory*, so get("sq_mean") called sq_mean() and failed ('the factory of
+    indicator 'sq_mean' raised TypeError: sq_mean() missing 1 required positional argument: 'z''): a function with a
+    required positional parameter (z) is an indicator, wrapped as attribute(f, ...) wraps it."""
+    monkeypatch.setattr(indicators, "_REGISTRY", dict(indicators._REGISTRY))
+    assert indicators.register(sq_mean) is sq_mean
+    indicators.register(lambda z, context=None: (z.sum(-1) ** 2).mean(-1), name="sq_mean_ctx")
+    z = np.abs(Z[:2]) + 0.1
+    for key in ("sq_mean", "sq_mean_ctx"):
+        ind = indicators.get(key)
+        assert isinstance(ind, indicators.FunctionIndicator) and ind.name == key
+        np.testing.assert_allclose(indicators.evaluate(key, z), (z.sum(-1) ** 2).mean(-1), rtol=1e-14)
+        res = attribute(key, Panel(z))
+        np.testing.assert_allclose(res.phi, z.sum(-1) ** 2 / z.shape[1], rtol=1e-12)  # the reference above
+        assert res.provenance["indicator"] == key
+    indicators.register(indicators.FunctionIndicator(sq_mean, name="sq_mean_instance"))
+    with pytest.raises(IndicatorError, match=r"registered as an indicator \(not a factory\), so it takes no"):
+        indicators.get("sq_mean_instance", power=2)
+    # factories keep their meaning: called by get(name, **params), a required parameter included
+    indicators.register(lambda power=2.0: indicators.FunctionIndicator(lambda z: (z.sum(-1) ** power).mean(-1)),
+                        name="power_mean")
+
+    def make_power(power):
+        return indicators.FunctionIndicator(lambda z: (z.sum(-1) ** power).mean(-1), name=f"power{power:g}")
+
+    indicators.register(make_power)
+    for key in ("power_mean", "make_power"):
+        np.testing.assert_allclose(indicators.evaluate(indicators.get(key, power=3.0), z),
+                                   (z.sum(-1) ** 3).mean(-1), rtol=1e-14)
+    np.testing.assert_allclose(indicators.evaluate("power_mean", z), (z.sum(-1) ** 2).mean(-1), rtol=1e-14)
+    with pytest.raises(IndicatorError, match="a lambda has none"):
+        indicators.register(lambda z: z.sum((-1, -2)))
+
+
 # ---------------------------------------------------------------------------------------------- what indicators return
 def _f_complex(z):
     return z.sum((-1, -2)).to(torch.complex128)
