@@ -293,6 +293,26 @@ class MaskedIndicatorGame(CoalitionGame):
         if not structured:
             why = "it reads the per-step context" if f.uses_context else "it declares no pooled form"
             raise GameError(f"indicator {f.name!r} has no fast path ({why}); use fast=None or fast=False")
+        kernel, guarded = self._structured_kernel(memory_budget)
+        if not isinstance(kernel, AdditiveKernel):
+            return kernel
+        lost = self._check_pooled_form(kernel, trusted=not guarded)
+        if lost is None:
+            return kernel
+        if fast is True:
+            raise IndicatorError(f"indicator {f.name!r}: its pooled form loses the precision of f at step index "
+                                 f"{self.t} ({lost}); use fast=None (plain evaluation there) or fast=False")
+        warnings.warn(f"indicator {f.name!r}: its pooled form (running sums) loses the precision of f on this panel "
+                      f"({lost}: features far from 0 next to their spread, e.g. a large offset with a baseline "
+                      "near the data?); the coalition methods evaluate f on masks at such steps instead (slower, "
+                      "exact)", AumannWarning, stacklevel=2)
+        return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes, memory_budget=memory_budget)
+
+    def _structured_kernel(self, memory_budget: int, *, pooled_only: bool = False) -> tuple[GameKernel, bool]:
+        """The quadratic or running-sum kernel of a structured indicator (``pooled_only``: of its pooled form) and
+        whether f's per-agent functions are user code (handed copies, and their pooled form checked inside)."""
+        f = self.problem.f
+        alive = self.problem.alive
         x64, b64 = self.x.to(torch.float64), self.b.to(torch.float64)
         # x64 may be the panel's own memory (and b64 the caller's baseline array): a user's psi / q / s gets copies,
         # and one that writes into them is refused below, as an indicator that writes into z is
@@ -301,7 +321,8 @@ class MaskedIndicatorGame(CoalitionGame):
             x64, b64 = x64.clone(), b64.clone()
         versions = (x64._version, b64._version)
         with torch.no_grad():
-            if isinstance(f, QuadraticIndicator) and alive is None:  # block updates of C u: a host kernel
+            # block updates of C u: a host kernel
+            if isinstance(f, QuadraticIndicator) and alive is None and not pooled_only:
                 if tuple(f.C.shape) != (self.n_players, self.n_players):
                     raise IndicatorError(f"indicator {f.name!r}: C has shape {tuple(f.C.shape)}; the panel has "
                                          f"N = {self.n_players} agents, so C must be ({self.n_players}, "
@@ -310,9 +331,9 @@ class MaskedIndicatorGame(CoalitionGame):
                 arrs = [_np(g(v)) for g in (q, f.s) for v in (x64, b64)]
                 _refuse_writes(f, versions, x64, b64)
                 return QuadraticKernel(q=arrs[0], q0=arrs[1], s=arrs[2], s0=arrs[3],
-                                       C=f.C.to(torch.float64).numpy())
+                                       C=f.C.to(torch.float64).numpy()), guarded
             rows = None
-            if isinstance(f, AgentwiseIndicator) and alive is None:
+            if isinstance(f, AgentwiseIndicator) and alive is None and not pooled_only:
                 a, b, rho = f.psi(x64), f.psi(b64), f.rho
             elif alive is None:
                 n = self.n_players
@@ -332,24 +353,33 @@ class MaskedIndicatorGame(CoalitionGame):
         product = getattr(f.pooled, "log1p_product", None) if f.pooled is not None and rho is f.pooled.rho else None
         kernel = AdditiveKernel(a=a, b=b, rho=rho, memory_budget=memory_budget, device=self.device, rows=rows,
                                 log1p_product=product)
-        lost = self._pooled_precision_lost(kernel)
-        if lost is None:
-            return kernel
-        if fast is True:
-            raise IndicatorError(f"indicator {f.name!r}: its pooled form loses the precision of f at step index "
-                                 f"{self.t} ({lost}); use fast=None (plain evaluation there) or fast=False")
-        warnings.warn(f"indicator {f.name!r}: its pooled form (running sums) loses the precision of f on this panel "
-                      f"({lost}: features far from 0 next to their spread, e.g. a large offset with a baseline "
-                      "near the data?); the coalition methods evaluate f on masks at such steps instead (slower, "
-                      "exact)", AumannWarning, stacklevel=2)
-        return GenericKernel(self.checked, self.n_players, row_bytes=self.row_bytes, memory_budget=memory_budget)
+        return kernel, guarded
 
-    def _pooled_precision_lost(self, kernel: AdditiveKernel) -> str | None:
-        """None when the running-sum kernel reproduces f at the two corners v(∅) and v(N) (to 4·10⁶ ulps of the
-        precision f and ρ compute in: 9e-10 of their scale in float64; in float32 only a total loss), else what it got
-        there. ρ of the pooled means can cancel catastrophically where plain f does not: var's ρ(m) = m₂ − m₁² on
-        features with an offset of 1e8 and spread 1 (the mean baseline) gave f(z) = 8 for a true 2.25, and every
-        coalition value along with it. (The deletion oracle's pooled forks check the same.)"""
+    def pooled_form_lost(self) -> str | None:
+        """The check of f's pooled form at this step (:meth:`_check_pooled_form`), for the path integral's
+        pooled-linear fast path: what the running sums got at the corners when they miss f there (None when they
+        agree); a pooled form that agrees at the corners but not at the seeded coalitions between them raises."""
+        kernel, guarded = self._structured_kernel(DEFAULT_MEMORY_BUDGET, pooled_only=True)
+        assert isinstance(kernel, AdditiveKernel)  # pooled_only: the running sums of the pooled form
+        return self._check_pooled_form(kernel, trusted=not guarded)
+
+    def _check_pooled_form(self, kernel: AdditiveKernel, *, trusted: bool = False) -> str | None:
+        """The running-sum kernel against f itself: None when it reproduces f at the two corners v(∅) and v(N) (to
+        4·10⁶ ulps of the precision f and ρ compute in: 9e-10 of their scale in float64; in float32 only a total
+        loss), else what it got there. ρ of the pooled means can cancel catastrophically where plain f does not:
+        var's ρ(m) = m₂ − m₁² on features with an offset of 1e8 and spread 1 (the mean baseline) gave f(z) = 8 for
+        a true 2.25, and every coalition value along with it. (The deletion oracle's pooled forks check the same.)
+
+        Unless ``trusted`` (aumann's own pooled forms), also :data:`POOLED_CHECKS` seeded coalitions between the
+        corners at one seeded step of the problem (:func:`pooled_check_step`; each agent in with probability ½,
+        whatever the method's rng), one O(N) evaluation of f each (~20 ms at N = 10⁶ for var, once per problem
+        rather than at every step: three more evaluations at each of T steps would have made leave-one-out several
+        times slower): a user's pooled form that agrees at ∅ and N but is not f in between (ρ(m) = m² M declared
+        for f = m³) gave wrong coalition values, and wrong attributions, silently.
+
+        Raises:
+            IndicatorError: the corners agree but a coalition between them does not (the pooled form is not f).
+        """
         if not bool(kernel.delta.any()):  # z = z⁰ on every row: every marginal is exactly 0 whatever ρ rounds
             return None
         fast = np.asarray(kernel.ends(), dtype=np.float64)  # (ρ checked there)
@@ -357,13 +387,50 @@ class MaskedIndicatorGame(CoalitionGame):
             out = kernel.rho(torch.stack([kernel.sum_b, kernel.sum_a]))
         dtypes = [self.x.dtype] + ([out.dtype] if isinstance(out, torch.Tensor) and out.is_floating_point() else [])
         rtol = 4e6 * max(torch.finfo(d).eps for d in dtypes)
+        masks = np.empty((0, self.n_players), dtype=bool)
+        if not trusted and self.t == pooled_check_step(self.problem.shape[0]):  # one random bit per agent, coalition
+            bits = np.random.default_rng([POOLED_SEED, self.t]).integers(
+                0, 256, (POOLED_CHECKS, -(-self.n_players // 8)), dtype=np.uint8)
+            masks = np.unpackbits(bits, axis=1, count=self.n_players).astype(bool)
+        plain = np.empty(2 + len(masks))
         with torch.no_grad():  # f at z⁰ and z: two points, as the result's f(z) would be (no coalition batching)
             z = torch.stack([self.b, self.x])
-            plain = self.problem.evaluate(z, np.array([self.t, self.t])).to(torch.float64).cpu().numpy()
+            plain[:2] = self.problem.evaluate(z, np.array([self.t, self.t])).to(torch.float64).cpu().numpy()
+            for k, m in enumerate(masks):  # one point at a time: O(N·D) memory, as the corners
+                # the coalition as the game makes it (torch.where), with a mask of z's shape: an (N, 1) mask
+                # broadcast against the baseline's broadcast row took 35 ms at N = 10⁶, this takes 5
+                full = torch.from_numpy(m).to(self.device)[:, None].expand(self.x.shape).contiguous()
+                zs = torch.where(full, self.x, self.b)[None]
+                plain[2 + k] = float(self.problem.evaluate(zs, np.array([self.t]))[0])
         scale = max(float(np.abs(plain).max()), abs(float(plain[1] - plain[0])))
-        if np.all(np.abs(fast - plain) <= rtol * scale + 1e-300):
-            return None
-        return f"v(∅), v(N) = {fast[0]:.6g}, {fast[1]:.6g} by running sums, {plain[0]:.6g}, {plain[1]:.6g} by f itself"
+        if not np.all(np.abs(fast - plain[:2]) <= rtol * scale + 1e-300):
+            return (f"v(∅), v(N) = {fast[0]:.6g}, {fast[1]:.6g} by running sums, {plain[0]:.6g}, {plain[1]:.6g} by f "
+                    "itself")
+        if len(masks):
+            inside = np.asarray(kernel.values(masks), dtype=np.float64)
+            off = np.abs(inside - plain[2:]) > rtol * scale + 1e-300
+            if off.any():
+                k = int(np.argmax(off))
+                raise IndicatorError(
+                    f"indicator {self.name!r}: its pooled form is not f: at a coalition between v(∅) and v(N) (step "
+                    f"index {self.t}, {int(masks[k].sum())} of {self.n_players} agents at z, the rest at the "
+                    f"baseline) the running sums ρ(mean ψ) give {inside[k]:.10g} and f itself {plain[2 + k]:.10g} "
+                    f"({int(off.sum())} of {len(masks)} seeded coalitions disagree; the two ends agree). A pooled "
+                    "form must give f(z) = ρ(mean_i ψ(z_i)) at every z, not only at the ends: fix psi / rho, or "
+                    "drop pooled= (the methods then evaluate f itself)")
+        return None
+
+
+#: seeded coalitions between the corners at which a user's pooled form is checked against f (one O(N) evaluation
+#: each), and the seed of the step they are drawn at (its first word; the second is the step index)
+POOLED_CHECKS = 3
+POOLED_SEED = 0x9E3779B9
+
+
+def pooled_check_step(T: int) -> int:
+    """The step index (of T) at which a user's pooled form is checked between the corners: seeded, so the same
+    for every method and call on a panel of T steps."""
+    return int(np.random.default_rng(POOLED_SEED).integers(T))
 
 
 def _refuse_writes(f: Any, versions: tuple[int, int], x: torch.Tensor, b: torch.Tensor) -> None:

@@ -154,7 +154,7 @@ def check_pooled_precision(rng):
             warnings.simplefilter("error")
             kernel = game.kernel()
         assert isinstance(kernel, AdditiveKernel)
-        assert game._pooled_precision_lost(kernel) is None
+        assert game._check_pooled_form(kernel) is None
         ends = np.asarray(kernel.ends(), dtype=np.float64)
         assert ends[0] == pytest.approx(by_hand("var", base, alive[t]), rel=1e-12, abs=1e-15)
         assert ends[1] == pytest.approx(by_hand("var", z[t], alive[t]), rel=1e-12)
@@ -366,7 +366,7 @@ def check_cv_feature_gradients(rng):
 SITES = {
     "aumann/attribution/controls.py::_masked_feature_gradients": check_cv_feature_gradients,
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
-    "aumann/attribution/games.py::MaskedIndicatorGame._pooled_precision_lost": check_pooled_precision,
+    "aumann/attribution/games.py::MaskedIndicatorGame._check_pooled_form": check_pooled_precision,
     "aumann/attribution/indicators.py::_batch_rows.run": check_evaluate_in_slices,
     "aumann/attribution/indicators.py::evaluate": check_evaluate,
     "aumann/attribution/indicators.py::evaluate_pair": check_evaluate_pair,

@@ -8,6 +8,7 @@ import torch
 
 from aumann.attribution import (
     AgentwiseIndicator,
+    AumannShapley,
     ExactBanzhaf,
     ExactShapley,
     LeaveOneOut,
@@ -20,6 +21,7 @@ from aumann.attribution import (
     attribute,
     indicators,
 )
+from aumann.attribution.games import pooled_check_step
 from aumann.attribution.pooled import GenericKernel, QuadraticKernel
 from aumann.errors import AumannWarning, IndicatorError
 from tests.attribution.baseline_games import additive_indicator, positive_panel, quadratic_indicator, softplus_indicator
@@ -165,3 +167,99 @@ def test_a_coalition_value_does_not_depend_on_its_batch():
     a = attribute("heat", Panel(small), method=ExactShapley())
     b = attribute("heat", Panel(small), method=ExactShapley(memory_budget=2**16))
     assert a.phi.tobytes() == b.phi.tobytes()
+
+
+# ------------------------------------------------------------------ a user's pooled form, checked between the ends
+def _shapley_by_hand(v, n):
+    """Exact Shapley values of the set function v (by the permutation-weighted formula, no aumann)."""
+    import itertools
+    import math
+
+    phi = np.zeros(n)
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        for k in range(n):
+            w = math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n)
+            for S in itertools.combinations(others, k):
+                phi[i] += w * (v({*S, i}) - v(set(S)))
+    return phi
+
+
+def _cube(z_one_step, wrong):
+    """f = (mean_i g_i)³ with g_i = Σ_d z_{i,d}, declaring a pooled form: the right one (ρ(m) = m³) or a wrong one,
+    ρ(m) = m² M with M = mean g of the step, which equals f at m = 0 and m = M only (v(∅) and v(N))."""
+    M = float(z_one_step.sum(-1).mean())
+    rho = (lambda m: m[..., 0] ** 2 * M) if wrong else (lambda m: m[..., 0] ** 3)
+    return indicators.FunctionIndicator(lambda z: z.sum(-1).mean(-1) ** 3, name="cube_wrong" if wrong else "cube",
+                                        pooled=indicators.PooledForm(lambda z: z.sum(-1, keepdim=True), rho))
+
+
+@pytest.mark.parametrize("make", [ExactShapley, lambda: SampledShapley(permutations=50), LeaveOneOut,
+                                  lambda: SampledBanzhaf(samples=40)], ids=["exact", "sampled", "loo", "banzhaf"])
+def test_a_pooled_form_that_is_not_f_between_the_ends_is_refused(make):
+    """A pooled form checked only at v(∅) and v(N): ρ(m) = m² M for f = m³ gave exact Shapley values up to 0.033
+    off ([0.135, 0.279, ...] for [0.146, 0.293, ...]), efficient, silently. Now a few seeded coalitions between
+    the ends are checked against f itself; the right pooled form passes and gives the by-hand Shapley values."""
+    z = np.abs(np.random.default_rng(0).normal(size=(1, 6, 2))) + 0.1
+    with pytest.raises(IndicatorError, match=r"indicator 'cube_wrong': its pooled form is not f: at a coalition "
+                                             r"between v\(∅\) and v\(N\) \(step index 0, \d of 6 agents at z"):
+        attribute(_cube(z[0], wrong=True), Panel(z), method=make(), rng=0)
+    res = attribute(_cube(z[0], wrong=False), Panel(z), method=ExactShapley())
+    assert res.provenance["per_step"]["path"] == "additive"
+    g = z[0].sum(-1)
+    np.testing.assert_allclose(res.phi[0], _shapley_by_hand(lambda S: (sum(g[j] for j in S) / 6) ** 3, 6),
+                               rtol=1e-12)
+
+
+def _product(m_ref, rho):
+    """f = m₁ m₂ (the means of the two features) declaring the linear-ψ pooled form ψ(z) = z with ``rho``."""
+    return indicators.FunctionIndicator(lambda z: z.mean(-2)[..., 0] * z.mean(-2)[..., 1], name="product",
+                                        pooled=indicators.PooledForm(lambda z: z, rho, linear_psi=True))
+
+
+def test_the_pooled_linear_path_integral_checks_the_pooled_form_against_f():
+    """The pooled-linear path integral takes f(z), f(z⁰) and every gradient from ρ, never evaluating f: a wrong ρ
+    was attributed silently — ρ(q) = 3 q₁q₂ reported f = 1.304 for a true 0.4347, and ρ(q) = q₁² m₂/m₁ (equal to f
+    along the whole ray from 0, wrong gradient) φ up to 0.047 off. Now the first warns and is integrated through f
+    (autograd), the second raises; the right form keeps the fast path. Reference: from the zero baseline
+    φ_i = z_{i,1} m₂ / (2N) + z_{i,2} m₁ / (2N)."""
+    z = np.abs(np.random.default_rng(0).normal(size=(1, 6, 2))) + 0.1
+    m = z[0].mean(0)
+    want = z[0, :, 0] * m[1] / 12 + z[0, :, 1] * m[0] / 12
+    with pytest.raises(IndicatorError, match="'product': its pooled form is not f"):
+        attribute(_product(m, lambda q: q[..., 0] ** 2 * (m[1] / m[0])), Panel(z))
+    with pytest.warns(AumannWarning, match=r"'product': its pooled form does not reproduce f at step index 0 "
+                                           r"\(v\(∅\), v\(N\) = 0, 1.30411 by running sums, 0, 0.434702 by f"):
+        res = attribute(_product(m, lambda q: 3 * q[..., 0] * q[..., 1]), Panel(z))
+    assert res.provenance["integrator"] == "autograd"
+    np.testing.assert_allclose(res.phi[0], want, rtol=1e-12)
+    np.testing.assert_allclose(res.f_values, [m[0] * m[1]], rtol=1e-14)
+    ok = attribute(_product(m, lambda q: q[..., 0] * q[..., 1]), Panel(z))
+    assert ok.provenance["integrator"] == "pooled-linear"
+    np.testing.assert_allclose(ok.phi[0], want, rtol=1e-12)
+
+
+def test_aumanns_own_pooled_forms_are_checked_at_the_ends_only(monkeypatch):
+    """The seeded coalitions cost one O(N) evaluation of f each: built-in pooled forms (trusted) skip them, and the
+    pooled-linear path integral of lin and heat evaluates f nowhere, as before; a user's form pays for them at one
+    seeded step of the problem, not at every step."""
+    calls = []
+    real = Problem.evaluate
+    monkeypatch.setattr(Problem, "evaluate", lambda self, z, t: calls.append(z.shape[0]) or real(self, z, t))
+    z = positive_panel(np.random.default_rng(0), 1, 50)
+    for name, ends in (("var", [2]), ("heat", [2])):
+        calls.clear()
+        MaskedIndicatorGame(Problem.build(indicators.get(name), Panel(z)), 0).kernel()
+        assert calls == ends, name
+    calls.clear()
+    res = attribute("heat", Panel(z), method=AumannShapley(closed_form=False))
+    assert res.provenance["integrator"] == "pooled-linear"
+    assert calls == []
+    user = indicators.FunctionIndicator(lambda z: indicators.get("var")(z), name="user_var",
+                                        pooled=indicators.get("var").pooled)
+    z3 = positive_panel(np.random.default_rng(0), 3, 50)
+    problem = Problem.build(user, Panel(z3))
+    for t in range(3):  # the corners at every step, the coalitions between them at one seeded step per problem
+        calls.clear()
+        MaskedIndicatorGame(problem, t).kernel()
+        assert calls == ([2, 1, 1, 1] if t == pooled_check_step(3) else [2]), t
