@@ -128,6 +128,9 @@ class Indicator(ABC):
 
         Returns ``(phi, f_values, f_baseline)`` with phi of shape (T, N, D) if ``per_feature`` else
         (T, N), and f_values = f(z_t), f_baseline = f(0) as (T,) arrays.
+
+        It must hold at any n (the engine spot-checks a user's closed form against the path integral of
+        :meth:`forward` on a seeded sample of agents as a panel of their own, and refuses one that disagrees).
         """
         raise IndicatorError(f"indicator {self.name!r} has no closed form")
 

@@ -92,3 +92,107 @@ def test_pooled_linear_fast_path_equals_autograd(name, baseline, rule, rng):
                      method=AumannShapley(**kw, pooled_fast_path=False))
     assert fast.provenance["integrator"] == "pooled-linear" and slow.provenance["integrator"] == "autograd"
     np.testing.assert_allclose(fast.phi_features, slow.phi_features, rtol=1e-10, atol=1e-14)
+
+
+# ------------------------------------------------------------------ a user's declared closed form, spot-checked
+class _SquaredMean(indicators.Indicator):
+    """f = (mean_i g_i)², g_i = Σ_d z_{i,d}; its zero-baseline Aumann–Shapley value is φ_i = g_i ḡ / n. ``split``
+    declares a wrong but efficient closed form instead: equal shares of f (Σ_i φ = Δv, no gap to see)."""
+
+    name = "squared_mean"
+    has_closed_form = True
+
+    def __init__(self, split=False):
+        self.split = split
+
+    def forward(self, z, context=None):
+        return z.sum(-1).mean(-1) ** 2
+
+    def closed_form(self, values, *, per_feature=False):
+        g = values.sum(-1)
+        n = values.shape[1]
+        f = g.mean(-1) ** 2
+        w = np.repeat((f / n)[:, None], n, axis=1) / np.where(g == 0, 1, g) if self.split else (g.mean(-1) / n)[:, None]
+        return (values * w[..., None] if per_feature else g * w), f, np.zeros_like(f)
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 2), (3, 500, 3)], ids=["whole_panel", "sampled_agents"])
+def test_a_wrong_but_efficient_closed_form_is_refused(shape):
+    """An efficient closed form that is not the path integral (equal shares of f) was used as φ — 0.2952 for every
+    agent where the path integral gives 0.1016 … 0.5437 — with an efficiency gap of 2e-16, silently. It is now
+    checked against the autograd path integral on the whole panel when small (T·N ≤ 64), else on 64 seeded agents of
+    one seeded step as a panel of their own; the right closed form passes and equals the path integral."""
+    z = np.abs(np.random.default_rng(0).normal(size=shape)) + 0.1
+    with pytest.raises(indicators.IndicatorError, match=r"the closed form of indicator 'squared_mean' is not its "
+                                                        r"Aumann–Shapley value: at step \d+, agent \d+ it gives φ = "):
+        attribute(_SquaredMean(split=True), Panel(z))
+    res = attribute(_SquaredMean(), Panel(z), per_feature=True)
+    ref = attribute(_SquaredMean(), Panel(z), method=AumannShapley(closed_form=False))
+    np.testing.assert_allclose(res.phi, ref.phi, rtol=1e-12)  # the independent reference: autograd quadrature
+    g = z.sum(-1)
+    np.testing.assert_allclose(res.phi, g * g.mean(-1, keepdims=True) / shape[1], rtol=1e-12)
+    check = res.provenance["closed_form_check"]
+    assert check["agents"] == min(64, shape[1]) and check["max_abs_diff"] <= check["tolerance"] < 1e-4
+
+
+def test_a_closed_form_of_an_indicator_with_a_kink_on_the_path_is_not_a_false_alarm():
+    """f = mean_i max(g_i − c, 0) has a kink on every agent's path (τ = c / g_i), where quadrature converges only
+    slowly; its closed form φ_i = max(g_i − c, 0) / n (separable) is right and must pass: the tolerance includes
+    the integral's own quadrature error, |I_K − I_2K|."""
+    class Hinge(indicators.Indicator):
+        name = "hinge"
+        has_closed_form = True
+
+        def forward(self, z, context=None):
+            return torch.relu(z.sum(-1) - 1.0).mean(-1)
+
+        def closed_form(self, values, *, per_feature=False):
+            g = values.sum(-1)
+            phi = np.maximum(g - 1.0, 0) / values.shape[1]
+            return (values * (phi / g)[..., None] if per_feature else phi), phi.sum(-1), np.zeros(values.shape[0])
+
+    z = np.abs(np.random.default_rng(1).normal(size=(2, 300, 2))) + 0.2
+    res = attribute(Hinge(), Panel(z))
+    assert "max_abs_diff" in res.provenance["closed_form_check"]
+
+
+def test_a_closed_form_check_that_cannot_run_is_recorded_not_raised():
+    """An indicator whose forward has no gradient (numpy inside) but whose closed form is right: the check cannot
+    integrate it, so it records why in the provenance and the closed form is used as before."""
+    class NoGrad(_SquaredMean):
+        def forward(self, z, context=None):
+            return torch.as_tensor(z.detach().numpy().sum(-1).mean(-1) ** 2)
+
+    z = np.abs(np.random.default_rng(0).normal(size=(2, 100, 2))) + 0.1
+    res = attribute(NoGrad(), Panel(z))
+    assert "no gradient" in res.provenance["closed_form_check"]["skipped"]
+    g = z.sum(-1)
+    np.testing.assert_allclose(res.phi, g * g.mean(-1, keepdims=True) / 100, rtol=1e-12)
+
+
+def test_aumanns_own_closed_forms_do_not_pay_for_the_check(monkeypatch):
+    from aumann.attribution import path
+
+    def refuse(problem):
+        raise AssertionError(f"checked {problem.f.name}")
+
+    monkeypatch.setattr(path, "_check_closed_form", refuse)
+    z = np.abs(np.random.default_rng(0).normal(size=(2, 100, 3)))
+    combos = [indicators.get("lin") + 2 * indicators.get("heat"), indicators.get("var") - indicators.get("gini")]
+    for f in [*NAMES, *combos]:
+        res = attribute(f, Panel(z))
+        assert res.provenance["closed_form"] and "closed_form_check" not in res.provenance
+    with pytest.raises(AssertionError, match="checked squared_mean"):
+        attribute(_SquaredMean(), Panel(z))
+
+
+def test_the_closed_form_check_is_saved_with_the_result(tmp_path):
+    """The check's record names its step in a form a saved result keeps (a date step was written as the text
+    'datetime.date(2026, 1, 2)')."""
+    from aumann.attribution.result import Attribution
+
+    z = np.abs(np.random.default_rng(0).normal(size=(3, 100, 2)))
+    steps = np.array(["2026-01-01", "2026-01-02", "2026-01-03"], dtype="datetime64[D]")
+    res = attribute(_SquaredMean(), Panel(z, steps=steps))
+    back = Attribution.load(res.save(tmp_path / "a.npz")).provenance["closed_form_check"]
+    assert back == res.provenance["closed_form_check"] and back["step"] in {"2026-01-01", "2026-01-02", "2026-01-03"}
