@@ -921,10 +921,15 @@ def evaluate(f: Any, z: Any, context: Mapping[str, Any] | None = None, *, contex
             out = evaluate_tensor(ind, _own(state, owned))
         else:  # a batch larger than the memory budget holds: in slices of the leading dimension (each copied
             # just before its call when z is the caller's memory: one slice more in memory, not the whole z)
-            parts = [evaluate_tensor(ind, _own(_lead_slice(state, slice(s, s + step)), owned))
-                     for s in range(0, lead[0], step)]
-            bad = next((p for p in parts if not isinstance(p, torch.Tensor)), None)
-            out = bad if bad is not None else torch.cat([p.reshape(-1, *lead[1:]) for p in parts])
+            parts = []
+            for s in range(0, lead[0], step):
+                part = _lead_slice(state, slice(s, s + step))
+                out = evaluate_tensor(ind, _own(part, owned))
+                if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(part.z.shape[:-2]):
+                    # named with the slice's own shapes (a (k, N) output was reported as the concatenation's)
+                    check_output(ind.name, out, tuple(part.z.shape))
+                parts.append(out)
+            out = torch.cat(parts)
     return _checked(ind, out, zt, lead)
 
 

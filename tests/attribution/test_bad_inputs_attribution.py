@@ -499,6 +499,24 @@ def test_evaluate_on_a_batch_over_the_memory_budget_leaves_the_callers_data_as_i
     assert np.all(z == 1.0)
 
 
+def test_evaluate_in_slices_names_a_wrong_output_shape_with_the_slice_s_shapes(monkeypatch):
+    """A batch cut into slices (over the memory budget) flattened each slice's output before the check: an f that
+    kept the agent axis was 'returned shape (2560,) for a batch of shape (64, 40, 3)', a shape it never returned."""
+    import aumann.attribution.memory as memory
+
+    monkeypatch.setattr(memory, "limits", lambda device=None: (2**16, 2**30))
+    z = np.ones((64, 40, 3))
+
+    def heavy_keeps_agents(z):
+        return (z.unsqueeze(-2) * z.unsqueeze(-3)).sum((-1, -2))  # N × N × D per element: sliced; (k, N) out
+
+    with pytest.raises(IndicatorError, match=r"returned shape \((\d+), 40\) for a batch of shape \(\1, 40, 3\)"):
+        indicators.evaluate(heavy_keeps_agents, indicators.EvalContext(z, batched=True))
+    good = indicators.evaluate(lambda z: (z.unsqueeze(-2) * z.unsqueeze(-3)).sum((-1, -2, -3)),
+                               indicators.EvalContext(z, batched=True))
+    np.testing.assert_array_equal(good, np.full(64, 40.0 * 40 * 3))
+
+
 def test_evaluate_copies_the_callers_memory_for_user_code_only(monkeypatch):
     # the copy that keeps a user's in-place indicator off the caller's data is not paid by aumann's own indicators
     # (a float64 panel of 10⁶ agents × 30 steps × 6 features would be copied whole: 1.4 GB)
