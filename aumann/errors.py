@@ -35,6 +35,7 @@
     * StudyError                                 -- invalid cross-scale study settings
   * SimulationError(AumannError, RuntimeError)   -- the simulation layer (recorder, runner, forks)
     * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
+      * ReusedAgentIdError                       -- a dead agent's unique_id given to a different (newborn) agent
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
       * ReplayUnavailableError                   -- a fork by replay without a factory / known history
@@ -227,6 +228,12 @@ class UnknownAttributeError(UnknownFeatureError, SimulationError):
 
 class FeatureValueError(SimulationError, ValueError):
     """A feature extractor returned a non-numeric or non-finite value, or a wrongly shaped array."""
+
+
+class ReusedAgentIdError(FeatureValueError):
+    """An agent ``unique_id`` that came back after its agent left the model, on a different agent object (a
+    newborn given a dead agent's id): recorded as one row it would merge two agents. ``FeatureRecorder(...,
+    reused_ids="new_agent")`` records the newcomer as a new agent instead."""
 
 
 class StepsMismatchError(SimulationError, ValueError):
@@ -508,6 +515,7 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryAfterTooLongError",
     "Retryable",
+    "ReusedAgentIdError",
     "ScenarioCodeError",
     "ScenarioLoadError",
     "ServerDownError",

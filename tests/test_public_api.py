@@ -275,6 +275,7 @@ PUBLIC = {
         "ResponseTooLargeError",
         "RetryAfterTooLongError",
         "Retryable",
+        "ReusedAgentIdError",
         "ScenarioCodeError",
         "ScenarioLoadError",
         "ServerDownError",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import operator
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,14 @@ from typing import Any
 import numpy as np
 
 from aumann.checks import _shown, refuse_mixed_labels
-from aumann.errors import AumannError, FeatureValueError, PanelError, ShapeError, UnknownAttributeError
+from aumann.errors import (
+    AumannError,
+    FeatureValueError,
+    PanelError,
+    ReusedAgentIdError,
+    ShapeError,
+    UnknownAttributeError,
+)
 from aumann.panel import _alive_mask, label_column
 from aumann.simulators.recording import (
     FeatureFn,
@@ -47,6 +55,8 @@ from aumann.simulators.recording import (
     _RecorderBase,
 )
 
+_REUSED_IDS = ("error", "new_agent", "same_agent")
+
 
 @dataclass
 class _RowBuffer:
@@ -56,7 +66,15 @@ class _RowBuffer:
     values: np.ndarray
     alive: np.ndarray
     ids: list[Any] = field(default_factory=list)
-    col: dict[Any, int] = field(default_factory=dict)
+    col: dict[Any, int] = field(default_factory=dict)  # unique_id -> the row of its current agent
+    # per row: a weak reference to the agent object last seen (None where the object takes none), its type name,
+    # the first and last capture it was present at, and its incarnation (0, then 1, 2 for reused_ids="new_agent")
+    refs: list[weakref.ref | None] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    first: list[int] = field(default_factory=list)
+    last: list[int] = field(default_factory=list)
+    gen: list[int] = field(default_factory=list)
+    step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
 
 
 @dataclass
@@ -142,9 +160,21 @@ class FeatureRecorder(_RecorderBase):
             every agent it returns must have them. Agents are keyed by ``agent.unique_id`` and sorted
             ascending in the panel.
         alive_context: also record the presence mask as ``Panel.context[alive_context]`` (T, N) floats.
+        reused_ids: what to do when a ``unique_id`` comes back on a *different* agent object after its agent left
+            the model (a newborn given a dead agent's id by hand), which one row per id would merge into one
+            agent with a gap. ``"error"`` (default): a :class:`~aumann.errors.ReusedAgentIdError` naming the id
+            and the captures. ``"new_agent"``: the newcomer gets its own row, and every panel id is the pair
+            ``(unique_id, incarnation)`` (0 for an id's first agent, 1 for the next, ...), in this mode even
+            when no id is reused. ``"same_agent"``: one row per id, as before the check (for ``agents=fn``
+            returning fresh proxy objects for the same agents at each capture). The same object removed and
+            re-added is one agent in every mode. With the default agents a replacement within one step (an
+            agent removed and a new one given its id before the next capture) is detected too; with
+            ``agents=fn`` only an id that was absent for at least one capture is checked, and agents that take
+            no weak reference (``__slots__`` without ``__weakref__``) are not checked.
 
     Raises:
         FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
+        ReusedAgentIdError: at capture, a reused ``unique_id`` (with ``reused_ids="error"``).
 
     Example:
         >>> rec = FeatureRecorder({"wealth": "wealth", "deg": lambda a: len(a.neighbors)})  # doctest: +SKIP
@@ -157,8 +187,12 @@ class FeatureRecorder(_RecorderBase):
         *,
         agents: Callable[[Any], Iterable[Any]] | None = None,
         alive_context: str | None = None,
+        reused_ids: str = "error",
     ) -> None:
         self.alive_context = _check_alive_context(alive_context)
+        if not isinstance(reused_ids, str) or reused_ids not in _REUSED_IDS:
+            raise FeatureValueError(f"reused_ids must be one of {list(_REUSED_IDS)}; got {_shown(reused_ids)}")
+        self.reused_ids = reused_ids
         if not isinstance(features, Mapping) or not features:
             raise FeatureValueError(
                 f"features must be a non-empty mapping name -> attribute name or fn(agent); got {features!r}"
@@ -176,6 +210,7 @@ class FeatureRecorder(_RecorderBase):
                     f"feature {name!r} must be an attribute name (str) or a callable fn(agent); got {spec!r}"
                 )
         self.agents = agents or self._agents_with_features
+        self._model_agents = agents is None  # the model's own agent objects: an identity check at every capture
         self.skipped_types: dict[str, str] = {}  # agent types left out by default: type name → missing feature
         self._type_ok: dict[type, bool] = {}
         self._available: dict[str, list[str]] = {}  # what the skipped types do have (for the error message)
@@ -230,7 +265,8 @@ class FeatureRecorder(_RecorderBase):
         return ArrayRecorder(fn, features=features, alive=alive, agent_ids=agent_ids, dtype=dtype)
 
     @classmethod
-    def from_datacollector(cls, datacollector: Any, *, agents: Callable[[Any], Iterable[Any]] | None = None):
+    def from_datacollector(cls, datacollector: Any, *, agents: Callable[[Any], Iterable[Any]] | None = None,
+                           reused_ids: str = "error"):
         """A recorder with the agent reporters of an existing Mesa ``DataCollector``.
 
         Reporter kinds Mesa accepts (attribute names, functions, methods, ``[fn, [params]]``) are
@@ -242,7 +278,8 @@ class FeatureRecorder(_RecorderBase):
                 f"{type(datacollector).__name__} has no agent reporters; "
                 f"give DataCollector(agent_reporters={{...}})"
             )
-        return cls({name: _mesa_attribute_name(rep) for name, rep in reporters.items()}, agents=agents)
+        return cls({name: _mesa_attribute_name(rep) for name, rep in reporters.items()}, agents=agents,
+                   reused_ids=reused_ids)
 
     def __repr__(self) -> str:
         return f"FeatureRecorder(features={list(self.features)})"
@@ -266,6 +303,45 @@ class FeatureRecorder(_RecorderBase):
                                     f"it returned {_shown(got)} ({type(got).__name__}) {when}")
         return list(got)
 
+    @staticmethod
+    def _new_row(rec: _RowBuffer, uid: Any, agent: Any, t: int, gen: int = 0) -> int:
+        j = rec.col[uid] = len(rec.ids)
+        rec.ids.append(uid)
+        try:
+            rec.refs.append(weakref.ref(agent))
+        except TypeError:  # an object that takes no weak reference: its id cannot be checked for reuse
+            rec.refs.append(None)
+        rec.kinds.append(type(agent).__name__)
+        rec.first.append(t)
+        rec.last.append(t)
+        rec.gen.append(gen)
+        return j
+
+    def _reused(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> bool:
+        """Whether ``agent`` carries row ``j``'s id but is not the object recorded in it (a reused id)."""
+        if self.reused_ids == "same_agent" or rec.last[j] >= t:  # listed twice in one capture: a duplicate
+            return False
+        if rec.last[j] == t - 1 and not self._model_agents:  # present throughout: agents=fn may build proxies
+            return False
+        ref = rec.refs[j]
+        return ref is not None and ref() is not agent
+
+    def _reuse_error(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> ReusedAgentIdError:
+        def step(c: int) -> str:
+            label = rec.step_labels[c] if c < len(rec.step_labels) else None
+            return f"capture {c}" + ("" if label is None else f" (model step {_shown(label)})")
+        old, new = rec.kinds[j], type(agent).__name__
+        gone = "is gone" if rec.refs[j]() is None else "is another object"
+        when = (f"was present from {step(rec.first[j])} to {step(rec.last[j])}, left the model" if rec.last[j] < t - 1
+                else f"was present from {step(rec.first[j])} to {step(rec.last[j])}, was replaced within one step")
+        return ReusedAgentIdError(
+            f"agent unique_id {_shown(rec.ids[j])} was reused: a {old} with this id {when}, and a different {new} "
+            f"object has it at {step(t)} (the {old} recorded before {gone}); one row per id would merge two agents "
+            "into one. Give newborn agents fresh ids (Mesa 3 assigns them unless unique_id is set by hand), or pass "
+            "FeatureRecorder(..., reused_ids='new_agent') to record the newcomer as a new agent (panel ids become "
+            "(unique_id, incarnation) pairs), or reused_ids='same_agent' if agents=fn returns new proxy objects "
+            "for the same agents")
+
     def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
         col = rec.col
         out = np.empty(len(agents), dtype=np.int64)
@@ -282,8 +358,12 @@ class FeatureRecorder(_RecorderBase):
                 raise FeatureValueError(f"agent unique_id {_shown(uid)} ({type(uid).__name__}) is not hashable; "
                                         "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
-                j = col[uid] = len(rec.ids)
-                rec.ids.append(uid)
+                j = self._new_row(rec, uid, a, t)
+            elif self._reused(rec, j, a, t):
+                if self.reused_ids == "error":
+                    raise self._reuse_error(rec, j, a, t)
+                j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
+            rec.last[j] = t
             out[k] = j
         n = len(rec.ids)
         if n > rec.values.shape[1]:  # grow the agent axis (amortised doubling)
@@ -349,6 +429,7 @@ class FeatureRecorder(_RecorderBase):
         return col
 
     def _capture(self, rec: _RowBuffer, model: Any, t: int) -> None:
+        rec.step_labels.append(getattr(model, "steps", None))
         agents = self._agent_list(model, t)
         cols = self._columns_for(rec, agents, t)
         if not agents:
@@ -367,7 +448,7 @@ class FeatureRecorder(_RecorderBase):
                                    for t, m in self.skipped_types.items()) + ")")
                 raise UnknownAttributeError(f"no agents have the requested features {list(self.features)}{why}")
             raise FeatureValueError("no agents were ever present during the recording; nothing to record")
-        ids = rec.ids
+        ids = rec.ids if self.reused_ids != "new_agent" else [(u, g) for u, g in zip(rec.ids, rec.gen)]
         try:
             order = sorted(range(n), key=lambda j: ids[j])
         except TypeError:
