@@ -76,6 +76,7 @@
 * AumannWarning(UserWarning)                     -- warnings aumann emits (filter them by class)
   * ForkFallbackWarning                          -- ``strategy="auto"`` could not copy a model and replays it
   * RecorderWarning                              -- a recorder skipped agent types without a requested feature
+  * SharedStateWarning                           -- a fork by replay that holds the original's own mutable objects
   * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
 """
 
@@ -456,6 +457,11 @@ class ForkFallbackWarning(AumannWarning):
     """A fork with ``strategy="auto"`` could not copy the model and replays it from its factory instead."""
 
 
+class SharedStateWarning(AumannWarning):
+    """A fork by replay whose model holds the original's own mutable objects (a module-level default graph),
+    so the replay writes into the original and the branch is not independent of it."""
+
+
 class RecorderWarning(AumannWarning):
     """A recorder skipped agents (a type without a requested feature) and says which."""
 
@@ -520,6 +526,7 @@ __all__ = [
     "ScenarioLoadError",
     "ServerDownError",
     "ShapeError",
+    "SharedStateWarning",
     "SimulationError",
     "SpanShapeError",
     "StepExpired",

@@ -280,6 +280,7 @@ PUBLIC = {
         "ScenarioLoadError",
         "ServerDownError",
         "ShapeError",
+        "SharedStateWarning",
         "SimulationError",
         "SpanShapeError",
         "StepExpired",

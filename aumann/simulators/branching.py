@@ -55,7 +55,14 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import CheckpointError, ReplayDivergedError, ReplayUnavailableError, SimulationError
+from aumann.errors import (
+    CheckpointError,
+    ReplayDivergedError,
+    ReplayUnavailableError,
+    SharedStateWarning,
+    SimulationError,
+)
+from aumann.simulators.sharing import shared_state
 
 StepFn = Callable[[Any], None]
 
@@ -858,15 +865,32 @@ def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: Ste
     Raises:
         ReplayUnavailableError: no factory, or no way to tell the history.
         ReplayDivergedError: the replayed model is not in ``model``'s state.
+
+    Warns:
+        SharedStateWarning: the replayed model holds mutable objects of ``model`` itself (two levels deep; see
+            :func:`aumann.simulators.sharing.shared_state`), e.g. a module-level default graph.
     """
     plan = replay_plan(model, factory, step)
     branch = run_plan(plan)
+    shared = shared_state(model, branch)
+    why = ""
+    if shared:
+        name = type(model).__name__
+        why = (f"the replayed {name} holds the original's own mutable objects ({', '.join(shared[:5])}"
+               f"{', ...' if len(shared) > 5 else ''}): the factory gives every model the same object (a module-level "
+               "default argument, a global), so the constructor and the replayed steps write into the original's "
+               "state and the branch is not independent of it. Build a fresh object in the factory (e.g. "
+               f"factory=lambda: {name}(graph=make_graph())) or fork by copy, which copies what the model holds")
     diff = digest_difference(state_digest(model), state_digest(branch))
     if diff is not None:
         raise ReplayDivergedError(
             f"replaying {type(model).__name__} ({plan.steps()} step(s) from the factory) does not reproduce the "
             f"model: {diff}. The factory must rebuild the exact initial state (same seed and parameters) "
-            f"and the step function and interventions must be deterministic")
+            f"and the step function and interventions must be deterministic" + (f"; also, {why}" if why else ""))
+    if why:
+        import warnings
+
+        warnings.warn(SharedStateWarning(f"fork by replay: {why}"), stacklevel=3)
     lin = lineage(model)
     if lin is not None:
         lin.factory = lin.factory or plan.factory

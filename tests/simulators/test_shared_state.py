@@ -1,0 +1,94 @@
+"""A fork by replay of a model built on a module-level default object (mesa-examples' ``aco_tsp`` pattern:
+``def __init__(self, tsp_graph=TSPGraph.from_random(20))``) shares that object with the original: the replayed
+constructor resets the original's pheromones and the replayed steps deposit into them. Before the check this
+was silent (the state digest does not look into the graph); now it is a SharedStateWarning naming the path."""
+
+from __future__ import annotations
+
+import warnings
+
+import mesa
+import numpy as np
+import pytest
+
+from aumann.errors import SharedStateWarning
+from aumann.simulators import FeatureRecorder, fork, simulate
+from aumann.simulators.sharing import shared_state
+
+
+class Trails:
+    """A tiny pheromone graph: edge -> pheromone level."""
+
+    def __init__(self, edges: int = 6) -> None:
+        self.level = {e: 0.0 for e in range(edges)}
+
+    def reset(self) -> None:
+        for e in self.level:
+            self.level[e] = 1.0
+
+
+class Ant(mesa.Agent):
+    def __init__(self, model: mesa.Model) -> None:
+        super().__init__(model)
+        self.deposit = 0.0
+
+    def step(self) -> None:
+        e = self.random.randrange(len(self.model.trails.level))
+        self.deposit = self.model.trails.level[e]
+        self.model.trails.level[e] += 1.0
+
+
+class Colony(mesa.Model):
+    def __init__(self, trails: Trails = Trails(), n: int = 4, seed: int = 7) -> None:  # noqa: B008 (the pattern)
+        super().__init__(seed=seed)
+        self.trails = trails
+        self.trails.reset()  # as aco_tsp re-initialises its pheromones
+        for _ in range(n):
+            Ant(self)
+
+    def step(self) -> None:
+        self.agents.do("step")
+
+
+REC = FeatureRecorder({"deposit": "deposit"})
+
+
+def test_a_replay_that_shares_a_module_level_default_warns_and_names_it():
+    model = Colony()
+    simulate(model, 3, REC)
+    before = dict(model.trails.level)
+    with pytest.warns(SharedStateWarning, match=r"holds the original's own mutable objects \(\.trails\)"):
+        fork(model, steps=2, recorder=REC, strategy="replay", factory=Colony)
+    assert model.trails.level != before  # what the warning is about: the replay wrote into the original
+
+
+def test_a_fork_by_copy_or_a_factory_with_its_own_object_does_not_warn():
+    model = Colony(Trails())
+    simulate(model, 3, REC)
+    before = dict(model.trails.level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedStateWarning)
+        fork(model, steps=2, recorder=REC, strategy="copy")
+        assert model.trails.level == before
+        fresh = fork(model, steps=2, recorder=REC, strategy="replay", factory=lambda: Colony(Trails()))
+    assert model.trails.level == before and fresh.model.trails is not model.trails
+
+
+def test_shared_state_looks_two_levels_deep_and_skips_immutables_and_self_copying_objects():
+    class SharesItself:
+        def __deepcopy__(self, memo):  # shared on purpose (as aumann's LLM backends and caches)
+            return self
+
+    graph, backend, frozen = {"a": 1}, SharesItself(), np.zeros(3)
+    frozen.flags.writeable = False
+
+    class Holder:
+        def __init__(self) -> None:
+            self.g = graph
+
+    class M:
+        def __init__(self) -> None:
+            self.grid, self.params = Holder(), {"graph": graph, "name": "x", "k": (1, 2)}
+            self.backend, self.frozen, self.own = backend, frozen, [1, 2]
+
+    assert shared_state(M(), M()) == [".grid.g", ".params['graph']"]
