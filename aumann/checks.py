@@ -14,6 +14,8 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`as_seed`   a seed: ``None``, a non-negative integer, a ``SeedSequence`` or a ``Generator``;
 * :func:`as_real_array`  an array-like of real numbers (numpy, torch — bfloat16 refused — or nested
   lists; ragged, complex, string and object input refused, and masked arrays with masked values);
+* :func:`as_torch`  numpy to torch like ``torch.as_tensor``, without torch's warning on a read-only array
+  (shared without a copy; copied first where the caller writes into the tensor);
 * :func:`refuse_mixed_labels`  ids or labels of one type: numbers and text mixed (``[1, "a"]``) are refused
   (numpy would make text of every one, so id 1 became ``"1"``);
 * :func:`as_path`   a file or folder path: a non-empty ``str`` or ``os.PathLike`` (never ``None``, a
@@ -214,6 +216,42 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     if dtype is not None:
         arr = arr.astype(dtype, copy=False)
     return arr
+
+
+def as_torch(x: Any, *, dtype: Any = None, device: Any = None, writable: bool = False) -> Any:
+    """``torch.as_tensor(x, dtype=dtype, device=device)``, without torch's warning on read-only numpy arrays.
+
+    torch has no read-only tensors: ``torch.from_numpy``/``torch.as_tensor`` of an array that is not writable
+    (``np.load(mmap_mode="r")``, ``np.broadcast_to``, a frozen panel) share its memory anyway and say so in a
+    ``UserWarning`` ("The given NumPy array is not writable"), which a caller running with warnings as errors
+    gets as an exception. A read-only array is shared here through DLPack (numpy >= 2.1 exports it without a
+    copy and torch takes it without the warning; with older numpy, ``torch.as_tensor`` with that one warning
+    silenced), so results are the same numbers as from a writable array and nothing is copied. A caller that
+    writes into the tensor passes ``writable=True``: a read-only array is then copied first (its owner's data
+    must not change). Writable arrays, tensors, numbers and lists go to ``torch.as_tensor`` as they are.
+    """
+    import torch
+
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        if writable:
+            x = np.array(x)
+        else:
+            t = None
+            # torch aborts the process on a DLPack tensor with negative strides (a reversed view, x[::-1]); those,
+            # other byte orders and unaligned arrays take the fallback, where torch.as_tensor refuses them as before
+            if min(x.strides, default=0) >= 0 and x.dtype.isnative and x.flags.aligned:
+                try:
+                    t = torch.from_dlpack(x)
+                except (BufferError, TypeError, ValueError, RuntimeError):  # numpy < 2.1 exports no read-only array
+                    t = None
+            if t is not None:
+                return t if dtype is None and device is None else t.to(dtype=dtype, device=device)
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                return torch.as_tensor(x, dtype=dtype, device=device)
+    return torch.as_tensor(x, dtype=dtype, device=device)
 
 
 def refuse_mixed_labels(given: Any, arr: np.ndarray, what: str, *, error: ErrorType,

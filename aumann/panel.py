@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_int, as_path, as_real_array, refuse_mixed_labels
+from aumann.checks import as_int, as_path, as_real_array, as_torch, refuse_mixed_labels
 from aumann.errors import (
     AumannError,
     DuplicateIdError,
@@ -629,10 +629,8 @@ class Panel:
         return self._derive(groups={**self.groups, **groups})
 
     def to_torch(self, device: Any = None):
-        """``values`` as a torch tensor (shares memory on CPU)."""
-        import torch
-
-        return torch.as_tensor(self.values, device=device)
+        """``values`` as a torch tensor (shares memory on CPU; a read-only panel's too, without torch's warning)."""
+        return as_torch(self.values, device=device)
 
     # ------------------------------------------------------------------ interop
     @classmethod

@@ -72,7 +72,7 @@ from aumann.attribution.games import CoalitionGame, MaskedIndicatorGame
 from aumann.attribution.network import NetworkQuadraticKernel
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, AdditiveKernel, GameKernel, QuadraticKernel
 from aumann.attribution.threads import run_items
-from aumann.checks import as_int
+from aumann.checks import as_int, as_torch
 from aumann.errors import GameError, IndicatorError, MethodError
 
 F64 = torch.float64
@@ -117,7 +117,7 @@ class PositionControl(DiagonalControl):
         """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
 
     def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        idx = torch.from_numpy(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
+        idx = as_torch(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
         fwd = torch.empty(idx.shape, dtype=F64, device=self.device).scatter_(1, idx, self._by_position(idx, False))
         if not reverse:
             return fwd, None
@@ -148,7 +148,7 @@ class LowRankControl(PositionControl):
         perms = idx.numpy() if host else None
         out = None
         for p in range(self.Bt.shape[0]):  # P gathers of (c, n): no (c, n, P) temporary
-            term = torch.from_numpy(np.take(self.Bt[p].numpy(), perms)) if host else self.Bt[p][idx]
+            term = as_torch(np.take(self.Bt[p].numpy(), perms)) if host else self.Bt[p][idx]
             term *= G[:, p]
             out = term if out is None else out.add_(term)
         return out if out is not None else torch.zeros(idx.shape, dtype=F64, device=idx.device)
@@ -166,7 +166,7 @@ class LowRankControl(PositionControl):
         # a walk per permutation, on the idle cores (each writes only its own row: the same bits)
         run_items(lambda r: jit_controls.low_rank_units(self._rows, self._profiles, self._mu, perms[r:r + 1],
                                                         reverse, out[r:r + 1]), list(range(perms.shape[0])))
-        return torch.from_numpy(out)
+        return as_torch(out)
 
 
 class TableControl(PositionControl):
@@ -187,10 +187,10 @@ class TableControl(PositionControl):
             frac = (taus - nodes[j]) / (nodes[j + 1] - nodes[j])
         W = np.bincount(j, weights=1.0 - frac, minlength=K) + np.bincount(j + 1, weights=frac, minlength=K + 1)[:K]
         dev = H.device
-        self.j = torch.from_numpy(j.astype(np.int64)).to(dev)
-        self.frac = torch.from_numpy(frac).to(dev)
+        self.j = as_torch(j.astype(np.int64)).to(dev)
+        self.frac = as_torch(frac).to(dev)
         self.interpolated = bool(np.any(frac))
-        self.mean = torch.from_numpy(W / n).to(dev) @ self.H
+        self.mean = as_torch(W / n).to(dev) @ self.H
 
     def _by_position(self, idx, flip):
         j, frac = (self.j.flip(0), self.frac.flip(0)) if flip else (self.j, self.frac)
@@ -265,7 +265,7 @@ class ParticipationGame(CoalitionGame):
         out = np.empty((taus.size, self.n_players))
         for s in range(0, taus.size, self.batch):
             chunk = taus[s:s + self.batch]
-            lam = torch.as_tensor(chunk, dtype=F64)[:, None].repeat(1, self.n_players).requires_grad_(True)
+            lam = as_torch(chunk, dtype=F64)[:, None].repeat(1, self.n_players).requires_grad_(True)
             val = self.extension(lam)
             if not isinstance(val, torch.Tensor) or tuple(val.shape) != (chunk.size,):
                 shape = tuple(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
@@ -289,7 +289,7 @@ def _masked_feature_gradients(game: MaskedIndicatorGame, taus: np.ndarray, memor
     step = max(1, memory_budget // (16 * max(1, N * D * x.element_size())))
     out = np.empty((taus.size, N))
     for s in range(0, taus.size, step):
-        chunk = torch.as_tensor(taus[s:s + step], dtype=x.dtype, device=x.device)
+        chunk = as_torch(taus[s:s + step], dtype=x.dtype, device=x.device)
         z = (b[None] + chunk[:, None, None] * delta[None]).detach().requires_grad_(True)
         val = game.problem.evaluate(z, np.full(chunk.shape[0], game.t, dtype=np.int64))
         if not val.requires_grad:
@@ -311,7 +311,7 @@ def _rho_gradients(rho: Callable[[torch.Tensor], torch.Tensor], start: torch.Ten
     P = start.shape[0]
     out = torch.empty((taus.size, P), dtype=F64, device=start.device)
     step = max(1, memory_budget // (64 * max(1, P)))
-    t_all = torch.as_tensor(taus, dtype=F64, device=start.device)
+    t_all = as_torch(taus, dtype=F64, device=start.device)
     for s in range(0, taus.size, step):
         t = t_all[s:s + step]
         m = (start[None, :] + t[:, None] * total[None, :]).detach().requires_grad_(True)
@@ -371,8 +371,8 @@ def _sum_space(delta: torch.Tensor, start: torch.Tensor, rho: Callable, rows: np
     # marginal follows the average gradient over that wander, not the gradient at the point: smooth it
     b = composition_bandwidth(delta.detach().cpu().numpy(), n)
     if b >= 1.0 and n >= SMOOTH_MIN_PLAYERS:  # (a Gaussian wander needs many players: the CLT)
-        G = torch.from_numpy(smooth_positions(G.cpu().numpy(), b)).to(G.device)
-    B = delta if rows is None else delta[torch.from_numpy(rows).to(delta.device)]
+        G = as_torch(smooth_positions(G.cpu().numpy(), b)).to(G.device)
+    B = delta if rows is None else delta[as_torch(rows).to(delta.device)]
     return LowRankControl(B, G, kind="sum-space", gradient_evals=n)
 
 
@@ -407,7 +407,7 @@ class NetworkControl(DiagonalControl):
         self.scale = k.c / (1.0 + k.c * Q)  # (n,) by position
         frac = np.arange(n, dtype=np.float64) / max(1, n - 1)
         mean = self.own * self.scale.mean() + 2.0 * dr * Adr * float(np.mean(frac * self.scale))
-        self.mean = torch.from_numpy(mean)
+        self.mean = as_torch(mean)
 
     def _one(self, order: np.ndarray) -> np.ndarray:
         pos = np.empty(self.n, dtype=np.int64)
@@ -424,7 +424,7 @@ class NetworkControl(DiagonalControl):
         perms = np.asarray(perms)
         fwd = np.stack([self._one(p) for p in perms])
         rev = np.stack([self._one(p[::-1]) for p in perms]) if reverse else None
-        return torch.from_numpy(fwd), None if rev is None else torch.from_numpy(rev)
+        return as_torch(fwd), None if rev is None else as_torch(rev)
 
 
 def _network(k: NetworkQuadraticKernel, rows: np.ndarray | None, n: int) -> NetworkControl:
@@ -436,7 +436,7 @@ def _quadratic(k: QuadraticKernel, rows: np.ndarray | None, n: int) -> LowRankCo
     if rows is not None:
         B = B[rows]
     tau = positions(n)
-    return LowRankControl(torch.from_numpy(np.ascontiguousarray(B)), torch.from_numpy(np.stack([np.ones(n), tau], 1)),
+    return LowRankControl(as_torch(np.ascontiguousarray(B)), as_torch(np.stack([np.ones(n), tau], 1)),
                           kind="quadratic")
 
 
@@ -493,7 +493,7 @@ def diagonal_control(game: CoalitionGame, kernel: GameKernel, *, rows: np.ndarra
                           "torch extension v(λ[B, N]) -> [B], or use SampledShapley")
     if rows is not None:
         H = H[:, rows]
-    return TableControl(torch.from_numpy(np.ascontiguousarray(H)).to(_device_of(kernel)), taus, kind=kind,
+    return TableControl(as_torch(np.ascontiguousarray(H)).to(_device_of(kernel)), taus, kind=kind,
                         gradient_evals=taus.size)
 
 

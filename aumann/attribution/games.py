@@ -42,7 +42,7 @@ from aumann.attribution.pooled import (
     QuadraticKernel,
 )
 from aumann.attribution.problem import Problem
-from aumann.checks import as_int, as_real_array, user_code
+from aumann.checks import as_int, as_real_array, as_torch, user_code
 from aumann.errors import AumannWarning, GameError, IndicatorError, NonFiniteGameError
 
 
@@ -247,10 +247,10 @@ class MaskedIndicatorGame(CoalitionGame):
         self.player_ids = problem.panel.agent_ids
         self.name = problem.f.name
         self.device = problem.device
-        self.x = torch.as_tensor(np.ascontiguousarray(problem.x[t]), device=self.device)  # (N, D)
+        self.x = as_torch(np.ascontiguousarray(problem.x[t]), device=self.device)  # (N, D)
         base = problem.baseline[t if problem.baseline.shape[0] > 1 else 0]  # (N, D) or (1, D)
         # a shared baseline row stays a broadcast view (no (N, D) copy per step)
-        self.b = torch.as_tensor(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
+        self.b = as_torch(np.ascontiguousarray(base), device=self.device).to(self.x.dtype).expand(N, D)
         self.row_bytes = 4 * N * D * self.x.element_size()
         self.memory_budget = memory_budget
         self.memory_limit = memory_limit
@@ -342,7 +342,7 @@ class MaskedIndicatorGame(CoalitionGame):
                 rows = PooledRows(_np(pa), _np(pb), None, n)
             else:  # means over the living at n_t: dead players add nothing on either side (dummies)
                 live_np = alive[self.t]
-                live = torch.from_numpy(live_np).to(device=x64.device, dtype=torch.float64)[:, None]
+                live = as_torch(live_np).to(device=x64.device, dtype=torch.float64)[:, None]
                 w = live / live.sum()
                 pa, pb = f.pooled.psi(x64), f.pooled.psi(b64)
                 a, b, rho = pa * w, pb * w, f.pooled.rho

@@ -57,7 +57,7 @@ import torch
 
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.streaming import linear_closed_form
-from aumann.checks import as_float, as_real_array, load_spec, user_code
+from aumann.checks import as_float, as_real_array, as_torch, load_spec, user_code
 from aumann.errors import IndicatorError, NoLivingAgentsError, UndefinedIndicatorError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
@@ -288,9 +288,9 @@ def living(g: torch.Tensor, alive: Any = None) -> tuple[torch.Tensor | None, tor
     if alive is None:
         return None, g.shape[-1]
     try:
-        mask = torch.as_tensor(alive, device=g.device).to(torch.bool).broadcast_to(g.shape)
+        mask = as_torch(alive, device=g.device).to(torch.bool).broadcast_to(g.shape)
     except RuntimeError as exc:
-        raise IndicatorError(f"alive mask of shape {tuple(torch.as_tensor(alive).shape)} does not broadcast to the "
+        raise IndicatorError(f"alive mask of shape {tuple(as_torch(alive).shape)} does not broadcast to the "
                              f"agents' shape {tuple(g.shape)}") from exc
     n = mask.sum(dim=-1)
     if not bool(n.all()):
@@ -401,7 +401,7 @@ class Var(Indicator):
 
     def closed_form(self, values: np.ndarray, *, per_feature: bool = False):
         n = values.shape[1]
-        g = torch.as_tensor(values).sum(dim=-1)  # (T, N)
+        g = as_torch(values).sum(dim=-1)  # (T, N)
         dev = g - g.mean(dim=1, keepdim=True)
         f = (dev * dev).mean(dim=1).double().numpy()
         w = (dev / n).numpy()
@@ -819,7 +819,7 @@ def _tensor_context(state: EvalContext, z: torch.Tensor) -> dict[str, torch.Tens
     lead = tuple(z.shape[:-2])
     ctx = {}
     for k, v in state.context.items():
-        tv = v if isinstance(v, torch.Tensor) else torch.as_tensor(
+        tv = v if isinstance(v, torch.Tensor) else as_torch(
             as_real_array(v, f"context {k!r}", error=IndicatorError, dtype=np.float64))
         tv = tv.to(z.device)
         ctx[k] = tv if (state.batched or not lead) else tv.expand(*lead, *tv.shape)
@@ -941,7 +941,7 @@ def _tensor_state(ind: Indicator, z: Any, context: Any, context_batched: bool,
     indicator (:func:`_own`)."""
     state = _as_eval_context(ind.name, z, context, context_batched, alive)
     arr = as_real_array(state.z, f"input of indicator {ind.name!r}", error=IndicatorError, dtype=np.float64)
-    zt = torch.as_tensor(arr)
+    zt = as_torch(arr)
     if zt.ndim < 2:
         raise IndicatorError(f"indicator {ind.name!r}: a batch must have shape (..., N, D); got {tuple(zt.shape)}")
     return state.with_values(zt), zt, tuple(zt.shape[:-2]), not _shares_memory(arr, state.z)

@@ -53,6 +53,7 @@ from aumann.attribution.indicators import Context, Indicator, living
 from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.pooled import DEFAULT_MEMORY_BUDGET, GameKernel, curve_args
 from aumann.attribution.threads import run_items
+from aumann.checks import as_torch
 from aumann.errors import IndicatorError
 
 
@@ -80,7 +81,7 @@ def _apply(A: sp.csr_matrix, x: torch.Tensor) -> torch.Tensor:
         return y.to(dtype=x.dtype).reshape(*lead, n)
     xn = x.detach().reshape(-1, n).to(torch.float64).numpy()
     y = (A @ xn.T).T if xn.shape[0] > 1 else matvec(A, xn[0])[None]
-    return torch.from_numpy(np.ascontiguousarray(y)).to(dtype=x.dtype).reshape(*lead, n)
+    return as_torch(np.ascontiguousarray(y)).to(dtype=x.dtype).reshape(*lead, n)
 
 
 _ON_DEVICE: OrderedDict[tuple, tuple[tuple[np.ndarray, ...], torch.Tensor]] = OrderedDict()
@@ -106,9 +107,9 @@ def _csr_on(A: sp.csr_matrix, device: torch.device) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
         warnings.filterwarnings("ignore", message="Sparse invariant checks", category=UserWarning)  # torch < 2.13
-        t = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(idx, copy=False)),
-                                    torch.from_numpy(A.indices.astype(idx, copy=False)),
-                                    torch.from_numpy(np.asarray(A.data, dtype=np.float64)), size=A.shape,
+        t = torch.sparse_csr_tensor(as_torch(A.indptr.astype(idx, copy=False)),
+                                    as_torch(A.indices.astype(idx, copy=False)),
+                                    as_torch(np.asarray(A.data, dtype=np.float64)), size=A.shape,
                                     dtype=torch.float64, check_invariants=False).to(device)
     _ON_DEVICE[key] = (arrays, t)
     while len(_ON_DEVICE) > _ON_DEVICE_KEEP:
@@ -228,7 +229,7 @@ class NetworkQuadratic(Indicator):
             return self(z, context, alive), other(z, context, alive)
         r, s = self._living_r(z, alive), other._living_r(z, alive)
         Ar, As = matvec_pair(self.A, r.detach().numpy(), s.detach().numpy())  # the bits of sparse_matvec's
-        return self._of(r, torch.from_numpy(Ar)), other._of(s, torch.from_numpy(As))
+        return self._of(r, as_torch(Ar)), other._of(s, as_torch(As))
 
     def subset(self, positions: Any) -> NetworkQuadratic:
         """The indicator on the sub-population at ``positions``: the induced subgraph A[S, S]."""
@@ -246,7 +247,7 @@ class NetworkQuadratic(Indicator):
         if not arr.flags.writeable:
             arr = arr.copy()
         with torch.no_grad():
-            return self.r(torch.from_numpy(arr)).double().numpy()
+            return self.r(as_torch(arr)).double().numpy()
 
     def value(self, z: Any, alive: np.ndarray | None = None) -> float:
         """f at one (N, D) array or :class:`~aumann.attribution.indicators.EvalContext` (float64, no torch graph);
@@ -330,11 +331,11 @@ class NetworkQuadratic(Indicator):
         d = x - b
         t_nodes, w_nodes = _gl(steps)
 
-        dt = torch.as_tensor(d)
+        dt = as_torch(d)
         _forward_mode_ready()
 
         def at(t: float) -> tuple[np.ndarray, np.ndarray]:  # r and ∇r · d at the node
-            z = torch.as_tensor(b + t * d)
+            z = as_torch(b + t * d)
             try:  # forward mode: r and its derivative along d in one pass (no (N, D) gradient to scatter)
                 r, rd = torch.func.jvp(self.r, (z,), (dt,))
                 return r.detach().numpy(), rd.detach().numpy()
@@ -509,7 +510,7 @@ class NetworkQuadraticKernel(GameKernel):
             units[p, self.active] = row
 
         run_items(walk, list(range(perms.shape[0])))
-        return torch.from_numpy(units)
+        return as_torch(units)
 
     def restricted(self) -> tuple[GameKernel, np.ndarray]:
         """(the game on the non-null players only, their indices): every semivalue of a null player is 0
@@ -599,7 +600,7 @@ class _ActiveKernel(GameKernel):
         perms = np.asarray(perms)
         units = np.empty(perms.shape, dtype=np.float64)
         run_items(lambda p: self.parent._pair_active(perms[p], units[p]), list(range(perms.shape[0])))
-        return torch.from_numpy(units)
+        return as_torch(units)
 
     def flip_marginals(self, masks: np.ndarray) -> np.ndarray:
         return self.parent.flip_marginals(self._full(np.asarray(masks, dtype=bool)))[:, self.parent.active]

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from aumann.attribution.path import quadrature
+from aumann.checks import as_torch
 from aumann.errors import IndicatorError, MethodError
 
 ValueFn = Callable[[torch.Tensor], torch.Tensor]
@@ -103,7 +104,7 @@ class _Counter:
         self.value_evals = 0
 
     def _lam(self, taus: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(taus, dtype=np.float64), dtype=self.dtype)[:, None].expand(-1, self.n)
+        return as_torch(np.asarray(taus, dtype=np.float64), dtype=self.dtype)[:, None].expand(-1, self.n)
 
     def _checked(self, out: Any, b: int, what: str) -> torch.Tensor:
         if not isinstance(out, torch.Tensor) or tuple(out.shape[:1]) != (b,):
@@ -151,8 +152,8 @@ class _Counter:
             (g,) = torch.autograd.grad(out.sum(), lam, allow_unused=True)
             if g is None:
                 continue
-            w = torch.as_tensor(np.asarray(weights[s:s + self.batch], dtype=np.float64))
-            idx = torch.as_tensor(np.asarray(group[s:s + self.batch], dtype=np.int64))
+            w = as_torch(np.asarray(weights[s:s + self.batch], dtype=np.float64))
+            idx = as_torch(np.asarray(group[s:s + self.batch], dtype=np.int64))
             acc.index_add_(0, idx, w[:, None] * g.to(torch.float64))
         self.grad_evals += len(taus)
         if not torch.isfinite(acc).all():

@@ -35,7 +35,7 @@ from aumann.attribution.indicators import HALF, LinearCombination, aumanns_own
 from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
-from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool, as_real_array, user_code
+from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool, as_real_array, as_torch, user_code
 from aumann.errors import AumannWarning, ClosedFormUnavailable, IndicatorError, MethodError
 from aumann.panel import Panel
 from aumann.progress import progress_bar
@@ -359,20 +359,20 @@ class AumannShapley(AttributionMethod):
         alive = problem.alive
         if alive is None:
             n_t = torch.full((T, 1), float(N), dtype=dtype)
-            mean_x = torch.from_numpy(column_sums(problem.x) / N)  # (T, D) float64, one streaming read
-            mean_b = torch.stack([torch.from_numpy(base_t(t).mean(axis=0)) for t in range(1 if shared else T)]
+            mean_x = as_torch(column_sums(problem.x) / N)  # (T, D) float64, one streaming read
+            mean_b = torch.stack([as_torch(base_t(t).mean(axis=0)) for t in range(1 if shared else T)]
                                  ).expand(T, D)
         else:  # means over the living rows of each step, at the living count n_t
-            n_t = torch.from_numpy(alive.sum(axis=1, keepdims=True).astype(np.float64))
+            n_t = as_torch(alive.sum(axis=1, keepdims=True).astype(np.float64))
 
             def mean_living(v: np.ndarray, t: int) -> np.ndarray:  # v (N|1, D) → (D,)
                 return v.mean(axis=0) if v.shape[0] == 1 else v[alive[t]].mean(axis=0)
 
-            mean_x = torch.from_numpy(np.stack([mean_living(np.asarray(problem.x[t], dtype=np.float64), t)
+            mean_x = as_torch(np.stack([mean_living(np.asarray(problem.x[t], dtype=np.float64), t)
                                                 for t in range(T)]))
-            mean_b = torch.from_numpy(np.stack([mean_living(base_t(t), t) for t in range(T)]))
-        tau = torch.as_tensor(nodes, dtype=dtype)
-        w = torch.as_tensor(weights, dtype=dtype)
+            mean_b = as_torch(np.stack([mean_living(base_t(t), t) for t in range(T)]))
+        tau = as_torch(nodes, dtype=dtype)
+        w = as_torch(weights, dtype=dtype)
         m = (mean_b @ a)[:, None, :] + tau[None, :, None] * ((mean_x - mean_b) @ a)[:, None, :]  # (T, K, P)
         m = m.detach().requires_grad_(True)
         out = pooled.rho(m)
@@ -421,10 +421,10 @@ class AumannShapley(AttributionMethod):
         dtype = torch.float32 if np_dtype == np.float32 else torch.float64
         x = problem.x
         shared_base = problem.baseline.shape[0] == 1  # (1, N|1, D): one copy on the device serves every step
-        base = torch.as_tensor(np.ascontiguousarray(problem.baseline[:1]), dtype=dtype, device=dev)
+        base = as_torch(np.ascontiguousarray(problem.baseline[:1]), dtype=dtype, device=dev)
         zero_base = problem.baseline_is_zero
-        tau = torch.as_tensor(nodes, dtype=dtype, device=dev)
-        w = torch.as_tensor(weights, dtype=dtype, device=dev)
+        tau = as_torch(nodes, dtype=dtype, device=dev)
+        w = as_torch(weights, dtype=dtype, device=dev)
         ones = torch.ones(D, dtype=dtype, device=dev)
         item_bytes = N * D * (4 if dtype == torch.float32 else 8)
         budget = device_budget(dev, self.memory_budget, _HOST_BUDGET)
@@ -443,7 +443,7 @@ class AumannShapley(AttributionMethod):
             src = _tensor(x[t0:t1])
             xb = src.to(dev, dtype)
             b = None if zero_base else (
-                base if shared_base else torch.as_tensor(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype))
+                base if shared_base else as_torch(np.ascontiguousarray(problem.baseline[t0:t1])).to(dev, dtype))
             idx = np.arange(t0, t1)
             with torch.no_grad():
                 # f never sees the panel's own memory: an indicator that writes to z in place is refused

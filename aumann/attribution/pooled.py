@@ -44,7 +44,7 @@ from aumann.attribution.device import CPU
 from aumann.attribution.indicators import HALF, Context, Indicator
 from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.streaming import fresh
-from aumann.checks import as_real_array
+from aumann.checks import as_real_array, as_torch
 from aumann.errors import IndicatorError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
@@ -99,7 +99,7 @@ class QuadraticIndicator(Indicator):
 
     def __init__(self, C: np.ndarray | torch.Tensor, *, s: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  q: Callable[[torch.Tensor], torch.Tensor] | None = None, name: str = "quadratic") -> None:
-        C = torch.as_tensor(as_real_array(C, "QuadraticIndicator C", error=IndicatorError, dtype=np.float64))
+        C = as_torch(as_real_array(C, "QuadraticIndicator C", error=IndicatorError, dtype=np.float64))
         if not torch.isfinite(C).all():
             raise IndicatorError("QuadraticIndicator C contains NaN or inf")
         if C.ndim != 2 or C.shape[0] != C.shape[1]:
@@ -149,7 +149,7 @@ class GameKernel(ABC):
     def prefix_marginals_tensor(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`prefix_marginals` as float64 tensors on the kernel's device (where the method accumulates)."""
         fwd, rev = self.prefix_marginals(perms, reverse)
-        return torch.from_numpy(fwd), None if rev is None else torch.from_numpy(rev)
+        return as_torch(fwd), None if rev is None else as_torch(rev)
 
     def units(self, perms: np.ndarray, antithetic: bool) -> torch.Tensor:
         """(c, N) float64 sampled-Shapley units of ``perms``: each permutation's marginals, or with ``antithetic``
@@ -319,8 +319,8 @@ class AdditiveKernel(GameKernel):
                  rho: Callable[[torch.Tensor], torch.Tensor], memory_budget: int = DEFAULT_MEMORY_BUDGET,
                  device: torch.device = CPU, rows: PooledRows | None = None,
                  log1p_product: float | None = None) -> None:
-        a64 = torch.as_tensor(a, dtype=torch.float64, device=device)
-        b64 = torch.as_tensor(b, dtype=torch.float64, device=device)
+        a64 = as_torch(a, dtype=torch.float64, device=device)
+        b64 = as_torch(b, dtype=torch.float64, device=device)
         if a64.shape != b64.shape or a64.ndim != 2:
             raise IndicatorError(f"additive game terms must be two (N, P) arrays; got {tuple(a64.shape)} and "
                                  f"{tuple(b64.shape)}")
@@ -359,7 +359,7 @@ class AdditiveKernel(GameKernel):
             return _checked_rho(self.rho(s), s)
 
     def values(self, masks):
-        m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
+        m = as_torch(np.asarray(masks), device=self._device).to(torch.float64)
         return self._rho(self.sum_b + _masked_sums(m, self.delta)).cpu().numpy()
 
     def chunk_permutations(self):
@@ -383,10 +383,10 @@ class AdditiveKernel(GameKernel):
         c, n = perms.shape
         v0, vN = self.ends()
         perms = np.asarray(perms, dtype=np.int64)
-        idx = torch.from_numpy(perms).to(self._device)
+        idx = as_torch(perms).to(self._device)
         # (P, c, N) layout: the gather reads the contiguous rows of a − b, the cumsum runs along them
         if self._device.type == "cpu":  # numpy's take: 2–3× faster than torch's index_select along dim 1
-            g = torch.from_numpy(np.take(self.delta_t.numpy(), perms, axis=1))
+            g = as_torch(np.take(self.delta_t.numpy(), perms, axis=1))
         else:
             g = self.delta_t.index_select(1, idx.reshape(-1)).view(self.p, c, n)
         g[:, :, 0] += self.sum_b[:, None]
@@ -419,12 +419,12 @@ class AdditiveKernel(GameKernel):
         if self.log1p_product is not None:
             return self._log1p_product_compiled(perms, reverse, v0, vN)
         agents_last = self.p > 4
-        g = torch.from_numpy(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64))
+        g = as_torch(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64), writable=True)
         jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
                                                               g.numpy())
         view = g.permute(1, 2, 0) if agents_last else g
         vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
-        out_f = torch.from_numpy(fresh((c, n), np.float64))
+        out_f = as_torch(fresh((c, n), np.float64), writable=True)
         jit_sampling.scatter_steps(vals.numpy(), v0, perms, out_f.numpy())
         if not reverse:
             return out_f, None
@@ -432,7 +432,7 @@ class AdditiveKernel(GameKernel):
         tot = (self.sum_a + self.sum_b)
         torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
         u = self._rho_view(view)  # u[:, k] = v(π[k+1:])
-        out_r = torch.from_numpy(fresh((c, n), np.float64))
+        out_r = as_torch(fresh((c, n), np.float64), writable=True)
         jit_sampling.scatter_steps_reversed(u.numpy(), vN, perms, out_r.numpy())
         return out_f, out_r
 
@@ -451,11 +451,11 @@ class AdditiveKernel(GameKernel):
         out_f = fresh((c, n), np.float64)
         jit_sampling.scatter_steps(h, v0, perms, out_f)
         if not reverse:
-            return torch.from_numpy(out_f), None
+            return as_torch(out_f), None
         log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
         out_r = fresh((c, n), np.float64)
         jit_sampling.scatter_steps_reversed(hr, vN, perms, out_r)
-        return torch.from_numpy(out_f), torch.from_numpy(out_r)
+        return as_torch(out_f), as_torch(out_r)
 
     def _rho_view(self, m: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -480,7 +480,7 @@ class AdditiveKernel(GameKernel):
         return _checked_rho(out, m)
 
     def flip_marginals(self, masks):
-        m = torch.as_tensor(np.asarray(masks), device=self._device).to(torch.float64)
+        m = as_torch(np.asarray(masks), device=self._device).to(torch.float64)
         s = self.sum_b + _masked_sums(m, self.delta)  # (c, P)
         with_i = s[:, None, :] + (1.0 - m)[..., None] * self.delta[None]
         without_i = s[:, None, :] - m[..., None] * self.delta[None]
@@ -508,11 +508,11 @@ class AdditiveKernel(GameKernel):
             run = np.cumsum(change[order[:kmax]], axis=0)  # the running change of Σψ
             s = total[None, :] + np.concatenate([np.zeros((1, total.size)), run])[ks]
             with torch.no_grad():
-                return self.rho(torch.as_tensor(s / n)).double().numpy()
+                return self.rho(as_torch(s / n)).double().numpy()
         delta = self.delta.cpu().numpy()
         run = np.cumsum(delta[order[:kmax]], axis=0)
         s = self.sum_a.cpu().numpy()[None, :] - np.concatenate([np.zeros((1, self.p)), run])[ks]
-        return self._rho(torch.as_tensor(s, device=self._device)).cpu().numpy()
+        return self._rho(as_torch(s, device=self._device)).cpu().numpy()
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.indicators import Indicator, check_output, evaluate_tensor
 from aumann.attribution.memory import cache_owner, item_bytes, items_per_batch, limits, small_enough
 from aumann.attribution.result import Attribution
-from aumann.checks import as_real_array
+from aumann.checks import as_real_array, as_torch
 from aumann.errors import BaselineError, NoLivingAgentsError
 from aumann.io import drop_resident, spilled
 from aumann.panel import Panel
@@ -182,7 +182,7 @@ class Problem:
         x = panel.values
         if panel.alive is not None and not panel.alive.all():
             x = np.where(panel.alive[..., None], panel.values, np.broadcast_to(base, panel.shape))
-        ctx = {k: torch.as_tensor(v, device=device) for k, v in panel.context.items()} if panel.context else {}
+        ctx = {k: as_torch(v, device=device) for k, v in panel.context.items()} if panel.context else {}
         alive = None
         if f.accepts_alive and panel.alive is not None and not panel.alive.all():
             alive = panel.alive
@@ -220,14 +220,14 @@ class Problem:
     def context_for(self, t_idx: np.ndarray | Sequence[int]) -> dict[str, torch.Tensor] | None:
         if not self._ctx:
             return None
-        idx = torch.as_tensor(np.asarray(t_idx, dtype=np.int64), device=self.device)
+        idx = as_torch(np.asarray(t_idx, dtype=np.int64), device=self.device)
         return {k: v[idx] for k, v in self._ctx.items()}
 
     def alive_for(self, t_idx: np.ndarray | Sequence[int]) -> torch.Tensor | None:
         """The (B, N) living mask of the steps ``t_idx`` (None when every row enters f)."""
         if self.alive is None:
             return None
-        return torch.from_numpy(self.alive[np.asarray(t_idx, dtype=np.int64)]).to(self.device)
+        return as_torch(self.alive[np.asarray(t_idx, dtype=np.int64)]).to(self.device)
 
     def state(self, z: torch.Tensor, t_idx: np.ndarray | Sequence[int]) -> EvalContext:
         """The :class:`EvalContext` of a batch z (B, N, D) whose element b belongs to step ``t_idx[b]``:
@@ -262,7 +262,7 @@ class Problem:
         point = N * D * (4 if dtype == torch.float32 else 8)
         static = 4 * point if static is None else int(static)
         limit = limits(self.device, limit)[1]  # a requested limit, lowered to what the machine can give
-        x0 = torch.as_tensor(np.ascontiguousarray(self.x[0]), dtype=dtype, device=self.device)
+        x0 = as_torch(np.ascontiguousarray(self.x[0]), dtype=dtype, device=self.device)
 
         def run(b: int) -> None:
             z = x0.expand(b, N, D).clone()
@@ -301,7 +301,7 @@ class Problem:
         with torch.no_grad():
             for s in range(0, T, chunk):
                 idx = np.arange(s, min(T, s + chunk))
-                z = torch.as_tensor(np.ascontiguousarray(src[idx]), device=self.device)
+                z = as_torch(np.ascontiguousarray(src[idx]), device=self.device)
                 out[idx] = self.evaluate(z, idx).double().cpu().numpy()
         return out
 

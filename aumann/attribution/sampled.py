@@ -44,7 +44,7 @@ from aumann.attribution.result import Attribution
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
 from aumann.attribution.semivalues import _merge as _merge_infos
 from aumann.attribution.threads import background_work
-from aumann.checks import as_bool, as_choice, as_float, as_int
+from aumann.checks import as_bool, as_choice, as_float, as_int, as_torch
 from aumann.errors import MethodError
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike, spawn
@@ -503,7 +503,7 @@ class SampledBanzhaf(CoalitionMethod):
                 if self.estimator == "msr":
                     acc.add(masks, kernel.values(masks))
                 else:
-                    acc.add(torch.from_numpy(kernel.flip_marginals(masks)))
+                    acc.add(as_torch(kernel.flip_marginals(masks)))
                 done += c
             if self.stderr_tol is not None and acc.ready() and done >= MIN_UNITS_TO_STOP \
                     and acc.stderr().max() < self.stderr_tol:

@@ -44,6 +44,7 @@ import torch
 
 from aumann.attribution import jit
 from aumann.attribution.threads import run_items
+from aumann.checks import as_torch
 from aumann.errors import IndicatorError
 
 # The indicator's type is not imported: indicators import this module (no cycle, even a typing-only one).
@@ -167,7 +168,7 @@ def weighted_rows(x: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarr
     phi = np.empty((T, N), dtype=x.dtype)  # numpy asks for huge pages on big buffers: fewer page faults
     tasks = [(t, a, b) for t in range(T) for a, b in _parts(N)]
     sums = np.zeros(T)
-    xt, ct, ot = _tensor(x), torch.from_numpy(np.ascontiguousarray(c)), torch.from_numpy(phi)
+    xt, ct, ot = _tensor(x), as_torch(np.ascontiguousarray(c)), as_torch(phi, writable=True)
 
     def part_blas(task: tuple[int, int, int]) -> float:
         t, a, b = task
@@ -250,7 +251,7 @@ def fresh(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 def _tensor(x: np.ndarray) -> torch.Tensor:
     """A torch view of ``x`` (a copy only for negative strides, which torch cannot view)."""
-    return torch.from_numpy(x if min(x.strides) >= 0 else np.ascontiguousarray(x))
+    return as_torch(x if min(x.strides) >= 0 else np.ascontiguousarray(x))
 
 
 class ClosedForm(NamedTuple):

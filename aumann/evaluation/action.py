@@ -44,6 +44,7 @@ from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, e
 from aumann.attribution.participation import diagonal_path_integral
 from aumann.attribution.problem import AttributionMethod
 from aumann.attribution.result import Attribution
+from aumann.checks import as_torch
 from aumann.errors import IndicatorError, MethodError, StepMapError, StepMapUnavailable
 from aumann.scenarios.base import Scenario, StepMap
 
@@ -81,7 +82,7 @@ def build_step_map(scenario: Scenario, model: Any, config: Any) -> StepMap:
 def _context(context: Mapping[str, Any], batch: int) -> dict[str, torch.Tensor]:
     out = {}
     for k, v in context.items():
-        t = torch.as_tensor(np.asarray(v, dtype=np.float64))
+        t = as_torch(np.asarray(v, dtype=np.float64))
         out[k] = t.expand(batch, *t.shape)
     return out
 
@@ -89,7 +90,7 @@ def _context(context: Mapping[str, Any], batch: int) -> dict[str, torch.Tensor]:
 def map_features(sm: StepMap, lam: np.ndarray | torch.Tensor, *, n_features: int | None = None,
                  name: str = "scenario") -> torch.Tensor:
     """G(λ) for a batch (B, N) of intensities, with its shape and finiteness checked."""
-    lam_t = torch.as_tensor(np.asarray(lam, dtype=np.float64)) if not isinstance(lam, torch.Tensor) else lam
+    lam_t = as_torch(np.asarray(lam, dtype=np.float64)) if not isinstance(lam, torch.Tensor) else lam
     z = sm(lam_t)
     if not isinstance(z, torch.Tensor) or z.ndim != lam_t.ndim + 1 or tuple(z.shape[:-1]) != tuple(lam_t.shape) or (
             n_features is not None and z.shape[-1] != n_features):
@@ -133,7 +134,7 @@ def step_map_gap(sm: StepMap, f: Any, coalitions: Sequence[Sequence[int]], fork_
             lam = np.ones((len(chunk), sm.n_agents))
             for j, d in enumerate(chunk):
                 lam[j, d] = 0.0
-            got[s:s + len(chunk)] = v(torch.as_tensor(lam)).numpy()
+            got[s:s + len(chunk)] = v(as_torch(lam)).numpy()
     rel = np.abs(got - np.asarray(fork_values, dtype=np.float64)) / max(abs(scale), np.finfo(np.float64).tiny)
     return {"coalitions": len(deleted), "max_rel": float(rel.max()) if rel.size else float("nan"),
             "mean_rel": float(rel.mean()) if rel.size else float("nan")}

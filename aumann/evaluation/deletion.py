@@ -55,6 +55,7 @@ from aumann.attribution import FunctionGame
 from aumann.attribution.games import CoalitionCache
 from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, evaluate_pair
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
+from aumann.checks import as_torch
 from aumann.errors import ScenarioCodeError
 from aumann.scenarios.base import Scenario
 
@@ -278,7 +279,7 @@ class PooledForks:
 
         with self._lock:
             if self._base is None or self._base[0] is not base:
-                z = torch.from_numpy(base)
+                z = as_torch(base)
                 n = base.shape[0]
                 with torch.no_grad():
                     sums = tuple(i.pooled.psi(z).to(torch.float64).sum(-2) for i in self.inds)
@@ -297,7 +298,7 @@ class PooledForks:
         sums = self._sums(base)
         if sums is None:
             return None
-        new, old = torch.from_numpy(np.ascontiguousarray(values)), torch.from_numpy(base[rows])
+        new, old = as_torch(np.ascontiguousarray(values)), as_torch(base[rows])
         out = []
         with torch.no_grad():
             for ind, s in zip(self.inds, sums):

@@ -53,7 +53,7 @@ import torch
 from aumann.attribution import FunctionGame, ParticipationGame, SampledShapleyCV
 from aumann.attribution.distributed import MIN_UNITS_TO_STOP
 from aumann.attribution.result import Attribution
-from aumann.checks import as_choice, as_int
+from aumann.checks import as_choice, as_int, as_torch
 from aumann.errors import MethodError, StepMapError
 from aumann.evaluation.action import build_step_map, map_value_fn, torch_threads
 from aumann.evaluation.deletion import DeletionOracle, resimulation_game
@@ -82,7 +82,7 @@ def _map_game(sm: Any, f: Any, n_features: int, name: str) -> ParticipationGame:
 
     def values(masks: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return v(torch.as_tensor(np.asarray(masks, dtype=np.float64))).to(torch.float64).numpy()
+            return v(as_torch(np.asarray(masks, dtype=np.float64))).to(torch.float64).numpy()
 
     game = FunctionGame(values, n_players=sm.n_agents, name="step-map")
     game.row_bytes = 16 * 8 * sm.n_agents * max(1, n_features)  # G's working memory per coalition

@@ -80,7 +80,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from pydantic_core import PydanticCustomError
 
 from aumann import configs
-from aumann.checks import as_int
+from aumann.checks import as_int, as_torch
 from aumann.errors import ConfigError, ScenarioCodeError, SimulationError
 from aumann.simulators.llm.settings import LLMSettings
 
@@ -344,7 +344,7 @@ class StepMap:
         """Features (B, N, D) after the step at intensities ``lam`` (B, N) (or (N,) → (N, D))."""
         import torch
 
-        lam = torch.as_tensor(lam, dtype=torch.float64)
+        lam = as_torch(lam, dtype=torch.float64)
         single = lam.ndim == 1
         out = self.fn(lam[None] if single else lam)
         return out[0] if single else out

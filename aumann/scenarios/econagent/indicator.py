@@ -49,6 +49,7 @@ import torch
 
 from aumann.attribution import smoothing
 from aumann.attribution.indicators import Indicator
+from aumann.checks import as_torch
 from aumann.errors import IndicatorError
 from aumann.simulators import indicator_values
 
@@ -109,7 +110,7 @@ class MacroPressure(Indicator):
         batch = z.shape[:-2]
         out = {}
         for k in CONTEXT:
-            v = torch.as_tensor(context[k], dtype=z.dtype, device=z.device)
+            v = as_torch(context[k], dtype=z.dtype, device=z.device)
             if v.ndim > len(batch):
                 raise IndicatorError(f"{self.name}: context {k!r} has shape {tuple(v.shape)}; expected a scalar "
                                      f"per batch element, batch shape {tuple(batch)}")
@@ -175,7 +176,7 @@ def _panel_context(panel: Any) -> dict[str, torch.Tensor]:
     missing = [k for k in CONTEXT if k not in panel.context]
     if missing:
         raise IndicatorError(f"panel context lacks {missing}; record it with the scenario's context functions")
-    return {k: torch.as_tensor(np.asarray(panel.context[k], dtype=np.float64)) for k in CONTEXT}
+    return {k: as_torch(np.asarray(panel.context[k], dtype=np.float64)) for k in CONTEXT}
 
 
 def smoothing_gap(panel: Any, surrogate: MacroPressure | None = None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.checks import as_torch
 from aumann.scenarios.base import StepMap
 from aumann.scenarios.econagent.agents import HOURS
 from aumann.scenarios.econagent.prompts import BRACKET_CUTOFFS, BRACKET_RATES
@@ -42,11 +43,11 @@ def econ_step_map(model: Any, config: Any, context_fns: Any, factual: Callable[[
     ``factual(model)`` returns a branch of ``model`` after the factual month (``model`` is not touched)."""
     replay = factual(model)  # to read the month's decisions and shopping order
     hh, rh = model.households, replay.households
-    works = torch.as_tensor(np.asarray(replay.last_trace["works"], dtype=np.float64))
+    works = as_torch(np.asarray(replay.last_trace["works"], dtype=np.float64))
     order = [int(j) for j in replay.last_trace["consumption_order"]]
 
     def vec(values: Any) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(values, dtype=np.float64))
+        return as_torch(np.asarray(values, dtype=np.float64))
 
     skill, wealth, invested = vec([a.skill for a in hh]), vec([a.wealth for a in hh]), vec([a.invested_sum for a in hh])
     c_rate, x_rate = vec([a.consumption_rate for a in rh]), vec([a.investment_rate for a in rh])

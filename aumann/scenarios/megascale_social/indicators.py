@@ -44,6 +44,7 @@ from aumann.attribution.jit_log1p import log1p, log1p_scalar
 from aumann.attribution.network import NetworkQuadratic, converged_gauss_legendre
 from aumann.attribution.pooled import GameKernel
 from aumann.attribution.threads import idle_cores
+from aumann.checks import as_torch
 from aumann.scenarios.megascale_social.features import INFLUENCE, POSTED, RESHARED, RISK, B
 
 
@@ -83,8 +84,8 @@ class PropagationRisk(Indicator):
 
         n = x.shape[0]
         with torch.no_grad():
-            a = self.pooled.psi(torch.as_tensor(np.asarray(x, dtype=np.float64))).double().numpy()
-            b0 = self.pooled.psi(torch.as_tensor(np.array(np.broadcast_to(b, x.shape), dtype=np.float64))
+            a = self.pooled.psi(as_torch(np.asarray(x, dtype=np.float64))).double().numpy()
+            b0 = self.pooled.psi(as_torch(np.array(np.broadcast_to(b, x.shape), dtype=np.float64))
                                  ).double().numpy()
         if not self.smooth:
             return AdditiveKernel(a=a / n, b=b0 / n, rho=self._rho, memory_budget=memory_budget)
@@ -348,7 +349,7 @@ class ProductMeansKernel(GameKernel):
             self._pair(perms[0], units[0], pipeline=True)
         else:  # one permutation per thread
             list(_pool().map(lambda j: self._pair(perms[j], units[j]), range(c)))
-        return torch.from_numpy(units)
+        return as_torch(units)
 
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
         perms = np.asarray(perms)

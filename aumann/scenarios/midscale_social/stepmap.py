@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.checks import as_torch
 from aumann.scenarios.base import StepMap
 
 
@@ -40,7 +41,7 @@ def midscale_step_map(model: Any, config: Any) -> StepMap:
     n = model.n
     # Internally agents are the leading axis ((N, B) tensors): the graph sums are one sparse product
     # A @ X and the per-edge terms index rows, which is several times faster than indexing the last axis.
-    src, dst = torch.as_tensor(model.src), torch.as_tensor(model.dst)
+    src, dst = as_torch(model.src), as_torch(model.dst)
     adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(src.numel(), dtype=torch.float64),
                                   (n, n), check_invariants=True).coalesce()  # A_ij = number of edges j → i
     n_edges = src.numel()
@@ -49,7 +50,7 @@ def midscale_step_map(model: Any, config: Any) -> StepMap:
                                       check_invariants=True).coalesce()  # S_ie = [src_e = i]
 
     def col(a: Any) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(a, dtype=np.float64))[:, None]
+        return as_torch(np.asarray(a, dtype=np.float64))[:, None]
 
     deg = col(model.degree)
     deg_safe = torch.where(deg > 0, deg, torch.ones_like(deg))

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.checks import as_torch
 from aumann.scenarios.base import StepMap
 
 HOLDS = ("same-step decisions at their recorded values: who posted, which posts each agent viewed in which "
@@ -45,7 +46,7 @@ def social_step_map(model: Any, config: Any, factual: Callable[[Any], Any]) -> S
     ``factual(model)`` returns a branch of ``model`` after the factual step (``model`` is not touched)."""
     trace = factual(model).last_trace
     n = len(model.people)
-    b0 = torch.as_tensor(np.array([a.belief for a in model.people], dtype=np.float64))
+    b0 = as_torch(np.array([a.belief for a in model.people], dtype=np.float64))
     posts = list(trace["posts"])
     views = list(trace["views"])
     s0, alpha, mu, kappa = config.sensitivity0, config.alpha, config.mu, config.kappa

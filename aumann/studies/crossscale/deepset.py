@@ -35,6 +35,7 @@ import torch
 from aumann.attribution import AumannShapley, Indicator, PooledForm, attribute
 from aumann.attribution.device import CPU, resolve_device
 from aumann.attribution.result import group_shares
+from aumann.checks import as_torch
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ZeroDeltaVError
 from aumann.io import write_json, write_text
@@ -142,11 +143,11 @@ def _train(values: np.ndarray, pool: np.ndarray, settings: Any) -> tuple[DeepSet
     u, d = values.shape
     net = DeepSetNet(d, settings.width, gen)
     opt = torch.optim.Adam(net.parameters(), lr=settings.lr)
-    x_all = torch.as_tensor(values, dtype=DTYPE)
+    x_all = as_torch(values, dtype=DTYPE)
 
     def batch(n: int, b: int, biased: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
         idx = np.where(biased[:, None], pool[rng.integers(0, pool.size, (b, n))], rng.integers(0, u, (b, n)))
-        return x_all[torch.as_tensor(idx)], _heat(values[idx])
+        return x_all[as_torch(idx)], _heat(values[idx])
 
     calib = np.concatenate([batch(n, 64, np.arange(64) % 2 == 0)[1] for n in settings.sizes])
     mu, sd = float(np.log(calib + SHIFT).mean()), float(np.log(calib + SHIFT).std() + 1e-12)
@@ -157,7 +158,7 @@ def _train(values: np.ndarray, pool: np.ndarray, settings: Any) -> tuple[DeepSet
     for step in range(settings.train_steps):
         n = settings.sizes[step % len(settings.sizes)]
         z, f = batch(n, settings.batch, rng.random(settings.batch) < 0.5)
-        y = torch.as_tensor((np.log(f + SHIFT) - mu) / sd, dtype=DTYPE)
+        y = as_torch((np.log(f + SHIFT) - mu) / sd, dtype=DTYPE)
         loss = torch.mean((net(z) - y) ** 2)
         opt.zero_grad()
         loss.backward()
@@ -187,7 +188,7 @@ def _reference_passes(f: DeepSetIndicator, values: np.ndarray, k: int, measured:
     ``measured`` (≤ k) passes at evenly spaced path points are timed and scaled to k (each pass
     costs the same: same shapes, same operations).
     """
-    x = torch.as_tensor(values[None], dtype=f.net.dtype).to(device)
+    x = as_torch(values[None], dtype=f.net.dtype).to(device)
     m = max(1, min(k, measured))
     t0 = time.perf_counter()
     for j in range(m):
