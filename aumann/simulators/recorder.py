@@ -317,15 +317,6 @@ class FeatureRecorder(_RecorderBase):
         rec.gen.append(gen)
         return j
 
-    def _reused(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> bool:
-        """Whether ``agent`` carries row ``j``'s id but is not the object recorded in it (a reused id)."""
-        if self.reused_ids == "same_agent" or rec.last[j] >= t:  # listed twice in one capture: a duplicate
-            return False
-        if rec.last[j] == t - 1 and not self._model_agents:  # present throughout: agents=fn may build proxies
-            return False
-        ref = rec.refs[j]
-        return ref is not None and ref() is not agent
-
     def _reuse_error(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> ReusedAgentIdError:
         def step(c: int) -> str:
             label = rec.step_labels[c] if c < len(rec.step_labels) else None
@@ -343,8 +334,10 @@ class FeatureRecorder(_RecorderBase):
             "for the same agents")
 
     def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
-        col = rec.col
+        col, refs, last = rec.col, rec.refs, rec.last
         out = np.empty(len(agents), dtype=np.int64)
+        check = self.reused_ids != "same_agent"
+        every = self._model_agents  # agents=fn may build new proxies each capture: checked after an absence only
         for k, a in enumerate(agents):
             try:
                 uid = a.unique_id
@@ -359,11 +352,13 @@ class FeatureRecorder(_RecorderBase):
                                         "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
                 j = self._new_row(rec, uid, a, t)
-            elif self._reused(rec, j, a, t):
-                if self.reused_ids == "error":
-                    raise self._reuse_error(rec, j, a, t)
-                j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
-            rec.last[j] = t
+            elif check and last[j] < t and (every or last[j] < t - 1):  # (last[j] == t: a duplicate, refused below)
+                ref = refs[j]
+                if ref is not None and ref() is not a:  # the id's recorded object is gone, or another one: reused
+                    if self.reused_ids == "error":
+                        raise self._reuse_error(rec, j, a, t)
+                    j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
+            last[j] = t
             out[k] = j
         n = len(rec.ids)
         if n > rec.values.shape[1]:  # grow the agent axis (amortised doubling)
