@@ -22,17 +22,30 @@ import weakref
 from typing import Any
 
 
+def rich_console(*, stderr: bool = False) -> Any:
+    """A Rich console whose write to a reader that went away raises :class:`BrokenPipeError` (which
+    :func:`aumann.cli.main` ends with exit code 141, as for every other output): Rich's own handling
+    points stdout at ``os.devnull`` and raises ``SystemExit(1)``, so ``aumann demo | head -0`` exited 1."""
+    from rich.console import Console
+
+    class _PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # what is still buffered is not written again
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _PipeConsole(stderr=stderr)
+
+
 class Bar:
     """A started Rich progress bar with one task."""
 
     def __init__(self, total: int, label: str, *, transient: bool = True, console: Any = None,
                  columns: Any = ()) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._prog: Any = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                    TimeElapsedColumn(), *columns, transient=transient,
-                                   console=console or Console(stderr=True))
+                                   console=console or rich_console(stderr=True))
         self._task = self._prog.add_task(label, total=total)
         self._prog.start()
 
@@ -135,4 +148,4 @@ def end_thread() -> None:
         timer.end_thread()
 
 
-__all__ = ["Bar", "StageTimer", "end_thread", "progress_bar"]
+__all__ = ["Bar", "StageTimer", "end_thread", "progress_bar", "rich_console"]

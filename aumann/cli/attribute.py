@@ -67,13 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
     from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
-    from aumann.progress import StageTimer
+    from aumann.progress import StageTimer, rich_console
     from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     if (args.panel is None) == (args.trace is None):
@@ -138,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         render_report(out, interactive=False if args.static else None)
 
-    con = Console()
+    con = rich_console()
     name = terminal_text(f.name, rich=True)
     tab = Table(title=f"{name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
     for col in ("method", "K", "seconds", "max |Σφ−Δv|", "Δv (first step)"):
@@ -217,10 +216,9 @@ def _out_apart_from_trace(out: Path, trace: Path) -> None:
 
 def _read_trace(args: argparse.Namespace) -> dict:
     """The trace's panel (features selected, pseudonymised for real people) and its read report."""
-    from rich.console import Console
-
     from aumann.data.traces import read_trace
     from aumann.data.traces.privacy import pseudonymise, retier
+    from aumann.progress import rich_console
 
     names = None if args.features is None else [x.strip() for x in args.features.split(",") if x.strip()]
     if names is not None and not names:  # `--features ""` or `,,`: refused before the trace is read
@@ -231,7 +229,7 @@ def _read_trace(args: argparse.Namespace) -> dict:
         raise ConfigError(f"--features {args.features!r} names {twice} more than once")
     read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
                       on_bad="skip" if args.skip_bad else None, progress=True)
-    con = Console(stderr=True)
+    con = rich_console(stderr=True)
     for line in read.report.lines():
         con.print(line, markup=False, highlight=False)
     panel = read.panel

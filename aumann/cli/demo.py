@@ -22,7 +22,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, attribute, indicators
@@ -30,10 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from aumann.errors import ZeroDeltaVError
     from aumann.io import ensure_output_dir, write_json
     from aumann.manifest import write_manifest
-    from aumann.progress import StageTimer
+    from aumann.progress import StageTimer, rich_console
     from aumann.studies.pages import render_report, unfinish, write_top_agents
 
-    con = Console()
+    con = rich_console()
     if args.out:
         ensure_output_dir(args.out, "--out")
     t0 = time.perf_counter()

@@ -131,20 +131,18 @@ def _run_words(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from aumann import scenarios
     from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
     from aumann.io import ensure_output_dir, safe_component
     from aumann.manifest import redact_command, write_manifest
-    from aumann.progress import Bar, StageTimer
+    from aumann.progress import Bar, StageTimer, rich_console
     from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import headline_markdown, write_outputs
     from aumann.studies.rows import reference_row
     from aumann.studies.rundir import RunDir, failure_text
 
-    console = Console(stderr=True)
+    console = rich_console(stderr=True)
     if args.list:
         for name, description in scenarios.describe():
             print(f"{terminal_text(name)}\t{terminal_text(description)}")
