@@ -25,6 +25,7 @@ import datetime as _dt
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -106,10 +107,24 @@ def redact_command(argv: Any) -> str:
     values of secret-named JSON members and ``NAME=value`` words (``--ray-runtime-env '{"env_vars":
     {"OPENAI_API_KEY": "sk-…"}}'``, ``HF_TOKEN=…``) replaced by ``***``.
 
-    >>> redact_command(['run', '--ray-runtime-env', '{"env_vars": {"OPENAI_API_KEY": "sk-1", "X": "1"}}'])
-    'run --ray-runtime-env {"env_vars": {"OPENAI_API_KEY": "***", "X": "1"}}'
+    A list is redacted word by word and joined shell-quoted (:func:`shlex.join`), so the recorded line runs again
+    by copy and paste; a string that is such a line stays one (redacting it again changes nothing).
+
+    >>> print(redact_command(['run', '--ray-runtime-env', '{"env_vars": {"OPENAI_API_KEY": "sk-1", "X": "1"}}']))
+    run --ray-runtime-env '{"env_vars": {"OPENAI_API_KEY": "***", "X": "1"}}'
     """
-    text = argv if isinstance(argv, str) else " ".join(str(a) for a in argv)
+    if not isinstance(argv, str):
+        return shlex.join(_redact_text(str(a)) for a in argv)
+    try:
+        words = shlex.split(argv)
+    except ValueError:  # not a shell line (an unbalanced quote): redacted as text
+        words = None
+    if words is not None and shlex.join(words) == argv:  # a recorded (shell-quoted) line: each word on its own, so
+        return shlex.join(_redact_text(w) for w in words)  # a URL's redaction never takes a closing quote with it
+    return _redact_text(argv)
+
+
+def _redact_text(text: str) -> str:
     text = _JSON_MEMBER.sub(lambda m: f'{m.group(1)}"***"' if is_secret_key(m.group(2)) else m.group(0), text)
     text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***" if is_secret_key(m.group(1)) else m.group(0), text)
     return redact_url(text)

@@ -31,3 +31,16 @@ def test_a_copy_installed_inside_another_repository_has_no_git_revision(tmp_path
     assert git_revision(installed) is None  # was the project's commit (+dirty when the project had changes)
     (tmp_path / ".gitignore").write_text("")
     assert git_revision(installed) is None  # untracked, not ignored: still not this commit
+
+
+def test_a_recorded_command_stays_shell_quoted_through_the_manifest():
+    """build_manifest redacts the command again: a quoted URL's query or fragment took the closing quote with it, so
+    the recorded line no longer parsed as the words that ran."""
+    import shlex
+
+    from aumann.manifest import build_manifest, redact_command
+
+    words = ["aumann", "run", "x", "--base-url", "http://u:sk-1234567@h/v1?api_key=sk-2", "--out", "a b"]
+    command = redact_command(words)
+    assert shlex.split(command) == [*words[:4], "http://***@h/v1?api_key=***", "--out", "a b"]
+    assert build_manifest(command)["command"] == command

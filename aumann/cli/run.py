@@ -177,9 +177,10 @@ def run(args: argparse.Namespace) -> int:
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
     from aumann.simulators.llm.redaction import redact_registered
 
-    # the manifest and both reports show the command: URL credentials, secret-named JSON members and NAME=value
-    # words (a key in --ray-runtime-env's env_vars) and every key a backend registered are taken out of it
-    command = redact_registered(redact_command("aumann run " + " ".join(_run_words(args))))
+    # the manifest and both reports show the command, shell-quoted (it runs again by copy and paste): URL
+    # credentials, secret-named JSON members and NAME=value words (a key in --ray-runtime-env's env_vars) and every
+    # key a backend registered are taken out of each word before the words are quoted
+    command = redact_command(["aumann", "run", *(redact_registered(w) for w in _run_words(args))])
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     done = RunDir(out).finished_records()

@@ -142,3 +142,22 @@ def test_the_manifest_records_the_whole_command_after_top_level_options(tmp_path
     assert main(["--debug", *argv]) == 0
     assert json.loads((out / "manifest.json").read_text())["command"] == "aumann " + " ".join(argv)
     assert f"`aumann {' '.join(argv)}`" in (out / "report.md").read_text()
+
+
+def test_the_recorded_command_is_shell_quoted(tmp_path, monkeypatch):
+    """The manifest joined the words with spaces: an --out or --config path with a space or a quote could not be run
+    again by copy and paste (the shell split it, or stopped at the quote)."""
+    import shlex
+    import sys
+
+    from aumann.cli import main
+
+    cfg = tmp_path / "it's tiny.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "my out"
+    argv = ["run", "social-llm", "--config", str(cfg), "--runs", "1", "--out", str(out), "--no-plots", "--static"]
+    monkeypatch.setattr(sys, "argv", ["aumann", *argv])
+    assert main(argv) == 0
+    command = json.loads((out / "manifest.json").read_text())["command"]
+    assert shlex.split(command) == ["aumann", *argv]
+    assert f"`{command}`" in (out / "report.md").read_text()
