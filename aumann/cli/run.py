@@ -183,11 +183,19 @@ def run(args: argparse.Namespace) -> int:
     command = redact_command(["aumann", "run", *(redact_registered(w) for w in _run_words(args))])
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
-    done = RunDir(out).finished_records()
-    if done:
-        console.print(f"[bold]resuming[/bold] in {terminal_text(out, rich=True)}: {len(done)} finished run file(s) "
-                      "found; runs with the same "
-                      f"config (digest {config_digest(sc, config, label)}) are read back, not recomputed")
+    found = RunDir(out).finished_records()
+    if found:  # what is true: runs of this config are read back; records of another config are not
+        digest = config_digest(sc, config, label)
+        same = RunDir(out).same_config_runs(config.runs, digest)
+        where = terminal_text(out, rich=True)
+        if same:
+            console.print(f"[bold]resuming[/bold] in {where}: {len(same)} of {config.runs} run(s) were finished with "
+                          f"this config (digest {digest}); they are read back once their checksums verify, not "
+                          "recomputed")
+        else:
+            console.print(f"[bold]not resuming[/bold]: none of the {len(found)} run record(s) in {where} is a run of "
+                          f"this config (digest {digest}: another scenario, seed, size or setting); every run is "
+                          "computed afresh")
     stages = study_stages(sc, config)
     seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
     timer = StageTimer()

@@ -172,6 +172,23 @@ class RunDir:
         folder = self.root / RUNS
         return sorted(folder.glob("run-*.json")) if folder.is_dir() else []
 
+    def same_config_runs(self, runs: int, digest: str) -> list[int]:
+        """The runs among ``0 .. runs - 1`` whose record on disk says it was computed under the config ``digest``:
+        those a resume reads back (once :meth:`verify_run` checks them); a record of another config, an unreadable
+        one or one past ``runs`` is not among them."""
+        same = []
+        for r in range(runs):
+            path = self.record(r)
+            if not path.is_file():
+                continue
+            try:
+                rec = read_json(path, error=StudyError, what="run record", within=self.root, object_only=True)
+            except (StudyError, PathEscapeError, OSError):
+                continue
+            if rec.get("digest") == digest:
+                same.append(r)
+        return same
+
     # ------------------------------------------------------------------ writing
     def prepare(self) -> None:
         """Create every folder a finished run is written to (before the first simulation); a folder that is a

@@ -161,3 +161,28 @@ def test_the_recorded_command_is_shell_quoted(tmp_path, monkeypatch):
     command = json.loads((out / "manifest.json").read_text())["command"]
     assert shlex.split(command) == ["aumann", *argv]
     assert f"`{command}`" in (out / "report.md").read_text()
+
+
+def test_the_resume_message_says_whether_anything_is_resumed(tmp_path, capsys):
+    """`resuming in OUT: 1 finished run file(s) found` was printed when the run directory held a run of another config
+    (here another seed), though nothing was read back and every run was computed afresh."""
+    from aumann.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+
+    def run(seed):
+        argv = ["run", "social-llm", "--config", str(cfg), "--runs", "1", "--seed", str(seed), "--out", str(out),
+                "--no-plots", "--static", "--no-ablations"]
+        capsys.readouterr()
+        assert main(argv) == 0
+        return " ".join(capsys.readouterr().err.split())
+
+    first = run(3)
+    assert "resuming" not in first
+    other = run(4)
+    assert "resuming" not in other.replace("not resuming", "")
+    assert "not resuming: none of the 1 run record(s)" in other and "0 resumed" in other
+    same = run(4)
+    assert "resuming in" in same and "1 of 1 run(s) were finished with this config" in same and "1 resumed" in same
