@@ -97,3 +97,25 @@ def test_cli_set_and_agents_reach_the_manifest(tmp_path):
     # the merged config holds the packaged defaults for everything not set
     default = scenarios.get("social-llm").load_config()
     assert cfg["study"]["quadrature_steps"] == default.study.quadrature_steps
+
+
+@pytest.mark.parametrize("value, shown", [('"1000"', "'1000'"), ("0o17", "'0o17'"), ("0x10", "'0x10'"),
+                                          ("0b11", "'0b11'"), ("1e3", "1000.0"), ("1000.0", "1000.0"),
+                                          ("1.5", "1.5"), ("true", "True")])
+def test_an_int_key_takes_plain_decimal_integers_only(value, shown):
+    """--set study.permutations="1000" / 0o17 / 1e3 / 1000.0 went through as 1000, 15, 1000, 1000 (pydantic's lax
+    int and TOML's other bases): a quoted or mistyped number ran a study of another size without a word."""
+    sc = scenarios.get("social-llm")
+    with pytest.raises(ConfigError) as err:
+        sc.load_config(None, assignments=[f"study.permutations={value}"])
+    msg = str(err.value)
+    assert "study.permutations" in msg and f"(got {shown})" in msg
+    assert ("a number, not a boolean" if value == "true" else "expected an integer") in msg
+    assert "Traceback" not in msg and "\n" not in msg
+
+
+def test_an_int_key_takes_decimal_digits_with_underscores():
+    sc = scenarios.get("social-llm")
+    for value, want in (("200", 200), ("1_000", 1000), ("+30", 30)):
+        assert sc.load_config(None, assignments=[f"study.permutations={value}"]).study.permutations == want
+    assert configs.parse_assignment("llm.model=0x10") == {"llm": {"model": "0x10"}}  # a name, not 16

@@ -10,10 +10,10 @@ and they are found through :mod:`importlib.resources`, never by climbing the sou
   recursively;
 * :func:`parse_assignment` / :func:`apply_assignments` — ``--set key=value`` overrides
   (``study.permutations=200`` for a key in a table; values parse as TOML literals, else strings);
-* :class:`ConfigModel` — the base of every pydantic config model: unknown keys, NaN/±inf and booleans
-  given for numbers are refused with a :class:`~aumann.errors.ConfigError` (never pydantic's
-  ``ValidationError``) whose one-line message names every offending key; :func:`validation_message`
-  formats a pydantic error that way.
+* :class:`ConfigModel` — the base of every pydantic config model: unknown keys, NaN/±inf, booleans
+  given for numbers and strings or floats given for integers (``"1000"``, ``1e3``) are refused with a
+  :class:`~aumann.errors.ConfigError` (never pydantic's ``ValidationError``) whose one-line message names
+  every offending key; :func:`validation_message` formats a pydantic error that way.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import copy
 import os
+import re
 import tomllib
 import types
 import typing
@@ -90,11 +91,18 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
+#: a plain decimal integer as ``--set`` takes it for an int key: digits, a sign, underscores between digits (TOML's
+#: and Python's ``1_000``)
+_DECIMAL = re.compile(r"[+-]?\d+(_\d+)*")
+
+
 def parse_assignment(text: str) -> dict[str, Any]:
     """``"study.permutations=200"`` → ``{"study": {"permutations": 200}}``.
 
-    The value is read as a TOML literal (``200``, ``0.5``, ``true``, ``"x"``, ``[1, 2]``); anything that
-    is not one is kept as a plain string (``interaction=synchronous``).
+    The value is read as a TOML literal (``200``, ``1_000``, ``0.5``, ``true``, ``"x"``, ``[1, 2]``); anything
+    that is not one is kept as a plain string (``interaction=synchronous``), and so is an integer TOML writes in
+    another base (``0x10``, ``0o17``, ``0b1``): an int key takes plain decimal integers only (the models refuse
+    ``"1000"``, ``1e3``, ``1.5``, ``true`` and a string for it, naming the key, the value and the type).
 
     Raises:
         ConfigError: no ``=``, or an empty key or key part.
@@ -111,6 +119,8 @@ def parse_assignment(text: str) -> dict[str, Any]:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    if type(value) is int and not _DECIMAL.fullmatch(raw):  # 0x10, 0o17, 0b1: a plain string (a name, never
+        value = raw  # an int: an int key refuses it, naming it, where TOML read it as 16, 15, 1)
     out: dict[str, Any] = {}
     node = out
     for p in parts[:-1]:
@@ -137,6 +147,35 @@ def _wants_number(ann: Any) -> bool:
     if origin in (typing.Union, types.UnionType):
         return bool not in args and any(_wants_number(a) for a in args)
     return False
+
+
+def _int_only(ann: Any) -> bool:
+    """Whether a field annotation takes an integer and nothing a string or a float could be (``int``,
+    ``int | None``, annotated)."""
+    if ann is int:
+        return True
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _int_only(args[0])
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return bool(rest) and all(_int_only(a) for a in rest)
+    return False
+
+
+def _not_int_for_int(value: Any, ann: Any) -> Any:
+    """The first value in ``value`` that an int field of ``ann`` would take only by coercion (a string such as
+    ``"1000"``, a float such as ``1e3`` or ``1000.0``), else ``None``."""
+    if _int_only(ann):
+        return value if isinstance(value, str | float) else None
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _not_int_for_int(value, args[0])
+    if origin in (list, tuple, set, frozenset) and isinstance(value, list | tuple):
+        items = [a for a in args if a is not Ellipsis] or [Any]
+        return next((bad for i, v in enumerate(value)
+                     if (bad := _not_int_for_int(v, items[min(i, len(items) - 1)])) is not None), None)
+    return None
 
 
 def _bool_for_number(value: Any, ann: Any) -> bool:
@@ -186,6 +225,11 @@ class ConfigModel(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and _bool_for_number(v, field.annotation):
             raise ValueError("expected a number, not a boolean")
+        bad = None if field is None else _not_int_for_int(v, field.annotation)
+        if bad is not None:  # pydantic's lax mode read "1000" and 1e3 as 1000: a typo'd or quoted number went through
+            what = "a string" if isinstance(bad, str) else "a float"
+            raise ValueError(f"expected an integer (plain decimal digits, e.g. 200 or 1_000), not {what}"
+                             + ("" if bad is v else f" ({bad!r})"))
         return v
 
 

@@ -415,7 +415,8 @@ class Scenario:
         Args:
             path: a TOML file laid over the packaged defaults (``aumann/configs/<config_file>``).
             assignments: ``KEY=VALUE`` strings (``--set``), dotted keys for tables
-                (``study.permutations=200``); values are TOML literals or plain strings.
+                (``study.permutations=200``); values are TOML literals or plain strings (an integer key takes plain
+                decimal integers only: :func:`aumann.configs.parse_assignment`).
             **overrides: top-level fields (``agents=6``) or ``study={...}``; ``None`` values are ignored.
 
         Raises:
