@@ -119,3 +119,25 @@ def test_an_int_key_takes_decimal_digits_with_underscores():
     for value, want in (("200", 200), ("1_000", 1000), ("+30", 30)):
         assert sc.load_config(None, assignments=[f"study.permutations={value}"]).study.permutations == want
     assert configs.parse_assignment("llm.model=0x10") == {"llm": {"model": "0x10"}}  # a name, not 16
+
+
+def test_a_config_files_relative_paths_are_read_from_its_folder(tmp_path, monkeypatch):
+    """fixture = "my_fixture.json" in cfgs/run.toml was read from the current directory: run from anywhere but
+    cfgs/, the run failed ("fixture 'my_fixture.json' does not exist") or read another file of that name."""
+    from aumann.scenarios.midscale_social.fixture import FIXTURE_PATH, load_fixture
+
+    folder = tmp_path / "cfgs"
+    folder.mkdir()
+    (folder / "my_fixture.json").write_text(FIXTURE_PATH.read_text())
+    (folder / "mid.toml").write_text('fixture = "my_fixture.json"\n')
+    (folder / "mega.toml").write_text(f'fixture = "{FIXTURE_PATH}"\nnetwork = "edges.txt"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = scenarios.get("midscale-social").load_config("../cfgs/mid.toml")
+    assert cfg.fixture == str(folder / "my_fixture.json") and load_fixture(cfg.fixture)["personas"]
+    mega = scenarios.get("megascale-social").load_config(folder / "mega.toml")
+    assert (mega.fixture, mega.network) == (str(FIXTURE_PATH), str(folder / "edges.txt"))  # absolute: unchanged
+    assert scenarios.get("megascale-social").load_config().network == "ba"  # a word, not a file
+    given = scenarios.get("midscale-social").load_config("../cfgs/mid.toml", assignments=["fixture=x.json"])
+    assert given.fixture == "x.json"  # --set: from the current directory, as any command-line path

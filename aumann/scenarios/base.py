@@ -70,10 +70,11 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -219,6 +220,22 @@ class ScenarioConfig(configs.ConfigModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    #: the top-level keys whose value names a file, each with the words that name no file (``network = "ba"``): a
+    #: relative path in a config file is read from that file's folder (:meth:`paths_from`)
+    path_keys: ClassVar[dict[str, frozenset[str]]] = {}
+
+    @classmethod
+    def paths_from(cls, layer: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """``layer`` (one config file's keys) with each relative path of :attr:`path_keys` joined to ``folder``
+        (absolute): ``fixture = "my_fixture.json"`` in ``cfgs/run.toml`` is ``cfgs/my_fixture.json`` wherever the
+        command runs from, not ``./my_fixture.json``."""
+        out = dict(layer)
+        for key, words in cls.path_keys.items():
+            value = out.get(key)
+            if isinstance(value, str) and value.strip() and value not in words and not Path(value).is_absolute():
+                out[key] = os.path.join(os.path.abspath(folder), value)  # abspath: no elsewhere/../cfgs
+        return out
 
     agents: int = Field(..., ge=2)
     steps: int = Field(..., ge=2)
@@ -413,7 +430,10 @@ class Scenario:
         ``assignments`` — each layer changes only the keys it sets (tables merge key by key).
 
         Args:
-            path: a TOML file laid over the packaged defaults (``aumann/configs/<config_file>``).
+            path: a TOML file laid over the packaged defaults (``aumann/configs/<config_file>``). A relative
+                path in a file's key that names a file (:attr:`ScenarioConfig.path_keys`: ``fixture``, an edge-list
+                ``network``) is read from that file's folder (the packaged defaults': the package's), not from
+                the current directory; an absolute one as it is; one given by ``--set`` from the current directory.
             assignments: ``KEY=VALUE`` strings (``--set``), dotted keys for tables
                 (``study.permutations=200``); values are TOML literals or plain strings (an integer key takes plain
                 decimal integers only: :func:`aumann.configs.parse_assignment`).
@@ -423,9 +443,13 @@ class Scenario:
             ConfigError: an unreadable or malformed file, an unknown key, or an invalid value (the
                 message lists what the config model rejected).
         """
-        data: dict[str, Any] = configs.load_toml(configs.path(self.config_file)) if self.config_file else {}
+        data: dict[str, Any] = {}
+        if self.config_file:
+            packaged = configs.path(self.config_file)
+            data = self.config_model.paths_from(configs.load_toml(packaged), packaged.parent)
         if path is not None:
-            data = configs.deep_merge(data, configs.load_toml(path, what=f"config file for scenario {self.name!r}"))
+            layer = configs.load_toml(path, what=f"config file for scenario {self.name!r}")
+            data = configs.deep_merge(data, self.config_model.paths_from(layer, Path(path).parent))
         data = configs.deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         data = configs.apply_assignments(data, assignments)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -61,6 +61,8 @@ class MegaScaleConfig(ScenarioConfig):
     fixture: str | None = None
     # network: "ba" (vectorised preferential attachment) or the path of a follower edge list
     network: str = "ba"
+    #: relative paths in a config file are read from that file's folder
+    path_keys: ClassVar[dict[str, frozenset[str]]] = {"fixture": frozenset(), "network": frozenset({"ba"})}
     ba_m: int = Field(3, ge=1, le=MAX_COUNTS["ba_m"])
     edge_list_mutual: bool = False
     # archetype grid

@@ -20,6 +20,8 @@ z⁰_i = (0, 0, 0, 0, w_i) with w_i the influence weight before the step (kept, 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
 from pydantic import Field
@@ -40,7 +42,8 @@ class MidScaleConfig(ScenarioConfig):
     steps: int = Field(30, ge=2)
     runs: int = Field(10, ge=1)
     seed: int = Field(0, ge=0)
-    fixture: str | None = None
+    fixture: str | None = None  # relative in a config file: from that file's folder
+    path_keys: ClassVar[dict[str, frozenset[str]]] = {"fixture": frozenset()}
     ba_m: int = Field(3, ge=1, le=MAX_COUNTS["ba_m"])
     post_slope: float = 2.0
     attention_amplitude: float = Field(0.2, ge=0, lt=1)
