@@ -205,18 +205,27 @@ def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> 
     return write_bytes(path, text.encode("utf-8"), within=within)
 
 
-def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
+def remove_stale(path: PathLike, *, within: PathLike | None = None,
+                 recorded: Mapping[str, str] | None = None) -> bool:
     """Remove the output ``path`` that an earlier invocation wrote and this one does not (a table or figure it
     skips, a page it could not build), so it is never taken for this invocation's; ``True`` when one was there.
     A symbolic link there is removed itself, never what it points to; a directory is left alone.
 
+    ``recorded`` (``{name relative to within: SHA-256}``, as :func:`file_digests` gave them to the earlier
+    invocation's record): only a file that is the one recorded there is removed; any other file of that name (a
+    file of your own, or one changed since) is kept and is an :class:`OutputError` naming it, since it would
+    otherwise be taken for this invocation's output.
+
     Raises:
-        OutputError: the file is there but cannot be removed (the message names it and why).
+        OutputError: the file is there but cannot be removed (the message names it and why), or, with
+            ``recorded``, is not the file the earlier invocation recorded writing.
         PathEscapeError: ``within`` is given and ``path`` leaves it through a folder on the way.
     """
     p = confine(path, within, what="output file", follow=False)
     if not p.is_symlink() and not p.is_file():
         return False
+    if recorded is not None:
+        check_stale(path, within=within, recorded=recorded)
     try:
         p.unlink()
     except FileNotFoundError:
@@ -224,6 +233,22 @@ def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
     except OSError as exc:
         raise OutputError(f"cannot remove the earlier output {str(path)!r}: {_os_reason(exc, p)}") from exc
     return True
+
+
+def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str]) -> None:
+    """Nothing when no file is at ``path`` or it is the one ``recorded`` (``{name relative to within: SHA-256}``)
+    lists; else an :class:`OutputError` naming it (:func:`remove_stale` with ``recorded`` removes only such a
+    file; checking every file first removes none when one is refused)."""
+    p = confine(path, within, what="output file", follow=False)
+    if not p.is_symlink() and not p.is_file():
+        return
+    name = Path(path).relative_to(within).as_posix() if within is not None else Path(path).name
+    digest = None if p.is_symlink() or name not in recorded else sha256_file(p, within=within)
+    if digest is None or digest != recorded[name]:
+        raise OutputError(f"{str(path)!r} is in the output folder but is not the file an earlier aumann run "
+                          "recorded writing there (a file of your own, or one changed since): it is kept, and this "
+                          "run does not write it, so it would pass for this run's result; move or rename it, then "
+                          "run again")
 
 
 _GLOB_CHARS = re.compile(r"[\[*?]")
@@ -973,6 +998,7 @@ __all__ = [
     "META_KEY",
     "atomic_path",
     "check_digests",
+    "check_stale",
     "child_path",
     "confine",
     "copy_without_bom",

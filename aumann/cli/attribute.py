@@ -131,9 +131,14 @@ def run(args: argparse.Namespace) -> int:
             summary["deletion_masking"] = extra["deletion"]
     write_json(out / "summary.json", summary, indent=2)
     timer.stop()
+    from aumann.io import file_digests
+
+    # what a later run into this folder may remove as this run's (a file of your own of such a name, never)
+    outputs = file_digests(out, sorted(n for n in _STALE if (out / n).is_file() and not (out / n).is_symlink()))
     write_manifest(out, "aumann attribute", config=recorded(args), seeds=None,
                    extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
-                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], **extra})
+                          "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], "outputs_sha256": outputs,
+                          **extra})
     if not args.no_report:
         render_report(out, interactive=False if args.static else None)
 
@@ -159,34 +164,46 @@ _OUTPUTS = frozenset({"attribution.npz", "phi_by_step.csv", "top_agents.csv", "s
                       "identifiers.csv", "report.html", "report.md"})
 
 
+#: the files of --out that one run of ``aumann attribute`` writes and another may not (removed as stale)
+_STALE = ("deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "trace_report.json")
+
+
 def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> None:
     """Remove the result files an earlier run left in --out that this run does not write: re-run into the same
     folder with --no-deletion, the report presented the earlier run's deletion study (its t*, its agents, its f)
     as this run's; without --export-identifiers, an earlier run's identifiers.csv (real ids) stayed beside the
     opaque indices (the earlier report pages, which described another attribution, go in :func:`unfinish`).
-    Only in a folder whose manifest.json says an earlier ``aumann attribute`` wrote it (a folder of your own
-    keeps its files); a file given as the input is never removed; a link is removed, not followed."""
+    Only in a folder whose manifest.json says an earlier ``aumann attribute`` wrote it (a folder of your own keeps
+    its files), and only a file that manifest records writing (``outputs_sha256``: its name and SHA-256): a file of
+    your own of such a name put there since (or one changed since) is kept and refused with an
+    :class:`~aumann.errors.OutputError` naming it, since the report would show it as this run's; a file given as
+    the input is never removed."""
     from aumann import bounded
-    from aumann.io import remove_stale
+    from aumann.io import check_stale, remove_stale
 
     try:
         earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
     except (OSError, ValueError):
         return
     if not isinstance(earlier, dict) or earlier.get("command") != "aumann attribute":
-        return
+        return  # a folder of your own keeps its files
+    # the files the earlier run recorded writing (an older aumann recorded none: every such file is kept and refused)
+    ours = earlier.get("outputs_sha256")
+    ours = ours if isinstance(ours, dict) else {}
     written = set()
     if trace is not None and not args.no_deletion:
         written |= {"deletion_masking.json", "deletion_masking.csv"}
     if trace is not None and trace["mapping"] is not None and args.export_identifiers:
         written.add("identifiers.csv")
-    stale = {"deletion_masking.json", "deletion_masking.csv", "identifiers.csv"}  # (the pages: unfinish)
+    stale = set(_STALE) - {"trace_report.json"}  # (the pages: unfinish)
     if trace is None:
         stale.add("trace_report.json")  # a trace run's; the panel given may be that run's panel.npz, which stays
     given = {p.resolve() for p in (args.panel, args.trace, args.spec) if p is not None}
-    for name in sorted(stale - written):
-        if (out / name).resolve() not in given:
-            remove_stale(out / name, within=out)
+    names = [name for name in sorted(stale - written) if (out / name).resolve() not in given]
+    for name in names:  # every file checked before any goes: a refusal leaves the earlier run whole
+        check_stale(out / name, within=out, recorded=ours)
+    for name in names:
+        remove_stale(out / name, within=out, recorded=ours)
 
 
 def _out_apart_from_trace(out: Path, trace: Path) -> None:

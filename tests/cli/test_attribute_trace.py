@@ -291,3 +291,28 @@ def test_cli_rerun_into_the_same_out_leaves_no_earlier_results(tmp_path):
     assert main(["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--indicator", "lin", "--out", str(mine),
                  "--no-report", "--no-deletion"]) == 0
     assert (mine / "report.md").read_text() == "my notes\n" and (mine / "identifiers.csv").is_file()
+
+
+def test_cli_rerun_keeps_a_file_of_your_own_with_an_outputs_name(tmp_path, capsys):
+    """Stale removal went by name alone: a file of your own called identifiers.csv (or deletion_masking.json) put into
+    an --out an earlier aumann attribute wrote was deleted by the next run. Now only the file that run recorded writing
+    (name and SHA-256 in its manifest) is removed; yours is kept, and the run refuses to pass it off as its result."""
+    out = tmp_path / "o"
+    first = ["attribute", "--trace", str(DATA / "concordia_log.json"), "--real-people", "--export-identifiers",
+             "--indicator", "lin", "--out", str(out), "--no-report"]
+    assert main(first) == 0
+    assert set(json.loads((out / "manifest.json").read_text())["outputs_sha256"]) == {
+        "deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "trace_report.json"}
+    (out / "identifiers.csv").write_text("index,id\n0,my own mapping\n")  # yours now, under the same name
+    again = ["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--no-deletion", "--indicator", "gini",
+             "--out", str(out), "--static"]
+    capsys.readouterr()
+    assert main(again) == 2
+    err = capsys.readouterr().err
+    assert "OutputError" in err and "identifiers.csv" in err and "move or rename it" in err
+    assert (out / "identifiers.csv").read_text() == "index,id\n0,my own mapping\n"
+    assert (out / "deletion_masking.json").is_file()  # refused before anything went: the earlier run is whole
+    assert not (out / "report.md").exists()  # no page presents the earlier deletion study as this run's
+    (out / "identifiers.csv").rename(tmp_path / "mine.csv")  # moved away: the run goes on and removes its own files
+    assert main(again) == 0
+    assert not (out / "deletion_masking.json").exists() and "No deletion study" in (out / "report.md").read_text()
