@@ -169,6 +169,7 @@ PUBLIC = {
         "META_KEY",
         "atomic_path",
         "check_digests",
+        "check_stale",
         "child_path",
         "confine",
         "copy_without_bom",
