@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", type=path, metavar="RUN_DIR", help="a finished run directory")
     p.add_argument("--top", type=integer(minimum=1, maximum=10_000_000), default=None,
-                   help="agents in the who-tables and the heatmap (default 20)")
+                   help="agents in the who-tables and the heatmap (default 20; 1 to 10⁷: more than the run has shows "
+                        "all of them, with a note saying so)")
     p.add_argument("--static", action="store_true", help="static PNG figures even when Bokeh is installed")
     p.add_argument("--no-plots", action="store_true", help="leave the figures out")
     p.set_defaults(func=run)

@@ -66,6 +66,7 @@ from aumann.studies.sections import (
     read_json,
     reading_within,
     timing_table,
+    top_clamped,
     top_order,
     who_table,
 )
@@ -245,7 +246,7 @@ def _top_features(att: Any, top_rows: list[dict[str, Any]], k: int) -> dict[str,
 
 
 def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, Any]], *, k: int, t_star: int,
-                   steps_lbl: list[str], demo: bool) -> list[Any]:
+                   steps_lbl: list[str], demo: bool, top: int) -> list[Any]:
     """The "who" section of an ``aumann attribute`` page."""
     phi_i, total, prov = att.by_agent(), float(att.delta_v.sum()), dict(att.provenance)
     feats = _top_features(att, top_rows, k)
@@ -255,6 +256,8 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
                            "feature columns hold the agent's features at t*.")]
     who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000",
                          caption=f"Top agents by Φ_i ({att.method}, indicator {prov.get('indicator')})"))
+    if top > att.N:
+        who.append(Note(top_clamped(top, att.N), "info"))
     if att.stderr is None:
         who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
                         "efficiency gap under *How sure* bounds its numerical error."))
@@ -290,7 +293,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     k = min(top, att.N)
     steps_lbl = [str(s.item() if hasattr(s, "item") else s) for s in att.steps]
 
-    who = _attribute_who(att, summary, top_rows, k=k, t_star=ts, steps_lbl=steps_lbl, demo=demo)
+    who = _attribute_who(att, summary, top_rows, k=k, t_star=ts, steps_lbl=steps_lbl, demo=demo, top=top)
 
     # ---------------------------------------------------------------- when
     when: list[Any] = []

@@ -401,6 +401,11 @@ def efficiency_note(worst: float, where: str) -> Note:
                 "the quadrature points K (or use adaptive tol=), or check the indicator for kinks on the path.", "warn")
 
 
+def top_clamped(top: int, agents: int) -> str:
+    """The note of a page asked for more top agents (``aumann report --top``) than its run has."""
+    return f"Asked for the top {top:,} agents (--top); the run has {agents:,}, so all {agents:,} are shown."
+
+
 __all__ = [
     "above_ceiling",
     "calls_text",
@@ -423,6 +428,7 @@ __all__ = [
     "reliability_blocks",
     "signed_cell",
     "timing_table",
+    "top_clamped",
     "top_order",
     "who_table",
 ]

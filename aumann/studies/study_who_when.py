@@ -11,7 +11,7 @@ import numpy as np
 from aumann.studies.charts import Line, Point
 from aumann.studies.page import Details, Note, Table, Text, fmt
 from aumann.studies.rundir import HEATMAP, MACRO_CURVE
-from aumann.studies.sections import concentration_table, group_share_table, top_order, who_table
+from aumann.studies.sections import concentration_table, group_share_table, top_clamped, top_order, who_table
 from aumann.studies.study_page_data import StudyPage
 
 
@@ -36,6 +36,8 @@ def who_section(page: StudyPage) -> list[Any]:
             blocks.append(concentration_table(att.by_agent(), float(att.delta_v.sum()),
                                               id=f"concentration-run-{r:03d}"))
         who.append(Details(f"Run {r} (t* = {ts}, Δv(t*) = {fmt(rec['delta_v'])})", blocks, open=r == 0))
+    if k > page.ats[0].N:
+        who.insert(1, Note(top_clamped(k, page.ats[0].N), "info"))
     return who
 
 

@@ -186,3 +186,22 @@ def test_the_resume_message_says_whether_anything_is_resumed(tmp_path, capsys):
     assert "not resuming: none of the 1 run record(s)" in other and "0 resumed" in other
     same = run(4)
     assert "resuming in" in same and "1 of 1 run(s) were finished with this config" in same and "1 resumed" in same
+
+
+def test_report_top_beyond_the_agents_says_all_are_shown(tmp_path):
+    """aumann report --top 1000 on runs of 6 and 12 agents showed them all with no word that --top asked for more
+    (the flag takes 1 … 10⁷; a top beyond the agents is clamped to them)."""
+    from aumann.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    run, demo = tmp_path / "run", tmp_path / "demo"
+    assert main(["run", "social-llm", "--config", str(cfg), "--runs", "1", "--out", str(run), "--no-plots",
+                 "--static", "--no-ablations"]) == 0
+    assert main(["demo", "--agents", "12", "--steps", "2", "--out", str(demo), "--static"]) == 0
+    for d, n in ((run, 6), (demo, 12)):
+        assert main(["report", str(d), "--top", "1000", "--static", "--no-plots"]) == 0
+        assert f"the run has {n}, so all {n} are shown" in (d / "report.md").read_text()
+        assert main(["report", str(d), "--top", str(n), "--static", "--no-plots"]) == 0
+        assert "are shown" not in (d / "report.md").read_text()
+    assert main(["report", str(run), "--top", "-5"]) == 2 and main(["report", str(run), "--top", "0"]) == 2
