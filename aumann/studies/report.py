@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aumann.errors import StudyError
-from aumann.io import csv_text, remove_stale, write_text
+from aumann.errors import AumannError, StudyError
+from aumann.io import check_stale, csv_text, remove_stale, write_text
 from aumann.studies.figures import FIGURES, write_plots
 from aumann.studies.rows import REFERENCE_CV, rows
 from aumann.studies.rundir import (
@@ -125,19 +125,53 @@ def study_tables(result: StudyResult) -> tuple[dict[str, list[dict[str, Any]]], 
 
 
 def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Write every table as CSV and Markdown (the study's, then the scenario analysis'); return them by name."""
+    """Write every table as CSV and Markdown (the study's, then the scenario analysis'); return them by name.
+
+    An optional table this study has no rows for is removed when an earlier ``aumann run`` recorded writing it
+    (:func:`written_tables`; the earlier manifest's ``outputs_sha256``): a file of your own of that name (or one
+    changed since) is kept and is an :class:`~aumann.errors.OutputError` naming it (checked before any goes), since
+    it would pass for this study's table."""
     tables, optional = study_tables(result)
     tables.update(analysis_tables(result))
     rundir = RunDir(out)
+    ours = _earlier_outputs(out)
+    stale = [rundir.table(name, ext) for name, rows_ in tables.items() if name in optional and not rows_
+             for ext in ("csv", "md")]
+    for path in stale:  # not this study's: an earlier invocation's file would pass for it
+        check_stale(path, within=out, recorded=ours)
+    for path in stale:
+        remove_stale(path, within=out, recorded=ours)
     for name, rows_ in tables.items():
-        if name in optional and not rows_:  # not this study's: an earlier invocation's file would pass for it
-            for ext in ("csv", "md"):
-                remove_stale(rundir.table(name, ext), within=out)
+        if name in optional and not rows_:
             continue
         cols = (*FAITHFULNESS_COLUMNS, *extra_columns(result)) if name == "faithfulness" else _columns(rows_)
         write_text(rundir.table(name), to_csv(rows_, cols))
         write_text(rundir.table(name, "md"), to_markdown(rows_, cols))
     return tables
+
+
+def _earlier_outputs(out: Path) -> dict[str, str]:
+    """``{file: SHA-256}`` of the tables an earlier ``aumann run`` recorded writing in ``out`` (its manifest's
+    ``outputs_sha256``); ``{}`` when no manifest of one is there (or an older aumann recorded none)."""
+    from aumann.io import read_json
+
+    try:
+        earlier = read_json(out / "manifest.json", error=StudyError, what="manifest", within=out)
+    except (AumannError, OSError):
+        return {}
+    if not isinstance(earlier, dict) or not str(earlier.get("command", "")).startswith("aumann run"):
+        return {}
+    ours = earlier.get("outputs_sha256")
+    return {str(k): str(v) for k, v in ours.items()} if isinstance(ours, dict) else {}
+
+
+def written_tables(out: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """``{file: SHA-256}`` of the table files in ``out`` (what the manifest records as this run's, so that a later
+    run removes only these)."""
+    from aumann.io import file_digests
+
+    names = [f"{name}.{ext}" for name in tables for ext in ("csv", "md")]
+    return file_digests(out, [n for n in names if (out / n).is_file() and not (out / n).is_symlink()])
 
 
 def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -260,6 +294,7 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     for page in (REPORT_HTML, REPORT_MD):  # an earlier invocation's page, were this stage interrupted, would pass
         remove_stale(out / page, within=out)  # for one of the tables and manifest written below
     tables = write_tables(result, out)
+    outputs = written_tables(out, tables)
     pngs = write_plots(result, out, parts=parts) if plots else []
     if not plots:  # an earlier invocation's figures would be linked from report.md as this one's
         for name, _ in FIGURES:
@@ -281,7 +316,7 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
             "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
             "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
             "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
-            "runs": len(result.records), "plots": plots, **digest, **extra})
+            "runs": len(result.records), "plots": plots, "outputs_sha256": outputs, **digest, **extra})
 
     manifest()
     before = len(parts.failures)

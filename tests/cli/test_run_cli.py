@@ -205,3 +205,30 @@ def test_report_top_beyond_the_agents_says_all_are_shown(tmp_path):
         assert main(["report", str(d), "--top", str(n), "--static", "--no-plots"]) == 0
         assert "are shown" not in (d / "report.md").read_text()
     assert main(["report", str(run), "--top", "-5"]) == 2 and main(["report", str(run), "--top", "0"]) == 2
+
+
+def test_rerun_removes_only_the_tables_an_earlier_run_recorded(tmp_path, capsys):
+    """write_tables removed an optional table this study has no rows for by name alone: a file of your own called
+    judge_overlap.csv in --out was deleted (in a fresh folder too). Now only the earlier run's own file (its name and
+    SHA-256 in that run's manifest) goes; yours is kept and the run says so before it could pass for this run's."""
+    from aumann.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "judge_overlap.csv").write_text("my,own\n1,2\n")
+
+    def run(*flags):
+        return main(["run", "social-llm", "--config", str(cfg), "--runs", "1", "--out", str(out), "--no-plots",
+                     "--static", "--no-ablations", *flags])
+
+    capsys.readouterr()
+    assert run("--judge", "off") == 2
+    assert "judge_overlap.csv" in capsys.readouterr().err
+    assert (out / "judge_overlap.csv").read_text() == "my,own\n1,2\n"
+    (out / "judge_overlap.csv").unlink()
+    assert run() == 0 and (out / "judge_overlap.csv").is_file()  # the judge's table, recorded as this run's
+    assert "judge_overlap.csv" in json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    assert run("--judge", "off") == 0  # the earlier run's own table: never shown as this run's
+    assert not (out / "judge_overlap.csv").exists() and not (out / "judge_overlap.md").exists()
