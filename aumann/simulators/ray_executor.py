@@ -119,6 +119,7 @@ class RayExecutor:
         self._substitutes: dict[int, tuple[Any, Any]] = {}
         self._head_gone_since: float | None = None
         self._head_lost = False  # the head is gone: close() does not wait on it
+        self._head: tuple[str, int] | None = None  # the head's host:port, once attached (``auto`` resolved)
 
     # ------------------------------------------------------------------ connecting
     @property
@@ -154,7 +155,7 @@ class RayExecutor:
         kw.update(self.init_kwargs)
         if self.attached:
             what = f"attach to the Ray cluster at {self.address!r}"
-            _reachable(self.address)  # Ray itself waits minutes for a GCS that is not there
+            self._head = _reachable(self.address)  # Ray itself waits minutes for a GCS that is not there
             kw["address"] = self.address
             _refresh_auth()  # RAY_AUTH_TOKEN / RAY_AUTH_MODE as the environment holds them now
         else:
@@ -384,11 +385,11 @@ class RayExecutor:
     def _check_head(self, pending: int, total: int) -> None:
         """Raise a one-line :class:`ExecutorError` once the head's GCS has refused connections for
         :data:`HEAD_GONE_SECONDS` (a killed head: Ray itself ends the driver's process after 60 s with a
-        fatal C++ log, without cleanup). Only for a ``host:port`` address."""
+        fatal C++ log, without cleanup). For a ``host:port`` address and ``auto`` (the head it resolved to)."""
         import socket
         import time
 
-        where = _host_port(self.address or "")
+        where = self._head or _host_port(self.address or "")
         if where is None:
             return
         try:
@@ -419,34 +420,61 @@ HEAD_GONE_SECONDS = 20.0
 PROBE_SECONDS = 10.0
 
 
-def _reachable(address: str, timeout: float | None = None) -> None:
+def _reachable(address: str, timeout: float | None = None) -> tuple[str, int] | None:
     """Fail in one line, in bounded time, when nothing listens at a ``host:port`` address, or what
-    listens is not a gRPC server (an HTTP port, a port that accepts and never answers)."""
+    listens is not a gRPC server (an HTTP port, a port that accepts and never answers). ``auto`` is probed at
+    the address Ray would attach to (``RAY_ADDRESS``, else the last ``ray start`` on this machine, which
+    ``/tmp/ray/ray_current_cluster`` names): a stale file there made Ray wait over 13 minutes. Returns the
+    probed (host, port), or ``None`` when there is nothing to probe (``ray://``; ``auto`` with no cluster to
+    find, which Ray itself reports at once)."""
     import socket
 
     timeout = PROBE_SECONDS if timeout is None else timeout
 
+    if address == "auto":
+        resolved = _resolve_auto()
+        if resolved is None:
+            return None
+        shown, address = f"'auto' ({resolved}, from RAY_ADDRESS or the last `ray start` here)", resolved
+    else:
+        shown = repr(address)
     where = _host_port(address)
     if where is None:
         if address not in ("auto",) and "://" not in address:
             raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; "
                                 f"got {address!r}")
-        return
+        return None
     try:
         with socket.create_connection(where, timeout=timeout) as sock:
             reply = None if _uses_tls() else _http2_reply(sock, timeout)
     except OSError as exc:
-        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: nothing answers there "
+        raise ExecutorError(f"cannot attach to the Ray cluster at {shown}: nothing answers there "
                             f"({type(exc).__name__}: {exc}); start one with `ray start --head --port={where[1]}` or "
                             f"fix --ray-address / RAY_ADDRESS / execution.ray_address") from None
     if reply is None and not _uses_tls():
-        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: something accepts connections there "
+        raise ExecutorError(f"cannot attach to the Ray cluster at {shown}: something accepts connections there "
                             f"but does not answer as Ray's GCS (no reply in {timeout:g} s); is it the head's --port? "
                             f"fix --ray-address / RAY_ADDRESS / execution.ray_address")
     if reply is not None and not (len(reply) >= 9 and reply[3] == 0x04):  # an HTTP/2 SETTINGS frame: a gRPC server
-        raise ExecutorError(f"cannot attach to the Ray cluster at {address!r}: what answers there is not Ray's GCS "
+        raise ExecutorError(f"cannot attach to the Ray cluster at {shown}: what answers there is not Ray's GCS "
                             f"(a gRPC server; it replied {reply[:24]!r}); is it the head's --port (not the dashboard "
                             f"or another service)? fix --ray-address / RAY_ADDRESS / execution.ray_address")
+    return where
+
+
+def _resolve_auto() -> str | None:
+    """The ``host:port`` Ray attaches to for ``auto`` (Ray's own lookup: ``RAY_ADDRESS``, else the cluster file of
+    the last ``ray start``, else a running GCS process), or ``None`` when there is none or Ray's lookup is not
+    available in this Ray version (then ``ray.init`` decides, as before)."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:
+        return None
+    try:
+        found = get_ray_address_from_environment("auto", None)
+    except Exception:  # ConnectionError: no cluster to find; ray.init says so in one line at once
+        return None
+    return found if isinstance(found, str) and _host_port(found) is not None else None
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

@@ -276,3 +276,37 @@ def test_an_address_that_is_not_a_ray_gcs_fails_in_one_line_in_bounded_time(monk
             srv.close()
             for c in held:
                 c.close()
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+@pytest.mark.timeout(120)
+def test_auto_is_probed_at_the_address_ray_would_attach_to(monkeypatch):
+    """``auto`` was never probed: with the last ``ray start``'s cluster file (or RAY_ADDRESS) naming a head that is
+    gone, Ray waited 13 min 41 s (measured) before failing. It is resolved the way Ray resolves it and probed."""
+    import socket
+    import time
+
+    from aumann.simulators import ray_executor
+
+    monkeypatch.setattr(ray_executor, "PROBE_SECONDS", 1.0, raising=False)
+    monkeypatch.delenv("RAY_USE_TLS", raising=False)
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        gone = s.getsockname()[1]  # a port where nothing listens once closed
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{gone}")
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorError, match=rf"'auto' \(127.0.0.1:{gone}, .*nothing answers there") as info:
+        RayExecutor(address="auto").cluster_cpus()
+    assert time.monotonic() - t0 < 10 and "\n" not in str(info.value)
+    srv, held = _serve(b"\0\0\0\4\0\0\0\0\0")  # an HTTP/2 server: what the head's GCS answers
+    try:
+        port = srv.getsockname()[1]
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        assert ray_executor._reachable("auto") == ("127.0.0.1", port)  # also the head the run keeps checking
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.setattr("ray._private.services.find_gcs_addresses", lambda: [])
+    monkeypatch.setattr("ray._private.services.find_bootstrap_address", lambda temp_dir: None)
+    assert ray_executor._reachable("auto") is None  # no cluster to find: ray.init says so at once, as before
