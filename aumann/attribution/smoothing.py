@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aumann.attribution.indicators import EvalContext, Indicator, as_indicator, evaluate, living
+from aumann.attribution.indicators import EvalContext, Indicator, as_indicator, aumanns_own, evaluate, living
 from aumann.attribution.metrics import kendall_tau, topk_jaccard
 from aumann.checks import as_float, as_int
 from aumann.errors import EfficiencyGapWarning, IndicatorError
@@ -142,6 +142,9 @@ class Surrogate(Indicator):
         self.pooled = self._smooth.pooled
         self.uses_context = self._smooth.uses_context or self._original.uses_context
         self.has_closed_form = self._smooth.has_closed_form
+        # a surrogate of the user's own functions is user code (copies, and its pooled form and closed form are
+        # checked against f), though the class is aumann's; aumann's own surrogates (max_surrogate, ...) are not
+        self.calls_user_code = not (_aumann_code(original) and _aumann_code(smooth))
 
     @property
     def accepts_alive(self) -> bool:
@@ -164,6 +167,14 @@ class Surrogate(Indicator):
 
     def __repr__(self) -> str:
         return f"Surrogate({self.name!r})"
+
+
+def _aumann_code(c: Any) -> bool:
+    """Whether ``c`` (an indicator or a function) is aumann's own code: a built-in indicator, or a function
+    defined in an aumann module (the closures of :func:`max_surrogate` and the like)."""
+    if isinstance(c, Indicator):
+        return aumanns_own(c)
+    return str(getattr(c, "__module__", None) or "").startswith("aumann.")
 
 
 def smooth_indicator(original: IndicatorFn, smooth: IndicatorFn, name: str | None = None) -> Surrogate:

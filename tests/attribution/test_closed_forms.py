@@ -135,6 +135,22 @@ def test_a_wrong_but_efficient_closed_form_is_refused(shape):
     assert check["agents"] == min(64, shape[1]) and check["max_abs_diff"] <= check["tolerance"] < 1e-4
 
 
+def test_a_surrogate_of_the_users_own_indicator_is_checked_like_it():
+    """A Surrogate counted as aumann's own code (its class is aumann's), so a wrong closed form of the user's smooth
+    indicator inside one skipped the spot check and was used silently; aumann's own surrogates stay trusted."""
+    from aumann.attribution.smoothing import Surrogate, max_surrogate
+
+    z = np.abs(np.random.default_rng(1).normal(size=(2, 300, 2))) + 0.1
+    wrapped = Surrogate(lambda z: z.sum(-1).mean(-1) ** 2, _SquaredMean(split=True), "squared_mean~")
+    assert not indicators.aumanns_own(wrapped) and indicators.aumanns_own(max_surrogate())
+    with pytest.raises(indicators.IndicatorError, match=r"the closed form of indicator 'squared_mean~' is not its"):
+        attribute(wrapped, Panel(z))
+    right = attribute(Surrogate(lambda z: z.sum(-1).mean(-1) ** 2, _SquaredMean(), "squared_mean~"), Panel(z))
+    g = z.sum(-1)
+    np.testing.assert_allclose(right.phi, g * g.mean(-1, keepdims=True) / z.shape[1], rtol=1e-12)
+    assert "closed_form_check" in right.provenance
+
+
 def test_a_closed_form_of_an_indicator_with_a_kink_on_the_path_is_not_a_false_alarm():
     """f = mean_i max(g_i − c, 0) has a kink on every agent's path (τ = c / g_i), where quadrature converges only
     slowly; its closed form φ_i = max(g_i − c, 0) / n (separable) is right and must pass: the tolerance includes
