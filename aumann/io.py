@@ -205,27 +205,21 @@ def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> 
     return write_bytes(path, text.encode("utf-8"), within=within)
 
 
-def remove_stale(path: PathLike, *, within: PathLike | None = None,
-                 recorded: Mapping[str, str] | None = None) -> bool:
+def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
     """Remove the output ``path`` that an earlier invocation wrote and this one does not (a table or figure it
     skips, a page it could not build), so it is never taken for this invocation's; ``True`` when one was there.
     A symbolic link there is removed itself, never what it points to; a directory is left alone.
 
-    ``recorded`` (``{name relative to within: SHA-256}``, as :func:`file_digests` gave them to the earlier
-    invocation's record): only a file that is the one recorded there is removed; any other file of that name (a
-    file of your own, or one changed since) is kept and is an :class:`OutputError` naming it, since it would
-    otherwise be taken for this invocation's output.
+    A caller that must remove only files an earlier invocation recorded writing checks each with
+    :func:`check_stale` first (all of them, so that a refusal removes none).
 
     Raises:
-        OutputError: the file is there but cannot be removed (the message names it and why), or, with
-            ``recorded``, is not the file the earlier invocation recorded writing.
+        OutputError: the file is there but cannot be removed (the message names it and why).
         PathEscapeError: ``within`` is given and ``path`` leaves it through a folder on the way.
     """
     p = confine(path, within, what="output file", follow=False)
     if not p.is_symlink() and not p.is_file():
         return False
-    if recorded is not None:
-        check_stale(path, within=within, recorded=recorded)
     try:
         p.unlink()
     except FileNotFoundError:
@@ -237,8 +231,8 @@ def remove_stale(path: PathLike, *, within: PathLike | None = None,
 
 def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str]) -> None:
     """Nothing when no file is at ``path`` or it is the one ``recorded`` (``{name relative to within: SHA-256}``)
-    lists; else an :class:`OutputError` naming it (:func:`remove_stale` with ``recorded`` removes only such a
-    file; checking every file first removes none when one is refused)."""
+    lists; else an :class:`OutputError` naming it (a file of your own, or one changed since, which would pass for
+    this invocation's output). Check every file before :func:`remove_stale` removes any: a refusal removes none."""
     p = confine(path, within, what="output file", follow=False)
     if not p.is_symlink() and not p.is_file():
         return

@@ -203,7 +203,7 @@ def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> No
     for name in names:  # every file checked before any goes: a refusal leaves the earlier run whole
         check_stale(out / name, within=out, recorded=ours)
     for name in names:
-        remove_stale(out / name, within=out, recorded=ours)
+        remove_stale(out / name, within=out)  # each checked above
 
 
 def _out_apart_from_trace(out: Path, trace: Path) -> None:

@@ -140,7 +140,7 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
     for path in stale:  # not this study's: an earlier invocation's file would pass for it
         check_stale(path, within=out, recorded=ours)
     for path in stale:
-        remove_stale(path, within=out, recorded=ours)
+        remove_stale(path, within=out)  # each checked above
     for name, rows_ in tables.items():
         if name in optional and not rows_:
             continue
