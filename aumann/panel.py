@@ -628,9 +628,21 @@ class Panel:
         """A copy with extra (or replaced) agent groups."""
         return self._derive(groups={**self.groups, **groups})
 
-    def to_torch(self, device: Any = None):
-        """``values`` as a torch tensor (shares memory on CPU; a read-only panel's too, without torch's warning)."""
-        return as_torch(self.values, device=device)
+    def to_torch(self, device: Any = None, *, share_read_only: bool = False):
+        """``values`` as a torch tensor: on the CPU it shares the panel's memory when the values are writable
+        (writing into the tensor writes into the panel).
+
+        A read-only panel (``np.load(mmap_mode="r")``, frozen values) is copied on the CPU: torch has no read-only
+        tensors, so a tensor sharing that memory takes writes anyway, and a write segfaulted the process (a
+        read-only mapping) or changed values the panel holds as read-only. ``share_read_only=True`` shares it
+        without a copy (and without torch's "not writable" warning, :func:`aumann.checks.as_torch`) for a caller
+        that only reads the tensor, e.g. a panel larger than memory; writing into that tensor is then undefined.
+        On another device the transfer is a copy either way.
+        """
+        import torch
+
+        on_host = device is None or torch.device(device).type == "cpu"
+        return as_torch(self.values, device=device, writable=on_host and not share_read_only)
 
     # ------------------------------------------------------------------ interop
     @classmethod

@@ -91,3 +91,30 @@ def test_as_torch_shares_a_read_only_array_and_copies_it_only_for_writing():
     mine = np.zeros(3)
     as_torch(mine, writable=True)[0] = 5.0  # a writable array is shared as before
     assert mine[0] == 5.0
+
+
+def test_panel_to_torch_of_a_read_only_panel_is_a_copy_safe_to_write(tmp_path):
+    """Panel.to_torch() of a memory-mapped panel shared the read-only mapping: writing into the tensor killed the
+    process (SIGSEGV, exit 139), and into a frozen panel's tensor changed the panel's read-only values. On the CPU a
+    read-only panel's tensor is now a copy (a writable panel's still shares its memory); share_read_only=True
+    shares it for readers, as as_torch does."""
+    from aumann.panel import Panel
+
+    values = np.arange(12.0).reshape(2, 3, 2)
+    np.save(tmp_path / "v.npy", values)
+    frozen = values.copy()
+    frozen.flags.writeable = False
+    for panel in (Panel(np.load(tmp_path / "v.npy", mmap_mode="r")), Panel(frozen)):
+        assert not panel.values.flags.writeable
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            t = panel.to_torch()
+            assert not np.shares_memory(t.numpy(), panel.values)  # checked before writing: sharing would crash here
+            shared = panel.to_torch(share_read_only=True)
+        assert shared.data_ptr() == panel.values.ctypes.data
+        t[0, 0, 0] = 99.0
+        assert t[0, 0, 0].item() == 99.0 and panel.values[0, 0, 0] == 0.0
+        np.testing.assert_array_equal(t.numpy()[1], values[1])
+    writable = Panel(values.copy())
+    writable.to_torch()[0, 0, 0] = 7.0  # a writable panel's tensor shares its memory, as documented
+    assert writable.values[0, 0, 0] == 7.0
