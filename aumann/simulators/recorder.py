@@ -74,6 +74,9 @@ class _RowBuffer:
     first: list[int] = field(default_factory=list)
     last: list[int] = field(default_factory=list)
     gen: list[int] = field(default_factory=list)
+    # per row (agents=fn): its object was the same at two captures in a row, so agents=fn returns the model's own
+    # object for it (not a new proxy each capture), and another object under its id is a replacement
+    held: list[bool] = field(default_factory=list)
     step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
 
 
@@ -167,10 +170,12 @@ class FeatureRecorder(_RecorderBase):
             ``(unique_id, incarnation)`` (0 for an id's first agent, 1 for the next, ...), in this mode even
             when no id is reused. ``"same_agent"``: one row per id, as before the check (for ``agents=fn``
             returning fresh proxy objects for the same agents at each capture). The same object removed and
-            re-added is one agent in every mode. With the default agents a replacement within one step (an
-            agent removed and a new one given its id before the next capture) is detected too; with
-            ``agents=fn`` only an id that was absent for at least one capture is checked, and agents that take
-            no weak reference (``__slots__`` without ``__weakref__``) are not checked.
+            re-added is one agent in every mode. A replacement within one step (an agent removed and a new one
+            given its id before the next capture) is detected too: with the default agents always; with
+            ``agents=fn`` once the id's object was the same at two captures in a row (the model's own agents;
+            fresh proxy objects at every capture are not taken for replacements), and always for an id absent
+            for at least one capture. Agents that take no weak reference (``__slots__`` without
+            ``__weakref__``) are not checked.
 
     Raises:
         FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
@@ -315,6 +320,7 @@ class FeatureRecorder(_RecorderBase):
         rec.first.append(t)
         rec.last.append(t)
         rec.gen.append(gen)
+        rec.held.append(False)
         return j
 
     def _reuse_error(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> ReusedAgentIdError:
@@ -334,10 +340,12 @@ class FeatureRecorder(_RecorderBase):
             "for the same agents")
 
     def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
-        col, refs, last = rec.col, rec.refs, rec.last
+        col, refs, last, held = rec.col, rec.refs, rec.last, rec.held
         out = np.empty(len(agents), dtype=np.int64)
         check = self.reused_ids != "same_agent"
-        every = self._model_agents  # agents=fn may build new proxies each capture: checked after an absence only
+        # agents=fn may build new proxies each capture: an id is checked after an absence, or once its object was
+        # seen twice in a row (the model's own agent, whose replacement within one step is then caught too)
+        every = self._model_agents
         for k, a in enumerate(agents):
             try:
                 uid = a.unique_id
@@ -352,12 +360,17 @@ class FeatureRecorder(_RecorderBase):
                                         "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
                 j = self._new_row(rec, uid, a, t)
-            elif check and last[j] < t and (every or last[j] < t - 1):  # (last[j] == t: a duplicate, refused below)
+            elif check and last[j] < t:  # (last[j] == t: a duplicate, refused below)
                 ref = refs[j]
-                if ref is not None and ref() is not a:  # the id's recorded object is gone, or another one: reused
-                    if self.reused_ids == "error":
-                        raise self._reuse_error(rec, j, a, t)
-                    j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
+                if ref is not None and ref() is not a:  # the id's recorded object is gone, or another one
+                    if every or held[j] or last[j] < t - 1:  # reused
+                        if self.reused_ids == "error":
+                            raise self._reuse_error(rec, j, a, t)
+                        j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
+                    else:  # agents=fn: a new proxy for the agent of the capture before (followed from now on)
+                        refs[j] = weakref.ref(a)
+                elif ref is not None and not every:
+                    held[j] = True
             last[j] = t
             out[k] = j
         n = len(rec.ids)

@@ -139,3 +139,34 @@ def test_agents_without_weak_references_are_not_checked():
 def test_an_unknown_reused_ids_mode_is_refused(bad):
     with pytest.raises(FeatureValueError, match="reused_ids must be one of"):
         FeatureRecorder({"wealth": "wealth"}, reused_ids=bad)
+
+
+def _own_agents(model: mesa.Model) -> list[mesa.Agent]:  # agents=fn returning the model's own agent objects
+    return list(model.agents)
+
+
+def test_a_replacement_within_one_step_is_caught_with_agents_fn():
+    """With agents=fn only an id absent for a capture was checked: the victim dying and a newborn taking its id in
+    the same step merged them into one row (wealth 4, 5, 6, 7 then 100, 101, ...), silently. An id whose object
+    stayed the same from one capture to the next is the model's own agent: another object under it is a reuse."""
+    with pytest.raises(ReusedAgentIdError, match=r"unique_id 3 was reused.*replaced within one step.*capture 4"):
+        simulate(DeathsAndBirths(die=5, born=5), steps=8,
+                 recorder=FeatureRecorder({"wealth": "wealth"}, agents=_own_agents))
+    panel = simulate(DeathsAndBirths(die=5, born=5), steps=8,
+                     recorder=FeatureRecorder({"wealth": "wealth"}, agents=_own_agents, reused_ids="new_agent"))
+    assert list(panel.agent_ids) == ["(1, 0)", "(2, 0)", "(3, 0)", "(3, 1)", "(4, 0)"]
+    np.testing.assert_array_equal(panel.values[:, 2, 0], [4.0, 5.0, 6.0, 7.0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(panel.values[:, 3, 0], [0, 0, 0, 0, 100.0, 101.0, 102.0, 103.0])
+    same = simulate(DeathsAndBirths(die=5, born=5), steps=8,
+                    recorder=FeatureRecorder({"wealth": "wealth"}, agents=_own_agents, reused_ids="same_agent"))
+    assert list(same.agent_ids) == [1, 2, 3, 4]  # the old merging, on request
+
+
+def test_agents_fn_returning_the_same_objects_or_fresh_proxies_is_no_false_alarm():
+    """The same objects throughout (no death, fresh ids for newborns, the same object back after a gap) and
+    proxies built afresh at every capture (followed from one capture to the next) record as before."""
+    for model in (DeathsAndBirths(reuse=False), DeathsAndBirths(same_object=True)):
+        panel = simulate(model, steps=12, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_own_agents))
+        assert len(panel.agent_ids) == (5 if not model.same_object else 4)
+    panel = simulate(_Arrays(), steps=2, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_Arrays.proxies))
+    np.testing.assert_array_equal(panel.values[:, :, 0], [[1.0, 2.0, 3.0], [2.0, 3.0, 4.0]])
