@@ -800,6 +800,15 @@ def copy_problem(model: Any, branch: Any, cells: list[tuple[Any, Any]] = ()) -> 
         bsim = getattr(branch, "simulator", None)
         if bsim is sim or getattr(bsim, "model", None) is not branch:
             return "shares the original's simulator"
+    # the check a replay gets (one implementation): a hand-written __deepcopy__ (or a container's) that copies an
+    # object shallowly leaves the copy writing into the original's own state, which the digest does not look into
+    shared = shared_state(model, branch)
+    if shared:
+        more = ", ..." if len(shared) > 5 else ""
+        return (f"holds the original's own mutable objects ({', '.join(shared[:5])}{more}): a __deepcopy__ that "
+                "copies shallowly shares them, so the fork's steps would write into the "
+                "original's state; copy them in __deepcopy__ (copy.deepcopy(value, memo)) or fork by replay "
+                "(factory=...)")
     return None
 
 

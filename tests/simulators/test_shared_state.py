@@ -5,13 +5,14 @@ was silent (the state digest does not look into the graph); now it is a SharedSt
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import mesa
 import numpy as np
 import pytest
 
-from aumann.errors import SharedStateWarning
+from aumann.errors import CheckpointError, ForkFallbackWarning, SharedStateWarning
 from aumann.simulators import FeatureRecorder, fork, simulate
 from aumann.simulators.sharing import shared_state
 
@@ -92,3 +93,32 @@ def test_shared_state_looks_two_levels_deep_and_skips_immutables_and_self_copyin
             self.backend, self.frozen, self.own = backend, frozen, [1, 2]
 
     assert shared_state(M(), M()) == [".grid.g", ".params['graph']"]
+
+
+class ShallowColony(Colony):
+    """A hand-written ``__deepcopy__`` that copies the pheromone object shallowly: the copy's ``trails`` is a new
+    object, its ``level`` table the original's (two levels deep)."""
+
+    def __deepcopy__(self, memo):
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.copy(v) if k == "trails" else copy.deepcopy(v, memo))
+        return new
+
+
+def test_a_fork_by_copy_whose_copy_shares_state_two_levels_deep_is_refused():
+    """The copy check looked at agents, cells, rng and simulator, not at what else the copy shares: a fork by copy
+    of ShallowColony wrote into the original's pheromones ({0: 5.0, 1: 2.0, 2: 3.0, 3: 2.0, ...} became {0: 9.0, 1: 4.0,
+    2: 3.0, 3: 4.0, ...})
+    and returned strategy 'copy', silently. Now the copy gets the replay's two-level check (shared_state), and a
+    copy sharing state is refused (auto: replayed from the factory instead)."""
+    model = ShallowColony(Trails())
+    simulate(model, 3, REC)
+    before = dict(model.trails.level)
+    with pytest.raises(CheckpointError, match=r"the copy holds the original's own mutable objects \(\.trails\.level\)"):
+        fork(model, steps=2, recorder=REC, strategy="copy")
+    assert model.trails.level == before
+    with pytest.warns(ForkFallbackWarning, match=r"\.trails\.level"):
+        res = fork(model, steps=2, recorder=REC, factory=lambda: ShallowColony(Trails()))
+    assert res.strategy == "replay" and model.trails.level == before
