@@ -366,9 +366,10 @@ class MaskedIndicatorGame(CoalitionGame):
     def _check_pooled_form(self, kernel: AdditiveKernel, *, trusted: bool = False) -> str | None:
         """The running-sum kernel against f itself: None when it reproduces f at the two corners v(∅) and v(N) (to
         4·10⁶ ulps of the precision f and ρ compute in: 9e-10 of their scale in float64; in float32 only a total
-        loss), else what it got there. ρ of the pooled means can cancel catastrophically where plain f does not:
-        var's ρ(m) = m₂ − m₁² on features with an offset of 1e8 and spread 1 (the mean baseline) gave f(z) = 8 for
-        a true 2.25, and every coalition value along with it. (The deletion oracle's pooled forks check the same.)
+        loss), else what it got there (the pooled form lost the precision of f: use f itself). ρ of the pooled means
+        can cancel catastrophically where plain f does not: var's ρ(m) = m₂ − m₁² on features with an offset of 1e8
+        and spread 1 (the mean baseline) gave f(z) = 8 for a true 2.25, and every coalition value along with it.
+        (The deletion oracle's pooled forks check a user's pooled form here too.)
 
         Unless ``trusted`` (aumann's own pooled forms), also :data:`POOLED_CHECKS` seeded coalitions between the
         corners at one seeded step of the problem (:func:`pooled_check_step`; each agent in with probability ½,
@@ -377,8 +378,15 @@ class MaskedIndicatorGame(CoalitionGame):
         times slower): a user's pooled form that agrees at ∅ and N but is not f in between (ρ(m) = m² M declared
         for f = m³) gave wrong coalition values, and wrong attributions, silently.
 
+        A point where the running sums miss f is told apart from a loss of precision by how far ρ can move there
+        when its sums move by the rounding that forming them can explain (:meth:`AdditiveKernel.rounding_reach`):
+        within that reach the form lost the precision of f (returned: f itself is used); beyond it, ρ(mean ψ) is
+        not f. A user's form that was plainly wrong at the corners (ρ(m) = m² for f = m³: 1.77 for f's 2.36) was
+        reported as a loss of precision ("features far from 0 next to their spread") and f used instead.
+
         Raises:
-            IndicatorError: the corners agree but a coalition between them does not (the pooled form is not f).
+            IndicatorError: (a user's form) the running sums miss f at a checked point by more than rounding
+                explains: the pooled form is not f.
         """
         if not bool(kernel.delta.any()):  # z = z⁰ on every row: every marginal is exactly 0 whatever ρ rounds
             return None
@@ -386,7 +394,8 @@ class MaskedIndicatorGame(CoalitionGame):
         with torch.no_grad():
             out = kernel.rho(torch.stack([kernel.sum_b, kernel.sum_a]))
         dtypes = [self.x.dtype] + ([out.dtype] if isinstance(out, torch.Tensor) and out.is_floating_point() else [])
-        rtol = 4e6 * max(torch.finfo(d).eps for d in dtypes)
+        eps = max(torch.finfo(d).eps for d in dtypes)
+        rtol = 4e6 * eps
         masks = np.empty((0, self.n_players), dtype=bool)
         if not trusted and self.t == pooled_check_step(self.problem.shape[0]):  # one random bit per agent, coalition
             bits = np.random.default_rng([POOLED_SEED, self.t]).integers(
@@ -403,22 +412,36 @@ class MaskedIndicatorGame(CoalitionGame):
                 zs = torch.where(full, self.x, self.b)[None]
                 plain[2 + k] = float(self.problem.evaluate(zs, np.array([self.t]))[0])
         scale = max(float(np.abs(plain).max()), abs(float(plain[1] - plain[0])))
-        if not np.all(np.abs(fast - plain[:2]) <= rtol * scale + 1e-300):
+        tol = rtol * scale + 1e-300
+        inside = np.asarray(kernel.values(masks), dtype=np.float64) if len(masks) else np.empty(0)
+        got = np.concatenate([fast, inside])
+        off = np.abs(got - plain) > tol
+        if not off.any():
+            return None
+        if not trusted:  # a user's form: off by more than rounding explains is a wrong form, not a lost precision
+            sums = torch.cat([torch.stack([kernel.sum_b, kernel.sum_a]), kernel.sums(masks)]) if len(masks) else \
+                torch.stack([kernel.sum_b, kernel.sum_a])
+            reach = kernel.rounding_reach(sums, eps)
+            wrong = off & (np.abs(got - plain) > np.maximum(reach, tol))
+            if wrong.any():
+                k = int(np.argmax(wrong))
+                where = (f"v(∅) (step index {self.t}, every agent at the baseline)" if k == 0
+                         else f"v(N) (step index {self.t}, every agent at z)" if k == 1
+                         else f"a coalition between v(∅) and v(N) (step index {self.t}, {int(masks[k - 2].sum())} of "
+                              f"{self.n_players} agents at z, the rest at the baseline)")
+                ends = "" if k < 2 or off[:2].any() else "; the two ends agree"
+                raise IndicatorError(
+                    f"indicator {self.name!r}: its pooled form is not f: at {where} the running "
+                    f"sums ρ(mean ψ) give {got[k]:.10g} and f itself {plain[k]:.10g}, {abs(got[k] - plain[k]):.3g} "
+                    f"apart, where rounding the sums can move ρ by {reach[k]:.3g} at most ({int(wrong.sum())} of "
+                    f"{len(got)} checked points disagree{ends}). A pooled form must give f(z) = ρ(mean_i ψ(z_i)) at "
+                    "every z, not only at the ends: fix psi / rho, or drop pooled= (the methods then evaluate f "
+                    "itself)")
+        if off[:2].any():
             return (f"v(∅), v(N) = {fast[0]:.6g}, {fast[1]:.6g} by running sums, {plain[0]:.6g}, {plain[1]:.6g} by f "
                     "itself")
-        if len(masks):
-            inside = np.asarray(kernel.values(masks), dtype=np.float64)
-            off = np.abs(inside - plain[2:]) > rtol * scale + 1e-300
-            if off.any():
-                k = int(np.argmax(off))
-                raise IndicatorError(
-                    f"indicator {self.name!r}: its pooled form is not f: at a coalition between v(∅) and v(N) (step "
-                    f"index {self.t}, {int(masks[k].sum())} of {self.n_players} agents at z, the rest at the "
-                    f"baseline) the running sums ρ(mean ψ) give {inside[k]:.10g} and f itself {plain[2 + k]:.10g} "
-                    f"({int(off.sum())} of {len(masks)} seeded coalitions disagree; the two ends agree). A pooled "
-                    "form must give f(z) = ρ(mean_i ψ(z_i)) at every z, not only at the ends: fix psi / rho, or "
-                    "drop pooled= (the methods then evaluate f itself)")
-        return None
+        k = 2 + int(np.argmax(off[2:]))
+        return f"v(S) = {got[k]:.10g} by running sums, {plain[k]:.10g} by f itself at a seeded coalition S"
 
 
 #: seeded coalitions between the corners at which a user's pooled form is checked against f (one O(N) evaluation

@@ -526,9 +526,9 @@ def _pooled_form_holds(problem: Problem) -> bool:
     (its f(z_t), f(z⁰_t) and every gradient come from ρ alone; f itself is never evaluated there): at one seeded
     step, the corners and a few seeded coalitions between them, one O(N) evaluation of f each
     (:meth:`~aumann.attribution.games.MaskedIndicatorGame.pooled_form_lost`). A declared ρ(q) = 3 q₁q₂ for
-    f = m₁m₂ reported f(z) = 1.304 for a true 0.4347 and attributed it, silently. Corners that disagree (a ρ that loses
-    the precision, or a form that is not f) are warned about and the autograd integral evaluates f instead; a form
-    that agrees at the corners but not between them raises. aumann's own pooled forms are trusted."""
+    f = m₁m₂ reported f(z) = 1.304 for a true 0.4347 and attributed it, silently. Corners where ρ lost the precision of
+    f (within what rounding the sums explains) are warned about and the autograd integral evaluates f instead; a
+    form that misses f beyond that, at the corners or between them, raises. aumann's own pooled forms are trusted."""
     if aumanns_own(problem.f):
         return True
     t = pooled_check_step(problem.shape[0])

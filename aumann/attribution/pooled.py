@@ -359,8 +359,42 @@ class AdditiveKernel(GameKernel):
             return _checked_rho(self.rho(s), s)
 
     def values(self, masks):
+        return self._rho(self.sums(masks)).cpu().numpy()
+
+    def sums(self, masks: np.ndarray) -> torch.Tensor:
+        """The running sums Σ_{i∈S} a_i + Σ_{i∉S} b_i of coalitions ``masks`` (B, N): (B, P) float64."""
         m = as_torch(np.asarray(masks), device=self._device).to(torch.float64)
-        return self._rho(self.sum_b + _masked_sums(m, self.delta)).cpu().numpy()
+        return self.sum_b + _masked_sums(m, self.delta)
+
+    def rounding_reach(self, sums: torch.Tensor, eps: float) -> np.ndarray:
+        """How far ρ can move at each of ``sums`` (K, P) when every sum moves by the rounding that forming it can
+        explain: Σ_p max_± |ρ(s ± h_p e_p) − ρ(s)| with h_p = 2(N + 2) · eps · Σ_i (|a_ip| + |b_ip|), the worst-case
+        error of a sum of N terms of that size (plus the terms' own rounding), ``eps`` the unit roundoff of the
+        computation. (K,) float64; inf where ρ is not finite there (nothing can be told). Running sums that miss f
+        by less than this lost its precision (an offset far from the spread, ρ = m₂ − m₁²); by more, ρ(mean ψ) is
+        not f."""
+        if self.rows is not None:
+            r = self.rows
+            live = np.ones(r.psi_x.shape[0], bool) if r.live is None else np.asarray(r.live, bool)
+            size = (np.abs(r.psi_x[live]).sum(0) + np.abs(r.psi_b[live]).sum(0)) / r.n
+            mag = as_torch(size, dtype=torch.float64, device=self._device)
+        else:  # agent-wise ψ: the terms are gone; their sums and differences bound them
+            mag = self.sum_b.abs() + self.delta.abs().sum(dim=0)
+        mag = mag + self.sum_a.abs() + self.sum_b.abs()
+        h = 2.0 * (self.n + 2) * float(eps) * mag  # (P,)
+        s = sums.to(torch.float64)
+        k, p = s.shape
+        steps = torch.cat([torch.diag(h), -torch.diag(h)])  # (2P, P)
+        points = torch.cat([s[:, None, :], s[:, None, :] + steps[None]], dim=1)  # (K, 1 + 2P, P)
+        try:
+            with torch.no_grad():
+                vals = _checked_rho(self.rho(points), points)
+        except (ArithmeticError, RuntimeError, ValueError, IndicatorError):
+            return np.full(k, np.inf)
+        moved = (vals[:, 1:] - vals[:, :1]).abs().view(k, 2, p).amax(dim=1).sum(dim=1)
+        out = moved.cpu().numpy()
+        out[~np.isfinite(out) | ~np.isfinite(vals.cpu().numpy()).all(axis=1)] = np.inf
+        return out
 
     def chunk_permutations(self):
         # per permutation: the (P, N) running sums, ρ's (N,) output, marginals, scatter target, indices
