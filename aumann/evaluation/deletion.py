@@ -34,7 +34,10 @@ from the factual step's sums of ψ and the changed rows alone (:class:`PooledFor
 thousand rows instead of a copy and two passes over all N. The sums are added in another order than one
 evaluation over N, so the values agree with it to rounding (~1e-16 relative), not bit for bit; the factual
 step's own value is checked against a full evaluation once (beyond 1e-9 relative, or an indicator that
-reads context, the oracle evaluates every fork in full).
+reads context, the oracle evaluates every fork in full). A user's pooled form is also checked once as the
+attribution engine checks it, between the factual step and the scenario's baseline features: one that is not
+f raises :class:`~aumann.errors.IndicatorError`, one that lost the precision of f is not used
+(``DeletionOracle.pooled_fallback`` says why, with a warning); aumann's own pooled forms skip that check.
 
 Forks are independent of each other: :meth:`DeletionOracle.prefetch` computes many at once -- on
 ``threads`` threads, so that the LLM requests of concurrent forks join the backend's common pool
@@ -45,7 +48,7 @@ of in-flight requests (a study's wall time is not the sum of per-fork latencies)
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +56,7 @@ import numpy as np
 
 from aumann.attribution import FunctionGame
 from aumann.attribution.games import CoalitionCache
-from aumann.attribution.indicators import EvalContext, as_indicator, evaluate, evaluate_pair
+from aumann.attribution.indicators import EvalContext, as_indicator, aumanns_own, evaluate, evaluate_pair
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.checks import as_torch
 from aumann.errors import ScenarioCodeError
@@ -83,7 +86,8 @@ class DeletionOracle:
         if self._pooled is None:
             with self._lock:
                 if self._pooled is None:
-                    self._pooled = PooledForks.of(self.scenario, self.f, self.f_original) or False
+                    self._pooled = PooledForks.of(self.scenario, self.f, self.f_original,
+                                                  baseline=self._baseline_features) or False
         rows = self.scenario.step_rows(self.model_before, self.config, sorted(key)) if self._pooled else None
         if rows is not None and not self._rows_checked:
             self._check_rows(key, rows)
@@ -104,6 +108,18 @@ class DeletionOracle:
             f, fo = evaluate_pair(self.f, self.f_original, state)
             return float(f), float(fo)
         return float(evaluate(self.f, state)), float(evaluate(self.f_original, state))
+
+    def _baseline_features(self) -> np.ndarray:
+        """The scenario's attribution baseline z⁰ at the target step (every agent at the baseline action), between
+        which and the factual step a user's pooled form is checked (:class:`PooledForks`)."""
+        return self.scenario.baseline_features(self.model_before, self.config, agent_ids=self.agent_ids)
+
+    @property
+    def pooled_fallback(self) -> str | None:
+        """Why the forks are evaluated in full although both indicators declare a pooled form and the scenario gives
+        a fork's changed rows (the pooled form lost the precision of f, or could not be checked); ``None`` when the
+        pooled sums are used or do not apply."""
+        return self._pooled.fallback if self._pooled else None
 
     def _check_rows(self, key: frozenset[int], rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Once per oracle: the step the rows hook gives (its factual base with the changed rows replaced) is the
@@ -254,17 +270,29 @@ class PooledForks:
     """(f, f original) of re-simulated steps given as what changes — ``(base, rows, values)`` from
     :meth:`~aumann.scenarios.base.Scenario.step_rows` — for two indicators with a pooled form: each is
     ρ((S + Σ_rows ψ(values) − Σ_rows ψ(base[rows])) / N), S = Σ_i ψ(base_i) kept for the base (one array
-    per checkpoint). :meth:`values` returns ``None`` where the base's own value does not match a full
-    evaluation (the form does not describe the indicator): the oracle then evaluates in full."""
+    per checkpoint).
 
-    def __init__(self, f: Any, g: Any) -> None:
+    A user's pooled form is checked first as the attribution engine checks it
+    (:meth:`~aumann.attribution.MaskedIndicatorGame.pooled_form_lost`, one implementation): on the masking game
+    between the factual step and the scenario's baseline ``baseline()`` (every agent at the baseline action), at
+    v(∅), v(N) and seeded coalitions between them — the kind of step a fork is. A form that is not f there raises
+    :class:`~aumann.errors.IndicatorError`; one that lost the precision of f is not used (every fork is evaluated in
+    full, the reason in :attr:`fallback`, with an :class:`~aumann.errors.AumannWarning`). aumann's own pooled forms
+    skip that check (no baseline is computed for them). For every form, :meth:`values` returns ``None`` where the
+    base's own value does not match a full evaluation: the oracle then evaluates in full (the reason recorded too)."""
+
+    def __init__(self, f: Any, g: Any, baseline: Callable[[], Any] | None = None) -> None:
         self.inds = (f, g)
+        self.baseline = baseline
+        self.fallback: str | None = None  # why the sums are not used (every fork evaluated in full)
+        self._forms_checked = False
         self._base: tuple[Any, ...] | None = None  # (base array, its ψ sums for f and g, or None: no match)
         self._lock = threading.Lock()
 
     @staticmethod
-    def of(scenario: Any, f: Any, g: Any) -> PooledForks | None:
-        """The helper for ``scenario``'s forks of ``f`` and ``g``, or ``None`` where it does not apply."""
+    def of(scenario: Any, f: Any, g: Any, *, baseline: Callable[[], Any] | None = None) -> PooledForks | None:
+        """The helper for ``scenario``'s forks of ``f`` and ``g``, or ``None`` where it does not apply (``baseline``:
+        the scenario's baseline features at the target step, asked for only to check a user's pooled form)."""
         if getattr(scenario, "resimulate_rows_fn", None) is None:
             return None
         fi, gi = as_indicator(f), as_indicator(g)
@@ -272,21 +300,55 @@ class PooledForks:
         # is left to the full evaluation of the re-simulated step
         if any(i.pooled is None or i.uses_context or i.accepts_alive for i in (fi, gi)):
             return None
-        return PooledForks(fi, gi)
+        return PooledForks(fi, gi, baseline)
+
+    def _check_forms(self, base: np.ndarray) -> str | None:
+        """A user's pooled form checked by the engine's check between ``base`` and the baseline (raises for a form
+        that is not f); what was lost where it lost the precision of f or could not be checked, else ``None``."""
+        users = [i for i in dict.fromkeys(self.inds) if not aumanns_own(i)]
+        if not users:
+            return None
+        from aumann.attribution import MaskedIndicatorGame, Problem
+        from aumann.panel import Panel
+
+        z0 = None if self.baseline is None else np.asarray(self.baseline(), dtype=np.float64)
+        if z0 is None or z0.shape != base.shape:
+            return (f"the pooled form of {users[0].name!r} could not be checked against f: no baseline step of the "
+                    f"fork's shape {base.shape} (got {None if z0 is None else z0.shape})")
+        panel = Panel(base[None])
+        for ind in users:
+            lost = MaskedIndicatorGame(Problem.build(ind, panel, z0[None]), 0).pooled_form_lost()
+            if lost is not None:
+                return f"the pooled form of {ind.name!r} loses the precision of f between the step and its baseline " \
+                       f"({lost})"
+        return None
 
     def _sums(self, base: np.ndarray) -> tuple[Any, ...] | None:
         import torch
 
         with self._lock:
+            if not self._forms_checked:
+                self.fallback = self._check_forms(base)
+                self._forms_checked = True
+                if self.fallback is not None:
+                    _warn_full(self.fallback)
+            if self.fallback is not None:
+                return None
             if self._base is None or self._base[0] is not base:
                 z = as_torch(base)
                 n = base.shape[0]
                 with torch.no_grad():
                     sums = tuple(i.pooled.psi(z).to(torch.float64).sum(-2) for i in self.inds)
                     full = evaluate_pair(self.inds[0], self.inds[1], EvalContext(base, {}, None))
-                    ok = all(np.isclose(float(i.pooled.rho(s / n)), float(v), rtol=1e-9, atol=1e-12)
-                             for i, s, v in zip(self.inds, sums, full))
-                self._base = (base, sums if ok else None)
+                    got = [float(i.pooled.rho(s / n)) for i, s in zip(self.inds, sums)]
+                bad = [(i, a, float(v)) for i, a, v in zip(self.inds, got, full)
+                       if not np.isclose(a, float(v), rtol=1e-9, atol=1e-12)]
+                self._base = (base, None if bad else sums)
+                if bad:
+                    i, a, v = bad[0]
+                    self.fallback = (f"the pooled sums of {i.name!r} give {a:.10g} at the factual step, a full "
+                                     f"evaluation {v:.10g}")
+                    _warn_full(self.fallback)
             return self._base[1]
 
     def values(self, base: np.ndarray, rows: np.ndarray, values: np.ndarray) -> tuple[float, float] | None:
@@ -370,6 +432,15 @@ class MaskingOracle:
             out[:, j] = kernel.curve(order, ks)
             self.evaluations += int(ks.size)
         return out
+
+
+def _warn_full(why: str) -> None:
+    import warnings
+
+    from aumann.errors import AumannWarning
+
+    warnings.warn(f"deletion forks evaluate every fork in full, not from the pooled sums: {why}", AumannWarning,
+                  stacklevel=5)
 
 
 def fork_values_task(spec: tuple) -> tuple[list[tuple[float, float]], Any]:

@@ -11,7 +11,7 @@ import torch
 
 from aumann import scenarios
 from aumann.attribution.indicators import FunctionIndicator, PooledForm
-from aumann.errors import ScenarioCodeError
+from aumann.errors import AumannWarning, IndicatorError, ScenarioCodeError
 from aumann.evaluation.deletion import DeletionOracle, PooledForks
 
 SC = scenarios.get("megascale-social")
@@ -46,14 +46,87 @@ def test_pooled_forks_give_the_full_evaluation_to_rounding(case):
     assert fast.forks == full.forks == len(sets)
 
 
-def test_a_pooled_form_that_does_not_describe_the_indicator_is_not_used(case):
+def test_a_pooled_form_that_does_not_describe_the_indicator_is_refused(case):
+    """A user's form that is not f at the factual step itself (it says mean, f is the mean's square) was quietly
+    not used; it is now refused as the engine refuses it, naming the indicator."""
     cfg, before, sets = case
     f, _ = SC.indicators(cfg)
     liar = FunctionIndicator(lambda z: z[..., 0].mean(-1) ** 2, name="squared_mean_belief")
     liar.pooled = PooledForm(psi=lambda z: z[..., :1], rho=lambda m: m[..., 0])  # says mean, not its square
-    fast, full = _oracles(SC, cfg, before, f, liar)
-    assert np.array_equal(np.array(fast.many(sets[:4])), np.array(full.many(sets[:4])))  # every fork in full
-    assert fast._pooled._base[1] is None  # the check against the full evaluation caught it
+    fast = DeletionOracle(SC, cfg, before, f, liar)
+    with pytest.raises(IndicatorError, match="indicator 'squared_mean_belief': its pooled form is not f"):
+        fast.many(sets[:4])
+    assert fast.forks == 0 and not fast.cached()
+
+
+def _cube_right_at_the_factual_step(base):
+    """f = mean(belief)³ declaring ρ(m) = m² M, M the factual step's mean belief: right at that step only."""
+    M = float(base[:, 0].mean())
+    cube = FunctionIndicator(lambda z: z[..., 0].mean(-1) ** 3, name="cube_belief")
+    cube.pooled = PooledForm(psi=lambda z: z[..., :1], rho=lambda m: m[..., 0] ** 2 * M)
+    return cube
+
+
+def test_a_pooled_form_right_only_at_the_factual_step_is_refused(case):
+    """The sums were checked against f at the factual step alone: a form right there but not at the forks' steps
+    (ρ(m) = m² M for f = m³) gave deletion values off by 1-2.4% (f original 5.697e-05 for a full evaluation's
+    5.641e-05 with 1 agent deleted, 5.539e-05 for 5.408e-05 with 20), silently. Now a user's form gets the engine's
+    check between the factual step and the scenario's baseline (coalitions between the two) and is refused."""
+    cfg, before, _ = case
+    f, _ = SC.indicators(cfg)
+    cube = _cube_right_at_the_factual_step(SC.step_rows(before, cfg, [])[0])
+    fast = DeletionOracle(SC, cfg, before, f, cube)
+    with pytest.raises(IndicatorError, match=r"indicator 'cube_belief': its pooled form is not f: at a coalition "
+                                             r"between v\(∅\) and v\(N\)"):
+        fast.values(list(range(1)))
+    assert fast.forks == 0
+    full = DeletionOracle(SC, cfg, before, f, cube)
+    full._pooled = False  # the reference: every fork evaluated over N (f itself)
+    ref = [v for _, v in full.many([[0], list(range(20))])]
+    for k, want in zip((1, 20), ref):  # and f itself evaluated directly on the re-simulated step
+        z = SC.step_state(before, cfg, list(range(k))).z
+        assert want == pytest.approx(float(np.mean(np.asarray(z)[:, 0]) ** 3), rel=1e-12)
+
+
+def _offset_var():
+    """A user's variance of belief + 1e8 (two-pass, exact to rounding) declaring ψ = (g, g²), ρ = m₂ − m₁²: a right
+    pooled form, whose sums cancel catastrophically at that offset."""
+    def f(z):
+        g = z[..., 0] + 1e8
+        return ((g - g.mean(-1, keepdim=True)) ** 2).mean(-1)
+
+    ind = FunctionIndicator(f, name="offset_var")
+    ind.pooled = PooledForm(psi=lambda z: torch.stack([z[..., 0] + 1e8, (z[..., 0] + 1e8) ** 2], -1),
+                            rho=lambda m: m[..., 1] - m[..., 0] ** 2)
+    return ind
+
+
+def test_a_pooled_form_that_loses_the_precision_of_f_is_not_used_and_says_why(case):
+    cfg, before, sets = case
+    f, _ = SC.indicators(cfg)
+    fast, full = _oracles(SC, cfg, before, f, _offset_var())
+    with pytest.warns(AumannWarning, match=r"deletion forks evaluate every fork in full.*'offset_var' loses the "
+                                           r"precision of f"):
+        got = np.array(fast.many(sets[:4]))
+    assert np.array_equal(got, np.array(full.many(sets[:4])))  # every fork in full: f itself
+    assert "loses the precision" in fast.pooled_fallback and full.pooled_fallback is None
+
+
+def test_aumanns_own_pooled_forms_ask_for_no_baseline(case, monkeypatch):
+    """The check costs the scenario's baseline step and a few evaluations of f over N: only a user's form pays."""
+    cfg, before, sets = case
+    f, fo = SC.indicators(cfg)
+    calls = []
+    real = type(SC).baseline_features
+    monkeypatch.setattr(type(SC), "baseline_features", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    oracle = DeletionOracle(SC, cfg, before, f, fo)
+    oracle.many(sets[:3])
+    assert isinstance(oracle._pooled, PooledForks) and oracle.pooled_fallback is None and calls == []
+    user = FunctionIndicator(lambda z: fo(z), name="user_original")
+    user.pooled = fo.pooled
+    mine = DeletionOracle(SC, cfg, before, f, user)
+    np.testing.assert_allclose(np.array(mine.many(sets[:3])), np.array(oracle.many(sets[:3])), rtol=1e-14)
+    assert calls == [1] and mine.pooled_fallback is None
 
 
 def test_a_scenario_without_rows_or_an_unpooled_indicator_keeps_the_full_path(case):
