@@ -385,10 +385,10 @@ class AdditiveKernel(GameKernel):
         s = sums.to(torch.float64)
         k, p = s.shape
         steps = torch.cat([torch.diag(h), -torch.diag(h)])  # (2P, P)
-        points = torch.cat([s[:, None, :], s[:, None, :] + steps[None]], dim=1)  # (K, 1 + 2P, P)
-        try:
+        points = torch.cat([s[:, None, :], s[:, None, :] + steps[None]], dim=1).reshape(-1, p)  # (K·(1 + 2P), P)
+        try:  # one leading dimension, as the kernel's own calls of ρ
             with torch.no_grad():
-                vals = _checked_rho(self.rho(points), points)
+                vals = _checked_rho(self.rho(points), points).view(k, 1 + 2 * p)
         except (ArithmeticError, RuntimeError, ValueError, IndicatorError):
             return np.full(k, np.inf)
         moved = (vals[:, 1:] - vals[:, :1]).abs().view(k, 2, p).amax(dim=1).sum(dim=1)
