@@ -315,3 +315,14 @@ def test_the_pooled_linear_path_integral_falls_back_to_f_on_a_lost_precision_onl
         res = attribute(gap, Panel(z), method=AumannShapley())
     assert res.provenance["integrator"] == "autograd"
     np.testing.assert_allclose(res.phi[0], (z[0, :, 0] - z[0, :, 1]) / 6, rtol=0, atol=1e-7)  # z's ulp: 1.5e-8
+
+
+def test_a_wrong_rho_written_for_one_leading_dimension_is_refused_too():
+    """ρ(m) = m[:, 0]² serves the kernel (sums (B, P)); the rounding reach stacked its points as (K, 1 + 2P, P), ρ
+    failed there, and the unknown reach let the wrong form pass as a loss of precision (warned, f used)."""
+    z = np.abs(np.random.default_rng(0).normal(size=(1, 6, 2))) + 0.1
+    wrong = indicators.FunctionIndicator(lambda z: z.sum(-1).mean(-1) ** 3, name="cube_1d",
+                                         pooled=indicators.PooledForm(lambda z: z.sum(-1, keepdim=True),
+                                                                      lambda m: m[:, 0] ** 2))
+    with pytest.raises(IndicatorError, match=r"indicator 'cube_1d': its pooled form is not f: at v\(N\)"):
+        attribute(wrong, Panel(z), method=ExactShapley())
