@@ -256,11 +256,16 @@ def check_pooled_forks(rng, monkeypatch):
     changed = base.copy()
     changed[[0, 3]] += 1.0
     # the rows hook describes the re-simulated step (the oracle checks that once against the full fork)
+    # a user's pooled form is checked against f between the step and the scenario's baseline features (the number
+    # of agents read from the config)
     sc = dataclasses.replace(_dying_fork(monkeypatch, changed, np.ones(len(changed), bool)),
-                             resimulate_rows_fn=sc.resimulate_rows_fn)
-    oracle = DeletionOracle(scenario=sc, config=None, model_before=None, f=plain, f_original=plain)
+                             resimulate_rows_fn=sc.resimulate_rows_fn,
+                             baseline_features_fn=lambda m, c: np.full_like(changed, 0.25),
+                             features=tuple(f"f{d}" for d in range(changed.shape[1])))
+    oracle = DeletionOracle(scenario=sc, config=SimpleNamespace(agents=len(changed)), model_before=None, f=plain,
+                            f_original=plain)
     assert oracle.values([0])[0] == pytest.approx(float(changed[:, 0].mean()), rel=1e-12)
-    assert isinstance(oracle._pooled, PooledForks)
+    assert isinstance(oracle._pooled, PooledForks) and oracle.pooled_fallback is None
 
 
 def check_evaluate_pair(rng):
