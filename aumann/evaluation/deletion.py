@@ -59,7 +59,7 @@ from aumann.attribution.games import CoalitionCache
 from aumann.attribution.indicators import EvalContext, as_indicator, aumanns_own, evaluate, evaluate_pair
 from aumann.attribution.metrics import mean_relative_drop, relative_drop, relative_drop_at_k
 from aumann.checks import as_torch
-from aumann.errors import ScenarioCodeError
+from aumann.errors import AumannError, ScenarioCodeError
 from aumann.scenarios.base import Scenario
 
 
@@ -311,7 +311,10 @@ class PooledForks:
         from aumann.attribution import MaskedIndicatorGame, Problem
         from aumann.panel import Panel
 
-        z0 = None if self.baseline is None else np.asarray(self.baseline(), dtype=np.float64)
+        try:
+            z0 = None if self.baseline is None else np.asarray(self.baseline(), dtype=np.float64)
+        except AumannError as exc:  # the scenario cannot give its baseline here: the forms stay unchecked, unused
+            return f"the pooled form of {users[0].name!r} could not be checked against f: {exc}"
         if z0 is None or z0.shape != base.shape:
             return (f"the pooled form of {users[0].name!r} could not be checked against f: no baseline step of the "
                     f"fork's shape {base.shape} (got {None if z0 is None else z0.shape})")

@@ -201,3 +201,22 @@ def test_a_faithful_rows_hook_is_checked_once_per_oracle(case, monkeypatch):
     oracle = DeletionOracle(SC, cfg, before, f, fo)
     oracle.many(sets[:5])
     assert isinstance(oracle._pooled, PooledForks) and oracle._rows_checked and len(calls) == 1
+
+
+def test_a_user_form_that_cannot_be_checked_is_not_used_and_says_why(case):
+    """A scenario whose baseline features fail (a typed scenario error) leaves a user's pooled form unchecked: every
+    fork is evaluated in full (f itself), with the reason, instead of the deletion study stopping there."""
+    cfg, before, sets = case
+    f, fo = SC.indicators(cfg)
+    user = FunctionIndicator(lambda z: fo(z), name="user_original")
+    user.pooled = fo.pooled
+
+    def broken(m, c):
+        raise RuntimeError("no baseline today")
+
+    sc = dataclasses.replace(SC, baseline_features_fn=broken)
+    fast, full = _oracles(sc, cfg, before, f, user)
+    with pytest.warns(AumannWarning, match=r"'user_original' could not be checked against f: .*no baseline today"):
+        got = np.array(fast.many(sets[:3]))
+    assert np.array_equal(got, np.array(full.many(sets[:3])))
+    assert "could not be checked" in fast.pooled_fallback
