@@ -109,20 +109,44 @@ class DiagonalControl(ABC):
         return cf - self.mean
 
 
+def centred_rows(table: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``table`` (K, n) minus its (``weights``-)mean over the rows, centred twice: g − μ rounds at the size of
+    |g|, so where g barely moves along the positions (a pooled indicator whose diagonal point does not move,
+    e.g. ``var`` at the living-mean baseline) the centred control was rounding noise whose mean was not 0 at
+    its own scale, and the efficiency projection, a regression on it, turned that into a bias that did not
+    shrink with m. The second pass removes the first one's rounding, so the mean is 0 to the rounding of the
+    variation itself."""
+    def mean(t: torch.Tensor) -> torch.Tensor:
+        return t.mean(dim=0) if weights is None else weights @ t
+
+    out = table - mean(table)[None, :]
+    return out - mean(out)[None, :]
+
+
 class PositionControl(DiagonalControl):
     """A control given position by position: g at position k depends on k and the player there only."""
 
     @abstractmethod
-    def _by_position(self, idx: torch.Tensor, flip: bool) -> torch.Tensor:
-        """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``)."""
+    def _by_position(self, idx: torch.Tensor, flip: bool, centred: bool = False) -> torch.Tensor:
+        """(c, n) control of the player at each position of ``idx`` (positions reversed with ``flip``); with
+        ``centred`` from the table centred over the positions (:func:`centred_rows`), i.e. g − μ."""
 
-    def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _scatter(self, perms: np.ndarray, reverse: bool, centred: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         idx = as_torch(np.ascontiguousarray(perms, dtype=np.int64)).to(self.device)
-        fwd = torch.empty(idx.shape, dtype=F64, device=self.device).scatter_(1, idx, self._by_position(idx, False))
+        fwd = torch.empty(idx.shape, dtype=F64, device=self.device).scatter_(
+            1, idx, self._by_position(idx, False, centred))
         if not reverse:
             return fwd, None
-        rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True))
+        rev = torch.empty_like(fwd).scatter_(1, idx, self._by_position(idx, True, centred))
         return fwd, rev
+
+    def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self._scatter(perms, reverse, False)
+
+    def units(self, perms: np.ndarray, reverse: bool) -> torch.Tensor:
+        # Σ from the table centred over the positions (centred_rows), not g − μ: see centred_rows
+        cf, cr = self._scatter(perms, reverse, True)
+        return cf if cr is None else (cf + cr) * 0.5
 
 
 class LowRankControl(PositionControl):
@@ -141,9 +165,13 @@ class LowRankControl(PositionControl):
         self._rows: np.ndarray | None = None  # host copies for the compiled walk, made on its first use
         self._profiles: np.ndarray | None = None
         self._mu: np.ndarray | None = None
+        self._centred: torch.Tensor | None = None  # Γ centred over the positions (centred_rows)
 
-    def _by_position(self, idx, flip):
-        G = self.G.flip(0) if flip else self.G
+    def _by_position(self, idx, flip, centred=False):
+        if centred and self._centred is None:
+            self._centred = centred_rows(self.G)
+        G = self._centred if centred else self.G
+        G = G.flip(0) if flip else G
         host = idx.device.type == "cpu"  # numpy's take beats torch's indexing on the host (as in AdditiveKernel)
         perms = idx.numpy() if host else None
         out = None
@@ -154,13 +182,16 @@ class LowRankControl(PositionControl):
         return out if out is not None else torch.zeros(idx.shape, dtype=F64, device=idx.device)
 
     def units(self, perms: np.ndarray, reverse: bool) -> torch.Tensor:
+        # Σ_p B[i, p] (Γ[k, p] − mean Γ[:, p]): centred profiles (centred_rows), not g − μ
         # on the host, one compiled walk per permutation (the same bits: aumann.attribution.jit_controls)
         if self.Bt.device.type != "cpu" or self.Bt.shape[0] == 0 or not jit_controls.available():
             return super().units(perms, reverse)
         if self._rows is None:
+            if self._centred is None:
+                self._centred = centred_rows(self.G)
             self._rows = np.ascontiguousarray(self.Bt.numpy().T)
-            self._profiles = np.ascontiguousarray(self.G.numpy())
-            self._mu = np.ascontiguousarray(self.mean.numpy())
+            self._profiles = np.ascontiguousarray(self._centred.numpy())
+            self._mu = np.zeros(self.n)
         out = np.empty(perms.shape, dtype=np.float64)
         perms = np.ascontiguousarray(perms)
         # a walk per permutation, on the idle cores (each writes only its own row: the same bits)
@@ -171,12 +202,12 @@ class LowRankControl(PositionControl):
 
 class TableControl(PositionControl):
     """g_i(k) from a table H[j, i] = ∂_i V(u_j·1) at nodes u_j, linearly interpolated at τ_k (exact at
-    the nodes; the nodes are τ_0 … τ_{n−1} themselves when the table has one row per position)."""
+    the nodes; the nodes are τ_0 … τ_{n−1} themselves when the table has one row per position). The table is
+    kept centred (``self.H`` = H − μ, :func:`centred_rows`); ``along`` adds μ back."""
 
     def __init__(self, H: torch.Tensor, nodes: np.ndarray, *, kind: str, gradient_evals: int) -> None:
         H = H.to(F64)
         K, n = H.shape
-        self.H = H.contiguous()
         self.n, self.kind, self.gradient_evals, self.nodes = n, kind, int(gradient_evals), K
         taus = positions(n)
         nodes = np.asarray(nodes, dtype=np.float64)
@@ -190,16 +221,19 @@ class TableControl(PositionControl):
         self.j = as_torch(j.astype(np.int64)).to(dev)
         self.frac = as_torch(frac).to(dev)
         self.interpolated = bool(np.any(frac))
-        self.mean = as_torch(W / n).to(dev) @ self.H
+        weights = as_torch(W / n).to(dev)
+        self.mean = weights @ H
+        # only the centred table is kept (one table in memory): H − μ with mean 0 to its own rounding
+        self.H = centred_rows(H, weights).contiguous()
 
-    def _by_position(self, idx, flip):
+    def _by_position(self, idx, flip, centred=False):
         j, frac = (self.j.flip(0), self.frac.flip(0)) if flip else (self.j, self.frac)
         flat = j[None, :] * self.n + idx
         out = torch.take(self.H, flat)
         if self.interpolated:
             hi = torch.take(self.H, flat + self.n)
             out += frac[None, :] * (hi - out)
-        return out
+        return out if centred else out + self.mean[idx]
 
 
 # ---------------------------------------------------------------------- building a game's control

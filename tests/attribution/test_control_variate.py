@@ -318,3 +318,42 @@ def test_same_seed_same_bytes(rng):
     b = attribute(indicators.get("heat"), Panel(z), method=m, rng=9)
     assert a.phi.tobytes() == b.phi.tobytes() and a.stderr.tobytes() == b.stderr.tobytes()
     assert a.provenance["control_variate"] == "aumann-shapley" and "SampledShapleyCV" in repr(m)
+
+
+# ---------------------------------------------------------------------- a control that barely moves
+@pytest.mark.parametrize("game", ["var", "ratio"])
+def test_centred_controls_have_mean_zero_at_their_own_scale(game):
+    """At the living-mean baseline the diagonal point of a pooled indicator does not move (Σ δ_i = 0), so its
+    control is flat up to rounding. The centred units were g − μ, rounding noise of |g| ≈ 1e-2 whose mean
+    over every permutation was of the size of the units themselves (not 0), and that bias is what the
+    efficiency projection amplified. Centred twice they have mean 0 to the rounding of their own spread."""
+    N = 7
+    z = np.abs(np.random.default_rng(5).normal(size=(1, N, 3))) * 0.5 + 0.1
+    f = as_indicator(_ratio if game == "ratio" else game)
+    problem = Problem.build(f, Panel(z), "mean")
+    g = MaskedIndicatorGame(problem, 0)
+    control = diagonal_control(g, g.kernel())
+    perms = np.array(list(itertools.permutations(range(N))))
+    for reverse in (False, True):
+        u = control.units(perms, reverse=reverse)
+        spread = float(u.abs().max())
+        assert float(u.mean(0).abs().max()) <= 1e-9 * spread + 1e-300, (reverse, spread)
+
+
+def _ratio(z: torch.Tensor) -> torch.Tensor:
+    """A smooth generic indicator (a gradient-table control): flat on the diagonal at the mean baseline."""
+    return z[..., 0].sum(-1) / (1.0 + z[..., 1].sum(-1))
+
+
+@pytest.mark.parametrize("game", ["var", "ratio"])
+def test_unbiased_and_calibrated_where_the_control_is_flat(game):
+    """var (sum-space control) and a ratio (gradient-table control) at the mean baseline, N = 8, m = 1024, 40
+    seeds, against exact Shapley: the estimate was biased by ~3e-4 at every m (25 of its standard errors over
+    200 seeds at m = 1024), 5x plain sampling's RMSE, and |error| < 2 SE in 48 % of the cases."""
+    N = 8
+    z = np.abs(np.random.default_rng(5).normal(size=(1, N, 3))) * 0.5 + 0.1
+    f = _ratio if game == "ratio" else game
+    exact = attribute(f, Panel(z), method=ExactShapley(), baseline="mean").phi[0]
+    errs, zs = _runs(f, z, SampledShapleyCV(permutations=1024), exact, range(40), baseline="mean")
+    sd = _check_unbiased_and_calibrated(errs, zs)
+    assert 0.8 <= sd <= 1.25, sd
