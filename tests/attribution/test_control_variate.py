@@ -357,3 +357,18 @@ def test_unbiased_and_calibrated_where_the_control_is_flat(game):
     errs, zs = _runs(f, z, SampledShapleyCV(permutations=1024), exact, range(40), baseline="mean")
     sd = _check_unbiased_and_calibrated(errs, zs)
     assert 0.8 <= sd <= 1.25, sd
+
+
+@pytest.mark.parametrize("game", ["var", "heat"])
+def test_two_unit_slopes_are_never_significant(game):
+    """At m = 4 the pilot's halves hold two units each; two points always lie on a line (ρ̂² = 1), so no slope
+    can be significant and the estimate is plain sampling on the same permutations. The test ρ̂² > 4/(n + 2)
+    was 1 > 1 decided by rounding: a third of the agents got a 2-unit slope, and the mean squared error
+    against exact Shapley was 3.5× plain sampling's (var, N = 8, 300 seeds)."""
+    z = np.abs(np.random.default_rng(8).normal(size=(1, 8, 3))) * 0.5 + 0.1
+    for seed in range(12):
+        cv = attribute(game, Panel(z), method=SampledShapleyCV(permutations=4), rng=seed)
+        plain = attribute(game, Panel(z), method=SampledShapley(permutations=4), rng=seed)
+        assert cv.provenance["per_step"]["beta_nonzero"] == 0.0, seed
+        np.testing.assert_allclose(cv.phi, plain.phi, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(cv.stderr, plain.stderr, rtol=1e-9, atol=1e-15)
