@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from aumann import configs
@@ -98,6 +98,11 @@ _MIN_SIZES = {"agents": 2, "steps": 2, "runs": 1, "seed": 0}
 #: orders × N evaluations, ...), so an absurd one (``random_orderings = 1e15``) is refused, not run for ever
 MAX_COUNTS = {"k_del": 100_000, "top_k": 10_000_000, "random_orderings": 10_000, "path_orders": 10_000,
               "judge_candidates": 100_000, "ba_m": 1_000, "period": 1_000_000}
+
+
+#: units the control-variate row needs (aumann.attribution.control_variate.MIN_UNITS; scenarios may not import
+#: the estimator's module at config time)
+CV_MIN_UNITS = 4
 
 
 class StudyConfig(configs.ConfigModel):
@@ -169,6 +174,28 @@ class StudyConfig(configs.ConfigModel):
     log_k_grid: bool = False
     fork_strategy: str = Field("auto", pattern="^(auto|copy|replay)$")
     strict: bool = False
+
+    @model_validator(mode="after")
+    def _cv_units(self) -> StudyConfig:
+        """The ``sampled_shapley_cv`` row on the masking game needs 4 units (permutations, or antithetic pairs):
+        refused here, naming the key, not by the row's MethodError after the runs were simulated and the rows
+        before it computed (``--permutations 3`` stopped the study at stage 4)."""
+        if self.reference_game != "masking":  # there the row is the step-map estimate (its own counts)
+            return self
+        m_key = "cv_permutations" if self.cv_permutations is not None else "permutations"
+        m = self.cv_permutations if self.cv_permutations is not None else self.permutations
+        counts = [(m_key, m)]
+        if self.reference_estimator == "sampled_shapley_cv" and self.ceiling_permutations is not None:
+            counts.append(("ceiling_permutations", self.ceiling_permutations))  # the reference's second seed
+        for key, n in counts:
+            per = 2 if self.antithetic and n % 2 == 0 else 1  # as the row pairs them
+            if n // per < CV_MIN_UNITS:
+                flag = " (--permutations)" if key == "permutations" else ""
+                raise ValueError(
+                    f"study.{key}{flag} = {n} gives the sampled_shapley_cv row {n // per} unit(s); its control "
+                    f"variate needs {CV_MIN_UNITS} (permutations, or antithetic pairs): use ≥ {CV_MIN_UNITS * per}"
+                    + ("" if key != "permutations" else ", or set study.cv_permutations for that row alone"))
+        return self
 
 
 class ExecutionConfig(configs.ConfigModel):

@@ -120,3 +120,25 @@ def test_cv_permutations_enters_the_resume_digest_only_when_set():
     assert config_digest(sc, cfg, "offline") == before
     _, cfg12 = tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "cv_permutations": 12})
     assert config_digest(sc, cfg12, "offline") != before
+
+
+@pytest.mark.parametrize("study,key", [({"permutations": 3}, "study.permutations"),
+                                       ({"permutations": 6, "antithetic": True}, "study.permutations"),
+                                       ({"permutations": 40, "cv_permutations": 2}, "study.cv_permutations"),
+                                       ({"permutations": 40, "ceiling_permutations": 3}, "study.ceiling_permutations")])
+def test_too_few_permutations_for_the_control_variate_are_refused_by_the_config(study, key):
+    """The control-variate row needs 4 units (permutations, or antithetic pairs). ``--permutations 3`` passed the
+    config (≥ 2) and the study stopped at stage 4, after simulating, with the row's MethodError; now the config
+    refuses it naming the key, before anything runs."""
+    from aumann.attribution.control_variate import MIN_UNITS
+    from aumann.scenarios.base import CV_MIN_UNITS
+
+    assert CV_MIN_UNITS == MIN_UNITS  # one rule, stated twice: the config may not import the estimator
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, **study})
+    # where the count is fine for the row that uses it, it stays accepted
+    tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "permutations": 4})
+    tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "permutations": 7, "antithetic": True})
+    tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "permutations": 3, "cv_permutations": 8})
+    tiny_config("midscale-social", agents=10, steps=4,  # plain reference: its ceiling is plain sampling's
+                study={**STUDY, "reference_estimator": REFERENCE, "ceiling_permutations": 3})
