@@ -47,6 +47,7 @@ from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
 from aumann.studies.rows import BUILTIN, get_row
+from aumann.studies.rows.feature_game import check_cv_counts
 from aumann.studies.rundir import (
     RUN_ARRAYS,
     RUN_KEYS,
@@ -203,6 +204,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                           f"scenario.load_config()); got {type(config).__name__}")
     digest = config_digest(scenario, config, backend_label)
     judge_backend(config, backend)  # a bad study.judge fails before any run
+    check_cv_counts(scenario, config)  # so does a count the control-variate row cannot run
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
     strict = bool(config.study.strict if strict is None else strict)
     out = Path(out_dir) if out_dir is not None else None

@@ -142,3 +142,15 @@ def test_too_few_permutations_for_the_control_variate_are_refused_by_the_config(
     tiny_config("midscale-social", agents=10, steps=4, study={**STUDY, "permutations": 3, "cv_permutations": 8})
     tiny_config("midscale-social", agents=10, steps=4,  # plain reference: its ceiling is plain sampling's
                 study={**STUDY, "reference_estimator": REFERENCE, "ceiling_permutations": 3})
+
+
+def test_too_few_permutations_for_the_step_map_control_variate_fail_before_any_run(tmp_path):
+    """On the re-simulation game the control-variate row of a scenario with a step map runs min(16, m) fork
+    permutations and needs 4: with m = 3 the study stopped with the estimator's MethodError after simulating and
+    after the plain reference's forks; now run_study refuses it first, naming the key, and writes no run."""
+    sc, cfg = tiny_config("midscale-social", agents=6, steps=3,
+                          study={**STUDY, "permutations": 3, "reference_game": "resimulation"})
+    assert sc.step_map is not None
+    with pytest.raises(ConfigError, match=r"study\.permutations .* = 3: on the re-simulation game"):
+        run_study(sc, cfg, out_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.npz")) and not list(tmp_path.rglob("*.json"))

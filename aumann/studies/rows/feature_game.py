@@ -37,6 +37,29 @@ def record_reference(ctx: RunContext, name: str, out: RowOutput) -> None:
                             "median_stderr": math.nan if se is None else se}
 
 
+#: fork permutations that confirm the step-map control on the re-simulation game (at most ``study.permutations``)
+RESIMULATION_FORK_PERMUTATIONS = 16
+
+
+def check_cv_counts(scenario: Any, config: Any) -> None:
+    """Before any run: on the re-simulation game the ``sampled_shapley_cv`` row of a scenario with a step map runs
+    min(16, m) fork permutations, and the control variate needs 4 units. With ``--permutations 3`` the study
+    stopped with the estimator's MethodError after simulating and after the plain reference's m·(N − 1) + 2 forks.
+    (The masking game's counts are checked by the config itself, :class:`~aumann.scenarios.base.StudyConfig`.)"""
+    from aumann.attribution.control_variate import MIN_UNITS
+    from aumann.errors import ConfigError
+
+    st = config.study
+    if st.reference_game != "resimulation" or getattr(scenario, "step_map", None) is None:
+        return
+    m = row_permutations(st, SampledShapleyCVRow.name)
+    if min(RESIMULATION_FORK_PERMUTATIONS, m) < MIN_UNITS:
+        key = "cv_permutations" if st.cv_permutations is not None else "permutations (--permutations)"
+        raise ConfigError(f"study.{key} = {m}: on the re-simulation game the sampled_shapley_cv row runs min(16, m) "
+                          f"fork permutations and its control variate needs {MIN_UNITS}; use ≥ {MIN_UNITS} (or "
+                          "study.cv_permutations for that row alone)")
+
+
 def row_permutations(study: Any, name: str) -> int:
     """The permutations a sampled row runs: ``study.cv_permutations`` (when set) for the control-variate row,
     ``study.permutations`` otherwise."""
@@ -125,7 +148,7 @@ class SampledShapleyCVRow(Row):
             from aumann.evaluation.resimulation_cv import resimulation_shapley_cv
 
             res = resimulation_shapley_cv(ctx.scenario, ctx.model_before, ctx.config,
-                                          permutations=min(16, m), control="step-map",
+                                          permutations=min(RESIMULATION_FORK_PERMUTATIONS, m), control="step-map",
                                           map_permutations=m, oracle=ctx.oracle, rng=ctx.rng(self.name),
                                           agent_ids=ctx.panel.agent_ids)
             cost = {"game": "resimulation", "step_evals": int(res.provenance["forks"]),
@@ -180,5 +203,5 @@ class LeaveOneOutRow(Row):
         return RowOutput(phi=loo.phi[0], attributions={self.name: loo})
 
 
-__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow", "record_reference",
-           "row_permutations"]
+__all__ = ["AumannShapleyRow", "LeaveOneOutRow", "SampledShapleyCVRow", "SampledShapleyRow", "check_cv_counts",
+           "record_reference", "row_permutations"]
