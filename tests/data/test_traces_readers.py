@@ -1230,3 +1230,16 @@ def test_columns_differing_only_in_case_are_named_in_the_error(tmp_path, kind):
     with pytest.raises(TraceSchemaError, match=r"differing only in case .* renamed \['agent_1'\]"):
         read_trace(f, spec)
     assert read_trace(f, {**spec, "agent": {"field": "Agent"}}).panel.agent_ids.tolist() == ["A", "B"]
+
+
+@pytest.mark.parametrize("cut", [100, 1000, 3000])
+def test_an_oasis_database_cut_inside_its_last_page_is_refused_not_read_as_zero_rows(tmp_path, cut):
+    """SQLite reads the missing tail of a page as zeros: the sample cut 1000 bytes short gave 74 rows, 10 of them
+    replaced by rowid 0 with NULL columns, refused as 'row 0: no usable agent id' (and under --skip-bad the real rows
+    were lost, counted as bad records)."""
+    bad = tmp_path / "cut.db"
+    data = OASIS.read_bytes()
+    bad.write_bytes(data[:-cut])
+    for on_bad in ("error", "skip"):
+        with pytest.raises(TraceFormatError, match=r"cut\.db' is cut short: .* pages of 4,096 bytes"):
+            read_trace(bad, on_bad=on_bad)

@@ -64,6 +64,7 @@ class OasisReader(TraceReader):
             head = fh.read(100)
         if head[:16] != _MAGIC:
             raise TraceFormatError(f"{str(p)!r} is not an SQLite database (its first bytes are {head[:16]!r})")
+        _check_whole_pages(p, head)
         try:
             con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -234,6 +235,29 @@ class OasisReader(TraceReader):
         cols_ = list(zip(*rows)) if rows else [[], [], []]
         return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder,
                               f"{self.path} table {edges.table}")
+
+
+def _check_whole_pages(p: Path, head: bytes) -> None:
+    """Refuse a database cut short inside a page: SQLite reads the missing bytes of its last page as zeros, so rows
+    of that page came back as rowid 0 with NULL columns (one refused as "row 0: no usable agent id", or under
+    on_bad = 'skip' the page's real rows lost and counted as bad records) instead of an error. An SQLite file is a
+    whole number of pages, at least as many as its header counts (when that count is valid: the change counter at
+    offset 24 equals the version-valid-for number at offset 92)."""
+    if len(head) < 100:
+        raise TraceFormatError(f"{str(p)!r} is cut short: {len(head)} bytes, less than SQLite's 100-byte header "
+                               "(a truncated file?)")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        raise TraceFormatError(f"{str(p)!r} cannot be read as SQLite: its header's page size {page} is not a power "
+                               "of two from 512 to 65536 (a damaged file?)")
+    size = p.stat().st_size
+    counted = int.from_bytes(head[28:32], "big") if head[24:28] == head[92:96] else 0
+    if size % page or size < counted * page:
+        raise TraceFormatError(f"{str(p)!r} is cut short: {size:,} bytes is not the whole "
+                               + (f"{counted:,} pages of {page:,} bytes its header counts" if counted else
+                                  f"number of {page:,}-byte pages an SQLite file holds")
+                               + " (a truncated or damaged file?)")
 
 
 _BAD_JSON = object()  # a JSON column that does not parse
