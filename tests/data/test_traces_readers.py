@@ -1094,10 +1094,10 @@ def test_oasis_table_with_its_own_rowid_column(tmp_path, own):
     assert r.report.skipped_at == {"step field 'created_at' is not an integer step": [f"{db} row 4"]}
     assert cell(r.panel, 1, 1, "post") == 1 and cell(r.panel, 1, 2, "like") == 1 and r.panel.T == 2
     con = sqlite3.connect(db)
-    con.execute("UPDATE trace SET created_at = 'soon' WHERE oid = 3")
+    con.execute("UPDATE trace SET created_at = '2025-03-01 10:00:00' WHERE oid = 3")
     con.commit()
     con.close()
-    with pytest.raises(TraceRecordError, match=r"own\.db row 3: created_at holds 'soon', a timestamp"):
+    with pytest.raises(TraceRecordError, match=r"own\.db row 3: created_at holds '2025-03-01 10:00:00', a timestamp"):
         read_trace(db)
 
 
@@ -1243,3 +1243,27 @@ def test_an_oasis_database_cut_inside_its_last_page_is_refused_not_read_as_zero_
     for on_bad in ("error", "skip"):
         with pytest.raises(TraceFormatError, match=r"cut\.db' is cut short: .* pages of 4,096 bytes"):
             read_trace(bad, on_bad=on_bad)
+
+
+def test_oasis_integer_steps_stored_as_text_are_steps_not_reddit_timestamps(tmp_path):
+    """A trace table whose created_at has TEXT affinity stores the Twitter clock's str(time_step) as '3': every such
+    database was refused as "holds '0', a timestamp ... (OASIS's Reddit mode records clock time): bin it with --bin
+    1h". It reads like the INTEGER column; text that is neither a step nor a time is refused by its row."""
+    db = tmp_path / "text_steps.db"
+    src = sqlite3.connect(OASIS)
+    rows = src.execute("SELECT user_id, created_at, action, info FROM trace ORDER BY rowid").fetchall()
+    src.close()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE trace (user_id INTEGER, created_at TEXT, action TEXT, info TEXT)")
+    con.executemany("INSERT INTO trace VALUES (?, ?, ?, ?)", [(u, str(t), a, i) for u, t, a, i in rows])
+    con.commit()
+    assert con.execute("SELECT count(*) FROM trace WHERE typeof(created_at) = 'text'").fetchone()[0] == len(rows)
+    got, want = read_trace(db).panel, read_trace(OASIS).panel
+    assert np.array_equal(got.values, want.values) and list(got.steps) == list(want.steps)
+    assert np.array_equal(got.alive, want.alive) and got.features == want.features
+    con.execute("INSERT INTO trace VALUES (1, 'soon', 'like_post', '{}')")
+    con.commit()
+    row = con.execute("SELECT max(rowid) FROM trace").fetchone()[0]
+    with pytest.raises(TraceRecordError, match=rf"text_steps\.db row {row}: step field 'created_at' is not an "
+                                               "integer step"):
+        read_trace(db)

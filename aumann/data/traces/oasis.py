@@ -133,12 +133,16 @@ class OasisReader(TraceReader):
                                "of them")
 
     def _check_step_kind(self, con: sqlite3.Connection, table: str, step: tuple[str, ...], rid: str) -> None:
-        """A default (integer-step) spec on a Reddit-mode database: say what to do before reading it all."""
+        """A default (integer-step) spec on a Reddit-mode database: say what to do before reading it all. Only text
+        that looks like a time (a date's ``2025-03-01`` or a clock's ``:``) is a timestamp: integer steps stored as
+        text (a column of TEXT affinity holds ``'3'``) are steps, and other text is refused by the validator, by its
+        row, as not an integer step."""
         if self.spec.step.binned or len(step) != 1:
             return
         try:
-            row = con.execute(f"SELECT {rid}, {_quote(step[0])}, typeof({_quote(step[0])}) FROM {_quote(table)} "
-                              f"WHERE typeof({_quote(step[0])}) = 'text' LIMIT 1").fetchone()
+            c = _quote(step[0])
+            row = con.execute(f"SELECT {rid}, {c}, typeof({c}) FROM {_quote(table)} WHERE typeof({c}) = 'text' AND "
+                              f"({c} GLOB '*[0-9]-[0-9]*' OR {c} GLOB '*:*') LIMIT 1").fetchone()
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
         if row is not None:
