@@ -1267,3 +1267,15 @@ def test_oasis_integer_steps_stored_as_text_are_steps_not_reddit_timestamps(tmp_
     with pytest.raises(TraceRecordError, match=rf"text_steps\.db row {row}: step field 'created_at' is not an "
                                                "integer step"):
         read_trace(db)
+
+
+def test_a_directory_of_spans_whose_first_shard_is_empty_is_still_spans(tmp_path):
+    """An empty (or blank) first shard made detection look no further: the directory was detected as a long table
+    and `read_trace(run/trace)` refused it with "format 'table' has no default spec"."""
+    run = tmp_path / "trace"
+    shutil.copytree(AS2 / "trace", run)
+    (run / "trace_00.jsonl").write_text("")
+    (run / "trace_01.jsonl").write_text("\n\n")
+    assert detect_format(run) == "otel"
+    got, want = read_trace(run), read_trace(AS2 / "trace")
+    assert np.array_equal(got.panel.values, want.panel.values) and got.report.blank_lines == 2
