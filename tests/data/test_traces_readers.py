@@ -1279,3 +1279,28 @@ def test_a_directory_of_spans_whose_first_shard_is_empty_is_still_spans(tmp_path
     assert detect_format(run) == "otel"
     got, want = read_trace(run), read_trace(AS2 / "trace")
     assert np.array_equal(got.panel.values, want.panel.values) and got.report.blank_lines == 2
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_column_the_spec_reads_named_twice_is_refused_not_the_first_read_silently(tmp_path, kind):
+    """`a,t,x,x`: DuckDB renames the second x to x_1, and a spec summing x summed the first column without a word
+    (sum_x = [[1, 0], [0, 2]], the 100 and 200 of the other x gone). A column x and a column x_1 are two columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = {"format": "table", "agent": {"field": "a"}, "step": {"field": "t"},
+            "features": [{"kind": "sum", "field": "x"}]}
+    path = tmp_path / f"dup.{kind}"
+    if kind == "csv":
+        path.write_text("a,t,x,x\n1,0,1,100\n2,1,2,200\n")
+    else:
+        pq.write_table(pa.Table.from_arrays([pa.array([1, 2]), pa.array([0, 1]), pa.array([1, 2]),
+                                             pa.array([100, 200])], names=["a", "t", "x", "x"]), path)
+    with pytest.raises(TraceSchemaError, match=r"dup\.\w+' names column\(s\) \['x'\] more than once"):
+        read_trace(path, spec)
+    ok = tmp_path / f"ok.{kind}"
+    if kind == "csv":
+        ok.write_text("a,t,x,x_1\n1,0,1,100\n2,1,2,200\n")
+    else:
+        pq.write_table(pa.table({"a": [1, 2], "t": [0, 1], "x": [1, 2], "x_1": [100, 200]}), ok)
+    assert read_trace(ok, spec).panel.values[..., 0].tolist() == [[1.0, 0.0], [0.0, 2.0]]
