@@ -1304,3 +1304,20 @@ def test_a_column_the_spec_reads_named_twice_is_refused_not_the_first_read_silen
     else:
         pq.write_table(pa.table({"a": [1, 2], "t": [0, 1], "x": [1, 2], "x_1": [100, 200]}), ok)
     assert read_trace(ok, spec).panel.values[..., 0].tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
+def test_a_count_each_that_counts_no_action_is_a_spec_error_not_a_numpy_error(tmp_path):
+    """A misspelled [action] field, or an include list matching no action, left count_each with no feature: alone,
+    numpy's bare ValueError 'need at least one array to stack' out of read_trace; beside a count, the panel silently
+    had no per-action counts."""
+    base = {"format": "otel", "agent": {"field": "resource/agent.name"}, "step": {"field": "attributes/sim.step"}}
+    for features in ([{"kind": "count_each"}], [{"kind": "count_each"}, {"kind": "count"}]):
+        with pytest.raises(TraceSpecError, match=r"count_each feature counted no action.*none of the 15 event\(s\) has "
+                                                 r"a value in the action field 'nam'"):
+            read_trace(OTLP, {**base, "action": {"field": "nam"}, "features": features})
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action", "include": ["create_posts"]}, "features": [{"kind": "count_each"}]}
+    with pytest.raises(TraceSpecError, match=r"\[action\] include = \['create_posts'\] left out every action"):
+        read_trace(OASIS, spec)
+    spec["action"]["include"] = ["create_post"]
+    assert read_trace(OASIS, spec).panel.features == ("create_post",)

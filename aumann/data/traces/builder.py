@@ -86,6 +86,7 @@ class PanelBuilder:
         self.events = 0
         self.merged_ids = 0  # ids written two ways (1 and "1"), read as one agent (finish)
         self.used = 0
+        self.no_action = 0  # events without a value in the action field
         self.grid = _Grid()
         g = self.grid
         g.add_array("present", 1, np.int32)
@@ -163,6 +164,8 @@ class PanelBuilder:
             usable = np.fromiter(((x is not None and (self.include is None or x in self.include)
                                    and x not in self.exclude) for x in action), dtype=bool, count=n)
         self.used += int(usable.sum())
+        if action is not None:
+            self.no_action += int((action == None).sum())  # noqa: E711
         for j, f in self.plan:
             sel = usable
             if f.actions is not None:
@@ -325,6 +328,24 @@ class PanelBuilder:
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing total is refused by its place
             return self._finish(edges=edges, meta=meta)
 
+    def _no_actions(self) -> None:
+        """Refuse a count_each feature that counted no action: a misspelled [action] field (no event holds it) or an
+        include list that matches nothing made it build no feature at all (alone, numpy's bare "need at least one
+        array to stack"; beside other features, the per-action counts were missing without a word)."""
+        act = self.spec.action
+        field = act.field if act is not None else "?"
+        if self.no_action == self.events:
+            why = (f"none of the {self.events:,} event(s) has a value in the action field {field!r} (is the field "
+                   "right?)")
+        else:
+            lists = ", ".join(f"{k} = {v}" for k, v in (("include", act.include if act else None),
+                                                        ("exclude", act.exclude if act else None)) if v)
+            why = (f"[action] {lists} left out every action of the {self.events - self.no_action:,} event(s) with "
+                   f"one in field {field!r}" if lists else
+                   f"no action of the {self.events:,} event(s) is counted (every event with one has a feature's "
+                   "actions list?)")
+        raise TraceSpecError(f"the count_each feature counted no action, so it builds no feature: {why}")
+
     def _finish(self, *, edges: Any, meta: dict[str, Any] | None):
         from aumann.panel import Panel
 
@@ -354,6 +375,8 @@ class PanelBuilder:
             a = g.arrays[f"f{j}"][rows, :N]
             if f.kind == "count_each":
                 order = sorted(self.actions)
+                if not order:
+                    self._no_actions()
                 for name in order:
                     x = a[:, :, self.actions[name]]
                     x = np.cumsum(x, axis=0) if f.cumulative else x
