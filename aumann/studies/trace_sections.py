@@ -67,6 +67,9 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
                             id="trace-skips"))
     else:
         blocks.append(Note("Every record was used: nothing skipped, filtered or missing.", "info"))
+    for f in tr.get("valueless_fields") or []:
+        blocks.append(Note(f"Field `{f}` holds no value in any event used: the features built from it are 0 "
+                           "throughout (is the field path right?).", "warn"))
     dele_path = d / "deletion_masking.json"
     if not dele_path.is_file():
         blocks.append(Note("No deletion study (`--no-deletion`); a trace allows the masking game only: a log cannot "

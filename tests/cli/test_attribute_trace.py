@@ -316,3 +316,28 @@ def test_cli_rerun_keeps_a_file_of_your_own_with_an_outputs_name(tmp_path, capsy
     (out / "identifiers.csv").rename(tmp_path / "mine.csv")  # moved away: the run goes on and removes its own files
     assert main(again) == 0
     assert not (out / "deletion_masking.json").exists() and "No deletion study" in (out / "report.md").read_text()
+
+
+def test_cli_a_numeric_field_no_event_holds_is_flagged_not_silently_zero(tmp_path, capsys):
+    """A misspelled field path (gen_ai.usage.output_token for ..._tokens) built a feature of zeros throughout; the
+    only trace of it was a missing-value count among the others. Now the read's summary, trace_report.json and the
+    report page say the field holds no value in any event."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[[features]]\nkind = "count"\nname = "calls"\n[[features]]\nkind = "sum"\nname = "tokens"\n'
+                    'field = "attributes/gen_ai.usage.output_token"\n')
+    out = tmp_path / "o"
+    assert main(["attribute", "--trace", str(DATA / "otlp_spans.jsonl"), "--spec", str(spec), "--indicator", "lin",
+                 "--out", str(out), "--static", "--no-deletion"]) == 0
+    said = ("field 'attributes/gen_ai.usage.output_token' holds no value in any of the 15 event(s): feature(s) "
+            "['tokens']")
+    assert "".join(said.split()) in "".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert json.loads((out / "trace_report.json").read_text())["valueless_fields"] == [
+        "attributes/gen_ai.usage.output_token"]
+    assert "Field `attributes/gen_ai.usage.output_token` holds no value in any event used" in \
+        (out / "report.md").read_text()
+    spec.write_text(spec.read_text().replace("output_token\"", "output_tokens\""))
+    assert main(["attribute", "--trace", str(DATA / "otlp_spans.jsonl"), "--spec", str(spec), "--indicator", "lin",
+                 "--out", str(out), "--static", "--no-deletion"]) == 0
+    assert json.loads((out / "trace_report.json").read_text())["valueless_fields"] == []
+    assert "holds no value" not in (out / "report.md").read_text()

@@ -87,6 +87,7 @@ class PanelBuilder:
         self.merged_ids = 0  # ids written two ways (1 and "1"), read as one agent (finish)
         self.used = 0
         self.no_action = 0  # events without a value in the action field
+        self.valued = {f: 0 for f in spec.fields()}  # events with a value in each numeric field
         self.grid = _Grid()
         g = self.grid
         g.add_array("present", 1, np.int32)
@@ -166,6 +167,8 @@ class PanelBuilder:
         self.used += int(usable.sum())
         if action is not None:
             self.no_action += int((action == None).sum())  # noqa: E711
+        for name, v in batch.values.items():
+            self.valued[name] = self.valued.get(name, 0) + int(n - np.isnan(v).sum())
         for j, f in self.plan:
             sel = usable
             if f.actions is not None:

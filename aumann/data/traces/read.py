@@ -34,6 +34,8 @@ class TraceReport:
     skipped_at: dict[str, list[str]] = field(default_factory=dict)
     filtered: dict[str, int] = field(default_factory=dict)
     missing_values: dict[str, int] = field(default_factory=dict)
+    #: numeric fields no event used holds a value in (their sum / mean / last features are all 0)
+    valueless_fields: list[str] = field(default_factory=list)
     agents: int = 0
     #: agent ids written both as a number and as text (1 and "1"), each read as one agent
     merged_ids: int = 0
@@ -69,6 +71,10 @@ class TraceReport:
             out.append(f"  skipped {n:,}: {reason}" + (f" (first: {at[0]})" if at else ""))
         for reason, n in sorted(self.filtered.items(), key=lambda kv: -kv[1]):
             out.append(f"  filtered {n:,}: {reason}")
+        for f in self.valueless_fields:
+            used = [x.get("name") or x.get("kind") for x in self.spec.get("features", []) if x.get("field") == f]
+            out.append(f"  field {f!r} holds no value in any of the {self.events:,} event(s): feature(s) {used} are 0 "
+                       "throughout (is the field path right?)")
         if self.merged_ids:
             out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
                        "read as one agent")
@@ -171,6 +177,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     if builder.events == 0:
         detail = "; ".join(report.lines()[2:]) or "the trace holds no records"
         raise TraceError(f"{str(p)!r}: no usable events ({tally.records:,} record(s) read): {detail}")
+    report.valueless_fields = [f for f, n in builder.valued.items() if n == 0]
     meta = {"source": "trace", "trace_format": fmt, "trace": str(p), "spec_source": source, "synthetic": False,
             "real_people": sp.real_people}
     panel = builder.finish(edges=reader.edges, meta=meta)
