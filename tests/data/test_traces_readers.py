@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 from collections import Counter
@@ -1321,3 +1322,35 @@ def test_a_count_each_that_counts_no_action_is_a_spec_error_not_a_numpy_error(tm
         read_trace(OASIS, spec)
     spec["action"]["include"] = ["create_post"]
     assert read_trace(OASIS, spec).panel.features == ("create_post",)
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "otel", "otel.gz", "concordia"])
+def test_a_utf16_trace_is_refused_naming_its_encoding(tmp_path, kind):
+    """A UTF-16 file (a Windows tool's export, PowerShell's `>`) failed on what it decoded to: a CSV's columns were
+    ['\\x001\\x00', ...] ("has no column(s) ['agent', ...]"), span and Concordia files were detected as long tables
+    ("format 'table' has no default spec"), and with the format given line 1 was "not a JSON object"."""
+    import gzip
+
+    src = {"csv": CSV, "jsonl": CSV, "otel": OTLP, "otel.gz": OTLP, "concordia": CONCORDIA}[kind]
+    text = src.read_text(encoding="utf-8")
+    if kind == "jsonl":
+        import pandas as pd
+
+        text = pd.read_csv(CSV).to_json(orient="records", lines=True)
+    name = {"csv": "t.csv", "jsonl": "t.jsonl", "otel": "s.jsonl", "otel.gz": "s.jsonl.gz", "concordia": "c.json"}[kind]
+    path = tmp_path / name
+    data = text.encode("utf-16")
+    path.write_bytes(gzip.compress(data) if kind.endswith(".gz") else data)
+    fmt = {"csv": "table", "jsonl": "table", "otel": "otel", "otel.gz": "otel", "concordia": "concordia"}[kind]
+    spec = {"otel": EXAMPLE_OTLP, "otel.gz": EXAMPLE_OTLP}.get(kind, EXAMPLE_EVENTS if fmt == "table" else None)
+    with pytest.raises(TraceFormatError, match=r"is UTF-16 text \(it starts with the byte-order mark FF FE\)"):
+        detect_format(path)
+    with pytest.raises(TraceFormatError, match=rf"{re.escape(name)}' is UTF-16 text"):
+        read_trace(path, spec, format=fmt)
+    path.write_text(text, encoding="utf-8")
+    if not kind.endswith(".gz"):
+        assert read_trace(path, spec, format=fmt).report.events > 0
+
+
+EXAMPLE_OTLP = Path(__file__).resolve().parents[2] / "docs" / "examples" / "traces" / "otlp.toml"
+EXAMPLE_EVENTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "traces" / "events.toml"

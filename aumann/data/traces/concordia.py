@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from aumann import io as aio
-from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
 
@@ -152,6 +152,7 @@ class ConcordiaReader(TraceReader):
         spec = self.spec
         if not self.path.is_file():
             raise TraceFormatError(f"Concordia log {str(self.path)!r} does not exist")
+        refuse_utf16(self.path)
         self.bytes = self.total = self.path.stat().st_size
         labels = [(lab, re.compile(rx)) for lab, rx in (spec.action.match.items() if spec.action else [])]
         fields = [(f, f.startswith("len:"), split_path(f.removeprefix("len:"))) for f in validator.fields]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from aumann.data.traces import concordia, oasis, otel, table  # noqa: F401  (each registers its reader)
-from aumann.data.traces.base import TraceReader, registered
+from aumann.data.traces.base import TraceReader, refuse_utf16, registered
 
 _FORMATS = registered()
 
@@ -36,6 +36,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     if not p.exists():
         raise TraceFormatError(f"trace {str(p)!r} does not exist")
+    if p.is_file():
+        refuse_utf16(p)  # else detected by its name as a long table, and refused as one that needs a spec
     for name, cls in sorted(_FORMATS.items(), key=lambda kv: kv[0] == "table"):  # the catch-all last
         if cls.sniff(p):
             return name

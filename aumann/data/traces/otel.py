@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann import bounded
-from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import SpanShapeError, TraceFormatError, TraceSpecError
 
@@ -252,6 +252,7 @@ class OtelReader(TraceReader):
         g_where = [getter(p) for _, p in p_where]
 
         for fpath in files:
+            refuse_utf16(fpath)
             raw = fresh(str(fpath))
             try:
                 fh = _open(fpath)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from aumann import io as aio
-from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.duck import (
     FILE_COLUMN,
     _kind,
@@ -55,6 +55,9 @@ class TableReader(TraceReader):
         if not files:
             raise TraceFormatError(f"no table files at {str(self.path)!r} (CSV/TSV, Parquet or JSON lines)")
         self.sources = [str(f) for f in files]
+        for f in files:
+            if _kind(f) != "parquet":
+                refuse_utf16(f)
         self.bytes = sum(f.stat().st_size for f in files)
         if self.bytes == 0:  # DuckDB would read one column named column0 and the spec's fields would be "missing"
             raise TraceFormatError(f"{str(self.path)!r} is empty: no header, no rows" if len(files) == 1 else
