@@ -1354,3 +1354,14 @@ def test_a_utf16_trace_is_refused_naming_its_encoding(tmp_path, kind):
 
 EXAMPLE_OTLP = Path(__file__).resolve().parents[2] / "docs" / "examples" / "traces" / "otlp.toml"
 EXAMPLE_EVENTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "traces" / "events.toml"
+
+
+@pytest.mark.parametrize(("entries", "kind"), [({"0": {"step": 1}}, "a JSON object"), ([], "an empty array"),
+                                               ("x", "a string")])
+def test_concordia_entries_that_are_not_a_list_of_entries_say_what_they_are(tmp_path, entries, kind):
+    """'entries' as an object (or empty) was refused with "has no entries: not a Concordia structured log ...;
+    top-level keys: ['content_store', 'entries']", which named the key it said was missing."""
+    log = tmp_path / "c.json"
+    log.write_text(json.dumps({"content_store": {}, "entries": entries}))
+    with pytest.raises(TraceSchemaError, match=rf"c\.json: 'entries' holds no entry: it is {kind} \("):
+        read_trace(log, format="concordia")

@@ -221,8 +221,25 @@ class ConcordiaReader(TraceReader):
         if b is not None:
             yield b
         if n == 0:
+            keys = self._keys(ijson)
+            if "entries" in keys:  # "has no entries" beside a key list holding 'entries' said nothing
+                raise TraceSchemaError(f"{self.path}: 'entries' holds no entry: it is {self._entries_kind(ijson)} "
+                                       "(SimulationLog.to_json writes a list of entry objects)")
             raise TraceSchemaError(f"{self.path} has no entries: not a Concordia structured log (SimulationLog.to_json "
-                                   f"writes {{'content_store', 'entries', ...}}); top-level keys: {self._keys(ijson)}")
+                                   f"writes {{'content_store', 'entries', ...}}); top-level keys: {keys}")
+
+    def _entries_kind(self, ijson: Any) -> str:
+        """What the top-level 'entries' holds, in words (an empty array, an object, a string ...)."""
+        kinds = {"start_array": "an empty array", "start_map": "a JSON object", "string": "a string",
+                 "number": "a number", "boolean": "true/false", "null": "null"}
+        try:
+            with _open_log(self.path) as source:
+                for prefix, event, _ in ijson.parse(_Nesting(source, self.path)):
+                    if prefix == "entries" and event != "map_key":
+                        return kinds.get(event, event)
+        except ijson.common.JSONError:
+            pass
+        return "unreadable"
 
     def _keys(self, ijson: Any) -> list[str]:
         keys: list[str] = []
