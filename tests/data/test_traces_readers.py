@@ -1365,3 +1365,27 @@ def test_concordia_entries_that_are_not_a_list_of_entries_say_what_they_are(tmp_
     log.write_text(json.dumps({"content_store": {}, "entries": entries}))
     with pytest.raises(TraceSchemaError, match=rf"c\.json: 'entries' holds no entry: it is {kind} \("):
         read_trace(log, format="concordia")
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 65536])
+def test_last_under_trace_inheritance_keeps_log_order(tmp_path, batch_size):
+    """A span waiting for its trace's step was handed to the builder when the step span came, after the spans that
+    follow it in the log: agent 1's x at tick 0 is 1 (line 1, trace T1), 2 (line 2, trace T2), so its last is 2; the
+    panel said 1. Across shards too: shard b's line 1 comes after shard a's lines."""
+    lines = [{"span_id": "1", "trace_id": "T1", "name": "child", "resource": {"agent.id": 1}, "attributes": {"x": 1}},
+             {"span_id": "2", "trace_id": "T2", "name": "step", "resource": {"agent.id": 1},
+              "attributes": {"agent.tick": 0, "x": 2}},
+             {"span_id": "3", "trace_id": "T1", "name": "step", "resource": {"agent.id": 1},
+              "attributes": {"agent.tick": 0}}]
+    f = tmp_path / "spans.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    spec = {"format": "otel", "agent": {"field": "resource/agent.id"},
+            "step": {"field": "attributes/agent.tick", "inherit": "trace"},
+            "features": [{"kind": "last", "field": "attributes/x"}, {"kind": "sum", "field": "attributes/x"}],
+            "batch_size": batch_size}
+    assert read_trace(f, spec).panel.values[0, 0].tolist() == [2.0, 3.0]
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "a.jsonl").write_text(json.dumps(lines[0]) + "\n" + json.dumps(lines[2]) + "\n")
+    (shards / "b.jsonl").write_text(json.dumps({**lines[1], "attributes": {"agent.tick": 0, "x": 5}}) + "\n")
+    assert read_trace(shards, spec).panel.values[0, 0].tolist() == [5.0, 6.0]

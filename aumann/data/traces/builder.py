@@ -202,9 +202,18 @@ class PanelBuilder:
                         np.add.at(g.arrays[f"n{j}"][:, :, 0], (ts, as_), 1.0)
                 else:  # last: the last event of the cell in log order wins
                     flat = ts * g.arrays[f"f{j}"].shape[1] + as_
-                    _, last = np.unique(flat[::-1], return_index=True)
-                    keep = len(flat) - 1 - last
-                    seq = float(self.events - n) + keep.astype(np.float64)  # the event's place in the log
+                    if batch.order is None:  # the batch, and the batches, in log order
+                        _, last = np.unique(flat[::-1], return_index=True)
+                        keep = len(flat) - 1 - last
+                        seq = float(self.events - n) + keep.astype(np.float64)  # the event's place in the log
+                    else:  # events handed over out of log order (spans that waited for their trace's step)
+                        order = batch.order[sel]
+                        idx = np.lexsort((order, flat))
+                        fl = flat[idx]
+                        keep = idx[np.r_[fl[1:] != fl[:-1], True]]
+                        seq = order[keep]
+                        keep = keep[seq >= g.arrays[f"k{j}"][ts[keep], as_[keep], 0]]  # later than what is held
+                        seq = order[keep]
                     g.arrays[f"f{j}"][ts[keep], as_[keep], 0] = vs[keep]
                     g.arrays[f"k{j}"][ts[keep], as_[keep], 0] = seq
 

@@ -75,6 +75,9 @@ class RawRecords:
     action: list[Any] = field(default_factory=list)
     values: dict[str, list[Any]] = field(default_factory=dict)
     where: dict[str, list[Any]] = field(default_factory=dict)
+    #: each record's place in the log, where the reader hands records over out of log order (spans waiting for
+    #: their trace's step); ``None``: the records come in log order
+    order: list[float] | None = None
 
     def __len__(self) -> int:
         return len(self.loc)
@@ -88,6 +91,8 @@ class EventBatch:
     step: np.ndarray
     action: np.ndarray | None
     values: dict[str, np.ndarray]
+    #: each event's place in the log (``RawRecords.order``), or ``None``: the events come in log order
+    order: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.step.shape[0])
@@ -362,13 +367,14 @@ class Validator:
         if self.spec.action is not None:
             action = np.array([None if a is None or a is _MISSING else str(a) for a in raw.action], dtype=object)
             self.tally.missing(self.spec.action.field, int((keep & (action == None)).sum()))  # noqa: E711
+        order = None if raw.order is None else np.asarray(raw.order, dtype=np.float64)
         if keep.all():
-            return EventBatch(agent, steps, action, values)
+            return EventBatch(agent, steps, action, values, order)
         idx = np.flatnonzero(keep)
         if idx.size == 0:
             return None
         return EventBatch(agent[idx], steps[idx], None if action is None else action[idx],
-                          {k: v[idx] for k, v in values.items()})
+                          {k: v[idx] for k, v in values.items()}, None if order is None else order[idx])
 
 
 def _key(v: Any) -> str:

@@ -214,12 +214,19 @@ class OtelReader(TraceReader):
         tally = validator.tally
         size = spec.batch_size
 
+        # under inherit, a span waiting for its trace's step is handed over when the step span comes, after spans
+        # that follow it in the log: each record carries its place (file, line), so that `last` keeps log order
+        file_no = {str(f): i for i, f in enumerate(files)}
+
         def fresh(src: str) -> RawRecords:
-            return RawRecords(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where})
+            return RawRecords(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where},
+                              order=[] if inherit else None)
 
         def push(raw: RawRecords, item: tuple[Any, ...]) -> None:
             loc, agent, step, action, vals, whs = item
             raw.loc.append(loc)
+            if raw.order is not None:
+                raw.order.append(float(file_no[raw.source] * 2**32 + loc))
             raw.agent.append(agent)
             raw.step.append(step)
             raw.action.append(action)
