@@ -1389,3 +1389,23 @@ def test_last_under_trace_inheritance_keeps_log_order(tmp_path, batch_size):
     (shards / "a.jsonl").write_text(json.dumps(lines[0]) + "\n" + json.dumps(lines[2]) + "\n")
     (shards / "b.jsonl").write_text(json.dumps({**lines[1], "attributes": {"agent.tick": 0, "x": 5}}) + "\n")
     assert read_trace(shards, spec).panel.values[0, 0].tolist() == [5.0, 6.0]
+
+
+@pytest.mark.parametrize(("column", "step"), [
+    ([f"2025-03-01T08:00:00.{k * 100:03d}Z" for k in range(10)], {"bin": "100ms"}),
+    ([1740816000000 + k * 100 for k in range(10)], {"bin": "100ms", "unit": "ms"}),
+    ([f"{k / 10:.1f}" for k in range(10)], {"bin": 0.1}),
+])
+def test_a_time_at_a_bin_start_is_in_that_bin_whatever_the_width(tmp_path, column, step):
+    """floor((t − origin) / width) in float64 put a time at a bin's start into the bin before when the width is no
+    binary fraction: 0.3 / 0.1 = 2.9999999999999996, so of events at 0.0, 0.1, …, 0.9 with bin = 0.1 those at 0.3 and
+    0.6 fell a bin early (and 08:00:00.100, .300, .600, .900 with 100 ms bins); bin labels read 0.30000000000000004."""
+    f = tmp_path / "t.csv"
+    f.write_text("a,t\n" + "".join(f"{k},{v}\n" for k, v in enumerate(column)))
+    p = read_trace(f, {"format": "table", "agent": {"field": "a"}, "step": {"field": "t", **step},
+                       "features": [{"kind": "count"}]}).panel
+    assert p.T == 10 and np.array_equal(p.values[:, :, 0], np.eye(10))  # event k in bin k, each bin once
+    if step["bin"] == 0.1:
+        assert p.steps.tolist() == [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    else:
+        assert p.steps.tolist()[3] == "2025-03-01T08:00:00.300000Z"

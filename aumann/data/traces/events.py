@@ -124,9 +124,9 @@ class StepCoder:
         if not self.binned:
             return int(step)
         start = self.origin + step * self.width
-        if self.numeric_width:
-            s = start
-            return int(s) if float(s).is_integer() else float(s)
+        if self.numeric_width:  # 15 digits: bin 3 of width 0.1 starts at 0.3, not 3 × 0.1 = 0.30000000000000004
+            s = float(f"{start:.15g}")
+            return int(s) if s.is_integer() else s
         return pd.Timestamp(round(start * 1e6), unit="us", tz="UTC").isoformat().replace("+00:00", "Z")
 
     def code(self, raw: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -190,7 +190,15 @@ class StepCoder:
             return steps, missing, bad, far
         seconds = num if self.numeric_width else np.where(from_time, num, num * self.unit)
         with np.errstate(invalid="ignore", over="ignore"):
-            idx = np.floor((seconds - self.origin) / self.width)
+            q = (seconds - self.origin) / self.width
+            idx = np.floor(q)
+            # a time at a bin's start, as far as float64 tells, is in that bin: the quotient's floor was off by one at
+            # the edges where the width is no binary fraction (bin = 0.1: 0.3 / 0.1 is 2.9999999999999996, so t = 0.3
+            # fell in the bin of 0.2; 08:00:00.100 in the 100 ms bin of 08:00:00). The tolerance is the quotient's
+            # rounding error: a few units in the last place of the time, the origin and the quotient
+            tol = 2 * ((np.spacing(np.abs(seconds)) + np.spacing(abs(self.origin))) / self.width
+                       + np.spacing(np.abs(q)))
+            idx = np.where(idx + 1 - q <= tol, idx + 1, idx)
         far = (np.abs(idx) > 2**53) & np.isfinite(idx) & ~bad
         bad = bad | ~np.isfinite(idx) | far
         return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad, far
