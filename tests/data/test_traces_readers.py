@@ -1409,3 +1409,26 @@ def test_a_time_at_a_bin_start_is_in_that_bin_whatever_the_width(tmp_path, colum
         assert p.steps.tolist() == [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     else:
         assert p.steps.tolist()[3] == "2025-03-01T08:00:00.300000Z"
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "jsonl"])
+def test_timestamps_in_an_unbinned_step_field_say_to_bin_them(tmp_path, kind):
+    """A long table whose step column holds times (ISO text, a Parquet timestamp with a time zone) was refused with
+    'step field 't' is not an integer step', which said nothing of --bin (OASIS's reader alone gave the hint)."""
+    import pandas as pd
+
+    times = pd.to_datetime(["2025-03-01 00:59:59", "2025-03-01 01:00:00"]).tz_localize("Europe/Paris")
+    df = pd.DataFrame({"a": [1, 2], "t": times})
+    path = tmp_path / f"t.{kind}"
+    if kind == "parquet":
+        df.to_parquet(path)
+    elif kind == "csv":
+        df.assign(t=[t.isoformat() for t in times]).to_csv(path, index=False)
+    else:
+        df.assign(t=[t.isoformat() for t in times]).to_json(path, orient="records", lines=True)
+    spec = {"format": "table", "agent": {"field": "a"}, "step": {"field": "t"}, "features": [{"kind": "count"}]}
+    with pytest.raises(TraceRecordError, match=r"t\.\w+ (row|line) \d: step field 't' holds a timestamp, not an "
+                                               r"integer step: bin it into steps with --bin 1h"):
+        read_trace(path, spec)
+    p = read_trace(path, spec, bin="1h").panel
+    assert p.steps.tolist() == ["2025-02-28T23:00:00Z", "2025-03-01T00:00:00Z"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,6 +358,12 @@ class Validator:
                                else "an integer step beyond ±2⁵³ (float64 counts exactly only that far)"))
         what = ("a timestamp (ISO-8601 text or a number)" if self.steps.binned and not self.steps.numeric_width
                 else "a number" if self.steps.binned else "an integer step")
+        if not self.steps.binned and (keep & sbad).any():  # say what to do where the step field holds times
+            times = np.zeros(n, dtype=bool)
+            for i in np.flatnonzero(keep & sbad).tolist():
+                times[i] = _time_like(raw.step[i])
+            keep &= self.refuse(raw, times, f"step field {self.steps.field!r} holds a timestamp, not an integer "
+                                "step: bin it into steps with --bin 1h (or [step] bin = '1h' in the spec)")
         keep &= self.refuse(raw, keep & sbad, f"step field {self.steps.field!r} is not {what}")
         st = self.spec.step
         if st.start is not None or st.stop is not None:
@@ -383,6 +390,16 @@ class Validator:
             return None
         return EventBatch(agent[idx], steps[idx], None if action is None else action[idx],
                           {k: v[idx] for k, v in values.items()}, None if order is None else order[idx])
+
+
+_TIME_TEXT = re.compile(r"\s*[+-]?\d{4,}-\d\d-\d\d")
+
+
+def _time_like(v: Any) -> bool:
+    """Whether a step value is a time (a datetime, or text starting like an ISO-8601 date)."""
+    if isinstance(v, datetime.date | np.datetime64):
+        return True
+    return isinstance(v, str) and _TIME_TEXT.match(v) is not None
 
 
 def _key(v: Any) -> str:
