@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.duck import FILE_COLUMN, _kind, connect, ident, json_values, scan_sql, table_files
+from aumann.data.traces.duck import FILE_COLUMN, _kind, check_gzip, connect, ident, json_values, scan_sql, table_files
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -56,6 +56,7 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
     files = table_files(path)
     if not files:
         raise TraceFormatError(f"edge file {str(path)!r} does not exist")
+    check_gzip(files)
     con = connect()
     try:
         need = [edges.source, edges.target] + ([edges.since] if edges.since else [])

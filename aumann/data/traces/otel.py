@@ -24,6 +24,7 @@ with ``on_bad = "skip"``, counted). Gzipped files (``.gz``) are read as they str
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ def _first_line(p: Path) -> str:
             for line in fh:
                 if line.strip():
                     return line[:MAX_LINE]
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return ""
     return ""
 
@@ -270,7 +271,7 @@ class OtelReader(TraceReader):
                 while True:
                     try:
                         line = fh.readline(MAX_LINE + 1)
-                    except (OSError, EOFError) as exc:  # a truncated gzip stream
+                    except (OSError, EOFError, zlib.error) as exc:  # a truncated or damaged gzip stream
                         raise TraceFormatError(f"{fpath} line {lineno + 1}: cannot read on: {exc}") from exc
                     if not line:
                         break

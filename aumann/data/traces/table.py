@@ -22,6 +22,7 @@ from aumann.data.traces.duck import (
     _kind,
     _opens,
     arrow_reader,
+    check_gzip,
     connect,
     csv_dialect,
     expr,
@@ -62,6 +63,7 @@ class TableReader(TraceReader):
         if self.bytes == 0:  # DuckDB would read one column named column0 and the spec's fields would be "missing"
             raise TraceFormatError(f"{str(self.path)!r} is empty: no header, no rows" if len(files) == 1 else
                                    f"the {len(files)} files of {str(self.path)!r} are all empty")
+        check_gzip(files)
         with tempfile.TemporaryDirectory(prefix="aumann-trace-") as tmp:
             read, names = _without_bom(files, Path(tmp))
             yield from self._batches(validator, read, names)
