@@ -203,7 +203,7 @@ def test_edge_file_endpoints_are_read_as_ids_whatever_their_type(tmp_path):
     edges.write_text('{"src": "b", "dst": "a1"}\n{"src": 7, "dst": "a1"}\n')
     p = read_trace(events, load_spec(_edge_spec(edges))).panel
     assert dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist())) == exp
-    assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0}
+    assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0, "duplicate": 0}
 
 
 def test_json_edge_endpoints_beyond_two_to_the_64_reach_their_own_agents(tmp_path):
@@ -1498,3 +1498,49 @@ def test_a_damaged_gzipped_span_shard_is_refused_by_its_line(tmp_path, on_bad):
     (d / "trace_ff.jsonl.gz").write_bytes(_damaged_gzip(big.encode(), "early"))
     with pytest.raises(TraceFormatError, match=r"trace_ff\.jsonl\.gz line 1: cannot read on: Error -3"):
         read_trace(d, on_bad=on_bad)
+
+
+@pytest.mark.parametrize("first", ["", "\n\n", "GZ"])
+def test_a_span_folder_whose_first_shard_is_empty_is_read_as_spans(tmp_path, first):
+    """A run directory's shard that holds no span (opened, nothing written yet; or blank lines) and sorts first made
+    the folder undetectable as spans: it was read as a long table, 'format 'table' has no default spec'."""
+    import gzip
+
+    d = tmp_path / "trace"
+    shutil.copytree(AS2 / "trace", d)
+    if first == "GZ":
+        (d / "trace_00.jsonl.gz").write_bytes(gzip.compress(b""))
+    else:
+        (d / "trace_00.jsonl").write_text(first)
+    assert detect_format(d) == "otel"
+    a, b = read_trace(AS2 / "trace"), read_trace(d)
+    np.testing.assert_array_equal(a.panel.values, b.panel.values)
+    assert a.report.records == b.report.records and b.report.n_skipped == a.report.n_skipped
+
+
+@pytest.mark.parametrize("since", [False, True])
+def test_an_edge_listed_twice_counts_its_target_once_from_its_earliest_since(tmp_path, since):
+    """Exposure is Σ over the agent's targets j of j's feature: an edge file listing a follow twice (a re-follow
+    logged again, an edge list with repeats) counted j's posts twice (agent c's exposure at tick 2 was 5, not 3)."""
+    events = tmp_path / "ev.csv"
+    events.write_text("agent,tick\na,0\nb,0\nb,1\nc,1\na,2\nb,2\nb,2\n")
+    edges = tmp_path / "edges.csv"
+    rows = [("c", "a", 1), ("c", "b", 2), ("c", "a", 2), ("c", "b", 0), ("a", "b", 0), ("a", "b", 0)]
+    edges.write_text("src,dst,since\n" + "".join(f"{x},{y},{t}\n" for x, y, t in rows))
+    spec = _edge_spec(edges)
+    if since:
+        spec["features"][1]["edges"]["since"] = "since"
+    p = read_trace(events, load_spec(spec)).panel
+    posts = p.values[:, :, p.features.index("posts")]
+    pos = {a: i for i, a in enumerate(p.agent_ids.tolist())}
+    first: dict[tuple[str, str], int] = {}  # the independent reference: each (source, target) once, earliest since
+    for x, y, t in rows:
+        first[(x, y)] = min(first.get((x, y), t), t)
+    exp = np.zeros_like(posts)
+    for (x, y), t0 in first.items():
+        for t in range(p.T):
+            if not since or t0 <= t:
+                exp[t, pos[x]] += posts[t, pos[y]]
+    np.testing.assert_array_equal(p.values[:, :, p.features.index("exp")], exp)
+    assert exp[2, pos["c"]] == 3.0  # a's 1 post and b's 2 at tick 2, each followee once
+    assert p.meta["edges"]["exp"]["duplicate"] == 3 and p.meta["edges"]["exp"]["used"] == 6

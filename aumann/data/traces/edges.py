@@ -16,7 +16,9 @@ from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
 def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence[Any] | None, ids: dict[Any, int],
                    coder: Any, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, int]]:
-    """Map edge endpoints to panel positions; edges with an endpoint that never acted are dropped (counted)."""
+    """Map edge endpoints to panel positions; edges with an endpoint that never acted are dropped (counted), and an
+    edge (source, target) listed more than once is kept once, from its earliest ``since`` (the others counted as
+    ``duplicate``)."""
     keyed = {_id_key(k): v for k, v in ids.items()}
     s = np.fromiter((keyed.get(_id_key(v), -1) for v in source), dtype=np.int64, count=len(source))
     t = np.fromiter((keyed.get(_id_key(v), -1) for v in target), dtype=np.int64, count=len(target))
@@ -33,7 +35,15 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
         info["no_since"] = int((miss & ok).sum())
         steps = np.where(miss, np.iinfo(np.int64).min // 2, steps)  # an edge without a time: always there
         st = steps[ok]
-    return s[ok], t[ok], st, info
+    s, t = s[ok], t[ok]
+    # an edge listed twice (a follow logged again, an edge list with repeats) is one edge, from its earliest since:
+    # exposure sums over the agent's targets, and a repeated row counted the target's activity twice
+    order = np.lexsort((st, t, s)) if st is not None else np.lexsort((t, s))
+    first = np.ones(s.size, dtype=bool)
+    first[1:] = (s[order][1:] != s[order][:-1]) | (t[order][1:] != t[order][:-1])
+    keep = np.sort(order[first])
+    info["duplicate"] = int(s.size - keep.size)
+    return s[keep], t[keep], None if st is None else st[keep], info
 
 
 def _id_key(v: Any) -> Any:
