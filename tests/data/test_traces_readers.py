@@ -1544,3 +1544,32 @@ def test_an_edge_listed_twice_counts_its_target_once_from_its_earliest_since(tmp
     np.testing.assert_array_equal(p.values[:, :, p.features.index("exp")], exp)
     assert exp[2, pos["c"]] == 3.0  # a's 1 post and b's 2 at tick 2, each followee once
     assert p.meta["edges"]["exp"]["duplicate"] == 3 and p.meta["edges"]["exp"]["used"] == 6
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_csv_header_naming_a_spec_column_twice_is_refused(tmp_path, gz):
+    """A header 'agent,tick,action,amount,amount' (a join's two amounts) was read with the first amount summed, the
+    second silently left out as DuckDB's 'amount_1' (a 1 where the row's other amount is 5). A column repeated that
+    the spec does not read is no matter."""
+    import gzip
+
+    text = "agent,tick,action,amount,amount,note,note\na1,0,buy,1,5,x,y\na2,1,buy,2,6,x,y\n"
+    f = tmp_path / ("t.csv.gz" if gz else "t.csv")
+    f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    with pytest.raises(TraceSchemaError, match=r"t\.csv(\.gz)? line 1: the header names column\(s\) \['amount'\] "
+                                               "more than once"):
+        read_trace(f, TABLE_SPEC)
+    spec = {**TABLE_SPEC, "features": [{"kind": "count_each"}]}  # amount unread: read as usual
+    assert read_trace(f, spec).panel.values.sum() == 2
+
+
+def test_a_folder_given_as_a_concordia_log_is_named_a_folder(tmp_path):
+    """A folder read with format = 'concordia' was said not to exist."""
+    d = tmp_path / "run"
+    d.mkdir()
+    spec = {"format": "concordia", "agent": {"field": "entity_name"}, "step": {"field": "step"},
+            "features": [{"kind": "count", "name": "acted"}]}
+    with pytest.raises(TraceFormatError, match=r"run' is not a file \(a Concordia log is one JSON document\)"):
+        read_trace(d, spec)
+    with pytest.raises(TraceFormatError, match=r"gone\.json' does not exist"):
+        read_trace(tmp_path / "gone.json", spec)

@@ -150,8 +150,9 @@ class ConcordiaReader(TraceReader):
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         ijson = _ijson()
         spec = self.spec
-        if not self.path.is_file():
-            raise TraceFormatError(f"Concordia log {str(self.path)!r} does not exist")
+        if not self.path.is_file():  # a folder was said not to exist
+            raise TraceFormatError(f"Concordia log {str(self.path)!r} " + ("does not exist" if not self.path.exists()
+                                   else "is not a file (a Concordia log is one JSON document)"))
         refuse_utf16(self.path)
         self.bytes = self.total = self.path.stat().st_size
         labels = [(lab, re.compile(rx)) for lab, rx in (spec.action.match.items() if spec.action else [])]
