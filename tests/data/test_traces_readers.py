@@ -1573,3 +1573,32 @@ def test_a_folder_given_as_a_concordia_log_is_named_a_folder(tmp_path):
         read_trace(d, spec)
     with pytest.raises(TraceFormatError, match=r"gone\.json' does not exist"):
         read_trace(tmp_path / "gone.json", spec)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("kind", ["span folder", "table folder", "table glob"])
+def test_a_shard_that_links_to_a_file_that_is_gone_is_refused_by_name(tmp_path, kind):
+    """A shard that is a link to a file since removed (a run's shards linked from a scratch folder) was left out
+    without a word: the read went on without its spans or rows. A link to a file that exists, inside the folder or
+    not, is read as the file."""
+    d = tmp_path / "run"
+    d.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    if kind == "span folder":
+        shards = sorted((AS2 / "trace").glob("*.jsonl"))
+        shutil.copy(shards[0], d / shards[0].name)
+        shutil.copy(shards[1], outside / shards[1].name)
+        os.symlink(outside / shards[1].name, d / shards[1].name)
+        spec, path, name = None, d, "trace_ff.jsonl"
+    else:
+        (d / "a.csv").write_text("agent,tick,action,amount\na1,0,buy,1\n")
+        (outside / "b.csv").write_text("agent,tick,action,amount\na2,1,buy,2\n")
+        os.symlink(outside / "b.csv", d / "b.csv")
+        spec, path, name = TABLE_SPEC, d if kind == "table folder" else d / "*.csv", "c.csv"
+    good = read_trace(path, spec)
+    assert good.report.records == (sum(len(s.read_text().splitlines()) for s in shards[:2])
+                                   if kind == "span folder" else 2)
+    os.symlink(outside / "removed" / name, d / name)
+    with pytest.raises(TraceFormatError, match=rf"{name}' is a link to '.*removed.*{name}', which does not exist"):
+        read_trace(path, spec)

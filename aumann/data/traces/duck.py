@@ -43,15 +43,19 @@ def table_files(path: Path) -> list[Path]:
     ``.`` are sidecars, not rows), or a glob's matches."""
     s = str(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_TABLE_EXT)
+        files = sorted(p for p in path.iterdir() if p.name.lower().endswith(_TABLE_EXT)
                        and not p.name.startswith(("_", ".")))  # sidecars such as AgentSociety 2's _schema.json
     elif path.is_file():  # a file that exists is itself, even named like a glob ('events[1].csv')
-        files = [path]
+        return [path]
     elif any(ch in s for ch in "*?["):  # regular files only, as in a directory: a matching folder raised
-        files = sorted(p for p in map(Path, globlib.glob(s)) if p.is_file())  # IsADirectoryError, a FIFO hung
+        files = sorted(map(Path, globlib.glob(s)))  # IsADirectoryError, a FIFO hung
     else:
-        files = []
-    return files
+        return []
+    gone = [p for p in files if p.is_symlink() and not p.exists()]
+    if gone:  # a shard linked from a folder since removed: it was left out without a word, its rows lost
+        raise TraceFormatError(f"{str(gone[0])!r} is a link to {str(gone[0].readlink())!r}, which does not exist "
+                               f"({len(gone)} such file(s) in {s!r})")
+    return [p for p in files if p.is_file()]
 
 
 def _kind(p: Path) -> str:

@@ -43,7 +43,12 @@ _BAD_SHAPE = "line is not an OpenTelemetry span line (a part of the wrong JSON t
 
 def span_files(path: Path) -> list[Path]:
     if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_EXT))
+        files = sorted(p for p in path.iterdir() if p.name.lower().endswith(_EXT))
+        gone = [p for p in files if p.is_symlink() and not p.exists()]
+        if gone:  # a shard linked from a folder since removed: left out without a word, its spans lost
+            raise TraceFormatError(f"{str(gone[0])!r} is a link to {str(gone[0].readlink())!r}, which does not exist "
+                                   f"({len(gone)} such shard(s) in {str(path)!r})")
+        return [p for p in files if p.is_file()]
     return [path] if path.is_file() else []
 
 
