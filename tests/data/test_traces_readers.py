@@ -1602,3 +1602,29 @@ def test_a_shard_that_links_to_a_file_that_is_gone_is_refused_by_name(tmp_path, 
     os.symlink(outside / "removed" / name, d / name)
     with pytest.raises(TraceFormatError, match=rf"{name}' is a link to '.*removed.*{name}', which does not exist"):
         read_trace(path, spec)
+
+
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("trace", ["oasis", "concordia", "spans", "table"])
+def test_a_trace_that_cannot_be_opened_is_named(tmp_path, monkeypatch, trace, given):
+    """A trace file the user may not read (written by another user, a container's root) raised a bare
+    PermissionError out of the OASIS and Concordia readers, and detection called it 'cannot tell the format' or a
+    long table ('format table has no default spec'). (Permissions are simulated: the tests may run as root.)"""
+    import builtins
+
+    src = {"oasis": OASIS, "concordia": CONCORDIA, "spans": OTLP, "table": CSV}[trace]
+    f = tmp_path / src.name
+    shutil.copy(src, f)
+    real = builtins.open
+
+    def denied(file, *args, **kwargs):
+        if str(file) == str(f):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real(file, *args, **kwargs)
+
+    spec = {"oasis": None, "concordia": None, "spans": DATA.parent.parent.parent / "docs/examples/traces/otlp.toml",
+            "table": TABLE_SPEC}[trace]
+    fmt = {"spans": "otel"}.get(trace, trace) if given else None
+    monkeypatch.setattr(builtins, "open", denied)
+    with pytest.raises(TraceFormatError, match=rf"{src.name}'?:? .*Permission denied"):
+        read_trace(f, spec, format=fmt)

@@ -36,7 +36,11 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     p = Path(path)
     if not p.exists():
         raise TraceFormatError(f"trace {str(p)!r} does not exist")
-    if p.is_file():
+    if p.is_file():  # an unreadable file fails every sniff, and was 'cannot tell the format' or a 'table'
+        try:
+            open(p, "rb").close()
+        except OSError as exc:
+            raise TraceFormatError(f"trace {str(p)!r} cannot be read: {exc.strerror or exc}") from exc
         refuse_utf16(p)  # else detected by its name as a long table, and refused as one that needs a spec
     for name, cls in sorted(_FORMATS.items(), key=lambda kv: kv[0] == "table"):  # the catch-all last
         if cls.sniff(p):

@@ -166,6 +166,8 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
             if bar is not None:
                 bar.advance(reader.done - shown)
                 shown = reader.done
+    except OSError as exc:  # a file that cannot be opened or read on (permissions, an I/O error): a bare OSError
+        raise TraceFormatError(f"{str(exc.filename or p)!r} cannot be read: {exc.strerror or exc}") from exc
     finally:
         if bar is not None:
             bar.stop()
