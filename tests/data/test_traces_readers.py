@@ -1556,8 +1556,7 @@ def test_a_csv_header_naming_a_spec_column_twice_is_refused(tmp_path, gz):
     text = "agent,tick,action,amount,amount,note,note\na1,0,buy,1,5,x,y\na2,1,buy,2,6,x,y\n"
     f = tmp_path / ("t.csv.gz" if gz else "t.csv")
     f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
-    with pytest.raises(TraceSchemaError, match=r"t\.csv(\.gz)? line 1: the header names column\(s\) \['amount'\] "
-                                               "more than once"):
+    with pytest.raises(TraceSchemaError, match=r"t\.csv(\.gz)?' names column\(s\) \['amount'\] more than once"):
         read_trace(f, TABLE_SPEC)
     spec = {**TABLE_SPEC, "features": [{"kind": "count_each"}]}  # amount unread: read as usual
     assert read_trace(f, spec).panel.values.sum() == 2

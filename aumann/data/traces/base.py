@@ -99,12 +99,13 @@ def refuse_utf16(path: Path) -> None:
     a CSV whose columns were ``'\x001\x00'``, a span file whose line 1 "is not a JSON object", or a directory
     detected as a long table. A gzipped file is looked at after decompression."""
     import gzip
+    import zlib
 
     try:
         opener = gzip.open if path.name.lower().endswith(".gz") else open
         with opener(path, "rb") as fh:
             head = fh.read(2)
-    except (OSError, EOFError):  # unreadable or not gzip: the reader's own read says what is wrong
+    except (OSError, EOFError, zlib.error):  # unreadable, not gzip or damaged: the reader's own read says what
         return
     mark = _UTF16.get(head)
     if mark is not None:
