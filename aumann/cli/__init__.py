@@ -74,8 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from aumann.cli.command import invoked_with
+
     try:
-        with warnings.catch_warnings():  # restores the previous display when the command ends (main is re-entrant)
+        # the manifest records the words given here (aumann.cli.command), not sys.argv (main called from Python)
+        with warnings.catch_warnings(), invoked_with(argv):  # (catch_warnings restores the previous display)
             if not args.debug:
                 warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return int(args.func(args) or 0)

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
+    from aumann.cli.command import command_line
     from aumann.io import ensure_output_dir, plain, write_csv, write_json
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer, rich_console
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     # what a later run into this folder may remove as this run's (a file of your own of such a name, never)
     outputs = file_digests(out, sorted(n for n in _STALE if (out / n).is_file() and not (out / n).is_symlink()))
-    write_manifest(out, "aumann attribute", config=recorded(args), seeds=None,
+    write_manifest(out, command_line("attribute"), config=recorded(args), seeds=None,
                    extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
                           "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], "outputs_sha256": outputs,
                           **extra})
@@ -185,7 +186,8 @@ def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> No
         earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
     except (OSError, ValueError):
         return
-    if not isinstance(earlier, dict) or earlier.get("command") != "aumann attribute":
+    command = earlier.get("command") if isinstance(earlier, dict) else None
+    if not isinstance(command, str) or command.split(" ", 2)[:2] != ["aumann", "attribute"]:
         return  # a folder of your own keeps its files
     # the files the earlier run recorded writing (an older aumann recorded none: every such file is kept and refused)
     ours = earlier.get("outputs_sha256")

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from aumann.cli.args import integer, memory_size, number, path, seed
+from aumann.cli.command import command_line
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -94,7 +95,7 @@ def run_build_panel(args: argparse.Namespace) -> int:
               "filters": args.filters, "days": args.days, "zstd_dictionary": args.zstd_dictionary,
               "export_identifiers": args.export_identifiers}
     write_build_outputs(counts, report.to_dict(), args.out, export_identifiers=args.export_identifiers,
-                        config=config)
+                        config=config, command=command_line("bluesky", "build-panel"))
     if not args.quiet:
         print(f"{report.valid_events:,} events, {report.malformed_lines:,} malformed lines, "
               f"{report.duplicates:,} duplicates; {report.users_kept:,} of {report.users_seen:,} users kept "
@@ -131,7 +132,7 @@ def run_capture(args: argparse.Namespace) -> int:
 
     stats = capture(args.out, collections=args.collections, duration_s=args.duration, endpoint=args.endpoint,
                     cursor=args.cursor, rewind_s=args.rewind)
-    write_manifest(args.out, "aumann bluesky capture",
+    write_manifest(args.out, command_line("bluesky", "capture"),
                    {"collections": args.collections, "duration": args.duration, "endpoint": args.endpoint,
                     "cursor": args.cursor, "rewind": args.rewind},
                    extra={"messages": stats.messages, "unparsed": stats.unparsed, "reconnects": stats.reconnects,
@@ -180,7 +181,7 @@ def run_synth(args: argparse.Namespace) -> int:
     counts = generate(cfg)
     gen_s = time.perf_counter() - t0
     cal = write_synth(counts, args.out)
-    write_manifest(args.out, "aumann bluesky synth", config=cfg.model_dump(), seeds=[cfg.seed],
+    write_manifest(args.out, command_line("bluesky", "synth"), config=cfg.model_dump(), seeds=[cfg.seed],
                    extra={"synthetic": True, "generate_seconds": gen_s})
     f = cal["followers"]["achieved"]
     print(f"SYNTHETIC panel: {counts.n_users:,} users, {len(counts.days)} days, {len(counts.daily):,} topic rows, "
@@ -228,7 +229,8 @@ def run_study_cmd(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise ConfigError(f"invalid study settings: {str(exc).split(': ', 1)[-1]}") from exc
     summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress,
-                             interactive=False if getattr(args, "static", False) else None)
+                             interactive=False if getattr(args, "static", False) else None,
+                             command=command_line("bluesky", "study"))
     keys = ("data", "flip_cells_positive", "epsilon", "residual_law_max_deviation", "rand_mean_shift_pp",
             "cells_skipped_on_resume", "cells_recomputed_after_failed_check", "timings")
     from aumann.io import dumps_json

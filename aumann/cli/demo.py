@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, attribute, indicators
+    from aumann.cli.command import command_line
     from aumann.data.synthetic import heavy_tailed_panel
     from aumann.errors import ZeroDeltaVError
     from aumann.io import ensure_output_dir, write_json
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.out / "summary.json", {"synthetic": True, "rows": rows, "panel": "heavy_tailed_panel "
                                                f"(N = {args.agents}, T = {args.steps}, seed {args.seed})"}, indent=2)
         timer.add("write results", time.perf_counter() - t)
-        write_manifest(args.out, "aumann demo", config=recorded(args), seeds={"seed": args.seed},
+        write_manifest(args.out, command_line("demo"), config=recorded(args), seeds={"seed": args.seed},
                        extra={"report_kind": "attribute", "synthetic": True, "panel_meta": panel.meta,
                               "seconds": timer.total, "stage_seconds": timer.seconds})
         paths = render_report(args.out, interactive=False if args.static else None)

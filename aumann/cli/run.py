@@ -44,7 +44,6 @@ bit-identically offline.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -122,20 +121,12 @@ def _scenario_llm_usage(result: Any) -> dict[str, Any]:
     return {}
 
 
-def _run_words(args: argparse.Namespace) -> list[str]:
-    """The words of this command line after ``run``: the top-level options before it (``aumann --debug run ...``)
-    take no value, so the command is the first word that is not an option; the scenario alone when the process
-    was not started as ``aumann ... run`` (a call of :func:`run` from Python)."""
-    words = sys.argv[1:]
-    at = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
-    return words[at + 1:] if at is not None and words[at] == "run" else [args.scenario]
-
-
 def run(args: argparse.Namespace) -> int:
     from aumann import scenarios
+    from aumann.cli.command import command_line
     from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
     from aumann.io import ensure_output_dir, safe_component
-    from aumann.manifest import redact_command, write_manifest
+    from aumann.manifest import write_manifest
     from aumann.progress import Bar, StageTimer, rich_console
     from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
@@ -176,12 +167,11 @@ def run(args: argparse.Namespace) -> int:
         ensure_output_dir(out, "--out" if args.out else "the run directory")
     backend, label = llm_options.build_backend(args, out, sc, config)
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
-    from aumann.simulators.llm.redaction import redact_registered
 
     # the manifest and both reports show the command, shell-quoted (it runs again by copy and paste): URL
     # credentials, secret-named JSON members and NAME=value words (a key in --ray-runtime-env's env_vars) and every
     # key a backend registered are taken out of each word before the words are quoted
-    command = redact_command(["aumann", "run", *(redact_registered(w) for w in _run_words(args))])
+    command = command_line("run", fallback=[args.scenario])
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     found = RunDir(out).finished_records()

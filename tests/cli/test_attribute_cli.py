@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +20,33 @@ def test_attribute_command_writes_results_and_manifest(tmp_path, rng, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["max_efficiency_gap"] < 1e-10 and set(summary["tier_shares"]) == {"top", "tail"}
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["command"] == "aumann attribute" and "torch" in manifest["packages"]
+    assert manifest["command"].startswith("aumann attribute ") and "torch" in manifest["packages"]
     assert (out / "phi_by_step.csv").read_text().startswith("step,delta_v")
+
+
+def test_every_command_records_its_whole_redacted_command_line(tmp_path, rng):
+    """`aumann attribute`, `aumann demo` and `aumann bluesky synth` recorded only their bare name ("aumann demo") in
+    manifest.json, where `aumann run` recorded its whole command line: the manifest did not say how to reproduce
+    the result. Now each records `aumann` and its words, shell-quoted, a secret in any word redacted (the same
+    function as `aumann run`)."""
+    import shlex
+
+    src = Panel(np.abs(rng.normal(size=(3, 20, 2)))).save(tmp_path / "my panel.npz")
+    secret = "hf_abcdefghijklmnop123456"
+    commands = {
+        "attribute": ["attribute", str(src), "--indicator", "heat", "--steps", "8", "--no-report",
+                      "--out", str(tmp_path / f"HF_TOKEN={secret}")],
+        "demo": ["demo", "--agents", "20", "--steps", "2", "--out", str(tmp_path / f"demo-HF_TOKEN={secret}")],
+        "synth": ["bluesky", "synth", "--users", "100", "--days", "1", "--out",
+                  str(tmp_path / f"synth-HF_TOKEN={secret}")],
+    }
+    for name, argv in commands.items():
+        assert main(["--debug", *argv]) == 0, name
+        out = Path(argv[-1])
+        recorded = json.loads((out / "manifest.json").read_text())["command"]
+        assert secret not in recorded, name
+        redacted = [w.replace(f"HF_TOKEN={secret}", "HF_TOKEN=***") for w in argv]
+        assert shlex.split(recorded) == ["aumann", *redacted], name
 
 
 def test_the_same_attribute_command_writes_the_same_result_bytes(tmp_path, rng):

@@ -296,8 +296,11 @@ def _deepset(counts: RawCounts, out: Path, cfg: CrossScaleConfig, log: Any) -> d
 
 def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                    cfg: CrossScaleConfig | None = None, *, progress: bool = False, log: Any = print,
-                   report: bool = True, interactive: bool | None = None) -> dict[str, Any]:
+                   report: bool = True, interactive: bool | None = None,
+                   command: str = "aumann bluesky study") -> dict[str, Any]:
     """Run (or resume) the study; returns the summary (also written to ``summary.json``).
+
+    ``command``: what ``manifest.json`` records as the command (the CLI gives its whole, redacted command line).
 
     With ``report`` (default) the directory also gets ``report.html`` (one self-contained page) and
     ``report.md`` (:mod:`aumann.studies.crossscale.page`); ``interactive`` picks Bokeh or PNG figures.
@@ -358,7 +361,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     summary["timings"]["total_seconds"] = time.perf_counter() - t_start
     summary["timings"]["stage_seconds"] = timer.seconds
     write_json(out / "summary.json", summary)
-    write_manifest(out, "aumann bluesky study", config=cfg.model_dump(), seeds=cfg.seeds,
+    write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
                    extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
                           "report_kind": "crossscale", "seconds": summary["timings"]["total_seconds"],
                           "stage_seconds": timer.seconds,
