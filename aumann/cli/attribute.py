@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         _out_apart_from_trace(args.out, args.trace)
     out: Path = ensure_output_dir(args.out, "--out")
+    _stale_outputs(out, args)  # a file of your own with a result's name stops the command now, not after the work
     timer = StageTimer()
     trace = None
     if args.trace is not None:
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
 
     timer.start("write results")
-    _remove_stale(out, args, trace)
+    _remove_stale(out, args)  # checked again: the folder may have changed while the attribution ran
     unfinish(out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
     # the result file holds what the panel and flags determine (the same bytes on every run); the wall-clock
     # seconds are in summary.json and manifest.json
@@ -169,7 +170,41 @@ _OUTPUTS = frozenset({"attribution.npz", "phi_by_step.csv", "top_agents.csv", "s
 _STALE = ("deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "trace_report.json")
 
 
-def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> None:
+def _stale_outputs(out: Path, args: argparse.Namespace) -> list[str]:
+    """The result files an earlier run left in --out that this run does not write, each checked to be one that
+    earlier run recorded writing (:func:`_remove_stale` removes them once the results are computed). Called before
+    the panel or trace is read and the attribution computed (a file of your own there stopped the command only
+    after that work), and again just before the removal (the folder may have changed meanwhile)."""
+    from aumann import bounded
+    from aumann.io import check_stale
+
+    try:
+        earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
+    except (OSError, ValueError):
+        return []
+    command = earlier.get("command") if isinstance(earlier, dict) else None
+    if not isinstance(command, str) or command.split(" ", 2)[:2] != ["aumann", "attribute"]:
+        return []  # a folder of your own keeps its files
+    # the files the earlier run recorded writing (an older aumann recorded none: every such file is kept and refused)
+    ours = earlier.get("outputs_sha256")
+    ours = ours if isinstance(ours, dict) else {}
+    written = set()
+    if args.trace is not None and not args.no_deletion:
+        written |= {"deletion_masking.json", "deletion_masking.csv"}
+    # (--export-identifiers without real people stops the read with a ConfigError: identifiers.csv is then written)
+    if args.trace is not None and args.export_identifiers:
+        written.add("identifiers.csv")
+    stale = set(_STALE) - {"trace_report.json"}  # (the pages: unfinish)
+    if args.trace is None:
+        stale.add("trace_report.json")  # a trace run's; the panel given may be that run's panel.npz, which stays
+    given = {p.resolve() for p in (args.panel, args.trace, args.spec) if p is not None}
+    names = [name for name in sorted(stale - written) if (out / name).resolve() not in given]
+    for name in names:  # every file checked before any goes: a refusal leaves the earlier run whole
+        check_stale(out / name, within=out, recorded=ours)
+    return names
+
+
+def _remove_stale(out: Path, args: argparse.Namespace) -> None:
     """Remove the result files an earlier run left in --out that this run does not write: re-run into the same
     folder with --no-deletion, the report presented the earlier run's deletion study (its t*, its agents, its f)
     as this run's; without --export-identifiers, an earlier run's identifiers.csv (real ids) stayed beside the
@@ -177,35 +212,12 @@ def _remove_stale(out: Path, args: argparse.Namespace, trace: dict | None) -> No
     Only in a folder whose manifest.json says an earlier ``aumann attribute`` wrote it (a folder of your own keeps
     its files), and only a file that manifest records writing (``outputs_sha256``: its name and SHA-256): a file of
     your own of such a name put there since (or one changed since) is kept and refused with an
-    :class:`~aumann.errors.OutputError` naming it, since the report would show it as this run's; a file given as
-    the input is never removed."""
-    from aumann import bounded
-    from aumann.io import check_stale, remove_stale
+    :class:`~aumann.errors.OutputError` naming it (:func:`_stale_outputs`), since the report would show it as this
+    run's; a file given as the input is never removed."""
+    from aumann.io import remove_stale
 
-    try:
-        earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
-    except (OSError, ValueError):
-        return
-    command = earlier.get("command") if isinstance(earlier, dict) else None
-    if not isinstance(command, str) or command.split(" ", 2)[:2] != ["aumann", "attribute"]:
-        return  # a folder of your own keeps its files
-    # the files the earlier run recorded writing (an older aumann recorded none: every such file is kept and refused)
-    ours = earlier.get("outputs_sha256")
-    ours = ours if isinstance(ours, dict) else {}
-    written = set()
-    if trace is not None and not args.no_deletion:
-        written |= {"deletion_masking.json", "deletion_masking.csv"}
-    if trace is not None and trace["mapping"] is not None and args.export_identifiers:
-        written.add("identifiers.csv")
-    stale = set(_STALE) - {"trace_report.json"}  # (the pages: unfinish)
-    if trace is None:
-        stale.add("trace_report.json")  # a trace run's; the panel given may be that run's panel.npz, which stays
-    given = {p.resolve() for p in (args.panel, args.trace, args.spec) if p is not None}
-    names = [name for name in sorted(stale - written) if (out / name).resolve() not in given]
-    for name in names:  # every file checked before any goes: a refusal leaves the earlier run whole
-        check_stale(out / name, within=out, recorded=ours)
-    for name in names:
-        remove_stale(out / name, within=out)  # each checked above
+    for name in _stale_outputs(out, args):
+        remove_stale(out / name, within=out)  # each checked by _stale_outputs
 
 
 def _out_apart_from_trace(out: Path, trace: Path) -> None:

@@ -341,3 +341,27 @@ def test_cli_a_numeric_field_no_event_holds_is_flagged_not_silently_zero(tmp_pat
                  "--out", str(out), "--static", "--no-deletion"]) == 0
     assert json.loads((out / "trace_report.json").read_text())["valueless_fields"] == []
     assert "holds no value" not in (out / "report.md").read_text()
+def test_cli_refuses_a_file_of_your_own_before_reading_and_attributing(tmp_path, capsys, monkeypatch):
+    """The stale outputs of --out were checked only after the trace was read and the attribution computed (minutes on
+    a large log), and then the command stopped: all that work, then "move or rename it". Now the check comes first;
+    neither the read nor the attribution starts."""
+    import aumann.attribution
+    import aumann.data.traces
+
+    out = tmp_path / "o"
+    first = ["attribute", "--trace", str(DATA / "concordia_log.json"), "--indicator", "lin", "--out", str(out),
+             "--no-report"]
+    assert main(first) == 0
+    (out / "deletion_masking.json").write_text('{"mine": true}\n')  # yours now, under an output's name
+    work = []
+    real_read, real_attribute = aumann.data.traces.read_trace, aumann.attribution.attribute
+    monkeypatch.setattr(aumann.data.traces, "read_trace", lambda *a, **k: work.append("read") or real_read(*a, **k))
+    monkeypatch.setattr(aumann.attribution, "attribute",
+                        lambda *a, **k: work.append("attribute") or real_attribute(*a, **k))
+    capsys.readouterr()
+    assert main([*first, "--no-deletion"]) == 2
+    err = capsys.readouterr().err
+    assert "OutputError" in err and "deletion_masking.json" in err
+    assert work == [] and (out / "deletion_masking.json").read_text() == '{"mine": true}\n'
+    (out / "deletion_masking.json").unlink()  # gone: the same command reads, attributes and finishes
+    assert main([*first, "--no-deletion"]) == 0 and work == ["read", "attribute"]
