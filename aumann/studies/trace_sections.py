@@ -71,9 +71,13 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
         blocks.append(Note(f"Field `{f}` holds no value in any event used: the features built from it are 0 "
                            "throughout (is the field path right?).", "warn"))
     dele_path = d / "deletion_masking.json"
-    if not dele_path.is_file():
+    if not manifest.get("deletion"):  # this run recorded no deletion study: a file of that name is not its result
         blocks.append(Note("No deletion study (`--no-deletion`); a trace allows the masking game only: a log cannot "
                            "be re-simulated.", "skipped"))
+        return blocks
+    changed = _changed_since(d, manifest, "deletion_masking.json")
+    if changed:
+        blocks.append(Note(f"The deletion study of this run is not shown: {changed}.", "warn"))
         return blocks
     study = read_json(dele_path, "deletion study")
     ours, rnd = study.get("aumann_shapley") or {}, study.get("random") or {}
@@ -103,6 +107,25 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
         blocks.append(Details("Agents deleted, in order", [Text(", ".join(str(x) for x in deleted[:50])
                                                                 + (" …" if len(deleted) > 50 else ""))]))
     return blocks
+
+
+def _changed_since(d: Path, manifest: dict[str, Any], name: str) -> str | None:
+    """Why the file ``name`` of ``d`` is not the one the run recorded writing (``outputs_sha256`` in its manifest:
+    missing, or another file), else ``None`` (it is, or the manifest records no checksum of it)."""
+    from aumann.errors import OutputError
+    from aumann.io import sha256_file
+
+    want = (manifest.get("outputs_sha256") or {}).get(name)
+    path = d / name
+    if not path.is_file() or path.is_symlink():
+        return f"{name} is missing"
+    if not isinstance(want, str):
+        return None
+    try:
+        got = sha256_file(path, within=d)
+    except OutputError as exc:
+        return f"{name} cannot be read ({exc})"
+    return None if got == want else f"{name} is not the file the run wrote (changed or replaced since)"
 
 
 __all__ = ["trace_blocks", "trace_cards", "trace_who_note"]

@@ -365,3 +365,26 @@ def test_cli_refuses_a_file_of_your_own_before_reading_and_attributing(tmp_path,
     assert work == [] and (out / "deletion_masking.json").read_text() == '{"mine": true}\n'
     (out / "deletion_masking.json").unlink()  # gone: the same command reads, attributes and finishes
     assert main([*first, "--no-deletion"]) == 0 and work == ["read", "attribute"]
+
+
+def test_the_report_shows_only_the_deletion_study_this_run_recorded(tmp_path):
+    """In a folder of your own (no aumann manifest: nothing there is removed), `aumann attribute --trace --no-deletion`
+    left your deletion_masking.json in place, and the report presented it as this run's masking deletion study.
+    Now the page shows a deletion study only when this run's manifest records one, and only the file it wrote."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    own = {"why": "MY OWN STUDY", "step": 99, "aumann_shapley": {"deletion_auc": 0.123456}, "random": {}}
+    (out / "deletion_masking.json").write_text(json.dumps(own))
+    base = ["attribute", "--trace", str(DATA / "concordia_log.json"), "--indicator", "lin", "--out", str(out),
+            "--static"]
+    assert main([*base, "--no-deletion"]) == 0
+    page = (out / "report.md").read_text()
+    assert "MY OWN STUDY" not in page and "0.1235" not in page and "No deletion study (`--no-deletion`)" in page
+    assert json.loads((out / "deletion_masking.json").read_text()) == own  # yours, kept as it was
+    (out / "deletion_masking.json").unlink()
+    assert main(base) == 0  # this run's own study is shown ...
+    assert "Masking deletion at t*" in (out / "report.md").read_text()
+    (out / "deletion_masking.json").write_text(json.dumps(own))  # ... but not a file put in its place since
+    assert main(["report", str(out), "--static"]) == 0
+    page = (out / "report.md").read_text()
+    assert "MY OWN STUDY" not in page and "not the file the run wrote" in page
