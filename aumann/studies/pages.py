@@ -66,8 +66,8 @@ from aumann.studies.sections import (
     read_json,
     reading_within,
     timing_table,
-    top_clamped,
     top_order,
+    top_shown,
     who_table,
 )
 from aumann.studies.study_page import faithfulness_document
@@ -256,8 +256,9 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
                            "feature columns hold the agent's features at t*.")]
     who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000",
                          caption=f"Top agents by Φ_i ({att.method}, indicator {prov.get('indicator')})"))
-    if top > att.N:
-        who.append(Note(top_clamped(top, att.N), "info"))
+    note = top_shown(top, att.N)[1]
+    if note is not None:
+        who.append(Note(note, "info"))
     if att.stderr is None:
         who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
                         "efficiency gap under *How sure* bounds its numerical error."))
@@ -290,7 +291,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     top_rows = read_csv(d / "top_agents.csv")
     phi_i = att.by_agent()
     total = float(att.delta_v.sum())
-    k = min(top, att.N)
+    k = top_shown(top, att.N)[0]
     steps_lbl = [str(s.item() if hasattr(s, "item") else s) for s in att.steps]
 
     who = _attribute_who(att, summary, top_rows, k=k, t_star=ts, steps_lbl=steps_lbl, demo=demo, top=top)

@@ -406,7 +406,26 @@ def top_clamped(top: int, agents: int) -> str:
     return f"Asked for the top {top:,} agents (--top); the run has {agents:,}, so all {agents:,} are shown."
 
 
+#: the most agents a page lists (who-tables, heatmap): ``--top 1000000`` on a 10⁶-agent run built a page of hundreds
+#: of megabytes that no browser opens; every agent's φ stays in the run's attribution files (``.npz``)
+PAGE_TOP_MAX = 1000
+
+
+def top_shown(top: int, agents: int) -> tuple[int, str | None]:
+    """(how many agents a page shows for ``--top top`` of a run of ``agents``, the note saying so when that is
+    fewer than asked: all of them (:func:`top_clamped`), or :data:`PAGE_TOP_MAX`)."""
+    k = min(top, agents, PAGE_TOP_MAX)
+    if k == top:
+        return k, None
+    if k == agents:
+        return k, top_clamped(top, agents)
+    return k, (f"Asked for the top {top:,} agents (--top); a page lists at most {PAGE_TOP_MAX:,} (a larger one is "
+               f"too big to open), so the top {k:,} of the run's {agents:,} are shown; every agent's φ is in the "
+               "run's attribution file (.npz).")
+
+
 __all__ = [
+    "PAGE_TOP_MAX",
     "above_ceiling",
     "calls_text",
     "ceiling_explanation",
@@ -430,5 +449,6 @@ __all__ = [
     "timing_table",
     "top_clamped",
     "top_order",
+    "top_shown",
     "who_table",
 ]

@@ -11,13 +11,13 @@ import numpy as np
 from aumann.studies.charts import Line, Point
 from aumann.studies.page import Details, Note, Table, Text, fmt
 from aumann.studies.rundir import HEATMAP, MACRO_CURVE
-from aumann.studies.sections import concentration_table, group_share_table, top_clamped, top_order, who_table
+from aumann.studies.sections import concentration_table, group_share_table, top_order, top_shown, who_table
 from aumann.studies.study_page_data import StudyPage
 
 
 def who_section(page: StudyPage) -> list[Any]:
     """The top agents by signed Φ_i per run, group shares (or concentration)."""
-    k = page.top
+    k, note = top_shown(page.top, page.ats[0].N)
     who: list[Any] = [Text(f"The {min(k, page.ats[0].N)} agents with the largest signed Φ_i = Σ_t φ_i,t "
                            "(Aumann–Shapley, every step, per-agent baseline-action baselines), per run; ties by agent "
                            "position. "
@@ -36,8 +36,8 @@ def who_section(page: StudyPage) -> list[Any]:
             blocks.append(concentration_table(att.by_agent(), float(att.delta_v.sum()),
                                               id=f"concentration-run-{r:03d}"))
         who.append(Details(f"Run {r} (t* = {ts}, Δv(t*) = {fmt(rec['delta_v'])})", blocks, open=r == 0))
-    if k > page.ats[0].N:
-        who.insert(1, Note(top_clamped(k, page.ats[0].N), "info"))
+    if note is not None:
+        who.insert(1, Note(note, "info"))
     return who
 
 
@@ -61,7 +61,7 @@ def _macro_figures(page: StudyPage) -> list[Any]:
                         bars=(steps, phit, "Φ_t"), points=[Point(ts0, float(phit[ts0]), "t*")],
                         caption="Each step's attribution total (= Δv_t = f(z_t) − f(z⁰_t) by efficiency), "
                         "with the agents' baseline-action state as baseline.", synthetic=page.synthetic)
-    order = top_order(a0.by_agent(), page.top)
+    order = top_order(a0.by_agent(), top_shown(page.top, a0.N)[0])
     ids = [str(a0.agent_ids[p].item() if hasattr(a0.agent_ids[p], "item") else a0.agent_ids[p]) for p in order]
     heat = charts.heatmap(
         f"φ_i,t of the top {len(order)} agents × steps (run 0)", a0.phi[:, order].T, ids, [str(s) for s in steps],

@@ -232,3 +232,21 @@ def test_rerun_removes_only_the_tables_an_earlier_run_recorded(tmp_path, capsys)
     assert "judge_overlap.csv" in json.loads((out / "manifest.json").read_text())["outputs_sha256"]
     assert run("--judge", "off") == 0  # the earlier run's own table: never shown as this run's
     assert not (out / "judge_overlap.csv").exists() and not (out / "judge_overlap.md").exists()
+
+
+def test_report_lists_at_most_a_thousand_agents_and_says_so(tmp_path):
+    """aumann report --top 1000000 on a run of many agents listed every one of them in the who-table and the heatmap:
+    8.8 MB of HTML at 20,000 agents (hundreds of MB at 10⁶, a page no browser opens). A page now lists at most
+    PAGE_TOP_MAX = 1,000 and says so (as --top beyond the agents already did); the .npz keeps every agent."""
+    from aumann.cli import main
+
+    out, cap = tmp_path / "demo", 1000  # aumann.studies.sections.PAGE_TOP_MAX
+    assert main(["demo", "--agents", "1500", "--steps", "2", "--out", str(out), "--static"]) == 0
+    for top, rows, says in ((1_000_000, cap, "a page lists at most 1,000"), (1500, cap,
+                            "the top 1,000 of the run's 1,500 are shown"), (999, 999, None)):
+        assert main(["report", str(out), "--top", str(top), "--static", "--no-plots"]) == 0
+        html = (out / "report.html").read_text()
+        at = html.index('id="who-run-000"')
+        assert html[at:html.index("</table>", at)].count("<tr") == rows + 1, top  # the header and the rows
+        md = (out / "report.md").read_text()
+        assert (says in md) if says else "Asked for the top" not in md, top

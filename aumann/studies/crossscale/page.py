@@ -37,6 +37,7 @@ from aumann.studies.page import (
     seconds_text,
 )
 from aumann.studies.sections import (
+    PAGE_TOP_MAX,
     id_cell,
     llm_blocks,
     merged_table,
@@ -172,7 +173,7 @@ def _top_users(s: _StudyDir) -> list[Any]:
         ta = s.fulls[t].get("top_agents")
         if not ta:
             continue
-        rows_t = ta["rows"][:s.top]
+        rows_t = ta["rows"][:min(s.top, PAGE_TOP_MAX)]
         scale = max((abs(r["Phi"]) for r in rows_t), default=0.0)
         feats = list(ta.get("features") or [])
         tab_rows = [[rank, id_cell(r["user"]), signed_cell(r["Phi"], scale), pct_cell(r.get("share")),
@@ -217,7 +218,7 @@ def _day_figures(s: _StudyDir, i: int, t: str, daily: dict[str, Any], short: lis
                            "with the zero baseline Φ_t = f(z_t).")]
     ta = s.fulls[t].get("top_agents")
     if ta:
-        rows_t = ta["rows"][:s.top]
+        rows_t = ta["rows"][:min(s.top, PAGE_TOP_MAX)]
         mat = np.array([r["phi_t"] for r in rows_t], dtype=float)
         figs.append(s.charts.heatmap(f"{t}: φ_i,t of the top {len(rows_t)} users × days", mat,
                                      [str(r["user"]) for r in rows_t], short, xlabel="day",
