@@ -182,10 +182,13 @@ def _write_keys(args):
 def test_one_cache_file_serves_several_processes_without_lost_or_duplicated_entries(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     ResponseCache(path).close()
-    # separate processes, each with its own connection (fork: the children only touch SQLite)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    # separate processes, each with its own connection. Spawned, not forked: a fork copies whatever locks the
+    # worker's other threads hold at that moment (the loopback servers of earlier tests in this pytest-xdist
+    # worker), and a child that needs one waits forever (CI: a 300 s timeout in pool.join, once in many runs)
+    ctx = mp.get_context("spawn")
     with ctx.Pool(4) as pool:
-        assert sorted(pool.map(_write_keys, [(path, w) for w in range(4)])) == [0, 1, 2, 3]
+        done = pool.map_async(_write_keys, [(path, w) for w in range(4)]).get(timeout=120)
+        assert sorted(done) == [0, 1, 2, 3]
     cache = ResponseCache(path)
     assert len(cache) == 600  # keys 0 … 599, each once
     got = cache.get_many(f"key-{k}" for k in range(600))
