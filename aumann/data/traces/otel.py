@@ -39,6 +39,9 @@ _EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 MAX_LINE = 64 * 2**20
 #: the reason a line of the OTLP or SDK shape whose parts have the wrong JSON type is skipped and counted
 _BAD_SHAPE = "line is not an OpenTelemetry span line (a part of the wrong JSON type)"
+#: added to a bad line's message when it holds a bare carriage return (lines end at \n only)
+_BARE_CR_HINT = (" (it holds a bare carriage return: lines end at \\n, so a \\r between two records, old Mac line "
+                 "endings, makes them one line)")
 
 
 def span_files(path: Path) -> list[Path]:
@@ -54,10 +57,15 @@ def span_files(path: Path) -> list[Path]:
 
 def _open(p: Path):
     """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named; a leading
-    byte-order mark, which Windows tools write, is dropped: it made line 1 bad JSON and the file undetectable)."""
+    byte-order mark, which Windows tools write, is dropped: it made line 1 bad JSON and the file undetectable).
+
+    A line ends at ``\n`` (``\r\n`` too: the ``\r`` is JSON whitespace), as DuckDB's JSON lines reader ends it for
+    long tables: a bare ``\r`` is part of its line. Python's universal newlines split a line at a bare ``\r``, so a
+    span file with old Mac line endings read as records the table reader refused as one bad line, and a ``\r``
+    inside a value made two bad lines, the lines after it misnumbered."""
     if p.name.lower().endswith(".gz"):
-        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
-    return open(p, encoding="utf-8-sig", errors="replace")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
+    return open(p, encoding="utf-8-sig", errors="replace", newline="\n")
 
 
 def _first_line(p: Path) -> str:
@@ -303,7 +311,8 @@ class OtelReader(TraceReader):
                         if not isinstance(rec, dict):
                             raise ValueError(f"a JSON {type(rec).__name__}, not an object")
                     except ValueError as exc:
-                        msg = f"{fpath} line {lineno}: not a JSON object ({str(exc)[:120]})"
+                        msg = f"{fpath} line {lineno}: not a JSON object ({str(exc)[:120]})" + _BARE_CR_HINT * (
+                            "\r" in line.rstrip("\r\n"))
                         if spec.on_bad == "error":
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
