@@ -66,3 +66,34 @@ def test_crlf_line_ends_read_like_newlines_in_both_readers(tmp_path):
     for got in (tab, spa):
         assert got.report.records == 2 and got.report.n_skipped == 0
         assert got.panel.agent_ids.tolist() == ["a", "b"]
+
+
+# ---------------------------------------------------------------- detection reports damage
+def _spans_gz(tmp_path: Path, damage: str) -> Path:
+    import gzip
+
+    text = "".join(f.read_text() for f in sorted((DATA / "agentsociety2_run" / "trace").glob("*.jsonl")))
+    raw = bytearray(gzip.compress(text.encode() * 5))
+    if damage == "header byte":
+        raw[20] ^= 0xFF  # the deflate block's header, the first bytes after gzip's 10-byte header
+    else:  # cut short within the first line
+        raw = raw[:40]
+    p = tmp_path / "spans.jsonl.gz"
+    p.write_bytes(bytes(raw))
+    return p
+
+
+@pytest.mark.parametrize("damage", ["header byte", "cut short"])
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_a_damaged_gzipped_span_file_read_without_a_spec_is_named_damaged_not_a_table(tmp_path, damage, given):
+    # its first line could not be read, so the span sniff said no and the table sniff said yes by the name: 'format
+    # 'table' has no default spec: give --spec'
+    from aumann.data.traces import detect_format
+
+    p = _spans_gz(tmp_path, damage)
+    if given == "folder":
+        (tmp_path / "trace").mkdir()
+        p = p.rename(tmp_path / "trace" / p.name).parent
+    for call in (lambda: detect_format(p), lambda: read_trace(p)):
+        with pytest.raises(TraceFormatError, match=r"spans\.jsonl\.gz' is a damaged or truncated gzip file"):
+            call()

@@ -113,6 +113,25 @@ def refuse_utf16(path: Path) -> None:
                                "are read as UTF-8: save it as UTF-8")
 
 
+def refuse_damaged_gzip(path: Path, head: int = 1 << 16) -> None:
+    """Refuse a gzipped file whose first ``head`` bytes do not decompress (not gzip, a damaged header or deflate
+    data, cut short within them), naming it: detection read such a file as no span line and, by its name, took it
+    for a long table (``cannot be read`` then became "format 'table' has no default spec"). Damage further in is
+    named by the reader, at the line it reaches."""
+    import gzip
+    import zlib
+
+    if not path.name.lower().endswith(".gz"):
+        return
+    try:
+        with gzip.open(path, "rb") as fh:
+            fh.read(head)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(f"{str(path)!r} is a damaged or truncated gzip file: {exc}") from exc
+    except OSError:  # cannot be opened: said elsewhere
+        return
+
+
 _FORMATS: dict[str, type[TraceReader]] = {}
 
 
@@ -131,4 +150,4 @@ def register_format(cls: type[TraceReader], *, overwrite: bool = False) -> type[
     return cls
 
 
-__all__ = ["TraceReader", "batched", "refuse_utf16", "register_format", "registered"]
+__all__ = ["TraceReader", "batched", "refuse_damaged_gzip", "refuse_utf16", "register_format", "registered"]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from aumann.data.traces import concordia, oasis, otel, table  # noqa: F401  (each registers its reader)
-from aumann.data.traces.base import TraceReader, refuse_utf16, registered
+from aumann.data.traces.base import TraceReader, refuse_damaged_gzip, refuse_utf16, registered
 
 _FORMATS = registered()
 
@@ -43,6 +43,10 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             raise TraceFormatError(f"trace {str(p)!r} cannot be read: {exc.strerror or exc}") from exc
         refuse_utf16(p)  # else detected by its name as a long table, and refused as one that needs a spec
     for name, cls in sorted(_FORMATS.items(), key=lambda kv: kv[0] == "table"):  # the catch-all last
+        if name == "table":  # before the catch-all guesses by the names: a gzipped file no other sniff could read
+            for f in [p] if p.is_file() else sorted(p.iterdir()) if p.is_dir() else []:
+                if f.is_file() and not f.name.startswith(("_", ".")):
+                    refuse_damaged_gzip(f)  # (a span file damaged at its start was read as a long table)
         if cls.sniff(p):
             return name
     raise TraceFormatError(f"cannot tell the format of {str(p)!r}: not an SQLite database with a trace table "
