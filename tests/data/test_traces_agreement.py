@@ -97,3 +97,19 @@ def test_a_damaged_gzipped_span_file_read_without_a_spec_is_named_damaged_not_a_
     for call in (lambda: detect_format(p), lambda: read_trace(p)):
         with pytest.raises(TraceFormatError, match=r"spans\.jsonl\.gz' is a damaged or truncated gzip file"):
             call()
+
+
+def test_an_agentsociety2_run_folder_names_the_traces_it_holds(tmp_path, capsys):
+    # 'cannot tell the format of run': the folder holds spans (trace/) and replay tables (replay/), two traces
+    import shutil
+
+    from aumann.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "agentsociety2_run", run)
+    with pytest.raises(TraceFormatError, match=r"AgentSociety 2 run folder.*--trace .*run/trace\).*replay/"
+                                               r"social_media_agent_state\.\*\.jsonl"):
+        read_trace(run)
+    assert main(["attribute", "--trace", str(run), "--indicator", "lin", "--out", str(tmp_path / "o")]) == 2
+    assert f"--trace {run / 'trace'}" in capsys.readouterr().err
+    assert read_trace(run / "trace").report.records > 0  # what it names reads

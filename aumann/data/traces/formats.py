@@ -49,9 +49,30 @@ def detect_format(path: str | os.PathLike[str]) -> str:
                     refuse_damaged_gzip(f)  # (a span file damaged at its start was read as a long table)
         if cls.sniff(p):
             return name
+    if p.is_dir():
+        _refuse_run_folder(p)
     raise TraceFormatError(f"cannot tell the format of {str(p)!r}: not an SQLite database with a trace table "
                            "(OASIS), OpenTelemetry JSONL spans, a Concordia structured log (JSON with 'entries'), "
                            "nor a CSV/Parquet/JSONL table; name it with format = '...' in a spec")
+
+
+def _refuse_run_folder(p: Path) -> None:
+    """Name what to pass for an AgentSociety 2 run folder (``trace/`` span shards beside ``replay/`` tables): the
+    folder holds two traces of different kinds (who generated the activity: the spans; the environment's states:
+    each replay table), so it is not read as either; 'cannot tell the format' said nothing of them."""
+    from aumann.errors import TraceFormatError
+
+    spans = p / "trace"
+    if not (spans.is_dir() and _FORMATS["otel"].sniff(spans)):
+        return
+    replay = p / "replay"
+    tables = sorted({f.name.split(".")[0] for f in replay.iterdir() if f.is_file() and not f.name.startswith(("_", "."))
+                     and f.name.lower().endswith((".jsonl", ".jsonl.gz"))}) if replay.is_dir() else []
+    also = (f"; its replay tables ({', '.join(tables[:5])}{', ...' if len(tables) > 5 else ''}) are long tables: "
+            f"--trace '{replay / tables[0]}.*.jsonl' (quoted) with a --spec naming their columns (docs/traces.md, "
+            "AgentSociety 2)") if tables else ""
+    raise TraceFormatError(f"{str(p)!r} is an AgentSociety 2 run folder, not one trace: its spans are in "
+                           f"{str(spans)!r} (--trace {spans}){also}")
 
 
 __all__ = ["detect_format", "format_names", "reader_class"]
