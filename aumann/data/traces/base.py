@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from aumann.data.traces.duck import refuse_utf16
 from aumann.data.traces.events import EventBatch, RawRecords, Validator
 from aumann.data.traces.spec import EdgesSpec, TraceSpec
 from aumann.errors import TraceError, TraceFormatError, TraceSchemaError
@@ -88,29 +89,6 @@ def _fill(raw: RawRecords, fields: list[str], wheres: list[str]) -> None:
         raw.values.setdefault(f, [])
     for w in wheres:
         raw.where.setdefault(w, [])
-
-
-_UTF16 = {b"\xff\xfe": "FF FE", b"\xfe\xff": "FE FF"}
-
-
-def refuse_utf16(path: Path) -> None:
-    """Refuse a text trace file that starts with a UTF-16 (or UTF-32) byte-order mark, naming the encoding: the
-    readers read UTF-8, and such a file (what Windows tools and PowerShell's ``>`` write) failed on what it became,
-    a CSV whose columns were ``'\x001\x00'``, a span file whose line 1 "is not a JSON object", or a directory
-    detected as a long table. A gzipped file is looked at after decompression."""
-    import gzip
-    import zlib
-
-    try:
-        opener = gzip.open if path.name.lower().endswith(".gz") else open
-        with opener(path, "rb") as fh:
-            head = fh.read(2)
-    except (OSError, EOFError, zlib.error):  # unreadable, not gzip or damaged: the reader's own read says what
-        return
-    mark = _UTF16.get(head)
-    if mark is not None:
-        raise TraceFormatError(f"{str(path)!r} is UTF-16 text (it starts with the byte-order mark {mark}); traces "
-                               "are read as UTF-8: save it as UTF-8")
 
 
 def refuse_damaged_gzip(path: Path, head: int = 1 << 16) -> None:

@@ -97,6 +97,85 @@ def check_gzip(files: Sequence[Path], chunk: int = 1 << 22) -> None:
             raise TraceFormatError(f"{str(f)!r} is a damaged or truncated gzip file: {exc}") from exc
 
 
+_UTF16 = {b"\xff\xfe": "FF FE", b"\xfe\xff": "FE FF"}
+
+
+def refuse_utf16(path: Path) -> None:
+    """Refuse a text trace file that starts with a UTF-16 (or UTF-32) byte-order mark, naming the encoding: the
+    readers read UTF-8, and such a file (what Windows tools and PowerShell's ``>`` write) failed on what it became,
+    a CSV whose columns were ``'\x001\x00'``, a span file whose line 1 "is not a JSON object", or a directory
+    detected as a long table. A gzipped file is looked at after decompression."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            head = fh.read(2)
+    except (OSError, EOFError, zlib.error):  # unreadable, not gzip or damaged: the reader's own read says what
+        return
+    mark = _UTF16.get(head)
+    if mark is not None:
+        raise TraceFormatError(f"{str(path)!r} is UTF-16 text (it starts with the byte-order mark {mark}); traces "
+                               "are read as UTF-8: save it as UTF-8")
+
+
+#: lines of a CSV file searched for its header (below lines before it that DuckDB's sniffer skips)
+HEADER_SEARCH = 2048
+
+
+def header_fields(f: Path, tops: set[str]) -> tuple[int | None, list[str]]:
+    """(index (0-based), fields) of the first line among the first :data:`HEADER_SEARCH` of CSV file ``f`` that holds
+    every column in ``tops`` (with a comma, tab, semicolon or bar between fields); ``(None, [])`` when there is
+    none."""
+    import csv
+    import io
+
+    try:
+        with _opens(f) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+            for i, line in enumerate(text):
+                if i >= HEADER_SEARCH:
+                    break
+                for delim in (",", "\t", ";", "|"):
+                    try:
+                        fields = [c.strip().strip('"').lstrip("\ufeff") for c in next(csv.reader([line],
+                                                                                             delimiter=delim))]
+                    except (csv.Error, StopIteration):
+                        continue
+                    if tops <= set(fields):
+                        return i, fields
+    except OSError:
+        pass
+    return None, []
+
+
+def duplicated_columns(files: Sequence[Path], kind: str, names: dict[str, str], tops: set[str], cols: list[str]) -> str:
+    """The schema error's text when a column the spec reads is named twice in a file's header (``x,t,x``): DuckDB
+    reads the first and renames the others ``x_1``, ..., so the spec's ``x`` silently meant the first of two
+    columns; '' when none is. Looked for only where DuckDB's columns hold such a renamed one."""
+    import re
+
+    suspects = {t for t in tops if any(re.fullmatch(re.escape(t) + r"_[0-9]+", c) for c in cols)}
+    if not suspects or kind not in ("csv", "parquet"):
+        return ""
+    for f in files:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            try:
+                header = list(pq.read_schema(f).names)
+            except Exception:  # DuckDB read it; its own errors say what is wrong
+                continue
+        else:
+            header = header_fields(f, tops)[1]
+        twice = sorted(t for t in suspects if header.count(t) > 1)
+        if twice:
+            return (f"{names.get(str(f), str(f))!r} names column(s) {twice} more than once (its columns are "
+                    f"{header}): DuckDB reads the first and renames the others, so which one the spec means is "
+                    "ambiguous; give each column its own name")
+    return ""
+
+
 def _holds(files: Sequence[Path], byte: bytes, chunk: int = 1 << 22) -> bool:
     """Whether any of ``files`` holds ``byte`` (read in chunks)."""
     for f in files:
@@ -213,5 +292,6 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["FILE_COLUMN", "arrow_reader", "check_gzip", "connect", "csv_dialect", "expr", "file_lit", "ident",
-           "json_values", "scan_sql", "sniff_sql", "table_files"]
+__all__ = ["FILE_COLUMN", "HEADER_SEARCH", "arrow_reader", "check_gzip", "connect", "csv_dialect", "duplicated_columns",
+           "expr", "file_lit", "header_fields", "ident", "json_values", "refuse_utf16", "scan_sql", "sniff_sql",
+           "table_files"]

@@ -16,19 +16,23 @@ from typing import Any
 import numpy as np
 
 from aumann import io as aio
-from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
+from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.duck import (
     FILE_COLUMN,
+    HEADER_SEARCH,
     _kind,
     _opens,
     arrow_reader,
     check_gzip,
     connect,
     csv_dialect,
+    duplicated_columns,
     expr,
+    header_fields,
     ident,
     json_values,
     lit,
+    refuse_utf16,
     scan_sql,
     sniff_sql,
     table_files,
@@ -125,7 +129,7 @@ class TableReader(TraceReader):
                 shown = [c for c in cols if c != FILE_COLUMN]
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
                                        + (hint or _case_hint(missing, shown)))
-            twice = _duplicated(files, kind, names, set(tops), [c for c in cols if c != FILE_COLUMN])
+            twice = duplicated_columns(files, kind, names, set(tops), [c for c in cols if c != FILE_COLUMN])
             if twice:
                 raise TraceSchemaError(twice)
             if lines is not None:
@@ -310,58 +314,7 @@ _PREAMBLE = "a line before the CSV header (DuckDB's sniffer skips it)"
 def _header_line(f: Path, tops: set[str]) -> int | None:
     """The index (0-based) of the first line among :data:`_CsvLines.HEADER_SEARCH` of CSV file ``f`` that holds
     every column in ``tops`` (with a comma, tab, semicolon or bar between fields), or ``None``."""
-    return _header_fields(f, tops)[0]
-
-
-def _header_fields(f: Path, tops: set[str]) -> tuple[int | None, list[str]]:
-    """(index, fields) of the line :func:`_header_line` finds; ``(None, [])`` when there is none."""
-    import csv
-    import io
-
-    try:
-        with _opens(f) as fh:
-            text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
-            for i, line in enumerate(text):
-                if i >= _CsvLines.HEADER_SEARCH:
-                    break
-                for delim in (",", "\t", ";", "|"):
-                    try:
-                        fields = [c.strip().strip('"').lstrip("\ufeff") for c in next(csv.reader([line],
-                                                                                             delimiter=delim))]
-                    except (csv.Error, StopIteration):
-                        continue
-                    if tops <= set(fields):
-                        return i, fields
-    except OSError:
-        pass
-    return None, []
-
-
-def _duplicated(files: Sequence[Path], kind: str, names: dict[str, str], tops: set[str], cols: list[str]) -> str:
-    """The schema error's text when a column the spec reads is named twice in a file's header (``x,t,x``): DuckDB
-    reads the first and renames the others ``x_1``, ..., so the spec's ``x`` silently meant the first of two
-    columns; '' when none is. Looked for only where DuckDB's columns hold such a renamed one."""
-    import re
-
-    suspects = {t for t in tops if any(re.fullmatch(re.escape(t) + r"_[0-9]+", c) for c in cols)}
-    if not suspects or kind not in ("csv", "parquet"):
-        return ""
-    for f in files:
-        if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            try:
-                header = list(pq.read_schema(f).names)
-            except Exception:  # DuckDB read it; its own errors say what is wrong
-                continue
-        else:
-            header = _header_fields(f, tops)[1]
-        twice = sorted(t for t in suspects if header.count(t) > 1)
-        if twice:
-            return (f"{names.get(str(f), str(f))!r} names column(s) {twice} more than once (its columns are "
-                    f"{header}): DuckDB reads the first and renames the others, so which one the spec means is "
-                    "ambiguous; give each column its own name")
-    return ""
+    return header_fields(f, tops)[0]
 
 
 def _header_below(files: Sequence[Path], names: dict[str, str], tops: set[str]) -> tuple[int, str]:
@@ -436,7 +389,7 @@ class _CsvLines:
     the header nor rows (:meth:`preamble`)."""
 
     #: records searched for the header (DuckDB's sniffer looks no further than its sample either)
-    HEADER_SEARCH = 2048
+    HEADER_SEARCH = HEADER_SEARCH
 
     def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0) -> None:
         self.src, self.dialect, self.skip = src, dialect, skip  # skip: the lines before the header the scan skips
