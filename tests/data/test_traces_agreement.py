@@ -113,3 +113,58 @@ def test_an_agentsociety2_run_folder_names_the_traces_it_holds(tmp_path, capsys)
     assert main(["attribute", "--trace", str(run), "--indicator", "lin", "--out", str(tmp_path / "o")]) == 2
     assert f"--trace {run / 'trace'}" in capsys.readouterr().err
     assert read_trace(run / "trace").report.records > 0  # what it names reads
+
+
+# ---------------------------------------------------------------- edge files: the event tables' checks
+def _exposure_spec(edges: Path) -> dict:
+    return {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "posts"},
+                         {"kind": "exposure", "name": "seen", "of": "posts",
+                          "edges": {"path": str(edges), "source": "src", "target": "dst"}}]}
+
+
+def _write(path: Path, header: list[str], rows: list[list[str]], encoding: str = "utf-8") -> Path:
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = [pa.array([r[i] for r in rows]) for i in range(len(header))]
+        pq.write_table(pa.Table.from_arrays(cols, names=header), path)
+    elif path.suffix == ".jsonl":
+        import json
+
+        path.write_bytes("".join(json.dumps(dict(zip(header, r))) + "\n" for r in rows).encode(encoding))
+    else:
+        path.write_bytes(("\n".join(",".join(x) for x in [header, *rows]) + "\n").encode(encoding))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_an_edge_file_naming_an_endpoint_column_twice_is_refused_as_event_tables_are(tmp_path, kind):
+    # src,dst,dst: DuckDB read the first dst and renamed the other dst_1, so a's edge went to b (seen = 1 at a) where
+    # the file may have meant c, without a word
+    from aumann.errors import TraceSchemaError
+
+    events = _write(tmp_path / "ev.csv", ["agent", "tick"], [["a", "0"], ["b", "0"], ["c", "0"]])
+    edges = _write(tmp_path / f"edges.{kind}", ["src", "dst", "dst"], [["a", "b", "c"]])
+    with pytest.raises(TraceSchemaError) as got:
+        read_trace(events, _exposure_spec(edges))
+    same = _write(tmp_path / f"ev2.{kind}", ["agent", "tick", "tick"], [["a", "0", "1"]])
+    with pytest.raises(TraceSchemaError) as want:
+        read_trace(same, _exposure_spec(edges))
+    assert str(got.value) == str(want.value).replace(str(same), str(edges)).replace(
+        "['tick']", "['dst']").replace("['agent', 'tick', 'tick']", "['src', 'dst', 'dst']")
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_utf16_edge_file_is_refused_naming_its_encoding_as_event_tables_are(tmp_path, kind):
+    # DuckDB's 'Invalid unicode (byte sequence mismatch) detected' / 'UTF-16 encoding is not supported'
+    events = _write(tmp_path / "ev.csv", ["agent", "tick"], [["a", "0"], ["b", "0"]])
+    edges = _write(tmp_path / f"edges.{kind}", ["src", "dst"], [["a", "b"]], encoding="utf-16")
+    with pytest.raises(TraceFormatError) as got:
+        read_trace(events, _exposure_spec(edges))
+    ev16 = _write(tmp_path / f"ev16.{kind}", ["agent", "tick"], [["a", "0"]], encoding="utf-16")
+    with pytest.raises(TraceFormatError) as want:
+        read_trace(ev16, _exposure_spec(edges))
+    assert "is UTF-16 text (it starts with the byte-order mark FF FE)" in str(got.value)
+    assert str(got.value) == str(want.value).replace(str(ev16), str(edges))

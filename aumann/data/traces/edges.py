@@ -9,7 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.traces.duck import FILE_COLUMN, _kind, check_gzip, connect, ident, json_values, scan_sql, table_files
+from aumann.data.traces.duck import (
+    FILE_COLUMN,
+    _kind,
+    check_gzip,
+    connect,
+    duplicated_columns,
+    ident,
+    json_values,
+    refuse_utf16,
+    scan_sql,
+    table_files,
+)
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -67,6 +78,9 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
     if not files:
         raise TraceFormatError(f"edge file {str(path)!r} does not exist")
     check_gzip(files)
+    for f in files:  # the event tables' checks, in the same words: a UTF-16 file failed deep in DuckDB's sniffer
+        if _kind(f) != "parquet":
+            refuse_utf16(f)
     con = connect()
     try:
         need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
@@ -79,6 +93,11 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         if missing:
             raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
                                    f"{[c for c in cols if c != FILE_COLUMN]}")
+        # a header naming an endpoint twice (src,dst,dst): DuckDB read the first and renamed the other dst_1, so the
+        # edges silently went to the first column's agents
+        twice = duplicated_columns(files, _kind(files[0]), {}, set(need), [c for c in cols if c != FILE_COLUMN])
+        if twice:
+            raise TraceSchemaError(twice)
         if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows
             src = scan_sql(files, text=[edges.source, edges.target])
         try:
