@@ -168,3 +168,68 @@ def test_a_utf16_edge_file_is_refused_naming_its_encoding_as_event_tables_are(tm
         read_trace(ev16, _exposure_spec(edges))
     assert "is UTF-16 text (it starts with the byte-order mark FF FE)" in str(got.value)
     assert str(got.value) == str(want.value).replace(str(ev16), str(edges))
+
+
+# ---------------------------------------------------------------- NaN and empty text: one rule
+def _nan_traces(tmp_path: Path, value: str) -> dict[str, tuple[Path, dict]]:
+    """The records (a, 0, 2), (b, 0, <value>), (b, 1, 3) in every reader's format, ``value`` as each writes it."""
+    import sqlite3
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = {"NaN": "NaN", "nan": "nan", "empty": ""}[value]
+    out: dict[str, tuple[Path, dict]] = {}
+    p = tmp_path / "numbers.csv"  # a column DuckDB reads as numbers
+    p.write_text(f"agent,tick,action,amount\na,0,act,2\nb,0,act,{text}\nb,1,act,3\n")
+    out["csv"] = (p, TABLE)
+    p = tmp_path / "words.csv"  # a column DuckDB reads as text (a later value is a word: refused on its own)
+    p.write_text(f"agent,tick,action,amount\na,0,act,2\nb,0,act,{text}\nb,1,act,3\nc,1,act,many\n")
+    out["csv text column"] = (p, TABLE)
+    json_forms = {"bare NaN": "NaN", "quoted": f'"{text}"'} if value == "NaN" else {"quoted": f'"{text}"'}
+    for form, tok in json_forms.items():
+        p = tmp_path / f"t-{form}.jsonl"
+        p.write_text("\n".join([row("a", amount="2"), row("b", amount=tok), row("b", amount="3", tick=1)]) + "\n")
+        out[f"jsonl {form}"] = (p, TABLE)
+        p = tmp_path / f"s-{form}.jsonl"
+        p.write_text("\n".join([span("a", amount="2"), span("b", amount=tok), span("b", amount="3", tick=1)]) + "\n")
+        out[f"spans {form}"] = (p, SPANS)
+    for form, col in {"text": pa.array(["2", text, "3"]),
+                      "float": pa.array([2.0, float("nan") if value != "empty" else None, 3.0])}.items():
+        p = tmp_path / f"p-{form}.parquet"
+        pq.write_table(pa.table({"agent": ["a", "b", "b"], "tick": [0, 0, 1], "action": ["act"] * 3, "amount": col}), p)
+        out[f"parquet {form}"] = (p, TABLE)
+    p = tmp_path / "oasis.db"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE trace (user_id TEXT, created_at INTEGER, action TEXT, amount)")
+    con.executemany("INSERT INTO trace VALUES (?, ?, ?, ?)", [("a", 0, "act", 2), ("b", 0, "act", text),
+                                                              ("b", 1, "act", 3)])
+    con.commit()
+    con.close()
+    out["oasis text"] = (p, {**TABLE, "format": "oasis", "agent": {"field": "user_id"},
+                             "step": {"field": "created_at"}})
+    return out
+
+
+@pytest.mark.parametrize("value", ["NaN", "nan", "empty"])
+def test_nan_and_empty_text_are_missing_values_in_every_reader(tmp_path, value):
+    # "NaN" in a CSV column of numbers was a missing value, in a column DuckDB read as text, a JSON string, a Parquet
+    # text column or an SQLite text value it was a bad record (refused, or skipped with its event and its count)
+    for name, (path, spec) in _nan_traces(tmp_path, value).items():
+        got = read_trace(path, spec, on_bad="skip")
+        p = got.panel
+        a, b = p.agent_ids.tolist().index("a"), p.agent_ids.tolist().index("b")
+        assert p.values[:, [a, b], :].tolist() == [[[1, 2], [1, 0]], [[0, 0], [1, 3]]], name  # n, amount
+        assert got.report.missing_values.get(spec["features"][1]["field"]) == 1, name
+        assert got.report.n_skipped == (1 if name == "csv text column" else 0), name  # the word 'many' only
+        assert any("1 event(s) without a value in field" in line for line in got.report.lines()), name
+
+
+@pytest.mark.parametrize("value", ['"NaN"', '""', "NaN", "null"])
+def test_a_step_that_is_nan_or_empty_text_has_no_step_in_both_readers(tmp_path, value):
+    t, s = tmp_path / "t.jsonl", tmp_path / "s.jsonl"
+    t.write_text(row("a") + "\n" + row("b").replace('"tick": 0', f'"tick": {value}') + "\n")
+    s.write_text(span("a") + "\n" + span("b").replace('"agent.tick": 0', f'"agent.tick": {value}') + "\n")
+    for path, spec, unit in [(t, TABLE, "row"), (s, SPANS, "line")]:
+        with pytest.raises(Exception, match=rf"{unit} 2: no step value in field"):
+            read_trace(path, spec)

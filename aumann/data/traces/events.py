@@ -157,8 +157,7 @@ class StepCoder:
             return (*self._finish(_datetime64_seconds(arr), missing, np.zeros(n, dtype=bool), from_time=True),
                     time_far)
         obj = arr.astype(object)
-        missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or v is _MISSING
-                            or v is pd.NaT for v in obj], dtype=bool)
+        missing = np.fromiter((v is pd.NaT or _no_value(v) for v in obj), dtype=bool, count=n)
         isbool = np.array([isinstance(v, bool | np.bool_) for v in obj], dtype=bool)
         istime = np.array([isinstance(v, datetime.date | np.datetime64) for v in obj], dtype=bool)
         num = np.full(n, np.nan)
@@ -279,16 +278,32 @@ def _scalars(raw: Sequence[Any] | np.ndarray) -> np.ndarray:
     return out
 
 
+#: text that is no value, in a numeric or step field: empty, or NaN in any case (CSV's ``NaN`` in a column DuckDB read
+#: as numbers was a missing value, in a column it read as text, or in JSON as ``"NaN"``, a bad record)
+_NO_VALUE_TEXT = frozenset({"", "nan", "+nan", "-nan"})
+
+
+def _no_value(v: Any) -> bool:
+    """Whether a raw value is missing: absent, null, a float NaN (JSON's bare ``NaN`` too), or text that is empty or
+    spells NaN (``"NaN"``, ``nan``, ``""``): the one rule of every reader (docs/traces.md, "Missing values")."""
+    if v is None or v is _MISSING:
+        return True
+    if isinstance(v, float | np.floating):
+        return bool(np.isnan(v))
+    return isinstance(v, str) and len(v) <= 8 and v.strip().lower() in _NO_VALUE_TEXT
+
+
 def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(float64 values, missing, unusable) of raw numeric field values (bools count as 0/1)."""
+    """(float64 values, missing, unusable) of raw numeric field values (bools count as 0/1; missing: see
+    :func:`_no_value`)."""
     if isinstance(raw, np.ndarray) and raw.dtype.kind in "iufb":
         vals = raw.astype(np.float64)
         missing = np.isnan(vals) if raw.dtype.kind == "f" else np.zeros(vals.shape[0], dtype=bool)
         bad = np.isinf(vals)
         return vals, missing, bad
     obj = _scalars(raw)
-    missing = np.array([v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v)) for v in obj],
-                       dtype=bool)
+    missing = np.fromiter((_no_value(v) for v in obj), dtype=bool, count=len(obj))
+    obj = np.where(missing, None, obj) if missing.any() else obj
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
     vals = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce").to_numpy(dtype=np.float64,
                                                                                  na_value=np.nan)

@@ -71,6 +71,9 @@ class TraceReport:
             out.append(f"  skipped {n:,}: {reason}" + (f" (first: {at[0]})" if at else ""))
         for reason, n in sorted(self.filtered.items(), key=lambda kv: -kv[1]):
             out.append(f"  filtered {n:,}: {reason}")
+        for f, n in sorted(self.missing_values.items()):
+            out.append(f"  {n:,} event(s) without a value in field {f!r} (absent, null, NaN or empty text): they add "
+                       "nothing to its features")
         for f in self.valueless_fields:
             used = [x.get("name") or x.get("kind") for x in self.spec.get("features", []) if x.get("field") == f]
             out.append(f"  field {f!r} holds no value in any of the {self.events:,} event(s): feature(s) {used} are 0 "
