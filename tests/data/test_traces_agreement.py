@@ -233,3 +233,45 @@ def test_a_step_that_is_nan_or_empty_text_has_no_step_in_both_readers(tmp_path, 
     for path, spec, unit in [(t, TABLE, "row"), (s, SPANS, "line")]:
         with pytest.raises(Exception, match=rf"{unit} 2: no step value in field"):
             read_trace(path, spec)
+
+
+# ---------------------------------------------------------------- agent ids 1 and 1.0
+@pytest.mark.parametrize("first", ["1.0 first", "1 first"])
+def test_a_whole_valued_float_agent_id_is_the_integer_id_in_any_order(tmp_path, first):
+    # OASIS's user_id as INTEGER in one row and REAL in another (a table without INTEGER affinity keeps 1.0 a REAL):
+    # Python's 1 == 1.0 merged them into whichever came first, silently; 1.0 first made every id text ('1.0', '2')
+    import sqlite3
+
+    ids = [1.0, 1, 2] if first == "1.0 first" else [1, 1.0, 2]
+    db = tmp_path / "oasis.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE trace (user_id, created_at, action, info)")  # no affinity: 1.0 stays REAL
+    con.executemany("INSERT INTO trace VALUES (?, 0, 'post', '{}')", [(i,) for i in ids])
+    con.commit()
+    assert [r[0] for r in con.execute("SELECT typeof(user_id) FROM trace")].count("real") == 1
+    con.close()
+    sp = tmp_path / "spans.jsonl"
+    sp.write_text("".join(span("x", sid=str(k)).replace('"agent.id": "x"', f'"agent.id": {i}') + "\n"
+                          for k, i in enumerate(ids)))
+    reads = {"oasis": read_trace(db), "spans": read_trace(sp, SPANS)}
+    for name, got in reads.items():
+        assert got.panel.agent_ids.tolist() == [1, 2], name
+        assert got.panel.agent_ids.dtype.kind == "i", name
+        assert got.panel.values[0, :, 0].tolist() == [2, 1], name  # events of agent 1, of agent 2
+        assert got.report.float_ids == 1, name
+        assert any("1 record(s) give the agent id as a whole-valued float" in line for line in got.report.lines())
+
+
+def test_a_nan_agent_id_in_a_float_column_is_no_id(tmp_path):
+    # a Parquet column of float ids: NaN was an agent of its own, 'nan', and the others were text ('1.0', '2.0')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "ids.parquet"
+    pq.write_table(pa.table({"agent": [1.0, float("nan"), 2.0], "tick": [0, 0, 0], "action": ["a"] * 3,
+                             "amount": [1.0] * 3}), p)
+    got = read_trace(p, TABLE, on_bad="skip")
+    assert got.panel.agent_ids.tolist() == [1, 2]
+    assert got.report.skipped == {"no usable agent id in field 'agent'": 1}
+    with pytest.raises(Exception, match="row 2: no usable agent id"):
+        read_trace(p, TABLE)

@@ -42,6 +42,8 @@ class Tally:
     missing_values: dict[str, int] = field(default_factory=dict)
     records: int = 0
     blank_lines: int = 0
+    #: records whose agent id is a whole-valued float (1.0), read as the integer id (1)
+    float_ids: int = 0
 
     def skip(self, reason: str, locations: Sequence[str], n: int | None = None) -> None:
         count = len(locations) if n is None else n
@@ -350,9 +352,13 @@ class Validator:
         if agent.dtype == object:
             amiss = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v))
                                  or v is _NESTED for v in agent), dtype=bool, count=n)
+        elif agent.dtype.kind == "f":  # a column of floats: NaN is no id
+            amiss = np.isnan(agent)
         else:
             amiss = np.zeros(n, dtype=bool)
         keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
+        agent, whole = _whole_float_ids(agent, keep)
+        self.tally.float_ids += whole
         # true/false is no id, and Python's True == 1 made agent true and agent 1 (and 1.0) one agent, labelled
         # 'True', silently
         flags = (np.ones(n, dtype=bool) if agent.dtype == np.bool_ else
@@ -405,6 +411,33 @@ class Validator:
             return None
         return EventBatch(agent[idx], steps[idx], None if action is None else action[idx],
                           {k: v[idx] for k, v in values.items()}, None if order is None else order[idx])
+
+
+def _whole_float_ids(agent: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
+    """(ids, how many of the ``keep`` records held one as a whole-valued float): an agent id that is a float with no
+    fraction (``1.0``: an OASIS ``user_id`` stored as REAL, a JSON ``1.0``) is the integer id (``1``), as SQLite's
+    INTEGER affinity stores it and as ``[agent] exclude``, ``[where]`` and edge endpoints compare it. Python's
+    ``1 == 1.0`` merged the two into whichever came first, silently: an id of ``1.0`` read first made every id of
+    the panel text (``'1.0'``, ``'2'``), read second it vanished into ``1``. Floats with a fraction stay as they
+    are; beyond ±2⁵³ a float is no exact integer and stays a float too."""
+    if agent.dtype.kind == "f":
+        whole = np.isfinite(agent) & (agent == np.floor(agent)) & (np.abs(agent) <= 2**53)
+        if not whole.any():
+            return agent, 0
+        if whole.all():
+            return agent.astype(np.int64), int((whole & keep).sum())
+        out = agent.astype(object)
+        out[whole] = [int(v) for v in agent[whole]]
+        return out, int((whole & keep).sum())
+    if agent.dtype != object:
+        return agent, 0
+    whole = np.fromiter((isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer()
+                         and abs(v) <= 2**53 for v in agent), dtype=bool, count=agent.shape[0])
+    if not whole.any():
+        return agent, 0
+    out = agent.copy()
+    out[whole] = [int(v) for v in agent[whole]]
+    return out, int((whole & keep).sum())
 
 
 _TIME_TEXT = re.compile(r"\s*[+-]?\d{4,}-\d\d-\d\d")

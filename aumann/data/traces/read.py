@@ -39,6 +39,8 @@ class TraceReport:
     agents: int = 0
     #: agent ids written both as a number and as text (1 and "1"), each read as one agent
     merged_ids: int = 0
+    #: records whose agent id is a whole-valued float (1.0, an OASIS user_id stored as REAL), read as the integer id
+    float_ids: int = 0
     steps: int = 0
     features: list[str] = field(default_factory=list)
     alive_fraction: float = 1.0
@@ -78,6 +80,9 @@ class TraceReport:
             used = [x.get("name") or x.get("kind") for x in self.spec.get("features", []) if x.get("field") == f]
             out.append(f"  field {f!r} holds no value in any of the {self.events:,} event(s): feature(s) {used} are 0 "
                        "throughout (is the field path right?)")
+        if self.float_ids:
+            out.append(f"  {self.float_ids:,} record(s) give the agent id as a whole-valued float (1.0): read as the "
+                       "integer id (1)")
         if self.merged_ids:
             out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
                        "read as one agent")
@@ -199,6 +204,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
 def _copy_tally(report: TraceReport, tally: Tally) -> None:
     report.records = tally.records
     report.blank_lines = tally.blank_lines
+    report.float_ids = tally.float_ids
     report.skipped = dict(tally.skipped)
     report.skipped_at = {k: list(v) for k, v in tally.skipped_at.items()}
     report.filtered = dict(tally.filtered)
