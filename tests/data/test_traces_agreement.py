@@ -275,3 +275,71 @@ def test_a_nan_agent_id_in_a_float_column_is_no_id(tmp_path):
     assert got.report.skipped == {"no usable agent id in field 'agent'": 1}
     with pytest.raises(Exception, match="row 2: no usable agent id"):
         read_trace(p, TABLE)
+
+
+# ---------------------------------------------------------------- a key given twice
+@pytest.mark.parametrize(("twice", "path"), [("agent", "agent"), ("amount", "amount"), ("tick", "tick")])
+def test_a_key_the_spec_reads_given_twice_is_one_bad_record_in_both_readers(tmp_path, twice, path):
+    # {"agent": "x", "agent": "y"}: DuckDB (long tables) read the first value, Python's json (spans) the last, so the
+    # two readers built different agents, amounts and steps from the same line
+    first = {"agent": '"x", "agent": "y"', "amount": '5, "amount": 9', "tick": '0, "tick": 1'}[twice]
+    t_line = ('{"agent": ' + ('"b"' if twice != "agent" else first) + ', "tick": ' + (first if twice == "tick" else "0")
+              + ', "action": "act", "amount": ' + (first if twice == "amount" else "1") + "}")
+    s_first = first.replace('"agent":', '"agent.id":').replace('"tick":', '"agent.tick":')
+    s_line = ('{"trace_id": "tb", "span_id": "b", "name": "act", "resource": {"agent.id": '
+              + (s_first if twice == "agent" else '"b"') + '}, "attributes": {"agent.tick": '
+              + (s_first if twice == "tick" else "0") + ', "amount": ' + (s_first if twice == "amount" else "1") + "}}")
+    tab, spa = both(tmp_path, [(row("a"), span("a")), ("", ""), (t_line, s_line), (row("c"), span("c"))],
+                    on_bad="skip")
+    spath = {"agent": "resource/agent.id", "amount": "attributes/amount", "tick": "attributes/agent.tick"}[twice]
+    for got, p, unit, where in [(tab, path, "row", 2), (spa, spath, "line", 3)]:
+        assert got.panel.agent_ids.tolist() == ["a", "c"]
+        reason = f"a JSON object gives key {p!r} twice (which value is meant is ambiguous)"
+        assert got.report.skipped == {reason: 1}
+        assert got.report.skipped_at[reason] == [f"{tmp_path / ('table' if unit == 'row' else 'spans')}.jsonl "
+                                                 f"{unit} {where}"]
+    with pytest.raises(Exception, match=r"table\.jsonl row 2: a JSON object gives key"):
+        read_trace(tmp_path / "table.jsonl", TABLE)
+    with pytest.raises(Exception, match=r"spans\.jsonl line 3: a JSON object gives key"):
+        read_trace(tmp_path / "spans.jsonl", SPANS)
+
+
+def test_a_key_given_twice_that_the_spec_does_not_read_is_no_bad_record(tmp_path):
+    tab, spa = both(tmp_path, [(row("a").replace("}", ', "note": 1, "note": 2}'),
+                                span("a").replace('"name"', '"note": 1, "note": 2, "name"'))])
+    for got in (tab, spa):
+        assert got.panel.agent_ids.tolist() == ["a"] and got.report.n_skipped == 0
+
+
+def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, monkeypatch):
+    # rows as DuckDB counts them (blank lines are no rows) across the blocks the first look reads
+    from aumann.data.traces import table
+
+    lines = [row(f"a{i}") if i % 7 else "" for i in range(1, 400)]
+    lines[300] = row("z").replace('"agent": "z"', '"agent": "z", "agent": "y"')
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    rows = [x for x in lines if x]
+    want = rows.index(lines[300]) + 1
+    real = table._opens
+
+    class Small:  # 100-byte blocks
+        def __init__(self, f):
+            self.fh = real(f)
+
+        def read(self, n=-1):
+            return self.fh.read(100 if n > 100 else n)
+
+        def seek(self, *a):
+            return self.fh.seek(*a)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    monkeypatch.setattr(table, "_opens", Small)
+    got = read_trace(p, TABLE, on_bad="skip")
+    assert next(iter(got.report.skipped_at.values())) == [f"{p} row {want}"]
+    assert got.report.records == len(rows) and got.panel.N == len(rows) - 1

@@ -459,6 +459,61 @@ def _key(v: Any) -> str:
     return str(v)
 
 
+class _Keyed(dict):
+    """A decoded JSON object that remembers the keys it was given more than once."""
+
+    twice: frozenset[str] = frozenset()
+
+
+def keyed_pairs(pairs: list[tuple[str, Any]], hits: list[int] | None = None) -> dict[str, Any]:
+    """``object_pairs_hook`` of :func:`json.loads` that marks an object giving a key twice (its dict remembers them,
+    and a 1 is appended to ``hits``): Python keeps the last value of such a key, DuckDB the first."""
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    out = _Keyed(d)
+    seen: set[str] = set()
+    out.twice = frozenset(k for k, _ in pairs if k in seen or seen.add(k))
+    if hits is not None:
+        hits.append(1)
+    return out
+
+
+def repeated_path(doc: Any, paths: Sequence[tuple[str, ...]]) -> str | None:
+    """The first field path of ``paths`` (``a/b``) along which an object of ``doc`` (decoded with
+    :func:`keyed_pairs`) gives its key twice (``{"agent": 1, "agent": 2}``), else ``None``.
+
+    Such a record is ambiguous: DuckDB (the long-table reader) reads the first value, Python's json (the span
+    reader) the last, so the two readers read different agents from the same line. Both refuse it instead (or
+    skip and count it); keys the spec does not read are not looked at."""
+    for p in paths:
+        cur = doc
+        for i, key in enumerate(p):
+            if not isinstance(cur, dict):
+                break
+            if isinstance(cur, _Keyed) and key in cur.twice:
+                return "/".join(p[: i + 1])
+            cur = cur.get(key)
+    return None
+
+
+def repeated_key(line: str | bytes, paths: Sequence[tuple[str, ...]]) -> str | None:
+    """:func:`repeated_path` of one JSON line (``None`` for a line that is not JSON: it is refused as such
+    elsewhere)."""
+    import json
+
+    try:
+        doc = json.loads(line, object_pairs_hook=keyed_pairs)
+    except (ValueError, RecursionError):
+        return None
+    return repeated_path(doc, paths)
+
+
+def repeated_key_reason(path: str) -> str:
+    """The skip reason (and refusal) of a record that gives a key the spec reads twice (:func:`repeated_path`)."""
+    return f"a JSON object gives key {path!r} twice (which value is meant is ambiguous)"
+
+
 def split_path(path: str) -> tuple[str, ...]:
     """A field path's keys (``"resource/agent.id"`` → ``("resource", "agent.id")``)."""
     return tuple(path.split("/"))
@@ -480,4 +535,4 @@ def get_path(record: Any, path: tuple[str, ...]) -> Any:
 MISSING = _MISSING
 
 __all__ = ["KEEP_LOCATIONS", "MISSING", "EventBatch", "RawRecords", "StepCoder", "Tally", "Validator", "get_path",
-           "split_path"]
+           "keyed_pairs", "repeated_key", "repeated_key_reason", "repeated_path", "split_path"]

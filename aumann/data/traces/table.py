@@ -9,6 +9,7 @@ header not counted). A nested JSON field ``a/b`` is the struct access ``a.b``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,14 @@ from aumann.data.traces.duck import (
     sniff_sql,
     table_files,
 )
-from aumann.data.traces.events import EventBatch, RawRecords, Validator, split_path
+from aumann.data.traces.events import (
+    EventBatch,
+    RawRecords,
+    Validator,
+    repeated_key,
+    repeated_key_reason,
+    split_path,
+)
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
 
@@ -132,6 +140,7 @@ class TableReader(TraceReader):
             twice = duplicated_columns(files, kind, names, set(tops), [c for c in cols if c != FILE_COLUMN])
             if twice:
                 raise TraceSchemaError(twice)
+            twice_rows = _repeated_keys(files, names, [split_path(p) for p in want.values()]) if kind == "json" else {}
             if lines is not None:
                 lines.header = [c for c in cols if c != FILE_COLUMN]
                 _preamble_lines(files, validator, names, lines)
@@ -204,8 +213,17 @@ class TableReader(TraceReader):
                 raw.where = {w: values(f"w{i}", plain=True) for i, w in enumerate(validator.where)}
                 if kind == "json":  # a line DuckDB could not read as an object is a row of NULLs
                     empty = np.logical_and.reduce([np.asarray(c.is_null()) for c in col.values()])
-                    if empty.any():
-                        keep = validator.refuse(raw, empty, _NOT_AN_OBJECT)
+                    bad = [(empty, _NOT_AN_OBJECT)]
+                    if twice_rows:  # a key the spec reads given twice in one object (DuckDB read the first value)
+                        marks = [twice_rows.get(f, {}).get(r) for f, r in zip(fn, loc)]
+                        bad += [(np.fromiter((m == path for m in marks), dtype=bool, count=n),
+                                 repeated_key_reason(path)) for path in sorted({m for m in marks if m is not None})]
+                    bad = [(mask, why) for mask, why in bad if mask.any()]
+                    bad.sort(key=lambda mw: int(np.argmax(mw[0])))  # under on_bad = 'error', the first row is named
+                    keep = np.ones(n, dtype=bool)
+                    for mask, why in bad:
+                        keep &= validator.refuse(raw, mask & keep, why)
+                    if not keep.all():
                         raw = _subset(raw, np.flatnonzero(keep))
                 b = validator.to_batch(raw)
                 if b is not None:
@@ -557,6 +575,77 @@ def _without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, st
             f = copy
         out.append(f)
     return out, names
+
+
+_BLANK = re.compile(rb"^[ \t\r\f\v]*\n", re.MULTILINE)
+
+
+def _nonblank(chunk: bytes, a: int, b: int) -> int:
+    """Lines of ``chunk[a:b]`` (both at line starts) that hold more than whitespace: DuckDB's rows."""
+    return chunk.count(b"\n", a, b) - len(_BLANK.findall(chunk, a, b))
+
+
+def _key_lines(arr: np.ndarray, nl: np.ndarray, key: bytes, freq: np.ndarray) -> np.ndarray:
+    """Indices (into the lines that ``nl``, the positions of the newlines, end) of the lines of ``arr`` where
+    ``key`` occurs more than once (vectorised: the positions of the key's byte that is rarest in ``arr``, whose
+    byte counts ``freq`` are, narrowed byte by byte)."""
+    n = arr.shape[0] - len(key) + 1
+    if n <= 0:
+        return np.empty(0, dtype=np.int64)
+    a = min(range(len(key)), key=lambda j: freq[key[j]])
+    pos = np.flatnonzero(arr[a:a + n] == key[a])
+    for j, byte in enumerate(key):
+        if j != a:
+            pos = pos[arr[pos + j] == byte]
+    line = np.searchsorted(nl, pos)
+    return np.unique(line[1:][line[1:] == line[:-1]])
+
+
+def _repeated_keys(files: list[Path], names: dict[str, str], paths: list[tuple[str, ...]]) -> dict[str, dict[int, str]]:
+    """{file: {row: field path}} of the JSON lines where an object on a path the spec reads gives its key twice
+    (:func:`~aumann.data.traces.events.repeated_key`): DuckDB reads the first value of such a key, Python's json
+    (the span reader) the last, so the line is refused (or skipped and counted) by its row in both readers. The
+    lines where a key's text occurs twice are found in blocks (numpy), and json looks at those few. Rows are counted
+    as DuckDB counts them: lines holding more than whitespace."""
+    import json
+
+    keys = sorted({json.dumps(k, ensure_ascii=a).encode() for p in paths for k in p for a in (True, False)})
+    found: dict[str, dict[int, str]] = {}
+    for f in files:
+        rows: dict[int, str] = {}
+        base, carry = 0, b""
+        with _opens(f) as fh:
+            if fh.read(len(aio.BOM)) != aio.BOM:
+                fh.seek(0)
+            while True:
+                block = fh.read(1 << 22)
+                data = carry + block
+                if not data:
+                    break
+                cut = len(data) if not block else data.rfind(b"\n") + 1
+                if cut == 0:  # no whole line yet
+                    carry = data
+                    continue
+                chunk, carry = data[:cut], data[cut:]
+                arr = np.frombuffer(chunk, dtype=np.uint8)
+                nl = np.flatnonzero(arr == 10)
+                freq = np.bincount(arr, minlength=256)
+                cand = np.unique(np.concatenate([_key_lines(arr, nl, k, freq) for k in keys])) if keys else []
+                last, count = 0, base
+                for i in cand.tolist() if len(cand) else []:
+                    start = int(nl[i - 1]) + 1 if i > 0 else 0
+                    end = int(nl[i]) if i < nl.shape[0] else len(chunk)
+                    count += _nonblank(chunk, last, start)
+                    last = start
+                    path = repeated_key(chunk[start:end], paths)
+                    if path is not None:
+                        rows[count + 1] = path
+                base = count + _nonblank(chunk, last, cut if chunk.endswith(b"\n") else last)
+                if not block:
+                    break
+        if rows:
+            found[names.get(str(f), str(f))] = rows
+    return found
 
 
 def _locations(filenames: list[str], counters: dict[str, int]) -> list[int]:
