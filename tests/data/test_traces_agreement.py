@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aumann.data.traces import read_trace
@@ -192,7 +193,8 @@ def _nan_traces(tmp_path: Path, value: str) -> dict[str, tuple[Path, dict]]:
         p.write_text("\n".join([row("a", amount="2"), row("b", amount=tok), row("b", amount="3", tick=1)]) + "\n")
         out[f"jsonl {form}"] = (p, TABLE)
         p = tmp_path / f"s-{form}.jsonl"
-        p.write_text("\n".join([span("a", amount="2"), span("b", amount=tok), span("b", amount="3", tick=1)]) + "\n")
+        spans = [span("a", amount="2"), span("b", amount=tok), span("b", amount="3", tick=1, sid="b1")]
+        p.write_text("\n".join(spans) + "\n")
         out[f"spans {form}"] = (p, SPANS)
     for form, col in {"text": pa.array(["2", text, "3"]),
                       "float": pa.array([2.0, float("nan") if value != "empty" else None, 3.0])}.items():
@@ -343,3 +345,42 @@ def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, 
     got = read_trace(p, TABLE, on_bad="skip")
     assert next(iter(got.report.skipped_at.values())) == [f"{p} row {want}"]
     assert got.report.records == len(rows) and got.panel.N == len(rows) - 1
+
+
+# ---------------------------------------------------------------- events read twice
+@pytest.mark.parametrize("batch_size", [1, 3, 65536])
+def test_a_span_read_twice_counts_once_and_is_reported(tmp_path, batch_size):
+    # a shard copied into the run folder again (a log shipped twice) counted every span twice: twice the LLM calls
+    import shutil
+
+    from aumann.data.traces import default_spec
+
+    spec = default_spec("otel").model_dump()
+    spec["batch_size"] = batch_size
+    d = tmp_path / "trace"
+    shutil.copytree(DATA / "agentsociety2_run" / "trace", d)
+    shards = sorted(d.glob("*.jsonl"))
+    again = shards[0].read_text() + shards[1].read_text()
+    (d / "trace_zz.jsonl").write_text(again)  # sorts last: every span of it was read before
+    n_again = sum(1 for line in again.splitlines() if line.strip())
+    base, got = read_trace(DATA / "agentsociety2_run" / "trace", spec), read_trace(d, spec)
+    np.testing.assert_array_equal(got.panel.values, base.panel.values)
+    np.testing.assert_array_equal(got.panel.alive, base.panel.alive)
+    assert got.report.filtered == {**base.report.filtered,
+                                   "duplicate span: the same span (trace_id, span_id and line) was read before "
+                                   "(a log shipped twice?)": n_again}
+    assert any("filtered" in line and "duplicate span" in line for line in got.report.lines())
+
+
+def test_only_a_span_written_again_as_it_was_is_a_duplicate_and_rows_without_ids_all_count(tmp_path):
+    s = tmp_path / "s.jsonl"
+    s.write_text("\n".join([span("a", sid="1"),
+                            span("a", sid="1").replace('"trace_id": "t1"', '"trace_id": "t2"'),  # another trace
+                            span("a", sid="1").replace('"amount": 1', '"amount": 5'),  # the ids reused, not a copy
+                            span("a", sid="1")]) + "\n")  # a copy
+    got = read_trace(s, SPANS)
+    assert got.panel.values[0, 0].tolist() == [3, 7] and sum(got.report.filtered.values()) == 1
+    t = tmp_path / "t.jsonl"  # a table has no event id: the same action twice is two actions
+    t.write_text(row("a") + "\n" + row("a") + "\n")
+    got = read_trace(t, TABLE)
+    assert got.panel.values[0, 0, 0] == 2 and not got.report.filtered

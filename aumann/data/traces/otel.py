@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.events import (
@@ -200,6 +202,73 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return [rec]
 
 
+#: the filter reason of a span read before (the same ids on the same line)
+DUPLICATE_SPAN = "duplicate span: the same span (trace_id, span_id and line) was read before (a log shipped twice?)"
+
+
+def _span_key(span: dict[str, Any], line: str) -> int | None:
+    """A 64-bit hash of a span's identity (trace_id, span_id) and of the line that holds it; ``None`` without a
+    usable span_id. Only a span written again as it was (the same ids on the same line: a log shipped twice) is a
+    duplicate; a span that reuses another's ids on a line of its own (a writer that does not make ids unique) is a
+    span of its own."""
+    sid = span.get("span_id")
+    if sid is None or sid == "" or not isinstance(sid, str | int | float):
+        return None
+    tid = span.get("trace_id")
+    return hash((tid if isinstance(tid, str | int | float) else None, sid, line.strip()))
+
+
+class _Spans(RawRecords):
+    """Raw span records with each one's identity (:func:`_span_key`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keys: list[int | None] = []
+
+    def subset(self, idx: np.ndarray) -> _Spans:
+        out = _Spans(self.source, self.unit, order=None if self.order is None else [self.order[i] for i in idx])
+        pick = idx.tolist()
+        out.loc = [self.loc[i] for i in pick]
+        out.agent, out.step, out.action = ([v[i] for i in pick] for v in (self.agent, self.step, self.action))
+        out.values = {k: [v[i] for i in pick] for k, v in self.values.items()}
+        out.where = {k: [v[i] for i in pick] for k, v in self.where.items()}
+        out.keys = [self.keys[i] for i in pick]
+        return out
+
+
+class _SeenSpans:
+    """The identities of the spans read so far, as sorted int64 runs (8 bytes a span, merged like a binary counter:
+    a Python set of them took about 60), so that a span read again (a log shipped twice, a shard copied) is counted
+    once. Two spans' 64-bit hashes collide with odds of about n² / 2⁶⁵ (10⁻⁶ at 10⁷ spans)."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def first(self, keys: list[int | None]) -> np.ndarray:
+        """Which of ``keys`` are the first of their identity (``None``: no identity, always first); records them."""
+        n = len(keys)
+        has = np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+        first = np.ones(n, dtype=bool)
+        if not has.any():
+            return first
+        where = np.flatnonzero(has)
+        h = np.fromiter((keys[i] for i in where.tolist()), dtype=np.int64, count=where.size)
+        _, at = np.unique(h, return_index=True)
+        new = np.zeros(h.size, dtype=bool)
+        new[at] = True
+        for run in self.runs:
+            i = np.searchsorted(run, h).clip(0, run.size - 1)
+            new &= run[i] != h
+        first[where] = new
+        if not new.any():
+            return first
+        self.runs.append(np.sort(h[new]))
+        while len(self.runs) > 1 and self.runs[-2].size <= 2 * self.runs[-1].size:
+            last = self.runs.pop()
+            self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]))
+        return first
+
+
 @register_format
 class OtelReader(TraceReader):
     """OpenTelemetry JSONL spans (see the module docstring)."""
@@ -242,12 +311,23 @@ class OtelReader(TraceReader):
         # that follow it in the log: each record carries its place (file, line), so that `last` keeps log order
         file_no = {str(f): i for i, f in enumerate(files)}
 
-        def fresh(src: str) -> RawRecords:
-            return RawRecords(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where},
-                              order=[] if inherit else None)
+        def fresh(src: str) -> _Spans:
+            return _Spans(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where},
+                          order=[] if inherit else None)
 
-        def push(raw: RawRecords, item: tuple[Any, ...]) -> None:
-            loc, agent, step, action, vals, whs = item
+        seen = _SeenSpans()
+
+        def batch(raw: _Spans) -> EventBatch | None:
+            """The validated batch of ``raw``, less the spans read before (the same trace_id and span_id)."""
+            first = seen.first(raw.keys)
+            if not first.all():
+                tally.filter(DUPLICATE_SPAN, int((~first).sum()))
+                raw = raw.subset(np.flatnonzero(first))
+            return validator.to_batch(raw)
+
+        def push(raw: _Spans, item: tuple[Any, ...]) -> None:
+            loc, agent, step, action, vals, whs, key = item
+            raw.keys.append(key)
             raw.loc.append(loc)
             if raw.order is not None:
                 raw.order.append(float(file_no[raw.source] * 2**32 + loc))
@@ -360,7 +440,7 @@ class OtelReader(TraceReader):
                     for span in spans:
                         step = g_step(span)
                         item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
-                                [g(span) for g in g_where])
+                                [g(span) for g in g_where], _span_key(span, line))
                         if inherit:
                             tid = span.get("trace_id")
                             if tid is not None and not isinstance(tid, str | int | float):  # ([] or {}: unhashable)
@@ -388,16 +468,16 @@ class OtelReader(TraceReader):
                                     else:
                                         r2 = fresh(src)
                                         push(r2, w)
-                                        b2 = validator.to_batch(r2)
+                                        b2 = batch(r2)
                                         if b2 is not None:
                                             yield b2
                         push(raw, item)
                     if len(raw.loc) >= size:
-                        b = validator.to_batch(raw)
+                        b = batch(raw)
                         if b is not None:
                             yield b
                         raw = fresh(str(fpath))
-            b = validator.to_batch(raw)
+            b = batch(raw)
             if b is not None:
                 yield b
         if pending:
