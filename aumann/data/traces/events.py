@@ -159,7 +159,8 @@ class StepCoder:
             return (*self._finish(_datetime64_seconds(arr), missing, np.zeros(n, dtype=bool), from_time=True),
                     time_far)
         obj = arr.astype(object)
-        missing = np.fromiter((v is pd.NaT or _no_value(v) for v in obj), dtype=bool, count=n)
+        missing = np.fromiter((v is None or v is _MISSING or v is pd.NaT or (isinstance(v, float) and v != v)
+                               or (isinstance(v, str) and _no_value(v)) for v in obj), dtype=bool, count=n)
         isbool = np.array([isinstance(v, bool | np.bool_) for v in obj], dtype=bool)
         istime = np.array([isinstance(v, datetime.date | np.datetime64) for v in obj], dtype=bool)
         num = np.full(n, np.nan)
@@ -304,7 +305,9 @@ def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         bad = np.isinf(vals)
         return vals, missing, bad
     obj = _scalars(raw)
-    missing = np.fromiter((_no_value(v) for v in obj), dtype=bool, count=len(obj))
+    missing = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and v != v)
+                           or (isinstance(v, str | np.floating) and _no_value(v)) for v in obj), dtype=bool,
+                          count=len(obj))
     obj = np.where(missing, None, obj) if missing.any() else obj
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
     vals = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce").to_numpy(dtype=np.float64,
@@ -431,8 +434,13 @@ def _whole_float_ids(agent: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, i
         return out, int((whole & keep).sum())
     if agent.dtype != object:
         return agent, 0
-    whole = np.fromiter((isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer()
-                         and abs(v) <= 2**53 for v in agent), dtype=bool, count=agent.shape[0])
+    floats = np.fromiter((isinstance(v, float | np.floating) for v in agent), dtype=bool, count=agent.shape[0])
+    if not floats.any():  # the common case: ids that are integers or text
+        return agent, 0
+    whole = np.zeros(agent.shape[0], dtype=bool)
+    for i in np.flatnonzero(floats).tolist():
+        v = float(agent[i])
+        whole[i] = math.isfinite(v) and v.is_integer() and abs(v) <= 2**53
     if not whole.any():
         return agent, 0
     out = agent.copy()

@@ -24,6 +24,7 @@ with ``on_bad = "skip"``, counted). Gzipped files (``.gz``) are read as they str
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,9 +40,8 @@ from aumann.data.traces.events import (
     RawRecords,
     Validator,
     get_path,
-    keyed_pairs,
+    repeated_key,
     repeated_key_reason,
-    repeated_path,
     split_path,
 )
 from aumann.errors import SpanShapeError, TraceFormatError, TraceRecordError, TraceSpecError
@@ -91,10 +91,10 @@ def _first_line(p: Path) -> str:
     return ""
 
 
-def _loads(line: str | bytes, hook: Any = None) -> Any:
+def _loads(line: str | bytes) -> Any:
     """One JSON line through the bounded reader (a line nested 100,000 deep is a bad line, not a RecursionError);
-    ``ValueError`` for anything that is not JSON within the limits. ``hook``: the decoder's object_pairs_hook."""
-    return bounded.loads_json(line, what="the line", error=ValueError, object_pairs_hook=hook)
+    ``ValueError`` for anything that is not JSON within the limits."""
+    return bounded.loads_json(line, what="the line", error=ValueError)
 
 
 def looks_like_span(line: str | bytes) -> bool:
@@ -212,10 +212,12 @@ def _span_key(span: dict[str, Any], line: str) -> int | None:
     duplicate; a span that reuses another's ids on a line of its own (a writer that does not make ids unique) is a
     span of its own."""
     sid = span.get("span_id")
-    if sid is None or sid == "" or not isinstance(sid, str | int | float):
+    if sid is None or sid == "":
         return None
-    tid = span.get("trace_id")
-    return hash((tid if isinstance(tid, str | int | float) else None, sid, line.strip()))
+    try:
+        return hash((span.get("trace_id"), sid, line))
+    except TypeError:  # an id that is a list or an object
+        return None
 
 
 class _Spans(RawRecords):
@@ -363,10 +365,23 @@ class OtelReader(TraceReader):
                       *(p for _, p in p_where), *([("trace_id",)] if inherit else [])]
         if ("duration_ns",) in read_paths:
             read_paths += [("start_time_unix_nano",), ("end_time_unix_nano",)]
-        hits: list[int] = []  # keyed_pairs appends one per object that gives a key twice
+        # a line where a key the spec reads is written more often (its text counted, in C) than the decoded record
+        # holds it at its top two levels may give it twice in one object: only such a line is decoded again, with a
+        # hook that marks repeated keys (decoding every line with it cost a third more)
+        quoted = [(k, sorted({json.dumps(k), json.dumps(k, ensure_ascii=False)}))
+                  for k in sorted({k for p in read_paths for k in p})]
 
-        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            return keyed_pairs(pairs, hits)
+        def may_repeat(line: str, rec: dict[str, Any]) -> bool:
+            # first, all keys at once: as many written ('":') as the record holds at its top two levels, and a key
+            # given twice (which the record holds once) or any key deeper down is ruled out
+            if line.count('":') + line.count('" :') == len(rec) + sum(
+                    [len(v) for v in rec.values() if type(v) is dict]):
+                return False
+            for k, forms in quoted:
+                n = line.count(forms[0]) if len(forms) == 1 else sum(line.count(f) for f in forms)
+                if n > 1 and (k in rec) + sum(1 for v in rec.values() if isinstance(v, dict) and k in v) < n:
+                    return True
+            return False
 
         g_agent, g_step = getter(p_agent), getter(p_step)
         g_action = getter(p_action) if p_action is not None else (lambda span: None)
@@ -407,9 +422,8 @@ class OtelReader(TraceReader):
                         tally.blank_lines += 1
                         continue
                     tally.records += 1
-                    hits.clear()
                     try:
-                        rec = _loads(line, hook)
+                        rec = _loads(line)
                         if not isinstance(rec, dict):
                             raise ValueError(f"a JSON {type(rec).__name__}, not an object")
                     except ValueError as exc:
@@ -419,9 +433,8 @@ class OtelReader(TraceReader):
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
                         continue
-                    if hits:
-                        twice = repeated_path(rec, read_paths) if "resourceSpans" not in rec and "context" not in rec \
-                            else None
+                    if "resourceSpans" not in rec and "context" not in rec and may_repeat(line, rec):
+                        twice = repeated_key(line, read_paths)
                         if twice is not None:
                             why = repeated_key_reason(twice)
                             if spec.on_bad == "error":
