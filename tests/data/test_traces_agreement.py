@@ -384,3 +384,54 @@ def test_only_a_span_written_again_as_it_was_is_a_duplicate_and_rows_without_ids
     t.write_text(row("a") + "\n" + row("a") + "\n")
     got = read_trace(t, TABLE)
     assert got.panel.values[0, 0, 0] == 2 and not got.report.filtered
+
+
+def _concordia(tmp_path: Path, coins: list[str]) -> Path:
+    entries = ", ".join(f'{{"step": {i // 2}, "entity_name": "{"AB"[i % 2]}", "component_name": "entity_action", '
+                        f'"summary": "NaN, Infinity and -Infinity in a text \\"NaN\\"", "coins": {c}}}'
+                        for i, c in enumerate(coins))
+    p = tmp_path / "log.json"
+    p.write_text('{"content_store": {}, "entries": [' + entries + "]}")
+    return p
+
+
+CONCORDIA = {"format": "concordia", "agent": {"field": "entity_name"}, "step": {"field": "step"},
+             "features": [{"kind": "count", "name": "n"}, {"kind": "sum", "name": "coins", "field": "coins"}]}
+
+
+def test_a_concordia_log_holding_nan_reads_it_as_a_missing_value(tmp_path):
+    # Python's json.dumps writes a float NaN as a bare NaN: ijson took it for the end of the document, and the whole
+    # log was refused as "the JSON ends early (a truncated log?)"
+    got = read_trace(_concordia(tmp_path, ["2", "NaN", '"NaN"', "3"]), CONCORDIA)
+    assert got.panel.values[:, :, 1].tolist() == [[2, 0], [0, 3]]
+    assert got.panel.values[:, :, 0].tolist() == [[1, 1], [1, 1]]
+    assert got.report.missing_values == {"coins": 2}
+
+
+@pytest.mark.parametrize("token", ["Infinity", "-Infinity"])
+def test_a_concordia_log_holding_infinity_refuses_that_entry_as_other_readers_do(tmp_path, token):
+    p = _concordia(tmp_path, ["2", token, "3", "4"])
+    with pytest.raises(Exception, match=r"entry 2: field 'coins' is not a finite number"):
+        read_trace(p, CONCORDIA)
+    got = read_trace(p, CONCORDIA, on_bad="skip")
+    assert got.report.skipped == {"field 'coins' is not a finite number": 1}
+    assert got.panel.values[:, :, 1].tolist() == [[2, 0], [3, 4]]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7])
+def test_nan_and_infinity_cut_by_any_chunk_read_alike_and_texts_keep_them(tmp_path, size):
+    import io
+
+    import ijson
+
+    from aumann.data.traces.concordia import _Nesting
+
+    raw = _concordia(tmp_path, ["NaN", "-Infinity", "Infinity", "-1", "NaN"]).read_bytes()
+
+    class Tiny(io.BytesIO):
+        def read(self, n=-1):
+            return super().read(size if n is None or n < 0 else min(n, size))
+
+    items = list(ijson.items(_Nesting(Tiny(raw), tmp_path), "entries.item", use_float=True))
+    assert [e["coins"] for e in items] == [None, "-Infinity", "Infinity", -1, None]
+    assert {e["summary"] for e in items} == {'NaN, Infinity and -Infinity in a text "NaN"'}

@@ -51,18 +51,37 @@ class _Nesting:
         self.fh, self.path, self.limit = fh, path, limit
         self.depth, self.offset = 0, 0
         self.in_str = self.esc = False
+        self.carry = b""
 
     def read(self, n: int = -1) -> bytes:
-        data = self.fh.read(n)
+        """The next bytes for ijson, with Python's non-finite JSON numbers outside strings rewritten: ``NaN`` (what
+        ``json.dumps`` writes for a float NaN) as ``null``, a missing value as in every other reader; ``Infinity``
+        and ``-Infinity`` as text, which a numeric field refuses as not a finite number. ijson's parser took a bare
+        ``NaN`` for the end of the document: the whole log was refused as "ends early (a truncated log?)"."""
+        if n == 0:  # ijson's probe
+            return b""
+        data = self.carry + self.fh.read(n)
+        self.carry = b""
+        while data:
+            cut = _TOKEN_START.search(data, max(0, len(data) - 9))  # a token the next read may finish: held back
+            if cut is None:
+                break
+            more = self.fh.read(n if n and n > 0 else 1 << 16)
+            if not more:
+                break
+            if cut.start() > 0:
+                data, self.carry = data[:cut.start()], data[cut.start():] + more
+                break
+            data += more
         if data:
-            self._scan(data)
-            self.offset += len(data)
+            data = self._scan(data)
         return data
 
     def tell(self) -> int:
         return self.fh.tell()
 
-    def _scan(self, data: bytes) -> None:
+    def _scan(self, data: bytes) -> bytes:
+        orig, start_in_str = data, self.in_str
         # escapes first (C-speed replaces): a pair of backslashes, then an escaped quote, become plain bytes, so every
         # quote left opens or closes a string; a backslash left at the very end escapes the next chunk's first byte
         if self.esc:
@@ -83,6 +102,25 @@ class _Nesting:
                                        f"{len(data):,} bytes from byte {self.offset:,}): not a Concordia log (ijson's "
                                        "memory grows with the square of the depth)")
         self.depth += opens - closes
+        self.offset += len(orig)
+        if b"N" not in rest and b"I" not in rest:  # outside strings, valid JSON has no capital letter but these
+            return orig
+        out, at, inside = [], 0, start_in_str
+        for part in parts:
+            end = at + len(part)
+            out.append(orig[at:end] if inside else _NONFINITE.sub(_finite_token, orig[at:end]))
+            at, inside = end + 1, not inside
+        return b'"'.join(out)
+
+
+#: Python's non-finite JSON numbers (outside strings); a chunk's last bytes that may be (part of) one are held back
+#: for the next read (up to 9 of them: -Infinity), so that no token is cut in two
+_NONFINITE = re.compile(rb"-?(?:NaN|Infinity)")
+_TOKEN_START = re.compile(rb"[-NaInfity]{1,9}\Z")
+
+
+def _finite_token(m: re.Match[bytes]) -> bytes:
+    return b"null" if m.group().endswith(b"NaN") else b'"' + m.group() + b'"'
 
 
 def _ijson():
