@@ -306,7 +306,7 @@ def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         return vals, missing, bad
     obj = _scalars(raw)
     missing = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and v != v)
-                           or (isinstance(v, str | np.floating) and _no_value(v)) for v in obj), dtype=bool,
+                           or (type(v) is str and len(v) <= 8 and _no_value(v)) for v in obj), dtype=bool,
                           count=len(obj))
     obj = np.where(missing, None, obj) if missing.any() else obj
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
@@ -352,15 +352,20 @@ class Validator:
         # one entry per record: np.asarray(dtype=object) turned same-length lists (a JSON array or an OTel
         # arrayValue in every record of the batch) into a second dimension, and pandas' factorize raised
         agent = _scalars(raw.agent) if not isinstance(raw.agent, np.ndarray) or raw.agent.ndim != 1 else raw.agent
+        floats = None  # which object ids are floats (one pass finds them and the missing ones)
         if agent.dtype == object:
-            amiss = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and math.isnan(v))
-                                 or v is _NESTED for v in agent), dtype=bool, count=n)
+            kind = np.fromiter((1 if v is None or v is _MISSING or v is _NESTED else 2 if isinstance(v, float) else 0
+                                for v in agent), dtype=np.int8, count=n)
+            floats = kind == 2
+            amiss = kind == 1
+            if floats.any():
+                amiss[floats] = np.isnan(agent[floats].astype(np.float64))
         elif agent.dtype.kind == "f":  # a column of floats: NaN is no id
             amiss = np.isnan(agent)
         else:
             amiss = np.zeros(n, dtype=bool)
         keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
-        agent, whole = _whole_float_ids(agent, keep)
+        agent, whole = _whole_float_ids(agent, keep, floats)
         self.tally.float_ids += whole
         # true/false is no id, and Python's True == 1 made agent true and agent 1 (and 1.0) one agent, labelled
         # 'True', silently
@@ -416,7 +421,7 @@ class Validator:
                           {k: v[idx] for k, v in values.items()}, None if order is None else order[idx])
 
 
-def _whole_float_ids(agent: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, int]:
+def _whole_float_ids(agent: np.ndarray, keep: np.ndarray, floats: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """(ids, how many of the ``keep`` records held one as a whole-valued float): an agent id that is a float with no
     fraction (``1.0``: an OASIS ``user_id`` stored as REAL, a JSON ``1.0``) is the integer id (``1``), as SQLite's
     INTEGER affinity stores it and as ``[agent] exclude``, ``[where]`` and edge endpoints compare it. Python's
@@ -434,7 +439,8 @@ def _whole_float_ids(agent: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, i
         return out, int((whole & keep).sum())
     if agent.dtype != object:
         return agent, 0
-    floats = np.fromiter((isinstance(v, float | np.floating) for v in agent), dtype=bool, count=agent.shape[0])
+    if floats is None:
+        floats = np.fromiter((isinstance(v, float | np.floating) for v in agent), dtype=bool, count=agent.shape[0])
     if not floats.any():  # the common case: ids that are integers or text
         return agent, 0
     whole = np.zeros(agent.shape[0], dtype=bool)
