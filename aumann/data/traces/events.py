@@ -479,17 +479,15 @@ class _Keyed(dict):
     twice: frozenset[str] = frozenset()
 
 
-def keyed_pairs(pairs: list[tuple[str, Any]], hits: list[int] | None = None) -> dict[str, Any]:
-    """``object_pairs_hook`` of :func:`json.loads` that marks an object giving a key twice (its dict remembers them,
-    and a 1 is appended to ``hits``): Python keeps the last value of such a key, DuckDB the first."""
+def keyed_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of :func:`json.loads` that marks an object giving a key twice (its dict remembers
+    them): Python keeps the last value of such a key, DuckDB the first."""
     d = dict(pairs)
     if len(d) == len(pairs):
         return d
     out = _Keyed(d)
     seen: set[str] = set()
     out.twice = frozenset(k for k, _ in pairs if k in seen or seen.add(k))
-    if hits is not None:
-        hits.append(1)
     return out
 
 

@@ -360,7 +360,7 @@ class OtelReader(TraceReader):
             return lambda span: get_path(span, p)
 
         # a key the spec reads given twice in one object: refused as the table reader refuses it (DuckDB read the
-        # first value, json the last); the decoder marks the objects that give a key twice
+        # first value, json the last)
         read_paths = [p_agent, p_step, *([p_action] if p_action else []), *(p for _, p in p_fields),
                       *(p for _, p in p_where), *([("trace_id",)] if inherit else [])]
         if ("duration_ns",) in read_paths:
