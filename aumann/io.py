@@ -51,6 +51,8 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +165,7 @@ def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[P
         yield tmp
         if tmp.exists():
             os.chmod(tmp, _FILE_MODE)
+            _journal_before_rename(path, tmp)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -229,20 +232,199 @@ def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
     return True
 
 
-def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str]) -> None:
+def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str | Iterable[str]]) -> None:
     """Nothing when no file is at ``path`` or it is the one ``recorded`` (``{name relative to within: SHA-256}``)
     lists; else an :class:`OutputError` naming it (a file of your own, or one changed since, which would pass for
     this invocation's output). Check every file before :func:`remove_stale` removes any: a refusal removes none."""
-    p = confine(path, within, what="output file", follow=False)
-    if not p.is_symlink() and not p.is_file():
+    check = output_check(path, within=within, recorded=recorded)
+    if not check.ours and check.state != "directory":  # (a directory is never removed)
+        raise _refusal(path, check, "does not write it, so it would pass for this run's result")
+
+
+#: the journal of an output folder: ``{"outputs_sha256": {name: [SHA-256, ...]}}`` of every file an aumann command
+#: wrote there since its last manifest, each recorded *before* the file is renamed into place (:func:`journaled`);
+#: a command interrupted between its outputs and its manifest leaves files the journal vouches for
+OUTPUTS_JOURNAL = ".aumann-journal.json"
+#: the manifest key that says its ``outputs_sha256`` lists every output the command wrote (pages and figures too);
+#: without it (an older aumann's manifest) a file of an output's name that it does not list is taken as its own
+OUTPUTS_COMPLETE = "outputs_complete"
+
+_JOURNAL_ROOT: ContextVar[str | None] = ContextVar("aumann_outputs_journal", default=None)
+
+
+@contextmanager
+def journaled(root: PathLike) -> Iterator[None]:
+    """Within the block, every file :func:`atomic_path` (so every writer here) puts under the folder ``root`` is
+    first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, written atomically) and only then
+    renamed into place: whatever interrupts the command, each output file there is one the journal or the folder's
+    manifest vouches for (:func:`recorded_outputs`), so the next run replaces it instead of refusing it as yours."""
+    token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
+    try:
+        yield
+    finally:
+        _JOURNAL_ROOT.reset(token)
+
+
+def _journal_before_rename(path: Path, tmp: Path) -> None:
+    root = _JOURNAL_ROOT.get()
+    if root is None or path.name in (OUTPUTS_JOURNAL, "manifest.json"):
         return
+    real = os.path.join(os.path.realpath(path.parent), path.name)
+    if not _inside(real, root) or real == root:
+        return
+    journal_output(root, Path(os.path.relpath(real, root)).as_posix(), sha256_file(tmp))
+
+
+def _read_journal(root: PathLike) -> dict[str, list[str]]:
+    try:
+        data = read_json(Path(root) / OUTPUTS_JOURNAL, error=OutputError, what="output journal", within=root)
+    except (OutputError, ConfigError, PathEscapeError, OSError):
+        return {}
+    got = data.get("outputs_sha256") if isinstance(data, dict) else None
+    if not isinstance(got, dict):
+        return {}
+    return {str(k): [str(d) for d in v] for k, v in got.items() if isinstance(v, list)}
+
+
+def journal_output(root: PathLike, name: str, digest: str) -> None:
+    """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal."""
+    entries = _read_journal(root)
+    if digest in entries.get(name, []):
+        return
+    entries.setdefault(name, []).append(digest)
+    token = _JOURNAL_ROOT.set(None)
+    try:
+        write_json(Path(root) / OUTPUTS_JOURNAL, {"outputs_sha256": entries}, within=root)
+    finally:
+        _JOURNAL_ROOT.reset(token)
+
+
+def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
+    """Journal the current SHA-256 of each of ``names`` that is a file in ``root`` — outputs :func:`check_outputs`
+    accepted as aumann's — before a command removes the manifest that vouched for them: interrupted before its new
+    manifest, the next run still knows them as aumann's."""
+    for name in names:
+        p = Path(root) / name
+        if name != "manifest.json" and p.is_file() and not p.is_symlink():
+            journal_output(root, name, sha256_file(p, within=root))
+
+
+def settle_journal(root: PathLike) -> None:
+    """Remove ``root``'s journal once the manifest that records the command's outputs is written."""
+    remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
+
+
+@dataclass(frozen=True)
+class RecordedOutputs:
+    """What aumann recorded writing in an output folder: ``digests`` ``{name: {SHA-256, ...}}`` (the manifest's
+    ``outputs_sha256`` and the journal's), whether an aumann command's manifest is there (``aumann``; its command
+    starts with the prefix asked for) and whether it lists every output (``complete``, :data:`OUTPUTS_COMPLETE`)."""
+
+    digests: Mapping[str, frozenset[str]]
+    aumann: bool = False
+    complete: bool = False
+
+
+def recorded_outputs(root: PathLike, *, command: str = "aumann ") -> RecordedOutputs:
+    """The :class:`RecordedOutputs` of the folder ``root``: its ``manifest.json`` counts when its command starts
+    with ``command`` (``"aumann run"``: only that command's); the journal always (only aumann writes it)."""
+    digests: dict[str, set[str]] = {}
+    aumann = complete = False
+    try:
+        earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
+    except (OutputError, ConfigError, PathEscapeError, OSError):
+        earlier = None
+    if isinstance(earlier, dict) and str(earlier.get("command", "")).startswith(command):
+        aumann = True
+        complete = earlier.get(OUTPUTS_COMPLETE) is True
+        ours = earlier.get("outputs_sha256")
+        for k, v in (ours.items() if isinstance(ours, dict) else ()):
+            digests.setdefault(str(k), set()).add(str(v))
+    for k, v in _read_journal(root).items():
+        digests.setdefault(k, set()).update(v)
+    return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann, complete)
+
+
+def _aumann_manifest(root: PathLike) -> bool:
+    try:
+        earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
+    except (OutputError, ConfigError, PathEscapeError, OSError):
+        return False
+    return isinstance(earlier, dict) and str(earlier.get("command", "")).startswith("aumann ")
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """Whether the file at an output's path is one aumann recorded writing and unchanged since (``state``):
+    ``absent``, ``ours``, ``unrecorded`` (a file no record names), ``changed`` (another SHA-256 than recorded),
+    ``link`` (a symbolic link: aumann writes none), ``directory``, ``unreadable``; ``reason`` says it in words."""
+
+    state: str
+    reason: str
+
+    @property
+    def ours(self) -> bool:
+        """The file is aumann's own, unchanged (or there is none)."""
+        return self.state in ("absent", "ours")
+
+
+def output_check(path: PathLike, *, within: PathLike | None,
+                 recorded: Mapping[str, str | Iterable[str]]) -> OutputCheck:
+    """The one answer to "did aumann write the file at ``path``, and is it unchanged?": ``recorded`` maps names
+    relative to ``within`` to the SHA-256 (or several) aumann recorded writing there (a manifest's
+    ``outputs_sha256``, :func:`recorded_outputs`)."""
+    p = confine(path, within, what="output file", follow=False)
     name = Path(path).relative_to(within).as_posix() if within is not None else Path(path).name
-    digest = None if p.is_symlink() or name not in recorded else sha256_file(p, within=within)
-    if digest is None or digest != recorded[name]:
-        raise OutputError(f"{str(path)!r} is in the output folder but is not the file an earlier aumann run "
-                          "recorded writing there (a file of your own, or one changed since): it is kept, and this "
-                          "run does not write it, so it would pass for this run's result; move or rename it, then "
-                          "run again")
+    if p.is_symlink():
+        return OutputCheck("link", f"{name} is a symbolic link (aumann writes none)")
+    if p.is_dir():
+        return OutputCheck("directory", f"{name} is a directory")
+    if not p.is_file():
+        return OutputCheck("absent", f"{name} is missing")
+    want = recorded.get(name)
+    if want is None:
+        return OutputCheck("unrecorded", f"{name} is not a file aumann recorded writing")
+    wanted = {want} if isinstance(want, str) else set(want)
+    try:
+        got = sha256_file(p, within=within)
+    except OutputError as exc:
+        return OutputCheck("unreadable", f"{name} cannot be read ({exc})")
+    if got in wanted:
+        return OutputCheck("ours", f"{name} is the file aumann wrote")
+    return OutputCheck("changed", f"{name} is not the file the run wrote (changed or replaced since)")
+
+
+def _refusal(path: PathLike, check: OutputCheck, doing: str) -> OutputError:
+    if check.state == "directory":
+        return OutputError(f"{str(path)!r} is a directory with the name of an output this run {doing}: move or "
+                           "rename it, then run again")
+    return OutputError(f"{str(path)!r} is in the output folder but is not the file an earlier aumann run "
+                       f"recorded writing there (a file of your own, or one changed since): it is kept, and this "
+                       f"run {doing}; move or rename it, then run again")
+
+
+def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOutputs | None = None,
+                  removing: bool = False) -> None:
+    """Refuse, before anything is written, to overwrite a file in the output folder ``root`` that aumann did not
+    record writing: each of ``names`` (the outputs this run writes or removes) must be absent or one the folder's
+    manifest or journal records with its SHA-256 (:func:`recorded_outputs`); a file an older aumann's manifest
+    (one without :data:`OUTPUTS_COMPLETE`) does not list is taken as its own, as that aumann did. Else an
+    :class:`OutputError` naming it: a file of your own, a link or a directory with an output's name.
+    ``removing``: ``names`` are an earlier run's outputs this one removes (the message says so)."""
+    rec = recorded_outputs(root) if recorded is None else recorded
+    if (Path(root) / OUTPUTS_JOURNAL).is_dir():  # the journal is written beside the outputs: refused now, not mid-way
+        raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
+    for name in names:
+        if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
+            if (Path(root) / name).is_symlink() or ((Path(root) / name).exists() and not _aumann_manifest(root)):
+                raise _refusal(Path(root) / name, OutputCheck("unrecorded", ""), "writes under that name (it would "
+                               "be replaced)")
+            continue
+        check = output_check(Path(root) / name, within=root, recorded=rec.digests)
+        legacy = check.state == "unrecorded" and rec.aumann and not rec.complete
+        if not check.ours and not legacy:
+            raise _refusal(Path(root) / name, check, "does not write it, so it would pass for this run's result"
+                           if removing else "writes under that name (it would be replaced)")
 
 
 _GLOB_CHARS = re.compile(r"[\[*?]")
@@ -990,8 +1172,14 @@ __all__ = [
     "FORMULA_TRIGGERS",
     "MAX_NAME_BYTES",
     "META_KEY",
+    "OUTPUTS_COMPLETE",
+    "OUTPUTS_JOURNAL",
+    "OutputCheck",
+    "RecordedOutputs",
+    "adopt_outputs",
     "atomic_path",
     "check_digests",
+    "check_outputs",
     "check_stale",
     "child_path",
     "confine",
@@ -1003,16 +1191,21 @@ __all__ = [
     "dumps_json",
     "ensure_output_dir",
     "file_digests",
+    "journal_output",
+    "journaled",
     "memory_bytes",
     "neutralise_cell",
     "open_read",
+    "output_check",
     "plain",
     "read_csv_cell",
     "read_json",
     "read_npz",
     "record_checksum",
+    "recorded_outputs",
     "remove_stale",
     "safe_component",
+    "settle_journal",
     "sha256_bytes",
     "sha256_file",
     "spill",

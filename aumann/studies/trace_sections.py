@@ -111,21 +111,15 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
 
 def _changed_since(d: Path, manifest: dict[str, Any], name: str) -> str | None:
     """Why the file ``name`` of ``d`` is not the one the run recorded writing (``outputs_sha256`` in its manifest:
-    missing, or another file), else ``None`` (it is, or the manifest records no checksum of it)."""
-    from aumann.errors import OutputError
-    from aumann.io import sha256_file
+    missing, or another file), else ``None`` (it is, or the manifest records no checksum of it):
+    :func:`aumann.io.output_check`, the one answer to "did aumann write this file, unchanged?"."""
+    from aumann.io import output_check
 
-    want = (manifest.get("outputs_sha256") or {}).get(name)
-    path = d / name
-    if not path.is_file() or path.is_symlink():
+    ours = manifest.get("outputs_sha256")
+    check = output_check(d / name, within=d, recorded=ours if isinstance(ours, dict) else {})
+    if check.state in ("link", "directory"):
         return f"{name} is missing"
-    if not isinstance(want, str):
-        return None
-    try:
-        got = sha256_file(path, within=d)
-    except OutputError as exc:
-        return f"{name} cannot be read ({exc})"
-    return None if got == want else f"{name} is not the file the run wrote (changed or replaced since)"
+    return None if check.state in ("ours", "unrecorded") else check.reason
 
 
 __all__ = ["trace_blocks", "trace_cards", "trace_who_note"]
