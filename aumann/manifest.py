@@ -221,5 +221,27 @@ def write_manifest(
     return write_json(out / "manifest.json", build_manifest(command, config, seeds, extra), indent=2)
 
 
-__all__ = ["build_manifest", "git_revision", "is_secret_key", "package_versions", "redact", "redact_command",
-           "redact_url", "write_manifest"]
+def record_outputs(out_dir: str | os.PathLike[str], digests: Mapping[str, str]) -> None:
+    """Add ``digests`` (``{file: SHA-256}``) to the ``outputs_sha256`` of the aumann manifest in ``out_dir`` (files
+    a command wrote after its manifest: ``aumann report``'s pages), so that a later run replaces or removes them as
+    aumann's own; nothing when no aumann manifest is there."""
+    from aumann.errors import AumannError
+    from aumann.io import read_json
+
+    out = Path(out_dir)
+    try:
+        manifest = read_json(out / "manifest.json", what="manifest", within=out)
+    except (AumannError, OSError):
+        return
+    if not isinstance(manifest, dict) or not str(manifest.get("command", "")).startswith("aumann "):
+        return
+    ours = manifest.get("outputs_sha256")
+    ours = ours if isinstance(ours, dict) else {}
+    if all(ours.get(k) == v for k, v in digests.items()):
+        return  # recorded already (the same bytes again): the manifest stays as it was
+    manifest["outputs_sha256"] = {**ours, **digests}
+    write_json(out / "manifest.json", manifest, indent=2, within=out)
+
+
+__all__ = ["build_manifest", "git_revision", "is_secret_key", "package_versions", "record_outputs", "redact",
+           "redact_command", "redact_url", "write_manifest"]

@@ -70,11 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
-    from aumann.cli.command import command_line
-    from aumann.io import ensure_output_dir, plain, write_csv, write_json
-    from aumann.manifest import write_manifest
+    from aumann.io import ensure_output_dir
     from aumann.progress import StageTimer, rich_console
-    from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     if (args.panel is None) == (args.trace is None):
         raise ConfigError("give a panel file or --trace FILE (one of them)")
@@ -95,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         _out_apart_from_trace(args.out, args.trace)
     out: Path = ensure_output_dir(args.out, "--out")
-    _stale_outputs(out, args)  # a file of your own with a result's name stops the command now, not after the work
+    _check_outputs(out, args)  # a file of your own with a result's name stops the command now, not after the work
+    _stale_outputs(out, args)
     timer = StageTimer()
     trace = None
     if args.trace is not None:
@@ -111,7 +109,39 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
 
     timer.start("write results")
+    from aumann.io import journaled, settle_journal
+
+    with journaled(out):  # each result recorded before it is in place: interrupted, the next run knows it as ours
+        _write_results(out, args, f, panel, res, seconds, timer, trace)
+    settle_journal(out)
+
+    con = rich_console()
+    name = terminal_text(f.name, rich=True)
+    tab = Table(title=f"{name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
+    for col in ("method", "K", "seconds", "max |Σφ−Δv|", "Δv (first step)"):
+        tab.add_column(col)
+    tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
+                f"{res.delta_v[0]:.6g}")
+    con.print(tab)
+    con.print(f"wrote {terminal_text(out, rich=True)}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, "
+              "manifest.json"
+              + ("" if trace is None else ", panel.npz, trace_report.json"
+                 + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
+              + ("" if args.no_report else ", report.html, report.md"))
+    return 0
+
+
+def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res: Any, seconds: float, timer: Any,
+                   trace: dict | None) -> None:
+    """The result files, the manifest (recording each with its SHA-256) and the pages."""
+    from aumann.cli.command import command_line
+    from aumann.io import OUTPUTS_COMPLETE, adopt_outputs, plain, write_csv, write_json
+    from aumann.manifest import write_manifest
+    from aumann.studies.pages import render_report, unfinish, write_top_agents
+
     _remove_stale(out, args)  # checked again: the folder may have changed while the attribution ran
+    names = _check_outputs(out, args)
+    adopt_outputs(out, names)  # the earlier run's files stay known as aumann's once its manifest goes (below)
     unfinish(out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
     # the result file holds what the panel and flags determine (the same bytes on every run); the wall-clock
     # seconds are in summary.json and manifest.json
@@ -135,29 +165,16 @@ def run(args: argparse.Namespace) -> int:
     timer.stop()
     from aumann.io import file_digests
 
-    # what a later run into this folder may remove as this run's (a file of your own of such a name, never)
-    outputs = file_digests(out, sorted(n for n in _STALE if (out / n).is_file() and not (out / n).is_symlink()))
+    # what a later run into this folder may replace or remove as this run's (a file of your own of such a name, never)
+    outputs = file_digests(out, sorted(n for n in names if n not in _PAGES and (out / n).is_file()
+                                       and not (out / n).is_symlink()))
     write_manifest(out, command_line("attribute"), config=recorded(args), seeds=None,
-                   extra={"panel_meta": panel.meta, "report_kind": "attribute", "seconds": timer.total,
+                   extra={OUTPUTS_COMPLETE: True, "panel_meta": panel.meta, "report_kind": "attribute",
+                          "seconds": timer.total,
                           "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], "outputs_sha256": outputs,
                           **extra})
     if not args.no_report:
         render_report(out, interactive=False if args.static else None)
-
-    con = rich_console()
-    name = terminal_text(f.name, rich=True)
-    tab = Table(title=f"{name} on {panel.T}×{panel.N}×{panel.D} ({res.provenance.get('rule')})")
-    for col in ("method", "K", "seconds", "max |Σφ−Δv|", "Δv (first step)"):
-        tab.add_column(col)
-    tab.add_row(res.method, str(res.provenance.get("steps")), f"{seconds:.4f}", f"{res.max_efficiency_gap:.3g}",
-                f"{res.delta_v[0]:.6g}")
-    con.print(tab)
-    con.print(f"wrote {terminal_text(out, rich=True)}/attribution.npz, phi_by_step.csv, top_agents.csv, summary.json, "
-              "manifest.json"
-              + ("" if trace is None else ", panel.npz, trace_report.json"
-                 + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
-              + ("" if args.no_report else ", report.html, report.md"))
-    return 0
 
 
 #: the files ``aumann attribute --trace`` writes in --out (report.html and report.md by render_report)
@@ -170,24 +187,43 @@ _OUTPUTS = frozenset({"attribution.npz", "phi_by_step.csv", "top_agents.csv", "s
 _STALE = ("deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "trace_report.json")
 
 
+_PAGES = ("manifest.json", "report.html", "report.md")
+
+
+def _check_outputs(out: Path, args: argparse.Namespace) -> list[str]:
+    """The files of --out this run writes (or, the pages with --no-report, removes), each checked to be absent or one
+    an aumann command recorded writing there (:func:`aumann.io.check_outputs`): a file of your own with a result's
+    name — in a folder no aumann command wrote too — stops the command, before the panel is read."""
+    from aumann.io import check_outputs, recorded_outputs
+
+    names = ["attribution.npz", "phi_by_step.csv", "top_agents.csv", "summary.json"]
+    if args.trace is not None:
+        names += ["panel.npz", "trace_report.json"]
+        if not args.no_deletion:
+            names += ["deletion_masking.json", "deletion_masking.csv"]
+        if args.export_identifiers:
+            names.append("identifiers.csv")
+    rec = recorded_outputs(out)
+    if not args.no_report or rec.aumann:  # written, or an earlier aumann command's removed (unfinish)
+        names += _PAGES
+    else:
+        names.append("manifest.json")
+    check_outputs(out, names, recorded=rec)
+    return names
+
+
 def _stale_outputs(out: Path, args: argparse.Namespace) -> list[str]:
     """The result files an earlier run left in --out that this run does not write, each checked to be one that
     earlier run recorded writing (:func:`_remove_stale` removes them once the results are computed). Called before
     the panel or trace is read and the attribution computed (a file of your own there stopped the command only
     after that work), and again just before the removal (the folder may have changed meanwhile)."""
-    from aumann import bounded
-    from aumann.io import check_stale
+    from aumann.io import check_stale, recorded_outputs
 
-    try:
-        earlier = bounded.read_json(out / "manifest.json", what="manifest", error=ValueError)
-    except (OSError, ValueError):
-        return []
-    command = earlier.get("command") if isinstance(earlier, dict) else None
-    if not isinstance(command, str) or command.split(" ", 2)[:2] != ["aumann", "attribute"]:
+    rec = recorded_outputs(out, command="aumann attribute ")
+    if not rec.aumann:
         return []  # a folder of your own keeps its files
     # the files the earlier run recorded writing (an older aumann recorded none: every such file is kept and refused)
-    ours = earlier.get("outputs_sha256")
-    ours = ours if isinstance(ours, dict) else {}
+    ours = rec.digests
     written = set()
     if args.trace is not None and not args.no_deletion:
         written |= {"deletion_masking.json", "deletion_masking.csv"}
@@ -284,7 +320,6 @@ def _read_trace(args: argparse.Namespace) -> dict:
 def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, panel, res, timer) -> dict:
     """panel.npz, trace_report.json, identifiers.csv (on request) and the masking deletion study."""
     from aumann.io import write_csv, write_json
-
     report = trace["report"].to_dict()
     if trace["real_people"] and not args.export_identifiers:
         report["spec"] = _withhold_ids(report["spec"])

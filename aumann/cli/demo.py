@@ -7,6 +7,9 @@ import time
 
 from aumann.cli.args import integer, path, recorded, seed
 
+#: the files ``aumann demo --out`` writes
+_OUTPUTS = ("attribution.npz", "top_agents.csv", "summary.json", "manifest.json", "report.html", "report.md")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="quick demo: attribute a synthetic heavy-tailed panel (tier shares, timings)")
@@ -28,7 +31,16 @@ def run(args: argparse.Namespace) -> int:
     from aumann.cli.command import command_line
     from aumann.data.synthetic import heavy_tailed_panel
     from aumann.errors import ZeroDeltaVError
-    from aumann.io import ensure_output_dir, write_json
+    from aumann.io import (
+        OUTPUTS_COMPLETE,
+        adopt_outputs,
+        check_outputs,
+        ensure_output_dir,
+        file_digests,
+        journaled,
+        settle_journal,
+        write_json,
+    )
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer, rich_console
     from aumann.studies.pages import render_report, unfinish, write_top_agents
@@ -36,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     con = rich_console()
     if args.out:
         ensure_output_dir(args.out, "--out")
+        check_outputs(args.out, _OUTPUTS)  # a file of your own with a result's name is never replaced: refused now
     t0 = time.perf_counter()
     panel = heavy_tailed_panel(args.agents, args.steps, rng=args.seed)
     con.print(f"synthetic heavy-tailed panel (SYNTHETIC, not calibrated): {panel} in "
@@ -68,15 +81,23 @@ def run(args: argparse.Namespace) -> int:
     con.print(tab)
     if args.out:
         t = time.perf_counter()
-        unfinish(args.out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
-        heat_res.save(args.out / "attribution.npz")
-        write_top_agents(args.out, heat_res, panel)
-        write_json(args.out / "summary.json", {"synthetic": True, "rows": rows, "panel": "heavy_tailed_panel "
-                                               f"(N = {args.agents}, T = {args.steps}, seed {args.seed})"}, indent=2)
-        timer.add("write results", time.perf_counter() - t)
-        write_manifest(args.out, command_line("demo"), config=recorded(args), seeds={"seed": args.seed},
-                       extra={"report_kind": "attribute", "synthetic": True, "panel_meta": panel.meta,
-                              "seconds": timer.total, "stage_seconds": timer.seconds})
-        paths = render_report(args.out, interactive=False if args.static else None)
+        check_outputs(args.out, _OUTPUTS)  # again: the folder may have changed meanwhile
+        with journaled(args.out):  # each file recorded before it is in place: interrupted, the next run knows it
+            adopt_outputs(args.out, _OUTPUTS)  # the earlier run's files stay known as aumann's once its manifest goes
+            unfinish(args.out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix
+            heat_res.save(args.out / "attribution.npz")
+            write_top_agents(args.out, heat_res, panel)
+            write_json(args.out / "summary.json", {"synthetic": True, "rows": rows, "panel": "heavy_tailed_panel "
+                                                   f"(N = {args.agents}, T = {args.steps}, seed {args.seed})"},
+                       indent=2)
+            timer.add("write results", time.perf_counter() - t)
+            outputs = file_digests(args.out, [n for n in _OUTPUTS if n.endswith((".npz", ".csv", ".json"))
+                                              and n != "manifest.json"])
+            write_manifest(args.out, command_line("demo"), config=recorded(args), seeds={"seed": args.seed},
+                           extra={OUTPUTS_COMPLETE: True, "report_kind": "attribute", "synthetic": True,
+                                  "panel_meta": panel.meta, "seconds": timer.total, "stage_seconds": timer.seconds,
+                                  "outputs_sha256": outputs})
+            paths = render_report(args.out, interactive=False if args.static else None)
+        settle_journal(args.out)
         con.print(f"SYNTHETIC demo written to {args.out} (report: {paths['html'].name})")
     return 0

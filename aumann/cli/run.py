@@ -125,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
     from aumann import scenarios
     from aumann.cli.command import command_line
     from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
-    from aumann.io import ensure_output_dir, safe_component
+    from aumann.io import OUTPUTS_COMPLETE, ensure_output_dir, journal_output, recorded_outputs, safe_component
     from aumann.manifest import write_manifest
     from aumann.progress import Bar, StageTimer, rich_console
     from aumann.simulators.executors import describe_executor
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
-    from aumann.studies.report import headline_markdown, write_outputs
+    from aumann.studies.report import check_report_files, headline_markdown, write_outputs
     from aumann.studies.rows import reference_row
     from aumann.studies.rundir import RunDir, failure_text
 
@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
+        check_report_files(out, plots=not args.no_plots)  # a file of your own with an output's name: now, not after
     backend, label = llm_options.build_backend(args, out, sc, config)
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
 
@@ -191,9 +192,16 @@ def run(args: argparse.Namespace) -> int:
     seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
     timer = StageTimer()
     t0 = time.perf_counter()
-    with record_usage(out, backend, write_manifest=lambda extra: write_manifest(
-            out, command, config.model_dump(mode="json", exclude={"execution"}), seeds=seeds,
-            extra=extra)) as account:
+    def stopped_manifest(extra: dict[str, Any]) -> None:
+        # the manifest of a run stopped by its LLM budget replaces the earlier run's: what that one recorded writing
+        # goes to the journal first, so its tables, figures and pages stay known as aumann's (and nothing else does)
+        for name, digests in recorded_outputs(out, command="aumann run").digests.items():
+            for digest in sorted(digests):
+                journal_output(out, name, digest)
+        write_manifest(out, command, config.model_dump(mode="json", exclude={"execution"}), seeds=seeds,
+                       extra={OUTPUTS_COMPLETE: True, **extra})
+
+    with record_usage(out, backend, write_manifest=stopped_manifest) as account:
         columns = [UsageColumn(backend)] if backend is not None else []
         lines = ProgressLines(f"{sc.name}: {config.runs} run(s)", backend)
         with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False,

@@ -174,10 +174,19 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
     Raises:
         ReportError: not a finished run directory, or one whose files cannot be read.
     """
+    from aumann.io import check_outputs, file_digests, journaled, settle_journal
+    from aumann.manifest import record_outputs
+
     d = Path(run_dir)
     doc = build_document(d, interactive=interactive, top=top, plots=plots)
-    return {"html": write_text(d / "report.html", render_html(doc)), "md": write_text(d / "report.md",
-                                                                                          render_markdown(doc))}
+    # a page of your own of that name is never replaced; what aumann wrote (recorded with its SHA-256) is
+    check_outputs(d, ["report.html", "report.md"])
+    with journaled(d):
+        paths = {"html": write_text(d / "report.html", render_html(doc)), "md": write_text(d / "report.md",
+                                                                                             render_markdown(doc))}
+    record_outputs(d, file_digests(d, ["report.html", "report.md"]))  # so the next run may replace them
+    settle_journal(d)
+    return paths
 
 
 def unfinish(run_dir: str | os.PathLike[str]) -> None:
@@ -186,7 +195,7 @@ def unfinish(run_dir: str | os.PathLike[str]) -> None:
     leaves a folder :func:`run_kind` refuses, not the new results beside the earlier manifest, summary and page
     (``aumann report`` drew the new attribution with the earlier run's features at t*, command and trace).
     Only where ``manifest.json`` says an aumann command wrote the folder: a folder of your own keeps its files."""
-    from aumann.io import read_json, remove_stale
+    from aumann.io import check_outputs, read_json, remove_stale
 
     d = Path(run_dir)
     try:
@@ -195,6 +204,7 @@ def unfinish(run_dir: str | os.PathLike[str]) -> None:
         return
     if not isinstance(earlier, dict) or not str(earlier.get("command", "")).startswith("aumann "):
         return
+    check_outputs(d, ["report.html", "report.md"])  # a page of your own put there since is kept (and refused)
     for name in ("manifest.json", "report.html", "report.md"):
         remove_stale(d / name, within=d)
 

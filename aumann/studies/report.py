@@ -41,8 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aumann.errors import AumannError, StudyError
-from aumann.io import check_stale, csv_text, remove_stale, write_text
+from aumann.errors import StudyError
+from aumann.io import (
+    OUTPUTS_COMPLETE,
+    check_outputs,
+    check_stale,
+    csv_text,
+    journaled,
+    recorded_outputs,
+    remove_stale,
+    settle_journal,
+    write_text,
+)
 from aumann.studies.figures import FIGURES, write_plots
 from aumann.studies.rows import REFERENCE_CV, rows
 from aumann.studies.rundir import (
@@ -134,11 +144,14 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
     tables, optional = study_tables(result)
     tables.update(analysis_tables(result))
     rundir = RunDir(out)
-    ours = _earlier_outputs(out)
+    rec = recorded_outputs(out, command="aumann run")
     stale = [rundir.table(name, ext) for name, rows_ in tables.items() if name in optional and not rows_
              for ext in ("csv", "md")]
+    # a file of your own with the name of a table this run writes is not replaced (checked before any is written)
+    check_outputs(out, [f"{name}.{ext}" for name, rows_ in tables.items() if name not in optional or rows_
+                        for ext in ("csv", "md")], recorded=rec)
     for path in stale:  # not this study's: an earlier invocation's file would pass for it
-        check_stale(path, within=out, recorded=ours)
+        check_stale(path, within=out, recorded=rec.digests)
     for path in stale:
         remove_stale(path, within=out)  # each checked above
     for name, rows_ in tables.items():
@@ -150,19 +163,20 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
     return tables
 
 
-def _earlier_outputs(out: Path) -> dict[str, str]:
-    """``{file: SHA-256}`` of the tables an earlier ``aumann run`` recorded writing in ``out`` (its manifest's
-    ``outputs_sha256``); ``{}`` when no manifest of one is there (or an older aumann recorded none)."""
-    from aumann.io import read_json
+#: the run directory's figures and pages: written (or removed) under the rule of the tables
+def report_files(plots: bool = True) -> list[str]:
+    """The figures and pages of ``aumann run``'s report stage (``plots``: whether figures are drawn; they are
+    checked either way, since a run without them removes an earlier run's)."""
+    return [*(name for name, _ in FIGURES), REPORT_HTML, REPORT_MD]
 
-    try:
-        earlier = read_json(out / "manifest.json", error=StudyError, what="manifest", within=out)
-    except (AumannError, OSError):
-        return {}
-    if not isinstance(earlier, dict) or not str(earlier.get("command", "")).startswith("aumann run"):
-        return {}
-    ours = earlier.get("outputs_sha256")
-    return {str(k): str(v) for k, v in ours.items()} if isinstance(ours, dict) else {}
+
+def check_report_files(out: Path, *, plots: bool = True) -> None:
+    """Refuse, before the study starts, a file of your own (or a link or directory) in ``out`` with the name of a
+    figure, page or headline table that ``aumann run`` writes: only a file an earlier ``aumann run`` recorded
+    writing there (its manifest's or journal's ``outputs_sha256``) is replaced or removed."""
+    always = [f"{name}.{ext}" for name in ("faithfulness", "faithfulness_extended") for ext in ("csv", "md")]
+    check_outputs(out, [*always, *report_files(plots), "manifest.json"],
+                  recorded=recorded_outputs(out, command="aumann run"))
 
 
 def written_tables(out: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
@@ -171,6 +185,13 @@ def written_tables(out: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[s
     from aumann.io import file_digests
 
     names = [f"{name}.{ext}" for name in tables for ext in ("csv", "md")]
+    return file_digests(out, [n for n in names if (out / n).is_file() and not (out / n).is_symlink()])
+
+
+def _present(out: Path, names: Sequence[str]) -> dict[str, str]:
+    """``{name: SHA-256}`` of those of ``names`` that are files in ``out`` (what this run wrote there)."""
+    from aumann.io import file_digests
+
     return file_digests(out, [n for n in names if (out / n).is_file() and not (out / n).is_symlink()])
 
 
@@ -284,21 +305,33 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     reports are then built from the directory alone (:func:`aumann.studies.pages.render_report`), so
     ``aumann report`` rewrites them identically later.
     """
-    from aumann.manifest import write_manifest
-
     out = Path(out)
     if strict is None:
         strict = bool(((config or {}).get("study") or {}).get("strict", False))
     parts = ReportParts(strict=strict)
     t0 = time.perf_counter()
+    with journaled(out):  # each output recorded before it is in place: interrupted, the next run knows it as ours
+        return _write_outputs(result, out, parts, t0, command=command, seconds=seconds, description=description,
+                              baseline=baseline, plots=plots, config=config, seeds=seeds, extra=extra,
+                              interactive=interactive)
+
+
+def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float, *, command: str, seconds: float,
+                   description: str, baseline: str, plots: bool, config: dict[str, Any] | None, seeds: Any,
+                   extra: dict[str, Any] | None, interactive: bool | None) -> dict[str, Any]:
+    from aumann.manifest import record_outputs, write_manifest
+
+    # figures and pages are replaced or removed only when an earlier aumann run recorded writing them, like tables
+    check_outputs(out, [*report_files(plots), "manifest.json"], recorded=recorded_outputs(out, command="aumann run"))
     for page in (REPORT_HTML, REPORT_MD):  # an earlier invocation's page, were this stage interrupted, would pass
-        remove_stale(out / page, within=out)  # for one of the tables and manifest written below
+        remove_stale(out / page, within=out)  # for one of the tables and manifest written below (checked above)
     tables = write_tables(result, out)
     outputs = written_tables(out, tables)
     pngs = write_plots(result, out, parts=parts) if plots else []
     if not plots:  # an earlier invocation's figures would be linked from report.md as this one's
         for name, _ in FIGURES:
-            remove_stale(RunDir(out).figure(name), within=out)
+            remove_stale(RunDir(out).figure(name), within=out)  # (checked above)
+    outputs.update(_present(out, [name for name, _ in FIGURES]))
     extra = dict(extra or {})
     stages = dict(extra.pop("stage_seconds", None) or {})
     stages["tables and plots"] = time.perf_counter() - t0
@@ -309,7 +342,8 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     digest = {"config_digest": digests.pop()} if len(digests) == 1 and None not in digests else {}
 
     def manifest() -> None:
-        write_manifest(out, command, config, seeds=seeds, extra={
+        outputs.update(_present(out, [REPORT_HTML, REPORT_MD]))
+        write_manifest(out, command, config, seeds=seeds, extra={OUTPUTS_COMPLETE: True,
             "analysis_tables": [k for k in tables if k not in own],
             "stages": {**summary, REPORT_STAGE: {"failed" if parts.failures else "ok": 1}},
             "stage_failures": result.stage_failures(), "report_failures": list(parts.failures),
@@ -323,9 +357,26 @@ def write_outputs(result: StudyResult, out: Path, *, command: str, seconds: floa
     reports = write_pages(out, parts, interactive=interactive, plots=plots)
     if len(parts.failures) != before:  # a section or page failed: the manifest says so too
         manifest()
+    else:  # the pages' SHA-256 (the rest of the manifest, which the pages show, stays as they show it)
+        record_outputs(out, _present(out, [REPORT_HTML, REPORT_MD]))
+    settle_journal(out)
     return {"tables": tables, "plots": pngs, "report": reports["md"], "html": reports["html"],
             "failures": list(parts.failures)}
 
 
-__all__ = ["REPORT_STAGE", "ReportParts", "headline_markdown", "stage_summary", "study_tables", "to_csv", "to_markdown",
-           "unbuilt_report", "write_outputs", "write_pages", "write_plots", "write_tables"]
+__all__ = [
+    "REPORT_STAGE",
+    "ReportParts",
+    "check_report_files",
+    "headline_markdown",
+    "report_files",
+    "stage_summary",
+    "study_tables",
+    "to_csv",
+    "to_markdown",
+    "unbuilt_report",
+    "write_outputs",
+    "write_pages",
+    "write_plots",
+    "write_tables",
+]

@@ -301,7 +301,7 @@ def test_cli_rerun_keeps_a_file_of_your_own_with_an_outputs_name(tmp_path, capsy
     first = ["attribute", "--trace", str(DATA / "concordia_log.json"), "--real-people", "--export-identifiers",
              "--indicator", "lin", "--out", str(out), "--no-report"]
     assert main(first) == 0
-    assert set(json.loads((out / "manifest.json").read_text())["outputs_sha256"]) == {
+    assert set(json.loads((out / "manifest.json").read_text())["outputs_sha256"]) >= {
         "deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "trace_report.json"}
     (out / "identifiers.csv").write_text("index,id\n0,my own mapping\n")  # yours now, under the same name
     again = ["attribute", "--trace", str(DATA / "oasis_twitter.db"), "--no-deletion", "--indicator", "gini",

@@ -15,6 +15,7 @@ import pytest
 from aumann.cli import main
 from aumann.cli import run as run_cmd
 from aumann.errors import ReportError
+from aumann.io import file_digests
 from aumann.studies.pages import render_report
 from tests.studies import htmlcheck
 
@@ -213,7 +214,8 @@ def test_report_command_rewrites_the_reports_without_recomputing(run_dir, tmp_pa
     before = (d / "report.md").read_text(encoding="utf-8")
     for name in ("report.html", "report.md"):
         (d / name).unlink()
-    stamps = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file()}
+    stamps = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    manifest = json.loads((d / "manifest.json").read_text())
 
     def boom(*a, **k):
         raise AssertionError("aumann report must not recompute")
@@ -230,6 +232,10 @@ def test_report_command_rewrites_the_reports_without_recomputing(run_dir, tmp_pa
     strip = lambda s: re.sub(r"figures: .*", "", s)  # noqa: E731
     assert strip(after) == strip(before)
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # nothing else was touched
+    recorded = json.loads((d / "manifest.json").read_text())  # but the pages' SHA-256 recorded as aumann's
+    assert recorded.pop("outputs_sha256") == {**manifest.pop("outputs_sha256"),
+                                              **file_digests(d, ["report.html", "report.md"])}
+    assert recorded == manifest
 
 
 def test_report_on_what_is_not_a_finished_run_is_a_clear_error(run_dir, tmp_path, capsys):

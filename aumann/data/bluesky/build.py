@@ -24,7 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from aumann.data.bluesky.counts import RawCounts
-from aumann.io import atomic_path, write_json
+from aumann.io import (
+    OUTPUTS_COMPLETE,
+    atomic_path,
+    check_outputs,
+    file_digests,
+    journaled,
+    recorded_outputs,
+    remove_stale,
+    settle_journal,
+    write_json,
+)
 
 
 def redact_identifiers(counts: RawCounts) -> RawCounts:
@@ -50,6 +60,33 @@ def write_build_outputs(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # a file is replaced or removed only when an earlier build recorded writing it (its manifest's outputs_sha256, or
+    # the journal of one interrupted); a file of your own with an output's name is kept and stops the build
+    rec = recorded_outputs(out, command="aumann bluesky build-panel")
+    panels = [f"panels/{scale}/{topic}.npz" for topic in counts.topics for scale in ("window", "daily")]
+    names = ["users.parquet", "daily.parquet", "follows.parquet", "counts.json", "ingest_report.json", *panels]
+    stale = [f"panels/{scale}/{p.name}" for scale in ("window", "daily") for p in sorted((out / "panels" /
+             scale).glob("*.npz")) if p.stem not in counts.topics and (p.is_file() or p.is_symlink())]
+    if export_identifiers:
+        names.append("identifiers.parquet")
+    elif (out / "identifiers.parquet").is_file() or (out / "identifiers.parquet").is_symlink():
+        stale.append("identifiers.parquet")
+    check_outputs(out, [*names, "manifest.json"], recorded=rec)
+    check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written or removed
+    with journaled(out):
+        written = _write(counts, report, out, export_identifiers=export_identifiers, stale=stale)
+        written["manifest"] = write_manifest(
+            out, command, config or {}, seeds=None,
+            extra={"outputs": sorted(str(p.relative_to(out)) for p in written.values()),
+                   OUTPUTS_COMPLETE: True, "outputs_sha256": file_digests(out, names),
+                   "synthetic": False, "identifiers": "exported" if export_identifiers else "redacted"},
+        )
+    settle_journal(out)
+    return written
+
+
+def _write(counts: RawCounts, report: dict[str, Any], out: Path, *, export_identifiers: bool,
+           stale: list[str]) -> dict[str, Path]:
     written: dict[str, Path] = {}
     if export_identifiers:
         ids = counts.users[["user", "did", "handle"]]
@@ -59,23 +96,15 @@ def write_build_outputs(
         saved = counts
     else:
         saved = redact_identifiers(counts)
-        (out / "identifiers.parquet").unlink(missing_ok=True)
+    for name in stale:  # an earlier build's (a panel of a topic this build does not have; identifiers not exported)
+        remove_stale(out / name, within=out)  # each checked by the caller
     written["counts"] = saved.save(out)
     for topic in counts.topics:
         written[f"window/{topic}"] = counts.window_panel(topic).save(out / "panels" / "window" / f"{topic}.npz")
         written[f"daily/{topic}"] = counts.daily_panel(topic).save(out / "panels" / "daily" / f"{topic}.npz")
-    for scale in ("window", "daily"):  # a panel of a topic this build does not have is an earlier build's
-        for stale in (out / "panels" / scale).glob("*.npz"):
-            if stale.stem not in counts.topics:
-                stale.unlink()
     rep = out / "ingest_report.json"
     write_json(rep, report, indent=2)
     written["report"] = rep
-    written["manifest"] = write_manifest(
-        out, command, config or {}, seeds=None,
-        extra={"outputs": sorted(str(p.relative_to(out)) for p in written.values()),
-               "synthetic": False, "identifiers": "exported" if export_identifiers else "redacted"},
-    )
     return written
 
 
