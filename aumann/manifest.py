@@ -28,7 +28,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -114,17 +114,42 @@ def redact_command(argv: Any) -> str:
     run --ray-runtime-env '{"env_vars": {"OPENAI_API_KEY": "***", "X": "1"}}'
     """
     if not isinstance(argv, str):
-        return shlex.join(_redact_text(str(a)) for a in argv)
+        return shlex.join(redact_text(str(a)) for a in argv)
     try:
         words = shlex.split(argv)
     except ValueError:  # not a shell line (an unbalanced quote): redacted as text
         words = None
     if words is not None and shlex.join(words) == argv:  # a recorded (shell-quoted) line: each word on its own, so
-        return shlex.join(_redact_text(w) for w in words)  # a URL's redaction never takes a closing quote with it
-    return _redact_text(argv)
+        return shlex.join(redact_text(w) for w in words)  # a URL's redaction never takes a closing quote with it
+    return redact_text(argv)
 
 
-def _redact_text(text: str) -> str:
+def redact_text(text: str) -> str:
+    """``text`` (one value from the command line: a flag's value, a path, a URL) as every file aumann writes records
+    it — the one redaction of ``command`` (each word), ``config`` and every other string of a manifest, a summary or
+    a report: every key an LLM backend of this process registered, URL credentials (:func:`redact_url`) and the
+    values of secret-named JSON members and ``NAME=value`` words.
+
+    >>> redact_text("out/http://bob:sk-1@host/v1")
+    'out/http://***@host/v1'
+    """
+    for more in _REDACTORS:  # the keys an LLM backend of this process registered
+        text = more(text)
+    return _redact_words(text)
+
+
+#: further redactions of recorded text, registered by the layers that know secrets (the LLM backends' keys)
+_REDACTORS: list[Callable[[str], str]] = []
+
+
+def add_redactor(fn: Callable[[str], str]) -> None:
+    """Register ``fn`` (text → text with the secrets it knows replaced) for :func:`redact_text`: the layer that knows
+    a secret (an LLM backend's key) registers it, so this ground-floor module imports nothing above it."""
+    if fn not in _REDACTORS:
+        _REDACTORS.append(fn)
+
+
+def _redact_words(text: str) -> str:
     text = _JSON_MEMBER.sub(lambda m: f'{m.group(1)}"***"' if is_secret_key(m.group(2)) else m.group(0), text)
     text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***" if is_secret_key(m.group(1)) else m.group(0), text)
     return redact_url(text)
@@ -165,12 +190,18 @@ def git_revision(start: Path | None = None) -> str | None:
 
 def redact(obj: Any) -> Any:
     """A copy of ``obj`` with the string values of secret-looking keys replaced by ``"<redacted>"``
-    (counts such as ``prompt_tokens`` are numbers, never secrets, and stay)."""
+    (counts such as ``prompt_tokens`` are numbers, never secrets, and stay), and every other string (and path)
+    redacted as the command line is (:func:`redact_text`: a flag's value recorded in ``config`` — a URL with
+    credentials, a path holding a registered key — is recorded as ``command`` records it)."""
     if isinstance(obj, Mapping):
         return {k: ("<redacted>" if is_secret_key(k) and isinstance(v, str | bytes) and v else redact(v))
                 for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact(v) for v in obj]
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if isinstance(obj, os.PathLike):
+        return redact_text(os.fspath(obj))
     return obj
 
 
@@ -243,5 +274,5 @@ def record_outputs(out_dir: str | os.PathLike[str], digests: Mapping[str, str]) 
     write_json(out / "manifest.json", manifest, indent=2, within=out)
 
 
-__all__ = ["build_manifest", "git_revision", "is_secret_key", "package_versions", "record_outputs", "redact",
-           "redact_command", "redact_url", "write_manifest"]
+__all__ = ["add_redactor", "build_manifest", "git_revision", "is_secret_key", "package_versions", "record_outputs",
+           "redact", "redact_command", "redact_text", "redact_url", "write_manifest"]

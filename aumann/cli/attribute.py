@@ -136,7 +136,7 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
     """The result files, the manifest (recording each with its SHA-256) and the pages."""
     from aumann.cli.command import command_line
     from aumann.io import OUTPUTS_COMPLETE, adopt_outputs, plain, write_csv, write_json
-    from aumann.manifest import write_manifest
+    from aumann.manifest import redact_text, write_manifest
     from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     _remove_stale(out, args)  # checked again: the folder may have changed while the attribution ran
@@ -150,7 +150,8 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
     write_csv(out / "phi_by_step.csv", [{"step": s, "delta_v": dv, "sum_phi": sp, "efficiency_gap": eg}
                                         for s, dv, sp, eg in rows])
     write_top_agents(out, res, panel)
-    summary = {**res.summary(), "seconds": seconds, "panel": str(args.panel if trace is None else args.trace),
+    summary = {**res.summary(), "seconds": seconds,
+               "panel": redact_text(str(args.panel if trace is None else args.trace)),  # as the manifest records it
                "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
         summary["tier_shares"] = res.group_shares("tier")
@@ -320,7 +321,9 @@ def _read_trace(args: argparse.Namespace) -> dict:
 def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, panel, res, timer) -> dict:
     """panel.npz, trace_report.json, identifiers.csv (on request) and the masking deletion study."""
     from aumann.io import write_csv, write_json
-    report = trace["report"].to_dict()
+    from aumann.manifest import redact
+
+    report = redact(trace["report"].to_dict())  # its paths as the manifest records them (a key in a path or URL)
     if trace["real_people"] and not args.export_identifiers:
         report["spec"] = _withhold_ids(report["spec"])
     panel.save(out / "panel.npz")

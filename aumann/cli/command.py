@@ -43,11 +43,8 @@ def command_line(*command: str, fallback: Sequence[str] = ()) -> str:
     ``manifest.json`` → ``command`` holds; ``shlex.split`` of it gives the words back, each secret as ``***``)."""
     from aumann.manifest import redact_command
 
-    redaction = sys.modules.get("aumann.simulators.llm.redaction")  # loaded (and keys registered) by a backend
-    words = ["aumann", *command, *command_words(*command, fallback=fallback)]
-    if redaction is not None:
-        words = [redaction.redact_registered(w) for w in words]
-    return redact_command(words)
+    # each word through redact_text, which also redacts every key an LLM backend of this process registered
+    return redact_command(["aumann", *command, *command_words(*command, fallback=fallback)])
 
 
 __all__ = ["command_line", "command_words", "invoked_with"]

@@ -5,6 +5,7 @@ your own with an output's name is kept and stops the command (an OutputError nam
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -193,6 +194,36 @@ def test_build_panel_removes_only_panels_an_earlier_build_recorded(tmp_path, cap
     fresh.mkdir()
     (fresh / "ingest_report.json").write_text("{}\n")
     assert main([*base, "--out", str(fresh)]) == 2 and (fresh / "ingest_report.json").read_text() == "{}\n"
+
+
+SECRET = "hfsecretvalue12345"
+
+
+def _holds_secret(folder) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+
+def test_a_secret_in_a_flag_value_reaches_no_file(tmp_path, tiny, monkeypatch):
+    """The manifest's command redacted a secret in a flag's value (a NAME=value word, a URL's credentials), but its
+    config recorded the raw value (config.out, config.panel) and summary.json and the page the panel path: the same
+    value redacted in one place and written out in the next. Every recorded value now goes through one redaction."""
+    from aumann.attribution import Panel
+    from aumann.data.synthetic import heavy_tailed_panel
+
+    monkeypatch.chdir(tmp_path)
+    where = f"API_KEY={SECRET}"
+    assert main(["demo", "--agents", "12", "--steps", "2", "--out", f"d/{where}", "--static"]) == 0
+    Path(where).mkdir()
+    Panel.save(heavy_tailed_panel(12, 2, rng=0), Path(where) / "panel.npz")
+    assert main(["attribute", f"{where}/panel.npz", "--indicator", "lin", "--out", f"a/{where}", "--static"]) == 0
+    assert main(["run", "social-llm", "--config", str(tiny), "--out", f"r/{where}", "--static", "--no-ablations",
+                 "--no-plots"]) == 0
+    for folder in ("d", "a", "r"):
+        assert (tmp_path / folder).is_dir()
+        assert _holds_secret(tmp_path / folder) == [], folder
+    manifest = json.loads((tmp_path / "a" / where / "manifest.json").read_text())
+    assert manifest["config"]["out"] == "a/API_KEY=***" and manifest["config"]["panel"].startswith("API_KEY=***")
+    assert manifest["command"].endswith("--out 'a/API_KEY=***' --static")  # the same redaction as the command's
 
 
 def test_a_run_stopped_by_its_budget_keeps_the_record_of_what_aumann_wrote(tmp_path, capsys):

@@ -18,7 +18,7 @@ import re
 import threading
 from collections.abc import Iterable
 
-from aumann.manifest import redact_url
+from aumann.manifest import add_redactor, redact_url
 
 _KEYLIKE = re.compile(r"(sk-|key-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-\*\.+/=]{4,}")
 _MIN_SECRET = 4  # shorter "secrets" would redact ordinary words
@@ -114,6 +114,9 @@ def redact_registered(text: object) -> str:
     path the text took to get there (a backend's own messages are redacted of its keys, whatever their length)."""
     keys = [k for k in _registered if len(k) >= _NET_MIN]
     return Redactor(keys)(text) if keys else str(text)
+
+
+add_redactor(redact_registered)  # every text a manifest, summary or report records goes through it too
 
 
 def protect_logs(secrets: Iterable[str | None]) -> None:
