@@ -734,3 +734,16 @@ def test_a_read_only_cache_in_record_mode_is_refused_before_any_request_and_neve
         assert ResponseCache(path, mode="replay").get("k").text == '{"post": true}'  # read without writing
     finally:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+
+
+def test_key_like_tokens_are_redacted_only_at_the_start_of_a_word_so_recorded_config_words_stay():
+    # every string a manifest records now goes through the registered-keys redaction: its key-like pattern matched
+    # inside words, so a persona 'risk-averse' or a topic 'monkey-business' was recorded as 'risk-***' / 'monkey-***'
+    from aumann.simulators.llm.redaction import Redactor
+
+    r = Redactor([SECRET])
+    for word in ("risk-averse persona", "monkey-business", "whisk-batter", "turkey-sandwich"):
+        assert r(word) == word
+    assert r("Authorization: Bearer abcdXYZ123") == "Authorization: Bearer ***"
+    assert r('{"k": "sk-abcd1234"}') == '{"k": "sk-***"}'
+    assert r("key=sk-proj-abc123 and api_key-sk-1234x") == "key=sk-*** and api_key-***"

@@ -20,7 +20,9 @@ from collections.abc import Iterable
 
 from aumann.manifest import add_redactor, redact_url
 
-_KEYLIKE = re.compile(r"(sk-|key-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-\*\.+/=]{4,}")
+#: a bearer key, ``sk-…`` / ``key-…`` token, at the start of a word: ``risk-averse`` or ``monkey-business`` (a topic, a
+#: persona recorded in a manifest's config) is no key
+_KEYLIKE = re.compile(r"(?<![A-Za-z0-9])(sk-|key-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-\*\.+/=]{4,}")
 _MIN_SECRET = 4  # shorter "secrets" would redact ordinary words
 _PARTIAL_FROM = 12  # a secret this long is also redacted where only part of it survived a cut ...
 _PARTIAL = 6  # ... from this many of its first or last characters on
