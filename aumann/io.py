@@ -851,12 +851,12 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def neutralise_cell(text: str) -> str:
-    """``text`` safe for a spreadsheet: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    r"""``text`` safe for a spreadsheet: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
     carriage return gets a leading apostrophe (``'=HYPERLINK(...)``), which spreadsheets show as text and
     never execute; a plain number written as text (``-1.5``, ``+3e2``) stays as it is.
     :func:`read_csv_cell` removes the apostrophe again.
 
-    >>> neutralise_cell("=HYPERLINK(\"http://x\")"), neutralise_cell("-1.5"), neutralise_cell("agent-7")
+    >>> neutralise_cell('=HYPERLINK("http://x")'), neutralise_cell("-1.5"), neutralise_cell("agent-7")
     ('\'=HYPERLINK("http://x")', '-1.5', 'agent-7')
     """
     if text and text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text):

@@ -1,8 +1,8 @@
 """Traces in, panels out: event logs of simulators that are not Mesa models, by a declared spec.
 
 >>> from aumann.data.traces import read_trace          # doctest: +SKIP
->>> r = read_trace("oasis.db")                         # OASIS: detected, default spec
->>> r.panel, r.report.n_skipped
+>>> r = read_trace("oasis.db")       # OASIS: detected, default spec  # doctest: +SKIP
+>>> r.panel, r.report.n_skipped                        # doctest: +SKIP
 
 * :func:`read_trace` — a trace (OASIS SQLite, OpenTelemetry JSONL spans, a Concordia structured log,
   a CSV/Parquet/JSONL long table) → :class:`TraceRead` (``panel``, ``report``);
