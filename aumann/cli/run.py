@@ -53,6 +53,11 @@ from aumann.cli.args import integer, number, path, positive_int, seed
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
+#: the cap of study.permutations (aumann.scenarios.base.StudyConfig's ``le``; the parser does not import the
+#: scenarios, so tests/cli/test_bad_inputs_cli.py checks that the two agree): the flag's message names this cap,
+#: not the int64 bound every integer flag has
+MAX_PERMUTATIONS = 10_000_000
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a scenario, attribute it and measure deletion faithfulness",
@@ -76,8 +81,8 @@ def register(subparsers: Any) -> None:
                         "(= --set step_timeout=SECONDS; default: no limit; see docs/hardening.md)")
     p.add_argument("--backend", choices=llm_options.backend_choices(), default="offline",
                    help=llm_options.backend_help())
-    p.add_argument("--permutations", type=integer(minimum=2), default=None,
-                   help="sampled-Shapley permutations (default 1000)")
+    p.add_argument("--permutations", type=integer(minimum=2, maximum=MAX_PERMUTATIONS), default=None,
+                   help=f"sampled-Shapley permutations (default 1000, at most {MAX_PERMUTATIONS:,})")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--reference-estimator", choices=("sampled_shapley_cv", "sampled_shapley"), default=None,

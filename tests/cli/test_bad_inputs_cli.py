@@ -204,3 +204,15 @@ def test_demo_on_a_tiny_panel_without_activity_does_not_crash(tmp_path, capsys):
     assert main(["demo", "--agents", "10", "--steps", "1", "--seed", "0", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))["rows"]
     assert len(rows) == 5 and all("top" not in r["shares"] for r in rows)
+
+
+def test_permutations_beyond_the_cap_names_the_real_cap(capsys):
+    # the flag's message quoted the int64 bound (9.22337e+18) while study.permutations stops at 10^7
+    assert main(["run", "social-llm", "--permutations", "1e20"]) == 2
+    last = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()][-1]
+    assert "--permutations" in last and ("1e+07" in last or "10000000" in last) and "e+18" not in last, last
+    from aumann.cli.run import MAX_PERMUTATIONS
+    from aumann.scenarios.base import StudyConfig
+
+    caps = [m.le for m in StudyConfig.model_fields["permutations"].metadata if type(m).__name__ == "Le"]
+    assert caps == [MAX_PERMUTATIONS]
