@@ -34,8 +34,9 @@ from the factual step's sums of ψ and the changed rows alone (:class:`PooledFor
 thousand rows instead of a copy and two passes over all N. The sums are added in another order than one
 evaluation over N, so the values agree with it to rounding (~1e-16 relative), not bit for bit; the factual
 step's own value is checked against a full evaluation once (beyond 1e-9 relative, or an indicator that
-reads context, the oracle evaluates every fork in full). A user's pooled form is also checked once as the
-attribution engine checks it, between the factual step and the scenario's baseline features: one that is not
+reads context, the oracle evaluates every fork in full). A user's pooled form is also checked as the
+attribution engine checks it, between the factual step and the scenario's baseline features, once per distinct
+factual step the forks start from (not only at the first): one that is not
 f raises :class:`~aumann.errors.IndicatorError`, one that lost the precision of f is not used
 (``DeletionOracle.pooled_fallback`` says why, with a warning); aumann's own pooled forms skip that check.
 
@@ -275,7 +276,8 @@ class PooledForks:
     A user's pooled form is checked first as the attribution engine checks it
     (:meth:`~aumann.attribution.MaskedIndicatorGame.pooled_form_lost`, one implementation): on the masking game
     between the factual step and the scenario's baseline ``baseline()`` (every agent at the baseline action), at
-    v(∅), v(N) and seeded coalitions between them — the kind of step a fork is. A form that is not f there raises
+    v(∅), v(N) and seeded coalitions between them — the kind of step a fork is — once for every distinct factual
+    step (``base``, told apart by its content) that :meth:`values` is given. A form that is not f there raises
     :class:`~aumann.errors.IndicatorError`; one that lost the precision of f is not used (every fork is evaluated in
     full, the reason in :attr:`fallback`, with an :class:`~aumann.errors.AumannWarning`). aumann's own pooled forms
     skip that check (no baseline is computed for them). For every form, :meth:`values` returns ``None`` where the
@@ -285,7 +287,7 @@ class PooledForks:
         self.inds = (f, g)
         self.baseline = baseline
         self.fallback: str | None = None  # why the sums are not used (every fork evaluated in full)
-        self._forms_checked = False
+        self._checked_steps: set[tuple[Any, ...]] = set()  # fingerprints of the factual steps a user's form passed
         self._base: tuple[Any, ...] | None = None  # (base array, its ψ sums for f and g, or None: no match)
         self._lock = threading.Lock()
 
@@ -301,6 +303,9 @@ class PooledForks:
         if any(i.pooled is None or i.uses_context or i.accepts_alive for i in (fi, gi)):
             return None
         return PooledForks(fi, gi, baseline)
+
+    def _has_user_form(self) -> bool:
+        return any(not aumanns_own(i) for i in self.inds)
 
     def _check_forms(self, base: np.ndarray) -> str | None:
         """A user's pooled form checked by the engine's check between ``base`` and the baseline (raises for a form
@@ -330,14 +335,18 @@ class PooledForks:
         import torch
 
         with self._lock:
-            if not self._forms_checked:
-                self.fallback = self._check_forms(base)
-                self._forms_checked = True
-                if self.fallback is not None:
-                    _warn_full(self.fallback)
             if self.fallback is not None:
                 return None
             if self._base is None or self._base[0] is not base:
+                # a user's form is checked at every distinct factual step (a base per checkpoint), not only at the
+                # first: a form right at an early step and wrong at a later one gave that step's forks silently
+                key = _fingerprint(base) if self._has_user_form() else None
+                if key is not None and key not in self._checked_steps:
+                    self.fallback = self._check_forms(base)
+                    if self.fallback is not None:
+                        _warn_full(self.fallback)
+                        return None
+                    self._checked_steps.add(key)
                 z = as_torch(base)
                 n = base.shape[0]
                 with torch.no_grad():
@@ -435,6 +444,15 @@ class MaskingOracle:
             out[:, j] = kernel.curve(order, ks)
             self.evaluations += int(ks.size)
         return out
+
+
+def _fingerprint(base: np.ndarray) -> tuple[Any, ...]:
+    """A factual step told apart by its content (shape, dtype, a digest of its bytes; ~10 ms per 10⁷ values), so
+    that a step is checked once however many arrays hold it."""
+    import hashlib
+
+    arr = np.ascontiguousarray(base)
+    return arr.shape, arr.dtype.str, hashlib.blake2b(memoryview(arr).cast("B"), digest_size=16).hexdigest()
 
 
 def _warn_full(why: str) -> None:
