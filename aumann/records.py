@@ -92,6 +92,7 @@ class RunRecord(OutsideRecord):
     checksum: Hex64
     files_sha256: dict[str, Hex64] | None = None
     seed_spawn_key: list[Count] | None = None
+    pooled_fallback: str | None = None  # why the deletion forks were evaluated in full (DeletionOracle.pooled_fallback)
 
 
 class RunTiming(OutsideRecord):
@@ -122,6 +123,7 @@ class Manifest(OutsideRecord):
     synthetic: bool | None = None
     plots: bool | None = None
     analysis_tables: list[str] | None = None
+    pooled_fallbacks: list[dict[str, Any]] | None = None  # {run, reason}: deletion forks evaluated in full, and why
 
 
 class CountsMeta(OutsideRecord):

@@ -340,6 +340,8 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
     digests = {rec.get("digest") for rec in result.records}
     # what the runs computed: the report refuses runs of another config left by a later invocation that did not finish
     digest = {"config_digest": digests.pop()} if len(digests) == 1 and None not in digests else {}
+    # runs whose deletion forks were evaluated in full, not from the pooled sums, and why (absent when none)
+    fallbacks = {"pooled_fallbacks": result.pooled_fallbacks()} if result.pooled_fallbacks() else {}
 
     def manifest() -> None:
         outputs.update(_present(out, [REPORT_HTML, REPORT_MD]))
@@ -350,7 +352,8 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
             "report_kind": "faithfulness", "scenario": result.scenario, "description": description,
             "baseline_description": baseline, "seconds": seconds + stages["tables and plots"],
             "stage_seconds": stages, "resumed_runs": result.resumed, "computed_runs": result.computed,
-            "runs": len(result.records), "plots": plots, "outputs_sha256": outputs, **digest, **extra})
+            "runs": len(result.records), "plots": plots, "outputs_sha256": outputs, **digest, **fallbacks,
+            **extra})
 
     manifest()
     before = len(parts.failures)

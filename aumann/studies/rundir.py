@@ -98,6 +98,7 @@ class RunRecord(TypedDict):
     ceiling: dict[str, float | None]
     reference: NotRequired[dict[str, Any]]  # the reference row: method, game, permutations, median_stderr
     forks: int
+    pooled_fallback: NotRequired[str]  # why the deletion forks were evaluated in full (DeletionOracle.pooled_fallback)
     stages: dict[str, StageRecord]
     arrays_sha256: str
     files_sha256: NotRequired[dict[str, str]]  # SHA-256 of the panel, timing and attributions (relative names)
@@ -432,6 +433,13 @@ def stage_failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def pooled_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run whose deletion forks were evaluated in full although both indicators declare a pooled form
+    (:attr:`~aumann.evaluation.deletion.DeletionOracle.pooled_fallback`): ``{run, reason}``."""
+    return [{"run": rec.get("run", i), "reason": str(rec["pooled_fallback"])}
+            for i, rec in enumerate(records) if rec.get("pooled_fallback")]
+
+
 def failure_text(f: dict[str, Any]) -> str:
     """One line for a stage that did not finish: ``"ablation zero-baseline skipped: IndicatorError: …"``."""
     if f.get("status") == "pending":
@@ -466,8 +474,12 @@ class StudyResult:
         """:func:`stage_failures` of the records."""
         return stage_failures(self.records)
 
+    def pooled_fallbacks(self) -> list[dict[str, Any]]:
+        """:func:`pooled_fallbacks` of the records."""
+        return pooled_fallbacks(self.records)
+
 
 __all__ = ["ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST", "PANELS",
            "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
-           "StageRecord", "StudyResult", "failure_text", "read_timing", "seal", "split_timing", "stage_failures",
-           "verify_run", "with_timing"]
+           "StageRecord", "StudyResult", "failure_text", "pooled_fallbacks", "read_timing", "seal", "split_timing",
+           "stage_failures", "verify_run", "with_timing"]

@@ -28,7 +28,7 @@ from aumann.studies.charts import Charts
 from aumann.studies.named import NamedList
 from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, seconds_text
 from aumann.studies.rows import rows
-from aumann.studies.rundir import failure_text
+from aumann.studies.rundir import failure_text, pooled_fallbacks
 from aumann.studies.sections import (
     above_ceiling,
     calls_text,
@@ -81,6 +81,10 @@ def cost_section(page: StudyPage) -> list[Any]:
             ("deletion forks (per run)", fmt(float(np.mean(forks))) if forks else "–")]
     for row in rows():
         comp += row.cost_rows(recs)
+    full = pooled_fallbacks(recs)
+    if full:  # the forks' values are f itself, each fork evaluated over every agent: say why the sums were not used
+        comp.append(("deletion forks evaluated in full, not from the pooled sums",
+                     "; ".join(f"run {f['run']}: {f['reason']}" for f in full)))
     failed = manifest.get("failed_checks") or []
     if failed:  # finished runs found on disk that did not verify (truncated, incomplete, edited): recomputed
         comp.append(("runs recomputed after a failed resume check",

@@ -80,3 +80,23 @@ def test_a_registered_row_gets_deletion_agreement_and_a_table_row_from_the_study
     arrays = result.arrays[0]
     np.testing.assert_array_equal(arrays["phi_negated_reference"], -arrays[f"phi_{ref}"])
     assert "curve_masking_negated_reference" in arrays
+
+
+def test_why_deletion_forks_were_evaluated_in_full_reaches_the_record_manifest_and_report(tmp_path, monkeypatch):
+    """DeletionOracle.pooled_fallback (a user's pooled form not used: every fork evaluated in full) was only on the
+    oracle object: the run record, manifest.json and the report did not say why a study's forks cost N each."""
+    import json
+
+    from aumann.evaluation.deletion import DeletionOracle
+    from aumann.studies.report import write_outputs
+
+    why = "the pooled form of 'mine' loses the precision of f between the step and its baseline (test)"
+    monkeypatch.setattr(DeletionOracle, "pooled_fallback", property(lambda self: why))
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
+    result = run_study(sc, cfg, out_dir=tmp_path)
+    assert result.records[0]["pooled_fallback"] == why
+    write_outputs(result, tmp_path, command="aumann run midscale-social", seconds=0.0, plots=False)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["pooled_fallbacks"] == [{"run": 0, "reason": why}]
+    assert f"run 0: {why}" in (tmp_path / "report.md").read_text()

@@ -211,6 +211,8 @@ def cascade_table(ctx: RunContext, st: _State) -> None:
                             "delta_v": st.fc_values[1], "permutations": m,
                             "sampled_shapley_info": ss.provenance.get("per_step"),
                             "tau_support": "agents with r_i ≠ r⁰_i (all others are null players: 0 in every method)"}
+    if dele.get("pooled_fallback"):  # why the cascade's deletion forks were evaluated in full (absent when not)
+        st.record["cascade"]["pooled_fallback"] = dele["pooled_fallback"]
     ctx.arrays.update({"analysis_cascade_phi_aumann_shapley": st.phi_c,
                        "analysis_cascade_phi_sampled_shapley": ss.phi[0],
                        "analysis_cascade_phi_leave_one_out": loo.phi[0],

@@ -87,7 +87,8 @@ def cascade_deletion(cfg: Any, run: Any, scenario: Any, fc: Any, fco: Any, x: np
     rows["random"], curves = summarise(cm, cr)
     arrays.update({f"curve_{k}_random": v for k, v in curves.items()})
     arrays["log_k_grid"] = np.asarray(grid)
-    return {"rows": rows, "arrays": arrays, "f_original": fo_full, "forks": oracle.forks}
+    return {"rows": rows, "arrays": arrays, "f_original": fo_full, "forks": oracle.forks,
+            "pooled_fallback": oracle.pooled_fallback}
 
 
 __all__ = ["cascade_deletion"]

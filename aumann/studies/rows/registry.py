@@ -190,6 +190,8 @@ def score_rows(ctx: RunContext) -> None:
     for name, out in ctx.outputs.items():
         get_row(name).finish(ctx, out)
     ctx.rec["forks"] = ctx.oracle.forks
+    if ctx.oracle.pooled_fallback:  # why the forks were evaluated in full, not from the pooled sums
+        ctx.rec["pooled_fallback"] = ctx.oracle.pooled_fallback
 
 
 __all__ = ["Row", "RowOutput", "compute_rows", "get_row", "register_row", "row_names", "rows", "score_rows",
