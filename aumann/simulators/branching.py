@@ -876,7 +876,7 @@ def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: Ste
         ReplayDivergedError: the replayed model is not in ``model``'s state.
 
     Warns:
-        SharedStateWarning: the replayed model holds mutable objects of ``model`` itself (two levels deep; see
+        SharedStateWarning: the replayed model holds mutable objects of ``model`` itself (four levels deep; see
             :func:`aumann.simulators.sharing.shared_state`), e.g. a module-level default graph.
     """
     plan = replay_plan(model, factory, step)

@@ -122,3 +122,43 @@ def test_a_fork_by_copy_whose_copy_shares_state_two_levels_deep_is_refused():
     with pytest.warns(ForkFallbackWarning, match=r"\.trails\.level"):
         res = fork(model, steps=2, recorder=REC, factory=lambda: ShallowColony(Trails()))
     assert res.strategy == "replay" and model.trails.level == before
+
+
+def test_shared_state_looks_into_tuples_and_up_to_four_levels():
+    """A list inside a tuple, or a dict three levels down, that the branch shares with the original was not
+    looked at (two levels, no tuples): the branch wrote into it silently. Four levels now, tuples and frozen
+    containers entered; a fifth level is beyond the bound (documented)."""
+    log, table, deep5 = [], {"x": 0.0}, {"y": 1}
+
+    class Inner:
+        def __init__(self) -> None:
+            self.table = table  # model.world.layers['roads'].table: level 4
+
+    class World:
+        def __init__(self) -> None:
+            self.layers = {"roads": Inner()}
+            self.far = {"a": {"b": {"c": deep5}}}  # model.world.far['a']['b']['c']: level 5
+
+    class M:
+        def __init__(self) -> None:
+            self.pair = (1, log)  # a list inside a tuple: level 2
+            self.world = World()
+            self.cfg = {"a": {"b": log}}  # a dict... holding the same list three levels down
+
+    found = shared_state(M(), M())
+    assert found == [".pair[1]", ".cfg['a']['b']", ".world.layers['roads'].table"], found
+
+
+class TupleColony(Colony):
+    """The pheromone object held inside a tuple (``self.parts = (name, trails)``), from a module-level default."""
+
+    def __init__(self, parts: tuple = ("trails", Trails()), n: int = 4, seed: int = 7) -> None:
+        super().__init__(parts[1], n, seed)
+        self.parts = parts
+
+
+def test_a_replay_sharing_an_object_inside_a_tuple_warns_and_names_it():
+    model = TupleColony()
+    simulate(model, 3, REC)
+    with pytest.warns(SharedStateWarning, match=r"\.parts\[1\]"):
+        fork(model, steps=2, recorder=REC, strategy="replay", factory=TupleColony)
