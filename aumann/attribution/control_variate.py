@@ -40,6 +40,14 @@ residual variance of r_i on C (m − 2 degrees of freedom), so it reports what t
 and the (small) price of estimating w. The projection's w is estimated from the same units (a bias
 of order 1/m only where E[r_i | C] is not linear in C; measured in the tests as z-score means ≈ 0).
 
+**A floor at kinks.** On a piecewise-linear indicator the control equals the marginal on every unit that stays
+on one side of the kink, so a few units can leave an agent's residuals constant to rounding (standard error
+1e-16) while the unseen units that cross the kink carry the error. Per agent, the units on which the control
+missed the marginal (|Δ − g| > MISS_RTOL (|Δ| + |g| + |E g|)) are counted; below MIN_MISSES of them the
+agent's standard error is at least plain sampling's on the same units, or the control's exact spread over
+positions (:meth:`~aumann.attribution.controls.DiagonalControl.variance`) where larger (docs/baselines.md;
+``provenance["per_step"]["stderr_floored"]``). The estimate is unchanged; smooth indicators miss on every unit.
+
 **Units, antithetic pairs, stopping.** As for :class:`~aumann.attribution.sampled.SampledShapley`:
 a unit is a permutation, or with ``antithetic=True`` the mean of a permutation and its reverse
 (controls averaged the same way: positions k and N − 1 − k, i.e. τ and 1 − τ); standard errors are
@@ -60,6 +68,7 @@ differentiable extension, e.g. the re-simulation game through a scenario's step 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -82,6 +91,11 @@ F64 = torch.float64
 MAX_SLOPE = 2.0  # |β| beyond this is noise from units that barely moved the control (see _slopes)
 MAX_BETA = 1e6  # the largest fixed β= accepted
 MIN_UNITS = 4  # two cross-fitted halves of two units in the pilot, and the projection's regression
+#: units on which the control must have missed an agent's marginal before the residuals' spread is its standard
+#: error: below, the plain estimator's standard error on the same units is its floor (see _Accumulator.result)
+MIN_MISSES = 5
+#: a unit's marginal Δ and control g "agree" where |Δ − g| ≤ MISS_RTOL (|Δ| + |g| + |E g|): rounding, not a miss
+MISS_RTOL = 1e-9
 
 
 def _significant(rho2: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
@@ -125,10 +139,18 @@ class _Accumulator:
     """Running sums of one game's units: raw (for the slopes β) and residual (for the estimate and projection),
     each taken unit by unit in draw order."""
 
-    def __init__(self, n: int, device: torch.device, beta: float | None) -> None:
+    def __init__(self, n: int, device: torch.device, beta: float | None, mean: torch.Tensor | None = None,
+                 spread: Callable[[], torch.Tensor | None] | None = None) -> None:
         z = torch.zeros(n, dtype=F64, device=device)
         self.fixed = beta
         self.count = 0
+        # the control's exact mean E g (to tell a unit's g from its centred control), and per agent the units on
+        # which the control missed the marginal (|Δ − g| beyond rounding)
+        self.mean = z if mean is None else mean.to(device=device, dtype=F64)
+        self.misses = torch.zeros(n, dtype=torch.int64, device=device)
+        self.used = torch.zeros(n, dtype=torch.bool, device=device)  # agents whose units were corrected (β ≠ 0)
+        self._spread = spread  # the exact variance of a unit's control (DiagonalControl.variance), asked for once
+        self._spread_value: torch.Tensor | None = None
         self.su, self.sc, self.suu, self.scc, self.suc = (z.clone() for _ in range(5))
         self.sr, self.srr, self.src = (z.clone() for _ in range(3))
         self.s_c = torch.zeros((), dtype=F64, device=device)
@@ -183,6 +205,9 @@ class _Accumulator:
         return torch.where(harmed, torch.zeros_like(beta), beta)
 
     def add(self, u: torch.Tensor, c: torch.Tensor, beta: torch.Tensor) -> None:
+        g = c + self.mean
+        self.misses += ((u - g).abs() > MISS_RTOL * (u.abs() + g.abs() + self.mean.abs())).sum(0)
+        self.used |= beta != 0
         self._raw(u, c)
         # C = Σ_i β_i c_i of each unit, summed over the agents in order (a scan): a matrix-vector product
         # rounds a row differently with the number of rows in the chunk
@@ -217,14 +242,42 @@ class _Accumulator:
             total = float(weight.sum())
             phi_np = phi_np + gap * (weight / total if total > 0 else np.full(phi_np.size, 1.0 / phi_np.size))
         plain_var = torch.clamp(self.suu - self.su * self.su / n, min=0.0) / (n - 1)
+        # a kinked indicator (abs, a hinge, max): on most units the first-order control *is* the marginal (both on
+        # one side of the kink), so the residuals of a handful of units can be constant to rounding while the units
+        # that cross the kink, unseen so far, carry the error (hinge, N = 8, m = 16: error 0.1 with a standard
+        # error of 1e-16). Until the control has missed an agent's marginal on MIN_MISSES units, the residuals say
+        # nothing about how far it misses: that agent's standard error is at least plain sampling's on the same
+        # units (its estimate is unchanged)
+        # (an agent never corrected has plain sampling's own error, floored only where its sampled marginals were
+        # all equal, to rounding, although the control varies over positions: its units all fell on one side)
+        ubar = (self.shift_u + self.su / n).abs() if self.shift_u is not None else torch.zeros_like(self.su)
+        flat = plain_var <= (MISS_RTOL * (ubar + self.mean.abs())) ** 2
+        thin = (self.misses < MIN_MISSES) & (self.used | flat)
+        raised = 0
+        if self.fixed != 0.0 and bool(thin.any()):
+            floor = torch.sqrt(torch.maximum(plain_var, self.control_spread()) / n).cpu().numpy()
+            up = thin.cpu().numpy() & (floor > se_np)
+            se_np = np.where(up, floor, se_np)
+            raised = int(up.sum())
         has = plain_var > 0
         ratio = (plain_var[has] / torch.clamp(resid_var[has], min=torch.finfo(F64).tiny)).cpu().numpy()
         beta = self.last_beta.cpu().numpy()
         info = {"beta_nonzero": float(np.mean(beta != 0)) if beta.size else 0.0,
                 "beta_median": float(np.median(beta)) if beta.size else 0.0,
                 "variance_reduction": float(np.median(ratio)) if ratio.size else 1.0,
-                "projected": projected}
+                "projected": projected,
+                "stderr_floored": raised}
         return phi_np, se_np, info
+
+    def control_spread(self) -> torch.Tensor:
+        """The exact variance of each agent's control over permutations (0 where the control does not know it): a
+        model of the marginals' variance that, unlike theirs, does not depend on which units were drawn. With a
+        kink near either end of the diagonal, all of a few units can land on one side, where the marginals are
+        equal too (hinge, N = 10, m = 16: plain sampling's own standard error was 0 for agents off by 0.03)."""
+        if self._spread_value is None:
+            got = self._spread() if self._spread is not None else None
+            self._spread_value = torch.zeros_like(self.su) if got is None else got.to(self.su)
+        return self._spread_value
 
     def max_stderr(self, delta_v: float) -> float:
         return float(np.max(self.result(delta_v)[1]))
@@ -371,7 +424,8 @@ class SampledShapleyCV(SampledShapley):
         round_units = max(2, (self.round_size or 32) // per)
         chunk = max(1, kernel.chunk_permutations() // per)
         dv = vN - v0
-        acc = _Accumulator(n, control.device, None if self.beta == "auto" else float(self.beta))
+        acc = _Accumulator(n, control.device, None if self.beta == "auto" else float(self.beta), control.mean,
+                           lambda: control.variance(self.antithetic))
         draws = _Permutations(rng, n, batch=min(chunk, total), limit=total)
 
         def units(c: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -108,6 +108,11 @@ class DiagonalControl(ABC):
             cf = (cf + cr) * 0.5
         return cf - self.mean
 
+    def variance(self, reverse: bool) -> torch.Tensor | None:
+        """(n,) the exact variance of a unit's control over uniform permutations (with ``reverse``, of the
+        antithetic pair mean), or None where it is not known in closed form."""
+        return None
+
 
 def centred_rows(table: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
     """``table`` (K, n) minus its (``weights``-)mean over the rows, centred twice: g − μ rounds at the size of
@@ -149,6 +154,11 @@ class PositionControl(DiagonalControl):
         return cf if cr is None else (cf + cr) * 0.5
 
 
+def _paired(table: torch.Tensor, reverse: bool) -> torch.Tensor:
+    """A (positions, ·) table, or with ``reverse`` the mean of each position and its mirror (antithetic pairs)."""
+    return (table + table.flip(0)) * 0.5 if reverse else table
+
+
 class LowRankControl(PositionControl):
     """g_i(k) = Σ_p B[i, p] Γ[k, p]: per-player coefficients B (n, P) times position profiles Γ (n, P)."""
 
@@ -166,6 +176,15 @@ class LowRankControl(PositionControl):
         self._profiles: np.ndarray | None = None
         self._mu: np.ndarray | None = None
         self._centred: torch.Tensor | None = None  # Γ centred over the positions (centred_rows)
+
+    def variance(self, reverse: bool) -> torch.Tensor:
+        # E_k[(Σ_p B_ip (Γ_kp − mean Γ_p))²] = B_i C B_iᵀ, C the (P, P) covariance of the profiles over positions
+        if self._centred is None:
+            self._centred = centred_rows(self.G)
+        Gc = _paired(self._centred, reverse)
+        C = Gc.T @ Gc / Gc.shape[0]
+        B = self.Bt.T
+        return torch.clamp(((B @ C) * B).sum(1), min=0.0)
 
     def _by_position(self, idx, flip, centred=False):
         if centred and self._centred is None:
@@ -225,6 +244,25 @@ class TableControl(PositionControl):
         self.mean = weights @ H
         # only the centred table is kept (one table in memory): H − μ with mean 0 to its own rounding
         self.H = centred_rows(H, weights).contiguous()
+
+    def variance(self, reverse: bool) -> torch.Tensor:
+        # the centred table interpolated at every position, a block of positions at a time (O(block · n) memory)
+        out = torch.zeros(self.n, dtype=F64, device=self.H.device)
+        block = max(1, (1 << 22) // max(1, self.n))
+        for s in range(0, self.n, block):
+            k = torch.arange(s, min(self.n, s + block), device=self.H.device)
+            rows = self._at(k)
+            if reverse:
+                rows = (rows + self._at(self.n - 1 - k)) * 0.5
+            out += (rows * rows).sum(0)
+        return out / self.n
+
+    def _at(self, k: torch.Tensor) -> torch.Tensor:
+        """(len(k), n): the centred control of every player at positions ``k``."""
+        lo = self.H[self.j[k]]
+        if not self.interpolated:
+            return lo
+        return lo + self.frac[k][:, None] * (self.H[torch.clamp(self.j[k] + 1, max=self.H.shape[0] - 1)] - lo)
 
     def _by_position(self, idx, flip, centred=False):
         j, frac = (self.j.flip(0), self.frac.flip(0)) if flip else (self.j, self.frac)
