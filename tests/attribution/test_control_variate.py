@@ -411,3 +411,22 @@ def test_smooth_indicators_keep_their_variance_reduction_and_no_floor():
             plain = attribute(f, Panel(z), method=SampledShapley(permutations=16), rng=seed)
             assert cv.provenance["per_step"]["stderr_floored"] == 0
             assert np.median(plain.stderr / cv.stderr) > 3, (f, seed)
+
+
+@pytest.mark.parametrize("game", ["heat", "var", "gini", "torch_fn", "quadratic"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("nodes", [None, 3])
+def test_control_variance_is_its_spread_over_every_permutation(game, reverse, nodes):
+    """DiagonalControl.variance (the floor of a kinked indicator's standard error) against the variance of the
+    units' controls over all N! permutations (antithetic: of the pair means)."""
+    N = 6
+    z = positive_panel(np.random.default_rng(2), 1, N)
+    g = MaskedIndicatorGame(Problem.build(as_indicator(_games(N)[game]), Panel(z), "zero"), 0)
+    control = diagonal_control(g, g.kernel(), nodes=nodes)
+    perms = np.array(list(itertools.permutations(range(N))))
+    units = control.units(perms, reverse=reverse)
+    want = (units * units).mean(0)
+    got = control.variance(reverse)
+    scale = float((control.units(perms, reverse=False) ** 2).mean(0).max())  # (a linear control's pairs: ~0)
+    assert scale > 0
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-12 * scale)
