@@ -67,6 +67,7 @@ differentiable extension, e.g. the re-simulation game through a scenario's step 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -133,6 +134,32 @@ def _running(total: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     for row in rows:
         out += row
     return out
+
+
+#: a residual variance below this share of the plain marginals' is rounding (sd ratio 1e-12): the ratio is unbounded
+UNBOUNDED_SHARE = 1e-24
+
+
+def _variance_reduction(plain_var: torch.Tensor, resid_var: torch.Tensor) -> dict[str, Any]:
+    """``variance_reduction``: the median over agents (those whose marginals varied) of Var(Δ_i) / Var(residual_i)
+    per unit, and ``variance_reduction_note``. Where the residual variance is 0 to rounding for the median agent
+    (N = 2, where the efficiency projection is exact; a control that is the marginal on every unit) the ratio is
+    unbounded: ``variance_reduction`` is then ``None`` (not inf, which JSON cannot hold and wrote as a bare null;
+    nor ~1e306 from dividing by the smallest float) and the note says why; otherwise the note is ``None``."""
+    has = plain_var > 0
+    p, r = plain_var[has], resid_var[has]
+    ratio = torch.where(r > UNBOUNDED_SHARE * p, p / torch.clamp(r, min=torch.finfo(F64).tiny),
+                        torch.full_like(p, math.inf)).cpu().numpy()
+    if ratio.size == 0:
+        return {"variance_reduction": 1.0, "variance_reduction_note": None}
+    med = float(np.median(ratio))
+    if math.isfinite(med):
+        return {"variance_reduction": med, "variance_reduction_note": None}
+    k = int(np.isinf(ratio).sum())
+    return {"variance_reduction": None,
+            "variance_reduction_note": f"unbounded: the residual variance is 0 to rounding for {k} of {ratio.size} "
+                                       "agents (the control and the efficiency projection explain every sampled "
+                                       "marginal; at N = 2 the projection is exact)"}
 
 
 class _Accumulator:
@@ -259,12 +286,10 @@ class _Accumulator:
             up = thin.cpu().numpy() & (floor > se_np)
             se_np = np.where(up, floor, se_np)
             raised = int(up.sum())
-        has = plain_var > 0
-        ratio = (plain_var[has] / torch.clamp(resid_var[has], min=torch.finfo(F64).tiny)).cpu().numpy()
         beta = self.last_beta.cpu().numpy()
         info = {"beta_nonzero": float(np.mean(beta != 0)) if beta.size else 0.0,
                 "beta_median": float(np.median(beta)) if beta.size else 0.0,
-                "variance_reduction": float(np.median(ratio)) if ratio.size else 1.0,
+                **_variance_reduction(plain_var, resid_var),
                 "projected": projected,
                 "stderr_floored": raised}
         return phi_np, se_np, info

@@ -430,3 +430,23 @@ def test_control_variance_is_its_spread_over_every_permutation(game, reverse, no
     scale = float((control.units(perms, reverse=False) ** 2).mean(0).max())  # (a linear control's pairs: ~0)
     assert scale > 0
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-12 * scale)
+
+
+def test_an_unbounded_variance_reduction_is_null_with_a_note_not_inf(tmp_path):
+    """At N = 2 the efficiency projection is exact (two orderings: each residual is linear in C), so the residual
+    variance is 0: variance_reduction was inf (JSON: a bare null) or ~1e306 from dividing by the smallest float.
+    Now None with a note saying why, in the provenance and in the saved attribution alike; finite otherwise."""
+    from aumann.attribution import Attribution
+
+    z = np.abs(np.random.default_rng(1).normal(size=(1, 2, 3))) * 10
+    for seed in range(4):
+        res = attribute("var", Panel(z), method=SampledShapleyCV(permutations=32), rng=seed)
+        info = res.provenance["per_step"]
+        assert info["variance_reduction"] is None and "unbounded" in info["variance_reduction_note"], info
+        np.testing.assert_allclose(res.phi, attribute("var", Panel(z), method=ExactShapley()).phi, rtol=1e-12)
+    res.save(tmp_path / "a.npz")
+    back = Attribution.load(tmp_path / "a.npz").provenance["per_step"]
+    assert back["variance_reduction"] is None and back["variance_reduction_note"] == info["variance_reduction_note"]
+    big = attribute("var", Panel(positive_panel(np.random.default_rng(1), 1, 8)), method=SampledShapleyCV(
+        permutations=32), rng=1).provenance["per_step"]
+    assert 1 < big["variance_reduction"] < 1e6 and big["variance_reduction_note"] is None
