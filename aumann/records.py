@@ -124,6 +124,7 @@ class Manifest(OutsideRecord):
     plots: bool | None = None
     analysis_tables: list[str] | None = None
     pooled_fallbacks: list[dict[str, Any]] | None = None  # {run, reason}: deletion forks evaluated in full, and why
+    control_fallbacks: list[dict[str, Any]] | None = None  # {run, reason}: the CV row without its control, and why
 
 
 class CountsMeta(OutsideRecord):

@@ -59,6 +59,12 @@ one gradient of ρ per position on pooled games (O(N·P)), closed forms on quadr
 one forward and backward pass of f per node otherwise — is reported in ``provenance["per_step"]``
 (``control_gradient_evals``), not in ``n_evals``.
 
+An indicator with no gradient at all (numpy inside, ``argmax``, ``.detach()``, an integer result) has no control:
+the estimate is then plain sampled Shapley on the same permutations (the numbers of ``beta=0``), with the reason in
+``provenance["per_step"]["control_fallback"]`` (``control`` ``"none"``) and an :class:`~aumann.errors.AumannWarning`;
+a :class:`~aumann.attribution.controls.ParticipationGame` whose declared extension has no gradient is refused
+(:class:`~aumann.errors.GameError`: the extension is there only to be differentiated).
+
 Needs at least 4 units (permutations, or antithetic pairs). Games: every masking game (pooled fast
 path, generic coalitions, agent-wise and quadratic indicators, network indicators, alive-aware
 indicators) and any :class:`~aumann.attribution.controls.ParticipationGame` (a game with a
@@ -308,6 +314,14 @@ class _Accumulator:
         return float(np.max(self.result(delta_v)[1]))
 
 
+def _warn_no_control(reason: str) -> None:
+    import warnings
+
+    from aumann.errors import AumannWarning
+
+    warnings.warn(f"sampled_shapley_cv: {reason}", AumannWarning, stacklevel=6)
+
+
 class SampledShapleyCV(SampledShapley):
     """Permutation-sampling Shapley values with the Aumann–Shapley control variate (module docstring).
 
@@ -416,6 +430,8 @@ class SampledShapleyCV(SampledShapley):
                 control = diagonal_control(game, kernel, rows=rows, nodes=self.nodes, memory_budget=budget) \
                     if sub.n > 1 else None
                 seconds = time.perf_counter() - t0
+                if getattr(control, "reason", None):  # no gradient: plain sampling, and it says so
+                    _warn_no_control(control.reason)
                 est = self._estimate(sub, control, v0, vN, rng)
                 est.info["control_seconds"] = seconds
         if rows is not None:

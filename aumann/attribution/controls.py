@@ -114,6 +114,30 @@ class DiagonalControl(ABC):
         return None
 
 
+class NoControl(DiagonalControl):
+    """No control: the game's indicator has no gradient to build one from (its forward leaves torch's autograd:
+    numpy inside, ``argmax``, ``.detach()``, an integer result). Every unit's control is 0, so every slope is 0 and
+    the estimate is plain sampled Shapley on the same permutations (the numbers of ``beta=0``); ``reason``
+    says why, in the attribution's provenance (``control_fallback``) and an :class:`~aumann.errors.AumannWarning`."""
+
+    def __init__(self, n: int, device: torch.device, reason: str, gradient_evals: int = 0) -> None:
+        self.n, self.kind, self.reason, self.nodes = n, "none", reason, 0
+        self.gradient_evals = int(gradient_evals)
+        self.mean = torch.zeros(n, dtype=F64, device=device)
+
+    def along(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        zero = torch.zeros(np.shape(perms), dtype=F64, device=self.device)
+        return zero, (zero.clone() if reverse else None)
+
+    def variance(self, reverse: bool) -> torch.Tensor:
+        return torch.zeros(self.n, dtype=F64, device=self.device)
+
+
+NO_GRADIENT = ("has no gradient on the path (its forward leaves torch's autograd: numpy inside, argmax, .detach(), "
+               "an integer result), so it has no Aumann–Shapley control: the estimate is plain sampled Shapley on "
+               "the same permutations (give the indicator a torch forward for the control)")
+
+
 def centred_rows(table: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
     """``table`` (K, n) minus its (``weights``-)mean over the rows, centred twice: g − μ rounds at the size of
     |g|, so where g barely moves along the positions (a pooled indicator whose diagonal point does not move,
@@ -352,9 +376,9 @@ class ParticipationGame(CoalitionGame):
         return out
 
 
-def _masked_feature_gradients(game: MaskedIndicatorGame, taus: np.ndarray, memory_budget: int) -> np.ndarray:
+def _masked_feature_gradients(game: MaskedIndicatorGame, taus: np.ndarray, memory_budget: int) -> np.ndarray | None:
     """(K, N): ∇_{z_i} f(z⁰ + τ(z − z⁰)) · (z_i − z⁰_i) by autograd through the problem's indicator
-    (its per-step context and living mask included)."""
+    (its per-step context and living mask included); None where the indicator has no gradient at all."""
     x, b = game.x, game.b
     delta = (x - b).to(x.dtype)
     N, D = x.shape
@@ -364,9 +388,8 @@ def _masked_feature_gradients(game: MaskedIndicatorGame, taus: np.ndarray, memor
         chunk = as_torch(taus[s:s + step], dtype=x.dtype, device=x.device)
         z = (b[None] + chunk[:, None, None] * delta[None]).detach().requires_grad_(True)
         val = game.problem.evaluate(z, np.full(chunk.shape[0], game.t, dtype=np.int64))
-        if not val.requires_grad:
-            raise IndicatorError(f"indicator {game.problem.f.name!r} has no gradient on the path, so it has no "
-                                 "Aumann–Shapley control; use SampledShapley")
+        if not val.requires_grad:  # a property of the indicator's forward, not of the point: no control at all
+            return None
         (grad,) = torch.autograd.grad(val.sum(), z, allow_unused=True)
         if grad is not None:
             out[s:s + chunk.shape[0]] = (grad.detach() * delta[None]).sum(-1).to(F64).cpu().numpy()
@@ -378,12 +401,13 @@ def _masked_feature_gradients(game: MaskedIndicatorGame, taus: np.ndarray, memor
 
 
 def _rho_gradients(rho: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, total: torch.Tensor,
-                   taus: np.ndarray, memory_budget: int, what: str) -> torch.Tensor:
-    """(K, P): ∇ρ(start + τ total) for each τ (pooled sums; float64)."""
+                   taus: np.ndarray, memory_budget: int, what: str) -> torch.Tensor | None:
+    """(K, P): ∇ρ(start + τ total) for each τ (pooled sums; float64); None where ρ has no gradient at any τ."""
     P = start.shape[0]
     out = torch.empty((taus.size, P), dtype=F64, device=start.device)
     step = max(1, memory_budget // (64 * max(1, P)))
     t_all = as_torch(taus, dtype=F64, device=start.device)
+    graph = False
     for s in range(0, taus.size, step):
         t = t_all[s:s + step]
         m = (start[None, :] + t[:, None] * total[None, :]).detach().requires_grad_(True)
@@ -394,11 +418,12 @@ def _rho_gradients(rho: Callable[[torch.Tensor], torch.Tensor], start: torch.Ten
         if not val.requires_grad:
             out[s:s + t.shape[0]] = 0.0
             continue
+        graph = True
         (grad,) = torch.autograd.grad(val.sum(), m, allow_unused=True)
         out[s:s + t.shape[0]] = 0.0 if grad is None else grad.detach().to(F64)
     if not torch.isfinite(out).all():
         raise IndicatorError(f"{what}: rho has a NaN/inf gradient on the diagonal")
-    return out
+    return out if graph else None
 
 
 SMOOTH_MIN_PLAYERS = 100
@@ -436,9 +461,11 @@ def smooth_positions(G: np.ndarray, bandwidth: float) -> np.ndarray:
 
 
 def _sum_space(delta: torch.Tensor, start: torch.Tensor, rho: Callable, rows: np.ndarray | None, n: int,
-               memory_budget: int, what: str) -> LowRankControl:
+               memory_budget: int, what: str) -> LowRankControl | NoControl:
     total = delta.sum(dim=0)
     G = _rho_gradients(rho, start, total, positions(n), memory_budget, what)
+    if G is None:
+        return NoControl(n, delta.device, f"{what}: rho {NO_GRADIENT}", gradient_evals=n)
     # where ∇ρ changes faster along the diagonal than a coalition's sums wander (a steep threshold), the
     # marginal follows the average gradient over that wander, not the gradient at the point: smooth it
     b = composition_bandwidth(delta.detach().cpu().numpy(), n)
@@ -512,7 +539,8 @@ def _quadratic(k: QuadraticKernel, rows: np.ndarray | None, n: int) -> LowRankCo
                           kind="quadratic")
 
 
-def _pooled_masked(game: MaskedIndicatorGame, rows: np.ndarray | None, n: int, memory_budget: int) -> LowRankControl:
+def _pooled_masked(game: MaskedIndicatorGame, rows: np.ndarray | None, n: int,
+                   memory_budget: int) -> LowRankControl | NoControl:
     """The sum-space control of a pooled indicator whose masking game has a kernel of its own."""
     f = game.problem.f
     N = game.n_players
@@ -550,8 +578,10 @@ def diagonal_control(game: CoalitionGame, kernel: GameKernel, *, rows: np.ndarra
         if f.pooled is not None and not f.uses_context and game.problem.alive is None:
             return _pooled_masked(game, rows, n, memory_budget)
         taus = table_nodes(n, nodes)
-        H = _masked_feature_gradients(game, taus, memory_budget)
-        kind = "feature-path"
+        got = _masked_feature_gradients(game, taus, memory_budget)
+        if got is None:
+            return NoControl(n, _device_of(kernel), f"indicator {f.name!r} {NO_GRADIENT}", gradient_evals=1)
+        H, kind = got, "feature-path"
     elif hasattr(game, "diagonal_gradients"):
         taus = table_nodes(n, nodes)
         H = np.asarray(game.diagonal_gradients(taus), dtype=np.float64)
@@ -594,8 +624,9 @@ def describe_control(control: Any) -> dict[str, Any]:
     """Provenance notes of a control."""
     return {"control": control.kind, "control_nodes": int(control.nodes),
             "control_gradient_evals": int(control.gradient_evals),
-            "control_interpolated": bool(getattr(control, "interpolated", False))}
+            "control_interpolated": bool(getattr(control, "interpolated", False)),
+            "control_fallback": getattr(control, "reason", None)}
 
 
-__all__ = ["DiagonalControl", "LowRankControl", "ParticipationGame", "TableControl", "diagonal_control",
+__all__ = ["DiagonalControl", "LowRankControl", "NoControl", "ParticipationGame", "TableControl", "diagonal_control",
            "kernel_control", "positions", "table_nodes"]

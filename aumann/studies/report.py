@@ -342,6 +342,9 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
     digest = {"config_digest": digests.pop()} if len(digests) == 1 and None not in digests else {}
     # runs whose deletion forks were evaluated in full, not from the pooled sums, and why (absent when none)
     fallbacks = {"pooled_fallbacks": result.pooled_fallbacks()} if result.pooled_fallbacks() else {}
+    # runs whose control-variate row had no control (an indicator without a gradient), and why (absent when none)
+    if result.control_fallbacks():
+        fallbacks["control_fallbacks"] = result.control_fallbacks()
 
     def manifest() -> None:
         outputs.update(_present(out, [REPORT_HTML, REPORT_MD]))

@@ -440,6 +440,17 @@ def pooled_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for i, rec in enumerate(records) if rec.get("pooled_fallback")]
 
 
+def control_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run whose control-variate row ran without its control (the indicator has no gradient: plain sampling
+    on the same permutations): ``{run, reason}``."""
+    out = []
+    for i, rec in enumerate(records):
+        cv = rec.get("sampled_shapley_cv")
+        if isinstance(cv, dict) and cv.get("control_fallback"):
+            out.append({"run": rec.get("run", i), "reason": str(cv["control_fallback"])})
+    return out
+
+
 def failure_text(f: dict[str, Any]) -> str:
     """One line for a stage that did not finish: ``"ablation zero-baseline skipped: IndicatorError: …"``."""
     if f.get("status") == "pending":
@@ -474,6 +485,10 @@ class StudyResult:
         """:func:`stage_failures` of the records."""
         return stage_failures(self.records)
 
+    def control_fallbacks(self) -> list[dict[str, Any]]:
+        """:func:`control_fallbacks` of the records."""
+        return control_fallbacks(self.records)
+
     def pooled_fallbacks(self) -> list[dict[str, Any]]:
         """:func:`pooled_fallbacks` of the records."""
         return pooled_fallbacks(self.records)
@@ -481,5 +496,5 @@ class StudyResult:
 
 __all__ = ["ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST", "PANELS",
            "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
-           "StageRecord", "StudyResult", "failure_text", "pooled_fallbacks", "read_timing", "seal", "split_timing",
-           "stage_failures", "verify_run", "with_timing"]
+           "StageRecord", "StudyResult", "control_fallbacks", "failure_text", "pooled_fallbacks", "read_timing",
+           "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]

@@ -28,7 +28,7 @@ from aumann.studies.charts import Charts
 from aumann.studies.named import NamedList
 from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, seconds_text
 from aumann.studies.rows import rows
-from aumann.studies.rundir import failure_text, pooled_fallbacks
+from aumann.studies.rundir import control_fallbacks, failure_text, pooled_fallbacks
 from aumann.studies.sections import (
     above_ceiling,
     calls_text,
@@ -81,6 +81,8 @@ def cost_section(page: StudyPage) -> list[Any]:
             ("deletion forks (per run)", fmt(float(np.mean(forks))) if forks else "–")]
     for row in rows():
         comp += row.cost_rows(recs)
+    for f in control_fallbacks(recs):
+        comp.append((f"run {f['run']}: sampled Shapley with the control variate ran without it", f["reason"]))
     full = pooled_fallbacks(recs)
     if full:  # the forks' values are f itself, each fork evaluated over every agent: say why the sums were not used
         comp.append(("deletion forks evaluated in full, not from the pooled sums",

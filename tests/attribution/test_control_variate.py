@@ -4,6 +4,7 @@ estimates against exact Shapley, convergence to Shapley (not to Aumann–Shapley
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -450,3 +451,37 @@ def test_an_unbounded_variance_reduction_is_null_with_a_note_not_inf(tmp_path):
     big = attribute("var", Panel(positive_panel(np.random.default_rng(1), 1, 8)), method=SampledShapleyCV(
         permutations=32), rng=1).provenance["per_step"]
     assert 1 < big["variance_reduction"] < 1e6 and big["variance_reduction_note"] is None
+
+
+def _numpy_max() -> Any:
+    from aumann.attribution.indicators import FunctionIndicator
+
+    return FunctionIndicator(lambda x: torch.as_tensor(np.asarray(x.detach()).max(-1).mean(-1)), name="np_max")
+
+
+def _argmax_pooled() -> AgentwiseIndicator:
+    """A pooled indicator whose ρ leaves autograd (argmax of the pooled means)."""
+    return AgentwiseIndicator(lambda z: z, rho=lambda s: s.argmax(-1).to(torch.float64), name="argmax_share")
+
+
+@pytest.mark.parametrize("make", [_numpy_max, _argmax_pooled])
+def test_a_gradient_free_indicator_is_plain_sampling_with_the_reason_recorded(make):
+    """An indicator whose forward leaves autograd (numpy inside; argmax) was refused by the control-variate
+    estimator (IndicatorError 'has no gradient on the path ... use SampledShapley') on the feature path, and silently
+    given a zero control on the pooled path. Both are now plain sampled Shapley on the same permutations (the same
+    numbers, to rounding), with the reason in the provenance (control 'none', control_fallback) and an AumannWarning
+    naming the indicator."""
+    from aumann.errors import AumannWarning
+
+    f = make()
+    z = positive_panel(np.random.default_rng(3), 2, 6)
+    with pytest.warns(AumannWarning, match=rf"sampled_shapley_cv: .*'{f.name}'.* has no gradient"):
+        cv = attribute(f, Panel(z), method=SampledShapleyCV(permutations=40), rng=2)
+    plain = attribute(f, Panel(z), method=SampledShapley(permutations=40), rng=2)
+    np.testing.assert_allclose(cv.phi, plain.phi, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cv.stderr, plain.stderr, rtol=1e-9, atol=1e-15)
+    info = cv.provenance["per_step"]
+    assert info["control"] == "none" and f.name in info["control_fallback"] and "plain sampled" in \
+        info["control_fallback"]
+    assert attribute("heat", Panel(z), method=SampledShapleyCV(permutations=40), rng=2).provenance["per_step"][
+        "control_fallback"] is None

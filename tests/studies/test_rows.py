@@ -100,3 +100,23 @@ def test_why_deletion_forks_were_evaluated_in_full_reaches_the_record_manifest_a
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["pooled_fallbacks"] == [{"run": 0, "reason": why}]
     assert f"run 0: {why}" in (tmp_path / "report.md").read_text()
+
+
+def test_a_control_variate_row_without_its_control_says_why_in_record_manifest_and_report(tmp_path, monkeypatch):
+    """sampled_shapley_cv on an indicator without a gradient is plain sampling with the reason in the attribution's
+    provenance (control_fallback); the study carries that reason to the run record, manifest.json and the report."""
+    import json
+
+    import aumann.attribution.control_variate as cvmod
+    from aumann.studies.report import write_outputs
+
+    why = "indicator 'mine' has no gradient on the path (test)"
+    real = cvmod.describe_control
+    monkeypatch.setattr(cvmod, "describe_control", lambda c: {**real(c), "control_fallback": why})
+    sc = scenarios.get("midscale-social")
+    cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
+    result = run_study(sc, cfg, out_dir=tmp_path)
+    assert result.records[0]["sampled_shapley_cv"]["control_fallback"] == why
+    write_outputs(result, tmp_path, command="aumann run midscale-social", seconds=0.0, plots=False)
+    assert json.loads((tmp_path / "manifest.json").read_text())["control_fallbacks"] == [{"run": 0, "reason": why}]
+    assert why in (tmp_path / "report.md").read_text()

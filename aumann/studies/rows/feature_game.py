@@ -176,6 +176,8 @@ class SampledShapleyCVRow(Row):
                   "median_stderr": float(np.median(se)),
                   "reference_median_stderr": float(np.median(ref_se)) if ref_se is not None else math.nan,
                   "variance_reduction": float(info.get("variance_reduction") or math.nan)}
+        if info.get("control_fallback"):  # no gradient: the row is plain sampling on the same permutations, and why
+            record["control_fallback"] = info["control_fallback"]
         if info.get("variance_reduction_note"):  # why it is null (unbounded), as in the attribution's provenance
             record["variance_reduction_note"] = str(info["variance_reduction_note"])
         return RowOutput(phi=res.phi[0], stderr=se, cost=cost, attributions=saved, record=record, ceiling=ceiling)
