@@ -182,6 +182,7 @@ class _Accumulator:
         self.mean = z if mean is None else mean.to(device=device, dtype=F64)
         self.misses = torch.zeros(n, dtype=torch.int64, device=device)
         self.used = torch.zeros(n, dtype=torch.bool, device=device)  # agents whose units were corrected (β ≠ 0)
+        self._saturated = False
         self._spread = spread  # the exact variance of a unit's control (DiagonalControl.variance), asked for once
         self._spread_value: torch.Tensor | None = None
         self.su, self.sc, self.suu, self.scc, self.suc = (z.clone() for _ in range(5))
@@ -238,8 +239,10 @@ class _Accumulator:
         return torch.where(harmed, torch.zeros_like(beta), beta)
 
     def add(self, u: torch.Tensor, c: torch.Tensor, beta: torch.Tensor) -> None:
-        g = c + self.mean
-        self.misses += ((u - g).abs() > MISS_RTOL * (u.abs() + g.abs() + self.mean.abs())).sum(0)
+        if not self._saturated:  # (counted only until every agent has MIN_MISSES: smooth games, the first units)
+            g = c + self.mean
+            self.misses += ((u - g).abs() > MISS_RTOL * (u.abs() + g.abs() + self.mean.abs())).sum(0)
+            self._saturated = bool((self.misses >= MIN_MISSES).all())
         self.used |= beta != 0
         self._raw(u, c)
         # C = Σ_i β_i c_i of each unit, summed over the agents in order (a scan): a matrix-vector product
