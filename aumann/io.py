@@ -204,8 +204,22 @@ def write_bytes(path: PathLike, data: bytes, *, within: PathLike | None = None) 
 
 
 def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    return write_bytes(path, text.encode("utf-8"), within=within)
+    """Write ``text`` (UTF-8) to ``path`` atomically.
+
+    Raises:
+        OutputError: ``text`` holds a lone surrogate (U+D800–U+DFFF), which UTF-8 cannot encode: the message names
+            the file and the character, instead of a bare ``UnicodeEncodeError``.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        line = text.count("\n", 0, exc.start) + 1
+        raise OutputError(f"cannot write {Path(path)}: line {line} holds the character U+{ord(bad):04X} (a lone "
+                          f"surrogate, as a file name or a JSON \\u escape that is not UTF-8 yields), which UTF-8 "
+                          f"cannot encode: {visible_surrogates(text[max(0, exc.start - 30):exc.start + 30])!r}") \
+            from None
+    return write_bytes(path, data, within=within)
 
 
 def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
@@ -490,14 +504,56 @@ def plain(obj: Any) -> Any:
     return obj
 
 
+#: a character Python text can hold but UTF-8 cannot: a lone surrogate, e.g. the ``\udcff`` that a file name with
+#: a byte that is not UTF-8 (``\xff``, a Latin-1 name) becomes in ``sys.argv`` and ``os.listdir``
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: the JSON escape of a lone surrogate (one not part of a high + low pair, which is how ``ensure_ascii`` writes an
+#: emoji); a literal ``\\ud800`` (backslash, text) matches too, which only costs the slow path below
+_LONE_ESCAPE = re.compile(r"\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})"
+                          r"|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}", re.IGNORECASE)
+
+
+def visible_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate shown as its escape: ``\xff`` for a byte that was not UTF-8 (Python's
+    ``surrogateescape``: U+DCFF), ``\ud800`` for any other. Such text cannot be encoded as UTF-8, so it is shown
+    this way wherever it is only displayed or recorded (a file name in ``manifest.json`` or a report); an agent id
+    holding one is refused where the panel is built (:class:`~aumann.errors.PanelError`).
+
+    >>> visible_surrogates("x\udcff y.npz")
+    'x\\xff y.npz'
+    """
+    def shown(m: re.Match[str]) -> str:
+        o = ord(m.group(0))
+        return f"\\x{o - 0xDC00:02x}" if 0xDC80 <= o <= 0xDCFF else f"\\u{o:04x}"
+
+    return _SURROGATE.sub(shown, text)
+
+
+def _without_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return visible_surrogates(obj)
+    if isinstance(obj, dict):
+        return {visible_surrogates(k): _without_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_without_surrogates(v) for v in obj]
+    return obj
+
+
 def dumps_json(obj: Any, *, indent: int | None = 1) -> str:
-    """JSON text of :func:`plain` (``obj``): never contains ``NaN`` or ``Infinity``.
+    """JSON text of :func:`plain` (``obj``): never contains ``NaN`` or ``Infinity``, and is always well-formed
+    Unicode: a lone surrogate in a string (a file name that is not UTF-8: ``x\udcff.npz``) is written as its
+    visible escape (``x\\xff.npz``, :func:`visible_surrogates`), not as ``"\\udcff"``, which strict readers
+    (pydantic, Rust's serde, the run-record schemas of :mod:`aumann.records`) refuse.
 
     Raises:
         ConfigError: ``obj`` holds something JSON cannot represent (an arbitrary object).
     """
     try:
-        return json.dumps(plain(obj), indent=indent, allow_nan=False) + "\n"
+        value = plain(obj)
+        text = json.dumps(value, indent=indent, allow_nan=False)
+        if _LONE_ESCAPE.search(text):
+            text = json.dumps(_without_surrogates(value), indent=indent, allow_nan=False)
+        return text + "\n"
     except TypeError as exc:
         raise ConfigError(f"cannot write as JSON: {exc}") from exc
 
@@ -921,7 +977,11 @@ def record_checksum(obj: Any) -> str:
     A JSON record read back from disk gives the same checksum as the record that was written (floats
     print and parse exactly), so a stored checksum detects edited, truncated or incomplete records.
     """
-    text = json.dumps(plain(obj), sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    value = plain(obj)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    if _SURROGATE.search(text):  # as dumps_json writes it, so a record read back gives the same checksum
+        text = json.dumps(_without_surrogates(value), sort_keys=True, separators=(",", ":"), allow_nan=False,
+                          ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -1,0 +1,46 @@
+"""Identifiers and text from users' data through every output: lone surrogates (file names that are not UTF-8,
+JSON ``\\udcXX`` escapes), CSV cells that look neutralised, bidirectional controls on the HTML page."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from aumann import io
+from aumann.cli import main
+from aumann.errors import OutputError
+from aumann.panel import Panel
+from aumann.records import Manifest
+
+
+def test_json_never_holds_a_lone_surrogate_escape():
+    text = io.dumps_json({"path": "x\udcff y.npz", "k\ud800": "ok", "emoji": "😀", "literal": "\\ud800"})
+    json.loads(text.encode("utf-8").decode("utf-8", errors="strict"))
+    assert "\\udcff" not in text and "\\ud800\"" not in text.replace("\\\\ud800", "")
+    back = json.loads(text)
+    assert back == {"path": "x\\xff y.npz", "k\\ud800": "ok", "emoji": "😀", "literal": "\\ud800"}
+    assert io.record_checksum({"p": "x\udcff"}) == io.record_checksum(json.loads(io.dumps_json({"p": "x\udcff"})))
+
+
+def test_text_that_utf8_cannot_encode_is_a_typed_error_naming_the_file(tmp_path):
+    with pytest.raises(OutputError, match=r"t\.csv: line 2 holds the character U\+DC80"):
+        io.write_text(tmp_path / "t.csv", "a\nb\udc80c")
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_attribute_on_a_panel_file_whose_name_is_not_utf8(tmp_path):
+    """A Latin-1 file name (byte 0xFF) reached manifest.json as "\\udcff", which the manifest schema refuses:
+    `aumann attribute` computed everything and then failed ("manifest ... does not fit its schema")."""
+    src = tmp_path / os.fsdecode(b"caf\xe9 \xff.npz")
+    Panel(np.random.default_rng(0).random((2, 3, 1))).save(src)
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "lin", "--out", str(out), "--static"]) == 0
+    raw = (out / "manifest.json").read_bytes().decode("utf-8")
+    Manifest.model_validate(json.loads(raw))
+    assert "caf\\xe9 \\xff.npz" in json.loads(raw)["command"]
+    for name in ("summary.json", "report.md", "report.html"):
+        (out / name).read_bytes().decode("utf-8")
+    assert main(["report", str(out), "--static"]) == 0
