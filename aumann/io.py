@@ -1017,6 +1017,8 @@ def safe_component(name: Any, what: str = "name") -> str:
               "some file systems refuse)"
     elif any(ord(c) < 32 or ord(c) == 127 for c in name):
         why = "it contains a control character"
+    elif _SURROGATE.search(name):
+        why = "it contains a lone surrogate (text that is not UTF-8), which no file system name can hold"
     elif name != name.strip():
         why = "it starts or ends with whitespace"
     elif name.endswith("."):

@@ -309,6 +309,26 @@ def plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
+def utf8_labels(arr: np.ndarray, what: str) -> None:
+    """Text labels must be text UTF-8 can hold: a lone surrogate (U+D800–U+DFFF; what a JSON ``"\\udc80"`` escape in
+    a trace, or a file name that is not UTF-8, gives Python) cannot be written to any CSV, page or Parquet file, so
+    ``aumann attribute`` failed with a ``UnicodeEncodeError`` after the attribution. Raises
+    :class:`~aumann.errors.PanelError` naming the first such label and its position."""
+    if arr.dtype.kind != "U" or arr.size == 0 or arr.dtype.itemsize == 0:
+        return
+    codes = np.ascontiguousarray(arr).view(np.uint32)
+    bad = (codes >= 0xD800) & (codes <= 0xDFFF)
+    if not bad.any():
+        return
+    where = np.flatnonzero(bad.reshape(arr.size, -1).any(axis=1))
+    label = str(arr.reshape(-1)[where[0]])
+    char = next(c for c in label if 0xD800 <= ord(c) <= 0xDFFF)
+    shown = repr(label if len(label) <= 80 else label[:77] + "...")
+    raise PanelError(f"{what} must be text UTF-8 can hold; {where.size} label(s) contain a lone surrogate "
+                     f"(U+{ord(char):04X}, e.g. from a JSON \\u escape or a file name that is not UTF-8), first "
+                     f"{shown} at position {int(where[0])}: no CSV, page or Parquet file can hold it")
+
+
 def _all_integers(items: Sequence[Any]) -> bool:
     return all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in items)
 
@@ -368,6 +388,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if uniq.shape[0] != n:
         dup = uniq[counts > 1][:5].tolist()
         raise DuplicateIdError(f"{what} must be unique; repeated: {dup}")
+    utf8_labels(arr, what)
     return arr
 
 
@@ -437,6 +458,7 @@ class Panel:
             raise ShapeError(f"{len(feats)} feature names given for D = {D} features: {feats}")
         if len(set(feats)) != D:
             raise DuplicateIdError(f"feature names must be unique; got {feats}")
+        utf8_labels(np.asarray(feats, dtype=str), "feature names")
         self.features: tuple[str, ...] = tuple(feats)
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
@@ -457,6 +479,7 @@ class Panel:
             # numpy makes text of every label when some are text: groups 1 and '1' became one group '1'
             refuse_mixed_labels(labels, g, f"group {str(name)!r} labels", error=PanelError, numbers_only=True)
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
+            utf8_labels(self.groups[str(name)], f"group {str(name)!r} labels")
 
         self.alive: np.ndarray | None = None if alive is None else _alive_mask(alive, (T, N))
 

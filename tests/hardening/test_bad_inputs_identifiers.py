@@ -11,7 +11,7 @@ import pytest
 
 from aumann import io
 from aumann.cli import main
-from aumann.errors import OutputError
+from aumann.errors import OutputError, PanelError, UnsafeNameError
 from aumann.panel import Panel
 from aumann.records import Manifest
 
@@ -44,3 +44,28 @@ def test_attribute_on_a_panel_file_whose_name_is_not_utf8(tmp_path):
     for name in ("summary.json", "report.md", "report.html"):
         (out / name).read_bytes().decode("utf-8")
     assert main(["report", str(out), "--static"]) == 0
+
+
+@pytest.mark.parametrize("kw", [{"agent_ids": ["a\udc80", "b", "c"]}, {"steps": ["s\ud800", "t"]},
+                                {"features": ["f\udcff"]}, {"groups": {"g": ["x", "y\udc80", "z"]}},
+                                {"agent_ids": np.array(["a", "b", "c\udc80"], dtype=object)}], ids=repr)
+def test_panel_labels_utf8_cannot_hold_are_refused(kw):
+    with pytest.raises(PanelError, match="lone surrogate"):
+        Panel(np.ones((2, 3, 1)), **kw)
+    with pytest.raises(UnsafeNameError, match="lone surrogate"):
+        Panel(np.ones((2, 3, 1)), groups={"g\udc80": ["x", "y", "z"]})
+
+
+def test_attribute_refuses_a_panel_file_whose_ids_utf8_cannot_hold(tmp_path, capsys):
+    """An id 'a\\udc80' (a JSON "\\udc80" escape read back) went through the attribution and then ended in a
+    UnicodeEncodeError traceback while the CSVs were written."""
+    good = Panel(np.random.default_rng(0).random((2, 3, 1)), agent_ids=["a", "b", "c"]).save(tmp_path / "good.npz")
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["agent_ids"] = np.array(["a\udc80", "b", "c"])
+    np.savez(tmp_path / "bad.npz", **arrays)
+    out = tmp_path / "out"
+    assert main(["attribute", str(tmp_path / "bad.npz"), "--indicator", "lin", "--out", str(out), "--static"]) == 2
+    err = capsys.readouterr().err
+    assert "PanelError" in err and "lone surrogate" in err and "position 0" in err
+    assert not (out / "top_agents.csv").exists()
