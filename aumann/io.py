@@ -906,23 +906,33 @@ FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+def _formula(text: str) -> bool:
+    return bool(text) and text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text)
+
+
 def neutralise_cell(text: str) -> str:
     r"""``text`` safe for a spreadsheet: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
     carriage return gets a leading apostrophe (``'=HYPERLINK(...)``), which spreadsheets show as text and
     never execute; a plain number written as text (``-1.5``, ``+3e2``) stays as it is.
     :func:`read_csv_cell` removes the apostrophe again.
 
+    Text that already starts with apostrophes before such a character (an id ``'=x``) gets one more
+    (``''=x``), so it never reads back as the different id ``=x`` (which is written ``'=x``): two ids are never
+    written as one cell. Any other text is written as it is.
+
     >>> neutralise_cell('=HYPERLINK("http://x")'), neutralise_cell("-1.5"), neutralise_cell("agent-7")
     ('\'=HYPERLINK("http://x")', '-1.5', 'agent-7')
+    >>> neutralise_cell("'=x"), neutralise_cell("'quoted")
+    ("''=x", "'quoted")
     """
-    if text and text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text):
+    if _formula(text) or (text[:1] == "'" and _formula(text.lstrip("'"))):
         return "'" + text
     return text
 
 
 def read_csv_cell(text: str) -> str:
     """The inverse of :func:`neutralise_cell` for a cell read back from one of aumann's CSVs."""
-    if text[:1] == "'" and text[1:2] and neutralise_cell(text[1:]) == text:
+    if text[:1] == "'" and _formula(text.lstrip("'")):
         return text[1:]
     return text
 

@@ -69,3 +69,22 @@ def test_attribute_refuses_a_panel_file_whose_ids_utf8_cannot_hold(tmp_path, cap
     err = capsys.readouterr().err
     assert "PanelError" in err and "lone surrogate" in err and "position 0" in err
     assert not (out / "top_agents.csv").exists()
+
+
+APOSTROPHES = ["'=x", "=x", "''+1", "'+1", "+1x", "'-", "-", "'plain", "'", "''", "'-1.5", "'" * 5000 + "=", "=\n"]
+
+
+def test_csv_cells_of_distinct_ids_stay_distinct_when_apostrophes_lead(tmp_path):
+    """`'=x` and `=x` were both written `'=x`: one cell for two agents, in the file and through aumann's reader."""
+    import csv
+
+    import pandas as pd
+
+    from aumann.studies.sections import read_csv
+
+    p = io.write_csv(tmp_path / "t.csv", [{"agent": a} for a in APOSTROPHES])
+    cells = [r["agent"] for r in csv.DictReader(p.open(newline="", encoding="utf-8"))]
+    assert len(set(cells)) == len(APOSTROPHES)
+    assert len(set(pd.read_csv(p, dtype=str, keep_default_na=False)["agent"])) == len(APOSTROPHES)
+    assert [r["agent"] for r in read_csv(p)] == APOSTROPHES
+    assert cells[:2] == ["''=x", "'=x"] and cells[7] == "'plain"  # ordinary text is written as it is
