@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.studies.page import Figure
+from aumann.studies.page import Figure, visible_text
 from aumann.studies.plotting import plain_text_figures, pyplot
 
 #: a qualitative palette (Tableau 10) shared by both renderers, so static and interactive pages look alike
@@ -34,8 +34,10 @@ LABEL_CHARS = 40
 
 def short_label(label: Any, limit: int = LABEL_CHARS) -> str:
     """``label`` as text, its middle cut to "…" when it is longer than ``limit`` characters (the start and the end
-    stay: ids often differ in their last characters)."""
-    text = str(label)
+    stay: ids often differ in their last characters). Control characters and bidirectional overrides are shown as
+    their escapes (:func:`~aumann.studies.page.visible_text`), as on the page: an id ``x\\u202egnp.exe`` is never
+    drawn as ``xexe.png``."""
+    text = visible_text(label)
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
@@ -354,9 +356,11 @@ class Charts:
         ii, jj = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
         ii, jj = ii.ravel(), jj.ravel()
         # many rows, or labels too long to draw: a numeric axis with labelled ticks instead of one category per row
-        many = nr > 40 or any(len(r) > LABEL_CHARS for r in rows)
+        # (and labels drawn with escapes: "a\u202e" shown as "a\\u202e" could repeat another row's factor)
+        seen, cols = [visible_text(r) for r in rows], [visible_text(c) for c in col_labels]
+        many = nr > 40 or any(len(r) > LABEL_CHARS or s != r for r, s in zip(rows, seen, strict=True))
         data: dict[str, Any] = {"x": jj.astype(float), "y": ii.astype(float) if many else [rows[i] for i in ii],
-                                "row": [rows[i] for i in ii], "col": [str(col_labels[j]) for j in jj],
+                                "row": [seen[i] for i in ii], "col": [cols[j] for j in jj],
                                 "value": v.ravel(), "shown": shown.ravel()}
         tips = [(row_title, "@row"), (xlabel, "@col"), (value_label, "@value{0.0000g}")]
         for name, arr in extra.items():

@@ -176,9 +176,16 @@ _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def _inline(text: str) -> str:
-    out = html.escape(str(text), quote=False)
+    out = _html_text(text)
     out = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", out)
     return _BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", out)
+
+
+def _html_text(text: Any) -> str:
+    """Text as HTML: escaped, and the characters that reorder or hide what a reader sees (bidirectional overrides
+    and isolates, control characters) shown as their escapes (``\\u202e``), as in report.md: an agent id
+    ``x\\u202egnp.exe`` would otherwise be displayed as ``xexe.png``."""
+    return html.escape(_visible(str(text)), quote=False)
 
 
 def _attr(text: str) -> str:
@@ -312,7 +319,7 @@ _JS = r"""
 def _cell_html(v: Any) -> str:
     if isinstance(v, Cell):
         cls = [c for c in (v.cls, "num" if _is_num(v) else "") if c]
-        text = html.escape(v.text, quote=False) if "id" in v.cls.split() else _inline(v.text)  # ids verbatim
+        text = _html_text(v.text) if "id" in v.cls.split() else _inline(v.text)  # ids verbatim
         if v.bar is not None and math.isfinite(v.bar):
             w = min(abs(v.bar), 1.0) * 100
             side = "pos" if v.bar >= 0 else "neg"
@@ -394,7 +401,7 @@ def render_html(doc: Document) -> str:
             continue
         parts.append(f'<section class="sec" id="{_attr(s.id)}"><h2>{_inline(s.title)}{tag}{q}</h2>\n'
                      f"{blocks}\n</section>")
-    title = html.escape(doc.title + (" [SYNTHETIC]" if doc.synthetic else ""))
+    title = _html_text(doc.title + (" [SYNTHETIC]" if doc.synthetic else ""))
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -478,6 +485,13 @@ _MD_SPANS = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
 #: overrides and isolates): shown as their escapes (``\x1b``, ``\u202e``) so ``cat report.md`` cannot clear the
 #: screen or reorder a line
 _MD_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_text(text: Any) -> str:
+    """``text`` with the characters a terminal obeys or that reorder a line (control characters, bidirectional
+    overrides and isolates) shown as their escapes (``\\x1b``, ``\\u202e``): how report.md, report.html and the
+    figures show an id or a name that holds one."""
+    return _visible(str(text))
 
 
 def _visible(text: str) -> str:
@@ -590,4 +604,5 @@ def render_markdown(doc: Document) -> str:
 
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
-           "external_references", "fmt", "md_escape", "render_html", "render_markdown", "seconds_text"]
+           "external_references", "fmt", "md_escape", "render_html", "render_markdown", "seconds_text",
+           "visible_text"]

@@ -88,3 +88,19 @@ def test_csv_cells_of_distinct_ids_stay_distinct_when_apostrophes_lead(tmp_path)
     assert len(set(pd.read_csv(p, dtype=str, keep_default_na=False)["agent"])) == len(APOSTROPHES)
     assert [r["agent"] for r in read_csv(p)] == APOSTROPHES
     assert cells[:2] == ["''=x", "'=x"] and cells[7] == "'plain"  # ordinary text is written as it is
+
+
+@pytest.mark.parametrize("text,escaped", [("x\u202egnp.exe", "x\\u202egnp.exe"), ("a\u2066b\u2069", "a\\u2066b\\u2069"),
+                                         ("esc\x1b[2J", "esc\\x1b[2J"), ("rlm\u200fx", "rlm\\u200fx")], ids=repr)
+def test_report_html_shows_bidi_overrides_and_controls_as_escapes(text, escaped):
+    """report.md showed an id `x\\u202egnp.exe` as that escape; report.html drew it reversed (`xexe.png`)."""
+    from aumann.studies.charts import short_label
+    from aumann.studies.page import Cell, Document, KeyValues, Section, Table, Text, render_html
+
+    doc = Document(title=text, subtitle=text, meta=[(text, text)], sections=[Section("s", text, lead=text, blocks=[
+        Text(text), KeyValues([(text, text)]), Table([text], [[Cell(text, cls="id")], [text]], caption=text)])])
+    page = render_html(doc)
+    shown = page.replace(f'data-sort="{text}"', "")  # a sort key is never displayed
+    assert not any(c in shown for c in "\u202e\u2066\u2069\u200f\x1b")
+    assert shown.count(escaped) >= 8  # title (twice), subtitle, meta key and value, section, lead, text, ...
+    assert short_label(text) == escaped
