@@ -32,6 +32,7 @@ import numpy as np
 
 from aumann.errors import AumannError, ReportError
 from aumann.io import write_csv, write_text
+from aumann.panel import lookalike_ids
 from aumann.records import Manifest
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (
@@ -255,6 +256,19 @@ def _top_features(att: Any, top_rows: list[dict[str, Any]], k: int) -> dict[str,
     return feats
 
 
+def lookalike_note(ids: Any) -> Note | None:
+    """A note naming agent ids that are separate agents but print alike (:func:`aumann.panel.lookalike_ids`)."""
+    count, groups = lookalike_ids(np.asarray(ids))
+    if not count:
+        return None
+    shown = "; ".join(" and ".join(ascii(v) if len(v) <= 60 else ascii(v[:57]) + "..." for v in g) for g in groups)
+    more = f" (first {len(groups)})" if count > len(groups) else ""
+    return Note(f"{count:,} group(s) of agent ids look alike but are different agents here (ids are compared "
+                f"exactly; these differ only in Unicode normalisation, NFC/NFD, or in leading or trailing "
+                f"whitespace){more}: {shown}. If they are one agent in your data, normalise the ids before "
+                "attributing.", "warn")
+
+
 def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, Any]], *, k: int, t_star: int,
                    steps_lbl: list[str], demo: bool, top: int) -> list[Any]:
     """The "who" section of an ``aumann attribute`` page."""
@@ -269,6 +283,9 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
     note = top_shown(top, att.N)[1]
     if note is not None:
         who.append(Note(note, "info"))
+    alike = lookalike_note(att.agent_ids)
+    if alike is not None:
+        who.append(alike)
     if att.stderr is None:
         who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
                         "efficiency gap under *How sure* bounds its numerical error."))

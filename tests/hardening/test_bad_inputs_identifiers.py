@@ -104,3 +104,30 @@ def test_report_html_shows_bidi_overrides_and_controls_as_escapes(text, escaped)
     assert not any(c in shown for c in "\u202e\u2066\u2069\u200f\x1b")
     assert shown.count(escaped) >= 8  # title (twice), subtitle, meta key and value, section, lead, text, ...
     assert short_label(text) == escaped
+
+
+def test_lookalike_ids_are_found_by_normalisation_and_whitespace_only():
+    from aumann.panel import lookalike_ids
+
+    ids = np.array(["e\u0301", "\u00e9", "trail ", "trail", "Case", "case", " x ", "x", "\u00c5", "A\u030a", "plain"])
+    count, groups = lookalike_ids(ids)
+    assert count == 4 and sorted(map(tuple, groups)) == sorted([(" x ", "x"), ("A\u030a", "\u00c5"),
+                                                                 ("trail", "trail "), ("e\u0301", "\u00e9")])
+    assert lookalike_ids(np.array(["Case", "case", "a", "b"])) == (0, [])  # case is a real difference
+    assert lookalike_ids(np.arange(5)) == (0, [])
+
+
+def test_attribute_page_says_when_two_agents_print_alike(tmp_path):
+    """Agents 'é' (NFC) and 'é' (NFD), 'bob' and 'bob ' were two rows no reader could tell apart, unexplained."""
+    ids = ["e\u0301", "\u00e9", "bob", "bob ", "carol"]
+    p = Panel(np.random.default_rng(0).random((2, len(ids), 1)), agent_ids=ids).save(tmp_path / "p.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(p), "--indicator", "lin", "--out", str(out), "--static"]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "2 group(s) of agent ids look alike but are different agents" in md
+    assert "'bob' and 'bob '" in md and "'e\\\\u0301' and '\\\\xe9'" in md
+    assert "look alike" in (out / "report.html").read_text(encoding="utf-8")
+    out2 = tmp_path / "plain"
+    assert main(["attribute", str(Panel(np.ones((1, 3, 1)), agent_ids=["a", "b", "c"]).save(tmp_path / "q.npz")),
+                 "--indicator", "lin", "--out", str(out2), "--static"]) == 0
+    assert "look alike" not in (out2 / "report.md").read_text(encoding="utf-8")
