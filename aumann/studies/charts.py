@@ -32,12 +32,18 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 LABEL_CHARS = 40
 
 
+def label_text(label: Any) -> str:
+    """``label`` as one line of text, as :func:`short_label` shows it (escapes, never shortened)."""
+    return visible_text(label).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
 def short_label(label: Any, limit: int = LABEL_CHARS) -> str:
     """``label`` as text, its middle cut to "…" when it is longer than ``limit`` characters (the start and the end
     stay: ids often differ in their last characters). Control characters and bidirectional overrides are shown as
     their escapes (:func:`~aumann.studies.page.visible_text`), as on the page: an id ``x\\u202egnp.exe`` is never
-    drawn as ``xexe.png``."""
-    text = visible_text(label)
+    drawn as ``xexe.png``; so are line breaks and tabs (``new\\nline``: drawn on two lines, such a label ran into its
+    neighbours on an axis, and a table showed it as the different id ``new line``)."""
+    text = label_text(label)
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
@@ -357,7 +363,7 @@ class Charts:
         ii, jj = ii.ravel(), jj.ravel()
         # many rows, or labels too long to draw: a numeric axis with labelled ticks instead of one category per row
         # (and labels drawn with escapes: "a\u202e" shown as "a\\u202e" could repeat another row's factor)
-        seen, cols = [visible_text(r) for r in rows], [visible_text(c) for c in col_labels]
+        seen, cols = [label_text(r) for r in rows], [label_text(c) for c in col_labels]
         many = nr > 40 or any(len(r) > LABEL_CHARS or s != r for r, s in zip(rows, seen, strict=True))
         data: dict[str, Any] = {"x": jj.astype(float), "y": ii.astype(float) if many else [rows[i] for i in ii],
                                 "row": [seen[i] for i in ii], "col": [cols[j] for j in jj],
@@ -442,4 +448,4 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "short_label"]
+__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "label_text", "short_label"]

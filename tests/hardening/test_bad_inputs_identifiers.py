@@ -131,3 +131,19 @@ def test_attribute_page_says_when_two_agents_print_alike(tmp_path):
     assert main(["attribute", str(Panel(np.ones((1, 3, 1)), agent_ids=["a", "b", "c"]).save(tmp_path / "q.npz")),
                  "--indicator", "lin", "--out", str(out2), "--static"]) == 0
     assert "look alike" not in (out2 / "report.md").read_text(encoding="utf-8")
+
+
+def test_ids_with_line_breaks_show_as_escapes_not_as_another_id(tmp_path):
+    """An id 'new\\nline' was shown as 'new line' (another possible id) in both pages' who-tables, and drawn on two
+    lines over its neighbour on the heatmap's axis."""
+    from aumann.studies.charts import short_label
+
+    assert short_label("new\nline\tx\ry") == "new\\nline\\tx\\ry"
+    ids = ["new\nline", "new line", "tab\there"]
+    p = Panel(np.arange(1.0, 7.0).reshape(2, 3, 1), agent_ids=ids).save(tmp_path / "p.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(p), "--indicator", "lin", "--out", str(out), "--static"]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "| new\\\\nline |" in md and "| new line |" in md and "| tab\\\\there |" in md
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<td class="id" data-sort="new\nline">new\\nline</td>' in page
