@@ -388,6 +388,19 @@ def _integer_labels(items: list[Any], fallback: np.ndarray) -> np.ndarray:
     return fallback.astype(str) if fallback.dtype == object else np.asarray([str(int(v)) for v in items])
 
 
+def refuse_nul(given: Any, arr: np.ndarray, what: str) -> None:
+    """Text labels given as a list may not hold NUL: numpy drops a label's trailing NULs, so ``'a\\x00'`` and ``'a'``
+    would be one id, or one group (an array of text the caller made has already lost them; an object array has
+    not)."""
+    if (not isinstance(given, np.ndarray) or given.dtype == object) and arr.dtype.kind in "UO":
+        items = given.tolist() if isinstance(given, np.ndarray) else given
+        nul = next((i for i, v in enumerate(items) if isinstance(v, str) and "\x00" in v), None)
+        if nul is not None:
+            noun = "id" if what.endswith("ids") else "label"
+            raise PanelError(f"{what} must not contain NUL characters (numpy drops trailing ones, so 'a\\x00' "
+                             f"and 'a' would be one {noun}); got {items[nul]!r} at position {nul}")
+
+
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
@@ -402,11 +415,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
-    if not isinstance(given, np.ndarray) and arr.dtype.kind in "UO":  # numpy drops a text id's trailing NULs
-        nul = next((i for i, v in enumerate(given) if isinstance(v, str) and "\x00" in v), None)
-        if nul is not None:
-            raise PanelError(f"{what} must not contain NUL characters (numpy drops trailing ones, so 'a\\x00' "
-                             f"and 'a' would be one id); got {given[nul]!r} at position {nul}")
+    refuse_nul(given, arr, what)
     plain_labels(arr, what)
     if arr.dtype.kind == "O":  # None is no id either (it became the text 'None', and every other id text with it)
         none = np.flatnonzero(np.fromiter((v is None for v in arr.tolist()), dtype=bool, count=arr.size))
@@ -513,6 +522,7 @@ class Panel:
             plain_labels(g, f"group {str(name)!r} labels")
             # numpy makes text of every label when some are text: groups 1 and '1' became one group '1'
             refuse_mixed_labels(labels, g, f"group {str(name)!r} labels", error=PanelError, numbers_only=True)
+            refuse_nul(labels if isinstance(labels, np.ndarray) else list(labels), g, f"group {str(name)!r} labels")
             self.groups[str(name)] = g.astype(str) if g.dtype == object else g
             utf8_labels(self.groups[str(name)], f"group {str(name)!r} labels")
 

@@ -147,3 +147,13 @@ def test_ids_with_line_breaks_show_as_escapes_not_as_another_id(tmp_path):
     assert "| new\\\\nline |" in md and "| new line |" in md and "| tab\\\\there |" in md
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<td class="id" data-sort="new\nline">new\\nline</td>' in page
+
+
+@pytest.mark.parametrize("labels", [["a\x00", "a", "b"], np.array(["a\x00", "a", "b"], dtype=object),
+                                    ("x", "y\x00z", "w")], ids=repr)
+def test_group_labels_with_nul_are_refused_not_merged(labels):
+    """Group labels 'a\\x00' and 'a' became one group 'a' (numpy drops trailing NULs): its R_G silently summed both."""
+    with pytest.raises(PanelError, match="must not contain NUL"):
+        Panel(np.ones((1, 3, 1)), groups={"tier": labels})
+    with pytest.raises(PanelError, match="must not contain NUL"):
+        Panel(np.ones((1, 3, 1)), agent_ids=np.array(["a\x00", "a", "b"], dtype=object))
