@@ -1001,15 +1001,19 @@ _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lp
 MAX_NAME_BYTES = 200
 
 
+#: bidirectional overrides, embeddings, isolates and marks: a name holding one is listed reordered
+_REORDERING = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def safe_component(name: Any, what: str = "name") -> str:
     """``name`` if it can be used as one file or folder name on every OS, else :class:`UnsafeNameError`.
 
     The one rule for every name that becomes a path component (topics, scenario names, agent groups,
     context names, file stems), wherever it comes from (TOML, ``counts.json``, the Python API): a
     non-empty string of at most 200 UTF-8 bytes, not ``.`` or ``..``, without path separators (``/``,
-    ``\\``), ``:*?"<>|``, control characters, leading or trailing whitespace, a trailing ``.``, or a
-    Windows device name (``con``, ``nul``, ``com1``, …). So nothing a name holds can lead outside the
-    folder it is joined to.
+    ``\\``), ``:*?"<>|``, control characters (C0, DEL, C1), bidirectional controls (U+202E, ...), leading or
+    trailing whitespace, a trailing ``.``, or a Windows device name (``con``, ``nul``, ``com1``, …). So nothing a
+    name holds can lead outside the folder it is joined to, or be listed as another name.
 
     >>> safe_component("trump-tariffs", "topic")
     'trump-tariffs'
@@ -1025,8 +1029,11 @@ def safe_component(name: Any, what: str = "name") -> str:
     elif any(c in _FORBIDDEN_CHARS for c in name):
         why = f"it contains {next(c for c in name if c in _FORBIDDEN_CHARS)!r} (a path separator or a character " \
               "some file systems refuse)"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+    elif any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in name):
         why = "it contains a control character"
+    elif (bidi := _REORDERING.search(name)) is not None:
+        why = (f"it contains the bidirectional control U+{ord(bidi.group(0)):04X}, which lists the name reordered "
+               "(with U+202E, 'a' + U+202E + 'exe.txt' is shown as 'atxt.exe')")
     elif _SURROGATE.search(name):
         why = "it contains a lone surrogate (text that is not UTF-8), which no file system name can hold"
     elif name != name.strip():

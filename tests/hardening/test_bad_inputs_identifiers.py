@@ -157,3 +157,14 @@ def test_group_labels_with_nul_are_refused_not_merged(labels):
         Panel(np.ones((1, 3, 1)), groups={"tier": labels})
     with pytest.raises(PanelError, match="must not contain NUL"):
         Panel(np.ones((1, 3, 1)), agent_ids=np.array(["a\x00", "a", "b"], dtype=object))
+
+
+@pytest.mark.parametrize("name", ["a\u202eexe.txt", "x\x9b31m", "x\x85y", "a\u2066b\u2069", "rl\u200fm"], ids=repr)
+def test_names_that_become_paths_refuse_c1_controls_and_bidi_overrides(name, tmp_path):
+    """A topic, group or scenario name holding U+202E or a C1 control (CSI, U+009B) became a folder or file name as
+    it was: listed reordered ('a' U+202E 'exe.txt' shows as 'atxt.exe') or obeyed by a terminal running `ls`."""
+    with pytest.raises(UnsafeNameError, match="control"):
+        io.safe_component(name, "topic")
+    with pytest.raises(UnsafeNameError):
+        Panel(np.ones((1, 2, 1)), groups={name: ["a", "b"]})
+    assert io.safe_component("caf\u00e9 \u05e9\u05dc\u05d5\u05dd", "topic")  # right-to-left text itself is fine
