@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aumann.studies.charts import Charts, Line
+from aumann.studies.charts import Charts, Line, short_label
 from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, fmt
 from aumann.studies.sections import read_json
 
@@ -104,7 +104,7 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
                     "baseline (higher and earlier: the ranking found the agents that carry f)."))
     deleted = ours.get("deleted") or []
     if deleted:
-        blocks.append(Details("Agents deleted, in order", [Text(", ".join(str(x) for x in deleted[:50])
+        blocks.append(Details("Agents deleted, in order", [Text(", ".join(short_label(x) for x in deleted[:50])
                                                                 + (" …" if len(deleted) > 50 else ""))]))
     return blocks
 

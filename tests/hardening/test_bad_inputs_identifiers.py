@@ -168,3 +168,25 @@ def test_names_that_become_paths_refuse_c1_controls_and_bidi_overrides(name, tmp
     with pytest.raises(UnsafeNameError):
         Panel(np.ones((1, 2, 1)), groups={name: ["a", "b"]})
     assert io.safe_component("caf\u00e9 \u05e9\u05dc\u05d5\u05dd", "topic")  # right-to-left text itself is fine
+
+
+def test_trace_page_lists_deleted_agents_as_the_tables_show_them(tmp_path):
+    """The list of deleted agents printed each id raw: 'new\\nline' as 'new line', and a 10,000-character id whole
+    (50 of them: half a megabyte of page) where the tables shorten it."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "traces" / "otlp_spans.jsonl"
+    long_id = "L" * 10_000
+    text = data.read_text().replace('"stringValue": "alice"', json.dumps({"stringValue": "new\nline"})[1:-1]) \
+        .replace('"stringValue": "bob"', json.dumps({"stringValue": long_id})[1:-1])
+    trace = tmp_path / "spans.jsonl"
+    trace.write_text(text)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[[features]]\nkind = "count"\nname = "calls"\n')
+    out = tmp_path / "o"
+    assert main(["attribute", "--trace", str(trace), "--spec", str(spec), "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    listed = md.split("### Agents deleted, in order", 1)[1].strip().splitlines()[0]
+    assert "new\\\\nline" in listed and long_id not in listed and "LLL…LLL" in listed
