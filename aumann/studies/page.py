@@ -476,8 +476,9 @@ def external_references(page: str) -> list[str]:
 
 
 #: characters that can make Markdown (or the raw HTML it allows) do something: links and images ``[..](..)``,
-#: raw HTML and autolinks ``<..>``, code spans, and the escape character itself (``|`` too, in table cells)
-_MD_ACTIVE = re.compile(r"([\\`\[\]<>])")
+#: raw HTML and autolinks ``<..>``, code spans, entity references (``&lt;`` would show as ``<``) and the escape
+#: character itself (``|`` too, in table cells)
+_MD_ACTIVE = re.compile(r"([\\`\[\]<>&])")
 _MD_SPANS = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
 
 
@@ -529,9 +530,20 @@ def _md_inline(text: Any) -> str:
     return "".join(out)
 
 
+#: emphasis and strikethrough markers: left alone in the report's prose (``Φ_i``, ``3 * x``), escaped in ids
+_MD_EMPHASIS = re.compile(r"([*_~])")
+
+
+def md_literal(text: Any) -> str:
+    """``text`` as Markdown that renders as exactly this text: :func:`md_escape` and also the emphasis markers
+    ``*``, ``_`` and ``~``, which an id such as ``**bold**`` or ``_u_`` would otherwise lose (rendered as bold
+    ``bold``, italic ``u``). For ids and labels, which the page shows verbatim."""
+    return _MD_EMPHASIS.sub(r"\\\1", md_escape(text))
+
+
 def _md_cell(v: Any) -> str:
     if isinstance(v, Cell):  # ids verbatim (no code or bold), as in HTML
-        return _md_table_text(md_escape(v.text) if "id" in v.cls.split() else _md_inline(v.text))
+        return _md_table_text(md_literal(v.text) if "id" in v.cls.split() else _md_inline(v.text))
     return _md_table_text(_md_inline(fmt(v)))
 
 
@@ -604,5 +616,5 @@ def render_markdown(doc: Document) -> str:
 
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
-           "external_references", "fmt", "md_escape", "render_html", "render_markdown", "seconds_text",
+           "external_references", "fmt", "md_escape", "md_literal", "render_html", "render_markdown", "seconds_text",
            "visible_text"]

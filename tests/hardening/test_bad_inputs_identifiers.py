@@ -190,3 +190,24 @@ def test_trace_page_lists_deleted_agents_as_the_tables_show_them(tmp_path):
     md = (out / "report.md").read_text(encoding="utf-8")
     listed = md.split("### Agents deleted, in order", 1)[1].strip().splitlines()[0]
     assert "new\\\\nline" in listed and long_id not in listed and "LLL…LLL" in listed
+
+
+MD_IDS = ["&lt;b&gt;", "&#42;", "**bold**", "*it*", "_u_", "__d__", "a|b", "`t`", "<i>x</i>", "[l](javascript:x)",
+          "# h", "\\", "a\\|b", "x\\", "=x", "<", "![i](x.png)", "a  b", "~~s~~"]
+
+
+def test_report_markdown_table_ids_render_as_exactly_the_id():
+    """Rendered by a CommonMark renderer (markdown-it-py, an independent reference), an id cell of report.md showed
+    '&lt;b&gt;' as '<b>', '**bold**' as a bold 'bold', '_u_' as an italic 'u'."""
+    import html
+    import re
+
+    markdown_it = pytest.importorskip("markdown_it")
+    from aumann.studies.page import Cell, Document, Section, Table, render_markdown
+
+    doc = Document(title="t", sections=[Section("s", "s", blocks=[
+        Table(["agent", "v"], [[Cell(i, cls="id"), 1] for i in MD_IDS])])])
+    rendered = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(render_markdown(doc))
+    cells = re.findall(r"<td>(.*?)</td>", rendered, re.S)[0::2]
+    assert [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in cells] == MD_IDS
+    assert not re.search(r"<(em|strong|s|a|img|code|i|b)\b", "".join(cells))
