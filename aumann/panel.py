@@ -329,17 +329,14 @@ def utf8_labels(arr: np.ndarray, what: str) -> None:
                      f"{shown} at position {int(where[0])}: no CSV, page or Parquet file can hold it")
 
 
-#: the ASCII characters ``str.strip`` removes (the others it removes are beyond ASCII)
-_ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint32)
-
-
 def lookalike_ids(ids: np.ndarray, limit: int = 5) -> tuple[int, list[list[str]]]:
     """Text ids that are different agents but print alike: equal after Unicode normalisation (NFC: ``"é"`` as
-    U+00E9 and as ``e`` + U+0301) and trimming leading and trailing whitespace (``"bob"`` and ``"bob "``). A panel
+    U+00E9 and as ``e`` + U+0301) and with their whitespace trimmed and each run of it made one space (``"bob"``
+    and ``"bob "``, ``"a  b"`` and ``"a b"``, ``"a\\tb"`` and ``"a b"``: a page shows them alike). A panel
     compares ids exactly, so these stay separate agents; a report says so instead of showing two rows no reader
     can tell apart. Returns the number of such groups and up to ``limit`` of them (each sorted); ``(0, [])`` for
-    integer ids. Linear in the ids; only those holding a character beyond ASCII or surrounding whitespace are
-    normalised."""
+    integer ids. Linear in the ids; only those holding a character beyond ASCII or whitespace other than single
+    spaces between words are normalised."""
     import unicodedata
 
     arr = np.asarray(ids)
@@ -347,13 +344,17 @@ def lookalike_ids(ids: np.ndarray, limit: int = 5) -> tuple[int, list[list[str]]
         return 0, []
     codes = np.ascontiguousarray(arr).view(np.uint32).reshape(arr.size, -1)
     length = (codes != 0).sum(axis=1)  # (ids hold no NUL)
-    ends = codes[:, [0]], codes[np.arange(arr.size), np.maximum(length - 1, 0)][:, None]
-    odd = (codes > 127).any(axis=1) | np.isin(np.hstack(ends), _ASCII_SPACE).any(axis=1)
+    blank = codes == 32
+    other = ((codes >= 9) & (codes <= 13)) | ((codes >= 28) & (codes <= 31))  # the rest of str.split's ASCII set
+    space = blank | other
+    rows = np.arange(arr.size)
+    odd = ((codes > 127).any(axis=1) | other.any(axis=1) | space[:, 0] | space[rows, np.maximum(length - 1, 0)]
+           | (space[:, 1:] & space[:, :-1]).any(axis=1))
     if not odd.any():
         return 0, []
     groups: dict[str, list[str]] = {}
     for v in arr[odd].tolist():
-        groups.setdefault(unicodedata.normalize("NFC", v).strip(), []).append(v)
+        groups.setdefault(" ".join(unicodedata.normalize("NFC", v).split()), []).append(v)
     plain = set(arr[~odd].tolist())
     alike = []
     for key, vs in groups.items():

@@ -266,7 +266,7 @@ table.t th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 table.t th[aria-sort=descending]::after{content:" ▼";font-size:10px}
 table.t td{padding:4px 9px;border-bottom:1px solid #eef0f5;white-space:nowrap}
 table.t td.num{text-align:right}
-table.t td.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-weight:600}
+table.t td.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-weight:600;white-space:pre-wrap}
 table.t tbody tr:nth-child(even){background:#fafbfd}
 table.t tbody tr:hover{background:#eef3ff}
 td.bar{position:relative}

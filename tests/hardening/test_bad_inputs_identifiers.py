@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -211,3 +212,16 @@ def test_report_markdown_table_ids_render_as_exactly_the_id():
     cells = re.findall(r"<td>(.*?)</td>", rendered, re.S)[0::2]
     assert [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in cells] == MD_IDS
     assert not re.search(r"<(em|strong|s|a|img|code|i|b)\b", "".join(cells))
+
+
+def test_ids_differing_in_inner_whitespace_are_flagged_and_kept_visible():
+    """'a  b' and 'a b' (or 'a\\tb') are two agents; HTML collapsed the double space, so two rows read 'a b', and the
+    look-alike check only compared trimmed ends."""
+    from aumann.panel import lookalike_ids
+    from aumann.studies.page import Cell, Document, Section, Table, render_html
+
+    count, groups = lookalike_ids(np.array(["a  b", "a b", "a\tb", "c d", "e"]))
+    assert count == 1 and groups == [["a\tb", "a  b", "a b"]]
+    table = Table(["a"], [[Cell("a  b", cls="id")]])
+    page = render_html(Document(title="t", sections=[Section("s", "s", blocks=[table])]))
+    assert re.search(r"td\.id\{[^}]*white-space:pre-wrap", page) and '<td class="id">a  b</td>' in page
