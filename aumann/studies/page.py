@@ -175,7 +175,15 @@ _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
+class Verbatim(str):
+    """Text a page shows exactly as it is: no ```code``` or ``**bold**`` spans of the report's own, and in report.md
+    also ``*`` ``_`` ``~`` escaped (:func:`md_literal`). For prose that is (or holds) user data, such as an agent
+    id in a card or a list of ids: an id ``**admin**`` is not drawn as a bold ``admin``."""
+
+
 def _inline(text: str) -> str:
+    if isinstance(text, Verbatim):
+        return _html_text(text)
     out = _html_text(text)
     out = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", out)
     return _BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", out)
@@ -518,7 +526,10 @@ def _md_table_text(text: str) -> str:
 def _md_inline(text: Any) -> str:
     """Text of a block as Markdown: escaped as :func:`md_escape`, except the report's own inline
     ```code``` and ``**bold**`` spans, which are kept (their content is literal inside a code span, and
-    escaped inside bold) — the same two spans the HTML rendering turns into ``<code>`` and ``<strong>``."""
+    escaped inside bold) — the same two spans the HTML rendering turns into ``<code>`` and ``<strong>``;
+    :class:`Verbatim` text keeps none (:func:`md_literal`)."""
+    if isinstance(text, Verbatim):
+        return md_literal(text)
     out = []
     for part in _MD_SPANS.split(str(text)):
         if part.startswith("`") and part.endswith("`") and len(part) > 1:
@@ -616,5 +627,6 @@ def render_markdown(doc: Document) -> str:
 
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
+           "Verbatim",
            "external_references", "fmt", "md_escape", "md_literal", "render_html", "render_markdown", "seconds_text",
            "visible_text"]

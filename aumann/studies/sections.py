@@ -22,7 +22,7 @@ import numpy as np
 from aumann.errors import PathEscapeError, ReportError
 from aumann.io import read_csv_cell
 from aumann.studies.charts import short_label
-from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, fmt, seconds_text
+from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, Verbatim, fmt, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
 
@@ -125,7 +125,7 @@ def driver_card(title: str, agent_ids: Sequence[Any], phi: np.ndarray, total: fl
     if not np.any(phi):
         return Card(title, "none", f"every Φ_i = 0 (Σ_t Δv_t = {fmt(float(total))})")
     best = int(top_order(phi, 1)[0])
-    return Card(title, f"agent {id_cell(agent_ids[best]).text}",
+    return Card(title, Verbatim(f"agent {id_cell(agent_ids[best]).text}"),
                 f"Φ = {fmt(float(phi[best]))}" + (f", {pct_text(phi[best] / total)} of Σ_t Δv_t" if total else ""))
 
 

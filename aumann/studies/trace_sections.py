@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.studies.charts import Charts, Line, short_label
-from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, fmt
+from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, Verbatim, fmt
 from aumann.studies.sections import read_json
 
 
@@ -104,8 +104,8 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
                     "baseline (higher and earlier: the ranking found the agents that carry f)."))
     deleted = ours.get("deleted") or []
     if deleted:
-        blocks.append(Details("Agents deleted, in order", [Text(", ".join(short_label(x) for x in deleted[:50])
-                                                                + (" …" if len(deleted) > 50 else ""))]))
+        blocks.append(Details("Agents deleted, in order", [Text(Verbatim(", ".join(short_label(x) for x in deleted[:50])
+                                                                         + (" …" if len(deleted) > 50 else "")))]))
     return blocks
 
 

@@ -226,3 +226,23 @@ def test_ids_differing_in_inner_whitespace_are_flagged_and_kept_visible():
     table = Table(["a"], [[Cell("a  b", cls="id")]])
     page = render_html(Document(title="t", sections=[Section("s", "s", blocks=[table])]))
     assert re.search(r"td\.id\{[^}]*white-space:pre-wrap", page) and '<td class="id">a  b</td>' in page
+
+
+@pytest.mark.parametrize("agent", ["**admin**", "`rm -rf`", "_u_ & *i*"], ids=repr)
+def test_top_driver_card_shows_the_id_exactly(agent):
+    """The top-driver card ran the id through the report's own markup: '**admin**' was drawn as a bold 'admin' and
+    '`rm -rf`' as code, on both pages."""
+    import html
+
+    markdown_it = pytest.importorskip("markdown_it")
+    from aumann.studies.page import Cards, Document, Section, render_html, render_markdown
+    from aumann.studies.sections import driver_card
+
+    card = driver_card("Top driver", np.array([agent, "other"]), np.array([2.0, 1.0]), 3.0)
+    doc = Document(title="t", sections=[Section("cards", "cards", blocks=[Cards([card])])])
+    page = render_html(doc)
+    value = re.search(r'<div class="value">(.*?)</div>', page).group(1)
+    assert html.unescape(value) == f"agent {agent}"
+    rendered = markdown_it.MarkdownIt("commonmark").render(render_markdown(doc))
+    item = re.search(r"<li>(.*?)</li>", rendered, re.S).group(1)
+    assert html.unescape(re.sub(r"<[^>]+>", "", item)).startswith(f"Top driver: agent {agent} —")
