@@ -515,7 +515,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\ud[89a-f][0-9a-f]{2}", re.IGNORECASE)
 
 
 def visible_surrogates(text: str) -> str:
-    """``text`` with every lone surrogate shown as its escape: ``\xff`` for a byte that was not UTF-8 (Python's
+    r"""``text`` with every lone surrogate shown as its escape: ``\xff`` for a byte that was not UTF-8 (Python's
     ``surrogateescape``: U+DCFF), ``\ud800`` for any other. Such text cannot be encoded as UTF-8, so it is shown
     this way wherever it is only displayed or recorded (a file name in ``manifest.json`` or a report); an agent id
     holding one is refused where the panel is built (:class:`~aumann.errors.PanelError`).
