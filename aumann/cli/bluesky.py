@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from aumann.cli.args import integer, memory_size, number, path, seed
@@ -213,8 +214,11 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_study_cmd(args: argparse.Namespace) -> int:
+    from aumann.io import check_outputs
     from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
 
+    if Path(args.out).is_dir():  # a page or summary of your own with a result's name stops the study now, kept
+        check_outputs(args.out, ["report.html", "report.md", "summary.json", "manifest.json"])
     cfg = CrossScaleConfig.from_toml(args.config) if args.config else CrossScaleConfig()
     updates: dict[str, Any] = {}
     for name in ("sizes", "seeds", "topics", "protocols"):

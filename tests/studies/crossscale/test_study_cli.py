@@ -175,3 +175,27 @@ def test_report_page_of_the_study(study_dirs) -> None:
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in page and "Bokeh" not in page
     assert [int(r[1]["text"]) for r in htmlcheck.tables(page)[f"who-{topic}"]["rows"]] == top.tolist()
+
+
+@pytest.mark.parametrize("name", ["report.html", "summary.json"])
+def test_a_page_or_summary_of_your_own_in_a_fresh_study_folder_stops_the_study_and_is_kept(study_dirs, tmp_path,
+                                                                                             name) -> None:
+    # the study writes its manifest (with no record of its outputs) before it renders its pages, so the page check
+    # took a report.html of your own for an earlier study's and replaced it; now the folder is checked first
+    from aumann.errors import OutputError
+
+    counts, _, _ = study_dirs
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / name).write_text("mine")
+    with pytest.raises(OutputError, match=name):
+        _run("study", str(counts), "--out", str(out), "--sizes", "100", "--seeds", "0", "--no-progress")
+    assert (out / name).read_text() == "mine" and not (out / "manifest.json").exists()
+
+
+def test_a_study_run_again_into_its_own_folder_still_replaces_its_pages(study_dirs) -> None:
+    counts, out, _ = study_dirs
+    before = (out / "report.html").stat().st_mtime_ns
+    assert _run("study", str(counts), "--out", str(out), "--sizes", "100", "1000", "1e5", "full",
+                "--seeds", "0", "1", "2", "--no-progress") == 0
+    assert (out / "report.html").stat().st_mtime_ns > before
