@@ -258,10 +258,16 @@ def group_share_table(att: Any, *, caption: str, id: str = "") -> list[Any]:
     out: list[Any] = []
     for g in att.groups:
         shares = att.group_shares(g)
-        labels = np.asarray(att.groups[g])
-        counts = {k: int(np.sum(labels == k)) for k in shares}
-        rows = [[Cell(str(k), sort=str(k), cls="id"), counts[k], pct_cell(counts[k] / att.N), pct_cell(v)]
-                for k, v in shares.items()]
+        _, counts_ = np.unique(np.asarray(att.groups[g]), return_counts=True)
+        counts = dict(zip(shares, counts_.tolist(), strict=True))  # both in np.unique's order
+        keys = list(shares)
+        if len(keys) > PAGE_TOP_MAX:  # one group per agent: the page lists the largest |R_G|, every share stays
+            pos = {k: i for i, k in enumerate(keys)}
+            keys = sorted(sorted(keys, key=lambda k: -abs(shares[k]))[:PAGE_TOP_MAX], key=pos.__getitem__)
+            out.append(Note(f"Group `{g}` has {len(shares):,} labels; the table lists the {PAGE_TOP_MAX:,} with the "
+                            "largest |R_G| (Attribution.group_shares gives them all).", "skipped"))
+        rows = [[Cell(str(k), sort=str(k), cls="id"), counts[k], pct_cell(counts[k] / att.N), pct_cell(shares[k])]
+                for k in keys]
         out.append(Table([g, "agents", "share of agents", "R_G (share of Σ_t Δv_t)"], rows,
                          caption=f"{caption}: group `{g}`", id=f"{id}-{g}" if id else ""))
     return out
