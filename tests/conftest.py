@@ -23,6 +23,18 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)
 
 
+@pytest.fixture(autouse=True)
+def _secrets_registered_by_one_test_stay_in_it():
+    """The LLM backends register their keys process-wide (what every manifest, message and log line is redacted
+    of): a key one test's backend registered redacted the manifest of a later test on the same worker (a recorded
+    reason 'indicator …' read 'i*** …' in one CI run). Each test starts with the registry it found."""
+    from aumann.simulators.llm import redaction
+
+    before = set(redaction._registered)
+    yield
+    redaction._registered.intersection_update(before)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz", action="store", type=float, default=None, metavar="SECONDS",
                      help="run the fuzz tests (tests/fuzz) for about SECONDS in total, with fresh random inputs, "

@@ -747,3 +747,16 @@ def test_key_like_tokens_are_redacted_only_at_the_start_of_a_word_so_recorded_co
     assert r("Authorization: Bearer abcdXYZ123") == "Authorization: Bearer ***"
     assert r('{"k": "sk-abcd1234"}') == '{"k": "sk-***"}'
     assert r("key=sk-proj-abc123 and api_key-sk-1234x") == "key=sk-*** and api_key-***"
+
+
+def test_what_a_manifest_records_loses_whole_keys_but_never_a_word_that_starts_like_one():
+    # the registered-keys net removes pieces of a key from messages cut inside it; applied to every recorded string
+    # it took an OpenAI project key's first characters ('sk-pro') out of ordinary words ('risk-profile')
+    from aumann.manifest import redact
+    from aumann.simulators.llm.redaction import protect_logs, redact_registered
+
+    key = "sk-proj-Zq81xLmW3vT9pA2sD4fG6hJ8"
+    protect_logs([key])
+    assert redact_registered("risk-profile") != "risk-profile"  # messages: the net for cut keys stays
+    got = redact({"persona": "risk-profile averse", "out": f"d/{key}/x", "prompt": f"use {key} now"})
+    assert got == {"persona": "risk-profile averse", "out": "d/***/x", "prompt": "use *** now"}

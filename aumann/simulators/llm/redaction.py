@@ -65,18 +65,19 @@ def _partial(s: str, secret: str) -> str:
 class Redactor:
     """Replace known secrets, key-like tokens and URL credentials in text with ``***``."""
 
-    __slots__ = ("secrets",)
+    __slots__ = ("partial", "secrets")
 
-    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+    def __init__(self, secrets: Iterable[str | None] = (), *, partial: bool = True) -> None:
         uniq = {s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET}
         self.secrets: tuple[str, ...] = tuple(sorted(uniq, key=len, reverse=True))
+        self.partial = partial  # also what is left of a key in a text cut before it was redacted
 
     def __call__(self, text: object) -> str:
         s = str(text)
         for secret in self.secrets:
             if secret in s:
                 s = s.replace(secret, "***")
-            if len(secret) >= _PARTIAL_FROM:
+            if self.partial and len(secret) >= _PARTIAL_FROM:
                 s = _partial(s, secret)
         return redact_url(_KEYLIKE.sub(lambda m: m.group(1) + "***", s))
 
@@ -118,7 +119,16 @@ def redact_registered(text: object) -> str:
     return Redactor(keys)(text) if keys else str(text)
 
 
-add_redactor(redact_registered)  # every text a manifest, summary or report records goes through it too
+def redact_recorded(text: object) -> str:
+    """``text`` as a manifest, summary or report records it: every whole secret of at least 8 characters a backend
+    of this process registered, key-like tokens and URL credentials redacted, but no partial piece of a key. A
+    recorded value (a flag's value, a path, a prompt) is whole, never a message cut inside a key, and a key's first
+    characters occur in ordinary words: an OpenAI project key's ``sk-pro`` is in ``risk-profile``."""
+    keys = [k for k in _registered if len(k) >= _NET_MIN]
+    return Redactor(keys, partial=False)(text) if keys else str(text)
+
+
+add_redactor(redact_recorded)  # every text a manifest, summary or report records goes through it
 
 
 def protect_logs(secrets: Iterable[str | None]) -> None:
@@ -134,4 +144,4 @@ def protect_logs(secrets: Iterable[str | None]) -> None:
             _installed = True
 
 
-__all__ = ["Redactor", "protect_logs", "redact_registered"]
+__all__ = ["Redactor", "protect_logs", "redact_recorded", "redact_registered"]
