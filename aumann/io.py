@@ -286,7 +286,9 @@ def _journal_before_rename(path: Path, tmp: Path) -> None:
     real = os.path.join(os.path.realpath(path.parent), path.name)
     if not _inside(real, root) or real == root:
         return
-    journal_output(root, Path(os.path.relpath(real, root)).as_posix(), sha256_file(tmp))
+    hit = _DIGESTS.pop(os.path.abspath(tmp), None)  # a big archive's digest, taken as it was written
+    digest = hit[1] if hit is not None and hit[0] == _signature(tmp) else sha256_file(tmp)
+    journal_output(root, Path(os.path.relpath(real, root)).as_posix(), digest)
 
 
 def _read_journal(root: PathLike) -> dict[str, list[str]]:
@@ -344,11 +346,8 @@ def recorded_outputs(root: PathLike, *, command: str = "aumann ") -> RecordedOut
     with ``command`` (``"aumann run"``: only that command's); the journal always (only aumann writes it)."""
     digests: dict[str, set[str]] = {}
     aumann = complete = False
-    try:
-        earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
-    except (OutputError, ConfigError, PathEscapeError, OSError):
-        earlier = None
-    if isinstance(earlier, dict) and str(earlier.get("command", "")).startswith(command):
+    earlier = _aumann_manifest(root, command)
+    if earlier is not None:
         aumann = True
         complete = earlier.get(OUTPUTS_COMPLETE) is True
         ours = earlier.get("outputs_sha256")
@@ -359,12 +358,14 @@ def recorded_outputs(root: PathLike, *, command: str = "aumann ") -> RecordedOut
     return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann, complete)
 
 
-def _aumann_manifest(root: PathLike) -> bool:
+def _aumann_manifest(root: PathLike, command: str = "aumann ") -> dict[str, Any] | None:
+    """``root``'s ``manifest.json`` when an aumann command whose line starts with ``command`` wrote it, else
+    ``None`` (none, damaged, a link leading out, or a file of your own of that name)."""
     try:
         earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
     except (OutputError, ConfigError, PathEscapeError, OSError):
-        return False
-    return isinstance(earlier, dict) and str(earlier.get("command", "")).startswith("aumann ")
+        return None
+    return earlier if isinstance(earlier, dict) and str(earlier.get("command", "")).startswith(command) else None
 
 
 @dataclass(frozen=True)
@@ -430,7 +431,8 @@ def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOut
         raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
     for name in names:
         if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
-            if (Path(root) / name).is_symlink() or ((Path(root) / name).exists() and not _aumann_manifest(root)):
+            theirs = (Path(root) / name).exists() and _aumann_manifest(root) is None
+            if (Path(root) / name).is_symlink() or theirs:
                 raise _refusal(Path(root) / name, OutputCheck("unrecorded", ""), "writes under that name (it would "
                                "be replaced)")
             continue
@@ -645,6 +647,8 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
             raw.flush()
             os.fsync(raw.fileno())
             hot = _written_big(raw.fileno(), fh.hexdigest())
+            if hot is not None:  # for the output journal, which records the file as it is renamed into place
+                _DIGESTS[os.path.abspath(tmp)] = hot
     if hot is not None:
         _DIGESTS[os.path.abspath(path)] = hot  # the rename keeps the device, inode, size and mtime
     return path

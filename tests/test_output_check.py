@@ -68,3 +68,23 @@ def test_a_journaled_write_is_recorded_before_it_is_in_place(tmp_path):
     (tmp_path / "table.csv").write_text("mine\n")
     with pytest.raises(OutputError, match=r"table\.csv"):
         check_outputs(tmp_path, ["table.csv"])
+
+
+def test_a_big_archive_is_journaled_with_the_digest_taken_as_it_was_written(tmp_path, monkeypatch):
+    # write_npz hashes a big archive as it writes it (and drops its pages from the cache); the journal hashed the
+    # file again, read back from the disk (GBs at 10^7 agents); it now takes that digest
+    import hashlib
+
+    import numpy as np
+
+    import aumann.io as io
+
+    monkeypatch.setattr(io, "HOT_DIGEST_FROM", 0)
+    read = []
+    real = io.sha256_file
+    monkeypatch.setattr(io, "sha256_file", lambda p, **kw: read.append(str(p)) or real(p, **kw))
+    with io.journaled(tmp_path):
+        io.write_npz(tmp_path / "attribution.npz", {"phi": np.arange(1000.0)})
+    want = hashlib.sha256((tmp_path / "attribution.npz").read_bytes()).hexdigest()
+    assert io.recorded_outputs(tmp_path).digests["attribution.npz"] == {want}
+    assert read == [] and not any("attribution" in k and k.endswith(".tmp") for k in io._DIGESTS)
