@@ -255,13 +255,18 @@ def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[st
         raise _refusal(path, check, "does not write it, so it would pass for this run's result")
 
 
-#: the journal of an output folder: ``{"outputs_sha256": {name: [SHA-256, ...]}}`` of every file an aumann command
-#: wrote there since its last manifest, each recorded *before* the file is renamed into place (:func:`journaled`);
-#: a command interrupted between its outputs and its manifest leaves files the journal vouches for
+#: the journal of an output folder: one line per file an aumann command wrote there since its last manifest, each
+#: the JSON array ``["name", "SHA-256"]``, appended and flushed to the disk *before* the file is renamed into place
+#: (:func:`journaled`); a command interrupted between its outputs and its manifest leaves files the journal vouches
+#: for. A journal an older aumann wrote (one JSON object ``{"outputs_sha256": {name: [SHA-256, ...]}}``) is still
+#: read, and converted the first time a record is added to it
 OUTPUTS_JOURNAL = ".aumann-journal.json"
 #: the manifest key that says its ``outputs_sha256`` lists every output the command wrote (pages and figures too);
 #: without it (an older aumann's manifest) a file of an output's name that it does not list is taken as its own
 OUTPUTS_COMPLETE = "outputs_complete"
+#: the longest journal line read (a record is a relative path and a digest; a longer line is not one aumann wrote)
+_JOURNAL_LINE_MAX = 64 * 1024
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 _JOURNAL_ROOT: ContextVar[str | None] = ContextVar("aumann_outputs_journal", default=None)
 
@@ -269,9 +274,10 @@ _JOURNAL_ROOT: ContextVar[str | None] = ContextVar("aumann_outputs_journal", def
 @contextmanager
 def journaled(root: PathLike) -> Iterator[None]:
     """Within the block, every file :func:`atomic_path` (so every writer here) puts under the folder ``root`` is
-    first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, written atomically) and only then
-    renamed into place: whatever interrupts the command, each output file there is one the journal or the folder's
-    manifest vouches for (:func:`recorded_outputs`), so the next run replaces it instead of refusing it as yours."""
+    first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, one line appended and flushed to
+    the disk) and only then renamed into place: whatever interrupts the command, each output file there is one the
+    journal or the folder's manifest vouches for (:func:`recorded_outputs`), so the next run replaces it instead of
+    refusing it as yours."""
     token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
     try:
         yield
@@ -291,10 +297,48 @@ def _journal_before_rename(path: Path, tmp: Path) -> None:
     journal_output(root, Path(os.path.relpath(real, root)).as_posix(), digest)
 
 
+def _journal_record(name: str, digest: str) -> bytes:
+    return (json.dumps([name, digest], ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _byte_at(fd: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)  # (the next write still goes to the end: the file is open to append)
+    return os.read(fd, 1)
+
+
 def _read_journal(root: PathLike) -> dict[str, list[str]]:
+    """``{name: [SHA-256, ...]}`` of ``root``'s journal, read tolerantly: none, a damaged one or a link leading out
+    is ``{}``; a line that is not a record (the last one, torn by a crash while it was appended) is skipped."""
     try:
-        data = read_json(Path(root) / OUTPUTS_JOURNAL, error=OutputError, what="output journal", within=root)
-    except (OutputError, ConfigError, PathEscapeError, OSError):
+        fh = open_read(Path(root) / OUTPUTS_JOURNAL, within=root, what="output journal", error=OutputError)
+    except (OutputError, PathEscapeError, OSError):
+        return {}
+    entries: dict[str, list[str]] = {}
+    with fh:
+        if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object
+            return _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+        while line := fh.readline(_JOURNAL_LINE_MAX):
+            if not line.endswith(b"\n") and len(line) == _JOURNAL_LINE_MAX:  # too long: not a record
+                while (rest := fh.readline(_JOURNAL_LINE_MAX)) and not rest.endswith(b"\n"):
+                    pass
+                continue
+            try:
+                rec = bounded.loads_json(line.decode("ascii"), what="journal record", error=OutputError, max_depth=4)
+            except (OutputError, UnicodeDecodeError):
+                continue  # a torn or damaged line
+            if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str) and rec[0] \
+                    and isinstance(rec[1], str) and _HEX64.fullmatch(rec[1]):
+                got = entries.setdefault(rec[0], [])
+                if rec[1] not in got:
+                    got.append(rec[1])
+    return entries
+
+
+def _read_old_journal(raw: bytes, root: PathLike) -> dict[str, list[str]]:
+    try:
+        data = bounded.loads_json(raw, what=f"output journal in {str(root)!r}", error=OutputError,
+                                  allow_nan=False)
+    except OutputError:
         return {}
     got = data.get("outputs_sha256") if isinstance(data, dict) else None
     if not isinstance(got, dict):
@@ -303,16 +347,49 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
 
 
 def journal_output(root: PathLike, name: str, digest: str) -> None:
-    """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal."""
-    entries = _read_journal(root)
-    if digest in entries.get(name, []):
-        return
-    entries.setdefault(name, []).append(digest)
-    token = _JOURNAL_ROOT.set(None)
+    """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal: one
+    line appended and flushed to the disk (a command writing k files writes k lines, not k journals). A journal in
+    an older aumann's format is converted first; a symbolic link there is replaced, never written through.
+
+    Raises:
+        OutputError: the journal cannot be written (a directory of that name, no permission, a full disk).
+        PathEscapeError: ``root`` leads outside itself through a link on the way.
+    """
+    path = confine(Path(root) / OUTPUTS_JOURNAL, root, what="output journal", follow=False)
+    record = _journal_record(name, digest)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
     try:
-        write_json(Path(root) / OUTPUTS_JOURNAL, {"outputs_sha256": entries}, within=root)
-    finally:
-        _JOURNAL_ROOT.reset(token)
+        if path.is_symlink():
+            path.unlink()  # as an atomic write would: the link is replaced, not followed
+        fd = os.open(path, flags, _FILE_MODE)
+        try:
+            size = os.fstat(fd).st_size
+            if size and _byte_at(fd, 0) == b"{":  # an older aumann's journal: rewritten as lines, once
+                os.close(fd)
+                fd = -1
+                lines = b"".join(_journal_record(n, d) for n, ds in _read_journal(root).items() for d in ds)
+                token = _JOURNAL_ROOT.set(None)
+                try:
+                    write_bytes(path, lines, within=root)
+                finally:
+                    _JOURNAL_ROOT.reset(token)
+                fd = os.open(path, flags, _FILE_MODE)
+                size = os.fstat(fd).st_size
+            if size and _byte_at(fd, size - 1) != b"\n":  # a torn last record: this one starts on a line of its own
+                record = b"\n" + record
+            view = memoryview(record)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    except OutputError:
+        raise
+    except OSError as exc:
+        why = "it is an existing directory" if path.is_dir() else _os_reason(exc, path)
+        raise OutputError(f"cannot write the output journal {str(path)!r}: {why}") from exc
 
 
 def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
