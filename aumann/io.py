@@ -163,10 +163,13 @@ def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[P
     tmp = Path(name)
     try:
         yield tmp
+        journaled_as = None
         if tmp.exists():
             os.chmod(tmp, _FILE_MODE)
-            _journal_before_rename(path, tmp)
+            journaled_as = _journal_before_rename(path, tmp)
         os.replace(tmp, path)
+        if journaled_as is not None:  # the journal's digest serves the manifest's too (file_digests): not read again
+            _remember_digest(path, *journaled_as)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OutputError):
@@ -285,16 +288,23 @@ def journaled(root: PathLike) -> Iterator[None]:
         _JOURNAL_ROOT.reset(token)
 
 
-def _journal_before_rename(path: Path, tmp: Path) -> None:
+def _journal_before_rename(path: Path, tmp: Path) -> tuple[tuple[int, ...], str] | None:
+    """Journal the file ``tmp`` that is about to become ``path`` (inside a :func:`journaled` block); the signature
+    and SHA-256 it was journaled with (``None``: not journaled, or ``tmp`` changed while it was hashed)."""
     root = _JOURNAL_ROOT.get()
     if root is None or path.name in (OUTPUTS_JOURNAL, "manifest.json"):
-        return
+        return None
     real = os.path.join(os.path.realpath(path.parent), path.name)
     if not _inside(real, root) or real == root:
-        return
+        return None
     hit = _DIGESTS.pop(os.path.abspath(tmp), None)  # a big archive's digest, taken as it was written
-    digest = hit[1] if hit is not None and hit[0] == _signature(tmp) else sha256_file(tmp)
+    sig = _signature(tmp)
+    if hit is not None and sig is not None and hit[0][:4] == sig[:4]:  # (its chmod since changed only the ctime)
+        digest = hit[1]
+    else:
+        digest = sha256_file(tmp)
     journal_output(root, Path(os.path.relpath(real, root)).as_posix(), digest)
+    return (sig, digest) if sig is not None and _signature(tmp) == sig else None
 
 
 def _journal_record(name: str, digest: str) -> bytes:
@@ -727,7 +737,7 @@ def write_npz(path: PathLike, arrays: Mapping[str, np.ndarray], *, meta: Mapping
             if hot is not None:  # for the output journal, which records the file as it is renamed into place
                 _DIGESTS[os.path.abspath(tmp)] = hot
     if hot is not None:
-        _DIGESTS[os.path.abspath(path)] = hot  # the rename keeps the device, inode, size and mtime
+        _remember_digest(path, *hot)  # the rename keeps the device, inode, size and mtime
     return path
 
 
@@ -784,7 +794,7 @@ def _written_big(fd: int, digest: str) -> tuple[tuple[int, ...], str] | None:
     if hasattr(os, "posix_fadvise"):
         with contextlib.suppress(OSError):  # advice only (a file system may not take it)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), digest
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), digest
 
 
 #: raw bytes from which a member is deflated in blocks on two threads (:class:`_BlockDeflate`)
@@ -1184,10 +1194,13 @@ def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
     Stored in a finished record, so that :func:`check_digests` can later prove that every file a resume
     reads is the one that was written (not truncated, edited or swapped for another valid file).
 
-    A file this process already hashed here, or wrote with :func:`write_npz` from :data:`HOT_DIGEST_FROM`
-    bytes, is not read again while it is the same file: same device, inode, size and modification time (an
-    atomic rewrite is a new inode). A run's record is written twice (after its required stages and after the
-    optional ones) and lists its panel and attributions both times: 6 GB at 10⁷ agents, read back from disk.
+    A file this process already hashed here, wrote with :func:`write_npz` from :data:`HOT_DIGEST_FROM`
+    bytes, or wrote inside :func:`journaled` (which hashed it for the journal), is not read again while it is the
+    same file: same device, inode, size, modification and status-change time (an atomic rewrite is a new inode; an
+    edit in place, even one that puts the modification time back as ``cp -p`` or ``touch -r`` do, sets a new
+    status-change time, which no program can set back). A run's record is written twice (after its required stages
+    and after the optional ones) and lists its panel and attributions both times: 6 GB at 10⁷ agents, read back
+    from disk.
     :func:`check_digests` reads unless asked to ``reuse`` these."""
     out = {}
     for n in names:
@@ -1205,15 +1218,25 @@ def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: {absolute path: ((device, inode, size, mtime, ctime), SHA-256)} of files hashed or written here (file_digests)
 _DIGESTS: dict[str, tuple[tuple[int, ...], str]] = {}
 
 
-def _signature(path: Path) -> tuple[int, ...] | None:
+def _signature(path: PathLike) -> tuple[int, ...] | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _remember_digest(path: PathLike, sig: tuple[int, ...], digest: str) -> None:
+    """Remember ``digest`` for the file now at ``path`` (just renamed there), which had the signature ``sig`` when
+    it was hashed: only when it is still that file, same device, inode, size and modification time. Its
+    status-change time is taken now (our own chmod and rename changed it); a later edit changes it again."""
+    now = _signature(path)
+    if now is not None and now[:4] == sig[:4]:
+        _DIGESTS[os.path.abspath(path)] = (now, digest)
 
 
 def check_digests(within: PathLike, digests: Any, *, reuse: bool = False) -> list[tuple[str, str]]:
@@ -1221,9 +1244,10 @@ def check_digests(within: PathLike, digests: Any, *, reuse: bool = False) -> lis
     unreadable, leads outside ``within`` or no longer matches; ``[]`` when every file verifies.
 
     Every file is read, unless ``reuse``: then a file this process hashed or wrote (:func:`file_digests`) and
-    that is still the same file (device, inode, size, modification time) is checked against that digest. The
-    page of a run is built by the process that has just written it (9 GB to read back at 10⁷ agents); a copy,
-    a swap or an edit of a file changes its signature, so it is read. Resume (a new process) always reads."""
+    that is still the same file (device, inode, size, modification and status-change time) is checked against
+    that digest. The page of a run is built by the process that has just written it (9 GB to read back at 10⁷
+    agents); a copy, a swap or an edit of a file changes its signature, so it is read. Resume (a new process)
+    always reads."""
     if not isinstance(digests, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
                                                    for k, v in digests.items()):
         return [("(checksums)", "the stored checksums are malformed")]

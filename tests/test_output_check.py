@@ -167,3 +167,39 @@ def test_a_link_in_place_of_the_journal_is_replaced_not_written_through(tmp_path
     (root / OUTPUTS_JOURNAL).mkdir()
     with pytest.raises(OutputError, match="directory"):
         journal_output(root, "a.csv", sha256_bytes(b"a"))
+
+
+def test_a_journaled_file_is_hashed_once_for_the_journal_and_the_manifest(tmp_path, monkeypatch):
+    # a small output was hashed for the journal as it was written, and read again for the manifest's outputs_sha256
+    import os
+
+    import aumann.io as io
+
+    reads = []
+    real = io.sha256_file
+    monkeypatch.setattr(io, "sha256_file", lambda p, **kw: reads.append(os.path.basename(p)) or real(p, **kw))
+    with journaled(tmp_path):
+        write_text(tmp_path / "table.csv", "a\n1\n")
+    assert io.file_digests(tmp_path, ["table.csv"]) == {"table.csv": sha256_bytes(b"a\n1\n")}
+    assert len(reads) == 1 and reads[0].endswith(".tmp.csv")  # the journal's read of the file about to be renamed
+
+
+def test_a_remembered_digest_never_outlives_an_edit_of_the_file(tmp_path):
+    """The digest the journal took describes the file only while it is unchanged: an edit in place, even one of the
+    same size that puts the modification time back (cp -p, touch -r), and a replacement are read again."""
+    import os
+    import time
+
+    import aumann.io as io
+
+    with journaled(tmp_path):
+        write_text(tmp_path / "a.csv", "a\n1\n")
+        write_text(tmp_path / "b.csv", "b\n2\n")
+    st = os.stat(tmp_path / "a.csv")
+    time.sleep(0.05)  # an edit by hand comes later than the write
+    with open(tmp_path / "a.csv", "r+b") as fh:  # same size, same inode
+        fh.write(b"x\n9\n")
+    os.utime(tmp_path / "a.csv", ns=(st.st_atime_ns, st.st_mtime_ns))  # the modification time put back
+    assert io.file_digests(tmp_path, ["a.csv"]) == {"a.csv": sha256_bytes(b"x\n9\n")}
+    os.replace(tmp_path / "a.csv", tmp_path / "b.csv")  # another file in its place
+    assert io.file_digests(tmp_path, ["b.csv"]) == {"b.csv": sha256_bytes(b"x\n9\n")}
