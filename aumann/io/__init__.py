@@ -1,6 +1,6 @@
 """Files: atomic writes, ``.npz`` + JSON metadata, JSON without NaN, checksums.
 
-Every file aumann writes goes through this module, so a crash or a full disk never leaves a
+Every file aumann writes goes through this package, so a crash or a full disk never leaves a
 half-written result where a finished one is expected: data goes to a temporary file in the target's
 own directory (same filesystem), is flushed and fsynced, and is renamed over the target
 (:func:`os.replace` is atomic on POSIX and Windows).
@@ -25,7 +25,13 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
 * :func:`confine` the run-directory rule: given ``within=`` (the run directory), every reader and writer
   here refuses a path that leaves it — lexically (``..``) or through a symbolic link anywhere along the
   way — with :class:`~aumann.errors.PathEscapeError`; :func:`file_digests` / :func:`check_digests` the
-  checksums that cover every file a resume reads.
+  checksums that cover every file a resume reads;
+* which files in an output folder are aumann's (:mod:`aumann.io.outputs`): the output journal
+  (:func:`journaled`), :func:`recorded_outputs`, :func:`output_check`, and :func:`check_outputs` /
+  :func:`check_stale`, which refuse to replace or remove a file of yours with an output's name.
+
+The confined reads, atomic writes, removal and file checksums live in :mod:`aumann.io.files` (under both), the
+output-ownership layer in :mod:`aumann.io.outputs`; this module re-exports every public name of both.
 
 Confinement is a resolved-path check made at the moment a file is opened (``os.path.realpath`` of the
 target must lie inside the real run directory; the file itself is then opened with ``O_NOFOLLOW``; a
@@ -49,10 +55,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,149 +64,38 @@ import numpy as np
 from aumann import bounded, npz
 from aumann.checks import as_path
 from aumann.errors import ConfigError, OutputError, PathEscapeError, UnsafeNameError
-
-PathLike = str | os.PathLike[str]
+from aumann.io.files import (
+    _DIGESTS,
+    PathLike,
+    _os_reason,
+    _remember_digest,
+    _signature,
+    atomic_path,
+    confine,
+    open_read,
+    read_json,
+    remove_stale,
+    sha256_bytes,
+    sha256_file,
+    write_bytes,
+)
+from aumann.io.outputs import (
+    OUTPUTS_COMPLETE,
+    OUTPUTS_JOURNAL,
+    OutputCheck,
+    RecordedOutputs,
+    adopt_outputs,
+    check_outputs,
+    check_stale,
+    journal_output,
+    journaled,
+    output_check,
+    recorded_outputs,
+    settle_journal,
+)
 
 #: key of the JSON metadata record inside an ``.npz`` written by :func:`write_npz`
 META_KEY = "__meta__"
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-#: files get the permissions a plain ``open(path, "w")`` would give (``mkstemp`` alone makes them 0600)
-_FILE_MODE = 0o666 & ~_read_umask()
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def confine(path: PathLike, within: PathLike | None, *, what: str = "file", follow: bool = True) -> Path:
-    """``path`` if it stays inside the directory ``within`` (no check when ``within`` is ``None``).
-
-    Refused with :class:`~aumann.errors.PathEscapeError`: a path outside ``within`` (``..``, absolute),
-    and one that leads outside through a symbolic link — in a folder on the way or, with
-    ``follow=True`` (reads), the file itself. ``follow=False`` (writes) leaves the last component
-    alone: an atomic write replaces a link there instead of writing through it.
-
-    >>> import tempfile, os
-    >>> run = tempfile.mkdtemp()
-    >>> confine(os.path.join(run, "runs", "run-000.json"), run).name
-    'run-000.json'
-    """
-    p = os.path.abspath(os.fspath(path))
-    if within is None:
-        return Path(p)
-    root = os.path.abspath(os.fspath(within))
-    if not _inside(p, root):
-        raise PathEscapeError(f"{what} {str(path)!r} is outside the run directory {root!r}")
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(p if follow else os.path.dirname(p))
-    if not _inside(real, real_root):
-        raise PathEscapeError(f"{what} {str(path)!r} leads outside the run directory {root!r} through a symbolic "
-                              f"link (to {real!r}); aumann reads and writes a run directory only inside it")
-    return Path(p)
-
-
-def open_read(path: PathLike, *, within: PathLike | None = None, what: str = "file",
-              error: type[Exception] = ConfigError) -> Any:
-    """``path`` opened for reading (binary) — the one place files of a run directory are opened to read.
-
-    With ``within`` the path is :func:`confine` d to that directory and the file itself is opened without
-    following a link. Raises ``error`` naming ``what`` when the file is missing, a directory or unreadable,
-    and :class:`~aumann.errors.PathEscapeError` when it leaves ``within``.
-    """
-    p = as_path(path, what, error=error)
-    target = os.path.realpath(confine(p, within, what=what)) if within is not None else os.fspath(p)
-    if os.path.isdir(target):
-        raise error(f"{what} {str(p)!r} is a directory, not a file")
-    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-    if within is not None:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(target, flags)
-    except FileNotFoundError as exc:
-        raise error(f"no {what} at {str(p)!r}") from exc
-    except OSError as exc:
-        raise error(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from exc
-    return os.fdopen(fd, "rb")
-
-
-@contextmanager
-def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it to ``path`` when the block succeeds.
-
-    The parent directory is created. On an exception the temporary file is removed and ``path`` is
-    left as it was. With ``within`` (the run directory) the path is :func:`confine` d to it first, and
-    again once its folders exist.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> target = pathlib.Path(tempfile.mkdtemp()) / "table.csv"
-        >>> with atomic_path(target) as tmp:
-        ...     _ = tmp.write_text("a,b\\n1,2\\n")
-        >>> target.read_text()
-        'a,b\\n1,2\\n'
-    """
-    path = as_path(path, "output file", error=OutputError)
-    confine(path, within, what="output file", follow=False)
-    if path.is_dir():
-        raise OutputError(f"cannot write {str(path)!r}: it is an existing directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        confine(path, within, what="output file", follow=False)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(path)!r}: {_os_reason(exc, path.parent)}") from exc
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        journaled_as = None
-        if tmp.exists():
-            os.chmod(tmp, _FILE_MODE)
-            journaled_as = _journal_before_rename(path, tmp)
-        os.replace(tmp, path)
-        if journaled_as is not None:  # the journal's digest serves the manifest's too (file_digests): not read again
-            _remember_digest(path, *journaled_as)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OutputError):
-            raise
-        raise OutputError(f"cannot write {str(path)!r}: {_os_reason(exc, path)}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _os_reason(exc: OSError, path: Path) -> str:
-    """A short reason for an OSError while writing under ``path`` (names a file that blocks a folder)."""
-    for parent in (path, *path.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                return f"{str(parent)!r} is an existing file, not a directory"
-            break
-    return f"{exc.strerror or type(exc).__name__}" + (f" ({exc.filename})" if exc.filename else "")
-
-
-def write_bytes(path: PathLike, data: bytes, *, within: PathLike | None = None) -> Path:
-    """Write ``data`` to ``path`` atomically (flushed and fsynced before the rename).
-
-    Raises:
-        OutputError: the file cannot be written (the message names it and why).
-        PathEscapeError: ``within`` is given and ``path`` leaves it.
-    """
-    path = Path(path)
-    with atomic_path(path, within=within) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    return path
 
 
 def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> Path:
@@ -223,311 +115,6 @@ def write_text(path: PathLike, text: str, *, within: PathLike | None = None) -> 
                           f"cannot encode: {visible_surrogates(text[max(0, exc.start - 30):exc.start + 30])!r}") \
             from None
     return write_bytes(path, data, within=within)
-
-
-def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
-    """Remove the output ``path`` that an earlier invocation wrote and this one does not (a table or figure it
-    skips, a page it could not build), so it is never taken for this invocation's; ``True`` when one was there.
-    A symbolic link there is removed itself, never what it points to; a directory is left alone.
-
-    A caller that must remove only files an earlier invocation recorded writing checks each with
-    :func:`check_stale` first (all of them, so that a refusal removes none).
-
-    Raises:
-        OutputError: the file is there but cannot be removed (the message names it and why).
-        PathEscapeError: ``within`` is given and ``path`` leaves it through a folder on the way.
-    """
-    p = confine(path, within, what="output file", follow=False)
-    if not p.is_symlink() and not p.is_file():
-        return False
-    try:
-        p.unlink()
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise OutputError(f"cannot remove the earlier output {str(path)!r}: {_os_reason(exc, p)}") from exc
-    return True
-
-
-def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str | Iterable[str]]) -> None:
-    """Nothing when no file is at ``path`` or it is the one ``recorded`` (``{name relative to within: SHA-256}``)
-    lists; else an :class:`OutputError` naming it (a file of your own, or one changed since, which would pass for
-    this invocation's output). Check every file before :func:`remove_stale` removes any: a refusal removes none."""
-    check = output_check(path, within=within, recorded=recorded)
-    if not check.ours and check.state != "directory":  # (a directory is never removed)
-        raise _refusal(path, check, "does not write it, so it would pass for this run's result")
-
-
-#: the journal of an output folder: one line per file an aumann command wrote there since its last manifest, each
-#: the JSON array ``["name", "SHA-256"]``, appended and flushed to the disk *before* the file is renamed into place
-#: (:func:`journaled`); a command interrupted between its outputs and its manifest leaves files the journal vouches
-#: for. A journal an older aumann wrote (one JSON object ``{"outputs_sha256": {name: [SHA-256, ...]}}``) is still
-#: read, and converted the first time a record is added to it
-OUTPUTS_JOURNAL = ".aumann-journal.json"
-#: the manifest key that says its ``outputs_sha256`` lists every output the command wrote (pages and figures too);
-#: without it (an older aumann's manifest) a file of an output's name that it does not list is taken as its own
-OUTPUTS_COMPLETE = "outputs_complete"
-#: the longest journal line read (a record is a relative path and a digest; a longer line is not one aumann wrote)
-_JOURNAL_LINE_MAX = 64 * 1024
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
-_JOURNAL_ROOT: ContextVar[str | None] = ContextVar("aumann_outputs_journal", default=None)
-
-
-@contextmanager
-def journaled(root: PathLike) -> Iterator[None]:
-    """Within the block, every file :func:`atomic_path` (so every writer here) puts under the folder ``root`` is
-    first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, one line appended and flushed to
-    the disk) and only then renamed into place: whatever interrupts the command, each output file there is one the
-    journal or the folder's manifest vouches for (:func:`recorded_outputs`), so the next run replaces it instead of
-    refusing it as yours."""
-    token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
-    try:
-        yield
-    finally:
-        _JOURNAL_ROOT.reset(token)
-
-
-def _journal_before_rename(path: Path, tmp: Path) -> tuple[tuple[int, ...], str] | None:
-    """Journal the file ``tmp`` that is about to become ``path`` (inside a :func:`journaled` block); the signature
-    and SHA-256 it was journaled with (``None``: not journaled, or ``tmp`` changed while it was hashed)."""
-    root = _JOURNAL_ROOT.get()
-    if root is None or path.name in (OUTPUTS_JOURNAL, "manifest.json"):
-        return None
-    real = os.path.join(os.path.realpath(path.parent), path.name)
-    if not _inside(real, root) or real == root:
-        return None
-    hit = _DIGESTS.pop(os.path.abspath(tmp), None)  # a big archive's digest, taken as it was written
-    sig = _signature(tmp)
-    if hit is not None and sig is not None and hit[0][:4] == sig[:4]:  # (its chmod since changed only the ctime)
-        digest = hit[1]
-    else:
-        digest = sha256_file(tmp)
-    journal_output(root, Path(os.path.relpath(real, root)).as_posix(), digest)
-    return (sig, digest) if sig is not None and _signature(tmp) == sig else None
-
-
-def _journal_record(name: str, digest: str) -> bytes:
-    return (json.dumps([name, digest], ensure_ascii=True) + "\n").encode("ascii")
-
-
-def _byte_at(fd: int, offset: int) -> bytes:
-    os.lseek(fd, offset, os.SEEK_SET)  # (the next write still goes to the end: the file is open to append)
-    return os.read(fd, 1)
-
-
-def _read_journal(root: PathLike) -> dict[str, list[str]]:
-    """``{name: [SHA-256, ...]}`` of ``root``'s journal, read tolerantly: none, a damaged one or a link leading out
-    is ``{}``; a line that is not a record (the last one, torn by a crash while it was appended) is skipped."""
-    try:
-        fh = open_read(Path(root) / OUTPUTS_JOURNAL, within=root, what="output journal", error=OutputError)
-    except (OutputError, PathEscapeError, OSError):
-        return {}
-    entries: dict[str, list[str]] = {}
-    with fh:
-        if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object
-            return _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
-        while line := fh.readline(_JOURNAL_LINE_MAX):
-            if not line.endswith(b"\n") and len(line) == _JOURNAL_LINE_MAX:  # too long: not a record
-                while (rest := fh.readline(_JOURNAL_LINE_MAX)) and not rest.endswith(b"\n"):
-                    pass
-                continue
-            try:
-                rec = bounded.loads_json(line.decode("ascii"), what="journal record", error=OutputError, max_depth=4)
-            except (OutputError, UnicodeDecodeError):
-                continue  # a torn or damaged line
-            if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str) and rec[0] \
-                    and isinstance(rec[1], str) and _HEX64.fullmatch(rec[1]):
-                got = entries.setdefault(rec[0], [])
-                if rec[1] not in got:
-                    got.append(rec[1])
-    return entries
-
-
-def _read_old_journal(raw: bytes, root: PathLike) -> dict[str, list[str]]:
-    try:
-        data = bounded.loads_json(raw, what=f"output journal in {str(root)!r}", error=OutputError,
-                                  allow_nan=False)
-    except OutputError:
-        return {}
-    got = data.get("outputs_sha256") if isinstance(data, dict) else None
-    if not isinstance(got, dict):
-        return {}
-    return {str(k): [str(d) for d in v] for k, v in got.items() if isinstance(v, list)}
-
-
-def journal_output(root: PathLike, name: str, digest: str) -> None:
-    """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal: one
-    line appended and flushed to the disk (a command writing k files writes k lines, not k journals). A journal in
-    an older aumann's format is converted first; a symbolic link there is replaced, never written through.
-
-    Raises:
-        OutputError: the journal cannot be written (a directory of that name, no permission, a full disk).
-        PathEscapeError: ``root`` leads outside itself through a link on the way.
-    """
-    path = confine(Path(root) / OUTPUTS_JOURNAL, root, what="output journal", follow=False)
-    record = _journal_record(name, digest)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
-        | getattr(os, "O_BINARY", 0)
-    try:
-        if path.is_symlink():
-            path.unlink()  # as an atomic write would: the link is replaced, not followed
-        fd = os.open(path, flags, _FILE_MODE)
-        try:
-            size = os.fstat(fd).st_size
-            if size and _byte_at(fd, 0) == b"{":  # an older aumann's journal: rewritten as lines, once
-                os.close(fd)
-                fd = -1
-                lines = b"".join(_journal_record(n, d) for n, ds in _read_journal(root).items() for d in ds)
-                token = _JOURNAL_ROOT.set(None)
-                try:
-                    write_bytes(path, lines, within=root)
-                finally:
-                    _JOURNAL_ROOT.reset(token)
-                fd = os.open(path, flags, _FILE_MODE)
-                size = os.fstat(fd).st_size
-            if size and _byte_at(fd, size - 1) != b"\n":  # a torn last record: this one starts on a line of its own
-                record = b"\n" + record
-            view = memoryview(record)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-    except OutputError:
-        raise
-    except OSError as exc:
-        why = "it is an existing directory" if path.is_dir() else _os_reason(exc, path)
-        raise OutputError(f"cannot write the output journal {str(path)!r}: {why}") from exc
-
-
-def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
-    """Journal the current SHA-256 of each of ``names`` that is a file in ``root`` — outputs :func:`check_outputs`
-    accepted as aumann's — before a command removes the manifest that vouched for them: interrupted before its new
-    manifest, the next run still knows them as aumann's."""
-    for name in names:
-        p = Path(root) / name
-        if name != "manifest.json" and p.is_file() and not p.is_symlink():
-            journal_output(root, name, sha256_file(p, within=root))
-
-
-def settle_journal(root: PathLike) -> None:
-    """Remove ``root``'s journal once the manifest that records the command's outputs is written."""
-    remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
-
-
-@dataclass(frozen=True)
-class RecordedOutputs:
-    """What aumann recorded writing in an output folder: ``digests`` ``{name: {SHA-256, ...}}`` (the manifest's
-    ``outputs_sha256`` and the journal's), whether an aumann command's manifest is there (``aumann``; its command
-    starts with the prefix asked for) and whether it lists every output (``complete``, :data:`OUTPUTS_COMPLETE`)."""
-
-    digests: Mapping[str, frozenset[str]]
-    aumann: bool = False
-    complete: bool = False
-
-
-def recorded_outputs(root: PathLike, *, command: str = "aumann ") -> RecordedOutputs:
-    """The :class:`RecordedOutputs` of the folder ``root``: its ``manifest.json`` counts when its command starts
-    with ``command`` (``"aumann run"``: only that command's); the journal always (only aumann writes it)."""
-    digests: dict[str, set[str]] = {}
-    aumann = complete = False
-    earlier = _aumann_manifest(root, command)
-    if earlier is not None:
-        aumann = True
-        complete = earlier.get(OUTPUTS_COMPLETE) is True
-        ours = earlier.get("outputs_sha256")
-        for k, v in (ours.items() if isinstance(ours, dict) else ()):
-            digests.setdefault(str(k), set()).add(str(v))
-    for k, v in _read_journal(root).items():
-        digests.setdefault(k, set()).update(v)
-    return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann, complete)
-
-
-def _aumann_manifest(root: PathLike, command: str = "aumann ") -> dict[str, Any] | None:
-    """``root``'s ``manifest.json`` when an aumann command whose line starts with ``command`` wrote it, else
-    ``None`` (none, damaged, a link leading out, or a file of your own of that name)."""
-    try:
-        earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
-    except (OutputError, ConfigError, PathEscapeError, OSError):
-        return None
-    return earlier if isinstance(earlier, dict) and str(earlier.get("command", "")).startswith(command) else None
-
-
-@dataclass(frozen=True)
-class OutputCheck:
-    """Whether the file at an output's path is one aumann recorded writing and unchanged since (``state``):
-    ``absent``, ``ours``, ``unrecorded`` (a file no record names), ``changed`` (another SHA-256 than recorded),
-    ``link`` (a symbolic link: aumann writes none), ``directory``, ``unreadable``; ``reason`` says it in words."""
-
-    state: str
-    reason: str
-
-    @property
-    def ours(self) -> bool:
-        """The file is aumann's own, unchanged (or there is none)."""
-        return self.state in ("absent", "ours")
-
-
-def output_check(path: PathLike, *, within: PathLike | None,
-                 recorded: Mapping[str, str | Iterable[str]]) -> OutputCheck:
-    """The one answer to "did aumann write the file at ``path``, and is it unchanged?": ``recorded`` maps names
-    relative to ``within`` to the SHA-256 (or several) aumann recorded writing there (a manifest's
-    ``outputs_sha256``, :func:`recorded_outputs`)."""
-    p = confine(path, within, what="output file", follow=False)
-    name = Path(path).relative_to(within).as_posix() if within is not None else Path(path).name
-    if p.is_symlink():
-        return OutputCheck("link", f"{name} is a symbolic link (aumann writes none)")
-    if p.is_dir():
-        return OutputCheck("directory", f"{name} is a directory")
-    if not p.is_file():
-        return OutputCheck("absent", f"{name} is missing")
-    want = recorded.get(name)
-    if want is None:
-        return OutputCheck("unrecorded", f"{name} is not a file aumann recorded writing")
-    wanted = {want} if isinstance(want, str) else set(want)
-    try:
-        got = sha256_file(p, within=within)
-    except OutputError as exc:
-        return OutputCheck("unreadable", f"{name} cannot be read ({exc})")
-    if got in wanted:
-        return OutputCheck("ours", f"{name} is the file aumann wrote")
-    return OutputCheck("changed", f"{name} is not the file the run wrote (changed or replaced since)")
-
-
-def _refusal(path: PathLike, check: OutputCheck, doing: str) -> OutputError:
-    if check.state == "directory":
-        return OutputError(f"{str(path)!r} is a directory with the name of an output this run {doing}: move or "
-                           "rename it, then run again")
-    return OutputError(f"{str(path)!r} is in the output folder but is not the file an earlier aumann run "
-                       f"recorded writing there (a file of your own, or one changed since): it is kept, and this "
-                       f"run {doing}; move or rename it, then run again")
-
-
-def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOutputs | None = None,
-                  removing: bool = False) -> None:
-    """Refuse, before anything is written, to overwrite a file in the output folder ``root`` that aumann did not
-    record writing: each of ``names`` (the outputs this run writes or removes) must be absent or one the folder's
-    manifest or journal records with its SHA-256 (:func:`recorded_outputs`); a file an older aumann's manifest
-    (one without :data:`OUTPUTS_COMPLETE`) does not list is taken as its own, as that aumann did. Else an
-    :class:`OutputError` naming it: a file of your own, a link or a directory with an output's name.
-    ``removing``: ``names`` are an earlier run's outputs this one removes (the message says so)."""
-    rec = recorded_outputs(root) if recorded is None else recorded
-    if (Path(root) / OUTPUTS_JOURNAL).is_dir():  # the journal is written beside the outputs: refused now, not mid-way
-        raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
-    for name in names:
-        if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
-            theirs = (Path(root) / name).exists() and _aumann_manifest(root) is None
-            if (Path(root) / name).is_symlink() or theirs:
-                raise _refusal(Path(root) / name, OutputCheck("unrecorded", ""), "writes under that name (it would "
-                               "be replaced)")
-            continue
-        check = output_check(Path(root) / name, within=root, recorded=rec.digests)
-        legacy = check.state == "unrecorded" and rec.aumann and not rec.complete
-        if not check.ours and not legacy:
-            raise _refusal(Path(root) / name, check, "does not write it, so it would pass for this run's result"
-                           if removing else "writes under that name (it would be replaced)")
 
 
 _GLOB_CHARS = re.compile(r"[\[*?]")
@@ -651,24 +238,6 @@ def dumps_json(obj: Any, *, indent: int | None = 1) -> str:
 def write_json(path: PathLike, obj: Any, *, indent: int | None = 1, within: PathLike | None = None) -> Path:
     """Write ``obj`` as JSON atomically; NaN/inf are written as ``null`` (JSON has neither)."""
     return write_text(path, dumps_json(obj, indent=indent), within=within)
-
-
-def read_json(path: PathLike, *, error: type[Exception] = ConfigError, what: str = "JSON file",
-              within: PathLike | None = None, max_bytes: int = bounded.MAX_BYTES,
-              max_depth: int = bounded.MAX_DEPTH, object_only: bool = False, allow_nan: bool = False) -> Any:
-    """A JSON file read through :func:`open_read` and parsed by the bounded reader (:mod:`aumann.bounded`).
-
-    Raises ``error`` naming ``what`` and the path: missing, unreadable, over ``max_bytes`` or
-    ``max_depth``, not UTF-8, not JSON, ``NaN``/``Infinity`` literals (aumann never writes them; unless
-    ``allow_nan``), or (``object_only``) not a JSON object.
-    """
-    with open_read(path, within=within, what=what, error=error) as fh:
-        raw = fh.read(max_bytes + 1)
-    data = bounded.loads_json(raw, what=f"{what} {str(path)!r}", error=error, max_bytes=max_bytes,
-                              max_depth=max_depth, allow_nan=allow_nan)
-    if object_only and not isinstance(data, dict):
-        raise error(f"{what} {str(path)!r} must hold a JSON object; got {type(data).__name__}")
-    return data
 
 
 #: deflate level of compressed ``.npz`` files: level 1 writes a 10⁶-agent panel ~2.6× faster than numpy's
@@ -1174,20 +743,6 @@ def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     return p
 
 
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: PathLike, *, chunk: int = 1 << 20, within: PathLike | None = None) -> str:
-    """Hex SHA-256 of the file at ``path`` (read in chunks; :func:`confine` d to ``within`` when given)."""
-    h = hashlib.sha256()
-    with open_read(path, within=within, what="file", error=OutputError) as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
     """``{name: SHA-256}`` of the files ``names`` (paths relative to the run directory ``within``).
 
@@ -1216,27 +771,6 @@ def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
         if sig is not None and _signature(path) == sig:  # unchanged while it was read
             _DIGESTS[key] = (sig, digest)
     return out
-
-
-#: {absolute path: ((device, inode, size, mtime, ctime), SHA-256)} of files hashed or written here (file_digests)
-_DIGESTS: dict[str, tuple[tuple[int, ...], str]] = {}
-
-
-def _signature(path: PathLike) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _remember_digest(path: PathLike, sig: tuple[int, ...], digest: str) -> None:
-    """Remember ``digest`` for the file now at ``path`` (just renamed there), which had the signature ``sig`` when
-    it was hashed: only when it is still that file, same device, inode, size and modification time. Its
-    status-change time is taken now (our own chmod and rename changed it); a later edit changes it again."""
-    now = _signature(path)
-    if now is not None and now[:4] == sig[:4]:
-        _DIGESTS[os.path.abspath(path)] = (now, digest)
 
 
 def check_digests(within: PathLike, digests: Any, *, reuse: bool = False) -> list[tuple[str, str]]:

@@ -1,0 +1,322 @@
+"""Which files in an output folder are aumann's: the output journal (:data:`OUTPUTS_JOURNAL`, one line per file
+written, appended before the file is renamed into place: :func:`journaled`), what a folder's manifest and journal
+record (:func:`recorded_outputs`), the one answer to "did aumann write this file, unchanged?" (:func:`output_check`)
+and the rule that refuses to replace or remove a file of yours with an output's name (:func:`check_outputs`,
+:func:`check_stale`). Every name here is re-exported by :mod:`aumann.io`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aumann import bounded
+from aumann.errors import ConfigError, OutputError, PathEscapeError
+from aumann.io.files import (
+    _DIGESTS,
+    _FILE_MODE,
+    BEFORE_RENAME,
+    PathLike,
+    _inside,
+    _os_reason,
+    _signature,
+    confine,
+    open_read,
+    read_json,
+    remove_stale,
+    sha256_file,
+    write_bytes,
+)
+
+#: the journal of an output folder: one line per file an aumann command wrote there since its last manifest, each
+#: the JSON array ``["name", "SHA-256"]``, appended and flushed to the disk *before* the file is renamed into place
+#: (:func:`journaled`); a command interrupted between its outputs and its manifest leaves files the journal vouches
+#: for. A journal an older aumann wrote (one JSON object ``{"outputs_sha256": {name: [SHA-256, ...]}}``) is still
+#: read, and converted the first time a record is added to it
+OUTPUTS_JOURNAL = ".aumann-journal.json"
+#: the manifest key that says its ``outputs_sha256`` lists every output the command wrote (pages and figures too);
+#: without it (an older aumann's manifest) a file of an output's name that it does not list is taken as its own
+OUTPUTS_COMPLETE = "outputs_complete"
+#: the longest journal line read (a record is a relative path and a digest; a longer line is not one aumann wrote)
+_JOURNAL_LINE_MAX = 64 * 1024
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+_JOURNAL_ROOT: ContextVar[str | None] = ContextVar("aumann_outputs_journal", default=None)
+
+
+@contextmanager
+def journaled(root: PathLike) -> Iterator[None]:
+    """Within the block, every file :func:`~aumann.io.atomic_path` (so every writer of :mod:`aumann.io`) puts under
+    the folder ``root`` is first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, one line
+    appended and flushed to the disk) and only then renamed into place: whatever interrupts the command, each
+    output file there is one the journal or the folder's manifest vouches for (:func:`recorded_outputs`), so the
+    next run replaces it instead of refusing it as yours."""
+    token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
+    hook = BEFORE_RENAME.set(_journal_before_rename)
+    try:
+        yield
+    finally:
+        BEFORE_RENAME.reset(hook)
+        _JOURNAL_ROOT.reset(token)
+
+
+def _journal_before_rename(path: Path, tmp: Path) -> tuple[tuple[int, ...], str] | None:
+    """Journal the file ``tmp`` that is about to become ``path`` (inside a :func:`journaled` block); the signature
+    and SHA-256 it was journaled with (``None``: not journaled, or ``tmp`` changed while it was hashed)."""
+    root = _JOURNAL_ROOT.get()
+    if root is None or path.name in (OUTPUTS_JOURNAL, "manifest.json"):
+        return None
+    real = os.path.join(os.path.realpath(path.parent), path.name)
+    if not _inside(real, root) or real == root:
+        return None
+    hit = _DIGESTS.pop(os.path.abspath(tmp), None)  # a big archive's digest, taken as it was written
+    sig = _signature(tmp)
+    if hit is not None and sig is not None and hit[0][:4] == sig[:4]:  # (its chmod since changed only the ctime)
+        digest = hit[1]
+    else:
+        digest = sha256_file(tmp)
+    journal_output(root, Path(os.path.relpath(real, root)).as_posix(), digest)
+    return (sig, digest) if sig is not None and _signature(tmp) == sig else None
+
+
+def _journal_record(name: str, digest: str) -> bytes:
+    return (json.dumps([name, digest], ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _byte_at(fd: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)  # (the next write still goes to the end: the file is open to append)
+    return os.read(fd, 1)
+
+
+def _read_journal(root: PathLike) -> dict[str, list[str]]:
+    """``{name: [SHA-256, ...]}`` of ``root``'s journal, read tolerantly: none, a damaged one or a link leading out
+    is ``{}``; a line that is not a record (the last one, torn by a crash while it was appended) is skipped."""
+    try:
+        fh = open_read(Path(root) / OUTPUTS_JOURNAL, within=root, what="output journal", error=OutputError)
+    except (OutputError, PathEscapeError, OSError):
+        return {}
+    entries: dict[str, list[str]] = {}
+    with fh:
+        if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object
+            return _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+        while line := fh.readline(_JOURNAL_LINE_MAX):
+            if not line.endswith(b"\n") and len(line) == _JOURNAL_LINE_MAX:  # too long: not a record
+                while (rest := fh.readline(_JOURNAL_LINE_MAX)) and not rest.endswith(b"\n"):
+                    pass
+                continue
+            try:
+                rec = bounded.loads_json(line.decode("ascii"), what="journal record", error=OutputError, max_depth=4)
+            except (OutputError, UnicodeDecodeError):
+                continue  # a torn or damaged line
+            if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str) and rec[0] \
+                    and isinstance(rec[1], str) and _HEX64.fullmatch(rec[1]):
+                got = entries.setdefault(rec[0], [])
+                if rec[1] not in got:
+                    got.append(rec[1])
+    return entries
+
+
+def _read_old_journal(raw: bytes, root: PathLike) -> dict[str, list[str]]:
+    try:
+        data = bounded.loads_json(raw, what=f"output journal in {str(root)!r}", error=OutputError,
+                                  allow_nan=False)
+    except OutputError:
+        return {}
+    got = data.get("outputs_sha256") if isinstance(data, dict) else None
+    if not isinstance(got, dict):
+        return {}
+    return {str(k): [str(d) for d in v] for k, v in got.items() if isinstance(v, list)}
+
+
+def journal_output(root: PathLike, name: str, digest: str) -> None:
+    """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal: one
+    line appended and flushed to the disk (a command writing k files writes k lines, not k journals). A journal in
+    an older aumann's format is converted first; a symbolic link there is replaced, never written through.
+
+    Raises:
+        OutputError: the journal cannot be written (a directory of that name, no permission, a full disk).
+        PathEscapeError: ``root`` leads outside itself through a link on the way.
+    """
+    path = confine(Path(root) / OUTPUTS_JOURNAL, root, what="output journal", follow=False)
+    record = _journal_record(name, digest)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        if path.is_symlink():
+            path.unlink()  # as an atomic write would: the link is replaced, not followed
+        fd = os.open(path, flags, _FILE_MODE)
+        try:
+            size = os.fstat(fd).st_size
+            if size and _byte_at(fd, 0) == b"{":  # an older aumann's journal: rewritten as lines, once
+                os.close(fd)
+                fd = -1
+                lines = b"".join(_journal_record(n, d) for n, ds in _read_journal(root).items() for d in ds)
+                token = _JOURNAL_ROOT.set(None)
+                try:
+                    write_bytes(path, lines, within=root)
+                finally:
+                    _JOURNAL_ROOT.reset(token)
+                fd = os.open(path, flags, _FILE_MODE)
+                size = os.fstat(fd).st_size
+            if size and _byte_at(fd, size - 1) != b"\n":  # a torn last record: this one starts on a line of its own
+                record = b"\n" + record
+            view = memoryview(record)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    except OutputError:
+        raise
+    except OSError as exc:
+        why = "it is an existing directory" if path.is_dir() else _os_reason(exc, path)
+        raise OutputError(f"cannot write the output journal {str(path)!r}: {why}") from exc
+
+
+def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
+    """Journal the current SHA-256 of each of ``names`` that is a file in ``root`` — outputs :func:`check_outputs`
+    accepted as aumann's — before a command removes the manifest that vouched for them: interrupted before its new
+    manifest, the next run still knows them as aumann's."""
+    for name in names:
+        p = Path(root) / name
+        if name != "manifest.json" and p.is_file() and not p.is_symlink():
+            journal_output(root, name, sha256_file(p, within=root))
+
+
+def settle_journal(root: PathLike) -> None:
+    """Remove ``root``'s journal once the manifest that records the command's outputs is written."""
+    remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
+
+
+@dataclass(frozen=True)
+class RecordedOutputs:
+    """What aumann recorded writing in an output folder: ``digests`` ``{name: {SHA-256, ...}}`` (the manifest's
+    ``outputs_sha256`` and the journal's), whether an aumann command's manifest is there (``aumann``; its command
+    starts with the prefix asked for) and whether it lists every output (``complete``, :data:`OUTPUTS_COMPLETE`)."""
+
+    digests: Mapping[str, frozenset[str]]
+    aumann: bool = False
+    complete: bool = False
+
+
+def recorded_outputs(root: PathLike, *, command: str = "aumann ") -> RecordedOutputs:
+    """The :class:`RecordedOutputs` of the folder ``root``: its ``manifest.json`` counts when its command starts
+    with ``command`` (``"aumann run"``: only that command's); the journal always (only aumann writes it)."""
+    digests: dict[str, set[str]] = {}
+    aumann = complete = False
+    earlier = _aumann_manifest(root, command)
+    if earlier is not None:
+        aumann = True
+        complete = earlier.get(OUTPUTS_COMPLETE) is True
+        ours = earlier.get("outputs_sha256")
+        for k, v in (ours.items() if isinstance(ours, dict) else ()):
+            digests.setdefault(str(k), set()).add(str(v))
+    for k, v in _read_journal(root).items():
+        digests.setdefault(k, set()).update(v)
+    return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann, complete)
+
+
+def _aumann_manifest(root: PathLike, command: str = "aumann ") -> dict[str, Any] | None:
+    """``root``'s ``manifest.json`` when an aumann command whose line starts with ``command`` wrote it, else
+    ``None`` (none, damaged, a link leading out, or a file of your own of that name)."""
+    try:
+        earlier = read_json(Path(root) / "manifest.json", error=OutputError, what="manifest", within=root)
+    except (OutputError, ConfigError, PathEscapeError, OSError):
+        return None
+    return earlier if isinstance(earlier, dict) and str(earlier.get("command", "")).startswith(command) else None
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """Whether the file at an output's path is one aumann recorded writing and unchanged since (``state``):
+    ``absent``, ``ours``, ``unrecorded`` (a file no record names), ``changed`` (another SHA-256 than recorded),
+    ``link`` (a symbolic link: aumann writes none), ``directory``, ``unreadable``; ``reason`` says it in words."""
+
+    state: str
+    reason: str
+
+    @property
+    def ours(self) -> bool:
+        """The file is aumann's own, unchanged (or there is none)."""
+        return self.state in ("absent", "ours")
+
+
+def output_check(path: PathLike, *, within: PathLike | None,
+                 recorded: Mapping[str, str | Iterable[str]]) -> OutputCheck:
+    """The one answer to "did aumann write the file at ``path``, and is it unchanged?": ``recorded`` maps names
+    relative to ``within`` to the SHA-256 (or several) aumann recorded writing there (a manifest's
+    ``outputs_sha256``, :func:`recorded_outputs`)."""
+    p = confine(path, within, what="output file", follow=False)
+    name = Path(path).relative_to(within).as_posix() if within is not None else Path(path).name
+    if p.is_symlink():
+        return OutputCheck("link", f"{name} is a symbolic link (aumann writes none)")
+    if p.is_dir():
+        return OutputCheck("directory", f"{name} is a directory")
+    if not p.is_file():
+        return OutputCheck("absent", f"{name} is missing")
+    want = recorded.get(name)
+    if want is None:
+        return OutputCheck("unrecorded", f"{name} is not a file aumann recorded writing")
+    wanted = {want} if isinstance(want, str) else set(want)
+    try:
+        got = sha256_file(p, within=within)
+    except OutputError as exc:
+        return OutputCheck("unreadable", f"{name} cannot be read ({exc})")
+    if got in wanted:
+        return OutputCheck("ours", f"{name} is the file aumann wrote")
+    return OutputCheck("changed", f"{name} is not the file the run wrote (changed or replaced since)")
+
+
+def _refusal(path: PathLike, check: OutputCheck, doing: str) -> OutputError:
+    if check.state == "directory":
+        return OutputError(f"{str(path)!r} is a directory with the name of an output this run {doing}: move or "
+                           "rename it, then run again")
+    return OutputError(f"{str(path)!r} is in the output folder but is not the file an earlier aumann run "
+                       f"recorded writing there (a file of your own, or one changed since): it is kept, and this "
+                       f"run {doing}; move or rename it, then run again")
+
+
+def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOutputs | None = None,
+                  removing: bool = False) -> None:
+    """Refuse, before anything is written, to overwrite a file in the output folder ``root`` that aumann did not
+    record writing: each of ``names`` (the outputs this run writes or removes) must be absent or one the folder's
+    manifest or journal records with its SHA-256 (:func:`recorded_outputs`); a file an older aumann's manifest
+    (one without :data:`OUTPUTS_COMPLETE`) does not list is taken as its own, as that aumann did. Else an
+    :class:`OutputError` naming it: a file of your own, a link or a directory with an output's name.
+    ``removing``: ``names`` are an earlier run's outputs this one removes (the message says so)."""
+    rec = recorded_outputs(root) if recorded is None else recorded
+    if (Path(root) / OUTPUTS_JOURNAL).is_dir():  # the journal is written beside the outputs: refused now, not mid-way
+        raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
+    for name in names:
+        if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
+            theirs = (Path(root) / name).exists() and _aumann_manifest(root) is None
+            if (Path(root) / name).is_symlink() or theirs:
+                raise _refusal(Path(root) / name, OutputCheck("unrecorded", ""), "writes under that name (it would "
+                               "be replaced)")
+            continue
+        check = output_check(Path(root) / name, within=root, recorded=rec.digests)
+        legacy = check.state == "unrecorded" and rec.aumann and not rec.complete
+        if not check.ours and not legacy:
+            raise _refusal(Path(root) / name, check, "does not write it, so it would pass for this run's result"
+                           if removing else "writes under that name (it would be replaced)")
+
+
+def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str | Iterable[str]]) -> None:
+    """Nothing when no file is at ``path`` or it is the one ``recorded`` (``{name relative to within: SHA-256}``)
+    lists; else an :class:`OutputError` naming it (a file of your own, or one changed since, which would pass for
+    this invocation's output). Check every file before :func:`remove_stale` removes any: a refusal removes none."""
+    check = output_check(path, within=within, recorded=recorded)
+    if not check.ours and check.state != "directory":  # (a directory is never removed)
+        raise _refusal(path, check, "does not write it, so it would pass for this run's result")
+
+
+__all__ = ["OUTPUTS_COMPLETE", "OUTPUTS_JOURNAL", "OutputCheck", "RecordedOutputs", "adopt_outputs", "check_outputs",
+           "check_stale", "journal_output", "journaled", "output_check", "recorded_outputs", "settle_journal"]
