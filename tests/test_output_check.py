@@ -209,3 +209,11 @@ def test_a_remembered_digest_never_outlives_an_edit_of_the_file(tmp_path):
     assert io.file_digests(tmp_path, ["a.csv"]) == {"a.csv": sha256_bytes(b"x\n9\n")}
     os.replace(tmp_path / "a.csv", tmp_path / "b.csv")  # another file in its place
     assert io.file_digests(tmp_path, ["b.csv"]) == {"b.csv": sha256_bytes(b"x\n9\n")}
+
+
+def test_the_journal_makes_its_folder_as_an_atomic_write_did(tmp_path):
+    from aumann.io import journal_output
+
+    root = tmp_path / "new" / "out"
+    journal_output(root, "a.csv", sha256_bytes(b"a"))
+    assert recorded_outputs(root).digests == {"a.csv": {sha256_bytes(b"a")}}

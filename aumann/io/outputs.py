@@ -151,7 +151,12 @@ def journal_output(root: PathLike, name: str, digest: str) -> None:
     try:
         if path.is_symlink():
             path.unlink()  # as an atomic write would: the link is replaced, not followed
-        fd = os.open(path, flags, _FILE_MODE)
+        try:
+            fd = os.open(path, flags, _FILE_MODE)
+        except FileNotFoundError:  # no output folder yet: made, as an atomic write makes it
+            path.parent.mkdir(parents=True, exist_ok=True)
+            confine(path, root, what="output journal", follow=False)
+            fd = os.open(path, flags, _FILE_MODE)
         try:
             size = os.fstat(fd).st_size
             if size and _byte_at(fd, 0) == b"{":  # an older aumann's journal: rewritten as lines, once
