@@ -236,6 +236,10 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)
+    con.execute(sql.NOT_DIDS)
+    if con.execute("SELECT count(*) FROM not_did").fetchone()[0]:
+        con.execute(sql.APPLY_NOT_DIDS)
+    t = stages.lap("DID rule on distinct values", t)
     rows, valid, bad_targets = con.execute(sql.FILE_STATS).fetchone()
     t = stages.lap("file counts: kinds, duplicates, days", t)
     # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones

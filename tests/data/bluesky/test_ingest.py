@@ -291,6 +291,34 @@ def test_a_replayed_engagement_without_a_did_target_is_counted_once(tmp_path: Pa
     assert report.files[0]["malformed_engagements"] == 1
 
 
+def test_the_did_rule_on_distinct_values_separates_an_invalid_actor_from_an_invalid_target(tmp_path: Path):
+    """The DID rule is applied once per distinct value after the scan (ingest_sql.NOT_DIDS): the same non-DID
+    (``did:x:``) as an event's ``did`` makes that line malformed (neither acting nor engaging, not a malformed
+    engagement), and as a valid account's target makes a malformed engagement; a self-like is neither; an invalid
+    actor's engagement of a valid account is no edge; a clean like is an edge."""
+    a, b, bad = "did:plc:" + "a" * 24, "did:plc:" + "b" * 24, "did:x:"
+    t = 1_776_600_000_000_000
+
+    def like(did, dt, author):
+        return {"did": did, "time_us": t + dt, "kind": "commit", "commit": {
+            "rev": f"r{dt}", "operation": "create", "collection": "app.bsky.feed.like", "rkey": f"l{dt}",
+            "record": {"subject": {"cid": "c", "uri": f"at://{author}/app.bsky.feed.post/p"}}}}
+
+    lines = [like(bad, 0, a),   # an invalid actor: a malformed line, so no engagement of a and no bad target
+             like(bad, 1, bad),  # the same, liking itself
+             like(a, 2, bad),    # a valid actor, an invalid target: a malformed engagement, no edge
+             like(a, 3, a),      # a self-like: neither an edge nor malformed
+             like(b, 4, a)]      # the one edge
+    path = tmp_path / "dids.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=True)
+    counts, report = ingest([path], filters=cfg, options=_opts())
+    assert report.malformed_lines == 2 and report.valid_events == 3
+    assert report.malformed_engagements == 1
+    assert report.users_seen == 2 and list(counts.users["did"]) == [a, b]  # b liked a: both engaged
+    assert report.dropped_users.get("no_engagement", 0) == 0
+
+
 @pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
 @pytest.mark.parametrize("name", ["day[1].jsonl", "day*.jsonl", "day?.jsonl"])
 def test_a_file_named_like_a_glob_is_read_as_itself(tmp_path: Path, name: str):
