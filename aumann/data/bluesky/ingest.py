@@ -236,8 +236,9 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)
-    con.execute(sql.NOT_DIDS)
-    if con.execute("SELECT count(*) FROM not_did").fetchone()[0]:
+    not_dids = con.execute(sql.NOT_DIDS).fetchone()[0]
+    if not_dids:
+        con.execute(sql.NOT_DID_TABLE, [not_dids])
         con.execute(sql.APPLY_NOT_DIDS)
     t = stages.lap("DID rule on distinct values", t)
     rows, valid, bad_targets = con.execute(sql.FILE_STATS).fetchone()
@@ -369,7 +370,7 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
         tmp = Path(tmpname)
         # The per-file and stored tables are TEMP tables: beyond ``memory_limit`` DuckDB evicts them
         # to ``temp_directory`` (a day of the real stream is tens of GB of JSON).
-        con = duckdb.connect(str(tmp / "ingest.duckdb"))
+        con = duckdb.connect()  # in memory: its TEMP tables spill to temp_directory beyond memory_limit
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
         con.execute("SET enable_progress_bar = false")
