@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aumann.data.traces import read_trace
-from aumann.errors import TraceFormatError
+from aumann.errors import TraceFormatError, TraceRecordError
 
 DATA = Path(__file__).parent / "traces"
 
@@ -345,6 +345,42 @@ def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, 
     got = read_trace(p, TABLE, on_bad="skip")
     assert next(iter(got.report.skipped_at.values())) == [f"{p} row {want}"]
     assert got.report.records == len(rows) and got.panel.N == len(rows) - 1
+
+
+@pytest.mark.parametrize(("where", "key"), [("resource", "agent.id"), ("attributes", "amount"),
+                                            ("attributes", "tick"), ("attributes", "note")])
+def test_an_otlp_attribute_list_giving_a_key_the_spec_reads_twice_is_one_bad_record(tmp_path, where, key):
+    # [{"key": "agent.id", ...}, {"key": "agent.id", ...}]: the last value won, silently, where a flat span line
+    # giving a key twice ({"agent.id": "x", "agent.id": "y"}) is a bad record
+    import json
+
+    def attr(k: str, v: object) -> dict:
+        return {"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": str(v)}}
+
+    def envelope(agent: str, twice: bool) -> str:
+        res = [attr("agent.id", agent)] + ([attr("agent.id", "z")] if twice and where == "resource" else [])
+        sp = [{"traceId": f"t{agent}{n}", "spanId": f"{n}", "name": "act",
+               "attributes": [attr("tick", 0), attr("amount", 1), attr("note", "x")]
+               + ([attr(key, 7)] if twice and where == "attributes" and n == 0 else [])} for n in range(2)]
+        return json.dumps({"resourceSpans": [{"resource": {"attributes": res},
+                                              "scopeSpans": [{"scope": {}, "spans": sp}]}]})
+
+    spec = {"format": "otel", "agent": {"field": "resource/agent.id"}, "step": {"field": "attributes/tick"},
+            "features": [{"kind": "count", "name": "n"}, {"kind": "sum", "name": "amount",
+                                                          "field": "attributes/amount"}]}
+    p = tmp_path / "otlp.jsonl"
+    p.write_text(envelope("a", False) + "\n" + envelope("b", True) + "\n")
+    got = read_trace(p, spec, on_bad="skip")
+    if key == "note":  # a key the spec does not read may repeat
+        assert got.report.n_skipped == 0 and got.panel.values[0].tolist() == [[2, 2], [2, 2]]
+        return
+    reason = f"a JSON object gives key '{where}/{key}' twice (which value is meant is ambiguous)"
+    n = 2 if where == "resource" else 1  # the resource's key: both its spans; a span's own key: that span
+    assert got.report.skipped == {reason: n} and got.report.skipped_at[reason] == [f"{p} line 2"] * n
+    assert got.panel.agent_ids.tolist() == (["a"] if n == 2 else ["a", "b"])
+    assert got.panel.values[0].tolist() == ([[2, 2]] if n == 2 else [[2, 2], [1, 1]])
+    with pytest.raises(TraceRecordError, match=rf"otlp\.jsonl line 2: a JSON object gives key '{where}/{key}' twice"):
+        read_trace(p, spec)
 
 
 # ---------------------------------------------------------------- events read twice

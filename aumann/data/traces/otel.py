@@ -127,7 +127,7 @@ def _arr(v: Any, what: str) -> list[Any]:
     return v
 
 
-def _otlp_value(v: Any) -> Any:
+def _otlp_value(v: Any, at: tuple[str, ...] = (), twice: list[tuple[str, ...]] | None = None) -> Any:
     if not isinstance(v, dict):
         return v
     for k in ("stringValue", "boolValue", "doubleValue"):
@@ -141,18 +141,26 @@ def _otlp_value(v: Any) -> Any:
     if "arrayValue" in v:
         return [_otlp_value(x) for x in _arr(_obj(v["arrayValue"], "an arrayValue").get("values"), "arrayValue values")]
     if "kvlistValue" in v:
-        return _otlp_attrs(_obj(v["kvlistValue"], "a kvlistValue").get("values"), "kvlistValue values")
+        return _otlp_attrs(_obj(v["kvlistValue"], "a kvlistValue").get("values"), "kvlistValue values", at, twice)
     return None
 
 
-def _otlp_attrs(items: Any, what: str = "attributes") -> dict[str, Any]:
+def _otlp_attrs(items: Any, what: str = "attributes", at: tuple[str, ...] = (),
+                twice: list[tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """An OTLP attribute list (``[{"key", "value"}]``) as a dict. A key the list gives more than once (the last
+    value is kept) is added to ``twice`` as its path (``at`` + key: ``("resource", "agent.id")``), nested
+    ``kvlistValue`` lists included, so that a span whose spec reads such a key is refused as a JSON object giving a
+    key twice is."""
     if isinstance(items, dict):
         return items
     out: dict[str, Any] = {}
     for kv in _arr(items, what):
         kv = _obj(kv, "an attribute")
         if "key" in kv:
-            out[str(kv["key"])] = _otlp_value(kv.get("value"))
+            key = str(kv["key"])
+            if key in out and twice is not None:
+                twice.append((*at, key))
+            out[key] = _otlp_value(kv.get("value"), (*at, key), twice)
     return out
 
 
@@ -163,8 +171,10 @@ def _int(v: Any) -> Any:
         return v
 
 
-def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The flat span records of one decoded line (several for an OTLP envelope).
+def normalise(rec: dict[str, Any], twice: list[list[tuple[str, ...]]] | None = None) -> list[dict[str, Any]]:
+    """The flat span records of one decoded line (several for an OTLP envelope). With ``twice``, one list per span
+    is appended to it: the paths of the keys an OTLP attribute list of the span (its own, or its resource's) gives
+    more than once (``("resource", "agent.id")``).
 
     Raises:
         SpanShapeError: a part of the line has the wrong JSON type (``resourceSpans`` or ``spans`` not an array, a
@@ -175,7 +185,9 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
         for rs in _arr(rec.get("resourceSpans"), "resourceSpans"):
             rs = _obj(rs, "a resourceSpans entry")
-            res = _otlp_attrs(_obj(rs.get("resource"), "a resource").get("attributes"))
+            res_twice: list[tuple[str, ...]] = []
+            res = _otlp_attrs(_obj(rs.get("resource"), "a resource").get("attributes"), "attributes", ("resource",),
+                              res_twice)
             scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")
             for ss in _arr(scopes, "scopeSpans"):
                 ss = _obj(ss, "a scopeSpans entry")
@@ -183,15 +195,21 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
                 for sp in _arr(ss.get("spans"), "spans"):
                     sp = _obj(sp, "a span")
                     start, end = _int(sp.get("startTimeUnixNano")), _int(sp.get("endTimeUnixNano"))
+                    sp_twice = list(res_twice)
+                    attrs = _otlp_attrs(sp.get("attributes"), "attributes", ("attributes",), sp_twice)
+                    if twice is not None:
+                        twice.append(sp_twice)
                     out.append({
                         "resource": res, "scope": scope, "trace_id": sp.get("traceId"), "span_id": sp.get("spanId"),
                         "parent_span_id": sp.get("parentSpanId") or None, "name": sp.get("name"),
                         "kind": sp.get("kind"), "start_time_unix_nano": start, "end_time_unix_nano": end,
-                        "status": sp.get("status") or {}, "attributes": _otlp_attrs(sp.get("attributes")),
+                        "status": sp.get("status") or {}, "attributes": attrs,
                         "events": sp.get("events") or []})
         return out
     if "context" in rec and "span_id" not in rec:  # the Python SDK's ReadableSpan.to_json()
         ctx = _obj(rec.get("context"), "context")
+        if twice is not None:
+            twice.append([])
         res = rec.get("resource") or {}
         return [{"resource": res.get("attributes", {}) if isinstance(res, dict) else {},
                  "trace_id": ctx.get("trace_id"), "span_id": ctx.get("span_id"),
@@ -199,6 +217,8 @@ def normalise(rec: dict[str, Any]) -> list[dict[str, Any]]:
                  "start_time": rec.get("start_time"), "end_time": rec.get("end_time"),
                  "status": rec.get("status") or {}, "attributes": rec.get("attributes") or {},
                  "events": rec.get("events") or []}]
+    if twice is not None:
+        twice.append([])
     return [rec]
 
 
@@ -442,15 +462,26 @@ class OtelReader(TraceReader):
                                                        "skips and counts such records)")
                             tally.skip(why, [f"{fpath} line {lineno}"])
                             continue
+                    envelope = "resourceSpans" in rec
+                    twice: list[list[tuple[str, ...]]] | None = [] if envelope else None
                     try:
-                        spans = normalise(rec) if ("resourceSpans" in rec or "context" in rec) else (rec,)
+                        spans = normalise(rec, twice) if (envelope or "context" in rec) else (rec,)
                     except SpanShapeError as exc:
                         msg = f"{fpath} line {lineno}: not an OpenTelemetry span line ({exc})"
                         if spec.on_bad == "error":
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip(_BAD_SHAPE, [f"{fpath} line {lineno}"])
                         continue
-                    for span in spans:
+                    for k, span in enumerate(spans):
+                        if twice and twice[k]:  # an OTLP attribute list giving a key the spec reads twice
+                            rep = next(("/".join(d) for d in twice[k] for p in read_paths if p[:len(d)] == d), None)
+                            if rep is not None:
+                                why = repeated_key_reason(rep)
+                                if spec.on_bad == "error":
+                                    raise TraceRecordError(f"{fpath} line {lineno}: {why} (on_bad = 'skip' in the "
+                                                           "spec skips and counts such records)")
+                                tally.skip(why, [f"{fpath} line {lineno}"])
+                                continue
                         step = g_step(span)
                         item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
                                 [g(span) for g in g_where], _span_key(span, line))
