@@ -403,7 +403,7 @@ def test_a_span_read_twice_counts_once_and_is_reported(tmp_path, batch_size):
     np.testing.assert_array_equal(got.panel.values, base.panel.values)
     np.testing.assert_array_equal(got.panel.alive, base.panel.alive)
     assert got.report.filtered == {**base.report.filtered,
-                                   "duplicate span: the same span (trace_id, span_id and line) was read before "
+                                   "duplicate span: the same span (trace_id, span_id and content) was read before "
                                    "(a log shipped twice?)": n_again}
     assert any("filtered" in line and "duplicate span" in line for line in got.report.lines())
 
@@ -412,14 +412,74 @@ def test_only_a_span_written_again_as_it_was_is_a_duplicate_and_rows_without_ids
     s = tmp_path / "s.jsonl"
     s.write_text("\n".join([span("a", sid="1"),
                             span("a", sid="1").replace('"trace_id": "t1"', '"trace_id": "t2"'),  # another trace
-                            span("a", sid="1").replace('"amount": 1', '"amount": 5'),  # the ids reused, not a copy
                             span("a", sid="1")]) + "\n")  # a copy
     got = read_trace(s, SPANS)
-    assert got.panel.values[0, 0].tolist() == [3, 7] and sum(got.report.filtered.values()) == 1
+    assert got.panel.values[0, 0].tolist() == [2, 2] and sum(got.report.filtered.values()) == 1
     t = tmp_path / "t.jsonl"  # a table has no event id: the same action twice is two actions
     t.write_text(row("a") + "\n" + row("a") + "\n")
     got = read_trace(t, TABLE)
     assert got.panel.values[0, 0, 0] == 2 and not got.report.filtered
+
+
+CONFLICTING = ("conflicting span: the trace_id and span_id of a span read before, with other content (two runs' logs "
+               "in one folder, or a writer that reuses span ids?): the first is kept")
+
+
+def _otlp(spans: list[tuple[str, str, str, int]]) -> str:
+    """One OTLP/JSON envelope line of spans (trace_id, span_id, agent, amount), all at tick 0."""
+    import json
+
+    def attr(k: str, v: object) -> dict:
+        return {"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": str(v)}}
+
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {}, "spans": [
+        {"traceId": t, "spanId": s, "name": "act",
+         "attributes": [attr("agent", a), attr("tick", 0), attr("amount", x)]} for t, s, a, x in spans]}]}]})
+
+
+OTLP = {"format": "otel", "agent": {"field": "attributes/agent"}, "step": {"field": "attributes/tick"},
+        "features": [{"kind": "count", "name": "n"}, {"kind": "sum", "name": "amount", "field": "attributes/amount"}]}
+
+
+@pytest.mark.parametrize("where", ["lines", "shards", "one envelope", "envelopes"])
+@pytest.mark.parametrize("batch_size", [1, 65536])
+def test_a_span_reusing_the_ids_of_another_with_other_content_is_refused_or_skipped_keeping_the_first(
+        tmp_path, where, batch_size):
+    # the same trace_id and span_id with another agent or amount (two runs' logs concatenated, a writer reusing ids):
+    # read as a second span, both counted, silently; in one OTLP envelope the second was dropped as a 'duplicate'
+    d = tmp_path / "trace"
+    d.mkdir()
+    if where in ("lines", "shards"):
+        first, other = span("a", sid="1"), span("b", sid="1", amount="5")  # trace t1, span 1 both
+        lines = [span("c", sid="2"), first, span("c", sid="3"), other, first]
+        if where == "lines":
+            (d / "s.jsonl").write_text("\n".join(lines) + "\n")
+            at1, at2 = f"{d / 's.jsonl'} line 2", f"{d / 's.jsonl'} line 4"
+        else:
+            (d / "s1.jsonl").write_text("\n".join(lines[:3]) + "\n")
+            (d / "s2.jsonl").write_text("\n".join(lines[3:]) + "\n")
+            at1, at2 = f"{d / 's1.jsonl'} line 2", f"{d / 's2.jsonl'} line 1"
+        spec = SPANS
+    else:
+        a, b, c2, c3 = ("t1", "1", "a", 1), ("t1", "1", "b", 5), ("t2", "2", "c", 1), ("t3", "3", "c", 1)
+        lines = [_otlp([c2, a, b]), _otlp([c3, a])] if where == "one envelope" else [
+            _otlp([c2, a]), _otlp([c3, b]), _otlp([a])]
+        (d / "s.jsonl").write_text("\n".join(lines) + "\n")
+        at1, at2 = f"{d / 's.jsonl'} line 1", f"{d / 's.jsonl'} line " + ("1" if where == "one envelope" else "2")
+        spec = OTLP
+    spec = {**spec, "batch_size": batch_size}
+    got = read_trace(d, spec, on_bad="skip")
+    ids = got.panel.agent_ids.tolist()
+    assert sorted(ids) == ["a", "c"]  # the first kept, b's span skipped, the copy of the first dropped
+    assert got.panel.values[0, ids.index("a")].tolist() == [1, 1]
+    assert got.panel.values[0, ids.index("c")].tolist() == [2, 2]
+    assert got.report.skipped == {CONFLICTING: 1} and got.report.skipped_at[CONFLICTING] == [at2]
+    assert sum(v for k, v in got.report.filtered.items() if k.startswith("duplicate span")) == 1
+    assert any(line.startswith("  skipped 1: conflicting span") for line in got.report.lines())
+    with pytest.raises(TraceRecordError) as err:
+        read_trace(d, spec)
+    assert str(err.value).startswith(f"{at2}: a span with the trace_id 't1' and span_id '1' of the span at {at1}, "
+                                     "with other content")
 
 
 def _concordia(tmp_path: Path, coins: list[str]) -> Path:

@@ -35,6 +35,7 @@ import numpy as np
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.events import (
+    KEEP_LOCATIONS,
     MISSING,
     EventBatch,
     RawRecords,
@@ -222,73 +223,92 @@ def normalise(rec: dict[str, Any], twice: list[list[tuple[str, ...]]] | None = N
     return [rec]
 
 
-#: the filter reason of a span read before (the same ids on the same line)
-DUPLICATE_SPAN = "duplicate span: the same span (trace_id, span_id and line) was read before (a log shipped twice?)"
+#: the filter reason of a span read before (the same ids and the same content)
+DUPLICATE_SPAN = "duplicate span: the same span (trace_id, span_id and content) was read before (a log shipped twice?)"
+#: the skip reason of a span that reuses the ids of one read before with other content
+CONFLICTING_SPAN = ("conflicting span: the trace_id and span_id of a span read before, with other content (two runs' "
+                    "logs in one folder, or a writer that reuses span ids?): the first is kept")
 
 
-def _span_key(span: dict[str, Any], line: str) -> int | None:
-    """A 64-bit hash of a span's identity (trace_id, span_id) and of the line that holds it; ``None`` without a
-    usable span_id. Only a span written again as it was (the same ids on the same line: a log shipped twice) is a
-    duplicate; a span that reuses another's ids on a line of its own (a writer that does not make ids unique) is a
-    span of its own."""
+def _span_ident(span: dict[str, Any]) -> int | None:
+    """A 64-bit hash of a span's identity (trace_id, span_id); ``None`` without a usable span_id."""
     sid = span.get("span_id")
     if sid is None or sid == "":
         return None
     try:
-        return hash((span.get("trace_id"), sid, line))
+        return hash((span.get("trace_id"), sid))
     except TypeError:  # an id that is a list or an object
         return None
 
 
-class _Spans(RawRecords):
-    """Raw span records with each one's identity (:func:`_span_key`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.keys: list[int | None] = []
-
-    def subset(self, idx: np.ndarray) -> _Spans:
-        out = _Spans(self.source, self.unit, order=None if self.order is None else [self.order[i] for i in idx])
-        pick = idx.tolist()
-        out.loc = [self.loc[i] for i in pick]
-        out.agent, out.step, out.action = ([v[i] for i in pick] for v in (self.agent, self.step, self.action))
-        out.values = {k: [v[i] for i in pick] for k, v in self.values.items()}
-        out.where = {k: [v[i] for i in pick] for k, v in self.where.items()}
-        out.keys = [self.keys[i] for i in pick]
-        return out
+def _span_content(span: dict[str, Any], line: str, envelope: bool) -> int:
+    """A 64-bit hash of what a span holds: its line (less the line end) where the line is the span, the span as
+    normalised (keys sorted) where the line is an OTLP envelope of several."""
+    if not envelope:
+        return hash(line.rstrip("\r\n"))
+    return hash(json.dumps(span, sort_keys=True, default=repr))
 
 
 class _SeenSpans:
-    """The identities of the spans read so far, as sorted int64 runs (8 bytes a span, merged like a binary counter:
-    a Python set of them took about 60), so that a span read again (a log shipped twice, a shard copied) is counted
-    once. Two spans' 64-bit hashes collide with odds of about n² / 2⁶⁵ (10⁻⁶ at 10⁷ spans)."""
+    """The identities of the spans read so far with the content of the first of each, as sorted int64 runs (16
+    bytes a span, merged like a binary counter: a Python dict of them took about 100), so that a span read again
+    (a log shipped twice, a shard copied) is counted once and a span reusing another's ids with other content is
+    told apart. Two spans' 64-bit hashes collide with odds of about n² / 2⁶⁵ (10⁻⁶ at 10⁷ spans)."""
+
+    FIRST, DUPLICATE, CONFLICTING = 0, 1, 2
 
     def __init__(self) -> None:
-        self.runs: list[np.ndarray] = []
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def first(self, keys: list[int | None]) -> np.ndarray:
-        """Which of ``keys`` are the first of their identity (``None``: no identity, always first); records them."""
-        n = len(keys)
-        has = np.fromiter((k is not None for k in keys), dtype=bool, count=n)
-        first = np.ones(n, dtype=bool)
-        if not has.any():
-            return first
-        where = np.flatnonzero(has)
-        h = np.fromiter((keys[i] for i in where.tolist()), dtype=np.int64, count=where.size)
-        _, at = np.unique(h, return_index=True)
-        new = np.zeros(h.size, dtype=bool)
-        new[at] = True
-        for run in self.runs:
-            i = np.searchsorted(run, h).clip(0, run.size - 1)
-            new &= run[i] != h
-        first[where] = new
-        if not new.any():
-            return first
-        self.runs.append(np.sort(h[new]))
-        while len(self.runs) > 1 and self.runs[-2].size <= 2 * self.runs[-1].size:
-            last = self.runs.pop()
-            self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]))
-        return first
+    def check(self, idents: list[int | None], contents: list[int]) -> np.ndarray:
+        """Per span (in log order): FIRST of its identity (``None``: no identity, always first), DUPLICATE of the
+        first (the same content) or CONFLICTING with it (other content); records the first ones."""
+        n = len(idents)
+        status = np.zeros(n, dtype=np.int8)
+        has = [i for i, k in enumerate(idents) if k is not None]
+        if not has:
+            return status
+        h = np.fromiter((idents[i] for i in has), dtype=np.int64, count=len(has))
+        c = np.fromiter((contents[i] for i in has), dtype=np.int64, count=len(has))
+        uniq, first_at, inv = np.unique(h, return_index=True, return_inverse=True)
+        ref = c[first_at]
+        known = np.zeros(uniq.size, dtype=bool)
+        for run_h, run_c in self.runs:
+            i = np.searchsorted(run_h, uniq).clip(0, run_h.size - 1)
+            hit = run_h[i] == uniq
+            ref[hit] = run_c[i[hit]]
+            known |= hit
+        st = np.where(c == ref[inv.reshape(-1)], self.DUPLICATE, self.CONFLICTING).astype(np.int8)
+        new = first_at[~known]
+        st[new] = self.FIRST
+        status[np.asarray(has)] = st
+        if new.size:
+            self.runs.append((uniq[~known], c[new]))
+            while len(self.runs) > 1 and self.runs[-2][0].size <= 2 * self.runs[-1][0].size:
+                (h2, c2), (h1, c1) = self.runs.pop(), self.runs.pop()
+                hh, cc = np.concatenate([h1, h2]), np.concatenate([c1, c2])
+                order = np.argsort(hh, kind="stable")
+                self.runs.append((hh[order], cc[order]))
+        return status
+
+
+def _first_place(files: list[Path], ident: int) -> tuple[str, Any, Any]:
+    """(where, trace_id, span_id) of the first span of identity ``ident`` in ``files`` (read again: the reader keeps
+    16 bytes a span, not its place; only a refusal looks)."""
+    for f in files:
+        with _open(f) as fh:
+            for n, line in enumerate(fh, 1):
+                if len(line) > MAX_LINE or not line.strip():
+                    continue
+                try:
+                    rec = _loads(line)
+                    spans = normalise(rec) if isinstance(rec, dict) else []
+                except (ValueError, SpanShapeError):
+                    continue
+                for span in spans:
+                    if _span_ident(span) == ident:
+                        return f"{f} line {n}", span.get("trace_id"), span.get("span_id")
+    return "an earlier line", None, None
 
 
 @register_format
@@ -333,23 +353,38 @@ class OtelReader(TraceReader):
         # that follow it in the log: each record carries its place (file, line), so that `last` keeps log order
         file_no = {str(f): i for i, f in enumerate(files)}
 
-        def fresh(src: str) -> _Spans:
-            return _Spans(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where},
-                          order=[] if inherit else None)
+        def fresh(src: str) -> RawRecords:
+            return RawRecords(src, self.unit, values={f: [] for f, _ in p_fields}, where={w: [] for w, _ in p_where},
+                              order=[] if inherit else None)
 
         seen = _SeenSpans()
+        batch = validator.to_batch
 
-        def batch(raw: _Spans) -> EventBatch | None:
-            """The validated batch of ``raw``, less the spans read before (the same trace_id and span_id)."""
-            first = seen.first(raw.keys)
-            if not first.all():
-                tally.filter(DUPLICATE_SPAN, int((~first).sum()))
-                raw = raw.subset(np.flatnonzero(first))
-            return validator.to_batch(raw)
+        def settle(fpath: Path, chunk: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+            """The spans of ``chunk`` (``(item, trace_id, identity, content)``, in log order) that are not a span read
+            before: a copy (the same ids and content) is dropped and counted as filtered; a span reusing the ids of
+            one read before with other content is refused naming both lines, or skipped and counted (the first
+            kept)."""
+            status = seen.check([c[2] for c in chunk], [c[3] for c in chunk])
+            if not status.any():
+                return chunk
+            tally.filter(DUPLICATE_SPAN, int((status == _SeenSpans.DUPLICATE).sum()))
+            clash = np.flatnonzero(status == _SeenSpans.CONFLICTING).tolist()
+            if clash:
+                at = f"{fpath} line {chunk[clash[0]][0][0]}"
+                if spec.on_bad == "error":
+                    first, tid, sid = _first_place(files, chunk[clash[0]][2])
+                    raise TraceRecordError(
+                        f"{at}: a span with the trace_id {tid!r} and span_id {sid!r} of the span at {first}, with "
+                        "other content: which one is meant is ambiguous (two runs' logs in one folder, or a writer "
+                        "that reuses span ids?) (on_bad = 'skip' in the spec keeps the first and skips and counts "
+                        "the others)")
+                tally.skip(CONFLICTING_SPAN, [f"{fpath} line {chunk[i][0][0]}" for i in clash[:KEEP_LOCATIONS]],
+                           n=len(clash))
+            return [c for c, st in zip(chunk, status.tolist()) if st == _SeenSpans.FIRST]
 
-        def push(raw: _Spans, item: tuple[Any, ...]) -> None:
-            loc, agent, step, action, vals, whs, key = item
-            raw.keys.append(key)
+        def push(raw: RawRecords, item: tuple[Any, ...]) -> None:
+            loc, agent, step, action, vals, whs = item
             raw.loc.append(loc)
             if raw.order is not None:
                 raw.order.append(float(file_no[raw.source] * 2**32 + loc))
@@ -408,6 +443,37 @@ class OtelReader(TraceReader):
         g_fields = [getter(p) for _, p in p_fields]
         g_where = [getter(p) for _, p in p_where]
 
+        def place(fpath: Path, raw: RawRecords, spans: list[tuple[Any, ...]]) -> Iterator[EventBatch]:
+            """Push ``spans`` (read from ``fpath``, in log order) into ``raw``; under inherit, a span without a step
+            waits for its trace's step, and the spans waiting for a step that comes are pushed (a batch of their own
+            where they came from another file)."""
+            for item, tid, _, _ in spans:
+                if inherit:
+                    step = item[2]
+                    if step is MISSING or step is None:
+                        known = trace_step.get(tid, MISSING) if tid is not None else MISSING
+                        if known is MISSING:
+                            if tid is None:
+                                tally.skip(f"no step: the span has no {spec.step.field!r} and no trace_id",
+                                           [f"{fpath} line {item[0]}"])
+                            else:
+                                pending.setdefault(tid, []).append((str(fpath), item))
+                            continue
+                        item = (*item[:2], known, *item[3:])
+                    elif tid is not None and tid not in trace_step:
+                        trace_step[tid] = step
+                        for src, waiting in pending.pop(tid, []):
+                            w = (*waiting[:2], step, *waiting[3:])
+                            if src == str(fpath):
+                                push(raw, w)
+                            else:
+                                r2 = fresh(src)
+                                push(r2, w)
+                                b2 = batch(r2)
+                                if b2 is not None:
+                                    yield b2
+                push(raw, item)
+
         for fpath in files:
             refuse_utf16(fpath)
             raw = fresh(str(fpath))
@@ -415,6 +481,7 @@ class OtelReader(TraceReader):
                 fh = _open(fpath)
             except OSError as exc:
                 raise TraceFormatError(f"cannot open {str(fpath)!r}: {exc}") from exc
+            chunk: list[tuple[Any, ...]] = []  # spans read, not yet told apart from those read before
             with fh:
                 lineno = 0
                 while True:
@@ -482,45 +549,25 @@ class OtelReader(TraceReader):
                                                            "spec skips and counts such records)")
                                 tally.skip(why, [f"{fpath} line {lineno}"])
                                 continue
-                        step = g_step(span)
-                        item = (lineno, g_agent(span), step, g_action(span), [g(span) for g in g_fields],
-                                [g(span) for g in g_where], _span_key(span, line))
-                        if inherit:
-                            tid = span.get("trace_id")
-                            if tid is not None and not isinstance(tid, str | int | float):  # ([] or {}: unhashable)
-                                msg = f"{fpath} line {lineno}: trace_id is a JSON {type(tid).__name__}, not an id"
-                                if spec.on_bad == "error":
-                                    raise TraceFormatError(msg + " (on_bad = 'skip' counts such spans)")
-                                tally.skip("trace_id is not an id", [f"{fpath} line {lineno}"])
-                                continue
-                            if step is MISSING or step is None:
-                                known = trace_step.get(tid, MISSING) if tid is not None else MISSING
-                                if known is MISSING:
-                                    if tid is None:
-                                        tally.skip(f"no step: the span has no {spec.step.field!r} and no trace_id",
-                                                   [f"{fpath} line {lineno}"])
-                                    else:
-                                        pending.setdefault(tid, []).append((str(fpath), item))
-                                    continue
-                                item = (*item[:2], known, *item[3:])
-                            elif tid is not None and tid not in trace_step:
-                                trace_step[tid] = step
-                                for src, waiting in pending.pop(tid, []):
-                                    w = (*waiting[:2], step, *waiting[3:])
-                                    if src == str(fpath):
-                                        push(raw, w)
-                                    else:
-                                        r2 = fresh(src)
-                                        push(r2, w)
-                                        b2 = batch(r2)
-                                        if b2 is not None:
-                                            yield b2
-                        push(raw, item)
+                        tid = span.get("trace_id")
+                        if inherit and tid is not None and not isinstance(tid, str | int | float):  # ([] or {})
+                            msg = f"{fpath} line {lineno}: trace_id is a JSON {type(tid).__name__}, not an id"
+                            if spec.on_bad == "error":
+                                raise TraceFormatError(msg + " (on_bad = 'skip' counts such spans)")
+                            tally.skip("trace_id is not an id", [f"{fpath} line {lineno}"])
+                            continue
+                        item = (lineno, g_agent(span), g_step(span), g_action(span), [g(span) for g in g_fields],
+                                [g(span) for g in g_where])
+                        chunk.append((item, tid, _span_ident(span), _span_content(span, line, envelope)))
+                    if len(chunk) >= size:
+                        yield from place(fpath, raw, settle(fpath, chunk))
+                        chunk = []
                     if len(raw.loc) >= size:
                         b = batch(raw)
                         if b is not None:
                             yield b
                         raw = fresh(str(fpath))
+            yield from place(fpath, raw, settle(fpath, chunk))
             b = batch(raw)
             if b is not None:
                 yield b
