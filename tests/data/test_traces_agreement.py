@@ -255,13 +255,36 @@ def test_a_whole_valued_float_agent_id_is_the_integer_id_in_any_order(tmp_path, 
     sp = tmp_path / "spans.jsonl"
     sp.write_text("".join(span("x", sid=str(k)).replace('"agent.id": "x"', f'"agent.id": {i}') + "\n"
                           for k, i in enumerate(ids)))
-    reads = {"oasis": read_trace(db), "spans": read_trace(sp, SPANS)}
+    csv = tmp_path / "table.csv"  # DuckDB's sniffer reads the column as DOUBLE: the ids were text, '1.0' and '1'
+    csv.write_text("agent,tick,action,amount\n" + "".join(f"{i},0,post,1\n" for i in ids))
+    js = tmp_path / "table.jsonl"
+    js.write_text("".join(row("x").replace('"x"', str(i)) + "\n" for i in ids))
+    reads = {"oasis": read_trace(db), "spans": read_trace(sp, SPANS), "csv": read_trace(csv, TABLE),
+             "jsonl": read_trace(js, TABLE)}
     for name, got in reads.items():
         assert got.panel.agent_ids.tolist() == [1, 2], name
         assert got.panel.agent_ids.dtype.kind == "i", name
         assert got.panel.values[0, :, 0].tolist() == [2, 1], name  # events of agent 1, of agent 2
         assert got.report.float_ids == 1, name
         assert any("1 record(s) give the agent id as a whole-valued float" in line for line in got.report.lines())
+
+
+@pytest.mark.parametrize("text", ["in the first rows", "further down"])
+def test_a_csv_agent_column_holding_text_reads_every_id_as_written(tmp_path, text):
+    # a column of numbers is read as numbers (1.0 is the id 1); one that also holds text is text: '1.0' is not '1',
+    # as a JSON "1.0" is not "1", wherever the text is (DuckDB's sniffer looks at the first 20,480 rows only)
+    pad = [] if text == "in the first rows" else ["7.5"] * 25_000
+    p = tmp_path / "ids.csv"
+    p.write_text("agent,tick,action,amount\n" + "".join(f"{i},0,post,1\n" for i in [*pad, "1.0", "1", "x"]))
+    got = read_trace(p, TABLE)
+    assert sorted(got.panel.agent_ids.tolist()) == sorted({*pad, "1.0", "1", "x"})
+    assert got.report.float_ids == 0 and got.report.n_skipped == 0
+    q = tmp_path / "numbers.csv"  # the same further down, without the text: numbers
+    q.write_text("agent,tick,action,amount\n" + "".join(f"{i},0,post,1\n" for i in [*pad, "1.0", "1", "1e0"]))
+    got = read_trace(q, TABLE)
+    assert got.panel.agent_ids.tolist() == ([1] if not pad else ["1", "7.5"])  # 7.5 and 1: read as text labels
+    assert got.panel.values[0, got.panel.agent_ids.tolist().index(1 if not pad else "1"), 0] == 3
+    assert got.report.float_ids == 2  # 1.0 and 1e0
 
 
 def test_a_nan_agent_id_in_a_float_column_is_no_id(tmp_path):

@@ -154,9 +154,14 @@ class TableReader(TraceReader):
                     json_tops = set(tops)
                     sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
                     types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
+                number_ids = False
                 if kind == "csv":
+                    # agent ids DuckDB's sniffer took for floating point are read as text (ids one apart beyond 2⁵³
+                    # merged); where every value of the column is a number, each is read as the number it spells
+                    floating = types.get("agent") in _FLOATING or str(types.get("agent")).startswith("DECIMAL")
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
+                    number_ids = floating and _all_numbers(con, src, want["agent"])
                 rdr = arrow_reader(con.sql(f"SELECT {ident(FILE_COLUMN)}, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
@@ -206,7 +211,7 @@ class TableReader(TraceReader):
                                                                       col[f"{key}{_TEXT}"].to_pylist())]
                     return col[key].to_pylist() if plain else _arrow_values(col[key], times=times)
 
-                raw.agent = values("agent")
+                raw.agent = _number_ids(values("agent")) if number_ids else values("agent")
                 raw.step = values("step", times=True)
                 raw.action = values("action", plain=True) if "action" in col else [None] * n
                 raw.values = {f: values(f"v{i}") for i, f in enumerate(validator.fields)}
@@ -289,6 +294,39 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     sel = ", ".join(parts)
     types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
     return src, sel, types
+
+
+def _all_numbers(con: Any, src: str, path: str) -> bool:
+    """Whether every value of CSV column ``path`` (read as text by ``src``) spells a number (DuckDB's sniffer looks
+    at the first rows only: a text id further down makes the column one of text)."""
+    e = expr(path)
+    return con.execute(f"SELECT count(*) FROM {src} WHERE {e} IS NOT NULL AND TRY_CAST({e} AS DOUBLE) IS NULL"
+                       ).fetchall()[0][0] == 0
+
+
+_INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
+_FLOAT_TEXT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*|\s*[-+]?(nan|inf|infinity)\s*",
+                         re.IGNORECASE)
+
+
+def _number_ids(values: list[Any]) -> list[Any]:
+    """The agent ids of a CSV column of numbers, read as text, as the numbers they spell, as every other reader reads
+    a column of numbers: an integer (as written, beyond 64 bits too) is an int, ``1.0`` or ``1e0`` a float, which
+    the validator makes the integer id ``1`` (counted in ``float_ids``), ``1.5`` a float. A float beyond ±2⁵³ stays
+    the text it is: two such ids one apart would be one float."""
+    out: list[Any] = []
+    for v in values:
+        if not isinstance(v, str):
+            out.append(v)
+        elif _INT_TEXT.fullmatch(v):
+            n = int(v)
+            out.append(n if -(2**63) <= n < 2**63 else v.strip())
+        elif _FLOAT_TEXT.fullmatch(v):
+            f = float(v)
+            out.append(f if not abs(f) > 2**53 or f != f or abs(f) == float("inf") else v.strip())
+        else:
+            out.append(v)
+    return out
 
 
 #: the reason a JSON line is refused (or skipped and counted) when DuckDB read no field of it
