@@ -171,6 +171,24 @@ def test_a_utf16_edge_file_is_refused_naming_its_encoding_as_event_tables_are(tm
     assert str(got.value) == str(want.value).replace(str(ev16), str(edges))
 
 
+@pytest.mark.parametrize("events", ["numbers", "text"])
+def test_a_csv_edge_endpoint_spelling_a_whole_number_reaches_the_agent_its_event_table_has(tmp_path, events):
+    # a CSV column of numbers reads 1.0 as the id 1, but edge endpoints are read as text: '1.0' reached no agent
+    ids = ["1.0", "2"] + (["x"] if events == "text" else [])
+    ev = _write(tmp_path / "ev.csv", ["agent", "tick"], [[i, "0"] for i in ids])
+    for dst in ("1.0", "1", "1e0"):
+        edges = _write(tmp_path / "edges.csv", ["src", "dst"], [["2", dst]])
+        got = read_trace(ev, _exposure_spec(edges))
+        agents = got.panel.agent_ids.tolist()
+        assert sorted(map(str, agents)) == (["1", "2"] if events == "numbers" else ["1.0", "2", "x"])
+        seen = got.panel.values[0, :, 1].tolist()
+        if events == "text" and dst != "1.0":  # text ids: '1' and '1e0' are no agent of the table
+            assert got.panel.meta["edges"]["seen"]["unknown_endpoint"] == 1 and sum(seen) == 0, dst
+        else:
+            assert got.panel.meta["edges"]["seen"]["used"] == 1, dst
+            assert seen[agents.index("2" if events == "text" else 2)] == 1, dst
+
+
 # ---------------------------------------------------------------- NaN and empty text: one rule
 def _nan_traces(tmp_path: Path, value: str) -> dict[str, tuple[Path, dict]]:
     """The records (a, 0, 2), (b, 0, <value>), (b, 1, 3) in every reader's format, ``value`` as each writes it."""

@@ -31,8 +31,19 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
     edge (source, target) listed more than once is kept once, from its earliest ``since`` (the others counted as
     ``duplicate``)."""
     keyed = {_id_key(k): v for k, v in ids.items()}
-    s = np.fromiter((keyed.get(_id_key(v), -1) for v in source), dtype=np.int64, count=len(source))
-    t = np.fromiter((keyed.get(_id_key(v), -1) for v in target), dtype=np.int64, count=len(target))
+
+    def find(v: Any) -> int:
+        # an endpoint written as text that spells a whole number (a CSV edge file's '1.0': endpoints are read as
+        # text) reaches agent 1 where no agent is '1.0' itself, as a CSV column of numbers reads 1.0 as the id 1
+        at = keyed.get(_id_key(v), -1)
+        if at < 0 and isinstance(v, str) and _FLOAT.fullmatch(v):
+            f = float(v)
+            if f.is_integer() and abs(f) <= 2**53:
+                at = keyed.get(int(f), -1)
+        return at
+
+    s = np.fromiter((find(v) for v in source), dtype=np.int64, count=len(source))
+    t = np.fromiter((find(v) for v in target), dtype=np.int64, count=len(target))
     ok = (s >= 0) & (t >= 0)
     info = {"edges": len(s), "used": int(ok.sum()), "unknown_endpoint": int((~ok).sum())}
     st = None
@@ -68,6 +79,7 @@ def _id_key(v: Any) -> Any:
 
 
 _DECIMAL = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*")
 
 
 def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
