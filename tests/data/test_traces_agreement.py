@@ -189,6 +189,35 @@ def test_a_csv_edge_endpoint_spelling_a_whole_number_reaches_the_agent_its_event
             assert seen[agents.index("2" if events == "text" else 2)] == 1, dst
 
 
+@pytest.mark.parametrize("kind", ["csv", "csv quoted", "csv.gz quoted", "jsonl", "jsonl.gz"])
+def test_an_edge_file_with_a_byte_order_mark_reads_like_one_without_as_event_tables_do(tmp_path, kind):
+    # DuckDB refused a JSON lines edge file starting with a UTF-8 byte-order mark ('byte order mark (BOM) is not
+    # supported'), which the event tables read; after the mark a quoted first CSV column name kept its quotes
+    # ('"src"'), in an event table too
+    import gzip
+    import json
+
+    ext = kind.split()[0]
+    if ext.startswith("csv"):
+        text = ('"src",dst\n' if "quoted" in kind else "src,dst\n") + "a,b\nc,b\n"
+    else:
+        text = "".join(json.dumps({"src": s, "dst": "b"}) + "\n" for s in "ac")
+    events = _write(tmp_path / "ev.csv", ["agent", "tick"], [["a", "0"], ["b", "0"], ["c", "1"]])
+    want = None
+    for bom in (b"", b"\xef\xbb\xbf"):
+        data = bom + text.encode()
+        edges = tmp_path / f"edges{len(bom)}.{ext}"
+        edges.write_bytes(gzip.compress(data) if ext.endswith(".gz") else data)
+        got = read_trace(events, _exposure_spec(edges))
+        assert got.panel.meta["edges"]["seen"]["used"] == 2
+        if want is None:
+            want = got.panel.values
+        np.testing.assert_array_equal(got.panel.values, want)
+    ev = tmp_path / "quoted.csv"  # the same in an event table
+    ev.write_bytes(b'\xef\xbb\xbf"agent",tick\na,0\nb,0\nc,1\n')
+    np.testing.assert_array_equal(read_trace(ev, _exposure_spec(tmp_path / f"edges0.{ext}")).panel.values, want)
+
+
 # ---------------------------------------------------------------- NaN and empty text: one rule
 def _nan_traces(tmp_path: Path, value: str) -> dict[str, tuple[Path, dict]]:
     """The records (a, 0, 2), (b, 0, <value>), (b, 1, 3) in every reader's format, ``value`` as each writes it."""

@@ -119,6 +119,36 @@ def refuse_utf16(path: Path) -> None:
                                "are read as UTF-8: save it as UTF-8")
 
 
+def without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
+    """The files DuckDB reads: a JSON lines or CSV file that starts with a UTF-8 byte-order mark copied without it
+    into ``tmp`` (a gzipped one decompressed); and the original name of each copy. DuckDB's JSON reader refuses the
+    mark ("byte order mark (BOM) is not supported"); its CSV reader skips it, but a quoted first column name after
+    it kept its quotes (``"agent",tick`` read the columns ``'"agent"'`` and ``tick``). Lines are not renumbered:
+    the mark is no line."""
+    out, names = [], {}
+    for i, f in enumerate(files):
+        kind = _kind(f)
+        if kind in ("json", "csv") and f.name.lower().endswith(".gz"):  # a gzipped file: its text after decompression
+            copy = tmp / f"{i}-{f.name[:-3]}"
+            try:
+                with _opens(f) as fh:
+                    if fh.read(len(aio.BOM)) == aio.BOM:
+                        with open(copy, "wb") as dst:
+                            while block := fh.read(1 << 22):
+                                dst.write(block)
+                        names[str(copy)] = str(f)
+                        f = copy
+            except (OSError, EOFError, zlib.error):  # not gzip, or cut short: DuckDB's read of the file itself says
+                pass
+        elif kind in ("json", "csv") and aio.starts_with_bom(f):
+            copy = tmp / f"{i}-{f.name}"
+            aio.copy_without_bom(f, copy)
+            names[str(copy)] = str(f)
+            f = copy
+        out.append(f)
+    return out, names
+
+
 #: lines of a CSV file searched for its header (below lines before it that DuckDB's sniffer skips)
 HEADER_SEARCH = 2048
 
@@ -294,4 +324,4 @@ def expr(path: str) -> str:
 
 __all__ = ["FILE_COLUMN", "HEADER_SEARCH", "arrow_reader", "check_gzip", "connect", "csv_dialect", "duplicated_columns",
            "expr", "file_lit", "header_fields", "ident", "json_values", "refuse_utf16", "scan_sql", "sniff_sql",
-           "table_files"]
+           "table_files", "without_bom"]

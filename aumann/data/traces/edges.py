@@ -20,6 +20,7 @@ from aumann.data.traces.duck import (
     refuse_utf16,
     scan_sql,
     table_files,
+    without_bom,
 )
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
@@ -84,7 +85,7 @@ _FLOAT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*")
 
 def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
     """Edges from a CSV/Parquet/JSONL file through DuckDB."""
-    import duckdb
+    import tempfile
 
     files = table_files(path)
     if not files:
@@ -93,6 +94,16 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
     for f in files:  # the event tables' checks, in the same words: a UTF-16 file failed deep in DuckDB's sniffer
         if _kind(f) != "parquet":
             refuse_utf16(f)
+    with tempfile.TemporaryDirectory(prefix="aumann-edges-") as tmp:
+        # a byte-order mark dropped as the event tables drop it: DuckDB refused a JSON lines edge file holding one
+        read, names = without_bom(files, Path(tmp))
+        return _read_edges(path, read, names, edges, ids, coder)
+
+
+def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: EdgesSpec, ids: dict[Any, int],
+                coder: Any):
+    import duckdb
+
     con = connect()
     try:
         need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
@@ -107,7 +118,7 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
                                    f"{[c for c in cols if c != FILE_COLUMN]}")
         # a header naming an endpoint twice (src,dst,dst): DuckDB read the first and renamed the other dst_1, so the
         # edges silently went to the first column's agents
-        twice = duplicated_columns(files, _kind(files[0]), {}, set(need), [c for c in cols if c != FILE_COLUMN])
+        twice = duplicated_columns(files, _kind(files[0]), names, set(need), [c for c in cols if c != FILE_COLUMN])
         if twice:
             raise TraceSchemaError(twice)
         if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows

@@ -37,6 +37,7 @@ from aumann.data.traces.duck import (
     scan_sql,
     sniff_sql,
     table_files,
+    without_bom,
 )
 from aumann.data.traces.events import (
     EventBatch,
@@ -77,7 +78,7 @@ class TableReader(TraceReader):
                                    f"the {len(files)} files of {str(self.path)!r} are all empty")
         check_gzip(files)
         with tempfile.TemporaryDirectory(prefix="aumann-trace-") as tmp:
-            read, names = _without_bom(files, Path(tmp))
+            read, names = without_bom(files, Path(tmp))
             yield from self._batches(validator, read, names)
 
     def _batches(self, validator: Validator, files: list[Path], names: dict[str, str]) -> Iterator[EventBatch]:
@@ -586,33 +587,6 @@ class _LineNames(Sequence):
             return [self[j] for j in range(*i.indices(len(self)))]
         line = self.lines.line(self.files[i], self.rows[i])
         return f"{Path(self.files[i]).name} line {line}" if self.named else line
-
-
-def _without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
-    """The files DuckDB reads: a JSON lines file that starts with a UTF-8 byte-order mark (which DuckDB's JSON
-    reader refuses) copied without it into ``tmp`` (a gzipped one decompressed: its first line was refused as not
-    a JSON object); and the original name of each copy."""
-    out, names = [], {}
-    for i, f in enumerate(files):
-        if _kind(f) == "json" and f.name.lower().endswith(".gz"):  # a gzipped file: its text after decompression
-            copy = tmp / f"{i}-{f.name[:-3]}"
-            try:
-                with _opens(f) as fh:
-                    if fh.read(len(aio.BOM)) == aio.BOM:
-                        with open(copy, "wb") as dst:
-                            while block := fh.read(1 << 22):
-                                dst.write(block)
-                        names[str(copy)] = str(f)
-                        f = copy
-            except (OSError, EOFError):  # not gzip, or cut short: DuckDB's read of the file itself names it
-                pass
-        elif _kind(f) == "json" and aio.starts_with_bom(f):
-            copy = tmp / f"{i}-{f.name}"
-            aio.copy_without_bom(f, copy)
-            names[str(copy)] = str(f)
-            f = copy
-        out.append(f)
-    return out, names
 
 
 _BLANK = re.compile(rb"^[ \t\r\f\v]*\n", re.MULTILINE)
