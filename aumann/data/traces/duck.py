@@ -243,7 +243,8 @@ def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any
 
 
 def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
-             dialect: dict[str, Any] | None = None, text: Sequence[str] = (), skip: int = 0) -> str:
+             dialect: dict[str, Any] | None = None, text: Sequence[str] = (), skip: int = 0,
+             json_types: dict[str, str] | None = None, sample_all: bool = False) -> str:
     """DuckDB's table function over ``files`` (all of one kind), with the file name as column :data:`FILE_COLUMN`.
 
     ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
@@ -253,7 +254,9 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     ``JSON`` (the value's JSON text), instead of detecting the columns (a file whose lines are not all objects
     detects as one ``json`` column). ``dialect``: a CSV dialect from :func:`csv_dialect`; ``text``: CSV columns
     read as text, not as the type the sniffer detected; ``skip``: CSV lines before the header, left unread (the
-    sniffer skips such lines itself, except where the first holds one field: it takes that for the header)."""
+    sniffer skips such lines itself, except where the first holds one field: it takes that for the header).
+    ``json_types``: JSON fields read as these DuckDB types (no detection); ``sample_all``: JSON types detected from
+    every record, not from the first 20,480 (:func:`json_full_types`)."""
     kinds = {_kind(f) for f in files}
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
@@ -266,6 +269,10 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
         extra = ", ignore_errors = true" if lenient else ""
         if json_columns:
             extra += ", columns = {" + ", ".join(f"{lit(c)}: 'JSON'" for c in json_columns) + "}"
+        elif json_types:
+            extra += ", columns = {" + ", ".join(f"{lit(c)}: {lit(t)}" for c, t in json_types.items()) + "}"
+        elif sample_all:
+            extra += ", sample_size = -1"
         return (f"read_json({lst}, format = 'newline_delimited', filename = {lit(FILE_COLUMN)}, "
                 f"maximum_object_size = 67108864"
                 f"{extra})")
@@ -281,6 +288,30 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
         if skip:
             extra += f", skip = {int(skip)}"
     return f"read_csv({lst}, header = true, filename = {lit(FILE_COLUMN)}{extra})"
+
+
+def json_full_types(con: Any, files: Sequence[Path], cols: dict[str, str],
+                    tops: Sequence[str]) -> dict[str, str] | None:
+    """The types of JSON lines ``files``' fields detected from every record, where those of a field in ``tops`` differ
+    from ``cols`` (detected from the first 20,480 records); else ``None``.
+
+    DuckDB's JSON reader takes a field's type from the first records and casts the rest to it: an ``amount`` of
+    ``2.5`` below 20,480 integers was read as ``2`` (the span reader, Python's json, read 2.5), and an agent ``"x"``
+    below integer ids became NULL, refused as "no usable agent id". Detected from every record, the field is
+    ``DOUBLE`` or DuckDB's ``JSON`` (each value as written), as it is where such a value comes early. One more read
+    of the files, by DuckDB."""
+    import duckdb
+
+    if all(cols.get(t) in ("JSON", "VARCHAR") for t in tops):  # any value reads as either
+        return None
+    try:
+        src = scan_sql(files, lenient=True, sample_all=True)
+        full = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+    except duckdb.Error:  # the reads that follow say what is wrong
+        return None
+    if all(full.get(t) == cols.get(t) for t in tops):
+        return None
+    return {c: t for c, t in full.items() if c != FILE_COLUMN}
 
 
 def json_values(values: list[Any]) -> list[Any]:
@@ -323,5 +354,5 @@ def expr(path: str) -> str:
 
 
 __all__ = ["FILE_COLUMN", "HEADER_SEARCH", "arrow_reader", "check_gzip", "connect", "csv_dialect", "duplicated_columns",
-           "expr", "file_lit", "header_fields", "ident", "json_values", "refuse_utf16", "scan_sql", "sniff_sql",
-           "table_files", "without_bom"]
+           "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values", "refuse_utf16", "scan_sql",
+           "sniff_sql", "table_files", "without_bom"]

@@ -31,6 +31,7 @@ from aumann.data.traces.duck import (
     expr,
     header_fields,
     ident,
+    json_full_types,
     json_values,
     lit,
     refuse_utf16,
@@ -110,6 +111,12 @@ class TableReader(TraceReader):
                 # failed the whole file ('JSON exceeds maximum recursion depth'), --skip-bad or not; the spec's fields
                 # are read by name below, each as JSON text (decoded within aumann's bounds, a bad one a bad record)
                 cols = {"json": "JSON", FILE_COLUMN: "VARCHAR"}
+            if kind == "json" and set(cols) - {FILE_COLUMN} != {"json"}:
+                # the types of the spec's fields from every record, not from the first ones only
+                full = json_full_types(con, files, cols, tops)
+                if full is not None:
+                    src = scan_sql(files, lenient=True, json_types=full)
+                    cols = {**full, FILE_COLUMN: "VARCHAR"}
             json_tops: set[str] = {c for c, t in cols.items() if t == "JSON"}
             if kind == "json" and set(cols) - {FILE_COLUMN} == {"json"} and "json" not in tops:
                 # some line is not an object (an array, a number): DuckDB then reads every line as one `json`
