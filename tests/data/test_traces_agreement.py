@@ -334,6 +334,27 @@ def test_a_csv_agent_column_holding_text_reads_every_id_as_written(tmp_path, tex
     assert got.report.float_ids == 2  # 1.0 and 1e0
 
 
+@pytest.mark.parametrize("odd", ["0x10", "1_000", "x further down", "1.0 further down"])
+def test_a_csv_agent_column_of_integers_reads_other_values_as_written_not_cast(tmp_path, odd):
+    # DuckDB's sniffer takes the column for integers, and its cast read 0x10 as 16 and 1_000 as 1000 (two agents
+    # merged into one, silently), and refused text below the rows it sniffed as a bad line ('a CSV value that does
+    # not read as its column's detected type'), where the JSON lines table reads each id as written
+    value = odd.split()[0]
+    pad = ["7"] * (25_000 if "further" in odd else 0)
+    ids = [*pad, "1", value, "16", "1000"]
+    csv = tmp_path / "ids.csv"
+    csv.write_text("agent,tick,action,amount\n" + "".join(f"{i},0,post,1\n" for i in ids))
+    js = tmp_path / "ids.jsonl"  # integers as JSON numbers, the rest as JSON text
+    js.write_text("".join(row("x").replace('"x"', i if i.isdigit() or i == "1.0" else f'"{i}"') + "\n" for i in ids))
+    tab, jsl = read_trace(csv, TABLE), read_trace(js, TABLE)
+    for got in (tab, jsl):
+        assert got.report.n_skipped == 0
+        assert got.panel.agent_ids.tolist() == jsl.panel.agent_ids.tolist()
+        np.testing.assert_array_equal(got.panel.values, jsl.panel.values)
+    n = len(set(ids)) - (value == "1.0")  # 1.0 is the id 1 in a column of numbers
+    assert tab.panel.N == n
+
+
 def test_a_nan_agent_id_in_a_float_column_is_no_id(tmp_path):
     # a Parquet column of float ids: NaN was an agent of its own, 'nan', and the others were text ('1.0', '2.0')
     import pyarrow as pa

@@ -162,14 +162,19 @@ class TableReader(TraceReader):
                     json_tops = set(tops)
                     sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
                     types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
-                number_ids = False
+                # a CSV column of agent ids: is every value a number (None: not known yet)
+                number_ids: bool | None = False
                 if kind == "csv":
                     # agent ids DuckDB's sniffer took for floating point are read as text (ids one apart beyond 2⁵³
-                    # merged); where every value of the column is a number, each is read as the number it spells
+                    # merged); where every value of the column is a number, each is read as the number it spells.
+                    # In a column it took for integers, a value that is no decimal integer (0x10, which DuckDB's cast
+                    # read as 16, or text below the rows the sniffer read) decides it when it comes
                     floating = types.get("agent") in _FLOATING or str(types.get("agent")).startswith("DECIMAL")
+                    number_ids = None if types.get("agent") in _INTEGER else False
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
-                    number_ids = floating and _all_numbers(con, src, want["agent"])
+                    if floating:
+                        number_ids = _all_numbers(con, src, want["agent"])
                 rdr = arrow_reader(con.sql(f"SELECT {ident(FILE_COLUMN)}, {sel} FROM {src}"), spec.batch_size)
             except duckdb.Error as exc:
                 raise TraceSchemaError(f"DuckDB cannot select the spec's fields from {str(self.path)!r}: "
@@ -219,7 +224,13 @@ class TableReader(TraceReader):
                                                                       col[f"{key}{_TEXT}"].to_pylist())]
                     return col[key].to_pylist() if plain else _arrow_values(col[key], times=times)
 
-                raw.agent = _number_ids(values("agent")) if number_ids else values("agent")
+                raw.agent = values("agent")
+                if number_ids is None and f"agent{_TEXT}" in col and col["agent"].null_count and col[
+                        f"agent{_TEXT}"].null_count < n:
+                    with con.cursor() as cur:  # the first value of an integer column that is no decimal integer
+                        number_ids = _all_numbers(cur, src, want["agent"])
+                if number_ids:
+                    raw.agent = _number_ids(raw.agent)
                 raw.step = values("step", times=True)
                 raw.action = values("action", plain=True) if "action" in col else [None] * n
                 raw.values = {f: values(f"v{i}") for i, f in enumerate(validator.fields)}
@@ -286,7 +297,7 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     of 40 digits, and with it every id of the column, became ``b'\\x80...'``; a step or value of 40 digits was
     "not a number"), and agent ids read as floating point (ids one apart merged), are read as text too: an id as
     written, a step or value as the number it spells."""
-    keys = [k for k in want if (k == "step" or k.startswith("v")) and types.get(k) in _INTEGER]
+    keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
     wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _lossy_id(types.get(k)))]
     if not keys and not wide:
         return src, sel, types
@@ -304,22 +315,26 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     return src, sel, types
 
 
+#: a number written in decimal (a sign, digits with a fraction and an exponent; nan, inf), as Python's float reads it
+_NUMBER = r"\s*[-+]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|nan|inf|infinity)\s*"
+
+
 def _all_numbers(con: Any, src: str, path: str) -> bool:
-    """Whether every value of CSV column ``path`` (read as text by ``src``) spells a number (DuckDB's sniffer looks
-    at the first rows only: a text id further down makes the column one of text)."""
+    """Whether every value of CSV column ``path`` (read as text by ``src``) spells a number in decimal (DuckDB's
+    sniffer looks at the first rows only: a text id further down makes the column one of text; ``0x10`` and
+    ``1_000``, which DuckDB's casts read as 16 and 1000, are text)."""
     e = expr(path)
-    return con.execute(f"SELECT count(*) FROM {src} WHERE {e} IS NOT NULL AND TRY_CAST({e} AS DOUBLE) IS NULL"
-                       ).fetchall()[0][0] == 0
+    return con.execute(f"SELECT count(*) FROM {src} WHERE {e} IS NOT NULL AND NOT regexp_full_match({e}, "
+                       f"{lit(_NUMBER)}, 'i')").fetchall()[0][0] == 0
 
 
 _INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
-_FLOAT_TEXT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*|\s*[-+]?(nan|inf|infinity)\s*",
-                         re.IGNORECASE)
+_FLOAT_TEXT = re.compile(_NUMBER, re.IGNORECASE)
 
 
 def _number_ids(values: list[Any]) -> list[Any]:
     """The agent ids of a CSV column of numbers, read as text, as the numbers they spell, as every other reader reads
-    a column of numbers: an integer (as written, beyond 64 bits too) is an int, ``1.0`` or ``1e0`` a float, which
+    a column of numbers: an integer is an int (beyond 64 bits, the text it is), ``1.0`` or ``1e0`` a float, which
     the validator makes the integer id ``1`` (counted in ``float_ids``), ``1.5`` a float. A float beyond ±2⁵³ stays
     the text it is: two such ids one apart would be one float."""
     out: list[Any] = []
