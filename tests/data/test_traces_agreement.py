@@ -598,6 +598,16 @@ def test_a_span_reusing_the_ids_of_another_with_other_content_is_refused_or_skip
                                      "with other content")
 
 
+def test_a_bad_record_before_a_conflicting_span_is_named_first(tmp_path):
+    s = tmp_path / "s.jsonl"
+    s.write_text("\n".join([span("a", sid="1", tick='"soon"'), span("b", sid="1"), span("c", sid="2")]) + "\n")
+    with pytest.raises(TraceRecordError, match=r"s\.jsonl line 1: step field 'attributes/agent\.tick' is not"):
+        read_trace(s, SPANS)
+    got = read_trace(s, SPANS, on_bad="skip")  # the first is bad, the second conflicts with it: both skipped
+    assert got.report.n_skipped == 2 and got.report.skipped[CONFLICTING] == 1
+    assert got.panel.agent_ids.tolist() == ["c"]
+
+
 def _concordia(tmp_path: Path, coins: list[str]) -> Path:
     entries = ", ".join(f'{{"step": {i // 2}, "entity_name": "{"AB"[i % 2]}", "component_name": "entity_action", '
                         f'"summary": "NaN, Infinity and -Infinity in a text \\"NaN\\"", "coins": {c}}}'

@@ -214,7 +214,8 @@ def test_the_reports_own_code_spans_show_control_characters_as_escapes():
 
 # --------------------------------------------------------------------------- OpenTelemetry values that are arrays
 def _span_line(agent: str, tick: dict) -> str:
-    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "gen_ai.chat", "kind": 1,
+    # a span id of each agent's own: two spans with the same ids and other content are refused as conflicting
+    span = {"traceId": "ab" * 16, "spanId": (agent.encode().hex() + "cd" * 8)[:16], "name": "gen_ai.chat", "kind": 1,
             "startTimeUnixNano": "1740816000000000000", "endTimeUnixNano": "1740816000250000000",
             "attributes": [{"key": "agent.tick", "value": tick}]}
     return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "agent.id",

@@ -360,28 +360,31 @@ class OtelReader(TraceReader):
         seen = _SeenSpans()
         batch = validator.to_batch
 
-        def settle(fpath: Path, chunk: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-            """The spans of ``chunk`` (``(item, trace_id, identity, content)``, in log order) that are not a span read
-            before: a copy (the same ids and content) is dropped and counted as filtered; a span reusing the ids of
-            one read before with other content is refused naming both lines, or skipped and counted (the first
+        def settle(fpath: Path, raw: RawRecords, chunk: list[tuple[Any, ...]]) -> Iterator[EventBatch]:
+            """Place the spans of ``chunk`` (``(item, trace_id, identity, content)``, in log order) that are not a
+            span read before: a copy (the same ids and content) is dropped and counted as filtered; a span reusing the
+            ids of one read before with other content is refused naming both lines (after the spans before it are
+            validated, so that a bad record on an earlier line is named first), or skipped and counted (the first
             kept)."""
             status = seen.check([c[2] for c in chunk], [c[3] for c in chunk])
             if not status.any():
-                return chunk
+                yield from place(fpath, raw, chunk)
+                return
             tally.filter(DUPLICATE_SPAN, int((status == _SeenSpans.DUPLICATE).sum()))
             clash = np.flatnonzero(status == _SeenSpans.CONFLICTING).tolist()
-            if clash:
-                at = f"{fpath} line {chunk[clash[0]][0][0]}"
-                if spec.on_bad == "error":
-                    first, tid, sid = _first_place(files, chunk[clash[0]][2])
-                    raise TraceRecordError(
-                        f"{at}: a span with the trace_id {tid!r} and span_id {sid!r} of the span at {first}, with "
-                        "other content: which one is meant is ambiguous (two runs' logs in one folder, or a writer "
-                        "that reuses span ids?) (on_bad = 'skip' in the spec keeps the first and skips and counts "
-                        "the others)")
-                tally.skip(CONFLICTING_SPAN, [f"{fpath} line {chunk[i][0][0]}" for i in clash[:KEEP_LOCATIONS]],
-                           n=len(clash))
-            return [c for c, st in zip(chunk, status.tolist()) if st == _SeenSpans.FIRST]
+            if clash and spec.on_bad == "error":
+                yield from place(fpath, raw, [c for c, st in zip(chunk[:clash[0]], status.tolist())
+                                              if st == _SeenSpans.FIRST])
+                batch(raw)  # raises for a bad record before the clash
+                first, tid, sid = _first_place(files, chunk[clash[0]][2])
+                raise TraceRecordError(
+                    f"{fpath} line {chunk[clash[0]][0][0]}: a span with the trace_id {tid!r} and span_id {sid!r} of "
+                    f"the span at {first}, with other content: which one is meant is ambiguous (two runs' logs in one "
+                    "folder, or a writer that reuses span ids?) (on_bad = 'skip' in the spec keeps the first and "
+                    "skips and counts the others)")
+            tally.skip(CONFLICTING_SPAN, [f"{fpath} line {chunk[i][0][0]}" for i in clash[:KEEP_LOCATIONS]],
+                       n=len(clash))
+            yield from place(fpath, raw, [c for c, st in zip(chunk, status.tolist()) if st == _SeenSpans.FIRST])
 
         def push(raw: RawRecords, item: tuple[Any, ...]) -> None:
             loc, agent, step, action, vals, whs = item
@@ -560,14 +563,14 @@ class OtelReader(TraceReader):
                                 [g(span) for g in g_where])
                         chunk.append((item, tid, _span_ident(span), _span_content(span, line, envelope)))
                     if len(chunk) >= size:
-                        yield from place(fpath, raw, settle(fpath, chunk))
+                        yield from settle(fpath, raw, chunk)
                         chunk = []
                     if len(raw.loc) >= size:
                         b = batch(raw)
                         if b is not None:
                             yield b
                         raw = fresh(str(fpath))
-            yield from place(fpath, raw, settle(fpath, chunk))
+            yield from settle(fpath, raw, chunk)
             b = batch(raw)
             if b is not None:
                 yield b
