@@ -78,6 +78,7 @@
   * RecorderWarning                              -- a recorder skipped agent types without a requested feature
   * SharedStateWarning                           -- a fork by replay that holds the original's own mutable objects
   * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
+  * LookalikeIdWarning                           -- agent ids that differ only in Unicode form or invisible characters
 """
 
 from __future__ import annotations
@@ -470,6 +471,11 @@ class EfficiencyGapWarning(AumannWarning):
     """An efficient method's Σ_i φ misses Δv by a large share of |Δv| (too few integration points?)."""
 
 
+class LookalikeIdWarning(AumannWarning):
+    """Two agent ids that differ only in Unicode normalisation (NFC vs NFD ``café``) or in invisible format
+    characters (a zero-width space, a BOM): kept as two agents, but no page or table can show them apart."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
@@ -496,6 +502,7 @@ __all__ = [
     "LLMAuthenticationError",
     "LLMError",
     "LLMRequestError",
+    "LookalikeIdWarning",
     "MalformedResponseError",
     "MemoryBudgetError",
     "MethodError",

@@ -19,8 +19,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import unicodedata
+import warnings
 from collections.abc import Hashable, Iterable, KeysView, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from aumann.errors import (
     AumannError,
     DuplicateIdError,
     EmptyPanelError,
+    LookalikeIdWarning,
     NonFiniteError,
     OptionalDependencyError,
     OutputError,
@@ -42,6 +47,9 @@ from aumann.errors import (
 from aumann.io import dumps_json, read_npz, safe_component, saved_npz, write_npz
 
 _FORMAT = "aumann.panel/1"
+#: set while a panel derives another from its own ids (take_agents, select_steps, ...): they were checked when it
+#: was built, so the look-alike warning is not repeated for every subset
+_DERIVING: ContextVar[bool] = ContextVar("aumann_panel_deriving", default=False)
 _STEP_COLUMNS = ("step", "steps", "t", "time", "tick", "period")
 _AGENT_COLUMNS = ("agentid", "agent_id", "agent", "unique_id", "id")
 
@@ -329,32 +337,52 @@ def utf8_labels(arr: np.ndarray, what: str) -> None:
                      f"{shown} at position {int(where[0])}: no CSV, page or Parquet file can hold it")
 
 
-def lookalike_ids(ids: np.ndarray, limit: int = 5) -> tuple[int, list[list[str]]]:
-    """Text ids that are different agents but print alike: equal after Unicode normalisation (NFC: ``"é"`` as
-    U+00E9 and as ``e`` + U+0301) and with their whitespace trimmed and each run of it made one space (``"bob"``
-    and ``"bob "``, ``"a  b"`` and ``"a b"``, ``"a\\tb"`` and ``"a b"``: a page shows them alike). A panel
-    compares ids exactly, so these stay separate agents; a report says so instead of showing two rows no reader
-    can tell apart. Returns the number of such groups and up to ``limit`` of them (each sorted); ``(0, [])`` for
-    integer ids. Linear in the ids; only those holding a character beyond ASCII or whitespace other than single
-    spaces between words are normalised."""
-    import unicodedata
+#: invisible format characters (Unicode category Cf): soft hyphen, Arabic and Syriac marks, zero-width space and
+#: joiners, bidirectional marks and overrides, word joiner, invisible operators, BOM, interlinear marks, tags
+_INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+                        "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+                        "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+                        "\U000e0020-\U000e007f]")
 
+
+def lookalike_ids(ids: np.ndarray, limit: int = 5, *, whitespace: bool = True) -> tuple[int, list[list[str]]]:
+    """Text ids that are different agents but print alike: equal after Unicode normalisation (NFC: ``"é"`` as
+    U+00E9 and as ``e`` + U+0301) with invisible format characters removed (``"alice"`` and ``"alice\\u200b"``, a
+    zero-width space; a BOM, a word joiner) and, with ``whitespace``, with their whitespace trimmed and each run of
+    it made one space (``"bob"`` and ``"bob "``, ``"a  b"`` and ``"a b"``, ``"a\\tb"`` and ``"a b"``: a page shows
+    them alike). A panel compares ids exactly, so these stay separate agents; a report says so instead of showing
+    two rows no reader can tell apart, and building a panel warns (:func:`warn_lookalike_ids`, without the
+    whitespace rule). Returns the number of such groups and up to ``limit`` of them (each sorted); ``(0, [])`` for
+    integer ids. Linear in the ids; only those holding a character beyond ASCII (or, with ``whitespace``,
+    whitespace other than single spaces between words) are normalised, and ASCII-only ids cost one vector check
+    without ``whitespace``."""
     arr = np.asarray(ids)
     if arr.dtype.kind != "U" or arr.size < 2 or arr.dtype.itemsize == 0:
         return 0, []
     codes = np.ascontiguousarray(arr).view(np.uint32).reshape(arr.size, -1)
-    length = (codes != 0).sum(axis=1)  # (ids hold no NUL)
-    blank = codes == 32
-    other = ((codes >= 9) & (codes <= 13)) | ((codes >= 28) & (codes <= 31))  # the rest of str.split's ASCII set
-    space = blank | other
-    rows = np.arange(arr.size)
-    odd = ((codes > 127).any(axis=1) | other.any(axis=1) | space[:, 0] | space[rows, np.maximum(length - 1, 0)]
-           | (space[:, 1:] & space[:, :-1]).any(axis=1))
+    if whitespace:
+        length = (codes != 0).sum(axis=1)  # (ids hold no NUL)
+        blank = codes == 32
+        other = ((codes >= 9) & (codes <= 13)) | ((codes >= 28) & (codes <= 31))  # the rest of str.split's ASCII set
+        space = blank | other
+        rows = np.arange(arr.size)
+        odd = ((codes > 127).any(axis=1) | other.any(axis=1) | space[:, 0] | space[rows, np.maximum(length - 1, 0)]
+               | (space[:, 1:] & space[:, :-1]).any(axis=1))
+    elif int(codes.max()) < 0x80:  # ASCII only (the common case): nothing to normalise
+        return 0, []
+    else:
+        odd = (codes > 127).any(axis=1)
     if not odd.any():
         return 0, []
+    items = arr[odd].tolist()
+    joined = "\n".join(items)  # one C-speed pass for the common case: every id already NFC and visible
+    as_given = unicodedata.is_normalized("NFC", joined) and not _INVISIBLE.search(joined)
+    if as_given and not whitespace:
+        return 0, []
     groups: dict[str, list[str]] = {}
-    for v in arr[odd].tolist():
-        groups.setdefault(" ".join(unicodedata.normalize("NFC", v).split()), []).append(v)
+    for v in items:
+        key = v if as_given else _INVISIBLE.sub("", unicodedata.normalize("NFC", v))
+        groups.setdefault(" ".join(key.split()) if whitespace else key, []).append(v)
     plain = set(arr[~odd].tolist())
     alike = []
     for key, vs in groups.items():
@@ -363,6 +391,20 @@ def lookalike_ids(ids: np.ndarray, limit: int = 5) -> tuple[int, list[list[str]]
             alike.append(sorted(members))
     alike.sort()
     return len(alike), alike[:limit]
+
+
+def warn_lookalike_ids(ids: np.ndarray, what: str = "agent ids", *, stacklevel: int = 2) -> None:
+    """Warn (:class:`~aumann.errors.LookalikeIdWarning`) when two ids differ only in Unicode form or invisible
+    characters (:func:`lookalike_ids` without its whitespace rule), naming them with escapes (``'caf\\xe9'`` and
+    ``'cafe\\u0301'``): they stay distinct agents (never merged), and the warning says so."""
+    count, groups = lookalike_ids(ids, limit=3, whitespace=False)
+    if not count:
+        return
+    shown = "; ".join(" and ".join(ascii(v) if len(v) <= 60 else ascii(v[:57]) + "..." for v in g) for g in groups)
+    warnings.warn(f"{count:,} group(s) of {what} differ only in Unicode normalisation (NFC/NFD) or in invisible "
+                  f"characters and look identical in every page and table{' (first 3)' if count > 3 else ''}: "
+                  f"{shown}; kept as distinct agents (normalise them, e.g. unicodedata.normalize('NFC', id) without "
+                  "zero-width characters, if they are one)", LookalikeIdWarning, stacklevel=stacklevel + 1)
 
 
 def _all_integers(items: Sequence[Any]) -> bool:
@@ -508,6 +550,8 @@ class Panel:
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
         self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else unique_labels(agent_ids, "agent_ids", N)
+        if agent_ids is not None and not _DERIVING.get():
+            warn_lookalike_ids(self.agent_ids, stacklevel=2)
         self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
 
         self.groups: dict[str, np.ndarray] = {}
@@ -637,7 +681,11 @@ class Panel:
             "meta": self.meta,
         }
         kw.update(changes)
-        return Panel(**kw)
+        token = _DERIVING.set(True)
+        try:
+            return Panel(**kw)
+        finally:
+            _DERIVING.reset(token)
 
     def take_agents(self, positions: Sequence[int] | np.ndarray) -> Panel:
         """The panel restricted to the agents at the given row positions (order kept)."""

@@ -262,6 +262,7 @@ PUBLIC = {
         "LLMAuthenticationError",
         "LLMError",
         "LLMRequestError",
+        "LookalikeIdWarning",
         "MalformedResponseError",
         "MemoryBudgetError",
         "MethodError",

@@ -264,8 +264,9 @@ def lookalike_note(ids: Any) -> Note | None:
     shown = "; ".join(" and ".join(ascii(v) if len(v) <= 60 else ascii(v[:57]) + "..." for v in g) for g in groups)
     more = f" (first {len(groups)})" if count > len(groups) else ""
     return Note(f"{count:,} group(s) of agent ids look alike but are different agents here (ids are compared "
-                f"exactly; these differ only in Unicode normalisation, NFC/NFD, or in whitespace){more}: {shown}. If "
-                "they are one agent in your data, normalise the ids before attributing.", "warn")
+                f"exactly; these differ only in Unicode normalisation, NFC/NFD, in invisible characters such as a "
+                f"zero-width space, or in whitespace){more}: {shown}. If they are one agent in your data, normalise "
+                "the ids before attributing.", "warn")
 
 
 def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, Any]], *, k: int, t_star: int,

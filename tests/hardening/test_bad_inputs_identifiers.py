@@ -121,8 +121,11 @@ def test_lookalike_ids_are_found_by_normalisation_and_whitespace_only():
 
 def test_attribute_page_says_when_two_agents_print_alike(tmp_path):
     """Agents 'é' (NFC) and 'é' (NFD), 'bob' and 'bob ' were two rows no reader could tell apart, unexplained."""
+    from aumann.errors import LookalikeIdWarning
+
     ids = ["e\u0301", "\u00e9", "bob", "bob ", "carol"]
-    p = Panel(np.random.default_rng(0).random((2, len(ids), 1)), agent_ids=ids).save(tmp_path / "p.npz")
+    with pytest.warns(LookalikeIdWarning):
+        p = Panel(np.random.default_rng(0).random((2, len(ids), 1)), agent_ids=ids).save(tmp_path / "p.npz")
     out = tmp_path / "out"
     assert main(["attribute", str(p), "--indicator", "lin", "--out", str(out), "--static"]) == 0
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -246,3 +249,69 @@ def test_top_driver_card_shows_the_id_exactly(agent):
     rendered = markdown_it.MarkdownIt("commonmark").render(render_markdown(doc))
     item = re.search(r"<li>(.*?)</li>", rendered, re.S).group(1)
     assert html.unescape(re.sub(r"<[^>]+>", "", item)).startswith(f"Top driver: agent {agent} —")
+
+
+@pytest.mark.parametrize("a, b", [("caf\u00e9", "cafe\u0301"), ("alice", "alice\u200b"), ("a\u200b", "a\u2060"),
+                                  ("\u00c5ngstr\u00f6m", "A\u030angstro\u0308m"), ("x", "\ufeffx")], ids=ascii)
+def test_agent_ids_that_look_identical_stay_two_agents_and_warn(a, b):
+    """NFC vs NFD forms, or an invisible character (zero-width space, word joiner, BOM), were two agents shown as two
+    identical names everywhere, without a word: they stay two agents (never merged), and building the panel warns
+    naming both with escapes."""
+    from aumann.errors import LookalikeIdWarning
+
+    with pytest.warns(LookalikeIdWarning, match="differ only in Unicode") as rec:
+        p = Panel(np.ones((2, 3, 1)), agent_ids=[a, "other", b])
+    assert p.N == 3 and list(p.agent_ids) == [a, "other", b]
+    message = str(rec[0].message)
+    assert ascii(a) in message and ascii(b) in message and "kept as distinct agents" in message
+    assert all(c.isascii() for c in message)
+
+
+@pytest.mark.parametrize("ids", [["Case", "case"], ["trail ", "trail"], ["1", "01"], ["caf\u00e9", "cafe"],
+                                 ["\u05d0\u05d1", "\u05d1\u05d0"], [f"id\u00e9{i}" for i in range(1000)],
+                                 [f"agent{i}" for i in range(1000)]], ids=lambda v: ascii(v)[:30])
+def test_agent_ids_that_differ_visibly_do_not_warn(ids):
+    import warnings
+
+    from aumann.errors import LookalikeIdWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LookalikeIdWarning)
+        assert Panel(np.ones((1, len(ids), 1)), agent_ids=ids).N == len(ids)
+
+
+def test_lookalike_warning_is_given_once_per_panel_not_per_subset(tmp_path):
+    """A panel's subsets, step selections and copies carry ids already checked: no repeated warning."""
+    import warnings
+
+    from aumann.errors import LookalikeIdWarning
+
+    with pytest.warns(LookalikeIdWarning):
+        p = Panel(np.ones((2, 3, 1)), agent_ids=["caf\u00e9", "cafe\u0301", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LookalikeIdWarning)
+        assert p.take_agents([0, 1]).N == 2 and p.select_steps([0]).T == 1 and p.astype(np.float32).N == 3
+    with pytest.warns(LookalikeIdWarning):  # a panel read from a file is built anew: it says so again
+        Panel.load(p.save(tmp_path / "p.npz"))
+
+
+def test_lookalike_ids_count_invisible_characters_for_the_page():
+    from aumann.panel import lookalike_ids
+
+    assert lookalike_ids(np.array(["alice", "alice\u200b", "\ufeffbob", "bob", "carol"])) == (
+        2, [["alice", "alice\u200b"], ["bob", "\ufeffbob"]])
+    assert lookalike_ids(np.array(["bob", "bob "]), whitespace=False) == (0, [])  # the panel warns on these only
+
+
+def test_aumann_attribute_warns_once_when_two_agent_ids_look_identical(tmp_path, capsys):
+    from aumann.errors import LookalikeIdWarning
+
+    with pytest.warns(LookalikeIdWarning):
+        p = Panel(np.random.default_rng(0).random((2, 3, 1)), agent_ids=["caf\u00e9", "cafe\u0301", "b"])
+    out = tmp_path / "att"
+    assert main(["attribute", str(p.save(tmp_path / "p.npz")), "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("aumann: warning: 1 group(s) of agent ids differ only in Unicode") == 1
+    assert "'cafe\\u0301' and 'caf\\xe9'" in err
+    assert "look alike" in (out / "report.md").read_text(encoding="utf-8")
