@@ -299,7 +299,7 @@ def _read_trace(args: argparse.Namespace) -> dict:
                       on_bad="skip" if args.skip_bad else None, progress=True)
     con = rich_console(stderr=True)
     for line in read.report.lines():
-        con.print(line, markup=False, highlight=False)
+        con.print(terminal_text(line), markup=False, highlight=False)
     panel = read.panel
     if names is not None:
         missing = [x for x in names if x not in panel.features]

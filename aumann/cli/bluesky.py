@@ -101,7 +101,7 @@ def run_build_panel(args: argparse.Namespace) -> int:
         print(f"{report.valid_events:,} events, {report.malformed_lines:,} malformed lines, "
               f"{report.duplicates:,} duplicates; {report.users_kept:,} of {report.users_seen:,} users kept "
               f"(dropped {json.dumps(report.dropped_users)}); {len(report.days)} day(s); "
-              f"{report.throughput_mb_s:.0f} MB/s → {args.out}")
+              f"{report.throughput_mb_s:.0f} MB/s → {terminal_text(args.out)}")
     return 0
 
 
@@ -139,7 +139,7 @@ def run_capture(args: argparse.Namespace) -> int:
                    extra={"messages": stats.messages, "unparsed": stats.unparsed, "reconnects": stats.reconnects,
                           "files": stats.files})
     print(f"{stats.messages:,} messages ({stats.unparsed} without time_us), {stats.reconnects} reconnects "
-          f"→ {args.out}", file=sys.stderr)
+          f"→ {terminal_text(args.out)}", file=sys.stderr)
     return 0
 
 

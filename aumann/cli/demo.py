@@ -6,6 +6,7 @@ import argparse
 import time
 
 from aumann.cli.args import integer, path, recorded, seed
+from aumann.cli.terminal import terminal_text
 
 #: the files ``aumann demo --out`` writes
 _OUTPUTS = ("attribution.npz", "top_agents.csv", "summary.json", "manifest.json", "report.html", "report.md")
@@ -99,5 +100,5 @@ def run(args: argparse.Namespace) -> int:
                                   "outputs_sha256": outputs})
             paths = render_report(args.out, interactive=False if args.static else None)
         settle_journal(args.out)
-        con.print(f"SYNTHETIC demo written to {args.out} (report: {paths['html'].name})")
+        con.print(f"SYNTHETIC demo written to {terminal_text(args.out, rich=True)} (report: {paths['html'].name})")
     return 0

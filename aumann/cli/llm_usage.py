@@ -33,6 +33,7 @@ from typing import Any
 from rich.progress import ProgressColumn
 from rich.text import Text
 
+from aumann.cli.terminal import terminal_text
 from aumann.errors import TerminatedBySignal
 
 
@@ -263,8 +264,8 @@ def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, exe
     from aumann.simulators.llm.estimate import estimate_run
     from aumann.studies.faithfulness import run_study
 
-    console.print(f"dry run of {scenario.name}: {config.runs} run(s) with the offline policy in the loop "
-                  f"(model {backend.model}, concurrency {backend.concurrency}) ...")
+    console.print(f"dry run of {terminal_text(scenario.name, rich=True)}: {config.runs} run(s) with the offline "
+                  f"policy in the loop (model {backend.model}, concurrency {backend.concurrency}) ...")
     try:
         result = run_study(scenario, config, out_dir=out if out.is_dir() else None, backend=backend,
                            backend_label=label, executor=executor, write=False)
@@ -273,7 +274,8 @@ def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, exe
             executor.close()
     est = estimate_run(backend.usage, concurrency=backend.concurrency, latency=args.assumed_latency,
                        price=backend.price, rpm=args.rpm, tpm=args.tpm)
-    print(f"{scenario.name}: {result.computed} run(s) to compute, {result.resumed} already finished in {out}")
+    print(terminal_text(f"{scenario.name}: {result.computed} run(s) to compute, {result.resumed} already finished in "
+                        f"{out}"))
     print(est.text(model=backend.model, price=backend.price))
     return 0
 

@@ -208,9 +208,10 @@ def run(args: argparse.Namespace) -> int:
 
     with record_usage(out, backend, write_manifest=stopped_manifest) as account:
         columns = [UsageColumn(backend)] if backend is not None else []
-        lines = ProgressLines(f"{sc.name}: {config.runs} run(s)", backend)
-        with Bar(config.runs * len(stages), f"{sc.name}: {config.runs} run(s)", transient=False,
-                 columns=columns) as bar, lines:
+        name = terminal_text(sc.name)  # a scenario's name from a user registry entry: shown, not obeyed
+        lines = ProgressLines(f"{name}: {config.runs} run(s)", backend)
+        with Bar(config.runs * len(stages), f"{terminal_text(sc.name, rich=True)}: {config.runs} run(s)",
+                 transient=False, columns=columns) as bar, lines:
             done_stages = [0]
 
             def progress(r: int, msg: str) -> None:
@@ -221,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 step = len(stages) if msg in ("resumed", "done (worker)") else 1
                 bar.advance(step)
                 done_stages[0] += step
-                bar.describe(f"{sc.name} run {r + 1}/{config.runs}: {msg}")
+                bar.describe(terminal_text(f"{sc.name} run {r + 1}/{config.runs}: {msg}", rich=True))
                 lines.update(f"run {r + 1}/{config.runs}: {msg}", done_stages[0], config.runs * len(stages))
 
             try:
@@ -258,15 +259,16 @@ def run(args: argparse.Namespace) -> int:
                           config=config.model_dump(mode="json", exclude={"execution"}), seeds=seeds, extra=extra,
                           interactive=False if args.static else None)
     for f in result.stage_failures():
-        console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {failure_text(f)}")
+        console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {terminal_text(failure_text(f), rich=True)}")
     console.print(headline_markdown(files["tables"]["faithfulness"], reference=reference_row(config)))
     if reliability is not None and reliability["unreliable"]:
         console.print(f"[bold red]UNRELIABLE:[/bold red] {reliability['invalid_rate']:.1%} of the LLM decisions "
                       f"({reliability['invalid_decisions']:,} of {reliability['decisions_asked']:,}) had no usable "
                       f"reply "
                       f"(threshold llm.max_invalid_rate = {reliability['max_invalid_rate']:.0%}); see report.md and "
-                      f"`aumann llm show {out} --invalid`")
-    console.print(f"{sc.name}: {result.computed} run(s) computed, {result.resumed} resumed, {seconds:.1f} s; "
+                      f"`aumann llm show {terminal_text(out, rich=True)} --invalid`")
+    console.print(f"{terminal_text(sc.name, rich=True)}: {result.computed} run(s) computed, {result.resumed} resumed, "
+                  f"{seconds:.1f} s; "
                   f"results in {terminal_text(out, rich=True)} (report.html, report.md, faithfulness.csv)")
     return 0
 

@@ -123,6 +123,36 @@ def test_terminal_text_escapes_rich_markup_on_request():
     assert terminal_text("[link=http://x]y[/link]", rich=True) == "\\[link=http://x]y\\[/link]"
 
 
+def test_demo_out_folder_with_control_sequences_is_echoed_as_escapes(tmp_path, capsys):
+    """`aumann demo --out $'demo\\x1b[31mred'` printed "SYNTHETIC demo written to demo<ESC>[31mred": the folder's
+    name turned the terminal red (any escape sequence in a folder name was obeyed)."""
+    out = tmp_path / "demo\x1b[31mred[bold]"
+    assert main(["demo", "--agents", "12", "--steps", "2", "--out", str(out), "--static"]) == 0
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err
+    assert "demo\\x1b[31mred[bold] (report: report.html)" in printed.out.replace("\n", "")
+
+
+def test_trace_read_report_shows_a_hostile_trace_name_as_escapes(tmp_path, capsys):
+    """The read report of `aumann attribute --trace` named the first skipped line by its file, raw: a trace called
+    $'spans\\x1b[31mred.jsonl' printed "(first: spans<ESC>[31mred.jsonl line 10)" and the terminal obeyed it."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "traces" / "otlp_spans.jsonl"
+    trace = tmp_path / "spans\x1b[31mred\u202e.jsonl"
+    trace.write_text(data.read_text() + "not json\n")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[[features]]\nkind = "count"\nname = "calls"\n')
+    out = tmp_path / "out\x1b]0;title\x07"
+    assert main(["attribute", "--trace", str(trace), "--spec", str(spec), "--indicator", "lin", "--out", str(out),
+                 "--static", "--skip-bad"]) == 0
+    printed = capsys.readouterr()
+    both = printed.out + printed.err
+    assert not any(c in both for c in "\x1b\x07\u202e")
+    assert "spans\\x1b[31mred\\u202e.jsonl line" in printed.err.replace("\n", "")
+
+
 def test_config_keys_with_control_sequences_are_not_echoed_raw(capsys):
     rc = main(["run", "midscale-social", "--set", "\x1b[2Jkey\x1b]0;pwn\x07=1", "--runs", "1"])
     err = capsys.readouterr().err
