@@ -181,12 +181,54 @@ class Verbatim(str):
     id in a card or a list of ids: an id ``**admin**`` is not drawn as a bold ``admin``."""
 
 
+#: the marks around a :func:`literal` span (private-use characters; one inside the text itself is shown escaped)
+_LIT_OPEN, _LIT_CLOSE = "\ue000", "\ue001"
+#: a literal span, alone or as the whole content of a code span of the report's own
+_LITERAL = re.compile("`\ue000([^\ue000\ue001]*)\ue001`|\ue000([^\ue000\ue001]*)\ue001")
+
+
+def literal(text: Any) -> str:
+    """``text`` (a name the user chose: a scenario, an indicator, a group, a path, a command line) marked to be shown
+    exactly as it is inside the report's own prose, in report.md and report.html alike: none of its characters starts
+    a ```code``` or ``**bold**`` span of the report's, Markdown emphasis, a link or HTML. Inside backticks
+    (``f"`{literal(cmd)}`"``) it is a code span holding exactly that text. The marks are private-use characters
+    that only the page renderers read (:class:`Verbatim` is the same for a whole block of text).
+
+    >>> doc = Document(title=f"Scenario {literal('**x** [z](javascript:y)')}", sections=[])
+    >>> print(render_markdown(doc).splitlines()[0])
+    # Scenario \\*\\*x\\*\\* \\[z\\](javascript:y)
+    """
+    shown = str(text).replace(_LIT_OPEN, "\\ue000").replace(_LIT_CLOSE, "\\ue001")
+    return f"{_LIT_OPEN}{shown}{_LIT_CLOSE}"
+
+
+def _spans(text: str) -> list[tuple[str, str]]:
+    """``text`` cut into ("prose", …), ("literal", …) and ("code", …) parts (:func:`literal`)."""
+    if _LIT_OPEN not in text:
+        return [("prose", text)]
+    out: list[tuple[str, str]] = []
+    at = 0
+    for m in _LITERAL.finditer(text):
+        out.append(("prose", text[at:m.start()]))
+        out.append(("code", m.group(1)) if m.group(1) is not None else ("literal", m.group(2)))
+        at = m.end()
+    out.append(("prose", text[at:]))
+    return [(kind, part) for kind, part in out if part or kind != "prose"]
+
+
 def _inline(text: str) -> str:
     if isinstance(text, Verbatim):
         return _html_text(text)
-    out = _html_text(text)
-    out = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", out)
-    return _BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", out)
+    out = []
+    for kind, part in _spans(str(text)):
+        if kind == "literal":
+            out.append(_html_text(part))
+        elif kind == "code":
+            out.append(f"<code>{_html_text(part)}</code>")
+        else:
+            html_part = _CODE.sub(lambda m: f"<code>{m.group(1)}</code>", _html_text(part))
+            out.append(_BOLD.sub(lambda m: f"<strong>{m.group(1)}</strong>", html_part))
+    return "".join(out)
 
 
 def _html_text(text: Any) -> str:
@@ -504,6 +546,7 @@ def visible_text(text: Any) -> str:
 
 
 def _visible(text: str) -> str:
+    text = text.replace(_LIT_OPEN, "").replace(_LIT_CLOSE, "")  # marks of literal() where no renderer read them
     return _MD_CONTROL.sub(lambda m: (f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
                                       else f"\\u{ord(m.group(0)):04x}"), text)
 
@@ -530,6 +573,9 @@ def _md_inline(text: Any) -> str:
     :class:`Verbatim` text keeps none (:func:`md_literal`)."""
     if isinstance(text, Verbatim):
         return md_literal(text)
+    if _LIT_OPEN in str(text):
+        return "".join(md_literal(part) if kind == "literal" else md_code(part) if kind == "code" else
+                       _md_inline(part) for kind, part in _spans(str(text)))
     out = []
     for part in _MD_SPANS.split(str(text)):
         if part.startswith("`") and part.endswith("`") and len(part) > 1:
@@ -539,6 +585,16 @@ def _md_inline(text: Any) -> str:
         else:
             out.append(md_escape(part))
     return "".join(out)
+
+
+def md_code(text: str) -> str:
+    """``text`` as one Markdown code span holding exactly it: fenced with one backtick more than its longest run of
+    backticks, and padded with a space where it starts or ends with one (CommonMark)."""
+    shown = _visible(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(r) for r in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") or (shown.startswith(" ") and shown.endswith(" ")
+                                                                   and shown.strip()) else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 #: emphasis and strikethrough markers: left alone in the report's prose (``Φ_i``, ``3 * x``), escaped in ids
@@ -628,5 +684,5 @@ def render_markdown(doc: Document) -> str:
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
            "Verbatim",
-           "external_references", "fmt", "md_escape", "md_literal", "render_html", "render_markdown", "seconds_text",
-           "visible_text"]
+           "external_references", "fmt", "literal", "md_code", "md_escape", "md_literal", "render_html",
+           "render_markdown", "seconds_text", "visible_text"]

@@ -47,6 +47,7 @@ from aumann.studies.page import (
     Table,
     Text,
     fmt,
+    literal,
     render_html,
     render_markdown,
     seconds_text,
@@ -275,11 +276,12 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
     phi_i, total, prov = att.by_agent(), float(att.delta_v.sum()), dict(att.provenance)
     feats = _top_features(att, top_rows, k)
     who: list[Any] = [Text(f"The {k} agents with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
-                           f"by agent position; t* = step {steps_lbl[t_star]} (the step with the largest Δv_t). "
+                           f"by agent position; t* = step {literal(steps_lbl[t_star])} (the step with the largest "
+                           "Δv_t). "
                            "`% of ΣΔv` is Φ_i / Σ_t Δv_t; `φ at t*` and `% of Δv(t*)` the attribution at t*; the "
                            "feature columns hold the agent's features at t*.")]
     who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000",
-                         caption=f"Top agents by Φ_i ({att.method}, indicator {prov.get('indicator')})"))
+                         caption=f"Top agents by Φ_i ({att.method}, indicator {literal(prov.get('indicator'))})"))
     note = top_shown(top, att.N)[1]
     if note is not None:
         who.append(Note(note, "info"))
@@ -333,7 +335,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
             ser.append(Line("f(z⁰_t) (baseline)", x, att.f_baseline, dash=True, color="#444444"))
         f1 = charts.lines("Macro indicator f(z_t), t* marked", ser, xlabel="step", ylabel="f(z_t)",
                           points=[Point(ts, float(att.f_values[ts]), "t*")], xlabels=steps_lbl, synthetic=synthetic,
-                          caption=f"t* = step {steps_lbl[ts]}: the largest Δv_t = f(z_t) − f(z⁰_t)"
+                          caption=f"t* = step {literal(steps_lbl[ts])}: the largest Δv_t = f(z_t) − f(z⁰_t)"
                           + (f"; f(z⁰) = {fmt(float(att.f_baseline[0]))} at every step." if base_same else "."))
         f2 = charts.lines("Φ_t = Σ_i φ_i,t per step", [], xlabel="step", ylabel="Φ_t", bars=(x, att.by_step(), "Φ_t"),
                           points=[Point(ts, float(att.by_step()[ts]), "t*")], xlabels=steps_lbl, synthetic=synthetic,
@@ -353,23 +355,24 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         when.append(Note("One step only: there is no curve over time (t* is that step).", "skipped"))
     when.append(Details("Per step: f(z_t), f(z⁰_t), Φ_t, Δv_t", [Table(
         ["step", "f(z_t)", "f(z⁰_t)", "Φ_t", "Δv_t", "t*"],
-        [[Cell(steps_lbl[t], sort=t), float(att.f_values[t]), float(att.f_baseline[t]), float(att.by_step()[t]),
-          float(att.delta_v[t]), "◀ t*" if t == ts else ""] for t in range(att.T)], id="per-step-run-000",
-        md_max_rows=60)], open=att.T <= 15))
+        [[Cell(literal(steps_lbl[t]), sort=t), float(att.f_values[t]), float(att.f_baseline[t]),
+          float(att.by_step()[t]), float(att.delta_v[t]), "◀ t*" if t == ts else ""] for t in range(att.T)],
+        id="per-step-run-000", md_max_rows=60)], open=att.T <= 15))
 
     # ---------------------------------------------------------------- how sure
     sure: list[Any] = [KeyValues([
         ("method", f"{att.method} ({'closed form' if prov.get('closed_form') else 'path integral'})"),
-        ("indicator", prov.get("indicator")), ("K (quadrature points)", prov.get("steps")), ("rule", prov.get("rule")),
+        ("indicator", literal(prov.get("indicator"))), ("K (quadrature points)", prov.get("steps")),
+        ("rule", prov.get("rule")),
         ("power τ = u^p", prov.get("power")), ("baseline", prov.get("baseline")), ("seed", prov.get("seed")),
         ("dtype", prov.get("dtype")), ("panel", f"T = {att.T}, N = {att.N:,}, D = {len(att.features)} "
-                                                 f"({', '.join(att.features)})"),
-        ("source", summary.get("panel") or panel_meta.get("generator") or "–"),
+                                                 f"({literal(', '.join(att.features))})"),
+        ("source", literal(summary.get("panel") or panel_meta.get("generator") or "–")),
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
     gap = att.efficiency_gap
     sure.append(Table(["max |Σφ − Δv|", "at step", "max relative", "at t*", "satisfies efficiency"],
-                      [[float(gap.max()), Cell(steps_lbl[int(np.argmax(gap))], sort=int(np.argmax(gap))),
+                      [[float(gap.max()), Cell(literal(steps_lbl[int(np.argmax(gap))]), sort=int(np.argmax(gap))),
                         float(att.relative_efficiency_gap.max()), float(gap[ts]), att.satisfies_efficiency]],
                       caption="Efficiency gap |Σ_i φ_i,t − Δv_t|", id="efficiency"))
     if att.large_efficiency_gap().any():
@@ -393,7 +396,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     cost: list[Any] = [*llm, *timing_table(stage, total_s)]
 
     cards = [driver_card("Top driver", att.agent_ids, phi_i, total),
-             Card("When", f"t* = {steps_lbl[ts]}", f"Δv(t*) = {fmt(float(att.delta_v[ts]))}"),
+             Card("When", f"t* = {literal(steps_lbl[ts])}", f"Δv(t*) = {fmt(float(att.delta_v[ts]))}"),
              Card("Efficiency gap", fmt(float(att.max_efficiency_gap), 2), "max |Σφ − Δv| over steps"),
              Card("Cost", llm_card, f"{calls_text(manifest)} · wall {seconds_text(total_s)}")]
     if manifest.get("trace"):
@@ -402,15 +405,15 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         g0 = next(iter(att.groups))
         sh = att.group_shares(g0)
         lead = max(sh, key=lambda key: sh[key])
-        cards.insert(1, Card(f"Largest {g0} share", f"{lead}: {pct_text(sh[lead])}",
+        cards.insert(1, Card(f"Largest {literal(g0)} share", f"{literal(lead)}: {pct_text(sh[lead])}",
                              f"of Σ_t Δv_t; {int(np.sum(np.asarray(att.groups[g0]) == lead)):,} agents"))
     what = "demo" if demo else "attribution"
     panel_words = "a panel"
     if manifest.get("trace"):
         panel_words = f"a {(manifest.get('trace') or {}).get('format')} trace read into a panel"
     return Document(
-        title=(f"aumann demo: synthetic heavy-tailed panel, {prov.get('indicator')}" if demo else
-               f"Attribution of {prov.get('indicator')}: who drove it, and when"),
+        title=(f"aumann demo: synthetic heavy-tailed panel, {literal(prov.get('indicator'))}" if demo else
+               f"Attribution of {literal(prov.get('indicator'))}: who drove it, and when"),
         subtitle=f"{what.capitalize()} of {panel_words} of N = {att.N:,} agents × T = {att.T} step(s) × "
                  f"D = {len(att.features)} feature(s).",
         sections=[Section("cards", "At a glance", [Cards(cards)]),
@@ -421,7 +424,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         synthetic=synthetic,
         synthetic_note=("SYNTHETIC panel — generated by aumann (not observed data); tiers and shares describe the "
                         "generator." if synthetic else Document.synthetic_note),
-        meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created"))])
+        meta=[("command", f"`{literal(manifest.get('command'))}`"), ("created", manifest.get("created"))])
 
 
 def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV) -> Path:

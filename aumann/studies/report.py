@@ -279,12 +279,15 @@ def write_pages(out: Path, parts: ReportParts, *, interactive: bool | None = Non
 
 
 def unbuilt_report(out: Path, failures: Sequence[dict[str, Any]]) -> str:
-    """The ``report.md`` of a run directory whose page could not be built: what failed, and where the results are."""
-    lines = [f"# {out.name}: the report could not be built", "",
+    """The ``report.md`` of a run directory whose page could not be built: what failed, and where the results are.
+    The folder's name is shown literally (:func:`~aumann.studies.page.md_literal`), the failures escaped."""
+    from aumann.studies.page import md_code, md_escape, md_literal
+
+    lines = [f"# {md_literal(out.name)}: the report could not be built", "",
              "The study finished: its run records (`runs/`) and tables (`faithfulness.csv`, ...) are in this "
              "directory. These parts of the report stage did not finish:", ""]
-    lines += [f"* {failure_text(f)}" for f in failures]
-    lines += ["", f"`aumann report {out}` builds the report again from the files."]
+    lines += [f"* {md_escape(failure_text(f))}" for f in failures]
+    lines += ["", f"{md_code(f'aumann report {out}')} builds the report again from the files."]
     return "\n".join(lines) + "\n"
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from aumann.errors import PathEscapeError, ReportError
 from aumann.io import read_csv_cell
 from aumann.studies.charts import short_label
-from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, Verbatim, fmt, seconds_text
+from aumann.studies.page import Card, Cell, KeyValues, Note, Table, Text, Verbatim, fmt, literal, seconds_text
 
 # --------------------------------------------------------------------------- reading run directories
 
@@ -269,7 +269,7 @@ def group_share_table(att: Any, *, caption: str, id: str = "") -> list[Any]:
         rows = [[Cell(str(k), sort=str(k), cls="id"), counts[k], pct_cell(counts[k] / att.N), pct_cell(shares[k])]
                 for k in keys]
         out.append(Table([g, "agents", "share of agents", "R_G (share of Σ_t Δv_t)"], rows,
-                         caption=f"{caption}: group `{g}`", id=f"{id}-{g}" if id else ""))
+                         caption=f"{caption}: group `{literal(g)}`", id=f"{id}-{g}" if id else ""))
     return out
 
 
@@ -319,7 +319,7 @@ def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] 
             if reference.stderr is not None:
                 row.append(float(np.asarray(reference.stderr)[0, pos]))
         row += [float(features[f][pos]) for f in feats]  # type: ignore[index]
-        row += [Cell(str(np.asarray(att.groups[g])[pos]), sort=str(np.asarray(att.groups[g])[pos])) for g in groups]
+        row += [Cell(literal(np.asarray(att.groups[g])[pos]), sort=str(np.asarray(att.groups[g])[pos])) for g in groups]
         rows.append(row)
     return Table(cols, rows, caption=caption, id=id)
 

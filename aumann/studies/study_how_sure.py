@@ -12,7 +12,7 @@ import numpy as np
 
 from aumann.studies.action_sections import GAMES, table_columns_note
 from aumann.studies.charts import Line
-from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt
+from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt, literal
 from aumann.studies.rows import rows
 from aumann.studies.rundir import DELETION_CURVES, failure_text, stage_failures
 from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note, merged_table, read_csv
@@ -63,7 +63,7 @@ def _provenance(page: StudyPage) -> list[Any]:
         ("method", f"Aumann–Shapley ({'closed form' if prov.get('closed_form') else 'path integral'})"),
         ("K (quadrature points)", prov.get("steps")), ("rule", prov.get("rule")), ("power τ = u^p", prov.get("power")),
         ("baseline", f"{prov.get('baseline')} — each agent's features under the baseline action at that step"),
-        ("indicator", prov.get("indicator")), ("dtype", prov.get("dtype")),
+        ("indicator", literal(prov.get("indicator"))), ("dtype", prov.get("dtype")),
         ("reference", _reference_line(page, study)),
         ("noise ceiling", f"a second run of the reference ({page.reference['method']}), {_ceiling_perm(page, study)} "
                           "permutations, independent seed"),

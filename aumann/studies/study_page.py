@@ -26,7 +26,7 @@ import numpy as np
 from aumann.errors import ConfigError
 from aumann.studies.charts import Charts
 from aumann.studies.named import NamedList
-from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, seconds_text
+from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, literal, seconds_text
 from aumann.studies.rows import rows
 from aumann.studies.rundir import control_fallbacks, failure_text, pooled_fallbacks
 from aumann.studies.sections import (
@@ -206,12 +206,12 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
             built.append(Section(s.id, s.title, blocks, lead=s.lead))
     desc = manifest.get("description") or ""
     doc = Document(
-        title=f"{scenario}: who drove it, and when",
-        subtitle=(desc + " " if desc else "") + f"N = {page.ats[0].N:,} agents, T = {page.ats[0].T} steps, "
+        title=f"{literal(scenario)}: who drove it, and when",
+        subtitle=(literal(desc) + " " if desc else "") + f"N = {page.ats[0].N:,} agents, T = {page.ats[0].T} steps, "
                                                  f"{len(page.recs)} run(s).",
         sections=built, synthetic=page.synthetic,
-        meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created")),
-              ("baseline action", manifest.get("baseline_description") or "–"),
+        meta=[("command", f"`{literal(manifest.get('command'))}`"), ("created", manifest.get("created")),
+              ("baseline action", literal(manifest.get("baseline_description") or "–")),
               *([("decisions", manifest["policy"])] if manifest.get("policy") else [])])
     report_failures_section(doc, report_failures(page, parts))
     return doc

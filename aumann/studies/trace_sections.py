@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.studies.charts import Charts, Line, short_label
-from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, Verbatim, fmt
+from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, Verbatim, fmt, literal
 from aumann.studies.sections import read_json
 
 
@@ -44,8 +44,8 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     blocks: list[Any] = []
     srcs = tr.get("sources") or []
     items: list[tuple[str, Any]] = [
-        ("format", tr.get("format")), ("spec", tr.get("spec_source")),
-        ("files", f"{len(srcs)}: {srcs[0]}" + (" …" if len(srcs) > 1 else "") if srcs else "–"),
+        ("format", tr.get("format")), ("spec", literal(tr.get("spec_source"))),
+        ("files", f"{len(srcs)}: {literal(srcs[0])}" + (" …" if len(srcs) > 1 else "") if srcs else "–"),
         ("records read", f"{int(tr.get('records') or 0):,}"),
         ("events used", f"{int(tr.get('events') or 0):,} ({int(tr.get('events_in_features') or 0):,} feed features)"),
         ("skipped", f"{int(tr.get('n_skipped') or 0):,}"),
@@ -58,17 +58,17 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
         items.insert(6, ("ids merged", f"{int(tr['merged_ids']):,} written both as a number and as text (1 and "
                                        "\"1\"), each read as one agent"))
     blocks.append(KeyValues(items, caption="What the trace held"))
-    rows = [["skipped", r, n, "; ".join((tr.get("skipped_at") or {}).get(r, [])[:3])]
+    rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]
     rows += [["filtered", r, n, ""] for r, n in sorted((tr.get("filtered") or {}).items(), key=lambda kv: -kv[1])]
-    rows += [["missing value", f, n, ""] for f, n in sorted((tr.get("missing_values") or {}).items())]
+    rows += [["missing value", literal(f), n, ""] for f, n in sorted((tr.get("missing_values") or {}).items())]
     if rows:
         blocks.append(Table(["", "reason", "records", "first locations"], rows, caption="Records not used as read",
                             id="trace-skips"))
     else:
         blocks.append(Note("Every record was used: nothing skipped, filtered or missing.", "info"))
     for f in tr.get("valueless_fields") or []:
-        blocks.append(Note(f"Field `{f}` holds no value in any event used: the features built from it are 0 "
+        blocks.append(Note(f"Field `{literal(f)}` holds no value in any event used: the features built from it are 0 "
                            "throughout (is the field path right?).", "warn"))
     dele_path = d / "deletion_masking.json"
     if not manifest.get("deletion"):  # this run recorded no deletion study: a file of that name is not its result

@@ -34,6 +34,7 @@ from aumann.studies.page import (
     Table,
     Text,
     fmt,
+    literal,
     seconds_text,
 )
 from aumann.studies.sections import (
@@ -181,10 +182,10 @@ def _top_users(s: _StudyDir) -> list[Any]:
                      *[float(x) for x in r.get("features_at_peak", [])]]
                     for rank, r in enumerate(rows_t, start=1)]
         peak = s.fulls[t].get("daily", {}).get("peak_day", "?")
-        out.append(Details(f"{t}: top {len(rows_t)} users (peak day t* = {peak})", [Table(
+        out.append(Details(f"{literal(t)}: top {len(rows_t)} users (peak day t* = {peak})", [Table(
             ["rank", "user", "Φ_i", "% of ΣΔv", "tier", "followers", "topic posts", "replies received",
              *[f"{f} at t*" for f in feats]], tab_rows, id=f"who-{t}",
-            caption=f"{t}: users by Φ_i = Σ_t φ_i,t of f_heat on the per-day panel (user = opaque index in "
+            caption=f"{literal(t)}: users by Φ_i = Σ_t φ_i,t of f_heat on the per-day panel (user = opaque index in "
                     "the counts; no DIDs or handles)")], open=i == 0))
     if len(out) == 1:
         out.append(Note("Per-user rows are not in this study's cells: for real data the study writes aggregates only "
@@ -244,17 +245,17 @@ def _when(s: _StudyDir) -> list[Any]:
     for i, t in enumerate(s.topics):
         daily = s.fulls[t].get("daily")
         if not daily:
-            when.append(Note(f"{t}: no per-day attribution in the FULL cell.", "skipped"))
+            when.append(Note(f"{literal(t)}: no per-day attribution in the FULL cell.", "skipped"))
             continue
         days = list(daily["days"])
         phit, p = np.asarray(daily["Phi_t"], dtype=float), int(daily["peak_index"])
         short = [x[5:] if len(x) == 10 else x for x in days]
         blocks: list[Any] = _day_figures(s, i, t, daily, short) if s.plots else []
-        blocks.append(Details(f"{t}: per day", [Table(
+        blocks.append(Details(f"{literal(t)}: per day", [Table(
             ["day", "Φ_t", *[f"R_{k}" for k in TIER_LABELS], "t*"],
             [[Cell(day, sort=j), float(phit[j]), *[pct_cell(daily["tier_shares"][k][j]) for k in TIER_LABELS],
               "◀ t*" if j == p else ""] for j, day in enumerate(days)], id=f"per-day-{t}")]))
-        when.append(Details(f"{t} (peak day t* = {daily['peak_day']})", blocks, open=i == 0))
+        when.append(Details(f"{literal(t)} (peak day t* = {daily['peak_day']})", blocks, open=i == 0))
     return when
 
 
@@ -270,7 +271,7 @@ def _provenance(s: _StudyDir) -> KeyValues:
         ("seeds", ", ".join(str(x) for x in summary.get("seeds") or [])),
         ("pool fraction / K min", f"{cfg.get('pool_fraction')} / {cfg.get('k_min')}"),
         ("headline N", s.head_n), ("data", summary.get("data")), ("users", s.users),
-        ("counts", f"{manifest.get('counts_dir')} (fingerprint {manifest.get('counts_fingerprint')})"),
+        ("counts", f"{literal(manifest.get('counts_dir'))} (fingerprint {manifest.get('counts_fingerprint')})"),
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")
 
@@ -298,8 +299,8 @@ def _checks(s: _StudyDir) -> KeyValues:
         *[(f"ε at N = {s.head_n}, BIAS_v, {k}", v) for k, v in eps.items()],
         ("residual law: max |ε_var − ε_law|", summary.get("residual_law_max_deviation")),
         ("degenerate runs (Δv = 0, excluded and counted)", summary.get("degenerate_runs")),
-        ("topics skipped", ", ".join(f"{k}: {v}" for k, v in (summary.get("topics_skipped") or {}).items())
-         or "none"),
+        ("topics skipped", ", ".join(f"{literal(k)}: {literal(v)}"
+                                     for k, v in (summary.get("topics_skipped") or {}).items()) or "none"),
         ("cells (skipped on resume)", f"{summary.get('cells')} ({summary.get('cells_skipped_on_resume')})")],
         caption="The study's checks (summary.json)")
 
@@ -356,7 +357,8 @@ def _cards(s: _StudyDir) -> list[Card]:
     if summary.get("residual_law_max_deviation") is not None:
         cards.append(Card("Residual law", fmt(summary["residual_law_max_deviation"], 2), "max |ε_var − ε_law|"))
     if topics and "daily" in s.fulls[topics[0]]:
-        cards.append(Card(f"When ({topics[0]})", f"t* = {s.fulls[topics[0]]['daily']['peak_day']}", "peak day of Φ_t"))
+        cards.append(Card(f"When ({literal(topics[0])})", f"t* = {s.fulls[topics[0]]['daily']['peak_day']}",
+                          "peak day of Φ_t"))
     _, llm_card = llm_blocks(s.manifest, offline_reason="")
     total = (summary.get("timings") or {}).get("total_seconds")
     cards.append(Card("Cost", llm_card, f"0 LLM calls · wall {seconds_text(total)}"))
@@ -381,7 +383,7 @@ def crossscale_document(d: Path, manifest: dict[str, Any], charts: Charts, *, to
                   Section("cost", "Cost", cost, lead="LLM usage and wall time")],
         synthetic=s.synthetic,
         synthetic_note="SYNTHETIC panel — generated by `aumann bluesky synth`, not real Bluesky data.",
-        meta=[("command", f"`{manifest.get('command')}`"), ("created", manifest.get("created"))])
+        meta=[("command", f"`{literal(manifest.get('command'))}`"), ("created", manifest.get("created"))])
 
 
 __all__ = ["crossscale_document"]
