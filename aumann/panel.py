@@ -143,7 +143,23 @@ def _alive_column(col: Any, name: Any) -> np.ndarray:
 def label_column(labels: list[Any]) -> np.ndarray:
     """Labels as one (N,) array, one label per row. ``np.asarray`` reads tuple labels ((x, y) grid coordinates used
     as agent ids) as a second axis, (N, 2), or refuses them when their lengths differ; an object column keeps one
-    tuple per row (a panel then labels them by their text, as any id that is not a number or text)."""
+    tuple per row (a panel then labels them by their text, as any id that is not a number or text).
+
+    Integer labels read from a model or a table (Mesa unique_ids, a frame's id column) are int64, else uint64,
+    else, when neither holds them all (a ``uuid4().int``, 2**70, or -1 beside 2**63), the text of each, every digit
+    kept (:func:`id_labels` gives the labels a panel keeps): ``np.asarray`` made floats of ``[2**63, -1]``, where
+    2**63 and 2**63 + 1 are one id. :class:`Panel` itself refuses such integers given directly (a PanelError)."""
+    if labels and _all_integers(labels):
+        for dtype in (np.int64, np.uint64):
+            try:
+                return np.asarray(labels, dtype=dtype)
+            except OverflowError:
+                continue
+        return np.asarray([str(int(v)) for v in labels])
+    return _label_array(labels)
+
+
+def _label_array(labels: list[Any]) -> np.ndarray:
     if not any(isinstance(u, tuple | list) for u in labels):
         return np.asarray(labels)
     out = np.empty(len(labels), dtype=object)
@@ -163,7 +179,7 @@ def id_labels(ids: Sequence[Hashable]) -> list[Any]:
 def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
     uniq = list(dict.fromkeys(values.tolist()))
     try:
-        return label_column(sorted(uniq))
+        return _label_array(sorted(uniq))  # (integers past int64 stay Python ints here: sorted as numbers)
     except TypeError:
         raise PanelError(f"{what} labels cannot be sorted (mixed types? e.g. {uniq[:3]!r})") from None
 
@@ -420,15 +436,28 @@ def refuse_unordered(labels: Any, what: str) -> None:
                          "positions in hash order (sorted(...) gives a fixed order)")
 
 
-def _integer_labels(items: list[Any], fallback: np.ndarray) -> np.ndarray:
-    """Integer labels as int64, else uint64 (all non-negative, below 2**64), else text: never as floats, where
-    2**63 and 2**63 + 1 are one number."""
+def _integer_labels(items: list[Any], what: str) -> np.ndarray:
+    """Integer labels as int64, else uint64 (all non-negative, below 2**64): never as floats, where 2**63 and
+    2**63 + 1 are one number. Integers neither holds (2**70, or -1 beside 2**63) are a
+    :class:`~aumann.errors.PanelError` naming the first such label: made text, the id ``1`` beside them became the
+    text ``'1'``, which no lookup of the integer 1 (``agent_index([1])``) finds, silently. Text ids are the way to
+    keep such labels (``[str(i) for i in ids]``), as the trace readers do."""
     for dtype in (np.int64, np.uint64):
         try:
             return np.asarray(items, dtype=dtype)
         except OverflowError:
             continue
-    return fallback.astype(str) if fallback.dtype == object else np.asarray([str(int(v)) for v in items])
+    values = [int(v) for v in items]
+    at = next((i for i, v in enumerate(values) if not -(2**63) <= v < 2**64), None)
+    if at is None:  # each fits one of the two, but not all the same one: a negative id beside one past int64
+        at = next(i for i, v in enumerate(values) if v >= 2**63)
+        neg = next(i for i, v in enumerate(values) if v < 0)
+        why = f"beyond int64 (up to 2**63 - 1), and uint64 holds no negative id such as {values[neg]} (position {neg})"
+    else:
+        why = "beyond both int64 [-2**63, 2**63) and uint64 [0, 2**64)"
+    raise PanelError(f"{what} are integers, but {values[at]} (position {at}) is {why}: a panel holds integer labels "
+                     "as int64, or as uint64 when none is negative. Pass them as text to keep them as labels "
+                     "([str(i) for i in ids]; the id 1 is then the text '1')")
 
 
 def refuse_nul(given: Any, arr: np.ndarray, what: str) -> None:
@@ -454,7 +483,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     except (ValueError, TypeError) as exc:
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     if arr.dtype.kind == "f" and not isinstance(given, np.ndarray) and _all_integers(given):
-        arr = _integer_labels(given, arr)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
+        arr = _integer_labels(given, what)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
@@ -468,7 +497,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if arr.dtype == object:
         items = arr.tolist()
         if _all_integers(items):  # integer ids in an object array stay integers (1 and "1" are different ids)
-            arr = _integer_labels(items, arr)
+            arr = _integer_labels(items, what)
         else:  # each id by its text (astype(str) reads a tuple id as a sequence: a bare ValueError)
             arr = np.array([str(v) for v in items], dtype=str) if items else arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)
@@ -881,6 +910,9 @@ class Panel:
         if skipped:
             meta["skipped_columns"] = skipped
         try:
+            # integer labels past int64 become their text now, after the rows were placed by their numeric order
+            ids, steps = (label_column(x.tolist()) if x.dtype == object and _all_integers(x.tolist()) else x
+                          for x in (ids, steps))
             return cls(values, features=[str(c) for c in feats], agent_ids=ids, steps=steps,
                        alive=None if mask.all() else mask, meta=meta)
         except NonFiniteError as exc:

@@ -183,19 +183,18 @@ def test_integer_ids_in_an_object_array_stay_integers():
     p = Panel(np.zeros((1, 3, 1)), agent_ids=np.array([7, 3, np.int64(5)], dtype=object))
     assert p.agent_ids.dtype == np.int64
     assert p.agent_ids.tolist() == [7, 3, 5]
-    big = Panel(np.zeros((1, 2, 1)), agent_ids=np.array([2**70, 1], dtype=object))  # beyond int64: text, not wrapped
-    assert big.agent_ids.tolist() == [str(2**70), "1"]
+    with pytest.raises(PanelError, match=r"1180591620717411303424 \(position 0\) is beyond both int64"):
+        Panel(np.zeros((1, 2, 1)), agent_ids=np.array([2**70, 1], dtype=object))  # beyond uint64: refused, not text
 
 
 @pytest.mark.parametrize("what", ["agent_ids", "steps"])
 @pytest.mark.parametrize("labels, dtype", [([2**63 + 1, 5, 2**63], np.uint64), ([np.uint64(2**63 + 1), np.int64(5),
-                                                                                 np.uint64(2**63)], np.uint64),
-                                           ([2**63 + 1, -5, 2**63], np.str_), ([2**70 + 1, 5, 2**70], np.str_)],
-                         ids=["uint64", "numpy_scalars", "negative", "beyond_uint64"])
+                                                                                 np.uint64(2**63)], np.uint64)],
+                         ids=["uint64", "numpy_scalars"])
 def test_integer_ids_past_int64_stay_exact(what, labels, dtype):
     """numpy makes floats of a list of ints some of which pass int64 ([2**63 + 1, 5]): id 2**63 + 1 became
     9.223372036854776e18, two such ids one (a DuplicateIdError for distinct ids) and the saved id another number.
-    They are unsigned integers where they fit, else text, as in an object array."""
+    They are unsigned integers where they fit (integers no int64 or uint64 holds are refused, below)."""
     p = Panel(np.zeros((3, 3, 1)), **{what: labels})
     got = getattr(p, what)
     assert got.dtype.type is dtype
@@ -221,3 +220,35 @@ def test_labels_given_as_a_set_are_refused(what, kind):
     assert list(getattr(Panel(z, **{what: sorted(labels)}), what)) == ["alice", "bob", "carol"]
     keys = {"c": 0, "a": 1, "b": 2}.keys()  # ordered: dict keys keep their insertion order
     assert list(getattr(Panel(z, **{what: keys}), what)) == ["c", "a", "b"]
+
+
+@pytest.mark.parametrize("what", ["agent_ids", "steps"])
+@pytest.mark.parametrize("labels, named", [([2**70, 1], r"1180591620717411303424 \(position 0\) is beyond both"),
+                                           (np.array([1, -(2**70)], dtype=object), r"-1180591620717411303424 \(pos"),
+                                           ([2**63 + 1, -5, 2**63], r"9223372036854775809 \(position 0\) is beyond "
+                                                                    r"int64.*no negative id such as -5")],
+                         ids=["beyond_uint64", "below_int64", "negative_beside_uint64"])
+def test_integer_ids_no_int64_or_uint64_holds_are_refused_by_name(what, labels, named):
+    """Panel(agent_ids=[2**70, 1]) made text of every id, silently: the id 1 became '1', and agent_index([1]) (or
+    any lookup, subset or join by the integer 1) failed with "unknown agent id". Now a PanelError names the id and
+    the ranges, and says how to keep such ids (as text)."""
+    with pytest.raises(PanelError, match=named) as err:
+        Panel(np.zeros((len(labels), len(labels), 1)), **{what: labels})
+    assert "int64" in str(err.value) and "[str(i) for i in ids]" in str(err.value)
+    p = Panel(np.zeros((2, 2, 1)), agent_ids=[2**63, 1])  # uint64 holds these: the id 1 is the integer 1
+    assert p.agent_index([1]).tolist() == [1] and p.subset([1]).agent_ids.tolist() == [1]
+
+
+def test_readers_keep_integer_ids_past_uint64_as_their_text_in_order():
+    """A frame (or a model) whose ids no int64 or uint64 holds is read with each id as its text, every digit kept and
+    each row on its own agent; [2**63 + 1, 2**63, -1] had become floats (2**63 and 2**63 + 1 one number)."""
+    import pandas as pd
+
+    from aumann.panel import id_labels, label_column
+
+    df = pd.DataFrame({"step": [0, 0, 0, 1], "agent": [2**70, 1, 10, 10], "x": [1.0, 2.0, 3.0, 4.0]})
+    p = Panel.from_dataframe(df)
+    assert p.agent_ids.tolist() == ["1", "10", str(2**70)]
+    assert p.values[:, :, 0].tolist() == [[2.0, 3.0, 1.0], [0.0, 4.0, 0.0]]
+    assert label_column([2**63 + 1, 2**63, -1]).tolist() == [str(2**63 + 1), str(2**63), "-1"]
+    assert id_labels([2**70, 1]) == [str(2**70), "1"] and label_column([2**63, 1]).dtype == np.uint64
