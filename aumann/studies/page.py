@@ -641,7 +641,7 @@ def _block_md(b: Any, level: int = 3) -> str:
     if isinstance(b, Note):
         return f"> {_md_inline(b.text)}\n"
     if isinstance(b, Cards):
-        return "\n".join(f"* **{md_escape(c.label)}**: {_md_inline(c.value)}"
+        return "\n".join(f"* **{_md_inline(c.label)}**: {_md_inline(c.value)}"
                          + (f" — {_md_inline(c.detail)}" if c.detail else "") for c in b.cards) + "\n"
     if isinstance(b, Table):
         return _table_md(b)

@@ -268,7 +268,7 @@ def group_share_table(att: Any, *, caption: str, id: str = "") -> list[Any]:
                             "largest |R_G| (Attribution.group_shares gives them all).", "skipped"))
         rows = [[Cell(str(k), sort=str(k), cls="id"), counts[k], pct_cell(counts[k] / att.N), pct_cell(shares[k])]
                 for k in keys]
-        out.append(Table([g, "agents", "share of agents", "R_G (share of Σ_t Δv_t)"], rows,
+        out.append(Table([literal(g), "agents", "share of agents", "R_G (share of Σ_t Δv_t)"], rows,
                          caption=f"{caption}: group `{literal(g)}`", id=f"{id}-{g}" if id else ""))
     return out
 
@@ -306,9 +306,9 @@ def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] 
         if reference.stderr is not None:
             cols.append("± stderr")
     feats = list(features or {})
-    cols += [f"{f}" for f in feats]
+    cols += [literal(f) for f in feats]  # names the user chose: shown as they are, never as the page's markup
     groups = list(att.groups)
-    cols += groups
+    cols += [literal(g) for g in groups]
     rows = []
     for rank, pos in enumerate(order, start=1):
         row: list[Any] = [rank, id_cell(att.agent_ids[pos]), signed_cell(phi_i[pos], scale),

@@ -58,6 +58,20 @@ def test_attribute_page_shows_the_indicator_group_and_step_names_literally(tmp_p
     _check_both(out, f"Attribution of {HOSTILE}: who drove it", f"indicator {HOSTILE})", f"{HOSTILE}: ")
 
 
+def test_who_table_headers_show_feature_and_group_names_literally(tmp_path):
+    """The who-table's columns are named by the panel's features and groups: a feature named '**x** <b>y</b> …' was
+    a bold x (and the rest) in that header row of both pages, where its cells already showed names literally."""
+    p = Panel(np.random.default_rng(0).random((3, 4, 2)), agent_ids=["a", "b", "c", "d"],
+              features=[HOSTILE, "plain"], groups={"_u_": ["g", "g", "h", "h"]})  # (a group name is a file name)
+    out = tmp_path / "out"
+    assert main(["attribute", str(p.save(tmp_path / "p.npz")), "--indicator", "heat", "--out", str(out),
+                 "--static"]) == 0
+    _check_both(out, HOSTILE, "_u_")
+    header = next(line for line in (out / "report.md").read_text(encoding="utf-8").splitlines()
+                  if line.startswith("| rank | agent"))
+    assert "**x**" not in header and "\\*\\*x\\*\\*" in header
+
+
 def test_trace_page_shows_the_trace_file_and_command_literally(tmp_path):
     """The trace's file name (provenance 'files') and the command line (with --out) in the page's meta line went
     through the report's markup: a backtick in --out ended the code span the command is shown in."""
