@@ -47,6 +47,9 @@ missed the marginal (|Δ − g| > MISS_RTOL (|Δ| + |g| + |E g|)) are counted; b
 agent's standard error is at least plain sampling's on the same units, or the control's exact spread over
 positions (:meth:`~aumann.attribution.controls.DiagonalControl.variance`) where larger (docs/baselines.md;
 ``provenance["per_step"]["stderr_floored"]``). The estimate is unchanged; smooth indicators miss on every unit.
+An agent whose sampled marginals did not vary at all while another's did also gets plain sampling's rule-of-three
+floor (:mod:`aumann.attribution.unseen`, ``provenance["per_step"]["stderr_unseen"]``): with β = 0 or a control
+that is flat where the unit lands, its residuals are as constant as its marginals.
 
 **Units, antithetic pairs, stopping.** As for :class:`~aumann.attribution.sampled.SampledShapley`:
 a unit is a permutation, or with ``antithetic=True`` the mean of a permutation and its reverse
@@ -90,6 +93,7 @@ from aumann.attribution.problem import Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.sampled import SampledShapley, _Permutations
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
+from aumann.attribution.unseen import floored
 from aumann.checks import as_float, as_int, user_code
 from aumann.errors import GameError, IndicatorError, MethodError
 from aumann.seeding import RNGLike
@@ -295,12 +299,17 @@ class _Accumulator:
             up = thin.cpu().numpy() & (floor > se_np)
             se_np = np.where(up, floor, se_np)
             raised = int(up.sum())
+        # an agent whose sampled marginals did not vary at all while another's did (a unit that matters only in
+        # orderings the draws rarely produce): the rule-of-three floor of plain sampling (aumann.attribution.unseen)
+        mean_u = (self.shift_u + self.su / n).cpu().numpy() if self.shift_u is not None else np.zeros(se_np.shape)
+        se_np, unseen = floored(mean_u, torch.sqrt(plain_var).cpu().numpy(), se_np, n)
         beta = self.last_beta.cpu().numpy()
         info = {"beta_nonzero": float(np.mean(beta != 0)) if beta.size else 0.0,
                 "beta_median": float(np.median(beta)) if beta.size else 0.0,
                 **_variance_reduction(plain_var, resid_var),
                 "projected": projected,
-                "stderr_floored": raised}
+                "stderr_floored": raised,
+                "stderr_unseen": unseen}
         return phi_np, se_np, info
 
     def control_spread(self) -> torch.Tensor:

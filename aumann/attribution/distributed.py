@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution.unseen import floored
 from aumann.errors import AumannError, ExecutorError, MethodError
 from aumann.seeding import RNGLike, describe
 
@@ -383,6 +384,11 @@ def _stderr(m2: np.ndarray, n: Any) -> np.ndarray:
     return np.sqrt(np.maximum(m2, 0.0) / (n - 1) / n)
 
 
+def _floored(acc: Any) -> tuple[np.ndarray, int]:
+    """A block accumulator's standard errors with the unseen-ordering floor (:mod:`aumann.attribution.unseen`)."""
+    return floored(acc.mean, np.sqrt(np.maximum(acc.m2, 0.0) / (acc.n - 1)), _stderr(acc.m2, acc.n), acc.n)
+
+
 def blocked_estimate(method: Any, kernel: Any, v0: float, vN: float, rng: np.random.Generator) -> Any:
     """The permutation-block estimate of ``method`` (``block_size`` set) for one step's kernel: the
     blocks run on :func:`current_executor` (the kernel shipped once), else here; same numbers."""
@@ -435,7 +441,7 @@ def blocked_estimate(method: Any, kernel: Any, v0: float, vN: float, rng: np.ran
         for res in results:
             if shapley or res[0] == "marginal":
                 acc = _chan(acc, res if shapley else res[1])
-                se_max = float(_stderr(acc.m2, acc.n).max()) if acc.n >= 2 else math.inf
+                se_max = float(_floored(acc)[0].max()) if acc.n >= 2 else math.inf
             else:
                 parts = res[1:]
                 msr = parts if msr is None else (*_chan_vec(*msr[:3], *parts[:3]), *_chan_vec(*msr[3:], *parts[3:]))
@@ -457,10 +463,12 @@ def blocked_estimate(method: Any, kernel: Any, v0: float, vN: float, rng: np.ran
     if shapley:
         assert acc is not None
         info["permutations"] = acc.n * per
-        return Estimate(phi=acc.mean, stderr=_stderr(acc.m2, acc.n), n_evals=acc.n * per * (n - 1) + 2, info=info)
+        se, info["stderr_unseen"] = _floored(acc)
+        return Estimate(phi=acc.mean, stderr=se, n_evals=acc.n * per * (n - 1) + 2, info=info)
     info["samples"] = used
     if acc is not None:  # marginal estimator
-        return Estimate(phi=acc.mean, stderr=_stderr(acc.m2, acc.n), n_evals=used * (n + 1), info=info)
+        se, info["stderr_unseen"] = _floored(acc)
+        return Estimate(phi=acc.mean, stderr=se, n_evals=used * (n + 1), info=info)
     assert msr is not None
     n_in, mean_in, m2_in, n_out, mean_out, m2_out = msr
     if not (n_in.min() >= 2 and n_out.min() >= 2):

@@ -4,7 +4,12 @@
 marginal along π is v(Pre_π(i) ∪ {i}) − v(Pre_π(i)); φ̂_i is their mean over m permutations. Every
 permutation is efficient (its marginals telescope to v(N) − v(∅)), so Σ_i φ̂_i = Δv exactly.
 With ``antithetic=True`` each π is paired with its reverse (a pair counts as two permutations) and
-the independent units are the pair means. Standard errors: sd(units)/√(number of units) per agent.
+the independent units are the pair means. Standard errors: sd(units)/√(number of units) per agent, except that
+an agent whose sampled marginals were all equal while another agent's varied (its marginal may differ only in
+orderings the draws rarely produce: a unit that matters only in the grand coalition) gets at least √3 times the
+step's largest standard error, the rule of three (:mod:`aumann.attribution.unseen`;
+``provenance["per_step"]["stderr_unseen"]`` counts the agents raised; the estimate is unchanged). Where no agent's
+marginal varied (an additive game) the standard errors stay 0: the sampled value is then exact.
 
 **Sampled Banzhaf**, coalitions S drawn uniformly from 2^N (each agent in with probability ½):
 
@@ -12,7 +17,7 @@ the independent units are the pair means. Standard errors: sd(units)/√(number 
   φ̂_i = mean{v(S) : i ∈ S} − mean{v(S) : i ∉ S}, standard error
   sqrt(s²_in/n_in + s²_out/n_out).
 * ``estimator="marginal"``: per sample, v(S ∪ {i}) − v(S ∖ {i}) for every i (N + 1 evaluations);
-  φ̂_i is the mean, standard error sd/√m.
+  φ̂_i is the mean, standard error sd/√m (with the same rule-of-three floor as sampled Shapley).
 
 Stopping rules (checked after every round of ``round_size`` permutations or samples): the count
 (``permutations`` / ``samples``), a budget ``max_evals`` of evaluations of v per step, and
@@ -44,6 +49,7 @@ from aumann.attribution.result import Attribution
 from aumann.attribution.semivalues import CoalitionMethod, Estimate
 from aumann.attribution.semivalues import _merge as _merge_infos
 from aumann.attribution.threads import background_work
+from aumann.attribution.unseen import floored
 from aumann.checks import as_bool, as_choice, as_float, as_int, as_torch
 from aumann.errors import MethodError
 from aumann.progress import progress_bar
@@ -85,16 +91,22 @@ class _Moments:
         return (self.shift + self.s1 / self.n).cpu().numpy()
 
     def stderr(self) -> np.ndarray:
+        """sd/√n per agent, raised for an agent whose units did not vary while another's did
+        (:func:`~aumann.attribution.unseen.unseen_floor`: its marginal may differ on orderings not drawn)."""
+        return self.stderr_raised()[0]
+
+    def stderr_raised(self) -> tuple[np.ndarray, int]:
+        """(standard errors, how many agents the unseen-ordering floor raised)."""
         if self.n < 2:
-            return np.full(tuple(self.s1.shape), np.inf)
+            return np.full(tuple(self.s1.shape), np.inf), 0
         var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
-        return torch.sqrt(var / self.n).cpu().numpy()
+        se = torch.sqrt(var / self.n).cpu().numpy()
+        return floored(self.mean(), torch.sqrt(var).cpu().numpy(), se, self.n)
 
     def max_stderr(self) -> float:
         if self.n < 2:
             return float("inf")
-        var = torch.clamp(self.s2 - self.s1**2 / self.n, min=0.0) / (self.n - 1)
-        return float(torch.sqrt(var.max() / self.n))
+        return float(self.stderr().max())
 
 
 class _Permutations:
@@ -318,7 +330,7 @@ class SampledShapley(CoalitionMethod):
         for t, k in enumerate(played):
             groups.setdefault(k.n, []).append(t)
         phi, se = np.zeros((T, N)), np.zeros((T, N))
-        used, stopped = [0] * T, ["permutations"] * T
+        used, stopped, unseen = [0] * T, ["permutations"] * T, [0] * T
         streams = self._generators(rng, len(groups))  # copies of one stream: a group draws as a step alone
         bar = progress_bar(problem.progress, T, f"{self.name}: steps in lockstep")
         try:
@@ -330,9 +342,9 @@ class SampledShapley(CoalitionMethod):
                         stopped[t] = "single player" if n_sub == 1 else "no active player"
                 else:
                     est = self._lockstep_group([played[t] for t in steps], n_sub, stream, per)
-                    for t, (p, s_, u, why) in zip(steps, est):
+                    for t, (p, s_, k, u, why) in zip(steps, est):
                         cols = slice(None) if active[t] is None else active[t]
-                        phi[t, cols], se[t, cols], used[t], stopped[t] = p, s_, u, why
+                        phi[t, cols], se[t, cols], used[t], stopped[t], unseen[t] = p, s_, u, why, k
                 if bar is not None:
                     bar.advance(len(steps))
         finally:
@@ -340,7 +352,7 @@ class SampledShapley(CoalitionMethod):
                 bar.stop()
         infos = []
         for t in range(T):
-            info = {"permutations": used[t], "stopped": stopped[t]}
+            info = {"permutations": used[t], "stopped": stopped[t], "stderr_unseen": unseen[t]}
             if active[t] is not None:
                 info["null_players"] = int(N - played[t].n)
             info["path"] = kernels[t].kind
@@ -352,8 +364,9 @@ class SampledShapley(CoalitionMethod):
                               satisfies_efficiency=True, rng=rng, f_values=ends[:, 1], f_baseline=ends[:, 0])
 
     def _lockstep_group(self, kernels: list[GameKernel], n: int, stream: np.random.Generator,
-                        per: int) -> list[tuple[np.ndarray, np.ndarray, int, str]]:
-        """Steps with n ≥ 2 players each, on one stream of permutations of n: (φ, stderr, permutations, stop)."""
+                        per: int) -> list[tuple[np.ndarray, np.ndarray, int, int, str]]:
+        """Steps with n ≥ 2 players each, on one stream of permutations of n: (φ, stderr, agents the unseen floor
+        raised, permutations, stop)."""
         m = self._budget(n)
         units = m // per
         round_units = units if self.round_size is None and self.stderr_tol is None else \
@@ -380,7 +393,7 @@ class SampledShapley(CoalitionMethod):
                         live.remove(j)
         finally:
             draws.close()
-        return [(mom.mean(), mom.stderr(), mom.n * per,
+        return [(mom.mean(), *mom.stderr_raised(), mom.n * per,
                  "max_evals" if why == "permutations" and m < self.permutations else why)
                 for mom, why in zip(moms, stopped)]
 
@@ -391,7 +404,7 @@ class SampledShapley(CoalitionMethod):
         per = 2 if self.antithetic else 1  # permutations per unit
         if n == 1:  # a single player gets everything, no sampling needed
             return Estimate(phi=np.array([vN - v0]), stderr=np.zeros(1), n_evals=2,
-                            info={"permutations": 0, "stopped": "single player"})
+                            info={"permutations": 0, "stopped": "single player", "stderr_unseen": 0})
         m = self._budget(n)
         units_total = m // per
         round_units = units_total if self.round_size is None and self.stderr_tol is None else \
@@ -415,8 +428,9 @@ class SampledShapley(CoalitionMethod):
         if stopped == "permutations" and m < self.permutations:
             stopped = "max_evals"
         used = mom.n * per
-        return Estimate(phi=mom.mean(), stderr=mom.stderr(), n_evals=used * (n - 1) + 2,
-                        info={"permutations": used, "stopped": stopped})
+        se, raised = mom.stderr_raised()
+        return Estimate(phi=mom.mean(), stderr=se, n_evals=used * (n - 1) + 2,
+                        info={"permutations": used, "stopped": stopped, "stderr_unseen": raised})
 
 
 class SampledBanzhaf(CoalitionMethod):
@@ -515,8 +529,9 @@ class SampledBanzhaf(CoalitionMethod):
             raise MethodError(f"with {done} samples some of the N = {n} agents were in (or out of) fewer than two "
                               "sampled coalitions, so the MSR estimate or its standard error is undefined; "
                               "raise samples")
-        return Estimate(phi=acc.mean(), stderr=acc.stderr(), n_evals=done * cost,
-                        info={"samples": done, "stopped": stopped})
+        se, raised = acc.stderr_raised() if isinstance(acc, _Moments) else (acc.stderr(), 0)
+        return Estimate(phi=acc.mean(), stderr=se, n_evals=done * cost,
+                        info={"samples": done, "stopped": stopped, "stderr_unseen": raised})
 
 
 class _MSR:
