@@ -657,3 +657,20 @@ def test_nan_and_infinity_cut_by_any_chunk_read_alike_and_texts_keep_them(tmp_pa
     items = list(ijson.items(_Nesting(Tiny(raw), tmp_path), "entries.item", use_float=True))
     assert [e["coins"] for e in items] == [None, "-Infinity", "Infinity", -1, None]
     assert {e["summary"] for e in items} == {'NaN, Infinity and -Infinity in a text "NaN"'}
+
+
+@pytest.mark.parametrize("odd", ["01", "+1"])
+@pytest.mark.parametrize("where", ["first", "below the sniffed rows"])
+def test_a_csv_agent_column_holding_01_is_text_wherever_the_01_sits(tmp_path, odd, where):
+    # DuckDB's sniffer takes a column holding 01 or +1 for text (zero-padded ids stay as written) and one of 1, 2, ...
+    # for integers: where the 01 came below the 20,480 sniffed rows, its cast read 01 as 1 (merged with 1, silently),
+    # and a column holding 1.0 further down was one of numbers (01, 1 and 1.0 one agent), where the same values with
+    # the 01 first were five agents. The same values made other agents by where they sat
+    pad = ["7"] * 25_000
+    for last in ("1.0", "x"):
+        ids = [odd, "1", *pad, "2", last] if where == "first" else ["1", "2", *pad, odd, last]
+        csv = tmp_path / "ids.csv"
+        csv.write_text("agent,tick,action,amount\n" + "".join(f"{i},0,post,1\n" for i in ids))
+        got = read_trace(csv, TABLE)
+        assert got.report.n_skipped == 0
+        assert sorted(got.panel.agent_ids.tolist()) == sorted([odd, "1", "2", "7", last]), last
