@@ -674,3 +674,18 @@ def test_a_csv_agent_column_holding_01_is_text_wherever_the_01_sits(tmp_path, od
         got = read_trace(csv, TABLE)
         assert got.report.n_skipped == 0
         assert sorted(got.panel.agent_ids.tolist()) == sorted([odd, "1", "2", "7", last]), last
+
+
+@pytest.mark.parametrize("ids", [(-1, -2), (1, 2**61), (5, 5 + 2**61 - 1), (1, True)])
+def test_span_ids_that_are_unequal_numbers_are_two_spans(tmp_path, ids):
+    # a span's identity was Python's hash of (trace_id, span_id), and Python hashes a number as its value modulo
+    # 2^61 - 1 (and -1 as -2): the second span was refused as a conflicting span of the first, or skipped under skip
+    import json
+
+    p = tmp_path / "spans.jsonl"
+    p.write_text("".join(json.dumps({"trace_id": "t", "span_id": sid, "name": "act", "resource": {"agent.id": agent},
+                                     "attributes": {"agent.tick": 0, "amount": amount}}) + "\n"
+                         for sid, agent, amount in zip(ids, ("alice", "bob"), (1, 2))))
+    got = read_trace(p, SPANS)
+    assert got.report.n_skipped == 0
+    assert got.panel.N == 2 and float(got.panel.values.sum()) == 5.0  # counts 1 + 1, amounts 1 + 2

@@ -230,15 +230,32 @@ CONFLICTING_SPAN = ("conflicting span: the trace_id and span_id of a span read b
                     "logs in one folder, or a writer that reuses span ids?): the first is kept")
 
 
+def _id_text(v: Any) -> str | None:
+    """An id as text that two ids share only where they are equal (``1`` and ``1.0`` too), tagged by its kind:
+    Python's hash of a number is the number modulo 2⁶¹ - 1 (-1 and -2 hash alike), so span ids -1 and -2, or 1 and
+    2⁶¹, were one span; ``None`` for a list or an object."""
+    if v is None:
+        return "z"
+    if isinstance(v, bool):
+        return "b1" if v else "b0"
+    if isinstance(v, int):
+        return f"n{v}"
+    if isinstance(v, float):
+        return f"n{int(v)}" if v.is_integer() else f"f{v!r}"
+    if isinstance(v, str):
+        return "s" + v
+    return None
+
+
 def _span_ident(span: dict[str, Any]) -> int | None:
     """A 64-bit hash of a span's identity (trace_id, span_id); ``None`` without a usable span_id."""
     sid = span.get("span_id")
     if sid is None or sid == "":
         return None
-    try:
-        return hash((span.get("trace_id"), sid))
-    except TypeError:  # an id that is a list or an object
+    tid, sid = _id_text(span.get("trace_id")), _id_text(sid)
+    if tid is None or sid is None:  # an id that is a list or an object
         return None
+    return hash((tid, sid))  # (of two strings: their SipHash, not a number's value modulo 2⁶¹ - 1)
 
 
 def _span_content(span: dict[str, Any], line: str, envelope: bool) -> int:
