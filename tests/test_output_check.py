@@ -3,6 +3,10 @@ rule (check_stale, check_outputs) and the trace page's deletion section (_change
 
 from __future__ import annotations
 
+import os
+import stat
+import threading
+
 import pytest
 
 from aumann.errors import OutputError
@@ -10,6 +14,7 @@ from aumann.io import (
     OUTPUTS_JOURNAL,
     check_outputs,
     check_stale,
+    journal_output,
     journaled,
     output_check,
     recorded_outputs,
@@ -225,3 +230,33 @@ def test_the_journal_makes_its_folder_as_an_atomic_write_did(tmp_path):
     root = tmp_path / "new" / "out"
     journal_output(root, "a.csv", sha256_bytes(b"a"))
     assert recorded_outputs(root).digests == {"a.csv": {sha256_bytes(b"a")}}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("name", [OUTPUTS_JOURNAL, "manifest.json"])
+def test_a_fifo_with_the_journals_or_the_manifests_name_is_refused_not_waited_on(tmp_path, name):
+    # opening a FIFO to read waits for a writer: every command into the folder hung before writing anything
+    # (aumann demo --out on such a folder never returned); now it is refused, typed, and kept
+    os.mkfifo(tmp_path / name)
+    unblocked, done = threading.Event(), threading.Event()
+
+    def writer() -> None:  # opens the FIFO's other end whenever a reader has waited on it for a second
+        while not done.wait(1):
+            try:
+                os.close(os.open(tmp_path / name, os.O_WRONLY | os.O_NONBLOCK))
+                unblocked.set()
+            except OSError:  # no reader waiting (ENXIO): nothing hung
+                pass
+
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        with pytest.raises(OutputError, match=r"manifest\.json|not a regular file"):
+            check_outputs(tmp_path, ["table.csv", "manifest.json"])
+        assert recorded_outputs(tmp_path).digests == {}
+    finally:
+        done.set()
+    assert not unblocked.is_set()
+    assert stat.S_ISFIFO(os.lstat(tmp_path / name).st_mode)  # kept
+    if name == OUTPUTS_JOURNAL:
+        with pytest.raises(OutputError, match="not a regular file"):
+            journal_output(tmp_path, "table.csv", "0" * 64)

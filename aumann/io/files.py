@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,14 +80,21 @@ def open_read(path: PathLike, *, within: PathLike | None = None, what: str = "fi
     if os.path.isdir(target):
         raise error(f"{what} {str(p)!r} is a directory, not a file")
     flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-    if within is not None:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
+    if within is not None:  # (and without blocking: opening a FIFO waited for a writer, for ever)
+        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(target, flags)
     except FileNotFoundError as exc:
         raise error(f"no {what} at {str(p)!r}") from exc
     except OSError as exc:
         raise error(f"cannot read {what} {str(p)!r}: {exc.strerror or exc}") from exc
+    if within is not None:
+        # a run directory's file is a regular file: a FIFO, a socket or a device there is no file aumann wrote (a
+        # FIFO with the journal's or the manifest's name hung every command into the folder)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise error(f"{what} {str(p)!r} is not a regular file (a FIFO, a socket or a device)")
+        os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
 

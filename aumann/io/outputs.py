@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -182,8 +183,19 @@ def journal_output(root: PathLike, name: str, digest: str) -> None:
     except OutputError:
         raise
     except OSError as exc:
-        why = "it is an existing directory" if path.is_dir() else _os_reason(exc, path)
+        why = "it is an existing directory" if path.is_dir() else _not_a_file(path) or _os_reason(exc, path)
         raise OutputError(f"cannot write the output journal {str(path)!r}: {why}") from exc
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` is no journal aumann can append to: a FIFO, a socket or a device there (``None``: none is)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+        return None
+    return "it is not a regular file (a FIFO, a socket or a device)"
 
 
 def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
@@ -300,6 +312,9 @@ def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOut
     rec = recorded_outputs(root) if recorded is None else recorded
     if (Path(root) / OUTPUTS_JOURNAL).is_dir():  # the journal is written beside the outputs: refused now, not mid-way
         raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
+    if (odd := _not_a_file(Path(root) / OUTPUTS_JOURNAL)) is not None:  # a FIFO: its journal, appended to, hung
+        raise OutputError(f"{str(Path(root) / OUTPUTS_JOURNAL)!r} is where this run writes its output journal, but "
+                          f"{odd}: move or remove it, then run again")
     for name in names:
         if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
             theirs = (Path(root) / name).exists() and _aumann_manifest(root) is None
