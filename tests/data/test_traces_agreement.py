@@ -370,6 +370,22 @@ def test_a_nan_agent_id_in_a_float_column_is_no_id(tmp_path):
         read_trace(p, TABLE)
 
 
+def test_an_infinite_agent_id_is_no_id_in_csv_and_json_lines(tmp_path):
+    # 1e400 and 1e500 both read as inf: in a CSV column of numbers they were one agent 'inf' (n = 2), silently, and
+    # the other ids became text ('2'); an id that is not a finite number is no id, as NaN is
+    csv = tmp_path / "ids.csv"
+    csv.write_text("agent,tick,action,amount\n1e400,0,a,1\n1e500,0,a,2\n2,1,a,3\n")
+    jl = tmp_path / "ids.jsonl"
+    jl.write_text('{"agent": 1e400, "tick": 0, "action": "a", "amount": 1}\n'
+                  '{"agent": 2, "tick": 1, "action": "a", "amount": 3}\n')
+    for path, bad in ((csv, 2), (jl, 1)):
+        got = read_trace(path, TABLE, on_bad="skip")
+        assert got.panel.agent_ids.tolist() == [2], path.name
+        assert got.report.skipped == {"no usable agent id in field 'agent'": bad}, path.name
+        with pytest.raises(Exception, match="no usable agent id"):
+            read_trace(path, TABLE)
+
+
 @pytest.mark.parametrize("late", ["a fraction", "a text id", "a text amount"])
 def test_a_json_lines_value_below_the_rows_duckdb_samples_reads_as_the_span_reader_reads_it(tmp_path, late):
     # DuckDB's JSON reader takes a field's type from the first 20,480 records and casts the rest to it: an amount of

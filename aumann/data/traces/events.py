@@ -359,9 +359,9 @@ class Validator:
             floats = kind == 2
             amiss = kind == 1
             if floats.any():
-                amiss[floats] = np.isnan(agent[floats].astype(np.float64))
-        elif agent.dtype.kind == "f":  # a column of floats: NaN is no id
-            amiss = np.isnan(agent)
+                amiss[floats] = ~np.isfinite(agent[floats].astype(np.float64))
+        elif agent.dtype.kind == "f":  # a column of floats: NaN is no id, nor ±inf (1e400 and 1e500 both read as inf)
+            amiss = ~np.isfinite(agent)
         else:
             amiss = np.zeros(n, dtype=bool)
         keep &= self.refuse(raw, keep & amiss, f"no usable agent id in field {self.spec.agent.field!r}")
