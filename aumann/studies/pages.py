@@ -290,7 +290,7 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
         who.append(alike)
     if att.stderr is None:
         who.append(Text("Aumann–Shapley is deterministic (closed form or quadrature): it has no standard error; the "
-                        "efficiency gap under *How sure* bounds its numerical error."))
+                        "efficiency gap under **How sure** bounds its numerical error."))
     if feats is None:
         who.append(Note("top_agents.csv is missing or does not cover these agents: features at t* are not shown.",
                         "skipped"))

@@ -392,7 +392,7 @@ def above_ceiling(row: dict[str, Any], ceil: dict[str, Any],
 def ceiling_explanation(methods: list[str]) -> str:
     """Why an agreement can exceed the noise ceiling (shown whenever one does)."""
     return (f"{', '.join(methods)} agree(s) with the reference better than the noise ceiling. The ceiling is the "
-            "agreement of two *noisy* sampled-Shapley runs with each other; an exact (noise-free) method is compared "
+            "agreement of two noisy sampled-Shapley runs with each other; an exact (noise-free) method is compared "
             "with one noisy run only, so it can land above it — most where agents are tied or nearly tied in truth "
             "(sampling noise orders them at random in each run, while an exact method keeps them tied, which τ-b "
             "does not count against it). Read the ceiling as the reference's own repeatability, not as a bound.")

@@ -103,3 +103,27 @@ def test_the_top_driver_card_names_no_agent_when_nothing_changed():
     assert none.value == "none" and "every Φ_i = 0" in none.detail
     some = driver_card("Top driver", ["a", "b", "c"], np.array([0.1, -0.5, 0.3]), 0.4)
     assert some.value == "agent c" and "75.0%" in some.detail
+
+
+def test_the_pages_own_prose_uses_no_single_asterisk_emphasis():
+    """The page renderers draw the report's own ``**bold**`` and ```code``` spans, and nothing else: a sentence of
+    ours written with Markdown's single-asterisk emphasis (``under *How sure* bounds``, ``two *noisy* runs``) was
+    italic in report.md but showed its asterisks in report.html. Every string literal of the page-building modules
+    is checked (a ``*`` next to a word, not doubled)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import aumann.studies as studies
+
+    emphasis = re.compile(r"(?<![*\w])\*(?=[A-Za-z])[^*\n]{1,40}(?<=[A-Za-z])\*(?![*\w])")
+    found = []
+    for path in sorted(Path(studies.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)  # (docstrings are read as Markdown by nobody)
+                      if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{path.name}: {m.group(0)}" for m in emphasis.finditer(node.value)]
+    assert found == []
