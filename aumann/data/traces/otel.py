@@ -458,6 +458,15 @@ class OtelReader(TraceReader):
                     return True
             return False
 
+        def repeated(path: str, fpath: Path, lineno: int) -> None:
+            """A record giving the key at ``path`` twice: refused, or skipped and counted (flat lines and OTLP attribute
+            lists alike, in the table reader's words)."""
+            why = repeated_key_reason(path)
+            if spec.on_bad == "error":
+                raise TraceRecordError(f"{fpath} line {lineno}: {why} (on_bad = 'skip' in the spec skips and counts "
+                                       "such records)")
+            tally.skip(why, [f"{fpath} line {lineno}"])
+
         g_agent, g_step = getter(p_agent), getter(p_step)
         g_action = getter(p_action) if p_action is not None else (lambda span: None)
         g_fields = [getter(p) for _, p in p_fields]
@@ -543,11 +552,7 @@ class OtelReader(TraceReader):
                     if "resourceSpans" not in rec and "context" not in rec and may_repeat(line, rec):
                         twice = repeated_key(line, read_paths)
                         if twice is not None:
-                            why = repeated_key_reason(twice)
-                            if spec.on_bad == "error":
-                                raise TraceRecordError(f"{fpath} line {lineno}: {why} (on_bad = 'skip' in the spec "
-                                                       "skips and counts such records)")
-                            tally.skip(why, [f"{fpath} line {lineno}"])
+                            repeated(twice, fpath, lineno)
                             continue
                     envelope = "resourceSpans" in rec
                     twice: list[list[tuple[str, ...]]] | None = [] if envelope else None
@@ -563,11 +568,7 @@ class OtelReader(TraceReader):
                         if twice and twice[k]:  # an OTLP attribute list giving a key the spec reads twice
                             rep = next(("/".join(d) for d in twice[k] for p in read_paths if p[:len(d)] == d), None)
                             if rep is not None:
-                                why = repeated_key_reason(rep)
-                                if spec.on_bad == "error":
-                                    raise TraceRecordError(f"{fpath} line {lineno}: {why} (on_bad = 'skip' in the "
-                                                           "spec skips and counts such records)")
-                                tally.skip(why, [f"{fpath} line {lineno}"])
+                                repeated(rep, fpath, lineno)
                                 continue
                         tid = span.get("trace_id")
                         if inherit and tid is not None and not isinstance(tid, str | int | float):  # ([] or {})
