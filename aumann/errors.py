@@ -28,6 +28,7 @@
     * UnsafeNameError                            -- a name that cannot be one path component (``../x``, ``/abs``)
     * OutputError(.., OSError)                   -- an output path that cannot be created or written
       * PathEscapeError                          -- a path that leaves its run directory (``..``, a symlink)
+      * OutputBusyError                          -- another live aumann command is writing the same output folder
     * ScenarioLoadError                          -- a ``module:attr`` / ``file.py:attr`` scenario that cannot load
     * CaptureDependencyError                     -- ``aumann bluesky capture`` without ``websockets``
     * SynthError                                 -- invalid synthetic-panel settings
@@ -197,6 +198,11 @@ class OutputError(ConfigError, OSError):
         return str(self.args[0]) if self.args else ""
 class PathEscapeError(OutputError):
     """A path that leads outside its run directory (``..``, an absolute path, or a symbolic link)."""
+
+
+class OutputBusyError(OutputError):
+    """Another live aumann command is writing the output folder (it holds the folder's lock,
+    :data:`aumann.io.OUTPUTS_LOCK`); the message names the folder and, where recorded, that command's PID and line."""
 
 
 class ScenarioLoadError(ConfigError):
@@ -513,6 +519,7 @@ __all__ = [
     "NonFiniteError",
     "NonFiniteGameError",
     "OptionalDependencyError",
+    "OutputBusyError",
     "OutputError",
     "PanelError",
     "PathEscapeError",

@@ -81,7 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(), invoked_with(argv):  # (catch_warnings restores the previous display)
             if not args.debug:
                 warnings.showwarning = _one_line_warnings(warnings.showwarning)
-            return int(args.func(args) or 0)
+            try:
+                return int(args.func(args) or 0)
+            finally:  # the output folders the command locked (aumann.io.lock), free again for the next command
+                lock = sys.modules.get("aumann.io.lock")
+                if lock is not None:
+                    lock.release_output_locks()
     except AumannError as exc:
         if args.debug:
             raise

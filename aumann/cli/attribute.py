@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
-    from aumann.io import ensure_output_dir
+    from aumann.cli.command import command_line
+    from aumann.io import ensure_output_dir, lock_output_dir
     from aumann.progress import StageTimer, rich_console
 
     if (args.panel is None) == (args.trace is None):
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         _out_apart_from_trace(args.out, args.trace)
     out: Path = ensure_output_dir(args.out, "--out")
+    lock_output_dir(out, command=command_line("attribute"))  # one writer: another command writing there stops now
     _check_outputs(out, args)  # a file of your own with a result's name stops the command now, not after the work
     _stale_outputs(out, args)
     timer = StageTimer()

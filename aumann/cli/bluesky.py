@@ -84,12 +84,13 @@ def run_build_panel(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.build import write_build_outputs
     from aumann.data.bluesky.filters import load_filters
     from aumann.data.bluesky.ingest import IngestOptions, ingest
-    from aumann.io import ensure_output_dir
+    from aumann.io import ensure_output_dir, lock_output_dir
 
     options = IngestOptions(days=_parse_days(args.days), zstd_dictionary=args.zstd_dictionary,
                             threads=args.threads, memory_limit=args.memory_limit, temp_dir=args.temp_dir,
                             progress=not args.quiet, max_days=args.max_days or MAX_DAYS)
     ensure_output_dir(args.out, "--out")  # before ingesting: an unwritable --out fails now
+    lock_output_dir(args.out, command=command_line("bluesky", "build-panel"))  # one writer per folder
     counts, report = ingest(args.files, profiles=args.profiles, topics=args.topics,
                             filters=load_filters(args.filters), options=options)
     config = {"files": [str(f) for f in args.files], "profiles": args.profiles, "topics": args.topics,
@@ -129,8 +130,11 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
 
 def run_capture(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.capture import capture
+    from aumann.io import ensure_output_dir, lock_output_dir
     from aumann.manifest import write_manifest
 
+    ensure_output_dir(args.out, "capture directory")
+    lock_output_dir(args.out, command=command_line("bluesky", "capture"))  # two captures would mix their day files
     stats = capture(args.out, collections=args.collections, duration_s=args.duration, endpoint=args.endpoint,
                     cursor=args.cursor, rewind_s=args.rewind)
     write_manifest(args.out, command_line("bluesky", "capture"),
@@ -173,11 +177,12 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_synth(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
-    from aumann.io import ensure_output_dir
+    from aumann.io import ensure_output_dir, lock_output_dir
     from aumann.manifest import write_manifest
 
     cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)  # SynthError (a ConfigError) if invalid
     ensure_output_dir(args.out, "--out")
+    lock_output_dir(args.out, command=command_line("bluesky", "synth"))  # one writer per folder
     t0 = time.perf_counter()
     counts = generate(cfg)
     gen_s = time.perf_counter() - t0
@@ -232,6 +237,10 @@ def run_study_cmd(args: argparse.Namespace) -> int:
         cfg = CrossScaleConfig.model_validate({**cfg.model_dump(), **updates})
     except ConfigError as exc:
         raise ConfigError(f"invalid study settings: {str(exc).split(': ', 1)[-1]}") from exc
+    from aumann.io import ensure_output_dir, lock_output_dir
+
+    ensure_output_dir(args.out, "study output directory")
+    lock_output_dir(args.out, command=command_line("bluesky", "study"))  # one writer per folder
     summary = run_crossscale(args.counts, args.out, cfg, progress=not args.no_progress,
                              interactive=False if getattr(args, "static", False) else None,
                              command=command_line("bluesky", "study"))

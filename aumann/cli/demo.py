@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         ensure_output_dir,
         file_digests,
         journaled,
+        lock_output_dir,
         settle_journal,
         write_json,
     )
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     con = rich_console()
     if args.out:
         ensure_output_dir(args.out, "--out")
+        lock_output_dir(args.out, command=command_line("demo"))  # one writer: another command there stops now
         check_outputs(args.out, _OUTPUTS)  # a file of your own with a result's name is never replaced: refused now
     t0 = time.perf_counter()
     panel = heavy_tailed_panel(args.agents, args.steps, rng=args.seed)

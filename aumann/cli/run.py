@@ -130,7 +130,14 @@ def run(args: argparse.Namespace) -> int:
     from aumann import scenarios
     from aumann.cli.command import command_line
     from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
-    from aumann.io import OUTPUTS_COMPLETE, ensure_output_dir, journal_output, recorded_outputs, safe_component
+    from aumann.io import (
+        OUTPUTS_COMPLETE,
+        ensure_output_dir,
+        journal_output,
+        lock_output_dir,
+        recorded_outputs,
+        safe_component,
+    )
     from aumann.manifest import write_manifest
     from aumann.progress import Bar, StageTimer, rich_console
     from aumann.simulators.executors import describe_executor
@@ -170,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
+        # one writer per folder: another command writing there (a run started twice) stops now, not mid-way
+        lock_output_dir(out, command=command_line("run", fallback=[args.scenario]))
         check_report_files(out, plots=not args.no_plots)  # a file of your own with an output's name: now, not after
     backend, label = llm_options.build_backend(args, out, sc, config)
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)

@@ -28,10 +28,14 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
   checksums that cover every file a resume reads;
 * which files in an output folder are aumann's (:mod:`aumann.io.outputs`): the output journal
   (:func:`journaled`), :func:`recorded_outputs`, :func:`output_check`, and :func:`check_outputs` /
-  :func:`check_stale`, which refuse to replace or remove a file of yours with an output's name.
+  :func:`check_stale`, which refuse to replace or remove a file of yours with an output's name;
+* one writer per output folder (:mod:`aumann.io.lock`): :func:`lock_output_dir` / :func:`output_lock`, an
+  advisory ``flock`` on :data:`OUTPUTS_LOCK` in the folder; a second live command writing there gets an
+  :class:`~aumann.errors.OutputBusyError` at once (no lock where there is no ``flock``: Windows).
 
 The confined reads, atomic writes, removal and file checksums live in :mod:`aumann.io.files` (under both), the
-output-ownership layer in :mod:`aumann.io.outputs`; this module re-exports every public name of both.
+output-ownership layer in :mod:`aumann.io.outputs` and the folder's lock in :mod:`aumann.io.lock`; this module
+re-exports every public name of them.
 
 Confinement is a resolved-path check made at the moment a file is opened (``os.path.realpath`` of the
 target must lie inside the real run directory; the file itself is then opened with ``O_NOFOLLOW``; a
@@ -78,6 +82,13 @@ from aumann.io.files import (
     sha256_bytes,
     sha256_file,
     write_bytes,
+)
+from aumann.io.lock import (
+    OUTPUTS_LOCK,
+    lock_output_dir,
+    output_lock,
+    release_output_locks,
+    unlock_output_dir,
 )
 from aumann.io.outputs import (
     OUTPUTS_COMPLETE,
@@ -893,6 +904,7 @@ __all__ = [
     "META_KEY",
     "OUTPUTS_COMPLETE",
     "OUTPUTS_JOURNAL",
+    "OUTPUTS_LOCK",
     "OutputCheck",
     "RecordedOutputs",
     "adopt_outputs",
@@ -912,16 +924,19 @@ __all__ = [
     "file_digests",
     "journal_output",
     "journaled",
+    "lock_output_dir",
     "memory_bytes",
     "neutralise_cell",
     "open_read",
     "output_check",
+    "output_lock",
     "plain",
     "read_csv_cell",
     "read_json",
     "read_npz",
     "record_checksum",
     "recorded_outputs",
+    "release_output_locks",
     "remove_stale",
     "safe_component",
     "settle_journal",
@@ -931,6 +946,7 @@ __all__ = [
     "spilled",
     "starts_with_bom",
     "time_text",
+    "unlock_output_dir",
     "write_bytes",
     "write_csv",
     "write_json",

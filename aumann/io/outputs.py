@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann import bounded
-from aumann.errors import ConfigError, OutputError, PathEscapeError
+from aumann.errors import ConfigError, OutputBusyError, OutputError, PathEscapeError
 from aumann.io.files import (
     _DIGESTS,
     _FILE_MODE,
@@ -35,6 +35,7 @@ from aumann.io.files import (
     sha256_file,
     write_bytes,
 )
+from aumann.io.lock import holds_output_lock, output_lock
 
 #: the journal of an output folder: one line per file an aumann command wrote there since its last manifest, each
 #: the JSON array ``["name", "SHA-256"]``, appended and flushed to the disk *before* the file is renamed into place
@@ -58,14 +59,19 @@ def journaled(root: PathLike) -> Iterator[None]:
     the folder ``root`` is first recorded in ``root``'s :data:`OUTPUTS_JOURNAL` (its name and SHA-256, one line
     appended and flushed to the disk) and only then renamed into place: whatever interrupts the command, each
     output file there is one the journal or the folder's manifest vouches for (:func:`recorded_outputs`), so the
-    next run replaces it instead of refusing it as yours."""
-    token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
-    hook = BEFORE_RENAME.set(_journal_before_rename)
-    try:
-        yield
-    finally:
-        BEFORE_RENAME.reset(hook)
-        _JOURNAL_ROOT.reset(token)
+    next run replaces it instead of refusing it as yours.
+
+    The block holds the folder's lock (:func:`~aumann.io.output_lock`; a command that took it for its whole run
+    keeps it): another live command writing there stops it at once with an :class:`~aumann.errors.OutputBusyError`,
+    instead of the two interleaving their outputs and journals."""
+    with output_lock(root):
+        token = _JOURNAL_ROOT.set(os.path.realpath(os.fspath(root)))
+        hook = BEFORE_RENAME.set(_journal_before_rename)
+        try:
+            yield
+        finally:
+            BEFORE_RENAME.reset(hook)
+            _JOURNAL_ROOT.reset(token)
 
 
 def _journal_before_rename(path: Path, tmp: Path) -> tuple[tuple[int, ...], str] | None:
@@ -209,8 +215,17 @@ def adopt_outputs(root: PathLike, names: Iterable[str]) -> None:
 
 
 def settle_journal(root: PathLike) -> None:
-    """Remove ``root``'s journal once the manifest that records the command's outputs is written."""
-    remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
+    """Remove ``root``'s journal once the manifest that records the command's outputs is written — under the
+    folder's lock: while another live command holds it (it is writing there, and appending to the journal), the
+    journal is its to settle and stays (the records of ours in it vouch for files the manifest records too)."""
+    if holds_output_lock(root):
+        remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
+        return
+    try:
+        with output_lock(root):
+            remove_stale(Path(root) / OUTPUTS_JOURNAL, within=root)
+    except OutputBusyError:
+        return
 
 
 @dataclass(frozen=True)
