@@ -165,6 +165,36 @@ def test_a_journal_in_the_earlier_format_is_read_and_converted(tmp_path):
     assert (tmp_path / OUTPUTS_JOURNAL).read_text().startswith("[")  # converted once, then appended to
 
 
+def test_a_journal_in_the_earlier_format_followed_by_record_lines_keeps_both(tmp_path):
+    """An earlier aumann's journal (one JSON object) with record lines after it (appended by hand, or by a writer
+    that did not convert it) was read as the object alone, which is no JSON with lines after it: every record of
+    both was lost (the files they vouch for refused as yours), and the next record added converted it to an empty
+    journal. Both are read, and kept when it is converted."""
+    import json
+
+    from aumann.io import journal_output
+
+    a, b, c, d = (sha256_bytes(x) for x in (b"a", b"b", b"c", b"d"))
+    old = json.dumps({"outputs_sha256": {"a.csv": [a], "sub/b.npz": [b]}}, indent=1)
+    (tmp_path / OUTPUTS_JOURNAL).write_text(old + "\n" + json.dumps(["c.csv", c]) + "\n"
+                                            + json.dumps(["a.csv", d]) + "\n")
+    want = {"a.csv": {a, d}, "sub/b.npz": {b}, "c.csv": {c}}
+    assert recorded_outputs(tmp_path).digests == want
+    for name, data in (("a.csv", b"a"), ("c.csv", b"c")):
+        (tmp_path / name).write_bytes(data)
+    check_outputs(tmp_path, ["a.csv", "c.csv"])  # both vouched for
+    e = sha256_bytes(b"e")
+    journal_output(tmp_path, "e.csv", e)  # converted: nothing lost
+    assert recorded_outputs(tmp_path).digests == {**want, "e.csv": {e}}
+    assert (tmp_path / OUTPUTS_JOURNAL).read_text().startswith("[")
+    # the object on one line, no line end between it and the first record line; and a damaged object keeps the lines
+    (tmp_path / OUTPUTS_JOURNAL).write_text(json.dumps({"outputs_sha256": {"a.csv": [a]}}) + json.dumps(["c.csv", c])
+                                            + "\n")
+    assert recorded_outputs(tmp_path).digests == {"a.csv": {a}, "c.csv": {c}}
+    (tmp_path / OUTPUTS_JOURNAL).write_text('{"outputs_sha256": {"a.csv": [\n' + json.dumps(["c.csv", c]) + "\n")
+    assert recorded_outputs(tmp_path).digests == {"c.csv": {c}}
+
+
 def test_a_link_in_place_of_the_journal_is_replaced_not_written_through(tmp_path):
     from aumann.io import journal_output
 

@@ -40,8 +40,8 @@ from aumann.io.lock import holds_output_lock, output_lock
 #: the journal of an output folder: one line per file an aumann command wrote there since its last manifest, each
 #: the JSON array ``["name", "SHA-256"]``, appended and flushed to the disk *before* the file is renamed into place
 #: (:func:`journaled`); a command interrupted between its outputs and its manifest leaves files the journal vouches
-#: for. A journal an older aumann wrote (one JSON object ``{"outputs_sha256": {name: [SHA-256, ...]}}``) is still
-#: read, and converted the first time a record is added to it
+#: for. A journal an older aumann wrote (one JSON object ``{"outputs_sha256": {name: [SHA-256, ...]}}``, and any
+#: record lines after it) is still read, and converted the first time a record is added to it
 OUTPUTS_JOURNAL = ".aumann-journal.json"
 #: the manifest key that says its ``outputs_sha256`` lists every output the command wrote (pages and figures too);
 #: without it (an older aumann's manifest) a file of an output's name that it does not list is taken as its own
@@ -111,8 +111,9 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
         return {}
     entries: dict[str, list[str]] = {}
     with fh:
-        if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object
-            return _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+        if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object, and the lines added after it
+            entries, end = _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+            fh.seek(end)  # (a damaged object: every line is read, and those that are no record skipped)
         while line := fh.readline(_JOURNAL_LINE_MAX):
             if not line.endswith(b"\n") and len(line) == _JOURNAL_LINE_MAX:  # too long: not a record
                 while (rest := fh.readline(_JOURNAL_LINE_MAX)) and not rest.endswith(b"\n"):
@@ -130,16 +131,23 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
     return entries
 
 
-def _read_old_journal(raw: bytes, root: PathLike) -> dict[str, list[str]]:
+def _read_old_journal(raw: bytes, root: PathLike) -> tuple[dict[str, list[str]], int]:
+    """The records of the JSON object an older aumann's journal starts with, and the offset of the bytes after it:
+    a journal that record lines were appended to after it (an older aumann's folder, written again by this one)
+    keeps both (read as the object alone, the whole was no JSON, and every record of either was lost). A damaged
+    object: ``({}, 0)``."""
+    text = raw.decode("utf-8", "surrogateescape")
     try:
-        data = bounded.loads_json(raw, what=f"output journal in {str(root)!r}", error=OutputError,
+        _, end = json.JSONDecoder().raw_decode(text)
+        data = bounded.loads_json(text[:end], what=f"output journal in {str(root)!r}", error=OutputError,
                                   allow_nan=False)
-    except OutputError:
-        return {}
+    except (ValueError, RecursionError):  # (OutputError is a ValueError)
+        return {}, 0
     got = data.get("outputs_sha256") if isinstance(data, dict) else None
     if not isinstance(got, dict):
-        return {}
-    return {str(k): [str(d) for d in v] for k, v in got.items() if isinstance(v, list)}
+        return {}, 0
+    entries = {str(k): [str(d) for d in v] for k, v in got.items() if isinstance(v, list)}
+    return entries, len(text[:end].encode("utf-8", "surrogateescape"))
 
 
 def journal_output(root: PathLike, name: str, digest: str) -> None:
