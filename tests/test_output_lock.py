@@ -197,6 +197,22 @@ def test_without_flock_commands_write_as_before(tmp_path, monkeypatch):
     assert sorted(os.listdir(root)) == ["a.csv"]
 
 
+def test_a_file_system_refusing_flock_writes_as_before_and_leaves_no_lock_file(tmp_path, monkeypatch):
+    """Some network file systems refuse flock (ENOLCK): no lock, as without fcntl, and no empty lock file left."""
+    import errno
+    import types
+
+    def refuse(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(lock_mod, "fcntl", types.SimpleNamespace(LOCK_EX=2, LOCK_NB=4, flock=refuse))
+    root = tmp_path / "res"
+    with journaled(root):
+        write_text(root / "a.csv", "a\n")
+    settle_journal(root)
+    assert sorted(os.listdir(root)) == ["a.csv"]
+
+
 def test_commands_into_a_folder_another_command_writes_stop_at_once(tmp_path, holder, capsys):
     """`aumann demo --out res` and `aumann report res` while `aumann run ... --out res` writes there: a one-line
     OutputBusyError before any work, the folder untouched; once that command is gone (killed), both go ahead and its

@@ -108,6 +108,8 @@ def lock_output_dir(root: PathLike, *, command: str | None = None) -> None:
             os.close(fd)
             raise OutputBusyError(_busy_message(root, path, holder)) from None
         except OSError:  # a file system without flock (some network ones): no lock, as where there is no fcntl
+            if os.fstat(fd).st_size == 0:  # the file this call made (no holder ever wrote it): not left behind
+                _unlink_if(path, (st.st_dev, st.st_ino))
             os.close(fd)
             return
         try:
@@ -139,17 +141,21 @@ def unlock_output_dir(root: PathLike) -> None:
 
 def _release(key: str, held: _Held) -> None:
     if held.pid == os.getpid():  # a forked child never removes its parent's lock file
-        path = Path(key) / OUTPUTS_LOCK
-        try:
-            now = os.stat(path, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) == held.ident:
-                path.unlink()
-        except OSError:
-            pass  # gone, or a folder removed meanwhile: the lock goes with the descriptor
+        _unlink_if(Path(key) / OUTPUTS_LOCK, held.ident)
     try:
         os.close(held.fd)
     except OSError:
         pass
+
+
+def _unlink_if(path: Path, ident: tuple[int, int]) -> None:
+    """Remove the lock file at ``path`` when it is still the file ``ident`` (device, inode)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == ident:
+            path.unlink()
+    except OSError:
+        pass  # gone, or a folder removed meanwhile: the lock goes with the descriptor
 
 
 def release_output_locks() -> None:
