@@ -49,6 +49,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,11 +120,53 @@ def global_draw_sources(before: tuple[Any, Any], after: tuple[Any, Any]) -> str 
     return " and ".join(moved) or None
 
 
-_OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Any, str, Any]]]] = {}
+# model id -> (the model, weakly; per override: the agent -- weakly where it takes a weak reference --, the method,
+# what the agent's own __dict__ held under that name). Never a strong reference to an agent: Mesa's AgentSet steps
+# every agent whose object is still alive, so holding one would keep an agent removed mid-step acting in the step
+_OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Callable[[], Any], str, Any]]]] = {}
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
+
+
+def _held(obj: Any) -> Callable[[], Any]:
+    """A weak reference to ``obj``, or (an object that takes none) a function returning it."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
+def _registered(agent: Any, model: Any) -> bool | None:
+    """Whether ``agent`` is among ``model.agents`` now (``None``: the model keeps no set of agents to ask -- a list
+    would cost O(N) a call, and a baseline action overrides every agent)."""
+    try:
+        agents = model.agents
+        return agent in agents if isinstance(agents, AbstractSet) else None  # Mesa's AgentSet: a hashed lookup
+    except Exception:  # no agents, or a set that cannot say: no removal to watch for
+        return None
+
+
+class _Override:
+    """What an overridden method is for one step: the replacement, not called once the agent has left its model
+    during the step (removed by another agent before its turn). Mesa steps a removed agent whose object is still
+    alive -- a replacement closing over its agent keeps it so -- and a baseline action must not act for it.
+    Holds the agent and the model weakly."""
+
+    __slots__ = ("agent", "fn", "model")
+
+    def __init__(self, fn: Callable[..., Any], agent: Any, model: Any) -> None:
+        self.fn = fn
+        self.agent = _held(agent) if _registered(agent, model) else None  # None: not in model.agents, not watched
+        self.model = _held(model)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.agent is not None:
+            agent, model = self.agent(), self.model()
+            if agent is None or model is None or _registered(agent, model) is False:
+                return None
+        return self.fn(*args, **kwargs)
 
 
 def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] | None = None) -> None:
@@ -133,6 +176,10 @@ def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] 
     the next step taken by aumann's runner (``simulate``, ``fork``, a replay) ends, whether or not
     the agent called it. Use it inside a scenario's baseline action, e.g. "this agent gives nothing
     this step": ``override_next_step(agent, "give_money")``.
+
+    An agent removed during that step by another one (eaten, killed before its turn) is held weakly: the override
+    does not keep it alive, and the replacement does nothing for it once it has left ``model.agents`` (Mesa's
+    ``AgentSet`` steps every agent whose object is still alive, removed or not).
 
     Raises:
         SimulationError: the agent has no such method, or no ``model``.
@@ -151,15 +198,18 @@ def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] 
     if entry is None or entry[0]() is not model:
         entry = (weakref.ref(model), [])
         _OVERRIDES[id(model)] = entry
-    entry[1].append((agent, method, saved))
-    d[method] = replacement or _noop
+    entry[1].append((_held(agent), method, saved))
+    d[method] = _Override(replacement or _noop, agent, model)
 
 
 def _restore_overrides(model: Any) -> None:
     entry = _OVERRIDES.pop(id(model), None)
     if entry is None or entry[0]() is not model:
         return
-    for agent, method, saved in reversed(entry[1]):
+    for held, method, saved in reversed(entry[1]):
+        agent = held()
+        if agent is None:  # gone (removed during the step and collected): nothing left to undo
+            continue
         if saved is _MISSING:
             vars(agent).pop(method, None)
         else:

@@ -1,0 +1,129 @@
+"""Agents removed mid-step by another agent (a wolf eats a sheep, an antibody kills a virus) while a baseline
+action overrides one of their methods for that step.
+
+Mesa's ``AgentSet.shuffle_do`` / ``do`` walk a snapshot of weak references and step every agent whose object is
+still alive, removed or not; a removed agent normally dies with its last reference and is skipped. aumann's
+``override_next_step`` kept a strong reference to every overridden agent until the end of the step, so a removed
+agent went on stepping in every fork with a baseline action: it drew from the model's RNG (the fork silently
+diverged from what the model does) or crashed in Mesa's code (mesa-examples' virus_antibody: a killed virus moved
+with ``space`` None, ``AttributeError: 'NoneType' object has no attribute 'agent_positions'``).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import mesa
+import pytest
+
+from aumann.simulators import FeatureRecorder, fork, override_next_step, simulate
+
+pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
+
+
+class Prey(mesa.Agent):
+    def __init__(self, model: mesa.Model) -> None:
+        super().__init__(model)
+        self.draw = 0.0
+        self.kids = 0.0
+
+    def step(self) -> None:
+        self.model.stepped.append(self.unique_id)
+        self.draw = self.random.random()
+        if self.draw < 0.5:
+            self.breed()
+
+    def breed(self) -> None:
+        self.kids += 1
+
+
+class Hunter(mesa.Agent):
+    def step(self) -> None:
+        prey = sorted((a for a in self.model.agents if isinstance(a, Prey)), key=lambda a: a.unique_id)
+        if prey:
+            prey[0].remove()  # the lowest id: removed before its turn (the hunter steps first)
+
+
+class Field(mesa.Model):
+    def __init__(self, seed: int = 0, n: int = 6) -> None:
+        super().__init__(seed=seed)
+        self.stepped: list[int] = []
+        Hunter.create_agents(self, 1)
+        Prey.create_agents(self, n)
+
+    def step(self) -> None:
+        self.agents.do("step")  # creation order: the hunter first
+
+
+REC = FeatureRecorder({"draw": lambda a: getattr(a, "draw", -1.0), "kids": lambda a: getattr(a, "kids", 0.0)})
+
+
+def _prey(model: Field) -> list[Prey]:
+    return sorted((a for a in model.agents if isinstance(a, Prey)), key=lambda a: a.unique_id)
+
+
+def test_an_overridden_agent_removed_mid_step_does_not_go_on_stepping():
+    model = Field()
+    victim = _prey(model)[0]
+    vid = victim.unique_id
+    override_next_step(victim, "breed")  # a baseline action: it does not breed this step
+    del victim  # the test holds no reference: only aumann's override could keep it alive
+    simulate(model, 1, REC)
+    assert vid not in {a.unique_id for a in model.agents}  # the hunter removed it
+    assert vid not in model.stepped, "a removed agent was stepped after its removal"
+
+
+def test_a_replacement_is_not_called_for_an_agent_removed_mid_step():
+    model = Field()
+    victim = _prey(model)[0]
+    calls: list[int] = []
+    # a replacement that holds its agent (as a closure over it does) keeps the object alive through the step, and
+    # Mesa steps it; the replacement must not act for an agent that has left the model
+    override_next_step(victim, "step", lambda p=victim: calls.append(p.unique_id))
+    gc.collect()
+    simulate(model, 1, REC)
+    assert victim not in model.agents
+    assert calls == []
+    assert "step" not in vars(victim)  # still undone after the step
+
+
+def test_a_replacement_still_acts_for_agents_that_stay():
+    model = Field()
+    survivor = _prey(model)[1]
+    calls: list[int] = []
+    override_next_step(survivor, "step", lambda p=survivor: calls.append(p.unique_id))
+    simulate(model, 1, REC)
+    assert calls == [survivor.unique_id] and "step" not in vars(survivor)
+
+
+def _no_breeding_override(model: Field) -> None:
+    for a in _prey(model):
+        override_next_step(a, "breed")
+
+
+def _no_breeding_by_hand(model: Field) -> None:
+    """The same baseline made by hand, without aumann: every prey's ``breed`` is a no-op (held by nothing else)."""
+    for a in _prey(model):
+        a.breed = lambda: None
+
+
+@pytest.mark.parametrize("at", [0, 2])
+def test_a_fork_with_an_override_matches_the_same_baseline_made_otherwise(at):
+    """A fork whose baseline action overrides a method of every prey must record what the model does under that
+    action: the prey the hunter removes does not act (before the fix it drew from the model's RNG after its removal,
+    and every later prey's draw was shifted)."""
+    model = Field(seed=3)
+    if at:
+        simulate(model, at, REC)
+    by_override = fork(model, intervention=_no_breeding_override, steps=1, recorder=REC, strategy="copy").panel
+    by_hand = Field(seed=3)
+    if at:
+        simulate(by_hand, at, REC)
+    _no_breeding_by_hand(by_hand)
+    by_hand.step()
+    expected = {a.unique_id: (a.draw, a.kids) for a in _prey(by_hand)}
+    rows = by_override.agent_ids.tolist()
+    got = {k: (by_override.values[0, j, 0], by_override.values[0, j, 1]) for j, k in enumerate(rows) if k in expected}
+    assert got == expected
+    assert sorted(k for j, k in enumerate(rows) if by_override.alive is None or by_override.alive[0, j]) == sorted(
+        [a.unique_id for a in by_hand.agents])
