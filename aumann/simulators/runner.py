@@ -309,33 +309,47 @@ class ForAgents:
     Picklable when ``action`` is (a top-level function or ``functools.partial``), so it can be
     shipped to process-pool or Ray workers by :func:`fork_many`.
 
+    ``missing``: what an id with no agent in the model is -- ``"error"`` (default) or ``"skip"`` (act on the
+    agents still present: with ``fork(..., repeat=True)`` on a model with deaths, an agent that dies during the
+    branch is no longer acted on, where ``"error"`` stops the branch at the step after its death).
+
     Raises (when applied):
-        UnknownAgentError: an id with no live agent in the model.
+        UnknownAgentError: an id with no live agent in the model (``missing="error"``).
     """
 
     ids: tuple[Hashable, ...]
     action: Callable[[Any], None]
+    missing: str = "error"
 
     def __call__(self, model: Any) -> None:
         by_id = {a.unique_id: a for a in model.agents}
         missing = [i for i in self.ids if i not in by_id]
-        if missing:
+        if missing and self.missing != "skip":
+            at = getattr(model, "steps", None)
             raise UnknownAgentError(
-                f"intervention names {len(missing)} agent id(s) not in the model, e.g. {missing[:5]}; "
-                f"the model has {len(by_id)} agents with ids {sorted(by_id)[:10]}..."
+                f"intervention names {len(missing)} agent id(s) not in the model"
+                f"{'' if at is None else f' at model step {at}'}, e.g. {missing[:5]}; the model has {len(by_id)} "
+                f"agents with ids {sorted(by_id)[:10]}... An agent that was there and has left (died: with "
+                "repeat=True, during the branch) is acted on no more with for_agents(ids, action, missing='skip')"
             )
         for i in self.ids:
-            self.action(by_id[i])
+            if i in by_id:
+                self.action(by_id[i])
 
 
-def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None]) -> ForAgents:
+def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None], *, missing: str = "error") -> ForAgents:
     """An intervention that calls ``action(agent)`` on every agent whose ``unique_id`` is in ``ids``.
+
+    ``missing="skip"`` acts on the agents of ``ids`` that are in the model and passes over the others (for
+    ``fork(..., repeat=True)`` on models whose agents die); ``"error"`` (default) refuses an id with no agent.
 
     Example:
         >>> freeze = for_agents([3, 7], lambda a: setattr(a, "wealth", 0))   # doctest: +SKIP
         >>> result = fork(model, intervention=freeze, steps=10, recorder=rec)  # doctest: +SKIP
     """
-    return ForAgents(tuple(ids), action)
+    if not isinstance(missing, str) or missing not in ("error", "skip"):
+        raise SimulationError(f"for_agents(missing=...) must be 'error' or 'skip'; got {missing!r}")
+    return ForAgents(tuple(ids), action, missing)
 
 
 def _fork_task(spec: tuple) -> ForkResult:

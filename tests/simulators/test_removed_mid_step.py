@@ -127,3 +127,39 @@ def test_a_fork_with_an_override_matches_the_same_baseline_made_otherwise(at):
     assert got == expected
     assert sorted(k for j, k in enumerate(rows) if by_override.alive is None or by_override.alive[0, j]) == sorted(
         [a.unique_id for a in by_hand.agents])
+
+
+def _pay(agent: Prey) -> None:
+    agent.kids += 10
+
+
+def test_a_repeated_intervention_on_agents_that_die_during_the_branch():
+    """fork(..., intervention=for_agents(ids, g), repeat=True) applies g before every step; the hunter removes one
+    prey a step. With the default an id whose agent died is an error that says what to do (it was a bare 'names 1
+    agent id(s) not in the model' at the branch's second step, and nothing said how to go on); missing='skip' acts
+    on the survivors, as a loop by hand does, and a replay of that branch reproduces it."""
+    from aumann.errors import SimulationError, UnknownAgentError
+    from aumann.simulators import for_agents
+
+    model = Field(seed=5)
+    simulate(model, 1, REC)
+    ids = [a.unique_id for a in _prey(model)]
+    with pytest.raises(UnknownAgentError, match=r"at model step 2.*missing='skip'"):
+        fork(model, intervention=for_agents(ids, _pay), steps=3, recorder=REC, repeat=True)
+    branch = fork(model, intervention=for_agents(ids, _pay, missing="skip"), steps=3, recorder=REC, repeat=True,
+                  factory=lambda: Field(seed=5))
+    by_hand = Field(seed=5)
+    by_hand.step()
+    for _ in range(3):
+        for a in _prey(by_hand):
+            if a.unique_id in ids:
+                _pay(a)
+        by_hand.step()
+    assert {a.unique_id: a.kids for a in _prey(branch.model)} == {a.unique_id: a.kids for a in _prey(by_hand)}
+    assert len(_prey(by_hand)) == len(ids) - 3  # three prey died during the branch
+    # the branch's history (the repeated intervention included) replays to the same model
+    copied = fork(branch.model, steps=1, recorder=REC, strategy="copy")
+    replayed = fork(branch.model, steps=1, recorder=REC, strategy="replay")
+    assert replayed.strategy == "replay" and replayed.panel.equals(copied.panel)
+    with pytest.raises(SimulationError, match="'error' or 'skip'"):
+        for_agents(ids, _pay, missing="ignore")
