@@ -704,8 +704,9 @@ class Scenario:
         """Per-agent attribution baseline z⁰ (N, D) for the step that ``model`` is about to take.
 
         For ``baseline_action_by="id"`` pass the run panel's ``agent_ids``: every agent present in
-        ``model`` takes the baseline action, and the recorded rows are aligned to ``agent_ids`` by
-        id (agents absent from the fork's recording get 0, as absent rows do in a recorded panel).
+        ``model`` takes the baseline action, and the recorded rows of those agents are aligned to ``agent_ids``
+        by id (agents absent from the fork's recording get 0, as absent rows do in a recorded panel; so do the
+        agents born during the step, whose ids the fork's own newborns, other agents, may carry).
         """
         n = config.agents if agent_ids is None else len(agent_ids)
         if self.baseline_features_fn is not None:
@@ -714,10 +715,14 @@ class Scenario:
         elif self.baseline_action_by == "position":
             out, _ = self.step_with_baseline(model, config, range(n))
         else:
-            targets = self._targets(self.present(model, agent_ids), agent_ids, model)
+            present = self.present(model, agent_ids)
+            targets = self._targets(present, agent_ids, model)
             rec = self._fork_one(model, config, targets).panel
             out = np.zeros((n, len(self.features)))
-            where = {i: p for p, i in enumerate(np.asarray(agent_ids).tolist())}
+            # only the agents that took the baseline action: a newborn of the fork has an id from Mesa's counter,
+            # which the run's newborn of this step (another parent's, another kind) has too
+            labels = np.asarray(agent_ids).tolist()
+            where = {labels[p]: p for p in present.tolist()}
             for row, i in enumerate(rec.agent_ids.tolist()):
                 if i in where:
                     out[where[i]] = rec.values[0, row]
