@@ -110,6 +110,16 @@ def _flatten_frame(df: Any) -> tuple[Any, list[Any]]:
     return df.reset_index(), levels
 
 
+def _batch_run_columns(cols: list[Any], levels: list[Any], scol: Any, acol: Any) -> list[Any]:
+    """The run-level columns of a frame made from Mesa's ``batch_run`` rows, ``pd.DataFrame(batch_run(...))``:
+    each row is ``RunId, iteration, Step, <parameters>, <model reporters>, AgentID, <agent reporters>``, so RunId
+    and iteration label the run and the columns between Step and AgentID hold one value per run and step, repeated
+    on every agent's row (not per-agent features). ``[]`` for any other frame."""
+    if levels or cols[:3] != ["RunId", "iteration", scol] or acol not in cols:
+        return []
+    return ["RunId", "iteration", *cols[3:cols.index(acol)]]
+
+
 def _labels(col: Any, what: str, name: Any) -> np.ndarray:
     """A step or agent column as labels: no missing values (NaN, None, NaT)."""
     missing = col.isna()
@@ -797,11 +807,13 @@ class Panel:
         """A panel from a long table: one row per (step, agent), one column per feature.
 
         Reads Mesa's ``DataCollector.get_agent_vars_dataframe()`` as it comes (a (Step, AgentID)
-        index) and plain frames with step and agent columns. Step and agent columns are found by name
-        (``Step``/``step``/``t``/``time``/``tick``; ``AgentID``/``agent_id``/``agent``/``unique_id``/``id``;
-        any case; as columns or index levels) unless ``step=``/``agent=`` name them. Steps and agents
-        are sorted ascending. An agent with no row at a step is dead there (``alive`` False, values
-        0.0), as in a recorded panel.
+        index), one run of Mesa's ``batch_run`` as ``pd.DataFrame(batch_run(...))`` gives it (its RunId,
+        iteration, parameter and model-reporter columns are not features: they are listed in
+        ``meta["skipped_columns"]``; several runs are refused) and plain frames with step and agent columns.
+        Step and agent columns are found by name (``Step``/``step``/``t``/``time``/``tick``;
+        ``AgentID``/``agent_id``/``agent``/``unique_id``/``id``; any case; as columns or index levels) unless
+        ``step=``/``agent=`` name them. Steps and agents are sorted ascending. An agent with no row at a step
+        is dead there (``alive`` False, values 0.0), as in a recorded panel.
 
         Args:
             df: a pandas DataFrame.
@@ -848,10 +860,17 @@ class Panel:
                 raise PanelError(f"the frame holds {n} values of index level {c!r} (several runs?); a panel is one "
                                  f"run: select one first, e.g. df.xs(value, level={c!r})")
         skipped: list[str] = [str(c) for c in extra_levels]
+        run_level = _batch_run_columns(cols, levels, scol, acol)
+        for c in run_level[:2]:  # RunId, iteration: which run a row belongs to
+            n = flat[c].nunique(dropna=False)
+            if n > 1:
+                raise PanelError(f"the frame holds {n} values of column {c!r} (Mesa's batch_run: several runs); a "
+                                 f"panel is one run: select one first, e.g. df[df[{c!r}] == value]")
         if features is None:
             feats = []
+            skipped.extend(str(c) for c in run_level)
             for c in cols:
-                if c in (scol, acol, alive_col) or c in extra_levels:
+                if c in (scol, acol, alive_col) or c in extra_levels or c in run_level:
                     continue
                 kind = flat[c].dtype
                 if (pd.api.types.is_bool_dtype(kind) or pd.api.types.is_numeric_dtype(kind)) \
