@@ -59,8 +59,7 @@ def action_blocks(d: Path, recs: Sequence[dict[str, Any]]) -> list[Any]:
     masking_evals = _mean([(r.get("cost") or {}).get("sampled_shapley", {}).get("evaluations") for r in recs])
     if rr:
         cost = (f"sampled Shapley on the same game (`sampled_shapley_resimulation`): "
-                f"{fmt(_mean([c['step_evals'] for c in rr]))} forks (one-step re-simulations) and "
-                f"{fmt(_mean([c['seconds'] for c in rr]), 3)} s per run")
+                f"{fmt(_mean([c['step_evals'] for c in rr]))} forks (one-step re-simulations) per run")
     else:
         cost = ("sampled Shapley on the same game was not run (`study.resimulation_reference = true` or "
                 "`--resimulation-reference` runs it)"
@@ -78,8 +77,9 @@ def action_blocks(d: Path, recs: Sequence[dict[str, Any]]) -> list[Any]:
         f"curves re-simulated: max {fmt(_max([(a.get('coalition_gap') or {}).get('max_rel') for a in acts]), 3)}, "
         f"mean {fmt(_mean([(a.get('coalition_gap') or {}).get('mean_rel') for a in acts]), 3)} (relative to |Δv|). "
         f"Cost per run: {fmt(_mean([a.get('step_evals') for a in acts]))} step evaluations of G "
-        f"({fmt(_mean([a.get('grad_evals') for a in acts]))} forward + backward, the rest forward only) and "
-        f"{fmt(_mean([a.get('seconds') for a in acts]), 3)} s; {cost}."
+        f"({fmt(_mean([a.get('grad_evals') for a in acts]))} forward + backward, the rest forward only); {cost}. "
+        "Their wall-clock seconds are under Cost (the one part of the page that differs between two runs with "
+        "the same config and seed)."
     )
     rows = read_csv(d / "action_attribution.csv")
     out: list[Any] = [Text(text)]

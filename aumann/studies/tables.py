@@ -125,15 +125,18 @@ def extended_table(result: StudyResult) -> list[dict[str, Any]]:
 
 ACTION_COLUMNS = ("run", "t_star", "delta_v", "sum_phi", "relative_efficiency_gap", "map_efficiency_gap", "fork_gap",
                   "feature_gap", "coalition_gap_max", "coalition_gap_mean", "coalitions", "exact_map", "converged",
-                  "grad_evals", "value_evals", "step_evals", "kinks", "panels", "seconds",
-                  "resimulation_shapley_step_evals", "resimulation_shapley_seconds")
+                  "grad_evals", "value_evals", "step_evals", "kinks", "panels", "resimulation_shapley_step_evals")
+"""The columns of ``action_attribution.csv``: what the config and seed determine. The wall-clock seconds (once the
+columns ``seconds`` and ``resimulation_shapley_seconds``) are in ``timings/run-NNN.json`` (``action_aumann_shapley``,
+``sampled_shapley_resimulation``) and in the report's "Cost" section: same config and seed, same bytes."""
 
 
 def action_table(result: StudyResult) -> list[dict[str, Any]]:
     """Per run: ``action_aumann_shapley``'s efficiency against the fork-measured Δv, the G-vs-fork gaps
-    (corners, the deletion coalitions), its cost, and sampled Shapley's cost on the same game (when run)."""
+    (corners, the deletion coalitions), its work (gradient, value and step evaluations), and sampled Shapley's
+    forks on the same game (when run). No wall-clock time: the records' seconds live in ``timings/``."""
     rows = []
-    for i, r in enumerate(result.timed_records()):
+    for i, r in enumerate(result.records):
         a = r.get("action")
         if not a:
             continue
@@ -143,8 +146,7 @@ def action_table(result: StudyResult) -> list[dict[str, Any]]:
                **{k: a.get(k) for k in ACTION_COLUMNS if k in a},
                "coalition_gap_max": gap.get("max_rel"), "coalition_gap_mean": gap.get("mean_rel"),
                "coalitions": gap.get("coalitions"),
-               "resimulation_shapley_step_evals": rr.get("step_evals"),
-               "resimulation_shapley_seconds": rr.get("seconds")}
+               "resimulation_shapley_step_evals": rr.get("step_evals")}
         row["exact_map"], row["converged"] = int(bool(a.get("exact_map"))), int(bool(a.get("converged")))
         rows.append({k: (math.nan if row.get(k) is None else row[k]) for k in ACTION_COLUMNS})
     return rows
