@@ -386,12 +386,18 @@ def _index_of(rec_path: Path) -> int | None:
     return int(digits) if stem.startswith("run-") and digits.isdigit() else None
 
 
+#: the prefix of a scenario analysis' seconds in a run's timing (``rec["analysis"]["timings"]``: MegaScale-Social's
+#: ``analysis/cascade_exact``, ...)
+ANALYSIS_TIMING = "analysis/"
+
+
 def split_timing(rec: dict[str, Any]) -> dict[str, float]:
     """Take the wall-clock seconds out of a run record (in place) and return them per method.
 
     Run records hold only what the config and seed determine (same config + seed → same bytes,
     whatever the executor or machine load); the seconds live beside them in ``timings/run-NNN.json``
-    and :func:`with_timing` puts them back for tables and reports."""
+    and :func:`with_timing` puts them back for tables and reports: each row's ``cost`` seconds, action
+    attribution's and a scenario analysis' ``rec["analysis"]["timings"]`` (as ``analysis/<key>``)."""
     timing: dict[str, float] = {}
     act = rec.get("action")
     if isinstance(act, dict) and "seconds" in act:
@@ -400,6 +406,9 @@ def split_timing(rec: dict[str, Any]) -> dict[str, float]:
         if isinstance(c, dict) and "seconds" in c:
             sec = c.pop("seconds")
             timing.setdefault(m, sec)
+    analysis = rec.get("analysis")
+    if isinstance(analysis, dict) and isinstance(analysis.get("timings"), dict):  # a scenario's analysis stages
+        timing.update({f"{ANALYSIS_TIMING}{k}": v for k, v in analysis.pop("timings").items()})
     return timing
 
 
@@ -414,6 +423,9 @@ def with_timing(rec: dict[str, Any], timing: dict[str, Any] | None) -> dict[str,
     for m, c in (out.get("cost") or {}).items():
         if isinstance(c, dict):
             c["seconds"] = timing.get(m)
+    analysis = {k[len(ANALYSIS_TIMING):]: v for k, v in timing.items() if k.startswith(ANALYSIS_TIMING)}
+    if analysis and isinstance(out.get("analysis"), dict):
+        out["analysis"]["timings"] = analysis
     return out
 
 
@@ -494,7 +506,7 @@ class StudyResult:
         return pooled_fallbacks(self.records)
 
 
-__all__ = ["ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST", "PANELS",
-           "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
+__all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST",
+           "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
            "StageRecord", "StudyResult", "control_fallbacks", "failure_text", "pooled_fallbacks", "read_timing",
            "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]

@@ -7,8 +7,10 @@ failing one skipped) add, as tables in the run directory (``rec["analysis"]["tab
 * ``cascade pressure`` — ``exact_attribution``: the exact Aumann–Shapley value at t* of f_prop (closed form)
   and of the cascade pressure f_casc by three routes: the closed form (p + 1 sparse mat-vecs),
   Gauss–Legendre on the analytic gradient, and the engine's generic path integral through torch autograd
-  with the custom sparse mat-vec backward; seconds, efficiency gap and the largest difference to the closed
-  form; and ``cascade``: f_casc evaluated like the faithfulness table — sampled Shapley (m permutations,
+  with the custom sparse mat-vec backward; efficiency gap and the largest difference to the closed
+  form (each route's wall-clock seconds go to ``timings/run-NNN.json`` as ``analysis/<route>``, not into the
+  record or the table: same config and seed, same bytes); and ``cascade``: f_casc evaluated like the
+  faithfulness table — sampled Shapley (m permutations,
   the O(N + nnz)-per-permutation edge fast path) and its noise-ceiling twin, leave-one-out (closed form),
   deletion under the masking oracle (K_del and the log-k grid) and under the re-simulation oracle (K_del),
   rank agreement with sampled Shapley. Kendall τ is taken over the agents with r_i ≠ r⁰_i — the only ones
@@ -140,28 +142,28 @@ def exact_attribution(ctx: RunContext, st: _State) -> None:
     phi_p, fp1, fp0, info_p = _timed(st, "propagation_exact", lambda: fp.exact(x, z0))
     engine_p = np.asarray(ctx.outputs["aumann_shapley"].phi)
     rows = [{"indicator": fp.name, "method": "closed form (3 scalar integrals)",
-             "seconds": st.timings["propagation_exact"], "efficiency_gap": abs(float(phi_p.sum()) - (fp1 - fp0)),
+             "efficiency_gap": abs(float(phi_p.sum()) - (fp1 - fp0)),
              "max_abs_diff_vs_closed_form": 0.0},
             {"indicator": fp.name, "method": f"engine pooled path (Gauss–Legendre K={cfg.study.quadrature_steps})",
-             "seconds": math.nan, "efficiency_gap": abs(float(engine_p.sum()) - (fp1 - fp0)),
+             "efficiency_gap": abs(float(engine_p.sum()) - (fp1 - fp0)),
              "max_abs_diff_vs_closed_form": float(np.max(np.abs(engine_p - phi_p)))}]
     world = ctx.run.model.world
     st.fc, st.fco = fc, _ = cascade_indicator(world, cfg), cascade_indicator(world, cfg, smooth=False)
     phi_c, fc1, fc0, info_c = _timed(st, "cascade_exact", lambda: fc.exact(x, z0))
     dv = fc1 - fc0
     rows.append({"indicator": fc.name, "method": f"closed form ({info_c['degree'] + 1} sparse mat-vecs)",
-                 "seconds": st.timings["cascade_exact"], "efficiency_gap": abs(float(phi_c.sum()) - dv),
+                 "efficiency_gap": abs(float(phi_c.sum()) - dv),
                  "max_abs_diff_vs_closed_form": 0.0})
     K = cfg.cascade_quadrature_steps
     phi_gl = _timed(st, "cascade_gauss_legendre", lambda: fc.gauss_legendre(x, z0, steps=K))
     rows.append({"indicator": fc.name, "method": f"Gauss–Legendre K={K}, analytic gradient",
-                 "seconds": st.timings["cascade_gauss_legendre"], "efficiency_gap": abs(float(phi_gl.sum()) - dv),
+                 "efficiency_gap": abs(float(phi_gl.sum()) - dv),
                  "max_abs_diff_vs_closed_form": float(np.max(np.abs(phi_gl - phi_c)))})
     pt = Panel(x[None], features=ctx.panel.features, agent_ids=ctx.panel.agent_ids)
     res_ag = _timed(st, "cascade_autograd", lambda: attribute(fc, pt, method=AumannShapley(steps=K, closed_form=False),
                                                               baseline=z0))
     rows.append({"indicator": fc.name, "method": f"engine autograd K={K}, custom sparse backward",
-                 "seconds": st.timings["cascade_autograd"], "efficiency_gap": float(res_ag.max_efficiency_gap),
+                 "efficiency_gap": float(res_ag.max_efficiency_gap),
                  "max_abs_diff_vs_closed_form": float(np.max(np.abs(res_ag.phi[0] - phi_c)))})
     st.table("exact_attribution", rows)
     st.record["cascade_scalar_integrals"] = info_c
@@ -190,8 +192,6 @@ def cascade_table(ctx: RunContext, st: _State) -> None:
     ctx.tick("cascade pressure: deletion")
     dele = cascade_deletion(cfg, ctx.run, ctx.scenario, fc, st.fco, x, z0, phis, ctx.t_star, ctx.sizes, g_rand,
                             threads=ctx.options.fork_threads)
-    secs = {"aumann_shapley": st.timings["cascade_exact"], "sampled_shapley": st.timings["cascade_sampled_shapley"],
-            "leave_one_out": st.timings["cascade_leave_one_out"]}
     rows, top_k = [], ctx.sizes.top_k
     for name in ("aumann_shapley", "sampled_shapley", "leave_one_out", "random"):
         row = {"method": name, **dele["rows"][name]}
@@ -200,7 +200,6 @@ def cascade_table(ctx: RunContext, st: _State) -> None:
             row["jaccard_top10"] = float(topk_jaccard(phis[name], phis["sampled_shapley"], top_k))
         else:
             row["kendall_tau"] = row["jaccard_top10"] = math.nan
-        row["seconds"] = secs.get(name, math.nan)
         rows.append(row)
     for row in rows:
         row["kendall_tau_ceiling"] = nonzero_tau(ss2.phi[0], ss.phi[0], support)
