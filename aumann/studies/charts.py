@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,7 @@ class Charts:
 
     interactive: bool | None = None
     used_bokeh: bool = field(default=False, init=False)
+    _embedded: int = field(default=0, init=False, repr=False)  # figures embedded so far (salt of their ids)
 
     def __post_init__(self) -> None:
         if self.interactive is None:
@@ -415,7 +417,42 @@ class Charts:
 
         script, div = components(p)
         self.used_bokeh = True
-        return div + script
+        self._embedded += 1
+        return stable_bokeh_ids(div + script, salt=str(self._embedded))
+
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_BOKEH_IDS = re.compile(rf'<div id="({_UUID})"|"docid":"({_UUID})"')
+
+
+def stable_bokeh_ids(html: str, *, salt: str = "") -> str:
+    """An embedded Bokeh figure (its ``components``' div and script) with the random ids Bokeh gives its
+    document and root element (``uuid4``) replaced by ids derived from the figure itself and ``salt`` (its place
+    on the page): the same figure gives the same bytes, so two runs with the same config and seed write the
+    same page; two figures of one page keep distinct ids (their salts differ).
+
+    Only the ids Bokeh generated are replaced (the root ``<div id=...>`` and the ``docid``), never text of the
+    figure's data that happens to look like a UUID (an agent id, say).
+
+    >>> u = "0b1c2d3e-0000-4000-8000-00000000000"
+    >>> a = f'<div id="{u}1" data-root-id="p1"></div>{{"docid":"{u}2"}}'
+    >>> b = f'<div id="{u}7" data-root-id="p1"></div>{{"docid":"{u}8"}}'
+    >>> stable_bokeh_ids(a, salt="1") == stable_bokeh_ids(b, salt="1") != stable_bokeh_ids(a, salt="2")
+    True
+    """
+    import hashlib
+
+    ids = list(dict.fromkeys(i for pair in _BOKEH_IDS.findall(html) for i in pair if i))
+    if not ids:
+        return html
+    body = re.sub(r'"p\d+"', '"p"', html)  # Bokeh's model ids count the models this process made before
+    for i in ids:
+        body = body.replace(i, "")
+    base = hashlib.sha256(f"{salt}\0{body}".encode()).hexdigest()
+    for k, old in enumerate(ids):
+        h = hashlib.sha256(f"{base}:{k}".encode()).hexdigest()
+        html = html.replace(old, f"a{h[1:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}")  # css-safe: a letter first
+    return html
 
 
 def _style(p: Any, grid: bool = True) -> None:
@@ -448,4 +485,5 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "label_text", "short_label"]
+__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "label_text", "short_label",
+           "stable_bokeh_ids"]
