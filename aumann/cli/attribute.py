@@ -145,14 +145,14 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
     names = _check_outputs(out, args)
     adopt_outputs(out, names)  # the earlier run's files stay known as aumann's once its manifest goes (below)
     unfinish(out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix of two
-    # the result file holds what the panel and flags determine (the same bytes on every run); the wall-clock
-    # seconds are in summary.json and manifest.json
+    # the result files hold what the panel and flags determine (the same bytes on every run); the wall-clock
+    # seconds are in manifest.json alone (attribute_seconds, seconds, stage_seconds)
     dataclasses.replace(res, provenance=_timeless(res.provenance)).save(out / "attribution.npz")
     rows = zip(plain(res.steps), res.delta_v.tolist(), res.by_step().tolist(), res.efficiency_gap.tolist())
     write_csv(out / "phi_by_step.csv", [{"step": s, "delta_v": dv, "sum_phi": sp, "efficiency_gap": eg}
                                         for s, dv, sp, eg in rows])
     write_top_agents(out, res, panel)
-    summary = {**res.summary(), "seconds": seconds,
+    summary = {**_timeless(res.summary()),
                "panel": redact_text(str(args.panel if trace is None else args.trace)),  # as the manifest records it
                "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
@@ -173,7 +173,7 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
                                        and not (out / n).is_symlink()))
     write_manifest(out, command_line("attribute"), config=recorded(args), seeds=None,
                    extra={OUTPUTS_COMPLETE: True, "panel_meta": panel.meta, "report_kind": "attribute",
-                          "seconds": timer.total,
+                          "seconds": timer.total, "attribute_seconds": seconds,
                           "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], "outputs_sha256": outputs,
                           **extra})
     if not args.no_report:
@@ -320,6 +320,10 @@ def _read_trace(args: argparse.Namespace) -> dict:
     return {"panel": panel, "report": read.report, "real_people": real, "mapping": mapping}
 
 
+#: the trace report's wall-clock entries (kept in manifest.json, not in trace_report.json)
+_WALL_CLOCK = ("seconds", "events_per_second")
+
+
 def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, panel, res, timer) -> dict:
     """panel.npz, trace_report.json, identifiers.csv (on request) and the masking deletion study."""
     from aumann.io import write_csv, write_json
@@ -329,7 +333,9 @@ def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, pa
     if trace["real_people"] and not args.export_identifiers:
         report["spec"] = _withhold_ids(report["spec"])
     panel.save(out / "panel.npz")
-    write_json(out / "trace_report.json", report, indent=2)
+    # what the trace and the spec determine (the same bytes on every run); how long reading took (seconds,
+    # events_per_second) is in manifest.json's "trace" alone
+    write_json(out / "trace_report.json", {k: v for k, v in report.items() if k not in _WALL_CLOCK}, indent=2)
     extra: dict = {"trace": {k: v for k, v in report.items() if k != "spec"}, "trace_spec": report["spec"],
                    "real_people": trace["real_people"]}
     if trace["mapping"] is not None and args.export_identifiers:

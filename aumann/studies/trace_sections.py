@@ -37,6 +37,14 @@ def trace_who_note(manifest: dict[str, Any]) -> list[Any]:
                  "`--export-identifiers`), grouped into activity tiers whose shares R_G are shown below.", "info")]
 
 
+def trace_rate(manifest: dict[str, Any]) -> list[Any]:
+    """The "Cost" block of a trace run: how fast the trace was read (wall-clock, so not under "How sure", which
+    holds only what the trace and the flags determine)."""
+    tr = manifest.get("trace") or {}
+    return [KeyValues([("read at", f"{float(tr.get('events_per_second') or 0):,.0f} records/s")],
+                      caption="Reading the trace")]
+
+
 def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bool = True,
                  synthetic: bool = False) -> list[Any]:
     """The "How sure" blocks of a trace run: what was read, and the masking deletion study."""
@@ -52,8 +60,7 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
         ("filtered", f"{sum((tr.get('filtered') or {}).values()):,}"),
         ("panel", f"{tr.get('steps')} steps × {int(tr.get('agents') or 0):,} agents × "
                   f"{len(tr.get('features') or [])} features"),
-        ("alive", f"{100 * float(tr.get('alive_fraction') or 0):.1f}% of agent-steps"),
-        ("read at", f"{float(tr.get('events_per_second') or 0):,.0f} records/s")]
+        ("alive", f"{100 * float(tr.get('alive_fraction') or 0):.1f}% of agent-steps")]  # its rate: trace_rate
     if tr.get("merged_ids"):
         items.insert(6, ("ids merged", f"{int(tr['merged_ids']):,} written both as a number and as text (1 and "
                                        "\"1\"), each read as one agent"))
@@ -122,4 +129,4 @@ def _changed_since(d: Path, manifest: dict[str, Any], name: str) -> str | None:
     return None if check.state in ("ours", "unrecorded") else check.reason
 
 
-__all__ = ["trace_blocks", "trace_cards", "trace_who_note"]
+__all__ = ["trace_blocks", "trace_cards", "trace_rate", "trace_who_note"]

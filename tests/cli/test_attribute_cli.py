@@ -51,17 +51,47 @@ def test_every_command_records_its_whole_redacted_command_line(tmp_path, rng):
 
 def test_the_same_attribute_command_writes_the_same_result_bytes(tmp_path, rng):
     """The result files hold what the panel and flags determine: attribution.npz kept the method's wall-clock
-    seconds in its provenance, so two identical commands wrote different files. The seconds stay in
-    summary.json and manifest.json."""
+    seconds in its provenance, and summary.json (its ``seconds``, its provenance's), so two identical commands
+    wrote different files. The seconds are in manifest.json alone (``attribute_seconds``, ``stage_seconds``)."""
     src = Panel(np.abs(rng.normal(size=(3, 40, 2)))).save(tmp_path / "panel.npz")
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:
         assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--steps", "8", "--out",
                      str(out), "--no-report"]) == 0
-    for name in ("attribution.npz", "phi_by_step.csv", "top_agents.csv"):
+    for name in ("attribution.npz", "phi_by_step.csv", "top_agents.csv", "summary.json"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
     assert "seconds" not in Attribution.load(outs[0] / "attribution.npz").provenance
-    assert json.loads((outs[0] / "summary.json").read_text())["seconds"] > 0
+    assert json.loads((outs[0] / "manifest.json").read_text())["attribute_seconds"] > 0
+
+
+def _same_but_wall_clock(a: Path, b: Path) -> None:
+    """Every file of ``a`` and ``b`` has the same bytes, but manifest.json and report.html (wall time, when,
+    where) and, in report.md, the header's command and created lines, the Cost card and the Cost section."""
+    from tests.cli.test_run_same_bytes import _files, _wall_clock_lines
+
+    fa, fb = _files(a), _files(b)
+    assert sorted(fa) == sorted(fb) and "report.md" in fa
+    differ = [n for n in fa if fa[n] != fb[n] and n not in ("manifest.json", "report.html", "report.md")]
+    assert differ == []
+    assert _wall_clock_lines(fa["report.md"].decode()) == _wall_clock_lines(fb["report.md"].decode())
+
+
+def test_the_same_trace_command_writes_the_same_bytes_but_its_wall_clock(tmp_path):
+    """summary.json held the attribution's seconds and report.md's "How sure" the trace's read rate (records/s)."""
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        assert main(["attribute", "--trace", "tests/data/traces/oasis_twitter.db", "--indicator", "lin", "--out",
+                     str(out), "--static"]) == 0
+    _same_but_wall_clock(*outs)
+    assert "records/s" in (outs[0] / "report.md").read_text().split("## Cost")[1]  # the rate is under Cost
+
+
+def test_the_same_demo_command_writes_the_same_bytes_but_its_wall_clock(tmp_path):
+    """attribution.npz and summary.json of ``aumann demo --out`` held seconds, and so did report.md's tier table."""
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        assert main(["demo", "--agents", "40", "--steps", "4", "--seed", "2", "--out", str(out), "--static"]) == 0
+    _same_but_wall_clock(*outs)
 
 
 def test_trace_flags_given_empty_and_a_dangling_out_link_are_refused_clearly(tmp_path, capsys):
