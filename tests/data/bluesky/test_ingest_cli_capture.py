@@ -72,6 +72,22 @@ def test_build_panel_writes_report_panels_and_manifest(capture_dir, tmp_path):
     assert not (out / "identifiers.parquet").exists()
 
 
+def test_the_same_build_twice_writes_the_same_bytes_but_the_manifest(capture_dir, tmp_path):
+    """ingest_report.json held the read's wall-clock seconds and MB/s: two builds of the same captures differed."""
+    _, _, files, prof = capture_dir
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        assert _run(["bluesky", "build-panel", *map(str, files), "--profiles", str(prof), "--out", str(out),
+                     "--threads", "1", "--quiet"]) == 0
+    names = sorted(p.relative_to(outs[0]).as_posix() for p in outs[0].rglob("*") if p.is_file())
+    assert "ingest_report.json" in names and any(n.startswith("panels/") for n in names)
+    assert names == sorted(p.relative_to(outs[1]).as_posix() for p in outs[1].rglob("*") if p.is_file())
+    differ = [n for n in names if (outs[0] / n).read_bytes() != (outs[1] / n).read_bytes()]
+    assert differ in ([], ["manifest.json"])
+    assert "seconds" not in json.loads((outs[0] / "ingest_report.json").read_text())
+    assert json.loads((outs[0] / "manifest.json").read_text())["ingest"]["seconds"] >= 0
+
+
 def test_a_rebuild_leaves_no_panel_of_an_earlier_build(capture_dir, tmp_path):
     """Rebuilding into the same --out with other topics left the earlier topics' panels/window/*.npz and
     panels/daily/*.npz beside the new ones, indistinguishable from them but built from other counts."""
