@@ -338,9 +338,9 @@ def _how_sure(s: _StudyDir) -> list[Any]:
 def _cost(s: _StudyDir) -> list[Any]:
     llm, _ = llm_blocks(s.manifest, offline_reason="The cross-scale study attributes recorded counts; no "
                         "language model is involved.")
-    timings = s.summary.get("timings") or {}
+    timings = s.summary.get("timings") or {}  # (a study written before the seconds moved to the manifest: there)
     stages = s.manifest.get("stage_seconds") or timings.get("stage_seconds")
-    return [*llm, *timing_table(stages, timings.get("total_seconds"), note=(
+    return [*llm, *timing_table(stages, s.manifest.get("seconds") or timings.get("total_seconds"), note=(
         f"{timings.get('cells_computed', '?')} cell(s) computed in this invocation; "
         f"{s.summary.get('cells_skipped_on_resume', 0)} read back from an earlier one."))]
 
@@ -360,7 +360,7 @@ def _cards(s: _StudyDir) -> list[Card]:
         cards.append(Card(f"When ({literal(topics[0])})", f"t* = {s.fulls[topics[0]]['daily']['peak_day']}",
                           "peak day of Φ_t"))
     _, llm_card = llm_blocks(s.manifest, offline_reason="")
-    total = (summary.get("timings") or {}).get("total_seconds")
+    total = s.manifest.get("seconds") or (summary.get("timings") or {}).get("total_seconds")
     cards.append(Card("Cost", llm_card, f"0 LLM calls · wall {seconds_text(total)}"))
     return cards
 

@@ -246,12 +246,16 @@ def _say_resume(n_skip: int, n_jobs: int, failed: list[dict[str, Any]], log: Any
 
 
 def _compute_cells(counts: RawCounts, cfg: CrossScaleConfig, cells: _Cells, todo: list[tuple[str, str, int, bool]],
-                   topics: list[str], *, synthetic: bool, bar: Any, out: Path, log: Any) -> tuple[dict[str, str], int]:
-    """Compute and write the cells ``todo``, topic by topic: (topics skipped with the reason, cells computed)."""
+                   topics: list[str], *, synthetic: bool, bar: Any, out: Path, log: Any,
+                   ) -> tuple[dict[str, str], int, dict[str, float]]:
+    """Compute and write the cells ``todo``, topic by topic: (topics skipped with the reason, cells computed, the
+    wall-clock seconds of each computed cell by its file name under ``cells/``: kept out of the cell, whose bytes
+    the data and settings determine, for the manifest)."""
     from aumann.studies.crossscale.grid import full_cell, grid_cell, prepare_topic
 
     topics_skipped: dict[str, str] = {}
     computed = 0
+    seconds: dict[str, float] = {}
     for topic in topics:
         mine = [j for j in todo if j[0] == topic]
         if not mine and not cfg.export_per_user:
@@ -273,14 +277,18 @@ def _compute_cells(counts: RawCounts, cfg: CrossScaleConfig, cells: _Cells, todo
                 cell = grid_cell(data, protocol, size, cfg.seeds, list(cfg.indicators),
                                  daily_panel if daily else None)
             cell.update({"key": cells.key(protocol, daily), "synthetic": synthetic})
-            _write_cell(cells.path(topic, protocol, size), cell)
+            path = cells.path(topic, protocol, size)
+            secs = cell.pop("seconds", None)
+            if secs is not None:
+                seconds[path.relative_to(out).as_posix()] = float(secs)
+            _write_cell(path, cell)
             computed += 1
             if bar is not None:
                 bar.advance()
         if cfg.export_per_user:
             _export_per_user(out, data)
         del data, daily_panel
-    return topics_skipped, computed
+    return topics_skipped, computed, seconds
 
 
 def _deepset(counts: RawCounts, out: Path, cfg: CrossScaleConfig, log: Any) -> dict[str, Any]:
@@ -327,8 +335,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     t_grid = time.perf_counter()
     timer.start("grid cells (attribution)")
     try:
-        topics_skipped, computed = _compute_cells(counts, cfg, cells, todo, topics, synthetic=synthetic, bar=bar,
-                                                  out=out, log=log)
+        topics_skipped, computed, cell_seconds = _compute_cells(counts, cfg, cells, todo, topics, synthetic=synthetic,
+                                                                bar=bar, out=out, log=log)
     finally:
         if bar is not None:
             bar.stop()
@@ -352,26 +360,28 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         "cells": len(jobs), "cells_skipped_on_resume": n_skip,
         "cells_recomputed_after_failed_check": len(failed), "cells_failed_check": failed, **summary_tables,
         "figures": [str(p.relative_to(out)) for p in fig_paths],
-        "timings": {"grid_seconds": grid_seconds, "cells_computed": computed},
+        "timings": {"cells_computed": computed},
     }
     if cfg.deepset:
         timer.start("DeepSet (train + attribute)")
         summary["deepset"] = _deepset(counts, out, cfg, log)
     timer.stop()
-    summary["timings"]["total_seconds"] = time.perf_counter() - t_start
-    summary["timings"]["stage_seconds"] = timer.seconds
+    total_seconds = time.perf_counter() - t_start
+    # summary.json holds what the counts and the settings determine (the same bytes on every run); how long each
+    # part took is the manifest's (and the returned summary's, for the command's printout)
     write_json(out / "summary.json", summary)
     write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
                    extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
-                          "report_kind": "crossscale", "seconds": summary["timings"]["total_seconds"],
-                          "stage_seconds": timer.seconds,
+                          "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
+                          "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
                           "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
                                      "cells_failed_check": failed}})
     if report:
         from aumann.studies.pages import render_report
 
         render_report(out, interactive=interactive)
-    return summary
+    return {**summary, "timings": {"grid_seconds": grid_seconds, "cells_computed": computed,
+                                   "total_seconds": total_seconds, "stage_seconds": timer.seconds}}
 
 
 def _export_per_user(out: Path, data: Any) -> None:

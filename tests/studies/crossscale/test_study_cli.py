@@ -199,3 +199,21 @@ def test_a_study_run_again_into_its_own_folder_still_replaces_its_pages(study_di
     assert _run("study", str(counts), "--out", str(out), "--sizes", "100", "1000", "1e5", "full",
                 "--seeds", "0", "1", "2", "--no-progress") == 0
     assert (out / "report.html").stat().st_mtime_ns > before
+
+
+def test_the_same_study_twice_writes_the_same_bytes_but_its_wall_clock(study_dirs, tmp_path) -> None:
+    """Every cell held its wall-clock seconds (and a checksum over them) and summary.json the grid's, the stages'
+    and the total seconds: two studies of the same counts with the same settings differed in every cell."""
+    from tests.cli.test_run_same_bytes import _files, _wall_clock_lines
+
+    counts, _, _ = study_dirs
+    cfg = CrossScaleConfig(sizes=[100, "full"], seeds=[0, 1], topics=["mythos"], protocols=["RAND", "BIAS_visibility"])
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        run_crossscale(counts, out, cfg, log=lambda *_: None, interactive=False)
+    fa, fb = _files(outs[0]), _files(outs[1])
+    assert sorted(fa) == sorted(fb) and "cells/mythos/RAND__100.json" in fa and "summary.json" in fa
+    assert {n for n in fa if fa[n] != fb[n]} <= {"manifest.json", "report.md", "report.html"}  # when, how long
+    assert _wall_clock_lines(fa["report.md"].decode()) == _wall_clock_lines(fb["report.md"].decode())
+    manifest = json.loads(fa["manifest.json"])
+    assert manifest["cell_seconds"]["cells/mythos/RAND__100.json"] >= 0 and manifest["grid_seconds"] >= 0
