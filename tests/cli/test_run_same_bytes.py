@@ -7,6 +7,7 @@ header (command, created), "Cost" card and "Cost" section show them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.cli_run import invoke_run
@@ -45,6 +46,16 @@ def _wall_clock_lines(text: str) -> list[str]:
     return out
 
 
+def _wall_clock_html(text: str) -> str:
+    """report.html without the header (command, created), the "Cost" card and the "Cost" section, and with Bokeh's
+    model ids (p1006, ...), which count the models made before in this process (the same in every fresh one),
+    made one."""
+    text = re.sub(r'<header class="top">.*?</header>', "", text, flags=re.S)
+    text = re.sub(r'<section class="sec" id="cost">.*?</section>', "", text, flags=re.S)
+    text = re.sub(r'<div class="card"><div class="label">Cost</div>.*?</div></div>', "", text, flags=re.S)
+    return re.sub(r'"p\d+"', '"p"', text)
+
+
 def test_two_runs_with_the_same_config_and_seed_write_the_same_bytes(tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
@@ -58,5 +69,9 @@ def test_two_runs_with_the_same_config_and_seed_write_the_same_bytes(tmp_path):
     unexpected = [n for n in differ if n not in ALLOWED and n.split("/")[0] not in ALLOWED_DIRS]
     assert unexpected == [], f"same config and seed, different bytes: {unexpected}"
     assert "timings/run-000.json" in differ  # the wall-clock seconds are there, and nowhere else in the data
-    md_a, md_b = (_wall_clock_lines(f[("report.md")].decode()) for f in (fa, fb))
+    md_a, md_b = (_wall_clock_lines(f["report.md"].decode()) for f in (fa, fb))
     assert md_a == md_b and any("action_aumann_shapley" in line for line in md_a)
+    assert any(line.startswith("* action attribution: seconds (per run): ") for line in  # still shown, from timings/
+               fa["report.md"].decode().split("## Cost")[1].splitlines())
+    html_a, html_b = (_wall_clock_html(f["report.html"].decode()) for f in (fa, fb))
+    assert html_a == html_b and 'id="how-sure"' in html_a
