@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.cli_run import invoke_run
 
 TINY = """
@@ -56,6 +58,7 @@ def _wall_clock_html(text: str) -> str:
     return re.sub(r'"p\d+"', '"p"', text)
 
 
+@pytest.mark.slow  # two whole runs with figures: ~10-15 s
 def test_two_runs_with_the_same_config_and_seed_write_the_same_bytes(tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
