@@ -64,3 +64,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("real-llm"))
         elif item.get_closest_marker("ray") is not None or _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.fixture(autouse=True)
+def _output_folders_a_test_locked_are_free_after_it():
+    """Tests that drive a command in-process (``args.func(args)``, as tests/cli_run.py does) skip
+    :func:`aumann.cli.main`, which lets go of the output folders the command locked (:mod:`aumann.io.lock`):
+    without this the worker kept each lock, and its ``.aumann-lock`` file in the folder, until it exited."""
+    yield
+    import sys
+
+    lock = sys.modules.get("aumann.io.lock")
+    if lock is not None:
+        lock.release_output_locks()
