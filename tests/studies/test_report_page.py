@@ -36,7 +36,12 @@ def _run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     run_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["run", *argv])
-    return args.func(args)
+    try:
+        return args.func(args)
+    finally:  # as aumann.cli.main does: the output folder the command locked is free again when it returns
+        from aumann.io import release_output_locks
+
+        release_output_locks()
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    finally:  # as aumann.cli.main does: the output folder the command locked is free again when it returns
+        from aumann.io import release_output_locks
+
+        release_output_locks()
 
 
 @pytest.fixture
