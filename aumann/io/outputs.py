@@ -109,7 +109,7 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
         fh = open_read(Path(root) / OUTPUTS_JOURNAL, within=root, what="output journal", error=OutputError)
     except (OutputError, PathEscapeError, OSError):
         return {}
-    entries: dict[str, list[str]] = {}
+    entries: dict[str, dict[str, None]] = {}  # (each name's digests in order, each once: a dict, not a list)
     with fh:
         if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object, and the lines added after it
             entries, end = _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
@@ -125,10 +125,8 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
                 continue  # a torn or damaged line
             if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str) and rec[0] \
                     and isinstance(rec[1], str) and _HEX64.fullmatch(rec[1]):
-                got = entries.setdefault(rec[0], [])
-                if rec[1] not in got:
-                    got.append(rec[1])
-    return entries
+                entries.setdefault(rec[0], {})[rec[1]] = None
+    return {name: list(digests) for name, digests in entries.items()}
 
 
 def _read_old_journal(raw: bytes, root: PathLike) -> tuple[dict[str, list[str]], int]:

@@ -1,0 +1,61 @@
+"""Hostile output journals (``.aumann-journal.json``): a journal with another name outside the folder (a hard link),
+a huge journal, and records naming paths outside the folder. No command writes, removes or trusts a file outside the
+output folder through the journal, and reading a journal costs time linear in its size."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import pytest
+
+from aumann.errors import OutputError
+from aumann.io import (
+    OUTPUTS_JOURNAL,
+    check_outputs,
+    journal_output,
+    recorded_outputs,
+    sha256_bytes,
+)
+
+
+def _digest(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def _read_seconds(root, lines) -> float:
+    (root / OUTPUTS_JOURNAL).write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    t0 = time.perf_counter()
+    recorded_outputs(root)
+    return time.perf_counter() - t0
+
+
+def test_reading_a_journal_of_many_digests_of_one_name_is_linear(tmp_path):
+    # each name's digests were a list searched once per record: n records of one name cost O(n^2) (40,000 lines,
+    # 3 MB: 9.5 s; 10^6 lines: hours, every command into the folder hung); now as fast as n records of n names
+    n = 50_000
+    one, many = tmp_path / "one", tmp_path / "many"
+    one.mkdir()
+    many.mkdir()
+    spread = _read_seconds(many, ([f"f{i}.csv", _digest(i)] for i in range(n)))
+    same = _read_seconds(one, (["a.csv", _digest(i)] for i in range(n)))
+    assert same < 3 * spread + 0.5, (same, spread)
+    assert len(recorded_outputs(one).digests["a.csv"]) == n
+
+
+def test_records_naming_paths_outside_the_folder_touch_nothing_there(tmp_path):
+    # the journal's names are only looked up for the outputs a command writes: a record naming ../victim.txt or an
+    # absolute path makes no command read, replace or remove that file, and a file of your own stays refused
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_bytes(b"mine")
+    recs = [["../victim.txt", sha256_bytes(b"keep")], [str(victim), sha256_bytes(b"keep")],
+            ["summary.json/../../victim.txt", sha256_bytes(b"keep")], ["a\x00b", _digest(1)], ["..", _digest(2)]]
+    (out / OUTPUTS_JOURNAL).write_bytes("".join(json.dumps(r) + "\n" for r in recs).encode() + b'[1]\n{}\n"x"\n\xff\n')
+    with pytest.raises(OutputError, match=r"summary\.json"):
+        check_outputs(out, ["summary.json"])
+    journal_output(out, "c.csv", _digest(3))
+    assert victim.read_bytes() == b"keep"
