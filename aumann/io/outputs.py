@@ -151,7 +151,8 @@ def _read_old_journal(raw: bytes, root: PathLike) -> tuple[dict[str, list[str]],
 def journal_output(root: PathLike, name: str, digest: str) -> None:
     """Add ``name`` (relative to the output folder ``root``) with its SHA-256 ``digest`` to ``root``'s journal: one
     line appended and flushed to the disk (a command writing k files writes k lines, not k journals). A journal in
-    an older aumann's format is converted first; a symbolic link there is replaced, never written through.
+    an older aumann's format is converted first; a symbolic or hard link there is replaced, never written
+    through.
 
     Raises:
         OutputError: the journal cannot be written (a directory of that name, no permission, a full disk).
@@ -171,8 +172,12 @@ def journal_output(root: PathLike, name: str, digest: str) -> None:
             confine(path, root, what="output journal", follow=False)
             fd = os.open(path, flags, _FILE_MODE)
         try:
-            size = os.fstat(fd).st_size
-            if size and _byte_at(fd, 0) == b"{":  # an older aumann's journal: rewritten as lines, once
+            st = os.fstat(fd)
+            size = st.st_size
+            # an older aumann's journal is rewritten as lines, once; a journal with another name too (a hard link: to
+            # a file outside the folder, or one a `cp -al` backup shares) is rewritten as a file of its own, as an
+            # atomic write replaces it, instead of appended to through the link (which wrote into that other file)
+            if (size and _byte_at(fd, 0) == b"{") or st.st_nlink > 1:
                 os.close(fd)
                 fd = -1
                 lines = b"".join(_journal_record(n, d) for n, ds in _read_journal(root).items() for d in ds)

@@ -15,13 +15,46 @@ from aumann.io import (
     OUTPUTS_JOURNAL,
     check_outputs,
     journal_output,
+    journaled,
     recorded_outputs,
     sha256_bytes,
+    write_text,
 )
 
 
 def _digest(i: int) -> str:
     return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def test_a_journal_hard_linked_to_a_file_outside_is_not_written_through(tmp_path):
+    # journal_output appended to the journal in place: a hard link there (to ~/notes.txt, say) got every output's
+    # record appended to that file outside the output folder (`aumann attribute --out` wrote 10 lines into it)
+    outside = tmp_path / "notes.txt"
+    outside.write_bytes(b"my notes\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / OUTPUTS_JOURNAL).hardlink_to(outside)
+    with journaled(out):
+        write_text(out / "summary.json", "{}")
+    journal_output(out, "b.csv", sha256_bytes(b"b"))
+    assert outside.read_bytes() == b"my notes\n"
+    assert (out / OUTPUTS_JOURNAL).stat().st_nlink == 1
+    assert recorded_outputs(out).digests == {"summary.json": {sha256_bytes(b"{}")}, "b.csv": {sha256_bytes(b"b")}}
+
+
+def test_a_journal_shared_with_a_hard_linked_backup_keeps_its_records_and_leaves_the_backup(tmp_path):
+    # `cp -al out backup` shares the journal's inode: the backup's copy is left as it was, and the folder's journal
+    # keeps what it recorded
+    out, backup = tmp_path / "out", tmp_path / "backup"
+    out.mkdir()
+    backup.mkdir()
+    a = sha256_bytes(b"a")
+    journal_output(out, "a.csv", a)
+    (backup / OUTPUTS_JOURNAL).hardlink_to(out / OUTPUTS_JOURNAL)
+    before = (backup / OUTPUTS_JOURNAL).read_bytes()
+    journal_output(out, "b.csv", sha256_bytes(b"b"))
+    assert (backup / OUTPUTS_JOURNAL).read_bytes() == before
+    assert recorded_outputs(out).digests == {"a.csv": {a}, "b.csv": {sha256_bytes(b"b")}}
 
 
 def _read_seconds(root, lines) -> float:
