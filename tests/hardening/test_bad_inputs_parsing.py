@@ -246,3 +246,24 @@ def test_a_span_whose_trace_id_is_not_an_id_is_a_typed_bad_span(tmp_path, tid):
         read_trace(d)
     got = read_trace(d, on_bad="skip")
     assert got.report.to_dict()["skipped"]["trace_id is not an id"] == 1
+
+
+def test_detecting_the_format_of_a_one_line_file_reads_no_more_than_a_line_may_hold(tmp_path, monkeypatch):
+    # the span sniffer iterated the file line by line for its first line: a JSON lines file of one 300 MB line held
+    # 600 MB of text (one 3 GB line: 6 GB) to be detected as a table; now at most MAX_LINE characters are read
+    import tracemalloc
+
+    from aumann.data.traces import otel
+    from aumann.data.traces.formats import detect_format
+
+    monkeypatch.setattr(otel, "MAX_LINE", 2**20)
+    f = tmp_path / "one.jsonl"
+    with open(f, "wb") as fh:
+        fh.write(b'{"agent": "a", "tick": 0, "x": "' + b"a" * (32 * 2**20) + b'"}\n')
+    tracemalloc.start()
+    try:
+        assert detect_format(f) == "table"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak

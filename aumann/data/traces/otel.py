@@ -82,9 +82,11 @@ def _open(p: Path):
 
 
 def _first_line(p: Path) -> str:
+    """The first line of ``p`` that is not blank, cut at :data:`MAX_LINE` characters: only so much is read (a file
+    of one 300 MB line, iterated line by line, held all of it, twice over, to detect its format)."""
     try:
         with _open(p) as fh:
-            for line in fh:
+            while line := fh.readline(MAX_LINE + 1):
                 if line.strip():
                     return line[:MAX_LINE]
     except (OSError, EOFError, zlib.error):
