@@ -214,3 +214,29 @@ def test_counts_json_goes_through_the_bounded_reader_and_its_schema(tmp_path, te
     (out / "counts.json").write_text(text)
     with pytest.raises(IngestError, match=needle):
         RawCounts.load(out)
+
+
+@pytest.mark.parametrize("tick", ["1e309", '"1e309"', "-1e400", '"-inf"', '"Infinity"'])
+def test_an_infinite_step_is_a_counted_bad_record_not_an_overflow(tmp_path, tick):
+    # 1e309 reads as inf: a step that is inf (a JSON number, or text of one) ended every trace read, --skip-bad or
+    # not, in a bare OverflowError ("cannot convert float infinity to integer") from the step coder
+    from aumann.data.traces import read_trace
+    from aumann.errors import TraceRecordError
+
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "features": [{"kind": "count_each"}]}
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"agent": "a", "tick": 0, "action": "buy"}\n'
+                 f'{{"agent": "b", "tick": {tick}, "action": "buy"}}\n'
+                 '{"agent": "c", "tick": "1", "action": "buy"}\n')
+    spans = tmp_path / "spans.jsonl"
+    spans.write_text("".join(
+        f'{{"name": "llm", "context": {{"trace_id": "t{i}", "span_id": "s{i}"}}, '
+        f'"resource": {{"attributes": {{"agent.id": "{a}"}}}}, "attributes": {{"agent.tick": {t}}}}}\n'
+        for i, (a, t) in enumerate((("a", "0"), ("b", tick), ("c", '"1"')))))
+    for path, sp in ((p, spec), (spans, None)):
+        got = read_trace(path, sp, on_bad="skip")
+        assert got.panel.agent_ids.tolist() == ["a", "c"], path.name
+        assert got.report.n_skipped == 1 and got.panel.values.sum() == 2, path.name
+        with pytest.raises(TraceRecordError, match=r"(line|row) 2\b"):
+            read_trace(path, sp)

@@ -174,7 +174,7 @@ class StepCoder:
             if todo.any():
                 num[todo], time_far[todo] = _parse_times(pd.Series(obj[todo]).astype(str))
                 from_time[todo] = True
-        bad = np.isnan(num) & ~missing
+        bad = ~np.isfinite(num) & ~missing  # (NaN, and an infinite step: 1e309 reads as inf, no integer)
         far = None
         if not self.binned:  # an integer (or integer text) judged as an integer: float64 rounds 2⁵³ + 1 to 2⁵³
             far = np.zeros(n, dtype=bool)
