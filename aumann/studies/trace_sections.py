@@ -67,7 +67,8 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]
-    rows += [["filtered", r, n, ""] for r, n in sorted((tr.get("filtered") or {}).items(), key=lambda kv: -kv[1])]
+    rows += [["filtered", literal(r), n, ""]  # ('<field> not in where': a column name of the user's file)
+             for r, n in sorted((tr.get("filtered") or {}).items(), key=lambda kv: -kv[1])]
     rows += [["missing value", literal(f), n, ""] for f, n in sorted((tr.get("missing_values") or {}).items())]
     if rows:
         blocks.append(Table(["", "reason", "records", "first locations"], rows, caption="Records not used as read",

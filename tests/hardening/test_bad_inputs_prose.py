@@ -89,6 +89,21 @@ def test_trace_page_shows_the_trace_file_and_command_literally(tmp_path):
     _check_both(out, f"{HOSTILE_NAME}.jsonl", command)
 
 
+def test_trace_page_shows_a_where_field_named_in_a_filter_reason_literally(tmp_path):
+    """A record left out by the spec's [where] is counted under '<field> not in where'; the field is a column name of
+    the user's file, and the trace table ('Records not used as read') drew '**x** <b>y ... `c` _u_' as a bold x and
+    code c on both pages (the skip reasons beside it were literal)."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"agent,tick,action,{HOSTILE_NAME}\na,0,buy,keep\nb,0,buy,drop\na,1,buy,keep\nb,1,buy,keep\n")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('format = "table"\n[agent]\nfield = "agent"\n[step]\nfield = "tick"\n[action]\nfield = "action"\n'
+                    f'[[features]]\nkind = "count_each"\n[where]\n{json.dumps(HOSTILE_NAME)} = ["keep"]\n')
+    out = tmp_path / "out"
+    assert main(["attribute", "--trace", str(trace), "--spec", str(spec), "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    _check_both(out, f"{HOSTILE_NAME} not in where")
+
+
 def test_run_page_shows_the_scenario_description_and_command_literally(tmp_path):
     """A scenario's name, description and baseline description (a user registry entry) and the command line went
     through the report's markup on the page of `aumann run`."""
