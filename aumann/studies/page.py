@@ -254,7 +254,9 @@ def _sort_key(v: Any) -> str:
             return _sort_key(v.item())
         except (TypeError, ValueError):
             pass
-    return str(v)
+    # as the cell shows it: an id's escape sequence or bidirectional override is no raw byte of the page either (a
+    # data-sort of "\x1b[31m..." put the ESC itself into report.html, which `cat report.html` obeyed)
+    return _visible(str(v))
 
 
 def _is_num(v: Any) -> bool:

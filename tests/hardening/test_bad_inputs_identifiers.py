@@ -315,3 +315,18 @@ def test_aumann_attribute_warns_once_when_two_agent_ids_look_identical(tmp_path,
     assert err.count("aumann: warning: 1 group(s) of agent ids differ only in Unicode") == 1
     assert "'cafe\\u0301' and 'caf\\xe9'" in err
     assert "look alike" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_report_html_holds_no_raw_control_or_bidi_character_of_an_id(tmp_path):
+    """Each id cell of the who-table is shown with its escapes (\\x1b, \\u202e), but its sort key (data-sort) was the
+    raw id: report.html held the ESC of an id '\\x1b[31mred' (and `cat report.html` turned the terminal red) and the
+    override of '\\u202eevil'. The key is now the text the cell shows."""
+    ids = ["\x1b[31mred\x1b[0m", "\u202eevil", "bell\x07", "plain", "\x9b2J"]
+    p = Panel(np.arange(2 * 5, dtype=float).reshape(2, 5, 1), agent_ids=ids)
+    out = tmp_path / "out"
+    assert main(["attribute", str(p.save(tmp_path / "p.npz")), "--indicator", "lin", "--out", str(out),
+                 "--static"]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    raw = sorted({f"U+{ord(c):04X}" for c in page if c in "\x1b\x07\x9b\u202e"})
+    assert raw == [], raw
+    assert 'data-sort="\\x1b[31mred\\x1b[0m"' in page and 'data-sort="\\u202eevil"' in page
