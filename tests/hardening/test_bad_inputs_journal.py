@@ -92,3 +92,19 @@ def test_records_naming_paths_outside_the_folder_touch_nothing_there(tmp_path):
         check_outputs(out, ["summary.json"])
     journal_output(out, "c.csv", _digest(3))
     assert victim.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("value", [5, None, True, {"a": 1}, [7, None], 1.5])
+def test_a_manifest_digest_that_is_no_digest_is_a_changed_file_not_a_type_error(tmp_path, value):
+    # the trace page asks output_check whether deletion_masking.json is the file the run wrote, with the manifest's
+    # outputs_sha256 as written: a value 5 there raised TypeError ('int' object is not iterable), and `aumann report`
+    # said only "result files are incomplete or from another version (TypeError: ...)"
+    from aumann.studies.trace_sections import _changed_since
+
+    (tmp_path / "deletion_masking.json").write_text("{}")
+    manifest = {"outputs_sha256": {"deletion_masking.json": value}}
+    got = _changed_since(tmp_path, manifest, "deletion_masking.json")
+    if value is None:
+        assert got is None  # recorded as nothing: an older aumann's manifest, which recorded no checksum of it
+    else:
+        assert got == "deletion_masking.json is not the file the run wrote (changed or replaced since)"
