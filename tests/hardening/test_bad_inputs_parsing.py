@@ -267,3 +267,42 @@ def test_detecting_the_format_of_a_one_line_file_reads_no_more_than_a_line_may_h
     finally:
         tracemalloc.stop()
     assert peak < 16 * 2**20, peak
+
+
+@pytest.mark.parametrize("text,first", [
+    ("agent,tick,action\r\na,0,x\r\nb,1,x\nc,1,x\r\n", "\\r\\n (first ending line 1) and \\n (first ending line 3)"),
+    ("agent,tick,action\na,0,x\nb,1,x\rc,1,x\n", "\\n (first ending line 1) and a bare \\r (first ending line 3)"),
+    ("agent,tick,action\n" + "".join(f"a{i},{i},x\n" for i in range(30_000)) + "z,1,x\r\nz,2,x\r\n",
+     "\\n (first ending line 1) and \\r\\n (first ending line 30002)")], ids=["crlf-lf", "lf-cr", "late-crlf"])
+@pytest.mark.parametrize("on_bad", ["error", "skip"])
+def test_a_csv_that_mixes_line_endings_is_refused_naming_them(tmp_path, text, first, on_bad):
+    # DuckDB takes one line ending per CSV file: a file joined from a Windows and a Unix one was refused with "It was
+    # not possible to automatically detect the CSV parsing dialect" or "The CSV Parser state machine reached an invalid
+    # state", naming no cause; the error now says which line endings the file mixes, and where each is first
+    from aumann.data.traces import read_trace
+    from aumann.errors import TraceFormatError
+
+    p = tmp_path / "t.csv"
+    p.write_bytes(text.encode())
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "features": [{"kind": "count_each"}]}
+    with pytest.raises(TraceFormatError) as err:
+        read_trace(p, spec, on_bad=on_bad)
+    assert f"'{p}' mixes line endings, {first}: a CSV file must end every line alike" in str(err.value)
+
+
+def test_the_line_ending_count_agrees_with_a_whole_file_split_at_every_block_size(tmp_path):
+    import re
+
+    from aumann.data.traces.duck import _first_lines, _line_end_kinds
+
+    data = b"a\r\nb\nc\rd\r\r\ne\n\rf\r"
+    names = {b"\r\n": "\\r\\n", b"\n": "\\n", b"\r": "a bare \\r"}
+    ends = [names[m.group(0)] for m in re.finditer(rb"\r\n|\r|\n", data)]
+    want = {k: ends.count(k) for k in set(ends)}
+    firsts = {k: ends.index(k) + 1 for k in set(ends)}
+    p = tmp_path / "x.csv"
+    p.write_bytes(data)
+    for chunk in range(1, len(data) + 2):
+        assert _line_end_kinds(p, chunk) == want, chunk
+        assert _first_lines(p, set(want), chunk) == firsts, chunk

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob as globlib
 import json
+import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,6 +96,67 @@ def check_gzip(files: Sequence[Path], chunk: int = 1 << 22) -> None:
                     pass
         except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; damaged deflate data zlib.error
             raise TraceFormatError(f"{str(f)!r} is a damaged or truncated gzip file: {exc}") from exc
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def _line_end_kinds(f: Path, chunk: int) -> dict[str, int]:
+    """{kind of line end: how many} of file ``f`` (``\\r\\n``, ``\\n``, a bare ``\\r``), counted block by block."""
+    counts = {"\\r\\n": 0, "\\n": 0, "a bare \\r": 0}
+    carry = b""
+    with _opens(f) as fh:
+        while block := fh.read(chunk):
+            data = carry + block
+            carry = b"\r" if data.endswith(b"\r") else b""  # (its \n may start the next block)
+            data = data[:-1] if carry else data
+            both = data.count(b"\r\n")
+            counts["\\r\\n"] += both
+            counts["\\n"] += data.count(b"\n") - both
+            counts["a bare \\r"] += data.count(b"\r") - both
+    counts["a bare \\r"] += len(carry)
+    return {k: n for k, n in counts.items() if n}
+
+
+def _first_lines(f: Path, kinds: set[str], chunk: int) -> dict[str, int]:
+    """{kind: the first line (1-based) of file ``f`` that ends that way} for each of ``kinds``."""
+    first: dict[str, int] = {}
+    line, carry = 1, b""
+    with _opens(f) as fh:
+        while (block := fh.read(chunk)) or carry:
+            data = carry + block
+            carry = b"\r" if block and data.endswith(b"\r") else b""
+            for m in _LINE_END.finditer(data[:-1] if carry else data):
+                kind = {b"\r\n": "\\r\\n", b"\n": "\\n"}.get(m.group(0), "a bare \\r")
+                if kind in kinds:
+                    first.setdefault(kind, line)
+                    if len(first) == len(kinds):
+                        return first
+                line += 1
+            if not block:
+                break
+    return first
+
+
+def mixed_line_ends(files: Sequence[Path], names: dict[str, str] | None = None, chunk: int = 1 << 22) -> str:
+    """Why DuckDB may have refused CSV ``files`` where one of them ends its lines in more than one way (``\\r\\n`` on
+    some, ``\\n`` or a bare ``\\r`` on others: files joined from two systems, or edited by hand): a sentence naming the
+    file and the first line of each kind, else ''. DuckDB's CSV reader takes one line ending per file: such a file
+    was refused with its sniffer's "It was not possible to automatically detect the CSV parsing dialect" or "The CSV
+    Parser state machine reached an invalid state", which named no cause. (Read on that error path only.)"""
+    for f in files:
+        try:
+            kinds = _line_end_kinds(f, chunk)
+            if len(kinds) < 2:
+                continue
+            first = _first_lines(f, set(kinds), chunk)
+        except (OSError, EOFError, zlib.error):
+            continue
+        shown = " and ".join(f"{kind} (first ending line {n})"
+                             for kind, n in sorted(first.items(), key=lambda kv: kv[1]))
+        return (f"{(names or {}).get(str(f), str(f))!r} mixes line endings, {shown}: a CSV file must end every line "
+                "alike (save it with one kind, e.g. with dos2unix); ")
+    return ""
 
 
 _UTF16 = {b"\xff\xfe": "FF FE", b"\xfe\xff": "FE FF"}
@@ -354,5 +416,6 @@ def expr(path: str) -> str:
 
 
 __all__ = ["FILE_COLUMN", "HEADER_SEARCH", "arrow_reader", "check_gzip", "connect", "csv_dialect", "duplicated_columns",
-           "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values", "refuse_utf16", "scan_sql",
+           "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values", "mixed_line_ends",
+           "refuse_utf16", "scan_sql",
            "sniff_sql", "table_files", "without_bom"]

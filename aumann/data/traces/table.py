@@ -34,6 +34,7 @@ from aumann.data.traces.duck import (
     json_full_types,
     json_values,
     lit,
+    mixed_line_ends,
     refuse_utf16,
     scan_sql,
     sniff_sql,
@@ -106,7 +107,8 @@ class TableReader(TraceReader):
                 cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
             except duckdb.Error as exc:
                 if kind != "json" or "recursion depth" not in str(exc):
-                    raise TraceFormatError(f"DuckDB cannot read {str(self.path)!r}: {str(exc)[:400]}") from exc
+                    raise TraceFormatError(f"{_why_csv(kind, files, names)}DuckDB cannot read {str(self.path)!r}: "
+                                           f"{str(exc)[:400]}") from exc
                 # DuckDB's detection of the columns parses every value: one line nested deeper than its 128 levels
                 # failed the whole file ('JSON exceeds maximum recursion depth'), --skip-bad or not; the spec's fields
                 # are read by name below, each as JSON text (decoded within aumann's bounds, a bad one a bad record)
@@ -138,8 +140,9 @@ class TableReader(TraceReader):
                     try:
                         cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
                     except duckdb.Error as exc:
-                        raise TraceFormatError(f"DuckDB cannot read {str(self.path)!r} from its header on (line "
-                                               f"{skip + 1}): {str(exc)[:400]}") from exc
+                        raise TraceFormatError(f"{_why_csv(kind, files, names)}DuckDB cannot read "
+                                               f"{str(self.path)!r} from its header on (line {skip + 1}): "
+                                               f"{str(exc)[:400]}") from exc
                     missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             if missing:
                 shown = [c for c in cols if c != FILE_COLUMN]
@@ -190,12 +193,12 @@ class TableReader(TraceReader):
                     break
                 except duckdb.Error as exc:
                     done = sum(row_in_file.values())
-                    raise TraceFormatError(f"DuckDB stopped reading {str(self.path)!r} after {done} row(s): "
-                                           f"{str(exc)[:400]}") from exc
+                    raise TraceFormatError(f"{_why_csv(kind, files, names)}DuckDB stopped reading "
+                                           f"{str(self.path)!r} after {done} row(s): {str(exc)[:400]}") from exc
                 except Exception as exc:  # pyarrow wraps DuckDB's errors in the batch reader
                     done = sum(row_in_file.values())
-                    raise TraceFormatError(f"reading {str(self.path)!r} stopped after {done} row(s): "
-                                           f"{str(exc)[:400]}") from exc
+                    raise TraceFormatError(f"{_why_csv(kind, files, names)}reading {str(self.path)!r} stopped "
+                                           f"after {done} row(s): {str(exc)[:400]}") from exc
                 n = rb.num_rows
                 if n == 0:
                     continue
@@ -272,6 +275,12 @@ def _case_hint(missing: list[str], columns: list[str]) -> str:
         return ""
     return (f" (columns differing only in case are one name to DuckDB: the second is renamed {renamed}; rename the "
             "column in the file so that no two differ only in case)")
+
+
+def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
+    """A cause DuckDB's CSV errors do not name, put before them: a file that mixes line endings
+    (:func:`~aumann.data.traces.duck.mixed_line_ends`); '' for other kinds, or when none does."""
+    return mixed_line_ends(files, names) if kind == "csv" else ""
 
 
 def _lossy_id(t: str | None) -> bool:
