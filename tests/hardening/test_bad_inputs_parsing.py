@@ -306,3 +306,22 @@ def test_the_line_ending_count_agrees_with_a_whole_file_split_at_every_block_siz
     for chunk in range(1, len(data) + 2):
         assert _line_end_kinds(p, chunk) == want, chunk
         assert _first_lines(p, set(want), chunk) == firsts, chunk
+
+
+def test_one_overlong_agent_id_among_many_agents_is_a_trace_error_not_gigabytes(tmp_path):
+    # numpy stores text ids at the width of the longest: one id of 50,000 characters among 20,000 agents (a 300 kB
+    # CSV) asked for 3.7 GiB, twice over (np.unique's copy), and ended in numpy's MemoryError or the OOM killer;
+    # here 3,000 agents and 30,000 characters would be 360 MB
+    from aumann.data.traces import read_trace
+    from aumann.errors import TraceError
+
+    p = tmp_path / "t.csv"
+    p.write_text("agent,tick,action\n" + "".join(f"a{i},0,x\n" for i in range(3_000)) + "L" * 30_000 + ",1,x\n")
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "features": [{"kind": "count_each"}]}
+    with pytest.raises(TraceError, match=r"the 3,001 agent ids would take 0\.3 GiB in the panel, which stores each "
+                                         r"at the width of the longest \(30,000 characters"):
+        read_trace(p, spec, on_bad="skip")
+    # ids of every length up to 10,000 characters among few agents are read as ever
+    p.write_text("agent,tick,action\n" + "".join(f"a{i},0,x\n" for i in range(50)) + "L" * 10_000 + ",1,x\n")
+    assert len(read_trace(p, spec).panel.agent_ids) == 51

@@ -469,16 +469,33 @@ def _exposure(x: np.ndarray, src: np.ndarray, tgt: np.ndarray, since: np.ndarray
 
 
 _INT64 = np.iinfo(np.int64)
+#: the most a panel's text ids may take as numpy stores them (each at the width of the longest, 4 bytes a character)
+#: where that is also over 16 times their own text: one overlong id among many agents
+_ID_PAD_BYTES = 256 * 2**20
 
 
 def _plain_ids(ids: list[Any]) -> np.ndarray:
     """Agent ids as one numpy type: integers that all fit an int64 stay integers; mixed types, and integers
     beyond int64 (a 2⁷⁰ in a span, a uint64 column holding 2⁶⁴ − 1, which made ``np.asarray(ids, int64)`` raise
-    a bare OverflowError), become text, every digit kept."""
+    a bare OverflowError), become text, every digit kept.
+
+    Raises:
+        TraceError: the text ids would take more than :data:`_ID_PAD_BYTES` and 16 times their own text: numpy
+            stores every id at the width of the longest, so one id of 50,000 characters among 20,000 agents (a
+            300 kB CSV) asked for 3.7 GiB, twice over, and ended in numpy's MemoryError (or the machine's OOM).
+    """
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool) and _INT64.min <= v <= _INT64.max
            for v in ids):
         return np.asarray(ids, dtype=np.int64)
-    return np.asarray([str(v) for v in ids], dtype=object).astype(str)
+    texts = [str(v) for v in ids]
+    sizes = [len(t) for t in texts]
+    longest = max(sizes, default=0)
+    fixed, own = 4 * longest * len(texts), 4 * sum(sizes)
+    if fixed > _ID_PAD_BYTES and fixed > 16 * own:
+        raise TraceError(f"the {len(texts):,} agent ids would take {fixed / 2**30:.1f} GiB in the panel, which stores "
+                         f"each at the width of the longest ({longest:,} characters; their own text is "
+                         f"{own / 2**20:.1f} MiB): an id that long is no agent id (is the agent field right?)")
+    return np.asarray(texts, dtype=object).astype(str)
 
 
 __all__ = ["PanelBuilder"]
