@@ -343,11 +343,20 @@ def plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
-def utf8_labels(arr: np.ndarray, what: str) -> None:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_labels(arr: np.ndarray | Sequence[str], what: str) -> None:
     """Text labels must be text UTF-8 can hold: a lone surrogate (U+D800–U+DFFF; what a JSON ``"\\udc80"`` escape in
     a trace, or a file name that is not UTF-8, gives Python) cannot be written to any CSV, page or Parquet file, so
     ``aumann attribute`` failed with a ``UnicodeEncodeError`` after the attribution. Raises
-    :class:`~aumann.errors.PanelError` naming the first such label and its position."""
+    :class:`~aumann.errors.PanelError` naming the first such label and its position. A list of text (feature names)
+    is searched as it is: as a fixed-width array, 20,000 names and one of 50,000 characters took 4 GiB."""
+    if not isinstance(arr, np.ndarray):
+        where = np.array([i for i, t in enumerate(arr) if _SURROGATE.search(t)], dtype=np.int64)
+        if where.size:
+            _lone_surrogate(str(arr[int(where[0])]), where, what)
+        return
     if arr.dtype.kind != "U" or arr.size == 0 or arr.dtype.itemsize == 0:
         return
     codes = np.ascontiguousarray(arr).view(np.uint32)
@@ -355,7 +364,10 @@ def utf8_labels(arr: np.ndarray, what: str) -> None:
     if not bad.any():
         return
     where = np.flatnonzero(bad.reshape(arr.size, -1).any(axis=1))
-    label = str(arr.reshape(-1)[where[0]])
+    _lone_surrogate(str(arr.reshape(-1)[where[0]]), where, what)
+
+
+def _lone_surrogate(label: str, where: np.ndarray, what: str) -> None:
     char = next(c for c in label if 0xD800 <= ord(c) <= 0xDFFF)
     shown = repr(label if len(label) <= 80 else label[:77] + "...")
     raise PanelError(f"{what} must be text UTF-8 can hold; {where.size} label(s) contain a lone surrogate "
@@ -584,7 +596,7 @@ class Panel:
             raise ShapeError(f"{len(feats)} feature names given for D = {D} features: {feats}")
         if len(set(feats)) != D:
             raise DuplicateIdError(f"feature names must be unique; got {feats}")
-        utf8_labels(np.asarray(feats, dtype=str), "feature names")
+        utf8_labels(feats, "feature names")
         self.features: tuple[str, ...] = tuple(feats)
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)

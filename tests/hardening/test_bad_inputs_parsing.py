@@ -346,3 +346,24 @@ def test_many_distinct_actions_build_their_features_in_linear_time(tmp_path):
     assert read_trace(many, spec).panel.values.shape == (1, 1, n)
     t2 = time.perf_counter()
     assert t2 - t1 < 10 * (t1 - t0) + 2, (t2 - t1, t1 - t0)
+
+
+def test_one_overlong_feature_name_among_many_is_checked_without_a_fixed_width_copy():
+    # the panel checked its feature names for lone surrogates as one numpy text array, each name at the width of the
+    # longest: a trace of 20,000 distinct actions and one of 50,000 characters (count_each: 20,001 features) asked
+    # for 4 GiB and ended in numpy's MemoryError; here 3,000 names and one of 30,000 characters would be 360 MB
+    import tracemalloc
+
+    from aumann.errors import PanelError
+
+    names = [f"f{i}" for i in range(3_000)] + ["L" * 30_000]
+    tracemalloc.start()
+    try:
+        p = Panel(np.zeros((1, 1, len(names))), features=names)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert p.features[-1] == names[-1] and peak < 32 * 2**20, peak
+    with pytest.raises(PanelError, match=r"feature names must be text UTF-8 can hold; 1 label\(s\) contain a lone "
+                                         r"surrogate \(U\+DC80.*at position 3"):
+        Panel(np.zeros((1, 1, 4)), features=["a", "b", "c", "x\udc80"])
