@@ -22,6 +22,7 @@ import os
 import re
 import unicodedata
 import warnings
+from collections import Counter
 from collections.abc import Hashable, Iterable, KeysView, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
@@ -93,7 +94,7 @@ def _flatten_frame(df: Any) -> tuple[Any, list[Any]]:
     """(the frame with its index levels as columns, the names of those levels), refusing what would make the
     columns ambiguous: repeated column names, an index level named like a column, unnamed levels."""
     cols = list(df.columns)
-    dup = sorted({str(c) for c in cols if cols.count(c) > 1})
+    dup = sorted({str(c) for c, k in Counter(cols).items() if k > 1})  # (cols.count per column: O(D²))
     if dup:
         raise DuplicateIdError(f"the frame has repeated column names {dup}; a column must name one thing")
     named = df.index.nlevels > 1 or df.index.name is not None
