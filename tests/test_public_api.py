@@ -188,6 +188,7 @@ PUBLIC = {
         "ensure_output_dir",
         "file_digests",
         "journal_output",
+        "journal_outputs",
         "journaled",
         "lock_output_dir",
         "memory_bytes",

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.io import (
         OUTPUTS_COMPLETE,
         ensure_output_dir,
-        journal_output,
+        journal_outputs,
         lock_output_dir,
         recorded_outputs,
         safe_component,
@@ -209,9 +209,10 @@ def run(args: argparse.Namespace) -> int:
     def stopped_manifest(extra: dict[str, Any]) -> None:
         # the manifest of a run stopped by its LLM budget replaces the earlier run's: what that one recorded writing
         # goes to the journal first, so its tables, figures and pages stay known as aumann's (and nothing else does)
-        for name, digests in recorded_outputs(out, command="aumann run").digests.items():
-            for digest in sorted(digests):
-                journal_output(out, name, digest)
+        # (in one append: each was a line appended and flushed to the disk on its own, the journal's own records
+        # too, so every stop appended the whole journal to itself again)
+        recorded = recorded_outputs(out, command="aumann run").digests
+        journal_outputs(out, ((name, digest) for name, digests in recorded.items() for digest in sorted(digests)))
         write_manifest(out, command, config.model_dump(mode="json", exclude={"execution"}), seeds=seeds,
                        extra={OUTPUTS_COMPLETE: True, **extra})
 

@@ -158,8 +158,25 @@ def journal_output(root: PathLike, name: str, digest: str) -> None:
         OutputError: the journal cannot be written (a directory of that name, no permission, a full disk).
         PathEscapeError: ``root`` leads outside itself through a link on the way.
     """
+    _append_records(root, _journal_record(name, digest))
+
+
+def journal_outputs(root: PathLike, records: Iterable[tuple[str, str]]) -> None:
+    """Add each ``(name, SHA-256)`` of ``records`` that ``root``'s journal does not hold yet, all in one append
+    flushed to the disk once (:func:`journal_output` for many: a manifest's ``outputs_sha256`` journaled before the
+    manifest is replaced). Raises as :func:`journal_output`."""
+    have = {name: set(digests) for name, digests in _read_journal(root).items()}
+    new: dict[tuple[str, str], None] = {}
+    for name, digest in records:
+        if digest not in have.get(name, ()):
+            new[(name, digest)] = None
+    if new:
+        _append_records(root, b"".join(_journal_record(name, digest) for name, digest in new))
+
+
+def _append_records(root: PathLike, record: bytes) -> None:
+    """Append the journal lines ``record`` to ``root``'s journal (:func:`journal_output`)."""
     path = confine(Path(root) / OUTPUTS_JOURNAL, root, what="output journal", follow=False)
-    record = _journal_record(name, digest)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
         | getattr(os, "O_BINARY", 0)
     try:
@@ -367,4 +384,5 @@ def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[st
 
 
 __all__ = ["OUTPUTS_COMPLETE", "OUTPUTS_JOURNAL", "OutputCheck", "RecordedOutputs", "adopt_outputs", "check_outputs",
-           "check_stale", "journal_output", "journaled", "output_check", "recorded_outputs", "settle_journal"]
+           "check_stale", "journal_output", "journal_outputs", "journaled", "output_check", "recorded_outputs",
+           "settle_journal"]

@@ -108,3 +108,45 @@ def test_a_manifest_digest_that_is_no_digest_is_a_changed_file_not_a_type_error(
         assert got is None  # recorded as nothing: an older aumann's manifest, which recorded no checksum of it
     else:
         assert got == "deletion_masking.json is not the file the run wrote (changed or replaced since)"
+
+
+def test_many_records_are_journaled_in_one_flushed_append_and_none_twice(tmp_path, monkeypatch):
+    import os
+
+    from aumann.io import journal_outputs
+
+    journal_output(tmp_path, "a.csv", _digest(0))
+    syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+    recs = [(f"f{i}.csv", _digest(i)) for i in range(1_000)] + [("a.csv", _digest(0)), ("f1.csv", _digest(1))]
+    journal_outputs(tmp_path, recs)
+    assert len(syncs) == 1
+    lines = (tmp_path / OUTPUTS_JOURNAL).read_text().splitlines()
+    assert len(lines) == 1_001 == len(set(lines))
+    journal_outputs(tmp_path, recs)  # all held already: nothing written
+    assert len(syncs) == 1 and len((tmp_path / OUTPUTS_JOURNAL).read_text().splitlines()) == 1_001
+    assert recorded_outputs(tmp_path).digests == {f"f{i}.csv": {_digest(i)} for i in range(1_000)} | {
+        "a.csv": {_digest(0)}}
+
+
+def test_a_run_stopped_by_its_budget_journals_no_record_twice(tmp_path):
+    # the stopped run's manifest replaces the earlier one: what that recorded was journaled record by record, each a
+    # line appended and flushed on its own, and with it every record the journal held already (the journal appended
+    # to itself again at every stop)
+    from aumann.simulators.llm import BudgetExceededError
+    from tests.cli_run import invoke_run
+    from tests.llm_loopback import LoopbackLLM
+    from tests.scenarios.test_llm_runs import _cfg
+
+    cfg = _cfg(tmp_path)
+    out = tmp_path / "out"
+    assert invoke_run("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--static") == 0
+    for _ in range(2):
+        with LoopbackLLM() as srv:
+            with pytest.raises(BudgetExceededError):
+                invoke_run("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots", "--static",
+                           "--backend", "openai", "--model", "m", "--base-url", srv.base_url, "--max-calls", "5")
+    lines = (out / OUTPUTS_JOURNAL).read_text().splitlines()
+    assert len(lines) == len(set(lines)), len(lines) - len(set(lines))
+    assert {"report.md", "report.html"} <= set(recorded_outputs(out).digests)
