@@ -112,7 +112,8 @@ def _read_journal(root: PathLike) -> dict[str, list[str]]:
     entries: dict[str, dict[str, None]] = {}  # (each name's digests in order, each once: a dict, not a list)
     with fh:
         if fh.peek(1)[:1] == b"{":  # an older aumann's journal: one JSON object, and the lines added after it
-            entries, end = _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+            old, end = _read_old_journal(fh.read(bounded.MAX_BYTES + 1), root)
+            entries = {name: dict.fromkeys(digests) for name, digests in old.items()}
             fh.seek(end)  # (a damaged object: every line is read, and those that are no record skipped)
         while line := fh.readline(_JOURNAL_LINE_MAX):
             if not line.endswith(b"\n") and len(line) == _JOURNAL_LINE_MAX:  # too long: not a record
