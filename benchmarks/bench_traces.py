@@ -10,6 +10,9 @@ steps, 7 OASIS action types) are written once in the reader's schema; then, each
 * ``duckdb``: DuckDB counting the same events per (agent, step, action) — ``GROUP BY ALL`` over the same
   file (JSONL shards, CSV), or for SQLite over the same events written as Parquet (DuckDB cannot read
   SQLite without downloading an extension);
+* ``otlp``: the same spans as ``otel`` in the OpenTelemetry protocol's JSON encoding (one ``resourceSpans``
+  envelope per trace and line), read by the otel reader with its default spec; DuckDB unnests the envelopes of the
+  same file and counts the spans per (agent, trace, name);
 * Concordia: the default spec (acted, action_chars) over a log of entity actions; DuckDB counts the same
   entries written as JSON lines (a single JSON document is not DuckDB's streaming case);
 * ``sqlite scan`` (OASIS only): Python iterating ``SELECT user_id, created_at, action FROM trace`` — the
@@ -135,6 +138,15 @@ def main() -> int:
                                f"'STRUCT(\"agent.id\" BIGINT)', trace_id: 'VARCHAR', name: 'VARCHAR'}})"
                                f"|resource.\"agent.id\", trace_id, name")]
             size = sum(f.stat().st_size for f in d.glob("trace_*.jsonl"))
+        elif reader == "otlp":
+            f = wd / "otlp.jsonl"
+            if not f.exists():
+                synth.write_otlp(f, n, agents, a.steps)
+            src = ("(SELECT rs.resource.attributes[2].value.intValue AS agent, unnest(ss.spans, recursive := true) "
+                   "FROM (SELECT rs, unnest(rs.scopeSpans) AS ss FROM (SELECT unnest(resourceSpans) AS rs FROM "
+                   f"read_json('{f}', format='newline_delimited'))))")
+            jobs = [("aumann", f"otel|{f}"), ("duckdb", f"{src}|agent, traceId, name")]
+            size = f.stat().st_size
         elif reader == "table":
             csv = wd / "events.csv"
             if not csv.exists():

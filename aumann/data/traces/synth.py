@@ -4,6 +4,8 @@
   (the DDL of camel-ai/oasis ``oasis/social_platform/schema/*.sql`` at 46cdc8d, Apache-2.0), integer
   time steps in ``trace.created_at`` as OASIS's Twitter clock writes them;
 * :func:`write_otel` — AgentSociety 2 style spans sharded over ``trace_<trace_id[:2]>.jsonl``;
+* :func:`write_otlp` — the same spans in the OpenTelemetry protocol's JSON encoding (one ``resourceSpans``
+  envelope per trace and line, attributes as ``{"key", "value"}`` lists), as the Collector's file exporter writes;
 * :func:`write_concordia` — a Concordia structured log of entity actions (texts by reference);
 * :func:`write_table` — the same events as a long CSV or Parquet table (``agent, step, action``).
 
@@ -109,6 +111,33 @@ def write_otel(folder: str | Path, n: int, agents: int, steps: int, seed: int = 
     return d
 
 
+def write_otlp(path: str | Path, n: int, agents: int, steps: int, seed: int = 0, spans_per_trace: int = 5) -> Path:
+    """The spans of :func:`write_otel` (the same events, ids and attributes) as OTLP/JSON lines in one file: per
+    (agent, step) one line ``{"resourceSpans": [{"resource": {"attributes": [...]}, "scopeSpans": [{"scope",
+    "spans": [...]}]}]}`` holding that trace's ``spans_per_trace`` spans, ids in hex, times as decimal strings."""
+    p = Path(path)
+    a, s, act = events(max(1, n // spans_per_trace), agents, steps, seed)
+    rng = np.random.default_rng(seed + 2)
+    tids = rng.integers(0, 2**63, size=(a.size, 2))
+    names = ("llm.completion", "react.tool", "react.turn", "react.loop")
+    span = ('{"traceId": "%s", "spanId": "%016x", "parentSpanId": "", "name": "%s", "kind": 1, "startTimeUnixNano": '
+            '"%d", "endTimeUnixNano": "%d", "attributes": [%s], "status": {"code": 1}}')
+    op = '{"key": "operation.type", "value": {"stringValue": "%s"}}'
+    with open(p, "w") as fh:
+        for j in range(a.size):
+            tid = f"{tids[j, 0]:016x}{tids[j, 1]:016x}"
+            t0 = 1_740_000_000_000_000_000 + int(s[j]) * 3_600_000_000_000
+            spans = [span % (tid, k, names[(k + int(act[j])) % 4], t0 + k, t0 + k + 1, op % "react")
+                     for k in range(spans_per_trace - 1)]
+            spans.append(span % (tid, 99, "agent.step", t0, t0 + 10, '{"key": "agent.tick", "value": {"intValue": '
+                                 f'"{int(s[j])}"}}}}, ' + op % "agent"))
+            fh.write('{"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": '
+                     '{"stringValue": "agentsociety2.person_agent"}}, {"key": "agent.id", "value": {"intValue": '
+                     f'"{int(a[j])}"}}}}]}}, "scopeSpans": [{{"scope": {{"name": "agentsociety2.agent.runtime", '
+                     f'"version": "1"}}, "spans": [{", ".join(spans)}]}}]}}]}}\n')
+    return p
+
+
 def write_concordia(path: str | Path, n: int, agents: int, steps: int, seed: int = 0, chunk: int = 100_000,
                     jsonl: str | Path | None = None) -> Path:
     """A Concordia structured log (``SimulationLog.to_json`` layout) with ``n`` entity_action entries; the
@@ -158,4 +187,5 @@ def write_table(path: str | Path, n: int, agents: int, steps: int, seed: int = 0
     return p
 
 
-__all__ = ["ACTIONS", "OASIS_DDL", "events", "write_concordia", "write_oasis", "write_otel", "write_table"]
+__all__ = ["ACTIONS", "OASIS_DDL", "events", "write_concordia", "write_oasis", "write_otel", "write_otlp",
+           "write_table"]
