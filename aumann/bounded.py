@@ -86,8 +86,10 @@ def _check_limits(raw: bytes, what: str, error: type[Exception], max_depth: int,
 
 
 def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Exception] = ConfigError,
-               max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES, allow_nan: bool = True) -> Any:
-    """Parse JSON ``text`` under size and depth limits.
+               max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES, allow_nan: bool = True,
+               object_pairs_hook: Any = None) -> Any:
+    """Parse JSON ``text`` under size and depth limits (``object_pairs_hook``: :func:`json.loads`'s, which sees
+    every object's keys as written, a key given twice included).
 
     Raises:
         error: ``text`` is larger than ``max_bytes``, nests deeper than ``max_depth``, is not UTF-8,
@@ -116,8 +118,8 @@ def loads_json(text: str | bytes, *, what: str = "JSON input", error: type[Excep
             raise error(f"{what} is not UTF-8 text (byte {exc.start})") from exc
     try:
         if allow_nan:
-            return json.loads(decoded)
-        out = json.loads(decoded, parse_constant=refuse, parse_float=finite)
+            return json.loads(decoded, object_pairs_hook=object_pairs_hook)
+        out = json.loads(decoded, parse_constant=refuse, parse_float=finite, object_pairs_hook=object_pairs_hook)
     except RecursionError as exc:  # the scan above makes this unreachable; kept as a last guard
         raise error(f"{what} nests too deeply to parse") from exc
     except ValueError as exc:

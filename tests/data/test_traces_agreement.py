@@ -515,6 +515,119 @@ def test_an_otlp_attribute_list_giving_a_key_the_spec_reads_twice_is_one_bad_rec
         read_trace(p, spec)
 
 
+# an OTLP envelope line, as text (a key given twice cannot be written with json.dumps): resource a with spans 1 and 2
+# in one scope, resource b with span 3; each span at tick 0 with amount = its number
+_ATTR = '{"key": "%s", "value": {"%s": "%s"}}'
+
+
+def _span(t: str, n: int, twice: str = "") -> str:
+    sid = f'"spanId": "{n}"' + (', "spanId": "8"' if twice.endswith("/spanId") else "")
+    tid = f'"traceId": "{t}{n}"' + (', "traceId": "t8"' if twice.endswith("/traceId") else "")
+    tick = _ATTR % ("tick", "intValue", 0)
+    amount = _ATTR % ("amount", "intValue", n)
+    if twice == "attributes/amount":  # the value object gives its value twice
+        amount = amount.replace('"intValue": "2"', '"intValue": "2", "intValue": "5"')
+    if twice.endswith("/attributes/key"):  # an attribute object gives its key twice
+        tick = tick.replace('"key": "tick"', '"key": "tick", "key": "note"')
+    attrs = f'"attributes": [{tick}, {amount}]'
+    if twice.endswith("/spans/attributes"):
+        attrs = f'"attributes": [], {attrs}'
+    return f'{{{tid}, {sid}, "name": "act", {attrs}}}'
+
+
+def _envelope(twice: str = "", a: str = "a", b: str = "b", t: str = "t") -> str:
+    """The envelope with one key given twice where ``twice`` says (in resource a's objects, or in span 2)."""
+    s1, s2, s3 = _span(t, 1), _span(t, 2, twice), _span(t, 3)
+    spans = f'"spans": [{s1}, {s2}]'
+    if twice == "resourceSpans/scopeSpans/spans":  # json kept the second list: spans 1 and 2 were lost
+        spans = f'"spans": [{s1}, {s2}], "spans": [{_span(t, 9)}]'
+    scope = '"scope": {"name": "sim"}' + (', "scope": {}' if twice == "resourceSpans/scopeSpans/scope" else "")
+    again = ', "attributes": []' if twice == "resourceSpans/resource/attributes" else ""
+    res = f'"resource": {{"attributes": [{_ATTR % ("agent.id", "stringValue", a)}]{again}}}'
+    if twice == "resourceSpans/resource":
+        res = '"resource": {"attributes": []}, ' + res
+    scopes = f'"scopeSpans": [{{{scope}, {spans}}}]'
+    if twice == "resourceSpans/scopeSpans":
+        scopes += f', "scopeSpans": [{{"scope": {{}}, "spans": [{_span(t, 9)}]}}]'
+    res_a = f"{{{res}, {scopes}}}"
+    agent_b = _ATTR % ("agent.id", "stringValue", b)
+    res_b = f'{{"resource": {{"attributes": [{agent_b}]}}, "scopeSpans": [{{"scope": {{}}, "spans": [{s3}]}}]}}'
+    if twice == "resourceSpans":
+        return f'{{"resourceSpans": [{res_a}], "resourceSpans": [{res_b}]}}'
+    return f'{{"resourceSpans": [{res_a}, {res_b}]}}'
+
+
+@pytest.mark.parametrize(("twice", "lost"), [
+    ("resourceSpans", "line"), ("resourceSpans/resource", "line"), ("resourceSpans/scopeSpans", "line"),
+    ("resourceSpans/resource/attributes", "line"), ("resourceSpans/scopeSpans/scope", "line"),
+    ("resourceSpans/scopeSpans/spans", "line"), ("resourceSpans/scopeSpans/spans/spanId", "span"),
+    ("resourceSpans/scopeSpans/spans/traceId", "span"), ("resourceSpans/scopeSpans/spans/attributes", "span"),
+    ("resourceSpans/scopeSpans/spans/attributes/key", "span"), ("attributes/amount", "span")])
+def test_an_otlp_envelope_object_giving_a_key_twice_is_a_bad_record_not_its_last_value(tmp_path, twice, lost):
+    # {"spans": [s1, s2], "spans": [s9]}: Python's json kept the last list, and spans s1 and s2 were dropped without a
+    # word; a span giving spanId or attributes twice was read by its last value. An object above the spans giving a key
+    # twice makes the line one bad record; a span (or its attribute) giving one twice, that span
+    import json
+
+    spec = {"format": "otel", "agent": {"field": "resource/agent.id"}, "step": {"field": "attributes/tick"},
+            "features": [{"kind": "count", "name": "n"}, {"kind": "sum", "name": "amount",
+                                                          "field": "attributes/amount"}]}
+    line = _envelope(twice)
+    assert line != _envelope() and json.loads(line) and json.loads(_envelope())
+    p = tmp_path / "otlp.jsonl"
+    p.write_text(_envelope(a="z", b="y", t="u") + "\n" + line + "\n")
+    with pytest.raises(TraceRecordError, match=rf"otlp\.jsonl line 2: a JSON object gives key '{twice}' twice"):
+        read_trace(p, spec)
+    got = read_trace(p, spec, on_bad="skip")
+    reason = f"a JSON object gives key {twice!r} twice (which value is meant is ambiguous)"
+    assert got.report.skipped == {reason: 1} and got.report.skipped_at[reason] == [f"{p} line 2"]
+    ids = got.panel.agent_ids.tolist()
+    # y, z: the first line as it was (count, amount); a, b: what is left of the second (span 2 of a, or nothing)
+    want = {"y": [1, 3], "z": [2, 3]} | ({} if lost == "line" else {"a": [1, 1], "b": [1, 3]})
+    assert {i: got.panel.values[0, ids.index(i)].tolist() for i in ids} == want
+
+
+def test_an_sdk_span_line_giving_a_key_twice_is_a_bad_record(tmp_path):
+    # ReadableSpan.to_json() lines: a context giving span_id twice, or attributes giving a key the spec reads twice,
+    # were read by their last value
+    import json
+
+    def sdk(sid: str, agent: str, amount: int) -> str:
+        return json.dumps({"name": "act", "context": {"trace_id": "t", "span_id": sid}, "parent_id": None,
+                           "attributes": {"agent": agent, "tick": 0, "amount": amount}})
+
+    spec = {"format": "otel", "agent": {"field": "attributes/agent"}, "step": {"field": "attributes/tick"},
+            "features": [{"kind": "sum", "name": "amount", "field": "attributes/amount"}]}
+    cases = {"context/span_id": sdk("2", "b", 2).replace('"span_id": "2"', '"span_id": "2", "span_id": "9"'),
+             "attributes/amount": sdk("2", "b", 2).replace('"amount": 2', '"amount": 2, "amount": 5'),
+             "attributes": sdk("2", "b", 2).replace('"attributes": {', '"attributes": {"agent": "c"}, "attributes": {'),
+             }
+    for path, bad in cases.items():
+        p = tmp_path / "sdk.jsonl"
+        p.write_text(sdk("1", "a", 1) + "\n" + bad + "\n")
+        with pytest.raises(TraceRecordError, match=rf"sdk\.jsonl line 2: a JSON object gives key '{path}' twice"):
+            read_trace(p, spec)
+        got = read_trace(p, spec, on_bad="skip")
+        assert got.panel.agent_ids.tolist() == ["a"] and got.report.n_skipped == 1, path
+
+
+@pytest.mark.parametrize("how", ["span_id", "escaped key", "spaced colon"])
+def test_a_flat_span_line_giving_a_key_twice_is_found_however_it_is_written(tmp_path, how):
+    # the span reader looked for a repeated key by its text: "agent\u002eid" (the same key, escaped) or a key written
+    # '"agent.id"  :' slipped past, and the span_id (which tells spans apart) was not looked at: the last value won
+    bad = {"span_id": span("b").replace('"span_id": "bact"', '"span_id": "bact", "span_id": "c"'),
+           "escaped key": span("b").replace('"agent.id": "b"', '"agent.id": "b", "agent\\u002eid": "x"'),
+           "spaced colon": span("b").replace('"agent.id": "b"', '"agent.id": "b", "agent.id"  : "x"')}[how]
+    p = tmp_path / "spans.jsonl"
+    assert bad != span("b")
+    p.write_text(span("a") + "\n" + bad + "\n")
+    with pytest.raises(TraceRecordError, match=r"spans\.jsonl line 2: a JSON object gives key '(span_id|resource/"
+                                               r"agent\.id)' twice"):
+        read_trace(p, SPANS)
+    got = read_trace(p, SPANS, on_bad="skip")
+    assert got.panel.agent_ids.tolist() == ["a"] and got.report.n_skipped == 1
+
+
 # ---------------------------------------------------------------- events read twice
 @pytest.mark.parametrize("batch_size", [1, 3, 65536])
 def test_a_span_read_twice_counts_once_and_is_reported(tmp_path, batch_size):

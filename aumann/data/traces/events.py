@@ -491,6 +491,23 @@ def keyed_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def keys_twice(obj: Any) -> frozenset[str]:
+    """The keys object ``obj`` (decoded with :func:`keyed_pairs`) gives more than once (none for an object decoded
+    without the hook, or a value that is no object)."""
+    return obj.twice if isinstance(obj, _Keyed) else frozenset()
+
+
+def given_twice(obj: Any, keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` that object ``obj`` (decoded with :func:`keyed_pairs`) gives more than once, else
+    ``None`` (also for an object decoded without the hook, or a value that is no object)."""
+    twice = keys_twice(obj)
+    if twice:
+        for k in keys:
+            if k in twice:
+                return k
+    return None
+
+
 def repeated_path(doc: Any, paths: Sequence[tuple[str, ...]]) -> str | None:
     """The first field path of ``paths`` (``a/b``) along which an object of ``doc`` (decoded with
     :func:`keyed_pairs`) gives its key twice (``{"agent": 1, "agent": 2}``), else ``None``.
@@ -547,4 +564,5 @@ def get_path(record: Any, path: tuple[str, ...]) -> Any:
 MISSING = _MISSING
 
 __all__ = ["KEEP_LOCATIONS", "MISSING", "EventBatch", "RawRecords", "StepCoder", "Tally", "Validator", "get_path",
-           "keyed_pairs", "repeated_key", "repeated_key_reason", "repeated_path", "split_path"]
+           "given_twice", "keyed_pairs", "keys_twice", "repeated_key", "repeated_key_reason", "repeated_path",
+           "split_path"]

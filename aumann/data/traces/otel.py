@@ -41,8 +41,12 @@ from aumann.data.traces.events import (
     RawRecords,
     Validator,
     get_path,
+    given_twice,
+    keyed_pairs,
+    keys_twice,
     repeated_key,
     repeated_key_reason,
+    repeated_path,
     split_path,
 )
 from aumann.errors import SpanShapeError, TraceFormatError, TraceRecordError, TraceSpecError
@@ -94,10 +98,12 @@ def _first_line(p: Path) -> str:
     return ""
 
 
-def _loads(line: str | bytes) -> Any:
+def _loads(line: str | bytes, keyed: bool = False) -> Any:
     """One JSON line through the bounded reader (a line nested 100,000 deep is a bad line, not a RecursionError);
-    ``ValueError`` for anything that is not JSON within the limits."""
-    return bounded.loads_json(line, what="the line", error=ValueError)
+    ``ValueError`` for anything that is not JSON within the limits. ``keyed``: each object remembers the keys it
+    gives more than once (:func:`~aumann.data.traces.events.keyed_pairs`)."""
+    return bounded.loads_json(line, what="the line", error=ValueError,
+                              object_pairs_hook=keyed_pairs if keyed else None)
 
 
 def looks_like_span(line: str | bytes) -> bool:
@@ -130,9 +136,60 @@ def _arr(v: Any, what: str) -> list[Any]:
     return v
 
 
-def _otlp_value(v: Any, at: tuple[str, ...] = (), twice: list[tuple[str, ...]] | None = None) -> Any:
+#: the keys the reader interprets in each object of an OTLP envelope and of an SDK span line: one of them given twice
+#: in one object is ambiguous (json keeps the last value: a first ``spans`` list, and every span in it, was dropped
+#: without a word), so the record is refused, or skipped and counted, as a flat line giving a key twice is
+_RS_KEYS = ("resource", "scopeSpans", "instrumentationLibrarySpans")
+_SS_KEYS = ("scope", "instrumentationLibrary", "spans")
+_SPAN_OBJ_KEYS = ("traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano",
+                  "status", "attributes", "events")
+_VALUE_KEYS = ("stringValue", "boolValue", "doubleValue", "intValue", "arrayValue", "kvlistValue")
+_SDK_KEYS = ("name", "context", "parent_id", "kind", "start_time", "end_time", "status", "attributes", "events",
+             "resource")
+
+#: an entry of a span's ``twice`` list: a field path (a tuple), a repeat that makes the span bad where the spec reads
+#: that path or below it; or a path as text, a repeat that makes the span bad whatever the spec reads
+Twice = tuple[str, ...] | str
+
+
+def repeated_structure(rec: dict[str, Any]) -> str | None:
+    """The path (``resourceSpans/scopeSpans/spans``) of a key that an object of an OTLP envelope above its spans,
+    or of an SDK span line, gives twice among the keys the reader interprets; ``None`` where none does (``rec``
+    decoded with :func:`~aumann.data.traces.events.keyed_pairs`). Such a line is one bad record: which of the
+    values is meant is ambiguous, and json kept the last (the spans of a first ``spans`` list were lost)."""
+    if "resourceSpans" in rec:
+        if given_twice(rec, ("resourceSpans",)):
+            return "resourceSpans"
+        rss = rec.get("resourceSpans")
+        for rs in rss if isinstance(rss, list) else ():
+            k = given_twice(rs, _RS_KEYS)
+            if k is not None:
+                return f"resourceSpans/{k}"
+            if not isinstance(rs, dict):
+                continue  # (refused as a part of the wrong JSON type)
+            if given_twice(rs.get("resource"), ("attributes",)):
+                return "resourceSpans/resource/attributes"
+            name = "scopeSpans" if rs.get("scopeSpans") else "instrumentationLibrarySpans"
+            sss = rs.get(name)
+            for ss in sss if isinstance(sss, list) else ():
+                k = given_twice(ss, _SS_KEYS)
+                if k is not None:
+                    return f"resourceSpans/{name}/{k}"
+        return None
+    k = given_twice(rec, _SDK_KEYS)
+    if k is not None:
+        return k
+    k = given_twice(rec.get("context"), ("trace_id", "span_id"))
+    if k is not None:
+        return f"context/{k}"
+    return "resource/attributes" if given_twice(rec.get("resource"), ("attributes",)) else None
+
+
+def _otlp_value(v: Any, at: tuple[str, ...] = (), twice: list[Twice] | None = None) -> Any:
     if not isinstance(v, dict):
         return v
+    if twice is not None and given_twice(v, _VALUE_KEYS):  # {"stringValue": "a", "stringValue": "b"}
+        twice.append(at)
     for k in ("stringValue", "boolValue", "doubleValue"):
         if k in v:
             return v[k]
@@ -142,23 +199,39 @@ def _otlp_value(v: Any, at: tuple[str, ...] = (), twice: list[tuple[str, ...]] |
         except (TypeError, ValueError):
             return v["intValue"]
     if "arrayValue" in v:
-        return [_otlp_value(x) for x in _arr(_obj(v["arrayValue"], "an arrayValue").get("values"), "arrayValue values")]
+        arr = _obj(v["arrayValue"], "an arrayValue")
+        if twice is not None and given_twice(arr, ("values",)):
+            twice.append(at)
+        return [_otlp_value(x) for x in _arr(arr.get("values"), "arrayValue values")]
     if "kvlistValue" in v:
-        return _otlp_attrs(_obj(v["kvlistValue"], "a kvlistValue").get("values"), "kvlistValue values", at, twice)
+        kvl = _obj(v["kvlistValue"], "a kvlistValue")
+        if twice is not None and given_twice(kvl, ("values",)):
+            twice.append(at)
+        return _otlp_attrs(kvl.get("values"), "kvlistValue values", at, twice)
     return None
 
 
 def _otlp_attrs(items: Any, what: str = "attributes", at: tuple[str, ...] = (),
-                twice: list[tuple[str, ...]] | None = None) -> dict[str, Any]:
+                twice: list[Twice] | None = None, shown: str = "attributes") -> dict[str, Any]:
     """An OTLP attribute list (``[{"key", "value"}]``) as a dict. A key the list gives more than once (the last
     value is kept) is added to ``twice`` as its path (``at`` + key: ``("resource", "agent.id")``), nested
     ``kvlistValue`` lists included, so that a span whose spec reads such a key is refused as a JSON object giving a
-    key twice is."""
-    if isinstance(items, dict):
+    key twice is; so is an attribute whose value object gives its value twice. An attribute object giving ``key``
+    twice (which attribute it is is ambiguous) is added as text, ``shown`` + ``/key``: a bad span whatever the spec
+    reads."""
+    if isinstance(items, dict):  # (attributes as an object, not a list)
+        if twice is not None:
+            twice.extend((*at, k) for k in sorted(keys_twice(items)))
         return items
     out: dict[str, Any] = {}
     for kv in _arr(items, what):
         kv = _obj(kv, "an attribute")
+        if twice is not None and type(kv) is not dict:  # (a plain dict: no key given twice)
+            k = given_twice(kv, ("key", "value"))
+            if k == "key":
+                twice.append(f"{shown}/key")
+            elif k == "value" and "key" in kv:
+                twice.append((*at, str(kv["key"])))
         if "key" in kv:
             key = str(kv["key"])
             if key in out and twice is not None:
@@ -174,10 +247,12 @@ def _int(v: Any) -> Any:
         return v
 
 
-def normalise(rec: dict[str, Any], twice: list[list[tuple[str, ...]]] | None = None) -> list[dict[str, Any]]:
+def normalise(rec: dict[str, Any], twice: list[list[Twice]] | None = None) -> list[dict[str, Any]]:
     """The flat span records of one decoded line (several for an OTLP envelope). With ``twice``, one list per span
     is appended to it: the paths of the keys an OTLP attribute list of the span (its own, or its resource's) gives
-    more than once (``("resource", "agent.id")``).
+    more than once (``("resource", "agent.id")``), and, as text, those of keys the span object itself gives twice
+    (``"resourceSpans/scopeSpans/spans/spanId"``; ``rec`` decoded with
+    :func:`~aumann.data.traces.events.keyed_pairs`; the objects above the spans: :func:`repeated_structure`).
 
     Raises:
         SpanShapeError: a part of the line has the wrong JSON type (``resourceSpans`` or ``spans`` not an array, a
@@ -188,25 +263,34 @@ def normalise(rec: dict[str, Any], twice: list[list[tuple[str, ...]]] | None = N
         out = []
         for rs in _arr(rec.get("resourceSpans"), "resourceSpans"):
             rs = _obj(rs, "a resourceSpans entry")
-            res_twice: list[tuple[str, ...]] = []
+            res_twice: list[Twice] = []
             res = _otlp_attrs(_obj(rs.get("resource"), "a resource").get("attributes"), "attributes", ("resource",),
-                              res_twice)
+                              res_twice, "resourceSpans/resource/attributes")
             scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")
             for ss in _arr(scopes, "scopeSpans"):
                 ss = _obj(ss, "a scopeSpans entry")
                 scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+                scope_twice: list[Twice] = [("scope", k) for k in sorted(keys_twice(scope))]
                 for sp in _arr(ss.get("spans"), "spans"):
                     sp = _obj(sp, "a span")
                     start, end = _int(sp.get("startTimeUnixNano")), _int(sp.get("endTimeUnixNano"))
-                    sp_twice = list(res_twice)
-                    attrs = _otlp_attrs(sp.get("attributes"), "attributes", ("attributes",), sp_twice)
+                    sp_twice = res_twice + scope_twice
+                    status = sp.get("status") or {}
+                    if twice is not None and type(sp) is not dict:
+                        k = given_twice(sp, _SPAN_OBJ_KEYS)
+                        if k is not None:
+                            sp_twice.append(f"resourceSpans/scopeSpans/spans/{k}")
+                    if type(status) is not dict:  # status/code given twice
+                        sp_twice += [("status", k) for k in sorted(keys_twice(status))]
+                    attrs = _otlp_attrs(sp.get("attributes"), "attributes", ("attributes",), sp_twice,
+                                        "resourceSpans/scopeSpans/spans/attributes")
                     if twice is not None:
                         twice.append(sp_twice)
                     out.append({
                         "resource": res, "scope": scope, "trace_id": sp.get("traceId"), "span_id": sp.get("spanId"),
                         "parent_span_id": sp.get("parentSpanId") or None, "name": sp.get("name"),
                         "kind": sp.get("kind"), "start_time_unix_nano": start, "end_time_unix_nano": end,
-                        "status": sp.get("status") or {}, "attributes": attrs,
+                        "status": status, "attributes": attrs,
                         "events": sp.get("events") or []})
         return out
     if "context" in rec and "span_id" not in rec:  # the Python SDK's ReadableSpan.to_json()
@@ -445,15 +529,19 @@ class OtelReader(TraceReader):
         # a line where a key the spec reads is written more often (its text counted, in C) than the decoded record
         # holds it at its top two levels may give it twice in one object: only such a line is decoded again, with a
         # hook that marks repeated keys (decoding every line with it cost a third more)
+        # the span ids as well: a flat line giving span_id twice was one span or another by json's last value
+        flat_paths = [*read_paths, *(p for p in [("trace_id",), ("span_id",)] if p not in read_paths)]
         quoted = [(k, sorted({json.dumps(k), json.dumps(k, ensure_ascii=False)}))
-                  for k in sorted({k for p in read_paths for k in p})]
+                  for k in sorted({k for p in flat_paths for k in p})]
 
         def may_repeat(line: str, rec: dict[str, Any]) -> bool:
-            # first, all keys at once: as many written ('":') as the record holds at its top two levels, and a key
-            # given twice (which the record holds once) or any key deeper down is ruled out
-            if line.count('":') + line.count('" :') == len(rec) + sum(
-                    [len(v) for v in rec.values() if type(v) is dict]):
+            # first, all keys at once: a line holds at least one colon per key written (a colon inside a text adds
+            # one), so as many colons as the record holds keys at its top two levels rules out a key given twice and
+            # any key deeper down (counting '":' missed a key written '"agent.id"  :', with more than one space)
+            if line.count(":") == len(rec) + sum([len(v) for v in rec.values() if type(v) is dict]):
                 return False
+            if "\\u" in line:  # a key may be written with escapes ("agent\\u002eid"), which its text below misses
+                return True
             for k, forms in quoted:
                 n = line.count(forms[0]) if len(forms) == 1 else sum(line.count(f) for f in forms)
                 if n > 1 and (k in rec) + sum(1 for v in rec.values() if isinstance(v, dict) and k in v) < n:
@@ -540,8 +628,11 @@ class OtelReader(TraceReader):
                         tally.blank_lines += 1
                         continue
                     tally.records += 1
+                    # an OTLP envelope or an SDK span line is decoded marking the keys its objects give twice (the
+                    # hook costs a few per cent of such a read); a flat line only where it may give one (below)
+                    keyed = '"resourceSpans"' in line or '"context"' in line
                     try:
-                        rec = _loads(line)
+                        rec = _loads(line, keyed)
                         if not isinstance(rec, dict):
                             raise ValueError(f"a JSON {type(rec).__name__}, not an object")
                     except ValueError as exc:
@@ -551,15 +642,23 @@ class OtelReader(TraceReader):
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip("line is not a JSON object", [f"{fpath} line {lineno}"])
                         continue
-                    if "resourceSpans" not in rec and "context" not in rec and may_repeat(line, rec):
-                        twice = repeated_key(line, read_paths)
-                        if twice is not None:
-                            repeated(twice, fpath, lineno)
-                            continue
                     envelope = "resourceSpans" in rec
-                    twice: list[list[tuple[str, ...]]] | None = [] if envelope else None
+                    shaped = envelope or ("context" in rec and "span_id" not in rec)  # (else a flat line)
+                    if shaped:
+                        if not keyed:  # a key name written with escapes ("\u0072esourceSpans")
+                            rec = _loads(line, True)
+                        at = repeated_structure(rec)
+                        if at is not None:  # above the spans (a "spans" list given twice): the line is one bad record
+                            repeated(at, fpath, lineno)
+                            continue
+                    elif may_repeat(line, rec):
+                        at = repeated_key(line, flat_paths)
+                        if at is not None:
+                            repeated(at, fpath, lineno)
+                            continue
+                    twice: list[list[Twice]] | None = [] if envelope else None
                     try:
-                        spans = normalise(rec, twice) if (envelope or "context" in rec) else (rec,)
+                        spans = normalise(rec, twice) if shaped else (rec,)
                     except SpanShapeError as exc:
                         msg = f"{fpath} line {lineno}: not an OpenTelemetry span line ({exc})"
                         if spec.on_bad == "error":
@@ -567,8 +666,14 @@ class OtelReader(TraceReader):
                         tally.skip(_BAD_SHAPE, [f"{fpath} line {lineno}"])
                         continue
                     for k, span in enumerate(spans):
-                        if twice and twice[k]:  # an OTLP attribute list giving a key the spec reads twice
-                            rep = next(("/".join(d) for d in twice[k] for p in read_paths if p[:len(d)] == d), None)
+                        if twice and twice[k]:  # a span object, or an attribute list giving a key the spec reads, twice
+                            rep = next((d if isinstance(d, str) else "/".join(d) for d in twice[k]
+                                        if isinstance(d, str) or any(p[:len(d)] == d for p in read_paths)), None)
+                            if rep is not None:
+                                repeated(rep, fpath, lineno)
+                                continue
+                        elif shaped and not envelope:  # an SDK line's attributes, resource attributes, status
+                            rep = repeated_path(span, read_paths)
                             if rep is not None:
                                 repeated(rep, fpath, lineno)
                                 continue
