@@ -628,6 +628,21 @@ def test_a_flat_span_line_giving_a_key_twice_is_found_however_it_is_written(tmp_
     assert got.panel.agent_ids.tolist() == ["a"] and got.report.n_skipped == 1
 
 
+@pytest.mark.parametrize("how", ["escaped", "spaced colon"])
+def test_a_key_given_twice_however_written_is_one_bad_record_in_both_readers(tmp_path, how):
+    # {"agent": "b", "\u0061gent": "y"}: the same key twice, which both readers found by its text only; DuckDB read
+    # "b", Python's json "y"
+    twice = {"escaped": '"agent": "b", "\\u0061gent": "y"', "spaced colon": '"agent": "b", "agent"   : "y"'}[how]
+    t_line = row("b").replace('"agent": "b"', twice)
+    s_line = span("b").replace('"agent.id": "b"', twice.replace('"agent"', '"agent.id"').replace(
+        "\\u0061gent", "agent\\u002eid"))
+    assert t_line != row("b") and s_line != span("b")
+    tab, spa = both(tmp_path, [(row("a"), span("a")), (t_line, s_line)], on_bad="skip")
+    for got, p in [(tab, "agent"), (spa, "resource/agent.id")]:
+        assert got.panel.agent_ids.tolist() == ["a"]
+        assert got.report.skipped == {f"a JSON object gives key {p!r} twice (which value is meant is ambiguous)": 1}
+
+
 # ---------------------------------------------------------------- events read twice
 @pytest.mark.parametrize("batch_size", [1, 3, 65536])
 def test_a_span_read_twice_counts_once_and_is_reported(tmp_path, batch_size):

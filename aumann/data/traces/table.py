@@ -647,6 +647,26 @@ def _key_lines(arr: np.ndarray, nl: np.ndarray, key: bytes, freq: np.ndarray) ->
     return np.unique(line[1:][line[1:] == line[:-1]])
 
 
+_HEX = np.full(256, -1, dtype=np.int64)
+_HEX[np.frombuffer(b"0123456789", dtype=np.uint8)] = np.arange(10)
+_HEX[np.frombuffer(b"abcdef", dtype=np.uint8)] = np.arange(10, 16)
+_HEX[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+
+
+def _escape_lines(arr: np.ndarray, nl: np.ndarray, chars: np.ndarray) -> np.ndarray:
+    """Indices of the lines of ``arr`` holding a ``\\uXXXX`` escape of one of the characters ``chars`` (code points)
+    of the keys the spec reads: ``"\\u0061gent"`` is the key ``"agent"``, which the key's text does not find
+    (vectorised: one pass for the backslashes, which are few)."""
+    bs = np.flatnonzero(arr[:-5] == 92)  # a backslash with room for u and four hex digits after it
+    bs = bs[arr[bs + 1] == 117]  # \u
+    if bs.size == 0:
+        return np.empty(0, dtype=np.int64)
+    digits = _HEX[arr[bs[:, None] + np.arange(2, 6)]]
+    cp = digits @ np.array([4096, 256, 16, 1])
+    hit = bs[(digits >= 0).all(axis=1) & np.isin(cp, chars)]
+    return np.unique(np.searchsorted(nl, hit))
+
+
 def _repeated_keys(files: list[Path], names: dict[str, str], paths: list[tuple[str, ...]]) -> dict[str, dict[int, str]]:
     """{file: {row: field path}} of the JSON lines where an object on a path the spec reads gives its key twice
     (:func:`~aumann.data.traces.events.repeated_key`): DuckDB reads the first value of such a key, Python's json
@@ -656,6 +676,7 @@ def _repeated_keys(files: list[Path], names: dict[str, str], paths: list[tuple[s
     import json
 
     keys = sorted({json.dumps(k, ensure_ascii=a).encode() for p in paths for k in p for a in (True, False)})
+    chars = np.array(sorted({ord(c) for p in paths for k in p for c in k}), dtype=np.int64)
     found: dict[str, dict[int, str]] = {}
     for f in files:
         rows: dict[int, str] = {}
@@ -676,7 +697,9 @@ def _repeated_keys(files: list[Path], names: dict[str, str], paths: list[tuple[s
                 arr = np.frombuffer(chunk, dtype=np.uint8)
                 nl = np.flatnonzero(arr == 10)
                 freq = np.bincount(arr, minlength=256)
-                cand = np.unique(np.concatenate([_key_lines(arr, nl, k, freq) for k in keys])) if keys else []
+                # a key's text twice, or a key written with escapes (its text not found: decoded to be sure)
+                cand = np.unique(np.concatenate([_key_lines(arr, nl, k, freq) for k in keys]
+                                                + [_escape_lines(arr, nl, chars)])) if keys else []
                 last, count = 0, base
                 for i in cand.tolist() if len(cand) else []:
                     start = int(nl[i - 1]) + 1 if i > 0 else 0
