@@ -314,8 +314,8 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     parts = []
     for k, p in want.items():
         if k in keys:
-            # an agent id only as an integer prints (' 1' is the number 1 in a column of numbers, but as written
-            # in a column of text, which may hold its first text further down; 01 and +1 make a column of text)
+            # an agent id only as an integer prints (' 1', 01 and +1 make a column of text, ids as written, which
+            # may hold its first text further down)
             pattern = "0|-?[1-9][0-9]*" if k == "agent" else "\\s*[-+]?[0-9]+\\s*"
             num = f"TRY_CAST(CASE WHEN regexp_full_match({expr(p)}, '{pattern}') THEN {expr(p)} END AS BIGINT)"
             parts += [f"{num} AS {ident(k)}", f"CASE WHEN {num} IS NULL THEN {expr(p)} END AS {ident(k + _TEXT)}"]
@@ -327,8 +327,9 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
 
 
 #: a number written in decimal (a minus, digits with a fraction and an exponent; nan, inf), as Python's float reads
-#: it, but not as DuckDB's sniffer reads a column of text: with a leading zero (01, zero-padded ids) or a plus (+1)
-_NUMBER = r"\s*-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?|nan|inf|infinity)\s*"
+#: it, but not as DuckDB's sniffer reads a column of text: with a leading zero (01, zero-padded ids) or a plus (+1),
+#: nor with a space before or after it (' 1'): an agent id is as written in every format, and a JSON " 1" is text
+_NUMBER = r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?|nan|inf|infinity)"
 
 
 def _all_numbers(con: Any, src: str, path: str) -> bool:

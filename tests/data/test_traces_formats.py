@@ -1,0 +1,100 @@
+"""The same events mean the same thing in every trace format: a CSV table, a JSON lines table, flat span lines and
+OTLP/JSON envelopes of the same events build the same panel (agent ids, values, alive mask), or are all refused.
+
+CSV is the one format without types: a CSV agent column is read as numbers where every value in it spells a number
+in decimal (no leading zero or plus, no space around it), else as text, every id as written (docs/traces.md, "Field
+paths"). The typed formats are compared with each other as they are, and CSV with the JSON lines table of the same
+events typed as its column is read."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aumann.data.traces import read_trace
+from aumann.errors import TraceError
+
+FEATURES = [{"kind": "count", "name": "n"}, {"kind": "sum", "name": "amount", "field": "amount"}]
+TABLE = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "features": FEATURES}
+SPANS = {"format": "otel", "agent": {"field": "resource/agent.id"}, "step": {"field": "attributes/tick"},
+         "features": [FEATURES[0], {**FEATURES[1], "field": "attributes/amount"}]}
+
+#: an event: (agent id, step, amount), each a JSON value (an int, a float or a str)
+Event = tuple[Any, Any, Any]
+
+
+def _otlp_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": v}
+
+
+def write_all(folder: Path, events: list[Event]) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """The events as a CSV table, a JSON lines table, flat span lines and OTLP envelopes (one per event): {format:
+    (path, spec)}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, tuple[Path, dict[str, Any]]] = {}
+    p = folder / "events.csv"
+    with open(p, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["agent", "tick", "amount"])
+        w.writerows(events)
+    out["csv"] = (p, TABLE)
+    p = folder / "events.jsonl"
+    p.write_text("".join(json.dumps({"agent": a, "tick": t, "amount": x}) + "\n" for a, t, x in events),
+                 encoding="utf-8")
+    out["jsonl"] = (p, TABLE)
+    p = folder / "spans.jsonl"
+    p.write_text("".join(json.dumps({"trace_id": f"t{k}", "span_id": f"s{k}", "name": "act",
+                                     "resource": {"agent.id": a}, "attributes": {"tick": t, "amount": x}}) + "\n"
+                         for k, (a, t, x) in enumerate(events)), encoding="utf-8")
+    out["spans"] = (p, SPANS)
+    p = folder / "otlp.jsonl"
+    p.write_text("".join(json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "agent.id", "value": _otlp_value(a)}]},
+        "scopeSpans": [{"scope": {"name": "sim"}, "spans": [{
+            "traceId": f"t{k}", "spanId": f"s{k}", "name": "act",
+            "attributes": [{"key": "tick", "value": _otlp_value(t)}, {"key": "amount", "value": _otlp_value(x)}]}]}]}]})
+        + "\n" for k, (a, t, x) in enumerate(events)), encoding="utf-8")
+    out["otlp"] = (p, SPANS)
+    return out
+
+
+def read(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
+    """("panel", (ids, values, alive)) of a read, or ("refused", the error's type) where it raises a TraceError."""
+    try:
+        got = read_trace(path, spec, on_bad="error")
+    except TraceError as exc:
+        return "refused", type(exc).__name__
+    p = got.panel
+    alive = np.ones(p.values.shape[:2], dtype=bool) if p.alive is None else np.asarray(p.alive)
+    return "panel", (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist())
+
+
+def agree(reads: dict[str, tuple[str, Any]]) -> None:
+    first = next(iter(reads))
+    for name, got in reads.items():
+        assert got == reads[first], f"{name} and {first} disagree:\n{got}\n{reads[first]}"
+
+
+@pytest.mark.parametrize("pad", [0, 25_000])
+def test_spaces_around_an_agent_id_are_part_of_it_in_every_format_and_numbers_tolerate_them(tmp_path, pad):
+    # ' 1' in a CSV column of numbers was the agent 1 (merged with 1: one agent of two events), where a JSON " 1" (a
+    # table's or a span's) is the text ' 1', another agent: ids are as written in every format, wherever the ' 1'
+    # sits (below the 20,480 rows DuckDB's sniffer reads too). A step or an amount is a number wherever it is, spaces
+    # or not (' 0', '2 ')
+    events = [("7", "1", "1")] * pad + [("1", " 0", "1"), (" 1", "0", " 2"), ("1 ", "0 ", "3 "), ("2", "1", "4")]
+    reads = {name: read(path, spec) for name, (path, spec) in write_all(tmp_path, events).items()}
+    agree(reads)
+    kind, (ids, steps, values, _) = reads["csv"]
+    assert kind == "panel" and ids == [" 1", "1", "1 ", "2"] + ["7"] * (pad > 0) and steps == [0, 1]
+    assert values[0][:4] == [[1, 2], [1, 1], [1, 3], [0, 0]] and values[1][3] == [1, 4]
