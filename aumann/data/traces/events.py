@@ -179,6 +179,9 @@ class StepCoder:
         if not self.binned:  # an integer (or integer text) judged as an integer: float64 rounds 2⁵³ + 1 to 2⁵³
             far = np.zeros(n, dtype=bool)
             for i in np.flatnonzero(plain & ~bad & (np.abs(num) >= 2**53)):
+                if not math.isfinite(num[i]):  # text spelling inf: no integer (int() raised a bare OverflowError)
+                    bad[i] = True
+                    continue
                 far[i] = abs(_integer(obj[i], num[i])) > 2**53
         return (*self._finish(num, missing, bad, from_time=from_time, far=far), time_far)
 

@@ -158,9 +158,11 @@ class TableReader(TraceReader):
             sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
-                if kind == "json" and json_tops != set(tops) and _lossy_id(types.get("agent")):
+                if kind == "json" and json_tops != set(tops) and (_lossy_id(types.get("agent"))
+                                                                  or _temporal(types.get("agent"))):
                     # agent ids DuckDB reads as floating point (JSON numbers beyond 2⁶⁴): 2⁷⁰ and 2⁷⁰ + 1 were one
-                    # agent, labelled 1.18e+21; read the spec's fields as JSON text, each id decoded as it is written
+                    # agent, labelled 1.18e+21; or as dates (the text "epoch" was the agent 1900-01-01): read the
+                    # spec's fields as JSON text, each id decoded as it is written
                     src = scan_sql(files, lenient=True, json_columns=tops)
                     json_tops = set(tops)
                     sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
@@ -172,7 +174,10 @@ class TableReader(TraceReader):
                     # merged); where every value of the column is a number, each is read as the number it spells.
                     # In a column it took for integers, a value that is no decimal integer (0x10, which DuckDB's cast
                     # read as 16, or text below the rows the sniffer read) decides it when it comes
-                    floating = types.get("agent") in _FLOATING or str(types.get("agent")).startswith("DECIMAL")
+                    # A column it took for dates or times (inf, infinity and epoch are dates to DuckDB) is read as text
+                    # too: an id as written (epoch was the id 1970-01-01), a number where every value is one
+                    floating = types.get("agent") in _FLOATING or str(types.get("agent")).startswith("DECIMAL") or \
+                        _temporal(types.get("agent"))
                     number_ids = None if types.get("agent") in _INTEGER else False
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
@@ -283,6 +288,11 @@ def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
     return mixed_line_ends(files, names) if kind == "csv" else ""
 
 
+def _temporal(t: str | None) -> bool:
+    """Whether DuckDB type ``t`` is a date, time, timestamp or interval."""
+    return t is not None and t.startswith(("DATE", "TIME", "INTERVAL"))
+
+
 def _lossy_id(t: str | None) -> bool:
     """Whether agent ids of DuckDB type ``t`` may not be what the file holds: floating point (two integer ids beyond
     2⁵³ or 2⁶⁴ that differ become one number), a decimal, or raw bytes of a BIGNUM."""
@@ -305,9 +315,15 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     Columns of integers too long for HUGEINT, which DuckDB reads as BIGNUM and hands to Arrow as raw bytes (an id
     of 40 digits, and with it every id of the column, became ``b'\\x80...'``; a step or value of 40 digits was
     "not a number"), and agent ids read as floating point (ids one apart merged), are read as text too: an id as
-    written, a step or value as the number it spells."""
+    written, a step or value as the number it spells.
+
+    So are agent ids and numeric columns DuckDB's sniffer took for dates or times: ``inf``, ``infinity`` and
+    ``epoch`` are dates to it, and converting the infinite ones to Python dates raised a bare OverflowError out of the
+    reader, while ``epoch`` became the agent ``1970-01-01``; as text, an id is as written and a value not a number
+    (``inf``: not finite)."""
     keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
-    wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _lossy_id(types.get(k)))]
+    wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _lossy_id(types.get(k)))
+            or ((k == "agent" or k.startswith("v")) and _temporal(types.get(k)))]
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
