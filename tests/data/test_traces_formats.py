@@ -121,6 +121,16 @@ def test_words_duckdb_takes_for_dates_mean_what_they_say_in_every_format(tmp_pat
         assert {k for k, _ in [csv_read, *reads.values()]} == {"refused"}  # not a step, not a number
 
 
+def test_an_empty_agent_id_is_no_id_in_every_format(tmp_path):
+    # an empty CSV field is no value (no usable agent id), where a JSON "" (a table's or a span's) was the agent ''
+    events = [("", 0, 1), ("a", 0, 2)]
+    for name, (path, spec) in write_all(tmp_path, events).items():
+        assert read(path, spec) == ("refused", "TraceRecordError"), name
+        got = read_trace(path, spec, on_bad="skip")
+        assert got.panel.agent_ids.tolist() == ["a"], name
+        assert got.report.skipped == {f"no usable agent id in field {spec['agent']['field']!r}": 1}, name
+
+
 # ---------------------------------------------------------------- generated events
 #: a CSV value that reads as a number in a CSV agent column (docs/traces.md: decimal, no leading zero, plus or space)
 _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?"

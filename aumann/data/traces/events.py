@@ -357,8 +357,9 @@ class Validator:
         agent = _scalars(raw.agent) if not isinstance(raw.agent, np.ndarray) or raw.agent.ndim != 1 else raw.agent
         floats = None  # which object ids are floats (one pass finds them and the missing ones)
         if agent.dtype == object:
-            kind = np.fromiter((1 if v is None or v is _MISSING or v is _NESTED else 2 if isinstance(v, float) else 0
-                                for v in agent), dtype=np.int8, count=n)
+            # (empty text is no id either: an empty CSV field is no value, and a JSON "" was the agent '')
+            kind = np.fromiter((1 if v is None or v is _MISSING or v is _NESTED or v == "" else
+                                2 if isinstance(v, float) else 0 for v in agent), dtype=np.int8, count=n)
             floats = kind == 2
             amiss = kind == 1
             if floats.any():
