@@ -131,6 +131,15 @@ def test_an_empty_agent_id_is_no_id_in_every_format(tmp_path):
         assert got.report.skipped == {f"no usable agent id in field {spec['agent']['field']!r}": 1}, name
 
 
+def test_a_csv_agent_column_of_true_and_false_is_text_as_a_json_true_in_quotes_is(tmp_path):
+    # DuckDB's sniffer took a CSV column of true and false for BOOLEAN, and every record was refused ('agent id is
+    # true/false, not an id'), where a JSON "true" is the agent 'true': a CSV field has no type, and an id is as written
+    events = [("true", 0, 1), ("false", 0, 2), ("true", 1, 3)]
+    reads = {name: read(path, spec) for name, (path, spec) in write_all(tmp_path, events).items()}
+    agree(reads)
+    assert reads["csv"][0] == "panel" and reads["csv"][1][0] == ["false", "true"]
+
+
 # ---------------------------------------------------------------- generated events
 #: a CSV value that reads as a number in a CSV agent column (docs/traces.md: decimal, no leading zero, plus or space)
 _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?"

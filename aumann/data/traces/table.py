@@ -174,10 +174,10 @@ class TableReader(TraceReader):
                     # merged); where every value of the column is a number, each is read as the number it spells.
                     # In a column it took for integers, a value that is no decimal integer (0x10, which DuckDB's cast
                     # read as 16, or text below the rows the sniffer read) decides it when it comes
-                    # A column it took for dates or times (inf, infinity and epoch are dates to DuckDB) is read as text
-                    # too: an id as written (epoch was the id 1970-01-01), a number where every value is one
-                    floating = types.get("agent") in _FLOATING or str(types.get("agent")).startswith("DECIMAL") or \
-                        _temporal(types.get("agent"))
+                    # A column it took for dates or times (inf, infinity and epoch are dates to DuckDB), or for true and
+                    # false, is read as text too: an id as written (epoch was the id 1970-01-01, true no id at all), a
+                    # number where every value is one
+                    floating = _textual_id(types.get("agent"))
                     number_ids = None if types.get("agent") in _INTEGER else False
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
@@ -293,6 +293,13 @@ def _temporal(t: str | None) -> bool:
     return t is not None and t.startswith(("DATE", "TIME", "INTERVAL"))
 
 
+def _textual_id(t: str | None) -> bool:
+    """Whether a CSV agent column DuckDB's sniffer typed ``t`` is read as text, each id as written (or as the number
+    it spells, where every value of the column spells one): any type but integers and text (floating point, decimals,
+    dates and times, booleans: ``true`` in a CSV file is the text a JSON ``"true"`` is)."""
+    return t is not None and t not in _INTEGER and t != "VARCHAR"
+
+
 def _lossy_id(t: str | None) -> bool:
     """Whether agent ids of DuckDB type ``t`` may not be what the file holds: floating point (two integer ids beyond
     2⁵³ or 2⁶⁴ that differ become one number), a decimal, or raw bytes of a BIGNUM."""
@@ -317,13 +324,13 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     "not a number"), and agent ids read as floating point (ids one apart merged), are read as text too: an id as
     written, a step or value as the number it spells.
 
-    So are agent ids and numeric columns DuckDB's sniffer took for dates or times: ``inf``, ``infinity`` and
-    ``epoch`` are dates to it, and converting the infinite ones to Python dates raised a bare OverflowError out of the
-    reader, while ``epoch`` became the agent ``1970-01-01``; as text, an id is as written and a value not a number
-    (``inf``: not finite)."""
+    So are agent ids DuckDB's sniffer took for anything but integers or text, and numeric columns it took for dates
+    or times: ``inf``, ``infinity`` and ``epoch`` are dates to it, and converting the infinite ones to Python dates
+    raised a bare OverflowError out of the reader, while ``epoch`` became the agent ``1970-01-01`` and ``true`` was
+    refused as a flag; as text, an id is as written and a value not a number (``inf``: not finite)."""
     keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
-    wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _lossy_id(types.get(k)))
-            or ((k == "agent" or k.startswith("v")) and _temporal(types.get(k)))]
+    wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _textual_id(types.get(k)))
+            or (k.startswith("v") and _temporal(types.get(k)))]
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
