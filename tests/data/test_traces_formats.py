@@ -140,6 +140,19 @@ def test_a_csv_agent_column_of_true_and_false_is_text_as_a_json_true_in_quotes_i
     assert reads["csv"][0] == "panel" and reads["csv"][1][0] == ["false", "true"]
 
 
+def test_a_csv_agent_column_of_numbers_the_sniffer_takes_for_text_is_read_as_numbers(tmp_path):
+    # DuckDB's sniffer reads no inf as a number, and took a column of inf, 1.0 and 0 for text: the ids were 'inf',
+    # '1.0' and '0' (three agents, the text kept), where the same column with 1e400 for inf is one of numbers (1.0 the
+    # id 1, inf no usable id): every value spells a number, so each is the number it spells
+    p = tmp_path / "ids.csv"
+    p.write_text("agent,tick,amount\ninf,0,1\n1.0,0,2\n0,1,3\n")
+    got = read_trace(p, TABLE, on_bad="skip")
+    assert got.panel.agent_ids.tolist() == [0, 1] and got.report.float_ids == 1
+    assert got.report.skipped == {"no usable agent id in field 'agent'": 1}
+    with pytest.raises(TraceError, match="line 2: no usable agent id"):
+        read_trace(p, TABLE)
+
+
 # ---------------------------------------------------------------- generated events
 #: a CSV value that reads as a number in a CSV agent column (docs/traces.md: decimal, no leading zero, plus or space)
 _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?"

@@ -178,6 +178,9 @@ class TableReader(TraceReader):
                     # false, is read as text too: an id as written (epoch was the id 1970-01-01, true no id at all), a
                     # number where every value is one
                     floating = _textual_id(types.get("agent"))
+                    # A column it took for text may hold numbers only too (inf and 0: the sniffer reads no inf as a
+                    # number), read as numbers like any other (inf no usable id, as 1e400 is), not as text ('inf')
+                    floating = floating or types.get("agent") == "VARCHAR"
                     number_ids = None if types.get("agent") in _INTEGER else False
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
                                                         lines.skip if lines is not None else 0)
@@ -360,8 +363,8 @@ def _all_numbers(con: Any, src: str, path: str) -> bool:
     sniffer looks at the first rows only: a text id further down makes the column one of text; ``0x10`` and
     ``1_000``, which DuckDB's casts read as 16 and 1000, are text)."""
     e = expr(path)
-    return con.execute(f"SELECT count(*) FROM {src} WHERE {e} IS NOT NULL AND NOT regexp_full_match({e}, "
-                       f"{lit(_NUMBER)}, 'i')").fetchall()[0][0] == 0
+    return con.execute(f"SELECT 1 FROM {src} WHERE {e} IS NOT NULL AND NOT regexp_full_match({e}, {lit(_NUMBER)}, "
+                       "'i') LIMIT 1").fetchall() == []  # (a column of text: over at its first id that is text)
 
 
 _INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
