@@ -153,6 +153,15 @@ def test_a_csv_agent_column_of_numbers_the_sniffer_takes_for_text_is_read_as_num
         read_trace(p, TABLE)
 
 
+def test_json_integer_ids_of_both_signs_are_integers_in_a_json_lines_table_as_in_spans(tmp_path):
+    # DuckDB reads a JSON field of integers of both signs (3 and -1) as HUGEINT, which Arrow hands over as Decimal: the
+    # ids became the text '-1' and '3', where the span readers' ids are the integers -1 and 3
+    events = [(3, 0, 1), (-1, 0, 2), (3, 1, 3)]
+    reads = {name: read(path, spec) for name, (path, spec) in write_all(tmp_path, events).items()}
+    agree(reads)
+    assert reads["jsonl"][1][0] == [-1, 3]
+
+
 # ---------------------------------------------------------------- generated events
 #: a CSV value that reads as a number in a CSV agent column (docs/traces.md: decimal, no leading zero, plus or space)
 _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?"

@@ -764,6 +764,8 @@ def _arrow_values(arr: Any, times: bool = False) -> Any:
         return arr.to_numpy(zero_copy_only=False)
     if times and (pa.types.is_timestamp(t) or pa.types.is_date(t)):
         return arr.to_numpy(zero_copy_only=False)
+    if pa.types.is_decimal(t) and t.scale == 0:  # DuckDB's HUGEINT (JSON integers of both signs): Decimal('-1') was
+        return [None if v is None else int(v) for v in arr.to_pylist()]  # no int, and the ids text ('-1', '3')
     return arr.to_pylist()
 
 
