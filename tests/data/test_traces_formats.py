@@ -162,6 +162,32 @@ def test_json_integer_ids_of_both_signs_are_integers_in_a_json_lines_table_as_in
     assert reads["jsonl"][1][0] == [-1, 3]
 
 
+def test_an_otlp_int_value_that_is_no_decimal_integer_is_read_as_written(tmp_path):
+    # int() read an intValue " 1" as the agent 1 (a stringValue " 1" is the agent ' 1', as a JSON " 1" is), "1_0" as
+    # 10 and "١" as 1, and cut an intValue 1.5 (a JSON number) to 1: the agents and amounts of the events changed
+    def line(k: int, agent: Any, amount: Any) -> str:
+        return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "agent.id", "value": agent}]},
+                                              "scopeSpans": [{"scope": {}, "spans": [{
+                                                  "traceId": "t", "spanId": str(k), "name": "act", "attributes": [
+                                                      {"key": "tick", "value": {"intValue": "0"}},
+                                                      {"key": "amount", "value": amount}]}]}]}]})
+
+    p = tmp_path / "otlp.jsonl"
+    p.write_text("\n".join([line(0, {"intValue": "1"}, {"intValue": "+2"}),
+                            line(1, {"intValue": " 1"}, {"intValue": 1.5}),
+                            line(2, {"stringValue": " 1"}, {"intValue": " 4"}),
+                            line(3, {"intValue": "1_0"}, {"intValue": -1})]) + "\n")
+    got = read_trace(p, SPANS)
+    ids = got.panel.agent_ids.tolist()
+    assert ids == [" 1", "1", "1_0"]  # ' 1' as written (one agent, whichever value it came in), not 1
+    assert {i: got.panel.values[0, ids.index(i)].tolist() for i in ids} == {
+        "1": [1, 2], " 1": [2, 5.5], "1_0": [1, -1]}  # amounts: +2, 1.5 + ' 4' (a number, spaces or not), -1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(line(0, {"intValue": "1"}, {"intValue": "1_0"}) + "\n")
+    with pytest.raises(TraceError, match="line 1: field 'attributes/amount' is not a finite number"):
+        read_trace(bad, SPANS)
+
+
 # ---------------------------------------------------------------- generated events
 #: a CSV value that reads as a number in a CSV agent column (docs/traces.md: decimal, no leading zero, plus or space)
 _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?"

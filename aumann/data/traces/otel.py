@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +148,10 @@ _VALUE_KEYS = ("stringValue", "boolValue", "doubleValue", "intValue", "arrayValu
 _SDK_KEYS = ("name", "context", "parent_id", "kind", "start_time", "end_time", "status", "attributes", "events",
              "resource")
 
+#: an OTLP intValue as the protocol's JSON encoding writes it (int() also took ' 1', '1_0' and '١', and cut 1.5 to 1:
+#: the agent ' 1' of a stringValue was the agent 1 of an intValue, and an amount of 1.5 was 1)
+_INT64_TEXT = re.compile(r"[-+]?[0-9]+")
+
 #: an entry of a span's ``twice`` list: a field path (a tuple), a repeat that makes the span bad where the spec reads
 #: that path or below it; or a path as text, a repeat that makes the span bad whatever the spec reads
 Twice = tuple[str, ...] | str
@@ -193,11 +198,11 @@ def _otlp_value(v: Any, at: tuple[str, ...] = (), twice: list[Twice] | None = No
     for k in ("stringValue", "boolValue", "doubleValue"):
         if k in v:
             return v[k]
-    if "intValue" in v:
-        try:
-            return int(v["intValue"])
-        except (TypeError, ValueError):
-            return v["intValue"]
+    if "intValue" in v:  # an int64 in decimal (JSON text, or a JSON integer); anything else as written
+        iv = v["intValue"]
+        if (isinstance(iv, str) and _INT64_TEXT.fullmatch(iv)) or (isinstance(iv, int) and not isinstance(iv, bool)):
+            return int(iv)
+        return iv
     if "arrayValue" in v:
         arr = _obj(v["arrayValue"], "an arrayValue")
         if twice is not None and given_twice(arr, ("values",)):
