@@ -11,11 +11,14 @@ from __future__ import annotations
 import csv
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from aumann.data.traces import read_trace
 from aumann.errors import TraceError
@@ -79,6 +82,17 @@ def read(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
     p = got.panel
     alive = np.ones(p.values.shape[:2], dtype=bool) if p.alive is None else np.asarray(p.alive)
     return "panel", (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist())
+
+
+def read_skipping(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
+    """``read`` with ``on_bad = "skip"``: the panel of the records left and how many were skipped."""
+    try:
+        got = read_trace(path, spec, on_bad="skip")
+    except TraceError as exc:
+        return "refused", type(exc).__name__
+    p = got.panel
+    alive = np.ones(p.values.shape[:2], dtype=bool) if p.alive is None else np.asarray(p.alive)
+    return "panel", (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist(), got.report.n_skipped)
 
 
 def agree(reads: dict[str, tuple[str, Any]]) -> None:
@@ -196,11 +210,37 @@ _CSV_NUMBER = re.compile(r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-
 
 def as_csv_reads(events: list[Event]) -> list[Event]:
     """The events typed as a CSV table of them is read: every value is text in a CSV file; its agent column is one of
-    numbers where every id in it spells one (each the number it spells), else one of text (every id as written).
-    Steps and amounts are numbers or not by their text alone, as in JSON: they stay text."""
+    numbers where every id in it spells one (each the number it spells; an empty field is no value, and no id),
+    else one of text (every id as written). Steps and amounts are numbers or not by their text alone, as in JSON:
+    they stay text."""
     texts = [str(a) for a, _, _ in events]
-    if not all(_CSV_NUMBER.fullmatch(t) for t in texts):
+    if not all(_CSV_NUMBER.fullmatch(t) for t in texts if t):
         return [(t, str(s), str(x)) for t, (_, s, x) in zip(texts, events)]
-    return [(int(t) if re.fullmatch(r"-?[0-9]+", t) else float(t), str(s), str(x))
+    return [(int(t) if re.fullmatch(r"-?[0-9]+", t) else float(t) if t else t, str(s), str(x))
             for t, (_, s, x) in zip(texts, events)]
 
+
+_TEXT_IDS = ["01", "1.0", " 1", "1 ", "1e3", "1", "2", "+1", "-0", "0x10", "1_000", "x", "é", "日本", "Ω 1", "nan", "",
+             "NaN", "inf", "-infinity", "epoch", "true", "  "]
+ids = st.one_of(st.integers(-2, 3), st.sampled_from([1.0, 1.5, -0.0, 2.0, 1e3]), st.sampled_from(_TEXT_IDS),
+                st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1,
+                        max_size=3))
+steps = st.one_of(st.integers(0, 2), st.sampled_from(["1", " 1", "1.0", "2 ", "inf", ""]))
+amounts = st.one_of(st.integers(-3, 3), st.sampled_from([2.5, -0.5, "2", " 3", "1e3", "", "x", "nan", "inf", "epoch"]))
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(ids, steps, amounts), min_size=1, max_size=6))
+def test_the_same_events_build_the_same_panel_in_every_format_or_are_refused_by_all(events):
+    # the typed formats (a JSON lines table, flat spans, OTLP envelopes) agree as they are; CSV, which has no types,
+    # agrees with the JSON lines table of the events typed as a CSV file of them is read
+    with tempfile.TemporaryDirectory() as d:
+        files = write_all(Path(d) / "typed", events)
+        as_csv = write_all(Path(d) / "as_csv", as_csv_reads(events))["jsonl"]
+        for how in (read, read_skipping):  # refused or not alike; what is left after the same records are skipped
+            reads = {name: how(path, spec) for name, (path, spec) in files.items()}
+            csv_read = reads.pop("csv")
+            agree(reads)
+            agree({"csv": csv_read, "jsonl (as the CSV reads)": how(*as_csv)})
+            event(f"{how.__name__}: typed {reads['jsonl'][0]}, csv {csv_read[0]}")  # (--hypothesis-show-statistics)
