@@ -212,21 +212,30 @@ def as_csv_reads(events: list[Event]) -> list[Event]:
     """The events typed as a CSV table of them is read: every value is text in a CSV file; its agent column is one of
     numbers where every id in it spells one (each the number it spells; an empty field is no value, and no id),
     else one of text (every id as written). Steps and amounts are numbers or not by their text alone, as in JSON:
-    they stay text."""
+    they stay text, except an amount column whose every value is a word for true or false (``true``, ``f``, ``yes``,
+    any case), which DuckDB reads as booleans: each counts 1 or 0, as a JSON true or false does."""
     texts = [str(a) for a, _, _ in events]
+    amounts = [str(x) for _, _, x in events]
+    if all(x.lower() in _BOOLEAN_WORDS for x in amounts if x) and any(amounts):
+        amounts = [x.lower() in ("true", "t", "yes") if x else x for x in amounts]
     if not all(_CSV_NUMBER.fullmatch(t) for t in texts if t):
-        return [(t, str(s), str(x)) for t, (_, s, x) in zip(texts, events)]
-    return [(int(t) if re.fullmatch(r"-?[0-9]+", t) else float(t) if t else t, str(s), str(x))
-            for t, (_, s, x) in zip(texts, events)]
+        return [(t, str(s), x) for t, (_, s, _), x in zip(texts, events, amounts)]
+    return [(int(t) if re.fullmatch(r"-?[0-9]+", t) else float(t) if t else t, str(s), x)
+            for t, (_, s, _), x in zip(texts, events, amounts)]
+
+
+#: the words DuckDB's CSV sniffer reads as booleans (a column of nothing else is a column of booleans)
+_BOOLEAN_WORDS = {"true", "false", "t", "f", "yes", "no"}
 
 
 _TEXT_IDS = ["01", "1.0", " 1", "1 ", "1e3", "1", "2", "+1", "-0", "0x10", "1_000", "x", "é", "日本", "Ω 1", "nan", "",
-             "NaN", "inf", "-infinity", "epoch", "true", "  "]
+             "NaN", "inf", "-infinity", "epoch", "true", "f", "yes", "  "]
 ids = st.one_of(st.integers(-2, 3), st.sampled_from([1.0, 1.5, -0.0, 2.0, 1e3]), st.sampled_from(_TEXT_IDS),
                 st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1,
                         max_size=3))
 steps = st.one_of(st.integers(0, 2), st.sampled_from(["1", " 1", "1.0", "2 ", "inf", ""]))
-amounts = st.one_of(st.integers(-3, 3), st.sampled_from([2.5, -0.5, "2", " 3", "1e3", "", "x", "nan", "inf", "epoch"]))
+amounts = st.one_of(st.integers(-3, 3), st.sampled_from([2.5, -0.5, "2", " 3", "1e3", "", "x", "nan", "inf", "epoch"]),
+                    st.sampled_from(["true", "False", "yes", "f", True, False]))
 
 
 @pytest.mark.slow
