@@ -253,3 +253,13 @@ def test_the_same_events_build_the_same_panel_in_every_format_or_are_refused_by_
             agree(reads)
             agree({"csv": csv_read, "jsonl (as the CSV reads)": how(*as_csv)})
             event(f"{how.__name__}: typed {reads['jsonl'][0]}, csv {csv_read[0]}")  # (--hypothesis-show-statistics)
+
+
+def test_a_csv_agent_column_made_text_by_a_skipped_record_keeps_the_other_ids_as_written(tmp_path):
+    # 0, 0, 0 and ' 1': a column of text (' 1' is no number), so the ids are '0' and ' 1' as written; when the ' 1'
+    # record is skipped (its amount is no number) the ids left are still the text '0', not the integer 0
+    events = [(0, 0, 0), (0, 0, 0), (0, 0, 0), (" 1", 0, "x")]
+    path, spec = write_all(tmp_path, events)["csv"]
+    kind, (ids, _steps, values, _alive, skipped) = read_skipping(path, spec)
+    assert (kind, ids, skipped) == ("panel", ["0"], 1)
+    assert values == [[[3.0, 0.0]]]

@@ -242,6 +242,10 @@ class TableReader(TraceReader):
                         number_ids = _all_numbers(cur, src, want["agent"])
                 if number_ids:
                     raw.agent = _number_ids(raw.agent)
+                elif number_ids is False and f"agent{_TEXT}" in col:
+                    # a column of text (an id in it is no number): every id as written, also where the record whose id
+                    # made it text is skipped (else the ids left were the integers 0, ... where all others read '0')
+                    raw.agent = [str(v) if isinstance(v, int) else v for v in raw.agent]
                 raw.step = values("step", times=True)
                 raw.action = values("action", plain=True) if "action" in col else [None] * n
                 raw.values = {f: values(f"v{i}") for i, f in enumerate(validator.fields)}
