@@ -447,7 +447,7 @@ def test_a_key_given_twice_that_the_spec_does_not_read_is_no_bad_record(tmp_path
 
 def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, monkeypatch):
     # rows as DuckDB counts them (blank lines are no rows) across the blocks the first look reads
-    from aumann.data.traces import table
+    from aumann.data.traces import jsonlines
 
     lines = [row(f"a{i}") if i % 7 else "" for i in range(1, 400)]
     lines[300] = row("z").replace('"agent": "z"', '"agent": "z", "agent": "y"')
@@ -455,7 +455,7 @@ def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, 
     p.write_text("\n".join(lines) + "\n")
     rows = [x for x in lines if x]
     want = rows.index(lines[300]) + 1
-    real = table._opens
+    real = jsonlines._opens
 
     class Small:  # 100-byte blocks
         def __init__(self, f):
@@ -473,7 +473,7 @@ def test_a_key_given_twice_is_found_past_a_block_and_named_by_its_row(tmp_path, 
         def __exit__(self, *exc):
             self.fh.close()
 
-    monkeypatch.setattr(table, "_opens", Small)
+    monkeypatch.setattr(jsonlines, "_opens", Small)
     got = read_trace(p, TABLE, on_bad="skip")
     assert next(iter(got.report.skipped_at.values())) == [f"{p} row {want}"]
     assert got.report.records == len(rows) and got.panel.N == len(rows) - 1
