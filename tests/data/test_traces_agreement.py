@@ -69,6 +69,76 @@ def test_crlf_line_ends_read_like_newlines_in_both_readers(tmp_path):
         assert got.panel.agent_ids.tolist() == ["a", "b"]
 
 
+# ---------------------------------------------------------------- a line over the length limit
+@pytest.mark.parametrize("size", [3 * 2**19, 10 * 2**20], ids=["within a block", "read on past blocks"])
+@pytest.mark.parametrize("place", ["middle", "after a blank line", "last, no line end", "gzipped"])
+def test_a_json_line_over_the_object_limit_is_one_bad_record_in_both_readers(tmp_path, monkeypatch, size, place):
+    # a JSON lines table with one line over DuckDB's maximum_object_size (64 MiB; from about there to twice that, as
+    # the line fell in DuckDB's buffers) failed the whole file, --skip-bad or not ('DuckDB cannot read ...:
+    # "maximum_object_size" ... exceeded'), where the span reader skips and counts such a line; both limits are 1 MiB
+    # here (the table reader's test file is a few MiB, not 130)
+    import gzip
+
+    from aumann.data.traces import duck, otel
+
+    monkeypatch.setattr(duck, "MAX_OBJECT", 2**20)
+    monkeypatch.setattr(otel, "MAX_LINE", 2**20)
+    good = [(row(f"a{i % 7}", tick=i % 5, amount=str(i)), span(f"a{i % 7}", tick=i % 5, amount=str(i), sid=f"s{i}"))
+            for i in range(1000)]
+    pad = "p" * size
+    long = (row("z", amount="5").replace("}", f', "pad": "{pad}"}}'),
+            span("z", amount="5", sid="long").replace('"name"', f'"pad": "{pad}", "name"'))
+    at = 999 if place.startswith("last") else 500
+    lines = [*good[:at], long, *good[at:]]
+    if place == "after a blank line":
+        lines.insert(at, ("", ""))
+    row_no, line_no = at + 1, at + 1 + (place == "after a blank line")
+    end = b"" if place.startswith("last") else b"\n"
+    files = {}
+    for k, name in enumerate(["table.jsonl", "spans.jsonl"]):
+        data = b"\n".join(x[k].encode() for x in lines) + end
+        f = tmp_path / (name + ".gz" if place == "gzipped" else name)
+        f.write_bytes(gzip.compress(data, 1) if place == "gzipped" else data)
+        files[name] = f
+    t, s = files["table.jsonl"], files["spans.jsonl"]
+    with pytest.raises(TraceRecordError, match=rf"{t.name} row {row_no} \(line {line_no}\): line longer than 1 MiB"):
+        read_trace(t, TABLE)
+    with pytest.raises(TraceFormatError, match=rf"{s.name} line {line_no}: longer than 1 MiB"):
+        read_trace(s, SPANS)
+    tab, spa = read_trace(t, TABLE, on_bad="skip"), read_trace(s, SPANS, on_bad="skip")
+    assert tab.report.skipped == spa.report.skipped == {"line longer than 1 MiB": 1}
+    assert tab.report.skipped_at["line longer than 1 MiB"] == [f"{t} row {row_no}"]
+    assert spa.report.skipped_at["line longer than 1 MiB"] == [f"{s} line {line_no}"]
+    assert tab.report.records == spa.report.records == 1001
+    # the other 1,000 records, every one of them, as both readers read them without the long line
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("\n".join(a for a, _ in good) + "\n")
+    ref = read_trace(plain, TABLE)
+    assert ref.report.records == 1000 and "z" not in ref.panel.agent_ids.tolist()
+    for got in (tab, spa):
+        assert got.panel.agent_ids.tolist() == ref.panel.agent_ids.tolist()
+        np.testing.assert_array_equal(got.panel.values, ref.panel.values)
+    assert ref.panel.values.sum() == 1000 + sum(range(1000))  # (the count and the amount of each record)
+
+
+def test_a_json_line_at_the_object_limit_is_read(tmp_path, monkeypatch):
+    # the limit is the longest line held (its line end not counted), not one byte less
+    from aumann.data.traces import duck
+
+    monkeypatch.setattr(duck, "MAX_OBJECT", 2**20)
+    head = row("z", amount="5").replace("}", ', "pad": "')
+    line = head + "p" * (2**20 - len(head) - 2) + '"}'
+    assert len(line) == 2**20
+    f = tmp_path / "t.jsonl"
+    f.write_text(row("a") + "\n" + line + "\r\n" + row("b") + "\n")
+    got = read_trace(f, TABLE)
+    assert got.report.records == 3 and got.report.n_skipped == 0
+    assert sorted(got.panel.agent_ids.tolist()) == ["a", "b", "z"]
+    f.write_text(row("a") + "\n" + line + "p\n" + row("b") + "\n")  # one byte over (bad JSON too, but never read)
+    with pytest.raises(TraceRecordError, match=r"t\.jsonl row 2 \(line 2\): line longer than 1 MiB"):
+        read_trace(f, TABLE)
+
+
 # ---------------------------------------------------------------- detection reports damage
 def _spans_gz(tmp_path: Path, damage: str) -> Path:
     import gzip

@@ -19,6 +19,12 @@ _TABLE_EXT = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json", "
               ".ndjson.gz")
 
 
+#: the longest line of a JSON lines table, in bytes (its line end not counted): DuckDB's ``maximum_object_size``. A
+#: longer line failed the whole file (from about this length to twice it, as it falls in DuckDB's buffers), even
+#: with ``ignore_errors``: the table reader finds such lines first and reads each as a bad record
+#: (:mod:`aumann.data.traces.jsonlines`)
+MAX_OBJECT = 64 * 2**20
+
 #: the column DuckDB adds with each row's file: a name no table of events uses (``filename = true`` named it
 #: ``filename``, and a table with a column of that name could not be read at all: "Option filename adds column")
 FILE_COLUMN = "__aumann_source_file__"
@@ -336,8 +342,7 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
         elif sample_all:
             extra += ", sample_size = -1"
         return (f"read_json({lst}, format = 'newline_delimited', filename = {lit(FILE_COLUMN)}, "
-                f"maximum_object_size = 67108864"
-                f"{extra})")
+                f"maximum_object_size = {int(MAX_OBJECT)}{extra})")
     extra = ", store_rejects = true" if lenient else ""
     if dialect:
         types = {k: "VARCHAR" if k in text else v for k, v in dialect["columns"].items()}
@@ -415,7 +420,6 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["FILE_COLUMN", "HEADER_SEARCH", "arrow_reader", "check_gzip", "connect", "csv_dialect", "duplicated_columns",
-           "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values", "mixed_line_ends",
-           "refuse_utf16", "scan_sql",
-           "sniff_sql", "table_files", "without_bom"]
+__all__ = ["FILE_COLUMN", "HEADER_SEARCH", "MAX_OBJECT", "arrow_reader", "check_gzip", "connect", "csv_dialect",
+           "duplicated_columns", "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values",
+           "mixed_line_ends", "refuse_utf16", "scan_sql", "sniff_sql", "table_files", "without_bom"]

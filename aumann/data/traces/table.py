@@ -43,11 +43,10 @@ from aumann.data.traces.events import (
     EventBatch,
     RawRecords,
     Validator,
-    repeated_key_reason,
     split_path,
 )
-from aumann.data.traces.jsonlines import _repeated_keys
-from aumann.errors import TraceFormatError, TraceSchemaError, TraceSpecError
+from aumann.data.traces.jsonlines import LongLine, _repeated_keys, without_long_lines
+from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
 
 @register_format
@@ -79,9 +78,10 @@ class TableReader(TraceReader):
         check_gzip(files)
         with tempfile.TemporaryDirectory(prefix="aumann-trace-") as tmp:
             read, names = without_bom(files, Path(tmp))
-            yield from self._batches(validator, read, names)
+            yield from self._batches(validator, read, names, Path(tmp))
 
-    def _batches(self, validator: Validator, files: list[Path], names: dict[str, str]) -> Iterator[EventBatch]:
+    def _batches(self, validator: Validator, files: list[Path], names: dict[str, str],
+                 tmp: Path) -> Iterator[EventBatch]:
         import duckdb
 
         spec = self.spec
@@ -101,6 +101,22 @@ class TableReader(TraceReader):
             for i, w in enumerate(validator.where):
                 want[f"w{i}"] = w
             tops = sorted({split_path(p)[0] for p in want.values()})
+            bad_rows: dict[str, dict[int, str]] = {}
+            if kind == "json":
+                # rows giving a key the spec reads twice, and lines over DuckDB's maximum_object_size: one such line
+                # failed the whole file, --skip-bad or not; each is now a bad record, blanked out before DuckDB reads
+                long: list[LongLine] = []
+                bad_rows = _repeated_keys(files, names, [split_path(p) for p in want.values()], long)
+                if long:
+                    if spec.on_bad == "error":
+                        first = long[0]
+                        shown = names.get(str(first.file), str(first.file))
+                        raise TraceRecordError(f"{shown} row {first.row} (line {first.line}): "
+                                               f"{bad_rows[shown][first.row]}, the most a JSON lines table's line may "
+                                               f"hold ({len(long)} such line(s); on_bad = 'skip' in the spec skips and "
+                                               "counts such records)")
+                    files, names = without_long_lines(files, names, long, tmp)
+                    src = scan_sql(files, lenient=True, dialect=dialect)
             try:
                 cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
             except duckdb.Error as exc:
@@ -149,7 +165,6 @@ class TableReader(TraceReader):
             twice = duplicated_columns(files, kind, names, set(tops), [c for c in cols if c != FILE_COLUMN])
             if twice:
                 raise TraceSchemaError(twice)
-            twice_rows = _repeated_keys(files, names, [split_path(p) for p in want.values()]) if kind == "json" else {}
             if lines is not None:
                 lines.header = [c for c in cols if c != FILE_COLUMN]
                 _preamble_lines(files, validator, names, lines)
@@ -251,10 +266,12 @@ class TableReader(TraceReader):
                 if kind == "json":  # a line DuckDB could not read as an object is a row of NULLs
                     empty = np.logical_and.reduce([np.asarray(c.is_null()) for c in col.values()])
                     bad = [(empty, _NOT_AN_OBJECT)]
-                    if twice_rows:  # a key the spec reads given twice in one object (DuckDB read the first value)
-                        marks = [twice_rows.get(f, {}).get(r) for f, r in zip(fn, loc)]
-                        bad += [(np.fromiter((m == path for m in marks), dtype=bool, count=n),
-                                 repeated_key_reason(path)) for path in sorted({m for m in marks if m is not None})]
+                    if bad_rows:  # a key the spec reads given twice in one object (DuckDB read the first value), or
+                        # a line over the limit (read as {}, a row of NULLs)
+                        marks = [bad_rows.get(f, {}).get(r) for f, r in zip(fn, loc)]
+                        bad = [(empty & np.fromiter((m is None for m in marks), dtype=bool, count=n), _NOT_AN_OBJECT)]
+                        bad += [(np.fromiter((m == why for m in marks), dtype=bool, count=n), why)
+                                for why in sorted({m for m in marks if m is not None})]
                     bad = [(mask, why) for mask, why in bad if mask.any()]
                     bad.sort(key=lambda mw: int(np.argmax(mw[0])))  # under on_bad = 'error', the first row is named
                     keep = np.ones(n, dtype=bool)
