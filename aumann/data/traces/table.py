@@ -11,7 +11,6 @@ file (:mod:`aumann.data.traces.csvlines`); a JSON lines row giving a key twice i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from aumann.data.traces.events import (
     Validator,
     split_path,
 )
+from aumann.data.traces.idtext import _NUMBER, _number_ids
 from aumann.data.traces.jsonlines import LongLine, _repeated_keys, without_long_lines
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
@@ -371,12 +371,6 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     return src, sel, types
 
 
-#: a number written in decimal (a minus, digits with a fraction and an exponent; nan, inf), as Python's float reads
-#: it, but not as DuckDB's sniffer reads a column of text: with a leading zero (01, zero-padded ids) or a plus (+1),
-#: nor with a space before or after it (' 1'): an agent id is as written in every format, and a JSON " 1" is text
-_NUMBER = r"-?((0|[1-9][0-9]*)(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?|nan|inf|infinity)"
-
-
 def _all_numbers(con: Any, src: str, path: str) -> bool:
     """Whether every value of CSV column ``path`` (read as text by ``src``) spells a number in decimal (DuckDB's
     sniffer looks at the first rows only: a text id further down makes the column one of text; ``0x10`` and
@@ -384,30 +378,6 @@ def _all_numbers(con: Any, src: str, path: str) -> bool:
     e = expr(path)
     return con.execute(f"SELECT 1 FROM {src} WHERE {e} IS NOT NULL AND NOT regexp_full_match({e}, {lit(_NUMBER)}, "
                        "'i') LIMIT 1").fetchall() == []  # (a column of text: over at its first id that is text)
-
-
-_INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
-_FLOAT_TEXT = re.compile(_NUMBER, re.IGNORECASE)
-
-
-def _number_ids(values: list[Any]) -> list[Any]:
-    """The agent ids of a CSV column of numbers, read as text, as the numbers they spell, as every other reader reads
-    a column of numbers: an integer is an int (beyond 64 bits, the text it is), ``1.0`` or ``1e0`` a float, which
-    the validator makes the integer id ``1`` (counted in ``float_ids``), ``1.5`` a float. A float beyond ±2⁵³ stays
-    the text it is: two such ids one apart would be one float."""
-    out: list[Any] = []
-    for v in values:
-        if not isinstance(v, str):
-            out.append(v)
-        elif _INT_TEXT.fullmatch(v):
-            n = int(v)
-            out.append(n if -(2**63) <= n < 2**63 else v.strip())
-        elif _FLOAT_TEXT.fullmatch(v):
-            f = float(v)
-            out.append(f if not abs(f) > 2**53 or f != f or abs(f) == float("inf") else v.strip())
-        else:
-            out.append(v)
-    return out
 
 
 #: the reason a JSON line is refused (or skipped and counted) when DuckDB read no field of it
