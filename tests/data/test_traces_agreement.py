@@ -3,6 +3,7 @@ the long-table reader (DuckDB) on line ends, repeated keys and NaN; detection re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -257,6 +258,42 @@ def test_a_csv_edge_endpoint_spelling_a_whole_number_reaches_the_agent_its_event
         else:
             assert got.panel.meta["edges"]["seen"]["used"] == 1, dst
             assert seen[agents.index("2" if events == "text" else 2)] == 1, dst
+
+
+@pytest.mark.parametrize(("agents", "kind", "dst", "reached"), [
+    ([1, 2], "csv", " 1", None),  # spaces around an id are part of it: ' 1' is no agent 1 (it was)
+    ([1, 2], "csv", "01", None),  # a leading zero makes text: '01' is no agent 1 (it was)
+    ([1, 2], "csv", "+1", None),
+    ([1, 2], "csv", "1.0", 1),  # a CSV column of numbers reads 1.0 as the id 1: an edge file's text does too
+    ([1, 2], "csv", "1e0", 1),
+    ([1, 2], "csv", "1", 1),  # 1 and "1" are one agent
+    ([1, 1, "01", 2], "csv", "1", 1),  # the edge went to '01', whose text also read as the number 1
+    ([1, 1, "01", 2], "csv", "01", "01"),
+    (["1.0", "2"], "csv", "1.0", "1.0"),  # an agent whose id is the text itself comes first
+    ([1, 2], "jsonl", "1.0", None),  # a JSON text "1.0" is the text it is, as an agent id written so is
+    ([1, 2], "jsonl", True, None),  # a JSON true is no id (it reached agent 1: True == 1 in a dict)
+    ([1, 2], "jsonl", 1.0, 1),
+])
+def test_an_edge_endpoint_reaches_the_agent_the_ids_rule_names(tmp_path, agents, kind, dst, reached):
+    ev = tmp_path / "ev.jsonl"
+    ev.write_text("".join(json.dumps({"agent": a, "tick": 0}) + "\n" for a in agents))
+    edges = tmp_path / f"edges.{kind}"
+    if kind == "csv":
+        edges.write_text(f"src,dst\n2,{dst}\n")
+    else:
+        edges.write_text(json.dumps({"src": 2, "dst": dst}) + "\n")
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "n"}, {"kind": "exposure", "name": "exp", "of": "n",
+                                                           "edges": {"path": str(edges), "source": "src",
+                                                                     "target": "dst"}}]}
+    got = read_trace(ev, spec).panel
+    ids = [str(a) for a in got.agent_ids.tolist()]
+    exp = got.values[0, ids.index("2"), 1]
+    if reached is None:
+        assert got.meta["edges"]["exp"]["unknown_endpoint"] == 1 and exp == 0
+    else:
+        assert got.meta["edges"]["exp"]["used"] == 1
+        assert exp == agents.count(reached)  # the posts of the agent reached (1 has two where '01' is there)
 
 
 @pytest.mark.parametrize("kind", ["csv", "csv quoted", "csv.gz quoted", "jsonl", "jsonl.gz"])

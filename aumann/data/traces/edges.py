@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,25 +22,34 @@ from aumann.data.traces.duck import (
     table_files,
     without_bom,
 )
+from aumann.data.traces.idtext import _FLOAT_TEXT as _NUMBER_TEXT
+from aumann.data.traces.idtext import _number_ids
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
 
 def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence[Any] | None, ids: dict[Any, int],
-                   coder: Any, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, int]]:
+                   coder: Any, what: str, *, csv: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, int]]:
     """Map edge endpoints to panel positions; edges with an endpoint that never acted are dropped (counted), and an
     edge (source, target) listed more than once is kept once, from its earliest ``since`` (the others counted as
-    ``duplicate``)."""
-    keyed = {_id_key(k): v for k, v in ids.items()}
+    ``duplicate``).
+
+    An endpoint reaches the agent whose id it is by the rule of agent ids: the id's label in the panel (``1`` and
+    ``"1"`` are one agent; ``"01"``, ``" 1"`` and ``"+1"`` are ids of their own, as text is as written; a whole-valued
+    float is the integer; ``true``, NaN and infinities are no id). ``csv``: the endpoints come from a CSV file, which
+    has no types, so they were read as text: one that spells a number as a CSV agent column of numbers reads it
+    (``1.0``, ``1e0``: no space, leading zero or plus) reaches the agent of that number where no agent has the text
+    itself as its id (the event table's column of numbers read ``1.0`` as the id ``1``)."""
+    keyed = {_label(k): v for k, v in ids.items()}
+    keyed.pop(None, None)
 
     def find(v: Any) -> int:
-        # an endpoint written as text that spells a whole number (a CSV edge file's '1.0': endpoints are read as
-        # text) reaches agent 1 where no agent is '1.0' itself, as a CSV column of numbers reads 1.0 as the id 1
-        at = keyed.get(_id_key(v), -1)
-        if at < 0 and isinstance(v, str) and _FLOAT.fullmatch(v):
-            f = float(v)
-            if f.is_integer() and abs(f) <= 2**53:
-                at = keyed.get(int(f), -1)
+        at = keyed.get(_label(v), -1)
+        if at < 0 and csv and isinstance(v, str) and _NUMBER_TEXT.fullmatch(v):
+            n = _number_ids([v])[0]
+            if not isinstance(n, str):
+                at = keyed.get(_label(n), -1)
         return at
 
     s = np.fromiter((find(v) for v in source), dtype=np.int64, count=len(source))
@@ -69,18 +78,19 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
     return s[keep], t[keep], None if st is None else st[keep], info
 
 
-def _id_key(v: Any) -> Any:
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
+def _label(v: Any) -> str | None:
+    """An agent id's label in the panel (the builder's: its text, a whole-valued float the integer's); ``None`` for
+    what is no id (``None``, a boolean, NaN, an infinity). Two ids with one label are one agent (``1`` and ``"1"``);
+    text is as written (``"01"`` and ``" 1"`` are not ``1``)."""
+    if v is None or isinstance(v, bool | np.bool_):
+        return None
     if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, str) and _DECIMAL.fullmatch(v):  # ASCII digits only: str.isdigit() also takes '²' and '٣',
-        return int(v)  # and int('²') raised a bare ValueError out of the reader
-    return v
-
-
-_DECIMAL = re.compile(r"-?[0-9]+")
-_FLOAT = re.compile(r"\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*")
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        if not math.isfinite(v):
+            return None
+        return str(int(v)) if float(v).is_integer() else str(float(v))
+    return str(v)
 
 
 def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
@@ -138,7 +148,8 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
         con.close()
     cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
     cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
-    return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}")
+    return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}",
+                          csv=_kind(files[0]) == "csv")
 
 
 __all__ = ["edge_positions", "read_edge_file"]
