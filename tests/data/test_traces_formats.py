@@ -73,26 +73,27 @@ def write_all(folder: Path, events: list[Event]) -> dict[str, tuple[Path, dict[s
     return out
 
 
-def read(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
-    """("panel", (ids, values, alive)) of a read, or ("refused", the error's type) where it raises a TraceError."""
+def _read(path: Path, spec: dict[str, Any], on_bad: str) -> tuple[str, Any]:
+    """("panel", (ids, steps, values, alive[, skipped])) of a read, or ("refused", the error's type) where it raises a
+    TraceError; the number of records skipped is given under ``on_bad = "skip"``."""
     try:
-        got = read_trace(path, spec, on_bad="error")
+        got = read_trace(path, spec, on_bad=on_bad)
     except TraceError as exc:
         return "refused", type(exc).__name__
     p = got.panel
     alive = np.ones(p.values.shape[:2], dtype=bool) if p.alive is None else np.asarray(p.alive)
-    return "panel", (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist())
+    out = (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist())
+    return "panel", (*out, got.report.n_skipped) if on_bad == "skip" else out
+
+
+def read(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
+    """A strict read: the panel, or the error's type."""
+    return _read(path, spec, "error")
 
 
 def read_skipping(path: Path, spec: dict[str, Any]) -> tuple[str, Any]:
     """``read`` with ``on_bad = "skip"``: the panel of the records left and how many were skipped."""
-    try:
-        got = read_trace(path, spec, on_bad="skip")
-    except TraceError as exc:
-        return "refused", type(exc).__name__
-    p = got.panel
-    alive = np.ones(p.values.shape[:2], dtype=bool) if p.alive is None else np.asarray(p.alive)
-    return "panel", (p.agent_ids.tolist(), list(p.steps), p.values.tolist(), alive.tolist(), got.report.n_skipped)
+    return _read(path, spec, "skip")
 
 
 def agree(reads: dict[str, tuple[str, Any]]) -> None:
