@@ -83,6 +83,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-timeout", type=float, default=60.0,
                    help="seconds an LLM request may take in all, reply included (default 60; a retry after a timeout "
                         "waits longer)")
+    g.add_argument("--max-retries", type=float, default=None,
+                   help="retries of a failed LLM request (rate limited, server error, timeout) before its decision "
+                        "is given up (default 3)")
+    g.add_argument("--retry-after-max", type=float, default=None, metavar="SECONDS",
+                   help="the longest Retry-After a server may ask for (default 60): a longer one stops the run "
+                        "with a typed error instead of waiting")
     s = p.add_argument_group("LLM sampling (the [llm] config keys; flags override the config)")
     s.add_argument("--temperature", type=float, default=None, help="sampling temperature (llm.temperature, default 0)")
     s.add_argument("--top-p", type=float, default=None, help="nucleus sampling (llm.top_p, default: the server's)")
@@ -109,7 +115,9 @@ _RANGES = {
     "tpm": (1.0, 1e13, False, False),
     "max_calls": (0, 2**53, False, True),
     "max_cost": (0.0, 1e12, False, False),
-    "llm_timeout": (0.001, 86_400.0, False, False),  # below a millisecond every request would time out
+    "llm_timeout": (0.001, 86_400.0, False, False),
+    "max_retries": (0, 100, False, True),
+    "retry_after_max": (0.0, 86_400.0, False, False),  # below a millisecond every request would time out
     "assumed_latency": (0.0, 86_400.0, True, False),
     "temperature": (0.0, 2.0, False, False),
     "top_p": (0.0, 1.0, True, False),
@@ -216,6 +224,9 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
                                             if not args.dry_run else None)}
     if args.concurrency is not None:
         extra["concurrency"] = args.concurrency
+    for name in ("max_retries", "retry_after_max"):  # the backend's defaults (3, 60 s) unless a flag is given
+        if getattr(args, name, None) is not None:
+            extra[name] = getattr(args, name)
     options = BackendOptions(model=model, base_urls=tuple(urls), api_key=api_key,
                              sampling=settings.sampling() if settings is not None else None,
                              caps=Caps(args.max_calls, None, args.max_cost), cache=cache, dry_run=stand_in,

@@ -157,6 +157,7 @@ def from_options(options: BackendOptions, *, name: str = "openai") -> LLMBackend
         max_calls=None if caps is None else caps.max_calls, max_tokens=None if caps is None else caps.max_tokens,
         max_cost=None if caps is None else caps.max_cost, prices=x.get("prices"),
         structured_output=x.get("structured_output", "auto"), timeout=x.get("timeout", 60.0),
+        max_retries=x.get("max_retries", 3), retry_after_max=x.get("retry_after_max", 60.0),
         dry_run=options.dry_run is not None, fallback=options.dry_run, name=name)
 
 

@@ -132,7 +132,7 @@ def interpret(reply: Any, *, where: str, model: str, redact: Callable[[object], 
             raise RetryAfterTooLongError(
                 f"the server at {where} {what} model {model!r} (HTTP {status}) and asks to wait Retry-After = "
                 f"{wait:g} s, longer than retry_after_max = {retry_after_max:g} s; lower --concurrency/--rpm/--tpm "
-                f"or raise the maximum wait ({detail})")
+                f"or raise the maximum wait (--retry-after-max) ({detail})")
         label = "rate limited" if status == 429 else "server error"
         raise Retryable("unavailable", f"{label} (HTTP {status}): {detail}", wait)
     raise LLMRequestError(f"request rejected (HTTP {status}) by model {model!r} at {where}: {detail}")

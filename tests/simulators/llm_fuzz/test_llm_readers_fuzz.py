@@ -186,7 +186,7 @@ def test_cache_rows_are_read_through_their_schema(text, pt, ct, request, tmp_pat
 
 
 FLAGS = ["--rpm", "--tpm", "--llm-timeout", "--max-cost", "--max-calls", "--temperature", "--top-p", "--max-tokens",
-         "--llm-seed", "--max-invalid-rate", "--concurrency", "--assumed-latency"]
+         "--llm-seed", "--max-invalid-rate", "--concurrency", "--assumed-latency", "--max-retries", "--retry-after-max"]
 
 
 @FUZZ
