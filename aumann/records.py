@@ -125,6 +125,7 @@ class Manifest(OutsideRecord):
     analysis_tables: list[str] | None = None
     pooled_fallbacks: list[dict[str, Any]] | None = None  # {run, reason}: deletion forks evaluated in full, and why
     control_fallbacks: list[dict[str, Any]] | None = None  # {run, reason}: the CV row without its control, and why
+    dead_rows: list[dict[str, Any]] | None = None  # runs with births or deaths: the living set z⁰_t* was evaluated over
 
 
 class CountsMeta(OutsideRecord):

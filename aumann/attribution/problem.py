@@ -28,6 +28,12 @@ never reads it. ``absent=`` (a keyword of :func:`~aumann.attribution.attribute`)
 
 Rows of agents dead at t itself take the same rule (a dead row is held at the baseline and never
 read), so φ, Δv and f_values never depend on what dead rows hold, whatever the baseline.
+
+Agents that die during a step. f(z⁰_t) is evaluated over the run's living at t, the same set as f(z_t)
+(``provenance["baseline_alive"] = "run"``): an agent that died during step t is out of f at both ends, gets
+φ = 0, and its death is not part of Δv_t, even where it would have lived under the baseline action. This is
+the paper's path at one scale n_t (one f from z⁰ to z_t); why, and what the other definitions give, is in
+docs/baselines.md, "Agents that die during a step".
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ from aumann.seeding import RNGLike, describe
 BASELINES = ("zero", "mean", "pre-event", "previous")
 ABSENT = ("entry", "zero", "mean")
 """Rules for an agent whose row at the baseline's step is dead (see the module docstring)."""
+BASELINE_ALIVE = "run"
+"""The living set f(z⁰_t) is evaluated over: the run's at t (the same as f(z_t)), recorded in provenance wherever a
+step has dead rows (see the module docstring)."""
 _ALIASES = {"pre_event": "pre-event", "preevent": "pre-event", "population-mean": "mean",
             "population_mean": "mean", "prev": "previous", "previous-step": "previous", "0": "zero"}
 
@@ -339,6 +348,10 @@ class Problem:
                 "device": _name(self.device), **provenance}
         if self.absent is not None:
             prov["absent"] = self.absent
+        if self.panel.alive is not None and not self.panel.alive.all():
+            # which living set f(z⁰_t) is evaluated over: the run's at t, as f(z_t) (docs/baselines.md, "Agents that
+            # die during a step"); an agent that died during step t is out of f at both ends
+            prov["baseline_alive"] = BASELINE_ALIVE
         res = Attribution(
             phi=phi if isinstance(phi, np.ndarray) else np.asarray(phi), delta_v=fv - fb, f_values=fv,
             f_baseline=fb, agent_ids=self.panel.agent_ids, steps=self.panel.steps, features=self.panel.features,
@@ -373,4 +386,4 @@ class AttributionMethod(ABC):
         """Attribute ``problem`` and return an :class:`Attribution`."""
 
 
-__all__ = ["ABSENT", "BASELINES", "AttributionMethod", "Problem", "resolve_baseline"]
+__all__ = ["ABSENT", "BASELINES", "BASELINE_ALIVE", "AttributionMethod", "Problem", "resolve_baseline"]

@@ -60,6 +60,7 @@ from aumann.studies.rundir import (
     REPORT_MD,
     RunDir,
     StudyResult,
+    dead_rows,
     failure_text,
 )
 from aumann.studies.tables import (
@@ -348,6 +349,9 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
     # runs whose control-variate row had no control (an indicator without a gradient), and why (absent when none)
     if result.control_fallbacks():
         fallbacks["control_fallbacks"] = result.control_fallbacks()
+    # runs with births or deaths: the living set z⁰_t* was evaluated over, per run (absent when nobody dies)
+    if dead_rows(result.records):
+        fallbacks["dead_rows"] = dead_rows(result.records)
 
     def manifest() -> None:
         outputs.update(_present(out, [REPORT_HTML, REPORT_MD]))

@@ -99,6 +99,7 @@ class RunRecord(TypedDict):
     reference: NotRequired[dict[str, Any]]  # the reference row: method, game, permutations, median_stderr
     forks: int
     pooled_fallback: NotRequired[str]  # why the deletion forks were evaluated in full (DeletionOracle.pooled_fallback)
+    dead_rows: NotRequired[dict[str, Any]]  # births or deaths: the living set z⁰_t* is evaluated over (stages.py)
     stages: dict[str, StageRecord]
     arrays_sha256: str
     files_sha256: NotRequired[dict[str, str]]  # SHA-256 of the panel, timing and attributions (relative names)
@@ -452,6 +453,13 @@ def pooled_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for i, rec in enumerate(records) if rec.get("pooled_fallback")]
 
 
+def dead_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run with births or deaths (``rec["dead_rows"]``, :func:`aumann.studies.stages.dead_rows_record`):
+    ``{run, baseline_alive, died_at_t_star, f_baseline_t_star, f_all_at_baseline_action}``."""
+    return [{"run": rec.get("run", i), **rec["dead_rows"]} for i, rec in enumerate(records)
+            if isinstance(rec.get("dead_rows"), dict)]
+
+
 def control_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every run whose control-variate row ran without its control (the indicator has no gradient: plain sampling
     on the same permutations): ``{run, reason}``."""
@@ -508,5 +516,5 @@ class StudyResult:
 
 __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST",
            "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
-           "StageRecord", "StudyResult", "control_fallbacks", "failure_text", "pooled_fallbacks", "read_timing",
-           "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]
+           "StageRecord", "StudyResult", "control_fallbacks", "dead_rows", "failure_text", "pooled_fallbacks",
+           "read_timing", "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]

@@ -230,7 +230,24 @@ def attribute(ctx: RunContext) -> None:
                     "policy": "offline policy" if label == "offline" else f"LLM ({label})"})
     if ctx.grid is not None:
         ctx.rec["log_k_grid"] = ctx.grid
+    if panel.alive is not None and not panel.alive.all():
+        ctx.rec["dead_rows"] = dead_rows_record(ctx, res_all)
     ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})
+
+
+def dead_rows_record(ctx: RunContext, res: Any) -> dict[str, Any]:
+    """A run with births or deaths: which living set the masking side evaluates z⁰_t* over (the run's at t*, as
+    z_t*: ``baseline_alive = "run"``, docs/baselines.md, "Agents that die during a step"), how many players died
+    during step t*, f(z⁰_t*) over the run's living (the masking side's v(∅)), and f after re-simulating t* with
+    every player at the baseline action (the re-simulation side's v(∅), one fork, where the re-run decides who
+    lives). The two v(∅) differ where the baseline action would change who dies."""
+    from aumann.attribution.problem import BASELINE_ALIVE
+
+    ts, players = ctx.t_star, ctx.players
+    died = int((~np.asarray(ctx.run.panel.alive[ts], dtype=bool)[players]).sum())
+    f_rest = ctx.oracle.values(players)[0]
+    return {"baseline_alive": BASELINE_ALIVE, "died_at_t_star": died,
+            "f_baseline_t_star": float(res.f_baseline[ts]), "f_all_at_baseline_action": float(f_rest)}
 
 
 def _spill(panel: Any, res: Any) -> Any:

@@ -14,7 +14,7 @@ from aumann.studies.action_sections import GAMES, table_columns_note
 from aumann.studies.charts import Line
 from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt, literal
 from aumann.studies.rows import rows
-from aumann.studies.rundir import DELETION_CURVES, failure_text, stage_failures
+from aumann.studies.rundir import DELETION_CURVES, dead_rows, failure_text, stage_failures
 from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note, merged_table, read_csv
 from aumann.studies.study_page_data import StudyPage
 
@@ -69,7 +69,7 @@ def _provenance(page: StudyPage) -> list[Any]:
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
-        *_reductions(page),
+        *_reductions(page), *_living(page),
         ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
         ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
@@ -86,7 +86,32 @@ def _provenance(page: StudyPage) -> list[Any]:
     if flagged:
         out.append(efficiency_note(max(float(page.ats[r].relative_efficiency_gap.max()) for r in flagged),
                                    f"run(s) {', '.join(map(str, flagged))}"))
+    out += _deaths_text(page)
     return out
+
+
+def _living(page: StudyPage) -> list[tuple[str, str]]:
+    """The provenance line of a run with births or deaths: which living set the baseline z⁰_t is evaluated over."""
+    if not dead_rows(page.recs):
+        return []
+    return [("agents dead at a step", "the run's living at t, at both ends: f(z⁰_t) is evaluated over the agents "
+             "alive in the run at t, so an agent that died during step t is out of f at both ends (φ = 0) and its "
+             "death is not in Δv_t (baseline_alive = run; docs/baselines.md, \"Agents that die during a step\")")]
+
+
+def _deaths_text(page: StudyPage) -> list[Any]:
+    """Per run with deaths at t*: how many players died during that step, and the two v(∅) it separates — f(z⁰_t*)
+    over the run's living (masking: Aumann–Shapley, the Shapley rows, the masking curve) and f with every player
+    at the baseline action re-simulated (the re-simulation rows and curves, where the re-run decides who lives)."""
+    parts = [f"run {d['run']}: {d['died_at_t_star']} died during step t*; f(z⁰_t*) over the run's living = "
+             f"{fmt(d['f_baseline_t_star'])}, f with every player at the baseline action (re-simulated) = "
+             f"{fmt(d['f_all_at_baseline_action'])}" for d in dead_rows(page.recs) if d.get("died_at_t_star")]
+    if not parts:
+        return []
+    return [Text("Agents that died during step t* are out of f at both ends of the masking game (the run's living "
+                 "mask is applied to the baseline z⁰ too), so the masking rows do not count their deaths; the "
+                 "re-simulation rows do (a re-run where the agents rest may keep them alive): " + "; ".join(parts)
+                 + ".")]
 
 
 def _curve_groups(arrays: Sequence[dict[str, np.ndarray]], methods: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:

@@ -158,3 +158,37 @@ def test_resimulation_counts_the_kill_against_the_killer(run):
     want = [Fraction(1, 2), Fraction(3, 2), Fraction(3)]
     np.testing.assert_allclose(res.phi[0], [float(w) for w in want], rtol=0, atol=1e-12)
     assert oracle.values([W])[0] == 1.0 + 5.0 + 5.0  # the wolf at rest: A lives and grazes
+
+
+def test_the_rule_is_recorded_where_a_step_has_dead_rows(run):
+    _, r, z0 = run
+    res = attribute(total_energy_of_the_living, r.panel, baseline=z0)
+    assert res.provenance["baseline_alive"] == "run"
+    everyone = attribute(total_energy_of_the_living, r.panel.select_steps([0]), baseline=z0[:1])
+    assert "baseline_alive" not in everyone.provenance  # nobody dead: no rule applies (and nothing moves)
+
+
+def test_the_study_records_and_reports_which_living_set_the_baseline_used(tmp_path):
+    """The run record, the manifest and the report say that z⁰_t* was evaluated over the run's living, and give
+    both v(∅): 3 (the masking side) and 5 (every player resting, re-simulated: the sheep lives)."""
+    import json
+
+    from aumann.studies.faithfulness import run_study
+    from aumann.studies.report import write_outputs
+    from aumann.studies.rundir import RunDir
+
+    cfg = SCENARIO.load_config(study={"permutations": 8, "random_orderings": 2, "path_orders": 2,
+                                      "quadrature_steps": 4, "ablations": False})
+    result = run_study(SCENARIO, cfg, out_dir=tmp_path)
+    rec = result.records[0]
+    assert rec["t_star"] == T2
+    assert rec["dead_rows"] == {"baseline_alive": "run", "died_at_t_star": 1, "f_baseline_t_star": 3.0,
+                                "f_all_at_baseline_action": 5.0}
+    assert rec["delta_v"] == 7.0
+    write_outputs(result, tmp_path, command="aumann run pasture", seconds=1.0, plots=False,
+                  config=cfg.model_dump(mode="json"))
+    manifest = json.loads(RunDir(tmp_path).manifest.read_text())
+    assert manifest["dead_rows"] == [{"run": 0, **rec["dead_rows"]}]
+    page = (tmp_path / "report.md").read_text()
+    assert "baseline_alive = run" in page
+    assert "run 0: 1 died during step t*; f(z⁰_t*) over the run's living = 3" in page
