@@ -192,3 +192,23 @@ def test_the_study_records_and_reports_which_living_set_the_baseline_used(tmp_pa
     page = (tmp_path / "report.md").read_text()
     assert "baseline_alive = run" in page
     assert "run 0: 1 died during step t*; f(z⁰_t*) over the run's living = 3" in page
+
+
+def test_the_per_agent_state_masking_game_of_the_docs_charges_the_victim(run):
+    """docs/baselines.md's recipe on the recorded step: members as in the run (A dead), the others as at rest (A
+    alive at 2): v(∅) = 5, φ = (4, −2, 3) — the death is the victim's, the wolf still gets no blame for it."""
+    import torch
+
+    from aumann.attribution import FunctionGame
+
+    _, r, z0 = run
+    z_t, z0_t = torch.tensor(r.panel.values[T2]), torch.tensor(z0[T2])
+    alive_t, alive0_t = torch.tensor(r.panel.alive[T2]), torch.ones(3, dtype=torch.bool)
+
+    def own_state(masks):
+        m = torch.tensor(masks)  # (a copy: the masks are read-only)
+        return total_energy_of_the_living(torch.where(m[..., None], z_t, z0_t), alive=torch.where(m, alive_t, alive0_t))
+
+    res = ExactShapley().attribute_game(FunctionGame(own_state, n_players=3))
+    assert res.f_baseline[0] == 5.0 and res.delta_v[0] == 5.0
+    np.testing.assert_allclose(res.phi[0], [4.0, -2.0, 3.0], rtol=0, atol=1e-12)
