@@ -234,3 +234,72 @@ def test_commands_into_a_folder_another_command_writes_stop_at_once(tmp_path, ho
     assert main(["report", str(root), "--static"]) == 0, capsys.readouterr().err
     assert main(["demo", "--agents", "10", "--steps", "2", "--out", str(root)]) == 0, capsys.readouterr().err
     assert OUTPUTS_LOCK not in os.listdir(root)
+
+
+#: a command that forks workers: takes the folder's lock, forks (os.fork, or a fork process pool as
+#: ``LocalExecutor(mp_context="fork")`` starts), lets a first child release what it inherited and exit, says
+#: "ready <PID of a worker that sleeps>" once that worker runs, and waits until it is killed
+_FORKING = textwrap.dedent("""
+    import os, sys, time
+    from aumann.io import lock_output_dir, release_output_locks
+    root, how = sys.argv[1], sys.argv[2]
+    lock_output_dir(root, command="aumann run social-llm --executor local --out res")
+    first = os.fork()
+    if first == 0:  # a child that lets go of what it holds and exits: the parent's lock stays held
+        release_output_locks()
+        os._exit(0)
+    os.waitpid(first, 0)
+    # "ready" once the worker runs Python code (what a fork does in the child comes before: the handlers)
+    if how == "fork":
+        r, w = os.pipe()
+        worker = os.fork()
+        if worker == 0:
+            os.write(w, b"x")
+            time.sleep(120)
+            os._exit(0)
+        os.read(r, 1)
+    else:
+        from aumann.simulators.executors import LocalExecutor
+        ex = LocalExecutor(1, mp_context="fork")  # (kept: collected, it shuts its pool down)
+        pool = ex._get_pool()
+        worker = pool.submit(os.getpid).result()
+        pool.submit(time.sleep, 120)
+    print("ready", worker, flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("how", ["fork", "pool"])
+def test_a_forked_worker_never_holds_its_killed_parents_lock(tmp_path, how):
+    """A command's forked children (os.fork; a process pool with the fork start method) inherited the lock's open
+    file, so after ``kill -9`` of the command its workers, still running, kept the folder locked and the next
+    writer was refused naming the dead command. A child now closes its copy as it starts: while the command lives
+    its lock holds (a child exiting, or letting go of what it has, releases nothing); once it is killed the next
+    writer takes the folder while the worker still runs."""
+    root = tmp_path / "res"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.Popen([sys.executable, "-c", _FORKING, str(root), how], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=_ROOT)
+    worker = None
+    try:
+        line = p.stdout.readline().split()
+        assert line[:1] == [b"ready"], p.stderr.read().decode()
+        worker = int(line[1])
+        with pytest.raises(OutputBusyError, match=f"PID {p.pid}"):  # the command lives: its lock holds
+            lock_output_dir(root)
+        _kill(p)
+        os.kill(worker, 0)  # the worker still runs ...
+        lock_output_dir(root, command="the next writer")  # ... and the folder is free
+        assert json.loads((root / OUTPUTS_LOCK).read_text())["pid"] == os.getpid()
+        unlock_output_dir(root)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(30)
+        for fh in (p.stdin, p.stdout, p.stderr):
+            fh.close()
+        if worker is not None:
+            try:
+                os.kill(worker, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

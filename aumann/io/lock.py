@@ -9,8 +9,12 @@ the lock file records).
 The kernel releases a ``flock`` when its holder exits, however it ends (killed too): a lock file a killed command
 left behind blocks nobody (the next writer takes the lock and replaces what the file says). Commands that only read
 a folder take no lock and never look at the file. The lock is re-entrant within a process; the file is opened
-close-on-exec, so a program the command starts (a Ray daemon) never holds it after the command ends. The holder
-removes the file when it lets the lock go.
+close-on-exec, so a program the command starts (a Ray daemon) never holds it after the command ends, and a forked
+child (a ``fork`` process pool's worker, :func:`os.fork`) closes its copy of the descriptor as it starts
+(:func:`os.register_at_fork`), so it never holds the lock either: a command killed with ``kill -9`` frees its
+folder at once, not when the last of its workers exits (closing the child's copy leaves the parent's lock held:
+a ``flock`` belongs to the open file, which the parent's descriptor still holds open). The holder removes the file
+when it lets the lock go.
 
 Where there is no ``flock`` (Windows), or the folder's file system refuses it (some network file systems), there is
 no lock: commands write as they did before it (two at once into one folder may still interleave).
@@ -23,6 +27,7 @@ import json
 import os
 import socket
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,13 +51,34 @@ _RECORD_MAX = 8 * 1024
 @dataclass
 class _Held:
     fd: int
-    pid: int  # the process that took it (a forked child shares the lock; only the taker removes the file)
+    pid: int  # the process that took it (only the taker removes the file; a forked child forgets it at once)
     ident: tuple[int, int]  # (device, inode) of the lock file it holds
     count: int = 1
 
 
 #: {real path of the folder: its lock, held by this process}
 _HELD: dict[str, _Held] = {}
+#: held while a lock file is open but not yet in :data:`_HELD`, and across :func:`os.fork` (another thread forking
+#: then would hand the child a descriptor :func:`_forget_in_child` does not know of)
+_GUARD = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    """In a forked child: close the inherited descriptor of every lock the parent holds and forget them (the child
+    never holds its parent's lock; the parent's stays held, its own descriptor keeping the open file)."""
+    global _GUARD
+    _GUARD = threading.Lock()  # (the parent's, acquired across the fork, is not the child's to release)
+    for held in _HELD.values():
+        try:
+            os.close(held.fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _GUARD.acquire(), after_in_parent=lambda: _GUARD.release(),
+                        after_in_child=_forget_in_child)
 
 
 def _key(root: PathLike) -> str:
@@ -77,6 +103,11 @@ def lock_output_dir(root: PathLike, *, command: str | None = None) -> None:
     """
     if fcntl is None:
         return
+    with _GUARD:
+        _lock(root, command)
+
+
+def _lock(root: PathLike, command: str | None) -> None:
     key = _key(root)
     held = _HELD.get(key)
     if held is not None:
@@ -130,13 +161,14 @@ def unlock_output_dir(root: PathLike) -> None:
     """Let go of one :func:`lock_output_dir` of ``root`` by this process; at the last one, the lock file is removed
     (while still locked, so no other command takes a file that is going) and the lock released."""
     key = _key(root)
-    held = _HELD.get(key)
-    if held is None:
-        return
-    held.count -= 1
-    if held.count <= 0:
-        del _HELD[key]
-        _release(key, held)
+    with _GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held.count -= 1
+        if held.count <= 0:
+            del _HELD[key]
+            _release(key, held)
 
 
 def _release(key: str, held: _Held) -> None:
@@ -160,8 +192,9 @@ def _unlink_if(path: Path, ident: tuple[int, int]) -> None:
 
 def release_output_locks() -> None:
     """Let go of every output-folder lock this process holds (the command line's end: :func:`aumann.cli.main`)."""
-    for key in list(_HELD):
-        _release(key, _HELD.pop(key))
+    with _GUARD:
+        for key in list(_HELD):
+            _release(key, _HELD.pop(key))
 
 
 @contextmanager
