@@ -67,12 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
-    from aumann.cli.command import command_line
-    from aumann.io import ensure_output_dir, lock_output_dir
-    from aumann.progress import StageTimer, rich_console
+    from aumann.cli.command import command_line, refuse_if_busy
 
     if (args.panel is None) == (args.trace is None):
         raise ConfigError("give a panel file or --trace FILE (one of them)")
@@ -83,6 +78,13 @@ def run(args: argparse.Namespace) -> int:
                           "--export-identifiers apply to --trace")
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    refuse_if_busy(args.out, "attribute")  # an --out another live command writes: now, before torch's import
+    from rich.table import Table
+
+    from aumann.attribution import BASELINES, AumannShapley, Panel, attribute, indicators
+    from aumann.io import ensure_output_dir, lock_output_dir
+    from aumann.progress import StageTimer, rich_console
+
     # the flags and --out are checked before the work: a trace's read takes minutes, and an unknown --indicator or
     # --baseline, or an --out that is a file, used to be found only after it
     f = indicators.get(args.indicator)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli.args import integer, memory_size, number, path, seed
-from aumann.cli.command import command_line
+from aumann.cli.command import command_line, refuse_if_busy
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -81,6 +81,7 @@ def _parse_days(text: str | None) -> tuple[str, str] | None:
 
 
 def run_build_panel(args: argparse.Namespace) -> int:
+    refuse_if_busy(args.out, "bluesky", "build-panel")  # a busy --out: now, before pandas' and DuckDB's imports
     from aumann.data.bluesky.build import write_build_outputs
     from aumann.data.bluesky.filters import load_filters
     from aumann.data.bluesky.ingest import IngestOptions, ingest
@@ -176,6 +177,7 @@ def register_synth(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    refuse_if_busy(args.out, "bluesky", "synth")  # a busy --out: now, before pandas' import
     from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
     from aumann.io import ensure_output_dir, lock_output_dir
     from aumann.manifest import write_manifest
@@ -219,6 +221,7 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_study_cmd(args: argparse.Namespace) -> int:
+    refuse_if_busy(args.out, "bluesky", "study")  # a busy --out: now, before the study's imports (pandas, torch)
     from aumann.io import check_outputs
     from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
 

@@ -1,10 +1,12 @@
 """The command line as a manifest and the reports record it: ``aumann`` and the command's words, shell-quoted
 (:func:`shlex.join`: it runs again by copy and paste), each word redacted on its own
 (:func:`aumann.manifest.redact_command`: URL credentials, secret-named JSON members and ``NAME=value`` words; and
-every key an LLM backend of this process registered) — one function for every command that writes a manifest."""
+every key an LLM backend of this process registered) — one function for every command that writes a manifest; and
+:func:`refuse_if_busy`, the early refusal of an output folder another live command writes."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -47,4 +49,28 @@ def command_line(*command: str, fallback: Sequence[str] = ()) -> str:
     return redact_command(["aumann", *command, *command_words(*command, fallback=fallback)])
 
 
-__all__ = ["command_line", "command_words", "invoked_with"]
+def refuse_if_busy(out: str | os.PathLike[str] | None, *command: str, fallback: Sequence[str] = ()) -> None:
+    """Take the lock of the output folder ``out`` now when another command may be writing it (its lock file,
+    :data:`~aumann.io.lock.OUTPUTS_LOCK`, is there): a command calls this before its heavy imports (torch, pandas,
+    the scenarios), so that a folder another live command writes is refused with an
+    :class:`~aumann.errors.OutputBusyError` in a fraction of a second, not after seconds of imports. The command
+    still takes the lock where it did, once ``--out`` is checked (re-entrant: it keeps this one); a folder with no
+    lock file is left alone here (nothing made before the command's checks: no holder to refuse it either).
+
+    Raises:
+        OutputBusyError: another live process holds the folder's lock.
+        OutputError: the lock file is something that cannot be locked (as :func:`~aumann.io.lock_output_dir`).
+    """
+    if out is None:
+        return
+    from aumann.io.lock import OUTPUTS_LOCK, lock_output_dir
+
+    try:
+        busy = os.path.lexists(os.path.join(out, OUTPUTS_LOCK))
+    except (TypeError, ValueError):  # (a path the command's own checks refuse, typed)
+        return
+    if busy:
+        lock_output_dir(out, command=command_line(*command, fallback=fallback))
+
+
+__all__ = ["command_line", "command_words", "invoked_with", "refuse_if_busy"]

@@ -27,13 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from aumann.attribution import AumannShapley, attribute, indicators
-    from aumann.cli.attribute import _timeless
     from aumann.cli.command import command_line
-    from aumann.data.synthetic import heavy_tailed_panel
-    from aumann.errors import ZeroDeltaVError
     from aumann.io import (
         OUTPUTS_COMPLETE,
         adopt_outputs,
@@ -45,15 +39,22 @@ def run(args: argparse.Namespace) -> int:
         settle_journal,
         write_json,
     )
+
+    if args.out:  # before the imports below (torch, the pages: seconds), so a busy folder is refused at once
+        ensure_output_dir(args.out, "--out")
+        lock_output_dir(args.out, command=command_line("demo"))  # one writer: another command there stops now
+        check_outputs(args.out, _OUTPUTS)  # a file of your own with a result's name is never replaced: refused now
+    from rich.table import Table
+
+    from aumann.attribution import AumannShapley, attribute, indicators
+    from aumann.cli.attribute import _timeless
+    from aumann.data.synthetic import heavy_tailed_panel
+    from aumann.errors import ZeroDeltaVError
     from aumann.manifest import write_manifest
     from aumann.progress import StageTimer, rich_console
     from aumann.studies.pages import render_report, unfinish, write_top_agents
 
     con = rich_console()
-    if args.out:
-        ensure_output_dir(args.out, "--out")
-        lock_output_dir(args.out, command=command_line("demo"))  # one writer: another command there stops now
-        check_outputs(args.out, _OUTPUTS)  # a file of your own with a result's name is never replaced: refused now
     t0 = time.perf_counter()
     panel = heavy_tailed_panel(args.agents, args.steps, rng=args.seed)
     con.print(f"synthetic heavy-tailed panel (SYNTHETIC, not calibrated): {panel} in "

@@ -34,11 +34,13 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aumann.cli.command import command_line
-    from aumann.io import lock_output_dir
-    from aumann.studies.pages import TOP_AGENTS, render_report
+    from aumann.io.lock import lock_output_dir
 
     if args.run_dir.is_dir():  # (a missing folder is refused by render_report, and not made here)
-        lock_output_dir(args.run_dir, command=command_line("report"))  # a run still writing there stops this now
+        # a run still writing there stops this now, before the pages' imports (torch, the study's rows: seconds)
+        lock_output_dir(args.run_dir, command=command_line("report"))
+    from aumann.studies.pages import TOP_AGENTS, render_report
+
     paths = render_report(args.run_dir, interactive=False if args.static else None,
                           top=TOP_AGENTS if args.top is None else args.top, plots=not args.no_plots)
     size = paths["html"].stat().st_size

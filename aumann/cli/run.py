@@ -127,8 +127,12 @@ def _scenario_llm_usage(result: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aumann.cli.command import command_line, refuse_if_busy
+
+    if args.out is not None and not args.list and not args.dry_run:
+        # an --out another live command writes stops now, before the imports below (torch, the scenarios: seconds)
+        refuse_if_busy(args.out, "run", fallback=[args.scenario] if args.scenario else [])
     from aumann import scenarios
-    from aumann.cli.command import command_line
     from aumann.cli.llm_usage import ProgressLines, UsageColumn, dry_run, record_usage
     from aumann.io import (
         OUTPUTS_COMPLETE,
