@@ -1,8 +1,10 @@
 """One writer per output folder: an advisory lock (:func:`fcntl.flock`, exclusive and non-blocking) on the file
 :data:`OUTPUTS_LOCK` inside the folder, taken by every aumann command that writes the folder (for the whole
-command: :func:`lock_output_dir`) and by every :func:`~aumann.io.journaled` block (for the block:
-:func:`output_lock`). Two commands writing one folder at once interleaved their outputs, manifests and journals
-(the first to finish removed the journal the other was still appending to); the second now stops at once with an
+command: :func:`lock_output_dir`), by every library function that writes one (``run_study``, ``run_crossscale``,
+the Bluesky capture, ``write_build_outputs``, ``write_synth``, ``RawCounts.save``, ``render_report``: for their
+whole write, :func:`output_lock`) and by every :func:`~aumann.io.journaled` block (for the block). Two commands
+writing one folder at once interleaved their outputs, manifests and journals (the first to finish removed the
+journal the other was still appending to); the second now stops at once with an
 :class:`~aumann.errors.OutputBusyError` naming the folder and the other command (its PID and command line, which
 the lock file records).
 

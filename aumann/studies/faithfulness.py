@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from aumann.errors import AumannWarning, ConfigError
-from aumann.io import plain
+from aumann.io import output_lock, plain
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
@@ -175,7 +175,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         scenario: a registered scenario.
         config: its config (``runs``, ``seed`` and ``study`` are read here).
         out_dir: run directory; every finished run is written atomically to ``runs/`` and skipped
-            when found again with the same config digest. ``None`` keeps everything in memory.
+            when found again with the same config digest. ``None`` keeps everything in memory. The study holds
+            its lock (:func:`~aumann.io.output_lock`) while it runs: another live writer there stops it at once
+            with an :class:`~aumann.errors.OutputBusyError`.
         backend: a DecisionBackend or ``None`` (offline policy).
         backend_label: recorded in the digest (a run computed with another backend is not reused).
         progress: optional callable ``progress(run_index, message)`` (the CLI drives a Rich bar).
@@ -211,103 +213,108 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     rundir = RunDir(out) if out is not None else None
     if rundir is not None and write:  # every folder a finished run is written to, before the first simulation
         rundir.prepare()
-    records: list[Any] = [None] * config.runs
-    arrays: list[Any] = [None] * config.runs
-    panels: list[Any] = [None] * config.runs
-    timings: list[dict[str, Any]] = [{} for _ in range(config.runs)]
-    failed: list[dict[str, Any]] = []
-    resumed = computed = 0
-    spent = Usage()
-    counted: dict[int, Usage] = {}  # the run counts of each run written now (the ledger keeps them per run)
-    todo = []
-    for r, seq in enumerate(seqs):
-        if rundir is not None and rundir.record(r).exists():  # an .npz alone: interrupted mid-write, recomputed
-            status, why, old, old_arrays = rundir.verify_run(r, digest)
-            ended = [st.get("status") for st in (old.get("stages") or {}).values()] if status == "done" else []
-            if "pending" in ended or (strict and any(e not in ("ok", "skipped") for e in ended)):
-                # an interrupted run (stages still pending) is redone, so a resumed directory holds what an
-                # uninterrupted run writes; strict wants every stage, so a run with a failed one is redone too
-                status = "todo"
-            if status == "done":
-                records[r] = old
-                arrays[r] = old_arrays
-                timings[r] = rundir.read_timing(r)
-                resumed += 1
+    # one writer per folder while runs are read and written (re-entrant: `aumann run` holds it already); a dry run
+    # (write=False) writes nothing and takes no lock
+    held = output_lock(out, command="aumann.studies.run_study (a Python call)") if rundir is not None and write \
+        else contextlib.nullcontext()
+    with held:
+        records: list[Any] = [None] * config.runs
+        arrays: list[Any] = [None] * config.runs
+        panels: list[Any] = [None] * config.runs
+        timings: list[dict[str, Any]] = [{} for _ in range(config.runs)]
+        failed: list[dict[str, Any]] = []
+        resumed = computed = 0
+        spent = Usage()
+        counted: dict[int, Usage] = {}  # the run counts of each run written now (the ledger keeps them per run)
+        todo = []
+        for r, seq in enumerate(seqs):
+            if rundir is not None and rundir.record(r).exists():  # an .npz alone: interrupted mid-write, recomputed
+                status, why, old, old_arrays = rundir.verify_run(r, digest)
+                ended = [st.get("status") for st in (old.get("stages") or {}).values()] if status == "done" else []
+                if "pending" in ended or (strict and any(e not in ("ok", "skipped") for e in ended)):
+                    # an interrupted run (stages still pending) is redone, so a resumed directory holds what an
+                    # uninterrupted run writes; strict wants every stage, so a run with a failed one is redone too
+                    status = "todo"
+                if status == "done":
+                    records[r] = old
+                    arrays[r] = old_arrays
+                    timings[r] = rundir.read_timing(r)
+                    resumed += 1
+                    if progress is not None:
+                        progress(r, "resumed")
+                    continue
+                if status == "corrupt":
+                    failed.append({"run": r, "file": str(rundir.record(r).relative_to(rundir.root)), "reason": why})
+            todo.append((r, seq))
+        if rundir is not None and write and todo and config.agents >= LARGE_N:  # before hours of work, not after
+            room = rundir.room_warning(config.agents, config.steps, len(todo))
+            if room is not None:
+                import warnings
+
+                warnings.warn(f"the disk may be too small for this study: {room}", AumannWarning, stacklevel=2)
+        parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
+                                                                  and executor.max_workers in (0, 1))
+        if parallel:
+            account = usage_of(backend)
+            # an executor with an LLM service (Ray) serves one cache and one set of limits to all workers;
+            # otherwise each worker gets an equal share of the limits and of what is left of the caps
+            share = executor.serve_llm(backend) if callable(getattr(executor, "serve_llm", None)) else \
+                _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
+            specs = [(scenario, config, r, seq, share, digest, backend_label, strict) for r, seq in todo]
+            lost = Usage()  # the run counts of runs that failed (not written)
+
+            def _done(i: int, res: Any) -> None:
+                nonlocal computed
+                r = todo[i][0]
+                delta = res.usage if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
+                if delta is not None:
+                    spent.merge(delta)
+                    if account is not None:
+                        account.merge(delta)
+                if isinstance(res, BaseException):
+                    if delta is not None:  # never written: recomputed on resume, its decisions counted then
+                        lost.merge(delta.run_counts())
+                    return
+                # workers send results, never files: the driver writes each run as it arrives (a run finished
+                # before a failure elsewhere is kept for resume)
+                records[r] = write_computed(rundir if write else None, res)
+                if res.usage is not None:
+                    counted[r] = res.usage.run_counts()
+                arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
+                computed += 1
                 if progress is not None:
-                    progress(r, "resumed")
-                continue
-            if status == "corrupt":
-                failed.append({"run": r, "file": str(rundir.record(r).relative_to(rundir.root)), "reason": why})
-        todo.append((r, seq))
-    if rundir is not None and write and todo and config.agents >= LARGE_N:  # before hours of work, not after
-        room = rundir.room_warning(config.agents, config.steps, len(todo))
-        if room is not None:
-            import warnings
+                    progress(r, "done (worker)")
 
-            warnings.warn(f"the disk may be too small for this study: {room}", AumannWarning, stacklevel=2)
-    parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
-                                                              and executor.max_workers in (0, 1))
-    if parallel:
-        account = usage_of(backend)
-        # an executor with an LLM service (Ray) serves one cache and one set of limits to all workers;
-        # otherwise each worker gets an equal share of the limits and of what is left of the caps
-        share = executor.serve_llm(backend) if callable(getattr(executor, "serve_llm", None)) else \
-            _share_budget(backend, len(todo), min(len(todo), int(getattr(executor, "max_workers", None) or 2)))
-        specs = [(scenario, config, r, seq, share, digest, backend_label, strict) for r, seq in todo]
-        lost = Usage()  # the run counts of runs that failed (not written)
-
-        def _done(i: int, res: Any) -> None:
-            nonlocal computed
-            r = todo[i][0]
-            delta = res.usage if not isinstance(res, BaseException) else getattr(res, "llm_usage", None)
-            if delta is not None:
-                spent.merge(delta)
-                if account is not None:
-                    account.merge(delta)
-            if isinstance(res, BaseException):
-                if delta is not None:  # never written: recomputed on resume, its decisions counted then
-                    lost.merge(delta.run_counts())
-                return
-            # workers send results, never files: the driver writes each run as it arrives (a run finished
-            # before a failure elsewhere is kept for resume)
-            records[r] = write_computed(rundir if write else None, res)
-            if res.usage is not None:
-                counted[r] = res.usage.run_counts()
-            arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
-            computed += 1
-            if progress is not None:
-                progress(r, "done (worker)")
-
-        try:
-            results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
-        except BaseException as exc:
-            unfinished(exc, lost)
-            written(exc, counted)
-            raise
-        errors = [res for res in results if isinstance(res, BaseException)]
-        if errors:
-            unfinished(errors[0], lost)
-            written(errors[0], counted)  # the runs written before it: the ledger keeps their counts per run
-            raise errors[0]
-    else:
-        for r, seq in todo:
-            tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
             try:
-                rec, arr, panel, delta, timing = compute_run(scenario, config, r, seq, out if write else None,
-                                                             backend, digest, backend_label=backend_label, tick=tick,
-                                                             executor=executor, strict=strict)
+                results = executor.map(compute_run_task, specs, on_result=_done, return_exceptions=True)
             except BaseException as exc:
-                written(exc, counted)  # the runs written before it: the ledger keeps their counts per run
+                unfinished(exc, lost)
+                written(exc, counted)
                 raise
-            spent.merge(delta)
-            counted[r] = delta.run_counts()
-            records[r], arrays[r], panels[r], timings[r] = rec, arr, panel, timing
-            computed += 1
-            if tick:
-                tick("done")
-    return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
-                       computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
-                       failed_checks=failed, timings=timings, run_counts=counted)
+            errors = [res for res in results if isinstance(res, BaseException)]
+            if errors:
+                unfinished(errors[0], lost)
+                written(errors[0], counted)  # the runs written before it: the ledger keeps their counts per run
+                raise errors[0]
+        else:
+            for r, seq in todo:
+                tick = (lambda msg, r=r: progress(r, msg)) if progress is not None else None
+                try:
+                    rec, arr, panel, delta, timing = compute_run(scenario, config, r, seq, out if write else None,
+                                                                 backend, digest, backend_label=backend_label,
+                                                                 tick=tick, executor=executor, strict=strict)
+                except BaseException as exc:
+                    written(exc, counted)  # the runs written before it: the ledger keeps their counts per run
+                    raise
+                spent.merge(delta)
+                counted[r] = delta.run_counts()
+                records[r], arrays[r], panels[r], timings[r] = rec, arr, panel, timing
+                computed += 1
+                if tick:
+                    tick("done")
+        return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
+                           computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
+                           failed_checks=failed, timings=timings, run_counts=counted)
 
 
 def _fork_threads(backend: Any, scenario: Scenario | None = None, executor: Any = None) -> int:

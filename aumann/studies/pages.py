@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -176,18 +177,22 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
     Raises:
         ReportError: not a finished run directory, or one whose files cannot be read.
     """
-    from aumann.io import check_outputs, file_digests, journaled, settle_journal
+    from aumann.io import check_outputs, file_digests, journaled, output_lock, settle_journal
     from aumann.manifest import record_outputs
 
     d = Path(run_dir)
-    doc = build_document(d, interactive=interactive, top=top, plots=plots)
-    # a page of your own of that name is never replaced; what aumann wrote (recorded with its SHA-256) is
-    check_outputs(d, ["report.html", "report.md"])
-    with journaled(d):
-        paths = {"html": write_text(d / "report.html", render_html(doc)), "md": write_text(d / "report.md",
-                                                                                             render_markdown(doc))}
-    record_outputs(d, file_digests(d, ["report.html", "report.md"]))  # so the next run may replace them
-    settle_journal(d)
+    # one writer per folder, from the read of the run to the manifest's record of the pages (re-entrant: `aumann
+    # report`, or the study writing its pages, holds it already); a missing folder is not made: build_document
+    # refuses it
+    with output_lock(d, command="aumann.studies.pages.render_report (a Python call)") if d.is_dir() else nullcontext():
+        doc = build_document(d, interactive=interactive, top=top, plots=plots)
+        # a page of your own of that name is never replaced; what aumann wrote (recorded with its SHA-256) is
+        check_outputs(d, ["report.html", "report.md"])
+        with journaled(d):
+            paths = {"html": write_text(d / "report.html", render_html(doc)),
+                     "md": write_text(d / "report.md", render_markdown(doc))}
+        record_outputs(d, file_digests(d, ["report.html", "report.md"]))  # so the next run may replace them
+        settle_journal(d)
     return paths
 
 

@@ -30,6 +30,7 @@ from aumann.io import (
     check_outputs,
     file_digests,
     journaled,
+    output_lock,
     recorded_outputs,
     remove_stale,
     settle_journal,
@@ -64,33 +65,36 @@ def write_build_outputs(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # a file is replaced or removed only when an earlier build recorded writing it (its manifest's outputs_sha256, or
-    # the journal of one interrupted); a file of your own with an output's name is kept and stops the build
-    rec = recorded_outputs(out, command="aumann bluesky build-panel")
-    panels = [f"panels/{scale}/{topic}.npz" for topic in counts.topics for scale in ("window", "daily")]
-    names = ["users.parquet", "daily.parquet", "follows.parquet", "counts.json", "ingest_report.json", *panels]
-    stale = [f"panels/{scale}/{p.name}" for scale in ("window", "daily") for p in sorted((out / "panels" /
-             scale).glob("*.npz")) if p.stem not in counts.topics and (p.is_file() or p.is_symlink())]
-    if export_identifiers:
-        names.append("identifiers.parquet")
-    elif (out / "identifiers.parquet").is_file() or (out / "identifiers.parquet").is_symlink():
-        stale.append("identifiers.parquet")
-    check_outputs(out, [*names, "manifest.json"], recorded=rec)
-    check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written or removed
-    # ingest_report.json holds what the captures and the flags determine (the same bytes on every build); how long
-    # the read took is the manifest's
-    timing = {k: report[k] for k in INGEST_WALL_CLOCK if k in report}
-    report = {k: v for k, v in report.items() if k not in INGEST_WALL_CLOCK}
-    with journaled(out):
-        written = _write(counts, report, out, export_identifiers=export_identifiers, stale=stale)
-        written["manifest"] = write_manifest(
-            out, command, config or {}, seeds=None,
-            extra={"outputs": sorted(str(p.relative_to(out)) for p in written.values()),
-                   OUTPUTS_COMPLETE: True, "outputs_sha256": file_digests(out, names),
-                   "synthetic": False, "identifiers": "exported" if export_identifiers else "redacted",
-                   **({"ingest": timing} if timing else {})},
-        )
-    settle_journal(out)
+    # one writer per folder from the checks to the last file (re-entrant: `aumann bluesky build-panel` holds it)
+    with output_lock(out, command=command):
+        # a file is replaced or removed only when an earlier build recorded writing it (its manifest's
+        # outputs_sha256, or the journal of one interrupted); a file of your own with an output's name is kept and
+        # stops the build
+        rec = recorded_outputs(out, command="aumann bluesky build-panel")
+        panels = [f"panels/{scale}/{topic}.npz" for topic in counts.topics for scale in ("window", "daily")]
+        names = ["users.parquet", "daily.parquet", "follows.parquet", "counts.json", "ingest_report.json", *panels]
+        stale = [f"panels/{scale}/{p.name}" for scale in ("window", "daily") for p in sorted((out / "panels" /
+                 scale).glob("*.npz")) if p.stem not in counts.topics and (p.is_file() or p.is_symlink())]
+        if export_identifiers:
+            names.append("identifiers.parquet")
+        elif (out / "identifiers.parquet").is_file() or (out / "identifiers.parquet").is_symlink():
+            stale.append("identifiers.parquet")
+        check_outputs(out, [*names, "manifest.json"], recorded=rec)
+        check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written/removed
+        # ingest_report.json holds what the captures and the flags determine (the same bytes on every build); how
+        # long the read took is the manifest's
+        timing = {k: report[k] for k in INGEST_WALL_CLOCK if k in report}
+        report = {k: v for k, v in report.items() if k not in INGEST_WALL_CLOCK}
+        with journaled(out):
+            written = _write(counts, report, out, export_identifiers=export_identifiers, stale=stale)
+            written["manifest"] = write_manifest(
+                out, command, config or {}, seeds=None,
+                extra={"outputs": sorted(str(p.relative_to(out)) for p in written.values()),
+                       OUTPUTS_COMPLETE: True, "outputs_sha256": file_digests(out, names),
+                       "synthetic": False, "identifiers": "exported" if export_identifiers else "redacted",
+                       **({"ingest": timing} if timing else {})},
+            )
+        settle_journal(out)
     return written
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 
 from aumann import bounded
 from aumann.errors import CaptureDependencyError, IngestError
-from aumann.io import ensure_output_dir
+from aumann.io import ensure_output_dir, lock_output_dir, unlock_output_dir
 
 #: the largest time_us with a calendar day (9999-12-31T23:59:59.999999Z), as in the ingester
 MAX_TIME_US = 253402300799999999
@@ -49,11 +49,17 @@ class CaptureStats:
 class DailyWriter:
     """Appends raw Jetstream messages to ``out/YYYY-MM-DD.jsonl`` by the UTC day of ``time_us``.
 
-    Keeps at most ``max_open`` files open (events near midnight arrive slightly out of order).
+    Keeps at most ``max_open`` files open (events near midnight arrive slightly out of order). Holds the folder's
+    lock (:func:`~aumann.io.lock_output_dir`) from its making to :meth:`close`: a second capture (or any aumann
+    command writing there) into the same folder would mix its day files with this one's, and stops at once with an
+    :class:`~aumann.errors.OutputBusyError` instead.
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], *, max_open: int = 2) -> None:
         self.out = ensure_output_dir(out_dir, "capture directory")
+        # one writer per folder (re-entrant: `aumann bluesky capture` holds it already)
+        lock_output_dir(self.out, command="aumann.data.bluesky.capture (a Python call)")
+        self._locked = True
         self.max_open = max_open
         self._open: dict[str, object] = {}
         self.stats = CaptureStats()
@@ -99,9 +105,14 @@ class DailyWriter:
         return time_us
 
     def close(self) -> None:
-        for fh in self._open.values():
-            fh.close()  # type: ignore[attr-defined]
-        self._open.clear()
+        try:
+            for fh in self._open.values():
+                fh.close()  # type: ignore[attr-defined]
+            self._open.clear()
+        finally:
+            if self._locked:  # (once: a second close must not let go of a lock the caller holds)
+                self._locked = False
+                unlock_output_dir(self.out)
 
     def __enter__(self) -> DailyWriter:
         return self

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from aumann.errors import IngestError, UnsafeNameError
-from aumann.io import atomic_path, safe_component, write_json
+from aumann.io import atomic_path, output_lock, safe_component, write_json
 from aumann.panel import Panel
 from aumann.tiers import TIER_LABELS, tiers_by_rank
 
@@ -159,11 +159,13 @@ class RawCounts:
     def save(self, out_dir: str | os.PathLike[str]) -> Path:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for name in ("users", "daily", "follows"):
-            with atomic_path(out / f"{name}.parquet") as tmp:
-                getattr(self, name).to_parquet(tmp, index=False)
-        meta = {"days": self.days, "topics": self.topics, "meta": self.meta, "format": "aumann.rawcounts/1"}
-        write_json(out / "counts.json", meta, indent=2)
+        # one writer per folder (re-entrant: a command, build-panel or synth, holds it already)
+        with output_lock(out, command="aumann.data.bluesky.RawCounts.save (a Python call)"):
+            for name in ("users", "daily", "follows"):
+                with atomic_path(out / f"{name}.parquet") as tmp:
+                    getattr(self, name).to_parquet(tmp, index=False)
+            meta = {"days": self.days, "topics": self.topics, "meta": self.meta, "format": "aumann.rawcounts/1"}
+            write_json(out / "counts.json", meta, indent=2)
         return out
 
     @classmethod

@@ -40,7 +40,7 @@ from pydantic import ConfigDict, Field
 from aumann.configs import ConfigModel
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import SynthError
-from aumann.io import write_json
+from aumann.io import output_lock, write_json
 from aumann.seeding import as_generator, spawn
 
 TOPICS = ("mythos", "trump-tariffs", "the-masters", "earth-day-climate", "wrestlemania")
@@ -278,10 +278,12 @@ def calibration(counts: RawCounts) -> dict[str, Any]:
 def write_synth(counts: RawCounts, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Save the counts and ``calibration.json`` (both marked SYNTHETIC); returns the calibration."""
     out = Path(out_dir)
-    counts.save(out)
-    cal = calibration(counts)
-    write_json(out / "calibration.json", {"SYNTHETIC": "this panel is synthetic, not real Bluesky data", **cal},
-               indent=2)
+    # one writer per folder for the whole write (re-entrant: `aumann bluesky synth` holds it already)
+    with output_lock(out, command="aumann.data.bluesky.synth.write_synth (a Python call)"):
+        counts.save(out)
+        cal = calibration(counts)
+        write_json(out / "calibration.json", {"SYNTHETIC": "this panel is synthetic, not real Bluesky data", **cal},
+                   indent=2)
     return cal
 
 

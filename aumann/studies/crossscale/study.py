@@ -34,6 +34,7 @@ from aumann.io import (
     child_path,
     confine,
     ensure_output_dir,
+    output_lock,
     plain,
     read_json,
     record_checksum,
@@ -312,6 +313,10 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
 
     With ``report`` (default) the directory also gets ``report.html`` (one self-contained page) and
     ``report.md`` (:mod:`aumann.studies.crossscale.page`); ``interactive`` picks Bokeh or PNG figures.
+
+    The study holds ``out_dir``'s lock (:func:`~aumann.io.output_lock`, recording ``command``) from its first cell to
+    its pages: while another live aumann command or call writes there, it stops at once with an
+    :class:`~aumann.errors.OutputBusyError`.
     """
     from aumann.studies.crossscale import figures, tables
 
@@ -321,67 +326,70 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     timer.start("load counts")
     src, out = Path(counts_dir), Path(out_dir)
     counts = _open(src, out)
-    synthetic = bool(counts.meta.get("synthetic", False))
-    topics, sizes, skipped = plan(counts, cfg)
-    if skipped:
-        log(f"sizes {skipped} reach the population ({counts.n_users:,} users): skipped (the full panel is 'full')")
-    fp = _fingerprint(src, counts)
-    # per-user rows: never for real data unless asked for
-    cells = _Cells.of(counts, cfg, out, topics, sizes, fp, per_agent=synthetic or cfg.export_per_user)
-    todo, failed = cells.pending()
-    n_skip = len(cells.jobs) - len(todo)
-    _say_resume(n_skip, len(cells.jobs), failed, log)
-    bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
-    t_grid = time.perf_counter()
-    timer.start("grid cells (attribution)")
-    try:
-        topics_skipped, computed, cell_seconds = _compute_cells(counts, cfg, cells, todo, topics, synthetic=synthetic,
-                                                                bar=bar, out=out, log=log)
-    finally:
-        if bar is not None:
-            bar.stop()
-    grid_seconds = time.perf_counter() - t_grid
+    # one writer per folder for the whole study, cells to pages (re-entrant: `aumann bluesky study` holds it already):
+    # a second study into the same folder would compute the same cells and interleave their files and manifests
+    with output_lock(out, command=command):
+        synthetic = bool(counts.meta.get("synthetic", False))
+        topics, sizes, skipped = plan(counts, cfg)
+        if skipped:
+            log(f"sizes {skipped} reach the population ({counts.n_users:,} users): skipped (the full panel is 'full')")
+        fp = _fingerprint(src, counts)
+        # per-user rows: never for real data unless asked for
+        cells = _Cells.of(counts, cfg, out, topics, sizes, fp, per_agent=synthetic or cfg.export_per_user)
+        todo, failed = cells.pending()
+        n_skip = len(cells.jobs) - len(todo)
+        _say_resume(n_skip, len(cells.jobs), failed, log)
+        bar = progress_bar(progress, len(todo), "study cells", transient=False, minimum=1)
+        t_grid = time.perf_counter()
+        timer.start("grid cells (attribution)")
+        try:
+            topics_skipped, computed, cell_seconds = _compute_cells(counts, cfg, cells, todo, topics,
+                                                                    synthetic=synthetic, bar=bar, out=out, log=log)
+        finally:
+            if bar is not None:
+                bar.stop()
+        grid_seconds = time.perf_counter() - t_grid
 
-    jobs = [j for j in cells.jobs if j[0] not in topics_skipped]
-    finished = [read_json(cells.path(*j[:3]), error=StudyError, what="cell", within=out, object_only=True)
-                for j in jobs]
-    timer.start("tables")
-    summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
-                                         headline_size=cfg.headline_size, days=list(counts.days))
-    timer.start("figures")
-    fig_paths = figures.write_figures(finished, out / "figures", synthetic=synthetic,
-                                      headline_size=cfg.headline_size)
-    summary: dict[str, Any] = {
-        "synthetic": synthetic,
-        "data": "SYNTHETIC panel (not real Bluesky data)" if synthetic else "ingested capture",
-        "users": counts.n_users, "topics": topics, "protocols": list(cfg.protocols), "sizes": sizes,
-        "sizes_skipped": skipped, "topics_skipped": topics_skipped, "seeds": cfg.seeds,
-        "indicators": list(cfg.indicators),
-        "cells": len(jobs), "cells_skipped_on_resume": n_skip,
-        "cells_recomputed_after_failed_check": len(failed), "cells_failed_check": failed, **summary_tables,
-        "figures": [str(p.relative_to(out)) for p in fig_paths],
-        "timings": {"cells_computed": computed},
-    }
-    if cfg.deepset:
-        timer.start("DeepSet (train + attribute)")
-        summary["deepset"] = _deepset(counts, out, cfg, log)
-    timer.stop()
-    total_seconds = time.perf_counter() - t_start
-    # summary.json holds what the counts and the settings determine (the same bytes on every run); how long each
-    # part took is the manifest's (and the returned summary's, for the command's printout)
-    write_json(out / "summary.json", summary)
-    write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
-                   extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
-                          "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
-                          "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
-                          "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
-                                     "cells_failed_check": failed}})
-    if report:
-        from aumann.studies.pages import render_report
+        jobs = [j for j in cells.jobs if j[0] not in topics_skipped]
+        finished = [read_json(cells.path(*j[:3]), error=StudyError, what="cell", within=out, object_only=True)
+                    for j in jobs]
+        timer.start("tables")
+        summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
+                                             headline_size=cfg.headline_size, days=list(counts.days))
+        timer.start("figures")
+        fig_paths = figures.write_figures(finished, out / "figures", synthetic=synthetic,
+                                          headline_size=cfg.headline_size)
+        summary: dict[str, Any] = {
+            "synthetic": synthetic,
+            "data": "SYNTHETIC panel (not real Bluesky data)" if synthetic else "ingested capture",
+            "users": counts.n_users, "topics": topics, "protocols": list(cfg.protocols), "sizes": sizes,
+            "sizes_skipped": skipped, "topics_skipped": topics_skipped, "seeds": cfg.seeds,
+            "indicators": list(cfg.indicators),
+            "cells": len(jobs), "cells_skipped_on_resume": n_skip,
+            "cells_recomputed_after_failed_check": len(failed), "cells_failed_check": failed, **summary_tables,
+            "figures": [str(p.relative_to(out)) for p in fig_paths],
+            "timings": {"cells_computed": computed},
+        }
+        if cfg.deepset:
+            timer.start("DeepSet (train + attribute)")
+            summary["deepset"] = _deepset(counts, out, cfg, log)
+        timer.stop()
+        total_seconds = time.perf_counter() - t_start
+        # summary.json holds what the counts and the settings determine (the same bytes on every run); how long each
+        # part took is the manifest's (and the returned summary's, for the command's printout)
+        write_json(out / "summary.json", summary)
+        write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
+                       extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
+                              "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
+                              "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
+                              "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
+                                         "cells_failed_check": failed}})
+        if report:
+            from aumann.studies.pages import render_report
 
-        render_report(out, interactive=interactive)
-    return {**summary, "timings": {"grid_seconds": grid_seconds, "cells_computed": computed,
-                                   "total_seconds": total_seconds, "stage_seconds": timer.seconds}}
+            render_report(out, interactive=interactive)
+        return {**summary, "timings": {"grid_seconds": grid_seconds, "cells_computed": computed,
+                                       "total_seconds": total_seconds, "stage_seconds": timer.seconds}}
 
 
 def _export_per_user(out: Path, data: Any) -> None:
