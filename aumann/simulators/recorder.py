@@ -140,6 +140,33 @@ def _mesa_attribute_name(reporter: Any) -> Any:
     return reporter
 
 
+class _TypeReporter:
+    """One feature of a Mesa ``DataCollector``'s ``agenttype_reporters``: the reporter of the agent's own type (the
+    most specific one in its class's MRO, so a ``Sheep`` reporter wins over an ``Animal`` one), else the
+    ``agent_reporters`` one of the same name. An agent of no listed type and no fallback raises ``AttributeError``,
+    so the recorder leaves its type out as it does a type without a named attribute."""
+
+    __slots__ = ("by_type", "fallback", "name")
+
+    def __init__(self, name: str, by_type: dict[type, Callable[[Any], Any]],
+                 fallback: Callable[[Any], Any] | None) -> None:
+        self.name, self.by_type, self.fallback = name, by_type, fallback
+
+    def __call__(self, agent: Any) -> Any:
+        for klass in type(agent).__mro__:
+            fn = self.by_type.get(klass)
+            if fn is not None:
+                return fn(agent)
+        if self.fallback is None:
+            raise AttributeError(f"no reporter {self.name!r} for agent type {type(agent).__name__}")
+        return self.fallback(agent)
+
+
+def _reporter_getter(reporter: Any) -> Callable[[Any], Any]:
+    spec = _mesa_attribute_name(reporter)
+    return operator.attrgetter(spec) if isinstance(spec, str) else spec
+
+
 def _raises(getter: Callable[[Any], Any], agent: Any, kind: type[Exception] = Exception) -> bool:
     """Whether ``getter(agent)`` raises ``kind`` (any other failure is not the one being looked for)."""
     try:
@@ -219,13 +246,17 @@ class FeatureRecorder(_RecorderBase):
         self.skipped_types: dict[str, str] = {}  # agent types left out by default: type name → missing feature
         self._type_ok: dict[type, bool] = {}
         self._available: dict[str, list[str]] = {}  # what the skipped types do have (for the error message)
+        self._only_types: tuple[type, ...] | None = None  # from_datacollector with agenttype_reporters only
 
     def _agents_with_features(self, model: Any) -> list[Any]:
         """The default agents: those of the types that have every requested feature (Mesa models mix types,
         e.g. wolves, sheep and grass patches; a recorder of ``energy`` skips the patches). Each type is
         checked once, on its first agent; types left out are listed in ``skipped_types`` and said once."""
         out = []
+        only = self._only_types
         for a in _default_agents(model):
+            if only is not None and not isinstance(a, only):
+                continue
             cls = type(a)
             ok = self._type_ok.get(cls)
             if ok is None:
@@ -240,7 +271,8 @@ class FeatureRecorder(_RecorderBase):
                 getter(agent)
             except AttributeError:
                 spec = self._specs[name]
-                missing = spec if isinstance(spec, str) else f"{name} (its function raised AttributeError)"
+                missing = (spec if isinstance(spec, str) else spec.name if isinstance(spec, _TypeReporter)
+                           else f"{name} (its function raised AttributeError)")
                 self.skipped_types[type(agent).__name__] = missing
                 self._available[type(agent).__name__] = sorted(k for k in vars(agent) if not k.startswith("_"))
                 import warnings
@@ -276,15 +308,44 @@ class FeatureRecorder(_RecorderBase):
 
         Reporter kinds Mesa accepts (attribute names, functions, methods, ``[fn, [params]]``) are
         all supported, as Mesa normalises them into callables. Reporters must return numbers.
+
+        ``agenttype_reporters`` (``{Sheep: {"energy": ...}, Wolf: {"energy": ...}}``) are read too: each agent is
+        recorded with the reporters of its own type (the most specific listed class it is an instance of), one
+        panel for all types. The features are the reporter names, those of ``agent_reporters`` first; a
+        per-type reporter takes the place of the ``agent_reporters`` one of the same name for its type. Every
+        listed type must report every feature (else :class:`~aumann.errors.FeatureValueError` naming the type
+        and what it lacks): a panel has one set of features for all its agents. With only
+        ``agenttype_reporters`` the agents recorded are those of the listed types, as Mesa's own collection.
         """
-        reporters = getattr(datacollector, "agent_reporters", None)
-        if not reporters:
+        reporters = dict(getattr(datacollector, "agent_reporters", None) or {})
+        by_type = getattr(datacollector, "agenttype_reporters", None) or {}
+        if not reporters and not by_type:
             raise FeatureValueError(
                 f"{type(datacollector).__name__} has no agent reporters; "
-                f"give DataCollector(agent_reporters={{...}})"
+                f"give DataCollector(agent_reporters={{...}}) or DataCollector(agenttype_reporters={{AgentType: "
+                f"{{...}}}})"
             )
-        return cls({name: _mesa_attribute_name(rep) for name, rep in reporters.items()}, agents=agents,
-                   reused_ids=reused_ids)
+        if not by_type:
+            return cls({name: _mesa_attribute_name(rep) for name, rep in reporters.items()}, agents=agents,
+                       reused_ids=reused_ids)
+        if not isinstance(by_type, Mapping) or not all(
+                isinstance(t, type) and isinstance(reps, Mapping) for t, reps in by_type.items()):
+            raise FeatureValueError(f"agenttype_reporters must map agent classes to {{name: reporter}}; got "
+                                    f"{_shown(by_type)}")
+        names = list(dict.fromkeys([*reporters, *(n for reps in by_type.values() for n in reps)]))
+        for t, reps in by_type.items():
+            lacks = [n for n in names if n not in reps and n not in reporters]
+            if lacks:
+                raise FeatureValueError(
+                    f"agenttype_reporters: agent type {t.__name__} reports no {lacks} (other types report them); "
+                    f"a panel has one set of features for every agent: give {t.__name__} these reporters too, or "
+                    "make them agent_reporters, or build FeatureRecorder({...}, agents=fn) for the types you want")
+        features = {n: _TypeReporter(n, {t: _reporter_getter(reps[n]) for t, reps in by_type.items() if n in reps},
+                                     _reporter_getter(reporters[n]) if n in reporters else None) for n in names}
+        rec = cls(features, agents=agents, reused_ids=reused_ids)
+        if not reporters:  # Mesa collects the listed types only: the others are not skipped, they were not asked for
+            rec._only_types = tuple(by_type)
+        return rec
 
     def __repr__(self) -> str:
         return f"FeatureRecorder(features={list(self.features)})"

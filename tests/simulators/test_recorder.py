@@ -506,3 +506,69 @@ def test_a_missing_attribute_names_the_agent_that_lacks_it():
         simulate(Meadow(), 3, FeatureRecorder({"e": "energy"}))
     with pytest.raises(FeatureValueError, match=r"raised AttributeError for agent 3 \(Sheep\) at capture 1"):
         simulate(Meadow(), 3, FeatureRecorder({"e": lambda a: a.energy}))
+
+
+def _wolf_sheep_types():
+    from mesa.examples.advanced.wolf_sheep.agents import GrassPatch, Sheep, Wolf
+
+    return GrassPatch, Sheep, Wolf
+
+
+def _wolf_sheep_step(model):
+    sim = getattr(model, "simulator", None)
+    return sim.run_for(1) if sim is not None else model.step()
+
+
+def test_datacollector_adapter_reads_agenttype_reporters_on_mesas_wolf_sheep():
+    """Mesa's ``DataCollector(agenttype_reporters={Sheep: {...}, Wolf: {...}})`` (one reporter set per agent type)
+    was refused ("has no agent reporters; give DataCollector(agent_reporters=...)"). The adapter now records every
+    animal with its own type's reporters; the reference is Mesa's own per-type frames of the same run, on
+    Mesa's bundled wolf-sheep (births and deaths: the rows of dead or unborn animals are absent in both)."""
+    import mesa
+    import pandas as pd
+
+    from aumann.panel import Panel
+    from tests.simulators.mesa_examples import EXAMPLES
+
+    _, sheep, wolf = _wolf_sheep_types()
+    dc = mesa.DataCollector(agenttype_reporters={
+        sheep: {"energy": "energy", "kind": lambda a: 1.0},
+        wolf: {"energy": "energy", "kind": lambda a: 2.0},
+    })
+    model = EXAMPLES["wolf_sheep"](11)
+    recorder = FeatureRecorder.from_datacollector(dc)
+    panel = simulate(model, 6, recorder, step=_wolf_sheep_step, observers=[lambda m, t: dc.collect(m)])
+    assert panel.features == ("energy", "kind")
+    frame = pd.concat([dc.get_agenttype_vars_dataframe(sheep), dc.get_agenttype_vars_dataframe(wolf)])
+    ref = Panel.from_dataframe(frame)
+    assert list(panel.agent_ids) == list(ref.agent_ids) and list(panel.steps) == list(ref.steps)
+    np.testing.assert_array_equal(panel.values, ref.values)
+    np.testing.assert_array_equal(panel.alive, ref.alive)
+    assert not panel.alive.all()  # animals died or were born: the comparison covers the absent rows
+    kinds = {type(a).__name__: a for a in model.agents}
+    assert {"GrassPatch", "Sheep", "Wolf"} <= set(kinds)  # grass was there, and is not recorded (not asked for)
+    assert set(np.unique(panel.values[..., 1][panel.alive])) == {1.0, 2.0}
+    assert not recorder.skipped_types
+
+
+def test_datacollector_adapter_agenttype_reporters_with_agent_reporters_and_bad_ones():
+    """A per-type reporter replaces the ``agent_reporters`` one of the same name for its type; a type that does
+    not report every feature is refused by name (a panel has one feature set), as is a key that is not a class."""
+    import mesa
+
+    from tests.simulators.mesa_examples import EXAMPLES
+
+    grass, sheep, wolf = _wolf_sheep_types()
+    dc = mesa.DataCollector(agent_reporters={"e": lambda a: -1.0},
+                            agenttype_reporters={wolf: {"e": "energy"}})
+    model = EXAMPLES["wolf_sheep"](3)
+    panel = simulate(model, 1, FeatureRecorder.from_datacollector(dc), step=_wolf_sheep_step)
+    got = dict(zip(panel.agent_ids.tolist(), panel.values[0, :, 0].tolist()))
+    ref = {a.unique_id: (float(a.energy) if isinstance(a, wolf) else -1.0) for a in model.agents}
+    assert got == ref and any(isinstance(a, grass) for a in model.agents)
+
+    bad = mesa.DataCollector(agenttype_reporters={wolf: {"energy": "energy"}, sheep: {"hunger": "energy"}})
+    with pytest.raises(FeatureValueError, match=r"agent type Wolf reports no \['hunger'\]"):
+        FeatureRecorder.from_datacollector(bad)
+    with pytest.raises(FeatureValueError, match="agenttype_reporters"):
+        FeatureRecorder.from_datacollector(mesa.DataCollector())
