@@ -387,8 +387,21 @@ def state_digest(model: Any) -> list[tuple]:
             out.append(("layer", name, lname, _plain(np.asarray(getattr(layer, "data", layer)))))
     sim = getattr(model, "simulator", None)
     if sim is not None and getattr(sim, "model", None) is model:
-        out.append(("simulator", _plain(getattr(sim, "time", None))))
+        out.append(("simulator", _plain(_simulator_clock(sim, model))))
     return out
+
+
+def _simulator_clock(sim: Any, model: Any) -> Any:
+    """A DEVS simulator's clock, read without Mesa's deprecated accessor: Mesa 3.3 keeps it in ``simulator.time``;
+    newer Mesa (main, 3.4.0.dev) keeps it in ``model.time`` and makes ``simulator.time`` a property that warns
+    (FutureWarning: "simulator.time is deprecated, use model.time instead") at every read. Told apart by what the
+    objects hold, not by Mesa's version."""
+    own = getattr(sim, "__dict__", None)
+    if isinstance(own, dict) and "time" in own:  # Mesa 3.3: the simulator's own attribute
+        return own["time"]
+    if isinstance(getattr(type(sim), "time", None), property):  # Mesa >= 3.4: a deprecated view of model.time
+        return getattr(model, "time", None)
+    return getattr(sim, "time", None)
 
 
 def digest_difference(a: list[tuple], b: list[tuple]) -> str | None:

@@ -22,7 +22,7 @@ from aumann.simulators import (
     simulate,
     state_digest,
 )
-from aumann.simulators.branching import copy_problem, digest_difference
+from aumann.simulators.branching import _plain, copy_problem, digest_difference
 from tests.simulators.mesa_examples import EXAMPLES, numeric_features
 
 pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
@@ -234,10 +234,48 @@ def test_devs_models_advance_their_simulator():
     for _ in range(12):
         stepped.step()  # model.step() alone: the simulator's regrowth events never run
     simulate(driven, 12, rec)  # the default step runs the ABMSimulator
-    assert driven.simulator.time == 12 and grown(driven) > grown(stepped)
+    assert _clock(driven) == 12 and grown(driven) > grown(stepped)
     custom = EXAMPLES["wolf_sheep"](1)
     simulate(custom, 12, rec, step=lambda m: m.simulator.run_for(1))
     assert digest_difference(state_digest(custom), state_digest(driven)) is None
+
+
+def _clock(model):
+    """The DEVS clock: ``simulator.time`` in Mesa 3.3; ``model.time`` in newer Mesa, whose ``simulator.time``
+    warns that it is deprecated."""
+    return model.simulator.__dict__["time"] if "time" in vars(model.simulator) else model.time
+
+
+def test_the_state_digest_reads_a_devs_clock_without_mesas_deprecated_accessor():
+    """Newer Mesa (main, 3.4.0.dev) moved a DEVS simulator's clock to ``model.time``; ``simulator.time`` became a
+    property warning "simulator.time is deprecated, use model.time instead" (FutureWarning) at every read, and
+    ``state_digest`` (every fork's copy check, every replay's check) read it: one warning per digest, pointing at
+    aumann. The digest now reads where the clock is. A stand-in with Mesa 3.4's accessor, and Mesa's wolf-sheep
+    (whichever Mesa is installed), digest without a warning, and two clocks that differ still differ."""
+    import warnings
+
+    class Model34:
+        def __init__(self, time):
+            self.time = time
+            self.simulator = Simulator34(self)
+
+    class Simulator34:
+        def __init__(self, model):
+            self.model = model
+
+        @property
+        def time(self):
+            warnings.warn("simulator.time is deprecated, use model.time instead", FutureWarning, stacklevel=2)
+            return self.model.time
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        a, b = state_digest(Model34(3.0)), state_digest(Model34(4.0))
+        assert ("simulator", _plain(3.0)) in a and digest_difference(a, b) is not None
+        model = EXAMPLES["wolf_sheep"](2)
+        simulate(model, 3, FeatureRecorder({"energy": lambda a: float(getattr(a, "energy", 0.0))}))
+        clock = [e for e in state_digest(model) if e[0] == "simulator"]
+    assert clock == [("simulator", _plain(_clock(model)))] and _clock(model) == 3
 
 
 def test_replay_builds_a_model_at_a_given_step():
