@@ -48,8 +48,17 @@ class Market(mesa.Model):
 
 
 def _batch(iterations: int = 1) -> pd.DataFrame:
-    rows = mesa.batch_run(Market, parameters={"n": 6, "churn": 2, "seed": 5}, iterations=iterations, max_steps=5,
-                          number_processes=1, data_collection_period=1, display_progress=False)
+    """Runs of Market seeded 5. Mesa 3.3's batch_run takes the seed as a parameter; newer Mesa (main, 3.4.0.dev)
+    deprecates ``iterations`` for ``rng=`` (one seed per run) and, given ``iterations``, passes ``seed=None`` over
+    the parameter's seed (unseeded runs). Told apart by batch_run's signature."""
+    import inspect
+
+    if "rng" in inspect.signature(mesa.batch_run).parameters:
+        seeds = {"parameters": {"n": 6, "churn": 2}, "rng": [5] * iterations}
+    else:
+        seeds = {"parameters": {"n": 6, "churn": 2, "seed": 5}, "iterations": iterations}
+    rows = mesa.batch_run(Market, **seeds, max_steps=5, number_processes=1, data_collection_period=1,
+                          display_progress=False)
     return pd.DataFrame(rows)
 
 
