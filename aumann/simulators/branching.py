@@ -121,9 +121,10 @@ def global_draw_sources(before: tuple[Any, Any], after: tuple[Any, Any]) -> str 
 
 
 # model id -> (the model, weakly; per override: the agent -- weakly where it takes a weak reference --, the method,
-# what the agent's own __dict__ held under that name). Never a strong reference to an agent: Mesa's AgentSet steps
-# every agent whose object is still alive, so holding one would keep an agent removed mid-step acting in the step
-_OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Callable[[], Any], str, Any]]]] = {}
+# what the agent's own __dict__ held under that name; what the model's own __dict__ held under "deregister_agent"
+# before the removal watch, or None when no watch is installed). Never a strong reference to an agent: Mesa's AgentSet
+# steps every agent whose object is still alive, so holding one would keep an agent removed mid-step acting in the step
+_OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Callable[[], Any], str, Any]], list[Any]]] = {}
 
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:
@@ -151,8 +152,9 @@ def _registered(agent: Any, model: Any) -> bool | None:
 class _Override:
     """What an overridden method is for one step: the replacement, not called once the agent has left its model
     during the step (removed by another agent before its turn). Mesa steps a removed agent whose object is still
-    alive -- a replacement closing over its agent keeps it so -- and a baseline action must not act for it.
-    Holds the agent and the model weakly."""
+    alive, and a baseline action must not act for it. Holds the agent and the model weakly; the replacement itself
+    is dropped (``fn`` becomes a no-op) as soon as the agent leaves the model (:class:`_RemovalWatch`), since a
+    replacement closing over its agent would keep the removed object alive for Mesa to call its other methods."""
 
     __slots__ = ("agent", "fn", "model")
 
@@ -169,6 +171,56 @@ class _Override:
         return self.fn(*args, **kwargs)
 
 
+class _RemovalWatch:
+    """``model.deregister_agent`` for a step with overrides (an attribute on this one model, removed when the step
+    ends). Mesa's ``Agent.remove()`` calls it; an overridden agent leaving the model has its replacements dropped at
+    once, so the agent's object dies with its last reference as it does without the override. Otherwise a
+    replacement holding its agent (``lambda a=agent: rest(a)``) kept a removed agent alive through the step, and
+    Mesa's ``AgentSet.do``/``shuffle_do`` of *any* method -- ``"step"`` with the override on ``"breed"``,
+    ``"move"`` or ``"eat"`` -- ran the agent's real method after its removal (drawing from the model's RNG, or
+    failing in Mesa: its cell is ``None``)."""
+
+    __slots__ = ("model", "original")
+
+    def __init__(self, model: Any, original: Callable[..., Any]) -> None:
+        self.model = weakref.ref(model)
+        self.original = original
+
+    def __call__(self, agent: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.original(agent, *args, **kwargs)
+        finally:
+            model = self.model()
+            if model is not None and _registered(agent, model) is False:
+                _drop_replacements(model, agent)
+
+
+def _watch_removals(model: Any) -> list[Any]:
+    """Install :class:`_RemovalWatch` on ``model`` (one with Mesa's ``deregister_agent``); what its ``__dict__`` held
+    under the name, to put back (``[]``: nothing installed -- not a Mesa model, or no ``__dict__``)."""
+    original = getattr(model, "deregister_agent", None)
+    own = getattr(model, "__dict__", None)
+    if not callable(original) or not isinstance(own, dict):
+        return []
+    saved = own.get("deregister_agent", _MISSING)
+    own["deregister_agent"] = _RemovalWatch(model, original)
+    return [saved]
+
+
+def _drop_replacements(model: Any, agent: Any) -> None:
+    """Drop the replacements of ``agent``'s overrides (it has left ``model``): they do nothing from now on, and no
+    longer hold the agent."""
+    entry = _OVERRIDES.get(id(model))
+    if entry is None or entry[0]() is not model:
+        return
+    own = getattr(agent, "__dict__", {})
+    for held, method, saved in entry[1]:
+        if held() is agent:
+            for ov in (own.get(method), saved):
+                if isinstance(ov, _Override):
+                    ov.fn = _noop
+
+
 def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] | None = None) -> None:
     """Replace ``agent.<method>`` by ``replacement`` (default: do nothing) for the model's next step.
 
@@ -179,7 +231,10 @@ def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] 
 
     An agent removed during that step by another one (eaten, killed before its turn) is held weakly: the override
     does not keep it alive, and the replacement does nothing for it once it has left ``model.agents`` (Mesa's
-    ``AgentSet`` steps every agent whose object is still alive, removed or not).
+    ``AgentSet`` steps every agent whose object is still alive, removed or not). On a Mesa model the replacement
+    is dropped the moment the agent is removed (``model.deregister_agent`` is watched for the step), so a
+    replacement closing over its agent does not keep it alive either: whatever method the model activates next
+    (``shuffle_do("move")``, ``do("eat")``), the removed agent is not called, as without the override.
 
     Raises:
         SimulationError: the agent has no such method, or no ``model``.
@@ -196,7 +251,7 @@ def override_next_step(agent: Any, method: str, replacement: Callable[..., Any] 
     saved = d.get(method, _MISSING)
     entry = _OVERRIDES.get(id(model))
     if entry is None or entry[0]() is not model:
-        entry = (weakref.ref(model), [])
+        entry = (weakref.ref(model), [], _watch_removals(model))
         _OVERRIDES[id(model)] = entry
     entry[1].append((_held(agent), method, saved))
     d[method] = _Override(replacement or _noop, agent, model)
@@ -206,6 +261,12 @@ def _restore_overrides(model: Any) -> None:
     entry = _OVERRIDES.pop(id(model), None)
     if entry is None or entry[0]() is not model:
         return
+    for saved in entry[2]:  # the removal watch
+        if isinstance(vars(model).get("deregister_agent"), _RemovalWatch):
+            if saved is _MISSING:
+                vars(model).pop("deregister_agent", None)
+            else:
+                vars(model)["deregister_agent"] = saved
     for held, method, saved in reversed(entry[1]):
         agent = held()
         if agent is None:  # gone (removed during the step and collected): nothing left to undo

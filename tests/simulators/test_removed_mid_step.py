@@ -163,3 +163,110 @@ def test_a_repeated_intervention_on_agents_that_die_during_the_branch():
     assert replayed.strategy == "replay" and replayed.panel.equals(copied.panel)
     with pytest.raises(SimulationError, match="'error' or 'skip'"):
         for_agents(ids, _pay, missing="ignore")
+
+
+class Grazer(mesa.Agent):
+    def __init__(self, model: mesa.Model) -> None:
+        super().__init__(model)
+        self.x = 0.0
+        self.food = 0.0
+
+    def move(self) -> None:
+        self.model.moved.append(self.unique_id)
+        self.x += self.random.random()
+
+    def eat(self) -> None:
+        self.food += 1
+
+
+class Stalker(mesa.Agent):
+    def move(self) -> None:
+        grazers = sorted((a for a in self.model.agents if isinstance(a, Grazer)), key=lambda a: a.unique_id)
+        if grazers:
+            grazers[0].remove()
+
+    def eat(self) -> None:
+        pass
+
+
+class Pasture(mesa.Model):
+    """Staged activation by other method names than ``step``: everyone moves (the stalker first: creation order),
+    then everyone eats."""
+
+    def __init__(self, seed: int = 0, n: int = 5) -> None:
+        super().__init__(seed=seed)
+        self.moved: list[int] = []
+        Stalker.create_agents(self, 1)
+        Grazer.create_agents(self, n)
+
+    def step(self) -> None:
+        self.agents.do("move")
+        self.agents.do("eat")
+
+
+def _grazers(model: Pasture) -> list[Grazer]:
+    return sorted((a for a in model.agents if isinstance(a, Grazer)), key=lambda a: a.unique_id)
+
+
+def _feed_twice(g: Grazer) -> None:
+    g.food += 2
+
+
+GRAZE = FeatureRecorder({"x": lambda a: getattr(a, "x", -1.0), "food": lambda a: getattr(a, "food", -1.0)})
+
+
+def test_a_replacement_holding_its_agent_does_not_keep_a_removed_agent_acting_in_other_methods():
+    """The override is on ``eat`` and its replacement holds the agent (a closure, as a baseline action needing its
+    agent has); the model activates ``do("move")`` then ``do("eat")``. The stalker removes the first grazer during
+    ``move``, before its turn. The replacement kept the removed object alive through the step (agent -> override
+    -> closure -> agent), and Mesa's ``do("move")`` ran its real ``move`` after its removal: it drew from the
+    model's RNG, so every later grazer's move was shifted. Mesa's mesa-examples virus_antibody crashed so
+    (override on a virus' ``duplicate``, activation ``step``: AttributeError 'NoneType' object has no attribute
+    'agent_positions' in forks at steps 4 and 5 of 10)."""
+    model = Pasture(seed=2)
+    victim = _grazers(model)[0]
+    vid = victim.unique_id
+    override_next_step(victim, "eat", lambda g=victim: _feed_twice(g))
+    del victim
+    gc.collect()
+    simulate(model, 1, GRAZE)
+    assert vid not in {a.unique_id for a in model.agents}
+    assert vid not in model.moved, "a removed agent's real move ran after its removal"
+    assert "deregister_agent" not in vars(model)  # the removal watch lasts one step
+
+
+def _feed_twice_override(model: Pasture) -> None:
+    for g in _grazers(model):
+        override_next_step(g, "eat", lambda g=g: _feed_twice(g))
+
+
+def _feed_twice_by_hand(model: Pasture) -> None:
+    """The same baseline without aumann, each replacement reaching its agent through a weak reference (no cycle)."""
+    import weakref
+
+    def through(ref):
+        return lambda: _feed_twice(ref())
+
+    for g in _grazers(model):
+        g.eat = through(weakref.ref(g))
+
+
+@pytest.mark.parametrize("at", [0, 1, 3])
+def test_a_fork_whose_replacements_hold_their_agents_matches_the_baseline_made_otherwise(at):
+    model = Pasture(seed=7)
+    if at:
+        simulate(model, at, GRAZE)
+    got = fork(model, intervention=_feed_twice_override, steps=1, recorder=GRAZE, strategy="copy").panel
+    by_hand = Pasture(seed=7)
+    if at:
+        simulate(by_hand, at, GRAZE)
+    _feed_twice_by_hand(by_hand)
+    by_hand.step()
+    expected = {a.unique_id: (a.x, a.food) for a in _grazers(by_hand)}
+    assert all(food >= 2 for _, food in expected.values())  # the baseline acted for the survivors
+    rows = got.agent_ids.tolist()
+    live = {k: (got.values[0, j, 0], got.values[0, j, 1]) for j, k in enumerate(rows)
+            if (got.alive is None or got.alive[0, j]) and k in expected}
+    assert live == expected
+    assert sorted(k for j, k in enumerate(rows) if got.alive is None or got.alive[0, j]) == sorted(
+        a.unique_id for a in by_hand.agents)
