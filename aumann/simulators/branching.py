@@ -121,8 +121,8 @@ def global_draw_sources(before: tuple[Any, Any], after: tuple[Any, Any]) -> str 
 
 
 # model id -> (the model, weakly; per override: the agent -- weakly where it takes a weak reference --, the method,
-# what the agent's own __dict__ held under that name; what the model's own __dict__ held under "deregister_agent"
-# before the removal watch, or None when no watch is installed). Never a strong reference to an agent: Mesa's AgentSet
+# what the agent's own __dict__ held under that name; [what the model's own __dict__ held under "deregister_agent"
+# before the removal watch], or [] when no watch is installed). Never a strong reference to an agent: Mesa's AgentSet
 # steps every agent whose object is still alive, so holding one would keep an agent removed mid-step acting in the step
 _OVERRIDES: dict[int, tuple[weakref.ref, list[tuple[Callable[[], Any], str, Any]], list[Any]]] = {}
 
