@@ -82,26 +82,62 @@ def _opens(f: Path) -> Any:
     return gzip.open(f, "rb") if f.name.lower().endswith(".gz") else open(f, "rb")
 
 
-def check_gzip(files: Sequence[Path], chunk: int = 1 << 22) -> None:
-    """Read each gzipped file of ``files`` to its end, checking its CRC, before DuckDB reads it.
+#: the most blank lines (empty, or spaces, tabs and carriage returns only) a gzipped trace file may hold. Deflate
+#: expands up to 1032-fold, so a 4 MiB file can hold 4 GiB of line ends: such a "newline bomb" held every reader for
+#: minutes (DuckDB about 4 MiB/s, the span reader a Python loop per line: 505 s for one) to read nothing. Counted as the
+#: file is checked (under 1 ms per MiB), and refused as soon as passed
+MAX_BLANK_LINES = 10_000_000
+
+
+def _blank_lines(block: bytes, content_before: bool) -> tuple[int, bool]:
+    """(the blank lines that end in ``block``, whether the line still open at its end holds anything but whitespace);
+    ``content_before``: whether the line open before ``block`` did."""
+    import numpy as np
+
+    s = block.translate(None, b" \t\r")
+    if not s:
+        return 0, content_before
+    ends = np.frombuffer(s, dtype=np.uint8) == 10
+    blank = int(np.count_nonzero(ends[1:] & ends[:-1])) + int(bool(ends[0]) and not content_before)
+    return blank, not bool(ends[-1])
+
+
+def _too_many_blank_lines(f: Path, name: str | None = None) -> TraceFormatError:
+    shown = name if name is not None else str(f)
+    return TraceFormatError(
+        f"{shown!r} holds more than {MAX_BLANK_LINES:,} blank lines once decompressed (a gzip 'newline bomb': "
+        f"{f.stat().st_size:,} bytes on disk): a gzipped trace file may hold at most {MAX_BLANK_LINES:,}; remove "
+        "them first, e.g. zcat FILE | grep -v '^[[:space:]]*$' | gzip > CLEAN.gz")
+
+
+def check_gzip(files: Sequence[Path], chunk: int = 1 << 22, *, damaged: bool = True) -> None:
+    """Read each gzipped file of ``files`` to its end, checking its CRC and counting its blank lines, before DuckDB
+    (or the span reader) reads it.
 
     DuckDB does not check a gzip member's CRC: a file whose deflate data were damaged, which decodes into wrong bytes
     (a CSV value changed, lines run together), was read without a word, its changed numbers used, and the Python
     passes over the file (the line of a named row, the quote search) raised gzip's BadGzipFile or zlib.error out of
-    the reader.
+    the reader. ``damaged=False`` leaves damage to the caller's own read (the span reader names the line it reaches)
+    and only counts blank lines.
 
     Raises:
-        TraceFormatError: a gzipped file that is truncated or damaged, named.
+        TraceFormatError: a gzipped file that is truncated or damaged, or holds more than :data:`MAX_BLANK_LINES`
+            blank lines (read no further), named.
     """
     for f in files:
         if not f.name.lower().endswith(".gz"):
             continue
+        blank, content = 0, False
         try:
             with _opens(f) as fh:
-                while fh.read(chunk):
-                    pass
+                while block := fh.read(chunk):
+                    n, content = _blank_lines(block, content)
+                    blank += n
+                    if blank > MAX_BLANK_LINES:
+                        raise _too_many_blank_lines(f)
         except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; damaged deflate data zlib.error
-            raise TraceFormatError(f"{str(f)!r} is a damaged or truncated gzip file: {exc}") from exc
+            if damaged:
+                raise TraceFormatError(f"{str(f)!r} is a damaged or truncated gzip file: {exc}") from exc
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -420,6 +456,6 @@ def expr(path: str) -> str:
 
 
 
-__all__ = ["FILE_COLUMN", "HEADER_SEARCH", "MAX_OBJECT", "arrow_reader", "check_gzip", "connect", "csv_dialect",
-           "duplicated_columns", "expr", "file_lit", "header_fields", "ident", "json_full_types", "json_values",
-           "mixed_line_ends", "refuse_utf16", "scan_sql", "sniff_sql", "table_files", "without_bom"]
+__all__ = ["FILE_COLUMN", "HEADER_SEARCH", "MAX_BLANK_LINES", "MAX_OBJECT", "arrow_reader", "check_gzip", "connect",
+           "csv_dialect", "duplicated_columns", "expr", "file_lit", "header_fields", "ident", "json_full_types",
+           "json_values", "mixed_line_ends", "refuse_utf16", "scan_sql", "sniff_sql", "table_files", "without_bom"]

@@ -35,6 +35,7 @@ import numpy as np
 
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
+from aumann.data.traces.duck import check_gzip
 from aumann.data.traces.events import (
     KEEP_LOCATIONS,
     MISSING,
@@ -400,6 +401,7 @@ class OtelReader(TraceReader):
 
         for fpath in files:
             refuse_utf16(fpath)
+            check_gzip([fpath], damaged=False)  # a newline bomb is refused before a Python loop meets its every line
             raw = fresh(str(fpath))
             try:
                 fh = _open(fpath)
