@@ -49,6 +49,19 @@ def backend_help() -> str:
     return "decision backend (registered: " + "; ".join(f"{n}: {d}" for n, d in describe_backends()) + ")"
 
 
+def _exact_number(text: str) -> int | float:
+    """An argparse type for the numeric LLM flags: an integer exactly as written, anything else a float (the range,
+    NaN and infinities are checked by :func:`check_arguments`). ``type=float`` rounded an integer past 2⁵³ to its
+    neighbour: ``--llm-seed 9007199254740993`` ran, and was recorded, as the seed 9007199254740992."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+_exact_number.__name__ = "number"  # argparse's "invalid number value: 'x'"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the backend, sampling, throughput and cost-guard options to ``aumann run`` (the execution
     options live in :mod:`aumann.cli.executor_options`)."""
@@ -68,11 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cache-mode", choices=("record", "replay", "off"), default="record",
                    help="record: read through, store new replies (default); replay: serve the cache only, a miss "
                         "is an error and nothing is sent (bit-identical offline re-runs); off: no cache")
-    g.add_argument("--rpm", type=float, default=None, help="request rate limit per minute (token bucket)")
-    g.add_argument("--tpm", type=float, default=None, help="token rate limit per minute (token bucket)")
-    g.add_argument("--max-calls", type=float, default=None,
+    g.add_argument("--rpm", type=_exact_number, default=None, help="request rate limit per minute (token bucket)")
+    g.add_argument("--tpm", type=_exact_number, default=None, help="token rate limit per minute (token bucket)")
+    g.add_argument("--max-calls", type=_exact_number, default=None,
                    help="stop cleanly once this many LLM requests were sent in this run directory (resumable)")
-    g.add_argument("--max-cost", type=float, default=None,
+    g.add_argument("--max-cost", type=_exact_number, default=None,
                    help="stop cleanly before the spend in this run directory could pass this many USD (each "
                         "request is charged its upper bound first)")
     g.add_argument("--prices", type=path, default=None,
@@ -80,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--structured-output", choices=("auto", "json_schema", "json_object", "none"), default="auto",
                    help="response_format: auto = negotiated once per server: strict json_schema, else json_object "
                         "with the schema, else prompt-only (default)")
-    g.add_argument("--llm-timeout", type=float, default=60.0,
+    g.add_argument("--llm-timeout", type=_exact_number, default=60.0,
                    help="seconds an LLM request may take in all, reply included (default 60; a retry after a timeout "
                         "waits longer)")
     g.add_argument("--max-retries", type=float, default=None,
@@ -90,21 +103,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the longest Retry-After a server may ask for (default 60): a longer one stops the run "
                         "with a typed error instead of waiting")
     s = p.add_argument_group("LLM sampling (the [llm] config keys; flags override the config)")
-    s.add_argument("--temperature", type=float, default=None, help="sampling temperature (llm.temperature, default 0)")
-    s.add_argument("--top-p", type=float, default=None, help="nucleus sampling (llm.top_p, default: the server's)")
-    s.add_argument("--max-tokens", type=float, default=None,
+    s.add_argument("--temperature", type=_exact_number, default=None,
+                   help="sampling temperature (llm.temperature, default 0)")
+    s.add_argument("--top-p", type=_exact_number, default=None,
+                   help="nucleus sampling (llm.top_p, default: the server's)")
+    s.add_argument("--max-tokens", type=_exact_number, default=None,
                    help="reply bound in tokens (llm.max_tokens; default sized from each decision's schema)")
-    s.add_argument("--llm-seed", type=float, default=None,
+    s.add_argument("--llm-seed", type=_exact_number, default=None,
                    help="mixed into every request's seed (llm.seed; default: the decisions' own seeds)")
     s.add_argument("--system-prompt", default=None,
                    help="replace the scenario's system message (llm.system_prompt); @FILE reads it from a file")
-    s.add_argument("--max-invalid-rate", type=float, default=None,
+    s.add_argument("--max-invalid-rate", type=_exact_number, default=None,
                    help="mark the run unreliable above this share of invalid decisions (llm.max_invalid_rate, "
                         "default 0.2)")
     g.add_argument("--dry-run", action="store_true",
                    help="run the study with the offline policy in the loop and print the requests, tokens, cost "
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
-    g.add_argument("--assumed-latency", type=float, default=1.0,
+    g.add_argument("--assumed-latency", type=_exact_number, default=1.0,
                    help="seconds per LLM request assumed by --dry-run's time estimate (default 1.0)")
 
 
@@ -133,12 +148,13 @@ def check_arguments(args: argparse.Namespace) -> None:
         v = getattr(args, name, None)
         if v is None:
             continue
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
         ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (not integer or v == int(v))
         if not ok:
             kind = "an integer" if integer else "a number"
+            top = f"{int(hi)}" if integer else f"{hi:g}"  # 9.22337e+18 hid that 9223372036854775808 is past it
             raise ConfigError(f"--{name.replace('_', '-')} must be {kind} {'>' if lo_open else '>='} {lo:g} and "
-                              f"<= {hi:g}; got {v!r}")
+                              f"<= {top}; got {str(v)[:40]}")
         if integer:
             setattr(args, name, int(v))
     if args.backend == "offline" and (args.cache is not None or args.cache_mode != "record"):

@@ -240,3 +240,29 @@ def test_an_infinite_step_is_a_counted_bad_record_not_an_overflow(tmp_path, tick
         assert got.report.n_skipped == 1 and got.panel.values.sum() == 2, path.name
         with pytest.raises(TraceRecordError, match=r"(line|row) 2\b"):
             read_trace(path, sp)
+
+
+@pytest.mark.parametrize(("flag", "value", "key"), [
+    ("--llm-seed", 9_007_199_254_740_993, "llm.seed=9007199254740993"),
+    ("--llm-seed", 2**63 - 1, f"llm.seed={2**63 - 1}"),
+    ("--max-calls", 9_007_199_254_740_991, None),
+])
+def test_integer_llm_flags_keep_every_digit(flag, value, key):
+    """``type=float`` rounded an integer past 2⁵³ to its neighbour: ``--llm-seed 9007199254740993`` ran, and was
+    recorded in the config, as the seed 9007199254740992; 2⁶³ − 1 became 2⁶³ and was refused."""
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", flag, str(value)])
+    llm_options.check_arguments(args)
+    assert getattr(args, flag[2:].replace("-", "_")) == value
+    if key is not None:
+        assert llm_options.llm_assignments(args) == [key]
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "1" + "0" * 400, "1" + "0" * 5000])
+def test_an_llm_seed_past_int64_is_refused_naming_the_bound(value):
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", "--llm-seed", value])
+    with pytest.raises(ConfigError, match=r"--llm-seed must be an integer >= 0 and <= 9223372036854775807; got "):
+        llm_options.check_arguments(args)
