@@ -51,6 +51,18 @@ TOP_USERS = 50
 DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, "full")
 
 
+def _once_each(v: list[Any] | None) -> list[Any] | None:
+    """``v`` when no value repeats; a repeat is refused: the grid runs a cell per listed value and every mean weighs
+    each listing, so ``seeds = [0, 1, 1]`` drew seed 1's subsets twice and counted them twice (the RAND mean shift
+    -0.56 pp where seeds [0, 1] give -0.18 pp, its std over three "seeds"), silently."""
+    seen: set[Any] = set()
+    for x in v or []:
+        if x in seen:
+            raise ValueError(f"{x!r} is listed more than once (each value once)")
+        seen.add(x)
+    return v
+
+
 class DeepSetSettings(ConfigModel):
     """The learned DeepSet indicator of Appendix Q (``--deepset``)."""
 
@@ -70,6 +82,8 @@ class DeepSetSettings(ConfigModel):
     n_subset: int = Field(100, ge=2, le=100_000_000)
     reference_passes: int = Field(24, ge=1, le=10_000)  # network passes timed for the K-pass reference (scaled to K)
     device: str = "cpu"  # torch device of the attribution (and of the reference passes): "cpu", "cuda", "cuda:1"
+
+    _sizes_once = field_validator("sizes")(_once_each)
 
 
 Protocol = Literal["BIAS_visibility", "BIAS_topic_x_follow", "BIAS_topic_top", "RAND"]
@@ -96,6 +110,9 @@ class CrossScaleConfig(ConfigModel):
     deepset: bool = False
     deepset_settings: DeepSetSettings = Field(default_factory=DeepSetSettings)
     export_per_user: bool = False
+
+    _once = field_validator("topics", "protocols", "sizes", "seeds", "indicators", "daily_topics",
+                            "daily_protocols")(_once_each)
 
     @field_validator("topics")
     @classmethod
