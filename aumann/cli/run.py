@@ -178,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
                             step_timeout=args.step_timeout)
+    sc.check_size(config)  # a panel past this machine's memory: refused now, not after building the model
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")

@@ -487,6 +487,27 @@ class Scenario:
             raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from exc
 
     # ------------------------------------------------------------------ simulation
+    def check_size(self, config: ScenarioConfig) -> None:
+        """Refuse a run whose recorded panel alone, ``steps × agents × features`` float64 values, is more than this
+        machine's memory, before anything is built: each size is within its cap, but ``--agents 10000000 --steps
+        1000000`` asks for a 373 TiB panel, and the run spent minutes building 10⁷ agents and then stepped on for
+        as long as it was let (it could only end in a MemoryError at the last step). ``agents`` is the population
+        at the start, so this is a lower bound where agents are born.
+
+        Raises:
+            MemoryBudgetError: the panel cannot fit, with its size and the machine's memory.
+        """
+        from aumann.errors import MemoryBudgetError
+        from aumann.io import memory_bytes
+
+        n, t, d = int(config.agents), int(config.steps), max(1, len(self.features))
+        need, have = n * t * d * 8, memory_bytes()
+        if need > have:
+            raise MemoryBudgetError(
+                f"scenario {self.name!r}: {t:,} steps × {n:,} agents × {d} feature(s) record a panel of "
+                f"{need / 2**30:,.1f} GiB (float64) before anything else, more than this machine's "
+                f"{have / 2**30:,.1f} GiB of memory: use fewer steps or agents")
+
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
                  keep_from: int | None = None, progress: bool = False, strategy: str = "auto") -> ScenarioRun:
         """Run the scenario for ``config.steps`` steps and record the panel.
@@ -512,6 +533,7 @@ class Scenario:
                               f"{type(config).__name__}")
         if strategy not in ("auto", "copy", "replay"):
             raise ConfigError(f"strategy must be 'auto', 'copy' or 'replay'; got {strategy!r}")
+        self.check_size(config)
         T = config.steps
         keep = math.ceil(T / 2) if keep_from is None else as_int(keep_from, "keep_from", minimum=0,
                                                                    error=ConfigError)
