@@ -13,7 +13,7 @@ from typing import Any
 from aumann import bounded
 from aumann import io as aio
 from aumann.data.traces.events import split_path
-from aumann.errors import TraceFormatError
+from aumann.errors import OutputError, TraceFormatError
 
 _TABLE_EXT = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json", ".csv.gz", ".tsv.gz", ".jsonl.gz",
               ".ndjson.gz")
@@ -223,25 +223,59 @@ def refuse_utf16(path: Path) -> None:
                                "are read as UTF-8: save it as UTF-8")
 
 
+def _gzip_rest(src: Any, copy: Path) -> None:
+    """Write what is left of the open stream ``src`` to ``copy``, gzipped at level 1 (an error reading ``src``
+    propagates as it is).
+
+    Raises:
+        OutputError: ``copy`` cannot be written (a full or missing temporary folder), naming it: caught with the
+            read's own errors, such a failure left the file with its mark to DuckDB, which then read a CSV file's
+            quoted first column as ``'"agent"'`` (the spec's column "missing") or refused a JSON lines file.
+    """
+    import gzip
+
+    def refused(exc: OSError) -> OutputError:
+        return OutputError(f"cannot write {str(copy)!r}, the copy of a trace file without its byte-order mark: "
+                           f"{exc.strerror or exc} (TMPDIR chooses the temporary folder)")
+
+    try:
+        dst = gzip.open(copy, "wb", compresslevel=1)
+    except OSError as exc:
+        raise refused(exc) from exc
+    try:
+        while block := src.read(1 << 22):
+            try:
+                dst.write(block)
+            except OSError as exc:
+                raise refused(exc) from exc
+    finally:
+        try:
+            dst.close()
+        except OSError as exc:
+            raise refused(exc) from exc  # a failed flush is the error to report
+
+
 def without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str]]:
     """The files DuckDB reads: a JSON lines or CSV file that starts with a UTF-8 byte-order mark copied without it
-    into ``tmp`` (a gzipped one decompressed); and the original name of each copy. DuckDB's JSON reader refuses the
-    mark ("byte order mark (BOM) is not supported"); its CSV reader skips it, but a quoted first column name after
-    it kept its quotes (``"agent",tick`` read the columns ``'"agent"'`` and ``tick``). Lines are not renumbered:
-    the mark is no line."""
+    into ``tmp`` (a gzipped one gzipped again, at level 1); and the original name of each copy. DuckDB's JSON reader
+    refuses the mark ("byte order mark (BOM) is not supported"); its CSV reader skips it, but a quoted first column
+    name after it kept its quotes (``"agent",tick`` read the columns ``'"agent"'`` and ``tick``). Lines are not
+    renumbered: the mark is no line. (A gzipped file's copy was its whole decompressed text: a 1 GiB file of 20 GiB
+    text filled the temporary folder with 20 GiB; level 1 keeps it near the file's own size, at about 1 s per
+    140 MiB of text, a few per cent of DuckDB's read of it.)"""
     out, names = [], {}
     for i, f in enumerate(files):
         kind = _kind(f)
         if kind in ("json", "csv") and f.name.lower().endswith(".gz"):  # a gzipped file: its text after decompression
-            copy = tmp / f"{i}-{f.name[:-3]}"
+            copy = tmp / f"{i}-{f.name}"
             try:
                 with _opens(f) as fh:
                     if fh.read(len(aio.BOM)) == aio.BOM:
-                        with open(copy, "wb") as dst:
-                            while block := fh.read(1 << 22):
-                                dst.write(block)
+                        _gzip_rest(fh, copy)
                         names[str(copy)] = str(f)
                         f = copy
+            except OutputError:  # (an OSError too) the copy could not be written: said, not left to DuckDB
+                raise
             except (OSError, EOFError, zlib.error):  # not gzip, or cut short: DuckDB's read of the file itself says
                 pass
         elif kind in ("json", "csv") and aio.starts_with_bom(f):
