@@ -118,3 +118,21 @@ def test_a_byte_order_mark_copy_that_cannot_be_written_is_an_output_error(tmp_pa
     with pytest.raises(OutputError, match=r"cannot write .*0-t\.csv\.gz', the copy of a trace file without its "
                                           r"byte-order mark: .*TMPDIR"):
         duck.without_bom([f], tmp_path / "gone")
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_a_plain_byte_order_mark_copy_that_cannot_be_written_is_an_output_error(tmp_path, name):
+    """The plain file's copy raised the OSError itself (FileNotFoundError, or ENOSPC in a full temporary folder), a
+    traceback out of the CLI."""
+    from aumann.errors import OutputError
+
+    f = tmp_path / name
+    f.write_bytes(b'\xef\xbb\xbf"agent",tick,amount\na1,0,5\n' if name.endswith("csv")
+                  else b'\xef\xbb\xbf{"agent": "a1", "tick": 0, "amount": 5}\n')
+    with pytest.raises(OutputError, match=rf"cannot write .*0-{name}', the copy of a trace file without its "
+                                          r"byte-order mark: .*TMPDIR"):
+        duck.without_bom([f], tmp_path / "gone")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    read, _ = duck.without_bom([f], tmp)
+    assert read[0].read_bytes() == f.read_bytes()[3:]

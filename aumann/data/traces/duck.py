@@ -223,9 +223,9 @@ def refuse_utf16(path: Path) -> None:
                                "are read as UTF-8: save it as UTF-8")
 
 
-def _gzip_rest(src: Any, copy: Path) -> None:
-    """Write what is left of the open stream ``src`` to ``copy``, gzipped at level 1 (an error reading ``src``
-    propagates as it is).
+def _write_rest(src: Any, copy: Path, *, gzipped: bool = True) -> None:
+    """Write what is left of the open stream ``src`` to ``copy``, gzipped at level 1 unless ``gzipped`` is false (an
+    error reading ``src`` propagates as it is).
 
     Raises:
         OutputError: ``copy`` cannot be written (a full or missing temporary folder), naming it: caught with the
@@ -239,7 +239,7 @@ def _gzip_rest(src: Any, copy: Path) -> None:
                            f"{exc.strerror or exc} (TMPDIR chooses the temporary folder)")
 
     try:
-        dst = gzip.open(copy, "wb", compresslevel=1)
+        dst = gzip.open(copy, "wb", compresslevel=1) if gzipped else open(copy, "wb")
     except OSError as exc:
         raise refused(exc) from exc
     try:
@@ -271,7 +271,7 @@ def without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str
             try:
                 with _opens(f) as fh:
                     if fh.read(len(aio.BOM)) == aio.BOM:
-                        _gzip_rest(fh, copy)
+                        _write_rest(fh, copy)
                         names[str(copy)] = str(f)
                         f = copy
             except OutputError:  # (an OSError too) the copy could not be written: said, not left to DuckDB
@@ -280,7 +280,14 @@ def without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str
                 pass
         elif kind in ("json", "csv") and aio.starts_with_bom(f):
             copy = tmp / f"{i}-{f.name}"
-            aio.copy_without_bom(f, copy)
+            try:
+                with open(f, "rb") as fh:
+                    fh.read(len(aio.BOM))
+                    _write_rest(fh, copy, gzipped=False)  # (a full temporary folder was an OSError traceback)
+            except OutputError:
+                raise
+            except OSError as exc:
+                raise TraceFormatError(f"cannot read {str(f)!r}: {exc.strerror or exc}") from exc
             names[str(copy)] = str(f)
             f = copy
         out.append(f)
