@@ -179,6 +179,10 @@ def llm_assignments(args: argparse.Namespace) -> list[str]:
         if prompt.startswith("@"):
             from aumann import bounded
 
+            where = Path(prompt[1:])
+            if where.exists() and not where.is_file() and not where.is_dir():  # a FIFO with no writer: open() waited
+                raise ConfigError(f"--system-prompt file {prompt[1:]!r} is not a regular file (a pipe, socket or "
+                                  "device): give a text file")  # for ever, before the run had even started
             raw = bounded._read(prompt[1:], "--system-prompt file", ConfigError, 100_000)
             try:
                 prompt = raw.decode("utf-8")

@@ -201,3 +201,16 @@ def test_cli_resume_of_a_truncated_panel_exits_0_and_says_so(run_copy, capsys):
                "--set", "study.quadrature_steps=16", "--no-ablations", "--no-plots", "--out", str(d)])
     err = capsys.readouterr().err
     assert rc == 0 and "failed verification" in err and "panels/run-000.npz" in err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.timeout(60)
+def test_a_system_prompt_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    """--system-prompt @FIFO opened the pipe and waited for a writer for ever (every other file flag refuses a file
+    that is not regular: --config, --spec, --prices, the study config, ...)."""
+    os.mkfifo(tmp_path / "prompt")
+    rc = main(["run", "social-llm", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+               "--system-prompt", f"@{tmp_path / 'prompt'}", "--out", str(tmp_path / "run")])
+    assert rc == 2
+    assert "is not a regular file (a pipe, socket or device)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
