@@ -174,6 +174,8 @@ def _read(path: str | os.PathLike[str], what: str, error: type[Exception], max_b
     p = Path(path)
     if p.is_dir():
         raise error(f"{what} {str(p)!r} is a directory, not a file")
+    if p.exists() and not p.is_file():  # a FIFO without a writer: open() waited for one for ever
+        raise error(f"{what} {str(p)!r} is not a regular file (a pipe, socket or device); give a file")
     try:
         with open(p, "rb") as fh:
             raw = fh.read(max_bytes + 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -86,3 +87,28 @@ def test_config_readers_are_bounded(tmp_path) -> None:
     with pytest.raises(ConfigError, match="nests deeper"):
         configs.parse_assignment("study.permutations=" + "[" * 5000 + "]" * 5000)
     assert configs.parse_assignment("study.permutations=[[1]]") == {"study": {"permutations": [[1]]}}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reader", ["read_json", "read_toml"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, reader):
+    """open() on a FIFO without a writer waits for one for ever: a scenario fixture (--set fixture=PIPE), a
+    MegaScale network file or a price table read through here hung before the run started."""
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ConfigError, match=r"'.*pipe' is not a regular file \(a pipe, socket or device\)"):
+        getattr(bounded, reader)(tmp_path / "pipe")
+    if reader == "read_json":
+        (tmp_path / "ok.json").write_text('{"a": 1}')
+        assert bounded.read_json(tmp_path / "ok.json") == {"a": 1}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.timeout(60)
+def test_a_scenario_fixture_that_is_a_fifo_is_an_exit_2(tmp_path, capsys):
+    from aumann.cli import main
+
+    os.mkfifo(tmp_path / "fixture.json")
+    rc = main(["run", "midscale-social", "--agents", "20", "--steps", "3", "--set",
+               f"fixture={tmp_path / 'fixture.json'}", "--out", str(tmp_path / "run")])
+    assert rc == 2 and "fixture.json' is not a regular file" in capsys.readouterr().err
