@@ -104,3 +104,44 @@ def test_followers_of_is_every_follower_sorted_and_unique(k):
     want = np.unique(F[:, agents].tocoo().row) if k else np.zeros(0, dtype=np.int64)
     got = net.followers_of(agents)
     assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["binary", "fifo", "device", "folder", "huge label"])
+def test_an_edge_list_that_is_no_text_file_of_labels_is_a_config_error(tmp_path, kind):
+    """A binary file raised the bare UnicodeDecodeError and a label past int64 numpy's OverflowError (tracebacks out
+    of aumann run); a FIFO waited for a writer for ever and /dev/zero was read until the memory ran out."""
+    import os
+
+    p = tmp_path / "edges.txt"
+    if kind == "binary":
+        p.write_bytes(b"1 2\n\xfa\xfb\xfc 3\n")
+        needle = r"'.*edges\.txt' is not UTF-8 text \(byte 4\)"
+    elif kind == "fifo":
+        os.mkfifo(p)
+        needle = "is not a regular file"
+    elif kind == "device":
+        p = "/dev/zero"
+        needle = "'/dev/zero' is not a regular file"
+    elif kind == "folder":
+        p = tmp_path
+        needle = "is not a regular file"
+    else:
+        p.write_text("1 2\n2 3\n99999999999999999999999 1\n")
+        needle = r"line 3: label 99999999999999999999999 is larger than 2⁶³ − 1"
+    with pytest.raises(ConfigError, match=needle):
+        read_edge_list(p)
+    ok = tmp_path / "ok.txt"
+    ok.write_text(f"1 2\n2 {2**63 - 1}\n")
+    assert read_edge_list(ok).node_ids.tolist() == [1, 2, 2**63 - 1]
+
+
+@pytest.mark.timeout(120)
+def test_a_binary_network_file_is_an_exit_2_of_aumann_run(tmp_path, capsys):
+    from aumann.cli import main
+
+    p = tmp_path / "edges.txt"
+    p.write_bytes(b"\xfa\xfb\xfc 3\n")
+    rc = main(["run", "megascale-social", "--agents", "50", "--steps", "3", "--runs", "1", "--set", f"network={p}",
+               "--out", str(tmp_path / "run")])
+    assert rc == 2 and "is not UTF-8 text (byte 0)" in capsys.readouterr().err

@@ -207,6 +207,10 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Network:
     return Network.from_edges(source, target, n, mutual=True, source=f"barabasi_albert(n={n}, m={m})")
 
 
+#: the largest node label an edge list may hold (an int64)
+_LABEL_MAX = 2**63 - 1
+
+
 def read_edge_list(path: str | os.PathLike[str], *, n: int | None = None, mutual: bool = False,
                    delimiter: str | None = None) -> Network:
     """A follower network from a text file of two integer columns ``follower followee`` (whitespace or
@@ -217,10 +221,18 @@ def read_edge_list(path: str | os.PathLike[str], *, n: int | None = None, mutual
             names the file and the first bad line).
     """
     src = Path(path)
+    if src.exists() and not src.is_file():  # a FIFO waited for a writer for ever, /dev/zero filled the memory
+        raise ConfigError(f"follower edge list {str(src)!r} is not a regular file (a directory, pipe, socket or "
+                          "device)")
     try:
-        text = src.read_text(encoding="utf-8")
+        raw = src.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read follower edge list {str(src)!r}: {exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # was the bare UnicodeDecodeError, a traceback out of aumann run
+        raise ConfigError(f"follower edge list {str(src)!r} is not UTF-8 text (byte {exc.start}); is it a binary "
+                          "file?") from None
     rows: list[tuple[int, int]] = []
     header_ok = True  # the first non-comment line may be a header
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -231,13 +243,16 @@ def read_edge_list(path: str | os.PathLike[str], *, n: int | None = None, mutual
         try:
             if len(parts) < 2:
                 raise ValueError
-            rows.append((int(parts[0]), int(parts[1])))
+            pair = (int(parts[0]), int(parts[1]))
         except ValueError:
             if header_ok:
                 header_ok = False
                 continue
             raise ConfigError(f"{str(src)!r} line {lineno}: expected two integer labels 'follower followee'; "
                               f"got {line[:80]!r}") from None
+        if max(pair) > _LABEL_MAX:  # numpy's int64 array raised a bare OverflowError for it
+            raise ConfigError(f"{str(src)!r} line {lineno}: label {max(pair)} is larger than 2⁶³ − 1")
+        rows.append(pair)
         header_ok = False
     if not rows:
         raise ConfigError(f"follower edge list {str(src)!r} holds no edges")
