@@ -184,11 +184,14 @@ class PanelBuilder:
                     continue
                 codes, uniq = pd.factorize(action[sel])
                 col = np.empty(len(uniq), dtype=np.int64)
+                known = len(self.actions)
                 for u, name in enumerate(uniq.tolist()):
                     k = self.actions.get(name)
                     if k is None:
                         k = self.actions[name] = len(self.actions)
                     col[u] = k
+                if len(self.actions) > known:  # new features: the panel widens (a bare MemoryError for 32 GiB, or
+                    self._check_span(g.t0, g.t0 + g.T - 1)  # the memory taken, where max_cells said 16 GB at most)
                 g.grow_k(f"f{j}", len(self.actions))
                 np.add.at(g.arrays[f"f{j}"], (t[sel], a[sel], col[codes]), 1.0)
             else:
@@ -232,9 +235,11 @@ class PanelBuilder:
                              "step field not a step? Raise max_steps in the spec if you mean it")
         cells = span * len(self.id_list) * max(1, self._width())
         if cells > self.spec.max_cells:
+            each = (f" (count_each makes one feature per distinct action: {len(self.actions):,} so far; is the "
+                    "[action] field an action?)" if any(f.kind == "count_each" for f in self.spec.features) else "")
             raise TraceError(f"the panel would hold {cells:,} values (steps × agents × features), more than "
                              f"max_cells = {self.spec.max_cells:,}; bin coarser, build fewer features or raise "
-                             "max_cells in the spec")
+                             f"max_cells in the spec{each}")
 
     def _width(self) -> int:
         w = 0

@@ -1,4 +1,5 @@
-"""Gzipped trace files that decompress into almost nothing but line ends (a "newline bomb") are refused early."""
+"""Small trace inputs that would cost far more than their size: gzipped files of nothing but line ends (a "newline
+bomb"), byte-order-mark copies of gzipped files, an action column that widens the panel without bound."""
 
 from __future__ import annotations
 
@@ -136,3 +137,20 @@ def test_a_plain_byte_order_mark_copy_that_cannot_be_written_is_an_output_error(
     tmp.mkdir()
     read, _ = duck.without_bom([f], tmp)
     assert read[0].read_bytes() == f.read_bytes()[3:]
+
+
+def test_count_each_actions_that_widen_the_panel_past_max_cells_are_refused_before_allocating(tmp_path):
+    """max_cells was checked before a batch's new actions widened the panel: a table whose action column is unique
+    per row (an id read as the action) grew the panel to 66 × 1000 × 65,536 float64 in one step, a bare MemoryError
+    for 32.2 GiB (or that memory taken, on a machine with it) where max_cells allows 2·10⁹ values."""
+    from aumann.errors import TraceError
+
+    f = tmp_path / "ev.csv"
+    f.write_text("agent,tick,action\n" + "".join(f"a{i % 10},{i % 2},act{i}\n" for i in range(60)))
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "features": [{"kind": "count_each"}], "max_cells": 1000}
+    with pytest.raises(TraceError, match=r"the panel would hold 1,200 values \(steps × agents × features\), more than "
+                                         r"max_cells = 1,000.*count_each makes one feature per distinct action: 60"):
+        read_trace(f, spec)
+    got = read_trace(f, {**spec, "max_cells": 1200})
+    assert got.panel.shape == (2, 10, 60) and got.panel.values.sum() == 60
