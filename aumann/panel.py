@@ -37,6 +37,7 @@ from aumann.errors import (
     DuplicateIdError,
     EmptyPanelError,
     LookalikeIdWarning,
+    MemoryBudgetError,
     NonFiniteError,
     OptionalDependencyError,
     OutputError,
@@ -45,7 +46,7 @@ from aumann.errors import (
     UnknownAgentError,
     UnknownFeatureError,
 )
-from aumann.io import dumps_json, read_npz, safe_component, saved_npz, write_npz
+from aumann.io import dumps_json, memory_bytes, read_npz, safe_component, saved_npz, write_npz
 
 _FORMAT = "aumann.panel/1"
 #: set while a panel derives another from its own ids (take_agents, select_steps, ...): they were checked when it
@@ -922,6 +923,12 @@ class Panel:
             raise DuplicateIdError(f"two or more rows for step {steps[k // len(ids)].item()!r}, agent "
                                    f"{ids[k % len(ids)].item()!r}; a panel has one row per (step, agent)")
         T, N = len(steps), len(ids)
+        need, have = T * N * (8 * len(feats) + 2), memory_bytes()  # the values (float64) and two (T, N) masks
+        if need > have:  # numpy's bare MemoryError, or the memory taken: one row per step and agent is a dense grid
+            raise MemoryBudgetError(
+                f"the frame's {len(flat):,} rows name {T:,} steps and {N:,} agents: a panel of them, × "
+                f"{len(feats)} feature(s), is {need / 2**30:,.1f} GiB, more than this machine's {have / 2**30:,.1f} "
+                "GiB of memory (is the step column a timestamp to bin first, or the agent column unique per row?)")
         values = np.zeros((T, N, len(feats)))
         present = np.zeros((T, N), dtype=bool)
         present[t_idx, i_idx] = True

@@ -155,3 +155,25 @@ def test_from_xarray_alive_as_floats_is_refused_as_by_the_constructor():
     da = Panel(np.zeros((2, 2, 1))).to_xarray().assign_coords(alive=(("step", "agent"), [[1.0, 0.5], [1, 1]]))
     with pytest.raises(PanelError, match="alive mask"):
         Panel.from_xarray(da)
+
+
+def test_a_frame_whose_dense_panel_cannot_fit_is_refused_before_allocating(monkeypatch):
+    """One row per step and agent spreads into a dense (T, N, D) grid: 10⁵ rows with a unique step and agent each (a
+    timestamp as the step) asked numpy for 74.5 GiB, a bare MemoryError (or that memory taken where it exists)."""
+    import aumann.panel
+    from aumann.errors import MemoryBudgetError
+
+    monkeypatch.setattr(aumann.panel, "memory_bytes", lambda: 40 * 40 * 10 - 1, raising=False)
+    wide = pd.DataFrame({"step": np.arange(40), "agent": np.arange(40), "x": np.ones(40)})
+    with pytest.raises(MemoryBudgetError, match=r"the frame's 40 rows name 40 steps and 40 agents: a panel of them, "
+                                                 r"× 1 feature\(s\), is 0\.0 GiB, more than this machine's"):
+        Panel.from_dataframe(wide)
+    monkeypatch.setattr(aumann.panel, "memory_bytes", lambda: 40 * 40 * 10)
+    assert Panel.from_dataframe(wide).shape == (40, 40, 1)
+    monkeypatch.undo()
+    n = 100_000
+    huge = pd.DataFrame({"step": np.arange(n), "agent": np.arange(n), "x": np.ones(n)})
+    if 10 * n * n <= aumann.panel.memory_bytes():
+        pytest.skip("this machine holds the 93 GiB panel")
+    with pytest.raises(MemoryBudgetError, match=r"100,000 steps and 100,000 agents.*is 93\.1 GiB"):
+        Panel.from_dataframe(huge)
