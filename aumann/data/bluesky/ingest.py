@@ -199,10 +199,9 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         if problem is not None:
             entry["damaged_stream"] = problem
             report.damaged_files += 1
-        if starts_with_bom(path, compressed=True):  # decode once, without the BOM (else it costs the first event)
-            src = tmp / f"bom-{len(report.files)}.jsonl"
-            st = copy_without_bom(path, src, compressed=True)
-            compression = "none"
+        if starts_with_bom(path, compressed=True):  # decode once, without the BOM (else it costs the first event);
+            src = tmp / f"bom-{len(report.files)}.jsonl.zst"  # zstd again: the decoded text filled the temp folder
+            st = copy_without_bom(path, src, compressed=True, recompress=True)
             entry.update(bom=True, decoded_bytes=st.bytes_out)
     elif container == "jsonl":
         if starts_with_bom(path):
@@ -223,16 +222,15 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     except duckdb.Error as exc:
         if compression != "zstd":
             raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
-        # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes.
-        src = tmp / f"zstd-{len(report.files)}.jsonl"
-        st = decode_zstd_stream_to_jsonl(path, src)
+        # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes (zstd again).
+        src = tmp / f"zstd-{len(report.files)}.jsonl.zst"
+        st = decode_zstd_stream_to_jsonl(path, src, recompress=True)
         if "damaged_stream" not in entry:
             report.damaged_files += 1
         entry.update(decoded_bytes=st.bytes_out, damaged_stream=st.error or entry.get("damaged_stream"))
         container = "zstd-damaged"
-        compression = "none"
         try:
-            con.execute(sql.SCAN, [duckdb_file_name(src), "none"])
+            con.execute(sql.SCAN, [duckdb_file_name(src), "zstd"])
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)

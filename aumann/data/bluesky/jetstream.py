@@ -517,10 +517,11 @@ def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -
 
 
 def copy_without_bom(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, compressed: bool = False,
-                     chunk_size: int = 1 << 22) -> StreamDecodeStats:
-    """Copy (decompressing with ``compressed=True``) ``src`` to plain JSONL at ``dst`` without its leading BOM."""
+                     chunk_size: int = 1 << 22, recompress: bool = False) -> StreamDecodeStats:
+    """Copy (decompressing with ``compressed=True``) ``src`` to plain JSONL at ``dst`` without its leading BOM
+    (``recompress``: a zstd stream's copy is zstd again, at level 1)."""
     if compressed:
-        return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True)
+        return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True, recompress=recompress)
     return StreamDecodeStats(bytes_out=aio.copy_without_bom(src, dst, chunk_size=chunk_size), error=None)
 
 
@@ -569,15 +570,21 @@ class StreamDecodeStats:
 
 
 def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                                *, chunk_size: int = 1 << 16, strip_bom: bool = True) -> StreamDecodeStats:
+                                *, chunk_size: int = 1 << 16, strip_bom: bool = True,
+                                recompress: bool = False) -> StreamDecodeStats:
     """Decompress a zstd stream to ``dst`` up to the first error (a truncated or damaged file).
 
     What decoded is kept: the stream is decoded a frame at a time (one ``decompressobj`` per frame, the next
     started on the bytes after its end), so everything a complete frame held is written before the bytes after
     it are even looked at — garbage after the last frame costs nothing that decoded (a buffered reader lost
     the last chunk it had decoded when the next read failed). A line cut by the damage stays cut, so the
-    ingester counts it as malformed. A leading UTF-8 byte-order mark is dropped (``strip_bom``).
+    ingester counts it as malformed. A leading UTF-8 byte-order mark is dropped (``strip_bom``). ``recompress``:
+    ``dst`` is written as one zstd stream at level 1 (``bytes_out`` still counts the decoded bytes), so a scratch
+    copy takes about the capture's own size, not its decoded text (a 34 KB capture of line ends decoded to 1 GiB in
+    the temporary folder; 4 MB of them would fill 120 GiB).
     """
+    import contextlib
+
     import zstandard
 
     out_bytes = 0
@@ -586,7 +593,11 @@ def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathL
     dctx = zstandard.ZstdDecompressor()
     frame = dctx.decompressobj()
     fed = False  # the current frame has been given input
-    with open(src, "rb") as fh, open(dst, "wb") as out:
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(open(src, "rb"))
+        out = stack.enter_context(open(dst, "wb"))
+        if recompress:
+            out = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(out))
         while error is None:
             data = fh.read(chunk_size)
             if not data:

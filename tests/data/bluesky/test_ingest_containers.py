@@ -280,3 +280,37 @@ def test_empty_and_blank_files_are_harmless(tmp_path: Path):
     _, report = ingest([empty, blank, good], options=IngestOptions(threads=1))
     assert [f["rows"] for f in report.files] == [0, 0, 1]
     assert report.malformed_lines == 0 and report.valid_events == 1
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_zstd_capture_decoded_to_scratch_is_zstd_again_not_its_whole_text(tmp_path: Path, monkeypatch, damaged):
+    """A .jsonl.zst with a byte-order mark (or a damaged stream) is decoded into a scratch copy for DuckDB: it was the
+    whole decoded text, 16 MiB here for a file of a few KB, 1 GiB for a 34 KB capture of line ends (a 4 MB one would
+    fill 120 GiB). The copy is zstd again, and reads the same events."""
+    import aumann.data.bluesky.ingest as ing
+
+    copies: list[tuple[Path, int]] = []
+    for name in ("copy_without_bom", "decode_zstd_stream_to_jsonl"):
+        real = getattr(ing, name)
+
+        def spy(src, dst, *a, _real=real, **kw):
+            st = _real(src, dst, *a, **kw)
+            copies.append((Path(dst), Path(dst).stat().st_size))
+            return st
+
+        monkeypatch.setattr(ing, name, spy)
+    text = b"\n".join(_lines(300)) + b"\n" + b"\n" * (1 << 24)
+    cctx = zstandard.ZstdCompressor(level=19)
+    data = cctx.compress(text if damaged else b"\xef\xbb\xbf" + text)
+    if damaged:  # a second frame damaged mid-data: DuckDB refuses the stream, what decodes is read from the copy
+        bad = bytearray(zstandard.ZstdCompressor(level=3).compress(b"\n".join(_lines(3000)[300:]) + b"\n"))
+        bad[len(bad) // 2: len(bad) // 2 + 40] = b"\xff" * 40
+        data += bytes(bad)
+    f = tmp_path / "cap.jsonl.zst"
+    f.write_bytes(data)
+    _, report = ingest([f], options=IngestOptions(threads=1))
+    assert report.valid_events >= 300 and report.blank_lines == 1 << 24
+    assert copies and all(size < 10 * len(data) for _, size in copies), (copies, len(data))
+    assert report.files[0]["decoded_bytes"] >= len(text)
+    assert [p.name for p, _ in copies] == ["zstd-0.jsonl.zst" if damaged else "bom-0.jsonl.zst"]
+    assert report.damaged_files == int(damaged)
