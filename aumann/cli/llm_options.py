@@ -96,10 +96,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-timeout", type=_exact_number, default=60.0,
                    help="seconds an LLM request may take in all, reply included (default 60; a retry after a timeout "
                         "waits longer)")
-    g.add_argument("--max-retries", type=float, default=None,
+    g.add_argument("--max-retries", type=_exact_number, default=None,
                    help="retries of a failed LLM request (rate limited, server error, timeout) before its decision "
                         "is given up (default 3)")
-    g.add_argument("--retry-after-max", type=float, default=None, metavar="SECONDS",
+    g.add_argument("--retry-after-max", type=_exact_number, default=None, metavar="SECONDS",
                    help="the longest Retry-After a server may ask for (default 60): a longer one stops the run "
                         "with a typed error instead of waiting")
     s = p.add_argument_group("LLM sampling (the [llm] config keys; flags override the config)")
