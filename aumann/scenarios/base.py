@@ -488,11 +488,13 @@ class Scenario:
 
     # ------------------------------------------------------------------ simulation
     def check_size(self, config: ScenarioConfig) -> None:
-        """Refuse a run whose recorded panel alone, ``steps × agents × features`` float64 values, is more than this
+        """Refuse a run whose recorded panel alone, ``steps × agents × features`` values of 4 bytes (float32, the
+        narrowest a recorder keeps: MegaScale-Social's; the others keep float64, twice that), is more than this
         machine's memory, before anything is built: each size is within its cap, but ``--agents 10000000 --steps
-        1000000`` asks for a 373 TiB panel, and the run spent minutes building 10⁷ agents and then stepped on for
-        as long as it was let (it could only end in a MemoryError at the last step). ``agents`` is the population
-        at the start, so this is a lower bound where agents are born.
+        1000000`` asks for a panel of at least 186 TiB, and the run spent minutes building 10⁷ agents and then
+        stepped on for as long as it was let (it could only end in a MemoryError at the last step). A lower bound,
+        so a run that fits is never refused: ``agents`` is the population at the start (agents may be born), and
+        the panel is not all a run holds.
 
         Raises:
             MemoryBudgetError: the panel cannot fit, with its size and the machine's memory.
@@ -501,11 +503,11 @@ class Scenario:
         from aumann.io import memory_bytes
 
         n, t, d = int(config.agents), int(config.steps), max(1, len(self.features))
-        need, have = n * t * d * 8, memory_bytes()
+        need, have = n * t * d * 4, memory_bytes()
         if need > have:
             raise MemoryBudgetError(
-                f"scenario {self.name!r}: {t:,} steps × {n:,} agents × {d} feature(s) record a panel of "
-                f"{need / 2**30:,.1f} GiB (float64) before anything else, more than this machine's "
+                f"scenario {self.name!r}: {t:,} steps × {n:,} agents × {d} feature(s) record a panel of at least "
+                f"{need / 2**30:,.1f} GiB (float32) before anything else, more than this machine's "
                 f"{have / 2**30:,.1f} GiB of memory: use fewer steps or agents")
 
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,

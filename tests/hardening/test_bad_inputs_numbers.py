@@ -47,14 +47,14 @@ def test_the_issue_example_random_orderings_1e15_is_an_exit_2_not_a_hang(tmp_pat
 
 @pytest.mark.timeout(120)
 def test_a_run_whose_panel_cannot_fit_in_memory_is_refused_before_the_model_is_built(tmp_path, capsys):
-    """Each size within its cap, the product not: 10⁶ steps × 10⁷ agents × 5 features is a 373 TiB panel. The run
-    built 10⁷ agents for minutes and stepped on for as long as it was let."""
+    """Each size within its cap, the product not: 10⁶ steps × 10⁷ agents × 5 features is a panel of 186 TiB at
+    least (float32). The run built 10⁷ agents for minutes and stepped on for as long as it was let."""
     rc = main(["run", "midscale-social", "--agents", "10000000", "--steps", "1000000", "--runs", "1",
                "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert rc == 2
     assert ("MemoryBudgetError: scenario 'midscale-social': 1,000,000 steps × 10,000,000 agents × 5 feature(s) "
-            "record a panel of 372,529.0 GiB (float64)") in err
+            "record a panel of at least 186,264.5 GiB (float32)") in err
     assert not (tmp_path / "run").exists()
 
 
@@ -63,9 +63,9 @@ def test_the_library_simulate_refuses_the_same_run_and_runs_one_that_fits(monkey
     from aumann.errors import MemoryBudgetError
 
     sc = scenarios.get("social-llm")
-    monkeypatch.setattr(aumann.io, "memory_bytes", lambda: 6 * 4 * 5 * 8)  # exactly the panel of 6 agents × 4 steps
+    monkeypatch.setattr(aumann.io, "memory_bytes", lambda: 6 * 4 * 5 * 4)  # a float32 panel of 6 × 4 × 5
     assert sc.simulate(sc.load_config(agents=6, steps=4), rng=0).panel.shape == (4, 6, 5)
-    with pytest.raises(MemoryBudgetError, match=r"5 steps × 6 agents × 5 feature\(s\) record a panel of 0.0 GiB"):
+    with pytest.raises(MemoryBudgetError, match=r"5 steps × 6 agents × 5 feature\(s\) record a panel of at least"):
         sc.simulate(sc.load_config(agents=6, steps=5), rng=0)
 
 
