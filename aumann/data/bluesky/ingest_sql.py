@@ -123,9 +123,12 @@ UPDATE ev SET eng_t = NULL, eng_bad = true WHERE eng_t IN (SELECT v FROM not_did
 UPDATE ev SET ok = false, act = false, eng_t = NULL, eng_bad = false WHERE ok AND did IN (SELECT v FROM not_did);
 """
 
-# ``bad_targets`` counts events, as ``by_kind`` does: a replayed copy of a line (the same ``key``) is counted once
+# ``bad_targets`` counts events, as ``by_kind`` does: a replayed copy of a line (the same ``key``) is counted once.
+# It is a subquery with a WHERE, not ``count(DISTINCT key) FILTER (WHERE eng_bad)``: DuckDB runs a filtered distinct
+# aggregate as a hash aggregate of (key, eng_bad) over every line (0.03 s of the 300 MB benchmark's 640k lines, 20×
+# the subquery, which sees only the few rows with ``eng_bad``).
 FILE_STATS = ("SELECT count(*) AS rows, count(*) FILTER (WHERE ok) AS valid, "
-              "count(DISTINCT key) FILTER (WHERE eng_bad) AS bad_targets FROM ev")
+              "(SELECT count(DISTINCT key) FROM ev WHERE eng_bad) AS bad_targets FROM ev")
 
 
 
