@@ -234,11 +234,12 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         except duckdb.Error as exc2:
             raise IngestError(f"DuckDB could not read the decoded part of {str(path)!r}: {exc2}") from exc2
     t = stages.lap("scan: read_json -> per-line table", t)
+    con.execute(sql.DIDS.format(win=win))
     not_dids = con.execute(sql.NOT_DIDS).fetchone()[0]
     if not_dids:
         con.execute(sql.NOT_DID_TABLE, [not_dids])
         con.execute(sql.APPLY_NOT_DIDS)
-    t = stages.lap("DID rule on distinct values", t)
+    t = stages.lap("distinct DIDs: DID rule, users' flags", t)
     rows, valid, bad_targets = con.execute(sql.FILE_STATS).fetchone()
     t = stages.lap("file counts: kinds, duplicates, days", t)
     # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones
@@ -247,16 +248,21 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
         entry["line_count_note"] = f"the reader returned {rows} rows for {lines} lines"
         lines = int(rows)
     t = stages.lap("count lines (blank lines)", t)
+    groups: dict[tuple[str, str | None, str | None], int] = {}  # valid lines per (kind, collection, operation)
+    for kind, coll, op, d, n in con.execute(sql.BY_KIND_DAY).fetchall():
+        day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
+        groups[kind, coll, op] = groups.get((kind, coll, op), 0) + int(n)
+    extra = {(kind, coll, op): int(x) for kind, coll, op, x in con.execute(sql.DUPLICATES).fetchall()}
     dups = 0
-    for kind, coll, op, n, uniq in con.execute(sql.BY_KIND).fetchall():
-        dups += int(n - uniq)
-        report.by_kind[kind] = report.by_kind.get(kind, 0) + int(uniq)
+    for (kind, coll, op), n in groups.items():
+        uniq = n - extra.get((kind, coll, op), 0)
+        dups += n - uniq
+        report.by_kind[kind] = report.by_kind.get(kind, 0) + uniq
         if kind == "commit":
             ops = report.by_collection_operation.setdefault(coll, {})
-            ops[op] = ops.get(op, 0) + int(uniq)
-    for d, n in con.execute(sql.BY_DAY).fetchall():
-        day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
+            ops[op] = ops.get(op, 0) + uniq
     t = stages.lap("file counts: kinds, duplicates, days", t)
+    con.execute((sql.STORE_UD if not_dids else sql.STORE_UD_FROM_DIDS).format(win=win))
     con.execute(sql.STORE.format(win=win, topics=topics_sql[0], prefilter=topics_sql[1]))
     t = stages.lap("store: users, topic posts, links", t)
     if src != path:

@@ -104,17 +104,30 @@ FROM eng
 """
 
 # The DID rule (:data:`DID_RE`) is tested once per distinct value, not once per line: SCAN leaves it out of ``ok``,
-# ``eng_t`` and ``eng_bad`` (an engagement create with no target at all is already ``eng_bad``), and these two
+# ``eng_t`` and ``eng_bad`` (an engagement create with no target at all is already ``eng_bad``), and these
 # statements then apply it to the few distinct values that break it (none, in a clean capture, so the UPDATEs are
 # skipped): a target that is not a DID is no edge but a malformed engagement, and an event whose ``did`` is not a DID
 # is an invalid line (neither acting nor engaging). A regular expression over every line's two DIDs cost about as
 # much as the reference envelope scan of the whole file; over the distinct values it costs a tenth of that.
-NOT_DIDS = f"""
-SELECT list_filter(list(DISTINCT v), lambda x: NOT regexp_full_match(x, '{DID_RE}'))
-FROM (SELECT did AS v FROM ev WHERE ok UNION ALL SELECT eng_t FROM ev WHERE eng_t IS NOT NULL)
+#
+# DIDS holds the distinct values (``v``: the ``did`` of a valid line, or an engagement target) with what table ``ud``
+# keeps of each (``{win}`` is the window predicate of STORE): ``u`` whether it enters ``ud`` (it acts or engages in
+# the window, or is engaged with there) and ud's flags ``a`` / ``e``. When every value passes the rule (a clean
+# capture: nothing in ``ev`` changes), ``ud`` is filled from DIDS (STORE_UD_FROM_DIDS) rather than by a second
+# aggregate over every line (STORE_UD, still used after APPLY_NOT_DIDS has changed ``ev``): one hash aggregate over
+# the lines' DIDs instead of two (0.048 s instead of 0.068 s on the 300 MB benchmark).
+DIDS = """
+CREATE OR REPLACE TEMP TABLE dids AS
+SELECT v, bool_or(a) AS a, bool_or(e) AS e, bool_or(u) AS u FROM (
+  SELECT did AS v, act AND ({win}) AS a, eng_t IS NOT NULL AND ({win}) AS e,
+         (act OR eng_t IS NOT NULL) AND ({win}) AS u
+  FROM ev WHERE ok
+  UNION ALL
+  SELECT eng_t, false, {win}, {win} FROM ev WHERE eng_t IS NOT NULL)
+GROUP BY v
 """
-# (the filter is applied to the aggregated list, not in a WHERE over the distinct values: DuckDB pushes such a
-# filter below the DISTINCT, back onto every line, which cost as much as before)
+
+NOT_DIDS = f"SELECT list(v) FROM dids WHERE NOT regexp_full_match(v, '{DID_RE}')"
 
 NOT_DID_TABLE = "CREATE OR REPLACE TEMP TABLE not_did AS SELECT unnest(?::VARCHAR[]) AS v"
 
@@ -146,25 +159,25 @@ FROM (SELECT key, any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS
 GROUP BY ALL
 """
 
-# The same numbers as BY_KIND_BY_KEY (kept for the record: it groups all rows by key first) from two
-# cheap aggregates: rows per (kind, collection, operation), and the few keys seen more than once, whose
-# extra copies are subtracted from their group (a key belongs to one group: kind, collection and
-# operation are part of it).
-BY_KIND = f"""
-WITH g AS (SELECT kind, c, coll, operation, count(*)::BIGINT AS n FROM ev WHERE ok GROUP BY ALL),
-     d AS (SELECT key, count(*) - 1 AS extra FROM ev WHERE ok GROUP BY key HAVING count(*) > 1),
-     x AS (SELECT kind, c, coll, operation, sum(extra)::BIGINT AS extra
-           FROM (SELECT any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS coll,
-                        any_value(operation) AS operation, any_value(d.extra) AS extra
-                 FROM ev JOIN d USING (key) WHERE ok GROUP BY key)
-           GROUP BY ALL)
-SELECT g.kind, {_collection("g.")} AS collection, g.operation, n,
-       n - coalesce(x.extra, 0) AS uniq
-FROM g LEFT JOIN x ON g.kind IS NOT DISTINCT FROM x.kind AND g.c = x.c AND g.coll IS NOT DISTINCT FROM x.coll
-                      AND g.operation IS NOT DISTINCT FROM x.operation
+# BY_KIND_DAY and DUPLICATES below give the same numbers as BY_KIND_BY_KEY (kept for the record: it groups all rows
+# by key first) from two cheap aggregates.
+# BY_KIND_DAY: valid lines per (kind, collection, operation, day), one aggregate for the report's counts by kind and
+# by day (the ingester sums over days and over kinds); DUPLICATES: the extra copies of the few keys seen more than
+# once, per (kind, collection, operation), which the ingester subtracts from their group (a key belongs to one
+# group: kind, collection and operation are part of it).
+BY_KIND_DAY = f"""
+SELECT kind, {_collection()} AS collection, operation, day, n
+FROM (SELECT kind, c, coll, operation, day, count(*)::BIGINT AS n FROM ev WHERE ok GROUP BY ALL)
 """
 
-BY_DAY = "SELECT day, count(*) AS n FROM ev WHERE ok GROUP BY day"
+DUPLICATES = f"""
+WITH d AS (SELECT key, count(*) - 1 AS extra FROM ev WHERE ok GROUP BY key HAVING count(*) > 1)
+SELECT kind, {_collection()} AS collection, operation, sum(extra)::BIGINT AS extra
+FROM (SELECT any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS coll,
+             any_value(operation) AS operation, any_value(d.extra) AS extra
+      FROM ev JOIN d USING (key) WHERE ok GROUP BY key)
+GROUP BY ALL
+"""
 
 # What the panel needs from each file, accumulated over all files (TEMP tables: nothing is logged,
 # and they spill to ``temp_directory`` like ``ev``). ``ud``: accounts that act (``a``: an app.bsky.*
@@ -179,14 +192,21 @@ CREATE TEMP TABLE links (t UTINYINT, key UBIGINT, did VARCHAR, day BIGINT, ref V
 """
 
 # ``{win}`` is a day-range predicate (or ``true``); ``{topics}`` a list expression of matched names.
+# ``ud`` gets STORE_UD_FROM_DIDS (the same rows from table ``dids``: see DIDS) when the file holds no value that
+# breaks the DID rule, else STORE_UD.
 # A commit row serves at most one of the uses 1-4 (they need different collections or operations); an
 # identity event (use 5) is selected on its own, so one that also carries a commit serves both.
-STORE = """
+STORE_UD = """
 INSERT INTO ud SELECT did, bool_or(a), bool_or(e) FROM (
     SELECT did, act AS a, eng_t IS NOT NULL AS e FROM ev WHERE (act OR eng_t IS NOT NULL) AND {win}
     UNION ALL
     SELECT eng_t, false, true FROM ev WHERE eng_t IS NOT NULL AND {win})
-  GROUP BY did;
+  GROUP BY did
+"""
+
+STORE_UD_FROM_DIDS = "INSERT INTO ud SELECT v, a, e FROM dids WHERE u"
+
+STORE = """
 INSERT INTO tposts
   SELECT key, uri, did, day, topic FROM (
     SELECT key, 'at://' || did || '/app.bsky.feed.post/' || rkey AS uri, did, day, unnest({topics}) AS topic
