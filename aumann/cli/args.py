@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from aumann.checks import as_float, as_int, as_memory_size
+from aumann.checks import _bounds_text, as_float, as_int, as_memory_size
 from aumann.errors import ConfigError
 
 
@@ -29,14 +30,52 @@ def _parse_number(text: str) -> float | int:
 
 #: the largest integer any flag takes unless it says less: an int64 (numpy, DuckDB and JSON readers hold it)
 INT64_MAX = 2**63 - 1
+#: a float holds every integer up to 2⁵³ exactly; past it float notation is read as the decimal it writes
+_FLOAT_EXACT = 2**53
+#: past this magnitude an integral decimal is refused before it is made an int (``1e999999999`` would allocate
+#: a billion digits); every integer flag is bounded by an int64
+_DECIMAL_LIMIT = 2**64
+
+
+def _decimal(text: str) -> Decimal | None:
+    """``text`` as the exact decimal it writes (``9.007199254740993e15`` keeps its last digit), or ``None``."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def exact_integer(text: str) -> int | None:
+    """The integer ``text`` writes, every digit kept, in digits or in float notation (``1e3``,
+    ``9.007199254740993e15``), or ``None`` where it writes no integer (``1.5``, ``nan``, ``x``) or one past
+    2⁶⁴ in float notation (``1e400``). ``float()`` rounded past 2⁵³: ``9.007199254740993e15`` became
+    9007199254740992."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    d = _decimal(text)
+    if d is None or not d.is_finite() or abs(d) > _DECIMAL_LIMIT or d != d.to_integral_value():
+        return None
+    return int(d)
 
 
 def integer(minimum: int | None = None, maximum: int | None = INT64_MAX) -> Callable[[str], int]:
-    """An argparse type: an integer (``1e3`` allowed) within the bounds (never above an int64)."""
+    """An argparse type: an integer within the bounds (never above an int64). Float notation is allowed and
+    read exactly (``1e3`` is 1000; ``9.007199254740993e15`` is 9007199254740993, not the float's
+    9007199254740992); a value that is not exactly an integer (``1.5``, ``9007199254740992.5``) is refused."""
 
     def parse(text: str) -> int:
+        value = exact_integer(text)
+        if value is None:
+            t = text.strip()
+            if _decimal(t) is None:
+                raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+            shown = t if len(t) <= 40 else t[:37] + "..."
+            raise argparse.ArgumentTypeError(f"must be an integer{_bounds_text(minimum, maximum)}; got {shown}")
         try:
-            return as_int(_parse_number(text), "the value", minimum=minimum, maximum=maximum, error=ConfigError)
+            return as_int(value, "the value", minimum=minimum, maximum=maximum, error=ConfigError)
         except ConfigError as exc:
             raise argparse.ArgumentTypeError(f"{exc}".replace("the value ", "", 1)) from None
 
@@ -87,4 +126,4 @@ def recorded(args: argparse.Namespace) -> dict:
     return {k: v for k, v in vars(args).items() if not callable(v)}
 
 
-__all__ = ["INT64_MAX", "integer", "memory_size", "number", "path", "positive_int", "recorded", "seed"]
+__all__ = ["INT64_MAX", "exact_integer", "integer", "memory_size", "number", "path", "positive_int", "recorded", "seed"]

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aumann.cli.args import path
+from aumann.cli.args import exact_integer, path
 from aumann.errors import ConfigError
 
 #: the files SQLite keeps beside a database (write-ahead log, shared memory, rollback journal)
@@ -52,11 +52,22 @@ def backend_help() -> str:
 def _exact_number(text: str) -> int | float:
     """An argparse type for the numeric LLM flags: an integer exactly as written, anything else a float (the range,
     NaN and infinities are checked by :func:`check_arguments`). ``type=float`` rounded an integer past 2⁵³ to its
-    neighbour: ``--llm-seed 9007199254740993`` ran, and was recorded, as the seed 9007199254740992."""
+    neighbour: ``--llm-seed 9007199254740993`` ran, and was recorded, as the seed 9007199254740992. Float notation
+    past 2⁵³ (where a float no longer holds every integer; every non-integer flag is capped far below it) is read
+    exactly, as :func:`aumann.cli.args.integer` reads it: ``9.007199254740993e15`` is 9007199254740993, and a
+    value there that is no integer (``9007199254740992.5``, which a float made 2⁵³) is refused naming the flag."""
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        pass
+    value = exact_integer(text)
+    if value is not None and abs(value) > 2**53:
+        return value
+    out = float(text)
+    if math.isfinite(out) and abs(out) >= 2**53 and value is None:
+        raise argparse.ArgumentTypeError(f"{text.strip()[:40]} is past 2**53 and not an integer (a float would round "
+                                         f"it to {int(out)}): give an integer")
+    return out
 
 
 _exact_number.__name__ = "number"  # argparse's "invalid number value: 'x'"

@@ -290,3 +290,49 @@ def test_an_llm_seed_past_int64_is_refused_naming_the_bound(value):
     args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", "--llm-seed", value])
     with pytest.raises(ConfigError, match=r"--llm-seed must be an integer >= 0 and <= 9223372036854775807; got "):
         llm_options.check_arguments(args)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("9.007199254740993e15", 9_007_199_254_740_993),
+    ("9007199254740993e0", 9_007_199_254_740_993),
+    ("9.223372036854775807e18", 2**63 - 1),
+    ("1e3", 1000),
+    ("9007199254740993", 9_007_199_254_740_993),
+])
+def test_integer_flags_read_float_notation_exactly(text, value):
+    """``float()`` rounded float notation past 2⁵³: ``aumann demo --seed 9.007199254740993e15`` ran as the seed
+    9007199254740992, and ``9.223372036854775807e18`` (2⁶³ − 1) became 2⁶³ and was refused."""
+    from aumann.cli import build_parser
+
+    args = build_parser().parse_args(["demo", "--seed", text, "--out", "x"])
+    assert args.seed == value and isinstance(args.seed, int)
+
+
+@pytest.mark.parametrize("text", ["9007199254740992.5", "9.0071992547409925e15", "1.5", "nan", "1e400",
+                                  "9.223372036854775808e18"])
+def test_integer_flags_refuse_float_notation_that_is_no_integer(text, capsys):
+    """``9007199254740992.5`` is no integer, but the float it reads as is 2⁵³: it ran as the seed 9007199254740992."""
+    from aumann.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["demo", "--seed", text, "--out", "x"])
+    assert exc.value.code == 2
+    assert "argument --seed: must be an integer in [0, " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "value"), [("9.007199254740993e15", 9_007_199_254_740_993), ("1e3", 1000.0)])
+def test_llm_integer_flags_read_float_notation_past_2_53_exactly(text, value):
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", "--llm-seed", text])
+    llm_options.check_arguments(args)
+    assert args.llm_seed == value and isinstance(args.llm_seed, int)
+
+
+def test_an_llm_integer_flag_refuses_a_non_integer_past_2_53(capsys):
+    from aumann.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m",
+                                   "--max-calls", "9007199254740992.5"])
+    assert "argument --max-calls: 9007199254740992.5 is past 2**53 and not an integer" in capsys.readouterr().err
