@@ -265,19 +265,26 @@ WHERE f.t = 3
 GROUP BY ALL ORDER BY k.user, day
 """
 
+#: how the profile CSV is read: ``null_padding`` pads a row with fewer fields than the header with NULLs (without it
+#: one short row among the rows DuckDB sniffs made it read the whole header as one column, and the snapshot was
+#: refused as lacking ``did``), and a ``nullstr`` no CSV holds keeps an empty field ``''``, so NULL marks a padded
+#: field only: such a row is malformed (``fields_ok`` false) and counted as an invalid row
+PROFILES_CSV = "read_csv(?, header=true, all_varchar=true, null_padding=true, nullstr='\x01aumann:padded\x01')"
+
 PROFILES = """
 CREATE OR REPLACE TEMP TABLE prof_raw AS
 SELECT trim(did) AS did,
        CASE WHEN regexp_full_match(trim(followers_count), '[0-9]{{1,18}}')
             THEN CAST(trim(followers_count) AS BIGINT) END AS followers_count,
-       {created} AS created_raw, {handle} AS handle
-FROM read_csv(?, header=true, all_varchar=true)
+       {created} AS created_raw, {handle} AS handle, {fields_ok} AS fields_ok
+FROM """ + PROFILES_CSV + """
 """
 
 #: a profile row's test: a DID (``did:<method>:<id>``, the W3C syntax) and a whole, non-negative follower count
-#: no larger than counts.MAX_COUNT (``10.7`` is not a count; it was rounded to 11)
+#: no larger than counts.MAX_COUNT (``10.7`` is not a count; it was rounded to 11), in a row with as many fields as
+#: the header (``fields_ok``: a short row's fields may be shifted, so none of them is trusted)
 PROFILE_VALID = (f"regexp_full_match(did, '{DID_RE}') "
-                 "AND followers_count BETWEEN 0 AND {max_count}")
+                 "AND followers_count BETWEEN 0 AND {max_count} AND fields_ok")
 
 #: a profile row's ``created_at`` as a timestamp, or NULL when it does not parse or lies outside the years 1678-2262
 #: (pandas' nanosecond range; no account was created there: ``2999-01-01`` or ``infinity`` ended the build in

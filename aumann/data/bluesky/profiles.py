@@ -1,7 +1,8 @@
 """The optional profile snapshot CSV: ``did, followers_count[, created_at, handle]``.
 
 Rows whose ``did`` is not a DID (``did:<method>:<id>``) or whose ``followers_count`` is not a whole,
-non-negative number of at most 10¹² (``counts.MAX_COUNT``) are skipped and counted (``invalid_rows``); a DID
+non-negative number of at most 10¹² (``counts.MAX_COUNT``), and rows with fewer fields than the header (or, among
+the rows DuckDB sniffs, more), are skipped and counted (``invalid_rows``); a DID
 listed twice keeps its row with the most followers (``duplicate_dids``); an unparseable ``created_at`` (or
 one outside the years 1678-2262) reads as unknown (``unparseable_created_at``). The table ``prof`` is left in
 the DuckDB connection.
@@ -29,6 +30,22 @@ def _csv_problem(exc: Exception) -> str:
     return " ".join(kept)[:200]
 
 
+def _fields_ok(cols: list[str]) -> str:
+    """SQL true for a row with as many fields as the header. DuckDB pads a short row with NULLs (and, where a row
+    it sniffs is longer than the header, adds columns ``column<i>`` after the header's): a NULL in a header column
+    is a missing field, a value in an added column a field too many (an empty one, as a trailing comma on every
+    line leaves, is none)."""
+    n = len(cols)
+    while n > 2 and cols[n - 1] == f"column{n - 1}":
+        n -= 1
+
+    def q(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    tests = [f"{q(c)} IS NOT NULL" for c in cols[:n]] + [f"coalesce({q(c)}, '') = ''" for c in cols[n:]]
+    return "(" + " AND ".join(tests) + ")"
+
+
 def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> None:
     """Load the snapshot into table ``prof`` of ``con`` and record its statistics in ``report``."""
     p = Path(path)
@@ -37,7 +54,7 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
     import duckdb
 
     try:
-        cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_csv(?, header=true, all_varchar=true)",
+        cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {sql.PROFILES_CSV}",
                                           [duckdb_file_name(p)]).fetchall()]
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as CSV: {_csv_problem(exc)}") from exc
@@ -48,7 +65,8 @@ def load_profiles(con, path: str | os.PathLike[str], report: IngestReport) -> No
     try:
         con.execute(sql.PROFILES.format(
             created="trim(created_at)" if "created_at" in cols else "NULL::VARCHAR",
-            handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR"), [duckdb_file_name(p)])
+            handle="nullif(trim(handle), '')" if "handle" in cols else "NULL::VARCHAR",
+            fields_ok=_fields_ok(cols)), [duckdb_file_name(p)])
         con.execute(sql.PROFILES_CLEAN.format(valid=_VALID, created_at=sql.CREATED_AT))
     except duckdb.Error as exc:
         raise IngestError(f"cannot read profile snapshot {str(p)!r} as a UTF-8 CSV: {_csv_problem(exc)}") from exc

@@ -333,6 +333,43 @@ def test_a_profile_csv_error_names_no_users_row(tmp_path, bad_row):
     assert "did:plc:" not in str(info.value) and ".example" not in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize("rows", [
+    "did:plc:aaaa,10,2024-01-01,alice\ndid:plc:bbbb,5\ndid:plc:cccc,7,2024-02-01,carol\n",  # a short row
+    "did:plc:aaaa,10,2024-01-01,alice\ndid:plc:bbbb,5,2024-01-01,bob,x\ndid:plc:cccc,7,2024-02-01,carol\n",  # long
+    "did:plc:aaaa,10,2024-01-01,alice\ndid:plc:cccc,7,2024-02-01,carol\ndid:plc:bbbb,5,,\ndid:plc:dddd\n",
+])
+def test_a_profile_row_with_too_few_fields_is_an_invalid_row_and_the_header_is_read(tmp_path, rows):
+    """One row shorter than the header made DuckDB's sniffer read the header as a single column, and the snapshot
+    was refused as lacking its columns: "lacks columns ['did', 'followers_count']; it has
+    ['did,followers_count,created_at,handle']". The row is now counted as invalid (its fields may be shifted)."""
+    import duckdb
+
+    from aumann.data.bluesky.ingest_report import IngestReport
+    from aumann.data.bluesky.profiles import load_profiles
+
+    prof = tmp_path / "profiles.csv"
+    prof.write_text("did,followers_count,created_at,handle\n" + rows)
+    con, report = duckdb.connect(), IngestReport()
+    load_profiles(con, prof, report)
+    n = rows.count("\n")
+    empty = ",," in rows  # an empty created_at and handle is a full row
+    assert report.profiles == {"rows": n, "invalid_rows": 1, "duplicate_dids": 0, "unparseable_created_at": 0}
+    got = con.execute("SELECT did, followers_count, handle FROM prof ORDER BY did").fetchall()
+    assert got == [("did:plc:aaaa", 10, "alice")] + ([("did:plc:bbbb", 5, None)] if empty else []) + [
+        ("did:plc:cccc", 7, "carol")]
+
+
+def test_a_short_profile_row_past_the_sniffed_rows_is_an_invalid_row_not_an_error(tmp_path):
+    """Past the rows DuckDB sniffs, a short row ended the build in a CSV error; it is now an invalid row."""
+    f = tmp_path / "d.jsonl"
+    f.write_bytes(b"\n".join(events(4)) + b"\n")
+    prof = tmp_path / "profiles.csv"
+    prof.write_bytes(b"did,followers_count,handle\n" + b"".join(b"did:plc:u%d,5,user%d.example\n" % (i, i)
+                                                                for i in range(25_000)) + b"did:plc:cccc,6\n")
+    _, report = ingest([f], profiles=prof, filters=OPEN, options=IngestOptions(threads=1))
+    assert report.profiles == {"rows": 25_001, "invalid_rows": 1, "duplicate_dids": 0, "unparseable_created_at": 0}
+
+
 @pytest.mark.parametrize(("did", "count", "valid"), [
     ("did:plc:aaaa", "7", True), ("did:web:example.com", " 7 ", True), ("did:plc:aaaa", "1000000000000", True),
     ("did:plc:aaaa", "10.7", False), ("did:plc:aaaa", "7.0", False), ("did:plc:aaaa", "1e3", False),  # not whole
