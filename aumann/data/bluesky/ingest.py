@@ -64,6 +64,7 @@ from aumann.data.bluesky.counts import RawCounts
 from aumann.data.bluesky.filters import FilterConfig, apply_filters
 from aumann.data.bluesky.ingest_report import FOLLOWERS_NOTE, IngestReport
 from aumann.data.bluesky.jetstream import (
+    BlankLines,
     copy_without_bom,
     count_lines,
     decode_frames_to_jsonl,
@@ -193,6 +194,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     size = path.stat().st_size
     entry: dict[str, Any] = {"path": str(path), "container": container, "bytes": size}
     src, compression, frames_bad = path, "none", 0
+    lines = None  # counted before DuckDB reads a zstd stream, so a newline bomb is refused before it costs a scan
     if container == "zstd":
         compression = "zstd"
         problem = zstd_stream_problem(path)
@@ -201,8 +203,11 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             report.damaged_files += 1
         if starts_with_bom(path, compressed=True):  # decode once, without the BOM (else it costs the first event);
             src = tmp / f"bom-{len(report.files)}.jsonl.zst"  # zstd again: the decoded text filled the temp folder
-            st = copy_without_bom(path, src, compressed=True, recompress=True)
+            st = copy_without_bom(path, src, compressed=True, recompress=True, blanks=BlankLines(path))
             entry.update(bom=True, decoded_bytes=st.bytes_out)
+        t = stages.lap("open / decode", t)
+        lines = count_lines(src, compressed=True, blanks=BlankLines(path))
+        t = stages.lap("count lines (blank lines)", t)
     elif container == "jsonl":
         if starts_with_bom(path):
             src = tmp / f"bom-{len(report.files)}.jsonl"
@@ -211,7 +216,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     else:  # zstd-frames, length-prefixed: decoded into JSONL first
         src = tmp / f"frames-{len(report.files)}.jsonl"
         decode = decode_frames_to_jsonl if container == "zstd-frames" else decode_records_to_jsonl
-        st = decode(path, src, options.zstd_dictionary)
+        st = decode(path, src, options.zstd_dictionary, blanks=BlankLines(path))
         frames_bad = st.malformed_frames
         entry.update(frames=st.frames, malformed_frames=st.malformed_frames, decoded_bytes=st.bytes_out)
     import duckdb
@@ -224,7 +229,8 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             raise IngestError(f"DuckDB could not read {str(path)!r} ({container}): {exc}") from exc
         # A damaged or truncated zstd stream (e.g. a capture killed mid-write): keep what decodes (zstd again).
         src = tmp / f"zstd-{len(report.files)}.jsonl.zst"
-        st = decode_zstd_stream_to_jsonl(path, src, recompress=True)
+        st = decode_zstd_stream_to_jsonl(path, src, recompress=True, blanks=BlankLines(path))
+        lines = None  # what decoded frame by frame, counted again below
         if "damaged_stream" not in entry:
             report.damaged_files += 1
         entry.update(decoded_bytes=st.bytes_out, damaged_stream=st.error or entry.get("damaged_stream"))
@@ -243,7 +249,8 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
     rows, valid, bad_targets = con.execute(sql.FILE_STATS).fetchone()
     t = stages.lap("file counts: kinds, duplicates, days", t)
     # lines as the reader splits them ("\n"); the reader skips whitespace-only lines, so those are the blank ones
-    lines = count_lines(src, compressed=compression == "zstd")
+    if lines is None:
+        lines = count_lines(src, compressed=compression == "zstd")
     if lines < rows:  # never expected; keep the identity lines_read = valid + malformed + blank honest
         entry["line_count_note"] = f"the reader returned {rows} rows for {lines} lines"
         lines = int(rows)

@@ -28,8 +28,10 @@ Three containers are read, detected from the file's first bytes (never from its 
   a record that fails to decode or a truncated last record is one ``malformed_frames``.
 
 A UTF-8 byte-order mark at the start of a file (or of a decoded message) is removed, so it never
-costs the first event. A file in none of these layouts that is not text (NUL bytes or invalid UTF-8 at
-its start) is refused with an :class:`IngestError` naming it — never read as JSONL with every line lost.
+costs the first event. A compressed file (``zstd``, ``zstd-frames``, ``length-prefixed``) that decodes to more
+than :data:`MAX_BLANK_LINES` blank lines is refused (:class:`IngestError` naming it): a "newline bomb". A file
+in none of these layouts that is not text (NUL bytes or invalid UTF-8 at its start) is refused with an
+:class:`IngestError` naming it — never read as JSONL with every line lost.
 """
 
 from __future__ import annotations
@@ -66,6 +68,92 @@ def _skip_skippable_frames(head: bytes) -> bytes:
             return b""
         pos += 8 + int.from_bytes(head[pos + 4:pos + 8], "little")
     return head[pos:]
+
+
+#: the most blank lines (empty, or spaces, tabs and carriage returns only) a compressed capture may decode to: the
+#: rule and number of ``aumann.data.traces.duck.MAX_BLANK_LINES`` for gzipped trace files (not imported: the trace
+#: readers cost half a second to import). zstd holds 1 GiB of line ends in 33 KB: such a "newline bomb" held the
+#: ingest for 1.8 s per GiB decoded to read nothing (DuckDB's scan, then the line count), and the frame decoders
+#: wrote it all into the temporary folder. Counted where the decoded text passes anyway (the line count, before
+#: DuckDB reads the file; the frame decoders), and refused as soon as passed
+MAX_BLANK_LINES = 10_000_000
+_WHITESPACE = b" \t\r"
+_BLANK_BLOCK = 1 << 20
+
+
+class BlankLines:
+    """The blank lines of one file's decoded text, fed block by block; an :class:`IngestError` naming ``path`` once
+    more than ``limit`` are counted.
+
+    A block in which every line that starts inside it starts with ``{`` (every line of a Jetstream capture) costs
+    what counting its ``\n`` costs (numpy finds them, and the bytes after them are looked at): only the line open at
+    its start can end blank there. Any other block is counted exactly (the whitespace deleted, then ``\n`` after
+    ``\n`` counted)."""
+
+    def __init__(self, path: str | os.PathLike[str], limit: int = MAX_BLANK_LINES) -> None:
+        self.path, self.limit, self.count = Path(path), limit, 0
+        self._content = False  # the line still open holds something other than whitespace
+
+    def feed(self, block: bytes) -> int:
+        """Count the blank lines that end in ``block``; return its ``\n`` count."""
+        if len(block) > _BLANK_BLOCK:
+            return sum(self.feed(block[i:i + _BLANK_BLOCK]) for i in range(0, len(block), _BLANK_BLOCK))
+        if not block:
+            return 0
+        import numpy as np
+
+        a = np.frombuffer(block, dtype=np.uint8)
+        ends = np.flatnonzero(a == 10)
+        nl = len(ends)
+        if nl == 0:
+            self._content = self._content or bool(block.translate(None, _WHITESPACE))
+            return 0
+        starts = ends + 1 if block[-1] != 10 else ends[:-1] + 1  # the lines that start inside the block
+        if not np.any(a[starts] != 123):  # all start with "{": only the line open at the start can end blank here
+            if not self._content and not block[:int(ends[0])].translate(None, _WHITESPACE):
+                self.count += 1
+            self._content = block[-1] != 10
+        else:
+            self._exact(block)
+        if self.count > self.limit:
+            raise IngestError(
+                f"{str(self.path)!r} holds more than {self.limit:,} blank lines once decompressed (a zstd 'newline "
+                f"bomb': {self.path.stat().st_size:,} bytes on disk): a compressed capture may hold at most "
+                f"{self.limit:,}; remove them first, e.g. zstdcat FILE | grep -v '^[[:space:]]*$' | zstd > "
+                "CLEAN.jsonl.zst")
+        return nl
+
+    def _exact(self, block: bytes) -> None:
+        import numpy as np
+
+        s = block.translate(None, _WHITESPACE)
+        if not s:
+            return
+        ends = np.frombuffer(s, dtype=np.uint8) == 10
+        self.count += int(np.count_nonzero(ends[1:] & ends[:-1])) + int(bool(ends[0]) and not self._content)
+        self._content = not bool(ends[-1])
+
+
+class _CountingWriter:
+    """A binary file that passes what is written through a :class:`BlankLines` in blocks of about 1 MiB (the frame
+    decoders write one line per frame: counting each would cost a Python call per event)."""
+
+    def __init__(self, out, blanks: BlankLines | None) -> None:
+        self._out, self._blanks, self._buf, self._size = out, blanks, [], 0
+
+    def write(self, data: bytes) -> None:
+        self._buf.append(data)
+        self._size += len(data)
+        if self._size >= _BLANK_BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buf:
+            block = b"".join(self._buf)
+            self._buf, self._size = [], 0
+            if self._blanks is not None:
+                self._blanks.feed(block)
+            self._out.write(block)
 
 
 def _jsonl_line(payload: bytes) -> bytes:
@@ -331,11 +419,14 @@ def decode_frames_to_jsonl(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     dictionary: str | os.PathLike[str] | bytes | None = None,
+    *,
+    blanks: BlankLines | None = None,
 ) -> FramedDecodeStats:
-    """Decode a ``zstd-frames`` file into newline-delimited JSON at ``dst``.
+    """Decode a ``zstd-frames`` file into newline-delimited JSON at ``dst`` (its blank lines counted by ``blanks``).
 
     Raises:
         ZstdDictionaryError: the frames declare a dictionary and none (or another one) was given.
+        IngestError: ``blanks`` counted more blank lines than its limit (a newline bomb).
     """
     zdict = _load_dictionary(dictionary)
     want = frame_dictionary_id(src)
@@ -350,7 +441,8 @@ def decode_frames_to_jsonl(
             f"{str(src)!r} needs zstd dictionary ID {want}; the dictionary given has ID {zdict.dict_id()}"
         )
     frames = bad = out_bytes = 0
-    with open(dst, "wb") as out:
+    with open(dst, "wb") as fh:
+        out = _CountingWriter(fh, blanks)
         for payload in iter_frames(src, zdict):
             frames += 1
             if payload is None:
@@ -359,6 +451,7 @@ def decode_frames_to_jsonl(
             line = _jsonl_line(payload)
             out.write(line)
             out_bytes += len(line)
+        out.flush()
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=Path(src).stat().st_size,
                              bytes_out=out_bytes)
 
@@ -369,8 +462,10 @@ def decode_records_to_jsonl(
     dictionary: str | os.PathLike[str] | bytes | None = None,
     *,
     chunk_size: int = 1 << 22,
+    blanks: BlankLines | None = None,
 ) -> FramedDecodeStats:
-    """Decode a ``length-prefixed`` file (``[u32 length][zstd frame or JSON]`` records) into JSONL at ``dst``.
+    """Decode a ``length-prefixed`` file (``[u32 length][zstd frame or JSON]`` records) into JSONL at ``dst`` (its
+    blank lines counted by ``blanks``: more than its limit is an :class:`IngestError`, a newline bomb).
 
     A record whose frame does not decode, a length that runs past the end of the file, or a payload that
     is neither a zstd frame nor JSON counts as one malformed record (``malformed_frames``); a bad length
@@ -391,7 +486,8 @@ def decode_records_to_jsonl(
     dctx_plain = zstandard.ZstdDecompressor()
     dctx_dict = zstandard.ZstdDecompressor(dict_data=zdict) if zdict is not None else None
     frames = bad = out_bytes = 0
-    with open(src, "rb") as fh, open(dst, "wb") as out:
+    with open(src, "rb") as fh, open(dst, "wb") as dst_fh:
+        out = _CountingWriter(dst_fh, blanks)
         while True:
             prefix = fh.read(4)
             if not prefix:
@@ -437,15 +533,18 @@ def decode_records_to_jsonl(
             line = _jsonl_line(payload)
             out.write(line)
             out_bytes += len(line)
+        out.flush()
     return FramedDecodeStats(frames=frames, malformed_frames=bad, bytes_in=size, bytes_out=out_bytes)
 
 
-def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 20) -> int:
+def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 20,
+                blanks: BlankLines | None = None) -> int:
     """Lines in a file (``\n``-terminated, plus a last one without ``\n``); of its decompressed content
-    with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding)."""
+    with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding), its blank lines
+    counted by ``blanks`` (more than its limit is an :class:`IngestError`, a newline bomb)."""
     import zstandard
 
-    if not compressed:
+    if not compressed and blanks is None:
         return _count_lines_mapped(path, chunk_size)
     lines = 0
     last = b"\n"
@@ -458,7 +557,7 @@ def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk
                 break
             if not block:
                 break
-            lines += block.count(b"\n")
+            lines += block.count(b"\n") if blanks is None else blanks.feed(block)
             last = block[-1:]
     return lines + (last != b"\n")
 
@@ -517,11 +616,13 @@ def starts_with_bom(path: str | os.PathLike[str], *, compressed: bool = False) -
 
 
 def copy_without_bom(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, compressed: bool = False,
-                     chunk_size: int = 1 << 22, recompress: bool = False) -> StreamDecodeStats:
+                     chunk_size: int = 1 << 22, recompress: bool = False,
+                     blanks: BlankLines | None = None) -> StreamDecodeStats:
     """Copy (decompressing with ``compressed=True``) ``src`` to plain JSONL at ``dst`` without its leading BOM
-    (``recompress``: a zstd stream's copy is zstd again, at level 1)."""
+    (``recompress``: a zstd stream's copy is zstd again, at level 1; ``blanks``: a compressed file's blank lines
+    are counted, see :func:`decode_zstd_stream_to_jsonl`)."""
     if compressed:
-        return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True, recompress=recompress)
+        return decode_zstd_stream_to_jsonl(src, dst, strip_bom=True, recompress=recompress, blanks=blanks)
     return StreamDecodeStats(bytes_out=aio.copy_without_bom(src, dst, chunk_size=chunk_size), error=None)
 
 
@@ -571,7 +672,7 @@ class StreamDecodeStats:
 
 def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathLike[str],
                                 *, chunk_size: int = 1 << 16, strip_bom: bool = True,
-                                recompress: bool = False) -> StreamDecodeStats:
+                                recompress: bool = False, blanks: BlankLines | None = None) -> StreamDecodeStats:
     """Decompress a zstd stream to ``dst`` up to the first error (a truncated or damaged file).
 
     What decoded is kept: the stream is decoded a frame at a time (one ``decompressobj`` per frame, the next
@@ -581,7 +682,8 @@ def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathL
     ingester counts it as malformed. A leading UTF-8 byte-order mark is dropped (``strip_bom``). ``recompress``:
     ``dst`` is written as one zstd stream at level 1 (``bytes_out`` still counts the decoded bytes), so a scratch
     copy takes about the capture's own size, not its decoded text (a 34 KB capture of line ends decoded to 1 GiB in
-    the temporary folder; 4 MB of them would fill 120 GiB).
+    the temporary folder; 4 MB of them would fill 120 GiB). ``blanks`` counts the decoded text's blank lines (more
+    than its limit is an :class:`IngestError`, a newline bomb).
     """
     import contextlib
 
@@ -598,6 +700,8 @@ def decode_zstd_stream_to_jsonl(src: str | os.PathLike[str], dst: str | os.PathL
         out = stack.enter_context(open(dst, "wb"))
         if recompress:
             out = stack.enter_context(zstandard.ZstdCompressor(level=1).stream_writer(out))
+        out = _CountingWriter(out, blanks)
+        stack.callback(out.flush)
         while error is None:
             data = fh.read(chunk_size)
             if not data:
@@ -647,7 +751,9 @@ def write_frames(messages: list[bytes], dst: str | os.PathLike[str], dictionary:
 __all__ = [
     "BOM",
     "JETSTREAM_DICTIONARY_ID",
+    "MAX_BLANK_LINES",
     "ZSTD_MAGIC",
+    "BlankLines",
     "Container",
     "FramedDecodeStats",
     "StreamDecodeStats",

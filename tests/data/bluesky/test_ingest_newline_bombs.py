@@ -1,0 +1,99 @@
+"""Jetstream ingest: a compressed capture that decodes to more than 10,000,000 blank lines (a "newline bomb") is
+refused naming the file, as the trace readers refuse a gzipped one; the cap and its count are exact."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import zstandard
+
+from aumann.data.bluesky.filters import FilterConfig
+from aumann.data.bluesky.ingest import IngestOptions, ingest
+from aumann.data.bluesky.jetstream import MAX_BLANK_LINES, BlankLines, write_frames
+from aumann.errors import IngestError
+
+A = "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa"
+B = "did:plc:bbbbbbbbbbbbbbbbbbbbbbbb"
+OPEN = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=False)
+
+
+def _event(i: int) -> bytes:
+    return (f'{{"did":"{A}","time_us":{1775520000000000 + i},"kind":"commit","commit":{{"rev":"r{i}",'
+            f'"operation":"create","collection":"app.bsky.graph.follow","rkey":"k{i}",'
+            f'"record":{{"subject":"{B}","createdAt":"2026-04-07T00:00:00Z"}}}}}}').encode()
+
+
+def _zst(path, *parts: bytes) -> None:
+    """A zstd stream of ``parts`` (written piece by piece: 10 MB of line ends compress to a few hundred bytes)."""
+    with open(path, "wb") as fh, zstandard.ZstdCompressor(level=3).stream_writer(fh) as w:
+        for p in parts:
+            w.write(p)
+
+
+def _ingest(f):
+    return ingest([f], filters=OPEN, options=IngestOptions(threads=1))
+
+
+def test_the_trace_readers_cap_is_the_same():
+    from aumann.data.traces.duck import MAX_BLANK_LINES as TRACES
+
+    assert MAX_BLANK_LINES == TRACES == 10_000_000
+
+
+@pytest.mark.parametrize("blank", [b"\n", b" \t\r\n", b"\r\n"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_a_zstd_newline_bomb_is_refused_naming_the_file(tmp_path, blank, bom):
+    """Before: 1 GiB of line ends (33 KB as .jsonl.zst) was read by DuckDB, then counted, 1.75 s per GiB, and the
+    ingest ended in "no user passes the filters"; 4 MiB on disk would hold 130 GiB of them."""
+    f = tmp_path / "capture.jsonl.zst"
+    _zst(f, (b"\xef\xbb\xbf" if bom else b"") + _event(0) + b"\n", blank * (MAX_BLANK_LINES + 1), _event(1) + b"\n")
+    with pytest.raises(IngestError, match=r"capture\.jsonl\.zst.*more than 10,000,000 blank lines.*newline bomb"):
+        _ingest(f)
+
+
+def test_a_capture_with_exactly_the_cap_of_blank_lines_is_read(tmp_path):
+    f = tmp_path / "capture.jsonl.zst"
+    _zst(f, _event(0) + b"\n", b"\n" * (MAX_BLANK_LINES - 2), b" \n\n", _event(1) + b"\n")
+    _, report = _ingest(f)
+    assert report.valid_events == 2 and report.blank_lines == MAX_BLANK_LINES
+
+
+def test_a_zstd_frames_newline_bomb_is_refused_before_it_fills_the_temp_folder(tmp_path):
+    f = tmp_path / "capture.frames"
+    write_frames([_event(i) for i in range(8)] + [b"\n" * 1_000_000] * 11, f)
+    with pytest.raises(IngestError, match=r"capture\.frames.*more than 10,000,000 blank lines"):
+        _ingest(f)
+    f.unlink()
+    write_frames([_event(i) for i in range(8)] + [b"\n" * 1_000_000] * 9, f)
+    _, report = _ingest(f)
+    assert report.files[0]["container"] == "zstd-frames" and report.valid_events == 8
+    assert report.blank_lines == 9_000_000
+
+
+def test_a_length_prefixed_newline_bomb_is_refused(tmp_path):
+    c = zstandard.ZstdCompressor()
+    blobs = [c.compress(_event(i)) for i in range(8)] + [c.compress(b"\n" * 1_000_000)] * 11
+    f = tmp_path / "capture.bin"
+    f.write_bytes(b"".join(len(b).to_bytes(4, "little") + b for b in blobs))
+    with pytest.raises(IngestError, match=r"capture\.bin.*more than 10,000,000 blank lines"):
+        _ingest(f)
+
+
+def _naive_blank_lines(text: bytes) -> int:
+    lines = text.split(b"\n")[:-1]  # the lines a "\n" ends
+    return sum(1 for line in lines if not line.strip(b" \t\r"))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_blank_lines_are_counted_exactly_however_the_blocks_fall(tmp_path, seed):
+    rng = random.Random(seed)
+    pieces = [b"{}\n", b"{\"a\": 1}\n", b"\n", b" \n", b"\r\n", b"\t \r\n", b" {}\n", b"x\n", b"{", b" ", b"\r"]
+    text = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 400)))
+    blanks = BlankLines(tmp_path / "x", limit=10**9)
+    pos, newlines = 0, 0
+    while pos < len(text):
+        n = rng.randrange(1, 40)
+        newlines += blanks.feed(text[pos:pos + n])
+        pos += n
+    assert blanks.count == _naive_blank_lines(text) and newlines == text.count(b"\n")
