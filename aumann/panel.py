@@ -4,7 +4,8 @@ A panel is what every simulator, ingester and attribution method passes around. 
 
 * ``values``: a numpy array of shape (T, N, D) (an (N, D) input becomes T = 1);
 * ``features``: D unique names; ``agent_ids``: N unique ids; ``steps``: T labels;
-* ``groups``: optional named agent labelings, e.g. ``{"tier": ["top", "tail", ...]}`` (length N);
+* ``groups``: optional named agent labelings, e.g. ``{"tier": ["top", "tail", ...]}`` (length N; every agent has
+  a label: ``None``/NaN is refused naming the agent);
 * ``alive``: optional bool mask (T, N) for agents that enter or leave; dead rows are not
   validated and hold the baseline during attribution (so they receive zero attribution);
 * ``context``: optional per-step world state that indicators may read but that is never
@@ -345,6 +346,41 @@ def plain_labels(arr: np.ndarray, what: str) -> None:
         raise PanelError(f"{what} must be integers, text, finite numbers or times; got {arr.dtype} records")
 
 
+def _is_missing(v: Any) -> bool:
+    """None, NaN, pandas' NA or a NaT: no label (a missing cell of a user's table)."""
+    if v is None:
+        return True
+    if isinstance(v, float | np.floating):
+        return bool(v != v)
+    if isinstance(v, np.datetime64 | np.timedelta64):
+        return bool(np.isnat(v))
+    return type(v).__name__ in ("NAType", "NaTType")
+
+
+def refuse_missing_group_labels(given: Any, arr: np.ndarray, what: str, agent_ids: np.ndarray) -> None:
+    """Every agent has a group label: a None (or NaN, pandas' NA, NaT) label is refused naming the agents, as a
+    None agent id or step is. ``[1, 2, None]`` became the groups ``'1'``, ``'2'`` and ``'None'``: a missing label
+    was a group named 'None', and it turned the other labels into text. ``arr`` is ``np.asarray(given)`` (which
+    makes the text ``'nan'`` of a NaN among text: the labels given are looked at). Raises
+    :class:`~aumann.errors.PanelError`."""
+    if arr.ndim != 1:
+        return
+    text_of_nan = arr.dtype.kind in "US" and not isinstance(given, np.ndarray) \
+        and bool(np.any(arr == ("nan" if arr.dtype.kind == "U" else b"nan")))  # a list of text: only a NaN looks so
+    if arr.dtype.kind == "O" or text_of_nan:
+        items = arr.tolist() if isinstance(given, np.ndarray) else list(given)
+        missing = np.flatnonzero(np.fromiter((_is_missing(v) for v in items), dtype=bool, count=len(items)))
+    elif arr.dtype.kind in "fmM":
+        missing = np.flatnonzero(np.isnan(arr) if arr.dtype.kind == "f" else np.isnat(arr))
+    else:
+        return
+    if missing.size:
+        shown = ", ".join(f"{agent_ids[i].item()!r} (position {i})" for i in missing[:5].tolist())
+        raise PanelError(f"{what} must be integers, text, finite numbers or times; {missing.size} agent(s) have no "
+                         f"label (None, NaN, NA or NaT): agent {shown}{', ...' if missing.size > 5 else ''}. Give "
+                         "every agent a label (e.g. 'unknown')")
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -616,6 +652,7 @@ class Panel:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}): {exc}") from exc
             if g.ndim != 1 or g.shape[0] != N:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
+            refuse_missing_group_labels(labels, g, f"group {str(name)!r} labels", self.agent_ids)
             # a NaN label is not equal to itself: its agents would drop out of every group share
             plain_labels(g, f"group {str(name)!r} labels")
             # numpy makes text of every label when some are text: groups 1 and '1' became one group '1'

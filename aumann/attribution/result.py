@@ -31,7 +31,7 @@ from aumann.errors import (
     ZeroDeltaVError,
 )
 from aumann.io import atomic_path, read_npz, safe_component, saved_npz, write_npz
-from aumann.panel import plain_labels, unique_labels
+from aumann.panel import plain_labels, refuse_missing_group_labels, unique_labels
 
 _FORMAT = "aumann.attribution/1"
 
@@ -284,8 +284,10 @@ class Attribution:
             raise ShapeError(f"group labels must be one label per agent (N = {self.N}): {exc}") from exc
         if labels.shape != (self.N,):
             raise ShapeError(f"group labels must have shape (N,) = ({self.N},); got {labels.shape}")
-        # the rule of Panel(groups=...): a NaN label is not equal to itself (its agents dropped out of every
-        # share, which then summed to < 1), and labels of mixed types (None among text) cannot be sorted
+        # the rule of Panel(groups=...): a missing label (None, NaN) is refused naming its agents; a NaN label is not
+        # equal to itself (its agents dropped out of every share, which then summed to < 1), None became a group
+        # 'None'; labels of other mixed types (a date among text) are compared as text
+        refuse_missing_group_labels(group, labels, "group labels", self.agent_ids)
         plain_labels(labels, "group labels")
         # 1 and '1' are two groups, not one
         refuse_mixed_labels(group, labels, "group labels", error=PanelError, numbers_only=True)

@@ -803,14 +803,49 @@ def test_group_labels_given_to_an_attribution_are_checked_as_a_panel_checks_them
 
 
 def test_group_labels_of_mixed_types_given_to_an_attribution_are_text_as_in_a_panel():
-    # None among text labels was a TypeError from sorting ('<' not supported between 'str' and 'NoneType')
-    labels = np.array([None, None, "a", "a", "b", "b", "b", "b"], dtype=object)
+    # labels of mixed types were a TypeError from sorting ('<' not supported between 'str' and 'date'); None among
+    # them is no label at all and is refused (the next test)
+    import datetime
+
+    day = datetime.date(2026, 4, 7)
+    labels = np.array([day, day, "a", "a", "b", "b", "b", "b"], dtype=object)
     res = attribute("lin", Panel(Z))
     shares = res.group_shares(labels)
     assert shares == res.group_shares(labels.astype(str))
-    assert sorted(shares) == ["None", "a", "b"] and sum(shares.values()) == pytest.approx(1.0)
+    assert sorted(shares) == ["2026-04-07", "a", "b"] and sum(shares.values()) == pytest.approx(1.0)
     panel_route = attribute("lin", Panel(Z, groups={"tier": labels})).group_shares("tier")
     assert panel_route == shares
+
+
+@pytest.mark.parametrize("labels", [
+    [1, 1, 2, 2, 3, 3, 3, None],  # became the groups '1', '2', '3' and 'None': a missing group, and text
+    ["a", "a", "b", "b", "b", "b", "b", None],
+    ["a", "a", "b", "b", "b", "b", "b", float("nan")],  # numpy makes the text 'nan' of it
+    np.array(["a", "a", "b", "b", "b", "b", "b", None], dtype=object),
+    [1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, float("nan")],
+])
+def test_a_missing_group_label_is_refused_naming_the_agent(labels):
+    """``[1, 2, None]`` became ``'1', '2', 'None'``: an agent without a group was put in a group named 'None' and the
+    integer labels turned into text. A None agent id or step is refused; a missing group label now is too, naming
+    the agent, in a panel and in an attribution's group shares."""
+    import pandas as pd
+
+    ids = [f"u{i}" for i in range(8)]
+    missing = (r"group 'tier' labels must be .*1 agent\(s\) have no label \(None, NaN, NA or NaT\): "
+               r"agent 'u7' \(position 7\)")
+    with pytest.raises(PanelError, match=missing):
+        Panel(Z, agent_ids=ids, groups={"tier": labels})
+    with pytest.raises(PanelError, match=missing):
+        Panel(Z, agent_ids=ids).with_groups(tier=pd.Series(labels))
+    res = attribute("lin", Panel(Z, agent_ids=ids))
+    for call in (res.group_shares, res.group_totals):
+        with pytest.raises(PanelError, match=r"group labels must be .*agent 'u7' \(position 7\)"):
+            call(labels)
+
+
+def test_integer_group_labels_stay_integers():
+    res = attribute("lin", Panel(Z, groups={"tier": [1, 1, 2, 2, 3, 3, 3, 3]}))
+    assert sorted(res.group_shares("tier")) == [1, 2, 3]
 
 
 def test_group_shares_of_a_panel_group_sum_to_one():

@@ -116,6 +116,14 @@ def test_step_timeout_flag_values_are_argparse_errors(value, capsys):
     assert "--step-timeout" in capsys.readouterr().err
 
 
+def test_aumann_run_refuses_a_scenario_group_with_a_missing_label_naming_the_agent(tmp_path, capsys):
+    """groups() giving [1, 0, None, 0] ran with the groups '1', '0' and 'None': a missing label became a group."""
+    rc = main(["run", SPEC, "--set", "mode=groups_missing", "--out", str(tmp_path / "o"), "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "group 'half' labels must be" in err and "agent 2 (position 2)" in err, err
+    assert "Traceback" not in err
+
+
 def test_aumann_run_sys_exit_is_a_typed_one_line_error(capsys):
     assert main(["run", "sys:exit"]) == 2
     err = capsys.readouterr().err

@@ -75,6 +75,8 @@ def baseline(model, positions):
 def groups(model, cfg):
     if cfg.mode == "groups_raises":
         raise ValueError("bad groups")
+    if cfg.mode == "groups_missing":  # agent 2 has no group (a missing cell of the user's table)
+        return {"half": [None if a.unique_id == 2 else a.unique_id % 2 for a in model.agents]}
     return {"half": ["a" if a.unique_id % 2 else "b" for a in model.agents]}
 
 
