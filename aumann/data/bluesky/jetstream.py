@@ -255,10 +255,35 @@ _SNIFF_DECODED = 1 << 24
 _SNIFF_STEP = 256  # compressed bytes fed at a time: at most ~64 blocks, 8 MiB decoded, past the bound
 
 
-def _sniff_frame(dctx, data: bytes) -> tuple[bytes, bool, bytes]:
+#: the most one message (a frame of a ``zstd-frames`` file, a zstd record of a ``length-prefixed`` one) may decode
+#: to; a frame that decodes to more is a malformed frame. Each frame was decoded whole, in memory: one frame of
+#: 33 KB holds 1 GiB of line ends
+MAX_MESSAGE_BYTES = 1 << 26
+
+
+def _decode_message(dctx, frame: bytes) -> bytes | None:
+    """The decoded ``frame`` (one message), or ``None`` when it decodes to more than :data:`MAX_MESSAGE_BYTES`. A
+    frame too short to pass the bound, or one that declares its size (libzstd holds it to that size), is decoded at
+    once; any other is decoded a few hundred bytes at a time, up to the bound.
+
+    Raises:
+        zstandard.ZstdError: the frame does not decode (with ``dctx``).
+    """
+    if len(frame) <= MAX_MESSAGE_BYTES >> 15:  # a block of 4 bytes (header and RLE byte) decodes to 128 KiB at most,
+        return dctx.decompressobj().decompress(frame)  # so a frame this short cannot pass the bound (the usual case)
+    import zstandard
+
+    size = zstandard.get_frame_parameters(frame).content_size
+    if size != zstandard.CONTENTSIZE_UNKNOWN:
+        return dctx.decompressobj().decompress(frame) if size <= MAX_MESSAGE_BYTES else None
+    data, complete, _ = _sniff_frame(dctx, frame, MAX_MESSAGE_BYTES)
+    return data if complete else None
+
+
+def _sniff_frame(dctx, data: bytes, limit: int = _SNIFF_DECODED) -> tuple[bytes, bool, bytes]:
     """(the decoded start of the frame at the start of ``data``, whether the frame ended within ``data`` and within
-    :data:`_SNIFF_DECODED` decoded bytes, the bytes after it). Fed a few hundred bytes at a time, so no more than
-    the bound (and one step) is ever decoded.
+    ``limit`` decoded bytes, the bytes after it). Fed a few hundred bytes at a time, so no more than the bound (and
+    one step) is ever decoded.
 
     Raises:
         zstandard.ZstdError: the frame does not decode (with ``dctx``).
@@ -271,8 +296,8 @@ def _sniff_frame(dctx, data: bytes) -> tuple[bytes, bool, bytes]:
         out.append(piece)
         size += len(piece)
         if dobj.eof:
-            return b"".join(out), size <= _SNIFF_DECODED, dobj.unused_data + data[i + _SNIFF_STEP:]
-        if size > _SNIFF_DECODED:
+            return b"".join(out), size <= limit, dobj.unused_data + data[i + _SNIFF_STEP:]
+        if size > limit:
             break
     return b"".join(out), False, b""
 
@@ -423,11 +448,13 @@ def iter_frames(
             if length > 0:
                 frame = buf[pos:pos + length]
                 try:
-                    yield dctx.decompressobj().decompress(frame)
-                    pos += length
-                    continue
+                    payload = _decode_message(dctx, frame)
                 except zstandard.ZstdError:
                     pass
+                else:
+                    yield payload  # None: a frame that decodes past MAX_MESSAGE_BYTES, a malformed frame
+                    pos += length
+                    continue
             yield None  # a broken frame: resynchronise at the next magic number
             while True:
                 nxt = buf.find(ZSTD_MAGIC, pos + 1)
@@ -545,7 +572,7 @@ def decode_records_to_jsonl(
                     if dctx is None:
                         continue
                     try:
-                        decoded = dctx.decompressobj().decompress(payload)
+                        decoded = _decode_message(dctx, payload)  # None past MAX_MESSAGE_BYTES: malformed
                         break
                     except zstandard.ZstdError:
                         continue
@@ -778,6 +805,7 @@ __all__ = [
     "BOM",
     "JETSTREAM_DICTIONARY_ID",
     "MAX_BLANK_LINES",
+    "MAX_MESSAGE_BYTES",
     "ZSTD_MAGIC",
     "BlankLines",
     "Container",

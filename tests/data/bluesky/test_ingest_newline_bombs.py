@@ -116,3 +116,46 @@ def test_detecting_the_container_of_a_bomb_does_not_decode_it_whole(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 64 << 20, peak
+
+
+def _big_frame(size: int, declared: bool) -> bytes:
+    """One zstd frame of ``size`` bytes of ``x`` (a few KB), its size in its header or not."""
+    import io
+
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(buf, size=size if declared else -1, closefd=False) as w:
+        for _ in range(size >> 20):
+            w.write(b"x" * (1 << 20))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("declared", [True, False])
+@pytest.mark.parametrize("container", ["zstd-frames", "length-prefixed"])
+def test_a_frame_that_decodes_past_the_message_bound_is_a_malformed_frame_not_decoded(tmp_path, declared, container):
+    """Each frame of a zstd-frames or length-prefixed file was decoded whole, in memory: a frame of a few KB held
+    hundreds of MiB (a 1 MiB one, 32 GiB). A frame that decodes past MAX_MESSAGE_BYTES (64 MiB) is now a malformed
+    frame, counted, and no more than the bound is decoded."""
+    import tracemalloc
+
+    from aumann.data.bluesky.jetstream import MAX_MESSAGE_BYTES, decode_frames_to_jsonl, decode_records_to_jsonl
+
+    c = zstandard.ZstdCompressor()
+    frames = [c.compress(_event(i)) for i in range(8)] + [_big_frame(2 * MAX_MESSAGE_BYTES, declared)]
+    f = tmp_path / "capture.bin"
+    if container == "zstd-frames":
+        f.write_bytes(b"".join(frames))
+        decode = decode_frames_to_jsonl
+    else:
+        f.write_bytes(b"".join(len(b).to_bytes(4, "little") + b for b in frames))
+        decode = decode_records_to_jsonl
+    tracemalloc.start()
+    try:
+        st = decode(f, tmp_path / "out.jsonl")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (st.frames, st.malformed_frames) == (9, 1)
+    assert (zstandard.get_frame_parameters(frames[-1]).content_size == 2 * MAX_MESSAGE_BYTES) == declared
+    assert peak < 2 * MAX_MESSAGE_BYTES + (32 << 20), peak
+    _, report = _ingest(f)
+    assert report.files[0]["container"] == container and report.valid_events == 8 and report.malformed_frames == 1
