@@ -159,3 +159,22 @@ def test_a_frame_that_decodes_past_the_message_bound_is_a_malformed_frame_not_de
     assert peak < 2 * MAX_MESSAGE_BYTES + (32 << 20), peak
     _, report = _ingest(f)
     assert report.files[0]["container"] == container and report.valid_events == 8 and report.malformed_frames == 1
+
+
+def test_a_scratch_copy_of_a_bomb_decodes_a_little_at_a_time(tmp_path):
+    """The copy of a .jsonl.zst with a byte-order mark (or a damaged one) fed the decoder 64 KiB at a time: 64 KiB of
+    a stream of line ends decoded into one piece of 2 GiB. It is fed 1 KiB at a time (32 MiB decoded at most)."""
+    import tracemalloc
+
+    from aumann.data.bluesky.jetstream import decode_zstd_stream_to_jsonl
+
+    f = tmp_path / "capture.jsonl.zst"
+    _zst(f, b"\xef\xbb\xbf" + _event(0) + b"\n", *[b"x" * (1 << 20)] * 512)  # 512 MiB decoded, a few KB on disk
+    tracemalloc.start()
+    try:
+        st = decode_zstd_stream_to_jsonl(f, tmp_path / "copy.jsonl.zst", recompress=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert st.bytes_out == len(_event(0)) + 1 + (512 << 20) and st.error is None
+    assert peak < 128 << 20, peak
