@@ -33,6 +33,12 @@ from aumann.errors import ConfigError
 MAX_DEPTH = 64
 #: largest text accepted by default (bytes of UTF-8)
 MAX_BYTES = 64 * 2**20
+#: the most blank lines (empty, or spaces, tabs and carriage returns only) a compressed input may decode to: gzipped
+#: trace files (:mod:`aumann.data.traces.duck`) and compressed Jetstream captures
+#: (:mod:`aumann.data.bluesky.jetstream`). Deflate and zstd expand a run of line ends 1000-fold and more (zstd holds
+#: 1 GiB of them in 33 KB): such a "newline bomb" held a reader for minutes to read nothing. Each reader counts where
+#: the decoded text passes anyway and refuses the input as soon as this is passed
+MAX_BLANK_LINES = 10_000_000
 
 # Every alternative matches from any quote it starts at (an unterminated string runs to the end of the
 # text, or of its line) and its loops are possessive, so the scan is linear whatever the input.
@@ -203,4 +209,5 @@ def read_toml(path: str | os.PathLike[str], *, what: str = "TOML file", error: t
     return loads_toml(raw, what=f"{what} {str(path)!r}", error=error, max_depth=max_depth, max_bytes=max_bytes)
 
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "loads_json", "loads_toml", "nesting_depth", "read_json", "read_toml"]
+__all__ = ["MAX_BLANK_LINES", "MAX_BYTES", "MAX_DEPTH", "loads_json", "loads_toml", "nesting_depth", "read_json",
+           "read_toml"]

@@ -70,13 +70,11 @@ def _skip_skippable_frames(head: bytes) -> bytes:
     return head[pos:]
 
 
-#: the most blank lines (empty, or spaces, tabs and carriage returns only) a compressed capture may decode to: the
-#: rule and number of ``aumann.data.traces.duck.MAX_BLANK_LINES`` for gzipped trace files (not imported: the trace
-#: readers cost half a second to import). zstd holds 1 GiB of line ends in 33 KB: such a "newline bomb" held the
-#: ingest for 1.8 s per GiB decoded to read nothing (DuckDB's scan, then the line count), and the frame decoders
-#: wrote it all into the temporary folder. Counted where the decoded text passes anyway (the line count, before
-#: DuckDB reads the file; the frame decoders), and refused as soon as passed
-MAX_BLANK_LINES = 10_000_000
+#: the most blank lines a compressed capture may decode to (:data:`aumann.bounded.MAX_BLANK_LINES`, the trace readers'
+#: cap too). zstd holds 1 GiB of line ends in 33 KB: such a "newline bomb" held the ingest for 1.8 s per GiB decoded to
+#: read nothing (DuckDB's scan, then the line count), and the frame decoders wrote it all into the temporary folder.
+#: Counted where the decoded text passes anyway (the line count, before DuckDB reads the file; the frame decoders)
+MAX_BLANK_LINES = bounded.MAX_BLANK_LINES
 _WHITESPACE = b" \t\r"
 _BLANK_BLOCK = 1 << 20
 

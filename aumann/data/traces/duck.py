@@ -85,8 +85,9 @@ def _opens(f: Path) -> Any:
 #: the most blank lines (empty, or spaces, tabs and carriage returns only) a gzipped trace file may hold. Deflate
 #: expands up to 1032-fold, so a 4 MiB file can hold 4 GiB of line ends: such a "newline bomb" held every reader for
 #: minutes (DuckDB about 4 MiB/s, the span reader a Python loop per line: 505 s for one) to read nothing. Counted as the
-#: file is checked (under 1 ms per MiB), and refused as soon as passed
-MAX_BLANK_LINES = 10_000_000
+#: file is checked (under 1 ms per MiB), and refused as soon as passed (:data:`aumann.bounded.MAX_BLANK_LINES`, the
+#: Jetstream ingest's cap too)
+MAX_BLANK_LINES = bounded.MAX_BLANK_LINES
 
 
 def _blank_lines(block: bytes, content_before: bool) -> tuple[int, bool]:
