@@ -67,7 +67,22 @@ def _exact_number(text: str) -> int | float:
     if math.isfinite(out) and abs(out) >= 2**53 and value is None:
         raise argparse.ArgumentTypeError(f"{text.strip()[:40]} is past 2**53 and not an integer (a float would round "
                                          f"it to {int(out)}): give an integer")
+    if value is None and math.isfinite(out) and out.is_integer():
+        return _RoundedToInteger(out, text)
     return out
+
+
+class _RoundedToInteger(float):
+    """A flag's value whose text writes no integer (``4.00000000000000001``, ``3.9999999999999999``) but whose float
+    is one: fine for a real-valued flag, refused by :func:`check_arguments` for an integer one (``--max-tokens
+    4.00000000000000001`` ran as 4). ``text`` is what was written, for the error message."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> _RoundedToInteger:
+        out = super().__new__(cls, value)
+        out.text = text.strip()
+        return out
 
 
 _exact_number.__name__ = "number"  # argparse's "invalid number value: 'x'"
@@ -160,12 +175,13 @@ def check_arguments(args: argparse.Namespace) -> None:
         if v is None:
             continue
         ok = isinstance(v, int | float) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
-        ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (not integer or v == int(v))
+        ok = ok and (v > lo if lo_open else v >= lo) and v <= hi and (
+            not integer or (v == int(v) and not isinstance(v, _RoundedToInteger)))
         if not ok:
             kind = "an integer" if integer else "a number"
             top = f"{int(hi)}" if integer else f"{hi:g}"  # 9.22337e+18 hid that 9223372036854775808 is past it
             raise ConfigError(f"--{name.replace('_', '-')} must be {kind} {'>' if lo_open else '>='} {lo:g} and "
-                              f"<= {top}; got {str(v)[:40]}")
+                              f"<= {top}; got {str(getattr(v, 'text', v))[:40]}")
         if integer:
             setattr(args, name, int(v))
     if args.backend == "offline" and (args.cache is not None or args.cache_mode != "record"):

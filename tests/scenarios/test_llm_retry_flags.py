@@ -45,3 +45,26 @@ def test_bad_retry_flags_are_refused_naming_the_flag(tmp_path, monkeypatch, flag
         invoke_run("social-llm", "--config", str(_cfg(tmp_path)), "--out", str(tmp_path / "never"), "--no-plots",
                    "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value)
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("flag", ["--max-tokens", "--max-retries", "--max-calls", "--llm-seed"])
+@pytest.mark.parametrize("text", ["4.00000000000000001", "3.9999999999999999", "4.0000000000000000000001e0"])
+def test_an_integer_flag_refuses_a_text_that_only_rounds_to_an_integer(flag, text):
+    """``float("4.00000000000000001")`` is 4.0: the integer flags took it as 4. The text writes no integer."""
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", flag, text])
+    with pytest.raises(ConfigError, match=f"{flag} must be an integer.*got {text}"):
+        llm_options.check_arguments(args)
+
+
+@pytest.mark.parametrize("flag, text, want", [("--max-tokens", "4", 4), ("--max-tokens", "4.0", 4),
+                                              ("--max-tokens", "4e0", 4),
+                                              ("--temperature", "1.00000000000000001", 1.0)])
+def test_an_exact_integer_text_and_a_real_flag_still_pass(flag, text, want):
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", flag, text])
+    llm_options.check_arguments(args)
+    got = getattr(args, flag[2:].replace("-", "_"))
+    assert got == want and isinstance(got, type(want))  # an integer flag holds an int after the check
