@@ -143,12 +143,13 @@ def _topics_expr(topics: Sequence[Topic]) -> str:
 
 
 def _prefilter(topics: Sequence[Topic]) -> str:
-    """A cheap test that a post can match any topic (one regex over all keywords)."""
+    """A cheap test that a post can match any topic: one regex over all keywords, without the word boundaries
+    (a necessary condition of each topic's keyword rule, :func:`keyword_regex`), or one of the hashtags."""
     words = [k for t in topics for k in t.keywords]
     tags = sorted({h for t in topics for h in t.hashtags})
     conds = []
     if words:
-        rx = keyword_regex(Topic(name="any", keywords=words))
+        rx = keyword_regex(Topic(name="any", keywords=words), whole_words=False)
         conds.append(f"coalesce(regexp_matches(text, {_lit(rx)}), false)")
     if tags:
         conds.append(f"list_has_any(list_transform(coalesce(tags, []), lambda t: lower(ltrim(t, '#'))), "
@@ -187,7 +188,7 @@ class _Stages:
         return now
 
 
-def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, topics_sql: tuple[str, str],
+def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, prefilter: str,
                report: IngestReport, day_counts: dict[int, int], stages: _Stages) -> None:
     t = stages.mark()
     container = detect_container(path, options.zstd_dictionary)
@@ -270,7 +271,8 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, top
             ops[op] = ops.get(op, 0) + uniq
     t = stages.lap("file counts: kinds, duplicates, days", t)
     con.execute((sql.STORE_UD if not_dids else sql.STORE_UD_FROM_DIDS).format(win=win))
-    con.execute(sql.STORE.format(win=win, topics=topics_sql[0], prefilter=topics_sql[1]))
+    con.execute(sql.TOPIC_CANDIDATES.format(win=win, prefilter=prefilter))
+    con.execute(sql.STORE.format(win=win))
     t = stages.lap("store: users, topic posts, links", t)
     if src != path:
         src.unlink(missing_ok=True)
@@ -393,13 +395,13 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
         con.execute(sql.CREATE_STORE)
         if profiles is not None:
             load_profiles(con, profiles, report)
-        topics_sql = (_topics_expr(topic_list), _prefilter(topic_list))
+        prefilter = _prefilter(topic_list)
         day_counts: dict[int, int] = {}
         stages.lap("set-up: database, profiles", t)
         bar = progress_bar(options.progress, len(paths), "ingest files", transient=False, minimum=1)
         try:
             for p in paths:
-                _scan_file(con, p, options, tmp, win, topics_sql, report, day_counts, stages)
+                _scan_file(con, p, options, tmp, win, prefilter, report, day_counts, stages)
                 if bar is not None:
                     bar.advance()
         finally:
@@ -473,6 +475,8 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
         raise IngestError(f"no user passes the filters ({report.users_seen} seen; dropped {dropped})")
     kept.insert(0, "user", pd.RangeIndex(len(kept)).to_numpy().astype("int64"))
     t = stages.lap("filters (pandas)", t)
+    con.execute(sql.TOPIC_POSTS.format(topics=_topics_expr(topics)))
+    t = stages.lap("topic posts: the topic rules over the candidates", t)
     con.register("kept", kept[["user", "did"]])
     daily = con.execute(sql.DAILY, [lo]).df()
     follows = con.execute(sql.FOLLOWS, [lo]).df()

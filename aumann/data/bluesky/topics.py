@@ -89,8 +89,12 @@ class Topic(configs.ConfigModel):
         return any(t.strip().lstrip("#").lower() in wanted for t in (tags or []) if isinstance(t, str))
 
 
-def keyword_regex(topic: Topic) -> str | None:
-    """The keyword rule in RE2 syntax (DuckDB ``regexp_matches``); ``None`` without keywords."""
+def keyword_regex(topic: Topic, *, whole_words: bool = True) -> str | None:
+    """The keyword rule in RE2 syntax (DuckDB ``regexp_matches``); ``None`` without keywords.
+
+    ``whole_words=False`` leaves out the test that the characters around a match are not letters, digits or ``_``:
+    a necessary condition of the rule (every text the rule matches, it matches too), which RE2 compiles ~10× faster
+    (the two Unicode classes ``[^\\pL\\pN_]`` are most of the rule's compile time) and runs faster."""
     if not topic.keywords:
         return None
 
@@ -98,6 +102,8 @@ def keyword_regex(topic: Topic) -> str | None:
         return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", word)
 
     alts = "|".join(r"\s+".join(esc(w) for w in k.split()) for k in topic.keywords)
+    if not whole_words:
+        return rf"(?i)(?:{alts})"
     return rf"(?i)(?:^|[^\pL\pN_])(?:{alts})(?:[^\pL\pN_]|$)"
 
 

@@ -36,6 +36,25 @@ def test_sql_and_python_keyword_rules_agree(topic: Topic):
     assert sql_hits == py_hits
 
 
+#: texts the keyword rules may meet, hostile ones included: Unicode case folding (RE2's ``(?i)`` folds 'ſ' to 's'),
+#: whitespace runs of every kind ``\s`` matches, keywords glued to letters, digits, '_' or combining marks
+FOLD_TEXTS = [*TEXTS, "the Maſters", "TARIFFſ", "wweſ", "earth\t\n\r\fday", "earth\u00a0day", "_climate_", "climate_",
+              "2tariffs", "tariffs2", "ΤARIFFS", "Ⓦwe", "x\u0345wwe", "wwe\u0345", "\u0130climate", "mythosphere",
+              "glasswings", "mastersthe masters"]
+
+
+@pytest.mark.parametrize("topic", load_topics(), ids=lambda t: t.name)
+def test_the_keyword_prefilter_is_a_necessary_condition_of_the_rule(topic: Topic):
+    """The ingester keeps a post as a topic candidate by the keywords without their word boundaries
+    (``whole_words=False``) and applies the exact rule to the candidates only: every text the rule matches must pass."""
+    con = duckdb.connect()
+    rule, pre = keyword_regex(topic), keyword_regex(topic, whole_words=False)
+    hits = [(t, bool(con.execute("SELECT regexp_matches(?, ?)", [t, rule]).fetchone()[0]),
+             bool(con.execute("SELECT regexp_matches(?, ?)", [t, pre]).fetchone()[0])) for t in FOLD_TEXTS]
+    assert [t for t, r, p in hits if r and not p] == []
+    assert any(r for _, r, _ in hits) and any(p and not r for _, r, p in hits)  # the texts test both sides
+
+
 def test_keyword_rule_is_whole_word_and_case_insensitive():
     tariffs = next(t for t in load_topics() if t.name == "trump-tariffs")
     assert tariffs.matches("TARIFFS!") and tariffs.matches("new tariff: 25%") and tariffs.matches("the trade   war")
