@@ -12,6 +12,7 @@ import pytest
 
 from aumann.data.bluesky.filters import FilterConfig
 from aumann.data.bluesky.ingest import IngestOptions, ingest
+from aumann.data.bluesky.topics import load_topics
 from aumann.errors import IngestError
 from tests.data.bluesky.jetstream_builder import MALFORMED_LINES, PROFILES_CSV, A, B, C, D, H, build
 from tests.paths import JETSTREAM_SAMPLE
@@ -227,6 +228,42 @@ def test_identity_event_carrying_a_commit_serves_both_uses(tmp_path: Path):
     assert users.loc[b, "handle"] == "bee.test"
     assert users.loc[a, "followers"] == 2 and users.loc[a, "followers_source"] == "window_follows"
     assert _follows_dict(counts) == {(0, 0): 2}
+
+
+def test_replayed_follows_posts_and_replies_count_once_across_files(tmp_path: Path):
+    """Replayed lines (twice in one file and again in a second file) and a second follow record from the same
+    follower: window followers are distinct followers whose follow was not deleted (a follow deleted, and its
+    delete replayed, does not count), follows received and topic posts / replies are distinct records."""
+    a, b, c, d = ("did:plc:" + ch * 24 for ch in "abcd")
+    t = 1_776_600_000_000_000  # 2026-04-19
+
+    def commit(did, dt, coll, rkey, op="create", record=None):
+        body = {"rev": f"r{dt}", "operation": op, "collection": coll, "rkey": rkey}
+        if record is not None:
+            body["record"] = record
+        return json.dumps({"did": did, "time_us": t + dt, "kind": "commit", "commit": body}) + "\n"
+
+    follow = "app.bsky.graph.follow"
+    post_uri = f"at://{a}/app.bsky.feed.post/p1"
+    first = [commit(a, 1, "app.bsky.feed.post", "p1", record={"text": "new tariffs today"}),
+             commit(b, 2, follow, "f1", record={"subject": a}),
+             commit(b, 3, follow, "f2", record={"subject": a}),   # a second follow record, same follower
+             commit(c, 4, follow, "f3", record={"subject": a}),
+             commit(c, 5, follow, "f3", op="delete"),
+             commit(d, 6, "app.bsky.feed.post", "r1", record={"text": "hi", "reply": {
+                 "parent": {"cid": "x", "uri": post_uri}, "root": {"cid": "x", "uri": post_uri}}})]
+    f1, f2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    f1.write_text("".join(first + first[:3] + first[4:]))  # every line but c's follow create twice
+    f2.write_text("".join(first[1:3] + first[4:]))  # a replay of b's follows, c's delete and d's reply
+    cfg = FilterConfig(min_account_age_days=0, bot_handle_patterns=[], require_non_self_engagement=False)
+    tariffs = [tp for tp in load_topics() if tp.name == "trump-tariffs"]
+    counts, report = ingest([f1, f2], topics=tariffs, filters=cfg, options=_opts())
+    users = counts.users.set_index("did")
+    assert list(users.index) == [a, b, c, d]
+    assert users.loc[a, "followers"] == 1 and users.loc[a, "followers_source"] == "window_follows"
+    assert _follows_dict(counts) == {(0, 0): 3}  # f1, f2, f3: follows received, the deleted one included
+    assert _daily_dict(counts) == {(0, 0, "trump-tariffs"): (1, 1)}
+    assert report.duplicates == 5  # within each file: the second file repeats the first but holds no copy itself
 
 
 def test_an_engagement_whose_target_is_not_a_did_is_counted_not_an_edge(tmp_path: Path):
