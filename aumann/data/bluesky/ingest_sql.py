@@ -216,7 +216,10 @@ STORE_UD_FROM_DIDS = "INSERT INTO ud SELECT v, a, e FROM dids WHERE u"
 # rules to those, once. What the rules cost is compiling them, not running them: RE2 compiles each ``[^\pL\pN_]``
 # class in ~1 ms, and DuckDB compiles every rule when binding, again in its expression rewriter (which rewrites
 # nothing here, so it is turned off for this statement) and again in every thread that runs the statement (over the
-# candidates, a small table, one thread runs it). The rules are compiled once per ingest, not per file.
+# candidates, a small table, one thread runs it). The rules are compiled once per ingest, not per file. ``{words}`` is
+# the text the keyword rules read: with ASCII keywords (the default topics), a copy of ``text`` whose non-word
+# characters other than whitespace are U+0001, so that the rules need no Unicode class (see ``ingest._topics_expr``;
+# 0.028 -> 0.017 s on the benchmark).
 TOPIC_CANDIDATES = """
 INSERT INTO tcand SELECT key, did, day, rkey, text, tags
 FROM ev WHERE ok AND c = 2 AND operation = 'create' AND {win} AND ({prefilter})
@@ -227,7 +230,8 @@ SET disabled_optimizers = 'expression_rewriter';
 INSERT INTO tposts
   SELECT key, uri, did, day, topic FROM (
     SELECT key, 'at://' || did || '/app.bsky.feed.post/' || rkey AS uri, did, day, unnest({topics}) AS topic
-    FROM (SELECT *, list_transform(coalesce(tags, []), lambda t: lower(ltrim(t, '#'))) AS ntags FROM tcand))
+    FROM (SELECT *, {words} AS words, list_transform(coalesce(tags, []), lambda t: lower(ltrim(t, '#'))) AS ntags
+          FROM tcand))
   WHERE topic IS NOT NULL;
 RESET disabled_optimizers;
 """

@@ -147,3 +147,45 @@ def test_filter_config_errors(tmp_path: Path):
     bad.write_text("[filters]\nmin_account_age_days = -1\n")
     with pytest.raises(ConfigError, match="invalid"):
         load_filters(bad)
+
+
+_ASCII_TOPICS = [Topic(name="letters", keywords=["s", "k", "a b", "x_y", "r2d2"], hashtags=["x"]),
+                 Topic(name="tags-only", hashtags=["y"])]
+
+
+@pytest.mark.parametrize("topics", [load_topics(), _ASCII_TOPICS], ids=["default", "ascii"])
+def test_the_marked_text_finds_the_same_topics_as_the_unicode_rule(topics):
+    """With ASCII keywords the ingester matches them between ASCII boundaries in a copy of the text whose other
+    non-word characters are U+0001 (one Unicode class to compile instead of two per topic). Checked against the rule
+    itself (:func:`keyword_regex`) on random texts built from keyword pieces and hostile characters: 'ſ' and the
+    Kelvin sign (letters ``(?i)`` folds to 's' / 'k'), U+0345 (a combining mark ``(?i)`` folds to a letter), other
+    combining marks, non-ASCII letters and digits, every whitespace RE2's ``\\s`` knows and some it does not, U+0001
+    itself, punctuation and emoji."""
+    import random
+
+    from aumann.data.bluesky.ingest import _topics_expr
+
+    words, names = _topics_expr(topics)
+    assert words != "text"  # the marked form is the one under test
+    pieces = ["tariff", "tariffs", "trade", "war", "earth", "day", "wwe", "masters", "the", "mythos", "s", "k", "a",
+              "b", "x", "y", "_", "r2d2", "2", "ſ", "\u212a", "K", "S", "é", "ß", "\u0345", "\u0301", "٣", "Ⅻ",
+              " ", "  ", "\t", "\n", "\r", "\f", "\v", "\u00a0", "\u2003", "\x01", "\x00", "-", ".", "#", "'", "🌍"]
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(4000)]
+    rules = [(t.name, keyword_regex(t)) for t in topics if t.keywords]
+    reference = "[" + ", ".join(f"CASE WHEN regexp_matches(text, '{rx}') THEN '{name}' END" for name, rx in rules) + "]"
+    names_kw = names.replace("list_has_any(ntags", "false AND list_has_any(ntags")  # hashtags: same code either way
+    got = duckdb.connect().execute(
+        f"SELECT text, list_filter({reference}, lambda x: x IS NOT NULL), "
+        f"list_filter({names_kw}, lambda x: x IS NOT NULL) "
+        f"FROM (SELECT text, {words} AS words, []::VARCHAR[] AS ntags FROM unnest(?::VARCHAR[]) u(text))",
+        [texts]).fetchall()
+    assert [(t, a, b) for t, a, b in got if a != b] == []
+    assert sum(bool(a) for _, a, _ in got) > 200 and sum(not a for _, a, _ in got) > 200  # both outcomes occur
+
+
+def test_keywords_beyond_ascii_keep_the_unicode_rule():
+    from aumann.data.bluesky.ingest import _topics_expr
+
+    words, names = _topics_expr([Topic(name="cafe", keywords=["café"]), Topic(name="c", keywords=["c++"])])
+    assert words == "text" and r"[^\pL\pN_]" in names
