@@ -293,7 +293,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, pre
     con.execute((sql.STORE_UD if not_dids else sql.STORE_UD_FROM_DIDS).format(win=win))
     con.execute(sql.TOPIC_CANDIDATES.format(win=win, prefilter=prefilter))
     con.execute(sql.STORE.format(win=win))
-    t = stages.lap("store: users, topic posts, links", t)
+    t = stages.lap("store: users, topic candidates, links", t)
     if src != path:
         src.unlink(missing_ok=True)
     malformed = int(rows - valid) + frames_bad
@@ -497,7 +497,7 @@ def _finish(con, report: IngestReport, day_counts: dict[int, int], window: tuple
     t = stages.lap("filters (pandas)", t)
     words, names = _topics_expr(topics)
     con.execute(sql.TOPIC_POSTS.format(words=words, topics=names))
-    t = stages.lap("topic posts: the topic rules over the candidates", t)
+    t = stages.lap("topic posts: rules over the candidates", t)
     con.register("kept", kept[["user", "did"]])
     daily = con.execute(sql.DAILY, [lo]).df()
     follows = con.execute(sql.FOLLOWS, [lo]).df()
