@@ -493,8 +493,8 @@ class Scenario:
         machine's memory, before anything is built: each size is within its cap, but ``--agents 10000000 --steps
         1000000`` asks for a panel of at least 186 TiB, and the run spent minutes building 10⁷ agents and then
         stepped on for as long as it was let (it could only end in a MemoryError at the last step). A lower bound,
-        so a run that fits is never refused: ``agents`` is the population at the start (agents may be born), and
-        the panel is not all a run holds.
+        so a run that fits is never refused: ``agents`` is the population at the start (agents may be born: a
+        ``FeatureRecorder`` checks again as births grow its buffer), and the panel is not all a run holds.
 
         Raises:
             MemoryBudgetError: the panel cannot fit, with its size and the machine's memory.

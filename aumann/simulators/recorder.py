@@ -40,11 +40,13 @@ from aumann.checks import _shown, refuse_mixed_labels
 from aumann.errors import (
     AumannError,
     FeatureValueError,
+    MemoryBudgetError,
     PanelError,
     ReusedAgentIdError,
     ShapeError,
     UnknownAttributeError,
 )
+from aumann.io import memory_bytes
 from aumann.panel import _alive_mask, label_column
 from aumann.simulators.recording import (
     FeatureFn,
@@ -90,6 +92,34 @@ class _ArrayBuffer:
     alive: np.ndarray | None = None
     n: int | None = None
     ids_value: Any = None
+
+
+def _grown_rows(rec: _RowBuffer, n: int, t: int) -> int:
+    """The agent rows a FeatureRecorder's buffer grows to now that ``n`` agents were seen (twice the rows it has,
+    or ``n`` where twice does not fit), checked against this machine's memory before anything is allocated.
+
+    The buffer holds every step for every agent ever seen, so births grow it past what
+    :meth:`~aumann.scenarios.Scenario.check_size` saw before the run (the population at the start): 20,000 births a
+    step over 2,000 steps asked numpy for 2.4 GiB at the 8th capture, 19 GiB by the 60th, and a growth that the
+    kernel grants but the machine cannot hold ends in the OOM killer, not in an error. Growing copies the buffer,
+    so the old and the new one are held at once: that (a lower bound of what the run holds) is what is compared.
+
+    Raises:
+        MemoryBudgetError: even ``n`` rows (with the buffer held now) are more than this machine's memory.
+    """
+    rows, steps, d = rec.values.shape[1], rec.steps, rec.values.shape[2]
+    per_row = steps * (8 * d + 1)  # float64 values and the bool alive mask
+    have = memory_bytes()
+    for cap in (max(n, 2 * rows), n):
+        if (rows + cap) * per_row <= have:
+            return cap
+    born = n - sum(1 for f in rec.first if f == 0)
+    raise MemoryBudgetError(
+        f"the recorded panel outgrows this machine's memory at capture {t}: {n:,} agents seen so far ({born:,} of "
+        f"them after the first capture), and {steps:,} steps × {n:,} agents × {d} feature(s) (float64) need "
+        f"{n * per_row / 2**30:,.1f} GiB, {(rows + n) * per_row / 2**30:,.1f} GiB while the buffer grows, more than "
+        f"this machine's {have / 2**30:,.1f} GiB: record fewer steps, or fewer agents (agents=fn), or have fewer "
+        "agents born")
 
 
 def _check_alive_context(name: Any) -> str | None:
@@ -436,7 +466,7 @@ class FeatureRecorder(_RecorderBase):
             out[k] = j
         n = len(rec.ids)
         if n > rec.values.shape[1]:  # grow the agent axis (amortised doubling)
-            cap = max(n, 2 * rec.values.shape[1])
+            cap = _grown_rows(rec, n, t)
             grow = cap - rec.values.shape[1]
             rec.values = np.concatenate(
                 [rec.values, np.zeros((rec.steps, grow, rec.values.shape[2]), np.float64)], axis=1
