@@ -64,7 +64,9 @@ def _exact_number(text: str) -> int | float:
     if value is not None and abs(value) > 2**53:
         return value
     out = float(text)
-    if math.isfinite(out) and abs(out) >= 2**53 and value is None:
+    # (past 2**64 exact_integer reads no integer at all, and every flag's range ends below: check_arguments refuses
+    # it by its range, not as a non-integer shown with its hundreds of digits)
+    if math.isfinite(out) and 2**53 <= abs(out) <= 2**64 and value is None:
         raise argparse.ArgumentTypeError(f"{text.strip()[:40]} is past 2**53 and not an integer (a float would round "
                                          f"it to {int(out)}): give an integer")
     if value is None and math.isfinite(out) and out.is_integer():

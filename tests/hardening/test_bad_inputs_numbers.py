@@ -336,3 +336,21 @@ def test_an_llm_integer_flag_refuses_a_non_integer_past_2_53(capsys):
         build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m",
                                    "--max-calls", "9007199254740992.5"])
     assert "argument --max-calls: 9007199254740992.5 is past 2**53 and not an integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "text", "needle"), [
+    ("--llm-timeout", "1e300", "--llm-timeout must be a number >= 0.001 and <= 86400; got 1e300"),
+    ("--retry-after-max", "1e300", "--retry-after-max must be a number >= 0 and <= 86400; got 1e300"),
+    ("--llm-seed", "1e300", "--llm-seed must be an integer >= 0 and <= 9223372036854775807; got 1e300"),
+    ("--max-calls", "1e20", "--max-calls must be an integer >= 0 and <= 9007199254740992; got 1e20"),
+])
+def test_an_llm_flag_past_every_range_is_refused_by_its_range(flag, text, needle):
+    """``--llm-timeout 1e300`` was refused as 'past 2**53 and not an integer (a float would round it to' and the
+    300 digits of the float's integer: a real-valued flag, and a value that writes an integer, refused for the wrong
+    reason and shown digit by digit. Past 2**64 (where exact_integer stops) it is out of every flag's range."""
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "social-llm", "--backend", "openai", "--model", "m", flag, text])
+    with pytest.raises(ConfigError) as info:
+        llm_options.check_arguments(args)
+    assert str(info.value) == needle
