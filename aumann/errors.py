@@ -37,6 +37,7 @@
   * SimulationError(AumannError, RuntimeError)   -- the simulation layer (recorder, runner, forks)
     * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
       * ReusedAgentIdError                       -- a dead agent's unique_id given to a different (newborn) agent
+      * NoAgentsRecordedError                    -- a recording in which no agent was ever present
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
       * ReplayUnavailableError                   -- a fork by replay without a factory / known history
@@ -236,6 +237,11 @@ class UnknownAttributeError(UnknownFeatureError, SimulationError):
 
 class FeatureValueError(SimulationError, ValueError):
     """A feature extractor returned a non-numeric or non-finite value, or a wrongly shaped array."""
+
+
+class NoAgentsRecordedError(FeatureValueError):
+    """A recording in which no agent was ever present: a model without agents, or a fork of one step in which every
+    agent left (a baseline action under which every agent dies)."""
 
 
 class ReusedAgentIdError(FeatureValueError):
@@ -515,6 +521,7 @@ __all__ = [
     "MetricError",
     "ModeUnsupported",
     "ModelNotFoundError",
+    "NoAgentsRecordedError",
     "NoLivingAgentsError",
     "NonFiniteError",
     "NonFiniteGameError",

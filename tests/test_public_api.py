@@ -275,6 +275,7 @@ PUBLIC = {
         "MetricError",
         "ModeUnsupported",
         "ModelNotFoundError",
+        "NoAgentsRecordedError",
         "NoLivingAgentsError",
         "NonFiniteError",
         "NonFiniteGameError",

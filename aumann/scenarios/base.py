@@ -82,7 +82,7 @@ from pydantic_core import PydanticCustomError
 
 from aumann import configs
 from aumann.checks import as_int, as_torch
-from aumann.errors import ConfigError, ScenarioCodeError, SimulationError
+from aumann.errors import ConfigError, NoAgentsRecordedError, ScenarioCodeError, SimulationError
 from aumann.simulators.llm.settings import LLMSettings
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
@@ -729,8 +729,9 @@ class Scenario:
 
         For ``baseline_action_by="id"`` pass the run panel's ``agent_ids``: every agent present in
         ``model`` takes the baseline action, and the recorded rows of those agents are aligned to ``agent_ids``
-        by id (agents absent from the fork's recording get 0, as absent rows do in a recorded panel; so do the
-        agents born during the step, whose ids the fork's own newborns, other agents, may carry).
+        by id (agents absent from the fork's recording get 0, as absent rows do in a recorded panel, also where
+        every agent left during the baseline step and the fork recorded none; so do the agents born during the
+        step, whose ids the fork's own newborns, other agents, may carry).
         """
         n = config.agents if agent_ids is None else len(agent_ids)
         if self.baseline_features_fn is not None:
@@ -741,13 +742,16 @@ class Scenario:
         else:
             present = self.present(model, agent_ids)
             targets = self._targets(present, agent_ids, model)
-            rec = self._fork_one(model, config, targets).panel
             out = np.zeros((n, len(self.features)))
+            try:
+                rec = self._fork_one(model, config, targets).panel
+            except NoAgentsRecordedError:  # every agent left during the baseline step: each gets 0, as one does
+                rec = None
             # only the agents that took the baseline action: a newborn of the fork has an id from Mesa's counter,
             # which the run's newborn of this step (another parent's, another kind) has too
             labels = np.asarray(agent_ids).tolist()
             where = {labels[p]: p for p in present.tolist()}
-            for row, i in enumerate(rec.agent_ids.tolist()):
+            for row, i in enumerate([] if rec is None else rec.agent_ids.tolist()):
                 if i in where:
                     out[where[i]] = rec.values[0, row]
         if out.shape != (n, len(self.features)):

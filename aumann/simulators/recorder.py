@@ -41,6 +41,7 @@ from aumann.errors import (
     AumannError,
     FeatureValueError,
     MemoryBudgetError,
+    NoAgentsRecordedError,
     PanelError,
     ReusedAgentIdError,
     ShapeError,
@@ -546,7 +547,7 @@ class FeatureRecorder(_RecorderBase):
                        + "; ".join(f"{t} has no {m!r}, available attributes: {self._available.get(t, [])}"
                                    for t, m in self.skipped_types.items()) + ")")
                 raise UnknownAttributeError(f"no agents have the requested features {list(self.features)}{why}")
-            raise FeatureValueError("no agents were ever present during the recording; nothing to record")
+            raise NoAgentsRecordedError("no agents were ever present during the recording; nothing to record")
         ids = rec.ids if self.reused_ids != "new_agent" else [(u, g) for u, g in zip(rec.ids, rec.gen)]
         try:
             order = sorted(range(n), key=lambda j: ids[j])

@@ -1,0 +1,92 @@
+"""A baseline action under which every agent dies: the per-step baseline z⁰ gives each of them 0, as it does one
+agent that dies under it (Scenario.baseline_features: "agents absent from the fork's recording get 0").
+
+Before, the fork of that step recorded nobody, its recorder raised FeatureValueError("no agents were ever present
+during the recording; nothing to record") and ``aumann run`` stopped in its attribute stage, naming no fork.
+"""
+
+from __future__ import annotations
+
+import mesa
+import numpy as np
+import pytest
+
+from aumann.attribution import ExactShapley, attribute
+from aumann.errors import NoAgentsRecordedError
+from aumann.scenarios import Scenario, ScenarioConfig
+from aumann.simulators import FeatureRecorder, override_next_step, simulate
+
+pytestmark = pytest.mark.filterwarnings("ignore:Random number generator not specified")
+
+
+class Grazer(mesa.Agent):
+    def __init__(self, model: mesa.Model, energy: float) -> None:
+        super().__init__(model)
+        self.energy = energy
+
+    def step(self) -> None:
+        self.energy += 1.0
+
+    def starve(self) -> None:  # the baseline action: no food, and these grazers cannot go a step without
+        self.remove()
+
+
+class Meadow(mesa.Model):
+    def __init__(self, fragile: int) -> None:
+        super().__init__(seed=3)
+        for k in range(3):
+            Grazer(self, float(k + 1))
+        self.fragile = fragile
+
+    def step(self) -> None:
+        self.agents.do("step")
+        if self.steps == self.fragile and len(self.agents):  # one grazer dies in the run too (dead rows)
+            min(self.agents, key=lambda a: a.unique_id).remove()
+
+
+class Config(ScenarioConfig):
+    agents: int = 3
+    steps: int = 4
+    runs: int = 1
+
+
+def starving(model, ids):
+    for a in model.agents.select(lambda a: a.unique_id in set(ids)):
+        override_next_step(a, "step", a.starve)
+
+
+def total_energy(z, context=None, alive=None):
+    return z[..., 0].sum(-1) if alive is None else (alive * z[..., 0]).sum(-1)
+
+
+SCENARIO = Scenario(
+    name="meadow", description="every grazer starves at the baseline action", config_model=Config,
+    build_model=lambda cfg, rng, backend=None: Meadow(fragile=3),
+    make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}), features=("energy",),
+    indicator=lambda cfg: total_energy, original=lambda cfg: total_energy,
+    baseline_action=starving, baseline_action_by="id")
+
+
+def test_every_agent_dead_at_the_baseline_action_gets_a_zero_baseline_and_phi_stays_efficient():
+    cfg = Config()
+    run = SCENARIO.simulate(cfg, rng=np.random.default_rng(0), keep_from=0)
+    panel = run.panel
+    assert panel.alive is not None and not panel.alive[2:, 0].any()  # the run's own death at step 3
+    z0 = SCENARIO.baselines(run, cfg, agent_ids=panel.agent_ids)
+    assert z0.shape == panel.shape and not z0.any()  # every grazer starves in every baseline step
+    for method in (None, ExactShapley()):
+        att = attribute(total_energy, panel, baseline=z0, **({} if method is None else {"method": method}))
+        # Δv_t = the run's total energy of the living (z⁰ = 0), split over the living; the dead grazer gets 0
+        want = (panel.values[..., 0] * panel.alive).sum(-1)
+        np.testing.assert_allclose(np.asarray(att.delta_v), want)
+        np.testing.assert_allclose(att.phi.sum(-1), want, atol=1e-9)
+        assert not att.phi[2:, 0].any()
+
+
+def test_a_model_with_no_agents_is_still_refused_with_a_typed_error():
+    class Empty(mesa.Model):
+        def step(self) -> None:
+            pass
+
+    with pytest.raises(NoAgentsRecordedError, match="no agents were ever present"):
+        simulate(Empty(seed=0), steps=2, recorder=FeatureRecorder({"energy": "energy"}))
