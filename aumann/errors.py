@@ -241,7 +241,13 @@ class FeatureValueError(SimulationError, ValueError):
 
 class NoAgentsRecordedError(FeatureValueError):
     """A recording in which no agent was ever present: a model without agents, or a fork of one step in which every
-    agent left (a baseline action under which every agent dies)."""
+    agent left (a baseline action under which every agent dies). ``context`` holds what the recording's context
+    functions captured (name → array with a leading step axis; empty when it has none): a fork's world state
+    without its agents."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.context: dict = {}  # (set by the recording that raises it)
 
 
 class ReusedAgentIdError(FeatureValueError):

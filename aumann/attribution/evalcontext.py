@@ -71,7 +71,8 @@ class EvalContext:
                                          "booleans)")
                 a = a.astype(bool)
             object.__setattr__(self, "alive", a)
-            if a.all():  # nobody dead: the same as no mask (keeps the everyone-alive fast paths)
+            if a.size and a.all():  # nobody dead: the same as no mask (keeps the everyone-alive fast paths; no agent
+                # at all is nobody alive, an empty mask's all() notwithstanding)
                 object.__setattr__(self, "alive", None)
         if self.context is not None and not self.context:
             object.__setattr__(self, "context", None)

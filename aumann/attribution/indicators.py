@@ -782,7 +782,7 @@ def _living_mask(ind: Indicator, ec: EvalContext, lead_and_n: tuple[int, ...], d
     except ValueError:
         raise IndicatorError(f"indicator {ind.name!r}: alive mask of shape {ec.alive.shape} does not broadcast to "
                              f"the batch's agents {lead_and_n}") from None
-    empty = np.argwhere(~a.any(axis=-1))
+    empty = np.argwhere(np.atleast_1d(~a.any(axis=-1)))  # (one step of no agents at all: index 0, not no index)
     if empty.size:
         where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
         raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "

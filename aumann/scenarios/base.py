@@ -659,12 +659,19 @@ class Scenario:
         ``baseline_action_by="id"``. A scenario's ``resimulate_fn`` (an exact faster way) is used
         when it has one. ``with_alive=True`` returns a third item: the fork's living mask (n,) as
         recorded (``None`` when every recorded row is alive, or for a ``resimulate_fn``), to be handed
-        to alive-aware indicators as the engine does for recorded panels.
+        to alive-aware indicators as the engine does for recorded panels. Where every agent left during the step
+        the fork records none: features (0, D), nobody alive (an alive-aware indicator is then undefined,
+        :class:`~aumann.errors.NoLivingAgentsError`), the context it captured.
         """
         if self.resimulate_fn is not None:
             z, ctx = self.call("resimulate_fn()", self.resimulate_fn, model, config, [int(p) for p in positions])
             return (z, ctx, None) if with_alive else (z, ctx)
-        res = self._fork_one(model, config, self._targets(positions, agent_ids, model))
+        try:
+            res = self._fork_one(model, config, self._targets(positions, agent_ids, model))
+        except NoAgentsRecordedError as exc:  # every agent left during the re-simulated step: f of nobody, (0, D)
+            ctx = {k: np.asarray(v)[0] for k, v in exc.context.items()}
+            z = np.zeros((0, len(self.features)))
+            return (z, ctx, np.zeros(0, dtype=bool)) if with_alive else (z, ctx)
         z, ctx = res.panel.values[0], {k: np.asarray(v)[0] for k, v in res.panel.context.items()}
         if not with_alive:
             return z, ctx

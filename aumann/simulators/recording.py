@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from aumann.checks import _shown
-from aumann.errors import FeatureValueError, StepsMismatchError, UnknownAttributeError
+from aumann.errors import FeatureValueError, NoAgentsRecordedError, StepsMismatchError, UnknownAttributeError
 
 _OK = object()
 FeatureFn = Callable[[Any], float]
@@ -229,7 +229,11 @@ class Recording:
                 f"recording declared steps={self.steps} but captured {self.captured} step(s); "
                 f"call rec.capture(model) exactly once per step"
             )
-        values, ids, alive, features = self.recorder._result(self._buffer)
+        try:
+            values, ids, alive, features = self.recorder._result(self._buffer)
+        except NoAgentsRecordedError as exc:  # nobody to record: the world state still travels with the refusal
+            exc.context = self._context.result(self.captured)
+            raise
         self._buffer = None  # the panel owns the arrays now
         if alive is not None and alive.all():
             alive = None

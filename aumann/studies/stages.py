@@ -240,14 +240,19 @@ def dead_rows_record(ctx: RunContext, res: Any) -> dict[str, Any]:
     z_t*: ``baseline_alive = "run"``, docs/baselines.md, "Agents that die during a step"), how many players died
     during step t*, f(z⁰_t*) over the run's living (the masking side's v(∅)), and f after re-simulating t* with
     every player at the baseline action (the re-simulation side's v(∅), one fork, where the re-run decides who
-    lives). The two v(∅) differ where the baseline action would change who dies."""
+    lives; ``None`` where nobody lives then and the indicator, alive-aware, is undefined). The two v(∅) differ
+    where the baseline action would change who dies."""
     from aumann.attribution.problem import BASELINE_ALIVE
+    from aumann.errors import NoLivingAgentsError
 
     ts, players = ctx.t_star, ctx.players
     died = int((~np.asarray(ctx.run.panel.alive[ts], dtype=bool)[players]).sum())
-    f_rest = ctx.oracle.values(players)[0]
+    try:
+        f_rest: float | None = float(ctx.oracle.values(players)[0])
+    except NoLivingAgentsError:  # every agent dies at the baseline action: f over nobody is undefined (None: '–')
+        f_rest = None
     return {"baseline_alive": BASELINE_ALIVE, "died_at_t_star": died,
-            "f_baseline_t_star": float(res.f_baseline[ts]), "f_all_at_baseline_action": float(f_rest)}
+            "f_baseline_t_star": float(res.f_baseline[ts]), "f_all_at_baseline_action": f_rest}
 
 
 def _spill(panel: Any, res: Any) -> Any:

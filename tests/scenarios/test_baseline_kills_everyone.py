@@ -1,5 +1,7 @@
 """A baseline action under which every agent dies: the per-step baseline z⁰ gives each of them 0, as it does one
-agent that dies under it (Scenario.baseline_features: "agents absent from the fork's recording get 0").
+agent that dies under it (Scenario.baseline_features: "agents absent from the fork's recording get 0"); the step
+re-simulated with every agent at it holds nobody (features (0, D), its context kept), where an alive-aware
+indicator is undefined (NoLivingAgentsError) and one without the keyword is evaluated on no rows.
 
 Before, the fork of that step recorded nobody, its recorder raised FeatureValueError("no agents were ever present
 during the recording; nothing to record") and ``aumann run`` stopped in its attribute stage, naming no fork.
@@ -11,8 +13,8 @@ import mesa
 import numpy as np
 import pytest
 
-from aumann.attribution import ExactShapley, attribute
-from aumann.errors import NoAgentsRecordedError
+from aumann.attribution import ExactShapley, attribute, evaluate
+from aumann.errors import NoAgentsRecordedError, NoLivingAgentsError
 from aumann.scenarios import Scenario, ScenarioConfig
 from aumann.simulators import FeatureRecorder, override_next_step, simulate
 
@@ -64,7 +66,7 @@ SCENARIO = Scenario(
     build_model=lambda cfg, rng, backend=None: Meadow(fragile=3),
     make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}), features=("energy",),
     indicator=lambda cfg: total_energy, original=lambda cfg: total_energy,
-    baseline_action=starving, baseline_action_by="id")
+    baseline_action=starving, baseline_action_by="id", context=lambda cfg: {"rain": lambda m: 10.0 + m.steps})
 
 
 def test_every_agent_dead_at_the_baseline_action_gets_a_zero_baseline_and_phi_stays_efficient():
@@ -90,3 +92,28 @@ def test_a_model_with_no_agents_is_still_refused_with_a_typed_error():
 
     with pytest.raises(NoAgentsRecordedError, match="no agents were ever present"):
         simulate(Empty(seed=0), steps=2, recorder=FeatureRecorder({"energy": "energy"}))
+
+
+def plain_total(z, context=None):  # no alive keyword: evaluated on every row it is given
+    return z[..., 0].sum(-1) + 0.0 * context["rain"]
+
+
+def test_the_step_re_simulated_with_everyone_dying_holds_nobody_and_keeps_its_context():
+    cfg = Config()
+    run = SCENARIO.simulate(cfg, rng=np.random.default_rng(0), keep_from=0)
+    ids = run.panel.agent_ids
+    state = SCENARIO.step_state(run.before(1), cfg, range(len(ids)), agent_ids=ids)
+    assert state.z.shape == (0, 1) and float(state.context["rain"]) == 12.0  # model step 2
+    assert float(evaluate(plain_total, state)) == 0.0
+    with pytest.raises(NoLivingAgentsError, match="n_t = 0"):
+        evaluate(total_energy, state)
+
+
+def test_the_study_records_no_value_for_f_with_everyone_at_the_baseline_action(tmp_path):
+    from aumann.studies.faithfulness import run_study
+
+    cfg = SCENARIO.load_config(study={"permutations": 8, "random_orderings": 2, "path_orders": 2,
+                                      "quadrature_steps": 4, "ablations": False})
+    rec = run_study(SCENARIO, cfg, out_dir=tmp_path).records[0]
+    assert rec["dead_rows"]["f_all_at_baseline_action"] is None  # nobody lives: f over the living is undefined
+    assert rec["dead_rows"]["f_baseline_t_star"] == 0.0
