@@ -137,6 +137,29 @@ def test_retry_after_as_an_http_date_is_honoured():
     assert retry_after({"retry-after-ms": "250"}) == 0.25 and retry_after({"retry-after": "soon"}) == 0.0
 
 
+@pytest.mark.parametrize("tz", ["America/New_York", "Asia/Tokyo", "UTC"])
+@pytest.mark.parametrize("form", ["asctime", "minus-zero", "gmt"])
+def test_an_http_date_without_a_zone_is_utc_whatever_the_local_time_zone(tz, form, monkeypatch):
+    """An HTTP date is UTC in all three formats (RFC 9110 5.6.7). The asctime form and a -0000 zone parse to a naive
+    datetime, which was read in local time: under TZ=America/New_York a date 30 s ahead asked for 18,030 s (and a
+    run stopped with RetryAfterTooLongError); under Asia/Tokyo for none (retried at once while rate limited)."""
+    import time
+    from email.utils import formatdate
+
+    from aumann.simulators.llm.replies import retry_after
+
+    when = time.time() + 30
+    text = {"asctime": time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(when)),
+            "minus-zero": formatdate(when), "gmt": formatdate(when, usegmt=True)}[form]
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        assert 27 < retry_after({"retry-after": text}) <= 30
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_a_reply_whose_fields_were_coerced_away_is_not_cached_as_a_good_answer(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     with LoopbackLLM(lambda body: '{"interact": true, "action": "love"}') as srv:

@@ -20,6 +20,7 @@ Every message goes through the caller's ``redact`` (no key survives, whatever th
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -32,7 +33,12 @@ from aumann.simulators.llm.records import Completion, read_completion
 
 
 def retry_after(headers: Mapping[str, str]) -> float:
-    """Seconds to wait from ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``; 0 if absent."""
+    """Seconds to wait from ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``; 0 if absent.
+
+    An HTTP date is UTC in each of its three formats (RFC 9110 5.6.7), also where it names no zone: the asctime
+    form (``Sun Nov  6 08:49:37 1994``) and a ``-0000`` zone, which :func:`parsedate_to_datetime` gives as a naive
+    datetime, and whose ``timestamp()`` read it in this machine's local time (under ``TZ=America/New_York`` a date
+    30 s ahead was a wait of 5 h, past ``retry_after_max``; east of UTC, a wait of none)."""
     value = headers.get("retry-after")
     if value is None:
         ms = headers.get("retry-after-ms")
@@ -44,7 +50,10 @@ def retry_after(headers: Mapping[str, str]) -> float:
         return max(0.0, float(value))
     except ValueError:
         try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            when = parsedate_to_datetime(value)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=_dt.UTC)
+            return max(0.0, when.timestamp() - time.time())
         except (TypeError, ValueError, IndexError, OverflowError):
             return 0.0
 
