@@ -387,6 +387,12 @@ class FeatureRecorder(_RecorderBase):
         self._type_ok = {}
         self._available = {}
         cap = max(len(self._agent_list(model, None)), 1)
+        need, have = steps * cap * (8 * len(self.features) + 1), memory_bytes()
+        if need > have:  # (np.zeros would be granted lazily, and the run end in the OOM killer as the steps fill it)
+            raise MemoryBudgetError(
+                f"the recorded panel cannot fit this machine's memory: {steps:,} steps × {cap:,} agents × "
+                f"{len(self.features)} feature(s) (float64) need {need / 2**30:,.1f} GiB, more than its "
+                f"{have / 2**30:,.1f} GiB: record fewer steps or fewer agents")
         return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
                           alive=np.zeros((steps, cap), dtype=bool))
 

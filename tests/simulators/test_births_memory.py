@@ -54,3 +54,14 @@ def test_a_run_that_fits_only_without_doubling_grows_to_what_it_needs(monkeypatc
     panel = record(births=100, steps=2)
     assert panel.values.shape == (2, 210, 1)
     assert panel.alive is not None and panel.alive.sum() == 110 + 210
+
+
+def test_a_recording_that_cannot_fit_from_its_first_capture_is_refused_before_it_steps(monkeypatch):
+    # 100 steps x 10 agents x 9 bytes = 9,000 bytes: refused at the start, before the model takes a step
+    monkeypatch.setattr(recorder, "memory_bytes", lambda: 8_999, raising=False)
+    model = Births(births=0)
+    stepped: list[int] = []
+    with pytest.raises(MemoryBudgetError, match=r"100 steps × 10 agents × 1 feature\(s\) \(float64\) need"):
+        simulate(model, steps=100, step=lambda m: stepped.append(1),
+                 recorder=FeatureRecorder({"w": "w"}, agents=lambda m: m.pop))
+    assert not stepped
