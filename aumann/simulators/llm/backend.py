@@ -321,6 +321,11 @@ class LLMBackend:
                     try:
                         got = fut.result()
                     except BaseException as exc:
+                        if not (fut.done() and not fut.cancelled() and fut.exception() is exc):
+                            # the wait itself was interrupted (Ctrl-C; SIGTERM's TerminatedBySignal), not the call
+                            # failing: it was taken for this decision's result (an abstention) and the run went on
+                            self._interrupt(futures.values())
+                            raise
                         got = exc
                 gots.append((c, got, fresh))
             cache = self.cache
@@ -338,6 +343,18 @@ class LLMBackend:
                 if isinstance(r, BaseException):
                     raise r
         return results
+
+    def _interrupt(self, futures: Any) -> None:
+        """The run is being interrupted: requests not yet sent are never sent (queued in the pool, or waiting in
+        the stack for their turn), and those in flight are not retried (each layer and the core with a ``stop``)."""
+        for fut in futures:
+            fut.cancel()
+        node = self.stack
+        while node is not None:
+            stop = getattr(node, "stop", None)
+            if callable(stop):
+                stop()
+            node = getattr(node, "inner", None)
 
     def _reconcile(self, cache: Any, gots: list[tuple[Call, Any, bool]]) -> list[tuple[Call, Any, bool]]:
         """Use the stored reply where another process sharing the cache stored its own answer to the same request

@@ -136,6 +136,12 @@ class ChatCompletions:
         auto = self.structured_output == "auto"
         first = "json_schema" if auto else self.structured_output
         self._states = [_EndpointState(first, not auto) for _ in self.endpoints.endpoints]
+        self._stopping = threading.Event()  # set by stop(): the run is being interrupted
+
+    def stop(self) -> None:
+        """Send nothing more (the run is being interrupted): a request waiting for its turn (behind the
+        structured-output probe, the concurrency window) raises instead of being sent when its turn comes."""
+        self._stopping.set()
 
     def _proxied(self) -> bool:
         proxies = urllib.request.getproxies()
@@ -220,6 +226,10 @@ class ChatCompletions:
                 probing = not st.final
                 if not probing:
                     st.probe.release()
+            if self._stopping.is_set():
+                if probing:
+                    st.probe.release()
+                raise KeyboardInterrupt("the run was interrupted; this LLM request is not sent")
             mode = st.mode
             try:
                 answer = self._once(call, ep, mode, st.bound_field, negotiable=probing and mode != "none")
@@ -312,7 +322,8 @@ class ChatCompletions:
         if self.injected:
             raise LLMError("an LLM backend built with an injected client or transport cannot be pickled; "
                            "build it from model/base_url/api_key in each worker")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("transport", "_states", "resend_gate")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("transport", "_states", "resend_gate", "_stopping")}
         state["_modes"] = [(s.mode, s.final, s.bound_field) for s in self._states]
         return state
 

@@ -330,7 +330,7 @@ class Retry(Layer):
     so a resumed run asks them again).
     """
 
-    _transient = ("_rand", "_lock", "_streak", "watchers")
+    _transient = ("_rand", "_lock", "_streak", "watchers", "_stopping")
 
     def __init__(self, inner: Any, usage: Usage, policy: RetryPolicy | None = None, *,
                  sleep: Callable[[float], Any] | None = None, where: Callable[[], str] = str,
@@ -349,6 +349,23 @@ class Retry(Layer):
         self._lock = threading.Lock()
         self._streak: list[str] = []  # the keys of the failed decisions since the server last answered
         self.watchers: list[Any] = []
+        self._stopping = threading.Event()  # set by stop(): the run was interrupted, no attempt is retried
+
+    def stop(self) -> None:
+        """No failed attempt is retried from now on (the run was interrupted: Ctrl-C, SIGTERM): a decision still
+        in flight ends with its current attempt, and a backoff under way (up to ``retry_after_max``) is cut short,
+        so the process exits within one request's timeout instead of every retry's."""
+        self._stopping.set()
+
+    def _pause(self, seconds: float) -> None:
+        if self.sleep is time.sleep:
+            self._stopping.wait(seconds)
+        else:  # (an injected clock: tests)
+            self.sleep(seconds)
+
+    def _interrupted(self) -> None:
+        if self._stopping.is_set():  # not a failed decision (never kept as an abstention): the run is ending
+            raise KeyboardInterrupt("the run was interrupted; this LLM request is not retried")
 
     def _answered(self) -> None:
         """The server answered (usable or not): the streak of failed decisions before it was no outage."""
@@ -379,6 +396,7 @@ class Retry(Layer):
                 attempt.repair = (f"Your previous reply was not usable ({last[:200]}). Answer again with only the "
                                   f"JSON object, with a value for every required key.")
             if failures + invalid:
+                self._interrupted()
                 self.usage.add(retries=1)
             try:
                 answer = self.inner.handle(attempt)
@@ -399,7 +417,7 @@ class Retry(Layer):
                     failures += 1
                     logger.warning("LLM attempt %d failed for %s: %s", failures + invalid, self.where(), last)
                     if failures <= p.max_retries:
-                        self.sleep(self._backoff(failures, wait))
+                        self._pause(self._backoff(failures, wait))
                     continue
                 answer = Answer("", source="server")  # a 200 without a usable body: an invalid reply
                 answer.meta["unusable"] = str(exc)

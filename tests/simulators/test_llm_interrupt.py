@@ -1,0 +1,48 @@
+"""Ctrl-C (or SIGTERM's exit) while LLM decisions are in flight ends the run within one request's timeout.
+
+Measured before the fix, ``aumann run social-llm --backend openai`` against a server that never finishes a reply
+(``--llm-timeout 5 --max-retries 2``, 4 agents): SIGINT 4 s in, exit 140.5 s later (12 attempts logged): the
+requests queued behind the structured-output probe and the concurrency window were still sent, and every failed
+attempt retried with its doubled timeout, before the pool let the process go. After: 4.2 s, one attempt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+from aumann.simulators.llm import OpenAIBackend
+from tests.simulators.llm_fakes import LoopbackServer
+
+
+class Work(BaseModel):
+    work: float = Field(ge=0.0, le=1.0)
+
+
+GOOD = '{"work": 0.5}'
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupt_while_decisions_time_out_stops_sending_and_retrying():
+    with LoopbackServer(lambda body: GOOD, delay=2.0) as srv:  # every attempt times out (0.5 s, then 1, 2, 4 s)
+        b = OpenAIBackend(model="m", base_url=srv.base_url, timeout=0.5, max_retries=3, concurrency=2)
+        reqs = [{"messages": [{"role": "user", "content": f"agent {i}: decide"}], "schema": Work} for i in range(4)]
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                b.decide_many(reqs, return_exceptions=True)
+            b.close(keep_failed=False)  # (waits for the workers, as the run's way out does)
+            elapsed = time.monotonic() - start
+        finally:
+            timer.cancel()
+        calls = srv.calls
+    # one attempt in flight when the interrupt came (0.5 s timeout): nothing queued is sent, nothing is retried
+    assert elapsed < 2.0, elapsed
+    assert calls <= 2, calls
