@@ -46,3 +46,23 @@ def test_an_interrupt_while_decisions_time_out_stops_sending_and_retrying():
     # one attempt in flight when the interrupt came (0.5 s timeout): nothing queued is sent, nothing is retried
     assert elapsed < 2.0, elapsed
     assert calls <= 2, calls
+
+
+def test_a_batch_after_an_interrupted_one_is_sent_and_answered():
+    """(a notebook: a cell interrupted, then run again) the stop of the interrupted batch does not outlive it."""
+    with LoopbackServer(lambda body: GOOD, delay=1.0) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, timeout=0.3, max_retries=1, concurrency=1)
+        timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                b.decide_many([{"messages": [{"role": "user", "content": "first"}], "schema": Work}])
+        finally:
+            timer.cancel()
+        srv.delay = 0.0
+        try:
+            again = b.decide([{"role": "user", "content": "again"}], Work)
+        except KeyboardInterrupt as exc:  # (not let through: pytest would end the session)
+            pytest.fail(f"the interrupted batch's stop outlived it: {exc}")
+        assert again == Work(work=0.5)
+        b.close()

@@ -286,6 +286,7 @@ class LLMBackend:
         otherwise the first failure in request order is raised after the whole batch finished.
         """
         reqs = list(requests)
+        self._each("resume")  # (a batch after an interrupted one, e.g. a notebook cell run again, is sent again)
         results: list[Any] = [None] * len(reqs)
         calls: list[Call] = []
         fork = self.usage.in_fork
@@ -349,11 +350,14 @@ class LLMBackend:
         the stack for their turn), and those in flight are not retried (each layer and the core with a ``stop``)."""
         for fut in futures:
             fut.cancel()
+        self._each("stop")
+
+    def _each(self, method: str) -> None:
         node = self.stack
         while node is not None:
-            stop = getattr(node, "stop", None)
-            if callable(stop):
-                stop()
+            fn = getattr(node, method, None)
+            if callable(fn):
+                fn()
             node = getattr(node, "inner", None)
 
     def _reconcile(self, cache: Any, gots: list[tuple[Call, Any, bool]]) -> list[tuple[Call, Any, bool]]:

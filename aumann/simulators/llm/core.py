@@ -143,6 +143,10 @@ class ChatCompletions:
         structured-output probe, the concurrency window) raises instead of being sent when its turn comes."""
         self._stopping.set()
 
+    def resume(self) -> None:
+        """Send again (a new batch after an interrupted one)."""
+        self._stopping.clear()
+
     def _proxied(self) -> bool:
         proxies = urllib.request.getproxies()
         return any(e.scheme in proxies and not urllib.request.proxy_bypass(e.host) for e in self.endpoints.endpoints)

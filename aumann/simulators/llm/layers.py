@@ -357,6 +357,10 @@ class Retry(Layer):
         so the process exits within one request's timeout instead of every retry's."""
         self._stopping.set()
 
+    def resume(self) -> None:
+        """Retry again (a new batch after an interrupted one)."""
+        self._stopping.clear()
+
     def _pause(self, seconds: float) -> None:
         if self.sleep is time.sleep:
             self._stopping.wait(seconds)
