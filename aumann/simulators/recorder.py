@@ -634,6 +634,13 @@ class ArrayRecorder(_RecorderBase):
             if first.ndim != 1:
                 raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
             rec.n = first.shape[0]
+            item = np.dtype(self.dtype).itemsize
+            need, have = rec.steps * rec.n * (item * len(feats) + 1), memory_bytes()
+            if need > have:  # (as FeatureRecorder's buffer: refused, not granted lazily and filled into the OOM killer)
+                raise MemoryBudgetError(
+                    f"the recorded panel cannot fit this machine's memory: {rec.steps:,} steps × {rec.n:,} agents × "
+                    f"{len(feats)} feature(s) ({np.dtype(self.dtype).name}) need {need / 2**30:,.1f} GiB, more than "
+                    f"its {have / 2**30:,.1f} GiB: record fewer steps or fewer agents")
             rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=self.dtype)
             rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids

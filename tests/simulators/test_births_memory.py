@@ -12,7 +12,7 @@ import pytest
 
 import aumann.simulators.recorder as recorder
 from aumann.errors import MemoryBudgetError
-from aumann.simulators import FeatureRecorder, simulate
+from aumann.simulators import ArrayRecorder, FeatureRecorder, simulate
 
 
 class Agent:
@@ -65,3 +65,14 @@ def test_a_recording_that_cannot_fit_from_its_first_capture_is_refused_before_it
         simulate(model, steps=100, step=lambda m: stepped.append(1),
                  recorder=FeatureRecorder({"w": "w"}, agents=lambda m: m.pop))
     assert not stepped
+
+
+def test_an_array_recording_that_cannot_fit_is_refused_at_its_first_capture(monkeypatch):
+    # 100 steps x 10 agents x (4 bytes of float32 + 1 of the mask) = 5,000 bytes
+    import numpy as np
+
+    monkeypatch.setattr(recorder, "memory_bytes", lambda: 4_999, raising=False)
+    model = Births(births=0)
+    with pytest.raises(MemoryBudgetError, match=r"100 steps × 10 agents × 1 feature\(s\) \(float32\) need"):
+        simulate(model, steps=100, step=lambda m: None,
+                 recorder=ArrayRecorder(lambda m: {"w": np.ones(10)}, dtype=np.float32))
