@@ -242,6 +242,27 @@ def test_a_repeated_key_is_read_with_its_first_occurrence(tmp_path):
     assert (report.valid_events, report.malformed_lines) == (2, 1)
 
 
+def test_kind_is_a_string_read_exactly_however_it_is_spelled(tmp_path):
+    """``kind`` must be a JSON string (read as JSON text, ingest_sql.SCAN); ``"commit"`` has a fast path there, so
+    every other spelling must still go the general way: an escaped ``commit`` is ``commit``, ``Commit`` or
+    ``"commit"`` with quotes inside is a valid event of another kind, a non-string kind is a malformed line."""
+    def with_kind(i: int, raw: bytes) -> bytes:
+        line = event(i)
+        assert line.count(b'"kind":"commit"') == 1
+        return line.replace(b'"kind":"commit"', b'"kind":' + raw)
+
+    odd = [b'"\\u0063ommit"', b'"Commit"', b'"\\"commit\\""', b'"commit "', b'5', b'1.5', b'null', b'["commit"]',
+           b'{"k":"commit"}', b'true']
+    f = tmp_path / "kinds.jsonl"
+    f.write_bytes(b"\n".join([*events(2), *(with_kind(10 + i, k) for i, k in enumerate(odd))]) + b"\n")
+    _, report = _ingest([f])
+    _identity(report)
+    assert (report.valid_events, report.malformed_lines) == (2 + 4, 6)
+    assert report.by_kind["commit"] == 3  # the two plain ones and the escaped one
+    assert report.by_collection_operation == {"app.bsky.feed.like": {"create": 3}}
+    assert sorted(report.by_kind) == sorted(["commit", "Commit", '\\"commit\\"', "commit "])
+
+
 @pytest.mark.parametrize("did", ["did:", "did:plc", "did:plc:", "did::x", "did:PLC:x", "plc:aaaa", "did:plc:a b"])
 def test_an_event_whose_did_is_not_a_did_is_a_malformed_line_not_a_user(tmp_path, did):
     """An event with DID ``did:`` (anything starting ``did:``) counted as a user's event, where a profile row
