@@ -33,7 +33,9 @@ COLUMNS = (
 # ``did`` (VARCHAR) is a DID string iff it is ``did:<method>:<id>`` (:data:`DID_RE`; a
 # number or an object would read as its JSON text). ``record.subject`` as VARCHAR is a follow's DID string or a
 # like's / repost's strongRef object re-serialised as normalised JSON (escaped slashes undone), so
-# the subject's author is its 3rd '/'-separated part either way.
+# the subject's author is its 3rd '/'-separated part either way. A string subject that starts with '{' reads the
+# same as an object, so a repost's ``subject_uri`` is extracted under ``try``: such a string that is not JSON gives
+# NULL (no repost link; its target, the 3rd part, is judged as any other), not an error refusing the whole file.
 #
 # Everything per record is decided here, in the one pass over the parsed lines, so that the later
 # statements only filter a slim table: the four collections the panel reads get a code ``c`` (1 like,
@@ -101,7 +103,7 @@ SELECT
   CASE WHEN c = 4 OR (c = 2 AND operation = 'create') THEN rkey END AS rkey,
   CASE WHEN kind = 'identity' THEN time_us END AS time_us,
   handle, text, parent_uri, tags,
-  CASE WHEN c = 3 AND starts_with(subject, '{{') THEN json_extract_string(subject, '$.uri') END AS subject_uri
+  CASE WHEN c = 3 AND starts_with(subject, '{{') THEN try(json_extract_string(subject, '$.uri')) END AS subject_uri
 FROM eng
 """
 

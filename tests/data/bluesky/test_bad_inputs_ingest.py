@@ -263,6 +263,21 @@ def test_kind_is_a_string_read_exactly_however_it_is_spelled(tmp_path):
     assert sorted(report.by_kind) == sorted(["commit", "Commit", '\\"commit\\"', "commit "])
 
 
+@pytest.mark.parametrize("subject", ["{oops", "{", '{"uri":"at://x'])
+def test_a_repost_whose_subject_is_a_string_opening_a_brace_is_one_malformed_engagement(tmp_path, subject):
+    """``record.subject`` is read as text, so a string starting with ``{`` looks like a strongRef object; its
+    ``uri`` was extracted as JSON and a string that is not JSON threw, and the whole file was refused."""
+    repost = json.loads(event(9))
+    repost["commit"].update(collection="app.bsky.feed.repost", record={"subject": subject})
+    f = tmp_path / "day.jsonl"
+    f.write_bytes(b"\n".join([*events(4), json.dumps(repost).encode()]) + b"\n")
+    counts, report = _ingest([f])
+    _identity(report)
+    assert (report.valid_events, report.malformed_lines, report.malformed_engagements) == (5, 0, 1)
+    assert report.by_collection_operation["app.bsky.feed.repost"] == {"create": 1}
+    assert set(counts.users["did"]) == {A, B}
+
+
 @pytest.mark.parametrize("did", ["did:", "did:plc", "did:plc:", "did::x", "did:PLC:x", "plc:aaaa", "did:plc:a b"])
 def test_an_event_whose_did_is_not_a_did_is_a_malformed_line_not_a_user(tmp_path, did):
     """An event with DID ``did:`` (anything starting ``did:``) counted as a user's event, where a profile row
