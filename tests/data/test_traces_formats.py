@@ -264,3 +264,16 @@ def test_a_csv_agent_column_made_text_by_a_skipped_record_keeps_the_other_ids_as
     kind, (ids, _steps, values, _alive, skipped) = read_skipping(path, spec)
     assert (kind, ids, skipped) == ("panel", ["0"], 1)
     assert values == [[[3.0, 0.0]]]
+
+
+def test_a_value_field_read_as_infinite_dates_is_no_number_not_an_overflow():
+    # DuckDB 2.0.1 hands a JSON "-infinity" that it took for a DATE to Arrow as day -2147483647 (2.0.0 gave 1900-01-01):
+    # pyarrow's to_pylist() raised a bare OverflowError out of the reader; a value field of dates holds no number
+    import pyarrow as pa
+
+    from aumann.data.traces.table import _arrow_values
+
+    arr = pa.array([-2147483647, 2147483647, None, 0], type=pa.int32()).cast(pa.date32())
+    got = _arrow_values(arr)
+    assert got[2] is None and got[3] == "1970-01-01" and all(isinstance(v, str) for v in (got[0], got[1]))
+    assert _arrow_values(arr, times=True).dtype.kind == "M"  # a step of dates stays datetime64 (binned)
