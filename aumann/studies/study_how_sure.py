@@ -105,7 +105,9 @@ def _deaths_text(page: StudyPage) -> list[Any]:
     at the baseline action re-simulated (the re-simulation rows and curves, where the re-run decides who lives)."""
     parts = [f"run {d['run']}: {d['died_at_t_star']} died during step t*; f(z⁰_t*) over the run's living = "
              f"{fmt(d['f_baseline_t_star'])}, f with every player at the baseline action (re-simulated) = "
-             f"{fmt(d['f_all_at_baseline_action'])}" for d in dead_rows(page.recs) if d.get("died_at_t_star")]
+             + (fmt(d["f_all_at_baseline_action"]) if d.get("f_all_at_baseline_action") is not None
+                else "undefined (no agent lives when every player takes the baseline action)")
+             for d in dead_rows(page.recs) if d.get("died_at_t_star")]
     if not parts:
         return []
     return [Text("Agents that died during step t* are out of f at both ends of the masking game (the run's living "

@@ -117,3 +117,11 @@ def test_the_study_records_no_value_for_f_with_everyone_at_the_baseline_action(t
     rec = run_study(SCENARIO, cfg, out_dir=tmp_path).records[0]
     assert rec["dead_rows"]["f_all_at_baseline_action"] is None  # nobody lives: f over the living is undefined
     assert rec["dead_rows"]["f_baseline_t_star"] == 0.0
+    # and the page says so in words, not with a bare dash where a number would be
+    from types import SimpleNamespace
+
+    from aumann.studies.study_how_sure import _deaths_text
+
+    died = {**rec, "dead_rows": {**rec["dead_rows"], "died_at_t_star": 1}}  # (the page's text is for a death at t*)
+    text = " ".join(part.text for part in _deaths_text(SimpleNamespace(recs=[died])))
+    assert "undefined (no agent lives when every player takes the baseline action)" in text
