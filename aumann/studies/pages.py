@@ -121,12 +121,32 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     return kind, manifest
 
 
+def check_recorded_tables(d: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a run directory of ``aumann run`` whose tables (``*.csv``) are not the ones the run recorded writing
+    (``outputs_sha256`` in its manifest): the page reads its numbers from them, so a table edited by hand was shown
+    as the run's result (a deletion AUC of 9.73 where the run measured 0.731), and a table removed by hand dropped
+    its section without a word. A table the manifest records no checksum of (an older aumann) is read as it is."""
+    from aumann.io import output_check
+
+    ours = manifest.get("outputs_sha256")
+    if not isinstance(ours, dict):
+        return
+    for name in sorted(n for n in ours if isinstance(n, str) and n.endswith(".csv")):
+        check = output_check(d / name, within=d, recorded=ours)
+        if check.state not in ("ours", "unrecorded"):
+            raise ReportError(f"table {str(d / name)!r} is not the one the run wrote: {check.reason} (manifest.json "
+                              "records its SHA-256); run the same `aumann run` command with this --out again to "
+                              "rewrite it")
+
+
 def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None = None, top: int = TOP_AGENTS,
-                   plots: bool = True, parts: Any = None) -> Document:
+                   plots: bool = True, parts: Any = None, verify_tables: bool = False) -> Document:
     """The page of a finished run directory (what :func:`render_report` writes), built from its files alone.
 
     ``parts`` (:class:`aumann.studies.report.ReportParts`: the report stage of ``aumann run``): a section of a
     faithfulness page that fails is recorded there and a note stands in its place, instead of failing the page.
+    ``verify_tables``: a faithfulness directory's tables must be those its manifest records writing
+    (:func:`check_recorded_tables`; :func:`render_report`, which reads a finished directory, asks for it).
 
     Raises:
         ReportError: not a finished run directory, or one whose files cannot be read.
@@ -135,6 +155,9 @@ def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None 
         raise ReportError(f"top must be ≥ 1; got {top}")
     d = Path(run_dir)
     kind, manifest = run_kind(d)
+    if verify_tables and kind == "faithfulness":  # (the study's own report stage runs before its manifest is written)
+        with reading_within(d):
+            check_recorded_tables(d, manifest)
     charts = Charts(interactive=interactive)
     try:
         with reading_within(d):  # every file read below stays inside the run directory
@@ -185,7 +208,7 @@ def render_report(run_dir: str | os.PathLike[str], *, interactive: bool | None =
     # report`, or the study writing its pages, holds it already); a missing folder is not made: build_document
     # refuses it
     with output_lock(d, command="aumann.studies.pages.render_report (a Python call)") if d.is_dir() else nullcontext():
-        doc = build_document(d, interactive=interactive, top=top, plots=plots)
+        doc = build_document(d, interactive=interactive, top=top, plots=plots, verify_tables=True)
         # a page of your own of that name is never replaced; what aumann wrote (recorded with its SHA-256) is
         check_outputs(d, ["report.html", "report.md"])
         with journaled(d):

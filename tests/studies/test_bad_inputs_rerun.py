@@ -161,3 +161,34 @@ def test_report_refuses_a_headline_table_without_rows_and_a_listed_table_that_is
     damage(out)
     with pytest.raises(ReportError, match=r"faithfulness\.csv|cascade\.csv"):
         render_report(out, interactive=False, plots=False)
+
+
+def _a_number_edited(d: Path) -> None:
+    lines = (d / "faithfulness.csv").read_text().splitlines()
+    head, row = lines[0].split(","), lines[1].split(",")
+    at = head.index("deletion_auc")
+    row[at] = "9.999"  # a deletion AUC no run measures (it is at most 1)
+    (d / "faithfulness.csv").write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n")
+
+
+def _a_table_removed(d: Path) -> None:
+    (d / "faithfulness_extended.csv").unlink()
+
+
+def _a_table_replaced(d: Path) -> None:
+    (d / "resimulation_agreement.csv").write_text("my,own\n1,2\n")
+
+
+@pytest.mark.parametrize("damage", [_a_number_edited, _a_table_removed, _a_table_replaced],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_report_refuses_a_table_that_is_not_the_one_the_run_wrote(finished, tmp_path, damage):
+    """aumann report read the tables as they were: a number edited by hand in faithfulness.csv was the page's
+    headline (Deletion AUC 9.999, exit 0), and a table removed (or replaced) by hand dropped its section without a
+    word. The manifest records each table's SHA-256; one that is not the file the run wrote is refused by name."""
+    out = _copy(finished, tmp_path)
+    recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    assert {"faithfulness.csv", "faithfulness_extended.csv", "resimulation_agreement.csv"} <= set(recorded)
+    render_report(out, interactive=False, plots=False)  # as the run wrote it: the page is drawn
+    damage(out)
+    with pytest.raises(ReportError, match=r"\.csv' is not the one the run wrote: .*(changed or replaced|missing)"):
+        render_report(out, interactive=False, plots=False)
