@@ -50,12 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "path/to/file.py:fn or package.module:fn (an Indicator or a batched torch function)")
     p.add_argument("--method", choices=("auto", "closed", "path"), default="auto",
                    help="closed form, path integral, or closed form when available (default)")
-    p.add_argument("--steps", type=integer(minimum=1, maximum=1_000_000), default=30,
+    p.add_argument("--steps", type=integer(minimum=1, maximum=1_000_000), default=None,
                    help="integration points K for the path integral (at most 4096 with --rule gauss-legendre, "
-                        "exact for polynomials of degree 2K − 1; 10⁶ with midpoint)")
-    p.add_argument("--rule", choices=("gauss-legendre", "midpoint"), default="gauss-legendre")
-    p.add_argument("--power", type=number(0, exclusive_minimum=True, maximum=1000), default=1.0,
-                   help="substitution τ = u^p (4 for log-type integrands)")
+                        "exact for polynomials of degree 2K − 1; 10⁶ with midpoint; default 30)")
+    p.add_argument("--rule", choices=("gauss-legendre", "midpoint"), default=None,
+                   help="quadrature rule of the path integral (default gauss-legendre)")
+    p.add_argument("--power", type=number(0, exclusive_minimum=True, maximum=1000), default=None,
+                   help="substitution τ = u^p (4 for log-type integrands; default 1)")
     p.add_argument("--tol", type=number(0, exclusive_minimum=True, maximum=1), default=None,
                    help="adaptive mode: raise K until the relative gap ≤ tol")
     p.add_argument("--baseline", default="zero", help="zero | mean | pre-event | previous")
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is None and any(v is not None and v is not False for v in given):
         raise ConfigError("--spec, --trace-format, --bin, --skip-bad, --features, --real-people and "
                           "--export-identifiers apply to --trace")
+    _path_flags(args)
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
     refuse_if_busy(args.out, "attribute")  # an --out another live command writes: now, before torch's import
@@ -133,6 +135,23 @@ def run(args: argparse.Namespace) -> int:
                  + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
               + ("" if args.no_report else ", report.html, report.md"))
     return 0
+
+
+#: the path integral's flags and their defaults (given with --method closed, they had nothing to act on)
+_PATH_FLAGS = {"steps": 30, "rule": "gauss-legendre", "power": 1.0, "tol": None}
+
+
+def _path_flags(args: argparse.Namespace) -> None:
+    """Refuse the path integral's flags with ``--method closed`` (the closed form has no integration points: a
+    ``--tol 1e-6`` or ``--steps 500`` was dropped without a word, and the manifest recorded it as if it had been
+    used), then fill in their defaults."""
+    given = [f"--{k}" for k in _PATH_FLAGS if getattr(args, k) is not None]
+    if args.method == "closed" and given:
+        raise ConfigError(f"{', '.join(given)} set the path integral, which --method closed does not compute: "
+                          "leave them out, or use --method path (or auto)")
+    for k, default in _PATH_FLAGS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, default)
 
 
 def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res: Any, seconds: float, timer: Any,

@@ -142,3 +142,23 @@ def test_version_flag(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert "aumann" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags", [["--tol", "1e-6"], ["--steps", "500"], ["--rule", "midpoint"], ["--power", "4"]])
+def test_path_integral_flags_with_method_closed_are_refused(tmp_path, rng, capsys, flags):
+    """`--method closed --tol 1e-6` (or --steps, --rule, --power) wrote the closed form with exit 0: the flag had
+    nothing to act on and was dropped without a word, while manifest.json recorded it as the run's setting. Now a
+    ConfigError names the flag before any work (no --out written); without them the closed form runs, and the
+    defaults the manifest records are those of before (steps 30, gauss-legendre, power 1, no tol)."""
+    src = Panel(np.abs(rng.normal(size=(3, 10, 2)))).save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["attribute", str(src), "--indicator", "heat", "--method", "closed", *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and flags[0] in err and "--method closed" in err
+    assert not out.exists()
+    assert main(["attribute", str(src), "--indicator", "heat", "--method", "closed", "--no-report",
+                 "--out", str(out)]) == 0
+    assert Attribution.load(out / "attribution.npz").provenance["closed_form"] is True
+    config = json.loads((out / "manifest.json").read_text())["config"]
+    assert (config["steps"], config["rule"], config["power"], config["tol"]) == (30, "gauss-legendre", 1.0, None)
