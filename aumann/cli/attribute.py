@@ -77,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is None and any(v is not None and v is not False for v in given):
         raise ConfigError("--spec, --trace-format, --bin, --skip-bad, --features, --real-people and "
                           "--export-identifiers apply to --trace")
+    if args.deletion_k is not None and (args.trace is None or args.no_deletion):  # it had nothing to act on
+        raise ConfigError("--deletion-k sizes the masking deletion study, which --no-deletion skips: leave one "
+                          "of them out"
+                          if args.trace is not None else
+                          "--deletion-k sizes the masking deletion study, which only --trace runs: a saved panel "
+                          "gets none (leave --deletion-k out)")
     _path_flags(args)
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")

@@ -162,3 +162,22 @@ def test_path_integral_flags_with_method_closed_are_refused(tmp_path, rng, capsy
     assert Attribution.load(out / "attribution.npz").provenance["closed_form"] is True
     config = json.loads((out / "manifest.json").read_text())["config"]
     assert (config["steps"], config["rule"], config["power"], config["tol"]) == (30, "gauss-legendre", 1.0, None)
+
+
+def test_deletion_k_without_a_deletion_study_is_refused(tmp_path, rng, capsys):
+    """--deletion-k sizes the masking deletion study, which only --trace runs and --no-deletion skips: given with a
+    saved panel (or with --no-deletion) it was dropped without a word, exit 0, and no deletion study written. Now a
+    ConfigError names it before any work; with --trace it still sizes the study."""
+    src = Panel(np.abs(rng.normal(size=(3, 10, 2)))).save(tmp_path / "panel.npz")
+    trace = Path(__file__).parents[1] / "data" / "traces" / "events.csv"
+    spec = Path(__file__).parents[2] / "docs" / "examples" / "traces" / "events.toml"
+    capsys.readouterr()
+    for i, args in enumerate([[str(src)], ["--trace", str(trace), "--spec", str(spec), "--no-deletion"]]):
+        out = tmp_path / f"out{i}"
+        assert main(["attribute", *args, "--indicator", "gini", "--deletion-k", "3", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "ConfigError" in err and "--deletion-k" in err and not out.exists()
+    out = tmp_path / "traced"
+    assert main(["attribute", "--trace", str(trace), "--spec", str(spec), "--indicator", "gini", "--deletion-k", "3",
+                 "--no-report", "--out", str(out)]) == 0
+    assert json.loads((out / "deletion_masking.json").read_text())["k_del"] == 3
