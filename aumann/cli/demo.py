@@ -40,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
         write_json,
     )
 
+    if args.static and args.out is None:  # no page is written without --out: the flag had nothing to act on
+        from aumann.errors import ConfigError
+
+        raise ConfigError("--static sets the figures of report.html, which aumann demo writes only with --out DIR: "
+                          "give --out, or leave --static out")
     if args.out:  # before the imports below (torch, the pages: seconds), so a busy folder is refused at once
         ensure_output_dir(args.out, "--out")
         lock_output_dir(args.out, command=command_line("demo"))  # one writer: another command there stops now

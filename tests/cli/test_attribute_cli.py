@@ -181,3 +181,15 @@ def test_deletion_k_without_a_deletion_study_is_refused(tmp_path, rng, capsys):
     assert main(["attribute", "--trace", str(trace), "--spec", str(spec), "--indicator", "gini", "--deletion-k", "3",
                  "--no-report", "--out", str(out)]) == 0
     assert json.loads((out / "deletion_masking.json").read_text())["k_del"] == 3
+
+
+def test_demo_static_without_out_is_refused(tmp_path, capsys):
+    """`aumann demo --static` without --out printed the tables and wrote no page, exit 0: the flag (the figures of
+    report.html) was dropped without a word. Now a ConfigError says --static needs --out; with --out it still
+    writes the page."""
+    capsys.readouterr()
+    assert main(["demo", "--agents", "12", "--steps", "2", "--static"]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and "--static" in err and "--out" in err
+    assert main(["demo", "--agents", "12", "--steps", "2", "--static", "--out", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "report.html").is_file()
