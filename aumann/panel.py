@@ -1157,7 +1157,9 @@ class Panel:
         path = _panel_file(path)
         data, meta = read_npz(path, error=PanelError, what="panel file", check=_declared_shapes(path), within=within)
         if meta is None:
-            raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata)")
+            raise PanelError(f"{str(path)!r} is not an aumann panel file (no metadata): an .npz of your own arrays "
+                             "becomes one with Panel(values, features=[...]).save(path), a long table with "
+                             "Panel.from_dataframe(df).save(path)")
         if meta.get("format") != _FORMAT:
             raise PanelError(f"{str(path)!r}: unsupported panel format {meta.get('format')!r}")
         missing = [k for k in ("values", "agent_ids", "steps") if k not in data]

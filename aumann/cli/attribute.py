@@ -86,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     _path_flags(args)
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
+    if args.panel is not None and _table_suffix(args.panel) is not None:
+        raise ConfigError(f"{str(args.panel)!r} is a {_table_suffix(args.panel)} table, not a panel file (.npz written "
+                          "by Panel.save): read a long table (one row per agent and step) with --trace FILE --spec "
+                          "SPEC.toml (docs/traces.md), or save it as a panel first (Panel.from_dataframe(df).save)")
     refuse_if_busy(args.out, "attribute")  # an --out another live command writes: now, before torch's import
     from rich.table import Table
 
@@ -141,6 +145,28 @@ def run(args: argparse.Namespace) -> int:
                  + ("" if args.no_deletion else ", deletion_masking.json, deletion_masking.csv"))
               + ("" if args.no_report else ", report.html, report.md"))
     return 0
+
+
+#: the suffixes of long tables (``--trace`` reads them), which the panel argument took for .npz archives
+_TABLE_SUFFIXES = {".csv": "CSV", ".tsv": "CSV", ".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSON lines",
+                   ".ndjson": "JSON lines", ".json": "JSON"}
+
+
+def _table_suffix(p: Path) -> str | None:
+    """The kind of long table ``p``'s name says it is (``.csv``, ``.csv.gz``, ``.parquet``, ...), else None (also
+    for a zip archive, whatever its name: a panel saved under another name loads as before)."""
+    if not p.is_file():  # a FIFO would block the open; a directory: Panel.load says what it is
+        return None
+    try:
+        with open(p, "rb") as fh:
+            if fh.read(2) == b"PK":
+                return None
+    except OSError:
+        return None  # (a directory, an unreadable file: Panel.load says which)
+    suffixes = [x.lower() for x in p.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".zst"):
+        suffixes = suffixes[:-1]
+    return _TABLE_SUFFIXES.get(suffixes[-1]) if suffixes else None
 
 
 #: the path integral's flags and their defaults (given with --method closed, they had nothing to act on)

@@ -193,3 +193,23 @@ def test_demo_static_without_out_is_refused(tmp_path, capsys):
     assert "ConfigError" in err and "--static" in err and "--out" in err
     assert main(["demo", "--agents", "12", "--steps", "2", "--static", "--out", str(tmp_path / "d")]) == 0
     assert (tmp_path / "d" / "report.html").is_file()
+
+
+def test_a_table_or_a_bare_npz_given_as_the_panel_says_what_to_do(tmp_path, rng, capsys):
+    """A user's long table given as the panel (`aumann attribute panel.csv`) was 'not an .npz archive (no zip
+    signature ...): damaged, or another kind of file', and an .npz of bare arrays 'not an aumann panel file (no
+    metadata)': neither said how to get a panel. Now the table is refused pointing at --trace and
+    Panel.from_dataframe, the bare .npz at Panel(...).save; a panel saved under a table's name still loads."""
+    table = tmp_path / "panel.csv"
+    table.write_text("agent,step,x\n1,0,1.0\n2,0,2.0\n")
+    bare = tmp_path / "arrays.npz"
+    np.savez(bare, values=rng.random((3, 4, 2)))
+    capsys.readouterr()
+    assert main(["attribute", str(table), "--indicator", "heat", "--out", str(tmp_path / "o1")]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and "CSV table" in err and "--trace" in err and "from_dataframe" in err
+    assert main(["attribute", str(bare), "--indicator", "heat", "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "PanelError" in err and ".save(path)" in err
+    named = Panel(np.abs(rng.normal(size=(3, 5, 2)))).save(tmp_path / "p.npz").rename(tmp_path / "mine.csv")
+    assert main(["attribute", str(named), "--indicator", "heat", "--no-report", "--out", str(tmp_path / "o3")]) == 0
