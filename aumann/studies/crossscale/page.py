@@ -64,6 +64,10 @@ _TABLE_TITLES = {
 }
 
 
+#: the keys every ``aumann bluesky study`` writes in summary.json and the page needs
+_SUMMARY_KEYS = ("synthetic", "data", "users", "topics")
+
+
 def _cells(d: Path, summary: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     fulls: dict[str, dict[str, Any]] = {}
     grid: list[dict[str, Any]] = []
@@ -113,7 +117,15 @@ class _StudyDir:
     @classmethod
     def load(cls, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> _StudyDir:
         summary = read_json(d / "summary.json", "summary")
-        synthetic = bool(summary.get("synthetic"))
+        # every study writes these: a summary without them (emptied to {}, replaced) drew a page of no topics that
+        # called a SYNTHETIC panel's study "ingested" data, exit 0
+        lacks = [k for k in _SUMMARY_KEYS if not isinstance(summary, dict) or k not in summary]
+        if lacks:
+            raise ReportError(f"summary {str(d / 'summary.json')!r} lacks {lacks} (emptied, replaced or damaged); run "
+                              "the same `aumann bluesky study` command with this --out again to rewrite it (finished "
+                              "cells are reused)")
+        # SYNTHETIC if anything the study recorded says so (the manifest too): the marker is never lost
+        synthetic = bool(summary.get("synthetic")) or bool(manifest.get("synthetic"))
         fulls, grid = _cells(d, summary)
         return cls(d=d, manifest=manifest, charts=charts, top=top, plots=plots, summary=summary, synthetic=synthetic,
                    fulls=fulls, grid=grid, inds=list(summary.get("indicators") or ["lin", "heat", "var", "gini"]),

@@ -253,3 +253,26 @@ def test_the_same_study_twice_writes_the_same_bytes_but_its_wall_clock(study_dir
     assert _wall_clock_lines(fa["report.md"].decode()) == _wall_clock_lines(fb["report.md"].decode())
     manifest = json.loads(fa["manifest.json"])
     assert manifest["cell_seconds"]["cells/mythos/RAND__100.json"] >= 0 and manifest["grid_seconds"] >= 0
+
+
+@pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])
+def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> None:
+    """`aumann report` on a study whose summary.json was emptied to {} wrote a page of no topics that called the
+    SYNTHETIC panel's study "ingested" data (exit 0): the marker came from summary.json alone. Now a summary without
+    the keys every study writes is refused by name, and the page is SYNTHETIC when the manifest says so too."""
+    from aumann.errors import ReportError
+    from aumann.studies.pages import render_report
+
+    counts, out = tmp_path / "counts", tmp_path / "study"
+    assert _run("synth", "--users", "300", "--days", "3", "--seed", "1", "--out", str(counts)) == 0
+    assert _run("study", str(counts), "--out", str(out), "--sizes", "100000", "--seeds", "0", "--no-progress") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    render_report(out, interactive=False, plots=False)
+    assert "SYNTHETIC" in (out / "report.md").read_text(encoding="utf-8")
+    damaged = {} if damage == "emptied" else {k: v for k, v in summary.items() if k != "synthetic"}
+    (out / "summary.json").write_text(json.dumps(damaged))
+    with pytest.raises(ReportError, match=r"summary\.json' lacks \[.*'synthetic'"):
+        render_report(out, interactive=False, plots=False)
+    (out / "summary.json").write_text(json.dumps({**summary, "synthetic": False}))  # the manifest still says so
+    render_report(out, interactive=False, plots=False)
+    assert (out / "report.md").read_text(encoding="utf-8").splitlines()[2].startswith("> **SYNTHETIC")
