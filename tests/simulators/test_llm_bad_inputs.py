@@ -783,3 +783,20 @@ def test_what_a_manifest_records_loses_whole_keys_but_never_a_word_that_starts_l
     assert redact_registered("risk-profile") != "risk-profile"  # messages: the net for cut keys stays
     got = redact({"persona": "risk-profile averse", "out": f"d/{key}/x", "prompt": f"use {key} now"})
     assert got == {"persona": "risk-profile averse", "out": "d/***/x", "prompt": "use *** now"}
+
+
+def test_llm_show_on_a_file_that_is_no_cache_never_says_to_delete_it(tmp_path, capsys):
+    """`aumann llm show RUN --cache RUN/manifest.json` (a wrong path) said 'move it away or delete it (a new cache is
+    created in its place)': advice for a run that records into a damaged cache, wrong for a command that only reads
+    (nothing is created) and harmful on a file of the run's own. The read-only message says the file was only read."""
+    from aumann.cli import main
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"command": "aumann run social-llm"}))
+    before = manifest.read_bytes()
+    capsys.readouterr()
+    assert main(["llm", "show", str(tmp_path), "--cache", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert "ResponseCacheError" in err and "not a usable aumann response cache" in err
+    assert "delete it" not in err and "created in its place" not in err and "only read" in err
+    assert manifest.read_bytes() == before

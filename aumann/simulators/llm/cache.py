@@ -193,6 +193,9 @@ class ResponseCache:
         elif what in ("cannot be written", "cannot be opened") or "readonly" in low or "read-only" in low:
             hint = ("check that the file and its folder are writable (SQLite keeps -wal and -shm files beside it); "
                     "--cache-mode replay reads a cache without writing to it")
+        elif self.mode == "replay":  # read only: nothing is created in its place, and the file may be another's
+            hint = ("It is not a usable aumann response cache (it was only read, and is left as it is): pass the path "
+                    "of an aumann response cache (a run's llm-cache.sqlite)")
         else:
             hint = ("It is not a usable aumann response cache -- move it away or delete it (a new cache is created "
                     "in its place), or pass another path")
