@@ -123,6 +123,23 @@ def _grown_rows(rec: _RowBuffer, n: int, t: int) -> int:
         "agents born")
 
 
+def _check_buffer(steps: int, n: int, d: int, dtype: Any) -> None:
+    """Refuse a recorder buffer of ``steps`` × ``n`` agents × ``d`` features (and its bool alive mask) larger than
+    this machine's memory, before it is allocated: ``np.zeros`` is granted lazily, and the run ended in the OOM killer
+    as the steps filled it.
+
+    Raises:
+        MemoryBudgetError: the buffer cannot fit, with its size and the machine's memory.
+    """
+    dt = np.dtype(dtype)
+    need, have = steps * n * (dt.itemsize * d + 1), memory_bytes()
+    if need > have:
+        raise MemoryBudgetError(
+            f"the recorded panel cannot fit this machine's memory: {steps:,} steps × {n:,} agents × {d} feature(s) "
+            f"({dt.name}) need {need / 2**30:,.1f} GiB, more than its {have / 2**30:,.1f} GiB: record fewer steps or "
+            "fewer agents")
+
+
 def _check_alive_context(name: Any) -> str | None:
     if name is not None and (not isinstance(name, str) or not name):
         raise FeatureValueError(f"alive_context must be a context name (str) or None; got {name!r}")
@@ -387,12 +404,7 @@ class FeatureRecorder(_RecorderBase):
         self._type_ok = {}
         self._available = {}
         cap = max(len(self._agent_list(model, None)), 1)
-        need, have = steps * cap * (8 * len(self.features) + 1), memory_bytes()
-        if need > have:  # (np.zeros would be granted lazily, and the run end in the OOM killer as the steps fill it)
-            raise MemoryBudgetError(
-                f"the recorded panel cannot fit this machine's memory: {steps:,} steps × {cap:,} agents × "
-                f"{len(self.features)} feature(s) (float64) need {need / 2**30:,.1f} GiB, more than its "
-                f"{have / 2**30:,.1f} GiB: record fewer steps or fewer agents")
+        _check_buffer(steps, cap, len(self.features), np.float64)
         return _RowBuffer(steps=steps, values=np.zeros((steps, cap, len(self.features)), dtype=np.float64),
                           alive=np.zeros((steps, cap), dtype=bool))
 
@@ -634,13 +646,7 @@ class ArrayRecorder(_RecorderBase):
             if first.ndim != 1:
                 raise FeatureValueError(f"feature {feats[0]!r} must be 1-D (N,); got shape {first.shape}")
             rec.n = first.shape[0]
-            item = np.dtype(self.dtype).itemsize
-            need, have = rec.steps * rec.n * (item * len(feats) + 1), memory_bytes()
-            if need > have:  # (as FeatureRecorder's buffer: refused, not granted lazily and filled into the OOM killer)
-                raise MemoryBudgetError(
-                    f"the recorded panel cannot fit this machine's memory: {rec.steps:,} steps × {rec.n:,} agents × "
-                    f"{len(feats)} feature(s) ({np.dtype(self.dtype).name}) need {need / 2**30:,.1f} GiB, more than "
-                    f"its {have / 2**30:,.1f} GiB: record fewer steps or fewer agents")
+            _check_buffer(rec.steps, rec.n, len(feats), self.dtype)
             rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=self.dtype)
             rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids
