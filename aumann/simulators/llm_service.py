@@ -273,6 +273,13 @@ class ServedLimiter:
 
     def __init__(self, handle: Any, rpm: float | None, tpm: float | None) -> None:
         self.handle, self.rpm, self.tpm = handle, rpm, tpm
+        self._stopping = threading.Event()  # set by stop(): the run is being interrupted
+
+    def __getstate__(self) -> dict:
+        return {"handle": self.handle, "rpm": self.rpm, "tpm": self.tpm}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["handle"], state["rpm"], state["tpm"])
 
     @property
     def active(self) -> bool:
@@ -281,7 +288,16 @@ class ServedLimiter:
     def acquire(self, tokens: float) -> None:
         wait = float(_call(self.handle, "acquire", float(tokens)))
         if wait > 0 and math.isfinite(wait):
-            time.sleep(wait)
+            self._stopping.wait(wait)  # (returns at once when the run is interrupted)
+        if self._stopping.is_set():
+            raise KeyboardInterrupt("the run was interrupted; this LLM request is not sent")
+
+    def stop(self) -> None:
+        """The run is being interrupted: a request waiting for its slot raises instead of being sent."""
+        self._stopping.set()
+
+    def resume(self) -> None:
+        self._stopping.clear()
 
     def settle(self, estimated: float, actual: float) -> None:
         if actual != estimated:

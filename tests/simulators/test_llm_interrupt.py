@@ -66,3 +66,50 @@ def test_a_batch_after_an_interrupted_one_is_sent_and_answered():
             pytest.fail(f"the interrupted batch's stop outlived it: {exc}")
         assert again == Work(work=0.5)
         b.close()
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupt_while_requests_wait_for_a_rate_slot_ends_the_batch_at_once():
+    """``--rpm`` paces requests one by one: with rpm=6 the fourth of four queued requests waits 30 s for its slot.
+    Before the fix the interrupt had to sit those waits out (``aumann run megascale-social --rpm 2 --concurrency 4``
+    against the loopback server: exit 171.5 s after SIGINT); now the waiting requests raise and are never sent."""
+    with LoopbackServer(lambda body: GOOD) as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, timeout=5.0, max_retries=0, concurrency=4, rpm=6)
+        reqs = [{"messages": [{"role": "user", "content": f"agent {i}: decide"}], "schema": Work} for i in range(4)]
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                b.decide_many(reqs, return_exceptions=True)
+            b.close(keep_failed=False)
+            elapsed = time.monotonic() - start
+        finally:
+            timer.cancel()
+        calls = srv.calls
+    assert elapsed < 5.0, elapsed
+    assert calls == 1, calls  # the bucket's one slot at the start; the three waiting were never sent
+
+
+def test_a_stopped_token_bucket_wakes_its_waiters_and_serves_again_once_resumed():
+    from aumann.simulators.llm.ratelimit import TokenBucket
+
+    bucket = TokenBucket(rate=0.01, capacity=1.0)  # a slot every 100 s after the first
+    bucket.acquire()
+    got: list[BaseException | float] = []
+
+    def wait() -> None:
+        try:
+            got.append(bucket.acquire())
+        except KeyboardInterrupt as exc:
+            got.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    bucket.stop()
+    waiter.join(timeout=5.0)
+    assert not waiter.is_alive() and isinstance(got[0], KeyboardInterrupt)
+    bucket.resume()
+    bucket.level = 1.0  # (a refilled bucket) serves at once again
+    assert bucket.acquire() == 0.0

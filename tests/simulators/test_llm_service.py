@@ -51,6 +51,20 @@ def test_the_rate_limit_is_one_bucket_and_never_blocks_the_service():
     assert time.monotonic() - t0 >= 0.4
 
 
+def test_a_worker_waiting_for_its_served_rate_slot_raises_when_the_run_is_interrupted():
+    import threading
+
+    svc = LLMService(rpm=6)  # a slot every 10 s after the first
+    limiter = ServedLimiter(svc, 6, None)
+    limiter.acquire(10)
+    threading.Timer(0.2, limiter.stop).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt, match="not sent"):
+        limiter.acquire(10)  # would sleep ~10 s
+    assert time.monotonic() - t0 < 5.0
+    limiter.resume()
+
+
 def test_the_served_cache_reads_and_writes_the_run_cache_through_the_service(tmp_path):
     path = tmp_path / "c.sqlite"
     svc = LLMService(str(path), "record")

@@ -185,6 +185,13 @@ class RateLimit(Layer):
         self.tokens_of = tokens_of
         super().__init__(inner)
 
+    def stop(self) -> None:
+        """The run is being interrupted: requests waiting for a rate slot are not sent (they raise)."""
+        self.limiter.stop()
+
+    def resume(self) -> None:
+        self.limiter.resume()
+
     def handle(self, call: Call) -> Answer:
         if not self.limiter.active:
             return self.inner.handle(call)
