@@ -53,7 +53,7 @@ from aumann.studies.page import (
     render_markdown,
     seconds_text,
 )
-from aumann.studies.rundir import FAITHFULNESS, RUNS, RunDir
+from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir
 from aumann.studies.sections import (
     calls_text,
     concentration_table,
@@ -121,21 +121,32 @@ def run_kind(run_dir: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     return kind, manifest
 
 
-def check_recorded_tables(d: Path, manifest: dict[str, Any]) -> None:
-    """Refuse a run directory of ``aumann run`` whose tables (``*.csv``) are not the ones the run recorded writing
-    (``outputs_sha256`` in its manifest): the page reads its numbers from them, so a table edited by hand was shown
-    as the run's result (a deletion AUC of 9.73 where the run measured 0.731), and a table removed by hand dropped
-    its section without a word. A table the manifest records no checksum of (an older aumann) is read as it is."""
+#: result files whose section of the page checks them itself, and says in its place that the file is not the run's
+#: (the trace deletion study: :mod:`aumann.studies.trace_sections`)
+_SAYS_ITSELF = ("deletion_masking.json",)
+
+
+def check_recorded_tables(d: Path, manifest: dict[str, Any], *, every_result: bool = False) -> None:
+    """Refuse a run directory whose tables (``*.csv``; with ``every_result``, every result file but the pages) are
+    not the ones the run recorded writing (``outputs_sha256`` in its manifest): the page reads its numbers from
+    them, so a table edited by hand was shown as the run's result (a deletion AUC of 9.73 where the run measured
+    0.731), and a table removed by hand dropped its section without a word. A file the manifest records no
+    checksum of (an older aumann) is read as it is."""
     from aumann.io import output_check
 
     ours = manifest.get("outputs_sha256")
     if not isinstance(ours, dict):
         return
-    for name in sorted(n for n in ours if isinstance(n, str) and n.endswith(".csv")):
+    command = manifest.get("command")
+    command = command.split(" ", 2)[:2] if isinstance(command, str) else []
+    again = " ".join(command) if len(command) == 2 and command[0] == "aumann" else "aumann run"
+    for name in sorted(n for n in ours if isinstance(n, str) and n not in (REPORT_HTML, REPORT_MD, *_SAYS_ITSELF)
+                       and (every_result or n.endswith(".csv"))):
         check = output_check(d / name, within=d, recorded=ours)
         if check.state not in ("ours", "unrecorded"):
-            raise ReportError(f"table {str(d / name)!r} is not the one the run wrote: {check.reason} (manifest.json "
-                              "records its SHA-256); run the same `aumann run` command with this --out again to "
+            what = "table" if name.endswith(".csv") else "result file"
+            raise ReportError(f"{what} {str(d / name)!r} is not the one the run wrote: {check.reason} (manifest.json "
+                              f"records its SHA-256); run the same `{again}` command with this --out again to "
                               "rewrite it")
 
 
@@ -155,9 +166,9 @@ def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None 
         raise ReportError(f"top must be ≥ 1; got {top}")
     d = Path(run_dir)
     kind, manifest = run_kind(d)
-    if verify_tables and kind == "faithfulness":  # (the study's own report stage runs before its manifest is written)
+    if verify_tables and kind in ("faithfulness", "attribute"):  # (the study's report stage runs before its manifest)
         with reading_within(d):
-            check_recorded_tables(d, manifest)
+            check_recorded_tables(d, manifest, every_result=kind == "attribute")
     charts = Charts(interactive=interactive)
     try:
         with reading_within(d):  # every file read below stays inside the run directory

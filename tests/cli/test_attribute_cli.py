@@ -6,6 +6,8 @@ import pytest
 
 from aumann.attribution import Attribution, Panel
 from aumann.cli import main
+from aumann.errors import ReportError
+from aumann.studies.pages import render_report
 
 
 def test_attribute_command_writes_results_and_manifest(tmp_path, rng, capsys):
@@ -213,3 +215,32 @@ def test_a_table_or_a_bare_npz_given_as_the_panel_says_what_to_do(tmp_path, rng,
     assert "PanelError" in err and ".save(path)" in err
     named = Panel(np.abs(rng.normal(size=(3, 5, 2)))).save(tmp_path / "p.npz").rename(tmp_path / "mine.csv")
     assert main(["attribute", str(named), "--indicator", "heat", "--no-report", "--out", str(tmp_path / "o3")]) == 0
+
+
+@pytest.mark.parametrize("command", ["demo", "attribute"])
+def test_report_refuses_a_result_file_of_an_attribution_folder_that_is_not_the_one_the_run_wrote(tmp_path, rng,
+                                                                                                 command):
+    """aumann report re-rendered an ``aumann demo --out`` / ``aumann attribute`` folder as its files were: a feature
+    value edited by hand in top_agents.csv (z_a 6.08 -> 999.5) was shown in the page's who-table, exit 0. The
+    manifest records every result file's SHA-256, as it does for an ``aumann run`` folder's tables; one that is not
+    the file the run wrote is now refused by name, with the command that rewrites it."""
+    out = tmp_path / "out"
+    if command == "demo":
+        assert main(["demo", "--agents", "40", "--steps", "3", "--out", str(out), "--static"]) == 0
+    else:
+        src = Panel(np.abs(rng.normal(size=(3, 30, 3))), features=["a", "b", "c"],
+                    groups={"tier": ["top"] * 5 + ["tail"] * 25}).save(tmp_path / "panel.npz")
+        assert main(["attribute", str(src), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+    assert main(["report", str(out), "--static"]) == 0  # as written: the page is drawn
+    lines = (out / "top_agents.csv").read_text().splitlines()
+    first = lines[1].split(",")
+    first[-2] = "999.5"
+    (out / "top_agents.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    with pytest.raises(ReportError, match=rf"table '.*top_agents\.csv' is not the one the run wrote: .*`aumann "
+                                          rf"{command}` command"):
+        render_report(out, interactive=False, plots=False)
+    (out / "top_agents.csv").write_text("\n".join(lines) + "\n")  # restored: drawn again
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "synthetic": not summary["synthetic"]}))
+    with pytest.raises(ReportError, match=r"result file '.*summary\.json' is not the one the run wrote"):
+        render_report(out, interactive=False, plots=False)
