@@ -23,8 +23,10 @@ A part that did not run says so in one line; a page showing SYNTHETIC data carri
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import re
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -137,9 +139,9 @@ def check_recorded_tables(d: Path, manifest: dict[str, Any], *, every_result: bo
     ours = manifest.get("outputs_sha256")
     if not isinstance(ours, dict):
         return
-    command = manifest.get("command")
-    command = command.split(" ", 2)[:2] if isinstance(command, str) else []
-    again = " ".join(command) if len(command) == 2 and command[0] == "aumann" else "aumann run"
+    words = manifest.get("command").split(" ") if isinstance(manifest.get("command"), str) else []
+    words = list(itertools.takewhile(lambda w: re.fullmatch(r"[a-z][a-z0-9-]*", w) is not None, words[:3]))
+    again = " ".join(words) if len(words) >= 2 and words[0] == "aumann" else "aumann run"
     for name in sorted(n for n in ours if isinstance(n, str) and n not in (REPORT_HTML, REPORT_MD, *_SAYS_ITSELF)
                        and (every_result or n.endswith(".csv"))):
         check = output_check(d / name, within=d, recorded=ours)
@@ -166,9 +168,9 @@ def build_document(run_dir: str | os.PathLike[str], *, interactive: bool | None 
         raise ReportError(f"top must be ≥ 1; got {top}")
     d = Path(run_dir)
     kind, manifest = run_kind(d)
-    if verify_tables and kind in ("faithfulness", "attribute"):  # (the study's report stage runs before its manifest)
+    if verify_tables:  # (the study's own report stage runs before its manifest is written)
         with reading_within(d):
-            check_recorded_tables(d, manifest, every_result=kind == "attribute")
+            check_recorded_tables(d, manifest, every_result=kind != "faithfulness")
     charts = Charts(interactive=interactive)
     try:
         with reading_within(d):  # every file read below stays inside the run directory

@@ -198,6 +198,18 @@ def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int]
     return topics, [s for s in ints if s < counts.n_users], [s for s in ints if s >= counts.n_users]
 
 
+def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path]) -> dict[str, str]:
+    """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures), for the
+    manifest: ``aumann report`` refuses a study directory in which one of them is not the file the study wrote (a
+    number edited by hand in summary.json or a table was shown as the study's result)."""
+    from aumann.io import file_digests
+
+    names = ["summary.json", *sorted(p.relative_to(out).as_posix() for p in (out / "tables").glob("*.csv")),
+             *(cells.path(*j[:3]).relative_to(out).as_posix() for j in jobs),
+             *(p.relative_to(out).as_posix() for p in figures)]
+    return file_digests(out, [n for n in dict.fromkeys(names) if (out / n).is_file()])
+
+
 @dataclass
 class _Cells:
     """The study's cells: one job ``(topic, protocol, size, daily)`` per cell (the full panel first, as
@@ -397,6 +409,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         write_json(out / "summary.json", summary)
         write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
                        extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
+                              "outputs_sha256": _page_inputs(out, jobs, cells, fig_paths),
                               "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
                               "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
                               "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),

@@ -269,6 +269,9 @@ def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> No
     summary = json.loads((out / "summary.json").read_text())
     render_report(out, interactive=False, plots=False)
     assert "SYNTHETIC" in (out / "report.md").read_text(encoding="utf-8")
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["outputs_sha256"]  # (a study of an older aumann: no checksums; this one's are tested below)
+    (out / "manifest.json").write_text(json.dumps(manifest))
     damaged = {} if damage == "emptied" else {k: v for k, v in summary.items() if k != "synthetic"}
     (out / "summary.json").write_text(json.dumps(damaged))
     with pytest.raises(ReportError, match=r"summary\.json' lacks \[.*'synthetic'"):
@@ -276,3 +279,32 @@ def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> No
     (out / "summary.json").write_text(json.dumps({**summary, "synthetic": False}))  # the manifest still says so
     render_report(out, interactive=False, plots=False)
     assert (out / "report.md").read_text(encoding="utf-8").splitlines()[2].startswith("> **SYNTHETIC")
+
+
+@pytest.mark.parametrize("damage", ["summary", "table", "cell"])
+def test_report_refuses_a_study_file_that_is_not_the_one_the_study_wrote(tmp_path, damage) -> None:
+    """`aumann report` drew a study folder's page from its files as they were: a number edited by hand in
+    summary.json, a table or a cell was shown as the study's result (exit 0). The manifest now records the SHA-256
+    of every file the page reads, as an `aumann run` folder's does of its tables; one that changed is refused."""
+    from aumann.errors import ReportError
+    from aumann.studies.pages import render_report
+
+    counts, out = tmp_path / "counts", tmp_path / "study"
+    assert _run("synth", "--users", "300", "--days", "3", "--seed", "1", "--out", str(counts)) == 0
+    assert _run("study", str(counts), "--out", str(out), "--sizes", "100", "--seeds", "0", "--no-progress") == 0
+    recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    assert "summary.json" in recorded and any(n.startswith("tables/") for n in recorded)
+    assert any(n.startswith("cells/") and n.endswith("FULL.json") for n in recorded)
+    render_report(out, interactive=False, plots=False)  # as the study wrote it: drawn
+    if damage == "summary":
+        target = out / "summary.json"
+        target.write_text(json.dumps({**json.loads(target.read_text()), "users": 10**9}))
+    elif damage == "table":
+        target = out / sorted(n for n in recorded if n.startswith("tables/"))[0]
+        target.write_text(target.read_text().replace("0", "9", 1))
+    else:
+        target = out / next(n for n in recorded if n.endswith("FULL.json"))
+        target.write_text(target.read_text().replace("0", "9", 1))
+    with pytest.raises(ReportError, match=rf"'.*{target.name}' is not the one the run wrote: .*`aumann bluesky "
+                                          r"study` command"):
+        render_report(out, interactive=False, plots=False)
