@@ -113,8 +113,9 @@ def _write(counts: RawCounts, report: dict[str, Any], out: Path, *, export_ident
         remove_stale(out / name, within=out)  # each checked by the caller
     written["counts"] = saved.save(out)
     for topic in counts.topics:
-        written[f"window/{topic}"] = counts.window_panel(topic).save(out / "panels" / "window" / f"{topic}.npz")
-        written[f"daily/{topic}"] = counts.daily_panel(topic).save(out / "panels" / "daily" / f"{topic}.npz")
+        window, daily = counts.topic_panels(topic)  # (the topic's counts gathered once for both)
+        written[f"window/{topic}"] = window.save(out / "panels" / "window" / f"{topic}.npz")
+        written[f"daily/{topic}"] = daily.save(out / "panels" / "daily" / f"{topic}.npz")
     rep = out / "ingest_report.json"
     write_json(rep, report, indent=2)
     written["report"] = rep

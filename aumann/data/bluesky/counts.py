@@ -122,12 +122,20 @@ class RawCounts:
 
     def topic_matrix(self, topic: str, column: str) -> np.ndarray:
         """(len(days), U) int64 matrix of one daily column for one topic."""
+        return self._topic_matrices(topic, (column,))[0]
+
+    def _topic_matrices(self, topic: str, columns: tuple[str, ...] = ("posts", "replies_received")
+                        ) -> list[np.ndarray]:
+        """:meth:`topic_matrix` of each of ``columns``, the topic's rows selected once."""
         if topic not in self.topics:
             raise IngestError(f"unknown topic {topic!r}; topics are {self.topics}")
-        out = np.zeros((len(self.days), self.n_users), dtype=np.int64)
         d = self.daily[self.daily["topic"] == topic]
-        np.add.at(out, (d["day"].to_numpy(np.int64), d["user"].to_numpy(np.int64)),
-                  d[column].to_numpy(np.int64))
+        at = (d["day"].to_numpy(np.int64), d["user"].to_numpy(np.int64))
+        out = []
+        for column in columns:
+            m = np.zeros((len(self.days), self.n_users), dtype=np.int64)
+            np.add.at(m, at, d[column].to_numpy(np.int64))
+            out.append(m)
         return out
 
     def _panel(self, b: np.ndarray, c: np.ndarray, steps: list[str], topic: str, kind: str) -> Panel:
@@ -143,17 +151,22 @@ class RawCounts:
             meta={"topic": topic, "panel": kind, "synthetic": bool(self.meta.get("synthetic", False))},
         )
 
+    def _window(self, topic: str, posts: np.ndarray, replies: np.ndarray) -> Panel:
+        label = f"{self.days[0]}..{self.days[-1]}" if self.days else "window"
+        return self._panel(posts.sum(0, keepdims=True), replies.sum(0, keepdims=True), [label], topic, "window")
+
     def window_panel(self, topic: str) -> Panel:
         """T = 1 panel: a = log1p(followers), b/c = log1p(window totals)."""
-        posts = self.topic_matrix(topic, "posts").sum(0, keepdims=True)
-        replies = self.topic_matrix(topic, "replies_received").sum(0, keepdims=True)
-        label = f"{self.days[0]}..{self.days[-1]}" if self.days else "window"
-        return self._panel(posts, replies, [label], topic, "window")
+        return self._window(topic, *self._topic_matrices(topic))
 
     def daily_panel(self, topic: str) -> Panel:
         """T = len(days) panel: a = log1p(followers), b/c = log1p(that day's counts)."""
-        return self._panel(self.topic_matrix(topic, "posts"), self.topic_matrix(topic, "replies_received"),
-                           list(self.days), topic, "daily")
+        return self._panel(*self._topic_matrices(topic), list(self.days), topic, "daily")
+
+    def topic_panels(self, topic: str) -> tuple[Panel, Panel]:
+        """``(window_panel(topic), daily_panel(topic))``, the topic's counts gathered once for both."""
+        posts, replies = self._topic_matrices(topic)
+        return self._window(topic, posts, replies), self._panel(posts, replies, list(self.days), topic, "daily")
 
     # ------------------------------------------------------------------ io
     def save(self, out_dir: str | os.PathLike[str]) -> Path:
