@@ -120,3 +120,49 @@ def test_a_control_variate_row_without_its_control_says_why_in_record_manifest_a
     write_outputs(result, tmp_path, command="aumann run midscale-social", seconds=0.0, plots=False)
     assert json.loads((tmp_path / "manifest.json").read_text())["control_fallbacks"] == [{"run": 0, "reason": why}]
     assert why in (tmp_path / "report.md").read_text()
+
+
+def _misbehaving(n, how):
+    if how == "raises":
+        raise ZeroDivisionError("user row divides by zero")
+    if how == "nan":
+        phi = np.ones(n)
+        phi[2] = np.nan
+        return RowOutput(phi=phi)
+    if how == "one_too_long":  # ranked, deleted and then blamed on the scenario's baseline_action (IndexError)
+        return RowOutput(phi=np.arange(n + 1, dtype=float))
+    if how == "bare_array":
+        return np.arange(n, dtype=float)
+    if how == "short_stderr":
+        return RowOutput(phi=np.arange(n, dtype=float), stderr=np.ones(2))
+    return RowOutput(phi=None, order=np.array([0, 0, n]))  # "bad_order": repeats and out of range
+
+
+@pytest.mark.parametrize(("how", "says"), [
+    ("raises", "raised ZeroDivisionError: user row divides by zero"),
+    ("nan", r"RowOutput.phi holds 1 NaN/inf value\(s\) \(first at agent position 2\)"),
+    ("one_too_long", r"RowOutput.phi has shape \(21,\); .* shape \(20,\)"),
+    ("bare_array", "compute\\(ctx\\) returned ndarray; it must return a RowOutput"),
+    ("short_stderr", r"RowOutput.stderr has shape \(2,\)"),
+    ("bad_order", r"RowOutput.order must be distinct integer agent positions in \[0, 20\)"),
+])
+def test_a_user_row_that_raises_or_returns_misshapen_values_is_a_study_error_naming_it(how, says):
+    from aumann.errors import StudyError
+
+    class Misbehaving(Row):
+        name = "misbehaving_row"
+
+        def compute(self, ctx):
+            return _misbehaving(ctx.n, how)
+
+    register_row(Misbehaving)
+    try:
+        sc = scenarios.get("midscale-social")
+        cfg = sc.load_config(agents=20, steps=6, runs=1, study=STUDY)
+        with pytest.raises(StudyError, match=r"row 'misbehaving_row' \(run 0\)") as info:
+            run_study(sc, cfg)
+    finally:
+        unregister_row("misbehaving_row")
+    assert info.match(says)
+    if how == "raises":  # the user's exception stays chained (aumann --debug shows where it came from)
+        assert isinstance(info.value.__cause__, ZeroDivisionError)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from aumann.checks import as_real_array, user_code
 from aumann.errors import ConfigError, StudyError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies.context import RunContext
@@ -159,7 +160,7 @@ def compute_rows(ctx: RunContext) -> None:
             raise StudyError(f"row {row.name!r} needs the output of {absent}, which this run did not compute")
         if row.message:
             ctx.tick(row.message)
-        out = row.compute(ctx)
+        out = _computed(row, ctx)
         ctx.release_freed()
         if out is None:
             continue
@@ -173,6 +174,56 @@ def compute_rows(ctx: RunContext) -> None:
     if reference not in ctx.outputs:
         raise StudyError(f"the reference row {reference!r} (study.reference_estimator) was not computed in this run "
                          "(unregistered?); set study.reference_estimator = \"sampled_shapley\" or register it")
+
+
+def _is_built_in(row: Row) -> bool:
+    return type(row).__module__.split(".")[0] == "aumann"
+
+
+def _computed(row: Row, ctx: RunContext) -> RowOutput | None:
+    """``row.compute(ctx)``, checked: a user's row that raises (or exits) is a :class:`StudyError` naming the row
+    (a built-in row's exception is our bug and keeps its traceback), and what any row returns must be a
+    :class:`RowOutput` (or ``None``) whose arrays fit the run's N agents — a φ one agent too long was ranked,
+    deleted and blamed on the scenario's ``baseline_action`` (an IndexError there), a NaN in φ surfaced as a
+    ``MetricError`` on "scores" that named no row."""
+    where = f"row {row.name!r} (run {ctx.options.run_index})"
+    if _is_built_in(row):
+        out = row.compute(ctx)
+    else:
+        with user_code(where, error=StudyError):
+            out = row.compute(ctx)
+    if out is None:
+        return None
+    if not isinstance(out, RowOutput):
+        raise StudyError(f"{where}: compute(ctx) returned {type(out).__name__}; it must return a RowOutput "
+                         "(phi=..., stderr=..., cost=...) or None (no such row in this run)")
+    n = ctx.n
+    for field_name in ("phi", "stderr", "ceiling"):
+        value = getattr(out, field_name)
+        if value is None:
+            continue
+        arr = as_real_array(value, f"{where}: RowOutput.{field_name}", error=StudyError)
+        if arr.shape != (n,):
+            raise StudyError(f"{where}: RowOutput.{field_name} has shape {arr.shape}; it must hold one value per "
+                             f"agent on the panel's agent axis, shape ({n},)")
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise StudyError(f"{where}: RowOutput.{field_name} holds {int(bad.sum())} NaN/inf value(s) (first at "
+                             f"agent position {int(np.flatnonzero(bad)[0])}); a row's values must be finite")
+        if field_name == "stderr" and (arr < 0).any():
+            raise StudyError(f"{where}: RowOutput.stderr holds negative value(s); a standard error is ≥ 0")
+        setattr(out, field_name, arr)
+    if out.order is not None:
+        order = as_real_array(out.order, f"{where}: RowOutput.order", error=StudyError)
+        if order.ndim != 1 or not np.issubdtype(order.dtype, np.integer) or order.size > n \
+                or (order.size and (order.min() < 0 or order.max() >= n)) or np.unique(order).size != order.size:
+            raise StudyError(f"{where}: RowOutput.order must be distinct integer agent positions in [0, {n}) (a "
+                             f"ranking, best first); got {order.dtype} of shape {order.shape}")
+        out.order = order
+    elif out.phi is None and type(row).deletion_orders is Row.deletion_orders:
+        raise StudyError(f"{where}: RowOutput has neither phi nor order; the deletion curves rank agents by one of "
+                         "them (a row without values overrides deletion_orders, as random does)")
+    return out
 
 
 def score_rows(ctx: RunContext) -> None:
