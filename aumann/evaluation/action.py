@@ -47,6 +47,7 @@ from aumann.attribution.result import Attribution
 from aumann.checks import as_torch
 from aumann.errors import IndicatorError, MethodError, StepMapError, StepMapUnavailable
 from aumann.scenarios.base import Scenario, StepMap
+from aumann.simulators.boundary import call
 
 METHOD = "action_aumann_shapley"
 
@@ -70,7 +71,8 @@ def build_step_map(scenario: Scenario, model: Any, config: Any) -> StepMap:
         raise StepMapUnavailable(f"scenario {scenario.name!r} provides no step_map, so its actions cannot be "
                                  "attributed through the simulator; give the Scenario a step_map(model, config) "
                                  "returning a StepMap (docs/scenarios.md)")
-    sm = scenario.step_map(model, config)
+    # the scenario's own code: an exception in it names the scenario (not a bare traceback from the rows stage)
+    sm = scenario.call("step_map(model, config)", scenario.step_map, model, config, error=StepMapError)
     if not isinstance(sm, StepMap):
         raise StepMapError(f"scenario {scenario.name!r}: step_map returned {type(sm).__name__}; expected a StepMap")
     if sm.n_agents != config.agents:
@@ -91,7 +93,12 @@ def map_features(sm: StepMap, lam: np.ndarray | torch.Tensor, *, n_features: int
                  name: str = "scenario") -> torch.Tensor:
     """G(λ) for a batch (B, N) of intensities, with its shape and finiteness checked."""
     lam_t = as_torch(np.asarray(lam, dtype=np.float64)) if not isinstance(lam, torch.Tensor) else lam
-    z = sm(lam_t)
+    version = lam_t._version  # torch counts every in-place write: G must not rescale the quadrature's λ
+    z = call(name, "the step map G(λ)", sm, lam_t, error=StepMapError)
+    if lam_t._version != version:
+        raise StepMapError(f"scenario {name!r}: the step map G(λ) modified its input λ in place (lam.mul_(), "
+                           "lam[...] = ...); the intensities are the quadrature's points, shared with the "
+                           "gradient: compute on a new tensor (lam = lam * 0.5)")
     if not isinstance(z, torch.Tensor) or z.ndim != lam_t.ndim + 1 or tuple(z.shape[:-1]) != tuple(lam_t.shape) or (
             n_features is not None and z.shape[-1] != n_features):
         shape = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
@@ -120,12 +127,13 @@ def map_value_fn(sm: StepMap, f: Any, *, n_features: int, name: str = "scenario"
 
 
 def step_map_gap(sm: StepMap, f: Any, coalitions: Sequence[Sequence[int]], fork_values: Sequence[float], *,
-                 scale: float, n_features: int, batch: int = 64, threads: int | None = 1) -> dict[str, Any]:
+                 scale: float, n_features: int, batch: int = 64, threads: int | None = 1,
+                 name: str = "scenario") -> dict[str, Any]:
     """|f(G(1 − 1_D)) − v_fork(D)| / scale over deleted sets D (the agents at the baseline action).
 
     Returns ``{"coalitions", "max_rel", "mean_rel"}`` (0 coalitions: NaN gaps).
     """
-    v = map_value_fn(sm, f, n_features=n_features)
+    v = map_value_fn(sm, f, n_features=n_features, name=name)
     deleted = [np.asarray(d, dtype=np.int64) for d in coalitions]
     got = np.empty(len(deleted))
     with torch.no_grad(), torch_threads(threads):

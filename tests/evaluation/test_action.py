@@ -222,6 +222,49 @@ def test_a_scenario_without_a_step_map_gets_a_typed_error_and_a_bad_map_too():
         action_attribution(dataclasses.replace(sc, step_map=lambda m, c: None), run.before(2), cfg)
 
 
+def _raises_in_fn(model, cfg):
+    def fn(lam):
+        raise RuntimeError("fn broke")
+
+    return StepMap(fn=fn, n_agents=cfg.agents)
+
+
+def _halves_lam(model, cfg):
+    inner = _toy_step_map(model, cfg).fn
+
+    def fn(lam):
+        lam.mul_(0.5)  # writes into the caller's λ: G(λ/2) reported as G(λ)
+        return inner(lam)
+
+    return StepMap(fn=fn, n_agents=cfg.agents)
+
+
+def _no_state(model, cfg):
+    raise KeyError("no such state")
+
+
+@pytest.mark.parametrize(("step_map", "says"), [
+    (_no_state, r"scenario 'toy-propagation': step_map\(model, config\) raised KeyError: 'no such state'"),
+    (_raises_in_fn, r"scenario 'toy-propagation': the step map G\(λ\) raised RuntimeError: fn broke"),
+])
+def test_a_step_map_that_raises_is_a_step_map_error_naming_the_scenario(step_map, says):
+    cfg = TOY.load_config()
+    run = TOY.simulate(cfg, rng=0, keep_from=0)
+    with pytest.raises(StepMapError, match=says) as info:
+        action_attribution(dataclasses.replace(TOY, step_map=step_map), run.before(2), cfg)
+    assert info.value.__cause__ is not None  # the scenario's own exception, for --debug
+
+
+def test_a_step_map_that_writes_into_its_intensities_is_refused():
+    cfg = TOY.load_config()
+    model = TOY.simulate(cfg, rng=0, keep_from=0).before(2)
+    lam = np.ones((2, cfg.agents))
+    with pytest.raises(StepMapError, match=r"modified its input λ in place"):
+        map_features(_halves_lam(model, cfg), lam, n_features=2, name=TOY.name)
+    z = map_features(_toy_step_map(model, cfg), lam, n_features=2, name=TOY.name)  # the honest map is accepted
+    assert z.shape == (2, cfg.agents, 2)
+
+
 def test_step_map_gap_is_zero_for_an_exact_map_and_measured_for_a_holding_one():
     for name, exact in (("midscale-social", True), ("social-llm", False)):
         sc, cfg = tiny_config(name, steps=5)

@@ -51,14 +51,15 @@ class ActionRow(Row):
 
     def finish(self, ctx: RunContext, out: RowOutput) -> None:
         """The G-vs-fork gap on every coalition the deletion curves forked."""
-        from aumann.evaluation.action import step_map_gap
+        from aumann.evaluation.action import build_step_map, step_map_gap
 
-        sm = ctx.scenario.step_map(ctx.model_before, ctx.config)
+        sm = build_step_map(ctx.scenario, ctx.model_before, ctx.config)
         deleted = list({frozenset(int(i) for i in o[:k]) for o in ctx.orders.values()
                         for k in range(1, ctx.sizes.k_del + 1)})
         vals = [ctx.oracle.values(sorted(d))[0] for d in deleted]
         ctx.rec["action"]["coalition_gap"] = step_map_gap(sm, ctx.f, [sorted(d) for d in deleted], vals,
-                                                          scale=ctx.rec["action"]["delta_v"], n_features=ctx.panel.D)
+                                                          scale=ctx.rec["action"]["delta_v"], n_features=ctx.panel.D,
+                                                          name=ctx.scenario.name)
 
     def tables(self, result: Any) -> dict[str, list[dict[str, Any]]]:
         from aumann.studies.tables import action_table
