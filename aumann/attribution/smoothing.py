@@ -336,8 +336,11 @@ def gap_report(
         attribute_kwargs: extra arguments for ``attribute`` (e.g. ``method=...``).
     """
     z = np.asarray(getattr(data, "values", data), dtype=np.float64)
-    if z.ndim != 3:
-        raise IndicatorError(f"gap_report needs (T, N, D) values; got shape {tuple(z.shape)}")
+    if z.ndim != 3 or 0 in z.shape:
+        raise IndicatorError(f"gap_report needs (T, N, D) values with at least one step, agent and feature; got "
+                             f"shape {tuple(z.shape)}")
+    if k is not None:  # k=0 was read as "not given" (k or the default) and reported as k=⌈N/10⌉
+        k = as_int(k, "k (top-k Jaccard size)", minimum=1, error=IndicatorError)
     state = EvalContext(z, getattr(data, "context", None) or None, getattr(data, "alive", None), batched=True)
     fo = evaluate(surrogate.original, state)
     fs = evaluate(surrogate.smooth, state)
@@ -359,7 +362,7 @@ def gap_report(
         except Exception as exc:  # the original may be non-differentiable or otherwise unattributable
             note = f"original not attributable: {type(exc).__name__}: {exc}"
         else:
-            kk = k or max(1, math.ceil(phi_s.shape[1] / 10))
+            kk = k if k is not None else max(1, math.ceil(phi_s.shape[1] / 10))
             kt = np.array([kendall_tau(phi_s[t], phi_o[t]) for t in range(phi_s.shape[0])])
             jac = np.array([topk_jaccard(phi_s[t], phi_o[t], kk, by="abs") for t in range(phi_s.shape[0])])
     return GapReport(surrogate.name, fo, fs, gap, float(gap.max()), float(gap.mean()), kt, jac, kk, note)

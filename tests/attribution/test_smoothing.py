@@ -165,6 +165,22 @@ def test_gap_report_passes_panel_context_and_checks_shapes():
         gap_report(max_surrogate(), np.ones((4, 1)))
 
 
+@pytest.mark.parametrize("shape", [(0, 4, 1), (3, 0, 1), (3, 4, 0)])
+def test_gap_report_on_an_empty_array_is_a_typed_error(shape):
+    with pytest.raises(IndicatorError, match="at least one step, agent and feature"):  # was numpy's ValueError
+        gap_report(max_surrogate(), np.ones(shape))
+
+
+def test_gap_report_refuses_k_zero_instead_of_reporting_the_default_k():
+    from aumann.attribution import Panel
+
+    panel = Panel(np.random.default_rng(0).gamma(2.0, 1.0, size=(2, 20, 1)))
+    with pytest.raises(IndicatorError, match=r"k \(top-k Jaccard size\) must be an integer ≥ 1; got 0"):
+        gap_report(max_surrogate(), panel, ranks=True, k=0)
+    assert gap_report(max_surrogate(), panel, ranks=True, k=3).k == 3
+    assert gap_report(max_surrogate(), panel, ranks=True).k == 2  # the default ⌈N/10⌉
+
+
 def test_rank_metrics():
     a = np.array([0.1, 0.5, 0.3, 0.9])
     assert kendall_tau(a, a) == pytest.approx(1.0) and kendall_tau(a, -a) == pytest.approx(-1.0)
