@@ -438,11 +438,17 @@ def _reachable(address: str, timeout: float | None = None) -> tuple[str, int] | 
         shown, address = f"'auto' ({resolved}, from RAY_ADDRESS or the last `ray start` here)", resolved
     else:
         shown = repr(address)
+    scheme = address.partition("://")[0] if "://" in address else None
+    if scheme is not None and scheme != "ray":  # Ray's own refusal of http:// ended mid-sentence ("either:")
+        raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; got "
+                            f"{address!r}: {scheme}:// is not where a driver attaches (the dashboard and the job API "
+                            "serve HTTP); give the head's GCS host:port (`ray start --head --port=...`)")
     where = _host_port(address)
     if where is None:
         if address not in ("auto",) and "://" not in address:
             raise ExecutorError(f"a Ray address is host:port (e.g. 10.0.0.5:6379), 'auto' or ray://host:10001; "
-                                f"got {address!r}")
+                                f"got {address!r}" + ("" if _port_text(address) is None else
+                                                      "; a port is a number from 1 to 65535"))
         return None
     try:
         with socket.create_connection(where, timeout=timeout) as sock:
@@ -483,7 +489,16 @@ def _host_port(address: str) -> tuple[str, int] | None:
     host, sep, port = address.rpartition(":")
     if not sep or "://" in address or not port.isdigit():
         return None
+    # beyond 65535 the socket layer wraps the number: port 99999 was probed (and attached to) at 34463
+    if not 1 <= int(port) <= 65535:
+        return None
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _port_text(address: str) -> str | None:
+    """The digits after the last ``:`` of ``address`` (``None`` when there are none)."""
+    port = address.rpartition(":")[2]
+    return port if port.isdigit() else None
 
 
 #: the client's side of an HTTP/2 connection start: the preface and an empty SETTINGS frame

@@ -310,3 +310,29 @@ def test_auto_is_probed_at_the_address_ray_would_attach_to(monkeypatch):
     monkeypatch.setattr("ray._private.services.find_gcs_addresses", lambda: [])
     monkeypatch.setattr("ray._private.services.find_bootstrap_address", lambda temp_dir: None)
     assert ray_executor._reachable("auto") is None  # no cluster to find: ray.init says so at once, as before
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_an_address_with_a_port_out_of_range_is_refused_not_wrapped_to_another_port():
+    """``127.0.0.1:99999`` was probed at port 34463 (99999 − 65536: the socket layer wraps the number), and the
+    message advised `ray start --head --port=99999`, which Ray refuses."""
+    import socket
+
+    from aumann.simulators import ray_executor
+
+    with socket.create_server(("127.0.0.1", 0)) as srv:  # what 99999 would have reached, were it free
+        assert socket.getaddrinfo("127.0.0.1", srv.getsockname()[1] + 65536)[0][4][1] == srv.getsockname()[1]
+        for port in (srv.getsockname()[1] + 65536, 0):
+            with pytest.raises(ExecutorError, match=r"a Ray address is host:port .*a port is a number from 1 to 65535"):
+                ray_executor._reachable(f"127.0.0.1:{port}", timeout=1.0)
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+@pytest.mark.parametrize("address", ["http://127.0.0.1:8265", "https://head.example:443", "grpc://h:6379"])
+def test_an_address_with_a_scheme_other_than_ray_is_refused_in_one_whole_line(address):
+    """Ray's own refusal of ``http://`` was cut at its first line: '... To fix this, either:' and nothing after."""
+    from aumann.simulators import ray_executor
+
+    with pytest.raises(ExecutorError, match=r"is not where a driver attaches .*GCS host:port") as info:
+        ray_executor._reachable(address, timeout=1.0)
+    assert "either:" not in str(info.value) and address in str(info.value)
