@@ -94,11 +94,29 @@ def check_runtime_env(env: dict[str, Any]) -> None:
             if isinstance(path, str) and "://" not in path and not Path(path).exists():
                 raise ConfigError(f"{what}: {key} {path[:200]!r} does not exist here (local paths are shipped "
                                   f"from the driver's disk)")
+            archives = _package_extensions(key) if key == "working_dir" else ()  # (py_modules: .py files too)
+            if isinstance(path, str) and "://" not in path and Path(path).is_file() and archives \
+                    and not path.lower().endswith(archives):
+                # refused by ray.init only once attached, as "cannot attach to the Ray cluster: ... (is `ray start
+                # --head` running there ... RAY_AUTH_TOKEN?)": a hint about the connection, not the file
+                raise ConfigError(f"{what}: {key} {path[:200]!r} is a file; it must be a folder or an archive "
+                                  f"({', '.join(archives)})")
     try:
         RuntimeEnv(**{str(k): v for k, v in env.items()})
     except Exception as exc:  # Ray's own validation: TypeError, ValueError, ...
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise ConfigError(f"{what}: {first[:300]}") from None
+
+
+def _package_extensions(key: str) -> tuple[str, ...]:
+    """The archive extensions Ray accepts for a local ``working_dir`` file (its own table;
+    ``()`` where this Ray does not have it, and then Ray alone decides)."""
+    try:
+        from ray._common.runtime_env_package import RUNTIME_ENV_PACKAGE_EXTENSIONS
+    except ImportError:
+        return ()
+    found = RUNTIME_ENV_PACKAGE_EXTENSIONS.get(key, ()) if isinstance(RUNTIME_ENV_PACKAGE_EXTENSIONS, dict) else ()
+    return tuple(str(e).lower() for e in found)
 
 
 def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:

@@ -144,6 +144,25 @@ def test_a_runtime_env_ray_would_ignore_or_reject_later_is_refused_up_front(tmp_
     assert settings(_args(executor="ray", ray_runtime_env=json.dumps(ok)))["runtime_env"] == ok
 
 
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_working_dir_that_is_a_plain_file_is_refused_up_front(tmp_path, monkeypatch):
+    """ray.init refused it only once attached, reported as 'cannot attach to the Ray cluster at ...: ... (is `ray
+    start --head` running there ... RAY_AUTH_TOKEN its token?)', a hint about the connection."""
+    from aumann.cli.executor_options import settings
+
+    monkeypatch.delenv("RAY_RUNTIME_ENV_PLUGINS", raising=False)
+    script = tmp_path / "crowd.py"
+    script.write_text("x = 1\n")
+    with pytest.raises(ConfigError, match=r"working_dir .*crowd.py' is a file; it must be a folder or an archive "
+                                          r"\(\.zip"):
+        settings(_args(executor="ray", ray_runtime_env=json.dumps({"working_dir": str(script)})))
+    archive = tmp_path / "code.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: an archive Ray accepts
+    for ok in ({"working_dir": str(archive)}, {"py_modules": [str(script)]}):  # a .py module is a py_modules entry
+        assert settings(_args(executor="ray", ray_runtime_env=json.dumps(ok)))["runtime_env"] == ok
+
+
 def test_the_execution_table_never_changes_what_a_run_computes():
     from aumann import scenarios
     from aumann.studies.faithfulness import config_digest
