@@ -21,6 +21,7 @@ References: Aumann & Shapley (1974); Sundararajan, Taly & Yan (2017), arXiv:1703
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Any, ClassVar, Literal
@@ -295,10 +296,20 @@ class AumannShapley(AttributionMethod):
         steps = self.steps
         history: list[tuple[int, float]] = []
         pooled = self._linear_pooled(problem)
-        if pooled is not None and not _pooled_form_holds(problem):
-            pooled = None
+        own = aumanns_own(problem.f)
+
+        def users_form() -> Any:  # a user's psi / rho raise outside f: named as theirs, not a bare traceback
+            return contextlib.nullcontext() if own else user_code(f"the pooled form of indicator {problem.f.name!r}")
+
+        if pooled is not None:
+            with users_form():
+                if not _pooled_form_holds(problem):
+                    pooled = None
+                elif not own:
+                    _check_linear_psi(problem, pooled)
         while True:
-            out = self._integrate_pooled(problem, steps, pooled) if pooled else None
+            with users_form():
+                out = self._integrate_pooled(problem, steps, pooled) if pooled else None
             integrator = "pooled-linear"
             if out is None:
                 out, integrator = self._integrate(problem, steps), "autograd"
@@ -519,6 +530,38 @@ class AumannShapley(AttributionMethod):
             if progress is not None:
                 progress.stop()
         return (phi, phi_feat, sums), (f_values, f_baseline)
+
+
+#: how far (relative) a user's ψ declared linear may sit from z A before it is refused: rounding stays orders of
+#: magnitude below; a ψ that is not linear misses by O(1)
+LINEAR_PSI_RTOL = 1e-9
+
+
+def _check_linear_psi(problem: Problem, pooled: Any) -> None:
+    """Refuse a user's ``PooledForm(linear_psi=True)`` whose ψ is not linear, on the rows of one seeded step: ψ(z)
+    must be z A (A's rows ψ(e_d)). The pooled-linear integral reads f only through ρ(ψ(mean z)), its Δv too, so a
+    ψ = z² declared linear gave φ off by 0.58 on values of 0.1 with an efficiency gap of 0 — silently wrong and
+    consistent with itself. (:func:`_pooled_form_holds` compares ρ(mean_i ψ(z_i)) with f, which such a ψ passes.)"""
+    T, _, D = problem.shape
+    t = pooled_check_step(T)
+    x = np.asarray(problem.x[t], dtype=np.float64)
+    rows = torch.from_numpy(np.ascontiguousarray(x if problem.alive is None else x[problem.alive[t]]))
+    with torch.no_grad():
+        a = pooled.psi(torch.eye(D, dtype=torch.float64)[None])[0].to(torch.float64)  # (D, P)
+        psi = pooled.psi(rows[None])[0]
+        lin = rows @ a
+    if not isinstance(psi, torch.Tensor) or tuple(psi.shape) != tuple(lin.shape):
+        raise IndicatorError(f"indicator {problem.f.name!r}: its pooled psi must map (N, D) to (N, P); got "
+                             f"{tuple(getattr(psi, 'shape', ()))} for rows {tuple(rows.shape)}")
+    if not lin.numel():
+        return
+    scale = float(lin.abs().max())
+    off = float((psi.to(torch.float64) - lin).abs().max())
+    if not off <= LINEAR_PSI_RTOL * scale + 1e-300:
+        raise IndicatorError(f"indicator {problem.f.name!r} declares PooledForm(linear_psi=True), but its psi is not "
+                             f"linear (ψ(z) = z A, A's rows ψ(e_d)): on the rows of step index {t} it is {off:.3g} "
+                             f"from z A (values up to {scale:.3g}). Set linear_psi=False (the path integral then "
+                             "back-propagates through f itself)")
 
 
 def _pooled_form_holds(problem: Problem) -> bool:

@@ -236,6 +236,31 @@ def test_the_pooled_linear_path_integral_checks_the_pooled_form_against_f():
     np.testing.assert_allclose(ok.phi[0], want, rtol=1e-12)
 
 
+def _mean_square(linear_psi, psi=lambda z: z[..., :1] ** 2):
+    """f = mean_i z_{i,0}², declaring the (right) pooled form ψ(z) = z₀², ρ(m) = m — and whether ψ is linear."""
+    return indicators.FunctionIndicator(lambda z: (z[..., 0] ** 2).mean(-1), name="mean_square",
+                                        pooled=indicators.PooledForm(psi, lambda m: m[..., 0], linear_psi=linear_psi))
+
+
+def test_a_pooled_psi_declared_linear_that_is_not_is_refused_by_the_path_integral():
+    """ψ(z) = z₀² declared linear: the pooled-linear integral takes ψ(e_d) for A and integrates ρ(mean z A), so f,
+    Δv and φ all came from mean(z)² instead of mean(z²): φ up to 0.58 off, efficient to 2e-16, silently (the check
+    against f compares ρ(mean_i ψ(z_i)), which this ψ passes). Reference: f is homogeneous of degree 2, so from the
+    zero baseline φ_i = z_{i,0}² / N."""
+    z = np.abs(np.random.default_rng(0).normal(size=(3, 6, 2))) + 0.1
+    with pytest.raises(IndicatorError, match=r"'mean_square' declares PooledForm\(linear_psi=True\), but its psi "
+                                             r"is not linear"):
+        attribute(_mean_square(True), Panel(z))
+    ok = attribute(_mean_square(False), Panel(z))  # the honest declaration: f itself is integrated
+    np.testing.assert_allclose(ok.phi, z[..., 0] ** 2 / 6, rtol=1e-10)
+
+
+def test_a_pooled_psi_that_raises_is_an_indicator_error_naming_the_pooled_form():
+    z = np.abs(np.random.default_rng(0).normal(size=(2, 5, 2))) + 0.1
+    with pytest.raises(IndicatorError, match=r"the pooled form of indicator 'mean_square' raised ZeroDivisionError"):
+        attribute(_mean_square(True, psi=lambda z: 1 / 0), Panel(z))
+
+
 def test_aumanns_own_pooled_forms_are_checked_at_the_ends_only(monkeypatch):
     """The seeded coalitions cost one O(N) evaluation of f each: built-in pooled forms (trusted) skip them, and the
     pooled-linear path integral of lin and heat evaluates f nowhere, as before; a user's form pays for them at one
