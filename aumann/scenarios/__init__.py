@@ -53,8 +53,19 @@ def register(scenario):
     """
     if not isinstance(scenario, Scenario):
         raise ConfigError(f"register() takes a Scenario; got {type(scenario).__name__}")
+    for old in [k for k in _REGISTRY if _key(k) == _key(scenario.name)]:  # "My_Model" replaces "my-model"
+        del _REGISTRY[old]
     _REGISTRY[scenario.name] = scenario
     return scenario
+
+
+def _registered(key: str) -> Scenario | None:
+    """The registered scenario whose name is ``key`` once normalised (``get`` normalises what it is given: a
+    scenario registered as ``My_Model`` was listed by ``names()`` and then unknown to ``get("My_Model")``)."""
+    for name, scenario in _REGISTRY.items():
+        if _key(name) == key:
+            return scenario
+    return None
 
 
 def _available_builtins() -> list[str]:
@@ -70,7 +81,7 @@ def _available_builtins() -> list[str]:
 
 def _load_builtin(name: str) -> None:
     mod = _BUILTIN.get(name)
-    if mod is not None and name not in _REGISTRY and name in _available_builtins():
+    if mod is not None and _registered(name) is None and name in _available_builtins():
         importlib.import_module(mod)
 
 
@@ -138,8 +149,9 @@ def get(name: str) -> Scenario:
     text = str(name).strip()
     key = _key(text)
     _load_builtin(key)
-    if key in _REGISTRY:
-        return _REGISTRY[key]
+    found = _registered(key)
+    if found is not None:
+        return found
     if ":" in text:
         return load(text)
     ep = _entry_points().get(key)
@@ -159,7 +171,8 @@ def names() -> list[str]:
     installed ``aumann.scenarios`` entry points (listed, not imported)."""
     for name in _available_builtins():
         _load_builtin(name)
-    return sorted(set(_REGISTRY) | set(_entry_points()))
+    registered = {_key(n) for n in _REGISTRY}
+    return sorted(set(_REGISTRY) | {n for n in _entry_points() if n not in registered})
 
 
 def describe() -> list[tuple[str, str]]:

@@ -140,3 +140,18 @@ def test_baseline_actions_by_id_reach_agents_with_tuple_ids():
     z, _ = sc.step_with_baseline(before, cfg, [2], agent_ids=ids)
     assert seen[-1] == [(1, 0)]
     np.testing.assert_array_equal(z[:, 0], np.where(np.arange(4) == 2, z0[:, 0], run.panel.values[1, :, 0]))
+
+
+def test_a_scenario_registered_under_a_mixed_case_name_is_found_by_that_name(monkeypatch):
+    """``get`` normalises the name it is given (``My_Model`` → ``my-model``) but ``register`` kept the name as
+    written: names() listed 'My_Model' and get('My_Model') said "unknown scenario 'My_Model'; registered
+    scenarios: ['My_Model', ...]"."""
+    import dataclasses
+
+    monkeypatch.setattr(scenarios, "_REGISTRY", dict(scenarios._REGISTRY))
+    base = scenarios.get("midscale-social")
+    mine = scenarios.register(dataclasses.replace(base, name="My_Model"))
+    assert "My_Model" in scenarios.names()
+    assert scenarios.get("My_Model") is mine and scenarios.get("my-model") is mine
+    again = scenarios.register(dataclasses.replace(base, name="my-model"))  # the same name once normalised: replaces
+    assert scenarios.get("My_Model") is again and "My_Model" not in scenarios.names()
