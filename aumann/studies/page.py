@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from aumann.errors import ReportError
+from aumann.errors import ReportError, StudyError
 
 # --------------------------------------------------------------------------- blocks
 
@@ -408,6 +408,46 @@ def _figure_html(f: Figure) -> str:
     return f'<figure class="fig"><div class="ftitle">{_inline(f.title)}{tag}</div>{inner}{cap}</figure>'
 
 
+_BLOCKS = (Text, Note, Cards, Table, Figure, KeyValues, Details, str)
+
+
+def check_blocks(blocks: Any, what: str) -> list[Any]:
+    """The blocks a report section returned, as a list, checked before the page is rendered: ``None`` is no
+    blocks; an iterable (a generator too) is read once, here — a generator was used up by report.html and left
+    report.md without the section; a bare string, an object that is no block (``42``) or a table whose row has
+    more or fewer cells than it has columns is a :class:`~aumann.errors.StudyError` naming ``what``. Such a block
+    used to fail the whole report.html (IndexError, ``unknown report block int``) instead of its own section, and a
+    string came out one heading per character."""
+    if blocks is None:
+        return []
+    if isinstance(blocks, str | bytes | dict) or not hasattr(blocks, "__iter__"):
+        raise StudyError(f"{what} must return a list of blocks (Text, Table, Note, ...); got "
+                         f"{type(blocks).__name__} {repr(blocks)[:80]}")
+    out = list(blocks)
+
+    def check(b: Any, where: str) -> None:
+        if isinstance(b, list):
+            for x in b:
+                check(x, where)
+        elif not isinstance(b, _BLOCKS):
+            raise StudyError(f"{where}: {type(b).__name__} {repr(b)[:80]} is not a report block (Text, "
+                             "Note, Cards, Table, Figure, KeyValues, Details, a list of them, or a heading string)")
+        elif isinstance(b, Table):
+            width = len(b.columns)
+            for i, row in enumerate(b.rows):
+                if len(row) != width:
+                    raise StudyError(f"{where}: table {b.id or b.caption!r} has {width} column(s) but row {i} has "
+                                     f"{len(row)} cell(s)")
+        elif isinstance(b, Details):
+            b.blocks = list(b.blocks)
+            check(b.blocks, where)
+        elif isinstance(b, Cards) and not all(isinstance(c, Card) for c in b.cards):
+            raise StudyError(f"{where}: Cards holds something that is not a Card")
+
+    check(out, what)
+    return out
+
+
 def _block_html(b: Any) -> str:
     if isinstance(b, Text):
         return f"<p>{_inline(b.text)}</p>"
@@ -685,6 +725,6 @@ def render_markdown(doc: Document) -> str:
 
 
 __all__ = ["Card", "Cards", "Cell", "Details", "Document", "Figure", "KeyValues", "Note", "Section", "Table", "Text",
-           "Verbatim",
+           "Verbatim", "check_blocks",
            "external_references", "fmt", "literal", "md_code", "md_escape", "md_literal", "render_html",
            "render_markdown", "seconds_text", "visible_text"]

@@ -26,7 +26,19 @@ import numpy as np
 from aumann.errors import ConfigError
 from aumann.studies.charts import Charts
 from aumann.studies.named import NamedList
-from aumann.studies.page import Card, Cards, Document, KeyValues, Note, Section, Text, fmt, literal, seconds_text
+from aumann.studies.page import (
+    Card,
+    Cards,
+    Document,
+    KeyValues,
+    Note,
+    Section,
+    Text,
+    check_blocks,
+    fmt,
+    literal,
+    seconds_text,
+)
 from aumann.studies.rows import rows
 from aumann.studies.rundir import control_fallbacks, failure_text, pooled_fallbacks
 from aumann.studies.sections import (
@@ -182,10 +194,13 @@ def report_failures_section(doc: Document, failures: Sequence[dict[str, Any]]) -
 
 def _built(part: str, build: Callable[[StudyPage], list[Any]], page: StudyPage, parts: Any) -> list[Any]:
     """``build(page)``; with ``parts`` (the report stage) a failure is recorded and a note stands in its place."""
+    def checked() -> list[Any]:
+        return check_blocks(build(page), f"report {part}")
+
     if parts is None:
-        return build(page)
+        return checked()
     before = len(parts.failures)
-    blocks = parts.attempt(part, lambda: build(page))
+    blocks = parts.attempt(part, checked)
     if len(parts.failures) > before:
         return [Note(f"This part of the page could not be built: {failure_text(parts.failures[-1])}", "skipped")]
     return blocks

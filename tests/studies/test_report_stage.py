@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 
 import pytest
@@ -108,6 +109,52 @@ def test_a_failing_section_is_left_out_with_a_note_and_recorded(study, broken_se
     # re-rendered without the broken section, the page is whole again (section failures are not carried over)
     render_report(out, interactive=False)
     assert "section spread" not in (out / "report.md").read_text()
+
+
+def _misbehaving_section(kind):
+    from aumann.studies.page import Table, Text
+
+    if kind == "not_a_block":
+        return lambda page: [Text("before"), 42]
+    if kind == "ragged_table":
+        return lambda page: [Table(["run", "t*"], [[0], [1, 2, 3]], caption="Spread", id="spread")]
+    if kind == "string":
+        return lambda page: "hello"
+    return lambda page: (Text(f"line {i}") for i in range(2))  # "generator": fine, once read into a list
+
+
+@pytest.mark.parametrize(("kind", "says"), [
+    ("not_a_block", "report section spread: int 42 is not a report block"),
+    ("ragged_table", "report section spread: table 'spread' has 2 column.s. but row 0 has 1 cell.s."),
+    ("string", "report section spread must return a list of blocks .* got str 'hello'"),
+])
+def test_a_section_returning_what_is_no_page_fails_alone_not_the_whole_page(study, kind, says):
+    """A block that is no block (42) or a table row shorter than its columns failed the whole report.html
+    (TypeError 'unknown report block int', IndexError), and a string returned came out one heading per character."""
+    result, cfg, out = study
+    register_section(ReportSection("spread", "Spread over runs", _misbehaving_section(kind)))
+    try:
+        files = _write(result, cfg, out)
+    finally:
+        unregister_section("spread")
+    assert files["html"] is not None and (out / "report.html").is_file()
+    assert [(f["stage"], f["error"]) for f in files["failures"]] == [("report: section spread", "StudyError")]
+    assert re.search(says, files["failures"][0]["message"])
+    md = (out / "report.md").read_text()
+    assert "## Spread over runs" in md and "could not be built" in md and "## Cost" in md
+    assert "### h" not in md
+
+
+def test_a_section_that_returns_a_generator_reaches_both_pages(study):
+    """A generator was used up by report.html: report.md had the section's title and none of its blocks."""
+    result, cfg, out = study
+    register_section(ReportSection("spread", "Spread over runs", _misbehaving_section("generator")))
+    try:
+        files = _write(result, cfg, out)
+    finally:
+        unregister_section("spread")
+    assert files["failures"] == []
+    assert "line 1" in (out / "report.md").read_text() and "line 1" in (out / "report.html").read_text()
 
 
 def test_a_page_that_cannot_be_built_leaves_a_report_md_saying_why(study):
