@@ -143,7 +143,12 @@ def write_tables(result: StudyResult, out: Path) -> dict[str, list[dict[str, Any
     changed since) is kept and is an :class:`~aumann.errors.OutputError` naming it (checked before any goes), since
     it would pass for this study's table."""
     tables, optional = study_tables(result)
-    tables.update(analysis_tables(result))
+    analysis = analysis_tables(result)
+    clash = sorted(set(analysis) & set(tables))
+    if clash:  # a scenario analysis' table would be written over the study's own (add_table refuses these names)
+        raise StudyError(f"the scenario analysis' table(s) {clash} have the name of the study's own table(s); the "
+                         "study's would be overwritten: rename them")
+    tables.update(analysis)
     rundir = RunDir(out)
     rec = recorded_outputs(out, command="aumann run")
     stale = [rundir.table(name, ext) for name, rows_ in tables.items() if name in optional and not rows_

@@ -170,10 +170,47 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
     attempt(ctx, stage.name, lambda: stage.run(ctx))
 
 
+#: the run directory's own tables and pages (``<name>.csv`` / ``.md``): a stage's table of one of these names was
+#: written over the study's (``add_table(ctx, "faithfulness", ...)`` left faithfulness.csv one blank row); the
+#: tables of registered rows (``Row.tables``) are refused when the tables are written
+STUDY_TABLES = ("faithfulness", "faithfulness_extended", "path_ablation", "f_sensitivity", "baseline_ablation",
+                "action_attribution", "resimulation_agreement", "judge_overlap", "report")
+
+
+def _cell(value: Any, where: str) -> Any:
+    from aumann.io import plain
+
+    out = plain(value)  # numpy scalars → Python numbers, NaN/inf → None (an empty cell)
+    if out is None or isinstance(out, bool | int | float | str):
+        return out
+    raise StudyError(f"{where} is {type(value).__name__} {value!r:.60}; a table cell is a number, a string, a bool "
+                     "or None")
+
+
 def add_table(ctx: RunContext, name: str, rows: list[dict[str, Any]]) -> None:
     """Give the run a table of its own: written as ``<name>.csv`` / ``.md`` (every run's rows, with a ``run``
-    column) and shown under "Scenario analysis" in the report (``rec["analysis"]["tables"][name]``)."""
-    ctx.rec.setdefault("analysis", {}).setdefault("tables", {})[name] = list(rows)
+    column) and shown under "Scenario analysis" in the report (``rec["analysis"]["tables"][name]``).
+
+    Checked here, so that a bad table fails its stage alone: ``name`` must be one file name
+    (:func:`~aumann.io.safe_component`) and not one of the study's own (:data:`STUDY_TABLES`); ``rows`` a list of
+    mappings from column names (strings) to numbers, strings, bools or None."""
+    from aumann.io import safe_component
+
+    if not isinstance(name, str):
+        raise StudyError(f"add_table: a table name is a string; got {type(name).__name__} {name!r:.60}")
+    safe_component(name, "table name")
+    if name.lower() in STUDY_TABLES or name.lower() in {f"{t}.csv" for t in STUDY_TABLES}:
+        raise StudyError(f"add_table: {name!r} is the name of one of the study's own tables or pages ({name}.csv / "
+                         f".md); give the table a name of its own")
+    if isinstance(rows, dict | str | bytes) or not hasattr(rows, "__iter__"):
+        raise StudyError(f"add_table {name!r}: rows must be a list of dicts (one per row); got {type(rows).__name__}")
+    checked = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(isinstance(k, str) for k in row):
+            raise StudyError(f"add_table {name!r}: row {i} must be a dict from column names (strings) to values; got "
+                             f"{type(row).__name__} {row!r:.60}")
+        checked.append({k: _cell(v, f"add_table {name!r}: row {i}, column {k!r}") for k, v in row.items()})
+    ctx.rec.setdefault("analysis", {}).setdefault("tables", {})[name] = checked
 
 
 # ---------------------------------------------------------------------------------------------- the built-in stages

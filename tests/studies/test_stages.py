@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -227,3 +228,32 @@ def test_register_stage_refuses_a_malformed_stage_naming_the_field(stage, match)
     with pytest.raises(ConfigError, match=match):
         register_stage(stage)
     assert stage.name not in [s.name for s in stages()]
+
+
+@pytest.mark.parametrize(("name", "rows", "says"), [
+    ("faithfulness", [{"k": 1}], "'faithfulness' is the name of one of the study's own tables"),
+    ("../evil", [{"k": 1}], "table name '../evil' cannot be used as a file or folder name"),
+    ("mine", [{"k": np.arange(3)}], r"add_table 'mine': row 0, column 'k' is ndarray .* a table cell is a number"),
+    ("mine", {"k": 1}, "rows must be a list of dicts"),
+])
+def test_add_table_refuses_a_table_that_would_clobber_escape_or_not_write(tmp_path, name, rows, says):
+    """A stage's table named 'faithfulness' replaced the study's headline table: faithfulness.csv came out as one
+    blank row; '../evil' and an array in a cell passed the stage and then killed the whole report (PathEscapeError,
+    TypeError: not JSON serializable). Each now fails its stage alone, recorded, and the study's tables stand."""
+    from aumann.studies.stages import add_table
+
+    register_stage(Stage("user_table", lambda ctx: add_table(ctx, name, rows)))
+    try:
+        sc = scenarios.get("midscale-social")
+        cfg = sc.load_config(agents=12, steps=4, runs=1, study={**STUDY, "ablations": False})
+        result = run_study(sc, cfg, out_dir=tmp_path)
+        write_outputs(result, tmp_path, command="aumann run midscale-social", seconds=0.0, plots=False,
+                      config=cfg.model_dump(mode="json"))
+    finally:
+        unregister_stage("user_table")
+    entry = result.records[0]["stages"]["user_table"]
+    assert entry["status"] == "failed" and entry["error"] in ("StudyError", "UnsafeNameError")
+    assert re.search(says, entry["message"])
+    faith = (tmp_path / "faithfulness.csv").read_text().splitlines()
+    assert len(faith) > 2 and faith[1].startswith("midscale-social,aumann_shapley,")
+    assert not (tmp_path.parent / "evil.csv").exists()
