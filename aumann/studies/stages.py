@@ -154,7 +154,7 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
         ctx.tick(stage.message)
     if not stage.optional:
         try:
-            _no_exit(lambda: stage.run(ctx))
+            _no_exit(lambda: _checked(stage, ctx))
         except AumannError:
             raise  # already names what went wrong (a scenario's step, a bad config, a stage that exited)
         except Exception as exc:
@@ -167,7 +167,54 @@ def run_stage(ctx: RunContext, stage: Stage) -> None:
                              f"{type(exc).__name__}: {exception_message(exc)}") from exc
         _record(ctx, stage.name, "ok", False)
         return
-    attempt(ctx, stage.name, lambda: stage.run(ctx))
+    attempt(ctx, stage.name, lambda: _checked(stage, ctx))
+
+
+def _checked(stage: Stage, ctx: RunContext) -> None:
+    """``stage.run(ctx)``; for a user's stage, what it left in ``ctx.rec`` and ``ctx.arrays`` must be writable, or
+    the stage fails (a :class:`StudyError` naming it) with the record and arrays as they were before it. An object
+    put into the record passed the stage and then killed the study at the run's write (a bare TypeError: not JSON
+    serializable); an object array was written into the run's .npz pickled, and every later read refused the run
+    ("holds pickled Python objects ... run the same command again"), which wrote it the same way again."""
+    if str(getattr(stage.run, "__module__", "") or "").startswith("aumann."):
+        stage.run(ctx)
+        return
+    import copy
+
+    rec, arrays = ctx.rec, ctx.arrays
+    saved_rec, saved_arrays = copy.deepcopy(rec), dict(arrays)
+    stage.run(ctx)
+    why = _unwritable(ctx.rec, ctx.arrays)
+    if why is not None:
+        rec.clear()
+        rec.update(saved_rec)
+        arrays.clear()
+        arrays.update(saved_arrays)
+        ctx.rec, ctx.arrays = rec, arrays
+        raise StudyError(f"stage {stage.name!r} {why}; what it wrote was not kept")
+
+
+def _unwritable(rec: dict[str, Any], arrays: dict[str, Any]) -> str | None:
+    """Why the run record or its arrays cannot be written as they are (``None``: they can)."""
+    import json
+
+    from aumann.io import plain
+
+    for key, value in rec.items():
+        try:
+            json.dumps(plain(value))
+        except (TypeError, ValueError) as exc:
+            return (f"put a value into the run record (ctx.rec[{key!r}]) that JSON cannot hold "
+                    f"({exception_message(exc, 200)}); the record holds numbers, strings, lists and dicts")
+    for key, value in arrays.items():
+        try:
+            arr = np.asanyarray(value)
+        except (TypeError, ValueError) as exc:
+            return f"put ctx.arrays[{key!r}], which is no array ({exception_message(exc, 200)})"
+        if arr.dtype.hasobject:
+            return (f"put ctx.arrays[{key!r}] of dtype object (Python objects), which the run's .npz could only hold "
+                    "pickled, and aumann never reads pickles; store numbers (or strings)")
+    return None
 
 
 #: the run directory's own tables and pages (``<name>.csv`` / ``.md``): a stage's table of one of these names was

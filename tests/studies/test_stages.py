@@ -257,3 +257,30 @@ def test_add_table_refuses_a_table_that_would_clobber_escape_or_not_write(tmp_pa
     faith = (tmp_path / "faithfulness.csv").read_text().splitlines()
     assert len(faith) > 2 and faith[1].startswith("midscale-social,aumann_shapley,")
     assert not (tmp_path.parent / "evil.csv").exists()
+
+
+@pytest.mark.parametrize(("write", "says"), [
+    (lambda ctx: ctx.rec.__setitem__("mine", {"x": object()}),
+     r"stage 'mine' put a value into the run record \(ctx.rec\['mine'\]\) that JSON cannot hold"),
+    (lambda ctx: ctx.arrays.__setitem__("mine", np.array([object()])),
+     r"stage 'mine' put ctx.arrays\['mine'\] of dtype object"),
+])
+def test_a_stage_that_leaves_what_cannot_be_written_fails_alone_and_the_run_stays_readable(tmp_path, write, says):
+    """An object in the record passed the stage, then killed the study at the run's write (TypeError: Object of
+    type object is not JSON serializable); an object array was pickled into run-000.npz, which every later read
+    refused ('holds pickled Python objects ... run the same command again'), and rerunning wrote it again."""
+    def stage(ctx):
+        ctx.arrays["fine"] = np.ones(2)  # kept only if the whole stage is
+        write(ctx)
+
+    register_stage(Stage("mine", stage))
+    try:
+        sc = scenarios.get("midscale-social")
+        cfg = sc.load_config(agents=12, steps=4, runs=1, study={**STUDY, "ablations": False})
+        result = run_study(sc, cfg, out_dir=tmp_path)
+    finally:
+        unregister_stage("mine")
+    entry = result.records[0]["stages"]["mine"]
+    assert entry["status"] == "failed" and entry["error"] == "StudyError" and re.search(says, entry["message"])
+    assert "mine" not in result.records[0] and "fine" not in result.arrays[0]
+    assert RunDir(tmp_path).verify_run(0, result.records[0]["digest"])[0] == "done"
