@@ -186,6 +186,9 @@ class RayExecutor:
                                        else "none given: RAY_AUTH_TOKEN and RAY_AUTH_TOKEN_PATH are unset")
                                     + "); get it with `ray get-auth-token` on the head and set RAY_AUTH_TOKEN "
                                       "(or RAY_AUTH_TOKEN_PATH) here") from None
+            if _runtime_env_failure(exc):  # the cluster answered; what failed is the job's runtime environment
+                raise ExecutorError(f"cannot {what}: the job's runtime environment could not be set up: "
+                                    f"{_reason(exc)} (see --ray-runtime-env / execution.ray_runtime_env)") from None
             raise ExecutorError(f"cannot {what}: {type(exc).__name__}: {_one_line(exc)}"
                                 + (" (is `ray start --head` running there, with the same Ray version, and is "
                                    "RAY_AUTH_TOKEN its token?)" if self.attached else "")) from None
@@ -620,6 +623,23 @@ def _one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _runtime_env_failure(exc: BaseException) -> bool:
+    return "RuntimeEnvSetupError" in type(exc).__name__
+
+
+def _reason(exc: BaseException, limit: int = 500) -> str:
+    """A runtime-environment failure's message on one line: Ray's first line is "Failed to set up runtime
+    environment." and the reason (a package too large, a pip error) follows on the next ones, which
+    :func:`_one_line` dropped."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].lower().startswith("failed to set up runtime environment"):
+        lines = lines[1:]
+    if any("Traceback (most recent call last)" in ln for ln in lines):
+        lines = lines[-1:]  # a worker's traceback: its last line is the exception that ended it
+    text = " ".join(lines) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _system_failure(exc: BaseException, i: int, n: int, retries: int) -> ExecutorError:
     """A one-line :class:`ExecutorError` for a task Ray could not run to the end."""
     name = type(exc).__name__
@@ -632,7 +652,8 @@ def _system_failure(exc: BaseException, i: int, n: int, retries: int) -> Executo
         why = "the worker ran out of memory"
     else:
         why = "Ray could not run it"
-    err = ExecutorError(f"task {i + 1} of {n}: {why} ({name}: {_one_line(exc)})")
+    said = _reason(exc) if _runtime_env_failure(exc) else _one_line(exc)
+    err = ExecutorError(f"task {i + 1} of {n}: {why} ({name}: {said})")
     err.__cause__ = exc
     return err
 

@@ -355,3 +355,37 @@ def test_an_address_with_a_scheme_other_than_ray_is_refused_in_one_whole_line(ad
     with pytest.raises(ExecutorError, match=r"is not where a driver attaches .*GCS host:port") as info:
         ray_executor._reachable(address, timeout=1.0)
     assert "either:" not in str(info.value) and address in str(info.value)
+
+
+class RuntimeEnvSetupError(Exception):
+    """Ray's exception of that name (matched by name, as the executor does)."""
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_runtime_env_that_cannot_be_set_up_says_why_not_ask_about_the_cluster(monkeypatch):
+    """ray.init's 'Failed to set up runtime environment.' carries the reason on its next line (a working_dir over the
+    upload limit); we kept the first line only and added a hint about `ray start` and RAY_AUTH_TOKEN. A task whose
+    environment failed showed only that first line too (a pip error: its worker's traceback, whose last line says
+    it)."""
+    import ray
+
+    from aumann.simulators import ray_executor
+
+    monkeypatch.setattr(ray_executor, "_reachable", lambda address, timeout=None: ("127.0.0.1", 6380))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def init(**kw):
+        raise RuntimeEnvSetupError("Failed to set up runtime environment.\nFailed to upload working_dir /w to the Ray "
+                                   "cluster: Package size (600.00MiB) exceeds the maximum size of 512.00MiB.")
+
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(ExecutorError, match=r"runtime environment could not be set up: Failed to upload working_dir "
+                                            r"/w .*Package size \(600.00MiB\) exceeds") as info:
+        RayExecutor(address="127.0.0.1:6380")._ensure()
+    assert "RAY_AUTH_TOKEN" not in str(info.value) and "\n" not in str(info.value)
+    pip = RuntimeEnvSetupError("[Node 10.0.0.5] Traceback (most recent call last):\n  File \"pip.py\", line 1\n"
+                               "ModuleNotFoundError: No module named 'virtualenv'\nDuring handling ...\n"
+                               "RuntimeError: Please install virtualenv to enable pip runtime env.")
+    err = ray_executor._system_failure(pip, 0, 1, 3)
+    assert str(err).endswith("(RuntimeEnvSetupError: RuntimeError: Please install virtualenv to enable pip runtime "
+                             "env.)")
