@@ -71,7 +71,7 @@ def resimulation_participation_game(scenario: Scenario, model: Any, config: Any,
     populations)."""
     sm = build_step_map(scenario, model, config)
     game = resimulation_game(oracle, sm.n_agents, which=1 if original else 0)
-    f = scenario.indicator(config)
+    f = scenario.indicators(config)[0]
     return ParticipationGame(game, map_value_fn(sm, f, n_features=len(scenario.features), name=scenario.name),
                              name="resimulation")
 

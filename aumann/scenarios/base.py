@@ -81,7 +81,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from pydantic_core import PydanticCustomError
 
 from aumann import configs
-from aumann.checks import as_int, as_torch
+from aumann.checks import as_int, as_real_array, as_torch
 from aumann.errors import ConfigError, NoAgentsRecordedError, ScenarioCodeError, SimulationError
 from aumann.simulators.llm.settings import LLMSettings
 
@@ -742,8 +742,9 @@ class Scenario:
         """
         n = config.agents if agent_ids is None else len(agent_ids)
         if self.baseline_features_fn is not None:
-            out = np.asarray(self.call("baseline_features_fn()", self.baseline_features_fn, model, config),
-                             dtype=np.float64)
+            out = as_real_array(self.call("baseline_features_fn()", self.baseline_features_fn, model, config),
+                                f"scenario {self.name!r}: baseline_features_fn()", error=SimulationError,
+                                dtype=np.float64)
         elif self.baseline_action_by == "position":
             out, _ = self.step_with_baseline(model, config, range(n))
         else:
@@ -775,7 +776,8 @@ class Scenario:
         :meth:`baseline_features`)."""
         T, N, D = run.panel.shape
         if self.baseline_all_fn is not None:
-            out = np.asarray(self.call("baseline_all_fn()", self.baseline_all_fn, run, config))
+            out = as_real_array(self.call("baseline_all_fn()", self.baseline_all_fn, run, config),
+                                f"scenario {self.name!r}: baseline_all_fn()", error=SimulationError)
             if out.shape not in ((N, D), (T, N, D)):
                 raise SimulationError(f"scenario {self.name!r}: baselines have shape {out.shape}; expected "
                                       f"({N}, {D}) or ({T}, {N}, {D})")
@@ -789,7 +791,10 @@ class Scenario:
         :class:`~aumann.attribution.Indicator`, named after the function)."""
         from aumann.attribution.indicators import as_indicator
 
-        return as_indicator(self.indicator(config)), as_indicator(self.original(config))
+        # the scenario's own code: a factory that raises names the scenario (not a bare traceback from a core stage)
+        f = self.call("indicator(config)", self.indicator, config)
+        f_orig = self.call("original(config)", self.original, config)
+        return as_indicator(f), as_indicator(f_orig)
 
     def surrogate(self, config: ScenarioConfig) -> Any:
         """The C² indicator bound to its original (:class:`aumann.attribution.smoothing.Surrogate`)."""

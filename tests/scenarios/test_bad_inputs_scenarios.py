@@ -134,3 +134,29 @@ def test_megascale_settings_are_typed_errors_naming_the_key(overrides, key):
     with pytest.raises(ConfigError) as info:
         scenarios.get("megascale-social").load_config(**overrides)
     assert key in str(info.value) and "\n" not in str(info.value)
+
+
+def _no_indicator(cfg):
+    raise KeyError("no indicator")
+
+
+@pytest.mark.parametrize(("change", "error", "says"), [
+    ({"indicator": _no_indicator}, "ScenarioCodeError",
+     r"scenario 'midscale-social': indicator\(config\) raised KeyError: 'no indicator'"),
+    ({"original": _no_indicator}, "ScenarioCodeError",
+     r"scenario 'midscale-social': original\(config\) raised KeyError"),
+    ({"baseline_features_fn": lambda model, cfg: "zero"}, "SimulationError",
+     r"scenario 'midscale-social': baseline_features_fn\(\) must be an array of numbers; got str 'zero'"),
+])
+def test_a_scenarios_indicator_factory_or_baseline_features_gone_wrong_is_a_typed_error_naming_it(change, error,
+                                                                                                    says):
+    """The indicator factories were called bare: a KeyError in the user's indicator(config) came out of `aumann run`
+    as a full traceback noted as our bug (the attribute stage is core); baseline features given as a string ended in
+    numpy's 'could not convert string to float' the same way."""
+    from aumann import errors
+
+    sc = dataclasses.replace(scenarios.get("midscale-social"), **change)
+    cfg = sc.load_config(agents=12, steps=4, runs=1, study={"permutations": 8, "random_orderings": 2,
+                                                             "path_orders": 2, "ablations": False})
+    with pytest.raises(getattr(errors, error), match=says):
+        run_study(sc, cfg)
