@@ -566,9 +566,9 @@ class Scenario:
             if t + 1 >= keep and t + 1 < T:
                 _take(m, t + 1)
 
-        ctx = self.context(config) if self.context is not None else None
-        panel = simulate(model, T, self.make_recorder(config), observers=[_keep], context=ctx, progress=progress,
-                         step=step)
+        ctx = self.call("context(config)", self.context, config) if self.context is not None else None
+        panel = simulate(model, T, self.call("make_recorder(config)", self.make_recorder, config), observers=[_keep],
+                         context=ctx, progress=progress, step=step)
         if self.groups is not None:
             groups = self.call("groups()", self.groups, model, config)
             if not isinstance(groups, Mapping):
@@ -717,9 +717,10 @@ class Scenario:
     def _fork_one(self, model: Any, config: ScenarioConfig, targets: list[Any]) -> Any:
         from aumann.simulators import fork
 
-        ctx = self.context(config) if self.context is not None else None
+        ctx = self.call("context(config)", self.context, config) if self.context is not None else None
         act = (lambda m: self.call("baseline_action()", self.baseline_action, m, targets)) if targets else None
-        return fork(model, intervention=act, steps=1, recorder=self.make_recorder(config), context=ctx,
+        return fork(model, intervention=act, steps=1,
+                    recorder=self.call("make_recorder(config)", self.make_recorder, config), context=ctx,
                     step=self.user_step(config))
 
     def present(self, model: Any, agent_ids: Sequence[Hashable]) -> np.ndarray:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import _shown, refuse_mixed_labels
+from aumann.checks import _shown, refuse_mixed_labels, user_code
 from aumann.errors import (
     AumannError,
     FeatureValueError,
@@ -411,9 +411,10 @@ class FeatureRecorder(_RecorderBase):
     def _agent_list(self, model: Any, t: int | None) -> list[Any]:
         """The agents to record now, as a list; ``agents=fn`` returning something that is not a collection of
         agents (``None``, a number: a forgotten ``return``) is a typed error naming what it returned."""
-        got = self.agents(model)
+        when = "before the first capture" if t is None else f"at capture {t}"
+        with user_code(f"agents=fn(model) {when}", error=FeatureValueError):
+            got = self.agents(model)
         if isinstance(got, str | bytes | Mapping) or not isinstance(got, Iterable):
-            when = "before the first capture" if t is None else f"at capture {t}"
             raise FeatureValueError(f"agents=fn(model) must return an iterable of agents (a list, an AgentSet); "
                                     f"it returned {_shown(got)} ({type(got).__name__}) {when}")
         return list(got)
@@ -627,7 +628,8 @@ class ArrayRecorder(_RecorderBase):
         return _ArrayBuffer(steps=steps)
 
     def _capture(self, rec: _ArrayBuffer, model: Any, t: int) -> None:
-        cols = self.fn(model)
+        with user_code(f"ArrayRecorder fn(model) at capture {t}", error=FeatureValueError):
+            cols = self.fn(model)
         if not isinstance(cols, Mapping):
             raise FeatureValueError(
                 f"ArrayRecorder fn must return a mapping name -> array; got {type(cols).__name__}"
@@ -650,11 +652,14 @@ class ArrayRecorder(_RecorderBase):
             rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=self.dtype)
             rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids
-            rec.ids_value = ids_spec(model) if callable(ids_spec) else ids_spec
+            with user_code(f"ArrayRecorder agent_ids(model) at capture {t}", error=FeatureValueError):
+                rec.ids_value = ids_spec(model) if callable(ids_spec) else ids_spec
         n = rec.n
         mask = None
         if self.alive_fn is not None:
-            mask = _alive_row(self.alive_fn(model), n, t)
+            with user_code(f"ArrayRecorder alive(model) at capture {t}", error=FeatureValueError):
+                got = self.alive_fn(model)
+            mask = _alive_row(got, n, t)
             rec.alive[t] = mask
         for d, name in enumerate(rec.features):
             if name not in cols:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import _shown
+from aumann.checks import _shown, user_code
 from aumann.errors import FeatureValueError, NoAgentsRecordedError, StepsMismatchError, UnknownAttributeError
 
 _OK = object()
@@ -156,7 +156,8 @@ class _ContextBuffer:
 
     def capture(self, model: Any, t: int) -> None:
         for name, fn in self.fns.items():
-            raw = fn(model)
+            with user_code(f"context {name!r} fn(model) at capture {t}", error=FeatureValueError):
+                raw = fn(model)
             try:
                 if np.iscomplexobj(raw):  # numpy complex: the cast would keep the real part (a ComplexWarning)
                     raise TypeError("complex")

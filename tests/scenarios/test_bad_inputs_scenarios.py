@@ -160,3 +160,15 @@ def test_a_scenarios_indicator_factory_or_baseline_features_gone_wrong_is_a_type
                                                              "path_orders": 2, "ablations": False})
     with pytest.raises(getattr(errors, error), match=says):
         run_study(sc, cfg)
+
+
+def test_a_make_recorder_that_raises_is_a_scenario_code_error_naming_it():
+    """make_recorder(config) and context(config) were called bare by simulate and by every fork."""
+    from aumann.errors import ScenarioCodeError
+
+    def no_recorder(cfg):
+        raise KeyError("no recorder")
+
+    sc = dataclasses.replace(scenarios.get("midscale-social"), make_recorder=no_recorder)
+    with pytest.raises(ScenarioCodeError, match=r"scenario 'midscale-social': make_recorder\(config\) raised KeyError"):
+        sc.simulate(sc.load_config(agents=12, steps=4), rng=0)

@@ -572,3 +572,30 @@ def test_datacollector_adapter_agenttype_reporters_with_agent_reporters_and_bad_
         FeatureRecorder.from_datacollector(bad)
     with pytest.raises(FeatureValueError, match="agenttype_reporters"):
         FeatureRecorder.from_datacollector(mesa.DataCollector())
+
+
+def _boom(model):
+    raise ZeroDivisionError("the user's function")
+
+
+@pytest.mark.parametrize(("make", "context", "says"), [
+    (lambda: ArrayRecorder(_boom), None, r"ArrayRecorder fn\(model\) at capture 0 raised ZeroDivisionError"),
+    (lambda: ArrayRecorder(lambda m: {"wealth": m.wealth}, alive=_boom), None,
+     r"ArrayRecorder alive\(model\) at capture 0 raised ZeroDivisionError"),
+    (lambda: ArrayRecorder(lambda m: {"wealth": m.wealth}, agent_ids=_boom), None,
+     r"ArrayRecorder agent_ids\(model\) at capture 0 raised ZeroDivisionError"),
+    (lambda: ArrayRecorder(lambda m: {"wealth": m.wealth}), {"price": _boom},
+     r"context 'price' fn\(model\) at capture 0 raised ZeroDivisionError"),
+])
+def test_a_recorders_own_function_that_raises_is_a_feature_value_error_naming_it(make, context, says):
+    """FeatureRecorder named a feature that raised; ArrayRecorder's fn, alive and agent_ids functions and the context
+    functions were called bare: a ZeroDivisionError in them came out of `aumann run` as a full traceback."""
+    with pytest.raises(FeatureValueError, match=says) as info:
+        simulate(VectorModel(4), steps=2, recorder=make(), context=context)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_feature_recorder_agents_function_that_raises_is_a_feature_value_error():
+    with pytest.raises(FeatureValueError, match=r"agents=fn\(model\) before the first capture raised "
+                                                r"ZeroDivisionError"):
+        simulate(BoltzmannWealth(5, seed=0), steps=2, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_boom))
