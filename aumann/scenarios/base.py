@@ -82,7 +82,14 @@ from pydantic_core import PydanticCustomError
 
 from aumann import configs
 from aumann.checks import as_int, as_real_array, as_torch
-from aumann.errors import ConfigError, NoAgentsRecordedError, ScenarioCodeError, SimulationError
+from aumann.errors import (
+    AumannError,
+    ConfigError,
+    NoAgentsRecordedError,
+    ScenarioCodeError,
+    SimulationError,
+    TerminatedBySignal,
+)
 from aumann.simulators.llm.settings import LLMSettings
 
 ModelFactory = Callable[[Any, np.random.Generator, Any], Any]
@@ -485,6 +492,15 @@ class Scenario:
             why = configs.validation_message(exc) if isinstance(exc, ValidationError) else \
                 str(exc).split(": ", 1)[-1]
             raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from exc
+        except (AumannError, TerminatedBySignal):
+            raise
+        except SystemExit as exc:
+            raise ConfigError(f"invalid config for scenario {self.name!r}: a validator of "
+                              f"{self.config_model.__name__} called sys.exit({exc.code!r})") from exc
+        except Exception as exc:  # a validator of the scenario's config model that raised something else
+            raise ConfigError(f"invalid config for scenario {self.name!r}: a validator of "
+                              f"{self.config_model.__name__} raised {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:300]}") from exc
 
     # ------------------------------------------------------------------ simulation
     def check_size(self, config: ScenarioConfig) -> None:

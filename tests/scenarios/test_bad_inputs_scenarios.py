@@ -172,3 +172,27 @@ def test_a_make_recorder_that_raises_is_a_scenario_code_error_naming_it():
     sc = dataclasses.replace(scenarios.get("midscale-social"), make_recorder=no_recorder)
     with pytest.raises(ScenarioCodeError, match=r"scenario 'midscale-social': make_recorder\(config\) raised KeyError"):
         sc.simulate(sc.load_config(agents=12, steps=4), rng=0)
+
+
+@pytest.mark.parametrize(("raise_", "says"), [
+    (lambda: (_ for _ in ()).throw(RuntimeError("validator boom")), "raised RuntimeError: validator boom"),
+    (lambda: __import__("sys").exit(3), r"called sys.exit\(3\)"),
+])
+def test_a_config_validator_that_raises_anything_is_a_config_error_naming_the_scenario(raise_, says):
+    """pydantic turns a validator's ValueError into a ValidationError, but lets a RuntimeError (or sys.exit) through:
+    it came out of `aumann run --agents 12` as a bare traceback (or a silent exit 3)."""
+    from pydantic import field_validator
+
+    from aumann.scenarios.midscale_social.scenario import MidScaleConfig
+
+    class Picky(MidScaleConfig):
+        @field_validator("agents")
+        @classmethod
+        def _agents(cls, v):
+            raise_()
+            return v
+
+    sc = dataclasses.replace(scenarios.get("midscale-social"), config_model=Picky)
+    with pytest.raises(ConfigError, match=rf"invalid config for scenario 'midscale-social': a validator of Picky "
+                                          rf"{says}"):
+        sc.load_config(agents=12)
