@@ -533,6 +533,25 @@ def refuse_nul(given: Any, arr: np.ndarray, what: str) -> None:
                              f"and 'a' would be one {noun}); got {items[nul]!r} at position {nul}")
 
 
+def refuse_unsorted_steps(steps: np.ndarray) -> None:
+    """Number and time step labels must be strictly increasing along the step axis: ``"pre-event"`` reads the
+    first row and ``"previous"`` the row before, by position, so ``steps=[2, 1, 0]`` took the row labelled 2 as
+    the pre-event state, silently. Raises :class:`~aumann.errors.PanelError` naming the first pair out of order
+    (reorder the rows with their labels, e.g. ``order = np.argsort(steps)``; :meth:`Panel.from_dataframe` and
+    :meth:`Panel.from_xarray` sort them). Text labels have no order of their own: their row order is the order."""
+    if steps.dtype.kind not in "iufmM" or steps.size < 2:
+        return
+    bad = np.flatnonzero(steps[1:] <= steps[:-1])  # (a comparison, not np.diff: uint64 labels do not wrap)
+    if bad.size:
+        k = int(bad[0])
+        a, b = ((str(steps[j]) if steps.dtype.kind in "mM" else repr(steps[j].item())) for j in (k, k + 1))
+        raise PanelError(f"steps must be strictly increasing (the step axis is time order: 'pre-event' and "
+                         f"'previous' baselines read earlier rows by position); {a} at position {k} is followed by "
+                         f"{b} at position {k + 1}. Reorder the rows with their "
+                         "labels (order = np.argsort(steps); values[order], alive[order], context[order]), or use "
+                         "Panel.from_dataframe / Panel.from_xarray, which sort them")
+
+
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
@@ -580,7 +599,9 @@ class Panel:
         values: array-like (numpy, torch or nested lists) of shape (T, N, D) or (N, D).
         features: D feature names (default ``f0 … f{D-1}``).
         agent_ids: N unique agent ids (default ``0 … N-1``).
-        steps: T step labels (default ``0 … T-1``).
+        steps: T step labels (default ``0 … T-1``), in time order: number and time labels must be strictly
+            increasing (a :class:`~aumann.errors.PanelError` names the first pair that is not); text labels
+            (``"2026-04-07"``, ``"warm-up"``) are not compared: their row order is the time order.
         groups: mapping name → N labels per agent (e.g. tiers).
         alive: bool mask (T, N) (or integers that are all 0 or 1; strings, floats and NaN are refused);
             rows with ``False`` are excluded from validation and held at the baseline during attribution.
@@ -642,6 +663,8 @@ class Panel:
         if agent_ids is not None and not _DERIVING.get():
             warn_lookalike_ids(self.agent_ids, stacklevel=2)
         self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
+        if steps is not None:
+            refuse_unsorted_steps(self.steps)
 
         self.groups: dict[str, np.ndarray] = {}
         for name, labels in _mapping(groups, "groups").items():
@@ -815,6 +838,9 @@ class Panel:
             raise EmptyPanelError("selection with no steps")
         if pos.min() < -self.T or pos.max() >= self.T:
             raise ShapeError(f"step positions out of range [0, {self.T}); got {pos.min()}..{pos.max()}")
+        if self.steps.dtype.kind in "iufmM" and np.any(np.diff(pos % self.T) <= 0):
+            raise PanelError(f"step positions must be increasing (a panel's number or time steps are in time "
+                             f"order); got {pos.tolist()[:10]}")
         return self._derive(
             values=self.values[pos], steps=self.steps[pos],
             alive=None if self.alive is None else self.alive[pos],
@@ -1030,7 +1056,8 @@ class Panel:
         after the array). A Dataset uses its ``values`` variable when it has one (what
         :meth:`to_xarray` writes), else each (step, agent) variable is a feature (``features=``
         picks and orders them). Coordinates ``alive``, ``group_*`` and ``context_*`` and
-        ``attrs["aumann"]`` are read back.
+        ``attrs["aumann"]`` are read back. Number and time steps are sorted ascending, with their rows, alive
+        mask and context (as :meth:`from_dataframe` sorts them); text steps keep their order.
 
         Raises:
             ShapeError: missing step/agent dims, or extra dims.
@@ -1067,6 +1094,12 @@ class Panel:
                 raise UnknownFeatureError(f"features {missing} not in the array; it has {have}")
             da = da.sel(feature=list(features))
         info = _xarray_info(da.attrs.get("aumann"))
+        labels = np.asarray(da["step"].values)
+        if labels.dtype.kind in "iufmM" and labels.size > 1 and np.any(labels[1:] <= labels[:-1]):
+            # number and time steps sorted with their rows, alive mask and context coordinates, as from_dataframe
+            # sorts them (a label is a step's time); NaN/NaT labels land last and repeats side by side, for the
+            # Panel to name. The (T, K) context in attrs is in the order to_xarray wrote: sorted already.
+            da = da.isel(step=np.argsort(labels, kind="stable"))
         coords = da.coords
         groups = {str(k)[6:]: _coord(v, ("agent",), k) for k, v in coords.items() if str(k).startswith("group_")}
         context = {str(k)[8:]: _coord(v, ("step",), k) for k, v in coords.items() if str(k).startswith("context_")}

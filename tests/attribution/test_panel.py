@@ -134,7 +134,8 @@ def test_labels_mixing_numbers_and_text_are_refused(what, labels):
     z = np.zeros((3, 3, 1))
     with pytest.raises(PanelError, match=f"{what} mixes numbers and text"):
         Panel(z, **{what: labels})
-    for ok in (["c", "a", "b"], np.array(["c", "a", "b"], dtype=object), [3, 1, 2]):
+    numbers = [3, 1, 2] if what == "agent_ids" else [1, 2, 3]  # (number steps are in time order)
+    for ok in (["c", "a", "b"], np.array(["c", "a", "b"], dtype=object), numbers):
         assert getattr(Panel(z, **{what: ok}), what).tolist() == list(ok)
 
 
@@ -194,7 +195,10 @@ def test_integer_ids_in_an_object_array_stay_integers():
 def test_integer_ids_past_int64_stay_exact(what, labels, dtype):
     """numpy makes floats of a list of ints some of which pass int64 ([2**63 + 1, 5]): id 2**63 + 1 became
     9.223372036854776e18, two such ids one (a DuplicateIdError for distinct ids) and the saved id another number.
-    They are unsigned integers where they fit (integers no int64 or uint64 holds are refused, below)."""
+    They are unsigned integers where they fit (integers no int64 or uint64 holds are refused, below). (Steps are
+    in time order: the same labels sorted.)"""
+    if what == "steps":
+        labels = sorted(labels, key=int)
     p = Panel(np.zeros((3, 3, 1)), **{what: labels})
     got = getattr(p, what)
     assert got.dtype.type is dtype

@@ -1,0 +1,84 @@
+"""The step axis is time order: ``"pre-event"`` reads the first row and ``"previous"`` the row before, by
+position. ``Panel(z, steps=[2, 1, 0])`` was accepted and both baselines then followed row order, not the labels:
+the row labelled 2 was the pre-event state, silently. Number and time labels out of order are refused by the
+constructor (and so by ``Panel.load``), sorted with their rows by the label-keyed readers (``from_dataframe``,
+``from_xarray``); text labels keep their row order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aumann.attribution import Panel, attribute
+from aumann.errors import PanelError
+
+Z = np.array([[[3.0], [1.0]], [[2.0], [2.0]], [[1.0], [4.0]]])  # (T=3, N=2, D=1), in time order 0, 1, 2
+
+
+@pytest.mark.parametrize("steps, first", [
+    ([2, 1, 0], "2 at position 0 is followed by 1 at position 1"),
+    ([0, 2, 1], "2 at position 1 is followed by 1 at position 2"),
+    ([0.0, 0.5, 0.25], "0.5 at position 1 is followed by 0.25 at position 2"),
+    (np.array([0, 2**63 + 1, 2**63], dtype=np.uint64), "9223372036854775809 at position 1 is followed by "
+                                                        "9223372036854775808 at position 2"),
+    (np.array(["2020-01-03", "2020-01-01", "2020-01-02"], dtype="datetime64[D]"),
+     "2020-01-03 at position 0 is followed by 2020-01-01 at position 1"),
+], ids=["reversed", "swapped", "float", "uint64", "datetime"])
+def test_number_and_time_steps_out_of_order_are_refused_naming_the_pair(steps, first):
+    with pytest.raises(PanelError, match=f"steps must be strictly increasing.*{first}"):
+        Panel(Z, steps=steps)
+
+
+def test_text_steps_keep_their_row_order():
+    p = Panel(Z, steps=["warm-up", "baseline", "after"])
+    assert p.steps.tolist() == ["warm-up", "baseline", "after"]
+    assert np.array_equal(p.values, Z)
+
+
+def test_pre_event_and_previous_read_the_labelled_time_order():
+    """The row of the earliest label is the pre-event state whichever way the panel was built."""
+    sorted_panel = Panel(Z, steps=[0, 1, 2])
+    reversed_rows = Z[::-1]
+    df = pd.DataFrame([{"step": t, "agent": i, "x": reversed_rows[2 - t, i, 0]}
+                       for t in (2, 1, 0) for i in range(2)])  # rows of the table in reverse time order
+    from_frame = Panel.from_dataframe(df)
+    assert from_frame.equals(Panel(Z, features=["x"], steps=[0, 1, 2], meta=from_frame.meta))
+    for baseline in ("pre-event", "previous"):
+        ref = attribute("var", sorted_panel, baseline=baseline).phi
+        assert np.allclose(attribute("var", from_frame, baseline=baseline).phi, ref)
+
+
+def test_from_xarray_sorts_number_steps_with_rows_mask_and_context():
+    pytest.importorskip("xarray")
+    alive = np.array([[1, 1], [0, 1], [1, 1]], dtype=bool)
+    p = Panel(Z, steps=[10, 20, 30], alive=alive,
+              context={"price": np.array([1.0, 2.0, 3.0]), "wide": np.arange(6.0).reshape(3, 2)})
+    shuffled = p.to_xarray().isel(step=[2, 0, 1])
+    q = Panel.from_xarray(shuffled)
+    assert q.equals(p)
+    assert np.allclose(attribute("var", q, baseline="pre-event").phi,
+                       attribute("var", p, baseline="pre-event").phi)
+
+
+def test_from_xarray_keeps_text_steps_in_their_order():
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(Z[..., 0], dims=("step", "agent"), coords={"step": ["c", "a", "b"]}, name="x")
+    assert Panel.from_xarray(da).steps.tolist() == ["c", "a", "b"]
+
+
+def test_a_saved_panel_with_steps_out_of_order_is_refused_on_load(tmp_path):
+    """A file written before the check (or edited) cannot come back with its baselines reading the wrong rows."""
+    p = Panel(Z, steps=[0, 1, 2])
+    p.steps = np.array([2, 1, 0])  # as an older aumann let it be saved
+    path = p.save(tmp_path / "old.npz")
+    with pytest.raises(PanelError, match=r"old\.npz.*2 at position 0 is followed by 1 at position 1"):
+        Panel.load(path)
+
+
+def test_select_steps_keeps_time_order():
+    p = Panel(Z, steps=[0, 1, 2])
+    with pytest.raises(PanelError, match=r"step positions must be increasing.*\[2, 0\]"):
+        p.select_steps([2, 0])
+    assert p.select_steps([0, -1]).steps.tolist() == [0, 2]
+    assert Panel(Z, steps=["c", "a", "b"]).select_steps([2, 0]).steps.tolist() == ["b", "c"]
