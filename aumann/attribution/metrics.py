@@ -362,10 +362,32 @@ def spearman(estimate: Scores, reference: Scores, *, step: int | None = None) ->
 
 
 def topk_jaccard(estimate: Scores, reference: Scores, k: int, *, by: str = "value",
-                 step: int | None = None) -> float:
-    """|top_k(est) ∩ top_k(ref)| / |top_k(est) ∪ top_k(ref)|, in [0, 1]; higher is better."""
+                 step: int | None = None, tie_rtol: float = TIE_RTOL) -> float:
+    """|top_k(est) ∩ top_k(ref)| / |top_k(est) ∪ top_k(ref)|, in [0, 1]; higher is better.
+
+    ``nan`` when either side's scores (``|scores|`` with ``by="abs"``) all tie within ``tie_rtol`` · their
+    largest and k < N, as :func:`kendall_tau` is then: such a side has no top k (a constant indicator, Δv = 0,
+    gives φ = 0 everywhere), and the index would measure the tie-break (position order), not agreement — two
+    all-zero attributions read 1.0. With k = N both top-k are every agent: 1.0."""
     a, b = _pair(estimate, reference, step, rank=True)
-    return set_jaccard(_top(a, k, by), _top(b, k, by))
+    top_a, top_b = _top(a, k, by), _top(b, k, by)
+    tie_rtol = as_float(tie_rtol, "tie_rtol", minimum=0, error=MetricError)
+    if k < a.size and (_all_tied(np.abs(a) if by == "abs" else a, tie_rtol)
+                       or _all_tied(np.abs(b) if by == "abs" else b, tie_rtol)):
+        return math.nan
+    return set_jaccard(top_a, top_b)
+
+
+def _all_tied(x: np.ndarray, rtol: float) -> bool:
+    """Every score in one tie run (:func:`_tie_runs`: each within ``rtol`` · max|x| of the next in sorted order);
+    the sort only where the spread alone does not decide."""
+    scale = rtol * float(np.max(np.abs(x)))
+    spread = float(np.ptp(x))
+    if spread <= scale:
+        return True
+    if spread > (x.size - 1) * scale:
+        return False
+    return bool(np.all(np.diff(np.sort(x)) <= scale))
 
 
 def set_jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:

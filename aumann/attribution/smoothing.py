@@ -308,7 +308,8 @@ class GapReport:
         if self.kendall_tau is not None:
             tau = self.kendall_tau[~np.isnan(self.kendall_tau)]  # τ is undefined on a step whose φ all tie
             out["mean_kendall_tau"] = float(tau.mean()) if tau.size else float("nan")
-            out["mean_top_k_jaccard"] = float(np.mean(self.top_k_jaccard))
+            jac = self.top_k_jaccard[~np.isnan(self.top_k_jaccard)]  # so is the top-k Jaccard (no top k)
+            out["mean_top_k_jaccard"] = float(jac.mean()) if jac.size else float("nan")
             out["k"] = self.k
         if self.rank_note:
             out["rank_note"] = self.rank_note

@@ -56,6 +56,26 @@ def test_rank_metrics_by_hand():
         M.kendall_tau(est, ref, k=1)
 
 
+def test_topk_jaccard_is_undefined_where_a_side_has_no_top_k():
+    """A constant indicator (Δv = 0) gives φ = 0 for everyone: the top-k of either side is the tie-break
+    (position order), and two all-zero attributions read Jaccard 1.0 — identical tie-breaking, not agreement —
+    while Kendall τ was already undefined there. NaN now whenever τ is (one side all tied), unless k = N."""
+    zeros, ramp = np.zeros(6), np.arange(6.0)
+    assert np.isnan(M.kendall_tau(zeros, zeros))
+    assert np.isnan(M.topk_jaccard(zeros, zeros, 2))  # was 1.0
+    assert np.isnan(M.topk_jaccard(zeros, ramp, 2)) and np.isnan(M.topk_jaccard(ramp, zeros, 2))  # was 0.0
+    assert np.isnan(M.topk_jaccard(np.full(6, 0.3), ramp, 3))
+    assert np.isnan(M.topk_jaccard(1.0 + 1e-15 * ramp, ramp, 2))  # round-off is a tie, as for τ
+    assert np.isnan(M.kendall_tau(1.0 + 1e-15 * ramp, ramp))
+    assert np.isnan(M.topk_jaccard(np.array([1.0, -1.0, 1.0, -1.0]), np.arange(4.0), 2, by="abs"))  # |φ| all tie
+    assert M.topk_jaccard(np.array([1.0, -1.0, 1.0, -1.0]), np.array([1.0, -1.0, 1.0, -1.0]), 2) == 1.0  # by value
+    assert M.topk_jaccard(zeros, ramp, 6) == 1.0  # k = N: both top-k are every agent
+    assert M.topk_jaccard(ramp, ramp, 2) == 1.0 and M.topk_jaccard(ramp, -ramp, 2) == 0.0
+    big = np.zeros(M._KEEP_RUNS_FROM + 3)
+    assert np.isnan(M.topk_jaccard(big, big, 10))
+    assert M.topk_jaccard(big + np.arange(big.size), np.arange(big.size, dtype=float), 10) == 1.0
+
+
 def test_step_selection_and_efficiency_error():
     a = _attr([[1.0, 2.0], [3.0, -1.0]], [0, 1], delta_v=[3.5, 2.0])
     np.testing.assert_allclose(M.efficiency_error(a), [0.5, 0.0])

@@ -24,3 +24,30 @@ def test_none_metrics_are_missing_values():
     assert math.isnan(ext["random"]["deletion_auc_magnitude"]) and ext["random"]["drop_at_5_magnitude"] == 9.0
     none = StudyResult(scenario="s", records=[_record(None)], arrays=[], out_dir=None)
     assert math.isnan(faithfulness_table(none)[0]["kendall_tau_ceiling"])
+
+
+def test_a_constant_indicator_leaves_the_top_k_jaccard_blank_like_kendall_tau(tmp_path):
+    """A constant indicator (Δv = 0): every baseline's φ is 0, so no attribution has a top k. The baseline-ablation
+    table reported Jaccard 1.0 between every pair (the same tie-break, not agreement) beside a blank Kendall τ;
+    both are now missing: an empty CSV cell, ``null`` in JSON."""
+    import json
+
+    import numpy as np
+
+    from aumann.attribution import Panel
+    from aumann.evaluation.ablations import baseline_ablation
+    from aumann.io import dumps_json, write_csv
+    from aumann.studies.tables import pair_table
+
+    panel = Panel(np.random.default_rng(0).uniform(1, 2, size=(2, 8, 2)))
+    pairs = baseline_ablation(lambda z: 0.0 * z[..., 0].sum(-1), panel, 1, np.full((8, 2), 0.5), 8)
+    assert pairs and all(math.isnan(p["jaccard_top10"]) and math.isnan(p["kendall_tau"]) for p in pairs.values())
+    record = json.loads(dumps_json({"ablations": {"baseline": pairs}}))
+    saved = record["ablations"]["baseline"].values()
+    assert all(p["jaccard_top10"] is None and p["jaccard_top100"] is None for p in saved)
+    rows = pair_table("s", [record], "baseline")
+    text = write_csv(tmp_path / "baseline_ablation.csv", rows).read_text().splitlines()
+    head = text[0].split(",")
+    for line in text[1:]:
+        cells = dict(zip(head, line.split(","), strict=True))
+        assert cells["jaccard_top10"] == cells["jaccard_top100"] == cells["kendall_tau"] == ""
