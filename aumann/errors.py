@@ -81,6 +81,7 @@
   * SharedStateWarning                           -- a fork by replay that holds the original's own mutable objects
   * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
   * LookalikeIdWarning                           -- agent ids that differ only in Unicode form or invisible characters
+  * ScenarioShadowWarning                        -- an installed scenario entry point hidden by a built-in of its name
 """
 
 from __future__ import annotations
@@ -494,6 +495,13 @@ class LookalikeIdWarning(AumannWarning):
     characters (a zero-width space, a BOM): kept as two agents, but no page or table can show them apart."""
 
 
+
+class ScenarioShadowWarning(AumannWarning):
+    """An installed ``aumann.scenarios`` entry point whose name (normalised: ``Midscale_Social`` is
+    ``midscale-social``) is a built-in scenario's: the name runs the built-in, and the entry point is reached only
+    by its ``module:attribute`` spec."""
+
+
 __all__ = [
     "AttributionFileError",
     "AumannError",
@@ -551,6 +559,7 @@ __all__ = [
     "ReusedAgentIdError",
     "ScenarioCodeError",
     "ScenarioLoadError",
+    "ScenarioShadowWarning",
     "ServerDownError",
     "ShapeError",
     "SharedStateWarning",

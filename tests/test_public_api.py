@@ -299,6 +299,7 @@ PUBLIC = {
         "ReusedAgentIdError",
         "ScenarioCodeError",
         "ScenarioLoadError",
+        "ScenarioShadowWarning",
         "ServerDownError",
         "ShapeError",
         "SharedStateWarning",

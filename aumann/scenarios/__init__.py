@@ -13,7 +13,9 @@ User scenarios come in three ways:
   ``sys.path``), resolved by :func:`load` and by :func:`get`;
 * an installed package's entry point in the group ``aumann.scenarios``
   (``[project.entry-points."aumann.scenarios"] my-model = "my_pkg.scenarios:scenario"``): its name
-  joins :func:`names` and ``aumann run --list``.
+  joins :func:`names` and ``aumann run --list``. A built-in's name (``midscale-social``, or ``Midscale_Social``,
+  the same name once normalised) keeps running the built-in: :func:`get` warns
+  (:class:`~aumann.errors.ScenarioShadowWarning`) and the list shows the entry point by its spec.
 
 >>> from aumann import scenarios
 >>> "social-llm" in scenarios.names()
@@ -30,7 +32,7 @@ from importlib import metadata
 from typing import Any
 
 from aumann.checks import load_spec, user_module_name
-from aumann.errors import ConfigError, ScenarioLoadError, UnknownScenarioError
+from aumann.errors import ConfigError, ScenarioLoadError, ScenarioShadowWarning, UnknownScenarioError
 from aumann.scenarios.base import Scenario, ScenarioConfig
 
 ENTRY_POINT_GROUP = "aumann.scenarios"
@@ -93,6 +95,17 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {_key(ep.name): ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _shadowed() -> dict[str, metadata.EntryPoint]:
+    """Installed entry points whose name (normalised) is a built-in scenario's: the name runs the built-in."""
+    builtin = {_key(n) for n in _BUILTIN}
+    return {k: ep for k, ep in _entry_points().items() if k in builtin}
+
+
+def _shadow_note(key: str, ep: metadata.EntryPoint) -> str:
+    return (f"the installed entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP!r}) is hidden by the "
+            f"built-in scenario {key!r}; run it by its spec: aumann run {ep.value}")
+
+
 def _as_scenario(obj: Any, spec: str) -> Scenario:
     if isinstance(obj, Scenario):
         return obj
@@ -151,6 +164,11 @@ def get(name: str) -> Scenario:
     _load_builtin(key)
     found = _registered(key)
     if found is not None:
+        hidden = _shadowed().get(key) if key in _BUILTIN else None
+        if hidden is not None:  # a plugin named like a built-in was never run, silently
+            import warnings
+
+            warnings.warn(_shadow_note(key, hidden), ScenarioShadowWarning, stacklevel=2)
         return found
     if ":" in text:
         return load(text)
@@ -177,13 +195,20 @@ def names() -> list[str]:
 
 def describe() -> list[tuple[str, str]]:
     """``(name, description)`` for every name in :func:`names`; an entry point that fails to load
-    is listed with the reason instead of a description."""
+    is listed with the reason instead of a description, and one that a built-in's name hides is listed by its
+    spec (``module:attribute``, the way to run it) with a note."""
+    import warnings
+
     out = []
     for name in names():
         try:
-            out.append((name, get(name).description))
+            with warnings.catch_warnings():  # (the hidden entry point is listed below)
+                warnings.simplefilter("ignore", ScenarioShadowWarning)
+                out.append((name, get(name).description))
         except ConfigError as exc:
             out.append((name, f"[cannot load: {exc}]"))
+    for key, ep in sorted(_shadowed().items()):
+        out.append((ep.value, f"[{_shadow_note(key, ep)}]"))
     return out
 
 

@@ -140,3 +140,35 @@ def test_a_scenario_file_whose_config_sets_its_own_defaults_keeps_the_bounds(tmp
         _invoke(f"{path}:scenario", "--set", f"{key}={value}", "--out", str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     assert scenarios.get(f"{path}:scenario").load_config(runs=1).runs == 1
+
+
+@pytest.mark.parametrize("ep_name", ["midscale-social", "Midscale_Social"])
+def test_an_entry_point_named_like_a_built_in_is_not_hidden_silently(tmp_path, monkeypatch, capsys, ep_name):
+    """An installed plugin whose entry point is named ``midscale-social`` (or ``Midscale_Social``, the same name
+    normalised) was silently never run: the name ran the built-in, and ``--list`` did not show the plugin. The
+    name still runs the built-in (a plugin cannot replace it unnoticed), with a ScenarioShadowWarning naming the
+    entry point and its spec; ``--list`` lists it by that spec, with the note."""
+    import warnings
+
+    from aumann.errors import ScenarioShadowWarning
+
+    (tmp_path / "shadow_models.py").write_text(SCENARIO_SOURCE.format(name="shadow"))
+    info = tmp_path / "shadow_models-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow-models\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[aumann.scenarios]\n{ep_name} = shadow_models:scenario\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(ScenarioShadowWarning, match=rf"entry point '{ep_name}' = 'shadow_models:scenario'.*hidden by "
+                                                    r"the built-in scenario 'midscale-social'.*aumann run "
+                                                    r"shadow_models:scenario"):
+        assert scenarios.get("midscale-social").name == "midscale-social"
+    assert scenarios.get("shadow_models:scenario").name == "shadow"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # listing warns nothing: the note is in the list
+        assert _invoke("--list") == 0
+    listed = dict(line.split("\t", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert "hidden by the built-in scenario 'midscale-social'" in listed["shadow_models:scenario"]
+    assert "mid" in listed["midscale-social"].lower()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an entry point of its own name is no shadow
+        assert "plugged" not in scenarios.names() and scenarios.get("social-llm").name == "social-llm"
