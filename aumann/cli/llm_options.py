@@ -262,7 +262,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
         cache = ResponseCache(cache_path, mode="replay") if cache_path.is_file() else None  # read, never write
         if scenario.offline_backend is None:
             raise ConfigError(f"scenario {scenario.name!r} has no offline policy to put in the loop of a dry run")
-        stand_in = scenario.offline_backend()
+        stand_in = scenario.offline_stand_in()  # never None: a None stand-in read as no dry run (all was sent)
     else:
         out.mkdir(parents=True, exist_ok=True)
         cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode).open()

@@ -99,9 +99,9 @@ def f_sensitivity(scenario: Scenario, config: ScenarioConfig, pt: Any, z0: np.nd
     """Pairwise agreement of attributions under the scenario's alternative aggregators."""
     from aumann.attribution import AumannShapley, attribute
 
-    if scenario.aggregators is None:
+    aggs = scenario.alternative_indicators(config)  # the scenario's own code, through its boundary
+    if not aggs:
         return {}
-    aggs = scenario.aggregators(config)
     method = AumannShapley(steps=config.study.quadrature_steps, closed_form=False)
     phis = {name: attribute(agg, pt, method=method, baseline=z0).phi[0] for name, agg in aggs.items()}
     pairs = list(combinations(list(phis), 2))

@@ -813,6 +813,42 @@ class Scenario:
         f_orig = self.call("original(config)", self.original, config)
         return as_indicator(f), as_indicator(f_orig)
 
+    def alternative_indicators(self, config: ScenarioConfig) -> dict[str, Any]:
+        """The f-sensitivity ablation's indicators, ``aggregators(config)`` through the boundary: name →
+        :class:`~aumann.attribution.Indicator` (``{}`` without ``aggregators``). A factory that raises, or returns
+        anything but a mapping of names to indicators, is a :class:`~aumann.errors.ScenarioCodeError` naming the
+        scenario (it was a bare ``KeyError`` or ``'list' object has no attribute 'items'``)."""
+        from aumann.attribution.indicators import as_indicator
+
+        if self.aggregators is None:
+            return {}
+        aggs = self.call("aggregators(config)", self.aggregators, config)
+        if not isinstance(aggs, Mapping):
+            raise ScenarioCodeError(f"scenario {self.name!r}: aggregators(config) returned a {type(aggs).__name__}; "
+                                    "it must return a mapping name → indicator")
+        out: dict[str, Any] = {}
+        for name, agg in aggs.items():
+            try:
+                out[str(name)] = as_indicator(agg)
+            except AumannError as exc:
+                raise ScenarioCodeError(f"scenario {self.name!r}: aggregators(config)[{str(name)!r}]: {exc}") from None
+        return out
+
+    def offline_stand_in(self) -> Any:
+        """The scenario's offline policy as a decision backend, ``offline_backend()`` through the boundary (what
+        ``aumann run --dry-run`` puts in the loop). A factory that raises, or returns no backend (``None``: a
+        forgotten ``return``), is a :class:`~aumann.errors.ScenarioCodeError`: a ``None`` stand-in read as "not a
+        dry run" and the dry run sent every request to the server."""
+        if self.offline_backend is None:
+            raise ConfigError(f"scenario {self.name!r} has no offline policy (offline_backend) to stand in for the "
+                              "LLM")
+        backend = self.call("offline_backend()", self.offline_backend)
+        if not callable(getattr(backend, "decide", None)):
+            raise ScenarioCodeError(f"scenario {self.name!r}: offline_backend() returned "
+                                    f"{'None' if backend is None else 'a ' + type(backend).__name__}; it must return a "
+                                    "decision backend (an object with decide(messages, schema, *, context, seed))")
+        return backend
+
     def surrogate(self, config: ScenarioConfig) -> Any:
         """The C² indicator bound to its original (:class:`aumann.attribution.smoothing.Surrogate`)."""
         from aumann.attribution.smoothing import Surrogate

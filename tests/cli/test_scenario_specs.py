@@ -172,3 +172,42 @@ def test_an_entry_point_named_like_a_built_in_is_not_hidden_silently(tmp_path, m
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an entry point of its own name is no shadow
         assert "plugged" not in scenarios.names() and scenarios.get("social-llm").name == "social-llm"
+
+
+OFFLINE_SOURCE = textwrap.dedent('''
+    from dataclasses import replace
+
+    from aumann.scenarios import get
+
+    def forgot_to_return():
+        get("social-llm").offline_backend()
+
+    def broken():
+        raise RuntimeError("policy weights missing")
+
+    none = replace(get("social-llm"), name="no-stand-in", offline_backend=forgot_to_return)
+    raises = replace(get("social-llm"), name="broken-stand-in", offline_backend=broken)
+''')
+
+
+@pytest.mark.parametrize(("attr", "says"), [
+    ("none", r"scenario 'no-stand-in': offline_backend\(\) returned None; it must return a decision backend"),
+    ("raises", r"scenario 'broken-stand-in': offline_backend\(\) raised RuntimeError: policy weights missing"),
+])
+def test_a_dry_run_whose_offline_policy_is_missing_sends_nothing(tmp_path, monkeypatch, attr, says):
+    """``aumann run --backend openai --dry-run`` with a scenario whose offline_backend() returned None (a forgotten
+    return) read the None stand-in as "not a dry run" and sent every request to the server (27 for social-llm at
+    4 agents × 2 steps); one that raised came out as a bare traceback. Both are a ScenarioCodeError naming the
+    scenario, before any request."""
+    from aumann.errors import ScenarioCodeError
+    from tests.llm_loopback import LoopbackLLM
+
+    path = tmp_path / "stand_in.py"
+    path.write_text(OFFLINE_SOURCE)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with LoopbackLLM() as srv:
+        with pytest.raises(ScenarioCodeError, match=says):
+            _invoke(f"{path}:{attr}", "--backend", "openai", "--model", "m", "--base-url", srv.base_url, "--dry-run",
+                    "--runs", "1", "--agents", "4", "--steps", "2", "--no-ablations", "--no-plots",
+                    "--out", str(tmp_path / "out"))
+        assert srv.stats()["requests"] == 0

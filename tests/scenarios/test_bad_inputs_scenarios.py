@@ -196,3 +196,22 @@ def test_a_config_validator_that_raises_anything_is_a_config_error_naming_the_sc
     with pytest.raises(ConfigError, match=rf"invalid config for scenario 'midscale-social': a validator of Picky "
                                           rf"{says}"):
         sc.load_config(agents=12)
+
+
+@pytest.mark.parametrize(("aggregators", "says"), [
+    (lambda cfg: (_ for _ in ()).throw(KeyError("gini")), r"aggregators\(config\) raised KeyError: 'gini'"),
+    (lambda cfg: [1, 2], r"aggregators\(config\) returned a list; it must return a mapping name → indicator"),
+    (lambda cfg: {"mean": 3}, r"aggregators\(config\)\['mean'\]: an indicator must be"),
+])
+def test_a_scenarios_aggregators_gone_wrong_is_a_scenario_code_error_naming_it(aggregators, says):
+    """aggregators(config) was called bare by the f-sensitivity ablation: the run recorded "ablation f-sensitivity
+    skipped: KeyError: 'gini'" (or "AttributeError: 'list' object has no attribute 'items'") without naming the
+    scenario's hook, and the Python API raised them raw."""
+    from aumann.errors import ScenarioCodeError
+    from aumann.evaluation.ablations import f_sensitivity
+
+    sc = dataclasses.replace(scenarios.get("midscale-social"), aggregators=aggregators)
+    cfg = sc.load_config(agents=12, steps=4)
+    with pytest.raises(ScenarioCodeError, match=rf"scenario 'midscale-social': {says}"):
+        f_sensitivity(sc, cfg, None, None, 3)
+    assert f_sensitivity(dataclasses.replace(sc, aggregators=None), cfg, None, None, 3) == {}
