@@ -800,3 +800,47 @@ def test_llm_show_on_a_file_that_is_no_cache_never_says_to_delete_it(tmp_path, c
     assert "ResponseCacheError" in err and "not a usable aumann response cache" in err
     assert "delete it" not in err and "created in its place" not in err and "only read" in err
     assert manifest.read_bytes() == before
+
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA locking_mode = EXCLUSIVE")
+c.execute("BEGIN EXCLUSIVE")
+c.execute("UPDATE responses SET model = model")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("mode", ["replay", "record"])
+def test_a_cache_locked_by_another_process_is_told_as_locked_not_as_corrupted(tmp_path, monkeypatch, capsys, mode):
+    """`aumann llm show --cache C` while another process held C locked waited 60 s and then said "response cache 'C'
+    is corrupted or not a SQLite file: database is locked": a good cache in use read as a damaged one (to move away
+    or delete). It is told as locked now, with the wait, and the file is left as it was."""
+    import subprocess
+    import sys
+
+    from aumann.cli import main
+    from aumann.simulators.llm import cache as cache_module
+
+    path = tmp_path / "llm-cache.sqlite"
+    with ResponseCache(path) as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={})
+    monkeypatch.setattr(cache_module, "BUSY_SECONDS", 0.2)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ResponseCacheError) as info:
+            ResponseCache(path, mode=mode).open()
+        assert re.search(r"llm-cache\.sqlite' is locked by another process \(waited 0\.2 s\): database is locked\. "
+                         r"Another process holds it locked", str(info.value)), str(info.value)
+        assert "corrupted" not in str(info.value) and "delete" not in str(info.value)
+        if mode == "replay":
+            assert main(["llm", "show", str(tmp_path)]) == 2
+            err = capsys.readouterr().err
+            assert "is locked by another process" in err and "corrupted" not in err
+    finally:
+        holder.communicate("")
+    assert ResponseCache(path, mode="replay").get("k").text == '{"post": true}'

@@ -58,6 +58,9 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 _CHUNK = 500  # keys per SELECT ... IN (...)
+#: how long opening or reading a cache waits for another process's lock before it gives up
+BUSY_SECONDS = 60.0
+_DAMAGED = "is corrupted or not a SQLite file"
 _MAX_LOST = 100_000  # keys remembered as lost to another writer (see ResponseCache.lost)
 
 
@@ -188,9 +191,14 @@ class ResponseCache:
         low = str(exc).lower()
         if "full" in low:
             hint = "the disk is full: free some space and run again (the run resumes where it stopped)"
+            what = "cannot be written" if what == _DAMAGED else what
         elif "locked" in low or "busy" in low:
             hint = "another process holds it locked: let that one finish, or pass another path"
+            # a file in use is no damaged file: "is corrupted or not a SQLite file: database is locked" read as
+            # advice to delete a good cache
+            what = f"is locked by another process (waited {BUSY_SECONDS:g} s)" if what == _DAMAGED else what
         elif what in ("cannot be written", "cannot be opened") or "readonly" in low or "read-only" in low:
+            what = "cannot be written" if what == _DAMAGED else what
             hint = ("check that the file and its folder are writable (SQLite keeps -wal and -shm files beside it); "
                     "--cache-mode replay reads a cache without writing to it")
         elif self.mode == "replay":  # read only: nothing is created in its place, and the file may be another's
@@ -211,11 +219,11 @@ class ResponseCache:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60, isolation_level=None)
+            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._fail("cannot be opened", exc) from None
         try:
-            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
             if tables:
@@ -251,7 +259,7 @@ class ResponseCache:
             raise
         except sqlite3.Error as exc:
             conn.close()
-            raise self._fail("is corrupted or not a SQLite file", exc) from None
+            raise self._fail(_DAMAGED, exc) from None
         return conn
 
     def open(self) -> ResponseCache:
