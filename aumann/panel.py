@@ -1194,6 +1194,9 @@ class Panel:
                              "becomes one with Panel(values, features=[...]).save(path), a long table with "
                              "Panel.from_dataframe(df).save(path)")
         if meta.get("format") != _FORMAT:
+            if str(meta.get("format")).startswith("aumann.attribution/"):
+                raise PanelError(f"{str(path)!r} is an attribution file, not a panel file: read it with "
+                                 "Attribution.load (aumann.attribution.Attribution)")
             raise PanelError(f"{str(path)!r}: unsupported panel format {meta.get('format')!r}")
         missing = [k for k in ("values", "agent_ids", "steps") if k not in data]
         if missing or not isinstance(meta.get("features"), list):

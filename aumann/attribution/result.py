@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +278,10 @@ class Attribution:
             if group not in self.groups:
                 raise UnknownFeatureError(f"unknown group {group!r}; this result has groups {list(self.groups)}")
             return self.groups[group]
+        if np.ndim(group) == 0 or isinstance(group, Mapping):  # group_shares(3), group_shares({"a": 1})
+            raise ShapeError(f"group must be the name (text) of one of this result's groups "
+                             f"{list(self.groups)} or one label per agent (N = {self.N}); got "
+                             f"{type(group).__name__} {str(group)[:80]!r}")
         try:
             labels = np.asarray(group)
         except (ValueError, TypeError) as exc:
@@ -438,7 +442,9 @@ class Attribution:
         path = saved_npz(path, what="attribution file", error=AttributionFileError)  # the name given to save()
         data, meta = read_npz(path, error=AttributionFileError, what="attribution file", check=check, within=within)
         if meta is None or meta.get("format") != _FORMAT:
-            raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file")
+            found = None if meta is None else meta.get("format")
+            what = " (it is a panel file: read it with Panel.load)" if str(found).startswith("aumann.panel/") else ""
+            raise AttributionFileError(f"{str(path)!r} is not an aumann attribution file{what}")
         missing = [k for k in ("phi", "delta_v", "f_values", "f_baseline", "agent_ids", "steps") if k not in data]
         missing += [k for k in ("features", "n_evals", "satisfies_efficiency", "method", "provenance") if k not in meta]
         if missing:

@@ -144,3 +144,29 @@ def test_group_shares_and_totals_are_the_mask_sums_to_the_bit_and_one_group_per_
     shares = one_each.group_shares("id")
     cutoff = sorted((abs(v) for v in shares.values()), reverse=True)[PAGE_TOP_MAX - 1]
     assert all(abs(shares[int(r[0].text)]) >= cutoff for r in table.rows)
+
+
+def test_a_group_that_is_neither_a_name_nor_labels_says_so():
+    """group_shares(3) (a group named 3 is kept as "3") said "group labels must have shape (N,) = (4,); got ()"."""
+    res = attribute("lin", Panel(np.ones((1, 4, 1)), groups={"3": ["a", "a", "b", "b"]}))
+    for group, shown in ((3, "int '3'"), ({"a": 1}, "dict \"{'a': 1}\"")):
+        with pytest.raises(ShapeError, match=rf"group must be the name \(text\) of one of this result's groups \['3'\] "
+                                             rf"or one label per agent \(N = 4\); got {shown}"):
+            res.group_shares(group)
+    assert res.group_shares("3") == {"a": 0.5, "b": 0.5}
+    assert res.group_shares(["x", "y", "y", "y"]) == {"x": 0.25, "y": 0.75}  # a group of one member
+
+
+def test_a_panel_file_and_an_attribution_file_each_name_the_loader_the_other_needs(tmp_path):
+    """Attribution.load(a panel file) said only "is not an aumann attribution file", and Panel.load(an attribution
+    file) "unsupported panel format 'aumann.attribution/1'"."""
+    from aumann.errors import AttributionFileError
+
+    panel = Panel(np.ones((1, 4, 1)))
+    p_file, a_file = panel.save(tmp_path / "panel.npz"), attribute("lin", panel).save(tmp_path / "attr.npz")
+    with pytest.raises(AttributionFileError, match=r"panel\.npz' is not an aumann attribution file \(it is a panel "
+                                                   r"file: read it with Panel\.load\)"):
+        Attribution.load(p_file)
+    with pytest.raises(PanelError, match=r"attr\.npz' is an attribution file, not a panel file: read it with "
+                                         r"Attribution\.load"):
+        Panel.load(a_file)
