@@ -197,6 +197,32 @@ def _sorted_labels(values: np.ndarray, what: str) -> np.ndarray:
         raise PanelError(f"{what} labels cannot be sorted (mixed types? e.g. {uniq[:3]!r})") from None
 
 
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)\s*")
+
+
+def _step_axis(col: Any, svals: np.ndarray, name: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the steps of a long table's step column in time order, each row's step position). Labels sort ascending;
+    a pandas Categorical in the order of its categories (``["jan", "feb", "mar"]``, which sorted as text put
+    February first, silently). Numbers given as text are refused where text order is not their order ('10' sorts
+    before '9'): the "previous" step of '9' was '11'."""
+    import pandas as pd
+
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        used = np.unique(codes)
+        return _label_array(list(col.cat.categories[used])), np.searchsorted(used, codes)
+    steps = _sorted_labels(svals, "step")
+    if steps.dtype.kind == "U" and steps.size > 1 and all(_NUMBER_TEXT.fullmatch(v) for v in steps.tolist()):
+        numbers = np.array([float(v) for v in steps.tolist()])
+        bad = np.flatnonzero(numbers[1:] <= numbers[:-1])
+        if bad.size:
+            a, b = steps[bad[0]].item(), steps[bad[0] + 1].item()
+            raise PanelError(f"the step column {name!r} holds numbers as text: sorted as text, {a!r} comes before "
+                             f"{b!r}, out of time order. Convert it to numbers first (df[{name!r}] = "
+                             f"pd.to_numeric(df[{name!r}])), or give the order as an ordered pandas Categorical")
+    return steps, np.searchsorted(steps, svals)
+
+
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
     arr = as_real_array(x, what, error=PanelError)
     if not np.issubdtype(arr.dtype, np.floating):
@@ -889,7 +915,9 @@ class Panel:
         ``meta["skipped_columns"]``; several runs are refused) and plain frames with step and agent columns.
         Step and agent columns are found by name (``Step``/``step``/``t``/``time``/``tick``;
         ``AgentID``/``agent_id``/``agent``/``unique_id``/``id``; any case; as columns or index levels) unless
-        ``step=``/``agent=`` name them. Steps and agents are sorted ascending. An agent with no row at a step
+        ``step=``/``agent=`` name them. Steps and agents are sorted ascending (a Categorical step column in the
+        order of its categories; numbers given as text whose text order is not their order, '10' before '9',
+        are refused). An agent with no row at a step
         is dead there (``alive`` False, values 0.0), as in a recorded panel.
 
         Args:
@@ -976,8 +1004,7 @@ class Panel:
             if len(set(map(str, feats))) != len(feats):
                 raise DuplicateIdError(f"feature columns repeat: {feats}")
         svals, avals = _labels(flat[scol], "step", scol), _labels(flat[acol], "agent", acol)
-        steps, ids = _sorted_labels(svals, "step"), _sorted_labels(avals, "agent")
-        t_idx = np.searchsorted(steps, svals)
+        (steps, t_idx), ids = _step_axis(flat[scol], svals, scol), _sorted_labels(avals, "agent")
         i_idx = np.searchsorted(ids, avals)
         key = t_idx.astype(np.int64) * len(ids) + i_idx
         uniq, counts = np.unique(key, return_counts=True)

@@ -82,3 +82,31 @@ def test_select_steps_keeps_time_order():
         p.select_steps([2, 0])
     assert p.select_steps([0, -1]).steps.tolist() == [0, 2]
     assert Panel(Z, steps=["c", "a", "b"]).select_steps([2, 0]).steps.tolist() == ["b", "c"]
+
+
+def _months(labels):
+    return pd.DataFrame([{"step": m, "agent": i, "x": float(t + 10 * i)} for t, m in enumerate(labels)
+                         for i in range(2)])
+
+
+def test_from_dataframe_keeps_a_categorical_steps_own_order():
+    """An ordered Categorical ["jan", "feb", "mar"] was sorted as text (feb, jan, mar): February's row was the
+    pre-event state, silently. A Categorical step column is in the order of its categories."""
+    df = _months(["jan", "feb", "mar"])
+    df["step"] = pd.Categorical(df["step"], categories=["jan", "feb", "mar", "apr"], ordered=True)
+    p = Panel.from_dataframe(df.iloc[::-1])  # (row order of the table does not matter)
+    assert p.steps.tolist() == ["jan", "feb", "mar"]
+    assert p.values[:, 0, 0].tolist() == [0.0, 1.0, 2.0] and p.values[:, 1, 0].tolist() == [10.0, 11.0, 12.0]
+    ref = Panel(np.array([[[0.0], [10.0]], [[1.0], [11.0]], [[2.0], [12.0]]]), features=["x"])
+    assert np.allclose(attribute("var", p, baseline="pre-event").phi, attribute("var", ref, baseline="pre-event").phi)
+
+
+def test_from_dataframe_refuses_numbers_as_text_out_of_text_order():
+    """Steps "9", "10", "11" read from a CSV as text sorted as '10', '11', '9': the 'previous' step of '9' was '11'."""
+    with pytest.raises(PanelError, match=r"step column 'step' holds numbers as text: sorted as text, '11' comes "
+                                         r"before '9'.*pd\.to_numeric"):
+        Panel.from_dataframe(_months(["9", "10", "11"]))
+    assert Panel.from_dataframe(_months(["1", "2", "3"])).steps.tolist() == ["1", "2", "3"]  # text order is theirs
+    assert Panel.from_dataframe(_months(["2026-01-09", "2026-01-10"])).steps.tolist() == ["2026-01-09", "2026-01-10"]
+    converted = _months(["9", "10", "11"]).assign(step=lambda d: pd.to_numeric(d["step"]))
+    assert Panel.from_dataframe(converted).steps.tolist() == [9, 10, 11]
