@@ -844,3 +844,63 @@ def test_a_cache_locked_by_another_process_is_told_as_locked_not_as_corrupted(tm
     finally:
         holder.communicate("")
     assert ResponseCache(path, mode="replay").get("k").text == '{"post": true}'
+
+
+def _read_only_folder(folder) -> bool:
+    """Make ``folder`` read-only (chmod; as root, the immutable flag where allowed); whether it worked."""
+    import os
+    import subprocess
+
+    os.chmod(folder, 0o555)
+    if not os.access(folder, os.W_OK):
+        return True
+    return subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False).returncode == 0
+
+
+def _writable_again(folder) -> None:
+    import os
+    import subprocess
+
+    subprocess.run(["chattr", "-i", str(folder)], capture_output=True, check=False)
+    os.chmod(folder, 0o755)
+
+
+def test_a_cache_in_a_read_only_folder_is_shown_not_called_corrupted(tmp_path, capsys):
+    """A good cache in a folder that cannot be written (a run directory on a read-only mount): SQLite could not make
+    the -shm file a WAL-mode database needs, and `aumann llm show RUN` said "is corrupted or not a SQLite file:
+    unable to open database file ... It is not a usable aumann response cache". It is read now (as immutable: a
+    cache closed cleanly has no -wal file); in record mode it is told as a folder to make writable, never as
+    damaged; with a -wal file still holding replies it is refused, saying where they are."""
+    import os
+
+    from aumann.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with ResponseCache(run / "llm-cache.sqlite") as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={"messages": []})
+    assert sorted(os.listdir(run)) == ["llm-cache.sqlite"]
+    if not _read_only_folder(run):
+        pytest.skip("cannot make a folder read-only here")
+    try:
+        assert ResponseCache(run / "llm-cache.sqlite", mode="replay").get("k").text == '{"post": true}'
+        assert main(["llm", "show", str(run)]) == 0
+        out = capsys.readouterr()
+        assert '→ reply: {"post": true}' in out.out and "1 request(s) shown" in out.err
+        with pytest.raises(ResponseCacheError, match=r"cannot be opened: unable to open database file\. Check that "
+                                                     r"the file and its folder are writable") as info:
+            ResponseCache(run / "llm-cache.sqlite").open()
+        assert "corrupted" not in str(info.value) and "delete" not in str(info.value)
+    finally:
+        _writable_again(run)
+    assert sorted(os.listdir(run)) == ["llm-cache.sqlite"]  # nothing was written beside it
+
+    (run / "llm-cache.sqlite-wal").write_bytes(b"\x00" * 32)  # replies a writer left in its -wal file
+    if not _read_only_folder(run):
+        pytest.skip("cannot make a folder read-only here")
+    try:
+        with pytest.raises(ResponseCacheError, match=r"cannot be read in its folder.*last replies are still in "
+                                                     r"llm-cache\.sqlite-wal: copy both files to a writable folder"):
+            ResponseCache(run / "llm-cache.sqlite", mode="replay").open()
+    finally:
+        _writable_again(run)

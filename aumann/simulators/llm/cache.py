@@ -197,8 +197,9 @@ class ResponseCache:
             # a file in use is no damaged file: "is corrupted or not a SQLite file: database is locked" read as
             # advice to delete a good cache
             what = f"is locked by another process (waited {BUSY_SECONDS:g} s)" if what == _DAMAGED else what
-        elif what in ("cannot be written", "cannot be opened") or "readonly" in low or "read-only" in low:
-            what = "cannot be written" if what == _DAMAGED else what
+        elif what in ("cannot be written", "cannot be opened") or "readonly" in low or "read-only" in low \
+                or "unable to open" in low:  # (a folder SQLite cannot make its -wal/-shm files in)
+            what = "cannot be opened" if what == _DAMAGED else what
             hint = ("check that the file and its folder are writable (SQLite keeps -wal and -shm files beside it); "
                     "--cache-mode replay reads a cache without writing to it")
         elif self.mode == "replay":  # read only: nothing is created in its place, and the file may be another's
@@ -222,6 +223,35 @@ class ResponseCache:
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._fail("cannot be opened", exc) from None
+        try:
+            return self._prepare(conn)
+        except sqlite3.Error as exc:
+            if self.mode == "replay" and self.path != ":memory:" and "unable to open" in str(exc).lower():
+                return self._open_immutable(exc)
+            raise self._fail(_DAMAGED, exc) from None
+
+    def _open_immutable(self, exc: sqlite3.Error) -> sqlite3.Connection:
+        """Replay of a cache in a folder that cannot be written (a read-only mount, a run directory shared read-only):
+        SQLite opens a WAL-mode file only if it can make its ``-shm`` file beside it, and said "unable to open
+        database file", which read as "corrupted or not a SQLite file". With no ``-wal`` file (every write
+        checkpointed: a cache closed cleanly) the file alone is the cache and is read as immutable; with one, the
+        last replies are in it and SQLite cannot read it here: refused, saying so (never read without them)."""
+        wal = Path(self.path + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            raise ResponseCacheError(
+                f"response cache {self.path!r} cannot be read in its folder: {exc}. The folder cannot be written "
+                f"(SQLite makes a -shm file beside a cache it reads) and the cache's last replies are still in "
+                f"{wal.name}: copy both files to a writable folder and pass --cache COPY") from None
+        try:
+            conn = sqlite3.connect(Path(os.path.abspath(self.path)).as_uri() + "?immutable=1", uri=True,
+                                   check_same_thread=False, isolation_level=None)
+            return self._prepare(conn)
+        except sqlite3.Error as again:
+            raise self._fail(_DAMAGED, again) from None
+
+    def _prepare(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        """``conn`` checked to be an aumann cache (or the in-memory one an empty file replays as), set up for its mode;
+        closed on any failure."""
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -254,12 +284,9 @@ class ResponseCache:
             conn.execute("SELECT COUNT(*) FROM responses LIMIT 1").fetchone()
             if self.mode == "record" and self.path != ":memory:":
                 self._check_writable(conn)  # now, before a request is sent: its answer could not be kept
-        except ResponseCacheError:
+        except BaseException:
             conn.close()
             raise
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._fail(_DAMAGED, exc) from None
         return conn
 
     def open(self) -> ResponseCache:
