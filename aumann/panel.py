@@ -17,6 +17,7 @@ float64. Panels are immutable by convention: methods return new panels.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -559,23 +560,47 @@ def refuse_nul(given: Any, arr: np.ndarray, what: str) -> None:
                              f"and 'a' would be one {noun}); got {items[nul]!r} at position {nul}")
 
 
-def refuse_unsorted_steps(steps: np.ndarray) -> None:
+def _time_items(given: Any) -> list[Any] | None:
+    """The given step labels when every one is a time (``datetime``/``date``/``pandas.Timestamp``, a
+    ``timedelta``, a ``pandas.Period``) — labels a panel keeps as their text, compared here as times — else None."""
+    if isinstance(given, np.ndarray) and given.dtype != object:
+        return None
+    items = given.tolist() if isinstance(given, np.ndarray) else list(given)
+    kinds = (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)
+    if items and all(isinstance(v, kinds) or type(v).__name__ == "Period" for v in items):
+        return items
+    return None
+
+
+def refuse_unsorted_steps(steps: np.ndarray, given: Any = None) -> None:
     """Number and time step labels must be strictly increasing along the step axis: ``"pre-event"`` reads the
     first row and ``"previous"`` the row before, by position, so ``steps=[2, 1, 0]`` took the row labelled 2 as
     the pre-event state, silently. Raises :class:`~aumann.errors.PanelError` naming the first pair out of order
     (reorder the rows with their labels, e.g. ``order = np.argsort(steps)``; :meth:`Panel.from_dataframe` and
     :meth:`Panel.from_xarray` sort them). Text labels have no order of their own: their row order is the order."""
-    if steps.dtype.kind not in "iufmM" or steps.size < 2:
+    if steps.size < 2:
         return
-    bad = np.flatnonzero(steps[1:] <= steps[:-1])  # (a comparison, not np.diff: uint64 labels do not wrap)
-    if bad.size:
+    if steps.dtype.kind in "iufmM":
+        bad = np.flatnonzero(steps[1:] <= steps[:-1])  # (a comparison, not np.diff: uint64 labels do not wrap)
+        if not bad.size:
+            return
         k = int(bad[0])
         a, b = ((str(steps[j]) if steps.dtype.kind in "mM" else repr(steps[j].item())) for j in (k, k + 1))
-        raise PanelError(f"steps must be strictly increasing (the step axis is time order: 'pre-event' and "
-                         f"'previous' baselines read earlier rows by position); {a} at position {k} is followed by "
-                         f"{b} at position {k + 1}. Reorder the rows with their "
-                         "labels (order = np.argsort(steps); values[order], alive[order], context[order]), or use "
-                         "Panel.from_dataframe / Panel.from_xarray, which sort them")
+    else:  # times given as objects (a DatetimeIndex, datetimes) are labelled by their text: compared as times
+        items = None if given is None else _time_items(given)
+        if items is None:
+            return
+        try:
+            at = next((j for j in range(len(items) - 1) if not items[j] < items[j + 1]), None)
+        except TypeError:  # times that do not compare (with and without a time zone): labels, not an order
+            return
+        if at is None:
+            return
+        k, a, b = at, str(items[at]), str(items[at + 1])
+    raise PanelError(f"steps must be strictly increasing (the step axis is time order: 'pre-event' and 'previous' "
+                     f"baselines read earlier rows by position); {a} at position {k} is followed by {b} at position "
+                     f"{k + 1}. Reorder the rows with their labels (order = np.argsort(steps); values[order], "
+                     "alive[order], context[order]), or use Panel.from_dataframe / Panel.from_xarray, which sort them")
 
 
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
@@ -690,7 +715,7 @@ class Panel:
             warn_lookalike_ids(self.agent_ids, stacklevel=2)
         self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
         if steps is not None:
-            refuse_unsorted_steps(self.steps)
+            refuse_unsorted_steps(self.steps, steps)
 
         self.groups: dict[str, np.ndarray] = {}
         for name, labels in _mapping(groups, "groups").items():

@@ -6,6 +6,8 @@ constructor (and so by ``Panel.load``), sorted with their rows by the label-keye
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -110,3 +112,21 @@ def test_from_dataframe_refuses_numbers_as_text_out_of_text_order():
     assert Panel.from_dataframe(_months(["2026-01-09", "2026-01-10"])).steps.tolist() == ["2026-01-09", "2026-01-10"]
     converted = _months(["9", "10", "11"]).assign(step=lambda d: pd.to_numeric(d["step"]))
     assert Panel.from_dataframe(converted).steps.tolist() == [9, 10, 11]
+
+
+@pytest.mark.parametrize("steps", [
+    pd.to_datetime(["2020-01-03", "2020-01-01", "2020-01-02"]),
+    [pd.Timestamp("2020-01-03", tz="UTC"), pd.Timestamp("2020-01-01", tz="UTC"), pd.Timestamp("2020-01-02", tz="UTC")],
+    [datetime.date(2020, 1, 3), datetime.date(2020, 1, 1), datetime.date(2020, 1, 2)],
+    [pd.Timedelta(hours=3), pd.Timedelta(hours=1), pd.Timedelta(hours=2)],
+    [pd.Period("2020-03"), pd.Period("2020-01"), pd.Period("2020-02")],
+], ids=["DatetimeIndex", "tz_timestamps", "dates", "timedeltas", "periods"])
+def test_times_given_as_objects_are_compared_as_times(steps):
+    """A DatetimeIndex (or datetimes, dates, Periods) is labelled by its text, and text labels escaped the check:
+    Panel(z, steps=pd.to_datetime(["2020-01-03", "2020-01-01", ...])) was accepted with the 3rd of January as the
+    pre-event state. Their order is checked as times; in order they are kept as before."""
+    with pytest.raises(PanelError, match=r"steps must be strictly increasing.*at position 0 is followed by .* at "
+                                         r"position 1"):
+        Panel(Z, steps=steps)
+    ordered = [steps[1], steps[2], steps[0]]
+    assert Panel(Z, steps=ordered).steps.tolist() == [str(v) for v in ordered]
