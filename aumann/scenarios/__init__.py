@@ -28,6 +28,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import warnings
 from importlib import metadata
 from typing import Any
 
@@ -92,13 +93,34 @@ def _key(name: str) -> str:
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
-    return {_key(ep.name): ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return {k: eps[-1] for k, eps in _entry_point_names().items()}
 
 
-def _shadowed() -> dict[str, metadata.EntryPoint]:
+def _entry_point_names() -> dict[str, list[metadata.EntryPoint]]:
+    """Installed entry points by normalised name, each name's distinct targets in the order found (the last one
+    runs, as before)."""
+    out: dict[str, list[metadata.EntryPoint]] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        same = out.setdefault(_key(ep.name), [])
+        same[:] = [e for e in same if e.value != ep.value] + [ep]  # one package seen twice is one target
+    return out
+
+
+def _twins(key: str) -> list[metadata.EntryPoint]:
+    """The entry points of normalised name ``key`` that the one run hides (two packages naming a scenario alike)."""
+    return _entry_point_names().get(key, [])[:-1]
+
+
+def _twin_note(key: str, hidden: metadata.EntryPoint, runs: metadata.EntryPoint) -> str:
+    return (f"the installed entry point {hidden.name!r} = {hidden.value!r} (group {ENTRY_POINT_GROUP!r}) is hidden by "
+            f"{runs.name!r} = {runs.value!r}, which the name {key!r} runs; run it by its spec: aumann run "
+            f"{hidden.value}")
+
+
+def _shadowed() -> dict[str, list[metadata.EntryPoint]]:
     """Installed entry points whose name (normalised) is a built-in scenario's: the name runs the built-in."""
     builtin = {_key(n) for n in _BUILTIN}
-    return {k: ep for k, ep in _entry_points().items() if k in builtin}
+    return {k: eps for k, eps in _entry_point_names().items() if k in builtin}
 
 
 def _shadow_note(key: str, ep: metadata.EntryPoint) -> str:
@@ -164,16 +186,15 @@ def get(name: str) -> Scenario:
     _load_builtin(key)
     found = _registered(key)
     if found is not None:
-        hidden = _shadowed().get(key) if key in _BUILTIN else None
-        if hidden is not None:  # a plugin named like a built-in was never run, silently
-            import warnings
-
+        for hidden in _shadowed().get(key, []) if key in _BUILTIN else []:  # a plugin named like a built-in
             warnings.warn(_shadow_note(key, hidden), ScenarioShadowWarning, stacklevel=2)
         return found
     if ":" in text:
         return load(text)
     ep = _entry_points().get(key)
     if ep is not None:
+        for hidden in _twins(key):  # two installed packages name a scenario alike: say which one runs
+            warnings.warn(_twin_note(key, hidden, ep), ScenarioShadowWarning, stacklevel=2)
         try:
             obj = ep.load()
         except (Exception, SystemExit) as exc:
@@ -195,20 +216,22 @@ def names() -> list[str]:
 
 def describe() -> list[tuple[str, str]]:
     """``(name, description)`` for every name in :func:`names`; an entry point that fails to load
-    is listed with the reason instead of a description, and one that a built-in's name hides is listed by its
-    spec (``module:attribute``, the way to run it) with a note."""
-    import warnings
-
+    is listed with the reason instead of a description, and one that a built-in's name (or another installed
+    entry point of its name) hides is listed by its spec (``module:attribute``, the way to run it) with a note."""
     out = []
     for name in names():
         try:
-            with warnings.catch_warnings():  # (the hidden entry point is listed below)
+            with warnings.catch_warnings():  # (the hidden entry points are listed below)
                 warnings.simplefilter("ignore", ScenarioShadowWarning)
                 out.append((name, get(name).description))
         except ConfigError as exc:
             out.append((name, f"[cannot load: {exc}]"))
-    for key, ep in sorted(_shadowed().items()):
-        out.append((ep.value, f"[{_shadow_note(key, ep)}]"))
+    shadowed = _shadowed()
+    for key, eps in sorted(shadowed.items()):
+        out.extend((ep.value, f"[{_shadow_note(key, ep)}]") for ep in eps)
+    runs = _entry_points()
+    for key in sorted(k for k in runs if k not in shadowed):
+        out.extend((ep.value, f"[{_twin_note(key, ep, runs[key])}]") for ep in _twins(key))
     return out
 
 

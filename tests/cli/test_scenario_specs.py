@@ -211,3 +211,27 @@ def test_a_dry_run_whose_offline_policy_is_missing_sends_nothing(tmp_path, monke
                     "--runs", "1", "--agents", "4", "--steps", "2", "--no-ablations", "--no-plots",
                     "--out", str(tmp_path / "out"))
         assert srv.stats()["requests"] == 0
+
+
+def test_two_installed_entry_points_of_one_name_say_which_runs(tmp_path, monkeypatch, capsys):
+    """Two installed packages naming a scenario alike (``my-model`` and ``My_Model``, one name normalised): one of
+    them was silently never run nor listed. The name runs the one it ran before, with a ScenarioShadowWarning
+    naming the other and its spec; ``--list`` lists the other by that spec."""
+    from aumann.errors import ScenarioShadowWarning
+
+    for pkg, ep_name, scenario in (("twin_a", "my-model", "twin-a"), ("twin_b", "My_Model", "twin-b")):
+        (tmp_path / f"{pkg}.py").write_text(SCENARIO_SOURCE.format(name=scenario))
+        info = tmp_path / f"{pkg}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {pkg}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[aumann.scenarios]\n{ep_name} = {pkg}:scenario\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    says = r"entry point '(my-model|My_Model)' = 'twin_[ab]:scenario'.* is hidden by .*which the name 'my-model' runs"
+    with pytest.warns(ScenarioShadowWarning, match=says + "; run it by its spec"):
+        runs = scenarios.get("my-model").name
+    hidden = {"twin-a": "twin_b", "twin-b": "twin_a"}[runs]
+    assert _invoke("--list") == 0
+    listed = dict(line.split("\t", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert listed["my-model"] == f"{runs}: a user scenario"
+    assert "which the name 'my-model' runs" in listed[f"{hidden}:scenario"]
+    assert scenarios.get(f"{hidden}:scenario").name == {"twin_a": "twin-a", "twin_b": "twin-b"}[hidden]
