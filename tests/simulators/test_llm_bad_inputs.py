@@ -904,3 +904,18 @@ def test_a_cache_in_a_read_only_folder_is_shown_not_called_corrupted(tmp_path, c
             ResponseCache(run / "llm-cache.sqlite", mode="replay").open()
     finally:
         _writable_again(run)
+
+
+def test_replay_of_a_cache_that_is_not_there_says_so_and_creates_nothing(tmp_path):
+    """ResponseCache("typo/c.sqlite", mode="replay") made the folders and an empty file, replayed them as an empty
+    cache (every decision a "replay cache miss", as if the requests had not been recorded), and left the empty file
+    behind to be found next time. A replay of no file is a ResponseCacheError naming the path; nothing is made."""
+    missing = tmp_path / "typo" / "sub" / "c.sqlite"
+    with pytest.raises(ResponseCacheError, match=r"no response cache at '.*typo/sub/c\.sqlite': replay reads a cache "
+                                                 r"recorded before"):
+        ResponseCache(missing, mode="replay")
+    assert not (tmp_path / "typo").exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # a file that is there but empty still replays as an empty cache, left as it is
+    assert len(ResponseCache(empty, mode="replay")) == 0 and empty.read_bytes() == b""
+    assert len(ResponseCache(":memory:", mode="replay")) == 0

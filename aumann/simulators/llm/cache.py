@@ -154,7 +154,7 @@ class ResponseCache:
     Raises:
         ConfigError: an unknown mode.
         ResponseCacheError: the file is corrupted, not SQLite, or another application's database
-            (raised when the cache is first used).
+            (raised when the cache is first used); in mode ``"replay"``, no file at ``path`` (raised here).
 
     Example:
         >>> cache = ResponseCache(":memory:")
@@ -174,7 +174,13 @@ class ResponseCache:
         self.flush_seconds = float(flush_seconds)
         if self.path != ":memory:":
             not_a_file(Path(self.path), error=ResponseCacheError)
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if mode == "replay" and not Path(self.path).exists():
+                # replay reads and never writes: a mistyped path made its folders and an empty file, and every
+                # decision was then a "replay cache miss" of a cache that had never been there
+                raise ResponseCacheError(f"no response cache at {self.path!r}: replay reads a cache recorded before "
+                                         "(mode 'record' writes one); check the path")
+            if mode != "replay":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pending: dict[str, tuple] = {}
