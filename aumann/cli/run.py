@@ -7,15 +7,15 @@ Examples::
     aumann run docs/examples/wolf_sheep.py:scenario --runs 2        # a Scenario in a file
     aumann run my_package.scenarios:scenario          # a Scenario (or a factory returning one) in a module
     aumann run --list                                 # built-in, registered and installed scenarios
-
-Installed packages add names through the entry-point group ``aumann.scenarios``.
     aumann run social-llm --backend openai --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1
-    aumann run midscale-social --runs 2 --permutations 200 --resimulation-reference
+    aumann run midscale-social --agents 50 --runs 2 --permutations 200 --resimulation-reference   # ~1 min
     aumann run social-llm --backend openai --model M --base-url URL1 --base-url URL2 --concurrency 64 --rpm 3000
     aumann run econagent --backend openai --model gpt-4o-mini --dry-run      # requests, tokens, cost, time
     aumann run social-llm --workers 2                                         # independent runs in parallel
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode record
     aumann run megascale-social --agents 1000000 --backend openai --model M --cache c.sqlite --cache-mode replay
+
+Installed packages add names through the entry-point group ``aumann.scenarios``.
 
 A failing optional stage (smoothing gaps, an ablation, a scenario's analysis) is recorded — in the run
 record, the manifest and the report: "ablation zero-baseline skipped: IndicatorError: …" — and the
