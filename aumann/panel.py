@@ -237,6 +237,13 @@ def _alive_mask(alive: Any, shape: tuple[int, int], *, first_step: int = 0) -> n
     """The alive mask as bool (T, N): bool input, or integers that are all 0 or 1; nothing else. A refusal
     names the first offending (step, agent), steps counted from ``first_step`` (a recorder checks one row
     per capture: ``shape = (1, N)``, ``first_step`` = the capture)."""
+    try:
+        text = np.asarray(alive).dtype if not isinstance(alive, str | bytes) else None
+    except (ValueError, TypeError):  # ragged: as_real_array names it
+        text = None
+    if text is not None and text.kind in "US":  # "False" is not False: the mask's rule, not just "numbers"
+        raise PanelError(f"alive mask must be bool (or integers 0/1); got dtype {text} — a float or string mask is "
+                         "ambiguous (NaN, 0.5 and 'False' are not booleans)")
     mask = as_real_array(alive, "alive mask", error=PanelError)
     if mask.ndim == 1 and shape[0] == 1:
         mask = mask[None]

@@ -199,3 +199,16 @@ def test_as_memory_size_accepts_both_bounds_it_names_and_nothing_beyond():
     for bad in ("16MB", "1025TiB", "1PiB", "1PB"):
         with pytest.raises(ConfigError, match=r"from 16MiB to 1024TiB"):
             checks.as_memory_size(bad, "memory_limit")
+
+
+@pytest.mark.parametrize("mask", [np.array([["False", "True"]]), [["False", "True"]], np.array([[b"0", b"1"]]),
+                                  [[1, "0"]]], ids=["str_array", "str_list", "bytes_array", "mixed_list"])
+def test_a_text_alive_mask_is_refused_by_the_masks_rule(mask):
+    # the README's example: a string mask got the generic "alive mask must hold numbers", which does not say
+    # that floats are refused too nor why; the Panel now says what EvalContext says: bool or integers 0/1
+    from aumann.errors import PanelError
+    from aumann.panel import Panel
+
+    with pytest.raises(PanelError, match=r"alive mask must be bool \(or integers 0/1\); got dtype \S*[SU]\d.*"
+                                         r"'False' are not booleans"):
+        Panel(np.ones((2, 3)), alive=mask)

@@ -109,6 +109,18 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+def test_readme_errors_print_what_their_comments_say(capsys):
+    """The README's bad-input block: each ``print(exc)  # message ...`` prints that message (the text before
+    the ellipsis)."""
+    block = next(b for b in _python_blocks(REPO / "README.md") if "print(exc)" in b)
+    expected = [c.strip().removesuffix("...").strip() for c in re.findall(r"print\(exc\)\s+#(.*)$", block, re.M)]
+    exec(compile(block, "README.md[bad input]", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(expected) >= 2
+    for line, want in zip(printed, expected, strict=True):
+        assert line.startswith(want), (line, want)
+
+
 # ------------------------------------------------------------------------------------- aumann commands
 def _help_texts() -> dict[str, str]:
     """Each command's (and subcommand's) --help text, by its words."""
