@@ -228,3 +228,42 @@ def test_benchmark_commands_name_scripts_and_flags_they_have():
                 assert f'"{flag}"' in source, f"{_rel(page)}: python {script}{args}: {flag} is not one of its flags"
             seen += 1
     assert seen >= 5
+
+
+def test_extras_the_docs_name_exist():
+    import tomllib
+
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+                 ["optional-dependencies"])
+    named = set()
+    for page in PAGES:
+        for group in re.findall(r"(?:aumann|\")\.?\[([a-z,-]+)\]", page.read_text(encoding="utf-8")):
+            named |= set(group.split(","))
+    assert named and named <= extras, sorted(named - extras)
+
+
+def test_ingest_report_sample_is_what_the_golden_capture_gives(tmp_path):
+    """docs/bluesky-ingest.md's ``ingest_report.json`` sample: the numbers of the real 10-event capture."""
+    import json
+
+    from tests.paths import JETSTREAM_SAMPLE
+
+    if not JETSTREAM_SAMPLE.is_file():
+        pytest.skip("the real Jetstream sample lives in ../shared (development machines only)")
+    from aumann.data.bluesky.ingest import ingest
+
+    text = (REPO / "docs" / "bluesky-ingest.md").read_text(encoding="utf-8")
+    doc = json.loads(re.search(r"^```json\n(.*?)^```", text, flags=re.M | re.S).group(1))
+    _, report = ingest([JETSTREAM_SAMPLE])
+    got = report.to_dict()
+
+    def same(want, have, where):
+        if isinstance(want, dict):
+            for key, value in want.items():
+                if key != "..." and value not in ({}, "..."):
+                    assert key in have, f"{where}/{key}"
+                    same(value, have[key], f"{where}/{key}")
+        else:
+            assert want == have, (where, want, have)
+
+    same(doc, got, "ingest_report.json")
