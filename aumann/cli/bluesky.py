@@ -180,7 +180,6 @@ def run_synth(args: argparse.Namespace) -> int:
     refuse_if_busy(args.out, "bluesky", "synth")  # a busy --out: now, before pandas' import
     from aumann.data.bluesky.synth import SynthConfig, generate, write_synth
     from aumann.io import ensure_output_dir, lock_output_dir
-    from aumann.manifest import write_manifest
 
     cfg = SynthConfig(users=args.users, days=args.days, seed=args.seed)  # SynthError (a ConfigError) if invalid
     ensure_output_dir(args.out, "--out")
@@ -188,9 +187,8 @@ def run_synth(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     counts = generate(cfg)
     gen_s = time.perf_counter() - t0
-    cal = write_synth(counts, args.out)
-    write_manifest(args.out, command_line("bluesky", "synth"), config=cfg.model_dump(), seeds=[cfg.seed],
-                   extra={"synthetic": True, "generate_seconds": gen_s})
+    cal = write_synth(counts, args.out, command=command_line("bluesky", "synth"), config=cfg.model_dump(),
+                      seeds=[cfg.seed], extra={"generate_seconds": gen_s})
     f = cal["followers"]["achieved"]
     print(f"SYNTHETIC panel: {counts.n_users:,} users, {len(counts.days)} days, {len(counts.daily):,} topic rows, "
           f"generated in {gen_s:.1f} s -> {args.out}")

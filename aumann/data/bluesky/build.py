@@ -6,6 +6,7 @@ Layout of ``out/``::
     panels/window/<topic>.npz                                     T = 1 Panel per topic
     panels/daily/<topic>.npz                                      T = len(days) Panel per topic
                                                                   (no other .npz: an earlier build's are removed)
+                                                                  (an earlier synth's calibration.json is removed)
     ingest_report.json                                            events, malformed lines, drops, days
     identifiers.parquet                                           only with export_identifiers
     manifest.json
@@ -24,6 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from aumann.data.bluesky.counts import RawCounts
+from aumann.data.bluesky.counts_folder import (
+    BUILD_COMMAND,
+    COUNTS_OUTPUTS,
+    counts_folder_records,
+    others_outputs,
+    remove_empty_panel_dirs,
+)
 from aumann.io import (
     OUTPUTS_COMPLETE,
     atomic_path,
@@ -31,7 +39,6 @@ from aumann.io import (
     file_digests,
     journaled,
     output_lock,
-    recorded_outputs,
     remove_stale,
     settle_journal,
     write_json,
@@ -57,7 +64,7 @@ def write_build_outputs(
     out_dir: str | os.PathLike[str],
     *,
     export_identifiers: bool = False,
-    command: str = "aumann bluesky build-panel",
+    command: str = BUILD_COMMAND,
     config: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Write raw counts, per-topic window and daily panels, the report and a manifest; return paths."""
@@ -70,15 +77,14 @@ def write_build_outputs(
         # a file is replaced or removed only when an earlier build recorded writing it (its manifest's
         # outputs_sha256, or the journal of one interrupted); a file of your own with an output's name is kept and
         # stops the build
-        rec = recorded_outputs(out, command="aumann bluesky build-panel")
+        # (the raw counts of an earlier `aumann bluesky synth` too: its files that this build does not write —
+        # calibration.json — are removed, so that real counts never sit beside a SYNTHETIC population's files)
+        rec = counts_folder_records(out)
         panels = [f"panels/{scale}/{topic}.npz" for topic in counts.topics for scale in ("window", "daily")]
-        names = ["users.parquet", "daily.parquet", "follows.parquet", "counts.json", "ingest_report.json", *panels]
-        stale = [f"panels/{scale}/{p.name}" for scale in ("window", "daily") for p in sorted((out / "panels" /
-                 scale).glob("*.npz")) if p.stem not in counts.topics and (p.is_file() or p.is_symlink())]
+        names = [*COUNTS_OUTPUTS, "ingest_report.json", *panels]
         if export_identifiers:
             names.append("identifiers.parquet")
-        elif (out / "identifiers.parquet").is_file() or (out / "identifiers.parquet").is_symlink():
-            stale.append("identifiers.parquet")
+        stale = others_outputs(out, names, rec)
         check_outputs(out, [*names, "manifest.json"], recorded=rec)
         check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written/removed
         # ingest_report.json holds what the captures and the flags determine (the same bytes on every build); how
@@ -110,7 +116,8 @@ def _write(counts: RawCounts, report: dict[str, Any], out: Path, *, export_ident
     else:
         saved = redact_identifiers(counts)
     for name in stale:  # an earlier build's (a panel of a topic this build does not have; identifiers not exported)
-        remove_stale(out / name, within=out)  # each checked by the caller
+        remove_stale(out / name, within=out)  # or synth's (calibration.json); each checked by the caller
+    remove_empty_panel_dirs(out)
     written["counts"] = saved.save(out)
     for topic in counts.topics:
         window, daily = counts.topic_panels(topic)  # (the topic's counts gathered once for both)

@@ -39,8 +39,24 @@ from pydantic import ConfigDict, Field
 
 from aumann.configs import ConfigModel
 from aumann.data.bluesky.counts import RawCounts
+from aumann.data.bluesky.counts_folder import (
+    SYNTH_COMMAND,
+    SYNTH_OUTPUTS,
+    counts_folder_records,
+    others_outputs,
+    remove_empty_panel_dirs,
+)
 from aumann.errors import SynthError
-from aumann.io import output_lock, write_json
+from aumann.io import (
+    OUTPUTS_COMPLETE,
+    check_outputs,
+    file_digests,
+    journaled,
+    output_lock,
+    remove_stale,
+    settle_journal,
+    write_json,
+)
 from aumann.seeding import as_generator, spawn
 
 TOPICS = ("mythos", "trump-tariffs", "the-masters", "earth-day-climate", "wrestlemania")
@@ -275,15 +291,41 @@ def calibration(counts: RawCounts) -> dict[str, Any]:
     }
 
 
-def write_synth(counts: RawCounts, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Save the counts and ``calibration.json`` (both marked SYNTHETIC); returns the calibration."""
+def write_synth(counts: RawCounts, out_dir: str | os.PathLike[str], *, command: str = SYNTH_COMMAND,
+                config: dict[str, Any] | None = None, seeds: Any = None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Save the counts, ``calibration.json`` (both marked SYNTHETIC) and a manifest (``synthetic: true``, the
+    SHA-256 of every file written, ``extra`` added); returns the calibration.
+
+    The folder then holds this population's files alone: the outputs an earlier ``aumann bluesky build-panel``
+    (or synth) recorded writing there that synth does not write (``panels/``, ``ingest_report.json``,
+    ``identifiers.parquet``) are removed, so a real capture's files never sit beside SYNTHETIC counts.
+
+    Raises:
+        OutputError: before anything is written, a file in the folder with the name of an output (synth's or
+            build-panel's) that aumann did not record writing there (a file of your own; kept).
+    """
+    from aumann.manifest import write_manifest
+
     out = Path(out_dir)
     # one writer per folder for the whole write (re-entrant: `aumann bluesky synth` holds it already)
-    with output_lock(out, command="aumann.data.bluesky.synth.write_synth (a Python call)"):
-        counts.save(out)
-        cal = calibration(counts)
-        write_json(out / "calibration.json", {"SYNTHETIC": "this panel is synthetic, not real Bluesky data", **cal},
-                   indent=2)
+    with output_lock(out, command=command):
+        rec = counts_folder_records(out)
+        stale = others_outputs(out, SYNTH_OUTPUTS, rec)
+        check_outputs(out, [*SYNTH_OUTPUTS, "manifest.json"], recorded=rec)
+        check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written/removed
+        with journaled(out):
+            for name in stale:
+                remove_stale(out / name, within=out)
+            remove_empty_panel_dirs(out)
+            counts.save(out)
+            cal = calibration(counts)
+            write_json(out / "calibration.json",
+                       {"SYNTHETIC": "this panel is synthetic, not real Bluesky data", **cal}, indent=2)
+            write_manifest(out, command, config or {}, seeds=seeds,
+                           extra={**(extra or {}), "synthetic": True, "outputs": sorted(SYNTH_OUTPUTS),
+                                  OUTPUTS_COMPLETE: True, "outputs_sha256": file_digests(out, SYNTH_OUTPUTS)})
+        settle_journal(out)
     return cal
 
 

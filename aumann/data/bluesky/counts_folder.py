@@ -1,0 +1,76 @@
+"""Whose files a raw-counts folder holds: ``aumann bluesky build-panel`` (real captures) and ``aumann bluesky synth``
+(a SYNTHETIC population) write the same counts into the same kind of folder, and each writes files the other does
+not (``panels/``, ``ingest_report.json``, ``identifiers.parquet``; ``calibration.json``). Either command run in a
+folder the other wrote into removes the other's outputs that aumann recorded writing there (the folder's manifest's
+``outputs_sha256`` or its journal), so that a folder never mixes a SYNTHETIC population with a real capture's files;
+a file of such a name that aumann did not record (a user's own) is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from pathlib import Path
+
+from aumann.io import OUTPUTS_JOURNAL, RecordedOutputs, recorded_outputs, sha256_file
+
+BUILD_COMMAND = "aumann bluesky build-panel"
+SYNTH_COMMAND = "aumann bluesky synth"
+#: the raw counts both commands write (:meth:`~aumann.data.bluesky.counts.RawCounts.save`)
+COUNTS_OUTPUTS = ("users.parquet", "daily.parquet", "follows.parquet", "counts.json")
+#: every file ``aumann bluesky synth`` writes besides its manifest
+SYNTH_OUTPUTS = (*COUNTS_OUTPUTS, "calibration.json")
+#: the files of one command that the other never writes (besides ``panels/<scale>/*.npz``, build-panel's)
+_EITHERS_OWN = ("calibration.json", "ingest_report.json", "identifiers.parquet")
+_PANEL_SCALES = ("window", "daily")
+
+
+def counts_folder_records(out: str | os.PathLike[str]) -> RecordedOutputs:
+    """What aumann recorded writing in the raw-counts folder ``out``: the outputs that its build-panel or synth
+    manifest lists and its journal's. A synth manifest of an older aumann listed none (no ``outputs_sha256``):
+    the files it always wrote (:data:`SYNTH_OUTPUTS`) are taken as its own, as they are there now."""
+    for command in (BUILD_COMMAND, SYNTH_COMMAND):
+        rec = recorded_outputs(out, command=command)
+        if not rec.aumann:
+            continue
+        if command == SYNTH_COMMAND and not rec.complete:
+            digests = {k: set(v) for k, v in rec.digests.items()}
+            for name in SYNTH_OUTPUTS:
+                p = Path(out) / name
+                if p.is_file() and not p.is_symlink():
+                    digests.setdefault(name, set()).add(sha256_file(p, within=out))
+            return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann=True, complete=True)
+        return rec
+    return recorded_outputs(out, command=BUILD_COMMAND)  # (the journal alone, or nothing)
+
+
+def others_outputs(out: str | os.PathLike[str], ours: Collection[str], rec: RecordedOutputs) -> list[str]:
+    """The files in ``out`` that a command writing ``ours`` there must remove so that the folder holds its outputs
+    alone: every output aumann recorded writing there (``rec``) and every file with the name of an output of either
+    command (a panel, ``ingest_report.json``, ``calibration.json``, ...) that this one does not write. Check them
+    with :func:`~aumann.io.check_outputs` (``removing=True``) before removing any: an unrecorded one (a user's own)
+    is refused."""
+    root = Path(out)
+    names = set(rec.digests) | set(_EITHERS_OWN)
+    for scale in _PANEL_SCALES:
+        d = root / "panels" / scale
+        if d.is_dir() and not d.is_symlink():
+            names.update(f"panels/{scale}/{p.name}" for p in d.glob("*.npz"))
+    names -= {*ours, "manifest.json", OUTPUTS_JOURNAL}
+    return sorted(n for n in names if (root / n).is_file() or (root / n).is_symlink())
+
+
+def remove_empty_panel_dirs(out: str | os.PathLike[str]) -> None:
+    """Remove ``panels/window``, ``panels/daily`` and ``panels`` of ``out`` where they are empty directories (left
+    by the panels :func:`others_outputs` named); one that holds anything stays."""
+    root = Path(out)
+    for d in (root / "panels" / "window", root / "panels" / "daily", root / "panels"):
+        if d.is_dir() and not d.is_symlink():
+            try:
+                d.rmdir()
+            except OSError:
+                pass  # not empty (a file of yours): kept
+
+
+__all__ = ["BUILD_COMMAND", "COUNTS_OUTPUTS", "SYNTH_COMMAND", "SYNTH_OUTPUTS", "counts_folder_records",
+           "others_outputs", "remove_empty_panel_dirs"]
