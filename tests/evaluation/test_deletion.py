@@ -55,3 +55,58 @@ def test_the_resimulation_game_forks_every_coalition_and_keeps_none():
     assert oracle.forks == 3 and oracle.cached() == {} and vals[0] == vals[1]
     oracle.values([0])  # the deletion curves do cache
     assert oracle.cached()[frozenset({0})][0] == pytest.approx(vals[2])
+
+
+def test_the_resimulation_game_holds_a_chunk_of_deleted_sets_not_the_whole_batch():
+    """A sampled game's batch is m permutations × (N − 1) coalitions: ``many(cache=False)`` read every deleted set
+    of it as a key before the first fork (N = 1000, 200 permutations: 2·10⁵ sets of ~500 agents, ~7 GB held for
+    the whole re-simulation reference). The sets are read a chunk at a time, each chunk forked before the next."""
+    import numpy as np
+
+    from aumann.evaluation import deletion
+    from aumann.evaluation.deletion import DeletionOracle
+
+    sc, cfg = tiny_config("midscale-social", agents=6, steps=4)
+    run = sc.simulate(cfg, rng=1, keep_from=0)
+    oracle = DeletionOracle(sc, cfg, run.before(3), *sc.indicators(cfg))
+    n, size, count = 100, 50, 30_000  # 30 000 sets of 50 agents: 1.74·10⁶ members with the 8 a set
+    seen = {"read": 0, "forked": 0, "held": 0}
+
+    def sets():
+        rng = np.random.default_rng(0)
+        for _ in range(count):
+            seen["read"] += 1
+            yield rng.choice(n, size, replace=False)
+
+    def fork(key):  # a stand-in fork: its value says which set it was given
+        seen["held"] = max(seen["held"], seen["read"] - seen["forked"])
+        seen["forked"] += 1
+        return float(len(key)), float(sum(key))
+
+    oracle._compute = fork
+    vals = oracle.many(sets(), cache=False)
+    first = np.random.default_rng(0).choice(n, size, replace=False)
+    assert len(vals) == count and oracle.forks == count and oracle.cached() == {}
+    assert vals[0] == (float(size), float(first.sum()))  # in order, one value a set
+    assert seen["held"] <= deletion.FORK_KEYS_CHUNK // (size + 8) + 1 < count
+
+
+def test_the_resimulation_game_values_do_not_depend_on_the_chunk(monkeypatch):
+    import numpy as np
+
+    from aumann.evaluation import deletion
+    from aumann.evaluation.deletion import DeletionOracle, resimulation_game
+
+    sc, cfg = tiny_config("midscale-social", agents=8, steps=4)
+    run = sc.simulate(cfg, rng=1, keep_from=0)
+    masks = np.random.default_rng(3).random((40, 8)) < 0.5
+
+    def values() -> tuple[np.ndarray, int]:
+        oracle = DeletionOracle(sc, cfg, run.before(3), *sc.indicators(cfg))
+        return resimulation_game(oracle, 8).checked(masks), oracle.forks
+
+    whole, forks = values()
+    monkeypatch.setattr(deletion, "FORK_KEYS_CHUNK", 20)  # a chunk of 2 or 3 sets
+    chunked, forks_chunked = values()
+    assert forks == forks_chunked == 40
+    np.testing.assert_array_equal(chunked, whole)
