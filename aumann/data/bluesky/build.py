@@ -25,21 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from aumann.data.bluesky.counts import RawCounts
-from aumann.data.bluesky.counts_folder import (
-    BUILD_COMMAND,
-    COUNTS_OUTPUTS,
-    counts_folder_records,
-    others_outputs,
-    remove_empty_panel_dirs,
-)
+from aumann.data.bluesky.counts_folder import BUILD_COMMAND, COUNTS_OUTPUTS, checked_others, remove_others
 from aumann.io import (
     OUTPUTS_COMPLETE,
     atomic_path,
-    check_outputs,
     file_digests,
     journaled,
     output_lock,
-    remove_stale,
     settle_journal,
     write_json,
 )
@@ -79,14 +71,11 @@ def write_build_outputs(
         # stops the build
         # (the raw counts of an earlier `aumann bluesky synth` too: its files that this build does not write —
         # calibration.json — are removed, so that real counts never sit beside a SYNTHETIC population's files)
-        rec = counts_folder_records(out)
         panels = [f"panels/{scale}/{topic}.npz" for topic in counts.topics for scale in ("window", "daily")]
         names = [*COUNTS_OUTPUTS, "ingest_report.json", *panels]
         if export_identifiers:
             names.append("identifiers.parquet")
-        stale = others_outputs(out, names, rec)
-        check_outputs(out, [*names, "manifest.json"], recorded=rec)
-        check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written/removed
+        _, stale = checked_others(out, names)  # every file checked before any is written or removed
         # ingest_report.json holds what the captures and the flags determine (the same bytes on every build); how
         # long the read took is the manifest's
         timing = {k: report[k] for k in INGEST_WALL_CLOCK if k in report}
@@ -115,9 +104,9 @@ def _write(counts: RawCounts, report: dict[str, Any], out: Path, *, export_ident
         saved = counts
     else:
         saved = redact_identifiers(counts)
-    for name in stale:  # an earlier build's (a panel of a topic this build does not have; identifiers not exported)
-        remove_stale(out / name, within=out)  # or synth's (calibration.json); each checked by the caller
-    remove_empty_panel_dirs(out)
+    # an earlier build's (a panel of a topic this build does not have; identifiers not exported) or synth's
+    # (calibration.json); each checked by the caller
+    remove_others(out, stale)
     written["counts"] = saved.save(out)
     for topic in counts.topics:
         window, daily = counts.topic_panels(topic)  # (the topic's counts gathered once for both)

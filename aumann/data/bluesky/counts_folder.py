@@ -12,7 +12,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from aumann.io import OUTPUTS_JOURNAL, RecordedOutputs, recorded_outputs, sha256_file
+from aumann.io import OUTPUTS_JOURNAL, RecordedOutputs, check_outputs, recorded_outputs, remove_stale, sha256_file
 
 BUILD_COMMAND = "aumann bluesky build-panel"
 SYNTH_COMMAND = "aumann bluesky synth"
@@ -60,6 +60,25 @@ def others_outputs(out: str | os.PathLike[str], ours: Collection[str], rec: Reco
     return sorted(n for n in names if (root / n).is_file() or (root / n).is_symlink())
 
 
+def checked_others(out: str | os.PathLike[str], ours: Collection[str]) -> tuple[RecordedOutputs, list[str]]:
+    """What a command writing ``ours`` (and ``manifest.json``) into the counts folder ``out`` finds there: the
+    folder's records and the other outputs it must remove (:func:`others_outputs`), every one of both checked before
+    anything is written or removed (:func:`~aumann.io.check_outputs`: a file of an output's name that aumann did not
+    record, a user's own, raises ``OutputError`` and is kept)."""
+    rec = counts_folder_records(out)
+    stale = others_outputs(out, ours, rec)
+    check_outputs(out, [*ours, "manifest.json"], recorded=rec)
+    check_outputs(out, stale, recorded=rec, removing=True)
+    return rec, stale
+
+
+def remove_others(out: str | os.PathLike[str], stale: Collection[str]) -> None:
+    """Remove ``stale`` (from :func:`checked_others`) and the panel folders they leave empty."""
+    for name in stale:
+        remove_stale(Path(out) / name, within=out)
+    remove_empty_panel_dirs(out)
+
+
 def remove_empty_panel_dirs(out: str | os.PathLike[str]) -> None:
     """Remove ``panels/window``, ``panels/daily`` and ``panels`` of ``out`` where they are empty directories (left
     by the panels :func:`others_outputs` named); one that holds anything stays."""
@@ -72,5 +91,5 @@ def remove_empty_panel_dirs(out: str | os.PathLike[str]) -> None:
                 pass  # not empty (a file of yours): kept
 
 
-__all__ = ["BUILD_COMMAND", "COUNTS_OUTPUTS", "SYNTH_COMMAND", "SYNTH_OUTPUTS", "counts_folder_records",
-           "others_outputs", "remove_empty_panel_dirs"]
+__all__ = ["BUILD_COMMAND", "COUNTS_OUTPUTS", "SYNTH_COMMAND", "SYNTH_OUTPUTS", "checked_others",
+           "counts_folder_records", "others_outputs", "remove_empty_panel_dirs", "remove_others"]

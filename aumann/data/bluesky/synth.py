@@ -39,21 +39,13 @@ from pydantic import ConfigDict, Field
 
 from aumann.configs import ConfigModel
 from aumann.data.bluesky.counts import RawCounts
-from aumann.data.bluesky.counts_folder import (
-    SYNTH_COMMAND,
-    SYNTH_OUTPUTS,
-    counts_folder_records,
-    others_outputs,
-    remove_empty_panel_dirs,
-)
+from aumann.data.bluesky.counts_folder import SYNTH_COMMAND, SYNTH_OUTPUTS, checked_others, remove_others
 from aumann.errors import SynthError
 from aumann.io import (
     OUTPUTS_COMPLETE,
-    check_outputs,
     file_digests,
     journaled,
     output_lock,
-    remove_stale,
     settle_journal,
     write_json,
 )
@@ -310,14 +302,9 @@ def write_synth(counts: RawCounts, out_dir: str | os.PathLike[str], *, command: 
     out = Path(out_dir)
     # one writer per folder for the whole write (re-entrant: `aumann bluesky synth` holds it already)
     with output_lock(out, command=command):
-        rec = counts_folder_records(out)
-        stale = others_outputs(out, SYNTH_OUTPUTS, rec)
-        check_outputs(out, [*SYNTH_OUTPUTS, "manifest.json"], recorded=rec)
-        check_outputs(out, stale, recorded=rec, removing=True)  # every file checked before any is written/removed
+        _, stale = checked_others(out, SYNTH_OUTPUTS)  # every file checked before any is written or removed
         with journaled(out):
-            for name in stale:
-                remove_stale(out / name, within=out)
-            remove_empty_panel_dirs(out)
+            remove_others(out, stale)
             counts.save(out)
             cal = calibration(counts)
             write_json(out / "calibration.json",
