@@ -533,7 +533,12 @@ def resimulation_game(oracle: DeletionOracle, n: int, which: int = 0,
         masks = np.asarray(masks, dtype=bool)  # the batch's forks at once (threads / executor)
         return np.array([val[which] for val in oracle.many((pos[~m] for m in masks), cache=cache)])
 
-    return FunctionGame(v, n_players=len(pos), name="resimulation")
+    game = FunctionGame(v, n_players=len(pos), name="resimulation")
+    # what one coalition of a batch holds here until the batch's forks are done: its (f, f original) pair of
+    # floats in the oracle's list (~120 bytes; the deleted sets are read a chunk at a time, FORK_KEYS_CHUNK).
+    # The generic kernel adds the coalition's mask row (N bools) to this when it sizes its chunks.
+    game.row_bytes = 128
+    return game
 
 
 def scenario_resimulation_game(scenario: Scenario, model: Any, config: Any, *, original: bool = False,
