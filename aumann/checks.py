@@ -43,7 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import AumannError, ConfigError, IndicatorError, MethodError, TerminatedBySignal
+from aumann.errors import (
+    AumannError,
+    ConfigError,
+    IndicatorError,
+    IndicatorMemoryError,
+    MethodError,
+    TerminatedBySignal,
+)
 
 ErrorType = type[Exception]
 
@@ -292,14 +299,55 @@ def as_path(value: Any, what: str, *, error: ErrorType = ConfigError) -> Path:
     return Path(text)
 
 
+_TORCH_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to "
+                              r"allocate (\d+) bytes")
+_ALLOC_SIZE = re.compile(r"(?:Unable|Tried) to allocate ([\d.]+) ([KMGTPE]?i?B)")
+_ALLOC_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+
+
+def allocation_failure(exc: BaseException) -> float | None:
+    """Bytes an allocation asked for when ``exc`` is the allocator refusing it (``MemoryError``, numpy's
+    "Unable to allocate 7.28 TiB", torch's CPU "DefaultCPUAllocator: can't allocate memory: you tried to allocate
+    N bytes", ``torch.OutOfMemoryError``): ``nan`` where the size is not given, ``None`` for any other exception
+    (a RuntimeError that is not an allocation failure stays what it is)."""
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ raises
+        text = ""
+    cpu = _TORCH_CPU_ALLOC.search(text) if isinstance(exc, RuntimeError) else None
+    if cpu:
+        return float(cpu.group(1))
+    oom = isinstance(exc, MemoryError) or (type(exc).__name__ == "OutOfMemoryError"
+                                           and type(exc).__module__.startswith("torch"))
+    if not oom:
+        return None
+    total = getattr(exc, "_total_size", None)  # numpy's _ArrayMemoryError
+    if isinstance(total, int):
+        return float(total)
+    m = _ALLOC_SIZE.search(text)
+    return float(m.group(1)) * _ALLOC_UNITS.get(m.group(2), math.nan) if m else math.nan
+
+
+def _bytes_text(n: float) -> str:
+    if not math.isfinite(n):
+        return "more memory than the machine could give"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit} ({int(n):,} bytes) in one allocation"
+    return f"{int(n):,} bytes in one allocation"
+
+
 @contextmanager
-def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]:
+def user_code(what: str, *, error: ErrorType = IndicatorError, shape: tuple[int, ...] | None = None
+              ) -> Iterator[None]:
     """Run user code (an indicator, a game, a callback): its exceptions become ``error`` naming ``what``.
 
     aumann's own errors pass through unchanged; ``KeyboardInterrupt`` is never caught; ``sys.exit()`` inside
     user code is the same typed error (user code must return or raise, not end the process). The original
     exception is chained (``raise ... from``) so ``aumann --debug`` shows where it came from. (A scenario's
     own code goes through :mod:`aumann.simulators.boundary`, which names the scenario and the step.)
+    An indicator's allocation the machine refused (``error`` an :class:`IndicatorError`) is an
+    :class:`~aumann.errors.IndicatorMemoryError` naming the size it asked for and, with ``shape``, its input's.
     """
     try:
         yield
@@ -308,6 +356,20 @@ def user_code(what: str, *, error: ErrorType = IndicatorError) -> Iterator[None]
     except SystemExit as exc:
         raise error(f"{what} called sys.exit({exc.code!r}); user code must return or raise") from exc
     except Exception as exc:
+        asked = allocation_failure(exc) if issubclass(error, IndicatorError) else None
+        if asked is not None:
+            on = f" on an input z of shape {tuple(shape)}" if shape is not None else ""
+            n = shape[-2] if shape is not None and len(shape) >= 2 else None
+            lead = math.prod(shape[:-2]) if shape is not None else 1
+            # the size of an N × N float array per input in the batch (nan: size unknown, the common cause)
+            pairwise = n is not None and not (asked < n * n or asked > 16 * n * n * max(1, lead))
+            why = (f"An indicator that builds an array over pairs of agents (z[..., :, None] - z[..., None, :]) needs "
+                   f"N² values per evaluation (at N = {n:,}: {8 * n * n:,} bytes of float64)" if pairwise else
+                   "One evaluation of this indicator does not fit in memory")
+            raise IndicatorMemoryError(
+                f"{what} asked for {_bytes_text(asked)}{on}, and the machine refused it. {why}: compute it in O(N) "
+                "(a pooled or closed form; a mean absolute difference from the sorted values), or attribute fewer "
+                "agents; a method's smaller memory_budget= batch helps only when one evaluation fits") from exc
         try:
             shown = str(exc)[:300]
         except Exception:  # an exception whose __str__ raises

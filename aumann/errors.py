@@ -18,6 +18,8 @@
     * UndefinedIndicatorError                    -- an indicator with no value at its input (0/0)
   * ZeroDeltaVError(AumannError, ZeroDivisionError) -- normalising by Δv = 0
   * MemoryBudgetError(AumannError, MemoryError)  -- one unit of batched work does not fit the memory budget
+    * IndicatorMemoryError(.., IndicatorError)   -- an indicator asked for more memory than the machine gives
+                                                    (an N × N temporary at large N); also an IndicatorError
   * MethodError(AumannError, ValueError)         -- a method's parameters or limits
     * GameError                                  -- a coalition game that is malformed or misused
       * NonFiniteGameError(.., IndicatorError)   -- a game returned NaN/inf (also an IndicatorError, like
@@ -156,6 +158,13 @@ class UndefinedIndicatorError(IndicatorError):
 
 class MemoryBudgetError(AumannError, MemoryError):
     """Not even one unit of batched work (a coalition, an integration point) fits the memory budget."""
+
+
+class IndicatorMemoryError(MemoryBudgetError, IndicatorError):
+    """An indicator's own allocation was refused (e.g. ``z[:, None] - z[None, :]`` at N = 10⁶ asks for 8 TB).
+
+    A :class:`MemoryBudgetError` naming the indicator and the size it asked for, and still an
+    :class:`IndicatorError` (what an indicator's failures were before it existed)."""
 
 
 class ZeroDeltaVError(AumannError, ZeroDivisionError):
@@ -524,6 +533,7 @@ __all__ = [
     "ForkFallbackWarning",
     "GameError",
     "IndicatorError",
+    "IndicatorMemoryError",
     "IngestError",
     "LLMAuthenticationError",
     "LLMError",

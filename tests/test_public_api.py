@@ -264,6 +264,7 @@ PUBLIC = {
         "ForkFallbackWarning",
         "GameError",
         "IndicatorError",
+        "IndicatorMemoryError",
         "IngestError",
         "LLMAuthenticationError",
         "LLMError",

@@ -803,7 +803,7 @@ def evaluate_tensor(f: Any, state: EvalContext) -> torch.Tensor:
     ctx = _tensor_context(state, z)
     mask = _living_mask(ind, state, tuple(z.shape[:-1]), z.device)
     version = z._version  # torch counts every in-place write to z (and to the array it may share memory with)
-    with user_code(f"indicator {ind.name!r}"):
+    with user_code(f"indicator {ind.name!r}", shape=tuple(z.shape)):
         out = ind(z, ctx, mask)
     if z._version != version:
         raise IndicatorError(f"indicator {ind.name!r} modified its input z in place (z.mul_(), z += ..., z[...] = "
@@ -974,7 +974,7 @@ def evaluate_pair(f: Any, g: Any, state: EvalContext) -> tuple[np.ndarray, np.nd
     ctx = _tensor_context(st, zt)
     mask = _living_mask(fi, st, tuple(zt.shape[:-1]), zt.device)
     version = zt._version
-    with torch.no_grad(), user_code(f"indicator {fi.name!r}"):
+    with torch.no_grad(), user_code(f"indicator {fi.name!r}", shape=tuple(zt.shape)):
         a, b = pair(gi, zt, ctx, mask)
     if zt._version != version:
         raise IndicatorError(f"indicator {fi.name!r} modified its input z in place in forward_pair; every value "

@@ -133,3 +133,50 @@ def test_a_memory_budget_beyond_the_machine_is_lowered_to_what_it_can_give(monke
     assert max(sizes) * 24 * n * n <= 64 * 2**20, max(sizes)
     ref = attribute(pairwise_pressure, Panel(z), method=LeaveOneOut(fast=False, memory_budget=2**24))
     np.testing.assert_allclose(res.phi, ref.phi, rtol=1e-12, atol=1e-15)
+
+
+def _spread(z):
+    """The issue's O(N²) indicator: the mean absolute difference over all pairs of agents."""
+    g = z[..., 0]
+    return (g[..., :, None] - g[..., None, :]).abs().mean((-1, -2))
+
+
+def test_an_n_squared_indicator_the_machine_cannot_hold_is_a_memory_budget_error_naming_its_size():
+    """z[:, None] - z[None, :] at large N asked torch for N² floats and ended as an IndicatorError quoting
+    torch's allocator ('[enforce fail at alloc_cpu.cpp:127] ... you tried to allocate 8000000000000 bytes').
+    N = 2²⁴ asks for 2.25 PB, beyond any address space, so the allocator refuses at once on every machine."""
+    from aumann.attribution.indicators import evaluate
+    from aumann.errors import IndicatorError, IndicatorMemoryError
+
+    n = 2**24
+    with pytest.raises(IndicatorMemoryError) as info:
+        evaluate(_spread, np.zeros((n, 1)))
+    msg = str(info.value)
+    assert isinstance(info.value, MemoryBudgetError) and isinstance(info.value, IndicatorError)  # caught as before
+    assert "indicator '_spread'" in msg and f"{8 * n * n:,} bytes" in msg and f"({n}, 1)" in msg, msg
+    assert "pooled or closed form" in msg and "alloc_cpu" not in msg, msg
+
+
+def test_a_numpy_allocation_failure_in_an_indicator_is_a_memory_budget_error_too():
+    from aumann.attribution.indicators import evaluate
+    from aumann.errors import IndicatorMemoryError
+
+    def huge(z):
+        np.empty((2**26, 2**26))  # 32 PiB
+        return z.sum((-1, -2))
+
+    with pytest.raises(IndicatorMemoryError, match=r"indicator 'huge' asked for .*\(36,028,797,018,963,968 bytes\)"
+                       r".* One evaluation of this indicator does not fit in memory"):
+        evaluate(huge, np.ones((4, 1)))
+
+
+def test_a_runtime_error_that_is_not_an_allocation_failure_stays_an_indicator_error():
+    from aumann.attribution.indicators import evaluate
+    from aumann.errors import IndicatorError
+
+    def wrong(z):
+        return z[..., 0] @ torch.ones(3)  # a shape mismatch: a RuntimeError from torch, not memory
+
+    with pytest.raises(IndicatorError, match="raised RuntimeError") as info:
+        evaluate(wrong, np.ones((4, 1)))
+    assert not isinstance(info.value, MemoryBudgetError)
