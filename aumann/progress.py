@@ -12,13 +12,19 @@ stdout stays clean.
 
 :class:`StageTimer` records the wall time of named stages (``timer.start("simulate")`` closes the
 stage before it); run directories report it per stage (``manifest.json`` → ``stage_seconds``).
+
+:func:`notice_if_slow` says on stderr, in one line, what a call is waiting for once it has waited a moment
+(a file another process holds locked), so that a wait of up to a minute is never silent.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -148,4 +154,26 @@ def end_thread() -> None:
         timer.end_thread()
 
 
-__all__ = ["Bar", "StageTimer", "end_thread", "progress_bar", "rich_console"]
+@contextlib.contextmanager
+def notice_if_slow(message: str, after: float = 1.0) -> Iterator[None]:
+    """Print ``message`` as one line on stderr if the block is still running ``after`` seconds in; nothing when it
+    ends sooner. For waits that give no sign of life otherwise (SQLite's busy timeout on a file another process
+    holds locked): the line says what is waited on, for how long at most, and how to avoid it. The block must
+    release the GIL while it waits (SQLite does)."""
+    done = threading.Event()
+
+    def say() -> None:
+        if not done.wait(after):
+            try:
+                print(message, file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # stderr closed or gone: the wait itself goes on
+                pass
+
+    threading.Thread(target=say, name="aumann-wait-notice", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+__all__ = ["Bar", "StageTimer", "end_thread", "notice_if_slow", "progress_bar", "rich_console"]

@@ -846,6 +846,59 @@ def test_a_cache_locked_by_another_process_is_told_as_locked_not_as_corrupted(tm
     assert ResponseCache(path, mode="replay").get("k").text == '{"post": true}'
 
 
+@pytest.mark.parametrize("mode", ["replay", "record"])
+def test_waiting_for_a_cache_locked_by_another_process_is_said_when_the_wait_starts(tmp_path, monkeypatch, capsys,
+                                                                                      mode):
+    """`aumann llm show` (replay) and `aumann run --cache` (record) on a cache another process holds locked waited up
+    to 60 s without a word. One line on stderr now says, as the wait starts, what is waited on, for how long at most
+    and how to avoid it; the wait itself is unchanged (the holder lets go and the cache is read)."""
+    import subprocess
+    import sys
+    import threading
+
+    from aumann.cli import main
+    from aumann.simulators.llm import cache as cache_module
+
+    path = tmp_path / "llm-cache.sqlite"
+    with ResponseCache(path) as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={})
+    monkeypatch.setattr(cache_module, "WAIT_NOTICE_SECONDS", 0.1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        threading.Timer(1.5, holder.communicate, args=("",)).start()  # the holder lets go while we wait
+        capsys.readouterr()
+        if mode == "replay":
+            assert main(["llm", "show", str(tmp_path)]) == 0
+        else:
+            ResponseCache(path, mode="record").open().close()
+        err = capsys.readouterr().err
+    finally:
+        if holder.poll() is None:
+            holder.communicate("")
+    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")]
+    assert len(waits) == 1, err
+    assert str(path) in waits[0] and "another process holds it locked" in waits[0], waits
+    assert "at most 60 s" in waits[0] and "--cache PATH" in waits[0], waits
+    if mode == "replay":
+        assert "1 request(s) shown" in err
+
+
+def test_a_cache_opened_without_waiting_says_nothing(tmp_path, monkeypatch, capsys):
+    from aumann.simulators.llm import cache as cache_module
+
+    path = tmp_path / "llm-cache.sqlite"
+    monkeypatch.setattr(cache_module, "WAIT_NOTICE_SECONDS", 0.05)
+    with ResponseCache(path) as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={})
+    ResponseCache(path, mode="replay").open().close()
+    import time
+
+    time.sleep(0.2)  # past the notice's moment: nothing comes late either
+    assert "waiting" not in capsys.readouterr().err
+
+
 def _read_only_folder(folder) -> bool:
     """Make ``folder`` read-only (chmod; as root, the immutable flag where allowed); whether it worked."""
     import os

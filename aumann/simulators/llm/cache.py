@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS responses (
 _CHUNK = 500  # keys per SELECT ... IN (...)
 #: how long opening or reading a cache waits for another process's lock before it gives up
 BUSY_SECONDS = 60.0
+WAIT_NOTICE_SECONDS = 1.0  # a wait for the file's lock longer than this is told on stderr (one line)
 _DAMAGED = "is corrupted or not a SQLite file"
 _MAX_LOST = 100_000  # keys remembered as lost to another writer (see ResponseCache.lost)
 
@@ -225,12 +226,20 @@ class ResponseCache:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
+        from aumann.progress import notice_if_slow
+
         try:
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._fail("cannot be opened", exc) from None
         try:
-            return self._prepare(conn)
+            # a file another process holds locked is waited on up to BUSY_SECONDS: said at once, not after a silent
+            # minute (`aumann llm show` and `aumann run --cache` on a cache in use)
+            with notice_if_slow(f"waiting for the LLM response cache {self.path!r}: another process holds it locked "
+                                f"(waiting at most {BUSY_SECONDS:g} s, then this stops with an error); to avoid the "
+                                "wait, let that process finish first or use another cache file (--cache PATH)",
+                                after=WAIT_NOTICE_SECONDS):
+                return self._prepare(conn)
         except sqlite3.Error as exc:
             if self.mode == "replay" and self.path != ":memory:" and "unable to open" in str(exc).lower():
                 return self._open_immutable(exc)
