@@ -25,7 +25,7 @@ import re
 import unicodedata
 import warnings
 from collections import Counter
-from collections.abc import Hashable, Iterable, KeysView, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, KeysView, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from pathlib import Path
@@ -212,6 +212,10 @@ def _step_axis(col: Any, svals: np.ndarray, name: Any) -> tuple[np.ndarray, np.n
         codes = col.cat.codes.to_numpy()
         used = np.unique(codes)
         return _label_array(list(col.cat.categories[used])), np.searchsorted(used, codes)
+    if svals.dtype.kind in "UO":  # each distinct label once (a long table repeats it per agent)
+        distinct = list(dict.fromkeys(svals.tolist()))
+        refuse_mixed_time_zones(distinct, f"the step column {name!r}", "row",
+                                lambda j: int(np.flatnonzero(svals == distinct[j])[0]))
     steps = _sorted_labels(svals, "step")
     if steps.dtype.kind == "U" and steps.size > 1 and all(_NUMBER_TEXT.fullmatch(v) for v in steps.tolist()):
         numbers = np.array([float(v) for v in steps.tolist()])
@@ -579,6 +583,78 @@ def _time_items(given: Any) -> list[Any] | None:
     return None
 
 
+_ISO_TIME = re.compile(r"\s*\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?\s*"
+                       r"(?P<zone>Z|z|[+-]\d{2}(?::?\d{2})?)?\s*")
+
+
+def _zone_of(v: Any) -> tuple[bool, str | None]:
+    """(whether ``v`` is a time, its UTC offset as text or None without one): a datetime (aware or naive), a date or
+    datetime64 (naive), ISO-8601 text (``Z``/``+05:00`` or nothing); not a time: (False, None)."""
+    if isinstance(v, datetime.datetime):
+        off = v.utcoffset()
+        return True, None if off is None else str(off)
+    if isinstance(v, datetime.date | np.datetime64):
+        return True, None
+    if isinstance(v, str | np.str_):
+        m = _ISO_TIME.fullmatch(v)
+        if m is None:
+            return False, None
+        z = m.group("zone")
+        if z is None:
+            return True, None
+        if z in "Zz":
+            return True, "+00:00"
+        digits = z[1:].replace(":", "")
+        return True, f"{z[0]}{digits[:2]}:{digits[2:4] or '00'}"
+    return False, None
+
+
+def refuse_mixed_time_zones(labels: Any, what: str = "the steps", where: str = "position",
+                            position: Callable[[int], int] | None = None) -> None:
+    """Step labels that are all times (datetimes, ISO-8601 text) but mix times with and without a time zone, or
+    text with different UTC offsets, are refused (:class:`~aumann.errors.PanelError` naming the first two values
+    that differ): they do not compare as times, so they were kept as text labels -- in row order, or sorted as
+    text by :meth:`Panel.from_dataframe` (``'2026-01-01T01:00:00Z'`` before ``'2026-01-01T05:00:00+05:00'``, an
+    hour later in time) -- and "previous" and "pre-event" read the wrong rows, silently. Time objects with
+    different offsets compare as times and are kept; labels that are not all times are text and are kept.
+    ``position(j)`` gives the position (``where``) to name for label j (default j)."""
+    items = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+    if len(items) < 2:
+        return
+    first_aware = first_naive = None
+    offsets: dict[str, int] = {}
+    for j, v in enumerate(items):
+        is_time, zone = _zone_of(v)
+        if not is_time:
+            return  # text labels (names of steps), not times
+        if zone is None:
+            first_naive = j if first_naive is None else first_naive
+        else:
+            first_aware = j if first_aware is None else first_aware
+            if isinstance(v, str | np.str_):
+                offsets.setdefault(zone, j)
+    at = position or (lambda j: j)
+    if first_aware is not None and first_naive is not None:
+        a, b = sorted((first_aware, first_naive))
+        has = {first_aware: "has a time zone", first_naive: "has none"}
+        raise PanelError(
+            f"times with and without a time zone are mixed in {what}: {_label_text(items[a])} ({where} {at(a)}) "
+            f"{has[a]}, {_label_text(items[b])} ({where} {at(b)}) {has[b]}. They do not compare as times (a panel "
+            "would keep them as text labels, out of time order); give every step the same zone first, e.g. "
+            "pd.to_datetime(steps, utc=True) if the times without one are UTC, or tz_localize them to the zone they "
+            "were recorded in")
+    if len(offsets) > 1:
+        (za, a), (zb, b) = sorted(offsets.items(), key=lambda kv: kv[1])[:2]
+        raise PanelError(
+            f"times as text with different UTC offsets are mixed in {what}: {items[a]!r} ({where} {at(a)}, {za}) and "
+            f"{items[b]!r} ({where} {at(b)}, {zb}). As text they order by their digits, not in time; convert them to "
+            "one zone first, e.g. pd.to_datetime(steps, utc=True)")
+
+
+def _label_text(v: Any) -> str:
+    return repr(v) if isinstance(v, str | np.str_) else repr(str(v))
+
+
 def refuse_unsorted_steps(steps: np.ndarray, given: Any = None) -> None:
     """Number and time step labels must be strictly increasing along the step axis: ``"pre-event"`` reads the
     first row and ``"previous"`` the row before, by position, so ``steps=[2, 1, 0]`` took the row labelled 2 as
@@ -722,6 +798,7 @@ class Panel:
             warn_lookalike_ids(self.agent_ids, stacklevel=2)
         self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
         if steps is not None:
+            refuse_mixed_time_zones(steps if self.steps.dtype.kind in "UO" else ())
             refuse_unsorted_steps(self.steps, steps)
 
         self.groups: dict[str, np.ndarray] = {}

@@ -256,3 +256,56 @@ def test_readers_keep_integer_ids_past_uint64_as_their_text_in_order():
     assert p.values[:, :, 0].tolist() == [[2.0, 3.0, 1.0], [0.0, 4.0, 0.0]]
     assert label_column([2**63 + 1, 2**63, -1]).tolist() == [str(2**63 + 1), str(2**63), "-1"]
     assert id_labels([2**70, 1]) == [str(2**70), "1"] and label_column([2**63, 1]).dtype == np.uint64
+
+
+def test_steps_mixing_times_with_and_without_a_time_zone_are_refused_naming_both():
+    """[01:00 UTC, 00:00 naive] did not compare as times, so they became text labels in row order: the step of
+    00:00 came after 01:00 and the "previous" baseline read the wrong row, silently."""
+    import datetime as dt
+
+    utc = dt.UTC
+    v = np.arange(4.0).reshape(2, 2, 1)
+    with pytest.raises(PanelError, match=r"with and without a time zone.*'2026-01-01 01:00:00\+00:00' \(position 0\) "
+                                         r"has a time zone, '2026-01-01 00:00:00' \(position 1\) has none"):
+        Panel(v, steps=[dt.datetime(2026, 1, 1, 1, tzinfo=utc), dt.datetime(2026, 1, 1, 0)])
+    with pytest.raises(PanelError, match=r"'2026-01-01T00:00:00Z' \(position 0\) has a time zone, "
+                                         r"'2026-01-01T01:00:00' \(position 1\) has none"):
+        Panel(v, steps=["2026-01-01T00:00:00Z", "2026-01-01T01:00:00"])
+
+
+def test_a_step_column_of_times_as_text_with_mixed_zones_is_refused_not_sorted_as_text():
+    """Text steps sort as text: '2026-01-01T01:00:00Z' came before '2026-01-01T05:00:00+05:00' (00:00 UTC, an hour
+    earlier), so the panel's rows were out of time order; with and without a zone the order was a guess."""
+    import pandas as pd
+
+    def frame(steps):
+        return pd.DataFrame({"step": [s for s in steps for _ in range(2)], "agent": [0, 1] * len(steps),
+                             "x": np.arange(2.0 * len(steps))})
+
+    with pytest.raises(PanelError, match=r"different UTC offsets.*'2026-01-01T05:00:00\+05:00' \(row 0, \+05:00\) and "
+                                         r"'2026-01-01T01:00:00Z' \(row 2, \+00:00\)"):
+        Panel.from_dataframe(frame(["2026-01-01T05:00:00+05:00", "2026-01-01T01:00:00Z"]))
+    with pytest.raises(PanelError, match=r"step column 'step': '2026-01-01T01:00:00Z' \(row 0\) has a time zone, "
+                                         r"'2026-01-01T00:30:00' \(row 2\) has none"):
+        Panel.from_dataframe(frame(["2026-01-01T01:00:00Z", "2026-01-01T00:30:00"]))
+
+
+def test_text_step_names_and_times_in_one_zone_are_kept():
+    import datetime as dt
+
+    import pandas as pd
+
+    v = np.arange(6.0).reshape(3, 2, 1)
+    assert Panel(v, steps=["pre", "2026-01-01T00:00:00Z", "post"]).steps.tolist() == \
+        ["pre", "2026-01-01T00:00:00Z", "post"]  # names of steps (not all times): text in row order
+    zulu = ["2026-01-01T00:00:00Z", "2026-01-01T01:00:00+00:00", "2026-01-01T02:00:00Z"]
+    assert Panel(v, steps=zulu).steps.tolist() == zulu  # one offset (Z is +00:00)
+    naive = ["2026-01-01", "2026-01-02", "2026-01-03"]
+    assert Panel(v, steps=naive).steps.tolist() == naive
+    # time objects in different zones compare as times: kept (and checked in time order)
+    east = dt.timezone(dt.timedelta(hours=5))
+    steps = [dt.datetime(2026, 1, 1, 4, tzinfo=east), dt.datetime(2026, 1, 1, 0, tzinfo=dt.UTC),
+             dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC)]
+    assert Panel(v, steps=steps).T == 3
+    df = pd.DataFrame({"step": ["b", "b", "a", "a"], "agent": [0, 1, 0, 1], "x": [1.0, 2.0, 3.0, 4.0]})
+    assert Panel.from_dataframe(df).steps.tolist() == ["a", "b"]
