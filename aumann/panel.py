@@ -212,7 +212,9 @@ def _step_axis(col: Any, svals: np.ndarray, name: Any) -> tuple[np.ndarray, np.n
         codes = col.cat.codes.to_numpy()
         used = np.unique(codes)
         return _label_array(list(col.cat.categories[used])), np.searchsorted(used, codes)
-    if svals.dtype.kind in "UO":  # each distinct label once (a long table repeats it per agent)
+    # each distinct label checked once (a long table repeats it per agent); a column whose first label is no time
+    # holds step names and costs no pass here
+    if svals.dtype.kind in "UO" and svals.size and _zone_of(svals[0])[0]:
         distinct = list(dict.fromkeys(svals.tolist()))
         refuse_mixed_time_zones(distinct, f"the step column {name!r}", "row",
                                 lambda j: int(np.flatnonzero(svals == distinct[j])[0]))
