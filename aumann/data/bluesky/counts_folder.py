@@ -12,7 +12,16 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from aumann.io import OUTPUTS_JOURNAL, RecordedOutputs, check_outputs, recorded_outputs, remove_stale, sha256_file
+from aumann.errors import ConfigError, OutputError, PathEscapeError
+from aumann.io import (
+    OUTPUTS_JOURNAL,
+    RecordedOutputs,
+    check_outputs,
+    read_json,
+    recorded_outputs,
+    remove_stale,
+    sha256_file,
+)
 
 BUILD_COMMAND = "aumann bluesky build-panel"
 SYNTH_COMMAND = "aumann bluesky synth"
@@ -27,21 +36,40 @@ _PANEL_SCALES = ("window", "daily")
 
 def counts_folder_records(out: str | os.PathLike[str]) -> RecordedOutputs:
     """What aumann recorded writing in the raw-counts folder ``out``: the outputs that its build-panel or synth
-    manifest lists and its journal's. A synth manifest of an older aumann listed none (no ``outputs_sha256``):
-    the files it always wrote (:data:`SYNTH_OUTPUTS`) are taken as its own, as they are there now."""
+    manifest lists and its journal's. A manifest of an older aumann recorded no digests (no ``outputs_sha256``):
+    the files that command wrote are taken as its own, as they are there now — synth's always the same five
+    (:data:`SYNTH_OUTPUTS`), build-panel's the raw counts and the files its manifest's ``outputs`` names. Never a
+    file of another name (a ``calibration.json`` in a build-panel folder, an ``identifiers.parquet`` it did not
+    export): the records are complete, so such a file is one aumann cannot prove it wrote, and is refused, not
+    removed (:func:`checked_others`)."""
     for command in (BUILD_COMMAND, SYNTH_COMMAND):
         rec = recorded_outputs(out, command=command)
         if not rec.aumann:
             continue
-        if command == SYNTH_COMMAND and not rec.complete:
+        if not rec.complete:
             digests = {k: set(v) for k, v in rec.digests.items()}
-            for name in SYNTH_OUTPUTS:
+            for name in (SYNTH_OUTPUTS if command == SYNTH_COMMAND else _older_build_outputs(out)):
                 p = Path(out) / name
                 if p.is_file() and not p.is_symlink():
                     digests.setdefault(name, set()).add(sha256_file(p, within=out))
             return RecordedOutputs({k: frozenset(v) for k, v in digests.items()}, aumann=True, complete=True)
         return rec
     return recorded_outputs(out, command=BUILD_COMMAND)  # (the journal alone, or nothing)
+
+
+def _older_build_outputs(out: str | os.PathLike[str]) -> list[str]:
+    """The files an older aumann's build-panel manifest in ``out`` says it wrote: the raw counts (its ``outputs``
+    lists them as ``"."``) and each other relative name its ``outputs`` lists (the ingest report, the panels,
+    ``identifiers.parquet`` when it exported them)."""
+    try:
+        manifest = read_json(Path(out) / "manifest.json", error=OutputError, what="manifest", within=out,
+                             object_only=True)
+    except (OutputError, ConfigError, PathEscapeError, OSError):
+        return []
+    listed = manifest.get("outputs")
+    names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+    return [*COUNTS_OUTPUTS, *(n for n in names if n not in (".", "manifest.json", OUTPUTS_JOURNAL)
+                               and not n.startswith("/") and ".." not in Path(n).parts)]
 
 
 def others_outputs(out: str | os.PathLike[str], ours: Collection[str], rec: RecordedOutputs) -> list[str]:

@@ -131,3 +131,40 @@ def test_synth_again_replaces_its_own_outputs(tmp_path) -> None:
     assert main(["bluesky", "synth", "--users", "400", "--days", "2", "--seed", "2", "--out", str(out)]) == 0
     assert _files(out) == SYNTH_FILES | {"manifest.json"}
     assert json.loads((out / "calibration.json").read_text())["users"] == 400
+
+
+def _as_older_build(out: Path) -> None:
+    """The manifest an aumann before `outputs_complete` (8c0794c) wrote: its outputs by name, no digests."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    for key in ("outputs_sha256", "outputs_complete", "ingest"):
+        manifest.pop(key, None)
+    assert manifest["outputs"][0] == "."  # (that aumann listed the raw counts as the folder itself)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(("command", "name"), [("build", "calibration.json"), ("build", "identifiers.parquet"),
+                                               ("synth", "calibration.json")])
+def test_a_folder_an_older_build_panel_wrote_keeps_a_users_own_file(tmp_path, capsys, command, name) -> None:
+    """A build-panel manifest without outputs_complete vouched for every file of an output's name: the next
+    build-panel removed a calibration.json (or identifiers.parquet it had not exported) the user put there, and
+    synth overwrote the calibration.json, without a word. Only what that build's manifest lists is its own now."""
+    out = tmp_path / "counts"
+    _build(out)
+    _as_older_build(out)
+    (out / name).write_text("my own notes")
+    before = _digests(out)
+    capsys.readouterr()
+    (_build if command == "build" else _synth)(out, rc=2)
+    _refused(capsys, out / name)
+    assert _digests(out) == before
+
+
+def test_a_folder_an_older_build_panel_wrote_is_still_replaced_by_either_command(tmp_path) -> None:
+    out = tmp_path / "counts"
+    _build(out)
+    _as_older_build(out)
+    _build(out)
+    assert _files(out) == BUILD_FILES | {"manifest.json"}
+    _as_older_build(out)
+    _synth(out)  # its panels and ingest report, listed in that manifest, are removed
+    assert _files(out) == SYNTH_FILES | {"manifest.json"}
