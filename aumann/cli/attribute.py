@@ -244,6 +244,8 @@ _STALE = ("deletion_masking.csv", "deletion_masking.json", "identifiers.csv", "t
 
 
 _PAGES = ("manifest.json", "report.html", "report.md")
+#: the commands whose output folder this one may write again (both write attribution.npz, summary.json and pages)
+_SAME_KIND = ("aumann attribute", "aumann demo")
 
 
 def _check_outputs(out: Path, args: argparse.Namespace) -> list[str]:
@@ -264,7 +266,8 @@ def _check_outputs(out: Path, args: argparse.Namespace) -> list[str]:
         names += _PAGES
     else:
         names.append("manifest.json")
-    check_outputs(out, names, recorded=rec)
+    # (a folder another command wrote — a study's, a run's, a counts folder — is refused: its manifest would go)
+    check_outputs(out, names, recorded=rec, commands=_SAME_KIND)
     return names
 
 

@@ -221,10 +221,11 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
 def run_study_cmd(args: argparse.Namespace) -> int:
     refuse_if_busy(args.out, "bluesky", "study")  # a busy --out: now, before the study's imports (pandas, torch)
     from aumann.io import check_outputs
-    from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
+    from aumann.studies.crossscale.study import STUDY_COMMAND, CrossScaleConfig, run_crossscale
 
     if Path(args.out).is_dir():  # a page or summary of your own with a result's name stops the study now, kept
-        check_outputs(args.out, ["report.html", "report.md", "summary.json", "manifest.json"])
+        check_outputs(args.out, ["report.html", "report.md", "summary.json", "manifest.json"],
+                      commands=(STUDY_COMMAND,))  # (a counts or run folder: another command's, refused)
     cfg = CrossScaleConfig.from_toml(args.config) if args.config else CrossScaleConfig()
     updates: dict[str, Any] = {}
     for name in ("sizes", "seeds", "topics", "protocols"):

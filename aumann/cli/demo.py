@@ -11,6 +11,8 @@ from aumann.cli.terminal import terminal_text
 
 #: the files ``aumann demo --out`` writes
 _OUTPUTS = ("attribution.npz", "top_agents.csv", "summary.json", "manifest.json", "report.html", "report.md")
+#: the commands whose output folder demo may write again (another's, a study's or a run's, is refused)
+_SAME_KIND = ("aumann demo", "aumann attribute")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:  # before the imports below (torch, the pages: seconds), so a busy folder is refused at once
         ensure_output_dir(args.out, "--out")
         lock_output_dir(args.out, command=command_line("demo"))  # one writer: another command there stops now
-        check_outputs(args.out, _OUTPUTS)  # a file of your own with a result's name is never replaced: refused now
+        # a file of your own with a result's name is never replaced (refused now), nor another command's folder
+        check_outputs(args.out, _OUTPUTS, commands=_SAME_KIND)
     from rich.table import Table
 
     from aumann.attribution import AumannShapley, attribute, indicators
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     con.print(tab)
     if args.out:
         t = time.perf_counter()
-        check_outputs(args.out, _OUTPUTS)  # again: the folder may have changed meanwhile
+        check_outputs(args.out, _OUTPUTS, commands=_SAME_KIND)  # again: the folder may have changed meanwhile
         with journaled(args.out):  # each file recorded before it is in place: interrupted, the next run knows it
             adopt_outputs(args.out, _OUTPUTS)  # the earlier run's files stay known as aumann's once its manifest goes
             unfinish(args.out)  # until the new manifest: interrupted here, the folder is no finished run, not a mix

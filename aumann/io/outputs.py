@@ -348,13 +348,17 @@ def _refusal(path: PathLike, check: OutputCheck, doing: str) -> OutputError:
 
 
 def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOutputs | None = None,
-                  removing: bool = False) -> None:
+                  removing: bool = False, commands: Iterable[str] | None = None) -> None:
     """Refuse, before anything is written, to overwrite a file in the output folder ``root`` that aumann did not
     record writing: each of ``names`` (the outputs this run writes or removes) must be absent or one the folder's
     manifest or journal records with its SHA-256 (:func:`recorded_outputs`); a file an older aumann's manifest
     (one without :data:`OUTPUTS_COMPLETE`) does not list is taken as its own, as that aumann did. Else an
     :class:`OutputError` naming it: a file of your own, a link or a directory with an output's name.
-    ``removing``: ``names`` are an earlier run's outputs this one removes (the message says so)."""
+    ``removing``: ``names`` are an earlier run's outputs this one removes (the message says so).
+    ``commands``: the aumann commands (``"aumann bluesky study"``) whose ``manifest.json`` this run may replace,
+    when ``names`` holds it: a folder whose manifest another aumann command wrote holds that command's outputs (a
+    study's summary, a synth's counts), which this run would overwrite or leave behind unrecorded under its own
+    manifest; it is refused with an :class:`OutputError` naming the folder and that command."""
     rec = recorded_outputs(root) if recorded is None else recorded
     if (Path(root) / OUTPUTS_JOURNAL).is_dir():  # the journal is written beside the outputs: refused now, not mid-way
         raise _refusal(Path(root) / OUTPUTS_JOURNAL, OutputCheck("directory", ""), "writes under that name")
@@ -363,16 +367,32 @@ def check_outputs(root: PathLike, names: Iterable[str], *, recorded: RecordedOut
                           f"{odd}: move or remove it, then run again")
     for name in names:
         if name == "manifest.json":  # never in outputs_sha256: an aumann command's manifest is replaced by the next
-            theirs = (Path(root) / name).exists() and _aumann_manifest(root) is None
+            earlier = _aumann_manifest(root) if (Path(root) / name).exists() else None
+            theirs = (Path(root) / name).exists() and earlier is None
             if (Path(root) / name).is_symlink() or theirs:
                 raise _refusal(Path(root) / name, OutputCheck("unrecorded", ""), "writes under that name (it would "
                                "be replaced)")
+            if earlier is not None and commands is not None:
+                _check_same_command(root, str(earlier.get("command", "")), tuple(commands))
             continue
         check = output_check(Path(root) / name, within=root, recorded=rec.digests)
         legacy = check.state == "unrecorded" and rec.aumann and not rec.complete
         if not check.ours and not legacy:
             raise _refusal(Path(root) / name, check, "does not write it, so it would pass for this run's result"
                            if removing else "writes under that name (it would be replaced)")
+
+
+def _check_same_command(root: PathLike, earlier: str, commands: tuple[str, ...]) -> None:
+    """Refuse the output folder ``root`` whose manifest records the command line ``earlier`` unless it is one of
+    ``commands`` (:func:`check_outputs`)."""
+    if any(earlier == c or earlier.startswith(c + " ") for c in commands):
+        return
+    words = earlier.split()
+    other = " ".join(words[:3] if words[1:2] == ["bluesky"] else words[:2])
+    raise OutputError(f"{str(root)!r} holds the outputs of another command, `{other}` (its manifest.json): "
+                      "this command writes another kind of folder, and would replace that command's manifest "
+                      "(and any of its files of the same name), leaving the rest of its files beside this "
+                      "command's, no longer recorded; give another output folder (a new or empty one)")
 
 
 def check_stale(path: PathLike, *, within: PathLike | None, recorded: Mapping[str, str | Iterable[str]]) -> None:

@@ -182,7 +182,7 @@ def check_report_files(out: Path, *, plots: bool = True) -> None:
     writing there (its manifest's or journal's ``outputs_sha256``) is replaced or removed."""
     always = [f"{name}.{ext}" for name in ("faithfulness", "faithfulness_extended") for ext in ("csv", "md")]
     check_outputs(out, [*always, *report_files(plots), "manifest.json"],
-                  recorded=recorded_outputs(out, command="aumann run"))
+                  recorded=recorded_outputs(out, command="aumann run"), commands=("aumann run",))
 
 
 def written_tables(out: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
@@ -331,7 +331,8 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
     from aumann.manifest import record_outputs, write_manifest
 
     # figures and pages are replaced or removed only when an earlier aumann run recorded writing them, like tables
-    check_outputs(out, [*report_files(plots), "manifest.json"], recorded=recorded_outputs(out, command="aumann run"))
+    check_outputs(out, [*report_files(plots), "manifest.json"], recorded=recorded_outputs(out, command="aumann run"),
+                  commands=("aumann run",))  # (another command's folder: refused, as check_report_files does)
     for page in (REPORT_HTML, REPORT_MD):  # an earlier invocation's page, were this stage interrupted, would pass
         remove_stale(out / page, within=out)  # for one of the tables and manifest written below (checked above)
     tables = write_tables(result, out)

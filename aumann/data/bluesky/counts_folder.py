@@ -95,7 +95,8 @@ def checked_others(out: str | os.PathLike[str], ours: Collection[str]) -> tuple[
     record, a user's own, raises ``OutputError`` and is kept)."""
     rec = counts_folder_records(out)
     stale = others_outputs(out, ours, rec)
-    check_outputs(out, [*ours, "manifest.json"], recorded=rec)
+    # (a folder another command wrote — a study's, a run's — is refused: its manifest would be replaced)
+    check_outputs(out, [*ours, "manifest.json"], recorded=rec, commands=(BUILD_COMMAND, SYNTH_COMMAND))
     check_outputs(out, stale, recorded=rec, removing=True)
     return rec, stale
 

@@ -31,6 +31,7 @@ from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
 from aumann.io import (
     atomic_path,
+    check_outputs,
     child_path,
     confine,
     ensure_output_dir,
@@ -46,6 +47,8 @@ from aumann.progress import StageTimer, progress_bar
 from aumann.studies.crossscale.protocols import PROTOCOLS
 
 INDICATORS = ("lin", "heat", "var", "gini")
+#: what the study's manifest records as its command (the CLI: its whole command line, which starts with this)
+STUDY_COMMAND = "aumann bluesky study"
 #: users kept per topic for the report's who-table (SYNTHETIC panels or ``export_per_user`` only)
 TOP_USERS = 50
 DEFAULT_SIZES: tuple[int | str, ...] = (100, 1_000, 10_000, 100_000, 1_000_000, "full")
@@ -335,7 +338,7 @@ def _deepset(counts: RawCounts, out: Path, cfg: CrossScaleConfig, log: Any) -> d
 def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                    cfg: CrossScaleConfig | None = None, *, progress: bool = False, log: Any = print,
                    report: bool = True, interactive: bool | None = None,
-                   command: str = "aumann bluesky study") -> dict[str, Any]:
+                   command: str = STUDY_COMMAND) -> dict[str, Any]:
     """Run (or resume) the study; returns the summary (also written to ``summary.json``).
 
     ``command``: what ``manifest.json`` records as the command (the CLI gives its whole, redacted command line).
@@ -358,6 +361,9 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     # one writer per folder for the whole study, cells to pages (re-entrant: `aumann bluesky study` holds it already):
     # a second study into the same folder would compute the same cells and interleave their files and manifests
     with output_lock(out, command=command):
+        # a folder another aumann command wrote (a build-panel or synth counts folder, a run's, an attribution's) is
+        # refused before the grid: the study's manifest would replace that command's, its files left unrecorded
+        check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
         synthetic = bool(counts.meta.get("synthetic", False))
         topics, sizes, skipped = plan(counts, cfg)
         if skipped:
@@ -432,4 +438,5 @@ def _export_per_user(out: Path, data: Any) -> None:
         df.to_parquet(tmp, index=False)
 
 
-__all__ = ["DEFAULT_SIZES", "INDICATORS", "CrossScaleConfig", "DeepSetSettings", "StudyError", "plan", "run_crossscale"]
+__all__ = ["DEFAULT_SIZES", "INDICATORS", "STUDY_COMMAND", "CrossScaleConfig", "DeepSetSettings", "StudyError", "plan",
+           "run_crossscale"]
