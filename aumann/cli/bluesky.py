@@ -131,11 +131,15 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
 
 def run_capture(args: argparse.Namespace) -> int:
     from aumann.data.bluesky.capture import capture
-    from aumann.io import ensure_output_dir, lock_output_dir
+    from aumann.io import check_outputs, ensure_output_dir, lock_output_dir
     from aumann.manifest import write_manifest
 
     ensure_output_dir(args.out, "capture directory")
     lock_output_dir(args.out, command=command_line("bluesky", "capture"))  # two captures would mix their day files
+    # the manifest written when the capture ends: a manifest.json of your own, or another command's folder (a
+    # build-panel's counts), is refused now, not overwritten after hours of recording (an earlier capture's is
+    # replaced: its day files are appended to)
+    check_outputs(args.out, ["manifest.json"], commands=("aumann bluesky capture",))
     stats = capture(args.out, collections=args.collections, duration_s=args.duration, endpoint=args.endpoint,
                     cursor=args.cursor, rewind_s=args.rewind)
     write_manifest(args.out, command_line("bluesky", "capture"),

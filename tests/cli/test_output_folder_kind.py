@@ -95,3 +95,32 @@ def test_attribute_and_demo_still_share_a_folder_and_a_command_its_own(tmp_path)
     assert main(["attribute", str(tmp_path / "panel.npz"), "--indicator", "lin", "--out", str(out)]) == 0
     assert main(["attribute", str(tmp_path / "panel.npz"), "--indicator", "var", "--out", str(out)]) == 0
     assert json.loads((out / "manifest.json").read_text())["command"].startswith("aumann attribute")
+
+
+@pytest.mark.parametrize("own", ["yours", "build-panel"])
+def test_capture_keeps_a_manifest_it_did_not_write(tmp_path, capsys, monkeypatch, own) -> None:
+    """`aumann bluesky capture` wrote manifest.json when it ended, unchecked: a manifest.json of the user's own, or
+    a build-panel folder's (its counts then unrecorded), was overwritten after the whole capture."""
+    from types import SimpleNamespace
+
+    import aumann.data.bluesky.capture as capture_module
+
+    monkeypatch.setattr(capture_module, "capture", lambda out, **kw: SimpleNamespace(
+        messages=0, unparsed=0, reconnects=0, files=[]))  # (no network here: the stream is not the point)
+    out = tmp_path / "cap"
+    if own == "yours":
+        out.mkdir()
+        (out / "manifest.json").write_text('{"mine": true}')
+    else:
+        _folder_of(out, "aumann bluesky build-panel x.jsonl --out cap", {"users.parquet": "u"})
+    before = _digests(out)
+    capsys.readouterr()
+    assert main(["bluesky", "capture", "--out", str(out), "--duration", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "OutputError" in err and (f"{str(out / 'manifest.json')!r} is in the output folder" in err if own == "yours"
+                                     else REFUSED.format("aumann bluesky build-panel") in err), err
+    assert _digests(out) == before
+    # (an earlier capture's folder is the one a capture writes again: its manifest is replaced)
+    fresh = tmp_path / "fresh"
+    assert main(["bluesky", "capture", "--out", str(fresh), "--duration", "1"]) == 0
+    assert main(["bluesky", "capture", "--out", str(fresh), "--duration", "1"]) == 0
