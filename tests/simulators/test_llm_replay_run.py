@@ -162,3 +162,39 @@ def test_two_workers_of_the_cluster_service_asking_one_request_at_once_use_the_s
     assert two.decide_many(req)[0].x == 1
     svc.close()
     assert ResponseCache(path, mode="replay").get(two.cache_key(req[0]["messages"], Pick, seed=7)).text == '{"x": 1}'
+
+
+def test_a_killed_process_leaves_its_committed_replies_in_the_cache_file_itself(tmp_path):
+    """A run killed with SIGKILL (the OOM killer, a job's time limit) never closed its cache: every reply it had
+    committed sat in llm-cache.sqlite-wal, and the file alone -- copied without it, as the docs say it is shared --
+    had no responses table (270 replies of a killed `aumann run social-llm` gone). Each commit now merges the log
+    into the file, so the file alone holds every committed reply even after a kill."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "llm-cache.sqlite"
+    script = (
+        "import os, signal, sys\n"
+        "from aumann.simulators.llm import ResponseCache\n"
+        "c = ResponseCache(sys.argv[1])\n"
+        "for i in range(3):\n"
+        "    for j in range(20):\n"
+        "        c.put(f'k{i}-{j}', '{\"effort\": 0.5}', backend='openai', model='m', request={'i': i, 'j': j})\n"
+        "    c.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])  # (the checkout, for the child's `import aumann`)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    copy = tmp_path / "elsewhere" / "llm-cache.sqlite"
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)  # the file alone: its -wal and -shm stay behind
+    replay = ResponseCache(copy, mode="replay")
+    assert len(replay) == 60
+    assert replay.get("k2-19").text == '{"effort": 0.5}'
+    replay.close()

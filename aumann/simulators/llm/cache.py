@@ -393,6 +393,15 @@ class ResponseCache:
                     conn.execute("ROLLBACK")
                 raise self._fail("cannot be written", exc) from None
             self._pending.clear()
+            if self.path != ":memory:":
+                # merge the log into the file (passive: it waits for no one; ~10 ms): a run killed later (SIGKILL, the
+                # OOM killer, a job's time limit) leaves the file itself holding every reply committed — its replies
+                # sat in the -wal file alone, and a copy of llm-cache.sqlite without it (the file alone, as the docs
+                # say it is shared) had no responses table at all
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    pass  # best effort: a reader elsewhere may hold the log; the next flush or close() merges it
             return conn.total_changes - before
 
     def _lose(self, key: str, text: Any, pt: Any, ct: Any, request: Any) -> None:
