@@ -196,6 +196,7 @@ PUBLIC = {
         "open_read",
         "output_check",
         "output_lock",
+        "partial_write",
         "plain",
         "read_csv_cell",
         "read_json",

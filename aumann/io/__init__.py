@@ -6,7 +6,8 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
 (:func:`os.replace` is atomic on POSIX and Windows).
 
 * :func:`atomic_path`   a temporary path for writers that insist on a file name (pandas, matplotlib,
-  DuckDB), renamed into place when the block exits without an exception;
+  DuckDB), renamed into place when the block exits without an exception (a write killed before the rename
+  leaves its temporary file, ``.NAME.XXXXXXXX.tmpSUFFIX``: :func:`partial_write` tells it by its name);
 * :func:`write_bytes`, :func:`write_text`, :func:`write_json` (NaN/inf → ``null``: JSON has neither),
   :func:`write_npz` (arrays plus a JSON metadata record);
 * :func:`read_npz` the reverse of :func:`write_npz`, for archives from anywhere: the zip directory and
@@ -77,6 +78,7 @@ from aumann.io.files import (
     atomic_path,
     confine,
     open_read,
+    partial_write,
     read_json,
     remove_stale,
     sha256_bytes,
@@ -932,6 +934,7 @@ __all__ = [
     "open_read",
     "output_check",
     "output_lock",
+    "partial_write",
     "plain",
     "read_csv_cell",
     "read_json",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -102,6 +103,22 @@ def open_read(path: PathLike, *, within: PathLike | None = None, what: str = "fi
 #: :func:`aumann.io.outputs.journaled`, which journals the file and returns the (signature, SHA-256) it took of it
 BEFORE_RENAME: ContextVar[Callable[[Path, Path], tuple[tuple[int, ...], str] | None] | None] = ContextVar(
     "aumann_before_rename", default=None)
+
+
+def partial_write(name: str) -> bool:
+    """Whether the file name ``name`` is one :func:`atomic_path` gives its temporary file (``.NAME.XXXXXXXX.tmpSUFFIX``
+    beside ``NAME``): what a write killed before its rename (SIGKILL, the OOM killer, a power cut) leaves behind. It
+    was never any command's output, nor a file of yours: a folder's listing of outputs passes over it.
+
+    >>> partial_write(".mythos.npz.k3j2h1ab.tmp.npz"), partial_write("mythos.npz"), partial_write(".notes.txt")
+    (True, False, False)
+    """
+    m = _PARTIAL.fullmatch(name)
+    return m is not None and (m.group(3) or "") == Path(m.group(1)).suffix
+
+
+#: the name of :func:`atomic_path`'s temporary file (``tempfile.mkstemp``: 8 characters of [a-z0-9_] between)
+_PARTIAL = re.compile(r"\.(.+)\.([a-z0-9_]{8})\.tmp(\.[^.]*)?")
 
 
 @contextmanager
@@ -256,5 +273,5 @@ def _remember_digest(path: PathLike, sig: tuple[int, ...], digest: str) -> None:
 
 
 
-__all__ = ["BEFORE_RENAME", "PathLike", "atomic_path", "confine", "open_read", "read_json", "remove_stale",
-           "sha256_bytes", "sha256_file", "write_bytes"]
+__all__ = ["BEFORE_RENAME", "PathLike", "atomic_path", "confine", "open_read", "partial_write", "read_json",
+           "remove_stale", "sha256_bytes", "sha256_file", "write_bytes"]

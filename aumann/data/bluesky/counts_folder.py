@@ -17,6 +17,7 @@ from aumann.io import (
     OUTPUTS_JOURNAL,
     RecordedOutputs,
     check_outputs,
+    partial_write,
     read_json,
     recorded_outputs,
     remove_stale,
@@ -83,7 +84,8 @@ def others_outputs(out: str | os.PathLike[str], ours: Collection[str], rec: Reco
     for scale in _PANEL_SCALES:
         d = root / "panels" / scale
         if d.is_dir() and not d.is_symlink():
-            names.update(f"panels/{scale}/{p.name}" for p in d.glob("*.npz"))
+            # (not the temporary file of a panel write killed before its rename: no output, nor a file of yours)
+            names.update(f"panels/{scale}/{p.name}" for p in d.glob("*.npz") if not partial_write(p.name))
     names -= {*ours, "manifest.json", OUTPUTS_JOURNAL}
     return sorted(n for n in names if (root / n).is_file() or (root / n).is_symlink())
 
