@@ -20,7 +20,7 @@ import numpy as np
 
 from aumann.data.bluesky.counts import TIER_LABELS
 from aumann.errors import ReportError, UnsafeNameError
-from aumann.io import child_path
+from aumann.io import child_path, partial_write
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (
     Card,
@@ -83,7 +83,9 @@ def _cells(d: Path, summary: dict[str, Any]) -> tuple[dict[str, dict[str, Any]],
         except UnsafeNameError as exc:
             raise ReportError(f"summary {str(d / 'summary.json')!r}: {exc}") from exc
         fulls[topic] = read_json(folder / "FULL.json", "FULL cell")
-        for p in sorted(folder.glob("*__*.json")):
+        # (not a cell's temporary file, left by a study killed as it wrote the cell: a whole one counted the cell
+        # twice, a torn one stopped the page)
+        for p in sorted(q for q in folder.glob("*__*.json") if not partial_write(q.name)):
             grid.append(read_json(p, "grid cell"))
     return fulls, grid
 
@@ -319,7 +321,7 @@ def _checks(s: _StudyDir) -> KeyValues:
 
 def _study_tables(s: _StudyDir) -> list[Any]:
     tables = []
-    for p in sorted((s.d / "tables").glob("*.csv")):
+    for p in sorted(q for q in (s.d / "tables").glob("*.csv") if not partial_write(q.name)):
         rows_p = read_csv(p)
         if rows_p:
             tables.append(Details(_TABLE_TITLES.get(p.stem, p.stem),

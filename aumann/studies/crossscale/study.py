@@ -36,6 +36,7 @@ from aumann.io import (
     confine,
     ensure_output_dir,
     output_lock,
+    partial_write,
     plain,
     read_json,
     record_checksum,
@@ -207,7 +208,8 @@ def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path])
     number edited by hand in summary.json or a table was shown as the study's result)."""
     from aumann.io import file_digests
 
-    names = ["summary.json", *sorted(p.relative_to(out).as_posix() for p in (out / "tables").glob("*.csv")),
+    names = ["summary.json", *sorted(p.relative_to(out).as_posix() for p in (out / "tables").glob("*.csv")
+                                     if not partial_write(p.name)),
              *(cells.path(*j[:3]).relative_to(out).as_posix() for j in jobs),
              *(p.relative_to(out).as_posix() for p in figures)]
     return file_digests(out, [n for n in dict.fromkeys(names) if (out / n).is_file()])
