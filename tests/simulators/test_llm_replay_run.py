@@ -164,19 +164,14 @@ def test_two_workers_of_the_cluster_service_asking_one_request_at_once_use_the_s
     assert ResponseCache(path, mode="replay").get(two.cache_key(req[0]["messages"], Pick, seed=7)).text == '{"x": 1}'
 
 
-def test_a_killed_process_leaves_its_committed_replies_in_the_cache_file_itself(tmp_path):
-    """A run killed with SIGKILL (the OOM killer, a job's time limit) never closed its cache: every reply it had
-    committed sat in llm-cache.sqlite-wal, and the file alone -- copied without it, as the docs say it is shared --
-    had no responses table (270 replies of a killed `aumann run social-llm` gone). Each commit now merges the log
-    into the file, so the file alone holds every committed reply even after a kill."""
+def _record_in_a_child(path, end: str) -> int:
+    """Record 60 replies into the cache at ``path`` in a child process, 20 to a commit, never closing it; the child
+    then ends by ``end`` (a statement); its return code."""
     import os
-    import shutil
-    import signal
     import subprocess
     import sys
     from pathlib import Path
 
-    path = tmp_path / "llm-cache.sqlite"
     script = (
         "import os, signal, sys\n"
         "from aumann.simulators.llm import ResponseCache\n"
@@ -185,12 +180,45 @@ def test_a_killed_process_leaves_its_committed_replies_in_the_cache_file_itself(
         "    for j in range(20):\n"
         "        c.put(f'k{i}-{j}', '{\"effort\": 0.5}', backend='openai', model='m', request={'i': i, 'j': j})\n"
         "    c.flush()\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"{end}\n"
     )
     root = str(Path(__file__).resolve().parents[2])  # (the checkout, for the child's `import aumann`)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True, timeout=120)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    return proc.returncode
+
+
+#: the cache still held when the process ends (as in `aumann run`, where the backend keeps it): a daemon thread's
+_HELD = "import threading, time; threading.Thread(target=lambda c=c: time.sleep(3600), daemon=True).start(); "
+
+
+@pytest.mark.parametrize("end", [_HELD + "sys.exit(0)", _HELD + "raise KeyboardInterrupt"])
+def test_a_process_that_exits_leaves_the_cache_file_alone_without_side_files(tmp_path, end):
+    """`aumann run` checkpoints the cache when it closes its backend but kept the connection open until the process
+    ended, so llm-cache.sqlite-wal (empty) and -shm (32 KiB) stayed beside every run's cache, after a normal exit
+    and after Ctrl-C. The cache is closed at interpreter exit now: the file is left alone, holding every reply."""
+    import signal
+
+    path = tmp_path / "llm-cache.sqlite"
+    # (an uncaught KeyboardInterrupt ends Python by SIGINT, as Ctrl-C does)
+    assert _record_in_a_child(path, end) == (0 if end.endswith("sys.exit(0)") else -signal.SIGINT)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llm-cache.sqlite"]
+    replay = ResponseCache(path, mode="replay")
+    assert len(replay) == 60
+    replay.close()
+
+
+def test_a_killed_process_leaves_its_committed_replies_in_the_cache_file_itself(tmp_path):
+    """A run killed with SIGKILL (the OOM killer, a job's time limit) never closed its cache: every reply it had
+    committed sat in llm-cache.sqlite-wal, and the file alone -- copied without it, as the docs say it is shared --
+    had no responses table (270 replies of a killed `aumann run social-llm` gone). Each commit now merges the log
+    into the file, so the file alone holds every committed reply even after a kill."""
+    import shutil
+    import signal
+
+    path = tmp_path / "llm-cache.sqlite"
+    assert _record_in_a_child(path, "os.kill(os.getpid(), signal.SIGKILL)") == -signal.SIGKILL
+    assert (tmp_path / "llm-cache.sqlite-wal").is_file()  # (what a killed process leaves: SQLite's log)
     copy = tmp_path / "elsewhere" / "llm-cache.sqlite"
     copy.parent.mkdir()
     shutil.copyfile(path, copy)  # the file alone: its -wal and -shm stay behind

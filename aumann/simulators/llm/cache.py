@@ -135,10 +135,13 @@ def not_a_file(path: Path, *, error: type[Exception] = ResponseCacheError, what:
 
 
 def _flush_at_exit(ref: weakref.ReferenceType) -> None:  # pragma: no cover - interpreter shutdown
+    """At interpreter exit (a normal one, or after Ctrl-C): commit what is buffered and close the file, which
+    merges its log into it and lets SQLite remove its ``-wal`` and ``-shm`` files (``aumann run`` checkpoints the
+    cache when it closes its backend but keeps the connection: both files stayed beside every run's cache)."""
     cache = ref()
     if cache is not None:
         try:
-            cache.flush()
+            cache.close()
         except Exception:
             pass
 
