@@ -83,11 +83,26 @@ def _cells(d: Path, summary: dict[str, Any]) -> tuple[dict[str, dict[str, Any]],
         except UnsafeNameError as exc:
             raise ReportError(f"summary {str(d / 'summary.json')!r}: {exc}") from exc
         fulls[topic] = read_json(folder / "FULL.json", "FULL cell")
-        # (not a cell's temporary file, left by a study killed as it wrote the cell: a whole one counted the cell
-        # twice, a torn one stopped the page)
-        for p in sorted(q for q in folder.glob("*__*.json") if not partial_write(q.name)):
+        for p in _grid_cells(folder, summary):
             grid.append(read_json(p, "grid cell"))
     return fulls, grid
+
+
+def _grid_cells(folder: Path, summary: dict[str, Any]) -> list[Path]:
+    """The grid cells of one topic that this study computed: ``<protocol>__<size>.json`` for the protocols and sizes
+    its summary lists. Every ``*__*.json`` there was read: the cells an earlier study left in the folder (other
+    sizes, other counts: ``aumann bluesky study`` run again with fewer sizes) were drawn on this study's page, and a
+    temporary file of a killed write counted its cell twice. (A summary without the lists, an older one: the
+    folder's cells, but for temporary files.)"""
+    protocols, sizes = summary.get("protocols"), summary.get("sizes")
+    if not (isinstance(protocols, list) and isinstance(sizes, list)
+            and all(isinstance(p, str) for p in protocols) and all(isinstance(n, int) for n in sizes)):
+        return sorted(q for q in folder.glob("*__*.json") if not partial_write(q.name))
+    names = sorted(f"{protocol}__{size}.json" for protocol in protocols if protocol != "FULL" for size in sizes)
+    try:
+        return [child_path(folder, name, what="study cell name") for name in names]
+    except UnsafeNameError as exc:
+        raise ReportError(f"summary {str(folder.parent.parent / 'summary.json')!r}: {exc}") from exc
 
 
 def _seed_mean(cell: dict[str, Any] | None, ind: str, tier: str) -> tuple[float, float]:

@@ -32,6 +32,7 @@ from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
 from aumann.io import (
     atomic_path,
     check_outputs,
+    check_stale,
     child_path,
     confine,
     ensure_output_dir,
@@ -40,6 +41,8 @@ from aumann.io import (
     plain,
     read_json,
     record_checksum,
+    recorded_outputs,
+    remove_stale,
     safe_component,
     write_json,
 )
@@ -200,6 +203,26 @@ def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int]
     if any(s < 2 for s in ints):
         raise StudyError(f"sizes must be ≥ 2 (ε needs two agents); got {ints}")
     return topics, [s for s in ints if s < counts.n_users], [s for s in ints if s >= counts.n_users]
+
+
+def _earlier_tables(out: Path) -> list[str]:
+    """The tables an earlier study recorded writing in ``out`` (its manifest's ``outputs_sha256``), each checked to
+    be that file still: a table of your own there, or one changed since, is refused and kept
+    (:func:`~aumann.io.check_stale`). The study removes them before it writes its own (:func:`_remove_earlier_tables`)
+    and checks them before its grid too, so that a refusal comes before the work."""
+    earlier = recorded_outputs(out, command=STUDY_COMMAND).digests
+    names = [n for n in sorted(earlier) if n.startswith("tables/")]
+    for name in names:  # every one checked before any goes
+        check_stale(out / name, within=out, recorded=earlier)
+    return names
+
+
+def _remove_earlier_tables(out: Path) -> None:
+    """Remove :func:`_earlier_tables`: which tables a study writes depends on its settings (the heat indicator's, the
+    daily ones), and one an earlier study wrote that this one did not stayed in ``tables/``, was drawn on this
+    study's page and recorded in its manifest as its own -- another study's numbers, of other counts maybe."""
+    for name in _earlier_tables(out):
+        remove_stale(out / name, within=out)
 
 
 def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path]) -> dict[str, str]:
@@ -366,6 +389,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         # a folder another aumann command wrote (a build-panel or synth counts folder, a run's, an attribution's) is
         # refused before the grid: the study's manifest would replace that command's, its files left unrecorded
         check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
+        _earlier_tables(out)  # (a table of yours among them: refused now, not after the grid)
         synthetic = bool(counts.meta.get("synthetic", False))
         topics, sizes, skipped = plan(counts, cfg)
         if skipped:
@@ -391,6 +415,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         finished = [read_json(cells.path(*j[:3]), error=StudyError, what="cell", within=out, object_only=True)
                     for j in jobs]
         timer.start("tables")
+        _remove_earlier_tables(out)
         summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
                                              headline_size=cfg.headline_size, days=list(counts.days))
         timer.start("figures")
