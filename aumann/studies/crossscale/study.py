@@ -390,6 +390,9 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         # refused before the grid: the study's manifest would replace that command's, its files left unrecorded
         check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
         _earlier_tables(out)  # (a table of yours among them: refused now, not after the grid)
+        # a table of yours with a table's name in a folder no study wrote: refused now, not overwritten after the grid
+        check_outputs(out, [f"tables/{name}.csv" for name in tables.TABLES],
+                      recorded=recorded_outputs(out, command=STUDY_COMMAND))
         synthetic = bool(counts.meta.get("synthetic", False))
         topics, sizes, skipped = plan(counts, cfg)
         if skipped:

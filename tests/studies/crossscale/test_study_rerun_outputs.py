@@ -64,3 +64,18 @@ def test_a_table_of_your_own_among_an_earlier_studys_is_refused_before_the_grid(
                  "--no-progress", "--static"]) == 2
     assert "numbers-app.csv" in capsys.readouterr().err
     assert (out / "tables" / "numbers-app.csv").read_text() == "my,own\n"
+
+
+def test_a_table_of_your_own_in_a_fresh_study_folder_is_refused_and_kept(tmp_path, capsys) -> None:
+    """Only the pages, summary and manifest were checked: a tables/flip-main.csv of the user's own in --out was
+    overwritten by the study's without a word."""
+    counts, out = tmp_path / "counts", tmp_path / "study"
+    _synth(counts, "1")
+    (out / "tables").mkdir(parents=True)
+    (out / "tables" / "flip-main.csv").write_text("my,own\n")
+    capsys.readouterr()
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--sizes", "100", "--seeds", "0",
+                 "--no-progress", "--static"]) == 2
+    assert "flip-main.csv" in capsys.readouterr().err
+    assert (out / "tables" / "flip-main.csv").read_text() == "my,own\n"
+    assert not (out / "cells").exists()  # refused before the grid
