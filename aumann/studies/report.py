@@ -114,8 +114,11 @@ def headline_markdown(rows: Sequence[dict[str, Any]], reference: str = REFERENCE
                    f"{pm('drop_at_5_masking', 1)} | {tau} | {jac} |")
     ceil = rows[0] if rows else None
     if ceil is not None:
+        def one(v: Any) -> str:  # "–" where undefined (every φ tied, e.g. an indicator that never moved), as above
+            return f"{v:.3f}" if isinstance(v, int | float) and math.isfinite(v) else "–"
+
         out.append(f"\nReference: {reference}. Noise ceiling (two runs of the reference, different seeds): "
-                   f"τ = {ceil['kendall_tau_ceiling']:.3f}, J = {ceil['jaccard_ceiling']:.3f}.")
+                   f"τ = {one(ceil['kendall_tau_ceiling'])}, J = {one(ceil['jaccard_ceiling'])}.")
     return "\n".join(out) + "\n"
 
 

@@ -51,3 +51,18 @@ def test_a_constant_indicator_leaves_the_top_k_jaccard_blank_like_kendall_tau(tm
     for line in text[1:]:
         cells = dict(zip(head, line.split(","), strict=True))
         assert cells["jaccard_top10"] == cells["jaccard_top100"] == cells["kendall_tau"] == ""
+
+
+def test_the_console_headline_shows_an_undefined_noise_ceiling_as_a_dash_like_its_table_cells():
+    """mesa-examples' termites scored by the share of termites carrying a chip (0 at every capture: a chip is put
+    down within the step): every φ ties, so Kendall τ and the top-k Jaccard are undefined. The headline table that
+    ``aumann run`` prints showed "–" in those cells but ended with "Noise ceiling ...: τ = nan, J = nan."."""
+    from aumann.studies.report import headline_markdown
+
+    undefined = StudyResult(scenario="s", records=[_record(None)], arrays=[], out_dir=None)
+    text = headline_markdown(faithfulness_table(undefined))
+    assert "nan" not in text.lower()
+    assert "τ = –, J = 1.000." in text
+    defined = headline_markdown(faithfulness_table(StudyResult(scenario="s", records=[_record(0.8)], arrays=[],
+                                                               out_dir=None)))
+    assert "τ = 0.800, J = 1.000." in defined
