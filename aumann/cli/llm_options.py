@@ -287,9 +287,13 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     return backend, f"{args.backend}:{backend.model}@{first}"
 
 
-def reliability(usage: Any, config: Any, result: Any) -> dict[str, Any] | None:
+def reliability(usage: Any, config: Any, result: Any, run_counts: Any = None) -> dict[str, Any] | None:
     """The run's invalid-decision account (``manifest.json`` → ``llm_reliability``), or ``None`` offline:
-    abstentions over all decisions asked, and ``unreliable`` when above ``llm.max_invalid_rate``."""
+    abstentions over all decisions asked, and ``unreliable`` when above ``llm.max_invalid_rate``.
+
+    ``invalid_decisions_per_run`` splits ``invalid_decisions`` by run: each run's abstentions in its simulation
+    and its forks (``run_counts``: run index → the ledger's counts of that run), so the list sums to the total;
+    ``invalid_decisions_in_panel_per_run`` counts only those behind the recorded panel (the run's own model)."""
     if not isinstance(usage, dict) or not (usage.get("calls") or usage.get("fork_calls") or usage.get("cache_hits")
                                            or usage.get("invalid_decisions")):
         return None
@@ -299,9 +303,14 @@ def reliability(usage: Any, config: Any, result: Any) -> dict[str, Any] | None:
     rate = invalid_rate(usage)
     bad = int(usage.get("invalid_decisions", 0) or 0)
     asked = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0) + bad
-    per_run = [int(r.get("invalid_decisions", 0) or 0) for r in getattr(result, "records", [])]
+    records = list(getattr(result, "records", []))
+    in_panel = [int(r.get("invalid_decisions", 0) or 0) for r in records]
+    counts = run_counts if isinstance(run_counts, dict) else {}
+    per_run = [int(getattr(counts[rec.get("run")], "invalid_decisions", 0) or 0) if rec.get("run") in counts
+               else own for rec, own in zip(records, in_panel, strict=True)]
     return {"invalid_decisions": bad, "decisions_asked": asked, "invalid_rate": round(rate, 6),
-            "max_invalid_rate": limit, "unreliable": bool(rate > limit), "invalid_decisions_per_run": per_run}
+            "max_invalid_rate": limit, "unreliable": bool(rate > limit), "invalid_decisions_per_run": per_run,
+            "invalid_decisions_in_panel_per_run": in_panel}
 
 
 def executor_from(args: argparse.Namespace, config: Any = None) -> Any:

@@ -61,6 +61,7 @@ class _Account:
         self.prior = load_ledger(self.path)
         self.invocations = 1
         self.runs: dict[int, Any] = {}  # run index → the run counts the ledger holds for it
+        self.saved_runs: dict[int, Any] = {}  # the same after the last save (this invocation's runs merged in)
         if self.path.is_file():
             from aumann import bounded
             from aumann.simulators.llm.records import check_count
@@ -104,6 +105,7 @@ class _Account:
                 for k in RUN_COUNTS:  # never below 0 (a ledger edited by hand)
                     setattr(usage, k, max(0, getattr(usage, k)))
             runs[r] = counts.run_counts()
+        self.saved_runs = runs
         replies = list(getattr(self.backend, "invalid_replies", []) or [])
         extra = {"not_counted_until_resumed": lost.run_counts().counters()} if isinstance(lost, Usage) else {}
         save_ledger(self.path, usage, invocations=self.invocations, llm=self.describe(),

@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         extra["llm_usage"] = {**extra.get("llm_usage", {}), **scenario_usage}
     if backend is not None and getattr(backend, "cache", None) is not None:
         extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
-    reliability = llm_options.reliability(extra.get("llm_usage"), config, result)
+    reliability = llm_options.reliability(extra.get("llm_usage"), config, result, run_counts=account.saved_runs)
     if reliability is not None:
         extra["llm_reliability"] = reliability
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,

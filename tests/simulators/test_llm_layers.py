@@ -262,3 +262,27 @@ def test_two_gguf_files_of_one_name_are_two_models_to_the_cache(tmp_path):
     assert gguf_fingerprint(files["a"]) == gguf_fingerprint(files["c"]) != gguf_fingerprint(files["b"])
     b = local_backend(BackendOptions(model=str(files["b"]), dry_run=stand_in))
     assert b.describe()["model_identity"] == {"gguf_sha256_16": gguf_fingerprint(files["b"])}
+
+
+def test_the_per_run_abstentions_of_the_manifest_add_up_to_its_total(tmp_path, capsys):
+    """``llm_reliability.invalid_decisions`` counts every abstention of a run, its forks' included (the rate is over
+    every decision asked), but ``invalid_decisions_per_run`` held only those of the run's own model: on SmolLM2-135M
+    with ``--structured-output none`` (social-llm, 3 agents, 2 steps, 1 run) the manifest said 5 abstentions and
+    ``invalid_decisions_per_run: [2]``, while the ledger's ``run_counts`` of that one run said 5. The per-run list is
+    now the split of the total (the ledger's counts); the panel's own abstentions are kept beside it."""
+    from aumann.cli import main
+
+    out = tmp_path / "run"
+    capsys.readouterr()
+    with LoopbackLLM(lambda body: '{"thinking": "hmm"}') as srv:
+        code = main(["run", "social-llm", "--agents", "3", "--steps", "2", "--runs", "1",
+                     "--permutations", "4", "--no-ablations", "--no-plots", "--judge", "off",
+                     "--set", "study.random_orderings=1", "--backend", "openai", "--model", "m",
+                     "--base-url", srv.base_url, "--out", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    rel = json.loads((out / "manifest.json").read_text())["llm_reliability"]
+    ledger = json.loads((out / "llm-usage.json").read_text())
+    # every reply is invalid: the run's model abstains 6 times, its forks (deletion, re-simulation) 13 more
+    assert rel["invalid_decisions"] == ledger["run_counts"]["0"]["invalid_decisions"]
+    assert rel["invalid_decisions_per_run"] == [rel["invalid_decisions"]]
+    assert 0 < rel["invalid_decisions_in_panel_per_run"][0] < rel["invalid_decisions"]
