@@ -236,6 +236,14 @@ class ExecutionConfig(configs.ConfigModel):
         return v
 
 
+
+def _no_seed_given(model: Any) -> bool:
+    """Whether ``model`` may be a Mesa model built without ``seed=`` (``Model()``: both of its generators drawn from
+    the operating system's entropy, so no seed reproduces it). Mesa keeps the seed it was given in ``_seed``; it is
+    ``None`` also for ``rng=`` (then two builds agree and the check that follows costs one build)."""
+    return getattr(model, "_seed", 0) is None and hasattr(model, "rng") and hasattr(model, "random")
+
+
 class ScenarioConfig(configs.ConfigModel):
     """Fields every scenario config has; scenarios subclass it with their own parameters.
 
@@ -614,6 +622,15 @@ class Scenario:
                     f"and two builds from the same seed differ ({diff}), so the run would not be reproducible from "
                     f"its seed; seed that generator from rng inside build_model (np.random.seed(int(rng.integers("
                     f"2**31))) or random.seed(...)), or pass the model a seed drawn from rng")
+        elif _no_seed_given(model):
+            diff = digest_difference(state_digest(model), state_digest(factory()))
+            if diff is not None:
+                raise ScenarioCodeError(
+                    f"scenario {self.name!r}: build_model() returns a {type(model).__name__} given no seed (Mesa "
+                    f"then seeds model.rng and model.random from the operating system's entropy) and two builds "
+                    f"from the same seed differ ({diff}), so the run would not be reproducible from its seed; pass "
+                    f"the model a seed drawn from rng (seed=int(rng.integers(2**31)), or rng=...), adding a seed "
+                    f"parameter that reaches mesa.Model.__init__ where the model takes none")
         return model, factory
 
     def factory(self, config: ScenarioConfig, rng: np.random.Generator, backend: Any = None) -> Callable[[], Any]:

@@ -256,3 +256,52 @@ def test_a_build_drawing_from_the_global_numpy_generator_must_seed_it(seeded):
     msg = str(info.value)
     assert msg.startswith("scenario 'global-draws': build_model() draws from numpy's np.random")
     assert "two builds from the same seed differ" in msg and "np.random.seed(" in msg
+
+
+@pytest.mark.parametrize("given", ["nothing", "seed", "rng"])
+def test_a_build_whose_mesa_model_gets_no_seed_is_refused(given):
+    # mesa-examples' color_patches (ColorPatches() calls super().__init__() with nothing) and bank_reserves: Mesa
+    # seeds such a model from the operating system's entropy. Two `aumann run`s with the same --seed wrote different
+    # panels (run-000.npz digests 5e06ee9f… and b3244060…), silently: no process-wide generator moved, so the
+    # rebuild check above never ran, and a fork by copy never rebuilds the model
+    import mesa
+
+    from aumann.scenarios import Scenario, ScenarioConfig
+    from aumann.simulators import FeatureRecorder
+
+    class Patch(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.state = self.random.randrange(16)
+
+        def step(self):
+            self.state = self.random.choice([self.state, 0])
+
+    class Patches(mesa.Model):
+        def __init__(self, n, **seeding):
+            super().__init__(**seeding)
+            Patch.create_agents(self, n)
+
+        def step(self):
+            self.agents.do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = 6
+        steps: int = 3
+
+    def build(cfg, rng, backend=None):
+        seeding = {"nothing": {}, "seed": {"seed": int(rng.integers(2**31))}, "rng": {"rng": int(rng.integers(2**31))}}
+        return Patches(cfg.agents, **seeding[given])
+
+    sc = Scenario(name="no-seed", description="", config_model=Config, build_model=build,
+                  make_recorder=lambda cfg: FeatureRecorder({"state": "state"}), features=("state",),
+                  indicator=lambda cfg: "lin", original=lambda cfg: "lin", baseline_action=lambda m, ids: None)
+    cfg = sc.load_config()
+    if given != "nothing":
+        assert sc.simulate(cfg, rng=3).panel.equals(sc.simulate(cfg, rng=3).panel)
+        return
+    with pytest.raises(ScenarioCodeError) as info:
+        sc.simulate(cfg, rng=3)
+    msg = str(info.value)
+    assert msg.startswith("scenario 'no-seed': build_model() returns a Patches given no seed")
+    assert "two builds from the same seed differ" in msg and "seed=int(rng.integers(2**31))" in msg
