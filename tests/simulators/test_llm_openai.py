@@ -234,9 +234,12 @@ def test_cache_record_then_replay_is_bit_identical_with_zero_requests(tmp_path):
     replayed = [rep.decide(MSGS, Work, seed=s) for s in range(5)]
     assert replay_script.calls == 0 and rep.usage.calls == 0 and rep.usage.cache_hits == 5
     assert [r.model_dump_json() for r in replayed] == [r.model_dump_json() for r in first]
-    with pytest.raises(CacheMissError, match=r"replay cache miss .*seed=99"):
+    with pytest.raises(CacheMissError, match=r"replay cache miss .*seed=99") as miss:
         rep.decide(MSGS, Work, seed=99)
     assert replay_script.calls == 0
+    # `aumann run --cache-mode replay` printed only the library's remedy (ResponseCache(..., mode='record')): the
+    # command line's is named too
+    assert "--cache-mode record" in str(miss.value) and "mode='record'" in str(miss.value)
 
     off_script = Script(GOOD)
     off = backend(off_script, cache=ResponseCache(path, mode="off"))

@@ -625,7 +625,9 @@ class Cache(Layer):
             if self.cache.mode == "replay" and self.find(DryRun) is None:  # a dry run's stand-in answers misses
                 raise CacheMissError(
                     f"replay cache miss for {self.where()} (key {d.key[:12]}, {len(d.messages)} message(s), seed="
-                    f"{d.seed}); record it first with ResponseCache({self.cache.path!r}, mode='record')")
+                    f"{d.seed}): the recorded run never asked it (another scenario, size, seed or model?); record it "
+                    f"first: aumann run ... --cache-mode record (the default), or ResponseCache({self.cache.path!r}, "
+                    f"mode='record')")
         try:
             answer = self.inner.handle(call)
         except ResponseTooLargeError as exc:  # stored at once: unlike failed requests, no sign of an outage
