@@ -73,6 +73,33 @@ def test_unknown_keys_and_bad_values_name_the_key(tmp_path):
         sc.load_config(assignments=["study.permutations=-3"])
 
 
+@pytest.mark.parametrize(("config", "assignments", "key"), [
+    # a Ray runtime environment's env_vars outside [execution] (extra key): the whole table was printed
+    ('[ray_runtime_env.env_vars]\nHF_TOKEN = "hf_SECRET1234567890"\n', [], "ray_runtime_env"),
+    # inside [execution] but with a value JSON cannot carry: the validator's error printed the table
+    ('[execution.ray_runtime_env.env_vars]\nWANDB_API_KEY = "SECRETwandb1234567"\n'
+     '[execution.ray_runtime_env.conda]\nx = nan\n', [], "execution.ray_runtime_env"),
+    # a key where the config has none (keys are read from the environment): the value was printed
+    ('[llm]\napi_key = "SECRETllmkey123456"\n', [], "llm.api_key"),
+    ("", ['llm.api_key="SECRETset123456789"'], "llm.api_key"),
+    ("", ['study.base_url="http://bob:SECRETpw12345@host/v1"'], "study.base_url"),
+])
+def test_a_config_error_never_shows_a_secret_it_was_given(tmp_path, config, assignments, key):
+    user = tmp_path / "user.toml"
+    user.write_text(config)
+    with pytest.raises(ConfigError) as err:
+        scenarios.get("social-llm").load_config(user, assignments=assignments)
+    assert key in str(err.value)  # the error still names the key ...
+    assert "SECRET" not in str(err.value)  # ... but not the secret under it
+
+
+def test_a_config_error_still_shows_the_offending_plain_value():
+    with pytest.raises(ConfigError, match=r"agents: .* \(got 1\)"):
+        scenarios.get("social-llm").load_config(assignments=["agents=1"])
+    with pytest.raises(ConfigError, match=r"\(got \{'conda': \{'x': nan\}\}\)"):
+        scenarios.get("social-llm").load_config(assignments=["execution.ray_runtime_env.conda.x=nan"])
+
+
 @pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00binary", b"agents = = 3\n"])
 def test_binary_or_malformed_toml_is_a_config_error_naming_the_file(tmp_path, content):
     bad = tmp_path / "bad.toml"

@@ -234,13 +234,26 @@ class ConfigModel(BaseModel):
 
 
 def validation_message(exc: ValidationError) -> str:
-    """A pydantic ``ValidationError`` as one line: ``key.sub: message (got value); ...``."""
+    """A pydantic ``ValidationError`` as one line: ``key.sub: message (got value); ...``.
+
+    The value is shown redacted (:func:`aumann.manifest.redact`): a value under a secret-named key
+    (``llm.api_key``, ``...env_vars.HF_TOKEN``) is ``<redacted>``, and so are URL credentials and the keys an LLM
+    backend registered. The message reaches stderr, and a config's secrets (a Ray runtime environment's
+    ``env_vars``) must not, whatever mistake put them in front of the validator."""
+    from aumann.manifest import is_secret_key, redact, redact_text
+
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        path = err.get("loc", ())
+        loc = ".".join(str(p) for p in path) or "(top level)"
         got = err.get("input")
-        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
-        parts.append(f"{loc}: {err.get('msg', 'invalid')} (got {shown})")
+        if any(isinstance(p, str) and is_secret_key(p) for p in path):
+            shown = "<redacted>"
+        else:
+            red = redact(got)
+            red = tuple(red) if isinstance(got, tuple) and isinstance(red, list) else red
+            shown = repr(red) if len(repr(red)) <= 60 else repr(red)[:57] + "..."
+        parts.append(f"{loc}: {redact_text(str(err.get('msg', 'invalid')))} (got {shown})")
     return "; ".join(parts)
 
 
