@@ -93,6 +93,13 @@ def test_a_config_error_never_shows_a_secret_it_was_given(tmp_path, config, assi
     assert "SECRET" not in str(err.value)  # ... but not the secret under it
 
 
+def test_a_malformed_set_does_not_echo_a_secret_named_value():
+    with pytest.raises(ConfigError, match=r"got 'execution\.\.HF_TOKEN=\*\*\*'"):
+        configs.parse_assignment("execution..HF_TOKEN=hf_SECRET1234567890")
+    with pytest.raises(ConfigError, match=r"got 'study\.\.permutations=20'"):  # a plain value is still shown
+        configs.parse_assignment("study..permutations=20")
+
+
 def test_a_config_error_still_shows_the_offending_plain_value():
     with pytest.raises(ConfigError, match=r"agents: .* \(got 1\)"):
         scenarios.get("social-llm").load_config(assignments=["agents=1"])

@@ -111,7 +111,10 @@ def parse_assignment(text: str) -> dict[str, Any]:
     key = key.strip()
     parts = key.split(".")
     if not sep or not key or any(not p.strip() for p in parts):
-        raise ConfigError(f"--set takes KEY=VALUE (dotted keys for tables, e.g. study.permutations=200); got {text!r}")
+        from aumann.manifest import redact_text  # a secret-named key's value (x..HF_TOKEN=hf_...) is not echoed
+
+        raise ConfigError("--set takes KEY=VALUE (dotted keys for tables, e.g. study.permutations=200); "
+                          f"got {redact_text(str(text))!r}")
     raw = raw.strip()
     if bounded.nesting_depth(raw, toml=True) > bounded.MAX_DEPTH:
         raise ConfigError(f"--set {key}: the value nests deeper than {bounded.MAX_DEPTH} levels")
