@@ -364,6 +364,9 @@ def ingest(
         if first is not p:  # its events would be counted twice in the report (the panel deduplicates them)
             raise IngestError(f"input file {str(p)!r} is given twice" + ("" if str(first) == str(p) else
                                                                           f" (also as {str(first)!r})"))
+    # read and recorded in one order whatever the command line's: counts.json's meta.source and ingest_report.json's
+    # files (and the study's fingerprint of counts.json) were in the order given, so `a b` and `b a` differed
+    paths.sort(key=str)
     if isinstance(options.zstd_dictionary, str | os.PathLike) and not Path(options.zstd_dictionary).is_file():
         raise ZstdDictionaryError(f"zstd dictionary {str(options.zstd_dictionary)!r} does not exist or is not a file")
     window = None

@@ -160,6 +160,23 @@ def test_duplicates_across_files_do_not_double_count(capture_files, tmp_path):
     assert _follows_dict(counts) == expected["follows"]
 
 
+def test_the_order_files_are_given_in_changes_no_byte(capture_files, tmp_path):
+    """counts.json (meta.source) and ingest_report.json (files) recorded the files in the order given: the same
+    captures in another order wrote other bytes, and the study's fingerprint of counts.json changed with them."""
+    _, _, files, prof = capture_files
+    assert len(files) >= 2
+    out = {}
+    for name, order in (("given", files), ("reversed", files[::-1])):
+        counts, report = ingest(order, profiles=prof, options=_opts())
+        counts.save(tmp_path / name)
+        rep = report.to_dict()
+        rep.pop("seconds", None)
+        rep.pop("throughput_mb_s", None)
+        out[name] = ((tmp_path / name / "counts.json").read_bytes(), json.dumps(rep, sort_keys=True))
+    assert out["given"] == out["reversed"]
+    assert json.loads(out["given"][0])["meta"]["source"] == sorted(str(f) for f in files)
+
+
 def test_errors_are_typed(tmp_path):
     with pytest.raises(IngestError, match="no input files"):
         ingest([], options=_opts())
