@@ -199,8 +199,33 @@ def _reference_passes(f: DeepSetIndicator, values: np.ndarray, k: int, measured:
     return (time.perf_counter() - t0) * k / m
 
 
+#: the wall-clock members of run_deepset's result (and ``train_seconds`` of its ``training``): how long, not a
+#: result. ``deepset.json`` and the study's ``summary.json`` leave them out (the same counts and settings give
+#: the same bytes); the study records them in ``manifest.json`` (``deepset_seconds``)
+WALL_CLOCK = ("attribution_seconds", "reference_seconds_K_fwd_bwd", "time_ratio")
+
+
+def without_wall_clock(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (:func:`run_deepset`'s) less its wall-clock members."""
+    out = {k: v for k, v in result.items() if k not in WALL_CLOCK}
+    if isinstance(out.get("training"), dict):
+        out["training"] = {k: v for k, v in out["training"].items() if k != "train_seconds"}
+    return out
+
+
+def wall_clock(result: dict[str, Any]) -> dict[str, Any]:
+    """The wall-clock members of :func:`run_deepset`'s ``result`` (``train_seconds`` among them)."""
+    out = {k: result[k] for k in WALL_CLOCK if k in result}
+    training = result.get("training")
+    if isinstance(training, dict) and "train_seconds" in training:
+        out = {"train_seconds": training["train_seconds"], **out}
+    return out
+
+
 def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: Any = print) -> dict[str, Any]:
-    """Train, attribute at full scale and on the study's N = 100 subsets; write ``deepset.json``."""
+    """Train, attribute at full scale and on the study's N = 100 subsets; write ``deepset.json`` (what the counts
+    and settings determine, the same bytes on every run) and ``deepset.md``. Returns the result with its wall-clock
+    members too (:data:`WALL_CLOCK`, ``training.train_seconds``)."""
     s = cfg.deepset_settings
     device = resolve_device(s.device)  # a bad device fails before training, not after
     out = Path(out)
@@ -267,7 +292,7 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
         "reference_passes_timed": max(1, min(s.steps, s.reference_passes)),
         "table": rows,
     }
-    write_json(out / "deepset.json", result)
+    write_json(out / "deepset.json", without_wall_clock(result))
     md = ("> **SYNTHETIC panel** — not real Bluesky data.\n\n" if result["synthetic"] else "") + \
         f"DeepSet on {s.topic}: tier shares (%) and ε; efficiency gap " \
         f"{100 * result['efficiency_gap_relative']:.3f} %\n\n" \
@@ -282,4 +307,5 @@ def run_deepset(counts: RawCounts, out: str | os.PathLike[str], cfg: Any, log: A
     return result
 
 
-__all__ = ["DeepSetIndicator", "DeepSetNet", "run_deepset", "train"]
+__all__ = ["WALL_CLOCK", "DeepSetIndicator", "DeepSetNet", "run_deepset", "train", "wall_clock",
+           "without_wall_clock"]

@@ -369,9 +369,13 @@ def _cost(s: _StudyDir) -> list[Any]:
                         "language model is involved.")
     timings = s.summary.get("timings") or {}  # (a study written before the seconds moved to the manifest: there)
     stages = s.manifest.get("stage_seconds") or timings.get("stage_seconds")
-    return [*llm, *timing_table(stages, s.manifest.get("seconds") or timings.get("total_seconds"), note=(
+    out = [*llm, *timing_table(stages, s.manifest.get("seconds") or timings.get("total_seconds"), note=(
         f"{timings.get('cells_computed', '?')} cell(s) computed in this invocation; "
         f"{s.summary.get('cells_skipped_on_resume', 0)} read back from an earlier one."))]
+    deepset = s.manifest.get("deepset_seconds")  # the DeepSet's wall clock: the manifest's, not summary.json's
+    if isinstance(deepset, dict) and deepset:
+        out.append(Details("Learned DeepSet indicator: wall time (--deepset)", [KeyValues(list(deepset.items()))]))
+    return out
 
 
 def _cards(s: _StudyDir) -> list[Card]:

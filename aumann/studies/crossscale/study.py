@@ -435,9 +435,13 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
             "figures": [str(p.relative_to(out)) for p in fig_paths],
             "timings": {"cells_computed": computed},
         }
+        deepset_seconds = None
         if cfg.deepset:
+            from aumann.studies.crossscale.deepset import wall_clock, without_wall_clock
+
             timer.start("DeepSet (train + attribute)")
-            summary["deepset"] = _deepset(counts, out, cfg, log)
+            deepset = _deepset(counts, out, cfg, log)
+            summary["deepset"], deepset_seconds = without_wall_clock(deepset), wall_clock(deepset) or None
         timer.stop()
         total_seconds = time.perf_counter() - t_start
         # summary.json holds what the counts and the settings determine (the same bytes on every run); how long each
@@ -448,6 +452,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                               "outputs_sha256": _page_inputs(out, jobs, cells, fig_paths),
                               "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
                               "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
+                              **({"deepset_seconds": deepset_seconds} if deepset_seconds else {}),
                               "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
                                          "cells_failed_check": failed}})
         if report:
@@ -455,7 +460,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
 
             render_report(out, interactive=interactive)
         return {**summary, "timings": {"grid_seconds": grid_seconds, "cells_computed": computed,
-                                       "total_seconds": total_seconds, "stage_seconds": timer.seconds}}
+                                       "total_seconds": total_seconds, "stage_seconds": timer.seconds,
+                                       **({"deepset_seconds": deepset_seconds} if deepset_seconds else {})}}
 
 
 def _export_per_user(out: Path, data: Any) -> None:

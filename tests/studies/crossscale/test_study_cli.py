@@ -10,7 +10,7 @@ import pytest
 
 from aumann import configs
 from aumann.cli.bluesky import register_study, register_synth
-from aumann.studies.crossscale.study import CrossScaleConfig, StudyError, run_crossscale
+from aumann.studies.crossscale.study import CrossScaleConfig, DeepSetSettings, StudyError, run_crossscale
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -253,6 +253,27 @@ def test_the_same_study_twice_writes_the_same_bytes_but_its_wall_clock(study_dir
     assert _wall_clock_lines(fa["report.md"].decode()) == _wall_clock_lines(fb["report.md"].decode())
     manifest = json.loads(fa["manifest.json"])
     assert manifest["cell_seconds"]["cells/mythos/RAND__100.json"] >= 0 and manifest["grid_seconds"] >= 0
+
+
+def test_the_same_study_with_deepset_twice_writes_the_same_summary(study_dirs, tmp_path) -> None:
+    """With --deepset, summary.json and deepset/deepset.json held the DeepSet's train, attribution and reference
+    seconds and their time_ratio: two studies of the same counts differed there. They are the manifest's
+    (deepset_seconds) and the page's Cost section's now."""
+    from tests.cli.test_run_same_bytes import _files
+
+    counts, _, _ = study_dirs
+    cfg = CrossScaleConfig(sizes=[100, "full"], seeds=[0], topics=["mythos"], protocols=["RAND"], deepset=True,
+                           deepset_settings=DeepSetSettings(topic="mythos", width=8, train_steps=20, batch=8,
+                                                            sizes=[64], steps=20))
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        run_crossscale(counts, out, cfg, log=lambda *_: None, interactive=False)
+    fa, fb = _files(outs[0]), _files(outs[1])
+    assert "deepset/deepset.json" in fa and "train_seconds" not in fa["summary.json"].decode()
+    assert {n for n in fa if fa[n] != fb[n]} <= {"manifest.json", "report.md", "report.html"}  # when, how long
+    seconds = json.loads(fa["manifest.json"])["deepset_seconds"]
+    assert seconds["time_ratio"] > 0 and seconds["train_seconds"] > 0
+    assert "wall time (--deepset)" in fa["report.md"].decode()
 
 
 @pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])

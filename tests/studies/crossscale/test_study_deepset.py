@@ -3,6 +3,8 @@ path-integral efficiency with τ = u⁴ and K = 120, and the --deepset study out
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,14 @@ import torch
 from aumann.attribution import AumannShapley, Panel, attribute
 from aumann.data.bluesky.synth import SynthConfig, generate
 from aumann.seeding import torch_generator
-from aumann.studies.crossscale.deepset import DeepSetIndicator, DeepSetNet, run_deepset, train
+from aumann.studies.crossscale.deepset import (
+    WALL_CLOCK,
+    DeepSetIndicator,
+    DeepSetNet,
+    run_deepset,
+    train,
+    wall_clock,
+)
 from aumann.studies.crossscale.study import CrossScaleConfig, DeepSetSettings
 
 
@@ -64,6 +73,24 @@ def test_run_deepset_writes_the_table(tmp_path) -> None:
     assert sum(out["table"]["FULL"]["R"].values()) == pytest.approx(100.0, abs=0.5)
     assert out["efficiency_gap_relative"] <= 3e-3
     assert out["time_ratio"] > 0 and out["reference_seconds_K_fwd_bwd"] > 0
+
+
+def test_deepset_json_holds_no_wall_clock_so_two_runs_write_the_same_bytes(tmp_path) -> None:
+    """deepset.json (and the study's summary.json, which carries the same dict) held train_seconds,
+    attribution_seconds, reference_seconds_K_fwd_bwd and time_ratio: the same counts and settings wrote other
+    bytes on every run. They are the manifest's (deepset_seconds) now; run_deepset still returns them."""
+    counts = generate(SynthConfig(users=2000, seed=2))
+    cfg = CrossScaleConfig(seeds=[0], deepset=True,
+                      deepset_settings=DeepSetSettings(width=8, train_steps=20, batch=8, sizes=[64], steps=20))
+    files = []
+    for name in ("a", "b"):
+        out = run_deepset(counts, tmp_path / name, cfg, log=lambda *_: None)
+        assert out["time_ratio"] > 0 and out["training"]["train_seconds"] > 0  # returned, for the caller
+        files.append((tmp_path / name / "deepset.json").read_bytes())
+    assert files[0] == files[1]
+    stored = json.loads(files[0])
+    assert not set(WALL_CLOCK) & set(stored) and "train_seconds" not in stored["training"]
+    assert set(wall_clock(out)) == {"train_seconds", *WALL_CLOCK}
 
 
 def test_the_indicator_follows_its_input_and_its_pooled_form_takes_float64() -> None:
