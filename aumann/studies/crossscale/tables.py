@@ -207,6 +207,10 @@ def _numbers_app(g: _Grid) -> None:
         ["N", *[f"{p} {k}" for p in ("BIAS_v", "RAND") for k in TIER_LABELS]], rows))
 
 
+def _jaccard_text(v: float | None) -> str:
+    return "–" if v is None or not np.isfinite(v) else f"{v:.2f}"
+
+
 def _topics_jaccard(g: _Grid) -> None:
     """topics-jaccard: top-10 Jaccard of the BIAS_v panel against the full panel's top 10 (f_heat), by N."""
     jv = g.runs[(g.runs.protocol == "BIAS_visibility") & (g.runs.indicator == "heat")]
@@ -214,7 +218,9 @@ def _topics_jaccard(g: _Grid) -> None:
           else pd.DataFrame(columns=["topic", "size", "mean", "std", "n"]))
     sizes = sorted(jj["size"].unique())
     piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
-    rows = [[t] + [f"{piv.get((t, s), np.nan):.2f}" for s in sizes] for t in g.topics]
+    # a topic whose BIAS_v cells were all degenerate has no row in the CSV (summary.json counts degenerate_runs):
+    # "–" here, as in every other table's Markdown, not the "nan" that a missing key formatted as
+    rows = [[t] + [_jaccard_text(piv.get((t, s))) for s in sizes] for t in g.topics]
     g.write("topics-jaccard", jj, "Top-10 Jaccard, BIAS_v panel vs full top-10 (f_heat)\n\n" +
             _md_table(["topic", *[f"N={s}" for s in sizes]], rows))
 

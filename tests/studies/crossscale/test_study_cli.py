@@ -276,6 +276,26 @@ def test_the_same_study_with_deepset_twice_writes_the_same_summary(study_dirs, t
     assert "wall time (--deepset)" in fa["report.md"].decode()
 
 
+def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(tmp_path) -> None:
+    """At N = 2 on 100 synthetic users, every BIAS_v cell of one topic is degenerate (Δv = 0): topics-jaccard.md
+    printed "| wrestlemania | nan |" where every other table prints "–" (its CSV has no row for it)."""
+    from aumann.data.bluesky.synth import SynthConfig, generate
+
+    counts = tmp_path / "counts"
+    generate(SynthConfig(users=100, days=1, seed=0)).save(counts)
+    out = tmp_path / "study"
+    cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0], protocols=["BIAS_visibility"])
+    summary = run_crossscale(counts, out, cfg, log=lambda *_: None, report=False)
+    assert summary["degenerate_runs"] > 0  # the case this test is about
+    md = (out / "tables" / "topics-jaccard.md").read_text(encoding="utf-8")
+    kept = [t for t in summary["topics"] if t not in summary["topics_skipped"]]
+    for topic in kept:
+        assert f"| {topic} |" in md  # every topic keeps its line ...
+    assert "nan" not in md and "| – |" in md  # ... and a missing value is "–"
+    for table in sorted((out / "tables").glob("*.md")):
+        assert " nan " not in table.read_text(encoding="utf-8").replace("|", " "), table.name
+
+
 @pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])
 def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> None:
     """`aumann report` on a study whose summary.json was emptied to {} wrote a page of no topics that called the
