@@ -308,8 +308,8 @@ def _daily_tables(cells: list[dict[str, Any]], out: Path, synthetic: bool, days:
                          "std_across_days": float(np.nanstd(v)), "days_valid": int(np.isfinite(v).sum())})
     if recs:
         df = pd.DataFrame(recs)
-        rows = [[r.topic, SHORT.get(r.protocol, r.protocol), str(r.size), f"{r.mean:.1f}", f"{r.std_across_days:.1f}",
-                 str(r.days_valid)] for r in df.itertuples()]
+        rows = [[r.topic, SHORT.get(r.protocol, r.protocol), str(r.size), _fmt(r.mean), _fmt(r.std_across_days),
+                 str(r.days_valid)] for r in df.itertuples()]  # no valid day: "–", not "nan" (days_valid says 0)
         _write(out, "cross-day-stability", df, "Per-day R_top^(t) (f_heat), per-day-then-averaged over "
                f"{len(days)} days (%)\n\n" + _md_table(
                    ["topic", "protocol", "N", "mean across days", "std across days (pp)", "valid days"], rows),

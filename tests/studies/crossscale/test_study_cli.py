@@ -277,14 +277,15 @@ def test_the_same_study_with_deepset_twice_writes_the_same_summary(study_dirs, t
 
 
 def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(tmp_path) -> None:
-    """At N = 2 on 100 synthetic users, every BIAS_v cell of one topic is degenerate (Δv = 0): topics-jaccard.md
-    printed "| wrestlemania | nan |" where every other table prints "–" (its CSV has no row for it)."""
+    """At N = 2 on 100 synthetic users, every BIAS_v cell of a topic can be degenerate (Δv = 0): topics-jaccard.md
+    printed "| earth-day-climate | nan |" and cross-day-stability.md "| mythos | BIAS_v | 2 | nan | nan | 0 |"
+    where every other table prints "–" (the CSVs leave the cells blank, or have no row)."""
     from aumann.data.bluesky.synth import SynthConfig, generate
 
     counts = tmp_path / "counts"
-    generate(SynthConfig(users=100, days=1, seed=0)).save(counts)
+    generate(SynthConfig(users=100, days=3, seed=0)).save(counts)
     out = tmp_path / "study"
-    cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0], protocols=["BIAS_visibility"])
+    cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0, 1])
     summary = run_crossscale(counts, out, cfg, log=lambda *_: None, report=False)
     assert summary["degenerate_runs"] > 0  # the case this test is about
     md = (out / "tables" / "topics-jaccard.md").read_text(encoding="utf-8")
@@ -292,6 +293,8 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
     for topic in kept:
         assert f"| {topic} |" in md  # every topic keeps its line ...
     assert "nan" not in md and "| – |" in md  # ... and a missing value is "–"
+    stability = (out / "tables" / "cross-day-stability.md").read_text(encoding="utf-8")
+    assert "| – | – | 0 |" in stability  # the cell with no valid day
     for table in sorted((out / "tables").glob("*.md")):
         assert " nan " not in table.read_text(encoding="utf-8").replace("|", " "), table.name
 
