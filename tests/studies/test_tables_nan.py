@@ -26,6 +26,18 @@ def test_none_metrics_are_missing_values():
     assert math.isnan(faithfulness_table(none)[0]["kendall_tau_ceiling"])
 
 
+def test_an_undefined_noise_ceiling_prints_a_dash_not_nan():
+    """`aumann run` of docs/examples/boltzmann_wealth.py at 6 agents printed "Noise ceiling (two runs of the
+    reference, different seeds): τ = nan, J = nan." while the table above it, the CSV and the report say "–"."""
+    from aumann.studies.report import headline_markdown
+
+    none = StudyResult(scenario="s", records=[_record(None)], arrays=[], out_dir=None)
+    text = headline_markdown(faithfulness_table(none))
+    assert "τ = –, J = 1.000." in text and "nan" not in text
+    some = StudyResult(scenario="s", records=[_record(0.8)], arrays=[], out_dir=None)
+    assert "τ = 0.800, J = 1.000." in headline_markdown(faithfulness_table(some))
+
+
 def test_a_constant_indicator_leaves_the_top_k_jaccard_blank_like_kendall_tau(tmp_path):
     """A constant indicator (Δv = 0): every baseline's φ is 0, so no attribution has a top k. The baseline-ablation
     table reported Jaccard 1.0 between every pair (the same tie-break, not agreement) beside a blank Kendall τ;
