@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 
 import pytest
 
@@ -91,6 +92,8 @@ def test_a_config_error_never_shows_a_secret_it_was_given(tmp_path, config, assi
         scenarios.get("social-llm").load_config(user, assignments=assignments)
     assert key in str(err.value)  # the error still names the key ...
     assert "SECRET" not in str(err.value)  # ... but not the secret under it
+    # nor does the traceback `aumann --debug` prints: pydantic's chained ValidationError showed input_value=...
+    assert "SECRET" not in "".join(traceback.format_exception(err.value))
 
 
 def test_a_malformed_set_does_not_echo_a_secret_named_value():

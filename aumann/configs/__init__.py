@@ -207,8 +207,8 @@ class ConfigModel(BaseModel):
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
-        except ValidationError as exc:
-            raise self.config_error(f"invalid {type(self).__name__}: {validation_message(exc)}") from exc
+        except ValidationError as exc:  # not chained: pydantic's own text shows each input unredacted (--debug)
+            raise self.config_error(f"invalid {type(self).__name__}: {validation_message(exc)}") from None
 
     # not a "custom" __init__ for pydantic: nested models are validated by pydantic-core directly, so their
     # errors stay part of the outer model's one ValidationError (keys like study.permutations)
@@ -219,8 +219,8 @@ class ConfigModel(BaseModel):
         """pydantic's ``model_validate``, raising :attr:`config_error` (one line) instead of ``ValidationError``."""
         try:
             return super().model_validate(obj, **kwargs)
-        except ValidationError as exc:
-            raise cls.config_error(f"invalid {cls.__name__}: {validation_message(exc)}") from exc
+        except ValidationError as exc:  # not chained: pydantic's own text shows each input unredacted (--debug)
+            raise cls.config_error(f"invalid {cls.__name__}: {validation_message(exc)}") from None
 
     @field_validator("*", mode="before")
     @classmethod

@@ -499,7 +499,9 @@ class Scenario:
         except (ConfigError, ValidationError) as exc:
             why = configs.validation_message(exc) if isinstance(exc, ValidationError) else \
                 str(exc).split(": ", 1)[-1]
-            raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from exc
+            # a ValidationError is not chained: its text shows each input unredacted (in --debug's traceback)
+            raise ConfigError(f"invalid config for scenario {self.name!r}: {why}") from (
+                None if isinstance(exc, ValidationError) else exc)
         except (AumannError, TerminatedBySignal):
             raise
         except SystemExit as exc:
