@@ -14,7 +14,7 @@ of energy (and dies below zero) — by replacing its ``step`` for that one step.
 
 from mesa.examples import WolfSheep
 from mesa.experimental.devs import ABMSimulator
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from aumann.scenarios import Scenario, ScenarioConfig
 from aumann.simulators import FeatureRecorder, override_next_step
@@ -24,8 +24,14 @@ class Config(ScenarioConfig):
     agents: int = Field(40, ge=2)
     steps: int = Field(16, ge=2)
     runs: int = 2
-    wolves: int = 8
+    wolves: int = Field(8, ge=0)
     size: int = 12
+
+    @model_validator(mode="after")
+    def _some_sheep(self):  # the sheep are the agents that are not wolves: --agents 6 with 8 wolves has none
+        if self.agents <= self.wolves:
+            raise ValueError(f"agents ({self.agents}) must exceed wolves ({self.wolves}): the sheep are the rest")
+        return self
 
 
 def build(cfg: Config, rng, backend=None):
