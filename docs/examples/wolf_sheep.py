@@ -14,8 +14,9 @@ of energy (and dies below zero) — by replacing its ``step`` for that one step.
 
 from mesa.examples import WolfSheep
 from mesa.experimental.devs import ABMSimulator
-from pydantic import Field, model_validator
+from pydantic import Field
 
+from aumann.errors import ConfigError
 from aumann.scenarios import Scenario, ScenarioConfig
 from aumann.simulators import FeatureRecorder, override_next_step
 
@@ -27,14 +28,10 @@ class Config(ScenarioConfig):
     wolves: int = Field(8, ge=0)
     size: int = 12
 
-    @model_validator(mode="after")
-    def _some_sheep(self):  # the sheep are the agents that are not wolves: --agents 6 with 8 wolves has none
-        if self.agents <= self.wolves:
-            raise ValueError(f"agents ({self.agents}) must exceed wolves ({self.wolves}): the sheep are the rest")
-        return self
-
 
 def build(cfg: Config, rng, backend=None):
+    if cfg.agents <= cfg.wolves:  # the sheep are the agents that are not wolves
+        raise ConfigError(f"--agents {cfg.agents} leaves no sheep beside {cfg.wolves} wolves: pass more agents")
     return WolfSheep(width=cfg.size, height=cfg.size, initial_sheep=cfg.agents - cfg.wolves,
                      initial_wolves=cfg.wolves, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
 
