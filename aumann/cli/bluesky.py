@@ -225,8 +225,9 @@ def register_study(subparsers: Any) -> argparse.ArgumentParser:
 def run_study_cmd(args: argparse.Namespace) -> int:
     refuse_if_busy(args.out, "bluesky", "study")  # a busy --out: now, before the study's imports (pandas, torch)
     from aumann.io import check_outputs
-    from aumann.studies.crossscale.study import STUDY_COMMAND, CrossScaleConfig, run_crossscale
+    from aumann.studies.crossscale.study import STUDY_COMMAND, CrossScaleConfig, refuse_counts_dir, run_crossscale
 
+    refuse_counts_dir(Path(args.counts), Path(args.out))  # said as such, not as "another command's folder" below
     if Path(args.out).is_dir():  # a page or summary of your own with a result's name stops the study now, kept
         check_outputs(args.out, ["report.html", "report.md", "summary.json", "manifest.json"],
                       commands=(STUDY_COMMAND,))  # (a counts or run folder: another command's, refused)

@@ -282,12 +282,18 @@ class _Cells:
         return todo, failed
 
 
+def refuse_counts_dir(src: Path, out: Path) -> None:
+    """An ``OutputError`` when the study's output directory ``out`` is the raw counts directory ``src`` it reads
+    (its manifest.json and summary.json would overwrite the counts' own)."""
+    if out.resolve() == src.resolve():
+        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
+                          "give another --out")
+
+
 def _open(src: Path, out: Path) -> RawCounts:
     """The raw counts, once ``out`` is known to be a writable directory other than theirs."""
     counts = RawCounts.load(src)
-    if out.resolve() == src.resolve():  # its manifest.json and summary.json would overwrite the counts' own
-        raise OutputError(f"study output directory {str(out)!r} is the raw counts directory it reads; "
-                          "give another --out")
+    refuse_counts_dir(src, out)
     ensure_output_dir(out, "study output directory")  # before the grid: an unwritable --out fails now
     for sub in ("cells", "tables", "figures", "deepset", "per_user", "summary.json", "manifest.json"):
         confine(out / sub, out, what="study output")  # no symbolic link inside --out leads out of it
@@ -475,4 +481,4 @@ def _export_per_user(out: Path, data: Any) -> None:
 
 
 __all__ = ["DEFAULT_SIZES", "INDICATORS", "STUDY_COMMAND", "CrossScaleConfig", "DeepSetSettings", "StudyError", "plan",
-           "run_crossscale"]
+           "refuse_counts_dir", "run_crossscale"]
