@@ -62,6 +62,22 @@ def _whose(agents: list[Any] | None, items: Any, bad: Any) -> str:
     return f" for agent {_shown(getattr(a, 'unique_id', None))} ({type(a).__name__})"
 
 
+def _none_hint(agents: list[Any] | None, items: Any) -> str:
+    """What to do about a ``None``: most often a Mesa reporter ``lambda a: getattr(a, "price", None)`` over agents of
+    several types, only some of which have the attribute (stores and consumers); say which types gave it."""
+    kinds = ""
+    if agents is not None and items is not None and len(agents) == len(items):
+        none = sorted({type(a).__name__ for a, v in zip(agents, items, strict=True) if v is None})
+        some = sorted({type(a).__name__ for a, v in zip(agents, items, strict=True) if v is not None})
+        kinds = (f" ({', '.join(none)} gave None" + (f", {', '.join(some)} a value" if some else "") + ")")
+    return (f". A reporter such as getattr(a, '<attribute>', None) gives None for agents without the attribute{kinds}: "
+            "make it return a number for every agent type (getattr(a, '<attribute>', 0.0), if 0 means something for "
+            "them), or report each type with its own reporters, DataCollector(agenttype_reporters={AgentType: "
+            "{...}}) (Mesa >= 3.1; FeatureRecorder.from_datacollector reads them), or record only the agents that "
+            "have it (FeatureRecorder(..., agents=fn), or give the attribute's name as the reporter: types without "
+            "it are then skipped)")
+
+
 def _as_float_column(name: str, raw: Any, n: int, step: int, agents: list[Any] | None = None) -> np.ndarray:
     items = raw if isinstance(raw, list) else None
     if items is None:  # numpy arrays (and array-likes) are judged by their dtype
@@ -82,6 +98,7 @@ def _as_float_column(name: str, raw: Any, n: int, step: int, agents: list[Any] |
             raise FeatureValueError(
                 f"feature {name!r} returned a non-numeric value {bad!r} (type {type(bad).__name__})"
                 f"{_whose(agents, items, bad)} at capture {step}; features must return int, float or bool"
+                f"{_none_hint(agents, items) if bad is None else ''}"
             )
     try:
         col = np.asarray(raw, dtype=np.float64)

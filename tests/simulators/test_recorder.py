@@ -599,3 +599,41 @@ def test_feature_recorder_agents_function_that_raises_is_a_feature_value_error()
     with pytest.raises(FeatureValueError, match=r"agents=fn\(model\) before the first capture raised "
                                                 r"ZeroDivisionError"):
         simulate(BoltzmannWealth(5, seed=0), steps=2, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_boom))
+
+
+def test_a_none_from_a_getattr_reporter_on_mixed_agent_types_says_how_to_fix_the_reporter():
+    """mesa-examples' hotelling_law collects ``{"Price": lambda a: getattr(a, "price", None)}`` over stores and
+    consumers; ``FeatureRecorder.from_datacollector`` of it failed with only 'returned a non-numeric value None for
+    agent 4 (ConsumerAgent) at capture 0; features must return int, float or bool', which does not say what to
+    change. The message now names the types that gave None and a value, and the three fixes: a number for every
+    type, ``agenttype_reporters`` (Mesa >= 3.1, read by the adapter) or recording only the agents that have it."""
+    import mesa
+
+    class Store(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.price = 10.0
+
+    class Consumer(mesa.Agent):
+        pass
+
+    class Town(mesa.Model):
+        def __init__(self, seed=0):
+            super().__init__(seed=seed)
+            Store(self)
+            Consumer(self)
+
+        def step(self):
+            pass
+
+    dc = mesa.DataCollector(agent_reporters={"Price": lambda a: getattr(a, "price", None)})
+    with pytest.raises(FeatureValueError) as info:
+        simulate(Town(), 1, FeatureRecorder.from_datacollector(dc))
+    msg = str(info.value)
+    assert "non-numeric value None (type NoneType) for agent 2 (Consumer) at capture 0" in msg
+    assert "(Consumer gave None, Store a value)" in msg
+    assert "agenttype_reporters" in msg and "Mesa >= 3.1" in msg and "agents=fn" in msg
+    # the fix it names works: each type's own reporter
+    fixed = mesa.DataCollector(agenttype_reporters={Store: {"Price": "price"}, Consumer: {"Price": lambda a: 0.0}})
+    panel = simulate(Town(), 1, FeatureRecorder.from_datacollector(fixed))
+    assert panel.values[0, :, 0].tolist() == [10.0, 0.0]
