@@ -495,6 +495,11 @@ class RecorderWarning(AumannWarning):
     """A recorder skipped agents (a type without a requested feature) and says which."""
 
 
+class ModelFinishedWarning(AumannWarning):
+    """A model said it is done (Mesa's ``model.running = False``, where ``batch_run`` stops) and ``simulate`` kept
+    stepping it for the steps asked for; the message names the step (the panel's ``meta["model_finished"]``)."""
+
+
 class EfficiencyGapWarning(AumannWarning):
     """An efficient method's Σ_i φ misses Δv by a large share of |Δv| (too few integration points?)."""
 
@@ -544,6 +549,7 @@ __all__ = [
     "MethodError",
     "MetricError",
     "ModeUnsupported",
+    "ModelFinishedWarning",
     "ModelNotFoundError",
     "NoAgentsRecordedError",
     "NoLivingAgentsError",

@@ -276,6 +276,7 @@ PUBLIC = {
         "MethodError",
         "MetricError",
         "ModeUnsupported",
+        "ModelFinishedWarning",
         "ModelNotFoundError",
         "NoAgentsRecordedError",
         "NoLivingAgentsError",

@@ -31,6 +31,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from aumann.errors import CheckpointError, ReplayUnavailableError, SimulationError, UnknownAgentError
 from aumann.progress import progress_bar
 from aumann.simulators import branching
@@ -61,8 +63,16 @@ def simulate(
     context: Mapping[str, ContextFn] | None = None,
     initial: bool = False,
     step: StepFn | None = None,
+    warn_finished: bool = True,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
+
+    A model that says it is done (Mesa's ``model.running = False``: forest fire when no tree burns any more;
+    ``batch_run`` stops there) is still stepped for all ``steps``, so the panel has the shape asked for and a
+    model that never sets ``running`` is recorded as before; the step where ``running`` became ``False`` is
+    said once (:class:`~aumann.errors.ModelFinishedWarning`) and kept in the panel's ``meta["model_finished"]``
+    (``{"step": panel position, "model_step": model.steps, "steps": T}``; position -1: finished before the
+    first step). Its later steps usually change nothing: pass fewer ``steps`` to stop there.
 
     Args:
         model: any object with ``step()`` (a ``mesa.Model``), or any object with ``step=`` given;
@@ -78,6 +88,8 @@ def simulate(
         step: how to advance the model one step, ``step(model)`` (default: ``model.step()``, or
             ``model.simulator.run_for(1)`` for a model driven by a Mesa DEVS simulator); e.g.
             ``step=lambda m: m.simulator.run_for(1)``. Forks and replays of this model reuse it.
+        warn_finished: warn when the model sets ``running = False`` (forks pass ``False``: the factual run
+            said it already, and a branch from a finished model is finished too).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -93,6 +105,7 @@ def simulate(
             f"recorder must be a FeatureRecorder or ArrayRecorder; got {type(recorder).__name__}"
         )
     bar = progress_bar(progress, steps, f"simulate {type(model).__name__}")
+    finished: dict[str, Any] | None = None if _running(model) else {"step": -1, "model_step": _model_step(model)}
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
             if initial:
@@ -101,6 +114,8 @@ def simulate(
                 advance(model, step)
                 branching.record(model, ("step", 1, step))  # the history is exact at every observer call
                 rec.capture(model)
+                if finished is None and not _running(model):
+                    finished = {"step": t + bool(initial), "model_step": _model_step(model)}
                 for obs in observers:
                     obs(model, t)
                 if bar is not None:
@@ -108,7 +123,42 @@ def simulate(
     finally:
         if bar is not None:
             bar.stop()
-    return rec.panel()
+    panel = rec.panel()
+    if finished is not None:
+        finished["steps"] = int(panel.shape[0])
+        panel.meta["model_finished"] = finished
+        if warn_finished:
+            _warn_finished(model, finished)
+    return panel
+
+
+def _running(model: Any) -> bool:
+    """``False`` only when the model says it is done (``running`` is the bool ``False``): a model without
+    ``running``, or with something else there, is running."""
+    flag = getattr(model, "running", True)
+    return not (isinstance(flag, bool | np.bool_) and not flag)
+
+
+def _model_step(model: Any) -> int | None:
+    s = getattr(model, "steps", None)
+    return int(s) if isinstance(s, int | np.integer) and not isinstance(s, bool) else None
+
+
+def _warn_finished(model: Any, finished: Mapping[str, Any]) -> None:
+    import warnings
+
+    from aumann.errors import ModelFinishedWarning
+
+    at, total = finished["step"], finished["steps"]
+    label = "" if finished["model_step"] is None else f" (model step {finished['model_step']})"
+    when = (f"was already finished (running = False) before the first step{label}" if at < 0
+            else f"set running = False at panel step {at}{label}")
+    rest = total - 1 - at
+    warnings.warn(
+        f"{type(model).__name__} {when}, the step where Mesa's batch_run stops; aumann kept stepping it, so the "
+        f"panel's last {rest} of {total} step(s) are of a finished model (usually unchanged, so f is flat there and "
+        f"Δv can be 0 at a t* among them); pass steps={max(at + 1, 1)} to stop where it finished",
+        ModelFinishedWarning, stacklevel=3)
 
 
 def _branch(model: Any, strategy: str, factory: Factory | None, step: StepFn | None) -> tuple[Any, str]:
@@ -267,7 +317,7 @@ def fork(
         if intervention is not None:
             intervention(branch)
             branching.record(branch, ("apply", intervention))
-        panel = simulate(branch, steps, recorder, context=context, step=step)
+        panel = simulate(branch, steps, recorder, context=context, step=step, warn_finished=False)
     else:
         with recorder.recording(branch, steps=steps, context=context) as rec:
             for _ in range(steps):

@@ -158,3 +158,60 @@ def test_fork_many_serial_and_process_pool_agree_and_match_single_forks():
     total = fork_many(model, arms, steps=4, recorder=REC, indicator=lambda z: z[..., 0].sum(-1))
     np.testing.assert_array_equal(total["windfall"].f_values, serial["windfall"].panel.values.sum(axis=(1, 2)))
     np.testing.assert_array_equal(total["factual"].f_values, np.full(4, 6.0))  # wealth is conserved
+
+
+def _burnout(burn: int = 3, n: int = 4, seed: int = 1):
+    """A model that sets ``running = False`` after step ``burn`` (mesa-examples' forest fire when no tree burns)."""
+    import mesa
+
+    class Tree(mesa.Agent):
+        heat = 0.0
+
+        def step(self):
+            if self.model.running:
+                self.heat += 1.0 + self.random.random()
+
+    class Burnout(mesa.Model):
+        def step(self):
+            self.agents.shuffle_do("step")
+            if self.steps >= burn:
+                self.running = False
+
+    m = Burnout(seed=seed)
+    for _ in range(n):
+        Tree(m)
+    return m
+
+
+def test_a_model_that_sets_running_false_is_said_once_with_its_step_and_kept_in_the_panel():
+    """Mesa models say they are done with ``model.running = False`` (forest fire when no tree burns; batch_run
+    stops there); ``simulate`` never read it and stepped the finished model for every step asked for, silently:
+    the forest-fire study then picked t* among the flat steps (Δv = 0) and its whole table was '–'. The panel
+    keeps its shape (a model that never sets running is recorded exactly as before), but the step is said once
+    (ModelFinishedWarning, forks from it say nothing more) and kept in ``panel.meta["model_finished"]``."""
+    import warnings
+
+    from aumann.errors import ModelFinishedWarning
+
+    rec = FeatureRecorder({"heat": "heat"})
+    with pytest.warns(ModelFinishedWarning) as caught:
+        m = _burnout(burn=3)
+        panel = simulate(m, 8, rec)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, ModelFinishedWarning)]
+    assert len(msgs) == 1
+    assert "Burnout set running = False at panel step 2 (model step 3)" in msgs[0]
+    assert "last 5 of 8 step(s)" in msgs[0] and "pass steps=3" in msgs[0]
+    assert panel.shape[0] == 8 and panel.meta["model_finished"] == {"step": 2, "model_step": 3, "steps": 8}
+    assert np.array_equal(panel.values[2], panel.values[7])  # stepped on: the finished model's steps are flat
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelFinishedWarning)
+        fork(m, steps=2, recorder=rec)  # a branch of a finished model: said already
+        with_initial = simulate(_burnout(burn=3), 4, rec, initial=True, warn_finished=False)
+    assert with_initial.meta["model_finished"] == {"step": 3, "model_step": 3, "steps": 5}
+    with pytest.warns(ModelFinishedWarning, match="already finished .running = False. before the first step"):
+        done = simulate(m, 2, rec)
+    assert done.meta["model_finished"]["step"] == -1
+    with warnings.catch_warnings():  # never finished (burn beyond the run): nothing said, nothing in meta
+        warnings.simplefilter("error", ModelFinishedWarning)
+        plain = simulate(_burnout(burn=99), 8, rec)
+    assert "model_finished" not in plain.meta
