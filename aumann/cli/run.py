@@ -148,7 +148,14 @@ def run(args: argparse.Namespace) -> int:
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import check_report_files, headline_markdown, write_outputs
     from aumann.studies.rows import reference_row
-    from aumann.studies.rundir import RunDir, failure_text
+    from aumann.studies.rundir import (
+        RunDir,
+        failure_text,
+        model_finished,
+        model_finished_text,
+        zero_delta_v,
+        zero_delta_v_text,
+    )
 
     console = rich_console(stderr=True)
     if args.list:
@@ -276,6 +283,10 @@ def run(args: argparse.Namespace) -> int:
     for f in result.stage_failures():
         console.print(f"[bold yellow]run {f['run']}:[/bold yellow] {terminal_text(failure_text(f), rich=True)}")
     console.print(headline_markdown(files["tables"]["faithfulness"], reference=reference_row(config)))
+    for d in zero_delta_v(result.records):  # the table above is empty for these runs: say why, and what to change
+        console.print(f"[bold yellow]Δv = 0:[/bold yellow] {terminal_text(zero_delta_v_text(d), rich=True)}")
+    for d in model_finished(result.records):
+        console.print(f"[bold yellow]model finished:[/bold yellow] {terminal_text(model_finished_text(d), rich=True)}")
     if reliability is not None and reliability["unreliable"]:
         console.print(f"[bold red]UNRELIABLE:[/bold red] {reliability['invalid_rate']:.1%} of the LLM decisions "
                       f"({reliability['invalid_decisions']:,} of {reliability['decisions_asked']:,}) had no usable "

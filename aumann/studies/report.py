@@ -62,6 +62,9 @@ from aumann.studies.rundir import (
     StudyResult,
     dead_rows,
     failure_text,
+    model_finished,
+    zero_delta_v,
+    zero_delta_v_text,
 )
 from aumann.studies.tables import (
     FAITHFULNESS_COLUMNS,
@@ -361,6 +364,11 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
     # runs with births or deaths: the living set z⁰_t* was evaluated over, per run (absent when nobody dies)
     if dead_rows(result.records):
         fallbacks["dead_rows"] = dead_rows(result.records)
+    # runs whose model set running = False and was stepped on; runs with Δv = 0 at t* (absent when none)
+    if model_finished(result.records):
+        fallbacks["model_finished"] = model_finished(result.records)
+    if zero_delta_v(result.records):
+        fallbacks["zero_delta_v"] = [{**d, "why": zero_delta_v_text(d)} for d in zero_delta_v(result.records)]
 
     def manifest() -> None:
         outputs.update(_present(out, [REPORT_HTML, REPORT_MD]))

@@ -100,6 +100,8 @@ class RunRecord(TypedDict):
     forks: int
     pooled_fallback: NotRequired[str]  # why the deletion forks were evaluated in full (DeletionOracle.pooled_fallback)
     dead_rows: NotRequired[dict[str, Any]]  # births or deaths: the living set z⁰_t* is evaluated over (stages.py)
+    model_finished: NotRequired[dict[str, Any]]  # the model set running = False: {step, model_step, steps}
+    zero_delta_v: NotRequired[dict[str, Any]]  # Δv(t*) = 0 (every row undefined): stages.zero_delta_v_record
     stages: dict[str, StageRecord]
     arrays_sha256: str
     files_sha256: NotRequired[dict[str, str]]  # SHA-256 of the panel, timing and attributions (relative names)
@@ -460,6 +462,44 @@ def dead_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(rec.get("dead_rows"), dict)]
 
 
+def model_finished(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run whose model set ``running = False`` (``rec["model_finished"]``, the panel's
+    ``meta["model_finished"]``): ``{run, step, model_step, steps}``."""
+    return [{"run": rec.get("run", i), **rec["model_finished"]} for i, rec in enumerate(records)
+            if isinstance(rec.get("model_finished"), dict)]
+
+
+def zero_delta_v(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run with Δv = 0 at t* (``rec["zero_delta_v"]``, :func:`aumann.studies.stages.zero_delta_v_record`):
+    ``{run, t_star, window, largest_abs_delta_v_step, largest_abs_delta_v}``."""
+    return [{"run": rec.get("run", i), **rec["zero_delta_v"]} for i, rec in enumerate(records)
+            if isinstance(rec.get("zero_delta_v"), dict)]
+
+
+def model_finished_text(d: dict[str, Any]) -> str:
+    """One run's finished model, in words (console, report)."""
+    label = "" if d.get("model_step") is None else f" (model step {d['model_step']})"
+    at = int(d["step"])
+    when = "before the first step" if at < 0 else f"at panel step {at}{label}"
+    return (f"run {d['run']}: the model set running = False {when}, where Mesa's batch_run stops; aumann kept "
+            f"stepping it for all {d['steps']} steps, so the last {int(d['steps']) - 1 - at} are of a finished model "
+            f"(pass --steps {max(at + 1, 1)} to stop where it finished)")
+
+
+def zero_delta_v_text(d: dict[str, Any]) -> str:
+    """One run's Δv(t*) = 0, in words: why its faithfulness rows are undefined and what to change."""
+    lo, hi = d["window"]
+    where = ("Δv = 0 on every step of the window, so no choice of t* there helps: the baseline action changes "
+             "nothing the indicator reads" if d.get("largest_abs_delta_v_step") is None else
+             f"the step of the window with the largest |Δv| is {d['largest_abs_delta_v_step']} "
+             f"(Δv = {d['largest_abs_delta_v']:.4g})")
+    return (f"run {d['run']}: Δv = f(z) − f(z⁰) = 0 at t* = {d['t_star']} (t* = argmax f over steps {lo}…{hi}), so "
+            f"there is no change to explain and this run's faithfulness rows say nothing (deletion drops 0, rankings "
+            f"undefined: –); {where}. Run fewer steps (a model "
+            f"that stops changing, or that set running = False, has a flat f late in the run), or use a baseline "
+            f"action that changes what the indicator reads at t*")
+
+
 def control_fallbacks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every run whose control-variate row ran without its control (the indicator has no gradient: plain sampling
     on the same permutations): ``{run, reason}``."""
@@ -516,5 +556,6 @@ class StudyResult:
 
 __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST",
            "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
-           "StageRecord", "StudyResult", "control_fallbacks", "dead_rows", "failure_text", "pooled_fallbacks",
-           "read_timing", "seal", "split_timing", "stage_failures", "verify_run", "with_timing"]
+           "StageRecord", "StudyResult", "control_fallbacks", "dead_rows", "failure_text", "model_finished",
+           "model_finished_text", "pooled_fallbacks", "read_timing", "seal", "split_timing", "stage_failures",
+           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

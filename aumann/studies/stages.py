@@ -316,7 +316,22 @@ def attribute(ctx: RunContext) -> None:
         ctx.rec["log_k_grid"] = ctx.grid
     if panel.alive is not None and not panel.alive.all():
         ctx.rec["dead_rows"] = dead_rows_record(ctx, res_all)
+    if isinstance(panel.meta.get("model_finished"), dict):  # the model said it was done (running = False)
+        ctx.rec["model_finished"] = dict(panel.meta["model_finished"])
+    if float(res_all.delta_v[ts]) == 0.0:  # every row of the faithfulness table is undefined: say why
+        ctx.rec["zero_delta_v"] = zero_delta_v_record(res_all.delta_v, ts)
     ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})
+
+
+def zero_delta_v_record(delta_v: Any, ts: int) -> dict[str, Any]:
+    """Δv(t*) = 0: t* (argmax f over the second half, the documented rule, kept) and the step of that window with
+    the largest |Δv| (``None`` when Δv is 0 on all of it), so the report can say what to change."""
+    dv = np.asarray(delta_v, dtype=np.float64)
+    start = math.ceil(dv.shape[0] / 2) if math.ceil(dv.shape[0] / 2) < dv.shape[0] else dv.shape[0] - 1
+    window = np.abs(np.where(np.isfinite(dv[start:]), dv[start:], 0.0))
+    best = start + int(np.argmax(window)) if window.size and window.max() > 0 else None
+    return {"t_star": int(ts), "window": [int(start), int(dv.shape[0] - 1)], "largest_abs_delta_v_step": best,
+            "largest_abs_delta_v": None if best is None else float(dv[best])}
 
 
 def dead_rows_record(ctx: RunContext, res: Any) -> dict[str, Any]:

@@ -14,7 +14,16 @@ from aumann.studies.action_sections import GAMES, table_columns_note
 from aumann.studies.charts import Line
 from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt, literal
 from aumann.studies.rows import rows
-from aumann.studies.rundir import DELETION_CURVES, dead_rows, failure_text, stage_failures
+from aumann.studies.rundir import (
+    DELETION_CURVES,
+    dead_rows,
+    failure_text,
+    model_finished,
+    model_finished_text,
+    stage_failures,
+    zero_delta_v,
+    zero_delta_v_text,
+)
 from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note, merged_table, read_csv
 from aumann.studies.study_page_data import StudyPage
 
@@ -142,8 +151,10 @@ def _curve_groups(arrays: Sequence[dict[str, np.ndarray]], methods: Sequence[str
 
 
 def _faithfulness(page: StudyPage) -> list[Any]:
-    out: list[Any] = ["Deletion faithfulness", Text(GAMES), merged_table(page.faith, caption="faithfulness.csv",
-                                                                         id="faithfulness")]
+    out: list[Any] = ["Deletion faithfulness",
+                      *[Note(zero_delta_v_text(d) + ".", "warn") for d in zero_delta_v(page.recs)],
+                      *[Note(model_finished_text(d) + ".", "warn") for d in model_finished(page.recs)],
+                      Text(GAMES), merged_table(page.faith, caption="faithfulness.csv", id="faithfulness")]
     ext = read_csv(page.d.table("faithfulness_extended"))
     if ext:
         out.append(Details("The original indicator and the |φ| ordering (faithfulness_extended.csv)",

@@ -67,3 +67,31 @@ def test_attribute_takes_an_indicator_from_a_file(tmp_path, rng):
     assert res.provenance["indicator"] == "doubled_mean"
     assert main(["attribute", str(src), "--indicator", f"{tmp_path / 'my_indicator.py'}:nope",
                  "--out", str(tmp_path / "o2")]) == 2
+
+
+BURNOUT = REPO / "tests" / "scenarios" / "burnout" / "scenario.py"
+
+
+def test_a_model_that_finished_early_and_a_zero_delta_v_at_t_star_are_said_in_console_manifest_and_report(
+        tmp_path, capsys):
+    """mesa-examples' forest fire sets running = False when no tree burns; aumann stepped it on, t* = argmax f over
+    the second half fell on a flat step where Δv = f(z) − f(z⁰) = 0, and the faithfulness table came out as 0 and
+    '–' with no word why. t* keeps its documented rule (here Δv is 0 on the whole window: no other step would
+    do), but the console, manifest.json and report.md now say that the model finished (and at which step) and
+    that Δv = 0 at t*, and what to change."""
+    out = tmp_path / "run"
+    assert main(["run", f"{BURNOUT}:scenario", "--runs", "1", "--steps", "8", "--permutations", "20", "--no-plots",
+                 "--no-ablations", "--judge", "off", "--out", str(out)]) == 0
+    err = " ".join(capsys.readouterr().err.split())  # (Rich wraps lines)
+    assert "Δv = 0: run 0: Δv = f(z) − f(z⁰) = 0 at t* = 4 (t* = argmax f over steps 4…7)" in err
+    assert "model finished: run 0: the model set running = False at panel step 2 (model step 3)" in err
+    assert "pass --steps 3 to stop where it finished" in err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model_finished"] == [{"run": 0, "step": 2, "model_step": 3, "steps": 8}]
+    (zero,) = manifest["zero_delta_v"]
+    assert zero["t_star"] == 4 and zero["window"] == [4, 7] and zero["largest_abs_delta_v_step"] is None
+    assert "rankings undefined" in zero["why"]
+    rec = json.loads((out / "runs" / "run-000.json").read_text())
+    assert rec["t_star"] == 4 and rec["delta_v"] == 0.0 and rec["zero_delta_v"]["t_star"] == 4
+    report = (out / "report.md").read_text()
+    assert "Δv = f(z) − f(z⁰) = 0 at t* = 4" in report and "set running = False at panel step 2" in report

@@ -284,3 +284,21 @@ def test_a_stage_that_leaves_what_cannot_be_written_fails_alone_and_the_run_stay
     assert entry["status"] == "failed" and entry["error"] == "StudyError" and re.search(says, entry["message"])
     assert "mine" not in result.records[0] and "fine" not in result.arrays[0]
     assert RunDir(tmp_path).verify_run(0, result.records[0]["digest"])[0] == "done"
+
+
+def test_a_zero_delta_v_at_t_star_names_the_window_step_with_the_largest_change():
+    """Δv(t*) = 0 leaves every faithfulness row of the run undefined; t* keeps its documented rule (argmax f over
+    the second half, so the built-in scenarios' t* and tables do not move) and the record names the step of that
+    window with the largest |Δv| (or none, when Δv is 0 on all of it), which the report and console print."""
+    from aumann.studies.rundir import zero_delta_v_text
+    from aumann.studies.stages import zero_delta_v_record
+
+    dv = np.array([5.0, 4.0, 3.0, 0.0, 0.0, -0.25, 0.125, 0.0])  # window 4…7, t* = 4
+    rec = zero_delta_v_record(dv, 4)
+    assert rec == {"t_star": 4, "window": [4, 7], "largest_abs_delta_v_step": 5, "largest_abs_delta_v": -0.25}
+    text = zero_delta_v_text({"run": 3, **rec})
+    assert text.startswith("run 3: Δv = f(z) − f(z⁰) = 0 at t* = 4 (t* = argmax f over steps 4…7)")
+    assert "the step of the window with the largest |Δv| is 5 (Δv = -0.25)" in text
+    flat = zero_delta_v_record(np.array([1.0, 0.0, np.nan]), 2)  # (a NaN Δv is no change to point at)
+    assert flat["window"] == [2, 2] and flat["largest_abs_delta_v_step"] is None
+    assert "Δv = 0 on every step of the window" in zero_delta_v_text({"run": 0, **flat})
