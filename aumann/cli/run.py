@@ -274,8 +274,8 @@ def run(args: argparse.Namespace) -> int:
     if backend is not None and getattr(backend, "cache", None) is not None:
         extra["llm_cache"] = {"path": str(backend.cache.path), "mode": backend.cache.mode}
     reliability = llm_options.reliability(extra.get("llm_usage"), config, result, run_counts=account.saved_runs)
-    if reliability is not None:
-        extra["llm_reliability"] = reliability
+    if reliability is not None:  # with what an abstention does in this scenario, for the reports
+        extra["llm_reliability"] = {**reliability, "abstention": sc.abstention_description}
     files = write_outputs(result, out, command=command, seconds=seconds, description=sc.description,
                           baseline=sc.baseline_description, plots=not args.no_plots,
                           config=config.model_dump(mode="json", exclude={"execution"}), seeds=seeds, extra=extra,

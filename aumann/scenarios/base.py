@@ -446,6 +446,9 @@ class Scenario:
     step: Callable[[Any], None] | None = None
     baseline_action_by: str = "position"
     groups: Callable[[Any, Any], Mapping[str, Any]] | None = None
+    #: what an LLM decision without a usable reply (an abstention) does in this scenario, for the reports
+    #: ("no post and no reaction that step"); empty: the reports say the scenario gave no description
+    abstention_description: str = ""
 
     def __post_init__(self) -> None:
         if self.analysis is not None:

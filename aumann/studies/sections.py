@@ -200,6 +200,14 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         "offline · $0"
 
 
+def abstention_text(described: Any) -> str:
+    """What an abstention did in the run (the scenario's ``abstention_description``, in ``llm_reliability``)."""
+    if isinstance(described, str) and described.strip():
+        return described.strip()
+    return ("what the scenario's code does with a decision that came back as MalformedResponseError; the scenario "
+            "gave no abstention_description")
+
+
 def reliability_blocks(manifest: dict[str, Any]) -> tuple[list[Any], str]:
     """The invalid-decision account of an LLM run (``manifest.json`` → ``llm_reliability``): a line, and a
     warning marking the run unreliable when the share of abstentions passed the configured threshold."""
@@ -210,12 +218,14 @@ def reliability_blocks(manifest: dict[str, Any]) -> tuple[list[Any], str]:
     total = int(rel.get("decisions_asked", 0) or 0)
     rate = float(rel.get("invalid_rate", 0.0) or 0.0)
     limit = float(rel.get("max_invalid_rate", 0.2) or 0.0)
+    what = abstention_text(rel.get("abstention"))
     line = (f"Invalid decisions: {bad:,} of {total:,} ({rate:.1%}) had no usable reply after a varied retry and were "
-            f"recorded as abstentions (no action); the replies are kept (`aumann llm show RUN_DIR --invalid`).")
+            f"recorded as abstentions ({what}); the replies are kept (`aumann llm show RUN_DIR --invalid`).")
     if rel.get("unreliable"):
         return [Note(f"UNRELIABLE RUN: {rate:.1%} of the LLM decisions were invalid, above the threshold "
-                     f"{limit:.0%} (llm.max_invalid_rate). The attribution describes a run whose agents mostly "
-                     f"abstained. " + line, "warn")], f"UNRELIABLE · {rate:.0%} invalid"
+                     f"{limit:.0%} (llm.max_invalid_rate). The attribution describes a run in which {rate:.1%} of "
+                     f"the LLM decisions were abstentions: {what}. " + line, "warn")], \
+            f"UNRELIABLE · {rate:.0%} invalid"
     return [Text(line)], ""
 
 

@@ -338,3 +338,33 @@ def test_an_interrupted_and_resumed_run_reports_the_reliability_of_an_uninterrup
         assert (tmp_path / "straight" / f).read_bytes() == (tmp_path / "resumed" / f).read_bytes(), f
     u = resumed["llm_usage"]  # the spend: every request of the three invocations, once
     assert u["calls"] + u["fork_calls"] == sent and resumed["llm"]["invocations"] == 3
+
+
+def test_the_report_says_what_an_abstention_did_in_the_scenario_not_no_action(tmp_path):
+    """The report said every invalid decision was 'recorded as abstentions (no action)' and, when unreliable, that
+    'the run's agents mostly abstained' -- for MidScale-Social, whose one LLM decision per run is its fixture and
+    whose invalid reply makes the run use the committed fixture: nobody abstained. Each scenario now says what an
+    abstention does (Scenario.abstention_description, into manifest.json's llm_reliability), and the report
+    prints that."""
+    from aumann import scenarios
+    from aumann.studies.sections import reliability_blocks
+
+    with LoopbackLLM(lambda body: "I cannot decide") as srv:
+        assert _invoke("midscale-social", "--agents", "40", "--steps", "4", "--runs", "1", "--permutations", "4",
+                       "--no-ablations", "--no-plots", "--judge", "off", "--set", "study.random_orderings=1",
+                       "--set", "study.action_attribution=false", "--backend", "openai", "--model", "m",
+                       "--base-url", srv.base_url, "--concurrency", "1", "--out", str(tmp_path / "mid")) == 0
+    rel = json.loads((tmp_path / "mid" / "manifest.json").read_text())["llm_reliability"]
+    assert rel["unreliable"] and rel["abstention"] == scenarios.get("midscale-social").abstention_description
+    report = " ".join((tmp_path / "mid" / "report.md").read_text().split())
+    assert "recorded as abstentions (the run uses the committed fixture" in report
+    assert "(no action)" not in report and "mostly abstained" not in report
+    # every built-in scenario describes its own; a scenario without one is not said to have taken 'no action'
+    said = {"social-llm": "no post, no reaction", "econagent": "original EconAgent's fallback",
+            "megascale-social": "key does nothing", "midscale-social": "committed fixture"}
+    for name, words in said.items():
+        blocks, _ = reliability_blocks({"llm_reliability": {**rel, "abstention":
+                                                            scenarios.get(name).abstention_description}})
+        assert words in blocks[0].text, name
+    blocks, _ = reliability_blocks({"llm_reliability": {**rel, "abstention": ""}})
+    assert "the scenario gave no abstention_description" in blocks[0].text and "(no action)" not in blocks[0].text

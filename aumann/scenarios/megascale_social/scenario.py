@@ -100,6 +100,7 @@ MEGASCALE_SOCIAL = register(Scenario(
                          "influence kept",
     tags=("llm", "large-scale", "network"),
     groups=lambda model, cfg: {"tier": tiers_by_rank(model.world.influence)},
+    abstention_description="the archetype key does nothing that step: no post, no reshare, no belief shift",
 ))
 
 __all__ = ["MEGASCALE_SOCIAL", "MegaScaleConfig", "baseline_features"]

@@ -184,6 +184,7 @@ SOCIAL_LLM = register(Scenario(
     offline_backend=_offline_backend,
     config_file="social-llm.toml",
     baseline_description="neutral and silent at the target step: belief 0, no post, no views, no reactions",
+    abstention_description="the agent does nothing that step: no post, no reaction",
 ))
 
 __all__ = ["FEATURES", "SOCIAL_LLM", "RiskyExpression", "SocialLLMConfig"]
