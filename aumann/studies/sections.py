@@ -223,9 +223,8 @@ def reliability_blocks(manifest: dict[str, Any]) -> tuple[list[Any], str]:
             f"recorded as abstentions ({what}); the replies are kept (`aumann llm show RUN_DIR --invalid`).")
     if rel.get("unreliable"):
         return [Note(f"UNRELIABLE RUN: {rate:.1%} of the LLM decisions were invalid, above the threshold "
-                     f"{limit:.0%} (llm.max_invalid_rate). The attribution describes a run in which {rate:.1%} of "
-                     f"the LLM decisions were abstentions: {what}. " + line, "warn")], \
-            f"UNRELIABLE · {rate:.0%} invalid"
+                     f"{limit:.0%} (llm.max_invalid_rate): the attribution describes the run these abstentions "
+                     f"made. " + line, "warn")], f"UNRELIABLE · {rate:.0%} invalid"
     return [Text(line)], ""
 
 

@@ -158,8 +158,8 @@ ECONAGENT = register(Scenario(
     baseline_description="no work, no consumption, no investment at the target step; wealth preserved "
                          "(no tax, no redistribution credit, no interest)",
     tags=("llm", "economy"),
-    abstention_description="the household takes the original EconAgent's fallback: work 1, consumption 0.5 "
-                           "(investment 0.5)",
+    abstention_description="the household takes the original EconAgent's fallback: work 1, consumption 0.5, "
+                           "investment 0.5",
 ))
 
 __all__ = [

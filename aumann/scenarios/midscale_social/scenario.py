@@ -188,8 +188,8 @@ MIDSCALE_SOCIAL = register(Scenario(
     config_file="midscale-social.toml",
     baseline_description="neutral and disengaged at the target step: belief 0, no posting, no resharing, "
                          "exposure 0; influence weight kept",
-    abstention_description="the run uses the committed fixture (personas, stances, prototypes) in place of the "
-                           "LLM's (its one LLM decision); the propagation itself asks the LLM nothing",
+    abstention_description="the run uses the committed fixture in place of the LLM's personas, stances and "
+                           "prototypes, its one LLM decision per run; the propagation asks the LLM nothing",
 ))
 
 __all__ = ["FEATURES", "MIDSCALE_SOCIAL", "MidScaleConfig", "PropagationRisk"]
