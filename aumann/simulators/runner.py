@@ -70,7 +70,8 @@ def simulate(
     A model that says it is done (Mesa's ``model.running = False``: forest fire when no tree burns any more;
     ``batch_run`` stops there) is still stepped for all ``steps``, so the panel has the shape asked for and a
     model that never sets ``running`` is recorded as before; the step where ``running`` became ``False`` is
-    said once (:class:`~aumann.errors.ModelFinishedWarning`) and kept in the panel's ``meta["model_finished"]``
+    said once (:class:`~aumann.errors.ModelFinishedWarning`, when steps followed it) and kept in the panel's
+    ``meta["model_finished"]``
     (``{"step": panel position, "model_step": model.steps, "steps": T}``; position -1: finished before the
     first step). Its later steps usually change nothing: pass fewer ``steps`` to stop there.
 
@@ -127,7 +128,7 @@ def simulate(
     if finished is not None:
         finished["steps"] = int(panel.shape[0])
         panel.meta["model_finished"] = finished
-        if warn_finished:
+        if warn_finished and finished["step"] < finished["steps"] - 1:  # (finished on the last step: none after)
             _warn_finished(model, finished)
     return panel
 

@@ -316,8 +316,9 @@ def attribute(ctx: RunContext) -> None:
         ctx.rec["log_k_grid"] = ctx.grid
     if panel.alive is not None and not panel.alive.all():
         ctx.rec["dead_rows"] = dead_rows_record(ctx, res_all)
-    if isinstance(panel.meta.get("model_finished"), dict):  # the model said it was done (running = False)
-        ctx.rec["model_finished"] = dict(panel.meta["model_finished"])
+    done = panel.meta.get("model_finished")
+    if isinstance(done, dict) and done["step"] < done["steps"] - 1:  # stepped on after running = False
+        ctx.rec["model_finished"] = dict(done)
     if float(res_all.delta_v[ts]) == 0.0:  # every row of the faithfulness table is undefined: say why
         ctx.rec["zero_delta_v"] = zero_delta_v_record(res_all.delta_v, ts)
     ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})

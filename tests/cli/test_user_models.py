@@ -95,3 +95,12 @@ def test_a_model_that_finished_early_and_a_zero_delta_v_at_t_star_are_said_in_co
     assert rec["t_star"] == 4 and rec["delta_v"] == 0.0 and rec["zero_delta_v"]["t_star"] == 4
     report = (out / "report.md").read_text()
     assert "Δv = f(z) − f(z⁰) = 0 at t* = 4" in report and "set running = False at panel step 2" in report
+    # --steps 3 (what it says to do): the model finishes on the last step, Δv(t*) ≠ 0, nothing to say
+    out3 = tmp_path / "run3"
+    assert main(["run", f"{BURNOUT}:scenario", "--runs", "1", "--steps", "3", "--permutations", "20", "--no-plots",
+                 "--no-ablations", "--judge", "off", "--out", str(out3)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Δv = 0" not in err and "model finished" not in err and "running = False" not in err
+    manifest = json.loads((out3 / "manifest.json").read_text())
+    assert "model_finished" not in manifest and "zero_delta_v" not in manifest
+    assert json.loads((out3 / "runs" / "run-000.json").read_text())["delta_v"] != 0

@@ -211,6 +211,10 @@ def test_a_model_that_sets_running_false_is_said_once_with_its_step_and_kept_in_
     with pytest.warns(ModelFinishedWarning, match="already finished .running = False. before the first step"):
         done = simulate(m, 2, rec)
     assert done.meta["model_finished"]["step"] == -1
+    with warnings.catch_warnings():  # finished on the last step: no step of a finished model to warn about
+        warnings.simplefilter("error", ModelFinishedWarning)
+        last = simulate(_burnout(burn=4), 4, rec)
+    assert last.meta["model_finished"] == {"step": 3, "model_step": 4, "steps": 4}
     with warnings.catch_warnings():  # never finished (burn beyond the run): nothing said, nothing in meta
         warnings.simplefilter("error", ModelFinishedWarning)
         plain = simulate(_burnout(burn=99), 8, rec)
