@@ -45,7 +45,7 @@ from aumann.attribution.indicators import HALF, Context, Indicator
 from aumann.attribution.jit_log1p import log1p
 from aumann.attribution.streaming import fresh
 from aumann.checks import as_real_array, as_torch
-from aumann.errors import IndicatorError
+from aumann.errors import IndicatorError, MemoryBudgetError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 
@@ -240,24 +240,65 @@ class GenericKernel(GameKernel):
         n = max(1, self.n)
         return max(1, self.memory_budget // ((self.row_bytes + n) * n))
 
+    def block_rows(self) -> int:
+        """Coalitions evaluated at once: as many as the budget holds at ``row_bytes`` plus an N-byte mask row each.
+
+        Raises:
+            MemoryBudgetError: not even one coalition fits.
+        """
+        per = self.row_bytes + max(1, self.n)
+        if per > self.memory_budget:
+            raise MemoryBudgetError(
+                f"one coalition of the game needs {self.row_bytes:,} bytes of working memory plus its {self.n:,}-byte "
+                f"mask row ({per:,} bytes), more than memory_budget={self.memory_budget:,} bytes; pass a larger "
+                "memory_budget=")
+        return self.memory_budget // per
+
     def prefix_marginals(self, perms, reverse):
-        c, N = perms.shape
+        c = perms.shape[0]
         ranks = np.argsort(perms, axis=1)  # ranks[p, j]: position of player j in π_p
-        ks = np.arange(1, N)
-        # interior prefixes k = 1..N−1 (v(∅) and v(N) are shared by every permutation)
-        fwd = (ranks[:, None, :] < ks[None, :, None]).reshape(-1, N)  # (c·(N−1), N)
         v0, vN = self._ends()
-        vals = self.v(fwd).reshape(c, N - 1)
+        vals = self._prefix_values(ranks, suffix=False)  # (c, N − 1)
         full = np.concatenate([np.full((c, 1), v0), vals, np.full((c, 1), vN)], axis=1)
         out_f = _to_player_order(perms, np.diff(full, axis=1))
         if not reverse:
             return out_f, None
-        rev = (ranks[:, None, :] >= (N - ks)[None, :, None]).reshape(-1, N)  # last k of π
-        rvals = self.v(rev).reshape(c, N - 1)
+        rvals = self._prefix_values(ranks, suffix=True)  # the last k of π
         rfull = np.concatenate([np.full((c, 1), v0), rvals, np.full((c, 1), vN)], axis=1)
         # reversed order σ = π[::-1]: position k of σ is π[N−1−k]
         out_r = _to_player_order(perms[:, ::-1], np.diff(rfull, axis=1))
         return out_f, out_r
+
+    def _prefix_values(self, ranks: np.ndarray, suffix: bool) -> np.ndarray:
+        """(c, N − 1): v of the interior prefixes k = 1 … N − 1 of each permutation (``suffix``: of its last k
+        players; v(∅) and v(N) are shared by every permutation). The c·(N − 1) masks are built and evaluated in
+        blocks of :meth:`block_rows` consecutive coalitions: one permutation alone brings N − 1 mask rows of N bytes
+        (~400 MB at N = 20,000, as much again for its reverse), past any budget at large N. A chunk that fits is one
+        block, one call of v, as before."""
+        c, N = ranks.shape
+        total = c * (N - 1)
+        out = np.empty(total, dtype=np.float64)
+        if not total:
+            return out.reshape(c, 0)
+        rows = min(total, self.block_rows())
+        ks = np.arange(1, N)
+        bound = N - ks if suffix else ks  # coalition k: ranks ≥ N − k (suffix), ranks < k (prefix)
+        for j0 in range(0, total, rows):
+            j1 = min(total, j0 + rows)
+            block = np.empty((j1 - j0, N), dtype=bool)  # fresh: a game may keep the masks it was given
+            j = j0
+            while j < j1:  # the block's rows, permutation by permutation
+                p, k0 = divmod(j, N - 1)
+                k1 = min(N - 1, k0 + (j1 - j))
+                seg = block[j - j0:j - j0 + k1 - k0]
+                if suffix:
+                    np.greater_equal(ranks[p][None, :], bound[k0:k1, None], out=seg)
+                else:
+                    np.less(ranks[p][None, :], bound[k0:k1, None], out=seg)
+                j += k1 - k0
+            out[j0:j1] = self.v(block)
+            del block, seg  # the next block is allocated after this one is gone
+        return out.reshape(c, N - 1)
 
     def _ends(self) -> tuple[float, float]:
         if not hasattr(self, "_v_ends"):
