@@ -419,7 +419,7 @@ def blocked_estimate(method: Any, kernel: Any, v0: float, vN: float, rng: np.ran
         per = 1
         budget = method.memory_budget
         chunk = max(1, budget // (24 * n)) if method.estimator == "msr" else \
-            max(1, budget // (64 * n * (1 if kernel.kind != "generic" else n)))
+            max(1, budget // kernel.flip_sample_bytes())
     size = max(1, method.block_size // per) if shapley else method.block_size
     counts = [min(size, total - s) for s in range(0, total, size)]
     gens = rng.spawn(len(counts))

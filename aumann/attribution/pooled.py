@@ -48,6 +48,8 @@ from aumann.checks import as_real_array, as_torch
 from aumann.errors import IndicatorError, MemoryBudgetError
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
+#: bytes per player one sample of the flip marginals holds besides any masks (its marginals, both sides' values)
+FLIP_SAMPLE_BYTES = 64
 
 
 # ---------------------------------------------------------------------- declarations
@@ -137,6 +139,11 @@ class GameKernel(ABC):
     def chunk_permutations(self) -> int:
         """How many permutations ``prefix_marginals`` should get at once."""
         return 1
+
+    def flip_sample_bytes(self) -> int:
+        """Working bytes one sample of :meth:`flip_marginals` holds (for sizing chunks of the marginal Banzhaf
+        estimator): its (N,) marginals and the running sums behind them."""
+        return FLIP_SAMPLE_BYTES * max(1, self.n)
 
     #: the integer dtypes of permutations this kernel takes without a copy (int32 halves the memory the
     #: permutation draws touch; a kernel that indexes torch tensors with them needs int64)
@@ -271,48 +278,71 @@ class GenericKernel(GameKernel):
 
     def _prefix_values(self, ranks: np.ndarray, suffix: bool) -> np.ndarray:
         """(c, N − 1): v of the interior prefixes k = 1 … N − 1 of each permutation (``suffix``: of its last k
-        players; v(∅) and v(N) are shared by every permutation). The c·(N − 1) masks are built and evaluated in
-        blocks of :meth:`block_rows` consecutive coalitions: one permutation alone brings N − 1 mask rows of N bytes
-        (~400 MB at N = 20,000, as much again for its reverse), past any budget at large N. A chunk that fits is one
-        block, one call of v, as before."""
-        c, N = ranks.shape
-        total = c * (N - 1)
-        out = np.empty(total, dtype=np.float64)
-        if not total:
-            return out.reshape(c, 0)
-        rows = min(total, self.block_rows())
+        players; v(∅) and v(N) are shared by every permutation), in blocks (:meth:`_evaluate_blocks`): one
+        permutation alone brings N − 1 mask rows of N bytes (~400 MB at N = 20,000, as much again for its reverse),
+        past any budget at large N."""
+        N = ranks.shape[1]
         ks = np.arange(1, N)
         bound = N - ks if suffix else ks  # coalition k: ranks ≥ N − k (suffix), ranks < k (prefix)
+
+        def fill(seg: np.ndarray, p: int, k0: int, k1: int) -> None:
+            if suffix:
+                np.greater_equal(ranks[p][None, :], bound[k0:k1, None], out=seg)
+            else:
+                np.less(ranks[p][None, :], bound[k0:k1, None], out=seg)
+
+        return self._evaluate_blocks(ranks.shape[0], N - 1, fill)
+
+    def _evaluate_blocks(self, groups: int, width: int,
+                         fill: Callable[[np.ndarray, int, int, int], None]) -> np.ndarray:
+        """(groups, width): v of ``groups`` × ``width`` coalitions, ``fill(seg, g, a, b)`` writing the masks of
+        coalitions a … b − 1 of group g into ``seg`` (b − a, N). They are built and evaluated in blocks of
+        :meth:`block_rows` consecutive coalitions (crossing group boundaries), so their masks stay within the budget
+        at any N. All of them within the budget are one block, one call of v (as before blocks existed)."""
+        N = self.n
+        total = groups * width
+        out = np.empty(total, dtype=np.float64)
+        if not total:
+            return out.reshape(groups, width)
+        rows = min(total, self.block_rows())
         for j0 in range(0, total, rows):
             j1 = min(total, j0 + rows)
             block = np.empty((j1 - j0, N), dtype=bool)  # fresh: a game may keep the masks it was given
             j = j0
-            while j < j1:  # the block's rows, permutation by permutation
-                p, k0 = divmod(j, N - 1)
-                k1 = min(N - 1, k0 + (j1 - j))
-                seg = block[j - j0:j - j0 + k1 - k0]
-                if suffix:
-                    np.greater_equal(ranks[p][None, :], bound[k0:k1, None], out=seg)
-                else:
-                    np.less(ranks[p][None, :], bound[k0:k1, None], out=seg)
-                j += k1 - k0
+            while j < j1:  # the block's rows, group by group
+                g, a = divmod(j, width)
+                b = min(width, a + (j1 - j))
+                fill(block[j - j0:j - j0 + b - a], g, a, b)
+                j += b - a
             out[j0:j1] = self.v(block)
-            del block, seg  # the next block is allocated after this one is gone
-        return out.reshape(c, N - 1)
+            del block  # the next block is allocated after this one is gone
+        return out.reshape(groups, width)
 
     def _ends(self) -> tuple[float, float]:
         if not hasattr(self, "_v_ends"):
             self._v_ends = self.ends()
         return self._v_ends
 
+    def flip_sample_bytes(self) -> int:
+        """One sample's N coalitions of one side (S ∪ {i} for every i, then S ∖ {i}) at ``row_bytes`` plus an N-byte
+        mask row each, and its marginals. The declaration was 64 · N² bytes a sample (N = 1000: 64 MB) for the
+        ~3 · N² the masks of both sides took together, so a chunk held ~20 times fewer samples than the budget
+        allowed; the two sides are now built one after the other (N² bytes a sample)."""
+        n = max(1, self.n)
+        return n * (self.row_bytes + n) + FLIP_SAMPLE_BYTES * n
+
     def flip_marginals(self, masks):
+        masks = np.asarray(masks, dtype=bool)
         c, N = masks.shape
-        with_i = np.repeat(masks[:, None, :], N, axis=1)  # (c, N, N)
-        eye = np.eye(N, dtype=bool)
-        without_i = with_i & ~eye
-        with_i = with_i | eye
-        vw = self.v(with_i.reshape(-1, N)).reshape(c, N)
-        vo = self.v(without_i.reshape(-1, N)).reshape(c, N)
+
+        def flipped(value: bool) -> Callable[[np.ndarray, int, int, int], None]:
+            def fill(seg: np.ndarray, s: int, a: int, b: int) -> None:  # rows i = a … b − 1 of sample s, bit i set
+                seg[:] = masks[s]
+                seg[np.arange(b - a), np.arange(a, b)] = value
+            return fill
+
+        vw = self._evaluate_blocks(c, N, flipped(True))  # row (s, i): S_s ∪ {i}
+        vo = self._evaluate_blocks(c, N, flipped(False))  # row (s, i): S_s ∖ {i}
         return vw - vo
 
     def loo(self, v_full):

@@ -505,7 +505,7 @@ class SampledBanzhaf(CoalitionMethod):
         if self.estimator == "msr":
             chunk = max(1, self.memory_budget // (48 * n))  # masks, two masked (c, N) rows and their running sums
         else:
-            chunk = max(1, self.memory_budget // (64 * n * (1 if kernel.kind != "generic" else n)))
+            chunk = max(1, self.memory_budget // kernel.flip_sample_bytes())
         done = 0
         stopped = "samples"
         acc = _MSR(n) if self.estimator == "msr" else _Moments()
