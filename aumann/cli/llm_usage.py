@@ -1,6 +1,6 @@
 """LLM usage at the CLI edge of ``aumann run``: the live progress column, the ledger, dry runs.
 
-* :class:`UsageColumn` shows calls done / planned, cache hits, tokens and cost so far in the
+* :class:`UsageColumn` shows calls sent and requests so far, cache hits, tokens and cost so far in the
   progress bar (read live from the backend's :class:`~aumann.simulators.llm.Usage`).
 * :func:`record_usage` keeps ``<out>/llm-usage.json``: what earlier invocations in the run
   directory spent is loaded first (a resumed run adds to it, the caps count it), and the account is
@@ -38,7 +38,7 @@ from aumann.errors import TerminatedBySignal
 
 
 class UsageColumn(ProgressColumn):
-    """A progress-bar column: ``LLM 123 call(s) / 130 planned, 40 cached, 12.3k tok, $0.0021``."""
+    """A progress-bar column: ``LLM 123 call(s) sent for 130 request(s) so far, 40 cached, 12.3k tok, $0.0021``."""
 
     def __init__(self, backend: Any) -> None:
         super().__init__()

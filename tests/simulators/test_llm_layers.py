@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -191,6 +192,24 @@ def test_progress_lines_appear_when_stderr_is_not_a_terminal():
         time.sleep(0.3)
     text = buf.getvalue()
     assert "social-llm: 1 run(s): run 1/1: simulate · 1/7 stage(s)" in text and "finished" in text
+
+
+def test_the_progress_line_counts_requests_so_far_and_does_not_read_as_a_total():
+    """The requests that missed the cache are counted as they are sent, so the number grows with the run: the line
+    read 'LLM 3 call(s) / 3 planned' after a batch of 3 and 'LLM 8 call(s) / 8 planned' after 5 more, a fraction
+    whose denominator looked like the run's total. It says what it counts now."""
+    from aumann.cli.llm_usage import ProgressLines
+
+    seen = []
+    with LoopbackLLM(lambda body: '{"yes": true}') as srv:
+        b = OpenAIBackend(model="m", base_url=srv.base_url, max_retries=0)
+        lines = ProgressLines("social-llm: 1 run(s)", b, stream=io.StringIO())
+        for seeds in (range(3), range(3, 8)):
+            b.decide_many([{"messages": MSGS, "schema": Vote, "seed": s} for s in seeds])
+            seen.append(lines.line())
+    assert "LLM 3 call(s) sent for 3 request(s) so far, 0 cached" in seen[0]
+    assert "LLM 8 call(s) sent for 8 request(s) so far, 0 cached" in seen[1]
+    assert not any("planned" in line or " / " in line for line in seen)
 
 
 def test_an_unreliable_run_is_marked_in_the_manifest_both_reports_and_the_console(tmp_path, capsys):

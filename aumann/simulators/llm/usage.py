@@ -342,12 +342,18 @@ def usage_of(obj: Any) -> Usage | None:
 
 
 def describe(usage: Usage, *, model: str | None = None, price_known: bool = True) -> str:
-    """One line for the progress bar and the console: calls, tokens, cost."""
+    """One line for the progress bar and the console: calls, tokens, cost.
+
+    ``LLM 310 call(s) sent for 481 request(s) so far, 40 cached, …``: the requests are those that missed the cache
+    up to now (``planned_calls``; in flight included), not the run's total, which no one knows ahead (the model's
+    answers shape the later prompts; ``--dry-run`` estimates it by playing the whole study). The line read
+    ``310 call(s) / 481 planned``, a fraction whose denominator grew as the run went (310, then 481)."""
     tok = usage.total_tokens
     tok_s = f"{tok / 1000:.1f}k" if tok >= 1000 else str(tok)
     cost = f"${usage.cost_usd:.4f}" if price_known else "cost n/a (price unknown)"
-    calls = f"{usage.total_calls} call(s)" + (f" ({usage.fork_calls} in forks)" if usage.fork_calls else "")
-    return (f"LLM {calls} / {usage.planned_calls} planned, {usage.cache_hits} cached, {tok_s} tok, {cost}"
+    calls = f"{usage.total_calls} call(s) sent" + (f" ({usage.fork_calls} in forks)" if usage.fork_calls else "")
+    return (f"LLM {calls} for {usage.planned_calls} request(s) so far, {usage.cache_hits} cached, {tok_s} tok, "
+            f"{cost}"
             + (f", {usage.retries} retries" if usage.retries else "")
             + (f", {usage.invalid_decisions} invalid" if usage.invalid_decisions else ""))
 
