@@ -885,6 +885,71 @@ def test_waiting_for_a_cache_locked_by_another_process_is_said_when_the_wait_sta
         assert "1 request(s) shown" in err
 
 
+#: another process holding a cache: the write lock (a second run flushing into it), or an open read transaction
+HOLD_WRITE = HOLD_LOCK.replace('c.execute("PRAGMA locking_mode = EXCLUSIVE")\n', "").replace("BEGIN EXCLUSIVE",
+                                                                                            "BEGIN IMMEDIATE")
+HOLD_READ = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN")
+c.execute("SELECT count(*) FROM responses").fetchall()
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("what", ["flush", "read", "close"])
+def test_waiting_for_another_process_after_the_cache_is_open_is_said_too(tmp_path, monkeypatch, capsys, what):
+    """Opening a cache another process holds locked says so on stderr; the waits after it did not. A flush while
+    another run writes the same cache (its write lock), a read while a writer holds it in exclusive locking mode, and
+    close()'s merge of the log while another process reads it each waited up to 60 s without a word (measured: 3.2 s
+    of silence for a 3 s hold). One line now, saying what the wait is for; the wait and its outcome are unchanged."""
+    import sqlite3
+    import subprocess
+    import sys
+    import threading
+
+    from aumann.simulators.llm import cache as cache_module
+
+    path = tmp_path / "llm-cache.sqlite"
+    with ResponseCache(path) as c:
+        c.put("k", '{"post": true}', backend="openai", model="m", request={})
+    monkeypatch.setattr(cache_module, "WAIT_NOTICE_SECONDS", 0.1)
+    if what == "read":  # a cache file in rollback-journal mode (WAL readers never wait for a writer), replayed
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("PRAGMA journal_mode = DELETE")
+        con.close()
+    cache = ResponseCache(path, mode="replay" if what == "read" else "record").open()
+    hold = {"flush": HOLD_WRITE, "read": HOLD_LOCK, "close": HOLD_READ}[what]
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        if what == "close":  # a reply committed while the other process reads: the log cannot be merged at once
+            cache.put("k2", '{"post": false}', backend="openai", model="m", request={})
+            cache.flush()
+        threading.Timer(1.0, holder.communicate, args=("",)).start()  # the holder lets go while we wait
+        capsys.readouterr()
+        if what == "flush":
+            cache.put("k2", '{"post": false}', backend="openai", model="m", request={})
+            assert cache.flush() == 1
+        elif what == "read":
+            assert cache.get("k").text == '{"post": true}'
+        cache.close()
+        err = capsys.readouterr().err
+    finally:
+        if holder.poll() is None:
+            holder.communicate("")
+    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")]
+    assert len(waits) == 1, err
+    doing = {"flush": "(to store 1 reply; waiting at most 60 s, then this stops with an error)",
+             "read": "(to read stored replies; waiting at most 60 s, then this stops with an error)",
+             "close": "(to merge its log into the file; waiting at most 60 s, then the merge is left to a later run)"}
+    assert str(path) in waits[0] and "another process holds it locked " + doing[what] in waits[0], waits
+    assert "--cache PATH" in waits[0]
+    assert ResponseCache(path, mode="replay").get("k2" if what != "read" else "k") is not None
+
+
 def test_a_cache_opened_without_waiting_says_nothing(tmp_path, monkeypatch, capsys):
     from aumann.simulators.llm import cache as cache_module
 

@@ -28,12 +28,14 @@ cache raises :class:`aumann.errors.ResponseCacheError` naming the file -- never 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -187,6 +189,7 @@ class ResponseCache:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._reads_wait = True  # whether a read can wait for another process's lock (not in WAL mode)
         self._pending: dict[str, tuple] = {}
         self._lost: dict[str, CachedResponse] = {}  # keys whose stored reply is another writer's, not the one put
         self._oldest = 0.0
@@ -228,9 +231,18 @@ class ResponseCache:
                     self._conn = self._open()
         return self._conn
 
-    def _open(self) -> sqlite3.Connection:
+    def _waiting(self, doing: str = "", then: str = "then this stops with an error") -> AbstractContextManager[None]:
+        """Around a statement that may wait (up to BUSY_SECONDS) for a lock another process holds on the file: one
+        line on stderr once it has waited WAIT_NOTICE_SECONDS, saying what is waited on, what for (``doing``), for
+        how long at most and what happens then, and how to avoid it -- not a silent minute."""
         from aumann.progress import notice_if_slow
 
+        return notice_if_slow(f"waiting for the LLM response cache {self.path!r}: another process holds it locked "
+                              f"({doing + '; ' if doing else ''}waiting at most {BUSY_SECONDS:g} s, {then}); to avoid "
+                              "the wait, let that process finish first or use another cache file (--cache PATH)",
+                              after=WAIT_NOTICE_SECONDS)
+
+    def _open(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
@@ -238,13 +250,15 @@ class ResponseCache:
         try:
             # a file another process holds locked is waited on up to BUSY_SECONDS: said at once, not after a silent
             # minute (`aumann llm show` and `aumann run --cache` on a cache in use)
-            with notice_if_slow(f"waiting for the LLM response cache {self.path!r}: another process holds it locked "
-                                f"(waiting at most {BUSY_SECONDS:g} s, then this stops with an error); to avoid the "
-                                "wait, let that process finish first or use another cache file (--cache PATH)",
-                                after=WAIT_NOTICE_SECONDS):
-                return self._prepare(conn)
+            with self._waiting():
+                conn = self._prepare(conn)
+                # a WAL reader never waits for a writer (nor an in-memory one): only other reads are watched
+                self._reads_wait = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() not in ("wal",
+                                                                                                          "memory")
+                return conn
         except sqlite3.Error as exc:
             if self.mode == "replay" and self.path != ":memory:" and "unable to open" in str(exc).lower():
+                self._reads_wait = False  # immutable: no locks
                 return self._open_immutable(exc)
             raise self._fail(_DAMAGED, exc) from None
 
@@ -349,13 +363,17 @@ class ResponseCache:
                 if row is not None:
                     out[k] = CachedResponse(row[4], row[5], row[6], _failed_reason(row[4], row[3]))
             rest = [k for k in keys if k not in out]
-            try:
-                for i in range(0, len(rest), _CHUNK):
-                    part = rest[i:i + _CHUNK]
-                    q = (f"SELECT key, response, prompt_tokens, completion_tokens, {_FAILED_SQL} FROM responses "
-                         "WHERE key IN (" + ",".join("?" * len(part)) + ")")
-                    for k, text, pt, ct, req in self.conn.execute(q, part):
-                        out[k] = _checked(k, text, pt, ct, req)
+            if not rest:
+                return out
+            conn = self.conn
+            try:  # (a thread per read only where a read can wait: ~0.2 ms, 8 times the read's own cost)
+                with self._waiting("to read stored replies") if self._reads_wait else contextlib.nullcontext():
+                    for i in range(0, len(rest), _CHUNK):
+                        part = rest[i:i + _CHUNK]
+                        q = (f"SELECT key, response, prompt_tokens, completion_tokens, {_FAILED_SQL} FROM responses "
+                             "WHERE key IN (" + ",".join("?" * len(part)) + ")")
+                        for k, text, pt, ct, req in conn.execute(q, part):
+                            out[k] = _checked(k, text, pt, ct, req)
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
         return out
@@ -387,10 +405,13 @@ class ResponseCache:
             conn = self.conn
             try:
                 before = conn.total_changes
-                conn.execute("BEGIN IMMEDIATE")
-                self._note_lost(conn, rows)
-                conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                conn.execute("COMMIT")
+                # another process writing the same cache (a second run sharing it) holds the write lock: waited on
+                # up to BUSY_SECONDS, said once it lasts (it was a silent minute)
+                with self._waiting(f"to store {len(rows)} repl{'y' if len(rows) == 1 else 'ies'}"):
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._note_lost(conn, rows)
+                    conn.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -454,8 +475,10 @@ class ResponseCache:
         if limit is not None:
             q += f" LIMIT {max(0, int(limit))}"
         with self._lock:
+            conn = self.conn
             try:
-                raw_rows = self.conn.execute(q).fetchall()
+                with self._waiting("to list its rows"):
+                    raw_rows = conn.execute(q).fetchall()
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
         for key, backend, model, request, response, pt, ct in raw_rows:
@@ -477,8 +500,10 @@ class ResponseCache:
     def __len__(self) -> int:
         self.flush()
         with self._lock:
+            conn = self.conn
             try:
-                return int(self.conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+                with self._waiting("to count its rows"):
+                    return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
             except sqlite3.Error as exc:
                 raise self._fail("cannot be read", exc) from None
 
@@ -490,8 +515,9 @@ class ResponseCache:
             if self._conn is None or self.path == ":memory:" or self.mode == "replay":
                 return
             self.flush()
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            try:  # a TRUNCATE checkpoint waits for the readers and writers of other processes
+                with self._waiting("to merge its log into the file", "then the merge is left to a later run"):
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error:
                 pass
 
