@@ -90,6 +90,55 @@ def test_oasis_truncated_database(tmp_path):
         read_trace(bad, format="oasis")
 
 
+HOLD_EXCLUSIVE = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+c.execute("COMMIT")
+"""
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_oasis_database_locked_by_a_writer_is_said_while_waiting_and_not_called_damaged(tmp_path, monkeypatch, capsys,
+                                                                                        released):
+    """An OASIS database another process holds locked (a simulation still writing it) was waited on for 5 s without a
+    word, then refused as "cannot be read as SQLite: database is locked (a truncated or damaged file?)". One line on
+    stderr now says what is waited on; a lock released in time reads the trace, one held past the wait is told as
+    locked, with what to do."""
+    import subprocess
+    import sys
+    import threading
+
+    from aumann.data.traces import oasis
+
+    db = shutil.copy(OASIS, tmp_path / "oasis.db")
+    monkeypatch.setattr(oasis, "WAIT_NOTICE_SECONDS", 0.1, raising=False)  # (raising: the test fails on the behaviour)
+    monkeypatch.setattr(oasis, "BUSY_SECONDS", 5.0 if released else 0.8, raising=False)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_EXCLUSIVE, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        if released:
+            threading.Timer(0.6, holder.communicate, args=("",)).start()
+        capsys.readouterr()
+        if released:
+            got = read_trace(db, format="oasis")
+            assert got.panel.values.shape == read_trace(OASIS, format="oasis").panel.values.shape
+        else:
+            with pytest.raises(TraceFormatError, match=r"is locked by another process \(waited 0.8 s; an OASIS "
+                                                       r"simulation still writing it\?\)") as info:
+                read_trace(db, format="oasis")
+            assert "damaged" not in str(info.value)
+        err = capsys.readouterr().err
+    finally:
+        if holder.poll() is None:
+            holder.communicate("")
+    waits = [line for line in err.splitlines() if line.startswith("waiting for the OASIS database")]
+    assert len(waits) == 1 and str(db) in waits[0] and "another process holds it locked" in waits[0], err
+
+
 def test_oasis_not_sqlite(tmp_path):
     bad = tmp_path / "x.db"
     bad.write_bytes(b"not a database at all")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
 _MAGIC = b"SQLite format 3\x00"
+#: how long a read waits for a lock another process holds on the database (sqlite3's default), and when it says so
+BUSY_SECONDS = 5.0
+WAIT_NOTICE_SECONDS = 1.0
 
 
 def _quote(name: str) -> str:
@@ -55,6 +59,26 @@ class OasisReader(TraceReader):
         except OSError:
             return False
 
+    def _waiting(self) -> AbstractContextManager[None]:
+        """Around a statement that may wait for a lock another process holds (an OASIS simulation still writing the
+        database): one line on stderr once it lasts, not BUSY_SECONDS of silence."""
+        from aumann.progress import notice_if_slow
+
+        return notice_if_slow(f"waiting for the OASIS database {str(self.path)!r}: another process holds it locked "
+                              f"(an OASIS simulation still writing it?); waiting at most {BUSY_SECONDS:g} s, then this "
+                              "stops with an error; to avoid the wait, read it once that process has finished, or "
+                              "read a copy", after=WAIT_NOTICE_SECONDS)
+
+    def _locked(self, exc: sqlite3.Error) -> TraceFormatError | None:
+        """The error for a database another process held locked past BUSY_SECONDS (``None`` for other failures): it
+        was told as 'cannot be read as SQLite: database is locked (a truncated or damaged file?)'."""
+        low = str(exc).lower()
+        if "locked" not in low and "busy" not in low:
+            return None
+        return TraceFormatError(f"{str(self.path)!r} is locked by another process (waited {BUSY_SECONDS:g} s; an OASIS "
+                                f"simulation still writing it?): {exc}. Read it once that process has finished, or "
+                                "read a copy of the file")
+
     def _connect(self) -> sqlite3.Connection:
         p = self.path
         if not p.is_file():
@@ -66,26 +90,30 @@ class OasisReader(TraceReader):
             raise TraceFormatError(f"{str(p)!r} is not an SQLite database (its first bytes are {head[:16]!r})")
         _check_whole_pages(p, head)
         try:
-            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
+            with self._waiting():
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{str(p)!r} cannot be read as SQLite: {exc} (a truncated or damaged file?)") \
-                from exc
+            raise self._locked(exc) or TraceFormatError(f"{str(p)!r} cannot be read as SQLite: {exc} (a truncated or "
+                                                        "damaged file?)") from exc
         self.bytes = p.stat().st_size
         return con
 
     def _columns(self, con: sqlite3.Connection, table: str) -> list[str]:
         try:
-            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+            with self._waiting():
+                tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{str(self.path)!r}: cannot read the schema: {exc}") from exc
+            raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read the schema: {exc}") from exc
         if table not in tables:
             raise TraceSchemaError(f"{str(self.path)!r} has no table {table!r} (an OASIS run writes 'trace'); its "
                                    f"tables are {sorted(tables)}")
         try:  # a view over a table that is gone fails here ("no such table")
-            return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
+            with self._waiting():
+                return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{str(self.path)!r}: cannot read the columns of {table!r}: {exc}") from exc
+            raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read the columns of {table!r}: "
+                                                        f"{exc}") from exc
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         spec = self.spec
@@ -112,10 +140,12 @@ class OasisReader(TraceReader):
             self._check_step_kind(con, table, paths["step"], rid)
             sql = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
             try:
-                total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
-                cur = con.execute(sql)
+                with self._waiting():
+                    total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
+                    cur = con.execute(sql)
             except sqlite3.DatabaseError as exc:
-                raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
+                raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: "
+                                                            f"{exc}") from exc
             self.total = total if isinstance(total, int) else 0
             yield from self._scan(cur, pos, paths, fields, wheres, validator)
         finally:
@@ -141,10 +171,12 @@ class OasisReader(TraceReader):
             return
         try:
             c = _quote(step[0])
-            row = con.execute(f"SELECT {rid}, {c}, typeof({c}) FROM {_quote(table)} WHERE typeof({c}) = 'text' AND "
-                              f"({c} GLOB '*[0-9]-[0-9]*' OR {c} GLOB '*:*') LIMIT 1").fetchone()
+            with self._waiting():
+                row = con.execute(f"SELECT {rid}, {c}, typeof({c}) FROM {_quote(table)} WHERE typeof({c}) = 'text' "
+                                  f"AND ({c} GLOB '*[0-9]-[0-9]*' OR {c} GLOB '*:*') LIMIT 1").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") from exc
+            raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") \
+                from exc
         if row is not None:
             raise TraceRecordError(f"{self.path!s} row {row[0]}: {step[0]} holds {row[1]!r}, a timestamp, not an "
                                    "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
@@ -174,10 +206,11 @@ class OasisReader(TraceReader):
 
         while True:
             try:
-                rows = cur.fetchmany(size)
+                with self._waiting():
+                    rows = cur.fetchmany(size)
             except sqlite3.DatabaseError as exc:
-                raise TraceFormatError(f"{str(self.path)!r}: reading stopped after row {last}: {exc} (a truncated "
-                                       "or damaged database?)") from exc
+                raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: reading stopped after row {last}: "
+                                                            f"{exc} (a truncated or damaged database?)") from exc
             if not rows:
                 return
             validator.tally.records += len(rows)
@@ -229,9 +262,11 @@ class OasisReader(TraceReader):
             if missing:
                 raise TraceSchemaError(f"{str(self.path)!r}: edge table {edges.table!r} has no column(s) {missing}; "
                                        f"its columns are {cols}")
-            rows = con.execute(f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall()
+            with self._waiting():
+                rows = con.execute(f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall()
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: {exc}") from exc
+            raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: "
+                                                        f"{exc}") from exc
         finally:
             con.close()
         from aumann.data.traces.edges import edge_positions
