@@ -241,7 +241,8 @@ class GenericKernel(GameKernel):
     def chunk_permutations(self) -> int:
         """Permutations per chunk: each brings N − 1 coalitions, and each coalition costs the game's
         ``row_bytes`` plus its own mask row here (N bools: :meth:`prefix_marginals` holds the (c·(N − 1), N)
-        masks of a chunk while the game evaluates them). Counting ``row_bytes`` alone (64 for a
+        masks of a chunk's one direction while the game evaluates them; past the budget, at the floor of one
+        permutation, in blocks of :meth:`block_rows`). Counting ``row_bytes`` alone (64 for a
         :class:`~aumann.attribution.games.FunctionGame`) batched N/64 times the budget: at N = 1000 the
         re-simulation game's sampled Shapley held ~2 GB of masks under the default 256 MiB budget."""
         n = max(1, self.n)
