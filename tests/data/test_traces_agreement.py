@@ -788,6 +788,35 @@ def test_only_a_span_written_again_as_it_was_is_a_duplicate_and_rows_without_ids
     assert got.panel.values[0, 0, 0] == 2 and not got.report.filtered
 
 
+
+_DIGESTS = """
+import json, sys
+from aumann.data.traces.otel import _span_content, _span_ident
+lines = [json.loads(x) for x in sys.stdin.read().splitlines()]
+print(json.dumps([[_span_ident(s), _span_content(s, json.dumps(s), e)] for s in lines for e in (False, True)]))
+"""
+
+
+def test_a_span_s_identity_and_content_digests_are_the_same_in_every_process():
+    # a span's identity and content were Python's hash() of texts, which PYTHONHASHSEED keys per process: which two
+    # spans collided (one dropped as a copy of the other, or skipped as conflicting) changed from run to run
+    import os
+    import subprocess
+    import sys
+
+    spans = "\n".join([span("a", sid="1"), span("b", sid="2"), span("a", sid="1", amount="5"),
+                       json.dumps({"trace_id": "\ud800", "span_id": 7, "name": "lone surrogate"})])
+    got = []
+    for seed in ("0", "1"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(Path(__file__).parents[2])}
+        run = subprocess.run([sys.executable, "-c", _DIGESTS], input=spans, env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr
+        got.append(json.loads(run.stdout))
+    assert got[0] == got[1]
+    (i1, c1), _, (i2, c2), _, (i3, c3), _, (i4, _), _ = got[0]
+    assert i1 == i3 != i2 and len({c1, c2, c3}) == 3 and isinstance(i4, int)  # the same ids, other content
+
 CONFLICTING = ("conflicting span: the trace_id and span_id of a span read before, with other content (two runs' logs "
                "in one folder, or a writer that reuses span ids?): the first is kept")
 

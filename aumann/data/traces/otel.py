@@ -25,6 +25,7 @@ are turned into flat span records by :mod:`aumann.data.traces.otlp`; this module
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 from collections.abc import Iterator
@@ -139,30 +140,40 @@ def _id_text(v: Any) -> str | None:
     return None
 
 
+def _digest(text: str) -> int:
+    """A 64-bit digest of ``text`` as a signed int64: BLAKE2b without a key, the same in every process (Python's
+    ``hash`` of a text is keyed per process by ``PYTHONHASHSEED``, so which two spans collided, and so which span was
+    dropped as a copy of another, changed from run to run). A lone surrogate (a JSON ``"\\ud800"``) is encoded as
+    is."""
+    raw = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(raw, "little", signed=True)
+
+
 def _span_ident(span: dict[str, Any]) -> int | None:
-    """A 64-bit hash of a span's identity (trace_id, span_id); ``None`` without a usable span_id."""
+    """A 64-bit digest of a span's identity (trace_id, span_id); ``None`` without a usable span_id."""
     sid = span.get("span_id")
     if sid is None or sid == "":
         return None
     tid, sid = _id_text(span.get("trace_id")), _id_text(sid)
     if tid is None or sid is None:  # an id that is a list or an object
         return None
-    return hash((tid, sid))  # (of two strings: their SipHash, not a number's value modulo 2⁶¹ - 1)
+    return _digest(f"{len(tid)}:{tid}{sid}")  # (the length first: ("ab", "c") and ("a", "bc") are two identities)
 
 
 def _span_content(span: dict[str, Any], line: str, envelope: bool) -> int:
-    """A 64-bit hash of what a span holds: its line (less the line end) where the line is the span, the span as
+    """A 64-bit digest of what a span holds: its line (less the line end) where the line is the span, the span as
     normalised (keys sorted) where the line is an OTLP envelope of several."""
     if not envelope:
-        return hash(line.rstrip("\r\n"))
-    return hash(json.dumps(span, sort_keys=True, default=repr))
+        return _digest(line.rstrip("\r\n"))
+    return _digest(json.dumps(span, sort_keys=True, default=repr))
 
 
 class _SeenSpans:
     """The identities of the spans read so far with the content of the first of each, as sorted int64 runs (16
     bytes a span, merged like a binary counter: a Python dict of them took about 100), so that a span read again
     (a log shipped twice, a shard copied) is counted once and a span reusing another's ids with other content is
-    told apart. Two spans' 64-bit hashes collide with odds of about n² / 2⁶⁵ (10⁻⁶ at 10⁷ spans)."""
+    told apart. Two spans' 64-bit digests collide with odds of about n² / 2⁶⁵ (10⁻⁶ at 10⁷ spans); the digests
+    are the same in every process (:func:`_digest`), so a read is the same whatever ``PYTHONHASHSEED`` is."""
 
     FIRST, DUPLICATE, CONFLICTING = 0, 1, 2
 
