@@ -82,6 +82,40 @@ def test_url_userinfo_becomes_the_bearer_key_when_none_is_given():
         parse_endpoint(f"ftp://u:{SECRET}@h/v1")
 
 
+
+def test_a_url_s_plain_user_name_is_redacted_in_the_url_only_not_as_a_word(caplog):
+    # the user name of http://user:KEY@host was registered as a secret: "user" became *** in every message and log
+    # line ("a social-media ***"), though the URL's whole userinfo is redacted wherever the URL is shown
+    from aumann.simulators.llm.core import ChatCompletions
+    from aumann.simulators.llm.redaction import redact_recorded
+
+    url = f"http://user:{SECRET}@127.0.0.1:9/v1"
+    core = ChatCompletions("m", url)
+    assert core.redact(f"a social-media user; {url}") == "a social-media user; http://***@127.0.0.1:9/v1"
+    ep = parse_endpoint(url)
+    assert ep.api_key == SECRET and ep.url_secrets == (SECRET,) and ep.public == "http://***@127.0.0.1:9/v1"
+    with caplog.at_level(logging.WARNING, logger="aumann"):
+        logging.getLogger("aumann").warning("persona: a social-media user")
+    assert "persona: a social-media user" in caplog.text
+    assert redact_recorded(f"user {url}") == "user http://***@127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize("user", ["sk-proj-4f9a8b7c", "a1B2c3D4e5F6g7H8i9J0k1L2m3"], ids=["key prefix", "long"])
+@pytest.mark.parametrize("password", [True, False], ids=["with password", "user name is the key"])
+def test_a_key_like_url_user_name_is_redacted_everywhere(caplog, user, password):
+    from aumann.simulators.llm.core import ChatCompletions
+    from aumann.simulators.llm.redaction import redact_recorded, redact_registered
+
+    url = f"https://{user}{':' + SECRET if password else ''}@127.0.0.1:9/v1"
+    ep = parse_endpoint(url)
+    assert ep.api_key == (SECRET if password else user) and user in ep.url_secrets
+    core = ChatCompletions("m", url)
+    with caplog.at_level(logging.WARNING, logger="aumann"):
+        logging.getLogger("aumann").warning("the user was %s", user)
+    for text in (core.redact(f"the user was {user}"), redact_registered(f"the user was {user}"),
+                 redact_recorded(f"the user was {user}"), caplog.text):
+        assert user not in text and "the user was " in text
+
 def test_manifest_redacts_secret_named_keys_but_never_token_counts():
     m = build_manifest(f"aumann run x --base-url http://u:{SECRET}@h/v1", config={
         "api_key": SECRET, "Authorization": f"Bearer {SECRET}", "password": "pw-123456", "token": "t0k3n-xyz",

@@ -11,7 +11,9 @@ Credentials inside a URL -- ``http://user:KEY@host/v1``, ``?api_key=KEY``, any q
 key-like path segment (the rule of :func:`aumann.manifest.redact_url`) -- are used for the requests
 (the userinfo's password, or user name, becomes the bearer key when no ``api_key`` is given; query
 parameters are kept) but never recorded: :attr:`Endpoint.public` is the URL with them stripped, and
-it is the only form that reaches labels, logs, messages, caches, ledgers and manifests.
+it is the only form that reaches labels, logs, messages, caches, ledgers and manifests. The user name
+is redacted from free text as well only where it is the key or looks like one (a key prefix, or 24+
+letters and digits): ``user`` of ``http://user:KEY@host`` is an ordinary word.
 """
 
 from __future__ import annotations
@@ -117,12 +119,19 @@ def parse_endpoint(url: str, api_key: str | None = None) -> Endpoint:
     if "@" in url.strip()[len(parts.scheme) + 3 + len(parts.netloc):]:
         raise ConfigError(f"base_url {public!r} has an '@' after its host: a password holding '/', '?' or '#' must be "
                           "percent-encoded (%2F, %3F, %23), else the URL's host is not the one meant")
-    secrets = [s for s in (unquote(parts.password or ""), unquote(parts.username or "")) if s]
-    key = api_key
-    if key is None and secrets:
-        key = secrets[0]
-        check_api_key(key, f"the password in base_url {public!r}")
     from aumann.manifest import _PLAIN_PARAMS, _path_token
+
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    key = api_key
+    if key is None and (password or user):
+        key = password or user
+        check_api_key(key, f"the {'password' if password else 'user name'} in base_url {public!r}")
+    # the whole userinfo is redacted wherever the URL is shown (redact_url); the user name is a secret to redact from
+    # free text too only where it is the key or looks like one (the rule of a key-like path segment: a key prefix,
+    # or 24+ letters and digits): registered as a secret, "user" of http://user:KEY@host became *** in every message
+    secrets = [password] if password else []
+    if user and (user == key or _path_token(user) == "***"):
+        secrets.append(user)
 
     for piece in parts.query.split("&"):
         name, eq, value = piece.partition("=")
