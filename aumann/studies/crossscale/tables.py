@@ -60,10 +60,19 @@ def full_frame(cells: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _agg(df: pd.DataFrame, keys: list[str], col: str) -> pd.DataFrame:
+def _agg(df: pd.DataFrame, keys: list[str], col: str, *, every_cell: bool = False) -> pd.DataFrame:
+    """mean, std and n of ``col`` over the runs that are not degenerate, by ``keys``. ``every_cell``: a row for every
+    group of ``df``, one whose runs were all degenerate too (blank mean and std, n = 0), and a ``degenerate`` column
+    counting each group's degenerate runs (without it such a group has no row)."""
     ok = df[~df["degenerate"]] if "degenerate" in df else df
     g = ok.groupby(keys)[col]
-    return pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "n": g.count()}).reset_index()
+    out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "n": g.count()})
+    if every_cell:
+        deg = df.groupby(keys)["degenerate"].sum()
+        out = out.reindex(deg.index)
+        out["n"] = out["n"].fillna(0).astype(int)
+        out["degenerate"] = deg.astype(int)
+    return out.reset_index()
 
 
 def _write(out: Path, name: str, df: pd.DataFrame, md: str, synthetic: bool) -> None:
@@ -214,12 +223,16 @@ def _jaccard_text(v: float | None) -> str:
 def _topics_jaccard(g: _Grid) -> None:
     """topics-jaccard: top-10 Jaccard of the BIAS_v panel against the full panel's top 10 (f_heat), by N."""
     jv = g.runs[(g.runs.protocol == "BIAS_visibility") & (g.runs.indicator == "heat")]
-    jj = (_agg(jv, ["topic", "size"], "jaccard10") if "jaccard10" in jv and jv["jaccard10"].notna().any()
-          else pd.DataFrame(columns=["topic", "size", "mean", "std", "n"]))
+    # a row for every (topic, N) cell: one whose BIAS_v runs were all degenerate (Δv = 0) has blank values, n = 0 and
+    # its count in `degenerate` (it had no row: a reader could not tell it from a topic never studied, and
+    # summary.json counts degenerate_runs over the whole grid only); `degenerate` comes after the columns the table
+    # had (synthetic included: _write's assign keeps a column where it is)
+    jj = (_agg(jv.assign(jaccard10=jv.get("jaccard10", np.nan)), ["topic", "size"], "jaccard10", every_cell=True)
+          if len(jv) else pd.DataFrame(columns=["topic", "size", "mean", "std", "n", "degenerate"]))
+    jj = jj[["topic", "size", "mean", "std", "n"]].assign(synthetic=g.synthetic, degenerate=jj["degenerate"])
     sizes = sorted(jj["size"].unique())
     piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
-    # a topic whose BIAS_v cells were all degenerate has no row in the CSV (summary.json counts degenerate_runs):
-    # "–" here, as in every other table's Markdown, not the "nan" that a missing key formatted as
+    # "–" for such a cell, as in every other table's Markdown, not the "nan" that a missing key formatted as
     rows = [[t] + [_jaccard_text(piv.get((t, s))) for s in sizes] for t in g.topics]
     g.write("topics-jaccard", jj, "Top-10 Jaccard, BIAS_v panel vs full top-10 (f_heat)\n\n" +
             _md_table(["topic", *[f"N={s}" for s in sizes]], rows))

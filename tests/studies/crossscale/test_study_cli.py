@@ -298,6 +298,27 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
     for table in sorted((out / "tables").glob("*.md")):
         assert " nan " not in table.read_text(encoding="utf-8").replace("|", " "), table.name
 
+    # topics-jaccard.csv had no row for such a topic (a reader could not tell it from one never studied): now a row
+    # with blank values, n = 0 and its degenerate runs counted, the table's columns as they were and one at the end
+    import csv
+
+    with open(out / "tables" / "topics-jaccard.csv", newline="", encoding="utf-8") as fh:
+        header, *rows = list(csv.reader(fh))
+    assert header == ["topic", "size", "mean", "std", "n", "synthetic", "degenerate"]
+    got = {r[0]: r for r in rows}
+    assert sorted(got) == sorted(kept) and len(rows) == len(kept)  # one size studied (N = 2): a row per topic
+    all_degenerate = 0
+    for topic in kept:
+        seeds = json.loads((out / "cells" / topic / "BIAS_visibility__2.json").read_text())["seeds"]
+        n_deg = sum("degenerate" in r["ind"]["heat"] for r in seeds)
+        assert got[topic][1] == "2" and int(got[topic][4]) == len(seeds) - n_deg and int(got[topic][6]) == n_deg
+        if n_deg == len(seeds):
+            all_degenerate += 1
+            assert got[topic][2:4] == ["", ""]  # blank, as the CSV writer writes a missing value
+        else:
+            assert float(got[topic][2]) >= 0
+    assert all_degenerate > 0  # the case this test is about
+
 
 @pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])
 def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> None:
