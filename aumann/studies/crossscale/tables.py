@@ -75,6 +75,12 @@ def _agg(df: pd.DataFrame, keys: list[str], col: str, *, every_cell: bool = Fals
     return out.reset_index()
 
 
+def _degenerate_last(df: pd.DataFrame, synthetic: bool) -> pd.DataFrame:
+    """``df`` (of :func:`_agg` with ``every_cell``) with its ``degenerate`` count after the columns such a table had
+    before it came, ``synthetic`` included (:func:`_write`'s assign keeps a column where it is)."""
+    return df.drop(columns="degenerate").assign(synthetic=synthetic, degenerate=df["degenerate"])
+
+
 def _write(out: Path, name: str, df: pd.DataFrame, md: str, synthetic: bool) -> None:
     assert name in TABLES, name  # (the study checks these names in its folder before its grid)
     write_csv(out / f"{name}.csv", df.assign(synthetic=synthetic))
@@ -133,7 +139,12 @@ def _flip_main(g: _Grid) -> dict[str, Any]:
                                              if t in r.index else "–" for t in g.topics])
         rows.append(["FULL"] + [_fmt(g.full.loc[(t, ind), "R_top"]) for t in g.topics])
         md += f"**f_{ind}**\n\n" + _md_table(["protocol", *g.topics], rows) + "\n"
-    g.write("flip-main", fm, md)
+    # the CSV has a row for every cell, one whose runs were all degenerate too (blank, n = 0, counted in the last
+    # column); the Markdown and the summary's flip counts are of the cells with a value, as before
+    every = _agg(g.head, ["indicator", "protocol", "topic"], "R_top", every_cell=True)
+    every["full"] = [g.full.loc[(t, i), "R_top"] for t, i in zip(every["topic"], every["indicator"])]
+    every["delta_pp"] = every["mean"] - every["full"]
+    g.write("flip-main", _degenerate_last(every, g.synthetic), md)
     bv = fm[fm.protocol == "BIAS_visibility"]
     rd = fm[fm.protocol == "RAND"]
     return {"flip_cells_positive": f"{int((bv['delta_pp'] > 0).sum())}/{len(bv)}",
@@ -171,9 +182,12 @@ def _theorem_test(g: _Grid) -> dict[str, Any]:
     piv = {(r.topic, r.indicator): (r.mean, r.std) for r in tt.itertuples()}
     rows = [[t] + [f"{piv[(t, i)][0]:.3g} ± {piv[(t, i)][1]:.2g}" if (t, i) in piv else "–" for i in g.inds]
             for t in g.topics]
-    g.write("theorem-test", tt, f"ε of the best scalar rescaling, BIAS_v N = {g.headline_size} "
-            "(mean ± seed std)\n\n" + _md_table(["topic", *[f"ε_{i}" for i in g.inds]], rows))
-    g.write("theorem-test-all", eps_all, "ε for every cell: see the CSV\n")
+    # the CSVs: a row for every cell, one whose runs were all degenerate too (as flip-main's)
+    every = _agg(g.runs, ["protocol", "size", "indicator", "topic"], "eps", every_cell=True)
+    every_head = every[(every.protocol == "BIAS_visibility") & (every["size"] == g.headline_size)]
+    g.write("theorem-test", _degenerate_last(every_head, g.synthetic), f"ε of the best scalar rescaling, BIAS_v N = "
+            f"{g.headline_size} (mean ± seed std)\n\n" + _md_table(["topic", *[f"ε_{i}" for i in g.inds]], rows))
+    g.write("theorem-test-all", _degenerate_last(every, g.synthetic), "ε for every cell: see the CSV\n")
     return {"epsilon": {i: float(tt[tt.indicator == i]["mean"].mean()) for i in g.inds if (tt.indicator == i).any()},
             "epsilon_max_over_cells": {i: float(tt[tt.indicator == i]["mean"].max())
                                        for i in g.inds if (tt.indicator == i).any()}}
@@ -229,7 +243,7 @@ def _topics_jaccard(g: _Grid) -> None:
     # had (synthetic included: _write's assign keeps a column where it is)
     jj = (_agg(jv.assign(jaccard10=jv.get("jaccard10", np.nan)), ["topic", "size"], "jaccard10", every_cell=True)
           if len(jv) else pd.DataFrame(columns=["topic", "size", "mean", "std", "n", "degenerate"]))
-    jj = jj[["topic", "size", "mean", "std", "n"]].assign(synthetic=g.synthetic, degenerate=jj["degenerate"])
+    jj = _degenerate_last(jj, g.synthetic)
     sizes = sorted(jj["size"].unique())
     piv = {(r.topic, r.size): r.mean for r in jj.itertuples()}
     # "–" for such a cell, as in every other table's Markdown, not the "nan" that a missing key formatted as

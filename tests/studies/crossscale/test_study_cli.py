@@ -285,7 +285,7 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
     counts = tmp_path / "counts"
     generate(SynthConfig(users=100, days=3, seed=0)).save(counts)
     out = tmp_path / "study"
-    cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0, 1])
+    cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0, 1], headline_size=2)
     summary = run_crossscale(counts, out, cfg, log=lambda *_: None, report=False)
     assert summary["degenerate_runs"] > 0  # the case this test is about
     md = (out / "tables" / "topics-jaccard.md").read_text(encoding="utf-8")
@@ -318,6 +318,28 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
         else:
             assert float(got[topic][2]) >= 0
     assert all_degenerate > 0  # the case this test is about
+
+    # so did flip-main.csv, theorem-test.csv and theorem-test-all.csv for a cell of every run degenerate: a row for
+    # every (protocol, N, indicator, topic) cell the grid ran, its degenerate runs counted in the last column
+    cells = {}
+    for path in sorted((out / "cells").glob("*/*__2.json")):
+        rec = json.loads(path.read_text())
+        for ind in rec["seeds"][0]["ind"]:
+            cells[(rec["protocol"], ind, rec["topic"])] = (
+                len(rec["seeds"]), sum("degenerate" in r["ind"][ind] for r in rec["seeds"]))
+    assert any(n_deg == n for n, n_deg in cells.values())
+    for name, proto, at in [("flip-main", 1, 0), ("theorem-test-all", 0, 2), ("theorem-test", 0, 2)]:
+        with open(out / "tables" / f"{name}.csv", newline="", encoding="utf-8") as fh:
+            header, *rows = list(csv.reader(fh))
+        assert header[-2:] == ["synthetic", "degenerate"] and "degenerate" not in header[:-1]
+        got = {(r[proto], r[at], r[header.index("topic")]): r for r in rows}
+        want = {k: v for k, v in cells.items() if name != "theorem-test" or k[0] == "BIAS_visibility"}
+        assert sorted(got) == sorted(want) and len(rows) == len(want), name
+        for key, (n, n_deg) in want.items():
+            row = got[key]
+            assert int(row[-1]) == n_deg, (name, key)
+            if n_deg == n:
+                assert row[header.index("mean")] == "" and row[header.index("n")] == "0", (name, key)
 
 
 @pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])
