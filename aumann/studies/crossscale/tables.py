@@ -10,6 +10,7 @@ Every table of a SYNTHETIC run starts with a SYNTHETIC banner (Markdown) / colum
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -303,6 +304,15 @@ def write_tables(cells: list[dict[str, Any]], out: str | os.PathLike[str], *, sy
     return summary
 
 
+def _nan(fn: Any, a: np.ndarray, **kw: Any) -> Any:
+    """``fn`` (``np.nanmean``, ``np.nanstd``) of ``a``, NaN where a slice holds no number, without the
+    RuntimeWarning numpy prints then ("Mean of empty slice", with the source line: on the study's stderr for every
+    cell with no valid day)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return fn(a, **kw)
+
+
 def _daily_tables(cells: list[dict[str, Any]], out: Path, synthetic: bool, days: list[str]) -> dict[str, Any]:
     """peak-days (full panel, f_heat) and cross-day stability (per-day-then-averaged R_top)."""
     recs, rows = [], []
@@ -325,14 +335,15 @@ def _daily_tables(cells: list[dict[str, Any]], out: Path, synthetic: bool, days:
     for (topic, proto), group in by.items():
         for c in sorted(group, key=lambda x: x["size"]):
             per_day = np.array([[np.nan if v is None else v for v in r["daily_R_top"]] for r in c["seeds"]])
-            day_mean = 100 * np.nanmean(per_day, axis=0)  # seed-averaged per day
-            recs.append({"topic": topic, "protocol": proto, "size": c["size"], "mean": float(np.nanmean(day_mean)),
-                         "std_across_days": float(np.nanstd(day_mean)), "days_valid": int(np.isfinite(day_mean).sum())})
+            day_mean = 100 * _nan(np.nanmean, per_day, axis=0)  # seed-averaged per day
+            recs.append({"topic": topic, "protocol": proto, "size": c["size"],
+                         "mean": float(_nan(np.nanmean, day_mean)), "std_across_days": float(_nan(np.nanstd, day_mean)),
+                         "days_valid": int(np.isfinite(day_mean).sum())})
         full = next((c for c in cells if c["topic"] == topic and c["protocol"] == "FULL"), None)
         if full is not None:
             v = 100 * np.array([np.nan if x is None else x for x in full["daily"]["tier_shares"]["top"]])
-            recs.append({"topic": topic, "protocol": "FULL", "size": full["size"], "mean": float(np.nanmean(v)),
-                         "std_across_days": float(np.nanstd(v)), "days_valid": int(np.isfinite(v).sum())})
+            recs.append({"topic": topic, "protocol": "FULL", "size": full["size"], "mean": float(_nan(np.nanmean, v)),
+                         "std_across_days": float(_nan(np.nanstd, v)), "days_valid": int(np.isfinite(v).sum())})
     if recs:
         df = pd.DataFrame(recs)
         rows = [[r.topic, SHORT.get(r.protocol, r.protocol), str(r.size), _fmt(r.mean), _fmt(r.std_across_days),

@@ -286,8 +286,15 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
     generate(SynthConfig(users=100, days=3, seed=0)).save(counts)
     out = tmp_path / "study"
     cfg = CrossScaleConfig(sizes=[2, "full"], seeds=[0, 1], headline_size=2)
-    summary = run_crossscale(counts, out, cfg, log=lambda *_: None, report=False)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        summary = run_crossscale(counts, out, cfg, log=lambda *_: None, report=False)
     assert summary["degenerate_runs"] > 0  # the case this test is about
+    # numpy's "Mean of empty slice" and "Degrees of freedom <= 0" (with their source lines) reached the study's
+    # stderr for every cell with no valid day
+    assert [str(w.message) for w in said if issubclass(w.category, RuntimeWarning)] == []
     md = (out / "tables" / "topics-jaccard.md").read_text(encoding="utf-8")
     kept = [t for t in summary["topics"] if t not in summary["topics_skipped"]]
     for topic in kept:
