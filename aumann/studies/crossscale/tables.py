@@ -46,7 +46,15 @@ def runs_frame(cells: list[dict[str, Any]]) -> pd.DataFrame:
                         if it.get(k) is not None:
                             row[k] = it[k]
                 rows.append(row)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    # the columns every table reads, present where no run of the grid had a value (every run degenerate: the
+    # tables stage failed with pandas' KeyError 'Column not found: R_top')
+    anchors = dict.fromkeys(f"A_{k}" for c in cells if c["protocol"] == "FULL" for it in c["ind"].values()
+                            for k in it.get("anchors", {}))
+    for col in [*(f"R_{k}" for k in TIER_LABELS), *anchors, "eps"]:
+        if col not in df:
+            df[col] = np.nan
+    return df
 
 
 def full_frame(cells: list[dict[str, Any]]) -> pd.DataFrame:

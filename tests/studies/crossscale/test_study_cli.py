@@ -349,6 +349,32 @@ def test_a_topic_with_only_degenerate_cells_shows_a_dash_not_nan_in_the_tables(t
                 assert row[header.index("mean")] == "" and row[header.index("n")] == "0", (name, key)
 
 
+
+def test_a_grid_whose_every_run_is_degenerate_writes_its_tables_with_blank_cells(tmp_path) -> None:
+    """No run with a value anywhere in the grid: runs_frame had no R_top, A_… or eps column, and the tables stage
+    failed with pandas' KeyError 'Column not found: R_top'. Now every table is written, its cells blank, and the
+    summary holds no NaN."""
+    import csv
+
+    from aumann.studies.crossscale.tables import write_tables
+
+    deg = {"degenerate": "delta_v = 0 (no topic activity in S)"}
+    full = {"topic": "t", "protocol": "FULL", "size": 100, "ind": {"heat": {
+        "R": {"top": 0.1, "mid": 0.2, "tail": 0.7}, "anchors": {"posts": 0.1, "replies": 0.1}}}}
+    cell = {"topic": "t", "protocol": "BIAS_visibility", "size": 2,
+            "seeds": [{"seed": s, "n_top": 0, "ind": {"heat": deg}} for s in (0, 1)]}
+    summary = write_tables([full, cell], tmp_path, synthetic=True, headline_size=2)
+    assert summary["degenerate_runs"] == 2 and summary["epsilon"] == {} and summary["flip_cells_positive"] == "0/0"
+    json.dumps(summary, allow_nan=False)  # (raises on a NaN)
+    with open(tmp_path / "flip-main.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["topic"], r["mean"], r["n"], r["full"], r["degenerate"]) for r in rows] == [("t", "", "0", "10.0", "2")]
+    with open(tmp_path / "kol-anchors.csv", newline="", encoding="utf-8") as fh:
+        assert [(r["anchor"], r["bias_v"], r["full"]) for r in csv.DictReader(fh)] == [
+            ("followers (G_top)", "", "10.0"), ("topic posts (G_2)", "", "10.0"),
+            ("replies received (G_3)", "", "10.0")]
+
+
 @pytest.mark.parametrize("damage", ["emptied", "no_synthetic_key"])
 def test_report_refuses_a_study_summary_without_its_keys(tmp_path, damage) -> None:
     """`aumann report` on a study whose summary.json was emptied to {} wrote a page of no topics that called the
