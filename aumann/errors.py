@@ -510,6 +510,12 @@ class LookalikeIdWarning(AumannWarning):
 
 
 
+class PartialWriteWarning(AumannWarning):
+    """An aumann command writing (or removing) an output in a folder whose lock it holds removed the temporary files
+    that earlier writes of that output, killed before their rename, left beside it (``.NAME.XXXXXXXX.tmpSUFFIX``),
+    or kept ones modified too recently to be sure no program still writes them: the message names each."""
+
+
 class ScenarioShadowWarning(AumannWarning):
     """An installed ``aumann.scenarios`` entry point whose name (normalised: ``Midscale_Social`` is
     ``midscale-social``) is a built-in scenario's: the name runs the built-in, and the entry point is reached only
@@ -559,6 +565,7 @@ __all__ = [
     "OutputBusyError",
     "OutputError",
     "PanelError",
+    "PartialWriteWarning",
     "PathEscapeError",
     "PolicyError",
     "ProtocolError",

@@ -286,6 +286,7 @@ PUBLIC = {
         "OutputBusyError",
         "OutputError",
         "PanelError",
+        "PartialWriteWarning",
         "PathEscapeError",
         "PolicyError",
         "ProtocolError",

@@ -7,7 +7,8 @@ own directory (same filesystem), is flushed and fsynced, and is renamed over the
 
 * :func:`atomic_path`   a temporary path for writers that insist on a file name (pandas, matplotlib,
   DuckDB), renamed into place when the block exits without an exception (a write killed before the rename
-  leaves its temporary file, ``.NAME.XXXXXXXX.tmpSUFFIX``: :func:`partial_write` tells it by its name);
+  leaves its temporary file, ``.NAME.XXXXXXXX.tmpSUFFIX``: :func:`partial_write` tells it by its name, and the
+  next write of ``NAME`` in a folder whose lock the process holds removes it, unless it is minutes fresh);
 * :func:`write_bytes`, :func:`write_text`, :func:`write_json` (NaN/inf → ``null``: JSON has neither),
   :func:`write_npz` (arrays plus a JSON metadata record);
 * :func:`read_npz` the reverse of :func:`write_npz`, for archives from anywhere: the zip directory and

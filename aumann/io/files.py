@@ -14,6 +14,8 @@ import os
 import re
 import stat
 import tempfile
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,7 +24,7 @@ from typing import Any
 
 from aumann import bounded
 from aumann.checks import as_path
-from aumann.errors import ConfigError, OutputError, PathEscapeError
+from aumann.errors import ConfigError, OutputError, PartialWriteWarning, PathEscapeError
 
 PathLike = str | os.PathLike[str]
 
@@ -108,7 +110,8 @@ BEFORE_RENAME: ContextVar[Callable[[Path, Path], tuple[tuple[int, ...], str] | N
 def partial_write(name: str) -> bool:
     """Whether the file name ``name`` is one :func:`atomic_path` gives its temporary file (``.NAME.XXXXXXXX.tmpSUFFIX``
     beside ``NAME``): what a write killed before its rename (SIGKILL, the OOM killer, a power cut) leaves behind. It
-    was never any command's output, nor a file of yours: a folder's listing of outputs passes over it.
+    was never any command's output, nor a file of yours: a folder's listing of outputs passes over it, and the next
+    write of ``NAME`` under the folder's lock removes it (:func:`remove_partial_writes`).
 
     >>> partial_write(".mythos.npz.k3j2h1ab.tmp.npz"), partial_write("mythos.npz"), partial_write(".notes.txt")
     (True, False, False)
@@ -119,6 +122,105 @@ def partial_write(name: str) -> bool:
 
 #: the name of :func:`atomic_path`'s temporary file (``tempfile.mkstemp``: 8 characters of [a-z0-9_] between)
 _PARTIAL = re.compile(r"\.(.+)\.([a-z0-9_]{8})\.tmp(\.[^.]*)?")
+
+#: a temporary file of a killed write modified less than this many seconds ago is kept (:func:`remove_partial_writes`):
+#: the folder's lock keeps every aumann command of this version out while it is held, but not a process it does not
+#: bind (an older aumann, a script calling ``Panel.save`` there), whose write may be going on
+PARTIAL_WRITE_GRACE_S = 600.0
+#: the temporary files :func:`atomic_path` has made in this process and not yet renamed or removed (never swept)
+_IN_FLIGHT: set[str] = set()
+
+
+def _no_folders() -> tuple[str, ...]:
+    return ()
+
+
+#: the real paths of the output folders whose lock this process holds (:mod:`aumann.io.lock` sets it): writing or
+#: removing a file inside one removes the temporary files of the writes of that name killed before their rename
+OWNED_FOLDERS: Callable[[], tuple[str, ...]] = _no_folders
+
+
+def _partial_pattern(name: str) -> re.Pattern[str]:
+    """The names :func:`atomic_path` gives the temporary files of ``name``, exactly (``tempfile.mkstemp``'s 8
+    characters of [a-z0-9_] between the prefix ``.NAME.`` and the suffix ``.tmpSUFFIX``)."""
+    return re.compile(r"\." + re.escape(name) + r"\.[a-z0-9_]{8}\.tmp" + re.escape(Path(name).suffix))
+
+
+def remove_partial_writes(path: PathLike, *, grace: float | None = None,
+                          ) -> tuple[list[tuple[str, int]], list[tuple[str, float]]]:
+    """Remove the temporary files that writes of ``path`` killed before their rename left beside it
+    (``.NAME.XXXXXXXX.tmpSUFFIX``, :func:`atomic_path`'s exact pattern for that name, regular files only): those
+    this process is not writing now and nobody modified in the last ``grace`` seconds (default
+    :data:`PARTIAL_WRITE_GRACE_S`). Call it only where no other
+    aumann command can be writing (under the folder's lock). Returns ``([(name, bytes) removed],
+    [(name, seconds since modified) kept as maybe in progress])``; one that cannot be removed is kept as it is."""
+    p = Path(path)
+    grace = PARTIAL_WRITE_GRACE_S if grace is None else grace
+    pattern = _partial_pattern(p.name)
+    removed: list[tuple[str, int]] = []
+    kept: list[tuple[str, float]] = []
+    try:
+        entries = [e for e in os.scandir(p.parent) if pattern.fullmatch(e.name)]
+    except OSError:
+        return removed, kept
+    now = time.time()
+    for entry in sorted(entries, key=lambda e: e.name):
+        full = os.path.abspath(entry.path)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or full in _IN_FLIGHT:
+            continue
+        age = now - st.st_mtime
+        if age < grace:
+            kept.append((entry.name, max(age, 0.0)))
+            continue
+        try:
+            os.unlink(full)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # (no permission: kept, as any file aumann cannot remove)
+        removed.append((entry.name, st.st_size))
+    return removed, kept
+
+
+def _sweep_partial_writes(path: Path) -> None:
+    """After ``path`` was written or removed: inside an output folder whose lock this process holds (the command has
+    checked its outputs, and no other aumann command writes there), remove what killed writes of that name left
+    (:func:`remove_partial_writes`) and say so in a :class:`~aumann.errors.PartialWriteWarning`, naming each."""
+    owned = OWNED_FOLDERS()
+    if not owned:
+        return
+    parent = os.path.realpath(path.parent)
+    if not any(_inside(parent, root) for root in owned):
+        return
+    removed, kept = remove_partial_writes(path)
+    if not removed and not kept:
+        return
+    words = []
+    if removed:
+        n, size = len(removed), sum(b for _, b in removed)
+        words.append(f"removed {n} temporary file{'s' * (n > 1)} left by {'writes' if n > 1 else 'a write'} of it "
+                     f"killed before the rename ({', '.join(name for name, _ in removed)}; {_size_text(size)})")
+    if kept:
+        n = len(kept)
+        words.append(f"kept {n} modified in the last {PARTIAL_WRITE_GRACE_S / 60:g} minutes, which another program may "
+                     f"still be writing ({', '.join(f'{name}, {age:.0f} s ago' for name, age in kept)}): a later "
+                     "run removes it once it is older")
+    warnings.warn(PartialWriteWarning(f"{str(path)!r}: " + "; ".join(words)), stacklevel=2)
+
+
+def _size_text(n: int) -> str:
+    if n < 1000:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("kB", "MB", "GB"):
+        size /= 1000
+        if size < 1000 or unit == "GB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 @contextmanager
@@ -149,6 +251,7 @@ def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[P
         raise OutputError(f"cannot write {str(path)!r}: {_os_reason(exc, path.parent)}") from exc
     os.close(fd)
     tmp = Path(name)
+    _IN_FLIGHT.add(os.path.abspath(tmp))
     try:
         yield tmp
         journaled_as = None
@@ -167,6 +270,9 @@ def atomic_path(path: PathLike, *, within: PathLike | None = None) -> Iterator[P
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        _IN_FLIGHT.discard(os.path.abspath(tmp))
+    _sweep_partial_writes(path)
 
 
 def _os_reason(exc: OSError, path: Path) -> str:
@@ -216,6 +322,7 @@ def remove_stale(path: PathLike, *, within: PathLike | None = None) -> bool:
         return False
     except OSError as exc:
         raise OutputError(f"cannot remove the earlier output {str(path)!r}: {_os_reason(exc, p)}") from exc
+    _sweep_partial_writes(p)
     return True
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aumann.errors import OutputBusyError, OutputError
+from aumann.io import files as _files
 from aumann.io.files import _FILE_MODE, PathLike, _os_reason
 
 try:
@@ -81,6 +82,16 @@ def _forget_in_child() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=lambda: _GUARD.acquire(), after_in_parent=lambda: _GUARD.release(),
                         after_in_child=_forget_in_child)
+
+
+def _owned_folders() -> tuple[str, ...]:
+    """The real paths of the folders whose lock this process holds (a real ``flock``: none where there is none), for
+    :mod:`aumann.io.files`, which removes in them the temporary files of killed writes of each output it writes."""
+    with _GUARD:
+        return tuple(_HELD)
+
+
+_files.OWNED_FOLDERS = _owned_folders
 
 
 def _key(root: PathLike) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -173,12 +175,23 @@ def test_a_folder_an_older_build_panel_wrote_is_still_replaced_by_either_command
 def test_a_panel_write_killed_before_its_rename_does_not_stop_the_next_command(tmp_path, capsys) -> None:
     """A build-panel killed while it wrote a panel leaves the atomic write's temporary file in panels/<scale>/
     (`.mythos.npz.XXXXXXXX.tmp.npz`); the next build-panel and synth refused it by name as "a file of your own"
-    (move or rename it), though no one but aumann's own interrupted write made it. It is passed over now (kept)."""
+    (move or rename it), though no one but aumann's own interrupted write made it. It is passed over now, and the
+    next command that writes (build-panel) or removes (synth) that panel removes it with it once it is older than the
+    grace (a fresh one may be another program's write in progress: kept, and said)."""
     out = tmp_path / "counts"
     _build(out)
     partial = out / "panels" / "window" / ".mythos.npz.k3j2h1ab.tmp.npz"
     partial.write_bytes((out / "panels" / "window" / "mythos.npz").read_bytes()[:1000])
     _build(out)
+    assert partial.stat().st_size == 1000  # seconds old: kept
+    assert "kept 1 modified in the last 10 minutes" in capsys.readouterr().err
     _synth(out)
     assert _files(out) == SYNTH_FILES | {"manifest.json", "panels/window/.mythos.npz.k3j2h1ab.tmp.npz"}
-    assert partial.stat().st_size == 1000  # never aumann's to remove: it may not prove it wrote it
+    _build(out)
+    t = time.time() - 3600
+    os.utime(partial, (t, t))
+    capsys.readouterr()
+    _synth(out)  # the panel it removes goes with what its killed write left, and the panel folders with them
+    assert _files(out) == SYNTH_FILES | {"manifest.json"} and not (out / "panels").exists()
+    assert "removed 1 temporary file left by a write of it killed before the rename (.mythos.npz.k3j2h1ab" \
+        in capsys.readouterr().err
