@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -36,6 +37,7 @@ from aumann.io import (
     child_path,
     confine,
     ensure_output_dir,
+    journaled,
     output_lock,
     partial_write,
     plain,
@@ -44,6 +46,7 @@ from aumann.io import (
     recorded_outputs,
     remove_stale,
     safe_component,
+    settle_journal,
     write_json,
 )
 from aumann.manifest import write_manifest
@@ -225,6 +228,35 @@ def _remove_earlier_tables(out: Path) -> None:
         remove_stale(out / name, within=out)
 
 
+def _earlier_cells(out: Path, ours: Collection[str]) -> list[str]:
+    """The cells an earlier study recorded writing in ``out`` (its manifest's ``outputs_sha256``, or the journal of
+    one interrupted before its manifest) that this study does not write (``ours``: names relative to ``out``), each
+    checked to be that file still: a cell changed since, or a link there, is refused and kept
+    (:func:`~aumann.io.check_stale`). A file in ``cells/`` that no record names (a file of yours, or an older
+    aumann's) is neither removed nor read: the page reads the cells its summary lists."""
+    earlier = recorded_outputs(out, command=STUDY_COMMAND).digests
+    names = [n for n in sorted(earlier) if n.startswith("cells/") and n not in ours]
+    for name in names:  # every one checked before any goes
+        check_stale(out / name, within=out, recorded=earlier)
+    return names
+
+
+def _remove_earlier_cells(out: Path, ours: Collection[str]) -> int:
+    """Remove :func:`_earlier_cells` (and the topic folders of ``cells/`` they leave empty); how many were there. A
+    study re-run into its folder with fewer sizes, protocols or topics left the earlier study's other cells in
+    ``cells/`` for ever (its summary no longer lists them, but nothing said they were another study's)."""
+    removed = 0
+    for name in _earlier_cells(out, ours):
+        removed += remove_stale(out / name, within=out)
+        folder = (out / name).parent
+        if folder.parent == out / "cells" and folder.is_dir() and not folder.is_symlink():
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # not empty (this study's cells, or a file of yours): kept
+    return removed
+
+
 def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path]) -> dict[str, str]:
     """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures), for the
     manifest: ``aumann report`` refuses a study directory in which one of them is not the file the study wrote (a
@@ -265,6 +297,10 @@ class _Cells:
     def path(self, topic: str, protocol: str, size: int) -> Path:
         return child_path(self.out / "cells", topic, "FULL.json" if protocol == "FULL" else f"{protocol}__{size}.json",
                           what="study cell name")
+
+    def names(self, jobs: list[tuple[str, str, int, bool]]) -> set[str]:
+        """The cells of ``jobs``, as names relative to the study's folder (as its manifest records them)."""
+        return {self.path(*j[:3]).relative_to(self.out).as_posix() for j in jobs}
 
     def key(self, protocol: str, daily: bool) -> str:
         extra = f"|top={TOP_USERS}" if protocol == "FULL" and self.per_agent else ""
@@ -390,8 +426,10 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     src, out = Path(counts_dir), Path(out_dir)
     counts = _open(src, out)
     # one writer per folder for the whole study, cells to pages (re-entrant: `aumann bluesky study` holds it already):
-    # a second study into the same folder would compute the same cells and interleave their files and manifests
-    with output_lock(out, command=command):
+    # a second study into the same folder would compute the same cells and interleave their files and manifests;
+    # each file is journaled before it is renamed into place (journaled): a study interrupted before its manifest
+    # leaves cells and tables the next one knows as a study's (and may remove, when it does not write them)
+    with output_lock(out, command=command), journaled(out):
         # a folder another aumann command wrote (a build-panel or synth counts folder, a run's, an attribution's) is
         # refused before the grid: the study's manifest would replace that command's, its files left unrecorded
         check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
@@ -406,6 +444,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         fp = _fingerprint(src, counts)
         # per-user rows: never for real data unless asked for
         cells = _Cells.of(counts, cfg, out, topics, sizes, fp, per_agent=synthetic or cfg.export_per_user)
+        _earlier_cells(out, cells.names(cells.jobs))  # (a cell changed since among them: refused now, not after grid)
         todo, failed = cells.pending()
         n_skip = len(cells.jobs) - len(todo)
         _say_resume(n_skip, len(cells.jobs), failed, log)
@@ -423,6 +462,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         jobs = [j for j in cells.jobs if j[0] not in topics_skipped]
         finished = [read_json(cells.path(*j[:3]), error=StudyError, what="cell", within=out, object_only=True)
                     for j in jobs]
+        if n_gone := _remove_earlier_cells(out, cells.names(jobs)):
+            log(f"removed {n_gone} cell(s) of an earlier study in this folder that this one does not compute")
         timer.start("tables")
         _remove_earlier_tables(out)
         summary_tables = tables.write_tables(finished, out / "tables", synthetic=synthetic,
@@ -461,6 +502,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
                               **({"deepset_seconds": deepset_seconds} if deepset_seconds else {}),
                               "resume": {"cells_skipped": n_skip, "cells_recomputed_after_failed_check": len(failed),
                                          "cells_failed_check": failed}})
+        settle_journal(out)
         if report:
             from aumann.studies.pages import render_report
 

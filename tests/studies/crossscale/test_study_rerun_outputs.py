@@ -2,11 +2,19 @@
 every cell file there (an earlier study's other sizes), and a table the new settings do not write (the heat
 indicator's, here) stayed in tables/, on the page and in the manifest as this study's -- numbers of another study, on
 other counts. The page reads the cells its summary lists, and the study removes the tables an earlier one recorded
-before it writes its own."""
+before it writes its own.
+
+The earlier study's other cells stayed in cells/ for ever (20 size-200 cells after a re-run with sizes 100 alone):
+the study removes now the cells an earlier study recorded writing (its manifest's outputs_sha256, or the journal of
+one interrupted before its manifest) that it does not write, each checked unchanged first; a changed one is refused
+(and kept) before the grid, and a file no record names is left alone."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from aumann.cli import main
 
@@ -27,12 +35,9 @@ def test_a_study_run_again_with_fewer_sizes_draws_only_its_own_cells(tmp_path) -
     assert main(["bluesky", "study", str(second), "--out", str(out), "--sizes", "100", "--seeds", "0",
                  "--no-progress", "--static"]) == 0
     page = (out / "report.md").read_bytes()
-    stale = sorted(out.glob("cells/*/*__200.json"))
-    assert stale  # (the earlier study's, kept: the study removes no cell)
-    for p in stale:
-        p.unlink()
+    assert sorted(out.glob("cells/*/*__200.json")) == []  # (the earlier study's: removed, test below)
     assert main(["report", str(out), "--static"]) == 0
-    assert (out / "report.md").read_bytes() == page  # the page never drew them
+    assert (out / "report.md").read_bytes() == page
 
 
 def test_a_study_run_again_without_a_table_does_not_keep_the_earlier_one(tmp_path) -> None:
@@ -79,3 +84,71 @@ def test_a_table_of_your_own_in_a_fresh_study_folder_is_refused_and_kept(tmp_pat
     assert "flip-main.csv" in capsys.readouterr().err
     assert (out / "tables" / "flip-main.csv").read_text() == "my,own\n"
     assert not (out / "cells").exists()  # refused before the grid
+
+
+def _study(counts: Path, out: Path, *sizes: str) -> int:
+    return main(["bluesky", "study", str(counts), "--out", str(out), "--sizes", *sizes, "--seeds", "0",
+                 "--no-progress", "--static"])
+
+
+def _cells(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted((out / "cells").rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def counts(tmp_path_factory) -> Path:
+    c = tmp_path_factory.mktemp("counts") / "counts"
+    _synth(c, "1")
+    return c
+
+
+def test_a_study_run_again_with_fewer_sizes_removes_the_earlier_studys_other_cells(counts, tmp_path, capsys) -> None:
+    out = tmp_path / "study"
+    assert _study(counts, out, "100", "200") == 0
+    before = _cells(out)
+    mine = out / "cells" / "mythos" / "notes.txt"  # a file no record names: left alone
+    mine.write_text("mine")
+    capsys.readouterr()
+    assert _study(counts, out, "100") == 0
+    said = capsys.readouterr()
+    after = _cells(out)
+    gone = sorted(set(before) - set(after))
+    assert len(gone) == 20 and all(n.endswith("__200.json") for n in gone)  # 5 topics x 4 protocols
+    assert {n: before[n] for n in after if n in before} == {n: b for n, b in after.items() if n in before}
+    assert mine.read_text() == "mine"
+    assert "removed 20 cell(s) of an earlier study" in said.out + said.err
+    recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    assert not [n for n in recorded if n.endswith("__200.json")]
+
+
+def test_a_cell_changed_since_the_earlier_study_is_refused_and_kept_before_the_grid(counts, tmp_path, capsys) -> None:
+    out = tmp_path / "study"
+    assert _study(counts, out, "100", "200") == 0
+    edited = out / "cells" / "mythos" / "RAND__200.json"
+    edited.write_bytes(edited.read_bytes().replace(b'"size"', b'"size" ', 1))
+    before = _cells(out)
+    manifest = (out / "manifest.json").read_bytes()
+    capsys.readouterr()
+    assert _study(counts, out, "100") == 2
+    err = capsys.readouterr().err
+    assert "OutputError" in err and "RAND__200.json" in err and "not the file an earlier aumann run" in err, err
+    assert _cells(out) == before and (out / "manifest.json").read_bytes() == manifest  # nothing removed nor written
+
+
+def test_cells_of_a_study_interrupted_before_its_manifest_are_known_as_a_studys(counts, tmp_path, monkeypatch) -> None:
+    """A study interrupted after its grid (before its manifest) left cells no manifest records; the study now
+    journals each cell as it writes it, so the next study that does not write them removes them."""
+    from aumann.studies.crossscale import tables
+
+    out = tmp_path / "study"
+    assert _study(counts, out, "100") == 0
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(tables, "write_tables", killed)
+        assert _study(counts, out, "100", "200") != 0  # (aumann: interrupted)
+    assert len(list(out.glob("cells/*/*__200.json"))) == 20
+    assert _study(counts, out, "100") == 0
+    assert list(out.glob("cells/*/*__200.json")) == []
