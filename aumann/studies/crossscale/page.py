@@ -335,8 +335,12 @@ def _checks(s: _StudyDir) -> KeyValues:
 
 
 def _study_tables(s: _StudyDir) -> list[Any]:
+    """The study's tables (``tables/<name>.csv`` of a table it writes), never another file of ``tables/``: a CSV of
+    yours there was drawn as one more study table."""
+    from aumann.studies.crossscale.tables import TABLES
+
     tables = []
-    for p in sorted(q for q in (s.d / "tables").glob("*.csv") if not partial_write(q.name)):
+    for p in sorted(q for q in (s.d / "tables").glob("*.csv") if not partial_write(q.name) and q.stem in TABLES):
         rows_p = read_csv(p)
         if rows_p:
             tables.append(Details(_TABLE_TITLES.get(p.stem, p.stem),

@@ -39,7 +39,6 @@ from aumann.io import (
     ensure_output_dir,
     journaled,
     output_lock,
-    partial_write,
     plain,
     read_json,
     record_checksum,
@@ -262,9 +261,12 @@ def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path])
     manifest: ``aumann report`` refuses a study directory in which one of them is not the file the study wrote (a
     number edited by hand in summary.json or a table was shown as the study's result)."""
     from aumann.io import file_digests
+    from aumann.studies.crossscale.tables import TABLES
 
-    names = ["summary.json", *sorted(p.relative_to(out).as_posix() for p in (out / "tables").glob("*.csv")
-                                     if not partial_write(p.name)),
+    # the tables this study wrote: the earlier ones were removed before it wrote its own (_remove_earlier_tables), so
+    # a table's name there is this study's; never any other file of tables/ (a tables/mine.csv of yours was recorded
+    # as the study's, and the next study removed it as an earlier study's table)
+    names = ["summary.json", *(f"tables/{name}.csv" for name in TABLES),
              *(cells.path(*j[:3]).relative_to(out).as_posix() for j in jobs),
              *(p.relative_to(out).as_posix() for p in figures)]
     return file_digests(out, [n for n in dict.fromkeys(names) if (out / n).is_file()])

@@ -152,3 +152,19 @@ def test_cells_of_a_study_interrupted_before_its_manifest_are_known_as_a_studys(
     assert len(list(out.glob("cells/*/*__200.json"))) == 20
     assert _study(counts, out, "100") == 0
     assert list(out.glob("cells/*/*__200.json")) == []
+
+
+def test_a_csv_of_yours_in_tables_is_neither_recorded_nor_drawn_nor_removed(counts, tmp_path) -> None:
+    """The study recorded every tables/*.csv as its own (outputs_sha256) and its page drew each as a study table: a
+    tables/mine.csv of yours showed on the page as table "mine", and the next study removed it as an earlier
+    study's table, without a word."""
+    out = tmp_path / "study"
+    (out / "tables").mkdir(parents=True)
+    mine = out / "tables" / "mine.csv"
+    mine.write_text("topic,value\nmy-own-row,42\n")
+    for _ in range(2):
+        assert _study(counts, out, "100") == 0
+        recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+        assert "tables/mine.csv" not in recorded and "tables/flip-main.csv" in recorded
+        assert "my-own-row" not in (out / "report.md").read_text()
+        assert mine.read_text() == "topic,value\nmy-own-row,42\n"
