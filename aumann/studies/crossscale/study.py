@@ -207,16 +207,35 @@ def plan(counts: RawCounts, cfg: CrossScaleConfig) -> tuple[list[str], list[int]
     return topics, [s for s in ints if s < counts.n_users], [s for s in ints if s >= counts.n_users]
 
 
+def _table_names() -> list[str]:
+    """Every file a study may write in ``tables/``: each table's CSV and its Markdown twin (names relative to the
+    study's folder)."""
+    from aumann.studies.crossscale.tables import TABLES
+
+    return [f"tables/{name}.{ext}" for name in TABLES for ext in ("csv", "md")]
+
+
 def _earlier_tables(out: Path) -> list[str]:
-    """The tables an earlier study recorded writing in ``out`` (its manifest's ``outputs_sha256``), each checked to
-    be that file still: a table of your own there, or one changed since, is refused and kept
-    (:func:`~aumann.io.check_stale`). The study removes them before it writes its own (:func:`_remove_earlier_tables`)
-    and checks them before its grid too, so that a refusal comes before the work."""
-    earlier = recorded_outputs(out, command=STUDY_COMMAND).digests
-    names = [n for n in sorted(earlier) if n.startswith("tables/")]
+    """The tables an earlier study recorded writing in ``out`` (its manifest's ``outputs_sha256``: their CSVs and
+    ``.md`` twins), each checked to be that file still: a table of your own there, or one changed since, is refused
+    and kept (:func:`~aumann.io.check_stale`). The study removes them before it writes its own
+    (:func:`_remove_earlier_tables`) and checks them before its grid too, so that a refusal comes before the work.
+
+    Only a table's name counts (an older study recorded any ``tables/*.csv``, a CSV of yours too). The ``.md`` twin
+    of a recorded CSV that an older study's manifest (no ``outputs_complete``) does not list is taken as that
+    study's, as the older rule is (:func:`~aumann.io.check_outputs`): it was written with it, and is removed with it."""
+    rec = recorded_outputs(out, command=STUDY_COMMAND)
+    earlier = rec.digests
+    ours = _table_names()
+    names = [n for n in ours if n in earlier]
     for name in names:  # every one checked before any goes
         check_stale(out / name, within=out, recorded=earlier)
-    return names
+    if rec.aumann and not rec.complete:
+        twins = [f"{n[:-len('.csv')]}.md" for n in names if n.endswith(".csv")]
+        twins = [t for t in twins if t not in earlier and ((out / t).exists() or (out / t).is_symlink())]
+        check_outputs(out, twins, recorded=rec, removing=True)
+        names += twins
+    return sorted(names)
 
 
 def _remove_earlier_tables(out: Path) -> None:
@@ -257,16 +276,16 @@ def _remove_earlier_cells(out: Path, ours: Collection[str]) -> int:
 
 
 def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path]) -> dict[str, str]:
-    """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures), for the
-    manifest: ``aumann report`` refuses a study directory in which one of them is not the file the study wrote (a
-    number edited by hand in summary.json or a table was shown as the study's result)."""
+    """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures) and of the
+    tables' ``.md`` twins, for the manifest: ``aumann report`` refuses a study directory in which one of them is not
+    the file the study wrote (a number edited by hand in summary.json or a table was shown as the study's result),
+    and the next study removes (only) those of them it does not write."""
     from aumann.io import file_digests
-    from aumann.studies.crossscale.tables import TABLES
 
-    # the tables this study wrote: the earlier ones were removed before it wrote its own (_remove_earlier_tables), so
-    # a table's name there is this study's; never any other file of tables/ (a tables/mine.csv of yours was recorded
-    # as the study's, and the next study removed it as an earlier study's table)
-    names = ["summary.json", *(f"tables/{name}.csv" for name in TABLES),
+    # the tables this study wrote (CSVs and .md twins): the earlier ones were removed before it wrote its own
+    # (_remove_earlier_tables), so a table's name there is this study's; never any other file of tables/ (a
+    # tables/mine.csv of yours was recorded as the study's, and the next study removed it as an earlier study's)
+    names = ["summary.json", *_table_names(),
              *(cells.path(*j[:3]).relative_to(out).as_posix() for j in jobs),
              *(p.relative_to(out).as_posix() for p in figures)]
     return file_digests(out, [n for n in dict.fromkeys(names) if (out / n).is_file()])
@@ -437,7 +456,7 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
         _earlier_tables(out)  # (a table of yours among them: refused now, not after the grid)
         # a table of yours with a table's name in a folder no study wrote: refused now, not overwritten after the grid
-        check_outputs(out, [f"tables/{name}.csv" for name in tables.TABLES],
+        check_outputs(out, _table_names(),
                       recorded=recorded_outputs(out, command=STUDY_COMMAND))
         synthetic = bool(counts.meta.get("synthetic", False))
         topics, sizes, skipped = plan(counts, cfg)

@@ -168,3 +168,70 @@ def test_a_csv_of_yours_in_tables_is_neither_recorded_nor_drawn_nor_removed(coun
         assert "tables/mine.csv" not in recorded and "tables/flip-main.csv" in recorded
         assert "my-own-row" not in (out / "report.md").read_text()
         assert mine.read_text() == "topic,value\nmy-own-row,42\n"
+
+
+def _lin_config(tmp_path: Path) -> Path:
+    config = tmp_path / "lin.toml"
+    config.write_text('indicators = ["lin"]\nsizes = [100]\nseeds = [0]\n')
+    return config
+
+
+def _as_older_study(out: Path) -> None:
+    """The folder as a study before the tables' .md twins were recorded wrote it: none of them in outputs_sha256,
+    and no outputs_complete."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["outputs_sha256"] = {k: v for k, v in manifest["outputs_sha256"].items() if not k.endswith(".md")}
+    manifest.pop("outputs_complete", None)
+    path.write_text(json.dumps(manifest))
+
+
+TWINS_NOT_WRITTEN_BY_LIN = ("kol-anchors", "numbers-app", "residual-law", "topics-jaccard")
+
+
+def test_the_tables_md_twins_are_recorded_removed_and_verified_with_their_csvs(counts, tmp_path, capsys) -> None:
+    """The tables' .md twins (tables/<name>.md) were not in the manifest: a study that removed an earlier table left
+    its .md (numbers-app.md of a study with the heat indicator, after one without), and `aumann report` did not
+    check them (one edited by hand passed)."""
+    out = tmp_path / "study"
+    assert _study(counts, out, "100") == 0
+    recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    assert "tables/flip-main.md" in recorded and "tables/numbers-app.md" in recorded
+    twin = out / "tables" / "flip-main.md"
+    kept = twin.read_bytes()
+    twin.write_bytes(kept + b"| an edited row |\n")
+    capsys.readouterr()
+    assert main(["report", str(out), "--static"]) == 2
+    assert "ReportError" in capsys.readouterr().err
+    twin.write_bytes(kept)
+    assert main(["report", str(out), "--static"]) == 0
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--config", str(_lin_config(tmp_path)),
+                 "--no-progress", "--static"]) == 0
+    for name in TWINS_NOT_WRITTEN_BY_LIN:
+        assert not (out / "tables" / f"{name}.csv").exists() and not (out / "tables" / f"{name}.md").exists(), name
+    assert (out / "tables" / "flip-main.md").is_file()
+
+
+def test_a_twin_changed_since_is_refused_and_kept_before_the_grid(counts, tmp_path, capsys) -> None:
+    out = tmp_path / "study"
+    assert _study(counts, out, "100") == 0
+    twin = out / "tables" / "numbers-app.md"
+    twin.write_text("my notes\n")
+    capsys.readouterr()
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--config", str(_lin_config(tmp_path)),
+                 "--no-progress", "--static"]) == 2
+    assert "numbers-app.md" in capsys.readouterr().err
+    assert twin.read_text() == "my notes\n" and (out / "tables" / "numbers-app.csv").is_file()
+
+
+def test_a_study_folder_from_before_the_twins_were_recorded_still_reports_and_reruns(counts, tmp_path) -> None:
+    out = tmp_path / "study"
+    assert _study(counts, out, "100") == 0
+    _as_older_study(out)
+    assert main(["report", str(out), "--static"]) == 0  # no twin recorded: none refused
+    # the older rule: the twin of a table that older study recorded is taken as its own, and goes with it
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--config", str(_lin_config(tmp_path)),
+                 "--no-progress", "--static"]) == 0
+    for name in TWINS_NOT_WRITTEN_BY_LIN:
+        assert not (out / "tables" / f"{name}.md").exists(), name
+    assert main(["report", str(out), "--static"]) == 0
