@@ -31,6 +31,7 @@ from aumann.configs import ConfigModel, load_toml
 from aumann.data.bluesky.counts import RawCounts
 from aumann.errors import ConfigError, OutputError, StudyError, ZeroDeltaVError
 from aumann.io import (
+    OUTPUTS_COMPLETE,
     atomic_path,
     check_outputs,
     check_stale,
@@ -165,6 +166,8 @@ def _fingerprint(counts_dir: Path, counts: RawCounts) -> str:
     return h.hexdigest()[:16]
 
 
+#: the study's pages (written after its manifest, and added to it: :func:`~aumann.studies.pages.render_report`)
+_PAGES = ("report.html", "report.md")
 #: keys every finished cell holds (besides its own results); a cell without them is recomputed
 CELL_KEYS = ("topic", "protocol", "size", "key", "checksum")
 
@@ -275,11 +278,13 @@ def _remove_earlier_cells(out: Path, ours: Collection[str]) -> int:
     return removed
 
 
-def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path]) -> dict[str, str]:
-    """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures) and of the
-    tables' ``.md`` twins, for the manifest: ``aumann report`` refuses a study directory in which one of them is not
-    the file the study wrote (a number edited by hand in summary.json or a table was shown as the study's result),
-    and the next study removes (only) those of them it does not write."""
+def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path],
+                 other: list[str]) -> dict[str, str]:
+    """``{name: SHA-256}`` of every file the page reads (summary.json, the tables, the cells, the figures), of the
+    tables' ``.md`` twins and of ``other`` (the DeepSet's and the per-user files: with them, every output but the
+    pages, which the page adds once written), for the manifest: ``aumann report`` refuses a study directory in which
+    one of them is not the file the study wrote (a number edited by hand in summary.json or a table was shown as the
+    study's result), and the next study may remove those of them it does not write (the cells, the tables)."""
     from aumann.io import file_digests
 
     # the tables this study wrote (CSVs and .md twins): the earlier ones were removed before it wrote its own
@@ -287,7 +292,7 @@ def _page_inputs(out: Path, jobs: list[Any], cells: _Cells, figures: list[Path])
     # tables/mine.csv of yours was recorded as the study's, and the next study removed it as an earlier study's)
     names = ["summary.json", *_table_names(),
              *(cells.path(*j[:3]).relative_to(out).as_posix() for j in jobs),
-             *(p.relative_to(out).as_posix() for p in figures)]
+             *(p.relative_to(out).as_posix() for p in figures), *other]
     return file_digests(out, [n for n in dict.fromkeys(names) if (out / n).is_file()])
 
 
@@ -455,8 +460,8 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         # refused before the grid: the study's manifest would replace that command's, its files left unrecorded
         check_outputs(out, ["manifest.json"], commands=(STUDY_COMMAND,))
         _earlier_tables(out)  # (a table of yours among them: refused now, not after the grid)
-        # a table of yours with a table's name in a folder no study wrote: refused now, not overwritten after the grid
-        check_outputs(out, _table_names(),
+        # a table, page or summary of yours with an output's name: refused now, not overwritten after the grid
+        check_outputs(out, [*_table_names(), "summary.json", *_PAGES],
                       recorded=recorded_outputs(out, command=STUDY_COMMAND))
         synthetic = bool(counts.meta.get("synthetic", False))
         topics, sizes, skipped = plan(counts, cfg)
@@ -515,9 +520,19 @@ def run_crossscale(counts_dir: str | os.PathLike[str], out_dir: str | os.PathLik
         # summary.json holds what the counts and the settings determine (the same bytes on every run); how long each
         # part took is the manifest's (and the returned summary's, for the command's printout)
         write_json(out / "summary.json", summary)
+        # the earlier study's pages go before the manifest that no longer records them (this study writes its own
+        # next): they showed another study's results, and the new manifest, which lists every output
+        # (outputs_complete), would leave them looking like a file of yours
+        check_outputs(out, _PAGES, recorded=recorded_outputs(out, command=STUDY_COMMAND), removing=True)
+        for page in _PAGES:
+            remove_stale(out / page, within=out)
+        written = [*(f"per_user/{t}.parquet" for t in topics if t not in topics_skipped and cfg.export_per_user),
+                   *(f"deepset/deepset.{ext}" for ext in ("json", "md")
+                     if cfg.deepset and "skipped" not in summary.get("deepset", {}))]
         write_manifest(out, command, config=cfg.model_dump(), seeds=cfg.seeds,
-                       extra={"counts_dir": str(src), "counts_fingerprint": fp, "synthetic": synthetic,
-                              "outputs_sha256": _page_inputs(out, jobs, cells, fig_paths),
+                       extra={OUTPUTS_COMPLETE: True, "counts_dir": str(src), "counts_fingerprint": fp,
+                              "synthetic": synthetic,
+                              "outputs_sha256": _page_inputs(out, jobs, cells, fig_paths, written),
                               "report_kind": "crossscale", "seconds": total_seconds, "grid_seconds": grid_seconds,
                               "stage_seconds": timer.seconds, "cell_seconds": cell_seconds,
                               **({"deepset_seconds": deepset_seconds} if deepset_seconds else {}),

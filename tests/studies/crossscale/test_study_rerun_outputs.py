@@ -235,3 +235,55 @@ def test_a_study_folder_from_before_the_twins_were_recorded_still_reports_and_re
     for name in TWINS_NOT_WRITTEN_BY_LIN:
         assert not (out / "tables" / f"{name}.md").exists(), name
     assert main(["report", str(out), "--static"]) == 0
+
+
+def test_a_file_of_yours_with_an_outputs_name_in_a_study_folder_is_refused(counts, tmp_path, capsys) -> None:
+    """A study's manifest never said it lists every output (outputs_complete), so the older rule held in every study
+    folder: a file there with an output's name that the manifest does not list was taken as aumann's. A
+    tables/numbers-app.csv of yours beside a study without the heat indicator was overwritten by the next study
+    with it, without a word. The study's manifest now says its records are complete, and such a file is refused."""
+    out = tmp_path / "study"
+    config = _lin_config(tmp_path)
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--config", str(config), "--no-progress",
+                 "--static"]) == 0
+    mine = out / "tables" / "numbers-app.csv"
+    mine.write_text("my,own\n")
+    capsys.readouterr()
+    assert _study(counts, out, "100") == 2, mine.read_text()
+    assert json.loads((out / "manifest.json").read_text()).get("outputs_complete") is True
+    err = capsys.readouterr().err
+    assert "OutputError" in err and "numbers-app.csv" in err and "a file of your own" in err, err
+    assert mine.read_text() == "my,own\n"
+    mine.unlink()
+    assert _study(counts, out, "100") == 0  # (its own earlier pages and tables: replaced, not refused)
+    assert _study(counts, out, "100") == 0
+
+
+def test_a_study_folder_an_older_study_wrote_still_reruns(counts, tmp_path) -> None:
+    """No outputs_complete (an older study's manifest): a file with an output's name that it does not list is taken
+    as that study's, as before."""
+    out = tmp_path / "study"
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--config", str(_lin_config(tmp_path)),
+                 "--no-progress", "--static"]) == 0
+    _as_older_study(out)
+    (out / "tables" / "numbers-app.csv").write_text("an,older,study's\n")
+    assert _study(counts, out, "100") == 0
+    assert json.loads((out / "manifest.json").read_text())["outputs_complete"] is True
+    assert "older" not in (out / "tables" / "numbers-app.csv").read_text()
+
+
+def test_the_study_records_every_output_it_writes(counts, tmp_path) -> None:
+    """outputs_complete says the manifest lists every output: the per-user files too; and an earlier study's pages,
+    which the new manifest does not list, go before it (a study that writes no page leaves none of another's)."""
+    from aumann.studies.crossscale.study import CrossScaleConfig, run_crossscale
+
+    out = tmp_path / "study"
+    assert main(["bluesky", "study", str(counts), "--out", str(out), "--sizes", "100", "--seeds", "0",
+                 "--export-per-user", "--no-progress", "--static"]) == 0
+    recorded = json.loads((out / "manifest.json").read_text())["outputs_sha256"]
+    per_user = sorted(p.relative_to(out).as_posix() for p in (out / "per_user").glob("*.parquet"))
+    assert per_user and all(n in recorded for n in per_user)
+    assert "report.html" in recorded and "report.md" in recorded
+    run_crossscale(counts, out, CrossScaleConfig(sizes=[100], seeds=[0]), log=lambda *a: None, report=False)
+    assert not (out / "report.html").exists() and not (out / "report.md").exists()
+    assert main(["report", str(out), "--static"]) == 0
