@@ -246,10 +246,10 @@ def test_ingest_report_sample_is_what_the_golden_capture_gives(tmp_path):
     """docs/bluesky-ingest.md's ``ingest_report.json`` sample: the numbers of the real 10-event capture."""
     import json
 
-    from tests.paths import JETSTREAM_SAMPLE
+    from tests.paths import JETSTREAM_SAMPLE, SHARED_MISSING
 
     if not JETSTREAM_SAMPLE.is_file():
-        pytest.skip("the real Jetstream sample lives in ../shared (development machines only)")
+        pytest.skip(SHARED_MISSING)
     from aumann.data.bluesky.ingest import ingest
 
     text = (REPO / "docs" / "bluesky-ingest.md").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from aumann.data.bluesky.ingest import IngestOptions, ingest
 from aumann.data.bluesky.topics import load_topics
 from aumann.errors import IngestError
 from tests.data.bluesky.jetstream_builder import MALFORMED_LINES, PROFILES_CSV, A, B, C, D, H, build
-from tests.paths import JETSTREAM_SAMPLE
+from tests.paths import JETSTREAM_SAMPLE, SHARED_MISSING
 
 GOLDEN = JETSTREAM_SAMPLE
 
@@ -42,7 +42,7 @@ def _follows_dict(counts) -> dict:
     return {(int(r.user), int(r.day)): int(r.follows_received) for r in counts.follows.itertuples()}
 
 
-@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+@pytest.mark.skipif(not GOLDEN.exists(), reason=SHARED_MISSING)
 def test_real_golden_sample_exact_counts():
     counts, report = ingest([GOLDEN], options=_opts())
     rep = report.to_dict()
@@ -373,7 +373,7 @@ def test_the_did_rule_on_distinct_values_separates_an_invalid_actor_from_an_inva
     assert report.dropped_users.get("no_engagement", 0) == 0
 
 
-@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+@pytest.mark.skipif(not GOLDEN.exists(), reason=SHARED_MISSING)
 @pytest.mark.parametrize("name", ["day[1].jsonl", "day*.jsonl", "day?.jsonl"])
 def test_a_file_named_like_a_glob_is_read_as_itself(tmp_path: Path, name: str):
     # DuckDB expands every file name it reads as a glob: 'day[1].jsonl' read its neighbour 'day1.jsonl' (three

@@ -17,7 +17,7 @@ from aumann.data.bluesky.jetstream import (
     write_frames,
 )
 from tests.data.bluesky.jetstream_builder import DAY0_US, MALFORMED_LINES, PROFILES_CSV, build
-from tests.paths import JETSTREAM_SAMPLE
+from tests.paths import JETSTREAM_SAMPLE, SHARED_MISSING
 
 GOOD = (b'{"did":"did:plc:aaaaaaaaaaaaaaaaaaaaaaaa","time_us":1775779300000000,"kind":"commit","commit":'
         b'{"rev":"r1","operation":"create","collection":"app.bsky.feed.like","rkey":"k1","record":'
@@ -257,7 +257,7 @@ def test_zstd_skippable_frames_are_skipped_not_refused_or_flagged(tmp_path: Path
 GOLDEN = JETSTREAM_SAMPLE
 
 
-@pytest.mark.skipif(not GOLDEN.exists(), reason=f"real Jetstream sample not found at {GOLDEN} (needs ../shared)")
+@pytest.mark.skipif(not GOLDEN.exists(), reason=SHARED_MISSING)
 def test_real_sample_reads_the_same_from_every_container(tmp_path: Path):
     raw = GOLDEN.read_bytes()
     z = tmp_path / "golden.jsonl.zst"

@@ -167,9 +167,10 @@ def test_study_runs_on_an_ingested_capture(tmp_path) -> None:
     activity skipped and reported, never a crash)."""
     from aumann.cli import main
     from tests.paths import JETSTREAM_SAMPLE as sample
+    from tests.paths import SHARED_MISSING
 
     if not sample.exists():
-        pytest.skip("the shared Jetstream sample is not on this machine")
+        pytest.skip(SHARED_MISSING)
     assert main(["bluesky", "build-panel", str(sample), "--out", str(tmp_path / "c")]) == 0
     s = run_crossscale(tmp_path / "c", tmp_path / "o", CrossScaleConfig(), log=lambda *_: None)
     assert s["synthetic"] is False and s["data"] == "ingested capture"
