@@ -132,3 +132,15 @@ def test_the_grace_is_read_when_the_write_is_made(tmp_path, monkeypatch) -> None
     with output_lock(out), pytest.warns(PartialWriteWarning):
         write_bytes(out / "t.csv", b"a\n", within=out)
     assert not left.exists()
+
+
+def test_a_fresh_one_kept_is_said_once_however_often_its_name_is_written(tmp_path) -> None:
+    """The manifest is written two or three times by one command: a fresh temporary file of it beside is said once."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _plant(out, ".manifest.json.abcdefgh.tmp.json", age=1)
+    with output_lock(out), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            write_bytes(out / "manifest.json", b"{}", within=out)
+    assert [type(w.message) for w in caught] == [PartialWriteWarning]

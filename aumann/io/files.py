@@ -129,6 +129,8 @@ _PARTIAL = re.compile(r"\.(.+)\.([a-z0-9_]{8})\.tmp(\.[^.]*)?")
 PARTIAL_WRITE_GRACE_S = 600.0
 #: the temporary files :func:`atomic_path` has made in this process and not yet renamed or removed (never swept)
 _IN_FLIGHT: set[str] = set()
+#: the fresh temporary files of killed writes already said to be kept (a manifest written three times says it once)
+_SAID_KEPT: set[str] = set()
 
 
 def _no_folders() -> tuple[str, ...]:
@@ -197,6 +199,8 @@ def _sweep_partial_writes(path: Path) -> None:
     if not any(_inside(parent, root) for root in owned):
         return
     removed, kept = remove_partial_writes(path)
+    kept = [(name, age) for name, age in kept if os.path.join(parent, name) not in _SAID_KEPT]  # (said once)
+    _SAID_KEPT.update(os.path.join(parent, name) for name, _ in kept)
     if not removed and not kept:
         return
     words = []
