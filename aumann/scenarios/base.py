@@ -619,23 +619,24 @@ class Scenario:
         model = self._build(config, gen, backend)
         factory = self.factory(config, initial, backend)
         source = global_draw_sources(before, _global_draws())
+        # a build whose state the seed does not fix: (what it does, what to do about it); checked by a second build
         if source is not None:
-            diff = digest_difference(state_digest(model), state_digest(factory()))
-            if diff is not None:
-                raise ScenarioCodeError(
-                    f"scenario {self.name!r}: build_model() draws from {source} (a generator of the whole process) "
-                    f"and two builds from the same seed differ ({diff}), so the run would not be reproducible from "
-                    f"its seed; seed that generator from rng inside build_model (np.random.seed(int(rng.integers("
-                    f"2**31))) or random.seed(...)), or pass the model a seed drawn from rng")
+            why = (f"draws from {source} (a generator of the whole process)",
+                   "seed that generator from rng inside build_model (np.random.seed(int(rng.integers(2**31))) or "
+                   "random.seed(...)), or pass the model a seed drawn from rng")
         elif _no_seed_given(model):
+            why = (f"returns a {type(model).__name__} given no seed (Mesa then seeds model.rng and model.random from "
+                   "the operating system's entropy)",
+                   "pass the model a seed drawn from rng (seed=int(rng.integers(2**31)), or rng=...), adding a seed "
+                   "parameter that reaches mesa.Model.__init__ where the model takes none")
+        else:
+            why = None
+        if why is not None:
             diff = digest_difference(state_digest(model), state_digest(factory()))
             if diff is not None:
                 raise ScenarioCodeError(
-                    f"scenario {self.name!r}: build_model() returns a {type(model).__name__} given no seed (Mesa "
-                    f"then seeds model.rng and model.random from the operating system's entropy) and two builds "
-                    f"from the same seed differ ({diff}), so the run would not be reproducible from its seed; pass "
-                    f"the model a seed drawn from rng (seed=int(rng.integers(2**31)), or rng=...), adding a seed "
-                    f"parameter that reaches mesa.Model.__init__ where the model takes none")
+                    f"scenario {self.name!r}: build_model() {why[0]} and two builds from the same seed differ "
+                    f"({diff}), so the run would not be reproducible from its seed; {why[1]}")
         return model, factory
 
     def factory(self, config: ScenarioConfig, rng: np.random.Generator, backend: Any = None) -> Callable[[], Any]:
