@@ -1,0 +1,92 @@
+"""Traces as other simulators' tools write them (pandas, pyarrow, NetLogo, agent logs), read against independent
+computations of the same numbers (pandas by hand)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aumann.data.traces import read_trace
+from aumann.errors import TraceSchemaError
+
+
+def _spec(step: dict | None = None, **extra) -> dict:
+    return {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick", **(step or {})},
+            "features": [{"kind": "count"}, {"kind": "sum", "name": "amount", "field": "amount"}], **extra}
+
+
+# ---------------------------------------------------------------- Parquet durations (pandas timedelta64)
+def _durations(tmp_path, unit: str = "us"):
+    """Events at 0 s, 1 s, 2 s and 3,601 s of simulated time, as pandas writes a timedelta column to Parquet
+    (pyarrow: INT64 counts of ``unit`` with the unit in the Arrow schema only)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    secs = [0, 1, 2, 3601]
+    df = pd.DataFrame({"agent": [1, 2, 1, 2], "tick": pd.to_timedelta(secs, unit="s"), "amount": [1.5, 2.5, 3.5, 4.5],
+                       "waited": pd.to_timedelta([1, 0, 2, 0.5 if unit != "s" else 1], unit="s")})
+    t = pa.Table.from_pandas(df, preserve_index=False)
+    t = t.set_column(1, "tick", t.column("tick").cast(pa.duration(unit)))
+    t = t.set_column(3, "waited", t.column("waited").cast(pa.duration(unit)))
+    f = tmp_path / f"durations_{unit}.parquet"
+    pq.write_table(t, f)
+    return f, df, secs
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_parquet_duration_step_binned_in_seconds(tmp_path, unit):
+    """A duration step was DuckDB's BIGINT count of the file's unit: with bin = '1h', 1 s of a pandas timedelta
+    (microseconds) was the 10⁶-th second, 3,601 s a trace of 1,000,278 hour bins (refused by max_steps) or, for
+    shorter runs, hundreds of bins of nothing; the step is now the duration in seconds, binned."""
+    f, df, secs = _durations(tmp_path, unit)
+    r = read_trace(f, _spec({"bin": "1h"}))
+    hours = [s // 3600 for s in secs]
+    ref = df.assign(h=hours).pivot_table(index="h", columns="agent", values="amount", aggfunc="sum").fillna(0)
+    assert r.panel.T == 2
+    assert list(r.panel.steps) == ["1970-01-01T00:00:00Z", "1970-01-01T01:00:00Z"]
+    np.testing.assert_array_equal(r.panel.values[:, :, r.panel.features.index("amount")], ref.to_numpy())
+    # a numeric bin counts the spec's unit (seconds) too: bins of 2 s
+    r2 = read_trace(f, _spec({"bin": 2}))
+    assert list(r2.panel.steps) == list(range(0, 3602, 2))
+    assert r2.panel.values[:, :, 0].sum() == 4 and r2.panel.values[1, 0, 0] == 1  # agent 1's event at 2 s
+
+
+def test_parquet_duration_step_in_the_spec_unit(tmp_path):
+    """With ``unit = 'ms'`` a numeric bin counts milliseconds, whatever the file's unit (nanoseconds here)."""
+    f, _, _ = _durations(tmp_path, "ns")
+    r = read_trace(f, _spec({"bin": 1000, "unit": "ms"}))
+    assert r.panel.T == 3602 and r.panel.steps[-1] == 3_601_000
+    assert [int(r.panel.values[t, :, 0].sum()) for t in (0, 1, 2, 3601)] == [1, 1, 1, 1]
+
+
+def test_parquet_duration_step_without_bin_refused(tmp_path):
+    """Unbinned, the microseconds were the integer steps 0 … 3,601,000: refused by max_steps here, a panel of
+    thousands of empty steps for a run of milliseconds. A duration is no integer step: refused, naming --bin."""
+    f, _, _ = _durations(tmp_path)
+    with pytest.raises(TraceSchemaError, match=r"step field 'tick' holds durations \(a Parquet duration\[us\].*--bin"):
+        read_trace(f, _spec())
+
+
+def test_parquet_duration_value_in_seconds(tmp_path):
+    """A numeric field holding durations sums seconds (it summed microseconds: 3.5 s was 3,500,000)."""
+    f, df, _ = _durations(tmp_path, "us")
+    spec = _spec(features=[{"kind": "sum", "name": "waited", "field": "waited"}])
+    spec["step"] = {"field": "agent"}  # any integer step: one per agent
+    r = read_trace(f, spec)
+    by_agent = df.groupby("agent")["waited"].sum().dt.total_seconds()
+    np.testing.assert_allclose(r.panel.values[:, :, 0].sum(axis=0), by_agent.to_numpy())
+    assert r.panel.values.sum() == pytest.approx(3.5)  # 1 + 0 + 2 + 0.5 s
+
+
+def test_parquet_duration_units_differ_between_shards_refused(tmp_path):
+    import shutil
+
+    a, _, _ = _durations(tmp_path, "us")
+    b, _, _ = _durations(tmp_path, "ns")
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    shutil.copy(a, shards / "part-0.parquet")
+    shutil.copy(b, shards / "part-1.parquet")
+    with pytest.raises(TraceSchemaError, match=r"field 'tick' is a Parquet duration of more than one unit"):
+        read_trace(shards, _spec({"bin": "1h"}))
