@@ -90,3 +90,56 @@ def test_parquet_duration_units_differ_between_shards_refused(tmp_path):
     shutil.copy(b, shards / "part-1.parquet")
     with pytest.raises(TraceSchemaError, match=r"field 'tick' is a Parquet duration of more than one unit"):
         read_trace(shards, _spec({"bin": "1h"}))
+
+
+# ---------------------------------------------------------------- Parquet strings stored as bytes
+def _bytes_table(tmp_path):
+    """Strings as BYTE_ARRAY without the UTF-8 annotation (Arrow ``binary``; Spark's binaryAsString, Impala, Hive)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = {"agent": ["a", "b", "a", "ü"], "tick": [0, 0, 1, 1], "action": ["buy", "sell", "buy", "buy"],
+            "amount": [1.0, 2.0, 3.0, 4.0], "kind": ["x", "y", "x", "x"]}
+    f = tmp_path / "bytes.parquet"
+    pq.write_table(pa.table({k: pa.array([s.encode() for s in v], pa.binary()) if isinstance(v[0], str) else v
+                             for k, v in rows.items()}), f)
+    return f, pd.DataFrame(rows)
+
+
+def test_parquet_bytes_strings_read_as_their_text(tmp_path):
+    """The agent b'a' was labelled "b'a'", the action b'buy' was the feature "b'buy'", so ``actions = ['buy']`` kept
+    nothing (the amount was 0 throughout, without a word) and ``[where] kind = ['x']`` filtered every record."""
+    f, df = _bytes_table(tmp_path)
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "where": {"kind": ["x"]},
+            "features": [{"kind": "count_each"}, {"kind": "sum", "name": "amount", "field": "amount",
+                                                    "actions": ["buy"]}]}
+    r = read_trace(f, spec)
+    kept = df[df.kind == "x"]
+    ref = kept[kept.action == "buy"].pivot_table(index="tick", columns="agent", values="amount", aggfunc="sum")
+    assert list(r.panel.agent_ids) == sorted(kept.agent.unique()) == ["a", "ü"]
+    assert list(r.panel.features) == ["buy", "amount"]
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], ref.fillna(0).to_numpy())
+    assert r.report.filtered == {"kind not in where": 1}
+
+
+def test_parquet_bytes_edge_endpoints_reach_their_agents(tmp_path):
+    """An edge file of bytes endpoints reached no agent (b'a' is not 'a'): every edge was an unknown endpoint and the
+    exposure 0 throughout."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f, _ = _bytes_table(tmp_path)
+    e = tmp_path / "edges.parquet"
+    pq.write_table(pa.table({"src": pa.array([b"a", b"b"], pa.binary()),
+                             "dst": pa.array([b"b", b"a"], pa.binary())}), e)
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "acts"},
+                         {"kind": "exposure", "name": "seen", "of": "acts",
+                          "edges": {"path": str(e), "source": "src", "target": "dst"}}]}
+    r = read_trace(f, spec)
+    acts = r.panel.values[:, :, 0]
+    a, b = list(r.panel.agent_ids).index("a"), list(r.panel.agent_ids).index("b")
+    np.testing.assert_array_equal(r.panel.values[:, a, 1], acts[:, b])  # a follows b
+    np.testing.assert_array_equal(r.panel.values[:, b, 1], acts[:, a])
+    assert r.panel.meta["edges"]["seen"]["used"] == 2

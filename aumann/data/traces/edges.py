@@ -23,7 +23,7 @@ from aumann.data.traces.duck import (
     without_bom,
 )
 from aumann.data.traces.idtext import _FLOAT_TEXT as _NUMBER_TEXT
-from aumann.data.traces.idtext import _number_ids
+from aumann.data.traces.idtext import _number_ids, bytes_as_text
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
 
@@ -148,6 +148,7 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
         con.close()
     cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
     cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
+    cols_ = [bytes_as_text(c) for c in cols_]  # endpoints stored as bytes reach the agents the event table's text reads
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}",
                           csv=_kind(files[0]) == "csv")
 

@@ -18,6 +18,22 @@ _INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
 _FLOAT_TEXT = re.compile(_NUMBER, re.IGNORECASE)
 
 
+def bytes_as_text(values: list[Any]) -> list[Any]:
+    """Values of a Parquet BYTE_ARRAY column without the UTF-8 annotation (strings as some writers store them: Spark's
+    ``binaryAsString``, older Impala and Hive, Arrow ``binary``), which DuckDB reads as BLOB: each the text its bytes
+    spell in UTF-8, as the same column annotated as text reads. Bytes that are not UTF-8 text stay bytes (their ids
+    spelled as Python spells them, ``b'\\xff'``)."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, bytes | bytearray):
+            try:
+                v = bytes(v).decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        out.append(v)
+    return out
+
+
 def _number_ids(values: list[Any]) -> list[Any]:
     """The agent ids of a CSV column of numbers, read as text, as the numbers they spell, as every other reader reads
     a column of numbers: an integer is an int (beyond 64 bits, the text it is), ``1.0`` or ``1e0`` a float, which

@@ -44,7 +44,7 @@ from aumann.data.traces.events import (
     Validator,
     split_path,
 )
-from aumann.data.traces.idtext import _NUMBER, _number_ids
+from aumann.data.traces.idtext import _NUMBER, _number_ids, bytes_as_text
 from aumann.data.traces.jsonlines import LongLine, _repeated_keys, without_long_lines
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
@@ -248,6 +248,8 @@ class TableReader(TraceReader):
                     if f"{key}{_TEXT}" in col and col[key].null_count:  # an integer column's non-decimal text
                         return [t if v is None else v for v, t in zip(col[key].to_pylist(),
                                                                       col[f"{key}{_TEXT}"].to_pylist())]
+                    if _binary(col[key].type):  # strings stored as bytes: b'a' was the agent "b'a'", b'buy' no "buy"
+                        return bytes_as_text(col[key].to_pylist())
                     return col[key].to_pylist() if plain else _arrow_values(col[key], times=times)
 
                 raw.agent = values("agent")
@@ -310,6 +312,13 @@ def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
     """A cause DuckDB's CSV errors do not name, put before them: a file that mixes line endings
     (:func:`~aumann.data.traces.duck.mixed_line_ends`); '' for other kinds, or when none does."""
     return mixed_line_ends(files, names) if kind == "csv" else ""
+
+
+def _binary(t: Any) -> bool:
+    """Whether Arrow type ``t`` is bytes (DuckDB's BLOB: a Parquet BYTE_ARRAY without the UTF-8 annotation)."""
+    import pyarrow as pa
+
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
 
 
 def _temporal(t: str | None) -> bool:
