@@ -3,6 +3,8 @@ computations of the same numbers (pandas by hand)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -143,3 +145,39 @@ def test_parquet_bytes_edge_endpoints_reach_their_agents(tmp_path):
     np.testing.assert_array_equal(r.panel.values[:, a, 1], acts[:, b])  # a follows b
     np.testing.assert_array_equal(r.panel.values[:, b, 1], acts[:, a])
     assert r.panel.meta["edges"]["seen"]["used"] == 2
+
+
+# ---------------------------------------------------------------- epochs in another unit than [step] unit
+def test_epoch_milliseconds_read_as_seconds_refused(tmp_path):
+    """pandas' ``to_json`` writes datetimes as epoch milliseconds. Read in the default unit (seconds) they were times
+    in the year 58270, binned where they fell: 4 events of one hour became 2,334 hourly steps, without a word. A
+    number that is a time after the year 9999 in ``unit`` is out of range (as ISO text with such a year is), named
+    with the unit to set; in its own unit the trace bins as pandas does."""
+    from aumann.errors import TraceRecordError
+
+    df = pd.DataFrame({"agent": [1, 2, 1, 2], "amount": [1, 2, 3, 4],
+                       "ts": pd.to_datetime(["2026-04-20 12:00", "2026-04-20 12:30", "2026-04-20 13:10",
+                                             "2026-04-20 14:20"])})
+    f = tmp_path / "pandas.jsonl"  # as pandas 2's to_json(orient="records", lines=True) writes them
+    f.write_text("".join(json.dumps({"agent": a, "ts": int(t.timestamp() * 1000), "amount": v}) + "\n"
+                         for a, t, v in zip(df.agent, df.ts, df.amount)))
+    assert '"ts": 1776686400000' in f.read_text()
+    spec = _spec({"bin": "1h"}, features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+    spec["step"]["field"] = "ts"
+    with pytest.raises(TraceRecordError, match=r"pandas\.jsonl row 1: step field 'ts' is out of range: .*"
+                                               r"\[step\] unit = 's' \(an epoch in ms, us or ns\?"):
+        read_trace(f, spec)
+    r = read_trace(f, dict(spec, step={"field": "ts", "bin": "1h", "unit": "ms"}))
+    ref = df.assign(h=df.ts.dt.floor("1h")).pivot_table(index="h", columns="agent", values="amount", aggfunc="sum")
+    assert list(r.panel.steps) == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in ref.index]
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.fillna(0).to_numpy())
+
+
+def test_epoch_out_of_range_is_skipped_and_counted(tmp_path):
+    """The last second of 9999 is a time; the first of 10000 out of range, skipped and counted under --skip-bad."""
+    f = tmp_path / "edge.csv"
+    f.write_text("agent,tick,amount\na,253402300799,1\nb,253402300800,2\nc,-62135596801,4\n")
+    r = read_trace(f, _spec({"bin": "1d"}, on_bad="skip"))
+    assert list(r.panel.agent_ids) == ["a"] and list(r.panel.steps) == ["9999-12-31T00:00:00Z"]
+    (reason, n), = r.report.skipped.items()
+    assert n == 2 and "out of range" in reason and r.report.skipped_at[reason] == [f"{f} line 3", f"{f} line 4"]

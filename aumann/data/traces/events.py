@@ -145,19 +145,19 @@ class StepCoder:
             missing = np.zeros(n, dtype=bool)
             if not self.binned:  # judged on the integers: 2⁵³ + 1 would round to 2⁵³ in float64
                 far = (arr > 2**53) if arr.dtype.kind == "u" else (arr > 2**53) | (arr < -(2**53))
-                return (*self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, far=far), time_far)
-            return (*self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False), time_far)
+                return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, far=far, time_far=time_far)
+            return self._finish(num, missing, np.zeros(n, dtype=bool), from_time=False, time_far=time_far)
         if arr.dtype.kind == "f":
             missing = np.isnan(arr)
-            return (*self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False),
-                    time_far)
+            return self._finish(arr.astype(np.float64), missing, np.zeros(n, dtype=bool), from_time=False,
+                                time_far=time_far)
         if arr.dtype.kind == "M":  # a timestamp column (DuckDB/Arrow): times, whatever the unit
             missing = np.isnat(arr)
             if not (self.binned and not self.numeric_width):  # a time where a number is needed: unusable
-                return (*self._finish(np.zeros(n), missing, ~missing, from_time=False), time_far)
+                return self._finish(np.zeros(n), missing, ~missing, from_time=False, time_far=time_far)
             # in the column's own unit (astype(object) would give bare integers for nanoseconds)
-            return (*self._finish(_datetime64_seconds(arr), missing, np.zeros(n, dtype=bool), from_time=True),
-                    time_far)
+            return self._finish(_datetime64_seconds(arr), missing, np.zeros(n, dtype=bool), from_time=True,
+                                time_far=time_far)
         obj = arr.astype(object)
         missing = np.fromiter((v is None or v is _MISSING or v is pd.NaT or (isinstance(v, float) and v != v)
                                or (isinstance(v, str) and _no_value(v)) for v in obj), dtype=bool, count=n)
@@ -183,18 +183,27 @@ class StepCoder:
                     bad[i] = True
                     continue
                 far[i] = abs(_integer(obj[i], num[i])) > 2**53
-        return (*self._finish(num, missing, bad, from_time=from_time, far=far), time_far)
+        return self._finish(num, missing, bad, from_time=from_time, far=far, time_far=time_far)
 
-    def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any,
-                far: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _finish(self, num: np.ndarray, missing: np.ndarray, bad: np.ndarray, *, from_time: Any, time_far: np.ndarray,
+                far: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         num = num.copy()
         num[missing | bad] = 0.0
         if not self.binned:
             far = ((np.abs(num) > 2**53) if far is None else far) & ~bad
             bad = bad | (num != np.floor(num)) | far
             steps = np.where(bad | missing, 0, num).astype(np.int64)
-            return steps, missing, bad, far
+            return steps, missing, bad, far, time_far
         seconds = num if self.numeric_width else np.where(from_time, num, num * self.unit)
+        if not self.numeric_width:
+            # a number read as a time in `unit` that lands after the year 9999 (or before the year 1) is out of
+            # range, as ISO text with such a year is: an epoch in milliseconds (pandas' to_json writes them) read
+            # in seconds was a bin in the year 58270, and 4 events of an hour were 2,334 hourly steps, without a word
+            beyond = ~np.asarray(from_time, dtype=bool) & ~(missing | bad) & ((seconds >= _AFTER_9999)
+                                                                              | (seconds < _BEFORE_1))
+            if beyond.any():
+                time_far = time_far | beyond
+                bad = bad | beyond
         with np.errstate(invalid="ignore", over="ignore"):
             q = (seconds - self.origin) / self.width
             idx = np.floor(q)
@@ -207,7 +216,13 @@ class StepCoder:
             idx = np.where(idx + 1 - q <= tol, idx + 1, idx)
         far = (np.abs(idx) > 2**53) & np.isfinite(idx) & ~bad
         bad = bad | ~np.isfinite(idx) | far
-        return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad, far
+        return np.where(bad | missing, 0, idx).astype(np.int64), missing, bad, far, time_far
+
+
+#: seconds since the epoch of 10000-01-01T00:00:00Z and 0001-01-01T00:00:00Z: a number read as a time outside them
+#: is out of range
+_AFTER_9999 = 253_402_300_800.0
+_BEFORE_1 = -62_135_596_800.0
 
 
 _PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
@@ -385,7 +400,8 @@ class Validator:
         steps, smiss, sbad, sfar, stime = self.steps.code(raw.step)
         keep &= self.refuse(raw, keep & smiss, f"no step value in field {self.steps.field!r}")
         keep &= self.refuse(raw, keep & stime, f"step field {self.steps.field!r} is out of range: a timestamp "
-                            "with a year of five or more digits (after 9999)")
+                            "with a year of five or more digits (after 9999), or a number that is one in [step] unit = "
+                            f"{self.spec.step.unit!r} (an epoch in ms, us or ns? set unit to the numbers' unit)")
         keep &= self.refuse(raw, keep & sfar, f"step field {self.steps.field!r} is out of range: "
                             + ("a bin index beyond ±2⁵³ (check step.origin and step.bin)" if self.steps.binned
                                else "an integer step beyond ±2⁵³ (float64 counts exactly only that far)"))
