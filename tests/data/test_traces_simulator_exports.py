@@ -181,3 +181,24 @@ def test_epoch_out_of_range_is_skipped_and_counted(tmp_path):
     assert list(r.panel.agent_ids) == ["a"] and list(r.panel.steps) == ["9999-12-31T00:00:00Z"]
     (reason, n), = r.report.skipped.items()
     assert n == 2 and "out of range" in reason and r.report.skipped_at[reason] == [f"{f} line 3", f"{f} line 4"]
+
+
+# ---------------------------------------------------------------- Parquet pandas Periods
+@pytest.mark.parametrize("bin_", [None, "1d"])
+def test_parquet_pandas_periods_refused(tmp_path, bin_):
+    """A pandas Period is stored as its ordinal (days since 1970 for a daily period): binned by day, the four days
+    2026-04-20 … 23 were the seconds 20563 … 20566, one bin at 1970-01-01 holding every event; unbinned, the steps
+    20563 … Refused, naming what to write instead; their start times bin as pandas does."""
+    df = pd.DataFrame({"agent": [1, 2, 1, 2], "amount": [1.5, 2.5, 3.5, 4.5],
+                       "tick": pd.period_range("2026-04-20", periods=4, freq="D")})
+    f = tmp_path / "periods.parquet"
+    df.to_parquet(f)
+    spec = _spec({"bin": bin_} if bin_ else None)
+    with pytest.raises(TraceSchemaError, match=r"step field 'tick' of .*periods\.parquet' holds pandas Periods.*"
+                                               r"start_time"):
+        read_trace(f, spec)
+    df.assign(tick=df.tick.dt.start_time).to_parquet(f)
+    r = read_trace(f, _spec({"bin": "1d"}))
+    assert list(r.panel.steps) == [f"2026-04-{d}T00:00:00Z" for d in (20, 21, 22, 23)]
+    ref = df.pivot_table(index="tick", columns="agent", values="amount", aggfunc="sum").fillna(0)
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], ref.to_numpy())

@@ -417,7 +417,8 @@ def _duration_scales(files: list[Path], want: dict[str, str], spec: Any) -> dict
     the amount) 1,000,000 (microseconds) or 10⁹ (nanoseconds), silently. A numeric field's duration is read in
     seconds; the step field's, which is a time since some origin, not an integer step, only binned (``[step] bin``),
     in the spec's ``unit``. A field that is a duration in one file and not in another, or in another unit, is
-    refused: no one scale reads all of them."""
+    refused: no one scale reads all of them. A step or numeric field holding pandas Periods (stored as ordinals) is
+    refused."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -431,12 +432,23 @@ def _duration_scales(files: list[Path], want: dict[str, str], spec: Any) -> dict
             if k == "agent" or k == "action" or k.startswith("w"):
                 continue
             t: Any = schema
+            fld: Any = None
             for part in split_path(path):
                 i = t.get_field_index(part) if isinstance(t, pa.Schema | pa.StructType) else -1
                 if i < 0:
                     t = None
                     break
-                t = t.field(i).type
+                fld = t.field(i)
+                t = fld.type
+            if t is not None and _extension_name(fld) == "pandas.period":
+                # a pandas Period is stored as its ordinal (days, months ... since 1970) with the frequency in the
+                # Arrow schema only: binned with --bin 1d, the days 2026-04-20 … 23 were the seconds 20563 … 20566,
+                # one bin at 1970-01-01; unbinned, the steps 20563 …
+                what = "step field" if k == "step" else "field"
+                raise TraceSchemaError(f"{what} {path!r} of {str(f)!r} holds pandas Periods, which Parquet stores as "
+                                       "their ordinals (counts of the period since 1970, the frequency in the Arrow "
+                                       "schema only) and DuckDB reads as plain integers: write their start times "
+                                       "instead (df[col] = df[col].dt.start_time)")
             found.setdefault(k, {})[str(f)] = t.unit if t is not None and pa.types.is_duration(t) else None
     out: dict[str, tuple[int, int]] = {}
     for k, units in found.items():
@@ -462,6 +474,16 @@ def _duration_scales(files: list[Path], want: dict[str, str], spec: Any) -> dict
         num, den = target, _SECONDS[unit]
         out[k] = (num // den, 1) if num % den == 0 else (1, den // num)
     return out
+
+
+def _extension_name(fld: Any) -> str | None:
+    """The Arrow extension type a Parquet column was written as (``pandas.period``): its type's name where the
+    extension is registered in this process, else its field's metadata."""
+    name = getattr(fld.type, "extension_name", None)
+    if name is None and fld.metadata:
+        raw = fld.metadata.get(b"ARROW:extension:name")
+        name = raw.decode("utf-8", "replace") if raw is not None else None
+    return name
 
 
 def _scaled(sql: str, scale: tuple[int, int] | None) -> str:
