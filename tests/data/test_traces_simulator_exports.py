@@ -202,3 +202,56 @@ def test_parquet_pandas_periods_refused(tmp_path, bin_):
     assert list(r.panel.steps) == [f"2026-04-{d}T00:00:00Z" for d in (20, 21, 22, 23)]
     ref = df.pivot_table(index="tick", columns="agent", values="amount", aggfunc="sum").fillna(0)
     np.testing.assert_array_equal(r.panel.values[:, :, 1], ref.to_numpy())
+
+
+# ---------------------------------------------------------------- action and [where] values that look like times
+_SLOTS = [  # agent, tick, action, slot, amount
+    (1, 0, "2026-04-20T12:00:00", "12:00", 1.0), (2, 0, "2026-04-20T12:30:00", "12:30", 2.0),
+    (1, 1, "2026-04-20T12:00:00", "12:00", 3.0), (2, 1, "2026-04-20", "13:00", 4.0), (2, 2, "2026-04-20", "12:00", 5.0)]
+
+
+def _slot_files(tmp_path):
+    """The same events as a CSV table, a JSON lines table and flat span lines: {name: (path, spec)}."""
+    import csv
+
+    spec = {"format": "table", "where": {"slot": ["12:00"]}, "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "action": {"field": "action"}, "features": [
+                {"kind": "count_each"},
+                {"kind": "sum", "name": "noon", "field": "amount", "actions": ["2026-04-20T12:00:00"]}]}
+    out = {}
+    p = tmp_path / "slots.csv"
+    with open(p, "w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows([("agent", "tick", "action", "slot", "amount"), *_SLOTS])
+    out["csv"] = (p, spec)
+    p = tmp_path / "slots.jsonl"
+    p.write_text("".join(json.dumps(dict(zip(("agent", "tick", "action", "slot", "amount"), e))) + "\n"
+                         for e in _SLOTS))
+    out["jsonl"] = (p, spec)
+    p = tmp_path / "spans.jsonl"
+    p.write_text("".join(json.dumps({"trace_id": f"t{k}", "span_id": f"s{k}", "name": "act",
+                                     "resource": {"agent.id": a}, "attributes": {"tick": t, "action": act, "slot": s,
+                                                                                 "amount": x}}) + "\n"
+                         for k, (a, t, act, s, x) in enumerate(_SLOTS)))
+    spans = {"format": "otel", "where": {"attributes/slot": ["12:00"]}, "agent": {"field": "resource/agent.id"},
+             "step": {"field": "attributes/tick"}, "action": {"field": "attributes/action"},
+             "features": [spec["features"][0], {**spec["features"][1], "field": "attributes/amount"}]}
+    out["spans"] = (p, spans)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "spans"])
+def test_time_like_actions_and_where_values_as_written(tmp_path, fmt):
+    """DuckDB took the text "12:00" for the time 12:00:00 and "2026-04-20T12:00:00" for a timestamp (printed
+    "2026-04-20 12:00:00"): [where] slot = ["12:00"] matched no record of a CSV or JSON lines table (every one filtered,
+    "no usable events") and the action was not the one written, so actions = [...] kept nothing; the span reader,
+    reading the JSON as it is, matched them. Every reader now compares them as written."""
+    path, spec = _slot_files(tmp_path)[fmt]
+    r = read_trace(path, spec)
+    df = pd.DataFrame(_SLOTS, columns=["agent", "tick", "action", "slot", "amount"])
+    kept = df[df.slot == "12:00"]
+    assert list(r.panel.features) == [*sorted(kept.action.unique()), "noon"]
+    noon = kept[kept.action == "2026-04-20T12:00:00"].pivot_table(index="tick", columns="agent", values="amount",
+                                                                  aggfunc="sum")
+    noon = noon.reindex(index=range(3), columns=[1, 2]).fillna(0)
+    np.testing.assert_array_equal(r.panel.values[:, :, -1], noon.to_numpy())
+    assert r.report.filtered == {"attributes/slot not in where" if fmt == "spans" else "slot not in where": 2}

@@ -133,6 +133,14 @@ class TableReader(TraceReader):
                 if full is not None:
                     src = scan_sql(files, lenient=True, json_types=full)
                     cols = {**full, FILE_COLUMN: "VARCHAR"}
+                # JSON strings DuckDB took for times or dates in an action or [where] field are text as written: the
+                # string "12:00" was the time 12:00:00, which [where] slot = ["12:00"] never matched (the span reader,
+                # which reads JSON as it is, matched it), and "2026-04-20T12:00:00" was "2026-04-20 12:00:00"
+                texts = _written_text_tops(want, cols)
+                if texts:
+                    typed = {c: ("VARCHAR" if c in texts else t) for c, t in cols.items() if c != FILE_COLUMN}
+                    src = scan_sql(files, lenient=True, json_types=typed)
+                    cols = {**typed, FILE_COLUMN: "VARCHAR"}
             json_tops: set[str] = {c for c, t in cols.items() if t == "JSON"}
             if kind == "json" and set(cols) - {FILE_COLUMN} == {"json"} and "json" not in tops:
                 # some line is not an object (an array, a number): DuckDB then reads every line as one `json`
@@ -321,6 +329,19 @@ def _binary(t: Any) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
 
 
+def _label_key(k: str) -> bool:
+    """Whether selected key ``k`` is a field compared as written: the action, or a ``[where]`` field."""
+    return k == "action" or (k.startswith("w") and k[1:].isdigit())
+
+
+def _written_text_tops(want: dict[str, str], cols: dict[str, str]) -> set[str]:
+    """The top-level JSON fields that only the action or ``[where]`` fields read and DuckDB typed as dates or times:
+    read as text, each value as written (a field the agent, step or a numeric feature also reads keeps its type)."""
+    label = {p for k, p in want.items() if _label_key(k) and len(split_path(p)) == 1}
+    other = {split_path(p)[0] for k, p in want.items() if not _label_key(k)}
+    return {p for p in label - other if _temporal(cols.get(p))}
+
+
 def _temporal(t: str | None) -> bool:
     """Whether DuckDB type ``t`` is a date, time, timestamp or interval."""
     return t is not None and t.startswith(("DATE", "TIME", "INTERVAL"))
@@ -363,7 +384,7 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     refused as a flag; as text, an id is as written and a value not a number (``inf``: not finite)."""
     keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
     wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _textual_id(types.get(k)))
-            or (k.startswith("v") and _temporal(types.get(k)))]
+            or ((k.startswith("v") or _label_key(k)) and _temporal(types.get(k)))]
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
