@@ -255,3 +255,24 @@ def test_time_like_actions_and_where_values_as_written(tmp_path, fmt):
     noon = noon.reindex(index=range(3), columns=[1, 2]).fillna(0)
     np.testing.assert_array_equal(r.panel.values[:, :, -1], noon.to_numpy())
     assert r.report.filtered == {"attributes/slot not in where" if fmt == "spans" else "slot not in where": 2}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_boolean_words_in_where_as_written(tmp_path, fmt):
+    """R's write.csv writes logicals as TRUE and FALSE, which DuckDB's CSV sniffer reads as booleans (keyed 'true'):
+    [where] flag = ["TRUE"] matched no record of the CSV table, while the JSON lines table of the same text matched
+    it. Both compare the text as written; a lowercase true still matches [true] in a CSV table."""
+    rows = [(1, 0, "TRUE", 1.0), (2, 0, "FALSE", 2.0), (1, 1, "TRUE", 3.0)]
+    f = tmp_path / f"flags.{fmt}"
+    if fmt == "csv":
+        f.write_text("agent,tick,flag,amount\n" + "".join(f"{a},{t},{x},{v}\n" for a, t, x, v in rows))
+    else:
+        f.write_text("".join(json.dumps(dict(zip(("agent", "tick", "flag", "amount"), r))) + "\n" for r in rows))
+    spec = _spec(where={"flag": ["TRUE"]}, features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+    r = read_trace(f, spec)
+    assert list(r.panel.agent_ids) == [1] and r.panel.values[:, 0, 0].tolist() == [1.0, 3.0]
+    assert r.report.filtered == {"flag not in where": 1}
+    if fmt == "csv":
+        f.write_text(f.read_text().replace("TRUE", "true").replace("FALSE", "false"))
+        r = read_trace(f, dict(spec, where={"flag": [True]}))
+        assert r.panel.values.sum() == 4.0 and r.report.filtered == {"flag not in where": 1}

@@ -381,10 +381,13 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     So are agent ids DuckDB's sniffer took for anything but integers or text, and numeric columns it took for dates
     or times: ``inf``, ``infinity`` and ``epoch`` are dates to it, and converting the infinite ones to Python dates
     raised a bare OverflowError out of the reader, while ``epoch`` became the agent ``1970-01-01`` and ``true`` was
-    refused as a flag; as text, an id is as written and a value not a number (``inf``: not finite)."""
+    refused as a flag; as text, an id is as written and a value not a number (``inf``: not finite). So are action and
+    ``[where]`` columns it took for dates, times or booleans: compared as written (``12:00``, ``TRUE``), as the
+    JSON lines table and the span reader compare the same text."""
     keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
     wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _textual_id(types.get(k)))
-            or ((k.startswith("v") or _label_key(k)) and _temporal(types.get(k)))]
+            or ((k.startswith("v") or _label_key(k)) and _temporal(types.get(k)))
+            or (_label_key(k) and types.get(k) == "BOOLEAN")]
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
