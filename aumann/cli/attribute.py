@@ -353,8 +353,11 @@ def _read_trace(args: argparse.Namespace) -> dict:
     twice = sorted({x for x in names or () if names.count(x) > 1})
     if twice:  # refused before the read, not as the panel's 'feature names must be unique' after it
         raise ConfigError(f"--features {args.features!r} names {twice} more than once")
+    # --real-people is the spec's real_people for the read: the read's own messages (an overflowing sum, ids one
+    # label) named the real id, and trace_report.json and panel.npz recorded real_people = false
     read = read_trace(args.trace, args.spec, format=args.trace_format, bin=args.bin,
-                      on_bad="skip" if args.skip_bad else None, progress=True)
+                      on_bad="skip" if args.skip_bad else None, real_people=True if args.real_people else None,
+                      progress=True)
     con = rich_console(stderr=True)
     for line in read.report.lines():
         con.print(terminal_text(line), markup=False, highlight=False)

@@ -309,8 +309,9 @@ class PanelBuilder:
             if len({str(self.id_list[i]) for i in members}) > 1:  # numpy's text drops trailing NULs: 'a' and 'a\0'
                 shown = "not shown (real_people)" if self.spec.real_people else \
                     " and ".join(repr(self.id_list[i]) for i in members)
-                raise TraceError(f"agent ids {shown} in field {self.spec.agent.field!r} would be one label "
-                                 f"{label!r} in the panel: an id cannot end with a NUL character")
+                one = "one label" if self.spec.real_people else f"one label {label!r}"  # (the id itself, less NULs)
+                raise TraceError(f"agent ids {shown} in field {self.spec.agent.field!r} would be {one} in the panel: "
+                                 "an id cannot end with a NUL character")
             t = next((i for i in members if not isinstance(self.id_list[i], str)), members[0])
             for o in members:
                 if o == t:

@@ -101,10 +101,12 @@ class TraceRead:
 
 
 def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
-                 bin: str | None = None, on_bad: str | None = None) -> tuple[str, TraceSpec, str]:
+                 bin: str | None = None, on_bad: str | None = None,
+                 real_people: bool | None = None) -> tuple[str, TraceSpec, str]:
     """(format, spec, where the spec came from) for a trace: the given spec, else the format's default.
 
-    ``bin`` / ``on_bad`` override the spec's ``step.bin`` / ``on_bad`` (the CLI's ``--bin`` / ``--skip-bad``).
+    ``bin`` / ``on_bad`` / ``real_people`` override the spec's ``step.bin`` / ``on_bad`` / ``real_people`` (the CLI's
+    ``--bin`` / ``--skip-bad`` / ``--real-people``).
     """
     if spec is not None:
         sp = load_spec(spec)
@@ -118,18 +120,21 @@ def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str 
         source = f"default ({fmt})"
     elif sp.format is not None and sp.format != fmt:
         raise TraceSpecError(f"the spec is for format {sp.format!r} but the trace was read as {fmt!r}")
-    if bin is not None or on_bad is not None:
+    if bin is not None or on_bad is not None or real_people is not None:
         data = sp.model_dump()
         if bin is not None:
             data["step"]["bin"] = bin
         if on_bad is not None:
             data["on_bad"] = on_bad
+        if real_people is not None:
+            data["real_people"] = real_people
         sp = TraceSpec.model_validate(data)
     return fmt, sp, source
 
 
 def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | None = None,
-               bin: str | None = None, on_bad: str | None = None, progress: bool = False) -> TraceRead:
+               bin: str | None = None, on_bad: str | None = None, real_people: bool | None = None,
+               progress: bool = False) -> TraceRead:
     """Read an event log into a panel by a spec.
 
     Args:
@@ -140,6 +145,8 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
         format: the format's name (default: the spec's, else detected).
         bin: override ``step.bin`` (e.g. ``"1h"``: bin timestamps into hours).
         on_bad: override ``on_bad`` (``"error"`` or ``"skip"``).
+        real_people: override ``real_people`` (``True``: the log records real people; the CLI's ``--real-people``):
+            the panel is keyed by opaque indices, and no error message shows an id.
         progress: show a progress bar on stderr (rows of a database, bytes of span files and logs).
 
     Returns:
@@ -160,7 +167,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     if p.exists() and not (p.is_file() or p.is_dir()):  # a FIFO hung, /dev/zero was "empty" or "does not exist"
         raise TraceFormatError(f"{str(p)!r} is not a regular file or a directory (a pipe, socket or device): a "
                                "trace is read from a file, a directory of files or a glob")
-    fmt, sp, source = resolve_spec(p, spec, format=format, bin=bin, on_bad=on_bad)
+    fmt, sp, source = resolve_spec(p, spec, format=format, bin=bin, on_bad=on_bad, real_people=real_people)
     reader = reader_class(fmt)(p, sp)
     tally = Tally()
     validator = Validator(sp, tally)
