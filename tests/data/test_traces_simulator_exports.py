@@ -276,3 +276,62 @@ def test_boolean_words_in_where_as_written(tmp_path, fmt):
         f.write_text(f.read_text().replace("TRUE", "true").replace("FALSE", "false"))
         r = read_trace(f, dict(spec, where={"flag": [True]}))
         assert r.panel.values.sum() == 4.0 and r.report.filtered == {"flag not in where": 1}
+
+
+# ---------------------------------------------------------------- NetLogo BehaviorSpace "table" output
+_PREAMBLE = ['"BehaviorSpace results (NetLogo 6.4.0)"', '"/home/u/Wolf Sheep Predation.nlogo"', '"experiment"',
+             '"11/29/2026 17:50:50:123 +0000"', '"min-pxcor","max-pxcor","min-pycor","max-pycor"',
+             '"-25","25","-25","25"']
+
+
+def _behaviorspace(tmp_path, reporter: str = "count sheep"):
+    """A BehaviorSpace table as NetLogo writes it: six lines before the header, every field quoted, CRLF."""
+    rows = [f'"[run number]","initial-number-sheep","grass?","[step]","{reporter}","mean [energy] of sheep"']
+    for run in (1, 2):
+        for step in range(4):
+            rows.append(f'"{run}","{50 * run}","true","{step}","{100 + run * step}","{1.5 * step}"')
+    f = tmp_path / "Wolf Sheep Predation experiment-table.csv"
+    f.write_bytes(("\r\n".join(_PREAMBLE + rows) + "\r\n").encode())
+    return f
+
+
+def test_netlogo_behaviorspace_table(tmp_path):
+    """Its six preamble lines are refused by their line (or, with on_bad = 'skip', skipped and counted): the table
+    read is pandas' read of it from the header on."""
+    from aumann.errors import TraceRecordError
+
+    f = _behaviorspace(tmp_path)
+    spec = {"format": "table", "agent": {"field": "[run number]"}, "step": {"field": "[step]"},
+            "features": [{"kind": "last", "name": "sheep", "field": "count sheep"},
+                         {"kind": "last", "name": "energy", "field": "mean [energy] of sheep"}]}
+    with pytest.raises(TraceRecordError, match=r"experiment-table\.csv line 1: a line before the CSV header \(6 such"):
+        read_trace(f, spec)
+    r = read_trace(f, dict(spec, on_bad="skip"))
+    df = pd.read_csv(f, skiprows=6)
+    for k, col in enumerate(["count sheep", "mean [energy] of sheep"]):
+        ref = df.pivot(index="[step]", columns="[run number]", values=col)
+        np.testing.assert_array_equal(r.panel.values[:, :, k], ref.to_numpy())
+    assert r.report.skipped == {"a line before the CSV header (DuckDB's sniffer skips it)": 6}
+    assert r.report.records == 6 + len(df)
+
+
+@pytest.mark.parametrize("preamble", [True, False])
+def test_column_name_with_a_slash(tmp_path, preamble):
+    """A BehaviorSpace reporter such as 'count sheep / count wolves' is a column name holding '/', which a field path
+    splits into nested keys: the column could not be read, and the error said the table had no column 'count sheep /
+    count wolves' (listing it among its columns, or, below the preamble, only the preamble's first line). ``\\/`` is a
+    '/' inside a key, and the error says so."""
+    f = _behaviorspace(tmp_path, "count sheep / count wolves")
+    if not preamble:
+        f.write_bytes(b"\r\n".join(f.read_bytes().split(b"\r\n")[6:]))
+    spec = {"format": "table", "on_bad": "skip", "agent": {"field": "[run number]"}, "step": {"field": "[step]"},
+            "features": [{"kind": "last", "name": "ratio", "field": "count sheep / count wolves"}]}
+    with pytest.raises(TraceSchemaError, match=r"a field path splits at '/' into nested keys, so \['count sheep / "
+                                               r"count wolves'\] name\(s\) a key inside a column.*field = 'count "
+                                               r"sheep \\/ count wolves'"):
+        read_trace(f, spec)
+    spec["features"][0]["field"] = "count sheep \\/ count wolves"
+    r = read_trace(f, spec)
+    ref = pd.read_csv(f, skiprows=6 if preamble else 0).pivot(index="[step]", columns="[run number]",
+                                                              values="count sheep / count wolves")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.to_numpy())

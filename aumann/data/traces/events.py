@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aumann.data.traces.spec import TraceSpec, parse_duration
+from aumann.data.traces.spec import TraceSpec, parse_duration, path_keys
 from aumann.errors import TraceRecordError, TraceSpecError
 
 #: locations kept per skip reason (the report lists them)
@@ -564,8 +564,9 @@ def repeated_key_reason(path: str) -> str:
 
 
 def split_path(path: str) -> tuple[str, ...]:
-    """A field path's keys (``"resource/agent.id"`` → ``("resource", "agent.id")``)."""
-    return tuple(path.split("/"))
+    """A field path's keys (``"resource/agent.id"`` → ``("resource", "agent.id")``; ``\\/`` is a ``/`` inside a
+    key: :func:`~aumann.data.traces.spec.path_keys`)."""
+    return path_keys(path)
 
 
 def get_path(record: Any, path: tuple[str, ...]) -> Any:

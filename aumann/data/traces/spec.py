@@ -61,13 +61,22 @@ def parse_duration(value: str | float | int, what: str = "bin") -> float:
     return seconds
 
 
+def path_keys(path: str) -> tuple[str, ...]:
+    """A field path's keys: separated by ``/``, where ``\\/`` is a ``/`` inside a key (a CSV column named ``count
+    sheep / count wolves``, as NetLogo's BehaviorSpace names a reporter's column, is ``count sheep \\/ count
+    wolves``; in a TOML basic string, ``"count sheep \\\\/ count wolves"``). Any other backslash is itself."""
+    if "\\/" not in path:
+        return tuple(path.split("/"))
+    return tuple(k.replace("\0", "/") for k in path.replace("\\/", "\0").split("/"))
+
+
 def _check_path(v: str | None, what: str) -> str | None:
     if v is None:
         return v
     if not isinstance(v, str) or not v.strip():
         raise ValueError(f"{what} must be a non-empty field path")
     body = v[4:] if v.startswith("len:") else v
-    if not body or any(not part for part in body.split("/")):
+    if not body or any(not part for part in path_keys(body)):
         raise ValueError(f"{what} {v!r} has an empty key (paths are keys separated by '/')")
     return v
 

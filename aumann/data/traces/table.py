@@ -28,6 +28,7 @@ from aumann.data.traces.duck import (
     csv_dialect,
     duplicated_columns,
     expr,
+    header_fields,
     ident,
     json_full_types,
     json_values,
@@ -155,6 +156,12 @@ class TableReader(TraceReader):
                 # of several fields it skips): read from the header on, and the lines before it are refused or
                 # skipped and counted like any other line before a header (_preamble_lines)
                 skip, hint = _header_below(files, names, {split_path(p)[0] for p in want.values()})
+                if not skip and not hint and any("/" in p for p in want.values()):
+                    # a header naming a column with '/' (a BehaviorSpace reporter) below the lines before it
+                    whole = {p if "/" in p else split_path(p)[0] for p in want.values()}
+                    at, fields = header_fields(files[0], whole)
+                    if at is not None:
+                        hint = _slash_hint(sorted(p for p in whole if "/" in p), fields)
                 if skip:
                     dialect = csv_dialect(con, files, skip=skip)
                     src = scan_sql(files, lenient=True, dialect=dialect, skip=skip)
@@ -169,7 +176,7 @@ class TableReader(TraceReader):
             if missing:
                 shown = [c for c in cols if c != FILE_COLUMN]
                 raise TraceSchemaError(f"{str(self.path)!r} has no column(s) {missing}; its columns are {shown}"
-                                       + (hint or _case_hint(missing, shown)))
+                                       + (hint or _case_hint(missing, shown) or _slash_hint(missing, shown)))
             twice = duplicated_columns(files, kind, names, set(tops), [c for c in cols if c != FILE_COLUMN])
             if twice:
                 raise TraceSchemaError(twice)
@@ -316,6 +323,19 @@ def _case_hint(missing: list[str], columns: list[str]) -> str:
             "column in the file so that no two differ only in case)")
 
 
+def _slash_hint(missing: list[str], columns: list[str]) -> str:
+    """Why a column whose name holds '/' is not found though the header names it (a NetLogo BehaviorSpace reporter
+    such as ``count sheep / count wolves``): a field path splits at '/' into nested keys. The error listed the very
+    name among the columns it said were missing."""
+    whole = [m for m in missing if "/" in m and m in columns]
+    if not whole:
+        return ""
+    escaped = whole[0].replace("/", "\\/")
+    return (f" (a field path splits at '/' into nested keys, so {whole} name(s) a key inside a column, not the "
+            f"column of that name: write a '/' inside a name as '\\/', in the spec field = '{escaped}', a TOML "
+            "literal string in single quotes)")
+
+
 def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
     """A cause DuckDB's CSV errors do not name, put before them: a file that mixes line endings
     (:func:`~aumann.data.traces.duck.mixed_line_ends`); '' for other kinds, or when none does."""
@@ -337,7 +357,7 @@ def _label_key(k: str) -> bool:
 def _written_text_tops(want: dict[str, str], cols: dict[str, str]) -> set[str]:
     """The top-level JSON fields that only the action or ``[where]`` fields read and DuckDB typed as dates or times:
     read as text, each value as written (a field the agent, step or a numeric feature also reads keeps its type)."""
-    label = {p for k, p in want.items() if _label_key(k) and len(split_path(p)) == 1}
+    label = {split_path(p)[0] for k, p in want.items() if _label_key(k) and len(split_path(p)) == 1}
     other = {split_path(p)[0] for k, p in want.items() if not _label_key(k)}
     return {p for p in label - other if _temporal(cols.get(p))}
 
@@ -390,7 +410,8 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
             or (_label_key(k) and types.get(k) == "BOOLEAN")]
     if not keys and not wide:
         return src, sel, types
-    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({want[k] for k in keys + wide}), skip=skip)
+    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({split_path(want[k])[0] for k in keys + wide}),
+                   skip=skip)
     parts = []
     for k, p in want.items():
         if k in keys:
