@@ -335,3 +335,48 @@ def test_column_name_with_a_slash(tmp_path, preamble):
     ref = pd.read_csv(f, skiprows=6 if preamble else 0).pivot(index="[step]", columns="[run number]",
                                                               values="count sheep / count wolves")
     np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.to_numpy())
+
+
+# ---------------------------------------------------------------- UUID-shaped text in JSON lines
+_U = "550e8400-e29b-41d4-a716-446655440000"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "spans"])
+def test_uuid_text_is_as_written(tmp_path, fmt):
+    """DuckDB's JSON detection types a field of UUID-shaped strings as UUID and writes it in lowercase: the agents
+    '550E8400-...' and '550e8400-...' were one agent (its sum 3, merged without a count), and [where] kind =
+    ['550E8400-...'] matched nothing. The span reader, reading the JSON as it is, keeps them apart; so does the table
+    reader now."""
+    other = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+    rows = [(_U.upper(), 0, 1.0, _U.upper()), (_U, 0, 2.0, _U), (other, 1, 4.0, _U.upper())]
+    if fmt == "jsonl":
+        f = tmp_path / "uuids.jsonl"
+        f.write_text("".join(json.dumps(dict(zip(("agent", "tick", "amount", "kind"), r))) + "\n" for r in rows))
+        spec = _spec(features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+        where = "kind"
+    else:
+        f = tmp_path / "spans.jsonl"
+        f.write_text("".join(json.dumps({"trace_id": f"t{k}", "span_id": f"s{k}", "name": "act",
+                                         "resource": {"agent.id": a}, "attributes": {"tick": t, "amount": x,
+                                                                                     "kind": w}}) + "\n"
+                             for k, (a, t, x, w) in enumerate(rows)))
+        spec = {"format": "otel", "agent": {"field": "resource/agent.id"}, "step": {"field": "attributes/tick"},
+                "features": [{"kind": "sum", "name": "amount", "field": "attributes/amount"}]}
+        where = "attributes/kind"
+    r = read_trace(f, spec)
+    assert list(r.panel.agent_ids) == sorted([_U.upper(), _U, other])
+    assert r.panel.values.sum(axis=(0, 2)).tolist() == [1.0, 2.0, 4.0]
+    r = read_trace(f, dict(spec, where={where: [_U.upper()]}))
+    assert list(r.panel.agent_ids) == sorted([_U.upper(), other]) and r.panel.values.sum() == 5.0
+
+
+def test_uuid_where_values_as_written(tmp_path):
+    """A [where] field of UUID-shaped strings (the agents plain integers): '550E8400-...' was read as the lowercase
+    UUID and matched no list naming it as written."""
+    rows = [(1, 0, 1.0, _U.upper()), (2, 0, 2.0, _U), (1, 1, 4.0, _U.upper())]
+    f = tmp_path / "uuids.jsonl"
+    f.write_text("".join(json.dumps(dict(zip(("agent", "tick", "amount", "kind"), r))) + "\n" for r in rows))
+    spec = _spec(where={"kind": [_U.upper()]}, features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+    r = read_trace(f, spec)
+    assert list(r.panel.agent_ids) == [1] and r.panel.values[:, 0, 0].tolist() == [1.0, 4.0]
+    assert r.report.filtered == {"kind not in where": 1}

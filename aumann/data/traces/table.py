@@ -189,10 +189,13 @@ class TableReader(TraceReader):
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
                 if kind == "json" and json_tops != set(tops) and (_lossy_id(types.get("agent"))
-                                                                  or _temporal(types.get("agent"))):
+                                                                  or _temporal(types.get("agent"))
+                                                                  or types.get("agent") == "UUID"):
                     # agent ids DuckDB reads as floating point (JSON numbers beyond 2⁶⁴): 2⁷⁰ and 2⁷⁰ + 1 were one
                     # agent, labelled 1.18e+21; or as dates (the text "epoch" was the agent 1900-01-01): read the
-                    # spec's fields as JSON text, each id decoded as it is written
+                    # spec's fields as JSON text, each id decoded as it is written (a UUID is text too: DuckDB's UUID
+                    # type wrote 550E8400-... in lowercase, one agent with 550e8400-..., which the span reader keeps
+                    # apart)
                     src = scan_sql(files, lenient=True, json_columns=tops)
                     json_tops = set(tops)
                     sel = ", ".join(f"{_select(p, json_tops)} AS {ident(k)}" for k, p in want.items())
@@ -355,11 +358,12 @@ def _label_key(k: str) -> bool:
 
 
 def _written_text_tops(want: dict[str, str], cols: dict[str, str]) -> set[str]:
-    """The top-level JSON fields that only the action or ``[where]`` fields read and DuckDB typed as dates or times:
+    """The top-level JSON fields that only the action or ``[where]`` fields read and DuckDB typed as dates, times or
+    UUIDs (which it writes in lowercase: ``550E8400-...`` matched no ``[where]`` list naming it as written):
     read as text, each value as written (a field the agent, step or a numeric feature also reads keeps its type)."""
     label = {split_path(p)[0] for k, p in want.items() if _label_key(k) and len(split_path(p)) == 1}
     other = {split_path(p)[0] for k, p in want.items() if not _label_key(k)}
-    return {p for p in label - other if _temporal(cols.get(p))}
+    return {p for p in label - other if _temporal(cols.get(p)) or cols.get(p) == "UUID"}
 
 
 def _temporal(t: str | None) -> bool:
