@@ -380,3 +380,21 @@ def test_uuid_where_values_as_written(tmp_path):
     r = read_trace(f, spec)
     assert list(r.panel.agent_ids) == [1] and r.panel.values[:, 0, 0].tolist() == [1.0, 4.0]
     assert r.report.filtered == {"kind not in where": 1}
+
+
+@pytest.mark.parametrize(("a", "b"), [(_U.upper(), "6BA7B810-9DAD-11D1-80B4-00C04FD430C8"), ("epoch", "today")])
+def test_json_edge_endpoints_as_written(tmp_path, a, b):
+    """A JSON lines edge file's endpoints DuckDB types as UUIDs (written in lowercase) or dates ('epoch') reached no
+    agent of the event table, which reads each id as written: the exposure was 0 throughout."""
+    f = tmp_path / "events.jsonl"
+    f.write_text("".join(json.dumps({"agent": x, "tick": t}) + "\n" for x, t in [(a, 0), (b, 0), (b, 1)]))
+    e = tmp_path / "edges.jsonl"
+    e.write_text(json.dumps({"src": a, "dst": b}) + "\n")
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "acts"},
+                         {"kind": "exposure", "name": "seen", "of": "acts",
+                          "edges": {"path": str(e), "source": "src", "target": "dst"}}]}
+    r = read_trace(f, spec)
+    ia, ib = list(r.panel.agent_ids).index(a), list(r.panel.agent_ids).index(b)
+    np.testing.assert_array_equal(r.panel.values[:, ia, 1], r.panel.values[:, ib, 0])  # a sees b's acts: 1, 1
+    assert r.panel.values[:, ia, 1].tolist() == [1.0, 1.0] and r.panel.meta["edges"]["seen"]["used"] == 1

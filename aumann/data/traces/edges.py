@@ -135,9 +135,12 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
             src = scan_sql(files, text=[edges.source, edges.target])
         try:
             rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
-            if _kind(files[0]) == "json" and any(str(t) in ("DOUBLE", "FLOAT") for t in rel.types[:2]):
+            lossy = [str(t) in ("DOUBLE", "FLOAT", "UUID") or str(t).startswith(("DATE", "TIME", "INTERVAL"))
+                     for t in rel.types[:2]]
+            if _kind(files[0]) == "json" and any(lossy):
                 # endpoints DuckDB read as doubles (JSON numbers beyond 2⁶⁴): 2⁷⁰ + 1 became 2⁷⁰ and its edges
-                # went to that agent; read the fields as JSON text, each id decoded as written
+                # went to that agent; as UUIDs, in lowercase (550E8400-... reached no agent, whose id the event table
+                # reads as written), or as dates ('epoch'); read the fields as JSON text, each id decoded as written
                 rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {scan_sql(files, json_columns=need)}")
             # a JSON field whose values are of more than one type (7 and "b") is DuckDB's JSON type: JSON text
             json_cols = [str(t) == "JSON" for t in rel.types]
