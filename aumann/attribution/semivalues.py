@@ -182,9 +182,13 @@ class CoalitionMethod(AttributionMethod):
 
 
 def _merge(infos: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-step notes as lists (a single value when every step agrees)."""
+    """Per-step notes as lists (a single value when every step agrees; ``None`` for a step without the note).
+
+    Every step's keys, not the first step's: a first step with no player to sample (a network indicator's step
+    where no agent moved) has no ``permutations`` or ``stopped``, and the notes of all the other steps were
+    dropped with it."""
     out: dict[str, Any] = {}
-    for key in infos[0] if infos else []:
+    for key in dict.fromkeys(k for info in infos for k in info):
         vals = [i.get(key) for i in infos]
         out[key] = vals[0] if all(v == vals[0] for v in vals) else vals
     return out

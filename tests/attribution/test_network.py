@@ -16,6 +16,7 @@ from aumann.attribution import (
     NetworkQuadratic,
     Panel,
     Problem,
+    SampledBanzhaf,
     SampledShapley,
     attribute,
 )
@@ -255,3 +256,17 @@ def test_the_graph_copy_for_a_device_is_a_and_is_made_once_per_graph():
     nw._csr_on(C, cpu)
     assert len(nw._ON_DEVICE) == 2 and nw._csr_on(B, cpu) is tb  # A, the oldest, went
     nw._ON_DEVICE.clear()
+
+
+@pytest.mark.parametrize("method", [SampledShapley(permutations=8), SampledBanzhaf(samples=16)], ids=repr)
+def test_a_first_step_with_no_active_player_keeps_the_other_steps_notes(method):
+    """Under the "previous" baseline nobody moved at step 0, so no player is active there and that step's estimate
+    has no notes. The per-step provenance took its keys from the first step alone, so ``permutations``, ``stopped``
+    and ``stderr_unseen`` of every other step were dropped (``{'null_players': [10, None, None], 'path': …}``)."""
+    z = np.abs(np.random.default_rng(0).normal(size=(3, 10, 4)))
+    f = NetworkQuadratic(_graph(10, 0.5, 3), _r, scale=2.0)
+    res = attribute(f, Panel(z), method=method, baseline="previous", rng=0)
+    per_step = res.provenance["per_step"]
+    count = "permutations" if isinstance(method, SampledShapley) else "samples"
+    assert per_step[count] == [None, method.params()[count], method.params()[count]]
+    assert per_step["stopped"][1:] == [count, count] and per_step["null_players"][0] == 10
