@@ -275,6 +275,18 @@ class MaskedIndicatorGame(CoalitionGame):
         return out
 
     def kernel(self, fast: bool | None = None, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> GameKernel:
+        """The step's kernel, knowing its null players (:attr:`~aumann.attribution.pooled.GameKernel.players`):
+        the agents whose row equals their baseline row are in every coalition as they are out of it — every agent
+        dead at t (the problem puts a dead row at its baseline) and anyone unchanged — so the coalition methods
+        sample the others only (a kernel with a ``restricted`` of its own, a network indicator's, keeps it)."""
+        kernel = self._kernel(fast, memory_budget)
+        if type(kernel).restricted is GameKernel.restricted:
+            changed = (self.x != self.b.to(self.x.dtype)).any(dim=1).cpu().numpy()
+            if not changed.all():
+                kernel.players = np.flatnonzero(changed)
+        return kernel
+
+    def _kernel(self, fast: bool | None, memory_budget: int) -> GameKernel:
         f = self.problem.f
         custom = getattr(f, "masking_kernel", None)
         alive = self.problem.alive  # a living mask: pooled forms (and kernels taking alive=) average over the living

@@ -31,6 +31,7 @@ runs in torch on the method's device (``device="cuda"``); the quadratic kernel r
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,6 +149,33 @@ class GameKernel(ABC):
     #: the integer dtypes of permutations this kernel takes without a copy (int32 halves the memory the
     #: permutation draws touch; a kernel that indexes torch tensors with them needs int64)
     permutation_dtypes: tuple[type, ...] = (np.int64,)
+
+    #: the players whose membership can change v, when the game knows the others are null players (a masking
+    #: game's agents whose row equals their baseline row: every dead agent, and anyone unchanged); ``None``: all
+    players: np.ndarray | None = None
+
+    def restricted(self) -> tuple[GameKernel, np.ndarray | None]:
+        """(the game on :attr:`players` only, their indices), or (self, None) where every player can matter.
+
+        Every semivalue of a null player is 0 and leaving null players out changes no one else's value, so the
+        coalition methods sample (and the control variate's positions count) the other players only: a null
+        player's place in a permutation says nothing, but it shifted where the others stood on the diagonal."""
+        if self.players is None or len(self.players) == self.n:
+            return self, None
+        return self._on(self.players), self.players
+
+    def _on(self, players: np.ndarray) -> GameKernel:
+        """This game on ``players`` only (the others out of every coalition: they are null players), evaluated
+        through :meth:`values`."""
+        parent, n = self, self.n
+
+        def v(masks: np.ndarray) -> np.ndarray:
+            full = np.zeros((masks.shape[0], n), dtype=bool)
+            full[:, players] = masks
+            return parent.values(full)
+
+        return GenericKernel(v, len(players), row_bytes=getattr(self, "row_bytes", 64),
+                             memory_budget=getattr(self, "memory_budget", DEFAULT_MEMORY_BUDGET))
 
     @abstractmethod
     def prefix_marginals(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -616,6 +644,18 @@ class AdditiveKernel(GameKernel):
 
     def loo(self, v_full):
         return (v_full - self._rho(self.sum_a[None, :] - self.delta)).cpu().numpy()
+
+    def _on(self, players: np.ndarray) -> AdditiveKernel:
+        """The running sums on ``players`` only: their rows of a − b, the same Σ_b and Σ_a (the others' rows of
+        a − b are 0, so every sum along a permutation of ``players`` is the sum the whole table gives)."""
+        sub = copy.copy(self)
+        idx = torch.as_tensor(np.asarray(players, dtype=np.int64), device=self._device)
+        sub.delta = self.delta.index_select(0, idx).contiguous()
+        sub.n = int(idx.numel())
+        sub._delta_t = None
+        sub.players = None
+        sub.rows = None  # (the pooled rows sum ψ over every living agent: the sub-game's sums are Σ_b, Σ_a and its δ)
+        return sub
 
     def curve(self, order, ks):
         """Running sums along ``order``: O(k_max · P) for the whole curve.

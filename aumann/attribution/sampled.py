@@ -35,7 +35,7 @@ import copy
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -288,6 +288,10 @@ class SampledShapley(CoalitionMethod):
                                   f"standard errors, i.e. max_evals ≥ {2 * per * (n - 1) + 2}")
             m = min(m, affordable)
         return m
+
+    def _no_player_notes(self) -> dict[str, Any]:
+        # as the lockstep run notes such a step (common_permutations), so a step alone and in lockstep agree
+        return {"permutations": 0, "stopped": "no active player", "stderr_unseen": 0}
 
     def _generators(self, rng: RNGLike, n: int) -> list[np.random.Generator]:
         if not self.common_permutations:

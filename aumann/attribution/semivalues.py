@@ -90,6 +90,10 @@ class CoalitionMethod(AttributionMethod):
     def params(self) -> dict[str, Any]:
         return {}
 
+    def _no_player_notes(self) -> dict[str, Any]:
+        """The notes of a step with no player to value (all null): what the method records when it samples none."""
+        return {"stopped": "no active player"}
+
     def _generators(self, rng: RNGLike, n: int) -> list[np.random.Generator]:
         """One generator per step: independent child streams of ``rng``."""
         return spawn(rng, n)
@@ -106,7 +110,8 @@ class CoalitionMethod(AttributionMethod):
             if restrict is not None:  # the kernel knows its null players: value only the others (nulls get 0)
                 sub, active = restrict()
                 if sub.n < kernel.n:
-                    est = self.estimate(sub, v0, vN, rng) if sub.n else Estimate(np.zeros(0), np.zeros(0), 2)
+                    est = self.estimate(sub, v0, vN, rng) if sub.n else \
+                        Estimate(np.zeros(0), np.zeros(0), 2, self._no_player_notes())
                     phi = np.zeros(kernel.n)
                     phi[active] = est.phi
                     se = None
