@@ -154,3 +154,20 @@ def test_too_few_permutations_for_the_step_map_control_variate_fail_before_any_r
     with pytest.raises(ConfigError, match=r"study\.permutations .* = 3: on the re-simulation game"):
         run_study(sc, cfg, out_dir=tmp_path)
     assert not list(tmp_path.rglob("*.npz")) and not list(tmp_path.rglob("*.json"))
+
+
+def test_the_noise_ceiling_is_the_reference_estimator_paired_as_the_reference(tmp_path):
+    """``antithetic = true`` with an odd ``ceiling_permutations``: the control-variate reference ran m = 40 as 20
+    antithetic pairs and its ceiling (39) unpaired — a second run of another estimator, not a second seed of the
+    reference; and the plain row, not the reference here, dropped its pairs for the ceiling count it does not run.
+    Now a row pairs only when every count it runs is even."""
+    from aumann.attribution import Attribution
+
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4,
+                          study={**STUDY, "antithetic": True, "ceiling_permutations": 39})
+    run_study(sc, cfg, out_dir=tmp_path)
+    prov = {name: Attribution.load(tmp_path / "attributions" / f"run-000-{name}.npz").provenance
+            for name in (REFERENCE_CV, f"{REFERENCE_CV}_ceiling", REFERENCE)}
+    assert prov[REFERENCE_CV]["antithetic"] == prov[f"{REFERENCE_CV}_ceiling"]["antithetic"] is False
+    assert prov[f"{REFERENCE_CV}_ceiling"]["permutations"] == 39
+    assert prov[REFERENCE]["antithetic"] is True  # 40 permutations, and no ceiling of its own to match

@@ -60,6 +60,15 @@ def check_cv_counts(scenario: Any, config: Any) -> None:
                           "study.cv_permutations for that row alone)")
 
 
+def paired(study: Any, *counts: int) -> bool:
+    """Whether a sampled row pairs its permutations with their reverses (``study.antithetic``): only where every
+    count it runs is even — its own and, for the reference, its noise ceiling's — so the ceiling is a second seed
+    of the *same* estimator. (Before, the control-variate reference at m = 40 ran antithetic and its ceiling at 39
+    did not; the plain row dropped its pairs for an odd ceiling count it does not run when it is not the
+    reference.)"""
+    return bool(study.antithetic) and all(c % 2 == 0 for c in counts)
+
+
 def row_permutations(study: Any, name: str) -> int:
     """The permutations a sampled row runs: ``study.cv_permutations`` (when set) for the control-variate row,
     ``study.permutations`` otherwise."""
@@ -102,7 +111,7 @@ class SampledShapleyRow(Row):
                 ceiling = ctx.on_players(ss2.phi[0])
             phi = ctx.on_players(ss.phi[0])
         else:
-            anti = st.antithetic and st.permutations % 2 == 0 and ceil_perm % 2 == 0
+            anti = paired(st, st.permutations, *([ceil_perm] if is_ref else []))
             ss = attribute(ctx.f, ctx.target, method=SampledShapley(permutations=st.permutations, antithetic=anti),
                            baseline=ctx.z0, rng=ctx.rng("reference"))
             if is_ref:
@@ -155,7 +164,8 @@ class SampledShapleyCVRow(Row):
                     "map_evaluations": int(res.provenance.get("map_evaluations", 0))}
             info = res.provenance
         else:
-            anti = st.antithetic and m % 2 == 0
+            is_ref = reference_row(ctx.config) == self.name
+            anti = paired(st, m, *([st.ceiling_permutations or m] if is_ref else []))
             res = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=m, antithetic=anti),
                             baseline=ctx.z0, rng=ctx.rng(self.name))
             cost = {"game": "masking", "evaluations": int(res.n_evals or 0)}
@@ -164,7 +174,7 @@ class SampledShapleyCVRow(Row):
         saved, ceiling = {self.name: res}, None
         if reference_row(ctx.config) == self.name:  # the reference: a second seed is the noise ceiling
             ceil_perm = st.ceiling_permutations or m
-            anti = st.antithetic and ceil_perm % 2 == 0
+            anti = paired(st, m, ceil_perm)  # as the row itself: a second seed of the same estimator
             ctx.release_freed()
             res2 = attribute(ctx.f, ctx.target, method=SampledShapleyCV(permutations=ceil_perm, antithetic=anti),
                              baseline=ctx.z0, rng=ctx.rng("ceiling"))
