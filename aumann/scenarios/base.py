@@ -150,7 +150,7 @@ class StudyConfig(configs.ConfigModel):
         antithetic: pair every sampled permutation with its reverse (``permutations`` counts both; the
             reverse reuses the forward pass's running sums, so a pair costs little more than one). A sampled row
             pairs only where every count it runs is even: its own and, for the reference, its noise ceiling's
-            (so the ceiling is a second seed of the same estimator).
+            (so the ceiling is a second seed of the same estimator) and makes two pairs at least.
         log_k_grid: also delete along the log-spaced grid k = 1, 3, 10, 30, …, 10⁵ (k ≤ N/2) and report
             ``deletion_auc_logk``, the mean relative drop over the grid (an extra column).
         fork_strategy: how checkpoints and deletion forks are made: ``"auto"`` (a checked copy when

@@ -171,3 +171,18 @@ def test_the_noise_ceiling_is_the_reference_estimator_paired_as_the_reference(tm
     assert prov[REFERENCE_CV]["antithetic"] == prov[f"{REFERENCE_CV}_ceiling"]["antithetic"] is False
     assert prov[f"{REFERENCE_CV}_ceiling"]["permutations"] == 39
     assert prov[REFERENCE]["antithetic"] is True  # 40 permutations, and no ceiling of its own to match
+
+
+def test_two_permutations_with_antithetic_run_unpaired(tmp_path):
+    """``permutations = 2`` with ``antithetic = true`` (and ``cv_permutations = 8`` for the control-variate row) is
+    a valid config; the plain row made it one antithetic pair, which has no standard error, and its MethodError
+    stopped the study after the simulations. Two permutations now run unpaired."""
+    from aumann.attribution import Attribution
+
+    sc, cfg = tiny_config("midscale-social", agents=10, steps=4,
+                          study={**STUDY, "permutations": 2, "antithetic": True, "cv_permutations": 8})
+    run_study(sc, cfg, out_dir=tmp_path)
+    plain = Attribution.load(tmp_path / "attributions" / f"run-000-{REFERENCE}.npz").provenance
+    cv = Attribution.load(tmp_path / "attributions" / f"run-000-{REFERENCE_CV}.npz").provenance
+    assert (plain["permutations"], plain["antithetic"]) == (2, False)
+    assert (cv["permutations"], cv["antithetic"]) == (8, True)

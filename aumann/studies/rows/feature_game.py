@@ -62,11 +62,13 @@ def check_cv_counts(scenario: Any, config: Any) -> None:
 
 def paired(study: Any, *counts: int) -> bool:
     """Whether a sampled row pairs its permutations with their reverses (``study.antithetic``): only where every
-    count it runs is even — its own and, for the reference, its noise ceiling's — so the ceiling is a second seed
-    of the *same* estimator. (Before, the control-variate reference at m = 40 ran antithetic and its ceiling at 39
-    did not; the plain row dropped its pairs for an odd ceiling count it does not run when it is not the
-    reference.)"""
-    return bool(study.antithetic) and all(c % 2 == 0 for c in counts)
+    count it runs is even and makes two pairs at least (a standard error needs two units) — its own and, for the
+    reference, its noise ceiling's — so the ceiling is a second seed of the *same* estimator. (Before, the
+    control-variate reference at m = 40 ran antithetic and its ceiling at 39 did not; the plain row dropped its
+    pairs for an odd ceiling count it does not run when it is not the reference; and ``permutations = 2`` with
+    ``cv_permutations = 8``, accepted by the config, stopped the study after its simulations with the plain
+    row's MethodError: one pair has no standard error.)"""
+    return bool(study.antithetic) and all(c % 2 == 0 and c >= 4 for c in counts)
 
 
 def row_permutations(study: Any, name: str) -> int:
