@@ -136,6 +136,15 @@ def pct_text(v: float) -> str:
     return text.replace("-", "−")
 
 
+def mean_std_cell(v: Any, s: Any) -> Cell:
+    """One "mean ± std" cell: "–" alone where the mean is undefined (NaN or missing: a ranking-only method's
+    Kendall τ), the mean alone where the std is."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return Cell("–", sort=None)
+    sd = "" if s is None or (isinstance(s, float) and math.isnan(s)) else f" ± {fmt(s, 2)}"
+    return Cell(f"{fmt(v)}{sd}", sort=float(v))
+
+
 def merged_table(rows: Sequence[dict[str, Any]], *, caption: str = "", drop: Sequence[str] = ("scenario",),
                  id: str = "") -> Table:
     """Every column of ``rows``; a column ``c`` with a ``c_std`` companion becomes one "mean ± std" cell."""
@@ -148,12 +157,7 @@ def merged_table(rows: Sequence[dict[str, Any]], *, caption: str = "", drop: Seq
         for c in shown:
             v = r.get(c)
             if f"{c}_std" in cols and isinstance(v, int | float):
-                s = r.get(f"{c}_std")
-                if isinstance(v, float) and math.isnan(v):
-                    line.append(Cell("–", sort=None))
-                else:
-                    sd = "" if s is None or (isinstance(s, float) and math.isnan(s)) else f" ± {fmt(s, 2)}"
-                    line.append(Cell(f"{fmt(v)}{sd}", sort=float(v)))
+                line.append(mean_std_cell(v, r.get(f"{c}_std")))
             else:
                 line.append(v)
         out.append(line)

@@ -24,7 +24,14 @@ from aumann.studies.rundir import (
     zero_delta_v,
     zero_delta_v_text,
 )
-from aumann.studies.sections import above_ceiling, ceiling_explanation, efficiency_note, merged_table, read_csv
+from aumann.studies.sections import (
+    above_ceiling,
+    ceiling_explanation,
+    efficiency_note,
+    mean_std_cell,
+    merged_table,
+    read_csv,
+)
 from aumann.studies.study_page_data import StudyPage
 
 _VARIANT_TITLES = {
@@ -186,8 +193,7 @@ def _agreement(page: StudyPage) -> list[Any]:
     if not agree_rows:
         return [*out, Note("No agreement columns in faithfulness.csv.", "skipped")]
     ceil = faith[0]
-    rows_ = [[r["method"]] + [Cell(f"{fmt(r[c])} ± {fmt(r.get(c + '_std'), 2)}", sort=r[c]) for c in agree_cols]
-             for r in agree_rows]
+    rows_ = [[r["method"]] + [mean_std_cell(r.get(c), r.get(c + "_std")) for c in agree_cols] for r in agree_rows]
     rows_.append([Cell(f"noise ceiling (two runs of {reference})", cls=""),
                   *[ceil.get("kendall_tau_ceiling"), ceil.get("jaccard_ceiling")][: len(agree_cols)]])
     line = _reference_line(page, page.config.get("study") or {})

@@ -106,6 +106,37 @@ def test_the_page_loads_nothing_from_elsewhere(run_dir):
     assert (run_dir / "report.html").stat().st_size < 3_000_000
 
 
+def test_agreement_table_shows_an_undefined_tau_as_a_dash_and_the_rest_as_the_csv_holds_them(run_dir):
+    """The heuristic judge returns a ranking only, so its Kendall τ is empty in faithfulness.csv: its agreement
+    cell reads "–", not "– ± –" (as the faithfulness table already showed it); every other cell is the CSV's
+    mean ± std, to the shown precision."""
+    import csv
+
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    tab = htmlcheck.tables(page)["agreement"]
+    with (run_dir / "faithfulness.csv").open(newline="") as fh:
+        csv_rows = {r["method"]: r for r in csv.DictReader(fh)}
+    cols = {"kendall_tau": 1, "jaccard_top10": 2}
+    seen_empty = 0
+    for row in tab["rows"]:
+        method = row[0]["text"]
+        if method not in csv_rows:  # the noise-ceiling row
+            continue
+        for c, j in cols.items():
+            cell = row[j]["text"]
+            assert "– ±" not in cell and "± –" not in cell, (method, c, cell)
+            if csv_rows[method][c] == "":
+                assert cell == "–", (method, c, cell)
+                seen_empty += 1
+            else:
+                mean, std = cell.replace("−", "-").split(" ± ")
+                assert float(mean) == pytest.approx(float(csv_rows[method][c]), rel=1e-3, abs=1e-12)
+                assert float(std) == pytest.approx(float(csv_rows[method][c + "_std"]), rel=0.05, abs=1e-12)
+    assert seen_empty, "the fixture's run should have a method without a Kendall τ (llm_judge)"
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "– ± –" not in md
+
+
 def test_static_fallback_embeds_png_data_uris(run_dir, tmp_path, monkeypatch):
     d = shutil.copytree(run_dir, tmp_path / "copy")
     import aumann.studies.charts as charts
