@@ -292,7 +292,7 @@ nav.toc a:hover{color:var(--accent);border-bottom-color:var(--accent)}
 padding:1px 7px;border-radius:3px;margin-left:8px;vertical-align:middle;letter-spacing:.4px}
 section.sec{background:var(--card);border:1px solid var(--line);border-radius:10px;margin:22px 0;
 padding:6px 24px 18px;box-shadow:0 1px 2px rgba(20,30,60,.04)}
-section.sec>h2{font-size:20px;margin:16px 0 4px;display:flex;align-items:baseline;gap:10px}
+section.sec>h2{font-size:20px;margin:16px 0 4px;display:flex;flex-wrap:wrap;align-items:baseline;gap:0 10px}
 section.sec>h2 .q{color:var(--muted);font-size:14px;font-weight:500}
 .lead{color:var(--muted);margin:0 0 12px}
 h3{font-size:16px;margin:20px 0 6px}
@@ -326,17 +326,19 @@ td.bar .b{position:absolute;top:3px;bottom:3px;opacity:.18;border-radius:2px}
 td.bar .b.pos{left:0;background:var(--pos)}
 td.bar .b.neg{right:0;background:var(--neg)}
 td.bar span.v{position:relative}
-dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:3px 18px;margin:10px 0;font-size:14px}
-dl.kv dt{color:var(--muted)}
+dl.kv{display:grid;grid-template-columns:fit-content(45%) minmax(0,1fr);gap:3px 18px;margin:10px 0;font-size:14px}
+dl.kv dt{color:var(--muted);overflow-wrap:anywhere}
 dl.kv dd{margin:0;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
 figure.fig{margin:14px 0;padding:0}
 figure.fig img{max-width:100%;height:auto;border:1px solid var(--line);border-radius:6px;background:#fff}
 figure.fig figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 figure.fig .ftitle{font-weight:650;font-size:14px;margin-bottom:4px}
-.figgrid{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:8px 18px}
+.figgrid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(460px,100%),1fr));gap:8px 18px}
+.figgrid>*{min-width:0}
 details.d{border:1px solid var(--line);border-radius:8px;margin:10px 0;padding:4px 12px}
 details.d>summary{cursor:pointer;font-weight:600;padding:4px 0}
 footer{color:var(--muted);font-size:12.5px;padding:10px 0 40px}
+@media (max-width:600px){.wrap{padding:0 10px}section.sec{padding:4px 12px 14px}}
 @media print{nav.toc{display:none}section.sec{break-inside:avoid-page;box-shadow:none}}
 """
 

@@ -53,3 +53,68 @@ def test_page_opens_from_disk_without_errors_and_is_not_blank(pages, kind, tmp_p
     (tmp_path / f"{kind}.png").write_bytes(res.png)
     assert std > 10 and ink > 0.02, (std, ink)
     assert res.height > 1500
+
+
+_PHONE = 390
+# What a reader at phone width cannot see: how far the page scrolls sideways, and each key-value row's value
+# or figure that ends past the window or is squeezed to a sliver (a value one character wide, wrapped per letter).
+_CLIPPED = """(() => {
+  const w = window.innerWidth, bad = [];
+  document.querySelectorAll('dl.kv dd, .figgrid > *').forEach(el => {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && (r.right > w + 1 || (el.tagName === 'DD' && r.width < 60)))
+      bad.push(el.tagName + ' ' + Math.round(r.left) + '-' + Math.round(r.right) + ': ' + el.textContent.slice(0, 40));
+  });
+  return JSON.stringify({scroll: document.documentElement.scrollWidth, bad: bad,
+                         kv: document.querySelectorAll('dl.kv dd').length,
+                         figs: document.querySelectorAll('.figgrid > *').length});
+})()"""
+
+
+@pytest.mark.parametrize("kind", ["interactive", "static"])
+def test_page_fits_a_phone_screen(pages, kind):
+    """At 390 px the page does not scroll sideways (wide tables scroll inside their own box), every figure of
+    a figure grid fits the window, and every key-value row (provenance, LLM usage, work done) shows its value
+    beside a label that wraps, not pushed off-screen by a long label."""
+    import json
+
+    res = open_page(pages[kind], width=_PHONE, evaluate={"clipped": _CLIPPED})
+    assert res.errors == [], res.errors
+    got = json.loads(res.values["clipped"])
+    assert got["kv"] >= 10 and got["figs"] >= 2, got  # the checks below looked at something
+    assert got["bad"] == [], got["bad"]
+    assert got["scroll"] <= _PHONE, got
+
+
+def test_key_values_with_long_labels_and_a_figure_grid_fit_a_phone_screen(tmp_path):
+    """The page's layout rules themselves, on a page of the blocks that broke at 390 px: a key-value list
+    whose labels are long (the "Work done" list of an ``aumann run`` page) pushed its values past the
+    window's edge, and a grid of figures kept each one 460 px wide."""
+    import io
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from aumann.studies.page import Document, Figure, KeyValues, Section, render_html
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    figs = [Figure(title=f"figure {i}", png=buf.getvalue()) for i in range(2)]
+    kv = KeyValues([("runs computed / resumed", "1 / 0"),
+                    ("evaluations of v for the reference, sampled_shapley_cv (per run)", 182),
+                    ("sampled Shapley with the control variate: median standard error (plain sampling's)",
+                     "0.000455 (0.000879)")] * 4, caption="Work done")
+    path = tmp_path / "report.html"
+    path.write_text(render_html(Document("phone", [Section("s", "S", [figs, kv])])), encoding="utf-8")
+    res = open_page(path, width=_PHONE, evaluate={"clipped": _CLIPPED})
+    assert res.errors == [], res.errors
+    got = json.loads(res.values["clipped"])
+    assert got["kv"] == 12 and got["figs"] == 2, got
+    assert got["bad"] == [], got["bad"]
+    assert got["scroll"] <= _PHONE, got
