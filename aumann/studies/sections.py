@@ -179,8 +179,11 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         table = KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")
         if backend in ("offline", "None", "") and calls == 0:
             decisions = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0)
-            return [Text(f"**Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00.** {offline_reason} "
-                         f"The offline policy made {decisions:,} decision(s) in Python."), table], "offline · $0"
+            hits = int(usage.get("cache_hits", 0) or 0)  # an offline scenario may memoise identical requests
+            served = f" {hits:,} of them were served from a cache of identical earlier requests." if hits else ""
+            return [Text(f"**Offline: 0 LLM calls, {hits:,} cache hits, {toks:,} tokens, estimated cost $0.00.** "
+                         f"{offline_reason} The offline policy made {decisions:,} decision(s) in Python.{served}"),
+                    table], "offline · $0"
         text = (f"{calls:,} LLM request(s) sent ({int(usage.get('cache_hits', 0) or 0):,} decisions served from the "
                 f"response cache), {toks:,} tokens, estimated cost {cost_txt}; backend `{backend}`.")
         info = manifest.get("llm") if isinstance(manifest.get("llm"), dict) else {}

@@ -184,6 +184,23 @@ def test_cost_section_reads_llm_usage_from_the_manifest(run_dir, tmp_path):
     assert "$0.5678" in md and "1,241 LLM request(s)" in md
 
 
+def test_offline_cost_line_counts_the_cache_hits_the_usage_table_shows(run_dir, tmp_path):
+    """An offline MegaScale run memoises identical archetype requests, so its llm_usage has cache hits: the
+    bold offline line said "0 cache hits" right above a usage table reading "cache hits 1,599"."""
+    d = shutil.copytree(run_dir, tmp_path / "memo")
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert manifest["backend"] == "offline"
+    manifest["llm_usage"] = {**manifest["llm_usage"], "calls": 0, "fork_calls": 0, "cache_hits": 1599,
+                             "decisions": 40, "fork_decisions": 887}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(d), "--no-plots"]) == 0
+    for text in (htmlcheck.text((d / "report.html").read_text(encoding="utf-8")),
+                 (d / "report.md").read_text(encoding="utf-8")):
+        assert "0 cache hits" not in text
+        assert "Offline: 0 LLM calls, 1,599 cache hits, 0 tokens, estimated cost $0.00" in text
+        assert "made 927 decision(s)" in text
+
+
 def _reseal(d, r: int) -> None:
     """Record the new SHA-256 of run ``r``'s arrays (and the record's own checksum), as a writer would."""
     import json
