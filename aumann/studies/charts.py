@@ -11,6 +11,7 @@ figure is a matplotlib PNG embedded as a ``data:`` URI. Either way the page stay
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -298,10 +299,16 @@ class Charts:
         for i, (g, vals) in enumerate(groups.items()):
             ax.bar(xs + (i - (n - 1) / 2) * w, vals, w, label=g, color=PALETTE[i % len(PALETTE)],
                    yerr=(errors or {}).get(g))
-        ax.set_xticks(xs, list(categories))
+        ax.set_xticks(xs, [short_label(c) for c in categories])
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.25, axis="y")
         ax.legend(fontsize=8)
+        fig.canvas.draw()  # where the labels land; those that would run into each other are slanted instead
+        ticks = ax.get_xticklabels()
+        boxes = [t.get_window_extent() for t in ticks]
+        if any(a.x1 > b.x0 for a, b in itertools.pairwise(boxes)):
+            for t in ticks:
+                t.set(rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
         return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
 
     # ------------------------------------------------------------------ heatmap

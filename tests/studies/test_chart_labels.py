@@ -3,6 +3,8 @@ so 20 agent ids of 100,000 characters made a 5 × 20 report take minutes. The fu
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -58,3 +60,36 @@ def test_long_agent_ids_are_shortened_in_page_cells_and_cards_but_sorted_whole()
     assert id_cell(np.int64(12)).text == "12" and id_cell(np.int64(12)).sort == 12
     card = driver_card("Top driver", [long, "b"], np.array([2.0, 1.0]), 3.0)
     assert card.value == f"agent {short_label(long)}"
+
+
+def _static_bar_labels(monkeypatch, categories):
+    drawn = {}
+
+    def png(fig):  # the figure as it would be rendered
+        fig.canvas.draw()
+        labels = fig.axes[0].get_xticklabels()
+        drawn["text"] = [t.get_text() for t in labels]
+        drawn["rotation"] = [t.get_rotation() for t in labels]
+        drawn["boxes"] = [t.get_window_extent() for t in labels]
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    n = len(categories)
+    Charts(interactive=False).grouped_bars("R_top", categories, {"FULL": [1.0] * n, "BIAS_v": [2.0] * n,
+                                                                 "RAND": [0.5] * n}, ylabel="R_top (%)")
+    return drawn
+
+
+def test_static_grouped_bars_slant_category_labels_that_would_run_into_each_other(monkeypatch):
+    """The Bluesky study's five topics drew as 'the-mastersearth-day-climatewrestlemania' on the static
+    R_top figure: the labels were laid out side by side whatever their length."""
+    topics = ["mythos", "trump-tariffs", "the-masters", "earth-day-climate", "wrestlemania"]
+    drawn = _static_bar_labels(monkeypatch, topics)
+    assert drawn["text"] == topics
+    flat_overlap = any(a.x1 > b.x0 for a, b in itertools.pairwise(drawn["boxes"]))
+    assert not flat_overlap or all(r == 30 for r in drawn["rotation"]), drawn
+    assert all(r == 30 for r in drawn["rotation"])  # these five do not fit side by side at the figure's width
+    short = _static_bar_labels(monkeypatch, ["top", "mid", "tail"])
+    assert short["rotation"] == [0, 0, 0]  # labels that fit stay level
+    long = _static_bar_labels(monkeypatch, ["topic-" + "x" * 10_000])
+    assert long["text"] == [short_label("topic-" + "x" * 10_000)]  # drawn shortened, like every axis label
