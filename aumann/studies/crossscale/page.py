@@ -178,22 +178,30 @@ def _teaser(s: _StudyDir) -> list[Any]:
     """R_top of f_heat on the full panel against the BIAS_v and RAND panels at the headline N."""
     series: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
     errs: dict[str, list[float]] = {"FULL": [], "BIAS_v": [], "RAND": []}
+    missing: dict[str, list[str]] = {"degenerate": [], "not run": []}  # bars that have no value, and why
     for t in s.topics:
         series["FULL"].append(100 * s.fulls[t]["ind"]["heat"]["R"]["top"])
         errs["FULL"].append(0.0)
         for proto, key in (("BIAS_visibility", "BIAS_v"), ("RAND", "RAND")):
-            m, sd = _seed_mean(s.cell(t, proto, s.head_n), "heat", "top")
+            cell = s.cell(t, proto, s.head_n)
+            m, sd = _seed_mean(cell, "heat", "top")
             series[key].append(100 * m)
             errs[key].append(100 * sd if math.isfinite(sd) else 0.0)
+            if math.isnan(m):
+                missing["not run" if cell is None else "degenerate"].append(f"{t} · {key}")
     series = {k: v for k, v in series.items() if not all(math.isnan(x) for x in v)}
     if not s.plots:
         return []
+    gaps = "".join(f" No bar for {', '.join(bars)}: {why}." for bars, why in (
+        (missing["degenerate"], "no seed's sub-panel had activity on the topic (Δv = 0: excluded, counted "
+                                "under How sure)"),
+        (missing["not run"], "that cell was not in the study's grid")) if bars)
     return [s.charts.grouped_bars(
         "R_top (f_heat): the full panel against small panels", s.topics, series, ylabel="R_top (%)",
         errors={k: v for k, v in errs.items() if k in series}, synthetic=s.synthetic, md_ref=s.figure("teaser.png"),
         caption=f"FULL: the whole panel; BIAS_v and RAND: sub-panels of N = {s.head_n} users drawn by the "
         "BIAS_visibility and RAND protocols (mean ± std over seeds). A biased small panel credits the top "
-        "tier with far more than the full panel does; a random one does not.")]
+        f"tier with far more than the full panel does; a random one does not.{gaps}")]
 
 
 def _top_users(s: _StudyDir) -> list[Any]:
