@@ -198,7 +198,8 @@ def _teaser(s: _StudyDir) -> list[Any]:
         (missing["not run"], "that cell was not in the study's grid")) if bars)
     return [s.charts.grouped_bars(
         "R_top (f_heat): the full panel against small panels", s.topics, series, ylabel="R_top (%)",
-        errors={k: v for k, v in errs.items() if k in series}, synthetic=s.synthetic, md_ref=s.figure("teaser.png"),
+        # no md_ref: figures/teaser.png is another figure (the first topic's three tier shares), not this one
+        errors={k: v for k, v in errs.items() if k in series}, synthetic=s.synthetic,
         caption=f"FULL: the whole panel; BIAS_v and RAND: sub-panels of N = {s.head_n} users drawn by the "
         "BIAS_visibility and RAND protocols (mean ± std over seeds). A biased small panel credits the top "
         f"tier with far more than the full panel does; a random one does not.{gaps}")]

@@ -456,3 +456,24 @@ def test_the_r_top_figure_says_which_bars_are_missing_and_why(tmp_path) -> None:
     said = re.findall(r"No bar for ([^:]*): no seed's sub-panel had activity on the topic", text)
     assert len(said) == 1
     assert sorted(said[0].split(", ")) == sorted(want)
+
+
+def test_the_markdown_twin_links_no_png_under_the_r_top_figure_title(tmp_path) -> None:
+    """report.md showed figures/teaser.png under the title "R_top (f_heat): the full panel against small panels",
+    but teaser.png is the first topic's three tier shares (figures.py), not R_top of every topic: the Markdown
+    reader saw another figure under this one's title. It now points to report.html, as for any figure without
+    a PNG of its own."""
+    import re
+
+    from aumann.data.bluesky.synth import SynthConfig, generate
+
+    counts = tmp_path / "counts"
+    generate(SynthConfig(users=300, days=3, seed=0)).save(counts)
+    out = tmp_path / "study"
+    run_crossscale(counts, out, CrossScaleConfig(sizes=[20, "full"], seeds=[0, 1], headline_size=20),
+                   log=lambda *_: None)
+    assert (out / "figures" / "teaser.png").is_file()  # the study drew it: the old link would have been made
+    md = (out / "report.md").read_text(encoding="utf-8")
+    links = dict((alt, ref) for alt, ref in re.findall(r"!\[([^\]]*)\]\(([^)]*)\)", md))
+    assert not any(alt.startswith("R_top (f_heat)") for alt in links), links
+    assert "_Figure: R_top (f_heat): the full panel against small panels (SYNTHETIC) — in report.html._" in md
