@@ -164,6 +164,15 @@ def merged_table(rows: Sequence[dict[str, Any]], *, caption: str = "", drop: Seq
     return Table([c if f"{c}_std" not in cols else f"{c} (mean ± std)" for c in shown], out, caption=caption, id=id)
 
 
+def _usage_label(key: str) -> str:
+    """An ``llm_usage`` key as a label: ``latency_p50_s`` → "latency p50" (its value is shown with its own unit,
+    "420 ms"; the key's "_s" read as "latency p50 s: 420 ms"), ``cost_usd`` → "cost" (shown as "$0.5678")."""
+    for suffix in ("_s", "_usd"):
+        if key.endswith(suffix) and key.startswith(("latency", "cost")):
+            key = key[: -len(suffix)]
+    return key.replace("_", " ")
+
+
 def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[Any], str]:
     """Blocks for the LLM part of the cost section, and the card text."""
     usage = manifest.get("llm_usage")
@@ -173,9 +182,9 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         cost = usage.get("cost_usd")
         toks = int(usage.get("prompt_tokens", 0) or 0) + int(usage.get("completion_tokens", 0) or 0)
         cost_txt = f"${float(cost):,.4f}" if isinstance(cost, int | float) else "unknown (no price for this model)"
-        items = [(k.replace("_", " "), (f"${float(v):,.4f}" if k == "cost_usd" and isinstance(v, int | float) else
-                                        (seconds_text(v) if k.startswith("latency") and isinstance(v, int | float)
-                                         else v))) for k, v in usage.items()]
+        items = [(_usage_label(k), (f"${float(v):,.4f}" if k == "cost_usd" and isinstance(v, int | float) else
+                                    (seconds_text(v) if k.startswith("latency") and isinstance(v, int | float)
+                                     else v))) for k, v in usage.items()]
         table = KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")
         if backend in ("offline", "None", "") and calls == 0:
             decisions = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0)

@@ -177,11 +177,15 @@ def test_cost_section_reads_llm_usage_from_the_manifest(run_dir, tmp_path):
     assert main(["report", str(d), "--no-plots"]) == 0
     text = htmlcheck.text((d / "report.html").read_text(encoding="utf-8"))
     assert "1,241 LLM request(s) sent" in text and "$0.5678" in text and "103,086 tokens" in text
-    for key in ("cache hits", "prompt tokens", "completion tokens", "latency p95 s", "fork calls"):
+    for key in ("cache hits", "prompt tokens", "completion tokens", "latency p95", "fork calls"):
         assert key in text
     assert "Offline" not in text
     md = (d / "report.md").read_text(encoding="utf-8")
     assert "$0.5678" in md and "1,241 LLM request(s)" in md
+    # each value carries its own unit, so the label does not name one ("latency p50 s: 420 ms" before)
+    for line in ("* latency p50: 420 ms", "* latency p95: 1.9 s", "* cost: $0.5678"):
+        assert line in md.splitlines(), line
+    assert "latency p50 s" not in md and "latency p50 s" not in text and "cost usd" not in text
 
 
 def test_offline_cost_line_counts_the_cache_hits_the_usage_table_shows(run_dir, tmp_path):
