@@ -32,6 +32,8 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 #: (:func:`short_label`): matplotlib lays out every character of a tick label, so one such id cost seconds a figure
 #: and a 100,000-character id minutes; the full id stays in the tables and the hover text
 LABEL_CHARS = 40
+#: the width an interactive bar chart keeps per bar, so that its category labels ("BIAS_v") do not run together
+BAR_LABEL_PX = 60
 
 
 def label_text(label: Any) -> str:
@@ -273,8 +275,10 @@ class Charts:
                    for g in names]
             src = ColumnDataSource({"x": x, "v": vals, "lo": [v - e for v, e in zip(vals, err)],
                                     "hi": [v + e for v, e in zip(vals, err)], "err": err})
+            # each bar keeps room for its label: below that width (a phone) the figure scrolls sideways in its
+            # own box instead of drawing the labels over each other
             p = figure(x_range=FactorRange(*x), height=height, sizing_mode="stretch_width", y_axis_label=ylabel,
-                       tools="pan,box_zoom,reset,save", toolbar_location="above")
+                       tools="pan,box_zoom,reset,save", toolbar_location="above", min_width=BAR_LABEL_PX * len(x))
             r = p.vbar(x="x", top="v", width=0.85, source=src, line_color="white",
                        fill_color=factor_cmap("x", palette=list(PALETTE[: max(len(names), 3)]), factors=names,
                                               start=1, end=2))
@@ -290,7 +294,8 @@ class Charts:
             p.x_range.range_padding = 0.08
             p.xaxis.major_label_orientation = 0.0
             _style(p)
-            return Figure(title, html=self._embed(p), caption=caption, md_ref=md_ref, synthetic=synthetic)
+            return Figure(title, html=f'<div class="hscroll">{self._embed(p)}</div>', caption=caption, md_ref=md_ref,
+                          synthetic=synthetic)
         plt = _plt()
         fig, ax = plt.subplots(figsize=(6.4, height / 88))
         n = len(groups)

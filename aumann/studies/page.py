@@ -330,6 +330,7 @@ dl.kv{display:grid;grid-template-columns:fit-content(45%) minmax(0,1fr);gap:3px 
 dl.kv dt{color:var(--muted);overflow-wrap:anywhere}
 dl.kv dd{margin:0;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
 figure.fig{margin:14px 0;padding:0}
+.hscroll{overflow-x:auto}
 figure.fig img{max-width:100%;height:auto;border:1px solid var(--line);border-radius:6px;background:#fff}
 figure.fig figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 figure.fig .ftitle{font-weight:650;font-size:14px;margin-bottom:4px}

@@ -118,3 +118,41 @@ def test_key_values_with_long_labels_and_a_figure_grid_fit_a_phone_screen(tmp_pa
     assert got["kv"] == 12 and got["figs"] == 2, got
     assert got["bad"] == [], got["bad"]
     assert got["scroll"] <= _PHONE, got
+
+
+_BAR_ROOM = """(() => {
+  let widest = 0;
+  const walk = (root) => root.querySelectorAll('*').forEach((el) => {
+    if (el.tagName === 'CANVAS') widest = Math.max(widest, el.getBoundingClientRect().width);
+    if (el.shadowRoot) walk(el.shadowRoot); });
+  document.querySelectorAll('figure.fig').forEach(walk);
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = '10px helvetica';  // Bokeh's tick label font at the size the chart sets
+  const label = Math.max(...['FULL', 'BIAS_v', 'RAND'].map((t) => ctx.measureText(t).width));
+  return JSON.stringify({canvas: widest, label: label, scroll: document.documentElement.scrollWidth});
+})()"""
+
+
+def test_interactive_grouped_bars_keep_room_for_their_labels_on_a_phone(tmp_path):
+    """The Bluesky study's R_top figure (5 topics × FULL / BIAS_v / RAND) shrank to the phone's 344 px, where
+    its bar labels ran together ("FULLBIAS_vRAND"); it now keeps room for each label and scrolls sideways in
+    its own box, and the page itself still does not."""
+    import json
+
+    from aumann.studies.charts import Charts
+    from aumann.studies.page import Document, Section, render_html
+
+    charts = Charts(interactive=True)
+    if not charts.interactive:
+        pytest.skip("bokeh is not installed (the static figure is an image that scales)")
+    topics = ["mythos", "trump-tariffs", "the-masters", "earth-day-climate", "wrestlemania"]
+    fig = charts.grouped_bars("R_top", topics, {g: [1.0, 2.0, 3.0, 4.0, 5.0] for g in ("FULL", "BIAS_v", "RAND")},
+                              ylabel="R_top (%)")
+    path = tmp_path / "report.html"
+    path.write_text(render_html(Document("bars", [Section("s", "S", [fig])], head=charts.head())), encoding="utf-8")
+    res = open_page(path, width=_PHONE, evaluate={"room": _BAR_ROOM})
+    assert res.errors == [], res.errors
+    got = json.loads(res.values["room"])
+    bars = 3 * len(topics)
+    assert got["canvas"] >= bars * (got["label"] + 8), got  # each bar at least its label's width and a gap
+    assert got["scroll"] <= _PHONE, got
