@@ -53,8 +53,8 @@ def _macro_figures(page: StudyPage) -> list[Any]:
     series.append(Line("run 0, original indicator", steps, np.asarray(arrs[0]["f_original_values"]), dash=True,
                        color="#444444", width=1.2))
     fig1 = charts.lines("Macro indicator f(z_t), target step t* marked", series, xlabel="step t", ylabel="f(z_t)",
-                        points=pts, caption=f"Solid: the attributed C² surrogate, one line per run; dashed: the "
-                        "original indicator of run 0. ● marks t* = argmax over t ≥ ⌈T/2⌉ of f "
+                        points=pts, integer_x=True, caption="Solid: the attributed C² surrogate, one line per run; "
+                        "dashed: the original indicator of run 0. ● marks t* = argmax over t ≥ ⌈T/2⌉ of f "
                         f"(run 0: t* = {ts0}).", md_ref=page.figure_ref(MACRO_CURVE), synthetic=page.synthetic)
     phit = a0.by_step()
     fig2 = charts.lines("Φ_t = Σ_i φ_i,t per step (run 0)", [], xlabel="step t", ylabel="Φ_t",

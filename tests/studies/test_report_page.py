@@ -337,3 +337,29 @@ def test_report_on_what_is_not_a_finished_run_is_a_clear_error(run_dir, tmp_path
         render_report(partial)
     with pytest.raises(ReportError, match="top"):
         render_report(run_dir, top=0)
+
+
+def test_the_macro_curve_ticks_whole_steps(tmp_path, monkeypatch):
+    """Steps are whole numbers, but the f(z_t) figure of an ``aumann run`` page ticked its step axis at
+    0, 0.5, 1, 1.5, … (the Φ_t bars beside it ticked whole steps)."""
+    from aumann.studies import charts
+
+    drawn = []
+
+    def png(fig):  # every static figure as it would be rendered: its axis labels and step ticks
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        drawn.append((ax.get_ylabel(), [t.get_position()[0] for t in ax.get_xticklabels()
+                                        if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]))
+        return b"png"
+
+    cfg = tmp_path / "short.toml"
+    cfg.write_text(TINY.replace("steps = 6", "steps = 3").replace("runs = 2", "runs = 1"))
+    d = tmp_path / "short"
+    assert _run("social-llm", "--config", str(cfg), "--out", str(d), "--no-ablations", "--no-plots") == 0
+    monkeypatch.setattr(charts, "_png", png)
+    render_report(d, interactive=False)
+    ticks = dict(drawn)
+    assert {"f(z_t)", "Φ_t"} <= set(ticks)
+    for label in ("f(z_t)", "Φ_t"):
+        assert ticks[label] and all(float(x).is_integer() for x in ticks[label]), (label, ticks[label])
