@@ -34,6 +34,13 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _whole_numbers(ax: Any) -> None:
+    """Tick the x axis (steps t, agents deleted k) at whole numbers only: a short run was ticked 0, 0.5, 1, …"""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 @plain_text_figures
 def macro_curve_figure(result: StudyResult, out: Path) -> Path:
     """``macro_curve.png``: f over steps per run, t* marked (● per run), the original indicator dashed."""
@@ -48,6 +55,7 @@ def macro_curve_figure(result: StudyResult, out: Path) -> Path:
         T = len(result.arrays[0]["f_values"])
         ax.axvline(math.ceil(T / 2), color="grey", lw=0.8, ls=":", label="⌈T/2⌉")
         ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
+        _whole_numbers(ax)
         ax.legend(fontsize=8)
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(MACRO_CURVE))
@@ -72,6 +80,7 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
                yticklabels=[short_label(ids[i]) for i in top],
                title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
         ax.tick_params(axis="y", labelsize=6)
+        _whole_numbers(ax)
         fig.colorbar(im, ax=ax, label="φ_{i,t}")
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(HEATMAP))
@@ -99,6 +108,7 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
                 k = np.arange(1, kmax + 1)
                 ax.plot(k, 100 * np.nanmean(curves, axis=0), marker=".", label=name)
             ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
+            _whole_numbers(ax)
             ax.legend(fontsize=7)
         axes[0].set_ylabel("drop (f − f_k)/f  [%]")
         fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
