@@ -311,12 +311,17 @@ def lookalike_note(ids: Any) -> Note | None:
                 "the ids before attributing.", "warn")
 
 
+def _agents(k: int) -> str:
+    """"1 agent", "5 agents" (a one-agent panel's page read "The 1 agents with the largest …")."""
+    return f"{k:,} agent" if k == 1 else f"{k:,} agents"
+
+
 def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, Any]], *, k: int, t_star: int,
                    steps_lbl: list[str], demo: bool, top: int) -> list[Any]:
     """The "who" section of an ``aumann attribute`` page."""
     phi_i, total, prov = att.by_agent(), float(att.delta_v.sum()), dict(att.provenance)
     feats = _top_features(att, top_rows, k)
-    who: list[Any] = [Text(f"The {k} agents with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
+    who: list[Any] = [Text(f"The {_agents(k)} with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
                            f"by agent position; t* = step {literal(steps_lbl[t_star])} (the step with the largest "
                            "Δv_t). "
                            "`% of ΣΔv` is Φ_i / Σ_t Δv_t; `φ at t*` and `% of Δv(t*)` the attribution at t*; the "
@@ -383,7 +388,8 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         when.append([f1, f2])
         order = top_order(phi_i, k)
         ids = [id_cell(att.agent_ids[p]).text for p in order]
-        when.append(charts.heatmap(f"φ_i,t of the top {len(order)} agents × steps", att.phi[:, order].T, ids, steps_lbl,
+        when.append(charts.heatmap(f"φ_i,t of the top {_agents(len(order))} × steps", att.phi[:, order].T, ids,
+                                   steps_lbl,
                                    xlabel="step", ylabel="agent (by Φ_i, top first)", value_label="φ_i,t",
                                    vline=(ts, "t*"), synthetic=synthetic,
                                    caption="Rows: the agents of the who-table, in its order. Hover for agent id and φ."
@@ -458,7 +464,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     return Document(
         title=(f"aumann demo: synthetic heavy-tailed panel, {literal(prov.get('indicator'))}" if demo else
                f"Attribution of {literal(prov.get('indicator'))}: who drove it, and when"),
-        subtitle=f"{what.capitalize()} of {panel_words} of N = {att.N:,} agents × T = {att.T} step(s) × "
+        subtitle=f"{what.capitalize()} of {panel_words} of N = {_agents(att.N)} × T = {att.T} step(s) × "
                  f"D = {len(att.features)} feature(s).",
         sections=[Section("cards", "At a glance", [Cards(cards)]),
                   Section("who", "Who drove it", who, lead="top agents by Φ_i"),

@@ -52,6 +52,17 @@ def test_attribute_run_page_shows_who_when_how_sure_cost(tmp_path, rng, capsys):
     assert stages[:3] == ["load panel", "attribute", "write results"]
 
 
+def test_a_one_agent_panel_page_reads_one_agent(tmp_path, rng, capsys):
+    """A panel of a single agent: the who-section said "The 1 agents with the largest signed Φ_i"."""
+    src = Panel(np.abs(rng.normal(size=(3, 1, 2))), agent_ids=["solo"]).save(tmp_path / "one.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+    text = htmlcheck.text((out / "report.html").read_text(encoding="utf-8"))
+    assert "The 1 agent with the largest signed Φ_i" in text and "1 agents" not in text
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "The 1 agent with the largest signed" in md and "1 agents" not in md
+
+
 def test_demo_page_is_marked_synthetic(tmp_path, capsys):
     assert main(["demo", "--agents", "1500", "--steps", "3", "--out", str(tmp_path), "--static"]) == 0
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
