@@ -10,7 +10,6 @@ the residual law, every study table); cost (no LLM; wall time per stage).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from aumann.studies.sections import (
     PAGE_TOP_MAX,
     id_cell,
     llm_blocks,
+    mean_std_cell,
     merged_table,
     pct_cell,
     read_csv,
@@ -369,11 +369,43 @@ def _how_sure(s: _StudyDir) -> list[Any]:
     sure += _study_tables(s)
     ds = s.summary.get("deepset")
     if isinstance(ds, dict):
-        flat = [(k, json.dumps(v) if isinstance(v, dict | list) else v) for k, v in ds.items()]
-        sure.append(Details("Learned DeepSet indicator (--deepset)", [KeyValues(flat)]))
+        sure.append(Details("Learned DeepSet indicator (--deepset)", _deepset(ds)))
     else:
         sure.append(Note("The learned DeepSet indicator was not run (`--deepset` not given).", "skipped"))
     return sure
+
+
+def _deepset(ds: dict[str, Any]) -> list[Any]:
+    """The DeepSet's tier shares and ε per panel as a table (deepset.md's), the rest as labelled values: nested
+    settings and training figures one per line ("training · heldout_r2 · random"), not as JSON text."""
+    items: list[tuple[str, Any]] = []
+
+    def flat(label: str, v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                flat(f"{label} · {k}", x)
+        elif isinstance(v, list):
+            items.append((label, ", ".join(fmt(x) for x in v)))
+        else:
+            items.append((label, v))
+
+    for k, v in ds.items():
+        if k != "table":
+            flat(str(k), v)
+    blocks: list[Any] = []
+    table = ds.get("table")
+    if isinstance(table, dict) and table:
+        rows = []
+        for name, r in table.items():
+            r = r if isinstance(r, dict) else {}
+            shares = r.get("R") if isinstance(r.get("R"), dict) else {}
+            std = r.get("R_std") if isinstance(r.get("R_std"), dict) else {}
+            rows.append([name, *[mean_std_cell(shares.get(t), std.get(t)) for t in TIER_LABELS],
+                         mean_std_cell(r.get("eps"), r.get("eps_std")), r.get("degenerate_seeds")])
+        blocks.append(Table(["panel", *[f"R_{t} (%)" for t in TIER_LABELS], "ε", "degenerate seeds"], rows,
+                            id="deepset", caption=f"DeepSet on {literal(ds.get('topic'))}: tier shares (%) and ε, "
+                            "mean ± std over seeds (deepset/deepset.md)"))
+    return [*blocks, KeyValues(items)]
 
 
 # ---------------------------------------------------------------------------------------------- cost, cards

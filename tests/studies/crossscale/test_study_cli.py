@@ -477,3 +477,34 @@ def test_the_markdown_twin_links_no_png_under_the_r_top_figure_title(tmp_path) -
     links = dict((alt, ref) for alt, ref in re.findall(r"!\[([^\]]*)\]\(([^)]*)\)", md))
     assert not any(alt.startswith("R_top (f_heat)") for alt in links), links
     assert "_Figure: R_top (f_heat): the full panel against small panels (SYNTHETIC) — in report.html._" in md
+
+
+def test_the_deepset_part_of_the_page_is_a_table_and_labelled_values_not_json(tmp_path) -> None:
+    """With --deepset, How sure showed summary.json's DeepSet entry as JSON text: 'settings {"topic": …}',
+    'training {"heldout_r2": {"random": 0.9823561906814575, …}}' and the tier-share table itself as
+    'table {"FULL": {"R": {"top": 4.145674407482147, …'. The shares are now a table (as deepset.md has them)
+    and the nested settings and training figures one labelled value each."""
+    from aumann.data.bluesky.synth import SynthConfig, generate
+    from tests.studies import htmlcheck
+
+    counts = tmp_path / "counts"
+    generate(SynthConfig(users=300, days=3, seed=0)).save(counts)
+    out = tmp_path / "study"
+    cfg = CrossScaleConfig(sizes=[20, "full"], seeds=[0, 1], headline_size=20, deepset=True,
+                           deepset_settings=DeepSetSettings(width=8, train_steps=20, batch=8, sizes=[64], steps=20))
+    summary = run_crossscale(counts, out, cfg, log=lambda *_: None)
+    ds = summary["deepset"]
+    for page_text in (htmlcheck.text((out / "report.html").read_text(encoding="utf-8")),
+                      (out / "report.md").read_text(encoding="utf-8")):
+        assert '{"' not in page_text and '": ' not in page_text  # no JSON object shown to the reader
+        assert "training · heldout_r2 · random" in page_text
+    tab = htmlcheck.tables((out / "report.html").read_text(encoding="utf-8"))["deepset"]
+    assert tab["head"] == ["panel", "R_top (%)", "R_mid (%)", "R_tail (%)", "ε", "degenerate seeds"]
+    assert [r[0]["text"] for r in tab["rows"]] == list(ds["table"])
+    for row in tab["rows"]:
+        want = ds["table"][row[0]["text"]]
+        for j, tier in enumerate(("top", "mid", "tail"), start=1):
+            if want["R"] is None:
+                assert row[j]["text"] == "–"
+            else:
+                assert float(row[j]["attrs"]["data-sort"]) == pytest.approx(want["R"][tier], rel=1e-12)
