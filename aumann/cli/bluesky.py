@@ -51,9 +51,10 @@ def _register_build_panel(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=path, required=True, help="output directory")
     p.add_argument("--profiles", type=path, default=None,
                    help="profile snapshot CSV: did, followers_count[, created_at, handle]")
-    p.add_argument("--topics", type=path, default=None, help="directory of topic TOML files (default configs/topics)")
+    p.add_argument("--topics", type=path, default=None,
+                   help="directory of topic TOML files (default: the packaged aumann/configs/topics)")
     p.add_argument("--filters", type=path, default=None,
-                   help="TOML with a [filters] table (default configs/bluesky-ingest.toml)")
+                   help="TOML with a [filters] table (default: the packaged aumann/configs/bluesky-ingest.toml)")
     p.add_argument("--days", default=None, metavar="FIRST:LAST",
                    help="inclusive UTC window YYYY-MM-DD:YYYY-MM-DD (default: first to last day seen)")
     p.add_argument("--zstd-dictionary", type=path, default=None,

@@ -82,7 +82,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--backend", choices=llm_options.backend_choices(), default="offline",
                    help=llm_options.backend_help())
     p.add_argument("--permutations", type=integer(minimum=2, maximum=MAX_PERMUTATIONS), default=None,
-                   help=f"sampled-Shapley permutations (default 1000, at most {MAX_PERMUTATIONS:,})")
+                   help="sampled-Shapley permutations (= --set study.permutations=P; default: the config's, 1000 in "
+                        f"the built-in scenarios but 500 in megascale-social; at most {MAX_PERMUTATIONS:,})")
     p.add_argument("--reference-game", choices=("masking", "resimulation"), default=None,
                    help="reference game for sampled Shapley (default: masking)")
     p.add_argument("--reference-estimator", choices=("sampled_shapley_cv", "sampled_shapley"), default=None,

@@ -219,6 +219,28 @@ def test_command_names_a_command_and_its_flags(where, command, full):
         assert action.choices is None or parsed in action.choices, f"{where}: {command!r}: {flag} {value}"
 
 
+def test_run_help_gives_each_built_in_scenario_its_own_default():
+    """``aumann run --help`` said ``--permutations`` defaults to 1000; megascale-social's config says 500. The help
+    now gives the built-ins' number and names the exceptions; each built-in's config is checked against it, as is
+    ``--reference-game``'s default."""
+    from aumann import scenarios
+
+    helps = {s: " ".join((a.help or "").split()) for a in _subparser(build_parser(), ["run"])[0]._actions
+             for s in a.option_strings}
+    perms = helps["--permutations"]
+    found = re.search(r"(\d+) in the built-in scenarios", perms)
+    assert found, f"--permutations: the help gives no default for the built-in scenarios: {perms!r}"
+    usual = int(found.group(1))
+    named = {name: int(n) for n, name in re.findall(r"(\d+) in ([a-z][\w-]+)", perms) if name != "the"}
+    game = re.search(r"default: (\w+)", helps["--reference-game"]).group(1)
+    builtins = ("econagent", "megascale-social", "midscale-social", "social-llm")
+    assert set(named) <= set(builtins), named
+    for name in builtins:
+        study = scenarios.get(name).load_config().study
+        assert study.permutations == named.get(name, usual), (name, study.permutations, perms)
+        assert study.reference_game == game, (name, study.reference_game)
+
+
 def test_benchmark_commands_name_scripts_and_flags_they_have():
     seen = 0
     for page in PAGES:

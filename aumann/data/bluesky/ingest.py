@@ -329,7 +329,7 @@ def ingest(
     Args:
         files: JSONL / ``.jsonl.zst`` / zstd-frame files, typically one per UTC day.
         profiles: optional profile snapshot CSV (``did, followers_count[, created_at, handle]``).
-        topics: topics, or a directory of topic TOML files (default ``configs/topics``).
+        topics: topics, or a directory of topic TOML files (default: the packaged ``aumann/configs/topics``).
         filters: user filters (default :class:`FilterConfig`: 7 days, default bot patterns,
             non-self engagement required).
         options: :class:`IngestOptions`.
