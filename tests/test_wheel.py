@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,11 @@ def test_wheel_runs_outside_the_source_tree(tmp_path):
     _pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(tmp_path / "dist"), str(src), cwd=tmp_path)
     wheels = sorted((tmp_path / "dist").glob("aumann-*.whl"))
     assert len(wheels) == 1
+    # every file of the package that is not code is package data: a new kind (a .csv, an .html template) that
+    # pyproject's package-data globs miss would be left out of the wheel and found missing only when installed
+    data = {p.relative_to(src).as_posix() for p in (src / "aumann").rglob("*") if p.is_file() and p.suffix != ".py"}
+    with zipfile.ZipFile(wheels[0]) as whl:
+        assert data and data <= set(whl.namelist()), f"not in the wheel: {sorted(data - set(whl.namelist()))}"
     target = tmp_path / "site"
     _pip("install", "--no-deps", "--target", str(target), str(wheels[0]), cwd=tmp_path)
     assert (target / "aumann" / "configs" / "social-llm.toml").is_file()
@@ -61,6 +67,8 @@ def test_wheel_runs_outside_the_source_tree(tmp_path):
 
     where = python("-c", "import aumann; print(aumann.__file__)").stdout.strip()
     assert Path(where).resolve().is_relative_to(target.resolve()), where
+    version = python("-c", "import importlib.metadata as m; print(m.version('aumann'))").stdout.strip()
+    assert python("-m", "aumann.cli", "--version").stdout.strip() == f"aumann {version}"  # the installed metadata's
 
     python("-m", "aumann.cli", "run", "social-llm", "--runs", "1", "--no-ablations", "--no-plots", "--agents", "6",
            "--steps", "4", "--set", "study.permutations=10", "--set", "study.random_orderings=2",
