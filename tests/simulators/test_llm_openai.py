@@ -314,3 +314,39 @@ def test_retry_after_is_honoured_up_to_the_stated_maximum():
                       sleep=waits.append)
     # the server's wait is honoured even beyond the backoff cap (never silently shortened) ...
     assert b.decide(MSGS, Work).work == 0.6 and waits == [0.5, 3.0]
+
+
+def test_a_request_two_concurrent_batches_share_is_counted_once(tmp_path):
+    """Forks run on threads, and two forks' batches may hold the same request: the second joins the first in flight
+    (nothing more is sent), but both batches counted it in ``planned_calls`` -- the dry run's "requests after the
+    cache" -- so `aumann run social-llm --dry-run --runs 1` printed 4,807, 4,931 or 4,845 requests from one config
+    (4,461 at --concurrency 1, the number of distinct requests)."""
+    import threading
+    import time
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(ctx, schema, rng):  # the stand-in answering in place of the model: held until both batches asked
+        entered.set()
+        assert release.wait(30)
+        return {"work": 0.5, "consumption": 0.5}
+
+    script = Script(GOOD)
+    dry = backend(script, cache=ResponseCache(tmp_path / "c.sqlite"), dry_run=True, fallback=OfflineBackend(slow))
+    req = {"messages": MSGS, "schema": Work, "seed": 7}
+    out: list = []
+    first = threading.Thread(target=lambda: out.append(dry.decide_many([req])))
+    first.start()
+    assert entered.wait(30)  # the first batch's request is in flight
+    second = threading.Thread(target=lambda: out.append(dry.decide_many([req, {**req, "seed": 8}])))
+    second.start()
+    deadline = time.monotonic() + 30
+    while dry.usage.planned_calls < 3 and time.monotonic() < deadline:  # the second batch has sent its two on
+        time.sleep(0.01)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(out) == 2 and script.calls == 0
+    est = dry.estimate()
+    assert est.calls == 2, est  # seeds 7 and 8: two distinct requests, whatever the timing
+    assert dry.usage.planned_calls == 2 and dry.usage.cache_hits == 1  # seed 7 once more: joined, not sent

@@ -329,6 +329,13 @@ class LLMBackend:
                             raise
                         got = exc
                 gots.append((c, got, fresh))
+            # a request counted above that another batch (a concurrent fork's) had asked first was joined or served,
+            # not sent: the count of requests after the cache (a dry run's forecast) is what was sent, whatever the
+            # timing (the live count above keeps showing what is in flight)
+            unsent = sum(1 for _, got, fresh in gots
+                         if fresh and isinstance(got, Answer) and got.source not in ("server", "dry_run"))
+            if unsent:
+                self.usage.add(planned_calls=-unsent)
             cache = self.cache
             if cache is not None:
                 cache.flush()
