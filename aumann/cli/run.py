@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli import executor_options, llm_options
-from aumann.cli.args import integer, number, path, positive_int, seed
+from aumann.cli.args import integer, number, path, seed
 from aumann.cli.terminal import terminal_text
 from aumann.errors import ConfigError
 
@@ -57,6 +57,9 @@ from aumann.errors import ConfigError
 #: scenarios, so tests/cli/test_bad_inputs_cli.py checks that the two agree): the flag's message names this cap,
 #: not the int64 bound every integer flag has
 MAX_PERMUTATIONS = 10_000_000
+#: the bounds of a scenario's sizes (aumann.scenarios.base's _MIN_SIZES and MAX_SIZES, which every scenario config
+#: keeps; checked to agree by the same test): the flags' messages name these, not 1 and the int64 bound
+SIZE_BOUNDS = {"runs": (1, 100_000), "agents": (2, 10_000_000), "steps": (2, 1_000_000)}
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +69,8 @@ def register(subparsers: Any) -> None:
                    help="a scenario name (social-llm, midscale-social, econagent, or an installed one), or where one "
                         "lives: package.module:attribute or path/to/file.py:attribute")
     p.add_argument("--list", action="store_true", help="list the scenarios that can be run by name, and exit")
-    p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default: the config's)")
+    p.add_argument("--runs", type=integer(*SIZE_BOUNDS["runs"]), default=None,
+                   help="independent runs (default: the config's)")
     p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=path, default=None,
                    help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
@@ -74,8 +78,10 @@ def register(subparsers: Any) -> None:
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
                         "--set agents=200); values are TOML literals or plain strings; an integer key takes plain "
                         "decimal digits (1_000 too), not \"1000\", 1e3, 1.5 or 0x10")
-    p.add_argument("--agents", type=positive_int, default=None, help="number of agents N (shortcut for --set agents=N)")
-    p.add_argument("--steps", type=positive_int, default=None, help="number of steps T (shortcut for --set steps=T)")
+    p.add_argument("--agents", type=integer(*SIZE_BOUNDS["agents"]), default=None,
+                   help="number of agents N (shortcut for --set agents=N)")
+    p.add_argument("--steps", type=integer(*SIZE_BOUNDS["steps"]), default=None,
+                   help="number of steps T (shortcut for --set steps=T)")
     p.add_argument("--step-timeout", type=number(minimum=0.001, maximum=1e6), default=None, metavar="SECONDS",
                    help="stop the run with a typed error when one step of the model takes longer than this "
                         "(= --set step_timeout=SECONDS; default: no limit; see docs/hardening.md)")

@@ -206,6 +206,26 @@ def test_demo_on_a_tiny_panel_without_activity_does_not_crash(tmp_path, capsys):
     assert len(rows) == 5 and all("top" not in r["shares"] for r in rows)
 
 
+@pytest.mark.parametrize(("flag", "value", "bounds"), [
+    ("--agents", "0", "[2, 1e+07]"), ("--agents", "1", "[2, 1e+07]"), ("--agents", "2e7", "[2, 1e+07]"),
+    ("--steps", "0", "[2, 1e+06]"), ("--runs", "0", "[1, 100000]"), ("--runs", "1e6", "[1, 100000]"),
+])
+def test_size_flags_name_the_sizes_a_scenario_takes(capsys, flag, value, bounds):
+    # `aumann run midscale-social --agents 0` said "must be an integer in [1, 9.22337e+18]": 1 and the int64 bound,
+    # while every scenario takes 2 to 10,000,000 agents (and --agents 1 passed the flag, to fail in the config)
+    assert main(["run", "midscale-social", flag, value]) == 2
+    last = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()][-1]
+    shown = f"{int(float(value))}"  # (the value read exactly: 2e7 is shown as 20000000)
+    assert flag in last and f"must be an integer in {bounds}; got {shown}" in last and "e+18" not in last, last
+
+
+def test_size_flag_bounds_are_the_configs():
+    from aumann.cli.run import SIZE_BOUNDS
+    from aumann.scenarios.base import _MIN_SIZES, MAX_SIZES
+
+    assert {k: (_MIN_SIZES[k], MAX_SIZES[k]) for k in SIZE_BOUNDS} == SIZE_BOUNDS
+
+
 def test_permutations_beyond_the_cap_names_the_real_cap(capsys):
     # the flag's message quoted the int64 bound (9.22337e+18) while study.permutations stops at 10^7
     assert main(["run", "social-llm", "--permutations", "1e20"]) == 2
