@@ -241,6 +241,17 @@ def test_run_help_gives_each_built_in_scenario_its_own_default():
         assert study.reference_game == game, (name, study.reference_game)
 
 
+def test_the_llm_usage_keys_the_docs_list_are_the_manifests():
+    """docs/scenarios.md says ``llm_usage`` holds "exactly" its list of keys; the list lacked invalid_decisions and
+    bad_usage, which every manifest has."""
+    from aumann.simulators.llm.usage import MANIFEST_KEYS
+
+    text = " ".join((REPO / "docs" / "scenarios.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"`llm_usage` holds, .*?, exactly `([^`]+)`", text)
+    assert listed, "docs/scenarios.md no longer lists the llm_usage keys"
+    assert [k.strip() for k in listed.group(1).split(",")] == list(MANIFEST_KEYS)
+
+
 def test_benchmark_commands_name_scripts_and_flags_they_have():
     seen = 0
     for page in PAGES:
