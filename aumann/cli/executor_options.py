@@ -150,6 +150,21 @@ def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
             "address_from": source if kind == "ray" else None, "runtime_env": runtime_env}
 
 
+def require_extra(args: argparse.Namespace, config: Any = None) -> None:
+    """When the flags, ``RAY_ADDRESS`` with ``--executor ray`` or the config choose Ray and the optional package is
+    not installed: one :class:`~aumann.errors.ExecutorError` naming the extra, before the command makes its output
+    folder (the executor says the same once built, which left the run directory behind, empty)."""
+    import importlib.util
+
+    from aumann.errors import ExecutorError
+
+    s = settings(args, config)
+    if s["executor"] == "ray" and importlib.util.find_spec("ray") is None:
+        how = s["address_from"] if s["address_from"] in ("--ray-address", "execution.ray_address") else "--executor ray"
+        raise ExecutorError(f"{how} needs the optional 'ray' package: pip install 'aumann[ray]' "
+                            "(or --executor local on one machine)")
+
+
 def executor_from(args: argparse.Namespace, config: Any = None, *, scenario_spec: str | None = None,
                   out: Path | None = None, connect: bool = True) -> Any:
     """``None`` (serial), a local process pool or a Ray executor from the flags and the config.
@@ -173,4 +188,4 @@ def executor_from(args: argparse.Namespace, config: Any = None, *, scenario_spec
     return ex
 
 
-__all__ = ["add_arguments", "check_runtime_env", "executor_from", "settings"]
+__all__ = ["add_arguments", "check_runtime_env", "executor_from", "require_extra", "settings"]

@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
                             step_timeout=args.step_timeout)
     sc.check_size(config)  # a panel past this machine's memory: refused now, not after building the model
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
+    executor_options.require_extra(args, config)  # the Ray extra missing: said before --out is made
     if not args.dry_run:  # a dry run writes nothing; a real one checks --out before the simulation, not after it
         ensure_output_dir(out, "--out" if args.out else "the run directory")
         # one writer per folder: another command writing there (a run started twice) stops now, not mid-way

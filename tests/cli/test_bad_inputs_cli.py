@@ -219,6 +219,24 @@ def test_size_flags_name_the_sizes_a_scenario_takes(capsys, flag, value, bounds)
     assert flag in last and f"must be an integer in {bounds}; got {shown}" in last and "e+18" not in last, last
 
 
+@pytest.mark.parametrize("flags", [["--executor", "ray"], ["--ray-address", "127.0.0.1:6378"],
+                                   ["--workers", "2", "--executor", "ray"]])
+def test_ray_not_installed_is_said_before_the_run_directory_is_made(tmp_path, capsys, monkeypatch, flags):
+    # on a plain `pip install aumann`, `aumann run midscale-social --ray-address ...` said which extra to install, but
+    # only once the executor was built: after the run directory was made, which stayed behind, empty
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+    out = tmp_path / "run"
+    assert main(["run", "midscale-social", "--agents", "20", "--runs", "1", *flags, "--out", str(out)]) == 2
+    last = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()][-1]
+    assert "ExecutorError" in last and "pip install 'aumann[ray]'" in last, last
+    assert not out.exists()
+
+
 def test_size_flag_bounds_are_the_configs():
     from aumann.cli.run import SIZE_BOUNDS
     from aumann.scenarios.base import _MIN_SIZES, MAX_SIZES
