@@ -28,6 +28,10 @@ with ``--resimulation-reference``, ``sampled_shapley_resimulation``), ``faithful
 written atomically), ``panels/``, ``attributions/``, PNG plots, ``report.html`` (one self-contained page:
 who drove it, when, how sure, cost), ``report.md`` (its plain-text twin) and ``manifest.json``.
 Re-running the same command with the same ``--out`` resumes: finished runs are read back, not recomputed.
+Another config (another size, seed or setting) into the same ``--out`` computes its runs afresh and removes the
+runs the earlier config left there (records, arrays, panels, attributions, timings; each checked to be the file
+aumann wrote, a file of yours is refused and kept), so the folder never holds runs of two configs: give another
+``--out`` to keep them.
 
 The OpenAI-compatible backend reads ``OPENAI_API_KEY`` (or ``AUMANN_LLM_API_KEY``) and, unless
 ``--base-url``/``--model`` are given, ``AUMANN_LLM_BASE_URL``/``OPENAI_BASE_URL`` and
@@ -160,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         failure_text,
         model_finished,
         model_finished_text,
+        other_config_text,
         zero_delta_v,
         zero_delta_v_text,
     )
@@ -210,9 +215,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     found = RunDir(out).finished_records()
-    if found:  # what is true: runs of this config are read back; records of another config are not
+    if found:  # what is true: runs of this config are read back; records of another config are not, and go
         digest = config_digest(sc, config, label)
         same = RunDir(out).same_config_runs(config.runs, digest)
+        other = RunDir(out).other_config_runs(digest)  # a file of yours among theirs: refused now, before the work
         where = terminal_text(out, rich=True)
         if same:
             console.print(f"[bold]resuming[/bold] in {where}: {len(same)} of {config.runs} run(s) were finished with "
@@ -222,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[bold]not resuming[/bold]: none of the {len(found)} run record(s) in {where} is a run of "
                           f"this config (digest {digest}: another scenario, seed, size or setting); every run is "
                           "computed afresh")
+        if other:
+            console.print(f"[bold yellow]removing[/bold yellow]: {terminal_text(other_config_text(other), rich=True)}")
     stages = study_stages(sc, config)
     seeds = {"root": config.seed, "runs": config.runs, "spawn": "SeedSequence(root).spawn(runs)"}
     timer = StageTimer()

@@ -175,7 +175,11 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         scenario: a registered scenario.
         config: its config (``runs``, ``seed`` and ``study`` are read here).
         out_dir: run directory; every finished run is written atomically to ``runs/`` and skipped
-            when found again with the same config digest. ``None`` keeps everything in memory. The study holds
+            when found again with the same config digest. The runs of another config found there (an earlier
+            invocation's with another size, seed or setting: :meth:`~aumann.studies.rundir.RunDir.other_config_runs`)
+            are removed, every file of theirs checked first (a file changed since is an
+            :class:`~aumann.errors.OutputError`, and nothing is removed), so the folder never holds two configs.
+            ``None`` keeps everything in memory. The study holds
             its lock (:func:`~aumann.io.output_lock`) while it runs: another live writer there stops it at once
             with an :class:`~aumann.errors.OutputBusyError`.
         backend: a DecisionBackend or ``None`` (offline policy).
@@ -218,6 +222,13 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     held = output_lock(out, command="aumann.studies.run_study (a Python call)") if rundir is not None and write \
         else contextlib.nullcontext()
     with held:
+        if rundir is not None and write:
+            # the runs an earlier invocation computed under another config (another size, seed or setting) go before
+            # any run of this one is written: left there, runs of two configs shared runs/, panels/ and
+            # attributions/ (run-002 of N = 1000 beside run-000 of N = 50), and a run r of this config took the
+            # other's attributions of labels it does not write as its own; each file is checked to be the one that
+            # run wrote first (a file of yours there is refused and kept, before anything is removed)
+            rundir.remove_other_config_runs(rundir.other_config_runs(digest))
         records: list[Any] = [None] * config.runs
         arrays: list[Any] = [None] * config.runs
         panels: list[Any] = [None] * config.runs

@@ -38,6 +38,7 @@ import numpy as np
 from aumann.errors import PathEscapeError, StudyError
 from aumann.io import (
     check_digests,
+    check_stale,
     confine,
     ensure_output_dir,
     file_digests,
@@ -45,6 +46,8 @@ from aumann.io import (
     read_json,
     read_npz,
     record_checksum,
+    remove_stale,
+    sha256_file,
     write_json,
     write_npz,
 )
@@ -130,6 +133,31 @@ def _name(r: int) -> str:
 
 
 @dataclass(frozen=True)
+class OtherConfigRun:
+    """A finished run in the run directory computed under another config (:meth:`RunDir.other_config_runs`): its
+    index, that config's digest and the files it wrote (names relative to the run directory, its record first)."""
+
+    run: int
+    digest: str
+    files: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """``run-NNN``."""
+        return _name(self.run)
+
+
+def other_config_text(stale: list[OtherConfigRun]) -> str:
+    """The runs of another config that a study removes, in words (the console, ``aumann run``)."""
+    names = [s.name for s in stale]
+    shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, …, {names[-1]}"
+    digests = sorted({s.digest for s in stale})
+    return (f"{len(stale)} run(s) of another config (digest {', '.join(digests)}: {shown}) are removed with their "
+            "arrays, panels, attributions and timings, so the folder never holds runs of two configs (pass another "
+            "--out to keep them)")
+
+
+@dataclass(frozen=True)
 class RunDir:
     """The run directory at ``root``: every path in it, and reading, writing and verifying runs."""
 
@@ -192,6 +220,62 @@ class RunDir:
             if rec.get("digest") == digest:
                 same.append(r)
         return same
+
+    def other_config_runs(self, digest: str) -> list[OtherConfigRun]:
+        """The runs on disk that an earlier ``aumann run`` computed under another config than ``digest`` (any index,
+        past this config's ``runs`` too), each with every file it wrote: its record, arrays, timing, panel and
+        attributions (the names its record lists in ``files_sha256``).
+
+        Only a record aumann wrote, unchanged, counts (its checksum verifies and it names its own index): one that
+        does not is not known as aumann's and is left alone (a file of yours, or a run of this config interrupted
+        mid-write, which resume recomputes). Every file of such a run is checked to be the one the record vouches
+        for (:func:`~aumann.io.check_stale`): a file changed since, or a link, is refused with an
+        :class:`~aumann.errors.OutputError` naming it, before anything is removed
+        (:meth:`remove_other_config_runs` removes them). Runs of this config past ``runs`` are not among them: a
+        later run with more runs resumes them."""
+        stale = []
+        for path in self.finished_records():
+            index = _index_of(path)
+            if index is None or path.is_symlink():
+                continue
+            try:
+                rec = read_json(path, error=StudyError, what="run record", within=self.root, object_only=True)
+            except (StudyError, PathEscapeError, OSError):
+                continue
+            if rec.get("run") != index or rec.get("digest") == digest or not isinstance(rec.get("digest"), str) \
+                    or record_checksum({k: v for k, v in rec.items() if k != "checksum"}) != rec.get("checksum"):
+                continue
+            rel = path.relative_to(self.root).as_posix()
+            recorded: dict[str, str] = {rel: sha256_file(path, within=self.root)}  # vouched for by its checksum
+            arrays = self.arrays(index).relative_to(self.root).as_posix()
+            if isinstance(rec.get("arrays_sha256"), str):
+                recorded[arrays] = rec["arrays_sha256"]
+            listed = rec.get("files_sha256") if isinstance(rec.get("files_sha256"), dict) else {}
+            own = (f"{PANELS}/", f"{ATTRIBUTIONS}/{_name(index)}-")  # (a listed name elsewhere is not removed)
+            recorded.update({str(k): str(v) for k, v in listed.items()
+                             if isinstance(k, str) and k.startswith(own) and k.endswith(".npz") and "/" not in
+                             k.split("/", 1)[1]})
+            timing = self.timing(index)
+            names = [rel, arrays, *sorted(n for n in recorded if n not in (rel, arrays))]
+            if timing.is_file() or timing.is_symlink():
+                name = timing.relative_to(self.root).as_posix()
+                if not timing.is_symlink() and self.checked_timing(index) is not None:  # vouched for by its checksum
+                    recorded[name] = sha256_file(timing, within=self.root)
+                names.append(name)
+            for name in names:  # every file checked before any is removed
+                check_stale(self.root / name, within=self.root, recorded=recorded)
+            stale.append(OtherConfigRun(index, rec["digest"], tuple(names)))
+        return stale
+
+    def remove_other_config_runs(self, stale: list[OtherConfigRun]) -> int:
+        """Remove the files of :meth:`other_config_runs` (each checked there), the record of each run last (an
+        interrupted removal leaves the record that vouches for what is left, and the next run removes the rest);
+        how many files were there."""
+        removed = 0
+        for run in stale:
+            for name in (*run.files[1:], run.files[0]):
+                removed += remove_stale(self.root / name, within=self.root)
+        return removed
 
     # ------------------------------------------------------------------ writing
     def prepare(self) -> None:
@@ -554,8 +638,9 @@ class StudyResult:
         return pooled_fallbacks(self.records)
 
 
-__all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE", "MANIFEST",
-           "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "RunDir", "RunRecord",
-           "StageRecord", "StudyResult", "control_fallbacks", "dead_rows", "failure_text", "model_finished",
-           "model_finished_text", "pooled_fallbacks", "read_timing", "seal", "split_timing", "stage_failures",
-           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]
+__all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE",
+           "MANIFEST", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS",
+           "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks", "dead_rows",
+           "failure_text", "model_finished", "model_finished_text", "other_config_text", "pooled_fallbacks",
+           "read_timing", "seal", "split_timing", "stage_failures", "verify_run", "with_timing", "zero_delta_v",
+           "zero_delta_v_text"]

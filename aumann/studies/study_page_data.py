@@ -27,13 +27,14 @@ def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
                           f"{reason}; run the same `aumann run` command with this --out again to recompute it")
 
 
-def _same_config(rd: RunDir, manifest: dict[str, Any], recs: list[dict[str, Any]]) -> None:
+def _same_config(rd: RunDir, manifest: dict[str, Any], recs: list[dict[str, Any]], start: int = 0) -> None:
     """Refuse runs computed under another config than the manifest's (its ``config_digest``; a manifest written
     before it was recorded: than run 0's). Each record verifies on its own, so an ``aumann run`` with another config
     or seed into this directory that was interrupted leaves runs of both configs beside the earlier invocation's
-    manifest and tables: the page would show them as one study."""
+    manifest and tables (and none of the earlier config's past them: that run removed them first): the page would
+    show them as one study. ``start``: the runs before it were checked already."""
     expected = manifest.get("config_digest") or (recs[0].get("digest") if recs else None)
-    for r, rec in enumerate(recs):
+    for r, rec in enumerate(recs[start:], start):
         if rec.get("digest") != expected:
             raise ReportError(
                 f"run {r} of {str(rd.root)!r} ({rd.record(r).name}) was computed under another config (digest "
@@ -77,7 +78,7 @@ class StudyPage:
                 raise ReportError(f"run record {str(rd.record(r))!r}: t_star = {rec['t_star']} is not a step of the "
                                   "run (damaged)")
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
-        _same_config(rd, manifest, recs)
+            _same_config(rd, manifest, recs, start=r)  # before the next run is read: it may be gone (removed as stale)
         refs = [load_attribution(p) if (p := rd.attribution(r, reference_method(rec))).is_file() else None
                 for r, rec in enumerate(recs)]
         # only the step the page shows (a 10⁶-agent panel is 720 MB; its step t* is 24 MB)

@@ -184,6 +184,8 @@ def test_the_resume_message_says_whether_anything_is_resumed(tmp_path, capsys):
     other = run(4)
     assert "resuming" not in other.replace("not resuming", "")
     assert "not resuming: none of the 1 run record(s)" in other and "0 resumed" in other
+    # and the earlier seed's run is removed, said so, not left beside this one's
+    assert "removing: 1 run(s) of another config" in other and "run-000" in other
     same = run(4)
     assert "resuming in" in same and "1 of 1 run(s) were finished with this config" in same and "1 resumed" in same
 

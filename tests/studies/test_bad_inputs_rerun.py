@@ -3,6 +3,8 @@
 * an ``aumann run`` with another config or seed into a finished directory that did not finish (interrupted,
   killed) leaves runs of the new config beside the old manifest and tables: ``aumann report`` refuses the
   directory instead of drawing them as one study; so does a manifest of a run an LLM cap stopped;
+* a re-run with another config removes the runs the earlier config left (records, arrays, panels, attributions,
+  timings; past this config's runs too), checking each first: a file changed since is refused and nothing goes;
 * a finished re-run with other options removes what the earlier one wrote and it does not: a row's table it
   has no rows for (``resimulation_agreement.csv`` without ``--resimulation-reference``), the figures under
   ``--no-plots``, and a page it could not build -- the report never shows them as this run's.
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aumann.errors import ReportError
+from aumann.errors import OutputError, ReportError
 from aumann.studies import run_study, write_outputs
 from aumann.studies.pages import render_report
 from tests.tiny import TINY_STUDY, tiny_config
@@ -50,6 +52,51 @@ def test_report_refuses_runs_of_an_unfinished_rerun_with_another_config(finished
     run_study(sc, other, out_dir=out)
     with pytest.raises(ReportError, match="another config"):
         render_report(out, interactive=False, plots=False)
+
+
+def _files(out: Path, *folders: str) -> list[str]:
+    return sorted(p.relative_to(out).as_posix() for f in folders for p in (out / f).iterdir())
+
+
+def test_a_rerun_with_another_config_removes_the_runs_the_earlier_config_left(finished, tmp_path):
+    """`aumann run midscale-social` (10 runs, N = 1000), then the README's `--agents 50 --runs 2 ...` into the same
+    folder: runs 0-1 were recomputed but run-002 ... run-009 of N = 1000 stayed in runs/, panels/, attributions/ and
+    timings/ beside them; and run 0 of the new config took the earlier run 0's attribution of a row it does not
+    compute (sampled_shapley_resimulation) as its own (files_sha256)."""
+    out = _copy(finished, tmp_path)
+    (out / "panels" / "mine.npz").write_bytes(b"a file of yours")  # named by no record: kept
+    (out / "attributions" / "notes.txt").write_text("yours")
+    sc, other = tiny_config("social-llm", agents=6, steps=4, runs=1, seed=99, study=STUDY)  # no resimulation row
+    res = run_study(sc, other, out_dir=out)
+    assert _files(out, "runs", "timings") == ["runs/run-000.json", "runs/run-000.npz", "timings/run-000.json"]
+    assert _files(out, "panels") == ["panels/mine.npz", "panels/run-000.npz"]
+    attributions = _files(out, "attributions")
+    assert "attributions/notes.txt" in attributions and "attributions/run-000-aumann_shapley.npz" in attributions
+    assert [a for a in attributions if a.startswith("attributions/run-001") or "resimulation" in a] == []
+    assert not any("resimulation" in name for name in res.records[0]["files_sha256"])
+    write_outputs(res, out, command="aumann run social-llm --seed 99", seconds=0.0, plots=False, interactive=False)
+    render_report(out, interactive=False, plots=False)  # `aumann report`: one run, of this config
+    assert json.loads((out / "manifest.json").read_text())["runs"] == 1
+    assert "1 run(s)" in (out / "report.md").read_text()
+
+
+def test_runs_of_the_same_config_past_this_ones_runs_are_kept(finished, tmp_path):
+    """Runs past ``runs`` of the same config are not another config's: `--runs 1` after `--runs 2` resumes run 0
+    and keeps run 1 for a later `--runs 2` to resume."""
+    out = _copy(finished, tmp_path)
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=1, study={**STUDY, "resimulation_reference": True})
+    res = run_study(sc, cfg, out_dir=out)
+    assert res.resumed == 1 and (out / "runs" / "run-001.json").is_file() and (out / "panels" / "run-001.npz").is_file()
+
+
+def test_a_changed_file_of_the_earlier_configs_run_is_refused_and_nothing_is_removed(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    (out / "panels" / "run-001.npz").write_bytes(b"edited since")  # not the file run 1's record vouches for
+    before = _files(out, "runs", "panels", "attributions", "timings")
+    sc, other = tiny_config("social-llm", agents=6, steps=4, runs=1, seed=99, study=STUDY)
+    with pytest.raises(OutputError, match=r"panels/run-001\.npz.*is not the file an earlier aumann run recorded"):
+        run_study(sc, other, out_dir=out)
+    assert _files(out, "runs", "panels", "attributions", "timings") == before
 
 
 def test_report_refuses_a_run_that_an_llm_cap_stopped(finished, tmp_path):
