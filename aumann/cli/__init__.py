@@ -4,7 +4,8 @@ Every :class:`~aumann.errors.AumannError` (and a ``MemoryError`` from an input t
 becomes one line on stderr and exit code 2; ``aumann --debug COMMAND ...`` shows the traceback instead. A
 bad flag value is argparse's usage line and error naming the flag, also exit code 2. Output to a reader that
 went away (``aumann run --list | head -0``, quitting ``less``) ends quietly with exit code 141, as a
-SIGPIPE would.
+SIGPIPE would. A command that fails leaves no empty output folder it made (``--out``, and any parent it had to
+make): :func:`aumann.io.remove_unused_output_dirs`; a folder that was there before is never removed.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``func`` (a callable taking the parsed namespace and returning an exit code).
@@ -81,12 +82,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(), invoked_with(argv):  # (catch_warnings restores the previous display)
             if not args.debug:
                 warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            io = sys.modules.get("aumann.io")
+            if io is not None:  # (main called again in one process: the folders an earlier command made are its)
+                io.forget_created_output_dirs()
+            code = 2  # (an exception: the command failed)
             try:
-                return int(args.func(args) or 0)
+                code = int(args.func(args) or 0)
+                return code
             finally:  # the output folders the command locked (aumann.io.lock), free again for the next command
                 lock = sys.modules.get("aumann.io.lock")
                 if lock is not None:
                     lock.release_output_locks()
+                io = sys.modules.get("aumann.io")
+                if io is not None and code != 0:  # a failed command leaves no empty --out it made (lock files gone)
+                    io.remove_unused_output_dirs()
     except AumannError as exc:
         if args.debug:
             raise

@@ -733,8 +733,16 @@ def child_path(base: PathLike, *names: Any, what: str = "name") -> Path:
     return out
 
 
+#: the folders :func:`ensure_output_dir` created in this process (each the topmost one it had to make), for
+#: :func:`remove_unused_output_dirs`
+_CREATED: list[Path] = []
+
+
 def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     """Create ``path`` (with parents) and check that files can be written in it — before any work starts.
+
+    The topmost folder it had to make is remembered: a command that then fails removes it again when nothing was
+    written under it (:func:`remove_unused_output_dirs`).
 
     Raises:
         OutputError: ``path`` (or a parent) is an existing file, or the folder cannot be created or written.
@@ -745,10 +753,17 @@ def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     if p.is_symlink() and not p.exists():
         raise OutputError(f"{what} {str(p)!r} is a symbolic link to {os.readlink(p)!r}, which does not exist: "
                           "create that directory, or give another path")
+    top = None  # the topmost folder on the way that is not there yet (a link, even a dangling one, is there)
+    for folder in (p, *p.absolute().parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        top = folder
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot create {what} {str(p)!r}: {_os_reason(exc, p)}") from exc
+    if top is not None:
+        _CREATED.append(top.absolute())
     try:
         fd, probe = tempfile.mkstemp(dir=p, prefix=".aumann-write-check-")
         os.close(fd)
@@ -756,6 +771,37 @@ def ensure_output_dir(path: PathLike, what: str = "output directory") -> Path:
     except OSError as exc:
         raise OutputError(f"{what} {str(p)!r} is not writable: {exc.strerror or exc}") from exc
     return p
+
+
+def forget_created_output_dirs() -> None:
+    """Forget the folders :func:`ensure_output_dir` created so far (a command that succeeded keeps them; the next
+    command in the same process starts with none)."""
+    _CREATED.clear()
+
+
+def remove_unused_output_dirs() -> list[Path]:
+    """Remove each folder :func:`ensure_output_dir` created in this process (since the last
+    :func:`forget_created_output_dirs`) that holds no file — only empty folders, however deep (a study's ``runs/``,
+    ``panels/``, ...) — and forget them all; the folders removed. A command that failed after making its ``--out``
+    (an input file missing, a bad value found later) leaves no empty folder behind. A folder that was there before
+    the command is never among them (only what was made is remembered), nor one holding any file or link (kept
+    whole), nor one that cannot be removed (kept). Called by :func:`aumann.cli.main` when a command fails, after it
+    has let go of its output locks (which removes their lock files)."""
+    removed = []
+    for top in reversed(_CREATED):
+        try:
+            if top.is_symlink() or not top.is_dir():
+                continue
+            tree = list(os.walk(top, topdown=False))  # (links are not followed: one is an entry that is kept)
+            if any(files or any(os.path.islink(os.path.join(d, n)) for n in dirs) for d, dirs, files in tree):
+                continue
+            for d, _, _ in tree:
+                os.rmdir(d)
+        except OSError:
+            continue
+        removed.append(top)
+    _CREATED.clear()
+    return removed
 
 
 def file_digests(within: PathLike, names: Sequence[str]) -> dict[str, str]:
@@ -926,6 +972,7 @@ __all__ = [
     "dumps_json",
     "ensure_output_dir",
     "file_digests",
+    "forget_created_output_dirs",
     "journal_output",
     "journal_outputs",
     "journaled",
@@ -944,6 +991,7 @@ __all__ = [
     "recorded_outputs",
     "release_output_locks",
     "remove_stale",
+    "remove_unused_output_dirs",
     "safe_component",
     "settle_journal",
     "sha256_bytes",
