@@ -692,7 +692,6 @@ def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer
     pool already checked)."""
     import socket
     import threading
-    import time
 
     from aumann.simulators.llm.transport import HttpxTransport
 
@@ -705,6 +704,9 @@ def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer
 
     lsock = socket.create_server(("127.0.0.1", 0))
     answered = []
+    # the unasked-for reply is sent once the first decision is back, and the next request waits for it to be sent:
+    # it arrives while the connection is idle however loaded the machine (two sleeps of 0.2 s and 0.5 s raced)
+    first_done, stray_sent = threading.Event(), threading.Event()
 
     def serve_one(conn):
         with conn, contextlib.suppress(OSError):  # the client drops the connection it no longer trusts
@@ -722,8 +724,9 @@ def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer
                 answered.append(1)
                 conn.sendall(reply('{"post": true}'))
                 if len(answered) == 1:
-                    time.sleep(0.2)
+                    first_done.wait(60)
                     conn.sendall(reply('{"post": false}'))  # a reply nobody asked for
+                    stray_sent.set()
 
     def serve():
         while True:
@@ -740,7 +743,9 @@ def test_a_reply_no_request_asked_for_is_never_read_as_the_next_decisions_answer
         got = []
         for seed in range(3):
             got.append(b.decide(MSGS, Post, seed=seed).post)
-            time.sleep(0.5)  # the unasked-for reply arrives while the connection is idle
+            if seed == 0:
+                first_done.set()
+                assert stray_sent.wait(60)  # the unasked-for reply is in while the connection is idle
         assert got == [True, True, True] and len(answered) == 3
         b.close()
     finally:
@@ -911,7 +916,10 @@ def test_waiting_for_a_cache_locked_by_another_process_is_said_when_the_wait_sta
     finally:
         if holder.poll() is None:
             holder.communicate("")
-    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")]
+    # the notice of the wait to open it, once (on 2 loaded cores a later step -- listing its rows -- may pass the
+    # 0.1 s notice too, and say so: a line of its own, saying what for, not counted here)
+    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")
+             and "another process holds it locked (waiting at most 60 s" in line]
     assert len(waits) == 1, err
     assert str(path) in waits[0] and "another process holds it locked" in waits[0], waits
     assert "at most 60 s" in waits[0] and "--cache PATH" in waits[0], waits
@@ -974,27 +982,67 @@ def test_waiting_for_another_process_after_the_cache_is_open_is_said_too(tmp_pat
     finally:
         if holder.poll() is None:
             holder.communicate("")
-    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")]
-    assert len(waits) == 1, err
     doing = {"flush": "(to store 1 reply; waiting at most 60 s, then this stops with an error)",
              "read": "(to read stored replies; waiting at most 60 s, then this stops with an error)",
              "close": "(to merge its log into the file; waiting at most 60 s, then the merge is left to a later run)"}
+    # the notice of the wait on the held lock, once (on 2 loaded cores another step may pass the 0.1 s notice too,
+    # and say so: a line of its own, not counted here)
+    waits = [line for line in err.splitlines() if line.startswith("waiting for the LLM response cache")
+             and doing[what] in line]
+    assert len(waits) == 1, err
     assert str(path) in waits[0] and "another process holds it locked " + doing[what] in waits[0], waits
     assert "--cache PATH" in waits[0]
     assert ResponseCache(path, mode="replay").get("k2" if what != "read" else "k") is not None
 
 
 def test_a_cache_opened_without_waiting_says_nothing(tmp_path, monkeypatch, capsys):
-    from aumann.simulators.llm import cache as cache_module
+    """A cache nobody else holds is opened, written, replayed and closed without a "waiting" line. The notice's
+    moment is the test's to say, not a clock's: each notice's timer (aumann.progress.notice_if_slow) runs out only
+    when every block it watches has ended, so a block that ends -- however long a loaded machine takes for it --
+    says nothing, and one whose notice is never called off (a block left open, a notice printed at once) does,
+    deterministically. (It slept 0.2 s past a 50 ms notice: a cache opened in more than 50 ms on 2 loaded cores
+    printed the notice and failed the test.)"""
+    import threading
+    from types import SimpleNamespace
 
+    from aumann import progress
+
+    moment = threading.Condition()
+    passed = [False]
+    started: list[threading.Thread] = []
+
+    class Done:
+        """notice_if_slow's ``done`` event: its ``wait(after)`` times out when the test says the moment passed."""
+
+        def __init__(self) -> None:
+            self.flag = False
+
+        def set(self) -> None:
+            with moment:
+                self.flag = True
+                moment.notify_all()
+
+        def wait(self, timeout: float | None = None) -> bool:
+            with moment:
+                moment.wait_for(lambda: self.flag or passed[0])
+                return self.flag
+
+    def thread(*args, **kwargs) -> threading.Thread:
+        t = threading.Thread(*args, **kwargs)
+        started.append(t)
+        return t
+
+    monkeypatch.setattr(progress, "threading", SimpleNamespace(Event=Done, Thread=thread))
     path = tmp_path / "llm-cache.sqlite"
-    monkeypatch.setattr(cache_module, "WAIT_NOTICE_SECONDS", 0.05)
     with ResponseCache(path) as c:
         c.put("k", '{"post": true}', backend="openai", model="m", request={})
     ResponseCache(path, mode="replay").open().close()
-    import time
-
-    time.sleep(0.2)  # past the notice's moment: nothing comes late either
+    with moment:  # every block has ended: now each notice's moment has come
+        passed[0] = True
+        moment.notify_all()
+    for t in started:
+        t.join(timeout=60)
+    assert started and not any(t.is_alive() for t in started)  # the notices were there, and each has had its say
     assert "waiting" not in capsys.readouterr().err
 
 

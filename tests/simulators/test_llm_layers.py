@@ -189,7 +189,9 @@ def test_progress_lines_appear_when_stderr_is_not_a_terminal():
     buf = io.StringIO()
     with ProgressLines("social-llm: 1 run(s)", None, interval=0.05, stream=buf) as lines:
         lines.update("run 1/1: simulate", 1, 7)
-        time.sleep(0.3)
+        until = time.monotonic() + 60  # a line every 0.05 s: waited for, not a fixed 0.3 s a loaded machine can miss
+        while "simulate" not in buf.getvalue() and time.monotonic() < until:
+            time.sleep(0.01)
     text = buf.getvalue()
     assert "social-llm: 1 run(s): run 1/1: simulate · 1/7 stage(s)" in text and "finished" in text
 
