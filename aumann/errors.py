@@ -148,8 +148,9 @@ class ClosedFormUnavailable(IndicatorError):
 
 
 class NoLivingAgentsError(IndicatorError):
-    """An alive-aware indicator (means, variances, Gini over the living) evaluated at a step where no
-    agent is alive: its value is undefined at n_t = 0. The message names the step."""
+    """An alive-aware indicator (one that takes the alive mask: a mean, variance or Gini over the living, or a sum
+    over them) evaluated at a step where no agent is alive: aumann evaluates none over nobody (n_t = 0; a mean there
+    is 0/0). The message names the step."""
 
 
 class UndefinedIndicatorError(IndicatorError):

@@ -36,8 +36,8 @@ must then equal itself evaluated on the living rows alone: f(z, alive) = f(z[ali
 count n_t. Every built-in above is alive-aware (means, variances, Gini and products over the living),
 so ``f_values`` and φ never depend on what dead rows hold, and dead rows get φ = 0. Indicators without
 the keyword are evaluated on all N rows as before (dead rows held at the baseline). An alive-aware
-indicator at a step with nobody alive raises :class:`~aumann.errors.NoLivingAgentsError` (its value
-is undefined at n_t = 0).
+indicator at a step with nobody alive raises :class:`~aumann.errors.NoLivingAgentsError` (a mean there
+is 0/0; a sum over the living is refused there too: no alive-aware indicator is evaluated over nobody).
 
 Ties. ``gini`` sorts; at ties its gradient is the symmetric (average-rank) subgradient, so identical
 agents always get identical attributions (the sorted position of a tie never decides who gets what).
@@ -146,8 +146,8 @@ class Indicator(ABC):
         alive = np.asarray(alive, dtype=bool)
         empty = np.flatnonzero(~alive.any(axis=1))
         if empty.size:
-            raise NoLivingAgentsError(f"indicator {self.name!r} is undefined at step index {int(empty[0])}: no agent "
-                                      "is alive there (n_t = 0)")
+            raise NoLivingAgentsError(f"indicator {self.name!r} takes the alive mask, and is not evaluated at step "
+                                      f"index {int(empty[0])}: no agent is alive there (n_t = 0)")
         if self.has_linear_closed_form:  # φ_{i,d} = z_{i,d} c_d with c from the living means at n_t
             live = alive.astype(values.dtype)
             n_t = alive.sum(axis=1)
@@ -295,8 +295,8 @@ def living(g: torch.Tensor, alive: Any = None) -> tuple[torch.Tensor | None, tor
     n = mask.sum(dim=-1)
     if not bool(n.all()):
         bad = torch.nonzero(n == 0).tolist()
-        raise NoLivingAgentsError(f"no living agent at batch element {bad[0]} (of {len(bad)} such): the indicator is "
-                                  "undefined at n_t = 0")
+        raise NoLivingAgentsError(f"no living agent at batch element {bad[0]} (of {len(bad)} such): an alive-aware "
+                                  "indicator is not evaluated over nobody (n_t = 0)")
     return mask, n.to(g.dtype)
 
 
@@ -785,8 +785,8 @@ def _living_mask(ind: Indicator, ec: EvalContext, lead_and_n: tuple[int, ...], d
     empty = np.argwhere(np.atleast_1d(~a.any(axis=-1)))  # (one step of no agents at all: index 0, not no index)
     if empty.size:
         where = ", ".join(str(tuple(int(i) for i in e)) if len(e) > 1 else str(int(e[0])) for e in empty[:5])
-        raise NoLivingAgentsError(f"indicator {ind.name!r} is undefined where no agent is alive (n_t = 0): "
-                                  f"step (batch) index {where}")
+        raise NoLivingAgentsError(f"indicator {ind.name!r} takes the alive mask, and is not evaluated where no agent "
+                                  f"is alive (n_t = 0): step (batch) index {where}")
     return torch.tensor(a, device=device)  # a copy: a broadcast view is read-only
 
 

@@ -199,11 +199,13 @@ class Problem:
             if empty.size:
                 labels = [panel.steps[t].item() if hasattr(panel.steps[t], "item") else panel.steps[t]
                           for t in empty[:5]]
+                # (true of a sum over the living as of a mean: the mask is what they share, not the averaging)
                 raise NoLivingAgentsError(
-                    f"indicator {f.name!r} averages over the living, but no agent is alive at step "
-                    f"{labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): its value is "
-                    "undefined at n_t = 0; drop those steps (panel.select_steps) or use an indicator without "
-                    "the alive keyword")
+                    f"indicator {f.name!r} takes the alive mask (it reads the living agents only), but no agent is "
+                    f"alive at step {labels[0]!r} (index {int(empty[0])}; {empty.size} such step(s): {labels}): an "
+                    "alive-aware indicator is not evaluated over nobody (n_t = 0; a mean or share there is 0/0), so "
+                    "such a step has no attribution; drop those steps (panel.select_steps) or use an indicator "
+                    "without the alive keyword")
         applied = absent if (label in ("pre-event", "previous") and panel.alive is not None
                              and not panel.alive.all()) else None
         return cls(f=f, panel=panel, x=x, baseline=base, baseline_label=label, per_feature=per_feature,

@@ -281,6 +281,23 @@ def test_linear_combination_mixes_aware_and_unaware_terms():
 
 
 # ---------------------------------------------------------------- nobody alive
+def test_nobody_alive_is_said_truly_of_an_indicator_that_sums_over_the_living():
+    """The message said "averages over the living" of every alive-aware indicator, a sum over the living too."""
+    from aumann.attribution.indicators import FunctionIndicator
+
+    def total(z, alive=None):
+        g = z[..., 0]
+        return torch.where(torch.as_tensor(alive, dtype=torch.bool), g, 0.0).sum(-1) if alive is not None \
+            else g.sum(-1)
+
+    alive = np.ones((3, 4), bool)
+    alive[1] = False
+    panel = Panel(np.ones((3, 4, 1)), features=["x"], alive=alive, steps=[5, 6, 7])
+    with pytest.raises(NoLivingAgentsError, match=r"'total' takes the alive mask .* step 6 \(index 1") as info:
+        attribute(FunctionIndicator(total, name="total"), panel)
+    assert "averag" not in str(info.value) and "n_t = 0" in str(info.value)
+
+
 def test_a_step_with_nobody_alive_raises_naming_the_step():
     z, alive = panel_with_dead(10)
     alive[2] = False
