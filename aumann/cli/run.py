@@ -80,8 +80,9 @@ def register(subparsers: Any) -> None:
                    help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
-                        "--set agents=200); values are TOML literals or plain strings; an integer key takes plain "
-                        "decimal digits (1_000 too), not \"1000\", 1e3, 1.5 or 0x10")
+                        "--set agents=200); values are TOML literals or plain strings; an integer key takes an "
+                        "integer as the integer flags do: decimal digits (1_000 too) or float notation that writes "
+                        "one exactly (1e3), not \"1000\", 1.5 or 0x10")
     p.add_argument("--agents", type=integer(*SIZE_BOUNDS["agents"]), default=None,
                    help="number of agents N (shortcut for --set agents=N)")
     p.add_argument("--steps", type=integer(*SIZE_BOUNDS["steps"]), default=None,

@@ -11,7 +11,7 @@ and they are found through :mod:`importlib.resources`, never by climbing the sou
 * :func:`parse_assignment` / :func:`apply_assignments` — ``--set key=value`` overrides
   (``study.permutations=200`` for a key in a table; values parse as TOML literals, else strings);
 * :class:`ConfigModel` — the base of every pydantic config model: unknown keys, NaN/±inf, booleans
-  given for numbers and strings or floats given for integers (``"1000"``, ``1e3``) are refused with a
+  given for numbers and strings or floats given for integers (``"1000"``, ``1.5``; ``1e3`` in a file) are refused with a
   :class:`~aumann.errors.ConfigError` (never pydantic's ``ValidationError``) whose one-line message names
   every offending key; :func:`validation_message` formats a pydantic error that way.
 """
@@ -94,6 +94,36 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 #: a plain decimal integer as ``--set`` takes it for an int key: digits, a sign, underscores between digits (TOML's
 #: and Python's ``1_000``)
 _DECIMAL = re.compile(r"[+-]?\d+(_\d+)*")
+#: past this magnitude a ``--set`` float is no integer an int key could take (every one is bounded by an int64;
+#: the integer flags' rule, :func:`aumann.cli.args.exact_integer`)
+_EXACT_LIMIT = 2**64
+
+
+class SetInteger(float):
+    """A ``--set`` value in float notation that writes an exact integer (``1e3``, ``1000.0``,
+    ``9.007199254740993e15``): an int key takes it as that integer (:attr:`exact`, every digit of the text kept), as
+    the integer flags take ``--permutations 1e3``; a float key takes it as the float TOML reads."""
+
+    exact: int
+
+    def __new__(cls, value: float, exact: int | None = None) -> SetInteger:
+        obj = super().__new__(cls, value)
+        obj.exact = int(value) if exact is None else exact  # (a copy: its __dict__ puts the exact one back)
+        return obj
+
+
+def _exact_integer(raw: str) -> int | None:
+    """The integer the float literal ``raw`` writes, every digit kept, or ``None`` (not an integer, not finite, or
+    past :data:`_EXACT_LIMIT`)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        d = Decimal(raw.replace("_", ""))
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or abs(d) > _EXACT_LIMIT or d != d.to_integral_value():
+        return None
+    return int(d)
 
 
 def parse_assignment(text: str) -> dict[str, Any]:
@@ -101,8 +131,10 @@ def parse_assignment(text: str) -> dict[str, Any]:
 
     The value is read as a TOML literal (``200``, ``1_000``, ``0.5``, ``true``, ``"x"``, ``[1, 2]``); anything
     that is not one is kept as a plain string (``interaction=synchronous``), and so is an integer TOML writes in
-    another base (``0x10``, ``0o17``, ``0b1``): an int key takes plain decimal integers only (the models refuse
-    ``"1000"``, ``1e3``, ``1.5``, ``true`` and a string for it, naming the key, the value and the type).
+    another base (``0x10``, ``0o17``, ``0b1``). An int key takes decimal integers, and float notation that writes an
+    exact integer (``1e3``, ``1000.0``: a :class:`SetInteger`), as the integer flags do (``--permutations 1e3``);
+    the models refuse ``"1000"``, ``1.5``, ``true``, ``0x10`` and a string for it, naming the key, the value and the
+    type.
 
     Raises:
         ConfigError: no ``=``, or an empty key or key part.
@@ -124,6 +156,8 @@ def parse_assignment(text: str) -> dict[str, Any]:
         value = raw
     if type(value) is int and not _DECIMAL.fullmatch(raw):  # 0x10, 0o17, 0b1: a plain string (a name, never
         value = raw  # an int: an int key refuses it, naming it, where TOML read it as 16, 15, 1)
+    elif type(value) is float and (exact := _exact_integer(raw)) is not None:  # 1e3: 1000 to an int key, as the
+        value = SetInteger(value, exact)  # integer flags read it (a float key: the float)
     out: dict[str, Any] = {}
     node = out
     for p in parts[:-1]:
@@ -228,6 +262,8 @@ class ConfigModel(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and _bool_for_number(v, field.annotation):
             raise ValueError("expected a number, not a boolean")
+        if isinstance(v, SetInteger):  # --set's 1e3: the integer it writes to an int key, the float to any other
+            return v.exact if field is not None and _int_only(field.annotation) else float(v)
         bad = None if field is None else _not_int_for_int(v, field.annotation)
         if bad is not None:  # pydantic's lax mode read "1000" and 1e3 as 1000: a typo'd or quoted number went through
             what = "a string" if isinstance(bad, str) else "a float"

@@ -482,8 +482,9 @@ class Scenario:
                 ``network``) is read from that file's folder (the packaged defaults': the package's), not from
                 the current directory; an absolute one as it is; one given by ``--set`` from the current directory.
             assignments: ``KEY=VALUE`` strings (``--set``), dotted keys for tables
-                (``study.permutations=200``); values are TOML literals or plain strings (an integer key takes plain
-                decimal integers only: :func:`aumann.configs.parse_assignment`).
+                (``study.permutations=200``); values are TOML literals or plain strings (an integer key takes
+                decimal integers, and float notation that writes an exact integer, ``1e3``, as the integer flags
+                do: :func:`aumann.configs.parse_assignment`).
             **overrides: top-level fields (``agents=6``) or ``study={...}``; ``None`` values are ignored.
 
         Raises:
