@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,23 @@ class _Account:
         if backend is not None:
             backend.usage.merge(self.prior)
         self.total = None
+
+    def forget_runs(self, runs: Iterable[int]) -> None:
+        """Take the run counts of ``runs`` (decisions, abstentions, ... :data:`RUN_COUNTS`) out of the account and
+        the ledger: runs of another config that the study removes from the folder (their decisions counted in this
+        folder's ``llm_usage`` and ``llm_reliability`` beside this config's runs; a 1-run study reported the 120
+        decisions of an earlier 3-run one). What they spent -- requests, tokens, cost -- stays: it was spent here."""
+        from aumann.simulators.llm.usage import RUN_COUNTS
+
+        for r in runs:
+            counts = self.runs.pop(r, None)
+            if counts is None:
+                continue
+            for account in (self.prior, getattr(self.backend, "usage", None)):
+                if account is not None:
+                    account.merge(counts, sign=-1)
+                    for k in RUN_COUNTS:  # never below 0 (a ledger edited by hand)
+                        setattr(account, k, max(0, getattr(account, k)))
 
     def describe(self) -> dict[str, Any]:
         if self.backend is None:

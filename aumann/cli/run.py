@@ -216,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(sc, config, out, backend, label, executor, args, console)
     found = RunDir(out).finished_records()
+    other: list[Any] = []  # the runs of another config here, which the study removes
     if found:  # what is true: runs of this config are read back; records of another config are not, and go
         digest = config_digest(sc, config, label)
         same = RunDir(out).same_config_runs(config.runs, digest)
@@ -246,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
                        extra={OUTPUTS_COMPLETE: True, **extra})
 
     with record_usage(out, backend, write_manifest=stopped_manifest) as account:
+        account.forget_runs(s.run for s in other)  # their decisions are not this config's (what they spent stays)
         columns = [UsageColumn(backend)] if backend is not None else []
         name = terminal_text(sc.name)  # a scenario's name from a user registry entry: shown, not obeyed
         lines = ProgressLines(f"{name}: {config.runs} run(s)", backend)

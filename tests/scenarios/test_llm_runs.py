@@ -234,6 +234,19 @@ def test_offline_runs_report_decisions_and_zero_calls(tmp_path):
     assert u["fork_decisions"] > 0
 
 
+def test_a_rerun_with_another_config_counts_only_its_own_runs_decisions(tmp_path):
+    """The runs of another config that a re-run removes took their decisions with them only from the folder: a 1-run
+    study with another seed into a 3-run study's folder reported 120 decisions (three runs') in llm_usage."""
+    out = tmp_path / "off"
+    assert _invoke("econagent", "--config", str(_cfg(tmp_path)), "--runs", "3", "--out", str(out), "--no-plots",
+                   "--no-ablations") == 0
+    assert json.loads((out / "manifest.json").read_text())["llm_usage"]["decisions"] == 3 * (8 * 4 + 8)
+    assert _invoke("econagent", "--config", str(_cfg(tmp_path)), "--seed", "4", "--out", str(out), "--no-plots",
+                   "--no-ablations") == 0
+    assert json.loads((out / "manifest.json").read_text())["llm_usage"]["decisions"] == 8 * 4 + 8
+    assert list(json.loads((out / "llm-usage.json").read_text())["run_counts"]) == ["0"]
+
+
 def test_ray_missing_is_a_clear_typed_error(monkeypatch):
     import sys
 
