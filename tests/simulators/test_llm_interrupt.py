@@ -44,7 +44,8 @@ def test_an_interrupt_while_decisions_time_out_stops_sending_and_retrying():
             timer.cancel()
         calls = srv.calls
     # one attempt in flight when the interrupt came (0.5 s timeout): nothing queued is sent, nothing is retried
-    assert elapsed < 2.0, elapsed
+    # (retrying would take 0.5 + 1 + 2 + 4 s; 5 s leaves a loaded machine room to end the attempt in flight)
+    assert elapsed < 5.0, elapsed
     assert calls <= 2, calls
 
 
