@@ -153,8 +153,8 @@ def other_config_text(stale: list[OtherConfigRun]) -> str:
     shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, …, {names[-1]}"
     digests = sorted({s.digest for s in stale})
     return (f"{len(stale)} run(s) of another config (digest {', '.join(digests)}: {shown}) are removed with their "
-            "arrays, panels, attributions and timings, so the folder never holds runs of two configs (pass another "
-            "--out to keep them)")
+            "arrays, panels, attributions and timings, so the folder never holds runs of two configs (another --out "
+            "keeps each config's runs)")
 
 
 @dataclass(frozen=True)
@@ -251,10 +251,11 @@ class RunDir:
             if isinstance(rec.get("arrays_sha256"), str):
                 recorded[arrays] = rec["arrays_sha256"]
             listed = rec.get("files_sha256") if isinstance(rec.get("files_sha256"), dict) else {}
-            own = (f"{PANELS}/", f"{ATTRIBUTIONS}/{_name(index)}-")  # (a listed name elsewhere is not removed)
-            recorded.update({str(k): str(v) for k, v in listed.items()
-                             if isinstance(k, str) and k.startswith(own) and k.endswith(".npz") and "/" not in
-                             k.split("/", 1)[1]})
+            panel = self.panel(index).relative_to(self.root).as_posix()
+            own = f"{ATTRIBUTIONS}/{_name(index)}-"  # (a listed name of another run, or elsewhere, is not removed)
+            recorded.update({k: str(v) for k, v in listed.items()
+                             if isinstance(k, str) and (k == panel or (k.startswith(own) and k.endswith(".npz")
+                                                                       and "/" not in k[len(ATTRIBUTIONS) + 1:]))})
             timing = self.timing(index)
             names = [rel, arrays, *sorted(n for n in recorded if n not in (rel, arrays))]
             if timing.is_file() or timing.is_symlink():

@@ -89,6 +89,23 @@ def test_runs_of_the_same_config_past_this_ones_runs_are_kept(finished, tmp_path
     assert res.resumed == 1 and (out / "runs" / "run-001.json").is_file() and (out / "panels" / "run-001.npz").is_file()
 
 
+def test_a_run_of_another_config_removes_only_its_own_files(finished, tmp_path):
+    """A record of another config that lists a file of another run (run 0's panel, in run 1's files_sha256, sealed
+    with a fixed-up checksum) takes only its own files with it: run 0 of this config is resumed, its panel kept."""
+    from aumann.studies.rundir import seal
+
+    out = _copy(finished, tmp_path)
+    rec = json.loads((out / "runs" / "run-001.json").read_text())
+    panel0 = json.loads((out / "runs" / "run-000.json").read_text())["files_sha256"]["panels/run-000.npz"]
+    rec.update(digest="0" * 16, files_sha256={**rec["files_sha256"], "panels/run-000.npz": panel0})
+    (out / "runs" / "run-001.json").write_text(json.dumps(seal(rec)))
+    sc, cfg = tiny_config("social-llm", agents=6, steps=4, runs=1, study={**STUDY, "resimulation_reference": True})
+    res = run_study(sc, cfg, out_dir=out)
+    assert res.resumed == 1 and (out / "panels" / "run-000.npz").is_file()
+    assert _files(out, "runs") == ["runs/run-000.json", "runs/run-000.npz"] and _files(out, "panels") == [
+        "panels/run-000.npz"]
+
+
 def test_a_changed_file_of_the_earlier_configs_run_is_refused_and_nothing_is_removed(finished, tmp_path):
     out = _copy(finished, tmp_path)
     (out / "panels" / "run-001.npz").write_bytes(b"edited since")  # not the file run 1's record vouches for
