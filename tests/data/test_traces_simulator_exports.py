@@ -315,6 +315,46 @@ def test_netlogo_behaviorspace_table(tmp_path):
     assert r.report.records == 6 + len(df)
 
 
+@pytest.mark.parametrize("reporter", ["count sheep", "count sheep / count wolves"])
+def test_netlogo_behaviorspace_header_line(tmp_path, reporter):
+    """With ``[csv] header_line = 7`` the six lines before the header are not read: the table is pandas'
+    ``read_csv(skiprows=6)`` exactly, nothing skipped, and a bad row below the header is still refused by its line
+    (``--skip-bad`` was the only way to read such a file, and it skipped bad rows too without a word)."""
+    from aumann.errors import TraceRecordError, TraceSpecError
+
+    f = _behaviorspace(tmp_path, reporter)
+    spec = {"format": "table", "agent": {"field": "[run number]"}, "step": {"field": "[step]"},
+            "csv": {"header_line": 7},
+            "features": [{"kind": "last", "name": "sheep", "field": reporter.replace("/", "\\/")},
+                         {"kind": "sum", "name": "energy", "field": "mean [energy] of sheep"}]}
+    r = read_trace(f, spec)
+    df = pd.read_csv(f, skiprows=6)
+    assert list(r.panel.features) == ["sheep", "energy"]
+    for k, col in enumerate([reporter, "mean [energy] of sheep"]):
+        ref = df.pivot(index="[step]", columns="[run number]", values=col)
+        np.testing.assert_array_equal(r.panel.values[:, :, k], ref.to_numpy())
+    assert list(r.panel.agent_ids) == [1, 2] and list(r.panel.steps) == [0, 1, 2, 3]
+    assert r.report.skipped == {} and r.report.records == len(df) == 8
+    # a bad row below the header: refused by its line (6 preamble lines, the header, 8 rows: line 16)
+    with open(f, "ab") as fh:
+        fh.write(b'"1","50","true","x","1","2"\r\n')
+    with pytest.raises(TraceRecordError, match=r"experiment-table\.csv line 16: step field '\[step\]' is not an "
+                                               "integer step"):
+        read_trace(f, spec)
+    r2 = read_trace(f, dict(spec, on_bad="skip"))
+    assert r2.report.skipped == {"step field '[step]' is not an integer step": 1}
+    np.testing.assert_array_equal(r2.panel.values, r.panel.values)
+    # a header_line that misses the header says which line holds it
+    with pytest.raises(TraceSchemaError, match=r"header_line = 6, but line 6 of .* does not hold the spec's columns "
+                                               r".*\(line 7 holds them: header_line = 7\)"):
+        read_trace(f, dict(spec, csv={"header_line": 6}))
+    # a table that is not CSV has no header line
+    pq_file = tmp_path / "t.parquet"
+    df.to_parquet(pq_file)
+    with pytest.raises(TraceSpecError, match=r"\[csv\] header_line applies to CSV tables"):
+        read_trace(pq_file, spec)
+
+
 @pytest.mark.parametrize("preamble", [True, False])
 def test_column_name_with_a_slash(tmp_path, preamble):
     """A BehaviorSpace reporter such as 'count sheep / count wolves' is a column name holding '/', which a field path

@@ -104,8 +104,9 @@ class _CsvLines:
     #: records searched for the header (DuckDB's sniffer looks no further than its sample either)
     HEADER_SEARCH = HEADER_SEARCH
 
-    def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0) -> None:
+    def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0, declared: bool = False) -> None:
         self.src, self.dialect, self.skip = src, dialect, skip  # skip: the lines before the header the scan skips
+        self.declared = declared  # the spec's [csv] header_line: the lines before it are no records, nor bad ones
         self.header: list[str] | None = None  # the column names DuckDB read
         self._head: dict[str, tuple[int, list[int]]] = {}  # file → (header record index, preamble lines)
         self._params: dict[str, tuple[str, str | None, str | None]] = {}
@@ -173,7 +174,12 @@ class _CsvLines:
 
         if f not in self._head:
             head: tuple[int, list[int]] = (0, [])
-            if self.header:
+            if self.declared:  # the header is the record on the spec's header_line; the lines before it are not read
+                try:
+                    head = (next(i for i, (line, _, _) in enumerate(self._records(f)) if line > self.skip), [])
+                except (csv.Error, StopIteration):
+                    pass
+            elif self.header:
                 want = [str(c).strip() for c in self.header]
                 before: list[int] = []
                 # one sniff for all the files of the table (not one per shard): the files share a header

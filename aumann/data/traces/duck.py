@@ -299,10 +299,10 @@ def without_bom(files: list[Path], tmp: Path) -> tuple[list[Path], dict[str, str
 HEADER_SEARCH = 2048
 
 
-def header_fields(f: Path, tops: set[str]) -> tuple[int | None, list[str]]:
+def header_fields(f: Path, tops: set[str], at: int | None = None) -> tuple[int | None, list[str]]:
     """(index (0-based), fields) of the first line among the first :data:`HEADER_SEARCH` of CSV file ``f`` that holds
     every column in ``tops`` (with a comma, tab, semicolon or bar between fields); ``(None, [])`` when there is
-    none."""
+    none. ``at``: look at the line of that index only."""
     import csv
     import io
 
@@ -310,8 +310,10 @@ def header_fields(f: Path, tops: set[str]) -> tuple[int | None, list[str]]:
         with _opens(f) as fh:
             text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
             for i, line in enumerate(text):
-                if i >= HEADER_SEARCH:
+                if (i >= HEADER_SEARCH if at is None else i > at):
                     break
+                if at is not None and i != at:
+                    continue
                 for delim in (",", "\t", ";", "|"):
                     try:
                         fields = [c.strip().strip('"').lstrip("\ufeff") for c in next(csv.reader([line],

@@ -269,6 +269,18 @@ class AliveSpec(_Model):
     inactive_after: int | None = Field(default=None, ge=1)
 
 
+class CsvSpec(_Model):
+    """``[csv]``: how a CSV table is laid out where DuckDB's sniffer cannot tell.
+
+    ``header_line``: the line of each CSV file (1-based) that holds the header; the lines before it are not read at
+    all (a NetLogo BehaviorSpace "table" output has six lines before its header: ``header_line = 7``), and a bad row
+    below it is still refused (or, with ``on_bad = "skip"``, skipped and counted). Default: the sniffer finds the
+    header, and lines before it are bad records.
+    """
+
+    header_line: int | None = Field(default=None, ge=1)
+
+
 class TraceSpec(_Model):
     """How an event log becomes a panel (see the module docstring; defaults per format in ``configs/traces``)."""
 
@@ -280,6 +292,7 @@ class TraceSpec(_Model):
     action: ActionSpec | None = None
     features: list[FeatureSpec] = Field(default_factory=lambda: [FeatureSpec(kind="count_each")])
     alive: AliveSpec = Field(default_factory=AliveSpec)
+    csv: CsvSpec = Field(default_factory=CsvSpec)
     on_bad: Literal["error", "skip"] = "error"
     dtype: Literal["float64", "float32"] = "float64"
     batch_size: int = Field(default=65536, ge=1, le=2**22)
@@ -354,5 +367,5 @@ def default_spec(fmt: str) -> TraceSpec:
     return load_spec(configs.path(f"traces/{fmt}.toml"))
 
 
-__all__ = ["FORMATS", "ActionSpec", "AgentSpec", "AliveSpec", "EdgesSpec", "FeatureSpec", "StepSpec", "TraceSpec",
-           "default_spec", "load_spec", "parse_duration"]
+__all__ = ["FORMATS", "ActionSpec", "AgentSpec", "AliveSpec", "CsvSpec", "EdgesSpec", "FeatureSpec", "StepSpec",
+           "TraceSpec", "default_spec", "load_spec", "parse_duration"]

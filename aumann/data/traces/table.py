@@ -21,6 +21,7 @@ from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.csvlines import _CsvLines, _header_below, _LineNames, _preamble_lines, _rejected_lines
 from aumann.data.traces.duck import (
     FILE_COLUMN,
+    HEADER_SEARCH,
     _kind,
     arrow_reader,
     check_gzip,
@@ -89,9 +90,14 @@ class TableReader(TraceReader):
         kind = _kind(files[0])
         con = connect()
         try:
-            dialect = csv_dialect(con, files) if kind == "csv" else {}
-            src = scan_sql(files, lenient=True, dialect=dialect)
-            lines = _CsvLines(src, dialect) if kind == "csv" else None
+            declared = spec.csv.header_line
+            if declared is not None and kind != "csv":
+                raise TraceSpecError(f"[csv] header_line applies to CSV tables; {str(self.path)!r} is {kind}")
+            # the spec's [csv] header_line: the lines before it are not read (a NetLogo BehaviorSpace table's six)
+            first = declared - 1 if declared is not None else 0
+            dialect = csv_dialect(con, files, skip=first) if kind == "csv" else {}
+            src = scan_sql(files, lenient=True, dialect=dialect, skip=first)
+            lines = _CsvLines(src, dialect, first, declared=declared is not None) if kind == "csv" else None
             want = {"agent": spec.agent.field, "step": spec.step.field}
             if spec.action is not None:
                 want["action"] = spec.action.field
@@ -151,7 +157,12 @@ class TableReader(TraceReader):
                 json_tops = set(tops)
             missing = sorted({p for p in want.values() if split_path(p)[0] not in cols})
             hint = ""
-            if missing and kind == "csv":
+            if kind == "csv" and declared is not None:
+                # every file's header on the declared line (shards of one table share it); else say where it is
+                wrong = _declared_header(files, names, want, declared)
+                if wrong:
+                    raise TraceSchemaError(wrong)
+            elif missing and kind == "csv":
                 # a line of one field before the header is taken by DuckDB's sniffer for the header itself (lines
                 # of several fields it skips): read from the header on, and the lines before it are refused or
                 # skipped and counted like any other line before a header (_preamble_lines)
@@ -337,6 +348,21 @@ def _slash_hint(missing: list[str], columns: list[str]) -> str:
     return (f" (a field path splits at '/' into nested keys, so {whole} name(s) a key inside a column, not the "
             f"column of that name: write a '/' inside a name as '\\/', in the spec field = '{escaped}', a TOML "
             "literal string in single quotes)")
+
+
+def _declared_header(files: list[Path], names: dict[str, str], want: dict[str, str], line: int) -> str:
+    """The schema error's text when a CSV file's line ``line`` (the spec's ``[csv] header_line``) does not hold the
+    spec's columns, saying where they are; '' when every file's does."""
+    whole = {split_path(p)[0] for p in want.values()}
+    for f in files:
+        if header_fields(f, whole, at=line - 1)[0] is not None:
+            continue
+        at = header_fields(f, whole)[0]
+        where = (f"line {at + 1} holds them: header_line = {at + 1}" if at is not None else
+                 f"none of its first {HEADER_SEARCH} lines holds them")
+        return (f"[csv] header_line = {line}, but line {line} of {names.get(str(f), str(f))!r} does not hold the "
+                f"spec's columns {sorted(whole)} ({where})")
+    return ""
 
 
 def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
