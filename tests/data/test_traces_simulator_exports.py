@@ -438,3 +438,66 @@ def test_json_edge_endpoints_as_written(tmp_path, a, b):
     ia, ib = list(r.panel.agent_ids).index(a), list(r.panel.agent_ids).index(b)
     np.testing.assert_array_equal(r.panel.values[:, ia, 1], r.panel.values[:, ib, 0])  # a sees b's acts: 1, 1
     assert r.panel.values[:, ia, 1].tolist() == [1.0, 1.0] and r.panel.meta["edges"]["seen"]["used"] == 1
+
+
+# ---------------------------------------------------------------- European CSV (decimal comma), Latin-1 text
+def _european(tmp_path):
+    """Events as pandas (or a spreadsheet in a European locale) writes them: ';' between fields, a decimal comma."""
+    df = pd.DataFrame({"agent": [1, 2, 1, 2], "tick": [0, 0, 1, 1], "amount": [1.5, 2.25, 3.0, -0.125]})
+    f = tmp_path / "eu.csv"
+    df.to_csv(f, sep=";", decimal=",", index=False)
+    assert "1,5" in f.read_text()
+    return f, df
+
+
+def test_decimal_comma_named_and_read_with_decimal_separator(tmp_path):
+    """A decimal comma (``1,5``) was "not a finite number" without a word on why: the error says it looks like a
+    decimal comma and names ``[csv] decimal_separator = ','``, which reads the table as pandas'
+    ``read_csv(sep=';', decimal=',')`` does."""
+    from aumann.errors import TraceRecordError, TraceSpecError
+
+    f, df = _european(tmp_path)
+    spec = _spec(features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+    with pytest.raises(TraceRecordError, match=r"eu\.csv line 2: field 'amount' is not a finite number: it looks like "
+                                               r"a number with a decimal comma \(1,5\); a CSV table reads such numbers "
+                                               r"with \[csv\] decimal_separator = ','"):
+        read_trace(f, spec)
+    r = read_trace(f, dict(spec, csv={"decimal_separator": ","}))
+    ref = pd.read_csv(f, sep=";", decimal=",").pivot(index="tick", columns="agent", values="amount")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.to_numpy())
+    np.testing.assert_array_equal(ref.to_numpy(), df.pivot(index="tick", columns="agent", values="amount").to_numpy())
+    # a column DuckDB reads as text (a word in it): its 1,5 is 1.5 too, the word refused
+    f.write_text(f.read_text().replace("-0,125", "many"))
+    r2 = read_trace(f, dict(spec, csv={"decimal_separator": ","}, on_bad="skip"))
+    assert r2.report.skipped == {"field 'amount' is not a finite number": 1}
+    np.testing.assert_array_equal(r2.panel.values[:, :, 0], [[1.5, 2.25], [3.0, 0.0]])
+    with pytest.raises(TraceSpecError, match=r"\[csv\] decimal_separator applies to CSV tables"):
+        df.to_parquet(tmp_path / "eu.parquet")
+        read_trace(tmp_path / "eu.parquet", dict(spec, csv={"decimal_separator": ","}))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_latin1_named_as_not_utf8(tmp_path, fmt):
+    """A Latin-1 line (``José`` as the byte 0xE9) was "not a JSON object holding any of the spec's fields" in a JSON
+    lines table, and a CSV line that "does not split into the header's columns": both now say it is not UTF-8 text,
+    at which byte of the file, and how to convert it; skipped, counted under that reason."""
+    from aumann.errors import TraceRecordError
+
+    rows = [{"agent": 1, "tick": 0, "amount": 1.5, "who": "b"}, {"agent": 2, "tick": 0, "amount": 2.0, "who": "José"}]
+    f = tmp_path / f"latin1.{fmt}"
+    if fmt == "jsonl":
+        f.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("latin-1"))
+        where = {}
+    else:
+        pd.DataFrame(rows).to_csv(f, index=False, encoding="latin-1")
+        where = {"who": ["b", "José"]}  # DuckDB's CSV reader checks the encoding of the columns it reads
+    byte = f.read_bytes().index(b"\xe9")
+    spec = _spec(where=where, features=[{"kind": "sum", "name": "amount", "field": "amount"}])
+    with pytest.raises(TraceRecordError, match=rf"latin1\.{fmt} (row 2|line 3): not UTF-8 text \(invalid UTF-8 at byte "
+                                               rf"{byte} of the file; a Latin-1 or Windows-1252 file\? .*iconv -f "
+                                               "latin1 -t utf-8"):
+        read_trace(f, spec)
+    r = read_trace(f, dict(spec, on_bad="skip"))
+    assert list(r.report.skipped) == [next(iter(r.report.skipped))] and r.report.n_skipped == 1
+    assert next(iter(r.report.skipped)).startswith("not UTF-8 text (a Latin-1 or Windows-1252 file?")
+    assert r.panel.values[:, :, 0].tolist() == [[1.5]]

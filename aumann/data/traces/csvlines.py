@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from aumann.data.traces.duck import HEADER_SEARCH, _opens, connect, header_fields, sniff_sql
+from aumann.data.traces.encoding import NOT_UTF8, line_invalid_at, not_utf8
 from aumann.data.traces.events import Validator
 from aumann.errors import TraceRecordError
 
 #: why DuckDB left a CSV line out (``reject_errors.error_type``), as the report names it
 _REJECTED = {"UNQUOTED VALUE": "a CSV line with an unterminated quote (or text after a closing quote)",
-             "CAST": "a CSV value that does not read as its column's detected type"}
+             "CAST": "a CSV value that does not read as its column's detected type",
+             "INVALID ENCODING": NOT_UTF8}
 _SPLIT = "a CSV line that does not split into the header's columns"
 
 
@@ -81,7 +83,10 @@ def _rejected_lines(con: Any, validator: Validator, names: dict[str, str], lines
     found = [(f, lines.physical(f, line), why) for f, line, why in rows]
     if validator.spec.on_bad == "error":
         f, line, why = found[0]
-        raise TraceRecordError(f"{names.get(f, f)} line {line}: {_REJECTED.get(why, _SPLIT)} ({why.lower()}; "
+        said = _REJECTED.get(why, _SPLIT)
+        if why == "INVALID ENCODING":  # the byte where the line stops being UTF-8
+            said = not_utf8(line_invalid_at(Path(names.get(f, f)), line))
+        raise TraceRecordError(f"{names.get(f, f)} line {line}: {said} ({why.lower()}; "
                                f"{len(rows)} such line(s) in all; on_bad = 'skip' in the spec skips and counts such "
                                "records)")
     validator.tally.records += len(rows)
@@ -104,7 +109,9 @@ class _CsvLines:
     #: records searched for the header (DuckDB's sniffer looks no further than its sample either)
     HEADER_SEARCH = HEADER_SEARCH
 
-    def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0, declared: bool = False) -> None:
+    def __init__(self, src: str, dialect: dict[str, Any], skip: int = 0, declared: bool = False,
+                 decimal: str = ".") -> None:
+        self.decimal = decimal  # the spec's [csv] decimal_separator, which the sniffer is given too
         self.src, self.dialect, self.skip = src, dialect, skip  # skip: the lines before the header the scan skips
         self.declared = declared  # the spec's [csv] header_line: the lines before it are no records, nor bad ones
         self.header: list[str] | None = None  # the column names DuckDB read
@@ -142,7 +149,7 @@ class _CsvLines:
                 con = connect()
                 try:
                     delim, quote, escape = con.execute(f"SELECT Delimiter, Quote, Escape FROM "
-                                                       f"{sniff_sql(f, self.skip)}").fetchone()
+                                                       f"{sniff_sql(f, self.skip, self.decimal)}").fetchone()
                 finally:
                     con.close()
             quote = None if quote in ("", "(empty)") else quote

@@ -364,13 +364,20 @@ def _holds(files: Sequence[Path], byte: bytes, chunk: int = 1 << 22) -> bool:
     return False
 
 
-def sniff_sql(f: Path | str, skip: int = 0) -> str:
+def _decimal_sql(decimal: str) -> str:
+    """DuckDB's CSV option for the spec's ``[csv] decimal_separator`` ('' for the default, a point)."""
+    return "" if decimal == "." else f", decimal_separator = {lit(decimal)}"
+
+
+def sniff_sql(f: Path | str, skip: int = 0, decimal: str = ".") -> str:
     """DuckDB's CSV sniffer on ``f`` as the lenient scan sniffs (``store_rejects`` tolerates bad lines), from
-    line ``skip + 1`` on (``skip``: the lines before a header the sniffer cannot find itself)."""
-    return f"sniff_csv({file_lit(f)}, header = true, store_rejects = true" + (f", skip = {int(skip)})" if skip else ")")
+    line ``skip + 1`` on (``skip``: the lines before a header the sniffer cannot find itself); ``decimal``: the
+    decimal separator of the file's numbers (the spec's ``[csv] decimal_separator``)."""
+    return (f"sniff_csv({file_lit(f)}, header = true, store_rejects = true" + (f", skip = {int(skip)}" if skip else "")
+            + _decimal_sql(decimal) + ")")
 
 
-def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any]:
+def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0, decimal: str = ".") -> dict[str, Any]:
     """How to read CSV ``files``: ``{}`` (DuckDB's sniffer decides), or, where the sniffer chose no quote
     character although a ``"`` is in the files, the sniffed delimiter and columns with ``"`` as the quote: an
     unterminated quote (on the last line, say) makes the sniffer give up quoting for the whole file, and every
@@ -380,7 +387,7 @@ def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any
     import duckdb
 
     try:
-        row = con.execute(f"SELECT Delimiter, Quote, SkipRows, Columns FROM {sniff_sql(files[0], skip)}"
+        row = con.execute(f"SELECT Delimiter, Quote, SkipRows, Columns FROM {sniff_sql(files[0], skip, decimal)}"
                           ).fetchone()
     except duckdb.Error:  # the scan itself then says what is wrong
         return {}
@@ -392,7 +399,7 @@ def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0) -> dict[str, Any
 
 def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
              dialect: dict[str, Any] | None = None, text: Sequence[str] = (), skip: int = 0,
-             json_types: dict[str, str] | None = None, sample_all: bool = False) -> str:
+             json_types: dict[str, str] | None = None, sample_all: bool = False, decimal: str = ".") -> str:
     """DuckDB's table function over ``files`` (all of one kind), with the file name as column :data:`FILE_COLUMN`.
 
     ``lenient`` (the long-table reader): a JSON line DuckDB cannot parse becomes an all-NULL row in its place
@@ -404,7 +411,8 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
     read as text, not as the type the sniffer detected; ``skip``: CSV lines before the header, left unread (the
     sniffer skips such lines itself, except where the first holds one field: it takes that for the header).
     ``json_types``: JSON fields read as these DuckDB types (no detection); ``sample_all``: JSON types detected from
-    every record, not from the first 20,480 (:func:`json_full_types`)."""
+    every record, not from the first 20,480 (:func:`json_full_types`); ``decimal``: the decimal separator of a CSV
+    file's numbers (``,``: ``1,5`` is 1.5)."""
     kinds = {_kind(f) for f in files}
     if len(kinds) != 1 or "unknown" in kinds:
         raise TraceFormatError(f"a table is CSV/TSV, Parquet or JSON lines files of one kind; got "
@@ -423,7 +431,7 @@ def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequ
             extra += ", sample_size = -1"
         return (f"read_json({lst}, format = 'newline_delimited', filename = {lit(FILE_COLUMN)}, "
                 f"maximum_object_size = {int(MAX_OBJECT)}{extra})")
-    extra = ", store_rejects = true" if lenient else ""
+    extra = (", store_rejects = true" if lenient else "") + _decimal_sql(decimal)
     if dialect:
         types = {k: "VARCHAR" if k in text else v for k, v in dialect["columns"].items()}
         cols = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in types.items()) + "}"

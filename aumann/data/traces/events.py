@@ -424,6 +424,14 @@ class Validator:
         values: dict[str, np.ndarray] = {}
         for f in self.fields:
             v, vmiss, vbad = _numeric(raw.values[f])
+            if (keep & vbad).any():  # say what to do where the text is a number with a decimal comma (1,5)
+                comma = np.zeros(n, dtype=bool)
+                for i in np.flatnonzero(keep & vbad).tolist():
+                    x = raw.values[f][i]
+                    comma[i] = isinstance(x, str) and _DECIMAL_COMMA.fullmatch(x) is not None
+                keep &= self.refuse(raw, comma, f"field {f!r} is not a finite number: it looks like a number with a "
+                                    "decimal comma (1,5); a CSV table reads such numbers with [csv] decimal_separator "
+                                    "= ',' in the spec, else write them with a decimal point (1.5)")
             keep &= self.refuse(raw, keep & vbad, f"field {f!r} is not a finite number")
             values[f] = v
             self.tally.missing(f, int((keep & vmiss).sum()))
@@ -474,6 +482,8 @@ def _whole_float_ids(agent: np.ndarray, keep: np.ndarray, floats: np.ndarray | N
     return out, int((whole & keep).sum())
 
 
+#: a number written with a decimal comma (``1,5``, as a European CSV file separated by ``;`` holds it)
+_DECIMAL_COMMA = re.compile(r"\s*[-+]?[0-9]*,[0-9]+\s*")
 _TIME_TEXT = re.compile(r"\s*[+-]?\d{4,}-\d\d-\d\d")
 
 

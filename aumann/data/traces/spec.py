@@ -276,9 +276,13 @@ class CsvSpec(_Model):
     all (a NetLogo BehaviorSpace "table" output has six lines before its header: ``header_line = 7``), and a bad row
     below it is still refused (or, with ``on_bad = "skip"``, skipped and counted). Default: the sniffer finds the
     header, and lines before it are bad records.
+
+    ``decimal_separator``: ``","`` reads numbers written with a decimal comma (``1,5``, as a European CSV file
+    separated by ``;`` holds them) as numbers (DuckDB's ``decimal_separator``); default ``"."``.
     """
 
     header_line: int | None = Field(default=None, ge=1)
+    decimal_separator: Literal[".", ","] = "."
 
 
 class TraceSpec(_Model):

@@ -40,7 +40,9 @@ from aumann.data.traces.duck import (
     table_files,
     without_bom,
 )
+from aumann.data.traces.encoding import NOT_UTF8, not_utf8, undecodable_rows
 from aumann.data.traces.events import (
+    _DECIMAL_COMMA,
     EventBatch,
     RawRecords,
     Validator,
@@ -95,9 +97,13 @@ class TableReader(TraceReader):
                 raise TraceSpecError(f"[csv] header_line applies to CSV tables; {str(self.path)!r} is {kind}")
             # the spec's [csv] header_line: the lines before it are not read (a NetLogo BehaviorSpace table's six)
             first = declared - 1 if declared is not None else 0
-            dialect = csv_dialect(con, files, skip=first) if kind == "csv" else {}
-            src = scan_sql(files, lenient=True, dialect=dialect, skip=first)
-            lines = _CsvLines(src, dialect, first, declared=declared is not None) if kind == "csv" else None
+            dec = spec.csv.decimal_separator  # ',' : a CSV file's 1,5 is 1.5 (DuckDB's decimal_separator)
+            if dec != "." and kind != "csv":
+                raise TraceSpecError(f"[csv] decimal_separator applies to CSV tables; {str(self.path)!r} is {kind}")
+            dialect = csv_dialect(con, files, skip=first, decimal=dec) if kind == "csv" else {}
+            src = scan_sql(files, lenient=True, dialect=dialect, skip=first, decimal=dec)
+            lines = (_CsvLines(src, dialect, first, declared=declared is not None, decimal=dec) if kind == "csv"
+                     else None)
             want = {"agent": spec.agent.field, "step": spec.step.field}
             if spec.action is not None:
                 want["action"] = spec.action.field
@@ -174,9 +180,9 @@ class TableReader(TraceReader):
                     if at is not None:
                         hint = _slash_hint(sorted(p for p in whole if "/" in p), fields)
                 if skip:
-                    dialect = csv_dialect(con, files, skip=skip)
-                    src = scan_sql(files, lenient=True, dialect=dialect, skip=skip)
-                    lines = _CsvLines(src, dialect, skip)
+                    dialect = csv_dialect(con, files, skip=skip, decimal=dec)
+                    src = scan_sql(files, lenient=True, dialect=dialect, skip=skip, decimal=dec)
+                    lines = _CsvLines(src, dialect, skip, decimal=dec)
                     try:
                         cols = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
                     except duckdb.Error as exc:
@@ -227,7 +233,7 @@ class TableReader(TraceReader):
                     floating = floating or types.get("agent") == "VARCHAR"
                     number_ids = None if types.get("agent") in _INTEGER else False
                     src, sel, types = _decimal_integers(con, files, dialect, want, types, src, sel,
-                                                        lines.skip if lines is not None else 0)
+                                                        lines.skip if lines is not None else 0, dec)
                     if floating:
                         number_ids = _all_numbers(con, src, want["agent"])
                 rdr = arrow_reader(con.sql(f"SELECT {ident(FILE_COLUMN)}, {sel} FROM {src}"), spec.batch_size)
@@ -238,6 +244,7 @@ class TableReader(TraceReader):
             # its values are JSON text ('"a"'), decoded here into what the record holds
             decode = {k for k, t in types.items() if t == "JSON"}
             row_in_file: dict[str, int] = {}
+            utf8: dict[str, dict[int, int]] = {}  # JSON lines file → {row: its first byte that is no UTF-8}
             while True:
                 try:
                     rb = rdr.read_next_batch()
@@ -295,6 +302,8 @@ class TableReader(TraceReader):
                 raw.step = values("step", times=True)
                 raw.action = values("action", plain=True) if "action" in col else [None] * n
                 raw.values = {f: values(f"v{i}") for i, f in enumerate(validator.fields)}
+                if dec != "." and kind == "csv":  # a column read as text: its 1,5 is 1.5 too, as in one of numbers
+                    raw.values = {f: _decimal_commas(v) for f, v in raw.values.items()}
                 raw.where = {w: values(f"w{i}", plain=True) for i, w in enumerate(validator.where)}
                 if kind == "json":  # a line DuckDB could not read as an object is a row of NULLs
                     empty = np.logical_and.reduce([np.asarray(c.is_null()) for c in col.values()])
@@ -305,6 +314,19 @@ class TableReader(TraceReader):
                         bad = [(empty & np.fromiter((m is None for m in marks), dtype=bool, count=n), _NOT_AN_OBJECT)]
                         bad += [(np.fromiter((m == why for m in marks), dtype=bool, count=n), why)
                                 for why in sorted({m for m in marks if m is not None})]
+                    if bad[0][0].any():  # a line that is no UTF-8 text (a Latin-1 file): said so, naming its byte
+                        undecodable = np.zeros(n, dtype=bool)
+                        at: list[int] = []
+                        for i in np.flatnonzero(bad[0][0]).tolist():
+                            if fn[i] not in utf8:
+                                utf8[fn[i]] = undecodable_rows(Path(fn[i]))
+                            byte = utf8[fn[i]].get(loc[i])
+                            if byte is not None:
+                                undecodable[i] = True
+                                at.append(byte)
+                        if at:
+                            bad[0] = (bad[0][0] & ~undecodable, _NOT_AN_OBJECT)
+                            bad.append((undecodable, not_utf8(at[0]) if spec.on_bad == "error" else NOT_UTF8))
                     bad = [(mask, why) for mask, why in bad if mask.any()]
                     bad.sort(key=lambda mw: int(np.argmax(mw[0])))  # under on_bad = 'error', the first row is named
                     keep = np.ones(n, dtype=bool)
@@ -348,6 +370,14 @@ def _slash_hint(missing: list[str], columns: list[str]) -> str:
     return (f" (a field path splits at '/' into nested keys, so {whole} name(s) a key inside a column, not the "
             f"column of that name: write a '/' inside a name as '\\/', in the spec field = '{escaped}', a TOML "
             "literal string in single quotes)")
+
+
+def _decimal_commas(values: Any) -> Any:
+    """Numeric field ``values`` of a CSV table whose spec's ``[csv] decimal_separator`` is a comma: text that is a
+    number with a decimal comma (``1,5``, in a column DuckDB read as text) is that number's text with a point."""
+    if isinstance(values, np.ndarray):
+        return values
+    return [v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v) else v for v in values]
 
 
 def _declared_header(files: list[Path], names: dict[str, str], want: dict[str, str], line: int) -> str:
@@ -416,7 +446,8 @@ _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 
 
 def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want: dict[str, str],
-                      types: dict[str, str], src: str, sel: str, skip: int = 0) -> tuple[str, str, dict[str, str]]:
+                      types: dict[str, str], src: str, sel: str, skip: int = 0,
+                      decimal: str = ".") -> tuple[str, str, dict[str, str]]:
     """(scan, selection, types) where the step and numeric columns DuckDB detected as integers read only
     decimal integers: DuckDB's integer cast also takes ``0x10`` (16), ``0b11`` (3) and ``1_000``, so such a
     value in a column of integers became a number. The column is read as text; a value that is a decimal
@@ -441,7 +472,7 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({split_path(want[k])[0] for k in keys + wide}),
-                   skip=skip)
+                   skip=skip, decimal=decimal)
     parts = []
     for k, p in want.items():
         if k in keys:

@@ -1,0 +1,65 @@
+"""Where a text trace file is not UTF-8: the byte of a line that is no UTF-8 text, named in the words every text reader
+uses (a Latin-1 or Windows-1252 file, as spreadsheet programs and older tools save it, fails as JSON or CSV on its
+accented letters, and was reported as "not a JSON object" or as a line that "does not split into the header's
+columns", which left the user guessing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aumann.data.traces.duck import _opens
+
+#: the reason a line that is not UTF-8 text is refused (or skipped and counted)
+NOT_UTF8 = ("not UTF-8 text (a Latin-1 or Windows-1252 file? traces are read as UTF-8: convert it, e.g. iconv -f "
+            "latin1 -t utf-8 FILE > FILE.utf8)")
+
+_WHITESPACE = b" \t\r\n\f\v"
+
+
+def invalid_at(data: bytes) -> int | None:
+    """The index of the first byte of ``data`` that is no UTF-8 text, or ``None`` where all of it is."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
+
+
+def not_utf8(byte: int | None) -> str:
+    """:data:`NOT_UTF8` naming the byte (of the file, 0-based) where it stops being UTF-8, where it is known."""
+    if byte is None:
+        return NOT_UTF8
+    return NOT_UTF8.replace("not UTF-8 text (", f"not UTF-8 text (invalid UTF-8 at byte {byte:,} of the file; ", 1)
+
+
+def undecodable_rows(f: Path) -> dict[int, int]:
+    """{row: the file's byte (0-based) where the row stops being UTF-8} of the lines of JSON lines file ``f`` that are
+    no UTF-8 text, rows counted as DuckDB counts them (lines holding more than whitespace); offsets in the file's
+    (decompressed) bytes. One pass over the file, made only where some line could not be read."""
+    out: dict[int, int] = {}
+    row, pos = 0, 0
+    with _opens(f) as fh:
+        for line in fh:
+            if line.strip(_WHITESPACE):
+                row += 1
+                at = invalid_at(line)
+                if at is not None:
+                    out[row] = pos + at
+            pos += len(line)
+    return out
+
+
+def line_invalid_at(f: Path, line: int) -> int | None:
+    """The file's byte (0-based) where physical line ``line`` (1-based, lines ending at ``\\n``) of ``f`` stops being
+    UTF-8 text, or ``None`` where it is UTF-8 (or the file has no such line)."""
+    pos = 0
+    with _opens(f) as fh:
+        for i, text in enumerate(fh, start=1):
+            if i == line:
+                at = invalid_at(text)
+                return None if at is None else pos + at
+            pos += len(text)
+    return None
+
+
+__all__ = ["NOT_UTF8", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows"]
