@@ -198,9 +198,12 @@ class StepCoder:
         if not self.numeric_width:
             # a number read as a time in `unit` that lands after the year 9999 (or before the year 1) is out of
             # range, as ISO text with such a year is: an epoch in milliseconds (pandas' to_json writes them) read
-            # in seconds was a bin in the year 58270, and 4 events of an hour were 2,334 hourly steps, without a word
-            beyond = ~np.asarray(from_time, dtype=bool) & ~(missing | bad) & ((seconds >= _AFTER_9999)
-                                                                              | (seconds < _BEFORE_1))
+            # in seconds was a bin in the year 58270, and 4 events of an hour were 2,334 hourly steps, without a word.
+            # So is a time DuckDB or Arrow hands over typed (a CSV or JSON lines text 12024-01-01T00:00:00Z, which
+            # DuckDB's detection types as a timestamp; a Parquet timestamp): the span and OASIS readers, which parse
+            # the same text themselves, refused it, and the table reader binned it (its step label, 12024-...,
+            # being text that every reader refuses)
+            beyond = ~(missing | bad) & ((seconds >= _AFTER_9999) | (seconds < _BEFORE_1))
             if beyond.any():
                 time_far = time_far | beyond
                 bad = bad | beyond
