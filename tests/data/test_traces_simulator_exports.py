@@ -278,6 +278,40 @@ def test_boolean_words_in_where_as_written(tmp_path, fmt):
         assert r.panel.values.sum() == 4.0 and r.report.filtered == {"flag not in where": 1}
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_parquet_duration_edge_since_scaled_as_the_step(tmp_path, unit):
+    """An edge file's ``since`` that pandas wrote as a timedelta (a Parquet duration) is the time the event table's
+    duration step is: it was DuckDB's raw count of the file's unit, so an edge from 1 s on (10⁶ microseconds) existed
+    from the 10⁶-th second, after every event, and exposure was 0 throughout. Read, it is the same edge list written
+    as seconds in a CSV or JSON lines file. Unbinned, a duration is no step: refused, as the event step is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f, _, _ = _durations(tmp_path, unit)  # events of agents 1 and 2 at 0 s, 1 s, 2 s, 3,601 s
+    edges = pd.DataFrame({"src": [1, 2], "dst": [2, 1], "since": [3600, 0]})  # 1 sees 2 from the second hour
+    t = pa.Table.from_pandas(edges.assign(since=pd.to_timedelta(edges["since"], unit="s")), preserve_index=False)
+    t = t.set_column(2, "since", t.column("since").cast(pa.duration(unit)))
+    pq.write_table(t, tmp_path / "edges.parquet")
+    edges.to_csv(tmp_path / "edges.csv", index=False)
+    edges.to_json(tmp_path / "edges.jsonl", orient="records", lines=True)
+
+    def spec(path, step=None):
+        return {"format": "table", "agent": {"field": "agent"}, "step": step or {"field": "tick", "bin": "1h"},
+                "features": [{"kind": "count", "name": "n"},
+                             {"kind": "exposure", "name": "seen", "of": "n",
+                              "edges": {"path": str(path), "source": "src", "target": "dst", "since": "since"}}]}
+
+    got = {k: read_trace(f, spec(tmp_path / f"edges.{k}")).panel for k in ("parquet", "csv", "jsonl")}
+    n = got["csv"].values[:, :, 0]
+    assert n.tolist() == [[2, 1], [0, 1]]  # hour 0: agent 1 twice, agent 2 once; hour 1: agent 2
+    assert got["csv"].values[:, :, 1].tolist() == [[0, 2], [1, 0]]  # 1 sees 2's event of hour 1 only
+    for k in ("parquet", "jsonl"):
+        np.testing.assert_array_equal(got[k].values, got["csv"].values, err_msg=k)
+    with pytest.raises(TraceSchemaError, match=r"edge file 'edges\.parquet': since field 'since' holds durations "
+                                               rf"\(a Parquet duration\[{unit}\]"):
+        read_trace(f, spec(tmp_path / "edges.parquet", step={"field": "agent"}))
+
+
 # ---------------------------------------------------------------- NetLogo BehaviorSpace "table" output
 _PREAMBLE = ['"BehaviorSpace results (NetLogo 6.4.0)"', '"/home/u/Wolf Sheep Predation.nlogo"', '"experiment"',
              '"11/29/2026 17:50:50:123 +0000"', '"min-pxcor","max-pxcor","min-pycor","max-pycor"',

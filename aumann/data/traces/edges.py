@@ -22,6 +22,7 @@ from aumann.data.traces.duck import (
     table_files,
     without_bom,
 )
+from aumann.data.traces.durations import duration_scales, scaled
 from aumann.data.traces.idtext import _FLOAT_TEXT as _NUMBER_TEXT
 from aumann.data.traces.idtext import _number_ids, bytes_as_text
 from aumann.data.traces.spec import EdgesSpec
@@ -133,8 +134,15 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
             raise TraceSchemaError(twice)
         if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows
             src = scan_sql(files, text=[edges.source, edges.target])
+        # a Parquet duration in since (pandas timedelta64) scaled as the event table's step is: DuckDB reads its raw
+        # counts of the file's unit, and an edge from 1 s (10⁶ microseconds) existed from the 10⁶-th second on
+        scale = (duration_scales(files, {"since": edges.since}, binned=coder.binned, unit=coder.unit_name,
+                                 steps=frozenset({"since"}), what=f"edge file {path.name!r}: since field")
+                 if edges.since and _kind(files[0]) == "parquet" else {})
+        sel = ", ".join(scaled(ident(c), scale.get("since")) + f" AS {ident(c)}" if c == edges.since else ident(c)
+                        for c in need)
         try:
-            rel = con.sql(f"SELECT {', '.join(ident(c) for c in need)} FROM {src}")
+            rel = con.sql(f"SELECT {sel} FROM {src}")
             lossy = [str(t) in ("DOUBLE", "FLOAT", "UUID") or str(t).startswith(("DATE", "TIME", "INTERVAL"))
                      for t in rel.types[:2]]
             if _kind(files[0]) == "json" and any(lossy):

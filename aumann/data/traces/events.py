@@ -109,6 +109,7 @@ class StepCoder:
         self.field = st.field
         self.binned = st.binned
         self.unit = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[st.unit]
+        self.unit_name = st.unit
         self.numeric_width = isinstance(st.bin, int | float) and not isinstance(st.bin, bool)
         self.width = float(st.bin) if self.numeric_width else (parse_duration(st.bin) if st.bin else 1.0)
         self.origin = 0.0

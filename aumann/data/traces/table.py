@@ -40,6 +40,7 @@ from aumann.data.traces.duck import (
     table_files,
     without_bom,
 )
+from aumann.data.traces.durations import duration_scales, scaled
 from aumann.data.traces.encoding import NOT_UTF8, not_utf8, undecodable_rows
 from aumann.data.traces.events import (
     _DECIMAL_COMMA,
@@ -201,8 +202,9 @@ class TableReader(TraceReader):
                 lines.header = [c for c in cols if c != FILE_COLUMN]
                 _preamble_lines(files, validator, names, lines)
             # Parquet durations (pandas timedelta64): DuckDB reads them as plain BIGINT counts of the file's unit
-            scale = _duration_scales(files, want, spec) if kind == "parquet" else {}
-            sel = ", ".join(f"{_scaled(_select(p, json_tops), scale.get(k))} AS {ident(k)}" for k, p in want.items())
+            scale = (duration_scales(files, want, binned=spec.step.binned, unit=spec.step.unit)
+                     if kind == "parquet" else {})
+            sel = ", ".join(f"{scaled(_select(p, json_tops), scale.get(k))} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
                 if kind == "json" and json_tops != set(tops) and (_lossy_id(types.get("agent"))
@@ -510,96 +512,6 @@ def _select(path: str, json_tops: set[str]) -> str:
         jp = "$" + "".join('."' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in parts[1:])
         return f"json_extract({ident(parts[0])}, {lit(jp)})"
     return expr(path)
-
-
-#: seconds per unit of an Arrow duration (and of the spec's ``[step] unit``)
-_SECONDS = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
-
-
-def _duration_scales(files: list[Path], want: dict[str, str], spec: Any) -> dict[str, tuple[int, int]]:
-    """{selected key: (multiplier, divisor)} for the spec's fields that Parquet ``files`` hold as Arrow durations
-    (pandas ``timedelta64``, polars ``Duration``). Parquet has no duration type: pyarrow writes the counts of the
-    duration's unit as INT64 and the unit in its Arrow schema, which DuckDB does not read: one second was the step (or
-    the amount) 1,000,000 (microseconds) or 10⁹ (nanoseconds), silently. A numeric field's duration is read in
-    seconds; the step field's, which is a time since some origin, not an integer step, only binned (``[step] bin``),
-    in the spec's ``unit``. A field that is a duration in one file and not in another, or in another unit, is
-    refused: no one scale reads all of them. A step or numeric field holding pandas Periods (stored as ordinals) is
-    refused."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    found: dict[str, dict[str, str | None]] = {}
-    for f in files:
-        try:
-            schema = pq.read_schema(f)
-        except Exception:  # pyarrow cannot read a schema DuckDB read: DuckDB's types stand
-            return {}
-        for k, path in want.items():
-            if k == "agent" or k == "action" or k.startswith("w"):
-                continue
-            t: Any = schema
-            fld: Any = None
-            for part in split_path(path):
-                i = t.get_field_index(part) if isinstance(t, pa.Schema | pa.StructType) else -1
-                if i < 0:
-                    t = None
-                    break
-                fld = t.field(i)
-                t = fld.type
-            if t is not None and _extension_name(fld) == "pandas.period":
-                # a pandas Period is stored as its ordinal (days, months ... since 1970) with the frequency in the
-                # Arrow schema only: binned with --bin 1d, the days 2026-04-20 … 23 were the seconds 20563 … 20566,
-                # one bin at 1970-01-01; unbinned, the steps 20563 …
-                what = "step field" if k == "step" else "field"
-                raise TraceSchemaError(f"{what} {path!r} of {str(f)!r} holds pandas Periods, which Parquet stores as "
-                                       "their ordinals (counts of the period since 1970, the frequency in the Arrow "
-                                       "schema only) and DuckDB reads as plain integers: write their start times "
-                                       "instead (df[col] = df[col].dt.start_time)")
-            found.setdefault(k, {})[str(f)] = t.unit if t is not None and pa.types.is_duration(t) else None
-    out: dict[str, tuple[int, int]] = {}
-    for k, units in found.items():
-        kinds = set(units.values())
-        if kinds == {None}:
-            continue
-        field_path = want[k]
-        if len(kinds) > 1:
-            shown = ", ".join(f"{Path(f).name}: {'duration[' + u + ']' if u else 'no duration'}"
-                              for f, u in list(units.items())[:5])
-            raise TraceSchemaError(f"field {field_path!r} is a Parquet duration of more than one unit, or a duration "
-                                   f"in some files and not in others ({shown}): write it with one type in every file")
-        unit = kinds.pop()
-        assert unit is not None
-        if k == "step":
-            if not spec.step.binned:
-                raise TraceSchemaError(f"step field {field_path!r} holds durations (a Parquet duration[{unit}], pandas "
-                                       "timedelta64), not integer steps: bin them into steps with --bin 1h (or [step] "
-                                       "bin = '1h', or a number of seconds such as bin = 3600, in the spec)")
-            target = _SECONDS[spec.step.unit]
-        else:
-            target = 1
-        num, den = target, _SECONDS[unit]
-        out[k] = (num // den, 1) if num % den == 0 else (1, den // num)
-    return out
-
-
-def _extension_name(fld: Any) -> str | None:
-    """The Arrow extension type a Parquet column was written as (``pandas.period``): its type's name where the
-    extension is registered in this process, else its field's metadata."""
-    name = getattr(fld.type, "extension_name", None)
-    if name is None and fld.metadata:
-        raw = fld.metadata.get(b"ARROW:extension:name")
-        name = raw.decode("utf-8", "replace") if raw is not None else None
-    return name
-
-
-def _scaled(sql: str, scale: tuple[int, int] | None) -> str:
-    """``sql`` times ``scale``'s multiplier over its divisor (a DOUBLE where it divides), or as it is."""
-    if scale is None:
-        return sql
-    num, den = scale
-    if den == 1:
-        return sql if num == 1 else f"({sql} * {num})"
-    return f"(CAST({sql} AS DOUBLE) / {den})"
 
 
 def _subset(raw: RawRecords, idx: np.ndarray) -> RawRecords:
