@@ -969,3 +969,68 @@ def test_span_ids_that_are_unequal_numbers_are_two_spans(tmp_path, ids):
     got = read_trace(p, SPANS)
     assert got.report.n_skipped == 0
     assert got.panel.N == 2 and float(got.panel.values.sum()) == 5.0  # counts 1 + 1, amounts 1 + 2
+
+
+# ---------------------------------------------------------------- labels as written: numbers in CSV, nested JSON fields
+_LABELS = [(1, 0, "1.50", "12:00", "550E8400-E29B-41D4-A716-446655440000", 1.0),
+           (2, 0, "1.5", "13:00", "550e8400-e29b-41d4-a716-446655440000", 2.0),
+           (1, 1, "1.50", "12:00", "550E8400-E29B-41D4-A716-446655440000", 4.0),
+           (2, 1, "2.00", "12:00", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", 8.0)]
+
+
+def _labels(tmp_path: Path, fmt: str, nested: bool) -> tuple[Path, dict]:
+    """The events of :data:`_LABELS` as ``fmt`` writes them, with the spec reading them: ``price``, ``slot`` and ``id``
+    flat (CSV's price a column DuckDB types as DOUBLE), or slot and id nested in ``meta``."""
+    import pandas as pd
+
+    def rec(a, t, p, s, u, x):
+        labels = {"slot": s, "id": u}
+        return {"agent": a, "tick": t, "amount": x, "price": p, **({"meta": labels} if nested else labels)}
+
+    recs = [rec(*r) for r in _LABELS]
+    pre = "attributes/" if fmt == "spans" else ""
+    spec = {"format": "otel" if fmt == "spans" else "table", "agent": {"field": pre + "agent"},
+            "step": {"field": pre + "tick"}, "features": [{"kind": "sum", "name": "amount", "field": pre + "amount"}]}
+    f = tmp_path / f"labels.{'jsonl' if fmt == 'spans' else fmt}"
+    if fmt == "csv":
+        f.write_text("agent,tick,amount,price,slot,id\n" + "".join(f"{a},{t},{x},{p},{s},{u}\n"
+                                                                   for a, t, p, s, u, x in _LABELS))
+    elif fmt == "jsonl":
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    elif fmt == "parquet":
+        pd.DataFrame(recs).to_parquet(f)
+    else:
+        f.write_text("".join(json.dumps({"trace_id": f"t{i}", "span_id": f"s{i}", "name": "act", "attributes": r})
+                             + "\n" for i, r in enumerate(recs)))
+    return f, spec
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "spans"])
+def test_labels_compared_as_written_in_every_reader(tmp_path, fmt, nested):
+    """``[where]`` and action values are compared as written in every reader: a CSV column DuckDB typed as DOUBLE
+    keyed ``1.50`` as ``1.5`` (``[where] price = ["1.50"]`` matched no CSV record, every JSON lines, Parquet and span
+    record holding the text); a nested JSON lines field (``meta/slot``) DuckDB typed as a time or a UUID was the time
+    ``12:00:00`` and the UUID in lowercase (the top-level fields were read as written already): each matched no
+    record, where the span reader and Parquet matched them. Every reader builds the same panel from the same events."""
+    if fmt == "csv" and nested:
+        pytest.skip("a CSV table has no nested fields")
+    f, spec = _labels(tmp_path, fmt, nested)
+    pre = "attributes/" if fmt == "spans" else ""
+    slot, uid = (f"{pre}meta/slot", f"{pre}meta/id") if nested else (f"{pre}slot", f"{pre}id")
+    cases = [({f"{pre}price": ["1.50"]}, [[1.0, 0.0], [4.0, 0.0]]),
+             ({f"{pre}price": ["1.5", "2.00"]}, [[0.0, 2.0], [0.0, 8.0]]),
+             ({slot: ["12:00"]}, [[1.0, 0.0], [4.0, 8.0]]),
+             ({uid: ["550E8400-E29B-41D4-A716-446655440000"]}, [[1.0, 0.0], [4.0, 0.0]])]
+    for where, want in cases:
+        r = read_trace(f, dict(spec, where=where))
+        got = np.zeros((2, 2))
+        for i, a in enumerate(r.panel.agent_ids.tolist()):
+            for t, s in enumerate(r.panel.steps.tolist()):
+                got[s, int(a) - 1] = r.panel.values[t, i, 0]
+        assert got.tolist() == want, (where, got.tolist())
+    # an action read from the field: one count per value as written
+    r = read_trace(f, dict(spec, action={"field": slot}, features=[{"kind": "count_each"}]))
+    assert list(r.panel.features) == ["12:00", "13:00"]
+    r = read_trace(f, dict(spec, action={"field": uid}, features=[{"kind": "count_each"}]))
+    assert sorted(r.panel.features) == sorted({u for *_, u, _ in _LABELS})

@@ -151,8 +151,12 @@ class TableReader(TraceReader):
                 # string "12:00" was the time 12:00:00, which [where] slot = ["12:00"] never matched (the span reader,
                 # which reads JSON as it is, matched it), and "2026-04-20T12:00:00" was "2026-04-20 12:00:00"
                 texts = _written_text_tops(want, cols)
-                if texts:
-                    typed = {c: ("VARCHAR" if c in texts else t) for c, t in cols.items() if c != FILE_COLUMN}
+                # a nested field (a/b) they read that DuckDB typed so: its top column is read as JSON, each value of
+                # it as written (DuckDB's struct held the time 12:00:00 and the UUID in lowercase)
+                nested = _written_text_nested(con, src, want, cols)
+                if texts or nested:
+                    typed = {c: ("JSON" if c in nested else "VARCHAR" if c in texts else t) for c, t in cols.items()
+                             if c != FILE_COLUMN}
                     src = scan_sql(files, lenient=True, json_types=typed)
                     cols = {**typed, FILE_COLUMN: "VARCHAR"}
             json_tops: set[str] = {c for c, t in cols.items() if t == "JSON"}
@@ -424,6 +428,29 @@ def _written_text_tops(want: dict[str, str], cols: dict[str, str]) -> set[str]:
     return {p for p in label - other if _temporal(cols.get(p)) or cols.get(p) == "UUID"}
 
 
+def _written_text_nested(con: Any, src: str, want: dict[str, str], cols: dict[str, str]) -> set[str]:
+    """The top-level JSON fields holding a nested field (``a/b``) that the action or a ``[where]`` field reads, and no
+    agent, step or numeric field reads too, which DuckDB typed as a date, time or UUID (``12:00`` was the time
+    ``12:00:00``, ``550E8400-...`` written in lowercase): read as DuckDB's JSON type, each value as written, as the
+    span reader reads them (:func:`_written_text_tops` reads such top-level fields as text)."""
+    import duckdb
+
+    other = {p for k, p in want.items() if not _label_key(k)}
+    nested = {p for k, p in want.items() if _label_key(k) and len(split_path(p)) > 1 and p not in other
+              and split_path(p)[0] in cols and cols[split_path(p)[0]].startswith("STRUCT")}
+    if not nested:
+        return set()
+    out = set()
+    for p in sorted(nested):
+        try:
+            t = con.execute(f"DESCRIBE SELECT {expr(p)} AS v FROM {src}").fetchall()[0][1]
+        except duckdb.Error:  # the selection that follows says what is wrong
+            continue
+        if _temporal(t) or t == "UUID":
+            out.add(split_path(p)[0])
+    return out
+
+
 def _temporal(t: str | None) -> bool:
     """Whether DuckDB type ``t`` is a date, time, timestamp or interval."""
     return t is not None and t.startswith(("DATE", "TIME", "INTERVAL"))
@@ -465,12 +492,13 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
     or times: ``inf``, ``infinity`` and ``epoch`` are dates to it, and converting the infinite ones to Python dates
     raised a bare OverflowError out of the reader, while ``epoch`` became the agent ``1970-01-01`` and ``true`` was
     refused as a flag; as text, an id is as written and a value not a number (``inf``: not finite). So are action and
-    ``[where]`` columns it took for dates, times or booleans: compared as written (``12:00``, ``TRUE``), as the
+    ``[where]`` columns it took for anything but text (dates, times, booleans, numbers): compared as written (``12:00``,
+    ``TRUE``, ``1.50``, which a DOUBLE column keyed as ``1.5``: ``[where] price = ["1.50"]`` matched nothing), as the
     JSON lines table and the span reader compare the same text."""
     keys = [k for k in want if (k in ("step", "agent") or k.startswith("v")) and types.get(k) in _INTEGER]
     wide = [k for k in want if types.get(k) in _WIDE or (k == "agent" and _textual_id(types.get(k)))
             or ((k.startswith("v") or _label_key(k)) and _temporal(types.get(k)))
-            or (_label_key(k) and types.get(k) == "BOOLEAN")]
+            or (_label_key(k) and types.get(k) not in (None, "VARCHAR"))]
     if not keys and not wide:
         return src, sel, types
     src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({split_path(want[k])[0] for k in keys + wide}),
