@@ -389,6 +389,31 @@ def test_netlogo_behaviorspace_header_line(tmp_path, reporter):
         read_trace(pq_file, spec)
 
 
+def test_behaviorspace_header_line_of_shards(tmp_path):
+    """Shards of one table share the declared header line: read together (a bad row named by its shard and line),
+    and a shard whose header sits on another line is refused naming it, not read from the wrong line."""
+    from aumann.errors import TraceRecordError
+
+    d = tmp_path / "runs"
+    d.mkdir()
+    for run in (1, 2):
+        f = _behaviorspace(tmp_path, "count sheep")
+        f.rename(d / f"run{run}.csv")
+    spec = {"format": "table", "agent": {"field": "[run number]"}, "step": {"field": "[step]"},
+            "csv": {"header_line": 7}, "features": [{"kind": "sum", "name": "sheep", "field": "count sheep"}]}
+    r = read_trace(d, spec)
+    ref = pd.concat([pd.read_csv(d / f"run{k}.csv", skiprows=6) for k in (1, 2)]).pivot_table(
+        index="[step]", columns="[run number]", values="count sheep", aggfunc="sum")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.to_numpy())
+    (d / "run2.csv").write_bytes((d / "run2.csv").read_bytes().replace(b'"25"\r\n"[run', b'"25"\r\n\r\n"[run'))
+    with pytest.raises(TraceSchemaError, match=r"line 7 of '.*run2\.csv' does not hold the spec's columns .*\(line 8 "
+                                               r"holds them: header_line = 8; the files of a table share their header"):
+        read_trace(d, spec)
+    (d / "run2.csv").write_bytes((d / "run1.csv").read_bytes() + b'"2","50","true","3","oops","1"\r\n')
+    with pytest.raises(TraceRecordError, match=r"run2\.csv line 16: field 'count sheep' is not a finite number"):
+        read_trace(d, spec)
+
+
 @pytest.mark.parametrize("preamble", [True, False])
 def test_column_name_with_a_slash(tmp_path, preamble):
     """A BehaviorSpace reporter such as 'count sheep / count wolves' is a column name holding '/', which a field path

@@ -396,8 +396,9 @@ def _declared_header(files: list[Path], names: dict[str, str], want: dict[str, s
         at = header_fields(f, whole)[0]
         where = (f"line {at + 1} holds them: header_line = {at + 1}" if at is not None else
                  f"none of its first {HEADER_SEARCH} lines holds them")
+        shared = "; the files of a table share their header line" if len(files) > 1 else ""
         return (f"[csv] header_line = {line}, but line {line} of {names.get(str(f), str(f))!r} does not hold the "
-                f"spec's columns {sorted(whole)} ({where})")
+                f"spec's columns {sorted(whole)} ({where}{shared})")
     return ""
 
 
