@@ -13,7 +13,9 @@ Concordia structured log, one row of a long table):
 * ``[alive]`` — when an agent counts as present (see :class:`AliveSpec`; the exact rule is in
   ``docs/traces.md``);
 * ``[where]`` — keep only records whose field equals one of the listed values (others are
-  *filtered*, counted in the report, never an error).
+  *filtered*, counted in the report, never an error);
+* ``[csv]`` — a CSV table's layout where DuckDB's sniffer cannot tell it (see :class:`CsvSpec`): the line of its
+  header (``header_line``), its decimal separator (``decimal_separator``).
 
 Fields are paths of keys separated by ``/`` into the record (``resource/agent.id``,
 ``attributes/agent.tick``, ``info/post_id``, ``deduplicated_data/value/__act__/Value``); a key may
