@@ -1729,3 +1729,36 @@ def test_a_trace_that_cannot_be_opened_is_named(tmp_path, monkeypatch, trace, gi
     monkeypatch.setattr(builtins, "open", denied)
     with pytest.raises(TraceFormatError, match=rf"{src.name}'?:? .*Permission denied"):
         read_trace(f, spec, format=fmt)
+
+
+def test_edge_since_timestamp_after_year_9999_is_out_of_range(tmp_path):
+    """A Parquet edge file's since timestamp after the year 9999 was a bare OverflowError out of the reader (pyarrow's
+    to_pylist makes Python datetimes, which stop there); it is out of range, named by its edge, as the event step is.
+    In range, a timestamp since is the time its ISO text in a CSV edge file is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ev = tmp_path / "ev.csv"
+    ev.write_text("agent,at\n1,2026-01-01T00:30:00Z\n2,2026-01-01T01:30:00Z\n1,2026-01-01T01:45:00Z\n")
+    since = ["2026-01-01T01:00:00", "2026-01-01T00:00:00"]
+    us = [np.datetime64(s, "us").astype(np.int64) for s in since]
+    (tmp_path / "e.csv").write_text("src,dst,since\n" + "".join(f"{a},{b},{s}Z\n" for a, b, s in zip([1, 2], [2, 1],
+                                                                                                     since)))
+    for name, far in (("e.parquet", False), ("far.parquet", True)):
+        vals = us if not far else [us[0], np.datetime64("9999-12-31T00:00:00", "us").astype(np.int64) + 10**15]
+        pq.write_table(pa.table({"src": [1, 2], "dst": [2, 1],
+                                 "since": pa.array(vals, pa.int64()).cast(pa.timestamp("us", "UTC"))}), tmp_path / name)
+
+    def spec(edges):
+        return {"format": "table", "agent": {"field": "agent"}, "step": {"field": "at", "bin": "1h"},
+                "features": [{"kind": "count", "name": "n"},
+                             {"kind": "exposure", "name": "seen", "of": "n",
+                              "edges": {"path": str(tmp_path / edges), "source": "src", "target": "dst",
+                                        "since": "since"}}]}
+
+    a, b = read_trace(ev, spec("e.parquet")).panel, read_trace(ev, spec("e.csv")).panel
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.values[:, :, 1].tolist() == [[0, 1], [1, 1]]  # 2 sees 1 from hour 0, 1 sees 2 from hour 1
+    with pytest.raises(TraceRecordError, match=r"far\.parquet edge 2: since = 100\d\d-.* is out of range \(a year "
+                                               r"after 9999\)"):
+        read_trace(ev, spec("far.parquet"))

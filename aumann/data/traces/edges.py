@@ -59,12 +59,14 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
     info = {"edges": len(s), "used": int(ok.sum()), "unknown_endpoint": int((~ok).sum())}
     st = None
     if since is not None:
-        steps, miss, bad, far, time_far = coder.code(list(since))
+        steps, miss, bad, far, time_far = coder.code(since if isinstance(since, np.ndarray) else list(since))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             why = ("is out of range (beyond ±2⁵³ steps)" if far[i] else
                    "is out of range (a year after 9999)" if time_far[i] else "is not a step/timestamp")
-            raise TraceRecordError(f"{what} edge {i + 1}: since = {list(since)[i]!r} {why}")
+            v = since[i]
+            shown = str(v) if isinstance(v, np.datetime64) else repr(v)
+            raise TraceRecordError(f"{what} edge {i + 1}: since = {shown} {why}")
         info["no_since"] = int((miss & ok).sum())
         steps = np.where(miss, np.iinfo(np.int64).min // 2, steps)  # an edge without a time: always there
         st = steps[ok]
@@ -157,11 +159,23 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
             raise TraceFormatError(f"DuckDB stopped reading edge file {str(path)!r}: {str(exc)[:300]}") from exc
     finally:
         con.close()
-    cols_ = [tab.column(i).to_pylist() for i in range(tab.num_columns)]
+    cols_ = [_pylist(tab.column(i)) for i in range(tab.num_columns)]
     cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
-    cols_ = [bytes_as_text(c) for c in cols_]  # endpoints stored as bytes reach the agents the event table's text reads
+    cols_ = [c if isinstance(c, np.ndarray) else bytes_as_text(c) for c in cols_]  # endpoints stored as bytes reach
+    # the agents the event table's text reads
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}",
                           csv=_kind(files[0]) == "csv")
+
+
+def _pylist(col: Any) -> Any:
+    """An Arrow column's values: a list, or, for timestamps and dates, datetime64 in the column's own unit (NaT where
+    null): pyarrow's ``to_pylist`` makes Python datetimes, which stop at the year 9999 (a since after it was a bare
+    OverflowError out of the reader; as datetime64 it is out of range, named by its edge)."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
+        return col.to_numpy()
+    return col.to_pylist()
 
 
 __all__ = ["edge_positions", "read_edge_file"]
