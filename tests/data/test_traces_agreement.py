@@ -1034,3 +1034,30 @@ def test_labels_compared_as_written_in_every_reader(tmp_path, fmt, nested):
     assert list(r.panel.features) == ["12:00", "13:00"]
     r = read_trace(f, dict(spec, action={"field": uid}, features=[{"kind": "count_each"}]))
     assert sorted(r.panel.features) == sorted({u for *_, u, _ in _LABELS})
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "spans"])
+def test_where_on_the_agent_field_names_ids_as_the_agent_column_reads_them(tmp_path, fmt):
+    """A CSV agent column of numbers reads ``1.0`` as the id 1 (as a JSON ``1.0`` is), but ``[where] agent = [1]`` on it
+    compared the text ``1.0`` and filtered every record; it now compares the ids the agent column reads, in every
+    reader alike."""
+    rows = [("1.0", 0, 1.0), ("2.0", 0, 2.0), ("1.0", 1, 4.0)]
+    if fmt == "csv":
+        f = tmp_path / "ev.csv"
+        f.write_text("agent,tick,amount\n" + "".join(f"{a},{t},{x}\n" for a, t, x in rows))
+        spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}}
+    elif fmt == "jsonl":
+        f = tmp_path / "ev.jsonl"
+        f.write_text("".join(json.dumps({"agent": float(a), "tick": t, "amount": x}) + "\n" for a, t, x in rows))
+        spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}}
+    else:
+        f = tmp_path / "spans.jsonl"
+        f.write_text("".join(json.dumps({"trace_id": f"t{i}", "span_id": f"s{i}", "name": "act",
+                                         "attributes": {"agent": float(a), "tick": t, "amount": x}}) + "\n"
+                             for i, (a, t, x) in enumerate(rows)))
+        spec = {"format": "otel", "agent": {"field": "attributes/agent"}, "step": {"field": "attributes/tick"}}
+    amount = "attributes/amount" if fmt == "spans" else "amount"
+    r = read_trace(f, dict(spec, where={spec["agent"]["field"]: [1]},
+                           features=[{"kind": "sum", "name": "amount", "field": amount}]))
+    assert r.panel.agent_ids.tolist() == [1] and r.panel.values[:, 0, 0].tolist() == [1.0, 4.0]
+    assert sum(r.report.filtered.values()) == 1

@@ -311,6 +311,9 @@ class TableReader(TraceReader):
                 if dec != "." and kind == "csv":  # a column read as text: its 1,5 is 1.5 too, as in one of numbers
                     raw.values = {f: _decimal_commas(v) for f, v in raw.values.items()}
                 raw.where = {w: values(f"w{i}", plain=True) for i, w in enumerate(validator.where)}
+                if kind == "csv" and spec.agent.field in raw.where:  # [where] on the agent field: its ids as the agent
+                    # column reads them (1.0 in a column of numbers is the id 1, which [where] agent = [1] names)
+                    raw.where[spec.agent.field] = list(raw.agent)
                 if kind == "json":  # a line DuckDB could not read as an object is a row of NULLs
                     empty = np.logical_and.reduce([np.asarray(c.is_null()) for c in col.values()])
                     bad = [(empty, _NOT_AN_OBJECT)]
