@@ -1061,3 +1061,32 @@ def test_where_on_the_agent_field_names_ids_as_the_agent_column_reads_them(tmp_p
                            features=[{"kind": "sum", "name": "amount", "field": amount}]))
     assert r.panel.agent_ids.tolist() == [1] and r.panel.values[:, 0, 0].tolist() == [1.0, 4.0]
     assert sum(r.report.filtered.values()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "spans"])
+def test_flag_column_in_where_and_a_sum_counts_one_and_zero(tmp_path, fmt):
+    """A CSV column of true and false that ``[where]`` reads is read as text (compared as written); a ``sum`` of the
+    same column then met the text 'true', "not a finite number", and the read was refused, where JSON lines and spans
+    count 1 and 0 (as the CSV column does when no [where] reads it). Every reader now builds the same panel."""
+    rows = [(1, 0, "true"), (2, 0, "false"), (1, 1, "true"), (2, 1, "true")]
+    if fmt == "csv":
+        f = tmp_path / "ev.csv"
+        f.write_text("agent,tick,flag\n" + "".join(f"{a},{t},{x}\n" for a, t, x in rows))
+        pre, spec = "", {"format": "table"}
+    elif fmt == "jsonl":
+        f = tmp_path / "ev.jsonl"
+        f.write_text("".join(json.dumps({"agent": a, "tick": t, "flag": x == "true"}) + "\n" for a, t, x in rows))
+        pre, spec = "", {"format": "table"}
+    else:
+        f = tmp_path / "spans.jsonl"
+        f.write_text("".join(json.dumps({"trace_id": f"t{i}", "span_id": f"s{i}", "name": "act",
+                                         "attributes": {"agent": a, "tick": t, "flag": x == "true"}}) + "\n"
+                             for i, (a, t, x) in enumerate(rows)))
+        pre, spec = "attributes/", {"format": "otel"}
+    spec.update(agent={"field": pre + "agent"}, step={"field": pre + "tick"},
+                features=[{"kind": "sum", "name": "flags", "field": pre + "flag"}])
+    r = read_trace(f, dict(spec, where={pre + "flag": [True]}))
+    assert r.panel.values[:, :, 0].tolist() == [[1.0, 0.0], [1.0, 1.0]]
+    assert sum(r.report.filtered.values()) == 1
+    r = read_trace(f, spec)  # no [where]: the same sums
+    assert r.panel.values[:, :, 0].tolist() == [[1.0, 0.0], [1.0, 1.0]]

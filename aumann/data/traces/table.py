@@ -505,8 +505,8 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
             or (_label_key(k) and types.get(k) not in (None, "VARCHAR"))]
     if not keys and not wide:
         return src, sel, types
-    src = scan_sql(files, lenient=True, dialect=dialect, text=sorted({split_path(want[k])[0] for k in keys + wide}),
-                   skip=skip, decimal=decimal)
+    text = sorted({split_path(want[k])[0] for k in keys + wide})
+    src = scan_sql(files, lenient=True, dialect=dialect, text=text, skip=skip, decimal=decimal)
     parts = []
     for k, p in want.items():
         if k in keys:
@@ -515,6 +515,11 @@ def _decimal_integers(con: Any, files: list[Path], dialect: dict[str, Any], want
             pattern = "0|-?[1-9][0-9]*" if k == "agent" else "\\s*[-+]?[0-9]+\\s*"
             num = f"TRY_CAST(CASE WHEN regexp_full_match({expr(p)}, '{pattern}') THEN {expr(p)} END AS BIGINT)"
             parts += [f"{num} AS {ident(k)}", f"CASE WHEN {num} IS NULL THEN {expr(p)} END AS {ident(k + _TEXT)}"]
+        elif k.startswith("v") and types.get(k) == "BOOLEAN" and split_path(p)[0] in text:
+            # a column of true and false read as text for the action or [where] on it still counts 1 and 0 in a
+            # numeric feature (it was the text 'true', "not a finite number"); a word that is no flag stays text
+            flag = f"TRY_CAST({expr(p)} AS BOOLEAN)"
+            parts += [f"{flag} AS {ident(k)}", f"CASE WHEN {flag} IS NULL THEN {expr(p)} END AS {ident(k + _TEXT)}"]
         else:
             parts.append(f"{expr(p)} AS {ident(k)}")
     sel = ", ".join(parts)
