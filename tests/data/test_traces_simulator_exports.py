@@ -535,28 +535,43 @@ def test_decimal_comma_named_and_read_with_decimal_separator(tmp_path):
         read_trace(tmp_path / "eu.parquet", dict(spec, csv={"decimal_separator": ","}))
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "spans"])
 def test_latin1_named_as_not_utf8(tmp_path, fmt):
     """A Latin-1 line (``José`` as the byte 0xE9) was "not a JSON object holding any of the spec's fields" in a JSON
     lines table, and a CSV line that "does not split into the header's columns": both now say it is not UTF-8 text,
-    at which byte of the file, and how to convert it; skipped, counted under that reason."""
-    from aumann.errors import TraceRecordError
+    at which byte of the file, and how to convert it; skipped, counted under that reason. The span reader read such a
+    line with the byte as U+FFFD: the agents ``José`` and ``Josè`` were one agent ``Jos\ufffd``, without a word; it
+    now refuses the line as the table does (naming the byte of the line), or skips and counts it."""
+    from aumann.errors import TraceFormatError, TraceRecordError
 
-    rows = [{"agent": 1, "tick": 0, "amount": 1.5, "who": "b"}, {"agent": 2, "tick": 0, "amount": 2.0, "who": "José"}]
-    f = tmp_path / f"latin1.{fmt}"
+    rows = [{"agent": 1, "tick": 0, "amount": 1.5, "who": "b"}, {"agent": 2, "tick": 0, "amount": 2.0, "who": "José"},
+            {"agent": 3, "tick": 0, "amount": 4.0, "who": "Josè"}]
+    f = tmp_path / f"latin1.{'jsonl' if fmt == 'spans' else fmt}"
+    where: dict = {}
     if fmt == "jsonl":
         f.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("latin-1"))
-        where = {}
-    else:
+    elif fmt == "csv":
         pd.DataFrame(rows).to_csv(f, index=False, encoding="latin-1")
-        where = {"who": ["b", "José"]}  # DuckDB's CSV reader checks the encoding of the columns it reads
-    byte = f.read_bytes().index(b"\xe9")
+        where = {"who": ["b", "José", "Josè"]}  # DuckDB's CSV reader checks the encoding of the columns it reads
+    else:
+        f.write_bytes("".join(json.dumps({"trace_id": f"t{i}", "span_id": f"s{i}", "name": "act", "attributes": r},
+                                         ensure_ascii=False) + "\n" for i, r in enumerate(rows)).encode("latin-1"))
+    data = f.read_bytes()
+    byte = data.index(b"\xe9")
     spec = _spec(where=where, features=[{"kind": "sum", "name": "amount", "field": "amount"}])
-    with pytest.raises(TraceRecordError, match=rf"latin1\.{fmt} (row 2|line 3): not UTF-8 text \(invalid UTF-8 at byte "
-                                               rf"{byte} of the file; a Latin-1 or Windows-1252 file\? .*iconv -f "
-                                               "latin1 -t utf-8"):
+    if fmt == "spans":
+        spec = {"format": "otel", "agent": {"field": "attributes/who"}, "step": {"field": "attributes/tick"},
+                "features": [{"kind": "sum", "name": "amount", "field": "attributes/amount"}]}
+        byte -= data.rindex(b"\n", 0, byte) + 1  # the byte of its line
+    where_at, of, error = {"jsonl": ("row 2", "file", TraceRecordError), "csv": ("line 3", "file", TraceRecordError),
+                           "spans": ("line 2", "line", TraceFormatError)}[fmt]
+    with pytest.raises(error, match=rf"latin1\.jsonl? {where_at}: not UTF-8 text \(invalid UTF-8 at byte {byte} of "
+                                    rf"the {of}; a Latin-1 or Windows-1252 file\? .*iconv -f latin1 -t utf-8"
+                       if fmt != "csv" else
+                       rf"latin1\.csv {where_at}: not UTF-8 text \(invalid UTF-8 at byte {byte} of the {of}; a "
+                       r"Latin-1 or Windows-1252 file\? .*iconv -f latin1 -t utf-8"):
         read_trace(f, spec)
     r = read_trace(f, dict(spec, on_bad="skip"))
-    assert list(r.report.skipped) == [next(iter(r.report.skipped))] and r.report.n_skipped == 1
+    assert len(r.report.skipped) == 1 and r.report.n_skipped == 2
     assert next(iter(r.report.skipped)).startswith("not UTF-8 text (a Latin-1 or Windows-1252 file?")
     assert r.panel.values[:, :, 0].tolist() == [[1.5]]

@@ -5,6 +5,7 @@ columns", which left the user guessing)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from aumann.data.traces.duck import _opens
@@ -25,11 +26,22 @@ def invalid_at(data: bytes) -> int | None:
     return None
 
 
-def not_utf8(byte: int | None) -> str:
-    """:data:`NOT_UTF8` naming the byte (of the file, 0-based) where it stops being UTF-8, where it is known."""
+def not_utf8(byte: int | None, of: str = "the file") -> str:
+    """:data:`NOT_UTF8` naming the byte (0-based, ``of`` the file or its line) where it stops being UTF-8, where it is
+    known."""
     if byte is None:
         return NOT_UTF8
-    return NOT_UTF8.replace("not UTF-8 text (", f"not UTF-8 text (invalid UTF-8 at byte {byte:,} of the file; ", 1)
+    return NOT_UTF8.replace("not UTF-8 text (", f"not UTF-8 text (invalid UTF-8 at byte {byte:,} of {of}; ", 1)
+
+
+#: a byte that was no UTF-8, in text decoded with ``errors="surrogateescape"``
+UNDECODED = re.compile("[\udc80-\udcff]")
+
+
+def undecoded_at(line: str) -> int | None:
+    """The byte of ``line`` (decoded with ``errors="surrogateescape"``) where it stops being UTF-8 text, or ``None``."""
+    m = UNDECODED.search(line)
+    return None if m is None else len(line[:m.start()].encode("utf-8", "surrogateescape"))
 
 
 def undecodable_rows(f: Path) -> dict[int, int]:
@@ -62,4 +74,4 @@ def line_invalid_at(f: Path, line: int) -> int | None:
     return None
 
 
-__all__ = ["NOT_UTF8", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows"]
+__all__ = ["NOT_UTF8", "UNDECODED", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows", "undecoded_at"]

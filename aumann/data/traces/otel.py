@@ -37,6 +37,7 @@ import numpy as np
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
 from aumann.data.traces.duck import check_gzip
+from aumann.data.traces.encoding import NOT_UTF8, not_utf8, undecoded_at
 from aumann.data.traces.events import (
     KEEP_LOCATIONS,
     MISSING,
@@ -75,16 +76,18 @@ def span_files(path: Path) -> list[Path]:
 
 
 def _open(p: Path):
-    """Text lines (UTF-8; undecodable bytes become U+FFFD, so such a line fails as JSON and is named; a leading
-    byte-order mark, which Windows tools write, is dropped: it made line 1 bad JSON and the file undetectable).
+    """Text lines (UTF-8; an undecodable byte becomes a lone surrogate, so that the reader refuses such a line as not
+    UTF-8 text, or skips and counts it: as U+FFFD, which ``errors="replace"`` made it, the line read as JSON, and two
+    agents ``José`` and ``Josè`` of a Latin-1 file were one agent ``Jos�``; a leading byte-order mark, which Windows
+    tools write, is dropped: it made line 1 bad JSON and the file undetectable).
 
     A line ends at ``\n`` (``\r\n`` too: the ``\r`` is JSON whitespace), as DuckDB's JSON lines reader ends it for
     long tables: a bare ``\r`` is part of its line. Python's universal newlines split a line at a bare ``\r``, so a
     span file with old Mac line endings read as records the table reader refused as one bad line, and a ``\r``
     inside a value made two bad lines, the lines after it misnumbered."""
     if p.name.lower().endswith(".gz"):
-        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace", newline="\n")
-    return open(p, encoding="utf-8-sig", errors="replace", newline="\n")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="\n")
+    return open(p, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
 
 
 def _first_line(p: Path) -> str:
@@ -446,6 +449,13 @@ class OtelReader(TraceReader):
                         tally.blank_lines += 1
                         continue
                     tally.records += 1
+                    byte = undecoded_at(line)
+                    if byte is not None:  # a line that is no UTF-8 text (a Latin-1 file): said so, as the table says
+                        if spec.on_bad == "error":
+                            raise TraceFormatError(f"{fpath} line {lineno}: {not_utf8(byte, 'the line')} (on_bad = "
+                                                   "'skip' counts such lines)")
+                        tally.skip(NOT_UTF8, [f"{fpath} line {lineno}"])
+                        continue
                     # an OTLP envelope or an SDK span line is decoded marking the keys its objects give twice (the
                     # hook costs a few per cent of such a read); a flat line only where it may give one (below)
                     keyed = '"resourceSpans"' in line or '"context"' in line
