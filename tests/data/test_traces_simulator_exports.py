@@ -575,3 +575,22 @@ def test_latin1_named_as_not_utf8(tmp_path, fmt):
     assert len(r.report.skipped) == 1 and r.report.n_skipped == 2
     assert next(iter(r.report.skipped)).startswith("not UTF-8 text (a Latin-1 or Windows-1252 file?")
     assert r.panel.values[:, :, 0].tolist() == [[1.5]]
+
+
+def test_latin1_concordia_log_named_as_not_utf8(tmp_path):
+    """A Concordia log (one JSON document) holding a Latin-1 byte was "the JSON ends early after entry 4 ... (a
+    truncated log?)": it now says it is not UTF-8 text, at which byte of the file."""
+    from pathlib import Path
+
+    from aumann.errors import TraceFormatError
+
+    data = (Path(__file__).parent / "traces" / "concordia_log.json").read_bytes()
+    text = data.decode("utf-8")
+    at = text.index("round 1 begins")  # inside an entry's text, after the content store
+    f = tmp_path / "log.json"
+    f.write_bytes(text[:at].encode("utf-8") + "é".encode("latin-1") + text[at + 1:].encode("utf-8"))
+    byte = len(text[:at].encode("utf-8"))
+    assert f.read_bytes()[byte] == 0xE9
+    with pytest.raises(TraceFormatError, match=rf"log\.json: not UTF-8 text \(invalid UTF-8 at byte {byte:,} of the "
+                                               r"file; a Latin-1 or Windows-1252 file\? .*iconv"):
+        read_trace(f)

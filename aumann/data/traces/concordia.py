@@ -32,6 +32,7 @@ import numpy as np
 
 from aumann import io as aio
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
+from aumann.data.traces.encoding import file_invalid_at, not_utf8
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
 
@@ -179,11 +180,19 @@ class ConcordiaReader(TraceReader):
                         out[key] = (len(value), label)
                         key = None
         except ijson.common.IncompleteJSONError as exc:
+            self._not_utf8(exc, "in content_store")
             raise TraceFormatError(f"{self.path}: the JSON ends early or is malformed in content_store: {exc} "
                                    "(a truncated log?)") from exc
         except ijson.common.JSONError as exc:
             raise TraceFormatError(f"{self.path}: not valid JSON in content_store: {exc}") from exc
         return out
+
+    def _not_utf8(self, exc: Exception, where: str) -> None:
+        """Raise the error that names a log that is not UTF-8 text where ijson's parser stopped at invalid UTF-8 (it
+        said "the JSON ends early ... (a truncated log?)" of a Latin-1 log)."""
+        if "invalid bytes in UTF8" not in str(exc):
+            return
+        raise TraceFormatError(f"{self.path}: {not_utf8(file_invalid_at(self.path))} ({where})") from exc
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         ijson = _ijson()
@@ -252,6 +261,7 @@ class ConcordiaReader(TraceReader):
                             yield b
                         raw = fresh()
         except ijson.common.IncompleteJSONError as exc:
+            self._not_utf8(exc, f"after entry {n}")
             raise TraceFormatError(f"{self.path}: the JSON ends early after entry {n}: {exc} (a truncated log?)") \
                 from exc
         except ijson.common.JSONError as exc:

@@ -61,6 +61,26 @@ def undecodable_rows(f: Path) -> dict[int, int]:
     return out
 
 
+def file_invalid_at(f: Path) -> int | None:
+    """The byte (0-based, of the decompressed text of a gzipped file) where file ``f`` stops being UTF-8 text, or
+    ``None`` where all of it is (read in blocks)."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    pos = 0
+    with _opens(f) as fh:
+        while True:
+            block = fh.read(1 << 22)
+            held = len(dec.getstate()[0])  # the start of a character cut at the end of the block before
+            try:
+                dec.decode(block, final=not block)
+            except UnicodeDecodeError as exc:  # exc.start counts from the bytes held back
+                return pos - held + exc.start
+            if not block:
+                return None
+            pos += len(block)
+
+
 def line_invalid_at(f: Path, line: int) -> int | None:
     """The file's byte (0-based) where physical line ``line`` (1-based, lines ending at ``\\n``) of ``f`` stops being
     UTF-8 text, or ``None`` where it is UTF-8 (or the file has no such line)."""
@@ -74,4 +94,5 @@ def line_invalid_at(f: Path, line: int) -> int | None:
     return None
 
 
-__all__ = ["NOT_UTF8", "UNDECODED", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows", "undecoded_at"]
+__all__ = ["NOT_UTF8", "UNDECODED", "file_invalid_at", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows",
+           "undecoded_at"]
