@@ -1762,3 +1762,20 @@ def test_edge_since_timestamp_after_year_9999_is_out_of_range(tmp_path):
     with pytest.raises(TraceRecordError, match=r"far\.parquet edge 2: since = 100\d\d-.* is out of range \(a year "
                                                r"after 9999\)"):
         read_trace(ev, spec("far.parquet"))
+
+
+def test_oasis_text_not_utf8_is_named(tmp_path):
+    """A Latin-1 string stored as TEXT in an OASIS database stopped the read as "(a truncated or damaged database?)":
+    it now says the text is not UTF-8."""
+    db = tmp_path / "latin1.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE trace(user_id INTEGER, created_at INTEGER, action TEXT, info TEXT)")
+    con.execute("INSERT INTO trace VALUES (1, 0, 'post', '{}')")
+    con.execute("INSERT INTO trace VALUES (2, 0, CAST(X'4A6F73E9' AS TEXT), '{}')")  # 'José' in Latin-1
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action"}}
+    with pytest.raises(TraceFormatError, match=r"latin1\.db'?: reading stopped .*column 'action'.*: text that is not "
+                                               r"UTF-8 \(Latin-1 or Windows-1252 text stored as TEXT\?"):
+        read_trace(db, spec)

@@ -209,8 +209,12 @@ class OasisReader(TraceReader):
                 with self._waiting():
                     rows = cur.fetchmany(size)
             except sqlite3.DatabaseError as exc:
+                # text that is not UTF-8 (a Latin-1 string stored as TEXT) was named a truncated or damaged database
+                why = (": text that is not UTF-8 (Latin-1 or Windows-1252 text stored as TEXT? traces are read as "
+                       "UTF-8: rewrite those values as UTF-8)" if "decode to UTF-8" in str(exc) else
+                       " (a truncated or damaged database?)")
                 raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: reading stopped after row {last}: "
-                                                            f"{exc} (a truncated or damaged database?)") from exc
+                                                            f"{exc}{why}") from exc
             if not rows:
                 return
             validator.tally.records += len(rows)
