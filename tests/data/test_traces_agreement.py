@@ -1034,6 +1034,34 @@ def test_labels_compared_as_written_in_every_reader(tmp_path, fmt, nested):
     assert sorted(r.panel.features) == sorted({u for *_, u, _ in _LABELS})
 
 
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "spans"])
+def test_a_number_in_where_matches_text_that_spells_it(tmp_path, fmt):
+    """A number in a ``[where]`` list matches text that spells it in decimal (``1.5``: ``"1.50"``; ``2``: ``"2.00"``)
+    in every reader: a CSV column of numbers is read as written, and ``[where] price = [1.5]`` matched no CSV cell
+    written ``1.50`` (it had matched while DuckDB read the column as DOUBLE). Text in the list still matches text as
+    written (``["1.5"]`` is not ``"1.50"``: the test above), and a code with a leading zero is no number."""
+    f, spec = _labels(tmp_path, fmt, False)
+    pre = "attributes/" if fmt == "spans" else ""
+    for where, want in (([1.5], [[1.0, 2.0], [4.0, 0.0]]), ([2], [[0.0, 0.0], [0.0, 8.0]]),
+                        ([1.5, 2.0], [[1.0, 2.0], [4.0, 8.0]])):
+        r = read_trace(f, dict(spec, where={f"{pre}price": where}))
+        got = np.zeros((2, 2))
+        for i, a in enumerate(r.panel.agent_ids.tolist()):
+            for t, s in enumerate(r.panel.steps.tolist()):
+                got[s, int(a) - 1] = r.panel.values[t, i, 0]
+        assert got.tolist() == want, (where, got.tolist())
+
+
+def test_a_number_in_where_does_not_match_a_code_with_a_leading_zero(tmp_path):
+    f = tmp_path / "codes.jsonl"
+    f.write_text("".join(json.dumps({"agent": a, "tick": 0, "amount": 1.0, "zip": z}) + "\n"
+                         for a, z in ((1, "01"), (2, "1"), (3, " 1"), (4, 1))))
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "sum", "name": "amount", "field": "amount"}], "where": {"zip": [1]}}
+    r = read_trace(f, spec)
+    assert sorted(r.panel.agent_ids.tolist()) == [2, 4]
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "spans"])
 def test_where_on_the_agent_field_names_ids_as_the_agent_column_reads_them(tmp_path, fmt):
     """A CSV agent column of numbers reads ``1.0`` as the id 1 (as a JSON ``1.0`` is), but ``[where] agent = [1]`` on it

@@ -347,6 +347,11 @@ class Validator:
         self.steps = StepCoder(spec)
         self.fields = spec.fields()
         self.where = {k: {_key(v) for v in vals} for k, vals in spec.where.items()}
+        # a number in a [where] list also matches text that spells it in decimal (1.5: "1.50", "15e-1"), in every
+        # format alike: a CSV column of numbers is read as written (its text), and [where] price = [1.5] matched no
+        # CSV cell written 1.50 (nor a JSON text "1.50"), where it matched the JSON number 1.50
+        self.where_numbers = {k: {float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool)}
+                              for k, vals in spec.where.items()}
         self.excluded_agents = {_key(v) for v in spec.agent.exclude}
 
     def refuse(self, raw: RawRecords, mask: np.ndarray, reason: str) -> np.ndarray:
@@ -368,7 +373,9 @@ class Validator:
         keep = np.ones(n, dtype=bool)
         for key, allowed in self.where.items():
             vals = raw.where[key]
-            ok = np.fromiter((_key(v) in allowed for v in vals), dtype=bool, count=n)
+            numbers = self.where_numbers[key]
+            ok = np.fromiter((_key(v) in allowed or (bool(numbers) and _spelled_number(v) in numbers) for v in vals),
+                             dtype=bool, count=n)
             self.tally.filter(f"{key} not in where", int((keep & ~ok).sum()))
             keep &= ok
         # one entry per record: np.asarray(dtype=object) turned same-length lists (a JSON array or an OTel
@@ -496,6 +503,19 @@ def _time_like(v: Any) -> bool:
     if isinstance(v, datetime.date | np.datetime64):
         return True
     return isinstance(v, str) and _TIME_TEXT.match(v) is not None
+
+
+#: text that spells a number in decimal, as a number in a ``[where]`` list matches it: no space around it, no leading
+#: zero (``01`` is a code, not the number 1) and no ``inf`` / ``nan``
+_DECIMAL_TEXT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|[-+]?\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
+def _spelled_number(v: Any) -> float | None:
+    """The number text ``v`` spells in decimal (:data:`_DECIMAL_TEXT`), else ``None`` (also for a value that is no
+    text: a number is matched by its key)."""
+    if isinstance(v, str) and _DECIMAL_TEXT.fullmatch(v):
+        return float(v)
+    return None
 
 
 def _key(v: Any) -> str:
