@@ -311,6 +311,18 @@ def lookalike_note(ids: Any) -> Note | None:
                 "the ids before attributing.", "warn")
 
 
+def _method_seed(prov: dict[str, Any], manifest: dict[str, Any]) -> Any:
+    """The provenance's seed row: the method's seed where it sampled; else what is true — it drew nothing (the closed
+    form and the quadrature are deterministic), with the seed that generated the panel where one did (``aumann
+    demo``: the row read "seed –" beside a source line "seed 0")."""
+    if prov.get("seed") is not None:
+        return prov["seed"]
+    how = "closed form" if prov.get("closed_form") else "deterministic quadrature"
+    panel_seed = (manifest.get("seeds") or {}).get("seed") if isinstance(manifest.get("seeds"), dict) else None
+    data = f"; the panel was generated with seed {fmt(panel_seed)}" if panel_seed is not None else ""
+    return f"— ({how}: no sampling{data})"
+
+
 def _agents(k: int) -> str:
     """"1 agent", "5 agents" (a one-agent panel's page read "The 1 agents with the largest …")."""
     return f"{k:,} agent" if k == 1 else f"{k:,} agents"
@@ -410,7 +422,8 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         ("method", f"{att.method} ({'closed form' if prov.get('closed_form') else 'path integral'})"),
         ("indicator", literal(prov.get("indicator"))), ("K (quadrature points)", prov.get("steps")),
         ("rule", prov.get("rule")),
-        ("power τ = u^p", prov.get("power")), ("baseline", prov.get("baseline")), ("seed", prov.get("seed")),
+        ("power τ = u^p", prov.get("power")), ("baseline", prov.get("baseline")),
+        ("seed", _method_seed(prov, manifest)),
         ("dtype", prov.get("dtype")), ("panel", f"T = {att.T}, N = {att.N:,}, D = {len(att.features)} "
                                                  f"({literal(', '.join(att.features))})"),
         ("source", literal(summary.get("panel") or panel_meta.get("generator") or "–")),

@@ -98,3 +98,19 @@ def test_a_rerun_interrupted_while_writing_leaves_no_finished_looking_mix(tmp_pa
     capsys.readouterr()
     assert main(["report", str(out)]) == 2
     assert "no manifest.json" in capsys.readouterr().err
+
+
+def test_the_provenance_seed_says_what_is_true_in_html_and_markdown(tmp_path, rng, capsys):
+    """The demo's provenance read "seed: –" (the closed form draws nothing) beside "source: … seed 0": the row says
+    there was no sampling and names the seed that generated the panel; an `aumann attribute` of a panel of yours
+    (no generator seed) says only that it drew nothing."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--agents", "40", "--steps", "3", "--seed", "7", "--out", str(out), "--static"]) == 0
+    want = "— (closed form: no sampling; the panel was generated with seed 7)"
+    assert f"<dt>seed</dt><dd>{want}</dd>" in (out / "report.html").read_text(encoding="utf-8")
+    assert f"* seed: {want}" in (out / "report.md").read_text(encoding="utf-8")
+    src = Panel(np.abs(rng.normal(size=(3, 30, 2)))).save(tmp_path / "p.npz")
+    mine = tmp_path / "mine"
+    assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--out", str(mine),
+                 "--static"]) == 0
+    assert "* seed: — (deterministic quadrature: no sampling)\n" in (mine / "report.md").read_text(encoding="utf-8")
