@@ -93,6 +93,7 @@ class Figure:
     caption: str = ""
     md_ref: str | None = None  # a PNG file beside report.md that shows the same thing
     synthetic: bool = False
+    md_only: bool = False  # a link of report.md to a PNG beside it whose content report.html draws otherwise
 
 
 @dataclass
@@ -399,6 +400,8 @@ def _table_html(t: Table) -> str:
 
 
 def _figure_html(f: Figure) -> str:
+    if f.md_only:
+        return ""
     tag = '<span class="synth-tag">SYNTHETIC</span>' if f.synthetic else ""
     if f.html:
         inner = f.html

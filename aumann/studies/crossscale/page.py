@@ -27,6 +27,7 @@ from aumann.studies.page import (
     Cell,
     Details,
     Document,
+    Figure,
     KeyValues,
     Note,
     Section,
@@ -270,9 +271,21 @@ def _day_figures(s: _StudyDir, i: int, t: str, daily: dict[str, Any], short: lis
         f"{t}: |M(t, p)| by follower-percentile bin × day (log10)", m, labels, short, xlabel="day",
         ylabel="follower percentile (top first)", value_label="M(t, p)", diverging=False, log=True,
         vline=(p, "t*"), hlines=(1, 10), synthetic=s.synthetic, row_title="bin",
-        md_ref=s.figure("heatmap.png") if i == 0 else None,
+        # no md_ref: figures/heatmap.png holds every topic's panel, not this topic's (linked once: _all_topics)
         caption="M(t, p) = Σ over the users of percentile bin p of φ_i,t (f_heat, full panel); dashed lines at "
         "the tier boundaries (1 %, 10 %).")]
+
+
+def _all_topics(s: _StudyDir) -> list[Any]:
+    """The line naming ``figures/heatmap.png``, which draws every topic's M(t, p) side by side (report.md links it
+    under that title: it was linked as the first topic's figure, "mythos: |M(t, p)| …")."""
+    ref = s.figure("heatmap.png")
+    if ref is None or not s.topics:
+        return []
+    title = "Every topic: log10 |M(t, p)| by follower-percentile bin × day, side by side"
+    return [Text(f"`{ref}` beside this page draws every topic's |M(t, p)| side by side"
+                 f" ({literal(', '.join(s.topics))}); each topic's is below, under its name."),
+            Figure(title, md_ref=ref, synthetic=s.synthetic, md_only=True)]
 
 
 def _when(s: _StudyDir) -> list[Any]:
@@ -280,6 +293,8 @@ def _when(s: _StudyDir) -> list[Any]:
     when: list[Any] = []
     if not s.plots:
         when.append(Note("Figures were left out (`--no-plots`); the per-day table below has the numbers.", "skipped"))
+    else:
+        when += _all_topics(s)
     for i, t in enumerate(s.topics):
         daily = s.fulls[t].get("daily")
         if not daily:

@@ -479,6 +479,35 @@ def test_the_markdown_twin_links_no_png_under_the_r_top_figure_title(tmp_path) -
     assert "_Figure: R_top (f_heat): the full panel against small panels (SYNTHETIC) — in report.html._" in md
 
 
+def test_the_markdown_twin_links_the_every_topic_heatmap_under_its_own_title(tmp_path) -> None:
+    """report.md linked figures/heatmap.png, which draws every topic's |M(t, p)| side by side, as the first topic's
+    figure ("mythos: |M(t, p)| by follower-percentile bin × day"): it is linked once, under a title that says it
+    holds every topic, and both pages name the file; each topic's own heatmap is in report.html."""
+    import re
+
+    from aumann.data.bluesky.synth import SynthConfig, generate
+
+    counts = tmp_path / "counts"
+    generate(SynthConfig(users=300, days=3, seed=0)).save(counts)
+    out = tmp_path / "study"
+    run_crossscale(counts, out, CrossScaleConfig(sizes=[20, "full"], seeds=[0, 1], headline_size=20),
+                   log=lambda *_: None)
+    assert (out / "figures" / "heatmap.png").is_file()
+    topics = json.loads((out / "summary.json").read_text())["topics"]
+    assert len(topics) > 1
+    md = (out / "report.md").read_text(encoding="utf-8")
+    links = re.findall(r"!\[([^\]]*)\]\(figures/heatmap\.png\)", md)
+    assert links == ["Every topic: log10 |M(t, p)| by follower-percentile bin × day, side by side (SYNTHETIC)"]
+    for t in topics:
+        assert f"_Figure: {t}: |M(t, p)| by follower-percentile bin × day (log10) (SYNTHETIC) — in report.html._" in md
+    line = "`figures/heatmap.png` beside this page draws every topic's |M(t, p)| side by side"
+    assert line in md
+    from tests.studies import htmlcheck
+
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert line.replace("`", "") in htmlcheck.text(page)
+
+
 def test_the_deepset_part_of_the_page_is_a_table_and_labelled_values_not_json(tmp_path) -> None:
     """With --deepset, How sure showed summary.json's DeepSet entry as JSON text: 'settings {"topic": …}',
     'training {"heldout_r2": {"random": 0.9823561906814575, …}}' and the tier-share table itself as
