@@ -309,19 +309,24 @@ border-radius:4px}
 margin:10px 0;font-size:14px}
 .note.skipped{border-left-color:#d9a400;background:var(--skipbg);color:var(--skip)}
 .note.warn{border-left-color:var(--synth);background:#fdecea;color:#7a1c15}
-.tablewrap{overflow-x:auto;margin:10px 0 4px}
+.tablewrap{overflow-x:auto;margin:10px 0 4px;background:
+linear-gradient(to right,var(--card) 40%,rgba(255,255,255,0)) left center/36px 100% no-repeat local,
+linear-gradient(to left,var(--card) 40%,rgba(255,255,255,0)) right center/36px 100% no-repeat local,
+linear-gradient(to right,rgba(20,30,60,.22),rgba(20,30,60,0)) left center/14px 100% no-repeat scroll,
+linear-gradient(to left,rgba(20,30,60,.22),rgba(20,30,60,0)) right center/14px 100% no-repeat scroll;
+background-color:var(--card)}
 table.t{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums;min-width:40%}
 table.t caption{caption-side:top;text-align:left;color:var(--muted);font-size:13px;padding:0 0 6px}
-table.t th{background:#f0f2f8;text-align:left;font-weight:650;padding:6px 9px;border-bottom:1px solid var(--line);
-white-space:nowrap;cursor:pointer;user-select:none;position:sticky;top:0}
+table.t th{background:rgba(40,60,140,.07);text-align:left;font-weight:650;padding:6px 9px;
+border-bottom:1px solid var(--line);white-space:nowrap;cursor:pointer;user-select:none;position:sticky;top:0}
 table.t th.num{text-align:right}
 table.t th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 table.t th[aria-sort=descending]::after{content:" ▼";font-size:10px}
 table.t td{padding:4px 9px;border-bottom:1px solid #eef0f5;white-space:nowrap}
 table.t td.num{text-align:right}
 table.t td.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-weight:600;white-space:pre-wrap}
-table.t tbody tr:nth-child(even){background:#fafbfd}
-table.t tbody tr:hover{background:#eef3ff}
+table.t tbody tr:nth-child(even){background:rgba(40,60,140,.02)}
+table.t tbody tr:hover{background:rgba(36,87,214,.08)}
 td.bar{position:relative}
 td.bar .b{position:absolute;top:3px;bottom:3px;opacity:.18;border-radius:2px}
 td.bar .b.pos{left:0;background:var(--pos)}

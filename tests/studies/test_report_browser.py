@@ -156,3 +156,46 @@ def test_interactive_grouped_bars_keep_room_for_their_labels_on_a_phone(tmp_path
     bars = 3 * len(topics)
     assert got["canvas"] >= bars * (got["label"] + 8), got  # each bar at least its label's width and a gap
     assert got["scroll"] <= _PHONE, got
+
+
+_BOXES = """JSON.stringify(Object.fromEntries(['wide', 'narrow'].map(id => {
+  const box = document.getElementById(id).parentElement, r = box.getBoundingClientRect();
+  return [id, {left: r.left, right: r.right, top: r.top + window.scrollY, bottom: r.bottom + window.scrollY,
+               overflows: box.scrollWidth > box.clientWidth, bar: box.offsetHeight - box.clientHeight}];
+})))"""
+
+
+def test_a_table_wider_than_its_box_shows_a_shadow_at_the_edge_it_scrolls_to(tmp_path):
+    """A who-table wider than the window (390 px, or long ids at 1400 px) scrolled inside its box with nothing to
+    say that more columns lie to the right: the box now shades its right edge while there is more to see (a CSS
+    scroll shadow), not its left edge (nothing there yet), and a table that fits is not shaded."""
+    import io
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from aumann.studies.page import Document, Section, Table, render_html
+
+    wide = Table(["rank", "agent", *[f"feature_{j}" for j in range(12)]],
+                 [[i, f"agent-{'x' * 30}-{i}", *[1.25 * i * j for j in range(12)]] for i in range(8)], id="wide")
+    narrow = Table(["a", "b"], [[1, 2], [3, 4]], id="narrow")
+    path = tmp_path / "report.html"
+    path.write_text(render_html(Document("tables", [Section("s", "S", [wide, narrow])])), encoding="utf-8")
+    res = open_page(path, width=_PHONE, evaluate={"boxes": _BOXES})
+    assert res.errors == [], res.errors
+    boxes = json.loads(res.values["boxes"])
+    assert boxes["wide"]["overflows"] and not boxes["narrow"]["overflows"], boxes
+    img = np.asarray(Image.open(io.BytesIO(res.png)).convert("L"), dtype=np.float64)
+
+    def edge(box: dict, side: str) -> float:
+        """The mean grey level of a 4 px strip just inside the box's ``side`` edge, over its rows (not its
+        scroll bar)."""
+        top, bottom = int(box["top"]) + 2, int(box["bottom"] - box["bar"]) - 2
+        x = int(box["right"]) - 6 if side == "right" else int(box["left"]) + 2
+        return float(img[top:bottom, x:x + 4].mean())
+
+    w, n = boxes["wide"], boxes["narrow"]
+    assert edge(w, "right") < edge(w, "left") - 8, (edge(w, "right"), edge(w, "left"))  # shaded: more to the right
+    assert edge(w, "left") > 240  # nothing to the left yet: no shadow there
+    assert edge(n, "right") > 248 and edge(n, "left") > 240, (edge(n, "right"), edge(n, "left"))
