@@ -192,7 +192,7 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
     from aumann.cli.command import command_line
     from aumann.io import OUTPUTS_COMPLETE, adopt_outputs, plain, write_csv, write_json
     from aumann.manifest import redact_text, write_manifest
-    from aumann.studies.pages import render_report, unfinish, write_top_agents
+    from aumann.studies.pages import not_alive_rows, render_report, unfinish, write_top_agents
 
     _remove_stale(out, args)  # checked again: the folder may have changed while the attribution ran
     names = _check_outputs(out, args)
@@ -210,6 +210,9 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
                "synthetic": bool(panel.meta.get("synthetic", False))}
     if "tier" in res.groups and np.all(res.delta_v != 0) and float(res.delta_v.sum()) != 0:
         summary["tier_shares"] = res.group_shares("tier")
+    dead = not_alive_rows(res, panel)  # the page's heatmap draws these cells as "not alive", not as φ = 0
+    if dead is not None:
+        summary["not_alive"] = dead
     extra: dict = {}
     if trace is not None:
         extra = _write_trace_outputs(out, args, trace, f, panel, res, timer)

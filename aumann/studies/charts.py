@@ -322,15 +322,22 @@ class Charts:
                 xlabel: str, ylabel: str, value_label: str, diverging: bool = True, log: bool = False,
                 vline: tuple[int, str] | None = None, hlines: Sequence[float] = (), caption: str = "",
                 md_ref: str | None = None, synthetic: bool = False, row_title: str = "agent",
-                extra: dict[str, np.ndarray] | None = None) -> Figure:
-        """``values`` (rows × columns), e.g. agents × steps. Diverging (centred at 0) or sequential (log10)."""
+                extra: dict[str, np.ndarray] | None = None, not_alive: np.ndarray | None = None) -> Figure:
+        """``values`` (rows × columns), e.g. agents × steps. Diverging (centred at 0) or sequential (log10).
+
+        ``not_alive`` (bool, rows × columns): the cells whose agent is not alive at that step (the panel's alive
+        mask) are drawn hatched light grey, with a legend entry "not alive" and the hover text "not alive at step
+        t", never in the colour of a living agent's φ = 0. The values themselves are not changed."""
         v = np.asarray(values, dtype=float)
+        dead = None if not_alive is None else np.asarray(not_alive, dtype=bool)
+        if dead is not None and (dead.shape != v.shape or not dead.any()):
+            dead = None
         if log:
             with np.errstate(divide="ignore", invalid="ignore"):
                 shown = np.where(np.abs(v) > 0, np.log10(np.abs(v)), np.nan)
         else:
             shown = v
-        finite = shown[np.isfinite(shown)]
+        finite = shown[np.isfinite(shown) & (True if dead is None else ~dead)]
         if diverging:
             lim = float(np.abs(finite).max()) if finite.size else 1.0
             lo, hi = -(lim or 1.0), (lim or 1.0)
@@ -341,12 +348,14 @@ class Charts:
         height = int(min(620, max(240, 40 + 15 * len(row_labels))))
         if self.interactive:
             html = self._bokeh_heatmap(v, shown, row_labels, col_labels, xlabel, ylabel, value_label, diverging, lo,
-                                       hi, vline, hlines, height, row_title, extra or {})
+                                       hi, vline, hlines, height, row_title, extra or {}, dead)
             return Figure(title, html=html, caption=caption, md_ref=md_ref, synthetic=synthetic)
         plt = _plt()
         fig, ax = plt.subplots(figsize=(7.2, height / 80))
         cmap = "RdBu_r" if diverging else "magma"
         im = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest")
+        if dead is not None:
+            hatch_not_alive(ax, dead)
         if vline is not None:
             ax.axvline(vline[0], color="k", lw=1.1)
             ax.annotate(vline[1], (vline[0], -0.5), xytext=(3, 2), textcoords="offset points", fontsize=9,
@@ -366,7 +375,7 @@ class Charts:
         return Figure(title, png=_png(fig), caption=caption, md_ref=md_ref, synthetic=synthetic)
 
     def _bokeh_heatmap(self, v, shown, row_labels, col_labels, xlabel, ylabel, value_label, diverging, lo, hi, vline,
-                       hlines, height, row_title, extra) -> str:
+                       hlines, height, row_title, extra, dead=None) -> str:
         from bokeh.models import ColorBar, ColumnDataSource, HoverTool, Label, LinearColorMapper, Span
         from bokeh.palettes import RdBu11, magma
         from bokeh.plotting import figure
@@ -386,6 +395,14 @@ class Charts:
         for name, arr in extra.items():
             data[name] = np.asarray(arr).ravel()
             tips.append((name, f"@{{{name}}}{{0.0000g}}"))
+        gone: dict[str, Any] | None = None
+        if dead is not None:  # the cells of agents not alive: their own hatched renderer, hover and legend entry
+            off = dead.ravel()
+            gone = {"x": data["x"][off], "y": [y for y, o in zip(data["y"], off) if o] if not many else data["y"][off],
+                    "row": [r for r, o in zip(data["row"], off) if o],
+                    "status": [f"not alive at {NOT_ALIVE_AT} {cols[j]}" for j in jj[off]]}
+            data = {k: ([x for x, o in zip(col, off) if not o] if isinstance(col, list) else np.asarray(col)[~off])
+                    for k, col in data.items()}
         src = ColumnDataSource(data)
         palette = list(RdBu11) if diverging else list(magma(256))  # Bokeh's RdBu11 runs blue → red
         mapper = LinearColorMapper(palette=palette, low=lo, high=hi, nan_color="#eeeeee")
@@ -396,6 +413,18 @@ class Charts:
         r = p.rect(x="x", y="y", width=1, height=1, source=src, line_color=None,
                    fill_color={"field": "shown", "transform": mapper})
         p.add_tools(HoverTool(renderers=[r], tooltips=tips))
+        if gone is not None:
+            g = p.rect(x="x", y="y", width=1, height=1, source=ColumnDataSource(gone), line_color=None,
+                       fill_color=NOT_ALIVE_FILL, hatch_pattern="/", hatch_color=NOT_ALIVE_HATCH, hatch_scale=8,
+                       hatch_weight=1, legend_label=NOT_ALIVE_LABEL)
+            p.add_tools(HoverTool(renderers=[g], tooltips=[(row_title, "@row"), ("", "@status")]))
+            p.legend.location = "top_left"
+            p.legend.orientation = "horizontal"
+            p.legend.label_text_font_size = "10px"
+            p.legend.padding = 2
+            p.legend.margin = 0
+            p.legend.glyph_height = p.legend.glyph_width = 14
+            p.add_layout(p.legend[0], "above")
         bar = ColorBar(color_mapper=mapper, width=10, title=value_label if diverging else f"log10 |{value_label}|",
                        title_text_font_size="9px", major_label_text_font_size="9px")
         p.add_layout(bar, "right")
@@ -467,6 +496,30 @@ def stable_bokeh_ids(html: str, *, salt: str = "") -> str:
     return html
 
 
+#: how the cells of an agent that is not alive at a step are drawn (both renderers): hatched light grey, never a
+#: colour of the φ scale (a living agent's φ = 0 is white on the diverging scale)
+NOT_ALIVE_FILL, NOT_ALIVE_HATCH, NOT_ALIVE_LABEL, NOT_ALIVE_AT = "#d4d4d4", "#7f7f7f", "not alive", "step"
+
+
+def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
+    """Draw the cells ``dead`` (rows × columns, True: the row's agent is not alive at that column's step) of a
+    matplotlib heatmap (``imshow``, one unit per cell) hatched light grey over the colours, with a legend entry
+    "not alive" above the plot. One rectangle per run of dead cells in a row (an agent dies once, or is born late),
+    so a long run stays a few patches."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Patch, Rectangle
+
+    rects = []
+    for r, row in enumerate(np.asarray(dead, dtype=bool)):
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(np.int8), [0]))))
+        rects += [Rectangle((a - 0.5, r - 0.5), b - a, 1) for a, b in zip(edges[::2], edges[1::2])]
+    ax.add_collection(PatchCollection(rects, facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///",
+                                      linewidth=0, zorder=2))
+    ax.legend(handles=[Patch(facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///",
+                             label=NOT_ALIVE_LABEL)], loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8,
+              frameon=False, borderaxespad=0.2, handlelength=1.6)
+
+
 def _style(p: Any, grid: bool = True) -> None:
     p.toolbar.logo = None
     p.outline_line_color = "#dddddd"
@@ -497,5 +550,5 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LABEL_CHARS", "PALETTE", "Charts", "Line", "Point", "bokeh_available", "label_text", "short_label",
-           "stable_bokeh_ids"]
+__all__ = ["LABEL_CHARS", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point", "bokeh_available",
+           "hatch_not_alive", "label_text", "short_label", "stable_bokeh_ids"]

@@ -2,7 +2,8 @@
 
 * ``macro_curve.png``: f over steps per run, t* marked, original indicator dashed;
 * ``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed
-  Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table);
+  Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table); a step at which an agent is not alive
+  is hatched grey ("not alive"), not drawn as the white of φ = 0;
 * ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles.
 
 Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`). Each is its own
@@ -22,7 +23,7 @@ import numpy as np
 from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz, remove_stale
-from aumann.studies.charts import short_label
+from aumann.studies.charts import hatch_not_alive, short_label
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
@@ -74,6 +75,9 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
     try:
         lim = float(np.abs(phi[:, top]).max()) or 1.0
         im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+        alive = _alive(result, phi.shape)
+        if alive is not None and not alive[:, top].all():  # not alive: hatched grey, not the white of φ = 0
+            hatch_not_alive(ax, ~alive[:, top].T)
         ax.axvline(result.records[0]["t_star"], color="k", lw=1)
         ids = _agent_ids(result, phi.shape[1])
         ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),
@@ -135,6 +139,23 @@ def write_plots(result: StudyResult, out: Path, *, parts: Any = None) -> list[Pa
         if path is not None:
             paths.append(path)
     return paths
+
+
+def _alive(result: StudyResult, shape: tuple[int, int]) -> np.ndarray | None:
+    """Run 0's alive mask (T, N) (from its panel, or its saved panel file on resume); ``None``: every agent alive,
+    or no panel to say (a damaged file: the figure is drawn without the mask)."""
+    panel = result.panels[0] if result.panels else None
+    if panel is not None:
+        return None if panel.alive is None else np.asarray(panel.alive, dtype=bool)
+    path = RunDir(result.out_dir).panel(0) if result.out_dir is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        alive = read_npz(path, error=StudyError, what="panel file", within=result.out_dir, keys=("alive",))[0].get(
+            "alive")
+    except (StudyError, OSError):
+        return None
+    return alive if alive is not None and alive.dtype == np.bool_ and alive.shape == tuple(shape) else None
 
 
 def _agent_ids(result: StudyResult, n: int) -> list[Any]:

@@ -57,6 +57,7 @@ from aumann.studies.page import (
 )
 from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir
 from aumann.studies.sections import (
+    PAGE_TOP_MAX,
     calls_text,
     concentration_table,
     driver_card,
@@ -282,6 +283,33 @@ def top_agents_rows(att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV) -> list[di
     return rows
 
 
+def not_alive_rows(att: Any, panel: Any, *, k: int = PAGE_TOP_MAX) -> list[dict[str, Any]] | None:
+    """``summary.json``'s ``not_alive``: the agents among the top ``k`` by Φ_i (every agent a page can show) that are
+    not alive at some step, each as ``{"position", "steps"}`` (step positions), so that the page's heatmap draws
+    those cells as "not alive" rather than as a living agent's φ = 0; ``None`` for a panel without an alive mask."""
+    if getattr(panel, "alive", None) is None:
+        return None
+    alive = np.asarray(panel.alive, dtype=bool)
+    return [{"position": int(p), "steps": np.flatnonzero(~alive[:, p]).tolist()}
+            for p in top_order(att.by_agent(), k) if not alive[:, p].all()]
+
+
+def _not_alive_mask(summary: dict[str, Any], order: np.ndarray, T: int) -> np.ndarray | None:
+    """(rows × steps) True where the agent of row ``order[r]`` is not alive, from ``summary.json``'s ``not_alive``
+    (:func:`not_alive_rows`); ``None`` where the run recorded none (no alive mask, or an older aumann)."""
+    rows = summary.get("not_alive")
+    if not isinstance(rows, list):
+        return None
+    where = {int(p): r for r, p in enumerate(order)}
+    dead = np.zeros((len(order), T), dtype=bool)
+    for row in rows:
+        r = where.get(int(row["position"])) if isinstance(row, dict) and "position" in row else None
+        if r is not None:
+            steps = np.asarray(row.get("steps") or [], dtype=np.int64)
+            dead[r, steps[(steps >= 0) & (steps < T)]] = True
+    return dead
+
+
 def _top_features(att: Any, top_rows: list[dict[str, Any]], k: int) -> dict[str, np.ndarray] | None:
     """The top agents' features at t* from ``top_agents.csv`` (``None`` when it does not cover them)."""
     if not top_rows:
@@ -400,13 +428,16 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         when.append([f1, f2])
         order = top_order(phi_i, k)
         ids = [id_cell(att.agent_ids[p]).text for p in order]
+        dead = _not_alive_mask(summary, order, att.T)
+        gone = "" if dead is None or not dead.any() else " Hatched grey: the agent is not alive at that step (φ = 0)."
         when.append(charts.heatmap(f"φ_i,t of the top {_agents(len(order))} × steps", att.phi[:, order].T, ids,
                                    steps_lbl,
                                    xlabel="step", ylabel="agent (by Φ_i, top first)", value_label="φ_i,t",
                                    vline=(ts, "t*"), synthetic=synthetic,
                                    caption="Rows: the agents of the who-table, in its order. Hover for agent id and φ."
-                                   if charts.interactive else "Rows: the agents of the who-table, in its order.",
-                                   extra={"Φ_i": np.repeat(phi_i[order][:, None], att.T, axis=1)}))
+                                   + gone if charts.interactive else "Rows: the agents of the who-table, in its order."
+                                   + gone,
+                                   extra={"Φ_i": np.repeat(phi_i[order][:, None], att.T, axis=1)}, not_alive=dead))
     elif not plots:
         when.append(Note("Figures were left out (`--no-plots`); the per-step table below has the numbers.", "skipped"))
     else:
@@ -498,4 +529,5 @@ def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV
 
 
 __all__ = ["KINDS", "TOP_AGENTS", "TOP_AGENTS_CSV", "attribute_document", "attribute_t_star", "build_document",
-           "faithfulness_document", "render_report", "run_kind", "top_agents_rows", "unfinish", "write_top_agents"]
+           "faithfulness_document", "not_alive_rows", "render_report", "run_kind", "top_agents_rows", "unfinish",
+           "write_top_agents"]

@@ -381,6 +381,25 @@ def load_panel_step(path: Path, t: int) -> dict[str, np.ndarray]:
         raise ReportError(str(exc)) from exc
 
 
+def load_panel_alive(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+    """The alive mask (T, N) of a panel file of the run directory, read alone (not the values; confined like the
+    readers above); ``None`` when the panel has none (every agent alive throughout). A mask that is not bool of the
+    attribution's ``shape`` is the file's damage: :class:`ReportError` naming it."""
+    from aumann.io import read_npz
+
+    try:
+        data = read_npz(path, error=ReportError, what="panel file", within=_ROOT.get(), keys=("alive",))[0]
+    except PathEscapeError as exc:
+        raise ReportError(str(exc)) from exc
+    alive = data.get("alive")
+    if alive is None:
+        return None
+    if alive.dtype != np.bool_ or alive.shape != tuple(shape):
+        raise ReportError(f"panel file {str(path)!r}: its alive mask is {alive.dtype} {alive.shape}, not bool of the "
+                          f"attribution's (T, N) = {tuple(shape)} (damaged)")
+    return alive
+
+
 class _AllBut(frozenset):
     """Every member name but these (``read_npz(keys=...)`` asks only ``name in keys``)."""
 
@@ -469,6 +488,7 @@ __all__ = [
     "load_arrays",
     "load_attribution",
     "load_panel",
+    "load_panel_alive",
     "merged_table",
     "pct_cell",
     "pct_text",

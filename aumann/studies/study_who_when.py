@@ -11,7 +11,14 @@ import numpy as np
 from aumann.studies.charts import Line, Point
 from aumann.studies.page import Details, Note, Table, Text, fmt
 from aumann.studies.rundir import HEATMAP, MACRO_CURVE
-from aumann.studies.sections import concentration_table, group_share_table, top_order, top_shown, who_table
+from aumann.studies.sections import (
+    concentration_table,
+    group_share_table,
+    load_panel_alive,
+    top_order,
+    top_shown,
+    who_table,
+)
 from aumann.studies.study_page_data import StudyPage
 
 
@@ -63,14 +70,17 @@ def _macro_figures(page: StudyPage) -> list[Any]:
                         "with the agents' baseline-action state as baseline.", synthetic=page.synthetic)
     order = top_order(a0.by_agent(), top_shown(page.top, a0.N)[0])
     ids = [str(a0.agent_ids[p].item() if hasattr(a0.agent_ids[p], "item") else a0.agent_ids[p]) for p in order]
+    alive = load_panel_alive(page.d.panel(0), a0.phi.shape) if page.d.panel(0).is_file() else None
+    dead = None if alive is None else ~alive[:, order].T
+    gone = "" if dead is None or not dead.any() else " Hatched grey: the agent is not alive at that step (φ = 0)."
     heat = charts.heatmap(
         f"φ_i,t of the top {len(order)} agents × steps (run 0)", a0.phi[:, order].T, ids, [str(s) for s in steps],
         xlabel="step t", ylabel="agent (by Φ_i, top first)", value_label="φ_i,t", vline=(ts0, "t*"),
         caption="Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it. "
-        "Hover for agent id, step and φ; drag to zoom." if charts.interactive else
-        "Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it.",
+        "Hover for agent id, step and φ; drag to zoom." + gone if charts.interactive else
+        "Rows: the agents of run 0's who-table, in its order; red raises the indicator, blue lowers it." + gone,
         md_ref=page.figure_ref(HEATMAP), synthetic=page.synthetic,
-        extra={"Φ_i": np.repeat(a0.by_agent()[order][:, None], a0.T, axis=1)})
+        extra={"Φ_i": np.repeat(a0.by_agent()[order][:, None], a0.T, axis=1)}, not_alive=dead)
     return [[fig1, fig2], heat]
 
 

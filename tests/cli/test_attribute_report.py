@@ -114,3 +114,43 @@ def test_the_provenance_seed_says_what_is_true_in_html_and_markdown(tmp_path, rn
     assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--out", str(mine),
                  "--static"]) == 0
     assert "* seed: — (deterministic quadrature: no sampling)\n" in (mine / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_the_heatmap_of_a_panel_with_deaths_marks_the_cells_of_agents_not_alive(tmp_path, rng, capsys, static):
+    """An `aumann attribute` panel with births and deaths: the heatmap drew a dead agent's steps as φ = 0, the
+    colour of a living agent that changed nothing. summary.json now records, for the agents a page can show, the
+    steps at which each is not alive (from the panel's alive mask), and the page draws those cells as "not alive";
+    no number of the result files changes."""
+    import json
+
+    T, N = 8, 30
+    values = np.abs(rng.normal(size=(T, N, 2)))
+    values[:, :2] *= 5.0  # agents a0 and a1 lead the who-table
+    alive = np.ones((T, N), dtype=bool)
+    alive[5:, 0] = False  # a0 dies before step 5
+    alive[:3, 1] = False  # a1 is born at step 3
+    ids = [f"a{i}" for i in range(N)]
+    src = Panel(values, features=["x", "y"], agent_ids=ids, alive=alive).save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    static_flag = ["--static"] if static else []
+    assert main(["attribute", str(src), "--indicator", "lin", "--out", str(out), *static_flag]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    with np.load(out / "attribution.npz", allow_pickle=False) as z:
+        phi = z["phi"]
+    top = sorted(range(N), key=lambda i: (-phi.sum(axis=0)[i], i))
+    assert summary["not_alive"] == [{"position": p, "steps": np.flatnonzero(~alive[:, p]).tolist()}
+                                    for p in top if not alive[:, p].all()]
+    assert {r["position"] for r in summary["not_alive"]} == {0, 1}
+    assert (phi[~alive] == 0).all()  # the numbers: φ = 0 where not alive, as before
+    with open(out / "top_agents.csv", newline="") as fh:
+        assert "alive" not in fh.readline()  # the CSVs keep their columns
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "Hatched grey: the agent is not alive at that step (φ = 0)." in htmlcheck.text(page)
+    if not static:
+        assert "not alive at step 5" in page and "not alive at step 0" in page
+    mine = tmp_path / "alive"  # a panel without an alive mask: nothing recorded, nothing hatched
+    assert main(["attribute", str(Panel(values).save(tmp_path / "p.npz")), "--indicator", "lin", "--out", str(mine),
+                 "--static"]) == 0
+    assert "not_alive" not in json.loads((mine / "summary.json").read_text())
+    assert "Hatched grey" not in (mine / "report.html").read_text(encoding="utf-8")
