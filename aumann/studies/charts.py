@@ -501,10 +501,11 @@ def stable_bokeh_ids(html: str, *, salt: str = "") -> str:
 NOT_ALIVE_FILL, NOT_ALIVE_HATCH, NOT_ALIVE_LABEL, NOT_ALIVE_AT = "#d4d4d4", "#7f7f7f", "not alive", "step"
 
 
-def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
+def hatch_not_alive(ax: Any, dead: np.ndarray, *, legend_at: str = "above") -> None:
     """Draw the cells ``dead`` (rows × columns, True: the row's agent is not alive at that column's step) of a
     matplotlib heatmap (``imshow``, one unit per cell) hatched light grey over the colours, with a legend entry
-    "not alive" above the plot. One rectangle per run of dead cells in a row (an agent dies once, or is born late),
+    "not alive" above the plot (``legend_at="corner"``: in the figure's bottom left corner, for a figure whose title
+    is above the plot). One rectangle per run of dead cells in a row (an agent dies once, or is born late),
     so a long run stays a few patches."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
@@ -515,9 +516,13 @@ def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
         rects += [Rectangle((a - 0.5, r - 0.5), b - a, 1) for a, b in zip(edges[::2], edges[1::2])]
     ax.add_collection(PatchCollection(rects, facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///",
                                       linewidth=0, zorder=2))
-    ax.legend(handles=[Patch(facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///",
-                             label=NOT_ALIVE_LABEL)], loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8,
-              frameon=False, borderaxespad=0.2, handlelength=1.6)
+    handle = Patch(facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///", label=NOT_ALIVE_LABEL)
+    if legend_at == "corner":
+        ax.figure.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.005, 0.005), fontsize=8,
+                         frameon=False, handlelength=1.6)
+    else:
+        ax.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False,
+                  borderaxespad=0.2, handlelength=1.6)
 
 
 def _style(p: Any, grid: bool = True) -> None:

@@ -90,7 +90,12 @@ def test_the_run_page_and_its_png_mark_the_animals_that_are_not_alive(tmp_path, 
     assert expected.any()  # the check below looks at something: some of these animals die or are born late
     hatched = []
     real = figures.hatch_not_alive
-    monkeypatch.setattr(figures, "hatch_not_alive", lambda ax, dead: (hatched.append(dead), real(ax, dead))[1])
+
+    def recorded(ax, dead, **kw):
+        hatched.append(dead)
+        return real(ax, dead, **kw)
+
+    monkeypatch.setattr(figures, "hatch_not_alive", recorded)
     write_outputs(res, out, command="aumann run wolf-sheep", seconds=1.0, config=cfg.model_dump(mode="json"),
                   plots=True, interactive=False)
     assert len(hatched) == 1 and (hatched[0] == expected).all()  # attribution_heatmap.png
