@@ -309,14 +309,15 @@ border-radius:4px}
 margin:10px 0;font-size:14px}
 .note.skipped{border-left-color:#d9a400;background:var(--skipbg);color:var(--skip)}
 .note.warn{border-left-color:var(--synth);background:#fdecea;color:#7a1c15}
-.tablewrap{overflow-x:auto;margin:10px 0 4px;background:
+.tablewrap{overflow-x:auto;margin:10px 0 4px;container-type:inline-size;background:
 linear-gradient(to right,var(--card) 40%,rgba(255,255,255,0)) left center/36px 100% no-repeat local,
 linear-gradient(to left,var(--card) 40%,rgba(255,255,255,0)) right center/36px 100% no-repeat local,
 linear-gradient(to right,rgba(20,30,60,.22),rgba(20,30,60,0)) left center/14px 100% no-repeat scroll,
 linear-gradient(to left,rgba(20,30,60,.22),rgba(20,30,60,0)) right center/14px 100% no-repeat scroll;
 background-color:var(--card)}
 table.t{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums;min-width:40%}
-table.t caption{caption-side:top;text-align:left;color:var(--muted);font-size:13px;padding:0 0 6px}
+table.t caption{caption-side:top;text-align:left;color:var(--muted);font-size:13px;padding:0 0 6px;
+position:sticky;left:0;max-width:100cqw}
 table.t th{background:rgba(40,60,140,.07);text-align:left;font-weight:650;padding:6px 9px;
 border-bottom:1px solid var(--line);white-space:nowrap;cursor:pointer;user-select:none;position:sticky;top:0}
 table.t th.num{text-align:right}

@@ -199,3 +199,31 @@ def test_a_table_wider_than_its_box_shows_a_shadow_at_the_edge_it_scrolls_to(tmp
     assert edge(w, "right") < edge(w, "left") - 8, (edge(w, "right"), edge(w, "left"))  # shaded: more to the right
     assert edge(w, "left") > 240  # nothing to the left yet: no shadow there
     assert edge(n, "right") > 248 and edge(n, "left") > 240, (edge(n, "right"), edge(n, "left"))
+
+
+_CAPTIONS = """JSON.stringify(Array.from(document.querySelectorAll('table.t caption')).map(c => {
+  const box = c.closest('.tablewrap').getBoundingClientRect(), r = c.getBoundingClientRect();
+  return {id: c.parentElement.id, right: Math.round(r.right), box: Math.round(box.right),
+          overflows: c.closest('.tablewrap').scrollWidth > c.closest('.tablewrap').clientWidth};
+}))"""
+
+
+def test_the_caption_of_a_table_wider_than_its_box_wraps_inside_the_box(tmp_path):
+    """At 390 px a wide table's caption ("Rank agreement with the reference, sampled_shapley_cv: …") was laid out
+    as wide as the table and cut off at the box's edge, its end readable only by scrolling the table; it now wraps
+    inside the visible box (and stays there while the table scrolls)."""
+    import json
+
+    from aumann.studies.page import Document, Section, Table, render_html
+
+    wide = Table(["rank", "agent", *[f"feature_{j}" for j in range(12)]],
+                 [[i, f"agent-{'x' * 30}-{i}", *[1.25 * i * j for j in range(12)]] for i in range(4)], id="wide",
+                 caption="Rank agreement with the reference, sampled_shapley_cv: sampled Shapley with the control "
+                 "variate, 1000 permutations, masking game, median standard error 1.029e−19")
+    path = tmp_path / "report.html"
+    path.write_text(render_html(Document("captions", [Section("s", "S", [wide])])), encoding="utf-8")
+    res = open_page(path, width=_PHONE, evaluate={"captions": _CAPTIONS})
+    assert res.errors == [], res.errors
+    (cap,) = json.loads(res.values["captions"])
+    assert cap["overflows"], cap  # the table is wider than its box
+    assert cap["right"] <= cap["box"], cap
