@@ -169,16 +169,25 @@ def _faithfulness(page: StudyPage) -> list[Any]:
                             merged_table(ext, caption="faithfulness_extended.csv", id="faithfulness-extended")]))
     groups = _curve_groups(page.arrs, page.methods or ["aumann_shapley", "sampled_shapley", "leave_one_out", "random"])
     if page.plots and groups:
-        figs = []
+        figs, empty = [], []
         for variant, curves in groups.items():
+            title = _VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})")
+            if all(np.isnan(c).all() for c in curves.values()):  # nothing to draw: an empty frame with a legend
+                empty.append(title)
+                continue
             ser = [Line(m, list(range(1, len(c) + 1)), 100 * c, markers=True, dash=m == "random")
                    for m, c in curves.items()]
             figs.append(page.charts.lines(
-                _VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})"), ser,
+                title, ser,
                 xlabel="k (agents deleted at t*)", ylabel="drop (f − f_k)/f  [%]", integer_x=True,
                 legend_at="outside", caption="Mean over runs.", synthetic=page.synthetic,
                 md_ref=page.figure_ref(DELETION_CURVES) if variant == "deletion" else None))
-        out.append(figs)
+        if figs:
+            out.append(figs)
+        if empty:
+            out.append(Note(f"Not drawn, nothing to draw: {'; '.join(empty)}. The drop (f − f_k)/f is undefined "
+                            "(–) at every k of every run (f(z_t*) = 0, or nothing to explain at t*); "
+                            "faithfulness.csv shows – for these columns.", "skipped"))
     elif not page.plots:
         out.append(Note("Deletion-curve figures were left out (`--no-plots`).", "skipped"))
     return out

@@ -363,3 +363,28 @@ def test_the_macro_curve_ticks_whole_steps(tmp_path, monkeypatch):
     assert {"f(z_t)", "Φ_t"} <= set(ticks)
     for label in ("f(z_t)", "Φ_t"):
         assert ticks[label] and all(float(x).is_integer() for x in ticks[label]), (label, ticks[label])
+
+
+def test_deletion_curves_with_nothing_to_draw_are_a_line_not_empty_frames(tmp_path):
+    """A run whose every deletion drop is undefined (megascale-social at 4 agents, 2 steps: f(z_t*) = 0) drew six
+    deletion-curve figures that were empty frames with a legend of methods; they are now one line saying why, and a
+    figure with something to draw is drawn as before."""
+    from types import SimpleNamespace
+
+    from aumann.studies.charts import Charts
+    from aumann.studies.page import Figure, Note
+    from aumann.studies.rundir import RunDir
+    from aumann.studies.study_how_sure import _faithfulness
+
+    nan = np.full(3, np.nan)
+    page = SimpleNamespace(
+        recs=[], faith=[{"method": "aumann_shapley", "deletion_auc": float("nan")}], d=RunDir(tmp_path),
+        arrs=[{"curve_aumann_shapley": nan, "curve_random": nan, "curve_masking_aumann_shapley": np.array([0.1, 0.2]),
+               "curve_masking_random": nan}],
+        methods=["aumann_shapley", "random"], plots=True, charts=Charts(interactive=False), synthetic=False,
+        figure_ref=lambda name: None)
+    blocks = _faithfulness(page)
+    figures = [b for group in blocks if isinstance(group, list) for b in group if isinstance(b, Figure)]
+    assert [f.title for f in figures] == ["Deletion curves under the masking oracle"]
+    notes = [b.text for b in blocks if isinstance(b, Note) and b.text.startswith("Not drawn")]
+    assert len(notes) == 1 and "Deletion curves (attributed indicator, agents ranked by φ)" in notes[0]
