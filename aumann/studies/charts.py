@@ -32,6 +32,8 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 #: (:func:`short_label`): matplotlib lays out every character of a tick label, so one such id cost seconds a figure
 #: and a 100,000-character id minutes; the full id stays in the tables and the hover text
 LABEL_CHARS = 40
+#: the most x-axis labels an interactive heatmap draws (every step is still in its hover text)
+HEATMAP_X_TICKS = 8
 #: the width an interactive bar chart keeps per bar, so that its category labels ("BIAS_v") do not run together
 BAR_LABEL_PX = 60
 
@@ -438,11 +440,13 @@ class Charts:
             if 0 < k < nr:
                 p.add_layout(Span(location=(k - 0.5) if many else nr - k, dimension="width", line_color="cyan",
                                   line_dash="dashed", line_width=1))
-        step = max(1, nc // 15)
+        # at most HEATMAP_X_TICKS labels, upright when longer than 3 characters: the plot is ~160 px wide on a phone
+        # (beside its colour bar), where 14 days "04-07" … "04-20" at a slant, or 16 steps "0" … "15", ran together
+        step = max(1, math.ceil(nc / HEATMAP_X_TICKS))
         p.xaxis.ticker = list(range(0, nc, step))
         p.xaxis.major_label_overrides = {j: short_label(col_labels[j]) for j in range(0, nc, step)}
         if max((len(str(c)) for c in col_labels), default=0) > 3:
-            p.xaxis.major_label_orientation = 0.5
+            p.xaxis.major_label_orientation = math.pi / 2
         p.yaxis.major_label_text_font_size = "8px" if nr > 25 else "10px"
         if many:
             ticks = list(range(nr)) if nr <= 40 else \

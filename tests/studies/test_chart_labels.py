@@ -93,3 +93,23 @@ def test_static_grouped_bars_slant_category_labels_that_would_run_into_each_othe
     assert short["rotation"] == [0, 0, 0]  # labels that fit stay level
     long = _static_bar_labels(monkeypatch, ["topic-" + "x" * 10_000])
     assert long["text"] == [short_label("topic-" + "x" * 10_000)]  # drawn shortened, like every axis label
+
+
+@pytest.mark.skipif(not charts.bokeh_available(), reason="bokeh is not installed")
+@pytest.mark.parametrize("labels, upright", [([f"04-{d:02d}" for d in range(7, 21)], True),
+                                             ([str(t) for t in range(16)], False)])
+def test_an_interactive_heatmap_labels_few_enough_columns_to_read_on_a_phone(labels, upright):
+    """At 390 px the heatmap's plot is ~160 px wide beside its colour bar: the Bluesky study's 14 days "04-07" …
+    "04-20", slanted, ran together into one smear, and a run's 16 steps "0" … "15" into "1011121314". Each label
+    now has the room of an eighth of the plot (every column stays in the hover text), set upright when long."""
+    import json
+    import math
+    import re
+
+    fig = Charts(interactive=True).heatmap("h", np.ones((3, len(labels))), ["a", "b", "c"], labels, xlabel="day",
+                                           ylabel="user", value_label="φ")
+    (ticks,) = [json.loads(t) for t in re.findall(r'"ticks":(\[[^\]]*\])', fig.html)]
+    assert len(ticks) <= 8 and ticks == list(range(0, len(labels), 2)), ticks
+    slant = re.findall(r'"major_label_orientation":([0-9.e+-]+)', fig.html)
+    assert (float(slant[0]) == pytest.approx(math.pi / 2)) if upright else not slant, slant
+    assert all(day in fig.html for day in labels)  # the hover text keeps every column
