@@ -273,7 +273,9 @@ def _day_figures(s: _StudyDir, i: int, t: str, daily: dict[str, Any], short: lis
         vline=(p, "t*"), hlines=(1, 10), synthetic=s.synthetic, row_title="bin",
         # no md_ref: figures/heatmap.png holds every topic's panel, not this topic's (linked once: _all_topics)
         caption="M(t, p) = Σ over the users of percentile bin p of φ_i,t (f_heat, full panel); dashed lines at "
-        "the tier boundaries (1 %, 10 %).")]
+        "the tier boundaries (1 %, 10 %); light grey: M(t, p) = 0 (no attribution in that bin that day, no log10)."
+        if (m == 0).any() else "M(t, p) = Σ over the users of percentile bin p of φ_i,t (f_heat, full panel); dashed "
+        "lines at the tier boundaries (1 %, 10 %).")]
 
 
 def _all_topics(s: _StudyDir) -> list[Any]:

@@ -508,6 +508,22 @@ def test_the_markdown_twin_links_the_every_topic_heatmap_under_its_own_title(tmp
     assert line.replace("`", "") in htmlcheck.text(page)
 
 
+def test_the_percentile_heatmap_says_what_its_grey_cells_are(tmp_path) -> None:
+    """The |M(t, p)| heatmap (log10) drew a bin with no attribution that day, M = 0, light grey, the colour of no
+    value on its scale, and nothing on the page said so; its caption now does (only where there is such a cell)."""
+    from aumann.data.bluesky.synth import SynthConfig, generate
+
+    counts = tmp_path / "counts"
+    generate(SynthConfig(users=300, days=3, seed=0)).save(counts)
+    out = tmp_path / "study"
+    run_crossscale(counts, out, CrossScaleConfig(sizes=[20, "full"], seeds=[0, 1], headline_size=20),
+                   log=lambda *_: None)
+    from tests.studies import htmlcheck
+
+    text = htmlcheck.text((out / "report.html").read_text(encoding="utf-8"))
+    assert "light grey: M(t, p) = 0 (no attribution in that bin that day, no log10)" in text  # 300 users, 100 bins
+
+
 def test_the_deepset_part_of_the_page_is_a_table_and_labelled_values_not_json(tmp_path) -> None:
     """With --deepset, How sure showed summary.json's DeepSet entry as JSON text: 'settings {"topic": …}',
     'training {"heldout_r2": {"random": 0.9823561906814575, …}}' and the tier-share table itself as
