@@ -351,6 +351,14 @@ def _method_seed(prov: dict[str, Any], manifest: dict[str, Any]) -> Any:
     return f"— ({how}: no sampling{data})"
 
 
+def _path_only(prov: dict[str, Any], key: str) -> Any:
+    """A setting of the path integral (K, the power τ = u^p): "— (closed form: no quadrature)" where the closed form
+    computed the attribution (the demo's provenance read "K (quadrature points): –", as if a value were missing)."""
+    if prov.get(key) is None and prov.get("closed_form"):
+        return "— (closed form: no quadrature)"
+    return prov.get(key)
+
+
 def _agents(k: int) -> str:
     """"1 agent", "5 agents" (a one-agent panel's page read "The 1 agents with the largest …")."""
     return f"{k:,} agent" if k == 1 else f"{k:,} agents"
@@ -451,9 +459,9 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
     # ---------------------------------------------------------------- how sure
     sure: list[Any] = [KeyValues([
         ("method", f"{att.method} ({'closed form' if prov.get('closed_form') else 'path integral'})"),
-        ("indicator", literal(prov.get("indicator"))), ("K (quadrature points)", prov.get("steps")),
+        ("indicator", literal(prov.get("indicator"))), ("K (quadrature points)", _path_only(prov, "steps")),
         ("rule", prov.get("rule")),
-        ("power τ = u^p", prov.get("power")), ("baseline", prov.get("baseline")),
+        ("power τ = u^p", _path_only(prov, "power")), ("baseline", prov.get("baseline")),
         ("seed", _method_seed(prov, manifest)),
         ("dtype", prov.get("dtype")), ("panel", f"T = {att.T}, N = {att.N:,}, D = {len(att.features)} "
                                                  f"({literal(', '.join(att.features))})"),

@@ -109,6 +109,8 @@ def test_the_provenance_seed_says_what_is_true_in_html_and_markdown(tmp_path, rn
     want = "— (closed form: no sampling; the panel was generated with seed 7)"
     assert f"<dt>seed</dt><dd>{want}</dd>" in (out / "report.html").read_text(encoding="utf-8")
     assert f"* seed: {want}" in (out / "report.md").read_text(encoding="utf-8")
+    for row in ("K (quadrature points)", "power τ = u^p"):  # the path integral's settings: not missing values
+        assert f"* {row}: — (closed form: no quadrature)\n" in (out / "report.md").read_text(encoding="utf-8")
     src = Panel(np.abs(rng.normal(size=(3, 30, 2)))).save(tmp_path / "p.npz")
     mine = tmp_path / "mine"
     assert main(["attribute", str(src), "--indicator", "heat", "--method", "path", "--out", str(mine),
