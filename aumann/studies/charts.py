@@ -505,12 +505,12 @@ def stable_bokeh_ids(html: str, *, salt: str = "") -> str:
 NOT_ALIVE_FILL, NOT_ALIVE_HATCH, NOT_ALIVE_LABEL, NOT_ALIVE_AT = "#d4d4d4", "#7f7f7f", "not alive", "step"
 
 
-def hatch_not_alive(ax: Any, dead: np.ndarray, *, legend_at: str = "above") -> None:
+def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
     """Draw the cells ``dead`` (rows × columns, True: the row's agent is not alive at that column's step) of a
     matplotlib heatmap (``imshow``, one unit per cell) hatched light grey over the colours, with a legend entry
-    "not alive" above the plot (``legend_at="corner"``: in the figure's bottom left corner, for a figure whose title
-    is above the plot). One rectangle per run of dead cells in a row (an agent dies once, or is born late),
-    so a long run stays a few patches."""
+    "not alive" in the figure's bottom left corner (above the plot it ran into the title, or into the ``t*`` label
+    of a target step in the first column). One rectangle per run of dead cells in a row (an agent dies once, or is
+    born late), so a long run stays a few patches."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
 
@@ -521,12 +521,8 @@ def hatch_not_alive(ax: Any, dead: np.ndarray, *, legend_at: str = "above") -> N
     ax.add_collection(PatchCollection(rects, facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///",
                                       linewidth=0, zorder=2))
     handle = Patch(facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///", label=NOT_ALIVE_LABEL)
-    if legend_at == "corner":
-        ax.figure.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.005, 0.005), fontsize=8,
-                         frameon=False, handlelength=1.6)
-    else:
-        ax.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False,
-                  borderaxespad=0.2, handlelength=1.6)
+    ax.figure.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.005, 0.005), fontsize=8, frameon=False,
+                     handlelength=1.6)
 
 
 def _style(p: Any, grid: bool = True) -> None:

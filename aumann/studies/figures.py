@@ -77,7 +77,7 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
         im = ax.imshow(phi[:, top].T, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
         alive = _alive(result, phi.shape)
         if alive is not None and not alive[:, top].all():  # not alive: hatched grey, not the white of φ = 0
-            hatch_not_alive(ax, ~alive[:, top].T, legend_at="corner")
+            hatch_not_alive(ax, ~alive[:, top].T)
         ax.axvline(result.records[0]["t_star"], color="k", lw=1)
         ids = _agent_ids(result, phi.shape[1])
         ax.set(xlabel="step t", ylabel="agent (by Φ_i, top first)", yticks=range(len(top)),

@@ -22,7 +22,7 @@ def _cell_means(monkeypatch, values, dead) -> dict[tuple[int, int], float]:
         fig.canvas.draw()
         img = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(float).mean(axis=2)
         ax = fig.axes[0]
-        seen["legend"] = [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+        seen["legend"] = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
         for r in range(values.shape[0]):
             for c in range(values.shape[1]):
                 x, y = ax.transData.transform((c, r))
@@ -46,6 +46,30 @@ def test_a_static_heatmap_draws_a_dead_agent_unlike_a_living_one_with_phi_zero(m
     assert living_zero > 240  # the white of φ = 0
     for c in (2, 3):
         assert seen[(0, c)] < living_zero - 20, (seen[(0, c)], living_zero)
+
+
+@pytest.mark.parametrize("t_star", [0, 3])
+def test_the_static_legend_runs_into_neither_the_t_star_label_nor_the_plot(monkeypatch, t_star):
+    """Above the plot, the "not alive" entry ran into the ``t*`` label of a target step in the first column (a trace
+    whose largest Δv is at its first step) and into a PNG's title; it sits in the figure's corner."""
+    boxes = {}
+
+    def png(fig):
+        fig.tight_layout()
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        boxes["legend"] = fig.legends[0].get_window_extent(renderer)
+        boxes["label"] = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+        boxes["axes"] = fig.axes[0].get_window_extent(renderer)
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    dead = np.zeros((3, 4), dtype=bool)
+    dead[2, :2] = True
+    Charts(interactive=False).heatmap("h", np.ones((3, 4)), ["a", "b", "c"], ["0", "1", "2", "3"], xlabel="step",
+                                      ylabel="agent", value_label="φ_i,t", vline=(t_star, "t*"), not_alive=dead)
+    assert boxes["label"] and not any(boxes["legend"].overlaps(b) for b in boxes["label"])
+    assert not boxes["legend"].overlaps(boxes["axes"])
 
 
 @pytest.mark.skipif(not charts.bokeh_available(), reason="bokeh is not installed")
