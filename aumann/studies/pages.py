@@ -303,9 +303,13 @@ def _not_alive_mask(summary: dict[str, Any], order: np.ndarray, T: int) -> np.nd
     where = {int(p): r for r, p in enumerate(order)}
     dead = np.zeros((len(order), T), dtype=bool)
     for row in rows:
-        r = where.get(int(row["position"])) if isinstance(row, dict) and "position" in row else None
+        try:
+            r = where.get(int(row["position"]))
+            steps = np.asarray(row.get("steps") or [], dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            raise ReportError(f"summary.json: not_alive holds {str(row)[:80]!r}, not {{\"position\": int, \"steps\": "
+                              "[int, ...]} (damaged or edited); run the command again to rewrite it") from exc
         if r is not None:
-            steps = np.asarray(row.get("steps") or [], dtype=np.int64)
             dead[r, steps[(steps >= 0) & (steps < T)]] = True
     return dead
 

@@ -156,3 +156,27 @@ def test_the_heatmap_of_a_panel_with_deaths_marks_the_cells_of_agents_not_alive(
                  "--static"]) == 0
     assert "not_alive" not in json.loads((mine / "summary.json").read_text())
     assert "Hatched grey" not in (mine / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("bad", [[{"position": "x", "steps": [1]}], [{"position": 0, "steps": [[1, "a"]]}], [7]])
+def test_a_damaged_not_alive_entry_of_an_unchecked_folder_is_a_report_error(tmp_path, rng, capsys, bad):
+    """summary.json's not_alive, edited in a folder without checksums (an older aumann's): a one-line ReportError
+    naming the file, the entry and what it should hold (the generic "result files are incomplete or from another
+    version (ValueError: invalid literal for int() …)" named neither)."""
+    import json
+
+    alive = np.ones((4, 10), dtype=bool)
+    alive[2:, 0] = False
+    src = Panel(np.abs(rng.normal(size=(4, 10, 1))) + 1.0, alive=alive).save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "lin", "--out", str(out), "--static"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest.pop("outputs_sha256")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    summary = json.loads((out / "summary.json").read_text())
+    summary["not_alive"] = bad
+    (out / "summary.json").write_text(json.dumps(summary))
+    capsys.readouterr()
+    assert main(["report", str(out), "--static"]) == 2
+    err = capsys.readouterr().err
+    assert "summary.json: not_alive holds" in err and "Traceback" not in err, err
