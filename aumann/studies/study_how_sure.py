@@ -5,6 +5,7 @@ against its noise ceiling, every registered row's own part, the smoothing gap an
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,7 +79,8 @@ def _provenance(page: StudyPage) -> list[Any]:
     out: list[Any] = [KeyValues([
         ("method", f"Aumann–Shapley ({'closed form' if prov.get('closed_form') else 'path integral'})"),
         ("K (quadrature points)", prov.get("steps")), ("rule", prov.get("rule")), ("power τ = u^p", prov.get("power")),
-        ("baseline", f"{prov.get('baseline')} — each agent's features under the baseline action at that step"),
+        ("baseline", f"{_baseline_text(prov.get('baseline'))} — each agent's features under the baseline action at "
+                     "that step"),
         ("indicator", literal(prov.get("indicator"))), ("dtype", prov.get("dtype")),
         ("reference", _reference_line(page, study)),
         ("noise ceiling", f"a second run of the reference ({page.reference['method']}), {_ceiling_perm(page, study)} "
@@ -155,6 +157,19 @@ def _curve_groups(arrays: Sequence[dict[str, np.ndarray]], methods: Sequence[str
         out.setdefault(variant, {})[method] = np.where(seen.any(axis=0), np.nansum(stack, axis=0), np.nan) \
             / np.maximum(seen.sum(axis=0), 1)
     return out
+
+
+def _baseline_text(label: Any) -> str:
+    """The provenance's baseline label for a reader: an array baseline's label ``array(2, 2, 7)`` (its shape) reads
+    "an array of shape (T, N, D) = (2, 2, 7)", not as a call."""
+    text = str(label)
+    shape = re.fullmatch(r"array\(([0-9, ]+)\)", text)
+    if shape is None:
+        return text
+    dims = [d.strip() for d in shape.group(1).split(",") if d.strip()]
+    names = {3: "(T, N, D)", 2: "(N, D)", 1: "(D,)"}.get(len(dims), "")
+    value = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+    return f"an array of shape {names + ' = ' if names else ''}{value}"
 
 
 def _faithfulness(page: StudyPage) -> list[Any]:

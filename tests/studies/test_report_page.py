@@ -388,3 +388,14 @@ def test_deletion_curves_with_nothing_to_draw_are_a_line_not_empty_frames(tmp_pa
     assert [f.title for f in figures] == ["Deletion curves under the masking oracle"]
     notes = [b.text for b in blocks if isinstance(b, Note) and b.text.startswith("Not drawn")]
     assert len(notes) == 1 and "Deletion curves (attributed indicator, agents ranked by φ)" in notes[0]
+
+
+def test_the_provenance_baseline_of_an_array_reads_as_its_shape_not_a_call():
+    """econagent's provenance read "baseline: array(2, 2, 7) — each agent's features under the baseline action",
+    the attribution's label for an array baseline, which reads like a call; it names the shape."""
+    from aumann.studies.study_how_sure import _baseline_text
+
+    assert _baseline_text("array(2, 2, 7)") == "an array of shape (T, N, D) = (2, 2, 7)"
+    assert _baseline_text("array(5, 3)") == "an array of shape (N, D) = (5, 3)"
+    assert _baseline_text("array(3,)") == "an array of shape (D,) = (3,)"
+    assert _baseline_text("zero") == "zero" and _baseline_text("pre-event") == "pre-event"
