@@ -280,7 +280,13 @@ class MaskedIndicatorGame(CoalitionGame):
         dead at t (the problem puts a dead row at its baseline) and anyone unchanged — so the coalition methods
         sample the others only (a kernel with a ``restricted`` of its own, a network indicator's, keeps it)."""
         kernel = self._kernel(fast, memory_budget)
-        if type(kernel).restricted is GameKernel.restricted:
+        # only where the restricted game keeps the kernel's cost (its own _on, or the generic kernel, which evaluates
+        # through values anyway): the default _on evaluates the whole game on prefix masks, which for a kernel with
+        # running sums of its own (a scenario's masking_kernel: f_prop's product of means at 10⁶ agents) is O(N)
+        # evaluations of O(N) each per permutation instead of one O(N) walk; such a kernel samples every agent, as
+        # before (unbiased; the null players only cost work)
+        if type(kernel).restricted is GameKernel.restricted and (
+                type(kernel)._on is not GameKernel._on or isinstance(kernel, GenericKernel)):
             changed = (self.x != self.b.to(self.x.dtype)).any(dim=1).cpu().numpy()
             if not changed.all():
                 kernel.players = np.flatnonzero(changed)
