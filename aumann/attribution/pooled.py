@@ -747,6 +747,22 @@ class QuadraticKernel(GameKernel):
     def loo(self, v_full):
         return self.own + self.ds * (self.C @ self.s - self.diag * self.ds)
 
+    def _on(self, players: np.ndarray) -> QuadraticKernel:
+        """The quadratic game on ``players`` P only, the others O at their baseline (their ds and dq are 0): its block
+        C_PP, with the cross term u_Pᵀ C_PO s⁰_O, which is additive in S, moved into q (w = C_PO s⁰_O: q_P + w s_P,
+        q⁰_P + w s⁰_P) and the constant Σ q⁰_O + ½ s⁰_Oᵀ C_OO s⁰_O added to one player's q and q⁰ alike, so that
+        :meth:`values` and every marginal are the whole game's, in O(|P|²) per permutation (the generic kernel's
+        evaluations of the whole game on prefix masks cost O(|P| N²))."""
+        p = np.asarray(players, dtype=np.int64)
+        o = np.setdiff1d(np.arange(self.n), p)
+        w = self.C[np.ix_(p, o)] @ self.s0[o]
+        q, q0 = self.q[p] + w * self.s[p], self.q0[p] + w * self.s0[p]
+        if p.size:
+            const = self.q0[o].sum() + 0.5 * self.s0[o] @ (self.C[np.ix_(o, o)] @ self.s0[o])
+            q[0] += const
+            q0[0] += const
+        return QuadraticKernel(q=q, q0=q0, s=self.s[p], s0=self.s0[p], C=self.C[np.ix_(p, p)], block=self.block)
+
 
 __all__ = [
     "AdditiveKernel", "AgentwiseIndicator", "GameKernel", "GenericKernel", "PooledRows", "QuadraticIndicator",

@@ -97,3 +97,79 @@ def test_unchanged_agents_are_not_sampled_and_do_not_count_in_n_evals():
     assert np.all(msr.phi[0, :3] == 0)
     np.testing.assert_allclose(msr.phi[0, moved], attribute("var", Panel(z), method=ExactBanzhaf(), baseline=base)
                                .phi[0, moved], atol=4 * msr.stderr[0, moved].max())
+
+
+def test_a_quadratic_game_on_its_changed_agents_is_the_whole_game():
+    """A QuadraticIndicator's kernel restricted to the agents that changed (QuadraticKernel._on) keeps the whole
+    game's values and marginals: the cross term with the unchanged agents at a nonzero baseline (u_Pᵀ C_PO s⁰_O) moves
+    into q, the constant into one player's q and q⁰. Without its own restriction the quadratic kernel fell back to the
+    generic kernel's evaluations of the whole game on prefix masks, O(|P| N²) per permutation instead of O(|P|²):
+    SampledShapley(permutations=8) at N = 2000 with 30 % unchanged took 2.8 s against 1.15 s before the null players
+    were left out (0.65 s now). Exact Shapley through the kernel equals brute force over all orderings of f."""
+    from itertools import permutations
+
+    from aumann.attribution.pooled import QuadraticIndicator, QuadraticKernel
+
+    rng = np.random.default_rng(5)
+    n = 7
+    C = rng.normal(size=(n, n))
+    f = QuadraticIndicator(C, q=lambda z: (z**2).sum(-1))
+    z = rng.normal(size=(1, n, 2))
+    base = rng.normal(size=(1, n, 2))
+    base[0, [0, 3, 5]] = z[0, [0, 3, 5]]  # three agents at a nonzero baseline: null players
+    moved = np.array([1, 2, 4, 6])
+
+    def v(S):  # f on the masked input: the coalition's rows from z, the others' from the baseline
+        x = base.copy()
+        x[0, list(S)] = z[0, list(S)]
+        return float(f(torch.as_tensor(x))[0])
+
+    phi = np.zeros(n)
+    orders = list(permutations(range(n)))
+    for order in orders:
+        prev = v(())
+        for k, i in enumerate(order):
+            cur = v(order[:k + 1])
+            phi[i] += cur - prev
+            prev = cur
+    phi /= len(orders)
+    got = attribute(f, Panel(z), method=ExactShapley(), baseline=base)
+    np.testing.assert_allclose(got.phi[0], phi, atol=1e-10)
+    assert got.n_evals == 2 ** len(moved)
+    # the restricted kernel itself: values on random coalitions of the changed agents, and marginals along orders
+    s = lambda a: a.sum(-1)  # noqa: E731
+    Csym = (C + C.T) / 2
+    whole = QuadraticKernel(q=(z[0] ** 2).sum(-1), q0=(base[0] ** 2).sum(-1), s=s(z[0]), s0=s(base[0]), C=Csym)
+    sub = whole._on(moved)
+    assert isinstance(sub, QuadraticKernel) and sub.n == moved.size  # running block sums, not the generic kernel
+    masks = rng.random((16, moved.size)) < 0.5
+    full = np.zeros((16, n), dtype=bool)
+    full[:, moved] = masks
+    np.testing.assert_allclose(sub.values(masks), whole.values(full), rtol=1e-12, atol=1e-12)
+    perms = np.stack([rng.permutation(moved.size) for _ in range(4)])
+    fwd, _ = sub.prefix_marginals(perms, reverse=False)
+    want, _ = whole.prefix_marginals(np.stack([np.concatenate([moved[p], [0, 3, 5]]) for p in perms]), reverse=False)
+    np.testing.assert_allclose(fwd, want[:, moved], rtol=1e-12, atol=1e-12)
+
+
+def test_a_kernel_without_a_restriction_of_its_own_samples_every_agent():
+    """A scenario's own masking kernel (f_prop's product of means) has running sums of its own and no restricted game:
+    the generic restriction would evaluate the whole game on every prefix mask (O(N) evaluations of O(N) each per
+    permutation at 10⁶ agents, against one O(N) walk), so such a kernel keeps every agent, as before; its estimates
+    are unbiased either way and efficient (Σφ = Δv)."""
+    from aumann.attribution.games import MaskedIndicatorGame
+    from aumann.attribution.problem import Problem
+    from aumann.scenarios.megascale_social.features import FEATURES
+    from aumann.scenarios.megascale_social.indicators import ProductMeansKernel, PropagationRisk
+
+    rng = np.random.default_rng(1)
+    z = np.abs(rng.normal(size=(1, 9, len(FEATURES)))) + 0.1
+    base = np.abs(rng.normal(size=(1, 9, len(FEATURES)))) + 0.1
+    base[0, :4] = z[0, :4]  # four agents at their baseline
+    f = PropagationRisk()
+    kernel = MaskedIndicatorGame(Problem.build(f, Panel(z), base), 0).kernel()
+    assert isinstance(kernel, ProductMeansKernel) and kernel.players is None
+    got = attribute(f, Panel(z), method=SampledShapley(permutations=8), baseline=base, rng=0)
+    assert abs(got.phi[0].sum() - got.delta_v[0]) < 1e-12
+    exact = attribute(f, Panel(z), method=ExactShapley(), baseline=base)
+    np.testing.assert_allclose(exact.phi[0, :4], 0.0, atol=1e-15)
