@@ -6,7 +6,8 @@
   is hatched grey ("not alive"), not drawn as the white of φ = 0;
 * ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles.
 
-Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`). Each is its own
+Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`); the heatmap's colour-bar
+label, a constant, is the one mathtext string (φ with the subscript i,t). Each is its own
 function (:data:`FIGURES`), so that the report stage can draw them as separate optional parts
 (:class:`aumann.studies.report.ReportParts`).
 """
@@ -27,6 +28,9 @@ from aumann.studies.charts import hatch_not_alive, short_label
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
+
+#: the colour bar's label of ``attribution_heatmap.png``: φ with the subscript i,t (matplotlib mathtext)
+COLORBAR_LABEL = r"$\varphi_{i,t}$"
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -85,7 +89,10 @@ def heatmap_figure(result: StudyResult, out: Path) -> Path:
                title=f"{result.scenario}: Aumann–Shapley φ (run 0; line = t*)")
         ax.tick_params(axis="y", labelsize=6)
         _whole_numbers(ax)
-        fig.colorbar(im, ax=ax, label="φ_{i,t}")
+        bar = fig.colorbar(im, ax=ax)
+        # the one mathtext string of the figures (a constant, never a name or an id): plain text drew "φ_{i,t}" with
+        # its braces
+        bar.set_label(COLORBAR_LABEL, parse_math=True)
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(HEATMAP))
     finally:
