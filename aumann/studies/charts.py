@@ -197,9 +197,16 @@ class Charts:
         from bokeh.models import ColumnDataSource, HoverTool, Label, Span
         from bokeh.plotting import figure
 
+        kw_range: dict[str, Any] = {}
+        if bars is not None and len(bars[0]):  # the bars' own span: no phantom step past the last (0 … 16 for 0 … 15)
+            xs = np.concatenate([np.asarray(bars[0], dtype=float),
+                                 *[np.asarray(s.x, dtype=float) for s in series], [pt.x for pt in points]])
+            xs = xs[np.isfinite(xs)]
+            right = 0.9 if any(pt.label and pt.x >= xs.max() for pt in points) else 0.5  # room for a last label
+            kw_range["x_range"] = (float(xs.min()) - 0.5, float(xs.max()) + right)
         p = figure(height=height, sizing_mode="stretch_width", tools="pan,box_zoom,wheel_zoom,reset,save",
                    x_axis_label=xlabel, y_axis_label=ylabel, toolbar_location="above",
-                   y_axis_type="log" if logy else "linear")
+                   y_axis_type="log" if logy else "linear", **kw_range)
         renderers = []
         if bars is not None:
             bx, by, bname = bars
