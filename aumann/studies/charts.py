@@ -145,10 +145,11 @@ class Charts:
               bars: tuple[Sequence[float], Sequence[float], str] | None = None, caption: str = "",
               md_ref: str | None = None, synthetic: bool = False, height: int = 300,
               xlabels: Sequence[str] | None = None, logy: bool = False, integer_x: bool = False,
-              legend_at: str = "top_left") -> Figure:
+              legend_at: str = "auto") -> Figure:
         """A line chart (optionally over bars), with labelled points (e.g. ``t*``).
 
-        ``legend_at``: ``"top_left"``, ``"bottom_right"`` (inside the plot) or ``"outside"`` (beside it).
+        ``legend_at``: ``"auto"`` (the plot's corner that no line, bar or point reaches, else beside the plot:
+        :func:`empty_corner`), ``"top_left"``, ``"bottom_right"`` (inside the plot) or ``"outside"`` (beside it).
         """
         if self.interactive:
             html = self._bokeh_lines(series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
@@ -242,11 +243,15 @@ class Charts:
         if p.legend:
             p.legend.label_text_font_size = "9px"
             p.legend.click_policy = "hide"
+            named = [s for s in series if s.legend]
+            if legend_at == "auto":  # a corner no data reaches (a legend at top left covered a falling line)
+                legend_at = empty_corner(series, points, bars, rows=len(p.legend[0].items),
+                                         chars=max((len(s.name) for s in named), default=0)) or "outside"
             p.legend.location = legend_at if legend_at != "outside" else "top_left"
             p.legend.background_fill_alpha = 0.7
             if len(p.legend[0].items) <= 1:  # one series: the title says what it is
                 p.legend.visible = False
-            elif legend_at == "outside" or sum(1 for s in series if s.legend) > 4:  # beside the plot
+            elif legend_at == "outside" or len(named) > 4:  # beside the plot
                 p.add_layout(p.legend[0], "right")
                 p.legend.spacing = 0
                 p.legend.padding = 4
@@ -532,6 +537,80 @@ def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
                      handlelength=1.6)
 
 
+#: what a Bokeh legend inside a line chart takes, for :func:`empty_corner`: the plot's frame as narrow as on a phone
+#: (about 300 × 220 px), a legend row about 20 px high, a character of its 9 px labels about 5.5 px wide beside a
+#: 40 px glyph and padding
+_FRAME_PX, _ROW_PX, _CHAR_PX, _GLYPH_PX = (300.0, 220.0), 20.0, 5.5, 40.0
+#: the share of each axis Bokeh pads around the data (its DataRange1d's ``range_padding`` 0.1 on x; the line chart
+#: sets 0.12 on y)
+_PAD = (0.1, 0.12)
+
+
+def empty_corner(series: Sequence[Line], points: Sequence[Point] = (),
+                 bars: tuple[Sequence[float], Sequence[float], str] | None = None, *, rows: int = 1,
+                 chars: int = 10) -> str | None:
+    """The corner of a line chart (``"top_left"``, ``"top_right"``, ``"bottom_left"``, ``"bottom_right"``, in that
+    order of preference) where a legend of ``rows`` entries of up to ``chars`` characters covers no line, bar or
+    point, or ``None`` when every corner holds data (the legend then goes beside the plot).
+
+    Lines are followed between their points (a line from top left to bottom right crosses no corner box of the
+    other two corners, but its segments pass through the boxes its end points lie in); a bar covers the span from
+    0 to its top.
+
+    >>> falling = Line("f", [0, 1], [1.2, 0.7])
+    >>> empty_corner([falling, Line("g", [0, 1], [1.1, 0.6])], rows=2, chars=24)
+    'top_right'
+    >>> empty_corner([Line("flat", [0, 1, 2], [1, 1, 1]), Line("low", [0, 1, 2], [0, 0, 0])]) is None
+    True
+    """
+    xs_all: list[np.ndarray] = []
+    ys_all: list[np.ndarray] = []
+    for s in series:
+        x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
+        n = min(len(x), len(y))
+        x, y = x[:n], y[:n]
+        if n > 1:  # the segments between the points, densely
+            u = np.linspace(0.0, 1.0, 33)[:, None]
+            x = (x[:-1] + u * np.diff(x)).ravel()
+            y = (y[:-1] + u * np.diff(y)).ravel()
+        xs_all.append(x)
+        ys_all.append(y)
+    if points:
+        xs_all.append(np.array([pt.x for pt in points], dtype=float))
+        ys_all.append(np.array([pt.y for pt in points], dtype=float))
+    if bars is not None and len(bars[0]):
+        bx, by = np.asarray(bars[0], dtype=float), np.asarray(bars[1], dtype=float)
+        u = np.linspace(0.0, 1.0, 17)[:, None]
+        for off in (-0.4, 0.0, 0.4):  # a bar 0.8 wide, from 0 to its top
+            xs_all.append(np.broadcast_to(bx + off, (len(u), len(bx))).ravel())
+            ys_all.append((u * by).ravel())
+    if not xs_all:
+        return "top_left"
+    xs, ys = np.concatenate(xs_all), np.concatenate(ys_all)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    if not len(xs):
+        return "top_left"
+    if bars is not None:  # the bars' axis starts at the bars' own span, and at 0 on y
+        ys = np.concatenate([ys, [0.0]])
+        xs = np.concatenate([xs, [xs[0]]])
+
+    def unit(v: np.ndarray, pad: float) -> np.ndarray:  # data → share of the frame, Bokeh's padding included
+        lo, hi = float(v.min()), float(v.max())
+        span = hi - lo or 1.0
+        return (v - lo + pad / 2 * span) / (span * (1 + pad))
+
+    ux, uy = unit(xs, _PAD[0]), unit(ys, _PAD[1])
+    w = min(1.0, (_GLYPH_PX + _CHAR_PX * chars) / _FRAME_PX[0]) + 0.03  # the legend box, with a little margin
+    h = min(1.0, (_ROW_PX * rows + 12) / _FRAME_PX[1]) + 0.03
+    for corner in ("top_left", "top_right", "bottom_left", "bottom_right"):
+        inx = ux <= w if corner.endswith("left") else ux >= 1 - w
+        iny = uy >= 1 - h if corner.startswith("top") else uy <= h
+        if not (inx & iny).any():
+            return corner
+    return None
+
+
 def _style(p: Any, grid: bool = True) -> None:
     p.toolbar.logo = None
     p.outline_line_color = "#dddddd"
@@ -563,4 +642,4 @@ def _png(fig: Any) -> bytes:
 
 
 __all__ = ["LABEL_CHARS", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point", "bokeh_available",
-           "hatch_not_alive", "label_text", "short_label", "stable_bokeh_ids"]
+           "empty_corner", "hatch_not_alive", "label_text", "short_label", "stable_bokeh_ids"]

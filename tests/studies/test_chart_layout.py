@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from aumann.studies import charts
-from aumann.studies.charts import Charts, Point
+from aumann.studies.charts import Charts, Line, Point, empty_corner
 
 pytestmark = pytest.mark.skipif(not charts.bokeh_available(), reason="bokeh is not installed")
 
@@ -34,3 +34,34 @@ def test_a_bar_chart_of_steps_0_to_15_has_no_step_16_on_its_axis(drawn):
     lo, hi = p.x_range.start, p.x_range.end
     assert lo is not None and hi is not None, type(p.x_range).__name__  # a range of its own, not Bokeh's padding
     assert -1 < lo <= -0.4 and 15.4 <= hi < 16, (lo, hi)  # each bar whole (0.8 wide), and no 16
+
+
+def _legend_box(p):
+    return p.legend[0].location, list(p.right).count(p.legend[0])
+
+
+def test_a_falling_two_step_line_keeps_its_legend_off_the_line(drawn):
+    """At T = 2 the macro curve falls from top left to bottom right, and its legend sat at top left, over it."""
+    series = [Line("run 0", [0, 1], [1.17, 0.70]), Line("run 0, original indicator", [0, 1], [1.14, 0.66], dash=True)]
+    Charts(interactive=True).lines("f", series, xlabel="step t", ylabel="f", points=[Point(1, 0.70, "t*")],
+                                   integer_x=True)
+    (p,) = drawn
+    location, outside = _legend_box(p)
+    assert not outside and location in ("top_right", "bottom_left"), location
+
+
+def test_a_legend_goes_beside_a_plot_whose_every_corner_holds_data(drawn):
+    zig = Line("a", [0, 1, 2, 3, 4], [0, 1, 0, 1, 0])
+    zag = Line("b", [0, 1, 2, 3, 4], [1, 0, 1, 0, 1])
+    Charts(interactive=True).lines("f", [zig, zag], xlabel="x", ylabel="y")
+    (p,) = drawn
+    assert _legend_box(p)[1] == 1  # beside the plot, not over a corner's data
+
+
+def test_empty_corner_follows_the_segments_between_points():
+    """A line from (0, 0) to (1, 1) passes through the bottom left and top right corners; the other two are free."""
+    rising = [Line("up", [0, 1], [0, 1])]
+    assert empty_corner(rising) == "top_left"
+    assert empty_corner([Line("down", [0, 1], [1, 0])]) == "top_right"
+    # bars cover 0 … their top: a tall first bar fills the top left corner
+    assert empty_corner([], bars=([0, 1, 2, 3], [1.0, 0.2, 0.2, 0.2], "b")) == "top_right"
