@@ -390,7 +390,7 @@ class Charts:
 
     def _bokeh_heatmap(self, v, shown, row_labels, col_labels, xlabel, ylabel, value_label, diverging, lo, hi, vline,
                        hlines, height, row_title, extra, dead=None) -> str:
-        from bokeh.models import ColorBar, ColumnDataSource, HoverTool, Label, LinearColorMapper, Span
+        from bokeh.models import ColorBar, ColumnDataSource, FixedTicker, HoverTool, LinearAxis, LinearColorMapper, Span
         from bokeh.palettes import RdBu11, magma
         from bokeh.plotting import figure
 
@@ -442,11 +442,6 @@ class Charts:
         bar = ColorBar(color_mapper=mapper, width=10, title=value_label if diverging else f"log10 |{value_label}|",
                        title_text_font_size="9px", major_label_text_font_size="9px")
         p.add_layout(bar, "right")
-        if vline is not None:
-            p.add_layout(Span(location=vline[0], dimension="height", line_color="black", line_width=1.5))
-            p.add_layout(Label(x=vline[0], y=5, x_units="data", y_units="screen", text=vline[1], x_offset=4,
-                               text_font_size="12px", text_font_style="bold", background_fill_color="white",
-                               background_fill_alpha=0.8))
         for h in hlines:
             k = math.ceil(h)
             if 0 < k < nr:
@@ -466,6 +461,15 @@ class Charts:
             p.yaxis.ticker = ticks
             p.yaxis.major_label_overrides = {t: short_label(rows[t]) for t in ticks}
             p.yaxis.major_label_text_font_size = "10px"
+        if vline is not None:  # the line over the cells; its label above the plot, on an axis of its own tick (added
+            # after the step axis's ticks are set: p.xaxis sets every x axis)
+            # (a label inside the plot, with its white box, hid the colour of the cell it sat on)
+            p.add_layout(Span(location=vline[0], dimension="height", line_color="black", line_width=1.5))
+            p.add_layout(LinearAxis(ticker=FixedTicker(ticks=[vline[0]]),
+                                    major_label_overrides={vline[0]: vline[1]}, axis_line_color=None,
+                                    major_tick_line_color="black", major_tick_in=0, major_tick_out=4,
+                                    minor_tick_line_color=None, major_label_text_font_size="12px",
+                                    major_label_text_font_style="bold", major_label_standoff=2), "above")
         _style(p, grid=False)
         return self._embed(p)
 

@@ -65,3 +65,17 @@ def test_empty_corner_follows_the_segments_between_points():
     assert empty_corner([Line("down", [0, 1], [1, 0])]) == "top_right"
     # bars cover 0 … their top: a tall first bar fills the top left corner
     assert empty_corner([], bars=([0, 1, 2, 3], [1.0, 0.2, 0.2, 0.2], "b")) == "top_right"
+
+
+def test_the_heatmap_t_star_label_sits_above_the_cells(drawn):
+    """The ``t*`` label of an interactive heatmap sat inside the plot, on the bottom cell, its white box over the
+    cell's colour; it is now the one tick of an axis above the plot."""
+    from bokeh.models import Label
+
+    Charts(interactive=True).heatmap("h", np.arange(12.0).reshape(3, 4), ["a", "b", "c"], ["0", "1", "2", "3"],
+                                     xlabel="step", ylabel="agent", value_label="φ", vline=(3, "t*"))
+    (p,) = drawn
+    assert not [r for r in p.center if isinstance(r, Label)]  # nothing drawn over the cells but the line
+    above = [a for a in p.above if getattr(a, "major_label_overrides", None)]
+    assert len(above) == 1 and above[0].major_label_overrides == {3: "t*"} and list(above[0].ticker.ticks) == [3]
+    assert list(p.below[0].ticker.ticks) == [0, 1, 2, 3]  # the step axis keeps its own ticks
