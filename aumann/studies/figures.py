@@ -4,7 +4,8 @@
 * ``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed
   Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table); a step at which an agent is not alive
   is hatched grey ("not alive"), not drawn as the white of φ = 0;
-* ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles.
+* ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles (at K_del = 1,
+  one point per method, each its own marker, set side by side and named under it: on one spot they hid each other).
 
 Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`); the heatmap's colour-bar
 label, a constant, is the one mathtext string (φ with the subscript i,t). Each is its own
@@ -106,6 +107,7 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     try:
         for ax, key, what in ((axes[0], "curve", "re-simulation"), (axes[1], "curve_masking", "masking")):
+            means = {}
             for name in methods_of(result):
                 arrs = [a[f"{key}_{name}"] for a in result.arrays if f"{key}_{name}" in a]
                 if not arrs:
@@ -116,17 +118,45 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
                 curves = np.full((len(arrs), kmax), np.nan)
                 for r, a in enumerate(arrs):
                     curves[r, :len(a)] = a
-                k = np.arange(1, kmax + 1)
-                ax.plot(k, 100 * np.nanmean(curves, axis=0), marker=".", label=name)
-            ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
-            _whole_numbers(ax)
-            ax.legend(fontsize=7)
+                means[name] = 100 * np.nanmean(curves, axis=0)
+            one_k = bool(means) and max(len(m) for m in means.values()) == 1
+            for i, (name, mean) in enumerate(means.items()):
+                if one_k:  # one point each: side by side at k = 1, each its own marker (on one spot they hid)
+                    ax.plot([1 + dodge(i, len(means))], mean, ls="none", marker=MARKERS[i % len(MARKERS)], ms=7,
+                            label=name)
+                else:
+                    ax.plot(np.arange(1, len(mean) + 1), mean, marker=".", label=name)
+            if one_k:  # each point named under it: no legend over the points
+                ax.set_xticks([1 + dodge(i, len(means)) for i in range(len(means))],
+                              [short_label(n) for n in means], rotation=30, ha="right", rotation_mode="anchor",
+                              fontsize=7)
+                ax.set_xlim(0.6, 1.4)
+                ax.set(xlabel="method (k = 1 agent deleted at t*)", title=f"{what} oracle\n{ONE_K_NOTE}")
+            else:
+                ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
+                _whole_numbers(ax)
+                ax.legend(fontsize=7)
         axes[0].set_ylabel("drop (f − f_k)/f  [%]")
         fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(DELETION_CURVES))
     finally:
         plt.close(fig)
+
+
+#: the markers of a deletion plot of one point per method (K_del = 1), one per method in turn: told apart without colour
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+#: what a deletion plot of one point per method says it shows
+ONE_K_NOTE = "K_del = 1: one point per method (k = 1), set side by side"
+
+
+def dodge(i: int, n: int, width: float = 0.5) -> float:
+    """The horizontal offset of the ``i``-th of ``n`` points set side by side around one x (within ``± width / 2``).
+
+    >>> [round(dodge(i, 3), 3) for i in range(3)], dodge(0, 1)
+    ([-0.25, 0.0, 0.25], 0.0)
+    """
+    return 0.0 if n <= 1 else width * (i / (n - 1) - 0.5)
 
 
 #: the run directory's PNG figures, in the order they are drawn

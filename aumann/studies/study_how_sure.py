@@ -13,7 +13,7 @@ import numpy as np
 
 from aumann.studies.action_sections import GAMES, table_columns_note
 from aumann.studies.charts import Line
-from aumann.studies.page import Cell, Details, KeyValues, Note, Table, Text, fmt, literal
+from aumann.studies.page import Cell, Details, Figure, KeyValues, Note, Table, Text, fmt, literal
 from aumann.studies.rows import rows
 from aumann.studies.rundir import (
     DELETION_CURVES,
@@ -41,6 +41,15 @@ _VARIANT_TITLES = {
     "magnitude": "Deletion curves, agents ranked by |φ|",
     "masking": "Deletion curves under the masking oracle",
     "original_masking": "Deletion curves, original indicator, masking oracle",
+}
+
+#: the column of each deletion-curve variant in the table of a study with K_del = 1 (:func:`_one_k_table`)
+_VARIANT_COLUMNS = {
+    "deletion": "re-simulation",
+    "original": "re-simulation, original indicator",
+    "magnitude": "re-simulation, ranked by |φ|",
+    "masking": "masking",
+    "original_masking": "masking, original indicator",
 }
 
 
@@ -183,7 +192,9 @@ def _faithfulness(page: StudyPage) -> list[Any]:
                            [table_columns_note(),
                             merged_table(ext, caption="faithfulness_extended.csv", id="faithfulness-extended")]))
     groups = _curve_groups(page.arrs, page.methods or ["aumann_shapley", "sampled_shapley", "leave_one_out", "random"])
-    if page.plots and groups:
+    if page.plots and groups and all(c.size == 1 for curves in groups.values() for c in curves.values()):
+        out += _one_k_table(page, groups)  # K_del = 1: one point per method, which a plot drew on one spot
+    elif page.plots and groups:
         figs, empty = [], []
         for variant, curves in groups.items():
             title = _VARIANT_TITLES.get(variant, f"Deletion curves ({variant.replace('_', ' ')})")
@@ -206,6 +217,21 @@ def _faithfulness(page: StudyPage) -> list[Any]:
     elif not page.plots:
         out.append(Note("Deletion-curve figures were left out (`--no-plots`).", "skipped"))
     return out
+
+
+def _one_k_table(page: StudyPage, groups: dict[str, dict[str, np.ndarray]]) -> list[Any]:
+    """The deletion "curves" of a study with K_del = 1 as a table: each is one point, the drop after deleting the top
+    agent, and drawn as curves every method sat on one spot (the methods that rank the same top agent), hiding
+    each other. One row per method, one column per variant; report.md links deletion_curves.png."""
+    methods = list(dict.fromkeys(m for curves in groups.values() for m in curves))
+    cols = list(groups)
+    rows_ = [[m, *[float(100 * groups[v][m][0]) if m in groups[v] else None for v in cols]] for m in methods]
+    heads = [_VARIANT_COLUMNS.get(v, v.replace("_", " ")) + " [%]" for v in cols]
+    return [Table(["method", *heads], rows_, id="deletion-one-k",
+                  caption="K_del = 1: each deletion curve is one point, the drop (f − f_1)/f (%) after deleting the "
+                  "top agent at t* (by signed φ unless a column says |φ|; mean over runs), under each oracle, so it "
+                  "is a table, not a figure: drawn, the methods that rank the same agent first sat on one spot"),
+            Figure("Deletion curves (K_del = 1)", md_ref=page.figure_ref(DELETION_CURVES), md_only=True)]
 
 
 def _agreement(page: StudyPage) -> list[Any]:
