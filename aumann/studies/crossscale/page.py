@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.data.bluesky.counts import TIER_LABELS
+from aumann.data.bluesky.counts import FEATURES, TIER_LABELS
 from aumann.errors import ReportError, UnsafeNameError
 from aumann.io import child_path, partial_write
 from aumann.studies.charts import Charts, Line, Point
@@ -49,6 +49,11 @@ from aumann.studies.sections import (
     signed_cell,
     timing_table,
 )
+
+#: what each feature of the Bluesky panel is (:mod:`aumann.data.bluesky.counts`, whose panel names them a, b, c), as
+#: the who-table's columns name them: "a at t*" meant nothing to a reader
+FEATURE_NAMES = dict(zip(FEATURES, ("log(1 + followers)", "log(1 + topic posts)", "log(1 + replies received)"),
+                         strict=True))
 
 _TABLE_TITLES = {
     "flip-main": "R_top at the headline N per protocol vs FULL (flip-main)",
@@ -223,9 +228,10 @@ def _top_users(s: _StudyDir) -> list[Any]:
         peak = s.fulls[t].get("daily", {}).get("peak_day", "?")
         out.append(Details(f"{literal(t)}: top {len(rows_t)} users (peak day t* = {peak})", [Table(
             ["rank", "user", "Φ_i", "% of ΣΔv", "tier", "followers", "topic posts", "replies received",
-             *[f"{f} at t*" for f in feats]], tab_rows, id=f"who-{t}",
+             *[f"{FEATURE_NAMES.get(f, f)} at t*" for f in feats]], tab_rows, id=f"who-{t}",
             caption=f"{literal(t)}: users by Φ_i = Σ_t φ_i,t of f_heat on the per-day panel (user = opaque index in "
-                    "the counts; no DIDs or handles)")], open=i == 0))
+                    "the counts; no DIDs or handles); the last columns are the panel's features on the peak day t* "
+                    "(topic posts and replies received that day)")], open=i == 0))
     if len(out) == 1:
         out.append(Note("Per-user rows are not in this study's cells: for real data the study writes aggregates only "
                         "(privacy by default, Appendix I); `--export-per-user` keeps the top users by opaque index. "
