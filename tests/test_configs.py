@@ -171,6 +171,46 @@ def test_float_notation_is_the_integer_to_a_top_level_int_key_and_the_float_to_a
     assert (cfg.steps, cfg.step_timeout) == (10, 10.0) and type(cfg.steps) is int and type(cfg.step_timeout) is float
 
 
+@pytest.mark.parametrize("literal", ["1e3", "1000.0"])
+def test_a_config_file_takes_toml_integers_only_and_its_error_says_what_to_write(tmp_path, literal):
+    """One rule, stated where it bites: --set and the integer flags read text, so `1e3` written there is 1000; a
+    --config file is TOML, which has integers of its own, so `permutations = 1e3` there is a float and refused. The
+    refusal said "plain decimal digits ... not a float" and nothing of the other two; it now says what to write and
+    why the file differs from --set."""
+    from aumann.cli.args import integer
+
+    cfg_file = tmp_path / "c.toml"
+    cfg_file.write_text(f"[study]\npermutations = {literal}\n", encoding="utf-8")
+    sc = scenarios.get("social-llm")
+    with pytest.raises(ConfigError) as err:
+        sc.load_config(cfg_file)
+    msg = str(err.value)
+    assert "study.permutations" in msg and "write 1000" in msg and "--config" in msg and "TOML float" in msg, msg
+    assert "--set" in msg and "\n" not in msg
+    # the same number, written the way each place takes it, is the same config
+    cfg_file.write_text("[study]\npermutations = 1000\n", encoding="utf-8")
+    by_file = sc.load_config(cfg_file).study.permutations
+    by_set = sc.load_config(None, assignments=[f"study.permutations={literal}"]).study.permutations
+    assert by_file == by_set == integer()(literal) == 1000
+
+
+def test_an_int_key_refusing_a_fraction_names_every_form_it_takes():
+    """--set study.permutations=1.5 was told "plain decimal digits" although --set takes 1e3 too; the integer flags'
+    refusal named no form at all."""
+    import argparse
+
+    from aumann.cli.args import integer
+
+    sc = scenarios.get("social-llm")
+    with pytest.raises(ConfigError) as err:
+        sc.load_config(None, assignments=["study.permutations=1.5"])
+    msg = str(err.value)
+    assert "1_000" in msg and "1e3" in msg and "--config" in msg and "plain decimal digits" not in msg, msg
+    with pytest.raises(argparse.ArgumentTypeError) as flag_err:
+        integer(2)("1.5")
+    assert "got 1.5" in str(flag_err.value) and "1e3" in str(flag_err.value)
+
+
 def test_an_int_key_takes_decimal_digits_with_underscores():
     sc = scenarios.get("social-llm")
     for value, want in (("200", 200), ("1_000", 1000), ("+30", 30)):

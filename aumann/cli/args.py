@@ -73,7 +73,8 @@ def integer(minimum: int | None = None, maximum: int | None = INT64_MAX) -> Call
             if _decimal(t) is None:
                 raise argparse.ArgumentTypeError(f"not a number: {text!r}")
             shown = t if len(t) <= 40 else t[:37] + "..."
-            raise argparse.ArgumentTypeError(f"must be an integer{_bounds_text(minimum, maximum)}; got {shown}")
+            raise argparse.ArgumentTypeError(f"must be an integer{_bounds_text(minimum, maximum)}; got {shown} "
+                                             "(decimal digits, or float notation that writes one exactly: 1e3)")
         try:
             return as_int(value, "the value", minimum=minimum, maximum=maximum, error=ConfigError)
         except ConfigError as exc:

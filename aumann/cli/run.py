@@ -77,7 +77,8 @@ def register(subparsers: Any) -> None:
                    help="independent runs (default: the config's)")
     p.add_argument("--seed", type=seed, default=None, help="root seed (default: the config's)")
     p.add_argument("--config", type=path, default=None,
-                   help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change)")
+                   help="a TOML file laid over the scenario's packaged defaults (only the keys it sets change; an "
+                        "integer key takes a TOML integer, 1000, where 1e3 is a TOML float and refused)")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable; dotted for tables: --set study.permutations=200, "
                         "--set agents=200); values are TOML literals or plain strings; an integer key takes an "

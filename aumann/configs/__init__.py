@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import math
 import os
 import re
 import tomllib
@@ -266,10 +267,28 @@ class ConfigModel(BaseModel):
             return v.exact if field is not None and _int_only(field.annotation) else float(v)
         bad = None if field is None else _not_int_for_int(v, field.annotation)
         if bad is not None:  # pydantic's lax mode read "1000" and 1e3 as 1000: a typo'd or quoted number went through
-            what = "a string" if isinstance(bad, str) else "a float"
-            raise ValueError(f"expected an integer (plain decimal digits, e.g. 200 or 1_000), not {what}"
-                             + ("" if bad is v else f" ({bad!r})"))
+            raise ValueError(int_expected(bad) + ("" if bad is v else f" ({bad!r})"))
         return v
+
+
+def int_expected(bad: Any) -> str:
+    """What an int key's error says of ``bad``, a string or a float it refuses, with the one rule of the three
+    places an integer is written: a ``--config`` file is TOML, which has integers of its own, so a float there
+    (``1e3``, ``1000.0``) is refused; ``--set`` and the integer flags, which read text, take float notation that
+    writes an exact integer (``1e3``) as that integer.
+
+    >>> int_expected(1000.0)
+    'expected an integer, not the float 1000.0: write 1000 (in a --config file 1e3 and 1000.0 are TOML floats; only \
+--set and the integer flags read float notation that writes an exact integer, 1e3, as that integer)'
+    """
+    if isinstance(bad, str):
+        return "expected an integer (decimal digits, e.g. 200 or 1_000), not a string"
+    if isinstance(bad, float) and math.isfinite(bad) and bad.is_integer():
+        return (f"expected an integer, not the float {bad!r}: write {int(bad)} (in a --config file 1e3 and 1000.0 "
+                "are TOML floats; only --set and the integer flags read float notation that writes an exact integer, "
+                "1e3, as that integer)")
+    return ("expected an integer, not a float: decimal digits (200, 1_000), or, with --set and the integer flags, "
+            "float notation that writes an exact integer (1e3; a --config file takes only TOML integers)")
 
 
 def validation_message(exc: ValidationError) -> str:
