@@ -183,6 +183,9 @@ class Charts:
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        span = _bar_span(series, points, bars)
+        if span is not None:  # the bars' own span: no phantom step past the last (a tick at 16 for steps 0 … 15)
+            ax.set_xlim(*span)
         if xlabels is not None:
             ticks = list(range(0, len(xlabels), max(1, len(xlabels) // 10)))
             ax.set_xticks(ticks, [short_label(xlabels[i]) for i in ticks], rotation=30, fontsize=8)
@@ -199,12 +202,9 @@ class Charts:
         from bokeh.plotting import figure
 
         kw_range: dict[str, Any] = {}
-        if bars is not None and len(bars[0]):  # the bars' own span: no phantom step past the last (0 … 16 for 0 … 15)
-            xs = np.concatenate([np.asarray(bars[0], dtype=float),
-                                 *[np.asarray(s.x, dtype=float) for s in series], [pt.x for pt in points]])
-            xs = xs[np.isfinite(xs)]
-            right = 0.9 if any(pt.label and pt.x >= xs.max() for pt in points) else 0.5  # room for a last label
-            kw_range["x_range"] = (float(xs.min()) - 0.5, float(xs.max()) + right)
+        span = _bar_span(series, points, bars)
+        if span is not None:  # the bars' own span: no phantom step past the last (0 … 16 for 0 … 15)
+            kw_range["x_range"] = span
         p = figure(height=height, sizing_mode="stretch_width", tools="pan,box_zoom,wheel_zoom,reset,save",
                    x_axis_label=xlabel, y_axis_label=ylabel, toolbar_location="above",
                    y_axis_type="log" if logy else "linear", **kw_range)
@@ -539,6 +539,22 @@ def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
     handle = Patch(facecolor=NOT_ALIVE_FILL, edgecolor=NOT_ALIVE_HATCH, hatch="///", label=NOT_ALIVE_LABEL)
     ax.figure.legend(handles=[handle], loc="lower left", bbox_to_anchor=(0.005, 0.005), fontsize=8, frameon=False,
                      handlelength=1.6)
+
+
+def _bar_span(series: Sequence[Line], points: Sequence[Point],
+              bars: tuple[Sequence[float], Sequence[float], str] | None) -> tuple[float, float] | None:
+    """The x range of a chart with bars: half a step beyond the first and the last bar (0.9 on the right where a
+    labelled point such as ``t*`` sits at the last x, so its label is not cut off), or ``None`` without bars.
+    Padding by a share of the span, as both renderers did, ran the axis of steps 0 … 15 to a tick at 16."""
+    if bars is None or not len(bars[0]):
+        return None
+    xs = np.concatenate([np.asarray(bars[0], dtype=float), *[np.asarray(s.x, dtype=float) for s in series],
+                         np.asarray([pt.x for pt in points], dtype=float)])
+    xs = xs[np.isfinite(xs)]
+    if not xs.size:
+        return None
+    right = 0.9 if any(pt.label and pt.x >= xs.max() for pt in points) else 0.5
+    return float(xs.min()) - 0.5, float(xs.max()) + right
 
 
 #: what a Bokeh legend inside a line chart takes, for :func:`empty_corner`: the plot's frame as narrow as on a phone

@@ -9,7 +9,7 @@ import pytest
 from aumann.studies import charts
 from aumann.studies.charts import Charts, Line, Point, empty_corner
 
-pytestmark = pytest.mark.skipif(not charts.bokeh_available(), reason="bokeh is not installed")
+needs_bokeh = pytest.mark.skipif(not charts.bokeh_available(), reason="bokeh is not installed")
 
 
 @pytest.fixture
@@ -25,6 +25,7 @@ def drawn(monkeypatch):
     return models
 
 
+@needs_bokeh
 def test_a_bar_chart_of_steps_0_to_15_has_no_step_16_on_its_axis(drawn):
     """The Φ_t bars of a 16-step run (steps 0 … 15) sat on an axis that ran to 16, a step the run does not have."""
     x = list(range(16))
@@ -36,10 +37,31 @@ def test_a_bar_chart_of_steps_0_to_15_has_no_step_16_on_its_axis(drawn):
     assert -1 < lo <= -0.4 and 15.4 <= hi < 16, (lo, hi)  # each bar whole (0.8 wide), and no 16
 
 
+def test_a_static_bar_chart_of_steps_0_to_15_has_no_step_16_on_its_axis(monkeypatch):
+    """The static renderer (matplotlib) padded the same bars to a tick at 16."""
+    seen = {}
+
+    def png(fig):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        seen.update(lim=(lo, hi), ticks=[t for t in ax.get_xticks() if lo <= t <= hi])
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    Charts(interactive=False).lines("Φ_t", [], xlabel="step t", ylabel="Φ_t",
+                                    bars=(list(range(16)), np.linspace(1, 0.2, 16), "Φ_t"),
+                                    points=[Point(15, 0.2, "t*")])
+    lo, hi = seen["lim"]
+    assert -1 < lo <= -0.4 and 15.4 <= hi < 16, seen
+    assert max(seen["ticks"]) <= 15 and min(seen["ticks"]) >= 0, seen
+
+
 def _legend_box(p):
     return p.legend[0].location, list(p.right).count(p.legend[0])
 
 
+@needs_bokeh
 def test_a_falling_two_step_line_keeps_its_legend_off_the_line(drawn):
     """At T = 2 the macro curve falls from top left to bottom right, and its legend sat at top left, over it."""
     series = [Line("run 0", [0, 1], [1.17, 0.70]), Line("run 0, original indicator", [0, 1], [1.14, 0.66], dash=True)]
@@ -50,6 +72,7 @@ def test_a_falling_two_step_line_keeps_its_legend_off_the_line(drawn):
     assert not outside and location in ("top_right", "bottom_left"), location
 
 
+@needs_bokeh
 def test_a_legend_goes_beside_a_plot_whose_every_corner_holds_data(drawn):
     zig = Line("a", [0, 1, 2, 3, 4], [0, 1, 0, 1, 0])
     zag = Line("b", [0, 1, 2, 3, 4], [1, 0, 1, 0, 1])
@@ -67,6 +90,7 @@ def test_empty_corner_follows_the_segments_between_points():
     assert empty_corner([], bars=([0, 1, 2, 3], [1.0, 0.2, 0.2, 0.2], "b")) == "top_right"
 
 
+@needs_bokeh
 def test_the_heatmap_t_star_label_sits_above_the_cells(drawn):
     """The ``t*`` label of an interactive heatmap sat inside the plot, on the bottom cell, its white box over the
     cell's colour; it is now the one tick of an axis above the plot."""
