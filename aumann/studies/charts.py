@@ -465,11 +465,11 @@ class Charts:
             # after the step axis's ticks are set: p.xaxis sets every x axis)
             # (a label inside the plot, with its white box, hid the colour of the cell it sat on)
             p.add_layout(Span(location=vline[0], dimension="height", line_color="black", line_width=1.5))
-            p.add_layout(LinearAxis(ticker=FixedTicker(ticks=[vline[0]]),
-                                    major_label_overrides={vline[0]: vline[1]}, axis_line_color=None,
-                                    major_tick_line_color="black", major_tick_in=0, major_tick_out=4,
-                                    minor_tick_line_color=None, major_label_text_font_size="12px",
-                                    major_label_text_font_style="bold", major_label_standoff=2), "above")
+            mark = LinearAxis(ticker=FixedTicker(ticks=[vline[0]]), major_label_overrides={vline[0]: vline[1]},
+                              axis_line_color=None, major_tick_line_color="black", major_tick_in=0, major_tick_out=4,
+                              minor_tick_line_color=None, major_label_text_font_size="12px",
+                              major_label_text_font_style="bold", major_label_standoff=2)
+            p.above = [mark, *p.above]  # next to the cells, the "not alive" legend (if any) above it
         _style(p, grid=False)
         return self._embed(p)
 

@@ -103,3 +103,15 @@ def test_the_heatmap_t_star_label_sits_above_the_cells(drawn):
     above = [a for a in p.above if getattr(a, "major_label_overrides", None)]
     assert len(above) == 1 and above[0].major_label_overrides == {3: "t*"} and list(above[0].ticker.ticks) == [3]
     assert list(p.below[0].ticker.ticks) == [0, 1, 2, 3]  # the step axis keeps its own ticks
+
+
+@needs_bokeh
+def test_the_heatmap_t_star_label_sits_next_to_the_cells_under_the_not_alive_legend(drawn):
+    """With the "not alive" legend also above the plot, the t* tick came above the legend, a row away from the line
+    it names; it is next to the cells."""
+    dead = np.zeros((3, 4), dtype=bool)
+    dead[1, :2] = True
+    Charts(interactive=True).heatmap("h", np.arange(12.0).reshape(3, 4), ["a", "b", "c"], ["0", "1", "2", "3"],
+                                     xlabel="step", ylabel="agent", value_label="φ", vline=(3, "t*"), not_alive=dead)
+    (p,) = drawn
+    assert len(p.above) == 2 and getattr(p.above[0], "major_label_overrides", None) == {3: "t*"}, p.above
