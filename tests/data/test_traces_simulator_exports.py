@@ -594,3 +594,111 @@ def test_latin1_concordia_log_named_as_not_utf8(tmp_path):
     with pytest.raises(TraceFormatError, match=rf"log\.json: not UTF-8 text \(invalid UTF-8 at byte {byte:,} of the "
                                                r"file; a Latin-1 or Windows-1252 file\? .*iconv"):
         read_trace(f)
+
+
+# ---------------------------------------------------------------- edge files laid out like their event tables
+def _exposure_by_hand(events: pd.DataFrame, edges: pd.DataFrame, value: str, since_step) -> np.ndarray:
+    """Σ over each agent's targets of their ``value`` per step, from edges with ``since_step(since) <= step`` (pandas,
+    independent of the reader)."""
+    per = events.pivot_table(index="step", columns="agent", values=value, aggfunc="sum").fillna(0.0)
+    out = pd.DataFrame(0.0, index=per.index, columns=per.columns)
+    for _, e in edges.iterrows():
+        from_ = since_step(e["since"])
+        out.loc[out.index >= from_, e["src"]] += per.loc[per.index >= from_, e["dst"]]
+    return out.to_numpy()
+
+
+def test_behaviorspace_edge_file_header_line(tmp_path):
+    """A CSV edge file written with a BehaviorSpace table's six lines before its header: DuckDB's sniffer took the
+    first (one field) for the header, and the edge columns were "missing". ``[features.edges.csv] header_line = 7``
+    reads it as pandas' ``read_csv(skiprows=6)`` does; the spec's top-level ``[csv]`` is the event table's, and the
+    error says where the edge header is and where to say so."""
+    from aumann.data.traces.spec import load_spec
+    from aumann.errors import TraceSpecError
+
+    ev = ['"who","[step]","posts"'] + [f'"{a}","{s}","{a * 10 + s}"' for a in (1, 2, 3) for s in range(3)]
+    (tmp_path / "ev.csv").write_bytes(("\r\n".join(_PREAMBLE + ev) + "\r\n").encode())
+    ed = ['"src","dst","since"', '"1","2","0"', '"2","3","1"', '"3","1","2"', '"1","3","2"']
+    (tmp_path / "edges.csv").write_bytes(("\r\n".join(_PREAMBLE + ed) + "\r\n").encode())
+    edges = {"path": str(tmp_path / "edges.csv"), "source": "src", "target": "dst", "since": "since"}
+    spec = {"format": "table", "agent": {"field": "who"}, "step": {"field": "[step]"}, "csv": {"header_line": 7},
+            "features": [{"kind": "sum", "name": "posts", "field": "posts"},
+                         {"kind": "exposure", "name": "seen", "of": "posts", "edges": edges}]}
+    with pytest.raises(TraceSchemaError, match=r"edge file .* has no column\(s\) \['src', 'dst', 'since'\].*; line 7 "
+                                               r"of '.*edges\.csv' holds them: say so with \[features\.edges\.csv\] "
+                                               r"header_line = 7 \(the spec's top-level \[csv\] is the event table's"):
+        read_trace(tmp_path / "ev.csv", spec)
+    toml = tmp_path / "spec.toml"
+    toml.write_text(f"""format = "table"
+agent = {{ field = "who" }}
+step = {{ field = "[step]" }}
+[csv]
+header_line = 7
+[[features]]
+kind = "sum"
+name = "posts"
+field = "posts"
+[[features]]
+kind = "exposure"
+name = "seen"
+of = "posts"
+[features.edges]
+path = '{tmp_path / "edges.csv"}'
+source = "src"
+target = "dst"
+since = "since"
+[features.edges.csv]
+header_line = 7
+""")
+    r = read_trace(tmp_path / "ev.csv", load_spec(toml))
+    events = pd.read_csv(tmp_path / "ev.csv", skiprows=6).rename(columns={"who": "agent", "[step]": "step"})
+    ref = _exposure_by_hand(events, pd.read_csv(tmp_path / "edges.csv", skiprows=6), "posts", lambda s: s)
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], ref)
+    assert ref.tolist() == [[20, 0, 0], [21, 31, 0], [22 + 32, 32, 12]]  # the numbers by hand too
+    assert r.panel.meta["edges"]["seen"]["used"] == 4
+    with pytest.raises(TraceSchemaError, match=r"edge file: \[features\.edges\.csv\] header_line = 6, but line 6 of "
+                                               r"'.*edges\.csv' does not hold the spec's columns .*\(line 7 holds "
+                                               r"them: header_line = 7\)"):
+        read_trace(tmp_path / "ev.csv", dict(spec, features=[spec["features"][0], dict(
+            spec["features"][1], edges=dict(edges, csv={"header_line": 6}))]))
+    pd.read_csv(tmp_path / "edges.csv", skiprows=6).to_parquet(tmp_path / "edges.parquet")
+    with pytest.raises(TraceSpecError, match=r"\[features\.edges\.csv\] applies to CSV edge files; .* is parquet"):
+        read_trace(tmp_path / "ev.csv", dict(spec, features=[spec["features"][0], dict(
+            spec["features"][1], edges=dict(edges, path=str(tmp_path / "edges.parquet"), csv={"header_line": 7}))]))
+    with pytest.raises(TraceSpecError, match=r"edges\.csv describes a CSV edge file"):
+        load_spec(dict(spec, features=[spec["features"][0], dict(spec["features"][1], edges={
+            "table": "follow", "csv": {"header_line": 7}})]))
+
+
+def test_european_edge_file_decimal_separator(tmp_path):
+    """An edge file pandas wrote as the events (``sep=';', decimal=','``) with a ``since`` of seconds: its ``0,5``
+    was "not a step/timestamp" with no word on why; the error names the decimal comma and
+    ``[features.edges.csv] decimal_separator = ','``, which reads it as pandas' ``read_csv(sep=';', decimal=',')``."""
+    from aumann.errors import TraceRecordError
+
+    events = pd.DataFrame({"agent": [1, 2, 3, 1, 2, 3], "t": [0.0, 10, 20, 3600, 3610, 3620],
+                           "amount": [1.5, 2.25, 3.5, 4.5, 5.75, 6.5]})
+    events.to_csv(tmp_path / "eu.csv", sep=";", decimal=",", index=False)
+    edges_df = pd.DataFrame({"src": [1, 2, 3], "dst": [2, 3, 1], "since": [0.5, 3600.5, 7200.25]})
+    edges_df.to_csv(tmp_path / "eu_edges.csv", sep=";", decimal=",", index=False)
+    assert "0,5" in (tmp_path / "eu_edges.csv").read_text()
+    edges = {"path": str(tmp_path / "eu_edges.csv"), "source": "src", "target": "dst", "since": "since"}
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "t", "bin": 3600},
+            "csv": {"decimal_separator": ","},
+            "features": [{"kind": "sum", "name": "amount", "field": "amount"},
+                         {"kind": "exposure", "name": "seen", "of": "amount", "edges": edges}]}
+    with pytest.raises(TraceRecordError, match=r"eu_edges\.csv edge 1: since = '0,5' is not a step/timestamp: it looks "
+                                               r"like a number with a decimal comma \(1,5\); a CSV edge file reads "
+                                               r"such numbers with \[features\.edges\.csv\] decimal_separator = ','"):
+        read_trace(tmp_path / "eu.csv", spec)
+    spec["features"][1]["edges"] = dict(edges, csv={"decimal_separator": ","})
+    r = read_trace(tmp_path / "eu.csv", spec)
+    ev = pd.read_csv(tmp_path / "eu.csv", sep=";", decimal=",").assign(step=lambda d: d["t"] // 3600)
+    ed = pd.read_csv(tmp_path / "eu_edges.csv", sep=";", decimal=",")
+    ref = _exposure_by_hand(ev, ed, "amount", lambda s: s // 3600)
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], ref)
+    assert ref.tolist() == [[2.25, 0, 0], [5.75, 6.5, 0]]  # 3 → 1 from the third hour, after the last event
+    # a since column DuckDB reads as text (a word in it): its 0,5 is 0.5 too, the word named
+    (tmp_path / "eu_edges.csv").write_text((tmp_path / "eu_edges.csv").read_text().replace("7200,25", "later"))
+    with pytest.raises(TraceRecordError, match=r"edge 3: since = 'later' is not a step/timestamp$"):
+        read_trace(tmp_path / "eu.csv", spec)

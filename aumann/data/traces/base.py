@@ -53,7 +53,7 @@ class TraceReader:
                                    "path = 'edges.csv' (source, target and optionally since columns)")
         from aumann.data.traces.edges import read_edge_file
 
-        return read_edge_file(Path(edges.path), edges, ids, coder)
+        return read_edge_file(Path(edges.path), edges, ids, coder, self.spec.csv)
 
 
 def batched(records: Iterator[tuple[Any, ...]], raw_factory: Callable[[], RawRecords],

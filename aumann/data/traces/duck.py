@@ -327,6 +327,22 @@ def header_fields(f: Path, tops: set[str], at: int | None = None) -> tuple[int |
     return None, []
 
 
+def declared_header(files: Sequence[Path], names: dict[str, str], whole: set[str], line: int, what: str = "[csv]",
+                    shared: str = "the files of a table share their header line") -> str:
+    """The schema error's text when a CSV file's line ``line`` (a spec's ``header_line``, in its table ``what``) does
+    not hold the columns ``whole``, saying where they are; '' when every file's does."""
+    for f in files:
+        if header_fields(f, whole, at=line - 1)[0] is not None:
+            continue
+        at = header_fields(f, whole)[0]
+        where = (f"line {at + 1} holds them: header_line = {at + 1}" if at is not None else
+                 f"none of its first {HEADER_SEARCH} lines holds them")
+        also = f"; {shared}" if len(files) > 1 else ""
+        return (f"{what} header_line = {line}, but line {line} of {names.get(str(f), str(f))!r} does not hold the "
+                f"spec's columns {sorted(whole)} ({where}{also})")
+    return ""
+
+
 def duplicated_columns(files: Sequence[Path], kind: str, names: dict[str, str], tops: set[str], cols: list[str]) -> str:
     """The schema error's text when a column the spec reads is named twice in a file's header (``x,t,x``): DuckDB
     reads the first and renames the others ``x_1``, ..., so the spec's ``x`` silently meant the first of two

@@ -14,7 +14,9 @@ from aumann.data.traces.duck import (
     _kind,
     check_gzip,
     connect,
+    declared_header,
     duplicated_columns,
+    header_fields,
     ident,
     json_values,
     refuse_utf16,
@@ -23,10 +25,11 @@ from aumann.data.traces.duck import (
     without_bom,
 )
 from aumann.data.traces.durations import duration_scales, scaled
+from aumann.data.traces.events import _DECIMAL_COMMA
 from aumann.data.traces.idtext import _FLOAT_TEXT as _NUMBER_TEXT
 from aumann.data.traces.idtext import _number_ids, bytes_as_text
-from aumann.data.traces.spec import EdgesSpec
-from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError
+from aumann.data.traces.spec import CsvSpec, EdgesSpec
+from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
 
 def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence[Any] | None, ids: dict[Any, int],
@@ -66,6 +69,9 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
                    "is out of range (a year after 9999)" if time_far[i] else "is not a step/timestamp")
             v = since[i]
             shown = str(v) if isinstance(v, np.datetime64) else repr(v)
+            if csv and isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v):  # a European CSV edge file's 0,5
+                why += (": it looks like a number with a decimal comma (1,5); a CSV edge file reads such numbers "
+                        "with [features.edges.csv] decimal_separator = ','")
             raise TraceRecordError(f"{what} edge {i + 1}: since = {shown} {why}")
         info["no_since"] = int((miss & ok).sum())
         steps = np.where(miss, np.iinfo(np.int64).min // 2, steps)  # an edge without a time: always there
@@ -96,8 +102,10 @@ def _label(v: Any) -> str | None:
     return str(v)
 
 
-def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
-    """Edges from a CSV/Parquet/JSONL file through DuckDB."""
+def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any, events_csv: CsvSpec | None = None):
+    """Edges from a CSV/Parquet/JSONL file through DuckDB; a CSV file laid out as ``edges.csv`` says (its header
+    line, its decimal separator). ``events_csv``: the spec's top-level ``[csv]`` (the event table's), named in the
+    error where an edge file would have been read with it."""
     import tempfile
 
     files = table_files(path)
@@ -110,17 +118,31 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
     with tempfile.TemporaryDirectory(prefix="aumann-edges-") as tmp:
         # a byte-order mark dropped as the event tables drop it: DuckDB refused a JSON lines edge file holding one
         read, names = without_bom(files, Path(tmp))
-        return _read_edges(path, read, names, edges, ids, coder)
+        return _read_edges(path, read, names, edges, ids, coder, events_csv or CsvSpec())
 
 
 def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: EdgesSpec, ids: dict[Any, int],
-                coder: Any):
+                coder: Any, events_csv: CsvSpec):
     import duckdb
 
+    kind = _kind(files[0])
+    layout = edges.csv or CsvSpec()
+    if kind != "csv" and layout != CsvSpec():
+        raise TraceSpecError(f"[features.edges.csv] applies to CSV edge files; {str(path)!r} is {kind}")
+    # the edge file's own [features.edges.csv]: a NetLogo BehaviorSpace file's six lines before the header are not
+    # read (the sniffer took the first for the header, and the edge columns were "missing"), a European file's 0,5
+    # is 0.5 (it was "not a step/timestamp")
+    skip = layout.header_line - 1 if layout.header_line is not None else 0
+    dec = layout.decimal_separator
     con = connect()
     try:
         need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
-        src = scan_sql(files)
+        if layout.header_line is not None:
+            wrong = declared_header(files, names, set(need), layout.header_line, what="[features.edges.csv]",
+                                    shared="the files of an edge table share their header line")
+            if wrong:
+                raise TraceSchemaError(f"edge file: {wrong}")
+        src = scan_sql(files, skip=skip, decimal=dec)
         try:
             cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
         except duckdb.Error as exc:
@@ -128,14 +150,15 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
         missing = [c for c in need if c not in cols]
         if missing:
             raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
-                                   f"{[c for c in cols if c != FILE_COLUMN]}")
+                                   f"{[c for c in cols if c != FILE_COLUMN]}"
+                                   + (_header_hint(files[0], names, set(need), events_csv) if kind == "csv" else ""))
         # a header naming an endpoint twice (src,dst,dst): DuckDB read the first and renamed the other dst_1, so the
         # edges silently went to the first column's agents
         twice = duplicated_columns(files, _kind(files[0]), names, set(need), [c for c in cols if c != FILE_COLUMN])
         if twice:
             raise TraceSchemaError(twice)
         if _kind(files[0]) == "csv":  # endpoints are ids, whatever type the sniffer guessed from the first rows
-            src = scan_sql(files, text=[edges.source, edges.target])
+            src = scan_sql(files, text=[edges.source, edges.target], skip=skip, decimal=dec)
         # a Parquet duration in since (pandas timedelta64) scaled as the event table's step is: DuckDB reads its raw
         # counts of the file's unit, and an edge from 1 s (10⁶ microseconds) existed from the 10⁶-th second on
         scale = (duration_scales(files, {"since": edges.since}, binned=coder.binned, unit=coder.unit_name,
@@ -163,8 +186,24 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
     cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
     cols_ = [c if isinstance(c, np.ndarray) else bytes_as_text(c) for c in cols_]  # endpoints stored as bytes reach
     # the agents the event table's text reads
+    if edges.since and dec == "," and not isinstance(cols_[2], np.ndarray):  # a since column DuckDB read as text (a
+        # word among its numbers): its 0,5 is 0.5, as a numeric field of the event table
+        cols_[2] = [v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v) else v for v in cols_[2]]
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}",
                           csv=_kind(files[0]) == "csv")
+
+
+def _header_hint(f: Path, names: dict[str, str], need: set[str], events_csv: CsvSpec) -> str:
+    """What to add to the schema error of a CSV edge file whose columns DuckDB did not find on its header line: the
+    line below that holds them (lines before the header, a NetLogo BehaviorSpace file's six, whose first one-field
+    line DuckDB's sniffer took for the header), and that the spec's top-level ``[csv]`` is the event table's."""
+    at = header_fields(f, need)[0]
+    if not at:
+        return ""
+    also = (" (the spec's top-level [csv] is the event table's and does not reach an edge file)"
+            if events_csv != CsvSpec() else "")
+    return (f"; line {at + 1} of {names.get(str(f), str(f))!r} holds them: say so with [features.edges.csv] "
+            f"header_line = {at + 1}{also}")
 
 
 def _pylist(col: Any) -> Any:

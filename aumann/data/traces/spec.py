@@ -15,7 +15,8 @@ Concordia structured log, one row of a long table):
 * ``[where]`` — keep only records whose field equals one of the listed values (others are
   *filtered*, counted in the report, never an error);
 * ``[csv]`` — a CSV table's layout where DuckDB's sniffer cannot tell it (see :class:`CsvSpec`): the line of its
-  header (``header_line``), its decimal separator (``decimal_separator``).
+  header (``header_line``), its decimal separator (``decimal_separator``); the event table's only: a CSV edge file
+  has its own, ``[features.edges.csv]``.
 
 Fields are paths of keys separated by ``/`` into the record (``resource/agent.id``,
 ``attributes/agent.tick``, ``info/post_id``, ``deduplicated_data/value/__act__/Value``); a key may
@@ -174,11 +175,32 @@ class ActionSpec(_Model):
         return v
 
 
+class CsvSpec(_Model):
+    """``[csv]``: how a CSV table is laid out where DuckDB's sniffer cannot tell.
+
+    ``header_line``: the line of each CSV file (1-based) that holds the header; the lines before it are not read at
+    all (a NetLogo BehaviorSpace "table" output has six lines before its header: ``header_line = 7``), and a bad row
+    below it is still refused (or, with ``on_bad = "skip"``, skipped and counted). Default: the sniffer finds the
+    header, and lines before it are bad records.
+
+    ``decimal_separator``: ``","`` reads numbers written with a decimal comma (``1,5``, as a European CSV file
+    separated by ``;`` holds them) as numbers (DuckDB's ``decimal_separator``); default ``"."``.
+    """
+
+    header_line: int | None = Field(default=None, ge=1)
+    decimal_separator: Literal[".", ","] = "."
+
+
 class EdgesSpec(_Model):
     """Where an exposure feature finds its edges: a ``table`` of an OASIS database (``follow``) or a
     ``path`` to a CSV/Parquet/JSONL file (read through DuckDB). An edge ``source → target`` means the
     source agent sees the target's activity (a follower sees its followee's posts). ``since``: the field
     holding the step (or timestamp, binned like the events) from which the edge exists (default: always).
+
+    ``csv``: a CSV edge file's own layout (:class:`CsvSpec`: ``header_line``, ``decimal_separator``;
+    ``[features.edges.csv]`` in TOML). The spec's top-level ``[csv]`` is the event table's and does not reach the
+    edge file: an edge list is often written by another tool than the events (a NetworkX script beside a
+    BehaviorSpace table), and a header line shared by default would read a plain edge file from the wrong line.
     """
 
     table: str | None = None
@@ -186,11 +208,15 @@ class EdgesSpec(_Model):
     source: str = "follower_id"
     target: str = "followee_id"
     since: str | None = None
+    csv: CsvSpec | None = None
 
     @model_validator(mode="after")
     def _one(self) -> EdgesSpec:
         if (self.table is None) == (self.path is None):
             raise ValueError("edges need exactly one of table (a table of the OASIS database) or path (a file)")
+        if self.csv is not None and self.table is not None:
+            raise ValueError("edges.csv describes a CSV edge file (path); a table of the OASIS database has no CSV "
+                             "layout")
         return self
 
 
@@ -269,22 +295,6 @@ class AliveSpec(_Model):
     born: Literal["first_event", "start"] = "first_event"
     leave_actions: list[str] = Field(default_factory=list)
     inactive_after: int | None = Field(default=None, ge=1)
-
-
-class CsvSpec(_Model):
-    """``[csv]``: how a CSV table is laid out where DuckDB's sniffer cannot tell.
-
-    ``header_line``: the line of each CSV file (1-based) that holds the header; the lines before it are not read at
-    all (a NetLogo BehaviorSpace "table" output has six lines before its header: ``header_line = 7``), and a bad row
-    below it is still refused (or, with ``on_bad = "skip"``, skipped and counted). Default: the sniffer finds the
-    header, and lines before it are bad records.
-
-    ``decimal_separator``: ``","`` reads numbers written with a decimal comma (``1,5``, as a European CSV file
-    separated by ``;`` holds them) as numbers (DuckDB's ``decimal_separator``); default ``"."``.
-    """
-
-    header_line: int | None = Field(default=None, ge=1)
-    decimal_separator: Literal[".", ","] = "."
 
 
 class TraceSpec(_Model):

@@ -21,12 +21,12 @@ from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.csvlines import _CsvLines, _header_below, _LineNames, _preamble_lines, _rejected_lines
 from aumann.data.traces.duck import (
     FILE_COLUMN,
-    HEADER_SEARCH,
     _kind,
     arrow_reader,
     check_gzip,
     connect,
     csv_dialect,
+    declared_header,
     duplicated_columns,
     expr,
     header_fields,
@@ -170,7 +170,7 @@ class TableReader(TraceReader):
             hint = ""
             if kind == "csv" and declared is not None:
                 # every file's header on the declared line (shards of one table share it); else say where it is
-                wrong = _declared_header(files, names, want, declared)
+                wrong = declared_header(files, names, {split_path(p)[0] for p in want.values()}, declared)
                 if wrong:
                     raise TraceSchemaError(wrong)
             elif missing and kind == "csv":
@@ -387,22 +387,6 @@ def _decimal_commas(values: Any) -> Any:
     if isinstance(values, np.ndarray):
         return values
     return [v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v) else v for v in values]
-
-
-def _declared_header(files: list[Path], names: dict[str, str], want: dict[str, str], line: int) -> str:
-    """The schema error's text when a CSV file's line ``line`` (the spec's ``[csv] header_line``) does not hold the
-    spec's columns, saying where they are; '' when every file's does."""
-    whole = {split_path(p)[0] for p in want.values()}
-    for f in files:
-        if header_fields(f, whole, at=line - 1)[0] is not None:
-            continue
-        at = header_fields(f, whole)[0]
-        where = (f"line {at + 1} holds them: header_line = {at + 1}" if at is not None else
-                 f"none of its first {HEADER_SEARCH} lines holds them")
-        shared = "; the files of a table share their header line" if len(files) > 1 else ""
-        return (f"[csv] header_line = {line}, but line {line} of {names.get(str(f), str(f))!r} does not hold the "
-                f"spec's columns {sorted(whole)} ({where}{shared})")
-    return ""
 
 
 def _why_csv(kind: str, files: list[Path], names: dict[str, str]) -> str:
