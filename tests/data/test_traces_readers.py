@@ -1779,3 +1779,28 @@ def test_oasis_text_not_utf8_is_named(tmp_path):
     with pytest.raises(TraceFormatError, match=r"latin1\.db'?: reading stopped .*column 'action'.*: text that is not "
                                                r"UTF-8 \(Latin-1 or Windows-1252 text stored as TEXT\?"):
         read_trace(db, spec)
+
+
+def test_oasis_rows_in_log_order_under_a_covering_index(tmp_path):
+    """Rows are read in rowid (log) order: where the table had an index holding every column the spec reads, SQLite
+    scanned that index instead, and ``last`` took the value of the largest key (5), not of the agent's last event
+    (2)."""
+    db = tmp_path / "indexed.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE trace(user_id INTEGER, created_at INTEGER, action TEXT, info TEXT, amount REAL)")
+    con.executemany("INSERT INTO trace VALUES (?, ?, 'post', '{}', ?)",
+                    [(1, 0, 5.0), (2, 0, 7.0), (1, 0, 2.0), (2, 1, 1.0), (2, 1, 3.0)])
+    con.execute("CREATE INDEX by_key ON trace(user_id, created_at, amount)")
+    con.commit()
+    plan = con.execute("EXPLAIN QUERY PLAN SELECT rowid, amount, created_at, user_id FROM trace").fetchall()
+    import pandas as pd
+
+    ref = {k: g.iloc[-1] for k, g in pd.read_sql("SELECT * FROM trace ORDER BY rowid", con).groupby(
+        ["created_at", "user_id"])["amount"]}
+    con.close()
+    assert "COVERING INDEX" in str(plan)  # the scan the reader got without ORDER BY
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "features": [{"kind": "last", "name": "amount", "field": "amount"}]}
+    p = read_trace(db, spec).panel
+    assert p.values[:, :, 0].tolist() == [[2.0, 7.0], [2.0, 3.0]]  # agent 1's last carried into step 1
+    assert all(p.values[t, list(p.agent_ids).index(a), 0] == v for (t, a), v in ref.items())

@@ -138,7 +138,11 @@ class OasisReader(TraceReader):
             pos = {c: i + 1 for i, c in enumerate(order)}
             rid = self._row_id(cols, table)
             self._check_step_kind(con, table, paths["step"], rid)
-            sql = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+            # in rowid (log) order: without ORDER BY, SQLite scans a covering index where the table has one (an index
+            # on the columns the spec reads), and the rows came in that index's order, so `last` took the value of
+            # the largest key, not of the agent's last event (a view has no rowid: its own order)
+            sql = (f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+                   + (f" ORDER BY {rid}" if self._is_table(con, table) else ""))
             try:
                 with self._waiting():
                     total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
@@ -150,6 +154,15 @@ class OasisReader(TraceReader):
             yield from self._scan(cur, pos, paths, fields, wheres, validator)
         finally:
             con.close()
+
+    def _is_table(self, con: sqlite3.Connection, table: str) -> bool:
+        """Whether ``table`` is a table (with SQLite's row id), not a view."""
+        try:
+            with self._waiting():
+                row = con.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read the schema: {exc}") from exc
+        return row is not None and row[0] == "table"
 
     def _row_id(self, cols: list[str], table: str) -> str:
         """The name that reaches SQLite's row id in ``table``: ``rowid``, unless the table has a column of that
