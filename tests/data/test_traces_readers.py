@@ -1765,20 +1765,105 @@ def test_edge_since_timestamp_after_year_9999_is_out_of_range(tmp_path):
 
 
 def test_oasis_text_not_utf8_is_named(tmp_path):
-    """A Latin-1 string stored as TEXT in an OASIS database stopped the read as "(a truncated or damaged database?)":
-    it now says the text is not UTF-8."""
+    """A Latin-1 string stored as TEXT in an OASIS database stopped the read as "(a truncated or damaged database?)";
+    then as "reading stopped after row 0: ... text that is not UTF-8", --skip-bad or not. The error now names the
+    table, the row id, the column and the byte; with on_bad = 'skip' the rows holding such text are skipped and
+    counted by row id, and every other row is read (pandas over the rows that are UTF-8 gives the same panel)."""
+    import pandas as pd
+
     db = tmp_path / "latin1.db"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE trace(user_id INTEGER, created_at INTEGER, action TEXT, info TEXT)")
-    con.execute("INSERT INTO trace VALUES (1, 0, 'post', '{}')")
-    con.execute("INSERT INTO trace VALUES (2, 0, CAST(X'4A6F73E9' AS TEXT), '{}')")  # 'José' in Latin-1
+    latin = "CAST(X'4A6F73E9' AS TEXT)"  # 'José' in Latin-1
+    rows = [(1, 0, "'post'", "'{}'"), (2, 0, latin, "'{}'"), (3, 0, "'post'", "'{}'"), (1, 1, "'like'", "'{}'"),
+            (2, 1, "'post'", "CAST(X'7B2261223A22E9227D' AS TEXT)"), (3, 1, "'post'", "'{}'"), (1, 2, "'post'", "'{}'"),
+            (2, 2, latin, "'{}'"), (3, 2, "'like'", "'{}'")]
+    for r in rows:
+        con.execute(f"INSERT INTO trace VALUES ({', '.join(map(str, r))})")
+    con.execute("CREATE VIEW v AS SELECT * FROM trace")
     con.commit()
+    con.text_factory = bytes
+    ref = pd.DataFrame(con.execute("SELECT rowid, user_id, created_at, action, info FROM trace").fetchall(),
+                       columns=["rowid", "user_id", "created_at", "action", "info"])
     con.close()
     spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
-            "action": {"field": "action"}}
-    with pytest.raises(TraceFormatError, match=r"latin1\.db'?: reading stopped .*column 'action'.*: text that is not "
-                                               r"UTF-8 \(Latin-1 or Windows-1252 text stored as TEXT\?"):
+            "action": {"field": "action"}, "features": [{"kind": "count_each"}]}
+    with pytest.raises(TraceRecordError, match=r"latin1\.db table 'trace' row 2: column 'action' holds text that is "
+                                               r"not UTF-8 \(byte 0xE9 at byte 3 of the value; Latin-1 or Windows-1252 "
+                                               r"text stored as TEXT\?"):
         read_trace(db, spec)
+    why = ("holds text that is not UTF-8 (Latin-1 or Windows-1252 text stored as TEXT? traces are read as UTF-8: "
+           "rewrite those values as UTF-8)")
+    # only the columns the spec reads count: info is read where a feature reaches into it
+    for reads_info in (False, True):
+        read = ["action", "info"] if reads_info else ["action"]
+        utf8 = ref[[all(_is_utf8(v) for v in row) for row in ref[read].itertuples(index=False)]]
+        bad = [int(i) for i in ref.rowid[~ref.rowid.isin(utf8.rowid)]]
+        assert bad == ([2, 5, 8] if reads_info else [2, 8])
+        counts = utf8.assign(action=utf8.action.str.decode("utf-8")).pivot_table(
+            index="created_at", columns=["action", "user_id"], values="rowid", aggfunc="count", fill_value=0)
+        s = dict(spec, features=[{"kind": "count_each"}] + ([{"kind": "sum", "name": "a", "field": "info/a"}]
+                                                             if reads_info else []))
+        for batch in (65536, 2, 1):  # bad rows in the first batch, across batches, a batch of bad rows only
+            for table in ("trace", "v"):  # a table resumes after the row id, a view after the rows read
+                r = read_trace(db, dict(s, on_bad="skip", batch_size=batch, table=table))
+                assert r.report.records == 9 and r.report.n_skipped == len(bad), (batch, table)
+                assert r.report.skipped == {f"column 'action' {why}": 2, **({f"column 'info' {why}": 1}
+                                                                             if reads_info else {})}
+                assert sorted(loc for locs in r.report.skipped_at.values() for loc in locs) == [
+                    f"{db} row {i}" for i in bad]
+                p = r.panel
+                assert list(p.features) == ["like", "post"] + (["a"] if reads_info else [])
+                assert list(p.agent_ids) == sorted(utf8.user_id.unique())  # agent 2 holds no UTF-8 row with info
+                for k, feat in enumerate(p.features[:2]):
+                    for j, agent in enumerate(p.agent_ids):
+                        want = counts[(feat, agent)].tolist() if (feat, agent) in counts else [0, 0, 0]
+                        assert p.values[:, j, k].tolist() == want, (batch, table, feat, agent)
+                if reads_info:
+                    assert not p.values[:, :, 2].any()  # the '{}' of every UTF-8 row holds no a
+
+
+def _is_utf8(v: bytes) -> bool:
+    try:
+        v.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_oasis_read_stopping_in_the_first_rows_is_not_after_row_0(tmp_path):
+    """A read that stops in the first batch said "reading stopped after row 0" (no row 0 was read): it says it
+    stopped in the table's first rows, and after the last row id read once a batch was read."""
+    db = tmp_path / "view.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t(user_id INTEGER, created_at INTEGER, info TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(1, 0, '{"a": 1}'), (2, 0, '{"a": 2}'), (3, 1, "not json")])
+    con.execute("CREATE VIEW v AS SELECT rowid AS id, user_id, created_at, json_extract(info, '$.a') AS a FROM t")
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "table": "v", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "features": [{"kind": "sum", "name": "a", "field": "a"}]}
+    with pytest.raises(TraceFormatError, match=r"reading table 'v' stopped in its first rows: malformed JSON"):
+        read_trace(db, spec)
+    with pytest.raises(TraceFormatError, match=r"reading table 'v' stopped after 1 row\(s\): malformed JSON"):
+        read_trace(db, dict(spec, batch_size=1))  # (sqlite3 steps one row ahead of the rows it returns)
+    # a table whose page in the middle is damaged: named after the last row id read
+    bad = tmp_path / "damaged.db"
+    con = sqlite3.connect(bad)
+    con.execute("PRAGMA page_size = 4096")
+    con.execute("CREATE TABLE trace(user_id INTEGER, created_at INTEGER, action TEXT, info TEXT)")
+    con.executemany("INSERT INTO trace VALUES (?, ?, 'post', ?)", [(i % 7, i // 100, "x" * 200) for i in range(400)])
+    con.commit()
+    con.close()
+    data = bytearray(bad.read_bytes())
+    page = len(data) // 4096 // 2
+    data[page * 4096:(page + 1) * 4096] = b"\xff" * 4096
+    bad.write_bytes(bytes(data))
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at", "bin": 1},
+            "action": {"field": "action"}, "batch_size": 50}
+    with pytest.raises(TraceFormatError, match=r"damaged\.db'?: reading table 'trace' stopped after row id "
+                                               r"[1-9][0-9]*0: database disk image is malformed"):
+        read_trace(bad, spec)
 
 
 def test_oasis_rows_in_log_order_under_a_covering_index(tmp_path):

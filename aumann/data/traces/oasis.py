@@ -28,6 +28,7 @@ import numpy as np
 
 from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
+from aumann.data.traces.encoding import undecoded_at
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
@@ -141,8 +142,9 @@ class OasisReader(TraceReader):
             # in rowid (log) order: without ORDER BY, SQLite scans a covering index where the table has one (an index
             # on the columns the spec reads), and the rows came in that index's order, so `last` took the value of
             # the largest key, not of the agent's last event (a view has no rowid: its own order)
-            sql = (f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
-                   + (f" ORDER BY {rid}" if self._is_table(con, table) else ""))
+            base = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+            is_table = self._is_table(con, table)
+            sql = base + (f" ORDER BY {rid}" if is_table else "")
             try:
                 with self._waiting():
                     total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
@@ -151,7 +153,8 @@ class OasisReader(TraceReader):
                 raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: "
                                                             f"{exc}") from exc
             self.total = total if isinstance(total, int) else 0
-            yield from self._scan(cur, pos, paths, fields, wheres, validator)
+            scan = _Scan(con, table, base, rid if is_table else None, ["rowid", *order])
+            yield from self._scan(scan, cur, pos, paths, fields, wheres, validator)
         finally:
             con.close()
 
@@ -195,11 +198,11 @@ class OasisReader(TraceReader):
                                    "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
                                    "--bin 1h (or [step] bin = '1h' in a spec)")
 
-    def _scan(self, cur: sqlite3.Cursor, pos: dict[str, int], paths: dict[str, tuple[str, ...]],
+    def _scan(self, scan: _Scan, cur: sqlite3.Cursor, pos: dict[str, int], paths: dict[str, tuple[str, ...]],
               fields: dict[str, tuple[str, ...]], wheres: dict[str, tuple[str, ...]],
               validator: Validator) -> Iterator[EventBatch]:
         size = self.spec.batch_size
-        last = 0
+        last: Any = None
 
         def value(row: tuple[Any, ...], p: tuple[str, ...], json_cache: dict[str, Any]) -> Any:
             v = row[pos[p[0]]]
@@ -222,16 +225,34 @@ class OasisReader(TraceReader):
                 with self._waiting():
                     rows = cur.fetchmany(size)
             except sqlite3.DatabaseError as exc:
-                # text that is not UTF-8 (a Latin-1 string stored as TEXT) was named a truncated or damaged database
-                why = (": text that is not UTF-8 (Latin-1 or Windows-1252 text stored as TEXT? traces are read as "
-                       "UTF-8: rewrite those values as UTF-8)" if "decode to UTF-8" in str(exc) else
-                       " (a truncated or damaged database?)")
-                raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: reading stopped after row {last}: "
-                                                            f"{exc}{why}") from exc
-            if not rows:
-                return
-            validator.tally.records += len(rows)
-            last = self.done = rows[-1][0]
+                if self._locked(exc) is not None or "decode to UTF-8" not in str(exc):
+                    where = ("in its first rows" if last is None and not scan.count else
+                             f"after row id {last}" if scan.rid is not None else f"after {scan.count} row(s)")
+                    raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: reading table {scan.table!r} "
+                                                                f"stopped {where}: {exc} (a truncated or damaged "
+                                                                "database?)") from exc
+                # text that is not UTF-8 (a Latin-1 string stored as TEXT) stopped the whole read, --skip-bad or not:
+                # this batch is read again with such text kept as it is, each row holding it refused by its row id
+                # (or skipped and counted), and the scan goes on after it
+                with self._waiting():
+                    rows = scan.lenient(size)
+                if not rows:
+                    return
+                validator.tally.records += len(rows)
+                if scan.rid is None:
+                    rows = scan.numbered(rows)
+                last = self.done = scan.done(rows)
+                rows = self._undecodable(scan, rows, validator)
+                cur = scan.rest()
+                if not rows:
+                    continue
+            else:
+                if not rows:
+                    return
+                validator.tally.records += len(rows)
+                if scan.rid is None:  # a view's rows have no row id: each is named by its place, 1, 2, ...
+                    rows = scan.numbered(rows)
+                last = self.done = scan.done(rows)
             raw = RawRecords(str(self.path), self.unit)
             simple = all(len(p) == 1 for p in [*paths.values(), *fields.values(), *wheres.values()])
             if simple:
@@ -267,6 +288,26 @@ class OasisReader(TraceReader):
             b = validator.to_batch(raw)
             if b is not None:
                 yield b
+
+    def _undecodable(self, scan: _Scan, rows: list[tuple[Any, ...]], validator: Validator) -> list[tuple[Any, ...]]:
+        """The rows of ``rows`` (read by :meth:`_Scan.lenient`) whose text is all UTF-8; each other one is refused
+        (``on_bad = "error"``: naming its table, row id, column and byte) or skipped and counted, by column."""
+        keep: list[tuple[Any, ...]] = []
+        for row in rows:
+            bad = next(((i, at) for i, v in enumerate(row) if isinstance(v, str)
+                        and (at := undecoded_at(v)) is not None), None)
+            if bad is None:
+                keep.append(row)
+                continue
+            col = scan.columns[bad[0]]
+            if self.spec.on_bad == "error":
+                byte = row[bad[0]].encode("utf-8", "surrogateescape")[bad[1]]
+                raise TraceRecordError(f"{self.path!s} table {scan.table!r} row {row[0]}: column {col!r} holds text "
+                                       f"that is not UTF-8 (byte 0x{byte:02X} at byte {bad[1]:,} of the value; "
+                                       f"{_LATIN1}) (on_bad = 'skip' in the spec skips and counts such records)")
+            validator.refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
+                             f"column {col!r} holds text that is not UTF-8 ({_LATIN1})")
+        return keep
 
     def edges(self, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
         if edges.table is None:
@@ -317,6 +358,51 @@ def _check_whole_pages(p: Path, head: bytes) -> None:
 
 
 _BAD_JSON = object()  # a JSON column that does not parse
+
+_LATIN1 = ("Latin-1 or Windows-1252 text stored as TEXT? traces are read as UTF-8: rewrite those values as UTF-8")
+
+
+def _lenient_text(data: bytes) -> str:
+    """SQLite TEXT as Python text, a byte that is no UTF-8 kept as a lone surrogate (``surrogateescape``)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+class _Scan:
+    """Where a scan of an OASIS table resumes after text that is not UTF-8 stopped :mod:`sqlite3`'s read (its
+    decoding fails the fetch, and the rows it held are lost): the batch is read again with such text kept
+    (:meth:`lenient`), then the rest with plain decoding (:meth:`rest`). A table resumes after the last row id read
+    (rowid order, as the scan); a view, which has no row id, after the number of rows read."""
+
+    def __init__(self, con: sqlite3.Connection, table: str, base: str, rid: str | None, columns: list[str]) -> None:
+        self.con, self.table, self.base, self.rid, self.columns = con, table, base, rid, columns
+        self.last: Any = None  # the last row id read (a table)
+        self.count = 0  # rows read (a view)
+
+    def done(self, rows: list[tuple[Any, ...]]) -> Any:
+        self.count += len(rows)
+        self.last = rows[-1][0]
+        return self.last
+
+    def numbered(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """A view's ``rows`` (no row id: NULL) with their places in the view, 1-based, in its place."""
+        return [(self.count + i, *row[1:]) for i, row in enumerate(rows, start=1)]
+
+    def _query(self, limit: int) -> tuple[str, tuple[Any, ...]]:
+        if self.rid is None:
+            return f"{self.base} LIMIT ? OFFSET ?", (limit, self.count)
+        if self.last is None:
+            return f"{self.base} ORDER BY {self.rid} LIMIT ?", (limit,)
+        return f"{self.base} WHERE {self.rid} > ? ORDER BY {self.rid} LIMIT ?", (self.last, limit)
+
+    def lenient(self, size: int) -> list[tuple[Any, ...]]:
+        self.con.text_factory = _lenient_text
+        try:
+            return self.con.execute(*self._query(size)).fetchall()
+        finally:
+            self.con.text_factory = str
+
+    def rest(self) -> sqlite3.Cursor:
+        return self.con.execute(*self._query(-1))
 
 
 def _column(values: tuple[Any, ...]) -> Any:
