@@ -268,8 +268,9 @@ def run(args: argparse.Namespace) -> int:
                 lines.update(f"run {r + 1}/{config.runs}: {msg}", done_stages[0], config.runs * len(stages))
 
             try:
+                # the runs of another config found above: removed without hashing their files a second time
                 result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
-                                   progress=progress, executor=executor)
+                                   progress=progress, executor=executor, other_config=other)
             finally:
                 execution = describe_executor(executor)
                 if executor is not None:

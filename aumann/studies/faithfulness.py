@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import AumannWarning, ConfigError
+from aumann.errors import AumannWarning, ConfigError, StudyError
 from aumann.io import output_lock, plain
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
@@ -51,6 +51,7 @@ from aumann.studies.rows.feature_game import check_cv_counts
 from aumann.studies.rundir import (
     RUN_ARRAYS,
     RUN_KEYS,
+    OtherConfigRun,
     RunDir,
     StudyResult,
     read_timing,
@@ -168,7 +169,8 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
 
 def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path | None = None, backend: Any = None,
               backend_label: str = "offline", progress: Any = None, executor: Any = None,
-              write: bool = True, strict: bool | None = None) -> StudyResult:
+              write: bool = True, strict: bool | None = None,
+              other_config: list[OtherConfigRun] | None = None) -> StudyResult:
     """Run (or resume) the faithfulness study for ``config.runs`` runs.
 
     Args:
@@ -194,6 +196,10 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             into ``backend.usage``; without an LLM service each worker gets 1/W of the backend's
             concurrency and rate limits (W workers) and an equal share of what is left of its caps.
         write: ``False`` reads finished runs from ``out_dir`` but writes nothing (dry runs).
+        other_config: the runs of another config in ``out_dir``, as
+            :meth:`~aumann.studies.rundir.RunDir.other_config_runs` found them for this config's digest (``aumann
+            run`` looks before the study starts, to say so): removed without hashing their files again (each is
+            confirmed unchanged since by its size and times). ``None``: looked for here.
         strict: any stage failure stops the study (a :class:`~aumann.errors.StudyError` naming the stage);
             by default (``None``: ``config.study.strict``, false) a failing optional stage is recorded in
             the run record, the manifest and the report, and the study goes on. A run found interrupted before
@@ -228,7 +234,11 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             # attributions/ (run-002 of N = 1000 beside run-000 of N = 50), and a run r of this config took the
             # other's attributions of labels it does not write as its own; each file is checked to be the one that
             # run wrote first (a file of yours there is refused and kept, before anything is removed)
-            rundir.remove_other_config_runs(rundir.other_config_runs(digest))
+            # (once: files a caller checked are not hashed again, a MegaScale folder's runs being GBs)
+            if other_config is not None and any(o.digest == digest for o in other_config):
+                raise StudyError("run_study: other_config holds a run of this very config (digest "
+                                 f"{digest}); pass what RunDir(out_dir).other_config_runs(digest) returns")
+            rundir.remove_other_config_runs(rundir.other_config_runs(digest) if other_config is None else other_config)
         records: list[Any] = [None] * config.runs
         arrays: list[Any] = [None] * config.runs
         panels: list[Any] = [None] * config.runs

@@ -35,7 +35,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
-from aumann.errors import PathEscapeError, StudyError
+from aumann.errors import OutputError, PathEscapeError, StudyError
 from aumann.io import (
     check_digests,
     check_stale,
@@ -140,11 +140,23 @@ class OtherConfigRun:
     run: int
     digest: str
     files: tuple[str, ...]
+    #: each file's (device, inode, size, mtime, ctime) when its SHA-256 was checked (``None``: no file there), in the
+    #: order of ``files``: :meth:`RunDir.remove_other_config_runs` removes a file still so, without hashing it again
+    checked: tuple[tuple[int, ...] | None, ...] = ()
 
     @property
     def name(self) -> str:
         """``run-NNN``."""
         return _name(self.run)
+
+
+def _stat_signature(path: Path) -> tuple[int, ...] | None:
+    """(device, inode, size, mtime, ctime) of the file at ``path`` itself (a link not followed), ``None`` if none."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def other_config_text(stale: list[OtherConfigRun]) -> str:
@@ -263,15 +275,28 @@ class RunDir:
                 if not timing.is_symlink() and self.checked_timing(index) is not None:  # vouched for by its checksum
                     recorded[name] = sha256_file(timing, within=self.root)
                 names.append(name)
+            checked = []
             for name in names:  # every file checked before any is removed
+                before = _stat_signature(self.root / name)
                 check_stale(self.root / name, within=self.root, recorded=recorded)
-            stale.append(OtherConfigRun(index, rec["digest"], tuple(names)))
+                checked.append(before if _stat_signature(self.root / name) == before else None)
+            stale.append(OtherConfigRun(index, rec["digest"], tuple(names), tuple(checked)))
         return stale
 
     def remove_other_config_runs(self, stale: list[OtherConfigRun]) -> int:
-        """Remove the files of :meth:`other_config_runs` (each checked there), the record of each run last (an
-        interrupted removal leaves the record that vouches for what is left, and the next run removes the rest);
-        how many files were there."""
+        """Remove the files of :meth:`other_config_runs` (each checked there, once: ``aumann run`` checks them before
+        the study starts and passes them along), the record of each run last (an interrupted removal leaves the
+        record that vouches for what is left, and the next run removes the rest); how many files were there.
+
+        A file that is no longer the one checked (its size, times or inode changed since, or one has appeared) is
+        refused with an :class:`~aumann.errors.OutputError` naming it, before anything is removed: the files are
+        hashed once (a MegaScale folder's runs are GBs), so the check is not repeated, only confirmed."""
+        for run in stale:
+            for name, sig in zip(run.files, run.checked, strict=False):
+                if _stat_signature(self.root / name) != sig:
+                    raise OutputError(f"{str(self.root / name)!r} changed after it was checked as a file of "
+                                      f"{run.name} of another config, which this run removes: it is kept, and nothing "
+                                      "is removed; run again")
         removed = 0
         for run in stale:
             for name in (*run.files[1:], run.files[0]):

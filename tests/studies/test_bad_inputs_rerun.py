@@ -256,3 +256,71 @@ def test_report_refuses_a_table_that_is_not_the_one_the_run_wrote(finished, tmp_
     damage(out)
     with pytest.raises(ReportError, match=r"\.csv' is not the one the run wrote: .*(changed or replaced|missing)"):
         render_report(out, interactive=False, plots=False)
+
+
+def test_aumann_run_hashes_the_earlier_configs_files_once(finished, tmp_path, monkeypatch):
+    """`aumann run` looked for the runs of another config (hashing every file of theirs) to say it removes them, then
+    the study looked again and hashed them all a second time: GBs of reading in a MegaScale folder before anything
+    was computed. Each is hashed once now, the list passed along; the files still go."""
+    import aumann.io.outputs as outputs
+    import aumann.studies.rundir as rundir
+    from tests.cli_run import invoke_run
+
+    out = _copy(finished, tmp_path)
+    theirs = [n for n in _files(out, "runs", "panels", "attributions", "timings")
+              if n.split("/")[1].startswith(("run-000", "run-001"))]
+    hashed: list[str] = []
+    for module in (outputs, rundir):
+        real = module.sha256_file
+
+        def counting(path, *a, _real=real, **kw):
+            hashed.append(Path(path).resolve().relative_to(out.resolve()).as_posix())
+            return _real(path, *a, **kw)
+
+        monkeypatch.setattr(module, "sha256_file", counting)
+    cfg = tmp_path / "other.toml"
+    cfg.write_text("agents = 6\nsteps = 4\nruns = 1\nseed = 99\n[study]\n"
+                   + "".join(f"{k} = {json.dumps(v)}\n" for k, v in STUDY.items()))
+    seen: list[str] = []
+    real_check = rundir.RunDir.other_config_runs
+
+    def looked(self, digest):
+        seen.append(digest)
+        return real_check(self, digest)
+
+    monkeypatch.setattr(rundir.RunDir, "other_config_runs", looked)
+    assert invoke_run("social-llm", "--config", str(cfg), "--out", str(out), "--no-plots") == 0
+    assert len(seen) == 1
+    counts = {n: hashed.count(n) for n in theirs if n.endswith(".npz")}  # the arrays, panels and attributions: the
+    assert len(counts) >= 8 and counts == {n: 1 for n in counts}, counts  # GBs, hashed once each (were twice)
+    assert _files(out, "runs", "timings") == ["runs/run-000.json", "runs/run-000.npz", "timings/run-000.json"]
+    assert json.loads((out / "runs" / "run-000.json").read_text())["digest"] not in {
+        json.loads((finished / "runs" / f"run-00{r}.json").read_text())["digest"] for r in (0, 1)}
+
+
+def test_a_file_changed_after_the_check_is_refused_and_nothing_is_removed(finished, tmp_path):
+    """The files checked once are confirmed unchanged (size, times, inode) when removed: one replaced after the check
+    (a file of yours copied over it) is refused and kept, and nothing is removed; one passed along that is of this
+    very config is refused."""
+    import os
+
+    from aumann.errors import StudyError
+    from aumann.studies.faithfulness import config_digest
+    from aumann.studies.rundir import OtherConfigRun, RunDir
+
+    out = _copy(finished, tmp_path)
+    sc, other = tiny_config("social-llm", agents=6, steps=4, runs=1, seed=99, study=STUDY)
+    digest = config_digest(sc, other, "offline")
+    found = RunDir(out).other_config_runs(digest)
+    assert [o.name for o in found] == ["run-000", "run-001"]
+    before = _files(out, "runs", "panels", "attributions", "timings")
+    panel = out / "panels" / "run-001.npz"
+    st = panel.stat()
+    panel.write_bytes(b"yours, " + panel.read_bytes()[7:])  # the same size
+    os.utime(panel, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime: its ctime tells
+    with pytest.raises(OutputError, match=r"panels/run-001\.npz.*changed after it was checked as a file of run-001"):
+        run_study(sc, other, out_dir=out, other_config=found)
+    assert _files(out, "runs", "panels", "attributions", "timings") == before
+    with pytest.raises(StudyError, match="other_config holds a run of this very config"):
+        run_study(sc, other, out_dir=out, other_config=[OtherConfigRun(0, digest, found[0].files, found[0].checked)])
+    assert _files(out, "runs", "panels", "attributions", "timings") == before
