@@ -702,3 +702,43 @@ def test_european_edge_file_decimal_separator(tmp_path):
     (tmp_path / "eu_edges.csv").write_text((tmp_path / "eu_edges.csv").read_text().replace("7200,25", "later"))
     with pytest.raises(TraceRecordError, match=r"edge 3: since = 'later' is not a step/timestamp$"):
         read_trace(tmp_path / "eu.csv", spec)
+
+
+# ---------------------------------------------------------------- Repast Simphony's file sink, AgentPy's DataDict.save
+def _repast_file_sink(tmp_path, delimiter: str = ","):
+    """A non-aggregate data set written by Repast Simphony's file sink as its ``TabularFormatter`` writes it
+    (repast.simphony.data2): the source ids quoted in the header, the values unquoted (``Double.toString``: the tick
+    ``1.0``), the default sources ``tick`` and ``run`` first, under its default name ``ModelOutput.<timestamp>.txt``."""
+    rng = np.random.default_rng(0)
+    rows = [(float(tick), 1, agent, round(float(rng.uniform(0, 10)), 3), "true" if rng.random() > 0.3 else "false")
+            for tick in range(1, 6) for agent in range(1, 5) if (tick, agent) != (1, 4)]  # agent 4 born at tick 2
+    f = tmp_path / "ModelOutput.2026.Nov.29.19_30_00.txt"
+    header = delimiter.join(f'"{c}"' for c in ("tick", "run", "AgentID", "Energy", "Hungry"))
+    f.write_text(header + "\n" + "".join(delimiter.join(map(str, r)) + "\n" for r in rows))
+    return f
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+def test_repast_file_sink_txt(tmp_path, delimiter):
+    """Repast Simphony's file sink names its output ``.txt``: it was refused ("a table is CSV/TSV, Parquet or JSON lines
+    files of one kind") until renamed. Read as delimited text, it is pandas' ``read_csv`` of it: the tick ``1.0`` the
+    step 1, ``true``/``false`` counted 1 and 0, an agent from its first tick on."""
+    f = _repast_file_sink(tmp_path, delimiter)
+    assert f.read_text().startswith(f'"tick"{delimiter}"run"') and f"\n1.0{delimiter}1{delimiter}1{delimiter}" in \
+        f.read_text()
+    spec = {"format": "table", "agent": {"field": "AgentID"}, "step": {"field": "tick"},
+            "features": [{"kind": "last", "name": "energy", "field": "Energy"},
+                         {"kind": "sum", "name": "hungry", "field": "Hungry"}]}
+    r = read_trace(f, spec)
+    df = pd.read_csv(f, sep=delimiter)
+    assert list(r.panel.steps) == [1, 2, 3, 4, 5] and list(r.panel.agent_ids) == [1, 2, 3, 4]
+    energy = df.pivot(index="tick", columns="AgentID", values="Energy")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], energy.ffill().fillna(0.0).to_numpy())
+    hungry = df.assign(h=df["Hungry"].astype(float)).pivot(index="tick", columns="AgentID", values="h")
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], hungry.fillna(0.0).to_numpy())
+    assert r.panel.alive.tolist() == energy.notna().cummax().to_numpy().tolist()  # agent 4 from tick 2
+    from aumann.data.traces import detect_format
+    from aumann.errors import TraceFormatError
+
+    with pytest.raises(TraceFormatError, match="cannot tell the format"):  # a .txt is a table where the spec says so
+        detect_format(f)

@@ -66,12 +66,16 @@ def table_files(path: Path) -> list[Path]:
 
 
 def _kind(p: Path) -> str:
+    """A table file's kind by its name. A ``.txt`` file (named itself, or by a glob: a folder's ``.txt`` files are
+    not among its tables, as notes and READMEs are) is delimited text, read as CSV (DuckDB's sniffer finds its
+    delimiter): Repast Simphony's file sink writes ``ModelOutput.<timestamp>.txt``, comma-separated, and it was
+    refused as 'a table is CSV/TSV, Parquet or JSON lines files' until renamed."""
     n = p.name.lower().removesuffix(".gz")
     if n.endswith((".parquet", ".pq")):
         return "parquet"
     if n.endswith((".jsonl", ".ndjson", ".json")):
         return "json"
-    if n.endswith((".csv", ".tsv")):
+    if n.endswith((".csv", ".tsv", ".txt")):
         return "csv"
     return "unknown"
 

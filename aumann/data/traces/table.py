@@ -64,7 +64,9 @@ class TableReader(TraceReader):
     @classmethod
     def sniff(cls, path: Path) -> bool:
         files = table_files(path)
-        return bool(files) and len({_kind(f) for f in files}) == 1 and _kind(files[0]) != "unknown"
+        # a .txt file is a table only where the spec says so (format = "table"): by its name, any note would be one
+        return bool(files) and len({_kind(f) for f in files}) == 1 and _kind(files[0]) != "unknown" and not any(
+            f.name.lower().removesuffix(".gz").endswith(".txt") for f in files)
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         import tempfile
