@@ -742,3 +742,65 @@ def test_repast_file_sink_txt(tmp_path, delimiter):
 
     with pytest.raises(TraceFormatError, match="cannot tell the format"):  # a .txt is a table where the spec says so
         detect_format(f)
+
+
+def test_agentpy_datadict_save(tmp_path):
+    """AgentPy's ``DataDict.save`` writes each agent type's variables as ``variables_<AgentType>.csv`` indexed
+    ``obj_id, t`` (``Model.create_output``: pandas' ``set_index(...).to_csv``); a variable not recorded at a step is
+    an empty field. Read as pandas reads it; the folder is refused (tables of several kinds); an experiment's file
+    (``sample_id, iteration`` first) holds every run, and ``[where]`` picks one."""
+    from aumann.errors import TraceFormatError
+
+    out = tmp_path / "ap_output" / "WealthModel_1"
+    out.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    log = pd.DataFrame([(obj, t, int(rng.integers(0, 5)), None if t == 0 else bool(rng.random() > 0.5))
+                        for obj in (1, 2, 3) for t in range(4)], columns=["obj_id", "t", "wealth", "rich"])
+    log.set_index(["obj_id", "t"]).to_csv(out / "variables_WealthAgent.csv")
+    pd.DataFrame({"t": range(4), "gini": [0.1, 0.2, 0.3, 0.4]}).set_index("t").to_csv(out / "variables_WealthModel.csv")
+    (out / "info.json").write_text(json.dumps({"model_type": "WealthModel", "agentpy_version": "0.1.5"}))
+    spec = {"format": "table", "agent": {"field": "obj_id"}, "step": {"field": "t"},
+            "features": [{"kind": "sum", "name": "wealth", "field": "wealth"},
+                         {"kind": "sum", "name": "rich", "field": "rich"}]}
+    r = read_trace(out / "variables_WealthAgent.csv", spec)
+    df = pd.read_csv(out / "variables_WealthAgent.csv")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], df.pivot(index="t", columns="obj_id", values="wealth"))
+    rich = df.assign(rich=df["rich"].astype(float)).pivot(index="t", columns="obj_id", values="rich").fillna(0.0)
+    np.testing.assert_array_equal(r.panel.values[:, :, 1], rich.to_numpy())
+    assert r.report.missing_values == {"rich": 3}
+    with pytest.raises(TraceFormatError, match=r"of one kind; got \['info\.json'"):
+        read_trace(out, spec)
+    runs = pd.DataFrame([(s, i, obj, t, 100 * s + 10 * i + obj + t) for s in (0, 1) for i in (0, 1) for obj in (1, 2)
+                         for t in range(3)], columns=["sample_id", "iteration", "obj_id", "t", "wealth"])
+    runs.set_index(["sample_id", "iteration", "obj_id", "t"]).to_csv(tmp_path / "exp.csv")
+    one = dict(spec, features=spec["features"][:1], where={"sample_id": [1], "iteration": [0]})
+    got = read_trace(tmp_path / "exp.csv", one).panel.values[:, :, 0]
+    ref = runs[(runs.sample_id == 1) & (runs.iteration == 0)].pivot(index="t", columns="obj_id", values="wealth")
+    np.testing.assert_array_equal(got, ref.to_numpy())
+    assert got.tolist() == [[101, 102], [102, 103], [103, 104]]
+
+
+def test_gama_species_save_header_is_refused_not_shifted(tmp_path):
+    """GAMA's ``save people format: 'csv'`` (``CSVSaver``) writes ``cycle,name;location.x,...``: a header one field
+    short of its rows. Every line is refused as too many columns (never read shifted by a column: ``energy`` would
+    be the z coordinate); with the header's ';' written ',' the file reads as pandas reads it. A list saved from a
+    reflex (``save [cycle, name, energy]``) reads as it is."""
+    from aumann.errors import TraceRecordError
+
+    rows = [(c, f"people{i}", 10.0 * i, 5.0 * c, 0.0, 1.5 * c + i) for c in range(3) for i in range(3)]
+    body = "".join(",".join(map(str, r)) + "\n" for r in rows)
+    f = tmp_path / "people.csv"
+    f.write_text("cycle,name;location.x,location.y,location.z,energy\n" + body)
+    spec = {"format": "table", "agent": {"field": "cycle"}, "step": {"field": "cycle"},
+            "features": [{"kind": "sum", "name": "energy", "field": "energy"}]}
+    with pytest.raises(TraceRecordError, match=r"people\.csv line 2: a CSV line that does not split into the header's "
+                                               r"columns \(too many columns; 9 such line"):
+        read_trace(f, spec)
+    f.write_text("cycle,name,location.x,location.y,location.z,energy\n" + body)
+    spec = dict(spec, agent={"field": "name"})
+    r = read_trace(f, spec)
+    ref = pd.read_csv(f).pivot(index="cycle", columns="name", values="energy")
+    np.testing.assert_array_equal(r.panel.values[:, :, 0], ref.to_numpy())
+    g = tmp_path / "vals.csv"
+    g.write_text("cycle,name,energy\n" + "".join(f"{c},people{i},{1.5 * c + i}\n" for c in range(3) for i in range(3)))
+    np.testing.assert_array_equal(read_trace(g, spec).panel.values, r.panel.values)
