@@ -198,6 +198,9 @@ def _assemble(problem: Any, blocks: list[Any], sizes: list[int], rng: RNGLike, s
     cat = (lambda name: np.concatenate([getattr(b, name) for b in blocks]))  # noqa: E731
     sums = [b._phi_sums for b in blocks]
     prov = dict(first.provenance)
+    for b in blocks[1:]:  # a note only some blocks set (``baseline_alive``: an agent dead in a later block only)
+        for k, v in b.provenance.items():
+            prov.setdefault(k, v)
     prov["seed"] = rng if rng is None else describe(rng)
     if "per_step" in prov and isinstance(prov["per_step"], dict):
         keys = dict.fromkeys(k for b in blocks for k in (b.provenance.get("per_step") or {}))

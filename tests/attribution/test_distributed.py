@@ -62,6 +62,30 @@ def test_step_blocks_on_an_executor_give_the_single_process_bits(method, baselin
         assert strip(b.provenance) == strip(a.provenance)
 
 
+def _dies_late() -> Panel:
+    """Every agent alive in the first steps; agent 3 dies at step 4 (and agent 0 never changes)."""
+    z = np.abs(np.random.default_rng(2).normal(size=(7, 12, 3)))
+    z[:, 0] = z[0, 0]
+    alive = np.ones((7, 12), bool)
+    alive[4:, 3] = False
+    return Panel(z, alive=alive)
+
+
+@pytest.mark.parametrize("method", [SampledShapley(16), SampledBanzhaf(24), ExactShapley(), LeaveOneOut(),
+                                    AumannShapley(closed_form=False, steps=4)], ids=repr)
+def test_provenance_of_a_panel_whose_first_block_has_no_dead_agent(method):
+    """A note one block sets (``baseline_alive``: an agent dead in a later block) is kept, not only the first
+    block's notes: the provenance (and so the saved file) is the single-process run's."""
+    panel = _dies_late()
+    a = attribute("gini", panel, method, baseline="previous", rng=5)
+    assert a.provenance["baseline_alive"] == "run"
+    b = attribute("gini", panel, method, baseline="previous", rng=5, executor=ListExecutor(3))
+    assert _same(a, b)
+    strip = (lambda p: {k: v for k, v in p.items() if k != "seconds"})  # noqa: E731
+    assert strip(b.provenance) == strip(a.provenance)
+    assert list(b.provenance) == list(a.provenance)  # in the same order: the same bytes once saved
+
+
 def test_which_methods_fan_out():
     for method, fans in ((SampledShapley(8), True), (LeaveOneOut(), True), (AumannShapley(closed_form=False), True),
                          (AumannShapley(), False)):  # heat's closed form: one streaming pass, kept in the driver
