@@ -241,7 +241,7 @@ class RayExecutor:
         pair = self._substitutes.get(id(backend))
         if pair is not None and pair[0] is backend:
             return pair[1]
-        ray = self._ensure()
+        ray = self._live()
         if self._service is None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -258,8 +258,7 @@ class RayExecutor:
         """The service's account (calls, tokens, dollars) of what the workers spent, or ``None``."""
         if self._service is None:
             return None
-        import ray
-
+        ray = self._live()
         return ray.get(self._service.totals.remote())
 
     def _stop_service(self) -> None:
@@ -281,7 +280,7 @@ class RayExecutor:
             import ray
 
             try:
-                if self._head_lost:  # nothing answers: the service went with the head
+                if self._head_lost or self._head_refuses():  # nothing answers: the service went with the head
                     self._service, self._substitutes = None, {}
                 self._stop_service()
             finally:
@@ -306,7 +305,7 @@ class RayExecutor:
     # ------------------------------------------------------------------ sizes
     def cluster_cpus(self) -> int:
         """CPUs of the cluster (connects first)."""
-        ray = self._ensure()
+        ray = self._live()
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     @property
@@ -321,6 +320,8 @@ class RayExecutor:
         out: dict[str, Any] = {"executor": "ray", "ray_version": ray.__version__,
                                "cluster": "attached" if self.attached else "local (private temp dir)",
                                "workers": self.workers}
+        if self._started and self._head_refuses():  # the head died after the last task: say so, do not wait
+            self._head_lost = True
         if ray.is_initialized() and not self._head_lost:  # ray.nodes() waits on a dead head until Ray exits
             try:
                 nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -339,7 +340,7 @@ class RayExecutor:
         specs = list(specs)
         if not specs:
             return []
-        ray = self._ensure()
+        ray = self._live()
         code = remote.user_code(self.ship)
         late = code and (self._job_code is None or not self._job_code.covers(code))  # code loaded after ray.init
         task = _remote_task(ray, self.max_retries, self._runtime_env(code) if late else None)
@@ -384,6 +385,41 @@ class RayExecutor:
                         ray.cancel(ref, force=False)
                     raise results[i]
         return results
+
+    def _head_refuses(self) -> bool:
+        """Whether the head of the attached cluster refuses connections (or says nothing for 2 s) now; ``False``
+        for a local instance and for an address there is nothing to probe at (``ray://``)."""
+        import socket
+
+        where = (self._head or _host_port(self.address or "")) if self.attached else None
+        if where is None:
+            return False
+        try:
+            with socket.create_connection(where, timeout=2.0):
+                return False
+        except OSError:
+            return True
+
+    def _live(self) -> Any:
+        """``ray``, attached, for a call that needs the head's GCS (the cluster's resources, tasks, the LLM
+        service). Ray waits 60 s on a head that is gone and then ends this process with a fatal C++ log (exit
+        1, nothing cleaned up): a head that died between two calls -- after the last task of a ``map``, where
+        no wait notices it -- is one :class:`ExecutorError` once it has refused connections for
+        :data:`HEAD_GONE_SECONDS`."""
+        import time
+
+        ray = self._ensure()
+        end = None
+        while self._head_lost or self._head_refuses():
+            now = time.monotonic()
+            end = now + HEAD_GONE_SECONDS if end is None else end
+            if self._head_lost or now >= end:
+                self._head_lost = True
+                raise ExecutorError(f"the Ray cluster at {self.address!r} is gone (its head refused connections for "
+                                    f"{HEAD_GONE_SECONDS:g} s); what finished is kept: start the cluster again and "
+                                    f"rerun the same command to resume")
+            time.sleep(min(1.0, max(0.0, end - now)))
+        return ray
 
     def _check_head(self, pending: int, total: int) -> None:
         """Raise a one-line :class:`ExecutorError` once the head's GCS has refused connections for

@@ -271,6 +271,57 @@ def _serve(reply: bytes | None):
 
 
 @pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_head_that_died_between_two_calls_is_not_waited_on(monkeypatch):
+    """The head killed after the last task of a map (every run of ``aumann run`` finished and written): the
+    manifest's ray.nodes() -- and the next attribute(executor=...)'s ray.cluster_resources() -- waited on the dead
+    GCS until Ray ended the process after 60 s (exit 1, a fatal C++ log, no manifest, tables or report). Now the
+    manifest leaves the cluster's size out, and a call that needs the head is one ExecutorError line in bounded
+    time; neither asks Ray."""
+    import socket
+    import time
+
+    import ray
+
+    from aumann.simulators import ray_executor
+
+    asked: list[str] = []
+
+    def gcs(name, value):
+        def call(*args, **kwargs):
+            asked.append(name)
+            return value
+        return call
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)  # attached already (ray.init was called)
+    monkeypatch.setattr(ray, "nodes", gcs("nodes", [{"Alive": True}, {"Alive": True}]))
+    monkeypatch.setattr(ray, "cluster_resources", gcs("cluster_resources", {"CPU": 3.0}))
+    monkeypatch.setattr(ray_executor, "HEAD_GONE_SECONDS", 0.5)
+    srv, held = _serve(None)  # the head's GCS port, answering
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        alive = RayExecutor(address=addr)
+        alive._started = True
+        assert alive.describe()["nodes"] == 2 and alive.max_workers == 3 and "nodes" in asked
+    finally:
+        srv.shutdown(socket.SHUT_RDWR)  # wakes the accept() of _serve's thread: the port stops listening
+        srv.close()
+        for c in held:
+            c.close()
+    asked.clear()  # the head is gone now: its port refuses connections
+    gone, later = RayExecutor(address=addr), RayExecutor(address=addr)
+    gone._started = later._started = True
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorError, match=r"the Ray cluster at '127.0.0.1:\d+' is gone") as info:
+        _ = gone.max_workers
+    with pytest.raises(ExecutorError, match="is gone"):
+        gone.map(abs, [-1, -2])
+    described = later.describe()
+    assert time.monotonic() - t0 < 10 and "\n" not in str(info.value) and "rerun" in str(info.value)
+    assert described["executor"] == "ray" and "nodes" not in described and "cpus" not in described
+    assert asked == []  # Ray was never asked: it waits 60 s on a dead GCS, then ends the process
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
 def test_an_address_that_is_not_a_ray_gcs_fails_in_one_line_in_bounded_time(monkeypatch):
     """A port that accepts and never answers (or an HTTP server) made Ray wait minutes (measured: > 5 min)."""
     import time
