@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aumann.data.traces.idtext import _FLOAT_TEXT
 from aumann.data.traces.spec import TraceSpec, parse_duration, path_keys
 from aumann.errors import TraceRecordError, TraceSpecError
 
@@ -505,16 +506,13 @@ def _time_like(v: Any) -> bool:
     return isinstance(v, str) and _TIME_TEXT.match(v) is not None
 
 
-#: text that spells a number in decimal, as a number in a ``[where]`` list matches it: no space around it, no leading
-#: zero (``01`` is a code, not the number 1) and no ``inf`` / ``nan``
-_DECIMAL_TEXT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|[-+]?\.[0-9]+(?:[eE][-+]?[0-9]+)?")
-
-
 def _spelled_number(v: Any) -> float | None:
-    """The number text ``v`` spells in decimal (:data:`_DECIMAL_TEXT`), else ``None`` (also for a value that is no
-    text: a number is matched by its key)."""
-    if isinstance(v, str) and _DECIMAL_TEXT.fullmatch(v):
-        return float(v)
+    """The finite number text ``v`` spells in decimal by the syntax a CSV agent column of numbers is read with
+    (:data:`~aumann.data.traces.idtext._NUMBER`: no space around it, no leading zero or plus: ``01`` is a code, not the
+    number 1), else ``None`` (also for a value that is no text: a number is matched by its key)."""
+    if isinstance(v, str) and _FLOAT_TEXT.fullmatch(v):
+        x = float(v)
+        return x if math.isfinite(x) else None
     return None
 
 
