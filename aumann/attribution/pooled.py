@@ -533,6 +533,54 @@ class AdditiveKernel(GameKernel):
     def _compiled(self) -> bool:
         return self._device.type == "cpu" and jit_sampling.available()
 
+    def antithetic_units(self, perms: np.ndarray) -> torch.Tensor:
+        """The compiled path writes each antithetic unit straight to player order from the walk's prefix and
+        suffix values (:func:`~aumann.attribution.jit_sampling.scatter_antithetic`): one random write per player
+        instead of two scatters, a second (c, N) array and two more passes — the same bits as the default."""
+        if not self._compiled():
+            return super().antithetic_units(perms)
+        perms = np.ascontiguousarray(perms if np.asarray(perms).dtype in (np.int32, np.int64)
+                                     else np.asarray(perms, dtype=np.int64))
+        c, n = perms.shape
+        v0, vN = self.ends()
+        if self.log1p_product is not None:
+            h, hr = fresh((c, n), np.float64), fresh((c, n), np.float64)
+            jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
+                                                         (self.sum_a + self.sum_b).numpy(), self.log1p_product,
+                                                         perms, h, hr, True)
+            log1p(h, out=h)  # h[:, k] = v(π[:k+1])
+            log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
+            vals, u = h, hr
+        else:
+            vals_t, u_t = self._walk_values(perms, reverse=True)
+            assert u_t is not None
+            vals, u = vals_t.numpy(), u_t.numpy()
+        out = fresh((c, n), np.float64)
+        jit_sampling.scatter_antithetic(vals, u, v0, vN, perms, out)
+        return as_torch(out)
+
+    def _walk_values(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(c, N) v(π[:k+1]) along ``perms`` (contiguous int32/int64) from the compiled running sums, and with
+        ``reverse`` v(π[k+1:]) (the suffix after position k has sums Σ_a + Σ_b − g[k]; π[k] joins it).
+
+        The running sums are laid out (c, N, P) for P ≤ 4 — ρ's reductions over the last axis are then
+        contiguous, 2× faster, and bit-identical to the (P, c, N) layout (tested) — and (P, c, N) above,
+        where a contiguous sum over P could round differently."""
+        c, n = perms.shape
+        agents_last = self.p > 4
+        g = as_torch(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64), writable=True)
+        jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
+                                                              g.numpy())
+        view = g.permute(1, 2, 0) if agents_last else g
+        vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
+        if not reverse:
+            return vals, None
+        if np.may_share_memory(vals.numpy(), g.numpy()):  # a ρ that returns a view of the sums (P = 1)
+            vals = vals.clone()
+        tot = (self.sum_a + self.sum_b)
+        torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
+        return vals, self._rho_view(view)  # u[:, k] = v(π[k+1:])
+
     def prefix_marginals_tensor(self, perms, reverse):
         if self._compiled():
             return self._prefix_marginals_compiled(np.asarray(perms), reverse)
@@ -562,11 +610,8 @@ class AdditiveKernel(GameKernel):
     def _prefix_marginals_compiled(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The host path with compiled kernels: the running sums straight from one random row read per
         player of the (N, P) table a − b (the same additions as ``take`` + ``cumsum``, in the same order, so
-        the same bits), ρ in torch on them, and the marginals written straight to player order.
-
-        The running sums are laid out (c, N, P) for P ≤ 4 — ρ's reductions over the last axis are then
-        contiguous, 2× faster, and bit-identical to the (P, c, N) layout (tested) — and (P, c, N) above,
-        where a contiguous sum over P could round differently."""
+        the same bits; :meth:`_walk_values`), ρ in torch on them, and the marginals written straight to player
+        order."""
         if perms.dtype not in (np.int32, np.int64):
             perms = perms.astype(np.int64)
         perms = np.ascontiguousarray(perms)
@@ -574,20 +619,11 @@ class AdditiveKernel(GameKernel):
         v0, vN = self.ends()
         if self.log1p_product is not None:
             return self._log1p_product_compiled(perms, reverse, v0, vN)
-        agents_last = self.p > 4
-        g = as_torch(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64), writable=True)
-        jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
-                                                              g.numpy())
-        view = g.permute(1, 2, 0) if agents_last else g
-        vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
+        vals, u = self._walk_values(perms, reverse)
         out_f = as_torch(fresh((c, n), np.float64), writable=True)
         jit_sampling.scatter_steps(vals.numpy(), v0, perms, out_f.numpy())
-        if not reverse:
+        if u is None:
             return out_f, None
-        # the suffix π[k+1:] has sums Σ_a + Σ_b − g[k]; π[k] joins it, reaching π[k:]
-        tot = (self.sum_a + self.sum_b)
-        torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
-        u = self._rho_view(view)  # u[:, k] = v(π[k+1:])
         out_r = as_torch(fresh((c, n), np.float64), writable=True)
         jit_sampling.scatter_steps_reversed(u.numpy(), vN, perms, out_r.numpy())
         return out_f, out_r

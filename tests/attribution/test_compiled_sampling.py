@@ -135,6 +135,47 @@ def test_network_antithetic_units_walk_both_directions_in_one_pass_with_the_same
     np.testing.assert_array_equal(kernel.antithetic_units(perms).numpy(), generic)
 
 
+def _first(s: torch.Tensor) -> torch.Tensor:  # ρ a view of the running sums (P = 1): the suffix sums overwrite them
+    return s[..., 0]
+
+
+def _additive_kernel(name: str, z: np.ndarray):
+    from aumann.attribution.pooled import AdditiveKernel
+
+    x, b = torch.as_tensor(z), torch.zeros(z.shape, dtype=torch.float64)
+    if name in ("five", "first"):
+        f = AgentwiseIndicator(_five, name="five") if name == "five" else \
+            AgentwiseIndicator(lambda v: v[..., :1], rho=_first, name="first")
+        return AdditiveKernel(f.psi(x), f.psi(b), f.rho)
+    pool = indicators.get(name).pooled
+    n = z.shape[0]
+    return AdditiveKernel(pool.psi(x) / n, pool.psi(b) / n, pool.rho,
+                          log1p_product=getattr(pool, "log1p_product", None))
+
+
+@pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
+@pytest.mark.parametrize("name", ["heat", "lin", "var", "five", "first"])
+def test_additive_antithetic_units_scatter_once_with_the_same_bits(name, n, rng, monkeypatch):
+    """The additive kernel's compiled antithetic unit (both directions' values, one scatter of the pair) against
+    the generic unit (each direction's marginals scattered separately, then ``fwd += rev; fwd *= 0.5``): the same
+    bits, for ρ = log1p(c Π m) (heat's declared product), torch ρ's with P = 1 … 5 (the (P, c, N) layout above 4),
+    and a ρ that returns a view of the running sums, which the suffix sums then overwrite; and both against the
+    numpy/torch path (the same bits, but for the last bit of heat's log1p: ours vs torch's)."""
+    kernel = _additive_kernel(name, np.abs(rng.normal(size=(n, 3))) + 0.1)
+    assert (kernel.log1p_product is not None) == (name == "heat")
+    perms = np.stack([rng.permutation(n) for _ in range(3)])
+    generic = GameKernel.antithetic_units(kernel, perms).numpy()
+    for dtype in (np.int32, np.int64):
+        np.testing.assert_array_equal(kernel.antithetic_units(perms.astype(dtype)).numpy(), generic)
+    monkeypatch.setenv("AUMANN_NUMBA", "0")
+    plain = kernel.antithetic_units(perms).numpy()
+    if name == "heat":
+        np.testing.assert_allclose(generic, plain, rtol=1e-9, atol=1e-14 * np.abs(plain).max())
+    else:
+        np.testing.assert_array_equal(generic, plain)
+    assert np.abs(plain).max() > 0  # not a vacuous comparison
+
+
 def test_edge_running_sums_reversed_walk_is_the_reversed_orders_walk(rng):
     n, ne = 3000, 9000
     ei, ej = rng.integers(0, n, size=ne), rng.integers(0, n, size=ne)
