@@ -240,10 +240,27 @@ class ExecutionConfig(configs.ConfigModel):
 
 
 def _no_seed_given(model: Any) -> bool:
-    """Whether ``model`` may be a Mesa model built without ``seed=`` (``Model()``: both of its generators drawn from
-    the operating system's entropy, so no seed reproduces it). Mesa keeps the seed it was given in ``_seed``; it is
-    ``None`` also for ``rng=`` (then two builds agree and the check that follows costs one build)."""
-    return getattr(model, "_seed", 0) is None and hasattr(model, "rng") and hasattr(model, "random")
+    """Whether ``model`` may be a Mesa model built without a seed (``Model()``: both of its generators drawn from
+    the operating system's entropy, so no seed reproduces it). Mesa keeps the seed it was given in ``_seed``, but
+    not for ``rng=`` *an int* (``_seed`` is ``None`` there as for no seed at all): such a model is told apart by its
+    numpy generator's seed, which :func:`_seeded_by_int` reads."""
+    return (getattr(model, "_seed", 0) is None and hasattr(model, "rng") and hasattr(model, "random")
+            and not _seeded_by_int(model))
+
+
+#: numpy seeds a generator given no seed with 128 bits of the operating system's entropy; an integer seed below
+#: this bound is one the caller gave (the odds of operating-system entropy this small are 2**-64)
+_GIVEN_SEED_BOUND = 2**64
+
+
+def _seeded_by_int(model: Any) -> bool:
+    """Whether ``model.rng`` was built from an integer seed (``mesa.Model(rng=1234)``), read from the generator's
+    ``SeedSequence``: Mesa seeds ``model.random`` from that same integer, so both generators are fixed by it and a
+    second build to check that would cost a build for nothing. Only what numpy keeps is read (no Mesa version)."""
+    seq = getattr(getattr(getattr(model, "rng", None), "bit_generator", None), "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    return (isinstance(entropy, int) and not isinstance(entropy, bool) and 0 <= entropy < _GIVEN_SEED_BOUND
+            and tuple(getattr(seq, "spawn_key", ())) == ())
 
 
 class ScenarioConfig(configs.ConfigModel):

@@ -343,3 +343,55 @@ def test_a_build_whose_mesa_model_gets_no_seed_is_refused(given):
     msg = str(info.value)
     assert msg.startswith("scenario 'no-seed': build_model() returns a Patches given no seed")
     assert "two builds from the same seed differ" in msg and "seed=int(rng.integers(2**31))" in msg
+
+
+@pytest.mark.parametrize("given", ["seed", "rng", "rng_generator", "nothing"])
+def test_a_mesa_model_seeded_by_rng_int_is_built_once(given):
+    # Mesa keeps no seed for Model(rng=<int>) (``_seed`` is None, as for Model() with nothing), so the run took it
+    # for an unseeded model and built it a second time to compare: every `aumann run` of an rng=int model paid two
+    # builds (a 10^5-node network built twice). The generator's SeedSequence says which int seeded it.
+    import mesa
+
+    from aumann.scenarios import Scenario, ScenarioConfig
+    from aumann.simulators import FeatureRecorder
+
+    builds = []
+
+    class Cell(mesa.Agent):
+        def __init__(self, model):
+            super().__init__(model)
+            self.level = self.random.random() + float(self.model.rng.random())
+
+        def step(self):
+            self.level += self.random.random()
+
+    class Tissue(mesa.Model):
+        def __init__(self, n, **seeding):
+            super().__init__(**seeding)
+            builds.append(seeding)
+            Cell.create_agents(self, n)
+
+        def step(self):
+            self.agents.do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = 5
+        steps: int = 2
+
+    def build(cfg, rng, backend=None):
+        seeding = {"nothing": {}, "seed": {"seed": int(rng.integers(2**31))},
+                   "rng": {"rng": int(rng.integers(2**31))}, "rng_generator": {"rng": rng}}
+        return Tissue(cfg.agents, **seeding[given])
+
+    sc = Scenario(name="seeded", description="", config_model=Config, build_model=build,
+                  make_recorder=lambda cfg: FeatureRecorder({"level": "level"}), features=("level",),
+                  indicator=lambda cfg: "lin", original=lambda cfg: "lin", baseline_action=lambda m, ids: None)
+    cfg = sc.load_config()
+    if given == "nothing":  # no seed: built twice, and the two builds differ
+        with pytest.raises(ScenarioCodeError, match="given no seed"):
+            sc.simulate(cfg, rng=3)
+        assert len(builds) == 2
+        return
+    first = sc.simulate(cfg, rng=3)
+    assert len(builds) == 1, f"{given}: built {len(builds)} times for one run"
+    assert first.panel.equals(sc.simulate(cfg, rng=3).panel)  # and the seed still reproduces the run
