@@ -81,6 +81,8 @@ class _RowBuffer:
     # object for it (not a new proxy each capture), and another object under its id is a replacement
     held: list[bool] = field(default_factory=list)
     step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
+    # per Python type of unique_id: the first id of that type, its agent's class name and the capture it appeared at
+    id_types: dict[type, tuple[Any, str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,6 +123,29 @@ def _grown_rows(rec: _RowBuffer, n: int, t: int) -> int:
         f"{n * per_row / 2**30:,.1f} GiB, {(rows + n) * per_row / 2**30:,.1f} GiB while the buffer grows, more than "
         f"this machine's {have / 2**30:,.1f} GiB: record fewer steps, or fewer agents (agents=fn), or have fewer "
         "agents born")
+
+
+def _check_orderable(rec: _RowBuffer, uid: Any, agent: Any, t: int) -> None:
+    """Refuse, at the capture it appears at, a unique_id that cannot be ordered with the ids seen before (a text id
+    among numbers: a model that gives one agent class ids such as ``"fish-3"`` and leaves Mesa's integers on the
+    others). Panel rows are ordered by unique_id, so such a recording could only fail once every step had run.
+
+    Raises:
+        FeatureValueError: naming both ids, their agent classes and the captures they appeared at.
+    """
+    for other, (seen, kind, first) in rec.id_types.items():
+        try:
+            _ = uid < seen  # only whether the two can be ordered
+        except TypeError:
+            plain = kind if isinstance(uid, str) else type(agent).__name__  # the class whose ids are not text
+            raise FeatureValueError(
+                f"agent unique_ids of different kinds cannot be ordered: a {type(agent).__name__} has unique_id "
+                f"{_shown(uid)} ({type(uid).__name__}) at capture {t}, a {kind} has {_shown(seen)} "
+                f"({other.__name__}, since capture {first}); panel rows are ordered by unique_id. Give every agent "
+                f"class ids of one kind (e.g. text: self.unique_id = f\"{plain.lower()}-{{self.unique_id}}\" in "
+                f"{plain}.__init__ after super().__init__), or record the agents of one kind only (agents=fn(model))"
+            ) from None
+    rec.id_types[type(uid)] = (uid, type(agent).__name__, t)
 
 
 def _check_buffer(steps: int, n: int, d: int, dtype: Any) -> None:
@@ -421,6 +446,8 @@ class FeatureRecorder(_RecorderBase):
 
     @staticmethod
     def _new_row(rec: _RowBuffer, uid: Any, agent: Any, t: int, gen: int = 0) -> int:
+        if type(uid) not in rec.id_types:
+            _check_orderable(rec, uid, agent, t)
         j = rec.col[uid] = len(rec.ids)
         rec.ids.append(uid)
         try:
