@@ -48,6 +48,7 @@
       * RemoteTaskError                          -- a task that failed in a worker (remote message + traceback)
     * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
       * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
+    * ModelStepError                             -- the model's own step raised in simulate/fork (.panel: steps so far)
     * ScenarioCodeError                          -- a scenario's own code (build_model, step, ...) raised or exited
       * StepTimeoutError                         -- a step ran longer than ``--step-timeout``
   * LLMError(AumannError, RuntimeError)          -- decision backends
@@ -306,6 +307,14 @@ class StepMapUnavailable(StepMapError):
     """Action attribution asked of a scenario that provides no ``step_map``."""
 
 
+class ModelStepError(SimulationError):
+    """The model's own step raised while :func:`~aumann.simulators.simulate` (or a fork) stepped it: the message names
+    the model, the step and the original exception (chained as ``__cause__``); ``panel`` holds the steps recorded
+    before it (``None`` when none was), so a long run is not lost with its last step."""
+
+    panel = None  # the Panel of the steps recorded before the failing step (set where it is raised)
+
+
 class ScenarioCodeError(SimulationError):
     """A scenario's own code (``build_model``, ``step``, a baseline action, ...) raised or called ``sys.exit``;
     the message names the scenario, the function and the step, and the original exception is chained."""
@@ -558,6 +567,7 @@ __all__ = [
     "ModeUnsupported",
     "ModelFinishedWarning",
     "ModelNotFoundError",
+    "ModelStepError",
     "NoAgentsRecordedError",
     "NoLivingAgentsError",
     "NonFiniteError",

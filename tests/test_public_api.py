@@ -280,6 +280,7 @@ PUBLIC = {
         "ModeUnsupported",
         "ModelFinishedWarning",
         "ModelNotFoundError",
+        "ModelStepError",
         "NoAgentsRecordedError",
         "NoLivingAgentsError",
         "NonFiniteError",

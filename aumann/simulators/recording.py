@@ -240,28 +240,44 @@ class Recording:
         return np.arange(len(labels), dtype=np.int64)
 
     def _finalise(self) -> None:
-        from aumann.panel import Panel
-
         if self.captured != self.steps:
             raise StepsMismatchError(
                 f"recording declared steps={self.steps} but captured {self.captured} step(s); "
                 f"call rec.capture(model) exactly once per step"
             )
         try:
-            values, ids, alive, features = self.recorder._result(self._buffer)
+            self._panel = self._build(self.captured)
         except NoAgentsRecordedError as exc:  # nobody to record: the world state still travels with the refusal
             exc.context = self._context.result(self.captured)
             raise
         self._buffer = None  # the panel owns the arrays now
+
+    def partial(self) -> Any:
+        """The :class:`~aumann.attribution.Panel` of the captures made so far, for a recording that cannot finish
+        (the model's step raised): ``None`` when nothing, or nobody, was captured. The recording stays open."""
+        if self._closed or self._buffer is None or self.captured == 0:
+            return None
+        try:
+            return self._build(self.captured)
+        except NoAgentsRecordedError:
+            return None
+
+    def _build(self, n: int) -> Any:
+        """The panel of the first ``n`` captures."""
+        from aumann.panel import Panel
+
+        values, ids, alive, features = self.recorder._result(self._buffer)
+        values = values[:n]
+        alive = None if alive is None else alive[:n]
         if alive is not None and alive.all():
             alive = None
-        context = self._context.result(self.captured)
+        context = self._context.result(n)
         name = getattr(self.recorder, "alive_context", None)
         if name is not None:
             if name in context:
                 raise FeatureValueError(f"alive_context {name!r} clashes with a context of the same name")
             context[name] = np.ones(values.shape[:2]) if alive is None else alive.astype(np.float64)
-        self._panel = Panel(
+        return Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=context,
             meta={"recorder": type(self.recorder).__name__,

@@ -33,11 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from aumann.errors import CheckpointError, ReplayUnavailableError, SimulationError, UnknownAgentError
+from aumann.errors import (
+    AumannError,
+    CheckpointError,
+    ModelStepError,
+    ReplayUnavailableError,
+    SimulationError,
+    UnknownAgentError,
+)
 from aumann.progress import progress_bar
 from aumann.simulators import branching
 from aumann.simulators.branching import StepFn, advance
-from aumann.simulators.recording import ContextFn, _check_steps
+from aumann.simulators.recording import ContextFn, Recording, _check_steps
 
 Observer = Callable[[Any, int], None]
 Intervention = Callable[[Any], None]
@@ -51,6 +58,29 @@ def _check_step_fn(model: Any, step: StepFn | None) -> None:
             raise SimulationError(f"step must be a callable step(model); got {step!r}")
     elif not callable(getattr(model, "step", None)):
         raise SimulationError(f"model {type(model).__name__} has no step() method; pass step=fn to advance it")
+
+
+def _advance_recorded(model: Any, step: StepFn | None, rec: Recording, t: int, steps: int) -> None:
+    """:func:`advance` for a recording's step ``t`` (0-based) of ``steps``: an exception of the model's own (not
+    aumann's typed errors) becomes a :class:`~aumann.errors.ModelStepError` naming the step, with the original
+    chained and the steps recorded before it as the error's ``panel``."""
+    try:
+        advance(model, step)
+    except (AumannError, MemoryError):
+        raise
+    except Exception as exc:
+        from aumann.simulators.boundary import exception_message
+
+        partial = rec.partial()
+        kept = (f"the {partial.shape[0]} capture(s) recorded before it are in this error's .panel" if partial
+                is not None else "nothing was recorded before it")
+        mesa_step = getattr(model, "steps", None)
+        counted = isinstance(mesa_step, int) and not isinstance(mesa_step, bool)
+        label = f" (model.steps = {mesa_step})" if counted else ""
+        err = ModelStepError(f"{type(model).__name__}'s step raised {type(exc).__name__} at step {t + 1} of {steps}"
+                             f"{label}: {exception_message(exc)}; {kept} (the original traceback is chained above)")
+        err.panel = partial
+        raise err from exc
 
 
 def simulate(
@@ -98,6 +128,8 @@ def simulate(
     Raises:
         StepsMismatchError: ``steps`` is not a positive int.
         UnknownAttributeError, FeatureValueError: a feature cannot be read or is not a finite number.
+        ModelStepError: the model's own step raised (named with its step; ``exc.panel`` holds the steps
+            recorded before it, ``exc.__cause__`` the model's exception).
     """
     steps = _check_steps(steps)
     _check_step_fn(model, step)
@@ -112,7 +144,7 @@ def simulate(
             if initial:
                 rec.capture(model)
             for t in range(steps):
-                advance(model, step)
+                _advance_recorded(model, step, rec, t, steps)
                 branching.record(model, ("step", 1, step))  # the history is exact at every observer call
                 rec.capture(model)
                 if finished is None and not _running(model):
@@ -321,9 +353,9 @@ def fork(
         panel = simulate(branch, steps, recorder, context=context, step=step, warn_finished=False)
     else:
         with recorder.recording(branch, steps=steps, context=context) as rec:
-            for _ in range(steps):
+            for t in range(steps):
                 intervention(branch)
-                advance(branch, step)
+                _advance_recorded(branch, step, rec, t, steps)
                 branching.record(branch, ("repeat", intervention, 1, step))
                 rec.capture(branch)
         panel = rec.panel()

@@ -12,10 +12,10 @@ import pytest
 
 from aumann.attribution import Attribution, attribute, indicators
 from aumann.cli import main
-from aumann.errors import FeatureValueError, RecorderWarning
+from aumann.errors import FeatureValueError, ModelStepError, RecorderWarning
 from aumann.panel import Panel
 from aumann.simulators import FeatureRecorder, fork, simulate
-from tests.simulators.user_models import Meadow, Pond
+from tests.simulators.user_models import Fragile, Meadow, Pond
 
 
 def _efficient_and_dead_cells_unattributed(panel: Panel, res: Attribution) -> None:
@@ -64,6 +64,29 @@ def test_text_and_integer_ids_in_one_model_are_refused_at_the_first_capture_nami
     msg = str(info.value)
     assert "a Plankton has unique_id 7 (int) at capture 0" in msg and "a Fish has 'fish-1' (str" in msg
     assert 'self.unique_id = f"plankton-{self.unique_id}" in Plankton.__init__' in msg
+
+
+def test_a_step_that_raises_late_is_a_typed_error_naming_the_step_and_keeps_what_was_recorded():
+    # Fragile raises at Mesa step 7: simulate let the bare RuntimeError through, and the six recorded steps were lost
+    with pytest.raises(ModelStepError) as info:
+        simulate(Fragile(crash_at=7), steps=10, recorder=FeatureRecorder({"x": "x"}))
+    err = info.value
+    assert str(err).startswith("Fragile's step raised RuntimeError at step 7 of 10 (model.steps = 7): boom at step 7")
+    assert isinstance(err, RuntimeError) and isinstance(err.__cause__, RuntimeError)
+    assert err.panel.equals(simulate(Fragile(crash_at=7), steps=6, recorder=FeatureRecorder({"x": "x"})))
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_a_fork_whose_continuation_raises_is_the_same_typed_error(repeat):
+    model = Fragile(crash_at=12)
+    rec = FeatureRecorder({"x": "x"})
+    simulate(model, steps=9, recorder=rec)
+    with pytest.raises(ModelStepError, match=r"at step 3 of 5 \(model.steps = 12\)") as info:
+        fork(model, steps=5, recorder=rec, intervention=lambda m: None, repeat=repeat)
+    assert info.value.panel.shape[0] == 2
+    with pytest.raises(ModelStepError, match="at step 1 of 1") as info:
+        simulate(Fragile(crash_at=1), steps=1, recorder=rec)
+    assert info.value.panel is None and "nothing was recorded before it" in str(info.value)
 
 
 def test_meadow_cell_space_property_layer_and_datacollector_agree_and_fork_bit_for_bit():
