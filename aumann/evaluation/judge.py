@@ -31,10 +31,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from aumann.attribution.metrics import largest_first
 from aumann.errors import MethodError
@@ -45,6 +45,17 @@ SYSTEM = ("You are an expert analyst of multi-agent simulations. You read a comp
 
 _ID = re.compile(r"[+-]?\d{1,18}")
 _MAX_ID = 2**53  # larger is no agent id (and no longer exact as a float)
+_MAX_TEXT_ID = 64  # characters of a text agent id a judge may name (a UUID is 36)
+
+
+def _int_id(x: Any) -> int | None:
+    """``x`` as an integer agent id (``"3"``, ``3.0``), or ``None``: int() took 3.7 for agent 3, true for agent 1
+    and 1e308 for a 309-digit id, so garbage made a ranking."""
+    if isinstance(x, str) and _ID.fullmatch(x.strip()):
+        x = int(x.strip())
+    elif isinstance(x, float) and x.is_integer():
+        x = int(x)
+    return x if isinstance(x, int) and not isinstance(x, bool) and abs(x) <= _MAX_ID else None
 
 
 class JudgeVerdict(BaseModel):
@@ -59,16 +70,41 @@ class JudgeVerdict(BaseModel):
     def _ids(cls, v: Any) -> list[int]:
         if not isinstance(v, list | tuple):
             return []
-        out = []
+        # an unusable entry is dropped here, and counted as missing when the list is completed
+        return [i for i in map(_int_id, v) if i is not None]
+
+
+class JudgeTextVerdict(BaseModel):
+    """The judge's reply where the agents have text ids (a Mesa model's own ``"fish-3"``, a pair labelled
+    ``"(3, 0)"``): agent ids, most responsible first, as integers or as text. :class:`JudgeVerdict` (integers only)
+    dropped every such id, so the reply was empty and the judge's row failed; it stays the schema of integer ids,
+    whose JSON schema (part of every cached request's key) is unchanged."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agents: list[int | Annotated[str, StringConstraints(max_length=_MAX_TEXT_ID)]] = Field(min_length=1,
+                                                                                          max_length=64)
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _ids(cls, v: Any) -> list[int | str]:
+        if not isinstance(v, list | tuple):
+            return []
+        out: list[int | str] = []
         for x in v:  # an unusable entry is dropped here, and counted as missing when the list is completed
-            if isinstance(x, str) and _ID.fullmatch(x.strip()):
-                x = int(x.strip())
-            elif isinstance(x, float) and x.is_integer():
-                x = int(x)
-            # int() took 3.7 for agent 3, true for agent 1 and 1e308 for a 309-digit id: garbage made a ranking
-            if isinstance(x, int) and not isinstance(x, bool) and abs(x) <= _MAX_ID:
-                out.append(x)
+            i = _int_id(x)
+            if i is not None:
+                out.append(i)
+            elif isinstance(x, str) and 0 < len(x.strip()) <= _MAX_TEXT_ID:
+                out.append(x.strip())
         return out
+
+
+def verdict_schema(agent_ids: Sequence[Any]) -> type[BaseModel]:
+    """The reply schema for a trace showing these ids: :class:`JudgeVerdict` when every id is an integer, else
+    :class:`JudgeTextVerdict`."""
+    ints = all(isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_) for a in agent_ids)
+    return JudgeVerdict if ints else JudgeTextVerdict
 
 
 @dataclass(frozen=True)
@@ -93,7 +129,7 @@ class JudgeResult:
     judge: str
     invalid: int = 0
     filled: int = 0
-    reply: list[int] = field(default_factory=list)
+    reply: list[int | str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {"judge": self.judge, "shortlist": self.shortlist, "candidates": int(self.candidates.size),
@@ -203,7 +239,7 @@ class JudgeFallback:
 
     def decide(self, messages: Any, schema: Any, *, context: Mapping[str, Any] | None = None,
                seed: int | None = None, **kw: Any) -> Any:
-        if schema is JudgeVerdict:
+        if schema is JudgeVerdict or schema is JudgeTextVerdict:
             return self.judge.decide(messages, schema, context=context, seed=seed)
         return self.inner.decide(messages, schema, context=context, seed=seed, **kw)
 
@@ -232,11 +268,12 @@ def ask_judge(trace: Mapping[str, Any], backend: Any = None, *, seed: int | None
     backend = backend if backend is not None else heuristic_backend()
     from aumann.simulators.llm import decide_all
 
-    out = decide_all(backend, [{"messages": judge_messages(trace), "schema": JudgeVerdict, "context": dict(trace),
+    schema = verdict_schema([row["id"] for row in trace["candidates"]])
+    out = decide_all(backend, [{"messages": judge_messages(trace), "schema": schema, "context": dict(trace),
                                 "seed": seed}], return_exceptions=True)[0]
     if isinstance(out, BaseException):
         raise out  # an abstention: the study records the llm_judge row as failed and goes on
-    verdict = out if isinstance(out, JudgeVerdict) else JudgeVerdict.model_validate(
+    verdict = out if isinstance(out, schema) else schema.model_validate(
         out.model_dump() if isinstance(out, BaseModel) else out)
     rows = trace["candidates"]
     pos_of = {}
@@ -267,5 +304,6 @@ def ask_judge(trace: Mapping[str, Any], backend: Any = None, *, seed: int | None
                        reply=list(verdict.agents))
 
 
-__all__ = ["SYSTEM", "JudgeFallback", "JudgeResult", "JudgeVerdict", "ask_judge", "heuristic_backend",
-           "heuristic_judge", "judge_messages", "judge_trace", "with_judge_fallback"]
+__all__ = ["SYSTEM", "JudgeFallback", "JudgeResult", "JudgeTextVerdict", "JudgeVerdict", "ask_judge",
+           "heuristic_backend", "heuristic_judge", "judge_messages", "judge_trace", "verdict_schema",
+           "with_judge_fallback"]

@@ -127,3 +127,25 @@ def test_a_dry_runs_fallback_answers_the_judge_with_the_stand_in_and_everything_
     again = pickle.loads(pickle.dumps(backend.fallback))  # worker processes get it too
     assert again.decide([{"role": "user", "content": "x"}], JudgeVerdict, context=trace).agents == res.reply
     assert again.decide([{"role": "user", "content": "x"}], Decision, context={}).agents == [7]
+
+
+@pytest.mark.parametrize("ids", [["fish-1", "fish-11", "fish-2", "plankton-7", "plankton-8", "plankton-9"],
+                                 ["(3, 0)", "(3, 1)", "(4, 0)", "(5, 0)", "(6, 0)", "(7, 0)"]])
+def test_a_judge_names_agents_with_text_ids(ids):
+    # A Mesa model's own text ids (or reused_ids="new_agent" pairs, labelled "(3, 0)"): the verdict schema kept
+    # integers only, so every id the judge named was dropped, the empty list failed validation and `aumann run`
+    # skipped the llm_judge row ("PolicyError: offline policy 'heuristic_judge' returned {'agents': ['plankton-12',
+    # ...]} which is not a valid JudgeVerdict: List should have at least 1 item after validation, not 0")
+    rng = np.random.default_rng(0)
+    z = rng.uniform(0, 1, (6, 2))
+    trace = judge_trace(FEATS, None, z, np.zeros((6, 2)), [0.1, 0.3], 1, 3, agent_ids=np.asarray(ids))
+    res = ask_judge(trace)
+    assert res.invalid == 0 and res.filled == 0
+    assert [ids[p] for p in res.ranking] == heuristic_judge(trace)["agents"] == res.reply
+
+    from aumann.evaluation.judge import JudgeTextVerdict, verdict_schema
+
+    assert verdict_schema(ids) is JudgeTextVerdict and verdict_schema(np.arange(3)) is JudgeVerdict
+    # text, and integer-looking text as integers, as JudgeVerdict reads them; blank or overlong text is dropped
+    got = JudgeTextVerdict.model_validate({"agents": [" fish-2 ", "3", None, "", "x" * 65, 4.0, True]}).agents
+    assert got == ["fish-2", 3, 4]
