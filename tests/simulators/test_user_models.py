@@ -109,3 +109,20 @@ def test_meadow_cell_space_property_layer_and_datacollector_agree_and_fork_bit_f
         truth = Meadow(rng=1)
         simulate(truth, steps=4, recorder=rec)
         assert branch.panel.equals(simulate(truth, steps=5, recorder=rec)), strategy
+
+
+def test_pond_forks_bit_for_bit_and_interventions_take_text_ids():
+    from aumann.simulators import for_agents
+
+    rec = FeatureRecorder({"energy": "energy"})
+    for strategy in ("copy", "replay"):
+        start = Pond(rng=5)
+        simulate(start, steps=4, recorder=rec)
+        branch = fork(start, steps=6, recorder=rec, strategy=strategy, factory=lambda: Pond(rng=5))
+        truth = Pond(rng=5)
+        simulate(truth, steps=4, recorder=rec)
+        assert branch.panel.equals(simulate(truth, steps=6, recorder=rec)), strategy
+    feed = for_agents(["plankton-7"], lambda a: setattr(a, "energy", 50.0))
+    fed = fork(start, steps=1, recorder=rec, intervention=feed)
+    row = [str(i) for i in fed.panel.agent_ids].index("plankton-7")
+    assert fed.panel.values[0, row, 0] > 50.0
