@@ -407,17 +407,45 @@ class ForAgents:
     def __call__(self, model: Any) -> None:
         by_id = {a.unique_id: a for a in model.agents}
         missing = [i for i in self.ids if i not in by_id]
+        if missing:  # a panel's label of an id it keeps as text (a tuple (0, 1) is "(0, 1)") names that agent too
+            by_id = {**_by_label(by_id), **by_id}
+            missing = [i for i in missing if i not in by_id]
         if missing and self.missing != "skip":
             at = getattr(model, "steps", None)
             raise UnknownAgentError(
                 f"intervention names {len(missing)} agent id(s) not in the model"
-                f"{'' if at is None else f' at model step {at}'}, e.g. {missing[:5]}; the model has {len(by_id)} "
-                f"agents with ids {sorted(by_id)[:10]}... An agent that was there and has left (died: with "
-                "repeat=True, during the branch) is acted on no more with for_agents(ids, action, missing='skip')"
+                f"{'' if at is None else f' at model step {at}'}, e.g. {missing[:5]}; the model has "
+                f"{len(model.agents)} agents with ids {_some_ids(a.unique_id for a in model.agents)}... An agent "
+                "that was there and has left (died: with repeat=True, during the branch) is acted on no more with "
+                "for_agents(ids, action, missing='skip')"
             )
         for i in self.ids:
             if i in by_id:
                 self.action(by_id[i])
+
+
+def _by_label(by_id: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
+    """The agents of ``by_id`` under the label a panel keeps for their ids where it is not the id itself (text for
+    a tuple id), so that ids read off ``panel.agent_ids`` or ``top_agents.csv`` name their agents."""
+    from aumann.panel import id_labels
+
+    uids = list(by_id)
+    try:
+        labels = id_labels(uids)
+    except Exception:  # ids a panel cannot label (mixed kinds, None): matched as they are
+        return {}
+    return {lab: by_id[u] for u, lab in zip(uids, labels, strict=True) if lab is not u and lab != u}
+
+
+def _some_ids(ids: Iterable[Hashable], k: int = 10) -> list[Hashable]:
+    """The first ``k`` ids in order (text and numbers mixed: by kind, then order), for messages."""
+    ids = list(ids)
+    for key in (None, lambda u: (type(u).__name__, u), lambda u: (type(u).__name__, repr(u))):
+        try:
+            return sorted(ids, key=key)[:k]
+        except TypeError:  # ids of kinds that cannot be compared (a model's text ids beside Mesa's ints)
+            continue
+    return ids[:k]
 
 
 def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None], *, missing: str = "error") -> ForAgents:

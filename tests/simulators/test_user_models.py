@@ -12,10 +12,10 @@ import pytest
 
 from aumann.attribution import Attribution, attribute, indicators
 from aumann.cli import main
-from aumann.errors import FeatureValueError, ModelStepError, RecorderWarning
+from aumann.errors import FeatureValueError, ModelStepError, RecorderWarning, UnknownAgentError
 from aumann.panel import Panel
-from aumann.simulators import FeatureRecorder, fork, simulate
-from tests.simulators.user_models import Fragile, Meadow, Pond
+from aumann.simulators import FeatureRecorder, for_agents, fork, simulate
+from tests.simulators.user_models import Field, Fish, Fragile, Meadow, Pond
 
 
 def _efficient_and_dead_cells_unattributed(panel: Panel, res: Attribution) -> None:
@@ -112,8 +112,6 @@ def test_meadow_cell_space_property_layer_and_datacollector_agree_and_fork_bit_f
 
 
 def test_pond_forks_bit_for_bit_and_interventions_take_text_ids():
-    from aumann.simulators import for_agents
-
     rec = FeatureRecorder({"energy": "energy"})
     for strategy in ("copy", "replay"):
         start = Pond(rng=5)
@@ -126,3 +124,26 @@ def test_pond_forks_bit_for_bit_and_interventions_take_text_ids():
     fed = fork(start, steps=1, recorder=rec, intervention=feed)
     row = [str(i) for i in fed.panel.agent_ids].index("plankton-7")
     assert fed.panel.values[0, row, 0] > 50.0
+
+
+def test_tuple_ids_are_labelled_as_text_and_an_intervention_takes_the_label_it_reads_off_the_panel(tmp_path):
+    model = Field(rng=2)
+    rec = FeatureRecorder({"level": "level"})
+    panel = simulate(model, steps=4, recorder=rec)
+    assert [str(i) for i in panel.agent_ids][:2] == ["(0, 0)", "(0, 1)"]
+    _efficient_and_dead_cells_unattributed(panel, attribute(indicators.get("var"), panel))
+    top = str(panel.agent_ids[1])  # "(0, 1)": what top_agents.csv and panel.agent_ids show for the patch (0, 1)
+    # for_agents took only the tuple itself: the label was an UnknownAgentError though it names one agent
+    by_label = fork(model, steps=1, recorder=rec, intervention=for_agents([top], lambda a: setattr(a, "level", 9.0)))
+    by_tuple = fork(model, steps=1, recorder=rec, intervention=for_agents([(0, 1)], lambda a: setattr(a, "level", 9.0)))
+    assert by_label.panel.equals(by_tuple.panel) and by_label.panel.values[0, 1, 0] > 4.5
+
+
+def test_an_unknown_id_in_a_model_with_text_and_integer_ids_is_named_not_a_bare_type_error():
+    # listing the model's ids for the message sorted them: text fish beside Mesa's integer plankton raised
+    # "TypeError: '<' not supported between instances of 'int' and 'str'" instead of the UnknownAgentError
+    model = Pond(rng=3, string_ids=False)
+    rec = FeatureRecorder({"energy": "energy"}, agents=lambda m: m.agents_by_type[Fish])
+    simulate(model, steps=2, recorder=rec)
+    with pytest.raises(UnknownAgentError, match=r"e.g. \['fish-99'\]; the model has 12 agents with ids \[7, 8"):
+        fork(model, steps=1, recorder=rec, intervention=for_agents(["fish-99"], lambda a: None))

@@ -142,3 +142,30 @@ class Meadow(mesa.Model):
         self.agents_by_type[Grazer].shuffle_do("step")
         self.grass.data[:] = np.minimum(self.grass.data + 0.3, 2.0)
         self.datacollector.collect(self)
+
+
+class Patch(mesa.Agent):
+    """A patch keyed by its coordinates: ``unique_id = (x, y)`` (a panel labels it ``"(x, y)"``)."""
+
+    def __init__(self, model: Field, xy: tuple[int, int]) -> None:
+        super().__init__(model)
+        self.unique_id = xy
+        self.level = self.random.random()
+
+    def step(self) -> None:
+        self.level = 0.5 * self.level + 0.5 * self.random.random()
+
+
+class Field(mesa.Model):
+    """n × n patches with tuple ids; the centre patch is removed at step 2."""
+
+    def __init__(self, n: int = 3, *, rng: int | None = None) -> None:
+        super().__init__(rng=rng)
+        for x in range(n):
+            for y in range(n):
+                Patch(self, (x, y))
+
+    def step(self) -> None:
+        self.agents.do("step")
+        if self.steps == 2:
+            next(a for a in self.agents if a.unique_id == (1, 1)).remove()
