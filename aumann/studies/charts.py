@@ -174,8 +174,10 @@ class Charts:
             ax.plot([p.x], [p.y], "o", color=p.color, ms=6, zorder=3)
             if p.label:
                 ax.axvline(p.x, color="#888888", ls=":", lw=1, zorder=0)
-                ax.annotate(p.label, (p.x, p.y), xytext=(4, 6), textcoords="offset points", fontsize=9,
-                            fontweight="bold", color=p.color)
+        for x, (label, color) in point_labels(points).items():  # above the plot, over its dotted line: never on
+            # the data, never past the figure's edge (beside the point it covered a line, or ran off a phone's plot)
+            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=9, fontweight="bold", color=color, annotation_clip=False)
         if logy:
             ax.set_yscale("symlog", linthresh=1e-6)
         ax.set(xlabel=xlabel, ylabel=ylabel)
@@ -198,7 +200,7 @@ class Charts:
 
     def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
                      legend_at) -> str:
-        from bokeh.models import ColumnDataSource, HoverTool, Label, Span
+        from bokeh.models import ColumnDataSource, HoverTool, Span
         from bokeh.plotting import figure
 
         kw_range: dict[str, Any] = {}
@@ -235,8 +237,6 @@ class Charts:
             if pt.label:
                 p.add_layout(Span(location=pt.x, dimension="height", line_color="#888888", line_dash="dotted",
                                   line_width=1))
-                p.add_layout(Label(x=pt.x, y=pt.y, text=pt.label, x_offset=7, y_offset=-5, text_font_size="12px",
-                                   text_font_style="bold", text_color=pt.color, text_baseline="top"))
         p.add_tools(HoverTool(renderers=renderers, tooltips=[("", "@series"), ("x", "@label"), ("value", "@y{0.0000g}")
                                                             if not bars else ("value", "$y{0.0000g}")]))
         p.y_range.range_padding = 0.12
@@ -268,6 +268,10 @@ class Charts:
             p.xaxis.ticker = list(range(0, len(xlabels), step))
             p.xaxis.major_label_overrides = {i: xlabels[i] for i in range(0, len(xlabels), step)}
             p.xaxis.major_label_orientation = 0.5
+        labels = point_labels(points)
+        if labels:  # after the step axis's ticks are set (p.xaxis sets every x axis): see _point_axis
+            p.add_layout(_point_axis(labels), "above")
+            p.min_border_right = max(p.min_border_right or 0, 12)  # room for half a label at the last step
         _style(p)
         return self._embed(p)
 
@@ -541,10 +545,45 @@ def hatch_not_alive(ax: Any, dead: np.ndarray) -> None:
                      handlelength=1.6)
 
 
+def point_labels(points: Sequence[Point]) -> dict[float, tuple[str, str]]:
+    """The labels of the labelled ``points`` of a line chart by x, as both renderers draw them: above the plot, each
+    centred over its point's dotted vertical line (``{x: (text, colour)}``; points sharing an x share one label, their
+    texts joined by " / " when they differ; the colour of the first).
+
+    Inside the plot, beside its point, a label was cut off at a phone's right edge when t* was the last step, and
+    sat on a line (another run's curve, or its own falling after t*); above the plot it covers no data, and centred
+    on a step it needs only half its width of room past that step.
+
+    >>> point_labels([Point(15, 0.4, "t*"), Point(13, 0.3, "t*", "#555555"), Point(13, 0.2, ""), Point(15, 0.1, "t*")])
+    {13: ('t*', '#555555'), 15: ('t*', '#111111')}
+    """
+    found: dict[float, tuple[list[str], str]] = {}
+    for pt in points:
+        if pt.label:
+            texts = found.setdefault(pt.x, ([], pt.color))[0]
+            if pt.label not in texts:
+                texts.append(pt.label)
+    return {x: (" / ".join(texts), color) for x, (texts, color) in sorted(found.items())}
+
+
+def _point_axis(labels: dict[float, tuple[str, str]]) -> Any:
+    """A Bokeh axis above the plot whose only ticks are the labelled points' x, labelled (:func:`point_labels`): as
+    the heatmap's ``t*`` (one colour: the first point's)."""
+    from bokeh.models import FixedTicker, LinearAxis
+
+    first = next(iter(labels.values()))[1]
+    return LinearAxis(ticker=FixedTicker(ticks=list(labels)),
+                      major_label_overrides={x: text for x, (text, _) in labels.items()}, axis_line_color=None,
+                      major_tick_line_color="#888888", major_tick_in=0, major_tick_out=4, minor_tick_line_color=None,
+                      major_label_text_font_size="12px", major_label_text_font_style="bold",
+                      major_label_text_color=first, major_label_standoff=2)
+
+
 def _bar_span(series: Sequence[Line], points: Sequence[Point],
               bars: tuple[Sequence[float], Sequence[float], str] | None) -> tuple[float, float] | None:
     """The x range of a chart with bars: half a step beyond the first and the last bar (0.9 on the right where a
-    labelled point such as ``t*`` sits at the last x, so its label is not cut off), or ``None`` without bars.
+    labelled point such as ``t*`` sits at the last x, so its label, centred above it, is not cut off), or ``None``
+    without bars.
     Padding by a share of the span, as both renderers did, ran the axis of steps 0 … 15 to a tick at 16."""
     if bars is None or not len(bars[0]):
         return None
@@ -662,4 +701,4 @@ def _png(fig: Any) -> bytes:
 
 
 __all__ = ["LABEL_CHARS", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point", "bokeh_available",
-           "empty_corner", "hatch_not_alive", "label_text", "short_label", "stable_bokeh_ids"]
+           "empty_corner", "hatch_not_alive", "label_text", "point_labels", "short_label", "stable_bokeh_ids"]

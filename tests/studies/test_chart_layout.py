@@ -115,3 +115,47 @@ def test_the_heatmap_t_star_label_sits_next_to_the_cells_under_the_not_alive_leg
                                      xlabel="step", ylabel="agent", value_label="φ", vline=(3, "t*"), not_alive=dead)
     (p,) = drawn
     assert len(p.above) == 2 and getattr(p.above[0], "major_label_overrides", None) == {3: "t*"}, p.above
+
+
+#: a macro curve whose target step is the last (run 0) and one whose curve falls after it (run 1)
+_MACRO = [Line("run 0", list(range(16)), np.linspace(10, 40, 16)),
+          Line("run 1", list(range(16)), [*np.linspace(12, 32, 14), 31.5, 32.0])]
+_T_STARS = [Point(15, 40.0, "t*"), Point(13, 32.0, "t*", "#555555")]
+
+
+@needs_bokeh
+def test_the_t_star_labels_of_an_interactive_line_chart_sit_above_the_plot(drawn):
+    """On a phone the ``t*`` label of a target step at the last step, drawn beside its point inside the plot, was cut
+    off at the plot's right edge, and another run's label sat on that run's curve; each is now a tick of an axis above
+    the plot, over the point's dotted line (as on the heatmap), where it covers no data."""
+    from bokeh.models import Label
+
+    Charts(interactive=True).lines("f", _MACRO, xlabel="step t", ylabel="f", points=_T_STARS, integer_x=True)
+    (p,) = drawn
+    assert not [r for r in p.center if isinstance(r, Label)]  # nothing written over the data
+    (mark,) = [a for a in p.above if getattr(a, "major_label_overrides", None)]
+    assert list(mark.ticker.ticks) == [13, 15] and mark.major_label_overrides == {13: "t*", 15: "t*"}
+    assert type(p.below[0].ticker).__name__ == "SingleIntervalTicker"  # the step axis keeps its own ticks
+
+
+def test_the_t_star_labels_of_a_static_line_chart_sit_above_the_plot_inside_the_figure(monkeypatch):
+    """The static renderer wrote ``t*`` beside its point: at the top of the plot it ran over the frame, and next to
+    run 1's point over run 1's falling curve. Above the plot it covers no data and stays inside the figure."""
+    boxes: dict = {}
+
+    def png(fig):
+        fig.tight_layout()
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        boxes["fig"] = fig.bbox
+        boxes["axes"] = fig.axes[0].get_window_extent(renderer)
+        boxes["labels"] = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.axes[0].texts]
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    Charts(interactive=False).lines("f", _MACRO, xlabel="step t", ylabel="f", points=_T_STARS, integer_x=True)
+    assert [text for text, _ in boxes["labels"]] == ["t*", "t*"]
+    fig, axes = boxes["fig"], boxes["axes"]
+    for _, label in boxes["labels"]:
+        assert label.y0 >= axes.y1 - 0.5, (label, axes)  # above the plot's frame: on no line
+        assert fig.x0 <= label.x0 and label.x1 <= fig.x1 and label.y1 <= fig.y1, (label, fig)  # not cut off
