@@ -192,10 +192,10 @@ class Charts:
             ticks = list(range(0, len(xlabels), max(1, len(xlabels) // 10)))
             ax.set_xticks(ticks, [short_label(xlabels[i]) for i in ticks], rotation=30, fontsize=8)
         ax.grid(alpha=0.25)
-        handles, _ = ax.get_legend_handles_labels()
-        if len(handles) > 1:
-            ax.legend(fontsize=8, ncols=2 if len(handles) > 4 else 1,
-                      loc="lower right" if legend_at == "bottom_right" else "best")  # "best" avoids the data
+        if span is None:  # Bokeh's padding (_PAD), so that the corner legend_place picks is as free here as there
+            ax.margins(x=_PAD[0] / 2)
+        ax.margins(y=_PAD[1] / 2)
+        mpl_legend(ax, legend_place(series, points, bars, legend_at=legend_at), fontsize=8)
         return _png(fig)
 
     def _bokeh_lines(self, series, xlabel, ylabel, points, bars, height, xlabels, logy, integer_x,
@@ -239,19 +239,16 @@ class Charts:
                                   line_width=1))
         p.add_tools(HoverTool(renderers=renderers, tooltips=[("", "@series"), ("x", "@label"), ("value", "@y{0.0000g}")
                                                             if not bars else ("value", "$y{0.0000g}")]))
-        p.y_range.range_padding = 0.12
+        p.y_range.range_padding = _PAD[1]
         if p.legend:
             p.legend.label_text_font_size = "9px"
             p.legend.click_policy = "hide"
-            named = [s for s in series if s.legend]
-            if legend_at == "auto":  # a corner no data reaches (a legend at top left covered a falling line)
-                legend_at = empty_corner(series, points, bars, rows=len(p.legend[0].items),
-                                         chars=max((len(s.name) for s in named), default=0)) or "outside"
-            p.legend.location = legend_at if legend_at != "outside" else "top_left"
+            where = legend_place(series, points, bars, legend_at=legend_at)
+            p.legend.location = where if where not in (None, "outside") else "top_left"
             p.legend.background_fill_alpha = 0.7
-            if len(p.legend[0].items) <= 1:  # one series: the title says what it is
+            if where is None:  # one series: the title says what it is
                 p.legend.visible = False
-            elif legend_at == "outside" or len(named) > 4:  # beside the plot
+            elif where == "outside":  # beside the plot
                 p.add_layout(p.legend[0], "right")
                 p.legend.spacing = 0
                 p.legend.padding = 4
@@ -670,6 +667,54 @@ def empty_corner(series: Sequence[Line], points: Sequence[Point] = (),
     return None
 
 
+#: most entries a legend inside a line chart holds; more go beside the plot (a box of them hid a corner's worth of data)
+LEGEND_INSIDE_MAX = 4
+
+
+def legend_place(series: Sequence[Line], points: Sequence[Point] = (),
+                 bars: tuple[Sequence[float], Sequence[float], str] | None = None, *,
+                 legend_at: str = "auto") -> str | None:
+    """Where a line chart's legend goes: the one rule of both renderers (the page's interactive and static charts,
+    and the run directory's ``deletion_curves.png``).
+
+    ``None``: no legend (at most one entry: the title says what it is); ``"outside"``: beside the plot (asked for,
+    more than :data:`LEGEND_INSIDE_MAX` entries, or ``"auto"`` with data in every corner); else a corner inside the
+    plot: ``legend_at`` as given, or for ``"auto"`` the first corner no line, bar or point reaches
+    (:func:`empty_corner`). The static renderer took matplotlib's ``"best"``, which sat on the curves when every
+    place held some.
+
+    >>> zig, zag = Line("a", [0, 1, 2], [0, 1, 0]), Line("b", [0, 1, 2], [1, 0, 1])
+    >>> legend_place([zig]), legend_place([zig, zag]), legend_place([Line("up", [0, 1], [0, 1]), Line("c", [0], [0])])
+    (None, 'outside', 'top_left')
+    """
+    names = list(dict.fromkeys(s.name for s in series if s.legend))
+    entries = len(names) + (bars is not None)
+    if entries <= 1:
+        return None
+    if len(names) > LEGEND_INSIDE_MAX or legend_at == "outside":
+        return "outside"
+    if legend_at == "auto":  # a corner no data reaches (a legend at top left covered a falling line)
+        return empty_corner(series, points, bars, rows=entries, chars=max(map(len, names), default=0)) or "outside"
+    return legend_at
+
+
+#: :func:`legend_place`'s corners as matplotlib's ``loc``
+_MPL_LOC = {"top_left": "upper left", "top_right": "upper right", "bottom_left": "lower left",
+            "bottom_right": "lower right"}
+
+
+def mpl_legend(ax: Any, where: str | None, *, fontsize: float, handles: Sequence[Any] | None = None,
+               labels: Sequence[str] | None = None) -> Any:
+    """Draw ``ax``'s legend at ``where`` (:func:`legend_place`): in that corner, or beside the plot at its top right
+    (``"outside"``); nothing for ``None``. ``handles``/``labels``: the entries, if not ``ax``'s own."""
+    if where is None:
+        return None
+    entries = () if handles is None else (handles, labels)
+    if where == "outside":
+        return ax.legend(*entries, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return ax.legend(*entries, fontsize=fontsize, loc=_MPL_LOC.get(where, "upper left"))
+
+
 def _style(p: Any, grid: bool = True) -> None:
     p.toolbar.logo = None
     p.outline_line_color = "#dddddd"
@@ -700,5 +745,6 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LABEL_CHARS", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point", "bokeh_available",
-           "empty_corner", "hatch_not_alive", "label_text", "point_labels", "short_label", "stable_bokeh_ids"]
+__all__ = ["LABEL_CHARS", "LEGEND_INSIDE_MAX", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point",
+           "bokeh_available", "empty_corner", "hatch_not_alive", "label_text", "legend_place", "mpl_legend",
+           "point_labels", "short_label", "stable_bokeh_ids"]

@@ -5,7 +5,8 @@
   Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table); a step at which an agent is not alive
   is hatched grey ("not alive"), not drawn as the white of φ = 0;
 * ``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles (at K_del = 1,
-  one point per method, each its own marker, set side by side and named under it: on one spot they hid each other).
+  one point per method, each its own marker, set side by side and named under it: on one spot they hid each other;
+  past it, the legend where the page's charts put theirs: :func:`~aumann.studies.charts.legend_place`).
 
 Names and ids are drawn as plain text, never mathtext (:mod:`aumann.studies.plotting`); the heatmap's colour-bar
 label, a constant, is the one mathtext string (φ with the subscript i,t). Each is its own
@@ -25,7 +26,7 @@ import numpy as np
 from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz, remove_stale
-from aumann.studies.charts import hatch_not_alive, short_label
+from aumann.studies.charts import Line, hatch_not_alive, legend_place, mpl_legend, short_label
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
@@ -105,6 +106,7 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
     """``deletion_curves.png``: mean normalised drop vs k per method, re-simulation and masking oracles."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    drawn: list[Line] = []  # the curves of both panels (one y axis): where their legends go
     try:
         for ax, key, what in ((axes[0], "curve", "re-simulation"), (axes[1], "curve_masking", "masking")):
             means = {}
@@ -126,6 +128,7 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
                             label=name)
                 else:
                     ax.plot(np.arange(1, len(mean) + 1), mean, marker=".", label=name)
+                    drawn.append(Line(name, list(range(1, len(mean) + 1)), mean))
             if one_k:  # each point named under it: no legend over the points
                 ax.set_xticks([1 + dodge(i, len(means)) for i in range(len(means))],
                               [short_label(n) for n in means], rotation=30, ha="right", rotation_mode="anchor",
@@ -135,13 +138,30 @@ def deletion_curves_figure(result: StudyResult, out: Path) -> Path:
             else:
                 ax.set(xlabel="k (agents deleted at t*)", title=f"{what} oracle")
                 _whole_numbers(ax)
-                ax.legend(fontsize=7)
+        _legends(axes, drawn)
         axes[0].set_ylabel("drop (f − f_k)/f  [%]")
         fig.suptitle(f"{result.scenario}: deletion curves (mean over runs; agents ranked by signed φ)")
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(DELETION_CURVES))
     finally:
         plt.close(fig)
+
+
+def _legends(axes: Any, drawn: list[Line]) -> None:
+    """The deletion panels' legends, by the page's rule (:func:`~aumann.studies.charts.legend_place`, judged on the
+    curves of both panels, which share one y axis): the same free corner in each panel, or one legend beside the
+    right panel (matplotlib's "best" put one over the curves when no place was free)."""
+    where = legend_place(drawn)
+    if where == "outside":
+        entries = {}
+        for ax in axes:
+            handles, labels = ax.get_legend_handles_labels()
+            entries.update({lab: h for h, lab in zip(handles, labels) if lab not in entries})
+        mpl_legend(axes[-1], where, fontsize=7, handles=list(entries.values()), labels=list(entries))
+        return
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            mpl_legend(ax, where, fontsize=7)
 
 
 #: the markers of a deletion plot of one point per method (K_del = 1), one per method in turn: told apart without colour

@@ -159,3 +159,79 @@ def test_the_t_star_labels_of_a_static_line_chart_sit_above_the_plot_inside_the_
     for _, label in boxes["labels"]:
         assert label.y0 >= axes.y1 - 0.5, (label, axes)  # above the plot's frame: on no line
         assert fig.x0 <= label.x0 and label.x1 <= fig.x1 and label.y1 <= fig.y1, (label, fig)  # not cut off
+
+
+#: (series, where both renderers put the legend): a line crossing from bottom left to top right leaves top left free;
+#: a zigzag reaches every corner; six methods are too many to sit inside
+_LEGEND_CASES = {
+    "rising": ([Line("run 0", [0, 1], [0.0, 1.0]), Line("run 1", [0, 1], [0.05, 1.05])], "top_left"),
+    "zigzag": ([Line("a", [0, 1, 2, 3, 4], [0, 1, 0, 1, 0]), Line("b", [0, 1, 2, 3, 4], [1, 0, 1, 0, 1])], "outside"),
+    "six methods": ([Line(m, [1, 2, 3], [i, i + 0.1, i + 0.2]) for i, m in enumerate(
+        ["aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out", "llm_judge", "random"])],
+        "outside"),
+}
+
+
+def _static_legend(monkeypatch, series, **kw) -> tuple[str, bool]:
+    """(matplotlib's loc, whether the legend box lies beside the plot's frame) of the static chart of ``series``."""
+    seen = {}
+
+    def png(fig):
+        fig.tight_layout()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend()
+        box = legend.get_window_extent(fig.canvas.get_renderer())
+        frame = ax.get_window_extent(fig.canvas.get_renderer())
+        seen["where"] = (legend._loc, box.x0 >= frame.x1)
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    Charts(interactive=False).lines("f", series, xlabel="x", ylabel="y", **kw)
+    return seen["where"]
+
+
+@pytest.mark.parametrize("case", list(_LEGEND_CASES))
+def test_static_and_interactive_line_charts_put_the_legend_in_one_place(drawn, monkeypatch, case):
+    """The static renderer asked matplotlib for its "best" place, which sat on the curves when no place was free (a
+    zigzag, or the deletion curves of six methods); the interactive one took a corner no data reaches, else beside
+    the plot. Both follow the one rule now (:func:`charts.legend_place`)."""
+    series, expected = _LEGEND_CASES[case]
+    loc, beside = _static_legend(monkeypatch, series)
+    codes = {"top_left": 2, "top_right": 1, "bottom_left": 3, "bottom_right": 4}  # matplotlib's loc codes
+    assert beside if expected == "outside" else (not beside and loc == codes[expected]), (loc, beside)
+    assert charts.legend_place(series) == expected
+    if charts.bokeh_available():
+        Charts(interactive=True).lines("f", series, xlabel="x", ylabel="y")
+        location, outside = _legend_box(drawn[-1])
+        assert outside == 1 if expected == "outside" else (not outside and location == expected), (location, outside)
+
+
+def test_the_run_directory_deletion_curves_keep_their_legend_off_the_curves(tmp_path, monkeypatch):
+    """deletion_curves.png (K_del > 1) took matplotlib's "best" in each panel, which put six methods' legend over
+    the curves; by the page's rule six entries go beside the plots: once, right of the masking panel."""
+    from types import SimpleNamespace
+
+    from aumann.studies import figures
+
+    methods = ["aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_one_out", "llm_judge", "random"]
+    arrays = {f"{key}_{m}": np.linspace(0.01 * i, 0.05 * (i - 2), 9) for i, m in enumerate(methods)
+              for key in ("curve", "curve_masking")}
+    result = SimpleNamespace(scenario="s", records=[{"methods": {m: {} for m in methods}}], arrays=[arrays])
+    seen = {}
+
+    def save(fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        seen["frames"] = [ax.get_window_extent(renderer) for ax in fig.axes]
+        seen["legends"] = [(i, ax.get_legend().get_window_extent(renderer), len(ax.get_legend().get_texts()))
+                           for i, ax in enumerate(fig.axes) if ax.get_legend() is not None]
+        seen["width"] = fig.bbox.x1
+        return path
+
+    monkeypatch.setattr(figures, "_save", save)
+    figures.deletion_curves_figure(result, tmp_path)
+    assert len(seen["legends"]) == 1, seen["legends"]
+    panel, box, entries = seen["legends"][0]
+    assert panel == 1 and entries == len(methods)
+    assert not any(box.overlaps(frame) for frame in seen["frames"]) and box.x1 <= seen["width"], (box, seen)
