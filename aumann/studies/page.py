@@ -260,6 +260,11 @@ def _sort_key(v: Any) -> str:
     return _visible(str(v))
 
 
+def _is_na(v: Any) -> bool:
+    """A cell of an agent that is not alive there (``cls="na"``): a column of numbers with such cells stays one."""
+    return isinstance(v, Cell) and "na" in v.cls.split()
+
+
 def _is_num(v: Any) -> bool:
     if isinstance(v, Cell):
         return isinstance(v.sort, int | float) and not isinstance(v.sort, bool)
@@ -325,6 +330,7 @@ table.t th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 table.t th[aria-sort=descending]::after{content:" ▼";font-size:10px}
 table.t td{padding:4px 9px;border-bottom:1px solid #eef0f5;white-space:nowrap}
 table.t td.num{text-align:right}
+table.t td.na{text-align:right;color:var(--muted);font-style:italic}
 table.t td.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-weight:600;white-space:pre-wrap}
 table.t tbody tr:nth-child(even){background:rgba(40,60,140,.02)}
 table.t tbody tr:hover{background:rgba(36,87,214,.08)}
@@ -395,7 +401,8 @@ def _cell_html(v: Any) -> str:
 
 
 def _table_html(t: Table) -> str:
-    num_cols = [bool(t.rows) and all(_is_num(r[j]) or r[j] is None for r in t.rows) for j in range(len(t.columns))]
+    num_cols = [bool(t.rows) and all(_is_num(r[j]) or r[j] is None or _is_na(r[j]) for r in t.rows)
+                for j in range(len(t.columns))]
     head = "".join(f'<th scope="col"{" class=num" if num_cols[j] else ""}>{_inline(c)}</th>'
                    for j, c in enumerate(t.columns))
     body = "\n".join("<tr>" + "".join(_cell_html(v) for v in row) + "</tr>" for row in t.rows)

@@ -57,6 +57,7 @@ from aumann.studies.page import (
 )
 from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir
 from aumann.studies.sections import (
+    AT_T_STAR_NOTE,
     PAGE_TOP_MAX,
     calls_text,
     concentration_table,
@@ -66,6 +67,7 @@ from aumann.studies.sections import (
     id_cell,
     llm_blocks,
     load_attribution,
+    not_alive_note,
     pct_cell,
     pct_text,
     read_csv,
@@ -262,23 +264,34 @@ def attribute_t_star(att: Any) -> int:
 
 
 def top_agents_rows(att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV) -> list[dict[str, Any]]:
-    """Rows of ``top_agents.csv``: the top-k agents by Φ_i with their features at t* and their groups."""
+    """Rows of ``top_agents.csv``: the top-k agents by Φ_i with their features at t* and their groups.
+
+    ``alive_t_star`` (the last column) says whether the agent is alive at t* (the panel's alive mask; ``True``
+    without one). For an agent that is not, its features ``z_*`` are empty cells (the recorder's fill, not measured),
+    and so are ``phi_t_star`` and ``stderr_t_star`` where its φ is 0, as a dead row's is: a 0 in the file read as a
+    measured zero."""
     ts = attribute_t_star(att)
     phi_i = att.by_agent()
     total = float(att.delta_v.sum())
+    alive = np.ones(att.N, dtype=bool) if getattr(panel, "alive", None) is None else np.asarray(panel.alive[ts],
+                                                                                                  dtype=bool)
     rows = []
     for rank, pos in enumerate(top_order(phi_i, k), start=1):
         aid = att.agent_ids[pos]
+        here = bool(alive[pos])
+        phi_t = float(att.phi[ts, pos])
+        measured = here or (math.isfinite(phi_t) and phi_t != 0)  # a dead row's φ is 0; one that is not was computed
         row: dict[str, Any] = {"rank": rank, "position": int(pos), "agent": aid.item() if hasattr(aid, "item") else aid,
                                "Phi": float(phi_i[pos]), "share": float(phi_i[pos] / total) if total else math.nan,
-                               "t_star": int(ts), "phi_t_star": float(att.phi[ts, pos])}
+                               "t_star": int(ts), "phi_t_star": phi_t if measured else None}
         if att.stderr is not None:
-            row["stderr_t_star"] = float(np.asarray(att.stderr)[ts, pos])
+            row["stderr_t_star"] = float(np.asarray(att.stderr)[ts, pos]) if measured else None
         for j, f in enumerate(panel.features):
-            row[f"z_{f}"] = float(panel.values[ts, pos, j])
+            row[f"z_{f}"] = float(panel.values[ts, pos, j]) if here else None
         for g, labels in att.groups.items():
             v = np.asarray(labels)[pos]
             row[f"group_{g}"] = v.item() if hasattr(v, "item") else v
+        row["alive_t_star"] = here
         rows.append(row)
     return rows
 
@@ -312,6 +325,18 @@ def _not_alive_mask(summary: dict[str, Any], order: np.ndarray, T: int) -> np.nd
         if r is not None:
             dead[r, steps[(steps >= 0) & (steps < T)]] = True
     return dead
+
+
+def _alive_at(summary: dict[str, Any], att: Any, *, k: int, t_star: int) -> np.ndarray | None:
+    """Which agents are alive at t* (N,), as far as the who-table's top ``k`` go, from ``summary.json``'s
+    ``not_alive``; ``None`` where the run recorded none (every agent alive, or an older aumann)."""
+    order = top_order(att.by_agent(), k)
+    dead = _not_alive_mask(summary, order, att.T)
+    if dead is None:
+        return None
+    alive = np.ones(att.N, dtype=bool)
+    alive[order] = ~dead[:, t_star]
+    return alive
 
 
 def _top_features(att: Any, top_rows: list[dict[str, Any]], k: int) -> dict[str, np.ndarray] | None:
@@ -373,13 +398,18 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
     """The "who" section of an ``aumann attribute`` page."""
     phi_i, total, prov = att.by_agent(), float(att.delta_v.sum()), dict(att.provenance)
     feats = _top_features(att, top_rows, k)
-    who: list[Any] = [Text(f"The {_agents(k)} with the largest signed Φ_i = Σ_t φ_i,t over the {att.T} step(s), ties "
-                           f"by agent position; t* = step {literal(steps_lbl[t_star])} (the step with the largest "
-                           "Δv_t). "
+    alive = _alive_at(summary, att, k=k, t_star=t_star)
+    who: list[Any] = [Text(f"The {_agents(k)} with the largest signed Φ_i = Σ_t φ_i,t, the sum over the {att.T} "
+                           "step(s), ranked by Φ_i (not by φ at t*), ties by agent position; t* = step "
+                           f"{literal(steps_lbl[t_star])} (the step with the largest Δv_t). "
                            "`% of ΣΔv` is Φ_i / Σ_t Δv_t; `φ at t*` and `% of Δv(t*)` the attribution at t*; the "
-                           "feature columns hold the agent's features at t*.")]
-    who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000",
-                         caption=f"Top agents by Φ_i ({att.method}, indicator {literal(prov.get('indicator'))})"))
+                           f"feature columns hold the agent's features at t*. {AT_T_STAR_NOTE}")]
+    who.append(who_table(att, k=k, t_star=t_star, features=feats, id="who-run-000", alive=alive,
+                         caption=f"Top agents ranked by Φ_i = Σ_t φ_i,t over all {att.T} step(s) ({att.method}, "
+                         f"indicator {literal(prov.get('indicator'))})"))
+    gone = not_alive_note(att, alive, k=k, t_star=literal(steps_lbl[t_star]))
+    if gone is not None:
+        who.append(gone)
     note = top_shown(top, att.N)[1]
     if note is not None:
         who.append(Note(note, "info"))
@@ -536,7 +566,8 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
 def write_top_agents(out: Path, att: Any, panel: Any, *, k: int = TOP_AGENTS_CSV) -> Path:
     """``top_agents.csv``: the top-k agents by Φ_i, their share, φ at t*, features at t* and groups."""
     rows = top_agents_rows(att, panel, k=k)
-    cols = list(rows[0]) if rows else ["rank", "position", "agent", "Phi", "share", "t_star", "phi_t_star"]
+    cols = list(rows[0]) if rows else ["rank", "position", "agent", "Phi", "share", "t_star", "phi_t_star",
+                                       "alive_t_star"]
     return write_csv(out / "top_agents.csv", rows, cols)  # plain numbers (numpy scalars too), missing = empty
 
 

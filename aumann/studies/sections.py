@@ -312,19 +312,63 @@ def concentration_table(phi_i: np.ndarray, total: float, *, id: str = "") -> Tab
                  caption="How concentrated the attribution is")
 
 
+#: what a who-table shows at t* for an agent that is not alive then (dead, or not yet born), in place of a number
+NOT_ALIVE_TEXT = "not alive"
+
+
+def not_alive_cell() -> Cell:
+    """A table cell of an agent that is not alive at that step: "not alive" (muted), never a 0 that reads as a
+    measured zero; sorted after every number."""
+    return Cell(NOT_ALIVE_TEXT, cls="na")
+
+
+#: what the who-tables' intro says about the cells at t* of an agent that is not alive then, and about a living 0
+AT_T_STAR_NOTE = ("An agent not alive at t* (dead, or not yet born: the panel's alive mask) is ranked by what it did "
+                  "while alive; its cells at t* read \"not alive\". A 0 of an agent alive at t* is its computed φ: its "
+                  "action at t* moved the indicator by nothing.")
+
+
+def not_alive_note(att: Any, alive: np.ndarray | None, *, k: int, t_star: str) -> Note | None:
+    """How many of the top ``k`` agents by Φ_i are not alive at t* (``alive``: (N,) at t*), or ``None`` for none."""
+    if alive is None:
+        return None
+    order = top_order(att.by_agent(), k)
+    gone = int((~np.asarray(alive, dtype=bool)[order]).sum())
+    if not gone:
+        return None
+    return Note(f"{gone} of these {order.size} agents are not alive at t* = step {t_star}: their cells at t* read "
+                "\"not alive\" (a dead row's φ is 0 and its features are the recorder's fill: neither is measured); "
+                "their Φ_i is what they did while alive.", "info")
+
+
+def _at_t(phi: float, not_alive: bool, shown: Any = None) -> Any:
+    """A who-table cell at t* judged by the agent's φ there: "not alive" for an agent not alive whose φ is 0 (a
+    dead row's), else ``shown`` (default: ``phi`` itself)."""
+    if not_alive and not (math.isfinite(phi) and phi != 0):
+        return not_alive_cell()
+    return phi if shown is None else shown
+
+
 def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] | None,
               reference: Any = None, reference_label: str = "Shapley", id: str = "",
-              caption: str = "") -> Table:
+              caption: str = "", alive: np.ndarray | None = None) -> Table:
     """Top-k agents by signed Φ_i of ``att`` (an Attribution over all steps), one agent per row.
 
     Columns: rank, agent (the id alone), Φ_i = Σ_t φ_i,t, Φ_i / Σ_t Δv_t, φ_i,t*, φ_i,t* / Δv_t*, the
     reference's φ at t* (± its standard error), the features at t* (by name), the groups.
+
+    ``alive`` (N,): which agents are alive at t* (``None``: all). An agent that is not is still ranked by its Φ_i
+    (what it did while alive), but its cells at t* read "not alive": its features (the recorder's fill) always, its
+    φ, share, reference value and standard error where its φ (its reference value) is 0, as a dead row's is — a
+    value that is not 0 was computed (e.g. the re-simulation reference of an agent that died during step t*) and
+    is shown.
     """
     phi_i = att.by_agent()
     total = float(att.delta_v.sum())
     dv_t = float(att.delta_v[t_star])
     order = top_order(phi_i, k)
     scale = float(np.abs(phi_i[order]).max()) if order.size else 0.0
+    gone = np.zeros(att.N, dtype=bool) if alive is None else ~np.asarray(alive, dtype=bool)
     cols = ["rank", "agent", "Φ_i", "% of ΣΔv", "φ at t*", "% of Δv(t*)"]
     if reference is not None:
         cols.append(f"{reference_label} φ(t*)")
@@ -336,14 +380,18 @@ def who_table(att: Any, *, k: int, t_star: int, features: dict[str, np.ndarray] 
     cols += [literal(g) for g in groups]
     rows = []
     for rank, pos in enumerate(order, start=1):
+        na = bool(gone[pos])
+        phi_t = float(att.phi[t_star, pos])
         row: list[Any] = [rank, id_cell(att.agent_ids[pos]), signed_cell(phi_i[pos], scale),
-                          pct_cell(phi_i[pos] / total if total else None), float(att.phi[t_star, pos]),
-                          pct_cell(att.phi[t_star, pos] / dv_t if dv_t else None)]
+                          pct_cell(phi_i[pos] / total if total else None), _at_t(phi_t, na),
+                          _at_t(phi_t, na, pct_cell(phi_t / dv_t if dv_t else None))]
         if reference is not None:
-            row.append(float(reference.phi[0, pos]))
+            ref_t = float(reference.phi[0, pos])
+            row.append(_at_t(ref_t, na))
             if reference.stderr is not None:
-                row.append(float(np.asarray(reference.stderr)[0, pos]))
-        row += [float(features[f][pos]) for f in feats]  # type: ignore[index]
+                row.append(_at_t(ref_t, na, float(np.asarray(reference.stderr)[0, pos])))
+        # a dead row's features are the recorder's fill, whatever their value
+        row += [not_alive_cell() if na else float(features[f][pos]) for f in feats]  # type: ignore[index]
         row += [Cell(literal(np.asarray(att.groups[g])[pos]), sort=str(np.asarray(att.groups[g])[pos])) for g in groups]
         rows.append(row)
     return Table(cols, rows, caption=caption, id=id)
@@ -475,6 +523,8 @@ def top_shown(top: int, agents: int) -> tuple[int, str | None]:
 
 
 __all__ = [
+    "AT_T_STAR_NOTE",
+    "NOT_ALIVE_TEXT",
     "PAGE_TOP_MAX",
     "above_ceiling",
     "calls_text",
@@ -490,6 +540,8 @@ __all__ = [
     "load_panel",
     "load_panel_alive",
     "merged_table",
+    "not_alive_cell",
+    "not_alive_note",
     "pct_cell",
     "pct_text",
     "read_csv",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,14 @@ import numpy as np
 from aumann.errors import ReportError
 from aumann.studies.charts import Charts
 from aumann.studies.rundir import FAITHFULNESS, RunDir, verify_run, with_timing
-from aumann.studies.sections import load_arrays, load_attribution, load_panel_step, read_csv, read_json
+from aumann.studies.sections import (
+    load_arrays,
+    load_attribution,
+    load_panel_alive,
+    load_panel_step,
+    read_csv,
+    read_json,
+)
 
 
 def _verified(rd: RunDir, r: int, rec: dict[str, Any]) -> None:
@@ -58,6 +65,8 @@ class StudyPage:
     refs: list[Any]  # sampled-Shapley attributions at t* (None where missing)
     features_t_star: list[dict[str, np.ndarray] | None]  # each run's features at its t*, by name (None: no panel)
     faith: list[dict[str, Any]]  # faithfulness.csv
+    # each run's alive mask at its t*, (N,) (None: no panel, or one without a mask: every agent alive)
+    alive_t_star: list[np.ndarray | None] = field(default_factory=list)
 
     @classmethod
     def load(cls, d: Path, manifest: dict[str, Any], charts: Charts, *, top: int, plots: bool) -> StudyPage:
@@ -92,9 +101,11 @@ class StudyPage:
             if not rd.table(name).is_file():
                 raise ReportError(f"table {str(rd.table(name))!r}, which manifest.json lists, is missing or not a "
                                   "file; run the same `aumann run` command with this --out again to rewrite it")
-        return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs,
-                   ats=[load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)], refs=refs,
-                   features_t_star=feats, faith=faith)
+        ats = [load_attribution(rd.attribution(r, "aumann_shapley")) for r in range(n_runs)]
+        alive = [_alive_at(rd.panel(r), att.phi.shape, int(rec["t_star"]))
+                 for r, (att, rec) in enumerate(zip(ats, recs, strict=True))]
+        return cls(d=rd, manifest=manifest, charts=charts, top=top, plots=plots, recs=recs, arrs=arrs, ats=ats,
+                   refs=refs, features_t_star=feats, faith=faith, alive_t_star=alive)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -118,6 +129,13 @@ class StudyPage:
     def figure_ref(self, name: str) -> str | None:
         """``name`` for the Markdown twin when that PNG is in the run directory."""
         return name if self.d.figure(name).is_file() else None
+
+
+def _alive_at(path: Path, shape: tuple[int, int], t: int) -> np.ndarray | None:
+    """Which agents are alive at step ``t`` (N,), from the panel file's alive mask alone; ``None`` without a panel
+    file or a mask (every agent alive)."""
+    alive = load_panel_alive(path, shape) if path.is_file() else None
+    return None if alive is None else alive[t]
 
 
 def reference_method(rec: dict[str, Any]) -> str:

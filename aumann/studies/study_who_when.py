@@ -12,9 +12,11 @@ from aumann.studies.charts import Line, Point
 from aumann.studies.page import Details, Note, Table, Text, fmt
 from aumann.studies.rundir import HEATMAP, MACRO_CURVE
 from aumann.studies.sections import (
+    AT_T_STAR_NOTE,
     concentration_table,
     group_share_table,
     load_panel_alive,
+    not_alive_note,
     top_order,
     top_shown,
     who_table,
@@ -25,17 +27,23 @@ from aumann.studies.study_page_data import StudyPage
 def who_section(page: StudyPage) -> list[Any]:
     """The top agents by signed Φ_i per run, group shares (or concentration)."""
     k, note = top_shown(page.top, page.ats[0].N)
-    who: list[Any] = [Text(f"The {min(k, page.ats[0].N)} agents with the largest signed Φ_i = Σ_t φ_i,t "
-                           "(Aumann–Shapley, every step, per-agent baseline-action baselines), per run; ties by agent "
-                           "position. "
+    who: list[Any] = [Text(f"The {min(k, page.ats[0].N)} agents with the largest signed Φ_i = Σ_t φ_i,t, the sum "
+                           "over every step of the run (Aumann–Shapley, per-agent baseline-action baselines), per "
+                           "run; ranked by Φ_i, not by φ at t*; ties by agent position. "
                            "`% of ΣΔv` is Φ_i / Σ_t Δv_t (whole run), `φ at t*` and `% of Δv(t*)` the agent's "
                            "attribution at the target step, `Shapley φ(t*)` the reference (sampled Shapley at t*) "
                            "with its Monte-Carlo standard error; the remaining columns are the agent's features at "
-                           "t*.")]
-    for r, (att, ref, feats, rec) in enumerate(zip(page.ats, page.refs, page.features_t_star, page.recs)):
+                           f"t*. {AT_T_STAR_NOTE}")]
+    alive_t = page.alive_t_star or [None] * len(page.ats)
+    for r, (att, ref, feats, rec, alive) in enumerate(zip(page.ats, page.refs, page.features_t_star, page.recs,
+                                                            alive_t)):
         ts = int(rec["t_star"])
         blocks: list[Any] = [who_table(att, k=k, t_star=ts, features=feats, reference=ref, id=f"who-run-{r:03d}",
-                                       caption=f"Run {r}: top agents by Φ_i (t* = step {ts})")]
+                                       caption=f"Run {r}: top agents ranked by Φ_i = Σ_t φ_i,t over all {att.T} "
+                                       f"steps (t* = step {ts})", alive=alive)]
+        gone = not_alive_note(att, alive, k=k, t_star=str(ts))
+        if gone is not None:
+            blocks.append(gone)
         if feats is None:
             blocks.append(Note(f"panels/run-{r:03d}.npz is missing: features at t* are not shown.", "skipped"))
         blocks += group_share_table(att, caption=f"Run {r}: group shares", id=f"groups-run-{r:03d}")

@@ -145,8 +145,9 @@ def test_the_heatmap_of_a_panel_with_deaths_marks_the_cells_of_agents_not_alive(
                                     for p in top if not alive[:, p].all()]
     assert {r["position"] for r in summary["not_alive"]} == {0, 1}
     assert (phi[~alive] == 0).all()  # the numbers: φ = 0 where not alive, as before
-    with open(out / "top_agents.csv", newline="") as fh:
-        assert "alive" not in fh.readline()  # the CSVs keep their columns
+    with open(out / "top_agents.csv", newline="") as fh:  # the CSV keeps its columns in place; alive_t_star is appended
+        assert fh.readline().strip().split(",") == ["rank", "position", "agent", "Phi", "share", "t_star", "phi_t_star",
+                                                     "z_x", "z_y", "alive_t_star"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "Hatched grey: the agent is not alive at that step (φ = 0)." in htmlcheck.text(page)
     if not static:
