@@ -277,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
                     executor.close()
         usage = account.finish(result)
     timer.stop()
+    for name, secs in result.stage_seconds.items():  # runs computed on workers: their stages' times came back
+        timer.add(name, secs)
     seconds = time.perf_counter() - t0
     if result.failed_checks:
         console.print(f"[bold red]resume:[/bold red] {len(result.failed_checks)} finished run(s) failed verification "

@@ -35,7 +35,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ import numpy as np
 
 from aumann.errors import AumannWarning, ConfigError, StudyError
 from aumann.io import output_lock, plain
+from aumann.progress import StageTimer
 from aumann.scenarios.base import Scenario, ScenarioConfig
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
@@ -245,6 +246,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         timings: list[dict[str, Any]] = [{} for _ in range(config.runs)]
         failed: list[dict[str, Any]] = []
         resumed = computed = 0
+        worker_stages: dict[str, float] = {}  # wall seconds per stage of the runs computed on an executor's workers
         spent = Usage()
         counted: dict[int, Usage] = {}  # the run counts of each run written now (the ledger keeps them per run)
         todo = []
@@ -302,6 +304,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                 if res.usage is not None:
                     counted[r] = res.usage.run_counts()
                 arrays[r], panels[r], timings[r] = res.arrays, res.panel, res.timing
+                for name, secs in res.stage_seconds.items():  # the stages ran on the worker: their times came back
+                    worker_stages[name] = worker_stages.get(name, 0.0) + float(secs)
                 computed += 1
                 if progress is not None:
                     progress(r, "done (worker)")
@@ -335,7 +339,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                     tick("done")
         return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                            computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
-                           failed_checks=failed, timings=timings, run_counts=counted)
+                           failed_checks=failed, timings=timings, run_counts=counted, stage_seconds=worker_stages)
 
 
 def _fork_threads(backend: Any, scenario: Scenario | None = None, executor: Any = None) -> int:
@@ -397,6 +401,9 @@ class ComputedRun:
     usage: Any
     timing: dict[str, float]
     attributions: dict[str, Any]
+    #: wall seconds per stage (the progress messages, as the driver's timer records them for a run computed
+    #: there), measured where the run was computed: a worker's stages come back with its result
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def write_computed(rundir: RunDir | None, done: ComputedRun, *, first: bool = True) -> dict[str, Any]:
@@ -525,9 +532,12 @@ def compute_run_task(spec: tuple) -> ComputedRun:
     shared = usage_of(backend)
     before = shared.copy() if shared is not None else None
     ok = False
+    timer = StageTimer()  # the stages' wall times, as the driver's progress callback times a run computed there
     try:
         done = compute_run_unwritten(scenario, config, r, seq, backend, digest, backend_label=backend_label,
-                                     strict=strict)
+                                     strict=strict, tick=timer.start)
+        timer.stop()
+        done.stage_seconds = dict(timer.seconds)
         ok = True
         return done
     except BaseException as exc:

@@ -645,6 +645,9 @@ class StudyResult:
     usage: Any = None  # the LLM usage (aumann.simulators.llm.Usage) of the runs computed now
     run_counts: dict[int, Any] = field(default_factory=dict)  # per run written now: its Usage.run_counts()
     timings: list[dict[str, Any]] = field(default_factory=list)  # per run: seconds per method (split_timing)
+    #: wall seconds per stage of the runs computed on an executor's workers, summed over those runs (their
+    #: progress reached the caller as one "done (worker)"); empty when every run was computed in the caller's process
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
     def timed_records(self) -> list[dict[str, Any]]:
         """The records with their seconds back in place (:func:`with_timing`), for tables and reports."""

@@ -260,8 +260,9 @@ def timing_table(stages: dict[str, float] | None, total: float | None, *, note: 
         rows.append(["total (wall)", Cell(seconds_text(tot), sort=tot), pct_cell(1.0)])
         blocks.append(Table(["stage", "wall time", "share"], rows, caption="Wall time per stage", id="stage-times"))
         if sum(stages.values()) > 1.01 * tot > 0:
-            blocks.append(Note("Some stages ran at the same time (the study's optional stages and the scenario's "
-                               "analysis run in lanes on two cores), so their times overlap and the shares add up "
+            blocks.append(Note("Some stages ran at the same time (runs computed on an executor's workers at once, "
+                               "each stage's time summed over them; the study's optional stages and the scenario's "
+                               "analysis in lanes on two cores), so their times overlap and the shares add up "
                                "to more than the whole."))
     elif total is not None:
         blocks.append(Note(f"Total wall time {seconds_text(float(total))}; per-stage times were not recorded by the "

@@ -198,7 +198,14 @@ def test_user_code_names_scenario_files_and_their_folder(tmp_path):
 @pytest.mark.slow
 def test_a_scenario_file_runs_on_the_process_pool_like_the_serial_run(tmp_path):
     """``aumann run model.py:scenario --workers 2``: the spawned workers import the file's module."""
-    from tests.simulators.test_ray_cluster import CONFIG, SCENARIO_FILE, SIBLING, _invoke, assert_same_outputs
+    from tests.simulators.test_ray_cluster import (
+        CONFIG,
+        SCENARIO_FILE,
+        SIBLING,
+        _invoke,
+        assert_same_outputs,
+        stage_rows,
+    )
 
     folder = tmp_path / "scen"
     folder.mkdir()
@@ -213,6 +220,9 @@ def test_a_scenario_file_runs_on_the_process_pool_like_the_serial_run(tmp_path):
     assert_same_outputs(tmp_path / "serial", tmp_path / "pool")
     ex = json.loads((tmp_path / "pool" / "manifest.json").read_text())["execution"]
     assert ex == {"executor": "local", "workers": 2}
+    # the stages ran in the workers: their wall times came back (the report had "tables and plots" alone)
+    assert stage_rows(tmp_path / "pool") == stage_rows(tmp_path / "serial")
+    assert "simulate" in stage_rows(tmp_path / "pool") and len(stage_rows(tmp_path / "pool")) > 3
 
 
 @pytest.mark.ray

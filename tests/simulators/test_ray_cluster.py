@@ -155,7 +155,16 @@ def _serial(scenario_dir: Path, root: Path, runs: int) -> Path:
 
 _VOLATILE = [re.compile(p) for p in (r"command: .*", r"created: [0-9T:+-]+", r"wall [0-9.]+ [a-zµ]*s",
                                      r"Wall time per stage\n\n(?:\|[^\n]*\n)+",  # report.md's stage table
-                                     r"(?s)Wall time per stage</caption>.*?</table>")]  # report.html's
+                                     r"(?s)Wall time per stage</caption>.*?</table>",  # report.html's
+                                     # whether stage times overlap (runs on two workers at once) is wall-clock too
+                                     r"\n> Some stages ran at the same time [^\n]*\n",
+                                     r'<div class="note info">Some stages ran at the same time .*?</div>')]
+
+
+def stage_rows(out: Path) -> list[str]:
+    """The stage names of report.md's "Wall time per stage" table, in order."""
+    table = re.search(r"Wall time per stage\n\n((?:\|[^\n]*\n)+)", (out / "report.md").read_text()).group(1)
+    return [row.split("|")[1].strip() for row in table.splitlines()[2:]]
 
 
 def _without_run_description(text: str) -> str:
@@ -229,6 +238,12 @@ def test_a_user_scenario_file_runs_on_the_cluster_like_the_serial_run(live, user
     assert ex["executor"] == "ray" and ex["ray_version"] == ray.__version__ and ex["cluster"] == "attached"
     assert ex["nodes"] == 2 and ex["nodes_used"] == 2  # runs landed on both nodes
     assert json.loads((serial / "manifest.json").read_text())["execution"]["executor"] == "serial"
+    # the stages ran on the workers: their wall times came back, so the report's stage table has the serial run's
+    # rows (it had "tables and plots" alone)
+    manifests = [json.loads((d / "manifest.json").read_text()) for d in (serial, out)]
+    assert list(manifests[1]["stage_seconds"]) == list(manifests[0]["stage_seconds"])
+    assert stage_rows(out) == stage_rows(serial) and "simulate" in stage_rows(out) and len(stage_rows(out)) > 3
+    assert all(v > 0 for v in manifests[1]["stage_seconds"].values())
 
 
 def test_ray_address_from_the_environment_and_executor_ray(live, user_scenario, tmp_path, monkeypatch):
