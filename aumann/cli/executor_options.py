@@ -1,7 +1,7 @@
 """The execution options of ``aumann run``: where independent runs, forks and attribution blocks go.
 
 ``--executor local|ray``, ``--workers N`` (tasks at once, the same meaning on every executor),
-``--ray-address ADDR`` and ``--ray-runtime-env JSON|FILE``. Each has a config key in the
+``--ray-address ADDR``, ``--ray-runtime-env JSON|FILE`` and ``--ray-max-retries N``. Each has a config key in the
 ``[execution]`` table (:class:`~aumann.scenarios.base.ExecutionConfig`); the address also comes from
 ``RAY_ADDRESS``. Precedence: flag, then environment, then config. An address from a flag or the
 config implies ``--executor ray``; ``RAY_ADDRESS`` alone does not (it is ambient), it only says where
@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--ray-runtime-env", default=None, metavar="JSON|FILE",
                    help="a Ray runtime environment (JSON text or a .json file) laid over the one aumann builds, "
                         "which already ships a scenario file and its folder (= execution.ray_runtime_env)")
+    e.add_argument("--ray-max-retries", type=_retries, default=None, metavar="N",
+                   help="re-runs of a task whose Ray worker or node died (preempted, killed) before the run stops "
+                        "(= execution.ray_max_retries; default 3)")
 
 
 #: the most tasks at once (``execution.workers`` has the same bound): a pool that size is already absurd, and a
@@ -50,6 +53,17 @@ def _workers(text: str) -> int:
         return integer(minimum=0, maximum=MAX_WORKERS)(text)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (0 = every CPU)") from None
+
+
+#: the most re-runs of a task (``execution.ray_max_retries`` has the same bound)
+MAX_RETRIES = 100
+
+
+def _retries(text: str) -> int:
+    """``--ray-max-retries``: an integer in [0, :data:`MAX_RETRIES`], through the shared flag parser."""
+    from aumann.cli.args import integer
+
+    return integer(minimum=0, maximum=MAX_RETRIES)(text)
 
 
 def _runtime_env(text: str | None) -> dict[str, Any] | None:
@@ -121,7 +135,7 @@ def _package_extensions(key: str) -> tuple[str, ...]:
 
 def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
     """The effective execution settings: ``{"executor", "workers", "address", "address_from",
-    "runtime_env"}`` from the flags, ``RAY_ADDRESS`` and the config's ``[execution]`` table."""
+    "runtime_env", "max_retries"}`` from the flags, ``RAY_ADDRESS`` and the config's ``[execution]`` table."""
     ex = getattr(config, "execution", None)
     flag_addr = getattr(args, "ray_address", None)
     env_addr = os.environ.get("RAY_ADDRESS") or None
@@ -144,10 +158,15 @@ def settings(args: argparse.Namespace, config: Any = None) -> dict[str, Any]:
         runtime_env = getattr(ex, "ray_runtime_env", None)
     if kind == "local" and runtime_env:
         raise ConfigError("--ray-runtime-env (execution.ray_runtime_env) applies to --executor ray")
+    max_retries = getattr(args, "ray_max_retries", None)
+    if max_retries is None:
+        max_retries = getattr(ex, "ray_max_retries", None)
+    if kind == "local" and max_retries is not None:
+        raise ConfigError("--ray-max-retries (execution.ray_max_retries) applies to --executor ray")
     if kind == "ray" and runtime_env:
         check_runtime_env(runtime_env)
     return {"executor": kind, "workers": workers, "address": address if kind == "ray" else None,
-            "address_from": source if kind == "ray" else None, "runtime_env": runtime_env}
+            "address_from": source if kind == "ray" else None, "runtime_env": runtime_env, "max_retries": max_retries}
 
 
 def require_extra(args: argparse.Namespace, config: Any = None) -> None:
@@ -182,7 +201,7 @@ def executor_from(args: argparse.Namespace, config: Any = None, *, scenario_spec
         if not (where.endswith(".py") or "/" in where or os.sep in where):
             ship.append(where)
     ex = make_executor(s["executor"], s["workers"], address=s["address"], runtime_env=s["runtime_env"], ship=ship,
-                       exclude=[out] if out is not None else ())
+                       exclude=[out] if out is not None else (), max_retries=s["max_retries"])
     if ex is not None and connect and s["executor"] == "ray":
         ex.cluster_cpus()  # attach / start now: errors are one line, before the first run
     return ex

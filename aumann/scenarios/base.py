@@ -210,13 +210,15 @@ class StudyConfig(configs.ConfigModel):
 class ExecutionConfig(configs.ConfigModel):
     """Where a study's work executes (the ``[execution]`` table of a config). It never changes a
     result, so it is not part of a run's config digest; ``aumann run``'s flags win over it
-    (``--executor``, ``--workers``, ``--ray-address`` / ``RAY_ADDRESS``, ``--ray-runtime-env``).
+    (``--executor``, ``--workers``, ``--ray-address`` / ``RAY_ADDRESS``, ``--ray-runtime-env``,
+    ``--ray-max-retries``).
 
     Attributes:
         executor: ``"local"`` (process pool) or ``"ray"``; default local, or Ray when an address is set.
         workers: tasks that run at once (local default 1 = serial; Ray default every CPU; 0 = every CPU).
         ray_address: the Ray cluster to attach to (``"host:6379"``, ``"auto"``, ``"ray://host:10001"``).
         ray_runtime_env: a Ray runtime environment laid over the one aumann builds (``pip``, ``env_vars``, ...).
+        ray_max_retries: re-runs of a task whose worker or node died, on Ray (default 3).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -225,6 +227,7 @@ class ExecutionConfig(configs.ConfigModel):
     workers: int | None = Field(None, ge=0, le=1_000_000)
     ray_address: str | None = Field(None, min_length=1, max_length=2048)
     ray_runtime_env: dict[str, Any] | None = None
+    ray_max_retries: int | None = Field(None, ge=0, le=100)
 
     @field_validator("ray_runtime_env", mode="after")
     @classmethod

@@ -214,7 +214,8 @@ class LocalExecutor:
 
 def make_executor(kind: str = "local", workers: int | None = None, *, address: str | None = None,
                   runtime_env: dict | None = None, ship: Sequence[Any] = (),
-                  exclude: Sequence[str | os.PathLike[str]] = ()) -> LocalExecutor | RayExecutor | None:
+                  exclude: Sequence[str | os.PathLike[str]] = (),
+                  max_retries: int | None = None) -> LocalExecutor | RayExecutor | None:
     """The executor for ``--executor KIND --workers N [--ray-address A]``.
 
     ``workers`` is the number of tasks that run at once, whatever the executor: ``None`` is the
@@ -222,8 +223,10 @@ def make_executor(kind: str = "local", workers: int | None = None, *, address: s
     (local: ``os.cpu_count()``; Ray: the cluster's), 1 one at a time. A local executor with one
     worker is ``None`` (the serial in-process run).
 
+    ``max_retries`` (Ray only): re-runs of a task whose worker or node died (``None``: Ray executor's default, 3).
+
     Raises:
-        ExecutorError: an unknown kind, a bad worker count, an address for the local executor, or
+        ExecutorError: an unknown kind, a bad worker count, an address or retries for the local executor, or
             Ray not installed.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
@@ -232,12 +235,14 @@ def make_executor(kind: str = "local", workers: int | None = None, *, address: s
         if address:
             raise ExecutorError("--ray-address attaches to a Ray cluster: use it with --executor ray (or leave "
                                 "--executor out)")
+        if max_retries is not None:
+            raise ExecutorError("--ray-max-retries re-runs Ray tasks: use it with --executor ray")
         if workers is None or workers == 1:
             return None
         return LocalExecutor(max_workers=None if workers == 0 else workers, ship=ship)
     if kind == "ray":
         return RayExecutor(address=address, workers=workers or None, runtime_env=runtime_env, ship=ship,
-                           exclude=exclude)
+                           exclude=exclude, **({} if max_retries is None else {"max_retries": max_retries}))
     raise ExecutorError(f"unknown executor {kind!r}; choose 'local' (process pool) or 'ray'")
 
 

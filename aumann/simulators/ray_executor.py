@@ -108,7 +108,10 @@ class RayExecutor:
         self.temp_root = None if temp_dir is None else str(temp_dir)
         self.ship = list(ship)
         self.exclude = [str(p) for p in exclude]
-        self.max_retries = int(max_retries)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ExecutorError(f"max_retries must be an int >= 0 (re-runs of a task whose worker died); got "
+                                f"{max_retries!r}")
+        self.max_retries = max_retries
         self.init_kwargs = dict(init_kwargs or {})
         self._started = False  # this executor called ray.init (and shuts it down)
         self._temp_dir: str | None = None
@@ -120,6 +123,7 @@ class RayExecutor:
         self._head_gone_since: float | None = None
         self._head_lost = False  # the head is gone: close() does not wait on it
         self._head: tuple[str, int] | None = None  # the head's host:port, once attached (``auto`` resolved)
+        self._kept_logs: str | None = None  # a local instance's logs, copied after a worker died (_worker_logs)
 
     # ------------------------------------------------------------------ connecting
     @property
@@ -299,7 +303,7 @@ class RayExecutor:
     def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
         state = dict(self.__dict__)
         state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
-                     _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False)
+                     _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False, _kept_logs=None)
         return state
 
     # ------------------------------------------------------------------ sizes
@@ -373,7 +377,7 @@ class RayExecutor:
                 try:
                     raw = ray.get(ref)
                 except Exception as exc:  # the worker died and the retries ran out, the runtime env failed, ...
-                    results[i] = _system_failure(exc, i, len(specs), self.max_retries)
+                    results[i] = _system_failure(exc, i, len(specs), self.max_retries, self._worker_logs())
                 else:
                     if isinstance(raw, remote.Done | remote.Failed):
                         self.task_hosts[raw.where] += 1
@@ -385,6 +389,23 @@ class RayExecutor:
                         ray.cancel(ref, force=False)
                     raise results[i]
         return results
+
+    def _worker_logs(self) -> str:
+        """Where the log of a worker that died is, as a phrase. A private local instance's temp dir goes when this
+        process exits, so its logs are copied once to a folder that stays (``aumann-ray-logs-*``, beside it)."""
+        files = "python-core-worker-*.log and worker-*.err; raylet.out says whether the OOM killer ended it"
+        if self._temp_dir is None:
+            return (f"on the node that ran it, under that node's Ray temp dir (`ray start --temp-dir`, default "
+                    f"/tmp/ray): session_latest/logs/ ({files})")
+        if self._kept_logs is None:
+            src = Path(self._temp_dir) / "session_latest" / "logs"
+            try:
+                kept = tempfile.mkdtemp(prefix="aumann-ray-logs-", dir=self.temp_root)
+                shutil.copytree(src, kept, dirs_exist_ok=True, symlinks=True)
+            except OSError:  # nothing to copy (or no room): say where they were
+                return f"{src} ({files}; removed when this process exits)"
+            self._kept_logs = kept
+        return f"{self._kept_logs} (a copy of this local instance's logs, kept after it ends: {files})"
 
     def _head_refuses(self) -> bool:
         """Whether the head of the attached cluster refuses connections (or says nothing for 2 s) now; ``False``
@@ -676,22 +697,35 @@ def _reason(exc: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _system_failure(exc: BaseException, i: int, n: int, retries: int) -> ExecutorError:
-    """A one-line :class:`ExecutorError` for a task Ray could not run to the end."""
+#: how to give a task more re-runs, on every level a user meets it
+RETRIES_SETTING = "--ray-max-retries N (execution.ray_max_retries; RayExecutor(max_retries=N))"
+
+
+def _system_failure(exc: BaseException, i: int, n: int, retries: int, logs: str = "") -> ExecutorError:
+    """A one-line :class:`ExecutorError` for a task Ray could not run to the end: what happened, then what to do
+    (the worker's log, ``logs``; the setting that gives a task more re-runs; fewer tasks at once for memory)."""
     name = type(exc).__name__
+    log = f" ({logs})" if logs else ""
     if "RuntimeEnvSetupError" in name:
         why = ("its runtime environment could not be set up on the worker (shipped folder too large, or a "
                "package that does not install there; see --ray-runtime-env)")
+        todo = ""
     elif any(k in name for k in ("WorkerCrashed", "NodeDied", "ActorDied", "ObjectLost", "OwnerDied")):
         why = f"the worker or node running it died and its {retries} retries ran out"
+        todo = (f". What to do: a task that dies every time (out of memory, a crash in native code) dies again, so "
+                f"read the worker's log first{log}; a node that was lost (preempted, restarted) calls for more "
+                f"re-runs: {RETRIES_SETTING}, now {retries}")
     elif "OutOfMemory" in name:
         why = "the worker ran out of memory"
+        todo = (f". What to do: fewer tasks at once (--workers N, execution.workers) or nodes with more memory; "
+                f"the worker's log{log} says what it held")
     else:
         why = "Ray could not run it"
+        todo = f". What to do: read the worker's log{log}" if log else ""
     said = _reason(exc) if _runtime_env_failure(exc) else _one_line(exc)
-    err = ExecutorError(f"task {i + 1} of {n}: {why} ({name}: {said})")
+    err = ExecutorError(f"task {i + 1} of {n}: {why} ({name}: {said}){todo}")
     err.__cause__ = exc
     return err
 
 
-__all__ = ["DEFAULT_EXCLUDES", "RayExecutor"]
+__all__ = ["DEFAULT_EXCLUDES", "RETRIES_SETTING", "RayExecutor"]

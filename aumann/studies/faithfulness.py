@@ -275,8 +275,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                 import warnings
 
                 warnings.warn(f"the disk may be too small for this study: {room}", AumannWarning, stacklevel=2)
-        parallel = executor is not None and len(todo) > 1 and not (isinstance(getattr(executor, "max_workers", 2), int)
-                                                                  and executor.max_workers in (0, 1))
+        # (an executor is anything with a map(fn, items): max_workers is optional)
+        parallel = executor is not None and len(todo) > 1 and getattr(executor, "max_workers", 2) not in (0, 1)
         if parallel:
             account = usage_of(backend)
             # an executor with an LLM service (Ray) serves one cache and one set of limits to all workers;
@@ -315,11 +315,13 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
             except BaseException as exc:
                 unfinished(exc, lost)
                 written(exc, counted)
+                _say_resume(exc, out if write else None, computed, len(todo))
                 raise
             errors = [res for res in results if isinstance(res, BaseException)]
             if errors:
                 unfinished(errors[0], lost)
                 written(errors[0], counted)  # the runs written before it: the ledger keeps their counts per run
+                _say_resume(errors[0], out if write else None, computed, len(todo))
                 raise errors[0]
         else:
             for r, seq in todo:
@@ -340,6 +342,19 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                            computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
                            failed_checks=failed, timings=timings, run_counts=counted, stage_seconds=worker_stages)
+
+
+def _say_resume(exc: BaseException, out: Path | None, written: int, todo: int) -> None:
+    """An executor's own failure (a worker or node that died, a cluster gone) ends with what the run directory
+    kept and how to compute only the rest: the same command resumes (a failure of the user's code is left as it
+    is: it fails again)."""
+    from aumann.errors import ExecutorError, RemoteTaskError
+
+    if out is None or not isinstance(exc, ExecutorError) or isinstance(exc, RemoteTaskError) or not exc.args \
+            or "resume" in str(exc.args[0]):  # (the cluster-gone error says it already)
+        return
+    exc.args = (f"{exc.args[0]}; {written} of the {todo} run(s) computed now are written in {out}: the same command "
+                f"resumes there and computes only the {todo - written} unfinished one(s)", *exc.args[1:])
 
 
 def _fork_threads(backend: Any, scenario: Scenario | None = None, executor: Any = None) -> int:

@@ -96,7 +96,7 @@ def test_where_the_address_comes_from(monkeypatch, tmp_path):
     cfg = argparse.Namespace(execution=ExecutionConfig(ray_address="cfg:1", workers=3))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert settings(_args()) == {"executor": "local", "workers": None, "address": None, "address_from": None,
-                                 "runtime_env": None}
+                                 "runtime_env": None, "max_retries": None}
     s = settings(_args(), cfg)  # a config address implies ray
     assert (s["executor"], s["address"], s["workers"]) == ("ray", "cfg:1", 3)
     assert s["address_from"] == "execution.ray_address"
@@ -122,6 +122,59 @@ def test_where_the_address_comes_from(monkeypatch, tmp_path):
     env_file.write_text('{"a": Infinity}')
     with pytest.raises(ConfigError, match="--ray-runtime-env file"):
         settings(_args(executor="ray", ray_runtime_env=str(env_file)))
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_ray_max_retries_comes_from_the_flag_or_the_config_and_reaches_the_executor(monkeypatch):
+    """The retries-exhausted error names --ray-max-retries: the flag (and execution.ray_max_retries) exists and
+    sets RayExecutor.max_retries; the local executor refuses it, as it refuses --ray-runtime-env."""
+    from aumann.cli import build_parser
+    from aumann.cli.executor_options import executor_from, settings
+    from aumann.scenarios.base import ExecutionConfig
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    cfg = argparse.Namespace(execution=ExecutionConfig(executor="ray", ray_max_retries=7))
+    assert executor_from(_args(), cfg, connect=False).max_retries == 7
+    assert executor_from(_args(ray_max_retries=0), cfg, connect=False).max_retries == 0  # flag > config
+    assert executor_from(_args(executor="ray"), connect=False).max_retries == 3  # Ray executor's default
+    with pytest.raises(ConfigError, match="--ray-max-retries"):
+        settings(_args(ray_max_retries=2))
+    with pytest.raises(ExecutorError, match="max_retries must be an int >= 0"):
+        RayExecutor(max_retries=-1)
+    parsed = build_parser().parse_args(["run", "econagent", "--ray-max-retries", "5"])
+    assert parsed.ray_max_retries == 5
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "econagent", "--ray-max-retries", "-1"])
+    with pytest.raises(ValueError, match="ray_max_retries"):
+        ExecutionConfig(ray_max_retries=-1)
+
+
+def _dies(x):
+    if x == 1:
+        os.kill(os.getpid(), 9)  # the worker dies, as the kernel's OOM killer or a lost node ends it
+    return x
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_a_task_whose_worker_dies_every_time_says_what_to_do(tmp_path, monkeypatch):
+    """The error said what happened ('its 0 retries ran out') and pointed at python-core-worker-*.log files in a
+    private instance's temp dir that is removed when the process exits. Now it names the setting that gives more
+    re-runs and a copy of the logs that stays (without the instance's token)."""
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    with RayExecutor(workers=1, max_retries=0, temp_dir=tmp_path) as ex:
+        with pytest.raises(ExecutorError) as info:
+            ex.map(_dies, [0, 1])
+        token = os.environ.get("RAY_AUTH_TOKEN", "")
+    msg = str(info.value)
+    assert "task 2 of 2" in msg and "0 retries ran out" in msg and "\n" not in msg
+    assert "--ray-max-retries N (execution.ray_max_retries; RayExecutor(max_retries=N)), now 0" in msg
+    kept = Path(msg.split("read the worker's log first (")[1].split(" (")[0])
+    assert kept.name.startswith("aumann-ray-logs-") and kept.parent == tmp_path and kept.is_dir()
+    logs = [p for p in kept.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("python-core-worker-") for p in logs)
+    assert len(token) >= 32 and not any(token.encode() in p.read_bytes() for p in logs)
 
 
 @pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
