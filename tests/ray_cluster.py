@@ -116,6 +116,7 @@ class LoopbackCluster:
         self.head: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
         self._logs: list = []
+        self._old_head_tmps: list[str] = []  # the temp dirs of heads before restart_head
 
     # ------------------------------------------------------------------ processes
     def _env(self) -> dict[str, str]:
@@ -135,11 +136,35 @@ class LoopbackCluster:
         self._logs.append(fh)
         return fh
 
-    def start(self) -> LoopbackCluster:
-        self.root.mkdir(parents=True, exist_ok=True)
-        head = [RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={self.port}",
+    def _head_args(self) -> list[str]:
+        return [RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={self.port}",
                 f"--num-cpus={self.head_cpus}", f"--temp-dir={self.head_tmp}", "--include-dashboard=false",
                 *self._ports()]
+
+    def kill_head(self) -> None:
+        """Kill the head node's process tree at once (SIGKILL, by pid), as a crash of the head machine would."""
+        if self.head is not None:
+            _kill([self.head.pid, *descendants(self.head.pid)], signal.SIGKILL)
+            self.head.wait(timeout=30)
+            self.head = None
+
+    def restart_head(self) -> None:
+        """Kill the head (if it runs) and start a new one at the same address -- a new cluster there, as
+        ``ray stop; ray start --head --port=...`` on the head machine gives -- and wait until it listens and
+        has its node. The worker node goes first (it would end with the old head; while its raylet lives,
+        ``ray start`` takes the old cluster for a running one), and the new head gets a temp dir of its own."""
+        self.kill_worker()
+        self.kill_head()
+        self._old_head_tmps.append(self.head_tmp)
+        self.head_tmp = tempfile.mkdtemp(prefix="aumann-rh-")
+        self.head = subprocess.Popen(self._head_args(), env=self._env(), stdout=self._log("head"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_port(self.port)
+        self._wait_nodes(1, watch=("head",))
+
+    def start(self) -> LoopbackCluster:
+        self.root.mkdir(parents=True, exist_ok=True)
+        head = self._head_args()
         log = self._log("head")
         for attempt in range(2):
             self.head = subprocess.Popen(head, env=self._env(), stdout=log, stderr=log, start_new_session=True)
@@ -203,7 +228,7 @@ class LoopbackCluster:
                                        cwd=cwd if self._prefix is None else None)
         self._wait_nodes(2)
 
-    def _wait_nodes(self, n: int, timeout: float = 180.0) -> None:
+    def _wait_nodes(self, n: int, timeout: float = 180.0, watch: tuple[str, ...] = ("head", "worker")) -> None:
         """Wait until ``n`` nodes are alive. A watcher process connects once and asks the GCS every 0.2 s
         for up to 40 s (an interpreter that imports Ray takes seconds to start: one per question made each
         wait last several of them); a watcher that fails or lasts over 45 s is replaced after a second."""
@@ -219,7 +244,7 @@ class LoopbackCluster:
         try:
             while time.monotonic() - t0 < timeout:
                 for p, name in ((self.head, "head"), (self.worker, "worker")):
-                    if p is not None and p.poll() is not None:
+                    if name in watch and p is not None and p.poll() is not None:
                         raise RuntimeError(f"the {name} node exited ({p.returncode}); see {self.root}/ray-{name}.log")
                 if watcher is None:
                     watcher = subprocess.Popen([sys.executable, "-c", code, self.address, str(n)], env=self._env(),
@@ -286,8 +311,9 @@ class LoopbackCluster:
         # files while the interpreter exits: the head's temp dir goes once this process has exited
         from aumann.simulators.ray_executor import _remove_tree, remove_after_exit
 
-        _remove_tree(self.head_tmp)
-        remove_after_exit(self.head_tmp)
+        for d in [*self._old_head_tmps, self.head_tmp]:
+            _remove_tree(d)
+            remove_after_exit(d)
 
     def __enter__(self) -> LoopbackCluster:
         return self.start()

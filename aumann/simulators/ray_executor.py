@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from aumann.errors import ExecutorError
+from aumann.errors import AumannWarning, ExecutorError
 from aumann.simulators import remote
 
 OnResult = Callable[[int, Any], None] | None
@@ -124,6 +124,7 @@ class RayExecutor:
         self._head_lost = False  # the head is gone: close() does not wait on it
         self._head: tuple[str, int] | None = None  # the head's host:port, once attached (``auto`` resolved)
         self._kept_logs: str | None = None  # a local instance's logs, copied after a worker died (_worker_logs)
+        self._cluster_id: str | None = None  # the attached cluster's id (hex): a head restarted there has another
 
     # ------------------------------------------------------------------ connecting
     @property
@@ -198,6 +199,7 @@ class RayExecutor:
                                    "RAY_AUTH_TOKEN its token?)" if self.attached else "")) from None
         self._started = True
         self._job_code = code
+        self._cluster_id = _cluster_id_attached() if self.attached else None
         return ray
 
     def _runtime_env(self, code: remote.UserCode) -> dict[str, Any]:
@@ -303,7 +305,8 @@ class RayExecutor:
     def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
         state = dict(self.__dict__)
         state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
-                     _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False, _kept_logs=None)
+                     _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False, _kept_logs=None,
+                     _cluster_id=None)
         return state
 
     # ------------------------------------------------------------------ sizes
@@ -426,21 +429,52 @@ class RayExecutor:
         service). Ray waits 60 s on a head that is gone and then ends this process with a fatal C++ log (exit
         1, nothing cleaned up): a head that died between two calls -- after the last task of a ``map``, where
         no wait notices it -- is one :class:`ExecutorError` once it has refused connections for
-        :data:`HEAD_GONE_SECONDS`."""
+        :data:`HEAD_GONE_SECONDS`. A head started again at the address (:meth:`_reattach_if_restarted`) is
+        attached to afresh."""
         import time
 
+        if self._started and self.attached:
+            self._reattach_if_restarted()
         ray = self._ensure()
         end = None
-        while self._head_lost or self._head_refuses():
+        while self._head_refuses():
             now = time.monotonic()
             end = now + HEAD_GONE_SECONDS if end is None else end
-            if self._head_lost or now >= end:
+            if now >= end:
                 self._head_lost = True
                 raise ExecutorError(f"the Ray cluster at {self.address!r} is gone (its head refused connections for "
                                     f"{HEAD_GONE_SECONDS:g} s); what finished is kept: start the cluster again and "
-                                    f"rerun the same command to resume")
+                                    f"rerun the same command to resume (in Python, the next call attaches again)")
             time.sleep(min(1.0, max(0.0, end - now)))
         return ray
+
+    def _reattach_if_restarted(self) -> None:
+        """A head marked lost is probed again (once, bounded like :meth:`_head_refuses`): still refusing, the call
+        is the same one line at once; answering again -- the cluster started anew at that address -- or a head
+        that was restarted between two calls without anyone noticing (another cluster id at the address), the
+        old connection is dropped and the call attaches afresh. The old one cannot be used: its first request to
+        the new head's GCS ends this process (Ray's fatal ``WrongClusterID`` check). What lived on the old
+        cluster (the LLM service, objects in its store) is gone; ``serve_llm`` starts a new service."""
+        if self._head_lost:
+            if self._head_refuses():
+                raise ExecutorError(f"the Ray cluster at {self.address!r} is gone (its head refuses connections); what "
+                                    f"finished is kept: start the cluster again there (`ray start --head`) and rerun "
+                                    f"the same command to resume (in Python, the next call attaches again)")
+        elif self._cluster_id is None or _cluster_id_at(self._head or _host_port(self.address or "")) in (
+                None, self._cluster_id):
+            return
+        import warnings
+
+        import ray
+
+        warnings.warn(f"the Ray cluster at {self.address!r} was started again (a new cluster): attached to it afresh; "
+                      "what lived on the old one (the LLM service, objects in its store) is gone", AumannWarning,
+                      stacklevel=3)
+        self._service, self._substitutes = None, {}  # they lived on the old cluster
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        self._started, self._head_lost, self._head_gone_since = False, False, None
+        self._job_code, self._cluster_id = None, None
 
     def _check_head(self, pending: int, total: int) -> None:
         """Raise a one-line :class:`ExecutorError` once the head's GCS has refused connections for
@@ -526,6 +560,46 @@ def _reachable(address: str, timeout: float | None = None) -> tuple[str, int] | 
                             f"(a gRPC server; it replied {reply[:24]!r}); is it the head's --port (not the dashboard "
                             f"or another service)? fix --ray-address / RAY_ADDRESS / execution.ray_address")
     return where
+
+
+def _cluster_id_attached() -> str | None:
+    """The id (hex) of the cluster this process is attached to, ``None`` where this Ray does not say."""
+    try:
+        import ray._private.worker as worker
+
+        return str(worker.global_worker.node.cluster_id.hex())
+    except Exception:  # pragma: no cover - another Ray version
+        return None
+
+
+def _cluster_id_at(where: tuple[str, int] | None, timeout: float = 2.0) -> str | None:
+    """The id (hex) of the cluster whose GCS answers at ``where`` now (a millisecond on a live head), ``None``
+    when nothing says so within ``timeout`` (Ray's client waits 30 s on a GCS that is not there: the lookup
+    runs on a thread of its own, left behind when it takes longer)."""
+    import socket
+    import threading
+
+    if where is None:
+        return None
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            pass
+    except OSError:
+        return None
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            from ray._raylet import GcsClient
+
+            found.append(str(GcsClient(address=f"{where[0]}:{where[1]}").cluster_id.hex()))
+        except Exception:  # another Ray version, a GCS that refuses the token: nothing known
+            pass
+
+    th = threading.Thread(target=ask, name="aumann-ray-cluster-id", daemon=True)
+    th.start()
+    th.join(timeout)
+    return found[0] if found else None
 
 
 def _resolve_auto() -> str | None:

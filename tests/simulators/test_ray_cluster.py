@@ -473,3 +473,42 @@ def test_killing_the_head_mid_run_is_one_line_in_bounded_time(live, user_scenari
     assert proc.returncode == 2 and time.monotonic() - t0 < 58, err[-3000:]  # before Ray's own 60 s exit
     assert len(lines) == 1 and "ExecutorError" in lines[0] and "is gone" in lines[0], err[-3000:]
     assert not (out / "manifest.json").exists()  # never shown as complete
+
+
+def test_a_head_started_again_at_the_same_address_is_attached_to_afresh(cluster, monkeypatch):
+    """The last test of the module (the one before killed the head). A head once marked lost stayed lost until
+    close(): every later call said 'is gone' though the user had started the head again at the same address. Now
+    the next call probes again and attaches afresh; a head restarted between two calls without anyone noticing
+    is attached to afresh too -- its first request to the new GCS used to end this process (Ray's fatal
+    WrongClusterID check)."""
+    import ray
+
+    from aumann.errors import AumannWarning, ExecutorError
+    from aumann.simulators import RayExecutor, ray_executor
+
+    monkeypatch.setattr(ray_executor, "HEAD_GONE_SECONDS", 1.0)
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.restart_head()
+    ex = RayExecutor(address=cluster.address, workers=1)
+    try:
+        assert ex.map(abs, [-1, -2]) == [1, 2]
+        first = ray.get_runtime_context().get_node_id()  # the head's node: each start of the head is a new one
+        cluster.kill_head()
+        with pytest.raises(ExecutorError, match="is gone"):
+            ex.map(abs, [-3])  # marked lost once it refused for HEAD_GONE_SECONDS
+        t0 = time.monotonic()
+        with pytest.raises(ExecutorError, match="is gone"):
+            ex.map(abs, [-3])  # probed again: still gone, said at once
+        assert time.monotonic() - t0 < 10
+        cluster.restart_head()
+        with pytest.warns(AumannWarning, match="attached to it afresh"):
+            assert ex.map(abs, [-4]) == [4]  # it said 'is gone' forever
+        second = ray.get_runtime_context().get_node_id()
+        assert first and second and second != first
+        cluster.restart_head()  # restarted between two calls: nothing refused while this process looked
+        with pytest.warns(AumannWarning, match="attached to it afresh"):
+            assert ex.map(abs, [-5]) == [5]
+        assert ray.get_runtime_context().get_node_id() not in (first, second)
+    finally:
+        ex.close()
