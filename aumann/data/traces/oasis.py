@@ -49,6 +49,7 @@ class OasisReader(TraceReader):
 
     name = "oasis"
     unit = "row"
+    spec_keys = frozenset({"table", "features.edges.table"})
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

@@ -240,6 +240,7 @@ class OtelReader(TraceReader):
 
     name = "otel"
     unit = "line"
+    spec_keys = frozenset({"step.inherit"})
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

@@ -73,11 +73,15 @@ def path_keys(path: str) -> tuple[str, ...]:
     return tuple(k.replace("\0", "/") for k in path.replace("\\/", "\0").split("/"))
 
 
-def _check_path(v: str | None, what: str) -> str | None:
+def _check_path(v: str | None, what: str, measured: bool = False) -> str | None:
+    """``v`` as a field path (``measured``: a numeric feature's field, which may be ``len:PATH``)."""
     if v is None:
         return v
     if not isinstance(v, str) or not v.strip():
         raise ValueError(f"{what} must be a non-empty field path")
+    if v.startswith("len:") and not measured:  # read as a key named 'len:...': no record held it
+        raise ValueError(f"{what} {v!r}: len: (a text's length) is a number, which only a numeric feature's field "
+                         "(sum, mean, last) reads: give the field's path without len:")
     body = v[4:] if v.startswith("len:") else v
     if not body or any(not part for part in path_keys(body)):
         raise ValueError(f"{what} {v!r} has an empty key (paths are keys separated by '/')")
@@ -249,7 +253,7 @@ class FeatureSpec(_Model):
     @field_validator("field")
     @classmethod
     def _path(cls, v: Any) -> Any:
-        return _check_path(v, "features.field")
+        return _check_path(v, "features.field", measured=True)
 
     @model_validator(mode="after")
     def _consistent(self) -> FeatureSpec:
@@ -269,6 +273,14 @@ class FeatureSpec(_Model):
             raise ValueError(f"cumulative applies to count, count_each and sum, not {k!r}")
         if self.fill == "carry" and k != "last":
             raise ValueError("fill = 'carry' applies to last features only")
+        # keys the feature would accept and not read (a feature built as if they were absent, without a word)
+        if self.prefix and k != "count_each":
+            raise ValueError(f"prefix ({self.prefix!r}) names count_each's per-action features; a {k!r} feature is "
+                             "named by name: give name, not prefix")
+        if self.actions is not None and k == "exposure":
+            raise ValueError(f"actions ({self.actions}) selects the events a feature is built from; an 'exposure' "
+                             "feature sums the feature named by of over the agent's edges and reads no event: give "
+                             "actions to that feature")
         return self
 
     def label(self) -> str:

@@ -60,6 +60,7 @@ class TableReader(TraceReader):
 
     name = "table"
     unit = "row"
+    spec_keys = frozenset({"csv"})
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
@@ -210,6 +211,13 @@ class TableReader(TraceReader):
             # Parquet durations (pandas timedelta64): DuckDB reads them as plain BIGINT counts of the file's unit
             scale = (duration_scales(files, want, binned=spec.step.binned, unit=spec.step.unit)
                      if kind == "parquet" else {})
+            if spec.step.bin is not None and not isinstance(spec.step.bin, str) and spec.step.unit != "s" \
+                    and "step" not in scale:  # a numeric bin counts the numbers' own units: unit read nothing
+                raise TraceSpecError(f"[step] unit = {spec.step.unit!r} with a numeric bin ({spec.step.bin!r}): a "
+                                     "numeric bin counts the step field's own units, and unit scales only a Parquet "
+                                     f"duration column, which step field {spec.step.field!r} of {str(self.path)!r} is "
+                                     "not (it would change nothing): give bin as a duration (bin = '1h' with unit = "
+                                     "'ms' bins epoch milliseconds into hours), or remove unit")
             sel = ", ".join(f"{scaled(_select(p, json_tops), scale.get(k))} AS {ident(k)}" for k, p in want.items())
             try:
                 types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT {sel} FROM {src}").fetchall()}
