@@ -216,8 +216,8 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
     extra: dict = {}
     if trace is not None:
         extra = _write_trace_outputs(out, args, trace, f, panel, res, timer)
-        summary["trace"] = {k: extra["trace"][k] for k in ("format", "records", "events", "n_skipped", "agents",
-                                                           "steps")}
+        summary["trace"] = {k: extra["trace"][k] for k in ("format", "records", "events", "n_skipped",
+                                                           "n_edges_skipped", "agents", "steps")}
         if "deletion" in extra:
             summary["deletion_masking"] = extra["deletion"]
     write_json(out / "summary.json", summary, indent=2)

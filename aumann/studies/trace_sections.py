@@ -56,7 +56,8 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
         ("files", f"{len(srcs)}: {literal(srcs[0])}" + (" …" if len(srcs) > 1 else "") if srcs else "–"),
         ("records read", f"{int(tr.get('records') or 0):,}"),
         ("events used", f"{int(tr.get('events') or 0):,} ({int(tr.get('events_in_features') or 0):,} feed features)"),
-        ("skipped", f"{int(tr.get('n_skipped') or 0):,}"),
+        ("skipped", f"{int(tr.get('n_skipped') or 0):,}"
+                    + (f" (and {int(tr['n_edges_skipped']):,} edge row(s))" if tr.get("n_edges_skipped") else "")),
         ("filtered", f"{sum((tr.get('filtered') or {}).values()):,}"),
         ("panel", f"{tr.get('steps')} steps × {int(tr.get('agents') or 0):,} agents × "
                   f"{len(tr.get('features') or [])} features"),
@@ -67,6 +68,8 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]
+    rows += [["skipped edge row", literal(r), n, literal("; ".join((tr.get("edges_skipped_at") or {}).get(r, [])[:3]))]
+             for r, n in sorted((tr.get("edges_skipped") or {}).items(), key=lambda kv: -kv[1])]
     rows += [["filtered", literal(r), n, ""]  # ('<field> not in where': a column name of the user's file)
              for r, n in sorted((tr.get("filtered") or {}).items(), key=lambda kv: -kv[1])]
     rows += [["missing value", literal(f), n, ""] for f, n in sorted((tr.get("missing_values") or {}).items())]

@@ -271,7 +271,7 @@ def test_a_csv_edge_endpoint_spelling_a_whole_number_reaches_the_agent_its_event
     ([1, 1, "01", 2], "csv", "01", "01"),
     (["1.0", "2"], "csv", "1.0", "1.0"),  # an agent whose id is the text itself comes first
     ([1, 2], "jsonl", "1.0", None),  # a JSON text "1.0" is the text it is, as an agent id written so is
-    ([1, 2], "jsonl", True, None),  # a JSON true is no id (it reached agent 1: True == 1 in a dict)
+    ([1, 2], "jsonl", True, "bad"),  # a JSON true is no id (it reached agent 1: True == 1 in a dict): a bad row
     ([1, 2], "jsonl", 1.0, 1),
 ])
 def test_an_edge_endpoint_reaches_the_agent_the_ids_rule_names(tmp_path, agents, kind, dst, reached):
@@ -286,10 +286,17 @@ def test_an_edge_endpoint_reaches_the_agent_the_ids_rule_names(tmp_path, agents,
             "features": [{"kind": "count", "name": "n"}, {"kind": "exposure", "name": "exp", "of": "n",
                                                            "edges": {"path": str(edges), "source": "src",
                                                                      "target": "dst"}}]}
+    if reached == "bad":  # as an event whose agent id is true: refused, or skipped and counted
+        with pytest.raises(TraceRecordError, match=r"edges\.jsonl row 1: no usable agent id in edge field 'dst'"):
+            read_trace(ev, spec)
+        spec["on_bad"] = "skip"
     got = read_trace(ev, spec).panel
     ids = [str(a) for a in got.agent_ids.tolist()]
     exp = got.values[0, ids.index("2"), 1]
-    if reached is None:
+    if reached == "bad":
+        assert got.meta["edges"]["exp"]["skipped"] == 1 and got.meta["edges"]["exp"]["unknown_endpoint"] == 0
+        assert exp == 0
+    elif reached is None:
         assert got.meta["edges"]["exp"]["unknown_endpoint"] == 1 and exp == 0
     else:
         assert got.meta["edges"]["exp"]["used"] == 1

@@ -252,7 +252,7 @@ def test_edge_file_endpoints_are_read_as_ids_whatever_their_type(tmp_path):
     edges.write_text('{"src": "b", "dst": "a1"}\n{"src": 7, "dst": "a1"}\n')
     p = read_trace(events, load_spec(_edge_spec(edges))).panel
     assert dict(zip(p.agent_ids.tolist(), p.values[0, :, p.features.index("exp")].tolist())) == exp
-    assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0, "duplicate": 0}
+    assert p.meta["edges"]["exp"] == {"edges": 2, "used": 2, "unknown_endpoint": 0, "skipped": 0, "duplicate": 0}
 
 
 def test_json_edge_endpoints_beyond_two_to_the_64_reach_their_own_agents(tmp_path):
@@ -268,15 +268,22 @@ def test_json_edge_endpoints_beyond_two_to_the_64_reach_their_own_agents(tmp_pat
     assert exp == {str(big): 0.0, str(big + 1): 2.0, "5": 0.0}
 
 
-def test_an_edge_file_duckdb_cannot_finish_is_a_trace_format_error(tmp_path):
+def test_an_edge_file_line_duckdb_cannot_cast_is_a_bad_row_named_by_its_line(tmp_path):
+    """A since value below the rows DuckDB's sniffer reads that is no integer stopped the whole read
+    (TraceFormatError "DuckDB stopped reading edge file"), --skip-bad or not; it is a bad row, as in an event table."""
     events = tmp_path / "ev.csv"
     events.write_text("agent,tick\na1,0\nb,0\n")
     edges = tmp_path / "edges.csv"
     edges.write_text("src,dst,since\n" + "".join(f"a1,b,{i}\n" for i in range(30000)) + "a1,b,soon\n")
     spec = _edge_spec(edges)
     spec["features"][1]["edges"]["since"] = "since"
-    with pytest.raises(TraceFormatError, match=r"edge file .*edges\.csv"):
+    with pytest.raises(TraceRecordError, match=r"edges\.csv line 30002: a CSV value that does not read as its column"):
         read_trace(events, load_spec(spec))
+    r = read_trace(events, load_spec(dict(spec, on_bad="skip")))
+    assert r.report.edges_skipped == {"a CSV value that does not read as its column's detected type": 1}
+    assert r.report.edges_skipped_at["a CSV value that does not read as its column's detected type"] == [
+        f"{edges} line 30002"]
+    assert r.panel.meta["edges"]["exp"]["used"] == 30000 and r.panel.meta["edges"]["exp"]["skipped"] == 1
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -1759,7 +1766,7 @@ def test_edge_since_timestamp_after_year_9999_is_out_of_range(tmp_path):
     a, b = read_trace(ev, spec("e.parquet")).panel, read_trace(ev, spec("e.csv")).panel
     np.testing.assert_array_equal(a.values, b.values)
     assert a.values[:, :, 1].tolist() == [[0, 1], [1, 1]]  # 2 sees 1 from hour 0, 1 sees 2 from hour 1
-    with pytest.raises(TraceRecordError, match=r"far\.parquet edge 2: since = 100\d\d-.* is out of range \(a year "
+    with pytest.raises(TraceRecordError, match=r"far\.parquet row 2: since = 100\d\d-.* is out of range \(a year "
                                                r"after 9999\)"):
         read_trace(ev, spec("far.parquet"))
 

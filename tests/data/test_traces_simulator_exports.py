@@ -687,7 +687,7 @@ def test_european_edge_file_decimal_separator(tmp_path):
             "csv": {"decimal_separator": ","},
             "features": [{"kind": "sum", "name": "amount", "field": "amount"},
                          {"kind": "exposure", "name": "seen", "of": "amount", "edges": edges}]}
-    with pytest.raises(TraceRecordError, match=r"eu_edges\.csv edge 1: since = '0,5' is not a step/timestamp: it looks "
+    with pytest.raises(TraceRecordError, match=r"eu_edges\.csv line 2: since = '0,5' is not a step/timestamp: it looks "
                                                r"like a number with a decimal comma \(1,5\); a CSV edge file reads "
                                                r"such numbers with \[features\.edges\.csv\] decimal_separator = ','"):
         read_trace(tmp_path / "eu.csv", spec)
@@ -700,7 +700,7 @@ def test_european_edge_file_decimal_separator(tmp_path):
     assert ref.tolist() == [[2.25, 0, 0], [5.75, 6.5, 0]]  # 3 → 1 from the third hour, after the last event
     # a since column DuckDB reads as text (a word in it): its 0,5 is 0.5 too, the word named
     (tmp_path / "eu_edges.csv").write_text((tmp_path / "eu_edges.csv").read_text().replace("7200,25", "later"))
-    with pytest.raises(TraceRecordError, match=r"edge 3: since = 'later' is not a step/timestamp$"):
+    with pytest.raises(TraceRecordError, match=r"eu_edges\.csv line 4: since = 'later' is not a step/timestamp \("):
         read_trace(tmp_path / "eu.csv", spec)
 
 

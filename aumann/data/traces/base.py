@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from aumann.data.traces.duck import refuse_utf16
-from aumann.data.traces.events import EventBatch, RawRecords, Validator
+from aumann.data.traces.events import EventBatch, RawRecords, Tally, Validator
 from aumann.data.traces.spec import EdgesSpec, TraceSpec
 from aumann.errors import TraceError, TraceFormatError, TraceSchemaError
 
@@ -44,6 +44,8 @@ class TraceReader:
         #: progress: units of work in all (rows, bytes; 0 = unknown) and done so far (readers update both)
         self.total = 0
         self.done = 0
+        #: bad edge rows skipped under on_bad = "skip" (by reason, first locations): the report's edges_skipped
+        self.edge_tally = Tally()
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
         raise NotImplementedError
@@ -54,9 +56,10 @@ class TraceReader:
         if edges.path is None:
             raise TraceSchemaError(f"{self.name} traces hold no edge table {edges.table!r}: give [features.edges] "
                                    "path = 'edges.csv' (source, target and optionally since columns)")
-        from aumann.data.traces.edges import read_edge_file
+        from aumann.data.traces.edgefile import read_edge_file
 
-        return read_edge_file(Path(edges.path), edges, ids, coder, self.spec.csv)
+        return read_edge_file(Path(edges.path), edges, ids, coder, self.spec.csv, spec=self.spec,
+                              tally=self.edge_tally)
 
 
 def batched(records: Iterator[tuple[Any, ...]], raw_factory: Callable[[], RawRecords],

@@ -422,6 +422,7 @@ class PanelBuilder:
             raise TraceSpecError(f"features {dup} are built twice (a count_each action named like another feature?); "
                                  "set a count_each prefix or rename the feature")
         edge_counts: dict[str, Any] = {}
+        read_edges: dict[str, Any] = {}
         for pos, f in exposures:
             src = by_name.get(f.of)
             if src is None:
@@ -429,7 +430,10 @@ class PanelBuilder:
                                      f"features are {sorted(by_name)}")
             if edges is None:
                 raise TraceSpecError(f"exposure feature {f.label()!r}: this reader has no edges")
-            s, t_, since, info = edges(f.edges, self.ids, self.coder)
+            key = f.edges.model_dump_json()  # one read per distinct edges spec: its bad rows counted once
+            if key not in read_edges:
+                read_edges[key] = edges(f.edges, self.ids, self.coder)
+            s, t_, since, info = read_edges[key]
             cols[pos] = _exposure(src, s, t_, since, lo)
             edge_counts[f.label()] = info
         dtype = np.float32 if self.spec.dtype == "float32" else np.float64

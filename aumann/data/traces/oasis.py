@@ -322,17 +322,28 @@ class OasisReader(TraceReader):
                 raise TraceSchemaError(f"{str(self.path)!r}: edge table {edges.table!r} has no column(s) {missing}; "
                                        f"its columns are {cols}")
             with self._waiting():
-                rows = con.execute(f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall()
+                try:  # each row named by its rowid, as the trace table's are
+                    rows = con.execute(f"SELECT rowid, {', '.join(_quote(c) for c in need)} FROM "
+                                       f"{_quote(edges.table)} ORDER BY rowid").fetchall()
+                except sqlite3.OperationalError as exc:
+                    if "rowid" not in str(exc):
+                        raise
+                    # a WITHOUT ROWID table (or a column named rowid): its rows counted in scan order
+                    rows = [(i + 1, *r) for i, r in enumerate(con.execute(
+                        f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall())]
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: "
                                                         f"{exc}") from exc
         finally:
             con.close()
-        from aumann.data.traces.edges import edge_positions
+        from aumann.data.traces.edges import EdgeRows, edge_positions
 
-        cols_ = list(zip(*rows)) if rows else [[], [], []]
-        return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder,
-                              f"{self.path} table {edges.table}")
+        cols_ = list(zip(*rows)) if rows else [[], [], [], []]
+        where = f"{self.path} table {edges.table!r} row"
+        bad = EdgeRows(self.spec.on_bad, self.edge_tally, lambda i: f"{where} {cols_[0][i]}")
+        return edge_positions(cols_[1], cols_[2], cols_[3] if edges.since else None, ids, coder,
+                              f"{self.path} table {edges.table}", rows=bad,
+                              fields=(edges.source, edges.target, edges.since))
 
 
 def _check_whole_pages(p: Path, head: bytes) -> None:

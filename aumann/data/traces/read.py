@@ -44,6 +44,11 @@ class TraceReport:
     float_ids: int = 0
     steps: int = 0
     features: list[str] = field(default_factory=list)
+    #: bad rows of exposure features' edge files / tables skipped under on_bad = "skip" (by reason, first locations)
+    edges_skipped: dict[str, int] = field(default_factory=dict)
+    edges_skipped_at: dict[str, list[str]] = field(default_factory=dict)
+    #: per exposure feature: edge rows read, used, skipped, with an endpoint no agent has (unknown_endpoint), repeated
+    edges: dict[str, dict[str, int]] = field(default_factory=dict)
     alive_fraction: float = 1.0
     bytes: int = 0
     seconds: float = 0.0
@@ -53,12 +58,17 @@ class TraceReport:
         return sum(self.skipped.values())
 
     @property
+    def n_edges_skipped(self) -> int:
+        return sum(self.edges_skipped.values())
+
+    @property
     def events_per_second(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["n_skipped"] = self.n_skipped
+        d["n_edges_skipped"] = self.n_edges_skipped
         d["events_per_second"] = self.events_per_second
         return d
 
@@ -72,6 +82,9 @@ class TraceReport:
         for reason, n in sorted(self.skipped.items(), key=lambda kv: -kv[1]):
             at = self.skipped_at.get(reason) or []
             out.append(f"  skipped {n:,}: {reason}" + (f" (first: {at[0]})" if at else ""))
+        for reason, n in sorted(self.edges_skipped.items(), key=lambda kv: -kv[1]):
+            at = self.edges_skipped_at.get(reason) or []
+            out.append(f"  skipped {n:,} edge row(s): {reason}" + (f" (first: {at[0]})" if at else ""))
         for reason, n in sorted(self.filtered.items(), key=lambda kv: -kv[1]):
             out.append(f"  filtered {n:,}: {reason}")
         for f, n in sorted(self.missing_values.items()):
@@ -200,6 +213,9 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     meta = {"source": "trace", "trace_format": fmt, "trace": str(p), "spec_source": source, "synthetic": False,
             "real_people": sp.real_people}
     panel = builder.finish(edges=reader.edges, meta=meta)
+    report.edges_skipped = dict(reader.edge_tally.skipped)
+    report.edges_skipped_at = {k: list(v) for k, v in reader.edge_tally.skipped_at.items()}
+    report.edges = dict(panel.meta.get("edges") or {})
     report.merged_ids = builder.merged_ids
     report.agents, report.steps, report.features = panel.N, panel.T, list(panel.features)
     report.alive_fraction = 1.0 if panel.alive is None else float(panel.alive.mean())

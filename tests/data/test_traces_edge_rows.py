@@ -1,0 +1,189 @@
+"""A bad edge row is treated as a bad event record is: refused naming its line (CSV) or row (JSON lines, Parquet, an
+OASIS table) under ``on_bad = "error"``, skipped and counted by reason with its first locations under ``"skip"``,
+the count reported wherever the records' skips are (the report's lines, ``trace_report.json``, ``summary.json``,
+``manifest.json``, ``report.html``). Before, a line that did not split failed the whole file (or was read from a wrong
+header), an empty or ``true`` endpoint was a silent ``unknown_endpoint``, a bad ``since`` was refused under
+``--skip-bad`` too and named by its position among the edges, and a Latin-1 line stopped the read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aumann.cli import main
+from aumann.data.traces import read_trace
+from aumann.errors import TraceRecordError
+
+DATA = Path(__file__).parent / "traces"
+GOOD = [("1", "2", "0"), ("2", "3", "1"), ("3", "4", "0")]
+
+
+def _events(tmp_path: Path) -> Path:
+    ev = tmp_path / "ev.csv"
+    ev.write_text("agent,t,action\n" + "".join(f"{a},{t},post\n" for a in (1, 2, 3, 4) for t in (0, 1)))
+    return ev
+
+
+def _spec(edges: Path, on_bad: str = "error") -> dict:
+    return {"format": "table", "on_bad": on_bad, "agent": {"field": "agent"}, "step": {"field": "t"},
+            "features": [{"kind": "count", "name": "posts"},
+                         {"kind": "exposure", "name": "seen", "of": "posts",
+                          "edges": {"path": str(edges), "source": "src", "target": "dst", "since": "since"}}]}
+
+
+def _csv(tmp_path: Path, bad: bytes | None) -> Path:
+    f = tmp_path / "edges.csv"
+    body = b"src,dst,since\n" + b"".join(f"{a},{b},{c}\n".encode() for a, b, c in GOOD)
+    f.write_bytes(body + (bad or b""))
+    return f
+
+
+#: (a bad last line of a CSV edge file, the reason it is counted under, the error's words)
+CSV_BAD = [
+    (b"4,1,0,9\n", "a CSV line that does not split into the header's columns", "does not split"),
+    (b"4\n", "a CSV line that does not split into the header's columns", "does not split"),
+    (b'4,"1,0\n', "a CSV line with an unterminated quote (or text after a closing quote)", "unterminated quote"),
+    (b"4,Jos\xe9,0\n", "not UTF-8 text", "not UTF-8 text"),
+    (b"4,,0\n", "no usable agent id in edge field 'dst'", "no usable agent id in edge field 'dst'"),
+    (b",1,0\n", "no usable agent id in edge field 'src'", "no usable agent id in edge field 'src'"),
+    (b"4,1,abc\n", "edge field 'since' is not a step/timestamp, or out of range", "since = 'abc' is not a step"),
+]
+
+
+@pytest.mark.parametrize(("bad", "reason", "said"), CSV_BAD, ids=[b[0].decode("latin-1").strip() for b in CSV_BAD])
+def test_a_bad_csv_edge_line_is_refused_by_its_line_or_skipped_and_counted(tmp_path, bad, reason, said):
+    ev = _events(tmp_path)
+    edges = _csv(tmp_path, bad)
+    with pytest.raises(TraceRecordError, match=rf"edges\.csv line 5: .*{said}"):
+        read_trace(ev, _spec(edges))
+    r = read_trace(ev, _spec(edges, "skip"))
+    (got, n), = r.report.edges_skipped.items()
+    assert got.startswith(reason) and n == 1
+    assert r.report.edges_skipped_at[got][0].endswith("edges.csv line 5")
+    assert r.report.n_skipped == 0  # the event records' skips are apart
+    assert r.panel.meta["edges"]["seen"]["skipped"] == 1 and r.panel.meta["edges"]["seen"]["used"] == 3
+    want = read_trace(ev, _spec(_csv(tmp_path / "..", None))).panel  # the same file without the bad line
+    np.testing.assert_array_equal(r.panel.values, want.values)
+    assert any("skipped 1 edge row(s): " + got in line for line in r.report.lines())
+
+
+def test_a_bad_csv_edge_line_is_named_by_its_line_in_the_file(tmp_path):
+    """The line in the file, counted as the event tables count it: blank lines and a value over two lines too."""
+    ev = _events(tmp_path)
+    edges = tmp_path / "edges.csv"
+    edges.write_text('src,dst,since\n1,2,0\n\n"2",3,"1"\n3,"4\n",0\n4,,0\n')
+    with pytest.raises(TraceRecordError, match=r"edges\.csv line 7: no usable agent id in edge field 'dst'"):
+        read_trace(ev, _spec(edges))
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("{not json", "not a JSON object holding the edge's fields"),
+    ('{"src": 4, "dst": true, "since": 0}', "no usable agent id in edge field 'dst'"),
+    ('{"src": 4, "dst": "", "since": 0}', "no usable agent id in edge field 'dst'"),
+    ('{"src": 4, "dst": [1], "since": 0}', "no usable agent id in edge field 'dst'"),
+    ('{"src": 4, "dst": 1, "since": "soon"}', "edge field 'since' is not a step/timestamp"),
+])
+def test_a_bad_json_lines_edge_row_is_refused_by_its_row_or_skipped_and_counted(tmp_path, line, reason):
+    ev = _events(tmp_path)
+    edges = tmp_path / "edges.jsonl"
+    edges.write_text("".join(json.dumps({"src": int(a), "dst": int(b), "since": int(c)}) + "\n" for a, b, c in GOOD[:2])
+                     + line + "\n" + json.dumps({"src": 3, "dst": 4, "since": 0}) + "\n")
+    with pytest.raises(TraceRecordError, match=r"edges\.jsonl row 3: "):
+        read_trace(ev, _spec(edges))
+    r = read_trace(ev, _spec(edges, "skip"))
+    (got, n), = r.report.edges_skipped.items()
+    assert got.startswith(reason) and n == 1
+    assert r.report.edges_skipped_at[got] == [f"edge file {edges} row 3"]
+    assert r.panel.meta["edges"]["seen"]["used"] == 3
+
+
+def test_a_null_endpoint_of_a_parquet_edge_file_is_a_bad_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ev = _events(tmp_path)
+    edges = tmp_path / "edges.parquet"
+    pq.write_table(pa.table({"src": [1, 2, None, 3], "dst": [2, 3, 1, 4], "since": [0, 1, 0, 0]}), edges)
+    with pytest.raises(TraceRecordError, match=r"edges\.parquet row 3: no usable agent id in edge field 'src'"):
+        read_trace(ev, _spec(edges))
+    r = read_trace(ev, _spec(edges, "skip"))
+    assert r.report.edges_skipped == {"no usable agent id in edge field 'src'": 1}
+    assert r.panel.meta["edges"]["seen"] == {"edges": 4, "used": 3, "unknown_endpoint": 0, "skipped": 1,
+                                             "no_since": 0, "duplicate": 0}
+
+
+def test_an_endpoint_no_agent_has_is_not_a_bad_row(tmp_path):
+    """A good id of an agent that never acted: dropped and counted as unknown_endpoint, never refused."""
+    ev = _events(tmp_path)
+    r = read_trace(ev, _spec(_csv(tmp_path, b"4,99,0\n")))
+    assert r.panel.meta["edges"]["seen"]["unknown_endpoint"] == 1 and r.report.edges_skipped == {}
+
+
+def test_a_null_followee_in_an_oasis_follow_table_is_refused_by_its_rowid(tmp_path):
+    db = tmp_path / "t.db"
+    shutil.copy(DATA / "oasis_twitter.db", db)
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO follow (follow_id, follower_id, followee_id, created_at) VALUES (900, 1, NULL, 0)")
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action"},
+            "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
+                         {"kind": "exposure", "of": "posts", "edges": {"table": "follow"}}]}
+    with pytest.raises(TraceRecordError, match=r"t\.db table 'follow' row 900: no usable agent id in edge field "
+                                               r"'followee_id'"):
+        read_trace(db, spec)
+    r = read_trace(db, spec, on_bad="skip")
+    assert r.report.edges_skipped == {"no usable agent id in edge field 'followee_id'": 1}
+    assert r.report.edges_skipped_at["no usable agent id in edge field 'followee_id'"] == [
+        f"{db} table 'follow' row 900"]
+
+
+def test_two_exposure_features_of_one_edge_file_count_its_bad_rows_once(tmp_path):
+    ev = _events(tmp_path)
+    spec = _spec(_csv(tmp_path, b"4,,0\n"), "skip")
+    spec["features"].append(dict(spec["features"][1], name="seen_again"))
+    r = read_trace(ev, spec)
+    assert r.report.edges_skipped == {"no usable agent id in edge field 'dst'": 1}
+
+
+def test_skipped_edge_rows_surface_where_skipped_records_do(tmp_path):
+    ev = _events(tmp_path)
+    spec = tmp_path / "spec.toml"
+    edges = _csv(tmp_path, b"4,,0\n4,1,0,9\n")
+    spec.write_text(f"""format = "table"
+[agent]
+field = "agent"
+[step]
+field = "t"
+[[features]]
+kind = "count"
+name = "posts"
+[[features]]
+kind = "exposure"
+name = "seen"
+of = "posts"
+[features.edges]
+path = '{edges}'
+source = "src"
+target = "dst"
+since = "since"
+""")
+    out = tmp_path / "out"
+    args = ["attribute", "--trace", str(ev), "--spec", str(spec), "--indicator", "lin", "--out", str(out)]
+    assert main(args) == 2  # refused without --skip-bad
+    assert main([*args, "--skip-bad", "--static"]) == 0
+    rep = json.loads((out / "trace_report.json").read_text())
+    assert rep["n_edges_skipped"] == 2 and rep["n_skipped"] == 0
+    assert rep["edges_skipped"] == {"no usable agent id in edge field 'dst'": 1,
+                                    "a CSV line that does not split into the header's columns": 1}
+    assert rep["edges"]["seen"]["skipped"] == 2
+    assert json.loads((out / "summary.json").read_text())["trace"]["n_edges_skipped"] == 2
+    assert json.loads((out / "manifest.json").read_text())["trace"]["n_edges_skipped"] == 2
+    html = (out / "report.html").read_text()
+    assert "skipped edge row" in html and "2 edge row(s)" in html
