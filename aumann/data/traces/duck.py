@@ -52,6 +52,8 @@ def table_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.name.lower().endswith(_TABLE_EXT)
                        and not p.name.startswith(("_", ".")))  # sidecars such as AgentSociety 2's _schema.json
+        if not files:
+            _refuse_partitioned(path)
     elif path.is_file():  # a file that exists is itself, even named like a glob ('events[1].csv')
         return [path]
     elif any(ch in s for ch in "*?["):  # regular files only, as in a directory: a matching folder raised
@@ -63,6 +65,21 @@ def table_files(path: Path) -> list[Path]:
         raise TraceFormatError(f"{str(gone[0])!r} is a link to {str(gone[0].readlink())!r}, which does not exist "
                                f"({len(gone)} such file(s) in {s!r})")
     return [p for p in files if p.is_file()]
+
+
+def _refuse_partitioned(path: Path) -> None:
+    """Refuse a Hive-partitioned dataset (pandas ``to_parquet(partition_cols=[...])``, pyarrow's
+    ``write_to_dataset``, Spark's ``partitionBy``): its folders ``action=post/`` hold the files, and the partition
+    column lives only in the folder names. It was "no table files" (or "cannot tell the format"), without a word of
+    why; read file by file, the column would be missing."""
+    parts = sorted(d.name for d in path.iterdir() if d.is_dir() and "=" in d.name and not d.name.startswith(("_", ".")))
+    if not parts:
+        return
+    col = parts[0].split("=", 1)[0]
+    raise TraceFormatError(f"{str(path)!r} is a Hive-partitioned dataset (folders {', '.join(parts[:3])}"
+                           f"{', ...' if len(parts) > 3 else ''}): column {col!r} is in the folder names only, and "
+                           "a trace table is read from its files' columns; write it as one table first, e.g. "
+                           f"pandas.read_parquet({str(path)!r}).to_parquet('table.parquet')")
 
 
 def _kind(p: Path) -> str:

@@ -40,6 +40,7 @@ from aumann.data.traces.durations import duration_scales, scaled
 from aumann.data.traces.edges import EdgeRows, edge_positions
 from aumann.data.traces.events import _DECIMAL_COMMA, Tally, Validator
 from aumann.data.traces.idtext import bytes_as_text
+from aumann.data.traces.jsonlines import LongLine, _repeated_keys, without_long_lines
 from aumann.data.traces.spec import CsvSpec, EdgesSpec, TraceSpec
 from aumann.errors import TraceFormatError, TraceSchemaError, TraceSpecError
 
@@ -70,16 +71,22 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         read, names = without_bom(files, Path(tmp))
         before = tally.n_skipped
         s, t, since, info = _read_edges(path, read, names, edges, ids, coder, events_csv or CsvSpec(), on_bad, tally,
-                                        spec)
-        info["skipped"] = tally.n_skipped - before  # its rows, and its lines no row was read from
+                                        spec, Path(tmp))
+        # lines no row was read from (left out by DuckDB, before the header, not JSON objects) count as rows too:
+        # edges = used + unknown_endpoint + skipped, whatever made a row bad
+        unread = tally.n_skipped - before - info["skipped"]
+        info["edges"] += unread
+        info["skipped"] += unread
         return s, t, since, info
 
 
 def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: EdgesSpec, ids: dict[Any, int],
-                coder: Any, events_csv: CsvSpec, on_bad: str, tally: Tally, spec: TraceSpec | None):
+                coder: Any, events_csv: CsvSpec, on_bad: str, tally: Tally, spec: TraceSpec | None, tmp: Path):
     import duckdb
 
     kind = _kind(files[0])
+    if all(f.stat().st_size == 0 for f in files):  # DuckDB read one column named column0: the edge columns "missing"
+        raise TraceFormatError(f"edge file {str(path)!r} is empty: no header, no rows")
     layout = edges.csv or CsvSpec()
     if kind != "csv" and layout != CsvSpec():
         raise TraceSpecError(f"[features.edges.csv] applies to CSV edge files; {str(path)!r} is {kind}")
@@ -101,17 +108,31 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
         # lenient, as an event table is read: a CSV line that does not split is left out and named by its line
         # (DuckDB's strict sniffer took such a line's fields for the header, and the edge columns were "missing"),
         # a JSON line that does not parse is a row of NULLs in its place (the whole file failed)
+        bad_rows: dict[str, dict[int, str]] = {}
+        if kind == "json":
+            # rows giving an edge field twice ({"src": 1, "src": 2}: DuckDB read the first, silently) and lines over
+            # DuckDB's maximum_object_size (which failed the whole file): bad rows, as in an event table
+            long: list[LongLine] = []
+            bad_rows = _repeated_keys(files, names, [(c,) for c in need], long)
+            if long:
+                files, names = without_long_lines(files, names, long, tmp)
         dialect = csv_dialect(con, files, skip=skip, decimal=dec) if kind == "csv" else {}
         src = scan_sql(files, lenient=True, dialect=dialect, skip=skip, decimal=dec)
         try:
             cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
         except duckdb.Error as exc:
             raise TraceFormatError(f"DuckDB cannot read edge file {str(path)!r}: {str(exc)[:300]}") from exc
+        if kind == "json" and set(cols) - {FILE_COLUMN} == {"json"} and "json" not in need:
+            # a line that is no object (an array): DuckDB then reads every line as one `json` value, and the edge
+            # columns were "missing"; read the fields by name, each such line a row of NULLs (a bad row)
+            src = scan_sql(files, lenient=True, json_columns=need)
+            cols = [*need, FILE_COLUMN]
         missing = [c for c in need if c not in cols]
         if missing:
-            raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are "
-                                   f"{[c for c in cols if c != FILE_COLUMN]}"
-                                   + (_header_hint(files[0], names, set(need), events_csv) if kind == "csv" else ""))
+            shown = [c for c in cols if c != FILE_COLUMN]
+            raise TraceSchemaError(f"edge file {str(path)!r} has no column(s) {missing}; its columns are {shown}"
+                                   + ((_header_hint(files[0], names, set(need), events_csv) or _no_header(shown))
+                                      if kind == "csv" else ""))
         # a header naming an endpoint twice (src,dst,dst): DuckDB read the first and renamed the other dst_1, so the
         # edges silently went to the first column's agents
         twice = duplicated_columns(files, kind, names, set(need), [c for c in cols if c != FILE_COLUMN])
@@ -159,14 +180,25 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
     if edges.since and dec == "," and not isinstance(cols_[2], np.ndarray):  # a since column DuckDB read as text (a
         # word among its numbers): its 0,5 is 0.5, as a numeric field of the event table
         cols_[2] = [v.replace(",", ".") if isinstance(v, str) and _DECIMAL_COMMA.fullmatch(v) else v for v in cols_[2]]
-    locate = _locator(fn, lines)
+    if edges.since:
+        _timestamps_need_bins(tab.schema.field(3).type, edges.since, path, coder)
+    loc, locate = _locator(fn, lines)
     rows = EdgeRows(on_bad, tally, locate)
-    if kind == "json":  # a line DuckDB could not parse (or no object holding the fields): a row of NULLs
-        empty = np.fromiter((all(_none(c[i]) for c in cols_) for i in range(len(fn))), dtype=bool, count=len(fn))
-        if empty.any():
-            keep = np.flatnonzero(rows.refuse(empty, NOT_AN_EDGE_OBJECT))
-            cols_ = [c[keep] if isinstance(c, np.ndarray) else [c[i] for i in keep] for c in cols_]
-            rows = EdgeRows(on_bad, tally, lambda i: locate(int(keep[i])))
+    if kind == "json":
+        n = len(fn)
+        # a line DuckDB could not parse (or no object holding the fields): a row of NULLs
+        bad = [(np.fromiter((all(_none(c[i]) for c in cols_) for i in range(n)), dtype=bool, count=n),
+                NOT_AN_EDGE_OBJECT)]
+        marked = [bad_rows.get(f, {}).get(r) for f, r in zip(fn, loc)]
+        bad += [(np.fromiter((m == why for m in marked), dtype=bool, count=n), why)
+                for why in sorted({m for m in marked if m is not None})]
+        keep = np.ones(n, dtype=bool)
+        for mask, why in sorted((b for b in bad if b[0].any()), key=lambda b: int(np.argmax(b[0]))):
+            keep &= rows.refuse(mask & keep, why)
+        if not keep.all():
+            at = np.flatnonzero(keep)
+            cols_ = [c[at] if isinstance(c, np.ndarray) else [c[i] for i in at] for c in cols_]
+            rows = EdgeRows(on_bad, tally, lambda i: locate(int(at[i])))
     return edge_positions(cols_[0], cols_[1], cols_[2] if edges.since else None, ids, coder, f"edge file {path}",
                           csv=kind == "csv", rows=rows, fields=(edges.source, edges.target, edges.since))
 
@@ -175,9 +207,9 @@ def _none(v: Any) -> bool:
     return v is None or (isinstance(v, np.datetime64) and np.isnat(v))
 
 
-def _locator(files: list[str], lines: _CsvLines | None) -> Callable[[int], str]:
-    """The place of the ``i``-th row read: ``edge file FILE line N`` in a CSV file (its own line, header included),
-    else ``edge file FILE row N`` (1-based, in file order)."""
+def _locator(files: list[str], lines: _CsvLines | None) -> tuple[list[int], Callable[[int], str]]:
+    """(each row's number in its file, 1-based, as DuckDB counts rows; the place of the ``i``-th row read:
+    ``edge file FILE line N`` in a CSV file, its own line, header included, else ``edge file FILE row N``)."""
     counters: dict[str, int] = {}
     loc = []
     for f in files:
@@ -185,8 +217,39 @@ def _locator(files: list[str], lines: _CsvLines | None) -> Callable[[int], str]:
         loc.append(counters[f])
     if lines is not None:
         named = _LineNames(lines, files, loc, named=False)
-        return lambda i: f"edge file {files[i]} line {named[i]}"
-    return lambda i: f"edge file {files[i]} row {loc[i]}"
+        return loc, lambda i: f"edge file {files[i]} line {named[i]}"
+    return loc, lambda i: f"edge file {files[i]} row {loc[i]}"
+
+
+def _timestamps_need_bins(t: Any, field: str, path: Path, coder: Any) -> None:
+    """Refuse a ``since`` column of timestamps where the steps are not bins of a duration: every row of it is no
+    step (each was a bad row, and under ``on_bad = "skip"`` every edge was skipped): a fault of the file and the
+    spec together, not of a row."""
+    import pyarrow as pa
+
+    if (pa.types.is_timestamp(t) or pa.types.is_date(t)) and not (coder.binned and not coder.numeric_width):
+        raise TraceSchemaError(f"edge file {str(path)!r}: since field {field!r} holds timestamps ({t}), and the "
+                               "steps are " + ("bins of a numeric width" if coder.binned else "integer steps")
+                               + ": bin the steps by a duration (--bin 1h, or [step] bin = '1h' in the spec), or "
+                               "write since as steps")
+
+
+def _no_header(columns: list[str]) -> str:
+    """What to add where a CSV edge file's "columns" are values (``0 1``, ``0``, ``1``): it has no header line
+    (NetworkX's ``write_edgelist`` writes none)."""
+    if not columns or not all(c.strip() and all(_is_number(w) for w in c.split()) for c in columns):
+        return ""
+    return ("; its first line holds values, not column names: an edge file needs a header line naming its columns "
+            "(NetworkX's write_edgelist writes none: write nx.to_pandas_edgelist(G).to_csv(path, index=False), whose "
+            "columns are source and target)")
+
+
+def _is_number(w: str) -> bool:
+    try:
+        float(w)
+    except ValueError:
+        return False
+    return True
 
 
 def _header_hint(f: Path, names: dict[str, str], need: set[str], events_csv: CsvSpec) -> str:
