@@ -187,3 +187,25 @@ since = "since"
     assert json.loads((out / "manifest.json").read_text())["trace"]["n_edges_skipped"] == 2
     html = (out / "report.html").read_text()
     assert "skipped edge row" in html and "2 edge row(s)" in html
+
+
+def test_non_utf8_text_in_an_oasis_follow_table_is_a_bad_row_not_a_failed_read(tmp_path):
+    """sqlite3's decoding failed the whole edge read ("cannot read edge table 'follow': Could not decode to UTF-8"),
+    --skip-bad or not; the trace table already treats such a row as a bad record."""
+    db = tmp_path / "t.db"
+    shutil.copy(DATA / "oasis_twitter.db", db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE follow SET followee_id = CAST(X'4a6fe9' AS TEXT) WHERE follow_id = 2")
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "action": {"field": "action"},
+            "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
+                         {"kind": "exposure", "of": "posts", "edges": {"table": "follow"}}]}
+    with pytest.raises(TraceRecordError, match=r"table 'follow' row 2: column 'followee_id' holds text that is not "
+                                               r"UTF-8 \(byte 0xE9 at byte 2 of the value"):
+        read_trace(db, spec)
+    r = read_trace(db, spec, on_bad="skip")
+    assert r.report.n_edges_skipped == 1
+    info = r.report.edges["exposure_posts"]
+    assert info["skipped"] == 1 and info["edges"] == info["used"] + info["unknown_endpoint"] + info["skipped"]

@@ -136,3 +136,21 @@ def test_duckdb_copy_exports_read_as_the_pandas_ones(tmp_path):
     for name in ("d.parquet", "d.json", "d.csv.gz"):
         np.testing.assert_array_equal(read_trace(tmp_path / name, spec).panel.values, ref)
     assert json.loads((tmp_path / "d.json").read_text().splitlines()[0])  # DuckDB's json is JSON lines
+
+
+def test_a_gzipped_concordia_log_reads_as_the_log(tmp_path):
+    """``log.json.gz`` (gzip.compress of SimulationLog.to_json) was detected as a JSON lines table, and read as a
+    Concordia log ijson met the compressed bytes: "the JSON ends early or is malformed ... invalid char"."""
+    import gzip
+
+    log = Path(__file__).parent / "traces" / "concordia_log.json"
+    gz = tmp_path / "log.json.gz"
+    gz.write_bytes(gzip.compress(log.read_bytes()))
+    assert detect_format(gz) == "concordia"
+    a, b = read_trace(gz), read_trace(log)
+    np.testing.assert_array_equal(a.panel.values, b.panel.values)
+    assert a.report.records == b.report.records > 0
+    data = gz.read_bytes()
+    (tmp_path / "cut.json.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match=r"cut\.json\.gz' is a damaged or truncated gzip file"):
+        read_trace(tmp_path / "cut.json.gz", format="concordia")

@@ -32,6 +32,7 @@ import numpy as np
 
 from aumann import io as aio
 from aumann.data.traces.base import TraceReader, refuse_utf16, register_format
+from aumann.data.traces.duck import check_gzip
 from aumann.data.traces.encoding import file_invalid_at, not_utf8
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
 from aumann.errors import OptionalDependencyError, TraceFormatError, TraceSchemaError, TraceSpecError
@@ -132,18 +133,41 @@ def _ijson():
     return ijson
 
 
-def _head(path: Path, n: int = 1 << 16) -> bytes:
+_GZIP = b"\x1f\x8b"
+
+
+def _gzipped(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
-            return fh.read(n).removeprefix(aio.BOM)
+            return fh.read(2) == _GZIP
     except OSError:
+        return False
+
+
+def _head(path: Path, n: int = 1 << 16) -> bytes:
+    import gzip
+    import zlib
+
+    try:
+        with _open_log(path) as fh:
+            return fh.read(n)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
         return b""
 
 
 def _open_log(path: Path) -> Any:
-    """The log opened for ijson, past a leading UTF-8 byte-order mark (which Windows tools write; ijson took it for
-    'invalid char in json text' and the format was not detected)."""
-    fh = open(path, "rb")
+    """The log opened for ijson, decompressed where it is gzipped (``log.json.gz``: it was detected as a JSON lines
+    table, and as a Concordia log ijson read its compressed bytes, "invalid char in json text"), past a leading UTF-8
+    byte-order mark (which Windows tools write; ijson took it for 'invalid char in json text' and the format was not
+    detected)."""
+    import gzip
+
+    fh: Any = open(path, "rb")
+    if fh.read(2) == _GZIP:
+        fh.seek(0)
+        fh = gzip.GzipFile(fileobj=fh, mode="rb")
+    else:
+        fh.seek(0)
     if fh.read(len(aio.BOM)) != aio.BOM:
         fh.seek(0)
     return fh
@@ -202,6 +226,9 @@ class ConcordiaReader(TraceReader):
                                    else "is not a file (a Concordia log is one JSON document)"))
         refuse_utf16(self.path)
         self.bytes = self.total = self.path.stat().st_size
+        if _gzipped(self.path):  # damage (its CRC) and newline bombs named before ijson reads it, as for span shards
+            check_gzip([self.path])
+            self.total = 0  # progress counts decompressed bytes: the size on disk is no total of them
         labels = [(lab, re.compile(rx)) for lab, rx in (spec.action.match.items() if spec.action else [])]
         fields = [(f, f.startswith("len:"), split_path(f.removeprefix("len:"))) for f in validator.fields]
         need_texts = bool(labels) or any(is_len for _, is_len, _ in fields)

@@ -321,6 +321,8 @@ class OasisReader(TraceReader):
             if missing:
                 raise TraceSchemaError(f"{str(self.path)!r}: edge table {edges.table!r} has no column(s) {missing}; "
                                        f"its columns are {cols}")
+            # text that is not UTF-8 kept (a bad row of its own): sqlite3's decoding failed the whole read
+            con.text_factory = _lenient_text
             with self._waiting():
                 try:  # each row named by its rowid, as the trace table's are
                     rows = con.execute(f"SELECT rowid, {', '.join(_quote(c) for c in need)} FROM "
@@ -341,9 +343,27 @@ class OasisReader(TraceReader):
         cols_ = list(zip(*rows)) if rows else [[], [], [], []]
         where = f"{self.path} table {edges.table!r} row"
         bad = EdgeRows(self.spec.on_bad, self.edge_tally, lambda i: f"{where} {cols_[0][i]}")
-        return edge_positions(cols_[1], cols_[2], cols_[3] if edges.since else None, ids, coder,
-                              f"{self.path} table {edges.table}", rows=bad,
-                              fields=(edges.source, edges.target, edges.since))
+        keep = np.ones(len(rows), dtype=bool)
+        for j, col in enumerate(need, start=1):
+            at = [undecoded_at(v) if isinstance(v, str) else None for v in cols_[j]]
+            mask = np.fromiter((a is not None for a in at), dtype=bool, count=len(rows)) & keep
+            if mask.any():
+                def said(i: int, j: int = j, col: str = col, at: list = at) -> str:
+                    byte = cols_[j][i].encode("utf-8", "surrogateescape")[at[i]]
+                    return (f"column {col!r} holds text that is not UTF-8 (byte 0x{byte:02X} at byte {at[i]:,} of the "
+                            f"value; {_LATIN1})")
+
+                keep &= bad.refuse(mask, f"column {col!r} holds text that is not UTF-8 ({_LATIN1})", said)
+        if not keep.all():
+            kept = np.flatnonzero(keep)
+            cols_ = [[c[i] for i in kept] for c in cols_]
+        s, t, since, info = edge_positions(cols_[1], cols_[2], cols_[3] if edges.since else None, ids, coder,
+                                           f"{self.path} table {edges.table}", rows=bad,
+                                           fields=(edges.source, edges.target, edges.since))
+        removed = int((~keep).sum())  # rows refused before (not UTF-8): edges = used + unknown_endpoint + skipped
+        info["edges"] += removed
+        info["skipped"] += removed
+        return s, t, since, info
 
 
 def _check_whole_pages(p: Path, head: bytes) -> None:
