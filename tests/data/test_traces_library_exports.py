@@ -154,3 +154,30 @@ def test_a_gzipped_concordia_log_reads_as_the_log(tmp_path):
     (tmp_path / "cut.json.gz").write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceFormatError, match=r"cut\.json\.gz' is a damaged or truncated gzip file"):
         read_trace(tmp_path / "cut.json.gz", format="concordia")
+
+
+_BEHAVIORSPACE = ('"BehaviorSpace results (NetLogo 6.4.0)"\n"wolf-sheep.nlogo"\n"experiment"\n'
+                  '"01/02/2026 10:00:00:000 +0100"\n"min-pxcor","max-pxcor"\n"-25","25"\n'
+                  '"[run number]","initial-number-sheep","[step]","count sheep"\n'
+                  + "".join(f'"{r}","100","{s}","{100 - s + r}"\n' for r in (1, 2) for s in range(4)))
+
+
+@pytest.mark.parametrize("edge", [False, True])
+def test_a_quoted_csv_cut_off_mid_value_is_one_bad_line(tmp_path, edge):
+    """A BehaviorSpace table (every field quoted) whose run was killed while writing its last line: the unterminated
+    quote made DuckDB's sniffer read without a quote character, and the header's names kept their quotes, so every
+    column the spec names was "missing" ('"[run number]"'), --skip-bad or not. The same for a quoted edge file."""
+    spec = {"format": "table", "agent": {"field": "[run number]"}, "step": {"field": "[step]"},
+            "csv": {"header_line": 7}, "features": [{"kind": "last", "name": "sheep", "field": "count sheep"}]}
+    ev = tmp_path / "bs.csv"
+    ev.write_text(_BEHAVIORSPACE + ('' if edge else '"3","100","0","9'))
+    if edge:
+        (tmp_path / "e.csv").write_text('"src","dst"\n"1","2"\n"2","1"\n"1","')
+        spec["features"].append({"kind": "exposure", "name": "seen", "of": "sheep",
+                                 "edges": {"path": str(tmp_path / "e.csv"), "source": "src", "target": "dst"}})
+    where = r"e\.csv line 4" if edge else r"bs\.csv line 16"
+    with pytest.raises(TraceRecordError, match=rf"{where}: a CSV line with an unterminated quote"):
+        read_trace(ev, spec)
+    r = read_trace(ev, spec, on_bad="skip")
+    assert r.panel.agent_ids.tolist() == [1, 2] and r.panel.T == 4
+    assert (r.report.n_edges_skipped if edge else r.report.n_skipped) == 1

@@ -431,7 +431,16 @@ def csv_dialect(con: Any, files: Sequence[Path], skip: int = 0, decimal: str = "
     delim, quote, skip, columns = row
     if quote not in ("", "(empty)") or not columns or not _holds(files, b'"'):
         return {}
-    return {"delim": delim, "skip": int(skip), "columns": {c["name"]: c["type"] for c in columns}}
+    # the names as the sniffer read them without a quote character: a quoted header ("[run number]", as NetLogo's
+    # BehaviorSpace writes every field) kept its quotes, and every column the spec names was "missing"
+    return {"delim": delim, "skip": int(skip), "columns": {_unquoted(c["name"]): c["type"] for c in columns}}
+
+
+def _unquoted(name: str) -> str:
+    """A CSV header field read without a quote character, as it reads with ``"`` as the quote."""
+    if len(name) >= 2 and name.startswith('"') and name.endswith('"'):
+        return name[1:-1].replace('""', '"')
+    return name
 
 
 def scan_sql(files: Sequence[Path], *, lenient: bool = False, json_columns: Sequence[str] | None = None,
