@@ -58,8 +58,7 @@ class TraceReader:
                                    "path = 'edges.csv' (source, target and optionally since columns)")
         from aumann.data.traces.edgefile import read_edge_file
 
-        return read_edge_file(Path(edges.path), edges, ids, coder, self.spec.csv, spec=self.spec,
-                              tally=self.edge_tally)
+        return read_edge_file(Path(edges.path), edges, ids, coder, spec=self.spec, tally=self.edge_tally)
 
 
 def batched(records: Iterator[tuple[Any, ...]], raw_factory: Callable[[], RawRecords],

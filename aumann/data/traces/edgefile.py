@@ -49,12 +49,12 @@ NOT_AN_EDGE_OBJECT = ("not a JSON object holding the edge's fields (malformed or
                       "such as an array, or an object with none of them)")
 
 
-def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any, events_csv: CsvSpec | None = None,
-                   *, spec: TraceSpec | None = None, tally: Tally | None = None):
+def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any, *, spec: TraceSpec,
+                   tally: Tally | None = None):
     """Edges from a CSV/Parquet/JSONL file through DuckDB; a CSV file laid out as ``edges.csv`` says (its header
-    line, its decimal separator). ``events_csv``: the spec's top-level ``[csv]`` (the event table's), named in the
-    error where an edge file would have been read with it. ``spec``: the trace's spec, whose ``on_bad`` says what a
-    bad row does (default: refused); ``tally``: where skipped rows are counted (the reader's ``edge_tally``)."""
+    line, its decimal separator). ``spec``: the trace's spec, whose ``on_bad`` says what a bad row does, and whose
+    top-level ``[csv]`` (the event table's) is named in the error where an edge file would have been read with it;
+    ``tally``: where skipped rows are counted (the reader's ``edge_tally``)."""
     import tempfile
 
     files = table_files(path)
@@ -65,13 +65,11 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
         if _kind(f) != "parquet":
             refuse_utf16(f)
     tally = Tally() if tally is None else tally
-    on_bad = "error" if spec is None else spec.on_bad
     with tempfile.TemporaryDirectory(prefix="aumann-edges-") as tmp:
         # a byte-order mark dropped as the event tables drop it: DuckDB refused a JSON lines edge file holding one
         read, names = without_bom(files, Path(tmp))
         before = tally.n_skipped
-        s, t, since, info = _read_edges(path, read, names, edges, ids, coder, events_csv or CsvSpec(), on_bad, tally,
-                                        spec, Path(tmp))
+        s, t, since, info = _read_edges(path, read, names, edges, ids, coder, spec, tally, Path(tmp))
         # lines no row was read from (left out by DuckDB, before the header, not JSON objects) count as rows too:
         # edges = used + unknown_endpoint + skipped, whatever made a row bad
         unread = tally.n_skipped - before - info["skipped"]
@@ -81,7 +79,7 @@ def read_edge_file(path: Path, edges: EdgesSpec, ids: dict[Any, int], coder: Any
 
 
 def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: EdgesSpec, ids: dict[Any, int],
-                coder: Any, events_csv: CsvSpec, on_bad: str, tally: Tally, spec: TraceSpec | None, tmp: Path):
+                coder: Any, spec: TraceSpec, tally: Tally, tmp: Path):
     import duckdb
 
     kind = _kind(files[0])
@@ -95,8 +93,9 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
     # is 0.5 (it was "not a step/timestamp")
     skip = layout.header_line - 1 if layout.header_line is not None else 0
     dec = layout.decimal_separator
+    on_bad, events_csv = spec.on_bad, spec.csv
     # the event tables' line-level checks count into the edge tally (a Validator carries on_bad and the tally)
-    lines_check = Validator(spec, tally) if spec is not None else None
+    lines_check = Validator(spec, tally)
     con = connect()
     try:
         need = [edges.source, edges.target] + ([edges.since] if edges.since else [])
@@ -144,8 +143,7 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
                            decimal=dec)
             lines = _CsvLines(src, dialect, skip, declared=layout.header_line is not None, decimal=dec)
             lines.header = [c for c in cols if c != FILE_COLUMN]
-            if lines_check is not None:
-                _preamble_lines(files, lines_check, names, lines)
+            _preamble_lines(files, lines_check, names, lines)
         # a Parquet duration in since (pandas timedelta64) scaled as the event table's step is: DuckDB reads its raw
         # counts of the file's unit, and an edge from 1 s (10⁶ microseconds) existed from the 10⁶-th second on
         scale = (duration_scales(files, {"since": edges.since}, binned=coder.binned, unit=coder.unit_name,
@@ -168,7 +166,7 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
             tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
         except duckdb.Error as exc:  # e.g. a since column of integers with text further down
             raise TraceFormatError(f"DuckDB stopped reading edge file {str(path)!r}: {str(exc)[:300]}") from exc
-        if lines is not None and lines_check is not None:
+        if lines is not None:
             _rejected_lines(con, lines_check, names, lines)  # the lines left out, by their lines in the file
     finally:
         con.close()
