@@ -128,7 +128,12 @@ def _label(v: Any) -> str | None:
     """An agent id's label in the panel (the builder's: its text, a whole-valued float the integer's); ``None`` for
     what is no id (``None``, a boolean, NaN, an infinity, empty text, a list or an object). Two ids with one label
     are one agent (``1`` and ``"1"``); text is as written (``"01"`` and ``" 1"`` are not ``1``)."""
-    if v is None or isinstance(v, bool | np.bool_ | list | dict) or (isinstance(v, str) and v == ""):
+    t = type(v)
+    if t is int:  # the common cases first: this runs twice per edge
+        return str(v)
+    if t is str:
+        return v or None
+    if v is None or isinstance(v, bool | np.bool_ | list | dict):
         return None
     if isinstance(v, np.integer):
         return str(int(v))
