@@ -181,3 +181,23 @@ def test_a_quoted_csv_cut_off_mid_value_is_one_bad_line(tmp_path, edge):
     r = read_trace(ev, spec, on_bad="skip")
     assert r.panel.agent_ids.tolist() == [1, 2] and r.panel.T == 4
     assert (r.report.n_edges_skipped if edge else r.report.n_skipped) == 1
+
+
+def test_spans_pretty_printed_by_the_console_exporter_are_named_as_such(tmp_path):
+    """OpenTelemetry's ConsoleSpanExporter writes ``span.to_json()`` (indent=4) one after another: detection took the
+    file for a long table, and read as spans every line was "not a JSON object"."""
+    span = {"name": "llm.call", "context": {"trace_id": "0x5b8aa5a2d2c872e8321cf37308d69df2",
+                                            "span_id": "0x051581bf3cb55c13", "trace_state": "[]"},
+            "kind": "SpanKind.INTERNAL", "parent_id": None, "start_time": "2026-01-01T00:00:00.000000Z",
+            "end_time": "2026-01-01T00:00:01.000000Z", "status": {"status_code": "UNSET"},
+            "attributes": {"sim.step": 1, "gen_ai.usage.output_tokens": 12}, "events": [], "links": [],
+            "resource": {"attributes": {"agent.name": "alice"}, "schema_url": ""}}
+    spec = Path(__file__).parents[2] / "docs" / "examples" / "traces" / "otlp.toml"
+    compact, console = tmp_path / "compact.jsonl", tmp_path / "console.jsonl"
+    compact.write_text(json.dumps(span) + "\n")
+    console.write_text(json.dumps(span, indent=4) + "\n")
+    assert read_trace(compact, spec).report.events == 1
+    assert detect_format(console) == "otel"
+    with pytest.raises(TraceFormatError, match=r"console\.jsonl holds pretty-printed JSON .*ConsoleSpanExporter.*"
+                                               r"formatter=lambda s: s\.to_json\(indent=None\)"):
+        read_trace(console, spec)

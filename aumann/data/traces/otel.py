@@ -103,6 +103,25 @@ def _first_line(p: Path) -> str:
     return ""
 
 
+def _pretty_printed(p: Path, spans_only: bool = False, head: int = 1 << 20) -> bool:
+    """Whether ``p`` starts with a JSON value written over several lines (its first line that is not blank is ``{``
+    or ``[`` alone: OpenTelemetry's ConsoleSpanExporter writes ``span.to_json()``, indented, one after another).
+    Every line of such a file was "not a JSON object", and detection took it for a long table. ``spans_only``: and
+    its first value, decoded from the first ``head`` characters, looks like a span."""
+    if _first_line(p).strip() not in ("{", "["):
+        return False
+    if not spans_only:
+        return True
+    try:
+        with _open(p) as fh:
+            text = fh.read(head).lstrip()
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return False
+    first = value[0] if isinstance(value, list) and value else value
+    return isinstance(first, dict) and looks_like_span(json.dumps(first))
+
+
 def _loads(line: str | bytes, keyed: bool = False) -> Any:
     """One JSON line through the bounded reader (a line nested 100,000 deep is a bad line, not a RecursionError);
     ``ValueError`` for anything that is not JSON within the limits. ``keyed``: each object remembers the keys it
@@ -250,7 +269,7 @@ class OtelReader(TraceReader):
         for f in span_files(path):
             line = _first_line(f)
             if line:
-                return looks_like_span(line)
+                return looks_like_span(line) or _pretty_printed(f, spans_only=True)
         return False
 
     def batches(self, validator: Validator) -> Iterator[EventBatch]:
@@ -417,6 +436,12 @@ class OtelReader(TraceReader):
         for fpath in files:
             refuse_utf16(fpath)
             check_gzip([fpath], damaged=False)  # a newline bomb is refused before a Python loop meets its every line
+            if _pretty_printed(fpath):
+                raise TraceFormatError(f"{fpath} holds pretty-printed JSON (a JSON value over several lines, as "
+                                       "OpenTelemetry's ConsoleSpanExporter writes spans: span.to_json() indents "
+                                       "them), and span files hold one JSON object per line: export with "
+                                       "ConsoleSpanExporter(out=..., formatter=lambda s: s.to_json(indent=None) + "
+                                       "'\\n'), or rewrite the file one object per line")
             raw = fresh(str(fpath))
             try:
                 fh = _open(fpath)
