@@ -98,7 +98,7 @@ def test_a_bad_json_lines_edge_row_is_refused_by_its_row_or_skipped_and_counted(
     r = read_trace(ev, _spec(edges, "skip"))
     (got, n), = r.report.edges_skipped.items()
     assert got.startswith(reason) and n == 1
-    assert r.report.edges_skipped_at[got] == [f"edge file {edges} row 3"]
+    assert r.report.edges_skipped_at[got] == [f"{edges} row 3"]
     assert r.panel.meta["edges"]["seen"]["used"] == 3
 
 

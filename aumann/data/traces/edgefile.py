@@ -251,12 +251,12 @@ class _Column(Sequence):
 
 
 def _locator(places: _Places, lines: _CsvLines | None) -> Callable[[int], str]:
-    """The place of the ``i``-th row read: ``edge file FILE line N`` in a CSV file (its own line, header included),
-    else ``edge file FILE row N``."""
+    """The place of the ``i``-th row read: ``FILE line N`` in a CSV file (its own line, header included, as the lines
+    DuckDB left out are named), else ``FILE row N``."""
     if lines is not None:
         named = _LineNames(lines, _Column(places, "file"), _Column(places, "row"), named=False)  # type: ignore[arg-type]
-        return lambda i: f"edge file {places.file(i)} line {named[i]}"
-    return lambda i: f"edge file {places.file(i)} row {places.row(i)}"
+        return lambda i: f"{places.file(i)} line {named[i]}"
+    return lambda i: f"{places.file(i)} row {places.row(i)}"
 
 
 def _timestamps_need_bins(t: Any, field: str, path: Path, coder: Any) -> None:

@@ -29,7 +29,7 @@ _SKIP_HINT = "on_bad = 'skip' in the spec skips and counts such edge rows"
 class EdgeRows:
     """Bad edge rows under the spec's ``on_bad``: refused naming the first (``"error"``), or skipped and counted in
     ``tally`` by reason with the first :data:`~aumann.data.traces.events.KEEP_LOCATIONS` locations (``"skip"``).
-    ``locate(i)``: the place of the ``i``-th row handed over (``edge file e.csv line 5``, ``db table 'follow' row 4``),
+    ``locate(i)``: the place of the ``i``-th row handed over (``links.csv line 5``, ``db table 'follow' row 4``),
     which the error and the report name."""
 
     def __init__(self, on_bad: str, tally: Tally, locate: Callable[[int], str]) -> None:
