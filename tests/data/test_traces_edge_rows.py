@@ -209,3 +209,15 @@ def test_non_utf8_text_in_an_oasis_follow_table_is_a_bad_row_not_a_failed_read(t
     assert r.report.n_edges_skipped == 1
     info = r.report.edges["exposure_posts"]
     assert info["skipped"] == 1 and info["edges"] == info["used"] + info["unknown_endpoint"] + info["skipped"]
+
+
+def test_the_first_bad_row_is_named_before_a_later_line_duckdb_left_out(tmp_path):
+    """As in an event table, rows DuckDB read are judged before the lines it left out: a bad endpoint on line 4 was
+    hidden behind a line on line 5 that does not split."""
+    ev = _events(tmp_path)
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst,since\n1,2,0\n3,4,0\n4,,0\n1,3,0,9\n")
+    with pytest.raises(TraceRecordError, match=r"edges\.csv line 4: no usable agent id in edge field 'dst'"):
+        read_trace(ev, _spec(edges))
+    r = read_trace(ev, _spec(edges, "skip"))
+    assert r.report.n_edges_skipped == 2

@@ -166,10 +166,23 @@ def _read_edges(path: Path, files: list[Path], names: dict[str, str], edges: Edg
             tab = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
         except duckdb.Error as exc:  # e.g. a since column of integers with text further down
             raise TraceFormatError(f"DuckDB stopped reading edge file {str(path)!r}: {str(exc)[:300]}") from exc
-        if lines is not None:
-            _rejected_lines(con, lines_check, names, lines)  # the lines left out, by their lines in the file
+    except BaseException:
+        con.close()
+        raise
+    try:
+        out = _rows(tab, names, lines, json_cols, bad_rows, kind, edges, path, ids, coder, on_bad, tally, dec)
+        if lines is not None:  # the lines left out, by their lines in the file; after the rows, as an event table's
+            _rejected_lines(con, lines_check, names, lines)
     finally:
         con.close()
+    return out
+
+
+def _rows(tab: Any, names: dict[str, str], lines: _CsvLines | None, json_cols: list[bool],
+          bad_rows: dict[str, dict[int, str]], kind: str, edges: EdgesSpec, path: Path, ids: dict[Any, int],
+          coder: Any, on_bad: str, tally: Tally, dec: str) -> Any:
+    """The edges of the rows DuckDB read (``tab``: the file-name column, then source, target and since), each bad
+    one refused or skipped and counted."""
     places = _Places(tab.column(0), names)
     cols_ = [_pylist(tab.column(i)) for i in range(1, tab.num_columns)]
     cols_ = [json_values(c) if j else c for c, j in zip(cols_, json_cols)]
