@@ -194,3 +194,21 @@ def test_len_is_refused_outside_a_numeric_field(where):
         load_spec(spec)
     assert load_spec({"agent": {"field": "a"}, "step": {"field": "s"},
                       "features": [{"kind": "sum", "field": "len:text"}]}).fields() == ["len:text"]
+
+
+@pytest.mark.parametrize("fmt", ["oasis", "otel", "table"])
+def test_action_match_outside_concordia_is_refused(fmt):
+    """Only the Concordia reader classifies actions by match: elsewhere the actions were counted as written (a table's
+    buy and sell stayed buy and sell under match = {buying = '^b'}), without a word."""
+    spec = spec_of(fmt)
+    spec["action"] = dict(spec["action"], match={"buying": "^b"})
+    with pytest.raises(TraceSpecError, match=rf"\[action\] match = .*Concordia.*'{fmt}' trace.*remove match"):
+        read_trace(TRACES[fmt][0], spec)
+
+
+def test_action_match_in_concordia_classifies():
+    spec = spec_of("concordia")
+    spec["action"] = {"field": "deduplicated_data/value/__act__/Value", "match": {"talk": "."}}
+    spec["features"] = [{"kind": "count_each"}]
+    r = read_trace(TRACES["concordia"][0], spec)
+    assert set(r.panel.features) <= {"talk", "other"} and "talk" in r.panel.features

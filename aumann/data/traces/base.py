@@ -28,7 +28,8 @@ class TraceReader:
     #: what a record is called in messages: "line", "row", "entry"
     unit: ClassVar[str] = "record"
     #: the format-specific spec keys this reader reads (:data:`aumann.data.traces.scope.FORMAT_KEYS`: ``"table"``,
-    #: ``"csv"``, ``"step.inherit"``, ``"features.edges.table"``); a spec giving another is refused before the read
+    #: ``"csv"``, ``"step.inherit"``, ``"features.edges.table"``, ``"action.match"``); a spec giving another is refused
+    #: before the read
     spec_keys: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod

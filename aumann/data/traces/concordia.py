@@ -179,6 +179,7 @@ class ConcordiaReader(TraceReader):
 
     name = "concordia"
     unit = "entry"
+    spec_keys = frozenset({"action.match"})
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

@@ -4,7 +4,8 @@ A spec is validated once for its shape (:mod:`aumann.data.traces.spec`: unknown 
 keys are only read by one format's reader or only in one mode, and elsewhere were accepted and silently ignored: a
 top-level ``[csv] decimal_separator = ","`` in an OASIS, OpenTelemetry or Concordia spec (the user believed it
 applied), ``table`` outside OASIS, ``[step] inherit = "trace"`` outside OpenTelemetry, ``[step] unit`` / ``origin``
-without ``bin``, ``[features.edges] table`` outside OASIS (refused only after the whole trace was read). Each is a
+without ``bin``, ``[features.edges] table`` outside OASIS (refused only after the whole trace was read), ``[action]
+match`` outside Concordia (no other reader classified its actions: they were counted as written). Each is a
 :class:`~aumann.errors.TraceSpecError` here, naming the key, the format and what to write instead, before any record
 is read. A key holding its default value is never refused (stating the default changes nothing, and means nothing
 else).
@@ -26,6 +27,7 @@ FORMAT_KEYS: dict[str, str] = {
     "csv": "describes a CSV long table's layout (format = 'table')",
     "step.inherit": "gives an OpenTelemetry span without the step field the step of its trace",
     "features.edges.table": "names an edge table of the OASIS SQLite database",
+    "action.match": "classifies a Concordia log's free-text actions by regular expression",
 }
 
 #: what to write instead, per key
@@ -36,6 +38,8 @@ _INSTEAD: dict[str, str] = {
     "step.inherit": "remove it: every record of this format needs its own step field",
     "features.edges.table": "give the edges as a file: [features.edges] path = 'edges.csv' (source, target and "
                             "optionally since columns)",
+    "action.match": "this format's actions are compared as written: remove match, and list them in [action] "
+                    "include / a feature's actions, or write the labels into the action field",
 }
 
 
@@ -46,6 +50,8 @@ def _given(spec: TraceSpec) -> Iterator[tuple[str, str]]:
     if spec.csv != CsvSpec():
         shown = ", ".join(f"{k} = {v!r}" for k, v in spec.csv.model_dump().items() if v != getattr(CsvSpec(), k))
         yield "csv", f"[csv] {shown}"
+    if spec.action is not None and spec.action.match:
+        yield "action.match", f"[action] match = {spec.action.match!r}"
     if spec.step.inherit != "none":
         yield "step.inherit", f"[step] inherit = {spec.step.inherit!r}"
     for f in spec.features:
