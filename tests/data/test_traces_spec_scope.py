@@ -212,3 +212,27 @@ def test_action_match_in_concordia_classifies():
     spec["features"] = [{"kind": "count_each"}]
     r = read_trace(TRACES["concordia"][0], spec)
     assert set(r.panel.features) <= {"talk", "other"} and "talk" in r.panel.features
+
+
+def test_a_reader_of_your_own_that_declares_no_spec_keys_is_handed_every_key_as_before():
+    """``spec_keys = None`` (the default of a reader registered with ``register_format`` before readers declared
+    their keys): the format-specific keys reach it unchecked, so a reader of your own that reads ``spec.table`` keeps
+    working; a built-in reader (and yours once it declares) has the keys it does not read refused."""
+    from aumann.data.traces.base import TraceReader
+    from aumann.data.traces.read import reader_class
+    from aumann.data.traces.scope import check_scope, declared_keys
+    from aumann.data.traces.spec import TraceSpec
+
+    class Mine(TraceReader):
+        name = "mine"
+
+    spec = TraceSpec.model_validate(with_(spec_of("table"), table="runs", csv={"decimal_separator": ","}))
+    check_scope(spec, "mine", declared_keys(Mine))  # undeclared: nothing refused
+    with pytest.raises(TraceSpecError, match="table = 'runs'"):
+        check_scope(spec, "table", declared_keys(reader_class("table")))
+
+    class Declared(Mine):
+        spec_keys = frozenset({"table"})
+
+    with pytest.raises(TraceSpecError, match=r"\[csv\] decimal_separator = ','"):
+        check_scope(spec, "mine", declared_keys(Declared))

@@ -29,8 +29,9 @@ class TraceReader:
     unit: ClassVar[str] = "record"
     #: the format-specific spec keys this reader reads (:data:`aumann.data.traces.scope.FORMAT_KEYS`: ``"table"``,
     #: ``"csv"``, ``"step.inherit"``, ``"features.edges.table"``, ``"action.match"``); a spec giving another is refused
-    #: before the read
-    spec_keys: ClassVar[frozenset[str]] = frozenset()
+    #: before the read. ``None`` (a reader that does not say, e.g. one registered before readers declared them): every
+    #: such key reaches it, as before
+    spec_keys: ClassVar[frozenset[str] | None] = None
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

@@ -12,7 +12,7 @@ from aumann.data.traces.builder import PanelBuilder
 from aumann.data.traces.events import Tally, Validator
 from aumann.data.traces.formats import detect_format, reader_class
 from aumann.data.traces.privacy import pseudonymise
-from aumann.data.traces.scope import check_scope
+from aumann.data.traces.scope import check_scope, declared_keys
 from aumann.data.traces.spec import TraceSpec, default_spec, load_spec
 from aumann.errors import TraceError, TraceFormatError, TraceSpecError
 from aumann.progress import progress_bar
@@ -143,7 +143,7 @@ def resolve_spec(path: str | os.PathLike[str], spec: Any = None, *, format: str 
         if real_people is not None:
             data["real_people"] = real_people
         sp = TraceSpec.model_validate(data)
-    check_scope(sp, fmt, reader_class(fmt).spec_keys)  # a key this format would not read: refused, not ignored
+    check_scope(sp, fmt, declared_keys(reader_class(fmt)))  # a key this format would not read: refused, not ignored
     return fmt, sp, source
 
 

@@ -11,7 +11,8 @@ is read. A key holding its default value is never refused (stating the default c
 else).
 
 A reader declares the format-specific keys it reads in :attr:`~aumann.data.traces.base.TraceReader.spec_keys` (a
-reader of your own that reads ``spec.table`` lists ``"table"``).
+reader of your own that reads ``spec.table`` lists ``"table"``); one that declares none (``None``, the default) is
+handed every such key unchecked, as before.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def _given(spec: TraceSpec) -> Iterator[tuple[str, str]]:
             yield "features.edges.table", f"feature {f.label()!r}: [features.edges] table = {f.edges.table!r}"
 
 
+def declared_keys(reader: type) -> frozenset[str]:
+    """The format-specific keys a reader class reads: its ``spec_keys``, or every key when it declares none (a
+    reader of your own registered without ``spec_keys`` is handed the spec as before, unchecked)."""
+    keys = getattr(reader, "spec_keys", None)
+    return frozenset(FORMAT_KEYS) if keys is None else frozenset(keys)
+
+
 def check_scope(spec: TraceSpec, fmt: str, reads: frozenset[str]) -> None:
     """Refuse a key of ``spec`` that would have no effect on a trace of format ``fmt``, whose reader reads the
     format-specific keys ``reads`` (:data:`FORMAT_KEYS`).
@@ -86,4 +94,4 @@ def check_scope(spec: TraceSpec, fmt: str, reads: frozenset[str]) -> None:
                              "'ms' bins epoch milliseconds into hours), or remove unit")
 
 
-__all__ = ["FORMAT_KEYS", "check_scope"]
+__all__ = ["FORMAT_KEYS", "check_scope", "declared_keys"]
