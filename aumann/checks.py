@@ -218,6 +218,10 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
                     "(ragged nesting, None or non-numbers?)")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise error(f"{what} must hold real numbers; got complex dtype {arr.dtype}")
+    if arr.dtype.kind == "m":  # numpy counts timedelta64 as an integer: NaT read as -2**63, a finite number
+        raise error(f"{what} must hold numbers; got durations ({arr.dtype}): as numbers they are counts of the "
+                    "unit (NaT becomes -9.2e18, a finite value). Convert them first, e.g. x / np.timedelta64(1, 's') "
+                    "for seconds (NaT becomes NaN)")
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
         raise error(f"{what} must hold numbers; got dtype {arr.dtype}")
     if dtype is not None:
