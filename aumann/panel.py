@@ -230,6 +230,62 @@ def _step_axis(col: Any, svals: np.ndarray, name: Any) -> tuple[np.ndarray, np.n
     return steps, np.searchsorted(steps, svals)
 
 
+_FEATURE_DIMS = ("feature", "features")
+
+
+def _axis_kind(name: Any) -> str | None:
+    """Which panel axis a dimension or column name names (``"step"``, ``"agent"``, ``"feature"``), else None."""
+    low = str(name).lower()
+    for kind, names in (("step", _STEP_COLUMNS), ("agent", _AGENT_COLUMNS), ("feature", _FEATURE_DIMS)):
+        if low in names:
+            return kind
+    return None
+
+
+def _labelled_input(values: Any, features: Any, agent_ids: Any, steps: Any) -> tuple[Any, Any, Any, Any]:
+    """``Panel(values, ...)`` reads ``values`` by position, (T, N, D) or (N, D). A labelled object whose labels say
+    otherwise is refused (:class:`~aumann.errors.PanelError` pointing to the reader that reads it by name), and the
+    labels of one that fits are kept as the panel's where none were given:
+
+    * an ``xarray.DataArray`` with dims named in another order (``("agent", "step", "feature")`` became T = agents,
+      N = steps; ``("step", "agent")`` became N = steps, D = agents), silently; in the panel's order, its coordinates
+      are the labels (they were dropped);
+    * a pandas long table (step and agent columns, or a (step, agent) index: Mesa's
+      ``get_agent_vars_dataframe()``), whose rows of every step became agents of one step and whose step and agent
+      columns became features; a wide (N, D) frame keeps its column names as features and its index as agent ids.
+    """
+    module = type(values).__module__.split(".")[0]
+    if module == "xarray" and hasattr(values, "dims") and hasattr(values, "indexes"):
+        dims = tuple(values.dims)
+        order = ("step", "agent", "feature")[-len(dims):] if 2 <= len(dims) <= 3 else ()
+        kinds = [_axis_kind(d) for d in dims]
+        if any(k is not None and (not order or k != order[i]) for i, k in enumerate(kinds)):
+            raise PanelError(f"Panel() reads values by position as {order or ('step', 'agent', 'feature')}, but this "
+                             f"DataArray's dims are {dims}: its axes would be read as other axes. Use "
+                             "Panel.from_xarray(da), which reads the dims by name and keeps the coordinates")
+        given = {"feature": features, "agent": agent_ids, "step": steps}
+        labels = {k: list(values.indexes[d]) for d, k in zip(dims, order, strict=True)
+                  if k is not None and d in values.indexes and given[k] is None}
+        return (values.values, labels.get("feature", features), labels.get("agent", agent_ids),
+                labels.get("step", steps))
+    if module == "pandas" and hasattr(values, "columns") and hasattr(values, "index"):
+        named = {_axis_kind(c) for c in [*values.columns, *values.index.names] if c is not None}
+        if values.index.nlevels > 1 or {"step", "agent"} <= named:
+            raise PanelError(f"Panel() reads a frame as one step, a row per agent and a column per feature (N, D); "
+                             f"this one looks like a long table (columns {list(values.columns)[:8]}, index "
+                             f"{list(values.index.names)}): its rows of every step would become agents, its step and "
+                             "agent columns features. Use Panel.from_dataframe(df), which reads one row per (step, "
+                             "agent)")
+        import pandas as pd
+
+        if features is None and not isinstance(values.columns, pd.RangeIndex):
+            features = [str(c) for c in values.columns]
+        if agent_ids is None and not values.index.equals(pd.RangeIndex(len(values.index))):
+            agent_ids = list(values.index)
+        return values, features, agent_ids, steps
+    return values, features, agent_ids, steps
+
+
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
     arr = as_real_array(x, what, error=PanelError)
     if not np.issubdtype(arr.dtype, np.floating):
@@ -732,7 +788,12 @@ class Panel:
     """T steps × N agents × D named features, with agent ids, step labels, groups and an alive mask.
 
     Args:
-        values: array-like (numpy, torch or nested lists) of shape (T, N, D) or (N, D).
+        values: array-like (numpy, torch or nested lists) of shape (T, N, D) or (N, D), read by position. A
+            labelled object is read by its labels where they agree: an ``xarray.DataArray`` whose dims name the
+            axes in another order, or a pandas long table (step and agent columns, a (step, agent) index), is a
+            :class:`~aumann.errors.PanelError` pointing to :meth:`from_xarray` / :meth:`from_dataframe`; the
+            coordinates of a DataArray in (step, agent, feature) order, and the columns and index of a wide (N, D)
+            frame, are its labels unless ``features``/``agent_ids``/``steps`` are given.
         features: D feature names (default ``f0 … f{D-1}``).
         agent_ids: N unique agent ids (default ``0 … N-1``).
         steps: T step labels (default ``0 … T-1``), in time order: number and time labels must be strictly
@@ -768,6 +829,7 @@ class Panel:
         context: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
+        values, features, agent_ids, steps = _labelled_input(values, features, agent_ids, steps)
         arr = _to_numpy(values)
         if arr.ndim == 2:
             arr = arr[None]

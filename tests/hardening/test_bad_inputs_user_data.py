@@ -32,3 +32,54 @@ def test_durations_converted_to_seconds_are_accepted():
     durations = np.array([[[1], [90]]], dtype="timedelta64[s]")
     p = Panel(durations / np.timedelta64(1, "s"))
     np.testing.assert_array_equal(p.values.ravel(), [1.0, 90.0])
+
+
+def test_a_dataarray_in_another_dim_order_is_refused_not_transposed():
+    xr = pytest.importorskip("xarray")
+    from aumann.attribution import attribute
+
+    z = np.arange(24, dtype=float).reshape(3, 4, 2) + 1  # (step, agent, feature)
+    da = xr.DataArray(z.transpose(1, 0, 2), dims=("agent", "step", "feature"))
+    # Panel() read it by position: T = 4 agents, N = 3 steps, silently
+    with pytest.raises(PanelError, match=r"dims are \('agent', 'step', 'feature'\).*Panel.from_xarray"):
+        Panel(da)
+    with pytest.raises(PanelError, match=r"Panel\.from_xarray"):
+        attribute("heat", da)
+    with pytest.raises(PanelError, match=r"dims are \('step', 'agent'\)"):  # (T, N) read as (N, D)
+        Panel(xr.DataArray(z[..., 0], dims=("step", "agent")))
+    assert Panel.from_xarray(da).shape == (3, 4, 2)
+
+
+def test_a_dataarray_in_the_panels_order_keeps_its_coordinates_as_labels():
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(np.ones((2, 3, 2)), dims=("step", "agent", "feature"),
+                      coords={"agent": ["a", "b", "c"], "feature": ["wealth", "debt"], "step": [10, 20]})
+    p = Panel(da)
+    assert p.agent_ids.tolist() == ["a", "b", "c"] and p.features == ("wealth", "debt") and p.steps.tolist() == [10, 20]
+    assert Panel(da, features=["x", "y"]).features == ("x", "y")  # given labels win
+    assert Panel(xr.DataArray(np.ones((2, 3, 2)))).features == ("f0", "f1")  # unnamed dims: by position, as before
+
+
+def test_a_long_table_given_to_panel_is_refused_not_read_as_agents():
+    import pandas as pd
+
+    from aumann.attribution import attribute
+
+    long = pd.DataFrame({"step": [0, 0, 1, 1], "agent": [1, 2, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]})
+    # was Panel(T=1, N=4, D=3): every (step, agent) row an agent, the step and agent columns features
+    with pytest.raises(PanelError, match=r"long table.*Panel\.from_dataframe"):
+        Panel(long)
+    mesa = long.set_index(["step", "agent"]).rename_axis(["Step", "AgentID"])  # get_agent_vars_dataframe()
+    with pytest.raises(PanelError, match="long table"):
+        attribute("lin", mesa)
+    assert Panel.from_dataframe(mesa).shape == (2, 2, 1)
+
+
+def test_a_wide_frame_keeps_its_column_names_and_index_as_labels():
+    import pandas as pd
+
+    wide = pd.DataFrame({"wealth": [1.0, 2.0], "debt": [0.5, 0.0]}, index=pd.Index(["ann", "bob"], name="agent"))
+    p = Panel(wide)  # the names were dropped: features f0, f1 and agents 0, 1
+    assert p.features == ("wealth", "debt") and p.agent_ids.tolist() == ["ann", "bob"] and p.shape == (1, 2, 2)
+    plain = Panel(pd.DataFrame(np.ones((2, 2))))
+    assert plain.features == ("f0", "f1") and plain.agent_ids.tolist() == [0, 1]
