@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aumann.attribution.batchcheck import check_batch_independent
 from aumann.attribution.device import CPU, pick_device
 from aumann.attribution.indicators import as_indicator
 from aumann.attribution.path import AumannShapley
@@ -100,6 +101,7 @@ def attribute(
     dev = CPU if device is None and method.device is None else pick_device(device, method.device)
     problem = Problem.build(as_indicator(f), panel, baseline, per_feature=per_feature, progress=progress,
                             device=dev, absent=absent)
+    check_batch_independent(problem)  # a user's f that reduces over the batch explains no one function
     # overflow / invalid values are not warned about here: every result is checked for finiteness and a
     # non-finite one is an IndicatorError naming the indicator and the step (Attribution._check_finite)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -125,6 +125,27 @@ def check_item_bytes(rng):
     assert seen and all(a is not None and np.array_equal(a, np.broadcast_to(alive[0], a.shape)) for a in seen)
 
 
+def check_batch_probe(rng):
+    """The batch-independence probe hands f the living mask of its step (and the context): an alive-aware f over a
+    population with deaths passes it, each element valued over the living rows by hand."""
+    from aumann.attribution.batchcheck import check_batch_independent
+
+    panel, _, alive = dying_panel(rng)
+    seen = []
+
+    def spy(z, context=None, alive=None):
+        seen.append((z.detach().cpu().numpy().copy(), alive.detach().cpu().numpy().copy(), context["offset"]))
+        return mean_energy(z, context, alive)
+
+    check_batch_independent(Problem.build(as_indicator(spy), panel, "mean"))
+    t = panel.T - 1
+    assert len(seen) == 3
+    for zz, mask, off in seen:
+        assert np.array_equal(mask, np.broadcast_to(alive[t], mask.shape))
+        np.testing.assert_allclose(off.cpu().numpy(), panel.context["offset"][t])
+        assert not np.any(zz[:, ~alive[t]] == JUNK)  # dead rows hold the baseline, never the junk they recorded
+
+
 def check_masked_game(rng):
     panel, z, alive = dying_panel(rng, context=False)
     base = np.full((panel.N, panel.D), 0.25)
@@ -369,6 +390,7 @@ def check_cv_feature_gradients(rng):
 
 
 SITES = {
+    "aumann/attribution/batchcheck.py::_values": check_batch_probe,
     "aumann/attribution/controls.py::_masked_feature_gradients": check_cv_feature_gradients,
     "aumann/attribution/games.py::MaskedIndicatorGame.__call__": check_masked_game,
     "aumann/attribution/games.py::MaskedIndicatorGame._check_pooled_form": check_pooled_precision,
