@@ -42,7 +42,8 @@ def attribute(
         method: an attribution method object (default :class:`AumannShapley` — its closed form when
             the indicator has one and the baseline is zero, else the path integral).
         baseline: ``"zero"`` | ``"mean"`` | ``"pre-event"`` | ``"previous"`` | an array of shape (D,),
-            (N, D) or (T, N, D). Dead rows (``panel.alive == False``) are held at the baseline and get
+            (N, D) or (T, N, D) (a pandas Series or frame labelled by feature names is read by name). Dead
+            rows (``panel.alive == False``) are held at the baseline and get
             φ = 0; an alive-aware indicator (every built-in; a user one whose ``forward`` takes
             ``alive=``) is handed the living mask and computes over the living rows only.
             ``"pre-event"`` and ``"previous"`` never read a dead row: see ``absent``.

@@ -154,7 +154,7 @@ def resolve_baseline(spec: Any, panel: Panel, absent: str = "entry") -> tuple[np
             return _source_rows(panel, np.maximum(np.arange(T) - 1, 0), absent), "previous"
         raise BaselineError(f"unknown baseline {spec!r}; use one of {list(BASELINES)} or an array of shape "
                             f"(D,) = ({D},), (N, D) = ({N}, {D}) or (T, N, D) = ({T}, {N}, {D})")
-    arr = as_real_array(spec, "baseline", error=BaselineError, dtype=panel.dtype)
+    arr = as_real_array(_by_feature_name(spec, panel), "baseline", error=BaselineError, dtype=panel.dtype)
     if arr.shape == (D,):
         arr = arr.reshape(1, 1, D)
     elif arr.shape == (N, D):
@@ -166,6 +166,29 @@ def resolve_baseline(spec: Any, panel: Panel, absent: str = "entry") -> tuple[np
         raise BaselineError("baseline contains NaN or inf")
     label = "zero" if not np.any(arr) else f"array{tuple(arr.shape)}"
     return arr, label
+
+
+def _by_feature_name(spec: Any, panel: Panel) -> Any:
+    """A pandas baseline labelled by feature names (a Series such as ``df[cols].mean()``, a frame with one column per
+    feature) in the panel's feature order: it was read by position, so ``df[["income", "wealth"]].mean()`` for a
+    panel of (wealth, income) gave wealth the income's baseline, silently. Names that are not the panel's features
+    are a :class:`~aumann.errors.BaselineError`; unnamed (0, 1, ...) labels stay positional."""
+    if type(spec).__module__.split(".")[0] != "pandas":
+        return spec
+    import pandas as pd
+
+    labels = spec.index if isinstance(spec, pd.Series) else getattr(spec, "columns", None)
+    if labels is None or isinstance(labels, pd.RangeIndex):
+        return spec
+    names = [str(c) for c in labels]
+    if names == list(panel.features):
+        return spec
+    if sorted(names) != sorted(panel.features):
+        raise BaselineError(f"the baseline is labelled by {names[:10]}, which are not the panel's features "
+                            f"{list(panel.features)[:10]}: give one value per feature, labelled by the panel's feature "
+                            "names (or an unlabelled array in the panel's feature order)")
+    order = [names.index(f) for f in panel.features]
+    return spec.iloc[order] if isinstance(spec, pd.Series) else spec.iloc[:, order]
 
 
 @dataclass

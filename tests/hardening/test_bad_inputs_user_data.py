@@ -129,3 +129,23 @@ def test_a_batched_indicator_on_a_float32_panel_passes_the_check():
     z = np.abs(np.random.default_rng(1).normal(size=(3, 50, 2))).astype(np.float32)
     res = attribute(lambda q: (q ** 2).sum(dim=(-2, -1)), Panel(z))
     np.testing.assert_allclose(res.f_values, (z.astype(np.float64) ** 2).sum(axis=(1, 2)), rtol=1e-5)
+
+
+def test_a_baseline_series_labelled_by_feature_is_read_by_name_not_position():
+    import pandas as pd
+
+    from aumann.attribution import attribute
+
+    df = pd.DataFrame({"step": [0, 0, 1, 1], "agent": [1, 2, 1, 2], "wealth": [1.0, 2, 3, 4],
+                       "income": [10.0, 20, 30, 40]})
+    p = Panel.from_dataframe(df)  # features (wealth, income)
+    first = lambda z: z[..., 0].mean(-1)  # noqa: E731 - the mean wealth
+    # df[["income", "wealth"]].mean() was read by position: wealth's baseline was income's mean, 25.0
+    res = attribute(first, p, baseline=df[["income", "wealth"]].mean())
+    np.testing.assert_allclose(res.f_baseline, [2.5, 2.5])
+    frame = pd.DataFrame({"income": [25.0, 25.0], "wealth": [2.5, 2.5]})  # (N, D), columns by name too
+    np.testing.assert_allclose(attribute(first, p, baseline=frame).f_baseline, [2.5, 2.5])
+    np.testing.assert_allclose(attribute(first, p, baseline=pd.Series([2.5, 25.0])).f_baseline, [2.5, 2.5])
+    with pytest.raises(BaselineError, match=r"labelled by \['wealth', 'debt'\], which are not the panel's features"):
+        attribute(first, p, baseline=pd.Series({"wealth": 1.0, "debt": 2.0}))
+
