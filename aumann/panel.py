@@ -967,6 +967,9 @@ class Panel:
         """Row positions of the given agent ids (in the order given); vectorised (sorted lookup)."""
         if self._agent_index is None:
             self._agent_index = np.argsort(self.agent_ids, kind="stable")
+        if isinstance(ids, str | bytes):  # list("ab") is ["a", "b"]: subset("ab") took agents a and b, silently
+            raise UnknownAgentError(f"agent ids are given as a list (or array) of ids; got the single text {ids!r}: "
+                                    f"pass [{ids!r}] for that one agent")
         sorter = self._agent_index
         wanted = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
         if wanted.size == 0:

@@ -149,3 +149,11 @@ def test_a_baseline_series_labelled_by_feature_is_read_by_name_not_position():
     with pytest.raises(BaselineError, match=r"labelled by \['wealth', 'debt'\], which are not the panel's features"):
         attribute(first, p, baseline=pd.Series({"wealth": 1.0, "debt": 2.0}))
 
+
+def test_a_single_text_id_is_not_read_as_its_characters():
+    from aumann.errors import UnknownAgentError
+
+    p = Panel(np.ones((2, 3, 1)), agent_ids=["a", "b", "ab"])
+    with pytest.raises(UnknownAgentError, match=r"single text 'ab': pass \['ab'\]"):
+        p.subset("ab")  # was the panel of agents 'a' and 'b'
+    assert p.subset(["ab"]).agent_ids.tolist() == ["ab"]
