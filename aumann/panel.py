@@ -286,6 +286,32 @@ def _labelled_input(values: Any, features: Any, agent_ids: Any, steps: Any) -> t
     return values, features, agent_ids, steps
 
 
+def by_agent_id(labels: Any, agent_ids: np.ndarray, what: str) -> Any:
+    """Per-agent labels given as a pandas Series indexed by agent id (``df.set_index("agent")["tier"]``), in the
+    panel's agent order: they were read by position, so a table sorted otherwise than the panel's agents (which
+    :meth:`Panel.from_dataframe` sorts) gave each agent another agent's group, silently. A Series with a default
+    (0, 1, ...) RangeIndex, and anything else, is positional as before. Raises
+    :class:`~aumann.errors.PanelError` naming agents without an entry (or a repeated index entry)."""
+    if type(labels).__module__.split(".")[0] != "pandas":
+        return labels
+    import pandas as pd
+
+    if not isinstance(labels, pd.Series) or isinstance(labels.index, pd.RangeIndex):
+        return labels
+    if labels.index.has_duplicates:
+        dup = labels.index[labels.index.duplicated()].unique()[:5].tolist()
+        raise PanelError(f"{what} is a Series indexed by agent id, but ids repeat in its index: {dup}")
+    pos = labels.index.get_indexer(pd.Index(agent_ids.tolist()))
+    missing = np.flatnonzero(pos < 0)
+    if missing.size:
+        shown = [agent_ids[i].item() for i in missing[:5]]
+        raise PanelError(f"{what} is a Series indexed by agent id (it is read by id, not by position), but "
+                         f"{missing.size} of the panel's {len(agent_ids)} agents have no entry, e.g. {shown}; its "
+                         f"index starts {labels.index[:3].tolist()}. Give every agent a label, or pass the labels "
+                         "in the panel's agent order as a list or array (series.to_numpy())")
+    return labels.to_numpy()[pos]
+
+
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
     arr = as_real_array(x, what, error=PanelError)
     if not np.issubdtype(arr.dtype, np.floating):
@@ -799,7 +825,8 @@ class Panel:
         steps: T step labels (default ``0 … T-1``), in time order: number and time labels must be strictly
             increasing (a :class:`~aumann.errors.PanelError` names the first pair that is not); text labels
             (``"2026-04-07"``, ``"warm-up"``) are not compared: their row order is the time order.
-        groups: mapping name → N labels per agent (e.g. tiers).
+        groups: mapping name → N labels per agent (e.g. tiers), in the panel's agent order; a pandas Series
+            indexed by agent id (not a default RangeIndex) is read by id.
         alive: bool mask (T, N) (or integers that are all 0 or 1; strings, floats and NaN are refused);
             rows with ``False`` are excluded from validation and held at the baseline during attribution.
         context: mapping name → array with leading dimension T (per-step world state).
@@ -868,6 +895,7 @@ class Panel:
         self.groups: dict[str, np.ndarray] = {}
         for name, labels in _mapping(groups, "groups").items():
             safe_component(str(name), "group name")
+            labels = by_agent_id(labels, self.agent_ids, f"group {str(name)!r}")
             try:
                 g = np.asarray(labels)
             except (ValueError, TypeError) as exc:

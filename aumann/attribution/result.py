@@ -31,7 +31,7 @@ from aumann.errors import (
     ZeroDeltaVError,
 )
 from aumann.io import atomic_path, read_npz, safe_component, saved_npz, write_npz
-from aumann.panel import plain_labels, refuse_missing_group_labels, unique_labels
+from aumann.panel import by_agent_id, plain_labels, refuse_missing_group_labels, unique_labels
 
 _FORMAT = "aumann.attribution/1"
 
@@ -282,6 +282,7 @@ class Attribution:
             raise ShapeError(f"group must be the name (text) of one of this result's groups "
                              f"{list(self.groups)} or one label per agent (N = {self.N}); got "
                              f"{type(group).__name__} {str(group)[:80]!r}")
+        group = by_agent_id(group, self.agent_ids, "group labels")
         try:
             labels = np.asarray(group)
         except (ValueError, TypeError) as exc:

@@ -157,3 +157,27 @@ def test_a_single_text_id_is_not_read_as_its_characters():
     with pytest.raises(UnknownAgentError, match=r"single text 'ab': pass \['ab'\]"):
         p.subset("ab")  # was the panel of agents 'a' and 'b'
     assert p.subset(["ab"]).agent_ids.tolist() == ["ab"]
+
+
+def test_group_labels_in_a_series_indexed_by_agent_id_are_read_by_id():
+    import pandas as pd
+
+    from aumann.attribution import attribute
+
+    df = pd.DataFrame({"step": [0, 0, 0, 1, 1, 1], "agent": ["c", "a", "b", "c", "a", "b"],
+                       "w": [1.0, 2, 3, 4, 5, 6]})
+    p = Panel.from_dataframe(df)  # agents sorted: a, b, c
+    tiers = pd.Series({"c": "top", "a": "tail", "b": "tail"})  # a per-agent table in its own order
+    # read by position, agent 'a' was 'top': R_top was 1/3 (a's share) instead of c's 5/21
+    tiered = p.with_groups(tier=tiers)
+    assert dict(zip(tiered.agent_ids.tolist(), tiered.groups["tier"].tolist())) == {"a": "tail", "b": "tail",
+                                                                                    "c": "top"}
+    res = attribute("lin", p)
+    assert res.group_shares(tiers)["top"] == pytest.approx(5 / 21)
+    assert attribute("lin", tiered).group_shares("tier")["top"] == pytest.approx(5 / 21)
+    with pytest.raises(PanelError, match=r"1 of the panel's 3 agents have no entry, e\.g\. \['b'\]"):
+        p.with_groups(tier=pd.Series({"c": "top", "a": "tail"}))
+    with pytest.raises(PanelError, match="ids repeat in its index"):
+        res.group_shares(pd.Series(["x", "y", "z"], index=["a", "a", "c"]))
+    positional = p.with_groups(tier=pd.Series(["x", "y", "z"]))  # a default RangeIndex: by position, as before
+    assert positional.groups["tier"].tolist() == ["x", "y", "z"]
