@@ -1285,8 +1285,9 @@ class Panel:
 
         A DataArray's dims may come in any order; without a ``feature`` dim it is one feature (named
         after the array). A Dataset uses its ``values`` variable when it has one (what
-        :meth:`to_xarray` writes), else each (step, agent) variable is a feature (``features=``
-        picks and orders them). Coordinates ``alive``, ``group_*`` and ``context_*`` and
+        :meth:`to_xarray` writes), else each (step, agent) variable of numbers or bools is a feature (``features=``
+        picks and orders them); the others (text, times, variables on other dims) are listed in
+        ``meta["skipped_variables"]``. Coordinates ``alive``, ``group_*`` and ``context_*`` and
         ``attrs["aumann"]`` are read back. Number and time steps are sorted ascending, with their rows, alive
         mask and context (as :meth:`from_dataframe` sorts them); text steps keep their order.
 
@@ -1295,17 +1296,26 @@ class Panel:
             UnknownFeatureError: a requested feature that is not there.
         """
         xr = xarray_module()
+        skipped: list[str] = []
         if isinstance(obj, xr.Dataset):
             if "values" in obj.data_vars:
                 da = obj["values"]
             else:
                 names = list(features) if features is not None else [
-                    k for k, v in obj.data_vars.items() if set(v.dims) == {"step", "agent"}]
+                    k for k, v in obj.data_vars.items() if set(v.dims) == {"step", "agent"} and v.dtype.kind in "biuf"]
+                # the variables that are no feature (text, times, another dim) are named in meta, never dropped
+                # silently (as from_dataframe names its skipped columns)
+                skipped = [str(k) for k in obj.data_vars if k not in names] if features is None else []
                 missing = [k for k in names if k not in obj.data_vars]
                 if missing:
                     raise UnknownFeatureError(f"features {missing} not in the dataset; it has {list(obj.data_vars)}")
                 if not names:
-                    raise ShapeError(f"no (step, agent) variables in the dataset; it has {dict(obj.data_vars)}")
+                    raise ShapeError(f"no (step, agent) variables of numbers in the dataset; it has "
+                                     f"{dict(obj.data_vars)}")
+                text = [f"{k!r} ({obj[k].dtype})" for k in names if obj[k].dtype.kind not in "biuf"]
+                if text:
+                    raise PanelError(f"feature variable(s) {', '.join(text)} of the dataset do not hold numbers; "
+                                     "features must be numbers or bools")
                 da = xr.concat([obj[k] for k in names], dim="feature").assign_coords(feature=[str(k) for k in names])
                 features = None
         elif isinstance(obj, xr.DataArray):
@@ -1343,9 +1353,10 @@ class Panel:
                                  f"{'nothing' if arr is None else f'{arr.size} values'} for it")
             context[name] = arr.reshape(shape)
         alive = _coord(coords["alive"], ("step", "agent"), "alive") if "alive" in coords else None
+        meta = {**info["meta"], "skipped_variables": skipped} if skipped else info["meta"]
         return cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
                    agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
-                   context=context, meta=info["meta"])
+                   context=context, meta=meta)
 
     # ------------------------------------------------------------------ equality / io
     def equals(self, other: Panel) -> bool:

@@ -181,3 +181,16 @@ def test_group_labels_in_a_series_indexed_by_agent_id_are_read_by_id():
         res.group_shares(pd.Series(["x", "y", "z"], index=["a", "a", "c"]))
     positional = p.with_groups(tier=pd.Series(["x", "y", "z"]))  # a default RangeIndex: by position, as before
     assert positional.groups["tier"].tolist() == ["x", "y", "z"]
+
+
+def test_dataset_variables_that_are_no_feature_are_named_not_dropped_silently(tmp_path):
+    xr = pytest.importorskip("xarray")
+    z = np.arange(24, dtype=float).reshape(3, 4, 2)
+    ds = xr.Dataset({"w": (("step", "agent"), z[..., 0]), "price": ("step", [1.0, 2.0, 3.0]),
+                     "name": (("step", "agent"), np.array([["x"] * 4] * 3))})
+    # the text variable stopped the read with "an object array ... (ragged nesting?)"; the step-only one vanished
+    p = Panel.from_xarray(ds)
+    assert p.features == ("w",) and p.meta["skipped_variables"] == ["price", "name"]
+    assert Panel.load(p.save(tmp_path / "p.npz")).meta["skipped_variables"] == ["price", "name"]
+    with pytest.raises(PanelError, match=r"feature variable\(s\) 'name' \(<U1\) of the dataset do not hold numbers"):
+        Panel.from_xarray(ds, features=["w", "name"])
