@@ -770,6 +770,28 @@ def refuse_unsorted_steps(steps: np.ndarray, given: Any = None) -> None:
                      "alive[order], context[order]), or use Panel.from_dataframe / Panel.from_xarray, which sort them")
 
 
+def text_of_bytes(given: Any, arr: np.ndarray, what: str) -> tuple[Any, np.ndarray]:
+    """Labels given as bytes (h5py and netCDF hand text over as bytes) as the UTF-8 text they hold: a list of bytes
+    was kept as bytes (written ``b'alice'`` in every CSV and page) and an object array of them became the text
+    ``"b'alice'"``, so the same ids gave two different panels. Returns ``(given, np.asarray(given))`` with every
+    bytes label decoded; bytes that are not UTF-8 are a :class:`~aumann.errors.PanelError` naming the position."""
+    if arr.dtype.kind == "S" or (arr.dtype == object and any(isinstance(v, bytes) for v in arr.reshape(-1).tolist())):
+        if arr.ndim != 1:
+            return given, arr
+        items = given.tolist() if isinstance(given, np.ndarray) else list(given)  # (numpy made b'2' of a 2 among bytes)
+        out = []
+        for i, v in enumerate(items):
+            if isinstance(v, bytes):
+                try:
+                    v = v.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise PanelError(f"{what} are bytes, read as UTF-8 text, but {v[:40]!r} at position {i} is not "
+                                     "UTF-8: decode them yourself (e.g. [b.decode('latin-1') for b in ids])") from None
+            out.append(v)
+        return out, np.asarray(out) if all(isinstance(v, str) for v in out) else _label_array(out)
+    return given, arr
+
+
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
@@ -779,6 +801,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         arr = np.asarray(given)
     except (ValueError, TypeError) as exc:
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
+    given, arr = text_of_bytes(given, arr, what)
     if arr.dtype.kind == "f" and not isinstance(given, np.ndarray) and _all_integers(given):
         arr = _integer_labels(given, what)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
     if arr.ndim != 1 or arr.shape[0] != n:
@@ -902,6 +925,7 @@ class Panel:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}): {exc}") from exc
             if g.ndim != 1 or g.shape[0] != N:
                 raise ShapeError(f"group {name!r} must give one label per agent ({N}); got shape {g.shape}")
+            labels, g = text_of_bytes(labels, g, f"group {str(name)!r} labels")
             refuse_missing_group_labels(labels, g, f"group {str(name)!r} labels", self.agent_ids)
             # a NaN label is not equal to itself: its agents would drop out of every group share
             plain_labels(g, f"group {str(name)!r} labels")

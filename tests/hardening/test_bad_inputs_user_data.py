@@ -194,3 +194,20 @@ def test_dataset_variables_that_are_no_feature_are_named_not_dropped_silently(tm
     assert Panel.load(p.save(tmp_path / "p.npz")).meta["skipped_variables"] == ["price", "name"]
     with pytest.raises(PanelError, match=r"feature variable\(s\) 'name' \(<U1\) of the dataset do not hold numbers"):
         Panel.from_xarray(ds, features=["w", "name"])
+
+
+@pytest.mark.parametrize("given", [[b"alice", b"bob"], np.array([b"alice", b"bob"]),
+                                   np.array([b"alice", b"bob"], dtype=object)], ids=["list", "S-array", "object"])
+def test_ids_given_as_bytes_are_the_text_they_hold(given):
+    # h5py / netCDF hand strings over as bytes: a list kept them as bytes (written b'alice' in CSVs and pages), an
+    # object array made the text "b'alice'" of each: two different panels of the same ids
+    p = Panel(np.ones((1, 2, 1)), agent_ids=given, groups={"tier": given})
+    assert p.agent_ids.tolist() == ["alice", "bob"] and p.groups["tier"].tolist() == ["alice", "bob"]
+    assert p.subset(["bob"]).agent_ids.tolist() == ["bob"]
+
+
+def test_bytes_ids_that_are_not_utf8_or_mixed_with_numbers_are_refused():
+    with pytest.raises(PanelError, match=r"b'\\xff' at position 0 is not UTF-8"):
+        Panel(np.ones((1, 2, 1)), agent_ids=[b"\xff", b"a"])
+    with pytest.raises(PanelError, match="mixes numbers and text"):
+        Panel(np.ones((1, 2, 1)), agent_ids=[b"1", 2])
