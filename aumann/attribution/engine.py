@@ -122,6 +122,7 @@ def flag_efficiency_gap(res: Attribution) -> None:
     |Δv| at some step (too few integration points for a sharp indicator, a kink on the path)."""
     if not res.satisfies_efficiency:
         return
+    _flag_unmet_tol(res)
     gap = res.efficiency_gap
     if (gap <= EFFICIENCY_WARN_SHARE * np.abs(res.delta_v)).all():  # the common case, in two passes over T
         return
@@ -153,3 +154,22 @@ _DEFAULT_METHOD = AumannShapley()  # methods hold hyperparameters only: one defa
 
 
 __all__ = ["attribute"]
+
+
+def _flag_unmet_tol(res: Attribution) -> None:
+    """Warn when adaptive K (``tol=``) stopped at ``max_steps`` without reaching ``tol``: the result was returned
+    with only ``provenance["converged"] = False`` to say so, and a gap under the 1 % of :func:`flag_efficiency_gap`
+    (7e-4 for a ``tol`` of 1e-6, say) was not warned about at all."""
+    prov = res.provenance
+    if prov.get("converged") is not False or prov.get("tol") is None:
+        return
+    import warnings
+
+    from aumann.errors import EfficiencyGapWarning
+
+    steps, gap = (prov.get("adaptive_history") or [(prov.get("steps"), float("nan"))])[-1]
+    warnings.warn(EfficiencyGapWarning(
+        f"{res.method} of {prov.get('indicator', 'f')!r}: adaptive K stopped at K = {steps} (doubling it would pass "
+        f"max_steps) with a "
+        f"relative efficiency gap of {gap:.3g}, above tol = {prov['tol']:g}; the result does not meet tol (a kink or "
+        "a singularity on the path? raise max_steps, or use power= or a smooth surrogate)"), stacklevel=4)

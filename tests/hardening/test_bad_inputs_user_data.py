@@ -224,3 +224,20 @@ def test_the_batch_probe_does_not_mistake_summation_order_for_coupling():
     # compared against a batch of one, the probe refused this f: 0.000301361... alone, 0.000301122... in a batch of two
     res = attribute(var_naive, Panel(z), AumannShapley(steps=4, closed_form=False), baseline="mean")
     assert res.phi.shape == (2, 100000)
+
+
+def test_adaptive_k_that_stops_short_of_tol_warns():
+    from aumann.attribution import AumannShapley, attribute
+    from aumann.errors import EfficiencyGapWarning
+
+    z = np.random.default_rng(0).normal(size=(2, 6, 2))
+    kink = lambda q: (q[..., 0] - 0.1).abs().sum(-1)  # noqa: E731 - not C²: the gap shrinks slowly with K
+    # the result came back with a relative gap of 7.3e-4 for tol = 1e-6 and only provenance["converged"] = False
+    with pytest.warns(EfficiencyGapWarning, match=r"adaptive K stopped at K = 240 .* above tol = 1e-06"):
+        res = attribute(kink, Panel(z), AumannShapley(tol=1e-6, max_steps=256))
+    assert res.provenance["converged"] is False
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a smooth f meets tol: no warning
+        assert attribute(lambda q: (q ** 2).sum((-2, -1)), Panel(z), AumannShapley(tol=1e-6)).provenance["converged"]
