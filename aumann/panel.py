@@ -72,15 +72,26 @@ def xarray_module():
     return xarray
 
 
-def _find_column(columns: Sequence[Any], given: str | None, candidates: tuple[str, ...], what: str) -> Any:
+def _find_column(columns: Sequence[Any], given: str | None, candidates: tuple[str, ...], what: str,
+                 levels: Sequence[Any] = ()) -> Any:
+    """The step or agent column: ``given``, else the one column named like one (``candidates``, any case). Several
+    such columns (NetLogo's ``tick`` beside a feature ``time``) are refused unless exactly one is an index level
+    (Mesa's ``Step`` index beside a reporter ``time``): the first by name was taken, so ``time`` became the steps,
+    one per row, and ``tick`` a feature, silently."""
     if given is not None:
         if given not in columns:
             raise UnknownFeatureError(f"{what} column {given!r} not in the frame; columns: {list(columns)}")
         return given
-    lowered = {str(c).lower(): c for c in columns}
-    for cand in candidates:
-        if cand in lowered:
-            return lowered[cand]
+    found = [c for c in columns if str(c).lower() in candidates]
+    if len(found) > 1:
+        indexed = [c for c in found if c in levels]
+        if len(indexed) == 1:
+            return indexed[0]
+        raise PanelError(f"the frame has {len(found)} columns that could be the {what} column: {found}; name the "
+                         f"{what} column (Panel.from_dataframe(df, {what}={found[0]!r}), or {what}={found[1]!r}) — "
+                         "the other stays a feature")
+    if found:
+        return found[0]
     raise PanelError(f"cannot find the {what} column: expected one of {list(candidates)} (case-insensitive) as a "
                      f"column or index level, or pass {what}=NAME; the frame has {list(columns)}")
 
@@ -1143,10 +1154,11 @@ class Panel:
         ``meta["skipped_columns"]``; several runs are refused) and plain frames with step and agent columns.
         Step and agent columns are found by name (``Step``/``step``/``t``/``time``/``tick``;
         ``AgentID``/``agent_id``/``agent``/``unique_id``/``id``; any case; as columns or index levels) unless
-        ``step=``/``agent=`` name them. Steps and agents are sorted ascending (a Categorical step column in the
-        order of its categories; numbers given as text whose text order is not their order, '10' before '9',
-        are refused). An agent with no row at a step
-        is dead there (``alive`` False, values 0.0), as in a recorded panel.
+        ``step=``/``agent=`` name them; two such columns (``tick`` and a feature ``time``) are refused unless one
+        of them is an index level (which is then the step or agent). Steps and agents are sorted ascending (a
+        Categorical step column in the order of its categories; numbers given as text whose text order is not their
+        order, '10' before '9', are refused). An agent with no row at a step is dead there (``alive`` False, values
+        0.0), as in a recorded panel.
 
         Args:
             df: a pandas DataFrame.
@@ -1180,8 +1192,8 @@ class Panel:
 
         flat, levels = _flatten_frame(df)
         cols = list(flat.columns)
-        scol = _find_column(cols, step, _STEP_COLUMNS, "step")
-        acol = _find_column(cols, agent, _AGENT_COLUMNS, "agent")
+        scol = _find_column(cols, step, _STEP_COLUMNS, "step", levels)
+        acol = _find_column(cols, agent, _AGENT_COLUMNS, "agent", levels)
         alive_col = alive if isinstance(alive, str) else None
         if alive_col is not None and alive_col not in cols:
             raise UnknownFeatureError(f"alive column {alive_col!r} not in the frame; columns: {cols}")

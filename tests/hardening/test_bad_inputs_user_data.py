@@ -241,3 +241,18 @@ def test_adaptive_k_that_stops_short_of_tol_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a smooth f meets tol: no warning
         assert attribute(lambda q: (q ** 2).sum((-2, -1)), Panel(z), AumannShapley(tol=1e-6)).provenance["converged"]
+
+
+def test_a_frame_with_two_step_like_columns_is_refused_not_read_by_the_first_name():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    netlogo = pd.DataFrame({"tick": np.repeat([0, 1, 2], 4), "who": np.tile([1, 2, 3, 4], 3),
+                            "time": rng.random(12), "wealth": rng.random(12)})  # 'time' is a feature (time spent)
+    # 'time' was taken as the step column: T = 12 steps (one per row), 'tick' a feature, 36 of 48 rows dead
+    with pytest.raises(PanelError, match=r"2 columns that could be the step column: \['tick', 'time'\]"):
+        Panel.from_dataframe(netlogo, agent="who")
+    p = Panel.from_dataframe(netlogo, agent="who", step="tick")
+    assert p.shape == (3, 4, 2) and p.features == ("time", "wealth") and p.alive is None
+    mesa = netlogo.rename(columns={"tick": "Step", "who": "AgentID"}).set_index(["Step", "AgentID"])
+    assert Panel.from_dataframe(mesa).features == ("time", "wealth")  # the index level is the step, as before
