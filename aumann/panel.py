@@ -281,12 +281,21 @@ def _labelled_input(values: Any, features: Any, agent_ids: Any, steps: Any) -> t
                 labels.get("step", steps))
     if module == "pandas" and hasattr(values, "columns") and hasattr(values, "index"):
         named = {_axis_kind(c) for c in [*values.columns, *values.index.names] if c is not None}
+        rows = {_axis_kind(c) for c in values.index.names if c is not None}
+        cols = {_axis_kind(c) for c in values.columns.names if c is not None}
         if values.index.nlevels > 1 or {"step", "agent"} <= named:
             raise PanelError(f"Panel() reads a frame as one step, a row per agent and a column per feature (N, D); "
                              f"this one looks like a long table (columns {list(values.columns)[:8]}, index "
                              f"{list(values.index.names)}): its rows of every step would become agents, its step and "
                              "agent columns features. Use Panel.from_dataframe(df), which reads one row per (step, "
                              "agent)")
+        if "step" in rows or cols & {"step", "agent"}:
+            raise PanelError(f"Panel() reads a frame as one step, a row per agent and a column per feature (N, D); "
+                             f"this one's rows are {list(values.index.names)} and its columns "
+                             f"{list(values.columns.names)}, a pivot of steps and agents (its steps would become "
+                             "agents, or its agents features). Use Panel.from_dataframe on the long table it was "
+                             "pivoted from (one row per step and agent; pivot.stack().rename('x').reset_index() gives "
+                             "it back)")
         import pandas as pd
 
         if features is None and not isinstance(values.columns, pd.RangeIndex):

@@ -256,3 +256,15 @@ def test_a_frame_with_two_step_like_columns_is_refused_not_read_by_the_first_nam
     assert p.shape == (3, 4, 2) and p.features == ("time", "wealth") and p.alive is None
     mesa = netlogo.rename(columns={"tick": "Step", "who": "AgentID"}).set_index(["Step", "AgentID"])
     assert Panel.from_dataframe(mesa).features == ("time", "wealth")  # the index level is the step, as before
+
+
+@pytest.mark.parametrize("index,columns", [("step", "agent"), ("agent", "step")])
+def test_a_pivot_of_steps_and_agents_given_to_panel_is_refused(index, columns):
+    import pandas as pd
+
+    long = pd.DataFrame({"step": [0, 0, 1, 1], "agent": ["a", "b", "a", "b"], "wealth": [1.0, 2, 3, 4]})
+    wide = long.pivot(index=index, columns=columns, values="wealth")
+    # was Panel(T=1, N=2, D=2): the steps read as agents (ids 0, 1) and the agents as features 'a', 'b'
+    with pytest.raises(PanelError, match=r"a pivot of steps and agents.*Panel\.from_dataframe"):
+        Panel(wide)
+    assert Panel.from_dataframe(wide.stack().rename("wealth").reset_index()).shape == (2, 2, 1)
