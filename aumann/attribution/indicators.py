@@ -750,8 +750,10 @@ def get(name: str, **params: Any) -> Indicator:
             f"unknown indicator {name!r}; registered indicators are {sorted(_REGISTRY)}"
         ) from None
     with user_code(f"the factory of indicator {name!r}"):
-        ind = factory(**params) if params else factory()
-    return as_indicator(ind)
+        ind = as_indicator(factory(**params) if params else factory())
+    if isinstance(ind, FunctionIndicator) and ind.name in ("<lambda>", "function"):
+        ind.name = name  # a factory's lambda: provenance, pages and errors named it '<lambda>', not what was asked for
+    return ind
 
 
 def names() -> list[str]:

@@ -268,3 +268,16 @@ def test_a_pivot_of_steps_and_agents_given_to_panel_is_refused(index, columns):
     with pytest.raises(PanelError, match=r"a pivot of steps and agents.*Panel\.from_dataframe"):
         Panel(wide)
     assert Panel.from_dataframe(wide.stack().rename("wealth").reset_index()).shape == (2, 2, 1)
+
+
+def test_an_indicator_made_by_a_registered_factory_carries_the_registered_name():
+    from aumann.attribution import attribute, indicators
+
+    def power_sum(power):
+        return lambda z: (z ** power).sum((-2, -1))
+
+    indicators.register(power_sum, name="h17_power_sum", overwrite=True)
+    f = indicators.get("h17_power_sum", power=2)
+    # was FunctionIndicator(name='<lambda>'): the result's provenance, summary.json and the pages said '<lambda>'
+    assert f.name == "h17_power_sum"
+    assert attribute(f, Panel(np.ones((1, 2, 1)))).provenance["indicator"] == "h17_power_sum"
