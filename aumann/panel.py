@@ -332,6 +332,30 @@ def by_agent_id(labels: Any, agent_ids: np.ndarray, what: str) -> Any:
     return labels.to_numpy()[pos]
 
 
+def by_step_label(values: Any, steps: np.ndarray, what: str) -> Any:
+    """Per-step context given as a pandas Series or frame indexed by the panel's step labels, in the panel's step
+    order: it was read by position, so a model-level table in another row order (``model_df.sort_values(...)``, a
+    Series built from a dict) gave each step another step's state, silently. Positional as before when the index
+    is a default RangeIndex or holds none of the step labels (times given as timestamps where the panel keeps
+    their text); some but not all of them is a :class:`~aumann.errors.PanelError` naming a missing step."""
+    if type(values).__module__.split(".")[0] != "pandas" or not hasattr(values, "index"):
+        return values
+    import pandas as pd
+
+    if not isinstance(values, pd.Series | pd.DataFrame) or isinstance(values.index, pd.RangeIndex):
+        return values
+    pos = values.index.get_indexer(pd.Index(steps.tolist())) if values.index.is_unique else None
+    if pos is None or not (pos >= 0).any():
+        return values
+    missing = np.flatnonzero(pos < 0)
+    if missing.size:
+        raise PanelError(f"{what} is indexed by step labels (it is read by label, not by position), but it has no "
+                         f"row for {missing.size} of the panel's {len(steps)} steps, e.g. step "
+                         f"{steps[missing[0]].item()!r}; give every step a row, or pass the values in the panel's step "
+                         "order as an array (.to_numpy())")
+    return values.iloc[pos]
+
+
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
     arr = as_real_array(x, what, error=PanelError)
     if not np.issubdtype(arr.dtype, np.floating):
@@ -872,7 +896,8 @@ class Panel:
             indexed by agent id (not a default RangeIndex) is read by id.
         alive: bool mask (T, N) (or integers that are all 0 or 1; strings, floats and NaN are refused);
             rows with ``False`` are excluded from validation and held at the baseline during attribution.
-        context: mapping name → array with leading dimension T (per-step world state).
+        context: mapping name → array with leading dimension T (per-step world state); a pandas Series or frame
+            indexed by the step labels is read by label.
         meta: free-form JSON-serialisable metadata (e.g. ``{"synthetic": True}``).
 
     Raises:
@@ -960,7 +985,7 @@ class Panel:
         self.context: dict[str, np.ndarray] = {}
         for name, c in _mapping(context, "context").items():
             safe_component(str(name), "context name")
-            carr = _to_numpy(c, f"context {name!r}")
+            carr = _to_numpy(by_step_label(c, self.steps, f"context {str(name)!r}"), f"context {name!r}")
             if carr.ndim == 0 or carr.shape[0] != T:
                 raise ShapeError(
                     f"context {name!r} must have leading dimension T = {T}; got shape {carr.shape}"

@@ -281,3 +281,18 @@ def test_an_indicator_made_by_a_registered_factory_carries_the_registered_name()
     # was FunctionIndicator(name='<lambda>'): the result's provenance, summary.json and the pages said '<lambda>'
     assert f.name == "h17_power_sum"
     assert attribute(f, Panel(np.ones((1, 2, 1)))).provenance["indicator"] == "h17_power_sum"
+
+
+def test_context_indexed_by_step_label_is_read_by_label():
+    import pandas as pd
+
+    price = pd.Series({3: 30.0, 1: 10.0, 2: 20.0})  # a per-step table in its own row order
+    # read by position, step 1 had the price of step 3
+    p = Panel(np.ones((3, 2, 1)), steps=[1, 2, 3], context={"price": price})
+    np.testing.assert_array_equal(p.context["price"], [10.0, 20.0, 30.0])
+    frame = Panel(np.ones((3, 2, 1)), steps=[1, 2, 3], context={"m": price.to_frame().assign(b=[3.0, 1.0, 2.0])})
+    np.testing.assert_array_equal(frame.context["m"], [[10.0, 1.0], [20.0, 2.0], [30.0, 3.0]])
+    with pytest.raises(PanelError, match=r"no row for 1 of the panel's 3 steps, e\.g\. step 2"):
+        Panel(np.ones((3, 2, 1)), steps=[1, 2, 3], context={"price": pd.Series({3: 30.0, 1: 10.0, 7: 20.0})})
+    positional = Panel(np.ones((3, 2, 1)), context={"price": pd.Series([5.0, 6.0, 7.0])})  # RangeIndex: as before
+    np.testing.assert_array_equal(positional.context["price"], [5.0, 6.0, 7.0])
