@@ -484,7 +484,11 @@ class AumannShapley(AttributionMethod):
                                      f"path {_first_bad_step(problem, grad, offset=t0)}; is it C¹ between the "
                                      "baseline and the panel?")
             grad.mul_(delta)  # φ per feature, in place: no second (steps, N, D) buffer
-            rows = grad @ ones  # Σ_d: a matrix-vector product (a strided reduction over D is far slower)
+            # Σ_d. float64: a matrix-vector product (a strided reduction over D is up to 4× slower at D = 14). float32:
+            # the reduction, whose bits per row depend on D alone — BLAS's sgemv rounded a row differently by the
+            # number of steps in the call and their place in memory (on AVX-512 hosts), so φ depended on the
+            # memory probe's batch size, which differs between machines; its dgemv gives each row one value
+            rows = grad @ ones if dtype == torch.float64 else grad.sum(dim=-1)
             phi[t0:t1] = rows.cpu().numpy()
             sums[t0:t1] = rows.sum(dim=-1, dtype=torch.float64).cpu().numpy()
             if phi_feat is not None:

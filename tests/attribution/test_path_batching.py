@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from aumann.attribution import AumannShapley, Panel, attribute, indicators
+from aumann.attribution import AgentwiseIndicator, AumannShapley, Panel, attribute, indicators
 from aumann.attribution.path import quadrature
 
 
@@ -48,3 +48,22 @@ def test_phi_bits_do_not_depend_on_the_batch(name, dtype):
         assert np.array_equal(phi, first), f"memory_budget={budget} points changed φ"
     if dtype == np.float64:  # and it is the path integral
         np.testing.assert_allclose(first, _reference(f, x, method), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("d", [4, 5, 14])
+def test_float32_phi_bits_do_not_depend_on_how_many_steps_share_a_call(d, monkeypatch):
+    """float32 row sums over the features: a matrix-vector product (BLAS sgemv) rounded a step's rows differently
+    when the step shared its call with others (and sat elsewhere in memory) on AVX-512 hosts; one step per call and
+    every step in one call (the memory probe's answer, fixed here) must give the same φ bits."""
+    from aumann.attribution.problem import Problem
+
+    rng = np.random.default_rng(3)
+    T, N, K = 4, 2001, 5
+    x = rng.normal(size=(T, N, d)).astype(np.float32)
+    f = AgentwiseIndicator(lambda z: (z * z).sum(-1, keepdim=True), rho=lambda s: torch.sqrt(s[..., 0]), name="l2")
+    phi = []
+    for points in (K, T * K):
+        monkeypatch.setattr(Problem, "batch_items", lambda self, *a, _p=points, **k: _p)
+        method = AumannShapley(steps=K, closed_form=False, memory_budget=2**30, pooled_fast_path=False)
+        phi.append(np.asarray(attribute(f, Panel(x), method=method).phi))
+    assert np.array_equal(phi[0], phi[1])
