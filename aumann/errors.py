@@ -85,6 +85,7 @@
   * EfficiencyGapWarning                         -- an attribution whose Σφ misses Δv by a large share
   * LookalikeIdWarning                           -- agent ids that differ only in Unicode form or invisible characters
   * ScenarioShadowWarning                        -- an installed scenario entry point hidden by a built-in of its name
+  * UnusedArgumentWarning                        -- arguments given that the mode ``auto`` picked does not use
 """
 
 from __future__ import annotations
@@ -526,6 +527,13 @@ class PartialWriteWarning(AumannWarning):
     or kept ones modified too recently to be sure no program still writes them: the message names each."""
 
 
+class UnusedArgumentWarning(AumannWarning):
+    """Arguments given to a method (or flags to a command) that the mode an ``auto`` setting picked does not use:
+    ``AumannShapley(steps=500)`` (``aumann attribute --steps 500``) where the indicator's closed form applies, so no
+    path integral runs. The message names them and how to force the mode that uses them; the result's provenance
+    records them under ``unused`` (and the command's manifest.json under ``unused_flags``)."""
+
+
 class ScenarioShadowWarning(AumannWarning):
     """An installed ``aumann.scenarios`` entry point whose name (normalised: ``Midscale_Social`` is
     ``midscale-social``) is a built-in scenario's: the name runs the built-in, and the entry point is reached only
@@ -621,6 +629,7 @@ __all__ = [
     "UnknownIndicatorError",
     "UnknownScenarioError",
     "UnsafeNameError",
+    "UnusedArgumentWarning",
     "ZeroDeltaVError",
     "ZstdDictionaryError",
 ]

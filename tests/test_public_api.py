@@ -334,6 +334,7 @@ PUBLIC = {
         "UnknownIndicatorError",
         "UnknownScenarioError",
         "UnsafeNameError",
+        "UnusedArgumentWarning",
         "ZeroDeltaVError",
         "ZstdDictionaryError",
     ],

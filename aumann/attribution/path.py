@@ -37,7 +37,7 @@ from aumann.attribution.problem import AttributionMethod, Problem
 from aumann.attribution.result import Attribution
 from aumann.attribution.streaming import _tensor, column_sums, linear_closed_form, weighted_rows
 from aumann.checks import as_bool, as_choice, as_float, as_int, as_optional_bool, as_real_array, as_torch, user_code
-from aumann.errors import AumannWarning, ClosedFormUnavailable, IndicatorError, MethodError
+from aumann.errors import AumannWarning, ClosedFormUnavailable, IndicatorError, MethodError, UnusedArgumentWarning
 from aumann.panel import Panel
 from aumann.progress import progress_bar
 from aumann.seeding import RNGLike
@@ -212,6 +212,34 @@ def _check_closed_form(problem: Problem) -> dict[str, Any]:
     return {**where, "max_abs_diff": float(diff.max()), "tolerance": float(tol.min())}
 
 
+class _DefaultInt(int):
+    """A default argument value, told apart (``is``) from the same value given by the caller."""
+
+
+class _DefaultFloat(float):
+    """A default argument value, told apart (``is``) from the same value given by the caller."""
+
+
+class _DefaultStr(str):
+    """A default argument value, told apart (``is``) from the same value given by the caller."""
+
+
+#: AumannShapley's defaults: an argument given (even of the same value) is known from one left out
+_STEPS, _RULE, _POWER, _MAX_STEPS = (_DefaultInt(30), _DefaultStr("gauss-legendre"), _DefaultFloat(1.0),
+                                    _DefaultInt(2048))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as a provenance records it (JSON: a device by its name)."""
+    return value if value is None or isinstance(value, bool | int | float | str) else str(value)
+
+
+def _named(given: dict[str, Any]) -> str:
+    """``steps=500, power=4`` for the arguments given."""
+    return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in given.items())
+
+
 class AumannShapley(AttributionMethod):
     """The Aumann–Shapley value along the straight path from the baseline.
 
@@ -220,9 +248,14 @@ class AumannShapley(AttributionMethod):
         rule: ``"gauss-legendre"`` (default) or ``"midpoint"``.
         power: substitution τ = u^power (1 = none; 4 for log-type integrands).
         tol: if set, adaptive mode: double K until the worst relative efficiency gap ≤ tol.
-        max_steps: the largest K adaptive mode may use.
+        max_steps: the largest K adaptive mode may use (with ``tol`` only: given without it,
+            :class:`~aumann.errors.MethodError`).
         closed_form: ``None`` (use it when the indicator has one and the baseline is zero),
             ``True`` (require it; :class:`ClosedFormUnavailable` otherwise) or ``False`` (always integrate).
+            The path integral's arguments (``steps``, ``rule``, ``power``, ``tol``, ``max_steps``,
+            ``memory_budget``, ``pooled_fast_path``, ``device``) are refused with ``True``
+            (:class:`~aumann.errors.MethodError`); with ``None``, where the closed form is picked, they are
+            named in an :class:`~aumann.errors.UnusedArgumentWarning` and in ``provenance["unused"]``.
             A user's declared closed form is spot-checked against this path integral on up to 64 seeded agents
             of one seeded step (a few milliseconds whatever N; recorded as ``provenance["closed_form_check"]``);
             one that disagrees raises :class:`~aumann.errors.IndicatorError`. aumann's own are not checked.
@@ -251,10 +284,14 @@ class AumannShapley(AttributionMethod):
     satisfies_efficiency: ClassVar[bool] = True
     exact: ClassVar[bool] = False
 
-    def __init__(self, steps: int = 30, rule: Rule = "gauss-legendre", power: float = 1.0, *,
-                 tol: float | None = None, max_steps: int = 2048, closed_form: bool | None = None,
+    def __init__(self, steps: int = _STEPS, rule: Rule = _RULE, power: float = _POWER, *,
+                 tol: float | None = None, max_steps: int = _MAX_STEPS, closed_form: bool | None = None,
                  memory_budget: int | None = None, pooled_fast_path: bool = True,
                  device: str | torch.device | None = None) -> None:
+        given = {"steps": steps is not _STEPS, "rule": rule is not _RULE, "power": power is not _POWER,
+                 "tol": tol is not None, "max_steps": max_steps is not _MAX_STEPS,
+                 "memory_budget": memory_budget is not None, "pooled_fast_path": pooled_fast_path is not True,
+                 "device": device is not None}
         self.rule = as_choice(rule, "rule (quadrature rule)", _RULES)
         self.steps = as_int(steps, f"steps (integration points K, {self.rule} rule)", minimum=1,
                             maximum=MAX_STEPS[self.rule])
@@ -267,6 +304,15 @@ class AumannShapley(AttributionMethod):
             memory_budget, "memory_budget (bytes)", minimum=2**16)
         self.pooled_fast_path = as_bool(pooled_fast_path, "pooled_fast_path")
         self.device = None if device is None else resolve_device(device)
+        #: the path integral's arguments given (not left at their defaults), as the call spelt them
+        self._path_given = {k: _plain(getattr(self, k)) for k, g in given.items() if g}
+        if self.tol is None and given["max_steps"]:  # it caps adaptive mode alone: a fixed K ran, max_steps unread
+            raise MethodError(f"max_steps={self.max_steps} caps adaptive mode (K doubles until the gap ≤ tol), which "
+                              "is off without tol: give tol= too, or set the integration points with steps=")
+        if self.closed_form is True and self._path_given:
+            raise MethodError(f"{_named(self._path_given)} set the path integral, which closed_form=True never "
+                              "computes (the indicator's closed form has no integration points): leave them out, or "
+                              "use closed_form=None (the closed form when available) or False (always integrate)")
 
     def __repr__(self) -> str:
         return (f"AumannShapley(steps={self.steps}, rule={self.rule!r}, power={self.power:g}, tol={self.tol}, "
@@ -287,6 +333,12 @@ class AumannShapley(AttributionMethod):
         if self.uses_closed_form(problem):
             phi, fv, fb, sums, phi_feat = _closed_form(problem)
             prov: dict[str, Any] = {"closed_form": True, "steps": None, "rule": "closed-form", "power": None}
+            if self._path_given:  # closed_form=None picked the closed form: what was given for the integral is unread
+                prov["unused"] = dict(self._path_given)
+                warnings.warn(f"AumannShapley: {_named(self._path_given)} given but unused: indicator "
+                              f"{problem.f.name!r} has a closed form at the zero baseline, which closed_form=None "
+                              "uses (no path integral runs); closed_form=False integrates with them",
+                              UnusedArgumentWarning, stacklevel=3)
             if not _trusted(problem.f):
                 prov["closed_form_check"] = _check_closed_form(problem)
             prov["seconds"] = time.perf_counter() - t0
