@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from aumann.cli.args import integer, number, path, recorded
 from aumann.cli.terminal import terminal_text
-from aumann.errors import BaselineError, ConfigError
+from aumann.errors import BaselineError, ConfigError, UnusedArgumentWarning
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                           if args.trace is not None else
                           "--deletion-k sizes the masking deletion study, which only --trace runs: a saved panel "
                           "gets none (leave --deletion-k out)")
-    _path_flags(args)
+    path_given = _path_flags(args)
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
     if args.panel is not None and _table_suffix(args.panel) is not None:
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline not in BASELINES:
         raise BaselineError(f"unknown --baseline {args.baseline!r}; use one of {list(BASELINES)}")
     closed = {"auto": None, "closed": True, "path": False}[args.method]
-    method = AumannShapley(steps=args.steps, rule=args.rule, power=args.power, tol=args.tol, closed_form=closed)
+    # only the flags given reach the method: those left out are its defaults, not arguments it could find unused
+    method = AumannShapley(**{k: getattr(args, k) for k in path_given}, closed_form=closed)
     if args.trace is not None:
         _out_apart_from_trace(args.out, args.trace)
     out: Path = ensure_output_dir(args.out, "--out")
@@ -121,14 +123,17 @@ def run(args: argparse.Namespace) -> int:
         panel = Panel.load(args.panel)
     timer.start("attribute")
     t0 = time.perf_counter()
-    res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
+    with warnings.catch_warnings():  # said below in the command's words (--steps, --method path), not the method's
+        warnings.simplefilter("ignore", UnusedArgumentWarning)
+        res = attribute(f, panel, method=method, baseline=args.baseline, per_feature=args.per_feature, progress=True)
     seconds = time.perf_counter() - t0
+    unused = _unused_path_flags(args, path_given, res.provenance)
 
     timer.start("write results")
     from aumann.io import journaled, settle_journal
 
     with journaled(out):  # each result recorded before it is in place: interrupted, the next run knows it as ours
-        _write_results(out, args, f, panel, res, seconds, timer, trace)
+        _write_results(out, args, f, panel, res, seconds, timer, trace, unused)
     settle_journal(out)
 
     con = rich_console()
@@ -173,21 +178,36 @@ def _table_suffix(p: Path) -> str | None:
 _PATH_FLAGS = {"steps": 30, "rule": "gauss-legendre", "power": 1.0, "tol": None}
 
 
-def _path_flags(args: argparse.Namespace) -> None:
+def _path_flags(args: argparse.Namespace) -> list[str]:
     """Refuse the path integral's flags with ``--method closed`` (the closed form has no integration points: a
     ``--tol 1e-6`` or ``--steps 500`` was dropped without a word, and the manifest recorded it as if it had been
-    used), then fill in their defaults."""
-    given = [f"--{k}" for k in _PATH_FLAGS if getattr(args, k) is not None]
+    used), then fill in their defaults. Returns the names of those given (``["steps", "tol"]``)."""
+    given = [k for k in _PATH_FLAGS if getattr(args, k) is not None]
     if args.method == "closed" and given:
-        raise ConfigError(f"{', '.join(given)} set the path integral, which --method closed does not compute: "
-                          "leave them out, or use --method path (or auto)")
+        raise ConfigError(f"{', '.join(f'--{k}' for k in given)} set the path integral, which --method closed does "
+                          "not compute: leave them out, or use --method path (or auto)")
     for k, default in _PATH_FLAGS.items():
         if getattr(args, k) is None:
             setattr(args, k, default)
+    return given
+
+
+def _unused_path_flags(args: argparse.Namespace, given: list[str], provenance: dict) -> list[str]:
+    """The path integral's flags given (``--steps 500``) where ``--method auto`` picked the closed form, so no
+    path integral ran: said once as an :class:`~aumann.errors.UnusedArgumentWarning` and returned for the manifest
+    (``unused_flags``). They were dropped without a word while manifest.json recorded them as the run's setting."""
+    if not given or not provenance.get("closed_form"):
+        return []
+    flags = [f"--{k} {getattr(args, k):g}" if isinstance(getattr(args, k), float) else f"--{k} {getattr(args, k)}"
+             for k in given]
+    warnings.warn(f"{', '.join(flags)} given but unused: --method auto used the closed form of {args.indicator!r} "
+                  f"(it has one at the zero baseline), so no path integral ran; --method path integrates with "
+                  f"{'them' if len(flags) > 1 else 'it'}", UnusedArgumentWarning, stacklevel=2)
+    return [f.split(" ")[0] for f in flags]
 
 
 def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res: Any, seconds: float, timer: Any,
-                   trace: dict | None) -> None:
+                   trace: dict | None, unused: list[str]) -> None:
     """The result files, the manifest (recording each with its SHA-256) and the pages."""
     from aumann.cli.command import command_line
     from aumann.io import OUTPUTS_COMPLETE, adopt_outputs, plain, write_csv, write_json
@@ -231,7 +251,7 @@ def _write_results(out: Path, args: argparse.Namespace, f: Any, panel: Any, res:
                    extra={OUTPUTS_COMPLETE: True, "panel_meta": panel.meta, "report_kind": "attribute",
                           "seconds": timer.total, "attribute_seconds": seconds,
                           "stage_seconds": timer.seconds, "synthetic": summary["synthetic"], "outputs_sha256": outputs,
-                          **extra})
+                          **({"unused_flags": unused} if unused else {}), **extra})
     if not args.no_report:
         render_report(out, interactive=False if args.static else None)
 

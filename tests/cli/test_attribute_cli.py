@@ -166,6 +166,32 @@ def test_path_integral_flags_with_method_closed_are_refused(tmp_path, rng, capsy
     assert (config["steps"], config["rule"], config["power"], config["tol"]) == (30, "gauss-legendre", 1.0, None)
 
 
+def test_path_integral_flags_unused_by_method_auto_are_warned_of_and_recorded(tmp_path, rng, capsys):
+    """`--method auto --steps 500 --power 4 --tol 1e-3` on heat at the zero baseline wrote the closed form with no
+    word: the flags had nothing to act on, and manifest.json recorded them as the run's setting. Now a warning names
+    them and how to integrate, and manifest.json lists them under unused_flags (attribution.npz's provenance under
+    "unused"); the result is the closed form's, as before. Without them, or where the path integral runs, no
+    warning and no such entry."""
+    src = Panel(np.abs(rng.normal(size=(3, 10, 2)))).save(tmp_path / "panel.npz")
+    capsys.readouterr()
+    base = ["attribute", str(src), "--indicator", "heat", "--no-report"]
+    assert main([*base, "--steps", "500", "--power", "4", "--tol", "1e-3", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "--steps 500, --power 4, --tol 0.001 given but unused" in err and "--method path" in err
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["unused_flags"] == ["--steps", "--power", "--tol"]
+    res = Attribution.load(tmp_path / "a" / "attribution.npz")
+    assert res.provenance["closed_form"] is True and set(res.provenance["unused"]) == {"steps", "power", "tol"}
+    for name, flags in (("b", []), ("c", ["--method", "path", "--steps", "8"]),
+                        ("d", ["--steps", "8", "--baseline", "mean"])):
+        assert main([*base, *flags, "--out", str(tmp_path / name)]) == 0
+        assert "unused" not in capsys.readouterr().err, name
+        assert "unused_flags" not in json.loads((tmp_path / name / "manifest.json").read_text()), name
+        assert "unused" not in Attribution.load(tmp_path / name / "attribution.npz").provenance, name
+    np.testing.assert_array_equal(res.phi, Attribution.load(tmp_path / "b" / "attribution.npz").phi)
+    assert (tmp_path / "a" / "phi_by_step.csv").read_bytes() == (tmp_path / "b" / "phi_by_step.csv").read_bytes()
+
+
 def test_deletion_k_without_a_deletion_study_is_refused(tmp_path, rng, capsys):
     """--deletion-k sizes the masking deletion study, which only --trace runs and --no-deletion skips: given with a
     saved panel (or with --no-deletion) it was dropped without a word, exit 0, and no deletion study written. Now a
