@@ -248,14 +248,14 @@ class AumannShapley(AttributionMethod):
         rule: ``"gauss-legendre"`` (default) or ``"midpoint"``.
         power: substitution τ = u^power (1 = none; 4 for log-type integrands).
         tol: if set, adaptive mode: double K until the worst relative efficiency gap ≤ tol.
-        max_steps: the largest K adaptive mode may use (with ``tol`` only: given without it,
-            :class:`~aumann.errors.MethodError`).
+        max_steps: the largest K adaptive mode may use (read with ``tol`` only: given without it, an
+            :class:`~aumann.errors.UnusedArgumentWarning`).
         closed_form: ``None`` (use it when the indicator has one and the baseline is zero),
             ``True`` (require it; :class:`ClosedFormUnavailable` otherwise) or ``False`` (always integrate).
             The path integral's arguments (``steps``, ``rule``, ``power``, ``tol``, ``max_steps``,
-            ``memory_budget``, ``pooled_fast_path``, ``device``) are refused with ``True``
-            (:class:`~aumann.errors.MethodError`); with ``None``, where the closed form is picked, they are
-            named in an :class:`~aumann.errors.UnusedArgumentWarning` and in ``provenance["unused"]``.
+            ``memory_budget``, ``pooled_fast_path``, ``device``) given with ``True``, or with ``None`` where the
+            closed form is picked, are named in an :class:`~aumann.errors.UnusedArgumentWarning` (and, where the
+            closed form ran, in ``provenance["unused"]``).
             A user's declared closed form is spot-checked against this path integral on up to 64 seeded agents
             of one seeded step (a few milliseconds whatever N; recorded as ``provenance["closed_form_check"]``);
             one that disagrees raises :class:`~aumann.errors.IndicatorError`. aumann's own are not checked.
@@ -306,13 +306,16 @@ class AumannShapley(AttributionMethod):
         self.device = None if device is None else resolve_device(device)
         #: the path integral's arguments given (not left at their defaults), as the call spelt them
         self._path_given = {k: _plain(getattr(self, k)) for k, g in given.items() if g}
+        # warned of, not refused: these combinations ran (and still run) the same numbers; a code that passes them
+        # keeps working and now hears that they are unread
         if self.tol is None and given["max_steps"]:  # it caps adaptive mode alone: a fixed K ran, max_steps unread
-            raise MethodError(f"max_steps={self.max_steps} caps adaptive mode (K doubles until the gap ≤ tol), which "
-                              "is off without tol: give tol= too, or set the integration points with steps=")
+            warnings.warn(f"AumannShapley: max_steps={self.max_steps} given but unused: it caps adaptive mode (K "
+                          "doubles until the gap ≤ tol), which is off without tol; give tol= too, or set the "
+                          "integration points with steps=", UnusedArgumentWarning, stacklevel=2)
         if self.closed_form is True and self._path_given:
-            raise MethodError(f"{_named(self._path_given)} set the path integral, which closed_form=True never "
-                              "computes (the indicator's closed form has no integration points): leave them out, or "
-                              "use closed_form=None (the closed form when available) or False (always integrate)")
+            warnings.warn(f"AumannShapley: {_named(self._path_given)} given but unused: closed_form=True never "
+                          "computes the path integral (the indicator's closed form has no integration points); "
+                          "closed_form=False integrates with them", UnusedArgumentWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         return (f"AumannShapley(steps={self.steps}, rule={self.rule!r}, power={self.power:g}, tol={self.tol}, "

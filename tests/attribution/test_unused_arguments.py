@@ -1,5 +1,5 @@
-"""Arguments of a method that the mode it runs in does not use are refused (a certain mistake) or named in a
-warning and in the provenance (a mode ``auto`` picked), never dropped without a word."""
+"""Arguments of a method that the mode it runs in does not use are named in a warning (and in the provenance where
+the closed form ran), never dropped without a word; they are not refused, so code that passed them keeps running."""
 
 import warnings
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from aumann.attribution import AumannShapley, Panel, attribute
-from aumann.errors import MethodError, UnusedArgumentWarning
+from aumann.errors import UnusedArgumentWarning
 
 
 @pytest.fixture
@@ -18,18 +18,20 @@ def panel(rng):
 @pytest.mark.parametrize("given", [dict(steps=30), dict(steps=500), dict(rule="midpoint"), dict(power=4),
                                    dict(tol=1e-3), dict(tol=1e-3, max_steps=64), dict(memory_budget=2**20),
                                    dict(pooled_fast_path=False), dict(device="cpu")])
-def test_path_arguments_with_closed_form_true_are_refused(given):
+def test_path_arguments_with_closed_form_true_are_warned_of(given):
     """`AumannShapley(steps=500, closed_form=True)` computed the closed form and dropped steps (every path argument)
-    without a word; now a MethodError names it. `steps=30`, the default's value, given is given too."""
+    without a word; now an UnusedArgumentWarning names it. `steps=30`, the default's value, given is given too."""
     name = next(iter(given))
-    with pytest.raises(MethodError, match=f"{name}=.*closed_form=True never computes"):
+    with pytest.warns(UnusedArgumentWarning, match=f"{name}=.*closed_form=True never computes"):
         AumannShapley(**given, closed_form=True)
-    AumannShapley(**given, closed_form=False)  # the path integral reads them
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnusedArgumentWarning)
+        AumannShapley(**given, closed_form=False)  # the path integral reads them
 
 
-def test_max_steps_without_tol_is_refused():
+def test_max_steps_without_tol_is_warned_of():
     """max_steps caps adaptive mode (tol) alone: `AumannShapley(steps=8, max_steps=16)` ran K = 8 and never read it."""
-    with pytest.raises(MethodError, match=r"max_steps=16 caps adaptive mode.*without tol"):
+    with pytest.warns(UnusedArgumentWarning, match=r"max_steps=16 given but unused.*without tol"):
         AumannShapley(steps=8, max_steps=16)
     assert AumannShapley(steps=8, tol=1e-9, max_steps=16).max_steps == 16
 
