@@ -160,11 +160,40 @@ class LocalServer:
             try:
                 with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
                     if r.status == 200:
+                        self._probe(deadline)
                         return
             except OSError:
                 time.sleep(0.25)
         self.stop()
         raise OptionalDependencyError(f"llama.cpp's server did not answer within {timeout:g} s on {self.base_url}")
+
+    def _probe(self, deadline: float) -> None:
+        """One token generated before any work: a llama.cpp built for CPU features this machine reports but cannot
+        run (AMX tiles under a hypervisor that does not grant them, with the default native build) loads the model
+        and answers ``/models``, then dies of SIGSEGV/SIGILL on the first request, and every decision of the study
+        became 'cannot connect'. Raises :class:`OptionalDependencyError` naming the exit and the portable rebuild."""
+        body = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0}'
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=max(5.0, deadline - time.monotonic())) as r:
+                r.read()
+            return
+        except OSError as exc:
+            if self.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(2)
+            code = None if self.proc is None else self.proc.poll()
+            if code is None:  # alive: an HTTP error of its own (the study's requests will say what it is)
+                logger.debug("llama.cpp's server answered the start-up probe with %s", exc)
+                return
+        self.stop()
+        raise OptionalDependencyError(
+            f"llama.cpp's server crashed on its first request (exit code {code}; -11 is a segmentation fault, -4 an "
+            f"illegal instruction) with {self.gguf}: llama-cpp-python was built for CPU features this machine "
+            "cannot run (a native build uses every instruction set the CPU reports, e.g. AMX under a hypervisor "
+            "that does not grant it). Rebuild it portable: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install "
+            "--no-cache-dir --force-reinstall 'llama-cpp-python[server]'")
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
