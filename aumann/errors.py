@@ -39,6 +39,7 @@
   * SimulationError(AumannError, RuntimeError)   -- the simulation layer (recorder, runner, forks)
     * FeatureValueError(.., ValueError)          -- a feature returned a non-numeric / non-finite value
       * ReusedAgentIdError                       -- a dead agent's unique_id given to a different (newborn) agent
+      * AgentIdChangedError                      -- one agent object recorded under one unique_id, then another
       * NoAgentsRecordedError                    -- a recording in which no agent was ever present
     * StepsMismatchError(.., ValueError)         -- captured steps differ from the steps declared
     * CheckpointError                            -- a model that cannot be checkpointed or forked
@@ -267,6 +268,12 @@ class ReusedAgentIdError(FeatureValueError):
     """An agent ``unique_id`` that came back after its agent left the model, on a different agent object (a
     newborn given a dead agent's id): recorded as one row it would merge two agents. ``FeatureRecorder(...,
     reused_ids="new_agent")`` records the newcomer as a new agent instead."""
+
+
+class AgentIdChangedError(FeatureValueError):
+    """An agent object whose ``unique_id`` changed during a recording (a model that renumbers its agents, or sets
+    ``unique_id`` on a later step): one row per id would record the one agent as two, one leaving the model and
+    one born. The message names the agent, both ids and the captures."""
 
 
 class StepsMismatchError(SimulationError, ValueError):
@@ -541,6 +548,7 @@ class ScenarioShadowWarning(AumannWarning):
 
 
 __all__ = [
+    "AgentIdChangedError",
     "AttributionFileError",
     "AumannError",
     "AumannWarning",

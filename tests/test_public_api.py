@@ -246,6 +246,7 @@ PUBLIC = {
     ],
     "aumann.panel": ["Panel"],
     "aumann.errors": [
+        "AgentIdChangedError",
         "AttributionFileError",
         "AumannError",
         "AumannWarning",

@@ -38,6 +38,7 @@ import numpy as np
 
 from aumann.checks import _shown, refuse_mixed_labels, user_code
 from aumann.errors import (
+    AgentIdChangedError,
     AumannError,
     FeatureValueError,
     MemoryBudgetError,
@@ -80,6 +81,9 @@ class _RowBuffer:
     # per row (agents=fn): its object was the same at two captures in a row, so agents=fn returns the model's own
     # object for it (not a new proxy each capture), and another object under its id is a replacement
     held: list[bool] = field(default_factory=list)
+    # id() of each weakly referenced agent object -> the row it was last recorded under (its weak reference in
+    # ``refs`` tells a live entry from a recycled id()): an object back under another unique_id changed its id
+    rows_of: dict[int, int] = field(default_factory=dict)
     step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
     # per Python type of unique_id: the first id of that type, its agent's class name and the capture it appeared at
     id_types: dict[type, tuple[Any, str, int]] = field(default_factory=dict)
@@ -146,6 +150,37 @@ def _check_orderable(rec: _RowBuffer, uid: Any, agent: Any, t: int) -> None:
                 f"{plain}.__init__ after super().__init__), or record the agents of one kind only (agents=fn(model))"
             ) from None
     rec.id_types[type(uid)] = (uid, type(agent).__name__, t)
+
+
+def _capture_label(rec: _RowBuffer, c: int) -> str:
+    label = rec.step_labels[c] if c < len(rec.step_labels) else None
+    return f"capture {c}" + ("" if label is None else f" (model step {_shown(label)})")
+
+
+def _check_same_id(rec: _RowBuffer, uid: Any, agent: Any, t: int) -> None:
+    """Refuse an agent object recorded before under another unique_id (a model that renumbers its agents, or sets
+    ``unique_id`` on a later step than the one the agent was first recorded at): one row per id would make the one
+    agent two, one leaving and one born at capture ``t``. Called only where ``uid``'s row does not hold ``agent``
+    already (a new id, or an id whose row holds another object), so an unchanged population costs nothing.
+
+    Raises:
+        AgentIdChangedError: naming the agent's class, both ids and the captures.
+    """
+    j = rec.rows_of.get(id(agent))
+    if j is None:
+        return
+    ref = rec.refs[j]
+    if ref is None or ref() is not agent or rec.ids[j] == uid:  # a recycled id(), or the id's own earlier row
+        return
+    kind = type(agent).__name__
+    raise AgentIdChangedError(
+        f"agent unique_id changed during the recording: a {kind} had unique_id {_shown(rec.ids[j])} from "
+        f"{_capture_label(rec, rec.first[j])} to {_capture_label(rec, rec.last[j])}, and the same {kind} object has "
+        f"unique_id {_shown(uid)} at {_capture_label(rec, t)}; one row per id would record this one agent as two "
+        f"(one leaving the model, one born). Keep each agent's unique_id for its whole life: set it once, in "
+        f"{kind}.__init__ right after super().__init__, and keep a number the model changes in another attribute "
+        "(e.g. self.rank); or pass FeatureRecorder(..., reused_ids='same_agent') to record each id as one agent, "
+        "whichever object has it")
 
 
 def _check_buffer(steps: int, n: int, d: int, dtype: Any) -> None:
@@ -275,11 +310,15 @@ class FeatureRecorder(_RecorderBase):
             ``agents=fn`` once the id's object was the same at two captures in a row (the model's own agents;
             fresh proxy objects at every capture are not taken for replacements), and always for an id absent
             for at least one capture. Agents that take no weak reference (``__slots__`` without
-            ``__weakref__``) are not checked.
+            ``__weakref__``) are not checked. In the ``"error"`` and ``"new_agent"`` modes an agent
+            object recorded under one ``unique_id`` and later under another (a model that renumbers its agents) is
+            an :class:`~aumann.errors.AgentIdChangedError`, not two agents.
 
     Raises:
         FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
         ReusedAgentIdError: at capture, a reused ``unique_id`` (with ``reused_ids="error"``).
+        AgentIdChangedError: at capture, an agent object whose ``unique_id`` changed (unless
+            ``reused_ids="same_agent"``).
 
     Example:
         >>> rec = FeatureRecorder({"wealth": "wealth", "deg": lambda a: len(a.neighbors)})  # doctest: +SKIP
@@ -454,6 +493,8 @@ class FeatureRecorder(_RecorderBase):
             rec.refs.append(weakref.ref(agent))
         except TypeError:  # an object that takes no weak reference: its id cannot be checked for reuse
             rec.refs.append(None)
+        else:
+            rec.rows_of[id(agent)] = j
         rec.kinds.append(type(agent).__name__)
         rec.first.append(t)
         rec.last.append(t)
@@ -463,8 +504,7 @@ class FeatureRecorder(_RecorderBase):
 
     def _reuse_error(self, rec: _RowBuffer, j: int, agent: Any, t: int) -> ReusedAgentIdError:
         def step(c: int) -> str:
-            label = rec.step_labels[c] if c < len(rec.step_labels) else None
-            return f"capture {c}" + ("" if label is None else f" (model step {_shown(label)})")
+            return _capture_label(rec, c)
         old, new = rec.kinds[j], type(agent).__name__
         gone = "is gone" if rec.refs[j]() is None else "is another object"
         when = (f"was present from {step(rec.first[j])} to {step(rec.last[j])}, left the model" if rec.last[j] < t - 1
@@ -497,16 +537,20 @@ class FeatureRecorder(_RecorderBase):
                 raise FeatureValueError(f"agent unique_id {_shown(uid)} ({type(uid).__name__}) is not hashable; "
                                         "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
+                if check:
+                    _check_same_id(rec, uid, a, t)
                 j = self._new_row(rec, uid, a, t)
             elif check and last[j] < t:  # (last[j] == t: a duplicate, refused below)
                 ref = refs[j]
                 if ref is not None and ref() is not a:  # the id's recorded object is gone, or another one
+                    _check_same_id(rec, uid, a, t)
                     if every or held[j] or last[j] < t - 1:  # reused
                         if self.reused_ids == "error":
                             raise self._reuse_error(rec, j, a, t)
                         j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
                     else:  # agents=fn: a new proxy for the agent of the capture before (followed from now on)
                         refs[j] = weakref.ref(a)
+                        rec.rows_of[id(a)] = j
                 elif ref is not None and not every:
                     held[j] = True
             last[j] = t

@@ -1,0 +1,97 @@
+"""An agent object whose unique_id changes mid-run is a typed error, not two agents.
+
+Before the check, a model that renumbered its agents at step 3 (ids 1, 2, 3 became 11, 12, 13) was recorded as six
+agents, three leaving and three born at capture 2; a renumbering that reused ids (1, 2, 3 became 2, 3, 4) was
+reported as a reuse of id 2 by "a different Cell object", which it is not."""
+
+from __future__ import annotations
+
+import mesa
+import numpy as np
+import pytest
+
+from aumann.errors import AgentIdChangedError, FeatureValueError
+from aumann.simulators import FeatureRecorder, simulate
+
+
+class Cell(mesa.Agent):
+    def __init__(self, model: mesa.Model, wealth: float) -> None:
+        super().__init__(model)
+        self.wealth = wealth
+
+
+class Renumbering(mesa.Model):
+    """Three cells; at model step ``at`` every unique_id is moved by ``shift`` (10: new ids; 1: ids the neighbours
+    had). With ``born`` a fourth cell joins at that step and gets its id set by hand one step later."""
+
+    def __init__(self, *, shift: int = 10, at: int = 3, born: bool = False) -> None:
+        super().__init__(seed=0)
+        self.shift, self.at, self.born = shift, at, born
+        for w in (1.0, 2.0, 3.0):
+            Cell(self, w)
+
+    def step(self) -> None:
+        for a in self.agents:
+            a.wealth += 1.0
+        if self.born:
+            if self.steps == self.at:
+                self.newcomer = Cell(self, 50.0)
+            elif self.steps == self.at + 1:
+                self.newcomer.unique_id = 100
+        elif self.steps == self.at:
+            for a in self.agents:
+                a.unique_id += self.shift
+
+
+def _own_agents(model: mesa.Model) -> list[mesa.Agent]:
+    return list(model.agents)
+
+
+@pytest.mark.parametrize("shift", [10, 1], ids=["new-ids", "ids-of-neighbours"])
+def test_a_renumbered_agent_is_a_typed_error_naming_it_both_ids_and_the_captures(shift):
+    with pytest.raises(AgentIdChangedError, match=(
+            rf"a Cell had unique_id 1 from capture 0 \(model step 1\) to capture 1 \(model step 2\), and the same "
+            rf"Cell object has unique_id {1 + shift} at capture 2 \(model step 3\); one row per id would record this "
+            r"one agent as two.*Cell.__init__ right after super\(\).__init__")) as err:
+        simulate(Renumbering(shift=shift), steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
+    assert isinstance(err.value, FeatureValueError)  # caught as any bad feature data
+
+
+def test_an_id_set_by_hand_a_step_after_the_agent_was_born_is_caught():
+    with pytest.raises(AgentIdChangedError, match=r"had unique_id 4 from capture 2 .* has unique_id 100 at capture 3"):
+        simulate(Renumbering(born=True), steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
+
+
+@pytest.mark.parametrize("kw", [{"agents": _own_agents}, {"reused_ids": "new_agent"}], ids=["agents-fn", "new-agent"])
+def test_the_change_is_caught_with_agents_fn_and_in_new_agent_mode(kw):
+    with pytest.raises(AgentIdChangedError, match=r"had unique_id 1 .* has unique_id 11 at capture 2"):
+        simulate(Renumbering(), steps=5, recorder=FeatureRecorder({"wealth": "wealth"}, **kw))
+
+
+def test_same_agent_mode_takes_each_id_as_one_agent_as_before():
+    panel = simulate(Renumbering(), steps=5, recorder=FeatureRecorder({"wealth": "wealth"}, reused_ids="same_agent"))
+    assert list(panel.agent_ids) == [1, 2, 3, 11, 12, 13]
+    np.testing.assert_array_equal(panel.alive[:, 0], [True, True, False, False, False])
+
+
+class _Proxy:  # weak-referenceable, built afresh at every capture: their id() values are recycled
+    def __init__(self, uid: int, wealth: float) -> None:
+        self.unique_id, self.wealth = uid, wealth
+
+
+class _Turnover:
+    """agents=fn builds new proxies each capture, for a population whose ids move on (0, 1, 2 then 1, 2, 3 ...)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+
+    def proxies(self) -> list[_Proxy]:
+        return [_Proxy(u, float(u)) for u in range(self.steps, self.steps + 3)]
+
+
+def test_fresh_proxies_whose_memory_is_recycled_are_no_false_alarm():
+    panel = simulate(_Turnover(), steps=6, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_Turnover.proxies))
+    assert list(panel.agent_ids) == list(range(1, 9))
