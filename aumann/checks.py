@@ -23,7 +23,9 @@ here, so the same bad value gets the same message wherever it enters:
 * :func:`user_code` a context manager that turns an exception raised by user code (an indicator, a
   game, a score function) into a typed error naming that code, with the original chained;
 * :func:`load_spec` the object a ``package.module:attribute`` or ``path/to/file.py:attribute`` spec names
-  (a user scenario, a user indicator), the file imported as ``python file.py`` would (its siblings import).
+  (a user scenario, a user indicator), the file imported as ``python file.py`` would (its siblings import);
+* :func:`refuse_spec_name` a name for a registry (indicators) that :func:`load_spec` would not
+  read as a spec or a path, so a registered name cannot shadow loading the spec of the same text.
 
 Each function takes the name of the value (``"steps"``, ``"--seed"``) and the error class to raise
 (default :class:`~aumann.errors.MethodError`); the message always names the value and shows what was
@@ -444,6 +446,33 @@ def _import_module(modname: str, spec: str, error: ErrorType, what: str) -> Any:
         raise error(f"{what} spec {spec!r}: importing {modname!r} raised {type(exc).__name__}: {exc}") from exc
 
 
+#: the characters that make text a spec or a path to :func:`load_spec`: ``:`` parts ``module:attribute``, ``/`` and
+#: ``\\`` are path separators (a file spec, ``../x``)
+SPEC_CHARS = (":", "/", "\\")
+
+
+def refuse_spec_name(name: str, *, error: ErrorType, what: str, where: str) -> str:
+    """``name`` for a registry whose lookup falls back to :func:`load_spec`, if it holds none of
+    :data:`SPEC_CHARS`; else ``error`` naming the characters. A registered ``'a.py:f'`` or ``'pkg.module:fn'`` was
+    found by the lookup before the spec of the same text was loaded, so the user's file or module never ran; and
+    ``'../x'`` reads as a path.
+
+    ``where`` says who reads the name (``"indicators.get() and --indicator"``).
+
+    Raises:
+        error: the name holds ``:``, ``/`` or ``\\``.
+    """
+    bad = [c for c in SPEC_CHARS if c in name]
+    if bad:
+        chars = " and ".join(repr(c) for c in bad)
+        raise error(
+            f"{what} name {name!r} cannot be registered: it contains {chars}; {where} read text with ':' as a "
+            "package.module:attribute or path/to/file.py:attribute spec ('/' and '\\' separating a path), so a "
+            "registered name like it would hide the module or file of the same text. Register it under a name of "
+            f"letters, digits, '-', '_' and '.' (e.g. 'my_{what}'); a file's {what} is used by its spec, unregistered")
+    return name
+
+
 def load_spec(spec: str, *, error: ErrorType = ConfigError, what: str = "object") -> tuple[Any, Any]:
     """``(module, attribute)`` named by ``package.module:attribute`` or ``path/to/file.py:attribute``.
 
@@ -480,5 +509,6 @@ __all__ = [
     "as_real_array",
     "as_seed",
     "load_spec",
+    "refuse_spec_name",
     "user_code",
 ]

@@ -242,6 +242,7 @@ PUBLIC = {
         "as_real_array",
         "as_seed",
         "load_spec",
+        "refuse_spec_name",
         "user_code",
     ],
     "aumann.panel": ["Panel"],

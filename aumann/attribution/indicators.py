@@ -57,7 +57,7 @@ import torch
 
 from aumann.attribution.evalcontext import EvalContext
 from aumann.attribution.streaming import linear_closed_form
-from aumann.checks import as_float, as_real_array, as_torch, load_spec, user_code
+from aumann.checks import as_float, as_real_array, as_torch, load_spec, refuse_spec_name, user_code
 from aumann.errors import IndicatorError, NoLivingAgentsError, UndefinedIndicatorError, UnknownIndicatorError
 
 Context = Mapping[str, torch.Tensor] | None
@@ -652,7 +652,9 @@ def register(indicator: Indicator | Callable[..., Any], name: str | None = None,
 
     Raises:
         IndicatorError: a name that is no name (blank, not a string, or ``'<lambda>'``: pass ``name=``), a name
-            already registered (unless ``overwrite``), or something that is neither an indicator nor callable.
+            with ``:``, ``/`` or ``\\`` (which :func:`get` reads as a ``module:attribute`` / ``file.py:attribute``
+            spec or a path: registered, it would hide that file), a name already registered (unless
+            ``overwrite``), or something that is neither an indicator nor callable.
     """
     if name is not None and (not isinstance(name, str) or not name.strip()):
         # an explicit name that is no name: `name or indicator.name` registered it under another name
@@ -669,6 +671,7 @@ def register(indicator: Indicator | Callable[..., Any], name: str | None = None,
     if not key or not isinstance(key, str) or key == "<lambda>":
         raise IndicatorError(f"an indicator needs a name to be registered{' (a lambda has none)' if key else ''}: "
                              "pass name=... (register(f, name='mine'))")
+    refuse_spec_name(key, error=IndicatorError, what="indicator", where="indicators.get() and --indicator")
     if key in _REGISTRY and not overwrite:
         raise IndicatorError(f"indicator {key!r} is already registered (pass overwrite=True to replace)")
     _REGISTRY[key] = factory

@@ -155,3 +155,16 @@ def test_a_scenario_registered_under_a_mixed_case_name_is_found_by_that_name(mon
     assert scenarios.get("My_Model") is mine and scenarios.get("my-model") is mine
     again = scenarios.register(dataclasses.replace(base, name="my-model"))  # the same name once normalised: replaces
     assert scenarios.get("My_Model") is again and "My_Model" not in scenarios.names()
+
+
+@pytest.mark.parametrize("name", ["../x", "a.py:f", "pkg.module:fn", "dir\\x"])
+def test_a_scenario_cannot_be_named_like_a_spec_or_a_path(name):
+    """``get`` looks names up before it reads text with ':' as a ``module:attribute`` / ``file.py:attribute`` spec,
+    so a scenario registered as 'a.py:f' would hide that file; such names are refused where the Scenario is made
+    (a scenario name is one path component: runs/<name>-seed<S>). Indicators refuse them at register()."""
+    import dataclasses
+
+    from aumann.errors import UnsafeNameError
+
+    with pytest.raises(UnsafeNameError, match=r"scenario name .* cannot be used as a file or folder name: it contains"):
+        dataclasses.replace(scenarios.get("midscale-social"), name=name)
