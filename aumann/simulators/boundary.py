@@ -5,8 +5,8 @@ factory behind a ``module:attribute`` spec. Every call of it goes through :func:
 :class:`UserStep`, the picklable step function the runner, forks and replays use), which
 
 * turns an exception raised there into a :class:`~aumann.errors.ScenarioCodeError` naming the scenario,
-  the function and the step (``scenario 'x': step() raised ZeroDivisionError at step 3: ...``), with the
-  original chained (``aumann --debug`` shows its traceback); aumann's own errors (an LLM budget, a
+  the function and the step (``scenario 'x': step() at step 4 of 10 (model.steps = 4) raised ZeroDivisionError:
+  ...``), with the original chained (``aumann --debug`` shows its traceback); aumann's own errors (an LLM budget, a
   typed feature error) pass through unchanged, as do ``KeyboardInterrupt`` and ``MemoryError``;
 * turns ``sys.exit()`` inside user code into the same typed error (``aumann run sys:exit`` exited 0
   with no output);
@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aumann.errors import AumannError, ScenarioCodeError, StepExpired, StepTimeoutError, TerminatedBySignal
@@ -59,7 +59,7 @@ def exception_message(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _where(scenario: str, what: str, step: int | None) -> str:
+def _where(scenario: str, what: str, step: int | str | None) -> str:
     return f"scenario {scenario!r}: {what}" + (f" at step {step}" if step is not None else "")
 
 
@@ -70,7 +70,8 @@ def call(scenario: str, what: str, fn: Callable[..., Any], *args: Any, step: Any
     Args:
         scenario: the scenario's name (or the spec it was loaded from), for messages.
         what: the function, as the message should name it (``"step()"``, ``"build_model()"``).
-        step: the step index, or a callable returning it (asked only when something went wrong).
+        step: the step, or a callable returning it (asked only when something went wrong): the step being taken,
+            counted from 1 as :class:`~aumann.errors.ModelStepError` counts it (``4`` or ``"4 of 10"``).
         timeout: seconds the call may take (``None``: no limit).
         error: the error class raised for an exception (default :class:`ScenarioCodeError`).
     """
@@ -90,7 +91,7 @@ def call(scenario: str, what: str, fn: Callable[..., Any], *args: Any, step: Any
                     f"{exception_message(exc)}") from exc
 
 
-def _index(step: Any) -> int | None:
+def _index(step: Any) -> int | str | None:
     if callable(step):
         try:
             return step()
@@ -103,17 +104,40 @@ def _index(step: Any) -> int | None:
 class UserStep:
     """A scenario's step function through the boundary: ``UserStep(name, fn, timeout)(model)`` advances
     ``model`` one step with ``fn`` (``None``: the default step, ``model.step()`` or its DEVS simulator)
-    and names the step in any error. Picklable when ``fn`` is (process pools, Ray)."""
+    and names the step in any error. Picklable when ``fn`` is (process pools, Ray).
+
+    Errors count steps from 1, as :class:`~aumann.errors.ModelStepError` does: ``step 4 of 10`` is the fourth step of
+    a run of ten (``position``, set by the runner with :meth:`at`), followed by the model's own counter
+    (``model.steps = 4``) where it has one. Outside a run the step is the steps the model had taken before it, plus
+    one (read before the call: Mesa counts a step before running it, a plain model after, so the count after a
+    failure was 3 for one model and 4 for another)."""
 
     scenario: str
     fn: Callable[[Any], None] | None = None
     timeout: float | None = None
+    position: tuple[int, int] | None = None  # (k, n): this call takes step k (from 1) of a run of n, for messages
+
+    def at(self, k: int, n: int) -> UserStep:
+        """This step function, taking step ``k`` (from 1) of a run of ``n`` (what its errors say)."""
+        return replace(self, position=(k, n))
 
     def __call__(self, model: Any) -> None:
         from aumann.simulators.branching import default_step
 
-        call(self.scenario, "step()", self.fn or default_step, model, step=lambda: steps_taken(model),
-             timeout=self.timeout)
+        before = steps_taken(model) if self.position is None else None
+        call(self.scenario, "step()", self.fn or default_step, model,
+             step=lambda: _step_label(self.position, before, model), timeout=self.timeout)
+
+
+def _step_label(position: tuple[int, int] | None, before: int | None, model: Any) -> str | None:
+    """``4 of 10 (model.steps = 4)``: the step being taken, counted from 1, and the model's own counter."""
+    s = getattr(model, "steps", None)
+    label = f" (model.steps = {s})" if isinstance(s, int) and not isinstance(s, bool) else ""
+    if position is not None:
+        return f"{position[0]} of {position[1]}{label}"
+    if before is not None:
+        return f"{before + 1}{label}"
+    return None
 
 
 def steps_taken(model: Any) -> int | None:

@@ -43,6 +43,7 @@ from aumann.errors import (
 )
 from aumann.progress import progress_bar
 from aumann.simulators import branching
+from aumann.simulators.boundary import UserStep
 from aumann.simulators.branching import StepFn, advance
 from aumann.simulators.recording import ContextFn, Recording, _check_steps
 
@@ -64,8 +65,8 @@ def _advance_recorded(model: Any, step: StepFn | None, rec: Recording, t: int, s
     """:func:`advance` for a recording's step ``t`` (0-based) of ``steps``: an exception of the model's own (not
     aumann's typed errors) becomes a :class:`~aumann.errors.ModelStepError` naming the step, with the original
     chained and the steps recorded before it as the error's ``panel``."""
-    try:
-        advance(model, step)
+    try:  # a scenario's step is told its place in the run, so its errors count as ModelStepError does
+        advance(model, step.at(t + 1, steps) if isinstance(step, UserStep) else step)
     except (AumannError, MemoryError):
         raise
     except Exception as exc:

@@ -22,8 +22,8 @@ SPEC = str(Path(__file__).with_name("userscen.py")) + ":scenario"
 
 
 @pytest.mark.parametrize("mode,needle", [
-    ("raise", "step() at step 3 raised ZeroDivisionError: user bug in step"),
-    ("exit", "step() at step 3 called sys.exit(3)"),
+    ("raise", "step() at step 4 of 6 (model.steps = 3) raised ZeroDivisionError: user bug in step"),
+    ("exit", "step() at step 4 of 6 (model.steps = 3) called sys.exit(3)"),
     ("build_raises", "build_model() raised RuntimeError: cannot build"),
     ("build_none", "build_model() returned None"),
     ("build_exit", "build_model() called sys.exit(0)"),
@@ -49,7 +49,8 @@ def test_a_baseline_action_that_raises_in_a_fork_is_typed():
 @pytest.mark.parametrize("mode", ["hang", "swallow", "sleep"])
 def test_a_step_that_never_returns_is_stopped_by_the_step_timeout(mode):
     sc = make()
-    with pytest.raises(StepTimeoutError, match=r"step\(\) at step 3 ran longer than the step timeout of 0.2 s"):
+    with pytest.raises(StepTimeoutError, match=r"step\(\) at step 4 of 6 \(model.steps = 3\) ran longer than the "
+                                               r"step timeout of 0.2 s"):
         sc.simulate(sc.load_config(mode=mode, step_timeout=0.2), rng=0)
 
 
@@ -181,7 +182,8 @@ def test_a_user_file_that_exits_at_import_is_a_typed_error(tmp_path):
 def test_aumann_run_with_a_failing_step_is_one_line_exit_2(tmp_path, capsys):
     rc = main(["run", SPEC, "--set", "mode=raise", "--out", str(tmp_path / "o"), "--no-plots"])
     err = capsys.readouterr().err
-    assert rc == 2 and "ScenarioCodeError: scenario 'user-code': step() at step 3 raised ZeroDivisionError" in err
+    assert rc == 2 and ("ScenarioCodeError: scenario 'user-code': step() at step 4 of 6 (model.steps = 3) raised "
+                        "ZeroDivisionError") in err
     assert "Traceback" not in err
 
 
