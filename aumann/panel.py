@@ -836,6 +836,34 @@ def text_of_bytes(given: Any, arr: np.ndarray, what: str) -> tuple[Any, np.ndarr
     return given, arr
 
 
+def _refuse_nested_labels(given: Any, arr: np.ndarray | None, what: str, n: int) -> None:
+    """Refuse labels given as pairs (tuples, lists, rows of a 2-D array) with a :class:`ShapeError` that says labels
+    are scalars and how to pass a pair: numpy read ``[(0, 1), (1, 2), (2, 3)]`` as an array of shape (3, 2), which
+    was refused as "must be a sequence of length 3; got shape (3, 2)", and pairs of different lengths as a bare
+    "setting an array element with a sequence"."""
+    items = given.tolist() if isinstance(given, np.ndarray) else list(given)
+    if len(items) != n:  # not one pair per agent (a flat list wrapped in another): the length is what is wrong
+        return
+    pos = next((i for i, v in enumerate(items) if isinstance(v, tuple | list | np.ndarray)), None)
+    if pos is None:
+        return
+    first = items[pos]
+    kind = "a row of a 2-D array" if arr is not None and isinstance(given, np.ndarray) else type(first).__name__
+    shape = "" if arr is None else f" (read as an array of shape {arr.shape})"
+    one = {"agent_ids": "agent", "steps": "step"}.get(what, "label")
+    text = "-".join(str(v) for v in first)
+    raise ShapeError(
+        f"{what} must be scalars, one number or text per {one} ({n} of them); got {kind} {_shown_label(first)} at "
+        f"position {pos}{shape}. Pass a pair (or any tuple) as one text {'id' if one == 'agent' else 'label'}, e.g. "
+        f"{text!r} for {_shown_label(first)}: "
+        f"{what}=[\"-\".join(map(str, p)) for p in pairs]")
+
+
+def _shown_label(v: Any) -> str:
+    text = repr(tuple(v) if isinstance(v, np.ndarray) else v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
@@ -844,10 +872,13 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
     try:
         arr = np.asarray(given)
     except (ValueError, TypeError) as exc:
+        _refuse_nested_labels(given, None, what, n)
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     given, arr = text_of_bytes(given, arr, what)
     if arr.dtype.kind == "f" and not isinstance(given, np.ndarray) and _all_integers(given):
         arr = _integer_labels(given, what)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
+    if arr.ndim > 1:
+        _refuse_nested_labels(given, arr, what, n)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
@@ -888,7 +919,8 @@ class Panel:
             coordinates of a DataArray in (step, agent, feature) order, and the columns and index of a wide (N, D)
             frame, are its labels unless ``features``/``agent_ids``/``steps`` are given.
         features: D feature names (default ``f0 … f{D-1}``).
-        agent_ids: N unique agent ids (default ``0 … N-1``).
+        agent_ids: N unique agent ids (default ``0 … N-1``), each a scalar (a number or text): pairs such as
+            ``(0, 1)`` are a :class:`~aumann.errors.ShapeError`; pass them as text (``"0-1"``).
         steps: T step labels (default ``0 … T-1``), in time order: number and time labels must be strictly
             increasing (a :class:`~aumann.errors.PanelError` names the first pair that is not); text labels
             (``"2026-04-07"``, ``"warm-up"``) are not compared: their row order is the time order.
