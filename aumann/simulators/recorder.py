@@ -81,8 +81,9 @@ class _RowBuffer:
     # per row (agents=fn): its object was the same at two captures in a row, so agents=fn returns the model's own
     # object for it (not a new proxy each capture), and another object under its id is a replacement
     held: list[bool] = field(default_factory=list)
-    # id() of each weakly referenced agent object -> the row it was last recorded under (its weak reference in
-    # ``refs`` tells a live entry from a recycled id()): an object back under another unique_id changed its id
+    # id() of each agent object known to be the model's own (default agents: all; agents=fn: once ``held``) -> its
+    # row (the row's weak reference in ``refs`` tells a live entry from a recycled id()): such an object back under
+    # another unique_id changed its id. Fresh proxies (agents=fn) never enter: the map stays one entry per row at most
     rows_of: dict[int, int] = field(default_factory=dict)
     step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
     # per Python type of unique_id: the first id of that type, its agent's class name and the capture it appeared at
@@ -157,18 +158,16 @@ def _capture_label(rec: _RowBuffer, c: int) -> str:
     return f"capture {c}" + ("" if label is None else f" (model step {_shown(label)})")
 
 
-def _check_same_id(rec: _RowBuffer, uid: Any, agent: Any, t: int) -> None:
+def _check_same_id(rec: _RowBuffer, j: int, uid: Any, agent: Any, t: int) -> None:
     """Refuse an agent object recorded before under another unique_id (a model that renumbers its agents, or sets
     ``unique_id`` on a later step than the one the agent was first recorded at): one row per id would make the one
     agent two, one leaving and one born at capture ``t``. Called only where ``uid``'s row does not hold ``agent``
-    already (a new id, or an id whose row holds another object), so an unchanged population costs nothing.
+    already (a new id, or an id whose row holds another object) and ``rec.rows_of`` maps ``id(agent)`` to row ``j``,
+    so an unchanged population costs nothing.
 
     Raises:
         AgentIdChangedError: naming the agent's class, both ids and the captures.
     """
-    j = rec.rows_of.get(id(agent))
-    if j is None:
-        return
     ref = rec.refs[j]
     if ref is None or ref() is not agent or rec.ids[j] == uid:  # a recycled id(), or the id's own earlier row
         return
@@ -312,7 +311,8 @@ class FeatureRecorder(_RecorderBase):
             for at least one capture. Agents that take no weak reference (``__slots__`` without
             ``__weakref__``) are not checked. In the ``"error"`` and ``"new_agent"`` modes an agent
             object recorded under one ``unique_id`` and later under another (a model that renumbers its agents) is
-            an :class:`~aumann.errors.AgentIdChangedError`, not two agents.
+            an :class:`~aumann.errors.AgentIdChangedError`, not two agents (with ``agents=fn``, for an object that
+            was the same at two captures in a row).
 
     Raises:
         FeatureValueError: empty ``features`` or an extractor that is neither str nor callable.
@@ -484,7 +484,7 @@ class FeatureRecorder(_RecorderBase):
         return list(got)
 
     @staticmethod
-    def _new_row(rec: _RowBuffer, uid: Any, agent: Any, t: int, gen: int = 0) -> int:
+    def _new_row(rec: _RowBuffer, uid: Any, agent: Any, t: int, gen: int = 0, track: bool = False) -> int:
         if type(uid) not in rec.id_types:
             _check_orderable(rec, uid, agent, t)
         j = rec.col[uid] = len(rec.ids)
@@ -494,7 +494,8 @@ class FeatureRecorder(_RecorderBase):
         except TypeError:  # an object that takes no weak reference: its id cannot be checked for reuse
             rec.refs.append(None)
         else:
-            rec.rows_of[id(agent)] = j
+            if track:
+                rec.rows_of[id(agent)] = j
         rec.kinds.append(type(agent).__name__)
         rec.first.append(t)
         rec.last.append(t)
@@ -518,7 +519,7 @@ class FeatureRecorder(_RecorderBase):
             "for the same agents")
 
     def _columns_for(self, rec: _RowBuffer, agents: list[Any], t: int) -> np.ndarray:
-        col, refs, last, held = rec.col, rec.refs, rec.last, rec.held
+        col, refs, last, held, rows_of = rec.col, rec.refs, rec.last, rec.held, rec.rows_of
         out = np.empty(len(agents), dtype=np.int64)
         check = self.reused_ids != "same_agent"
         # agents=fn may build new proxies each capture: an id is checked after an absence, or once its object was
@@ -537,22 +538,23 @@ class FeatureRecorder(_RecorderBase):
                 raise FeatureValueError(f"agent unique_id {_shown(uid)} ({type(uid).__name__}) is not hashable; "
                                         "unique_ids key the agent rows (use ints, strs or tuples of them)") from None
             if j is None:
-                if check:
-                    _check_same_id(rec, uid, a, t)
-                j = self._new_row(rec, uid, a, t)
+                if check and (seen := rows_of.get(id(a))) is not None:
+                    _check_same_id(rec, seen, uid, a, t)
+                j = self._new_row(rec, uid, a, t, track=every and check)
             elif check and last[j] < t:  # (last[j] == t: a duplicate, refused below)
                 ref = refs[j]
                 if ref is not None and ref() is not a:  # the id's recorded object is gone, or another one
-                    _check_same_id(rec, uid, a, t)
+                    if (seen := rows_of.get(id(a))) is not None:
+                        _check_same_id(rec, seen, uid, a, t)
                     if every or held[j] or last[j] < t - 1:  # reused
                         if self.reused_ids == "error":
                             raise self._reuse_error(rec, j, a, t)
-                        j = self._new_row(rec, uid, a, t, rec.gen[j] + 1)
+                        j = self._new_row(rec, uid, a, t, rec.gen[j] + 1, track=every)
                     else:  # agents=fn: a new proxy for the agent of the capture before (followed from now on)
                         refs[j] = weakref.ref(a)
-                        rec.rows_of[id(a)] = j
-                elif ref is not None and not every:
+                elif ref is not None and not every and not held[j]:  # the model's own object: tracked from now on
                     held[j] = True
+                    rows_of[id(a)] = j
             last[j] = t
             out[k] = j
         n = len(rec.ids)

@@ -95,3 +95,29 @@ class _Turnover:
 def test_fresh_proxies_whose_memory_is_recycled_are_no_false_alarm():
     panel = simulate(_Turnover(), steps=6, recorder=FeatureRecorder({"wealth": "wealth"}, agents=_Turnover.proxies))
     assert list(panel.agent_ids) == list(range(1, 9))
+
+
+class _Kept(_Turnover):
+    """Fresh proxies at every capture, all kept alive by the model (so no two share an id())."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[_Proxy] = []
+
+    def proxies(self) -> list[_Proxy]:
+        made = [_Proxy(u, float(u)) for u in range(3)]
+        self.kept.extend(made)
+        return made
+
+
+def test_the_object_map_holds_one_entry_per_row_not_one_per_proxy():
+    """White-box: agents=fn building a new proxy per agent per capture must not grow the recorder's map of objects
+    by N entries per capture (10⁵ agents × 10³ steps would be 10⁸ entries)."""
+    model = _Kept()
+    rec = FeatureRecorder({"wealth": "wealth"}, agents=_Kept.proxies)
+    with rec.recording(model, steps=50) as recording:
+        for _ in range(50):
+            model.step()
+            recording.capture(model)
+        assert len(recording._buffer.rows_of) <= 3  # (proxies are never tracked: 0)
+    assert list(recording.panel().agent_ids) == [0, 1, 2]
