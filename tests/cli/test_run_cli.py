@@ -48,6 +48,35 @@ def test_openai_backend_needs_a_model(tmp_path, monkeypatch):
         _invoke("social-llm", "--backend", "openai", "--out", str(tmp_path), "--runs", "1")
 
 
+@pytest.mark.parametrize("flags", [["--model", "gpt-4o-mini"], ["--base-url", "http://127.0.0.1:9/v1"],
+                                   ["--rpm", "5", "--max-calls", "3"], ["--concurrency", "8"], ["--max-cost", "1"],
+                                   ["--llm-timeout", "5"], ["--structured-output", "none"], ["--max-retries", "1"]])
+def test_llm_backend_flags_with_the_offline_backend_are_refused(tmp_path, capsys, flags):
+    """`aumann run midscale-social --model gpt-4o --rpm 5 --max-calls 3` (no --backend: offline, the default) ran
+    the offline policy, exit 0, manifest "backend": "offline": the flags were dropped without a word, where the
+    user meant an LLM run. Now a ConfigError names them and says to add --backend openai, before any work."""
+    from aumann.cli import main
+
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["run", "midscale-social", "--agents", "6", *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and flags[0] in err and "--backend openai" in err
+    assert not out.exists()
+
+
+def test_assumed_latency_without_dry_run_is_refused(tmp_path, capsys):
+    """--assumed-latency sizes --dry-run's time estimate only: a real run took it and never read it."""
+    from aumann.cli import main
+
+    capsys.readouterr()
+    assert main(["run", "social-llm", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                 "--assumed-latency", "0.5", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and "--assumed-latency" in err and "--dry-run" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_is_registered_as_a_command():
     import aumann.cli as cli
 
