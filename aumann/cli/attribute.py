@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                           "--deletion-k sizes the masking deletion study, which only --trace runs: a saved panel "
                           "gets none (leave --deletion-k out)")
     path_given = _path_flags(args)
+    if args.static and args.no_report:  # no page is written: the flag had nothing to act on
+        raise ConfigError("--static sets the figures of report.html, which --no-report skips: leave one of them out")
     if args.panel is not None and not args.panel.exists():
         raise ConfigError(f"panel file {str(args.panel)!r} does not exist")
     if args.panel is not None and _table_suffix(args.panel) is not None:

@@ -192,6 +192,18 @@ def test_path_integral_flags_unused_by_method_auto_are_warned_of_and_recorded(tm
     assert (tmp_path / "a" / "phi_by_step.csv").read_bytes() == (tmp_path / "b" / "phi_by_step.csv").read_bytes()
 
 
+def test_static_with_no_report_is_refused(tmp_path, rng, capsys):
+    """--static sets the figures of report.html, which --no-report skips: `--static --no-report` wrote the results,
+    exit 0, the flag never read (aumann demo refuses --static without --out the same way)."""
+    src = Panel(np.abs(rng.normal(size=(3, 10, 2)))).save(tmp_path / "panel.npz")
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["attribute", str(src), "--indicator", "heat", "--static", "--no-report", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and "--static" in err and "--no-report" in err
+    assert not out.exists()
+
+
 def test_deletion_k_without_a_deletion_study_is_refused(tmp_path, rng, capsys):
     """--deletion-k sizes the masking deletion study, which only --trace runs and --no-deletion skips: given with a
     saved panel (or with --no-deletion) it was dropped without a word, exit 0, and no deletion study written. Now a
