@@ -101,7 +101,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reference-estimator", choices=("sampled_shapley_cv", "sampled_shapley"), default=None,
                    help="the row the others' τ / top-10 Jaccard and the noise ceiling are measured against: "
                         "sampled_shapley_cv (default; the Aumann–Shapley control variate) or sampled_shapley (plain "
-                        "sampling) = --set study.reference_estimator=...; the re-simulation game always uses plain")
+                        "sampling) = --set study.reference_estimator=...; the re-simulation game always uses plain (so "
+                        "sampled_shapley_cv with it is refused)")
     p.add_argument("--resimulation-reference", action="store_true",
                    help="also run sampled Shapley on the re-simulation game (row sampled_shapley_resimulation; "
                         "permutations·(N−1)+2 forks per run, twice for its noise ceiling) = --set "
@@ -208,6 +209,12 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
                             step_timeout=args.step_timeout)
+    if args.reference_estimator == "sampled_shapley_cv" and config.study.reference_game != "masking":
+        # the reference on the re-simulation game is plain sampled Shapley (reference_row): the flag went unread
+        raise ConfigError("--reference-estimator sampled_shapley_cv picks the reference on the masking game; on "
+                          f"reference_game = {config.study.reference_game!r} the reference is plain sampled Shapley "
+                          "(the control-variate row there is a step-map estimate): leave --reference-estimator out, "
+                          "or use --reference-game masking")
     sc.check_size(config)  # a panel past this machine's memory: refused now, not after building the model
     out = args.out or Path("runs") / safe_component(f"{sc.name}-seed{config.seed}", "run directory name")
     executor_options.require_extra(args, config)  # the Ray extra missing: said before --out is made

@@ -90,6 +90,22 @@ def test_report_flags_with_dry_run_are_refused(tmp_path, capsys, flag):
     assert "ConfigError" in err and flag in err and "--dry-run" in err
 
 
+def test_reference_estimator_cv_on_the_resimulation_game_is_refused(tmp_path, capsys):
+    """On reference_game = "resimulation" the reference is plain sampled Shapley whatever reference_estimator says
+    (reference_row): `--reference-game resimulation --reference-estimator sampled_shapley_cv` ran the study, exit 0,
+    with plain sampling as the reference and the flag unread. Now a ConfigError says so before any work."""
+    from aumann.cli import main
+
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main(["run", "midscale-social", "--agents", "6", "--steps", "2", "--runs", "1", "--permutations", "8",
+                 "--no-ablations", "--no-plots", "--judge", "off", "--reference-game", "resimulation",
+                 "--reference-estimator", "sampled_shapley_cv", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "ConfigError" in err and "--reference-estimator sampled_shapley_cv" in err and "masking" in err
+    assert not out.exists()
+
+
 def test_run_is_registered_as_a_command():
     import aumann.cli as cli
 
