@@ -140,14 +140,6 @@ def _scenario_llm_usage(result: Any) -> dict[str, Any]:
     return {}
 
 
-def _check_page_flags(args: argparse.Namespace) -> None:
-    """Refuse the report's flags with ``--dry-run``, which writes no report (they were taken and never read).
-    (``--static`` with ``--no-plots`` stays: the pages are the same bytes, but it spares the look for Bokeh.)"""
-    if args.dry_run and (args.static or args.no_plots):
-        flag = "--static" if args.static else "--no-plots"
-        raise ConfigError(f"{flag} sets the report's figures, and --dry-run writes no report: leave {flag} out")
-
-
 def run(args: argparse.Namespace) -> int:
     from aumann.cli.command import command_line, refuse_if_busy
 
@@ -189,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
                           "package.module:attribute / path/to/file.py:attribute")
     llm_options.check_arguments(args)
-    _check_page_flags(args)
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:

@@ -77,19 +77,6 @@ def test_assumed_latency_without_dry_run_is_refused(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("flag", ["--static", "--no-plots"])
-def test_report_flags_with_dry_run_are_refused(tmp_path, capsys, flag):
-    """--dry-run writes no report: `--dry-run --static` (or --no-plots) printed the estimate, exit 0, the flag never
-    read."""
-    from aumann.cli import main
-
-    capsys.readouterr()
-    assert main(["run", "social-llm", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-                 "--dry-run", flag, "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert "ConfigError" in err and flag in err and "--dry-run" in err
-
-
 def test_reference_estimator_cv_on_the_resimulation_game_is_refused(tmp_path, capsys):
     """On reference_game = "resimulation" the reference is plain sampled Shapley whatever reference_estimator says
     (reference_row): `--reference-game resimulation --reference-estimator sampled_shapley_cv` ran the study, exit 0,
