@@ -147,7 +147,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-run", action="store_true",
                    help="run the study with the offline policy in the loop and print the requests, tokens, cost "
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
-    g.add_argument("--assumed-latency", type=_exact_number, default=_ASSUMED_LATENCY,
+    g.add_argument("--assumed-latency", type=_exact_number, default=1.0,
                    help="seconds per LLM request assumed by --dry-run's time estimate (default 1.0)")
 
 
@@ -193,9 +193,6 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(f"{', '.join(given)} set{'s' if len(given) == 1 else ''} the LLM backend, and the run's is "
                           "the offline policy (--backend offline, the default), which sends nothing: add --backend "
                           "openai (or local), or leave them out")
-    if args.assumed_latency != _ASSUMED_LATENCY and not args.dry_run:
-        raise ConfigError("--assumed-latency sizes the time estimate of --dry-run, and this is a real run: add "
-                          "--dry-run, or leave --assumed-latency out")
     if args.dry_run and args.backend == "offline":
         raise ConfigError("--dry-run estimates an LLM run: pass --backend openai --model NAME (or --backend local) as "
                           "for the real run")
@@ -209,7 +206,6 @@ def check_arguments(args: argparse.Namespace) -> None:
 _BACKEND_FLAGS = {"model": None, "base_url": None, "concurrency": None, "rpm": None, "tpm": None, "max_calls": None,
                   "max_cost": None, "prices": None, "structured_output": "auto", "llm_timeout": 60.0,
                   "max_retries": None, "retry_after_max": None}
-_ASSUMED_LATENCY = 1.0
 
 
 def backend_flags_given(args: argparse.Namespace) -> list[str]:

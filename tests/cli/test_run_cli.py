@@ -65,18 +65,6 @@ def test_llm_backend_flags_with_the_offline_backend_are_refused(tmp_path, capsys
     assert not out.exists()
 
 
-def test_assumed_latency_without_dry_run_is_refused(tmp_path, capsys):
-    """--assumed-latency sizes --dry-run's time estimate only: a real run took it and never read it."""
-    from aumann.cli import main
-
-    capsys.readouterr()
-    assert main(["run", "social-llm", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-                 "--assumed-latency", "0.5", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert "ConfigError" in err and "--assumed-latency" in err and "--dry-run" in err
-    assert not (tmp_path / "out").exists()
-
-
 def test_reference_estimator_cv_on_the_resimulation_game_is_refused(tmp_path, capsys):
     """On reference_game = "resimulation" the reference is plain sampled Shapley whatever reference_estimator says
     (reference_row): `--reference-game resimulation --reference-estimator sampled_shapley_cv` ran the study, exit 0,
