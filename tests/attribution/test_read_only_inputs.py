@@ -52,7 +52,7 @@ def f_ctx(z, context=None):
     return (z.sum(dim=(-1, -2)) * context["price"][..., 0]) if context else z.sum(dim=(-1, -2))
 
 
-methods = [AumannShapley(steps=16), LeaveOneOut(), ExactShapley(), SampledShapley(permutations=6)]
+methods = [AumannShapley(), LeaveOneOut(), ExactShapley(), SampledShapley(permutations=6)]
 ref = None
 for label, panel in panels():
     assert label == "writable" or not panel.values.flags.writeable, label
