@@ -251,6 +251,12 @@ def _to_player_order(perms: np.ndarray, marg_pos: np.ndarray) -> np.ndarray:
     return out
 
 
+def _walk_perms(perms: Any) -> np.ndarray:
+    """Permutations as the compiled walks take them: a contiguous int32 or int64 (c, N) array."""
+    perms = np.asarray(perms)
+    return np.ascontiguousarray(perms if perms.dtype in (np.int32, np.int64) else perms.astype(np.int64))
+
+
 class GenericKernel(GameKernel):
     """Evaluates the game on masks; works for any v."""
 
@@ -539,34 +545,36 @@ class AdditiveKernel(GameKernel):
         instead of two scatters, a second (c, N) array and two more passes — the same bits as the default."""
         if not self._compiled():
             return super().antithetic_units(perms)
-        perms = np.ascontiguousarray(perms if np.asarray(perms).dtype in (np.int32, np.int64)
-                                     else np.asarray(perms, dtype=np.int64))
-        c, n = perms.shape
+        perms = _walk_perms(perms)
         v0, vN = self.ends()
-        if self.log1p_product is not None:
-            h, hr = fresh((c, n), np.float64), fresh((c, n), np.float64)
-            jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
-                                                         (self.sum_a + self.sum_b).numpy(), self.log1p_product,
-                                                         perms, h, hr, True)
-            log1p(h, out=h)  # h[:, k] = v(π[:k+1])
-            log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
-            vals, u = h, hr
-        else:
-            vals_t, u_t = self._walk_values(perms, reverse=True)
-            assert u_t is not None
-            vals, u = vals_t.numpy(), u_t.numpy()
-        out = fresh((c, n), np.float64)
+        vals, u = self._walk_values(perms, reverse=True)
+        assert u is not None
+        out = fresh(perms.shape, np.float64)
         jit_sampling.scatter_antithetic(vals, u, v0, vN, perms, out)
         return as_torch(out)
 
-    def _walk_values(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(c, N) v(π[:k+1]) along ``perms`` (contiguous int32/int64) from the compiled running sums, and with
-        ``reverse`` v(π[k+1:]) (the suffix after position k has sums Σ_a + Σ_b − g[k]; π[k] joins it).
+    def _walk_values(self, perms: np.ndarray, reverse: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """(c, N) float64 v(π[:k+1]) along ``perms`` (contiguous int32/int64) from the compiled running sums, and
+        with ``reverse`` v(π[k+1:]) (the suffix after position k has sums Σ_a + Σ_b − g[k]; π[k] joins it).
 
-        The running sums are laid out (c, N, P) for P ≤ 4 — ρ's reductions over the last axis are then
-        contiguous, 2× faster, and bit-identical to the (P, c, N) layout (tested) — and (P, c, N) above,
+        ρ(m) = log1p(c Π_p m_p) declared: the products of the running sums are formed along the walk (the same
+        sums, multiplied in index order, then by c) and the vectorised log1p runs on them
+        (:mod:`~aumann.attribution.jit_log1p`; equal to the ρ path up to the last bit of log1p, ours vs torch's).
+        Else ρ in torch on the running sums, laid out (c, N, P) for P ≤ 4 — ρ's reductions over the last axis are
+        then contiguous, 2× faster, and bit-identical to the (P, c, N) layout (tested) — and (P, c, N) above,
         where a contiguous sum over P could round differently."""
         c, n = perms.shape
+        if self.log1p_product is not None:
+            h = fresh((c, n), np.float64)  # recycled memory: a fresh 8 MB per permutation cost its page faults
+            hr = fresh((c, n), np.float64) if reverse else h
+            jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
+                                                         (self.sum_a + self.sum_b).numpy(), self.log1p_product,
+                                                         perms, h, hr, reverse)
+            log1p(h, out=h)
+            if not reverse:
+                return h, None
+            log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
+            return h, hr
         agents_last = self.p > 4
         g = as_torch(fresh((self.p, c, n) if agents_last else (c, n, self.p), np.float64), writable=True)
         jit_sampling.running_sums_kernel(self.p, agents_last)(self.delta.numpy(), self.sum_b.numpy(), perms,
@@ -574,12 +582,12 @@ class AdditiveKernel(GameKernel):
         view = g.permute(1, 2, 0) if agents_last else g
         vals = self._rho_view(view)  # (c, N): v of the first k + 1 members of each permutation
         if not reverse:
-            return vals, None
+            return vals.numpy(), None
         if np.may_share_memory(vals.numpy(), g.numpy()):  # a ρ that returns a view of the sums (P = 1)
             vals = vals.clone()
         tot = (self.sum_a + self.sum_b)
         torch.sub(tot[:, None, None] if agents_last else tot, g, out=g)
-        return vals, self._rho_view(view)  # u[:, k] = v(π[k+1:])
+        return vals.numpy(), self._rho_view(view).numpy()  # u[:, k] = v(π[k+1:])
 
     def prefix_marginals_tensor(self, perms, reverse):
         if self._compiled():
@@ -610,43 +618,16 @@ class AdditiveKernel(GameKernel):
     def _prefix_marginals_compiled(self, perms: np.ndarray, reverse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The host path with compiled kernels: the running sums straight from one random row read per
         player of the (N, P) table a − b (the same additions as ``take`` + ``cumsum``, in the same order, so
-        the same bits; :meth:`_walk_values`), ρ in torch on them, and the marginals written straight to player
-        order."""
-        if perms.dtype not in (np.int32, np.int64):
-            perms = perms.astype(np.int64)
-        perms = np.ascontiguousarray(perms)
-        c, n = perms.shape
+        the same bits; :meth:`_walk_values`), ρ on them, and the marginals written straight to player order."""
+        perms = _walk_perms(perms)
         v0, vN = self.ends()
-        if self.log1p_product is not None:
-            return self._log1p_product_compiled(perms, reverse, v0, vN)
         vals, u = self._walk_values(perms, reverse)
-        out_f = as_torch(fresh((c, n), np.float64), writable=True)
-        jit_sampling.scatter_steps(vals.numpy(), v0, perms, out_f.numpy())
+        out_f = fresh(perms.shape, np.float64)
+        jit_sampling.scatter_steps(vals, v0, perms, out_f)
         if u is None:
-            return out_f, None
-        out_r = as_torch(fresh((c, n), np.float64), writable=True)
-        jit_sampling.scatter_steps_reversed(u.numpy(), vN, perms, out_r.numpy())
-        return out_f, out_r
-
-    def _log1p_product_compiled(self, perms: np.ndarray, reverse: bool, v0: float,
-                                vN: float) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """ρ(m) = log1p(c Π_p m_p): the products of the running sums formed along the walk (the same sums,
-        multiplied in index order, then by c), the vectorised log1p on them (:mod:`~aumann.attribution.jit_log1p`),
-        marginals to player order. Equal to the ρ path up to the last bit of log1p (ours vs torch's)."""
-        c, n = perms.shape
-        h = fresh((c, n), np.float64)  # recycled memory: a fresh 8 MB per permutation cost its page faults
-        hr = fresh((c, n), np.float64) if reverse else h
-        jit_sampling.running_products_kernel(self.p)(self.delta.numpy(), self.sum_b.numpy(),
-                                                     (self.sum_a + self.sum_b).numpy(), self.log1p_product, perms,
-                                                     h, hr, reverse)
-        log1p(h, out=h)
-        out_f = fresh((c, n), np.float64)
-        jit_sampling.scatter_steps(h, v0, perms, out_f)
-        if not reverse:
             return as_torch(out_f), None
-        log1p(hr, out=hr)  # hr[:, k] = v(π[k+1:])
-        out_r = fresh((c, n), np.float64)
-        jit_sampling.scatter_steps_reversed(hr, vN, perms, out_r)
+        out_r = fresh(perms.shape, np.float64)
+        jit_sampling.scatter_steps_reversed(u, vN, perms, out_r)
         return as_torch(out_f), as_torch(out_r)
 
     def _rho_view(self, m: torch.Tensor) -> torch.Tensor:
