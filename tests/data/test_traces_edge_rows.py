@@ -124,17 +124,28 @@ def test_an_endpoint_no_agent_has_is_not_a_bad_row(tmp_path):
     assert r.panel.meta["edges"]["seen"]["unknown_endpoint"] == 1 and r.report.edges_skipped == {}
 
 
-def test_a_null_followee_in_an_oasis_follow_table_is_refused_by_its_rowid(tmp_path):
+#: an OASIS spec whose exposure feature reads the database's follow table
+OASIS_FOLLOW_SPEC = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+                     "action": {"field": "action"},
+                     "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
+                                  {"kind": "exposure", "of": "posts", "edges": {"table": "follow"}}]}
+
+
+def _oasis_db(tmp_path, statement: str):
+    """A copy of the sample OASIS database with ``statement`` applied to it."""
     db = tmp_path / "t.db"
     shutil.copy(DATA / "oasis_twitter.db", db)
     con = sqlite3.connect(db)
-    con.execute("INSERT INTO follow (follow_id, follower_id, followee_id, created_at) VALUES (900, 1, NULL, 0)")
+    con.execute(statement)
     con.commit()
     con.close()
-    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
-            "action": {"field": "action"},
-            "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
-                         {"kind": "exposure", "of": "posts", "edges": {"table": "follow"}}]}
+    return db
+
+
+def test_a_null_followee_in_an_oasis_follow_table_is_refused_by_its_rowid(tmp_path):
+    db = _oasis_db(tmp_path, "INSERT INTO follow (follow_id, follower_id, followee_id, created_at) "
+                                  "VALUES (900, 1, NULL, 0)")
+    spec = OASIS_FOLLOW_SPEC
     with pytest.raises(TraceRecordError, match=r"t\.db table 'follow' row 900: no usable agent id in edge field "
                                                r"'followee_id'"):
         read_trace(db, spec)
@@ -192,16 +203,8 @@ since = "since"
 def test_non_utf8_text_in_an_oasis_follow_table_is_a_bad_row_not_a_failed_read(tmp_path):
     """sqlite3's decoding failed the whole edge read ("cannot read edge table 'follow': Could not decode to UTF-8"),
     --skip-bad or not; the trace table already treats such a row as a bad record."""
-    db = tmp_path / "t.db"
-    shutil.copy(DATA / "oasis_twitter.db", db)
-    con = sqlite3.connect(db)
-    con.execute("UPDATE follow SET followee_id = CAST(X'4a6fe9' AS TEXT) WHERE follow_id = 2")
-    con.commit()
-    con.close()
-    spec = {"format": "oasis", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
-            "action": {"field": "action"},
-            "features": [{"kind": "count", "name": "posts", "actions": ["create_post"]},
-                         {"kind": "exposure", "of": "posts", "edges": {"table": "follow"}}]}
+    db = _oasis_db(tmp_path, "UPDATE follow SET followee_id = CAST(X'4a6fe9' AS TEXT) WHERE follow_id = 2")
+    spec = OASIS_FOLLOW_SPEC
     with pytest.raises(TraceRecordError, match=r"table 'follow' row 2: column 'followee_id' holds text that is not "
                                                r"UTF-8 \(byte 0xE9 at byte 2 of the value"):
         read_trace(db, spec)
