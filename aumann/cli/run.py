@@ -181,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
                           "package.module:attribute / path/to/file.py:attribute")
     llm_options.check_arguments(args)
+    unused = llm_options.unused_sampling_flags(args)  # sampling flags the offline policy never reads: said, recorded
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:
@@ -297,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
                                                          for r in result.records})),
                              "recomputed_after_failed_check": len(result.failed_checks),
                              "execution": execution,
-                             "failed_checks": result.failed_checks}
+                             "failed_checks": result.failed_checks, **({"unused_flags": unused} if unused else {})}
     scenario_usage = _scenario_llm_usage(result)
     if scenario_usage:  # a scenario that keeps its own account (archetype decisions) reports it
         extra["llm_usage"] = {**extra.get("llm_usage", {}), **scenario_usage}

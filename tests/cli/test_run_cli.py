@@ -65,6 +65,53 @@ def test_llm_backend_flags_with_the_offline_backend_are_refused(tmp_path, capsys
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("flags", "shown"), [
+    (["--temperature", "0.7"], "--temperature 0.7"), (["--top-p", "0.9"], "--top-p 0.9"),
+    (["--max-tokens", "64"], "--max-tokens 64"), (["--llm-seed", "3"], "--llm-seed 3"),
+    (["--system-prompt", "be brief"], "--system-prompt"),
+])
+def test_llm_sampling_flags_with_the_offline_backend_are_warned_of(flags, shown):
+    """The backend's flags (--model, --rpm, ...) are refused with the offline backend; the sampling ones were dropped
+    without a word: `aumann run midscale-social --temperature 0.7` ran the offline policy, which sends no request.
+    They are warned of (not refused: they were accepted before), naming each flag and why it has no effect."""
+    import warnings
+
+    from aumann.cli import build_parser, llm_options
+    from aumann.errors import UnusedArgumentWarning
+
+    args = build_parser().parse_args(["run", "midscale-social", *flags])
+    llm_options.check_arguments(args)
+    with pytest.warns(UnusedArgumentWarning) as got:
+        assert llm_options.unused_sampling_flags(args) == [flags[0]]
+    text = str(got[0].message)
+    assert text.startswith(f"{shown} given but unused: ") and "offline policy" in text and "--backend openai" in text
+    assert "be brief" not in text  # the prompt's text is the user's: named, not shown
+    with warnings.catch_warnings():  # an LLM backend reads them, and a run without them is told nothing
+        warnings.simplefilter("error")
+        for argv in (["--backend", "openai", "--model", "m", *flags], [], ["--max-invalid-rate", "0.5"]):
+            args = build_parser().parse_args(["run", "midscale-social", *argv])
+            llm_options.check_arguments(args)
+            assert llm_options.unused_sampling_flags(args) == [], argv
+
+
+def test_llm_sampling_flags_unused_offline_are_recorded_in_the_manifest(tmp_path, capsys):
+    """The command says the warning and manifest.json lists the flags under unused_flags (as `aumann attribute`
+    records its unused path-integral flags); the run itself is the offline run it was."""
+    from aumann.cli import main
+
+    base = ["run", "midscale-social", "--agents", "6", "--steps", "2", "--runs", "1", "--permutations", "4",
+            "--no-ablations", "--no-plots", "--judge", "off"]
+    capsys.readouterr()
+    assert main([*base, "--temperature", "0.7", "--llm-seed", "3", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "aumann: warning: --temperature 0.7, --llm-seed 3 given but unused" in err.replace("\n", " ")
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["unused_flags"] == ["--temperature", "--llm-seed"] and manifest["backend"] == "offline"
+    assert main([*base, "--out", str(tmp_path / "b")]) == 0
+    assert "given but unused" not in capsys.readouterr().err
+    assert "unused_flags" not in json.loads((tmp_path / "b" / "manifest.json").read_text())
+
+
 def test_reference_estimator_cv_on_the_resimulation_game_is_refused(tmp_path, capsys):
     """On reference_game = "resimulation" the reference is plain sampled Shapley whatever reference_estimator says
     (reference_row): `--reference-game resimulation --reference-estimator sampled_shapley_cv` ran the study, exit 0,
