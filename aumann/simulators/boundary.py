@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aumann.errors import AumannError, ScenarioCodeError, StepExpired, StepTimeoutError, TerminatedBySignal
+from aumann.simulators.branching import PlacedStep
 
 #: longest step timeout accepted (seconds; about 11.6 days)
 MAX_STEP_TIMEOUT = 1e6
@@ -101,16 +102,17 @@ def _index(step: Any) -> int | str | None:
 
 
 @dataclass(frozen=True)
-class UserStep:
+class UserStep(PlacedStep):
     """A scenario's step function through the boundary: ``UserStep(name, fn, timeout)(model)`` advances
     ``model`` one step with ``fn`` (``None``: the default step, ``model.step()`` or its DEVS simulator)
     and names the step in any error. Picklable when ``fn`` is (process pools, Ray).
 
     Errors count steps from 1, as :class:`~aumann.errors.ModelStepError` does: ``step 4 of 10`` is the fourth step of
     a run of ten (``position``, set by the runner with :meth:`at`), followed by the model's own counter
-    (``model.steps = 4``) where it has one. Outside a run the step is the steps the model had taken before it, plus
-    one (read before the call: Mesa counts a step before running it, a plain model after, so the count after a
-    failure was 3 for one model and 4 for another)."""
+    (``model.steps = 4``) where it has one; a replay (a fork by replay, a checkpoint rebuilt from the factory) tells
+    it too, counting the steps it replays (``step 3 of 5``). Outside a run the step is the steps the model had taken
+    before it, plus one (read before the call: Mesa counts a step before running it, a plain model after, so the count
+    after a failure was 3 for one model and 4 for another)."""
 
     scenario: str
     fn: Callable[[Any], None] | None = None

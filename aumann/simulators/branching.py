@@ -35,6 +35,7 @@ their interventions too.
 
 from __future__ import annotations
 
+import abc
 import copy
 import copyreg
 import enum
@@ -66,6 +67,20 @@ from aumann.errors import (
 from aumann.simulators.sharing import shared_state
 
 StepFn = Callable[[Any], None]
+
+
+class PlacedStep(abc.ABC):
+    """A step function whose errors name its place in a run, ``step k of n`` (:class:`aumann.simulators.boundary.
+    UserStep`, a scenario's step): :meth:`at` returns it told that the call takes step ``k`` (from 1) of ``n``.
+    :func:`simulate` tells it, and so does a replay (:func:`run_plan`: step ``k`` of the ``n`` it replays)."""
+
+    @abc.abstractmethod
+    def at(self, k: int, n: int) -> StepFn:
+        """This step function, taking step ``k`` (from 1) of ``n`` (what its errors say)."""
+
+
+def _placed(step: StepFn | None, k: int, n: int) -> StepFn | None:
+    return step.at(k, n) if isinstance(step, PlacedStep) else step
 
 _LOCK = threading.RLock()
 _MISSING = object()
@@ -977,17 +992,20 @@ def run_plan(plan: Lineage) -> Any:
     model = plan.factory()
     if model is None:
         raise ReplayUnavailableError("the factory returned None; it must return a fresh model")
+    total, k = plan.steps(), 0  # a scenario's step failing here says "step k of total", as in simulate()
     for seg in plan.segments:
         if seg[0] == "step":
             for _ in range(seg[1]):
-                advance(model, seg[2])
+                k += 1
+                advance(model, _placed(seg[2], k, total))
         elif seg[0] == "apply":
             seg[1](model)
         else:
             _, g, n, fn = seg
             for _ in range(n):
                 g(model)
-                advance(model, fn)
+                k += 1
+                advance(model, _placed(fn, k, total))
     set_lineage(model, plan)
     return model
 
@@ -1030,5 +1048,6 @@ def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: Ste
     return branch
 
 
-__all__ = ["Lineage", "advance", "copy_model", "copy_problem", "default_step", "digest_difference", "lineage",
-           "override_next_step", "record", "replay_model", "replay_plan", "run_plan", "set_lineage", "state_digest"]
+__all__ = ["Lineage", "PlacedStep", "advance", "copy_model", "copy_problem", "default_step", "digest_difference",
+           "lineage", "override_next_step", "record", "replay_model", "replay_plan", "run_plan", "set_lineage",
+           "state_digest"]

@@ -56,3 +56,23 @@ def test_a_plain_model_counting_its_steps_after_them_gets_the_same_number():
                                                 r"raised ZeroDivisionError"):
         sc_step(model)
 
+
+
+def test_a_replayed_step_error_says_which_of_the_replayed_steps():
+    """A replay (``replay(factory, steps)``, which rebuilds a scenario run's checkpoints, and a fork by replay) said
+    "step() at step 3 (model.steps = 3)" where simulate() says "step 3 of 6": the replay did not tell the scenario's
+    step its place. It now counts the steps it replays, "step 3 of 5"."""
+    from aumann.simulators import fork, replay
+
+    with pytest.raises(ScenarioCodeError) as info:
+        replay(lambda: Fragile(crash_at=3), 5, step=UserStep("fragile"))
+    assert str(info.value) == ("scenario 'fragile': step() at step 3 of 5 (model.steps = 3) raised RuntimeError: "
+                               "boom at step 3")
+    model = Fragile(crash_at=99)
+    simulate(model, steps=4, recorder=FeatureRecorder({"x": "x"}), step=UserStep("fragile"))
+    # the factory's model is not the one that ran (a factory that lost the run's setting): its replay fails
+    with pytest.raises(ScenarioCodeError) as info:
+        fork(model, steps=1, recorder=FeatureRecorder({"x": "x"}), strategy="replay",
+             factory=lambda: Fragile(crash_at=2), step=UserStep("fragile"))
+    assert str(info.value) == ("scenario 'fragile': step() at step 2 of 4 (model.steps = 2) raised RuntimeError: "
+                               "boom at step 2")
