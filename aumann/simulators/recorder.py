@@ -216,14 +216,36 @@ def _alive_row(raw: Any, n: int, t: int) -> np.ndarray:
         raise FeatureValueError(f"ArrayRecorder alive at capture {t}: {exc}") from None
 
 
+#: what FeatureRecorder says of a unique_id that cannot key a row, and so ArrayRecorder of such an agent_ids entry
+_ID_KINDS = "ids key the agent rows (use ints, strs or tuples of them)"
+
+
 def _agent_ids(value: Any) -> np.ndarray:
-    """An ArrayRecorder's ``agent_ids`` as an (N,) array; ids numpy cannot hold one per row (lists or tuples of
-    different lengths, which it reads as a second axis or refuses as ragged) are a typed error."""
-    try:
-        ids = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise FeatureValueError(f"agent_ids must be N scalar ids (ints or strs), one per row; got {_shown(value)} "
-                                f"({type(exc).__name__}: {str(exc)[:120]})") from None
+    """An ArrayRecorder's ``agent_ids`` as an (N,) array, one id per row. A tuple ((x, y) grid coordinates) is one id,
+    as a model's tuple unique_id is in :class:`FeatureRecorder` (the panel labels it by its text, ``"(0, 1)"``): numpy
+    read ``[(0, 1), (0, 2)]`` as an (N, 2) array, refused as "agent_ids has shape (2, 2); expected (2,)", and tuples of
+    different lengths as "must be N scalar ids (ints or strs)", where FeatureRecorder takes the same ids. An id that
+    cannot key a row (a list, a row of a 2-D array) is refused in FeatureRecorder's words: which id, that it is not
+    hashable, and the kinds that work."""
+    items = list(value) if isinstance(value, list | tuple) else None
+    if items is not None and any(isinstance(u, tuple | list | np.ndarray) for u in items):
+        for k, u in enumerate(items):
+            try:
+                hash(u)
+            except TypeError:  # a list, an array, a tuple holding one
+                raise FeatureValueError(f"agent id {_shown(u)} ({type(u).__name__}) at agent_ids[{k}] is not "
+                                        f"hashable; {_ID_KINDS}") from None
+        ids = label_column(items)
+    else:
+        try:
+            ids = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise FeatureValueError(f"agent_ids must be N ids, one per row; got {_shown(value)} "
+                                    f"({type(exc).__name__}: {str(exc)[:120]})") from None
+        if ids.ndim == 2:  # rows of a 2-D array: no row is one id
+            raise FeatureValueError(f"agent id {_shown(ids[0].tolist())} (row 0 of agent_ids, a 2-D array of shape "
+                                    f"{ids.shape}) is not hashable; {_ID_KINDS}: "
+                                    "agent_ids=[tuple(row) for row in ids] keeps each row as one id")
     refuse_mixed_labels(value, ids, "agent_ids", error=FeatureValueError)
     return ids
 
@@ -754,7 +776,12 @@ class ArrayRecorder(_RecorderBase):
         ids = np.arange(n) if rec.ids_value is None else _agent_ids(rec.ids_value)
         if ids.shape != (n,):
             raise FeatureValueError(f"agent_ids has shape {ids.shape}; expected ({n},)")
-        order = np.argsort(ids, kind="stable")
+        try:
+            order = np.argsort(ids, kind="stable")
+        except TypeError:  # ids of kinds Python cannot compare (a tuple beside an int): FeatureRecorder's refusal too
+            raise FeatureValueError(f"agent_ids of different kinds cannot be ordered (e.g. "
+                                    f"{_shown(ids.tolist()[:3])}); panel rows are ordered by id: give ids of one "
+                                    "kind") from None
         if np.all(order == np.arange(n)):
             return rec.values, ids, rec.alive, rec.features
         return rec.values[:, order], ids[order], rec.alive[:, order], rec.features

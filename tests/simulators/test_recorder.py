@@ -184,7 +184,8 @@ def test_unhashable_ids_huge_ints_and_ragged_agent_ids_are_typed_errors():
         simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": [1, 10**400, 2]}))
     with pytest.raises(FeatureValueError, match=r"context 'c' returned a number beyond float64's range"):
         simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": m.wealth}), context={"c": lambda m: 10**400})
-    with pytest.raises(FeatureValueError, match=r"agent_ids must be N scalar ids .*got \[\(1, 2\), \[3\], \(\)\]"):
+    with pytest.raises(FeatureValueError, match=r"agent id \[3\] \(list\) at agent_ids\[1\] is not hashable; ids key "
+                                                r"the agent rows \(use ints, strs or tuples of them\)"):
         simulate(VectorModel(3), 1, ArrayRecorder(lambda m: {"x": m.wealth}, agent_ids=[(1, 2), [3], ()]))
 
 
@@ -369,6 +370,46 @@ def test_tuple_unique_ids_record_one_row_per_agent():
     col = np.empty(2, dtype=object)
     col[0], col[1] = (0, 1), (2,)
     assert Panel(np.zeros((1, 2, 1)), agent_ids=col).agent_ids.tolist() == ["(0, 1)", "(2,)"]
+
+
+def test_array_recorder_keeps_tuple_ids_as_the_mesa_recorder_does():
+    """``ArrayRecorder(agent_ids=[(1, 0), (0, 1), (0, 0)])`` (grid coordinates, a model's own unique_ids) was refused
+    as "agent_ids has shape (3, 2); expected (3,)", and tuples of different lengths as "agent_ids must be N scalar ids
+    (ints or strs)", where FeatureRecorder records the same ids, one row each labelled by the tuple's text, and says
+    of an id that cannot key a row "(use ints, strs or tuples of them)". Both recorders now give the same panel, and
+    an ArrayRecorder id that cannot key a row is named in FeatureRecorder's words: which id, why, what works."""
+    from types import SimpleNamespace
+
+    class Patches:  # the same agents, read per agent (FeatureRecorder) and as columns (ArrayRecorder)
+        def __init__(self, ids):
+            self.agents = [SimpleNamespace(unique_id=u, wealth=float(k)) for k, u in enumerate(ids)]
+            self.ids = ids
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+            for a in self.agents:
+                a.wealth += 1.0
+
+    columns = ArrayRecorder(lambda m: {"w": [a.wealth for a in m.agents]}, agent_ids=lambda m: m.ids)
+    for ids in ([(1, 0), (0, 1), (0, 0)], [(1, 2), (1,), (0, 5, 5)], ((0, "a"), (0, "b"), (1, "a"))):
+        per_agent = simulate(Patches(ids), 2, FeatureRecorder({"w": "wealth"}))
+        panel = simulate(Patches(ids), 2, columns)
+        assert panel.agent_ids.tolist() == per_agent.agent_ids.tolist() == [str(u) for u in sorted(ids)], ids
+        np.testing.assert_array_equal(panel.values, per_agent.values)
+    said = {}
+    for rec, model in ((FeatureRecorder({"w": "wealth"}), Patches([[0, 1], (2,)])),
+                       (ArrayRecorder(lambda m: {"w": [0.0, 1.0]}, agent_ids=[[0, 1], (2,)]), Patches([(9,), (8,)]))):
+        with pytest.raises(FeatureValueError) as info:
+            simulate(model, 1, rec)
+        said[type(rec).__name__] = str(info.value)
+    assert said["FeatureRecorder"].startswith("agent unique_id [0, 1] (list) is not hashable; ")
+    assert said["ArrayRecorder"].startswith("agent id [0, 1] (list) at agent_ids[0] is not hashable; ")
+    assert said["FeatureRecorder"].endswith("key the agent rows (use ints, strs or tuples of them)")
+    assert said["ArrayRecorder"].endswith("key the agent rows (use ints, strs or tuples of them)")
+    with pytest.raises(FeatureValueError, match=r"agent id \[0, 1\] \(row 0 of agent_ids, a 2-D array of shape "
+                                                r"\(2, 2\)\) is not hashable; .*\[tuple\(row\) for row in ids\]"):
+        simulate(VectorModel(2), 1, ArrayRecorder(lambda m: {"w": m.wealth}, agent_ids=np.array([[0, 1], [1, 0]])))
 
 
 @pytest.mark.parametrize("returned, shown", [(None, r"None \(NoneType\)"), (3, r"3 \(int\)"),
