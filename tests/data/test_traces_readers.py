@@ -507,6 +507,31 @@ def test_an_otlp_line_of_the_wrong_shape_is_a_bad_line(tmp_path, bad, why):
     np.testing.assert_array_equal(r.panel.values, read_trace(OTLP, spec).panel.values)
 
 
+
+@pytest.mark.parametrize("empty", [
+    {"resourceSpans": []},
+    {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": []}]},
+    {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "s"}, "spans": []}, {"spans": []}]}]}],
+    ids=["no-resource", "no-scope", "empty-spans"])
+@pytest.mark.parametrize("on_bad", ["error", "skip"])
+def test_an_otlp_envelope_holding_no_spans_is_counted_and_reported(tmp_path, empty, on_bad):
+    """An OTLP line whose envelope holds no span was counted as a record read and then vanished: not in the skipped
+    counts, not in the report, so ``records`` exceeded what the report accounted for. It is skipped and counted by
+    its line, under either on_bad (no bad record: it holds nothing to read, and it was never refused)."""
+    spec = tmp_path / "otlp.toml"
+    spec.write_text('format = "otel"\n[agent]\nfield = "resource/agent.name"\n[step]\nfield = "attributes/sim.step"\n'
+                    '[[features]]\nkind = "count"\nname = "calls"\n')
+    lines = OTLP.read_text().splitlines()
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join([*lines[:1], json.dumps(empty), *lines[1:]]) + "\n")
+    r = read_trace(f, spec, on_bad=on_bad)
+    assert r.report.skipped == {"an OTLP envelope holding no spans": 1}
+    assert r.report.skipped_at == {"an OTLP envelope holding no spans": [f"{f} line 2"]}
+    assert r.report.records == len(lines) + 1
+    assert any("skipped 1: an OTLP envelope holding no spans" in line for line in r.report.lines())
+    np.testing.assert_array_equal(r.panel.values, read_trace(OTLP, spec).panel.values)
+
+
 # ---------------------------------------------------------------- Concordia
 def test_concordia_default_spec():
     r = read_trace(CONCORDIA)

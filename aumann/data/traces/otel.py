@@ -59,6 +59,9 @@ _EXT = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 MAX_LINE = 64 * 2**20
 #: the reason a line of the OTLP or SDK shape whose parts have the wrong JSON type is skipped and counted
 _BAD_SHAPE = "line is not an OpenTelemetry span line (a part of the wrong JSON type)"
+#: the reason an OTLP envelope line that holds no span (``{"resourceSpans": []}``, or only empty ``spans`` lists) is
+#: skipped and counted, whatever ``on_bad`` says (it is no bad record: it holds nothing to read)
+EMPTY_ENVELOPE = "an OTLP envelope holding no spans"
 #: added to a bad line's message when it holds a bare carriage return (lines end at \n only)
 _BARE_CR_HINT = (" (it holds a bare carriage return: lines end at \\n, so a \\r between two records, old Mac line "
                  "endings, makes them one line)")
@@ -518,6 +521,9 @@ class OtelReader(TraceReader):
                         if spec.on_bad == "error":
                             raise TraceFormatError(msg + " (on_bad = 'skip' counts such lines)") from None
                         tally.skip(_BAD_SHAPE, [f"{fpath} line {lineno}"])
+                        continue
+                    if envelope and not spans:  # read, counted as a record, and used for nothing: said so
+                        tally.skip(EMPTY_ENVELOPE, [f"{fpath} line {lineno}"])
                         continue
                     for k, span in enumerate(spans):
                         if twice and twice[k]:  # a span object, or an attribute list giving a key the spec reads, twice
