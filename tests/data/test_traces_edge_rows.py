@@ -224,3 +224,39 @@ def test_the_first_bad_row_is_named_before_a_later_line_duckdb_left_out(tmp_path
         read_trace(ev, _spec(edges))
     r = read_trace(ev, _spec(edges, "skip"))
     assert r.report.n_edges_skipped == 2
+
+
+def test_a_row_of_an_oasis_edge_view_is_named_by_its_place_not_row_none(tmp_path):
+    """A view has no row id (SQLite gives it as NULL): a bad row of an edge table that is a view was named
+    "table 'fv' row None". It is named by its place in the view, as a trace view's rows are."""
+    db = _oasis_db(tmp_path, "INSERT INTO follow (follow_id, follower_id, followee_id, created_at) "
+                             "VALUES (900, 1, NULL, 0)")
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM follow").fetchone()[0]
+    con.execute("CREATE VIEW fv AS SELECT * FROM follow ORDER BY follow_id")
+    con.commit()
+    con.close()
+    spec = json.loads(json.dumps(OASIS_FOLLOW_SPEC))
+    spec["features"][1]["edges"]["table"] = "fv"
+    with pytest.raises(TraceRecordError, match=rf"t\.db table 'fv' row {n}: no usable agent id in edge field "
+                                               r"'followee_id'"):
+        read_trace(db, spec)
+    r = read_trace(db, spec, on_bad="skip")
+    assert r.report.edges_skipped_at == {"no usable agent id in edge field 'followee_id'": [f"{db} table 'fv' row {n}"]}
+
+
+def test_a_reddit_timestamp_in_an_oasis_trace_view_is_not_named_row_none(tmp_path):
+    """The check for clock-time steps under integer steps named the first such row by its row id: in a view, which
+    has none, "t.db row None: created_at holds ...". It names the view."""
+    db = _oasis_db(tmp_path, "UPDATE trace SET created_at = '2025-03-01 10:00' WHERE rowid = 3")
+    con = sqlite3.connect(db)
+    con.execute("CREATE VIEW tv AS SELECT * FROM trace")
+    con.commit()
+    con.close()
+    spec = dict(OASIS_FOLLOW_SPEC, table="tv")
+    with pytest.raises(TraceRecordError, match=r"t\.db view 'tv' \(its rows have no row id\): created_at holds "
+                                               r"'2025-03-01 10:00', a timestamp, not an integer step") as err:
+        read_trace(db, spec)
+    assert "None" not in str(err.value)
+    with pytest.raises(TraceRecordError, match=r"t\.db row 3: created_at holds '2025-03-01 10:00', a timestamp"):
+        read_trace(db, OASIS_FOLLOW_SPEC)  # a table's row: by its row id, as before

@@ -194,8 +194,9 @@ class OasisReader(TraceReader):
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") \
                 from exc
-        if row is not None:
-            raise TraceRecordError(f"{self.path!s} row {row[0]}: {step[0]} holds {row[1]!r}, a timestamp, not an "
+        if row is not None:  # (a view's row has no row id: SQLite gives NULL, which was named "row None")
+            at = f"row {row[0]}" if row[0] is not None else f"view {table!r} (its rows have no row id)"
+            raise TraceRecordError(f"{self.path!s} {at}: {step[0]} holds {row[1]!r}, a timestamp, not an "
                                    "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
                                    "--bin 1h (or [step] bin = '1h' in a spec)")
 
@@ -323,16 +324,7 @@ class OasisReader(TraceReader):
                                        f"its columns are {cols}")
             # text that is not UTF-8 kept (a bad row of its own): sqlite3's decoding failed the whole read
             con.text_factory = _lenient_text
-            with self._waiting():
-                try:  # each row named by its rowid, as the trace table's are
-                    rows = con.execute(f"SELECT rowid, {', '.join(_quote(c) for c in need)} FROM "
-                                       f"{_quote(edges.table)} ORDER BY rowid").fetchall()
-                except sqlite3.OperationalError as exc:
-                    if "rowid" not in str(exc):
-                        raise
-                    # a WITHOUT ROWID table (or a column named rowid): its rows counted in scan order
-                    rows = [(i + 1, *r) for i, r in enumerate(con.execute(
-                        f"SELECT {', '.join(_quote(c) for c in need)} FROM {_quote(edges.table)}").fetchall())]
+            rows = self._edge_rows(con, edges.table, cols, need)
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: "
                                                         f"{exc}") from exc
@@ -364,6 +356,26 @@ class OasisReader(TraceReader):
         info["edges"] += removed
         info["skipped"] += removed
         return s, t, since, info
+
+    def _edge_rows(self, con: sqlite3.Connection, table: str, cols: list[str],
+                   need: list[str]) -> list[tuple[Any, ...]]:
+        """The ``need`` columns of each row of edge table ``table``, after its place: its row id (in row id order), as
+        the trace table's rows are named; a view (whose row id SQLite gives as NULL: its rows were each "row None"),
+        a WITHOUT ROWID table, or a table whose own columns hide the row id, by its place in scan order, 1, 2, ...,
+        as the trace scan names a view's rows."""
+        taken = {c.lower() for c in cols}
+        rid = next((a for a in ("rowid", "_rowid_", "oid") if a not in taken), None)
+        sel = ", ".join(_quote(c) for c in need)
+        if rid is not None and not self._is_table(con, table):
+            rid = None
+        with self._waiting():
+            if rid is not None:
+                try:
+                    return con.execute(f"SELECT {rid}, {sel} FROM {_quote(table)} ORDER BY {rid}").fetchall()
+                except sqlite3.OperationalError as exc:
+                    if rid not in str(exc):  # (a WITHOUT ROWID table: "no such column: rowid")
+                        raise
+            return [(i + 1, *r) for i, r in enumerate(con.execute(f"SELECT {sel} FROM {_quote(table)}").fetchall())]
 
 
 def _check_whole_pages(p: Path, head: bytes) -> None:
