@@ -260,3 +260,67 @@ def test_a_reddit_timestamp_in_an_oasis_trace_view_is_not_named_row_none(tmp_pat
     assert "None" not in str(err.value)
     with pytest.raises(TraceRecordError, match=r"t\.db row 3: created_at holds '2025-03-01 10:00', a timestamp"):
         read_trace(db, OASIS_FOLLOW_SPEC)  # a table's row: by its row id, as before
+
+
+def _blob_db(tmp_path, *statements: str) -> Path:
+    db = _oasis_db(tmp_path, statements[0])
+    con = sqlite3.connect(db)
+    for st in statements[1:]:
+        con.execute(st)
+    con.commit()
+    con.close()
+    return db
+
+
+def test_an_oasis_endpoint_stored_as_a_utf8_blob_reaches_its_agent(tmp_path):
+    """A followee_id stored as BLOB b'2' (bytes, not TEXT or INTEGER) was the id "b'2'": its edge was dropped as an
+    unknown_endpoint. A BLOB is read as the UTF-8 text it spells, as the table reader reads a binary column."""
+    want = read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC)
+    db = _blob_db(tmp_path, "UPDATE follow SET followee_id = CAST(CAST(followee_id AS TEXT) AS BLOB) "
+                            "WHERE follow_id IN (2, 3)", "UPDATE follow SET follower_id = CAST('5' AS BLOB) "
+                            "WHERE follow_id = 1")
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM follow WHERE typeof(followee_id) = 'blob' "
+                       "OR typeof(follower_id) = 'blob'").fetchone()[0] == 3
+    con.close()
+    got = read_trace(db, OASIS_FOLLOW_SPEC)
+    assert got.report.edges == want.report.edges and got.report.edges["exposure_posts"]["unknown_endpoint"] == 0
+    np.testing.assert_array_equal(got.panel.values, want.panel.values)
+
+
+def test_an_oasis_endpoint_blob_that_is_not_utf8_is_a_bad_row_not_an_unknown_endpoint(tmp_path):
+    """A BLOB that spells no UTF-8 text (X'FF01') where an agent id belongs is a value of the wrong type, not a good id
+    of an agent that never acted: refused by its row (or skipped and counted), as non-UTF-8 TEXT in the table is."""
+    db = _blob_db(tmp_path, "UPDATE follow SET followee_id = X'FF01' WHERE follow_id = 2")
+    with pytest.raises(TraceRecordError, match=r"t\.db table 'follow' row 2: column 'followee_id' holds a BLOB that "
+                                               r"is not UTF-8 text \(X'FF01'\), and no agent has it as its id"):
+        read_trace(db, OASIS_FOLLOW_SPEC)
+    r = read_trace(db, OASIS_FOLLOW_SPEC, on_bad="skip")
+    why = "column 'followee_id' holds a BLOB that is not UTF-8 text, where an agent id belongs"
+    assert r.report.edges_skipped == {why: 1} and r.report.edges_skipped_at == {why: [f"{db} table 'follow' row 2"]}
+    info = r.report.edges["exposure_posts"]
+    assert info["unknown_endpoint"] == 0 and info["skipped"] == 1
+    assert info["edges"] == info["used"] + info["unknown_endpoint"] + info["skipped"]
+
+
+def test_an_oasis_blob_id_that_is_not_utf8_still_reaches_the_agent_of_the_same_blob(tmp_path):
+    """Binary ids in both tables (the trace's user_id and the follow table's endpoints the same bytes) join as
+    before: such a BLOB is refused only where no agent has it as its id."""
+    db = _blob_db(tmp_path, "UPDATE trace SET user_id = X'FF01' WHERE user_id = 2",
+                  "UPDATE follow SET followee_id = X'FF01' WHERE followee_id = 2",
+                  "UPDATE follow SET follower_id = X'FF01' WHERE follower_id = 2")
+    r = read_trace(db, OASIS_FOLLOW_SPEC)
+    assert r.report.edges_skipped == {}
+    assert r.report.edges == read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC).report.edges
+
+
+def test_oasis_trace_columns_stored_as_utf8_blobs_read_as_their_text(tmp_path):
+    """A user_id stored as BLOB b'1' was the agent "b'1'", another than 1, and an action stored as BLOB
+    b'create_post' matched no feature's actions (every post uncounted, without a word)."""
+    want = read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC)
+    db = _blob_db(tmp_path, "UPDATE trace SET user_id = CAST(CAST(user_id AS TEXT) AS BLOB) WHERE rowid % 2 = 0",
+                  "UPDATE trace SET action = CAST(action AS BLOB)")
+    got = read_trace(db, OASIS_FOLLOW_SPEC)
+    assert sorted(map(str, got.panel.agent_ids)) == sorted(map(str, want.panel.agent_ids))
+    assert got.panel.values.sum() == want.panel.values.sum() > 0
+    assert got.report.edges == want.report.edges

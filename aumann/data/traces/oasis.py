@@ -30,6 +30,7 @@ from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.encoding import undecoded_at
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
+from aumann.data.traces.idtext import bytes_as_text
 from aumann.data.traces.spec import EdgesSpec
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
@@ -209,7 +210,7 @@ class OasisReader(TraceReader):
         def value(row: tuple[Any, ...], p: tuple[str, ...], json_cache: dict[str, Any]) -> Any:
             v = row[pos[p[0]]]
             if len(p) == 1:
-                return v
+                return _blob_text(v)
             doc = json_cache.get(p[0], MISSING)
             if doc is MISSING:
                 try:
@@ -260,11 +261,12 @@ class OasisReader(TraceReader):
             if simple:
                 cols = list(zip(*rows))
                 raw.loc = list(cols[0])
-                raw.agent = _column(cols[pos[paths["agent"][0]]])
-                raw.step = _column(cols[pos[paths["step"][0]]])
-                raw.action = list(cols[pos[paths["action"][0]]]) if "action" in paths else [None] * len(rows)
-                raw.values = {f: _column(cols[pos[p[0]]]) for f, p in fields.items()}
-                raw.where = {w: list(cols[pos[p[0]]]) for w, p in wheres.items()}
+                raw.agent = _blobs_as_text(_column(cols[pos[paths["agent"][0]]]))
+                raw.step = _blobs_as_text(_column(cols[pos[paths["step"][0]]]))
+                raw.action = (_blobs_as_text(list(cols[pos[paths["action"][0]]])) if "action" in paths
+                              else [None] * len(rows))
+                raw.values = {f: _blobs_as_text(_column(cols[pos[p[0]]])) for f, p in fields.items()}
+                raw.where = {w: _blobs_as_text(list(cols[pos[p[0]]])) for w, p in wheres.items()}
             else:
                 raw.values = {f: [] for f in fields}
                 raw.where = {w: [] for w in wheres}
@@ -330,9 +332,9 @@ class OasisReader(TraceReader):
                                                         f"{exc}") from exc
         finally:
             con.close()
-        from aumann.data.traces.edges import EdgeRows, edge_positions
+        from aumann.data.traces.edges import EdgeRows, _label, edge_positions
 
-        cols_ = list(zip(*rows)) if rows else [[], [], [], []]
+        cols_: list[Any] = list(zip(*rows)) if rows else [[], [], [], []]
         where = f"{self.path} table {edges.table!r} row"
         bad = EdgeRows(self.spec.on_bad, self.edge_tally, lambda i: f"{where} {cols_[0][i]}")
         keep = np.ones(len(rows), dtype=bool)
@@ -346,6 +348,28 @@ class OasisReader(TraceReader):
                             f"value; {_LATIN1})")
 
                 keep &= bad.refuse(mask, f"column {col!r} holds text that is not UTF-8 ({_LATIN1})", said)
+        # a BLOB is read as the UTF-8 text it spells, as in the trace table: an endpoint stored as BLOB b'2' was the
+        # id "b'2'", and its edge an unknown_endpoint; one that is no UTF-8 text stays bytes, and reaches an agent
+        # whose id is the same BLOB, else it is a bad row (a value of the wrong type, not a good id of no agent)
+        known: set[str | None] | None = None
+        for j, col in enumerate(need, start=1):
+            vals = _blobs_as_text(cols_[j])
+            if vals is cols_[j]:
+                continue
+            cols_[j] = vals
+            if j == 3:  # since: bytes left are no step, which the step coder says
+                continue
+            if known is None:
+                known = {_label(k) for k in ids}
+            mask = np.fromiter((isinstance(v, bytes) and _label(v) not in known for v in vals), dtype=bool,
+                               count=len(rows)) & keep
+            if mask.any():
+                def blob(i: int, vals: list = vals, col: str = col) -> str:
+                    return (f"column {col!r} holds a BLOB that is not UTF-8 text (X'{vals[i][:32].hex().upper()}"
+                            f"{'...' if len(vals[i]) > 32 else ''}'), and no agent has it as its id")
+
+                keep &= bad.refuse(mask, f"column {col!r} holds a BLOB that is not UTF-8 text, where an agent id "
+                                   "belongs", blob)
         if not keep.all():
             kept = np.flatnonzero(keep)
             cols_ = [[c[i] for i in kept] for c in cols_]
@@ -447,6 +471,25 @@ class _Scan:
 
     def rest(self) -> sqlite3.Cursor:
         return self.con.execute(*self._query(-1))
+
+
+def _blob_text(v: Any) -> Any:
+    """A value as read, a BLOB (bytes) that is UTF-8 text as that text (as the table reader reads a binary column)."""
+    if type(v) is bytes:
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return v
+    return v
+
+
+def _blobs_as_text(values: Any) -> Any:
+    """``values`` (an array: as it is), each BLOB that is UTF-8 text as that text (:func:`_blob_text`): a user_id
+    stored as BLOB b'1' was the agent "b'1'", another than 1, and an action b'create_post' counted in no feature.
+    ``values`` itself where it holds no BLOB (checked in C: a read pays one pass per column of text)."""
+    if isinstance(values, np.ndarray) or bytes not in set(map(type, values)):
+        return values
+    return bytes_as_text(list(values))
 
 
 def _column(values: tuple[Any, ...]) -> Any:
