@@ -13,7 +13,8 @@ text) on Reddit; ``OasisEnv.step`` increments ``time_step`` after each step (Twi
 
 The reader scans ``trace`` in rowid (insertion) order through :mod:`sqlite3` in read-only mode, a
 ``batch_size`` of rows at a time (``info`` is parsed as JSON only where the spec reads a key of it),
-and names the rowid of any record it refuses.
+and names the rowid of any record it refuses. What is not OASIS's (the file's header checks, TEXT and BLOB values as
+read, the scan that resumes after undecodable text) is :mod:`aumann.data.traces.sqlitedb`.
 """
 
 from __future__ import annotations
@@ -30,18 +31,25 @@ from aumann import bounded
 from aumann.data.traces.base import TraceReader, register_format
 from aumann.data.traces.encoding import undecoded_at
 from aumann.data.traces.events import MISSING, EventBatch, RawRecords, Validator, get_path, split_path
-from aumann.data.traces.idtext import bytes_as_text
 from aumann.data.traces.spec import EdgesSpec
+from aumann.data.traces.sqlitedb import (
+    BAD_JSON,
+    LATIN1_HINT,
+    MAGIC,
+    Scan,
+    blob_text,
+    blobs_as_text,
+    check_whole_pages,
+    column_values,
+    endpoint_text,
+    lenient_text,
+    quote,
+)
 from aumann.errors import TraceFormatError, TraceRecordError, TraceSchemaError, TraceSpecError
 
-_MAGIC = b"SQLite format 3\x00"
 #: how long a read waits for a lock another process holds on the database (sqlite3's default), and when it says so
 BUSY_SECONDS = 5.0
 WAIT_NOTICE_SECONDS = 1.0
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @register_format
@@ -58,7 +66,7 @@ class OasisReader(TraceReader):
             return False
         try:
             with open(path, "rb") as fh:
-                return fh.read(16) == _MAGIC
+                return fh.read(16) == MAGIC
         except OSError:
             return False
 
@@ -89,9 +97,9 @@ class OasisReader(TraceReader):
                                    else f"OASIS database {str(p)!r} is not a file")
         with open(p, "rb") as fh:
             head = fh.read(100)
-        if head[:16] != _MAGIC:
+        if head[:16] != MAGIC:
             raise TraceFormatError(f"{str(p)!r} is not an SQLite database (its first bytes are {head[:16]!r})")
-        _check_whole_pages(p, head)
+        check_whole_pages(p, head)
         try:
             con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_SECONDS)
             with self._waiting():
@@ -113,7 +121,7 @@ class OasisReader(TraceReader):
                                    f"tables are {sorted(tables)}")
         try:  # a view over a table that is gone fails here ("no such table")
             with self._waiting():
-                return [r[1] for r in con.execute(f"PRAGMA table_info({_quote(table)})")]
+                return [r[1] for r in con.execute(f"PRAGMA table_info({quote(table)})")]
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read the columns of {table!r}: "
                                                         f"{exc}") from exc
@@ -144,18 +152,18 @@ class OasisReader(TraceReader):
             # in rowid (log) order: without ORDER BY, SQLite scans a covering index where the table has one (an index
             # on the columns the spec reads), and the rows came in that index's order, so `last` took the value of
             # the largest key, not of the agent's last event (a view has no rowid: its own order)
-            base = f"SELECT {rid}, {', '.join(_quote(c) for c in order)} FROM {_quote(table)}"
+            base = f"SELECT {rid}, {', '.join(quote(c) for c in order)} FROM {quote(table)}"
             is_table = self._is_table(con, table)
             sql = base + (f" ORDER BY {rid}" if is_table else "")
             try:
                 with self._waiting():
-                    total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {_quote(table)}").fetchone()[0]
+                    total = con.execute(f"SELECT coalesce(max({rid}), 0) FROM {quote(table)}").fetchone()[0]
                     cur = con.execute(sql)
             except sqlite3.DatabaseError as exc:
                 raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: "
                                                             f"{exc}") from exc
             self.total = total if isinstance(total, int) else 0
-            scan = _Scan(con, table, base, rid if is_table else None, ["rowid", *order])
+            scan = Scan(con, table, base, rid if is_table else None, ["rowid", *order])
             yield from self._scan(scan, cur, pos, paths, fields, wheres, validator)
         finally:
             con.close()
@@ -188,9 +196,9 @@ class OasisReader(TraceReader):
         if self.spec.step.binned or len(step) != 1:
             return
         try:
-            c = _quote(step[0])
+            c = quote(step[0])
             with self._waiting():
-                row = con.execute(f"SELECT {rid}, {c}, typeof({c}) FROM {_quote(table)} WHERE typeof({c}) = 'text' "
+                row = con.execute(f"SELECT {rid}, {c}, typeof({c}) FROM {quote(table)} WHERE typeof({c}) = 'text' "
                                   f"AND ({c} GLOB '*[0-9]-[0-9]*' OR {c} GLOB '*:*') LIMIT 1").fetchone()
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read table {table!r}: {exc}") \
@@ -201,7 +209,7 @@ class OasisReader(TraceReader):
                                    "integer step (OASIS's Reddit mode records clock time): bin it into steps with "
                                    "--bin 1h (or [step] bin = '1h' in a spec)")
 
-    def _scan(self, scan: _Scan, cur: sqlite3.Cursor, pos: dict[str, int], paths: dict[str, tuple[str, ...]],
+    def _scan(self, scan: Scan, cur: sqlite3.Cursor, pos: dict[str, int], paths: dict[str, tuple[str, ...]],
               fields: dict[str, tuple[str, ...]], wheres: dict[str, tuple[str, ...]],
               validator: Validator) -> Iterator[EventBatch]:
         size = self.spec.batch_size
@@ -210,7 +218,7 @@ class OasisReader(TraceReader):
         def value(row: tuple[Any, ...], p: tuple[str, ...], json_cache: dict[str, Any]) -> Any:
             v = row[pos[p[0]]]
             if len(p) == 1:
-                return _blob_text(v)
+                return blob_text(v)
             doc = json_cache.get(p[0], MISSING)
             if doc is MISSING:
                 try:
@@ -220,7 +228,7 @@ class OasisReader(TraceReader):
                     doc = MISSING
                 json_cache[p[0]] = doc
             if doc is MISSING:
-                return _BAD_JSON
+                return BAD_JSON
             return get_path(doc, p[1:])
 
         while True:
@@ -261,12 +269,12 @@ class OasisReader(TraceReader):
             if simple:
                 cols = list(zip(*rows))
                 raw.loc = list(cols[0])
-                raw.agent = _blobs_as_text(_column(cols[pos[paths["agent"][0]]]))
-                raw.step = _blobs_as_text(_column(cols[pos[paths["step"][0]]]))
-                raw.action = (_blobs_as_text(list(cols[pos[paths["action"][0]]])) if "action" in paths
+                raw.agent = blobs_as_text(column_values(cols[pos[paths["agent"][0]]]))
+                raw.step = blobs_as_text(column_values(cols[pos[paths["step"][0]]]))
+                raw.action = (blobs_as_text(list(cols[pos[paths["action"][0]]])) if "action" in paths
                               else [None] * len(rows))
-                raw.values = {f: _blobs_as_text(_column(cols[pos[p[0]]])) for f, p in fields.items()}
-                raw.where = {w: _blobs_as_text(list(cols[pos[p[0]]])) for w, p in wheres.items()}
+                raw.values = {f: blobs_as_text(column_values(cols[pos[p[0]]])) for f, p in fields.items()}
+                raw.where = {w: blobs_as_text(list(cols[pos[p[0]]])) for w, p in wheres.items()}
             else:
                 raw.values = {f: [] for f in fields}
                 raw.where = {w: [] for w in wheres}
@@ -276,7 +284,7 @@ class OasisReader(TraceReader):
                     whs = {w: value(row, p, cache) for w, p in wheres.items()}
                     got = [value(row, paths["agent"], cache), value(row, paths["step"], cache),
                            value(row, paths["action"], cache) if "action" in paths else None]
-                    if any(v is _BAD_JSON for v in [*got, *vals.values(), *whs.values()]):
+                    if any(v is BAD_JSON for v in [*got, *vals.values(), *whs.values()]):
                         bad = next(c for c in cache if cache[c] is MISSING)
                         validator.refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
                                           f"column {bad!r} is not valid JSON")
@@ -293,9 +301,10 @@ class OasisReader(TraceReader):
             if b is not None:
                 yield b
 
-    def _undecodable(self, scan: _Scan, rows: list[tuple[Any, ...]], validator: Validator) -> list[tuple[Any, ...]]:
-        """The rows of ``rows`` (read by :meth:`_Scan.lenient`) whose text is all UTF-8; each other one is refused
-        (``on_bad = "error"``: naming its table, row id, column and byte) or skipped and counted, by column."""
+    def _undecodable(self, scan: Scan, rows: list[tuple[Any, ...]], validator: Validator) -> list[tuple[Any, ...]]:
+        """The rows of ``rows`` (read by :meth:`~aumann.data.traces.sqlitedb.Scan.lenient`) whose text is all UTF-8;
+        each other one is refused (``on_bad = "error"``: naming its table, row id, column and byte) or skipped and
+        counted, by column."""
         keep: list[tuple[Any, ...]] = []
         for row in rows:
             bad = next(((i, at) for i, v in enumerate(row) if isinstance(v, str)
@@ -308,9 +317,9 @@ class OasisReader(TraceReader):
                 byte = row[bad[0]].encode("utf-8", "surrogateescape")[bad[1]]
                 raise TraceRecordError(f"{self.path!s} table {scan.table!r} row {row[0]}: column {col!r} holds text "
                                        f"that is not UTF-8 (byte 0x{byte:02X} at byte {bad[1]:,} of the value; "
-                                       f"{_LATIN1}) (on_bad = 'skip' in the spec skips and counts such records)")
+                                       f"{LATIN1_HINT}) (on_bad = 'skip' in the spec skips and counts such records)")
             validator.refuse(RawRecords(str(self.path), self.unit, loc=[row[0]]), np.array([True]),
-                             f"column {col!r} holds text that is not UTF-8 ({_LATIN1})")
+                             f"column {col!r} holds text that is not UTF-8 ({LATIN1_HINT})")
         return keep
 
     def edges(self, edges: EdgesSpec, ids: dict[Any, int], coder: Any):
@@ -325,51 +334,19 @@ class OasisReader(TraceReader):
                 raise TraceSchemaError(f"{str(self.path)!r}: edge table {edges.table!r} has no column(s) {missing}; "
                                        f"its columns are {cols}")
             # text that is not UTF-8 kept (a bad row of its own): sqlite3's decoding failed the whole read
-            con.text_factory = _lenient_text
+            con.text_factory = lenient_text
             rows = self._edge_rows(con, edges.table, cols, need)
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc) or TraceFormatError(f"{str(self.path)!r}: cannot read edge table {edges.table!r}: "
                                                         f"{exc}") from exc
         finally:
             con.close()
-        from aumann.data.traces.edges import EdgeRows, _label, edge_positions
+        from aumann.data.traces.edges import EdgeRows, edge_positions
 
         cols_: list[Any] = list(zip(*rows)) if rows else [[], [], [], []]
         where = f"{self.path} table {edges.table!r} row"
         bad = EdgeRows(self.spec.on_bad, self.edge_tally, lambda i: f"{where} {cols_[0][i]}")
-        keep = np.ones(len(rows), dtype=bool)
-        for j, col in enumerate(need, start=1):
-            at = [undecoded_at(v) if isinstance(v, str) else None for v in cols_[j]]
-            mask = np.fromiter((a is not None for a in at), dtype=bool, count=len(rows)) & keep
-            if mask.any():
-                def said(i: int, j: int = j, col: str = col, at: list = at) -> str:
-                    byte = cols_[j][i].encode("utf-8", "surrogateescape")[at[i]]
-                    return (f"column {col!r} holds text that is not UTF-8 (byte 0x{byte:02X} at byte {at[i]:,} of the "
-                            f"value; {_LATIN1})")
-
-                keep &= bad.refuse(mask, f"column {col!r} holds text that is not UTF-8 ({_LATIN1})", said)
-        # a BLOB is read as the UTF-8 text it spells, as in the trace table: an endpoint stored as BLOB b'2' was the
-        # id "b'2'", and its edge an unknown_endpoint; one that is no UTF-8 text stays bytes, and reaches an agent
-        # whose id is the same BLOB, else it is a bad row (a value of the wrong type, not a good id of no agent)
-        known: set[str | None] | None = None
-        for j, col in enumerate(need, start=1):
-            vals = _blobs_as_text(cols_[j])
-            if vals is cols_[j]:
-                continue
-            cols_[j] = vals
-            if j == 3:  # since: bytes left are no step, which the step coder says
-                continue
-            if known is None:
-                known = {_label(k) for k in ids}
-            mask = np.fromiter((isinstance(v, bytes) and _label(v) not in known for v in vals), dtype=bool,
-                               count=len(rows)) & keep
-            if mask.any():
-                def blob(i: int, vals: list = vals, col: str = col) -> str:
-                    return (f"column {col!r} holds a BLOB that is not UTF-8 text (X'{vals[i][:32].hex().upper()}"
-                            f"{'...' if len(vals[i]) > 32 else ''}'), and no agent has it as its id")
-
-                keep &= bad.refuse(mask, f"column {col!r} holds a BLOB that is not UTF-8 text, where an agent id "
-                                   "belongs", blob)
+        keep = endpoint_text(cols_, need, ids, bad)
         if not keep.all():
             kept = np.flatnonzero(keep)
             cols_ = [[c[i] for i in kept] for c in cols_]
@@ -389,116 +366,17 @@ class OasisReader(TraceReader):
         as the trace scan names a view's rows."""
         taken = {c.lower() for c in cols}
         rid = next((a for a in ("rowid", "_rowid_", "oid") if a not in taken), None)
-        sel = ", ".join(_quote(c) for c in need)
+        sel = ", ".join(quote(c) for c in need)
         if rid is not None and not self._is_table(con, table):
             rid = None
         with self._waiting():
             if rid is not None:
                 try:
-                    return con.execute(f"SELECT {rid}, {sel} FROM {_quote(table)} ORDER BY {rid}").fetchall()
+                    return con.execute(f"SELECT {rid}, {sel} FROM {quote(table)} ORDER BY {rid}").fetchall()
                 except sqlite3.OperationalError as exc:
                     if rid not in str(exc):  # (a WITHOUT ROWID table: "no such column: rowid")
                         raise
-            return [(i + 1, *r) for i, r in enumerate(con.execute(f"SELECT {sel} FROM {_quote(table)}").fetchall())]
-
-
-def _check_whole_pages(p: Path, head: bytes) -> None:
-    """Refuse a database cut short inside a page: SQLite reads the missing bytes of its last page as zeros, so rows
-    of that page came back as rowid 0 with NULL columns (one refused as "row 0: no usable agent id", or under
-    on_bad = 'skip' the page's real rows lost and counted as bad records) instead of an error. An SQLite file is a
-    whole number of pages, at least as many as its header counts (when that count is valid: the change counter at
-    offset 24 equals the version-valid-for number at offset 92)."""
-    if len(head) < 100:
-        raise TraceFormatError(f"{str(p)!r} is cut short: {len(head)} bytes, less than SQLite's 100-byte header "
-                               "(a truncated file?)")
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    if page < 512 or page & (page - 1):
-        raise TraceFormatError(f"{str(p)!r} cannot be read as SQLite: its header's page size {page} is not a power "
-                               "of two from 512 to 65536 (a damaged file?)")
-    size = p.stat().st_size
-    counted = int.from_bytes(head[28:32], "big") if head[24:28] == head[92:96] else 0
-    if size % page or size < counted * page:
-        raise TraceFormatError(f"{str(p)!r} is cut short: {size:,} bytes is not the whole "
-                               + (f"{counted:,} pages of {page:,} bytes its header counts" if counted else
-                                  f"number of {page:,}-byte pages an SQLite file holds")
-                               + " (a truncated or damaged file?)")
-
-
-_BAD_JSON = object()  # a JSON column that does not parse
-
-_LATIN1 = ("Latin-1 or Windows-1252 text stored as TEXT? traces are read as UTF-8: rewrite those values as UTF-8")
-
-
-def _lenient_text(data: bytes) -> str:
-    """SQLite TEXT as Python text, a byte that is no UTF-8 kept as a lone surrogate (``surrogateescape``)."""
-    return data.decode("utf-8", "surrogateescape")
-
-
-class _Scan:
-    """Where a scan of an OASIS table resumes after text that is not UTF-8 stopped :mod:`sqlite3`'s read (its
-    decoding fails the fetch, and the rows it held are lost): the batch is read again with such text kept
-    (:meth:`lenient`), then the rest with plain decoding (:meth:`rest`). A table resumes after the last row id read
-    (rowid order, as the scan); a view, which has no row id, after the number of rows read."""
-
-    def __init__(self, con: sqlite3.Connection, table: str, base: str, rid: str | None, columns: list[str]) -> None:
-        self.con, self.table, self.base, self.rid, self.columns = con, table, base, rid, columns
-        self.last: Any = None  # the last row id read (a table)
-        self.count = 0  # rows read (a view)
-
-    def done(self, rows: list[tuple[Any, ...]]) -> Any:
-        self.count += len(rows)
-        self.last = rows[-1][0]
-        return self.last
-
-    def numbered(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """A view's ``rows`` (no row id: NULL) with their places in the view, 1-based, in its place."""
-        return [(self.count + i, *row[1:]) for i, row in enumerate(rows, start=1)]
-
-    def _query(self, limit: int) -> tuple[str, tuple[Any, ...]]:
-        if self.rid is None:
-            return f"{self.base} LIMIT ? OFFSET ?", (limit, self.count)
-        if self.last is None:
-            return f"{self.base} ORDER BY {self.rid} LIMIT ?", (limit,)
-        return f"{self.base} WHERE {self.rid} > ? ORDER BY {self.rid} LIMIT ?", (self.last, limit)
-
-    def lenient(self, size: int) -> list[tuple[Any, ...]]:
-        self.con.text_factory = _lenient_text
-        try:
-            return self.con.execute(*self._query(size)).fetchall()
-        finally:
-            self.con.text_factory = str
-
-    def rest(self) -> sqlite3.Cursor:
-        return self.con.execute(*self._query(-1))
-
-
-def _blob_text(v: Any) -> Any:
-    """A value as read, a BLOB (bytes) that is UTF-8 text as that text (as the table reader reads a binary column)."""
-    if type(v) is bytes:
-        try:
-            return v.decode("utf-8")
-        except UnicodeDecodeError:
-            return v
-    return v
-
-
-def _blobs_as_text(values: Any) -> Any:
-    """``values`` (an array: as it is), each BLOB that is UTF-8 text as that text (:func:`_blob_text`): a user_id
-    stored as BLOB b'1' was the agent "b'1'", another than 1, and an action b'create_post' counted in no feature.
-    ``values`` itself where it holds no BLOB (checked in C: a read pays one pass per column of text)."""
-    if isinstance(values, np.ndarray) or bytes not in set(map(type, values)):
-        return values
-    return bytes_as_text(list(values))
-
-
-def _column(values: tuple[Any, ...]) -> Any:
-    """A fetched column as an int64 array when every value is an int (the fast path, in C), else a list."""
-    try:
-        arr = np.array(values)
-    except (ValueError, OverflowError):
-        return list(values)
-    return arr.astype(np.int64, copy=False) if arr.dtype.kind in "iu" and arr.ndim == 1 else list(values)
+            return [(i + 1, *r) for i, r in enumerate(con.execute(f"SELECT {sel} FROM {quote(table)}").fetchall())]
 
 
 __all__ = ["OasisReader"]
