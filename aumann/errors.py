@@ -513,6 +513,13 @@ class RecorderWarning(AumannWarning):
     """A recorder skipped agents (a type without a requested feature) and says which."""
 
 
+class TransientAgentsWarning(AumannWarning):
+    """Agents were present at no capture (born and removed within one step, or removed in the first step before
+    any capture): they have no row, and are counted in the panel's ``meta["transient_agents"]``. Not a
+    :class:`RecorderWarning`, so that code which turns the recorder's skipped-type warning into an error keeps
+    running models whose offspring die at birth."""
+
+
 class ModelFinishedWarning(AumannWarning):
     """A model said it is done (Mesa's ``model.running = False``, where ``batch_run`` stops) and ``simulate`` kept
     stepping it for the steps asked for; the message names the step (the panel's ``meta["model_finished"]``)."""
@@ -628,6 +635,7 @@ __all__ = [
     "TraceRecordError",
     "TraceSchemaError",
     "TraceSpecError",
+    "TransientAgentsWarning",
     "TransportFailure",
     "UndefinedIndicatorError",
     "UnknownAgentError",

@@ -327,6 +327,7 @@ PUBLIC = {
         "TraceRecordError",
         "TraceSchemaError",
         "TraceSpecError",
+        "TransientAgentsWarning",
         "TransportFailure",
         "UndefinedIndicatorError",
         "UnknownAgentError",

@@ -347,6 +347,8 @@ class FeatureRecorder(_RecorderBase):
         >>> panel = simulate(model, steps=50, recorder=rec)                                # doctest: +SKIP
     """
 
+    _counts_transients = True  # Mesa agents one by one: those present at no capture are counted (Recording.stepping)
+
     def __init__(
         self,
         features: Mapping[str, str | FeatureFn],
@@ -398,6 +400,32 @@ class FeatureRecorder(_RecorderBase):
             if ok:
                 out.append(a)
         return out
+
+    def _records_agent(self, agent: Any) -> bool:
+        """Whether ``agent`` (removed during a step, before any capture saw it) would have been recorded: with
+        ``agents=fn`` every agent counts (the function cannot be asked about an agent no longer in the model); by
+        default those of a type this recording records, or, for a type no capture has met, one that lacks none of
+        the features given as attribute names. It runs inside the model's step, so no feature function is called
+        (one that draws from the model's RNG would change the run)."""
+        if not self._model_agents:
+            return True
+        if self._only_types is not None and not isinstance(agent, self._only_types):
+            return False
+        ok = self._type_ok.get(type(agent))
+        if ok is not None:
+            return ok
+        for spec in self._specs.values():
+            if isinstance(spec, _TypeReporter):
+                if spec.fallback is None and not any(k in spec.by_type for k in type(agent).__mro__):
+                    return False
+            elif isinstance(spec, str):
+                try:
+                    operator.attrgetter(spec)(agent)
+                except AttributeError:
+                    return False
+                except Exception:  # the attribute's own failure (a property): such an agent would be recorded
+                    continue
+        return True
 
     def _has_features(self, agent: Any) -> bool:
         for name, getter in zip(self.features, self._getters):

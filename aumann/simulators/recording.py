@@ -20,6 +20,7 @@ import numpy as np
 
 from aumann.checks import _shown, user_code
 from aumann.errors import FeatureValueError, NoAgentsRecordedError, StepsMismatchError, UnknownAttributeError
+from aumann.simulators.transients import Row, transient_record, transient_text, watch_step
 
 _OK = object()
 FeatureFn = Callable[[Any], float]
@@ -213,6 +214,8 @@ class Recording:
         self._buffer = buffer
         self._context = _ContextBuffer(context, steps)
         self._step_labels: list[Any] = []
+        self._transients: list[Row] = []  # per step with agents no capture saw
+        self.warn_transients = True  # a TransientAgentsWarning when agents were born and removed within a step
         self._panel: Any = None
         self._closed = False
 
@@ -230,6 +233,25 @@ class Recording:
         self._context.capture(model, t)
         self._step_labels.append(getattr(model, "steps", None))
         self.captured += 1
+
+    @contextmanager
+    def stepping(self, model: Any) -> Iterator[None]:
+        """Scope one step of ``model`` (the one before the next :meth:`capture`): the agents it creates and removes
+        within the step, which no capture can see, are counted into the panel's ``meta["transient_agents"]``.
+        :func:`~aumann.simulators.simulate` and ``fork`` step inside it; by hand: ``with rec.stepping(model):
+        model.step()``. Nothing is counted for a recorder that does not record Mesa agents one by one
+        (:class:`ArrayRecorder`), a model without Mesa's agent registration, or a step that raises."""
+        if not self.recorder._counts_transients:
+            yield
+            return
+        with watch_step(model, keep=self.recorder._records_agent, unseen=self.captured == 0) as watch:
+            yield
+        if watch is not None:
+            born, unseen = watch.transient(), watch.removed_unseen()
+            if born or unseen:
+                label = getattr(model, "steps", None)
+                label = int(label) if isinstance(label, int | np.integer) and not isinstance(label, bool) else None
+                self._transients.append((self.captured, label, born, unseen))
 
     def _steps_axis(self) -> np.ndarray:
         labels = self._step_labels
@@ -251,6 +273,16 @@ class Recording:
             exc.context = self._context.result(self.captured)
             raise
         self._buffer = None  # the panel owns the arrays now
+        record = self._panel.meta.get("transient_agents")
+        if record is not None and self.warn_transients:
+            import warnings
+
+            from aumann.errors import TransientAgentsWarning
+
+            warnings.warn(TransientAgentsWarning(
+                f"{type(self.recorder).__name__}: {transient_text(record, self.captured)}. They are counted in the "
+                "panel's meta['transient_agents']; to keep what they did, record it as world state (context={name: "
+                "fn(model)}, e.g. a count the model keeps), or let them live until the step ends"), stacklevel=2)
 
     def partial(self) -> Any:
         """The :class:`~aumann.attribution.Panel` of the captures made so far, for a recording that cannot finish
@@ -277,12 +309,14 @@ class Recording:
             if name in context:
                 raise FeatureValueError(f"alive_context {name!r} clashes with a context of the same name")
             context[name] = np.ones(values.shape[:2]) if alive is None else alive.astype(np.float64)
+        transient = transient_record([r for r in self._transients if r[0] < n])
         return Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=context,
             meta={"recorder": type(self.recorder).__name__,
                   **({"skipped_agent_types": dict(skipped)} if (skipped := getattr(self.recorder, "skipped_types",
-                                                                                  None)) else {})},
+                                                                                  None)) else {}),
+                  **({"transient_agents": transient} if transient is not None else {})},
         )
 
     def discard(self) -> None:
@@ -303,6 +337,11 @@ class Recording:
 class _RecorderBase(ABC):
     features: tuple[str, ...]
     alive_context: str | None = None
+    _counts_transients: bool = False  # records Mesa agents one by one: agents born and removed in a step are counted
+
+    def _records_agent(self, agent: Any) -> bool:
+        """Whether this recorder would have recorded ``agent`` had it been present at a capture."""
+        return False
 
     @contextmanager
     def recording(

@@ -44,7 +44,7 @@ from aumann.errors import (
 from aumann.progress import progress_bar
 from aumann.simulators import branching
 from aumann.simulators.boundary import UserStep
-from aumann.simulators.branching import StepFn, advance
+from aumann.simulators.branching import StepFn, advance, default_step
 from aumann.simulators.recording import ContextFn, Recording, _check_steps
 
 Observer = Callable[[Any, int], None]
@@ -65,8 +65,14 @@ def _advance_recorded(model: Any, step: StepFn | None, rec: Recording, t: int, s
     """:func:`advance` for a recording's step ``t`` (0-based) of ``steps``: an exception of the model's own (not
     aumann's typed errors) becomes a :class:`~aumann.errors.ModelStepError` naming the step, with the original
     chained and the steps recorded before it as the error's ``panel``."""
+    fn = (step.at(t + 1, steps) if isinstance(step, UserStep) else step) or default_step
+
+    def watched(m: Any) -> None:  # inside advance: its overrides' removal watch is put back after this one
+        with rec.stepping(m):
+            fn(m)
+
     try:  # a scenario's step is told its place in the run, so its errors count as ModelStepError does
-        advance(model, step.at(t + 1, steps) if isinstance(step, UserStep) else step)
+        advance(model, watched)
     except (AumannError, MemoryError):
         raise
     except Exception as exc:
@@ -95,6 +101,7 @@ def simulate(
     initial: bool = False,
     step: StepFn | None = None,
     warn_finished: bool = True,
+    warn_transient: bool = True,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
@@ -122,6 +129,9 @@ def simulate(
             ``step=lambda m: m.simulator.run_for(1)``. Forks and replays of this model reuse it.
         warn_finished: warn when the model sets ``running = False`` (forks pass ``False``: the factual run
             said it already, and a branch from a finished model is finished too).
+        warn_transient: warn (:class:`~aumann.errors.TransientAgentsWarning`) when agents were born and removed within
+            one step, so that no capture saw them; they are counted in the panel's ``meta["transient_agents"]``
+            either way (forks pass ``False``: the factual run said it already).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -142,6 +152,7 @@ def simulate(
     finished: dict[str, Any] | None = None if _running(model) else {"step": -1, "model_step": _model_step(model)}
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
+            rec.warn_transients = warn_transient
             if initial:
                 rec.capture(model)
             for t in range(steps):
@@ -351,9 +362,11 @@ def fork(
         if intervention is not None:
             intervention(branch)
             branching.record(branch, ("apply", intervention))
-        panel = simulate(branch, steps, recorder, context=context, step=step, warn_finished=False)
+        panel = simulate(branch, steps, recorder, context=context, step=step, warn_finished=False,
+                         warn_transient=False)
     else:
         with recorder.recording(branch, steps=steps, context=context) as rec:
+            rec.warn_transients = False
             for t in range(steps):
                 intervention(branch)
                 _advance_recorded(branch, step, rec, t, steps)
