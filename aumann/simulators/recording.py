@@ -282,7 +282,9 @@ class Recording:
             warnings.warn(TransientAgentsWarning(
                 f"{type(self.recorder).__name__}: {transient_text(record, self.captured)}. They are counted in the "
                 "panel's meta['transient_agents']; to keep what they did, record it as world state (context={name: "
-                "fn(model)}, e.g. a count the model keeps), or let them live until the step ends"), stacklevel=2)
+                "fn(model)}, e.g. a count the model keeps), or let them live until the step ends"
+                + ("; a capture before the first step (simulate(..., initial=True)) gives those there from the start "
+                   "a row" if record.get("removed_before_first_capture") else "")), stacklevel=2)
 
     def partial(self) -> Any:
         """The :class:`~aumann.attribution.Panel` of the captures made so far, for a recording that cannot finish

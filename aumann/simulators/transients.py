@@ -149,10 +149,9 @@ def transient_text(record: dict[str, Any], steps: int, *, shown: int = 8) -> str
     before = record.get("removed_before_first_capture", 0)
     born = record["total"] - before
     how = ", ".join([*([f"{born} born and removed within one step"] if born else []),
-                     *([f"{before} there before the first step and removed in it (capture the state before the "
-                        "first step too: simulate(..., initial=True))"] if before else [])])
+                     *([f"{before} there before the first step and removed in it"] if before else [])])
     return (f"{record['total']} agent(s) ({types}) were present at no capture, so the panel has no row for them "
-            f"({how}), in {len(rows)} of {steps} step(s): {at}{more}")
+            f"({how}); in {len(rows)} of {steps} step(s): {at}{more}")
 
 
 __all__ = ["StepWatch", "transient_record", "transient_text", "watch_step"]
