@@ -3,10 +3,12 @@
     aumann run docs/examples/wolf_sheep.py:scenario --runs 2
 
 Births and deaths: the panel keeps a row per animal ever seen; rows of animals not yet born or
-already dead are absent (``Panel.alive``). The indicator averages energy over the living only: it
-takes the ``alive`` keyword, so every evaluation (the engine, forks, deletion curves) hands it the
-step's living mask (the built-in ``"lin"`` does the same), and its value never depends on what dead
-rows hold. The recorder records the animals (grass patches have no ``energy``). Grass regrows through
+already dead are absent (``Panel.alive``); lambs eaten in the step they are born, and animals that
+die in the first step, are present at no capture (counted in each run panel's
+``meta["transient_agents"]`` and said once, ``TransientAgentsWarning``). The indicator averages energy
+over the living only: it takes the ``alive`` keyword, so every evaluation (the engine, forks, deletion
+curves) hands it the step's living mask (the built-in ``"lin"`` does the same), and its value never
+depends on what dead rows hold. The recorder records the animals (grass patches have no ``energy``). Grass regrows through
 Mesa's ``ABMSimulator``: each step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline
 action: the animal rests this step — it does not move, eat or reproduce, but still burns one unit
 of energy (and dies below zero) — by replacing its ``step`` for that one step.
