@@ -24,55 +24,68 @@ _HOOKS = ("register_agent", "deregister_agent")
 _MISSING = object()
 
 
-def _ref(agent: Any) -> Callable[[], Any]:
-    try:
-        return weakref.ref(agent)
-    except TypeError:  # an object that takes no weak reference (Mesa's own agents all do)
-        return lambda: None
-
-
 class StepWatch:
     """The agents registered during one step that were deregistered again before it ended (with ``unseen=True``, a
     step before any capture, also the agents already there that it removed), by class name.
 
     Only weak references are held: a removed agent dies with its last reference as it would unwatched (Mesa's
     ``AgentSet.do``/``shuffle_do`` step every agent of their snapshot whose object is still alive, so holding one
-    would make it act after its removal). ``keep(agent)`` says, at its removal, whether an agent is counted.
+    would make it act after its removal). ``keep(agent)`` says whether an agent of its class is counted (asked once
+    per class and step: what a recorder records does not change within a step). Agents that take no weak reference
+    (Mesa's all do) are not followed.
     """
 
-    __slots__ = ("_born", "_counted", "_deregister", "_gone", "_keep", "_register", "_unseen")
+    __slots__ = ("_born", "_counted", "_deregister", "_gone", "_keep", "_kept", "_register", "_unseen")
 
     def __init__(self, register: Callable[..., Any], deregister: Callable[..., Any], *,
                  keep: Callable[[Any], bool] = lambda agent: True, unseen: bool = False) -> None:
         self._register, self._deregister, self._keep, self._unseen = register, deregister, keep, unseen
-        self._born: dict[int, Callable[[], Any]] = {}  # id(agent) -> weak reference: registered in this step
-        self._gone: dict[int, tuple[Callable[[], Any], str, bool]] = {}  # removed: (weak ref, class name, born)
-        self._counted: Counter[tuple[str, bool]] = Counter()  # removed agents collected since: (class name, born)
-
-    def _is(self, table: dict[int, Any], agent: Any) -> bool:
-        got = table.get(id(agent))  # an id() is reused once its object is collected: check the object too
-        return got is not None and (got if table is self._born else got[0])() is agent
+        self._kept: dict[type, bool] = {}
+        self._born: dict[int, weakref.ref] = {}  # id(agent) -> weak reference: registered in this step
+        self._gone: dict[int, tuple[Callable[[], Any], type, bool]] = {}  # removed: (weak ref, class, born)
+        self._counted: Counter[tuple[type, bool]] = Counter()  # removed agents collected since: (class, born)
 
     def register_agent(self, agent: Any, *args: Any, **kwargs: Any) -> Any:
         out = self._register(agent, *args, **kwargs)  # first: only an agent Mesa accepted is counted
-        self._born[id(agent)] = _ref(agent)
-        if self._is(self._gone, agent):  # removed and registered again within the step: present at the capture
-            del self._gone[id(agent)]
+        key = id(agent)
+        try:
+            self._born[key] = weakref.ref(agent)
+        except TypeError:
+            return out
+        gone = self._gone.get(key)  # removed and registered again within the step: present at the capture
+        if gone is not None and gone[0]() is agent:
+            del self._gone[key]
         return out
 
     def deregister_agent(self, agent: Any, *args: Any, **kwargs: Any) -> Any:
         out = self._deregister(agent, *args, **kwargs)
-        born = self._is(self._born, agent)
-        if (born or self._unseen) and self._keep(agent):
-            old = self._gone.get(id(agent))
-            if old is not None and old[0]() is not agent:  # a removed agent, collected, whose id() this one reuses
-                self._counted[old[1:]] += 1
-            self._gone[id(agent)] = (_ref(agent), type(agent).__name__, born)
+        key, kind = id(agent), type(agent)
+        ref = self._born.get(key)  # an id() is reused once its object is collected: check the object too
+        born = ref is not None and ref() is agent
+        if not born and not self._unseen:
+            return out
+        keep = self._kept.get(kind)
+        if keep is None:
+            keep = self._kept[kind] = bool(self._keep(agent))
+        if not keep:
+            return out
+        if not born:
+            try:
+                ref = weakref.ref(agent)
+            except TypeError:
+                return out
+        old = self._gone.get(key)
+        if old is not None and old[0]() is not agent:  # a removed agent, collected, whose id() this one reuses
+            self._counted[old[1:]] += 1
+        self._gone[key] = (ref, kind, born)
         return out
 
     def _removed(self, born: bool) -> Counter[str]:
-        out = Counter({kind: n for (kind, b), n in self._counted.items() if b is born})
-        out.update(kind for _, kind, b in self._gone.values() if b is born)
+        out: Counter[str] = Counter()
+        for (kind, b), n in self._counted.items():
+            if b is born:
+                out[kind.__name__] += n
+        out.update(kind.__name__ for _, kind, b in self._gone.values() if b is born)
         return out
 
     def transient(self) -> Counter[str]:
