@@ -1,9 +1,11 @@
-"""Agents born and removed within one step: no capture sees them, so they are counted instead.
+"""Agents no capture sees (born and removed within one step, or removed in the first step): counted instead.
 
 A recorder captures the agents present after each step. An agent that the model creates and removes inside one
-step (a lamb eaten by a wolf in the step it was born, an offspring that dies at once, a transient trader) is
-present at no capture: it has no row and no end-of-step state, and without a count the panel would lose it
-silently. While a recorded step runs, :func:`watch_step` routes the recorded model's own ``register_agent`` and
+step (a lamb eaten by a wolf in the step it was born, an offspring that dies at once, a transient trader), or one
+there from the start that the first step removes before any capture, is present at no capture: it has no row
+and no end-of-step state, and without a count the panel would lose it silently.
+
+While a recorded step runs, :func:`watch_step` routes the recorded model's own ``register_agent`` and
 ``deregister_agent`` (Mesa 3 sends every ``Agent.__init__`` and ``Agent.remove`` through them, in 3.3 and 3.5
 alike) through a counter, by putting them into that one model instance's ``__dict__``; both are restored when
 the step ends, raised or not, so nothing outside the step (captures, observers, forks, copies, pickles) sees the
