@@ -172,12 +172,7 @@ class Charts:
                     marker="." if s.markers else None, alpha=s.alpha, label=s.name if s.legend else None, zorder=2)
         for p in points:
             ax.plot([p.x], [p.y], "o", color=p.color, ms=6, zorder=3)
-            if p.label:
-                ax.axvline(p.x, color="#888888", ls=":", lw=1, zorder=0)
-        for x, (label, color) in point_labels(points).items():  # above the plot, over its dotted line: never on
-            # the data, never past the figure's edge (beside the point it covered a line, or ran off a phone's plot)
-            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=9, fontweight="bold", color=color, annotation_clip=False)
+        mpl_point_labels(ax, points)
         if logy:
             ax.set_yscale("symlog", linthresh=1e-6)
         ax.set(xlabel=xlabel, ylabel=ylabel)
@@ -192,9 +187,7 @@ class Charts:
             ticks = list(range(0, len(xlabels), max(1, len(xlabels) // 10)))
             ax.set_xticks(ticks, [short_label(xlabels[i]) for i in ticks], rotation=30, fontsize=8)
         ax.grid(alpha=0.25)
-        if span is None:  # Bokeh's padding (_PAD), so that the corner legend_place picks is as free here as there
-            ax.margins(x=_PAD[0] / 2)
-        ax.margins(y=_PAD[1] / 2)
+        mpl_pad(ax, x=span is None)
         mpl_legend(ax, legend_place(series, points, bars, legend_at=legend_at), fontsize=8)
         return _png(fig)
 
@@ -563,6 +556,40 @@ def point_labels(points: Sequence[Point]) -> dict[float, tuple[str, str]]:
     return {x: (" / ".join(texts), color) for x, (texts, color) in sorted(found.items())}
 
 
+#: the pad (points) a matplotlib axes title needs above the plot to clear the labels :func:`mpl_point_labels` writes
+#: there (2 pt off the frame, 9 pt bold text)
+POINT_LABEL_TITLE_PAD = 16.0
+
+
+def mpl_point_labels(ax: Any, points: Sequence[Point], *, fontsize: float = 9) -> None:
+    """Draw the labels of the labelled ``points`` (:func:`point_labels`) on a matplotlib axes as the page's charts
+    do: each above the plot, centred over a dotted vertical line through its point; never on the data, never past
+    the figure's edge (beside the point a label covered a line, or ran off a phone's plot). An axes title goes
+    :data:`POINT_LABEL_TITLE_PAD` above the plot to clear them."""
+    for p in points:
+        if p.label:
+            ax.axvline(p.x, color="#888888", ls=":", lw=1, zorder=0)
+    for x, (label, color) in point_labels(points).items():
+        ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=fontsize, fontweight="bold", color=color,
+                    annotation_clip=False)
+
+
+#: the most runs whose every ``t*`` a macro curve labels; with more, run 0's alone (ten labels above one plot ran
+#: into each other)
+T_STAR_LABELLED_RUNS = 3
+
+
+def t_star_label(run: int, runs: int) -> str:
+    """The label of run ``run``'s ``t*`` point (of ``runs`` runs) on a macro curve: ``"t*"`` for run 0, and for every
+    run when there are at most :data:`T_STAR_LABELLED_RUNS`; ``""`` (a dot without a label) otherwise.
+
+    >>> [t_star_label(r, 3) for r in range(3)], [t_star_label(r, 4) for r in range(2)]
+    (['t*', 't*', 't*'], ['t*', ''])
+    """
+    return "t*" if run == 0 or runs <= T_STAR_LABELLED_RUNS else ""
+
+
 def _point_axis(labels: dict[float, tuple[str, str]]) -> Any:
     """A Bokeh axis above the plot whose only ticks are the labelled points' x, labelled (:func:`point_labels`): as
     the heatmap's ``t*`` (one colour: the first point's)."""
@@ -698,6 +725,15 @@ def legend_place(series: Sequence[Line], points: Sequence[Point] = (),
     return legend_at
 
 
+def mpl_pad(ax: Any, *, x: bool = True) -> None:
+    """Pad a matplotlib axes around its data as Bokeh pads a line chart (:data:`_PAD`; ``x=False``: the y axis only,
+    for an x range set by hand), so that the corner :func:`legend_place` judges free is as free in a PNG as on the
+    page."""
+    if x:
+        ax.margins(x=_PAD[0] / 2)
+    ax.margins(y=_PAD[1] / 2)
+
+
 #: :func:`legend_place`'s corners as matplotlib's ``loc``
 _MPL_LOC = {"top_left": "upper left", "top_right": "upper right", "bottom_left": "lower left",
             "bottom_right": "lower right"}
@@ -745,6 +781,7 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LABEL_CHARS", "LEGEND_INSIDE_MAX", "NOT_ALIVE_LABEL", "PALETTE", "Charts", "Line", "Point",
-           "bokeh_available", "empty_corner", "hatch_not_alive", "label_text", "legend_place", "mpl_legend",
-           "point_labels", "short_label", "stable_bokeh_ids"]
+__all__ = ["LABEL_CHARS", "LEGEND_INSIDE_MAX", "NOT_ALIVE_LABEL", "PALETTE", "POINT_LABEL_TITLE_PAD",
+           "T_STAR_LABELLED_RUNS", "Charts", "Line", "Point", "bokeh_available", "empty_corner", "hatch_not_alive",
+           "label_text", "legend_place", "mpl_legend", "mpl_pad", "mpl_point_labels", "point_labels", "short_label",
+           "stable_bokeh_ids", "t_star_label"]

@@ -1,6 +1,7 @@
 """The run directory's PNG figures (matplotlib, Agg backend, imported lazily).
 
-* ``macro_curve.png``: f over steps per run, t* marked, original indicator dashed;
+* ``macro_curve.png``: f over steps per run, t* marked (and labelled above the plot, as on the page), original
+  indicator dashed, the legend where the page's charts put theirs (:func:`~aumann.studies.charts.legend_place`);
 * ``attribution_heatmap.png``: agent × step φ of run 0, the 20 agents with the largest signed
   Φ_i = Σ_t φ_{i,t}, top first (the agents of the report's who-table); a step at which an agent is not alive
   is hatched grey ("not alive"), not drawn as the white of φ = 0;
@@ -26,7 +27,18 @@ import numpy as np
 from aumann.attribution.metrics import largest_first
 from aumann.errors import StudyError
 from aumann.io import atomic_path, read_npz, remove_stale
-from aumann.studies.charts import Line, hatch_not_alive, legend_place, mpl_legend, short_label
+from aumann.studies.charts import (
+    POINT_LABEL_TITLE_PAD,
+    Line,
+    Point,
+    hatch_not_alive,
+    legend_place,
+    mpl_legend,
+    mpl_pad,
+    mpl_point_labels,
+    short_label,
+    t_star_label,
+)
 from aumann.studies.plotting import plain_text_figures, pyplot
 from aumann.studies.rundir import DELETION_CURVES, HEATMAP, MACRO_CURVE, RunDir, StudyResult
 from aumann.studies.tables import methods_of
@@ -50,20 +62,39 @@ def _whole_numbers(ax: Any) -> None:
 
 @plain_text_figures
 def macro_curve_figure(result: StudyResult, out: Path) -> Path:
-    """``macro_curve.png``: f over steps per run, t* marked (● per run), the original indicator dashed."""
+    """``macro_curve.png``: f over steps per run, t* marked (● per run, labelled "t*" above the plot as on the page:
+    :func:`~aumann.studies.charts.t_star_label`), the original indicator dashed; the legend where the page's charts
+    put theirs (:func:`~aumann.studies.charts.legend_place`; matplotlib's "best" searched every place on every
+    point of a long series, sat on the curves when none was free, and could move between hosts)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
+    drawn: list[Line] = []  # what the legend must not cover
+    points: list[Point] = []
     try:
+        runs = len(result.records)
         for r, (rec, arr) in enumerate(zip(result.records, result.arrays)):
-            line = ax.plot(arr["f_values"], lw=1.2, alpha=0.8, label="C² surrogate" if r == 0 else None)[0]
+            f = np.asarray(arr["f_values"], dtype=float)
+            line = ax.plot(f, lw=1.2, alpha=0.8, label="C² surrogate" if r == 0 else None)[0]
+            drawn.append(Line("C² surrogate", range(len(f)), f, legend=r == 0))
             if r == 0:
-                ax.plot(arr["f_original_values"], ls="--", lw=1, color=line.get_color(), label="original")
+                f0 = np.asarray(arr["f_original_values"], dtype=float)
+                ax.plot(f0, ls="--", lw=1, color=line.get_color(), label="original")
+                drawn.append(Line("original", range(len(f0)), f0))
             ax.plot([rec["t_star"]], [rec["f_t_star"]], "o", color=line.get_color())
+            points.append(Point(float(rec["t_star"]), float(rec["f_t_star"]), t_star_label(r, runs)))
         T = len(result.arrays[0]["f_values"])
-        ax.axvline(math.ceil(T / 2), color="grey", lw=0.8, ls=":", label="⌈T/2⌉")
-        ax.set(xlabel="step t", ylabel="f(z_t)", title=f"{result.scenario}: macro indicator, t* marked (● per run)")
+        half = math.ceil(T / 2)
+        ax.axvline(half, color="grey", lw=0.8, ls="-.", label="⌈T/2⌉")  # not dotted: t*'s line is
+        ys = np.concatenate([np.asarray(s.y, dtype=float) for s in drawn])
+        ys = ys[np.isfinite(ys)]
+        if ys.size:  # the dotted line runs the plot's height: through every corner box it reaches
+            drawn.append(Line("⌈T/2⌉", [half, half], [float(ys.min()), float(ys.max())]))
+        mpl_point_labels(ax, points)
+        ax.set(xlabel="step t", ylabel="f(z_t)")
+        ax.set_title(f"{result.scenario}: macro indicator, t* marked (● per run)", pad=POINT_LABEL_TITLE_PAD)
         _whole_numbers(ax)
-        ax.legend(fontsize=8)
+        mpl_pad(ax)
+        mpl_legend(ax, legend_place(drawn, points), fontsize=8)
         fig.tight_layout()
         return _save(fig, RunDir(out).figure(MACRO_CURVE))
     finally:

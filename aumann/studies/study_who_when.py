@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.studies.charts import Line, Point
+from aumann.studies.charts import Line, Point, t_star_label
 from aumann.studies.page import Details, Note, Table, Text, fmt
 from aumann.studies.rundir import HEATMAP, MACRO_CURVE
 from aumann.studies.sections import (
@@ -63,7 +63,7 @@ def _macro_figures(page: StudyPage) -> list[Any]:
     for r, (rec, arr) in enumerate(zip(recs, arrs)):
         series.append(Line(f"run {r}", steps, np.asarray(arr["f_values"]), width=2.2 if r == 0 else 1.2,
                            alpha=1.0 if r == 0 else 0.55, legend=len(recs) <= 10))
-        pts.append(Point(int(rec["t_star"]), float(rec["f_t_star"]), "t*" if r == 0 or len(recs) <= 3 else "",
+        pts.append(Point(int(rec["t_star"]), float(rec["f_t_star"]), t_star_label(r, len(recs)),
                          color="#111111" if r == 0 else "#555555"))
     series.append(Line("run 0, original indicator", steps, np.asarray(arrs[0]["f_original_values"]), dash=True,
                        color="#444444", width=1.2))

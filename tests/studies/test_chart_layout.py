@@ -235,3 +235,63 @@ def test_the_run_directory_deletion_curves_keep_their_legend_off_the_curves(tmp_
     panel, box, entries = seen["legends"][0]
     assert panel == 1 and entries == len(methods)
     assert not any(box.overlaps(frame) for frame in seen["frames"]) and box.x1 <= seen["width"], (box, seen)
+
+
+def _macro_result(curves, t_stars):
+    """A study result of one macro curve per run (``f_values``; the original indicator just below it)."""
+    from types import SimpleNamespace
+
+    arrays = [{"f_values": np.asarray(f, dtype=float), "f_original_values": np.asarray(f, dtype=float) - 0.05}
+              for f in curves]
+    records = [{"t_star": t, "f_t_star": float(f[t])} for f, t in zip(curves, t_stars)]
+    return SimpleNamespace(scenario="s", records=records, arrays=arrays)
+
+
+def _macro_curve_drawn(result, tmp_path, monkeypatch) -> dict:
+    """macro_curve.png as it would be written: its legend's loc and box, the plot's frame, title and texts."""
+    from aumann.studies import figures
+
+    seen: dict = {}
+
+    def save(fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        legend = ax.get_legend()
+        seen.update(fig=fig.bbox, frame=ax.get_window_extent(renderer), title=ax.title.get_window_extent(renderer),
+                    loc=legend._loc, legend=legend.get_window_extent(renderer),
+                    labels=[(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts])
+        return path
+
+    monkeypatch.setattr(figures, "_save", save)
+    figures.macro_curve_figure(result, tmp_path)
+    return seen
+
+
+def test_the_run_directory_macro_curve_puts_its_legend_where_the_page_does(tmp_path, monkeypatch):
+    """macro_curve.png asked matplotlib for its "best" place (a search over every point of every curve, and a place
+    that could differ from the page's); a rising curve leaves the top left corner free, and the legend goes there."""
+    rising = np.linspace(0.0, 1.0, 16)
+    seen = _macro_curve_drawn(_macro_result([rising], [15]), tmp_path, monkeypatch)
+    assert seen["loc"] == 2, seen["loc"]  # matplotlib's "upper left"; 0 is "best"
+
+
+def test_the_run_directory_macro_curve_legend_goes_beside_a_plot_whose_every_corner_holds_data(tmp_path, monkeypatch):
+    zigzag = np.tile([0.0, 1.0], 8)
+    seen = _macro_curve_drawn(_macro_result([zigzag], [13]), tmp_path, monkeypatch)
+    box, frame = seen["legend"], seen["frame"]
+    assert box.x0 >= frame.x1 and box.x1 <= seen["fig"].x1, (box, frame)  # beside the curves, inside the figure
+
+
+def test_the_run_directory_macro_curve_labels_t_star_above_the_plot(tmp_path, monkeypatch):
+    """macro_curve.png marked each run's t* with a dot and no text; it is labelled as on the page: "t*" above the
+    plot over the step (each run's, up to three runs), clear of the title and inside the figure."""
+    curves = [np.linspace(0.0, 1.0, 16), [*np.linspace(0.1, 0.8, 14), 0.75, 0.7]]
+    seen = _macro_curve_drawn(_macro_result(curves, [15, 13]), tmp_path, monkeypatch)
+    labels = [(text, box) for text, box in seen["labels"] if text == "t*"]
+    assert len(labels) == 2, seen["labels"]
+    for _, box in labels:
+        assert box.y0 >= seen["frame"].y1 - 0.5, (box, seen["frame"])  # above the plot: on no curve
+        assert not box.overlaps(seen["title"]), (box, seen["title"])
+        assert seen["fig"].x0 <= box.x0 and box.x1 <= seen["fig"].x1 and box.y1 <= seen["fig"].y1, box
+
