@@ -226,7 +226,7 @@ class Charts:
             if s.markers:
                 renderers.append(p.scatter("x", "y", size=5, **kw))
         for pt in points:
-            p.scatter([pt.x], [pt.y], size=9, color=pt.color)
+            p.scatter([pt.x], [pt.y], size=POINT_PX, color=pt.color)
             if pt.label:
                 p.add_layout(Span(location=pt.x, dimension="height", line_color="#888888", line_dash="dotted",
                                   line_width=1))
@@ -606,8 +606,8 @@ def _point_axis(labels: dict[float, tuple[str, str]]) -> Any:
 def _bar_span(series: Sequence[Line], points: Sequence[Point],
               bars: tuple[Sequence[float], Sequence[float], str] | None) -> tuple[float, float] | None:
     """The x range of a chart with bars: half a step beyond the first and the last bar (0.9 on the right where a
-    labelled point such as ``t*`` sits at the last x, so its label, centred above it, is not cut off), or ``None``
-    without bars.
+    labelled point such as ``t*`` sits at the last x, so its label, centred above it, is not cut off), and where a
+    point sits at the first or the last x, room for its dot (:func:`_dot_room`); ``None`` without bars.
     Padding by a share of the span, as both renderers did, ran the axis of steps 0 … 15 to a tick at 16."""
     if bars is None or not len(bars[0]):
         return None
@@ -616,8 +616,30 @@ def _bar_span(series: Sequence[Line], points: Sequence[Point],
     xs = xs[np.isfinite(xs)]
     if not xs.size:
         return None
-    right = 0.9 if any(pt.label and pt.x >= xs.max() for pt in points) else 0.5
-    return float(xs.min()) - 0.5, float(xs.max()) + right
+    lo, hi = float(xs.min()), float(xs.max())
+    dot = _dot_room(hi - lo)
+    left = max(0.5, dot) if any(pt.x <= lo for pt in points) else 0.5
+    right = 0.9 if any(pt.label and pt.x >= hi for pt in points) else 0.5
+    if any(pt.x >= hi for pt in points):
+        right = max(right, dot)
+    return lo - left, hi + right
+
+
+#: the diameter (px) of a line chart's point (the ``t*`` dot) in the interactive renderer
+POINT_PX = 9
+
+
+def _dot_room(span: float) -> float:
+    """The data units beyond the plot's first or last x that hold half a point's dot (:data:`POINT_PX`) and a pixel,
+    on a frame as narrow as a phone's (:data:`_FRAME_PX`; a wider frame has more room). Half a step (0.9 with a
+    label) held it up to a few dozen steps; at 200 steps a phone's plot has 1.5 px a step, and the ``t*`` dot of
+    the last step was cut in half at the plot's edge (Bokeh clips glyphs to the frame).
+
+    >>> round(_dot_room(15), 2), round(_dot_room(199), 2)
+    (0.3, 3.81)
+    """
+    r = POINT_PX / 2 + 1
+    return r * (span + 1) / (_FRAME_PX[0] - 2 * r)
 
 
 #: what a Bokeh legend inside a line chart takes, for :func:`empty_corner`: the plot's frame as narrow as on a phone

@@ -295,3 +295,44 @@ def test_the_run_directory_macro_curve_labels_t_star_above_the_plot(tmp_path, mo
         assert not box.overlaps(seen["title"]), (box, seen["title"])
         assert seen["fig"].x0 <= box.x0 and box.x1 <= seen["fig"].x1 and box.y1 <= seen["fig"].y1, box
 
+
+#: a phone's plot frame is about 300 px wide (charts._FRAME_PX); the t* dot 9 px across (charts.POINT_PX)
+_PHONE_FRAME_PX, _DOT_PX = 300.0, 9.0
+
+
+@needs_bokeh
+@pytest.mark.parametrize("t_star", [0, 199])
+def test_the_t_star_dot_of_a_200_step_bar_chart_fits_a_phone_frame(drawn, t_star):
+    """The Φ_t bars of a 200-step run ended 0.9 step past the last bar: on a phone (1.5 px a step) the t* dot of
+    the last step was cut in half at the plot's right edge (Bokeh clips glyphs to the frame); the same at step 0
+    on the left, 0.5 step."""
+    T = 200
+    Charts(interactive=True).lines("Φ_t", [], xlabel="step", ylabel="Φ_t",
+                                   bars=(list(range(T)), np.linspace(0.2, 1.0, T), "Φ_t"),
+                                   points=[Point(t_star, 1.0, "t*")])
+    (p,) = drawn
+    lo, hi = p.x_range.start, p.x_range.end
+    px = _PHONE_FRAME_PX / (hi - lo)  # px a step
+    room = (hi - t_star if t_star else t_star - lo) * px
+    assert room >= _DOT_PX / 2, (lo, hi, room)
+
+
+def test_the_t_star_dot_of_a_static_200_step_bar_chart_is_inside_its_plot(monkeypatch):
+    """The static renderer's dot (6 pt across, 2.8 px a step) stuck out of its plot the same way."""
+    seen = {}
+
+    def png(fig):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        frame = ax.get_window_extent(fig.canvas.get_renderer())
+        dot = next(line for line in ax.get_lines() if line.get_marker() == "o")
+        x, _ = ax.transData.transform((dot.get_xdata()[0], dot.get_ydata()[0]))
+        seen.update(right=frame.x1 - x, radius=dot.get_markersize() / 2 * fig.dpi / 72)
+        return b""
+
+    monkeypatch.setattr(charts, "_png", png)
+    T = 200
+    Charts(interactive=False).lines("Φ_t", [], xlabel="step", ylabel="Φ_t",
+                                    bars=(list(range(T)), np.linspace(0.2, 1.0, T), "Φ_t"),
+                                    points=[Point(T - 1, 1.0, "t*")])
+    assert seen["right"] >= seen["radius"], seen
