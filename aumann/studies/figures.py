@@ -75,11 +75,11 @@ def macro_curve_figure(result: StudyResult, out: Path) -> Path:
         for r, (rec, arr) in enumerate(zip(result.records, result.arrays)):
             f = np.asarray(arr["f_values"], dtype=float)
             line = ax.plot(f, lw=1.2, alpha=0.8, label="C² surrogate" if r == 0 else None)[0]
-            drawn.append(Line("C² surrogate", range(len(f)), f, legend=r == 0))
+            drawn.append(Line("C² surrogate", np.arange(len(f)), f, legend=r == 0))
             if r == 0:
                 f0 = np.asarray(arr["f_original_values"], dtype=float)
                 ax.plot(f0, ls="--", lw=1, color=line.get_color(), label="original")
-                drawn.append(Line("original", range(len(f0)), f0))
+                drawn.append(Line("original", np.arange(len(f0)), f0))
             ax.plot([rec["t_star"]], [rec["f_t_star"]], "o", color=line.get_color())
             points.append(Point(float(rec["t_star"]), float(rec["f_t_star"]), t_star_label(r, runs)))
         T = len(result.arrays[0]["f_values"])

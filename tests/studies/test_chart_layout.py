@@ -90,6 +90,45 @@ def test_empty_corner_follows_the_segments_between_points():
     assert empty_corner([], bars=([0, 1, 2, 3], [1.0, 0.2, 0.2, 0.2], "b")) == "top_right"
 
 
+def test_empty_corner_sees_a_long_segment_that_cuts_a_corner_between_its_ends():
+    """A segment from (0.01, 0.54) to (0.44, 0.99) (the frame fixed by points at (0, 0) and (1, 1)) cuts the inner
+    corner of the top left corner's box, both its ends outside the box; 33 points sampled along it fell either side
+    of the cut, and the corner counted as free. Points at (0, 0) and (1, 1) fill the bottom left and top right
+    corners: the bottom right is the free one."""
+    line = Line("seg", [0.01, 0.44], [0.54, 0.99])
+    assert empty_corner([line, Line("p", [0], [0]), Line("q", [1], [1])]) == "bottom_right"
+
+
+def _dense_empty_corner(series, bars=None, *, rows=1, chars=10, samples=4001):
+    """empty_corner's rule checked on ``samples`` points along every segment (a reference for the exact test)."""
+    xs, ys = [], []
+    for s in series:
+        x, y = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
+        u = np.linspace(0.0, 1.0, samples)[:, None]
+        xs.append((x[:-1] + u * np.diff(x)).ravel() if len(x) > 1 else x)
+        ys.append((y[:-1] + u * np.diff(y)).ravel() if len(y) > 1 else y)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    ux = (x - x.min() + 0.05 * np.ptp(x)) / (1.1 * np.ptp(x))
+    uy = (y - y.min() + 0.06 * np.ptp(y)) / (1.12 * np.ptp(y))
+    w, h = min(1.0, (40 + 5.5 * chars) / 300) + 0.03, min(1.0, (20 * rows + 12) / 220) + 0.03
+    for corner in ("top_left", "top_right", "bottom_left", "bottom_right"):
+        inx = ux <= w if corner.endswith("left") else ux >= 1 - w
+        iny = uy >= 1 - h if corner.startswith("top") else uy <= h
+        if not (inx & iny).any():
+            return corner
+    return None
+
+
+def test_empty_corner_agrees_with_densely_sampled_segments():
+    """The exact segment test and 4,001 points sampled along each segment find the same corner on 300 random charts
+    of two to five short random walks."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        T = int(rng.integers(2, 9))
+        series = [Line(f"s{i}", list(range(T)), np.cumsum(rng.normal(size=T))) for i in range(int(rng.integers(2, 6)))]
+        assert empty_corner(series) == _dense_empty_corner(series), [list(s.y) for s in series]
+
+
 @needs_bokeh
 def test_the_heatmap_t_star_label_sits_above_the_cells(drawn):
     """The ``t*`` label of an interactive heatmap sat inside the plot, on the bottom cell, its white box over the
