@@ -62,6 +62,7 @@ import pandas as pd
 from aumann.checks import as_bool, as_int, as_memory_size
 from aumann.data.bluesky import ingest_sql as sql
 from aumann.data.bluesky.counts import RawCounts
+from aumann.data.bluesky.duplicates import duplicates_by_group
 from aumann.data.bluesky.filters import FilterConfig, apply_filters
 from aumann.data.bluesky.ingest_report import FOLLOWERS_NOTE, IngestReport
 from aumann.data.bluesky.jetstream import (
@@ -280,7 +281,7 @@ def _scan_file(con, path: Path, options: IngestOptions, tmp: Path, win: str, pre
     for kind, coll, op, d, n in con.execute(sql.BY_KIND_DAY).fetchall():
         day_counts[int(d)] = day_counts.get(int(d), 0) + int(n)
         groups[kind, coll, op] = groups.get((kind, coll, op), 0) + int(n)
-    extra = {(kind, coll, op): int(x) for kind, coll, op, x in con.execute(sql.DUPLICATES).fetchall()}
+    extra = duplicates_by_group(con, int(valid))
     dups = 0
     for (kind, coll, op), n in groups.items():
         uniq = n - extra.get((kind, coll, op), 0)

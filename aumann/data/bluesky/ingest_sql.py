@@ -168,20 +168,32 @@ GROUP BY ALL
 # BY_KIND_DAY: valid lines per (kind, collection, operation, day), one aggregate for the report's counts by kind and
 # by day (the ingester sums over days and over kinds); DUPLICATES: the extra copies of the few keys seen more than
 # once, per (kind, collection, operation), which the ingester subtracts from their group (a key belongs to one
-# group: kind, collection and operation are part of it).
+# group: kind, collection and operation are part of it). DUPLICATES groups every valid line by key; up to
+# ``duplicates.SORTED_KEYS_MAX`` valid lines the keys are sorted in numpy instead (:mod:`.duplicates`, 5x cheaper)
+# and only the repeated ones come back, to DUPLICATES_OF_REPEATED.
 BY_KIND_DAY = f"""
 SELECT kind, {_collection()} AS collection, operation, day, n
 FROM (SELECT kind, c, coll, operation, day, count(*)::BIGINT AS n FROM ev WHERE ok GROUP BY ALL)
 """
 
-DUPLICATES = f"""
-WITH d AS (SELECT key, count(*) - 1 AS extra FROM ev WHERE ok GROUP BY key HAVING count(*) > 1)
+_EXTRA_BY_GROUP = f"""
+WITH d AS ({{repeated}})
 SELECT kind, {_collection()} AS collection, operation, sum(extra)::BIGINT AS extra
 FROM (SELECT any_value(kind) AS kind, any_value(c) AS c, any_value(coll) AS coll,
              any_value(operation) AS operation, any_value(d.extra) AS extra
       FROM ev JOIN d USING (key) WHERE ok GROUP BY key)
 GROUP BY ALL
 """
+
+DUPLICATES = _EXTRA_BY_GROUP.format(
+    repeated="SELECT key, count(*) - 1 AS extra FROM ev WHERE ok GROUP BY key HAVING count(*) > 1")
+
+# The same from the keys :mod:`.duplicates` found repeated by sorting them (a registered table ``repeated_keys``:
+# one row per extra copy), for the files whose keys it sorts (VALID_KEYS) instead of grouping them here.
+VALID_KEYS = "SELECT key FROM ev WHERE ok"
+
+DUPLICATES_OF_REPEATED = _EXTRA_BY_GROUP.format(
+    repeated="SELECT key, count(*) AS extra FROM repeated_keys GROUP BY key")
 
 # What the panel needs from each file, accumulated over all files (TEMP tables: nothing is logged,
 # and they spill to ``temp_directory`` like ``ev``). ``ud``: accounts that act (``a``: an app.bsky.*
