@@ -36,7 +36,7 @@ import sysconfig
 import traceback
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,6 +211,13 @@ def _id_counters(model: Any) -> list[tuple[type, int]]:
     return out
 
 
+def _links_cells(connections: Any) -> bool:
+    """Whether a cell's pickled ``connections`` hold the linked cells themselves (Mesa 3.3), not their coordinates
+    (Mesa >= 3.5: ``Cell.__getstate__``)."""
+    values = connections.values() if isinstance(connections, Mapping) else ()
+    return any(hasattr(v, "coordinate") and hasattr(v, "connections") for v in values)
+
+
 def _unpickle_cell(proxy: _CellClass, reducer: Any, fields: tuple) -> Any:
     """Mesa's ``unpickle_gridcell`` with the grid's one shared class."""
     instance = proxy.klass(reducer)((0, 0))
@@ -245,9 +252,11 @@ def _pickler_class() -> type:
                     hasattr(obj, "__getstate__"):
                 proxy = self._cell_classes.setdefault(cls, _CellClass(cls.__bases__[0]))
                 d, slots = obj.__getstate__()
-                # the grid re-links its cells on unpickling (Grid.__setstate__): pickling the links would
-                # recurse from cell to cell across the whole grid (RecursionError on large grids)
-                slots = {k: ({} if k == "connections" else v) for k, v in slots.items()}
+                # Mesa 3.3 hands the links over as the linked cells and re-links them on unpickling
+                # (Grid.__setstate__): pickling them would recurse from cell to cell across the whole grid
+                # (RecursionError on large grids), so they are dropped. Mesa >= 3.5 hands them over as coordinates
+                # and re-links nothing (its space maps the coordinates back): those travel as they are
+                slots = {k: ({} if k == "connections" and _links_cells(v) else v) for k, v in slots.items()}
                 return _unpickle_cell, (proxy, reducer, (d, slots))
             if cls.__name__ == "WeakMethod" and cls.__module__ == "weakref":
                 meth = obj()
