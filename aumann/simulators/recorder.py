@@ -258,10 +258,10 @@ def _mesa_attribute_name(reporter: Any) -> Any:
     gives ``None`` and fails the capture, where the attribute name skips the type as a recorder given names does."""
     code = getattr(reporter, "__code__", None)
     cells = getattr(reporter, "__closure__", None)
-    if (code is not None and cells and code.co_freevars == ("attribute_name",)
+    if (code is not None and cells and "attribute_name" in code.co_freevars  # Mesa 3.5's also closes over "name"
             and getattr(reporter, "__name__", "") == "attr_reporter"):
         try:
-            name = cells[0].cell_contents
+            name = cells[code.co_freevars.index("attribute_name")].cell_contents
         except ValueError:  # an empty cell
             return reporter
         if isinstance(name, str):
