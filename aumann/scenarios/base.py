@@ -244,11 +244,14 @@ class ExecutionConfig(configs.ConfigModel):
 
 def _no_seed_given(model: Any) -> bool:
     """Whether ``model`` may be a Mesa model built without a seed (``Model()``: both of its generators drawn from
-    the operating system's entropy, so no seed reproduces it). Mesa keeps the seed it was given in ``_seed``, but
-    not for ``rng=`` *an int* (``_seed`` is ``None`` there as for no seed at all): such a model is told apart by its
-    numpy generator's seed, which :func:`_seeded_by_int` reads."""
-    return (getattr(model, "_seed", 0) is None and hasattr(model, "rng") and hasattr(model, "random")
-            and not _seeded_by_int(model))
+    the operating system's entropy, so no seed reproduces it). Mesa 3.3 keeps the seed it was given in ``_seed``,
+    but not for ``rng=`` *an int* (``_seed`` is ``None`` there as for no seed at all): such a model is told apart by
+    its numpy generator's seed, which :func:`_seeded_by_int` reads. Mesa 3.5 always keeps an int in ``_seed`` (one
+    drawn from ``model.rng`` where it was given none): there an unseeded ``model.rng`` (:func:`_seeded_by_entropy`)
+    says it. A model taken for unseeded that is not only costs a second build (the check then passes)."""
+    if not (hasattr(model, "rng") and hasattr(model, "random")) or _seeded_by_int(model):
+        return False
+    return getattr(model, "_seed", 0) is None or _seeded_by_entropy(model)
 
 
 #: numpy seeds a generator given no seed with 128 bits of the operating system's entropy; an integer seed below
@@ -263,6 +266,15 @@ def _seeded_by_int(model: Any) -> bool:
     seq = getattr(getattr(getattr(model, "rng", None), "bit_generator", None), "seed_seq", None)
     entropy = getattr(seq, "entropy", None)
     return (isinstance(entropy, int) and not isinstance(entropy, bool) and 0 <= entropy < _GIVEN_SEED_BOUND
+            and tuple(getattr(seq, "spawn_key", ())) == ())
+
+
+def _seeded_by_entropy(model: Any) -> bool:
+    """Whether ``model.rng`` was seeded from the operating system's entropy, as ``np.random.default_rng()`` seeds
+    one given nothing: an int of at least :data:`_GIVEN_SEED_BOUND` in its ``SeedSequence`` and no spawn key."""
+    seq = getattr(getattr(getattr(model, "rng", None), "bit_generator", None), "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    return (isinstance(entropy, int) and not isinstance(entropy, bool) and entropy >= _GIVEN_SEED_BOUND
             and tuple(getattr(seq, "spawn_key", ())) == ())
 
 

@@ -63,3 +63,35 @@ def test_a_mesa35_attribute_reporter_is_read_as_its_attribute_name():
         ref = simulate(_Meadow(rng=4), 3, FeatureRecorder({"energy": "energy"}))
     assert panel.meta["skipped_agent_types"] == {"_Grass": "energy"}
     assert panel.equals(ref)
+
+
+def test_a_model_built_without_a_seed_is_caught_when_mesa_keeps_an_int_seed_anyway():
+    # Mesa 3.5's Model() draws an int from its unseeded numpy generator and keeps it in _seed (Mesa 3.3 keeps None):
+    # the run read "_seed is not None" as "seeded", built such a model once, and two runs from one seed differed
+    # with no word said. An unseeded model.rng now says it, so the two builds are compared and the run refused.
+    import numpy as np
+    import pytest
+
+    from aumann.errors import ScenarioCodeError
+    from aumann.scenarios import Scenario, ScenarioConfig
+
+    class Drifter(mesa.Model):
+        def __init__(self, n: int) -> None:
+            super().__init__()  # no seed: the operating system's entropy
+            self._seed = int(self.rng.integers(np.iinfo(np.int32).max))  # what Mesa 3.5's Model() keeps
+            self.random.seed(self._seed)
+            _Sheep.create_agents(self, n)
+
+        def step(self) -> None:
+            self.agents.shuffle_do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = 4
+        steps: int = 2
+
+    sc = Scenario(name="drifter", description="", config_model=Config, build_model=lambda cfg, rng, b=None:
+                  Drifter(cfg.agents), make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
+                  features=("energy",), indicator=lambda cfg: "lin", original=lambda cfg: "lin",
+                  baseline_action=lambda m, ids: None)
+    with pytest.raises(ScenarioCodeError, match="returns a Drifter given no seed"):
+        sc.simulate(sc.load_config(), rng=3)
