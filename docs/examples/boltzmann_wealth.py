@@ -10,6 +10,11 @@ untouched. Forks copy the model (the grid is copied cell by cell and checked).
 from mesa.examples import BoltzmannWealth
 from pydantic import Field
 
+try:  # Mesa >= 3.5: the model takes its parameters as a Scenario
+    from mesa.examples.basic.boltzmann_wealth_model.model import BoltzmannScenario
+except ImportError:  # Mesa 3.3: keyword arguments and seed=
+    BoltzmannScenario = None
+
 from aumann.attribution import indicators
 from aumann.scenarios import Scenario, ScenarioConfig
 from aumann.simulators import FeatureRecorder, override_next_step
@@ -24,7 +29,10 @@ class Config(ScenarioConfig):
 
 
 def build(cfg: Config, rng, backend=None):
-    return BoltzmannWealth(n=cfg.agents, width=cfg.width, height=cfg.height, seed=int(rng.integers(2**31)))
+    params, seed = dict(n=cfg.agents, width=cfg.width, height=cfg.height), int(rng.integers(2**31))
+    if BoltzmannScenario is None:
+        return BoltzmannWealth(**params, seed=seed)
+    return BoltzmannWealth(BoltzmannScenario(**params, rng=seed))
 
 
 def give_nothing(model, ids):

@@ -10,6 +10,11 @@ the agent does not move this step (its ``step`` is a no-op for that one step). T
 from mesa.examples import Schelling
 from pydantic import Field
 
+try:  # Mesa >= 3.5: the model takes its parameters as a Scenario
+    from mesa.examples.basic.schelling.model import SchellingScenario
+except ImportError:  # Mesa 3.3: keyword arguments and seed=
+    SchellingScenario = None
+
 from aumann.attribution import indicators
 from aumann.scenarios import Scenario, ScenarioConfig
 from aumann.simulators import FeatureRecorder, override_next_step
@@ -25,7 +30,10 @@ class Config(ScenarioConfig):
 
 def build(cfg: Config, rng, backend=None):
     density = min(cfg.agents / (cfg.width * cfg.height), 1.0)
-    return Schelling(width=cfg.width, height=cfg.height, density=density, seed=int(rng.integers(2**31)))
+    params, seed = dict(width=cfg.width, height=cfg.height, density=density), int(rng.integers(2**31))
+    if SchellingScenario is None:
+        return Schelling(**params, seed=seed)
+    return Schelling(SchellingScenario(**params, rng=seed))
 
 
 def similar(agent) -> float:

@@ -3,11 +3,12 @@
     aumann run docs/examples/virus_on_network.py:scenario --runs 2
 
 Baseline action: the agent does not transmit this step (its ``try_to_infect_neighbors`` is a no-op
-for that one step; it can still recover). Mesa 3.3's model draws its random graph from Python's
-global ``random``; ``build`` seeds it from the run's seed for the construction only (and restores
+for that one step; it can still recover). Mesa's model (3.3 and 3.5) draws its random graph from
+Python's global ``random``; ``build`` seeds it from the run's seed for the construction only (and restores
 it), so runs, forks and replays are reproducible.
 """
 
+import inspect
 import random
 
 from mesa.examples import VirusOnNetwork
@@ -29,10 +30,11 @@ class Config(ScenarioConfig):
 
 def build(cfg: Config, rng, backend=None):
     seed, state = int(rng.integers(2**31)), random.getstate()
+    seeding = "seed" if "seed" in inspect.signature(VirusOnNetwork).parameters else "rng"  # Mesa 3.3 | >= 3.5
     random.seed(seed)
     try:
         return VirusOnNetwork(num_nodes=cfg.agents, avg_node_degree=cfg.degree, initial_outbreak_size=cfg.outbreak,
-                              seed=seed)
+                              **{seeding: seed})
     finally:
         random.setstate(state)
 

@@ -9,13 +9,13 @@ die in the first step, are present at no capture (counted in each run panel's
 over the living only: it takes the ``alive`` keyword, so every evaluation (the engine, forks, deletion
 curves) hands it the step's living mask (the built-in ``"lin"`` does the same), and its value never
 depends on what dead rows hold. The recorder records the animals (grass patches have no ``energy``). Grass regrows through
-Mesa's ``ABMSimulator``: each step is ``model.simulator.run_for(1)`` (DEVS stepping). Baseline
+events: on Mesa 3.3 those of an ``ABMSimulator`` (aumann steps such a model with
+``model.simulator.run_for(1)``), on Mesa 3.5 those the model schedules itself (``model.step()``). Baseline
 action: the animal rests this step — it does not move, eat or reproduce, but still burns one unit
 of energy (and dies below zero) — by replacing its ``step`` for that one step.
 """
 
-from mesa.examples import WolfSheep
-from mesa.experimental.devs import ABMSimulator
+from mesa.examples.advanced.wolf_sheep import model as wolf_sheep
 from pydantic import Field
 
 from aumann.errors import ConfigError
@@ -34,8 +34,12 @@ class Config(ScenarioConfig):
 def build(cfg: Config, rng, backend=None):
     if cfg.agents <= cfg.wolves:  # the sheep are the agents that are not wolves
         raise ConfigError(f"--agents {cfg.agents} leaves no sheep beside {cfg.wolves} wolves: pass more agents")
-    return WolfSheep(width=cfg.size, height=cfg.size, initial_sheep=cfg.agents - cfg.wolves,
-                     initial_wolves=cfg.wolves, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
+    params = dict(width=cfg.size, height=cfg.size, initial_sheep=cfg.agents - cfg.wolves, initial_wolves=cfg.wolves)
+    if hasattr(wolf_sheep, "WolfSheepScenario"):  # Mesa >= 3.5: parameters as a Scenario
+        return wolf_sheep.WolfSheep(wolf_sheep.WolfSheepScenario(**params, rng=int(rng.integers(2**31))))
+    from mesa.experimental.devs import ABMSimulator  # Mesa 3.3: keyword arguments, seed=, a DEVS simulator
+
+    return wolf_sheep.WolfSheep(**params, seed=int(rng.integers(2**31)), simulator=ABMSimulator())
 
 
 def mean_energy_of_the_living(z, context=None, alive=None):  # alive=: the living mask (None: all alive)
@@ -60,10 +64,8 @@ scenario = Scenario(
     build_model=build,
     make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
     features=("energy",),
-    indicator=lambda cfg: mean_energy_of_the_living,
-    original=lambda cfg: mean_energy_of_the_living,
+    indicator=lambda cfg: mean_energy_of_the_living, original=lambda cfg: mean_energy_of_the_living,
     baseline_action=resting,
     baseline_action_by="id",
-    step=lambda model: model.simulator.run_for(1),
     baseline_description="the animal rests this step: no move, no food, no offspring (it still burns energy)",
 )
