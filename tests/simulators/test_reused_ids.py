@@ -43,7 +43,9 @@ class DeathsAndBirths(mesa.Model):
             self.dead.remove()
         if self.steps == self.born:
             if self.same_object:
+                uid = self.dead.unique_id
                 self.register_agent(self.dead)
+                self.dead.unique_id = uid  # Mesa >= 3.4.2's register_agent gives it the next id; 3.3's keeps it
             else:
                 b = Cell(self, 100.0)
                 if self.reuse:

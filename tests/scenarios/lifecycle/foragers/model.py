@@ -54,4 +54,6 @@ class Foragers(mesa.Model):
             a.away -= 1
         self.abroad = [a for a in self.abroad if a.away > 0]
         for a in back:  # re-entry: the same agent object and id
+            uid = a.unique_id
             self.register_agent(a)
+            a.unique_id = uid  # Mesa >= 3.4.2's register_agent gives it the next id; Mesa 3.3's keeps it
