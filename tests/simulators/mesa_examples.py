@@ -35,16 +35,14 @@ def _virus(seed: int):
 
 
 def _wolf_sheep(seed: int):
-    from mesa.examples import WolfSheep
+    from mesa.examples.advanced.wolf_sheep import model
 
-    try:
-        from mesa.experimental.devs import ABMSimulator
+    params = dict(width=8, height=8, initial_sheep=20, initial_wolves=6)
+    if hasattr(model, "WolfSheepScenario"):  # Mesa >= 3.5: a scenario, events on the model (no ABMSimulator, which
+        return model.WolfSheep(model.WolfSheepScenario(**params, rng=seed))  # 3.5 deprecates with a FutureWarning)
+    from mesa.experimental.devs import ABMSimulator
 
-        return WolfSheep(width=8, height=8, initial_sheep=20, initial_wolves=6, seed=seed, simulator=ABMSimulator())
-    except TypeError:  # Mesa >= 3.5: a scenario, events on the model
-        from mesa.examples.advanced.wolf_sheep.model import WolfSheepScenario
-
-        return WolfSheep(WolfSheepScenario(width=8, height=8, initial_sheep=20, initial_wolves=6, rng=seed))
+    return model.WolfSheep(**params, seed=seed, simulator=ABMSimulator())
 
 
 def _build(cls_name: str, seed: int, **params):

@@ -64,9 +64,9 @@ def test_a_deep_chain_copies_bit_for_bit_where_plain_deepcopy_hits_the_recursion
 
 
 def test_epstein_civil_violence_forks_by_copy_after_a_few_steps():
-    from mesa.examples import EpsteinCivilViolence
+    from tests.simulators.mesa_examples import _build
 
-    model = EpsteinCivilViolence(width=40, height=40, seed=1)
+    model = _build("EpsteinCivilViolence", 1, width=40, height=40)  # Mesa 3.3's keywords, or 3.5's Scenario
     rec = FeatureRecorder({"jail": lambda a: float(getattr(a, "jail_sentence", 0))},
                           agents=lambda m: m.agents)
     simulate(model, 5, rec)

@@ -67,7 +67,12 @@ from aumann.simulators import override_next_step
 
 
 def build(cfg, rng, backend=None):
-    return BoltzmannWealth(n=cfg.agents, width=cfg.width, height=cfg.height, seed=int(rng.integers(2**31)))
+    from mesa.examples.basic.boltzmann_wealth_model import model
+
+    params, seed = dict(n=cfg.agents, width=cfg.width, height=cfg.height), int(rng.integers(2**31))
+    if hasattr(model, "BoltzmannScenario"):  # Mesa >= 3.5: parameters as a Scenario
+        return BoltzmannWealth(model.BoltzmannScenario(**params, rng=seed))
+    return BoltzmannWealth(**params, seed=seed)
 
 
 def give_nothing(model, ids):
