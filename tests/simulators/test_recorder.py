@@ -245,18 +245,22 @@ def test_datacollector_adapter_skips_agent_types_without_an_attribute_reporters_
         def step(self):
             self.agents.shuffle_do("step")
 
+    from tests.simulators.user_models import mesa_collects_missing_attributes
+
+    collects = mesa_collects_missing_attributes()  # Mesa 3.5's own collect() raises for the grass: it cannot run
     dc = mesa.DataCollector(agent_reporters={"energy": "energy", "twice": lambda a: 2 * getattr(a, "energy", 0.0)})
     with pytest.warns(RecorderWarning, match="type Grass have no 'energy'"):
         panel = simulate(Meadow(seed=4), 3, FeatureRecorder.from_datacollector(dc),
-                         observers=[lambda m, t: dc.collect(m)])
+                         observers=[lambda m, t: dc.collect(m)] if collects else [])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RecorderWarning)
         ref = simulate(Meadow(seed=4), 3, FeatureRecorder({"energy": "energy",
                                                             "twice": lambda a: 2 * getattr(a, "energy", 0.0)}))
     assert panel.meta["skipped_agent_types"] == {"Grass": "energy"}
     assert panel.equals(ref)
-    frame = dc.get_agent_vars_dataframe().dropna()  # the grass rows hold None
-    np.testing.assert_array_equal(Panel.from_dataframe(frame).values, panel.values)
+    if collects:
+        frame = dc.get_agent_vars_dataframe().dropna()  # the grass rows hold None
+        np.testing.assert_array_equal(Panel.from_dataframe(frame).values, panel.values)
 
 
 def test_array_path_equals_per_agent_path_and_handles_alive():

@@ -15,7 +15,7 @@ from aumann.cli import main
 from aumann.errors import FeatureValueError, ModelStepError, RecorderWarning, UnknownAgentError
 from aumann.panel import Panel
 from aumann.simulators import FeatureRecorder, for_agents, fork, simulate
-from tests.simulators.user_models import Field, Fish, Fragile, Meadow, Pond
+from tests.simulators.user_models import Field, Fish, Fragile, Meadow, Pond, mesa_collects_missing_attributes
 
 
 def _efficient_and_dead_cells_unattributed(panel: Panel, res: Attribution) -> None:
@@ -96,10 +96,12 @@ def test_meadow_cell_space_property_layer_and_datacollector_agree_and_fork_bit_f
     res = attribute(indicators.get("lin"), panel.select_features(["food"]))
     _efficient_and_dead_cells_unattributed(panel, res)
     # the DataCollector's own frame: tufts report no food (NaN), so they are dropped there as the recorder skips them
-    frame = model.datacollector.get_agent_vars_dataframe()
-    from_frame = Panel.from_dataframe(frame[["food", "hungry", "x"]].dropna(subset=["food"]))
-    np.testing.assert_array_equal(from_frame.values, panel.values)
-    np.testing.assert_array_equal(from_frame.alive, panel.alive)
+    # (Mesa 3.3; Mesa 3.5's collect() raises for them, so the model collects nothing there)
+    if mesa_collects_missing_attributes():
+        frame = model.datacollector.get_agent_vars_dataframe()
+        from_frame = Panel.from_dataframe(frame[["food", "hungry", "x"]].dropna(subset=["food"]))
+        np.testing.assert_array_equal(from_frame.values, panel.values)
+        np.testing.assert_array_equal(from_frame.alive, panel.alive)
 
     rec = FeatureRecorder({"food": "food"})
     for strategy in ("copy", "replay"):
