@@ -19,20 +19,35 @@ import os
 import statistics
 import time
 import warnings
+from typing import Any
 
 warnings.filterwarnings("ignore", message=".*Random number generator not specified.*")
 
 
+def _build(module: Any, cls: str, scenario: str, **params: Any) -> Any:
+    """One of Mesa's example models, seeded 1: Mesa 3.5's take a Scenario of their parameters; Mesa 3.3's take
+    keywords and ``seed=`` (wolf-sheep an ``ABMSimulator`` too, which 3.5 deprecates: there the model schedules
+    its own events)."""
+    if hasattr(module, scenario):
+        return getattr(module, cls)(getattr(module, scenario)(**params, rng=1))
+    if cls == "WolfSheep":
+        from mesa.experimental.devs import ABMSimulator
+
+        params["simulator"] = ABMSimulator()
+    return getattr(module, cls)(**params, seed=1)
+
+
 def _models():
-    from mesa.examples import BoltzmannWealth, WolfSheep
-    from mesa.experimental.devs import ABMSimulator
+    from mesa.examples.advanced.wolf_sheep import model as wolf_sheep
+    from mesa.examples.basic.boltzmann_wealth_model import model as boltzmann
 
     def energy(a):
         return float(getattr(a, "energy", getattr(a, "wealth", 0.0)))
 
     return {
-        "boltzmann-wealth (N=100, 10x10)": (lambda: BoltzmannWealth(n=100, width=10, height=10, seed=1), energy),
-        "wolf-sheep (150 animals, 20x20, DEVS)": (lambda: WolfSheep(seed=1, simulator=ABMSimulator()), energy),
+        "boltzmann-wealth (N=100, 10x10)": (
+            lambda: _build(boltzmann, "BoltzmannWealth", "BoltzmannScenario", n=100, width=10, height=10), energy),
+        "wolf-sheep (150 animals, 20x20, DEVS)": (lambda: _build(wolf_sheep, "WolfSheep", "WolfSheepScenario"), energy),
     }
 
 
