@@ -659,7 +659,7 @@ class Scenario:
             why = (f"draws from {source} (a generator of the whole process)",
                    "seed that generator from rng inside build_model (np.random.seed(int(rng.integers(2**31))) or "
                    "random.seed(...)), or pass the model a seed drawn from rng")
-        elif _no_seed_given(model):
+        elif _no_seed_given(model) and getattr(model, "rng", None) is not gen:  # not the run's own generator
             why = (f"returns a {type(model).__name__} given no seed (Mesa then seeds model.rng and model.random from "
                    "the operating system's entropy)",
                    "pass the model a seed drawn from rng (seed=int(rng.integers(2**31)), or rng=...), adding a seed "

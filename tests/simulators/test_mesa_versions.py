@@ -95,3 +95,33 @@ def test_a_model_built_without_a_seed_is_caught_when_mesa_keeps_an_int_seed_anyw
                   baseline_action=lambda m, ids: None)
     with pytest.raises(ScenarioCodeError, match="returns a Drifter given no seed"):
         sc.simulate(sc.load_config(), rng=3)
+
+
+def test_a_model_on_the_runs_own_generator_is_built_once_whatever_seeded_that_generator():
+    # a model given the run's generator (Model(rng=rng)) is seeded by the run, even where that generator came from
+    # the operating system's entropy (simulate(cfg, rng=np.random.default_rng())): it is not built a second time
+    import numpy as np
+
+    from aumann.scenarios import Scenario, ScenarioConfig
+
+    builds = []
+
+    class Flock(mesa.Model):
+        def __init__(self, n: int, rng: np.random.Generator) -> None:
+            super().__init__(rng=rng)
+            builds.append(n)
+            _Sheep.create_agents(self, n)
+
+        def step(self) -> None:
+            self.agents.shuffle_do("step")
+
+    class Config(ScenarioConfig):
+        agents: int = 4
+        steps: int = 2
+
+    sc = Scenario(name="flock", description="", config_model=Config, build_model=lambda cfg, rng, b=None:
+                  Flock(cfg.agents, rng), make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
+                  features=("energy",), indicator=lambda cfg: "lin", original=lambda cfg: "lin",
+                  baseline_action=lambda m, ids: None)
+    sc.simulate(sc.load_config(), rng=np.random.default_rng())
+    assert len(builds) == 1
