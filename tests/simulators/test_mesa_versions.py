@@ -125,3 +125,21 @@ def test_a_model_on_the_runs_own_generator_is_built_once_whatever_seeded_that_ge
                   baseline_action=lambda m, ids: None)
     sc.simulate(sc.load_config(), rng=np.random.default_rng())
     assert len(builds) == 1
+
+
+def test_a_cells_links_are_dropped_from_its_pickle_only_when_they_hold_cells():
+    """Mesa 3.3 pickles a cell's links as the linked cells and re-links them on unpickling, so aumann's pickler
+    drops them (pickling them recursed across the grid); Mesa 3.5 pickles them as coordinates and re-links
+    nothing, so dropping those left every cell sent to a worker without neighbours (Boltzmann wealth: cell (3, 4)
+    had 0 connections instead of 5). This guards the rule on Mesa 3.3 with 3.3's real cells and 3.5's shape."""
+    import random
+
+    from mesa.discrete_space import OrthogonalMooreGrid
+
+    from aumann.simulators.remote import _links_cells
+
+    grid = OrthogonalMooreGrid((4, 4), torus=False, random=random.Random(0))
+    cell = grid[(1, 1)]
+    assert len(cell.connections) == 8 and _links_cells(cell.connections)  # Mesa 3.3: the cells themselves
+    as_coordinates = {k: c.coordinate for k, c in cell.connections.items()}  # Mesa 3.5's __getstate__
+    assert not _links_cells(as_coordinates) and not _links_cells({}) and not _links_cells(None)
