@@ -306,8 +306,11 @@ def test_the_memory_budget_never_changes_the_numbers(f, N, antithetic):
         f = lambda z: torch.prod(1.0 + 0.4 * z.sum(-1), dim=-1)  # noqa: E731  (generic: a gradient-table control)
     z = np.abs(np.random.default_rng(1).normal(size=(1, N, 2))) * 0.1 + 0.01
     one = attribute(f, Panel(z), method=SampledShapleyCV(permutations=64, antithetic=antithetic), rng=7)
+    # 128 KiB: a few coalitions a batch. (64 KiB was within one rounding of a generic indicator's measured coalition:
+    # the probe reads the process's peak resident set, and a page another thread touched during it made one
+    # coalition 128 KiB, a MemoryBudgetError, in one CI run of the whole suite)
     many = attribute(f, Panel(z), method=SampledShapleyCV(permutations=64, antithetic=antithetic,
-                                                          memory_budget=2**16), rng=7)
+                                                          memory_budget=2**17), rng=7)
     assert one.phi.tobytes() == many.phi.tobytes() and one.stderr.tobytes() == many.stderr.tobytes()
     assert one.provenance["per_step"]["control_nodes"] == N
 
