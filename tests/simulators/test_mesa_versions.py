@@ -65,6 +65,19 @@ def test_a_mesa35_attribute_reporter_is_read_as_its_attribute_name():
     assert panel.equals(ref)
 
 
+def _scenario(name: str, build):
+    """A 4-agent, 2-step scenario of ``build``'s model, recording the sheep's energy."""
+    from aumann.scenarios import Scenario, ScenarioConfig
+
+    class Config(ScenarioConfig):
+        agents: int = 4
+        steps: int = 2
+
+    return Scenario(name=name, description="", config_model=Config, build_model=build,
+                    make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}), features=("energy",),
+                    indicator=lambda cfg: "lin", original=lambda cfg: "lin", baseline_action=lambda m, ids: None)
+
+
 def test_a_model_built_without_a_seed_is_caught_when_mesa_keeps_an_int_seed_anyway():
     # Mesa 3.5's Model() draws an int from its unseeded numpy generator and keeps it in _seed (Mesa 3.3 keeps None):
     # the run read "_seed is not None" as "seeded", built such a model once, and two runs from one seed differed
@@ -73,8 +86,6 @@ def test_a_model_built_without_a_seed_is_caught_when_mesa_keeps_an_int_seed_anyw
     import pytest
 
     from aumann.errors import ScenarioCodeError
-    from aumann.scenarios import Scenario, ScenarioConfig
-
     class Drifter(mesa.Model):
         def __init__(self, n: int) -> None:
             super().__init__()  # no seed: the operating system's entropy
@@ -85,14 +96,7 @@ def test_a_model_built_without_a_seed_is_caught_when_mesa_keeps_an_int_seed_anyw
         def step(self) -> None:
             self.agents.shuffle_do("step")
 
-    class Config(ScenarioConfig):
-        agents: int = 4
-        steps: int = 2
-
-    sc = Scenario(name="drifter", description="", config_model=Config, build_model=lambda cfg, rng, b=None:
-                  Drifter(cfg.agents), make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
-                  features=("energy",), indicator=lambda cfg: "lin", original=lambda cfg: "lin",
-                  baseline_action=lambda m, ids: None)
+    sc = _scenario("drifter", lambda cfg, rng, b=None: Drifter(cfg.agents))
     with pytest.raises(ScenarioCodeError, match="returns a Drifter given no seed"):
         sc.simulate(sc.load_config(), rng=3)
 
@@ -101,8 +105,6 @@ def test_a_model_on_the_runs_own_generator_is_built_once_whatever_seeded_that_ge
     # a model given the run's generator (Model(rng=rng)) is seeded by the run, even where that generator came from
     # the operating system's entropy (simulate(cfg, rng=np.random.default_rng())): it is not built a second time
     import numpy as np
-
-    from aumann.scenarios import Scenario, ScenarioConfig
 
     builds = []
 
@@ -115,14 +117,7 @@ def test_a_model_on_the_runs_own_generator_is_built_once_whatever_seeded_that_ge
         def step(self) -> None:
             self.agents.shuffle_do("step")
 
-    class Config(ScenarioConfig):
-        agents: int = 4
-        steps: int = 2
-
-    sc = Scenario(name="flock", description="", config_model=Config, build_model=lambda cfg, rng, b=None:
-                  Flock(cfg.agents, rng), make_recorder=lambda cfg: FeatureRecorder({"energy": "energy"}),
-                  features=("energy",), indicator=lambda cfg: "lin", original=lambda cfg: "lin",
-                  baseline_action=lambda m, ids: None)
+    sc = _scenario("flock", lambda cfg, rng, b=None: Flock(cfg.agents, rng))
     sc.simulate(sc.load_config(), rng=np.random.default_rng())
     assert len(builds) == 1
 
