@@ -589,14 +589,15 @@ def decode_records_to_jsonl(
 
 
 def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk_size: int = 1 << 20,
-                blanks: BlankLines | None = None) -> int:
+                blanks: BlankLines | None = None, threads: int = 2) -> int:
     """Lines in a file (``\n``-terminated, plus a last one without ``\n``); of its decompressed content
     with ``compressed=True`` (a zstd stream; stops quietly where a damaged stream stops decoding), its blank lines
-    counted by ``blanks`` (more than its limit is an :class:`IngestError`, a newline bomb)."""
+    counted by ``blanks`` (more than its limit is an :class:`IngestError`, a newline bomb). A plain file is counted
+    on up to ``threads`` threads (1 or 2)."""
     import zstandard
 
     if not compressed and blanks is None:
-        return _count_lines_mapped(path, chunk_size)
+        return _count_lines_mapped(path, chunk_size, threads)
     lines = 0
     last = b"\n"
     with open(path, "rb") as fh:
@@ -616,7 +617,7 @@ def count_lines(path: str | os.PathLike[str], *, compressed: bool = False, chunk
 _THREADED_COUNT_FROM = 64_000_000  # bytes; below it a second thread costs more than it saves
 
 
-def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int) -> int:
+def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int, threads: int = 2) -> int:
     """:func:`count_lines` of a plain file: the file mapped, not copied, and ``\\n`` counted by numpy's
     vectorised compare in cache-sized slices (1 MiB: ~2× faster than 16 MiB, whose mask leaves the
     cache), the slices split over up to two threads (numpy releases the GIL), from 64 MB on."""
@@ -633,7 +634,7 @@ def _count_lines_mapped(path: str | os.PathLike[str], chunk_size: int) -> int:
             data = np.frombuffer(mm, dtype=np.uint8)
             try:
                 starts = range(0, size, chunk_size)
-                if size >= _THREADED_COUNT_FROM and (os.cpu_count() or 1) > 1:
+                if threads > 1 and size >= _THREADED_COUNT_FROM and (os.cpu_count() or 1) > 1:
                     half = len(starts) // 2
                     with ThreadPoolExecutor(2) as pool:
                         lines = sum(pool.map(_newlines, (data, data), (starts[:half], starts[half:]),
