@@ -487,11 +487,11 @@ def _run(paths: list[Path], options: IngestOptions, report: IngestReport, window
             if pending is not None:
                 pending.wait()
             raise
-        if pending is not None:
-            pending.settle(report, stages)
         t = stages.mark()
-        con.close()
+        con.close()  # freeing the tables while the count may still run
     stages.lap("set-up: database, profiles", t)
+    if pending is not None:
+        pending.settle(report, stages)
     logger.debug("ingest stages (wall s, CPU s): %s", stages.seconds, extra={"stages": stages.seconds})
     return counts
 
