@@ -45,6 +45,7 @@ from aumann.errors import AumannWarning, ConfigError, StudyError
 from aumann.io import output_lock, plain
 from aumann.progress import StageTimer
 from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.simulators.llm.settings import REQUEST_KEYS
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
 from aumann.studies.rows import BUILTIN, get_row
@@ -72,10 +73,23 @@ ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_
 
 
 def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
-    """A short hash identifying what a run computes (config + scenario + backend) for resume checks."""
+    """A short hash identifying what a run computes (config + scenario + backend) for resume checks.
+
+    It decides which run records on disk ``run_study`` reads back instead of computing (and which it removes as
+    another config's), so it holds exactly what can change a run's outputs. With the offline policy
+    (``backend_label == "offline"``) the LLM request settings (``llm.temperature``, ``top_p``, ``max_tokens``,
+    ``seed``, ``system_prompt``: :data:`~aumann.simulators.llm.settings.REQUEST_KEYS`) are hashed at their defaults:
+    no request is built, so ``--temperature 0.7`` on an offline run resumes the runs computed without it (and a
+    default offline run's digest is the one it always had). With an LLM backend they count, ``--cache-mode replay``
+    included: each is part of the response cache's key."""
     # neither strict, nor the step timeout, nor where the work executes changes what a run computes
     what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "execution": True,
                                                     "study": {"strict": True}})
+    llm = what.get("llm")
+    if backend_label == "offline" and isinstance(llm, dict):
+        defaults = type(config.llm).model_fields
+        llm.update({k: defaults[k].default for k in REQUEST_KEYS
+                    if k in llm and k in defaults and not defaults[k].is_required()})
     study = what.get("study")
     if isinstance(study, dict) and study.get("cv_permutations") is None:  # unset = what runs computed before
         study.pop("cv_permutations", None)  # the key existed: their run directories still resume

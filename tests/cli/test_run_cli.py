@@ -112,6 +112,23 @@ def test_llm_sampling_flags_unused_offline_are_recorded_in_the_manifest(tmp_path
     assert "unused_flags" not in json.loads((tmp_path / "b" / "manifest.json").read_text())
 
 
+def test_llm_sampling_settings_offline_do_not_stop_a_resume(tmp_path, capsys):
+    """Adding --temperature to an offline run made its finished runs another config's: "not resuming", every run
+    computed afresh and the finished ones removed, for the same outputs (the offline policy sends no request).
+    They resume now, and their files stay."""
+    from aumann.cli import main
+
+    base = ["run", "midscale-social", "--agents", "6", "--steps", "2", "--runs", "1", "--permutations", "4",
+            "--no-ablations", "--no-plots", "--judge", "off", "--out", str(tmp_path / "a")]
+    assert main(base) == 0
+    record = (tmp_path / "a" / "runs" / "run-000.json").read_bytes()
+    capsys.readouterr()
+    assert main([*base, "--temperature", "0.7", "--set", "llm.seed=3"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "resuming in" in err and "0 run(s) computed, 1 resumed" in err and "removing" not in err
+    assert (tmp_path / "a" / "runs" / "run-000.json").read_bytes() == record
+
+
 def test_reference_estimator_cv_on_the_resimulation_game_is_refused(tmp_path, capsys):
     """On reference_game = "resimulation" the reference is plain sampled Shapley whatever reference_estimator says
     (reference_row): `--reference-game resimulation --reference-estimator sampled_shapley_cv` ran the study, exit 0,

@@ -128,6 +128,12 @@ class Caps:
         return self.max_calls is not None or self.max_tokens is not None or self.max_cost is not None
 
 
+#: the ``[llm]`` keys that only an LLM request reads (:meth:`LLMSettings.sampling`; each is part of the response
+#: cache's key): a scenario's offline policy sends no request, so under it they change nothing a run computes
+#: (``max_invalid_rate`` is not among them: it judges a run's abstentions, which an offline policy may give too)
+REQUEST_KEYS = ("temperature", "top_p", "max_tokens", "seed", "system_prompt")
+
+
 class LLMSettings(configs.ConfigModel):
     """The ``[llm]`` table of a scenario config (see the module docstring)."""
 
@@ -142,4 +148,4 @@ class LLMSettings(configs.ConfigModel):
         return Sampling(self.temperature, self.top_p, self.max_tokens, self.seed, self.system_prompt)
 
 
-__all__ = ["MAX_REPLY_TOKENS", "MAX_SECONDS", "Caps", "LLMSettings", "RetryPolicy", "Sampling"]
+__all__ = ["MAX_REPLY_TOKENS", "MAX_SECONDS", "REQUEST_KEYS", "Caps", "LLMSettings", "RetryPolicy", "Sampling"]
