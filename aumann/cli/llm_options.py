@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 from aumann.cli.args import exact_integer, path
-from aumann.errors import ConfigError, UnusedArgumentWarning
+from aumann.errors import ConfigError
 
 #: the files SQLite keeps beside a database (write-ahead log, shared memory, rollback journal)
 SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
@@ -214,35 +213,13 @@ def backend_flags_given(args: argparse.Namespace) -> list[str]:
     return [f"--{k.replace('_', '-')}" for k, default in _BACKEND_FLAGS.items() if getattr(args, k, default) != default]
 
 
-#: the sampling flags that only an LLM backend's requests read (the [llm] keys; --max-invalid-rate is not among them:
-#: it judges the run's abstentions, which a scenario's offline policy may give too)
-_SAMPLING_FLAGS = ("temperature", "top_p", "max_tokens", "llm_seed", "system_prompt")
-
-
 def unused_sampling_flags(args: argparse.Namespace) -> list[str]:
-    """The LLM sampling flags given (``--temperature 0.7``, ``--llm-seed 3``, ...) where the run's decisions come from
-    the offline policy, which builds and sends no request, so nothing samples with them: said once as an
-    :class:`~aumann.errors.UnusedArgumentWarning` and returned (``["--temperature", "--llm-seed"]``) for the
-    manifest's ``unused_flags``. Warned of, not refused (they were accepted, and dropped without a word, before);
-    :func:`check_arguments` refuses the backend's own flags (``--model``, ``--rpm``, ...) there instead."""
-    if getattr(args, "backend", "offline") != "offline":
-        return []
-    given = [k for k in _SAMPLING_FLAGS if getattr(args, k, None) is not None]
-    if not given:
-        return []
-    flags = [f"--{k.replace('_', '-')}" for k in given]
-    # (the system prompt's text is the user's, and long: named, not shown)
-    shown = [f if k == "system_prompt" else f"{f} {_shown(getattr(args, k))}"
-             for f, k in zip(flags, given, strict=True)]
-    warnings.warn(f"{', '.join(shown)} given but unused: the run's decisions come from the offline policy (--backend "
-                  "offline, the default), which sends no LLM request, so nothing samples with "
-                  f"{'them' if len(given) > 1 else 'it'}; add --backend openai (or local) to use "
-                  f"{'them' if len(given) > 1 else 'it'}", UnusedArgumentWarning, stacklevel=2)
-    return flags
+    """The LLM request settings given where the run's decisions come from the offline policy (flags, ``--set llm.*``
+    and the ``--config`` file's ``[llm]`` keys), warned of and returned for the manifest's ``unused_flags``:
+    :func:`aumann.cli.unused_flags.unused_llm_settings` (this name is kept for its callers)."""
+    from aumann.cli.unused_flags import unused_llm_settings
 
-
-def _shown(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return unused_llm_settings(args)
 
 
 def llm_assignments(args: argparse.Namespace) -> list[str]:

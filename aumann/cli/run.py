@@ -55,6 +55,7 @@ from typing import Any
 from aumann.cli import executor_options, llm_options
 from aumann.cli.args import integer, number, path, seed
 from aumann.cli.terminal import terminal_text
+from aumann.cli.unused_flags import unused_llm_settings
 from aumann.errors import ConfigError
 
 #: the cap of study.permutations (aumann.scenarios.base.StudyConfig's ``le``; the parser does not import the
@@ -181,7 +182,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("aumann run needs a scenario: a name (see aumann run --list) or "
                           "package.module:attribute / path/to/file.py:attribute")
     llm_options.check_arguments(args)
-    unused = llm_options.unused_sampling_flags(args)  # sampling flags the offline policy never reads: said, recorded
     sc = scenarios.get(args.scenario)
     study: dict[str, Any] = {}
     if args.permutations is not None:
@@ -201,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
                             step_timeout=args.step_timeout)
+    # LLM request settings the offline policy never reads (flags, --set llm.*, the --config file's [llm]): said and
+    # recorded in the manifest, after the config loaded (a bad --set or file is its error)
+    unused = unused_llm_settings(args)
     if args.reference_estimator == "sampled_shapley_cv" and config.study.reference_game != "masking":
         # the reference on the re-simulation game is plain sampled Shapley (reference_row): the flag went unread
         raise ConfigError("--reference-estimator sampled_shapley_cv picks the reference on the masking game; on "
@@ -253,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         recorded = recorded_outputs(out, command="aumann run").digests
         journal_outputs(out, ((name, digest) for name, digests in recorded.items() for digest in sorted(digests)))
         write_manifest(out, command, config.model_dump(mode="json", exclude={"execution"}), seeds=seeds,
-                       extra={OUTPUTS_COMPLETE: True, **extra})
+                       extra={OUTPUTS_COMPLETE: True, **extra, **({"unused_flags": unused} if unused else {})})
 
     with record_usage(out, backend, write_manifest=stopped_manifest) as account:
         account.forget_runs(s.run for s in other)  # their decisions are not this config's (what they spent stays)

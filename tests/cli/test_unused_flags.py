@@ -1,0 +1,104 @@
+"""``aumann run``: settings nothing in the run reads are warned of and recorded (``aumann.cli.unused_flags``).
+
+LLM request settings given through ``--set llm.KEY=...`` or a ``--config`` file's ``[llm]`` table with the offline
+backend were dropped without a word; the sampling flags were already warned of (``tests/cli/test_run_cli.py``)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from aumann.errors import UnusedArgumentWarning
+
+BASE = ["run", "midscale-social", "--agents", "6", "--steps", "2", "--runs", "1", "--permutations", "4",
+        "--no-ablations", "--no-plots", "--judge", "off"]
+
+
+def _args(*argv: str):
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args(["run", "midscale-social", *argv])
+    llm_options.check_arguments(args)
+    return args
+
+
+def _manifest(out) -> dict:
+    return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("argv", "named", "shown"), [
+    (["--set", "llm.temperature=0.7"], ["--set llm.temperature"], "--set llm.temperature=0.7"),
+    (["--set", "llm={top_p = 0.9, seed = 3}"], ["--set llm.top_p", "--set llm.seed"],
+     "--set llm.top_p=0.9, --set llm.seed=3"),
+    (["--set", 'llm.system_prompt="be brief"'], ["--set llm.system_prompt"], "--set llm.system_prompt"),
+    (["--llm-seed", "4", "--set", "llm.max_tokens=64"], ["--llm-seed", "--set llm.max_tokens"],
+     "--llm-seed 4, --set llm.max_tokens=64"),
+])
+def test_llm_keys_given_by_set_with_the_offline_backend_are_warned_of(argv, named, shown):
+    """`aumann run midscale-social --set llm.temperature=0.7` ran the offline policy without a word, where
+    `--temperature 0.7` was warned of: the same warning now names the --set key (its value; never the prompt's text)."""
+    from aumann.cli.unused_flags import unused_llm_settings
+
+    args = _args(*argv)
+    with pytest.warns(UnusedArgumentWarning) as got:
+        assert unused_llm_settings(args) == named
+    text = str(got[0].message)
+    assert text.startswith(f"{shown} given but unused: ") and "offline policy" in text and "--backend openai" in text
+    assert "be brief" not in text
+
+
+def test_llm_keys_not_read_offline_stay_quiet():
+    """An LLM backend reads them; llm.max_invalid_rate is read offline too; other --set keys are not LLM settings."""
+    from aumann.cli.unused_flags import unused_llm_settings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for argv in (["--backend", "openai", "--model", "m", "--set", "llm.temperature=0.7"],
+                     ["--set", "llm.max_invalid_rate=0.5"], ["--set", "study.permutations=8"], []):
+            assert unused_llm_settings(_args(*argv)) == [], argv
+
+
+def test_llm_keys_in_the_config_file_are_warned_of_and_recorded(tmp_path, capsys):
+    """A --config file's [llm] table under the offline backend: named in the warning (with the file) and in
+    manifest.json's unused_flags, after the flags; the keys it sets beyond [llm] are not named."""
+    from aumann.cli import main
+
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text("steps = 2\n[llm]\ntemperature = 0.7\nseed = 3\nmax_invalid_rate = 0.5\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*BASE, "--config", str(cfg), "--top-p", "0.9", "--out", str(tmp_path / "a")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"aumann: warning: --top-p 0.9, llm.temperature = 0.7, llm.seed = 3 in --config {cfg} given but unused"
+            in err)
+    manifest = _manifest(tmp_path / "a")
+    assert manifest["unused_flags"] == ["--top-p", "--config llm.temperature", "--config llm.seed"]
+    assert manifest["config"]["llm"]["temperature"] == 0.7 and manifest["config"]["llm"]["top_p"] == 0.9
+
+
+def test_llm_keys_of_the_packaged_defaults_are_not_warned_of(tmp_path, capsys, monkeypatch):
+    """A scenario's packaged config is nobody's choice: an [llm] table there (none of the built-ins has one; a
+    scenario's own may) is read into the config, and the run says nothing of it."""
+    from aumann import configs
+    from aumann.cli import main
+
+    packaged = configs.path("midscale-social.toml")
+    ours = tmp_path / "midscale-social.toml"
+    ours.write_text(packaged.read_text(encoding="utf-8") + "\n[llm]\ntemperature = 0.3\n", encoding="utf-8")
+    real = configs.path
+    monkeypatch.setattr(configs, "path", lambda name: ours if name == "midscale-social.toml" else real(name))
+    capsys.readouterr()
+    assert main([*BASE, "--out", str(tmp_path / "a")]) == 0
+    assert "given but unused" not in capsys.readouterr().err
+    manifest = _manifest(tmp_path / "a")
+    assert manifest["config"]["llm"]["temperature"] == 0.3 and "unused_flags" not in manifest
+
+
+def test_set_llm_keys_are_recorded_in_the_manifest(tmp_path, capsys):
+    from aumann.cli import main
+
+    capsys.readouterr()
+    assert main([*BASE, "--set", "llm.temperature=0.7", "--out", str(tmp_path / "a")]) == 0
+    assert "aumann: warning: --set llm.temperature=0.7 given but unused" in " ".join(capsys.readouterr().err.split())
+    assert _manifest(tmp_path / "a")["unused_flags"] == ["--set llm.temperature"]
