@@ -17,6 +17,8 @@ from typing import Any
 from aumann.cli.args import exact_integer, path
 from aumann.errors import ConfigError
 
+#: the seconds per LLM request ``--dry-run``'s time estimate assumes when ``--assumed-latency`` is not given
+ASSUMED_LATENCY = 1.0
 #: the files SQLite keeps beside a database (write-ahead log, shared memory, rollback journal)
 SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
@@ -147,8 +149,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-run", action="store_true",
                    help="run the study with the offline policy in the loop and print the requests, tokens, cost "
                         "and time the LLM run would take (after the cache); sends nothing, writes nothing")
-    g.add_argument("--assumed-latency", type=_exact_number, default=1.0,
-                   help="seconds per LLM request assumed by --dry-run's time estimate (default 1.0)")
+    g.add_argument("--assumed-latency", type=_exact_number, default=None,
+                   help=f"seconds per LLM request assumed by --dry-run's time estimate (default {ASSUMED_LATENCY:g}; "
+                        "without --dry-run it is warned of as unused)")
 
 
 #: (flag, lowest, highest, lowest excluded, integer) of every numeric LLM flag
@@ -349,5 +352,6 @@ def executor_from(args: argparse.Namespace, config: Any = None) -> Any:
     return _from(args, config)
 
 
-__all__ = ["SQLITE_SIDE_FILES", "add_arguments", "backend_choices", "build_backend", "check_arguments",
-           "executor_from", "llm_assignments", "reliability", "run_dir_file", "unused_sampling_flags"]
+__all__ = ["ASSUMED_LATENCY", "SQLITE_SIDE_FILES", "add_arguments", "backend_choices", "build_backend",
+           "check_arguments", "executor_from", "llm_assignments", "reliability", "run_dir_file",
+           "unused_sampling_flags"]

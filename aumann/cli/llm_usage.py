@@ -280,6 +280,7 @@ def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, exe
             console: Any) -> int:
     """Play the study with the offline policy answering cache misses; print the estimate. Sends and
     writes nothing (finished runs in ``out`` are read back and not counted)."""
+    from aumann.cli.llm_options import ASSUMED_LATENCY
     from aumann.simulators.llm.estimate import estimate_run
     from aumann.studies.faithfulness import run_study
 
@@ -291,7 +292,8 @@ def dry_run(scenario: Any, config: Any, out: Path, backend: Any, label: str, exe
     finally:
         if executor is not None:
             executor.close()
-    est = estimate_run(backend.usage, concurrency=backend.concurrency, latency=args.assumed_latency,
+    latency = ASSUMED_LATENCY if getattr(args, "assumed_latency", None) is None else args.assumed_latency
+    est = estimate_run(backend.usage, concurrency=backend.concurrency, latency=latency,
                        price=backend.price, rpm=args.rpm, tpm=args.tpm)
     print(terminal_text(f"{scenario.name}: {result.computed} run(s) to compute, {result.resumed} already finished in "
                         f"{out}"))

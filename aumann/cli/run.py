@@ -55,7 +55,7 @@ from typing import Any
 from aumann.cli import executor_options, llm_options
 from aumann.cli.args import integer, number, path, seed
 from aumann.cli.terminal import terminal_text
-from aumann.cli.unused_flags import unused_llm_settings
+from aumann.cli.unused_flags import unused_run_flags
 from aumann.errors import ConfigError
 
 #: the cap of study.permutations (aumann.scenarios.base.StudyConfig's ``le``; the parser does not import the
@@ -201,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
                             step_timeout=args.step_timeout)
-    # LLM request settings the offline policy never reads (flags, --set llm.*, the --config file's [llm]): said and
-    # recorded in the manifest, after the config loaded (a bad --set or file is its error)
-    unused = unused_llm_settings(args)
+    # what nothing in this run reads (LLM request settings under the offline policy, --assumed-latency without
+    # --dry-run): said and recorded in the manifest, after the config loaded (a bad --set or file is its error)
+    unused = unused_run_flags(args)
     if args.reference_estimator == "sampled_shapley_cv" and config.study.reference_game != "masking":
         # the reference on the re-simulation game is plain sampled Shapley (reference_row): the flag went unread
         raise ConfigError("--reference-estimator sampled_shapley_cv picks the reference on the masking game; on "

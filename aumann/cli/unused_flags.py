@@ -9,6 +9,7 @@ They are warned of, not refused: the command accepted them, and dropped them wit
   given as flags (``--temperature 0.7`` → ``"--temperature"``), as ``--set llm.KEY=VALUE`` (→ ``"--set llm.KEY"``)
   or in the ``[llm]`` table of the ``--config`` file (→ ``"--config llm.KEY"``). The scenario's packaged defaults
   are nobody's choice and are never named. ``llm.max_invalid_rate`` is read offline too (it judges abstentions).
+* ``--assumed-latency`` without ``--dry-run``: it sets only the dry run's time estimate.
 """
 
 from __future__ import annotations
@@ -60,6 +61,24 @@ def unused_llm_settings(args: argparse.Namespace) -> list[str]:
     return names
 
 
+def unused_dry_run_flags(args: argparse.Namespace) -> list[str]:
+    """``["--assumed-latency"]`` (and the warning) when it is given to a run that is no dry run: it sets only the
+    seconds per request of ``--dry-run``'s time estimate, and a real run sends its requests and takes the time they
+    take (``--assumed-latency 0.5`` was dropped without a word); else ``[]``."""
+    value = getattr(args, "assumed_latency", None)
+    if value is None or getattr(args, "dry_run", False):
+        return []
+    warnings.warn(f"--assumed-latency {_number(value)} given but unused: it sets only the seconds per LLM request of "
+                  "--dry-run's time estimate, and this run is no dry run; add --dry-run for the estimate (nothing is "
+                  "sent), or leave it out", UnusedArgumentWarning, stacklevel=2)
+    return ["--assumed-latency"]
+
+
+def unused_run_flags(args: argparse.Namespace) -> list[str]:
+    """Everything :func:`unused_llm_settings` and :func:`unused_dry_run_flags` find, in that order (each warned of)."""
+    return [*unused_llm_settings(args), *unused_dry_run_flags(args)]
+
+
 def _set_keys(assignments: list[str], keys: tuple[str, ...]) -> dict[str, Any]:
     """The ``llm`` request keys the ``--set`` assignments give (``llm.temperature=0.7``, ``llm={seed=3}``), each
     with its last value, in the order first given."""
@@ -96,4 +115,4 @@ def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)[:40]
 
 
-__all__ = ["unused_llm_settings"]
+__all__ = ["unused_dry_run_flags", "unused_llm_settings", "unused_run_flags"]

@@ -1,7 +1,8 @@
 """``aumann run``: settings nothing in the run reads are warned of and recorded (``aumann.cli.unused_flags``).
 
 LLM request settings given through ``--set llm.KEY=...`` or a ``--config`` file's ``[llm]`` table with the offline
-backend were dropped without a word; the sampling flags were already warned of (``tests/cli/test_run_cli.py``)."""
+backend, and ``--assumed-latency`` without ``--dry-run``, were dropped without a word; the sampling flags were
+already warned of (``tests/cli/test_run_cli.py``)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,46 @@ def test_set_llm_keys_are_recorded_in_the_manifest(tmp_path, capsys):
     assert main([*BASE, "--set", "llm.temperature=0.7", "--out", str(tmp_path / "a")]) == 0
     assert "aumann: warning: --set llm.temperature=0.7 given but unused" in " ".join(capsys.readouterr().err.split())
     assert _manifest(tmp_path / "a")["unused_flags"] == ["--set llm.temperature"]
+
+
+def test_assumed_latency_without_dry_run_is_warned_of_and_recorded(tmp_path, capsys):
+    """`aumann run ... --assumed-latency 0.5` (no --dry-run) ran without a word: the flag only sets the dry run's
+    time estimate. Warned of (naming it and --dry-run) and recorded, not refused."""
+    from aumann.cli import main
+
+    capsys.readouterr()
+    assert main([*BASE, "--assumed-latency", "0.5", "--out", str(tmp_path / "a")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "aumann: warning: --assumed-latency 0.5 given but unused: it sets only the seconds per LLM request of " \
+           "--dry-run's time estimate" in err
+    assert _manifest(tmp_path / "a")["unused_flags"] == ["--assumed-latency"]
+
+
+def test_assumed_latency_with_dry_run_or_left_out_is_quiet():
+    from aumann.cli.unused_flags import unused_dry_run_flags
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dry = _args("--backend", "openai", "--model", "m", "--dry-run", "--assumed-latency", "0.5")
+        assert unused_dry_run_flags(dry) == [] and dry.assumed_latency == 0.5
+        assert unused_dry_run_flags(_args("--backend", "openai", "--model", "m")) == []
+        assert unused_dry_run_flags(_args()) == []
+    with pytest.warns(UnusedArgumentWarning, match="--assumed-latency 2 given but unused"):
+        assert unused_dry_run_flags(_args("--backend", "openai", "--model", "m", "--assumed-latency", "2")) == [
+            "--assumed-latency"]
+
+
+def test_a_dry_run_without_assumed_latency_estimates_at_one_second_a_request(tmp_path, capsys):
+    """--assumed-latency has no default value of its own now (so a given one is told from a left-out one): the dry
+    run's estimate still assumes 1 s a request when it is left out, and says nothing of unused flags."""
+    from aumann.cli import main
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text("agents = 6\nsteps = 2\nruns = 1\n[study]\npermutations = 8\nrandom_orderings = 2\n"
+                   "path_orders = 2\nquadrature_steps = 8\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["run", "social-llm", "--config", str(cfg), "--backend", "openai", "--model", "m", "--base-url",
+                 "http://127.0.0.1:9/v1", "--dry-run", "--out", str(tmp_path / "never")]) == 0  # port 9: nothing
+    got = capsys.readouterr()
+    assert "and 1 s per request" in got.out and "given but unused" not in got.err
+    assert not (tmp_path / "never").exists()
