@@ -184,6 +184,20 @@ def label_column(labels: list[Any]) -> np.ndarray:
     return _label_array(labels)
 
 
+def _plain_item(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_plain_item(x) for x in v)
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def label_text(v: Any) -> str:
+    """The text a panel keeps for an id that is not a number or text: ``str(v)``, with the numpy numbers inside a
+    tuple as the Python numbers they hold: a grid coordinate ``tuple(row)`` of an integer array is labelled
+    ``"(0, 1)"`` as ``(0, 1)`` is, not ``"(np.int64(0), np.int64(1))"`` (numpy 2's repr; numpy 1 printed
+    ``"(0, 1)"``), so the label neither depends on the numpy version nor misses the id written by hand."""
+    return str(_plain_item(v)) if isinstance(v, tuple) else str(v)
+
+
 def _label_array(labels: list[Any]) -> np.ndarray:
     if not any(isinstance(u, tuple | list) for u in labels):
         return np.asarray(labels)
@@ -836,11 +850,12 @@ def text_of_bytes(given: Any, arr: np.ndarray, what: str) -> tuple[Any, np.ndarr
     return given, arr
 
 
-def _refuse_nested_labels(given: Any, arr: np.ndarray | None, what: str, n: int) -> None:
+def _refuse_nested_labels(given: Any, arr: np.ndarray | None, what: str, n: int, *, tuples: bool = False) -> None:
     """Refuse labels given as pairs (tuples, lists, rows of a 2-D array) with a :class:`ShapeError` that says labels
     are scalars and how to pass a pair: numpy read ``[(0, 1), (1, 2), (2, 3)]`` as an array of shape (3, 2), which
     was refused as "must be a sequence of length 3; got shape (3, 2)", and pairs of different lengths as a bare
-    "setting an array element with a sequence"."""
+    "setting an array element with a sequence". ``tuples`` (agent ids, where a list of tuples is taken): a list or a
+    row of an array is not hashable, and tuples among scalars are ids of two kinds; the message says which."""
     items = given.tolist() if isinstance(given, np.ndarray) else list(given)
     if len(items) != n:  # not one pair per agent (a flat list wrapped in another): the length is what is wrong
         return
@@ -852,6 +867,17 @@ def _refuse_nested_labels(given: Any, arr: np.ndarray | None, what: str, n: int)
     shape = "" if arr is None else f" (read as an array of shape {arr.shape})"
     one = {"agent_ids": "agent", "steps": "step"}.get(what, "label")
     text = "-".join(str(v) for v in first)
+    if tuples and isinstance(first, tuple):  # a tuple among scalars (a list of tuples only is taken)
+        other = next(i for i, v in enumerate(items) if not isinstance(v, tuple))
+        raise ShapeError(
+            f"{what} mix tuples and other ids: tuple {_shown_label(first)} at position {pos} and "
+            f"{_shown_label(items[other])} at position {other}; give ids of one kind, all tuples (each labelled by "
+            "its text, as a recorder labels a tuple unique_id) or all numbers or text")
+    if tuples:
+        raise ShapeError(
+            f"{what} must be {n} ids, each a number, text or a tuple; got {kind} {_shown_label(first)} at position "
+            f"{pos}{shape}, which is not hashable. Pass each pair as a tuple ({what}=[tuple(p) for p in pairs], "
+            f"labelled {str(tuple(first))!r} as a recorder labels a tuple unique_id) or as one text id ({text!r})")
     raise ShapeError(
         f"{what} must be scalars, one number or text per {one} ({n} of them); got {kind} {_shown_label(first)} at "
         f"position {pos}{shape}. Pass a pair (or any tuple) as one text {'id' if one == 'agent' else 'label'}, e.g. "
@@ -864,21 +890,50 @@ def _shown_label(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
+def _tuple_ids(given: Any, what: str, n: int) -> Any:
+    """Ids given as a list of tuples ((x, y) grid coordinates) as the recorders hold them: one object column, one
+    tuple per row (:func:`label_column`), so that :class:`Panel` labels each by its text (``"(0, 1)"``), as it does
+    the ids a recorder hands it. numpy read ``[(0, 1), (0, 2)]`` as a second axis, which was refused, though
+    ``ArrayRecorder(agent_ids=...)`` and ``FeatureRecorder`` take the same ids. Two tuples Python holds equal
+    (``(0, 1)`` and ``(0.0, 1.0)``, one row to a recorder) are a :class:`~aumann.errors.DuplicateIdError`; a tuple
+    that holds a list cannot key a row (a :class:`~aumann.errors.ShapeError` naming it). Anything else is returned
+    as given."""
+    if isinstance(given, np.ndarray) or len(given) != n or not given:
+        return given
+    if not all(isinstance(v, tuple) for v in given):
+        return given
+    for k, v in enumerate(given):
+        try:
+            hash(v)
+        except TypeError:
+            raise ShapeError(f"{what}[{k}] = {_shown_label(v)} is not hashable, so it cannot be an id (a tuple id "
+                             "holds numbers or text, not lists)") from None
+    counts = Counter(given)
+    if len(counts) != n:
+        dup = [v for v, c in counts.items() if c > 1][:5]
+        raise DuplicateIdError(f"{what} must be unique; repeated: {dup}")
+    return label_column(given)
+
+
+def unique_labels(labels: Sequence[Hashable], what: str, n: int, *, tuples: bool = False) -> np.ndarray:
+    """``labels`` as an (n,) array of unique labels, checked. ``tuples``: a list of tuples is n ids (as a recorder
+    takes them, each labelled by its text), not an (n, k) array (agent ids; steps stay scalars)."""
     if isinstance(labels, str | bytes) or not isinstance(labels, Iterable):
         raise ShapeError(f"{what} must be a sequence of length {n}; got {type(labels).__name__}")
     refuse_unordered(labels, what)
     given = labels if isinstance(labels, np.ndarray) else list(labels)
+    if tuples:
+        given = _tuple_ids(given, what, n)
     try:
         arr = np.asarray(given)
     except (ValueError, TypeError) as exc:
-        _refuse_nested_labels(given, None, what, n)
+        _refuse_nested_labels(given, None, what, n, tuples=tuples)
         raise ShapeError(f"{what} must be a flat sequence of {n} labels: {exc}") from exc
     given, arr = text_of_bytes(given, arr, what)
     if arr.dtype.kind == "f" and not isinstance(given, np.ndarray) and _all_integers(given):
         arr = _integer_labels(given, what)  # numpy makes floats of ints past int64 mixed with others ([2**63, 1])
     if arr.ndim > 1:
-        _refuse_nested_labels(given, arr, what, n)
+        _refuse_nested_labels(given, arr, what, n, tuples=tuples)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ShapeError(f"{what} must be a sequence of length {n}; got shape {arr.shape}")
     refuse_mixed_labels(given, arr, what, error=PanelError)
@@ -894,7 +949,7 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int) -> np.ndarray:
         if _all_integers(items):  # integer ids in an object array stay integers (1 and "1" are different ids)
             arr = _integer_labels(items, what)
         else:  # each id by its text (astype(str) reads a tuple id as a sequence: a bare ValueError)
-            arr = np.array([str(v) for v in items], dtype=str) if items else arr.astype(str)
+            arr = np.array([label_text(v) for v in items], dtype=str) if items else arr.astype(str)
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.shape[0] != n:
         dup = uniq[counts > 1][:5].tolist()
@@ -919,8 +974,10 @@ class Panel:
             coordinates of a DataArray in (step, agent, feature) order, and the columns and index of a wide (N, D)
             frame, are its labels unless ``features``/``agent_ids``/``steps`` are given.
         features: D feature names (default ``f0 … f{D-1}``).
-        agent_ids: N unique agent ids (default ``0 … N-1``), each a scalar (a number or text): pairs such as
-            ``(0, 1)`` are a :class:`~aumann.errors.ShapeError`; pass them as text (``"0-1"``).
+        agent_ids: N unique agent ids (default ``0 … N-1``), each a number or text, or each a tuple (grid
+            coordinates ``(0, 1)``, as a Mesa model's unique_ids may be), kept as its text ``"(0, 1)"`` as the
+            recorders keep a tuple id; lists, rows of a 2-D array and tuples mixed with scalars are a
+            :class:`~aumann.errors.ShapeError`.
         steps: T step labels (default ``0 … T-1``), in time order: number and time labels must be strictly
             increasing (a :class:`~aumann.errors.PanelError` names the first pair that is not); text labels
             (``"2026-04-07"``, ``"warm-up"``) are not compared: their row order is the time order.
@@ -984,7 +1041,8 @@ class Panel:
         self.features: tuple[str, ...] = tuple(feats)
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
-        self.agent_ids: np.ndarray = np.arange(N) if agent_ids is None else unique_labels(agent_ids, "agent_ids", N)
+        self.agent_ids: np.ndarray = (np.arange(N) if agent_ids is None
+                                      else unique_labels(agent_ids, "agent_ids", N, tuples=True))
         if agent_ids is not None and not _DERIVING.get():
             warn_lookalike_ids(self.agent_ids, stacklevel=2)
         self.steps: np.ndarray = np.arange(T) if steps is None else unique_labels(steps, "steps", T)
@@ -1100,7 +1158,12 @@ class Panel:
             raise UnknownAgentError(f"agent ids are given as a list (or array) of ids; got the single text {ids!r}: "
                                     f"pass [{ids!r}] for that one agent")
         sorter = self._agent_index
-        wanted = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids))
+        given = ids if isinstance(ids, np.ndarray) else list(ids)
+        if not isinstance(given, np.ndarray) and any(isinstance(v, tuple) for v in given):
+            # a tuple id is labelled by its text (as the panel and the recorders label it): numpy read
+            # [(0, 1)] as the two ids 0 and 1 ("2 unknown agent id(s), e.g. [0, 1]")
+            given = [label_text(v) if isinstance(v, tuple) else v for v in given]
+        wanted = np.asarray(given)
         if wanted.size == 0:
             return np.zeros(0, dtype=np.int64)
         try:
