@@ -343,6 +343,16 @@ def _bytes_text(n: float) -> str:
     return f"{int(n):,} bytes in one allocation"
 
 
+def exception_message(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line, at most ``limit`` characters (a user's exception whose ``__str__`` raises
+    is still reported)."""
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # a user exception whose __str__ raises
+        return "(its message cannot be shown)"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 @contextmanager
 def user_code(what: str, *, error: ErrorType = IndicatorError, shape: tuple[int, ...] | None = None
               ) -> Iterator[None]:
@@ -508,6 +518,7 @@ __all__ = [
     "as_path",
     "as_real_array",
     "as_seed",
+    "exception_message",
     "load_spec",
     "refuse_spec_name",
     "user_code",

@@ -43,21 +43,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aumann.checks import exception_message
 from aumann.errors import AumannError, ScenarioCodeError, StepExpired, StepTimeoutError, TerminatedBySignal
 from aumann.simulators.branching import PlacedStep
 
 #: longest step timeout accepted (seconds; about 11.6 days)
 MAX_STEP_TIMEOUT = 1e6
-
-
-def exception_message(exc: BaseException, limit: int = 300) -> str:
-    """``exc``'s message on one line, at most ``limit`` characters (a user's exception whose ``__str__`` raises
-    is still reported)."""
-    try:
-        text = " ".join(str(exc).split())
-    except Exception:  # a user exception whose __str__ raises
-        return "(its message cannot be shown)"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _where(scenario: str, what: str, step: int | str | None) -> str:

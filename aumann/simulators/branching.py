@@ -57,8 +57,11 @@ from typing import Any
 
 import numpy as np
 
+from aumann.checks import exception_message
 from aumann.errors import (
+    AumannError,
     CheckpointError,
+    ModelStepError,
     ReplayDivergedError,
     ReplayUnavailableError,
     SharedStateWarning,
@@ -997,7 +1000,7 @@ def run_plan(plan: Lineage) -> Any:
         if seg[0] == "step":
             for _ in range(seg[1]):
                 k += 1
-                advance(model, _placed(seg[2], k, total))
+                _replay_step(model, seg[2], k, total)
         elif seg[0] == "apply":
             seg[1](model)
         else:
@@ -1005,9 +1008,29 @@ def run_plan(plan: Lineage) -> Any:
             for _ in range(n):
                 g(model)
                 k += 1
-                advance(model, _placed(fn, k, total))
+                _replay_step(model, fn, k, total)
     set_lineage(model, plan)
     return model
+
+
+def _replay_step(model: Any, step: StepFn | None, k: int, total: int) -> None:
+    """Step ``k`` (from 1) of the ``total`` a replay re-runs. A scenario's step names itself (a
+    :class:`~aumann.errors.ScenarioCodeError`, ``step k of total``); an exception of a plain step function (or of
+    the model's own ``step()``) becomes a :class:`~aumann.errors.ModelStepError` saying the same, with the original
+    chained, as :func:`~aumann.simulators.simulate` says it (it escaped bare from a fork by replay)."""
+    try:
+        advance(model, _placed(step, k, total))
+    except (AumannError, MemoryError):
+        raise
+    except Exception as exc:
+        s = getattr(model, "steps", None)
+        label = f" (model.steps = {s})" if isinstance(s, int) and not isinstance(s, bool) else ""
+        raise ModelStepError(
+            f"{type(model).__name__}'s step raised {type(exc).__name__} at step {k} of {total} of a replay (the "
+            f"model rebuilt from its factory and re-stepped to fork it){label}: {exception_message(exc)}; a step "
+            "that ran in the original run and fails in its replay depends on something the factory does not "
+            "rebuild (a global, a file, a generator not seeded from the model) (the original traceback is chained "
+            "above)") from exc
 
 
 def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: StepFn | None = None) -> Any:

@@ -76,3 +76,29 @@ def test_a_replayed_step_error_says_which_of_the_replayed_steps():
              factory=lambda: Fragile(crash_at=2), step=UserStep("fragile"))
     assert str(info.value) == ("scenario 'fragile': step() at step 2 of 4 (model.steps = 2) raised RuntimeError: "
                                "boom at step 2")
+
+
+def _plain_step(model: Fragile) -> None:  # a step function of the user's, not a scenario's
+    model.step()
+
+
+def test_a_plain_step_failing_in_a_replay_is_a_model_step_error_naming_the_replayed_step():
+    """The same replays with a plain step (the model's own ``step()``, or ``step=fn``): the model's exception escaped
+    bare (``RuntimeError: boom at step 3``, no word of the replay or of which step), where a scenario's step names
+    itself as above and simulate() says ModelStepError. It is now a ModelStepError counting the replayed steps, the
+    original chained."""
+    from aumann.simulators import fork, replay
+
+    with pytest.raises(ModelStepError) as info:
+        replay(lambda: Fragile(crash_at=3), 5)
+    assert str(info.value).startswith("Fragile's step raised RuntimeError at step 3 of 5 of a replay (the model "
+                                      "rebuilt from its factory and re-stepped to fork it) (model.steps = 3): boom "
+                                      "at step 3; ")
+    assert isinstance(info.value.__cause__, RuntimeError) and info.value.panel is None
+    model = Fragile(crash_at=99)
+    simulate(model, steps=4, recorder=FeatureRecorder({"x": "x"}), step=_plain_step)
+    with pytest.raises(ModelStepError, match=r"^Fragile's step raised RuntimeError at step 2 of 4 of a replay .*"
+                                             r"\(model.steps = 2\): boom at step 2; ") as info:
+        fork(model, steps=1, recorder=FeatureRecorder({"x": "x"}), strategy="replay",
+             factory=lambda: Fragile(crash_at=2), step=_plain_step)
+    assert str(info.value.__cause__) == "boom at step 2"
