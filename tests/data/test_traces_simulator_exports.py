@@ -804,3 +804,28 @@ def test_gama_species_save_header_is_refused_not_shifted(tmp_path):
     g = tmp_path / "vals.csv"
     g.write_text("cycle,name,energy\n" + "".join(f"{c},people{i},{1.5 * c + i}\n" for c in range(3) for i in range(3)))
     np.testing.assert_array_equal(read_trace(g, spec).panel.values, r.panel.values)
+
+
+def test_a_parquet_bytes_endpoint_that_is_not_utf8_is_counted_as_such_not_as_an_unknown_endpoint(tmp_path):
+    """An endpoint of a binary column whose bytes are no UTF-8 text (b'\\xff\\x01') and no agent's id was counted as an
+    ``unknown_endpoint`` (a good id of an agent that never acted); OASIS says of such a BLOB that it is a value of the
+    wrong type. It is now skipped and counted under that reason, with its row, under either on_bad (it was never
+    refused, so it is not now); bytes an agent has as its id still reach that agent."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "ev.parquet"
+    pq.write_table(pa.table({"agent": pa.array([b"a", b"b", b"\xfe", b"a"], pa.binary()), "tick": [0, 0, 1, 1]}), f)
+    e = tmp_path / "edges.parquet"
+    pq.write_table(pa.table({"src": pa.array([b"a", b"\xff\x01", b"b", b"\xfe"], pa.binary()),
+                             "dst": pa.array([b"b", b"a", b"zz", b"a"], pa.binary())}), e)
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "acts"},
+                         {"kind": "exposure", "name": "seen", "of": "acts",
+                          "edges": {"path": str(e), "source": "src", "target": "dst"}}]}
+    why = ("edge field 'src' holds bytes that are not UTF-8 text, where an agent id belongs (no agent has them as its "
+           "id)")
+    for on_bad in ("error", "skip"):
+        r = read_trace(f, spec, on_bad=on_bad)
+        assert r.report.edges["seen"] == {"edges": 4, "used": 2, "unknown_endpoint": 1, "skipped": 1, "duplicate": 0}
+        assert r.report.edges_skipped == {why: 1} and r.report.edges_skipped_at == {why: [f"{e} row 2"]}

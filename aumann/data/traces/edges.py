@@ -48,6 +48,14 @@ class EdgeRows:
         self.tally.skip(why, [self.locate(int(i)) for i in at[:KEEP_LOCATIONS]], n=int(at.size))
         return ~bad
 
+    def count(self, bad: np.ndarray, why: str) -> np.ndarray:
+        """Skip and count the rows in ``bad`` under ``why`` whatever ``on_bad`` says (rows that were dropped and
+        counted before under another name, which no setting refused); returns the rows kept (``~bad``)."""
+        if bad.any():
+            at = np.flatnonzero(bad)
+            self.tally.skip(why, [self.locate(int(i)) for i in at[:KEEP_LOCATIONS]], n=int(at.size))
+        return ~bad
+
 
 def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence[Any] | None, ids: dict[Any, int],
                    coder: Any, what: str, *, csv: bool = False, rows: EdgeRows | None = None,
@@ -75,6 +83,8 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
         if label is None:
             return -2  # no usable id: a bad row
         at = keyed.get(label, -1)
+        if at < 0 and isinstance(v, bytes | bytearray):
+            return -3  # bytes that are no UTF-8 text (a Parquet binary column) of no agent: not an id, a bad row
         if at < 0 and csv and isinstance(v, str) and _NUMBER_TEXT.fullmatch(v):
             n = _number_ids([v])[0]
             if not isinstance(n, str):
@@ -105,6 +115,13 @@ def edge_positions(source: Sequence[Any], target: Sequence[Any], since: Sequence
     keep = np.ones(n, dtype=bool)
     for mask, why, say in sorted((b for b in bad if b[0].any()), key=lambda b: int(np.argmax(b[0]))):
         keep &= rows.refuse(mask & keep, why, say)  # under 'error': the first bad row of the file is named
+    # an endpoint of bytes that are no UTF-8 text (a Parquet BYTE_ARRAY column without the UTF-8 annotation; UTF-8
+    # bytes were read as their text) and no agent's id was counted as an unknown_endpoint, a good id of an agent that
+    # never acted; it is a value of the wrong type, as OASIS says of such a BLOB: skipped and counted by its reason
+    # (under either on_bad, as the unknown endpoint it was counted as was)
+    for k, code in enumerate((s, t)):
+        keep &= rows.count((code == -3) & keep, f"edge field {fields[k]!r} holds bytes that are not UTF-8 text, where "
+                                               "an agent id belongs (no agent has them as its id)")
     ok = keep & (s >= 0) & (t >= 0)
     info = {"edges": n, "used": int(ok.sum()), "unknown_endpoint": int((keep & ~ok).sum()),
             "skipped": int((~keep).sum())}
