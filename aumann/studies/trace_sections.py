@@ -65,6 +65,9 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     if tr.get("merged_ids"):
         items.insert(6, ("ids merged", f"{int(tr['merged_ids']):,} written both as a number and as text (1 and "
                                        "\"1\"), each read as one agent"))
+    if tr.get("blob_ids"):
+        items.insert(6, ("binary ids", f"{int(tr['blob_ids']):,} record(s) give the agent id as bytes that are not "
+                                       "UTF-8 text: each such id is an agent labelled by its bytes in hex, X'FF01'"))
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]

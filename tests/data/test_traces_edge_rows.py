@@ -314,6 +314,31 @@ def test_an_oasis_blob_id_that_is_not_utf8_still_reaches_the_agent_of_the_same_b
     assert r.report.edges == read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC).report.edges
 
 
+def test_an_oasis_user_id_blob_that_is_not_utf8_is_an_agent_labelled_by_its_hex_and_counted(tmp_path):
+    """A user_id stored as a BLOB that spells no UTF-8 text (X'FF01': a binary id) was the agent "b'\\xff\\x01'",
+    Python's repr, without a word. Such a BLOB is an id, as the follow table's endpoints read it (an endpoint of the
+    same bytes reaches it): the agent is labelled X'FF01', as the readers' messages show a BLOB and as SQLite writes
+    it, its records counted (``blob_ids``) and said in the summary; ``[agent] exclude`` names it so too."""
+    db = _blob_db(tmp_path, "UPDATE trace SET user_id = X'FF01' WHERE user_id = 2",
+                  "UPDATE follow SET followee_id = X'FF01' WHERE followee_id = 2",
+                  "UPDATE follow SET follower_id = X'FF01' WHERE follower_id = 2")
+    n = sqlite3.connect(db).execute("SELECT count(*) FROM trace WHERE user_id = X'FF01'").fetchone()[0]
+    assert n > 0
+    r = read_trace(db, OASIS_FOLLOW_SPEC)
+    ids = [str(i) for i in r.panel.agent_ids]
+    assert "X'FF01'" in ids and not any(i.startswith("b'") for i in ids)
+    assert r.report.blob_ids == n and r.report.to_dict()["blob_ids"] == n
+    assert any(line.strip().startswith(f"{n:,} record(s) give the agent id as bytes that are not UTF-8 text")
+               for line in r.report.lines())
+    assert r.report.edges == read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC).report.edges  # still joined
+    spec = {**OASIS_FOLLOW_SPEC, "agent": {"field": "user_id", "exclude": ["X'FF01'"]}}
+    excluded = read_trace(db, spec, on_bad="skip")  # (its BLOB endpoints then reach no agent: bad edge rows)
+    assert "X'FF01'" not in [str(i) for i in excluded.panel.agent_ids]
+    assert excluded.report.filtered == {"agent excluded": n}
+    plain = read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC)
+    assert plain.report.blob_ids == 0 and not any("not UTF-8" in line for line in plain.report.lines())
+
+
 def test_oasis_trace_columns_stored_as_utf8_blobs_read_as_their_text(tmp_path):
     """A user_id stored as BLOB b'1' was the agent "b'1'", another than 1, and an action stored as BLOB
     b'create_post' matched no feature's actions (every post uncounted, without a word)."""

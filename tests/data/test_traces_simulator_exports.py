@@ -829,3 +829,17 @@ def test_a_parquet_bytes_endpoint_that_is_not_utf8_is_counted_as_such_not_as_an_
         r = read_trace(f, spec, on_bad=on_bad)
         assert r.report.edges["seen"] == {"edges": 4, "used": 2, "unknown_endpoint": 1, "skipped": 1, "duplicate": 0}
         assert r.report.edges_skipped == {why: 1} and r.report.edges_skipped_at == {why: [f"{e} row 2"]}
+
+
+def test_a_parquet_binary_agent_id_that_is_not_utf8_is_labelled_by_its_hex(tmp_path):
+    """An agent column of binary values whose bytes are no UTF-8 text was labelled as Python spells bytes,
+    "b'\\xfe'"; it is X'FE', as an OASIS BLOB id, and counted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "ev.parquet"
+    pq.write_table(pa.table({"agent": pa.array([b"a", b"\xfe", b"\xfe"], pa.binary()), "tick": [0, 0, 1]}), f)
+    r = read_trace(f, {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+                       "features": [{"kind": "count", "name": "acts"}]})
+    assert [str(i) for i in r.panel.agent_ids] == ["X'FE'", "a"]
+    assert r.report.blob_ids == 2

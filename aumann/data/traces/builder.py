@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from aumann.data.traces.events import EventBatch, StepCoder
+from aumann.data.traces.idtext import id_text
 from aumann.data.traces.spec import TraceSpec
 from aumann.errors import TraceError, TraceSpecError
 
@@ -306,7 +307,7 @@ class PanelBuilder:
         for label, members in groups.items():
             if len(members) == 1:
                 continue
-            if len({str(self.id_list[i]) for i in members}) > 1:  # numpy's text drops trailing NULs: 'a' and 'a\0'
+            if len({id_text(self.id_list[i]) for i in members}) > 1:  # numpy's text drops trailing NULs: 'a' and 'a\0'
                 shown = "not shown (real_people)" if self.spec.real_people else \
                     " and ".join(repr(self.id_list[i]) for i in members)
                 one = "one label" if self.spec.real_people else f"one label {label!r}"  # (the id itself, less NULs)
@@ -498,7 +499,7 @@ def _plain_ids(ids: list[Any]) -> np.ndarray:
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool) and _INT64.min <= v <= _INT64.max
            for v in ids):
         return np.asarray(ids, dtype=np.int64)
-    texts = [str(v) for v in ids]
+    texts = [id_text(v) for v in ids]  # bytes that are no UTF-8 text as X'FF01', not Python's "b'\\xff\\x01'"
     sizes = [len(t) for t in texts]
     longest = max(sizes, default=0)
     fixed, own = 4 * longest * len(texts), 4 * sum(sizes)

@@ -19,7 +19,7 @@ import numpy as np
 
 from aumann.data.traces.events import _DECIMAL_COMMA, KEEP_LOCATIONS, Tally
 from aumann.data.traces.idtext import _FLOAT_TEXT as _NUMBER_TEXT
-from aumann.data.traces.idtext import _number_ids
+from aumann.data.traces.idtext import _number_ids, id_text
 from aumann.errors import TraceRecordError
 
 #: what an error adds: how to read on past such rows
@@ -158,7 +158,7 @@ def _label(v: Any) -> str | None:
         if not math.isfinite(v):
             return None
         return str(int(v)) if float(v).is_integer() else str(float(v))
-    return str(v)
+    return id_text(v)
 
 
 __all__ = ["EdgeRows", "edge_positions"]

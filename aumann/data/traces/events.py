@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aumann.data.traces.idtext import _FLOAT_TEXT
+from aumann.data.traces.idtext import _FLOAT_TEXT, id_text
 from aumann.data.traces.spec import TraceSpec, parse_duration, path_keys
 from aumann.errors import TraceRecordError, TraceSpecError
 
@@ -45,6 +45,8 @@ class Tally:
     blank_lines: int = 0
     #: records whose agent id is a whole-valued float (1.0), read as the integer id (1)
     float_ids: int = 0
+    #: records whose agent id is bytes that are no UTF-8 text (a BLOB, a Parquet binary value), labelled X'FF01'
+    blob_ids: int = 0
 
     def skip(self, reason: str, locations: Sequence[str], n: int | None = None) -> None:
         count = len(locations) if n is None else n
@@ -383,10 +385,12 @@ class Validator:
         # arrayValue in every record of the batch) into a second dimension, and pandas' factorize raised
         agent = _scalars(raw.agent) if not isinstance(raw.agent, np.ndarray) or raw.agent.ndim != 1 else raw.agent
         floats = None  # which object ids are floats (one pass finds them and the missing ones)
+        kind = None
         if agent.dtype == object:
             # (empty text is no id either: an empty CSV field is no value, and a JSON "" was the agent '')
             kind = np.fromiter((1 if v is None or v is _MISSING or v is _NESTED or v == "" else
-                                2 if isinstance(v, float) else 0 for v in agent), dtype=np.int8, count=n)
+                                2 if isinstance(v, float) else 3 if isinstance(v, bytes | bytearray) else 0
+                                for v in agent), dtype=np.int8, count=n)
             floats = kind == 2
             amiss = kind == 1
             if floats.any():
@@ -452,6 +456,8 @@ class Validator:
             action = np.array([None if a is None or a is _MISSING else str(a) for a in raw.action], dtype=object)
             self.tally.missing(self.spec.action.field, int((keep & (action == None)).sum()))  # noqa: E711
         order = None if raw.order is None else np.asarray(raw.order, dtype=np.float64)
+        if kind is not None:  # ids of bytes that are no UTF-8 text (UTF-8 ones were read as their text): counted
+            self.tally.blob_ids += int((keep & (kind == 3)).sum())
         if keep.all():
             return EventBatch(agent, steps, action, values, order)
         idx = np.flatnonzero(keep)
@@ -522,7 +528,7 @@ def _key(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
-    return str(v)
+    return id_text(v)  # bytes that are no UTF-8 text as the panel labels them, X'FF01'
 
 
 class _Keyed(dict):

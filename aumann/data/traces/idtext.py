@@ -21,8 +21,8 @@ _FLOAT_TEXT = re.compile(_NUMBER, re.IGNORECASE)
 def bytes_as_text(values: list[Any]) -> list[Any]:
     """Values of a Parquet BYTE_ARRAY column without the UTF-8 annotation (strings as some writers store them: Spark's
     ``binaryAsString``, older Impala and Hive, Arrow ``binary``), which DuckDB reads as BLOB: each the text its bytes
-    spell in UTF-8, as the same column annotated as text reads. Bytes that are not UTF-8 text stay bytes (their ids
-    spelled as Python spells them, ``b'\\xff'``)."""
+    spell in UTF-8, as the same column annotated as text reads. Bytes that are not UTF-8 text stay bytes (an agent id
+    of them is labelled by :func:`blob_label`, ``X'FF'``)."""
     out: list[Any] = []
     for v in values:
         if isinstance(v, bytes | bytearray):
@@ -32,6 +32,18 @@ def bytes_as_text(values: list[Any]) -> list[Any]:
                 pass
         out.append(v)
     return out
+
+
+def blob_label(v: bytes | bytearray) -> str:
+    """The label of an agent id that is bytes that are no UTF-8 text (an OASIS ``user_id`` stored as a BLOB, a Parquet
+    binary column): SQLite's literal of those bytes, ``X'FF01'``, as the readers' messages show such a BLOB (and as
+    ``WHERE user_id = X'FF01'`` finds it), not Python's ``"b'\\xff\\x01'"``."""
+    return f"X'{bytes(v).hex().upper()}'"
+
+
+def id_text(v: Any) -> str:
+    """An agent id as the text a panel labels it by: :func:`blob_label` for bytes, else ``str(v)``."""
+    return blob_label(v) if isinstance(v, bytes | bytearray) else str(v)
 
 
 def _number_ids(values: list[Any]) -> list[Any]:

@@ -42,6 +42,9 @@ class TraceReport:
     merged_ids: int = 0
     #: records whose agent id is a whole-valued float (1.0, an OASIS user_id stored as REAL), read as the integer id
     float_ids: int = 0
+    #: records whose agent id is bytes that are no UTF-8 text (an OASIS BLOB user_id, a Parquet binary value): each
+    #: such id an agent labelled by SQLite's literal of its bytes, X'FF01'
+    blob_ids: int = 0
     steps: int = 0
     features: list[str] = field(default_factory=list)
     #: bad rows of exposure features' edge files / tables skipped under on_bad = "skip" (by reason, first locations)
@@ -97,6 +100,9 @@ class TraceReport:
         if self.float_ids:
             out.append(f"  {self.float_ids:,} record(s) give the agent id as a whole-valued float (1.0): read as the "
                        "integer id (1)")
+        if self.blob_ids:
+            out.append(f"  {self.blob_ids:,} record(s) give the agent id as bytes that are not UTF-8 text (a BLOB or "
+                       "binary value): each such id is an agent labelled by its bytes in hex, X'FF01'")
         if self.merged_ids:
             out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
                        "read as one agent")
@@ -230,6 +236,7 @@ def _copy_tally(report: TraceReport, tally: Tally) -> None:
     report.records = tally.records
     report.blank_lines = tally.blank_lines
     report.float_ids = tally.float_ids
+    report.blob_ids = tally.blob_ids
     report.skipped = dict(tally.skipped)
     report.skipped_at = {k: list(v) for k, v in tally.skipped_at.items()}
     report.filtered = dict(tally.filtered)
