@@ -104,6 +104,9 @@ class RunRecord(TypedDict):
     pooled_fallback: NotRequired[str]  # why the deletion forks were evaluated in full (DeletionOracle.pooled_fallback)
     dead_rows: NotRequired[dict[str, Any]]  # births or deaths: the living set z⁰_t* is evaluated over (stages.py)
     model_finished: NotRequired[dict[str, Any]]  # the model set running = False: {step, model_step, steps}
+    #: agents present at no capture (born and removed within a step, or removed in the first step): the panel's
+    #: ``meta["transient_agents"]`` ({total, types, steps, removed_before_first_capture}); absent when none
+    transient_agents: NotRequired[dict[str, Any]]
     zero_delta_v: NotRequired[dict[str, Any]]  # Δv(t*) = 0 (every row undefined): stages.zero_delta_v_record
     stages: dict[str, StageRecord]
     arrays_sha256: str
@@ -579,6 +582,27 @@ def model_finished(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(rec.get("model_finished"), dict)]
 
 
+def transient_agents(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run with agents present at no capture (``rec["transient_agents"]``, the panel's
+    ``meta["transient_agents"]``): ``{run, total, types, steps, ...}``."""
+    return [{"run": rec.get("run", i), **rec["transient_agents"]} for i, rec in enumerate(records)
+            if isinstance(rec.get("transient_agents"), dict)]
+
+
+def transient_agents_text(d: dict[str, Any]) -> str:
+    """One run's agents that no capture saw, in words (report): how many, of which types, how, in how many steps."""
+    total = d.get("total")
+    types = d.get("types") if isinstance(d.get("types"), dict) else {}
+    steps = d.get("steps") if isinstance(d.get("steps"), list) else []
+    before = d.get("removed_before_first_capture") or 0
+    born = total - before if isinstance(total, int) and isinstance(before, int) else None
+    what = [", ".join(f"{v} {k}" for k, v in types.items()),
+            *([f"{born} born and removed within one step"] if born else []),
+            *([f"{before} there before the first step and removed in it"] if before else [])]
+    said = "; ".join(w for w in what if w)
+    return f"run {d.get('run')}: {total}{f' ({said})' if said else ''} in {len(steps)} step(s)"
+
+
 def zero_delta_v(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every run with Δv = 0 at t* (``rec["zero_delta_v"]``, :func:`aumann.studies.stages.zero_delta_v_record`):
     ``{run, t_star, window, largest_abs_delta_v_step, largest_abs_delta_v}``."""
@@ -671,5 +695,5 @@ __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS",
            "MANIFEST", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS",
            "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks", "dead_rows",
            "failure_text", "model_finished", "model_finished_text", "other_config_text", "pooled_fallbacks",
-           "read_timing", "seal", "split_timing", "stage_failures", "verify_run", "with_timing", "zero_delta_v",
-           "zero_delta_v_text"]
+           "read_timing", "seal", "split_timing", "stage_failures", "transient_agents", "transient_agents_text",
+           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

@@ -319,6 +319,9 @@ def attribute(ctx: RunContext) -> None:
     done = panel.meta.get("model_finished")
     if isinstance(done, dict) and done["step"] < done["steps"] - 1:  # stepped on after running = False
         ctx.rec["model_finished"] = dict(done)
+    unseen = panel.meta.get("transient_agents")
+    if isinstance(unseen, dict) and unseen.get("total"):  # agents present at no capture: no row, no φ (counted)
+        ctx.rec["transient_agents"] = dict(unseen)
     if float(res_all.delta_v[ts]) == 0.0:  # every row of the faithfulness table is undefined: say why
         ctx.rec["zero_delta_v"] = zero_delta_v_record(res_all.delta_v, ts)
     ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})

@@ -22,6 +22,8 @@ from aumann.studies.rundir import (
     model_finished,
     model_finished_text,
     stage_failures,
+    transient_agents,
+    transient_agents_text,
     zero_delta_v,
     zero_delta_v_text,
 )
@@ -96,7 +98,7 @@ def _provenance(page: StudyPage) -> list[Any]:
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
-        *_reductions(page), *_living(page),
+        *_reductions(page), *_living(page), *_unseen(page),
         ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
         ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
@@ -124,6 +126,17 @@ def _living(page: StudyPage) -> list[tuple[str, str]]:
     return [("agents dead at a step", "the run's living at t, at both ends: f(z⁰_t) is evaluated over the agents "
              "alive in the run at t, so an agent that died during step t is out of f at both ends (φ = 0) and its "
              "death is not in Δv_t (baseline_alive = run; docs/baselines.md, \"Agents that die during a step\")")]
+
+
+def _unseen(page: StudyPage) -> list[tuple[str, str]]:
+    """The provenance line of runs with agents that no capture saw (born and removed within one step, or removed in
+    the first step): counted, not recorded (the panel's ``meta["transient_agents"]``)."""
+    runs = transient_agents(page.recs)
+    if not runs:
+        return []
+    return [("agents present at no capture", "; ".join(transient_agents_text(d) for d in runs) + ". They have no "
+             "row in the panel, so no φ, and f never saw them; by step: the panel's meta['transient_agents'] "
+             "(panels/run-NNN.npz)")]
 
 
 def _deaths_text(page: StudyPage) -> list[Any]:

@@ -104,3 +104,31 @@ def test_a_model_that_finished_early_and_a_zero_delta_v_at_t_star_are_said_in_co
     manifest = json.loads((out3 / "manifest.json").read_text())
     assert "model_finished" not in manifest and "zero_delta_v" not in manifest
     assert json.loads((out3 / "runs" / "run-000.json").read_text())["delta_v"] != 0
+
+
+HATCHERY = REPO / "tests" / "scenarios" / "hatchery" / "scenario.py"
+
+
+def test_agents_no_capture_saw_are_counted_in_the_run_record_manifest_and_report(tmp_path, capsys):
+    """Fry that hatch and are eaten within one step have no row; the panel counted them (meta["transient_agents"])
+    but the run record, manifest.json and the report said nothing, so a reader of the study's outputs could not know
+    that 5 agents a step were left out of f and φ. Now all three say it (absent when there are none)."""
+    out = tmp_path / "run"
+    assert main(["run", f"{HATCHERY}:scenario", "--runs", "1", "--steps", "6", "--permutations", "20",
+                 "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out)]) == 0
+    assert "15 agent(s) (15 Fry) were present at no capture" in capsys.readouterr().err  # (the warning, as before)
+    counted = {"total": 15, "types": {"Fry": 15},
+               "steps": [{"step": t, "model_step": t + 1, "count": 5} for t in (1, 3, 5)]}
+    assert Panel.load(out / "panels" / "run-000.npz").meta["transient_agents"] == counted
+    assert json.loads((out / "runs" / "run-000.json").read_text())["transient_agents"] == counted
+    assert json.loads((out / "manifest.json").read_text())["transient_agents"] == [{"run": 0, **counted}]
+    said = "run 0: 15 (15 Fry; 15 born and removed within one step) in 3 step(s). They have no row in the panel"
+    assert said in (out / "report.md").read_text()
+    assert said in (out / "report.html").read_text()
+    # none (hatch_every=3: the first fry hatch in step 3, after these 2 steps): no key anywhere, nothing said
+    out1 = tmp_path / "run1"
+    assert main(["run", f"{HATCHERY}:scenario", "--runs", "1", "--steps", "2", "--permutations", "20",
+                 "--set", "hatch_every=3", "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out1)]) == 0
+    assert "transient_agents" not in json.loads((out1 / "manifest.json").read_text())
+    assert "transient_agents" not in json.loads((out1 / "runs" / "run-000.json").read_text())
+    assert "no capture" not in (out1 / "report.md").read_text().replace("(present at no capture)", "")

@@ -302,3 +302,22 @@ def test_a_zero_delta_v_at_t_star_names_the_window_step_with_the_largest_change(
     flat = zero_delta_v_record(np.array([1.0, 0.0, np.nan]), 2)  # (a NaN Δv is no change to point at)
     assert flat["window"] == [2, 2] and flat["largest_abs_delta_v_step"] is None
     assert "Δv = 0 on every step of the window" in zero_delta_v_text({"run": 0, **flat})
+
+
+def test_agents_no_capture_saw_are_said_per_run_both_kinds_and_an_edited_record_does_not_break_the_report():
+    """The report's line for a run with agents present at no capture: how many, of which types, how (born and removed
+    within a step, or there before the first step and removed in it), in how many steps. A run record edited by hand
+    (no types, no steps) still gives a line, not a traceback that would cost the whole page."""
+    from collections import Counter
+
+    from aumann.simulators.transients import transient_record
+    from aumann.studies.rundir import transient_agents, transient_agents_text
+
+    record = transient_record([(0, 1, Counter({"Fry": 2}), Counter({"Fish": 1})),
+                               (3, 4, Counter({"Fry": 4}), Counter())])
+    recs = [{"run": 0}, {"run": 1, "transient_agents": record}]
+    (d,) = transient_agents(recs)
+    assert transient_agents_text(d) == ("run 1: 7 (1 Fish, 6 Fry; 6 born and removed within one step; 1 there "
+                                        "before the first step and removed in it) in 2 step(s)")
+    assert transient_agents_text({"run": 2, "total": 3}) == "run 2: 3 (3 born and removed within one step) in 0 step(s)"
+    assert transient_agents_text({"run": 2, "total": "3"}) == "run 2: 3 in 0 step(s)"
