@@ -39,7 +39,7 @@ def _models(agents: list[int]) -> dict[str, Callable[[int], Any]]:
 
     class World(mesa.Model):
         def __init__(self, n: int, churn: bool, seed: int) -> None:
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             self.churn = churn
             Walker.create_agents(self, n)
 

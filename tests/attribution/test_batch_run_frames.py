@@ -30,7 +30,7 @@ class Trader(mesa.Agent):
 
 class Market(mesa.Model):
     def __init__(self, n: int = 6, churn: int = 2, seed: int = 0) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.churn = churn
         for k in range(n):
             Trader(self, float(k % 3))

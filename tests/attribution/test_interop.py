@@ -62,7 +62,7 @@ def test_datacollector_frame_of_agents_keyed_by_tuples_gives_the_recorded_panel(
 
     class Field(mesa.Model):
         def __init__(self):
-            super().__init__(seed=3)
+            super().__init__(rng=3)
             for uid in [(1, 0), (0, 1, 1), (0, 0)]:
                 Walker(self, uid)
 

@@ -35,7 +35,7 @@ class Grazer(mesa.Agent):
 
 class Meadow(mesa.Model):
     def __init__(self, fragile: int) -> None:
-        super().__init__(seed=3)
+        super().__init__(rng=3)
         for k in range(3):
             Grazer(self, float(k + 1))
         self.fragile = fragile
@@ -91,7 +91,7 @@ def test_a_model_with_no_agents_is_still_refused_with_a_typed_error():
             pass
 
     with pytest.raises(NoAgentsRecordedError, match="no agents were ever present"):
-        simulate(Empty(seed=0), steps=2, recorder=FeatureRecorder({"energy": "energy"}))
+        simulate(Empty(rng=0), steps=2, recorder=FeatureRecorder({"energy": "energy"}))
 
 
 def plain_total(z, context=None):  # no alive keyword: evaluated on every row it is given

@@ -39,7 +39,7 @@ class Cell(mesa.Agent):
 
 class Dish(mesa.Model):
     def __init__(self, n: int, seed: int) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         for k in range(n):
             Cell(self, size=1.0 + k, kind=float(k % 2))
 

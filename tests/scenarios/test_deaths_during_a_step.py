@@ -73,7 +73,7 @@ class Sheep(mesa.Agent):
 
 class Pasture(mesa.Model):
     def __init__(self) -> None:
-        super().__init__(seed=1)
+        super().__init__(rng=1)
         Wolf(self, 3.0)  # step 1: 3 - 1 = 2
         Sheep(self, 1.0)  # step 1: 1 + 2 = 3
         Sheep(self, 1.0)

@@ -104,7 +104,7 @@ def test_baseline_actions_by_id_reach_agents_with_tuple_ids():
 
     class Board(mesa.Model):
         def __init__(self, seed):
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             for x in range(2):
                 for y in range(2):
                     Cell(self, (x, y))

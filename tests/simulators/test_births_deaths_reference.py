@@ -50,7 +50,7 @@ class Grass(mesa.Agent):  # no energy: skipped by the recorder
 
 class Meadow(mesa.Model):
     def __init__(self, seed: int = 0, sheep: int = 12, wolves: int = 4, p_birth: float = 0.15) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.p_birth = p_birth
         Grass.create_agents(self, 3)
         for _ in range(sheep):

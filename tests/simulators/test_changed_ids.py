@@ -25,7 +25,7 @@ class Renumbering(mesa.Model):
     had). With ``born`` a fourth cell joins at that step and gets its id set by hand one step later."""
 
     def __init__(self, *, shift: int = 10, at: int = 3, born: bool = False) -> None:
-        super().__init__(seed=0)
+        super().__init__(rng=0)
         self.shift, self.at, self.born = shift, at, born
         for w in (1.0, 2.0, 3.0):
             Cell(self, w)

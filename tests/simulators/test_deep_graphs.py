@@ -36,7 +36,7 @@ class Linked(mesa.Agent):
 
 class Chain(mesa.Model):
     def __init__(self, n=3000, seed=0):
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         agents = [Linked(self, None) for _ in range(n)]
         for a, b in itertools.pairwise(agents):  # each points at the next one created: a copy starting from the
             a.prev = b  # first recurses through the whole chain
@@ -80,7 +80,7 @@ def test_epstein_civil_violence_forks_by_copy_after_a_few_steps():
 def test_an_impossible_copy_is_short_and_auto_says_once_that_it_replays():
     class Locked(mesa.Model):
         def __init__(self, seed=0):
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             import threading
 
             self.lock = threading.Lock()  # cannot be copied
@@ -119,7 +119,7 @@ class Animal(mesa.Agent):
 
 class Meadow(mesa.Model):
     def __init__(self, seed=0):
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         for _ in range(4):
             Patch(self)
         for _ in range(3):

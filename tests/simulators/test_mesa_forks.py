@@ -103,7 +103,7 @@ class _Depot:
 
         class Depot(mesa.Model):
             def __init__(self):
-                super().__init__(seed=seed)
+                super().__init__(rng=seed)
                 self.grid = OrthogonalMooreGrid(dims, torus=False, random=self.random)
                 self.grid.add_property_layer(PropertyLayer("heat", dims, default_value=0.0))
                 for c in self.random.sample(list(self.grid.all_cells.cells), 3):
@@ -433,7 +433,7 @@ def test_weak_references_between_agents_point_into_the_copy():
 
     class Hunt(mesa.Model):
         def __init__(self, seed=0):
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             Hunter.create_agents(self, 6)
 
         def step(self):

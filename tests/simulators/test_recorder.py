@@ -237,7 +237,7 @@ def test_datacollector_adapter_skips_agent_types_without_an_attribute_reporters_
 
     class Meadow(mesa.Model):
         def __init__(self, seed=0):
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             for _ in range(3):
                 Sheep(self)
                 Grass(self)
@@ -533,7 +533,7 @@ def test_a_missing_attribute_names_the_agent_that_lacks_it():
 
     class Meadow(mesa.Model):
         def __init__(self, grass=False):
-            super().__init__(seed=1)
+            super().__init__(rng=1)
             for _ in range(4):
                 Sheep(self)
             if grass:
@@ -664,7 +664,7 @@ def test_a_none_from_a_getattr_reporter_on_mixed_agent_types_says_how_to_fix_the
 
     class Town(mesa.Model):
         def __init__(self, seed=0):
-            super().__init__(seed=seed)
+            super().__init__(rng=seed)
             Store(self)
             Consumer(self)
 

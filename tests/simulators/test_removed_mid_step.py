@@ -46,7 +46,7 @@ class Hunter(mesa.Agent):
 
 class Field(mesa.Model):
     def __init__(self, seed: int = 0, n: int = 6) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.stepped: list[int] = []
         Hunter.create_agents(self, 1)
         Prey.create_agents(self, n)
@@ -194,7 +194,7 @@ class Pasture(mesa.Model):
     then everyone eats."""
 
     def __init__(self, seed: int = 0, n: int = 5) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.moved: list[int] = []
         Stalker.create_agents(self, 1)
         Grazer.create_agents(self, n)

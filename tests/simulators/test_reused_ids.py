@@ -29,7 +29,7 @@ class DeathsAndBirths(mesa.Model):
 
     def __init__(self, *, die: int = 5, born: int = 9, victim: int = 3, reuse: bool = True,
                  same_object: bool = False, seed: int = 0) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.die, self.born, self.victim, self.reuse, self.same_object = die, born, victim, reuse, same_object
         for w in (1.0, 2.0, 3.0, 4.0):
             Cell(self, w)

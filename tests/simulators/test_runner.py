@@ -177,7 +177,7 @@ def _burnout(burn: int = 3, n: int = 4, seed: int = 1):
             if self.steps >= burn:
                 self.running = False
 
-    m = Burnout(seed=seed)
+    m = Burnout(rng=seed)
     for _ in range(n):
         Tree(m)
     return m

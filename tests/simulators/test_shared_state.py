@@ -41,7 +41,7 @@ class Ant(mesa.Agent):
 
 class Colony(mesa.Model):
     def __init__(self, trails: Trails = Trails(), n: int = 4, seed: int = 7) -> None:  # noqa: B008 (the pattern)
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.trails = trails
         self.trails.reset()  # as aco_tsp re-initialises its pheromones
         for _ in range(n):

@@ -40,7 +40,7 @@ class Pond(mesa.Model):
 
     def __init__(self, n: int = 3, *, fry: dict[int, int] | None = None, eaten_first: int = 0,
                  weeds: dict[int, int] | None = None, back: bool = False) -> None:
-        super().__init__(seed=1)
+        super().__init__(rng=1)
         self.fry, self.eaten_first, self.weeds, self.back = fry or {}, eaten_first, weeds or {}, back
         self.collected: list[bool] = []  # per eaten fry: was it collected at once (nothing held it)?
         Fish.create_agents(self, n)

@@ -48,7 +48,7 @@ def test_pond_text_ids_births_within_a_step_and_two_classes_attribute_by_library
 
 def test_a_fish_only_feature_skips_plankton_and_says_so():
     with pytest.warns(RecorderWarning, match="Plankton have no 'size'"):
-        panel = simulate(Pond(seed=3), steps=6, recorder=FeatureRecorder({"energy": "energy", "size": "size"}))
+        panel = simulate(Pond(rng=3), steps=6, recorder=FeatureRecorder({"energy": "energy", "size": "size"}))
     assert all(str(i).startswith("fish-") for i in panel.agent_ids)
     assert panel.meta["skipped_agent_types"] == {"Plankton": "size"}
 

@@ -63,9 +63,9 @@ class Plankton(mesa.Agent):
 class Pond(mesa.Model):
     """Fish and plankton; ``string_ids=False`` leaves the plankton with Mesa's integer ids beside the fish's text."""
 
-    def __init__(self, n_fish: int = 6, n_plankton: int = 4, *, rng: int | None = None, seed: int | None = None,
+    def __init__(self, n_fish: int = 6, n_plankton: int = 4, *, rng: int | None = None,
                  string_ids: bool = True) -> None:
-        super().__init__(rng=rng, seed=seed)
+        super().__init__(rng=rng)
         self.string_ids = string_ids
         self.born = self.eaten_at_birth = 0
         Fish.create_agents(self, n_fish, energy=list(self.rng.uniform(4, 10, n_fish)))
@@ -93,7 +93,7 @@ class Fragile(mesa.Model):
     """A random walk whose step raises at Mesa step ``crash_at`` (a late bug in a user's model)."""
 
     def __init__(self, n: int = 5, crash_at: int = 7, seed: int = 0) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.crash_at = crash_at
         Walker.create_agents(self, n)
 

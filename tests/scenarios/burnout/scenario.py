@@ -28,7 +28,7 @@ class Tree(mesa.Agent):
 
 class Burnout(mesa.Model):
     def __init__(self, n=6, burn=3, seed=None):
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.burn = burn
         for _ in range(n):
             Tree(self)

@@ -41,7 +41,7 @@ class Forager(mesa.Agent):
 class Foragers(mesa.Model):
     def __init__(self, n: int = 20, *, food: float = 2.0, metabolism: float = 0.8, birth_energy: float = 6.0,
                  p_leave: float = 0.08, seed: int = 0) -> None:
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)
         self.food, self.metabolism, self.birth_energy, self.p_leave = food, metabolism, birth_energy, p_leave
         self.abroad: list[Forager] = []
         for _ in range(n):
