@@ -271,9 +271,10 @@ class ReusedAgentIdError(FeatureValueError):
 
 
 class AgentIdChangedError(FeatureValueError):
-    """An agent object whose ``unique_id`` changed during a recording (a model that renumbers its agents, or sets
-    ``unique_id`` on a later step): one row per id would record the one agent as two, one leaving the model and
-    one born. The message names the agent, both ids and the captures."""
+    """An agent object whose ``unique_id`` changed during a recording (a model that renumbers its agents, sets
+    ``unique_id`` on a later step, or, on Mesa >= 3.4.2, registers an agent again: ``register_agent`` gives it the
+    next id): one row per id would record the one agent as two, one leaving the model and one born. The message names
+    the agent, both ids and the captures."""
 
 
 class StepsMismatchError(SimulationError, ValueError):

@@ -172,14 +172,28 @@ def _check_same_id(rec: _RowBuffer, j: int, uid: Any, agent: Any, t: int) -> Non
     if ref is None or ref() is not agent or rec.ids[j] == uid:  # a recycled id(), or the id's own earlier row
         return
     kind = type(agent).__name__
+    mesa = _renumbered_by_mesa(agent, rec.ids[j])
     raise AgentIdChangedError(
         f"agent unique_id changed during the recording: a {kind} had unique_id {_shown(rec.ids[j])} from "
         f"{_capture_label(rec, rec.first[j])} to {_capture_label(rec, rec.last[j])}, and the same {kind} object has "
         f"unique_id {_shown(uid)} at {_capture_label(rec, t)}; one row per id would record this one agent as two "
-        f"(one leaving the model, one born). Keep each agent's unique_id for its whole life: set it once, in "
-        f"{kind}.__init__ right after super().__init__, and keep a number the model changes in another attribute "
-        "(e.g. self.rank); or pass FeatureRecorder(..., reused_ids='same_agent') to record each id as one agent, "
-        "whichever object has it")
+        f"(one leaving the model, one born). {mesa}{'Otherwise, keep' if mesa else 'Keep'} each agent's unique_id "
+        f"for its whole life: set it once, in {kind}.__init__ right after super().__init__, and keep a number the "
+        "model changes in another attribute (e.g. self.rank); or pass FeatureRecorder(..., reused_ids='same_agent') "
+        "to record each id as one agent, whichever object has it")
+
+
+def _renumbered_by_mesa(agent: Any, old: Any) -> str:
+    """The sentence for a model whose ``register_agent`` numbers the agents it registers (Mesa >= 3.4.2 keeps the next
+    id in ``model.agent_id_counter``; Mesa 3.3 set the id in ``Agent.__init__`` and registering again kept it), where
+    the id may have changed without the model touching it: an agent registered again. Empty for other models."""
+    model = getattr(agent, "model", None)
+    if not isinstance(getattr(model, "agent_id_counter", None), int):
+        return ""
+    return ("If the model registered it again (model.register_agent(agent), e.g. to bring back an agent it removed): "
+            "from Mesa 3.4.2 on, register_agent gives every agent it registers the next unique_id (Mesa 3.3 kept the "
+            "agent's id), so restore it right after registering: uid = agent.unique_id; model.register_agent(agent); "
+            f"agent.unique_id = uid (here {_shown(old)}). ")
 
 
 def _check_buffer(steps: int, n: int, d: int, dtype: Any) -> None:

@@ -121,3 +121,62 @@ def test_the_object_map_holds_one_entry_per_row_not_one_per_proxy():
             recording.capture(model)
         assert len(recording._buffer.rows_of) <= 3  # (proxies are never tracked: 0)
     assert list(recording.panel().agent_ids) == [0, 1, 2]
+
+
+class Returning(mesa.Model):
+    """Cell 1 leaves at step 2 (``remove``) and is registered again at step 4 (``model.register_agent``), with its id
+    put back after registering when ``restore``. The ids are numbered as Mesa >= 3.4.2's ``register_agent`` numbers
+    them (the next ``agent_id_counter``), on Mesa 3.3 too, where registering kept the agent's id."""
+
+    def __init__(self, *, restore: bool = False) -> None:
+        super().__init__(rng=0)
+        self.restore, self.gone = restore, None
+        self._numbers = not hasattr(self, "agent_id_counter")  # Mesa 3.3: Mesa 3.4.2's numbering, in a few lines
+        if self._numbers:
+            self.agent_id_counter = 1
+        Cell.create_agents(self, 3, wealth=1.0)
+
+    def register_agent(self, agent: mesa.Agent) -> None:
+        super().register_agent(agent)
+        if self._numbers:
+            agent.unique_id = self.agent_id_counter
+            self.agent_id_counter += 1
+
+    def step(self) -> None:
+        for a in self.agents:
+            a.wealth += 1.0
+        if self.steps == 2:
+            self.gone = next(a for a in self.agents if a.unique_id == 1)
+            self.gone.remove()
+        elif self.steps == 4:
+            uid = self.gone.unique_id
+            self.register_agent(self.gone)
+            if self.restore:
+                self.gone.unique_id = uid
+
+
+def test_an_agent_registered_again_under_mesas_next_id_is_told_to_restore_its_id():
+    # Mesa >= 3.4.2's register_agent gives every agent it registers the next unique_id: an agent that left and was
+    # registered again comes back as id 4, and the error's advice (set the id once in __init__, keep a changing number
+    # elsewhere) was beside the point, since the model never touched the id. It now names register_agent, the Mesa
+    # version, and the fix that records the agent as on Mesa 3.3 (one row, with a gap)
+    rec = FeatureRecorder({"wealth": "wealth"})
+    with pytest.raises(AgentIdChangedError, match=(
+            r"has unique_id 4 at capture 3 \(model step 4\).*If the model registered it again "
+            r"\(model.register_agent\(agent\).*from Mesa 3.4.2 on, register_agent gives every agent it registers "
+            r"the next unique_id \(Mesa 3.3 kept the agent's id\), so restore it right after registering: "
+            r"uid = agent.unique_id; model.register_agent\(agent\); agent.unique_id = uid \(here 1\). "
+            r"Otherwise, keep")):
+        simulate(Returning(), steps=5, recorder=rec)
+    panel = simulate(Returning(restore=True), steps=5, recorder=rec)
+    assert list(panel.agent_ids) == [1, 2, 3]
+    np.testing.assert_array_equal(panel.alive[:, 0], [True, False, False, True, True])
+
+
+def test_the_register_agent_advice_is_given_only_where_mesa_numbers_the_agents_it_registers():
+    # Mesa 3.3 sets unique_id in Agent.__init__ and register_agent keeps it: there the sentence would be wrong
+    model = Renumbering()
+    with pytest.raises(AgentIdChangedError) as err:
+        simulate(model, steps=5, recorder=FeatureRecorder({"wealth": "wealth"}))
+    assert ("register_agent" in str(err.value)) == hasattr(model, "agent_id_counter")
+    assert ("Otherwise, keep each agent's unique_id" in str(err.value)) == hasattr(model, "agent_id_counter")
