@@ -177,16 +177,13 @@ def test_the_record_survives_save_and_load(tmp_path):
 
 def _wolf_sheep(seed: int) -> mesa.Model:
     """Mesa's bundled wolf–sheep at its own default size (20×20, 100 sheep, 50 wolves)."""
-    from mesa.examples import WolfSheep
+    from mesa.examples.advanced.wolf_sheep import model
 
-    try:
-        from mesa.experimental.devs import ABMSimulator
+    if hasattr(model, "WolfSheepScenario"):  # Mesa >= 3.5: a scenario, events on the model (no ABMSimulator, which
+        return model.WolfSheep(model.WolfSheepScenario(rng=seed))  # 3.5 deprecates with a FutureWarning)
+    from mesa.experimental.devs import ABMSimulator
 
-        return WolfSheep(seed=seed, simulator=ABMSimulator())
-    except TypeError:  # Mesa >= 3.5: a scenario, events on the model
-        from mesa.examples.advanced.wolf_sheep.model import WolfSheepScenario
-
-        return WolfSheep(WolfSheepScenario(rng=seed))
+    return model.WolfSheep(seed=seed, simulator=ABMSimulator())
 
 
 def test_mesas_wolf_sheep_lambs_eaten_at_birth_match_the_ids_mesa_handed_out():
