@@ -241,6 +241,7 @@ PUBLIC = {
         "as_path",
         "as_real_array",
         "as_seed",
+        "exception_message",
         "load_spec",
         "refuse_spec_name",
         "user_code",
