@@ -50,6 +50,7 @@
     * StepMapError(.., ValueError)               -- a scenario's step map that misbehaves (shape, NaN, no grad)
       * StepMapUnavailable                       -- action attribution asked of a scenario without a step map
     * ModelStepError                             -- the model's own step raised in simulate/fork (.panel: steps so far)
+    * InterventionError                          -- an intervention g(model) raised in a fork or replay (.panel)
     * ScenarioCodeError                          -- a scenario's own code (build_model, step, ...) raised or exited
       * StepTimeoutError                         -- a step ran longer than ``--step-timeout``
   * LLMError(AumannError, RuntimeError)          -- decision backends
@@ -324,6 +325,17 @@ class ModelStepError(SimulationError):
     panel = None  # the Panel of the steps recorded before the failing step (set where it is raised)
 
 
+class InterventionError(SimulationError):
+    """An intervention ``g(model)`` raised where a fork applied it (once, or before each forked step with
+    ``repeat=True``) or where a replay re-applied it to rebuild a model: the message names the intervention, the
+    fork or replay, the step and the original exception (chained as ``__cause__``); ``panel`` holds the steps a
+    ``repeat=True`` fork recorded before it (``None`` otherwise, or when none was). aumann's own errors raised in
+    an intervention (``for_agents``' :class:`UnknownAgentError`, a scenario's :class:`ScenarioCodeError`) are not
+    wrapped."""
+
+    panel = None  # the Panel of the steps recorded before the failure (set where it is raised)
+
+
 class ScenarioCodeError(SimulationError):
     """A scenario's own code (``build_model``, ``step``, a baseline action, ...) raised or called ``sys.exit``;
     the message names the scenario, the function and the step, and the original exception is chained."""
@@ -580,6 +592,7 @@ __all__ = [
     "IndicatorError",
     "IndicatorMemoryError",
     "IngestError",
+    "InterventionError",
     "LLMAuthenticationError",
     "LLMError",
     "LLMRequestError",

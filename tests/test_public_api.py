@@ -272,6 +272,7 @@ PUBLIC = {
         "IndicatorError",
         "IndicatorMemoryError",
         "IngestError",
+        "InterventionError",
         "LLMAuthenticationError",
         "LLMError",
         "LLMRequestError",

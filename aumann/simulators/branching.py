@@ -67,6 +67,7 @@ from aumann.errors import (
     SharedStateWarning,
     SimulationError,
 )
+from aumann.simulators.intervention import apply_intervention, model_step_label
 from aumann.simulators.sharing import shared_state
 
 StepFn = Callable[[Any], None]
@@ -1002,11 +1003,11 @@ def run_plan(plan: Lineage) -> Any:
                 k += 1
                 _replay_step(model, seg[2], k, total)
         elif seg[0] == "apply":
-            seg[1](model)
+            _replay_intervention(seg[1], model, k, total, "applied once")
         else:
             _, g, n, fn = seg
             for _ in range(n):
-                g(model)
+                _replay_intervention(g, model, k, total, "applied before every step")
                 k += 1
                 _replay_step(model, fn, k, total)
     set_lineage(model, plan)
@@ -1031,6 +1032,18 @@ def _replay_step(model: Any, step: StepFn | None, k: int, total: int) -> None:
             "that ran in the original run and fails in its replay depends on something the factory does not "
             "rebuild (a global, a file, a generator not seeded from the model) (the original traceback is chained "
             "above)") from exc
+
+
+def _replay_intervention(g: Callable[[Any], Any], model: Any, k: int, total: int, how: str) -> None:
+    """An intervention a replay re-applies after ``k`` of its ``total`` steps: an exception of its own is an
+    :class:`~aumann.errors.InterventionError` naming it, the replay and the step (as :func:`_replay_step` names a
+    failing step)."""
+    when = f"before replayed step {k + 1} of {total}" if k < total else f"after the last of the {total} replayed steps"
+    apply_intervention(
+        g, model, f"in a replay of {type(model).__name__} (the model rebuilt from its factory and re-run to fork it), "
+        f"where it was re-applied {when} ({how}){model_step_label(model)}",
+        hint="an intervention that ran in the original run and fails in its replay depends on something the factory "
+             "does not rebuild (a global, a file, a generator not seeded from the model)")
 
 
 def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: StepFn | None = None) -> Any:

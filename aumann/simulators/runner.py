@@ -45,6 +45,7 @@ from aumann.progress import progress_bar
 from aumann.simulators import branching
 from aumann.simulators.boundary import UserStep
 from aumann.simulators.branching import StepFn, advance, default_step
+from aumann.simulators.intervention import apply_intervention, model_step_label
 from aumann.simulators.recording import ContextFn, Recording, _check_steps
 
 Observer = Callable[[Any, int], None]
@@ -358,9 +359,11 @@ def fork(
     branch, how = _branch(model, strategy, factory, step)
     if step is None:
         step = _known_step(branch)
+    at = f"the fork (by {how}) of {type(model).__name__}{model_step_label(model)}"
     if intervention is None or not repeat:
         if intervention is not None:
-            intervention(branch)
+            apply_intervention(intervention, branch, f"when applied to {at}, before the first of {steps} forked "
+                               "step(s) (repeat=False: applied once)")
             branching.record(branch, ("apply", intervention))
         panel = simulate(branch, steps, recorder, context=context, step=step, warn_finished=False,
                          warn_transient=False)
@@ -368,7 +371,8 @@ def fork(
         with recorder.recording(branch, steps=steps, context=context) as rec:
             rec.warn_transients = False
             for t in range(steps):
-                intervention(branch)
+                apply_intervention(intervention, branch, f"when applied to {at} before forked step {t + 1} of "
+                                   f"{steps} (repeat=True: applied before every step)", panel=rec.partial)
                 _advance_recorded(branch, step, rec, t, steps)
                 branching.record(branch, ("repeat", intervention, 1, step))
                 rec.capture(branch)

@@ -1,0 +1,65 @@
+"""Calling an intervention ``g(model)`` of a fork or a replay, and naming it when it raises.
+
+An intervention is user code (a function forcing agents to a baseline action, a :func:`~aumann.simulators.for_agents`
+object). An exception raised in it becomes an :class:`~aumann.errors.InterventionError` that names the
+intervention, the fork or replay it was applied in and at which step, with the original chained; aumann's own
+errors (an :class:`~aumann.errors.UnknownAgentError` of ``for_agents``, a scenario's
+:class:`~aumann.errors.ScenarioCodeError`) and ``MemoryError`` pass through unchanged, as they do for a failing step.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from aumann.checks import exception_message
+from aumann.errors import AumannError, InterventionError
+
+
+def intervention_name(g: Callable[..., Any]) -> str:
+    """What a message calls ``g``: a function's qualified name (``freeze_top``, ``<lambda>``), the function of a
+    ``functools.partial``, else the callable's class (``ForAgents object``). Never a repr with an address."""
+    if isinstance(g, functools.partial):
+        return intervention_name(g.func)
+    name = getattr(g, "__qualname__", None)
+    if isinstance(name, str) and name:
+        return name
+    return f"{type(g).__qualname__} object"
+
+
+def model_step_label(model: Any) -> str:
+    """`` (model.steps = 4)`` for a model that counts its steps, else ``""``."""
+    s = getattr(model, "steps", None)
+    return f" (model.steps = {s})" if isinstance(s, int) and not isinstance(s, bool) else ""
+
+
+def apply_intervention(g: Callable[[Any], Any], model: Any, where: str, *, hint: str = "",
+                       panel: Callable[[], Any] | None = None) -> None:
+    """``g(model)``; an exception of ``g``'s own becomes an :class:`~aumann.errors.InterventionError`.
+
+    Args:
+        g: the intervention.
+        model: the model it is applied to.
+        where: the place, completing "intervention 'g' raised E ..." (``"when applied to a fork of Fragile ..."``).
+        hint: a last sentence for the message (what to check).
+        panel: returns the steps recorded before the failure (the error's ``panel``), asked only on failure.
+    """
+    try:
+        g(model)
+    except (AumannError, MemoryError):
+        raise
+    except Exception as exc:
+        kept = panel() if panel is not None else None
+        saved = ""
+        if panel is not None:
+            saved = (f"; the {kept.shape[0]} capture(s) recorded before it are in this error's .panel"
+                     if kept is not None else "; nothing was recorded before it")
+        err = InterventionError(
+            f"intervention {intervention_name(g)!r} raised {type(exc).__name__} {where}: {exception_message(exc)}"
+            f"{saved}{'; ' + hint if hint else ''} (the original traceback is chained above)")
+        err.panel = kept
+        raise err from exc
+
+
+__all__ = ["apply_intervention", "intervention_name", "model_step_label"]

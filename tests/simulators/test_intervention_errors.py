@@ -1,0 +1,104 @@
+"""An intervention ``g(model)`` that raises in a fork or a replay is an :class:`InterventionError` naming it.
+
+Before, its exception escaped bare (``ValueError: no agent 7``), with no word of the intervention, the fork or
+replay, or the step, while a failing step in the same places says ``ModelStepError: ... at step 3 of 5``."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from aumann.errors import InterventionError, SimulationError, UnknownAgentError
+from aumann.simulators import FeatureRecorder, for_agents, fork, simulate
+from aumann.simulators.intervention import intervention_name
+from tests.simulators.user_models import Fragile
+
+
+def _rec() -> FeatureRecorder:
+    return FeatureRecorder({"x": "x"})
+
+
+def _model(steps: int = 3) -> Fragile:
+    model = Fragile(crash_at=99)
+    simulate(model, steps=steps, recorder=_rec())
+    return model
+
+
+def _refuse_from_step_5(model: Fragile) -> None:
+    if model.steps >= 5:
+        raise ValueError("no agent 7")
+
+
+@pytest.mark.parametrize("strategy", ["copy", "replay"])
+def test_a_raising_intervention_of_a_fork_names_itself_the_fork_and_the_step(strategy: str) -> None:
+    model = _model()
+    with pytest.raises(InterventionError) as info:
+        fork(model, intervention=lambda m: 1 / 0, steps=2, recorder=_rec(),
+             strategy=strategy, factory=lambda: Fragile(crash_at=99))
+    assert str(info.value) == (
+        f"intervention 'test_a_raising_intervention_of_a_fork_names_itself_the_fork_and_the_step.<locals>.<lambda>' "
+        f"raised ZeroDivisionError when applied to the fork (by {strategy}) of Fragile (model.steps = 3), before the "
+        "first of 2 forked step(s) (repeat=False: applied once): division by zero (the original traceback is "
+        "chained above)")
+    assert isinstance(info.value.__cause__, ZeroDivisionError) and info.value.panel is None
+    assert isinstance(info.value, SimulationError)  # still a RuntimeError, as most interventions' errors are
+
+
+def test_a_repeated_intervention_says_before_which_forked_step_and_keeps_the_steps_recorded() -> None:
+    model = _model()
+    with pytest.raises(InterventionError, match=r"^intervention '_refuse_from_step_5' raised ValueError when applied "
+                                                r"to the fork \(by copy\) of Fragile \(model.steps = 3\) before forked "
+                                                r"step 3 of 4 \(repeat=True: applied before every step\): no agent 7; "
+                                                r"the 2 capture\(s\) recorded before it are in this error's .panel"
+                       ) as info:
+        fork(model, intervention=_refuse_from_step_5, steps=4, repeat=True, recorder=_rec(), strategy="copy")
+    assert info.value.panel.values.shape[0] == 2
+    assert str(info.value.__cause__) == "no agent 7"
+
+
+class _Switch:
+    """An intervention that worked in the run and raises once switched on (state the factory does not rebuild)."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def __call__(self, model: Fragile) -> None:
+        if self.on:
+            raise KeyError("gone")
+
+
+@pytest.mark.parametrize(("repeat", "where"), [
+    (False, "re-applied before replayed step 4 of 4 (applied once)"),
+    (True, "re-applied before replayed step 4 of 5 (applied before every step)"),
+])
+def test_an_intervention_failing_in_a_replay_names_the_replay_and_the_step(repeat: bool, where: str) -> None:
+    switch = _Switch()
+    branch = fork(_model(), intervention=switch, steps=1 + repeat, repeat=repeat, recorder=_rec(),
+                  strategy="copy").model
+    switch.on = True
+    with pytest.raises(InterventionError) as info:
+        fork(branch, steps=1, recorder=_rec(), strategy="replay", factory=lambda: Fragile(crash_at=99))
+    assert str(info.value).startswith(
+        f"intervention '_Switch object' raised KeyError in a replay of Fragile (the model rebuilt from its factory "
+        f"and re-run to fork it), where it was {where} (model.steps = 3): 'gone'; an intervention that "
+        "ran in the original run and fails in its replay depends on something the factory does not rebuild")
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_aumann_errors_and_memory_errors_of_an_intervention_pass_through_unchanged() -> None:
+    model = _model()
+    with pytest.raises(UnknownAgentError):
+        fork(model, intervention=for_agents([10_000], lambda a: None), steps=1, recorder=_rec())
+
+    def hungry(m: Fragile) -> None:
+        raise MemoryError("no room")
+
+    with pytest.raises(MemoryError) as info:
+        fork(model, intervention=hungry, steps=1, recorder=_rec())
+    assert not isinstance(info.value, InterventionError)
+
+
+def test_an_intervention_is_named_without_an_address() -> None:
+    assert intervention_name(functools.partial(_refuse_from_step_5)) == "_refuse_from_step_5"
+    assert intervention_name(for_agents([1], print)) == "ForAgents object"
