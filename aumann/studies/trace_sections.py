@@ -68,6 +68,9 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     if tr.get("blob_ids"):
         items.insert(6, ("binary ids", f"{int(tr['blob_ids']):,} record(s) give the agent id as bytes that are not "
                                        "UTF-8 text: each such id is an agent labelled by its bytes in hex, X'FF01'"))
+    if tr.get("blob_actions"):
+        items.insert(6, ("binary actions", f"{int(tr['blob_actions']):,} record(s) give the action as bytes that are "
+                                           "not UTF-8 text: each such action is labelled by its bytes in hex, X'FF01'"))
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]

@@ -339,6 +339,25 @@ def test_an_oasis_user_id_blob_that_is_not_utf8_is_an_agent_labelled_by_its_hex_
     assert plain.report.blob_ids == 0 and not any("not UTF-8" in line for line in plain.report.lines())
 
 
+def test_an_oasis_action_blob_that_is_not_utf8_is_labelled_by_its_hex_and_counted(tmp_path):
+    """An action stored as a BLOB that spells no UTF-8 text (X'FF01') was the action "b'\\xff\\x01'", Python's repr:
+    a count_each feature named n_b'\\xff\\x01', without a word. It is labelled as an agent id of such bytes is,
+    X'FF01' (a feature's actions list names it so), and its records are counted (``blob_actions``) and said."""
+    db = _blob_db(tmp_path, "UPDATE trace SET action = X'FF01' WHERE action = 'like_post'")
+    n = sqlite3.connect(db).execute("SELECT count(*) FROM trace WHERE action = X'FF01'").fetchone()[0]
+    assert n > 0
+    spec = {**OASIS_FOLLOW_SPEC, "features": [{"kind": "count_each", "prefix": "n_"},
+                                              {"kind": "count", "name": "blobs", "actions": ["X'FF01'"]}]}
+    r = read_trace(db, spec)
+    assert "n_X'FF01'" in r.panel.features and not any("b'" in f for f in r.panel.features)
+    assert r.panel.values[..., r.panel.features.index("blobs")].sum() == n
+    assert r.report.blob_actions == n and r.report.to_dict()["blob_actions"] == n and r.report.blob_ids == 0
+    assert any(line.strip().startswith(f"{n:,} record(s) give the action as bytes that are not UTF-8 text")
+               for line in r.report.lines())
+    plain = read_trace(DATA / "oasis_twitter.db", OASIS_FOLLOW_SPEC)
+    assert plain.report.blob_actions == 0 and not any("not UTF-8" in line for line in plain.report.lines())
+
+
 def test_oasis_trace_columns_stored_as_utf8_blobs_read_as_their_text(tmp_path):
     """A user_id stored as BLOB b'1' was the agent "b'1'", another than 1, and an action stored as BLOB
     b'create_post' matched no feature's actions (every post uncounted, without a word)."""

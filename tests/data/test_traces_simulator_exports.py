@@ -843,3 +843,23 @@ def test_a_parquet_binary_agent_id_that_is_not_utf8_is_labelled_by_its_hex(tmp_p
                        "features": [{"kind": "count", "name": "acts"}]})
     assert [str(i) for i in r.panel.agent_ids] == ["X'FE'", "a"]
     assert r.report.blob_ids == 2
+
+
+def test_a_parquet_binary_action_that_is_not_utf8_is_labelled_by_its_hex(tmp_path):
+    """An action column of binary values whose bytes are no UTF-8 text named its count_each feature as Python spells
+    bytes, n_b'\\xfe'; it is n_X'FE', as an agent id of such bytes is labelled, and the records are counted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "ev.parquet"
+    pq.write_table(pa.table({"agent": ["a", "b", "a"], "tick": [0, 0, 1],
+                             "act": pa.array([b"buy", b"\xfe", b"\xfe"], pa.binary())}), f)
+    r = read_trace(f, {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+                       "action": {"field": "act"}, "features": [{"kind": "count_each", "prefix": "n_"}]})
+    assert list(r.panel.features) == ["n_X'FE'", "n_buy"]
+    assert r.report.blob_actions == 2 and r.report.blob_ids == 0
+    from aumann.studies.charts import Charts
+    from aumann.studies.trace_sections import trace_blocks
+
+    held = dict(trace_blocks(tmp_path, {"trace": r.report.to_dict()}, Charts(interactive=False), plots=False)[0].items)
+    assert held["binary actions"].startswith("2 record(s) give the action as bytes that are not UTF-8 text")

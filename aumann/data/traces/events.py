@@ -47,6 +47,8 @@ class Tally:
     float_ids: int = 0
     #: records whose agent id is bytes that are no UTF-8 text (a BLOB, a Parquet binary value), labelled X'FF01'
     blob_ids: int = 0
+    #: records whose action is bytes that are no UTF-8 text (a BLOB, a Parquet binary value), labelled X'FF01'
+    blob_actions: int = 0
 
     def skip(self, reason: str, locations: Sequence[str], n: int | None = None) -> None:
         count = len(locations) if n is None else n
@@ -453,8 +455,12 @@ class Validator:
             self.tally.missing(f, int((keep & vmiss).sum()))
         action = None
         if self.spec.action is not None:
-            action = np.array([None if a is None or a is _MISSING else str(a) for a in raw.action], dtype=object)
+            # bytes that are no UTF-8 text (UTF-8 ones were read as their text) as SQLite's literal X'FF01', as an
+            # agent id of them is labelled, not Python's "b'\\xff\\x01'" (a count_each feature was named by it)
+            blobs = np.fromiter((isinstance(a, bytes | bytearray) for a in raw.action), dtype=bool, count=n)
+            action = np.array([None if a is None or a is _MISSING else id_text(a) for a in raw.action], dtype=object)
             self.tally.missing(self.spec.action.field, int((keep & (action == None)).sum()))  # noqa: E711
+            self.tally.blob_actions += int((keep & blobs).sum())
         order = None if raw.order is None else np.asarray(raw.order, dtype=np.float64)
         if kind is not None:  # ids of bytes that are no UTF-8 text (UTF-8 ones were read as their text): counted
             self.tally.blob_ids += int((keep & (kind == 3)).sum())

@@ -45,6 +45,9 @@ class TraceReport:
     #: records whose agent id is bytes that are no UTF-8 text (an OASIS BLOB user_id, a Parquet binary value): each
     #: such id an agent labelled by SQLite's literal of its bytes, X'FF01'
     blob_ids: int = 0
+    #: records whose action is bytes that are no UTF-8 text (an OASIS BLOB action, a Parquet binary value): each such
+    #: action labelled by SQLite's literal of its bytes, X'FF01' (a count_each feature's name too)
+    blob_actions: int = 0
     steps: int = 0
     features: list[str] = field(default_factory=list)
     #: bad rows of exposure features' edge files / tables skipped under on_bad = "skip" (by reason, first locations)
@@ -103,6 +106,9 @@ class TraceReport:
         if self.blob_ids:
             out.append(f"  {self.blob_ids:,} record(s) give the agent id as bytes that are not UTF-8 text (a BLOB or "
                        "binary value): each such id is an agent labelled by its bytes in hex, X'FF01'")
+        if self.blob_actions:
+            out.append(f"  {self.blob_actions:,} record(s) give the action as bytes that are not UTF-8 text (a BLOB or "
+                       "binary value): each such action is labelled by its bytes in hex, X'FF01'")
         if self.merged_ids:
             out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
                        "read as one agent")
@@ -237,6 +243,7 @@ def _copy_tally(report: TraceReport, tally: Tally) -> None:
     report.blank_lines = tally.blank_lines
     report.float_ids = tally.float_ids
     report.blob_ids = tally.blob_ids
+    report.blob_actions = tally.blob_actions
     report.skipped = dict(tally.skipped)
     report.skipped_at = {k: list(v) for k, v in tally.skipped_at.items()}
     report.filtered = dict(tally.filtered)
