@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.manifest import write_manifest
     from aumann.progress import Bar, StageTimer, rich_console
     from aumann.simulators.executors import describe_executor
+    from aumann.simulators.llm.registry import offline_policy_decides
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
     from aumann.studies.report import check_report_files, headline_markdown, write_outputs
     from aumann.studies.rows import reference_row
@@ -201,9 +202,6 @@ def run(args: argparse.Namespace) -> int:
     config = sc.load_config(args.config, runs=args.runs, seed=args.seed, agents=args.agents, steps=args.steps,
                             study=study or None, assignments=[*args.assignments, *llm_options.llm_assignments(args)],
                             step_timeout=args.step_timeout)
-    # what nothing in this run reads (LLM request settings under the offline policy, --assumed-latency without
-    # --dry-run): said and recorded in the manifest, after the config loaded (a bad --set or file is its error)
-    unused = unused_run_flags(args)
     if args.reference_estimator == "sampled_shapley_cv" and config.study.reference_game != "masking":
         # the reference on the re-simulation game is plain sampled Shapley (reference_row): the flag went unread
         raise ConfigError("--reference-estimator sampled_shapley_cv picks the reference on the masking game; on "
@@ -219,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         lock_output_dir(out, command=command_line("run", fallback=[args.scenario]))
         check_report_files(out, plots=not args.no_plots)  # a file of your own with an output's name: now, not after
     backend, label = llm_options.build_backend(args, out, sc, config)
+    # what nothing in this run reads (LLM request settings where the offline policy decides -- known once the backend
+    # is built: a registered factory may return None --, --assumed-latency without --dry-run): said and recorded in
+    # the manifest, after the config loaded (a bad --set or file is its error)
+    unused = unused_run_flags(args, offline=offline_policy_decides(backend, label))
     executor = executor_options.executor_from(args, config, scenario_spec=args.scenario, out=out)
 
     # the manifest and both reports show the command, shell-quoted (it runs again by copy and paste): URL
@@ -230,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     found = RunDir(out).finished_records()
     other: list[Any] = []  # the runs of another config here, which the study removes
     if found:  # what is true: runs of this config are read back; records of another config are not, and go
-        digest = config_digest(sc, config, label)
+        digest = config_digest(sc, config, label, offline=offline_policy_decides(backend, label))
         same = RunDir(out).same_config_runs(config.runs, digest)
         other = RunDir(out).other_config_runs(digest)  # a file of yours among theirs: refused now, before the work
         where = terminal_text(out, rich=True)

@@ -5,7 +5,8 @@ returned for ``manifest.json``'s ``unused_flags`` (as ``aumann attribute`` recor
 They are warned of, not refused: the command accepted them, and dropped them without a word, before.
 
 * The LLM request settings (:data:`~aumann.simulators.llm.settings.REQUEST_KEYS`: temperature, top_p, max_tokens,
-  seed, system_prompt) under the offline policy (``--backend offline``, the default), which sends no request --
+  seed, system_prompt) under the offline policy (``--backend offline``, the default, or a registered backend whose
+  factory returns ``None``: :func:`~aumann.simulators.llm.registry.offline_policy_decides`), which sends no request --
   given as flags (``--temperature 0.7`` → ``"--temperature"``), as ``--set llm.KEY=VALUE`` (→ ``"--set llm.KEY"``)
   or in the ``[llm]`` table of the ``--config`` file (→ ``"--config llm.KEY"``). The scenario's packaged defaults
   are nobody's choice and are never named. ``llm.max_invalid_rate`` is read offline too (it judges abstentions).
@@ -26,15 +27,20 @@ _FLAG_KEYS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max
               "system_prompt": "system_prompt"}
 
 
-def unused_llm_settings(args: argparse.Namespace) -> list[str]:
+def unused_llm_settings(args: argparse.Namespace, *, offline: bool | None = None) -> list[str]:
     """The LLM request settings the user gave where the run's decisions come from the offline policy, which builds
     and sends no request, so nothing samples with them: flags first, then ``--set`` keys, then the ``--config``
     file's ``[llm]`` keys (``["--temperature", "--set llm.top_p", "--config llm.seed"]``), said in one warning.
     ``[]`` with any other backend, and for a run that gives none. Call it after the config loaded: a ``--set`` or a
-    file it cannot read is then not a warning's business but was the config's error."""
+    file it cannot read is then not a warning's business but was the config's error.
+
+    ``offline``: whether the offline policy decides (:func:`~aumann.simulators.llm.registry.offline_policy_decides`
+    of the backend ``build_backend`` made, which knows whether a registered factory returned ``None``); ``None``:
+    ``--backend offline``."""
     from aumann.simulators.llm.settings import REQUEST_KEYS
 
-    if getattr(args, "backend", "offline") != "offline":
+    name = getattr(args, "backend", "offline")
+    if not (name == "offline" if offline is None else offline):
         return []
     names: list[str] = []
     shown: list[str] = []
@@ -55,9 +61,11 @@ def unused_llm_settings(args: argparse.Namespace) -> list[str]:
     if not names:
         return []
     them = "them" if len(names) > 1 else "it"
-    warnings.warn(f"{', '.join(shown)} given but unused: the run's decisions come from the offline policy (--backend "
-                  f"offline, the default), which sends no LLM request, so nothing samples with {them}; add --backend "
-                  f"openai (or local) to use {them}", UnusedArgumentWarning, stacklevel=2)
+    which = ("--backend offline, the default" if name == "offline" else
+             f"--backend {name}, whose factory builds no backend: it returned None")
+    warnings.warn(f"{', '.join(shown)} given but unused: the run's decisions come from the offline policy ({which}), "
+                  f"which sends no LLM request, so nothing samples with {them}; add --backend openai (or local) to "
+                  f"use {them}", UnusedArgumentWarning, stacklevel=2)
     return names
 
 
@@ -74,9 +82,10 @@ def unused_dry_run_flags(args: argparse.Namespace) -> list[str]:
     return ["--assumed-latency"]
 
 
-def unused_run_flags(args: argparse.Namespace) -> list[str]:
-    """Everything :func:`unused_llm_settings` and :func:`unused_dry_run_flags` find, in that order (each warned of)."""
-    return [*unused_llm_settings(args), *unused_dry_run_flags(args)]
+def unused_run_flags(args: argparse.Namespace, *, offline: bool | None = None) -> list[str]:
+    """Everything :func:`unused_llm_settings` (given ``offline``) and :func:`unused_dry_run_flags` find, in that order
+    (each warned of)."""
+    return [*unused_llm_settings(args, offline=offline), *unused_dry_run_flags(args)]
 
 
 def _set_keys(assignments: list[str], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from aumann.errors import AumannWarning, ConfigError, StudyError
 from aumann.io import output_lock, plain
 from aumann.progress import StageTimer
 from aumann.scenarios.base import Scenario, ScenarioConfig
+from aumann.simulators.llm.registry import offline_policy_decides
 from aumann.simulators.llm.settings import REQUEST_KEYS
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
@@ -72,21 +73,24 @@ ATTRIBUTED = ("aumann_shapley", "sampled_shapley", "sampled_shapley_cv", "leave_
 """The feature-game (masking) methods every run has."""
 
 
-def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str) -> str:
+def config_digest(scenario: Scenario, config: ScenarioConfig, backend_label: str, *,
+                  offline: bool | None = None) -> str:
     """A short hash identifying what a run computes (config + scenario + backend) for resume checks.
 
     It decides which run records on disk ``run_study`` reads back instead of computing (and which it removes as
-    another config's), so it holds exactly what can change a run's outputs. With the offline policy
-    (``backend_label == "offline"``) the LLM request settings (``llm.temperature``, ``top_p``, ``max_tokens``,
-    ``seed``, ``system_prompt``: :data:`~aumann.simulators.llm.settings.REQUEST_KEYS`) are hashed at their defaults:
-    no request is built, so ``--temperature 0.7`` on an offline run resumes the runs computed without it (and a
-    default offline run's digest is the one it always had). With an LLM backend they count, ``--cache-mode replay``
-    included: each is part of the response cache's key."""
+    another config's), so it holds exactly what can change a run's outputs. When the offline policy decides
+    (``offline``: :func:`~aumann.simulators.llm.registry.offline_policy_decides` of the run's backend and label;
+    ``None``: ``backend_label == "offline"``) the LLM request settings (``llm.temperature``, ``top_p``,
+    ``max_tokens``, ``seed``, ``system_prompt``: :data:`~aumann.simulators.llm.settings.REQUEST_KEYS`) are hashed at
+    their defaults: no request is built, so ``--temperature 0.7`` on an offline run resumes the runs computed
+    without it (and a default offline run's digest is the one it always had), also under a registered backend whose
+    factory returns ``None``. With an LLM backend they count, ``--cache-mode replay`` included: each is part of the
+    response cache's key."""
     # neither strict, nor the step timeout, nor where the work executes changes what a run computes
     what = config.model_dump(mode="json", exclude={"runs": True, "step_timeout": True, "execution": True,
                                                     "study": {"strict": True}})
     llm = what.get("llm")
-    if backend_label == "offline" and isinstance(llm, dict):
+    if (backend_label == "offline" if offline is None else offline) and isinstance(llm, dict):
         defaults = type(config.llm).model_fields
         llm.update({k: defaults[k].default for k in REQUEST_KEYS
                     if k in llm and k in defaults and not defaults[k].is_required()})
@@ -229,7 +233,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     if not isinstance(config, scenario.config_model):
         raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
                           f"scenario.load_config()); got {type(config).__name__}")
-    digest = config_digest(scenario, config, backend_label)
+    digest = config_digest(scenario, config, backend_label, offline=offline_policy_decides(backend, backend_label))
     judge_backend(config, backend)  # a bad study.judge fails before any run
     check_cv_counts(scenario, config)  # so does a count the control-variate row cannot run
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)

@@ -146,3 +146,28 @@ def test_a_dry_run_without_assumed_latency_estimates_at_one_second_a_request(tmp
     got = capsys.readouterr()
     assert "and 1 s per request" in got.out and "given but unused" not in got.err
     assert not (tmp_path / "never").exists()
+
+
+def test_a_registered_backend_whose_factory_returns_none_is_the_offline_policy_for_warning_and_resume(
+        tmp_path, capsys, monkeypatch):
+    """``register_backend("nothing", lambda options: None)``: the scenario's offline policy decides (the registry's
+    contract for None), yet only the label "offline" was tested, so ``--backend nothing --temperature 0.7`` ran
+    without a word and hashed the temperature into the resume digest: the run finished without it was computed
+    again ("not resuming"). Both now ask one predicate, offline_policy_decides: warned of, recorded, resumed."""
+    from aumann.cli import main
+    from aumann.simulators.llm import registry
+
+    monkeypatch.setitem(registry._registry, "nothing",
+                        registry.BackendEntry("nothing", lambda options: None, "the offline policy, renamed"))
+    assert registry.offline_policy_decides(registry.make_backend("nothing"), "nothing")
+    out = tmp_path / "a"
+    assert main([*BASE, "--backend", "nothing", "--out", str(out)]) == 0
+    record = (out / "runs" / "run-000.json").read_bytes()
+    capsys.readouterr()
+    assert main([*BASE, "--backend", "nothing", "--temperature", "0.7", "--out", str(out)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("aumann: warning: --temperature 0.7 given but unused: the run's decisions come from the offline policy "
+            "(--backend nothing, whose factory builds no backend: it returned None)") in err
+    assert _manifest(out)["unused_flags"] == ["--temperature"]
+    assert "resuming in" in err and "0 run(s) computed, 1 resumed" in err and "removing" not in err
+    assert (out / "runs" / "run-000.json").read_bytes() == record

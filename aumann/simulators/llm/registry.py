@@ -105,6 +105,14 @@ def make_backend(name: str, options: BackendOptions | None = None) -> Any:
     return get_backend(name).make(options or BackendOptions())
 
 
+def offline_policy_decides(backend: Any, label: str | None = None) -> bool:
+    """Whether a run's decisions come from the scenario's offline policy: it has no backend object (``--backend
+    offline``, or any registered backend whose factory returned ``None``), or its label is ``"offline"``. Such a run
+    builds and sends no LLM request, so the request settings (temperature, top_p, max_tokens, seed, system prompt)
+    are read by nothing: ``aumann run`` warns of them, and the resume digest hashes them at their defaults."""
+    return backend is None or label == "offline"
+
+
 # ---------------------------------------------------------------------- the built-ins
 def _offline(options: BackendOptions) -> Any:
     return None  # the scenario's own offline policy
@@ -131,4 +139,4 @@ register_backend("local", _local, "a small real LLM on this machine: starts llam
 
 
 __all__ = ["BackendEntry", "BackendOptions", "backend_names", "describe_backends", "get_backend", "make_backend",
-           "openai_from", "register_backend"]
+           "offline_policy_decides", "openai_from", "register_backend"]
