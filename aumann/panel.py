@@ -175,13 +175,22 @@ def label_column(labels: list[Any]) -> np.ndarray:
     kept (:func:`id_labels` gives the labels a panel keeps): ``np.asarray`` made floats of ``[2**63, -1]``, where
     2**63 and 2**63 + 1 are one id. :class:`Panel` itself refuses such integers given directly (a PanelError)."""
     if labels and _all_integers(labels):
-        for dtype in (np.int64, np.uint64):
-            try:
-                return np.asarray(labels, dtype=dtype)
-            except OverflowError:
-                continue
-        return np.asarray([str(int(v)) for v in labels])
+        arr = _integer_array(labels)
+        return arr if arr is not None else np.asarray([str(int(v)) for v in labels])
     return _label_array(labels)
+
+
+def _integer_array(items: Sequence[Any]) -> np.ndarray | None:
+    """Integers as int64, else uint64 (none negative), else ``None``: judged on the values, not on numpy refusing the
+    cast, since numpy < 2 casts -5 to uint64 as 2**64 - 5 (a DeprecationWarning, no OverflowError), so the id -5
+    beside 2**63 became 18446744073709551611, silently."""
+    values = [int(v) for v in items]
+    lo, hi = min(values, default=0), max(values, default=0)
+    if -(2**63) <= lo and hi < 2**63:
+        return np.asarray(values, dtype=np.int64)
+    if lo >= 0 and hi < 2**64:
+        return np.asarray(values, dtype=np.uint64)
+    return None
 
 
 def _plain_item(v: Any) -> Any:
@@ -682,11 +691,9 @@ def _integer_labels(items: list[Any], what: str) -> np.ndarray:
     :class:`~aumann.errors.PanelError` naming the first such label: made text, the id ``1`` beside them became the
     text ``'1'``, which no lookup of the integer 1 (``agent_index([1])``) finds, silently. Text ids are the way to
     keep such labels (``[str(i) for i in ids]``), as the trace readers do."""
-    for dtype in (np.int64, np.uint64):
-        try:
-            return np.asarray(items, dtype=dtype)
-        except OverflowError:
-            continue
+    arr = _integer_array(items)
+    if arr is not None:
+        return arr
     values = [int(v) for v in items]
     at = next((i for i, v in enumerate(values) if not -(2**63) <= v < 2**64), None)
     if at is None:  # each fits one of the two, but not all the same one: a negative id beside one past int64
