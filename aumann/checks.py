@@ -38,7 +38,8 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from aumann.errors import (
     IndicatorError,
     IndicatorMemoryError,
     MethodError,
+    PrecisionLossWarning,
     TerminatedBySignal,
 )
 
@@ -229,6 +231,54 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     if dtype is not None:
         arr = arr.astype(dtype, copy=False)
     return arr
+
+
+#: float64 holds every integer of magnitude up to 2**53 exactly; past it, only every 2nd, 4th, ... one
+FLOAT64_EXACT_INTEGERS = 2**53
+
+
+def float64_rounded(arr: np.ndarray) -> np.ndarray | None:
+    """Where float64 changes the integers of ``arr``: a bool mask of its shape, or ``None`` when it changes none.
+
+    Only int64/uint64 arrays can lose digits (smaller integer types, bools and floats return ``None`` at once).
+    The common case costs one read of the array (its min and max, no temporary): only an array holding a value
+    past ±2**53 is converted and compared, value by value (2**60 is a double; 2**53 + 1 is not).
+    """
+    if arr.dtype.kind not in "iu" or arr.dtype.itemsize < 8 or arr.size == 0:
+        return None
+    if max(int(arr.max()), -int(arr.min())) <= FLOAT64_EXACT_INTEGERS:
+        return None
+    f = arr.astype(np.float64)
+    # iinfo.max as a double is 2**63 (2**64): outside the type's range, so a value that rounds to it changed
+    inside = f < float(np.iinfo(arr.dtype).max)
+    changed = ~inside
+    changed[inside] = f[inside].astype(arr.dtype) != arr[inside]
+    return changed if changed.any() else None
+
+
+def largest_magnitude(values: np.ndarray) -> int:
+    """The largest ``|v|`` of a non-empty integer array, as a Python int (``abs`` of int64's minimum overflows)."""
+    return max(abs(int(values.max())), abs(int(values.min())))
+
+
+def _as_double(v: int) -> str:
+    try:
+        return f"{int(float(v)):,}"
+    except OverflowError:
+        return "inf"
+
+
+def warn_rounded(lost: Sequence[tuple[str, int, int]], *, stacklevel: int = 2) -> None:
+    """One :class:`~aumann.errors.PrecisionLossWarning` for every ``(name, count, largest)`` of a feature, column or
+    field whose integers float64 changed (nothing when ``lost`` is empty): the values are kept, as the nearest
+    double, as before; the warning says so, where, how many and the largest."""
+    if not lost:
+        return
+    parts = "; ".join(f"{name}: {n:,} value(s), the largest {big:,} (now {_as_double(big)})" for name, n, big in lost)
+    warnings.warn(f"integers past ±2**53 changed on their way to float64, the engine's numbers (a double holds "
+                  f"integers exactly only up to 2**53): {parts}. They are kept as the nearest double; if their last "
+                  "digits matter, subtract an offset or change their unit (ns to s) first", PrecisionLossWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def as_torch(x: Any, *, dtype: Any = None, device: Any = None, writable: bool = False) -> Any:

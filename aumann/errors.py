@@ -88,6 +88,7 @@
   * LookalikeIdWarning                           -- agent ids that differ only in Unicode form or invisible characters
   * ScenarioShadowWarning                        -- an installed scenario entry point hidden by a built-in of its name
   * UnusedArgumentWarning                        -- arguments given that the mode ``auto`` picked does not use
+  * PrecisionLossWarning                         -- integers past 2**53 that float64 (the engine's numbers) changes
 """
 
 from __future__ import annotations
@@ -561,6 +562,13 @@ class UnusedArgumentWarning(AumannWarning):
     records them under ``unused`` (and the command's manifest.json under ``unused_flags``)."""
 
 
+class PrecisionLossWarning(AumannWarning):
+    """Integer input (int64/uint64 arrays or columns, Python ints, integer text in a trace) whose values float64 does
+    not hold exactly: past ±2**53 a double keeps only every 2nd, 4th, ... integer, so ``2**53 + 1`` became
+    ``2**53``. The values are kept (as the nearest double, as before); the message names the feature, column or
+    field, how many values changed and the largest of them."""
+
+
 class ScenarioShadowWarning(AumannWarning):
     """An installed ``aumann.scenarios`` entry point whose name (normalised: ``Midscale_Social`` is
     ``midscale-social``) is a built-in scenario's: the name runs the built-in, and the entry point is reached only
@@ -616,6 +624,7 @@ __all__ = [
     "PartialWriteWarning",
     "PathEscapeError",
     "PolicyError",
+    "PrecisionLossWarning",
     "ProtocolError",
     "RecorderWarning",
     "RemoteTaskError",

@@ -33,7 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import as_int, as_path, as_real_array, as_torch, refuse_mixed_labels
+from aumann.checks import (
+    as_int,
+    as_path,
+    as_real_array,
+    as_torch,
+    float64_rounded,
+    largest_magnitude,
+    refuse_mixed_labels,
+    warn_rounded,
+)
 from aumann.errors import (
     AumannError,
     DuplicateIdError,
@@ -142,6 +151,18 @@ def _labels(col: Any, what: str, name: Any) -> np.ndarray:
         raise PanelError(f"the {what} column {name!r} has {int(missing.sum())} missing label(s) (NaN/None); every "
                          f"row needs a {what}")
     return col.to_numpy()
+
+
+def _integer_column(col: Any) -> np.ndarray | None:
+    """A pandas column's integers as numpy (nulls of a nullable ``Int64`` column left out), or ``None`` for a column
+    of another kind (floats, bools)."""
+    kind = col.dtype
+    if isinstance(kind, np.dtype):
+        return col.to_numpy() if kind.kind in "iu" else None
+    numpy_kind = getattr(kind, "numpy_dtype", None)  # pandas' nullable Int64/UInt64 (and Arrow-backed) columns
+    if not isinstance(numpy_kind, np.dtype) or numpy_kind.kind not in "iu":
+        return None
+    return col.dropna().to_numpy(dtype=numpy_kind)
 
 
 def _alive_column(col: Any, name: Any) -> np.ndarray:
@@ -380,7 +401,24 @@ def by_step_label(values: Any, steps: np.ndarray, what: str) -> Any:
 
 
 def _to_numpy(x: Any, what: str = "panel values") -> np.ndarray:
+    return _as_float(x, what)[0]
+
+
+def _as_float(x: Any, what: str) -> tuple[np.ndarray, list[tuple[int, int]] | None]:
+    """``x`` as float32/float64 values, and for int64/uint64 input whose values float64 changed (past ±2**53): per
+    last-axis entry (per feature), the count of changed values and the largest magnitude among them."""
     arr = as_real_array(x, what, error=PanelError)
+    rounded = float64_rounded(arr)
+    if rounded is None:
+        return _floating(arr), None
+    width = arr.shape[-1] if arr.ndim else 1
+    cols, flags = arr.reshape(-1, width), rounded.reshape(-1, width)
+    lost = [(int(flags[:, d].sum()), largest_magnitude(cols[flags[:, d], d]) if flags[:, d].any() else 0)
+            for d in range(cols.shape[1])]
+    return _floating(arr), lost
+
+
+def _floating(arr: np.ndarray) -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
     elif arr.dtype not in (np.float32, np.float64):
@@ -979,7 +1017,9 @@ class Panel:
             axes in another order, or a pandas long table (step and agent columns, a (step, agent) index), is a
             :class:`~aumann.errors.PanelError` pointing to :meth:`from_xarray` / :meth:`from_dataframe`; the
             coordinates of a DataArray in (step, agent, feature) order, and the columns and index of a wide (N, D)
-            frame, are its labels unless ``features``/``agent_ids``/``steps`` are given.
+            frame, are its labels unless ``features``/``agent_ids``/``steps`` are given. Values are held as
+            float64 (float32 stays float32); int64/uint64 values past ±2**53, which float64 cannot all hold, are
+            kept as the nearest double with a :class:`~aumann.errors.PrecisionLossWarning` naming the feature.
         features: D feature names (default ``f0 … f{D-1}``).
         agent_ids: N unique agent ids (default ``0 … N-1``), each a number or text, or each a tuple (grid
             coordinates ``(0, 1)``, as a Mesa model's unique_ids may be), kept as its text ``"(0, 1)"`` as the
@@ -1021,7 +1061,7 @@ class Panel:
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         values, features, agent_ids, steps = _labelled_input(values, features, agent_ids, steps)
-        arr = _to_numpy(values)
+        arr, lost = _as_float(values, "panel values")
         if arr.ndim == 2:
             arr = arr[None]
         if arr.ndim != 3:
@@ -1046,6 +1086,7 @@ class Panel:
             raise DuplicateIdError(f"feature names must be unique; got {feats}")
         utf8_labels(feats, "feature names")
         self.features: tuple[str, ...] = tuple(feats)
+        rounded = [] if lost is None else [(f"feature {f!r}", n, big) for f, (n, big) in zip(feats, lost) if n]
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
         self.agent_ids: np.ndarray = (np.arange(N) if agent_ids is None
@@ -1082,7 +1123,9 @@ class Panel:
         self.context: dict[str, np.ndarray] = {}
         for name, c in _mapping(context, "context").items():
             safe_component(str(name), "context name")
-            carr = _to_numpy(by_step_label(c, self.steps, f"context {str(name)!r}"), f"context {name!r}")
+            carr, clost = _as_float(by_step_label(c, self.steps, f"context {str(name)!r}"), f"context {name!r}")
+            if clost is not None:
+                rounded.append((f"context {str(name)!r}", sum(n for n, _ in clost), max(b for _, b in clost)))
             if carr.ndim == 0 or carr.shape[0] != T:
                 raise ShapeError(
                     f"context {name!r} must have leading dimension T = {T}; got shape {carr.shape}"
@@ -1104,6 +1147,7 @@ class Panel:
                 f"agent {self.agent_ids[i].item()!r}, feature {self.features[d]!r}"
             )
         self._agent_index: np.ndarray | None = None
+        warn_rounded(rounded, stacklevel=2)  # once, for a panel that is built
 
     # ------------------------------------------------------------------ shape
     @property
@@ -1398,11 +1442,16 @@ class Panel:
         values = np.zeros((T, N, len(feats)))
         present = np.zeros((T, N), dtype=bool)
         present[t_idx, i_idx] = True
+        rounded: list[tuple[str, int, int]] = []
         for d, c in enumerate(feats):
             try:
                 values[t_idx, i_idx, d] = flat[c].to_numpy(dtype=np.float64, na_value=np.nan)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise PanelError(f"feature column {c!r} cannot be read as numbers: {exc}") from exc
+            ints = _integer_column(flat[c])
+            changed = None if ints is None else float64_rounded(ints)
+            if changed is not None:
+                rounded.append((f"column {str(c)!r}", int(changed.sum()), largest_magnitude(ints[changed])))
         if alive_col is not None:
             mask = present.copy()
             mask[t_idx, i_idx] = _alive_column(flat[alive_col], alive_col)
@@ -1418,10 +1467,12 @@ class Panel:
             # integer labels past int64 become their text now, after the rows were placed by their numeric order
             ids, steps = (label_column(x.tolist()) if x.dtype == object and _all_integers(x.tolist()) else x
                           for x in (ids, steps))
-            return cls(values, features=[str(c) for c in feats], agent_ids=ids, steps=steps,
-                       alive=None if mask.all() else mask, meta=meta)
+            panel = cls(values, features=[str(c) for c in feats], agent_ids=ids, steps=steps,
+                        alive=None if mask.all() else mask, meta=meta)
         except NonFiniteError as exc:
             raise NonFiniteError(f"{exc}; drop such rows, choose features=, or mark them dead with alive=") from None
+        warn_rounded(rounded, stacklevel=3)  # the caller of from_dataframe
+        return panel
 
     def to_xarray(self):
         """The panel as an ``xarray.DataArray`` named ``values`` with dims (step, agent, feature).

@@ -296,6 +296,7 @@ PUBLIC = {
         "PartialWriteWarning",
         "PathEscapeError",
         "PolicyError",
+        "PrecisionLossWarning",
         "ProtocolError",
         "RecorderWarning",
         "RemoteTaskError",

@@ -1,0 +1,87 @@
+"""Integer input past ±2**53 becomes float64 with a warning that names where, how many and the largest, never
+silently: ``Panel(int64 array)`` turned 2**53 + 1 into 2**53 without a word. The input stays accepted."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aumann.errors import PrecisionLossWarning
+from aumann.panel import Panel
+
+BIG = 2**53 + 1
+
+
+def _quiet(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        return Panel(**kw)
+
+
+def test_int64_values_past_2_53_warn_once_naming_features_counts_and_largest():
+    x = np.zeros((2, 3, 3), dtype=np.int64)
+    x[0, 0, 0], x[1, 2, 0] = BIG, -(BIG + 2)  # two in 'nanos'
+    x[1, 1, 2] = 2**62 + 1  # one in 'ids'
+    with pytest.warns(PrecisionLossWarning) as rec:
+        p = Panel(x, features=["nanos", "small", "ids"])
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "feature 'nanos': 2 value(s), the largest 9,007,199,254,740,995" in msg
+    assert "feature 'ids': 1 value(s), the largest 4,611,686,018,427,387,905" in msg
+    assert "'small'" not in msg
+    assert rec[0].filename == __file__  # points at the caller's line
+    assert p.values[0, 0, 0] == float(BIG)  # kept, as the nearest double (accepted as before)
+
+
+@pytest.mark.parametrize("given", [
+    np.array([[1, 2**53], [-(2**53), 3]], dtype=np.int64),  # the edge: exact
+    np.array([[2**60, -(2**63)], [2**62, 0]], dtype=np.int64),  # past 2**53 but doubles: nothing changes
+    np.array([[2**53 + 1.0, 1.0], [0.0, 0.0]]),  # floats: already what they are
+    np.array([[7, 1], [2, 3]], dtype=np.int32),
+    np.array([[True, False], [False, True]]),
+], ids=["edge", "exact-large", "float", "int32", "bool"])
+def test_values_float64_holds_do_not_warn(given):
+    p = _quiet(values=given)
+    assert p.values.dtype == np.float64
+
+
+def test_uint64_and_python_ints_warn():
+    with pytest.warns(PrecisionLossWarning, match=r"feature 'f0': 1 value\(s\), the largest 18,446,744,073,709,551,6"):
+        Panel(np.array([[2**64 - 1], [1]], dtype=np.uint64))
+    with pytest.warns(PrecisionLossWarning, match=r"feature 'b': 1 value\(s\)"):
+        Panel([[1, BIG], [2, 3]], features=["a", "b"])
+
+
+def test_context_of_integers_past_2_53_warns_in_the_same_warning():
+    with pytest.warns(PrecisionLossWarning) as rec:
+        Panel(np.array([[[BIG]], [[1]]], dtype=np.int64), features=["v"],
+              context={"clock": np.array([BIG, BIG + 2], dtype=np.int64)})
+    assert len(rec) == 1
+    assert "feature 'v': 1 value(s)" in str(rec[0].message)
+    assert "context 'clock': 2 value(s)" in str(rec[0].message)
+
+
+def test_from_dataframe_integer_columns_past_2_53_warn_naming_the_column():
+    ns = 1_700_000_000_123_456_789
+    df = pd.DataFrame({"step": [0, 0, 1, 1], "agent": [1, 2, 1, 2],
+                       "ts": np.array([ns, 3, 4, ns + 1], dtype=np.int64),
+                       "n": pd.array([BIG, None, 1, 2], dtype="Int64"),
+                       "ok": np.array([1, 2, 3, 4], dtype=np.int64), "live": [True, False, True, True]})
+    with pytest.warns(PrecisionLossWarning) as rec:
+        p = Panel.from_dataframe(df, alive="live")  # the row whose 'n' is missing is dead
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "column 'ts': 2 value(s), the largest 1,700,000,000,123,456,790" in msg
+    assert "column 'n': 1 value(s)" in msg and "'ok'" not in msg
+    assert rec[0].filename == __file__
+    assert p.values[0, 0, p.features.index("ts")] == float(ns)
+
+
+def test_from_dataframe_of_small_integers_does_not_warn():
+    df = pd.DataFrame({"step": [0, 0], "agent": [1, 2], "x": np.array([2**53, 5], dtype=np.int64)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        Panel.from_dataframe(df)
