@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from aumann.data.traces.idtext import _FLOAT_TEXT, id_text
+from aumann.data.traces.rounding import Rounded, rounded_array, rounded_objects
 from aumann.data.traces.spec import TraceSpec, parse_duration, path_keys
 from aumann.errors import TraceRecordError, TraceSpecError
 
@@ -49,6 +50,10 @@ class Tally:
     blob_ids: int = 0
     #: records whose action is bytes that are no UTF-8 text (a BLOB, a Parquet binary value), labelled X'FF01'
     blob_actions: int = 0
+    #: per numeric field: values that are integers past ±2**53 which float64 changed (kept as the nearest double)
+    rounded: dict[str, int] = field(default_factory=dict)
+    #: per numeric field: the largest magnitude among those integers
+    rounded_largest: dict[str, int] = field(default_factory=dict)
 
     def skip(self, reason: str, locations: Sequence[str], n: int | None = None) -> None:
         count = len(locations) if n is None else n
@@ -65,6 +70,11 @@ class Tally:
     def missing(self, field_path: str, n: int) -> None:
         if n > 0:
             self.missing_values[field_path] = self.missing_values.get(field_path, 0) + int(n)
+
+    def rounded_values(self, field_path: str, n: int, largest: int) -> None:
+        if n > 0:
+            self.rounded[field_path] = self.rounded.get(field_path, 0) + n
+            self.rounded_largest[field_path] = max(self.rounded_largest.get(field_path, 0), largest)
 
     @property
     def n_skipped(self) -> int:
@@ -323,24 +333,24 @@ def _no_value(v: Any) -> bool:
     return isinstance(v, str) and len(v) <= 8 and v.strip().lower() in _NO_VALUE_TEXT
 
 
-def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(float64 values, missing, unusable) of raw numeric field values (bools count as 0/1; missing: see
-    :func:`_no_value`)."""
+def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Rounded | None]:
+    """(float64 values, missing, unusable, the integers float64 changed) of raw numeric field values (bools count as
+    0/1; missing: see :func:`_no_value`; integers past ±2**53: :mod:`~aumann.data.traces.rounding`)."""
     if isinstance(raw, np.ndarray) and raw.dtype.kind in "iufb":
         vals = raw.astype(np.float64)
         missing = np.isnan(vals) if raw.dtype.kind == "f" else np.zeros(vals.shape[0], dtype=bool)
         bad = np.isinf(vals)
-        return vals, missing, bad
+        return vals, missing, bad, rounded_array(raw)
     obj = _scalars(raw)
     missing = np.fromiter((v is None or v is _MISSING or (isinstance(v, float) and v != v)
                            or (type(v) is str and len(v) <= 8 and _no_value(v)) for v in obj), dtype=bool,
                           count=len(obj))
     obj = np.where(missing, None, obj) if missing.any() else obj
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
-    vals = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce").to_numpy(dtype=np.float64,
-                                                                                 na_value=np.nan)
+    num = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce")
+    vals = num.to_numpy(dtype=np.float64, na_value=np.nan)
     bad = (np.isnan(vals) & ~missing) | np.isinf(vals)
-    return vals, missing, bad
+    return vals, missing, bad, rounded_objects(conv, num, vals)
 
 
 class Validator:
@@ -440,8 +450,11 @@ class Validator:
             self.tally.filter("step outside [step.start, step.stop]", int(out.sum()))
             keep &= ~out
         values: dict[str, np.ndarray] = {}
+        rounded: dict[str, Rounded] = {}
         for f in self.fields:
-            v, vmiss, vbad = _numeric(raw.values[f])
+            v, vmiss, vbad, vround = _numeric(raw.values[f])
+            if vround is not None:
+                rounded[f] = vround
             if (keep & vbad).any():  # say what to do where the text is a number with a decimal comma (1,5)
                 comma = np.zeros(n, dtype=bool)
                 for i in np.flatnonzero(keep & vbad).tolist():
@@ -464,6 +477,8 @@ class Validator:
         order = None if raw.order is None else np.asarray(raw.order, dtype=np.float64)
         if kind is not None:  # ids of bytes that are no UTF-8 text (UTF-8 ones were read as their text): counted
             self.tally.blob_ids += int((keep & (kind == 3)).sum())
+        for f, r in rounded.items():  # integers past 2**53 that float64 changed, among the records kept: counted
+            self.tally.rounded_values(f, *r.count_and_largest(keep))
         if keep.all():
             return EventBatch(agent, steps, action, values, order)
         idx = np.flatnonzero(keep)

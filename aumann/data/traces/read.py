@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aumann.checks import warn_rounded
 from aumann.data.traces.builder import PanelBuilder
 from aumann.data.traces.events import Tally, Validator
 from aumann.data.traces.formats import detect_format, reader_class
@@ -48,6 +49,11 @@ class TraceReport:
     #: records whose action is bytes that are no UTF-8 text (an OASIS BLOB action, a Parquet binary value): each such
     #: action labelled by SQLite's literal of its bytes, X'FF01' (a count_each feature's name too)
     blob_actions: int = 0
+    #: per numeric field: values that are integers past ±2**53, which float64 (the panel's numbers) changed: kept as
+    #: the nearest double (2**53 + 1 as 2**53), counted here and warned of (PrecisionLossWarning)
+    rounded_values: dict[str, int] = field(default_factory=dict)
+    #: per numeric field in ``rounded_values``: the largest magnitude among those integers
+    rounded_largest: dict[str, int] = field(default_factory=dict)
     steps: int = 0
     features: list[str] = field(default_factory=list)
     #: bad rows of exposure features' edge files / tables skipped under on_bad = "skip" (by reason, first locations)
@@ -109,6 +115,9 @@ class TraceReport:
         if self.blob_actions:
             out.append(f"  {self.blob_actions:,} record(s) give the action as bytes that are not UTF-8 text (a BLOB or "
                        "binary value): each such action is labelled by its bytes in hex, X'FF01'")
+        for f, n in sorted(self.rounded_values.items()):
+            out.append(f"  {n:,} value(s) of field {f!r} are integers past ±2**53 that float64 cannot hold: read as "
+                       f"the nearest double (the largest, {self.rounded_largest.get(f, 0):,}, lost its last digits)")
         if self.merged_ids:
             out.append(f"  {self.merged_ids:,} agent id(s) written both as a number and as text (1 and \"1\"): each "
                        "read as one agent")
@@ -232,6 +241,7 @@ def read_trace(path: str | os.PathLike[str], spec: Any = None, *, format: str | 
     report.agents, report.steps, report.features = panel.N, panel.T, list(panel.features)
     report.alive_fraction = 1.0 if panel.alive is None else float(panel.alive.mean())
     report.seconds = time.perf_counter() - t0
+    warn_rounded([(f"field {f!r}", n, report.rounded_largest[f]) for f, n in sorted(report.rounded_values.items())])
     if sp.real_people:
         panel, mapping = pseudonymise(panel)
         return TraceRead(panel, report, mapping)
@@ -244,6 +254,8 @@ def _copy_tally(report: TraceReport, tally: Tally) -> None:
     report.float_ids = tally.float_ids
     report.blob_ids = tally.blob_ids
     report.blob_actions = tally.blob_actions
+    report.rounded_values = dict(tally.rounded)
+    report.rounded_largest = dict(tally.rounded_largest)
     report.skipped = dict(tally.skipped)
     report.skipped_at = {k: list(v) for k, v in tally.skipped_at.items()}
     report.filtered = dict(tally.filtered)
