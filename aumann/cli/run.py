@@ -217,6 +217,11 @@ def run(args: argparse.Namespace) -> int:
         lock_output_dir(out, command=command_line("run", fallback=[args.scenario]))
         check_report_files(out, plots=not args.no_plots)  # a file of your own with an output's name: now, not after
     backend, label = llm_options.build_backend(args, out, sc, config)
+    if args.dry_run and offline_policy_decides(backend, label):  # as --backend offline --dry-run is refused
+        raise ConfigError(f"--dry-run estimates an LLM run, and --backend {args.backend} builds no LLM backend (its "
+                          "factory returned None): the scenario's offline policy decides, and the run would send 0 "
+                          "requests; pass --backend openai --model NAME (or --backend local) as for the real run, or "
+                          "leave --dry-run out")
     # what nothing in this run reads (LLM request settings where the offline policy decides -- known once the backend
     # is built: a registered factory may return None --, --assumed-latency without --dry-run): said and recorded in
     # the manifest, after the config loaded (a bad --set or file is its error)
