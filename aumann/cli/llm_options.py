@@ -260,7 +260,8 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     Offline: ``(None, "offline")``. An LLM backend gets the run directory's cache
     (``<out>/llm-cache.sqlite``) and the config's ``[llm]`` sampling; with ``--dry-run`` it sends nothing
     and the scenario's offline policy answers the cache misses (the cache is read if it exists, never
-    created).
+    created). A registered factory that returns ``None`` (the offline policy decides): ``(None, NAME)``, and the
+    cache opened for it is closed and, where opening it created it (and its folders), removed again.
     """
     from aumann.simulators.llm import ResponseCache, load_prices
     from aumann.simulators.llm.registry import BackendOptions, get_backend
@@ -297,6 +298,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
         stand_in = scenario.offline_stand_in()  # never None: a None stand-in read as no dry run (all was sent)
     else:
         out.mkdir(parents=True, exist_ok=True)
+        made = _not_there(cache_path)  # what opening the cache creates: removed again if no backend reads it
         cache = None if args.cache_mode == "off" else ResponseCache(cache_path, mode=args.cache_mode).open()
     settings = getattr(config, "llm", None)
     extra: dict[str, Any] = {"rpm": args.rpm, "tpm": args.tpm, "prices": load_prices(args.prices),
@@ -313,10 +315,34 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
                              caps=Caps(args.max_calls, None, args.max_cost), cache=cache, dry_run=stand_in,
                              extra=extra)
     backend = entry.make(options)
-    if backend is None:
+    if backend is None:  # the factory built none: the offline policy decides and nothing reads the cache
+        if cache is not None and not args.dry_run:
+            _discard(cache, made)
         return None, args.backend
     first = backend.base_url if urls else ("default" if args.backend == "openai" else "loopback")
     return backend, f"{args.backend}:{backend.model}@{first}"
+
+
+def _not_there(cache_path: Path) -> list[Path]:
+    """The cache's files (SQLite's side files included) and parent folders that do not exist yet, deepest first."""
+    files = [Path(f"{cache_path}{side}") for side in SQLITE_SIDE_FILES]
+    folders = [p for p in cache_path.parents if not p.exists()]
+    return [f for f in files if not f.exists() and not f.is_symlink()] + folders
+
+
+def _discard(cache: Any, made: list[Path]) -> None:
+    """Close ``cache`` and remove what opening it created (``made``, from :func:`_not_there`): a registered backend
+    whose factory returned ``None`` reads no cache, and its run left an empty ``llm-cache.sqlite`` behind. A cache
+    that was there before is closed and kept as it was."""
+    import contextlib
+
+    cache.close()
+    for p in made:
+        with contextlib.suppress(OSError):  # a folder something else wrote into stays
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink(missing_ok=True)
 
 
 def reliability(usage: Any, config: Any, result: Any, run_counts: Any = None) -> dict[str, Any] | None:

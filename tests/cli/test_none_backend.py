@@ -32,3 +32,32 @@ def test_a_dry_run_of_a_none_backend_is_refused_as_a_dry_run_of_offline_is(tmp_p
     assert ("aumann: error: ConfigError: --dry-run estimates an LLM run, and --backend nothing builds no LLM backend "
             "(its factory returned None)") in err and "0 requests" in err
     assert not out.exists()
+
+
+def _build(tmp_path, *argv: str):
+    from aumann import scenarios
+    from aumann.cli import build_parser, llm_options
+
+    args = build_parser().parse_args([*BASE, *argv])
+    llm_options.check_arguments(args)
+    sc = scenarios.get("midscale-social")
+    return llm_options.build_backend(args, tmp_path / "out", sc, sc.load_config(None))
+
+
+def test_a_none_backend_removes_the_cache_it_made_and_keeps_one_that_was_there(tmp_path, nothing):
+    """build_backend opens the cache before the factory runs, and a run whose factory returned None was left an empty
+    <out>/llm-cache.sqlite (12 288 bytes): the cache it made (and the folders it made for --cache) is removed again;
+    a cache file that was there before is closed and kept."""
+    assert _build(tmp_path, "--backend", nothing) == (None, "nothing")
+    assert (tmp_path / "out").is_dir() and not list((tmp_path / "out").iterdir())  # no <out>/llm-cache.sqlite
+    made = tmp_path / "new" / "deeper" / "c.sqlite"
+    assert _build(tmp_path, "--backend", nothing, "--cache", str(made)) == (None, "nothing")
+    assert not (tmp_path / "new").exists()
+    from aumann.simulators.llm import ResponseCache
+
+    kept = tmp_path / "kept.sqlite"
+    ResponseCache(kept).open().close()
+    before = kept.read_bytes()
+    assert _build(tmp_path, "--backend", nothing, "--cache", str(kept)) == (None, "nothing")
+    assert kept.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kept")) == ["kept.sqlite"]
