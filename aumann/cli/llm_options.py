@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aumann.cli.args import exact_integer, path
+from aumann.cli.unused_flags import backend_flags_given
 from aumann.errors import ConfigError
 
 #: the seconds per LLM request ``--dry-run``'s time estimate assumes when ``--assumed-latency`` is not given
@@ -203,17 +204,6 @@ def check_arguments(args: argparse.Namespace) -> None:
         from aumann.simulators.llm.local import require_local
 
         require_local(args.model)  # the aumann[local] extra and the model: said before --out is made
-
-
-#: the flags that only an LLM backend reads (build_backend), with the default each has when left out
-_BACKEND_FLAGS = {"model": None, "base_url": None, "concurrency": None, "rpm": None, "tpm": None, "max_calls": None,
-                  "max_cost": None, "prices": None, "structured_output": "auto", "llm_timeout": 60.0,
-                  "max_retries": None, "retry_after_max": None}
-
-
-def backend_flags_given(args: argparse.Namespace) -> list[str]:
-    """The LLM backend's flags given (``--model``, ``--rpm``, ...; one at its default value is not told apart)."""
-    return [f"--{k.replace('_', '-')}" for k, default in _BACKEND_FLAGS.items() if getattr(args, k, default) != default]
 
 
 def unused_sampling_flags(args: argparse.Namespace) -> list[str]:

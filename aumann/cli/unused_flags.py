@@ -10,6 +10,9 @@ They are warned of, not refused: the command accepted them, and dropped them wit
   given as flags (``--temperature 0.7`` → ``"--temperature"``), as ``--set llm.KEY=VALUE`` (→ ``"--set llm.KEY"``)
   or in the ``[llm]`` table of the ``--config`` file (→ ``"--config llm.KEY"``). The scenario's packaged defaults
   are nobody's choice and are never named. ``llm.max_invalid_rate`` is read offline too (it judges abstentions).
+* The LLM backend's flags (``--model``, ``--base-url``, ``--rpm``, ``--cache``, ...) under a registered backend whose
+  factory returned ``None``: no backend reads them (``--backend offline`` refuses them before the run; a factory's
+  ``None`` is known only once it ran).
 * ``--assumed-latency`` without ``--dry-run``: it sets only the dry run's time estimate.
 """
 
@@ -69,6 +72,45 @@ def unused_llm_settings(args: argparse.Namespace, *, offline: bool | None = None
     return names
 
 
+#: the flags that only an LLM backend reads (build_backend), with the default each has when left out
+_BACKEND_FLAGS = {"model": None, "base_url": None, "concurrency": None, "rpm": None, "tpm": None, "max_calls": None,
+                  "max_cost": None, "prices": None, "structured_output": "auto", "llm_timeout": 60.0,
+                  "max_retries": None, "retry_after_max": None}
+
+
+def backend_flags_given(args: argparse.Namespace) -> list[str]:
+    """The LLM backend's flags given (``--model``, ``--rpm``, ...; one at its default value is not told apart)."""
+    return [f"--{k.replace('_', '-')}" for k, default in _BACKEND_FLAGS.items() if getattr(args, k, default) != default]
+
+
+def unused_backend_flags(args: argparse.Namespace, *, offline: bool) -> list[str]:
+    """The LLM backend's flags (:func:`backend_flags_given`, ``--cache``, ``--cache-mode``) given to a run whose
+    decisions come from the offline policy all the same: a registered backend whose factory returned ``None``
+    (``offline``: :func:`~aumann.simulators.llm.registry.offline_policy_decides` of what ``build_backend`` made). No
+    backend reads them -- no request is built, sent, limited, priced or cached -- and whether the factory returns
+    ``None`` is known only once it ran, so they are warned of here, by name (a ``--base-url`` may hold credentials:
+    no value is shown), and returned for the manifest's ``unused_flags``; ``[]`` otherwise. (``--backend offline``
+    refuses them before anything runs: :func:`aumann.cli.llm_options.check_arguments`.)"""
+    if not offline:
+        return []
+    names = backend_flags_given(args)
+    if getattr(args, "cache", None) is not None:
+        names.append("--cache")
+    if getattr(args, "cache_mode", "record") != "record":
+        names.append("--cache-mode")
+    if not names:
+        return []
+    them = "them" if len(names) > 1 else "it"
+    name = getattr(args, "backend", "offline")
+    which = ("--backend offline, the default" if name == "offline" else
+             f"--backend {name}, whose factory builds no backend: it returned None")
+    warnings.warn(f"{', '.join(names)} given but unused: the run's decisions come from the offline policy ({which}), "
+                  f"which builds, sends and caches no LLM request, so no LLM backend reads {them}; leave {them} out, "
+                  "or use a backend that sends requests (--backend openai or local)", UnusedArgumentWarning,
+                  stacklevel=2)
+    return names
+
+
 def unused_dry_run_flags(args: argparse.Namespace) -> list[str]:
     """``["--assumed-latency"]`` (and the warning) when it is given to a run that is no dry run: it sets only the
     seconds per request of ``--dry-run``'s time estimate, and a real run sends its requests and takes the time they
@@ -83,9 +125,10 @@ def unused_dry_run_flags(args: argparse.Namespace) -> list[str]:
 
 
 def unused_run_flags(args: argparse.Namespace, *, offline: bool | None = None) -> list[str]:
-    """Everything :func:`unused_llm_settings` (given ``offline``) and :func:`unused_dry_run_flags` find, in that order
-    (each warned of)."""
-    return [*unused_llm_settings(args, offline=offline), *unused_dry_run_flags(args)]
+    """Everything :func:`unused_llm_settings` (given ``offline``), :func:`unused_backend_flags` (given ``offline``
+    by the caller) and :func:`unused_dry_run_flags` find, in that order (each warned of)."""
+    return [*unused_llm_settings(args, offline=offline), *(unused_backend_flags(args, offline=offline) if offline
+                                                           else []), *unused_dry_run_flags(args)]
 
 
 def _set_keys(assignments: list[str], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -124,4 +167,5 @@ def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)[:40]
 
 
-__all__ = ["unused_dry_run_flags", "unused_llm_settings", "unused_run_flags"]
+__all__ = ["backend_flags_given", "unused_backend_flags", "unused_dry_run_flags", "unused_llm_settings",
+           "unused_run_flags"]

@@ -34,6 +34,27 @@ def test_a_dry_run_of_a_none_backend_is_refused_as_a_dry_run_of_offline_is(tmp_p
     assert not out.exists()
 
 
+def test_backend_flags_under_a_none_backend_are_warned_of_by_name_never_refused(nothing):
+    """check_arguments refuses --model, --rpm, --cache ... for the label "offline" only; a None factory is known only
+    after it ran, so they are warned of then (by name: a --base-url may hold credentials) and recorded, not refused."""
+    import warnings
+
+    from aumann.cli import build_parser, llm_options
+    from aumann.cli.unused_flags import unused_run_flags
+    from aumann.errors import UnusedArgumentWarning
+
+    args = build_parser().parse_args([*BASE, "--backend", nothing, "--model", "m", "--base-url",
+                                      "http://user:hunter2@h/v1", "--cache", "c.sqlite", "--cache-mode", "off"])
+    llm_options.check_arguments(args)  # not refused
+    with pytest.warns(UnusedArgumentWarning) as got:
+        assert unused_run_flags(args, offline=True) == ["--model", "--base-url", "--cache", "--cache-mode"]
+    assert len(got) == 1 and "hunter2" not in str(got[0].message)
+    assert str(got[0].message).startswith("--model, --base-url, --cache, --cache-mode given but unused: ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert unused_run_flags(args, offline=False) == []  # a backend was built: it reads them
+
+
 def _build(tmp_path, *argv: str):
     from aumann import scenarios
     from aumann.cli import build_parser, llm_options
