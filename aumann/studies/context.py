@@ -85,6 +85,13 @@ class RunOptions:
     executor: Any = None
     run_index: int = 0
     strict: bool = False  # a failing optional stage stops the study instead of being recorded
+    #: whether the scenario's offline policy makes the decisions (``offline_policy_decides`` of the backend and its
+    #: label, which knows a registered factory that returned ``None``); ``None``: the label says (``"offline"``)
+    offline_policy: bool | None = None
+
+    def offline_policy_decides(self) -> bool:
+        """Whether the run's decisions come from the offline policy (``offline_policy``, else the label)."""
+        return self.backend_label == "offline" if self.offline_policy is None else self.offline_policy
 
 
 @dataclass

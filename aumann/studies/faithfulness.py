@@ -486,7 +486,8 @@ def _compute(scenario: Scenario, config: ScenarioConfig, r: int, seq: np.random.
         executor.serve_llm(backend)
     options = RunOptions(tick=tick or _quiet, judge=judge_backend(config, backend), backend=backend,
                          backend_label=backend_label, fork_threads=threads,
-                         executor=executor if threads == 1 or serves else None, run_index=r, strict=strict)
+                         executor=executor if threads == 1 or serves else None, run_index=r, strict=strict,
+                         offline_policy=offline_policy_decides(backend, backend_label))
     ctx = RunContext(scenario, config, Streams(study_seq, simulation=sim_seq), options)
     run_stage(ctx, stages()[0])  # simulate (its forks are not fork usage)
     account = shared if shared is not None else usage_of(ctx.run.model)

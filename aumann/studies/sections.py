@@ -173,10 +173,21 @@ def _usage_label(key: str) -> str:
     return key.replace("_", " ")
 
 
+def _offline_policy_decided(manifest: dict[str, Any]) -> bool:
+    """Whether the run of ``manifest`` had its decisions made by the offline policy: ``backend`` is ``"offline"``
+    (or missing), or ``llm`` is what ``aumann run`` records when no LLM backend was built -- also under a registered
+    backend whose factory returned ``None`` (:func:`~aumann.simulators.llm.registry.offline_policy_decides`; its
+    ``backend`` is the name given, and its report said "0 LLM request(s) sent ... backend `nothing`")."""
+    backend = str(manifest.get("backend", "offline"))
+    llm = manifest.get("llm")
+    return backend in ("offline", "None", "") or (isinstance(llm, dict) and llm.get("backend") == "offline")
+
+
 def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[Any], str]:
     """Blocks for the LLM part of the cost section, and the card text."""
     usage = manifest.get("llm_usage")
     backend = str(manifest.get("backend", "offline"))
+    offline = _offline_policy_decided(manifest)
     if isinstance(usage, dict) and usage:
         calls = int(usage.get("calls", 0) or 0) + int(usage.get("fork_calls", 0) or 0)
         cost = usage.get("cost_usd")
@@ -186,7 +197,7 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
                                     (seconds_text(v) if k.startswith("latency") and isinstance(v, int | float)
                                      else v))) for k, v in usage.items()]
         table = KeyValues(items, caption="LLM usage (manifest.json → llm_usage)")
-        if backend in ("offline", "None", "") and calls == 0:
+        if offline and calls == 0:
             decisions = int(usage.get("decisions", 0) or 0) + int(usage.get("fork_decisions", 0) or 0)
             hits = int(usage.get("cache_hits", 0) or 0)  # an offline scenario may memoise identical requests
             served = f" {hits:,} of them were served from a cache of identical earlier requests." if hits else ""
@@ -209,7 +220,7 @@ def llm_blocks(manifest: dict[str, Any], *, offline_reason: str) -> tuple[list[A
         blocks, card = reliability_blocks(manifest)
         return [*blocks, Text(text), table], card or f"{calls:,} calls · " \
             f"{cost_txt if isinstance(cost, int | float) else '$?'}"
-    if backend not in ("offline", "None") and backend:
+    if not offline:
         return [Note(f"LLM usage was not recorded for backend `{backend}` (no `llm_usage` in manifest.json).",
                      "warn")], "not recorded"
     return [Text(f"**Offline: 0 LLM calls, 0 cache hits, 0 tokens, estimated cost $0.00.** {offline_reason}")], \

@@ -311,7 +311,7 @@ def attribute(ctx: RunContext) -> None:
                     "efficiency_gap": float(res_all.efficiency_gap[ts]), "delta_v": float(res_all.delta_v[ts]),
                     "methods": {}, "cost": {}, "fork_strategy": run.strategy, "players": len(players),
                     "k_del": sizes.k_del, "top_k": sizes.top_k,
-                    "policy": "offline policy" if label == "offline" else f"LLM ({label})"})
+                    "policy": "offline policy" if ctx.options.offline_policy_decides() else f"LLM ({label})"})
     if ctx.grid is not None:
         ctx.rec["log_k_grid"] = ctx.grid
     if panel.alive is not None and not panel.alive.all():

@@ -5,6 +5,8 @@ of the run says and does what ``--backend offline`` does -- not only the unused-
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 BASE = ["run", "midscale-social", "--agents", "6", "--steps", "2", "--runs", "1", "--permutations", "4",
@@ -32,6 +34,29 @@ def test_a_dry_run_of_a_none_backend_is_refused_as_a_dry_run_of_offline_is(tmp_p
     assert ("aumann: error: ConfigError: --dry-run estimates an LLM run, and --backend nothing builds no LLM backend "
             "(its factory returned None)") in err and "0 requests" in err
     assert not out.exists()
+
+
+def test_a_none_backend_run_warns_of_its_backend_flags_leaves_no_cache_and_says_offline_policy(tmp_path, capsys,
+                                                                                                nothing):
+    """`--backend nothing --model m --rpm 10` ran without a word (check_arguments refuses them for the label
+    "offline" only), left an empty llm-cache.sqlite in the run directory, recorded the policy "LLM (nothing)" and
+    reported "0 LLM request(s) sent ... backend `nothing`". Now: warned of and in unused_flags, no cache file, and
+    the record and report say the offline policy decided."""
+    from aumann.cli import main
+
+    out = tmp_path / "a"
+    capsys.readouterr()
+    assert main([*BASE, "--backend", nothing, "--model", "m", "--rpm", "10", "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().err.split())
+    assert ("aumann: warning: --model, --rpm given but unused: the run's decisions come from the offline policy "
+            "(--backend nothing, whose factory builds no backend: it returned None)") in text
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["unused_flags"] == ["--model", "--rpm"]
+    assert not any(p.name.startswith("llm-cache.sqlite") for p in out.iterdir())
+    assert json.loads((out / "runs" / "run-000.json").read_text(encoding="utf-8"))["policy"] == "offline policy"
+    assert manifest["policy"] == "offline policy"
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "**Offline: 0 LLM calls" in report and "LLM request(s) sent" not in report
 
 
 def test_backend_flags_under_a_none_backend_are_warned_of_by_name_never_refused(nothing):
@@ -82,3 +107,39 @@ def test_a_none_backend_removes_the_cache_it_made_and_keeps_one_that_was_there(t
     assert _build(tmp_path, "--backend", nothing, "--cache", str(kept)) == (None, "nothing")
     assert kept.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kept")) == ["kept.sqlite"]
+
+
+def test_a_none_backend_megascale_run_records_the_offline_policy(tmp_path, nothing):
+    """MegaScale's analysis (and its faithfulness table's policy column) said "LLM nothing", the record "LLM
+    (nothing)", for a run whose every decision the offline policy made."""
+    from aumann.cli import main
+
+    out = tmp_path / "m"
+    assert main(["run", "megascale-social", "--agents", "50", "--steps", "3", "--runs", "1", "--no-plots", "--judge",
+                 "off", "--backend", nothing, "--out", str(out)]) == 0
+    record = json.loads((out / "runs" / "run-000.json").read_text(encoding="utf-8"))
+    assert record["policy"] == record["analysis"]["policy"] == "offline policy"
+
+
+def test_the_megascale_policy_label_follows_the_offline_predicate():
+    """MegaScale's analysis labelled a None-backend run "LLM nothing"; it now asks what the run's options know."""
+    from aumann.studies.megascale.measures import policy_label
+
+    assert policy_label("nothing", None, offline=True) == "offline policy"
+    assert policy_label("openai:m@default", None, offline=False) == "LLM openai:m"
+    assert policy_label("offline", None) == "offline policy"  # the label alone, as before
+
+
+def test_the_cost_section_of_a_none_backend_run_says_offline():
+    """manifest.json of such a run: backend "nothing" (the name given), llm {"backend": "offline", ...} (no backend
+    object); the cost section read only "backend" and wrote "0 LLM request(s) sent ...; backend `nothing`"."""
+    from aumann.studies.sections import llm_blocks
+
+    manifest = {"backend": "nothing", "llm": {"backend": "offline", "note": "offline policy: decisions counted"},
+                "llm_usage": {"calls": 0, "decisions": 12}}
+    blocks, card = llm_blocks(manifest, offline_reason="Offline.")
+    assert card == "offline · $0" and "made 12 decision(s)" in blocks[0].text
+    assert llm_blocks({"backend": "nothing", "llm": {"backend": "offline"}}, offline_reason="")[1] == "offline · $0"
+    llm = llm_blocks({"backend": "openai", "llm": {"backend": "openai", "model": "m"},
+                      "llm_usage": {"calls": 3}}, offline_reason="")
+    assert llm[1].startswith("3 calls")

@@ -116,7 +116,8 @@ def _state(ctx: RunContext) -> _State:
     if st is None:
         model, panel = ctx.run.model, ctx.panel
         record = ctx.rec.setdefault("analysis", {})
-        record.update({"policy": policy_label(ctx.options.backend_label, model), "t_star": ctx.t_star,
+        policy = policy_label(ctx.options.backend_label, model, offline=ctx.options.offline_policy_decides())
+        record.update({"policy": policy, "t_star": ctx.t_star,
                        "agents": panel.shape[1], "edges": int(model.world.network.nnz)})
         record.setdefault("tables", {})
         st = ctx.extras["megascale"] = _State(record=record, x=np.asarray(panel.values[ctx.t_star], dtype=np.float64),

@@ -17,10 +17,12 @@ TIER_COLUMNS = {"top": "top_1pct", "mid": "next_9pct", "tail": "tail_90pct"}
 """The column of each tier (:data:`aumann.tiers.TIER_LABELS`) in ``tier_shares.csv``."""
 
 
-def policy_label(backend_label: str, model: Any) -> str:
+def policy_label(backend_label: str, model: Any, *, offline: bool | None = None) -> str:
     """"offline policy", or which LLM made the decisions (recorded or replayed alike: how the response
-    cache was used is in ``manifest.json`` → ``llm_cache``)."""
-    if backend_label == "offline":
+    cache was used is in ``manifest.json`` → ``llm_cache``). ``offline``: whether the offline policy decides
+    (:meth:`~aumann.studies.context.RunOptions.offline_policy_decides`: also under a registered backend whose factory
+    returned ``None``); ``None``: the label says (``"offline"``)."""
+    if backend_label == "offline" if offline is None else offline:
         return "offline policy"
     return f"LLM {backend_label.split('@')[0]}"  # the same for a recorded run and its replay (cache: manifest)
 
