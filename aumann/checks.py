@@ -256,6 +256,50 @@ def float64_rounded(arr: np.ndarray) -> np.ndarray | None:
     return changed if changed.any() else None
 
 
+def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -> tuple[int, int]:
+    """``(how many, the largest |v|)`` of the integers in ``raw`` that ``col``, its float64 values, changed (past
+    ±2**53); ``(0, 0)`` when none. ``keep``: a bool mask of the values that count (the rest are not stored).
+
+    Cheap where nothing changed: an int64/uint64 array (or tensor, Series) costs its min and max
+    (:func:`float64_rounded`), any other array a dtype test; a list of Python/numpy numbers one min/max read of
+    ``col``. Only values past 2**53 are then looked at one by one; floats past it are doubles as given and do not
+    count.
+    """
+    if isinstance(raw, list | tuple):
+        items: Any = raw
+    else:
+        arr = raw if isinstance(raw, np.ndarray) else np.asarray(raw)
+        if arr.dtype.kind in "iu":
+            flat = arr.ravel()
+            mask = float64_rounded(flat)
+            if mask is not None and keep is not None:
+                mask &= np.asarray(keep, dtype=bool).ravel()
+            if mask is None or not mask.any():
+                return 0, 0
+            return int(mask.sum()), largest_magnitude(flat[mask])
+        if arr.dtype != object:
+            return 0, 0
+        items = arr.ravel()
+    flat = np.asarray(col).ravel()
+    if flat.size == 0 or flat.dtype.kind != "f":
+        return 0, 0
+    with np.errstate(invalid="ignore"):
+        top = max(float(flat.max()), -float(flat.min()))
+        if not top >= FLOAT64_EXACT_INTEGERS:  # (NaN: refused by the caller's finite check)
+            return 0, 0
+        far = np.abs(flat) >= FLOAT64_EXACT_INTEGERS
+    if keep is not None:
+        far &= np.asarray(keep, dtype=bool).ravel()
+    n, big = 0, 0
+    for i in np.flatnonzero(far).tolist():
+        v = items[i]
+        if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or not math.isfinite(flat[i]):
+            continue
+        if int(v) != int(flat[i]):
+            n, big = n + 1, max(big, abs(int(v)))
+    return n, big
+
+
 def largest_magnitude(values: np.ndarray) -> int:
     """The largest ``|v|`` of a non-empty integer array, as a Python int (``abs`` of int64's minimum overflows)."""
     return max(abs(int(values.max())), abs(int(values.min())))

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import _shown, refuse_mixed_labels, user_code
+from aumann.checks import FLOAT64_EXACT_INTEGERS, _shown, refuse_mixed_labels, user_code
 from aumann.errors import (
     AgentIdChangedError,
     AumannError,
@@ -53,10 +53,12 @@ from aumann.panel import _alive_mask, label_column
 from aumann.simulators.recording import (
     FeatureFn,
     Recording,
+    Rounded,
     _as_float_column,
     _check_finite,
     _default_agents,
     _RecorderBase,
+    note_rounded,
 )
 
 _REUSED_IDS = ("error", "new_agent", "same_agent")
@@ -88,6 +90,7 @@ class _RowBuffer:
     step_labels: list[Any] = field(default_factory=list)  # the model's ``steps`` at each capture (for messages)
     # per Python type of unique_id: the first id of that type, its agent's class name and the capture it appeared at
     id_types: dict[type, tuple[Any, str, int]] = field(default_factory=dict)
+    rounded: Rounded = field(default_factory=dict)  # integers past ±2**53 float64 changed, per feature
 
 
 @dataclass
@@ -100,6 +103,7 @@ class _ArrayBuffer:
     alive: np.ndarray | None = None
     n: int | None = None
     ids_value: Any = None
+    rounded: Rounded = field(default_factory=dict)  # integers past ±2**53 float64 changed, per feature
 
 
 def _grown_rows(rec: _RowBuffer, n: int, t: int) -> int:
@@ -643,7 +647,8 @@ class FeatureRecorder(_RecorderBase):
                 "ids must be unique")
         return out
 
-    def _extract(self, name: str, getter: Callable[[Any], Any], agents: list[Any], t: int) -> np.ndarray:
+    def _extract(self, name: str, getter: Callable[[Any], Any], agents: list[Any], t: int,
+                 rounded: Rounded | None = None) -> np.ndarray:
         try:
             raw = [getter(a) for a in agents]
         except AttributeError as exc:
@@ -678,6 +683,8 @@ class FeatureRecorder(_RecorderBase):
             raise FeatureValueError(f"feature {name!r} raised {type(exc).__name__} for {who} at capture {t}: "
                                     f"{shown}") from exc
         col = _as_float_column(name, raw, len(agents), t, agents)
+        if rounded is not None:
+            note_rounded(rounded, name, raw, col)
         with np.errstate(over="ignore"):
             total = float(col.sum())
         if not math.isfinite(total):  # fast path; the full check names the culprit
@@ -691,8 +698,11 @@ class FeatureRecorder(_RecorderBase):
         if not agents:
             return
         for d, (name, getter) in enumerate(zip(self.features, self._getters)):
-            rec.values[t, cols, d] = self._extract(name, getter, agents, t)
+            rec.values[t, cols, d] = self._extract(name, getter, agents, t, rec.rounded)
         rec.alive[t, cols] = True
+
+    def _rounded(self, buffer: _RowBuffer) -> Rounded:
+        return buffer.rounded
 
     def _result(self, rec: _RowBuffer):
         n = len(rec.ids)
@@ -805,11 +815,19 @@ class ArrayRecorder(_RecorderBase):
                     f"got {list(cols)}"
                 )
             col = _as_float_column(name, cols[name], n, t)
-            _check_finite(name, col, None, t, mask)
-            if mask is None:
-                rec.values[t, :, d] = col
-            else:
-                rec.values[t, :, d] = np.where(mask, col, 0.0)
+            stored = col if mask is None else np.where(mask, col, 0.0)  # absent rows hold 0.0
+            if stored.size:
+                # one min/max read for both checks (as fast as isfinite().all() alone): a non-finite value, and a
+                # value past 2**53, where the integers float64 rounded are counted
+                lo, hi = float(stored.min()), float(stored.max())  # (NaN propagates, without a warning)
+                if not (math.isfinite(lo) and math.isfinite(hi)):
+                    _check_finite(name, col, None, t, mask)
+                if max(hi, -lo) >= FLOAT64_EXACT_INTEGERS:
+                    note_rounded(rec.rounded, name, cols[name], col, mask)
+            rec.values[t, :, d] = stored
+
+    def _rounded(self, buffer: _ArrayBuffer) -> Rounded:
+        return buffer.rounded
 
     def _result(self, rec: _ArrayBuffer):
         if rec.values is None:

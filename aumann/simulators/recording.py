@@ -18,13 +18,34 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import _shown, user_code
+from aumann.checks import _shown, float64_changed, user_code, warn_rounded
 from aumann.errors import FeatureValueError, NoAgentsRecordedError, StepsMismatchError, UnknownAttributeError
 from aumann.simulators.transients import Row, transient_record, transient_text, watch_step
 
 _OK = object()
 FeatureFn = Callable[[Any], float]
 ContextFn = Callable[[Any], Any]
+#: per feature (or context) name: [how many recorded values float64 changed (integers past ±2**53), the largest |v|]
+Rounded = dict[str, list[int]]
+
+
+def note_rounded(tally: Rounded, name: str, raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -> None:
+    """Count into ``tally[name]`` the integers of ``raw`` (what a feature or context gave at one capture) that
+    ``col``, their float64 values, changed: one min/max read of integer arrays (or of ``col`` for a list of
+    numbers), nothing more unless a value is past 2**53 (:func:`~aumann.checks.float64_changed`)."""
+    n, big = float64_changed(raw, col, keep)
+    if n:
+        entry = tally.setdefault(name, [0, 0])
+        entry[0] += n
+        entry[1] = max(entry[1], big)
+
+
+def rounded_record(features: Rounded, context: Rounded) -> dict[str, Any] | None:
+    """The panel's ``meta["rounded_values"]``: ``{"features": {name: {"count", "largest"}}, "context": {...}}``
+    (each part only when it has entries), or ``None`` when float64 changed no recorded integer."""
+    out = {part: {k: {"count": n, "largest": big} for k, (n, big) in tally.items()}
+           for part, tally in (("features", features), ("context", context)) if tally}
+    return out or None
 
 
 def _check_steps(steps: Any) -> int:
@@ -171,6 +192,7 @@ class _ContextBuffer:
                 raise FeatureValueError(f"context {name!r} must be a callable fn(model); got {fn!r}")
         self.steps = steps
         self.data: dict[str, np.ndarray] = {}
+        self.rounded: Rounded = {}  # integers past ±2**53 that float64 changed, per context name
 
     def capture(self, model: Any, t: int) -> None:
         for name, fn in self.fns.items():
@@ -187,6 +209,7 @@ class _ContextBuffer:
                 raise FeatureValueError(
                     f"context {name!r} returned a non-finite value {raw!r} at capture {t}"
                 )
+            note_rounded(self.rounded, name, raw, val)
             buf = self.data.get(name)
             if buf is None:
                 buf = self.data[name] = np.zeros((self.steps, *val.shape), dtype=np.float64)
@@ -216,6 +239,7 @@ class Recording:
         self._step_labels: list[Any] = []
         self._transients: list[Row] = []  # per step with agents no capture saw
         self.warn_transients = True  # a TransientAgentsWarning when agents were born and removed within a step
+        self.warn_rounded = True  # a PrecisionLossWarning when recorded integers past ±2**53 were rounded
         self._panel: Any = None
         self._closed = False
 
@@ -273,6 +297,11 @@ class Recording:
             exc.context = self._context.result(self.captured)
             raise
         self._buffer = None  # the panel owns the arrays now
+        rounded = self._panel.meta.get("rounded_values")
+        if rounded and self.warn_rounded:
+            warn_rounded([(f"{'feature' if part == 'features' else part} {name!r} ({type(self.recorder).__name__})",
+                           e["count"], e["largest"]) for part, d in rounded.items() for name, e in d.items()],
+                         stacklevel=2)
         record = self._panel.meta.get("transient_agents")
         if record is not None and self.warn_transients:
             import warnings
@@ -312,13 +341,15 @@ class Recording:
                 raise FeatureValueError(f"alive_context {name!r} clashes with a context of the same name")
             context[name] = np.ones(values.shape[:2]) if alive is None else alive.astype(np.float64)
         transient = transient_record([r for r in self._transients if r[0] < n])
+        rounded = rounded_record(dict(self.recorder._rounded(self._buffer)), self._context.rounded)
         return Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=context,
             meta={"recorder": type(self.recorder).__name__,
                   **({"skipped_agent_types": dict(skipped)} if (skipped := getattr(self.recorder, "skipped_types",
                                                                                   None)) else {}),
-                  **({"transient_agents": transient} if transient is not None else {})},
+                  **({"transient_agents": transient} if transient is not None else {}),
+                  **({"rounded_values": rounded} if rounded is not None else {})},
         )
 
     def discard(self) -> None:
@@ -344,6 +375,10 @@ class _RecorderBase(ABC):
     def _records_agent(self, agent: Any) -> bool:
         """Whether this recorder would have recorded ``agent`` had it been present at a capture."""
         return False
+
+    def _rounded(self, buffer: Any) -> Rounded:
+        """Per feature, the recorded integers float64 changed so far (:func:`note_rounded`); none by default."""
+        return {}
 
     @contextmanager
     def recording(
@@ -382,4 +417,4 @@ class _RecorderBase(ABC):
 
 
 
-__all__ = ["ContextFn", "FeatureFn", "Recording"]
+__all__ = ["ContextFn", "FeatureFn", "Recording", "Rounded", "note_rounded", "rounded_record"]

@@ -132,7 +132,9 @@ def simulate(
             said it already, and a branch from a finished model is finished too).
         warn_transient: warn (:class:`~aumann.errors.TransientAgentsWarning`) when agents were born and removed within
             one step, so that no capture saw them; they are counted in the panel's ``meta["transient_agents"]``
-            either way (forks pass ``False``: the factual run said it already).
+            either way (forks pass ``False``: the factual run said it already). It also governs the
+            :class:`~aumann.errors.PrecisionLossWarning` of recorded integers past ±2**53 that float64 rounded
+            (counted in ``meta["rounded_values"]`` either way).
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -154,6 +156,7 @@ def simulate(
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
             rec.warn_transients = warn_transient
+            rec.warn_rounded = warn_transient  # (a fork's recording: its run warned of both already)
             if initial:
                 rec.capture(model)
             for t in range(steps):
@@ -370,6 +373,7 @@ def fork(
     else:
         with recorder.recording(branch, steps=steps, context=context) as rec:
             rec.warn_transients = False
+            rec.warn_rounded = False
             for t in range(steps):
                 apply_intervention(intervention, branch, f"when applied to {at} before forked step {t + 1} of "
                                    f"{steps} (repeat=True: applied before every step)", panel=rec.partial)
