@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
+from aumann.checks import FLOAT64_EXACT_INTEGERS
 from aumann.errors import ReportError, StudyError
 
 # --------------------------------------------------------------------------- blocks
@@ -248,6 +249,10 @@ def _sort_key(v: Any) -> str:
         v = v.sort if v.sort is not None else v.text
     if isinstance(v, bool):
         return str(int(v))
+    if isinstance(v, int) and abs(v) > FLOAT64_EXACT_INTEGERS:
+        # its digits: as a double, ids 2**53 and 2**53 + 1 had one key and sorted as equals (the page's script
+        # orders keys that are equal as numbers by their exact digits); smaller ints keep their key as it was
+        return str(v)
     if isinstance(v, int | float):
         return "" if (isinstance(v, float) and math.isnan(v)) else repr(float(v))
     if hasattr(v, "item") and callable(v.item):
@@ -360,6 +365,12 @@ _JS = r"""
 (function(){
   function key(td){var s=td.getAttribute('data-sort');return s===null?td.textContent.trim():s;}
   function num(s){if(s===''||s===null)return NaN;var x=Number(s);return isNaN(x)?NaN:x;}
+  function exact(x,y){var r=/^-?[0-9]+(?:[.]0)?$/;if(!r.test(x)||!r.test(y)||typeof BigInt!=='function')return 0;
+    var p=BigInt(x.replace(/[.]0$/,'')),q=BigInt(y.replace(/[.]0$/,''));return p<q?-1:(p>q?1:0);}
+  function order(x,y){var nx=num(x),ny=num(y),c;
+    if(!isNaN(nx)&&!isNaN(ny)){c=nx-ny;if(c===0&&x!==y)c=exact(x,y);}
+    else if(isNaN(nx)&&!isNaN(ny))c=1;else if(!isNaN(nx))c=-1;else c=x<y?-1:(x>y?1:0);
+    return c;}
   document.querySelectorAll('table.t').forEach(function(t){
     var ths=t.querySelectorAll('thead th');
     ths.forEach(function(th,i){
@@ -370,9 +381,7 @@ _JS = r"""
         th.setAttribute('aria-sort',dir);
         var rows=Array.prototype.slice.call(body.rows);
         rows.sort(function(a,b){
-          var x=key(a.cells[i]),y=key(b.cells[i]),nx=num(x),ny=num(y),c;
-          if(!isNaN(nx)&&!isNaN(ny))c=nx-ny;else if(isNaN(nx)&&!isNaN(ny))c=1;else if(!isNaN(nx))c=-1;
-          else c=x<y?-1:(x>y?1:0);
+          var c=order(key(a.cells[i]),key(b.cells[i]));
           return dir==='ascending'?c:-c;
         });
         rows.forEach(function(r){body.appendChild(r);});
