@@ -43,19 +43,24 @@ SYSTEM = ("You are an expert analyst of multi-agent simulations. You read a comp
           "the agents responsible for a change in a macro indicator. Reply with a single JSON object only.")
 
 
-_ID = re.compile(r"[+-]?\d{1,18}")
-_MAX_ID = 2**53  # larger is no agent id (and no longer exact as a float)
+_ID = re.compile(r"[+-]?\d{1,20}")
+#: a float past this names no agent exactly (a double skips integers past 2**53; int() made a 309-digit id of 1e308)
+_MAX_FLOAT_ID = 2**53
+#: integers (JSON integers, digits) name an agent exactly in the range of the panels' ids, int64 and uint64
+_INT_IDS = range(-(2**63), 2**64)
 _MAX_TEXT_ID = 64  # characters of a text agent id a judge may name (a UUID is 36)
 
 
 def _int_id(x: Any) -> int | None:
     """``x`` as an integer agent id (``"3"``, ``3.0``), or ``None``: int() took 3.7 for agent 3, true for agent 1
-    and 1e308 for a 309-digit id, so garbage made a ranking."""
+    and 1e308 for a 309-digit id, so garbage made a ranking. Integers and digits are exact up to the int64/uint64
+    range of panel ids (a JSON integer is read exactly: 9007199254740993 was dropped as past 2**53, so the judge
+    could never name such an agent); an integral float only up to 2**53, past which it names no integer exactly."""
     if isinstance(x, str) and _ID.fullmatch(x.strip()):
         x = int(x.strip())
     elif isinstance(x, float) and x.is_integer():
-        x = int(x)
-    return x if isinstance(x, int) and not isinstance(x, bool) and abs(x) <= _MAX_ID else None
+        x = int(x) if abs(x) <= _MAX_FLOAT_ID else None
+    return x if isinstance(x, int) and not isinstance(x, bool) and x in _INT_IDS else None
 
 
 class JudgeVerdict(BaseModel):

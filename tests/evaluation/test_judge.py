@@ -102,6 +102,20 @@ def test_verdict_schema_drops_unusable_entries():
             JudgeVerdict.model_validate(non_answer)
 
 
+def test_integer_ids_past_2_53_are_named_exactly():
+    """A JSON integer (or its digits) is an exact id up to uint64: every id past 2**53 was dropped, so a judge's reply
+    naming only such agents was refused, and none of them could ever be named. Floats stay capped at 2**53."""
+    b = 2**53
+    got = JudgeVerdict.model_validate({"agents": [b + 1, f" {b + 3} ", 2**64 - 1, -(2**63), 2**64, float(b + 2),
+                                                  "1" * 21]}).agents
+    assert got == [b + 1, b + 3, 2**64 - 1, -(2**63)]  # 2**64, a float past 2**53 and 21 digits name no panel id
+    ids = np.array([b + 1, b + 3, b + 5, b + 7], dtype=np.int64)
+    trace = judge_trace(FEATS, None, np.eye(4)[:, :2], np.zeros((4, 2)), [0.0, 1.0], 1, 2, agent_ids=ids)
+    res = ask_judge(trace, OfflineBackend(lambda ctx, schema, rng: {"agents": [b + 7, b + 5]}, name="fixed"))
+    assert res.ranking.tolist() == [3, 2] and res.invalid == 0 and res.filled == 0
+    assert res.reply == [b + 7, b + 5]
+
+
 def _seven(ctx, schema, rng):
     return {"agents": [7]}
 
