@@ -55,7 +55,7 @@ from aumann.studies.page import (
     render_markdown,
     seconds_text,
 )
-from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir
+from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir, transient_agents_words
 from aumann.studies.sections import (
     AT_T_STAR_NOTE,
     PAGE_TOP_MAX,
@@ -434,6 +434,16 @@ def _attribute_who(att: Any, summary: dict[str, Any], top_rows: list[dict[str, A
     return who
 
 
+def _unseen_agents(panel_meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The provenance line of a panel with agents present at no capture (born and removed within one step, or
+    removed in the first), as ``aumann run``'s report has it; none when the panel counted none."""
+    d = panel_meta.get("transient_agents")
+    if not isinstance(d, dict) or not d.get("total"):
+        return []
+    return [("agents present at no capture", f"{transient_agents_words(d)}. They have no row in the panel, so no φ, "
+             "and f never saw them; by step: the panel's meta['transient_agents'] (manifest.json, panel_meta)")]
+
+
 def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = TOP_AGENTS,
                        plots: bool = True) -> Document:
     """The page of an ``aumann attribute`` (or ``aumann demo --out``) directory."""
@@ -500,6 +510,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         ("dtype", prov.get("dtype")), ("panel", f"T = {att.T}, N = {att.N:,}, D = {len(att.features)} "
                                                  f"({literal(', '.join(att.features))})"),
         ("source", literal(summary.get("panel") or panel_meta.get("generator") or "–")),
+        *_unseen_agents(panel_meta),
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
     gap = att.efficiency_gap

@@ -591,6 +591,11 @@ def transient_agents(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def transient_agents_text(d: dict[str, Any]) -> str:
     """One run's agents that no capture saw, in words (report): how many, of which types, how, in how many steps."""
+    return f"run {d.get('run')}: {transient_agents_words(d)}"
+
+
+def transient_agents_words(d: dict[str, Any]) -> str:
+    """A panel's ``meta["transient_agents"]`` in words: how many, of which types, how, in how many steps."""
     total = d.get("total")
     types = d.get("types") if isinstance(d.get("types"), dict) else {}
     steps = d.get("steps") if isinstance(d.get("steps"), list) else []
@@ -600,7 +605,7 @@ def transient_agents_text(d: dict[str, Any]) -> str:
             *([f"{born} born and removed within one step"] if born else []),
             *([f"{before} there before the first step and removed in it"] if before else [])]
     said = "; ".join(w for w in what if w)
-    return f"run {d.get('run')}: {total}{f' ({said})' if said else ''} in {len(steps)} step(s)"
+    return f"{total}{f' ({said})' if said else ''} in {len(steps)} step(s)"
 
 
 def zero_delta_v(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -696,4 +701,5 @@ __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS",
            "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks", "dead_rows",
            "failure_text", "model_finished", "model_finished_text", "other_config_text", "pooled_fallbacks",
            "read_timing", "seal", "split_timing", "stage_failures", "transient_agents", "transient_agents_text",
+           "transient_agents_words",
            "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

@@ -181,3 +181,22 @@ def test_a_damaged_not_alive_entry_of_an_unchecked_folder_is_a_report_error(tmp_
     assert main(["report", str(out), "--static"]) == 2
     err = capsys.readouterr().err
     assert "summary.json: not_alive holds" in err and "Traceback" not in err, err
+
+
+def test_the_page_says_how_many_agents_no_capture_saw_only_when_some(tmp_path, rng, capsys):
+    """`aumann attribute` put the panel's meta['transient_agents'] in its manifest, but its page did not say it, while
+    `aumann run`'s page does: the provenance now has the same line, and none when the panel counted none."""
+    meta = {"transient_agents": {"total": 5, "types": {"Fry": 5}, "steps": [{"step": 1, "model_step": 2, "count": 4},
+                                                                          {"step": 2, "model_step": 3, "count": 1}]}}
+    want = ("agents present at no capture: 5 (5 Fry; 5 born and removed within one step) in 2 step(s). They have no "
+            "row in the panel")
+    for name, m in (("some", meta), ("none", {}), ("zero", {"transient_agents": {"total": 0, "steps": []}})):
+        src = Panel(np.abs(rng.normal(size=(3, 20, 2))), meta=m).save(tmp_path / f"{name}.npz")
+        out = tmp_path / name
+        assert main(["attribute", str(src), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+        md = (out / "report.md").read_text(encoding="utf-8")
+        html = (out / "report.html").read_text(encoding="utf-8")
+        if name == "some":
+            assert f"* {want}" in md and "<dt>agents present at no capture</dt><dd>5 (5 Fry;" in html
+        else:
+            assert "agents present at no capture" not in md and "agents present at no capture" not in html
