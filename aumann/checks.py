@@ -262,8 +262,8 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -
 
     Cheap where nothing changed: an int64/uint64 array (or tensor, Series) costs its min and max
     (:func:`float64_rounded`), any other array a dtype test; a list of Python/numpy numbers one min/max read of
-    ``col``. Only values past 2**53 are then looked at one by one; floats past it are doubles as given and do not
-    count.
+    ``col``. Only when a value is past 2**53 are the items' types read (floats past it are doubles as given and do
+    not count); a list of integers only is then judged as one array, a mixed list value by value.
     """
     if isinstance(raw, list | tuple):
         items: Any = raw
@@ -288,6 +288,17 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -
         if not top >= FLOAT64_EXACT_INTEGERS:  # (NaN: refused by the caller's finite check)
             return 0, 0
         far = np.abs(flat) >= FLOAT64_EXACT_INTEGERS
+    kinds = set(map(type, items))  # (C speed) floats past 2**53 are doubles as given: nothing to look at
+    ints = {k for k in kinds if issubclass(k, int | np.integer) and not issubclass(k, bool | np.bool_)}
+    if not ints:
+        return 0, 0
+    if kinds == ints:  # integers only: one conversion, judged as an array (int64/uint64), not one by one
+        try:
+            arr = np.asarray(items)
+        except (OverflowError, ValueError, TypeError):
+            arr = None
+        if arr is not None and arr.dtype.kind in "iu":
+            return float64_changed(arr, col, keep)
     if keep is not None:
         far &= np.asarray(keep, dtype=bool).ravel()
     n, big = 0, 0

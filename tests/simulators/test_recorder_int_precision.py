@@ -70,3 +70,14 @@ def test_exact_values_and_floats_say_nothing(values):
         p = simulate(_Model(values), 1, FeatureRecorder({"v": "v"}))
         q = _array_panel(np.array([2**53, 2**62, 1], dtype=np.int64), None)
     assert "rounded_values" not in p.meta and "rounded_values" not in q.meta
+
+
+@pytest.mark.parametrize(("values", "count", "largest"), [
+    ([BIG, np.int64(BIG + 2), 1], 2, BIG + 2),  # integers only (Python and numpy): judged as one int64 array
+    ([BIG, 1.5, 2.0**60], 1, BIG),  # mixed with floats (floats past 2**53 are doubles as given): one by one
+    ([np.uint64(2**64 - 1), 2], 1, 2**64 - 1),  # uint64's largest becomes 2**64 as a double
+])
+def test_lists_of_integer_kinds_are_counted_per_capture(values, count, largest):
+    with pytest.warns(PrecisionLossWarning):
+        p = simulate(_Model(values), 2, FeatureRecorder({"v": "v"}))
+    assert p.meta["rounded_values"] == {"features": {"v": {"count": 2 * count, "largest": largest}}}
