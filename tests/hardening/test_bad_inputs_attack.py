@@ -243,8 +243,9 @@ def test_scalars_keeps_one_entry_per_record():
 
     out = _scalars([[1], [2], 3, {"a": 1}, None, "x"])
     assert out.shape == (6,) and list(out[:4]) == [_NESTED, _NESTED, 3, _NESTED]
-    vals, missing, bad = _numeric([[1.0], 2.0, None])
+    vals, missing, bad, rounded = _numeric([[1.0], 2.0, None])
     assert bad.tolist() == [True, False, False] and missing.tolist() == [False, False, True] and vals[1] == 2.0
+    assert rounded is None  # no integer past 2**53 here
 
 
 # --------------------------------------------------------------------------- left open by the pass, closed after it
