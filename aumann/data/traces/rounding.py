@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aumann.checks import FLOAT64_EXACT_INTEGERS, float64_rounded
+from aumann.checks import FLOAT64_EXACT_INTEGERS, float64_rounded, largest_magnitude
 
 #: integer text, as ``pd.to_numeric`` reads it (a sign, digits, spaces around)
 _INT_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
@@ -39,7 +39,7 @@ class Rounded:
             return 0, 0
         vals = self.integers[sel]
         if vals.dtype.kind in "iu":
-            return n, max(abs(int(vals.max())), abs(int(vals.min())))
+            return n, largest_magnitude(vals)
         return n, max(abs(int(v)) for v in vals)
 
 
