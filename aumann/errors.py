@@ -1,6 +1,6 @@
 """The exception tree: every exception class aumann defines lives here.
 
-* AumannError(Exception)
+* AumannError(Exception)                        -- .branch: the fork_many branch it was raised in (else None)
   * PanelError(AumannError, ValueError)          -- a recorded panel is malformed
     * ShapeError                                 -- wrong rank / mismatched shapes
     * NonFiniteError                             -- NaN or inf in live rows
@@ -93,9 +93,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 
 class AumannError(Exception):
-    """Base class of every error aumann raises on purpose."""
+    """Base class of every error aumann raises on purpose.
+
+    ``branch``: the key of the :func:`~aumann.simulators.fork_many` branch it was raised in (its message then starts
+    ``fork_many branch 'KEY': ``); ``None`` elsewhere."""
+
+    branch: Hashable | None = None  # (set by fork_many on the error of a failing branch)
 
 
 class _PlainKeyErrorMessage:

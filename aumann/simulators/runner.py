@@ -491,11 +491,31 @@ def _fork_task(spec: tuple) -> ForkResult:
 
 def _fork_from(model: Any, spec: tuple) -> ForkResult:
     """One branch of :func:`fork_many` from the checkpoint ``model`` (the executor's shared object:
-    shipped once per map, forked -- copied -- by every task, never modified)."""
-    intervention, steps, recorder, context, repeat, keep_model, indicator, strategy, factory, step = spec
-    res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
-               indicator=indicator, strategy=strategy, factory=factory, step=step)
+    shipped once per map, forked -- copied -- by every task, never modified). An error names the branch's key
+    (:func:`_name_branch`), here in the worker, so that it travels back with the error through any executor."""
+    intervention, steps, recorder, context, repeat, keep_model, indicator, strategy, factory, step, key = spec
+    try:
+        res = fork(model, intervention=intervention, steps=steps, recorder=recorder, context=context, repeat=repeat,
+                   indicator=indicator, strategy=strategy, factory=factory, step=step)
+    except Exception as exc:
+        _name_branch(exc, key)
+        raise
     return res if keep_model else ForkResult(res.panel, None, res.f_values, res.strategy)
+
+
+def _name_branch(exc: Exception, key: Hashable) -> None:
+    """Say which branch of :func:`fork_many` raised ``exc``: an aumann error's message starts with the key (the CLI
+    shows that one line), another exception keeps its text and gets a note (shown with its traceback); both carry
+    the key as ``.branch``. Type, other attributes (``.panel``) and cause are unchanged."""
+    try:
+        exc.branch = key  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type with __slots__
+        pass
+    said = f"fork_many branch {key!r}"
+    if isinstance(exc, AumannError) and exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{said}: {exc.args[0]}", *exc.args[1:])
+    else:
+        exc.add_note(f"(in {said})")
 
 
 def fork_many(
@@ -534,13 +554,18 @@ def fork_many(
 
     Returns:
         name → ForkResult (``model`` is ``None`` unless ``keep_models``).
+
+    Raises:
+        The failing branch's own error (as :func:`fork` raises it: :class:`~aumann.errors.InterventionError`,
+        :class:`~aumann.errors.ModelStepError`, ...), naming its key: an aumann error's message starts with
+        ``fork_many branch 'KEY': ``, any other exception gets that as a note; both carry it as ``exc.branch``.
     """
     from aumann.simulators.executors import LocalExecutor
 
     steps = _check_steps(steps)
     names = list(interventions)
     executor = executor or LocalExecutor(max_workers=0)
-    specs = [(interventions[n], steps, recorder, context, repeat, keep_models, indicator, strategy, factory, step)
+    specs = [(interventions[n], steps, recorder, context, repeat, keep_models, indicator, strategy, factory, step, n)
              for n in names]
     if getattr(executor, "supports_shared", False):
         return dict(zip(names, executor.map(_fork_from, specs, shared=model), strict=True))
