@@ -662,8 +662,8 @@ class Scenario:
         elif _no_seed_given(model) and getattr(model, "rng", None) is not gen:  # not the run's own generator
             why = (f"returns a {type(model).__name__} given no seed (Mesa then seeds model.rng and model.random from "
                    "the operating system's entropy)",
-                   "pass the model a seed drawn from rng (seed=int(rng.integers(2**31)), or rng=...), adding a seed "
-                   "parameter that reaches mesa.Model.__init__ where the model takes none")
+                   "pass the model a seed drawn from rng (rng=int(rng.integers(2**31)); Mesa 3.5 deprecates seed=), "
+                   "adding an rng parameter that reaches mesa.Model.__init__ where the model takes none")
         else:
             why = None
         if why is not None:
