@@ -575,7 +575,8 @@ class Scenario:
                 f"{have / 2**30:,.1f} GiB of memory: use fewer steps or agents")
 
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
-                 keep_from: int | None = None, progress: bool = False, strategy: str = "auto") -> ScenarioRun:
+                 keep_from: int | None = None, progress: bool = False, strategy: str = "auto",
+                 warn_transient: bool = True) -> ScenarioRun:
         """Run the scenario for ``config.steps`` steps and record the panel.
 
         Args:
@@ -588,6 +589,9 @@ class Scenario:
             strategy: how checkpoints are kept: ``"auto"`` (checked copies when the model copies
                 faithfully, else replays), ``"copy"`` (raise :class:`~aumann.errors.CheckpointError`
                 when it does not) or ``"replay"``.
+            warn_transient: warn (:class:`~aumann.errors.TransientAgentsWarning`) of agents present at no capture;
+                they are counted in ``run.panel.meta["transient_agents"]`` either way (the study passes ``False``
+                and warns once, from its run records).
         """
         from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
@@ -632,7 +636,7 @@ class Scenario:
 
         ctx = self.call("context(config)", self.context, config) if self.context is not None else None
         panel = simulate(model, T, self.call("make_recorder(config)", self.make_recorder, config), observers=[_keep],
-                         context=ctx, progress=progress, step=step)
+                         context=ctx, progress=progress, step=step, warn_transient=warn_transient, warn_rounded=True)
         if self.groups is not None:
             groups = self.call("groups()", self.groups, model, config)
             if not isinstance(groups, Mapping):

@@ -103,6 +103,7 @@ def simulate(
     step: StepFn | None = None,
     warn_finished: bool = True,
     warn_transient: bool = True,
+    warn_rounded: bool | None = None,
 ):
     """Step ``model`` in place ``steps`` times, recording after each step; return the Panel.
 
@@ -132,9 +133,10 @@ def simulate(
             said it already, and a branch from a finished model is finished too).
         warn_transient: warn (:class:`~aumann.errors.TransientAgentsWarning`) when agents were born and removed within
             one step, so that no capture saw them; they are counted in the panel's ``meta["transient_agents"]``
-            either way (forks pass ``False``: the factual run said it already). It also governs the
-            :class:`~aumann.errors.PrecisionLossWarning` of recorded integers past ±2**53 that float64 rounded
-            (counted in ``meta["rounded_values"]`` either way).
+            either way (forks pass ``False``: the factual run said it already).
+        warn_rounded: warn (:class:`~aumann.errors.PrecisionLossWarning`) of recorded integers past ±2**53 that
+            float64 rounded (counted in ``meta["rounded_values"]`` either way); ``None`` (default): as
+            ``warn_transient``.
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
@@ -156,7 +158,8 @@ def simulate(
     try:
         with recorder.recording(model, steps=steps + bool(initial), context=context) as rec:
             rec.warn_transients = warn_transient
-            rec.warn_rounded = warn_transient  # (a fork's recording: its run warned of both already)
+            # (a fork's recording: its run warned of both already)
+            rec.warn_rounded = warn_transient if warn_rounded is None else warn_rounded
             if initial:
                 rec.capture(model)
             for t in range(steps):

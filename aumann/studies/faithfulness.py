@@ -65,6 +65,7 @@ from aumann.studies.rundir import (
 )
 from aumann.studies.stages import pending, run_stage, run_stages, stage_messages, stages
 from aumann.studies.tables import FAITHFULNESS_COLUMNS
+from aumann.studies.transient_warning import warn_transient_agents
 
 METHODS = BUILTIN
 """The built-in rows, in table order (a run has the ones its scenario and config enable; rows registered
@@ -357,6 +358,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                 computed += 1
                 if tick:
                     tick("done")
+        # agents present at no capture: said once here, for computed and resumed runs (a run's own recording,
+        # perhaps in a worker, says nothing)
+        warn_transient_agents(scenario.name, records, config.steps)
         return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                            computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
                            failed_checks=failed, timings=timings, run_counts=counted, stage_seconds=worker_stages)

@@ -267,9 +267,10 @@ def simulate(ctx: RunContext) -> None:
     if ctx.run is not None:
         return
     keep = 0 if ctx.scenario.baseline_all_fn is None else None
+    # agents present at no capture: counted in the record (attribute), warned of once by run_study from the records
     ctx.run = ctx.scenario.simulate(ctx.config, rng=np.random.default_rng(ctx.streams.simulation),
                                     backend=ctx.options.backend,
-                                    keep_from=keep, strategy=ctx.config.study.fork_strategy)
+                                    keep_from=keep, strategy=ctx.config.study.fork_strategy, warn_transient=False)
 
 
 def attribute(ctx: RunContext) -> None:

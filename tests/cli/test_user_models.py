@@ -125,6 +125,13 @@ def test_agents_no_capture_saw_are_counted_in_the_run_record_manifest_and_report
     said = "run 0: 15 (15 Fry; 15 born and removed within one step) in 3 step(s). They have no row in the panel"
     assert said in (out / "report.md").read_text()
     assert said in (out / "report.html").read_text()
+    # the same command again resumes the run: the console says it once more, from the run record (was: nothing)
+    assert main(["run", f"{HATCHERY}:scenario", "--runs", "1", "--steps", "6", "--permutations", "20",
+                 "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "0 run(s) computed, 1 resumed" in " ".join(err.split())
+    assert err.count("aumann: warning: hatchery: agents present at no capture in 1 of 1 run(s): run 0: 15 agent(s) "
+                     "(15 Fry) were present at no capture") == 1
     # none (hatch_every=3: the first fry hatch in step 3, after these 2 steps): no key anywhere, nothing said
     out1 = tmp_path / "run1"
     assert main(["run", f"{HATCHERY}:scenario", "--runs", "1", "--steps", "2", "--permutations", "20",
