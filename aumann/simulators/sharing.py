@@ -13,9 +13,10 @@ sharing deeper than that, or through objects that are not plain Python container
 without a ``__dict__``, C extension types).
 
 Objects that are immutable (numbers, text, tuples, frozensets, read-only arrays, frozen dataclasses), code
-(classes, functions, modules), and objects whose type defines its own ``__deepcopy__`` (aumann's LLM backends,
-response caches and usage meters return themselves there, to be shared by every branch on purpose) are not
-reported.
+(classes, functions, modules), type annotations (``typing``'s generic aliases and type variables, ``list[int]``:
+Mesa's cell collections carry the process-wide ``CellCollection[Cell]`` as ``__orig_class__``), and objects
+whose type defines its own ``__deepcopy__`` (aumann's LLM backends, response caches and usage meters return
+themselves there, to be shared by every branch on purpose) are not reported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 _IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, range, type, enum.Enum,
               np.generic, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-              types.ModuleType)
+              types.ModuleType, types.GenericAlias, types.UnionType)
 _ITEMS_CAP = 10_000  # items of one container looked at (a model's agent dict): identity checks are cheap
 #: levels of attributes and items looked into (``model.a`` is level 1, ``model.a.b['c']`` level 3)
 MAX_DEPTH = 4
@@ -41,6 +42,8 @@ MAX_OBJECTS = 200_000
 
 def _mutable(obj: Any) -> bool:
     if isinstance(obj, _IMMUTABLE) or (callable(obj) and not hasattr(obj, "__dict__")):
+        return False
+    if type(obj).__module__ == "typing":  # CellCollection[Cell], TypeVar: cached once per process, never written
         return False
     if isinstance(obj, np.ndarray):
         return bool(obj.flags.writeable)

@@ -6,11 +6,13 @@ was silent (the state digest does not look into the graph); now it is a SharedSt
 from __future__ import annotations
 
 import copy
+import typing
 import warnings
 
 import mesa
 import numpy as np
 import pytest
+from mesa.discrete_space import CellAgent, OrthogonalMooreGrid
 
 from aumann.errors import CheckpointError, ForkFallbackWarning, SharedStateWarning
 from aumann.simulators import FeatureRecorder, fork, simulate
@@ -162,3 +164,53 @@ def test_a_replay_sharing_an_object_inside_a_tuple_warns_and_names_it():
     simulate(model, 3, REC)
     with pytest.warns(SharedStateWarning, match=r"\.parts\[1\]"):
         fork(model, steps=2, recorder=REC, strategy="replay", factory=TupleColony)
+
+
+class Walker(CellAgent):
+    def __init__(self, model: mesa.Model, cell) -> None:
+        super().__init__(model)
+        self.cell, self.moves = cell, 0.0
+
+    def step(self) -> None:
+        self.cell = self.cell.neighborhood.select_random_cell()
+        self.moves += 1
+
+
+class Depot(mesa.Model):
+    """A model that keeps a cell of its grid (a dock, a charging station, a home) and reads its neighbourhood."""
+
+    def __init__(self, seed: int = 3) -> None:
+        super().__init__(rng=seed)
+        self.grid = OrthogonalMooreGrid((4, 4), torus=True, random=self.random)
+        self.home = self.grid[(0, 0)]
+        for _ in range(3):
+            Walker(self, self.home)
+
+    def step(self) -> None:
+        self.agents.shuffle_do("step")
+
+
+def test_a_replay_of_a_model_keeping_a_cell_does_not_warn_about_typing_objects():
+    """mesa-examples' warehouse keeps cells (its robots' docks and stations): a fork by replay warned that the
+    replayed model held the original's own mutable objects '.home.neighborhood.__orig_class__' -- the
+    ``CellCollection[Cell]`` alias Python's typing caches once per process and sets on every collection it builds,
+    shared by every model by design and never written. The factory was fine; the warning told the user it was not.
+    Objects of ``typing`` (generic aliases, type variables) and ``list[int]``-style aliases are not model state."""
+    model = Depot()
+    simulate(model, 3, FeatureRecorder({"moves": "moves"}))
+    assert "neighborhood" in vars(model.home)  # the cached collection, which carries __orig_class__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedStateWarning)
+        branch = fork(model, steps=2, recorder=FeatureRecorder({"moves": "moves"}), strategy="replay", factory=Depot)
+    assert branch.strategy == "replay"
+    alias = typing.List[int]  # noqa: UP006 (a typing alias, cached by typing)
+
+    class Box(typing.Generic[typing.TypeVar("T")]):
+        pass
+
+    class M:
+        def __init__(self) -> None:
+            self.box, self.alias, self.builtin_alias = Box[int](), alias, list[int]
+            self.tv, self.union = typing.TypeVar("U"), int | str
+
+    assert shared_state(M(), M()) == []
