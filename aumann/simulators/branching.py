@@ -68,6 +68,7 @@ from aumann.errors import (
     SimulationError,
 )
 from aumann.simulators.intervention import apply_intervention, model_step_label
+from aumann.simulators.runaway import runaway_advice, runaway_function
 from aumann.simulators.sharing import shared_state
 
 StepFn = Callable[[Any], None]
@@ -827,9 +828,20 @@ def _deepcopy_on_deep_stack(model: Any) -> tuple[Any, _CopyContext]:
     thread.join()
     if "error" in box:
         err = box.pop("error")
+        if isinstance(err, RecursionError):
+            _raise_if_runaway(err, type(model).__name__)
         err.__traceback__ = None  # thousands of identical frames: the message says it all
         raise err
     return box["out"]
+
+
+def _raise_if_runaway(exc: RecursionError, name: str) -> None:
+    """A :class:`CheckpointError` naming the function when ``exc`` is one calling itself without end (a wrapper's
+    ``__getattr__``), which no stack is deep enough for, rather than a deep object graph."""
+    where = runaway_function(exc)
+    if where is not None:
+        raise CheckpointError(f"cannot copy {name}: copy.deepcopy never finished because {where} calls itself "
+                              f"without end (RecursionError). {runaway_advice(where)}") from None
 
 
 def copy_model(model: Any) -> Any:
@@ -849,7 +861,8 @@ def copy_model(model: Any) -> Any:
         else:
             try:
                 branch, ctx = _deepcopy(model)
-            except RecursionError:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
+            except RecursionError as exc:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
+                _raise_if_runaway(exc, name)  # unless a function loops, which no stack is deep enough for
                 _DEEP.add(type(model))
                 branch, ctx = _deepcopy_on_deep_stack(model)
     except RecursionError:
