@@ -67,6 +67,7 @@ from aumann.errors import (
     SharedStateWarning,
     SimulationError,
 )
+from aumann.seeding import model_given_no_seed
 from aumann.simulators.intervention import apply_intervention, model_step_label
 from aumann.simulators.runaway import runaway_advice, runaway_function
 from aumann.simulators.sharing import shared_state
@@ -1083,10 +1084,18 @@ def replay_model(model: Any, factory: Callable[[], Any] | None = None, step: Ste
                f"factory=lambda: {name}(graph=make_graph())) or fork by copy, which copies what the model holds")
     diff = digest_difference(state_digest(model), state_digest(branch))
     if diff is not None:
+        name = type(model).__name__
+        unseeded = ""
+        if model_given_no_seed(model):  # Model() with no seed: entropy no factory can give again
+            unseeded = (f". {name} was built with no seed: Mesa then seeds model.random and model.rng from the "
+                        "operating system's entropy, so no factory rebuilds it; give the model a seed that reaches "
+                        "mesa.Model.__init__ (super().__init__(rng=seed)) and the factory the same one, or fork by "
+                        "copy")
         raise ReplayDivergedError(
-            f"replaying {type(model).__name__} ({plan.steps()} step(s) from the factory) does not reproduce the "
+            f"replaying {name} ({plan.steps()} step(s) from the factory) does not reproduce the "
             f"model: {diff}. The factory must rebuild the exact initial state (same seed and parameters) "
-            f"and the step function and interventions must be deterministic" + (f"; also, {why}" if why else ""))
+            f"and the step function and interventions must be deterministic{unseeded}"
+            + (f"; also, {why}" if why else ""))
     if why:
         import warnings
 
