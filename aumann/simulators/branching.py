@@ -862,9 +862,8 @@ def copy_model(model: Any) -> Any:
         else:
             try:
                 branch, ctx = _deepcopy(model)
-            except RecursionError as exc:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
-                _raise_if_runaway(exc, name)  # unless a function loops, which no stack is deep enough for
-                _DEEP.add(type(model))
+            except RecursionError:  # a deep object graph (agents keeping neighbourhoods): on a deep stack
+                _DEEP.add(type(model))  # (a function that loops fails there too, and is named then)
                 branch, ctx = _deepcopy_on_deep_stack(model)
     except RecursionError:
         # no chained traceback: it would repeat the same few frames thousands of times

@@ -103,3 +103,36 @@ def test_runaway_function_tells_a_loop_from_a_deep_chain():
         assert runaway_function(exc) is None
     else:  # pragma: no cover - a Python whose limit admits the chain
         pytest.skip("the chain copied within the recursion limit")
+
+
+class Link:
+    """A chain copied by a ``__deepcopy__`` that calls itself directly (no ``copy.deepcopy`` frames between)."""
+
+    def __init__(self, nxt: Link | None) -> None:
+        self.nxt, self.w = nxt, 1.0
+
+    def __deepcopy__(self, memo: dict) -> Link:
+        new = Link.__new__(Link)
+        memo[id(self)] = new
+        new.w, new.nxt = self.w, None if self.nxt is None else self.nxt.__deepcopy__(memo)
+        return new
+
+
+class Chained(Pocket):
+    def __init__(self, seed: int = 5, length: int = 3_000) -> None:
+        super().__init__(seed)
+        chain = None
+        for _ in range(length):
+            chain = Link(chain)
+        self.chain = chain
+
+
+def test_a_deep_chain_copied_by_a_self_calling_deepcopy_still_gets_the_deep_stack():
+    """Its first RecursionError looks like a loop (one function, no copy frames) but is depth: it copies on the
+    deep stack, as before, and is not refused as a runaway."""
+    model = Chained()
+    rec = FeatureRecorder({"wealth": "wealth"})
+    simulate(model, 2, rec)
+    branch = fork(model, steps=2, recorder=rec, strategy="copy")
+    assert branch.strategy == "copy" and branch.model.chain is not model.chain
+    assert branch.panel.equals(simulate(model, 2, rec))
