@@ -206,13 +206,18 @@ def check_arguments(args: argparse.Namespace) -> None:
         require_local(args.model)  # the aumann[local] extra and the model: said before --out is made
 
 
-def unused_sampling_flags(args: argparse.Namespace) -> list[str]:
+def unused_sampling_flags(args: argparse.Namespace, *, offline: bool | None = None) -> list[str]:
     """The LLM request settings given where the run's decisions come from the offline policy (flags, ``--set llm.*``
     and the ``--config`` file's ``[llm]`` keys), warned of and returned for the manifest's ``unused_flags``:
-    :func:`aumann.cli.unused_flags.unused_llm_settings` (this name is kept for its callers)."""
+    :func:`aumann.cli.unused_flags.unused_llm_settings` (this name is kept for its callers).
+
+    ``offline``: whether the offline policy decides, :func:`~aumann.simulators.llm.registry.offline_policy_decides`
+    of what :func:`build_backend` returned -- ``True`` also for a registered backend whose factory returned ``None``,
+    as ``aumann run`` decides (without it the two disagreed: ``aumann run --backend nothing --temperature 0.7`` warned
+    of ``--temperature`` and this said ``[]``); ``None``: ``--backend offline`` alone, as before."""
     from aumann.cli.unused_flags import unused_llm_settings
 
-    return unused_llm_settings(args)
+    return unused_llm_settings(args, offline=offline)
 
 
 def llm_assignments(args: argparse.Namespace) -> list[str]:

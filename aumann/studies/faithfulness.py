@@ -160,7 +160,8 @@ def _analyse(ctx: RunContext, written: Callable[[RunContext], Any] | None = None
 def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.random.SeedSequence,
                 *, tick: Callable[[str], None] | None = None, attribution_prefix: Path | None = None,
                 judge: Any = None, fork_threads: int = 1, executor: Any = None, backend_label: str = "offline",
-                strict: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                strict: bool = False, offline_policy: bool | None = None,
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The study's stages on one simulated run: (JSON-able record, arrays for plots and the run directory).
 
     Counterfactual forks (deletion curves, the re-simulation game) are computed ahead in batches:
@@ -173,9 +174,15 @@ def analyse_run(scenario: Scenario, config: ScenarioConfig, run: Any, seq: np.ra
     ``action_aumann_shapley`` and ``sampled_shapley_resimulation``: step t*); ``Attribution.load``
     reads them. ``judge``: the judge backend of the ``llm_judge`` row (:func:`judge_backend`; ``None``: no
     such row). ``strict``: a failing optional stage stops the study instead of being recorded.
+
+    ``offline_policy``: whether the scenario's offline policy made the run's decisions --
+    :func:`~aumann.simulators.llm.registry.offline_policy_decides` of the backend the run was simulated with and
+    ``backend_label``, which knows a registered backend whose factory returned ``None`` (its label is the name given,
+    ``"nothing"``, and the record said ``"LLM (nothing)"``: pass ``offline_policy=True``, and the record says
+    ``"offline policy"``, as ``aumann run``'s does). ``None``: the label says (``"offline"``), as before.
     """
     options = RunOptions(tick=tick or _quiet, judge=judge, backend_label=backend_label, fork_threads=fork_threads,
-                         executor=executor, strict=strict)
+                         executor=executor, strict=strict, offline_policy=offline_policy)
     ctx = RunContext(scenario, config, Streams(seq), options, run=run)
 
     def save(ctx: RunContext) -> None:  # <out>/attributions/run-NNN-<label>.npz: confined to <out>

@@ -143,3 +143,43 @@ def test_the_cost_section_of_a_none_backend_run_says_offline():
     llm = llm_blocks({"backend": "openai", "llm": {"backend": "openai", "model": "m"},
                       "llm_usage": {"calls": 3}}, offline_reason="")
     assert llm[1].startswith("3 calls")
+
+
+def test_unused_sampling_flags_agrees_with_aumann_run_under_a_none_backend(nothing):
+    """llm_options.unused_sampling_flags decided by the label "offline" alone: for `--backend nothing --temperature
+    0.7` aumann run warned of --temperature (offline_policy_decides of what build_backend made) and this said []. It
+    takes the same predicate now (offline=); without it, the label decides, as before."""
+    import warnings
+
+    from aumann.cli import build_parser, llm_options
+    from aumann.errors import UnusedArgumentWarning
+    from aumann.simulators.llm.registry import offline_policy_decides
+
+    args = build_parser().parse_args([*BASE, "--backend", nothing, "--temperature", "0.7"])
+    with pytest.warns(UnusedArgumentWarning, match=r"--backend nothing, whose factory builds no backend"):
+        assert llm_options.unused_sampling_flags(args, offline=offline_policy_decides(None, nothing)) == [
+            "--temperature"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert llm_options.unused_sampling_flags(args) == []  # no backend known: the label says, as before
+
+
+def test_analyse_run_of_a_none_backend_run_says_offline_policy(nothing):
+    """analyse_run (public; it has no backend, only a label) recorded "LLM (nothing)" for a run the offline policy
+    decided, where aumann run records "offline policy": it takes offline_policy= (offline_policy_decides of the backend
+    and label) as RunOptions does; without it the label decides, as before."""
+    import numpy as np
+
+    from aumann import scenarios
+    from aumann.studies import analyse_run
+
+    sc = scenarios.get("midscale-social")
+    config = sc.load_config(None, runs=1, agents=6, steps=2, study={"permutations": 4, "ablations": False,
+                                                                  "judge": "off"})
+    sim_seq, seq = np.random.SeedSequence(0).spawn(2)
+    run = sc.simulate(config, rng=np.random.default_rng(sim_seq), backend=None, keep_from=None,
+                      strategy=config.study.fork_strategy)
+    rec, _ = analyse_run(sc, config, run, seq, backend_label=nothing, offline_policy=True)
+    assert rec["policy"] == "offline policy"
+    rec, _ = analyse_run(sc, config, run, seq, backend_label="openai:m@default")
+    assert rec["policy"] == "LLM (openai:m@default)"
