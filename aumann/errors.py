@@ -68,6 +68,7 @@
     * RetryAfterTooLongError                     -- the server asked to wait longer than allowed
     * ResponseCacheError(LLMError, ConfigError)  -- a corrupted, foreign or unusable response cache file
     * UnknownBackendError(LLMError, ConfigError) -- a backend name that no one registered
+    * BackendFactoryError(LLMError, ConfigError) -- a registered backend's factory raised or built no backend
   * OptionalDependencyError(AumannError, ImportError) -- an optional extra (e.g. xarray) is not installed
   * StepExpired(BaseException): the user-code boundary's internal timeout signal (never raised to users)
   * internal signals of the LLM request path (subclasses of Exception; caught inside the backend, never
@@ -422,6 +423,11 @@ class UnknownBackendError(LLMError, ConfigError):
     """A decision backend name that is not registered (the message lists the registered ones)."""
 
 
+class BackendFactoryError(LLMError, ConfigError):
+    """A registered decision backend's factory raised, or returned something that is neither a decision backend (an
+    object with a ``decide`` method) nor ``None`` (the offline policy decides); the message names the backend."""
+
+
 class OptionalDependencyError(AumannError, ImportError):
     """An optional extra that a feature needs is not installed (the message names the pip extra)."""
 
@@ -587,6 +593,7 @@ __all__ = [
     "AttributionFileError",
     "AumannError",
     "AumannWarning",
+    "BackendFactoryError",
     "BackendUnavailableError",
     "BaselineError",
     "BoundFieldRefused",

