@@ -57,6 +57,7 @@ from aumann.studies.rundir import (
     OtherConfigRun,
     RunDir,
     StudyResult,
+    offline_policy_record,
     read_timing,
     seal,
     split_timing,
@@ -241,7 +242,8 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
     if not isinstance(config, scenario.config_model):
         raise ConfigError(f"run_study needs the {scenario.config_model.__name__} of scenario {scenario.name!r} (from "
                           f"scenario.load_config()); got {type(config).__name__}")
-    digest = config_digest(scenario, config, backend_label, offline=offline_policy_decides(backend, backend_label))
+    offline = offline_policy_decides(backend, backend_label)
+    digest = config_digest(scenario, config, backend_label, offline=offline)
     judge_backend(config, backend)  # a bad study.judge fails before any run
     check_cv_counts(scenario, config)  # so does a count the control-variate row cannot run
     seqs = np.random.SeedSequence(config.seed).spawn(config.runs)
@@ -285,7 +287,9 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                     # uninterrupted run writes; strict wants every stage, so a run with a failed one is redone too
                     status = "todo"
                 if status == "done":
-                    records[r] = old
+                    # a run written before a registered backend whose factory returned None was known to be the
+                    # offline policy says "LLM (nothing)": read back as what it is (the file is left as it is)
+                    records[r] = offline_policy_record(old, backend_label) if offline and old is not None else old
                     arrays[r] = old_arrays
                     timings[r] = rundir.read_timing(r)
                     resumed += 1

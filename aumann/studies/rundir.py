@@ -60,6 +60,8 @@ RUNS, PANELS, ATTRIBUTIONS, TIMINGS = "runs", "panels", "attributions", "timings
 RUN_BYTES_PER_AGENT_STEP = 32
 SPILL_BYTES_PER_AGENT_STEP = 32
 MANIFEST = "manifest.json"
+OFFLINE_POLICY = "offline policy"
+"""The decision policy of a run whose decisions the scenario's offline policy made (records, manifest, tables)."""
 REPORT_HTML, REPORT_MD = "report.html", "report.md"
 FAITHFULNESS = "faithfulness"
 """The headline table's name (``faithfulness.csv``)."""
@@ -550,6 +552,36 @@ def read_timing(run_dir: Path, r: int) -> dict[str, Any]:
     return RunDir(Path(run_dir)).read_timing(r)
 
 
+def offline_policy_text(text: Any, backend: str) -> Any:
+    """``text``, a run's decision policy (a record's ``policy`` or ``analysis.policy``, ``manifest.json``'s ``policy``,
+    ``faithfulness.csv``'s ``policy`` column: labels joined by ``"; "``), as read back from a run whose decisions the
+    offline policy made under the registered backend ``backend`` (its factory returned ``None``): the labels run
+    directories written before that was known hold for it -- ``"LLM (nothing)"`` (the record) and ``"LLM nothing"``
+    (MegaScale's analysis) for ``backend="nothing"`` -- read as ``"offline policy"``, what ``aumann run`` records now.
+    Anything else is returned as it is. Only what is shown changes: the files keep their bytes (and their checksums),
+    and the resume digest is the run's config and label, never this text."""
+    if not isinstance(text, str) or not backend:
+        return text
+    old = {f"LLM ({backend})", f"LLM {backend}"}
+    parts = [OFFLINE_POLICY if part in old else part for part in text.split("; ")]
+    return "; ".join(sorted(set(parts))) if parts != text.split("; ") else text
+
+
+def offline_policy_record(rec: dict[str, Any], backend: str) -> dict[str, Any]:
+    """Run record ``rec`` as read back from a run the offline policy decided under the registered backend
+    ``backend`` (:func:`offline_policy_text` of its ``policy`` and ``analysis.policy``): a copy where either changes,
+    else ``rec`` itself. Its ``checksum`` stays the file's."""
+    policy = offline_policy_text(rec.get("policy"), backend)
+    analysis = rec.get("analysis")
+    inner = offline_policy_text(analysis.get("policy"), backend) if isinstance(analysis, dict) else None
+    if policy == rec.get("policy") and (not isinstance(analysis, dict) or inner == analysis.get("policy")):
+        return rec
+    out = {**rec, "policy": policy} if "policy" in rec else dict(rec)
+    if isinstance(analysis, dict) and "policy" in analysis:
+        out["analysis"] = {**analysis, "policy": inner}
+    return out
+
+
 def stage_failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every stage that did not finish, over the runs: ``{run, stage, status, error, message}``."""
     out = []
@@ -697,9 +729,9 @@ class StudyResult:
 
 
 __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE",
-           "MANIFEST", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS", "TIMINGS",
-           "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks", "dead_rows",
-           "failure_text", "model_finished", "model_finished_text", "other_config_text", "pooled_fallbacks",
-           "read_timing", "seal", "split_timing", "stage_failures", "transient_agents", "transient_agents_text",
-           "transient_agents_words",
-           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]
+           "MANIFEST", "OFFLINE_POLICY", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS",
+           "TIMINGS", "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks",
+           "dead_rows", "failure_text", "model_finished", "model_finished_text", "offline_policy_record",
+           "offline_policy_text", "other_config_text", "pooled_fallbacks", "read_timing", "seal", "split_timing",
+           "stage_failures", "transient_agents", "transient_agents_text", "transient_agents_words", "verify_run",
+           "with_timing", "zero_delta_v", "zero_delta_v_text"]

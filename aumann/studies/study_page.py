@@ -227,7 +227,7 @@ def faithfulness_document(d: Path, manifest: dict[str, Any], charts: Charts, *, 
         sections=built, synthetic=page.synthetic,
         meta=[("command", f"`{literal(manifest.get('command'))}`"), ("created", manifest.get("created")),
               ("baseline action", literal(manifest.get("baseline_description") or "–")),
-              *([("decisions", manifest["policy"])] if manifest.get("policy") else [])])
+              *([("decisions", page.manifest["policy"])] if page.manifest.get("policy") else [])])
     report_failures_section(doc, report_failures(page, parts))
     return doc
 

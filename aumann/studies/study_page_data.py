@@ -11,8 +11,16 @@ import numpy as np
 
 from aumann.errors import ReportError
 from aumann.studies.charts import Charts
-from aumann.studies.rundir import FAITHFULNESS, RunDir, verify_run, with_timing
+from aumann.studies.rundir import (
+    FAITHFULNESS,
+    RunDir,
+    offline_policy_record,
+    offline_policy_text,
+    verify_run,
+    with_timing,
+)
 from aumann.studies.sections import (
+    _offline_policy_decided,
     load_arrays,
     load_attribution,
     load_panel_alive,
@@ -73,6 +81,13 @@ class StudyPage:
         from aumann.records import RunRecord
 
         rd = RunDir(d)
+        # a registered backend whose factory returned None: the offline policy decided, and what was written before
+        # that was known says "LLM (nothing)" (record, manifest, faithfulness.csv); shown as "offline policy", read
+        # only (the files, their checksums and the digests are left as they are)
+        backend = str(manifest.get("backend") or "")
+        offline = _offline_policy_decided(manifest) and backend not in ("", "offline")
+        if offline and "policy" in manifest:
+            manifest = {**manifest, "policy": offline_policy_text(manifest["policy"], backend)}
         config = manifest.get("config") or {}
         n_runs = int(manifest.get("runs") or config.get("runs") or len(rd.finished_records()))
         recs, arrs = [], []
@@ -86,6 +101,8 @@ class StudyPage:
             if not int(rec["t_star"]) < len(arrs[-1].get("f_values", ())):
                 raise ReportError(f"run record {str(rd.record(r))!r}: t_star = {rec['t_star']} is not a step of the "
                                   "run (damaged)")
+            if offline:  # written before such a run was known to be the offline policy's: "LLM (nothing)"
+                rec = offline_policy_record(rec, backend)
             recs.append(with_timing(rec, rd.read_timing(r)))  # the seconds live beside the record
             _same_config(rd, manifest, recs, start=r)  # before the next run is read: it may be gone (removed as stale)
         refs = [load_attribution(p) if (p := rd.attribution(r, reference_method(rec))).is_file() else None
@@ -97,6 +114,9 @@ class StudyPage:
         if not faith or any("method" not in row for row in faith):  # aumann writes a row per method, always
             raise ReportError(f"table {str(rd.table(FAITHFULNESS))!r} holds no rows of methods (emptied, replaced or "
                               "damaged); run the same `aumann run` command with this --out again to rewrite it")
+        if offline:  # (MegaScale's policy column said "LLM nothing")
+            faith = [{**row, "policy": offline_policy_text(row["policy"], backend)} if "policy" in row else row
+                     for row in faith]
         for name in manifest.get("analysis_tables") or []:  # written whenever listed: one missing is damage
             if not rd.table(name).is_file():
                 raise ReportError(f"table {str(rd.table(name))!r}, which manifest.json lists, is missing or not a "

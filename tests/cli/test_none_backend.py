@@ -268,3 +268,89 @@ def test_hostile_factories_are_typed_errors_naming_the_backend(tmp_path, monkeyp
         assert f"aumann: error: BackendFactoryError: backend {name!r}" in capsys.readouterr().err
     with pytest.raises(BackendFactoryError, match="backend 'forty-two': its factory returned int"):
         make_backend("forty-two")
+
+
+def _as_written_before(out, old_policy: str) -> bytes:
+    """Make ``out`` what aumann wrote before a None factory was known to be the offline policy: its run record's and
+    manifest's policy ``old_policy`` (the record sealed again, as it was written then). Returns the record's bytes."""
+    from aumann.studies.rundir import seal
+
+    path = out / "runs" / "run-000.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(seal({**rec, "policy": old_policy})), encoding="utf-8")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    (out / "manifest.json").write_text(json.dumps({**manifest, "policy": old_policy}), encoding="utf-8")
+    return path.read_bytes()
+
+
+def test_a_run_directory_written_before_reads_back_as_the_offline_policy(tmp_path, capsys, nothing):
+    """Run directories of a None-backend run written before 0980269 hold "LLM (nothing)" in runs/run-000.json and
+    manifest.json. Resumed, the record was read back as it was, and the new manifest (and page) said "decisions: LLM
+    (nothing)" again; `aumann report` showed it too. Now both readers show "offline policy" -- the run is resumed
+    (same digest), and the record on disk keeps its bytes."""
+    from aumann.cli import main
+
+    out = tmp_path / "old"
+    argv = [*BASE, "--backend", nothing, "--out", str(out)]
+    assert main(argv) == 0
+    digest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["config_digest"]
+    before = _as_written_before(out, "LLM (nothing)")
+    assert main(["report", str(out), "--no-plots"]) == 0
+    page = (out / "report.md").read_text(encoding="utf-8")
+    assert "LLM (nothing)" not in page and "offline policy" in page
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "0 run(s) computed, 1 resumed" in " ".join(capsys.readouterr().err.split())
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["policy"] == "offline policy" and manifest["config_digest"] == digest
+    assert "LLM (nothing)" not in (out / "report.md").read_text(encoding="utf-8")
+    assert (out / "runs" / "run-000.json").read_bytes() == before  # read back, not rewritten
+
+
+def test_the_old_policy_labels_read_back_only_for_the_backend_named():
+    """What the readers map: the record's "LLM (nothing)" and MegaScale's "LLM nothing" (also inside a "; "-joined
+    text) of the backend named; an LLM run's label, another backend's and a non-text value are left alone."""
+    from aumann.studies.rundir import offline_policy_record, offline_policy_text
+
+    assert offline_policy_text("LLM (nothing)", "nothing") == "offline policy"
+    assert offline_policy_text("LLM nothing", "nothing") == "offline policy"
+    assert offline_policy_text("LLM nothing; offline policy", "nothing") == "offline policy"
+    assert offline_policy_text("LLM (openai:m@default)", "nothing") == "LLM (openai:m@default)"
+    assert offline_policy_text("LLM (nothing-else)", "nothing") == "LLM (nothing-else)"
+    assert offline_policy_text(None, "nothing") is None and offline_policy_text("LLM ()", "") == "LLM ()"
+    rec = {"policy": "LLM (nothing)", "analysis": {"policy": "LLM nothing", "t_star": 2}, "checksum": "c"}
+    assert offline_policy_record(rec, "nothing") == {"policy": "offline policy", "checksum": "c",
+                                                     "analysis": {"policy": "offline policy", "t_star": 2}}
+    assert rec["policy"] == "LLM (nothing)"  # a copy: what was read is left as it is
+    same = {"policy": "LLM (openai:m@default)"}
+    assert offline_policy_record(same, "nothing") is same
+
+
+def test_a_megascale_run_directory_written_before_reports_the_offline_policy(tmp_path, nothing):
+    """MegaScale wrote "LLM nothing" also in the record's analysis and faithfulness.csv's policy column (from before
+    0980269): `aumann report` showed "Decisions: **LLM nothing**." and the column as written; now "offline policy"."""
+    import csv
+
+    from aumann.cli import main
+    from aumann.studies.rundir import seal
+
+    out = tmp_path / "m"
+    assert main(["run", "megascale-social", "--agents", "50", "--steps", "3", "--runs", "1", "--no-plots", "--judge",
+                 "off", "--backend", nothing, "--out", str(out)]) == 0
+    path = out / "runs" / "run-000.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(seal({**rec, "policy": "LLM (nothing)",
+                                     "analysis": {**rec["analysis"], "policy": "LLM nothing"}})), encoding="utf-8")
+    with (out / "faithfulness.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(row["policy"] == "offline policy" for row in rows)
+    with (out / "faithfulness.csv").open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({**row, "policy": "LLM nothing"} for row in rows)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    manifest["outputs_sha256"].pop("faithfulness.csv")  # (recorded as an older aumann did: not checked)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "policy": "LLM nothing"}), encoding="utf-8")
+    assert main(["report", str(out), "--no-plots"]) == 0
+    page = (out / "report.md").read_text(encoding="utf-8")
+    assert "LLM nothing" not in page and "Decisions: **offline policy**." in page
