@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
 def backends(args: argparse.Namespace) -> int:
     from aumann.simulators.llm.registry import describe_backends
 
-    for name, desc in describe_backends():
-        print(f"{name}\t{desc}")
+    for name, desc in describe_backends():  # a description is the registrant's text: shown, never obeyed
+        print(f"{terminal_text(name)}\t{terminal_text(desc)}")
     return 0
 
 

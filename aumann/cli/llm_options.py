@@ -47,9 +47,15 @@ def backend_choices() -> list[str]:
 
 
 def backend_help() -> str:
+    """``--backend``'s help: every registered name with its description. A description is the registrant's text (an
+    installed package's entry point too): its control characters are shown as escapes, not obeyed by the terminal,
+    and a ``%`` is doubled -- argparse formats help with ``%``, and ``"answers 100% yes"`` stopped ``aumann run
+    --help`` with ``ValueError: unsupported format character 'y'``."""
+    from aumann.cli.terminal import terminal_text
     from aumann.simulators.llm.registry import describe_backends
 
-    return "decision backend (registered: " + "; ".join(f"{n}: {d}" for n, d in describe_backends()) + ")"
+    text = "; ".join(f"{terminal_text(n)}: {terminal_text(d)}" for n, d in describe_backends())
+    return f"decision backend (registered: {text})".replace("%", "%%")
 
 
 def _exact_number(text: str) -> int | float:

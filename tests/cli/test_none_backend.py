@@ -354,3 +354,22 @@ def test_a_megascale_run_directory_written_before_reports_the_offline_policy(tmp
     assert main(["report", str(out), "--no-plots"]) == 0
     page = (out / "report.md").read_text(encoding="utf-8")
     assert "LLM nothing" not in page and "Decisions: **offline policy**." in page
+
+
+def test_a_backend_description_is_shown_never_obeyed_nor_formatted(monkeypatch, capsys):
+    """A registered description is the registrant's text: "answers 100% yes" stopped `aumann run --help` with
+    ValueError: unsupported format character 'y' (argparse %-formats help), and an ESC sequence in it reached the
+    terminal raw from both `aumann run --help` and `aumann llm backends`."""
+    from aumann.cli import main
+    from aumann.simulators.llm import registry
+
+    monkeypatch.setitem(registry._registry, "percent",
+                        registry.BackendEntry("percent", lambda options: None, "answers 100% yes \x1b]0;pwned\x07"))
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "percent: answers 100% yes \\x1b]0;pwned\\x07" in shown and "\x1b" not in shown
+    assert main(["llm", "backends"]) == 0
+    listed = capsys.readouterr().out
+    assert "percent\tanswers 100% yes \\x1b]0;pwned\\x07" in listed and "\x1b" not in listed
