@@ -373,3 +373,17 @@ def test_a_backend_description_is_shown_never_obeyed_nor_formatted(monkeypatch, 
     assert main(["llm", "backends"]) == 0
     listed = capsys.readouterr().out
     assert "percent\tanswers 100% yes \\x1b]0;pwned\\x07" in listed and "\x1b" not in listed
+
+
+def test_replacing_the_offline_backend_is_warned_of(tmp_path, monkeypatch):
+    """register_backend("offline", f, replace=True) was accepted without a word, and `aumann run --backend offline`
+    never calls f (the name decides: no backend, its flags refused, the offline digest): warned of now, naming that;
+    still accepted (make_backend("offline") calls f, as before)."""
+    from aumann.errors import AumannWarning
+    from aumann.simulators.llm import registry
+
+    monkeypatch.setitem(registry._registry, "offline", registry._registry["offline"])  # restored afterwards
+    with pytest.warns(AumannWarning, match=r"backend 'offline' replaced: .* aumann run --backend offline .* never "
+                                           "calls it"):
+        registry.register_backend("offline", lambda options: "mine", replace=True)
+    assert _build(tmp_path, "--backend", "offline") == (None, "offline")  # the run is the offline policy's

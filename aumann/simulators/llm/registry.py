@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aumann.errors import AumannError, BackendFactoryError, UnknownBackendError
+from aumann.errors import AumannError, AumannWarning, BackendFactoryError, UnknownBackendError
 from aumann.simulators.llm.options import BackendOptions
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,15 @@ def register_backend(name: str, make: Callable[[BackendOptions], Any], descripti
     with _lock:
         if name in _registry and not replace:
             raise UnknownBackendError(f"backend {name!r} is already registered (pass replace=True to replace it)")
+        if name == "offline" and name in _registry:
+            import warnings
+
+            # (accepted, and make_backend("offline") calls it, as before; the CLI went on without a word)
+            warnings.warn("backend 'offline' replaced: make_backend('offline') calls the new factory, but aumann run "
+                          "--backend offline (the default) still runs the scenario's offline policy and never calls "
+                          "it -- 'offline' is the run without an LLM backend (its flags, digest and dry run are "
+                          "decided by the name); register the factory under a name of its own", AumannWarning,
+                          stacklevel=2)
         _registry[name] = BackendEntry(name, make, description, needs_model)
 
 
