@@ -251,7 +251,11 @@ def test_hostile_factories_are_typed_errors_naming_the_backend(tmp_path, monkeyp
         def decide(self, messages, schema, **kw):
             raise AssertionError("never asked")
 
+    def quits(options):
+        raise SystemExit(0)
+
     cases = {"boom": (boom, "its factory raised RuntimeError: cannot reach the server with key ***"),
+             "quits": (quits, "its factory called sys.exit(0)"),  # aumann run exited 0, silently, nothing computed
              "forty-two": (lambda options: 42, "its factory returned int, which is no decision backend"),
              "decide-only": (lambda options: DecideOnly(), "its factory returned DecideOnly, which aumann run cannot "
                                                             "account for: it lacks a Usage account at .usage and a "

@@ -128,7 +128,8 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
 
     Raises:
         BackendFactoryError: the factory raised (its exception chained; aumann's own errors -- a bad setting's
-            :class:`~aumann.errors.ConfigError`, a missing extra -- pass through as they are), or returned something
+            :class:`~aumann.errors.ConfigError`, a missing extra -- pass through as they are), called ``sys.exit()``
+            (``aumann run`` ended with status 0 and nothing computed), or returned something
             that is neither a decision backend (an object with a ``decide`` method) nor ``None``: ``42`` came back,
             and ``aumann run`` stopped on ``AttributeError: 'int' object has no attribute 'model'``.
     """
@@ -138,7 +139,10 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
         backend = entry.make(options)
     except AumannError:
         raise
-    except Exception as exc:  # (KeyboardInterrupt, SystemExit and MemoryError are not caught)
+    except SystemExit as exc:  # `aumann run --backend NAME` exited 0, silently, with nothing computed
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory called sys.exit({exc.code!r}); a factory "
+                                  "returns a backend or None, or raises") from exc
+    except Exception as exc:  # (KeyboardInterrupt and MemoryError are not caught)
         text = exception_message(exc)
         if options.api_key:  # the key was handed to the factory: a message that repeats it shows none of it
             text = text.replace(options.api_key, "***")
