@@ -391,3 +391,29 @@ def test_replacing_the_offline_backend_is_warned_of(tmp_path, monkeypatch):
                                            "calls it"):
         registry.register_backend("offline", lambda options: "mine", replace=True)
     assert _build(tmp_path, "--backend", "offline") == (None, "offline")  # the run is the offline policy's
+
+
+def test_a_plugin_that_exits_at_load_is_warned_of_and_the_cli_goes_on(monkeypatch, capsys, caplog):
+    """An installed entry point (group aumann.backends) whose import calls sys.exit(3): every command that lists the
+    backends (aumann run, its --help, aumann llm backends) ended with status 3 and no word. It is now a broken plug-in
+    like one that raises: logged, skipped."""
+    import importlib.metadata
+    import logging
+
+    from aumann.cli import main
+    from aumann.simulators.llm import registry
+
+    class ExitingEntryPoint:
+        name, value = "plug", "plug:make"
+
+        def load(self):
+            raise SystemExit(3)
+
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None, **kw: [ExitingEntryPoint()]
+                        if group == "aumann.backends" else real(group=group, **kw))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    with caplog.at_level(logging.WARNING, logger=registry.__name__):
+        assert main(["llm", "backends"]) == 0
+    assert "offline\t" in capsys.readouterr().out and "plug" not in registry.backend_names()
+    assert "backend entry point 'plug' could not be loaded: it called sys.exit(3)" in caplog.text

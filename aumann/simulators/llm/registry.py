@@ -85,8 +85,10 @@ def _load_entry_points() -> None:
             obj = ep.load()
             make, desc = obj if isinstance(obj, tuple) else (obj, f"from {ep.value}")
             register_backend(ep.name, make, desc)
-        except Exception as exc:  # a broken plug-in must not break the CLI
-            logger.warning("backend entry point %r could not be loaded: %s", ep.name, exc)
+        except (Exception, SystemExit) as exc:  # a broken plug-in must not break the CLI (nor end it: a sys.exit()
+            # at its import ended every command that lists the backends -- aumann run, its --help -- silently)
+            logger.warning("backend entry point %r could not be loaded: %s", ep.name,
+                           f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else exc)
 
 
 def backend_names() -> list[str]:
