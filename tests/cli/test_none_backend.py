@@ -243,9 +243,10 @@ def test_hostile_factories_are_typed_errors_naming_the_backend(tmp_path, monkeyp
     from aumann.simulators.llm.registry import make_backend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-hunter2hunter2")
+    monkeypatch.setenv("AUMANN_LLM_BASE_URL", "http://bob:hunter2pw@llm.test/v1")
 
     def boom(options):
-        raise RuntimeError(f"cannot reach the server with key {options.api_key}")
+        raise RuntimeError(f"cannot reach {options.base_urls[0]} with key {options.api_key}")
 
     class DecideOnly:
         def decide(self, messages, schema, **kw):
@@ -254,7 +255,7 @@ def test_hostile_factories_are_typed_errors_naming_the_backend(tmp_path, monkeyp
     def quits(options):
         raise SystemExit(0)
 
-    cases = {"boom": (boom, "its factory raised RuntimeError: cannot reach the server with key ***"),
+    cases = {"boom": (boom, "its factory raised RuntimeError: cannot reach http://***@llm.test/v1 with key ***"),
              "quits": (quits, "its factory called sys.exit(0)"),  # aumann run exited 0, silently, nothing computed
              "forty-two": (lambda options: 42, "its factory returned int, which is no decision backend"),
              "decide-only": (lambda options: DecideOnly(), "its factory returned DecideOnly, which aumann run cannot "

@@ -136,6 +136,7 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
             and ``aumann run`` stopped on ``AttributeError: 'int' object has no attribute 'model'``.
     """
     from aumann.checks import exception_message
+    from aumann.manifest import redact_text
 
     try:
         backend = entry.make(options)
@@ -148,6 +149,7 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
         text = exception_message(exc)
         if options.api_key:  # the key was handed to the factory: a message that repeats it shows none of it
             text = text.replace(options.api_key, "***")
+        text = redact_text(text)  # nor URL credentials (a --base-url's user:key@), as every recorded text
         raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") from exc
     if backend is not None and not callable(getattr(backend, "decide", None)):
         raise BackendFactoryError(f"backend {entry.name!r}: its factory returned {type(backend).__name__}, which is "
