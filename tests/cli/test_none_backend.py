@@ -418,3 +418,17 @@ def test_a_plugin_that_exits_at_load_is_warned_of_and_the_cli_goes_on(monkeypatc
         assert main(["llm", "backends"]) == 0
     assert "offline\t" in capsys.readouterr().out and "plug" not in registry.backend_names()
     assert "backend entry point 'plug' could not be loaded: it called sys.exit(3)" in caplog.text
+
+
+def test_a_factory_out_of_memory_is_not_renamed(monkeypatch):
+    """call_factory wraps a factory's exceptions in BackendFactoryError, but a MemoryError (an Exception too) is the
+    machine's, not the registration's: it passes as it is, for the CLI's one-line memory message."""
+    from aumann.simulators.llm.registry import make_backend
+
+    def hungry(options):
+        raise MemoryError("cannot allocate the model")
+
+    _register(monkeypatch, "hungry", hungry)
+    with pytest.raises(MemoryError, match="cannot allocate the model") as got:
+        make_backend("hungry")
+    assert type(got.value) is MemoryError

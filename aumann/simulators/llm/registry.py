@@ -140,12 +140,12 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
 
     try:
         backend = entry.make(options)
-    except AumannError:
+    except (AumannError, MemoryError):
         raise
     except SystemExit as exc:  # `aumann run --backend NAME` exited 0, silently, with nothing computed
         raise BackendFactoryError(f"backend {entry.name!r}: its factory called sys.exit({exc.code!r}); a factory "
                                   "returns a backend or None, or raises") from exc
-    except Exception as exc:  # (KeyboardInterrupt and MemoryError are not caught)
+    except Exception as exc:  # (KeyboardInterrupt is no Exception: not caught)
         text = exception_message(exc)
         if options.api_key:  # the key was handed to the factory: a message that repeats it shows none of it
             text = text.replace(options.api_key, "***")
