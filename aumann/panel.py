@@ -165,6 +165,24 @@ def _integer_column(col: Any) -> np.ndarray | None:
     return col.dropna().to_numpy(dtype=numpy_kind)
 
 
+def _kept_rounded(flat: Any, rounded: list[tuple[Any, int, int]], kept: np.ndarray) -> list[tuple[str, int, int]]:
+    """``(f"column {c!r}", count, largest)`` of the integers float64 changed in the rows the panel keeps: a dead row
+    (its alive value false, or not alive in ``alive=``) is stored as 0.0, so its integers are no value of the panel
+    and do not count (a column whose changed integers are all in dead rows is left out). ``rounded`` holds the
+    columns counted over every row; only those, and only where a row is dead, are counted again."""
+    out: list[tuple[str, int, int]] = []
+    every = bool(kept.all()) if rounded else True
+    for c, n, big in rounded:
+        if not every:
+            ints = _integer_column(flat[c][kept])
+            changed = None if ints is None else float64_rounded(ints)
+            if changed is None:
+                continue
+            n, big = int(changed.sum()), largest_magnitude(ints[changed])
+        out.append((f"column {str(c)!r}", n, big))
+    return out
+
+
 def _alive_column(col: Any, name: Any) -> np.ndarray:
     """An alive column as bools, by the rule of :class:`Panel` (bool, or integers 0/1; never strings, floats,
     NaN or missing values: ``"False"`` would be true and 0.5 has no answer)."""
@@ -1442,7 +1460,7 @@ class Panel:
         values = np.zeros((T, N, len(feats)))
         present = np.zeros((T, N), dtype=bool)
         present[t_idx, i_idx] = True
-        rounded: list[tuple[str, int, int]] = []
+        changed_in: list[tuple[Any, int, int]] = []  # per column: the integers float64 changed, over every row
         for d, c in enumerate(feats):
             try:
                 values[t_idx, i_idx, d] = flat[c].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -1451,7 +1469,7 @@ class Panel:
             ints = _integer_column(flat[c])
             changed = None if ints is None else float64_rounded(ints)
             if changed is not None:
-                rounded.append((f"column {str(c)!r}", int(changed.sum()), largest_magnitude(ints[changed])))
+                changed_in.append((c, int(changed.sum()), largest_magnitude(ints[changed])))
         if alive_col is not None:
             mask = present.copy()
             mask[t_idx, i_idx] = _alive_column(flat[alive_col], alive_col)
@@ -1459,6 +1477,7 @@ class Panel:
             mask = _alive_mask(alive, (T, N)) & present
         else:
             mask = present
+        rounded = _kept_rounded(flat, changed_in, mask[t_idx, i_idx])
         values[~mask] = 0.0
         meta: dict[str, Any] = {"source": "dataframe"}
         if skipped:

@@ -85,3 +85,25 @@ def test_from_dataframe_of_small_integers_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionLossWarning)
         Panel.from_dataframe(df)
+
+
+def test_from_dataframe_counts_only_the_integers_of_rows_the_panel_keeps():
+    """A dead row (alive column false, or not alive in alive=) is stored as 0.0: its integers are no value of the
+    panel. They were counted (and warned of) as if float64 had changed a panel value."""
+    df = pd.DataFrame({"step": [0, 0, 1, 1], "agent": [1, 2, 1, 2],
+                       "ts": np.array([BIG, BIG + 2, 3, BIG + 4], dtype=np.int64),
+                       "n": pd.array([BIG, None, 1, BIG + 2], dtype="Int64"),
+                       "live": [True, False, True, False]})
+    with pytest.warns(PrecisionLossWarning) as rec:
+        p = Panel.from_dataframe(df, alive="live")
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "column 'ts': 1 value(s), the largest 9,007,199,254,740,993 " in msg  # not BIG + 2, BIG + 4 (dead)
+    assert "column 'n': 1 value(s)" in msg
+    assert p.values[0, 1, p.features.index("ts")] == 0.0  # the dead row's value is not kept
+    # every changed integer in dead rows (alive= a (T, N) mask): nothing the panel holds changed, nothing said
+    dead = np.array([[True, False], [True, False]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        Panel.from_dataframe(df[["step", "agent", "ts"]].assign(ts=np.array([3, BIG, 4, BIG], dtype=np.int64)),
+                             alive=dead)
