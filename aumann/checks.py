@@ -235,20 +235,32 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
 
 #: float64 holds every integer of magnitude up to 2**53 exactly; past it, only every 2nd, 4th, ... one
 FLOAT64_EXACT_INTEGERS = 2**53
+#: float32 (``ArrayRecorder(dtype=float32)``) holds every integer only up to 2**24 (16,777,217 becomes 16,777,216)
+FLOAT32_EXACT_INTEGERS = 2**24
+#: float32's largest finite value (about 3.4e38): past it a value becomes inf
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def float64_rounded(arr: np.ndarray) -> np.ndarray | None:
-    """Where float64 changes the integers of ``arr``: a bool mask of its shape, or ``None`` when it changes none.
+def exact_integers(dtype: Any) -> int:
+    """The magnitude up to which the float type ``dtype`` (float32 or float64) holds every integer exactly."""
+    return FLOAT32_EXACT_INTEGERS if np.dtype(dtype) == np.float32 else FLOAT64_EXACT_INTEGERS
 
-    Only int64/uint64 arrays can lose digits (smaller integer types, bools and floats return ``None`` at once).
-    The common case costs one read of the array (its min and max, no temporary): only an array holding a value
-    past ±2**53 is converted and compared, value by value (2**60 is a double; 2**53 + 1 is not).
+
+def float64_rounded(arr: np.ndarray, dtype: Any = np.float64) -> np.ndarray | None:
+    """Where float64 (or ``dtype``, float32) changes the integers of ``arr``: a bool mask of its shape, or ``None``
+    when it changes none.
+
+    Only integer types wider than the float's mantissa can lose digits: int64/uint64 for float64, also int32/uint32
+    for float32 (smaller integer types, bools and floats return ``None`` at once). The common case costs one read of
+    the array (its min and max, no temporary): only an array holding a value past ±2**53 (±2**24) is converted and
+    compared, value by value (2**60 is a double; 2**53 + 1 is not).
     """
-    if arr.dtype.kind not in "iu" or arr.dtype.itemsize < 8 or arr.size == 0:
+    limit = FLOAT64_EXACT_INTEGERS if dtype is np.float64 else exact_integers(dtype)
+    if arr.dtype.kind not in "iu" or arr.size == 0 or 2 ** (8 * arr.dtype.itemsize) <= limit:
         return None
-    if max(int(arr.max()), -int(arr.min())) <= FLOAT64_EXACT_INTEGERS:
+    if max(int(arr.max()), -int(arr.min())) <= limit:
         return None
-    f = arr.astype(np.float64)
+    f = arr.astype(dtype)
     # iinfo.max as a double is 2**63 (2**64): outside the type's range, so a value that rounds to it changed
     inside = f < float(np.iinfo(arr.dtype).max)
     changed = ~inside
@@ -256,9 +268,11 @@ def float64_rounded(arr: np.ndarray) -> np.ndarray | None:
     return changed if changed.any() else None
 
 
-def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -> tuple[int, int]:
+def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None, dtype: Any = np.float64
+                    ) -> tuple[int, int]:
     """``(how many, the largest |v|)`` of the integers in ``raw`` that ``col``, its float64 values, changed (past
     ±2**53); ``(0, 0)`` when none. ``keep``: a bool mask of the values that count (the rest are not stored).
+    ``dtype=np.float32``: ``col`` holds the float32 values stored, and integers past ±2**24 are judged.
 
     Cheap where nothing changed: an int64/uint64 array (or tensor, Series) costs its min and max
     (:func:`float64_rounded`), any other array a dtype test; a list of Python/numpy numbers one min/max read of
@@ -271,7 +285,7 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -
         arr = raw if isinstance(raw, np.ndarray) else np.asarray(raw)
         if arr.dtype.kind in "iu":
             flat = arr.ravel()
-            mask = float64_rounded(flat)
+            mask = float64_rounded(flat, dtype)
             if mask is not None and keep is not None:
                 mask &= np.asarray(keep, dtype=bool).ravel()
             if mask is None or not mask.any():
@@ -283,11 +297,12 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -
     flat = np.asarray(col).ravel()
     if flat.size == 0 or flat.dtype.kind != "f":
         return 0, 0
+    limit = FLOAT64_EXACT_INTEGERS if dtype is np.float64 else exact_integers(dtype)
     with np.errstate(invalid="ignore"):
         top = max(float(flat.max()), -float(flat.min()))
-        if not top >= FLOAT64_EXACT_INTEGERS:  # (NaN: refused by the caller's finite check)
+        if not top >= limit:  # (NaN: refused by the caller's finite check)
             return 0, 0
-        far = np.abs(flat) >= FLOAT64_EXACT_INTEGERS
+        far = np.abs(flat) >= limit
     kinds = set(map(type, items))  # (C speed) floats past 2**53 are doubles as given: nothing to look at
     ints = {k for k in kinds if issubclass(k, int | np.integer) and not issubclass(k, bool | np.bool_)}
     if not ints:
@@ -298,7 +313,7 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -
         except (OverflowError, ValueError, TypeError):
             arr = None
         if arr is not None and arr.dtype.kind in "iu":
-            return float64_changed(arr, col, keep)
+            return float64_changed(arr, col, keep, dtype)
     if keep is not None:
         far &= np.asarray(keep, dtype=bool).ravel()
     n, big = 0, 0
@@ -316,24 +331,36 @@ def largest_magnitude(values: np.ndarray) -> int:
     return max(abs(int(values.max())), abs(int(values.min())))
 
 
-def _as_double(v: int) -> str:
+def _as_double(v: int, single: bool = False) -> str:
     try:
-        return f"{int(float(v)):,}"
+        with np.errstate(over="ignore"):
+            return f"{int(np.float32(float(v)) if single else float(v)):,}"
     except OverflowError:
         return "inf"
 
 
-def warn_rounded(lost: Sequence[tuple[str, int, int]], *, stacklevel: int = 2) -> None:
+def warn_rounded(lost: Sequence[tuple[str, int, int] | tuple[str, int, int, str]], *, stacklevel: int = 2) -> None:
     """One :class:`~aumann.errors.PrecisionLossWarning` for every ``(name, count, largest)`` of a feature, column or
     field whose integers float64 changed (nothing when ``lost`` is empty): the values are kept, as the nearest
-    double, as before; the warning says so, where, how many and the largest."""
+    double, as before; the warning says so, where, how many and the largest. An entry ``(name, count, largest,
+    "float32")`` is of values stored as float32 (``ArrayRecorder(dtype=float32)``: integers past ±2**24); the one
+    warning then names float32 for those entries."""
     if not lost:
         return
-    parts = "; ".join(f"{name}: {n:,} value(s), the largest {big:,} (now {_as_double(big)})" for name, n, big in lost)
-    warnings.warn(f"integers past ±2**53 changed on their way to float64, the engine's numbers (a double holds "
-                  f"integers exactly only up to 2**53): {parts}. They are kept as the nearest double; if their last "
-                  "digits matter, subtract an offset or change their unit (ns to s) first", PrecisionLossWarning,
-                  stacklevel=stacklevel + 1)
+    single = [len(e) > 3 and e[3] == "float32" for e in lost]
+    parts = "; ".join(f"{e[0]}: {e[1]:,} value(s), the largest {e[2]:,} "
+                      f"(now {_as_double(e[2], one)})" for e, one in zip(lost, single, strict=True))
+    if not any(single):
+        warnings.warn(f"integers past ±2**53 changed on their way to float64, the engine's numbers (a double holds "
+                      f"integers exactly only up to 2**53): {parts}. They are kept as the nearest double; if their "
+                      "last digits matter, subtract an offset or change their unit (ns to s) first",
+                      PrecisionLossWarning, stacklevel=stacklevel + 1)
+        return
+    warnings.warn(f"integers changed on their way to float32 (past ±2**24: a float32 holds integers exactly only up "
+                  f"to 2**24, 16,777,216){' or float64 (past ±2**53)' if not all(single) else ''}: {parts}. They are "
+                  "kept as the nearest value of their type; if their last digits matter, record them as float64 "
+                  "(ArrayRecorder's default dtype, exact up to 2**53), subtract an offset or change their unit first",
+                  PrecisionLossWarning, stacklevel=stacklevel + 1)
 
 
 def as_torch(x: Any, *, dtype: Any = None, device: Any = None, writable: bool = False) -> Any:

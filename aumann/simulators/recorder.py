@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aumann.checks import FLOAT64_EXACT_INTEGERS, _shown, refuse_mixed_labels, user_code
+from aumann.checks import FLOAT32_MAX, FLOAT64_EXACT_INTEGERS, _shown, exact_integers, refuse_mixed_labels, user_code
 from aumann.errors import (
     AgentIdChangedError,
     AumannError,
@@ -104,6 +104,7 @@ class _ArrayBuffer:
     n: int | None = None
     ids_value: Any = None
     rounded: Rounded = field(default_factory=dict)  # integers past ±2**53 float64 changed, per feature
+    exact: int = FLOAT64_EXACT_INTEGERS  # the values' dtype holds every integer up to this (float32: 2**24)
 
 
 def _grown_rows(rec: _RowBuffer, n: int, t: int) -> int:
@@ -740,7 +741,9 @@ class ArrayRecorder(_RecorderBase):
         agent_ids: an array of N ids, or ``fn(model) -> array (N,)`` read at the first capture
             (default ``0 … N-1``). Rows are reordered to ascending id.
         dtype: the panel's dtype, ``float64`` (default) or ``float32`` (half the memory for large N;
-            the attribution engine and the indicators upcast one step at a time).
+            the attribution engine and the indicators upcast one step at a time). float32 holds every integer only
+            up to ±2**24: integers it changes are counted (``meta["rounded_values"]``, marked ``"dtype":
+            "float32"``) and warned of; a value past float32's range (about ±3.4e38) is a ``FeatureValueError``.
 
     Example:
         >>> rec = ArrayRecorder(lambda m: {"wealth": m.wealth, "deg": m.degree})   # doctest: +SKIP
@@ -797,6 +800,7 @@ class ArrayRecorder(_RecorderBase):
             rec.n = first.shape[0]
             _check_buffer(rec.steps, rec.n, len(feats), self.dtype)
             rec.values = np.zeros((rec.steps, rec.n, len(feats)), dtype=self.dtype)
+            rec.exact = exact_integers(rec.values.dtype)
             rec.alive = np.ones((rec.steps, rec.n), dtype=bool)
             ids_spec = self.agent_ids
             with user_code(f"ArrayRecorder agent_ids(model) at capture {t}", error=FeatureValueError):
@@ -818,16 +822,45 @@ class ArrayRecorder(_RecorderBase):
             stored = col if mask is None else np.where(mask, col, 0.0)  # absent rows hold 0.0
             if stored.size:
                 # one min/max read for both checks (as fast as isfinite().all() alone): a non-finite value, and a
-                # value past 2**53, where the integers float64 rounded are counted
+                # value past 2**53 (float32: 2**24), where the integers the panel's dtype rounded are counted
                 lo, hi = float(stored.min()), float(stored.max())  # (NaN propagates, without a warning)
                 if not (math.isfinite(lo) and math.isfinite(hi)):
                     _check_finite(name, col, None, t, mask)
-                if max(hi, -lo) >= FLOAT64_EXACT_INTEGERS:
-                    note_rounded(rec.rounded, name, cols[name], col, mask)
+                if max(hi, -lo) >= rec.exact:
+                    if rec.exact == FLOAT64_EXACT_INTEGERS:
+                        note_rounded(rec.rounded, name, cols[name], col, mask)
+                    else:
+                        self._note_float32(rec, name, cols[name], stored, mask, t)
             rec.values[t, :, d] = stored
+
+    @staticmethod
+    def _note_float32(rec: _ArrayBuffer, name: str, raw: Any, stored: np.ndarray, mask: np.ndarray | None,
+                      t: int) -> None:
+        """Count the integers that float32 changed (past ±2**24) in ``rec.rounded``; refuse a value past float32's
+        range, which would be stored as inf.
+
+        Raises:
+            FeatureValueError: a finite value past float32's largest (about 3.4e38), naming the feature, the row and
+                the capture.
+        """
+        with np.errstate(over="ignore"):
+            single = stored.astype(np.float32)
+        if max(float(stored.max()), -float(stored.min())) > FLOAT32_MAX:
+            inf = np.isinf(single)
+            if inf.any():
+                j = int(np.flatnonzero(inf)[0])
+                raise FeatureValueError(
+                    f"feature {name!r} returned {float(stored[j])!r} for agent row {j} at capture {t}, past float32's "
+                    f"range (±{FLOAT32_MAX:.7g}); {int(inf.sum())} value(s) would be stored as inf by "
+                    "ArrayRecorder(dtype=float32): record this feature as float64 (dtype=np.float64, the default), or "
+                    "scale it (or record its logarithm)")
+        note_rounded(rec.rounded, name, raw, single, mask, np.float32)
 
     def _rounded(self, buffer: _ArrayBuffer) -> Rounded:
         return buffer.rounded
+
+    def _stored_as(self, buffer: _ArrayBuffer) -> np.dtype:
+        return np.dtype(np.float64) if buffer.values is None else buffer.values.dtype
 
     def _result(self, rec: _ArrayBuffer):
         if rec.values is None:

@@ -29,21 +29,27 @@ ContextFn = Callable[[Any], Any]
 Rounded = dict[str, list[int]]
 
 
-def note_rounded(tally: Rounded, name: str, raw: Any, col: np.ndarray, keep: np.ndarray | None = None) -> None:
+def note_rounded(tally: Rounded, name: str, raw: Any, col: np.ndarray, keep: np.ndarray | None = None,
+                 dtype: Any = np.float64) -> None:
     """Count into ``tally[name]`` the integers of ``raw`` (what a feature or context gave at one capture) that
     ``col``, their float64 values, changed: one min/max read of integer arrays (or of ``col`` for a list of
-    numbers), nothing more unless a value is past 2**53 (:func:`~aumann.checks.float64_changed`)."""
-    n, big = float64_changed(raw, col, keep)
+    numbers), nothing more unless a value is past 2**53 (:func:`~aumann.checks.float64_changed`). ``dtype=float32``:
+    ``col`` holds the float32 values stored, and the integers float32 changed (past ±2**24) are counted."""
+    n, big = float64_changed(raw, col, keep, dtype)
     if n:
         entry = tally.setdefault(name, [0, 0])
         entry[0] += n
         entry[1] = max(entry[1], big)
 
 
-def rounded_record(features: Rounded, context: Rounded) -> dict[str, Any] | None:
+def rounded_record(features: Rounded, context: Rounded, features_dtype: Any = np.float64) -> dict[str, Any] | None:
     """The panel's ``meta["rounded_values"]``: ``{"features": {name: {"count", "largest"}}, "context": {...}}``
-    (each part only when it has entries), or ``None`` when float64 changed no recorded integer."""
-    out = {part: {k: {"count": n, "largest": big} for k, (n, big) in tally.items()}
+    (each part only when it has entries), or ``None`` when float64 changed no recorded integer. Features stored as
+    float32 (``features_dtype``, ``ArrayRecorder(dtype=float32)``) say so: ``{"count", "largest", "dtype":
+    "float32"}`` (their count is of the integers float32 changed, past ±2**24; context is always float64)."""
+    single = {"dtype": "float32"} if np.dtype(features_dtype) == np.float32 else {}
+    out = {part: {k: {"count": n, "largest": big, **(single if part == "features" else {})}
+                  for k, (n, big) in tally.items()}
            for part, tally in (("features", features), ("context", context)) if tally}
     return out or None
 
@@ -239,7 +245,8 @@ class Recording:
         self._step_labels: list[Any] = []
         self._transients: list[Row] = []  # per step with agents no capture saw
         self.warn_transients = True  # a TransientAgentsWarning when agents were born and removed within a step
-        self.warn_rounded = True  # a PrecisionLossWarning when recorded integers past ±2**53 were rounded
+        # a PrecisionLossWarning when recorded integers past ±2**53 (float32: ±2**24) were rounded
+        self.warn_rounded = True
         self._panel: Any = None
         self._closed = False
 
@@ -299,8 +306,10 @@ class Recording:
         self._buffer = None  # the panel owns the arrays now
         rounded = self._panel.meta.get("rounded_values")
         if rounded and self.warn_rounded:
-            warn_rounded([(f"{'feature' if part == 'features' else part} {name!r} ({type(self.recorder).__name__})",
-                           e["count"], e["largest"]) for part, d in rounded.items() for name, e in d.items()],
+            kind = type(self.recorder).__name__
+            warn_rounded([(f"{'feature' if part == 'features' else part} {name!r} ({kind}"
+                           f"{', float32' if e.get('dtype') == 'float32' else ''})", e["count"], e["largest"],
+                           str(e.get("dtype", "float64"))) for part, d in rounded.items() for name, e in d.items()],
                          stacklevel=2)
         record = self._panel.meta.get("transient_agents")
         if record is not None and self.warn_transients:
@@ -341,7 +350,8 @@ class Recording:
                 raise FeatureValueError(f"alive_context {name!r} clashes with a context of the same name")
             context[name] = np.ones(values.shape[:2]) if alive is None else alive.astype(np.float64)
         transient = transient_record([r for r in self._transients if r[0] < n])
-        rounded = rounded_record(dict(self.recorder._rounded(self._buffer)), self._context.rounded)
+        rounded = rounded_record(dict(self.recorder._rounded(self._buffer)), self._context.rounded,
+                                 self.recorder._stored_as(self._buffer))
         return Panel(
             values, features=features, agent_ids=ids, steps=self._steps_axis(),
             alive=alive, context=context,
@@ -379,6 +389,10 @@ class _RecorderBase(ABC):
     def _rounded(self, buffer: Any) -> Rounded:
         """Per feature, the recorded integers float64 changed so far (:func:`note_rounded`); none by default."""
         return {}
+
+    def _stored_as(self, buffer: Any) -> np.dtype:
+        """The dtype the features are stored as (what :meth:`_rounded` counted against): float64 by default."""
+        return np.dtype(np.float64)
 
     @contextmanager
     def recording(

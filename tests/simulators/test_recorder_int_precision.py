@@ -10,7 +10,7 @@ import mesa
 import numpy as np
 import pytest
 
-from aumann.errors import PrecisionLossWarning
+from aumann.errors import FeatureValueError, PrecisionLossWarning
 from aumann.simulators import ArrayRecorder, FeatureRecorder, simulate
 
 BIG = 2**53 + 1
@@ -81,3 +81,56 @@ def test_lists_of_integer_kinds_are_counted_per_capture(values, count, largest):
     with pytest.warns(PrecisionLossWarning):
         p = simulate(_Model(values), 2, FeatureRecorder({"v": "v"}))
     assert p.meta["rounded_values"] == {"features": {"v": {"count": 2 * count, "largest": largest}}}
+
+
+F32 = 2**24 + 1  # the first integer float32 does not hold: stored as 2**24
+
+
+def _float32_panel(cols: dict, steps: int = 2, alive: np.ndarray | None = None, **kw):
+    rec = ArrayRecorder(lambda m: cols, dtype=np.float32, alive=None if alive is None else (lambda m: alive))
+    return simulate(_Model([]), steps, rec, **kw)
+
+
+def test_float32_array_recorder_counts_the_integers_float32_changes_and_warns_naming_float32():
+    """ArrayRecorder(dtype=float32) stored 2**24 + 1 as 2**24 without a word: only float64's rounding (past 2**53)
+    was counted. Integers float32 changes are counted in the same meta, marked float32, in one warning."""
+    cols = {"a": np.array([F32, 3, -(2**31 - 1), 2**30], dtype=np.int32),  # int32: past 2**24 too
+            "b": [F32, 1, 2, 2**24],  # Python ints
+            "c": np.array([F32 + 0.0, 1.5, 2.0**30, 7.0])}  # floats: float32's rounding of a float is not counted
+    with pytest.warns(PrecisionLossWarning) as rec:
+        p = _float32_panel(cols, context={"clock": lambda m: BIG})
+    assert p.values.dtype == np.float32
+    assert p.meta["rounded_values"] == {
+        "features": {"a": {"count": 4, "largest": 2**31 - 1, "dtype": "float32"},
+                     "b": {"count": 2, "largest": F32, "dtype": "float32"}},
+        "context": {"clock": {"count": 2, "largest": BIG}}}  # context is float64
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "on their way to float32" in msg
+    assert "feature 'a' (ArrayRecorder, float32): 4 value(s), the largest 2,147,483,647 (now 2,147,483,648)" in msg
+    assert "feature 'b' (ArrayRecorder, float32): 2 value(s), the largest 16,777,217 (now 16,777,216)" in msg
+    assert "context 'clock' (ArrayRecorder): 2 value(s)" in msg and "'c'" not in msg
+    assert p.values[0, 0, 0] == 2**24  # kept as the nearest float32, as before
+
+
+def test_float32_array_recorder_counts_living_rows_only_and_exact_integers_say_nothing():
+    alive = np.array([True, False, True])
+    with pytest.warns(PrecisionLossWarning, match=r"feature 'v' \(ArrayRecorder, float32\): 2 value"):
+        p = _float32_panel({"v": np.array([F32, F32 + 2, 5], dtype=np.int64)}, alive=alive)
+    assert p.meta["rounded_values"]["features"]["v"]["count"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        q = _float32_panel({"v": np.array([2**24, -(2**24), 2**40, 1], dtype=np.int64)})  # exact as float32
+    assert "rounded_values" not in q.meta
+
+
+def test_float32_array_recorder_refuses_a_value_past_float32s_range_at_its_capture():
+    """1e39 (finite, and a double) became inf in a float32 panel, refused only after the last step by the Panel as
+    "NaN/inf value(s) in live rows", which the feature never returned. Now the capture says what happened."""
+    with pytest.raises(FeatureValueError, match=r"feature 'v' returned 1e\+39 for agent row 1 at capture 0, past "
+                                                r"float32's range .*\(dtype=np.float64"):
+        _float32_panel({"v": np.array([1.0, 1e39, -1e39])})
+    with pytest.raises(FeatureValueError, match="past float32's range"):
+        _float32_panel({"v": [1, 10**39]})
+    p = _float32_panel({"v": np.array([1.0, 1e39, 3e38])}, alive=np.array([True, False, True]))  # a dead row: 0.0
+    assert p.values[0, :, 0].tolist() == [1.0, 0.0, np.float32(3e38)]
