@@ -205,6 +205,15 @@ def redact(obj: Any) -> Any:
     return obj
 
 
+def _past_int64(obj: Any) -> Any:
+    """An integer outside int64 as its digits, anything else as it is: the records read back hold int64 integers
+    only (:mod:`aumann.records`), so a ``panel_meta`` holding ``2**70 + 1`` (``meta["rounded_values"]``, the largest
+    integer float64 changed) made the whole manifest.json unreadable (``aumann report`` refused it)."""
+    if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**63:
+        return str(obj)
+    return obj
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -216,10 +225,12 @@ def _jsonable(obj: Any) -> Any:
         return _jsonable(obj.model_dump())
     if hasattr(obj, "item") and callable(obj.item):
         try:
-            return obj.item()
+            return _past_int64(obj.item())
         except (TypeError, ValueError):
             pass
-    if isinstance(obj, str | int | float | bool) or obj is None:
+    if isinstance(obj, int):
+        return _past_int64(obj)
+    if isinstance(obj, str | float | bool) or obj is None:
         return obj
     return repr(obj)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -200,3 +201,19 @@ def test_the_page_says_how_many_agents_no_capture_saw_only_when_some(tmp_path, r
             assert f"* {want}" in md and "<dt>agents present at no capture</dt><dd>5 (5 Fry;" in html
         else:
             assert "agents present at no capture" not in md and "agents present at no capture" not in html
+
+
+def test_a_panel_meta_holding_an_integer_past_int64_leaves_a_readable_manifest(tmp_path, rng, capsys):
+    """A FeatureRecorder panel whose feature held 2**70 + 1 has meta['rounded_values'] with that integer as its
+    largest; `aumann attribute` copied it into manifest.json (panel_meta), which every reader refuses (records hold
+    int64 integers only): the command's own page failed ("ReportError: manifest ... is an integer outside int64") and
+    so did `aumann report` of the directory. The manifest now holds such an integer as its digits."""
+    big = 2**70 + 1
+    meta = {"rounded_values": {"features": {"f0": {"count": 2, "largest": big}}}}
+    src = Panel(np.abs(rng.normal(size=(3, 20, 2))), meta=meta).save(tmp_path / "big.npz")
+    out = tmp_path / "out"
+    assert main(["attribute", str(src), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+    assert "Error" not in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["panel_meta"]["rounded_values"]["features"]["f0"]["largest"] == str(big)
+    assert main(["report", str(out), "--static"]) == 0
