@@ -55,7 +55,16 @@ from aumann.studies.page import (
     render_markdown,
     seconds_text,
 )
-from aumann.studies.rundir import FAITHFULNESS, REPORT_HTML, REPORT_MD, RUNS, RunDir, transient_agents_words
+from aumann.studies.rundir import (
+    FAITHFULNESS,
+    REPORT_HTML,
+    REPORT_MD,
+    ROUNDED_VALUES_NOTE,
+    RUNS,
+    RunDir,
+    rounded_values_words,
+    transient_agents_words,
+)
 from aumann.studies.sections import (
     AT_T_STAR_NOTE,
     PAGE_TOP_MAX,
@@ -444,6 +453,16 @@ def _unseen_agents(panel_meta: dict[str, Any]) -> list[tuple[str, str]]:
              "and f never saw them; by step: the panel's meta['transient_agents'] (manifest.json, panel_meta)")]
 
 
+def _rounded_integers(panel_meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The provenance line of a panel whose recorder counted integers its float64 (float32) changed, as ``aumann
+    run``'s report has it; none when it counted none."""
+    words = rounded_values_words(panel_meta.get("rounded_values"))
+    if not words:
+        return []
+    return [("integers rounded", f"{words}: {ROUNDED_VALUES_NOTE}; the panel's meta['rounded_values'] "
+             "(manifest.json, panel_meta)")]
+
+
 def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top: int = TOP_AGENTS,
                        plots: bool = True) -> Document:
     """The page of an ``aumann attribute`` (or ``aumann demo --out``) directory."""
@@ -510,7 +529,7 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         ("dtype", prov.get("dtype")), ("panel", f"T = {att.T}, N = {att.N:,}, D = {len(att.features)} "
                                                  f"({literal(', '.join(att.features))})"),
         ("source", literal(summary.get("panel") or panel_meta.get("generator") or "–")),
-        *_unseen_agents(panel_meta),
+        *_unseen_agents(panel_meta), *_rounded_integers(panel_meta),
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
     gap = att.efficiency_gap

@@ -63,6 +63,7 @@ from aumann.studies.rundir import (
     dead_rows,
     failure_text,
     model_finished,
+    rounded_values,
     transient_agents,
     zero_delta_v,
     zero_delta_v_text,
@@ -370,6 +371,8 @@ def _write_outputs(result: StudyResult, out: Path, parts: ReportParts, t0: float
         fallbacks["model_finished"] = model_finished(result.records)
     if transient_agents(result.records):  # agents present at no capture (no row, no φ), per run (absent when none)
         fallbacks["transient_agents"] = transient_agents(result.records)
+    if rounded_values(result.records):  # recorded integers float64 (float32) changed, per run (absent when none)
+        fallbacks["rounded_values"] = rounded_values(result.records)
     if zero_delta_v(result.records):
         fallbacks["zero_delta_v"] = [{**d, "why": zero_delta_v_text(d)} for d in zero_delta_v(result.records)]
 

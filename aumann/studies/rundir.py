@@ -109,6 +109,10 @@ class RunRecord(TypedDict):
     #: agents present at no capture (born and removed within a step, or removed in the first step): the panel's
     #: ``meta["transient_agents"]`` ({total, types, steps, removed_before_first_capture}); absent when none
     transient_agents: NotRequired[dict[str, Any]]
+    #: recorded integers float64 (an ``ArrayRecorder(dtype=float32)``'s features: float32) could not hold, kept as the
+    #: nearest value: the panel's ``meta["rounded_values"]`` (``{"features"|"context": {name: {count, largest[,
+    #: dtype]}}}``, a largest past int64 as its digits); absent when none
+    rounded_values: NotRequired[dict[str, Any]]
     zero_delta_v: NotRequired[dict[str, Any]]  # Δv(t*) = 0 (every row undefined): stages.zero_delta_v_record
     stages: dict[str, StageRecord]
     arrays_sha256: str
@@ -640,6 +644,82 @@ def transient_agents_words(d: dict[str, Any]) -> str:
     return f"{total}{f' ({said})' if said else ''} in {len(steps)} step(s)"
 
 
+def rounded_values_record(meta: Any) -> dict[str, Any] | None:
+    """A panel's ``meta["rounded_values"]`` for a run record: the entries that counted some (``count`` > 0), as
+    they are, with a ``largest`` past int64 as its digits (records hold int64 integers only, :mod:`aumann.records`);
+    ``None`` when nothing was counted (or the meta is not of that shape)."""
+    if not isinstance(meta, dict):
+        return None
+    out: dict[str, Any] = {}
+    for part in ("features", "context"):
+        entries = meta.get(part)
+        if not isinstance(entries, dict):
+            continue
+        kept = {str(k): {**e, **({"largest": str(e["largest"])} if _past_int64(e.get("largest")) else {})}
+                for k, e in entries.items() if isinstance(e, dict) and _count(e.get("count")) > 0}
+        if kept:
+            out[part] = kept
+    return out or None
+
+
+def _past_int64(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63
+
+
+def _count(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def rounded_values(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every run whose recorded integers were rounded (``rec["rounded_values"]``): ``{run, features, context}``."""
+    return [{"run": rec.get("run", i), **rec["rounded_values"]} for i, rec in enumerate(records)
+            if isinstance(rec.get("rounded_values"), dict) and rounded_values_words(rec["rounded_values"])]
+
+
+def rounded_values_words(d: Any) -> str:
+    """A panel's ``meta["rounded_values"]`` in words: per feature and context, how many values, the largest (and
+    float32 where the recorder stored float32); ``""`` when it counts none (absent, zero, or not of that shape)."""
+    if not isinstance(d, dict):
+        return ""
+    said = []
+    for part, noun in (("features", "feature"), ("context", "context")):
+        entries = d.get(part)
+        for name, e in (entries.items() if isinstance(entries, dict) else ()):
+            n = _count(e.get("count")) if isinstance(e, dict) else 0
+            if n <= 0:
+                continue
+            single = e.get("dtype") == "float32"
+            big = _digits(e.get("largest"), single)
+            said.append(f"{noun} {name!r}{' (float32)' if single else ''}: {n:,} value(s)"
+                        + (f", the largest {big}" if big else ""))
+    return "; ".join(said)
+
+
+def _digits(v: Any, single: bool) -> str | None:
+    """An integer (or its digits, as a record holds one past int64) with thousands separators and the value it was
+    stored as (float64, or float32 with ``single``); ``None`` for anything else."""
+    if isinstance(v, str) and len(v) < 400 and v[v.startswith("-"):].isdecimal() and v.isascii():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    try:
+        with np.errstate(over="ignore"):
+            now = f"{int(np.float32(float(v)) if single else float(v)):,}"
+    except OverflowError:
+        now = "inf"
+    return f"{v:,} (stored as {now})"
+
+
+def rounded_values_text(d: dict[str, Any]) -> str:
+    """One run's rounded integers, in words (report)."""
+    return f"run {d.get('run')}: {rounded_values_words(d)}"
+
+
+#: what a rounded-integers line of a page adds after the counts
+ROUNDED_VALUES_NOTE = ("recorded integers past ±2⁵³ (float32: ±2²⁴), which the panel's numbers cannot all hold, "
+                       "kept as the nearest value (f and φ saw those)")
+
+
 def zero_delta_v(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every run with Δv = 0 at t* (``rec["zero_delta_v"]``, :func:`aumann.studies.stages.zero_delta_v_record`):
     ``{run, t_star, window, largest_abs_delta_v_step, largest_abs_delta_v}``."""
@@ -729,9 +809,10 @@ class StudyResult:
 
 
 __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS", "HEATMAP", "MACRO_CURVE",
-           "MANIFEST", "OFFLINE_POLICY", "PANELS", "REPORT_HTML", "REPORT_MD", "RUNS", "RUN_ARRAYS", "RUN_KEYS",
-           "TIMINGS", "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult", "control_fallbacks",
-           "dead_rows", "failure_text", "model_finished", "model_finished_text", "offline_policy_record",
-           "offline_policy_text", "other_config_text", "pooled_fallbacks", "read_timing", "seal", "split_timing",
-           "stage_failures", "transient_agents", "transient_agents_text", "transient_agents_words", "verify_run",
-           "with_timing", "zero_delta_v", "zero_delta_v_text"]
+           "MANIFEST", "OFFLINE_POLICY", "PANELS", "REPORT_HTML", "REPORT_MD", "ROUNDED_VALUES_NOTE", "RUNS",
+           "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult",
+           "control_fallbacks", "dead_rows", "failure_text", "model_finished", "model_finished_text",
+           "offline_policy_record", "offline_policy_text", "other_config_text", "pooled_fallbacks", "read_timing",
+           "rounded_values", "rounded_values_record", "rounded_values_text", "rounded_values_words", "seal",
+           "split_timing", "stage_failures", "transient_agents", "transient_agents_text", "transient_agents_words",
+           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

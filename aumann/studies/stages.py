@@ -41,6 +41,7 @@ from aumann.simulators.boundary import exception_message
 from aumann.studies.context import LARGE_N, RunContext, StudySizes
 from aumann.studies.named import NamedList
 from aumann.studies.rows import compute_rows, score_rows
+from aumann.studies.rundir import rounded_values_record
 
 When = Callable[[Scenario, ScenarioConfig], "bool | str"]
 
@@ -323,6 +324,9 @@ def attribute(ctx: RunContext) -> None:
     unseen = panel.meta.get("transient_agents")
     if isinstance(unseen, dict) and unseen.get("total"):  # agents present at no capture: no row, no φ (counted)
         ctx.rec["transient_agents"] = dict(unseen)
+    rounded = rounded_values_record(panel.meta.get("rounded_values"))
+    if rounded is not None:  # recorded integers the panel's float64 (float32) changed: f and φ saw the rounded ones
+        ctx.rec["rounded_values"] = rounded
     if float(res_all.delta_v[ts]) == 0.0:  # every row of the faithfulness table is undefined: say why
         ctx.rec["zero_delta_v"] = zero_delta_v_record(res_all.delta_v, ts)
     ctx.arrays.update({"f_values": fv, "f_original_values": fov, "phi_all": res_all.phi})

@@ -17,10 +17,13 @@ from aumann.studies.page import Cell, Details, Figure, KeyValues, Note, Table, T
 from aumann.studies.rows import rows
 from aumann.studies.rundir import (
     DELETION_CURVES,
+    ROUNDED_VALUES_NOTE,
     dead_rows,
     failure_text,
     model_finished,
     model_finished_text,
+    rounded_values,
+    rounded_values_text,
     stage_failures,
     transient_agents,
     transient_agents_text,
@@ -98,7 +101,7 @@ def _provenance(page: StudyPage) -> list[Any]:
                           "permutations, independent seed"),
         ("seeds", f"root {seeds.get('root', page.config.get('seed'))}, {seeds.get('runs', len(page.recs))} run(s), "
                   f"{seeds.get('spawn', 'SeedSequence(root).spawn(runs)')}"),
-        *_reductions(page), *_living(page), *_unseen(page),
+        *_reductions(page), *_living(page), *_unseen(page), *_rounded(page),
         ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
         ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
@@ -137,6 +140,16 @@ def _unseen(page: StudyPage) -> list[tuple[str, str]]:
     return [("agents present at no capture", "; ".join(transient_agents_text(d) for d in runs) + ". They have no "
              "row in the panel, so no φ, and f never saw them; by step: the panel's meta['transient_agents'] "
              "(panels/run-NNN.npz)")]
+
+
+def _rounded(page: StudyPage) -> list[tuple[str, str]]:
+    """The provenance line of runs whose recorded integers float64 (an ``ArrayRecorder(dtype=float32)``'s
+    features: float32) changed: counted, kept as the nearest value (the panel's ``meta["rounded_values"]``)."""
+    runs = rounded_values(page.recs)
+    if not runs:
+        return []
+    return [("integers rounded", "; ".join(rounded_values_text(d) for d in runs) + f": {ROUNDED_VALUES_NOTE}; the "
+             "panel's meta['rounded_values'] (panels/run-NNN.npz)")]
 
 
 def _deaths_text(page: StudyPage) -> list[Any]:

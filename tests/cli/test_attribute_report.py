@@ -217,3 +217,28 @@ def test_a_panel_meta_holding_an_integer_past_int64_leaves_a_readable_manifest(t
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["panel_meta"]["rounded_values"]["features"]["f0"]["largest"] == str(big)
     assert main(["report", str(out), "--static"]) == 0
+
+
+def test_the_page_says_how_many_recorded_integers_were_rounded_only_when_some(tmp_path, rng, capsys):
+    """`aumann attribute` kept the panel's meta['rounded_values'] (integers past 2**53 a recorder's float64, or
+    float32, changed) in its manifest, but its page did not say it: the provenance now has a line, none when the
+    panel counted none."""
+    meta = {"rounded_values": {"features": {"f0": {"count": 3, "largest": 2**53 + 1},
+                                            "f1": {"count": 2, "largest": 2**24 + 1, "dtype": "float32"}},
+                               "context": {"clock": {"count": 4, "largest": 2**64 - 1}}}}
+    want = ("integers rounded: feature 'f0': 3 value(s), the largest 9,007,199,254,740,993 (stored as "
+            "9,007,199,254,740,992); feature 'f1' (float32): 2 value(s), the largest 16,777,217 (stored as "
+            "16,777,216); context 'clock': 4 value(s), the largest 18,446,744,073,709,551,615 (stored as "
+            "18,446,744,073,709,551,616): recorded integers past ±2⁵³")
+    for name, m in (("some", meta), ("none", {}),
+                    ("zero", {"rounded_values": {"features": {"f0": {"count": 0, "largest": 0}}}})):
+        src = Panel(np.abs(rng.normal(size=(3, 20, 2))), meta=m).save(tmp_path / f"{name}.npz")
+        out = tmp_path / name
+        assert main(["attribute", str(src), "--indicator", "heat", "--out", str(out), "--static"]) == 0
+        md = (out / "report.md").read_text(encoding="utf-8")
+        html = (out / "report.html").read_text(encoding="utf-8")
+        if name == "some":
+            assert f"* {want}" in md
+            assert "<dt>integers rounded</dt><dd>feature 'f0': 3 value(s)" in html
+        else:
+            assert "integers rounded" not in md and "integers rounded" not in html

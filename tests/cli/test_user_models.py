@@ -139,3 +139,30 @@ def test_agents_no_capture_saw_are_counted_in_the_run_record_manifest_and_report
     assert "transient_agents" not in json.loads((out1 / "manifest.json").read_text())
     assert "transient_agents" not in json.loads((out1 / "runs" / "run-000.json").read_text())
     assert "no capture" not in (out1 / "report.md").read_text().replace("(present at no capture)", "")
+
+
+LEDGER = REPO / "tests" / "scenarios" / "ledger" / "scenario.py"
+
+
+def test_recorded_integers_float64_rounded_are_counted_in_the_run_record_manifest_and_report(tmp_path, capsys):
+    """Account numbers past 2**53 recorded as a feature: the panel counted them (meta["rounded_values"]) but the run
+    record, manifest.json and the report said nothing, so a reader of the study's outputs could not know that f and φ
+    saw rounded values. Now all three say it (absent when there are none)."""
+    out = tmp_path / "run"
+    assert main(["run", f"{LEDGER}:scenario", "--runs", "1", "--steps", "4", "--permutations", "20",
+                 "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out)]) == 0
+    assert "feature 'account' (FeatureRecorder): 20 value(s)" in capsys.readouterr().err  # (the warning, as before)
+    counted = {"features": {"account": {"count": 20, "largest": 2**53 + 9}}}  # 5 accounts × 4 captures
+    assert Panel.load(out / "panels" / "run-000.npz").meta["rounded_values"] == counted
+    assert json.loads((out / "runs" / "run-000.json").read_text())["rounded_values"] == counted
+    assert json.loads((out / "manifest.json").read_text())["rounded_values"] == [{"run": 0, **counted}]
+    said = ("integers rounded: run 0: feature 'account': 20 value(s), the largest 9,007,199,254,741,001 (stored as "
+            "9,007,199,254,741,000): recorded integers past ±2⁵³")
+    assert said in (out / "report.md").read_text()
+    assert "<dt>integers rounded</dt><dd>run 0: feature 'account': 20 value(s)" in (out / "report.html").read_text()
+    out1 = tmp_path / "run1"  # small account numbers: no key anywhere, nothing said
+    assert main(["run", f"{LEDGER}:scenario", "--runs", "1", "--steps", "2", "--permutations", "20",
+                 "--set", "big_ids=false", "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out1)]) == 0
+    assert "rounded_values" not in json.loads((out1 / "manifest.json").read_text())
+    assert "rounded_values" not in json.loads((out1 / "runs" / "run-000.json").read_text())
+    assert "integers rounded" not in (out1 / "report.md").read_text()

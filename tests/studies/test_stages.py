@@ -321,3 +321,27 @@ def test_agents_no_capture_saw_are_said_per_run_both_kinds_and_an_edited_record_
                                         "before the first step and removed in it) in 2 step(s)")
     assert transient_agents_text({"run": 2, "total": 3}) == "run 2: 3 (3 born and removed within one step) in 0 step(s)"
     assert transient_agents_text({"run": 2, "total": "3"}) == "run 2: 3 in 0 step(s)"
+
+
+def test_rounded_integers_are_said_per_run_float32_marked_and_an_edited_record_does_not_break_the_report():
+    """The report's line for runs whose recorded integers were rounded: per feature and context how many, the largest
+    and what it became (float32 where the recorder stored float32). The record keeps only entries that counted some
+    and holds a largest past int64 as its digits (records hold int64 integers only); a record edited by hand (a
+    count as text, a largest that is no number) still gives a line or none, never a traceback."""
+    from aumann.studies.rundir import rounded_values, rounded_values_record, rounded_values_text
+
+    meta = {"features": {"v": {"count": 2, "largest": 2**70 + 1}, "w": {"count": 0, "largest": 0},
+                         "x": {"count": 1, "largest": 2**24 + 1, "dtype": "float32"}}}
+    record = rounded_values_record(meta)
+    assert record == {"features": {"v": {"count": 2, "largest": str(2**70 + 1)},
+                                   "x": {"count": 1, "largest": 2**24 + 1, "dtype": "float32"}}}
+    (d,) = rounded_values([{"run": 0}, {"run": 1, "rounded_values": record}])
+    assert rounded_values_text(d) == (
+        "run 1: feature 'v': 2 value(s), the largest 1,180,591,620,717,411,303,425 (stored as "
+        "1,180,591,620,717,411,303,424); feature 'x' (float32): 1 value(s), the largest 16,777,217 (stored as "
+        "16,777,216)")
+    assert rounded_values_record({"features": {"w": {"count": 0, "largest": 0}}}) is None
+    assert rounded_values_record("edited") is None
+    assert rounded_values([{"run": 0, "rounded_values": {"features": {"v": {"count": "3"}}}}]) == []
+    edited = {"run": 2, "context": {"c": {"count": 3, "largest": "x"}}}
+    assert rounded_values_text(edited) == "run 2: context 'c': 3 value(s)"
