@@ -456,7 +456,7 @@ def _unseen_agents(panel_meta: dict[str, Any]) -> list[tuple[str, str]]:
 def _rounded_integers(panel_meta: dict[str, Any]) -> list[tuple[str, str]]:
     """The provenance line of a panel whose recorder counted integers its float64 (float32) changed, as ``aumann
     run``'s report has it; none when it counted none."""
-    words = rounded_values_words(panel_meta.get("rounded_values"))
+    words = rounded_values_words(panel_meta.get("rounded_values"), lambda n: literal(repr(n)))
     if not words:
         return []
     return [("integers rounded", f"{words}: {ROUNDED_VALUES_NOTE}; the panel's meta['rounded_values'] "

@@ -29,6 +29,7 @@ structure is documented in ``docs/scenarios.md`` ("Run records"); :class:`RunRec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
@@ -676,9 +677,10 @@ def rounded_values(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(rec.get("rounded_values"), dict) and rounded_values_words(rec["rounded_values"])]
 
 
-def rounded_values_words(d: Any) -> str:
+def rounded_values_words(d: Any, quote: Callable[[str], str] = repr) -> str:
     """A panel's ``meta["rounded_values"]`` in words: per feature and context, how many values, the largest (and
-    float32 where the recorder stored float32); ``""`` when it counts none (absent, zero, or not of that shape)."""
+    float32 where the recorder stored float32); ``""`` when it counts none (absent, zero, or not of that shape).
+    ``quote`` shows a name (a page passes one that keeps Markdown in a user's feature name from being read)."""
     if not isinstance(d, dict):
         return ""
     said = []
@@ -689,13 +691,13 @@ def rounded_values_words(d: Any) -> str:
             if n <= 0:
                 continue
             single = e.get("dtype") == "float32"
-            big = _digits(e.get("largest"), single)
-            said.append(f"{noun} {name!r}{' (float32)' if single else ''}: {n:,} value(s)"
+            big = stored_integer_text(e.get("largest"), single)
+            said.append(f"{noun} {quote(str(name))}{' (float32)' if single else ''}: {n:,} value(s)"
                         + (f", the largest {big}" if big else ""))
     return "; ".join(said)
 
 
-def _digits(v: Any, single: bool) -> str | None:
+def stored_integer_text(v: Any, single: bool = False) -> str | None:
     """An integer (or its digits, as a record holds one past int64) with thousands separators and the value it was
     stored as (float64, or float32 with ``single``); ``None`` for anything else."""
     if isinstance(v, str) and len(v) < 400 and v[v.startswith("-"):].isdecimal() and v.isascii():
@@ -710,9 +712,9 @@ def _digits(v: Any, single: bool) -> str | None:
     return f"{v:,} (stored as {now})"
 
 
-def rounded_values_text(d: dict[str, Any]) -> str:
+def rounded_values_text(d: dict[str, Any], quote: Callable[[str], str] = repr) -> str:
     """One run's rounded integers, in words (report)."""
-    return f"run {d.get('run')}: {rounded_values_words(d)}"
+    return f"run {d.get('run')}: {rounded_values_words(d, quote)}"
 
 
 #: what a rounded-integers line of a page adds after the counts
@@ -814,5 +816,5 @@ __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS",
            "control_fallbacks", "dead_rows", "failure_text", "model_finished", "model_finished_text",
            "offline_policy_record", "offline_policy_text", "other_config_text", "pooled_fallbacks", "read_timing",
            "rounded_values", "rounded_values_record", "rounded_values_text", "rounded_values_words", "seal",
-           "split_timing", "stage_failures", "transient_agents", "transient_agents_text", "transient_agents_words",
-           "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]
+           "split_timing", "stage_failures", "stored_integer_text", "transient_agents", "transient_agents_text",
+           "transient_agents_words", "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

@@ -142,14 +142,19 @@ def _unseen(page: StudyPage) -> list[tuple[str, str]]:
              "(panels/run-NNN.npz)")]
 
 
+def _shown_name(name: str) -> str:
+    return literal(repr(name))  # a feature's name as given ('a_b_c', '**x**'), not read as Markdown
+
+
 def _rounded(page: StudyPage) -> list[tuple[str, str]]:
     """The provenance line of runs whose recorded integers float64 (an ``ArrayRecorder(dtype=float32)``'s
     features: float32) changed: counted, kept as the nearest value (the panel's ``meta["rounded_values"]``)."""
     runs = rounded_values(page.recs)
     if not runs:
         return []
-    return [("integers rounded", "; ".join(rounded_values_text(d) for d in runs) + f": {ROUNDED_VALUES_NOTE}; the "
-             "panel's meta['rounded_values'] (panels/run-NNN.npz)")]
+    said = "; ".join(rounded_values_text(d, _shown_name) for d in runs)
+    return [("integers rounded", f"{said}: {ROUNDED_VALUES_NOTE}; the panel's meta['rounded_values'] "
+             "(panels/run-NNN.npz)")]
 
 
 def _deaths_text(page: StudyPage) -> list[Any]:

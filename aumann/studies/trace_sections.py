@@ -15,6 +15,7 @@ from typing import Any
 
 from aumann.studies.charts import Charts, Line, short_label
 from aumann.studies.page import Card, Details, KeyValues, Note, Table, Text, Verbatim, fmt, literal
+from aumann.studies.rundir import stored_integer_text
 from aumann.studies.sections import read_json
 
 
@@ -35,6 +36,24 @@ def trace_who_note(manifest: dict[str, Any]) -> list[Any]:
         return []
     return [Note("This trace records real people: agents are opaque indices 0 … N−1 (real ids leave only with "
                  "`--export-identifiers`), grouped into activity tiers whose shares R_G are shown below.", "info")]
+
+
+def _rounded_fields(tr: dict[str, Any]) -> list[tuple[str, str]]:
+    """The line of a trace whose integer field values float64 changed (``trace_report.json``'s ``rounded_values``
+    and ``rounded_largest``); none when it counted none."""
+    counts, largest = tr.get("rounded_values"), tr.get("rounded_largest")
+    if not isinstance(counts, dict):
+        return []
+    largest = largest if isinstance(largest, dict) else {}
+    said = []
+    for f, n in sorted(counts.items()):
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            big = stored_integer_text(largest.get(f))
+            said.append(f"field {literal(repr(f))}: {n:,} value(s)" + (f", the largest {big}" if big else ""))
+    if not said:
+        return []
+    return [("integers rounded", "; ".join(said) + ": integer values past ±2⁵³, which float64 cannot all hold, read as "
+             "the nearest double (f and φ saw those) (trace_report.json, rounded_values)")]
 
 
 def trace_rate(manifest: dict[str, Any]) -> list[Any]:
@@ -71,6 +90,7 @@ def trace_blocks(d: Path, manifest: dict[str, Any], charts: Charts, *, plots: bo
     if tr.get("blob_actions"):
         items.insert(6, ("binary actions", f"{int(tr['blob_actions']):,} record(s) give the action as bytes that are "
                                            "not UTF-8 text: each such action is labelled by its bytes in hex, X'FF01'"))
+    items += _rounded_fields(tr)
     blocks.append(KeyValues(items, caption="What the trace held"))
     rows = [["skipped", literal(r), n, literal("; ".join((tr.get("skipped_at") or {}).get(r, [])[:3]))]
             for r, n in sorted((tr.get("skipped") or {}).items(), key=lambda kv: -kv[1])]

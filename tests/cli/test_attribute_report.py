@@ -223,10 +223,10 @@ def test_the_page_says_how_many_recorded_integers_were_rounded_only_when_some(tm
     """`aumann attribute` kept the panel's meta['rounded_values'] (integers past 2**53 a recorder's float64, or
     float32, changed) in its manifest, but its page did not say it: the provenance now has a line, none when the
     panel counted none."""
-    meta = {"rounded_values": {"features": {"f0": {"count": 3, "largest": 2**53 + 1},
+    meta = {"rounded_values": {"features": {"tx_id_ns": {"count": 3, "largest": 2**53 + 1},
                                             "f1": {"count": 2, "largest": 2**24 + 1, "dtype": "float32"}},
                                "context": {"clock": {"count": 4, "largest": 2**64 - 1}}}}
-    want = ("integers rounded: feature 'f0': 3 value(s), the largest 9,007,199,254,740,993 (stored as "
+    want = ("integers rounded: feature 'tx\\_id\\_ns': 3 value(s), the largest 9,007,199,254,740,993 (stored as "
             "9,007,199,254,740,992); feature 'f1' (float32): 2 value(s), the largest 16,777,217 (stored as "
             "16,777,216); context 'clock': 4 value(s), the largest 18,446,744,073,709,551,615 (stored as "
             "18,446,744,073,709,551,616): recorded integers past ±2⁵³")
@@ -239,6 +239,23 @@ def test_the_page_says_how_many_recorded_integers_were_rounded_only_when_some(tm
         html = (out / "report.html").read_text(encoding="utf-8")
         if name == "some":
             assert f"* {want}" in md
-            assert "<dt>integers rounded</dt><dd>feature 'f0': 3 value(s)" in html
+            assert "<dt>integers rounded</dt><dd>feature 'tx_id_ns': 3 value(s)" in html  # (not read as Markdown)
         else:
             assert "integers rounded" not in md and "integers rounded" not in html
+
+
+def test_the_page_of_a_trace_says_how_many_integer_values_were_rounded(tmp_path, capsys):
+    """A trace's integer field values float64 changed were counted in trace_report.json (rounded_values,
+    rounded_largest) and printed on the console, but the page's "What the trace held" did not say it. A value past
+    int64 (uint64's largest) is in the manifest as its digits."""
+    (tmp_path / "ev.csv").write_text(f"agent,tick,amount\na,0,{2**64 - 1}\nb,0,3\na,1,5\nb,1,{2**53 + 1}\n")
+    (tmp_path / "spec.toml").write_text('format = "table"\n[agent]\nfield = "agent"\n[step]\nfield = "tick"\n'
+                                        '[[features]]\nkind = "last"\nname = "amt"\nfield = "amount"\n')
+    out = tmp_path / "out"
+    assert main(["attribute", "--trace", str(tmp_path / "ev.csv"), "--spec", str(tmp_path / "spec.toml"),
+                 "--indicator", "lin", "--no-deletion", "--out", str(out), "--static"]) == 0
+    want = ("integers rounded: field 'amount': 2 value(s), the largest 18,446,744,073,709,551,615 (stored as "
+            "18,446,744,073,709,551,616): integer values past ±2⁵³")
+    assert f"* {want}" in (out / "report.md").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<dt>integers rounded</dt><dd>field 'amount': 2 value(s)" in html
