@@ -826,27 +826,28 @@ class ArrayRecorder(_RecorderBase):
                 lo, hi = float(stored.min()), float(stored.max())  # (NaN propagates, without a warning)
                 if not (math.isfinite(lo) and math.isfinite(hi)):
                     _check_finite(name, col, None, t, mask)
-                if max(hi, -lo) >= rec.exact:
+                top = max(hi, -lo)
+                if top >= rec.exact:
                     if rec.exact == FLOAT64_EXACT_INTEGERS:
                         note_rounded(rec.rounded, name, cols[name], col, mask)
                     else:
-                        self._note_float32(rec, name, cols[name], stored, mask, t)
+                        self._note_float32(rec, name, cols[name], stored, mask, t, top)
             rec.values[t, :, d] = stored
 
     @staticmethod
     def _note_float32(rec: _ArrayBuffer, name: str, raw: Any, stored: np.ndarray, mask: np.ndarray | None,
-                      t: int) -> None:
+                      t: int, top: float) -> None:
         """Count the integers that float32 changed (past ±2**24) in ``rec.rounded``; refuse a value past float32's
-        range, which would be stored as inf.
+        range, which would be stored as inf. ``top``: the largest magnitude in ``stored``. A float array is only
+        checked for the range (floats that float32 rounds are floats as given, not counted).
 
         Raises:
             FeatureValueError: a finite value past float32's largest (about 3.4e38), naming the feature, the row and
                 the capture.
         """
-        with np.errstate(over="ignore"):
-            single = stored.astype(np.float32)
-        if max(float(stored.max()), -float(stored.min())) > FLOAT32_MAX:
-            inf = np.isinf(single)
+        if top > FLOAT32_MAX:
+            with np.errstate(over="ignore"):
+                inf = np.isinf(stored.astype(np.float32))
             if inf.any():
                 j = int(np.flatnonzero(inf)[0])
                 raise FeatureValueError(
@@ -854,7 +855,12 @@ class ArrayRecorder(_RecorderBase):
                     f"range (±{FLOAT32_MAX:.7g}); {int(inf.sum())} value(s) would be stored as inf by "
                     "ArrayRecorder(dtype=float32): record this feature as float64 (dtype=np.float64, the default), or "
                     "scale it (or record its logarithm)")
-        note_rounded(rec.rounded, name, raw, single, mask, np.float32)
+        kind = raw.dtype.kind if isinstance(raw, np.ndarray) else None
+        if kind == "f":
+            return
+        # an integer array is judged from its own values; a list's items against the float32 values stored
+        note_rounded(rec.rounded, name, raw, stored if kind in ("i", "u") else stored.astype(np.float32), mask,
+                     np.float32)
 
     def _rounded(self, buffer: _ArrayBuffer) -> Rounded:
         return buffer.rounded
