@@ -579,7 +579,9 @@ class PrecisionLossWarning(AumannWarning):
     """Integer input (int64/uint64 arrays or columns, Python ints, integer text in a trace) whose values float64 does
     not hold exactly: past ±2**53 a double keeps only every 2nd, 4th, ... integer, so ``2**53 + 1`` became
     ``2**53``. The values are kept (as the nearest double, as before); the message names the feature, column or
-    field, how many values changed and the largest of them."""
+    field, how many values changed and the largest of them. An ``ArrayRecorder(dtype=float32)`` stores its features
+    as float32, which holds integers exactly only up to ±2**24: the integers it changes are warned of the same way,
+    the message naming float32."""
 
 
 class ScenarioShadowWarning(AumannWarning):

@@ -135,8 +135,8 @@ def simulate(
             one step, so that no capture saw them; they are counted in the panel's ``meta["transient_agents"]``
             either way (forks pass ``False``: the factual run said it already).
         warn_rounded: warn (:class:`~aumann.errors.PrecisionLossWarning`) of recorded integers past ±2**53 that
-            float64 rounded (counted in ``meta["rounded_values"]`` either way); ``None`` (default): as
-            ``warn_transient``.
+            float64 rounded (an ``ArrayRecorder(dtype=float32)``'s features: past ±2**24, float32), counted in
+            ``meta["rounded_values"]`` either way; ``None`` (default): as ``warn_transient``.
 
     Returns:
         Panel with values (T, N, D) float64, agent ids ascending, features in the recorder's order.
