@@ -76,6 +76,7 @@ from aumann.studies.sections import (
     id_cell,
     llm_blocks,
     load_attribution,
+    max_relative_gap,
     not_alive_note,
     pct_cell,
     pct_text,
@@ -85,6 +86,7 @@ from aumann.studies.sections import (
     timing_table,
     top_order,
     top_shown,
+    undefined_relative_note,
     who_table,
 )
 from aumann.studies.study_page import faithfulness_document
@@ -533,12 +535,16 @@ def attribute_document(d: Path, manifest: dict[str, Any], charts: Charts, *, top
         ("git revision", manifest.get("git_revision")), ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
     gap = att.efficiency_gap
+    worst_rel, undefined = max_relative_gap(att)
     sure.append(Table(["max |Σφ − Δv|", "at step", "max relative", "at t*", "satisfies efficiency"],
                       [[float(gap.max()), Cell(literal(steps_lbl[int(np.argmax(gap))]), sort=int(np.argmax(gap))),
-                        float(att.relative_efficiency_gap.max()), float(gap[ts]), att.satisfies_efficiency]],
+                        worst_rel, float(gap[ts]), att.satisfies_efficiency]],
                       caption="Efficiency gap |Σ_i φ_i,t − Δv_t|", id="efficiency"))
+    if undefined:
+        sure.append(undefined_relative_note(undefined))
     if att.large_efficiency_gap().any():
-        sure.append(efficiency_note(float(att.relative_efficiency_gap.max()), "this attribution"))
+        sure.append(efficiency_note(float(att.relative_efficiency_gap[att.large_efficiency_gap()].max()),
+                                    "this attribution"))
     if manifest.get("trace"):  # an event log of another simulator: what was read, and the masking game only
         from aumann.studies.trace_sections import trace_blocks, trace_cards, trace_who_note
 

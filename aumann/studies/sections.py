@@ -502,6 +502,35 @@ def ceiling_explanation(methods: list[str]) -> str:
             "does not count against it). Read the ceiling as the reference's own repeatability, not as a bound.")
 
 
+#: a step's Δv within this share of |f| (or |f⁰|) is round-off: a gap relative to it is undefined
+_DELTA_V_ROUNDOFF = 1e-9
+
+
+def relative_gaps(att: Any) -> np.ndarray:
+    """(T,) the efficiency gap relative to |Δv|, NaN at the steps where Δv is 0 or round-off (within 1e-9 of |f|):
+    :attr:`Attribution.relative_efficiency_gap` divides by ``max(|Δv|, tiny)`` there, so a gap of round-off size
+    at a step where f did not change read 4.4e+307 on a page."""
+    dv = np.abs(np.asarray(att.delta_v, dtype=np.float64))
+    scale = np.maximum(np.abs(np.asarray(att.f_values, dtype=np.float64)),
+                       np.abs(np.asarray(att.f_baseline, dtype=np.float64)))
+    defined = (dv > 0) & (dv > _DELTA_V_ROUNDOFF * scale)
+    return np.where(defined, np.asarray(att.relative_efficiency_gap, dtype=np.float64), np.nan)
+
+
+def max_relative_gap(att: Any) -> tuple[float, int]:
+    """(the largest :func:`relative_gaps` over the steps where it is defined, NaN when at none; how many steps were
+    left out)."""
+    rel = relative_gaps(att)
+    undefined = int(np.isnan(rel).sum())
+    return (float(np.nanmax(rel)) if undefined < rel.size else math.nan), undefined
+
+
+def undefined_relative_note(steps: int) -> Note:
+    """The page's note that "max relative" leaves out ``steps`` steps where Δv is 0 or round-off."""
+    return Note(f"max relative leaves out {steps:,} step(s) where Δv is 0 or round-off (within 1e-9 of |f|): a gap "
+                "relative to it is undefined there; the absolute gap covers them.", "info")
+
+
 def efficiency_note(worst: float, where: str) -> Note:
     """The report's flag for an efficiency gap over the warning share of |Δv|."""
     from aumann.attribution.result import EFFICIENCY_WARN_SHARE

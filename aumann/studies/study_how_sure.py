@@ -34,9 +34,12 @@ from aumann.studies.sections import (
     above_ceiling,
     ceiling_explanation,
     efficiency_note,
+    max_relative_gap,
     mean_std_cell,
     merged_table,
     read_csv,
+    relative_gaps,
+    undefined_relative_note,
 )
 from aumann.studies.study_page_data import StudyPage
 
@@ -105,18 +108,22 @@ def _provenance(page: StudyPage) -> list[Any]:
         ("backend", manifest.get("backend", "offline")), ("git revision", manifest.get("git_revision")),
         ("aumann", (manifest.get("packages") or {}).get("aumann")),
     ], caption="Provenance")]
-    eff_rows = []
+    eff_rows, undefined = [], 0
     for r, (att, rec) in enumerate(zip(page.ats, page.recs)):
         ts = int(rec["t_star"])
+        worst_rel, left_out = max_relative_gap(att)
+        undefined += left_out
         eff_rows.append([r, ts, float(att.delta_v[ts]), float(att.phi[ts].sum()), float(att.efficiency_gap[ts]),
-                         float(att.relative_efficiency_gap[ts]), float(att.max_efficiency_gap),
-                         float(att.relative_efficiency_gap.max())])
+                         float(relative_gaps(att)[ts]), float(att.max_efficiency_gap), worst_rel])
     out.append(Table(["run", "t*", "Δv(t*)", "Σ_i φ_i,t*", "|Σφ − Δv| at t*", "relative", "max over steps",
                       "max relative"], eff_rows, caption="Efficiency gap |Σ_i φ_i,t − Δv_t| (quadrature error)",
                      id="efficiency"))
+    if undefined:
+        out.append(undefined_relative_note(undefined))
     flagged = [r for r, att in enumerate(page.ats) if att.large_efficiency_gap().any()]
     if flagged:
-        out.append(efficiency_note(max(float(page.ats[r].relative_efficiency_gap.max()) for r in flagged),
+        out.append(efficiency_note(max(float(page.ats[r].relative_efficiency_gap[page.ats[r].large_efficiency_gap()].max())
+                                       for r in flagged),
                                    f"run(s) {', '.join(map(str, flagged))}"))
     out += _deaths_text(page)
     return out
