@@ -90,6 +90,7 @@
   * ScenarioShadowWarning                        -- an installed scenario entry point hidden by a built-in of its name
   * UnusedArgumentWarning                        -- arguments given that the mode ``auto`` picked does not use
   * PrecisionLossWarning                         -- integers past 2**53 that float64 (the engine's numbers) changes
+  * SkippedColumnWarning                         -- from_dataframe left out a column of numbers held as objects
 """
 
 from __future__ import annotations
@@ -584,6 +585,13 @@ class PrecisionLossWarning(AumannWarning):
     the message naming float32."""
 
 
+class SkippedColumnWarning(AumannWarning):
+    """:meth:`Panel.from_dataframe`, given no ``features=``, left out a column whose values are numbers held under
+    dtype ``object`` (numbers beside ``None``, as a Mesa agent reporter gives for agents of another type, or beside
+    bools): such a column reads as text to pandas, so it was skipped as one, with nothing said but its name in
+    ``meta["skipped_columns"]``. The message names the columns and how to keep one."""
+
+
 class ScenarioShadowWarning(AumannWarning):
     """An installed ``aumann.scenarios`` entry point whose name (normalised: ``Midscale_Social`` is
     ``midscale-social``) is a built-in scenario's: the name runs the built-in, and the entry point is reached only
@@ -660,6 +668,7 @@ __all__ = [
     "ShapeError",
     "SharedStateWarning",
     "SimulationError",
+    "SkippedColumnWarning",
     "SpanShapeError",
     "StepExpired",
     "StepMapError",

@@ -183,6 +183,38 @@ def _kept_rounded(flat: Any, rounded: list[tuple[Any, int, int]], kept: np.ndarr
     return out
 
 
+def _numbers_as_objects(col: Any) -> bool:
+    """Whether a column of dtype ``object`` holds numbers only (and missing values): ints, floats, bools, numpy
+    numbers, ``Decimal`` / ``Fraction``, beside ``None`` or NaN -- a feature pandas could not type (Mesa's agent
+    reporter gives ``None`` for an agent of another type, and ``[True, None]`` stays ``object``), not labels. Stops
+    at the first value that is not a number (a column of text costs one look)."""
+    import numbers
+    from decimal import Decimal
+
+    seen = False
+    for v in col:
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        if isinstance(v, bool | np.bool_ | Decimal) or (isinstance(v, numbers.Real) and not isinstance(v, str)):
+            seen = True
+            continue
+        return False
+    return seen
+
+
+def _warn_numbers_skipped(names: list[str]) -> None:
+    import warnings
+
+    from aumann.errors import SkippedColumnWarning
+
+    warnings.warn(SkippedColumnWarning(
+        f"Panel.from_dataframe left out {len(names)} column(s) of numbers held as objects (dtype object: numbers "
+        f"beside None or NaN, or beside bools): {names[:8]}{' …' if len(names) > 8 else ''}; they are listed in "
+        "meta['skipped_columns'] with the text columns. To keep one as a feature, convert it (df[col] = "
+        "pd.to_numeric(df[col])) and name the features (features=[...]); a missing value in a live row is refused, "
+        "so mark the rows of agents that lack it dead (alive=...)"), stacklevel=4)
+
+
 def _alive_column(col: Any, name: Any) -> np.ndarray:
     """An alive column as bools, by the rule of :class:`Panel` (bool, or integers 0/1; never strings, floats,
     NaN or missing values: ``"False"`` would be true and 0.5 has no answer)."""
@@ -1410,7 +1442,7 @@ class Panel:
                 raise PanelError(f"the frame holds {n} values of column {c!r} (Mesa's batch_run: several runs); a "
                                  f"panel is one run: select one first, e.g. df[df[{c!r}] == value]")
         if features is None:
-            feats = []
+            feats, numbers_skipped = [], []
             skipped.extend(str(c) for c in run_level)
             for c in cols:
                 if c in (scol, acol, alive_col) or c in extra_levels or c in run_level:
@@ -1421,8 +1453,12 @@ class Panel:
                     feats.append(c)
                 else:
                     skipped.append(str(c))
+                    if pd.api.types.is_object_dtype(kind) and _numbers_as_objects(flat[c]):
+                        numbers_skipped.append(str(c))
             if not feats:
                 raise EmptyPanelError(f"no numeric feature columns in the frame (non-numeric: {skipped})")
+            if numbers_skipped:
+                _warn_numbers_skipped(numbers_skipped)
         else:
             if isinstance(features, str | bytes) or not isinstance(features, Iterable):
                 raise PanelError(f"features must be a sequence of column names; got {type(features).__name__} "

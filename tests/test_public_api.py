@@ -317,6 +317,7 @@ PUBLIC = {
         "ShapeError",
         "SharedStateWarning",
         "SimulationError",
+        "SkippedColumnWarning",
         "SpanShapeError",
         "StepExpired",
         "StepMapError",
