@@ -165,12 +165,12 @@ def _integer_column(col: Any) -> np.ndarray | None:
     return col.dropna().to_numpy(dtype=numpy_kind)
 
 
-def _kept_rounded(flat: Any, rounded: list[tuple[Any, int, int]], kept: np.ndarray) -> list[tuple[str, int, int]]:
-    """``(f"column {c!r}", count, largest)`` of the integers float64 changed in the rows the panel keeps: a dead row
+def _kept_rounded(flat: Any, rounded: list[tuple[Any, int, int]], kept: np.ndarray) -> list[tuple[Any, int, int]]:
+    """``(column, count, largest)`` of the integers float64 changed in the rows the panel keeps: a dead row
     (its alive value false, or not alive in ``alive=``) is stored as 0.0, so its integers are no value of the panel
     and do not count (a column whose changed integers are all in dead rows is left out). ``rounded`` holds the
     columns counted over every row; only those, and only where a row is dead, are counted again."""
-    out: list[tuple[str, int, int]] = []
+    out: list[tuple[Any, int, int]] = []
     every = bool(kept.all()) if rounded else True
     for c, n, big in rounded:
         if not every:
@@ -179,8 +179,15 @@ def _kept_rounded(flat: Any, rounded: list[tuple[Any, int, int]], kept: np.ndarr
             if changed is None:
                 continue
             n, big = int(changed.sum()), largest_magnitude(ints[changed])
-        out.append((f"column {str(c)!r}", n, big))
+        out.append((c, n, big))
     return out
+
+
+def _rounded_record(features: Mapping[str, tuple[int, int]], context: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """``meta["rounded_values"]`` as the recorders write it (:func:`aumann.simulators.recording.rounded_record`):
+    ``{"features": {name: {"count", "largest"}}, "context": {...}}``, each part only when it has entries."""
+    return {part: {k: {"count": n, "largest": big} for k, (n, big) in tally.items()}
+            for part, tally in (("features", features), ("context", context)) if tally}
 
 
 def _numbers_as_objects(col: Any) -> bool:
@@ -1137,6 +1144,8 @@ class Panel:
         utf8_labels(feats, "feature names")
         self.features: tuple[str, ...] = tuple(feats)
         rounded = [] if lost is None else [(f"feature {f!r}", n, big) for f, (n, big) in zip(feats, lost) if n]
+        lost_features = {} if lost is None else {f: (n, big) for f, (n, big) in zip(feats, lost) if n}
+        lost_context: dict[str, tuple[int, int]] = {}
 
         # default labels are 0..n-1 and unique by construction (skips an O(N log N) check)
         self.agent_ids: np.ndarray = (np.arange(N) if agent_ids is None
@@ -1176,6 +1185,7 @@ class Panel:
             carr, clost = _as_float(by_step_label(c, self.steps, f"context {str(name)!r}"), f"context {name!r}")
             if clost is not None:
                 rounded.append((f"context {str(name)!r}", sum(n for n, _ in clost), max(b for _, b in clost)))
+                lost_context[str(name)] = rounded[-1][1:]
             if carr.ndim == 0 or carr.shape[0] != T:
                 raise ShapeError(
                     f"context {name!r} must have leading dimension T = {T}; got shape {carr.shape}"
@@ -1185,6 +1195,8 @@ class Panel:
             self.context[str(name)] = carr
         self.meta: dict[str, Any] = dict(_mapping(meta, "meta"))
         _check_meta(self.meta)
+        if (lost_features or lost_context) and "rounded_values" not in self.meta:  # (a recorder's count is kept)
+            self.meta["rounded_values"] = _rounded_record(lost_features, lost_context)
 
         live = arr if self.alive is None else arr[self.alive]
         if not np.all(np.isfinite(live)):
@@ -1518,6 +1530,8 @@ class Panel:
         meta: dict[str, Any] = {"source": "dataframe"}
         if skipped:
             meta["skipped_columns"] = skipped
+        if rounded:  # the values reach the panel as float64 already: counted here, as a recorder counts them
+            meta["rounded_values"] = _rounded_record({str(c): (n, big) for c, n, big in rounded}, {})
         try:
             # integer labels past int64 become their text now, after the rows were placed by their numeric order
             ids, steps = (label_column(x.tolist()) if x.dtype == object and _all_integers(x.tolist()) else x
@@ -1526,7 +1540,8 @@ class Panel:
                         alive=None if mask.all() else mask, meta=meta)
         except NonFiniteError as exc:
             raise NonFiniteError(f"{exc}; drop such rows, choose features=, or mark them dead with alive=") from None
-        warn_rounded(rounded, stacklevel=3)  # the caller of from_dataframe
+        # (stacklevel: the caller of from_dataframe)
+        warn_rounded([(f"column {str(c)!r}", n, big) for c, n, big in rounded], stacklevel=3)
         return panel
 
     def to_xarray(self):

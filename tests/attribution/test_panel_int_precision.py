@@ -107,3 +107,30 @@ def test_from_dataframe_counts_only_the_integers_of_rows_the_panel_keeps():
         warnings.simplefilter("error", PrecisionLossWarning)
         Panel.from_dataframe(df[["step", "agent", "ts"]].assign(ts=np.array([3, BIG, 4, BIG], dtype=np.int64)),
                              alive=dead)
+
+
+def test_a_panel_built_from_integers_keeps_their_rounding_in_its_meta(tmp_path):
+    """Panel(int64 values) and from_dataframe warned of the integers float64 changed but did not keep the count:
+    a panel saved so and attributed later (`aumann attribute`) had no 'integers rounded' line, where a recorded
+    panel's meta["rounded_values"] gave one. Both now write it in the recorders' form; a recorder's own count
+    (passed in meta) is kept as it is."""
+    from aumann.cli import main
+
+    values = np.array([[[2**53 + 1], [3]], [[2**53 + 3], [5]]], dtype=np.int64)
+    with pytest.warns(PrecisionLossWarning):
+        panel = Panel(values, features=["acct"], context={"clock": np.array([2**60 + 1, 1], dtype=np.int64)})
+    assert panel.meta["rounded_values"] == {"features": {"acct": {"count": 2, "largest": 2**53 + 3}},
+                                            "context": {"clock": {"count": 1, "largest": 2**60 + 1}}}
+    given = {"rounded_values": {"features": {"acct": {"count": 7, "largest": 2**53 + 1}}}}
+    with pytest.warns(PrecisionLossWarning):
+        assert Panel(values, features=["acct"], meta=given).meta == given
+    df = pd.DataFrame({"step": [0, 0, 1, 1], "agent": [1, 2, 1, 2],
+                       "ts": np.array([2**53 + 1, 3, 2**53 + 5, 2**64 - 1], dtype=np.uint64),
+                       "live": [True, True, True, False]})
+    with pytest.warns(PrecisionLossWarning):
+        framed = Panel.from_dataframe(df, alive="live")
+    assert framed.meta["rounded_values"] == {"features": {"ts": {"count": 2, "largest": 2**53 + 5}}}
+    src = framed.save(tmp_path / "framed.npz")
+    assert Panel.load(src).meta["rounded_values"] == framed.meta["rounded_values"]
+    assert main(["attribute", str(src), "--indicator", "lin", "--out", str(tmp_path / "out"), "--static"]) == 0
+    assert "integers rounded: feature 'ts': 2 value(s)" in (tmp_path / "out" / "report.md").read_text()
