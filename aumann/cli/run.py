@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from aumann.cli import executor_options, llm_options
 from aumann.cli.args import integer, number, path, seed
 from aumann.cli.terminal import terminal_text
 from aumann.cli.unused_flags import unused_run_flags
-from aumann.errors import ConfigError
+from aumann.errors import ConfigError, ModelFinishedWarning
 
 #: the cap of study.permutations (aumann.scenarios.base.StudyConfig's ``le``; the parser does not import the
 #: scenarios, so tests/cli/test_bad_inputs_cli.py checks that the two agree): the flag's message names this cap,
@@ -286,9 +287,13 @@ def run(args: argparse.Namespace) -> int:
                 lines.update(f"run {r + 1}/{config.runs}: {msg}", done_stages[0], config.runs * len(stages))
 
             try:
-                # the runs of another config found above: removed without hashing their files a second time
-                result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
-                                   progress=progress, executor=executor, other_config=other)
+                # a model stepped on after running = False: said below, per run, in the command's words (--steps),
+                # not by the study's ModelFinishedWarning
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ModelFinishedWarning)
+                    # the runs of another config found above: removed without hashing their files a second time
+                    result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
+                                       progress=progress, executor=executor, other_config=other)
             finally:
                 execution = describe_executor(executor)
                 if executor is not None:

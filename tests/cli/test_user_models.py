@@ -86,6 +86,8 @@ def test_a_model_that_finished_early_and_a_zero_delta_v_at_t_star_are_said_in_co
     assert "Δv = 0: run 0: Δv = f(z) − f(z⁰) = 0 at t* = 4 (t* = argmax f over steps 4…7)" in err
     assert "model finished: run 0: the model set running = False at panel step 2 (model step 3)" in err
     assert "pass --steps 3 to stop where it finished" in err
+    # said once, by the command (was: also the run's own "aumann: warning: Burnout set running = False ...")
+    assert err.count("running = False at panel step 2") == 1 and "aumann: warning" not in err
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model_finished"] == [{"run": 0, "step": 2, "model_step": 3, "steps": 8}]
     (zero,) = manifest["zero_delta_v"]
