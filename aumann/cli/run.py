@@ -48,6 +48,7 @@ bit-identically offline.
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import warnings
 from pathlib import Path
@@ -163,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     from aumann.simulators.executors import describe_executor
     from aumann.simulators.llm.registry import offline_policy_decides
     from aumann.studies.faithfulness import config_digest, run_study, study_stages
+    from aumann.studies.finished_warning import finished_prefix
     from aumann.studies.report import check_report_files, headline_markdown, write_outputs
     from aumann.studies.rows import reference_row
     from aumann.studies.rundir import (
@@ -288,9 +290,10 @@ def run(args: argparse.Namespace) -> int:
 
             try:
                 # a model stepped on after running = False: said below, per run, in the command's words (--steps),
-                # not by the study's ModelFinishedWarning
+                # not by the study's ModelFinishedWarning (only that one: a scenario's own simulate() still says its)
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ModelFinishedWarning)
+                    warnings.filterwarnings("ignore", message=re.escape(finished_prefix(sc.name)),
+                                            category=ModelFinishedWarning)
                     # the runs of another config found above: removed without hashing their files a second time
                     result = run_study(sc, config, out_dir=out, backend=backend, backend_label=label,
                                        progress=progress, executor=executor, other_config=other)

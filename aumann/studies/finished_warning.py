@@ -25,6 +25,11 @@ def _at(d: Mapping[str, Any]) -> str:
             else f"run {d['run']}: at panel step {d['step']}{label}")
 
 
+def finished_prefix(scenario: str) -> str:
+    """How the study's warning for ``scenario`` begins (a command that says it in its own words filters on it)."""
+    return f"{scenario}: the model set running = False, the step where Mesa's batch_run stops, in "
+
+
 def model_finished_warning(scenario: str, records: Sequence[Mapping[str, Any] | None], *,
                            shown: int = 3) -> str | None:
     """The warning's text for the runs of ``records`` whose model set ``running = False`` before their last step
@@ -37,8 +42,8 @@ def model_finished_warning(scenario: str, records: Sequence[Mapping[str, Any] | 
     runs = "; ".join(_at(d) for d in found[:shown])
     more = f"; and {len(found) - shown} more run(s)" if len(found) > shown else ""
     stop = max(max(d["step"] for d in found) + 1, 1)  # where the last of them finished: no run is cut short
-    return (f"{scenario}: the model set running = False, the step where Mesa's batch_run stops, in {len(found)} of "
-            f"{len(held)} run(s): {runs}{more}. aumann kept stepping it for all {found[0]['steps']} steps, so the "
+    return (f"{finished_prefix(scenario)}{len(found)} of {len(held)} run(s): {runs}{more}. aumann kept stepping it "
+            f"for all {found[0]['steps']} steps, so the "
             "steps after are of a finished model (usually unchanged, so f is flat there and Δv can be 0 at a t* "
             "among them); each run record keeps it (model_finished; manifest.json, the report); pass "
             f"steps={stop} (aumann run --steps {stop}) to stop where {'it' if len(found) == 1 else 'the last of them'} "
@@ -53,4 +58,4 @@ def warn_model_finished(scenario: str, records: Sequence[Mapping[str, Any] | Non
         warnings.warn(ModelFinishedWarning(text), stacklevel=3)
 
 
-__all__ = ["model_finished_warning", "warn_model_finished"]
+__all__ = ["finished_prefix", "model_finished_warning", "warn_model_finished"]
