@@ -541,7 +541,7 @@ class Scenario:
 
     def simulate(self, config: ScenarioConfig, rng: Any = None, backend: Any = None, *,
                  keep_from: int | None = None, progress: bool = False, strategy: str = "auto",
-                 warn_transient: bool = True, warn_finished: bool = True) -> ScenarioRun:
+                 warn_transient: bool = True, warn_finished: bool = True, warn_rounded: bool = True) -> ScenarioRun:
         """Run the scenario for ``config.steps`` steps and record the panel.
 
         Args:
@@ -560,6 +560,9 @@ class Scenario:
             warn_finished: warn (:class:`~aumann.errors.ModelFinishedWarning`) when the model set ``running = False``
                 and was stepped on; it is kept in ``run.panel.meta["model_finished"]`` either way (the study passes
                 ``False`` and warns once, from its run records).
+            warn_rounded: warn (:class:`~aumann.errors.PrecisionLossWarning`) of recorded integers past ±2**53 that
+                float64 rounded; they are counted in ``run.panel.meta["rounded_values"]`` either way (the study
+                passes ``False`` and warns once, from its run records).
         """
         from aumann.errors import CheckpointError
         from aumann.seeding import as_generator
@@ -604,8 +607,8 @@ class Scenario:
 
         ctx = self.call("context(config)", self.context, config) if self.context is not None else None
         panel = simulate(model, T, self.call("make_recorder(config)", self.make_recorder, config), observers=[_keep],
-                         context=ctx, progress=progress, step=step, warn_transient=warn_transient, warn_rounded=True,
-                         warn_finished=warn_finished)
+                         context=ctx, progress=progress, step=step, warn_transient=warn_transient,
+                         warn_rounded=warn_rounded, warn_finished=warn_finished)
         if self.groups is not None:
             groups = self.call("groups()", self.groups, model, config)
             if not isinstance(groups, Mapping):

@@ -50,6 +50,7 @@ from aumann.simulators.llm.settings import REQUEST_KEYS
 from aumann.studies import megascale as _megascale  # noqa: F401  (registers MegaScale-Social's stages)
 from aumann.studies.context import LARGE_N, RunContext, RunOptions, Streams, StudySizes
 from aumann.studies.finished_warning import warn_model_finished
+from aumann.studies.rounded_warning import warn_rounded_values
 from aumann.studies.rows import BUILTIN, get_row
 from aumann.studies.rows.feature_game import check_cv_counts
 from aumann.studies.rundir import (
@@ -374,6 +375,7 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
         # perhaps in a worker, says nothing)
         warn_transient_agents(scenario.name, records, config.steps)
         warn_model_finished(scenario.name, records)  # a model stepped on after running = False: the same
+        warn_rounded_values(scenario.name, records)  # recorded integers past ±2**53 that float64 rounded: the same
         return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                            computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
                            failed_checks=failed, timings=timings, run_counts=counted, stage_seconds=worker_stages)

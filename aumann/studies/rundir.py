@@ -626,6 +626,18 @@ def transient_agents(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(rec.get("transient_agents"), dict)]
 
 
+def rounded_largest(e: Any) -> int | None:
+    """The ``largest`` of one ``rounded_values`` entry (an int, or its decimal text past int64), or ``None``."""
+    big = e.get("largest") if isinstance(e, dict) else None
+    if isinstance(big, bool):
+        return None
+    if isinstance(big, int):
+        return big
+    if isinstance(big, str) and len(big) < 400 and big[big.startswith("-"):].isdecimal() and big.isascii():
+        return int(big)  # (digits only: "²" is a digit to str.isdigit, and int() refuses it)
+    return None
+
+
 def transient_agents_text(d: dict[str, Any]) -> str:
     """One run's agents that no capture saw, in words (report): how many, of which types, how, in how many steps."""
     return f"run {d.get('run')}: {transient_agents_words(d)}"
@@ -815,6 +827,6 @@ __all__ = ["ANALYSIS_TIMING", "ATTRIBUTIONS", "DELETION_CURVES", "FAITHFULNESS",
            "RUN_ARRAYS", "RUN_KEYS", "TIMINGS", "OtherConfigRun", "RunDir", "RunRecord", "StageRecord", "StudyResult",
            "control_fallbacks", "dead_rows", "failure_text", "model_finished", "model_finished_text",
            "offline_policy_record", "offline_policy_text", "other_config_text", "pooled_fallbacks", "read_timing",
-           "rounded_values", "rounded_values_record", "rounded_values_text", "rounded_values_words", "seal",
-           "split_timing", "stage_failures", "stored_integer_text", "transient_agents", "transient_agents_text",
+           "rounded_largest", "rounded_values", "rounded_values_record", "rounded_values_text", "rounded_values_words",
+           "seal", "split_timing", "stage_failures", "stored_integer_text", "transient_agents", "transient_agents_text",
            "transient_agents_words", "verify_run", "with_timing", "zero_delta_v", "zero_delta_v_text"]

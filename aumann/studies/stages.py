@@ -268,12 +268,13 @@ def simulate(ctx: RunContext) -> None:
     if ctx.run is not None:
         return
     keep = 0 if ctx.scenario.baseline_all_fn is None else None
-    # agents present at no capture, a model stepped on after running = False: kept in the record (attribute) and
-    # warned of once by run_study from the records (a run's own warning came from its worker, or not at all)
+    # agents present at no capture, a model stepped on after running = False, recorded integers float64 rounded:
+    # kept in the record (attribute) and warned of once by run_study from the records (a run's own warning came
+    # from its worker, or not at all)
     ctx.run = ctx.scenario.simulate(ctx.config, rng=np.random.default_rng(ctx.streams.simulation),
                                     backend=ctx.options.backend,
                                     keep_from=keep, strategy=ctx.config.study.fork_strategy, warn_transient=False,
-                                    warn_finished=False)
+                                    warn_finished=False, warn_rounded=False)
 
 
 def attribute(ctx: RunContext) -> None:

@@ -74,8 +74,8 @@ class _Nursery(mesa.Model):
 
 
 def test_the_study_run_is_quiet_of_transient_agents_but_still_warns_of_rounded_integers() -> None:
-    # the study's simulate passes warn_transient=False; that switch governed the rounding warning too, which the
-    # study reports nowhere else, so it stays on (warn_rounded) while the transient-agents warning goes to the driver
+    # warn_transient=False governed the rounding warning too; warn_rounded separates them (the study now passes both
+    # False and warns of each once from its run records: tests/studies/test_rounded_warning.py)
     from aumann.errors import PrecisionLossWarning
     from aumann.scenarios import Scenario, ScenarioConfig
     from aumann.simulators import FeatureRecorder

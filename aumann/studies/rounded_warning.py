@@ -1,0 +1,57 @@
+"""The study's one warning of recorded integers past ±2**53 that float64 rounded, said by the driver from the run
+records it holds.
+
+A run's recording counts them in the panel's ``meta["rounded_values"]`` and the study copies that into the run
+record (``rec["rounded_values"]``, :func:`~aumann.studies.rundir.rounded_values_record`) and ``manifest.json``.
+The recording's own :class:`~aumann.errors.PrecisionLossWarning` is off in the study: it came once per run, from
+whichever process simulated the run (a pool's worker printed it in Python's raw format, a Ray worker's may never
+reach the console), and never for a resumed run. :func:`warn_rounded_values` says it once per study instead, for
+computed and resumed runs alike, with the counts summed over the runs and the largest of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aumann.checks import warn_rounded
+from aumann.studies.rundir import rounded_largest, rounded_values
+
+#: the parts of ``meta["rounded_values"]``, as the recording's warning names them
+_PARTS = {"features": "feature", "context": "context"}
+
+
+def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | None], *,
+                        shown: int = 5) -> list[tuple[str, int, int]]:
+    """``(name, count, largest)`` of every feature or context whose recorded integers float64 rounded in some run of
+    ``records`` (counts summed over the runs, the largest of them; the name says which runs, the first ``shown`` by
+    number), as :func:`aumann.checks.warn_rounded` takes them; empty when no run rounded any."""
+    held = [dict(r) for r in records if isinstance(r, Mapping)]
+    tally: dict[tuple[str, str], list[Any]] = {}  # (part, name) → [count, largest, runs]
+    for d in rounded_values(held):
+        for part, word in _PARTS.items():
+            entries = d.get(part)
+            for name, e in (entries.items() if isinstance(entries, dict) else ()):
+                count, big = (e.get("count") if isinstance(e, dict) else None), rounded_largest(e)
+                if not isinstance(count, int) or isinstance(count, bool) or count <= 0 or big is None:
+                    continue
+                t = tally.setdefault((word, str(name)), [0, 0, []])
+                t[0] += count
+                t[1] = max(t[1], abs(big))
+                t[2].append(d["run"])
+    lost = []
+    for (word, name), (count, big, runs) in tally.items():
+        which = ", ".join(f"run {r}" for r in runs[:shown]) + (f" and {len(runs) - shown} more" if len(runs) > shown
+                                                                 else "")
+        lost.append((f"{scenario}: {word} {name!r} in {len(runs)} of {len(held)} run(s) ({which}; counted in each "
+                     "run record's rounded_values, manifest.json)", count, big))
+    return lost
+
+
+def warn_rounded_values(scenario: str, records: Sequence[Mapping[str, Any] | None]) -> None:
+    """One :class:`~aumann.errors.PrecisionLossWarning` for the study's runs whose recorded integers float64 rounded
+    (none when no run's did)."""
+    warn_rounded(rounded_values_lost(scenario, records), stacklevel=3)
+
+
+__all__ = ["rounded_values_lost", "warn_rounded_values"]
