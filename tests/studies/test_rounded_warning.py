@@ -99,3 +99,17 @@ def test_direct_simulate_calls_still_warn() -> None:
         warnings.simplefilter("error", PrecisionLossWarning)
         quiet = sc.simulate(sc.load_config(), rng=0, warn_rounded=False)
     assert run.panel.meta["rounded_values"] == quiet.panel.meta["rounded_values"]  # counted either way
+
+
+def test_a_hand_edited_record_is_read_without_a_traceback() -> None:
+    # records are checksummed, but one edited with its checksum fixed up is still read: a largest that is no decimal
+    # integer ("²" passed str.isdigit, and int("²") raised ValueError) or no number at all is skipped, not a crash
+    from aumann.studies.rounded_warning import rounded_values_lost
+
+    good = {"run": 0, "rounded_values": {"features": {"v": {"count": 2, "largest": str(2**70)}}}}
+    bad = [{"run": 1, "rounded_values": {"features": {"v": {"count": 3, "largest": "²"}}}},
+           {"run": 2, "rounded_values": {"features": {"v": {"count": True, "largest": 5}}}},
+           {"run": 3, "rounded_values": {"context": "clock"}}, None]
+    assert rounded_values_lost("s", [good, *bad]) == [
+        ("s: feature 'v' in 1 of 4 run(s) (run 0; counted in each run record's rounded_values, manifest.json)", 2,
+         2**70)]
