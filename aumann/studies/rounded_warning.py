@@ -22,12 +22,12 @@ _PARTS = {"features": "feature", "context": "context"}
 
 
 def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | None], *,
-                        shown: int = 5) -> list[tuple[str, int, int]]:
+                        shown: int = 5) -> list[tuple[str, int, int] | tuple[str, int, int, str]]:
     """``(name, count, largest)`` of every feature or context whose recorded integers float64 rounded in some run of
     ``records`` (counts summed over the runs, the largest of them; the name says which runs, the first ``shown`` by
     number), as :func:`aumann.checks.warn_rounded` takes them; empty when no run rounded any."""
     held = [dict(r) for r in records if isinstance(r, Mapping)]
-    tally: dict[tuple[str, str], list[Any]] = {}  # (part, name) → [count, largest, runs]
+    tally: dict[tuple[str, str, bool], list[Any]] = {}  # (part, name, float32) → [count, largest, runs]
     for d in rounded_values(held):
         for part, word in _PARTS.items():
             entries = d.get(part)
@@ -35,16 +35,17 @@ def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | Non
                 count, big = (e.get("count") if isinstance(e, dict) else None), rounded_largest(e)
                 if not isinstance(count, int) or isinstance(count, bool) or count <= 0 or big is None:
                     continue
-                t = tally.setdefault((word, str(name)), [0, 0, []])
+                single = isinstance(e, dict) and e.get("dtype") == "float32"  # (an ArrayRecorder's float32)
+                t = tally.setdefault((word, str(name), single), [0, 0, []])
                 t[0] += count
                 t[1] = max(t[1], abs(big))
                 t[2].append(d["run"])
-    lost = []
-    for (word, name), (count, big, runs) in tally.items():
+    lost: list[tuple[str, int, int] | tuple[str, int, int, str]] = []
+    for (word, name, single), (count, big, runs) in tally.items():
         which = ", ".join(f"run {r}" for r in runs[:shown]) + (f" and {len(runs) - shown} more" if len(runs) > shown
                                                                  else "")
         lost.append((f"{scenario}: {word} {name!r} in {len(runs)} of {len(held)} run(s) ({which}; counted in each "
-                     "run record's rounded_values, manifest.json)", count, big))
+                     "run record's rounded_values, manifest.json)", count, big, *(("float32",) if single else ())))
     return lost
 
 

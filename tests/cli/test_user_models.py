@@ -153,7 +153,9 @@ def test_recorded_integers_float64_rounded_are_counted_in_the_run_record_manifes
     out = tmp_path / "run"
     assert main(["run", f"{LEDGER}:scenario", "--runs", "1", "--steps", "4", "--permutations", "20",
                  "--no-plots", "--no-ablations", "--judge", "off", "--out", str(out)]) == 0
-    assert "feature 'account' (FeatureRecorder): 20 value(s)" in capsys.readouterr().err  # (the warning, as before)
+    # (the warning: once, from the run records, since the study's runs do not warn themselves)
+    assert "ledger: feature 'account' in 1 of 1 run(s) (run 0; counted in each run record's rounded_values, " \
+           "manifest.json): 20 value(s)" in capsys.readouterr().err
     counted = {"features": {"account": {"count": 20, "largest": 2**53 + 9}}}  # 5 accounts × 4 captures
     assert Panel.load(out / "panels" / "run-000.npz").meta["rounded_values"] == counted
     assert json.loads((out / "runs" / "run-000.json").read_text())["rounded_values"] == counted

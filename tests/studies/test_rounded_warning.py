@@ -113,3 +113,22 @@ def test_a_hand_edited_record_is_read_without_a_traceback() -> None:
     assert rounded_values_lost("s", [good, *bad]) == [
         ("s: feature 'v' in 1 of 4 run(s) (run 0; counted in each run record's rounded_values, manifest.json)", 2,
          2**70)]
+
+
+def test_float32_entries_are_warned_of_as_float32():
+    """An ArrayRecorder(dtype=float32) records its count with "dtype": "float32": the study's one warning said
+    "past ±2**53 ... float64" for it, where float32 changed the integers past ±2**24."""
+    import warnings as _w
+
+    from aumann.errors import PrecisionLossWarning
+    from aumann.studies.rounded_warning import rounded_values_lost, warn_rounded_values
+
+    recs = [{"run": 0, "rounded_values": {"features": {"x": {"count": 3, "largest": 2**24 + 1, "dtype": "float32"}}}},
+            {"run": 1, "rounded_values": {"features": {"y": {"count": 2, "largest": 2**53 + 1}}}}]
+    lost = rounded_values_lost("s", recs)
+    assert [e[1:] for e in lost] == [(3, 2**24 + 1, "float32"), (2, 2**53 + 1)]
+    with _w.catch_warnings(record=True) as got:
+        _w.simplefilter("always")
+        warn_rounded_values("s", recs)
+    (w,) = [g for g in got if issubclass(g.category, PrecisionLossWarning)]
+    assert "float32 (past ±2**24" in str(w.message) and "or float64 (past ±2**53)" in str(w.message)
