@@ -851,6 +851,32 @@ def test_an_agent_id_written_as_a_number_and_as_text_is_one_agent(tmp_path, batc
         read("nul.jsonl", [("a", 0, "buy", 1), ("a\0", 0, "buy", 2)])
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "spans"])
+def test_ids_and_actions_that_differ_after_a_nul_character_stay_apart(tmp_path, fmt):
+    """pandas 2.x and 3.0.x factorize an array of text as C strings, which end at the first NUL: the agents 'a\\0b'
+    and 'a\\0c' were one agent (their events added up, the other id gone without a word), and the actions
+    'buy\\0x' and 'buy\\0y' one count_each column."""
+    rows = [("a\0b", 0, "buy\0x"), ("a\0c", 0, "buy\0y"), ("a\0c", 1, "buy\0y"), ("d", 1, "buy\0x")]
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"}, "action": {"field": "action"},
+            "features": [{"kind": "count", "name": "n"}, {"kind": "count_each", "prefix": "did_"}]}
+    if fmt == "jsonl":
+        f = tmp_path / "nul.jsonl"
+        f.write_text("".join(json.dumps({"agent": a, "tick": t, "action": x}) + "\n" for a, t, x in rows))
+    else:
+        f = tmp_path / "nul_spans.jsonl"
+        f.write_text("".join(json.dumps({"trace_id": f"t{i}", "span_id": f"s{i}", "name": "act",
+                                         "attributes": {"agent": a, "tick": t, "action": x}}) + "\n"
+                             for i, (a, t, x) in enumerate(rows)))
+        spec = dict(spec, format="otel", agent={"field": "attributes/agent"}, step={"field": "attributes/tick"},
+                    action={"field": "attributes/action"})
+    p = read_trace(f, spec).panel
+    assert p.agent_ids.tolist() == ["a\0b", "a\0c", "d"]
+    assert p.values[:, :, p.features.index("n")].tolist() == [[1, 1, 0], [0, 1, 1]]
+    did = sorted(name for name in p.features if name.startswith("did"))
+    assert len(did) == 2, p.features
+    assert sum(p.values[:, :, p.features.index(name)].sum() for name in did) == 4
+
+
 @pytest.mark.parametrize(("tail", "where"), [('{"agent":"a1","tick":1,"act', "row 61"), ("[1,2,3]\n", "row 61"),
                                              ("7\n", "row 61"), ("garbage{\n", "row 61")])
 def test_a_bad_json_line_in_a_table_is_refused_by_its_row_or_skipped_and_counted(tmp_path, tail, where):

@@ -118,7 +118,7 @@ class PanelBuilder:
     # ------------------------------------------------------------------ ingest
     def _agent_index(self, agent: np.ndarray) -> np.ndarray:
         """Panel positions of a batch's agent ids (new ids get the next positions, in order of appearance)."""
-        codes, uniq = pd.factorize(agent, use_na_sentinel=False)
+        codes, uniq = _factorize(agent)
         if self._known is None or len(self._known) != len(self.id_list):
             self._known = pd.Index(self.id_list, dtype=object)
         pos = self._known.get_indexer(pd.Index(uniq, dtype=object))  # hashed lookups in C
@@ -183,7 +183,7 @@ class PanelBuilder:
                 sel = sel & (action != None)  # noqa: E711
                 if not sel.any():
                     continue
-                codes, uniq = pd.factorize(action[sel])
+                codes, uniq = _factorize(action[sel])
                 col = np.empty(len(uniq), dtype=np.int64)
                 known = len(self.actions)
                 for u, name in enumerate(uniq.tolist()):
@@ -478,6 +478,29 @@ def _exposure(x: np.ndarray, src: np.ndarray, tgt: np.ndarray, since: np.ndarray
             continue
         out[t] = np.bincount(src[:k], weights=x[t, tgt[:k]], minlength=N)
     return out
+
+
+def _text_merges_at_nul() -> bool:
+    """Whether this pandas' ``factorize`` takes text that differs only after a NUL character as one value (pandas
+    2.x and 3.0.x hash an array of only strings as C strings, which end at the first NUL: ``'a'`` and ``'a\\0'``,
+    ``'a\\0b'`` and ``'a\\0c'`` one value). Asked of pandas itself, once, rather than read off its version."""
+    return len(pd.factorize(np.array(["a", "a\0b"], dtype=object))[1]) == 1
+
+
+_NUL_MERGES = _text_merges_at_nul()
+#: a value that is no string: appended to an array of text, it makes pandas hash the Python objects (exact equality)
+_NOT_TEXT = object()
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques in order of appearance) of ``values``, every distinct value its own code (``None`` one too):
+    ``pd.factorize``, except that where this pandas merges text at a NUL character (:func:`_text_merges_at_nul`)
+    an object array is factorized with one non-string value appended, which pandas hashes as Python objects, and
+    that value's code is dropped again (it is the last to appear: the last unique)."""
+    if not (_NUL_MERGES and values.dtype == object):
+        return pd.factorize(values, use_na_sentinel=False)
+    codes, uniq = pd.factorize(np.append(values, np.array([_NOT_TEXT], dtype=object)), use_na_sentinel=False)
+    return codes[:-1], uniq[:-1]
 
 
 _INT64 = np.iinfo(np.int64)
