@@ -131,10 +131,12 @@ class StepCoder:
         if isinstance(st.origin, str):
             if self.numeric_width:
                 raise TraceSpecError("step.origin is a time but step.bin is a plain number: give a numeric origin")
-            ts = pd.to_datetime(st.origin, utc=True, errors="coerce", format="ISO8601")
-            if pd.isna(ts):
+            # as the step values' text is read (not ts.value: nanoseconds overflow beyond 1677-2262, and
+            # pandas 2.x parses no text beyond them)
+            origin = float(_parse_times(pd.Series([st.origin], dtype=object))[0][0])
+            if math.isnan(origin):
                 raise TraceSpecError(f"step.origin {st.origin!r} is not an ISO-8601 time")
-            self.origin = _epoch_seconds(ts)  # not ts.value: nanoseconds overflow beyond 1677-2262
+            self.origin = origin
         elif st.origin is not None:
             self.origin = float(st.origin) * (1.0 if self.numeric_width else self.unit)
 
@@ -258,12 +260,6 @@ def _datetime64_seconds(arr: np.ndarray) -> np.ndarray:
     return secs
 
 
-def _epoch_seconds(ts: pd.Timestamp) -> float:
-    """Seconds since the epoch of a UTC timestamp, in its own unit (``ts.value`` is nanoseconds and raises
-    beyond 1677-2262)."""
-    return float(_datetime64_seconds(np.array([ts.tz_convert(None).to_datetime64()]))[0])
-
-
 def _parse_times(strs: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(seconds since the epoch, NaN where not a time; out-of-range mask) of ISO-8601 texts, vectorised.
 
@@ -271,19 +267,61 @@ def _parse_times(strs: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     call ``datetime64[ns]``, where a time before 1677-09-21 or after 2262-04-11 is NaT (and a far time with
     nanoseconds of its own is NaT in any call). So the texts it could not parse are parsed once more on
     their own with the fraction cut to microseconds (``datetime64[us]`` holds years 0-9999 and beyond; a
-    float64 of seconds holds no nanoseconds there anyway). What is left is not a timestamp, except a
-    year of five or more digits (ISO-8601's expanded years, past what pandas and Python parse), which is
-    out of range."""
-    secs = _datetime64_seconds(_utc(pd.to_datetime(strs, utc=True, errors="coerce", format="ISO8601")))
+    float64 of seconds holds no nanoseconds there anyway). pandas 2.x parses text in nanoseconds only, so
+    what is still left is parsed by :func:`_seconds_by_cycles`, its year moved into the nanoseconds' range. What
+    is left then is not a timestamp, except a year of five or more digits (ISO-8601's expanded years, past what
+    pandas and Python parse), which is out of range."""
+    secs = _iso_seconds(strs)
     far = np.zeros(len(strs), dtype=bool)
     todo = np.flatnonzero(np.isnan(secs))
     if todo.size:
         again = strs.iloc[todo].str.replace(r"(\.\d{6})\d+", r"\1", regex=True)
-        secs[todo] = _datetime64_seconds(_utc(pd.to_datetime(again, utc=True, errors="coerce", format="ISO8601")))
+        secs[todo] = _iso_seconds(again)
+        still = np.isnan(secs[todo])
+        if still.any():
+            secs[todo[still]] = _seconds_by_cycles(again.iloc[np.flatnonzero(still)])
         left = todo[np.isnan(secs[todo])]
         if left.size:
             far[left] = strs.iloc[left].str.match(r"\s*[+-]?\d{5,}-\d\d").to_numpy(dtype=bool)
     return secs, far
+
+
+def _iso_seconds(strs: pd.Series) -> np.ndarray:
+    """Seconds since the epoch of ISO-8601 texts as pandas parses them (NaN where it does not)."""
+    return _datetime64_seconds(_utc(pd.to_datetime(strs, utc=True, errors="coerce", format="ISO8601")))
+
+
+#: the Gregorian calendar repeats every 400 years: 146,097 days, leap days included
+_CYCLE_YEARS = 400
+_CYCLE_SECONDS = 146_097 * 86_400.0
+#: the years the texts are moved into (1800-2199, inside pandas' nanoseconds, 1677-09-21 to 2262-04-11, with a day
+#: to spare at either end for a zone's offset)
+_CYCLE_START = 1800
+#: text that starts with a year of four digits
+_YEAR_FIRST = re.compile(r"(\s*)(\d{4})(-.*)", re.DOTALL)
+
+
+def _seconds_by_cycles(strs: pd.Series) -> np.ndarray:
+    """Seconds since the epoch of ISO-8601 texts with a year of 0001-9999 outside pandas 2.x's nanoseconds (a trace
+    in the year 2300 was skipped record by record as 'not a timestamp', and a step.origin there refused): the year
+    moved by whole 400-year cycles into 1800-2199, the text parsed by pandas (so its ISO-8601 is the one the other
+    texts are read by), the cycles added back in seconds. NaN where the text still does not parse, or does not
+    start with such a year (pandas 3 parses these texts itself: none are left for this)."""
+    out = np.full(len(strs), np.nan)
+    moved: list[str] = []
+    where: list[int] = []
+    cycles: list[int] = []
+    for i, text in enumerate(strs.tolist()):
+        m = _YEAR_FIRST.fullmatch(text) if isinstance(text, str) else None
+        if m is None or int(m.group(2)) < 1:
+            continue
+        k = (int(m.group(2)) - _CYCLE_START) // _CYCLE_YEARS
+        moved.append(f"{m.group(1)}{int(m.group(2)) - k * _CYCLE_YEARS:04d}{m.group(3)}")
+        where.append(i)
+        cycles.append(k)
+    if where:
+        out[where] = _iso_seconds(pd.Series(moved, dtype=object)) + np.array(cycles) * _CYCLE_SECONDS
+    return out
 
 
 def _utc(ts: pd.Series) -> np.ndarray:
