@@ -115,9 +115,8 @@ def apply_filters(
     """
     n = len(users)
     created = pd.to_datetime(users["created_at"], utc=True)
-    cutoff = window_start - pd.Timedelta(days=config.min_account_age_days)
     age_known = created.notna().to_numpy()
-    too_young = age_known & (created > cutoff).fillna(False).to_numpy(dtype=bool)
+    too_young = age_known & _created_after(created, window_start, config.min_account_age_days)
     handles = users["handle"]
     handle_known = handles.notna().to_numpy() & (handles.fillna("").astype(str) != "").to_numpy()
     matchers = config.bot_matchers()
@@ -133,6 +132,28 @@ def apply_filters(
         keep &= ~fail
     notes = {"age_unknown": int((~age_known).sum()), "handle_unknown": int((~handle_known).sum())}
     return keep, dropped, notes
+
+
+def _created_after(created: pd.Series, window_start: pd.Timestamp, days: float) -> np.ndarray:
+    """Whether each ``created`` time (UTC, NaT: False) is later than ``window_start`` less ``days``. pandas 2.x holds
+    a Timedelta in nanoseconds, about 292 years at most: an age of 200,000 days (which the config allows, up to
+    1,000,000) ended build-panel in a bare OverflowError there. Such a cut-off is compared in seconds instead (a
+    float64 of seconds is exact to well under a microsecond that far back, and no created time lies near it)."""
+    try:
+        cutoff = window_start - pd.Timedelta(days=days)
+    except (OverflowError, ValueError):  # pandas' OutOfBoundsTimedelta / OutOfBoundsDatetime are ValueErrors
+        times = created.dt.tz_convert(None).to_numpy()
+        unit, count = np.datetime_data(times.dtype)
+        secs = times.view(np.int64).astype(np.float64) * (count / _PER_SECOND[unit])
+        start = window_start.tz_convert(None).to_datetime64()
+        s_unit, s_count = np.datetime_data(start.dtype)
+        limit = float(start.astype(np.int64)) * (s_count / _PER_SECOND[s_unit]) - days * 86_400.0
+        return ~np.isnat(times) & (secs > limit)
+    return (created > cutoff).fillna(False).to_numpy(dtype=bool)
+
+
+#: a datetime64 unit's ticks per second
+_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 
 __all__ = ["FILTER_ORDER", "FilterConfig", "apply_filters", "load_filters"]

@@ -140,6 +140,20 @@ def test_a_huge_minimum_account_age_is_a_config_error_not_an_overflow(tmp_path: 
     assert keep.tolist() == [False]  # the largest allowed age still computes (created after the cut-off)
 
 
+def test_an_account_age_past_292_years_filters_by_the_calendar():
+    """pandas 2.x holds a Timedelta in nanoseconds (about 292 years): min_account_age_days = 200,000, which the config
+    allows, ended apply_filters in a bare OverflowError there. Beyond it the cut-off is compared in seconds: every
+    account created since is too young, an unknown age passes and is counted."""
+    users = pd.DataFrame({"created_at": pd.to_datetime(["2020-01-01T00:00:00", None, "1700-01-01T00:00:00.5"],
+                                                                  utc=True, format="ISO8601"),
+                          "handle": ["a", "b", "c"], "engaged": [True, True, True]})
+    start = pd.Timestamp("2024-01-01", tz="UTC")
+    for days in (100_000, 200_000, 1_000_000):  # the cut-offs 1750, 1476 and 709 BC
+        keep, dropped, notes = apply_filters(users, start, FilterConfig(min_account_age_days=days))
+        assert keep.tolist() == [False, True, days == 100_000], days
+        assert notes["age_unknown"] == 1 and dropped["account_age"] == 1 + (days != 100_000)
+
+
 def test_filter_config_errors(tmp_path: Path):
     with pytest.raises(Exception, match="bad bot handle regex"):
         FilterConfig(bot_handle_patterns=["(unclosed"])
