@@ -5,6 +5,8 @@ object). An exception raised in it becomes an :class:`~aumann.errors.Interventio
 intervention, the fork or replay it was applied in and at which step, with the original chained; aumann's own
 errors (an :class:`~aumann.errors.UnknownAgentError` of ``for_agents``, a scenario's
 :class:`~aumann.errors.ScenarioCodeError`) and ``MemoryError`` pass through unchanged, as they do for a failing step.
+``sys.exit()`` in an intervention is an :class:`~aumann.errors.InterventionError` too, as in every other user code
+aumann calls (a signal's :class:`~aumann.errors.TerminatedBySignal` still ends the run).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aumann.checks import exception_message
-from aumann.errors import AumannError, InterventionError
+from aumann.errors import AumannError, InterventionError, TerminatedBySignal
 
 
 def intervention_name(g: Callable[..., Any]) -> str:
@@ -47,17 +49,20 @@ def apply_intervention(g: Callable[[Any], Any], model: Any, where: str, *, hint:
     """
     try:
         g(model)
-    except (AumannError, MemoryError):
+    except (AumannError, MemoryError, TerminatedBySignal):
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         kept = panel() if panel is not None else None
         saved = ""
         if panel is not None:
             saved = (f"; the {kept.shape[0]} capture(s) recorded before it are in this error's .panel"
                      if kept is not None else "; nothing was recorded before it")
-        err = InterventionError(
-            f"intervention {intervention_name(g)!r} raised {type(exc).__name__} {where}: {exception_message(exc)}"
-            f"{saved}{'; ' + hint if hint else ''} (the original traceback is chained above)")
+        # sys.exit() in user code ended the process with its status and no word of the intervention
+        what = (f"called sys.exit({exc.code!r}) {where}: an intervention must return or raise, not end the process"
+                if isinstance(exc, SystemExit) else
+                f"raised {type(exc).__name__} {where}: {exception_message(exc)}")
+        err = InterventionError(f"intervention {intervention_name(g)!r} {what}{saved}{'; ' + hint if hint else ''} "
+                                "(the original traceback is chained above)")
         err.panel = kept
         raise err from exc
 

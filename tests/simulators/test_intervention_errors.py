@@ -6,6 +6,7 @@ replay, or the step, while a failing step in the same places says ``ModelStepErr
 from __future__ import annotations
 
 import functools
+import sys
 
 import pytest
 
@@ -102,3 +103,17 @@ def test_aumann_errors_and_memory_errors_of_an_intervention_pass_through_unchang
 def test_an_intervention_is_named_without_an_address() -> None:
     assert intervention_name(functools.partial(_refuse_from_step_5)) == "_refuse_from_step_5"
     assert intervention_name(for_agents([1], print)) == "ForAgents object"
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_an_intervention_calling_sys_exit_is_an_intervention_error_not_the_end_of_the_process(repeat: bool) -> None:
+    # sys.exit(3) in g escaped as SystemExit: `aumann` ended with status 3 and no word of the intervention, where
+    # every other boundary that calls user code (indicators, scenario code) turns it into its typed error
+    def quit_early(m: Fragile) -> None:
+        sys.exit(3)
+
+    with pytest.raises(InterventionError, match=r"^intervention '.*quit_early' called sys.exit\(3\) when applied to "
+                                                r"the fork \(by copy\) of Fragile .*: an intervention must return or "
+                                                r"raise, not end the process") as info:
+        fork(_model(), intervention=quit_early, steps=2, repeat=repeat, recorder=_rec(), strategy="copy")
+    assert isinstance(info.value.__cause__, SystemExit)
