@@ -1279,6 +1279,12 @@ class Panel:
         wanted = np.asarray(given)
         if wanted.size == 0:
             return np.zeros(0, dtype=np.int64)
+        if wanted.dtype == bool and self.agent_ids.dtype != bool:
+            # a mask over agents: numpy matched True and False with the ids 1 and 0 (subset([True, False]) was
+            # agents 1 and 0, silently)
+            raise UnknownAgentError(f"agent ids {wanted[:5].tolist()} are booleans, not agent ids (this panel's ids "
+                                    f"are {self.agent_ids.dtype}); to select agents by a boolean mask over them, use "
+                                    "take_agents(np.flatnonzero(mask))")
         try:
             pos = np.searchsorted(self.agent_ids, wanted, sorter=sorter)
         except TypeError:

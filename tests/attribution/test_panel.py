@@ -309,3 +309,17 @@ def test_text_step_names_and_times_in_one_zone_are_kept():
     assert Panel(v, steps=steps).T == 3
     df = pd.DataFrame({"step": ["b", "b", "a", "a"], "agent": [0, 1, 0, 1], "x": [1.0, 2.0, 3.0, 4.0]})
     assert Panel.from_dataframe(df).steps.tolist() == ["a", "b"]
+
+
+def test_agent_index_refuses_a_boolean_mask_it_read_as_the_ids_1_and_0() -> None:
+    """``subset(mask)`` with a bool mask over agents took True and False as the ids 1 and 0: on a 2-agent panel
+    ``subset([True, False])`` was agents 1 and 0, silently (on more agents, a DuplicateIdError about id 1)."""
+    p = Panel(np.arange(6.0).reshape(2, 3, 1), features=["x"])
+    for mask in (np.array([True, False, True]), [True, False]):
+        with pytest.raises(UnknownAgentError, match=r"booleans, not agent ids.*take_agents\(np.flatnonzero"):
+            p.subset(mask)
+    with pytest.raises(UnknownAgentError, match="booleans, not agent ids"):
+        p.agent_index([False])
+    both = Panel(np.arange(4.0).reshape(2, 2, 1), features=["x"], agent_ids=[True, False])  # ids that are bools
+    assert both.agent_index([False]).tolist() == [1]
+
