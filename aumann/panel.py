@@ -1270,6 +1270,11 @@ class Panel:
         if isinstance(ids, str | bytes):  # list("ab") is ["a", "b"]: subset("ab") took agents a and b, silently
             raise UnknownAgentError(f"agent ids are given as a list (or array) of ids; got the single text {ids!r}: "
                                     f"pass [{ids!r}] for that one agent")
+        if not isinstance(ids, Iterable) or (isinstance(ids, np.ndarray) and ids.ndim == 0):
+            # subset(1) was Python's bare "TypeError: 'int' object is not iterable"
+            one = _plain_item(ids.item() if isinstance(ids, np.ndarray) else ids)
+            raise UnknownAgentError(f"agent ids are given as a list (or array) of ids; got the single id {one!r}: "
+                                    f"pass [{one!r}] for that one agent")
         sorter = self._agent_index
         given = ids if isinstance(ids, np.ndarray) else list(ids)
         if not isinstance(given, np.ndarray) and any(isinstance(v, tuple) for v in given):

@@ -323,3 +323,10 @@ def test_agent_index_refuses_a_boolean_mask_it_read_as_the_ids_1_and_0() -> None
     both = Panel(np.arange(4.0).reshape(2, 2, 1), features=["x"], agent_ids=[True, False])  # ids that are bools
     assert both.agent_index([False]).tolist() == [1]
 
+
+@pytest.mark.parametrize("one", [1, np.int64(1), np.array(1)])
+def test_agent_index_of_a_single_id_says_to_pass_a_list(one) -> None:
+    """``subset(1)`` was Python's bare ``TypeError: 'int' object is not iterable``."""
+    p = Panel(np.arange(6.0).reshape(2, 3, 1), features=["x"])
+    with pytest.raises(UnknownAgentError, match=r"single id 1: pass \[1\]"):
+        p.subset(one)
