@@ -17,7 +17,7 @@ import pytest
 
 from aumann.cli import main
 from aumann.data.traces import read_trace
-from aumann.errors import TraceRecordError
+from aumann.errors import TraceError, TraceRecordError
 
 DATA = Path(__file__).parent / "traces"
 GOOD = [("1", "2", "0"), ("2", "3", "1"), ("3", "4", "0")]
@@ -368,3 +368,19 @@ def test_oasis_trace_columns_stored_as_utf8_blobs_read_as_their_text(tmp_path):
     assert sorted(map(str, got.panel.agent_ids)) == sorted(map(str, want.panel.agent_ids))
     assert got.panel.values.sum() == want.panel.values.sum() > 0
     assert got.report.edges == want.report.edges
+
+
+def test_an_oasis_blob_id_and_a_text_id_spelling_its_label_are_not_merged_into_one_agent(tmp_path):
+    """A user_id BLOB X'FF01' is labelled by the text X'FF01'; a user_id stored as that very text is another user.
+    Both were read as one agent "X'FF01'", their events added up and counted as ``merged_ids`` ("written both as a
+    number and as text"), silently: two users' activity attributed to one. Refused, naming both, as two ids that
+    would be one label (an id ending with a NUL) are."""
+    db = _blob_db(tmp_path, "UPDATE trace SET user_id = X'FF01' WHERE user_id = 2",
+                  "UPDATE trace SET user_id = 'X''FF01''' WHERE user_id = 3")
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(DISTINCT user_id) FROM trace WHERE user_id IN (X'FF01', 'X''FF01''')"
+                       ).fetchone()[0] == 2
+    con.close()
+    with pytest.raises(TraceError, match=r"agent ids b'\\xff\\x01' \(bytes that are no UTF-8 text\) and "
+                                         r"\"X'FF01'\" \(text\) in field 'user_id' would be one label \"X'FF01'\""):
+        read_trace(db, OASIS_FOLLOW_SPEC)

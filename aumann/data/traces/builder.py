@@ -293,7 +293,9 @@ class PanelBuilder:
         text in others (``1`` and ``"1"``, an OpenTelemetry intValue and stringValue) was two agents, both labelled
         ``"1"``, and the panel refused the repeated id. The number is kept as the id where there is one; counts and
         sums add up, ``last`` takes the later event in log order, a leave action of either counts. Returns how many
-        ids were merged into another."""
+        ids were merged into another. Ids that are one label but two agents are a :class:`TraceError`: ``'a'`` and
+        ``'a\\0'`` (numpy's text drops trailing NULs), and bytes that are no UTF-8 text beside the text of their
+        label (``b'\\xff\\x01'`` and ``"X'FF01'"``)."""
         ids = _plain_ids(self.id_list)
         if len(np.unique(ids)) == len(ids):
             return 0
@@ -313,6 +315,18 @@ class PanelBuilder:
                 one = "one label" if self.spec.real_people else f"one label {label!r}"  # (the id itself, less NULs)
                 raise TraceError(f"agent ids {shown} in field {self.spec.agent.field!r} would be {one} in the panel: "
                                  "an id cannot end with a NUL character")
+            blobs = [i for i in members if isinstance(self.id_list[i], bytes | bytearray)]
+            if blobs and len(blobs) < len(members):
+                # a BLOB that is no UTF-8 text is labelled X'FF01'; text spelling that label is another id (both were
+                # one agent, their events added up and counted as merged_ids, "a number and text", silently)
+                text = next(i for i in members if i not in blobs)
+                shown = "not shown (real_people)" if self.spec.real_people else (
+                    f"{bytes(self.id_list[blobs[0]])!r} (bytes that are no UTF-8 text) and {self.id_list[text]!r} "
+                    "(text)")
+                one = "one label" if self.spec.real_people else f"one label {label!r}"
+                raise TraceError(f"agent ids {shown} in field {self.spec.agent.field!r} would be {one} in the panel: "
+                                 "bytes that are no UTF-8 text are labelled by SQLite's literal of them, X'...', and "
+                                 "an id written as that text is another agent; rewrite one of them")
             t = next((i for i in members if not isinstance(self.id_list[i], str)), members[0])
             for o in members:
                 if o == t:
