@@ -41,6 +41,8 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +307,9 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None, d
         far = np.abs(flat) >= limit
     kinds = set(map(type, items))  # (C speed) floats past 2**53 are doubles as given: nothing to look at
     ints = {k for k in kinds if issubclass(k, int | np.integer) and not issubclass(k, bool | np.bool_)}
-    if not ints:
+    # a Decimal, a Fraction, a 0-d array or tensor may hold an exact integer too (each is taken as a number)
+    others = {k for k in kinds - ints if not issubclass(k, float | np.floating | bool | np.bool_)}
+    if not ints and not others:
         return 0, 0
     if kinds == ints:  # integers only: one conversion, judged as an array (int64/uint64), not one by one
         try:
@@ -318,12 +322,32 @@ def float64_changed(raw: Any, col: np.ndarray, keep: np.ndarray | None = None, d
         far &= np.asarray(keep, dtype=bool).ravel()
     n, big = 0, 0
     for i in np.flatnonzero(far).tolist():
-        v = items[i]
-        if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer) or not math.isfinite(flat[i]):
+        v = _exact_integer(items[i])
+        if v is None or not math.isfinite(flat[i]):
             continue
-        if int(v) != int(flat[i]):
-            n, big = n + 1, max(big, abs(int(v)))
+        if v != int(flat[i]):
+            n, big = n + 1, max(big, abs(v))
     return n, big
+
+
+def _exact_integer(v: Any) -> int | None:
+    """The integer ``v`` holds exactly: an int or numpy integer, a Decimal or Fraction of integral value, a 0-d array
+    or tensor of one; ``None`` for a float, a bool, a fraction or anything else."""
+    if isinstance(v, bool | np.bool_):
+        return None
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, Decimal):
+        return int(v) if v.is_finite() and v == v.to_integral_value() else None
+    if isinstance(v, Fraction):
+        return int(v) if v.denominator == 1 else None
+    if getattr(v, "ndim", None) == 0 and callable(getattr(v, "item", None)):
+        try:
+            item = v.item()
+        except Exception:  # (an object that only looks like an array)
+            return None
+        return None if item is v else _exact_integer(item)
+    return None
 
 
 def largest_magnitude(values: np.ndarray) -> int:

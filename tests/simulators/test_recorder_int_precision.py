@@ -5,10 +5,13 @@ The values stay accepted (the nearest double, as before)."""
 from __future__ import annotations
 
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 
 import mesa
 import numpy as np
 import pytest
+import torch
 
 from aumann.errors import FeatureValueError, PrecisionLossWarning
 from aumann.simulators import ArrayRecorder, FeatureRecorder, simulate
@@ -134,3 +137,22 @@ def test_float32_array_recorder_refuses_a_value_past_float32s_range_at_its_captu
         _float32_panel({"v": [1, 10**39]})
     p = _float32_panel({"v": np.array([1.0, 1e39, 3e38])}, alive=np.array([True, False, True]))  # a dead row: 0.0
     assert p.values[0, :, 0].tolist() == [1.0, 0.0, np.float32(3e38)]
+
+
+@pytest.mark.parametrize("big", [Decimal(BIG), Fraction(BIG), np.array(BIG), torch.tensor(BIG)],
+                         ids=["Decimal", "Fraction", "0-d ndarray", "0-d tensor"])
+def test_other_exact_integers_the_recorder_takes_are_counted_too(big):
+    """The recorder takes a Decimal (money), a Fraction and a 0-d array or tensor as a number (float(v)), and
+    2**53 + 1 held so became 2**53 without a word: only int and numpy integers were looked at."""
+    with pytest.warns(PrecisionLossWarning, match="feature 'v' \\(FeatureRecorder\\): 2 value"):
+        p = simulate(_Model([big, 1]), 2, FeatureRecorder({"v": "v"}))
+    assert p.meta["rounded_values"] == {"features": {"v": {"count": 2, "largest": BIG}}}
+
+
+@pytest.mark.parametrize("values", [[Decimal(2**53), 1], [Decimal(BIG) + Decimal("0.5"), 1],
+                                    [Fraction(2 * BIG + 1, 2), 1], [torch.tensor(2.0**60), 1]])
+def test_exact_or_fractional_non_int_numbers_say_nothing(values):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        p = simulate(_Model(values), 1, FeatureRecorder({"v": "v"}))
+    assert "rounded_values" not in p.meta
