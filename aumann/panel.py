@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from aumann.checks import (
+    FLOAT64_EXACT_INTEGERS,
+    _exact_integer,
     as_int,
     as_path,
     as_real_array,
@@ -467,12 +469,41 @@ def _as_float(x: Any, what: str) -> tuple[np.ndarray, list[tuple[int, int]] | No
     arr = as_real_array(x, what, error=PanelError)
     rounded = float64_rounded(arr)
     if rounded is None:
-        return _floating(arr), None
+        return _floating(arr), (_rounded_in_list(x, arr) if isinstance(x, list | tuple) else None)
     width = arr.shape[-1] if arr.ndim else 1
     cols, flags = arr.reshape(-1, width), rounded.reshape(-1, width)
     lost = [(int(flags[:, d].sum()), largest_magnitude(cols[flags[:, d], d]) if flags[:, d].any() else 0)
             for d in range(cols.shape[1])]
     return _floating(arr), lost
+
+
+def _rounded_in_list(x: list | tuple, arr: np.ndarray) -> list[tuple[int, int]] | None:
+    """Per last-axis entry, (how many, the largest) of the Python integers past ±2**53 in nested lists ``x`` that
+    ``arr`` changed: numpy makes one float64 array of ints beside floats (``[[2**53 + 1, 0.5]]``), and the int was
+    rounded without a word. One read of ``arr`` (its largest magnitude); the items are looked at only past 2**53."""
+    if arr.dtype.kind != "f" or arr.size == 0:
+        return None
+    with np.errstate(invalid="ignore"):
+        far = np.abs(arr) >= FLOAT64_EXACT_INTEGERS  # >=: 2**53 + 1 rounds to 2**53 itself
+    if not far.any():
+        return None
+    try:
+        items = np.array(x, dtype=object)
+    except (ValueError, TypeError):
+        return None
+    if items.shape != arr.shape:
+        return None
+    width = arr.shape[-1] if arr.ndim else 1
+    vals, objs, where = arr.reshape(-1, width), items.reshape(-1, width), far.reshape(-1, width)
+    lost: list[tuple[int, int]] = []
+    for d in range(width):
+        n, big = 0, 0
+        for i in np.flatnonzero(where[:, d]).tolist():
+            v = _exact_integer(objs[i, d])
+            if v is not None and math.isfinite(vals[i, d]) and v != int(vals[i, d]):
+                n, big = n + 1, max(big, abs(v))
+        lost.append((n, big))
+    return lost if any(n for n, _ in lost) else None
 
 
 def _floating(arr: np.ndarray) -> np.ndarray:

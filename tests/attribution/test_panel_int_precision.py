@@ -134,3 +134,15 @@ def test_a_panel_built_from_integers_keeps_their_rounding_in_its_meta(tmp_path):
     assert Panel.load(src).meta["rounded_values"] == framed.meta["rounded_values"]
     assert main(["attribute", str(src), "--indicator", "lin", "--out", str(tmp_path / "out"), "--static"]) == 0
     assert "integers rounded: feature 'ts': 2 value(s)" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_python_ints_past_2_53_beside_floats_in_a_list_warn_too():
+    """``Panel([[ns_clock, 0.5], ...])``: numpy made one float64 array of the list, since it also holds floats, and
+    the int 2**53 + 1 became 2**53 without a word (a list of ints only, read as int64, warned). The recorders and
+    the trace readers already judge such mixed values one by one."""
+    with pytest.warns(PrecisionLossWarning, match=r"feature 'clock': 2 value\(s\), the largest 9,007,199,254,740,995"):
+        p = Panel([[[BIG, 0.5], [BIG + 2, 1.5]]], features=["clock", "price"])
+    assert p.values[0, 0, 0] == float(BIG)
+    with pytest.warns(PrecisionLossWarning, match=r"context 'clock': 1 value\(s\)"):
+        Panel([[[1.0]], [[2.0]]], features=["v"], context={"clock": [BIG, 0.5]})
+    _quiet(values=[[[2**60, 0.5], [2.0**60 + 2**8, 1.5]]])  # exact integers and floats past 2**53: nothing changed
