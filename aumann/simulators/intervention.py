@@ -6,12 +6,14 @@ intervention, the fork or replay it was applied in and at which step, with the o
 errors (an :class:`~aumann.errors.UnknownAgentError` of ``for_agents``, a scenario's
 :class:`~aumann.errors.ScenarioCodeError`) and ``MemoryError`` pass through unchanged, as they do for a failing step.
 ``sys.exit()`` in an intervention is an :class:`~aumann.errors.InterventionError` too, as in every other user code
-aumann calls (a signal's :class:`~aumann.errors.TerminatedBySignal` still ends the run).
+aumann calls (a signal's :class:`~aumann.errors.TerminatedBySignal` still ends the run), and so is one that returns a
+generator, a coroutine or a lazy ``map``/``filter``: its body never ran.
 """
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +50,7 @@ def apply_intervention(g: Callable[[Any], Any], model: Any, where: str, *, hint:
         panel: returns the steps recorded before the failure (the error's ``panel``), asked only on failure.
     """
     try:
-        g(model)
+        made = g(model)
     except (AumannError, MemoryError, TerminatedBySignal):
         raise
     except (Exception, SystemExit) as exc:
@@ -65,6 +67,28 @@ def apply_intervention(g: Callable[[Any], Any], model: Any, where: str, *, hint:
                                 "(the original traceback is chained above)")
         err.panel = kept
         raise err from exc
+    if isinstance(made, _LAZY):
+        _refuse_lazy(made, g, where, panel)
+
+
+#: what calling a generator function, an ``async def`` or ``map``/``filter`` returns: nothing of it has run yet
+_LAZY = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType, map, filter)
+
+
+def _refuse_lazy(made: Any, g: Callable[..., Any], where: str, panel: Callable[[], Any] | None) -> None:
+    """An intervention that returned a generator, a coroutine or a lazy ``map``/``filter``: its body (or the function
+    mapped) never ran, so the fork was the factual run, silently; an :class:`~aumann.errors.InterventionError`."""
+    kind = {types.GeneratorType: "a generator", types.CoroutineType: "a coroutine",
+            types.AsyncGeneratorType: "an async generator"}.get(type(made), f"a {type(made).__name__} object")
+    if isinstance(made, types.GeneratorType | types.CoroutineType):
+        made.close()  # (a coroutine never awaited warns when collected)
+    kept = panel() if panel is not None else None
+    err = InterventionError(
+        f"intervention {intervention_name(g)!r} returned {kind} {where}: its body never ran, so it changed nothing "
+        "(calling a function that holds yield, or an async def, only makes that object; map() and filter() call "
+        "nothing until iterated); change the model in g itself, e.g. in a for loop, and return None")
+    err.panel = kept
+    raise err
 
 
 __all__ = ["apply_intervention", "intervention_name", "model_step_label"]

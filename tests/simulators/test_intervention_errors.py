@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -117,3 +119,27 @@ def test_an_intervention_calling_sys_exit_is_an_intervention_error_not_the_end_o
                                                 r"raise, not end the process") as info:
         fork(_model(), intervention=quit_early, steps=2, repeat=repeat, recorder=_rec(), strategy="copy")
     assert isinstance(info.value.__cause__, SystemExit)
+
+
+def _lazy_generator(m: Fragile) -> Iterator[None]:
+    m.x = 1_000.0  # never runs: calling a generator function only makes the generator
+    yield
+
+
+async def _coroutine(m: Fragile) -> None:
+    m.x = 1_000.0
+
+
+@pytest.mark.parametrize(("g", "made"), [
+    (_lazy_generator, "a generator"),
+    (_coroutine, "a coroutine"),
+    (lambda m: map(lambda a: setattr(a, "x", 1_000.0), m.agents), "a map object"),
+], ids=["generator", "coroutine", "map"])
+def test_an_intervention_whose_body_never_ran_is_an_intervention_error(g, made: str) -> None:
+    """An intervention written with ``yield`` (or ``async def``, or returning a lazy ``map(...)``) returned an object
+    and changed nothing: the fork was the factual run, silently, and every effect measured through it zero."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "coroutine was never awaited" left behind)
+        with pytest.raises(InterventionError, match=rf"^intervention '.*' returned {made} when applied to the fork "
+                                                    r"\(by copy\) of Fragile .*: its body never ran"):
+            fork(_model(), intervention=g, steps=2, recorder=_rec(), strategy="copy")
