@@ -421,16 +421,21 @@ def by_agent_id(labels: Any, agent_ids: np.ndarray, what: str) -> Any:
 
     if not isinstance(labels, pd.Series) or isinstance(labels.index, pd.RangeIndex):
         return labels
-    if labels.index.has_duplicates:
-        dup = labels.index[labels.index.duplicated()].unique()[:5].tolist()
+    index = labels.index.to_flat_index() if isinstance(labels.index, pd.MultiIndex) else labels.index
+    if index.dtype == object and any(isinstance(v, tuple) for v in index):
+        # tuple ids are labelled by their text, as the panel labels them and agent_index reads them (an index of the
+        # ids themselves matched no agent)
+        index = pd.Index([label_text(v) if isinstance(v, tuple) else v for v in index], dtype=object)
+    if index.has_duplicates:
+        dup = index[index.duplicated()].unique()[:5].tolist()
         raise PanelError(f"{what} is a Series indexed by agent id, but ids repeat in its index: {dup}")
-    pos = labels.index.get_indexer(pd.Index(agent_ids.tolist()))
+    pos = index.get_indexer(pd.Index(agent_ids.tolist()))
     missing = np.flatnonzero(pos < 0)
     if missing.size:
         shown = [agent_ids[i].item() for i in missing[:5]]
         raise PanelError(f"{what} is a Series indexed by agent id (it is read by id, not by position), but "
                          f"{missing.size} of the panel's {len(agent_ids)} agents have no entry, e.g. {shown}; its "
-                         f"index starts {labels.index[:3].tolist()}. Give every agent a label, or pass the labels "
+                         f"index starts {index[:3].tolist()}. Give every agent a label, or pass the labels "
                          "in the panel's agent order as a list or array (series.to_numpy())")
     return labels.to_numpy()[pos]
 

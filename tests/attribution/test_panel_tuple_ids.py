@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from aumann.attribution import Panel
-from aumann.errors import DuplicateIdError, ShapeError
+from aumann.errors import DuplicateIdError, PanelError, ShapeError
 from aumann.simulators import ArrayRecorder, FeatureRecorder, simulate
 
 VALUES = np.ones((2, 3, 1))
@@ -114,3 +114,19 @@ def test_tuples_of_numpy_numbers_are_labelled_as_the_same_tuples_of_python_numbe
     by_hand = Panel(np.ones((1, 3, 1)), agent_ids=[tuple(r) for r in coords])
     assert recorded.agent_ids.tolist() == by_hand.agent_ids.tolist() == ["(0, 1)", "(0, 2)", "(1, 0)"]
     assert by_hand.agent_index([(0, 2), (np.int64(1), np.int64(0))]).tolist() == [1, 2]
+
+
+def test_group_labels_indexed_by_tuple_ids_are_read_by_those_ids():
+    """A tier table keyed by the model's tuple unique_ids (``df.set_index("cell")["tier"]``) was refused as if no agent
+    had an entry ("3 of the panel's 3 agents have no entry, e.g. ['(0, 1)', ...]; its index starts [(1, 0), ...]"),
+    though ``agent_index`` and ``subset`` take those very tuples: the index is read by the tuples' labels."""
+    import pandas as pd
+
+    p = Panel(VALUES, agent_ids=[(0, 1), (0, 2), (1, 0)], features=["x"])
+    tiers = pd.Series(["c", "a", "b"], index=pd.Index([(1, 0), (0, 1), (0, 2)], tupleize_cols=False))
+    assert p.with_groups(tier=tiers).groups["tier"].tolist() == ["a", "b", "c"]
+    multi = pd.Series(["c", "a", "b"], index=pd.MultiIndex.from_tuples([(1, 0), (0, 1), (0, 2)]))
+    assert p.with_groups(tier=multi).groups["tier"].tolist() == ["a", "b", "c"]
+    both = pd.Series(["a", "b", "c", "d"], index=pd.Index([(0, 1), "(0, 1)", (0, 2), (1, 0)], tupleize_cols=False))
+    with pytest.raises(PanelError, match=r"ids repeat in its index: \['\(0, 1\)'\]"):
+        p.with_groups(tier=both)
