@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from aumann.data.traces import load_spec, read_trace
-from aumann.errors import PrecisionLossWarning
+from aumann.errors import PrecisionLossWarning, TraceRecordError
 
 BIG = 2**53 + 1
 SPEC = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
@@ -93,3 +93,25 @@ def test_values_float64_holds_do_not_warn(tmp_path):
             r = read_trace(f, load_spec(SPEC))
         assert r.report.rounded_values == {}
         np.testing.assert_array_equal(r.panel.values[0, :, 1], [2.0**60, 1.0])
+
+
+def test_an_integer_beyond_float64_in_a_json_field_is_no_finite_number_not_an_overflow_error(tmp_path):
+    """An integer of 400 digits where a numeric field is read from JSON by Python (an OASIS ``info`` value, an
+    OpenTelemetry intValue) ended the read in pandas' bare ``OverflowError: int too large to convert to float``,
+    under on_bad = 'skip' too; the table readers already said "not a finite number". It is such a value now:
+    refused naming the record, or skipped and counted."""
+    huge = 10**400
+    f = tmp_path / "t.db"
+    con = sqlite3.connect(f)
+    con.execute("CREATE TABLE ev (user_id INTEGER, created_at INTEGER, info TEXT)")
+    con.executemany("INSERT INTO ev VALUES (?, ?, ?)", [(1, 0, json.dumps({"n": huge})), (2, 0, '{"n": 5}'),
+                                                        (1, 1, json.dumps({"n": -huge}))])
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "table": "ev", "agent": {"field": "user_id"}, "step": {"field": "created_at"},
+            "features": [{"kind": "sum", "name": "n", "field": "info/n"}]}
+    with pytest.raises(TraceRecordError, match=r"row 1: field 'info/n' is not a finite number"):
+        read_trace(f, load_spec(spec))
+    r = read_trace(f, load_spec({**spec, "on_bad": "skip"}))
+    assert r.report.skipped == {"field 'info/n' is not a finite number": 2}
+    assert r.panel.values[..., 0].sum() == 5

@@ -385,10 +385,24 @@ def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, n
                           count=len(obj))
     obj = np.where(missing, None, obj) if missing.any() else obj
     conv = [float(v) if isinstance(v, bool | np.bool_) else v for v in obj]
-    num = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce")
+    try:
+        num = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce")
+    except OverflowError:  # an int beyond float64 (JSON read by Python: 400 digits) was pandas' bare OverflowError
+        conv = [_beyond_float64(v) for v in conv]
+        num = pd.to_numeric(pd.Series(conv, dtype=object), errors="coerce")
     vals = num.to_numpy(dtype=np.float64, na_value=np.nan)
     bad = (np.isnan(vals) & ~missing) | np.isinf(vals)
     return vals, missing, bad, rounded_objects(conv, num, vals)
+
+
+def _beyond_float64(v: Any) -> Any:
+    """An integer no float64 holds as ±inf (not a finite number, as text of it reads), anything else as it is."""
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        try:
+            float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    return v
 
 
 class Validator:
