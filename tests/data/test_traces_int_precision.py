@@ -115,3 +115,23 @@ def test_an_integer_beyond_float64_in_a_json_field_is_no_finite_number_not_an_ov
     r = read_trace(f, load_spec({**spec, "on_bad": "skip"}))
     assert r.report.skipped == {"field 'info/n' is not a finite number": 2}
     assert r.panel.values[..., 0].sum() == 5
+
+
+def test_an_integer_step_beyond_float64_in_json_is_out_of_range_not_an_overflow_error(tmp_path):
+    """The step of an OASIS ``info`` value (or an OpenTelemetry intValue) of 400 digits was pandas' bare
+    ``OverflowError``; it is out of range, as such a step in a JSON lines table is, with or without a bin."""
+    f = tmp_path / "t.db"
+    con = sqlite3.connect(f)
+    con.execute("CREATE TABLE ev (user_id INTEGER, created_at INTEGER, info TEXT)")
+    con.executemany("INSERT INTO ev VALUES (?, ?, ?)", [(1, 0, json.dumps({"t": 10**400})), (2, 0, '{"t": 0}'),
+                                                        (3, 0, json.dumps({"t": -(10**400)}))])
+    con.commit()
+    con.close()
+    spec = {"format": "oasis", "table": "ev", "agent": {"field": "user_id"}, "step": {"field": "info/t"},
+            "features": [{"kind": "count", "name": "n"}]}
+    with pytest.raises(TraceRecordError, match=r"row 1: step field 'info/t' is out of range: an integer step beyond"):
+        read_trace(f, load_spec(spec))
+    r = read_trace(f, load_spec({**spec, "on_bad": "skip"}))
+    assert sum(r.report.skipped.values()) == 2 and r.panel.agent_ids.tolist() == [2]
+    binned = read_trace(f, load_spec({**spec, "on_bad": "skip", "step": {"field": "info/t", "bin": "1h"}}))
+    assert [k.split(":")[0] for k in binned.report.skipped] == ["step field 'info/t' is out of range"]

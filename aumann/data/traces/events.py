@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,8 +185,13 @@ class StepCoder:
         num = np.full(n, np.nan)
         plain = ~(isbool | istime | missing)
         if plain.any():
-            num[plain] = pd.to_numeric(pd.Series(obj[plain]), errors="coerce").to_numpy(dtype=np.float64,
-                                                                                        na_value=np.nan)
+            try:
+                num[plain] = pd.to_numeric(pd.Series(obj[plain]), errors="coerce").to_numpy(dtype=np.float64,
+                                                                                            na_value=np.nan)
+            except OverflowError:  # an int beyond float64 (JSON read by Python) was pandas' bare OverflowError:
+                # as the largest double, so that it is out of range (as in the table readers), not "no step"
+                big = pd.Series([_beyond_float64(v, sys.float_info.max) for v in obj[plain]], dtype=object)
+                num[plain] = pd.to_numeric(big, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         from_time = np.zeros(n, dtype=bool)
         if self.binned and not self.numeric_width:
             todo = np.isnan(num) & ~missing & ~isbool
@@ -395,13 +401,14 @@ def _numeric(raw: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return vals, missing, bad, rounded_objects(conv, num, vals)
 
 
-def _beyond_float64(v: Any) -> Any:
-    """An integer no float64 holds as ±inf (not a finite number, as text of it reads), anything else as it is."""
+def _beyond_float64(v: Any, top: float = math.inf) -> Any:
+    """An integer no float64 holds as ±``top`` (inf: not a finite number, as text of it reads), anything else as it
+    is."""
     if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
         try:
             float(v)
         except OverflowError:
-            return math.inf if v > 0 else -math.inf
+            return top if v > 0 else -top
     return v
 
 
