@@ -135,3 +135,13 @@ def test_an_integer_step_beyond_float64_in_json_is_out_of_range_not_an_overflow_
     assert sum(r.report.skipped.values()) == 2 and r.panel.agent_ids.tolist() == [2]
     binned = read_trace(f, load_spec({**spec, "on_bad": "skip", "step": {"field": "info/t", "bin": "1h"}}))
     assert [k.split(":")[0] for k in binned.report.skipped] == ["step field 'info/t' is out of range"]
+
+
+def test_a_where_list_holding_an_integer_beyond_float64_filters_instead_of_overflowing(tmp_path):
+    """``[where] qty = [<400 digits>, 2]`` (TOML and the Python API take such an int) ended the read before its first
+    record in a bare ``OverflowError``: the list's numbers were made floats to match text that spells them. Such an
+    int matches a value written as it (its text), no float; the other numbers of the list match as before."""
+    rows = [{"agent": "a", "tick": 0, "amount": 1, "qty": 1}, {"agent": "b", "tick": 0, "amount": 1, "qty": 2}]
+    f = _write(tmp_path, "jsonl", rows)
+    r = read_trace(f, load_spec({**SPEC, "where": {"qty": [10**400, 2]}}))
+    assert r.panel.agent_ids.tolist() == ["b"] and r.report.filtered == {"qty not in where": 1}

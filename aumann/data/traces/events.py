@@ -424,7 +424,9 @@ class Validator:
         # a number in a [where] list also matches text that spells it in decimal (1.5: "1.50", "15e-1"), in every
         # format alike: a CSV column of numbers is read as written (its text), and [where] price = [1.5] matched no
         # CSV cell written 1.50 (nor a JSON text "1.50"), where it matched the JSON number 1.50
-        self.where_numbers = {k: {float(v) for v in vals if isinstance(v, int | float) and not isinstance(v, bool)}
+        # (an int beyond float64, which TOML reads, matches its text only: float() of it was a bare OverflowError)
+        self.where_numbers = {k: {float(_beyond_float64(v)) for v in vals if isinstance(v, int | float)
+                                  and not isinstance(v, bool)} - {math.inf, -math.inf}
                               for k, vals in spec.where.items()}
         self.excluded_agents = {_key(v) for v in spec.agent.exclude}
 
