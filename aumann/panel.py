@@ -1637,6 +1637,7 @@ class Panel:
         """
         xr = xarray_module()
         skipped: list[str] = []
+        lost: list[tuple[str, int, int]] = []  # integer variables past 2**53 that concat made float64
         if isinstance(obj, xr.Dataset):
             if "values" in obj.data_vars:
                 da = obj["values"]
@@ -1657,6 +1658,13 @@ class Panel:
                     raise PanelError(f"feature variable(s) {', '.join(text)} of the dataset do not hold numbers; "
                                      "features must be numbers or bools")
                 da = xr.concat([obj[k] for k in names], dim="feature").assign_coords(feature=[str(k) for k in names])
+                if da.dtype.kind not in "iu":  # int64 beside float variables: concat made them float64 (the panel
+                    # judges integers it is given; these it never sees), 2**53 + 1 became 2**53 without a word
+                    for k in names:
+                        raw = np.asarray(obj[k].values)
+                        changed = float64_rounded(raw)
+                        if changed is not None:
+                            lost.append((f"feature {str(k)!r}", int(changed.sum()), largest_magnitude(raw[changed])))
                 features = None
         elif isinstance(obj, xr.DataArray):
             da = obj
@@ -1694,9 +1702,11 @@ class Panel:
             context[name] = arr.reshape(shape)
         alive = _coord(coords["alive"], ("step", "agent"), "alive") if "alive" in coords else None
         meta = {**info["meta"], "skipped_variables": skipped} if skipped else info["meta"]
-        return cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
-                   agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
-                   context=context, meta=meta)
+        panel = cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
+                    agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
+                    context=context, meta=meta)
+        warn_rounded(lost, stacklevel=2)  # (the caller of from_xarray)
+        return panel
 
     # ------------------------------------------------------------------ equality / io
     def equals(self, other: Panel) -> bool:

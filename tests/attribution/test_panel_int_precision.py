@@ -146,3 +146,23 @@ def test_python_ints_past_2_53_beside_floats_in_a_list_warn_too():
     with pytest.warns(PrecisionLossWarning, match=r"context 'clock': 1 value\(s\)"):
         Panel([[[1.0]], [[2.0]]], features=["v"], context={"clock": [BIG, 0.5]})
     _quiet(values=[[[2**60, 0.5], [2.0**60 + 2**8, 1.5]]])  # exact integers and floats past 2**53: nothing changed
+
+
+def test_from_xarray_dataset_of_integer_and_float_variables_warns_naming_the_variable():
+    """A Dataset of an int64 variable past 2**53 beside a float one: ``xr.concat`` made them one float64 array before
+    the panel saw them, so 2**53 + 1 became 2**53 without a word (one int64 variable alone warned)."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"clock": (("step", "agent"), np.array([[BIG, 1], [BIG + 2, 2]], dtype=np.int64)),
+                     "price": (("step", "agent"), np.array([[0.5, 1.5], [2.5, 3.5]]))})
+    with pytest.warns(PrecisionLossWarning, match=r"feature 'clock': 2 value\(s\), the largest 9,007,199,254,740,995"
+                      ) as rec:
+        p = Panel.from_xarray(ds)
+    assert len(rec) == 1 and "'price'" not in str(rec[0].message)
+    assert p.values[0, 0, 0] == float(BIG)
+    with pytest.warns(PrecisionLossWarning) as alone:  # integers only: the panel judges them itself, once
+        Panel.from_xarray(ds[["clock"]])
+    assert len(alone) == 1
+    _quiet_xr = ds.assign(clock=ds["clock"] // 4)  # past 2**51 only: nothing changed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionLossWarning)
+        Panel.from_xarray(_quiet_xr)
