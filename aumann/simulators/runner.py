@@ -485,7 +485,12 @@ def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None], *, missin
     """
     if not isinstance(missing, str) or missing not in ("error", "skip"):
         raise SimulationError(f"for_agents(missing=...) must be 'error' or 'skip'; got {missing!r}")
-    return ForAgents(tuple(ids), action, missing)
+    given = tuple(ids)
+    if given and all(isinstance(i, bool | np.bool_) for i in given):
+        # a mask over agents: True == 1 in Python, so [True, False, True] acted twice on agent 1, once on agent 0
+        raise UnknownAgentError(f"for_agents ids {list(given)[:5]} are booleans, not agent ids: for a mask over agents "
+                                "(panel.agent_ids order), pass the ids it selects, panel.agent_ids[mask].tolist()")
+    return ForAgents(given, action, missing)
 
 
 def _fork_task(spec: tuple) -> ForkResult:

@@ -219,3 +219,28 @@ def test_a_model_that_sets_running_false_is_said_once_with_its_step_and_kept_in_
         warnings.simplefilter("error", ModelFinishedWarning)
         plain = simulate(_burnout(burn=99), 8, rec)
     assert "model_finished" not in plain.meta
+
+
+class _Hits:
+    """A model stand-in whose agents count how often an intervention acted on them."""
+
+    def __init__(self, ids):
+        from types import SimpleNamespace
+
+        self.agents = [SimpleNamespace(unique_id=u, hits=0) for u in ids]
+        self.steps = 0
+
+    def hits(self) -> dict:
+        return {a.unique_id: a.hits for a in self.agents}
+
+
+def _hit(agent) -> None:
+    agent.hits += 1
+
+
+@pytest.mark.parametrize("mask", [[True, False, True], np.array([True, False, True])], ids=["list", "array"])
+def test_for_agents_refuses_a_boolean_mask_it_read_as_the_ids_1_and_0(mask):
+    """``for_agents(mask, g)`` took True and False as the ids 1 and 0 (``True == 1`` in Python): on agents 0, 1, 2
+    the mask [True, False, True] acted twice on agent 1, once on agent 0 and never on agent 2, silently."""
+    with pytest.raises(UnknownAgentError, match=r"booleans, not agent ids.*a mask over agents"):
+        for_agents(mask, _hit)
