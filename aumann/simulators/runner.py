@@ -485,6 +485,11 @@ def for_agents(ids: Iterable[Hashable], action: Callable[[Any], None], *, missin
     """
     if not isinstance(missing, str) or missing not in ("error", "skip"):
         raise SimulationError(f"for_agents(missing=...) must be 'error' or 'skip'; got {missing!r}")
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        # for_agents("ab", g) acted on the agents 'a' and 'b'; for_agents(3, g) was a bare TypeError
+        one = ids.item() if isinstance(ids, np.generic) else ids
+        raise UnknownAgentError(f"for_agents takes a list of agent ids; got the single id {one!r}: pass [{one!r}] "
+                                "for that one agent")
     given = tuple(ids)
     if given and all(isinstance(i, bool | np.bool_) for i in given):
         # a mask over agents: True == 1 in Python, so [True, False, True] acted twice on agent 1, once on agent 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -244,3 +245,14 @@ def test_for_agents_refuses_a_boolean_mask_it_read_as_the_ids_1_and_0(mask):
     the mask [True, False, True] acted twice on agent 1, once on agent 0 and never on agent 2, silently."""
     with pytest.raises(UnknownAgentError, match=r"booleans, not agent ids.*a mask over agents"):
         for_agents(mask, _hit)
+
+
+@pytest.mark.parametrize(("ids", "shown"), [("ab", "'ab'"), (3, "3"), (None, "None"), (np.int64(3), "3")])
+def test_for_agents_of_a_single_id_says_to_pass_a_list(ids, shown):
+    """``for_agents("ab", g)`` acted on the agents 'a' and 'b' (the text's characters), not on 'ab', silently;
+    ``for_agents(3, g)`` was Python's bare ``TypeError: 'int' object is not iterable``."""
+    with pytest.raises(UnknownAgentError, match=rf"single id {re.escape(shown)}: pass \[{re.escape(shown)}\]"):
+        for_agents(ids, _hit)
+    model = _Hits(["a", "b", "ab"])
+    for_agents(["ab"], _hit)(model)
+    assert model.hits() == {"a": 0, "b": 0, "ab": 1}
