@@ -412,7 +412,8 @@ def replay(factory: Factory, steps: int = 0, *, step: StepFn | None = None) -> A
 
 @dataclass(frozen=True)
 class ForAgents:
-    """An intervention calling ``action(agent)`` on the agents whose ``unique_id`` is in ``ids``.
+    """An intervention calling ``action(agent)`` on the agents whose ``unique_id`` is in ``ids``, once on each (an id
+    given twice, or as ``1`` and ``1.0``, names one agent).
 
     Picklable when ``action`` is (a top-level function or ``functools.partial``), so it can be
     shipped to process-pool or Ray workers by :func:`fork_many`.
@@ -444,9 +445,15 @@ class ForAgents:
                 "that was there and has left (died: with repeat=True, during the branch) is acted on no more with "
                 "for_agents(ids, action, missing='skip')"
             )
+        done: set[int] = set()  # each agent once: an id given twice (1 and 1.0, a tuple and its label) acted twice
         for i in self.ids:
-            if i in by_id:
-                self.action(by_id[i])
+            agent = by_id.get(i, _NONE)
+            if agent is not _NONE and id(agent) not in done:
+                done.add(id(agent))
+                self.action(agent)
+
+
+_NONE = object()
 
 
 def _by_label(by_id: Mapping[Hashable, Any]) -> dict[Hashable, Any]:

@@ -256,3 +256,11 @@ def test_for_agents_of_a_single_id_says_to_pass_a_list(ids, shown):
     model = _Hits(["a", "b", "ab"])
     for_agents(["ab"], _hit)(model)
     assert model.hits() == {"a": 0, "b": 0, "ab": 1}
+
+
+def test_for_agents_acts_once_on_an_agent_named_twice():
+    """"action(agent) on every agent whose unique_id is in ids": an id given twice (or as 1 and 1.0, or a tuple and
+    its label) acted twice on its agent, so ``lambda a: setattr(a, "wealth", a.wealth / 2)`` quartered it."""
+    model = _Hits([0, 1, (0, 1)])
+    for_agents([1, 1, 1.0, (0, 1), "(0, 1)"], _hit)(model)
+    assert model.hits() == {0: 0, 1: 1, (0, 1): 1}
