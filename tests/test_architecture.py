@@ -2,7 +2,8 @@
 
 Layers, bottom up (``../shared/architecture.md``):
 
-* ground floor: ``errors``, ``seeding``, ``progress``, ``manifest``, ``io``, ``panel``, ``configs``,
+* ground floor: ``errors``, ``seeding``, ``progress``, ``manifest``, ``io``, ``panel`` (and its label rules,
+  ``labels``), ``configs``,
   ``checks``, ``bounded``, ``tiers`` (and the top-level ``aumann/__init__``) — import nothing of ours above them;
 * ``attribution`` (the pure maths core) — imports only the ground floor;
 * ``data`` and ``simulators`` — import the ground floor; ``simulators`` may call attribution's public
@@ -27,8 +28,8 @@ from pathlib import Path
 import aumann
 
 PKG = Path(aumann.__file__).resolve().parent
-GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "configs", "checks", "bounded", "npz", "records",
-          "tiers", "__init__"}
+GROUND = {"errors", "seeding", "progress", "manifest", "io", "panel", "labels", "configs", "checks", "bounded", "npz",
+          "records", "tiers", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "ground": {"ground"},
     "attribution": {"ground", "attribution"},

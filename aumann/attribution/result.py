@@ -31,7 +31,8 @@ from aumann.errors import (
     ZeroDeltaVError,
 )
 from aumann.io import atomic_path, read_npz, safe_component, saved_npz, write_npz
-from aumann.panel import by_agent_id, plain_labels, refuse_missing_group_labels, unique_labels
+from aumann.labels import plain_labels, refuse_missing_group_labels, unique_labels
+from aumann.panel import by_agent_id
 
 _FORMAT = "aumann.attribution/1"
 

@@ -307,7 +307,7 @@ class ScenarioConfig(configs.ConfigModel):
 
 def _model_ids(model: Any) -> tuple[list[Any], dict[Any, int]]:
     """The unique_ids of ``model``'s agents and, by the label a panel keeps for each, their positions."""
-    from aumann.panel import id_labels
+    from aumann.labels import id_labels
 
     uids = [a.unique_id for a in getattr(model, "agents", ())]
     try:

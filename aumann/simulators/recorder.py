@@ -49,7 +49,8 @@ from aumann.errors import (
     UnknownAttributeError,
 )
 from aumann.io import memory_bytes
-from aumann.panel import _alive_mask, label_column
+from aumann.labels import label_column
+from aumann.panel import _alive_mask
 from aumann.simulators.recording import (
     FeatureFn,
     Recording,

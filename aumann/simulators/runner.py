@@ -459,7 +459,7 @@ _NONE = object()
 def _by_label(by_id: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
     """The agents of ``by_id`` under the label a panel keeps for their ids where it is not the id itself (text for
     a tuple id), so that ids read off ``panel.agent_ids`` or ``top_agents.csv`` name their agents."""
-    from aumann.panel import id_labels
+    from aumann.labels import id_labels
 
     uids = list(by_id)
     try:

@@ -35,7 +35,7 @@ import numpy as np
 
 from aumann.errors import AumannError, ReportError
 from aumann.io import write_csv, write_text
-from aumann.panel import lookalike_ids
+from aumann.labels import lookalike_ids
 from aumann.records import Manifest
 from aumann.studies.charts import Charts, Line, Point
 from aumann.studies.page import (

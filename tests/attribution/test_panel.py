@@ -248,7 +248,7 @@ def test_readers_keep_integer_ids_past_uint64_as_their_text_in_order():
     each row on its own agent; [2**63 + 1, 2**63, -1] had become floats (2**63 and 2**63 + 1 one number)."""
     import pandas as pd
 
-    from aumann.panel import id_labels, label_column
+    from aumann.labels import id_labels, label_column
 
     df = pd.DataFrame({"step": [0, 0, 0, 1], "agent": [2**70, 1, 10, 10], "x": [1.0, 2.0, 3.0, 4.0]})
     p = Panel.from_dataframe(df)

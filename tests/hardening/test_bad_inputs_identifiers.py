@@ -109,7 +109,7 @@ def test_report_html_shows_bidi_overrides_and_controls_as_escapes(text, escaped)
 
 
 def test_lookalike_ids_are_found_by_normalisation_and_whitespace_only():
-    from aumann.panel import lookalike_ids
+    from aumann.labels import lookalike_ids
 
     ids = np.array(["e\u0301", "\u00e9", "trail ", "trail", "Case", "case", " x ", "x", "\u00c5", "A\u030a", "plain"])
     count, groups = lookalike_ids(ids)
@@ -221,7 +221,7 @@ def test_report_markdown_table_ids_render_as_exactly_the_id():
 def test_ids_differing_in_inner_whitespace_are_flagged_and_kept_visible():
     """'a  b' and 'a b' (or 'a\\tb') are two agents; HTML collapsed the double space, so two rows read 'a b', and the
     look-alike check only compared trimmed ends."""
-    from aumann.panel import lookalike_ids
+    from aumann.labels import lookalike_ids
     from aumann.studies.page import Cell, Document, Section, Table, render_html
 
     count, groups = lookalike_ids(np.array(["a  b", "a b", "a\tb", "c d", "e"]))
@@ -296,7 +296,7 @@ def test_lookalike_warning_is_given_once_per_panel_not_per_subset(tmp_path):
 
 
 def test_lookalike_ids_count_invisible_characters_for_the_page():
-    from aumann.panel import lookalike_ids
+    from aumann.labels import lookalike_ids
 
     assert lookalike_ids(np.array(["alice", "alice\u200b", "\ufeffbob", "bob", "carol"])) == (
         2, [["alice", "alice\u200b"], ["bob", "\ufeffbob"]])
