@@ -432,3 +432,26 @@ def test_a_factory_out_of_memory_is_not_renamed(monkeypatch):
     with pytest.raises(MemoryError, match="cannot allocate the model") as got:
         make_backend("hungry")
     assert type(got.value) is MemoryError
+
+
+def test_a_factory_message_cut_short_or_an_exit_code_never_shows_part_of_the_key(monkeypatch):
+    """The key was replaced in the factory's message after it was cut to 300 characters, so a key straddling the cut
+    matched nothing and its first characters were shown ('... key sk-SECRETSEC...'); and a factory's sys.exit(text)
+    showed the text as it was, key and all. Both now show none of it."""
+    from aumann.errors import BackendFactoryError
+    from aumann.simulators.llm.options import BackendOptions
+    from aumann.simulators.llm.registry import make_backend
+
+    key = "sk-SECRETSECRETSECRETSECRET1234567890"
+
+    def long_message(options):
+        raise ValueError("y" * 280 + " key " + options.api_key)
+
+    def exits_with_it(options):
+        raise SystemExit(f"bad key {options.api_key}")
+
+    for name, make in {"long-message": long_message, "exits-with-it": exits_with_it}.items():
+        _register(monkeypatch, name, make)
+        with pytest.raises(BackendFactoryError, match=f"backend {name!r}") as got:
+            make_backend(name, BackendOptions(api_key=key))
+        assert "sk-SECRET" not in str(got.value)

@@ -25,6 +25,7 @@ offline policy that decides reads no model.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,19 +144,30 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
     except (AumannError, MemoryError):
         raise
     except SystemExit as exc:  # `aumann run --backend NAME` exited 0, silently, with nothing computed
-        raise BackendFactoryError(f"backend {entry.name!r}: its factory called sys.exit({exc.code!r}); a factory "
+        code = _without_secrets(repr(exc.code), options, redact_text)  # sys.exit(text) may hold the key too
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory called sys.exit({code}); a factory "
                                   "returns a backend or None, or raises") from exc
     except Exception as exc:  # (KeyboardInterrupt is no Exception: not caught)
-        text = exception_message(exc)
-        if options.api_key:  # the key was handed to the factory: a message that repeats it shows none of it
-            text = text.replace(options.api_key, "***")
-        text = redact_text(text)  # nor URL credentials (a --base-url's user:key@), as every recorded text
+        # the whole message is redacted before it is cut short: a key straddling the cut would match nothing
+        text = _without_secrets(exception_message(exc, limit=sys.maxsize), options, redact_text)
+        text = text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT - 3] + "..."
         raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") from exc
     if backend is not None and not callable(getattr(backend, "decide", None)):
         raise BackendFactoryError(f"backend {entry.name!r}: its factory returned {type(backend).__name__}, which is "
                                   "no decision backend (an object with a decide(messages, schema) method); a factory "
                                   "returns a backend, or None to leave the decisions to the scenario's offline policy")
     return backend
+
+
+_MESSAGE_LIMIT = 300  # characters of a factory's message shown (as checks.exception_message's default)
+
+
+def _without_secrets(text: str, options: BackendOptions, redact_text: Callable[[str], str]) -> str:
+    """``text`` without the key handed to the factory (a message that repeats it shows none of it) and without URL
+    credentials (a --base-url's user:key@), as every recorded text."""
+    if options.api_key:
+        text = text.replace(options.api_key, "***")
+    return redact_text(text)
 
 
 def offline_policy_decides(backend: Any, label: str | None = None) -> bool:
