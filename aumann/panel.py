@@ -204,15 +204,17 @@ def _rounded_record(features: Mapping[str, tuple[int, int]], context: Mapping[st
 
 def _numbers_as_objects(col: Any) -> bool:
     """Whether a column of dtype ``object`` holds numbers only (and missing values): ints, floats, bools, numpy
-    numbers, ``Decimal`` / ``Fraction``, beside ``None`` or NaN -- a feature pandas could not type (Mesa's agent
-    reporter gives ``None`` for an agent of another type, and ``[True, None]`` stays ``object``), not labels. Stops
-    at the first value that is not a number (a column of text costs one look)."""
+    numbers, ``Decimal`` / ``Fraction``, beside ``None``, NaN, ``pd.NA`` or ``pd.NaT`` -- a feature pandas could
+    not type (Mesa's agent reporter gives ``None`` for an agent of another type, and ``[True, None]`` stays
+    ``object``), not labels. Stops at the first value that is not a number (a column of text costs one look)."""
     import numbers
     from decimal import Decimal
 
+    import pandas as pd
+
     seen = False
     for v in col:
-        if v is None or (isinstance(v, float) and v != v):
+        if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v):  # missing, pandas' too
             continue
         if isinstance(v, bool | np.bool_ | Decimal) or (isinstance(v, numbers.Real) and not isinstance(v, str)):
             seen = True

@@ -25,6 +25,8 @@ def _frame(**extra):
     [Decimal("1.5"), Decimal("2"), None, Decimal("3")],
     pd.Series([1, None, 3, np.int64(4)], dtype=object),
     pd.Series([np.float32(1.0), float("nan"), 2, True], dtype=object),
+    pd.Series([1, pd.NA, 2, 3], dtype=object),  # pandas' own missing value beside ints was skipped without a word
+    pd.Series([1.5, pd.NaT, 2.0, 3.0], dtype=object),
 ])
 def test_numbers_held_as_objects_are_skipped_and_warned_of(column):
     with pytest.warns(SkippedColumnWarning, match=r"\['x'\].*pd.to_numeric"):
