@@ -13,12 +13,14 @@ generator, a coroutine or a lazy ``map``/``filter``: its body never ran.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from aumann.checks import exception_message
-from aumann.errors import AumannError, InterventionError, TerminatedBySignal
+from aumann.errors import AumannError, AumannWarning, InterventionError, TerminatedBySignal
 
 
 def intervention_name(g: Callable[..., Any]) -> str:
@@ -75,13 +77,35 @@ def apply_intervention(g: Callable[[Any], Any], model: Any, where: str, *, hint:
 _LAZY = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType, map, filter)
 
 
+def _body_is_lazy(g: Callable[..., Any]) -> bool:
+    """Whether calling ``g`` runs none of its body: a generator function or ``async def`` (through
+    ``functools.partial``, ``functools.wraps`` wrappers and a callable object's ``__call__``)."""
+    for f in (g, inspect.getattr_static(type(g), "__call__", None)):
+        try:
+            f = inspect.unwrap(f) if f is not None else None
+        except ValueError:  # a __wrapped__ cycle
+            pass
+        if f is not None and (inspect.isgeneratorfunction(f) or inspect.iscoroutinefunction(f)
+                              or inspect.isasyncgenfunction(f)):
+            return True
+    return False
+
+
 def _refuse_lazy(made: Any, g: Callable[..., Any], where: str, panel: Callable[[], Any] | None) -> None:
     """An intervention that returned a generator, a coroutine or a lazy ``map``/``filter``: its body (or the function
-    mapped) never ran, so the fork was the factual run, silently; an :class:`~aumann.errors.InterventionError`."""
+    mapped) never ran, so the fork was the factual run, silently; an :class:`~aumann.errors.InterventionError`.
+    A plain function that returned a generator or coroutine made elsewhere (``return (a.x for a in m.agents)`` after
+    changing the model) did run: accepted before, with a right fork, it is warned of instead."""
     kind = {types.GeneratorType: "a generator", types.CoroutineType: "a coroutine",
             types.AsyncGeneratorType: "an async generator"}.get(type(made), f"a {type(made).__name__} object")
     if isinstance(made, types.GeneratorType | types.CoroutineType):
         made.close()  # (a coroutine never awaited warns when collected)
+    if isinstance(made, types.GeneratorType | types.CoroutineType | types.AsyncGeneratorType) and not _body_is_lazy(g):
+        warnings.warn(AumannWarning(
+            f"intervention {intervention_name(g)!r} returned {kind} {where}: its own body ran, but nothing of the "
+            f"generator itself runs (aumann does not iterate or await what an intervention returns); if it was meant "
+            "to change the model, change the model in g itself and return None"), stacklevel=4)
+        return
     kept = panel() if panel is not None else None
     err = InterventionError(
         f"intervention {intervention_name(g)!r} returned {kind} {where}: its body never ran, so it changed nothing "

@@ -143,3 +143,28 @@ def test_an_intervention_whose_body_never_ran_is_an_intervention_error(g, made: 
         with pytest.raises(InterventionError, match=rf"^intervention '.*' returned {made} when applied to the fork "
                                                     r"\(by copy\) of Fragile .*: its body never ran"):
             fork(_model(), intervention=g, steps=2, recorder=_rec(), strategy="copy")
+
+
+def _set_x(m: Fragile) -> None:
+    for a in m.agents:
+        a.x = 1_000.0
+
+
+def _works_then_returns_a_generator(m: Fragile) -> Iterator[float]:
+    _set_x(m)  # a plain function: this runs; the generator it returns is a by-product
+    return (a.x for a in m.agents)
+
+
+def test_an_intervention_that_ran_and_returns_a_generator_is_warned_of_not_refused() -> None:
+    """0b8fc29 refused every returned generator as 'its body never ran'; a plain function that changed the model and
+    returned a generator expression ran, and its fork was right (accepted before): it is now warned of, not refused.
+    A generator function's own generator (its body never ran) is still refused."""
+    from aumann.errors import AumannWarning
+
+    with pytest.warns(AumannWarning, match=r"returned a generator .*nothing of the generator itself runs"):
+        res = fork(_model(), intervention=_works_then_returns_a_generator, steps=2, recorder=_rec(), strategy="copy")
+    ran = fork(_model(), intervention=_set_x, steps=2, recorder=_rec(), strategy="copy")
+    factual = fork(_model(), steps=2, recorder=_rec(), strategy="copy")
+    assert (res.panel.values == ran.panel.values).all() and (res.panel.values != factual.panel.values).any()
+    with pytest.raises(InterventionError, match="its body never ran"):
+        fork(_model(), intervention=functools.partial(_lazy_generator), steps=2, recorder=_rec(), strategy="copy")
