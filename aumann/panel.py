@@ -1133,6 +1133,7 @@ class Panel:
         xr = xarray_module()
         skipped: list[str] = []
         lost: list[tuple[str, int, int]] = []  # integer variables past 2**53 that concat made float64
+        lost_counts: dict[str, tuple[int, int]] = {}  # the same by variable, for meta["rounded_values"]
         if isinstance(obj, xr.Dataset):
             if "values" in obj.data_vars:
                 da = obj["values"]
@@ -1160,6 +1161,7 @@ class Panel:
                         changed = float64_rounded(raw)
                         if changed is not None:
                             lost.append((f"feature {str(k)!r}", int(changed.sum()), largest_magnitude(raw[changed])))
+                            lost_counts[str(k)] = lost[-1][1:]
                 features = None
         elif isinstance(obj, xr.DataArray):
             da = obj
@@ -1200,6 +1202,9 @@ class Panel:
         panel = cls(da.values, features=[str(f) for f in da["feature"].values.tolist()],
                     agent_ids=da["agent"].values, steps=da["step"].values, groups=groups, alive=alive,
                     context=context, meta=meta)
+        if lost_counts and "rounded_values" not in meta:  # kept as the Panel keeps its own (a saved count stays)
+            own = panel.meta.get("rounded_values") or {}  # (the Panel's count of context integers, if any)
+            panel.meta["rounded_values"] = {**own, **_rounded_record(lost_counts, {})}
         warn_rounded(lost, stacklevel=2)  # (the caller of from_xarray)
         return panel
 

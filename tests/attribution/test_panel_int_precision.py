@@ -166,3 +166,18 @@ def test_from_xarray_dataset_of_integer_and_float_variables_warns_naming_the_var
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionLossWarning)
         Panel.from_xarray(_quiet_xr)
+
+
+def test_from_xarray_dataset_of_integer_and_float_variables_keeps_the_count_in_meta():
+    """9ca3887 warned of an int64 variable past 2**53 beside a float one but kept no count, where the same variable
+    alone (and from_dataframe, 86adfd9) keeps meta['rounded_values']: a panel saved so and attributed later had no
+    'integers rounded' line. It is kept now, as the variable alone keeps it."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"clock": (("step", "agent"), np.array([[BIG, 1], [BIG + 2, 2]], dtype=np.int64)),
+                     "price": (("step", "agent"), np.array([[0.5, 1.5], [2.5, 3.5]]))})
+    with pytest.warns(PrecisionLossWarning):
+        mixed = Panel.from_xarray(ds)
+    with pytest.warns(PrecisionLossWarning):
+        alone = Panel.from_xarray(ds[["clock"]])
+    assert mixed.meta["rounded_values"] == alone.meta["rounded_values"] == {
+        "features": {"clock": {"count": 2, "largest": BIG + 2}}}
