@@ -531,7 +531,10 @@ def _name_branch(exc: Exception, key: Hashable) -> None:
         exc.branch = key  # type: ignore[attr-defined]
     except AttributeError:  # an exception type with __slots__
         pass
-    said = f"fork_many branch {key!r}"
+    try:
+        said = f"fork_many branch {key!r}"
+    except Exception:  # a key whose repr raises: the branch's own error must not be lost to it
+        said = f"fork_many branch of type {type(key).__name__}"
     if isinstance(exc, AumannError) and exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{said}: {exc.args[0]}", *exc.args[1:])
     else:

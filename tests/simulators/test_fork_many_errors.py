@@ -127,3 +127,22 @@ def test_a_branch_failing_on_ray_is_named_too() -> None:
     err = info.value
     assert str(err).startswith("fork_many branch 'factual-0': Fragile's step raised RuntimeError at step 2 of 3")
     assert err.branch == "factual-0" and err.panel.values.shape[0] == 1 and "ray node" in err.__cause__.where
+
+
+class _Arm:
+    """A branch key whose repr raises (a user's key type with a broken __repr__)."""
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of the key")
+
+
+def test_a_branch_key_whose_repr_raises_leaves_the_branch_error_as_it_is() -> None:
+    """Naming the branch called repr(key): a key whose repr raised replaced the branch's InterventionError with that
+    RuntimeError, and the intervention's failure was lost. The error is the branch's, naming the key's type."""
+    key = _Arm()
+    with pytest.raises(InterventionError, match=r"^fork_many branch of type _Arm: intervention '_refuse'") as info:
+        _run(None, _model(), {key: _refuse})
+    assert info.value.branch is key
