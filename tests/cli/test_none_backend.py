@@ -455,3 +455,31 @@ def test_a_factory_message_cut_short_or_an_exit_code_never_shows_part_of_the_key
         with pytest.raises(BackendFactoryError, match=f"backend {name!r}") as got:
             make_backend(name, BackendOptions(api_key=key))
         assert "sk-SECRET" not in str(got.value)
+
+
+def test_the_traceback_of_a_factory_error_never_shows_the_key(monkeypatch, tmp_path, capsys):
+    """BackendFactoryError redacted its own message but chained the factory's exception, whose message (key and all)
+    `aumann --debug` printed in the traceback, as would any log of the error. The chained cause now carries the
+    factory's traceback under the redacted message."""
+    import traceback
+
+    from aumann.errors import BackendFactoryError
+    from aumann.simulators.llm.options import BackendOptions
+    from aumann.simulators.llm.registry import make_backend
+
+    key = "sk-SECRETSECRETSECRETSECRET1234567890"
+    password = "hunter" + "2"  # (the traceback shows the factory's source line: no secret written in it)
+
+    def leaks(options):
+        raise ValueError(f"cannot use key {options.api_key} at http://bob:{password}@example.org")
+
+    def exits(options):
+        raise SystemExit(f"bad key {options.api_key}")
+
+    for name, make in {"leaks": leaks, "exits": exits}.items():
+        _register(monkeypatch, name, make)
+        with pytest.raises(BackendFactoryError) as got:
+            make_backend(name, BackendOptions(api_key=key))
+        shown = "".join(traceback.format_exception(got.value))
+        assert "SECRET" not in shown and "hunter2" not in shown, shown
+        assert f"in {make.__name__}" in shown  # (the factory's own frame is still shown)

@@ -130,8 +130,9 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
     the backend.
 
     Raises:
-        BackendFactoryError: the factory raised (its exception chained; aumann's own errors -- a bad setting's
-            :class:`~aumann.errors.ConfigError`, a missing extra -- pass through as they are), called ``sys.exit()``
+        BackendFactoryError: the factory raised (its traceback chained, under the redacted message; aumann's own
+            errors -- a bad setting's :class:`~aumann.errors.ConfigError`, a missing extra -- pass through as they
+            are), called ``sys.exit()``
             (``aumann run`` ended with status 0 and nothing computed), or returned something
             that is neither a decision backend (an object with a ``decide`` method) nor ``None``: ``42`` came back,
             and ``aumann run`` stopped on ``AttributeError: 'int' object has no attribute 'model'``.
@@ -146,17 +147,28 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
     except SystemExit as exc:  # `aumann run --backend NAME` exited 0, silently, with nothing computed
         code = _without_secrets(repr(exc.code), options, redact_text)  # sys.exit(text) may hold the key too
         raise BackendFactoryError(f"backend {entry.name!r}: its factory called sys.exit({code}); a factory "
-                                  "returns a backend or None, or raises") from exc
+                                  "returns a backend or None, or raises") \
+            from _redacted_cause(exc, f"SystemExit({code})")
     except Exception as exc:  # (KeyboardInterrupt is no Exception: not caught)
         # the whole message is redacted before it is cut short: a key straddling the cut would match nothing
         text = _without_secrets(exception_message(exc, limit=sys.maxsize), options, redact_text)
         text = text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT - 3] + "..."
-        raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") from exc
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") \
+            from _redacted_cause(exc, f"{type(exc).__name__}: {text}")
     if backend is not None and not callable(getattr(backend, "decide", None)):
         raise BackendFactoryError(f"backend {entry.name!r}: its factory returned {type(backend).__name__}, which is "
                                   "no decision backend (an object with a decide(messages, schema) method); a factory "
                                   "returns a backend, or None to leave the decisions to the scenario's offline policy")
     return backend
+
+
+def _redacted_cause(exc: BaseException, text: str) -> BaseException:
+    """What a :class:`~aumann.errors.BackendFactoryError` chains in place of the factory's own exception: its
+    traceback (``aumann --debug`` shows where in the factory it failed) under the redacted ``text``. Chaining the
+    exception itself printed its message, API key and all, in that traceback (and in any log of it)."""
+    cause = RuntimeError(text)
+    cause.__traceback__ = exc.__traceback__
+    return cause
 
 
 _MESSAGE_LIMIT = 300  # characters of a factory's message shown (as checks.exception_message's default)
