@@ -373,9 +373,11 @@ def run_study(scenario: Scenario, config: ScenarioConfig, *, out_dir: str | Path
                     tick("done")
         # agents present at no capture: said once here, for computed and resumed runs (a run's own recording,
         # perhaps in a worker, says nothing)
-        warn_transient_agents(scenario.name, records, config.steps)
-        warn_model_finished(scenario.name, records)  # a model stepped on after running = False: the same
-        warn_rounded_values(scenario.name, records)  # recorded integers past ±2**53 that float64 rounded: the same
+        # (they point at manifest.json and the report only when this study writes them)
+        files = out is not None and write
+        warn_transient_agents(scenario.name, records, config.steps, written=files)
+        warn_model_finished(scenario.name, records, written=files)  # a model stepped on after running = False: the same
+        warn_rounded_values(scenario.name, records, written=files)  # integers past ±2**53 that float64 rounded: same
         return StudyResult(scenario=scenario.name, records=records, arrays=arrays, out_dir=out, resumed=resumed,
                            computed=computed, sizes=StudySizes.of(config), panels=panels, usage=spent,
                            failed_checks=failed, timings=timings, run_counts=counted, stage_seconds=worker_stages)

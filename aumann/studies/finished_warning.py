@@ -31,9 +31,10 @@ def finished_prefix(scenario: str) -> str:
 
 
 def model_finished_warning(scenario: str, records: Sequence[Mapping[str, Any] | None], *,
-                           shown: int = 3) -> str | None:
+                           shown: int = 3, written: bool = True) -> str | None:
     """The warning's text for the runs of ``records`` whose model set ``running = False`` before their last step
-    (the first ``shown`` of them by name), or ``None`` when no run has one."""
+    (the first ``shown`` of them by name), or ``None`` when no run has one. ``written``: whether the study writes an
+    output folder (only then does the text point at manifest.json and the report)."""
     held = [dict(r) for r in records if isinstance(r, Mapping)]
     found = [d for d in model_finished(held) if isinstance(d.get("step"), int) and isinstance(d.get("steps"), int)
              and d["step"] < d["steps"] - 1]
@@ -41,19 +42,20 @@ def model_finished_warning(scenario: str, records: Sequence[Mapping[str, Any] | 
         return None
     runs = "; ".join(_at(d) for d in found[:shown])
     more = f"; and {len(found) - shown} more run(s)" if len(found) > shown else ""
+    where = "manifest.json, the report" if written else "the study result's records"
     stop = max(max(d["step"] for d in found) + 1, 1)  # where the last of them finished: no run is cut short
     return (f"{finished_prefix(scenario)}{len(found)} of {len(held)} run(s): {runs}{more}. aumann kept stepping it "
             f"for all {found[0]['steps']} steps, so the "
             "steps after are of a finished model (usually unchanged, so f is flat there and Δv can be 0 at a t* "
-            "among them); each run record keeps it (model_finished; manifest.json, the report); pass "
+            f"among them); each run record keeps it (model_finished; {where}); pass "
             f"steps={stop} (aumann run --steps {stop}) to stop where {'it' if len(found) == 1 else 'the last of them'} "
             "finished")
 
 
-def warn_model_finished(scenario: str, records: Sequence[Mapping[str, Any] | None]) -> None:
+def warn_model_finished(scenario: str, records: Sequence[Mapping[str, Any] | None], *, written: bool = True) -> None:
     """One :class:`~aumann.errors.ModelFinishedWarning` for the study's runs whose model finished before their last
-    step (none when no run's did)."""
-    text = model_finished_warning(scenario, records)
+    step (none when no run's did); ``written``: whether the study writes an output folder."""
+    text = model_finished_warning(scenario, records, written=written)
     if text is not None:
         warnings.warn(ModelFinishedWarning(text), stacklevel=3)
 

@@ -21,11 +21,12 @@ from aumann.studies.rundir import rounded_largest, rounded_values
 _PARTS = {"features": "feature", "context": "context"}
 
 
-def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | None], *,
-                        shown: int = 5) -> list[tuple[str, int, int] | tuple[str, int, int, str]]:
+def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | None], *, shown: int = 5,
+                        written: bool = True) -> list[tuple[str, int, int] | tuple[str, int, int, str]]:
     """``(name, count, largest)`` of every feature or context whose recorded integers float64 rounded in some run of
     ``records`` (counts summed over the runs, the largest of them; the name says which runs, the first ``shown`` by
-    number), as :func:`aumann.checks.warn_rounded` takes them; empty when no run rounded any."""
+    number), as :func:`aumann.checks.warn_rounded` takes them; empty when no run rounded any. ``written``: whether
+    the study writes an output folder (only then does the name point at manifest.json)."""
     held = [dict(r) for r in records if isinstance(r, Mapping)]
     tally: dict[tuple[str, str, bool], list[Any]] = {}  # (part, name, float32) → [count, largest, runs]
     for d in rounded_values(held):
@@ -40,19 +41,20 @@ def rounded_values_lost(scenario: str, records: Sequence[Mapping[str, Any] | Non
                 t[0] += count
                 t[1] = max(t[1], abs(big))
                 t[2].append(d["run"])
+    where = ", manifest.json" if written else ", StudyResult.records"
     lost: list[tuple[str, int, int] | tuple[str, int, int, str]] = []
     for (word, name, single), (count, big, runs) in tally.items():
         which = ", ".join(f"run {r}" for r in runs[:shown]) + (f" and {len(runs) - shown} more" if len(runs) > shown
                                                                  else "")
         lost.append((f"{scenario}: {word} {name!r} in {len(runs)} of {len(held)} run(s) ({which}; counted in each "
-                     "run record's rounded_values, manifest.json)", count, big, *(("float32",) if single else ())))
+                     f"run record's rounded_values{where})", count, big, *(("float32",) if single else ())))
     return lost
 
 
-def warn_rounded_values(scenario: str, records: Sequence[Mapping[str, Any] | None]) -> None:
+def warn_rounded_values(scenario: str, records: Sequence[Mapping[str, Any] | None], *, written: bool = True) -> None:
     """One :class:`~aumann.errors.PrecisionLossWarning` for the study's runs whose recorded integers float64 rounded
-    (none when no run's did)."""
-    warn_rounded(rounded_values_lost(scenario, records), stacklevel=3)
+    (none when no run's did); ``written``: whether the study writes an output folder."""
+    warn_rounded(rounded_values_lost(scenario, records, written=written), stacklevel=3)
 
 
 __all__ = ["rounded_values_lost", "warn_rounded_values"]

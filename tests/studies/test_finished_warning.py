@@ -70,3 +70,15 @@ def test_a_model_finished_on_its_last_step_and_direct_simulate_calls_are_as_befo
         warnings.simplefilter("error", ModelFinishedWarning)
         quiet = sc.simulate(sc.load_config(steps=8), rng=0, warn_finished=False)
     assert quiet.panel.meta["model_finished"] == {"step": 2, "model_step": 3, "steps": 8}  # kept either way
+
+
+def test_a_study_without_an_output_folder_does_not_point_at_manifest_json() -> None:
+    # run_study(out_dir=None) writes no file, yet the warning said "(model_finished; manifest.json, the report)"
+    sc = scenarios.get(f"{BURNOUT}:scenario")
+    cfg = sc.load_config(steps=8, runs=2, study=STUDY)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        run_study(sc, cfg)
+    (said,) = [str(w.message) for w in got if issubclass(w.category, ModelFinishedWarning)]
+    assert "each run record keeps it (model_finished; the study result's records); pass steps=3" in said
+    assert "manifest.json" not in said

@@ -132,3 +132,15 @@ def test_float32_entries_are_warned_of_as_float32():
         warn_rounded_values("s", recs)
     (w,) = [g for g in got if issubclass(g.category, PrecisionLossWarning)]
     assert "float32 (past ±2**24" in str(w.message) and "or float64 (past ±2**53)" in str(w.message)
+
+
+def test_a_study_without_an_output_folder_does_not_point_at_manifest_json() -> None:
+    # run_study(out_dir=None) writes no file, yet the warning said "counted in ... rounded_values, manifest.json"
+    sc = scenarios.get(f"{ODOMETER}:scenario")
+    cfg = sc.load_config(steps=4, runs=2, study=STUDY)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        run_study(sc, cfg)
+    (said,) = [str(w.message) for w in got if issubclass(w.category, PrecisionLossWarning)]
+    assert "(run 0, run 1; counted in each run record's rounded_values, StudyResult.records): 32 value(s)" in said
+    assert "manifest.json" not in said

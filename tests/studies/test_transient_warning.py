@@ -96,3 +96,16 @@ def test_the_study_run_is_quiet_of_transient_agents_but_still_warns_of_rounded_i
         assert kinds.count(PrecisionLossWarning) == 1
         assert kinds.count(TransientAgentsWarning) == (0 if quiet else 1)
         assert run.panel.meta["transient_agents"]["total"] == 2  # counted either way
+
+
+def test_a_study_without_an_output_folder_does_not_point_at_manifest_json() -> None:
+    # run_study(out_dir=None) writes no file, yet the warning said "(manifest.json, the report)"
+    sc = scenarios.get(f"{HATCHERY}:scenario")
+    cfg = sc.load_config(steps=6, runs=2, study=STUDY)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        run_study(sc, cfg)
+    said = [str(w.message) for w in got if issubclass(w.category, TransientAgentsWarning)]
+    _check(said)
+    assert "counted in each run record's transient_agents (the study result's records); " in said[0]
+    assert "manifest.json" not in said[0] and "the report" not in said[0]
