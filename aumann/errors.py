@@ -313,7 +313,8 @@ class ExecutorError(SimulationError):
 class RemoteTaskError(ExecutorError):
     """A task that failed in an executor's worker. Raised in its own right when the task's exception
     cannot be rebuilt in the driver; otherwise it is the ``__cause__`` of the task's own exception.
-    ``remote_traceback`` holds the worker's traceback and ``where`` the host and process."""
+    ``remote_traceback`` holds the worker's traceback and ``where`` the host and process; raised in its own right,
+    it keeps the task exception's ``branch`` (the :func:`~aumann.simulators.fork_many` branch) and notes."""
 
     remote_traceback: str = ""
     where: str = ""

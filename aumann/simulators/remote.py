@@ -483,13 +483,17 @@ class Done:
 @dataclass
 class Failed:
     """A failed task: the exception (serialised, or ``None`` when it does not pickle), its type and
-    message, the remote traceback, and where it ran."""
+    message, the remote traceback, and where it ran; and what the driver's :class:`RemoteTaskError` keeps of an
+    exception that does not pickle: its ``.branch`` (the :func:`~aumann.simulators.fork_many` branch it was raised
+    in, when that key pickles) and its notes."""
 
     exc: bytes | None
     type_name: str
     message: str
     traceback: str
     where: str = field(default_factory=_where)
+    branch: Any = None
+    notes: tuple[str, ...] = ()
 
 
 def run_task(fn_bytes: bytes, item_bytes: bytes, shared: SharedRef | None = None, code: UserCode | None = None,
@@ -508,13 +512,27 @@ def run_task(fn_bytes: bytes, item_bytes: bytes, shared: SharedRef | None = None
             loads(blob)
         except Exception:  # an exception that does not survive pickling: its text still travels
             blob = None
-        return Failed(blob, type(exc).__qualname__, str(exc), traceback.format_exc())
+        branch, notes = None, ()
+        if blob is None:  # what the driver's RemoteTaskError keeps of it
+            branch = _picklable(getattr(exc, "branch", None))
+            notes = tuple(n for n in getattr(exc, "__notes__", ()) if isinstance(n, str))
+        return Failed(blob, type(exc).__qualname__, str(exc), traceback.format_exc(), branch=branch, notes=notes)
+
+
+def _picklable(value: Any) -> Any:
+    """``value`` if it survives :func:`dumps` and :func:`loads`, else its ``repr``."""
+    try:
+        loads(dumps(value))
+    except Exception:
+        return repr(value)
+    return value
 
 
 def unwrap(res: Any, index: int, total: int) -> Any:
     """The result of a :class:`Done`, or for a :class:`Failed` the task's own exception (when it
     unpickles here) with the remote traceback as its ``__cause__`` (a :class:`RemoteTaskError`) and
-    in ``exc.remote_traceback``; a :class:`RemoteTaskError` when it does not."""
+    in ``exc.remote_traceback``; a :class:`RemoteTaskError` when it does not (carrying the exception's ``.branch``
+    and notes)."""
     if isinstance(res, Done):
         return loads(res.payload)
     if not isinstance(res, Failed):  # pragma: no cover - run_task returns one of the two
@@ -532,6 +550,9 @@ def unwrap(res: Any, index: int, total: int) -> Any:
     if not isinstance(exc, BaseException):
         remote.args = (f"task {index + 1} of {total} failed on {res.where}: {res.type_name}: "
                        f"{_first_line(res.message)}",)
+        remote.branch = getattr(res, "branch", None)  # a fork_many branch's key (Failed objects of before: none)
+        for note in getattr(res, "notes", ()):
+            remote.add_note(note)
         return remote
     exc.__cause__ = remote
     try:

@@ -146,3 +146,26 @@ def test_a_branch_key_whose_repr_raises_leaves_the_branch_error_as_it_is() -> No
     with pytest.raises(InterventionError, match=r"^fork_many branch of type _Arm: intervention '_refuse'") as info:
         _run(None, _model(), {key: _refuse})
     assert info.value.branch is key
+
+
+class _Unpicklable(MemoryError):
+    """An exception that pickles but does not unpickle (its ``__init__`` takes two arguments, its ``args`` one)."""
+
+    def __init__(self, what: str, size: int) -> None:
+        super().__init__(f"cannot allocate {what} ({size} bytes)")
+
+
+def _unpicklable(model: Fragile) -> None:
+    raise _Unpicklable("the branch's grid", 1 << 40)
+
+
+def test_a_branch_error_that_does_not_unpickle_names_the_branch_in_branch_too() -> None:
+    # the driver gets a RemoteTaskError in its place: its message named the branch (from the worker's note, in the
+    # traceback) but its .branch was None
+    from aumann.errors import RemoteTaskError
+
+    with pytest.raises(RemoteTaskError) as info:
+        _run(lambda: LocalExecutor(max_workers=2, mp_context="fork"), _model(), {"factual": None, "big": _unpicklable})
+    err = info.value
+    assert "_Unpicklable: cannot allocate the branch's grid (1099511627776 bytes)" in str(err)
+    assert err.branch == "big" and "(in fork_many branch 'big')" in getattr(err, "__notes__", [])
