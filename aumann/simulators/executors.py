@@ -172,11 +172,13 @@ class LocalExecutor:
         from concurrent.futures import as_completed
         from concurrent.futures.process import BrokenProcessPool
 
-        code = remote.user_code(self.ship)
-        fn_b = remote.dumps(fn)
+        with remote.collecting() as needed:  # the scenario files this map's payload refers to, and no other
+            fn_b = remote.dumps(fn)
+            items = [remote.dumps(s) for s in specs]
+            blob = remote.dumps(shared) if shared is not None else None
+        code = remote.user_code(self.ship, only=needed)
         sref, blob_path = None, None
-        if shared is not None:
-            blob = remote.dumps(shared)
+        if blob is not None:
             fd, blob_path = tempfile.mkstemp(prefix="aumann-shared-", suffix=".pkl")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)
@@ -184,8 +186,7 @@ class LocalExecutor:
         results: list[Any] = [None] * len(specs)
         try:
             pool = self._get_pool()
-            futures = {pool.submit(remote.run_task, fn_b, remote.dumps(s), sref, code, False): i
-                       for i, s in enumerate(specs)}
+            futures = {pool.submit(remote.run_task, fn_b, item, sref, code, False): i for i, item in enumerate(items)}
             for fut in as_completed(futures):
                 i = futures[fut]
                 try:

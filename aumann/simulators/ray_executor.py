@@ -11,9 +11,11 @@
 * **What travels** (:mod:`aumann.simulators.remote`): the function and every item, serialised once
   by the driver; the ``shared`` object of a ``map`` goes to the object store once (``ray.put``)
   and each worker process unpickles it once. Results come back through the object store; arrays
-  arrive writable. The user's scenario files, their sibling modules and ``ship``-ped packages go to
-  the workers with the job's runtime environment (``py_modules``, plus ``runtime_env`` given here),
-  so a worker needs no copy of the driver's disk. Only the driver writes files.
+  arrive writable. The user's scenario files (each as a copy named after its module, so two files both
+  named ``scenario.py`` do not collide), their sibling modules and ``ship``-ped packages go to the
+  workers with the job's runtime environment (``py_modules``, plus ``runtime_env`` given here), so a
+  worker needs no copy of the driver's disk; a task installs only the files its payload refers to.
+  Only the driver writes files.
 * **Failures**: a task that raises comes back as its own exception with the remote traceback
   (:class:`~aumann.errors.RemoteTaskError` as ``__cause__``); a task whose worker or node dies is
   retried (``max_retries``, Ray's lineage) and, when the retries run out, raises an
@@ -117,6 +119,7 @@ class RayExecutor:
         self._temp_dir: str | None = None
         self._env_saved: dict[str, str | None] = {}
         self._job_code: remote.UserCode | None = None
+        self._code_dir: str | None = None  # the copies of scenario files shipped under their module's name
         self.task_hosts: Counter[str] = Counter()
         self._service: Any = None  # the LLM service actor (serve_llm)
         self._substitutes: dict[int, tuple[Any, Any]] = {}
@@ -148,6 +151,9 @@ class RayExecutor:
             _refresh_auth()
 
     def _ensure(self) -> Any:
+        """``ray``, initialised. The job's runtime environment ships every scenario file loaded so far (Ray takes
+        local paths in ``py_modules`` at the job level only, and a later map may refer to any of them), each under
+        its module's name; a task installs only those its payload refers to."""
         import ray
 
         if ray.is_initialized():
@@ -210,9 +216,15 @@ class RayExecutor:
         left alone."""
         env = dict(self.runtime_env)
         py_modules = list(env.get("py_modules") or [])
+        for name, path, _rel in code.files:  # each scenario file as a copy named after its module: no two collide
+            if not os.path.isfile(path):  # loaded once and gone since: no task can need it (one that does is told)
+                continue
+            copy = self._code_copy(path, f"{name}.py")
+            if copy not in py_modules:
+                py_modules.append(copy)
         out = [Path(p).resolve() for p in self.exclude]
         for folder in code.folders:
-            for f in sorted(Path(folder).iterdir()):
+            for f in sorted(Path(folder).iterdir()) if os.path.isdir(folder) else ():
                 if f.resolve() in out or f.name.startswith(".") or f.name == "__pycache__":
                     continue
                 if (f.suffix == ".py" and f.is_file()) or (f.is_dir() and (f / "__init__.py").is_file()):
@@ -223,6 +235,17 @@ class RayExecutor:
             env["py_modules"] = py_modules
             env["excludes"] = list(dict.fromkeys([*(env.get("excludes") or []), *DEFAULT_EXCLUDES]))
         return env
+
+    def _code_copy(self, path: str, rel: str) -> str:
+        """A copy of the scenario file ``path`` named ``rel`` (its module's name, ``aumann_user_<stem>_<hash>.py``)
+        in this executor's own temp folder, for ``py_modules``: shipped as ``path``'s own name, two files both named
+        ``scenario.py`` landed on a worker's ``sys.path`` side by side and both modules loaded the first one found."""
+        if self._code_dir is None:
+            self._code_dir = tempfile.mkdtemp(prefix="aumann-ray-code-", dir=self.temp_root)
+            remove_after_exit(self._code_dir)
+        dest = Path(self._code_dir) / rel
+        shutil.copyfile(path, dest)
+        return str(dest)
 
     def _cleanup_local(self) -> None:
         self._restore_env()
@@ -295,6 +318,9 @@ class RayExecutor:
             self._head_lost, self._head_gone_since = False, None
         self._cleanup_local()
         self._job_code = None
+        if self._code_dir is not None:
+            shutil.rmtree(self._code_dir, ignore_errors=True)
+            self._code_dir = None
 
     def __enter__(self) -> RayExecutor:
         return self
@@ -304,7 +330,8 @@ class RayExecutor:
 
     def __getstate__(self) -> dict:  # an executor inside a spec travels without its connection
         state = dict(self.__dict__)
-        state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, task_hosts=Counter(),
+        state.update(_started=False, _temp_dir=None, _env_saved={}, _job_code=None, _code_dir=None,
+                     task_hosts=Counter(),
                      _service=None, _substitutes={}, _head_gone_since=None, _head_lost=False, _kept_logs=None,
                      _cluster_id=None)
         return state
@@ -348,13 +375,13 @@ class RayExecutor:
         if not specs:
             return []
         ray = self._live()
-        code = remote.user_code(self.ship)
-        late = code and (self._job_code is None or not self._job_code.covers(code))  # code loaded after ray.init
-        task = _remote_task(ray, self.max_retries, self._runtime_env(code) if late else None)
-        with remote.substituting(self._substitutes):
+        with remote.substituting(self._substitutes), remote.collecting() as needed:
             fn_b = remote.dumps(fn)
             items = [remote.dumps(s) for s in specs]
             blob = remote.dumps(shared) if shared is not None else None
+        code = remote.user_code(self.ship, only=needed)  # what a task installs: the files this payload refers to
+        late = code and (self._job_code is None or not self._job_code.covers(code))  # code loaded after ray.init
+        task = _remote_task(ray, self.max_retries, self._runtime_env(code) if late else None)
         sref = None
         if blob is not None:
             import numpy as np

@@ -16,10 +16,12 @@ objects wherever it runs:
   must not modify it (forks copy their checkpoint first).
 * **user code** -- scenarios loaded from a file (``path/to/model.py:scenario``) live in modules
   with synthetic names (``aumann_user_<stem>_<hash>``) that a fresh worker cannot import.
-  :class:`UserCode` names them and the folders and packages they need; a worker installs them
-  before it unpickles anything (:func:`install_user_code`), from the absolute path on the same
-  machine or from the copy Ray shipped with the job's runtime environment (``py_modules``) on a
-  node without the driver's disk.
+  :class:`UserCode` names the ones a map's payload refers to (:func:`collecting` notes them while
+  :func:`dumps` pickles) and the folders and packages they need; a worker installs them before it
+  unpickles anything (:func:`install_user_code`), from the absolute path on the same machine or
+  from the copy Ray shipped with the job's runtime environment (``py_modules``) on a node without
+  the driver's disk. That copy is named after the module (``aumann_user_<stem>_<hash>.py``), not the
+  file, so two files both named ``scenario.py`` cannot hide each other on a worker.
 """
 
 from __future__ import annotations
@@ -50,6 +52,34 @@ USER_SCENARIO_PREFIX = USER_MODULE_PREFIX
 
 # ---------------------------------------------------------------------------------------------- serialising
 _SUBSTITUTES: dict[int, tuple[Any, Any]] = {}
+_SEEN: list[set[str]] = []  # the open collecting() blocks: the user modules dumps() met in each
+
+
+@contextlib.contextmanager
+def collecting() -> Any:
+    """While pickling in this block, note the user modules (``aumann_user_*``: scenario and indicator files) whose
+    classes, functions or module objects the pickles refer to: yields the set of their names, which
+    :func:`user_code` takes as ``only=`` (a worker needs those, and no other file loaded in this process)."""
+    seen: set[str] = set()
+    _SEEN.append(seen)
+    try:
+        yield seen
+    finally:
+        _SEEN.remove(seen)
+
+
+def _note_user_module(obj: Any) -> None:
+    import types
+
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+    elif isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
+        name = getattr(obj, "__module__", None)
+    else:
+        return
+    if isinstance(name, str) and name.startswith(USER_SCENARIO_PREFIX):
+        for seen in _SEEN:
+            seen.add(name)
 
 
 @contextlib.contextmanager
@@ -242,6 +272,8 @@ def _pickler_class() -> type:
             self._cell_classes: dict[type, _CellClass] = {}
 
         def reducer_override(self, obj: Any) -> Any:
+            if _SEEN:
+                _note_user_module(obj)
             if _SUBSTITUTES:
                 pair = _SUBSTITUTES.get(id(obj))
                 if pair is not None and pair[0] is obj:
@@ -310,8 +342,9 @@ class UserCode:
     """User modules a worker must be able to import before it unpickles a task.
 
     Attributes:
-        files: ``(module name, absolute path, path relative to its shipped folder)`` of modules
-            loaded from files under a synthetic name (scenario files).
+        files: ``(module name, absolute path, path relative to its folder)`` of modules loaded
+            from files under a synthetic name (scenario files). Ray ships each as a copy named
+            after the module (``<module name>.py``), so files of the same name do not collide.
         folders: folders whose modules import by plain name (a scenario file's siblings); Ray
             ships their ``.py`` files and packages as ``py_modules``.
         packages: absolute paths of top-level packages or single-file modules outside the
@@ -352,17 +385,19 @@ def _is_installed(path: Path) -> bool:
         or "dist-packages" in path.parts
 
 
-def user_code(modules: Iterable[Any] = ()) -> UserCode:
-    """The user code workers need: every scenario file loaded so far (modules named
-    ``aumann_user_*`` in ``sys.modules``, indicator files too), plus ``modules`` (module objects or importable
-    names, e.g. the module of a ``package.module:attr`` scenario) that do not live in the installed
-    site (site-packages, the standard library, aumann itself)."""
+def user_code(modules: Iterable[Any] = (), *, only: Iterable[str] | None = None) -> UserCode:
+    """The user code workers need: the scenario files loaded so far (modules named ``aumann_user_*`` in
+    ``sys.modules``, indicator files too) -- with ``only``, just those it names (what :func:`collecting` found a
+    map's payload refers to), else every one -- plus ``modules`` (module objects or importable names, e.g. the
+    module of a ``package.module:attr`` scenario) that do not live in the installed site (site-packages, the
+    standard library, aumann itself)."""
     files: list[tuple[str, str, str]] = []
     folders: list[str] = []
     packages: list[str] = []
+    wanted = None if only is None else set(only)
     for name, mod in list(sys.modules.items()):
         path = getattr(mod, "__file__", None)
-        if name.startswith(USER_SCENARIO_PREFIX) and path:
+        if name.startswith(USER_SCENARIO_PREFIX) and path and (wanted is None or name in wanted):
             p = Path(path).resolve()
             files.append((name, str(p), p.name))
             folders.append(str(p.parent))
@@ -387,8 +422,8 @@ def user_code(modules: Iterable[Any] = ()) -> UserCode:
 
 def install_user_code(code: UserCode | None, *, shipped: bool = False) -> None:
     """Make ``code`` importable in this (worker) process: each scenario file is executed once under
-    its synthetic module name -- from Ray's shipped copy (on ``sys.path``) when ``shipped`` and it is
-    there, else from its absolute path -- and its folder goes on ``sys.path``."""
+    its synthetic module name -- from Ray's shipped copy (on ``sys.path``, named after the module) when
+    ``shipped`` and it is there, else from its absolute path -- and its folder goes on ``sys.path``."""
     if not code:
         return
     if not shipped:
@@ -402,9 +437,10 @@ def install_user_code(code: UserCode | None, *, shipped: bool = False) -> None:
     for name, path, rel in code.files:
         if name in sys.modules:
             continue
-        # Ray unpacks shipped modules into folders it puts on sys.path: the scenario file is there by name
+        # Ray unpacks shipped modules into folders it puts on sys.path: the scenario file's copy is there under its
+        # module's name (two files both named scenario.py: the same name, and the worker took the first it found)
         candidates = ([path] if os.path.isfile(path) and not shipped else []) + \
-            [os.path.join(p or os.getcwd(), rel) for p in sys.path if shipped] + [path]
+            [os.path.join(p or os.getcwd(), f"{name}.py") for p in sys.path if shipped] + [path]
         where = next((c for c in candidates if os.path.isfile(c)), None)
         if where is None:
             raise ExecutorError(f"the worker on {socket.gethostname()} cannot find the scenario file {rel!r} "
@@ -567,5 +603,5 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-__all__ = ["Done", "Failed", "SharedRef", "UserCode", "dumps", "install_user_code", "loads", "resolve_shared",
-           "run_task", "unwrap", "user_code"]
+__all__ = ["Done", "Failed", "SharedRef", "UserCode", "collecting", "dumps", "install_user_code", "loads",
+           "resolve_shared", "run_task", "unwrap", "user_code"]

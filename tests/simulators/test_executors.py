@@ -503,3 +503,50 @@ def test_a_runtime_env_that_cannot_be_set_up_says_why_not_ask_about_the_cluster(
     err = ray_executor._system_failure(pip, 0, 1, 3)
     assert str(err).endswith("(RuntimeEnvSetupError: RuntimeError: Please install virtualenv to enable pip runtime "
                              "env.)")
+
+
+_PARKED = "class Car:\n    pass\n\n\ndef parked(x):\n    return ('parked', x, Car.__module__)\n"
+_MOVING = "def moving(x):\n    return ('moving', x)\n"
+
+
+def _two_files_named_scenario(root: Path) -> tuple:
+    """``parked`` from ``root/a/scenario.py`` and ``moving`` from ``root/b/scenario.py``, both loaded in this process
+    (as ``aumann run a/scenario.py:scenario`` and then ``b/scenario.py:scenario`` in one process load them)."""
+    from aumann.checks import load_spec
+
+    for sub, text in (("a", _PARKED), ("b", _MOVING)):
+        (root / sub).mkdir()
+        (root / sub / "scenario.py").write_text(text)
+    return load_spec(f"{root / 'a' / 'scenario.py'}:parked")[1], load_spec(f"{root / 'b' / 'scenario.py'}:moving")[1]
+
+
+def _call(item):
+    fn, x = item
+    return fn(x)
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (optional extra: pip install 'aumann[ray]')")
+def test_two_scenario_files_of_the_same_name_do_not_hide_each_other_on_ray(tmp_path, monkeypatch):
+    # both files shipped as 'scenario.py' and the worker loaded whichever its sys.path found first under both module
+    # names: "AttributeError: Can't get attribute 'parked'" (or 'moving')
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    parked, moving = _two_files_named_scenario(tmp_path)
+    with RayExecutor(workers=1, temp_dir=tmp_path) as ex:
+        out = ex.map(_call, [(parked, 1), (moving, 2)])
+    assert out == [("parked", 1, parked.__module__), ("moving", 2)]
+
+
+def test_a_map_ships_only_the_scenario_files_its_payload_refers_to(tmp_path):
+    # every scenario file loaded in the process went to every worker: one whose file was gone since (a test's
+    # tmp_path, an edited checkout) failed every later map with "cannot find the scenario file 'scenario.py'"
+    from aumann.simulators.remote import collecting
+
+    parked, moving = _two_files_named_scenario(tmp_path)
+    with collecting() as needed:
+        dumps((_call, (moving, 2)))
+    assert [name for name, _, _ in user_code(only=needed).files] == [moving.__module__]
+    assert {name for name, _, _ in user_code().files} >= {parked.__module__, moving.__module__}  # (all, as before)
+    (tmp_path / "a" / "scenario.py").unlink()
+    with LocalExecutor(max_workers=2) as pool:
+        assert pool.map(_call, [(moving, 1), (moving, 2)]) == [("moving", 1), ("moving", 2)]
