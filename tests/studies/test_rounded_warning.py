@@ -144,3 +144,23 @@ def test_a_study_without_an_output_folder_does_not_point_at_manifest_json() -> N
     (said,) = [str(w.message) for w in got if issubclass(w.category, PrecisionLossWarning)]
     assert "(run 0, run 1; counted in each run record's rounded_values, StudyResult.records): 32 value(s)" in said
     assert "manifest.json" not in said
+
+
+def test_a_study_panel_past_int64_can_be_attributed_and_reported(tmp_path: Path, capsys) -> None:
+    """`aumann attribute runs/.../panels/run-000.npz` of a study whose odometers passed int64 (shift 12): the panel's
+    meta['rounded_values'] holds a largest of 2**65 + 2**12, which the command copied into manifest.json as an int
+    that every reader refuses ("ReportError: manifest ... is an integer outside int64 (66 bits)", exit 2), and
+    `aumann report` of that directory failed the same way. Both the attribute directory and the study's own directory
+    now give their pages."""
+    out = tmp_path / "run"
+    assert main(["run", f"{ODOMETER}:scenario", "--steps", "4", "--permutations", "20", "--no-plots", "--no-ablations",
+                 "--judge", "off", "--set", "shift=12", "--out", str(out)]) == 0
+    attr = tmp_path / "attr"
+    assert main(["attribute", str(out / "panels" / "run-000.npz"), "--indicator", "lin", "--out", str(attr),
+                 "--static"]) == 0
+    assert "Error" not in capsys.readouterr().err
+    meta = json.loads((attr / "manifest.json").read_text())["panel_meta"]
+    assert meta["rounded_values"]["features"]["odometer"]["largest"] == str(BIG << 12)
+    for d in (attr, out):
+        assert main(["report", str(d), "--static"]) == 0
+        assert "Error" not in capsys.readouterr().err
