@@ -214,6 +214,17 @@ def _past_int64(obj: Any) -> Any:
     return obj
 
 
+def int64_digits(obj: Any) -> Any:
+    """A copy of ``obj`` (dicts, lists and tuples at any depth) with every integer outside int64 as its digits, as
+    manifest.json holds them: for the other JSON files written beside it from the same values (``trace_report.json``'s
+    ``rounded_largest``, which held ``18446744073709551615`` where the manifest's ``trace`` held its digits)."""
+    if isinstance(obj, Mapping):
+        return {k: int64_digits(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [int64_digits(v) for v in obj]
+    return _past_int64(obj)
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -285,5 +296,5 @@ def record_outputs(out_dir: str | os.PathLike[str], digests: Mapping[str, str]) 
     write_json(out / "manifest.json", manifest, indent=2, within=out)
 
 
-__all__ = ["add_redactor", "build_manifest", "git_revision", "is_secret_key", "package_versions", "record_outputs",
-           "redact", "redact_command", "redact_text", "redact_url", "write_manifest"]
+__all__ = ["add_redactor", "build_manifest", "git_revision", "int64_digits", "is_secret_key", "package_versions",
+           "record_outputs", "redact", "redact_command", "redact_text", "redact_url", "write_manifest"]

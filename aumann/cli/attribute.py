@@ -411,9 +411,10 @@ _WALL_CLOCK = ("seconds", "events_per_second")
 def _write_trace_outputs(out: Path, args: argparse.Namespace, trace: dict, f, panel, res, timer) -> dict:
     """panel.npz, trace_report.json, identifiers.csv (on request) and the masking deletion study."""
     from aumann.io import write_csv, write_json
-    from aumann.manifest import redact
+    from aumann.manifest import int64_digits, redact
 
-    report = redact(trace["report"].to_dict())  # its paths as the manifest records them (a key in a path or URL)
+    # its paths as the manifest records them (a key in a path or URL), and a rounded_largest past int64 as its digits
+    report = int64_digits(redact(trace["report"].to_dict()))
     if trace["real_people"] and not args.export_identifiers:
         report["spec"] = _withhold_ids(report["spec"])
     panel.save(out / "panel.npz")

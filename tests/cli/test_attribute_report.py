@@ -259,3 +259,24 @@ def test_the_page_of_a_trace_says_how_many_integer_values_were_rounded(tmp_path,
     assert f"* {want}" in (out / "report.md").read_text(encoding="utf-8")
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<dt>integers rounded</dt><dd>field 'amount': 2 value(s)" in html
+
+
+def test_trace_report_json_holds_a_largest_past_int64_as_its_digits_as_the_manifest_does(tmp_path):
+    """trace_report.json held uint64's largest as a raw JSON integer (``"rounded_largest": {"amount":
+    18446744073709551615}``), where manifest.json's ``trace`` (the same report) holds its digits: the records aumann
+    reads back hold int64 integers only (:mod:`aumann.records`), so the file failed their rule, and the two files
+    gave one value two types. Now it holds the digits too; a largest inside int64 stays a number."""
+    from aumann.errors import ReportError
+    from aumann.records import OutsideRecord, check
+
+    (tmp_path / "ev.csv").write_text(f"agent,tick,amount,n\na,0,{2**64 - 1},{2**53 + 1}\nb,0,3,1\na,1,5,2\n")
+    (tmp_path / "spec.toml").write_text('format = "table"\n[agent]\nfield = "agent"\n[step]\nfield = "tick"\n'
+                                        '[[features]]\nkind = "last"\nname = "amt"\nfield = "amount"\n'
+                                        '[[features]]\nkind = "last"\nname = "n"\nfield = "n"\n')
+    out = tmp_path / "out"
+    assert main(["attribute", "--trace", str(tmp_path / "ev.csv"), "--spec", str(tmp_path / "spec.toml"),
+                 "--indicator", "lin", "--no-deletion", "--out", str(out), "--no-report"]) == 0
+    rep = json.loads((out / "trace_report.json").read_text())
+    assert rep["rounded_largest"] == {"amount": str(2**64 - 1), "n": 2**53 + 1}
+    assert json.loads((out / "manifest.json").read_text())["trace"]["rounded_largest"] == rep["rounded_largest"]
+    check(OutsideRecord, rep, error=ReportError, what="trace_report.json")  # (raised: outside int64, 64 bits)
