@@ -499,13 +499,59 @@ def digest_difference(a: list[tuple], b: list[tuple]) -> str | None:
                 keys = [k for k in sorted(set(dx) | set(dy)) if dx.get(k, _MISSING) != dy.get(k, _MISSING)]
                 if keys:
                     k = keys[0]
-                    return f"agent {x[1]!r} attribute {k!r}: {_short(dx.get(k))} vs {_short(dy.get(k))}"
+                    return f"agent {x[1]!r} attribute {k!r}: {_pair(dx.get(k), dy.get(k))}"
+            if (x[0] == "model" and y[0] == "model" and len(x) == len(y) == 3 and x[1] == y[1]
+                    and not str(x[1]).startswith("rng ")):  # (the RNG entries are "rng <name>")
+                return f"model attribute {x[1]!r}: {_pair(x[2], y[2])}"
             return f"{_short(x)} vs {_short(y)}"
     return "digests differ"
 
 
+class _BytesText:
+    """How a ``bytes`` value reads in a diff: its length and first bytes in hex. Its repr was the value's own, escape
+    sequences (``b'\\x80\\x04\\x95...``) cut at 160 characters, the same on both sides for two pickles (mesa-replay's
+    ``CacheableModel`` holds its cached states so)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        head = " ".join(f"{b:02x}" for b in self.value[:8])
+        n = len(self.value)
+        return f"<{n:,} byte{'' if n == 1 else 's'}" + (f": {head}" if head else "") + (" …>" if n > 8 else ">")
+
+
+def _readable(v: Any) -> Any:
+    """``v`` with every ``bytes`` in it (tuples and lists at any depth) as a :class:`_BytesText`."""
+    if isinstance(v, bytes):
+        return _BytesText(v)
+    if isinstance(v, tuple):
+        return tuple(_readable(x) for x in v)
+    if isinstance(v, list):
+        return [_readable(x) for x in v]
+    return v
+
+
+def _pair(a: Any, b: Any) -> str:
+    """Two differing values of one attribute; for two ``bytes``, also where they first differ."""
+    said = f"{_short(a)} vs {_short(b)}"
+    if isinstance(a, bytes) and isinstance(b, bytes):
+        said += f" (first differing at byte {_first_difference(a, b):,})"
+    return said
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    """The first offset where ``a`` and ``b`` differ (the shorter one's length when one begins the other)."""
+    n, i, block = min(len(a), len(b)), 0, 1 << 16
+    while i < n and a[i:i + block] == b[i:i + block]:  # (C-speed comparison of blocks, then bytes in the one)
+        i += block
+    return next((j for j in range(i, min(i + block, n)) if a[j] != b[j]), n)
+
+
 def _short(v: Any) -> str:
-    s = repr(v)
+    s = repr(_readable(v))
     return s if len(s) <= 160 else s[:157] + "..."
 
 
