@@ -12,7 +12,9 @@ the scenario's own offline policy) and a one-line description::
 
 The factory is the user's code: one that raises, or returns something that is neither a backend (an object with a
 ``decide`` method; ``aumann run`` also reads its ``usage`` and ``describe()``, as :class:`LLMBackend` has them) nor
-``None``, is a :class:`~aumann.errors.BackendFactoryError` naming the backend (:func:`call_factory`).
+``None``, or returns the backend's class instead of an instance, is a :class:`~aumann.errors.BackendFactoryError`
+naming the backend (:func:`call_factory`). A name that starts with '-', or reads like a registered one but differs by
+case or character width (``OFFLINE``, fullwidth ``ｏｆｆｌｉｎｅ``), is registered with an ``AumannWarning``.
 ``needs_model=True``: the backend the factory builds needs a model, and ``aumann run`` refuses a run without
 ``--model`` (or ``AUMANN_LLM_MODEL``) -- once the factory ran: a factory that returns ``None`` builds none, and the
 offline policy that decides reads no model.
@@ -24,9 +26,12 @@ offline policy that decides reads no model.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import threading
+import unicodedata
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,9 +65,8 @@ def register_backend(name: str, make: Callable[[BackendOptions], Any], descripti
     with _lock:
         if name in _registry and not replace:
             raise UnknownBackendError(f"backend {name!r} is already registered (pass replace=True to replace it)")
+        _warn_of_name(name, [n for n in _registry if n != name])
         if name == "offline" and name in _registry:
-            import warnings
-
             # (accepted, and make_backend("offline") calls it, as before; the CLI went on without a word)
             warnings.warn("backend 'offline' replaced: make_backend('offline') calls the new factory, but aumann run "
                           "--backend offline (the default) still runs the scenario's offline policy and never calls "
@@ -70,6 +74,30 @@ def register_backend(name: str, make: Callable[[BackendOptions], Any], descripti
                           "decided by the name); register the factory under a name of its own", AumannWarning,
                           stacklevel=2)
         _registry[name] = BackendEntry(name, make, description, needs_model)
+
+
+def _name_key(name: str) -> str:
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _warn_of_name(name: str, others: list[str]) -> None:
+    """Warn of a name that works but is hard to give on the command line or reads like another: registered as before
+    (a plug-in's name that worked must go on working), but said, since each was taken as a new name without a word."""
+    said = []
+    if name.startswith("-"):
+        said.append(f"backend name {name!r} starts with '-': aumann run reads `--backend {name}` as a flag; it is "
+                    f"given as `--backend={name}` (a name that starts with a letter or digit needs neither)")
+    like = [n for n in others if _name_key(n) == _name_key(name)]
+    if like:
+        said.append(f"backend name {name!r} reads like the registered {like[0]!r}: they differ only by case or "
+                    f"character width, and are two backends (`--backend {like[0]}` never runs this one); give it a "
+                    "name of its own")
+    plain = unicodedata.normalize("NFKC", name)
+    if plain != name:
+        said.append(f"backend name {name!r} holds fullwidth or other compatibility characters: `--backend {plain}`, "
+                    "as a keyboard types it, is another name; give it a name in the characters it is typed in")
+    for text in said:
+        warnings.warn(text, AumannWarning, stacklevel=3)
 
 
 def _load_entry_points() -> None:
@@ -155,6 +183,11 @@ def call_factory(entry: BackendEntry, options: BackendOptions) -> Any:
         text = text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT - 3] + "..."
         raise BackendFactoryError(f"backend {entry.name!r}: its factory raised {type(exc).__name__}: {text}") \
             from _redacted_cause(exc, f"{type(exc).__name__}: {text}")
+    if isinstance(backend, type) and not isinstance(inspect.getattr_static(backend, "decide", None),
+                                                    staticmethod | classmethod):
+        raise BackendFactoryError(f"backend {entry.name!r}: its factory returned the class {backend.__module__}."
+                                  f"{backend.__qualname__}, not an instance of it: its decide(messages, schema) needs "
+                                  f"one (return {backend.__qualname__}(...), not {backend.__qualname__})")
     if backend is not None and not callable(getattr(backend, "decide", None)):
         raise BackendFactoryError(f"backend {entry.name!r}: its factory returned {type(backend).__name__}, which is "
                                   "no decision backend (an object with a decide(messages, schema) method); a factory "
