@@ -551,3 +551,39 @@ def unique_labels(labels: Sequence[Hashable], what: str, n: int, *, tuples: bool
         raise DuplicateIdError(f"{what} must be unique; repeated: {dup}")
     utf8_labels(arr, what)
     return arr
+
+
+def _kind_of(t: type) -> str:
+    if issubclass(t, bool | np.bool_):
+        return "bool"
+    if issubclass(t, int | np.integer):
+        return "integer"
+    if issubclass(t, float | np.floating):
+        return "float"
+    if issubclass(t, str | np.str_):
+        return "text"
+    return "other"
+
+
+def id_kinds(items: Sequence[Any]) -> dict[str, list[int]] | None:
+    """The positions of the given ids by their kind (bool, integer, float, text, other) when they are of more than
+    one kind, else None (the common case: one pass over the types at C speed). ``np.asarray`` makes one type of a
+    mixed list ([1, "2"] the text ["1", "2"], [True, 2] the integers [1, 2], [2**60 + 1, 0.5] floats, where
+    2**60 + 1 is 2**60), so ids of each kind are looked up as a list of that kind alone is."""
+    types = set(map(type, items))
+    if len(types) < 2 or len({_kind_of(t) for t in types}) < 2:
+        return None
+    out: dict[str, list[int]] = {}
+    for k, v in enumerate(items):
+        out.setdefault(_kind_of(type(v)), []).append(k)
+    return out
+
+
+def kind_hint(missing: Sequence[Any], agent_ids: np.ndarray) -> str:
+    """A note for unknown ids of another kind than the panel's: the number 1 is not the text id ``"1"``."""
+    kinds = {_kind_of(type(v)) for v in missing}
+    if agent_ids.dtype.kind == "U" and kinds & {"integer", "float"}:
+        return " (this panel's agent ids are text: a number is not its text, pass e.g. '1' for 1)"
+    if agent_ids.dtype.kind in "iuf" and "text" in kinds:
+        return f" (this panel's agent ids are numbers ({agent_ids.dtype}): text is not a number, pass e.g. 1 for '1')"
+    return ""

@@ -63,7 +63,9 @@ from aumann.labels import (  # noqa: F401  (the public ones re-exported: aumann.
     _plain_item,
     _sorted_labels,
     _zone_of,
+    id_kinds,
     id_labels,
+    kind_hint,
     label_column,
     label_text,
     lookalike_ids,
@@ -806,15 +808,38 @@ class Panel:
             one = _plain_item(ids.item() if isinstance(ids, np.ndarray) else ids)
             raise UnknownAgentError(f"agent ids are given as a list (or array) of ids; got the single id {one!r}: "
                                     f"pass [{one!r}] for that one agent")
-        sorter = self._agent_index
         given = ids if isinstance(ids, np.ndarray) else list(ids)
         if not isinstance(given, np.ndarray) and any(isinstance(v, tuple) for v in given):
             # a tuple id is labelled by its text (as the panel and the recorders label it): numpy read
             # [(0, 1)] as the two ids 0 and 1 ("2 unknown agent id(s), e.g. [0, 1]")
             given = [label_text(v) if isinstance(v, tuple) else v for v in given]
-        wanted = np.asarray(given)
-        if wanted.size == 0:
-            return np.zeros(0, dtype=np.int64)
+        if isinstance(given, np.ndarray) and given.dtype == object:
+            given = given.tolist()  # an object array is a list of items of any types: judged per item as a list is
+        kinds = None if isinstance(given, np.ndarray) else id_kinds(given)
+        if kinds is not None and len(kinds) > 1:
+            # ids of different types: numpy coerced [1, "2"] to the text ["1", "2"] (the number 1 matched the text id
+            # "1", which [1] alone does not), [True, 2] to [1, 2] and [2**60 + 1, 0.5] to floats (2**60 + 1 matched
+            # the id 2**60): each type is looked up as a list of that type alone is
+            rows = np.zeros(len(given), dtype=np.int64)
+            ok = np.zeros(len(given), dtype=bool)
+            for where in kinds.values():
+                rows[where], ok[where] = self._match(np.asarray([given[k] for k in where]))
+        else:
+            wanted = np.asarray(given)
+            if wanted.size == 0:
+                return np.zeros(0, dtype=np.int64)
+            rows, ok = self._match(wanted)
+        if not np.all(ok):
+            items = given.tolist() if isinstance(given, np.ndarray) else given
+            missing = [_plain_item(items[k]) for k in np.flatnonzero(~ok)[:5].tolist()]
+            raise UnknownAgentError(f"{int((~ok).sum())} unknown agent id(s), e.g. {missing}"
+                                    f"{kind_hint(missing, self.agent_ids)}")
+        return rows
+
+    def _match(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row of each id, whether it is one of the panel's ids) for ids of one type."""
+        sorter = self._agent_index
+        assert sorter is not None
         if wanted.dtype == bool and self.agent_ids.dtype != bool:
             # a mask over agents: numpy matched True and False with the ids 1 and 0 (subset([True, False]) was
             # agents 1 and 0, silently)
@@ -829,11 +854,8 @@ class Panel:
             ) from None
         pos = np.clip(pos, 0, self.N - 1)
         rows = sorter[pos]
-        ok = self.agent_ids[rows] == wanted
-        if not np.all(ok):
-            missing = wanted[~ok][:5].tolist()
-            raise UnknownAgentError(f"{int((~ok).sum())} unknown agent id(s), e.g. {missing}")
-        return rows.astype(np.int64)
+        ok = np.broadcast_to(np.asarray(self.agent_ids[rows] == wanted, dtype=bool), wanted.shape)
+        return rows.astype(np.int64), ok
 
     # ------------------------------------------------------------------ derived panels
     def _derive(self, **changes: Any) -> Panel:

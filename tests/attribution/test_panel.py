@@ -330,3 +330,26 @@ def test_agent_index_of_a_single_id_says_to_pass_a_list(one) -> None:
     p = Panel(np.arange(6.0).reshape(2, 3, 1), features=["x"])
     with pytest.raises(UnknownAgentError, match=r"single id 1: pass \[1\]"):
         p.subset(one)
+
+
+def test_agent_index_judges_ids_of_mixed_types_each_as_a_list_of_its_type_alone() -> None:
+    """numpy made one type of a mixed list: on text ids ``agent_index([1, "2"])`` matched the number 1 with the text
+    id "1" (``[1]`` alone is refused), ``[True, 2]`` on integer ids took True for the id 1, and ``[2**60 + 1, 0.5]``
+    became floats, where 2**60 + 1 is the id 2**60: wrong agents, silently."""
+    text = Panel(np.zeros((2, 3, 1)), features=["x"], agent_ids=["1", "2", "3"])
+    for ids in ([1, "2"], np.array([1, "2"], dtype=object), [np.int64(1), "2"]):
+        with pytest.raises(UnknownAgentError, match=r"1 unknown agent id\(s\), e.g. \[1\].*ids are text"):
+            text.agent_index(ids)
+    with pytest.raises(UnknownAgentError, match=r"1 unknown agent id\(s\), e.g. \[1\]"):
+        text.subset([1, "2"])
+    assert text.agent_index(["3", "1"]).tolist() == [2, 0]
+    ints = Panel(np.zeros((2, 3, 1)), features=["x"], agent_ids=[0, 1, 2])
+    with pytest.raises(UnknownAgentError, match=r"\[True\] are booleans, not agent ids"):
+        ints.agent_index([True, 2])
+    with pytest.raises(UnknownAgentError, match=r"1 unknown agent id\(s\), e.g. \['2'\]"):
+        ints.agent_index([1, "2"])
+    assert ints.agent_index([2, 1.0]).tolist() == [2, 1]  # a float equal to an integer id is that id, as [1.0] is
+    big = Panel(np.zeros((1, 2, 1)), features=["x"], agent_ids=[2**60, 2**60 + 1])
+    assert big.agent_index([2**60 + 1, 2.0**60]).tolist() == [1, 0]
+    with pytest.raises(UnknownAgentError, match=r"e.g. \[0.5\]"):
+        big.agent_index([2**60 + 1, 0.5])
