@@ -372,6 +372,15 @@ def by_agent_id(labels: Any, agent_ids: np.ndarray, what: str) -> Any:
         # tuple ids are labelled by their text, as the panel labels them and agent_index reads them (an index of the
         # ids themselves matched no agent)
         index = pd.Index([label_text(v) if isinstance(v, tuple) else v for v in index], dtype=object)
+    if agent_ids.dtype != bool and (index.dtype == bool or index.dtype == object):
+        flags = [k for k, v in enumerate(index) if isinstance(v, bool | np.bool_)]
+        if flags:  # pandas matched True and False with the agent ids 1 and 0 (True == 1): another agent's label
+            shown = ", ".join(f"{_plain_item(index[k])!r} (position {k})" for k in flags[:5])
+            are = "entry of its index is a boolean" if len(flags) == 1 else "entries of its index are booleans"
+            raise PanelError(f"{what} is a Series indexed by agent id, but {len(flags)} {are}, not agent ids: {shown} "
+                             f"(this panel's ids are {agent_ids.dtype}; True would be read as the id 1 and False as "
+                             "0). Index it by the agents' ids, or pass the labels in the panel's agent order as a list "
+                             "or array (series.to_numpy())")
     if index.has_duplicates:
         dup = index[index.duplicated()].unique()[:5].tolist()
         raise PanelError(f"{what} is a Series indexed by agent id, but ids repeat in its index: {dup}")

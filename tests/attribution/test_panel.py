@@ -353,3 +353,20 @@ def test_agent_index_judges_ids_of_mixed_types_each_as_a_list_of_its_type_alone(
     assert big.agent_index([2**60 + 1, 2.0**60]).tolist() == [1, 0]
     with pytest.raises(UnknownAgentError, match=r"e.g. \[0.5\]"):
         big.agent_index([2**60 + 1, 0.5])
+
+
+def test_group_labels_indexed_by_booleans_are_refused_not_read_as_agents_1_and_0() -> None:
+    """A label Series indexed by ``[True, False, 2]`` gave agent 1 True's label and agent 0 False's (pandas holds
+    True == 1): labels of no agent landed on two agents, silently. Bools are ids only on a panel of bool ids."""
+    import pandas as pd
+
+    p = Panel(np.zeros((1, 3, 1)), features=["x"], agent_ids=[0, 1, 2])
+    labels = pd.Series(["a", "b", "c"], index=[True, False, 2])
+    with pytest.raises(PanelError, match=r"2 entries of its index are booleans, not agent ids: True \(position 0\), "
+                                         r"False \(position 1\)"):
+        p.with_groups(g=labels)
+    with pytest.raises(PanelError, match="booleans, not agent ids"):
+        Panel(np.zeros((1, 3, 1)), features=["x"], agent_ids=[0, 1, 2], groups={"g": labels})
+    assert p.with_groups(g=pd.Series(["a", "b", "c"], index=[2, 0, 1])).groups["g"].tolist() == ["b", "c", "a"]
+    flags = Panel(np.zeros((1, 2, 1)), features=["x"], agent_ids=[True, False])
+    assert flags.with_groups(g=pd.Series(["f", "t"], index=[False, True])).groups["g"].tolist() == ["t", "f"]
