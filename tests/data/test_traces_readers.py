@@ -1976,3 +1976,19 @@ def test_oasis_rows_in_log_order_under_a_covering_index(tmp_path):
     p = read_trace(db, spec).panel
     assert p.values[:, :, 0].tolist() == [[2.0, 7.0], [2.0, 3.0]]  # agent 1's last carried into step 1
     assert all(p.values[t, list(p.agent_ids).index(a), 0] == v for (t, a), v in ref.items())
+
+
+def test_a_json_line_with_a_lone_surrogate_escape_is_named_as_such_not_as_malformed_json(tmp_path):
+    """``{"agent": "a\\udcff"}`` is well-formed JSON whose text is half of a UTF-16 pair; DuckDB refuses it and the row
+    was called "malformed or truncated JSON". It is named for what it is; a pair (an emoji) is read as its character."""
+    ev = tmp_path / "ev.jsonl"
+    ev.write_text('{"agent": "b", "tick": 0}\n{"agent": "a\\udcff", "tick": 0}\n'
+                  '{"agent": "c\\ud83d\\ude00", "tick": 0}\n{"agent": "d", "tick": 0\n')
+    spec = {"format": "table", "agent": {"field": "agent"}, "step": {"field": "tick"},
+            "features": [{"kind": "count", "name": "posts"}]}
+    with pytest.raises(TraceRecordError, match=r"ev\.jsonl row 2: a JSON \\u escape of a lone surrogate \(\\udcff: "):
+        read_trace(ev, load_spec(spec))
+    r = read_trace(ev, load_spec(dict(spec, on_bad="skip")))
+    assert r.panel.agent_ids.tolist() == ["b", "c\U0001f600"]
+    assert sorted(k.split(" (")[0] for k in r.report.skipped) == [
+        "a JSON \\u escape of a lone surrogate", "not a JSON object holding any of the spec's fields"]

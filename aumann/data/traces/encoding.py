@@ -5,8 +5,10 @@ columns", which left the user guessing)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from aumann.data.traces.duck import _opens
 
@@ -94,5 +96,58 @@ def line_invalid_at(f: Path, line: int) -> int | None:
     return None
 
 
-__all__ = ["NOT_UTF8", "UNDECODED", "file_invalid_at", "invalid_at", "line_invalid_at", "not_utf8", "undecodable_rows",
-           "undecoded_at"]
+#: the reason a JSON line is refused (or skipped and counted) when a text in it is a lone surrogate escape
+LONE_SURROGATE = ("a JSON \\u escape of a lone surrogate (half of a UTF-16 pair, no character: no CSV, page or Parquet "
+                  "file can hold it; write the character itself, or both halves of its pair)")
+
+#: a JSON escape of a UTF-16 surrogate (\\ud800 to \\udfff): a line holding none needs no closer look
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(escape: str | None) -> str:
+    """:data:`LONE_SURROGATE` naming the escape, where it is known."""
+    if escape is None:
+        return LONE_SURROGATE
+    return LONE_SURROGATE.replace("surrogate (", f"surrogate ({escape}: ", 1)
+
+
+def _lone_in(value: Any) -> str | None:
+    """The first lone surrogate in the texts (keys and values) of a decoded JSON value, as its escape, or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+            stack.extend(v.keys())
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
+        elif isinstance(v, str):
+            for c in v:
+                if 0xD800 <= ord(c) <= 0xDFFF:  # (json pairs a high and a low escape into one character)
+                    return f"\\u{ord(c):04x}"
+    return None
+
+
+def lone_surrogate_rows(f: Path) -> dict[int, str]:
+    """{row: the escape} of the lines of JSON lines file ``f`` that are JSON but hold a lone surrogate escape
+    (``"a\\udcff"``), which DuckDB refuses as it refuses malformed JSON; rows counted as DuckDB counts them. One pass
+    over the file, made only where some line could not be read; a line is decoded only where it holds such an
+    escape."""
+    out: dict[int, str] = {}
+    row = 0
+    with _opens(f) as fh:
+        for line in fh:
+            if line.strip(_WHITESPACE):
+                row += 1
+                if _SURROGATE_ESCAPE.search(line):
+                    try:
+                        escape = _lone_in(json.loads(line.decode("utf-8-sig")))
+                    except (ValueError, RecursionError):  # (malformed JSON after all, or no UTF-8 text)
+                        continue
+                    if escape is not None:
+                        out[row] = escape
+    return out
+
+
+__all__ = ["LONE_SURROGATE", "NOT_UTF8", "UNDECODED", "file_invalid_at", "invalid_at", "line_invalid_at",
+           "lone_surrogate", "lone_surrogate_rows", "not_utf8", "undecodable_rows", "undecoded_at"]

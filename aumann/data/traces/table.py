@@ -41,7 +41,14 @@ from aumann.data.traces.duck import (
     without_bom,
 )
 from aumann.data.traces.durations import duration_scales, scaled
-from aumann.data.traces.encoding import NOT_UTF8, not_utf8, undecodable_rows
+from aumann.data.traces.encoding import (
+    LONE_SURROGATE,
+    NOT_UTF8,
+    lone_surrogate,
+    lone_surrogate_rows,
+    not_utf8,
+    undecodable_rows,
+)
 from aumann.data.traces.events import (
     _DECIMAL_COMMA,
     EventBatch,
@@ -261,6 +268,7 @@ class TableReader(TraceReader):
             decode = {k for k, t in types.items() if t == "JSON"}
             row_in_file: dict[str, int] = {}
             utf8: dict[str, dict[int, int]] = {}  # JSON lines file → {row: its first byte that is no UTF-8}
+            lone: dict[str, dict[int, str]] = {}  # JSON lines file → {row: its lone surrogate escape}
             while True:
                 try:
                     rb = rdr.read_next_batch()
@@ -334,8 +342,9 @@ class TableReader(TraceReader):
                         bad += [(np.fromiter((m == why for m in marks), dtype=bool, count=n), why)
                                 for why in sorted({m for m in marks if m is not None})]
                     if bad[0][0].any():  # a line that is no UTF-8 text (a Latin-1 file): said so, naming its byte
-                        undecodable = np.zeros(n, dtype=bool)
+                        undecodable, surrogate = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
                         at: list[int] = []
+                        escapes: list[str] = []
                         for i in np.flatnonzero(bad[0][0]).tolist():
                             if fn[i] not in utf8:
                                 utf8[fn[i]] = undecodable_rows(Path(fn[i]))
@@ -343,9 +352,18 @@ class TableReader(TraceReader):
                             if byte is not None:
                                 undecodable[i] = True
                                 at.append(byte)
-                        if at:
-                            bad[0] = (bad[0][0] & ~undecodable, _NOT_AN_OBJECT)
-                            bad.append((undecodable, not_utf8(at[0]) if spec.on_bad == "error" else NOT_UTF8))
+                                continue
+                            if fn[i] not in lone:  # JSON holding a "\udcff" escape: DuckDB refuses it as malformed
+                                lone[fn[i]] = lone_surrogate_rows(Path(fn[i]))
+                            escape = lone[fn[i]].get(loc[i])
+                            if escape is not None:
+                                surrogate[i] = True
+                                escapes.append(escape)
+                        if at or escapes:
+                            bad[0] = (bad[0][0] & ~undecodable & ~surrogate, _NOT_AN_OBJECT)
+                            error = spec.on_bad == "error"
+                            bad.append((undecodable, not_utf8(at[0]) if error and at else NOT_UTF8))
+                            bad.append((surrogate, lone_surrogate(escapes[0]) if error and escapes else LONE_SURROGATE))
                     bad = [(mask, why) for mask, why in bad if mask.any()]
                     bad.sort(key=lambda mw: int(np.argmax(mw[0])))  # under on_bad = 'error', the first row is named
                     keep = np.ones(n, dtype=bool)
