@@ -220,8 +220,7 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     except (ValueError, TypeError) as exc:
         raise error(f"{what} must be a rectangular array of numbers (ragged or mixed nesting?): {exc}") from exc
     if arr.dtype == object:
-        raise error(f"{what} must be a rectangular array of numbers; got an object array of shape {arr.shape} "
-                    "(ragged nesting, None or non-numbers?)")
+        raise error(_object_array(arr, what))
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise error(f"{what} must hold real numbers; got complex dtype {arr.dtype}")
     if arr.dtype.kind == "m":  # numpy counts timedelta64 as an integer: NaT read as -2**63, a finite number
@@ -233,6 +232,25 @@ def as_real_array(x: Any, what: str, *, error: ErrorType, dtype: Any = None) -> 
     if dtype is not None:
         arr = arr.astype(dtype, copy=False)
     return arr
+
+
+def _object_array(arr: np.ndarray, what: str) -> str:
+    """Why numpy made an object array of ``what``, naming the first item it could not hold as a number and where: an
+    integer beyond int64 and uint64 (``2**70 + 1`` beside other numbers; float64 would hold it only rounded), None,
+    text or another object; else the old guess."""
+    for k, v in enumerate(arr.reshape(-1).tolist()):
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+            at = tuple(int(i) for i in np.unravel_index(k, arr.shape))
+            return (f"{what} must be an array of numbers; {v} at index {at} is an integer beyond the range of int64 "
+                    "and uint64 (-2**63 to 2**64 - 1), so numpy keeps it as a Python object, and float64 holds "
+                    f"integers exactly only up to 2**53 ({v} as a float is {float(v):.17g}). Pass floats (float(v)) "
+                    "if that rounding is fine, or scale the values")
+        if v is None or not isinstance(v, numbers.Real):
+            at = tuple(int(i) for i in np.unravel_index(k, arr.shape))
+            return (f"{what} must be an array of numbers; got {_shown(v)} ({type(v).__name__}) at index {at} "
+                    f"(an object array of shape {arr.shape})")
+    return (f"{what} must be a rectangular array of numbers; got an object array of shape {arr.shape} "
+            "(ragged nesting, None or non-numbers?)")
 
 
 #: float64 holds every integer of magnitude up to 2**53 exactly; past it, only every 2nd, 4th, ... one

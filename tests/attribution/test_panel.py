@@ -370,3 +370,14 @@ def test_group_labels_indexed_by_booleans_are_refused_not_read_as_agents_1_and_0
     assert p.with_groups(g=pd.Series(["a", "b", "c"], index=[2, 0, 1])).groups["g"].tolist() == ["b", "c", "a"]
     flags = Panel(np.zeros((1, 2, 1)), features=["x"], agent_ids=[True, False])
     assert flags.with_groups(g=pd.Series(["f", "t"], index=[False, True])).groups["g"].tolist() == ["t", "f"]
+
+
+def test_panel_values_that_numpy_keeps_as_objects_name_the_item_and_where() -> None:
+    """``Panel([[[2**70 + 1], [1]]])`` said "ragged nesting, None or non-numbers?": none of those; it is an integer
+    beyond int64 and uint64. The message names that value and its index, as it names a None or text item."""
+    with pytest.raises(PanelError, match=r"1180591620717411303425 at index \(0, 0, 0\) is an integer beyond the range "
+                                         r"of int64 and uint64"):
+        Panel([[[2**70 + 1], [1]]])
+    with pytest.raises(PanelError, match=r"got None \(NoneType\) at index \(0, 1, 0\)"):
+        Panel([[[1.0], [None]]])
+    assert Panel([[[2**63], [1]]]).values[0, 0, 0] == 2.0**63  # uint64 holds it: read as before
