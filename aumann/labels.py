@@ -50,7 +50,25 @@ def label_column(labels: list[Any]) -> np.ndarray:
     if labels and _all_integers(labels):
         arr = _integer_array(labels)
         return arr if arr is not None else np.asarray([str(int(v)) for v in labels])
+    refuse_nul_twins(labels)
     return _label_array(labels)
+
+
+def refuse_nul_twins(labels: list[Any]) -> None:
+    """numpy drops the trailing NULs of text, so ``'a\\x00'`` and ``'a'`` became one label ``'a'``, refused as
+    "repeated: ['a']", a message that hides the NUL. A :class:`~aumann.errors.DuplicateIdError` naming both, escaped.
+    (One text ending with NUL and no twin is kept as numpy keeps it, as before.)"""
+    if not any(isinstance(v, str | np.str_) and v.endswith("\x00") for v in labels):
+        return
+    first: dict[str, int] = {}
+    for k, v in enumerate(labels):
+        if isinstance(v, str | np.str_):
+            key = v.rstrip("\x00")
+            j = first.setdefault(key, k)
+            if j != k and labels[j] != v:
+                raise DuplicateIdError(f"ids must be unique once numpy drops the trailing NUL characters of text: "
+                                       f"{str(labels[j])!r} and {str(v)!r} would be one id {key!r}; "
+                                       "rename one (an id cannot end with a NUL character)")
 
 
 def _integer_array(items: Sequence[Any]) -> np.ndarray | None:

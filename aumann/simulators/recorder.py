@@ -49,7 +49,7 @@ from aumann.errors import (
     UnknownAttributeError,
 )
 from aumann.io import memory_bytes
-from aumann.labels import label_column
+from aumann.labels import label_column, refuse_nul_twins
 from aumann.panel import _alive_mask
 from aumann.simulators.recording import (
     FeatureFn,
@@ -257,6 +257,8 @@ def _agent_ids(value: Any) -> np.ndarray:
                                         f"hashable; {_ID_KINDS}") from None
         ids = label_column(items)
     else:
+        if items is not None:  # (numpy drops trailing NULs: 'a\x00' and 'a' were "repeated: ['a']")
+            refuse_nul_twins(items)
         try:
             ids = np.asarray(value)
         except (TypeError, ValueError) as exc:

@@ -682,3 +682,27 @@ def test_a_none_from_a_getattr_reporter_on_mixed_agent_types_says_how_to_fix_the
     fixed = mesa.DataCollector(agenttype_reporters={Store: {"Price": "price"}, Consumer: {"Price": lambda a: 0.0}})
     panel = simulate(Town(), 1, FeatureRecorder.from_datacollector(fixed))
     assert panel.values[0, :, 0].tolist() == [10.0, 0.0]
+
+
+def test_ids_that_differ_by_a_trailing_nul_are_named_with_the_nul():
+    """Ids ``'a\\x00'`` and ``'a'`` were refused as "repeated: ['a']" (numpy drops trailing NULs), which names one id
+    the user never sees twice. Both recorders name both ids, the NUL escaped; an id holding NUL without a twin is read
+    as before."""
+    from types import SimpleNamespace
+
+    from aumann.errors import DuplicateIdError
+
+    class Pair:
+        def __init__(self, ids):
+            self.agents = [SimpleNamespace(unique_id=u, wealth=1.0) for u in ids]
+            self.steps = 0
+
+        def step(self):
+            self.steps += 1
+
+    nul = r"'a\\x00' and 'a' would be one id 'a'"
+    with pytest.raises(DuplicateIdError, match=nul):
+        simulate(Pair(["a\x00", "a"]), 1, ArrayRecorder(lambda m: {"w": np.ones(2)}, agent_ids=["a\x00", "a"]))
+    with pytest.raises(DuplicateIdError, match=r"'a' and 'a\\x00' would be one id 'a'"):
+        simulate(Pair(["a\x00", "a"]), 1, FeatureRecorder({"w": "wealth"}))
+    assert simulate(Pair(["a\x00b", "a"]), 1, FeatureRecorder({"w": "wealth"})).agent_ids.tolist() == ["a", "a\x00b"]
