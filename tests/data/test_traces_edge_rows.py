@@ -384,3 +384,23 @@ def test_an_oasis_blob_id_and_a_text_id_spelling_its_label_are_not_merged_into_o
     with pytest.raises(TraceError, match=r"agent ids b'\\xff\\x01' \(bytes that are no UTF-8 text\) and "
                                          r"\"X'FF01'\" \(text\) in field 'user_id' would be one label \"X'FF01'\""):
         read_trace(db, OASIS_FOLLOW_SPEC)
+
+
+@pytest.mark.parametrize("batch_size", [65536, 1])
+def test_an_oasis_blob_action_and_a_text_action_spelling_its_label_are_not_one_count_each_feature(tmp_path, batch_size):
+    """An action BLOB X'FF01' is labelled by the text X'FF01'; an action stored as that very text is another action.
+    Both were one count_each feature n_X'FF01', their events added up, silently. Refused naming both, as an agent id
+    BLOB and its text are, in one batch or in batches of their own (``batch_size = 1``)."""
+    db = _blob_db(tmp_path, "UPDATE trace SET action = X'FF01' WHERE action = 'like_post'",
+                  "UPDATE trace SET action = 'X''FF01''' WHERE action = 'create_post'")
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(DISTINCT action) FROM trace WHERE action IN (X'FF01', 'X''FF01''')"
+                       ).fetchone()[0] == 2
+    con.close()
+    spec = {**OASIS_FOLLOW_SPEC, "features": [{"kind": "count_each", "prefix": "n_"}], "batch_size": batch_size}
+    with pytest.raises(TraceError, match=r"actions b'\\xff\\x01' \(bytes that are no UTF-8 text\) and "
+                                         r"\"X'FF01'\" \(text\) in field 'action' would be one count_each feature"):
+        read_trace(db, spec)
+    (tmp_path / "alone").mkdir()
+    alone = _blob_db(tmp_path / "alone", "UPDATE trace SET action = X'FF01' WHERE action = 'like_post'")
+    assert "n_X'FF01'" in read_trace(alone, spec).panel.features  # a BLOB action alone is read as before

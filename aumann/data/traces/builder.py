@@ -111,6 +111,9 @@ class PanelBuilder:
             else:
                 g.add_array(f"f{j}", 1, np.float64)
             self.plan.append((j, f))
+        #: count_each action labels spelling a BLOB's literal (X'FF01'): the bytes of the BLOB they came from, or None
+        #: where they came from text
+        self._x_actions: dict[str, bytes | None] = {}
         act = spec.action
         self.include = None if act is None or act.include is None else set(act.include)
         self.exclude = set() if act is None else set(act.exclude)
@@ -138,6 +141,29 @@ class PanelBuilder:
                     lst.append(v)
                 pos[u] = i
         return pos.astype(np.int64)[codes]
+
+    def _blob_or_text(self, name: str, batch: EventBatch, action: np.ndarray, sel: np.ndarray) -> None:
+        """Refuse a count_each action label ``X'FF01'`` that both a BLOB action (bytes that are no UTF-8 text, labelled
+        by SQLite's literal of them) and a text action spelling that literal give, in this batch or across batches:
+        they were one feature, their events added up, silently (as such an agent id and its text are refused)."""
+        blob = None
+        if batch.blob_actions is not None and name in batch.blob_actions[1]:
+            mask, raw = batch.blob_actions
+            here = sel & (action == name)
+            if (here & mask).any():
+                blob = raw[name]
+                if (here & ~mask).any():  # both in this batch
+                    self._blob_action_twin(blob, name)
+        seen = self._x_actions.setdefault(name, blob)
+        if (seen is None) != (blob is None):
+            self._blob_action_twin(seen if blob is None else blob, name)
+
+    def _blob_action_twin(self, blob: bytes | None, name: str) -> None:
+        field = None if self.spec.action is None else self.spec.action.field
+        raise TraceError(f"actions {blob!r} (bytes that are no UTF-8 text) and {name!r} (text) in field {field!r} "
+                         f"would be one count_each feature {name!r}: bytes that are no UTF-8 text are labelled by "
+                         "SQLite's literal of them, X'...', and an action written as that text is another action; "
+                         "rewrite one of them")
 
     def add(self, batch: EventBatch | None) -> None:
         if batch is None or len(batch) == 0:
@@ -191,6 +217,8 @@ class PanelBuilder:
                     if k is None:
                         k = self.actions[name] = len(self.actions)
                     col[u] = k
+                    if name[:2] == "X'":  # (a label a BLOB action gets: per distinct action, not per event)
+                        self._blob_or_text(name, batch, action, sel)
                 if len(self.actions) > known:  # new features: the panel widens (a bare MemoryError for 32 GiB, or
                     self._check_span(g.t0, g.t0 + g.T - 1)  # the memory taken, where max_cells said 16 GB at most)
                 g.grow_k(f"f{j}", len(self.actions))

@@ -112,6 +112,9 @@ class EventBatch:
     values: dict[str, np.ndarray]
     #: each event's place in the log (``RawRecords.order``), or ``None``: the events come in log order
     order: np.ndarray | None = None
+    #: which actions were bytes that are no UTF-8 text (labelled X'FF01'), with {label: the bytes}; ``None`` (the
+    #: common case) where no action of the batch is such bytes
+    blob_actions: tuple[np.ndarray, dict[str, bytes]] | None = None
 
     def __len__(self) -> int:
         return int(self.step.shape[0])
@@ -528,6 +531,7 @@ class Validator:
             values[f] = v
             self.tally.missing(f, int((keep & vmiss).sum()))
         action = None
+        blob_actions: tuple[np.ndarray, dict[str, bytes]] | None = None
         if self.spec.action is not None:
             # bytes that are no UTF-8 text (UTF-8 ones were read as their text) as SQLite's literal X'FF01', as an
             # agent id of them is labelled, not Python's "b'\\xff\\x01'" (a count_each feature was named by it)
@@ -535,18 +539,21 @@ class Validator:
             action = np.array([None if a is None or a is _MISSING else id_text(a) for a in raw.action], dtype=object)
             self.tally.missing(self.spec.action.field, int((keep & (action == None)).sum()))  # noqa: E711
             self.tally.blob_actions += int((keep & blobs).sum())
+            if (keep & blobs).any():  # (rare: a pass over this batch's BLOB actions only)
+                blob_actions = (blobs, {action[i]: bytes(raw.action[i]) for i in np.flatnonzero(keep & blobs).tolist()})
         order = None if raw.order is None else np.asarray(raw.order, dtype=np.float64)
         if kind is not None:  # ids of bytes that are no UTF-8 text (UTF-8 ones were read as their text): counted
             self.tally.blob_ids += int((keep & (kind == 3)).sum())
         for f, r in rounded.items():  # integers past 2**53 that float64 changed, among the records kept: counted
             self.tally.rounded_values(f, *r.count_and_largest(keep))
         if keep.all():
-            return EventBatch(agent, steps, action, values, order)
+            return EventBatch(agent, steps, action, values, order, blob_actions)
         idx = np.flatnonzero(keep)
         if idx.size == 0:
             return None
         return EventBatch(agent[idx], steps[idx], None if action is None else action[idx],
-                          {k: v[idx] for k, v in values.items()}, None if order is None else order[idx])
+                          {k: v[idx] for k, v in values.items()}, None if order is None else order[idx],
+                          None if blob_actions is None else (blob_actions[0][idx], blob_actions[1]))
 
 
 def _whole_float_ids(agent: np.ndarray, keep: np.ndarray, floats: np.ndarray | None = None) -> tuple[np.ndarray, int]:
