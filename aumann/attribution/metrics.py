@@ -545,7 +545,9 @@ def masking_oracle(f: Any, panel: Any, *, step: int = 0, baseline: Any = "zero")
     kernel = MaskedIndicatorGame(Problem.build(as_indicator(f), panel, baseline), step).kernel()
 
     def oracle(deleted: np.ndarray) -> float:
-        pos = panel.agent_index(np.asarray(deleted)) if len(deleted) else np.zeros(0, dtype=np.int64)
+        # (the ids as given: np.asarray made text of [1, "2"], and the number 1 then deleted the agent "1")
+        ids = deleted if isinstance(deleted, np.ndarray) else list(deleted)
+        pos = panel.agent_index(ids) if len(ids) else np.zeros(0, dtype=np.int64)
         pos = np.unique(np.atleast_1d(np.asarray(pos, dtype=np.int64)))  # a set: repeats delete once
         return float(kernel.curve(pos, [pos.size])[0])
 

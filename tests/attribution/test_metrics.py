@@ -236,3 +236,15 @@ def test_kendall_tau_keeps_tie_runs_by_content_not_by_object():
     a[: n // 2] = -a[: n // 2]  # the same object, other values
     assert kendall_tau(a, b) == scipy_tau(a, b) != first
     assert len(mt._RUNS) == 3
+
+
+def test_masking_oracle_does_not_match_a_number_to_a_text_id():
+    """``oracle([1, "2"])`` on text ids deleted the agents "1" and "2": np.asarray made text of the mixed list before
+    the lookup, so the number 1 matched the id "1" (``oracle([1])`` alone is refused)."""
+    from aumann.errors import UnknownAgentError
+
+    panel = Panel(np.array([[[1.0], [2.0], [4.0]]]), features=["x"], agent_ids=["1", "2", "3"])
+    oracle = M.masking_oracle(lambda z: z[..., 0].sum(-1), panel)
+    assert oracle(["1", "2"]) == pytest.approx(4.0)
+    with pytest.raises(UnknownAgentError, match=r"e.g. \[1\]"):
+        oracle([1, "2"])
