@@ -52,6 +52,7 @@ from aumann.io import (
     write_json,
     write_npz,
 )
+from aumann.manifest import int64_digits
 
 RUNS, PANELS, ATTRIBUTIONS, TIMINGS = "runs", "panels", "attributions", "timings"
 #: bytes a finished run leaves in the run directory per agent-step (MegaScale-Social: 176 MB for 2·10⁵ agents ×
@@ -628,13 +629,18 @@ def transient_agents(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def rounded_largest(e: Any) -> int | None:
     """The ``largest`` of one ``rounded_values`` entry (an int, or its decimal text past int64), or ``None``."""
-    big = e.get("largest") if isinstance(e, dict) else None
-    if isinstance(big, bool):
+    return _record_integer(e.get("largest") if isinstance(e, dict) else None)
+
+
+def _record_integer(v: Any) -> int | None:
+    """An integer a record holds as a number, or as its digits past int64 (:func:`aumann.manifest.int64_digits`);
+    ``None`` for anything else."""
+    if isinstance(v, bool):
         return None
-    if isinstance(big, int):
-        return big
-    if isinstance(big, str) and len(big) < 400 and big[big.startswith("-"):].isdecimal() and big.isascii():
-        return int(big)  # (digits only: "²" is a digit to str.isdigit, and int() refuses it)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and len(v) < 400 and v[v.startswith("-"):].isdecimal() and v.isascii():
+        return int(v)  # (digits only: "²" is a digit to str.isdigit, and int() refuses it)
     return None
 
 
@@ -668,15 +674,11 @@ def rounded_values_record(meta: Any) -> dict[str, Any] | None:
         entries = meta.get(part)
         if not isinstance(entries, dict):
             continue
-        kept = {str(k): {**e, **({"largest": str(e["largest"])} if _past_int64(e.get("largest")) else {})}
-                for k, e in entries.items() if isinstance(e, dict) and _count(e.get("count")) > 0}
+        kept = {str(k): int64_digits(e) for k, e in entries.items()
+                if isinstance(e, dict) and _count(e.get("count")) > 0}
         if kept:
             out[part] = kept
     return out or None
-
-
-def _past_int64(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63
 
 
 def _count(v: Any) -> int:
@@ -712,9 +714,8 @@ def rounded_values_words(d: Any, quote: Callable[[str], str] = repr) -> str:
 def stored_integer_text(v: Any, single: bool = False) -> str | None:
     """An integer (or its digits, as a record holds one past int64) with thousands separators and the value it was
     stored as (float64, or float32 with ``single``); ``None`` for anything else."""
-    if isinstance(v, str) and len(v) < 400 and v[v.startswith("-"):].isdecimal() and v.isascii():
-        v = int(v)
-    if not isinstance(v, int) or isinstance(v, bool):
+    v = _record_integer(v)
+    if v is None:
         return None
     try:
         with np.errstate(over="ignore"):
